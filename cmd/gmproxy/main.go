@@ -1,0 +1,63 @@
+// Command gmproxy is an edge proxy for China's commercial cryptography: TLCP
+// (GB/T 38636-2020), TLS 1.3 with the RFC 8998 SM suites and ordinary TLS on
+// one port. With no arguments it runs a self-contained development setup.
+//
+// Each subcommand lives in its own file and registers itself in init.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// command is one subcommand: run is given the arguments after its name.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+// defaultCommand runs when gmproxy is started without arguments.
+const defaultCommand = "run"
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	name := defaultCommand
+	if len(args) > 0 {
+		name, args = args[0], args[1:]
+	}
+	if name == "help" || name == "-h" || name == "--help" {
+		usage(stdout)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "gmproxy: unknown command %q\n\n", name)
+		usage(stderr)
+		return 2
+	}
+	return cmd.run(args, stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: gmproxy [command] [flags]   (no command: run the embedded development setup)")
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+}

@@ -1,0 +1,167 @@
+package smkey
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/emmansun/gmsm/pkcs8"
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// ErrNeedPassword is returned for an encrypted key when no password was given.
+var ErrNeedPassword = errors.New("the key is encrypted and no password was given")
+
+// ParsePrivateKeyPEM parses the first private key in pemData: PKCS#8
+// ("PRIVATE KEY"), SEC 1 ("EC PRIVATE KEY") or encrypted PKCS#8 ("ENCRYPTED
+// PRIVATE KEY", including GmSSL's PBKDF2-HMAC-SM3/SM4-CBC form), decrypted
+// with password. SM2 keys come back as *sm2.PrivateKey; other key types as
+// the standard library's types.
+func ParsePrivateKeyPEM(pemData, password []byte) (crypto.Signer, error) {
+	rest := pemData
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, errors.New("no PEM private key block found")
+		}
+		switch block.Type {
+		case "PRIVATE KEY":
+			k, err := smx509.ParsePKCS8PrivateKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parse PKCS#8 key: %w", err)
+			}
+			return asSigner(k)
+		case "EC PRIVATE KEY", "SM2 PRIVATE KEY":
+			k, err := smx509.ParseTypedECPrivateKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parse SEC 1 key: %w", err)
+			}
+			return asSigner(k)
+		case "ENCRYPTED PRIVATE KEY":
+			if len(password) == 0 {
+				return nil, ErrNeedPassword
+			}
+			k, _, err := pkcs8.ParsePrivateKey(block.Bytes, password)
+			if err != nil {
+				return nil, fmt.Errorf("decrypt PKCS#8 key (wrong password?): %w", err)
+			}
+			return asSigner(k)
+		case "RSA PRIVATE KEY":
+			k, err := smx509.ParsePKCS1PrivateKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parse PKCS#1 key: %w", err)
+			}
+			return k, nil
+		}
+	}
+}
+
+// ParseAllPrivateKeysPEM parses every private key block in pemData, in order
+// (GmSSL keeps a sign and an enc key in one file).
+func ParseAllPrivateKeysPEM(pemData, password []byte) ([]crypto.Signer, error) {
+	var out []crypto.Signer
+	rest := pemData
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "PRIVATE KEY" && block.Type != "EC PRIVATE KEY" && block.Type != "ENCRYPTED PRIVATE KEY" && block.Type != "SM2 PRIVATE KEY" && block.Type != "RSA PRIVATE KEY" {
+			continue
+		}
+		k, err := ParsePrivateKeyPEM(pem.EncodeToMemory(block), password)
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", len(out)+1, err)
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM private key block found")
+	}
+	return out, nil
+}
+
+func asSigner(k any) (crypto.Signer, error) {
+	switch v := k.(type) {
+	case *sm2.PrivateKey:
+		return v, nil
+	case *ecdsa.PrivateKey:
+		if v.Curve == sm2.P256() {
+			sk, err := sm2.NewPrivateKeyFromInt(v.D)
+			if err != nil {
+				return nil, err
+			}
+			return sk, nil
+		}
+		return v, nil
+	case crypto.Signer:
+		return v, nil
+	}
+	return nil, fmt.Errorf("unsupported private key type %T", k)
+}
+
+// ParseCertificatesPEM parses every CERTIFICATE block in pemData, in order.
+func ParseCertificatesPEM(pemData []byte) ([]*smx509.Certificate, error) {
+	var out []*smx509.Certificate
+	rest := pemData
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := smx509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate block found")
+	}
+	return out, nil
+}
+
+// LoadCertificatesFile reads ParseCertificatesPEM from a file.
+func LoadCertificatesFile(path string) ([]*smx509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := ParseCertificatesPEM(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return certs, nil
+}
+
+// LoadPrivateKeyFile reads ParsePrivateKeyPEM from a file.
+func LoadPrivateKeyFile(path string, password []byte) (crypto.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ParsePrivateKeyPEM(b, password)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// PublicKeysEqual reports whether the signer's public key is pub.
+func PublicKeysEqual(k crypto.Signer, pub crypto.PublicKey) bool {
+	type eq interface{ Equal(crypto.PublicKey) bool }
+	if e, ok := k.Public().(eq); ok {
+		return e.Equal(pub)
+	}
+	return false
+}

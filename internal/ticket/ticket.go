@@ -1,0 +1,198 @@
+// Package ticket seals and opens session tickets for both TLCP (RFC 5077
+// style, as Tongsuo does in NTLS) and TLS 1.3-SM, with rotating keys: the
+// newest key encrypts, older keys still decrypt, so several instances that
+// share a key file or a key service resume each other's sessions.
+//
+// Wire form of a ticket: key name (16) || nonce (12) || SM4-GCM(state) || tag (16).
+package ticket
+
+import (
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/sm4"
+)
+
+// Overhead is the number of bytes Seal adds to the sealed state.
+const Overhead = 16 + 12 + 16
+
+// KeySize is the size of the secret from which a ticket key is derived.
+const KeySize = 32
+
+// Key is one ticket-encryption key.
+type Key struct {
+	// Name identifies the key inside tickets (not secret).
+	Name [16]byte
+	// Created is when the key was made; a Rotator retires keys by age.
+	Created time.Time
+	aead    cipher.AEAD
+}
+
+// NewKey derives a ticket key from a 32-byte secret. The name and the SM4 key
+// are both derived with SM3 so that one secret per key is enough to share.
+func NewKey(secret []byte, created time.Time) (Key, error) {
+	if len(secret) < 16 {
+		return Key{}, errors.New("ticket: key secret shorter than 16 bytes")
+	}
+	name := sm3.Sum(append([]byte("gmproxy ticket key name\x00"), secret...))
+	enc := sm3.Sum(append([]byte("gmproxy ticket key enc\x00"), secret...))
+	block, err := sm4.NewCipher(enc[:16])
+	if err != nil {
+		return Key{}, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return Key{}, err
+	}
+	k := Key{Created: created, aead: aead}
+	copy(k.Name[:], name[:16])
+	return k, nil
+}
+
+// Source provides ticket keys: the first one encrypts, all of them decrypt.
+// It must be safe for concurrent use.
+type Source interface {
+	TicketKeys() []Key
+}
+
+// Seal encrypts state under the first key of src and appends the ticket to dst.
+func Seal(dst []byte, src Source, state []byte) ([]byte, error) {
+	keys := src.TicketKeys()
+	if len(keys) == 0 || keys[0].aead == nil {
+		return nil, errors.New("ticket: no ticket key available")
+	}
+	k := keys[0]
+	var nonce [12]byte
+	if _, err := io.ReadFull(rand.Reader, nonce[:]); err != nil {
+		return nil, fmt.Errorf("ticket: nonce: %w", err)
+	}
+	dst = append(dst, k.Name[:]...)
+	dst = append(dst, nonce[:]...)
+	// The key name is authenticated as additional data.
+	return k.aead.Seal(dst, nonce[:], state, k.Name[:]), nil
+}
+
+// Open decrypts a ticket sealed by Seal with any key of src. ok is false for
+// an unknown key name or a forged or damaged ticket. stale is true when the
+// key that opened it is not the newest, so the caller should issue a new ticket.
+func Open(src Source, ticket []byte) (state []byte, ok, stale bool) {
+	if len(ticket) < Overhead {
+		return nil, false, false
+	}
+	keys := src.TicketKeys()
+	for i, k := range keys {
+		if k.aead == nil || subtle.ConstantTimeCompare(k.Name[:], ticket[:16]) != 1 {
+			continue
+		}
+		out, err := k.aead.Open(nil, ticket[16:28], ticket[28:], k.Name[:])
+		if err != nil {
+			return nil, false, false
+		}
+		return out, true, i != 0
+	}
+	return nil, false, false
+}
+
+// Static is a fixed list of keys, newest first.
+type Static []Key
+
+// TicketKeys implements Source.
+func (s Static) TicketKeys() []Key { return s }
+
+// Rotator keeps in-memory keys: a new random key every Interval, keeping keys
+// for Lifetime so tickets issued with them still open. Keys set with SetKeys
+// (for example read from a shared key file) replace the random ones.
+type Rotator struct {
+	interval, lifetime time.Duration
+	now                func() time.Time
+
+	mu    sync.Mutex
+	keys  []Key
+	fixed bool
+}
+
+// NewRotator returns a Rotator; interval and lifetime default to 1h and 12h.
+func NewRotator(interval, lifetime time.Duration) *Rotator {
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	if lifetime < interval {
+		lifetime = 12 * interval
+	}
+	return &Rotator{interval: interval, lifetime: lifetime, now: time.Now}
+}
+
+// SetClock replaces the clock (tests).
+func (r *Rotator) SetClock(now func() time.Time) {
+	r.mu.Lock()
+	r.now = now
+	r.mu.Unlock()
+}
+
+// SetKeys installs keys, newest first, and stops random rotation.
+func (r *Rotator) SetKeys(keys []Key) {
+	r.mu.Lock()
+	r.keys = append([]Key(nil), keys...)
+	r.fixed = true
+	r.mu.Unlock()
+}
+
+// TicketKeys implements Source, rotating when the newest key is older than the interval.
+func (r *Rotator) TicketKeys() []Key {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fixed {
+		return r.keys
+	}
+	now := r.now()
+	if len(r.keys) == 0 || now.Sub(r.keys[0].Created) >= r.interval {
+		var secret [KeySize]byte
+		if _, err := io.ReadFull(rand.Reader, secret[:]); err == nil {
+			if k, err := NewKey(secret[:], now); err == nil {
+				keys := make([]Key, 0, len(r.keys)+1)
+				keys = append(keys, k)
+				for _, old := range r.keys {
+					if now.Sub(old.Created) < r.lifetime {
+						keys = append(keys, old)
+					}
+				}
+				r.keys = keys
+			}
+		}
+	}
+	return r.keys
+}
+
+// ParseKeyFile reads ticket keys from file contents made of one or more
+// 32-byte (or nginx-style 48/80-byte) raw secrets concatenated, newest first.
+// A file of 48 or 80 bytes is taken as a single key, like nginx's
+// ssl_session_ticket_key.
+func ParseKeyFile(b []byte, created time.Time) ([]Key, error) {
+	var chunks [][]byte
+	switch {
+	case len(b) == 48 || len(b) == 80:
+		chunks = [][]byte{b}
+	case len(b) > 0 && len(b)%KeySize == 0:
+		for i := 0; i < len(b); i += KeySize {
+			chunks = append(chunks, b[i:i+KeySize])
+		}
+	default:
+		return nil, fmt.Errorf("ticket key file has %d bytes; want 48 or 80 (one key) or a multiple of %d (newest first)", len(b), KeySize)
+	}
+	keys := make([]Key, 0, len(chunks))
+	for _, c := range chunks {
+		k, err := NewKey(c, created)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
