@@ -1,0 +1,101 @@
+// Package handshake accepts connections for gmproxy's listeners: it sniffs the
+// first record of each connection and hands it to TLCP, TLS 1.3-SM or
+// crypto/tls, picks the site by SNI, enforces handshake limits, runs private
+// key work through the offload engine, and yields one connection type with a
+// uniform state for the rest of the program.
+package handshake
+
+import (
+	"net"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// Protocol names as they appear in logs, headers and metrics labels.
+const (
+	ProtoTLCP    = "NTLSv1.1"   // TLCP, GB/T 38636-2020
+	ProtoTLS13SM = "TLSv1.3-SM" // TLS 1.3 with RFC 8998 suites
+	// Ordinary TLS reports "TLSv1.2" or "TLSv1.3".
+)
+
+// Protocol families, the values of the metrics "protocol" label.
+const (
+	FamilyTLCP    = "tlcp"
+	FamilyTLS13SM = "tls13sm"
+	FamilyTLS     = "tls"
+)
+
+// ConnState describes an established connection.
+type ConnState struct {
+	Listener string // listener name (its address unless named)
+	Family   string // FamilyTLCP, FamilyTLS13SM or FamilyTLS
+	Protocol string // ProtoTLCP, ProtoTLS13SM, "TLSv1.2", "TLSv1.3"
+	Cipher   string // suite name, e.g. "ECC-SM2-SM4-GCM-SM3", "TLS_SM4_GCM_SM3"
+	Resumed  bool
+	SNI      string
+	ALPN     string
+	Site     string // name of the site that served the handshake
+
+	// ClientAuth is true when the client presented a certificate that verified.
+	ClientAuth bool
+	// PeerCertificates are the client's certificates (TLCP: sign, enc, chain…).
+	PeerCertificates []*smx509.Certificate
+
+	HandshakeStart    time.Time
+	HandshakeDuration time.Duration
+}
+
+// StateConn is implemented by connections that carry a ConnState.
+type StateConn interface {
+	net.Conn
+	ConnState() ConnState
+}
+
+// HandshakeEvent reports one handshake outcome to observers.
+type HandshakeEvent struct {
+	State ConnState
+	// Err is nil on success. Reason is a bounded label for failures:
+	// one of the Reason* constants.
+	Err    error
+	Reason string
+}
+
+// Failure reasons: a small fixed set, safe as metric label values.
+const (
+	ReasonTimeout        = "timeout"
+	ReasonBadCertificate = "bad_certificate"
+	ReasonNoSharedCipher = "no_shared_cipher"
+	ReasonProtocolError  = "protocol_error"
+	ReasonPeerAlert      = "peer_alert"
+	ReasonEOF            = "eof"
+	ReasonUnknownProto   = "unknown_protocol"
+	ReasonRefused        = "refused"
+	ReasonInternal       = "internal_error"
+)
+
+// Observer receives handshake and connection events. Implementations must be
+// cheap and safe for concurrent use (metrics implements it).
+type Observer interface {
+	// ConnAccepted is called for every accepted TCP connection.
+	ConnAccepted(listener string)
+	// ConnRefused is called when limits refuse a connection.
+	ConnRefused(listener, why string)
+	// ConnClosed is called once per connection that was accepted.
+	ConnClosed(listener string)
+	// HandshakeStarted / HandshakeDone bracket every handshake attempt.
+	HandshakeStarted(listener string)
+	HandshakeDone(ev HandshakeEvent)
+	// Bytes reports plaintext application bytes moved and records, per cipher.
+	Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint64)
+}
+
+// NopObserver implements Observer and does nothing; embed it to implement a subset.
+type NopObserver struct{}
+
+func (NopObserver) ConnAccepted(string)                                  {}
+func (NopObserver) ConnRefused(string, string)                           {}
+func (NopObserver) ConnClosed(string)                                    {}
+func (NopObserver) HandshakeStarted(string)                              {}
+func (NopObserver) HandshakeDone(HandshakeEvent)                         {}
+func (NopObserver) Bytes(string, string, uint64, uint64, uint64, uint64) {}
