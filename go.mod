@@ -3,10 +3,23 @@ module github.com/gmproxy/gmproxy
 go 1.26.0
 
 require (
-	github.com/emmansun/gmsm v0.44.1 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/tjfoc/gmsm v1.4.1 // indirect
-	golang.org/x/crypto v0.59.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/emmansun/gmsm v0.44.1
+	github.com/prometheus/client_golang v1.25.0
+	github.com/tjfoc/gmsm v1.4.1
+	golang.org/x/crypto v0.59.0
+	golang.org/x/net v0.62.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
