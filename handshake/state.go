@@ -99,3 +99,20 @@ func (NopObserver) ConnClosed(string)                                    {}
 func (NopObserver) HandshakeStarted(string)                              {}
 func (NopObserver) HandshakeDone(HandshakeEvent)                         {}
 func (NopObserver) Bytes(string, string, uint64, uint64, uint64, uint64) {}
+
+// KeyOpObserver receives one event per private-key operation run by the
+// offload engine: op is "sign", "decrypt" or "key_agreement"; family is the
+// protocol family; queueWait is the time spent waiting for a worker and exec
+// the time the operation itself took.
+type KeyOpObserver interface {
+	KeyOp(op, family string, queueWait, exec time.Duration, err error)
+}
+
+// SessionObserver receives session-cache and ticket events per protocol family.
+type SessionObserver interface {
+	SessionLookup(family string, hit bool)
+	SessionCacheSize(family string, size int, evictions uint64)
+	TicketIssued(family string)
+	TicketAccepted(family string)
+	TicketRejected(family string)
+}

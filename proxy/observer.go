@@ -1,0 +1,37 @@
+// Package proxy forwards requests and streams arriving on handshake
+// connections to upstream pools (HTTP/1.1, HTTP/2, raw TCP, and TLCP or
+// TLS 1.3-SM re-encryption), in the shape of Caddy's reverse_proxy: handler,
+// transport, health checks, selection policies, upstreams and streaming.
+package proxy
+
+import "time"
+
+// RequestEvent describes one finished HTTP request.
+type RequestEvent struct {
+	Site, Route, Method string
+	Status              int
+	Duration            time.Duration
+	Upstream, Target    string // empty for fixed responses and redirects
+	UpstreamDuration    time.Duration
+	BytesIn, BytesOut   int64
+}
+
+// Observer receives proxy events; metrics implements it. Implementations must
+// be cheap and safe for concurrent use.
+type Observer interface {
+	RequestStarted(site string)
+	RequestDone(ev RequestEvent)
+	UpstreamHealth(upstream, target string, healthy bool)
+	UpstreamRetry(upstream string)
+	// StreamBytes reports bytes moved by TCP stream mode and tunnels.
+	StreamBytes(site, upstream string, in, out int64)
+}
+
+// NopObserver implements Observer and does nothing.
+type NopObserver struct{}
+
+func (NopObserver) RequestStarted(string)                    {}
+func (NopObserver) RequestDone(RequestEvent)                 {}
+func (NopObserver) UpstreamHealth(string, string, bool)      {}
+func (NopObserver) UpstreamRetry(string)                     {}
+func (NopObserver) StreamBytes(string, string, int64, int64) {}
