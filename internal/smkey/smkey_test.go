@@ -1,0 +1,131 @@
+package smkey
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/transcript"
+)
+
+func pki(t *testing.T, name string) string {
+	t.Helper()
+	d, err := transcript.PKIDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(d, name)
+}
+
+// The shared Tongsuo PKI holds each key in two forms: plain PKCS#8 and
+// GmSSL's encrypted PKCS#8 (PBKDF2-HMAC-SM3, SM4-CBC). Both must load to the
+// same key, and match the certificate.
+func TestLoadTongsuoAndGmSSLKeys(t *testing.T) {
+	for _, n := range []string{"server_sign", "server_enc", "client_sign", "client_enc"} {
+		plain, err := LoadPrivateKeyFile(pki(t, n+".key"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, err := LoadPrivateKeyFile(pki(t, n+".gmssl.key.pem"), []byte("P@ssw0rd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok1 := plain.(*sm2.PrivateKey)
+		e, ok2 := enc.(*sm2.PrivateKey)
+		if !ok1 || !ok2 || !p.Equal(e) {
+			t.Fatalf("%s: keys differ or are not SM2 (%T, %T)", n, plain, enc)
+		}
+		certs, err := LoadCertificatesFile(pki(t, n+".crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !PublicKeysEqual(plain, certs[0].PublicKey) {
+			t.Fatalf("%s: key does not match certificate", n)
+		}
+	}
+	if _, err := LoadPrivateKeyFile(pki(t, "server_sign.gmssl.key.pem"), nil); err != ErrNeedPassword && err == nil {
+		t.Fatal("encrypted key loaded without a password")
+	}
+	if _, err := LoadPrivateKeyFile(pki(t, "server_sign.gmssl.key.pem"), []byte("wrong")); err == nil {
+		t.Fatal("encrypted key loaded with a wrong password")
+	}
+	b, _ := os.ReadFile(pki(t, "server_sign_enc_keys.gmssl.pem"))
+	keys, err := ParseAllPrivateKeysPEM(b, []byte("P@ssw0rd"))
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("two-key GmSSL file: %d keys, %v", len(keys), err)
+	}
+}
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Digest vector E.10: the TLCP ECDHE pre-master computed by both roles.
+func TestKeyAgreementVectorE10(t *testing.T) {
+	c := ecdh.P256()
+	priv := func(h string) *ecdh.PrivateKey {
+		k, err := c.NewPrivateKey(unhex(t, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serverStatic := priv("e04c3fd77408b56a648ad439f673511a2ae248def3bab26bdfc9cdbd0ae9607e")
+	serverEph := priv("6fe0bac5b09d3ab10f724638811c34464790520e4604e71e6cb0e5310623b5b1")
+	clientStatic := priv("7a1136f60d2c5531447e5a3093078c2a505abf74f33aefed927ac0a5b27e7dd7")
+	clientEph := priv("d0233bdbb0b8a7bfe1aab66132ef06fc4efaedd5d5000692bc21185242a31f6f")
+	want := unhex(t, "f7942e6b065dec7726c030fd09941d773dc3487b8a62c22c7da0b03fe1130f5686d8081e40f97f31e125e61a8d0168bf")
+
+	toSM2 := func(k *ecdh.PrivateKey) *sm2.PrivateKey {
+		s, err := sm2.NewPrivateKey(k.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx := context.Background()
+	server := AsKeyAgreement(toSM2(serverStatic))
+	client := AsKeyAgreement(toSM2(clientStatic))
+	got, err := server.SM2KeyAgree(ctx, serverEph, clientStatic.PublicKey(), clientEph.PublicKey(), false, 48, nil, nil)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("initiator (server) pre-master %x, %v", got, err)
+	}
+	got, err = client.SM2KeyAgree(ctx, clientEph, serverStatic.PublicKey(), serverEph.PublicKey(), true, 48, nil, nil)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("responder (client) pre-master %x, %v", got, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := server.SM2KeyAgree(cctx, serverEph, clientStatic.PublicKey(), clientEph.PublicKey(), false, 48, nil, nil); err == nil {
+		t.Fatal("key agreement ran with a cancelled context")
+	}
+}
+
+func TestSignPrefersContextSigner(t *testing.T) {
+	k, _ := sm2.GenerateKey(rand.Reader)
+	cs := &countingSigner{PrivateKey: k}
+	sig, err := Sign(context.Background(), cs, rand.Reader, []byte("msg"), sm2.DefaultSM2SignerOpts)
+	if err != nil || cs.calls != 1 {
+		t.Fatalf("SignContext not used: calls=%d err=%v", cs.calls, err)
+	}
+	if !sm2.VerifyASN1WithSM2(&k.PublicKey, nil, []byte("msg"), sig) {
+		t.Fatal("signature does not verify")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Sign(ctx, k, rand.Reader, []byte("msg"), sm2.DefaultSM2SignerOpts); err == nil {
+		t.Fatal("plain signer ran with a cancelled context")
+	}
+}
