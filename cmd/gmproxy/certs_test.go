@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+func TestCerts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	code, out, errs := ccRun("certs", "-out", dir, "-hosts", "gm.example.test,127.0.0.1", "-days", "30")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{devpki.FileCACert, devpki.FileServerSignKey, devpki.FileServerEncCert, devpki.FileClientEncKey, devpki.FileECDSAServerCert} {
+		if !strings.Contains(out, filepath.Join(dir, f)) {
+			t.Errorf("output does not list %s", f)
+		}
+	}
+	ca, err := smkey.LoadCertificatesFile(filepath.Join(dir, devpki.FileCACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := smkey.LoadCertificatesFile(filepath.Join(dir, devpki.FileServerEncCert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := smx509.NewCertPool()
+	roots.AddCert(ca[0])
+	if _, err := enc[0].Verify(smx509.VerifyOptions{Roots: roots, DNSName: "gm.example.test"}); err != nil {
+		t.Errorf("enc cert: %v", err)
+	}
+	if days := enc[0].NotAfter.Sub(enc[0].NotBefore).Hours() / 24; days < 29 || days > 31 {
+		t.Errorf("validity %.1f days", days)
+	}
+
+	// The printed snippet is a configuration that passes check.
+	i := strings.Index(out, "\nlisteners:")
+	j := strings.Index(out, "\nTry it")
+	if i < 0 || j < i {
+		t.Fatalf("no snippet in output:\n%s", out)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "gmproxy.yaml")
+	if err := os.WriteFile(cfgFile, []byte(out[i+1:j]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, cout, cerr := ccRun("check", "-c", cfgFile); code != 0 {
+		t.Errorf("snippet fails check: %s%s", cout, cerr)
+	}
+
+	// An existing PKI is kept unless -force.
+	if code, _, errs := ccRun("certs", "-out", dir); code != 1 || !strings.Contains(errs, "-force") {
+		t.Errorf("existing PKI: exit %d %q", code, errs)
+	}
+	if code, _, errs := ccRun("certs", "-out", dir, "-force", "-no-ecdsa"); code != 0 {
+		t.Errorf("-force: exit %d %q", code, errs)
+	}
+}
+
+func TestCertsUsage(t *testing.T) {
+	for _, args := range [][]string{{"certs"}, {"certs", "-out", t.TempDir(), "-days", "0"}, {"certs", "-out", t.TempDir(), "-hosts", " , "}} {
+		if code, _, _ := ccRun(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/gmproxy/gmproxy/conf"
+)
+
+func init() {
+	register("check", "test a configuration file like nginx -t: gmproxy check -c FILE", checkMain)
+}
+
+// checkMain validates a configuration file, loading every certificate and
+// key it names, and prints every problem as file:line:column. Exit status:
+// 0 when the file is usable (warnings allowed), 1 when it has errors, 2 on
+// bad usage.
+func checkMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "", "configuration `file` to test (YAML)")
+	dump := fs.Bool("dump", false, "on success also print the effective configuration (defaults filled in)")
+	quiet := fs.Bool("q", false, "print only errors (no warnings, no success line)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gmproxy check -c FILE [-dump] [-q]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *file == "" && fs.NArg() == 1 {
+		*file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gmproxy check: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *file == "" {
+		fs.Usage()
+		return 2
+	}
+
+	cfg, probs := conf.Check(*file)
+	for _, p := range probs {
+		if *quiet && p.Severity == conf.SeverityWarning {
+			continue
+		}
+		fmt.Fprintln(stderr, p.String())
+	}
+	nerr, nwarn := probs.Count(conf.SeverityError), probs.Count(conf.SeverityWarning)
+	if nerr > 0 || cfg == nil {
+		fmt.Fprintf(stderr, "gmproxy: configuration file %s test failed (%s, %s)\n", *file, plural(nerr, "error"), plural(nwarn, "warning"))
+		return 1
+	}
+	if *dump {
+		b, err := cfg.Normalized()
+		if err != nil {
+			fmt.Fprintf(stderr, "gmproxy check: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "# effective configuration of %s\n%s", *file, b)
+	}
+	if !*quiet {
+		if nwarn > 0 {
+			fmt.Fprintf(stdout, "gmproxy: configuration file %s test is successful (%s)\n", *file, plural(nwarn, "warning"))
+		} else {
+			fmt.Fprintf(stdout, "gmproxy: configuration file %s test is successful\n", *file)
+		}
+	}
+	return 0
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/daemon"
+)
+
+func init() {
+	register("run", "serve: gmproxy run -c FILE (no -c: the embedded development setup on 127.0.0.1:8443)", func(args []string, stdout, stderr io.Writer) int {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+		defer signal.Stop(sigs)
+		return runMain(args, stdout, stderr, sigs, nil)
+	})
+}
+
+// runHooks lets tests observe the running daemon.
+type runHooks struct {
+	// ready is called once the listeners are up.
+	ready func(d *daemon.Daemon, addr, admin string)
+}
+
+// Integration points filled in by other files of this command when the
+// corresponding packages are linked: loading a config file, the metrics
+// observer and admin handler, and reopening the access log.
+var (
+	loadConfigFile func(path string) (*conf.Config, error)
+	newTelemetry   func(log *slog.Logger, env *daemon.Env) telemetry
+)
+
+// telemetry is what the metrics package provides to run.
+type telemetry interface {
+	// AdminHandler returns the admin mux; reload is mounted on it.
+	AdminHandler(cfg *conf.Config, reload func() error) http.Handler
+	SetReady(bool)
+	Reloaded(ok bool, cfg *conf.Config)
+}
+
+func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hooks *runHooks) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "", "configuration `file` (YAML); without it the embedded development setup runs")
+	devDir := fs.String("dev-dir", "", "development setup: folder of the throwaway PKI (default "+daemon.DefaultDevDir()+")")
+	listen := fs.String("listen", daemon.DevListen, "development setup: listen `address`")
+	adminAddr := fs.String("admin", "", "admin listener `address` (overrides the config's admin.address; \"off\" disables it)")
+	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
+	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gmproxy run: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+
+	var (
+		cfg   *conf.Config
+		dev   *daemon.DevSetup
+		err   error
+		bootL = newLogger(stderr, *logFormat, *logLevel, conf.Log{})
+	)
+	if *file != "" {
+		if loadConfigFile == nil {
+			fmt.Fprintln(stderr, "gmproxy run: this build cannot load configuration files")
+			return 1
+		}
+		cfg, err = loadConfigFile(*file)
+		if err != nil {
+			fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+			return 1
+		}
+	} else {
+		dir := *devDir
+		if dir == "" {
+			dir = daemon.DefaultDevDir()
+		}
+		dev, err = daemon.NewDevSetup(dir, *listen)
+		if err != nil {
+			// The home folder may be read-only: fall back to ./gmproxy-dev.
+			if *devDir == "" {
+				bootL.Warn("dev folder not usable, trying ./gmproxy-dev", "dir", dir, "err", err)
+				dev, err = daemon.NewDevSetup("gmproxy-dev", *listen)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+				return 1
+			}
+		}
+		defer dev.Close()
+		cfg = dev.Config
+		if dev.ConfigErr != nil {
+			bootL.Warn("embedded configuration not usable, running the built-in equivalent", "err", dev.ConfigErr)
+		}
+	}
+	if *adminAddr != "" {
+		cfg.Admin.Address = *adminAddr
+	}
+	log := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "problem", w.String())
+	}
+	slog.SetDefault(log)
+
+	env := &daemon.Env{Logger: log}
+	var tel telemetry
+	if newTelemetry != nil {
+		tel = newTelemetry(log, env)
+	}
+	if env.Observer == nil {
+		env.Observer = handshake.NopObserver{}
+	}
+	defer env.Close()
+
+	current := cfg
+	builder := func() (*daemon.Generation, error) {
+		c := current
+		if *file != "" && c == nil {
+			var err error
+			if c, err = loadConfigFile(*file); err != nil {
+				return nil, err
+			}
+			if *adminAddr != "" {
+				c.Admin.Address = *adminAddr
+			}
+		}
+		gen, err := daemon.Build(c, env)
+		if err != nil {
+			return nil, err
+		}
+		current = c
+		return gen, nil
+	}
+	d, err := daemon.New(builder, daemon.Options{Logger: log, Observer: env.Observer})
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+		return 1
+	}
+	reload := func() error {
+		if *file != "" {
+			current = nil // re-read the file
+		}
+		prev := cfg
+		err := d.Reload()
+		if err != nil {
+			current = prev
+		} else {
+			cfg = current
+		}
+		if tel != nil {
+			tel.Reloaded(err == nil, cfg)
+		}
+		return err
+	}
+	// Admin listener (metrics, health, POST /reload).
+	var admin *http.Server
+	var adminBound string
+	if tel != nil && cfg.Admin.Address != "" && cfg.Admin.Address != "off" {
+		reloadReq := make(chan chan error)
+		admin = &http.Server{Handler: tel.AdminHandler(cfg, func() error {
+			res := make(chan error, 1)
+			reloadReq <- res
+			return <-res
+		}), ReadHeaderTimeout: 10 * time.Second}
+		ln, err := net.Listen("tcp", cfg.Admin.Address)
+		switch {
+		case err != nil && dev != nil:
+			log.Warn("admin listener not started", "address", cfg.Admin.Address, "err", err)
+			admin = nil
+		case err != nil:
+			d.Close()
+			fmt.Fprintf(stderr, "gmproxy run: admin listener: %s\n", err)
+			return 1
+		default:
+			go admin.Serve(ln)
+			adminBound = ln.Addr().String()
+			log.Info("admin listening", "address", adminBound, "reload", "POST /reload")
+			// Admin reloads run on the main loop, like SIGHUP.
+			sigs = mergeReloads(sigs, reloadReq, reload)
+		}
+	}
+	if tel != nil {
+		tel.Reloaded(true, cfg)
+		tel.SetReady(true)
+	}
+	addr := d.Addr(cfg.Listeners[0].Address)
+	if dev != nil {
+		fmt.Fprintln(stdout, dev.Instructions(addr))
+	}
+	if hooks != nil && hooks.ready != nil {
+		hooks.ready(d, addr, adminBound)
+	}
+
+	for sig := range sigs {
+		if rs, ok := sig.(reloadSignal); ok {
+			log.Info("admin: reloading configuration")
+			rs.res <- rs.reload()
+			continue
+		}
+		switch sig {
+		case syscall.SIGHUP:
+			log.Info("SIGHUP: reloading configuration")
+			if err := reload(); err == nil {
+				log.Info("reload succeeded")
+			}
+		case syscall.SIGUSR1:
+			log.Info("SIGUSR1: reopening the access log")
+			if err := d.ReopenLogs(); err != nil {
+				log.Error("reopening the access log", "err", err)
+			}
+		case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+			log.Info("signal received: graceful shutdown", "signal", sig.String())
+			if tel != nil {
+				tel.SetReady(false)
+			}
+			err := d.Shutdown(context.Background())
+			if admin != nil {
+				admin.Close()
+			}
+			if err != nil {
+				return 1
+			}
+			return 0
+		}
+	}
+	d.Close()
+	return 0
+}
+
+// mergeReloads turns admin reload requests into calls on the main loop:
+// the returned channel forwards sigs; reloads requested over HTTP run
+// reload on the signal goroutine's behalf and report the result.
+func mergeReloads(sigs <-chan os.Signal, reqs chan chan error, reload func() error) <-chan os.Signal {
+	out := make(chan os.Signal)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case s, ok := <-sigs:
+				if !ok {
+					return
+				}
+				out <- s
+			case res := <-reqs:
+				out <- reloadSignal{res: res, reload: reload}
+			}
+		}
+	}()
+	return out
+}
+
+// reloadSignal is an admin reload carried through the signal loop.
+type reloadSignal struct {
+	res    chan error
+	reload func() error
+}
+
+func (reloadSignal) String() string { return "admin reload" }
+func (reloadSignal) Signal()        {}
+
+func newLogger(w io.Writer, format, level string, lc conf.Log) *slog.Logger {
+	if format == "" {
+		format = lc.Format
+	}
+	if level == "" {
+		level = lc.Level
+	}
+	var lv slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn", "warning":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if strings.EqualFold(format, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

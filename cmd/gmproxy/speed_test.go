@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/speed"
+)
+
+func runSpeedJSON(t *testing.T, args ...string) (speed.Report, int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := dispatch(append([]string{"speed", "-json"}, args...), &out, &errb)
+	var rep speed.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d, bad JSON: %v\n%s\n%s", code, err, out.String(), errb.String())
+	}
+	return rep, code, errb.String()
+}
+
+func TestSpeedJSON(t *testing.T) {
+	rep, code, stderr := runSpeedJSON(t, "-seconds", "0.05", "-bytes", "1024", "sm4-gcm", "sm2-sign", "-evp", "hmac-sm3")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if rep.Seconds != 0.05 || rep.Multi != 1 || rep.Impl.SM4Blocks == "" {
+		t.Errorf("header %+v", rep)
+	}
+	got := map[string]speed.Result{}
+	for _, r := range rep.Results {
+		got[r.Name] = r
+	}
+	if len(got) != 3 {
+		t.Fatalf("results %v", rep.Results)
+	}
+	if r := got["sm4-gcm"]; len(r.Sizes) != 1 || r.Sizes[0].Bytes != 1024 || r.Sizes[0].BytesPerSec <= 0 {
+		t.Errorf("sm4-gcm %+v", r)
+	}
+	if r := got["hmac-sm3"]; r.Unit != "bytes" || len(r.Sizes) != 1 || r.Sizes[0].Ops <= 0 {
+		t.Errorf("hmac-sm3 %+v", r)
+	}
+	// Sane: an SM2 signature takes between 1 µs and 100 ms here.
+	if r := got["sm2-sign"]; r.Unit != "ops" || r.SecPerOp < 1e-6 || r.SecPerOp > 0.1 {
+		t.Errorf("sm2-sign %+v", r)
+	}
+}
+
+func TestSpeedRecordRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("handshakes per row")
+	}
+	rep, _, _ := runSpeedJSON(t, "-seconds", "0.05", "-bytes", "16384", "record")
+	if len(rep.Results) != 4 {
+		t.Fatalf("%d record rows", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			t.Errorf("%s: %s", r.Name, r.Error)
+			continue
+		}
+		if len(r.Sizes) != 1 || r.Sizes[0].BytesPerSec <= 0 {
+			t.Errorf("%s: %+v", r.Name, r)
+		}
+	}
+}
+
+func TestSpeedTableAndFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"speed", "-seconds", "0.02", "-multi", "2", "-bytes", "64", "sm3", "sm2-verify"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"The 'numbers' are in 1000s of bytes per second processed.", "64 bytes", "sm3 ", "sm2 verify", "2 worker(s)", "SM4 single block:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "Doing sm3 for") {
+		t.Errorf("progress: %s", errb.String())
+	}
+	for _, args := range [][]string{{"rc4"}, {"-seconds", "0"}, {"-multi", "0"}, {"-bytes", "17"}} {
+		var o, e bytes.Buffer
+		if code := dispatch(append([]string{"speed"}, args...), &o, &e); code != 2 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+	}
+	var o, e bytes.Buffer
+	if code := dispatch([]string{"speed", "-list"}, &o, &e); code != 0 || !strings.Contains(o.String(), "tlcp-sm4-cbc") || !strings.Contains(o.String(), "sm4-xts") {
+		t.Errorf("-list: %d\n%s", code, o.String())
+	}
+}

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/stime"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+func init() {
+	register("s_time", "TLCP / TLS 1.3-SM / TLS handshake and request load client (like openssl s_time)", runSTime)
+}
+
+// stimeOptions are the parsed s_time flags.
+type stimeOptions struct {
+	connect, cipher, www, caFile, serverName string
+	newOnly, reuseOnly                       bool
+	seconds                                  float64
+	ntls, tls13, tlsStd                      bool
+	signCert, signKey, encCert, encKey       string
+	cert, key, keyPass                       string
+	concurrency                              int
+	total                                    int64
+	keepalive, download, asJSON              bool
+	noExt, ecdheVector, gmsslCompat          bool
+	noMiddlebox, strict                      bool
+	timeout, rate                            float64
+	alpn                                     string
+}
+
+func runSTime(args []string, stdout, stderr io.Writer) int {
+	var o stimeOptions
+	fs := flag.NewFlagSet("s_time", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.connect, "connect", "127.0.0.1:8443", "`host:port` to connect to")
+	fs.BoolVar(&o.newOnly, "new", false, "new sessions only (full handshakes)")
+	fs.BoolVar(&o.reuseOnly, "reuse", false, "resumed sessions only (one uncounted priming connection first)")
+	fs.Float64Var(&o.seconds, "time", 0, "`seconds` per phase (default 30, or no limit but 10 min with -n)")
+	fs.StringVar(&o.cipher, "cipher", "", "cipher suite `names`, comma or colon separated (TLCP: ECC-SM2-SM4-GCM-SM3 ...; TLS 1.3-SM: TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3; TLS: Go names)")
+	fs.StringVar(&o.www, "www", "", "GET `path` after each handshake (with -keepalive: over kept-alive connections)")
+	fs.StringVar(&o.caFile, "CAfile", "", "PEM `file` of CA certificates to verify the server with (default: no verification, like openssl s_time)")
+	fs.StringVar(&o.serverName, "servername", "", "SNI and certificate `name` (default: host of -connect)")
+	fs.BoolVar(&o.ntls, "ntls", false, "TLCP, GB/T 38636-2020 (the default)")
+	fs.BoolVar(&o.tls13, "tls13sm", false, "TLS 1.3 with the RFC 8998 SM suites")
+	fs.BoolVar(&o.tlsStd, "tls", false, "ordinary TLS (crypto/tls)")
+	fs.StringVar(&o.signCert, "sign_cert", "", "TLCP client signing certificate `file` (PEM)")
+	fs.StringVar(&o.signKey, "sign_key", "", "TLCP client signing key `file` (PEM)")
+	fs.StringVar(&o.encCert, "enc_cert", "", "TLCP client encryption certificate `file` (PEM)")
+	fs.StringVar(&o.encKey, "enc_key", "", "TLCP client encryption key `file` (PEM)")
+	fs.StringVar(&o.cert, "cert", "", "TLS 1.3-SM / TLS client certificate `file` (PEM)")
+	fs.StringVar(&o.key, "key", "", "TLS 1.3-SM / TLS client key `file` (PEM)")
+	fs.StringVar(&o.keyPass, "pass", "", "`password` of encrypted client keys")
+	fs.IntVar(&o.concurrency, "c", 1, "concurrent `workers`")
+	fs.Int64Var(&o.total, "n", 0, "stop after `N` connections (with -keepalive: N requests) per phase")
+	fs.BoolVar(&o.keepalive, "keepalive", false, "send HTTP/1.1 requests for -www over kept-alive connections and report requests/s")
+	fs.BoolVar(&o.download, "download", false, "throughput mode: -keepalive downloads of -www, report bytes/s")
+	fs.BoolVar(&o.asJSON, "json", false, "print results as JSON")
+	fs.BoolVar(&o.noExt, "no_ext", false, "TLCP: send no ClientHello extensions (GmSSL servers)")
+	fs.BoolVar(&o.ecdheVector, "ecdhe_vector", false, "TLCP: GmSSL ECDHE ClientKeyExchange framing (u16 length vector)")
+	fs.BoolVar(&o.gmsslCompat, "gmssl", false, "TLCP: GmSSL compatibility (-no_ext and -ecdhe_vector); TLS 1.3-SM: no middlebox compatibility")
+	fs.BoolVar(&o.noMiddlebox, "no_middlebox", false, "TLS 1.3-SM: no legacy session ID or dummy ChangeCipherSpec")
+	fs.BoolVar(&o.strict, "strict", false, "TLS 1.3-SM: Tongsuo strict mode (SM algorithms only)")
+	fs.Float64Var(&o.timeout, "timeout", 10, "`seconds` allowed for each dial, handshake and request")
+	fs.Float64Var(&o.rate, "rate", 0, "pace to at most `R` connections/s (requests/s with -keepalive), to measure latency below the peak")
+	fs.StringVar(&o.alpn, "alpn", "", "ALPN protocols, comma separated (e.g. http/1.1)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gmproxy s_time [-ntls|-tls13sm|-tls] -connect host:port [-new|-reuse] [-time s] [-n N] [-c N] [-www path [-keepalive|-download]] [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "s_time: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	res, err := stimeMain(context.Background(), o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "s_time:", err)
+		return 1
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Runs []*stime.Result `json:"runs"`
+		}{res}); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	} else {
+		for i, r := range res {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			r.WriteTable(stdout)
+		}
+	}
+	for _, r := range res {
+		if r.Connections == 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+// stimeMain validates the options and runs the phases (-new, -reuse, or both
+// like openssl s_time).
+func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.Result, error) {
+	nproto := 0
+	for _, b := range []bool{o.ntls, o.tls13, o.tlsStd} {
+		if b {
+			nproto++
+		}
+	}
+	if nproto > 1 {
+		return nil, errors.New("choose one of -ntls, -tls13sm, -tls")
+	}
+	if o.concurrency < 1 || o.concurrency > 10000 {
+		return nil, errors.New("-c must be in [1, 10000]")
+	}
+	if o.seconds < 0 || o.total < 0 || o.timeout <= 0 || o.rate < 0 {
+		return nil, errors.New("-time, -n, -rate and -timeout must be positive")
+	}
+	if o.download {
+		o.keepalive = true
+	}
+	if o.keepalive && o.www == "" {
+		return nil, errors.New("-keepalive and -download need -www PATH")
+	}
+	if o.www != "" && !strings.HasPrefix(o.www, "/") {
+		return nil, errors.New("-www must be an absolute path such as /index.html")
+	}
+	if _, _, err := net.SplitHostPort(o.connect); err != nil {
+		return nil, fmt.Errorf("-connect: %w", err)
+	}
+	if o.serverName == "" {
+		o.serverName, _, _ = net.SplitHostPort(o.connect)
+	}
+	proto := "ntls"
+	switch {
+	case o.tls13:
+		proto = "tls13sm"
+	case o.tlsStd:
+		proto = "tls"
+	}
+	phases := []bool{false, true} // reuse?
+	switch {
+	case o.newOnly && o.reuseOnly:
+		return nil, errors.New("choose -new or -reuse (neither: both phases)")
+	case o.newOnly:
+		phases = []bool{false}
+	case o.reuseOnly:
+		phases = []bool{true}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	var results []*stime.Result
+	for _, reuse := range phases {
+		hs, name, err := stimeHandshaker(proto, o, reuse)
+		if err != nil {
+			return nil, err
+		}
+		cfg := stime.Config{
+			Addr: o.connect, Handshake: hs, Reuse: reuse, Concurrency: o.concurrency,
+			Duration: time.Duration(o.seconds * float64(time.Second)), Total: o.total,
+			Path: o.www, Host: o.serverName, KeepAlive: o.keepalive, Rate: o.rate,
+			OpTimeout: time.Duration(o.timeout * float64(time.Second)),
+		}
+		if strings.Contains(o.serverName, ":") {
+			cfg.Host = "[" + o.serverName + "]"
+		}
+		res, err := stime.Run(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		res.Protocol = name
+		results = append(results, res)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return results, nil
+}
+
+// stimeHandshaker builds the client for proto; with reuse the client keeps a
+// session cache shared by all connections of the phase.
+func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker, string, error) {
+	var alpn []string
+	if o.alpn != "" {
+		alpn = strings.Split(o.alpn, ",")
+	}
+	switch proto {
+	case "ntls":
+		cfg := &tlcp.Config{ServerName: o.serverName, NextProtos: alpn,
+			NoClientExtensions: o.noExt || o.gmsslCompat, ClientECDHEParamsAsVector: o.ecdheVector || o.gmsslCompat}
+		if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
+			return nil, "", err
+		}
+		ids, err := parseSuites(o.cipher, tlcp.ParseCipherSuite)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg.CipherSuites = ids
+		if o.signCert != "" || o.signKey != "" || o.encCert != "" || o.encKey != "" {
+			if o.signCert == "" || o.signKey == "" {
+				return nil, "", errors.New("TLCP client authentication needs -sign_cert and -sign_key (and -enc_cert, -enc_key for ECDHE)")
+			}
+			encCert, encKey := o.encCert, o.encKey
+			if encCert == "" || encKey == "" {
+				return nil, "", errors.New("TLCP client certificates: give -enc_cert and -enc_key with -sign_cert and -sign_key")
+			}
+			c, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, encCert, encKey, []byte(o.keyPass))
+			if err != nil {
+				return nil, "", err
+			}
+			cfg.Certificates = []tlcp.Certificate{c}
+		}
+		if reuse {
+			cfg.ClientSessionCache = tlcp.NewLRUClientSessionCache(64)
+		}
+		return func(ctx context.Context, raw net.Conn) (net.Conn, stime.ConnInfo, error) {
+			c := tlcp.Client(raw, cfg)
+			if err := c.HandshakeContext(ctx); err != nil {
+				return nil, stime.ConnInfo{}, err
+			}
+			st := c.ConnectionState()
+			return c, stime.ConnInfo{Resumed: st.DidResume, Version: "NTLSv1.1", Cipher: tlcp.CipherSuiteName(st.CipherSuite)}, nil
+		}, "tlcp", nil
+	case "tls13sm":
+		cfg := &tls13sm.Config{ServerName: o.serverName, NextProtos: alpn, Strict: o.strict,
+			DisableMiddleboxCompat: o.noMiddlebox || o.gmsslCompat}
+		if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
+			return nil, "", err
+		}
+		ids, err := parseSuites(o.cipher, tls13sm.ParseCipherSuite)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg.CipherSuites = ids
+		if o.cert != "" || o.key != "" {
+			c, err := tls13sm.LoadX509KeyPair(o.cert, o.key, []byte(o.keyPass))
+			if err != nil {
+				return nil, "", err
+			}
+			cfg.Certificates = []tls13sm.Certificate{c}
+		}
+		if reuse {
+			cfg.ClientSessionCache = tls13sm.NewLRUClientSessionCache(64)
+		}
+		return func(ctx context.Context, raw net.Conn) (net.Conn, stime.ConnInfo, error) {
+			c := tls13sm.Client(raw, cfg)
+			if err := c.HandshakeContext(ctx); err != nil {
+				return nil, stime.ConnInfo{}, err
+			}
+			st := c.ConnectionState()
+			return c, stime.ConnInfo{Resumed: st.DidResume, Version: "TLSv1.3-SM", Cipher: tls13sm.CipherSuiteName(st.CipherSuite)}, nil
+		}, "tls13sm", nil
+	default:
+		cfg := &tls.Config{ServerName: o.serverName, NextProtos: alpn}
+		if o.caFile != "" {
+			pem, err := os.ReadFile(o.caFile)
+			if err != nil {
+				return nil, "", err
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, "", fmt.Errorf("-CAfile %s: no certificates", o.caFile)
+			}
+		} else {
+			cfg.InsecureSkipVerify = true
+		}
+		if o.cipher != "" {
+			ids, err := parseSuites(o.cipher, tlsSuiteByName)
+			if err != nil {
+				return nil, "", err
+			}
+			cfg.CipherSuites = ids
+		}
+		if o.cert != "" || o.key != "" {
+			c, err := tls.LoadX509KeyPair(o.cert, o.key)
+			if err != nil {
+				return nil, "", err
+			}
+			cfg.Certificates = []tls.Certificate{c}
+		}
+		if reuse {
+			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+		}
+		return stime.TLS(cfg), "tls", nil
+	}
+}
+
+// smRoots loads -CAfile into an smx509 pool, or turns verification off.
+func smRoots(caFile string, pool **smx509.CertPool, insecure *bool) error {
+	if caFile == "" {
+		*insecure = true
+		return nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	p := smx509.NewCertPool()
+	if !p.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("-CAfile %s: no certificates", caFile)
+	}
+	*pool = p
+	return nil
+}
+
+// parseSuites splits a -cipher list (comma or colon separated).
+func parseSuites(list string, parse func(string) (uint16, error)) ([]uint16, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var ids []uint16
+	for _, n := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ':' }) {
+		id, err := parse(strings.TrimSpace(n))
+		if err != nil {
+			return nil, fmt.Errorf("-cipher: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func tlsSuiteByName(name string) (uint16, error) {
+	for _, s := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
+		if strings.EqualFold(s.Name, name) {
+			return s.ID, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown TLS cipher suite %q", name)
+}

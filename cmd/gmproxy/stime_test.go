@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/stime"
+	"github.com/gmproxy/gmproxy/internal/transcript"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// stimeServer is an in-process TLCP or TLS 1.3-SM HTTP server on loopback
+// that counts the handshakes it completed.
+type stimeServer struct {
+	addr                string
+	handshakes, resumed atomic.Int64
+}
+
+func pkiPath(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := transcript.PKIDir()
+	if err != nil {
+		t.Skipf("shared test PKI not found: %v", err)
+	}
+	return filepath.Join(dir, name)
+}
+
+func serveHTTP(t *testing.T, ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/1k", func(w http.ResponseWriter, r *http.Request) { w.Write(bytes.Repeat([]byte("s"), 1024)) })
+	srv := &http.Server{Handler: mux, ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+func newTLCPServer(t *testing.T, clientAuth bool) *stimeServer {
+	t.Helper()
+	cert, err := tlcp.LoadX509KeyPair(pkiPath(t, "server_sign.crt"), pkiPath(t, "server_sign.key"),
+		pkiPath(t, "server_enc.crt"), pkiPath(t, "server_enc.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stimeServer{}
+	cfg := &tlcp.Config{Certificates: []tlcp.Certificate{cert}, OnHandshake: func(r tlcp.HandshakeResult) {
+		if r.Err == nil {
+			s.handshakes.Add(1)
+			if r.State.DidResume {
+				s.resumed.Add(1)
+			}
+		}
+	}}
+	if clientAuth {
+		cfg.ClientAuth = tlcp.RequireAndVerifyClientCert
+		cfg.ClientCAs = caPool(t)
+	}
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	serveHTTP(t, ln)
+	return s
+}
+
+func newTLS13SMServer(t *testing.T) *stimeServer {
+	t.Helper()
+	cert, err := tls13sm.LoadX509KeyPair(pkiPath(t, "server_sign.crt"), pkiPath(t, "server_sign.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stimeServer{}
+	cfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{cert}, OnHandshake: func(r tls13sm.HandshakeResult) {
+		if r.Err == nil {
+			s.handshakes.Add(1)
+			if r.State.DidResume {
+				s.resumed.Add(1)
+			}
+		}
+	}}
+	ln, err := tls13sm.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	serveHTTP(t, ln)
+	return s
+}
+
+func caPool(t *testing.T) *smx509.CertPool {
+	certs, err := smkey.LoadCertificatesFile(pkiPath(t, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := smx509.NewCertPool()
+	for _, c := range certs {
+		p.AddCert(c)
+	}
+	return p
+}
+
+// runSTimeJSON runs `gmproxy s_time ... -json` and decodes its runs.
+func runSTimeJSON(t *testing.T, args ...string) []stime.Result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := dispatch(append([]string{"s_time", "-json"}, args...), &out, &errb)
+	var doc struct{ Runs []stime.Result }
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("exit %d, bad JSON %v\nstdout: %s\nstderr: %s", code, err, out.String(), errb.String())
+	}
+	if code != 0 {
+		t.Errorf("exit %d; stderr: %s", code, errb.String())
+	}
+	return doc.Runs
+}
+
+func TestSTimeTLCPAndTLS13SM(t *testing.T) {
+	tlcpSrv := newTLCPServer(t, false)
+	tlcpAuth := newTLCPServer(t, true)
+	tls13Srv := newTLS13SMServer(t)
+	ca := pkiPath(t, "ca.crt")
+	clientCerts := []string{"-sign_cert", pkiPath(t, "client_sign.crt"), "-sign_key", pkiPath(t, "client_sign.key"),
+		"-enc_cert", pkiPath(t, "client_enc.crt"), "-enc_key", pkiPath(t, "client_enc.key")}
+
+	tests := []struct {
+		name    string
+		srv     *stimeServer
+		args    []string
+		cipher  string
+		resumed int64 // in the measured phase(s), summed
+		phases  int
+	}{
+		{"tlcp-ecc-gcm-new", tlcpSrv, []string{"-ntls", "-new", "-cipher", "ECC-SM2-SM4-GCM-SM3"}, "ECC-SM2-SM4-GCM-SM3", 0, 1},
+		{"tlcp-ecc-cbc-reuse", tlcpSrv, []string{"-ntls", "-reuse", "-cipher", "ECC_SM4_CBC_SM3"}, "ECC-SM2-SM4-CBC-SM3", 6, 1},
+		{"tlcp-ecc-both-phases-gmssl", tlcpSrv, []string{"-ntls", "-gmssl"}, "", 6, 2},
+		{"tlcp-ecdhe-clientauth", tlcpAuth, append([]string{"-ntls", "-new", "-cipher", "ECDHE-SM2-SM4-GCM-SM3"}, clientCerts...), "ECDHE-SM2-SM4-GCM-SM3", 0, 1},
+		{"tlcp-ecdhe-cbc-gmssl-reuse", tlcpAuth, append([]string{"-ntls", "-reuse", "-gmssl", "-cipher", "ECDHE_SM4_CBC_SM3"}, clientCerts...), "ECDHE-SM2-SM4-CBC-SM3", 6, 1},
+		{"tls13sm-gcm-new", tls13Srv, []string{"-tls13sm", "-new", "-cipher", "TLS_SM4_GCM_SM3"}, "TLS_SM4_GCM_SM3", 0, 1},
+		{"tls13sm-ccm-reuse", tls13Srv, []string{"-tls13sm", "-reuse", "-cipher", "TLS_SM4_CCM_SM3"}, "TLS_SM4_CCM_SM3", 6, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, beforeResumed := tt.srv.handshakes.Load(), tt.srv.resumed.Load()
+			args := append([]string{"-connect", tt.srv.addr, "-servername", "localhost", "-CAfile", ca,
+				"-n", "6", "-c", "2", "-www", "/1k"}, tt.args...)
+			runs := runSTimeJSON(t, args...)
+			if len(runs) != tt.phases {
+				t.Fatalf("%d runs, want %d", len(runs), tt.phases)
+			}
+			var conns, resumed int64
+			for _, r := range runs {
+				if r.Connections != 6 || r.Requests != 6 || r.Bytes != 6*1024 || r.ErrorCount != 0 {
+					t.Errorf("%s: conns %d requests %d bytes %d errors %v (%s)", r.Mode, r.Connections, r.Requests, r.Bytes, r.Errors, r.FirstError)
+				}
+				if tt.cipher != "" && r.Ciphers[tt.cipher] != r.Connections {
+					t.Errorf("ciphers %v, want %s", r.Ciphers, tt.cipher)
+				}
+				conns += r.Connections
+				resumed += r.Resumed
+			}
+			if resumed != tt.resumed {
+				t.Errorf("resumed %d, want %d", resumed, tt.resumed)
+			}
+			// Every measured connection made a request, so the server finished
+			// its handshake; -reuse adds one priming connection.
+			priming := int64(0)
+			for _, r := range runs {
+				if r.Mode == "reuse" {
+					priming++
+				}
+			}
+			if got := tt.srv.handshakes.Load() - before; got != conns+priming {
+				t.Errorf("server handshakes %d, client connections %d + %d priming", got, conns, priming)
+			}
+			if got := tt.srv.resumed.Load() - beforeResumed; got != resumed {
+				t.Errorf("server resumed %d, client resumed %d", got, resumed)
+			}
+		})
+	}
+}
+
+func TestSTimeKeepAlive(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		flag  string
+		start func(*testing.T) *stimeServer
+	}{
+		{"tlcp", "-ntls", func(t *testing.T) *stimeServer { return newTLCPServer(t, false) }},
+		// net/http aborts its background read with a past read deadline; the
+		// connection must stay usable after that timeout.
+		{"tls13sm", "-tls13sm", newTLS13SMServer},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := tt.start(t)
+			runs := runSTimeJSON(t, tt.flag, "-connect", srv.addr, "-servername", "localhost", "-CAfile", pkiPath(t, "ca.crt"),
+				"-new", "-keepalive", "-www", "/1k", "-n", "40", "-c", "2")
+			r := runs[0]
+			if r.Requests != 40 || r.Bytes != 40*1024 || r.Connections < 1 || r.Connections > 2 || r.ErrorCount != 0 {
+				t.Errorf("requests %d bytes %d conns %d errors %v (%s)", r.Requests, r.Bytes, r.Connections, r.Errors, r.FirstError)
+			}
+			if got := srv.handshakes.Load(); got != r.Connections {
+				t.Errorf("server handshakes %d, client connections %d", got, r.Connections)
+			}
+		})
+	}
+}
+
+func TestSTimeErrorsAndFlags(t *testing.T) {
+	srv := newTLCPServer(t, false)
+	// Wrong CA: every handshake fails with a certificate error; exit status 1.
+	var out, errb bytes.Buffer
+	code := dispatch([]string{"s_time", "-json", "-ntls", "-new", "-connect", srv.addr, "-servername", "localhost",
+		"-CAfile", pkiPath(t, "client_sign.crt"), "-n", "3"}, &out, &errb)
+	if code != 1 {
+		t.Errorf("exit %d with an untrusted server", code)
+	}
+	var doc struct{ Runs []stime.Result }
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Runs) != 1 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r := doc.Runs[0]; r.ErrorCount != 3 || r.Errors["handshake/certificate"]+r.Errors["handshake/alert"] != 3 {
+		t.Errorf("errors %v (%s)", r.Errors, r.FirstError)
+	}
+	for _, args := range [][]string{
+		{"-ntls", "-tls"},
+		{"-new", "-reuse"},
+		{"-keepalive"},
+		{"-www", "noslash"},
+		{"-cipher", "RC4-MD5"},
+		{"-c", "0"},
+		{"extra"},
+	} {
+		var o, e bytes.Buffer
+		if code := dispatch(append([]string{"s_time", "-connect", "127.0.0.1:1", "-n", "1"}, args...), &o, &e); code == 0 {
+			t.Errorf("%v: exit 0", args)
+		}
+	}
+}
+
+func TestSTimeTableOutput(t *testing.T) {
+	srv := newTLS13SMServer(t)
+	var out, errb bytes.Buffer
+	code := dispatch([]string{"s_time", "-tls13sm", "-connect", srv.addr, "-servername", "localhost", "-n", "3"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	// Both phases (no -new/-reuse), without -CAfile (no verification).
+	if got := strings.Count(out.String(), "connections/s"); got != 4 {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// TestSTimeTongsuo runs s_time against Tongsuo's s_server (NTLS and TLS 1.3-SM)
+// when GMPROXY_TONGSUO_BIN is set.
+func TestSTimeTongsuo(t *testing.T) {
+	bin := os.Getenv("GMPROXY_TONGSUO_BIN")
+	if bin == "" {
+		t.Skip("GMPROXY_TONGSUO_BIN not set")
+	}
+	docroot := t.TempDir()
+	if err := os.WriteFile(filepath.Join(docroot, "1k"), bytes.Repeat([]byte("t"), 1024), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ntls := []string{"-enable_ntls", "-sign_cert", pkiPath(t, "server_sign.crt"), "-sign_key", pkiPath(t, "server_sign.key"),
+		"-enc_cert", pkiPath(t, "server_enc.crt"), "-enc_key", pkiPath(t, "server_enc.key")}
+	tls13 := []string{"-tls1_3", "-enable_sm_tls13_strict", "-ciphersuites", "TLS_SM4_GCM_SM3:TLS_SM4_CCM_SM3",
+		"-cert", pkiPath(t, "server_sign.crt"), "-key", pkiPath(t, "server_sign.key")}
+	tests := []struct {
+		name       string
+		serverArgs []string
+		clientArgs []string
+	}{
+		{"ntls-ecc-gcm", ntls, []string{"-ntls", "-cipher", "ECC-SM2-SM4-GCM-SM3"}},
+		{"ntls-ecc-cbc", ntls, []string{"-ntls", "-cipher", "ECC-SM2-SM4-CBC-SM3"}},
+		{"tls13sm-gcm", tls13, []string{"-tls13sm", "-cipher", "TLS_SM4_GCM_SM3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			l.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append([]string{"s_server", "-accept", addr, "-quiet", "-WWW"}, tt.serverArgs...)...)
+			cmd.Dir = docroot
+			var serr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &serr, &serr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cancel(); cmd.Wait() }()
+			for i := 0; i < 100; i++ {
+				if c, err := net.Dial("tcp", addr); err == nil {
+					c.Close()
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			args := append([]string{"-connect", addr, "-servername", "localhost", "-CAfile", pkiPath(t, "ca.crt"),
+				"-n", "5", "-www", "/1k"}, tt.clientArgs...)
+			runs := runSTimeJSON(t, args...)
+			if len(runs) != 2 {
+				t.Fatalf("%d runs; server output: %s", len(runs), serr.String())
+			}
+			for _, r := range runs {
+				wantResumed := int64(0)
+				if r.Mode == "reuse" {
+					wantResumed = 5
+				}
+				if r.Connections != 5 || r.Requests != 5 || r.Bytes != 5*1024 || r.Resumed != wantResumed || r.ErrorCount != 0 {
+					t.Errorf("%s: conns %d requests %d bytes %d resumed %d errors %v (%s); server: %s",
+						r.Mode, r.Connections, r.Requests, r.Bytes, r.Resumed, r.Errors, r.FirstError, serr.String())
+				}
+			}
+		})
+	}
+}

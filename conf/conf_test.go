@@ -1,0 +1,105 @@
+package conf
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the .golden files")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	now = func() time.Time { return testNow }
+	os.Exit(m.Run())
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestBadConfigs checks the messages for broken configurations.
+func TestBadConfigs(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no bad configs: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cfg, probs := Check(f)
+			if cfg != nil || !probs.HasErrors() {
+				t.Errorf("want errors, got cfg=%v problems=%v", cfg != nil, probs)
+			}
+			var b strings.Builder
+			for _, p := range probs {
+				b.WriteString(p.String())
+				b.WriteByte('\n')
+			}
+			golden(t, strings.TrimSuffix(f, ".yaml")+".golden", []byte(b.String()))
+			if _, err := Load(f); err == nil {
+				t.Error("Load accepted it")
+			} else if _, ok := err.(Problems); !ok {
+				t.Errorf("Load error is %T, want Problems", err)
+			}
+		})
+	}
+}
+
+// TestGoodConfigs checks good configurations against their normalised form
+// (defaults filled) and that the normalised form loads to the same result.
+func TestGoodConfigs(t *testing.T) {
+	files, err := filepath.Glob("testdata/good/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no good configs: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cfg, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			norm, err := cfg.Normalized()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			for _, w := range cfg.Warnings {
+				b.WriteString("# " + w.String() + "\n")
+			}
+			b.Write(norm)
+			golden(t, strings.TrimSuffix(f, ".yaml")+".golden", b.Bytes())
+
+			// Round trip: the normalised form is a valid configuration
+			// that normalises to itself (written beside the original so
+			// relative paths still resolve).
+			again, err := Parse(f, norm)
+			if err != nil {
+				t.Fatalf("normalised form does not load: %v", err)
+			}
+			norm2, err := again.Normalized()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(norm, norm2) {
+				t.Errorf("normalised form is not stable:\n%s\n---\n%s", norm, norm2)
+			}
+		})
+	}
+}

@@ -1,0 +1,633 @@
+package conf
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// Config is a whole gmproxy configuration file. Every field below is one
+// YAML key; its comment is the user documentation, with the default.
+type Config struct {
+	// Listeners are the ports gmproxy accepts connections on. At least one
+	// is required.
+	Listeners []Listener `yaml:"listeners"`
+	// Sites are the virtual hosts, chosen by SNI. At least one is required.
+	Sites []Site `yaml:"sites"`
+	// Upstreams are named pools of backends that routes forward to.
+	Upstreams []Upstream `yaml:"upstreams"`
+	// TrustedProxies lists the addresses (IPs or CIDRs) of proxies in front
+	// of gmproxy whose X-Forwarded-For / X-Forwarded-Proto / X-Forwarded-Host /
+	// X-Real-IP headers are kept and appended to; from every other client
+	// those headers are replaced. Default: none (always replaced).
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Sessions configures session resumption for TLCP and TLS 1.3-SM.
+	Sessions Sessions `yaml:"sessions"`
+	// Admin is the admin/metrics HTTP listener.
+	Admin Admin `yaml:"admin"`
+	// AccessLog is the HTTP access log.
+	AccessLog AccessLog `yaml:"access_log"`
+	// Log is the program log (log/slog on standard error).
+	Log Log `yaml:"log"`
+	// ShutdownGrace is how long SIGTERM/SIGINT waits for in-flight requests
+	// before closing connections. Default 30s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Offload is the worker pool that runs SM2 private-key operations
+	// (sign, decrypt, key agreement) off the accept loops.
+	Offload Offload `yaml:"offload"`
+
+	// File is the path the configuration was read from ("" for in-memory).
+	File string `yaml:"-"`
+	// Dir is the absolute folder against which relative file names in the
+	// configuration resolve (the configuration file's folder); see Resolve.
+	Dir string `yaml:"-"`
+	// Warnings are the non-fatal problems found while loading.
+	Warnings Problems `yaml:"-"`
+	// TicketKeys are the keys read from sessions.ticket_key_file, newest
+	// first (nil when the file is not set).
+	TicketKeys []ticket.Key `yaml:"-"`
+}
+
+// Listener protocol names (Listener.Protocols).
+const (
+	ProtoTLCP    = "tlcp"
+	ProtoTLS13SM = "tls13sm"
+	ProtoTLS     = "tls"
+)
+
+// Listener is one listening socket.
+type Listener struct {
+	// Address is host:port to listen on, e.g. "0.0.0.0:443", "[::]:443" or
+	// "127.0.0.1:8443". Required; unique among listeners.
+	Address string `yaml:"address"`
+	// Protocols are the handshakes this port accepts: tlcp (TLCP / NTLS 1.1),
+	// tls13sm (TLS 1.3 with the RFC 8998 SM suites) and tls (ordinary TLS via
+	// crypto/tls with the site's RSA/ECDSA certificate). Default: all three.
+	Protocols []string `yaml:"protocols"`
+	// TLCPSuitesInTLSHello says what to do with a TLS ClientHello that offers
+	// only TLCP suites (E0 13 / E0 53, the 360-browser pattern): "reject"
+	// answers handshake_failure so that the browser falls back to TLCP;
+	// "tlcp" answers it in TLCP directly. Default reject.
+	TLCPSuitesInTLSHello string `yaml:"tlcp_suites_in_tls_hello"`
+	// HandshakeTimeout bounds the time from accept to the end of the
+	// handshake (including reading a PROXY header). Default 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxHandshakes is the number of handshakes in progress at once; further
+	// connections are refused at once. 0 means unlimited. Default 1024.
+	MaxHandshakes int `yaml:"max_handshakes"`
+	// MaxConnections is the number of open connections on this listener;
+	// further connections are refused at once. 0 means unlimited.
+	// Default 16384.
+	MaxConnections int `yaml:"max_connections"`
+	// ProxyProtocol accepts a PROXY protocol v1/v2 header from trusted load
+	// balancers so that the client address is the real one.
+	ProxyProtocol ProxyProtocol `yaml:"proxy_protocol"`
+	// PlainHTTP says what to do with a connection that starts with plain
+	// HTTP: "close" closes it; "redirect" answers 308 to https:// on the same
+	// host and path. Default close.
+	PlainHTTP string `yaml:"plain_http"`
+	// Sites are the names (Site.Name) of the sites served on this listener.
+	// Default: every site.
+	Sites []string `yaml:"sites"`
+	// DefaultSite is the name of the site used when the client sends no SNI
+	// or an unknown one. Default: the first site served on this listener.
+	DefaultSite string `yaml:"default_site"`
+	// HTTP holds the HTTP server limits of this listener.
+	HTTP HTTPServer `yaml:"http"`
+}
+
+// ProxyProtocol configures PROXY protocol (v1 text and v2 binary) on a
+// listener.
+type ProxyProtocol struct {
+	// Enabled turns PROXY protocol on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// Trusted are the IPs or CIDRs allowed to send a PROXY header; a
+	// connection from anywhere else that sends one is closed, and one
+	// without a header is served with its socket address. Required when
+	// enabled.
+	Trusted []string `yaml:"trusted"`
+}
+
+// HTTPServer holds limits of the HTTP server behind a listener.
+type HTTPServer struct {
+	// MaxHeaderBytes bounds the request line plus headers. Default 1MiB.
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default 30s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included; 0 means no
+	// limit. Default 0.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a response; 0 means no limit. Default 0.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes keep-alive connections idle for this long.
+	// Default 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConcurrentStreams bounds the concurrent streams of one HTTP/2
+	// connection. Default 250.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+}
+
+// Site is one virtual host: certificates per protocol, client
+// authentication, and what to do with the traffic (routes or a TCP stream).
+type Site struct {
+	// Name identifies the site in logs, metrics and Listener.Sites.
+	// Default: the first server name, or "site<N>" (N counting from 1).
+	Name string `yaml:"name"`
+	// ServerNames are the host names (SNI) this site answers: exact names
+	// ("portal.example.cn") and wildcards covering one label
+	// ("*.example.cn"). Each name may belong to one site only. Default: none
+	// (the site is then reached only as a listener's default site).
+	ServerNames []string `yaml:"server_names"`
+	// TLCP holds the TLCP double certificates; absent means the site does
+	// not speak TLCP.
+	TLCP *SiteTLCP `yaml:"tlcp"`
+	// TLS13SM holds the TLS 1.3-SM certificate; absent means the site does
+	// not speak TLS 1.3-SM. An empty section ("tls13sm: {}") reuses the
+	// TLCP signing certificate and key.
+	TLS13SM *SiteTLS13SM `yaml:"tls13sm"`
+	// TLS holds the RSA/ECDSA certificate for ordinary TLS (browsers without
+	// SM support); absent means the site does not speak ordinary TLS.
+	TLS *SiteTLS `yaml:"tls"`
+	// ClientAuth configures client certificates (mutual authentication).
+	ClientAuth ClientAuth `yaml:"client_auth"`
+	// ALPN are the application protocols offered, in preference order.
+	// Default [h2, http/1.1] for sites with routes, none for stream sites.
+	ALPN []string `yaml:"alpn"`
+	// Routes are tried in order; the first match handles the request.
+	// A site has either routes or stream.
+	Routes []Route `yaml:"routes"`
+	// Stream splices the decrypted connection to a TCP backend instead of
+	// serving HTTP (for non-HTTP services).
+	Stream *Stream `yaml:"stream"`
+
+	// Material is what was loaded from the files named above.
+	Material SiteMaterial `yaml:"-"`
+}
+
+// KeyPassword says where the password of an encrypted private key comes
+// from. It is never written in the YAML itself.
+type KeyPassword struct {
+	// KeyPasswordFile is a file whose content (trailing newline removed) is
+	// the password of the encrypted private keys of this section.
+	KeyPasswordFile string `yaml:"key_password_file"`
+	// KeyPasswordEnv is the name of an environment variable holding the
+	// password of the encrypted private keys of this section.
+	KeyPasswordEnv string `yaml:"key_password_env"`
+}
+
+// SiteTLCP is a site's TLCP identity: a signing and an encryption
+// certificate with their keys (PEM; keys PKCS#8, SEC 1 or encrypted PKCS#8
+// including GmSSL's format). A certificate file may hold the chain after the
+// leaf. GmSSL clients require identical subject, SAN and issuer on the two
+// certificates. GmSSL's layout also works: name the same file for sign_cert
+// and enc_cert when it holds the signing certificate, the encryption
+// certificate and the chain in that order, and the same file for sign_key
+// and enc_key when it holds the signing key then the encryption key.
+type SiteTLCP struct {
+	// SignCert is the signing certificate (keyUsage digitalSignature).
+	// Required. May be the same file as enc_cert (GmSSL layout: sign, enc,
+	// chain).
+	SignCert string `yaml:"sign_cert"`
+	// SignKey is the signing certificate's SM2 private key. Required.
+	SignKey string `yaml:"sign_key"`
+	// EncCert is the encryption certificate (keyUsage keyEncipherment
+	// and/or keyAgreement). Required.
+	EncCert string `yaml:"enc_cert"`
+	// EncKey is the encryption certificate's SM2 private key. Required.
+	EncKey string `yaml:"enc_key"`
+	// Ciphers are the TLCP suites in preference order. Names are
+	// case-insensitive in Tongsuo (ECC-SM2-SM4-GCM-SM3), GB/T
+	// (ECC_SM4_GCM_SM3, TLS_ECC_SM4_GCM_SM3) or "WITH"
+	// (ECC-SM2-WITH-SM4-SM3) spelling. Default [ECC-SM2-SM4-GCM-SM3,
+	// ECC-SM2-SM4-CBC-SM3, ECDHE-SM2-SM4-GCM-SM3, ECDHE-SM2-SM4-CBC-SM3].
+	Ciphers []string `yaml:"ciphers"`
+	// AcceptRawCertificateVerify also accepts GmSSL clients'
+	// CertificateVerify computed over the raw handshake messages (client
+	// authentication with GmSSL). Default false.
+	AcceptRawCertificateVerify bool `yaml:"accept_raw_certificate_verify"`
+	KeyPassword                `yaml:",inline"`
+}
+
+// SiteTLS13SM is a site's TLS 1.3 + RFC 8998 identity.
+type SiteTLS13SM struct {
+	// Cert is the SM2 certificate (keyUsage digitalSignature). Default: the
+	// TLCP sign_cert.
+	Cert string `yaml:"cert"`
+	// Key is its SM2 private key. Default: the TLCP sign_key.
+	Key string `yaml:"key"`
+	// Ciphers are the TLS 1.3 SM suites in preference order. Default
+	// [TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3].
+	Ciphers []string `yaml:"ciphers"`
+	// Strict answers in TLS 1.3-SM only when the client offers the complete
+	// SM combination (an SM suite, sm2sig_sm3 and curveSM2), like Tongsuo's
+	// enable_sm_tls13_strict; other hellos go to ordinary TLS. Default false.
+	Strict      bool `yaml:"strict"`
+	KeyPassword `yaml:",inline"`
+}
+
+// SiteTLS is a site's ordinary TLS identity (served by crypto/tls).
+type SiteTLS struct {
+	// Cert is the RSA or ECDSA certificate chain (PEM). Required.
+	Cert string `yaml:"cert"`
+	// Key is its private key. Required.
+	Key string `yaml:"key"`
+	// MinVersion is the lowest TLS version accepted: "1.2" or "1.3".
+	// Default "1.2".
+	MinVersion  string `yaml:"min_version"`
+	KeyPassword `yaml:",inline"`
+}
+
+// Client authentication modes (ClientAuth.Mode).
+const (
+	ClientAuthNone    = "none"
+	ClientAuthRequest = "request"
+	ClientAuthRequire = "require"
+)
+
+// ClientAuth configures client certificates.
+type ClientAuth struct {
+	// Mode is "none" (no certificate asked for), "request" (asked for and
+	// verified when given) or "require" (connections without a valid one
+	// fail). TLCP ECDHE suites always require the client's sign/enc pair.
+	// Default none.
+	Mode string `yaml:"mode"`
+	// CA is a PEM file of the CA certificates that issue client
+	// certificates (SM2 and/or RSA/ECDSA). Required for request and require.
+	CA string `yaml:"ca"`
+}
+
+// Route is one routing rule of a site. Its matchers (host, path_prefix,
+// path, header) must all match; a route without matchers matches every
+// request. Exactly one of upstream, respond and redirect says what happens.
+type Route struct {
+	// Name identifies the route in logs and metrics. Default "route<N>"
+	// (N counting from 1 within the site).
+	Name string `yaml:"name"`
+	// Host matches the request host (Host header, else SNI): exact names or
+	// "*.example.cn" wildcards. Default: any host.
+	Host []string `yaml:"host"`
+	// PathPrefix matches paths starting with it, e.g. "/api/". Default: any.
+	PathPrefix string `yaml:"path_prefix"`
+	// Path matches exactly this path. Default: any.
+	Path string `yaml:"path"`
+	// Header matches request headers: name → value; the value "*" means the
+	// header is present with any value. Default: no header condition.
+	Header map[string]string `yaml:"header"`
+
+	// Upstream is the name of the upstream that serves the request.
+	Upstream string `yaml:"upstream"`
+	// Respond answers directly with a fixed response.
+	Respond *Respond `yaml:"respond"`
+	// Redirect answers with a redirect.
+	Redirect *Redirect `yaml:"redirect"`
+
+	// RequestHeaders edits the request before it is forwarded.
+	RequestHeaders HeaderEdits `yaml:"request_headers"`
+	// ResponseHeaders edits the response before it is returned.
+	ResponseHeaders HeaderEdits `yaml:"response_headers"`
+	// StripPrefix removes this prefix from the path before forwarding
+	// (usually equal to path_prefix without its trailing slash).
+	StripPrefix string `yaml:"strip_prefix"`
+	// HostHeader is the Host sent upstream: "passthrough" keeps the
+	// client's, "upstream" uses the target's address, anything else is sent
+	// as given. Default passthrough.
+	HostHeader string `yaml:"host_header"`
+	// MaxBody bounds the request body (e.g. 10MiB); larger requests get 413.
+	// 0 means unlimited. Default 0.
+	MaxBody ByteSize `yaml:"max_body"`
+	// Retries overrides the upstream's retry policy for this route.
+	Retries *Retries `yaml:"retries"`
+	// TLSInfoHeaders adds headers with the connection's protocol (e.g.
+	// NTLSv1.1), cipher and session-reused flag to the forwarded request.
+	// Default false.
+	TLSInfoHeaders bool `yaml:"tls_info_headers"`
+	// ClientCertHeaders adds the client certificate's subject DN, issuer DN,
+	// serial and verification result to the forwarded request (like
+	// Tengine's $ssl_client_s_dn). Default false.
+	ClientCertHeaders bool `yaml:"client_cert_headers"`
+	// ClientCertPEM also adds the URL-escaped PEM of the client certificate.
+	// Default false.
+	ClientCertPEM bool `yaml:"client_cert_pem"`
+}
+
+// Respond is a fixed response.
+type Respond struct {
+	// Status is the HTTP status code. Default 200.
+	Status int `yaml:"status"`
+	// Body is the response body. Default empty.
+	Body string `yaml:"body"`
+	// ContentType is the Content-Type header. Default
+	// "text/plain; charset=utf-8".
+	ContentType string `yaml:"content_type"`
+}
+
+// Redirect is a redirect response.
+type Redirect struct {
+	// To is the target URL; {host}, {path}, {query} and {uri} (path and
+	// query) are replaced from the request. Required.
+	To string `yaml:"to"`
+	// Status is 301, 302, 303, 307 or 308. Default 302.
+	Status int `yaml:"status"`
+}
+
+// HeaderEdits changes headers: remove first, then set, then add.
+type HeaderEdits struct {
+	// Set replaces headers: name → value.
+	Set map[string]string `yaml:"set"`
+	// Add appends header values: name → value.
+	Add map[string]string `yaml:"add"`
+	// Remove deletes headers by name.
+	Remove []string `yaml:"remove"`
+}
+
+// Stream splices a site's decrypted connections to a TCP backend.
+type Stream struct {
+	// Upstream is the name of an upstream whose targets receive the
+	// connections (its balance and health checks apply). One of upstream and
+	// target is required.
+	Upstream string `yaml:"upstream"`
+	// Target is a single host:port backend.
+	Target string `yaml:"target"`
+	// IdleTimeout closes a spliced connection idle in both directions for
+	// this long. Default 5m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ConnectTimeout bounds connecting to the backend. Default 5s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// SendProxyProtocol sends a PROXY header with the client address to the
+	// backend: "", "v1" or "v2". Default "" (none).
+	SendProxyProtocol string `yaml:"send_proxy_protocol"`
+}
+
+// Upstream protocols (Upstream.Protocol).
+const (
+	UpstreamHTTP    = "http"
+	UpstreamH2C     = "h2c"
+	UpstreamH2      = "h2"
+	UpstreamTLS     = "tls"
+	UpstreamTLCP    = "tlcp"
+	UpstreamTLS13SM = "tls13sm"
+)
+
+// Balancing policies (Upstream.Balance).
+const (
+	BalanceRoundRobin = "round_robin"
+	BalanceLeastConn  = "least_conn"
+	BalanceIPHash     = "ip_hash"
+	BalanceHash       = "hash"
+)
+
+// Upstream is a named pool of backend targets.
+type Upstream struct {
+	// Name is how routes and streams refer to the upstream. Required,
+	// unique.
+	Name string `yaml:"name"`
+	// Targets are the backends. Each is either "host:port" or a mapping
+	// {address, weight, backup}. At least one is required.
+	Targets []Target `yaml:"targets"`
+	// Balance picks a target: round_robin (weighted), least_conn, ip_hash
+	// (client address) or hash (consistent hash of hash_key). Default
+	// round_robin.
+	Balance string `yaml:"balance"`
+	// HashKey is what balance: hash hashes.
+	HashKey HashKey `yaml:"hash_key"`
+	// Protocol spoken to the targets: http (HTTP/1.1), h2c (HTTP/2 without
+	// TLS), h2 (HTTP/2 over TLS), tls (HTTP/1.1 over TLS, with h2 by ALPN),
+	// tlcp (HTTP/1.1 over TLCP) or tls13sm (HTTP/1.1 over TLS 1.3-SM).
+	// Default http.
+	Protocol string `yaml:"protocol"`
+	// TLS configures the encrypted protocols (h2, tls, tlcp, tls13sm).
+	TLS UpstreamTLSConfig `yaml:"tls"`
+	// Keepalive configures the idle connection pool per target.
+	Keepalive Keepalive `yaml:"keepalive"`
+	// Timeouts for talking to the targets.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// HealthChecks mark targets down and up again.
+	HealthChecks HealthChecks `yaml:"health_checks"`
+	// Retries is the retry policy.
+	Retries Retries `yaml:"retries"`
+
+	// Material is what was loaded from the files named in tls.
+	Material UpstreamMaterial `yaml:"-"`
+}
+
+// Target is one backend. In YAML it is "host:port" or a mapping.
+type Target struct {
+	// Address is host:port. Required.
+	Address string `yaml:"address"`
+	// Weight is the share of requests for round_robin. Default 1.
+	Weight int `yaml:"weight"`
+	// Backup targets receive requests only when every other target is down.
+	// Default false.
+	Backup bool `yaml:"backup"`
+}
+
+// HashKey is the input of balance: hash. Exactly one of header and cookie.
+type HashKey struct {
+	// Header is a request header whose value is hashed.
+	Header string `yaml:"header"`
+	// Cookie is a cookie whose value is hashed.
+	Cookie string `yaml:"cookie"`
+}
+
+// UpstreamTLSConfig configures encryption towards the targets.
+type UpstreamTLSConfig struct {
+	// CA is a PEM file of CA certificates that verify the targets. Default:
+	// the system roots for h2/tls; required for tlcp and tls13sm unless
+	// insecure_skip_verify.
+	CA string `yaml:"ca"`
+	// ServerName is the SNI and the name checked in the target's
+	// certificate. Default: the target's host.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify does not verify the target's certificate (tests
+	// only). Default false.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// Cert is the client certificate for h2, tls and tls13sm targets that
+	// require one. Default none.
+	Cert string `yaml:"cert"`
+	// Key is the private key of cert.
+	Key string `yaml:"key"`
+	// SignCert is the TLCP client signing certificate, for tlcp targets
+	// that require client authentication (always needed for ECDHE suites).
+	// Default none.
+	SignCert string `yaml:"sign_cert"`
+	// SignKey is the private key of sign_cert.
+	SignKey string `yaml:"sign_key"`
+	// EncCert is the TLCP client encryption certificate (with sign_cert).
+	EncCert string `yaml:"enc_cert"`
+	// EncKey is the private key of enc_cert.
+	EncKey string `yaml:"enc_key"`
+	// Ciphers are the suites offered: TLCP names for tlcp, TLS 1.3 SM names
+	// for tls13sm. Default: for tlcp [ECC-SM2-SM4-GCM-SM3,
+	// ECC-SM2-SM4-CBC-SM3] plus the two ECDHE suites when sign/enc client
+	// certificates are set; for tls13sm [TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3].
+	Ciphers []string `yaml:"ciphers"`
+	// GmSSLCompat makes the TLCP client talk to GmSSL servers: the
+	// 71-byte ECDHE ClientKeyExchange and a ClientHello without extensions.
+	// Default false.
+	GmSSLCompat bool `yaml:"gmssl_compat"`
+	// ECDHEParamsAsVector sends only the 71-byte (GmSSL) ECDHE
+	// ClientKeyExchange. Default false (Tongsuo's 69 bytes).
+	ECDHEParamsAsVector bool `yaml:"ecdhe_params_as_vector"`
+	// NoExtensions sends a TLCP ClientHello without extensions (no SNI, no
+	// ALPN). Default false.
+	NoExtensions bool `yaml:"no_extensions"`
+	KeyPassword  `yaml:",inline"`
+}
+
+// Keepalive configures the idle connection pool towards each target.
+type Keepalive struct {
+	// MaxIdle is the number of idle connections kept per target; 0 disables
+	// keep-alive. Default 32.
+	MaxIdle int `yaml:"max_idle"`
+	// MaxConns bounds the connections per target (idle and busy); 0 means
+	// unlimited. Default 0.
+	MaxConns int `yaml:"max_conns"`
+}
+
+// Timeouts towards upstream targets.
+type Timeouts struct {
+	// Connect bounds dialing a target, handshake included. Default 5s.
+	Connect time.Duration `yaml:"connect"`
+	// ResponseHeader bounds the wait for the response headers after the
+	// request was written; exceeded → 504. Default 60s.
+	ResponseHeader time.Duration `yaml:"response_header"`
+	// Idle closes pooled connections idle for this long. Default 90s.
+	Idle time.Duration `yaml:"idle"`
+}
+
+// HealthChecks configures passive and active health checking.
+type HealthChecks struct {
+	// Passive health checks watch real requests; on by default.
+	Passive PassiveHealth `yaml:"passive"`
+	// Active health checks probe the targets; off unless this section is
+	// present.
+	Active *ActiveHealth `yaml:"active"`
+}
+
+// PassiveHealth marks a target down after repeated failures of real
+// requests.
+type PassiveHealth struct {
+	// MaxFails failures (connect errors, timeouts, 5xx listed in
+	// unhealthy_status) within fail_window mark the target down; 0 disables
+	// passive checks. Default 3.
+	MaxFails int `yaml:"max_fails"`
+	// FailWindow is the window in which failures are counted. Default 10s.
+	FailWindow time.Duration `yaml:"fail_window"`
+	// CoolDown is how long a target stays down before it is tried again.
+	// Default 30s.
+	CoolDown time.Duration `yaml:"cool_down"`
+	// UnhealthyStatus are response codes counted as failures. Default
+	// [502, 503, 504].
+	UnhealthyStatus []int `yaml:"unhealthy_status"`
+}
+
+// ActiveHealth probes every target with an HTTP request. Present means
+// enabled.
+type ActiveHealth struct {
+	// Path requested. Default "/".
+	Path string `yaml:"path"`
+	// Host header of the probe. Default: the target's address.
+	Host string `yaml:"host"`
+	// ExpectStatus is the healthy status code; 0 means any 2xx or 3xx.
+	// Default 0.
+	ExpectStatus int `yaml:"expect_status"`
+	// Interval between probes of one target. Default 10s.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout of one probe. Default 2s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Rise consecutive successes mark a down target up. Default 2.
+	Rise int `yaml:"rise"`
+	// Fall consecutive failures mark an up target down. Default 3.
+	Fall int `yaml:"fall"`
+}
+
+// Retries is a retry policy. A request that never reached a target (connect
+// failure, or the connection failed before the request was written) is
+// always retried on another target within the limits below.
+type Retries struct {
+	// Tries is the total number of attempts, the first included; 1 disables
+	// retries. Default 3.
+	Tries int `yaml:"tries"`
+	// TotalTime bounds all attempts of one request together. Default 15s.
+	TotalTime time.Duration `yaml:"total_time"`
+	// RetryNonIdempotent also retries requests that may have reached the
+	// target when their method is not idempotent (POST, PATCH). Requests
+	// with idempotent methods (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) are
+	// retried after such failures regardless. Default false.
+	RetryNonIdempotent bool `yaml:"retry_non_idempotent"`
+}
+
+// Sessions configures resumption.
+type Sessions struct {
+	// CacheSize is the number of sessions kept per protocol for session-ID
+	// resumption; 0 disables the cache. Default 20480.
+	CacheSize int `yaml:"cache_size"`
+	// Lifetime bounds how long a session can be resumed. Default 5m.
+	Lifetime time.Duration `yaml:"lifetime"`
+	// Tickets enables session tickets (TLCP RFC 5077 style and TLS 1.3 PSK
+	// tickets). Default true.
+	Tickets bool `yaml:"tickets"`
+	// TicketKeyFile holds ticket keys shared by several instances: one or
+	// more 32-byte secrets (newest first), or one nginx-style 48/80-byte
+	// key. Default: random in-memory keys rotated every ticket_rotation.
+	TicketKeyFile string `yaml:"ticket_key_file"`
+	// TicketRotation is the lifetime of a random ticket key before a new one
+	// encrypts (old ones still decrypt for a while). Default 1h.
+	TicketRotation time.Duration `yaml:"ticket_rotation"`
+}
+
+// Admin is the admin HTTP listener (/metrics, /healthz, /readyz, reload).
+type Admin struct {
+	// Address is host:port, or "off" to disable the admin listener.
+	// Default 127.0.0.1:9100.
+	Address string `yaml:"address"`
+	// Pprof serves /debug/pprof/. Default false.
+	Pprof bool `yaml:"pprof"`
+}
+
+// AccessLog configures the access log.
+type AccessLog struct {
+	// Path is a file, "stdout", "stderr" or "off". Default stdout.
+	Path string `yaml:"path"`
+	// Format is combined (nginx-like plus TLS fields), json, or template.
+	// Default combined.
+	Format string `yaml:"format"`
+	// Template is the line template for format: template, with {field}
+	// placeholders (see the proxy documentation for field names).
+	Template string `yaml:"template"`
+}
+
+// Log configures the program log.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// Offload configures the private-key worker pool.
+type Offload struct {
+	// Workers is the number of goroutines running private-key operations;
+	// 0 means one per CPU. Default 0.
+	Workers int `yaml:"workers"`
+	// Queue bounds waiting operations; a full queue fails the handshake
+	// fast. Default 4096.
+	Queue int `yaml:"queue"`
+}
+
+// Resolve returns the file name p as gmproxy uses it: unchanged when
+// absolute, empty or one of the access-log words stdout, stderr and off;
+// otherwise joined to c.Dir. Certificates and keys are already loaded into
+// Material and the ticket keys into TicketKeys; use Resolve for other files
+// named in the configuration (such as access_log.path).
+func (c *Config) Resolve(p string) string {
+	switch p {
+	case "", "stdout", "stderr", "off":
+		return p
+	}
+	if filepath.IsAbs(p) || c.Dir == "" {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}

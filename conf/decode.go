@@ -1,0 +1,717 @@
+package conf
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The YAML is decoded by walking yaml.Node trees with reflection rather than
+// with yaml.Unmarshal, so that every value keeps its line:column, every
+// problem (unknown keys, wrong types) is collected instead of stopping at the
+// first, and defaults are applied to list elements before they are filled.
+
+type pos struct{ line, col int }
+
+type decoder struct {
+	file   string
+	probs  Problems
+	valPos map[string]pos // key path → position of its value
+	keyPos map[string]pos // key path → position of its key
+	// failed holds the paths that already have a decoding problem (and
+	// the keys suggested for typos), so that validation does not report
+	// consequences of the same mistake again.
+	failed map[string]bool
+	depth  int // current nesting, bounded by maxDepth
+	nodes  int // nodes visited, bounded by maxNodes (alias bombs)
+}
+
+// Limits on what a configuration file may make the decoder do.
+const (
+	maxDepth = 64
+	maxNodes = 200000
+)
+
+func newDecoder(file string) *decoder {
+	return &decoder{file: file, valPos: map[string]pos{}, keyPos: map[string]pos{}, failed: map[string]bool{}}
+}
+
+func (d *decoder) addAt(sev Severity, p pos, path, msg, fix string) {
+	if sev == SeverityError {
+		d.failed[path] = true
+	}
+	d.probs = append(d.probs, Problem{File: d.file, Line: p.line, Column: p.col, Path: path, Severity: sev, Message: msg, Fix: fix})
+}
+
+func nodePos(n *yaml.Node) pos { return pos{n.Line, n.Column} }
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// decodeFile parses data into cfg (already defaulted).
+func (d *decoder) decodeFile(data []byte, cfg *Config) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		p := pos{}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			p.line, _ = strconv.Atoi(m[1])
+			msg = strings.TrimSpace(strings.Replace(msg, m[0]+":", "", 1))
+		}
+		d.addAt(SeverityError, p, "", "YAML syntax error: "+msg, "check indentation (spaces only, no tabs) and quoting near this line")
+		return
+	}
+	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Tag == "!!null" {
+		d.addAt(SeverityError, pos{1, 1}, "", "the configuration is empty", "start from deploy/examples/edge.yaml or run gmproxy without arguments for the development setup")
+		return
+	}
+	d.decode(root.Content[0], reflect.ValueOf(cfg).Elem(), "")
+}
+
+// nodeDecoder is implemented by types with their own YAML forms.
+type nodeDecoder interface {
+	decodeNode(d *decoder, n *yaml.Node, path string)
+}
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	byteSizeType = reflect.TypeFor[ByteSize]()
+)
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return strconv.Quote(n.Value)
+	}
+	return "an unexpected node"
+}
+
+func (d *decoder) typeError(n *yaml.Node, path, want, fix string) {
+	d.addAt(SeverityError, nodePos(n), path, fmt.Sprintf("expected %s, got %s", want, kindName(n)), fix)
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		if i > maxDepth {
+			d.addAt(SeverityError, nodePos(n), path, "alias refers to itself", "remove the alias loop")
+			return
+		}
+		n = n.Alias
+	}
+	d.nodes++
+	if d.nodes == maxNodes+1 {
+		d.addAt(SeverityError, nodePos(n), path, "the configuration expands to too many values (alias loop or bomb?)", "write it without nested aliases")
+	}
+	if d.nodes > maxNodes {
+		return
+	}
+	if d.depth >= maxDepth {
+		d.addAt(SeverityError, nodePos(n), path, "values nested too deeply", "")
+		return
+	}
+	d.depth++
+	defer func() { d.depth-- }()
+	if path != "" {
+		if _, ok := d.valPos[path]; !ok {
+			d.valPos[path] = nodePos(n)
+		}
+	}
+	if v.CanAddr() {
+		if nd, ok := v.Addr().Interface().(nodeDecoder); ok {
+			nd.decodeNode(d, n, path)
+			return
+		}
+	}
+	isNull := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+
+	switch v.Type() {
+	case durationType:
+		if isNull {
+			return
+		}
+		dur, err := parseDuration(n)
+		if err != nil {
+			d.addAt(SeverityError, nodePos(n), path, err.Error(), "write a duration such as 500ms, 10s, 5m or 1h")
+			return
+		}
+		v.SetInt(int64(dur))
+		return
+	case byteSizeType:
+		if isNull {
+			return
+		}
+		sz, err := parseByteSize(n)
+		if err != nil {
+			d.addAt(SeverityError, nodePos(n), path, err.Error(), "write a size such as 4096, 64KiB, 10MiB or 1GiB")
+			return
+		}
+		v.SetInt(int64(sz))
+		return
+	}
+
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			nv := reflect.New(v.Type().Elem())
+			if df, ok := nv.Interface().(defaulter); ok {
+				df.setDefaults()
+			}
+			v.Set(nv)
+		}
+		if isNull {
+			return
+		}
+		d.decode(n, v.Elem(), path)
+	case reflect.Struct:
+		if isNull {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			d.typeError(n, path, "a mapping of keys", "indent the keys of this section under it ("+strings.Join(fieldNames(v.Type()), ", ")+")")
+			return
+		}
+		d.decodeStruct(n, v, path)
+	case reflect.Slice:
+		if isNull {
+			return
+		}
+		elems := n.Content
+		if n.Kind != yaml.SequenceNode {
+			if n.Kind == yaml.ScalarNode && v.Type().Elem().Kind() != reflect.Struct {
+				elems = []*yaml.Node{n} // a single value stands for a one-element list
+			} else if n.Kind == yaml.ScalarNode && reflect.PointerTo(v.Type().Elem()).Implements(reflect.TypeFor[nodeDecoder]()) {
+				elems = []*yaml.Node{n}
+			} else {
+				d.typeError(n, path, "a list", "write one item per line starting with \"- \", or [a, b] on one line")
+				return
+			}
+		}
+		s := reflect.MakeSlice(v.Type(), len(elems), len(elems))
+		for i, e := range elems {
+			ev := s.Index(i)
+			if df, ok := ev.Addr().Interface().(defaulter); ok {
+				df.setDefaults()
+			}
+			d.decode(e, ev, fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if isNull {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			d.typeError(n, path, "a mapping of name: value", "write one \"Name: value\" per line under this key")
+			return
+		}
+		m := reflect.MakeMap(v.Type())
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			kp := joinPath(path, k.Value)
+			d.keyPos[kp] = nodePos(k)
+			ev := reflect.New(v.Type().Elem()).Elem()
+			d.decode(val, ev, kp)
+			m.SetMapIndex(reflect.ValueOf(k.Value), ev)
+		}
+		v.Set(m)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.typeError(n, path, "a single value", "quote the value if it contains \": \", \"#\", \"[\" or \"{\"")
+			return
+		}
+		if isNull {
+			v.SetString("")
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Bool:
+		if isNull {
+			return
+		}
+		b, ok := parseBool(n)
+		if !ok {
+			d.typeError(n, path, "true or false", "")
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		if isNull {
+			return
+		}
+		if n.Kind != yaml.ScalarNode || n.Tag == "!!float" {
+			d.typeError(n, path, "a whole number", "")
+			return
+		}
+		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+		if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
+			d.typeError(n, path, "a whole number", "")
+			return
+		}
+		v.SetInt(i)
+	default:
+		d.addAt(SeverityError, nodePos(n), path, fmt.Sprintf("internal error: cannot decode into %s", v.Type()), "")
+	}
+}
+
+func parseBool(n *yaml.Node) (bool, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return false, false
+	}
+	switch strings.ToLower(n.Value) {
+	case "true", "yes", "on":
+		return true, true
+	case "false", "no", "off":
+		return false, true
+	}
+	return false, false
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	fields := structFields(v.Type())
+	seen := map[string]pos{}
+	// Merge keys ("<<: *anchor") first, so that explicit keys override them.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "<<" && n.Content[i].Tag == "!!merge" {
+			val := n.Content[i+1]
+			for val.Kind == yaml.AliasNode {
+				val = val.Alias
+			}
+			srcs := []*yaml.Node{val}
+			if val.Kind == yaml.SequenceNode {
+				srcs = val.Content
+			}
+			for _, s := range srcs {
+				d.decode(s, v, path)
+			}
+		}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Value == "<<" && k.Tag == "!!merge" {
+			continue
+		}
+		kp := joinPath(path, k.Value)
+		if prev, dup := seen[k.Value]; dup {
+			d.addAt(SeverityError, nodePos(k), kp, fmt.Sprintf("key %q appears twice in this section (first at line %d)", k.Value, prev.line), "keep only one of them")
+			continue
+		}
+		seen[k.Value] = nodePos(k)
+		idx, ok := fields[k.Value]
+		if !ok {
+			d.unknownKey(k, v.Type(), kp)
+			continue
+		}
+		d.keyPos[kp] = nodePos(k)
+		d.valPos[kp] = nodePos(val)
+		d.decode(val, v.FieldByIndex(idx), kp)
+	}
+}
+
+func (d *decoder) unknownKey(k *yaml.Node, t reflect.Type, path string) {
+	names := fieldNames(t)
+	msg := fmt.Sprintf("unknown key %q", k.Value)
+	var fix string
+	if best := closest(k.Value, names); best != "" {
+		fix = fmt.Sprintf("did you mean %q?", best)
+		parent := strings.TrimSuffix(strings.TrimSuffix(path, k.Value), ".")
+		d.failed[joinPath(parent, best)] = true
+	} else if owners := keyOwners()[k.Value]; len(owners) > 0 {
+		fix = fmt.Sprintf("%q belongs under %s, not here", k.Value, strings.Join(owners, " or "))
+	} else {
+		fix = "valid keys here: " + strings.Join(names, ", ")
+	}
+	d.addAt(SeverityError, nodePos(k), path, msg, fix)
+}
+
+var fieldCache sync.Map // reflect.Type → map[string][]int
+
+// structFields maps the YAML keys of t (inline structs flattened) to field
+// index paths.
+func structFields(t reflect.Type) map[string][]int {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string][]int)
+	}
+	m := map[string][]int{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, inline := yamlTag(f)
+		if name == "-" {
+			continue
+		}
+		if inline {
+			for k, idx := range structFields(f.Type) {
+				m[k] = append([]int{i}, idx...)
+			}
+			continue
+		}
+		m[name] = []int{i}
+	}
+	fieldCache.Store(t, m)
+	return m
+}
+
+func yamlTag(f reflect.StructField) (name string, inline bool) {
+	tag := f.Tag.Get("yaml")
+	name, opts, _ := strings.Cut(tag, ",")
+	if opts == "inline" {
+		return "", true
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, false
+}
+
+// fieldNames lists t's YAML keys in declaration order.
+func fieldNames(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, inline := yamlTag(f)
+		if name == "-" {
+			continue
+		}
+		if inline {
+			out = append(out, fieldNames(f.Type)...)
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+var (
+	ownersOnce sync.Once
+	owners     map[string][]string
+)
+
+// keyOwners maps every key of the schema to the sections that have it
+// ("sites[].tlcp"), for unknown-key hints.
+func keyOwners() map[string][]string {
+	ownersOnce.Do(func() {
+		owners = map[string][]string{}
+		seen := map[reflect.Type]bool{}
+		var walk func(t reflect.Type, section string)
+		walk = func(t reflect.Type, section string) {
+			for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+				if t.Kind() == reflect.Slice {
+					section += "[]"
+				}
+				t = t.Elem()
+			}
+			if t.Kind() != reflect.Struct || t == durationType || seen[t] {
+				return
+			}
+			seen[t] = true
+			for _, name := range fieldNames(t) {
+				sec := section
+				if sec == "" {
+					sec = "the top level"
+				}
+				owners[name] = append(owners[name], sec)
+			}
+			for name, idx := range structFields(t) {
+				walk(t.FieldByIndex(idx).Type, joinPath(section, name))
+			}
+		}
+		walk(reflect.TypeFor[Config](), "")
+		for k := range owners {
+			sort.Strings(owners[k])
+		}
+	})
+	return owners
+}
+
+// closest returns the candidate nearest to s by edit distance, if close
+// enough to be a likely typo.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 1<<30
+	ls := strings.ToLower(s)
+	for _, c := range candidates {
+		dist := levenshtein(ls, strings.ToLower(c))
+		if dist < bestD {
+			best, bestD = c, dist
+		}
+	}
+	limit := 2
+	if len(s) >= 9 {
+		limit = 3
+	}
+	if bestD <= limit || (best != "" && (strings.Contains(best, ls) || strings.Contains(ls, best)) && len(ls) >= 3) {
+		return best
+	}
+	// A long common prefix ("retry" for "retries").
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		n := 0
+		for n < len(ls) && n < len(lc) && ls[n] == lc[n] {
+			n++
+		}
+		if n >= 4 && n*3 >= len(ls)*2 {
+			return c
+		}
+	}
+	return ""
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func parseDuration(n *yaml.Node) (time.Duration, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("expected a duration, got %s", kindName(n))
+	}
+	s := strings.TrimSpace(n.Value)
+	if s == "0" {
+		return 0, nil
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return 0, fmt.Errorf("duration %q has no unit", s)
+	}
+	dur, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	if dur < 0 {
+		return 0, fmt.Errorf("negative duration %q", s)
+	}
+	return dur, nil
+}
+
+// ByteSize is a number of bytes. In YAML it is a number or a number with a
+// unit: B, K/KB/KiB, M/MB/MiB, G/GB/GiB (all units are powers of 1024).
+type ByteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
+	{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1},
+}
+
+func parseByteSize(n *yaml.Node) (ByteSize, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("expected a size, got %s", kindName(n))
+	}
+	s := strings.ToLower(strings.TrimSpace(n.Value))
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64/mult {
+		return 0, fmt.Errorf("invalid size %q", n.Value)
+	}
+	return ByteSize(v * mult), nil
+}
+
+// String formats the size with the largest exact binary unit.
+func (b ByteSize) String() string {
+	switch {
+	case b != 0 && b%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", b>>30)
+	case b != 0 && b%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b != 0 && b%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", b>>10)
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// formatDuration writes durations the way users write them ("5m", "1h30m",
+// "250ms") rather than time.Duration.String's "5m0s".
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	if d%time.Second != 0 {
+		if d%time.Millisecond == 0 {
+			return fmt.Sprintf("%dms", d/time.Millisecond)
+		}
+		return d.String()
+	}
+	s := d.String()
+	s = strings.Replace(s, "m0s", "m", 1)
+	s = strings.Replace(s, "h0m", "h", 1)
+	return s
+}
+
+// decodeNode accepts "host:port" or {address, weight, backup}.
+func (t *Target) decodeNode(d *decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		t.Address = n.Value
+		d.valPos[joinPath(path, "address")] = nodePos(n)
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.typeError(n, path, "\"host:port\" or a mapping {address, weight, backup}", "")
+		return
+	}
+	d.decodeStruct(n, reflect.ValueOf(t).Elem(), path)
+}
+
+// encode turns a configuration value back into YAML (the normalised form):
+// every key with its effective value, empty strings, empty lists and absent
+// optional sections left out.
+func encode(v reflect.Value) *yaml.Node {
+	if v.Type() == durationType {
+		return scalar(formatDuration(time.Duration(v.Int())))
+	}
+	if v.Type() == byteSizeType {
+		return scalar(ByteSize(v.Int()).String())
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		return encode(v.Elem())
+	case reflect.Struct:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		encodeFields(m, v)
+		return m
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return nil
+		}
+		s := &yaml.Node{Kind: yaml.SequenceNode}
+		if v.Type().Elem().Kind() != reflect.Struct {
+			s.Style = yaml.FlowStyle
+		}
+		for i := 0; i < v.Len(); i++ {
+			s.Content = append(s.Content, encodeOrEmpty(v.Index(i)))
+		}
+		return s
+	case reflect.Map:
+		if v.Len() == 0 {
+			return nil
+		}
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		for _, k := range keys {
+			m.Content = append(m.Content, scalar(k.String()), encodeOrEmpty(v.MapIndex(k)))
+		}
+		return m
+	case reflect.String:
+		if v.String() == "" {
+			return nil
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v.String()}
+	case reflect.Bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v.Bool())}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v.Int(), 10)}
+	}
+	return nil
+}
+
+// encodeOrEmpty is encode with an explicit empty value instead of nil
+// (list elements and map values cannot be left out).
+func encodeOrEmpty(v reflect.Value) *yaml.Node {
+	if e := encode(v); e != nil {
+		return e
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: ""}
+	case reflect.Slice:
+		return &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	}
+	return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+}
+
+func encodeFields(m *yaml.Node, v reflect.Value) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, inline := yamlTag(f)
+		if name == "-" {
+			continue
+		}
+		if inline {
+			encodeFields(m, v.Field(i))
+			continue
+		}
+		fv := v.Field(i)
+		if f.Type.Kind() == reflect.Struct && fv.IsZero() {
+			continue // an all-default section such as proxy_protocol
+		}
+		if e := encode(fv); e != nil {
+			if e.Kind == yaml.MappingNode && len(e.Content) == 0 && f.Type.Kind() != reflect.Pointer {
+				continue
+			}
+			m.Content = append(m.Content, scalar(name), e)
+		}
+	}
+}
+
+func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }
+
+// Normalized returns c as YAML with every default filled in, paths as
+// written, suites in their canonical names — what gmproxy actually uses.
+func (c *Config) Normalized() ([]byte, error) {
+	n := encode(reflect.ValueOf(c).Elem())
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

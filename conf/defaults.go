@@ -1,0 +1,213 @@
+package conf
+
+import (
+	"fmt"
+	"time"
+)
+
+// Default values, also stated in the field documentation.
+const (
+	DefaultListenAddress      = "127.0.0.1:8443"
+	DefaultHandshakeTimeout   = 10 * time.Second
+	DefaultMaxHandshakes      = 1024
+	DefaultMaxConnections     = 16384
+	DefaultShutdownGrace      = 30 * time.Second
+	DefaultSessionCacheSize   = 20480
+	DefaultSessionLifetime    = 5 * time.Minute
+	DefaultTicketRotation     = time.Hour
+	DefaultAdminAddress       = "127.0.0.1:9100"
+	DefaultOffloadQueue       = 4096
+	DefaultMaxHeaderBytes     = 1 << 20
+	DefaultReadHeaderTimeout  = 30 * time.Second
+	DefaultHTTPIdleTimeout    = 2 * time.Minute
+	DefaultMaxStreams         = 250
+	DefaultConnectTimeout     = 5 * time.Second
+	DefaultResponseHeader     = 60 * time.Second
+	DefaultUpstreamIdle       = 90 * time.Second
+	DefaultKeepaliveMaxIdle   = 32
+	DefaultPassiveMaxFails    = 3
+	DefaultPassiveFailWindow  = 10 * time.Second
+	DefaultPassiveCoolDown    = 30 * time.Second
+	DefaultActiveInterval     = 10 * time.Second
+	DefaultActiveTimeout      = 2 * time.Second
+	DefaultActiveRise         = 2
+	DefaultActiveFall         = 3
+	DefaultRetryTries         = 3
+	DefaultRetryTotalTime     = 15 * time.Second
+	DefaultStreamIdleTimeout  = 5 * time.Minute
+	DefaultStreamConnect      = 5 * time.Second
+	DefaultRespondContentType = "text/plain; charset=utf-8"
+)
+
+// Default TLCP suites (Tongsuo names), in preference order.
+var DefaultTLCPCiphers = []string{"ECC-SM2-SM4-GCM-SM3", "ECC-SM2-SM4-CBC-SM3", "ECDHE-SM2-SM4-GCM-SM3", "ECDHE-SM2-SM4-CBC-SM3"}
+
+// Default TLS 1.3 SM suites, in preference order.
+var DefaultTLS13SMCiphers = []string{"TLS_SM4_GCM_SM3", "TLS_SM4_CCM_SM3"}
+
+// defaulter is implemented by structs that have defaults. The decoder calls
+// setDefaults on every freshly allocated value (list elements, optional
+// sections) before filling it from YAML, so YAML values override defaults
+// and an explicit 0 stays 0.
+type defaulter interface{ setDefaults() }
+
+// Default returns a configuration with every default filled in and no
+// listeners, sites or upstreams.
+func Default() *Config {
+	c := &Config{}
+	c.setDefaults()
+	return c
+}
+
+func (c *Config) setDefaults() {
+	c.ShutdownGrace = DefaultShutdownGrace
+	c.Sessions.setDefaults()
+	c.Admin.setDefaults()
+	c.AccessLog.setDefaults()
+	c.Log.setDefaults()
+	c.Offload.setDefaults()
+}
+
+func (l *Listener) setDefaults() {
+	l.Protocols = []string{ProtoTLCP, ProtoTLS13SM, ProtoTLS}
+	l.TLCPSuitesInTLSHello = "reject"
+	l.HandshakeTimeout = DefaultHandshakeTimeout
+	l.MaxHandshakes = DefaultMaxHandshakes
+	l.MaxConnections = DefaultMaxConnections
+	l.PlainHTTP = "close"
+	l.HTTP.setDefaults()
+}
+
+func (h *HTTPServer) setDefaults() {
+	h.MaxHeaderBytes = DefaultMaxHeaderBytes
+	h.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	h.IdleTimeout = DefaultHTTPIdleTimeout
+	h.MaxConcurrentStreams = DefaultMaxStreams
+}
+
+func (s *Site) setDefaults() { s.ClientAuth.Mode = ClientAuthNone }
+
+func (t *SiteTLS) setDefaults() { t.MinVersion = "1.2" }
+
+func (r *Route) setDefaults() { r.HostHeader = "passthrough" }
+
+func (r *Respond) setDefaults() {
+	r.Status = 200
+	r.ContentType = DefaultRespondContentType
+}
+
+func (r *Redirect) setDefaults() { r.Status = 302 }
+
+func (s *Stream) setDefaults() {
+	s.IdleTimeout = DefaultStreamIdleTimeout
+	s.ConnectTimeout = DefaultStreamConnect
+}
+
+func (u *Upstream) setDefaults() {
+	u.Balance = BalanceRoundRobin
+	u.Protocol = UpstreamHTTP
+	u.Keepalive.MaxIdle = DefaultKeepaliveMaxIdle
+	u.Timeouts.Connect = DefaultConnectTimeout
+	u.Timeouts.ResponseHeader = DefaultResponseHeader
+	u.Timeouts.Idle = DefaultUpstreamIdle
+	u.HealthChecks.Passive.setDefaults()
+	u.Retries.setDefaults()
+}
+
+func (t *Target) setDefaults() { t.Weight = 1 }
+
+func (p *PassiveHealth) setDefaults() {
+	p.MaxFails = DefaultPassiveMaxFails
+	p.FailWindow = DefaultPassiveFailWindow
+	p.CoolDown = DefaultPassiveCoolDown
+	p.UnhealthyStatus = []int{502, 503, 504}
+}
+
+func (a *ActiveHealth) setDefaults() {
+	a.Path = "/"
+	a.Interval = DefaultActiveInterval
+	a.Timeout = DefaultActiveTimeout
+	a.Rise = DefaultActiveRise
+	a.Fall = DefaultActiveFall
+}
+
+func (r *Retries) setDefaults() {
+	r.Tries = DefaultRetryTries
+	r.TotalTime = DefaultRetryTotalTime
+}
+
+func (s *Sessions) setDefaults() {
+	s.CacheSize = DefaultSessionCacheSize
+	s.Lifetime = DefaultSessionLifetime
+	s.Tickets = true
+	s.TicketRotation = DefaultTicketRotation
+}
+
+func (a *Admin) setDefaults()     { a.Address = DefaultAdminAddress }
+func (a *AccessLog) setDefaults() { a.Path, a.Format = "stdout", "combined" }
+func (l *Log) setDefaults()       { l.Level, l.Format = "info", "text" }
+func (o *Offload) setDefaults()   { o.Queue = DefaultOffloadQueue }
+
+// finish fills the defaults that depend on other values, after decoding.
+func (c *Config) finish() {
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		if s.Name == "" {
+			if len(s.ServerNames) > 0 {
+				s.Name = s.ServerNames[0]
+			} else {
+				s.Name = fmt.Sprintf("site%d", i+1)
+			}
+		}
+		if s.TLCP != nil && len(s.TLCP.Ciphers) == 0 {
+			s.TLCP.Ciphers = append([]string(nil), DefaultTLCPCiphers...)
+		}
+		if t := s.TLS13SM; t != nil {
+			if t.Cert == "" && t.Key == "" && s.TLCP != nil {
+				t.Cert, t.Key = s.TLCP.SignCert, s.TLCP.SignKey
+				if t.KeyPasswordFile == "" && t.KeyPasswordEnv == "" {
+					t.KeyPassword = s.TLCP.KeyPassword
+				}
+			}
+			if len(t.Ciphers) == 0 {
+				t.Ciphers = append([]string(nil), DefaultTLS13SMCiphers...)
+			}
+		}
+		if s.ALPN == nil && s.Stream == nil {
+			s.ALPN = []string{"h2", "http/1.1"}
+		}
+		for j := range s.Routes {
+			if s.Routes[j].Name == "" {
+				s.Routes[j].Name = fmt.Sprintf("route%d", j+1)
+			}
+		}
+	}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.Sites == nil {
+			for _, s := range c.Sites {
+				l.Sites = append(l.Sites, s.Name)
+			}
+		}
+		if l.DefaultSite == "" && len(l.Sites) > 0 {
+			l.DefaultSite = l.Sites[0]
+		}
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if len(u.TLS.Ciphers) == 0 {
+			switch u.Protocol {
+			case UpstreamTLCP:
+				u.TLS.Ciphers = []string{"ECC-SM2-SM4-GCM-SM3", "ECC-SM2-SM4-CBC-SM3"}
+				if u.TLS.SignCert != "" && u.TLS.EncCert != "" {
+					u.TLS.Ciphers = append(u.TLS.Ciphers, "ECDHE-SM2-SM4-GCM-SM3", "ECDHE-SM2-SM4-CBC-SM3")
+				}
+			case UpstreamTLS13SM:
+				u.TLS.Ciphers = append([]string(nil), DefaultTLS13SMCiphers...)
+			}
+		}
+		if u.TLS.GmSSLCompat {
+			u.TLS.ECDHEParamsAsVector, u.TLS.NoExtensions = true, true
+		}
+	}
+}

@@ -1,0 +1,581 @@
+// Package conf reads gmproxy's YAML configuration: it decodes the file into
+// the typed structs of config.go (whose field comments are the user
+// documentation, defaults included), fills in defaults, validates
+// everything, and loads the certificates and private keys the file names.
+//
+// conf imports no runtime package (tlcp, tls13sm, handshake, proxy,
+// metrics); it hands the runtime plain values: file contents parsed into
+// smx509 certificates and crypto.Signer keys, and cipher-suite names
+// resolved to their wire values.
+//
+// # API
+//
+//   - [Load](path) and [Parse](name, data) return a validated *[Config] whose
+//     [Site.Material] and [Upstream.Material] hold the loaded certificates,
+//     keys, suite values and CA certificates, and whose Warnings list the
+//     non-fatal problems; on failure the error is a [Problems] value listing
+//     every problem (errors and warnings), sorted by position.
+//   - [Check](path) returns the configuration (nil on errors) and every
+//     problem; `gmproxy check` prints them.
+//   - Each [Problem] prints as "file:line:column: error: key.path: what is
+//     wrong; how to fix it".
+//   - [DevConfig](pkiDir, backendAddr) is the embedded development setup
+//     ([DefaultYAML]): 127.0.0.1:8443 with tlcp, tls13sm and tls, one site
+//     "dev" using the files devpki.LoadOrCreate writes, everything forwarded
+//     to backendAddr, admin on 127.0.0.1:9100.
+//   - [Default] is a configuration with every default and nothing else;
+//     [Config.Normalized] prints any configuration with its defaults filled
+//     in (gmproxy check -dump).
+//   - [TLCPSuite] and [TLS13SMSuite] resolve suite names in every common
+//     spelling; [SMPool] and [X509Pool] build certificate pools.
+//   - Config.TicketKeys holds the keys of sessions.ticket_key_file, already
+//     read; [Config.Resolve] turns other file names of the configuration
+//     (access_log.path) into the paths to open, since relative names are
+//     relative to the configuration file's folder ([Config.Dir]).
+//
+// Private keys may be PEM PKCS#8, SEC 1 or encrypted PKCS#8 (including
+// GmSSL's PBKDF2-HMAC-SM3/SM4-CBC form); the password comes from
+// key_password_file or key_password_env, never from the YAML itself.
+//
+// # Configuration reference
+//
+// Every key of the YAML file, by section; "[]" marks a list of sections.
+// Durations are written like 500ms, 10s, 5m, 1h; sizes like 4096, 64KiB,
+// 10MiB. Relative file names resolve against the folder of the configuration
+// file. This reference is generated from the field documentation in config.go.
+//
+// # top level
+//
+//   - listeners (list of sections, see listeners[]): listeners are the ports
+//     gmproxy accepts connections on. At least one is required.
+//   - sites (list of sections, see sites[]): sites are the virtual hosts,
+//     chosen by SNI. At least one is required.
+//   - upstreams (list of sections, see upstreams[]): upstreams are named pools
+//     of backends that routes forward to.
+//   - trusted_proxies (list of strings): trusted_proxies lists the addresses
+//     (IPs or CIDRs) of proxies in front of gmproxy whose X-Forwarded-For /
+//     X-Forwarded-Proto / X-Forwarded-Host / X-Real-IP headers are kept and
+//     appended to; from every other client those headers are replaced.
+//     Default: none (always replaced).
+//   - sessions (section, see sessions): sessions configures session resumption
+//     for TLCP and TLS 1.3-SM.
+//   - admin (section, see admin): admin is the admin/metrics HTTP listener.
+//   - access_log (section, see access_log): access_log is the HTTP access log.
+//   - log (section, see log): log is the program log (log/slog on standard
+//     error).
+//   - shutdown_grace (duration): shutdown_grace is how long SIGTERM/SIGINT
+//     waits for in-flight requests before closing connections. Default 30s.
+//   - offload (section, see offload): offload is the worker pool that runs SM2
+//     private-key operations (sign, decrypt, key agreement) off the accept
+//     loops.
+//
+// # listeners[]
+//
+// This section is one listening socket.
+//
+//   - address (string): address is host:port to listen on, e.g. "0.0.0.0:443",
+//     "[::]:443" or "127.0.0.1:8443". Required; unique among listeners.
+//   - protocols (list of strings): protocols are the handshakes this port
+//     accepts: tlcp (TLCP / NTLS 1.1), tls13sm (TLS 1.3 with the RFC 8998 SM
+//     suites) and tls (ordinary TLS via crypto/tls with the site's RSA/ECDSA
+//     certificate). Default: all three.
+//   - tlcp_suites_in_tls_hello (string): tlcp_suites_in_tls_hello says what to
+//     do with a TLS ClientHello that offers only TLCP suites (E0 13 / E0 53,
+//     the 360-browser pattern): "reject" answers handshake_failure so that the
+//     browser falls back to TLCP; "tlcp" answers it in TLCP directly. Default
+//     reject.
+//   - handshake_timeout (duration): handshake_timeout bounds the time from
+//     accept to the end of the handshake (including reading a PROXY header).
+//     Default 10s.
+//   - max_handshakes (integer): max_handshakes is the number of handshakes in
+//     progress at once; further connections are refused at once. 0 means
+//     unlimited. Default 1024.
+//   - max_connections (integer): max_connections is the number of open
+//     connections on this listener; further connections are refused at once. 0
+//     means unlimited. Default 16384.
+//   - proxy_protocol (section, see listeners[].proxy_protocol): proxy_protocol
+//     accepts a PROXY protocol v1/v2 header from trusted load balancers so
+//     that the client address is the real one.
+//   - plain_http (string): plain_http says what to do with a connection that
+//     starts with plain HTTP: "close" closes it; "redirect" answers 308 to
+//     https:// on the same host and path. Default close.
+//   - sites (list of strings): sites are the names (Site.Name) of the sites
+//     served on this listener. Default: every site.
+//   - default_site (string): default_site is the name of the site used when the
+//     client sends no SNI or an unknown one. Default: the first site served on
+//     this listener.
+//   - http (section, see listeners[].http): http holds the HTTP server limits
+//     of this listener.
+//
+// # listeners[].proxy_protocol
+//
+// This section configures PROXY protocol (v1 text and v2 binary) on a
+// listener.
+//
+//   - enabled (boolean): enabled turns PROXY protocol on. Default false.
+//   - trusted (list of strings): trusted are the IPs or CIDRs allowed to send a
+//     PROXY header; a connection from anywhere else that sends one is closed,
+//     and one without a header is served with its socket address. Required
+//     when enabled.
+//
+// # listeners[].http
+//
+// This section holds limits of the HTTP server behind a listener.
+//
+//   - max_header_bytes (size): max_header_bytes bounds the request line plus
+//     headers. Default 1MiB.
+//   - read_header_timeout (duration): read_header_timeout bounds reading a
+//     request's headers. Default 30s.
+//   - read_timeout (duration): read_timeout bounds reading a whole request,
+//     body included; 0 means no limit. Default 0.
+//   - write_timeout (duration): write_timeout bounds writing a response; 0
+//     means no limit. Default 0.
+//   - idle_timeout (duration): idle_timeout closes keep-alive connections idle
+//     for this long. Default 2m.
+//   - max_concurrent_streams (integer): max_concurrent_streams bounds the
+//     concurrent streams of one HTTP/2 connection. Default 250.
+//
+// # sites[]
+//
+// This section is one virtual host: certificates per protocol, client
+// authentication, and what to do with the traffic (routes or a TCP stream).
+//
+//   - name (string): name identifies the site in logs, metrics and
+//     Listener.Sites. Default: the first server name, or "site<N>" (N counting
+//     from 1).
+//   - server_names (list of strings): server_names are the host names (SNI)
+//     this site answers: exact names ("portal.example.cn") and wildcards
+//     covering one label ("*.example.cn"). Each name may belong to one site
+//     only. Default: none (the site is then reached only as a listener's
+//     default site).
+//   - tlcp (optional section, see sites[].tlcp): tlcp holds the TLCP double
+//     certificates; absent means the site does not speak TLCP.
+//   - tls13sm (optional section, see sites[].tls13sm): tls13sm holds the TLS
+//     1.3-SM certificate; absent means the site does not speak TLS 1.3-SM. An
+//     empty section ("tls13sm: {}") reuses the TLCP signing certificate and
+//     key.
+//   - tls (optional section, see sites[].tls): tls holds the RSA/ECDSA
+//     certificate for ordinary TLS (browsers without SM support); absent means
+//     the site does not speak ordinary TLS.
+//   - client_auth (section, see sites[].client_auth): client_auth configures
+//     client certificates (mutual authentication).
+//   - alpn (list of strings): alpn are the application protocols offered, in
+//     preference order. Default [h2, http/1.1] for sites with routes, none for
+//     stream sites.
+//   - routes (list of sections, see sites[].routes[]): routes are tried in
+//     order; the first match handles the request. A site has either routes or
+//     stream.
+//   - stream (optional section, see sites[].stream): stream splices the
+//     decrypted connection to a TCP backend instead of serving HTTP (for
+//     non-HTTP services).
+//
+// # sites[].tlcp
+//
+// This section is a site's TLCP identity: a signing and an encryption
+// certificate with their keys (PEM; keys PKCS#8, SEC 1 or encrypted PKCS#8
+// including GmSSL's format). A certificate file may hold the chain after the
+// leaf. GmSSL clients require identical subject, SAN and issuer on the two
+// certificates. GmSSL's layout also works: name the same file for sign_cert
+// and enc_cert when it holds the signing certificate, the encryption
+// certificate and the chain in that order, and the same file for sign_key and
+// enc_key when it holds the signing key then the encryption key.
+//
+//   - sign_cert (string): sign_cert is the signing certificate (keyUsage
+//     digitalSignature). Required. May be the same file as enc_cert (GmSSL
+//     layout: sign, enc, chain).
+//   - sign_key (string): sign_key is the signing certificate's SM2 private key.
+//     Required.
+//   - enc_cert (string): enc_cert is the encryption certificate (keyUsage
+//     keyEncipherment and/or keyAgreement). Required.
+//   - enc_key (string): enc_key is the encryption certificate's SM2 private
+//     key. Required.
+//   - ciphers (list of strings): ciphers are the TLCP suites in preference
+//     order. Names are case-insensitive in Tongsuo (ECC-SM2-SM4-GCM-SM3), GB/T
+//     (ECC_SM4_GCM_SM3, TLS_ECC_SM4_GCM_SM3) or "WITH" (ECC-SM2-WITH-SM4-SM3)
+//     spelling. Default [ECC-SM2-SM4-GCM-SM3, ECC-SM2-SM4-CBC-SM3,
+//     ECDHE-SM2-SM4-GCM-SM3, ECDHE-SM2-SM4-CBC-SM3].
+//   - accept_raw_certificate_verify (boolean): accept_raw_certificate_verify
+//     also accepts GmSSL clients' CertificateVerify computed over the raw
+//     handshake messages (client authentication with GmSSL). Default false.
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # sites[].tls13sm
+//
+// This section is a site's TLS 1.3 + RFC 8998 identity.
+//
+//   - cert (string): cert is the SM2 certificate (keyUsage digitalSignature).
+//     Default: the TLCP sign_cert.
+//   - key (string): key is its SM2 private key. Default: the TLCP sign_key.
+//   - ciphers (list of strings): ciphers are the TLS 1.3 SM suites in
+//     preference order. Default [TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3].
+//   - strict (boolean): strict answers in TLS 1.3-SM only when the client
+//     offers the complete SM combination (an SM suite, sm2sig_sm3 and
+//     curveSM2), like Tongsuo's enable_sm_tls13_strict; other hellos go to
+//     ordinary TLS. Default false.
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # sites[].tls
+//
+// This section is a site's ordinary TLS identity (served by crypto/tls).
+//
+//   - cert (string): cert is the RSA or ECDSA certificate chain (PEM).
+//     Required.
+//   - key (string): key is its private key. Required.
+//   - min_version (string): min_version is the lowest TLS version accepted:
+//     "1.2" or "1.3". Default "1.2".
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # sites[].client_auth
+//
+// This section configures client certificates.
+//
+//   - mode (string): mode is "none" (no certificate asked for), "request"
+//     (asked for and verified when given) or "require" (connections without a
+//     valid one fail). TLCP ECDHE suites always require the client's sign/enc
+//     pair. Default none.
+//   - ca (string): ca is a PEM file of the CA certificates that issue client
+//     certificates (SM2 and/or RSA/ECDSA). Required for request and require.
+//
+// # sites[].routes[]
+//
+// This section is one routing rule of a site. Its matchers (host, path_prefix,
+// path, header) must all match; a route without matchers matches every
+// request. Exactly one of upstream, respond and redirect says what happens.
+//
+//   - name (string): name identifies the route in logs and metrics. Default
+//     "route<N>" (N counting from 1 within the site).
+//   - host (list of strings): host matches the request host (Host header, else
+//     SNI): exact names or "*.example.cn" wildcards. Default: any host.
+//   - path_prefix (string): path_prefix matches paths starting with it, e.g.
+//     "/api/". Default: any.
+//   - path (string): path matches exactly this path. Default: any.
+//   - header (mapping of name: value): header matches request headers: name →
+//     value; the value "*" means the header is present with any value.
+//     Default: no header condition.
+//   - upstream (string): upstream is the name of the upstream that serves the
+//     request.
+//   - respond (optional section, see sites[].routes[].respond): respond answers
+//     directly with a fixed response.
+//   - redirect (optional section, see sites[].routes[].redirect): redirect
+//     answers with a redirect.
+//   - request_headers (section, see sites[].routes[].request_headers):
+//     request_headers edits the request before it is forwarded.
+//   - response_headers (section, see sites[].routes[].response_headers):
+//     response_headers edits the response before it is returned.
+//   - strip_prefix (string): strip_prefix removes this prefix from the path
+//     before forwarding (usually equal to path_prefix without its trailing
+//     slash).
+//   - host_header (string): host_header is the Host sent upstream:
+//     "passthrough" keeps the client's, "upstream" uses the target's address,
+//     anything else is sent as given. Default passthrough.
+//   - max_body (size): max_body bounds the request body (e.g. 10MiB); larger
+//     requests get 413. 0 means unlimited. Default 0.
+//   - retries (optional section, see sites[].routes[].retries): retries
+//     overrides the upstream's retry policy for this route.
+//   - tls_info_headers (boolean): tls_info_headers adds headers with the
+//     connection's protocol (e.g. NTLSv1.1), cipher and session-reused flag to
+//     the forwarded request. Default false.
+//   - client_cert_headers (boolean): client_cert_headers adds the client
+//     certificate's subject DN, issuer DN, serial and verification result to
+//     the forwarded request (like Tengine's $ssl_client_s_dn). Default false.
+//   - client_cert_pem (boolean): client_cert_pem also adds the URL-escaped PEM
+//     of the client certificate. Default false.
+//
+// # sites[].routes[].respond
+//
+// This section is a fixed response.
+//
+//   - status (integer): status is the HTTP status code. Default 200.
+//   - body (string): body is the response body. Default empty.
+//   - content_type (string): content_type is the Content-Type header. Default
+//     "text/plain; charset=utf-8".
+//
+// # sites[].routes[].redirect
+//
+// This section is a redirect response.
+//
+//   - to (string): to is the target URL; {host}, {path}, {query} and {uri}
+//     (path and query) are replaced from the request. Required.
+//   - status (integer): status is 301, 302, 303, 307 or 308. Default 302.
+//
+// # sites[].routes[].request_headers
+//
+// This section changes headers: remove first, then set, then add.
+//
+//   - set (mapping of name: value): set replaces headers: name → value.
+//   - add (mapping of name: value): add appends header values: name → value.
+//   - remove (list of strings): remove deletes headers by name.
+//
+// # sites[].routes[].response_headers
+//
+// This section changes headers: remove first, then set, then add.
+//
+//   - set (mapping of name: value): set replaces headers: name → value.
+//   - add (mapping of name: value): add appends header values: name → value.
+//   - remove (list of strings): remove deletes headers by name.
+//
+// # sites[].routes[].retries
+//
+// This section is a retry policy. A request that never reached a target
+// (connect failure, or the connection failed before the request was written)
+// is always retried on another target within the limits below.
+//
+//   - tries (integer): tries is the total number of attempts, the first
+//     included; 1 disables retries. Default 3.
+//   - total_time (duration): total_time bounds all attempts of one request
+//     together. Default 15s.
+//   - retry_non_idempotent (boolean): retry_non_idempotent also retries
+//     requests that may have reached the target when their method is not
+//     idempotent (POST, PATCH). Requests with idempotent methods (GET, HEAD,
+//     OPTIONS, PUT, DELETE, TRACE) are retried after such failures regardless.
+//     Default false.
+//
+// # sites[].stream
+//
+// This section splices a site's decrypted connections to a TCP backend.
+//
+//   - upstream (string): upstream is the name of an upstream whose targets
+//     receive the connections (its balance and health checks apply). One of
+//     upstream and target is required.
+//   - target (string): target is a single host:port backend.
+//   - idle_timeout (duration): idle_timeout closes a spliced connection idle in
+//     both directions for this long. Default 5m.
+//   - connect_timeout (duration): connect_timeout bounds connecting to the
+//     backend. Default 5s.
+//   - send_proxy_protocol (string): send_proxy_protocol sends a PROXY header
+//     with the client address to the backend: "", "v1" or "v2". Default ""
+//     (none).
+//
+// # upstreams[]
+//
+// This section is a named pool of backend targets.
+//
+//   - name (string): name is how routes and streams refer to the upstream.
+//     Required, unique.
+//   - targets (list of "host:port" or sections, see upstreams[].targets[]):
+//     targets are the backends. Each is either "host:port" or a mapping
+//     {address, weight, backup}. At least one is required.
+//   - balance (string): balance picks a target: round_robin (weighted),
+//     least_conn, ip_hash (client address) or hash (consistent hash of
+//     hash_key). Default round_robin.
+//   - hash_key (section, see upstreams[].hash_key): hash_key is what balance:
+//     hash hashes.
+//   - protocol (string): protocol spoken to the targets: http (HTTP/1.1), h2c
+//     (HTTP/2 without TLS), h2 (HTTP/2 over TLS), tls (HTTP/1.1 over TLS, with
+//     h2 by ALPN), tlcp (HTTP/1.1 over TLCP) or tls13sm (HTTP/1.1 over TLS
+//     1.3-SM). Default http.
+//   - tls (section, see upstreams[].tls): tls configures the encrypted
+//     protocols (h2, tls, tlcp, tls13sm).
+//   - keepalive (section, see upstreams[].keepalive): keepalive configures the
+//     idle connection pool per target.
+//   - timeouts (section, see upstreams[].timeouts): timeouts for talking to the
+//     targets.
+//   - health_checks (section, see upstreams[].health_checks): health_checks
+//     mark targets down and up again.
+//   - retries (section, see upstreams[].retries): retries is the retry policy.
+//
+// # upstreams[].targets[]
+//
+// This section is one backend. In YAML it is "host:port" or a mapping.
+//
+//   - address (string): address is host:port. Required.
+//   - weight (integer): weight is the share of requests for round_robin.
+//     Default 1.
+//   - backup (boolean): backup targets receive requests only when every other
+//     target is down. Default false.
+//
+// # upstreams[].hash_key
+//
+// This section is the input of balance: hash. Exactly one of header and
+// cookie.
+//
+//   - header (string): header is a request header whose value is hashed.
+//   - cookie (string): cookie is a cookie whose value is hashed.
+//
+// # upstreams[].tls
+//
+// This section configures encryption towards the targets.
+//
+//   - ca (string): ca is a PEM file of CA certificates that verify the targets.
+//     Default: the system roots for h2/tls; required for tlcp and tls13sm
+//     unless insecure_skip_verify.
+//   - server_name (string): server_name is the SNI and the name checked in the
+//     target's certificate. Default: the target's host.
+//   - insecure_skip_verify (boolean): insecure_skip_verify does not verify the
+//     target's certificate (tests only). Default false.
+//   - cert (string): cert is the client certificate for h2, tls and tls13sm
+//     targets that require one. Default none.
+//   - key (string): key is the private key of cert.
+//   - sign_cert (string): sign_cert is the TLCP client signing certificate, for
+//     tlcp targets that require client authentication (always needed for ECDHE
+//     suites). Default none.
+//   - sign_key (string): sign_key is the private key of sign_cert.
+//   - enc_cert (string): enc_cert is the TLCP client encryption certificate
+//     (with sign_cert).
+//   - enc_key (string): enc_key is the private key of enc_cert.
+//   - ciphers (list of strings): ciphers are the suites offered: TLCP names for
+//     tlcp, TLS 1.3 SM names for tls13sm. Default: for tlcp
+//     [ECC-SM2-SM4-GCM-SM3, ECC-SM2-SM4-CBC-SM3] plus the two ECDHE suites
+//     when sign/enc client certificates are set; for tls13sm [TLS_SM4_GCM_SM3,
+//     TLS_SM4_CCM_SM3].
+//   - gmssl_compat (boolean): gmssl_compat makes the TLCP client talk to GmSSL
+//     servers: the 71-byte ECDHE ClientKeyExchange and a ClientHello without
+//     extensions. Default false.
+//   - ecdhe_params_as_vector (boolean): ecdhe_params_as_vector sends only the
+//     71-byte (GmSSL) ECDHE ClientKeyExchange. Default false (Tongsuo's 69
+//     bytes).
+//   - no_extensions (boolean): no_extensions sends a TLCP ClientHello without
+//     extensions (no SNI, no ALPN). Default false.
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # upstreams[].keepalive
+//
+// This section configures the idle connection pool towards each target.
+//
+//   - max_idle (integer): max_idle is the number of idle connections kept per
+//     target; 0 disables keep-alive. Default 32.
+//   - max_conns (integer): max_conns bounds the connections per target (idle
+//     and busy); 0 means unlimited. Default 0.
+//
+// # upstreams[].timeouts
+//
+// This section towards upstream targets.
+//
+//   - connect (duration): connect bounds dialing a target, handshake included.
+//     Default 5s.
+//   - response_header (duration): response_header bounds the wait for the
+//     response headers after the request was written; exceeded → 504.
+//     Default 60s.
+//   - idle (duration): idle closes pooled connections idle for this long.
+//     Default 90s.
+//
+// # upstreams[].health_checks
+//
+// This section configures passive and active health checking.
+//
+//   - passive (section, see upstreams[].health_checks.passive): passive health
+//     checks watch real requests; on by default.
+//   - active (optional section, see upstreams[].health_checks.active): active
+//     health checks probe the targets; off unless this section is present.
+//
+// # upstreams[].health_checks.passive
+//
+// This section marks a target down after repeated failures of real requests.
+//
+//   - max_fails (integer): max_fails failures (connect errors, timeouts, 5xx
+//     listed in unhealthy_status) within fail_window mark the target down; 0
+//     disables passive checks. Default 3.
+//   - fail_window (duration): fail_window is the window in which failures are
+//     counted. Default 10s.
+//   - cool_down (duration): cool_down is how long a target stays down before it
+//     is tried again. Default 30s.
+//   - unhealthy_status (list of integers): unhealthy_status are response codes
+//     counted as failures. Default [502, 503, 504].
+//
+// # upstreams[].health_checks.active
+//
+// This section probes every target with an HTTP request. Present means
+// enabled.
+//
+//   - path (string): path requested. Default "/".
+//   - host (string): host header of the probe. Default: the target's address.
+//   - expect_status (integer): expect_status is the healthy status code; 0
+//     means any 2xx or 3xx. Default 0.
+//   - interval (duration): interval between probes of one target. Default 10s.
+//   - timeout (duration): timeout of one probe. Default 2s.
+//   - rise (integer): rise consecutive successes mark a down target up. Default
+//     2.
+//   - fall (integer): fall consecutive failures mark an up target down. Default
+//     3.
+//
+// # upstreams[].retries
+//
+// This section is a retry policy. A request that never reached a target
+// (connect failure, or the connection failed before the request was written)
+// is always retried on another target within the limits below.
+//
+//   - tries (integer): tries is the total number of attempts, the first
+//     included; 1 disables retries. Default 3.
+//   - total_time (duration): total_time bounds all attempts of one request
+//     together. Default 15s.
+//   - retry_non_idempotent (boolean): retry_non_idempotent also retries
+//     requests that may have reached the target when their method is not
+//     idempotent (POST, PATCH). Requests with idempotent methods (GET, HEAD,
+//     OPTIONS, PUT, DELETE, TRACE) are retried after such failures regardless.
+//     Default false.
+//
+// # sessions
+//
+// This section configures resumption.
+//
+//   - cache_size (integer): cache_size is the number of sessions kept per
+//     protocol for session-ID resumption; 0 disables the cache. Default 20480.
+//   - lifetime (duration): lifetime bounds how long a session can be resumed.
+//     Default 5m.
+//   - tickets (boolean): tickets enables session tickets (TLCP RFC 5077 style
+//     and TLS 1.3 PSK tickets). Default true.
+//   - ticket_key_file (string): ticket_key_file holds ticket keys shared by
+//     several instances: one or more 32-byte secrets (newest first), or one
+//     nginx-style 48/80-byte key. Default: random in-memory keys rotated every
+//     ticket_rotation.
+//   - ticket_rotation (duration): ticket_rotation is the lifetime of a random
+//     ticket key before a new one encrypts (old ones still decrypt for a
+//     while). Default 1h.
+//
+// # admin
+//
+// This section is the admin HTTP listener (/metrics, /healthz, /readyz,
+// reload).
+//
+//   - address (string): address is host:port, or "off" to disable the admin
+//     listener. Default 127.0.0.1:9100.
+//   - pprof (boolean): pprof serves /debug/pprof/. Default false.
+//
+// # access_log
+//
+// This section configures the access log.
+//
+//   - path (string): path is a file, "stdout", "stderr" or "off". Default
+//     stdout.
+//   - format (string): format is combined (nginx-like plus TLS fields), json,
+//     or template. Default combined.
+//   - template (string): template is the line template for format: template,
+//     with {field} placeholders (see the proxy documentation for field names).
+//
+// # log
+//
+// This section configures the program log.
+//
+//   - level (string): level is debug, info, warn or error. Default info.
+//   - format (string): format is text or json. Default text.
+//
+// # offload
+//
+// This section configures the private-key worker pool.
+//
+//   - workers (integer): workers is the number of goroutines running
+//     private-key operations; 0 means one per CPU. Default 0.
+//   - queue (integer): queue bounds waiting operations; a full queue fails the
+//     handshake fast. Default 4096.
+
+package conf

@@ -1,0 +1,349 @@
+package conf
+
+import (
+	"crypto/tls"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/transcript"
+)
+
+func TestSuiteNames(t *testing.T) {
+	tests := []struct {
+		name string
+		id   uint16
+		ok   bool
+	}{
+		{"ECC-SM2-SM4-CBC-SM3", TLCPECCSM4CBCSM3, true},
+		{"ecc-sm2-with-sm4-sm3", TLCPECCSM4CBCSM3, true},
+		{"ECC_SM4_CBC_SM3", TLCPECCSM4CBCSM3, true},
+		{"TLS_ECC_SM4_CBC_SM3", TLCPECCSM4CBCSM3, true},
+		{"ECC-SM2-SM4-GCM-SM3", TLCPECCSM4GCMSM3, true},
+		{"ECC-SM2-WITH-SM4-GCM-SM3", TLCPECCSM4GCMSM3, true},
+		{"tls_ecc_sm4_gcm_sm3", TLCPECCSM4GCMSM3, true},
+		{"ECDHE-SM2-SM4-CBC-SM3", TLCPECDHESM4CBCSM3, true},
+		{"ECDHE-SM2-WITH-SM4-SM3", TLCPECDHESM4CBCSM3, true},
+		{"TLS_ECDHE_SM4_CBC_SM3", TLCPECDHESM4CBCSM3, true},
+		{"ECDHE_SM4_GCM_SM3", TLCPECDHESM4GCMSM3, true},
+		{"ECDHE-SM2-SM4-GCM-SM3", TLCPECDHESM4GCMSM3, true},
+		{"TLS_SM4_GCM_SM3", 0, false},
+		{"ECC-SM2-SM4-CCM-SM3", 0, false},
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		id, canon, ok := TLCPSuite(tt.name)
+		if ok != tt.ok || id != tt.id {
+			t.Errorf("TLCPSuite(%q) = %#04x, %v; want %#04x, %v", tt.name, id, ok, tt.id, tt.ok)
+		}
+		if ok && !strings.HasPrefix(canon, "EC") {
+			t.Errorf("canonical name %q", canon)
+		}
+	}
+	for name, want := range map[string]uint16{"TLS_SM4_GCM_SM3": TLS13SM4GCMSM3, "tls-sm4-ccm-sm3": TLS13SM4CCMSM3, "SM4_GCM_SM3": TLS13SM4GCMSM3} {
+		if id, _, ok := TLS13SMSuite(name); !ok || id != want {
+			t.Errorf("TLS13SMSuite(%q) = %#04x, %v", name, id, ok)
+		}
+	}
+	if _, _, ok := TLS13SMSuite("ECC_SM4_GCM_SM3"); ok {
+		t.Error("TLCP suite accepted as TLS 1.3 suite")
+	}
+	if !IsECDHE(TLCPECDHESM4GCMSM3) || IsECDHE(TLCPECCSM4GCMSM3) {
+		t.Error("IsECDHE")
+	}
+}
+
+// TestMaterial checks what Load hands to the runtime for testdata/good/full.yaml.
+func TestMaterial(t *testing.T) {
+	cfg, err := Load("testdata/good/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	portal := cfg.Sites[0].Material
+	if portal.TLCPSign == nil || portal.TLCPEnc == nil || portal.TLS13SM == nil || portal.TLS == nil {
+		t.Fatalf("material missing: %+v", portal)
+	}
+	if _, ok := portal.TLCPSign.Key.(*sm2.PrivateKey); !ok {
+		t.Errorf("sign key %T (encrypted key with password file)", portal.TLCPSign.Key)
+	}
+	if portal.TLS13SM != portal.TLCPSign && !portal.TLS13SM.Leaf().Equal(portal.TLCPSign.Leaf()) {
+		t.Error("tls13sm: {} does not reuse the signing certificate")
+	}
+	if want := []uint16{TLCPECCSM4CBCSM3, TLCPECCSM4GCMSM3, TLCPECDHESM4CBCSM3}; !reflect.DeepEqual(portal.TLCPSuites, want) {
+		t.Errorf("TLCP suites %x, want %x", portal.TLCPSuites, want)
+	}
+	if want := []uint16{TLS13SM4GCMSM3}; !reflect.DeepEqual(portal.TLS13SMSuites, want) {
+		t.Errorf("TLS13 suites %x", portal.TLS13SMSuites)
+	}
+	if portal.TLSMinVersion != tls.VersionTLS13 {
+		t.Errorf("min version %x", portal.TLSMinVersion)
+	}
+	if len(portal.ClientCAs) != 1 || portal.ClientCAPool() == nil {
+		t.Error("client CAs not loaded")
+	}
+	tc := portal.TLS.TLSCertificate()
+	if len(tc.Certificate) != 1 || tc.PrivateKey == nil {
+		t.Error("TLSCertificate")
+	}
+	if X509Pool(portal.ClientCAs) != nil {
+		t.Error("X509Pool holds an SM2 CA")
+	}
+	up := cfg.Upstreams[0].Material
+	if up.Sign == nil || up.Enc == nil || len(up.RootCAs) != 1 || len(up.Suites) != 4 {
+		t.Errorf("upstream material %+v", up)
+	}
+	if !cfg.Upstreams[0].TLS.ECDHEParamsAsVector || !cfg.Upstreams[0].TLS.NoExtensions {
+		t.Error("gmssl_compat does not imply its options")
+	}
+	if len(cfg.TicketKeys) != 2 {
+		t.Errorf("%d ticket keys, want 2", len(cfg.TicketKeys))
+	}
+	if cfg.Listeners[0].DefaultSite != "portal" || !reflect.DeepEqual(cfg.Listeners[0].Sites, []string{"portal", "legacy"}) {
+		t.Errorf("listener sites %v default %q", cfg.Listeners[0].Sites, cfg.Listeners[0].DefaultSite)
+	}
+}
+
+func TestKeyPasswordEnv(t *testing.T) {
+	abs, err := filepath.Abs("testdata/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.ReplaceAll(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tls13sm: {cert: PKI/server_sign.crt, key: PKI/server_sign.enc.key, key_password_env: GMPROXY_CONF_TEST_PW}
+    routes: [{respond: {}}]
+`, "PKI", abs)
+	t.Setenv("GMPROXY_CONF_TEST_PW", "secret")
+	if _, err := Parse("mem.yaml", []byte(yaml)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GMPROXY_CONF_TEST_PW", "wrong")
+	if _, err := Parse("mem.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), "wrong password") {
+		t.Fatalf("wrong password: %v", err)
+	}
+}
+
+// TestTongsuoPKI loads the shared PKI made by Tongsuo, with the GmSSL-format
+// encrypted keys, as a real-world case.
+func TestTongsuoPKI(t *testing.T) {
+	dir, err := transcript.PKIDir()
+	if err != nil {
+		t.Skipf("shared PKI not available: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "server_sign.crt")); err != nil {
+		t.Skipf("shared PKI not available: %v", err)
+	}
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "pw"), []byte("P@ssw0rd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.ReplaceAll(`listeners: [{address: "127.0.0.1:0", protocols: [tlcp, tls13sm]}]
+sites:
+  - server_names: [localhost]
+    tlcp:
+      sign_cert: PKI/server_sign.crt
+      sign_key: PKI/server_sign.gmssl.key.pem
+      enc_cert: PKI/server_enc.crt
+      enc_key: PKI/server_enc.gmssl.key.pem
+      key_password_file: pw
+    tls13sm: {}
+    client_auth: {mode: require, ca: PKI/ca.crt}
+    routes: [{upstream: sm}]
+upstreams:
+  - name: sm
+    protocol: tlcp
+    targets: [127.0.0.1:4433]
+    tls:
+      ca: PKI/ca.crt
+      sign_cert: PKI/client_sign.crt
+      sign_key: PKI/client_sign.key
+      enc_cert: PKI/client_enc.crt
+      enc_key: PKI/client_enc.key
+`, "PKI", dir)
+	// The shared PKI is valid from 2026-11-30 for 3650 days.
+	defer func(old func() time.Time) { now = old }(now)
+	cfg, err := Parse(filepath.Join(tmp, "tongsuo.yaml"), []byte(yaml))
+	now = time.Now
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Warnings {
+		t.Errorf("unexpected warning: %s", w)
+	}
+	m := cfg.Sites[0].Material
+	if m.TLCPSign == nil || m.TLCPEnc == nil || m.TLS13SM == nil || len(m.ClientCAs) != 1 {
+		t.Fatalf("material %+v", m)
+	}
+	if u := cfg.Upstreams[0].Material; u.Sign == nil || u.Enc == nil || len(u.Suites) != 4 {
+		t.Errorf("upstream material %+v", u)
+	}
+
+	// GmSSL-style combined files: sign+enc certificates in one file, both
+	// encrypted keys in another.
+	combined := strings.ReplaceAll(`listeners: [{address: "127.0.0.1:0", protocols: [tlcp]}]
+sites:
+  - server_names: [localhost]
+    tlcp:
+      sign_cert: PKI/server_sign_enc_chain.pem
+      enc_cert: PKI/server_sign_enc_chain.pem
+      sign_key: PKI/server_sign_enc_keys.gmssl.pem
+      enc_key: PKI/server_sign_enc_keys.gmssl.pem
+      key_password_env: GMPROXY_CONF_TEST_PW
+    routes: [{respond: {}}]
+`, "PKI", dir)
+	t.Setenv("GMPROXY_CONF_TEST_PW", "P@ssw0rd")
+	cfg, err = Parse(filepath.Join(tmp, "combined.yaml"), []byte(combined))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = cfg.Sites[0].Material
+	if m.TLCPSign.Leaf().Equal(m.TLCPEnc.Leaf()) || m.TLCPEnc.Leaf().KeyUsage&0x4 == 0 || len(m.TLCPSign.Chain) != 1 {
+		t.Errorf("combined files: sign %v enc %v", m.TLCPSign.Leaf().KeyUsage, m.TLCPEnc.Leaf().KeyUsage)
+	}
+	for _, w := range cfg.Warnings {
+		t.Errorf("unexpected warning: %s", w)
+	}
+}
+
+func TestDevConfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev")
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old func() time.Time) { now = old }(now)
+	now = time.Now
+	cfg, err := DevConfig(dir, "127.0.0.1:18080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Warnings {
+		t.Errorf("unexpected warning: %s", w)
+	}
+	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Address != DefaultListenAddress ||
+		!reflect.DeepEqual(cfg.Listeners[0].Protocols, []string{ProtoTLCP, ProtoTLS13SM, ProtoTLS}) {
+		t.Errorf("listeners %+v", cfg.Listeners)
+	}
+	s := cfg.Sites[0]
+	if s.Name != "dev" || s.Material.TLCPSign == nil || s.Material.TLCPEnc == nil || s.Material.TLS13SM == nil || s.Material.TLS == nil {
+		t.Errorf("dev site %+v", s)
+	}
+	if cfg.Upstreams[0].Targets[0].Address != "127.0.0.1:18080" || cfg.Admin.Address != DefaultAdminAddress {
+		t.Error("backend or admin address")
+	}
+	// The embedded file names are the ones devpki writes.
+	for _, f := range []string{devpki.FileServerSignCert, devpki.FileServerSignKey, devpki.FileServerEncCert, devpki.FileServerEncKey, devpki.FileECDSAServerCert, devpki.FileECDSAServerKey, devpki.FileCACert} {
+		if !strings.Contains(string(DefaultYAML()), f) {
+			t.Errorf("default.yaml does not use %s", f)
+		}
+	}
+	if _, err := DevConfig(t.TempDir(), "127.0.0.1:1"); err == nil {
+		t.Error("DevConfig accepted an empty PKI folder")
+	}
+	if _, err := DevConfig(dir, ""); err == nil {
+		t.Error("DevConfig accepted an empty backend")
+	}
+}
+
+func TestProblemString(t *testing.T) {
+	p := Problem{File: "a.yaml", Line: 3, Column: 7, Path: "sites[0].name", Severity: SeverityWarning, Message: "bad", Fix: "fix it"}
+	if got, want := p.String(), "a.yaml:3:7: warning: sites[0].name: bad; fix it"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+	ps := Problems{p, {File: "a.yaml", Message: "worse"}}
+	if !ps.HasErrors() || ps.Count(SeverityWarning) != 1 || len(ps.Only(SeverityError)) != 1 {
+		t.Error("counts")
+	}
+	if got := ps[1].String(); got != "a.yaml: error: worse" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestDefaultNormalized(t *testing.T) {
+	b, err := Default().Normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cache_size: 20480", "lifetime: 5m", "tickets: true", "address: 127.0.0.1:9100", "shutdown_grace: 30s", "format: combined"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("default lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("testdata/does-not-exist.yaml")
+	if err == nil || !strings.Contains(err.Error(), "cannot read the configuration") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/*.yaml")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("listeners: [{address: ':1'}]\nsites: [{tls: {}}]"))
+	f.Add([]byte("a: &a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		cfg, err := Parse("testdata/good/fuzz.yaml", data)
+		if err == nil {
+			if _, err := cfg.Normalized(); err != nil {
+				t.Fatal(err)
+			}
+		} else if ps, ok := err.(Problems); !ok || !ps.HasErrors() {
+			t.Fatalf("error %T without problems: %v", err, err)
+		}
+	})
+}
+
+// TestAliasBomb checks that alias loops and exponential alias expansion are
+// cut off with an error instead of exhausting memory or time.
+func TestAliasBomb(t *testing.T) {
+	bomb := `a: &a ["x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+listeners: &l
+  - <<: [*g]
+    address: 127.0.0.1:1
+sites: [{server_names: *g}]
+`
+	_, err := Parse("testdata/good/bomb.yaml", []byte(bomb))
+	if err == nil {
+		t.Fatal("alias bomb accepted")
+	}
+	loop := "listeners: &l [{sites: *l}]\n"
+	if _, err := Parse("testdata/good/loop.yaml", []byte(loop)); err == nil {
+		t.Fatal("alias loop accepted")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	cfg, err := Load("testdata/good/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("testdata/good")
+	if cfg.Dir != abs {
+		t.Errorf("Dir %q, want %q", cfg.Dir, abs)
+	}
+	for in, want := range map[string]string{"stdout": "stdout", "off": "off", "/var/log/a.log": "/var/log/a.log", "logs/a.log": filepath.Join(abs, "logs/a.log")} {
+		if got := cfg.Resolve(in); got != want {
+			t.Errorf("Resolve(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,1246 @@
+package conf
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// now is the clock used for certificate validity checks (tests replace it).
+var now = time.Now
+
+// expiryWarning: certificates expiring within this period get a warning.
+const expiryWarning = 30 * 24 * time.Hour
+
+type validator struct {
+	*decoder
+	cfg   *Config
+	dir   string // folder against which relative paths resolve
+	files map[string]*loadedFile
+	now   time.Time
+}
+
+type loadedFile struct {
+	certs []*smx509.Certificate
+	ok    bool
+}
+
+func (v *validator) posOf(path string) pos {
+	for p := path; p != ""; {
+		if ps, ok := v.valPos[p]; ok {
+			return ps
+		}
+		if ps, ok := v.keyPos[p]; ok {
+			return ps
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return pos{}
+}
+
+func (v *validator) errf(path, fix, format string, args ...any) {
+	if v.failed[path] {
+		return // already reported while decoding
+	}
+	v.addAt(SeverityError, v.posOf(path), path, fmt.Sprintf(format, args...), fix)
+}
+
+func (v *validator) warnf(path, fix, format string, args ...any) {
+	v.addAt(SeverityWarning, v.posOf(path), path, fmt.Sprintf(format, args...), fix)
+}
+
+// has reports whether the key path was written in the file.
+func (v *validator) has(path string) bool { _, ok := v.valPos[path]; return ok }
+
+func (v *validator) resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(v.dir, p)
+}
+
+const relFix = "check the path (relative paths are resolved against the folder of the configuration file)"
+
+func (v *validator) oneOf(path, val string, allowed ...string) bool {
+	if slices.Contains(allowed, val) {
+		return true
+	}
+	fix := "use one of: " + strings.Join(allowed, ", ")
+	if c := closest(val, allowed); c != "" {
+		fix = fmt.Sprintf("did you mean %q? (%s)", c, fix)
+	}
+	v.errf(path, fix, "invalid value %q", val)
+	return false
+}
+
+func (v *validator) hostPort(path, addr string, allowEmptyHost bool) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.errf(path, "write host:port, e.g. 0.0.0.0:443, [::1]:443 or backend.local:8080", "invalid address %q: %s", addr, strings.TrimPrefix(err.Error(), "address "+addr+": "))
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.errf(path, "the port must be a number from 1 to 65535", "invalid port %q in %q", port, addr)
+		return false
+	}
+	if host == "" && !allowEmptyHost {
+		v.errf(path, "write the host, e.g. 127.0.0.1:"+port, "address %q has no host", addr)
+		return false
+	}
+	return true
+}
+
+var hostLabelRE = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
+
+func validHostName(s string) bool {
+	if net.ParseIP(s) != nil {
+		return true
+	}
+	return len(s) <= 253 && hostLabelRE.MatchString(s)
+}
+
+var tokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+func (v *validator) prefixes(path string, list []string) {
+	for i, s := range list {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if strings.Contains(s, "/") {
+			if _, err := netip.ParsePrefix(s); err != nil {
+				v.errf(p, "write an IP address or CIDR such as 10.0.0.0/8", "invalid CIDR %q", s)
+			}
+		} else if _, err := netip.ParseAddr(s); err != nil {
+			v.errf(p, "write an IP address or CIDR such as 10.0.0.0/8", "invalid IP address %q", s)
+		}
+	}
+}
+
+// validate checks the decoded, defaulted configuration and loads its files.
+func (v *validator) validate() {
+	c := v.cfg
+	v.validateListeners()
+	upstreamUsed := map[string]bool{}
+	v.validateSites(upstreamUsed)
+	v.validateUpstreams(upstreamUsed)
+	v.reachability()
+	v.prefixes("trusted_proxies", c.TrustedProxies)
+
+	// sessions
+	s := &c.Sessions
+	if s.CacheSize < 0 {
+		v.errf("sessions.cache_size", "use 0 to disable the cache", "cache_size must not be negative")
+	}
+	if s.Lifetime <= 0 {
+		v.errf("sessions.lifetime", "write a duration such as 5m", "lifetime must be positive")
+	}
+	if s.TicketRotation <= 0 {
+		v.errf("sessions.ticket_rotation", "write a duration such as 1h", "ticket_rotation must be positive")
+	}
+	if s.TicketKeyFile != "" {
+		b, err := os.ReadFile(v.resolve(s.TicketKeyFile))
+		switch {
+		case err != nil:
+			v.errf("sessions.ticket_key_file", relFix, "cannot read ticket key file %q: %s", s.TicketKeyFile, errText(err))
+		default:
+			keys, err := ticket.ParseKeyFile(b, v.now)
+			if err != nil {
+				v.errf("sessions.ticket_key_file", "create one with: head -c 32 /dev/urandom > ticket.key", "%s", err)
+			} else {
+				c.TicketKeys = keys
+			}
+		}
+		if !s.Tickets {
+			v.warnf("sessions.ticket_key_file", "remove it or set tickets: true", "ticket_key_file is ignored because tickets is false")
+		}
+	}
+
+	// admin
+	if c.Admin.Address != "off" && v.hostPort("admin.address", c.Admin.Address, true) {
+		host, _, _ := net.SplitHostPort(c.Admin.Address)
+		if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) {
+			v.warnf("admin.address", "bind it to 127.0.0.1 unless a firewall protects it", "the admin endpoint (metrics, reload) is reachable from the network")
+		}
+	}
+	if c.Admin.Pprof && c.Admin.Address == "off" {
+		v.warnf("admin.pprof", "", "pprof is ignored because the admin listener is off")
+	}
+
+	// access_log, log, offload
+	if c.AccessLog.Path == "" {
+		v.errf("access_log.path", "write stdout, stderr, off or a file name", "access_log path is empty")
+	}
+	if v.oneOf("access_log.format", c.AccessLog.Format, "combined", "json", "template") {
+		if c.AccessLog.Format == "template" && c.AccessLog.Template == "" {
+			v.errf("access_log.template", "write a template such as '{time} {client} {method} {uri} {status} {protocol} {cipher}'", "format template needs a template")
+		} else if c.AccessLog.Format != "template" && c.AccessLog.Template != "" {
+			v.warnf("access_log.template", "set format: template to use it", "template is ignored with format %s", c.AccessLog.Format)
+		}
+	}
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+	if c.Offload.Workers < 0 {
+		v.errf("offload.workers", "use 0 for one worker per CPU", "workers must not be negative")
+	}
+	if c.Offload.Queue < 1 {
+		v.errf("offload.queue", "use a queue of at least 1 (default 4096)", "queue must be at least 1")
+	}
+}
+
+func (v *validator) validateListeners() {
+	c := v.cfg
+	if len(c.Listeners) == 0 {
+		v.errf("listeners", "add for example:\n  listeners:\n    - address: 0.0.0.0:443", "no listeners configured")
+	}
+	siteNames := map[string]*Site{}
+	for i := range c.Sites {
+		siteNames[c.Sites[i].Name] = &c.Sites[i]
+	}
+	seen := map[string]int{}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		p := fmt.Sprintf("listeners[%d]", i)
+		if l.Address == "" {
+			v.errf(p+".address", "add address: host:port", "listener has no address")
+		} else if v.hostPort(p+".address", l.Address, true) {
+			host, port, _ := net.SplitHostPort(l.Address)
+			if host == "" || host == "0.0.0.0" || host == "::" {
+				host = "*" // the wildcard addresses overlap
+			}
+			key := net.JoinHostPort(strings.ToLower(host), port)
+			if prev, dup := seen[key]; dup {
+				v.errf(p+".address", "remove one of them or change the port", "duplicate listener address %s (also listeners[%d])", l.Address, prev)
+			} else {
+				seen[key] = i
+			}
+		}
+		if len(l.Protocols) == 0 {
+			v.errf(p+".protocols", "list at least one of tlcp, tls13sm, tls", "no protocols")
+		}
+		protoSeen := map[string]bool{}
+		for j, pr := range l.Protocols {
+			pp := fmt.Sprintf("%s.protocols[%d]", p, j)
+			if !v.oneOf(pp, pr, ProtoTLCP, ProtoTLS13SM, ProtoTLS) {
+				continue
+			}
+			if protoSeen[pr] {
+				v.warnf(pp, "remove the repetition", "protocol %s listed twice", pr)
+			}
+			protoSeen[pr] = true
+		}
+		if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, "reject", "tlcp") && l.TLCPSuitesInTLSHello == "tlcp" && !protoSeen[ProtoTLCP] {
+			v.warnf(p+".tlcp_suites_in_tls_hello", "add tlcp to protocols", "tlcp_suites_in_tls_hello: tlcp has no effect without protocol tlcp")
+		}
+		if l.HandshakeTimeout <= 0 {
+			v.errf(p+".handshake_timeout", "write a duration such as 10s", "handshake_timeout must be positive")
+		}
+		if l.MaxHandshakes < 0 {
+			v.errf(p+".max_handshakes", "use 0 for unlimited", "max_handshakes must not be negative")
+		}
+		if l.MaxConnections < 0 {
+			v.errf(p+".max_connections", "use 0 for unlimited", "max_connections must not be negative")
+		}
+		if l.MaxConnections > 0 && l.MaxHandshakes > l.MaxConnections {
+			v.warnf(p+".max_handshakes", "make max_handshakes at most max_connections", "max_handshakes (%d) exceeds max_connections (%d)", l.MaxHandshakes, l.MaxConnections)
+		}
+		v.oneOf(p+".plain_http", l.PlainHTTP, "close", "redirect")
+		if l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) == 0 {
+			v.errf(p+".proxy_protocol.trusted", "list the load balancers' addresses, e.g. trusted: [10.0.0.0/8]", "proxy_protocol is enabled but no trusted sources are listed")
+		}
+		if !l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) > 0 {
+			v.warnf(p+".proxy_protocol.trusted", "set enabled: true", "proxy_protocol.trusted is ignored because proxy_protocol is not enabled")
+		}
+		v.prefixes(p+".proxy_protocol.trusted", l.ProxyProtocol.Trusted)
+		h := &l.HTTP
+		if h.MaxHeaderBytes <= 0 {
+			v.errf(p+".http.max_header_bytes", "use for example 1MiB", "max_header_bytes must be positive")
+		}
+		if h.MaxConcurrentStreams < 1 {
+			v.errf(p+".http.max_concurrent_streams", "use for example 250", "max_concurrent_streams must be at least 1")
+		}
+		if h.ReadHeaderTimeout <= 0 {
+			v.errf(p+".http.read_header_timeout", "write a duration such as 30s", "read_header_timeout must be positive")
+		}
+
+		// Sites served here, and whether each protocol has a certificate.
+		have := map[string]bool{}
+		for j, name := range l.Sites {
+			s, ok := siteNames[name]
+			if !ok {
+				fix := "use one of the site names: " + strings.Join(mapKeys(siteNames), ", ")
+				if cl := closest(name, mapKeys(siteNames)); cl != "" {
+					fix = fmt.Sprintf("did you mean %q?", cl)
+				}
+				v.errf(fmt.Sprintf("%s.sites[%d]", p, j), fix, "unknown site %q", name)
+				continue
+			}
+			have[ProtoTLCP] = have[ProtoTLCP] || s.TLCP != nil
+			have[ProtoTLS13SM] = have[ProtoTLS13SM] || s.TLS13SM != nil
+			have[ProtoTLS] = have[ProtoTLS] || s.TLS != nil
+		}
+		if l.DefaultSite != "" && !slices.Contains(l.Sites, l.DefaultSite) {
+			v.errf(p+".default_site", "name one of the sites served on this listener", "default_site %q is not served on this listener", l.DefaultSite)
+		}
+		if len(c.Sites) > 0 && v.has(p+".protocols") {
+			for j, pr := range l.Protocols {
+				if protoSeen[pr] && !have[pr] {
+					v.warnf(fmt.Sprintf("%s.protocols[%d]", p, j), fmt.Sprintf("add a %s section to a site or remove %s from protocols", pr, pr), "no site served on %s has a %s certificate; %s handshakes will fail", l.Address, pr, pr)
+				}
+			}
+		}
+	}
+}
+
+// reachability warns about sites no client can reach.
+func (v *validator) reachability() {
+	c := v.cfg
+	served, deflt := map[string]bool{}, map[string]bool{}
+	for _, l := range c.Listeners {
+		for _, n := range l.Sites {
+			served[n] = true
+		}
+		deflt[l.DefaultSite] = true
+	}
+	for i, s := range c.Sites {
+		p := fmt.Sprintf("sites[%d]", i)
+		switch {
+		case len(c.Listeners) == 0 || v.failed[p+".name"]:
+		case !served[s.Name]:
+			v.warnf(p, "add it to a listener's sites or remove it", "site %q is not served on any listener", s.Name)
+		case len(s.ServerNames) == 0 && !deflt[s.Name]:
+			v.warnf(p, "add server_names or make it a listener's default_site", "site %q has no server_names and is no listener's default_site, so no client reaches it", s.Name)
+		}
+	}
+}
+
+func mapKeys[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (v *validator) validateSites(upstreamUsed map[string]bool) {
+	c := v.cfg
+	if len(c.Sites) == 0 {
+		v.errf("sites", "add a site with certificates and routes (see deploy/examples/edge.yaml)", "no sites configured")
+	}
+	upstreams := map[string]bool{}
+	for _, u := range c.Upstreams {
+		upstreams[u.Name] = true
+	}
+	names := map[string]string{}     // server name → site path
+	siteNames := map[string]string{} // site name → path
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		p := fmt.Sprintf("sites[%d]", i)
+		if prev, dup := siteNames[s.Name]; dup {
+			v.errf(p+".name", "give every site a distinct name", "duplicate site name %q (also %s)", s.Name, prev)
+		}
+		siteNames[s.Name] = p
+		for j, n := range s.ServerNames {
+			np := fmt.Sprintf("%s.server_names[%d]", p, j)
+			ln := strings.ToLower(strings.TrimSuffix(n, "."))
+			if !validHostName(n) || strings.Count(n, "*") > 1 || (strings.Contains(n, "*") && !strings.HasPrefix(n, "*.")) {
+				v.errf(np, "write a host name such as portal.example.cn or a wildcard such as *.example.cn", "invalid server name %q", n)
+				continue
+			}
+			if prev, dup := names[ln]; dup {
+				v.errf(np, "each server name may belong to one site only", "duplicate server name %q (also in %s)", n, prev)
+			}
+			names[ln] = p
+		}
+		if s.TLCP == nil && s.TLS13SM == nil && s.TLS == nil {
+			v.errf(p, "add a tlcp, tls13sm or tls section with certificates", "site %q has no certificates", s.Name)
+		}
+		v.siteTLCP(s, p)
+		v.siteTLS13SM(s, p)
+		v.siteTLS(s, p)
+		v.clientAuth(s, p)
+		v.checkCoverage(s, p)
+		for j, a := range s.ALPN {
+			if a == "" || len(a) > 255 {
+				v.errf(fmt.Sprintf("%s.alpn[%d]", p, j), "use h2 or http/1.1", "invalid ALPN protocol %q", a)
+			}
+		}
+
+		switch {
+		case s.Stream != nil && len(s.Routes) > 0:
+			v.errf(p+".stream", "a site either serves HTTP (routes) or splices TCP (stream); move one of them to another site", "site has both routes and stream")
+		case s.Stream == nil && len(s.Routes) == 0:
+			v.errf(p, "add routes, e.g.\n  routes:\n    - {path_prefix: /, upstream: app}", "site %q has no routes and no stream", s.Name)
+		}
+		if s.Stream != nil {
+			v.stream(s.Stream, p+".stream", upstreams, upstreamUsed)
+		}
+		catchAll := -1
+		routeNames := map[string]bool{}
+		for j := range s.Routes {
+			r := &s.Routes[j]
+			rp := fmt.Sprintf("%s.routes[%d]", p, j)
+			if routeNames[r.Name] {
+				v.warnf(rp+".name", "give every route of a site a distinct name", "duplicate route name %q", r.Name)
+			}
+			routeNames[r.Name] = true
+			if catchAll >= 0 {
+				v.warnf(rp, "move it before the catch-all route or add matchers to that one", "route never matches: routes[%d] before it matches every request", catchAll)
+			}
+			if v.route(r, rp, upstreams, upstreamUsed) && catchAll < 0 {
+				catchAll = j
+			}
+		}
+	}
+}
+
+// route validates r and reports whether it matches every request.
+func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) bool {
+	actions := 0
+	if r.Upstream != "" {
+		actions++
+		used[r.Upstream] = true
+		if !upstreams[r.Upstream] && !v.failed["upstreams"] {
+			fix := "define it under upstreams: or fix the name"
+			if cl := closest(r.Upstream, mapKeys(upstreams)); cl != "" {
+				fix = fmt.Sprintf("did you mean %q?", cl)
+			}
+			v.errf(p+".upstream", fix, "unknown upstream %q", r.Upstream)
+		}
+	}
+	if r.Respond != nil {
+		actions++
+		if r.Respond.Status < 100 || r.Respond.Status > 599 {
+			v.errf(p+".respond.status", "use an HTTP status code from 100 to 599", "invalid status %d", r.Respond.Status)
+		}
+	}
+	if r.Redirect != nil {
+		actions++
+		if r.Redirect.To == "" {
+			v.errf(p+".redirect", "add to: https://example.cn{uri}", "redirect has no target")
+		}
+		if !slices.Contains([]int{301, 302, 303, 307, 308}, r.Redirect.Status) {
+			v.errf(p+".redirect.status", "use 301, 302, 303, 307 or 308", "invalid redirect status %d", r.Redirect.Status)
+		}
+	}
+	switch {
+	case actions == 0:
+		v.errf(p, "add upstream: NAME, respond: {status: 200} or redirect: {to: URL}", "route has no action")
+	case actions > 1:
+		v.errf(p, "keep only one of upstream, respond and redirect", "route has more than one action")
+	}
+	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+		v.errf(p+".path_prefix", "write it as /"+r.PathPrefix, "path_prefix must start with /")
+	}
+	if r.Path != "" && !strings.HasPrefix(r.Path, "/") {
+		v.errf(p+".path", "write it as /"+r.Path, "path must start with /")
+	}
+	if r.Path != "" && r.PathPrefix != "" {
+		v.errf(p+".path", "keep only one of path and path_prefix", "path and path_prefix both set")
+	}
+	for j, h := range r.Host {
+		if !validHostName(h) {
+			v.errf(fmt.Sprintf("%s.host[%d]", p, j), "write a host name or *.example.cn", "invalid host %q", h)
+		}
+	}
+	for name := range r.Header {
+		if !tokenRE.MatchString(name) {
+			v.errf(p+".header."+name, "header names are letters, digits and -", "invalid header name %q", name)
+		}
+	}
+	v.headerEdits(&r.RequestHeaders, p+".request_headers")
+	v.headerEdits(&r.ResponseHeaders, p+".response_headers")
+	if r.StripPrefix != "" {
+		if !strings.HasPrefix(r.StripPrefix, "/") {
+			v.errf(p+".strip_prefix", "write it as /"+r.StripPrefix, "strip_prefix must start with /")
+		} else if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, r.StripPrefix) {
+			v.warnf(p+".strip_prefix", "make strip_prefix a prefix of path_prefix", "strip_prefix %q is not a prefix of path_prefix %q, so it never applies to all matched requests", r.StripPrefix, r.PathPrefix)
+		}
+	}
+	if r.HostHeader == "" {
+		v.errf(p+".host_header", "use passthrough, upstream or a host name", "host_header is empty")
+	}
+	if r.Retries != nil {
+		v.retries(r.Retries, p+".retries")
+		if r.Upstream == "" {
+			v.warnf(p+".retries", "remove it", "retries has no effect on a route without upstream")
+		}
+	}
+	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {
+		v.warnf(p, "remove them or forward the route to an upstream", "request headers, strip_prefix and client/TLS headers have no effect on a route without upstream")
+	}
+	return len(r.Host) == 0 && r.PathPrefix == "" && r.Path == "" && len(r.Header) == 0 ||
+		(len(r.Host) == 0 && r.PathPrefix == "/" && len(r.Header) == 0)
+}
+
+func (v *validator) headerEdits(h *HeaderEdits, p string) {
+	check := func(kp, name string) {
+		if !tokenRE.MatchString(name) {
+			v.errf(kp, "header names are letters, digits and -", "invalid header name %q", name)
+		}
+	}
+	for name := range h.Set {
+		check(p+".set."+name, name)
+	}
+	for name := range h.Add {
+		check(p+".add."+name, name)
+	}
+	for i, name := range h.Remove {
+		check(fmt.Sprintf("%s.remove[%d]", p, i), name)
+	}
+}
+
+func (v *validator) stream(st *Stream, p string, upstreams, used map[string]bool) {
+	switch {
+	case st.Upstream == "" && st.Target == "":
+		v.errf(p, "add target: host:port or upstream: NAME", "stream has no target")
+	case st.Upstream != "" && st.Target != "":
+		v.errf(p, "keep only one of upstream and target", "stream has both upstream and target")
+	case st.Upstream != "":
+		used[st.Upstream] = true
+		if !upstreams[st.Upstream] {
+			fix := "define it under upstreams: or fix the name"
+			if cl := closest(st.Upstream, mapKeys(upstreams)); cl != "" {
+				fix = fmt.Sprintf("did you mean %q?", cl)
+			}
+			v.errf(p+".upstream", fix, "unknown upstream %q", st.Upstream)
+		}
+	default:
+		v.hostPort(p+".target", st.Target, false)
+	}
+	if st.IdleTimeout <= 0 {
+		v.errf(p+".idle_timeout", "write a duration such as 5m", "idle_timeout must be positive")
+	}
+	if st.ConnectTimeout <= 0 {
+		v.errf(p+".connect_timeout", "write a duration such as 5s", "connect_timeout must be positive")
+	}
+	if st.SendProxyProtocol != "" {
+		v.oneOf(p+".send_proxy_protocol", st.SendProxyProtocol, "v1", "v2")
+	}
+}
+
+func (v *validator) retries(r *Retries, p string) {
+	if r.Tries < 1 {
+		v.errf(p+".tries", "use 1 to disable retries", "tries must be at least 1")
+	}
+	if r.TotalTime <= 0 {
+		v.errf(p+".total_time", "write a duration such as 15s", "total_time must be positive")
+	}
+}
+
+// password returns the key password of a section (nil when none is set).
+func (v *validator) password(kp KeyPassword, p string) ([]byte, bool) {
+	if kp.KeyPasswordFile != "" && kp.KeyPasswordEnv != "" {
+		v.errf(p+".key_password_env", "keep only one of key_password_file and key_password_env", "both key_password_file and key_password_env are set")
+		return nil, false
+	}
+	if kp.KeyPasswordFile != "" {
+		b, err := os.ReadFile(v.resolve(kp.KeyPasswordFile))
+		if err != nil {
+			v.errf(p+".key_password_file", relFix, "cannot read password file %q: %s", kp.KeyPasswordFile, errText(err))
+			return nil, false
+		}
+		return bytes.TrimRight(b, "\r\n"), true
+	}
+	if kp.KeyPasswordEnv != "" {
+		val, ok := os.LookupEnv(kp.KeyPasswordEnv)
+		if !ok {
+			v.errf(p+".key_password_env", "export the variable before starting gmproxy, or use key_password_file", "environment variable %s is not set", kp.KeyPasswordEnv)
+			return nil, false
+		}
+		return []byte(val), true
+	}
+	return nil, true
+}
+
+func errText(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// certs loads a certificate file once; later calls for the same file reuse
+// the result without reporting its problems again.
+func (v *validator) certs(path, file string) []*smx509.Certificate {
+	full := v.resolve(file)
+	if lf, ok := v.files[full]; ok {
+		return lf.certs
+	}
+	lf := &loadedFile{}
+	v.files[full] = lf
+	b, err := os.ReadFile(full)
+	if err != nil {
+		v.errf(path, relFix, "cannot read certificate file %q: %s", file, errText(err))
+		return nil
+	}
+	certs, err := smkey.ParseCertificatesPEM(b)
+	if err != nil {
+		v.errf(path, "the file must hold PEM \"BEGIN CERTIFICATE\" blocks, leaf first", "cannot parse certificate file %q: %s", file, err)
+		return nil
+	}
+	lf.certs, lf.ok = certs, true
+	return certs
+}
+
+// pair loads a certificate and its key, checking that they match.
+func (v *validator) pair(p, certKey, keyKey, certFile, keyFile string, pw KeyPassword) *KeyPair {
+	return v.pairAt(p, certKey, keyKey, certFile, keyFile, pw, -1, -1)
+}
+
+// pairAt is pair for GmSSL-style combined files: certIdx (keyIdx) 0 or 1
+// picks the signing or encryption certificate (key) from a file holding
+// "sign, enc, CA chain…" (keys "sign, enc"); -1 means an ordinary file
+// whose first certificate (key) is the one.
+func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyPassword, certIdx, keyIdx int) *KeyPair {
+	ok := true
+	if certFile == "" {
+		v.errf(p+"."+certKey, "add "+certKey+": FILE", "%s is required", certKey)
+		ok = false
+	}
+	if keyFile == "" {
+		v.errf(p+"."+keyKey, "add "+keyKey+": FILE", "%s is required", keyKey)
+		ok = false
+	}
+	if !ok {
+		return nil
+	}
+	certs := v.certs(p+"."+certKey, certFile)
+	password, pwOK := v.password(pw, p)
+	if !pwOK {
+		return nil
+	}
+	keyPath := p + "." + keyKey
+	b, err := os.ReadFile(v.resolve(keyFile))
+	if err != nil {
+		v.errf(keyPath, relFix, "cannot read private key file %q: %s", keyFile, errText(err))
+		return nil
+	}
+	var key crypto.Signer
+	if keyIdx < 0 {
+		key, err = smkey.ParsePrivateKeyPEM(b, password)
+	} else {
+		var keys []crypto.Signer
+		keys, err = smkey.ParseAllPrivateKeysPEM(b, password)
+		if err == nil && len(keys) <= keyIdx {
+			v.errf(p+"."+keyKey, "put the signing key first and the encryption key second in the file, or name separate files", "sign_key and enc_key name the same file %q, which holds %d key(s), not 2", keyFile, len(keys))
+			return nil
+		}
+		if err == nil {
+			key = keys[keyIdx]
+		}
+	}
+	switch {
+	case errors.Is(err, smkey.ErrNeedPassword):
+		v.errf(keyPath, "set key_password_file or key_password_env in this section", "private key %q is encrypted and no password is configured", keyFile)
+		return nil
+	case err != nil && password != nil:
+		v.errf(keyPath, "check the password and that the file is PEM PKCS#8, SEC 1 or encrypted PKCS#8", "cannot read private key %q: %s", keyFile, err)
+		return nil
+	case err != nil:
+		v.errf(keyPath, "the file must be PEM PKCS#8 (BEGIN PRIVATE KEY), SEC 1 (BEGIN EC PRIVATE KEY) or encrypted PKCS#8", "cannot read private key %q: %s", keyFile, err)
+		return nil
+	}
+	if certs == nil {
+		return nil
+	}
+	if certIdx >= 0 {
+		if len(certs) < 2 {
+			v.errf(p+"."+certKey, "put the signing certificate first and the encryption certificate second in the file, or name separate files", "sign_cert and enc_cert name the same file %q, which holds %d certificate(s), not 2", certFile, len(certs))
+			return nil
+		}
+		certs = append([]*smx509.Certificate{certs[certIdx]}, certs[2:]...)
+	}
+	if !smkey.PublicKeysEqual(key, certs[0].PublicKey) {
+		v.errf(keyPath, fmt.Sprintf("use the private key that belongs to %s", certFile), "private key %q does not match certificate %q (%s)", keyFile, certFile, certs[0].Subject.CommonName)
+		return nil
+	}
+	return &KeyPair{Chain: certs, Key: key, CertFile: v.resolve(certFile), KeyFile: v.resolve(keyFile)}
+}
+
+func isSM2(kp *KeyPair) bool {
+	_, ok := kp.Key.(*sm2.PrivateKey)
+	return ok
+}
+
+// validity checks the leaf's dates.
+func (v *validator) validity(kp *KeyPair, path string) {
+	leaf := kp.Leaf()
+	days := int(leaf.NotAfter.Sub(v.now).Hours() / 24)
+	switch {
+	case v.now.After(leaf.NotAfter):
+		v.errf(path, "renew the certificate", "certificate %q expired on %s", leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.DateOnly))
+	case leaf.NotAfter.Sub(v.now) < expiryWarning:
+		v.warnf(path, "renew the certificate soon", "certificate %q expires in %d days (%s)", leaf.Subject.CommonName, days, leaf.NotAfter.UTC().Format(time.DateOnly))
+	}
+	if v.now.Before(leaf.NotBefore) {
+		v.warnf(path, "check the system clock or wait", "certificate %q is not valid before %s", leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+}
+
+// serial warns about serial numbers GmSSL rejects.
+func (v *validator) serial(kp *KeyPair, path string) {
+	if len(kp.Leaf().SerialNumber.Bytes()) < 4 {
+		v.warnf(path, "reissue it with a random serial of at least 4 bytes (gmproxy certs does)", "certificate serial number %x is shorter than 4 bytes; GmSSL peers reject it", kp.Leaf().SerialNumber.Bytes())
+	}
+}
+
+// signUsage checks a signing certificate's key usage.
+func (v *validator) signUsage(kp *KeyPair, path, what string) {
+	ku := kp.Leaf().KeyUsage
+	switch {
+	case ku == 0:
+		v.warnf(path, "reissue it with keyUsage digitalSignature", "%s has no keyUsage extension; GmSSL peers require digitalSignature", what)
+	case ku&smx509.KeyUsageDigitalSignature == 0:
+		v.errf(path, "use a certificate with keyUsage digitalSignature (is it the encryption certificate?)", "%s lacks keyUsage digitalSignature (has %s)", what, usageNames(ku))
+	}
+	if ku&(smx509.KeyUsageCertSign|smx509.KeyUsageCRLSign) != 0 {
+		v.warnf(path, "use a leaf certificate without keyCertSign/cRLSign", "%s has keyCertSign or cRLSign; GmSSL peers reject it", what)
+	}
+}
+
+// encUsage checks an encryption certificate's key usage.
+func (v *validator) encUsage(kp *KeyPair, path, what string) {
+	ku := kp.Leaf().KeyUsage
+	switch {
+	case ku == 0:
+		v.warnf(path, "reissue it with keyUsage keyEncipherment, dataEncipherment, keyAgreement", "%s has no keyUsage extension; GmSSL peers require keyEncipherment", what)
+	case ku&(smx509.KeyUsageKeyEncipherment|smx509.KeyUsageKeyAgreement) == 0:
+		v.errf(path, "use a certificate with keyUsage keyEncipherment and keyAgreement (is it the signing certificate?)", "%s lacks keyUsage keyEncipherment and keyAgreement (has %s)", what, usageNames(ku))
+	case ku&smx509.KeyUsageKeyEncipherment == 0:
+		v.warnf(path, "reissue it with keyEncipherment", "%s lacks keyUsage keyEncipherment; GmSSL peers reject it", what)
+	}
+	if ku&(smx509.KeyUsageCertSign|smx509.KeyUsageCRLSign) != 0 {
+		v.warnf(path, "use a leaf certificate without keyCertSign/cRLSign", "%s has keyCertSign or cRLSign; GmSSL peers reject it", what)
+	}
+}
+
+func usageNames(ku smx509.KeyUsage) string {
+	names := []string{"digitalSignature", "contentCommitment", "keyEncipherment", "dataEncipherment", "keyAgreement", "keyCertSign", "cRLSign", "encipherOnly", "decipherOnly"}
+	var out []string
+	for i, n := range names {
+		if ku&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+func (v *validator) eku(kp *KeyPair, path, what string, want smx509.ExtKeyUsage) {
+	ekus := kp.Leaf().ExtKeyUsage
+	if len(ekus) == 0 && len(kp.Leaf().UnknownExtKeyUsage) == 0 {
+		return
+	}
+	if slices.Contains(ekus, want) || slices.Contains(ekus, smx509.ExtKeyUsageAny) {
+		return
+	}
+	name := "serverAuth"
+	if want == smx509.ExtKeyUsageClientAuth {
+		name = "clientAuth"
+	}
+	v.warnf(path, "reissue it with extendedKeyUsage "+name, "%s lacks extendedKeyUsage %s; peers may reject it", what, name)
+}
+
+// tlcpPair checks a TLCP sign/enc pair: key types, usages and the identical
+// subject/SAN/issuer that GmSSL demands.
+func (v *validator) tlcpPair(sign, enc *KeyPair, p, signCert, encCert string, want smx509.ExtKeyUsage) {
+	for _, x := range []struct {
+		kp   *KeyPair
+		path string
+		what string
+	}{{sign, p + "." + signCert, "the signing certificate"}, {enc, p + "." + encCert, "the encryption certificate"}} {
+		if x.kp == nil {
+			continue
+		}
+		if !isSM2(x.kp) {
+			v.errf(x.path, "TLCP needs SM2 certificates; put RSA/ECDSA certificates under tls", "%s's key is %s, not SM2", x.what, keyType(x.kp))
+			continue
+		}
+		v.validity(x.kp, x.path)
+		v.serial(x.kp, x.path)
+		v.eku(x.kp, x.path, x.what, want)
+	}
+	if sign != nil && isSM2(sign) {
+		v.signUsage(sign, p+"."+signCert, "the signing certificate")
+	}
+	if enc != nil && isSM2(enc) {
+		v.encUsage(enc, p+"."+encCert, "the encryption certificate")
+	}
+	if sign == nil || enc == nil {
+		return
+	}
+	a, b := sign.Leaf(), enc.Leaf()
+	if a.Equal(b) {
+		v.errf(p+"."+encCert, "use the separate encryption certificate issued with the signing certificate", "sign and enc certificates are the same certificate")
+		return
+	}
+	if !bytes.Equal(a.RawSubject, b.RawSubject) {
+		v.warnf(p+"."+encCert, "issue both certificates for the same subject", "sign and enc certificates have different subjects (%q vs %q); GmSSL peers reject the pair", a.Subject.String(), b.Subject.String())
+	}
+	if !bytes.Equal(a.RawIssuer, b.RawIssuer) {
+		v.warnf(p+"."+encCert, "issue both certificates from the same CA", "sign and enc certificates have different issuers; GmSSL peers reject the pair")
+	}
+	if !slices.Equal(a.DNSNames, b.DNSNames) || !slices.EqualFunc(a.IPAddresses, b.IPAddresses, net.IP.Equal) {
+		v.warnf(p+"."+encCert, "issue both certificates with the same subjectAltName", "sign and enc certificates have different subjectAltName; GmSSL peers reject the pair")
+	}
+}
+
+func keyType(kp *KeyPair) string {
+	switch kp.Key.(type) {
+	case *sm2.PrivateKey:
+		return "SM2"
+	}
+	t := fmt.Sprintf("%T", kp.Key)
+	t = strings.TrimPrefix(t, "*")
+	t, _, _ = strings.Cut(t, ".")
+	return strings.ToUpper(t)
+}
+
+func (v *validator) tlcpSuites(list []string, p string) []uint16 {
+	var ids []uint16
+	for i, name := range list {
+		id, canon, ok := TLCPSuite(name)
+		ip := fmt.Sprintf("%s[%d]", p, i)
+		if !ok {
+			fix := "use " + strings.Join(suiteNames(tlcpSuites), ", ")
+			if cl := closest(name, suiteNames(tlcpSuites)); cl != "" {
+				fix = fmt.Sprintf("did you mean %q?", cl)
+			}
+			v.errf(ip, fix, "unknown TLCP cipher suite %q", name)
+			continue
+		}
+		if slices.Contains(ids, id) {
+			v.warnf(ip, "remove the repetition", "cipher suite %s listed twice", canon)
+			continue
+		}
+		list[i] = canon
+		ids = append(ids, id)
+	}
+	if len(list) == 0 {
+		v.errf(p, "list at least one suite or remove the key for the default", "no cipher suites")
+	}
+	return ids
+}
+
+func (v *validator) tls13Suites(list []string, p string) []uint16 {
+	var ids []uint16
+	for i, name := range list {
+		id, canon, ok := TLS13SMSuite(name)
+		ip := fmt.Sprintf("%s[%d]", p, i)
+		if !ok {
+			fix := "use " + strings.Join(suiteNames(tls13SMSuites), ", ")
+			if _, _, isTLCP := TLCPSuite(name); isTLCP {
+				fix = "that is a TLCP suite; list it under tlcp: ciphers"
+			}
+			v.errf(ip, fix, "unknown TLS 1.3 SM cipher suite %q", name)
+			continue
+		}
+		if slices.Contains(ids, id) {
+			v.warnf(ip, "remove the repetition", "cipher suite %s listed twice", canon)
+			continue
+		}
+		list[i] = canon
+		ids = append(ids, id)
+	}
+	if len(list) == 0 {
+		v.errf(p, "list at least one suite or remove the key for the default", "no cipher suites")
+	}
+	return ids
+}
+
+func (v *validator) siteTLCP(s *Site, p string) {
+	t := s.TLCP
+	if t == nil {
+		return
+	}
+	p += ".tlcp"
+	if v.swapped(t) {
+		v.errf(p+".sign_key", "swap the values of sign_key and enc_key", "sign_key and enc_key are swapped (sign_key belongs to enc_cert and enc_key to sign_cert)")
+		s.Material.TLCPSuites = v.tlcpSuites(t.Ciphers, p+".ciphers")
+		return
+	}
+	sign, enc := v.tlcpPairFiles(p, t.SignCert, t.SignKey, t.EncCert, t.EncKey, t.KeyPassword)
+	v.tlcpPair(sign, enc, p, "sign_cert", "enc_cert", smx509.ExtKeyUsageServerAuth)
+	s.Material.TLCPSign, s.Material.TLCPEnc = sign, enc
+	s.Material.TLCPSuites = v.tlcpSuites(t.Ciphers, p+".ciphers")
+}
+
+// tlcpPairFiles loads a sign/enc pair, from separate files or from
+// GmSSL-style combined files (the same file named for sign and enc).
+func (v *validator) tlcpPairFiles(p, signCert, signKey, encCert, encKey string, pw KeyPassword) (sign, enc *KeyPair) {
+	ci, ki := -1, -1
+	if signCert != "" && v.resolve(signCert) == v.resolve(encCert) {
+		ci = 0
+	}
+	if signKey != "" && v.resolve(signKey) == v.resolve(encKey) {
+		ki = 0
+	}
+	sign = v.pairAt(p, "sign_cert", "sign_key", signCert, signKey, pw, ci, ki)
+	if ci == 0 {
+		ci = 1
+	}
+	if ki == 0 {
+		ki = 1
+	}
+	enc = v.pairAt(p, "enc_cert", "enc_key", encCert, encKey, pw, ci, ki)
+	return sign, enc
+}
+
+// swapped reports whether sign_key belongs to enc_cert and enc_key to
+// sign_cert (reading the files quietly; pair reports their problems).
+func (v *validator) swapped(t *SiteTLCP) bool {
+	if t.SignCert == "" || t.EncCert == "" || t.SignKey == "" || t.EncKey == "" {
+		return false
+	}
+	sc, err := smkey.LoadCertificatesFile(v.resolve(t.SignCert))
+	if err != nil {
+		return false
+	}
+	ec, err := smkey.LoadCertificatesFile(v.resolve(t.EncCert))
+	if err != nil {
+		return false
+	}
+	var pw []byte
+	if t.KeyPasswordFile != "" {
+		b, _ := os.ReadFile(v.resolve(t.KeyPasswordFile))
+		pw = bytes.TrimRight(b, "\r\n")
+	} else if t.KeyPasswordEnv != "" {
+		pw = []byte(os.Getenv(t.KeyPasswordEnv))
+	}
+	sk, err1 := smkey.LoadPrivateKeyFile(v.resolve(t.SignKey), pw)
+	ek, err2 := smkey.LoadPrivateKeyFile(v.resolve(t.EncKey), pw)
+	return err1 == nil && err2 == nil && !smkey.PublicKeysEqual(sk, sc[0].PublicKey) &&
+		smkey.PublicKeysEqual(sk, ec[0].PublicKey) && smkey.PublicKeysEqual(ek, sc[0].PublicKey)
+}
+
+func (v *validator) siteTLS13SM(s *Site, p string) {
+	t := s.TLS13SM
+	if t == nil {
+		return
+	}
+	p += ".tls13sm"
+	if !v.has(p+".cert") && s.TLCP != nil && t.Cert == s.TLCP.SignCert {
+		// Reused from tlcp: report problems there, once.
+		if s.Material.TLCPSign != nil {
+			s.Material.TLS13SM = s.Material.TLCPSign
+		}
+		s.Material.TLS13SMSuites = v.tls13Suites(t.Ciphers, p+".ciphers")
+		return
+	}
+	if t.Cert == "" && t.Key == "" {
+		v.errf(p, "add cert: and key: (an SM2 certificate with digitalSignature), or add a tlcp section whose signing certificate is reused", "tls13sm has no certificate")
+		return
+	}
+	kp := v.pair(p, "cert", "key", t.Cert, t.Key, t.KeyPassword)
+	if kp != nil {
+		if !isSM2(kp) {
+			v.errf(p+".cert", "TLS 1.3-SM needs an SM2 certificate; put RSA/ECDSA certificates under tls", "the certificate's key is %s, not SM2", keyType(kp))
+			kp = nil
+		} else {
+			v.validity(kp, p+".cert")
+			v.signUsage(kp, p+".cert", "the TLS 1.3-SM certificate")
+			v.eku(kp, p+".cert", "the TLS 1.3-SM certificate", smx509.ExtKeyUsageServerAuth)
+		}
+	}
+	s.Material.TLS13SM = kp
+	s.Material.TLS13SMSuites = v.tls13Suites(t.Ciphers, p+".ciphers")
+}
+
+func (v *validator) siteTLS(s *Site, p string) {
+	t := s.TLS
+	if t == nil {
+		return
+	}
+	p += ".tls"
+	switch t.MinVersion {
+	case "1.2":
+		s.Material.TLSMinVersion = tls.VersionTLS12
+	case "1.3":
+		s.Material.TLSMinVersion = tls.VersionTLS13
+	default:
+		v.oneOf(p+".min_version", t.MinVersion, "1.2", "1.3")
+	}
+	kp := v.pair(p, "cert", "key", t.Cert, t.Key, t.KeyPassword)
+	if kp == nil {
+		return
+	}
+	if isSM2(kp) {
+		v.errf(p+".cert", "ordinary TLS clients cannot use SM2; move this certificate to tls13sm and put an RSA/ECDSA certificate here", "the tls certificate has an SM2 key")
+		return
+	}
+	v.validity(kp, p+".cert")
+	v.eku(kp, p+".cert", "the TLS certificate", smx509.ExtKeyUsageServerAuth)
+	s.Material.TLS = kp
+}
+
+func (v *validator) clientAuth(s *Site, p string) {
+	ca := &s.ClientAuth
+	p += ".client_auth"
+	if !v.oneOf(p+".mode", ca.Mode, ClientAuthNone, ClientAuthRequest, ClientAuthRequire) {
+		return
+	}
+	if ca.CA != "" {
+		certs := v.certs(p+".ca", ca.CA)
+		for _, c := range certs {
+			if !c.IsCA {
+				v.warnf(p+".ca", "list CA certificates (basicConstraints CA:TRUE) here", "certificate %q in the client CA file is not a CA", c.Subject.CommonName)
+			}
+		}
+		s.Material.ClientCAs = certs
+	} else if ca.Mode != ClientAuthNone {
+		v.errf(p+".ca", "add ca: FILE with the CA certificates that issue client certificates", "client_auth mode %s needs a ca", ca.Mode)
+	}
+}
+
+// checkCoverage warns when a server name is not in a certificate's SAN.
+func (v *validator) checkCoverage(s *Site, p string) {
+	m := &s.Material
+	for j, name := range s.ServerNames {
+		if v.failed[fmt.Sprintf("%s.server_names[%d]", p, j)] {
+			continue
+		}
+		for _, x := range []struct {
+			kp   *KeyPair
+			role string
+		}{{m.TLCPSign, "tlcp sign_cert"}, {m.TLS13SM, "tls13sm cert"}, {m.TLS, "tls cert"}} {
+			if x.kp == nil || (x.role == "tls13sm cert" && x.kp == m.TLCPSign) {
+				continue
+			}
+			if !covers(x.kp.Leaf(), name) {
+				v.warnf(fmt.Sprintf("%s.server_names[%d]", p, j), "reissue the certificate with this name in subjectAltName, or remove the name", "server name %q is not covered by the %s (names: %s)", name, x.role, strings.Join(certNames(x.kp.Leaf()), ", "))
+			}
+		}
+	}
+}
+
+func covers(c *smx509.Certificate, name string) bool {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if strings.HasPrefix(name, "*.") {
+		for _, d := range c.DNSNames {
+			if strings.EqualFold(d, name) {
+				return true
+			}
+		}
+		return false
+	}
+	return c.VerifyHostname(name) == nil
+}
+
+func certNames(c *smx509.Certificate) []string {
+	out := append([]string(nil), c.DNSNames...)
+	for _, ip := range c.IPAddresses {
+		out = append(out, ip.String())
+	}
+	if len(out) == 0 {
+		out = append(out, "none")
+	}
+	return out
+}
+
+func (v *validator) validateUpstreams(used map[string]bool) {
+	seen := map[string]string{}
+	for i := range v.cfg.Upstreams {
+		u := &v.cfg.Upstreams[i]
+		p := fmt.Sprintf("upstreams[%d]", i)
+		if u.Name == "" {
+			v.errf(p, "add name: NAME", "upstream has no name")
+		} else if prev, dup := seen[u.Name]; dup {
+			v.errf(p+".name", "give every upstream a distinct name", "duplicate upstream name %q (also %s)", u.Name, prev)
+		} else {
+			seen[u.Name] = p
+			if !used[u.Name] {
+				v.warnf(p+".name", "route to it or remove it", "upstream %q is not used by any route or stream", u.Name)
+			}
+		}
+		if len(u.Targets) == 0 {
+			v.errf(p+".targets", "add targets: [host:port]", "upstream has no targets")
+		}
+		primaries := 0
+		for j, t := range u.Targets {
+			tp := fmt.Sprintf("%s.targets[%d]", p, j)
+			if t.Address == "" {
+				v.errf(tp+".address", "add address: host:port", "target has no address")
+			} else {
+				v.hostPort(tp+".address", t.Address, false)
+			}
+			if t.Weight < 1 {
+				v.errf(tp+".weight", "use a weight of 1 or more (mark spare targets with backup: true)", "weight must be at least 1")
+			}
+			if !t.Backup {
+				primaries++
+			}
+		}
+		if len(u.Targets) > 0 && primaries == 0 {
+			v.warnf(p+".targets", "make at least one target a primary (backup: false)", "every target is a backup")
+		}
+		if v.oneOf(p+".balance", u.Balance, BalanceRoundRobin, BalanceLeastConn, BalanceIPHash, BalanceHash) {
+			hk := u.HashKey
+			switch {
+			case u.Balance == BalanceHash && hk.Header == "" && hk.Cookie == "":
+				v.errf(p+".hash_key", "add hash_key: {header: X-User} or {cookie: session}", "balance hash needs hash_key")
+			case u.Balance == BalanceHash && hk.Header != "" && hk.Cookie != "":
+				v.errf(p+".hash_key", "keep only one of header and cookie", "hash_key has both header and cookie")
+			case u.Balance != BalanceHash && (hk.Header != "" || hk.Cookie != ""):
+				v.warnf(p+".hash_key", "set balance: hash to use it", "hash_key is ignored with balance %s", u.Balance)
+			}
+		}
+		if v.oneOf(p+".protocol", u.Protocol, UpstreamHTTP, UpstreamH2C, UpstreamH2, UpstreamTLS, UpstreamTLCP, UpstreamTLS13SM) {
+			v.upstreamTLS(u, p)
+		}
+		if u.Keepalive.MaxIdle < 0 {
+			v.errf(p+".keepalive.max_idle", "use 0 to disable keep-alive", "max_idle must not be negative")
+		}
+		if u.Keepalive.MaxConns < 0 {
+			v.errf(p+".keepalive.max_conns", "use 0 for unlimited", "max_conns must not be negative")
+		}
+		if u.Timeouts.Connect <= 0 {
+			v.errf(p+".timeouts.connect", "write a duration such as 5s", "connect timeout must be positive")
+		}
+		if u.Timeouts.ResponseHeader <= 0 {
+			v.errf(p+".timeouts.response_header", "write a duration such as 60s", "response_header timeout must be positive")
+		}
+		ph := &u.HealthChecks.Passive
+		pp := p + ".health_checks.passive"
+		if ph.MaxFails < 0 {
+			v.errf(pp+".max_fails", "use 0 to disable passive health checks", "max_fails must not be negative")
+		}
+		if ph.MaxFails > 0 && ph.FailWindow <= 0 {
+			v.errf(pp+".fail_window", "write a duration such as 10s", "fail_window must be positive")
+		}
+		if ph.MaxFails > 0 && ph.CoolDown <= 0 {
+			v.errf(pp+".cool_down", "write a duration such as 30s", "cool_down must be positive")
+		}
+		for j, st := range ph.UnhealthyStatus {
+			if st < 100 || st > 599 {
+				v.errf(fmt.Sprintf("%s.unhealthy_status[%d]", pp, j), "use HTTP status codes such as 502", "invalid status %d", st)
+			}
+		}
+		if a := u.HealthChecks.Active; a != nil {
+			ap := p + ".health_checks.active"
+			if !strings.HasPrefix(a.Path, "/") {
+				v.errf(ap+".path", "write a path such as /healthz", "path must start with /")
+			}
+			if a.ExpectStatus != 0 && (a.ExpectStatus < 100 || a.ExpectStatus > 599) {
+				v.errf(ap+".expect_status", "use 0 for any 2xx/3xx, or a status such as 200", "invalid status %d", a.ExpectStatus)
+			}
+			if a.Interval <= 0 {
+				v.errf(ap+".interval", "write a duration such as 10s", "interval must be positive")
+			}
+			if a.Timeout <= 0 {
+				v.errf(ap+".timeout", "write a duration such as 2s", "timeout must be positive")
+			} else if a.Interval > 0 && a.Timeout > a.Interval {
+				v.warnf(ap+".timeout", "make timeout shorter than interval", "timeout (%s) is longer than interval (%s)", formatDuration(a.Timeout), formatDuration(a.Interval))
+			}
+			if a.Rise < 1 {
+				v.errf(ap+".rise", "use 1 or more", "rise must be at least 1")
+			}
+			if a.Fall < 1 {
+				v.errf(ap+".fall", "use 1 or more", "fall must be at least 1")
+			}
+		}
+		v.retries(&u.Retries, p+".retries")
+	}
+}
+
+func (v *validator) upstreamTLS(u *Upstream, p string) {
+	t := &u.TLS
+	tp := p + ".tls"
+	m := &u.Material
+	hasTLCPCerts := t.SignCert != "" || t.SignKey != "" || t.EncCert != "" || t.EncKey != ""
+	hasCert := t.Cert != "" || t.Key != ""
+	switch u.Protocol {
+	case UpstreamHTTP, UpstreamH2C:
+		if v.has(tp) {
+			v.warnf(tp, "use protocol tls, h2, tlcp or tls13sm to encrypt", "tls settings are ignored with protocol %s", u.Protocol)
+		}
+		return
+	}
+	if t.InsecureSkipVerify {
+		v.warnf(tp+".insecure_skip_verify", "set ca: to the CA that issues the targets' certificates", "the targets' certificates are not verified")
+	}
+	if t.CA != "" {
+		m.RootCAs = v.certs(tp+".ca", t.CA)
+	} else if !t.InsecureSkipVerify && (u.Protocol == UpstreamTLCP || u.Protocol == UpstreamTLS13SM) {
+		v.errf(tp+".ca", "add ca: FILE with the SM2 CA that issues the targets' certificates", "protocol %s needs tls.ca (there are no system SM2 roots)", u.Protocol)
+	}
+	if u.Protocol != UpstreamTLCP && (t.GmSSLCompat || t.ECDHEParamsAsVector || t.NoExtensions) {
+		v.warnf(tp, "remove them or use protocol tlcp", "gmssl_compat, ecdhe_params_as_vector and no_extensions only apply to protocol tlcp")
+	}
+	switch u.Protocol {
+	case UpstreamTLCP:
+		if hasCert {
+			v.warnf(tp+".cert", "for TLCP client certificates use sign_cert, sign_key, enc_cert and enc_key", "cert/key are ignored with protocol tlcp")
+		}
+		if hasTLCPCerts {
+			m.Sign, m.Enc = v.tlcpPairFiles(tp, t.SignCert, t.SignKey, t.EncCert, t.EncKey, t.KeyPassword)
+			v.tlcpPair(m.Sign, m.Enc, tp, "sign_cert", "enc_cert", smx509.ExtKeyUsageClientAuth)
+		}
+		m.Suites = v.tlcpSuites(t.Ciphers, tp+".ciphers")
+		if !hasTLCPCerts {
+			for i, id := range m.Suites {
+				if IsECDHE(id) {
+					v.errf(fmt.Sprintf("%s.ciphers[%d]", tp, i), "add sign_cert/sign_key/enc_cert/enc_key or remove the ECDHE suites", "ECDHE suites need client certificates")
+					break
+				}
+			}
+		}
+	case UpstreamTLS13SM:
+		if hasTLCPCerts {
+			v.warnf(tp+".sign_cert", "use cert and key for TLS 1.3-SM", "sign_cert/enc_cert are ignored with protocol tls13sm")
+		}
+		if hasCert {
+			m.ClientCert = v.pair(tp, "cert", "key", t.Cert, t.Key, t.KeyPassword)
+			if m.ClientCert != nil && !isSM2(m.ClientCert) {
+				v.errf(tp+".cert", "use an SM2 client certificate", "the client certificate's key is %s, not SM2", keyType(m.ClientCert))
+				m.ClientCert = nil
+			}
+		}
+		m.Suites = v.tls13Suites(t.Ciphers, tp+".ciphers")
+	default: // tls, h2
+		if hasTLCPCerts {
+			v.warnf(tp+".sign_cert", "use cert and key for TLS", "sign_cert/enc_cert are ignored with protocol %s", u.Protocol)
+		}
+		if len(t.Ciphers) > 0 {
+			v.warnf(tp+".ciphers", "remove it", "ciphers is ignored with protocol %s (crypto/tls chooses)", u.Protocol)
+		}
+		if hasCert {
+			m.ClientCert = v.pair(tp, "cert", "key", t.Cert, t.Key, t.KeyPassword)
+		}
+	}
+	if m.ClientCert != nil {
+		v.validity(m.ClientCert, tp+".cert")
+	}
+	if t.ServerName != "" && !validHostName(t.ServerName) {
+		v.errf(tp+".server_name", "write a host name", "invalid server_name %q", t.ServerName)
+	}
+}

@@ -1,0 +1,208 @@
+package handshake
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/emmansun/gmsm/ecdh"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+// Offload is the asynchronous private-key engine: a fixed pool of workers
+// fed by a bounded queue. Keys wrapped with Wrap implement
+// smkey.ContextSigner, smkey.ContextDecrypter and smkey.KeyAgreement, so the
+// TLCP and TLS 1.3-SM stacks use it without knowing. Each operation reports
+// its queue wait and execution time to a KeyOpObserver.
+//
+// Anything that implements those smkey interfaces can stand in for a local
+// key (a remote key server client, a hardware module); Wrap accepts such a
+// key too and then only bounds and measures the calls.
+type Offload struct {
+	jobs chan *keyJob
+	obs  KeyOpObserver
+	wait bool
+
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// OffloadConfig sizes the engine.
+type OffloadConfig struct {
+	// Workers is the number of goroutines running operations; default
+	// runtime.NumCPU().
+	Workers int
+	// Queue bounds operations waiting for a worker; default 4096.
+	Queue int
+	// WaitWhenFull makes a caller wait (bounded by its handshake's context)
+	// when the queue is full, instead of failing at once (ErrOffloadBusy).
+	WaitWhenFull bool
+}
+
+// ErrOffloadBusy is returned when the queue is full and the engine fails fast.
+var ErrOffloadBusy = errors.New("handshake: private-key queue full")
+
+// ErrOffloadClosed is returned after Close.
+var ErrOffloadClosed = errors.New("handshake: private-key engine closed")
+
+type keyJob struct {
+	ctx      context.Context
+	op, fam  string
+	enqueued time.Time
+	fn       func() ([]byte, error)
+	out      []byte
+	err      error
+	done     chan struct{}
+}
+
+// NewOffload starts the workers; obs may be nil.
+func NewOffload(cfg OffloadConfig, obs KeyOpObserver) *Offload {
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.NumCPU()
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = 4096
+	}
+	o := &Offload{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull}
+	o.wg.Add(cfg.Workers)
+	for i := 0; i < cfg.Workers; i++ {
+		go o.worker()
+	}
+	return o
+}
+
+func (o *Offload) worker() {
+	defer o.wg.Done()
+	for j := range o.jobs {
+		start := time.Now()
+		wait := start.Sub(j.enqueued)
+		if err := j.ctx.Err(); err != nil {
+			// The handshake gave up while the job was queued.
+			j.err = err
+		} else {
+			j.out, j.err = j.fn()
+		}
+		if o.obs != nil {
+			o.obs.KeyOp(j.op, j.fam, wait, time.Since(start), j.err)
+		}
+		close(j.done)
+	}
+}
+
+// Close stops the workers after the queued operations ran.
+func (o *Offload) Close() {
+	o.mu.Lock()
+	if !o.closed {
+		o.closed = true
+		close(o.jobs)
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// QueueLen returns the number of operations waiting for a worker.
+func (o *Offload) QueueLen() int { return len(o.jobs) }
+
+func (o *Offload) do(ctx context.Context, op, family string, fn func() ([]byte, error)) ([]byte, error) {
+	j := &keyJob{ctx: ctx, op: op, fam: family, enqueued: time.Now(), fn: fn, done: make(chan struct{})}
+	o.mu.RLock()
+	if o.closed {
+		o.mu.RUnlock()
+		return nil, ErrOffloadClosed
+	}
+	select {
+	case o.jobs <- j:
+	default:
+		if !o.wait {
+			o.mu.RUnlock()
+			if o.obs != nil {
+				o.obs.KeyOp(op, family, 0, 0, ErrOffloadBusy)
+			}
+			return nil, ErrOffloadBusy
+		}
+		select {
+		case o.jobs <- j:
+		case <-ctx.Done():
+			o.mu.RUnlock()
+			return nil, ctx.Err()
+		}
+	}
+	o.mu.RUnlock()
+	select {
+	case <-j.done:
+		return j.out, j.err
+	case <-ctx.Done():
+		// The worker will see ctx done (or finish) and drop the result.
+		return nil, ctx.Err()
+	}
+}
+
+// Wrap returns key behind the engine for protocol family (used in events).
+func (o *Offload) Wrap(key crypto.Signer, family string) *OffloadKey {
+	return &OffloadKey{o: o, key: key, family: family}
+}
+
+// OffloadKey is a private key whose operations run on the engine's workers.
+type OffloadKey struct {
+	o      *Offload
+	key    crypto.Signer
+	family string
+}
+
+var (
+	_ smkey.ContextSigner    = (*OffloadKey)(nil)
+	_ smkey.ContextDecrypter = (*OffloadKey)(nil)
+	_ smkey.KeyAgreement     = (*OffloadKey)(nil)
+)
+
+// Public implements crypto.Signer.
+func (k *OffloadKey) Public() crypto.PublicKey { return k.key.Public() }
+
+// Unwrap returns the wrapped key.
+func (k *OffloadKey) Unwrap() crypto.Signer { return k.key }
+
+// Sign implements crypto.Signer without a deadline.
+func (k *OffloadKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	return k.SignContext(context.Background(), rand, digest, opts)
+}
+
+// SignContext implements smkey.ContextSigner.
+func (k *OffloadKey) SignContext(ctx context.Context, rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	return k.o.do(ctx, "sign", k.family, func() ([]byte, error) {
+		return smkey.Sign(ctx, k.key, rand, digest, opts)
+	})
+}
+
+// Decrypt implements crypto.Decrypter without a deadline.
+func (k *OffloadKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	return k.DecryptContext(context.Background(), rand, msg, opts)
+}
+
+// DecryptContext implements smkey.ContextDecrypter.
+func (k *OffloadKey) DecryptContext(ctx context.Context, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	d, ok := k.key.(crypto.Decrypter)
+	if !ok {
+		return nil, fmt.Errorf("handshake: %T cannot decrypt", k.key)
+	}
+	return k.o.do(ctx, "decrypt", k.family, func() ([]byte, error) {
+		return smkey.Decrypt(ctx, d, rand, msg, opts)
+	})
+}
+
+// SM2KeyAgree implements smkey.KeyAgreement.
+func (k *OffloadKey) SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey, peerStatic, peerEphemeral *ecdh.PublicKey, responder bool, keyLen int, uid, peerUID []byte) ([]byte, error) {
+	ka := smkey.AsKeyAgreement(k.key)
+	if ka == nil {
+		return nil, fmt.Errorf("handshake: %T cannot do SM2 key agreement", k.key)
+	}
+	return k.o.do(ctx, "key_agreement", k.family, func() ([]byte, error) {
+		return ka.SM2KeyAgree(ctx, ephemeral, peerStatic, peerEphemeral, responder, keyLen, uid, peerUID)
+	})
+}

@@ -1,0 +1,131 @@
+package handshake
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+type keyOpRec struct {
+	mu  sync.Mutex
+	ops []string
+	err []error
+}
+
+func (r *keyOpRec) KeyOp(op, family string, wait, exec time.Duration, err error) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op+"/"+family)
+	r.err = append(r.err, err)
+	r.mu.Unlock()
+}
+
+func TestOffloadOperations(t *testing.T) {
+	rec := &keyOpRec{}
+	o := NewOffload(OffloadConfig{Workers: 2, Queue: 8}, rec)
+	defer o.Close()
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := o.Wrap(key, FamilyTLCP)
+	ctx := context.Background()
+
+	msg := []byte("signed data")
+	sig, err := smkey.Sign(ctx, k, rand.Reader, msg, sm2.DefaultSM2SignerOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sm2.VerifyASN1WithSM2(&key.PublicKey, nil, msg, sig) {
+		t.Fatal("signature from the offloaded key does not verify")
+	}
+
+	ct, err := sm2.EncryptASN1(rand.Reader, &key.PublicKey, []byte("pre-master"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := smkey.Decrypt(ctx, k, rand.Reader, ct, nil)
+	if err != nil || string(pt) != "pre-master" {
+		t.Fatalf("decrypt: %q, %v", pt, err)
+	}
+
+	// Key agreement through the engine equals the local computation.
+	peer, _ := sm2.GenerateKey(rand.Reader)
+	peerStatic, _ := peer.ECDH()
+	eph, _ := ecdh.P256().GenerateKey(rand.Reader)
+	peerEph, _ := ecdh.P256().GenerateKey(rand.Reader)
+	ka := smkey.AsKeyAgreement(k)
+	got, err := ka.SM2KeyAgree(ctx, eph, peerStatic.PublicKey(), peerEph.PublicKey(), false, 48, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := smkey.LocalKeyAgreement{Key: key}.SM2KeyAgree(ctx, eph, peerStatic.PublicKey(), peerEph.PublicKey(), false, 48, nil, nil)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("key agreement differs: %v", err)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.ops) != 3 || rec.ops[0] != "sign/tlcp" || rec.ops[1] != "decrypt/tlcp" || rec.ops[2] != "key_agreement/tlcp" {
+		t.Fatalf("observed ops %v", rec.ops)
+	}
+}
+
+// blockingKey blocks Sign until release is closed.
+type blockingKey struct {
+	crypto.Signer
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingKey) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return []byte("sig"), nil
+}
+
+func TestOffloadBackpressure(t *testing.T) {
+	key, _ := sm2.GenerateKey(rand.Reader)
+	bk := &blockingKey{Signer: key, entered: make(chan struct{}, 4), release: make(chan struct{})}
+
+	for _, wait := range []bool{false, true} {
+		o := NewOffload(OffloadConfig{Workers: 1, Queue: 1, WaitWhenFull: wait}, nil)
+		k := o.Wrap(bk, FamilyTLS13SM)
+		results := make(chan error, 2)
+		go func() { _, err := k.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
+		<-bk.entered // the worker is busy
+		go func() { _, err := k.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
+		for o.QueueLen() != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		// Queue full: fail fast, or wait until the handshake's context ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := k.SignContext(ctx, rand.Reader, nil, nil)
+		cancel()
+		if !wait && !errors.Is(err, ErrOffloadBusy) {
+			t.Errorf("fail-fast: err = %v, want ErrOffloadBusy", err)
+		}
+		if wait && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("wait: err = %v, want the context's deadline", err)
+		}
+		bk.release <- struct{}{}
+		<-bk.entered
+		bk.release <- struct{}{}
+		for i := 0; i < 2; i++ {
+			if err := <-results; err != nil {
+				t.Errorf("queued op failed: %v", err)
+			}
+		}
+		o.Close()
+	}
+}

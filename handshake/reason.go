@@ -1,0 +1,85 @@
+package handshake
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// ReasonError attaches a bounded failure reason (one of the Reason*
+// constants) to a handshake error.
+type ReasonError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ReasonError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *ReasonError) Unwrap() error { return e.Err }
+
+// Reasoned wraps err with a reason; nil stays nil.
+func Reasoned(reason string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ReasonError{Reason: reason, Err: err}
+}
+
+// Classify maps a handshake error to one of the Reason* constants.
+func Classify(err error) string {
+	if err == nil {
+		return ""
+	}
+	var re *ReasonError
+	if errors.As(err, &re) && re.Reason != "" {
+		return re.Reason
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return ReasonTimeout
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed):
+		return ReasonEOF
+	case errors.Is(err, context.Canceled):
+		return ReasonTimeout
+	case errors.Is(err, errBadHello), errors.Is(err, errBadRecord), errors.Is(err, errNotHello),
+		errors.Is(err, errHelloTooLarge):
+		return ReasonProtocolError
+	}
+	var ae tls.AlertError
+	if errors.As(err, &ae) {
+		return alertReason(uint8(ae))
+	}
+	// crypto/tls reports peer alerts as "remote error: tls: …" and a few
+	// local failures only as text.
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "remote error"):
+		return ReasonPeerAlert
+	case strings.Contains(msg, "no cipher suite supported"), strings.Contains(msg, "no mutually supported"),
+		strings.Contains(msg, "no shared"), strings.Contains(msg, "unsupported versions"):
+		return ReasonNoSharedCipher
+	case strings.Contains(msg, "certificate"):
+		return ReasonBadCertificate
+	}
+	return ReasonProtocolError
+}
+
+// alertReason maps a sent alert description to a reason.
+func alertReason(desc uint8) string {
+	switch desc {
+	case 40, 70, 71, 86, 109, 120: // handshake_failure, protocol_version, insufficient_security, inappropriate_fallback, missing_extension, no_application_protocol
+		return ReasonNoSharedCipher
+	case 42, 43, 44, 45, 46, 48, 116: // certificate alerts, unknown_ca, certificate_required
+		return ReasonBadCertificate
+	case 80:
+		return ReasonInternal
+	}
+	return ReasonProtocolError
+}

@@ -1,0 +1,403 @@
+package handshake
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TLCPInTLSPolicy says what a listener does with a TLS-record ClientHello
+// that offers TLCP suites but nothing the site can answer in TLS (the
+// 360-browser pattern, digest C.2).
+type TLCPInTLSPolicy string
+
+const (
+	// TLCPInTLSReject sends a handshake_failure alert so that the browser
+	// retries with a real TLCP hello. Default.
+	TLCPInTLSReject TLCPInTLSPolicy = "reject"
+	// TLCPInTLSAnswer answers the hello in TLCP (Site.TLCPInTLS).
+	TLCPInTLSAnswer TLCPInTLSPolicy = "tlcp"
+)
+
+// Defaults for ListenerConfig.
+const (
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultMaxHandshakes    = 1024
+)
+
+// ListenerConfig is the per-listener handshake policy. A Server's config can
+// be replaced at any time (reload); each handshake uses the config current
+// when its connection was accepted.
+type ListenerConfig struct {
+	// Name labels the listener in events (default: its address).
+	Name string
+	// TLCP, TLS13SM and TLS enable each protocol on this listener.
+	TLCP, TLS13SM, TLS bool
+	// TLCPInTLS is the 360-browser policy (default reject).
+	TLCPInTLS TLCPInTLSPolicy
+	// HandshakeTimeout bounds the time from accept to the end of the
+	// handshake (default 10 s).
+	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds handshakes in progress (default 1024); excess
+	// connections are closed at once.
+	MaxHandshakes int
+	// MaxConns bounds open connections (0: unlimited); excess connections
+	// are closed at once.
+	MaxConns int
+	// RedirectHTTP answers a plain-HTTP request on the TLS port with a 308
+	// redirect to https://host/path instead of closing it.
+	RedirectHTTP bool
+	// Sites selects the site by SNI.
+	Sites *Sites
+	// Logger receives debug lines for failed handshakes (nil: none).
+	Logger *slog.Logger
+}
+
+func (c *ListenerConfig) timeout() time.Duration {
+	if c.HandshakeTimeout > 0 {
+		return c.HandshakeTimeout
+	}
+	return DefaultHandshakeTimeout
+}
+
+func (c *ListenerConfig) maxHandshakes() int64 {
+	if c.MaxHandshakes > 0 {
+		return int64(c.MaxHandshakes)
+	}
+	return DefaultMaxHandshakes
+}
+
+// Server accepts connections on one or more net.Listeners, sniffs and
+// handshakes them, and hands each established *Conn to the handler in its
+// own goroutine. The handler owns the Conn and must close it.
+type Server struct {
+	cfg     atomic.Pointer[ListenerConfig]
+	obs     Observer
+	handler func(*Conn)
+
+	conns       atomic.Int64
+	handshaking atomic.Int64
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	raw       map[net.Conn]struct{} // connections still handshaking
+	closed    bool
+	wg        sync.WaitGroup
+}
+
+// NewServer returns a Server; obs may be nil.
+func NewServer(cfg *ListenerConfig, obs Observer, handler func(*Conn)) *Server {
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	s := &Server{obs: obs, handler: handler, listeners: map[net.Listener]struct{}{}, raw: map[net.Conn]struct{}{}}
+	s.cfg.Store(cfg)
+	return s
+}
+
+// SetConfig replaces the listener config for new connections.
+func (s *Server) SetConfig(cfg *ListenerConfig) { s.cfg.Store(cfg) }
+
+// Config returns the current listener config.
+func (s *Server) Config() *ListenerConfig { return s.cfg.Load() }
+
+// Conns returns the number of open connections (handshaking or established).
+func (s *Server) Conns() int64 { return s.conns.Load() }
+
+// Serve accepts on ln until it is closed or Close is called.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return net.ErrClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		raw, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return net.ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// Like net/http: back off on resource exhaustion (EMFILE…).
+				if backoff == 0 {
+					backoff = 5 * time.Millisecond
+				} else if backoff *= 2; backoff > time.Second {
+					backoff = time.Second
+				}
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.accept(raw)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// accept applies the limits and starts the handshake goroutine.
+func (s *Server) accept(raw net.Conn) {
+	cfg := s.cfg.Load()
+	name := cfg.Name
+	s.obs.ConnAccepted(name)
+	n := s.conns.Add(1)
+	if cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {
+		s.refuse(raw, name, "max_connections")
+		return
+	}
+	if h := s.handshaking.Add(1); h > cfg.maxHandshakes() {
+		s.handshaking.Add(-1)
+		s.refuse(raw, name, "max_handshakes")
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.handshaking.Add(-1)
+		s.refuse(raw, name, "shutdown")
+		return
+	}
+	s.raw[raw] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.serveConn(cfg, raw)
+}
+
+func (s *Server) refuse(raw net.Conn, name, why string) {
+	s.obs.ConnRefused(name, why)
+	// Refused fast: no alert, no read; the kernel resets if data is pending.
+	if tc, ok := raw.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	raw.Close()
+	s.conns.Add(-1)
+	s.obs.ConnClosed(name)
+}
+
+func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn) {
+	c, err := s.Handshake(context.Background(), cfg, raw)
+	s.handshaking.Add(-1)
+	s.mu.Lock()
+	delete(s.raw, raw)
+	s.mu.Unlock()
+	s.wg.Done()
+	if err != nil {
+		raw.Close()
+		s.conns.Add(-1)
+		s.obs.ConnClosed(cfg.Name)
+		return
+	}
+	s.handler(c)
+}
+
+// Handshake sniffs raw, selects the site and runs the chosen handshake under
+// cfg's deadline. It reports HandshakeStarted/HandshakeDone but not
+// ConnAccepted/ConnClosed; on success the returned Conn's Close calls
+// ConnClosed when raw came through Serve.
+func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Conn) (*Conn, error) {
+	start := time.Now()
+	timeout := cfg.timeout()
+	// A PROXY-protocol connection reads its header on first use, under its
+	// own timeout, and then clears the read deadline: do that first so the
+	// handshake deadline below stays in force.
+	_ = raw.RemoteAddr()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	raw.SetDeadline(start.Add(timeout))
+	s.obs.HandshakeStarted(cfg.Name)
+
+	st := ConnState{Listener: cfg.Name, HandshakeStart: start}
+	fail := func(err error) (*Conn, error) {
+		st.HandshakeDuration = time.Since(start)
+		reason := Classify(err)
+		s.obs.HandshakeDone(HandshakeEvent{State: st, Err: err, Reason: reason})
+		if cfg.Logger != nil {
+			cfg.Logger.Debug("handshake failed", "listener", cfg.Name, "remote", raw.RemoteAddr().String(),
+				"family", st.Family, "sni", st.SNI, "reason", reason, "err", err)
+		}
+		return nil, err
+	}
+
+	sn, err := sniff(raw)
+	if err != nil {
+		if sn.kind == KindTLS || sn.kind == KindTLCP {
+			st.Family = familyOf(sn.kind)
+		}
+		return fail(fmt.Errorf("handshake: reading first flight: %w", err))
+	}
+	rc := &replayConn{Conn: raw, buf: sn.buf}
+	var hs Handshaker
+	var site *Site
+	switch sn.kind {
+	case KindHTTP:
+		if cfg.RedirectHTTP {
+			redirectHTTP(rc)
+		}
+		return fail(Reasoned(ReasonUnknownProto, errors.New("handshake: plain HTTP on a TLS port")))
+	case KindTLCP:
+		st.Family = FamilyTLCP
+		st.SNI = sn.hello.ServerName
+		site = cfg.Sites.Lookup(st.SNI)
+		if !cfg.TLCP || site == nil || site.TLCP == nil {
+			raw.Write(alertRecord(versionTLCP, alertHandshakeFailure))
+			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: TLCP not served here")))
+		}
+		hs = site.TLCP
+	case KindTLS:
+		h := sn.hello
+		st.SNI = h.ServerName
+		site = cfg.Sites.Lookup(st.SNI)
+		if site == nil {
+			raw.Write(alertRecord(0x0303, alertHandshakeFailure))
+			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: no site")))
+		}
+		tlsOK := cfg.TLS && site.TLS != nil && !h.OffersOnlyGMSuites()
+		switch {
+		case cfg.TLS13SM && site.TLS13SM != nil && h.OffersTLS13SM() && (!site.TLS13SMStrict || h.OffersTLS13SMStrict()):
+			st.Family, hs = FamilyTLS13SM, site.TLS13SM
+		case !tlsOK && h.OffersTLCPSuites() && cfg.TLCP:
+			// 360-browser pattern (digest C.2, C.4 rule 4).
+			if cfg.TLCPInTLS == TLCPInTLSAnswer && site.TLCPInTLS != nil {
+				st.Family, hs = FamilyTLCP, site.TLCPInTLS
+				break
+			}
+			st.Family = FamilyTLCP
+			raw.Write(alertRecord(0x0303, alertHandshakeFailure))
+			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: TLS hello with TLCP suites refused so the client falls back to TLCP")))
+		case tlsOK:
+			st.Family, hs = FamilyTLS, site.TLS
+		default:
+			st.Family = FamilyTLS
+			raw.Write(alertRecord(0x0303, alertHandshakeFailure))
+			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: no protocol of this listener matches the hello")))
+		}
+	default:
+		return fail(Reasoned(ReasonUnknownProto, fmt.Errorf("handshake: unrecognised first bytes (%s)", sn.kind)))
+	}
+	st.Site = site.Name
+
+	est, err := hs.Handshake(ctx, rc, sn.hello)
+	if err != nil {
+		return fail(err)
+	}
+	raw.SetDeadline(time.Time{})
+	est.Conn.SetDeadline(time.Time{})
+	ps := est.State
+	ps.Listener, ps.Site, ps.HandshakeStart = st.Listener, st.Site, start
+	if ps.Family == "" {
+		ps.Family = st.Family
+	}
+	if ps.SNI == "" {
+		ps.SNI = st.SNI
+	}
+	ps.HandshakeDuration = time.Since(start)
+	s.obs.HandshakeDone(HandshakeEvent{State: ps})
+	c := &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs}
+	name := cfg.Name
+	c.done = func() {
+		s.conns.Add(-1)
+		s.obs.ConnClosed(name)
+	}
+	return c, nil
+}
+
+func familyOf(k Kind) string {
+	if k == KindTLCP {
+		return FamilyTLCP
+	}
+	return FamilyTLS
+}
+
+// redirectHTTP answers one plain HTTP request with a 308 to https.
+func redirectHTTP(c net.Conn) {
+	req, err := http.ReadRequest(bufio.NewReaderSize(&limitedReader{c, 8 << 10}, 4096))
+	if err != nil {
+		return
+	}
+	host := req.Host
+	if host == "" || strings.ContainsAny(host, " \r\n/") {
+		return
+	}
+	loc := "https://" + host + req.URL.RequestURI()
+	fmt.Fprintf(c, "HTTP/1.1 308 Permanent Redirect\r\nLocation: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", loc)
+}
+
+type limitedReader struct {
+	c net.Conn
+	n int
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errors.New("request head too large")
+	}
+	if len(p) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.c.Read(p)
+	l.n -= n
+	return n, err
+}
+
+// Close stops accepting, closes every listener and every connection still
+// handshaking. Established connections belong to their handlers.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.raw {
+		c.Close()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// StopAccepting closes the listeners but lets handshakes in progress finish
+// (graceful shutdown).
+func (s *Server) StopAccepting() {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+}
+
+// WaitHandshakes waits for handshakes in progress to end (or ctx).
+func (s *Server) WaitHandshakes(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,324 @@
+package handshake
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testCert makes a self-signed ECDSA certificate for names.
+func testCert(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(12345678),
+		Subject:               pkix.Name{CommonName: names[0]},
+		DNSNames:              names,
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// recObserver records events.
+type recObserver struct {
+	NopObserver
+	mu       sync.Mutex
+	started  int
+	done     []HandshakeEvent
+	refused  []string
+	accepted int
+	closed   int
+	startCh  chan struct{}
+	doneCh   chan HandshakeEvent
+}
+
+func newRecObserver() *recObserver {
+	return &recObserver{startCh: make(chan struct{}, 100), doneCh: make(chan HandshakeEvent, 100)}
+}
+
+func (o *recObserver) ConnAccepted(string) { o.mu.Lock(); o.accepted++; o.mu.Unlock() }
+func (o *recObserver) ConnClosed(string)   { o.mu.Lock(); o.closed++; o.mu.Unlock() }
+func (o *recObserver) ConnRefused(_, why string) {
+	o.mu.Lock()
+	o.refused = append(o.refused, why)
+	o.mu.Unlock()
+}
+func (o *recObserver) HandshakeStarted(string) {
+	o.mu.Lock()
+	o.started++
+	o.mu.Unlock()
+	o.startCh <- struct{}{}
+}
+func (o *recObserver) HandshakeDone(ev HandshakeEvent) {
+	o.mu.Lock()
+	o.done = append(o.done, ev)
+	o.mu.Unlock()
+	o.doneCh <- ev
+}
+
+func (o *recObserver) next(t *testing.T) HandshakeEvent {
+	t.Helper()
+	select {
+	case ev := <-o.doneCh:
+		return ev
+	case <-time.After(20 * time.Second):
+		t.Fatal("no handshake event")
+	}
+	return HandshakeEvent{}
+}
+
+// startServer serves cfg on a loopback port with an echo-state handler that
+// writes "site family protocol alpn\n" and closes.
+func startServer(t *testing.T, cfg *ListenerConfig, obs Observer) (*Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(cfg, obs, func(c *Conn) {
+		st := c.ConnState()
+		io.WriteString(c, st.Site+" "+st.Family+" "+st.Protocol+" "+st.ALPN+"\n")
+		c.Close()
+	})
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return s, ln.Addr().String()
+}
+
+func tlsSites(t *testing.T) (*Sites, *x509.CertPool) {
+	certA, _ := testCert(t, "a.example.cn")
+	certB, _ := testCert(t, "*.b.example.cn")
+	certD, _ := testCert(t, "default.example.cn")
+	pool := x509.NewCertPool()
+	pool.AddCert(certA.Leaf)
+	pool.AddCert(certB.Leaf)
+	pool.AddCert(certD.Leaf)
+	mk := func(name string, c tls.Certificate, names ...string) *Site {
+		return &Site{Name: name, ServerNames: names, TLS: TLSHandshaker(&tls.Config{Certificates: []tls.Certificate{c}, NextProtos: []string{"h2", "http/1.1"}})}
+	}
+	def := mk("default", certD, "default.example.cn")
+	return NewSites([]*Site{mk("a", certA, "a.example.cn"), mk("b", certB, "*.b.example.cn"), def}, def), pool
+}
+
+func TestServerTLSBySNI(t *testing.T) {
+	sites, pool := tlsSites(t)
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, TLCP: true, TLS13SM: true, Sites: sites}, obs)
+	tests := []struct{ sni, want, certName string }{
+		{"a.example.cn", "a", "a.example.cn"},
+		{"A.Example.CN.", "a", "a.example.cn"},
+		{"x.b.example.cn", "b", "x.b.example.cn"},
+		{"other.example.cn", "default", "default.example.cn"},
+		{"", "default", "default.example.cn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sni, func(t *testing.T) {
+			c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: tt.sni, RootCAs: pool, NextProtos: []string{"h2"},
+				VerifyConnection: func(cs tls.ConnectionState) error {
+					return cs.PeerCertificates[0].VerifyHostname(tt.certName)
+				}, InsecureSkipVerify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.want + " tls TLSv1.3 h2\n"; line != want {
+				t.Errorf("got %q, want %q", line, want)
+			}
+			ev := obs.next(t)
+			if ev.Err != nil || ev.State.Site != tt.want || ev.State.Cipher == "" {
+				t.Errorf("event %+v", ev)
+			}
+		})
+	}
+}
+
+// TestServer360Pattern: a TLS hello with only TLCP suites gets
+// handshake_failure under the default policy (digest C.2).
+func TestServer360Pattern(t *testing.T) {
+	sites, _ := tlsSites(t)
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, TLCP: true, Sites: sites}, obs)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0xe013, 0xe053, 0x00ff}, sni: "a.example.cn"}.flight())
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	got, _ := io.ReadAll(c)
+	if want := string(alertRecord(0x0303, alertHandshakeFailure)); string(got) != want {
+		t.Fatalf("got % x, want handshake_failure alert", got)
+	}
+	ev := obs.next(t)
+	if ev.Reason != ReasonNoSharedCipher || ev.State.Family != FamilyTLCP {
+		t.Errorf("event reason %q family %q", ev.Reason, ev.State.Family)
+	}
+}
+
+func TestServerRejectsUnknownAndRedirectsHTTP(t *testing.T) {
+	sites, _ := tlsSites(t)
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, RedirectHTTP: true, Sites: sites}, obs)
+
+	resp := func(in string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(c, in)
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	got := resp("GET /p?q=1 HTTP/1.1\r\nHost: a.example.cn:8443\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 308") || !strings.Contains(got, "Location: https://a.example.cn:8443/p?q=1\r\n") {
+		t.Errorf("redirect: %q", got)
+	}
+	if ev := obs.next(t); ev.Reason != ReasonUnknownProto {
+		t.Errorf("reason %q", ev.Reason)
+	}
+	if got := resp("\x00\x01\x02\x03\x04\x05"); got != "" {
+		t.Errorf("garbage answered with %q", got)
+	}
+	if ev := obs.next(t); ev.Reason != ReasonUnknownProto {
+		t.Errorf("reason %q", ev.Reason)
+	}
+	// An http.Client sees the redirect as a response.
+	r, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get("http://" + addr + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusPermanentRedirect {
+		t.Errorf("status %d", r.StatusCode)
+	}
+}
+
+func TestServerHandshakeDeadline(t *testing.T) {
+	sites, _ := tlsSites(t)
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, HandshakeTimeout: 100 * time.Millisecond, Sites: sites}, obs)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Send a partial hello and then nothing.
+	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x40})
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("silent connection: read err = %v, want EOF (closed by the server)", err)
+	}
+	if ev := obs.next(t); ev.Reason != ReasonTimeout {
+		t.Errorf("reason %q, want timeout", ev.Reason)
+	}
+}
+
+func TestServerMaxHandshakes(t *testing.T) {
+	sites, _ := tlsSites(t)
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, MaxHandshakes: 1, Sites: sites}, obs)
+	first, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	select {
+	case <-obs.startCh:
+	case <-time.After(20 * time.Second):
+		t.Fatal("first handshake not started")
+	}
+	// The refusal (close with linger 0) may even reset the connect.
+	if second, err := net.Dial("tcp", addr); err == nil {
+		defer second.Close()
+		second.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := second.Read(make([]byte, 1)); err == nil {
+			t.Fatal("second connection was not refused")
+		}
+	}
+	for i := 0; i < 10000; i++ {
+		obs.mu.Lock()
+		n := len(obs.refused)
+		obs.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	obs.mu.Lock()
+	refused := append([]string(nil), obs.refused...)
+	obs.mu.Unlock()
+	if len(refused) != 1 || refused[0] != "max_handshakes" {
+		t.Fatalf("refused = %v", refused)
+	}
+}
+
+func TestServerMaxConns(t *testing.T) {
+	sites, pool := tlsSites(t)
+	obs := newRecObserver()
+	var held sync.WaitGroup
+	release := make(chan struct{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(&ListenerConfig{Name: "l", TLS: true, MaxConns: 1, Sites: sites}, obs, func(c *Conn) {
+		held.Add(1)
+		defer held.Done()
+		io.WriteString(c, "hi\n")
+		<-release
+		c.Close()
+	})
+	go s.Serve(ln)
+	defer s.Close()
+	defer close(release)
+	c1, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if _, err := bufio.NewReader(c1).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+	if err == nil {
+		c2.Close()
+		t.Fatal("second connection over MaxConns completed a handshake")
+	}
+	if s.Conns() != 1 {
+		t.Errorf("Conns() = %d, want 1", s.Conns())
+	}
+}

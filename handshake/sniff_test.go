@@ -1,0 +1,252 @@
+package handshake
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"slices"
+	"testing"
+	"testing/iotest"
+
+	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmproxy/gmproxy/internal/transcript"
+)
+
+// recordedHello returns the first flight of a clienthello-*.jsonl file.
+func recordedHello(t testing.TB, name string) []byte {
+	t.Helper()
+	dir, err := transcript.Dir()
+	if err != nil {
+		t.Skipf("shared transcripts not found: %v", err)
+	}
+	f, err := transcript.Load(filepath.Join(dir, name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Conns[1].C2S
+}
+
+// helloSpec builds synthetic first flights.
+type helloSpec struct {
+	recVers, vers uint16
+	suites        []uint16
+	sni           string
+	alpn          []string
+	supVers       []uint16
+	noExtensions  bool
+	fragment      int // split the handshake message into records of this size (0: one record)
+}
+
+func (h helloSpec) body() []byte {
+	var b cryptobyte.Builder
+	b.AddUint16(h.vers)
+	b.AddBytes(make([]byte, 32))
+	b.AddUint8(0)
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		for _, s := range h.suites {
+			b.AddUint16(s)
+		}
+	})
+	b.AddUint8(1)
+	b.AddUint8(0)
+	if !h.noExtensions {
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			if h.sni != "" {
+				b.AddUint16(extServerName)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						b.AddUint8(0)
+						b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(h.sni)) })
+					})
+				})
+			}
+			if len(h.alpn) > 0 {
+				b.AddUint16(extALPN)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, p := range h.alpn {
+							b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(p)) })
+						}
+					})
+				})
+			}
+			if len(h.supVers) > 0 {
+				b.AddUint16(extSupportedVersions)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, v := range h.supVers {
+							b.AddUint16(v)
+						}
+					})
+				})
+			}
+		})
+	}
+	return b.BytesOrPanic()
+}
+
+func (h helloSpec) flight() []byte {
+	body := h.body()
+	msg := append([]byte{typeClientHello, byte(len(body) >> 16), byte(len(body) >> 8), byte(len(body))}, body...)
+	frag := h.fragment
+	if frag == 0 {
+		frag = len(msg)
+	}
+	var out []byte
+	for len(msg) > 0 {
+		n := min(frag, len(msg))
+		out = append(out, recordTypeHandshake, byte(h.recVers>>8), byte(h.recVers), byte(n>>8), byte(n))
+		out = append(out, msg[:n]...)
+		msg = msg[n:]
+	}
+	return out
+}
+
+func TestSniffRecordedHellos(t *testing.T) {
+	tests := []struct {
+		file     string
+		kind     Kind
+		sni      string
+		tls13sm  bool
+		tlcp     bool
+		versions []uint16
+	}{
+		{"clienthello-tongsuo-ntls", KindTLCP, "", false, true, nil},
+		{"clienthello-gmssl-tlcp", KindTLCP, "localhost", false, true, nil},
+		{"clienthello-tongsuo-tls13-sm", KindTLS, "", true, false, []uint16{0x0304}},
+		// GmSSL lists 01 01 in supported_versions: still TLS 1.3-SM (digest Q8).
+		{"clienthello-gmssl-tls13-sm", KindTLS, "localhost", true, false, []uint16{0x0304, 0x0303, 0x0101}},
+		{"clienthello-openssl30-tls13", KindTLS, "localhost", false, false, []uint16{0x0304, 0x0303, 0x0302, 0x0301}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			in := recordedHello(t, tt.file)
+			// One byte per read: the sniffer must reassemble across reads.
+			s, err := sniff(iotest.OneByteReader(bytes.NewReader(in)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.kind != tt.kind {
+				t.Errorf("kind = %v, want %v", s.kind, tt.kind)
+			}
+			if !bytes.Equal(s.buf, in) {
+				t.Errorf("replay buffer differs from input (%d vs %d bytes)", len(s.buf), len(in))
+			}
+			h := s.hello
+			if h.ServerName != tt.sni {
+				t.Errorf("SNI = %q, want %q", h.ServerName, tt.sni)
+			}
+			if h.OffersTLS13SM() != tt.tls13sm {
+				t.Errorf("OffersTLS13SM = %v", h.OffersTLS13SM())
+			}
+			if h.OffersTLCPSuites() != tt.tlcp {
+				t.Errorf("OffersTLCPSuites = %v", h.OffersTLCPSuites())
+			}
+			if !slices.Equal(h.SupportedVersions, tt.versions) {
+				t.Errorf("supported_versions = %04x, want %04x", h.SupportedVersions, tt.versions)
+			}
+		})
+	}
+}
+
+func TestSniffSynthetic(t *testing.T) {
+	tls13sm := helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0x00c6}, sni: "a.example.cn", alpn: []string{"h2", "http/1.1"}, supVers: []uint16{0x0304}}
+	split := tls13sm
+	split.fragment = 7
+	s360 := helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0xe013, 0xe053}, sni: "x"}
+	gm := helloSpec{recVers: 0x0101, vers: 0x0101, suites: []uint16{0xe013}, noExtensions: true}
+	tests := []struct {
+		name    string
+		in      []byte
+		kind    Kind
+		err     bool
+		tls13sm bool
+		onlyGM  bool
+	}{
+		{"tls13sm", tls13sm.flight(), KindTLS, false, true, true},
+		{"split across records", split.flight(), KindTLS, false, true, true},
+		{"360 pattern", s360.flight(), KindTLS, false, false, true},
+		{"gmssl no extensions", gm.flight(), KindTLCP, false, false, true},
+		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), KindHTTP, false, false, false},
+		{"sslv2", []byte{0x80, 0x2e, 0x01, 0x00, 0x02}, KindSSLv2, false, false, false},
+		{"garbage", []byte{0x00, 0x01}, KindUnknown, false, false, false},
+		{"unknown record version", []byte{0x16, 0x02, 0x00, 0x00, 0x01, 0x01}, KindUnknown, false, false, false},
+		{"truncated", tls13sm.flight()[:20], KindTLS, true, false, false},
+		{"empty record", []byte{0x16, 0x03, 0x01, 0x00, 0x00}, KindTLS, true, false, false},
+		{"not a hello", []byte{0x16, 0x03, 0x01, 0x00, 0x04, 0x02, 0x00, 0x00, 0x00}, KindTLS, true, false, false},
+		{"alert record", []byte{0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28}, KindUnknown, false, false, false},
+		{"eof", nil, KindUnknown, true, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := sniff(iotest.HalfReader(bytes.NewReader(tt.in)))
+			if (err != nil) != tt.err {
+				t.Fatalf("err = %v, want error %v", err, tt.err)
+			}
+			if s.kind != tt.kind {
+				t.Errorf("kind = %v, want %v", s.kind, tt.kind)
+			}
+			if !bytes.Equal(s.buf, tt.in[:len(s.buf)]) {
+				t.Error("replay buffer is not a prefix of the input")
+			}
+			if err == nil && s.hello != nil {
+				if s.hello.OffersTLS13SM() != tt.tls13sm || s.hello.OffersOnlyGMSuites() != tt.onlyGM {
+					t.Errorf("OffersTLS13SM=%v OffersOnlyGMSuites=%v", s.hello.OffersTLS13SM(), s.hello.OffersOnlyGMSuites())
+				}
+			}
+		})
+	}
+}
+
+func TestSniffHelloTooLarge(t *testing.T) {
+	var in []byte
+	in = append(in, 0x16, 0x03, 0x01, 0x40, 0x00, typeClientHello, 0x01, 0x00, 0x00) // claims 64 KiB
+	in = append(in, make([]byte, 0x4000-4)...)
+	for len(in) < maxHelloBytes+2*recordHeaderLen+0x4000 {
+		in = append(in, 0x16, 0x03, 0x01, 0x40, 0x00)
+		in = append(in, make([]byte, 0x4000)...)
+	}
+	_, err := sniff(bytes.NewReader(in))
+	if !errors.Is(err, errHelloTooLarge) {
+		t.Fatalf("err = %v, want errHelloTooLarge", err)
+	}
+}
+
+func TestReplayConnLosesNothing(t *testing.T) {
+	in := append(helloSpec{recVers: 0x0101, vers: 0x0101, suites: []uint16{0xe053}}.flight(), []byte("rest of the stream")...)
+	s, err := sniff(iotest.HalfReader(bytes.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := in[len(s.buf):]
+	rc := &replayConn{Conn: &readerConn{r: bytes.NewReader(rest)}, buf: s.buf}
+	got, err := io.ReadAll(iotest.OneByteReader(rc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, in) {
+		t.Fatal("bytes lost or reordered by the replaying conn")
+	}
+}
+
+func FuzzParseClientHello(f *testing.F) {
+	for _, name := range []string{"clienthello-tongsuo-ntls", "clienthello-gmssl-tlcp", "clienthello-tongsuo-tls13-sm", "clienthello-gmssl-tls13-sm", "clienthello-openssl30-tls13"} {
+		f.Add(recordedHello(f, name))
+	}
+	f.Add(helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0x00c6}, sni: "a", alpn: []string{"h2"}, supVers: []uint16{0x0304}, fragment: 9}.flight())
+	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, err := sniff(bytes.NewReader(in))
+		if !bytes.Equal(s.buf, in[:len(s.buf)]) {
+			t.Fatal("replay buffer is not a prefix of the input")
+		}
+		if err == nil && (s.kind == KindTLS || s.kind == KindTLCP) && s.hello == nil {
+			t.Fatal("TLS/TLCP without a hello and without an error")
+		}
+		if len(in) > 9 {
+			parseClientHello(in[9:])
+		}
+	})
+}

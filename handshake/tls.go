@@ -1,0 +1,44 @@
+package handshake
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"strings"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// TLSHandshaker answers ordinary TLS hellos with crypto/tls and cfg (the
+// site's RSA/ECDSA certificates, ALPN, client auth, session tickets).
+func TLSHandshaker(cfg *tls.Config) Handshaker {
+	return HandshakerFunc(func(ctx context.Context, conn net.Conn, _ *ClientHello) (*Established, error) {
+		tc := tls.Server(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, err
+		}
+		cs := tc.ConnectionState()
+		st := ConnState{
+			Family:     FamilyTLS,
+			Protocol:   tlsVersionName(cs.Version),
+			Cipher:     tls.CipherSuiteName(cs.CipherSuite),
+			Resumed:    cs.DidResume,
+			SNI:        cs.ServerName,
+			ALPN:       cs.NegotiatedProtocol,
+			ClientAuth: len(cs.PeerCertificates) > 0 && len(cs.VerifiedChains) > 0,
+		}
+		for _, c := range cs.PeerCertificates {
+			if sc, err := smx509.ParseCertificate(c.Raw); err == nil {
+				st.PeerCertificates = append(st.PeerCertificates, sc)
+			}
+		}
+		return &Established{Conn: tc, State: st}, nil
+	})
+}
+
+// tlsVersionName returns "TLSv1.2" style names (OpenSSL's spelling, as in logs
+// and the access log).
+func tlsVersionName(v uint16) string {
+	// tls.VersionName gives "TLS 1.3".
+	return strings.Replace(tls.VersionName(v), "TLS ", "TLSv", 1)
+}

@@ -1,0 +1,49 @@
+package handshake
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// TLS13SMHandshaker answers TLS 1.3 hellos offering RFC 8998 suites with the
+// tls13sm package and cfg.
+func TLS13SMHandshaker(cfg *tls13sm.Config) Handshaker {
+	return HandshakerFunc(func(ctx context.Context, conn net.Conn, _ *ClientHello) (*Established, error) {
+		c := tls13sm.Server(conn, cfg)
+		if err := c.HandshakeContext(ctx); err != nil {
+			return nil, Reasoned(tls13smReason(err), err)
+		}
+		cs := c.ConnectionState()
+		st := ConnState{
+			Family:           FamilyTLS13SM,
+			Protocol:         ProtoTLS13SM,
+			Cipher:           tls13sm.CipherSuiteName(cs.CipherSuite),
+			Resumed:          cs.DidResume,
+			SNI:              cs.ServerName,
+			ALPN:             cs.NegotiatedProtocol,
+			ClientAuth:       len(cs.VerifiedChains) > 0,
+			PeerCertificates: cs.PeerCertificates,
+		}
+		return &Established{Conn: c, State: st, Stats: func() (uint64, uint64, uint64, uint64) {
+			s := c.Stats()
+			return s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
+		}}, nil
+	})
+}
+
+func tls13smReason(err error) string {
+	if r := Classify(err); r == ReasonTimeout || r == ReasonEOF {
+		return r
+	}
+	var ae *tls13sm.AlertError
+	if errors.As(err, &ae) {
+		if ae.Remote {
+			return ReasonPeerAlert
+		}
+		return alertReason(uint8(ae.Alert))
+	}
+	return Classify(err)
+}

@@ -1,0 +1,272 @@
+package daemon
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/proxy"
+)
+
+// Env is what outlives one configuration generation: observers, the
+// private-key engine, session caches and ticket keys (so that reloads keep
+// resumption working).
+type Env struct {
+	Logger   *slog.Logger
+	Observer handshake.Observer
+	KeyOps   handshake.KeyOpObserver
+	Sessions handshake.SessionObserver
+	// ProxyObserver receives request events (a proxy.Observer); nil for none.
+	ProxyObserver any
+	// AccessLog, when set, is where the proxy writes its access log
+	// (replaces conf's access_log.path; tests).
+	AccessLog any
+
+	mu      sync.Mutex
+	offload *handshake.Offload
+	rotator *ticket.Rotator
+	// stores holds per-protocol session stores created by the engine files.
+	stores map[string]any
+}
+
+// Offload returns the private-key engine, created on first use from cfg.
+func (e *Env) Offload(cfg conf.Offload) *handshake.Offload {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.offload == nil {
+		e.offload = handshake.NewOffload(handshake.OffloadConfig{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)
+	}
+	return e.offload
+}
+
+// store returns the value kept under key, creating it with mk.
+func (e *Env) store(key string, mk func() any) any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stores == nil {
+		e.stores = map[string]any{}
+	}
+	v, ok := e.stores[key]
+	if !ok {
+		v = mk()
+		e.stores[key] = v
+	}
+	return v
+}
+
+// TicketKeys returns the ticket key source for cfg: the key file's keys when
+// set (re-read on every reload), else the daemon's in-memory rotator.
+func (e *Env) TicketKeys(s conf.Sessions) (ticket.Source, error) {
+	if s.TicketKeyFile != "" {
+		b, err := os.ReadFile(s.TicketKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("sessions.ticket_key_file: %w", err)
+		}
+		keys, err := ticket.ParseKeyFile(b, time.Now())
+		clear(b)
+		if err != nil {
+			return nil, fmt.Errorf("sessions.ticket_key_file %s: %w", s.TicketKeyFile, err)
+		}
+		return ticket.Static(keys), nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rotator == nil {
+		e.rotator = ticket.NewRotator(s.TicketRotation, 0)
+	}
+	return e.rotator, nil
+}
+
+// Close releases the engine.
+func (e *Env) Close() {
+	e.mu.Lock()
+	o := e.offload
+	e.offload = nil
+	e.mu.Unlock()
+	if o != nil {
+		o.Close()
+	}
+}
+
+// siteBuild is what the protocol hooks get for one site.
+type siteBuild struct {
+	env  *Env
+	cfg  *conf.Config
+	site *conf.Site
+	alpn []string
+}
+
+// Hooks filled in by the protocol and proxy integration files.
+var (
+	// buildTLCP returns the TLCP handshaker of a site, and the one that
+	// answers TLS-record hellos in TLCP (360 pattern).
+	buildTLCP func(b *siteBuild) (hs, inTLS handshake.Handshaker, err error)
+	// buildTLS13SM returns the TLS 1.3-SM handshaker of a site.
+	buildTLS13SM func(b *siteBuild) (handshake.Handshaker, error)
+)
+
+// Build turns a validated configuration into a generation.
+func Build(cfg *conf.Config, env *Env) (*Generation, error) {
+	if env.Logger == nil {
+		env.Logger = slog.Default()
+	}
+	var errs []error
+	sites := map[string]*handshake.Site{}
+	for i := range cfg.Sites {
+		s := &cfg.Sites[i]
+		hs, err := buildSite(env, cfg, s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
+			continue
+		}
+		sites[s.Name] = hs
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace}
+	pc := proxyConfig(cfg)
+	if err := wireUpstreamDialers(env, cfg, &pc); err != nil {
+		return nil, err
+	}
+	var pobs proxy.Observer
+	if o, ok := env.ProxyObserver.(proxy.Observer); ok {
+		pobs = o
+	}
+	px, err := proxy.New(pc, pobs, env.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	streams := map[string]bool{}
+	for _, s := range cfg.Sites {
+		if s.Stream != nil {
+			streams[s.Name] = true
+		}
+	}
+	gen.Handler = px
+	gen.ServeConn = px.ServeConn
+	gen.Blocking = func(st handshake.ConnState) bool { return streams[st.Site] }
+	gen.Shutdown = px.Shutdown
+	gen.Proxy = px
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
+		var list []*handshake.Site
+		var names []string
+		for _, s := range cfg.Sites {
+			if len(l.Sites) == 0 || slices.Contains(l.Sites, s.Name) {
+				list = append(list, sites[s.Name])
+				names = append(names, s.Name)
+			}
+		}
+		var def *handshake.Site
+		if l.DefaultSite != "" {
+			def = sites[l.DefaultSite]
+		}
+		hcfg := &handshake.ListenerConfig{
+			Name:             l.Address,
+			TLCP:             slices.Contains(l.Protocols, conf.ProtoTLCP),
+			TLS13SM:          slices.Contains(l.Protocols, conf.ProtoTLS13SM),
+			TLS:              slices.Contains(l.Protocols, conf.ProtoTLS),
+			TLCPInTLS:        handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
+			HandshakeTimeout: l.HandshakeTimeout,
+			MaxHandshakes:    l.MaxHandshakes,
+			MaxConns:         l.MaxConnections,
+			RedirectHTTP:     l.PlainHTTP == "redirect",
+			Sites:            handshake.NewSites(list, def),
+			Logger:           env.Logger,
+		}
+		if l.MaxHandshakes == 0 {
+			hcfg.MaxHandshakes = 1 << 30 // 0 means unlimited in the config
+		}
+		_ = names
+		var pp []string
+		if l.ProxyProtocol.Enabled {
+			pp = append([]string{}, l.ProxyProtocol.Trusted...)
+		}
+		gen.Listeners = append(gen.Listeners, ListenerSpec{
+			ProxyProtocol:        pp,
+			ProxyProtocolTimeout: l.HandshakeTimeout,
+			Address:              l.Address,
+			Handshake:            hcfg,
+			HTTP: HTTPLimits{
+				MaxHeaderBytes:       int(l.HTTP.MaxHeaderBytes),
+				ReadHeaderTimeout:    l.HTTP.ReadHeaderTimeout,
+				ReadTimeout:          l.HTTP.ReadTimeout,
+				WriteTimeout:         l.HTTP.WriteTimeout,
+				IdleTimeout:          l.HTTP.IdleTimeout,
+				MaxConcurrentStreams: uint32(l.HTTP.MaxConcurrentStreams),
+			},
+		})
+	}
+	gen.Close = func() { px.Close() }
+	if len(errs) > 0 {
+		gen.Close()
+		return nil, errors.Join(errs...)
+	}
+	gen.Info = []any{"sites", len(cfg.Sites), "upstreams", len(cfg.Upstreams)}
+	if cfg.File != "" {
+		gen.Info = append(gen.Info, "config", cfg.File)
+	}
+	return gen, nil
+}
+
+func buildSite(env *Env, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
+	m := &s.Material
+	alpn := s.ALPN
+	if alpn == nil && s.Stream == nil {
+		alpn = []string{"h2", "http/1.1"}
+	}
+	b := &siteBuild{env: env, cfg: cfg, site: s, alpn: alpn}
+	hs := &handshake.Site{Name: s.Name, ServerNames: s.ServerNames}
+	if m.TLCPSign != nil && m.TLCPEnc != nil {
+		if buildTLCP == nil {
+			env.Logger.Warn("TLCP is configured but this build has no TLCP engine", "site", s.Name)
+		} else {
+			var err error
+			if hs.TLCP, hs.TLCPInTLS, err = buildTLCP(b); err != nil {
+				return nil, fmt.Errorf("tlcp: %w", err)
+			}
+		}
+	}
+	if m.TLS13SM != nil {
+		if buildTLS13SM == nil {
+			env.Logger.Warn("TLS 1.3-SM is configured but this build has no TLS 1.3-SM engine", "site", s.Name)
+		} else {
+			var err error
+			if hs.TLS13SM, err = buildTLS13SM(b); err != nil {
+				return nil, fmt.Errorf("tls13sm: %w", err)
+			}
+		}
+		hs.TLS13SMStrict = s.TLS13SM != nil && s.TLS13SM.Strict
+	}
+	if m.TLS != nil {
+		tc := &tls.Config{
+			Certificates: []tls.Certificate{m.TLS.TLSCertificate()},
+			MinVersion:   m.TLSMinVersion,
+			NextProtos:   alpn,
+		}
+		if tc.MinVersion == 0 {
+			tc.MinVersion = tls.VersionTLS12
+		}
+		switch s.ClientAuth.Mode {
+		case conf.ClientAuthRequest:
+			tc.ClientAuth = tls.VerifyClientCertIfGiven
+		case conf.ClientAuthRequire:
+			tc.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		tc.ClientCAs = conf.X509Pool(m.ClientCAs)
+		if !cfg.Sessions.Tickets {
+			tc.SessionTicketsDisabled = true
+		}
+		hs.TLS = handshake.TLSHandshaker(tc)
+	}
+	return hs, nil
+}

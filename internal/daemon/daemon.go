@@ -1,0 +1,354 @@
+// Package daemon is gmproxy's runtime: it turns a configuration into
+// listeners (handshake.Server per address), serves HTTP/1.1 and h2 on the
+// established connections through the proxy, reloads a new configuration
+// without dropping connections, and shuts down gracefully. It runs
+// in-process so that tests drive it exactly as `gmproxy run` does.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/proxy"
+)
+
+// ListenerSpec is one listener of a generation.
+type ListenerSpec struct {
+	Address   string
+	Handshake *handshake.ListenerConfig
+	Handler   http.Handler
+	Stream    ConnHandler // nil: HTTP only
+	HTTP      HTTPLimits
+	// ProxyProtocol, when set, accepts PROXY v1/v2 headers from these
+	// trusted sources (applied when the socket is opened; changing it needs
+	// a restart).
+	ProxyProtocol []string
+	// ProxyProtocolTimeout bounds reading a PROXY header.
+	ProxyProtocolTimeout time.Duration
+}
+
+// Generation is one fully built configuration: everything a reload swaps.
+type Generation struct {
+	Listeners []ListenerSpec
+	// ShutdownGrace bounds graceful shutdown (default 30 s).
+	ShutdownGrace time.Duration
+	// Handler, when set, serves the HTTP requests of every listener (the
+	// proxy); ListenerSpec.Handler is then unused.
+	Handler http.Handler
+	// ServeConn serves the connections for which Blocking is true (TCP
+	// stream sites) for their whole life.
+	ServeConn func(net.Conn) error
+	Blocking  func(handshake.ConnState) bool
+	// Shutdown retires the generation gracefully once its in-flight
+	// requests are done (after a reload, or at shutdown): streams finish
+	// until ctx ends, then health checks stop. May be nil.
+	Shutdown func(ctx context.Context) error
+	// Close releases the generation's resources at once; may be nil.
+	Close func()
+	// Proxy is the generation's reverse proxy (nil in handler-only tests).
+	Proxy *proxy.Proxy
+	// Info is logged after a successful start or reload.
+	Info []any
+}
+
+// Builder builds a generation; Reload calls it again.
+type Builder func() (*Generation, error)
+
+// Options for New.
+type Options struct {
+	Logger   *slog.Logger
+	Observer handshake.Observer
+	// Listen opens a listening socket; default net.Listen("tcp", addr).
+	Listen func(addr string) (net.Listener, error)
+}
+
+// Daemon is a running gmproxy.
+type Daemon struct {
+	opts  Options
+	log   *slog.Logger
+	build Builder
+
+	mu        sync.Mutex
+	gen       *Generation
+	listeners map[string]*listener
+	ref       *serveRef
+	stopped   bool
+	retiring  sync.WaitGroup
+}
+
+// New builds the first generation and starts its listeners.
+func New(build Builder, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Observer == nil {
+		opts.Observer = handshake.NopObserver{}
+	}
+	if opts.Listen == nil {
+		opts.Listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, build: build, listeners: map[string]*listener{}}
+	gen, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.apply(gen); err != nil {
+		d.closeAll()
+		if gen.Close != nil {
+			gen.Close()
+		}
+		return nil, err
+	}
+	d.log.Info("gmproxy started", append([]any{"listeners", d.Addrs()}, gen.Info...)...)
+	return d, nil
+}
+
+// Addrs returns the bound addresses of the listeners, by configured address.
+func (d *Daemon) Addrs() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := make(map[string]string, len(d.listeners))
+	for k, l := range d.listeners {
+		m[k] = l.addr
+	}
+	return m
+}
+
+// Addr returns the bound address of the listener configured as addr.
+func (d *Daemon) Addr(addr string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l := d.listeners[addr]; l != nil {
+		return l.addr
+	}
+	return ""
+}
+
+// apply installs gen: existing addresses get the new config, new addresses
+// start listening, removed addresses drain in the background.
+func (d *Daemon) apply(gen *Generation) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return errors.New("daemon: stopped")
+	}
+	// Open every new socket first so that a failure changes nothing.
+	opened := map[string]net.Listener{}
+	for _, ls := range gen.Listeners {
+		if _, ok := d.listeners[ls.Address]; ok {
+			continue
+		}
+		ln, err := d.opts.Listen(ls.Address)
+		if err == nil && ls.ProxyProtocol != nil {
+			var pl net.Listener
+			if pl, err = proxy.NewProxyProtocolListener(ln, ls.ProxyProtocol, ls.ProxyProtocolTimeout, false); err != nil {
+				ln.Close()
+			} else {
+				ln = pl
+			}
+		}
+		if err != nil {
+			for _, o := range opened {
+				o.Close()
+			}
+			return fmt.Errorf("listen %s: %w", ls.Address, err)
+		}
+		opened[ls.Address] = ln
+	}
+	var ref *serveRef
+	if gen.Handler != nil || gen.ServeConn != nil {
+		ref = &serveRef{handler: gen.Handler, serve: gen.ServeConn, blocking: gen.Blocking}
+	}
+	keep := map[string]bool{}
+	for _, ls := range gen.Listeners {
+		keep[ls.Address] = true
+		if l, ok := d.listeners[ls.Address]; ok {
+			l.setHandler(ls.Handler, ls.Stream, ref)
+			l.hs.SetConfig(ls.Handshake)
+			continue
+		}
+		l := newListener(opened[ls.Address], ls.Handshake, d.opts.Observer, ls.HTTP, d.log)
+		l.setHandler(ls.Handler, ls.Stream, ref)
+		d.listeners[ls.Address] = l
+		l.start()
+	}
+	for addr, l := range d.listeners {
+		if !keep[addr] {
+			delete(d.listeners, addr)
+			grace := gen.ShutdownGrace
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), durOr(grace, 30*time.Second))
+				defer cancel()
+				l.shutdown(ctx)
+			}()
+		}
+	}
+	if old, oldRef := d.gen, d.ref; old != nil {
+		// Retire the previous generation: no new connection reaches it;
+		// its in-flight requests finish within the grace period.
+		if oldRef != nil {
+			oldRef.retire()
+		}
+		d.retiring.Add(1)
+		go func() {
+			defer d.retiring.Done()
+			d.retire(old, oldRef, durOr(gen.ShutdownGrace, 30*time.Second))
+		}()
+	}
+	d.gen, d.ref = gen, ref
+	return nil
+}
+
+// retire shuts a retired generation down gracefully once its in-flight
+// requests are done, then releases it.
+func (d *Daemon) retire(g *Generation, ref *serveRef, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var err error
+	if ref != nil {
+		err = ref.wait(ctx)
+	}
+	if g.Shutdown != nil {
+		err = errors.Join(err, g.Shutdown(ctx))
+	}
+	if g.Close != nil {
+		g.Close()
+	}
+	return err
+}
+
+func (d *Daemon) retireCtx(ctx context.Context, g *Generation, ref *serveRef) error {
+	var err error
+	if ref != nil {
+		err = ref.wait(ctx)
+	}
+	if g.Shutdown != nil {
+		err = errors.Join(err, g.Shutdown(ctx))
+	}
+	if g.Close != nil {
+		g.Close()
+	}
+	return err
+}
+
+// Reload builds a new generation and swaps it in. On error the running
+// generation stays and the error is returned (and logged).
+func (d *Daemon) Reload() error {
+	gen, err := d.build()
+	if err != nil {
+		d.log.Error("reload refused: configuration invalid, keeping the running one", "err", err)
+		return err
+	}
+	if err := d.apply(gen); err != nil {
+		if gen.Close != nil {
+			gen.Close()
+		}
+		d.log.Error("reload failed, keeping the running configuration", "err", err)
+		return err
+	}
+	d.log.Info("configuration reloaded", append([]any{"listeners", d.Addrs()}, gen.Info...)...)
+	return nil
+}
+
+// Shutdown stops accepting, waits for in-flight requests up to ctx (or the
+// generation's grace period when ctx has no deadline), then closes
+// everything. It returns nil when every connection drained in time.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return nil
+	}
+	d.stopped = true
+	ls := make([]*listener, 0, len(d.listeners))
+	for _, l := range d.listeners {
+		ls = append(ls, l)
+	}
+	grace := 30 * time.Second
+	if d.gen != nil && d.gen.ShutdownGrace > 0 {
+		grace = d.gen.ShutdownGrace
+	}
+	d.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, grace)
+		defer cancel()
+	}
+	d.log.Info("shutting down: no new connections, draining in-flight requests", "grace", grace)
+	var wg sync.WaitGroup
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	d.mu.Lock()
+	gen, ref := d.gen, d.ref
+	d.gen, d.ref = nil, nil
+	d.mu.Unlock()
+	if ref != nil {
+		ref.retire()
+	}
+	if gen != nil {
+		errs = append(errs, d.retireCtx(ctx, gen, ref))
+	}
+	d.retiring.Wait()
+	err := errors.Join(errs...)
+	if err != nil {
+		d.log.Warn("shutdown grace period over; remaining connections closed", "err", err)
+	} else {
+		d.log.Info("shutdown complete: all connections drained")
+	}
+	return err
+}
+
+// Close closes everything at once.
+func (d *Daemon) Close() {
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+	d.closeAll()
+	d.closeGenerations()
+}
+
+func (d *Daemon) closeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.listeners {
+		l.close()
+	}
+}
+
+func (d *Daemon) closeGenerations() {
+	d.mu.Lock()
+	gen, ref := d.gen, d.ref
+	d.gen, d.ref = nil, nil
+	d.mu.Unlock()
+	if ref != nil {
+		ref.retire()
+	}
+	if gen != nil && gen.Close != nil {
+		gen.Close()
+	}
+}
+
+// ReopenLogs reopens the access log of the running generation (SIGUSR1).
+func (d *Daemon) ReopenLogs() error {
+	d.mu.Lock()
+	gen := d.gen
+	d.mu.Unlock()
+	if gen == nil || gen.Proxy == nil {
+		return nil
+	}
+	return gen.Proxy.ReopenLogs()
+}

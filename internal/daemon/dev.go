@@ -1,0 +1,183 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/devpki"
+)
+
+// DevListen is the address of the embedded development setup.
+const DevListen = "127.0.0.1:8443"
+
+// DefaultDevDir is where the development PKI is kept between runs:
+// $XDG_STATE_HOME/gmproxy/dev, else ~/.local/state/gmproxy/dev, else
+// ./gmproxy-dev.
+func DefaultDevDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "gmproxy", "dev")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".local", "state", "gmproxy", "dev")
+	}
+	return "gmproxy-dev"
+}
+
+// DevSetup is the embedded default: a throwaway SM2 PKI (reused across
+// runs), a built-in demo backend on loopback, and a configuration serving
+// TLCP, TLS 1.3-SM and ordinary TLS on one port.
+type DevSetup struct {
+	Dir     string
+	PKI     *devpki.PKI
+	Config  *conf.Config
+	backend *http.Server
+	// BackendAddr is the demo backend's loopback address.
+	BackendAddr string
+	// ConfigErr is why the embedded YAML could not be used (the built-in
+	// equivalent then runs); nil normally.
+	ConfigErr error
+}
+
+// NewDevSetup creates (or reuses) the PKI in dir and starts the demo backend.
+// listen is the proxy's address (DevListen when empty).
+func NewDevSetup(dir, listen string) (*DevSetup, error) {
+	if listen == "" {
+		listen = DevListen
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("dev folder: %w", err)
+	}
+	p, err := devpki.LoadOrCreate(dir, devpki.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("dev PKI in %s: %w", dir, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("demo backend: %w", err)
+	}
+	d := &DevSetup{Dir: dir, PKI: p, BackendAddr: ln.Addr().String()}
+	d.backend = &http.Server{Handler: http.HandlerFunc(demoHandler), ReadHeaderTimeout: 10 * time.Second}
+	go d.backend.Serve(ln)
+	// The embedded YAML (conf.DevConfig) is the same configuration a user
+	// would write; the built-in one is a fallback for a PKI folder whose
+	// files conf cannot use.
+	cfg, err := conf.DevConfig(dir, d.BackendAddr)
+	if err != nil {
+		d.ConfigErr = err
+		cfg = devConfig(dir, listen, d.BackendAddr, p)
+	}
+	cfg.Listeners[0].Address = listen
+	d.Config = cfg
+	return d, nil
+}
+
+// Close stops the demo backend.
+func (d *DevSetup) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d.backend.Shutdown(ctx)
+}
+
+func devConfig(dir, listen, backend string, p *devpki.PKI) *conf.Config {
+	f := func(n string) string { return filepath.Join(dir, n) }
+	cfg := conf.Default()
+	cfg.Admin.Address = "off"
+	cfg.ShutdownGrace = 10 * time.Second
+	cfg.Listeners = []conf.Listener{{
+		Address:              listen,
+		Protocols:            []string{conf.ProtoTLCP, conf.ProtoTLS13SM, conf.ProtoTLS},
+		TLCPSuitesInTLSHello: "reject",
+		HandshakeTimeout:     conf.DefaultHandshakeTimeout,
+		MaxHandshakes:        conf.DefaultMaxHandshakes,
+		MaxConnections:       conf.DefaultMaxConnections,
+		PlainHTTP:            "redirect",
+		HTTP: conf.HTTPServer{
+			MaxHeaderBytes:       conf.DefaultMaxHeaderBytes,
+			ReadHeaderTimeout:    conf.DefaultReadHeaderTimeout,
+			IdleTimeout:          conf.DefaultHTTPIdleTimeout,
+			MaxConcurrentStreams: conf.DefaultMaxStreams,
+		},
+	}}
+	cfg.Upstreams = []conf.Upstream{{
+		Name:    "demo",
+		Targets: []conf.Target{{Address: backend, Weight: 1}},
+		Timeouts: conf.Timeouts{
+			Connect: conf.DefaultConnectTimeout, ResponseHeader: conf.DefaultResponseHeader, Idle: conf.DefaultUpstreamIdle,
+		},
+		Keepalive: conf.Keepalive{MaxIdle: conf.DefaultKeepaliveMaxIdle},
+		Retries:   conf.Retries{Tries: conf.DefaultRetryTries, TotalTime: conf.DefaultRetryTotalTime},
+	}}
+	site := conf.Site{
+		Name:        "dev",
+		ServerNames: []string{"localhost"},
+		TLCP: &conf.SiteTLCP{
+			SignCert: f(devpki.FileServerSignCert), SignKey: f(devpki.FileServerSignKey),
+			EncCert: f(devpki.FileServerEncCert), EncKey: f(devpki.FileServerEncKey),
+		},
+		TLS13SM: &conf.SiteTLS13SM{Cert: f(devpki.FileServerSignCert), Key: f(devpki.FileServerSignKey)},
+		Routes: []conf.Route{{Name: "demo", PathPrefix: "/", Upstream: "demo", TLSInfoHeaders: true,
+			Retries: &conf.Retries{Tries: 1, TotalTime: conf.DefaultRetryTotalTime}}},
+		Material: conf.SiteMaterial{
+			TLCPSign: &conf.KeyPair{Chain: []*smxCertificate{p.ServerSign.Cert}, Key: p.ServerSign.Key},
+			TLCPEnc:  &conf.KeyPair{Chain: []*smxCertificate{p.ServerEnc.Cert}, Key: p.ServerEnc.Key},
+			TLS13SM:  &conf.KeyPair{Chain: []*smxCertificate{p.ServerSign.Cert}, Key: p.ServerSign.Key},
+		},
+	}
+	if p.ECDSAServer != nil {
+		site.TLS = &conf.SiteTLS{Cert: f(devpki.FileECDSAServerCert), Key: f(devpki.FileECDSAServerKey), MinVersion: "1.2"}
+		site.Material.TLS = &conf.KeyPair{Chain: []*smxCertificate{p.ECDSAServer.Cert}, Key: p.ECDSAServer.Key}
+	}
+	cfg.Sites = []conf.Site{site}
+	return cfg
+}
+
+// demoHandler is the built-in backend: it shows what the client negotiated,
+// from the TLS info headers the proxy adds.
+func demoHandler(w http.ResponseWriter, r *http.Request) {
+	proto := r.Header.Get("X-Ssl-Protocol")
+	cipher := r.Header.Get("X-Ssl-Cipher")
+	reused := r.Header.Get("X-Ssl-Session-Reused")
+	if strings.Contains(r.Header.Get("Accept"), "text/html") {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<!doctype html><title>gmproxy</title><h1>gmproxy development setup</h1><p>protocol <b>%s</b>, cipher <b>%s</b>, HTTP %s, path %s</p>\n",
+			html.EscapeString(proto), html.EscapeString(cipher), html.EscapeString(r.Proto), html.EscapeString(r.URL.Path))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Hello from gmproxy's demo backend.\nprotocol: %s\ncipher: %s\nsession reused: %s\nhttp: %s\npath: %s\n",
+		proto, cipher, reused, r.Proto, r.URL.Path)
+}
+
+// Instructions tells the user how to connect to the development setup.
+func (d *DevSetup) Instructions(addr string) string {
+	ca := filepath.Join(d.Dir, devpki.FileCACert)
+	var b strings.Builder
+	fmt.Fprintf(&b, "gmproxy development setup listening on %s (TLCP, TLS 1.3-SM and TLS on one port)\n", addr)
+	fmt.Fprintf(&b, "  test PKI (throwaway, reused on the next start): %s\n", d.Dir)
+	fmt.Fprintf(&b, "  demo backend: http://%s (answers with the negotiated protocol and cipher)\n\n", d.BackendAddr)
+	fmt.Fprintf(&b, "Try it:\n")
+	fmt.Fprintf(&b, "  go run ./cmd/gmproxy get -ntls    -CAfile %s https://localhost:%s/\n", ca, portOf(addr))
+	fmt.Fprintf(&b, "  go run ./cmd/gmproxy get -tls13sm -CAfile %s https://localhost:%s/\n", ca, portOf(addr))
+	if d.PKI.ECDSACA != nil {
+		fmt.Fprintf(&b, "  curl --cacert %s https://localhost:%s/\n", filepath.Join(d.Dir, devpki.FileECDSACACert), portOf(addr))
+	}
+	fmt.Fprintf(&b, "  printf 'GET / HTTP/1.0\\r\\n\\r\\n' | openssl s_client -enable_ntls -ntls -connect %s -CAfile %s -quiet   # Tongsuo\n", addr, ca)
+	fmt.Fprintf(&b, "Stop with Ctrl-C.\n")
+	return b.String()
+}
+
+func portOf(addr string) string {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return p
+}

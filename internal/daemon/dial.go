@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/proxy"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// wireUpstreamDialers plugs our TLCP and TLS 1.3-SM clients into the
+// upstreams that re-encrypt (protocol tlcp / tls13sm), with the material
+// conf loaded (CA, client certificates, suites, GmSSL options). Client
+// session caches live in env so resumption to backends survives reloads.
+func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
+	for i := range pc.Upstreams {
+		uc := &pc.Upstreams[i]
+		var u *conf.Upstream
+		for j := range cfg.Upstreams {
+			if cfg.Upstreams[j].Name == uc.Name {
+				u = &cfg.Upstreams[j]
+			}
+		}
+		if u == nil {
+			continue
+		}
+		m := &u.Material
+		t := u.TLS
+		connect := u.Timeouts.Connect
+		if connect <= 0 {
+			connect = conf.DefaultConnectTimeout
+		}
+		switch u.Protocol {
+		case conf.UpstreamTLCP:
+			c := &tlcp.Config{
+				RootCAs:                   conf.SMPool(m.RootCAs),
+				ServerName:                t.ServerName,
+				InsecureSkipVerify:        t.InsecureSkipVerify,
+				CipherSuites:              m.Suites,
+				NoClientExtensions:        t.NoExtensions || t.GmSSLCompat,
+				ClientECDHEParamsAsVector: t.ECDHEParamsAsVector || t.GmSSLCompat,
+				NextProtos:                []string{"http/1.1"},
+			}
+			if c.NoClientExtensions {
+				c.NextProtos = nil
+			}
+			c.ClientSessionCache = env.store("tlcp-client/"+u.Name, func() any { return tlcp.NewLRUClientSessionCache(256) }).(tlcp.ClientSessionCache)
+			if m.Sign != nil && m.Enc != nil {
+				c.Certificates = []tlcp.Certificate{{
+					SignCertificate: m.Sign.DER(), SignKey: m.Sign.Key,
+					EncCertificate: m.Enc.Leaf().Raw, EncKey: m.Enc.Key,
+				}}
+			}
+			uc.DialTLSContext = smDial(connect, func(raw net.Conn, host string) handshaker {
+				cc := c
+				if cc.ServerName == "" {
+					cc = c.Clone()
+					cc.ServerName = host
+				}
+				return tlcp.Client(raw, cc)
+			})
+		case conf.UpstreamTLS13SM:
+			c := &tls13sm.Config{
+				RootCAs:            conf.SMPool(m.RootCAs),
+				ServerName:         t.ServerName,
+				InsecureSkipVerify: t.InsecureSkipVerify,
+				CipherSuites:       m.Suites,
+				NextProtos:         []string{"http/1.1"},
+			}
+			c.ClientSessionCache = env.store("tls13sm-client/"+u.Name, func() any { return tls13sm.NewLRUClientSessionCache(256) }).(tls13sm.ClientSessionCache)
+			if kp := m.ClientCert; kp != nil {
+				c.Certificates = []tls13sm.Certificate{{Certificate: kp.DER(), PrivateKey: kp.Key, Leaf: kp.Leaf()}}
+			}
+			uc.DialTLSContext = smDial(connect, func(raw net.Conn, host string) handshaker {
+				cc := c
+				if cc.ServerName == "" {
+					cc = c.Clone()
+					cc.ServerName = host
+				}
+				return tls13sm.Client(raw, cc)
+			})
+		}
+	}
+	return nil
+}
+
+type handshaker interface {
+	net.Conn
+	HandshakeContext(context.Context) error
+}
+
+func smDial(connect time.Duration, client func(raw net.Conn, host string) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		c := client(raw, host)
+		if err := c.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+		}
+		return c, nil
+	}
+}

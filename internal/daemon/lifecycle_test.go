@@ -1,0 +1,298 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// TestReloadUnderTraffic: reloads while clients (TLCP and TLS, new and
+// kept-alive connections) send a bounded number of requests: no request
+// fails, and the new configuration takes effect.
+func TestReloadUnderTraffic(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+
+	const perWorker = 60
+	clients := []*http.Client{
+		smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3, false),
+		smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3, true),
+		tlsClient(t, d.addr, "localhost", false),
+		tlsClient(t, d.addr, "localhost", true),
+	}
+	// One client that opens a new connection per request.
+	nc := smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_CBC_SM3, false)
+	nc.Transport.(*http.Transport).DisableKeepAlives = true
+	clients = append(clients, nc)
+
+	var failed atomic.Int64
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for ci, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				resp, err := c.Get("https://localhost/traffic")
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("client %d: request %d failed: %v", ci, i, err)
+					continue
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(string(body), "path=/traffic") {
+					failed.Add(1)
+					t.Errorf("bad response %d %q %v", resp.StatusCode, body, err)
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	// Reload while traffic flows, changing the other site's answer.
+	for i := 0; i < 5; i++ {
+		for done.Load() < int64((i+1)*len(clients)*perWorker/7) {
+			time.Sleep(time.Millisecond)
+		}
+		cfg := testConfig(t, b.Listener.Addr().String())
+		cfg.Sites[1].Routes[0].Respond.Body = "other site v2\n"
+		d.mu.Lock()
+		d.cfg = cfg
+		d.mu.Unlock()
+		if err := d.Reload(); err != nil {
+			t.Fatalf("reload %d: %v", i, err)
+		}
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed across reloads", n, len(clients)*perWorker)
+	}
+	if body, _ := get(t, tlsClient(t, d.addr, "x.b.example.cn", false), "https://x.b.example.cn/"); body != "other site v2\n" {
+		t.Errorf("after reload the other site answers %q", body)
+	}
+}
+
+// TestReloadInvalidKeepsRunning: a configuration that fails to build is
+// refused and the running one keeps serving.
+func TestReloadInvalidKeepsRunning(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	bad := testConfig(t, b.Listener.Addr().String())
+	bad.Sites[0].Routes[0].Upstream = "missing"
+	d.mu.Lock()
+	d.cfg = bad
+	d.mu.Unlock()
+	if err := d.Reload(); err == nil {
+		t.Fatal("reload of an invalid configuration succeeded")
+	}
+	body, _ := get(t, tlsClient(t, d.addr, "localhost", false), "https://localhost/still")
+	if !strings.HasPrefix(body, "path=/still") {
+		t.Fatalf("after a refused reload: %q", body)
+	}
+}
+
+// TestGracefulShutdown: Shutdown stops accepting, lets an in-flight slow
+// request finish, and reports a clean drain.
+func TestGracefulShutdown(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	for _, h2 := range []bool{false, true} {
+		_ = h2
+	}
+	type result struct {
+		body string
+		err  error
+	}
+	clients := map[string]*http.Client{
+		"tlcp-h1": smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3, false),
+		"tls-h2":  tlsClient(t, d.addr, "localhost", true),
+	}
+	results := make(chan result, len(clients))
+	for _, c := range clients {
+		go func() {
+			resp, err := c.Get("https://localhost/slow")
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- result{string(body), err}
+		}()
+	}
+	for range clients {
+		<-b.slowStarted
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- d.Shutdown(context.Background()) }()
+	// New connections are refused once the listener is closed.
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if i > 1000 {
+			t.Fatal("listener still accepting during shutdown")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(b.release)
+	for range clients {
+		r := <-results
+		if r.err != nil || !strings.HasPrefix(r.body, "path=/slow") {
+			t.Errorf("in-flight request: %q, %v", r.body, r.err)
+		}
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// TestHandshakeDeadlineAndPolicies: a silent connection is closed after the
+// listener's handshake timeout; the 360-pattern hello gets the configured
+// answer (handshake_failure alert, or a TLCP ServerHello).
+func TestHandshakeDeadlineAndPolicies(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Listeners[0].HandshakeTimeout = 200 * time.Millisecond
+	// Leave the main site without an ordinary TLS certificate so that a
+	// TLS hello with only TLCP suites is the 360 case.
+	cfg.Sites[0].Material.TLS = nil
+	cfg.Sites[0].TLS = nil
+	d := startDaemon(t, cfg)
+
+	c, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("silent connection: %v, want EOF", err)
+	}
+	c.Close()
+
+	hello360 := tlsRecordHello([]uint16{0xe053, 0xe013, 0x00ff}, "localhost")
+	send := func() []byte {
+		c, err := net.Dial("tcp", d.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.Write(hello360)
+		buf := make([]byte, 16)
+		n, _ := io.ReadAtLeast(c, buf, 6)
+		return buf[:n]
+	}
+	got := send()
+	if len(got) < 7 || got[0] != 21 || got[6] != 40 {
+		t.Errorf("policy reject: got % x, want a handshake_failure alert", got)
+	}
+
+	cfg2 := testConfig(t, b.Listener.Addr().String())
+	cfg2.Listeners[0].TLCPSuitesInTLSHello = "tlcp"
+	cfg2.Sites[0].Material.TLS = nil
+	cfg2.Sites[0].TLS = nil
+	d.mu.Lock()
+	d.cfg = cfg2
+	d.mu.Unlock()
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	got = send()
+	// A TLCP ServerHello: record 16 01 01, handshake type 2.
+	if len(got) < 6 || got[0] != 22 || got[1] != 1 || got[2] != 1 || got[5] != 2 {
+		t.Errorf("policy tlcp: got % x, want a TLCP ServerHello", got)
+	}
+}
+
+// tlsRecordHello builds a TLS-record ClientHello (client_version 03 03)
+// offering suites, like the 360 browser's first attempt.
+func tlsRecordHello(suites []uint16, sni string) []byte {
+	var body []byte
+	body = append(body, 3, 3)
+	body = append(body, make([]byte, 32)...)
+	body = append(body, 0)
+	body = append(body, byte(len(suites)*2>>8), byte(len(suites)*2))
+	for _, s := range suites {
+		body = append(body, byte(s>>8), byte(s))
+	}
+	body = append(body, 1, 0)
+	var ext []byte
+	name := []byte(sni)
+	ext = append(ext, 0, 0, byte((len(name)+5)>>8), byte(len(name)+5), byte((len(name)+3)>>8), byte(len(name)+3), 0, byte(len(name)>>8), byte(len(name)))
+	ext = append(ext, name...)
+	body = append(body, byte(len(ext)>>8), byte(len(ext)))
+	body = append(body, ext...)
+	msg := append([]byte{1, byte(len(body) >> 16), byte(len(body) >> 8), byte(len(body))}, body...)
+	return append([]byte{22, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
+}
+
+var _ = conf.ProtoTLS
+
+// TestReloadListeners: a reload can add a listener and remove one; the
+// removed one stops accepting.
+func TestReloadListeners(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	d := startDaemon(t, cfg)
+	first := d.addr
+
+	// A free port for the second listener.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := probe.Addr().String()
+	probe.Close()
+
+	cfg2 := testConfig(t, b.Listener.Addr().String())
+	l2 := cfg2.Listeners[0]
+	l2.Address = second
+	cfg2.Listeners = append(cfg2.Listeners, l2)
+	d.mu.Lock()
+	d.cfg = cfg2
+	d.mu.Unlock()
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{first, second} {
+		if body, _ := get(t, tlsClient(t, a, "localhost", false), "https://localhost/l"); !strings.HasPrefix(body, "path=/l") {
+			t.Errorf("%s: %q", a, body)
+		}
+	}
+
+	cfg3 := testConfig(t, b.Listener.Addr().String())
+	cfg3.Listeners[0].Address = second
+	d.mu.Lock()
+	d.cfg = cfg3
+	d.mu.Unlock()
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := get(t, tlsClient(t, second, "localhost", false), "https://localhost/m"); !strings.HasPrefix(body, "path=/m") {
+		t.Errorf("remaining listener: %q", body)
+	}
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", first, 5*time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if i > 1000 {
+			t.Fatal("removed listener still accepting")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,150 @@
+package daemon
+
+import (
+	"sort"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/proxy"
+)
+
+// proxyConfig maps the YAML configuration onto the proxy's plain structs.
+func proxyConfig(cfg *conf.Config) proxy.Config {
+	pc := proxy.Config{TrustedProxies: cfg.TrustedProxies}
+	if len(cfg.Listeners) > 0 {
+		h := cfg.Listeners[0].HTTP
+		pc.Limits = proxy.LimitsConfig{
+			MaxHeaderBytes:       int(h.MaxHeaderBytes),
+			ReadHeaderTimeout:    h.ReadHeaderTimeout,
+			ReadTimeout:          h.ReadTimeout,
+			WriteTimeout:         h.WriteTimeout,
+			IdleTimeout:          h.IdleTimeout,
+			MaxConcurrentStreams: uint32(h.MaxConcurrentStreams),
+		}
+	}
+	if p := cfg.AccessLog.Path; p != "" && p != "off" {
+		pc.AccessLog = proxy.AccessLogConfig{Path: p, Format: cfg.AccessLog.Format, Template: cfg.AccessLog.Template}
+	}
+	for i := range cfg.Upstreams {
+		pc.Upstreams = append(pc.Upstreams, upstreamConfig(&cfg.Upstreams[i]))
+	}
+	for i := range cfg.Sites {
+		s := &cfg.Sites[i]
+		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames}
+		for _, r := range s.Routes {
+			sc.TLSInfoHeaders = sc.TLSInfoHeaders || r.TLSInfoHeaders
+			sc.ClientCertHeaders = sc.ClientCertHeaders || r.ClientCertHeaders
+			sc.ClientCertPEM = sc.ClientCertPEM || r.ClientCertPEM
+			sc.Routes = append(sc.Routes, routeConfig(r))
+		}
+		if st := s.Stream; st != nil {
+			up := st.Upstream
+			if up == "" && st.Target != "" {
+				// A single target: an upstream of its own.
+				up = "stream:" + s.Name
+				pc.Upstreams = append(pc.Upstreams, proxy.UpstreamConfig{
+					Name:      up,
+					Targets:   []proxy.TargetConfig{{Address: st.Target, Weight: 1}},
+					Transport: proxy.TransportConfig{ConnectTimeout: st.ConnectTimeout},
+				})
+			}
+			sc.Stream = &proxy.StreamConfig{Upstream: up, IdleTimeout: st.IdleTimeout, ProxyProtocol: st.SendProxyProtocol}
+		}
+		pc.Sites = append(pc.Sites, sc)
+	}
+	return pc
+}
+
+func routeConfig(r conf.Route) proxy.RouteConfig {
+	rc := proxy.RouteConfig{
+		Name:            r.Name,
+		Hosts:           r.Host,
+		PathPrefix:      r.PathPrefix,
+		Path:            r.Path,
+		Upstream:        r.Upstream,
+		StripPrefix:     r.StripPrefix,
+		RequestHeaders:  proxy.HeaderOps{Set: r.RequestHeaders.Set, Add: r.RequestHeaders.Add, Remove: r.RequestHeaders.Remove},
+		ResponseHeaders: proxy.HeaderOps{Set: r.ResponseHeaders.Set, Add: r.ResponseHeaders.Add, Remove: r.ResponseHeaders.Remove},
+		MaxBodyBytes:    int64(r.MaxBody),
+		// conf: idempotent requests are retried after a failure regardless.
+		RetryIdempotent: true,
+	}
+	switch r.HostHeader {
+	case "", "passthrough":
+	case "upstream":
+		rc.HostHeader = "{upstream}"
+	default:
+		rc.HostHeader = r.HostHeader
+	}
+	if len(r.Header) > 0 {
+		names := make([]string, 0, len(r.Header))
+		for n := range r.Header {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		v := r.Header[names[0]]
+		if v == "*" {
+			v = ""
+		}
+		rc.Header = &proxy.HeaderMatch{Name: names[0], Value: v}
+	}
+	if r.Respond != nil {
+		rc.Respond = &proxy.RespondConfig{Status: r.Respond.Status, Body: r.Respond.Body, ContentType: r.Respond.ContentType}
+	}
+	if r.Redirect != nil {
+		rc.Redirect = &proxy.RedirectConfig{To: r.Redirect.To, Status: r.Redirect.Status}
+	}
+	return rc
+}
+
+func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
+	uc := proxy.UpstreamConfig{
+		Name:       u.Name,
+		Balance:    u.Balance,
+		HashHeader: u.HashKey.Header,
+		HashCookie: u.HashKey.Cookie,
+		Transport: proxy.TransportConfig{
+			ConnectTimeout:        u.Timeouts.Connect,
+			ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
+			IdleTimeout:           u.Timeouts.Idle,
+			MaxIdleConns:          u.Keepalive.MaxIdle,
+			MaxConnsPerTarget:     u.Keepalive.MaxConns,
+		},
+		Retries: proxy.RetryConfig{Tries: u.Retries.Tries, Duration: u.Retries.TotalTime},
+	}
+	for _, t := range u.Targets {
+		uc.Targets = append(uc.Targets, proxy.TargetConfig{Address: t.Address, Weight: t.Weight, Backup: t.Backup})
+	}
+	switch u.Protocol {
+	case "", conf.UpstreamHTTP:
+		uc.Protocol = "http"
+	case conf.UpstreamH2, conf.UpstreamTLS:
+		uc.Protocol = "https"
+	default:
+		uc.Protocol = u.Protocol
+	}
+	if uc.Protocol != "http" && uc.Protocol != "h2c" {
+		t := u.TLS
+		uc.TLS = &proxy.UpstreamTLSConfig{
+			ServerName: t.ServerName, CA: t.CA, InsecureSkipVerify: t.InsecureSkipVerify,
+			Cert: t.Cert, Key: t.Key,
+			SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey,
+			Ciphers:                   t.Ciphers,
+			NoClientExtensions:        t.NoExtensions || t.GmSSLCompat,
+			ClientECDHEParamsAsVector: t.ECDHEParamsAsVector || t.GmSSLCompat,
+		}
+	}
+	p := u.HealthChecks.Passive
+	uc.HealthCheck.Passive = proxy.PassiveHealthConfig{MaxFails: p.MaxFails, FailWindow: p.FailWindow, Cooldown: p.CoolDown, UnhealthyStatus: p.UnhealthyStatus}
+	if p.MaxFails == 0 {
+		uc.HealthCheck.Passive.MaxFails = -1 // conf: 0 disables
+	}
+	if a := u.HealthChecks.Active; a != nil {
+		path := a.Path
+		if path == "" {
+			path = "/"
+		}
+		uc.HealthCheck.Active = proxy.ActiveHealthConfig{Path: path, Host: a.Host, ExpectStatus: a.ExpectStatus,
+			Interval: a.Interval, Timeout: a.Timeout, Rise: a.Rise, Fall: a.Fall}
+	}
+	return uc
+}

@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/lru"
+)
+
+// sessionStore is the server-side TLCP session-ID cache: an in-memory LRU
+// bounded by count and lifetime that reports lookups, size and evictions to
+// a SessionObserver. It implements tlcp.SessionStore; a shared store (for
+// several instances) can replace it behind the same interface.
+type sessionStore struct {
+	family string
+	c      *lru.Cache[string, sessionEntry]
+	obs    handshake.SessionObserver
+	now    func() time.Time
+}
+
+type sessionEntry struct {
+	state   []byte
+	expires time.Time
+}
+
+func newSessionStore(family string, size int, lifetime time.Duration, obs handshake.SessionObserver) *sessionStore {
+	return &sessionStore{family: family, c: lru.New[string, sessionEntry](size, lifetime), obs: obs, now: time.Now}
+}
+
+func (s *sessionStore) Get(id string) ([]byte, bool) {
+	e, ok := s.c.Get(id)
+	if ok && !e.expires.IsZero() && !s.now().Before(e.expires) {
+		s.c.Delete(id)
+		ok = false
+	}
+	if s.obs != nil {
+		s.obs.SessionLookup(s.family, ok)
+	}
+	if !ok {
+		return nil, false
+	}
+	return e.state, true
+}
+
+func (s *sessionStore) Put(id string, state []byte, lifetime time.Duration) {
+	e := sessionEntry{state: state}
+	if lifetime > 0 {
+		e.expires = s.now().Add(lifetime)
+	}
+	s.c.Put(id, e)
+	s.report()
+}
+
+func (s *sessionStore) Delete(id string) {
+	s.c.Delete(id)
+	s.report()
+}
+
+func (s *sessionStore) report() {
+	if s.obs != nil {
+		s.obs.SessionCacheSize(s.family, s.c.Len(), s.c.Evictions())
+	}
+}

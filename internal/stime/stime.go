@@ -1,0 +1,492 @@
+// Package stime is the engine of `gmproxy s_time`: it opens connections to a
+// server as fast as a number of workers can, runs a client handshake on each
+// through a protocol-specific Handshaker (TLCP, TLS 1.3-SM or crypto/tls; the
+// command plugs them in), optionally sends HTTP requests (one per connection,
+// or many over kept-alive connections), and reports connections/s,
+// requests/s, handshake latency percentiles, bytes/s and errors by kind.
+//
+// Every run is bounded: by Duration, by Total, and each network operation by
+// OpTimeout.
+package stime
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ConnInfo is what a Handshaker reports about an established connection.
+type ConnInfo struct {
+	Resumed bool
+	Version string // e.g. "NTLSv1.1", "TLSv1.3"
+	Cipher  string
+}
+
+// Handshaker runs the client handshake on raw and returns the secured
+// connection. It must honour ctx (cancel the handshake when ctx is done) and
+// close nothing on error (the caller closes raw).
+type Handshaker func(ctx context.Context, raw net.Conn) (net.Conn, ConnInfo, error)
+
+// Config describes a run.
+type Config struct {
+	// Addr is the host:port to connect to.
+	Addr string
+	// Dial opens the TCP connection (default: net.Dialer with OpTimeout).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Handshake secures each connection. Required.
+	Handshake Handshaker
+	// Reuse primes the session cache behind Handshake with one connection
+	// that is not counted, so that measured connections resume (openssl
+	// s_time -reuse). The Handshaker must share a session cache.
+	Reuse bool
+	// Concurrency is the number of workers (default 1).
+	Concurrency int
+	// Duration bounds the run (default 30 s when Total is 0, else 10 min).
+	Duration time.Duration
+	// Total bounds the number of measured connections, or of requests with
+	// KeepAlive (0: no bound other than Duration).
+	Total int64
+	// Path, when set, is requested with GET after each handshake ("-www").
+	Path string
+	// Host is the Host header (default: the host part of Addr).
+	Host string
+	// KeepAlive sends requests for Path over kept-alive connections, one
+	// connection per worker reopened when the server closes it.
+	KeepAlive bool
+	// Rate, when positive, paces the run to at most Rate connections per
+	// second (requests per second with KeepAlive), spread over the workers;
+	// used to measure latency below the peak rate. A worker that falls
+	// behind the schedule starts its next operation at once.
+	Rate float64
+	// OpTimeout bounds each dial, handshake and request (default 10 s).
+	OpTimeout time.Duration
+	// MaxSamples caps the handshake latencies kept for percentiles (default
+	// 1<<20; beyond it a uniform reservoir sample is kept).
+	MaxSamples int
+}
+
+// Latency holds handshake latency statistics in seconds.
+type Latency struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Addr        string           `json:"addr"`
+	Protocol    string           `json:"protocol,omitempty"`
+	Mode        string           `json:"mode"` // "new" or "reuse"
+	KeepAlive   bool             `json:"keepalive"`
+	Path        string           `json:"path,omitempty"`
+	Concurrency int              `json:"concurrency"`
+	Rate        float64          `json:"rate,omitempty"` // pacing target, 0 = as fast as possible
+	Elapsed     float64          `json:"elapsed_seconds"`
+	Connections int64            `json:"connections"` // completed handshakes
+	Resumed     int64            `json:"resumed"`
+	Requests    int64            `json:"requests"`
+	Bytes       int64            `json:"bytes"` // response body bytes read
+	ConnPerSec  float64          `json:"connections_per_second"`
+	ReqPerSec   float64          `json:"requests_per_second"`
+	BytesPerSec float64          `json:"bytes_per_second"`
+	Handshake   Latency          `json:"handshake_latency"`
+	Errors      map[string]int64 `json:"errors"`
+	ErrorCount  int64            `json:"error_count"`
+	Versions    map[string]int64 `json:"versions"`
+	Ciphers     map[string]int64 `json:"ciphers"`
+	// FirstError is the text of one error, to help diagnose.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// run is the shared state of one run.
+type run struct {
+	cfg   Config
+	ctx   context.Context
+	end   time.Time // the run's deadline
+	start time.Time
+	slots atomic.Int64 // pacing slots handed out
+	host  string
+	quota atomic.Int64 // remaining units when Total > 0
+
+	conns, resumed, requests, bytes atomic.Int64
+
+	mu         sync.Mutex
+	samples    []time.Duration
+	seen       int64
+	sum        time.Duration
+	max        time.Duration
+	errors     map[string]int64
+	firstError string
+	versions   map[string]int64
+	ciphers    map[string]int64
+	rng        *rand.Rand
+}
+
+// Run executes a run and returns its result. The error is for an invalid
+// configuration or a failed priming connection; failures during the run are
+// counted in Result.Errors.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Handshake == nil {
+		return nil, errors.New("stime: no handshaker")
+	}
+	if cfg.Addr == "" {
+		return nil, errors.New("stime: no address")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = 10 * time.Second
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = 30 * time.Second
+		if cfg.Total > 0 {
+			cfg.Duration = 10 * time.Minute
+		}
+	}
+	if cfg.MaxSamples <= 0 {
+		cfg.MaxSamples = 1 << 20
+	}
+	if cfg.KeepAlive && cfg.Path == "" {
+		cfg.Path = "/"
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: cfg.OpTimeout}
+		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	host := cfg.Host
+	if host == "" {
+		host = cfg.Addr
+		if h, _, err := net.SplitHostPort(cfg.Addr); err == nil {
+			host = h
+			if strings.Contains(h, ":") {
+				host = "[" + h + "]"
+			}
+		}
+	}
+	r := &run{cfg: cfg, host: host, errors: map[string]int64{}, versions: map[string]int64{},
+		ciphers: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+	r.quota.Store(cfg.Total)
+
+	if cfg.Reuse {
+		if err := r.prime(ctx); err != nil {
+			return nil, fmt.Errorf("stime: priming connection for -reuse: %w", err)
+		}
+		r.requests.Store(0) // the priming connection is not measured
+		r.bytes.Store(0)
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	r.ctx = runCtx
+	r.end, _ = runCtx.Deadline()
+	start := time.Now()
+	r.start = start
+	var wg sync.WaitGroup
+	for i := 0; i < cfg.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if cfg.KeepAlive {
+				r.keepAliveWorker()
+			} else {
+				r.connWorker()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	return r.result(elapsed), nil
+}
+
+// take reserves one unit of the Total budget and, with Rate, waits for its
+// slot in the schedule. It returns false when the run is over.
+func (r *run) take() bool {
+	if r.cfg.Total > 0 && r.quota.Add(-1) < 0 {
+		return false
+	}
+	if r.cfg.Rate > 0 {
+		slot := r.slots.Add(1) - 1
+		due := r.start.Add(time.Duration(float64(slot) / r.cfg.Rate * float64(time.Second)))
+		if wait := time.Until(due); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.ctx.Done():
+				t.Stop()
+				r.giveBack()
+				return false
+			}
+		}
+		if r.done() {
+			r.giveBack()
+			return false
+		}
+	}
+	return true
+}
+
+// giveBack returns a unit that was not used (the run ended during it).
+func (r *run) giveBack() {
+	if r.cfg.Total > 0 {
+		r.quota.Add(1)
+	}
+}
+
+// done reports whether the run is over. It also compares the clock with the
+// deadline: socket deadlines can fire before the context's timer runs.
+func (r *run) done() bool { return r.ctx.Err() != nil || !time.Now().Before(r.end) }
+
+// prime runs one uncounted connection so that the session cache holds a
+// session; it reads briefly so that TLS 1.3 tickets sent after the handshake
+// are processed.
+func (r *run) prime(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
+	defer cancel()
+	conn, _, _, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if r.cfg.Path != "" {
+		br := bufio.NewReader(conn)
+		if _, err := r.request(conn, br, false); err != nil {
+			return err
+		}
+		return nil
+	}
+	conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	var b [1]byte
+	conn.Read(b[:])
+	return nil
+}
+
+// connect dials and handshakes, bounded by OpTimeout and ctx.
+func (r *run) connect(ctx context.Context) (net.Conn, ConnInfo, time.Duration, error) {
+	opCtx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
+	defer cancel()
+	raw, err := r.cfg.Dial(opCtx, r.cfg.Addr)
+	if err != nil {
+		return nil, ConnInfo{}, 0, &stageError{"dial", err}
+	}
+	if dl, ok := opCtx.Deadline(); ok {
+		raw.SetDeadline(dl)
+	}
+	t0 := time.Now()
+	conn, info, err := r.cfg.Handshake(opCtx, raw)
+	d := time.Since(t0)
+	if err != nil {
+		raw.Close()
+		return nil, info, d, &stageError{"handshake", err}
+	}
+	return conn, info, d, nil
+}
+
+// connWorker runs one new connection per iteration: handshake, optional
+// request, close.
+func (r *run) connWorker() {
+	for !r.done() {
+		if !r.take() {
+			return
+		}
+		conn, info, d, err := r.connect(r.ctx)
+		if err != nil {
+			if r.done() {
+				r.giveBack()
+				return
+			}
+			r.fail(err)
+			continue
+		}
+		r.handshakeOK(info, d)
+		if r.cfg.Path != "" {
+			conn.SetDeadline(time.Now().Add(r.cfg.OpTimeout))
+			br := bufio.NewReader(conn)
+			if _, err := r.request(conn, br, false); err != nil && !r.done() {
+				r.fail(&stageError{"request", err})
+			}
+		}
+		conn.Close()
+	}
+}
+
+// keepAliveWorker sends requests over one connection, reconnecting when the
+// server closes it.
+func (r *run) keepAliveWorker() {
+	var (
+		conn net.Conn
+		br   *bufio.Reader
+	)
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for !r.done() {
+		// A request's budget unit is taken first, so that failing
+		// connections also use up -n.
+		if !r.take() {
+			return
+		}
+		if conn == nil {
+			c, info, d, err := r.connect(r.ctx)
+			if err != nil {
+				if r.done() {
+					r.giveBack()
+					return
+				}
+				r.fail(err)
+				continue
+			}
+			r.handshakeOK(info, d)
+			conn, br = c, bufio.NewReader(c)
+		}
+		conn.SetDeadline(time.Now().Add(r.cfg.OpTimeout))
+		keep, err := r.request(conn, br, true)
+		if err != nil {
+			if r.done() {
+				r.giveBack()
+				return
+			}
+			r.fail(&stageError{"request", err})
+		}
+		if err != nil || !keep {
+			conn.Close()
+			conn = nil
+		}
+	}
+}
+
+// request sends one GET and reads the response; it reports whether the
+// connection may carry another request.
+func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool) (bool, error) {
+	connHdr := "close"
+	if keepAlive {
+		connHdr = "keep-alive"
+	}
+	req := "GET " + r.cfg.Path + " HTTP/1.1\r\nHost: " + r.host + "\r\nUser-Agent: gmproxy-s_time\r\nConnection: " + connHdr + "\r\n\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		return false, err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return false, err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	r.bytes.Add(n)
+	if err != nil {
+		return false, err
+	}
+	if resp.StatusCode >= 400 {
+		return !resp.Close, &statusError{resp.StatusCode}
+	}
+	r.requests.Add(1)
+	return keepAlive && !resp.Close, nil
+}
+
+func (r *run) handshakeOK(info ConnInfo, d time.Duration) {
+	r.conns.Add(1)
+	if info.Resumed {
+		r.resumed.Add(1)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sum += d
+	if d > r.max {
+		r.max = d
+	}
+	r.seen++
+	if len(r.samples) < r.cfg.MaxSamples {
+		r.samples = append(r.samples, d)
+	} else if j := r.rng.Int64N(r.seen); j < int64(len(r.samples)) {
+		r.samples[j] = d // reservoir sampling (Algorithm R)
+	}
+	if info.Version != "" {
+		r.versions[info.Version]++
+	}
+	if info.Cipher != "" {
+		r.ciphers[info.Cipher]++
+	}
+}
+
+func (r *run) fail(err error) {
+	kind := Classify(err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors[kind]++
+	if r.firstError == "" {
+		r.firstError = err.Error()
+	}
+}
+
+func (r *run) result(elapsed time.Duration) *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := &Result{
+		Addr: r.cfg.Addr, Mode: "new", KeepAlive: r.cfg.KeepAlive, Path: r.cfg.Path,
+		Concurrency: r.cfg.Concurrency, Rate: r.cfg.Rate, Elapsed: elapsed.Seconds(),
+		Connections: r.conns.Load(), Resumed: r.resumed.Load(), Requests: r.requests.Load(), Bytes: r.bytes.Load(),
+		Errors: r.errors, Versions: r.versions, Ciphers: r.ciphers, FirstError: r.firstError,
+	}
+	if r.cfg.Reuse {
+		res.Mode = "reuse"
+	}
+	for _, n := range r.errors {
+		res.ErrorCount += n
+	}
+	if s := elapsed.Seconds(); s > 0 {
+		res.ConnPerSec = float64(res.Connections) / s
+		res.ReqPerSec = float64(res.Requests) / s
+		res.BytesPerSec = float64(res.Bytes) / s
+	}
+	res.Handshake = latency(r.samples, r.seen, r.sum, r.max)
+	return res
+}
+
+func latency(samples []time.Duration, seen int64, sum, max time.Duration) Latency {
+	l := Latency{Count: seen, Max: max.Seconds()}
+	if seen == 0 || len(samples) == 0 {
+		return l
+	}
+	l.Mean = sum.Seconds() / float64(seen)
+	s := append([]time.Duration(nil), samples...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	l.P50, l.P90, l.P99 = Percentile(s, 50).Seconds(), Percentile(s, 90).Seconds(), Percentile(s, 99).Seconds()
+	return l
+}
+
+// Percentile returns the p-th percentile of sorted (nearest-rank method).
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	if p <= 0 {
+		return sorted[0]
+	}
+	if p >= 100 {
+		return sorted[len(sorted)-1]
+	}
+	rank := int(math.Ceil(float64(len(sorted))*p/100)) - 1
+	if rank < 0 {
+		rank = 0
+	}
+	if rank >= len(sorted) {
+		rank = len(sorted) - 1
+	}
+	return sorted[rank]
+}

@@ -1,0 +1,188 @@
+package metrics
+
+import (
+	"crypto/tls"
+	"strings"
+	"sync"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// Label values are kept to bounded sets so that no client-controlled input
+// (addresses, paths, SNI, header values) can grow the number of series.
+//
+//   - fixed vocabularies (protocol, result, op, direction, role, method,
+//     cipher) map anything outside the vocabulary to "other";
+//   - configuration names (listener, site, route, upstream, target) are
+//     admitted first come, first served up to a per-label cap, and must be
+//     short and made of printable ASCII; everything else becomes "other".
+
+// Other is the label value that stands for any value outside a bounded set.
+const Other = "other"
+
+// None is the label value used when a value is empty (for example the
+// cipher of a handshake that failed before a suite was chosen).
+const None = "none"
+
+// Caps on the number of distinct configuration-derived label values.
+const (
+	maxListeners = 64
+	maxSites     = 256
+	maxRoutes    = 512
+	maxUpstreams = 256
+	maxTargets   = 1024
+	maxRefusals  = 16 // distinct ConnRefused reasons
+	maxNameLen   = 64
+)
+
+var protocols = set(handshake.FamilyTLCP, handshake.FamilyTLS13SM, handshake.FamilyTLS)
+
+var handshakeResults = set("success",
+	handshake.ReasonTimeout, handshake.ReasonBadCertificate, handshake.ReasonNoSharedCipher,
+	handshake.ReasonProtocolError, handshake.ReasonPeerAlert, handshake.ReasonEOF,
+	handshake.ReasonUnknownProto, handshake.ReasonRefused, handshake.ReasonInternal)
+
+var keyOps = set("sign", "decrypt", "key_agreement")
+
+var certRoles = set("sign", "enc", "tls13sm", "tls")
+
+var httpMethods = set("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI")
+
+// cipherNames is the known set of suite names: TLCP suites in the spellings
+// used by Tongsuo, GmSSL and the GB/T standard, the RFC 8998 suites, and
+// everything crypto/tls knows.
+var cipherNames = func() map[string]bool {
+	m := set(
+		// TLCP, GB/T 38636-2020 (Tongsuo spelling, which gmproxy reports).
+		"ECC-SM2-SM4-CBC-SM3", "ECC-SM2-SM4-GCM-SM3", "ECDHE-SM2-SM4-CBC-SM3", "ECDHE-SM2-SM4-GCM-SM3",
+		"ECC-SM2-WITH-SM4-SM3", "ECDHE-SM2-WITH-SM4-SM3", "ECC-SM2-WITH-SM4-GCM-SM3", "ECDHE-SM2-WITH-SM4-GCM-SM3",
+		// GmSSL and standard-text spellings.
+		"ECC_SM4_CBC_SM3", "ECC_SM4_GCM_SM3", "ECDHE_SM4_CBC_SM3", "ECDHE_SM4_GCM_SM3",
+		"TLCP_ECC_SM4_CBC_SM3", "TLCP_ECC_SM4_GCM_SM3", "TLCP_ECDHE_SM4_CBC_SM3", "TLCP_ECDHE_SM4_GCM_SM3",
+		// RFC 8998.
+		"TLS_SM4_GCM_SM3", "TLS_SM4_CCM_SM3",
+	)
+	for _, s := range tls.CipherSuites() {
+		m[s.Name] = true
+	}
+	for _, s := range tls.InsecureCipherSuites() {
+		m[s.Name] = true
+	}
+	return m
+}()
+
+var cipherMu sync.RWMutex
+
+// RegisterCipherNames adds suite names to the set accepted as values of the
+// cipher label (the set is small and fixed; this is for suites added later).
+func RegisterCipherNames(names ...string) {
+	cipherMu.Lock()
+	defer cipherMu.Unlock()
+	for _, n := range names {
+		if validName(n) {
+			cipherNames[n] = true
+		}
+	}
+}
+
+func set(vals ...string) map[string]bool {
+	m := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		m[v] = true
+	}
+	return m
+}
+
+// fixed maps v to itself when it is in vocab, "none" when empty, else "other".
+func fixed(vocab map[string]bool, v string) string {
+	if v == "" {
+		return None
+	}
+	if vocab[v] {
+		return v
+	}
+	return Other
+}
+
+func protocolLabel(v string) string { return fixed(protocols, v) }
+
+func cipherLabel(v string) string {
+	if v == "" {
+		return None
+	}
+	cipherMu.RLock()
+	ok := cipherNames[v]
+	cipherMu.RUnlock()
+	if ok {
+		return v
+	}
+	return Other
+}
+
+func methodLabel(v string) string { return fixed(httpMethods, strings.ToUpper(v)) }
+
+func boolLabel(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// codeClass maps an HTTP status to "1xx".."5xx", or "other".
+func codeClass(status int) string {
+	if status < 100 || status > 599 {
+		return Other
+	}
+	return string(rune('0'+status/100)) + "xx"
+}
+
+// validName reports whether v may be used as a configuration-derived label
+// value: non-empty, at most maxNameLen bytes of printable ASCII.
+func validName(v string) bool {
+	if v == "" || len(v) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// admitter admits configuration-derived names up to a cap; later names and
+// malformed ones map to "other". Admitted names stay admitted.
+type admitter struct {
+	max  int
+	mu   sync.RWMutex
+	seen map[string]struct{}
+}
+
+func newAdmitter(max int) *admitter {
+	return &admitter{max: max, seen: make(map[string]struct{})}
+}
+
+func (a *admitter) label(v string) string {
+	if v == "" {
+		return None
+	}
+	a.mu.RLock()
+	_, ok := a.seen[v]
+	a.mu.RUnlock()
+	if ok {
+		return v
+	}
+	if !validName(v) {
+		return Other
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.seen[v]; ok {
+		return v
+	}
+	if len(a.seen) >= a.max {
+		return Other
+	}
+	a.seen[v] = struct{}{}
+	return v
+}

@@ -1,0 +1,473 @@
+// Package metrics exports gmproxy's Prometheus metrics: handshake latency and
+// outcomes per protocol and cipher, per-cipher throughput, connections,
+// session caches and tickets, private-key operations (queue wait separated
+// from execution), HTTP requests and upstreams, configuration reloads,
+// certificate expiry and build information. A *Metrics implements the
+// observer interfaces of package handshake and package proxy, and serves the
+// admin endpoint (/metrics, /healthz, /readyz, optional /debug/pprof/).
+//
+// Every label takes values from a bounded set (see labels.go): client
+// addresses, paths and SNI values are never labels.
+//
+// # Metrics
+//
+//	gmproxy_handshake_duration_seconds        histogram {listener, protocol, cipher, resumed, client_auth}
+//	gmproxy_handshakes_total                  counter   {listener, protocol, cipher, resumed, result}
+//	gmproxy_handshakes_in_progress            gauge     {listener}
+//	gmproxy_tls_bytes_total                   counter   {protocol, cipher, direction}
+//	gmproxy_tls_records_total                 counter   {protocol, cipher, direction}
+//	gmproxy_connections_accepted_total        counter   {listener}
+//	gmproxy_connections_active                gauge     {listener}
+//	gmproxy_connections_closed_total          counter   {listener}
+//	gmproxy_connections_refused_total         counter   {listener, reason}
+//	gmproxy_session_cache_hits_total          counter   {protocol}
+//	gmproxy_session_cache_misses_total        counter   {protocol}
+//	gmproxy_session_cache_size                gauge     {protocol}
+//	gmproxy_session_cache_evictions_total     counter   {protocol}
+//	gmproxy_session_tickets_issued_total      counter   {protocol}
+//	gmproxy_session_tickets_accepted_total    counter   {protocol}
+//	gmproxy_session_tickets_rejected_total    counter   {protocol}
+//	gmproxy_key_operations_total              counter   {op, protocol, result}
+//	gmproxy_key_operation_queue_seconds       histogram {op, protocol}
+//	gmproxy_key_operation_duration_seconds    histogram {op, protocol}
+//	gmproxy_http_requests_total               counter   {site, route, method, code}
+//	gmproxy_http_request_duration_seconds     histogram {site, route}
+//	gmproxy_http_requests_in_flight           gauge     {site}
+//	gmproxy_http_bytes_total                  counter   {site, direction}
+//	gmproxy_upstream_response_seconds         histogram {upstream}
+//	gmproxy_upstream_target_healthy           gauge     {upstream, target}
+//	gmproxy_upstream_retries_total            counter   {upstream}
+//	gmproxy_stream_bytes_total                counter   {site, upstream, direction}
+//	gmproxy_config_reloads_total              counter   {result}
+//	gmproxy_config_last_reload_success_timestamp_seconds gauge
+//	gmproxy_config_last_reload_successful     gauge
+//	gmproxy_cert_not_after_timestamp_seconds  gauge     {site, role}
+//	gmproxy_build_info                        gauge     {version, goversion, gmsm}
+//
+// plus the go_* and process_* collectors. protocol is tlcp, tls13sm or tls;
+// direction is rx (from clients) or tx (to clients); code is 1xx..5xx; bytes
+// are plaintext application bytes, reported when a connection closes.
+package metrics
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/proxy"
+)
+
+// Namespace prefixes every gmproxy metric name.
+const Namespace = "gmproxy"
+
+// HandshakeBuckets are the handshake duration histogram buckets: 100 µs
+// doubling up to about 13 s (18 buckets).
+var HandshakeBuckets = prometheus.ExponentialBuckets(100e-6, 2, 18)
+
+// KeyOpBuckets are the private-key operation buckets: 10 µs doubling up to
+// about 1.3 s (18 buckets).
+var KeyOpBuckets = prometheus.ExponentialBuckets(10e-6, 2, 18)
+
+// RequestBuckets are the HTTP request and upstream response time buckets:
+// 1 ms doubling up to about 65 s (17 buckets).
+var RequestBuckets = prometheus.ExponentialBuckets(1e-3, 2, 17)
+
+// Metrics holds gmproxy's collectors. It is safe for concurrent use.
+type Metrics struct {
+	reg      prometheus.Registerer
+	gatherer prometheus.Gatherer
+	ready    atomic.Bool
+
+	listeners, sites, routes, upstreams, targets, refusals *admitter
+
+	// Handshakes and connections.
+	handshakeDuration    *prometheus.HistogramVec
+	handshakes           *prometheus.CounterVec
+	handshakesInProgress *prometheus.GaugeVec
+	tlsBytes             *prometheus.CounterVec
+	tlsRecords           *prometheus.CounterVec
+	connAccepted         *prometheus.CounterVec
+	connActive           *prometheus.GaugeVec
+	connClosed           *prometheus.CounterVec
+	connRefused          *prometheus.CounterVec
+
+	// Sessions and tickets.
+	sessionHits      *prometheus.CounterVec
+	sessionMisses    *prometheus.CounterVec
+	sessionSize      *prometheus.GaugeVec
+	sessionEvictions *prometheus.CounterVec
+	ticketsIssued    *prometheus.CounterVec
+	ticketsAccepted  *prometheus.CounterVec
+	ticketsRejected  *prometheus.CounterVec
+	evictMu          sync.Mutex
+	lastEvictions    map[string]uint64
+
+	// Private-key operations.
+	keyOps        *prometheus.CounterVec
+	keyOpQueue    *prometheus.HistogramVec
+	keyOpDuration *prometheus.HistogramVec
+
+	// HTTP and upstreams.
+	requests         *prometheus.CounterVec
+	requestDuration  *prometheus.HistogramVec
+	requestsInFlight *prometheus.GaugeVec
+	upstreamDuration *prometheus.HistogramVec
+	upstreamHealthy  *prometheus.GaugeVec
+	upstreamRetries  *prometheus.CounterVec
+	streamBytes      *prometheus.CounterVec
+	httpBytes        *prometheus.CounterVec
+
+	// Configuration, certificates, build.
+	reloads           *prometheus.CounterVec
+	lastReloadSuccess prometheus.Gauge
+	lastReloadOK      prometheus.Gauge
+	certNotAfter      *prometheus.GaugeVec
+	buildInfo         *prometheus.GaugeVec
+}
+
+// Interface checks.
+var (
+	_ handshake.Observer        = (*Metrics)(nil)
+	_ handshake.KeyOpObserver   = (*Metrics)(nil)
+	_ handshake.SessionObserver = (*Metrics)(nil)
+	_ proxy.Observer            = (*Metrics)(nil)
+)
+
+// New creates gmproxy's collectors and registers them, with the Go runtime
+// and process collectors, on reg. A nil reg means a new private registry
+// (the usual case; use Gatherer to read it). When reg is not also a
+// prometheus.Gatherer, the admin handler serves prometheus.DefaultGatherer.
+// Go and process collectors already present on reg are left in place.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	g, ok := reg.(prometheus.Gatherer)
+	if !ok {
+		g = prometheus.DefaultGatherer
+	}
+	m := &Metrics{
+		reg:           reg,
+		gatherer:      g,
+		listeners:     newAdmitter(maxListeners),
+		sites:         newAdmitter(maxSites),
+		routes:        newAdmitter(maxRoutes),
+		upstreams:     newAdmitter(maxUpstreams),
+		targets:       newAdmitter(maxTargets),
+		refusals:      newAdmitter(maxRefusals),
+		lastEvictions: make(map[string]uint64),
+	}
+	m.build()
+	for _, c := range m.collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// MustNew is New that panics on a registration error (for main and tests).
+func MustNew(reg prometheus.Registerer) *Metrics {
+	m, err := New(reg)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Gatherer returns the gatherer the admin handler serves.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.gatherer }
+
+func (m *Metrics) build() {
+	counter := func(sub, name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	gauge := func(sub, name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	histogram := func(sub, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: sub, Name: name, Help: help, Buckets: buckets}, labels)
+	}
+
+	m.handshakeDuration = histogram("", "handshake_duration_seconds",
+		"Duration of successful handshakes, from the first byte read to the handshake's completion.",
+		HandshakeBuckets, "listener", "protocol", "cipher", "resumed", "client_auth")
+	m.handshakes = counter("", "handshakes_total",
+		"Handshakes finished, by result: success or a failure reason (timeout, bad_certificate, no_shared_cipher, protocol_error, peer_alert, eof, unknown_protocol, refused, internal_error).",
+		"listener", "protocol", "cipher", "resumed", "result")
+	m.handshakesInProgress = gauge("", "handshakes_in_progress", "Handshakes started and not yet finished.", "listener")
+	m.tlsBytes = counter("", "tls_bytes_total", "Plaintext application bytes moved through the record layer.", "protocol", "cipher", "direction")
+	m.tlsRecords = counter("", "tls_records_total", "Application data records moved through the record layer.", "protocol", "cipher", "direction")
+	m.connAccepted = counter("", "connections_accepted_total", "TCP connections accepted.", "listener")
+	m.connActive = gauge("", "connections_active", "TCP connections accepted and not yet closed.", "listener")
+	m.connClosed = counter("", "connections_closed_total", "Accepted TCP connections closed.", "listener")
+	m.connRefused = counter("", "connections_refused_total", "Connections refused by limits.", "listener", "reason")
+
+	m.sessionHits = counter("session", "cache_hits_total", "Session resumption lookups that found a session.", "protocol")
+	m.sessionMisses = counter("session", "cache_misses_total", "Session resumption lookups that found no session.", "protocol")
+	m.sessionSize = gauge("session", "cache_size", "Sessions held in the server session cache.", "protocol")
+	m.sessionEvictions = counter("session", "cache_evictions_total", "Sessions evicted from the server session cache.", "protocol")
+	m.ticketsIssued = counter("session", "tickets_issued_total", "Session tickets issued.", "protocol")
+	m.ticketsAccepted = counter("session", "tickets_accepted_total", "Session tickets accepted for resumption.", "protocol")
+	m.ticketsRejected = counter("session", "tickets_rejected_total", "Session tickets rejected (unknown key, expired, malformed).", "protocol")
+
+	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error.", "op", "protocol", "result")
+	m.keyOpQueue = histogram("", "key_operation_queue_seconds", "Time private-key operations waited for an offload worker.", KeyOpBuckets, "op", "protocol")
+	m.keyOpDuration = histogram("", "key_operation_duration_seconds", "Execution time of private-key operations, queue wait excluded.", KeyOpBuckets, "op", "protocol")
+
+	m.requests = counter("http", "requests_total", "HTTP requests finished, by status class.", "site", "route", "method", "code")
+	m.requestDuration = histogram("http", "request_duration_seconds", "HTTP request duration, from request headers read to response finished.", RequestBuckets, "site", "route")
+	m.requestsInFlight = gauge("http", "requests_in_flight", "HTTP requests being served.", "site")
+	m.httpBytes = counter("http", "bytes_total", "HTTP body bytes, direction rx (request) or tx (response).", "site", "direction")
+	m.upstreamDuration = histogram("upstream", "response_seconds", "Upstream response time (until response headers).", RequestBuckets, "upstream")
+	m.upstreamHealthy = gauge("upstream", "target_healthy", "1 when the upstream target passes health checks, else 0.", "upstream", "target")
+	m.upstreamRetries = counter("upstream", "retries_total", "Requests retried on another upstream target.", "upstream")
+	m.streamBytes = counter("stream", "bytes_total", "Bytes moved by TCP stream mode and tunnels, direction rx (from client) or tx (to client).", "site", "upstream", "direction")
+
+	m.reloads = counter("config", "reloads_total", "Configuration reloads, by result success or failure.", "result")
+	m.lastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds", Help: "Unix time of the last successful configuration load."})
+	m.lastReloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful", Help: "1 when the last configuration reload succeeded, else 0."})
+	m.certNotAfter = gauge("", "cert_not_after_timestamp_seconds", "NotAfter of the certificates in use, as Unix time, per site and role (sign, enc, tls13sm, tls).", "site", "role")
+	m.buildInfo = gauge("", "build_info", "Always 1; labels carry the gmproxy, Go and gmsm versions.", "version", "goversion", "gmsm")
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		m.handshakeDuration, m.handshakes, m.handshakesInProgress, m.tlsBytes, m.tlsRecords,
+		m.connAccepted, m.connActive, m.connClosed, m.connRefused,
+		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
+		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected,
+		m.keyOps, m.keyOpQueue, m.keyOpDuration,
+		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes,
+		m.upstreamDuration, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
+		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.buildInfo,
+	}
+}
+
+// ---- handshake.Observer ----
+
+// ConnAccepted implements handshake.Observer.
+func (m *Metrics) ConnAccepted(listener string) {
+	l := m.listeners.label(listener)
+	m.connAccepted.WithLabelValues(l).Inc()
+	m.connActive.WithLabelValues(l).Inc()
+}
+
+// ConnRefused implements handshake.Observer.
+func (m *Metrics) ConnRefused(listener, why string) {
+	m.connRefused.WithLabelValues(m.listeners.label(listener), m.refusals.label(why)).Inc()
+}
+
+// ConnClosed implements handshake.Observer.
+func (m *Metrics) ConnClosed(listener string) {
+	l := m.listeners.label(listener)
+	m.connClosed.WithLabelValues(l).Inc()
+	m.connActive.WithLabelValues(l).Dec()
+}
+
+// HandshakeStarted implements handshake.Observer.
+func (m *Metrics) HandshakeStarted(listener string) {
+	m.handshakesInProgress.WithLabelValues(m.listeners.label(listener)).Inc()
+}
+
+// HandshakeDone implements handshake.Observer. Successful handshakes are
+// observed in the duration histogram; every handshake is counted with its
+// result.
+func (m *Metrics) HandshakeDone(ev handshake.HandshakeEvent) {
+	st := ev.State
+	listener := m.listeners.label(st.Listener)
+	m.handshakesInProgress.WithLabelValues(listener).Dec()
+	protocol, cipher, resumed := protocolLabel(st.Family), cipherLabel(st.Cipher), boolLabel(st.Resumed)
+	result := "success"
+	if ev.Err != nil || ev.Reason != "" {
+		result = ev.Reason
+		if result == "" || result == "success" {
+			result = handshake.ReasonInternal
+		}
+		result = fixed(handshakeResults, result)
+	}
+	m.handshakes.WithLabelValues(listener, protocol, cipher, resumed, result).Inc()
+	if result == "success" {
+		m.handshakeDuration.WithLabelValues(listener, protocol, cipher, resumed, boolLabel(st.ClientAuth)).
+			Observe(st.HandshakeDuration.Seconds())
+	}
+}
+
+// Bytes implements handshake.Observer.
+func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint64) {
+	p, c := protocolLabel(family), cipherLabel(cipher)
+	if rx > 0 {
+		m.tlsBytes.WithLabelValues(p, c, "rx").Add(float64(rx))
+	}
+	if tx > 0 {
+		m.tlsBytes.WithLabelValues(p, c, "tx").Add(float64(tx))
+	}
+	if rxRecords > 0 {
+		m.tlsRecords.WithLabelValues(p, c, "rx").Add(float64(rxRecords))
+	}
+	if txRecords > 0 {
+		m.tlsRecords.WithLabelValues(p, c, "tx").Add(float64(txRecords))
+	}
+}
+
+// ---- handshake.KeyOpObserver ----
+
+// KeyOp implements handshake.KeyOpObserver.
+func (m *Metrics) KeyOp(op, family string, queueWait, exec time.Duration, err error) {
+	o, p := fixed(keyOps, op), protocolLabel(family)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.keyOps.WithLabelValues(o, p, result).Inc()
+	m.keyOpQueue.WithLabelValues(o, p).Observe(queueWait.Seconds())
+	m.keyOpDuration.WithLabelValues(o, p).Observe(exec.Seconds())
+}
+
+// ---- handshake.SessionObserver ----
+
+// SessionLookup implements handshake.SessionObserver.
+func (m *Metrics) SessionLookup(family string, hit bool) {
+	if hit {
+		m.sessionHits.WithLabelValues(protocolLabel(family)).Inc()
+	} else {
+		m.sessionMisses.WithLabelValues(protocolLabel(family)).Inc()
+	}
+}
+
+// SessionCacheSize implements handshake.SessionObserver. evictions is the
+// cache's cumulative eviction count; the counter moves by its increase (a
+// smaller value means a new cache, whose count is added whole).
+func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
+	p := protocolLabel(family)
+	m.sessionSize.WithLabelValues(p).Set(float64(size))
+	m.evictMu.Lock()
+	last := m.lastEvictions[p]
+	m.lastEvictions[p] = evictions
+	m.evictMu.Unlock()
+	delta := evictions
+	if evictions >= last {
+		delta = evictions - last
+	}
+	if delta > 0 {
+		m.sessionEvictions.WithLabelValues(p).Add(float64(delta))
+	}
+}
+
+// TicketIssued implements handshake.SessionObserver.
+func (m *Metrics) TicketIssued(family string) {
+	m.ticketsIssued.WithLabelValues(protocolLabel(family)).Inc()
+}
+
+// TicketAccepted implements handshake.SessionObserver.
+func (m *Metrics) TicketAccepted(family string) {
+	m.ticketsAccepted.WithLabelValues(protocolLabel(family)).Inc()
+}
+
+// TicketRejected implements handshake.SessionObserver.
+func (m *Metrics) TicketRejected(family string) {
+	m.ticketsRejected.WithLabelValues(protocolLabel(family)).Inc()
+}
+
+// ---- proxy.Observer ----
+
+// RequestStarted implements proxy.Observer.
+func (m *Metrics) RequestStarted(site string) {
+	m.requestsInFlight.WithLabelValues(m.sites.label(site)).Inc()
+}
+
+// RequestDone implements proxy.Observer.
+func (m *Metrics) RequestDone(ev proxy.RequestEvent) {
+	site, route := m.sites.label(ev.Site), m.routes.label(ev.Route)
+	m.requestsInFlight.WithLabelValues(site).Dec()
+	m.requests.WithLabelValues(site, route, methodLabel(ev.Method), codeClass(ev.Status)).Inc()
+	m.requestDuration.WithLabelValues(site, route).Observe(ev.Duration.Seconds())
+	if ev.BytesIn > 0 {
+		m.httpBytes.WithLabelValues(site, "rx").Add(float64(ev.BytesIn))
+	}
+	if ev.BytesOut > 0 {
+		m.httpBytes.WithLabelValues(site, "tx").Add(float64(ev.BytesOut))
+	}
+	if ev.Upstream != "" {
+		m.upstreamDuration.WithLabelValues(m.upstreams.label(ev.Upstream)).Observe(ev.UpstreamDuration.Seconds())
+	}
+}
+
+// UpstreamHealth implements proxy.Observer.
+func (m *Metrics) UpstreamHealth(upstream, target string, healthy bool) {
+	v := 0.0
+	if healthy {
+		v = 1
+	}
+	m.upstreamHealthy.WithLabelValues(m.upstreams.label(upstream), m.targets.label(target)).Set(v)
+}
+
+// UpstreamRetry implements proxy.Observer.
+func (m *Metrics) UpstreamRetry(upstream string) {
+	m.upstreamRetries.WithLabelValues(m.upstreams.label(upstream)).Inc()
+}
+
+// StreamBytes implements proxy.Observer.
+func (m *Metrics) StreamBytes(site, upstream string, in, out int64) {
+	s, u := m.sites.label(site), m.upstreams.label(upstream)
+	if in > 0 {
+		m.streamBytes.WithLabelValues(s, u, "rx").Add(float64(in))
+	}
+	if out > 0 {
+		m.streamBytes.WithLabelValues(s, u, "tx").Add(float64(out))
+	}
+}
+
+// ---- called by the daemon ----
+
+// ConfigReloaded records a configuration load or reload attempt. at is the
+// time of the attempt (a zero at means now).
+func (m *Metrics) ConfigReloaded(ok bool, at time.Time) {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.lastReloadSuccess.Set(float64(at.UnixNano()) / 1e9)
+		m.lastReloadOK.Set(1)
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+	m.lastReloadOK.Set(0)
+}
+
+// SetCertNotAfter records the expiry of a certificate in use. role is one of
+// sign, enc (the TLCP double certificates), tls13sm or tls.
+func (m *Metrics) SetCertNotAfter(site, role string, notAfter time.Time) {
+	m.certNotAfter.WithLabelValues(m.sites.label(site), fixed(certRoles, role)).Set(float64(notAfter.Unix()))
+}
+
+// ResetCertNotAfter forgets every certificate expiry, so that a reload can
+// set the new configuration's certificates without leaving removed sites.
+func (m *Metrics) ResetCertNotAfter() { m.certNotAfter.Reset() }
+
+// ResetUpstreamHealth forgets every upstream target health value (call on
+// reload before the new health checkers report).
+func (m *Metrics) ResetUpstreamHealth() { m.upstreamHealthy.Reset() }
+
+// SetBuildInfo sets gmproxy_build_info{version, goversion, gmsm} to 1.
+func (m *Metrics) SetBuildInfo(version, goVersion, gmsmVersion string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, goVersion, gmsmVersion).Set(1)
+}

@@ -1,0 +1,449 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/proxy"
+)
+
+func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+// histCount returns the sample count of the histogram series of family name
+// whose labels include want.
+func histCount(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) uint64 {
+	t.Helper()
+	var n uint64
+	for _, mf := range gather(t, g) {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			if labelsMatch(mt, want) {
+				n += mt.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
+func labelsMatch(mt *dto.Metric, want map[string]string) bool {
+	have := map[string]string{}
+	for _, lp := range mt.GetLabel() {
+		have[lp.GetName()] = lp.GetValue()
+	}
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func gather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+func TestHandshakeEvents(t *testing.T) {
+	m, reg := newTest(t)
+	full := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP,
+		Cipher: "ECC-SM2-SM4-GCM-SM3", SNI: "secret.example", HandshakeDuration: 3 * time.Millisecond}
+	resumed := full
+	resumed.Resumed = true
+	resumed.HandshakeDuration = 200 * time.Microsecond
+	tls13 := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS13SM, Cipher: "TLS_SM4_GCM_SM3",
+		ClientAuth: true, HandshakeDuration: 2 * time.Millisecond}
+
+	for i := 0; i < 3; i++ {
+		m.ConnAccepted("edge")
+		m.HandshakeStarted("edge")
+	}
+	m.HandshakeDone(handshake.HandshakeEvent{State: full})
+	m.HandshakeDone(handshake.HandshakeEvent{State: resumed})
+	m.HandshakeStarted("edge")
+	m.HandshakeDone(handshake.HandshakeEvent{State: tls13})
+	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge"},
+		Err: errors.New("boom"), Reason: handshake.ReasonTimeout})
+	m.ConnClosed("edge")
+	m.ConnRefused("edge", "max_connections")
+
+	tests := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.handshakes.WithLabelValues("edge", "tlcp", "ECC-SM2-SM4-GCM-SM3", "false", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "tlcp", "ECC-SM2-SM4-GCM-SM3", "true", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "tls13sm", "TLS_SM4_GCM_SM3", "false", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "none", "none", "false", "timeout"), 1},
+		{m.handshakesInProgress.WithLabelValues("edge"), 0},
+		{m.connAccepted.WithLabelValues("edge"), 3},
+		{m.connActive.WithLabelValues("edge"), 2},
+		{m.connClosed.WithLabelValues("edge"), 1},
+		{m.connRefused.WithLabelValues("edge", "max_connections"), 1},
+	}
+	for i, tt := range tests {
+		if got := testutil.ToFloat64(tt.c); got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+	name := "gmproxy_handshake_duration_seconds"
+	if n := histCount(t, reg, name, map[string]string{"protocol": "tlcp"}); n != 2 {
+		t.Errorf("tlcp handshake histogram count = %d, want 2", n)
+	}
+	if n := histCount(t, reg, name, map[string]string{"protocol": "tlcp", "resumed": "true"}); n != 1 {
+		t.Errorf("resumed tlcp histogram count = %d, want 1", n)
+	}
+	if n := histCount(t, reg, name, map[string]string{"client_auth": "true", "protocol": "tls13sm"}); n != 1 {
+		t.Errorf("tls13sm client-auth histogram count = %d, want 1", n)
+	}
+	// Failed handshakes are counted, not timed.
+	if n := histCount(t, reg, name, nil); n != 3 {
+		t.Errorf("histogram total count = %d, want 3", n)
+	}
+	// The SNI value must appear nowhere in the exposition.
+	for _, mf := range gather(t, reg) {
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if lp.GetValue() == "secret.example" {
+					t.Errorf("SNI leaked into %s", mf.GetName())
+				}
+			}
+		}
+	}
+}
+
+func TestHandshakeBuckets(t *testing.T) {
+	if len(HandshakeBuckets) < 16 || HandshakeBuckets[0] != 100e-6 {
+		t.Fatalf("buckets %v", HandshakeBuckets)
+	}
+	last := HandshakeBuckets[len(HandshakeBuckets)-1]
+	if last < 5 || last > 20 {
+		t.Errorf("last bucket %v s, want about 10 s", last)
+	}
+	for i := 1; i < len(HandshakeBuckets); i++ {
+		if r := HandshakeBuckets[i] / HandshakeBuckets[i-1]; r < 1.999 || r > 2.001 {
+			t.Errorf("bucket %d ratio %v", i, r)
+		}
+	}
+}
+
+func TestBytesAndKeyOps(t *testing.T) {
+	m, reg := newTest(t)
+	m.Bytes("tlcp", "ECC-SM2-SM4-CBC-SM3", 1000, 16384, 1, 1)
+	m.Bytes("tlcp", "ECC-SM2-SM4-CBC-SM3", 24, 16384, 1, 1)
+	m.Bytes("tls", "TLS_AES_128_GCM_SHA256", 0, 10, 0, 1)
+	m.KeyOp("sign", "tls13sm", 5*time.Microsecond, 30*time.Microsecond, nil)
+	m.KeyOp("decrypt", "tlcp", time.Millisecond, 65*time.Microsecond, errors.New("bad"))
+
+	tests := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.tlsBytes.WithLabelValues("tlcp", "ECC-SM2-SM4-CBC-SM3", "rx"), 1024},
+		{m.tlsBytes.WithLabelValues("tlcp", "ECC-SM2-SM4-CBC-SM3", "tx"), 32768},
+		{m.tlsRecords.WithLabelValues("tlcp", "ECC-SM2-SM4-CBC-SM3", "tx"), 2},
+		{m.tlsBytes.WithLabelValues("tls", "TLS_AES_128_GCM_SHA256", "tx"), 10},
+		{m.keyOps.WithLabelValues("sign", "tls13sm", "ok"), 1},
+		{m.keyOps.WithLabelValues("decrypt", "tlcp", "error"), 1},
+	}
+	for i, tt := range tests {
+		if got := testutil.ToFloat64(tt.c); got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+	// rx of the tls series was zero: no series created for it.
+	if n := testutil.CollectAndCount(m.tlsBytes); n != 3 {
+		t.Errorf("tls_bytes series = %d, want 3", n)
+	}
+	if n := histCount(t, reg, "gmproxy_key_operation_queue_seconds", map[string]string{"op": "decrypt"}); n != 1 {
+		t.Errorf("queue histogram count %d", n)
+	}
+	if n := histCount(t, reg, "gmproxy_key_operation_duration_seconds", map[string]string{"op": "sign", "protocol": "tls13sm"}); n != 1 {
+		t.Errorf("exec histogram count %d", n)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	m, _ := newTest(t)
+	m.SessionLookup("tlcp", true)
+	m.SessionLookup("tlcp", true)
+	m.SessionLookup("tlcp", false)
+	m.SessionCacheSize("tlcp", 10, 3)
+	m.SessionCacheSize("tlcp", 12, 5)
+	m.SessionCacheSize("tlcp", 1, 1) // new cache after a reload
+	m.TicketIssued("tls13sm")
+	m.TicketIssued("tls13sm")
+	m.TicketAccepted("tls13sm")
+	m.TicketRejected("tls13sm")
+	tests := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.sessionHits.WithLabelValues("tlcp"), 2},
+		{m.sessionMisses.WithLabelValues("tlcp"), 1},
+		{m.sessionSize.WithLabelValues("tlcp"), 1},
+		{m.sessionEvictions.WithLabelValues("tlcp"), 6},
+		{m.ticketsIssued.WithLabelValues("tls13sm"), 2},
+		{m.ticketsAccepted.WithLabelValues("tls13sm"), 1},
+		{m.ticketsRejected.WithLabelValues("tls13sm"), 1},
+	}
+	for i, tt := range tests {
+		if got := testutil.ToFloat64(tt.c); got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+}
+
+func TestProxyEvents(t *testing.T) {
+	m, reg := newTest(t)
+	m.RequestStarted("www")
+	m.RequestStarted("www")
+	m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: "get", Status: 204,
+		Duration: 5 * time.Millisecond, Upstream: "backend", Target: "127.0.0.1:9000",
+		UpstreamDuration: 4 * time.Millisecond, BytesIn: 10, BytesOut: 100})
+	m.UpstreamHealth("backend", "127.0.0.1:9000", true)
+	m.UpstreamHealth("backend", "127.0.0.1:9001", false)
+	m.UpstreamRetry("backend")
+	m.StreamBytes("tcp", "db", 5, 7)
+
+	tests := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.requests.WithLabelValues("www", "api", "GET", "2xx"), 1},
+		{m.requestsInFlight.WithLabelValues("www"), 1},
+		{m.upstreamHealthy.WithLabelValues("backend", "127.0.0.1:9000"), 1},
+		{m.upstreamHealthy.WithLabelValues("backend", "127.0.0.1:9001"), 0},
+		{m.upstreamRetries.WithLabelValues("backend"), 1},
+		{m.httpBytes.WithLabelValues("www", "tx"), 100},
+		{m.streamBytes.WithLabelValues("tcp", "db", "rx"), 5},
+		{m.streamBytes.WithLabelValues("tcp", "db", "tx"), 7},
+	}
+	for i, tt := range tests {
+		if got := testutil.ToFloat64(tt.c); got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+	if n := histCount(t, reg, "gmproxy_upstream_response_seconds", map[string]string{"upstream": "backend"}); n != 1 {
+		t.Errorf("upstream histogram count %d", n)
+	}
+	if n := histCount(t, reg, "gmproxy_http_request_duration_seconds", map[string]string{"site": "www", "route": "api"}); n != 1 {
+		t.Errorf("request histogram count %d", n)
+	}
+}
+
+func TestConfigCertsBuild(t *testing.T) {
+	m, _ := newTest(t)
+	at := time.Unix(1_800_000_000, 0)
+	m.ConfigReloaded(true, at)
+	m.ConfigReloaded(false, at.Add(time.Minute))
+	notAfter := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	m.SetCertNotAfter("www", "sign", notAfter)
+	m.SetCertNotAfter("www", "bogus-role", notAfter)
+	m.SetBuildInfo("v1", "go1.26", "v0.44.1")
+	m.SetBuildInfo("v2", "go1.26", "v0.44.1")
+	tests := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.reloads.WithLabelValues("success"), 1},
+		{m.reloads.WithLabelValues("failure"), 1},
+		{m.lastReloadSuccess, 1_800_000_000},
+		{m.lastReloadOK, 0},
+		{m.certNotAfter.WithLabelValues("www", "sign"), float64(notAfter.Unix())},
+		{m.certNotAfter.WithLabelValues("www", "other"), float64(notAfter.Unix())},
+		{m.buildInfo.WithLabelValues("v2", "go1.26", "v0.44.1"), 1},
+	}
+	for i, tt := range tests {
+		if got := testutil.ToFloat64(tt.c); got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.buildInfo); n != 1 {
+		t.Errorf("build_info series = %d, want 1", n)
+	}
+	m.ResetCertNotAfter()
+	if n := testutil.CollectAndCount(m.certNotAfter); n != 0 {
+		t.Errorf("cert series after reset = %d", n)
+	}
+}
+
+// TestBoundedLabels feeds every event with many distinct hostile values and
+// checks that no label of any gmproxy metric takes more values than its cap.
+func TestBoundedLabels(t *testing.T) {
+	m, reg := newTest(t)
+	const n = 3000
+	for i := 0; i < n; i++ {
+		v := fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%100))
+		addr := fmt.Sprintf("10.0.%d.%d:%d", i/256%256, i%256, 1024+i)
+		st := handshake.ConnState{Listener: v, Family: v, Cipher: v, SNI: v, Site: v, HandshakeDuration: time.Millisecond}
+		m.ConnAccepted(v)
+		m.ConnRefused(v, v)
+		m.HandshakeStarted(v)
+		m.HandshakeDone(handshake.HandshakeEvent{State: st})
+		m.HandshakeDone(handshake.HandshakeEvent{State: st, Err: errors.New(v), Reason: v})
+		m.Bytes(v, v, 1, 1, 1, 1)
+		m.KeyOp(v, v, 0, 0, nil)
+		m.SessionLookup(v, i%2 == 0)
+		m.SessionCacheSize(v, i, uint64(i))
+		m.TicketIssued(v)
+		m.RequestStarted(v)
+		m.RequestDone(proxy.RequestEvent{Site: v, Route: "/path/" + v, Method: v, Status: i, Upstream: v, Target: addr})
+		m.UpstreamHealth(v, addr, true)
+		m.UpstreamRetry(v)
+		m.StreamBytes(v, v, 1, 1)
+		m.SetCertNotAfter(v, v, time.Now())
+	}
+	caps := map[string]int{
+		"listener": maxListeners + 2, "site": maxSites + 2, "route": maxRoutes + 2,
+		"upstream": maxUpstreams + 2, "target": maxTargets + 2, "reason": maxRefusals + 2,
+		"protocol": len(protocols) + 2, "result": len(handshakeResults) + 3,
+		"op": len(keyOps) + 2, "role": len(certRoles) + 2, "method": len(httpMethods) + 2,
+		"code": 7, "direction": 2, "resumed": 2, "client_auth": 2,
+		"cipher":  len(cipherNames) + 2,
+		"version": 1, "goversion": 1, "gmsm": 1,
+	}
+	checked := 0
+	for _, mf := range gather(t, reg) {
+		if !strings.HasPrefix(mf.GetName(), Namespace+"_") {
+			continue
+		}
+		values := map[string]map[string]bool{}
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if values[lp.GetName()] == nil {
+					values[lp.GetName()] = map[string]bool{}
+				}
+				values[lp.GetName()][lp.GetValue()] = true
+			}
+		}
+		for label, vals := range values {
+			c, ok := caps[label]
+			if !ok {
+				t.Errorf("%s: label %q has no cap in this test", mf.GetName(), label)
+				continue
+			}
+			checked++
+			if len(vals) > c {
+				t.Errorf("%s: label %q took %d values, cap %d", mf.GetName(), label, len(vals), c)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("only %d labels checked", checked)
+	}
+	// Oversized and non-printable names are "other" even while under the cap.
+	m2, _ := newTest(t)
+	if got := m2.sites.label(strings.Repeat("a", maxNameLen+1)); got != Other {
+		t.Errorf("oversized name -> %q", got)
+	}
+	if got := m2.sites.label("a b"); got != Other {
+		t.Errorf("name with space -> %q", got)
+	}
+}
+
+func TestRegistrationOnSharedRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg); err != nil {
+		t.Fatal(err)
+	}
+	// A second Metrics on the same registry collides on gmproxy_* names.
+	if _, err := New(reg); err == nil {
+		t.Fatal("second New on one registry succeeded")
+	}
+	// A nil registerer gives a private registry with Go and process metrics.
+	m := MustNew(nil)
+	names := map[string]bool{}
+	for _, mf := range gather(t, m.Gatherer()) {
+		names[mf.GetName()] = true
+	}
+	for _, want := range []string{"go_goroutines", "go_memstats_alloc_bytes"} {
+		if !names[want] {
+			t.Errorf("missing %s", want)
+		}
+	}
+}
+
+func TestAdminMux(t *testing.T) {
+	m, _ := newTest(t)
+	m.HandshakeStarted("edge")
+	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge", Family: "tls", Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}})
+	for _, pprof := range []bool{false, true} {
+		reloadErr := errors.New("bad config at line 3")
+		reloads := 0
+		mux := m.AdminMux(AdminOptions{Pprof: pprof, Reload: func() error {
+			reloads++
+			if reloads == 2 {
+				return reloadErr
+			}
+			return nil
+		}})
+		mux.HandleFunc("GET /extra", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "extra") })
+		srv := httptest.NewServer(mux)
+		get := func(method, path string) (int, string) {
+			req, _ := http.NewRequest(method, srv.URL+path, nil)
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		if code, body := get("GET", "/metrics"); code != 200 || !strings.Contains(body, `gmproxy_handshakes_total{cipher="TLS_AES_128_GCM_SHA256",listener="edge",protocol="tls",result="success",resumed="false"} 1`) {
+			t.Errorf("/metrics: %d\n%s", code, body)
+		}
+		if code, _ := get("GET", "/healthz"); code != 200 {
+			t.Errorf("/healthz: %d", code)
+		}
+		m.SetReady(false)
+		if code, _ := get("GET", "/readyz"); code != 503 {
+			t.Errorf("/readyz not ready: %d", code)
+		}
+		m.SetReady(true)
+		if code, _ := get("GET", "/readyz"); code != 200 {
+			t.Errorf("/readyz ready: %d", code)
+		}
+		if code, body := get("POST", "/reload"); code != 200 || body != "reloaded\n" {
+			t.Errorf("/reload: %d %q", code, body)
+		}
+		if code, body := get("POST", "/reload"); code != 500 || !strings.Contains(body, "line 3") {
+			t.Errorf("failing /reload: %d %q", code, body)
+		}
+		if code, _ := get("GET", "/reload"); code != 405 {
+			t.Errorf("GET /reload: %d", code)
+		}
+		if code, body := get("GET", "/extra"); code != 200 || body != "extra" {
+			t.Errorf("/extra: %d %q", code, body)
+		}
+		code, _ := get("GET", "/debug/pprof/")
+		if pprof && code != 200 || !pprof && code != 404 {
+			t.Errorf("pprof=%v: /debug/pprof/ %d", pprof, code)
+		}
+		srv.Close()
+	}
+}

@@ -1,0 +1,532 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// LogEntry is one access-log record.
+type LogEntry struct {
+	Time             time.Time
+	Client           string // client IP (PROXY-protocol source when present)
+	Site, Route      string
+	Host             string
+	Method, URI      string
+	Proto            string // HTTP/1.1, HTTP/2.0, or "TCP" for stream mode
+	Status           int
+	BytesIn          int64
+	BytesOut         int64
+	Duration         time.Duration
+	Upstream         string
+	UpstreamAddr     string
+	UpstreamDuration time.Duration
+	TLS              bool
+	TLSProtocol      string
+	Cipher           string
+	Resumed          bool
+	// HandshakeTime is set on the first request of a connection only
+	// (negative otherwise).
+	HandshakeTime time.Duration
+	SNI           string
+	ClientSubject string
+	Referer       string
+	UserAgent     string
+}
+
+type logField uint8
+
+const (
+	fLiteral logField = iota
+	fTime
+	fTimeLocal
+	fClient
+	fSite
+	fRoute
+	fHost
+	fMethod
+	fURI
+	fProto
+	fStatus
+	fBytesIn
+	fBytesOut
+	fRequestTime
+	fUpstream
+	fUpstreamAddr
+	fUpstreamTime
+	fTLSProtocol
+	fCipher
+	fSessionReused
+	fHandshakeMS
+	fSNI
+	fClientSDN
+	fReferer
+	fUserAgent
+)
+
+// AccessLogFields are the names usable in templates, in JSON order.
+var AccessLogFields = []string{
+	"time", "time_local", "client", "site", "route", "host", "method", "uri", "proto",
+	"status", "bytes_in", "bytes_out", "request_time", "upstream", "upstream_addr",
+	"upstream_time", "tls_protocol", "cipher", "session_reused", "handshake_ms", "sni",
+	"client_s_dn", "referer", "user_agent",
+}
+
+var fieldByName = func() map[string]logField {
+	m := make(map[string]logField)
+	for i, n := range AccessLogFields {
+		m[n] = logField(i + 1)
+	}
+	return m
+}()
+
+// CombinedTemplate is the "combined" format: nginx's combined log format
+// followed by the TLS and proxy fields.
+const CombinedTemplate = `{client} - - [{time_local}] "{method} {uri} {proto}" {status} {bytes_out} "{referer}" "{user_agent}"` +
+	` {tls_protocol} {cipher} {session_reused} sni={sni} hs_ms={handshake_ms} rt={request_time}` +
+	` up={upstream_addr} ut={upstream_time} site={site} dn="{client_s_dn}"`
+
+type logPart struct {
+	f   logField
+	lit string
+}
+
+func parseTemplate(t string) ([]logPart, error) {
+	var parts []logPart
+	for t != "" {
+		i := strings.IndexByte(t, '{')
+		if i < 0 {
+			parts = append(parts, logPart{lit: t})
+			break
+		}
+		if i > 0 {
+			parts = append(parts, logPart{lit: t[:i]})
+		}
+		j := strings.IndexByte(t[i:], '}')
+		if j < 0 {
+			return nil, fmt.Errorf("access log template: unclosed { at %d", i)
+		}
+		name := t[i+1 : i+j]
+		f, ok := fieldByName[name]
+		if !ok {
+			return nil, fmt.Errorf("access log template: unknown field {%s} (known: %s)", name, strings.Join(AccessLogFields, ", "))
+		}
+		parts = append(parts, logPart{f: f})
+		t = t[i+j+1:]
+	}
+	return parts, nil
+}
+
+// AccessLog writes access-log lines through a buffer flushed periodically;
+// Reopen reopens the file for rotation (SIGUSR1).
+type AccessLog struct {
+	mu     sync.Mutex
+	path   string
+	file   *os.File // nil for stdout/stderr or a caller-supplied writer
+	w      io.Writer
+	bw     *bufio.Writer
+	json   bool
+	parts  []logPart
+	stop   chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+// NewAccessLog opens the access log described by cfg.
+func NewAccessLog(cfg AccessLogConfig) (*AccessLog, error) {
+	l := &AccessLog{path: cfg.Path}
+	switch cfg.Path {
+	case "stdout":
+		l.w = os.Stdout
+	case "stderr":
+		l.w = os.Stderr
+	case "":
+		return nil, fmt.Errorf("access log: empty path")
+	default:
+		f, err := openLogFile(cfg.Path)
+		if err != nil {
+			return nil, err
+		}
+		l.file, l.w = f, f
+	}
+	if err := l.init(cfg); err != nil {
+		if l.file != nil {
+			l.file.Close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// NewAccessLogWriter logs to w (tests, or a daemon-managed writer).
+func NewAccessLogWriter(w io.Writer, cfg AccessLogConfig) (*AccessLog, error) {
+	l := &AccessLog{w: w}
+	if err := l.init(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func openLogFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
+	}
+	return f, nil
+}
+
+func (l *AccessLog) init(cfg AccessLogConfig) error {
+	switch cfg.Format {
+	case "", "combined":
+		l.parts, _ = parseTemplate(CombinedTemplate)
+	case "json":
+		l.json = true
+	case "template":
+		p, err := parseTemplate(cfg.Template)
+		if err != nil {
+			return err
+		}
+		if len(p) == 0 {
+			return fmt.Errorf("access log: empty template")
+		}
+		l.parts = p
+	default:
+		return fmt.Errorf("access log: unknown format %q (want combined, json or template)", cfg.Format)
+	}
+	l.bw = bufio.NewWriterSize(l.w, intOr(cfg.BufferSize, 64<<10))
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	go l.flushLoop(durOr(cfg.FlushInterval, time.Second))
+	return nil
+}
+
+func (l *AccessLog) flushLoop(every time.Duration) {
+	defer close(l.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.Flush()
+		}
+	}
+}
+
+// Flush writes buffered lines out.
+func (l *AccessLog) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	return l.bw.Flush()
+}
+
+// Reopen flushes and reopens the log file (after logrotate moved it).
+func (l *AccessLog) Reopen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.bw.Flush()
+	if l.file == nil {
+		return nil
+	}
+	f, err := openLogFile(l.path)
+	if err != nil {
+		return err
+	}
+	l.file.Close()
+	l.file, l.w = f, f
+	l.bw.Reset(f)
+	return nil
+}
+
+// Close flushes and closes the log.
+func (l *AccessLog) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	err := l.bw.Flush()
+	if l.file != nil {
+		if cerr := l.file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	return err
+}
+
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// Log writes one entry.
+func (l *AccessLog) Log(e *LogEntry) {
+	bp := linePool.Get().(*[]byte)
+	b := (*bp)[:0]
+	if l.json {
+		b = appendJSON(b, e)
+	} else {
+		for _, p := range l.parts {
+			if p.f == fLiteral {
+				b = append(b, p.lit...)
+			} else {
+				b = appendField(b, p.f, e, false)
+			}
+		}
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	if !l.closed {
+		l.bw.Write(b)
+	}
+	l.mu.Unlock()
+	*bp = b
+	linePool.Put(bp)
+}
+
+func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo) {
+	e := LogEntry{
+		Time:             time.Now(),
+		Client:           clientAddr(r),
+		Site:             ev.Site,
+		Route:            ev.Route,
+		Host:             r.Host,
+		Method:           r.Method,
+		URI:              r.RequestURI,
+		Proto:            r.Proto,
+		Status:           ev.Status,
+		BytesIn:          ev.BytesIn,
+		BytesOut:         ev.BytesOut,
+		Duration:         ev.Duration,
+		Upstream:         ev.Upstream,
+		UpstreamAddr:     ev.Target,
+		UpstreamDuration: ev.UpstreamDuration,
+		HandshakeTime:    -1,
+		Referer:          r.Header.Get("Referer"),
+		UserAgent:        r.Header.Get("User-Agent"),
+	}
+	l.fillTLS(&e, ci)
+	l.Log(&e)
+}
+
+func (l *AccessLog) fillTLS(e *LogEntry, ci *connInfo) {
+	if ci == nil {
+		return
+	}
+	first := ci.requested.CompareAndSwap(false, true)
+	if !ci.hasState {
+		return
+	}
+	st := &ci.state
+	e.TLS = true
+	e.TLSProtocol, e.Cipher, e.Resumed, e.SNI = st.Protocol, st.Cipher, st.Resumed, st.SNI
+	if first {
+		e.HandshakeTime = st.HandshakeDuration
+	}
+	if len(st.PeerCertificates) > 0 {
+		e.ClientSubject = st.PeerCertificates[0].Subject.String()
+	}
+}
+
+func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, in, out int64, d time.Duration) {
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	e := LogEntry{
+		Time: time.Now(), Client: host, Site: site, Method: "STREAM", Proto: "TCP",
+		BytesIn: in, BytesOut: out, Duration: d, Upstream: upstream, UpstreamAddr: target,
+		HandshakeTime: -1,
+	}
+	ci := &connInfo{}
+	if sc, ok := c.(handshake.StateConn); ok {
+		ci = &connInfo{state: sc.ConnState(), hasState: true}
+	}
+	l.fillTLS(&e, ci)
+	l.Log(&e)
+}
+
+func appendField(b []byte, f logField, e *LogEntry, js bool) []byte {
+	str := func(s string) []byte {
+		if js {
+			return appendJSONString(b, s)
+		}
+		if s == "" {
+			return append(b, '-')
+		}
+		return appendEscaped(b, s)
+	}
+	switch f {
+	case fTime:
+		if js {
+			b = append(b, '"')
+			b = e.Time.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+			return append(b, '"')
+		}
+		return e.Time.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	case fTimeLocal:
+		if js {
+			b = append(b, '"')
+			b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+			return append(b, '"')
+		}
+		return e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	case fClient:
+		return str(e.Client)
+	case fSite:
+		return str(e.Site)
+	case fRoute:
+		return str(e.Route)
+	case fHost:
+		return str(e.Host)
+	case fMethod:
+		return str(e.Method)
+	case fURI:
+		return str(e.URI)
+	case fProto:
+		return str(e.Proto)
+	case fStatus:
+		return strconv.AppendInt(b, int64(e.Status), 10)
+	case fBytesIn:
+		return strconv.AppendInt(b, e.BytesIn, 10)
+	case fBytesOut:
+		return strconv.AppendInt(b, e.BytesOut, 10)
+	case fRequestTime:
+		return strconv.AppendFloat(b, e.Duration.Seconds(), 'f', 3, 64)
+	case fUpstream:
+		return str(e.Upstream)
+	case fUpstreamAddr:
+		return str(e.UpstreamAddr)
+	case fUpstreamTime:
+		if e.UpstreamAddr == "" {
+			if js {
+				return append(b, "null"...)
+			}
+			return append(b, '-')
+		}
+		return strconv.AppendFloat(b, e.UpstreamDuration.Seconds(), 'f', 3, 64)
+	case fTLSProtocol:
+		return str(e.TLSProtocol)
+	case fCipher:
+		return str(e.Cipher)
+	case fSessionReused:
+		if js {
+			return strconv.AppendBool(b, e.Resumed)
+		}
+		if !e.TLS {
+			return append(b, '-')
+		}
+		if e.Resumed {
+			return append(b, 'r')
+		}
+		return append(b, '.')
+	case fHandshakeMS:
+		if e.HandshakeTime < 0 || !e.TLS {
+			if js {
+				return append(b, "null"...)
+			}
+			return append(b, '-')
+		}
+		return strconv.AppendFloat(b, float64(e.HandshakeTime)/float64(time.Millisecond), 'f', 3, 64)
+	case fSNI:
+		return str(e.SNI)
+	case fClientSDN:
+		return str(e.ClientSubject)
+	case fReferer:
+		return str(e.Referer)
+	case fUserAgent:
+		return str(e.UserAgent)
+	}
+	return b
+}
+
+func appendJSON(b []byte, e *LogEntry) []byte {
+	b = append(b, '{')
+	for i, name := range AccessLogFields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = appendField(b, logField(i+1), e, true)
+	}
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscaped writes s for a text log line: '"', '\\', control bytes,
+// spaces-less-safe bytes and invalid UTF-8 become \xHH (nginx style), so a
+// client cannot inject line breaks or fake fields.
+func appendEscaped(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c >= 0x80 {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size > 1 {
+				b = append(b, s[i:i+size]...)
+				i += size
+				continue
+			}
+		}
+		b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+		i++
+	}
+	return b
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c >= 0x80 {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+func sampleEntry() *LogEntry {
+	return &LogEntry{
+		Time:             time.Date(2026, 11, 30, 9, 30, 1, 250e6, time.UTC),
+		Client:           "203.0.113.7",
+		Site:             "portal",
+		Route:            "api",
+		Host:             "portal.example.cn",
+		Method:           "GET",
+		URI:              "/a?b=\"c\"\n",
+		Proto:            "HTTP/1.1",
+		Status:           200,
+		BytesIn:          12,
+		BytesOut:         3456,
+		Duration:         12500 * time.Microsecond,
+		Upstream:         "app",
+		UpstreamAddr:     "127.0.0.1:8080",
+		UpstreamDuration: 10 * time.Millisecond,
+		TLS:              true,
+		TLSProtocol:      "NTLSv1.1",
+		Cipher:           "ECC-SM2-SM4-GCM-SM3",
+		Resumed:          true,
+		HandshakeTime:    2500 * time.Microsecond,
+		SNI:              "portal.example.cn",
+		ClientSubject:    "CN=client,O=Example",
+		UserAgent:        "curl/8",
+	}
+}
+
+func TestAccessLogFormats(t *testing.T) {
+	tests := []struct {
+		cfg  AccessLogConfig
+		want string
+	}{
+		{AccessLogConfig{}, `203.0.113.7 - - [30/Nov/2026:09:30:01 +0000] "GET /a?b=\x22c\x22\x0a HTTP/1.1" 200 3456 "-" "curl/8" NTLSv1.1 ECC-SM2-SM4-GCM-SM3 r sni=portal.example.cn hs_ms=2.500 rt=0.013 up=127.0.0.1:8080 ut=0.010 site=portal dn="CN=client,O=Example"` + "\n"},
+		{AccessLogConfig{Format: "template", Template: "{time} {client} {status} {bytes_in}/{bytes_out} {tls_protocol} {session_reused} {handshake_ms} {upstream}"},
+			"2026-11-30T09:30:01.250Z 203.0.113.7 200 12/3456 NTLSv1.1 r 2.500 app\n"},
+	}
+	for _, tt := range tests {
+		var buf syncBuffer
+		l, err := NewAccessLogWriter(&buf, tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Log(sampleEntry())
+		l.Close()
+		if got := buf.String(); got != tt.want {
+			t.Errorf("format %q:\n got %s\nwant %s", tt.cfg.Format, got, tt.want)
+		}
+	}
+	var buf syncBuffer
+	l, _ := NewAccessLogWriter(&buf, AccessLogConfig{Format: "json"})
+	e := sampleEntry()
+	e.HandshakeTime = -1
+	l.Log(e)
+	l.Close()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(buf.String()), &m); err != nil {
+		t.Fatalf("json line %q: %v", buf.String(), err)
+	}
+	if m["uri"] != "/a?b=\"c\"\n" || m["status"] != float64(200) || m["session_reused"] != true || m["handshake_ms"] != nil || m["cipher"] != "ECC-SM2-SM4-GCM-SM3" {
+		t.Errorf("json fields %v", m)
+	}
+	if len(m) != len(AccessLogFields) {
+		t.Errorf("json has %d fields, want %d", len(m), len(AccessLogFields))
+	}
+}
+
+func TestAccessLogTemplateErrors(t *testing.T) {
+	for _, tmpl := range []string{"{nope}", "{client", ""} {
+		if _, err := NewAccessLogWriter(&syncBuffer{}, AccessLogConfig{Format: "template", Template: tmpl}); err == nil {
+			t.Errorf("template %q accepted", tmpl)
+		}
+	}
+	if _, err := NewAccessLogWriter(&syncBuffer{}, AccessLogConfig{Format: "xml"}); err == nil {
+		t.Error("format xml accepted")
+	}
+}
+
+func TestAccessLogReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	l, err := NewAccessLog(AccessLogConfig{Path: path, Format: "template", Template: "{uri}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Log(&LogEntry{URI: "/one"})
+	if err := os.Rename(path, path+".1"); err != nil { // logrotate
+		t.Fatal(err)
+	}
+	l.Log(&LogEntry{URI: "/two"}) // still buffered for the old file
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	l.Log(&LogEntry{URI: "/three"})
+	l.Flush()
+	old, _ := os.ReadFile(path + ".1")
+	cur, _ := os.ReadFile(path)
+	if string(old) != "/one\n/two\n" || string(cur) != "/three\n" {
+		t.Fatalf("rotated %q, current %q", old, cur)
+	}
+}
+
+// TestAccessLogThroughProxy: handshake fields, handshake time on the first
+// request of a connection only.
+func TestAccessLogThroughProxy(t *testing.T) {
+	b := nameBackend(t, "b")
+	path := filepath.Join(t.TempDir(), "access.log")
+	cert := testClientCert(t)
+	st := handshake.ConnState{Site: "s", Protocol: handshake.ProtoTLS13SM, Cipher: "TLS_SM4_GCM_SM3", SNI: "example.test",
+		HandshakeDuration: 7 * time.Millisecond, PeerCertificates: []*smx509.Certificate{cert}, ClientAuth: true}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", addrOf(b))},
+		Sites:     oneSite(RouteConfig{Name: "all", Upstream: "u"}),
+		AccessLog: AccessLogConfig{Path: path, Format: "template", Template: "{site} {route} {method} {uri} {status} {upstream_addr} {tls_protocol} {cipher} {sni} {handshake_ms} {client_s_dn} {bytes_out}"},
+	}
+	f := newFront(t, cfg, frontOpts{state: &st})
+	c := testClient(t)
+	get(t, c, f.url+"/first")
+	get(t, c, f.url+"/second") // same keep-alive connection
+	f.p.AccessLog().Flush()
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log %q", data)
+	}
+	dn := cert.Subject.String()
+	want0 := "s all GET /first 200 " + addrOf(b) + " TLSv1.3-SM TLS_SM4_GCM_SM3 example.test 7.000 " + dn + " 1"
+	want1 := "s all GET /second 200 " + addrOf(b) + " TLSv1.3-SM TLS_SM4_GCM_SM3 example.test - " + dn + " 1"
+	if lines[0] != want0 || lines[1] != want1 {
+		t.Fatalf("log lines:\n%s\n%s\nwant:\n%s\n%s", lines[0], lines[1], want0, want1)
+	}
+	_ = http.StatusOK
+}

@@ -1,0 +1,88 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"testing"
+)
+
+// Proxy overhead per 1 KiB keep-alive request over plain TCP, against
+// net/http/httputil.ReverseProxy and against no proxy at all, in the same
+// run: go test -run XXX -bench 1KiB -benchmem ./proxy/
+
+var kib = bytes.Repeat([]byte("x"), 1024)
+
+func benchBackend(b *testing.B) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(kib)
+	}))
+	b.Cleanup(s.Close)
+	return s
+}
+
+func benchLoop(b *testing.B, url string) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	req, _ := http.NewRequest("GET", url, nil)
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if n != 1024 || res.StatusCode != 200 {
+			b.Fatalf("status %d, %d bytes", res.StatusCode, n)
+		}
+	}
+}
+
+func BenchmarkProxy1KiB(b *testing.B) {
+	be := benchBackend(b)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(be))}, Sites: oneSite(RouteConfig{PathPrefix: "/", Upstream: "u"})}
+	p, err := New(cfg, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.ServeConn(c)
+		}
+	}()
+	b.Cleanup(func() { ln.Close(); p.Close() })
+	benchLoop(b, "http://"+ln.Addr().String()+"/bench")
+}
+
+func BenchmarkHTTPUtil1KiB(b *testing.B) {
+	be := benchBackend(b)
+	u, _ := url.Parse(be.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	s := httptest.NewServer(rp)
+	b.Cleanup(s.Close)
+	benchLoop(b, s.URL+"/bench")
+}
+
+func BenchmarkDirect1KiB(b *testing.B) {
+	be := benchBackend(b)
+	benchLoop(b, be.URL+"/bench")
+}

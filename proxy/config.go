@@ -1,0 +1,342 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// Config is the whole reverse-proxy configuration of one daemon generation.
+// The daemon maps its YAML (package conf) onto these plain structs; field
+// names follow the YAML keys (Sites ↔ sites, Upstreams ↔ upstreams, …).
+// Zero values mean "use the default" stated on each field.
+type Config struct {
+	// Sites are the virtual hosts. A request is given to the site named by
+	// the handshake's ConnState.Site, else to the first site whose
+	// ServerNames match the Host header, else to the first site.
+	Sites []SiteConfig
+	// Upstreams are the named backend pools that routes and stream sites
+	// refer to by name.
+	Upstreams []UpstreamConfig
+	// TrustedProxies lists the CIDRs (or single addresses) of peers whose
+	// X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host values are
+	// kept and extended. From anyone else those headers are replaced.
+	// Default: none (incoming forwarded headers are always replaced).
+	TrustedProxies []string
+	// Limits are the client-facing protocol limits.
+	Limits LimitsConfig
+	// AccessLog configures the access log. Default: off.
+	AccessLog AccessLogConfig
+}
+
+// LimitsConfig holds client-side limits for HTTP serving.
+type LimitsConfig struct {
+	// MaxHeaderBytes caps the size of request headers. Default 64 KiB.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included.
+	// Default 0 (no limit; bodies may be very large).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response. Default 0 (no limit, so that
+	// long downloads and event streams work).
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive client connections idle this long.
+	// Default 75s.
+	IdleTimeout time.Duration
+	// MaxConcurrentStreams caps concurrent streams on one client HTTP/2
+	// connection. Default 250.
+	MaxConcurrentStreams uint32
+}
+
+// SiteConfig is one virtual host.
+type SiteConfig struct {
+	// Name identifies the site in logs and metrics and is matched against
+	// handshake.ConnState.Site. Default: the first server name.
+	Name string
+	// ServerNames are the host names of the site: exact names or
+	// "*.example.cn" wildcards (one label).
+	ServerNames []string
+	// Routes are tried in order; the first match handles the request.
+	// A request matching no route gets 404.
+	Routes []RouteConfig
+	// TLSInfoHeaders adds X-SSL-Protocol, X-SSL-Cipher and
+	// X-SSL-Session-Reused to requests sent upstream. Default false.
+	TLSInfoHeaders bool
+	// ClientCertHeaders adds X-SSL-Client-Verify, X-SSL-Client-S-DN,
+	// X-SSL-Client-I-DN and X-SSL-Client-Serial (mutual authentication
+	// identity, like Tengine's $ssl_client_s_dn). Default false.
+	ClientCertHeaders bool
+	// ClientCertPEM also adds X-SSL-Client-Cert with the URL-escaped PEM of
+	// the client's (signing) certificate. Default false.
+	ClientCertPEM bool
+	// Stream, when set, turns the site into TCP stream mode: after the
+	// handshake the connection is spliced to the upstream (no HTTP).
+	Stream *StreamConfig
+}
+
+// RouteConfig matches requests and says what to do with them. Exactly one
+// of Upstream, Respond and Redirect must be set.
+type RouteConfig struct {
+	// Name labels the route in logs and metrics. Default "route<N>".
+	Name string
+	// Hosts restricts the route to these Host values (exact or "*.suffix").
+	// Default: any host of the site.
+	Hosts []string
+	// PathPrefix matches paths starting with this prefix ("/" matches all).
+	PathPrefix string
+	// Path matches exactly this path. PathPrefix and Path are exclusive;
+	// with neither set every path matches.
+	Path string
+	// Header, when set, additionally requires a request header.
+	Header *HeaderMatch
+
+	// Upstream names the upstream pool that serves this route.
+	Upstream string
+	// Respond answers with a fixed response (e.g. health probes).
+	Respond *RespondConfig
+	// Redirect answers with a redirect.
+	Redirect *RedirectConfig
+
+	// StripPrefix removes this prefix from the path before forwarding.
+	StripPrefix string
+	// HostHeader controls the Host sent upstream: "" (default) passes the
+	// client's Host through, "{upstream}" sends the target address, any
+	// other value is sent as is.
+	HostHeader string
+	// RequestHeaders edits the request sent upstream.
+	RequestHeaders HeaderOps
+	// ResponseHeaders edits the response sent to the client.
+	ResponseHeaders HeaderOps
+	// MaxBodyBytes limits the request body; larger bodies get 413.
+	// Default 0: no limit.
+	MaxBodyBytes int64
+	// RetryIdempotent allows retrying idempotent requests (GET, HEAD,
+	// OPTIONS, TRACE, PUT, DELETE) on another target even after they were
+	// sent, when the target failed without a response. Requests that were
+	// never written are always retried. Default false.
+	RetryIdempotent bool
+	// FlushInterval is how often the response body is flushed to the
+	// client while copying. 0 (default): only when buffers fill, except
+	// event streams, gRPC and bodies of unknown length, which are always
+	// flushed immediately. Negative: flush after every write.
+	FlushInterval time.Duration
+}
+
+// HeaderMatch requires a request header.
+type HeaderMatch struct {
+	// Name of the header.
+	Name string
+	// Value it must equal; empty means the header only has to be present.
+	Value string
+}
+
+// HeaderOps edits headers. Removes run first, then sets, then adds.
+type HeaderOps struct {
+	// Set replaces these headers.
+	Set map[string]string
+	// Add appends values.
+	Add map[string]string
+	// Remove deletes these headers.
+	Remove []string
+}
+
+// RespondConfig is a fixed response.
+type RespondConfig struct {
+	// Status code. Default 200.
+	Status int
+	// Body text.
+	Body string
+	// ContentType. Default "text/plain; charset=utf-8".
+	ContentType string
+}
+
+// RedirectConfig is a redirect response.
+type RedirectConfig struct {
+	// To is the Location. "{host}" and "{uri}" are replaced by the request's
+	// host (without port) and request URI, e.g. "https://{host}{uri}".
+	To string
+	// Status code: 301, 302 (default), 303, 307 or 308.
+	Status int
+}
+
+// StreamConfig puts a site in TCP stream mode.
+type StreamConfig struct {
+	// Upstream names the pool whose targets receive the raw stream.
+	Upstream string
+	// IdleTimeout closes the stream after this long without traffic in
+	// either direction. Default 10m.
+	IdleTimeout time.Duration
+	// ProxyProtocol sends a PROXY protocol header to the target: "" (off),
+	// "v1" or "v2".
+	ProxyProtocol string
+}
+
+// UpstreamConfig is a named pool of targets.
+type UpstreamConfig struct {
+	// Name is referred to by routes.
+	Name string
+	// Targets are the backend addresses.
+	Targets []TargetConfig
+	// Balance selects targets: "round_robin" (default, smooth weighted),
+	// "least_conn", "ip_hash" (consistent hash of the client address) or
+	// "hash" (consistent hash of HashHeader or HashCookie).
+	Balance string
+	// HashHeader is the request header hashed by balance "hash".
+	HashHeader string
+	// HashCookie is the cookie hashed by balance "hash" (when HashHeader is
+	// empty or absent). Requests without the key fall back to round robin.
+	HashCookie string
+	// Protocol to the backend: "http" (default, HTTP/1.1), "h2c" (HTTP/2
+	// with prior knowledge), "https" (TLS with ALPN h2 or http/1.1),
+	// "tlcp" (TLCP re-encryption) or "tls13sm" (TLS 1.3 + RFC 8998).
+	Protocol string
+	// TLS configures "https", "tlcp" and "tls13sm" backends.
+	TLS *UpstreamTLSConfig
+	// Transport tunes the connection pool.
+	Transport TransportConfig
+	// HealthCheck configures passive and active health checks.
+	HealthCheck HealthCheckConfig
+	// Retries bounds retrying a request on another target.
+	Retries RetryConfig
+
+	// DialTLSContext, when set, dials the backend with encryption for
+	// "https", "tlcp" and "tls13sm" instead of the built-in dialers (the
+	// daemon plugs TLCP/TLS 1.3-SM clients here). Not a YAML key.
+	DialTLSContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// TargetConfig is one backend address.
+type TargetConfig struct {
+	// Address is host:port.
+	Address string
+	// Weight for balancing. Default 1.
+	Weight int
+	// Backup targets receive traffic only when every primary is down.
+	Backup bool
+}
+
+// UpstreamTLSConfig configures encryption towards the backend.
+type UpstreamTLSConfig struct {
+	// ServerName sent in SNI and verified. Default: the target's host.
+	ServerName string
+	// CA is a PEM file of CAs that verify the backend. Default: system
+	// roots ("https") or none ("tlcp", "tls13sm": then verification fails
+	// unless InsecureSkipVerify).
+	CA string
+	// InsecureSkipVerify disables backend certificate verification.
+	InsecureSkipVerify bool
+	// Cert and Key are a client certificate ("https", "tls13sm").
+	Cert, Key string
+	// KeyPassword decrypts encrypted PKCS#8 client keys ("tlcp",
+	// "tls13sm"). Not a YAML key: the daemon reads it from a file or an
+	// environment variable.
+	KeyPassword []byte
+	// SignCert/SignKey and EncCert/EncKey are TLCP client certificates.
+	SignCert, SignKey, EncCert, EncKey string
+	// Ciphers lists suite names in preference order. Default: the
+	// library's defaults.
+	Ciphers []string
+	// NoClientExtensions sends a TLCP ClientHello without extensions
+	// (GmSSL compatibility).
+	NoClientExtensions bool
+	// ClientECDHEParamsAsVector frames the ECDHE ClientKeyExchange as
+	// GmSSL does.
+	ClientECDHEParamsAsVector bool
+}
+
+// TransportConfig tunes the per-target keep-alive pools.
+type TransportConfig struct {
+	// ConnectTimeout bounds the TCP connect. Default 5s.
+	ConnectTimeout time.Duration
+	// HandshakeTimeout bounds the TLS/TLCP handshake. Default 10s.
+	HandshakeTimeout time.Duration
+	// ResponseHeaderTimeout bounds waiting for the response headers after
+	// the request is written; exceeding it gives 504. Default 60s.
+	ResponseHeaderTimeout time.Duration
+	// IdleTimeout closes pooled idle connections. Default 90s.
+	IdleTimeout time.Duration
+	// MaxIdleConns is the idle pool size per target. Default 64.
+	MaxIdleConns int
+	// MaxConnsPerTarget caps connections (and in-flight requests) per
+	// target; a saturated target is skipped by balancing. Default 0: none.
+	MaxConnsPerTarget int
+}
+
+// HealthCheckConfig configures both health checkers.
+type HealthCheckConfig struct {
+	Passive PassiveHealthConfig
+	Active  ActiveHealthConfig
+}
+
+// PassiveHealthConfig marks a target down after failed requests.
+type PassiveHealthConfig struct {
+	// MaxFails failures within FailWindow mark the target down. Default 1;
+	// negative disables passive checks.
+	MaxFails int
+	// FailWindow is the window counting failures. Default 10s.
+	FailWindow time.Duration
+	// Cooldown is how long a target stays down. Default 10s.
+	Cooldown time.Duration
+	// UnhealthyStatus lists response codes counted as failures
+	// (e.g. [502, 503, 504]). Default none: only transport failures count.
+	UnhealthyStatus []int
+}
+
+// ActiveHealthConfig probes targets periodically over HTTP.
+type ActiveHealthConfig struct {
+	// Path to GET, e.g. "/healthz". Empty disables active checks.
+	Path string
+	// Host header to send. Default: the target address.
+	Host string
+	// ExpectStatus is the healthy status. Default: any 2xx or 3xx.
+	ExpectStatus int
+	// Interval between probes. Default 10s.
+	Interval time.Duration
+	// Timeout of one probe. Default 5s.
+	Timeout time.Duration
+	// Rise consecutive successes mark a down target up. Default 2.
+	Rise int
+	// Fall consecutive failures mark an up target down. Default 3.
+	Fall int
+}
+
+// RetryConfig bounds retries.
+type RetryConfig struct {
+	// Tries is the maximum number of targets tried per request, the first
+	// included. Default 3; 1 disables retries.
+	Tries int
+	// Duration bounds the total time spent retrying. Default 0: only Tries.
+	Duration time.Duration
+}
+
+// AccessLogConfig configures the access log.
+type AccessLogConfig struct {
+	// Path is a file, "stdout" or "stderr". Empty disables the log.
+	Path string
+	// Format is "combined" (default; nginx combined plus TLS fields),
+	// "json", or "template" with Template.
+	Format string
+	// Template is used with format "template": text with {field}
+	// placeholders, e.g. "{time} {client} {status} {tls_protocol}".
+	// Fields: see AccessLogFields.
+	Template string
+	// BufferSize of the writer. Default 64 KiB.
+	BufferSize int
+	// FlushInterval of buffered lines. Default 1s.
+	FlushInterval time.Duration
+}
+
+func durOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func intOr(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,519 @@
+package proxy
+
+import (
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// Header names set by the proxy. Incoming copies are always removed so that
+// clients cannot forge them.
+const (
+	HeaderForwardedFor   = "X-Forwarded-For"
+	HeaderForwardedProto = "X-Forwarded-Proto"
+	HeaderForwardedHost  = "X-Forwarded-Host"
+	HeaderRealIP         = "X-Real-Ip" // canonical form of X-Real-IP
+	HeaderSSLProtocol    = "X-Ssl-Protocol"
+	HeaderSSLCipher      = "X-Ssl-Cipher"
+	HeaderSSLReused      = "X-Ssl-Session-Reused" // "r" when resumed, "." otherwise (nginx style)
+	HeaderClientVerify   = "X-Ssl-Client-Verify"  // SUCCESS, FAILED or NONE
+	HeaderClientSDN      = "X-Ssl-Client-S-Dn"
+	HeaderClientIDN      = "X-Ssl-Client-I-Dn"
+	HeaderClientSerial   = "X-Ssl-Client-Serial" // upper-case hex
+	HeaderClientCert     = "X-Ssl-Client-Cert"   // URL-escaped PEM
+)
+
+// alwaysStripped are removed from every incoming request.
+var alwaysStripped = []string{
+	HeaderRealIP, HeaderSSLProtocol, HeaderSSLCipher, HeaderSSLReused,
+	HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,
+}
+
+// site is one virtual host: its routes and header policy.
+type site struct {
+	p       *Proxy
+	name    string
+	names   []string
+	routes  []*route
+	tlsInfo bool
+	certHdr bool
+	certPEM bool
+	stream  *streamSite
+}
+
+type hostMode uint8
+
+const (
+	hostPass hostMode = iota
+	hostUpstream
+	hostFixed
+)
+
+// route is a compiled RouteConfig.
+type route struct {
+	name      string
+	hosts     []string
+	prefix    string
+	exact     string
+	hasPath   bool
+	hdrName   string
+	hdrValue  string
+	up        *Upstream
+	respond   *RespondConfig
+	redirTo   string
+	redirCode int
+	strip     string
+	host      hostMode
+	hostValue string
+	reqOps    headerOps
+	resOps    headerOps
+	maxBody   int64
+	retryIdem bool
+	flush     time.Duration
+}
+
+type headerOps struct {
+	remove   []string
+	set, add [][2]string
+}
+
+func compileHeaderOps(o HeaderOps) headerOps {
+	var h headerOps
+	for _, k := range o.Remove {
+		h.remove = append(h.remove, http.CanonicalHeaderKey(k))
+	}
+	for k, v := range o.Set {
+		h.set = append(h.set, [2]string{http.CanonicalHeaderKey(k), v})
+	}
+	for k, v := range o.Add {
+		h.add = append(h.add, [2]string{http.CanonicalHeaderKey(k), v})
+	}
+	return h
+}
+
+func (o *headerOps) apply(h http.Header) {
+	for _, k := range o.remove {
+		delete(h, k)
+	}
+	for _, kv := range o.set {
+		h[kv[0]] = []string{kv[1]}
+	}
+	for _, kv := range o.add {
+		h[kv[0]] = append(h[kv[0]], kv[1])
+	}
+}
+
+func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
+
+func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
+	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM}
+	for _, n := range sc.ServerNames {
+		s.names = append(s.names, strings.ToLower(n))
+	}
+	if s.name == "" && len(s.names) > 0 {
+		s.name = s.names[0]
+	}
+	if s.name == "" {
+		return nil, fmt.Errorf("site without name or server names")
+	}
+	if sc.Stream != nil {
+		st, err := newStreamSite(p, s.name, sc.Stream)
+		if err != nil {
+			return nil, fmt.Errorf("site %q: %w", s.name, err)
+		}
+		s.stream = st
+	}
+	for i := range sc.Routes {
+		rt, err := compileRoute(p, &sc.Routes[i], i)
+		if err != nil {
+			return nil, fmt.Errorf("site %q: %w", s.name, err)
+		}
+		s.routes = append(s.routes, rt)
+	}
+	return s, nil
+}
+
+func compileRoute(p *Proxy, rc *RouteConfig, i int) (*route, error) {
+	rt := &route{
+		name:      rc.Name,
+		prefix:    rc.PathPrefix,
+		exact:     rc.Path,
+		strip:     rc.StripPrefix,
+		reqOps:    compileHeaderOps(rc.RequestHeaders),
+		resOps:    compileHeaderOps(rc.ResponseHeaders),
+		maxBody:   rc.MaxBodyBytes,
+		retryIdem: rc.RetryIdempotent,
+		flush:     rc.FlushInterval,
+	}
+	if rt.name == "" {
+		rt.name = "route" + strconv.Itoa(i)
+	}
+	if rt.prefix != "" && rt.exact != "" {
+		return nil, fmt.Errorf("route %s: path_prefix and path are exclusive", rt.name)
+	}
+	for _, h := range rc.Hosts {
+		rt.hosts = append(rt.hosts, strings.ToLower(h))
+	}
+	if rc.Header != nil {
+		rt.hdrName = http.CanonicalHeaderKey(rc.Header.Name)
+		rt.hdrValue = rc.Header.Value
+	}
+	switch rc.HostHeader {
+	case "":
+	case "{upstream}":
+		rt.host = hostUpstream
+	default:
+		rt.host, rt.hostValue = hostFixed, rc.HostHeader
+	}
+	actions := 0
+	if rc.Upstream != "" {
+		actions++
+		rt.up = p.upstreams[rc.Upstream]
+		if rt.up == nil {
+			return nil, fmt.Errorf("route %s: unknown upstream %q", rt.name, rc.Upstream)
+		}
+	}
+	if rc.Respond != nil {
+		actions++
+		r := *rc.Respond
+		if r.Status == 0 {
+			r.Status = http.StatusOK
+		}
+		if r.Status < 100 || r.Status > 999 {
+			return nil, fmt.Errorf("route %s: bad respond status %d", rt.name, r.Status)
+		}
+		if r.ContentType == "" {
+			r.ContentType = "text/plain; charset=utf-8"
+		}
+		rt.respond = &r
+	}
+	if rc.Redirect != nil {
+		actions++
+		rt.redirTo = rc.Redirect.To
+		rt.redirCode = intOr(rc.Redirect.Status, http.StatusFound)
+		switch rt.redirCode {
+		case 301, 302, 303, 307, 308:
+		default:
+			return nil, fmt.Errorf("route %s: bad redirect status %d", rt.name, rt.redirCode)
+		}
+		if rt.redirTo == "" {
+			return nil, fmt.Errorf("route %s: redirect without target", rt.name)
+		}
+	}
+	if actions != 1 {
+		return nil, fmt.Errorf("route %s: needs exactly one of upstream, respond, redirect", rt.name)
+	}
+	return rt, nil
+}
+
+// hostOnly strips the port from a Host value.
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:i]
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+}
+
+// matchName matches a host against an exact or "*.suffix" pattern
+// (patterns are lower-case).
+func matchName(pattern, host string) bool {
+	if strings.HasPrefix(pattern, "*.") {
+		suf := pattern[1:]
+		if len(host) <= len(suf) || !strings.EqualFold(host[len(host)-len(suf):], suf) {
+			return false
+		}
+		return !strings.Contains(host[:len(host)-len(suf)], ".")
+	}
+	return strings.EqualFold(pattern, host)
+}
+
+func (rt *route) match(r *http.Request, host string) bool {
+	if len(rt.hosts) > 0 {
+		ok := false
+		for _, h := range rt.hosts {
+			if matchName(h, host) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	p := r.URL.Path
+	if rt.exact != "" && p != rt.exact {
+		return false
+	}
+	if rt.prefix != "" && !strings.HasPrefix(p, rt.prefix) {
+		return false
+	}
+	if rt.hdrName != "" {
+		v, ok := r.Header[rt.hdrName]
+		if !ok || (rt.hdrValue != "" && (len(v) == 0 || v[0] != rt.hdrValue)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *site) match(r *http.Request, host string) *route {
+	for _, rt := range s.routes {
+		if rt.match(r, host) {
+			return rt
+		}
+	}
+	return nil
+}
+
+// reqHost is the host used for routing: the Host header, else the SNI.
+func reqHost(r *http.Request, ci *connInfo) string {
+	h := hostOnly(r.Host)
+	if h == "" && ci != nil {
+		h = ci.state.SNI
+	}
+	return h
+}
+
+// ServeHTTP handles one request of the site.
+func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := s.p
+	rs := getReqState(w)
+	rs.start = time.Now()
+	rs.site = s
+	p.obs.RequestStarted(s.name)
+	defer s.finish(rs, r)
+
+	ci := connInfoFrom(r.Context())
+	rs.ci = ci
+	host := reqHost(r, ci)
+	rt := s.match(r, host)
+	rs.route = rt
+	switch {
+	case rt == nil:
+		s.errorResponse(rs, r, http.StatusNotFound, "no route matches")
+	case rt.respond != nil:
+		h := rs.w.Header()
+		h["Content-Type"] = []string{rt.respond.ContentType}
+		rt.resOps.apply(h)
+		rs.w.WriteHeader(rt.respond.Status)
+		if r.Method != http.MethodHead {
+			writeString(&rs.w, rt.respond.Body)
+		}
+	case rt.redirTo != "":
+		to := strings.NewReplacer("{host}", host, "{uri}", r.RequestURI).Replace(rt.redirTo)
+		rt.resOps.apply(rs.w.Header())
+		http.Redirect(&rs.w, r, to, rt.redirCode)
+	default:
+		s.forward(rs, r, rt)
+	}
+}
+
+func writeString(w http.ResponseWriter, s string) {
+	if len(s) > 0 {
+		w.Write([]byte(s))
+	}
+}
+
+// finish reports the request to the observer and the access log.
+func (s *site) finish(rs *reqState, r *http.Request) {
+	if v := recover(); v != nil {
+		// An aborted copy (panic(http.ErrAbortHandler)) still gets logged.
+		if rs.w.status == 0 {
+			rs.w.status = 502
+		}
+		s.report(rs, r)
+		putReqState(rs)
+		panic(v)
+	}
+	s.report(rs, r)
+	putReqState(rs)
+}
+
+func (s *site) report(rs *reqState, r *http.Request) {
+	p := s.p
+	status := rs.w.status
+	if status == 0 {
+		status = http.StatusOK
+		if rs.clientGone {
+			status = 499
+		}
+	}
+	ev := RequestEvent{
+		Site:             s.name,
+		Method:           r.Method,
+		Status:           status,
+		Duration:         time.Since(rs.start),
+		UpstreamDuration: rs.upDur,
+		BytesIn:          rs.bytesIn,
+		BytesOut:         rs.w.bytes,
+	}
+	if rs.route != nil {
+		ev.Route = rs.route.name
+		if rs.route.up != nil {
+			ev.Upstream = rs.route.up.name
+		}
+	}
+	if rs.target != nil {
+		ev.Target = rs.target.Addr
+	}
+	p.obs.RequestDone(ev)
+	if p.accessLog != nil {
+		p.accessLog.logRequest(&ev, r, rs.ci)
+	}
+}
+
+// errorResponse writes a short error body and logs why.
+func (s *site) errorResponse(rs *reqState, r *http.Request, code int, why string) {
+	lvl := s.p.logger.Warn
+	if code < 500 {
+		lvl = s.p.logger.Debug
+	}
+	args := []any{"site", s.name, "status", code, "method", r.Method, "uri", r.RequestURI, "client", r.RemoteAddr, "reason", why}
+	if rs.route != nil {
+		args = append(args, "route", rs.route.name)
+		if rs.route.up != nil {
+			args = append(args, "upstream", rs.route.up.name)
+		}
+	}
+	lvl("request failed", args...)
+	if rs.w.wroteHeader {
+		return
+	}
+	h := rs.w.Header()
+	clear(h)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	rs.w.WriteHeader(code)
+	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), why)
+}
+
+// clientAddr returns the client's IP (host part of RemoteAddr; with PROXY
+// protocol this is the address from the header).
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (p *Proxy) trusted(ip string) bool {
+	if len(p.trustedNets) == 0 {
+		return false
+	}
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, n := range p.trustedNets {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// setForwarded strips forged headers and sets the forwarded and TLS
+// headers on h (the outgoing request's header). It returns the client IP
+// used for balancing (X-Real-IP).
+func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *[4]string) string {
+	p := s.p
+	for _, k := range alwaysStripped {
+		delete(h, k)
+	}
+	delete(h, "Forwarded")
+	peer := clientAddr(r)
+	trusted := p.trusted(peer)
+	real := peer
+	prior := h[HeaderForwardedFor]
+	if trusted && len(prior) > 0 {
+		xff := strings.Join(prior, ", ")
+		// X-Real-IP: the right-most address not from a trusted proxy.
+		rest := xff
+		for rest != "" {
+			i := strings.LastIndexByte(rest, ',')
+			cand := strings.TrimSpace(rest[i+1:])
+			rest = rest[:max(i, 0)]
+			if cand == "" {
+				continue
+			}
+			real = cand
+			if !p.trusted(cand) {
+				break
+			}
+		}
+		h[HeaderForwardedFor] = []string{xff + ", " + peer}
+	} else {
+		setHeader(h, HeaderForwardedFor, peer, vals[0:1:1])
+	}
+	vals[1] = real
+	h[HeaderRealIP] = vals[1:2:2]
+	if !trusted || len(h[HeaderForwardedProto]) == 0 {
+		proto := "http"
+		if ci != nil && ci.hasState {
+			proto = "https"
+		}
+		setHeader(h, HeaderForwardedProto, proto, vals[2:3:3])
+	}
+	if !trusted || len(h[HeaderForwardedHost]) == 0 {
+		setHeader(h, HeaderForwardedHost, r.Host, vals[3:4:4])
+	}
+	if ci != nil && ci.hasState && (s.tlsInfo || s.certHdr) {
+		s.setTLSHeaders(h, &ci.state)
+	}
+	return real
+}
+
+// setHeader sets a single value, reusing the existing slice or the
+// caller's (per-request, pooled) storage.
+func setHeader(h http.Header, k, v string, store []string) {
+	if old := h[k]; len(old) == 1 {
+		old[0] = v
+		return
+	}
+	store[0] = v
+	h[k] = store
+}
+
+func (s *site) setTLSHeaders(h http.Header, st *handshake.ConnState) {
+	if s.tlsInfo {
+		h[HeaderSSLProtocol] = []string{st.Protocol}
+		h[HeaderSSLCipher] = []string{st.Cipher}
+		reused := "."
+		if st.Resumed {
+			reused = "r"
+		}
+		h[HeaderSSLReused] = []string{reused}
+	}
+	if !s.certHdr {
+		return
+	}
+	switch {
+	case len(st.PeerCertificates) == 0:
+		h[HeaderClientVerify] = []string{"NONE"}
+		return
+	case st.ClientAuth:
+		h[HeaderClientVerify] = []string{"SUCCESS"}
+	default:
+		h[HeaderClientVerify] = []string{"FAILED"}
+	}
+	c := st.PeerCertificates[0]
+	h[HeaderClientSDN] = []string{c.Subject.String()}
+	h[HeaderClientIDN] = []string{c.Issuer.String()}
+	if c.SerialNumber != nil {
+		h[HeaderClientSerial] = []string{strings.ToUpper(c.SerialNumber.Text(16))}
+	}
+	if s.certPEM {
+		b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+		h[HeaderClientCert] = []string{strings.ReplaceAll(url.QueryEscape(string(b)), "+", "%20")}
+	}
+}

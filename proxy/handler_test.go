@@ -1,0 +1,304 @@
+package proxy
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// echoBackend answers with the request it saw, as JSON.
+type seenRequest struct {
+	Method, Host, Path string
+	Header             http.Header
+}
+
+func echoBackend(t testing.TB) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Remove-Me", "1")
+		json.NewEncoder(w).Encode(seenRequest{r.Method, r.Host, r.URL.Path, r.Header})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func decodeSeen(t *testing.T, body string) seenRequest {
+	t.Helper()
+	var s seenRequest
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("backend answer %q: %v", body, err)
+	}
+	return s
+}
+
+func TestRouting(t *testing.T) {
+	a, b := nameBackend(t, "a"), nameBackend(t, "b")
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("a", addrOf(a)), upstream("b", addrOf(b))},
+		Sites: []SiteConfig{{
+			Name:        "main",
+			ServerNames: []string{"example.test", "*.example.test"},
+			Routes: []RouteConfig{
+				{Name: "health", Path: "/healthz", Respond: &RespondConfig{Body: "ok\n"}},
+				{Name: "teapot", Path: "/tea", Respond: &RespondConfig{Status: 418, Body: "short and stout"}},
+				{Name: "old", PathPrefix: "/old/", Redirect: &RedirectConfig{To: "https://{host}{uri}", Status: 301}},
+				{Name: "canary", Header: &HeaderMatch{Name: "X-Canary", Value: "1"}, Upstream: "b"},
+				{Name: "api-host", Hosts: []string{"api.example.test"}, Upstream: "b"},
+				{Name: "b-prefix", PathPrefix: "/b/", Upstream: "b"},
+				{Name: "default", PathPrefix: "/", Upstream: "a"},
+			},
+		}},
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	tests := []struct {
+		path       string
+		hdr        []string
+		wantStatus int
+		wantBody   string
+		wantLoc    string
+	}{
+		{"/healthz", nil, 200, "ok\n", ""},
+		{"/healthz/x", nil, 200, "a", ""}, // exact path only
+		{"/tea", nil, 418, "short and stout", ""},
+		{"/old/page?q=1", []string{"Host", "www.example.test"}, 301, "", "https://www.example.test/old/page?q=1"},
+		{"/x", []string{"X-Canary", "1"}, 200, "b", ""},
+		{"/x", []string{"X-Canary", "0"}, 200, "a", ""},
+		{"/x", []string{"Host", "api.example.test:8443"}, 200, "b", ""},
+		{"/b/1", nil, 200, "b", ""},
+		{"/bb", nil, 200, "a", ""},
+	}
+	for _, tt := range tests {
+		code, body, h := get(t, c, f.url+tt.path, tt.hdr...)
+		if code != tt.wantStatus {
+			t.Errorf("%s %v: status %d, want %d (%q)", tt.path, tt.hdr, code, tt.wantStatus, body)
+			continue
+		}
+		if tt.wantLoc != "" {
+			if got := h.Get("Location"); got != tt.wantLoc {
+				t.Errorf("%s: Location %q, want %q", tt.path, got, tt.wantLoc)
+			}
+			continue
+		}
+		if body != tt.wantBody {
+			t.Errorf("%s %v: body %q, want %q", tt.path, tt.hdr, body, tt.wantBody)
+		}
+	}
+}
+
+func TestNoRouteIs404(t *testing.T) {
+	cfg := Config{Sites: oneSite(RouteConfig{Path: "/only", Respond: &RespondConfig{}})}
+	f := newFront(t, cfg, frontOpts{})
+	if code, _, _ := get(t, testClient(t), f.url+"/other"); code != 404 {
+		t.Fatalf("status %d, want 404", code)
+	}
+}
+
+func TestSiteSelection(t *testing.T) {
+	cfg := Config{Sites: []SiteConfig{
+		{Name: "one", ServerNames: []string{"one.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "one"}}}},
+		{Name: "two", ServerNames: []string{"*.two.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "two"}}}},
+	}}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for host, want := range map[string]string{"one.test": "one", "x.two.test": "two", "unknown.test": "one", "a.b.two.test": "one"} {
+		if _, body, _ := get(t, c, f.url+"/", "Host", host); body != want {
+			t.Errorf("Host %s: site %q, want %q", host, body, want)
+		}
+	}
+	// The handshake's site wins over Host.
+	st := handshake.ConnState{Site: "two", Protocol: handshake.ProtoTLCP}
+	f2 := newFront(t, cfg, frontOpts{state: &st})
+	if _, body, _ := get(t, testClient(t), f2.url+"/", "Host", "one.test"); body != "two" {
+		t.Errorf("ConnState.Site two: got %q", body)
+	}
+}
+
+func TestHeaderEditsHostAndStrip(t *testing.T) {
+	e := echoBackend(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites: oneSite(
+			RouteConfig{PathPrefix: "/api/", StripPrefix: "/api", Upstream: "e", HostHeader: "internal.svc",
+				RequestHeaders:  HeaderOps{Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Multi": "two"}, Remove: []string{"Cookie"}},
+				ResponseHeaders: HeaderOps{Set: map[string]string{"X-Served-By": "gmproxy"}, Remove: []string{"X-Remove-Me"}}},
+			RouteConfig{PathPrefix: "/up/", Upstream: "e", HostHeader: "{upstream}"},
+			RouteConfig{PathPrefix: "/", Upstream: "e"},
+		),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	_, body, h := get(t, c, f.url+"/api/v1/users", "Cookie", "secret=1", "X-Multi", "one", "X-Env", "dev", "Host", "example.test")
+	s := decodeSeen(t, body)
+	if s.Path != "/v1/users" || s.Host != "internal.svc" {
+		t.Errorf("path %q host %q, want /v1/users internal.svc", s.Path, s.Host)
+	}
+	if s.Header.Get("Cookie") != "" || s.Header.Get("X-Env") != "prod" || strings.Join(s.Header["X-Multi"], ",") != "one,two" {
+		t.Errorf("request header edits not applied: %v", s.Header)
+	}
+	if h.Get("X-Served-By") != "gmproxy" || h.Get("X-Remove-Me") != "" {
+		t.Errorf("response header edits not applied: %v", h)
+	}
+	_, body, _ = get(t, c, f.url+"/up/x", "Host", "example.test")
+	if s := decodeSeen(t, body); s.Host != addrOf(e) {
+		t.Errorf("{upstream} host: %q, want %q", s.Host, addrOf(e))
+	}
+	_, body, _ = get(t, c, f.url+"/x", "Host", "example.test:8443")
+	if s := decodeSeen(t, body); s.Host != "example.test:8443" {
+		t.Errorf("host passthrough: %q", s.Host)
+	}
+}
+
+// testClientCert makes a certificate parsed by smx509 (ECDSA is enough for
+// identity headers).
+func testClientCert(t *testing.T) *smx509.Certificate {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(0x1234abcd),
+		Subject:      pkix.Name{CommonName: "client one", Organization: []string{"Example"}, Country: []string{"CN"}},
+		Issuer:       pkix.Name{CommonName: "client one"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestForwardedAndTLSHeaders(t *testing.T) {
+	e := echoBackend(t)
+	cert := testClientCert(t)
+	st := handshake.ConnState{
+		Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
+		Resumed: true, SNI: "example.test", ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert},
+		HandshakeDuration: 3 * time.Millisecond,
+	}
+	forged := []string{
+		"X-Forwarded-For", "6.6.6.6", "X-Real-IP", "6.6.6.6", "X-Forwarded-Proto", "gopher",
+		"X-Forwarded-Host", "evil.test", "X-SSL-Client-S-DN", "CN=admin", "X-SSL-Client-Verify", "SUCCESS",
+		"X-SSL-Protocol", "TLSv1.0", "X-SSL-Client-Cert", "forged", "Forwarded", "for=6.6.6.6",
+	}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, TLSInfoHeaders: true, ClientCertHeaders: true, ClientCertPEM: true,
+			Routes: []RouteConfig{{Upstream: "e"}}}},
+	}
+	t.Run("untrusted peer with TLCP client cert", func(t *testing.T) {
+		f := newFront(t, cfg, frontOpts{state: &st})
+		_, body, _ := get(t, testClient(t), f.url+"/", append([]string{"Host", "example.test"}, forged...)...)
+		h := decodeSeen(t, body).Header
+		want := map[string]string{
+			"X-Forwarded-For": "127.0.0.1", "X-Real-Ip": "127.0.0.1", "X-Forwarded-Proto": "https",
+			"X-Forwarded-Host": "example.test", "X-Ssl-Protocol": "NTLSv1.1", "X-Ssl-Cipher": "ECC-SM2-SM4-GCM-SM3",
+			"X-Ssl-Session-Reused": "r", "X-Ssl-Client-Verify": "SUCCESS", "X-Ssl-Client-S-Dn": cert.Subject.String(),
+			"X-Ssl-Client-I-Dn": cert.Issuer.String(), "X-Ssl-Client-Serial": "1234ABCD", "Forwarded": "",
+		}
+		for k, v := range want {
+			if got := strings.Join(h[k], "|"); got != v {
+				t.Errorf("%s = %q, want %q", k, got, v)
+			}
+		}
+		pemText, err := url.QueryUnescape(h.Get("X-Ssl-Client-Cert"))
+		if err != nil || !strings.HasPrefix(pemText, "-----BEGIN CERTIFICATE-----\n") {
+			t.Errorf("X-Ssl-Client-Cert %q: not an escaped PEM (%v)", h.Get("X-Ssl-Client-Cert"), err)
+		}
+		if strings.Contains(h.Get("X-Ssl-Client-Cert"), " ") || strings.Contains(h.Get("X-Ssl-Client-Cert"), "+") {
+			t.Errorf("X-Ssl-Client-Cert not escaped: %q", h.Get("X-Ssl-Client-Cert"))
+		}
+	})
+	t.Run("plain connection strips everything", func(t *testing.T) {
+		f := newFront(t, cfg, frontOpts{})
+		_, body, _ := get(t, testClient(t), f.url+"/", append([]string{"Host", "example.test"}, forged...)...)
+		h := decodeSeen(t, body).Header
+		for _, k := range []string{"X-Ssl-Client-S-Dn", "X-Ssl-Client-Verify", "X-Ssl-Protocol", "X-Ssl-Client-Cert"} {
+			if v := h.Get(k); v != "" {
+				t.Errorf("forged %s reached the backend: %q", k, v)
+			}
+		}
+		if h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-For") != "127.0.0.1" {
+			t.Errorf("forwarded headers: %v", h)
+		}
+	})
+	t.Run("trusted peer keeps the chain", func(t *testing.T) {
+		c2 := cfg
+		c2.TrustedProxies = []string{"127.0.0.0/8", "10.0.0.0/8"}
+		f := newFront(t, c2, frontOpts{})
+		_, body, _ := get(t, testClient(t), f.url+"/", "Host", "example.test", "X-Forwarded-For", "198.51.100.9, 10.1.1.1",
+			"X-Forwarded-Proto", "https", "X-SSL-Client-S-DN", "CN=admin")
+		h := decodeSeen(t, body).Header
+		if got := h.Get("X-Forwarded-For"); got != "198.51.100.9, 10.1.1.1, 127.0.0.1" {
+			t.Errorf("X-Forwarded-For %q", got)
+		}
+		if got := h.Get("X-Real-Ip"); got != "198.51.100.9" {
+			t.Errorf("X-Real-IP %q, want the first untrusted hop", got)
+		}
+		if h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Ssl-Client-S-Dn") != "" {
+			t.Errorf("trusted: %v", h)
+		}
+	})
+	t.Run("no client cert", func(t *testing.T) {
+		st2 := st
+		st2.PeerCertificates, st2.ClientAuth, st2.Resumed = nil, false, false
+		f := newFront(t, cfg, frontOpts{state: &st2})
+		_, body, _ := get(t, testClient(t), f.url+"/", "Host", "example.test", "X-SSL-Client-S-DN", "CN=admin")
+		h := decodeSeen(t, body).Header
+		if h.Get("X-Ssl-Client-Verify") != "NONE" || h.Get("X-Ssl-Client-S-Dn") != "" || h.Get("X-Ssl-Session-Reused") != "." {
+			t.Errorf("headers: %v", h)
+		}
+	})
+}
+
+func TestMatchName(t *testing.T) {
+	for _, tt := range []struct {
+		pat, host string
+		want      bool
+	}{
+		{"example.test", "EXAMPLE.test", true},
+		{"*.example.test", "a.example.test", true},
+		{"*.example.test", "a.b.example.test", false},
+		{"*.example.test", "example.test", false},
+		{"*.example.test", ".example.test", false},
+	} {
+		if got := matchName(tt.pat, tt.host); got != tt.want {
+			t.Errorf("matchName(%q,%q)=%v", tt.pat, tt.host, got)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"unknown upstream": {Sites: oneSite(RouteConfig{Upstream: "nope"})},
+		"two actions":      {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, Redirect: &RedirectConfig{To: "/"}})},
+		"bad balance":      {Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: "127.0.0.1:1"}}, Balance: "random"}}, Sites: oneSite(RouteConfig{Upstream: "u"})},
+		"hash without key": {Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: "127.0.0.1:1"}}, Balance: "hash"}}, Sites: oneSite(RouteConfig{Upstream: "u"})},
+		"bad target":       {Upstreams: []UpstreamConfig{upstream("u", "nohostport")}, Sites: oneSite(RouteConfig{Upstream: "u"})},
+		"bad protocol":     {Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: "127.0.0.1:1"}}, Protocol: "gopher"}}, Sites: oneSite(RouteConfig{Upstream: "u"})},
+		"bad trusted":      {TrustedProxies: []string{"not-an-ip"}, Sites: oneSite(RouteConfig{Respond: &RespondConfig{}})},
+		"no sites":         {},
+	} {
+		if p, err := New(cfg, nil, testLogger(t)); err == nil {
+			p.Close()
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+}

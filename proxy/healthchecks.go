@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Health checking has two halves, as in Caddy's healthchecks.go:
+//
+//   - passive: Upstream.fail records transport failures (and configured bad
+//     statuses) seen by real requests; MaxFails of them within FailWindow
+//     take the target out for Cooldown (upstreams.go);
+//   - active: a goroutine per upstream probes every target over the
+//     upstream's own transport (so TLCP backends are probed over TLCP);
+//     Fall consecutive failures mark it down, Rise successes mark it up.
+//
+// Every change of a target's combined state is logged and reported through
+// Observer.UpstreamHealth.
+
+func (u *Upstream) startActiveChecks() {
+	if u.active.Path == "" {
+		return
+	}
+	a := &u.active
+	a.Interval = durOr(a.Interval, 10*time.Second)
+	a.Timeout = durOr(a.Timeout, 5*time.Second)
+	a.Rise = intOr(a.Rise, 2)
+	a.Fall = intOr(a.Fall, 3)
+	u.healthWG.Add(1)
+	go u.activeLoop()
+}
+
+func (u *Upstream) activeLoop() {
+	defer u.healthWG.Done()
+	client := &http.Client{
+		Transport:     u.transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	tick := time.NewTicker(u.active.Interval)
+	defer tick.Stop()
+	for {
+		for _, t := range u.targets {
+			u.probe(client, t)
+		}
+		select {
+		case <-u.stopHealth:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// probe runs one active check of t and updates its state.
+func (u *Upstream) probe(client *http.Client, t *Target) {
+	err := u.checkOnce(client, t)
+	if err == nil {
+		t.failRun = 0
+		t.okRun++
+		if t.activeDn.Load() && t.okRun >= u.active.Rise {
+			t.activeDn.Store(false)
+			u.reportState(t, fmt.Sprintf("active: %d successful probe(s)", t.okRun))
+		}
+		return
+	}
+	t.okRun = 0
+	t.failRun++
+	u.logger.Debug("health probe failed", "target", t.Addr, "error", err)
+	if !t.activeDn.Load() && t.failRun >= u.active.Fall {
+		t.activeDn.Store(true)
+		u.reportState(t, fmt.Sprintf("active: %d failed probe(s), last: %v", t.failRun, err))
+	}
+}
+
+func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
+	ctx, cancel := context.WithTimeout(context.Background(), u.active.Timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-u.stopHealth:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.scheme+"://"+t.Addr+u.active.Path, nil)
+	if err != nil {
+		return err
+	}
+	if u.active.Host != "" {
+		req.Host = u.active.Host
+	}
+	req.Header.Set("User-Agent", "gmproxy-health/1")
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	res.Body.Close()
+	if want := u.active.ExpectStatus; want != 0 {
+		if res.StatusCode != want {
+			return fmt.Errorf("status %d, want %d", res.StatusCode, want)
+		}
+	} else if res.StatusCode < 200 || res.StatusCode >= 400 {
+		return fmt.Errorf("status %d", res.StatusCode)
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// testLogger discards unless -v.
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fakeStateConn attaches a handshake state to a plain connection.
+type fakeStateConn struct {
+	net.Conn
+	st handshake.ConnState
+}
+
+func (c *fakeStateConn) ConnState() handshake.ConnState { return c.st }
+
+// front is a proxy listening on loopback; every accepted connection goes
+// through Proxy.ServeConn (optionally wrapped with a handshake state).
+type front struct {
+	p    *Proxy
+	ln   net.Listener
+	addr string
+	url  string
+}
+
+type frontOpts struct {
+	state *handshake.ConnState // attach to each conn
+	wrap  func(net.Listener) net.Listener
+	obs   Observer
+}
+
+func newFront(t testing.TB, cfg Config, o frontOpts) *front {
+	t.Helper()
+	obs := o.obs
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	p, err := New(cfg, obs, testLogger(t))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if o.wrap != nil {
+		ln = o.wrap(ln)
+	}
+	f := &front{p: p, ln: ln, addr: addr, url: "http://" + addr}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if o.state != nil {
+				c = &fakeStateConn{Conn: c, st: *o.state}
+			}
+			go p.ServeConn(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Close()
+	})
+	return f
+}
+
+// client returns an HTTP/1.1 client with its own pool.
+func testClient(t testing.TB) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 30 * time.Second}
+}
+
+func get(t testing.TB, c *http.Client, url string, hdr ...string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header
+}
+
+// nameBackend answers with its name in the body and X-Backend.
+func nameBackend(t testing.TB, name string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Backend", name)
+		io.WriteString(w, name)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func addrOf(s *httptest.Server) string { return s.Listener.Addr().String() }
+
+// restartable is a backend that can be stopped and restarted on the same
+// address.
+type restartable struct {
+	t       testing.TB
+	addr    string
+	handler http.Handler
+	mu      sync.Mutex
+	srv     *http.Server
+}
+
+func newRestartable(t testing.TB, h http.Handler) *restartable {
+	r := &restartable{t: t, handler: h}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = ln.Addr().String()
+	r.serve(ln)
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *restartable) serve(ln net.Listener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.srv = &http.Server{Handler: r.handler}
+	go r.srv.Serve(ln)
+}
+
+func (r *restartable) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.srv != nil {
+		r.srv.Close()
+		r.srv = nil
+	}
+}
+
+func (r *restartable) start() {
+	var ln net.Listener
+	var err error
+	for i := 0; i < 50; i++ { // the port may linger briefly
+		if ln, err = net.Listen("tcp", r.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("restart %s: %v", r.addr, err)
+	}
+	r.serve(ln)
+}
+
+// eventObserver records proxy events.
+type eventObserver struct {
+	NopObserver
+	mu      sync.Mutex
+	health  []string
+	healthC chan string
+	retries int
+	done    []RequestEvent
+	streams [][2]int64
+	streamC chan [2]int64
+}
+
+func newEventObserver() *eventObserver {
+	return &eventObserver{healthC: make(chan string, 64), streamC: make(chan [2]int64, 16)}
+}
+
+func (o *eventObserver) UpstreamHealth(up, target string, healthy bool) {
+	s := up + " " + target + " down"
+	if healthy {
+		s = up + " " + target + " up"
+	}
+	o.mu.Lock()
+	o.health = append(o.health, s)
+	o.mu.Unlock()
+	select {
+	case o.healthC <- s:
+	default:
+	}
+}
+
+func (o *eventObserver) UpstreamRetry(string) {
+	o.mu.Lock()
+	o.retries++
+	o.mu.Unlock()
+}
+
+func (o *eventObserver) RequestDone(ev RequestEvent) {
+	o.mu.Lock()
+	o.done = append(o.done, ev)
+	o.mu.Unlock()
+}
+
+func (o *eventObserver) StreamBytes(site, up string, in, out int64) {
+	o.mu.Lock()
+	o.streams = append(o.streams, [2]int64{in, out})
+	o.mu.Unlock()
+	select {
+	case o.streamC <- [2]int64{in, out}:
+	default:
+	}
+}
+
+// waitHealth waits (bounded) for a specific health event.
+func (o *eventObserver) waitHealth(t testing.TB, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case s := <-o.healthC:
+			if s == want {
+				return
+			}
+		case <-deadline:
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			t.Fatalf("no health event %q; saw %v", want, o.health)
+		}
+	}
+}
+
+// syncBuffer is a goroutine-safe bytes.Buffer.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func oneSite(routes ...RouteConfig) []SiteConfig {
+	return []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Routes: routes}}
+}
+
+func upstream(name string, addrs ...string) UpstreamConfig {
+	u := UpstreamConfig{Name: name}
+	for _, a := range addrs {
+		u.Targets = append(u.Targets, TargetConfig{Address: a})
+	}
+	return u
+}
+
+func getenv(k string) string { return os.Getenv(k) }
+
+// runChild reruns one test in a child process with extra environment (for
+// settings read at package initialisation, such as GODEBUG=http2xconnect=1).
+func runChild(t *testing.T, name string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+name)) {
+		t.Fatalf("child %s (%v): %v\n%s", name, env, err, out)
+	}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func readFile(p string) ([]byte, error) { return os.ReadFile(p) }

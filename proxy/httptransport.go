@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// dialError marks a failure to establish a connection to a target
+// (TCP connect or TLS/TLCP handshake): nothing of the request was sent, so
+// it is always safe to retry elsewhere.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// DialFunc dials a backend connection.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// newTransport builds the keep-alive pool of an upstream. One
+// http.Transport per upstream keeps one pool per target address (it keys
+// connections by host:port), with MaxIdleConnsPerHost, IdleConnTimeout and
+// MaxConnsPerHost applying per target.
+func newTransport(uc *UpstreamConfig) (*http.Transport, string, DialFunc, error) {
+	tc := uc.Transport
+	connectTimeout := durOr(tc.ConnectTimeout, 5*time.Second)
+	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		MaxIdleConns:           0, // no global cap; per target below
+		MaxIdleConnsPerHost:    intOr(tc.MaxIdleConns, 64),
+		MaxConnsPerHost:        tc.MaxConnsPerTarget,
+		IdleConnTimeout:        durOr(tc.IdleTimeout, 90*time.Second),
+		ResponseHeaderTimeout:  durOr(tc.ResponseHeaderTimeout, 60*time.Second),
+		TLSHandshakeTimeout:    durOr(tc.HandshakeTimeout, 10*time.Second),
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 1 << 20,
+		WriteBufferSize:        32 << 10,
+		ReadBufferSize:         32 << 10,
+	}
+	scheme := "http"
+	dial := DialFunc(t.DialContext)
+	switch uc.Protocol {
+	case "", "http":
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetHTTP1(true)
+	case "h2c":
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	case "https":
+		scheme = "https"
+		cfg, err := stdTLSConfig(uc.TLS)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		t.TLSClientConfig = cfg
+		t.ForceAttemptHTTP2 = true
+		if uc.DialTLSContext != nil {
+			t.DialTLSContext = handshakeDialer(uc.DialTLSContext, tc)
+		} else {
+			td := &tls.Dialer{NetDialer: d, Config: cfg}
+			dial = handshakeDialer(td.DialContext, tc)
+		}
+	case "tlcp", "tls13sm":
+		scheme = "https"
+		dial = uc.DialTLSContext
+		if dial == nil {
+			var err error
+			if dial, err = smDialer(uc, d); err != nil {
+				return nil, "", nil, err
+			}
+		}
+		t.DialTLSContext = handshakeDialer(dial, tc)
+	default:
+		return nil, "", nil, fmt.Errorf("unknown protocol %q (want http, h2c, https, tlcp or tls13sm)", uc.Protocol)
+	}
+	if t.DialTLSContext != nil {
+		dial = t.DialTLSContext
+	}
+	return t, scheme, dial, nil
+}
+
+// handshakeDialer bounds a TLS-style dial by the handshake timeout and
+// marks its failures as dial errors.
+func handshakeDialer(dial DialFunc, tc TransportConfig) DialFunc {
+	timeout := durOr(tc.ConnectTimeout, 5*time.Second) + durOr(tc.HandshakeTimeout, 10*time.Second)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			var de *dialError
+			if errors.As(err, &de) {
+				return nil, err
+			}
+			return nil, &dialError{err}
+		}
+		return c, nil
+	}
+}
+
+func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if u == nil {
+		return cfg, nil
+	}
+	cfg.ServerName = u.ServerName
+	cfg.InsecureSkipVerify = u.InsecureSkipVerify
+	if u.CA != "" {
+		pem, err := os.ReadFile(u.CA)
+		if err != nil {
+			return nil, fmt.Errorf("tls ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls ca %s: no certificates", u.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	if u.Cert != "" || u.Key != "" {
+		kp, err := tls.LoadX509KeyPair(u.Cert, u.Key)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,154 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func protoBackend(t *testing.T, newConns *atomic.Int64) *httptest.Server {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateNew && newConns != nil {
+			newConns.Add(1)
+		}
+	}
+	return s
+}
+
+func caFile(t *testing.T, s *httptest.Server) string {
+	p := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBackendProtocols(t *testing.T) {
+	h1 := protoBackend(t, nil)
+	h1.Start()
+	t.Cleanup(h1.Close)
+
+	h2c := protoBackend(t, nil)
+	h2c.Config.Protocols = new(http.Protocols)
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+
+	h2tls := protoBackend(t, nil)
+	h2tls.EnableHTTP2 = true
+	h2tls.StartTLS()
+	t.Cleanup(h2tls.Close)
+
+	var hookCalls atomic.Int64
+	cfg := Config{
+		Upstreams: []UpstreamConfig{
+			{Name: "h1", Targets: []TargetConfig{{Address: addrOf(h1)}}},
+			{Name: "h2c", Protocol: "h2c", Targets: []TargetConfig{{Address: addrOf(h2c)}}},
+			{Name: "h2", Protocol: "https", Targets: []TargetConfig{{Address: addrOf(h2tls)}},
+				TLS: &UpstreamTLSConfig{CA: caFile(t, h2tls), ServerName: "example.com"}},
+			{Name: "hook", Protocol: "https", Targets: []TargetConfig{{Address: addrOf(h2tls)}},
+				DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					hookCalls.Add(1)
+					d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}}
+					return d.DialContext(ctx, network, addr)
+				}},
+		},
+		Sites: oneSite(
+			RouteConfig{PathPrefix: "/h1", Upstream: "h1"},
+			RouteConfig{PathPrefix: "/h2c", Upstream: "h2c"},
+			RouteConfig{PathPrefix: "/h2", Upstream: "h2"},
+			RouteConfig{PathPrefix: "/hook", Upstream: "hook"},
+		),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for path, want := range map[string]string{"/h1": "HTTP/1.1", "/h2c": "HTTP/2.0", "/h2": "HTTP/2.0", "/hook": "HTTP/1.1"} {
+		code, body, _ := get(t, c, f.url+path)
+		if code != 200 || body != want {
+			t.Errorf("%s: %d %q, want %s", path, code, body, want)
+		}
+	}
+	// The hook returns a *tls.Conn without ALPN h2: HTTP/1.1 over the
+	// caller's encryption, the shape TLCP backends use.
+	if hookCalls.Load() != 1 {
+		t.Errorf("DialTLSContext hook called %d times, want 1", hookCalls.Load())
+	}
+	// Bad CA: the handshake fails as a dial error, 502.
+	cfg2 := Config{
+		Upstreams: []UpstreamConfig{{Name: "h2", Protocol: "https", Targets: []TargetConfig{{Address: addrOf(h2tls)}}, TLS: &UpstreamTLSConfig{ServerName: "example.com"}}},
+		Sites:     oneSite(RouteConfig{Upstream: "h2"}),
+	}
+	f2 := newFront(t, cfg2, frontOpts{})
+	if code, body, _ := get(t, c, f2.url+"/"); code != 502 {
+		t.Errorf("unverifiable backend: %d %q", code, body)
+	}
+}
+
+func TestKeepAlivePoolReuseAndIdleTimeout(t *testing.T) {
+	var newConns atomic.Int64
+	b := protoBackend(t, &newConns)
+	b.Start()
+	t.Cleanup(b.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(b)}}, Transport: TransportConfig{IdleTimeout: 50 * time.Millisecond}}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for range 20 {
+		get(t, c, f.url+"/")
+	}
+	if n := newConns.Load(); n != 1 {
+		t.Fatalf("20 sequential requests used %d backend connections, want 1", n)
+	}
+	// After the idle timeout the pooled connection is closed; the next
+	// request dials again.
+	for i := 0; i < 100 && newConns.Load() == 1; i++ {
+		time.Sleep(100 * time.Millisecond)
+		get(t, c, f.url+"/")
+	}
+	if newConns.Load() < 2 {
+		t.Fatal("idle pooled connection never closed")
+	}
+}
+
+func TestMaxConnsPerTarget(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	t.Cleanup(b.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(b)}}, Transport: TransportConfig{MaxConnsPerTarget: 1}}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	done := make(chan int)
+	go func() {
+		code, _, _ := get(t, c, f.url+"/")
+		done <- code
+	}()
+	<-entered
+	if code, _, _ := get(t, c, f.url+"/"); code != 503 {
+		t.Errorf("second concurrent request: %d, want 503 (target at max conns)", code)
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Errorf("first request: %d", code)
+	}
+}

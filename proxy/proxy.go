@@ -1,0 +1,392 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// Proxy is one generation of the reverse proxy: sites, upstream pools with
+// their health checkers, the HTTP/1.1 and HTTP/2 servers that run on
+// handshaken connections, and the access log. The daemon builds a new
+// Proxy on reload, sends new connections to it and shuts the old one down
+// gracefully (existing requests and tunnels finish on the old one).
+type Proxy struct {
+	obs         Observer
+	logger      *slog.Logger
+	sites       []*site
+	siteByName  map[string]*site
+	upstreams   map[string]*Upstream
+	trustedNets []netip.Prefix
+	accessLog   *AccessLog
+	limits      LimitsConfig
+
+	h1      *http.Server
+	h2      *http2.Server
+	ln      *connListener
+	serveWG sync.WaitGroup // the h1 Serve loop
+
+	mu      sync.Mutex
+	tracked map[io.Closer]struct{} // h2 connections, tunnels, TCP streams
+	active  sync.WaitGroup         // h2 connections, tunnels, TCP streams
+	closed  atomic.Bool
+}
+
+// New builds a Proxy from cfg. obs may be nil (no events) and logger nil
+// (slog.Default). Active health checks start immediately.
+func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	p := &Proxy{
+		obs:        obs,
+		logger:     logger,
+		siteByName: make(map[string]*site),
+		upstreams:  make(map[string]*Upstream),
+		tracked:    make(map[io.Closer]struct{}),
+	}
+	for _, s := range cfg.TrustedProxies {
+		pfx, err := parsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted_proxies: %w", err)
+		}
+		p.trustedNets = append(p.trustedNets, pfx)
+	}
+	for i := range cfg.Upstreams {
+		u, err := newUpstream(&cfg.Upstreams[i], obs, logger)
+		if err != nil {
+			p.closeUpstreams()
+			return nil, err
+		}
+		if p.upstreams[u.name] != nil {
+			p.closeUpstreams()
+			return nil, fmt.Errorf("duplicate upstream %q", u.name)
+		}
+		p.upstreams[u.name] = u
+	}
+	if len(cfg.Sites) == 0 {
+		return nil, errors.New("no sites")
+	}
+	for i := range cfg.Sites {
+		s, err := newSite(p, &cfg.Sites[i])
+		if err != nil {
+			p.closeUpstreams()
+			return nil, err
+		}
+		if p.siteByName[s.name] != nil {
+			p.closeUpstreams()
+			return nil, fmt.Errorf("duplicate site %q", s.name)
+		}
+		p.sites = append(p.sites, s)
+		p.siteByName[s.name] = s
+	}
+	if cfg.AccessLog.Path != "" {
+		al, err := NewAccessLog(cfg.AccessLog)
+		if err != nil {
+			p.closeUpstreams()
+			return nil, err
+		}
+		p.accessLog = al
+	}
+	l := cfg.Limits
+	l.MaxHeaderBytes = intOr(l.MaxHeaderBytes, 64<<10)
+	l.ReadHeaderTimeout = durOr(l.ReadHeaderTimeout, 10*time.Second)
+	l.IdleTimeout = durOr(l.IdleTimeout, 75*time.Second)
+	if l.MaxConcurrentStreams == 0 {
+		l.MaxConcurrentStreams = 250
+	}
+	p.limits = l
+	p.h1 = &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ConnContext:       ConnContext,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	p.h2 = &http2.Server{
+		MaxConcurrentStreams: l.MaxConcurrentStreams,
+		IdleTimeout:          l.IdleTimeout,
+		MaxReadFrameSize:     1 << 20,
+	}
+	if err := http2.ConfigureServer(p.h1, p.h2); err != nil {
+		p.closeUpstreams()
+		return nil, fmt.Errorf("http2: %w", err)
+	}
+	p.ln = newConnListener()
+	p.serveWG.Add(1)
+	go func() {
+		defer p.serveWG.Done()
+		p.h1.Serve(p.ln)
+	}()
+	for _, u := range p.upstreams {
+		u.startActiveChecks()
+	}
+	return p, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		return pfx.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func (p *Proxy) closeUpstreams() {
+	for _, u := range p.upstreams {
+		u.close()
+	}
+}
+
+// Upstream returns the named upstream pool, or nil.
+func (p *Proxy) Upstream(name string) *Upstream { return p.upstreams[name] }
+
+// Handler returns the http.Handler of one site, or nil.
+func (p *Proxy) Handler(site string) http.Handler {
+	if s := p.siteByName[site]; s != nil {
+		return s
+	}
+	return nil
+}
+
+// ServeHTTP dispatches to the site named by the connection's handshake
+// state, else the first site whose names match Host, else the first site.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.siteFor(r).ServeHTTP(w, r)
+}
+
+func (p *Proxy) siteFor(r *http.Request) *site {
+	ci := connInfoFrom(r.Context())
+	if ci != nil && ci.state.Site != "" {
+		if s := p.siteByName[ci.state.Site]; s != nil {
+			return s
+		}
+	}
+	if len(p.sites) > 1 {
+		host := reqHost(r, ci)
+		for _, s := range p.sites {
+			for _, n := range s.names {
+				if matchName(n, host) {
+					return s
+				}
+			}
+		}
+	}
+	return p.sites[0]
+}
+
+// ServeConn serves an established client connection until it closes:
+// TCP stream mode when the connection's site is a stream site, HTTP/2
+// when ALPN chose "h2", HTTP/1.1 otherwise. It returns when the
+// connection is done (HTTP/1.1 connections are handed to the shared server
+// and ServeConn returns at once).
+func (p *Proxy) ServeConn(c net.Conn) error {
+	var st handshake.ConnState
+	if sc, ok := c.(handshake.StateConn); ok {
+		st = sc.ConnState()
+	}
+	if s := p.siteByName[st.Site]; s != nil && s.stream != nil {
+		return s.stream.serve(c)
+	}
+	if st.Site == "" && len(p.sites) == 1 && p.sites[0].stream != nil {
+		return p.sites[0].stream.serve(c)
+	}
+	if st.ALPN == "h2" {
+		return p.ServeHTTP2(c)
+	}
+	return p.ServeHTTP1(c)
+}
+
+// ServeHTTP1 hands c to the shared net/http server (keep-alive, Upgrade,
+// limits from LimitsConfig). It does not block.
+func (p *Proxy) ServeHTTP1(c net.Conn) error {
+	return p.ln.push(c)
+}
+
+// ServeHTTP2 serves c with x/net/http2 (ALPN h2 or prior knowledge) and
+// blocks until the connection ends.
+func (p *Proxy) ServeHTTP2(c net.Conn) error {
+	if !p.trackAdd(c) {
+		c.Close()
+		return net.ErrClosed
+	}
+	defer p.trackDone(c)
+	p.h2.ServeConn(c, &http2.ServeConnOpts{
+		Context:    ConnContext(context.Background(), c),
+		BaseConfig: p.h1,
+		Handler:    p,
+	})
+	return nil
+}
+
+// ServeStream splices c to the stream site's upstream (TCP stream mode)
+// and blocks until the stream ends.
+func (p *Proxy) ServeStream(c net.Conn, site string) error {
+	s := p.siteByName[site]
+	if s == nil || s.stream == nil {
+		c.Close()
+		return fmt.Errorf("site %q is not a stream site", site)
+	}
+	return s.stream.serve(c)
+}
+
+// ReopenLogs reopens the access log file (SIGUSR1 rotation).
+func (p *Proxy) ReopenLogs() error {
+	if p.accessLog == nil {
+		return nil
+	}
+	return p.accessLog.Reopen()
+}
+
+// AccessLog returns the access log, or nil when it is off.
+func (p *Proxy) AccessLog() *AccessLog { return p.accessLog }
+
+// track registers closers (tunnel ends) so that Close can cut them; the
+// returned func unregisters them.
+func (p *Proxy) track(cs ...io.Closer) func() {
+	for _, c := range cs {
+		if !p.trackAdd(c) {
+			for _, c := range cs {
+				c.Close()
+			}
+			return func() {}
+		}
+	}
+	return func() {
+		for _, c := range cs {
+			p.trackDone(c)
+		}
+	}
+}
+
+func (p *Proxy) trackAdd(c io.Closer) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return false
+	}
+	p.tracked[c] = struct{}{}
+	p.active.Add(1)
+	return true
+}
+
+func (p *Proxy) trackDone(c io.Closer) {
+	p.mu.Lock()
+	_, ok := p.tracked[c]
+	delete(p.tracked, c)
+	p.mu.Unlock()
+	if ok {
+		p.active.Done()
+	}
+}
+
+// Shutdown stops taking connections, lets in-flight requests, h2
+// connections (sent GOAWAY), tunnels and streams finish until ctx ends,
+// then stops health checks and flushes the access log. It returns
+// ctx.Err() if connections remained; call Close to cut them.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.ln.close()
+	err := p.h1.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { p.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	p.serveWG.Wait()
+	p.closeUpstreams()
+	if p.accessLog != nil {
+		p.accessLog.Flush()
+	}
+	return err
+}
+
+// Close cuts every connection, tunnel and stream at once.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed.Store(true)
+	cs := make([]io.Closer, 0, len(p.tracked))
+	for c := range p.tracked {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	p.ln.close()
+	err := p.h1.Close()
+	for _, c := range cs {
+		c.Close()
+	}
+	p.serveWG.Wait()
+	p.closeUpstreams()
+	if p.accessLog != nil {
+		p.accessLog.Close()
+	}
+	return err
+}
+
+// connListener feeds handshaken connections to http.Server.Serve.
+type connListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnListener() *connListener {
+	return &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) push(c net.Conn) error {
+	select {
+	case l.ch <- c:
+		return nil
+	case <-l.done:
+		c.Close()
+		return net.ErrClosed
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) close() { l.once.Do(func() { close(l.done) }) }
+
+func (l *connListener) Close() error { l.close(); return nil }
+
+func (l *connListener) Addr() net.Addr { return connListenerAddr{} }
+
+type connListenerAddr struct{}
+
+func (connListenerAddr) Network() string { return "handshake" }
+func (connListenerAddr) String() string  { return "handshake" }

@@ -1,0 +1,365 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// reqState is the per-request bookkeeping, pooled.
+type reqState struct {
+	w          respWriter
+	start      time.Time
+	site       *site
+	route      *route
+	ci         *connInfo
+	target     *Target
+	upDur      time.Duration
+	bytesIn    int64
+	clientGone bool
+	tried      [maxTries]*Target
+	url        url.URL
+	hdrVals    [4]string
+	trace      attemptTrace
+}
+
+var reqStatePool = sync.Pool{New: func() any {
+	rs := new(reqState)
+	rs.trace.init()
+	return rs
+}}
+
+func getReqState(w http.ResponseWriter) *reqState {
+	rs := reqStatePool.Get().(*reqState)
+	rs.w = respWriter{rw: w}
+	return rs
+}
+
+func putReqState(rs *reqState) {
+	tr := rs.trace
+	*rs = reqState{trace: tr}
+	reqStatePool.Put(rs)
+}
+
+// attemptTrace records whether the request headers reached the backend.
+type attemptTrace struct {
+	t     *httptrace.ClientTrace
+	wrote *atomic.Bool
+}
+
+func (a *attemptTrace) init() {
+	wrote := new(atomic.Bool)
+	a.wrote = wrote
+	a.t = &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}
+}
+
+// respWriter records status and bytes for logs and metrics. It forwards
+// Flush and exposes the underlying writer via Unwrap (for
+// http.ResponseController: Hijack, deadlines, full duplex).
+type respWriter struct {
+	rw          http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (w *respWriter) Header() http.Header { return w.rw.Header() }
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.wroteHeader = true
+		w.status = code
+	}
+	w.rw.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.wroteHeader = true
+		w.status = http.StatusOK
+	}
+	n, err := w.rw.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *respWriter) Flush() {
+	if !w.wroteHeader {
+		w.wroteHeader = true
+		w.status = http.StatusOK
+	}
+	if f, ok := w.rw.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }
+
+// reqBody wraps the client's body: counts bytes, remembers whether the
+// transport started reading it (then a retry is impossible) and ignores
+// Close so that a failed attempt does not close it under a retry.
+type reqBody struct {
+	rc io.ReadCloser
+	n  atomic.Int64
+}
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *reqBody) Close() error { return nil }
+
+// Hop-by-hop headers (RFC 9110 §7.6.1), removed in both directions.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopByHop(h http.Header) {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = strings.TrimSpace(sf); sf != "" {
+				delete(h, http.CanonicalHeaderKey(sf))
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+func upgradeType(h http.Header) string {
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// forward proxies r to the route's upstream with retries.
+func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
+	u := rt.up
+	ctx := r.Context()
+	if rt.maxBody > 0 && r.ContentLength > rt.maxBody {
+		s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body over limit")
+		return
+	}
+
+	// Extended CONNECT (RFC 8441) carrying a WebSocket over h2.
+	if r.Method == http.MethodConnect && r.ProtoMajor == 2 && r.Header.Get(":protocol") != "" {
+		s.forwardExtendedConnect(rs, r, rt)
+		return
+	}
+
+	h := r.Header // the inbound request is ours; edit its header in place
+	upType := upgradeType(h)
+	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
+	removeHopByHop(h)
+	if keepTE {
+		h["Te"] = []string{"trailers"}
+	}
+	if upType != "" {
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upType}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil // do not let the transport add Go's
+	}
+	clientIP := s.setForwarded(h, r, rs.ci, &rs.hdrVals)
+	rt.reqOps.apply(h)
+
+	rs.url = *r.URL
+	rs.url.Scheme = u.scheme
+	if rt.strip != "" && strings.HasPrefix(rs.url.Path, rt.strip) {
+		rs.url.Path = "/" + strings.TrimLeft(rs.url.Path[len(rt.strip):], "/")
+		rs.url.RawPath = ""
+	}
+
+	var body *reqBody
+	var inBody io.ReadCloser = r.Body
+	if rt.maxBody > 0 && inBody != nil && inBody != http.NoBody {
+		inBody = http.MaxBytesReader(&rs.w, inBody, rt.maxBody)
+	}
+	needTrace := !(rt.retryIdem && idempotent(r.Method))
+	actx := ctx
+	if needTrace {
+		actx = httptrace.WithClientTrace(ctx, rs.trace.t)
+	}
+	outreq := r.WithContext(actx)
+	outreq.URL = &rs.url
+	outreq.RequestURI = ""
+	outreq.Close = false
+	if r.ContentLength == 0 || inBody == nil || inBody == http.NoBody {
+		outreq.Body = nil // lets the transport retry on stale keep-alive connections
+	} else {
+		body = &reqBody{rc: inBody}
+		outreq.Body = body
+	}
+	if rt.host == hostFixed {
+		outreq.Host = rt.hostValue
+	}
+
+	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, needTrace)
+	if body != nil {
+		defer func() { rs.bytesIn = body.n.Load() }()
+	}
+	if res != nil {
+		defer t.inflight.Add(-1)
+		s.handleResponse(rs, r, rt, t, res, upType)
+	}
+}
+
+// roundTrip sends outreq to a target of the route's upstream, retrying on
+// other targets where that is safe. On success the chosen target's
+// in-flight count stays raised (the caller lowers it when the response is
+// done); on failure the error response is written and res is nil.
+func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.Request, clientIP string, body *reqBody, needTrace bool) (*http.Response, *Target) {
+	u := rt.up
+	ctx := r.Context()
+	tried := rs.tried[:0]
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		t := u.pick(r, clientIP, tried)
+		if t == nil {
+			if attempt == 1 {
+				s.errorResponse(rs, r, http.StatusServiceUnavailable, "every target of upstream "+u.name+" is down or at its connection limit")
+				return nil, nil
+			}
+			break
+		}
+		tried = append(tried, t)
+		rs.target = t
+		rs.url.Host = t.Addr
+		if rt.host == hostUpstream {
+			outreq.Host = t.Addr
+		}
+		rs.trace.wrote.Store(false)
+		t.inflight.Add(1)
+		ustart := time.Now()
+		res, err := u.transport.RoundTrip(outreq)
+		rs.upDur += time.Since(ustart)
+		if err == nil {
+			return res, t
+		}
+		t.inflight.Add(-1)
+		lastErr = err
+		if ctx.Err() != nil {
+			rs.clientGone = true
+			s.p.logger.Debug("client went away", "site", s.name, "uri", r.RequestURI, "error", err)
+			return nil, nil
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body over limit")
+			return nil, nil
+		}
+		var de *dialError
+		isDial := errors.As(err, &de)
+		u.fail(t, err.Error())
+		bodyUntouched := body == nil || body.n.Load() == 0
+		retry := bodyUntouched && (isDial || (needTrace && !rs.trace.wrote.Load()) || (rt.retryIdem && idempotent(r.Method)))
+		if !retry || attempt >= u.tries || (u.tryDur > 0 && time.Since(rs.start) >= u.tryDur) {
+			break
+		}
+		u.obs.UpstreamRetry(u.name)
+		s.p.logger.Debug("retrying on another target", "upstream", u.name, "target", t.Addr, "error", err)
+	}
+	if isTimeout(lastErr) {
+		s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream "+u.name+" timed out: "+errString(lastErr))
+		return nil, nil
+	}
+	s.errorResponse(rs, r, http.StatusBadGateway, "no target of upstream "+u.name+" answered: "+errString(lastErr))
+	return nil, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no target left to try"
+	}
+	return err.Error()
+}
+
+// handleResponse copies the backend's response to the client.
+func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Target, res *http.Response, upType string) {
+	u := rt.up
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		s.handleUpgrade(rs, r, rt, res, upType)
+		return
+	}
+	if len(u.passive.UnhealthyStatus) > 0 && u.unhealthyStatus(res.StatusCode) {
+		u.fail(t, "status "+res.Status)
+	}
+	removeHopByHop(res.Header)
+	dst := rs.w.Header()
+	for k, vv := range res.Header {
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old, vv...)
+		} else {
+			dst[k] = vv
+		}
+	}
+	var announced []string
+	if n := len(res.Trailer); n > 0 {
+		announced = make([]string, 0, n)
+		for k := range res.Trailer {
+			announced = append(announced, k)
+		}
+		dst["Trailer"] = []string{strings.Join(announced, ", ")}
+	}
+	if !rt.resOps.empty() {
+		rt.resOps.apply(dst)
+	}
+	rs.w.WriteHeader(res.StatusCode)
+	fi := flushInterval(res, rt)
+	if fi < 0 || len(announced) > 0 {
+		rs.w.Flush() // streams: the client gets the headers now, not with the first data
+	}
+	err := copyBody(&rs.w, res.Body, fi)
+	res.Body.Close()
+	if err != nil {
+		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {
+			rs.clientGone = true
+			return
+		}
+		u.fail(t, "body: "+err.Error())
+		s.p.logger.Warn("upstream body copy failed", "site", s.name, "upstream", u.name, "target", t.Addr, "uri", r.RequestURI, "error", err)
+		panic(http.ErrAbortHandler) // the client must see a broken response, not a short one
+	}
+	if len(res.Trailer) > 0 {
+		rs.w.Flush()
+		for k, vv := range res.Trailer {
+			if !slices.Contains(announced, k) {
+				k = http.TrailerPrefix + k
+			}
+			dst[k] = vv
+		}
+	}
+}

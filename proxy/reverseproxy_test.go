@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// deadAddr returns a loopback address nobody listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().String()
+	ln.Close()
+	return a
+}
+
+// dropBackend reads the whole request, then closes the connection without
+// answering: the request was sent, so it must not be retried blindly.
+func dropBackend(t *testing.T, hits *atomic.Int64) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func countingBackend(t *testing.T, name string, hits *atomic.Int64) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, name+":"+string(b))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func doReq(t *testing.T, c *http.Client, method, url, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func TestRetryRules(t *testing.T) {
+	noPassive := HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}}
+	t.Run("connect failure is retried, even POST", func(t *testing.T) {
+		var hits atomic.Int64
+		live := countingBackend(t, "live", &hits)
+		obs := newEventObserver()
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: deadAddr(t)}, {Address: addrOf(live)}}, HealthCheck: noPassive}},
+			Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{obs: obs})
+		c := testClient(t)
+		for range 2 {
+			code, body := doReq(t, c, "POST", f.url+"/", "payload")
+			if code != 200 || body != "live:payload" {
+				t.Fatalf("POST: %d %q", code, body)
+			}
+		}
+		if obs.retries != 1 {
+			t.Errorf("retries reported %d, want 1 (one of the two requests hit the dead target first)", obs.retries)
+		}
+	})
+	t.Run("POST not retried after it was sent", func(t *testing.T) {
+		var dropped, hits atomic.Int64
+		drop, live := dropBackend(t, &dropped), countingBackend(t, "live", &hits)
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(drop)}, {Address: addrOf(live)}}, HealthCheck: noPassive}},
+			Sites:     oneSite(RouteConfig{Upstream: "u", RetryIdempotent: true}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		code, body := doReq(t, testClient(t), "POST", f.url+"/", "pay me once")
+		if code != http.StatusBadGateway {
+			t.Fatalf("POST: %d %q, want 502", code, body)
+		}
+		if dropped.Load() != 1 || hits.Load() != 0 {
+			t.Fatalf("dropping backend saw %d, live %d; want 1 and 0", dropped.Load(), hits.Load())
+		}
+	})
+	t.Run("GET not retried after sent unless the route allows", func(t *testing.T) {
+		for _, allow := range []bool{false, true} {
+			var dropped, hits atomic.Int64
+			drop, live := dropBackend(t, &dropped), countingBackend(t, "live", &hits)
+			cfg := Config{
+				Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(drop)}, {Address: addrOf(live)}}, HealthCheck: noPassive}},
+				Sites:     oneSite(RouteConfig{Upstream: "u", RetryIdempotent: allow}),
+			}
+			f := newFront(t, cfg, frontOpts{})
+			code, body := doReq(t, testClient(t), "GET", f.url+"/", "")
+			want := http.StatusBadGateway
+			if allow {
+				want = 200
+			}
+			if code != want {
+				t.Fatalf("retry_idempotent=%v: %d %q, want %d", allow, code, body, want)
+			}
+			// net/http may itself resend an idempotent request once on a
+			// connection that died; the proxy adds no resend of its own.
+			if d := dropped.Load(); d < 1 || d > 2 {
+				t.Fatalf("dropping backend saw %d requests", d)
+			}
+		}
+	})
+	t.Run("tries are bounded", func(t *testing.T) {
+		var targets []TargetConfig
+		for range 6 {
+			targets = append(targets, TargetConfig{Address: deadAddr(t)})
+		}
+		obs := newEventObserver()
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: targets, HealthCheck: noPassive, Retries: RetryConfig{Tries: 3}}},
+			Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{obs: obs})
+		if code, _ := doReq(t, testClient(t), "GET", f.url+"/", ""); code != 502 {
+			t.Fatalf("status %d", code)
+		}
+		if obs.retries != 2 {
+			t.Fatalf("%d retries, want 2 (3 tries)", obs.retries)
+		}
+	})
+}
+
+func TestErrorStatuses(t *testing.T) {
+	t.Run("502 then 503", func(t *testing.T) {
+		cfg := Config{
+			Upstreams: []UpstreamConfig{upstream("u", deadAddr(t), deadAddr(t))},
+			Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		c := testClient(t)
+		code, body := doReq(t, c, "GET", f.url+"/", "")
+		if code != 502 || !strings.Contains(body, "no target of upstream u answered") {
+			t.Fatalf("first: %d %q, want 502", code, body)
+		}
+		// Both targets failed once: passive checks (max_fails 1) took them out.
+		code, body = doReq(t, c, "GET", f.url+"/", "")
+		if code != 503 || !strings.Contains(body, "every target of upstream u is down") {
+			t.Fatalf("second: %d %q, want 503", code, body)
+		}
+	})
+	t.Run("504 on response header timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(slow.Close)
+		t.Cleanup(func() { close(release) })
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(slow)}},
+				Transport: TransportConfig{ResponseHeaderTimeout: 50 * time.Millisecond}}},
+			Sites: oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		code, body := doReq(t, testClient(t), "GET", f.url+"/", "")
+		if code != 504 || !strings.Contains(body, "timed out") {
+			t.Fatalf("%d %q, want 504", code, body)
+		}
+	})
+	t.Run("413 over the route's body limit", func(t *testing.T) {
+		var hits atomic.Int64
+		live := countingBackend(t, "live", &hits)
+		cfg := Config{
+			Upstreams: []UpstreamConfig{upstream("u", addrOf(live))},
+			Sites:     oneSite(RouteConfig{Upstream: "u", MaxBodyBytes: 10}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		c := testClient(t)
+		if code, _ := doReq(t, c, "POST", f.url+"/", "0123456789abc"); code != 413 {
+			t.Fatalf("content-length over limit: %d", code)
+		}
+		// Chunked (unknown length) body over the limit.
+		req, _ := http.NewRequest("POST", f.url+"/", io.MultiReader(strings.NewReader("0123456789"), strings.NewReader("abcdef")))
+		req.ContentLength = -1
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 413 {
+			t.Fatalf("chunked over limit: %d", res.StatusCode)
+		}
+		if code, body := doReq(t, c, "POST", f.url+"/", "small"); code != 200 || body != "live:small" {
+			t.Fatalf("small body: %d %q", code, body)
+		}
+	})
+}

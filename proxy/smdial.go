@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// Re-encryption to SM backends (like Tengine's proxy_enable_ntls): the
+// upstream's pool dials TCP, runs our TLCP or TLS 1.3-SM client handshake
+// and keeps the encrypted connection for HTTP/1.1 keep-alive reuse. Client
+// sessions are cached per upstream so that new pooled connections resume.
+
+const smClientSessionCacheSize = 256
+
+// smDialer builds the built-in TLCP / TLS 1.3-SM dialer of an upstream.
+func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
+	tc := uc.TLS
+	if tc == nil {
+		tc = &UpstreamTLSConfig{}
+	}
+	var roots *smx509.CertPool
+	if tc.CA != "" {
+		pemData, err := os.ReadFile(tc.CA)
+		if err != nil {
+			return nil, fmt.Errorf("%s ca: %w", uc.Protocol, err)
+		}
+		roots = smx509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pemData) {
+			return nil, fmt.Errorf("%s ca %s: no certificates", uc.Protocol, tc.CA)
+		}
+	}
+	if roots == nil && !tc.InsecureSkipVerify {
+		return nil, fmt.Errorf("%s upstream needs tls.ca (or insecure_skip_verify)", uc.Protocol)
+	}
+	switch uc.Protocol {
+	case "tlcp":
+		cfg := &tlcp.Config{
+			RootCAs:                   roots,
+			ServerName:                tc.ServerName,
+			InsecureSkipVerify:        tc.InsecureSkipVerify,
+			NoClientExtensions:        tc.NoClientExtensions,
+			ClientECDHEParamsAsVector: tc.ClientECDHEParamsAsVector,
+			ClientSessionCache:        tlcp.NewLRUClientSessionCache(smClientSessionCacheSize),
+		}
+		if tc.SignCert != "" || tc.EncCert != "" {
+			cert, err := tlcp.LoadX509KeyPair(tc.SignCert, tc.SignKey, tc.EncCert, tc.EncKey, tc.KeyPassword)
+			if err != nil {
+				return nil, fmt.Errorf("tlcp client certificates: %w", err)
+			}
+			cfg.Certificates = []tlcp.Certificate{cert}
+		}
+		for _, name := range tc.Ciphers {
+			id, err := tlcp.ParseCipherSuite(name)
+			if err != nil {
+				return nil, fmt.Errorf("tlcp ciphers: %w", err)
+			}
+			cfg.CipherSuites = append(cfg.CipherSuites, id)
+		}
+		configs := perServerName(cfg.ServerName, func(name string) *tlcp.Config {
+			c := cfg.Clone()
+			c.ServerName = name
+			return c
+		}, cfg)
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			raw, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			c := tlcp.Client(raw, configs(addr))
+			if err := c.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, &dialError{fmt.Errorf("tlcp handshake with %s: %w", addr, err)}
+			}
+			return c, nil
+		}, nil
+	case "tls13sm":
+		cfg := &tls13sm.Config{
+			RootCAs:            roots,
+			ServerName:         tc.ServerName,
+			InsecureSkipVerify: tc.InsecureSkipVerify,
+			ClientSessionCache: tls13sm.NewLRUClientSessionCache(smClientSessionCacheSize),
+		}
+		if tc.Cert != "" {
+			cert, err := tls13sm.LoadX509KeyPair(tc.Cert, tc.Key, tc.KeyPassword)
+			if err != nil {
+				return nil, fmt.Errorf("tls13sm client certificate: %w", err)
+			}
+			cfg.Certificates = []tls13sm.Certificate{cert}
+		}
+		for _, name := range tc.Ciphers {
+			id, err := tls13sm.ParseCipherSuite(name)
+			if err != nil {
+				return nil, fmt.Errorf("tls13sm ciphers: %w", err)
+			}
+			cfg.CipherSuites = append(cfg.CipherSuites, id)
+		}
+		configs := perServerName(cfg.ServerName, func(name string) *tls13sm.Config {
+			c := cfg.Clone()
+			c.ServerName = name
+			return c
+		}, cfg)
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			raw, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			c := tls13sm.Client(raw, configs(addr))
+			if err := c.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, &dialError{fmt.Errorf("tls13sm handshake with %s: %w", addr, err)}
+			}
+			return c, nil
+		}, nil
+	}
+	return nil, fmt.Errorf("protocol %q has no built-in dialer", uc.Protocol)
+}
+
+// perServerName returns a lookup giving, per target address, a config
+// whose ServerName is the configured one or else the target's host.
+func perServerName[C any](fixed string, withName func(string) *C, base *C) func(addr string) *C {
+	if fixed != "" {
+		return func(string) *C { return base }
+	}
+	var m sync.Map
+	return func(addr string) *C {
+		if c, ok := m.Load(addr); ok {
+			return c.(*C)
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		c, _ := m.LoadOrStore(addr, withName(host))
+		return c.(*C)
+	}
+}

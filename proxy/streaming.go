@@ -1,0 +1,335 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Streaming, as in Caddy's streaming.go: bodies are copied through one
+// pooled 32 KiB buffer per direction, never buffered whole; event streams,
+// gRPC and bodies of unknown length are flushed after every write; Upgrade
+// responses (101) become two-way tunnels.
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// errClientWrite marks a failure writing to the client (as opposed to
+// reading from the backend).
+var errClientWrite = errors.New("client write failed")
+
+// flushInterval decides how the response body is flushed.
+func flushInterval(res *http.Response, rt *route) time.Duration {
+	if ct := res.Header["Content-Type"]; len(ct) > 0 {
+		base := ct[0]
+		if i := strings.IndexByte(base, ';'); i >= 0 {
+			base = base[:i]
+		}
+		base = strings.TrimSpace(base)
+		if strings.EqualFold(base, "text/event-stream") ||
+			len(base) >= 16 && strings.EqualFold(base[:16], "application/grpc") {
+			return -1
+		}
+	}
+	if res.ContentLength == -1 {
+		return -1
+	}
+	return rt.flush
+}
+
+// copyBody streams src to w, flushing per interval (negative: after every
+// write).
+func copyBody(w *respWriter, src io.Reader, interval time.Duration) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var lw *latencyWriter
+	if interval > 0 {
+		lw = &latencyWriter{w: w, interval: interval}
+		defer lw.stop()
+	}
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			var werr error
+			if lw != nil {
+				werr = lw.write(buf[:n])
+			} else {
+				_, werr = w.Write(buf[:n])
+				if werr == nil && interval < 0 {
+					w.Flush()
+				}
+			}
+			if werr != nil {
+				return errors.Join(errClientWrite, werr)
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// latencyWriter flushes at most interval after a write.
+type latencyWriter struct {
+	mu       sync.Mutex
+	w        *respWriter
+	interval time.Duration
+	t        *time.Timer
+	pending  bool
+	stopped  bool
+}
+
+func (l *latencyWriter) write(b []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.w.Write(b)
+	if err == nil && !l.pending {
+		l.pending = true
+		if l.t == nil {
+			l.t = time.AfterFunc(l.interval, l.flush)
+		} else {
+			l.t.Reset(l.interval)
+		}
+	}
+	return err
+}
+
+func (l *latencyWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || !l.pending {
+		return
+	}
+	l.pending = false
+	l.w.Flush()
+}
+
+func (l *latencyWriter) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	if l.t != nil {
+		l.t.Stop()
+	}
+	if l.pending {
+		l.w.Flush()
+	}
+}
+
+// handleUpgrade turns a 101 response into a two-way tunnel between the
+// hijacked client connection and the backend connection.
+func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http.Response, reqUp string) {
+	resUp := upgradeType(res.Header)
+	backConn, ok := res.Body.(io.ReadWriteCloser)
+	if reqUp == "" || !strings.EqualFold(reqUp, resUp) || !ok {
+		res.Body.Close()
+		s.errorResponse(rs, r, http.StatusBadGateway, "backend switched to protocol "+resUp+" but "+reqUp+" was requested")
+		return
+	}
+	defer backConn.Close()
+	conn, brw, err := http.NewResponseController(rs.w.rw).Hijack()
+	if err != nil {
+		s.errorResponse(rs, r, http.StatusInternalServerError, "cannot hijack client connection: "+err.Error())
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Time{})
+	hdr := res.Header.Clone()
+	rt.resOps.apply(hdr)
+	res.Header = hdr
+	res.Body = nil
+	if err := res.Write(brw); err == nil {
+		err = brw.Flush()
+	}
+	rs.w.wroteHeader, rs.w.status = true, http.StatusSwitchingProtocols
+	if err != nil {
+		s.p.logger.Debug("upgrade: writing 101 failed", "error", err)
+		return
+	}
+	client := io.ReadWriteCloser(conn)
+	if n := brw.Reader.Buffered(); n > 0 {
+		client = &prefixConn{Conn: conn, r: io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn)}
+	}
+	untrack := s.p.track(conn, backConn)
+	defer untrack()
+	in, out := pipe(client, backConn, 0)
+	rs.bytesIn += in
+	rs.w.bytes += out
+	s.p.obs.StreamBytes(s.name, rt.up.name, in, out)
+}
+
+// forwardExtendedConnect serves an RFC 8441 extended CONNECT (WebSocket
+// over an h2 stream) by opening an HTTP/1.1 Upgrade to the backend and
+// shuttling bytes between the h2 stream and the backend connection.
+// x/net/http2 only lets such requests through when the process runs with
+// GODEBUG=http2xconnect=1 (read when the package initialises).
+func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) {
+	h := r.Header
+	proto := h.Get(":protocol")
+	delete(h, ":protocol")
+	removeHopByHop(h)
+	h["Connection"] = []string{"Upgrade"}
+	h["Upgrade"] = []string{proto}
+	if strings.EqualFold(proto, "websocket") {
+		var k [16]byte
+		rand.Read(k[:])
+		h["Sec-Websocket-Key"] = []string{base64.StdEncoding.EncodeToString(k[:])}
+		if h.Get("Sec-Websocket-Version") == "" {
+			h["Sec-Websocket-Version"] = []string{"13"}
+		}
+	}
+	clientIP := s.setForwarded(h, r, rs.ci, &rs.hdrVals)
+	rt.reqOps.apply(h)
+	rs.url = *r.URL
+	rs.url.Scheme = rt.up.scheme
+	outreq := r.WithContext(r.Context())
+	outreq.Method = http.MethodGet
+	outreq.URL = &rs.url
+	outreq.RequestURI = ""
+	outreq.Body = nil
+	outreq.ContentLength = 0
+	outreq.Proto, outreq.ProtoMajor, outreq.ProtoMinor = "HTTP/1.1", 1, 1
+	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, nil, false)
+	if res == nil {
+		return
+	}
+	defer t.inflight.Add(-1)
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		s.handleResponse(rs, r, rt, t, res, "")
+		return
+	}
+	backConn, ok := res.Body.(io.ReadWriteCloser)
+	if !ok {
+		res.Body.Close()
+		s.errorResponse(rs, r, http.StatusBadGateway, "backend upgrade without a connection")
+		return
+	}
+	defer backConn.Close()
+	dst := rs.w.Header()
+	for _, k := range []string{"Sec-Websocket-Protocol", "Sec-Websocket-Extensions"} {
+		if v := res.Header[k]; len(v) > 0 {
+			dst[k] = v
+		}
+	}
+	rt.resOps.apply(dst)
+	rs.w.WriteHeader(http.StatusOK)
+	rs.w.Flush()
+	untrack := s.p.track(backConn)
+	defer untrack()
+	var in atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, _ := io.Copy(backConn, r.Body)
+		in.Store(n)
+		if cw, ok := backConn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}()
+	err := copyBody(&rs.w, backConn, -1)
+	backConn.Close()
+	r.Body.Close()
+	<-done
+	rs.bytesIn += in.Load()
+	s.p.obs.StreamBytes(s.name, rt.up.name, in.Load(), rs.w.bytes)
+	if err != nil {
+		s.p.logger.Debug("extended CONNECT tunnel ended", "error", err)
+	}
+}
+
+// prefixConn reads buffered bytes first.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// pipe copies a→b and b→a until both directions end and returns the byte
+// counts (a→b, b→a). A direction ending with EOF half-closes the other
+// side when possible; an error closes both. idle > 0 closes the pipe when
+// neither direction moved data for that long (needs deadline support).
+func pipe(a, b io.ReadWriteCloser, idle time.Duration) (ab, ba int64) {
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	var closeOnce sync.Once
+	closeBoth := func() { closeOnce.Do(func() { a.Close(); b.Close() }) }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		ba, err = copyDir(a, b, idle, &last)
+		if err != nil || !closeWrite(a) {
+			closeBoth()
+		}
+	}()
+	var err error
+	ab, err = copyDir(b, a, idle, &last)
+	if err != nil || !closeWrite(b) {
+		closeBoth()
+	}
+	<-done
+	closeBoth()
+	return ab, ba
+}
+
+func closeWrite(c io.Closer) bool {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite() == nil
+	}
+	return false
+}
+
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+// copyDir copies src to dst; it returns nil on EOF.
+func copyDir(dst io.Writer, src io.Reader, idle time.Duration, last *atomic.Int64) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var rd readDeadliner
+	if idle > 0 {
+		rd, _ = src.(readDeadliner)
+		if pc, ok := src.(*prefixConn); ok {
+			rd = pc.Conn
+		}
+	}
+	var total int64
+	for {
+		if rd != nil {
+			rd.SetReadDeadline(time.Now().Add(idle))
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			last.Store(time.Now().UnixNano())
+			w, werr := dst.Write(buf[:n])
+			total += int64(w)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			var ne net.Error
+			if rd != nil && errors.As(err, &ne) && ne.Timeout() &&
+				time.Since(time.Unix(0, last.Load())) < idle {
+				continue // the other direction is active
+			}
+			return total, err
+		}
+	}
+}

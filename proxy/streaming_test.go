@@ -1,0 +1,376 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/websocket"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// patternReader yields n bytes of a repeating pattern without allocating.
+type patternReader struct{ left int64 }
+
+func (r *patternReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	for i := range p {
+		p[i] = byte(i * 7)
+	}
+	r.left -= int64(len(p))
+	return len(p), nil
+}
+
+// heapWatcher samples the live heap while a transfer runs.
+type heapWatcher struct {
+	stop chan struct{}
+	done chan struct{}
+	max  atomic.Uint64
+	base uint64
+}
+
+func watchHeap() *heapWatcher {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	w := &heapWatcher{stop: make(chan struct{}), done: make(chan struct{}), base: ms.HeapInuse}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > w.max.Load() {
+				w.max.Store(ms.HeapInuse)
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *heapWatcher) growth() int64 {
+	close(w.stop)
+	<-w.done
+	return int64(w.max.Load()) - int64(w.base)
+}
+
+func TestStream100MiBBoundedMemory(t *testing.T) {
+	size := int64(100 << 20)
+	if testing.Short() {
+		size = 16 << 20
+	}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			n, err := io.Copy(io.Discard, r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			io.WriteString(w, strconv.FormatInt(n, 10))
+			return
+		}
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		}
+		io.Copy(w, &patternReader{left: size})
+	}))
+	t.Cleanup(backend.Close)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	const limit = 24 << 20
+	for _, q := range []string{"", "?chunked=1"} {
+		hw := watchHeap()
+		res, err := c.Get(f.url + "/download" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		g := hw.growth()
+		if err != nil || n != size {
+			t.Fatalf("download%s: %d bytes, err %v", q, n, err)
+		}
+		t.Logf("download%s %d MiB: heap in use grew by at most %.1f MiB", q, size>>20, float64(g)/(1<<20))
+		if g > limit {
+			t.Errorf("download%s: heap grew %d MiB while streaming %d MiB", q, g>>20, size>>20)
+		}
+	}
+	// Upload, chunked (unknown length).
+	hw := watchHeap()
+	req, _ := http.NewRequest("POST", f.url+"/upload", &patternReader{left: size})
+	req.ContentLength = -1
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	g := hw.growth()
+	if string(b) != strconv.FormatInt(size, 10) {
+		t.Fatalf("upload: backend counted %q, want %d", b, size)
+	}
+	t.Logf("upload %d MiB: heap in use grew by at most %.1f MiB", size>>20, float64(g)/(1<<20))
+	if g > limit {
+		t.Errorf("upload: heap grew %d MiB", g>>20)
+	}
+}
+
+// TestSSEFlushedBeforeStreamEnds: the backend sends each event only after
+// the client received the previous one, so any buffering deadlocks (and
+// fails through the bounded wait) instead of passing slowly.
+func TestSSEFlushedBeforeStreamEnds(t *testing.T) {
+	next := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 1; i <= 3; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	t.Cleanup(backend.Close)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("h2=", h2), func(t *testing.T) {
+			var opts frontOpts
+			c := testClient(t)
+			if h2 {
+				opts.state = &handshake.ConnState{ALPN: "h2"}
+				c = h2cClient(t)
+			}
+			f := newFront(t, cfg, opts)
+			res, err := c.Get(f.url + "/events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			br := bufio.NewReader(res.Body)
+			for i := 1; i <= 3; i++ {
+				got := make(chan string, 1)
+				go func() {
+					l, _ := br.ReadString('\n')
+					br.ReadString('\n')
+					got <- l
+				}()
+				select {
+				case l := <-got:
+					if l != fmt.Sprintf("data: %d\n", i) {
+						t.Fatalf("event %d: %q", i, l)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatalf("event %d not delivered before the backend sent the next: buffered", i)
+				}
+				next <- struct{}{}
+			}
+		})
+	}
+}
+
+func h2cClient(t testing.TB) *http.Client {
+	tr := &http.Transport{}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func TestTrailersPassThrough(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Trailer", "X-Sum")
+		sum := sha256.Sum256(b)
+		io.WriteString(w, "body\n")
+		w.Header().Set("X-Sum", hex.EncodeToString(sum[:4])+" "+r.Trailer.Get("X-Req-Trailer"))
+	}))
+	t.Cleanup(backend.Close)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	f := newFront(t, cfg, frontOpts{})
+	req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
+	req.ContentLength = -1
+	req.Trailer = http.Header{"X-Req-Trailer": {"t1"}}
+	res, err := testClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(res.Body)
+	res.Body.Close()
+	sum := sha256.Sum256([]byte("hello"))
+	if got, want := res.Trailer.Get("X-Sum"), hex.EncodeToString(sum[:4])+" t1"; got != want {
+		t.Fatalf("trailer %q, want %q", got, want)
+	}
+}
+
+func TestWebSocketEcho(t *testing.T) {
+	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
+	t.Cleanup(backend.Close)
+	obs := newEventObserver()
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Protocol: handshake.ProtoTLCP, Site: "s"}})
+	ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		msg := fmt.Sprintf("message %d %s", i, strings.Repeat("x", i*1000))
+		if err := websocket.Message.Send(ws, msg); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := websocket.Message.Receive(ws, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != msg {
+			t.Fatalf("echo %d mismatch", i)
+		}
+	}
+	ws.Close()
+	select {
+	case b := <-obs.streamC:
+		if b[0] < 10000 || b[1] < 10000 {
+			t.Fatalf("tunnel bytes in/out %v", b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no StreamBytes for the tunnel")
+	}
+}
+
+// TestH2BidiStreaming relays a gRPC-style stream over h2 on both sides: each
+// message is answered before the next is sent.
+func TestH2BidiStreaming(t *testing.T) {
+	h2c := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		sc := bufio.NewScanner(r.Body)
+		for sc.Scan() {
+			fmt.Fprintf(w, "echo %s\n", sc.Text())
+			w.(http.Flusher).Flush()
+		}
+	})}
+	h2c.Protocols = new(http.Protocols)
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go h2c.Serve(ln)
+	t.Cleanup(func() { h2c.Close() })
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: ln.Addr().String()}}, Protocol: "h2c"}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}})
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", f.url+"/svc.Echo/Chat", pr)
+	req.Header.Set("Content-Type", "application/grpc")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := h2cClient(t).Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 {
+		t.Fatalf("client side is %s", res.Proto)
+	}
+	br := bufio.NewReader(res.Body)
+	for i := range 5 {
+		fmt.Fprintf(pw, "msg%d\n", i)
+		l, err := br.ReadString('\n')
+		if err != nil || l != fmt.Sprintf("echo msg%d\n", i) {
+			t.Fatalf("message %d: %q %v", i, l, err)
+		}
+	}
+	pw.Close()
+}
+
+// TestUpgradeOverH2ExtendedConnectStatus documents the state of RFC 8441:
+// x/net/http2 only accepts :protocol when GODEBUG=http2xconnect=1 is set
+// at process start. The proxy's translation is exercised by a child process
+// with that setting.
+func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestWebSocketOverH2ExtendedConnect", "GODEBUG=http2xconnect=1")
+		return
+	}
+	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
+	t.Cleanup(backend.Close)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}})
+	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	// Extended CONNECT needs the server's SETTINGS first: a plain request
+	// opens the connection.
+	if res, err := tr.RoundTrip(mustReq(t, "GET", f.url+"/", nil)); err == nil {
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	pr, pw := io.Pipe()
+	req := mustReq(t, "CONNECT", f.url+"/ws", pr)
+	req.Header.Set(":protocol", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Origin", "http://"+f.addr)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("extended CONNECT: %v", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("extended CONNECT status %d", res.StatusCode)
+	}
+	// One masked text frame "hi" from the client; the echo comes back unmasked.
+	frame := []byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}
+	if _, err := pw.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(res.Body, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "\x81\x02hi" {
+		t.Fatalf("echo frame %q", got)
+	}
+	pw.Close()
+}
+
+func mustReq(t testing.TB, method, url string, body io.Reader) *http.Request {
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+)
+
+// streamSite is a site in TCP stream mode: after the handshake the
+// client's plaintext is spliced to a target of the upstream (for legacy
+// non-HTTP services), with an idle timeout, byte counters and optionally a
+// PROXY protocol header towards the target.
+type streamSite struct {
+	p       *Proxy
+	site    string
+	up      *Upstream
+	idle    time.Duration
+	ppVer   int
+	timeout time.Duration
+}
+
+func newStreamSite(p *Proxy, site string, sc *StreamConfig) (*streamSite, error) {
+	s := &streamSite{p: p, site: site, idle: durOr(sc.IdleTimeout, 10*time.Minute)}
+	s.up = p.upstreams[sc.Upstream]
+	if s.up == nil {
+		return nil, fmt.Errorf("stream: unknown upstream %q", sc.Upstream)
+	}
+	switch sc.ProxyProtocol {
+	case "":
+	case "v1":
+		s.ppVer = 1
+	case "v2":
+		s.ppVer = 2
+	default:
+		return nil, fmt.Errorf("stream: proxy_protocol %q (want v1 or v2)", sc.ProxyProtocol)
+	}
+	return s, nil
+}
+
+// serve splices c to a target and blocks until both directions end.
+func (s *streamSite) serve(c net.Conn) error {
+	p := s.p
+	if !p.trackAdd(c) {
+		c.Close()
+		return net.ErrClosed
+	}
+	defer p.trackDone(c)
+	defer c.Close()
+	start := time.Now()
+	u := s.up
+	clientIP, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	var tried [maxTries]*Target
+	n := 0
+	var back net.Conn
+	var t *Target
+	var lastErr error
+	for n < u.tries {
+		t = u.pick(nil, clientIP, tried[:n])
+		if t == nil {
+			break
+		}
+		tried[n] = t
+		n++
+		ctx, cancel := context.WithTimeout(context.Background(), u.dialTimeout)
+		var err error
+		back, err = u.dial(ctx, "tcp", t.Addr)
+		cancel()
+		if err == nil {
+			break
+		}
+		lastErr = err
+		back = nil
+		u.fail(t, err.Error())
+		if n < u.tries {
+			p.obs.UpstreamRetry(u.name)
+		}
+	}
+	if back == nil {
+		why := "every target is down"
+		if lastErr != nil {
+			why = lastErr.Error()
+		}
+		p.logger.Warn("stream: no target answered", "site", s.site, "upstream", u.name, "client", c.RemoteAddr().String(), "reason", why)
+		return fmt.Errorf("stream %s: %s", s.site, why)
+	}
+	if !p.trackAdd(back) {
+		back.Close()
+		return net.ErrClosed
+	}
+	defer p.trackDone(back)
+	t.inflight.Add(1)
+	defer t.inflight.Add(-1)
+	if s.ppVer != 0 {
+		var hdr []byte
+		if s.ppVer == 1 {
+			hdr = AppendProxyHeaderV1(nil, c.RemoteAddr(), c.LocalAddr())
+		} else {
+			hdr = AppendProxyHeaderV2(nil, c.RemoteAddr(), c.LocalAddr())
+		}
+		if _, err := back.Write(hdr); err != nil {
+			back.Close()
+			return fmt.Errorf("stream %s: proxy header: %w", s.site, err)
+		}
+	}
+	in, out := pipe(c, back, s.idle)
+	p.obs.StreamBytes(s.site, u.name, in, out)
+	if p.accessLog != nil {
+		p.accessLog.logStream(s.site, u.name, t.Addr, c, in, out, time.Since(start))
+	}
+	return nil
+}

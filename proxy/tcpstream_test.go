@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// echoTCP is a TCP echo server; with withPP it first reads a PROXY header
+// and reports it on hdrs.
+func echoTCP(t *testing.T, withPP bool, hdrs chan<- *ProxyHeader) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var r io.Reader = c
+				if withPP {
+					br := bufio.NewReader(c)
+					h, err := ReadProxyHeader(br)
+					if err != nil {
+						t.Logf("echo: PROXY header: %v", err)
+						hdrs <- nil
+						return
+					}
+					hdrs <- h
+					r = br
+				}
+				io.Copy(c, r)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestTCPStreamEcho(t *testing.T) {
+	for _, pp := range []string{"", "v1", "v2"} {
+		t.Run("proxy_protocol="+pp, func(t *testing.T) {
+			hdrs := make(chan *ProxyHeader, 1)
+			target := echoTCP(t, pp != "", hdrs)
+			obs := newEventObserver()
+			logPath := t.TempDir() + "/access.log"
+			cfg := Config{
+				AccessLog: AccessLogConfig{Path: logPath, Format: "template", Template: "{method} {site} {upstream_addr} {bytes_in} {bytes_out} {tls_protocol}"},
+				Upstreams: []UpstreamConfig{upstream("legacy", deadAddr(t), target)},
+				Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ProxyProtocol: pp}}},
+			}
+			f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Site: "tcp", Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-CBC-SM3"}})
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload := bytes.Repeat([]byte("legacy protocol line\n"), 10000)
+			go func() {
+				c.Write(payload)
+				c.(*net.TCPConn).CloseWrite()
+			}()
+			got, err := io.ReadAll(c)
+			c.Close()
+			if err != nil || !bytes.Equal(got, payload) {
+				t.Fatalf("echo: %d bytes (want %d), err %v", len(got), len(payload), err)
+			}
+			if pp != "" {
+				h := <-hdrs
+				if h == nil || h.Source == nil || h.Source.IP.String() != "127.0.0.1" || h.Destination.String() != f.addr {
+					t.Fatalf("PROXY header at target: %+v", h)
+				}
+			}
+			select {
+			case b := <-obs.streamC:
+				if b[0] != int64(len(payload)) || b[1] != int64(len(payload)) {
+					t.Fatalf("StreamBytes %v, want %d both ways", b, len(payload))
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("no StreamBytes event")
+			}
+			f.p.AccessLog().Flush()
+			if line, _ := os.ReadFile(logPath); !strings.Contains(string(line), "STREAM tcp "+target+" 210000 210000 NTLSv1.1") {
+				t.Errorf("access log %q", line)
+			}
+		})
+	}
+}
+
+func TestTCPStreamIdleTimeout(t *testing.T) {
+	target := echoTCP(t, false, nil)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("legacy", target)},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", IdleTimeout: 50 * time.Millisecond}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("hi"))
+	b := make([]byte, 2)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
+	// Silent now: the proxy must close the stream by itself.
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if n, err := c.Read(b); err != io.EOF {
+		t.Fatalf("read after idle: %d %v, want EOF from the proxy", n, err)
+	}
+}
+
+func TestTCPStreamAllTargetsDown(t *testing.T) {
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("legacy", deadAddr(t))},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("want the connection closed, got %v", err)
+	}
+}

@@ -1,0 +1,258 @@
+package proxy
+
+import (
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxTries bounds RetryConfig.Tries.
+const maxTries = 8
+
+// Upstream is a named pool of targets with its balancing policy, health
+// state, transport and retry budget.
+type Upstream struct {
+	name      string
+	protocol  string
+	targets   []*Target // primaries first, then backups
+	nPrimary  int
+	policy    selectionPolicy
+	transport *http.Transport
+	scheme    string
+	// dial opens a raw (possibly encrypted) connection for TCP stream mode.
+	dial        DialFunc
+	dialTimeout time.Duration
+
+	passive PassiveHealthConfig
+	active  ActiveHealthConfig
+	tries   int
+	tryDur  time.Duration
+	maxConn int64
+
+	obs    Observer
+	logger *slog.Logger
+
+	rrMu sync.Mutex // guards Target.cw for smooth weighted round robin
+	seq  atomic.Uint64
+
+	stopHealth chan struct{}
+	healthWG   sync.WaitGroup
+}
+
+// Target is one backend address of an upstream.
+type Target struct {
+	Addr   string
+	Weight int
+	Backup bool
+
+	up       *Upstream
+	hashSeed uint64
+	cw       int // current weight for smooth weighted round robin
+
+	inflight  atomic.Int64
+	downUntil atomic.Int64 // unix nanoseconds; 0 when passively healthy
+	activeDn  atomic.Bool  // active checks say down
+	reported  atomic.Bool  // last reported state: true = down
+
+	failMu sync.Mutex
+	fails  []int64 // ring of failure times (unix ns), len MaxFails
+	failN  int
+
+	// active check counters, only touched by the checker goroutine
+	okRun, failRun int
+}
+
+func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstream, error) {
+	if uc.Name == "" {
+		return nil, fmt.Errorf("upstream without name")
+	}
+	if len(uc.Targets) == 0 {
+		return nil, fmt.Errorf("upstream %q: no targets", uc.Name)
+	}
+	u := &Upstream{
+		name:       uc.Name,
+		protocol:   uc.Protocol,
+		passive:    uc.HealthCheck.Passive,
+		active:     uc.HealthCheck.Active,
+		tries:      intOr(uc.Retries.Tries, 3),
+		tryDur:     uc.Retries.Duration,
+		maxConn:    int64(uc.Transport.MaxConnsPerTarget),
+		obs:        obs,
+		logger:     logger.With("upstream", uc.Name),
+		stopHealth: make(chan struct{}),
+	}
+	u.tries = min(max(u.tries, 1), maxTries)
+	if u.passive.MaxFails == 0 {
+		u.passive.MaxFails = 1
+	}
+	if u.passive.MaxFails > 1000 {
+		u.passive.MaxFails = 1000
+	}
+	u.passive.FailWindow = durOr(u.passive.FailWindow, 10*time.Second)
+	u.passive.Cooldown = durOr(u.passive.Cooldown, 10*time.Second)
+	var primaries, backups []*Target
+	for i, tc := range uc.Targets {
+		if _, _, err := net.SplitHostPort(tc.Address); err != nil {
+			return nil, fmt.Errorf("upstream %q: target %d %q: %w", uc.Name, i, tc.Address, err)
+		}
+		if tc.Weight < 0 {
+			return nil, fmt.Errorf("upstream %q: target %q: negative weight", uc.Name, tc.Address)
+		}
+		h := fnv.New64a()
+		h.Write([]byte(tc.Address))
+		t := &Target{Addr: tc.Address, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64())}
+		if u.passive.MaxFails > 0 {
+			t.fails = make([]int64, u.passive.MaxFails)
+		}
+		if tc.Backup {
+			backups = append(backups, t)
+		} else {
+			primaries = append(primaries, t)
+		}
+	}
+	if len(primaries) == 0 {
+		return nil, fmt.Errorf("upstream %q: only backup targets", uc.Name)
+	}
+	u.targets = append(primaries, backups...)
+	u.nPrimary = len(primaries)
+	var err error
+	if u.policy, err = newSelectionPolicy(uc); err != nil {
+		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
+	}
+	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
+	if u.transport, u.scheme, u.dial, err = newTransport(uc); err != nil {
+		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
+	}
+	return u, nil
+}
+
+// Name returns the upstream's name.
+func (u *Upstream) Name() string { return u.name }
+
+// Targets returns the upstream's targets, primaries first.
+func (u *Upstream) Targets() []*Target { return u.targets }
+
+// Healthy reports whether the target is eligible (active and passive
+// checks both say up). It also notices the end of a passive cool-down.
+func (t *Target) Healthy() bool {
+	if t.activeDn.Load() {
+		return false
+	}
+	if d := t.downUntil.Load(); d != 0 {
+		if time.Now().UnixNano() < d {
+			return false
+		}
+		if t.downUntil.CompareAndSwap(d, 0) {
+			t.up.reportState(t, "passive cool-down over")
+		}
+	}
+	return true
+}
+
+// available is Healthy plus the per-target connection cap.
+func (t *Target) available() bool {
+	if !t.Healthy() {
+		return false
+	}
+	return t.up.maxConn <= 0 || t.inflight.Load() < t.up.maxConn
+}
+
+// InFlight returns the number of requests being served by the target.
+func (t *Target) InFlight() int64 { return t.inflight.Load() }
+
+// reportState logs and reports a change of the target's combined state.
+func (u *Upstream) reportState(t *Target, why string) {
+	down := t.activeDn.Load() || t.downUntil.Load() > time.Now().UnixNano()
+	if t.reported.Swap(down) == down {
+		return
+	}
+	if down {
+		u.logger.Warn("upstream target down", "target", t.Addr, "reason", why)
+	} else {
+		u.logger.Info("upstream target up", "target", t.Addr, "reason", why)
+	}
+	u.obs.UpstreamHealth(u.name, t.Addr, !down)
+}
+
+// fail records a passive failure and marks the target down for the
+// cool-down when MaxFails failures fall within FailWindow.
+func (u *Upstream) fail(t *Target, why string) {
+	if u.passive.MaxFails < 0 || len(t.fails) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	t.failMu.Lock()
+	t.fails[t.failN%len(t.fails)] = now
+	t.failN++
+	n := 0
+	for _, f := range t.fails {
+		if f != 0 && now-f <= int64(u.passive.FailWindow) {
+			n++
+		}
+	}
+	trip := n >= len(t.fails)
+	if trip {
+		clear(t.fails)
+	}
+	t.failMu.Unlock()
+	if trip {
+		t.downUntil.Store(now + int64(u.passive.Cooldown))
+		u.reportState(t, "passive: "+strconv.Itoa(len(t.fails))+" failure(s) within "+u.passive.FailWindow.String()+", last: "+why)
+	}
+}
+
+func (u *Upstream) unhealthyStatus(code int) bool {
+	for _, c := range u.passive.UnhealthyStatus {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// pick selects a target not in tried: primaries first, backups only when
+// no primary is available.
+func (u *Upstream) pick(r *http.Request, clientIP string, tried []*Target) *Target {
+	if t := u.policy.selectTarget(u, u.targets[:u.nPrimary], r, clientIP, tried); t != nil {
+		return t
+	}
+	if u.nPrimary == len(u.targets) {
+		return nil
+	}
+	return u.policy.selectTarget(u, u.targets[u.nPrimary:], r, clientIP, tried)
+}
+
+func (u *Upstream) close() {
+	select {
+	case <-u.stopHealth:
+	default:
+		close(u.stopHealth)
+	}
+	u.healthWG.Wait()
+	u.transport.CloseIdleConnections()
+}
+
+func excluded(t *Target, tried []*Target) bool {
+	for _, x := range tried {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// mix64 is the splitmix64 finaliser.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

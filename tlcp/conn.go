@@ -1,0 +1,714 @@
+package tlcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// Conn is a TLCP connection, client or server side. It is a net.Conn.
+type Conn struct {
+	conn     net.Conn
+	isClient bool
+	config   *Config
+
+	handshakeFn       func(context.Context) error
+	handshakeMutex    sync.Mutex
+	handshakeErr      error
+	handshakeComplete atomic.Bool
+	handshakes        int
+
+	// State after the handshake.
+	vers             uint16
+	suite            *cipherSuite
+	didResume        bool
+	serverName       string
+	alpn             string
+	peerCertificates []*smx509.Certificate
+	verifiedChains   [][]*smx509.Certificate
+
+	// Input side: raw bytes live in rbuf[rpos:rend]; rbuf is the small
+	// inline buffer while idle and a pooled big buffer while records flow.
+	in     halfConn
+	inMu   sync.Mutex
+	rbuf   []byte
+	big    *[]byte
+	rpos   int
+	rend   int
+	small  [512]byte
+	input  []byte // decrypted application data not yet read
+	hand   []byte // handshake bytes not yet consumed
+	empty  int    // empty records in a row
+	firstH bool   // the first record has been read
+
+	// Output side.
+	out             halfConn
+	outMu           sync.Mutex
+	sendBuf         []byte // pending handshake flight
+	closeNotifySent bool
+
+	activeCall atomic.Int32
+
+	bytesRead, bytesWritten     atomic.Uint64
+	recordsRead, recordsWritten atomic.Uint64
+
+	// tlsRecordHello: the first ClientHello came in a 03 0x record.
+	tlsRecordHello bool
+}
+
+var (
+	smallOutPool = sync.Pool{New: func() any { b := make([]byte, 0, recordHeaderLen+maxCiphertext); return &b }}
+	bigOutPool   = sync.Pool{New: func() any { b := make([]byte, 0, maxBatchRecords*(recordHeaderLen+maxCiphertext)); return &b }}
+	inPool       = sync.Pool{New: func() any { b := make([]byte, 2*(recordHeaderLen+maxCiphertext)); return &b }}
+)
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// RemoteAddr returns the remote network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// SetDeadline sets the read and write deadlines of the underlying connection.
+func (c *Conn) SetDeadline(t time.Time) error { return c.conn.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline of the underlying connection.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline; a timed-out Write leaves the
+// connection unusable.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.conn }
+
+// Stats returns application-data counters.
+func (c *Conn) Stats() Stats {
+	return Stats{
+		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
+		RecordsRead: c.recordsRead.Load(), RecordsWritten: c.recordsWritten.Load(),
+	}
+}
+
+// ---- input buffer management ----
+
+// fill makes at least n raw bytes available in rbuf[rpos:rend].
+func (c *Conn) fill(n int) error {
+	if c.rbuf == nil {
+		c.rbuf = c.small[:]
+	}
+	for c.rend-c.rpos < n {
+		if n > len(c.rbuf)-c.rpos {
+			if n > len(c.small) && c.big == nil {
+				c.big = inPool.Get().(*[]byte)
+				nb := *c.big
+				m := copy(nb, c.rbuf[c.rpos:c.rend])
+				c.rbuf, c.rpos, c.rend = nb, 0, m
+			} else {
+				m := copy(c.rbuf, c.rbuf[c.rpos:c.rend])
+				c.rpos, c.rend = 0, m
+			}
+		}
+		k, err := c.conn.Read(c.rbuf[c.rend:])
+		if k < 0 || k > len(c.rbuf)-c.rend {
+			return errors.New("tlcp: invalid Read result")
+		}
+		c.rend += k
+		if c.rend-c.rpos >= n {
+			break
+		}
+		if err != nil {
+			if err == io.EOF && c.rend-c.rpos > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseInput returns the big input buffer when nothing buffered refers to it.
+func (c *Conn) releaseInput() {
+	if c.big == nil || len(c.input) > 0 || len(c.hand) > 0 {
+		return
+	}
+	if c.rpos == c.rend {
+		inPool.Put(c.big)
+		c.big = nil
+		c.rbuf = c.small[:]
+		c.rpos, c.rend = 0, 0
+		return
+	}
+	if c.rend-c.rpos <= len(c.small) {
+		m := copy(c.small[:], c.rbuf[c.rpos:c.rend])
+		inPool.Put(c.big)
+		c.big = nil
+		c.rbuf, c.rpos, c.rend = c.small[:], 0, m
+	}
+}
+
+// readRecord reads and processes one record. expectCCS says a
+// ChangeCipherSpec is acceptable now.
+func (c *Conn) readRecord(expectCCS bool) error {
+	if c.in.err != nil {
+		return c.in.err
+	}
+	if err := c.fill(recordHeaderLen); err != nil {
+		if e, ok := err.(net.Error); ok && e.Timeout() {
+			return err
+		}
+		if err == io.ErrUnexpectedEOF {
+			c.sendAlert(AlertDecodeError)
+		}
+		return c.in.setErr(err)
+	}
+	hdr := c.rbuf[c.rpos : c.rpos+recordHeaderLen]
+	typ := recordType(hdr[0])
+	vers := uint16(hdr[1])<<8 | uint16(hdr[2])
+	n := int(hdr[3])<<8 | int(hdr[4])
+	first := !c.firstH
+	c.firstH = true
+	if vers != VersionTLCP {
+		okTLS := first && !c.isClient && c.config.AllowTLSRecordHello && typ == recordTypeHandshake && (vers == 0x0301 || vers == 0x0303)
+		if !okTLS {
+			c.sendAlert(AlertProtocolVersion)
+			return c.in.setErr(fmt.Errorf("tlcp: record version %04x: %w", vers, AlertProtocolVersion))
+		}
+		c.tlsRecordHello = true
+	}
+	switch typ {
+	case recordTypeChangeCipherSpec, recordTypeAlert, recordTypeHandshake, recordTypeApplicationData:
+	default:
+		c.sendAlert(AlertUnexpectedMessage)
+		return c.in.setErr(fmt.Errorf("tlcp: unknown record type %d: %w", typ, AlertUnexpectedMessage))
+	}
+	if n > maxCiphertext || (c.in.cipher == nil && n > maxPlaintext) {
+		c.sendAlert(AlertRecordOverflow)
+		return c.in.setErr(fmt.Errorf("tlcp: record of %d bytes: %w", n, AlertRecordOverflow))
+	}
+	if err := c.fill(recordHeaderLen + n); err != nil {
+		if e, ok := err.(net.Error); ok && e.Timeout() {
+			return err
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			c.sendAlert(AlertDecodeError)
+			err = io.ErrUnexpectedEOF
+		}
+		return c.in.setErr(err)
+	}
+	record := c.rbuf[c.rpos : c.rpos+recordHeaderLen+n]
+	c.rpos += recordHeaderLen + n
+	data, err := c.in.decrypt(record)
+	if err != nil {
+		c.sendAlert(AlertBadRecordMAC)
+		return c.in.setErr(fmt.Errorf("tlcp: record authentication failed: %w", AlertBadRecordMAC))
+	}
+	if len(data) > maxPlaintext {
+		c.sendAlert(AlertRecordOverflow)
+		return c.in.setErr(fmt.Errorf("tlcp: plaintext of %d bytes: %w", len(data), AlertRecordOverflow))
+	}
+	if typ != recordTypeApplicationData || len(data) > 0 {
+		c.empty = 0
+	}
+
+	switch typ {
+	case recordTypeAlert:
+		if len(data) != 2 {
+			c.sendAlert(AlertDecodeError)
+			return c.in.setErr(fmt.Errorf("tlcp: malformed alert: %w", AlertDecodeError))
+		}
+		a := AlertError(data[1])
+		if a == AlertCloseNotify {
+			return c.in.setErr(io.EOF)
+		}
+		if data[0] == alertLevelWarning {
+			if a == AlertNoRenegotiation && c.isClient {
+				return c.in.setErr(&PeerAlertError{Alert: a})
+			}
+			// Other warnings are ignored (TLS 1.2 practice).
+			return c.retryOrErr()
+		}
+		return c.in.setErr(&PeerAlertError{Alert: a, Fatal: true})
+
+	case recordTypeChangeCipherSpec:
+		if !expectCCS || len(data) != 1 || data[0] != 1 || len(c.hand) > 0 {
+			c.sendAlert(AlertUnexpectedMessage)
+			return c.in.setErr(fmt.Errorf("tlcp: unexpected ChangeCipherSpec: %w", AlertUnexpectedMessage))
+		}
+		if err := c.in.changeCipherSpec(); err != nil {
+			c.sendAlert(AlertUnexpectedMessage)
+			return c.in.setErr(err)
+		}
+
+	case recordTypeApplicationData:
+		if !c.handshakeComplete.Load() || expectCCS {
+			c.sendAlert(AlertUnexpectedMessage)
+			return c.in.setErr(fmt.Errorf("tlcp: application data before the handshake ended: %w", AlertUnexpectedMessage))
+		}
+		c.recordsRead.Add(1)
+		if len(data) == 0 {
+			c.empty++
+			if c.empty > c.config.maxEmpty() {
+				c.sendAlert(AlertUnexpectedMessage)
+				return c.in.setErr(fmt.Errorf("tlcp: too many empty records: %w", AlertUnexpectedMessage))
+			}
+			return nil
+		}
+		c.input = data
+
+	case recordTypeHandshake:
+		if len(data) == 0 || expectCCS {
+			c.sendAlert(AlertUnexpectedMessage)
+			return c.in.setErr(fmt.Errorf("tlcp: unexpected handshake record: %w", AlertUnexpectedMessage))
+		}
+		if len(c.hand)+len(data) > maxHandshake+4 {
+			c.sendAlert(AlertUnexpectedMessage)
+			return c.in.setErr(fmt.Errorf("tlcp: handshake data too large: %w", AlertUnexpectedMessage))
+		}
+		c.hand = append(c.hand, data...)
+	}
+	return nil
+}
+
+func (c *Conn) retryOrErr() error { return nil }
+
+// readHandshake returns the next complete handshake message (header included).
+func (c *Conn) readHandshake() ([]byte, error) {
+	for len(c.hand) < 4 {
+		if err := c.readRecord(false); err != nil {
+			return nil, err
+		}
+	}
+	n := int(c.hand[1])<<16 | int(c.hand[2])<<8 | int(c.hand[3])
+	if n > maxHandshake {
+		c.sendAlert(AlertIllegalParameter)
+		return nil, c.in.setErr(fmt.Errorf("tlcp: handshake message of %d bytes exceeds %d: %w", n, maxHandshake, AlertIllegalParameter))
+	}
+	for len(c.hand) < 4+n {
+		if err := c.readRecord(false); err != nil {
+			return nil, err
+		}
+	}
+	msg := append([]byte(nil), c.hand[:4+n]...)
+	c.hand = c.hand[4+n:]
+	if len(c.hand) == 0 {
+		c.hand = nil
+	}
+	return msg, nil
+}
+
+// readChangeCipherSpec reads records until a ChangeCipherSpec was processed.
+func (c *Conn) readChangeCipherSpec() error {
+	if len(c.hand) > 0 {
+		c.sendAlert(AlertUnexpectedMessage)
+		return c.in.setErr(fmt.Errorf("tlcp: handshake data before ChangeCipherSpec: %w", AlertUnexpectedMessage))
+	}
+	return c.readRecord(true)
+}
+
+// ---- output ----
+
+// sendAlert sends an alert and records it as the write side's error.
+func (c *Conn) sendAlert(a AlertError) error {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return c.sendAlertLocked(a)
+}
+
+func (c *Conn) sendAlertLocked(a AlertError) error {
+	if c.out.err != nil {
+		return c.out.err
+	}
+	level := byte(alertLevelError)
+	if a == AlertCloseNotify || a == AlertNoRenegotiation {
+		level = alertLevelWarning
+	}
+	c.sendBuf = nil // a pending flight is dropped in favour of the alert
+	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
+	if a == AlertCloseNotify {
+		return err
+	}
+	return c.out.setErr(&localError{alert: a, msg: "sent alert " + a.String()})
+}
+
+// writeRecordLocked protects data as records and writes them at once.
+func (c *Conn) writeRecordLocked(typ recordType, data []byte) error {
+	if c.out.err != nil {
+		return c.out.err
+	}
+	pb := smallOutPool.Get().(*[]byte)
+	if len(data) > maxPlaintext {
+		smallOutPool.Put(pb)
+		pb = bigOutPool.Get().(*[]byte)
+	}
+	buf, _, err := c.out.appendRecords((*pb)[:0], typ, data, maxPlaintext, c.config.rand())
+	if err == nil {
+		_, err = c.conn.Write(buf)
+	}
+	if cap(buf) == cap(*pb) {
+		*pb = buf[:0]
+	}
+	putOut(pb)
+	if err != nil {
+		return c.out.setErr(err)
+	}
+	return nil
+}
+
+func putOut(pb *[]byte) {
+	if cap(*pb) >= maxBatchRecords*(recordHeaderLen+maxCiphertext) {
+		bigOutPool.Put(pb)
+	} else if cap(*pb) >= recordHeaderLen+maxCiphertext {
+		smallOutPool.Put(pb)
+	}
+}
+
+// queueHandshake appends a handshake message to the pending flight.
+func (c *Conn) queueHandshake(msg []byte) error {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.out.err != nil {
+		return c.out.err
+	}
+	var err error
+	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeHandshake, msg, maxPlaintext, c.config.rand())
+	return err
+}
+
+// queueChangeCipherSpec appends CCS to the flight and switches the write cipher.
+func (c *Conn) queueChangeCipherSpec() error {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.out.err != nil {
+		return c.out.err
+	}
+	var err error
+	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeChangeCipherSpec, []byte{1}, maxPlaintext, c.config.rand())
+	if err != nil {
+		return err
+	}
+	return c.out.changeCipherSpec()
+}
+
+// flush writes the pending flight in one write.
+func (c *Conn) flush() error {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if len(c.sendBuf) == 0 {
+		return c.out.err
+	}
+	_, err := c.conn.Write(c.sendBuf)
+	c.sendBuf = nil
+	if err != nil {
+		return c.out.setErr(err)
+	}
+	return nil
+}
+
+// ---- application API ----
+
+// Write writes application data, running the handshake first if needed.
+// Writes of several records are protected and sent together.
+func (c *Conn) Write(b []byte) (int, error) {
+	// Interlock with Close like crypto/tls: a closed Conn refuses writes.
+	for {
+		x := c.activeCall.Load()
+		if x&1 != 0 {
+			return 0, net.ErrClosed
+		}
+		if c.activeCall.CompareAndSwap(x, x+2) {
+			break
+		}
+	}
+	defer c.activeCall.Add(-2)
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.out.err != nil {
+		return 0, c.out.err
+	}
+	if c.closeNotifySent {
+		return 0, errShutdown
+	}
+	total := 0
+	for len(b) > 0 || total == 0 {
+		chunk := b
+		if len(chunk) > maxBatchRecords*maxPlaintext {
+			chunk = chunk[:maxBatchRecords*maxPlaintext]
+		}
+		pool := &smallOutPool
+		if len(chunk) > maxPlaintext {
+			pool = &bigOutPool
+		}
+		pb := pool.Get().(*[]byte)
+		recSize := maxPlaintext
+		if rc := c.out.cipher; rc != nil && rc.aead == nil {
+			recSize = cbcRecordSize(len(chunk))
+		}
+		buf, recs, err := c.out.appendRecords((*pb)[:0], recordTypeApplicationData, chunk, recSize, c.config.rand())
+		if err == nil {
+			_, err = c.conn.Write(buf)
+		}
+		if cap(buf) == cap(*pb) {
+			*pb = buf[:0]
+		}
+		pool.Put(pb)
+		if err != nil {
+			return total, c.out.setErr(err)
+		}
+		c.recordsWritten.Add(uint64(recs))
+		c.bytesWritten.Add(uint64(len(chunk)))
+		total += len(chunk)
+		b = b[len(chunk):]
+		if len(b) == 0 {
+			break
+		}
+	}
+	return total, nil
+}
+
+var errShutdown = errors.New("tlcp: protocol is shutdown")
+
+// Read reads application data, running the handshake first if needed.
+func (c *Conn) Read(b []byte) (int, error) {
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	for len(c.input) == 0 {
+		c.releaseInput()
+		if err := c.readRecord(false); err != nil {
+			return 0, err
+		}
+		for len(c.hand) > 0 {
+			if err := c.handlePostHandshake(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n := copy(b, c.input)
+	c.input = c.input[n:]
+	c.bytesRead.Add(uint64(n))
+	if len(c.input) == 0 {
+		c.releaseInput()
+	}
+	return n, nil
+}
+
+// handlePostHandshake handles a handshake message after the handshake: a
+// server answers a ClientHello with a no_renegotiation warning (as Tongsuo
+// NTLS does); anything else is unexpected.
+func (c *Conn) handlePostHandshake() error {
+	msg, err := c.readHandshake()
+	if err != nil {
+		return err
+	}
+	if !c.isClient && msg[0] == typeClientHello {
+		c.sendAlert(AlertNoRenegotiation)
+		return c.in.setErr(fmt.Errorf("tlcp: client attempted renegotiation: %w", AlertNoRenegotiation))
+	}
+	c.sendAlert(AlertUnexpectedMessage)
+	return c.in.setErr(fmt.Errorf("tlcp: unexpected handshake message type %d after the handshake: %w", msg[0], AlertUnexpectedMessage))
+}
+
+// Close sends close_notify (if the handshake completed) and closes the connection.
+func (c *Conn) Close() error {
+	for {
+		x := c.activeCall.Load()
+		if x&1 != 0 {
+			return net.ErrClosed
+		}
+		if c.activeCall.CompareAndSwap(x, x|1) {
+			break
+		}
+	}
+	var alertErr error
+	if c.handshakeComplete.Load() {
+		if err := c.closeNotify(); err != nil {
+			alertErr = fmt.Errorf("tlcp: failed to send closeNotify alert (but connection was closed anyway): %w", err)
+		}
+	}
+	if err := c.conn.Close(); err != nil {
+		return err
+	}
+	c.inMu.Lock()
+	if c.big != nil && len(c.input) == 0 {
+		inPool.Put(c.big)
+		c.big = nil
+		c.rbuf = nil
+	}
+	c.inMu.Unlock()
+	return alertErr
+}
+
+// CloseWrite sends close_notify; the connection stays open for reading.
+func (c *Conn) CloseWrite() error {
+	if !c.handshakeComplete.Load() {
+		return errors.New("tlcp: CloseWrite called before handshake complete")
+	}
+	return c.closeNotify()
+}
+
+func (c *Conn) closeNotify() error {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.closeNotifySent {
+		return nil
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	err := c.sendAlertLocked(AlertCloseNotify)
+	c.closeNotifySent = true
+	c.conn.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// Handshake runs the handshake if it has not run yet.
+func (c *Conn) Handshake() error { return c.HandshakeContext(context.Background()) }
+
+// HandshakeContext runs the handshake; ctx bounds it and is passed to every
+// private-key operation. Cancelling ctx closes the connection.
+func (c *Conn) HandshakeContext(ctx context.Context) error {
+	if c.handshakeComplete.Load() {
+		return nil
+	}
+	c.handshakeMutex.Lock()
+	defer c.handshakeMutex.Unlock()
+	if err := c.handshakeErr; err != nil {
+		return err
+	}
+	if c.handshakeComplete.Load() {
+		return nil
+	}
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+
+	start := time.Now()
+	c.handshakes++
+	err := c.runHandshakeFn(ctx)
+	if err == nil && !c.handshakeComplete.Load() {
+		err = errors.New("tlcp: internal error: handshake should have had a result")
+	}
+	if err != nil {
+		// Send the alert if the failure was local and none was sent yet.
+		var le *localError
+		if errors.As(err, &le) {
+			c.sendAlert(le.alert)
+		}
+		c.outMu.Lock()
+		c.sendBuf = nil // never send half a flight
+		c.outMu.Unlock()
+	}
+	c.handshakeErr = err
+	c.hand = nil
+	if cb := c.config.OnHandshake; cb != nil {
+		cb(c.handshakeResult(err, time.Since(start)))
+	}
+	return err
+}
+
+// runHandshakeFn runs the handshake; if ctx ends first the connection is
+// closed and ctx's error returned.
+func (c *Conn) runHandshakeFn(ctx context.Context) error {
+	if ctx.Done() == nil {
+		return c.handshakeFn(ctx)
+	}
+	done := make(chan struct{})
+	interrupted := make(chan error, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.conn.Close()
+			interrupted <- ctx.Err()
+		case <-done:
+			interrupted <- nil
+		}
+	}()
+	err := c.handshakeFn(ctx)
+	close(done)
+	if ctxErr := <-interrupted; ctxErr != nil {
+		return ctxErr
+	}
+	return err
+}
+
+func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
+	r := HandshakeResult{IsClient: c.isClient, State: c.connectionStateLocked(), Err: err, Duration: d}
+	if err == nil {
+		return r
+	}
+	var pa *PeerAlertError
+	var ne net.Error
+	var a AlertError
+	switch {
+	case errors.As(err, &pa):
+		r.Alert, r.PeerAlert, r.Reason = pa.Alert, true, "peer_alert"
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		r.Reason = "timeout"
+	case errors.As(err, &a):
+		r.Alert = a
+		switch a {
+		case AlertBadCertificate, AlertUnsupportedCertificate, AlertCertificateExpired, AlertCertificateUnknown, AlertUnknownCA, AlertCertificateRevoked:
+			r.Reason = "bad_certificate"
+		case AlertInternalError:
+			r.Reason = "internal_error"
+		default:
+			r.Reason = "protocol_error"
+		}
+		if errors.Is(err, errNoSharedCipher) {
+			r.Reason = "no_shared_cipher"
+		}
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		r.Reason = "eof"
+	default:
+		r.Reason = "internal_error"
+	}
+	return r
+}
+
+var errNoSharedCipher = errors.New("no cipher suite supported by both client and server")
+
+// ConnectionState returns the connection's negotiated parameters.
+func (c *Conn) ConnectionState() ConnectionState {
+	c.handshakeMutex.Lock()
+	defer c.handshakeMutex.Unlock()
+	return c.connectionStateLocked()
+}
+
+func (c *Conn) connectionStateLocked() ConnectionState {
+	s := ConnectionState{
+		Version:            c.vers,
+		HandshakeComplete:  c.handshakeComplete.Load(),
+		DidResume:          c.didResume,
+		NegotiatedProtocol: c.alpn,
+		ServerName:         c.serverName,
+		PeerCertificates:   c.peerCertificates,
+		VerifiedChains:     c.verifiedChains,
+	}
+	if c.suite != nil {
+		s.CipherSuite = c.suite.id
+	}
+	return s
+}
+
+// errorf builds a local error that sends alert a.
+func errorf(a AlertError, format string, args ...any) error {
+	return &localError{alert: a, msg: fmt.Sprintf(format, args...)}
+}
+
+// wrapErr builds a local error with a cause.
+func wrapErr(a AlertError, msg string, err error) error {
+	return &localError{alert: a, msg: msg, err: err}
+}

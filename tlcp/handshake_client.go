@@ -1,0 +1,448 @@
+package tlcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"io"
+	"net"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// clientHandshakeState is one client handshake (GB/T 38636 §6.4.3).
+type clientHandshakeState struct {
+	c              *Conn
+	ctx            context.Context
+	config         *Config
+	hello          *clientHelloMsg
+	sh             *serverHelloMsg
+	suite          *cipherSuite
+	ks             *keySchedule
+	tr             *transcript
+	session        *ClientSessionState
+	cacheKey       string
+	ticket         []byte // received NewSessionTicket
+	ticketLifetime time.Duration
+	serverCerts    []*smx509.Certificate
+	chains         [][]*smx509.Certificate
+}
+
+func (c *Conn) clientHandshake(ctx context.Context) error {
+	cfg := c.config
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify && cfg.VerifyPeerCertificate == nil {
+		return errorf(AlertInternalError, "either ServerName or InsecureSkipVerify must be set")
+	}
+	hs := &clientHandshakeState{c: c, ctx: ctx, config: cfg, tr: newTranscript()}
+	hs.tr.keepRaw = cfg.ClientRawCertificateVerify
+	defer func() {
+		if hs.ks != nil {
+			hs.ks.release()
+		}
+	}()
+	if err := hs.sendClientHello(); err != nil {
+		return err
+	}
+	if err := hs.readServerHello(); err != nil {
+		return err
+	}
+	if hs.resumed() {
+		c.didResume = true
+		hs.ks = scheduleFromMaster(hs.session.master)
+		if err := hs.establishKeys(); err != nil {
+			return err
+		}
+		if err := hs.readSessionTicket(); err != nil {
+			return err
+		}
+		if err := hs.readFinished(); err != nil {
+			return err
+		}
+		if err := hs.sendFinished(); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		c.peerCertificates, c.verifiedChains = hs.session.serverCerts, hs.session.verifiedChains
+	} else {
+		if err := hs.doFullHandshake(); err != nil {
+			return err
+		}
+		if err := hs.sendFinished(); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		if err := hs.readSessionTicket(); err != nil {
+			return err
+		}
+		if err := hs.readFinished(); err != nil {
+			return err
+		}
+		c.peerCertificates, c.verifiedChains = hs.serverCerts, hs.chains
+	}
+	hs.saveSession()
+	c.vers = VersionTLCP
+	c.suite = hs.suite
+	c.alpn = hs.sh.alpnProtocol
+	c.serverName = cfg.ServerName
+	c.handshakeComplete.Store(true)
+	return nil
+}
+
+func (hs *clientHandshakeState) sendClientHello() error {
+	c, cfg := hs.c, hs.config
+	hello := &clientHelloMsg{
+		vers:               VersionTLCP,
+		random:             make([]byte, 32),
+		cipherSuites:       cfg.cipherSuites(),
+		compressionMethods: []byte{0},
+	}
+	if _, err := io.ReadFull(cfg.rand(), hello.random); err != nil {
+		return wrapErr(AlertInternalError, "client random", err)
+	}
+	if !cfg.NoClientExtensions {
+		if cfg.ServerName != "" && net.ParseIP(cfg.ServerName) == nil {
+			hello.serverName = cfg.ServerName
+		}
+		hello.alpnProtocols = cfg.NextProtos
+		hello.ticketSupported = cfg.ClientSessionCache != nil && !cfg.SessionTicketsDisabled
+		hello.hasExtensions = hello.serverName != "" || len(hello.alpnProtocols) > 0 || hello.ticketSupported
+	}
+	if cache := cfg.ClientSessionCache; cache != nil {
+		hs.cacheKey = cfg.ServerName
+		if hs.cacheKey == "" {
+			hs.cacheKey = c.conn.RemoteAddr().String()
+		}
+		if s, ok := cache.Get(hs.cacheKey); ok && hs.usable(s) {
+			hs.session = s
+			switch {
+			case len(s.ticket) > 0 && hello.ticketSupported:
+				hello.sessionTicket = s.ticket
+				// A random session ID tells us whether the ticket was
+				// accepted (RFC 5077 §3.4).
+				hello.sessionID = make([]byte, sessionIDLen)
+				if _, err := io.ReadFull(cfg.rand(), hello.sessionID); err != nil {
+					return wrapErr(AlertInternalError, "session id", err)
+				}
+			case len(s.sessionID) > 0:
+				hello.sessionID = s.sessionID
+			default:
+				hs.session = nil
+			}
+		}
+	}
+	hs.hello = hello
+	b, err := hello.marshal()
+	if err != nil {
+		return wrapErr(AlertInternalError, "marshal ClientHello", err)
+	}
+	hs.tr.write(b)
+	if err := c.queueHandshake(b); err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+func (hs *clientHandshakeState) usable(s *ClientSessionState) bool {
+	if s == nil || s.vers != VersionTLCP || len(s.master) != masterSecretLength {
+		return false
+	}
+	if s.lifetime > 0 && hs.config.time().After(s.receivedAt.Add(s.lifetime)) {
+		return false
+	}
+	for _, id := range hs.config.cipherSuites() {
+		if id == s.cipherSuite {
+			return true
+		}
+	}
+	return false
+}
+
+func (hs *clientHandshakeState) readServerHello() error {
+	c := hs.c
+	hs.sh = &serverHelloMsg{}
+	if _, err := c.readHandshakeMsg(typeServerHello, hs.sh, hs.tr); err != nil {
+		return err
+	}
+	sh := hs.sh
+	if sh.vers != VersionTLCP {
+		return errorf(AlertProtocolVersion, "server selected version %04x, want TLCP 0101", sh.vers)
+	}
+	if sh.compressionMethod != 0 {
+		return errorf(AlertIllegalParameter, "server selected compression %d", sh.compressionMethod)
+	}
+	offered := false
+	for _, id := range hs.hello.cipherSuites {
+		if id == sh.cipherSuite {
+			offered = true
+		}
+	}
+	hs.suite = cipherSuiteByID(sh.cipherSuite)
+	if !offered || hs.suite == nil {
+		return errorf(AlertIllegalParameter, "server selected suite %s that was not offered", CipherSuiteName(sh.cipherSuite))
+	}
+	if sh.ticketSupported && !hs.hello.ticketSupported {
+		return errorf(AlertUnsupportedExtension, "server sent session_ticket that was not offered")
+	}
+	if sh.alpnProtocol != "" {
+		ok := false
+		for _, p := range hs.hello.alpnProtocols {
+			ok = ok || p == sh.alpnProtocol
+		}
+		if !ok {
+			return errorf(AlertUnsupportedExtension, "server selected ALPN %q that was not offered", sh.alpnProtocol)
+		}
+	}
+	if hs.session != nil && hs.resumed() && sh.cipherSuite != hs.session.cipherSuite {
+		return errorf(AlertIllegalParameter, "server resumed a session with a different suite")
+	}
+	return nil
+}
+
+// resumed reports whether the server echoed our session ID.
+func (hs *clientHandshakeState) resumed() bool {
+	return hs.session != nil && len(hs.hello.sessionID) > 0 && bytes.Equal(hs.sh.sessionID, hs.hello.sessionID)
+}
+
+func (hs *clientHandshakeState) queue(m handshakeMessage) error {
+	b, err := m.marshal()
+	if err != nil {
+		return wrapErr(AlertInternalError, "marshal", err)
+	}
+	hs.tr.write(b)
+	return hs.c.queueHandshake(b)
+}
+
+func (hs *clientHandshakeState) doFullHandshake() error {
+	c, cfg := hs.c, hs.config
+	cm := &certificateMsg{}
+	if _, err := c.readHandshakeMsg(typeCertificate, cm, hs.tr); err != nil {
+		return err
+	}
+	if err := hs.verifyServerCertificates(cm.certificates); err != nil {
+		return err
+	}
+	ka := &clientKeyAgreement{suite: hs.suite, serverSign: hs.serverCerts[0], serverEnc: hs.serverEnc(), asVector: cfg.ClientECDHEParamsAsVector}
+	ske := &serverKeyExchangeMsg{}
+	if _, err := c.readHandshakeMsg(typeServerKeyExchange, ske, hs.tr); err != nil {
+		return err
+	}
+	if err := ka.processServerKeyExchange(ske.key, hs.hello.random, hs.sh.random); err != nil {
+		return err
+	}
+	data, err := c.readHandshake()
+	if err != nil {
+		return err
+	}
+	var req *certificateRequestMsg
+	if data[0] == typeCertificateRequest {
+		req = &certificateRequestMsg{}
+		if !req.unmarshal(data) {
+			return errorf(AlertDecodeError, "malformed CertificateRequest")
+		}
+		hs.tr.write(data)
+		if data, err = c.readHandshake(); err != nil {
+			return err
+		}
+	}
+	if data[0] != typeServerHelloDone {
+		return errorf(AlertUnexpectedMessage, "got handshake message type %d, want ServerHelloDone", data[0])
+	}
+	if !(&serverHelloDoneMsg{}).unmarshal(data) {
+		return errorf(AlertDecodeError, "malformed ServerHelloDone")
+	}
+	hs.tr.write(data)
+	if hs.suite.ecdhe && req == nil {
+		return errorf(AlertHandshakeFailure, "ECDHE server did not request the client certificate pair")
+	}
+
+	var cert *Certificate
+	if req != nil {
+		if len(cfg.Certificates) > 0 {
+			cert = &cfg.Certificates[0]
+			if err := cert.complete(); err != nil {
+				return wrapErr(AlertInternalError, "client certificate", err)
+			}
+		}
+		out := &certificateMsg{}
+		if cert != nil {
+			out.certificates = append(out.certificates, cert.SignCertificate[0])
+			if hs.suite.ecdhe || !cfg.ClientSignCertOnly {
+				out.certificates = append(out.certificates, cert.EncCertificate)
+			}
+			out.certificates = append(out.certificates, cert.SignCertificate[1:]...)
+		}
+		if err := hs.queue(out); err != nil {
+			return err
+		}
+	}
+	ka.clientCert = cert
+	preMaster, ckeBody, err := ka.generateClientKeyExchange(hs.ctx, cfg.rand())
+	if err != nil {
+		return err
+	}
+	if err := hs.queue(&clientKeyExchangeMsg{ciphertext: ckeBody}); err != nil {
+		return err
+	}
+	if cert != nil {
+		signed := hs.tr.sum()
+		if cfg.ClientRawCertificateVerify {
+			signed = hs.tr.raw
+		}
+		sig, err := signSM2(hs.ctx, cert.SignKey, cfg.rand(), signed)
+		if err != nil {
+			return wrapErr(AlertInternalError, "signing CertificateVerify", err)
+		}
+		if err := hs.queue(&certificateVerifyMsg{signature: sig}); err != nil {
+			return err
+		}
+	}
+	hs.ks = masterFromPreMaster(preMaster, hs.hello.random, hs.sh.random)
+	return hs.establishKeys()
+}
+
+// serverEnc returns the server's encryption certificate: normally the second
+// certificate; TASSL 1.1.1k puts it last, so classify by key usage.
+func (hs *clientHandshakeState) serverEnc() *smx509.Certificate {
+	for _, c := range hs.serverCerts[1:] {
+		if isEncCert(c) {
+			return c
+		}
+	}
+	return hs.serverCerts[1]
+}
+
+func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
+	cfg := hs.config
+	if len(raw) < 2 {
+		return errorf(AlertBadCertificate, "server sent %d certificates; TLCP needs a signing and an encryption certificate", len(raw))
+	}
+	certs, err := parseCertificates(raw)
+	if err != nil {
+		return wrapErr(AlertBadCertificate, "server certificate", err)
+	}
+	hs.serverCerts = certs
+	sign, enc := certs[0], hs.serverEnc()
+	for _, c := range []*smx509.Certificate{sign, enc} {
+		if _, err := sm2Public(c); err != nil {
+			return wrapErr(AlertUnsupportedCertificate, "server certificate", err)
+		}
+	}
+	if err := checkSignUsage(sign); err != nil {
+		return wrapErr(AlertBadCertificate, "server certificate", err)
+	}
+	if err := checkEncUsage(enc); err != nil {
+		return wrapErr(AlertBadCertificate, "server certificate", err)
+	}
+	if !cfg.InsecureSkipVerify {
+		var others []*smx509.Certificate
+		for _, c := range certs[1:] {
+			if c != enc {
+				others = append(others, c)
+			}
+		}
+		chains, err := verifyChain(sign, others, cfg.RootCAs, cfg.ServerName, cfg.time(), smx509.ExtKeyUsageServerAuth)
+		if err != nil {
+			return wrapErr(certAlert(err), "server signing certificate does not verify", err)
+		}
+		if _, err := verifyChain(enc, others, cfg.RootCAs, "", cfg.time(), smx509.ExtKeyUsageServerAuth); err != nil {
+			return wrapErr(certAlert(err), "server encryption certificate does not verify", err)
+		}
+		hs.chains = chains
+	}
+	if cfg.VerifyPeerCertificate != nil {
+		if err := cfg.VerifyPeerCertificate(raw, hs.chains); err != nil {
+			return wrapErr(AlertBadCertificate, "VerifyPeerCertificate", err)
+		}
+	}
+	return nil
+}
+
+func (hs *clientHandshakeState) establishKeys() error {
+	c := hs.c
+	cMAC, sMAC, cKey, sKey, cIV, sIV := hs.ks.keys(hs.suite, hs.hello.random, hs.sh.random)
+	out, err := newRecordCipher(hs.suite, cMAC, cKey, cIV)
+	if err != nil {
+		return wrapErr(AlertInternalError, "record keys", err)
+	}
+	in, err := newRecordCipher(hs.suite, sMAC, sKey, sIV)
+	if err != nil {
+		return wrapErr(AlertInternalError, "record keys", err)
+	}
+	c.in.next, c.out.next = in, out
+	return nil
+}
+
+func (hs *clientHandshakeState) sendFinished() error {
+	if err := hs.c.queueChangeCipherSpec(); err != nil {
+		return err
+	}
+	return hs.queue(&finishedMsg{verifyData: hs.ks.finished(true, hs.tr.sum())})
+}
+
+func (hs *clientHandshakeState) readSessionTicket() error {
+	if !hs.sh.ticketSupported {
+		return nil
+	}
+	m := &newSessionTicketMsg{}
+	if _, err := hs.c.readHandshakeMsg(typeNewSessionTicket, m, hs.tr); err != nil {
+		return err
+	}
+	hs.ticket = m.ticket
+	hs.ticketLifetime = time.Duration(m.lifetimeHint) * time.Second
+	return nil
+}
+
+func (hs *clientHandshakeState) readFinished() error {
+	c := hs.c
+	if err := c.readChangeCipherSpec(); err != nil {
+		return err
+	}
+	want := hs.ks.finished(false, hs.tr.sum())
+	fin := &finishedMsg{}
+	if _, err := c.readHandshakeMsg(typeFinished, fin, hs.tr); err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {
+		return errorf(AlertDecryptError, "server Finished is wrong")
+	}
+	return nil
+}
+
+func (hs *clientHandshakeState) saveSession() {
+	cache := hs.config.ClientSessionCache
+	if cache == nil {
+		return
+	}
+	s := &ClientSessionState{
+		vers:        VersionTLCP,
+		cipherSuite: hs.suite.id,
+		master:      append([]byte(nil), hs.ks.master[:]...),
+		receivedAt:  hs.config.time(),
+		lifetime:    hs.config.lifetime(),
+	}
+	if hs.resumed() {
+		s.serverCerts, s.verifiedChains = hs.session.serverCerts, hs.session.verifiedChains
+		s.ticket, s.sessionID = hs.session.ticket, hs.session.sessionID
+	} else {
+		s.serverCerts, s.verifiedChains = hs.serverCerts, hs.chains
+	}
+	switch {
+	case len(hs.ticket) > 0:
+		s.ticket, s.sessionID = hs.ticket, nil
+		if hs.ticketLifetime > 0 {
+			s.lifetime = hs.ticketLifetime
+		}
+	case len(hs.sh.sessionID) > 0 && !hs.resumed():
+		s.sessionID, s.ticket = hs.sh.sessionID, nil
+	case hs.resumed():
+		// keep what was resumed
+	default:
+		return
+	}
+	cache.Put(hs.cacheKey, s)
+}

@@ -1,0 +1,564 @@
+package tlcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/lru"
+)
+
+// serverHandshakeState is one server handshake (GB/T 38636 §6.4.3; digest A.4):
+//
+//	C: ClientHello
+//	S: ServerHello, Certificate, ServerKeyExchange, [CertificateRequest], ServerHelloDone
+//	C: [Certificate], ClientKeyExchange, [CertificateVerify], CCS, Finished
+//	S: [NewSessionTicket], CCS, Finished
+//
+// or, resuming: ClientHello / ServerHello, [NewSessionTicket], CCS, Finished /
+// CCS, Finished.
+type serverHandshakeState struct {
+	c          *Conn
+	ctx        context.Context
+	config     *Config
+	hello      *clientHelloMsg
+	sh         *serverHelloMsg
+	suite      *cipherSuite
+	cert       *Certificate
+	ks         *keySchedule
+	tr         *transcript
+	session    *sessionState
+	sendTicket bool
+	clientAuth ClientAuthType
+	peerCerts  []*smx509.Certificate
+	clientEnc  *smx509.Certificate
+}
+
+func (c *Conn) serverHandshake(ctx context.Context) error {
+	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config, tr: newTranscript()}
+	// Keep the raw messages until we know GmSSL's raw CertificateVerify
+	// cannot be needed.
+	hs.tr.keepRaw = true
+	defer func() {
+		if hs.ks != nil {
+			hs.ks.release()
+		}
+	}()
+	if err := hs.readClientHello(); err != nil {
+		return err
+	}
+	if hs.session != nil {
+		if err := hs.doResumeHandshake(); err != nil {
+			return err
+		}
+		if err := hs.sendSessionTicket(); err != nil {
+			return err
+		}
+		if err := hs.sendFinished(); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		if err := hs.readFinished(); err != nil {
+			return err
+		}
+	} else {
+		if err := hs.doFullHandshake(); err != nil {
+			return err
+		}
+		if err := hs.readFinished(); err != nil {
+			return err
+		}
+		if err := hs.sendSessionTicket(); err != nil {
+			return err
+		}
+		if err := hs.sendFinished(); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		hs.storeSession()
+	}
+	c.vers = VersionTLCP
+	c.suite = hs.suite
+	c.handshakeComplete.Store(true)
+	return nil
+}
+
+// readHandshakeMsg reads the next message, which must be of type typ.
+func (c *Conn) readHandshakeMsg(typ uint8, m handshakeMessage, tr *transcript) ([]byte, error) {
+	data, err := c.readHandshake()
+	if err != nil {
+		return nil, err
+	}
+	if data[0] != typ {
+		return nil, errorf(AlertUnexpectedMessage, "got handshake message type %d, want %d", data[0], typ)
+	}
+	if !m.unmarshal(data) {
+		return nil, errorf(AlertDecodeError, "malformed handshake message type %d", typ)
+	}
+	if tr != nil {
+		tr.write(data)
+	}
+	return data, nil
+}
+
+func (hs *serverHandshakeState) readClientHello() error {
+	c := hs.c
+	hs.hello = &clientHelloMsg{}
+	if _, err := c.readHandshakeMsg(typeClientHello, hs.hello, hs.tr); err != nil {
+		return err
+	}
+	hello := hs.hello
+	// client_version: 01 01; a 360-style TLS record hello carries 03 03.
+	if c.tlsRecordHello {
+		if hello.vers != versionTLS12 && hello.vers != VersionTLCP {
+			return errorf(AlertProtocolVersion, "client_version %04x in a TLS record", hello.vers)
+		}
+	} else if hello.vers < VersionTLCP || hello.vers >= 0x0300 && hello.vers < versionTLS12 {
+		return errorf(AlertProtocolVersion, "client offered version %04x, want TLCP 0101", hello.vers)
+	}
+	if !bytes.Contains(hello.compressionMethods, []byte{0}) {
+		return errorf(AlertDecodeError, "client does not support null compression")
+	}
+	info := &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: hello.cipherSuites, SupportedProtos: hello.alpnProtocols, Conn: c.conn, ctx: hs.ctx}
+	if f := hs.config.GetConfigForClient; f != nil {
+		nc, err := f(info)
+		if err != nil {
+			return wrapErr(AlertInternalError, "GetConfigForClient", err)
+		}
+		if nc != nil {
+			hs.config = nc
+			c.config = nc
+		}
+	}
+	hs.suite = mutualCipherSuite(hs.config.cipherSuites(), hello.cipherSuites)
+	if hs.suite == nil {
+		return wrapErr(AlertHandshakeFailure, "client offered no enabled TLCP suite", errNoSharedCipher)
+	}
+	cert, err := hs.config.serverCertificate(info)
+	if err != nil {
+		return err
+	}
+	hs.cert = cert
+	c.serverName = hello.serverName
+
+	hs.sh = &serverHelloMsg{vers: VersionTLCP, cipherSuite: hs.suite.id, random: make([]byte, 32)}
+	if _, err := io.ReadFull(hs.config.rand(), hs.sh.random); err != nil {
+		return wrapErr(AlertInternalError, "server random", err)
+	}
+	if hello.serverName != "" && hello.hasExtensions {
+		hs.sh.serverNameAck = true
+	}
+	if len(hs.config.NextProtos) > 0 && len(hello.alpnProtocols) > 0 {
+	alpn:
+		for _, p := range hs.config.NextProtos {
+			for _, q := range hello.alpnProtocols {
+				if p == q {
+					hs.sh.alpnProtocol = p
+					break alpn
+				}
+			}
+		}
+	}
+	c.alpn = hs.sh.alpnProtocol
+	hs.clientAuth = hs.config.ClientAuth
+	if hs.suite.ecdhe {
+		hs.clientAuth = RequireAndVerifyClientCert
+	}
+	hs.sendTicket = hello.ticketSupported && !hs.config.SessionTicketsDisabled
+	hs.sh.ticketSupported = hs.sendTicket
+	if hs.clientAuth == NoClientCert || !hs.config.AcceptRawCertificateVerify {
+		hs.tr.keepRaw, hs.tr.raw = false, nil
+	}
+	hs.checkForResumption()
+	return nil
+}
+
+// serverCertificate selects the identity for a ClientHello. It never
+// modifies the configured certificates (handshakes run concurrently).
+func (cfg *Config) serverCertificate(info *ClientHelloInfo) (*Certificate, error) {
+	if cfg.GetCertificate != nil {
+		cert, err := cfg.GetCertificate(info)
+		if err != nil {
+			return nil, wrapErr(AlertInternalError, "GetCertificate", err)
+		}
+		if cert != nil {
+			if err := cert.complete(); err != nil {
+				return nil, wrapErr(AlertInternalError, "selected certificate", err)
+			}
+			return cert, nil
+		}
+	}
+	if len(cfg.Certificates) == 0 {
+		return nil, errorf(AlertInternalError, "no server certificate configured")
+	}
+	if info.ServerName != "" && len(cfg.Certificates) > 1 {
+		for i := range cfg.Certificates {
+			c := &cfg.Certificates[i]
+			if leaf, err := c.leaf(); err == nil && c.complete() == nil && leaf.VerifyHostname(info.ServerName) == nil {
+				return c, nil
+			}
+		}
+	}
+	c := &cfg.Certificates[0]
+	if err := c.complete(); err != nil {
+		return nil, wrapErr(AlertInternalError, "server certificate", err)
+	}
+	return c, nil
+}
+
+// complete checks that both certificates are present.
+func (c *Certificate) complete() error {
+	if len(c.SignCertificate) == 0 || len(c.SignCertificate[0]) == 0 || len(c.EncCertificate) == 0 {
+		return errors.New("certificate pair incomplete (sign and enc certificates are both needed)")
+	}
+	if c.SignKey == nil || c.EncKey == nil {
+		return errors.New("certificate pair without its private keys")
+	}
+	return nil
+}
+
+// leaf returns the parsed signing certificate (Leaf, or parsed now).
+func (c *Certificate) leaf() (*smx509.Certificate, error) {
+	if c.Leaf != nil {
+		return c.Leaf, nil
+	}
+	if len(c.SignCertificate) == 0 {
+		return nil, errors.New("no signing certificate")
+	}
+	return smx509.ParseCertificate(c.SignCertificate[0])
+}
+
+// certHashes caches SM3 of signing certificates by the address of their DER.
+var certHashes = lru.New[*byte, [sm3.Size]byte](256, 0)
+
+// certHash identifies the server identity a session belongs to.
+func (hs *serverHandshakeState) certHash() []byte {
+	der := hs.cert.SignCertificate[0]
+	h, ok := certHashes.Get(&der[0])
+	if !ok {
+		h = sm3.Sum(der)
+		certHashes.Put(&der[0], h)
+	}
+	return h[:]
+}
+
+func (hs *serverHandshakeState) checkForResumption() {
+	hello, cfg := hs.hello, hs.config
+	var s *sessionState
+	byTicket := false
+	if hs.sendTicket && len(hello.sessionTicket) > 0 {
+		st, stale, ok := openTicket(cfg.ticketKeys(), hello.sessionTicket)
+		if ok {
+			s, byTicket = st, true
+			_ = stale // a fresh ticket is issued on every resumption anyway
+		}
+	} else if len(hello.sessionID) > 0 {
+		if store := cfg.sessionStore(); store != nil {
+			if b, ok := store.Get(string(hello.sessionID)); ok {
+				st := &sessionState{}
+				if st.unmarshal(b) {
+					s = st
+				}
+			}
+		}
+	}
+	if s == nil || s.vers != VersionTLCP || s.cipherSuite != hs.suite.id {
+		hs.newSessionID()
+		return
+	}
+	created := time.Unix(int64(s.createdAt), 0)
+	if cfg.time().Sub(created) > cfg.lifetime() || cfg.time().Before(created.Add(-time.Minute)) {
+		hs.newSessionID()
+		return
+	}
+	needCert := hs.clientAuth.requires()
+	if needCert && len(s.certs) == 0 {
+		hs.newSessionID()
+		return
+	}
+	if s.serverName != hello.serverName || !bytes.Equal(s.serverCert, hs.certHash()) {
+		hs.newSessionID()
+		return
+	}
+	if len(s.certs) > 0 {
+		certs, err := parseCertificates(s.certs)
+		if err != nil {
+			hs.newSessionID()
+			return
+		}
+		hs.peerCerts = certs
+	}
+	hs.session = s
+	// Echo the client's session ID (RFC 5077 §3.4 for tickets).
+	hs.sh.sessionID = hello.sessionID
+	if !byTicket {
+		hs.sendTicket = false
+		hs.sh.ticketSupported = false
+	}
+}
+
+func (hs *serverHandshakeState) newSessionID() {
+	if hs.sendTicket {
+		hs.sh.sessionID = nil // Tongsuo: empty session_id when issuing a ticket
+		return
+	}
+	if hs.config.sessionStore() == nil {
+		return
+	}
+	hs.sh.sessionID = make([]byte, sessionIDLen)
+	if _, err := io.ReadFull(hs.config.rand(), hs.sh.sessionID); err != nil {
+		hs.sh.sessionID = nil
+	}
+}
+
+func (hs *serverHandshakeState) queue(m handshakeMessage) error {
+	b, err := m.marshal()
+	if err != nil {
+		return wrapErr(AlertInternalError, "marshal", err)
+	}
+	hs.tr.write(b)
+	return hs.c.queueHandshake(b)
+}
+
+func (hs *serverHandshakeState) doResumeHandshake() error {
+	c := hs.c
+	c.didResume = true
+	c.peerCertificates = hs.peerCerts
+	if err := hs.queue(hs.sh); err != nil {
+		return err
+	}
+	hs.ks = scheduleFromMaster(hs.session.master)
+	return hs.establishKeys()
+}
+
+func (hs *serverHandshakeState) doFullHandshake() error {
+	c, cfg := hs.c, hs.config
+	if err := hs.queue(hs.sh); err != nil {
+		return err
+	}
+	certs := make([][]byte, 0, len(hs.cert.SignCertificate)+1)
+	certs = append(certs, hs.cert.SignCertificate[0], hs.cert.EncCertificate)
+	certs = append(certs, hs.cert.SignCertificate[1:]...)
+	if err := hs.queue(&certificateMsg{certificates: certs}); err != nil {
+		return err
+	}
+	ka := &serverKeyAgreement{suite: hs.suite, cert: hs.cert}
+	ske, err := ka.generateServerKeyExchange(hs.ctx, cfg.rand(), hs.hello.random, hs.sh.random)
+	if err != nil {
+		return err
+	}
+	if err := hs.queue(&serverKeyExchangeMsg{key: ske}); err != nil {
+		return err
+	}
+	if hs.clientAuth != NoClientCert {
+		req := &certificateRequestMsg{certificateTypes: []byte{certTypeRSASign, certTypeECDSASign}}
+		if cfg.ClientCAs != nil {
+			req.certificateAuthorities = cfg.ClientCAs.Subjects()
+		}
+		if err := hs.queue(req); err != nil {
+			return err
+		}
+	}
+	if err := hs.queue(&serverHelloDoneMsg{}); err != nil {
+		return err
+	}
+	if err := c.flush(); err != nil {
+		return err
+	}
+
+	if hs.clientAuth != NoClientCert {
+		if err := hs.readClientCertificate(); err != nil {
+			return err
+		}
+	}
+	cke := &clientKeyExchangeMsg{}
+	if _, err := c.readHandshakeMsg(typeClientKeyExchange, cke, hs.tr); err != nil {
+		return err
+	}
+	preMaster, err := ka.processClientKeyExchange(hs.ctx, cfg.rand(), cke.ciphertext, hs.clientEnc)
+	if err != nil {
+		return err
+	}
+	if len(hs.peerCerts) > 0 {
+		if err := hs.readCertificateVerify(); err != nil {
+			return err
+		}
+	}
+	hs.ks = masterFromPreMaster(preMaster, hs.hello.random, hs.sh.random)
+	return hs.establishKeys()
+}
+
+// readClientCertificate reads the client's Certificate: [sign] (GmSSL with
+// ECC) or [sign, enc, chain…] (Tongsuo); ECDHE needs the enc certificate.
+func (hs *serverHandshakeState) readClientCertificate() error {
+	c, cfg := hs.c, hs.config
+	cm := &certificateMsg{}
+	if _, err := c.readHandshakeMsg(typeCertificate, cm, hs.tr); err != nil {
+		return err
+	}
+	if len(cm.certificates) == 0 {
+		if hs.clientAuth.requires() {
+			return errorf(AlertHandshakeFailure, "client sent no certificate but one is required")
+		}
+		return nil
+	}
+	certs, err := parseCertificates(cm.certificates)
+	if err != nil {
+		return wrapErr(AlertBadCertificate, "client certificate", err)
+	}
+	sign := certs[0]
+	if _, err := sm2Public(sign); err != nil {
+		return wrapErr(AlertUnsupportedCertificate, "client signing certificate", err)
+	}
+	if err := checkSignUsage(sign); err != nil {
+		return wrapErr(AlertBadCertificate, "client certificate", err)
+	}
+	var enc *smx509.Certificate
+	if len(certs) >= 2 && isEncCert(certs[1]) {
+		enc = certs[1]
+	}
+	if hs.suite.ecdhe {
+		if enc == nil {
+			return errorf(AlertHandshakeFailure, "ECDHE needs the client's encryption certificate as the second certificate")
+		}
+		if err := checkEncUsage(enc); err != nil {
+			return wrapErr(AlertBadCertificate, "client certificate", err)
+		}
+	}
+	var chains [][]*smx509.Certificate
+	if hs.clientAuth.verifies() && cfg.ClientCAs != nil {
+		chains, err = verifyChain(sign, certs[1:], cfg.ClientCAs, "", cfg.time(), smx509.ExtKeyUsageClientAuth)
+		if err != nil {
+			return wrapErr(certAlert(err), "client signing certificate does not verify", err)
+		}
+		if enc != nil {
+			if _, err := verifyChain(enc, certs[2:], cfg.ClientCAs, "", cfg.time(), smx509.ExtKeyUsageClientAuth); err != nil {
+				return wrapErr(certAlert(err), "client encryption certificate does not verify", err)
+			}
+		}
+	}
+	if cfg.VerifyPeerCertificate != nil {
+		if err := cfg.VerifyPeerCertificate(cm.certificates, chains); err != nil {
+			return wrapErr(AlertBadCertificate, "VerifyPeerCertificate", err)
+		}
+	}
+	hs.peerCerts, hs.clientEnc = certs, enc
+	c.peerCertificates, c.verifiedChains = certs, chains
+	return nil
+}
+
+// isEncCert tells an encryption certificate from a CA certificate that
+// follows the signing certificate.
+func isEncCert(c *smx509.Certificate) bool {
+	if c.IsCA || c.KeyUsage&smx509.KeyUsageCertSign != 0 {
+		return false
+	}
+	return true
+}
+
+// readCertificateVerify checks the client's signature: SM2 over
+// SM3(handshake_messages) (Tongsuo, GB/T 38636 §6.4.5.9), or with
+// AcceptRawCertificateVerify also over the raw messages (GmSSL master).
+func (hs *serverHandshakeState) readCertificateVerify() error {
+	c := hs.c
+	digest := hs.tr.sum()
+	raw := hs.tr.raw
+	cv := &certificateVerifyMsg{}
+	if _, err := c.readHandshakeMsg(typeCertificateVerify, cv, hs.tr); err != nil {
+		return err
+	}
+	pub := hs.peerCerts[0].PublicKey
+	if verifySM2(pub, digest, cv.signature) {
+		return nil
+	}
+	if hs.config.AcceptRawCertificateVerify && raw != nil && verifySM2(pub, raw, cv.signature) {
+		return nil
+	}
+	return errorf(AlertDecryptError, "client CertificateVerify signature does not verify")
+}
+
+func (hs *serverHandshakeState) establishKeys() error {
+	c := hs.c
+	cMAC, sMAC, cKey, sKey, cIV, sIV := hs.ks.keys(hs.suite, hs.hello.random, hs.sh.random)
+	in, err := newRecordCipher(hs.suite, cMAC, cKey, cIV)
+	if err != nil {
+		return wrapErr(AlertInternalError, "record keys", err)
+	}
+	out, err := newRecordCipher(hs.suite, sMAC, sKey, sIV)
+	if err != nil {
+		return wrapErr(AlertInternalError, "record keys", err)
+	}
+	c.in.next, c.out.next = in, out
+	return nil
+}
+
+func (hs *serverHandshakeState) readFinished() error {
+	c := hs.c
+	if err := c.readChangeCipherSpec(); err != nil {
+		return err
+	}
+	want := hs.ks.finished(true, hs.tr.sum())
+	fin := &finishedMsg{}
+	if _, err := c.readHandshakeMsg(typeFinished, fin, hs.tr); err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {
+		return errorf(AlertDecryptError, "client Finished is wrong")
+	}
+	return nil
+}
+
+func (hs *serverHandshakeState) sendSessionTicket() error {
+	if !hs.sendTicket {
+		return nil
+	}
+	s := hs.sessionToStore()
+	t, err := sealTicket(hs.config.ticketKeys(), s)
+	if err != nil {
+		return wrapErr(AlertInternalError, "sealing session ticket", err)
+	}
+	return hs.queue(&newSessionTicketMsg{lifetimeHint: uint32(hs.config.lifetime() / time.Second), ticket: t})
+}
+
+func (hs *serverHandshakeState) sessionToStore() *sessionState {
+	if hs.session != nil {
+		return hs.session
+	}
+	s := &sessionState{vers: VersionTLCP, cipherSuite: hs.suite.id, createdAt: uint64(hs.config.time().Unix()), master: hs.ks.master[:], serverName: hs.hello.serverName, serverCert: hs.certHash()}
+	for _, c := range hs.peerCerts {
+		s.certs = append(s.certs, c.Raw)
+	}
+	return s
+}
+
+func (hs *serverHandshakeState) sendFinished() error {
+	if err := hs.c.queueChangeCipherSpec(); err != nil {
+		return err
+	}
+	return hs.queue(&finishedMsg{verifyData: hs.ks.finished(false, hs.tr.sum())})
+}
+
+func (hs *serverHandshakeState) storeSession() {
+	if len(hs.sh.sessionID) == 0 || hs.session != nil {
+		return
+	}
+	store := hs.config.sessionStore()
+	if store == nil {
+		return
+	}
+	b, err := hs.sessionToStore().marshal()
+	if err != nil {
+		return
+	}
+	store.Put(string(hs.sh.sessionID), b, hs.config.lifetime())
+}

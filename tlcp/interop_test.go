@@ -1,0 +1,386 @@
+package tlcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Interop with Tongsuo (GMPROXY_TONGSUO_BIN = its openssl) and GmSSL
+// (GMPROXY_GMSSL_BIN = gmssl). Skipped when the variables are unset.
+//
+// GmSSL's tool servers listen on every interface, so the tests that start a
+// GmSSL server run only when GMPROXY_NETNS_PRIVATE=1 says the test process
+// runs inside its own network namespace, e.g.
+//
+//	ip netns add tlcp-interop && ip -n tlcp-interop link set lo up
+//	ip netns exec tlcp-interop env GMPROXY_NETNS_PRIVATE=1 GMPROXY_GMSSL_BIN=… go test -run GmSSL ./tlcp/
+
+const interopResponse = "HTTP/1.0 200 ok\r\nContent-Type: text/plain\r\n\r\nhello from gmproxy tlcp\n"
+
+var interopSuites = []struct {
+	id             uint16
+	tongsuo, gmssl string
+}{
+	{ECC_SM4_CBC_SM3, "ECC-SM2-SM4-CBC-SM3", "TLS_ECC_SM4_CBC_SM3"},
+	{ECC_SM4_GCM_SM3, "ECC-SM2-SM4-GCM-SM3", "TLS_ECC_SM4_GCM_SM3"},
+	{ECDHE_SM4_CBC_SM3, "ECDHE-SM2-SM4-CBC-SM3", "TLS_ECDHE_SM4_CBC_SM3"},
+	{ECDHE_SM4_GCM_SM3, "ECDHE-SM2-SM4-GCM-SM3", "TLS_ECDHE_SM4_GCM_SM3"},
+}
+
+// ourServer serves TLCP on loopback: it reads one chunk and answers with
+// interopResponse (echoing the request after it), then closes.
+func ourServer(t *testing.T, cfg *Config) (addr string, results chan HandshakeResult, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	results = make(chan HandshakeResult, 16)
+	cfg.OnHandshake = func(r HandshakeResult) { results <- r }
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				tc := Server(c, cfg)
+				buf := make([]byte, 4096)
+				n, err := tc.Read(buf)
+				if err != nil {
+					return
+				}
+				tc.Write(append([]byte(interopResponse), buf[:n]...))
+				tc.Close()
+			}()
+		}
+	}()
+	return l.Addr().String(), results, func() { l.Close() }
+}
+
+func runCmd(t *testing.T, stdin string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func interopPKI(t *testing.T) (*testPKI, func(string) string) {
+	p := loadPKI(t)
+	return p, func(n string) string { return filepath.Join(p.dir, n) }
+}
+
+// TestTongsuoClient: Tongsuo s_client against our server.
+func TestTongsuoClient(t *testing.T) {
+	bin := os.Getenv("GMPROXY_TONGSUO_BIN")
+	if bin == "" {
+		t.Skip("GMPROXY_TONGSUO_BIN not set")
+	}
+	p, f := interopPKI(t)
+	for _, s := range interopSuites {
+		for _, mutual := range []bool{false, true} {
+			for _, mode := range []string{"full", "sessionid", "ticket"} {
+				ecdhe := cipherSuiteByID(s.id).ecdhe
+				t.Run(fmt.Sprintf("%s/mutual=%v/%s", s.tongsuo, mutual, mode), func(t *testing.T) {
+					cfg := p.serverConfig()
+					cfg.SessionStore = NewLRUSessionStore(16, time.Hour)
+					if mutual {
+						cfg.ClientAuth = RequireAndVerifyClientCert
+					}
+					addr, results, stop := ourServer(t, cfg)
+					defer stop()
+					sess := filepath.Join(t.TempDir(), "sess.pem")
+					args := []string{"s_client", "-connect", addr, "-enable_ntls", "-ntls", "-cipher", s.tongsuo,
+						"-CAfile", f("ca.crt"), "-verify_return_error", "-ign_eof", "-servername", "localhost"}
+					if mutual || ecdhe {
+						args = append(args, "-sign_cert", f("client_sign.crt"), "-sign_key", f("client_sign.key"),
+							"-enc_cert", f("client_enc.crt"), "-enc_key", f("client_enc.key"))
+					}
+					if mode == "sessionid" {
+						args = append(args, "-no_ticket")
+					}
+					runs := 1
+					if mode != "full" {
+						runs = 2
+					}
+					for i := 0; i < runs; i++ {
+						a := append([]string(nil), args...)
+						if i == 0 {
+							a = append(a, "-sess_out", sess)
+						} else {
+							a = append(a, "-sess_in", sess)
+						}
+						out, err := runCmd(t, "GET / HTTP/1.0\r\n\r\n", bin, a...)
+						var r HandshakeResult
+						select {
+						case r = <-results:
+						case <-time.After(5 * time.Second):
+							t.Fatalf("no handshake on our side; s_client: %v\n%s", err, out)
+						}
+						if r.Err != nil {
+							t.Fatalf("our server: %v (reason %s)\n%s", r.Err, r.Reason, out)
+						}
+						if !strings.Contains(out, "hello from gmproxy tlcp") {
+							t.Fatalf("s_client did not get our response: %v\n%s", err, out)
+						}
+						if r.State.CipherSuite != s.id {
+							t.Fatalf("suite %x", r.State.CipherSuite)
+						}
+						if (mutual || ecdhe) && len(r.State.PeerCertificates) < 2 {
+							t.Fatalf("client certificates: %d", len(r.State.PeerCertificates))
+						}
+						if i == 1 {
+							if !r.State.DidResume || !strings.Contains(out, "Reused,") {
+								t.Fatalf("not resumed (ours %v)\n%s", r.State.DidResume, out)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// startTongsuoServer starts s_server with a live stdin (it exits on EOF).
+func startTongsuoServer(t *testing.T, bin string, args ...string) (addr string, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, append([]string{"s_server", "-accept", addr}, args...)...)
+	stdin, _ := cmd.StdinPipe()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return addr, func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("s_server output:\n%s", out.String())
+		}
+	}
+}
+
+// TestTongsuoServer: our client against Tongsuo s_server -www.
+func TestTongsuoServer(t *testing.T) {
+	bin := os.Getenv("GMPROXY_TONGSUO_BIN")
+	if bin == "" {
+		t.Skip("GMPROXY_TONGSUO_BIN not set")
+	}
+	p, f := interopPKI(t)
+	for _, s := range interopSuites {
+		for _, mutual := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mutual=%v", s.tongsuo, mutual), func(t *testing.T) {
+				args := []string{"-enable_ntls", "-sign_cert", f("server_sign.crt"), "-sign_key", f("server_sign.key"),
+					"-enc_cert", f("server_enc.crt"), "-enc_key", f("server_enc.key"), "-CAfile", f("ca.crt"), "-www", "-cipher", s.tongsuo}
+				if mutual {
+					args = append(args, "-Verify", "1", "-verify_return_error")
+				}
+				addr, stop := startTongsuoServer(t, bin, args...)
+				defer stop()
+				for _, mode := range []string{"sessionid", "ticket"} {
+					ccfg := p.clientConfig()
+					ccfg.CipherSuites = []uint16{s.id}
+					ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
+					ccfg.SessionTicketsDisabled = mode == "sessionid"
+					if !mutual && !cipherSuiteByID(s.id).ecdhe {
+						ccfg.Certificates = nil
+					}
+					for i := 0; i < 2; i++ {
+						c, err := Dial("tcp", addr, ccfg)
+						if err != nil {
+							t.Fatalf("%s #%d: dial: %v", mode, i, err)
+						}
+						c.SetDeadline(time.Now().Add(10 * time.Second))
+						if _, err := c.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+							t.Fatal(err)
+						}
+						body, err := io.ReadAll(bufio.NewReader(c))
+						if err != nil && err != io.EOF {
+							t.Fatalf("%s #%d: read: %v (got %d bytes)", mode, i, err, len(body))
+						}
+						if !bytes.HasPrefix(body, []byte("HTTP/1.0 200 ok")) {
+							t.Fatalf("%s #%d: response %.80q", mode, i, body)
+						}
+						st := c.ConnectionState()
+						c.Close()
+						if st.CipherSuite != s.id || (i == 1) != st.DidResume {
+							t.Fatalf("%s #%d: suite %x resumed %v", mode, i, st.CipherSuite, st.DidResume)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGmSSLClient: GmSSL tlcp_client against our server (GmSSL never resumes).
+func TestGmSSLClient(t *testing.T) {
+	bin := os.Getenv("GMPROXY_GMSSL_BIN")
+	if bin == "" {
+		t.Skip("GMPROXY_GMSSL_BIN not set")
+	}
+	p, f := interopPKI(t)
+	msg := "TLCP interop line 0123456789\n"
+	for _, s := range interopSuites {
+		for _, mutual := range []bool{false, true} {
+			ecdhe := cipherSuiteByID(s.id).ecdhe
+			t.Run(fmt.Sprintf("%s/mutual=%v", s.gmssl, mutual), func(t *testing.T) {
+				cfg := p.serverConfig()
+				cfg.AcceptRawCertificateVerify = true // GmSSL signs the raw transcript
+				if mutual {
+					cfg.ClientAuth = RequireAndVerifyClientCert
+				}
+				addr, results, stop := ourServer(t, cfg)
+				defer stop()
+				host, port, _ := net.SplitHostPort(addr)
+				args := []string{"tlcp_client", "-host", host, "-port", port, "-server_name", "localhost", "-cacert", f("ca.crt"), "-cipher_suite", s.gmssl}
+				switch {
+				case ecdhe:
+					args = append(args, "-cert", f("client_sign_enc_chain.pem"), "-key", f("client_sign_enc_keys.gmssl.pem"), "-pass", "P@ssw0rd")
+				case mutual:
+					args = append(args, "-cert", f("client_sign.crt"), "-key", f("client_sign.gmssl.key.pem"), "-pass", "P@ssw0rd")
+				}
+				in := filepath.Join(t.TempDir(), "msg.txt")
+				os.WriteFile(in, []byte(msg), 0o600)
+				args = append(args, "-in", in)
+				out, err := runCmd(t, "", bin, args...)
+				var r HandshakeResult
+				select {
+				case r = <-results:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("no handshake on our side; gmssl: %v\n%s", err, out)
+				}
+				if r.Err != nil {
+					t.Fatalf("our server: %v\n%s", r.Err, out)
+				}
+				if !strings.Contains(out, "hello from gmproxy tlcp") {
+					t.Fatalf("gmssl did not get our response: %v\n%s", err, out)
+				}
+				if r.State.CipherSuite != s.id {
+					t.Fatalf("suite %x", r.State.CipherSuite)
+				}
+				if (mutual || ecdhe) && len(r.State.PeerCertificates) == 0 {
+					t.Fatal("no client certificate")
+				}
+			})
+		}
+	}
+}
+
+// TestGmSSLServer: our client against GmSSL tlcp_server, only inside a
+// private network namespace (GMPROXY_NETNS_PRIVATE=1).
+func TestGmSSLServer(t *testing.T) {
+	bin := os.Getenv("GMPROXY_GMSSL_BIN")
+	if bin == "" {
+		t.Skip("GMPROXY_GMSSL_BIN not set")
+	}
+	if os.Getenv("GMPROXY_NETNS_PRIVATE") != "1" {
+		t.Skip("GmSSL servers listen on all interfaces: run inside a private netns with GMPROXY_NETNS_PRIVATE=1")
+	}
+	p, f := interopPKI(t)
+	port := 24433
+	for _, s := range interopSuites {
+		for _, mutual := range []bool{false, true} {
+			ecdhe := cipherSuiteByID(s.id).ecdhe
+			port++
+			t.Run(fmt.Sprintf("%s/mutual=%v", s.gmssl, mutual), func(t *testing.T) {
+				args := []string{"tlcp_server", "-port", fmt.Sprint(port), "-cert", f("server_sign_enc_chain.pem"),
+					"-key", f("server_sign_enc_keys.gmssl.pem"), "-pass", "P@ssw0rd", "-cipher_suite", s.gmssl}
+				if mutual || ecdhe {
+					args = append(args, "-cert_request", "-cacert", f("ca.crt"))
+				}
+				cmd := exec.Command(bin, args...)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					cmd.Process.Kill()
+					cmd.Wait()
+					if t.Failed() {
+						t.Logf("gmssl server output:\n%s", out.String())
+					}
+				}()
+				addr := fmt.Sprintf("127.0.0.1:%d", port)
+				// Wait for the listening socket without connecting (a probe
+				// connection would use up the server's accept).
+				if !waitListening(port, 10*time.Second) {
+					t.Fatal("gmssl tlcp_server did not start listening")
+				}
+				ccfg := p.clientConfig()
+				ccfg.CipherSuites = []uint16{s.id}
+				ccfg.NoClientExtensions = true         // GmSSL drops unknown extensions
+				ccfg.ClientECDHEParamsAsVector = true  // GmSSL's 71-byte framing
+				ccfg.ClientSignCertOnly = true         // GmSSL rejects [sign, enc] under ECC
+				ccfg.ClientRawCertificateVerify = true // GmSSL master verifies the raw transcript
+				if !mutual && !ecdhe {
+					ccfg.Certificates = nil
+				}
+				c, err := Dial("tcp", addr, ccfg)
+				if err != nil {
+					t.Fatalf("dial: %v", err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				msg := []byte("TLCP interop line 0123456789\n")
+				if _, err := c.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, len(msg))
+				if _, err := io.ReadFull(c, got); err != nil {
+					t.Fatalf("read echo: %v", err)
+				}
+				if !bytes.Equal(got, msg) {
+					t.Fatalf("echo %q", got)
+				}
+			})
+		}
+	}
+}
+
+// waitListening polls /proc/net/tcp{,6} for a LISTEN socket on port.
+func waitListening(port int, d time.Duration) bool {
+	want := fmt.Sprintf(":%04X ", port)
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n") {
+				fs := strings.Fields(line)
+				if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,445 @@
+package tlcp
+
+import (
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// genCA makes a throwaway SM2 CA.
+func genCA(t testing.TB, name string) (*smx509.Certificate, *sm2.PrivateKey) {
+	t.Helper()
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &smx509.Certificate{
+		SerialNumber:          big.NewInt(0x10203040),
+		Subject:               pkixName(name),
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign,
+	}
+	der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+// genPair issues a sign/enc pair for localhost with the given key usages.
+func genPair(t testing.TB, ca *smx509.Certificate, caKey *sm2.PrivateKey, signKU, encKU smx509.KeyUsage) Certificate {
+	t.Helper()
+	issue := func(ku smx509.KeyUsage, serial int64) ([]byte, *sm2.PrivateKey) {
+		key, err := sm2.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &smx509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkixName("localhost"),
+			DNSNames:     []string{"localhost"},
+			NotBefore:    time.Now().Add(-time.Hour),
+			NotAfter:     time.Now().Add(24 * time.Hour),
+			KeyUsage:     ku,
+			ExtKeyUsage:  []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth, smx509.ExtKeyUsageClientAuth},
+		}
+		der, err := smx509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der, key
+	}
+	s, sk := issue(signKU, 0x11223344)
+	e, ek := issue(encKU, 0x11223345)
+	return Certificate{SignCertificate: [][]byte{s}, SignKey: sk, EncCertificate: e, EncKey: ek}
+}
+
+func alertOf(err error) (AlertError, bool) {
+	var a AlertError
+	if errors.As(err, &a) {
+		return a, true
+	}
+	return 0, false
+}
+
+func peerAlertOf(err error) (AlertError, bool) {
+	var pa *PeerAlertError
+	if errors.As(err, &pa) {
+		return pa.Alert, true
+	}
+	return 0, false
+}
+
+func handshakePair(t *testing.T, scfg, ccfg *Config) (cerr, serr error) {
+	c1, c2 := tcpPair(t)
+	cli, srv := Client(c1, ccfg), Server(c2, scfg)
+	defer cli.Close()
+	defer srv.Close()
+	done := make(chan error, 1)
+	go func() { done <- srv.Handshake() }()
+	cerr = cli.Handshake()
+	if cerr != nil {
+		c1.Close()
+	}
+	serr = <-done
+	return
+}
+
+func TestWrongCA(t *testing.T) {
+	p := loadPKI(t)
+	other, _ := genCA(t, "Other CA")
+	pool := smx509.NewCertPool()
+	pool.AddCert(other)
+	ccfg := p.clientConfig()
+	ccfg.RootCAs = pool
+	cerr, serr := handshakePair(t, p.serverConfig(), ccfg)
+	if a, ok := alertOf(cerr); !ok || a != AlertUnknownCA {
+		t.Fatalf("client error %v, want unknown_ca", cerr)
+	}
+	if a, ok := peerAlertOf(serr); !ok || a != AlertUnknownCA {
+		t.Fatalf("server error %v, want peer unknown_ca", serr)
+	}
+	// Client certificate from an unknown CA.
+	scfg := p.serverConfig()
+	scfg.ClientAuth = RequireAndVerifyClientCert
+	scfg.ClientCAs = pool
+	cerr, serr = handshakePair(t, scfg, p.clientConfig())
+	if a, ok := alertOf(serr); !ok || a != AlertUnknownCA {
+		t.Fatalf("server error %v, want unknown_ca", serr)
+	}
+	if a, ok := peerAlertOf(cerr); !ok || a != AlertUnknownCA {
+		t.Fatalf("client error %v, want peer unknown_ca", cerr)
+	}
+}
+
+func TestWrongKeyUsage(t *testing.T) {
+	ca, caKey := genCA(t, "Test CA")
+	pool := smx509.NewCertPool()
+	pool.AddCert(ca)
+	good := genPair(t, ca, caKey, smx509.KeyUsageDigitalSignature, smx509.KeyUsageKeyEncipherment)
+	badSign := genPair(t, ca, caKey, smx509.KeyUsageKeyEncipherment, smx509.KeyUsageKeyEncipherment)
+	badEnc := genPair(t, ca, caKey, smx509.KeyUsageDigitalSignature, smx509.KeyUsageDigitalSignature)
+	if err := badSign.check(); err == nil {
+		t.Fatal("X509KeyPair accepted a signing certificate without digitalSignature")
+	}
+	if err := badEnc.check(); err == nil {
+		t.Fatal("X509KeyPair accepted an encryption certificate without keyEncipherment")
+	}
+	if err := good.check(); err != nil {
+		t.Fatal(err)
+	}
+	for name, cert := range map[string]Certificate{"sign": badSign, "enc": badEnc} {
+		scfg := &Config{Certificates: []Certificate{cert}}
+		ccfg := &Config{RootCAs: pool, ServerName: "localhost"}
+		cerr, serr := handshakePair(t, scfg, ccfg)
+		if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
+			t.Fatalf("%s: client error %v, want bad_certificate", name, cerr)
+		}
+		if a, ok := peerAlertOf(serr); !ok || a != AlertBadCertificate {
+			t.Fatalf("%s: server error %v", name, serr)
+		}
+	}
+	// A client signing certificate without digitalSignature.
+	scfg := &Config{Certificates: []Certificate{good}, ClientAuth: RequireAndVerifyClientCert, ClientCAs: pool}
+	ccfg := &Config{RootCAs: pool, ServerName: "localhost", Certificates: []Certificate{badSign}}
+	cerr, serr := handshakePair(t, scfg, ccfg)
+	if a, ok := alertOf(serr); !ok || a != AlertBadCertificate {
+		t.Fatalf("server error %v, want bad_certificate", serr)
+	}
+	if _, ok := peerAlertOf(cerr); !ok {
+		t.Fatalf("client error %v", cerr)
+	}
+}
+
+func TestECDHERequiresClientCert(t *testing.T) {
+	p := loadPKI(t)
+	scfg := p.serverConfig()
+	scfg.CipherSuites = []uint16{ECDHE_SM4_GCM_SM3}
+	ccfg := p.clientConfig()
+	ccfg.Certificates = nil
+	cerr, serr := handshakePair(t, scfg, ccfg)
+	if cerr == nil || serr == nil {
+		t.Fatalf("ECDHE without client certificates succeeded: %v %v", cerr, serr)
+	}
+	if a, ok := alertOf(cerr); !ok || a != AlertHandshakeFailure {
+		t.Fatalf("client error %v, want handshake_failure", cerr)
+	}
+}
+
+func TestNoSharedSuite(t *testing.T) {
+	p := loadPKI(t)
+	scfg := p.serverConfig()
+	scfg.CipherSuites = []uint16{ECC_SM4_GCM_SM3}
+	ccfg := p.clientConfig()
+	ccfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
+	var res HandshakeResult
+	scfg.OnHandshake = func(r HandshakeResult) { res = r }
+	_, serr := handshakePair(t, scfg, ccfg)
+	if a, ok := alertOf(serr); !ok || a != AlertHandshakeFailure {
+		t.Fatalf("server error %v", serr)
+	}
+	if res.Reason != "no_shared_cipher" || res.Err == nil || res.Alert != AlertHandshakeFailure {
+		t.Fatalf("OnHandshake result %+v", res)
+	}
+}
+
+// flipConn flips one bit of the first write after armed is set.
+type flipConn struct {
+	net.Conn
+	armed bool
+}
+
+func (f *flipConn) Write(b []byte) (int, error) {
+	if f.armed {
+		f.armed = false
+		c := append([]byte(nil), b...)
+		c[len(c)-1] ^= 0x80
+		return f.Conn.Write(c)
+	}
+	return f.Conn.Write(b)
+}
+
+func TestTamperedRecord(t *testing.T) {
+	p := loadPKI(t)
+	for _, suite := range defaultCipherSuites {
+		t.Run(CipherSuiteName(suite), func(t *testing.T) {
+			c1, c2 := tcpPair(t)
+			fc := &flipConn{Conn: c1}
+			scfg := p.serverConfig()
+			scfg.CipherSuites = []uint16{suite}
+			cli, srv := Client(fc, p.clientConfig()), Server(c2, scfg)
+			defer cli.Close()
+			defer srv.Close()
+			errc := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 10)
+				_, err := srv.Read(buf)
+				errc <- err
+			}()
+			if err := cli.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			fc.armed = true
+			cli.Write([]byte("hello, tampered world"))
+			serr := <-errc
+			if a, ok := alertOf(serr); !ok || a != AlertBadRecordMAC {
+				t.Fatalf("server error %v, want bad_record_mac", serr)
+			}
+			_, cerr := cli.Read(make([]byte, 1))
+			if a, ok := peerAlertOf(cerr); !ok || a != AlertBadRecordMAC {
+				t.Fatalf("client got %v, want peer bad_record_mac", cerr)
+			}
+		})
+	}
+}
+
+// rawAlert reads records from a raw connection until an alert arrives
+// (plaintext only, before the handshake keys are in use).
+func rawAlert(t *testing.T, c net.Conn) (level, desc byte) {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		hdr := make([]byte, 5)
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			t.Fatalf("reading alert: %v", err)
+		}
+		body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+		if _, err := io.ReadFull(c, body); err != nil {
+			t.Fatal(err)
+		}
+		if hdr[0] == byte(recordTypeAlert) && len(body) == 2 {
+			return body[0], body[1]
+		}
+	}
+	t.Fatal("no alert")
+	return
+}
+
+func TestMalformedClientHello(t *testing.T) {
+	p := loadPKI(t)
+	hello := &clientHelloMsg{vers: VersionTLCP, random: make([]byte, 32), cipherSuites: []uint16{ECC_SM4_GCM_SM3}, compressionMethods: []byte{0}}
+	good, _ := hello.marshal()
+	cases := []struct {
+		name   string
+		record []byte
+		alert  AlertError
+	}{
+		{"truncated body", record(recordTypeHandshake, VersionTLCP, truncateHello(good)), AlertDecodeError},
+		{"bad version", record(recordTypeHandshake, VersionTLCP, withVersion(good, 0x0300)), AlertProtocolVersion},
+		{"record version", record(recordTypeHandshake, 0x0303, good), AlertProtocolVersion},
+		{"oversize record", append([]byte{22, 1, 1, 0x40, 0x01}, make([]byte, 0x4001)...), AlertRecordOverflow},
+		{"unknown type", record(99, VersionTLCP, good), AlertUnexpectedMessage},
+		{"app data first", record(recordTypeApplicationData, VersionTLCP, []byte("x")), AlertUnexpectedMessage},
+		{"no shared suite", record(recordTypeHandshake, VersionTLCP, withSuite(good, 0x002f)), AlertHandshakeFailure},
+		{"huge handshake", record(recordTypeHandshake, VersionTLCP, []byte{1, 1, 0, 1}), AlertIllegalParameter},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c1, c2 := tcpPair(t)
+			srv := Server(c2, p.serverConfig())
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Handshake(); srv.Close() }()
+			c1.Write(tc.record)
+			level, desc := rawAlert(t, c1)
+			c1.Close()
+			err := <-errc
+			if level != alertLevelError || AlertError(desc) != tc.alert {
+				t.Fatalf("alert %d/%d, want fatal %v (err %v)", level, desc, tc.alert, err)
+			}
+			if a, ok := alertOf(err); !ok || a != tc.alert {
+				t.Fatalf("server error %v", err)
+			}
+		})
+	}
+}
+
+func record(typ recordType, vers uint16, body []byte) []byte {
+	return append([]byte{byte(typ), byte(vers >> 8), byte(vers), byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// truncateHello cuts the cipher suite vector short while keeping lengths of
+// the outer message consistent.
+func truncateHello(m []byte) []byte {
+	b := append([]byte(nil), m[:4+2+32+1+2]...)
+	b[4+2+32+1+1] = 0x20 // claims 32 bytes of suites
+	b = append(b, 0xe0, 0x53)
+	n := len(b) - 4
+	b[1], b[2], b[3] = byte(n>>16), byte(n>>8), byte(n)
+	return b
+}
+
+func withVersion(m []byte, v uint16) []byte {
+	b := append([]byte(nil), m...)
+	b[4], b[5] = byte(v>>8), byte(v)
+	return b
+}
+
+func withSuite(m []byte, s uint16) []byte {
+	b := append([]byte(nil), m...)
+	off := 4 + 2 + 32 + 1 + 2
+	b[off], b[off+1] = byte(s>>8), byte(s)
+	return b
+}
+
+func TestRenegotiationRefused(t *testing.T) {
+	p := loadPKI(t)
+	c1, c2 := tcpPair(t)
+	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
+	defer cli.Close()
+	defer srv.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := srv.Read(make([]byte, 10))
+		errc <- err
+	}()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	hello := &clientHelloMsg{vers: VersionTLCP, random: make([]byte, 32), cipherSuites: []uint16{ECC_SM4_GCM_SM3}, compressionMethods: []byte{0}}
+	b, _ := hello.marshal()
+	cli.outMu.Lock()
+	err := cli.writeRecordLocked(recordTypeHandshake, b)
+	cli.outMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serr := <-errc
+	if a, ok := alertOf(serr); !ok || a != AlertNoRenegotiation {
+		t.Fatalf("server error %v, want no_renegotiation", serr)
+	}
+	_, cerr := cli.Read(make([]byte, 1))
+	if a, ok := peerAlertOf(cerr); !ok || a != AlertNoRenegotiation {
+		t.Fatalf("client got %v, want peer no_renegotiation", cerr)
+	}
+}
+
+func TestOversizeEncryptedRecord(t *testing.T) {
+	p := loadPKI(t)
+	for _, n := range []int{maxCiphertext + 1, maxPlaintext + 1} {
+		c1, c2 := tcpPair(t)
+		cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := srv.Read(make([]byte, 10))
+			errc <- err
+		}()
+		if err := cli.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if n == maxCiphertext+1 {
+			// Header only: the length alone is fatal.
+			c1.Write([]byte{23, 1, 1, byte(n >> 8), byte(n)})
+		} else {
+			// A correctly protected record whose plaintext is 2^14+1.
+			cli.outMu.Lock()
+			buf, _, _ := cli.out.appendRecords(nil, recordTypeApplicationData, make([]byte, n), maxPlaintext+1, rand.Reader)
+			cli.outMu.Unlock()
+			c1.Write(buf)
+		}
+		serr := <-errc
+		if a, ok := alertOf(serr); !ok || a != AlertRecordOverflow {
+			t.Fatalf("n=%d: server error %v, want record_overflow", n, serr)
+		}
+		cli.Close()
+		srv.Close()
+	}
+}
+
+func TestEmptyRecordsBounded(t *testing.T) {
+	p := loadPKI(t)
+	c1, c2 := tcpPair(t)
+	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
+	defer cli.Close()
+	defer srv.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := srv.Read(make([]byte, 10))
+		errc <- err
+	}()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	// A few empty records (Tongsuo sends one per write) then data is fine…
+	cli.outMu.Lock()
+	for i := 0; i < 3; i++ {
+		cli.writeRecordLocked(recordTypeApplicationData, nil)
+	}
+	cli.writeRecordLocked(recordTypeApplicationData, []byte("ok"))
+	cli.outMu.Unlock()
+	if err := <-errc; err != nil {
+		t.Fatalf("empty records rejected: %v", err)
+	}
+	// …but an endless run is not.
+	go func() {
+		_, err := srv.Read(make([]byte, 10))
+		errc <- err
+	}()
+	cli.outMu.Lock()
+	for i := 0; i < defaultMaxEmpty+2; i++ {
+		if cli.writeRecordLocked(recordTypeApplicationData, nil) != nil {
+			break
+		}
+	}
+	cli.outMu.Unlock()
+	if a, ok := alertOf(<-errc); !ok || a != AlertUnexpectedMessage {
+		t.Fatal("unbounded empty records accepted")
+	}
+}
+
+func pkixName(cn string) pkix.Name {
+	return pkix.Name{Country: []string{"CN"}, Organization: []string{"gmproxy test"}, CommonName: cn}
+}

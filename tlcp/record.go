@@ -1,0 +1,423 @@
+package tlcp
+
+import (
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/subtle"
+	"encoding/binary"
+	"hash"
+	"io"
+
+	gmcipher "github.com/emmansun/gmsm/cipher"
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/sm4"
+)
+
+// Record protection of GB/T 38636 §6.3.3 (digest A.2).
+//
+// CBC suites: MAC-then-encrypt with a fresh 16-byte explicit IV per record:
+//
+//	IV || SM4-CBC(IV, fragment || HMAC-SM3(seq || type || 01 01 || len || fragment) || padding)
+//
+// SM4 single blocks run through gmsm's ECB BlockMode on the assembly block
+// (constant time, AES-NI S-box), never through Block.Encrypt, whose amd64
+// default is a table implementation. Several records of one write are
+// encrypted side by side: block i of every record goes through one ECB call.
+// Decryption uses the batched ECB decrypter and XORs the chain.
+//
+// GCM suites: explicit_nonce(8) || SM4-GCM(fixed_iv(4) || explicit_nonce,
+// fragment, AAD = seq || type || 01 01 || len) || tag(16). The explicit nonce
+// is read from the wire (Tongsuo starts at a random value); we send the
+// sequence number.
+
+const (
+	cbcIVLen    = 16
+	macLen      = 32
+	gcmExplicit = 8
+	gcmTagLen   = 16
+	blockLen    = 16
+	// decryptChunk is the CBC decryption batch (bytes) kept per connection.
+	decryptChunk = 1024
+)
+
+// recordCipher is the negotiated protection of one direction.
+type recordCipher struct {
+	aead    cipher.AEAD
+	fixedIV [4]byte
+
+	ecbEnc, ecbDec cipher.BlockMode
+	mac            hash.Hash
+	// dummy equalises SM3 work when padding is short (Lucky13).
+	dummy hash.Hash
+	// scratch holds a CBC decryption batch or the gathered blocks of a
+	// side-by-side encryption.
+	scratch []byte
+}
+
+func newRecordCipher(suite *cipherSuite, macKey, key, iv []byte) (*recordCipher, error) {
+	block, err := sm4.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	rc := &recordCipher{}
+	if suite.aead {
+		rc.aead, err = cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		copy(rc.fixedIV[:], iv)
+		return rc, nil
+	}
+	rc.ecbEnc = gmcipher.NewECBEncrypter(block)
+	rc.ecbDec = gmcipher.NewECBDecrypter(block)
+	rc.mac = hmac.New(sm3.New, macKey)
+	rc.dummy = sm3.New()
+	rc.scratch = make([]byte, decryptChunk)
+	return rc, nil
+}
+
+// overhead is the most a record body grows beyond its plaintext.
+func (rc *recordCipher) overhead() int {
+	if rc == nil {
+		return 0
+	}
+	if rc.aead != nil {
+		return gcmExplicit + gcmTagLen
+	}
+	return cbcIVLen + macLen + blockLen
+}
+
+// halfConn is one direction of the record layer.
+type halfConn struct {
+	cipher *recordCipher
+	next   *recordCipher // installed by ChangeCipherSpec
+	seq    [8]byte
+	err    error // permanent error
+
+	nonce  [12]byte
+	aad    [13]byte
+	macBuf [macLen]byte
+}
+
+// zeroBlock feeds the Lucky13 equaliser.
+var zeroBlock [64]byte
+
+func (hc *halfConn) setErr(err error) error {
+	if hc.err == nil {
+		hc.err = err
+	}
+	return err
+}
+
+func (hc *halfConn) changeCipherSpec() error {
+	if hc.next == nil {
+		return AlertUnexpectedMessage
+	}
+	hc.cipher, hc.next = hc.next, nil
+	hc.seq = [8]byte{}
+	return nil
+}
+
+func (hc *halfConn) incSeq() {
+	for i := 7; i >= 0; i-- {
+		hc.seq[i]++
+		if hc.seq[i] != 0 {
+			return
+		}
+	}
+	// 2^64 records: never reached in practice; fail rather than reuse.
+	panic("tlcp: sequence number wraparound")
+}
+
+func (hc *halfConn) setAAD(typ recordType, n int) {
+	copy(hc.aad[:8], hc.seq[:])
+	hc.aad[8] = byte(typ)
+	hc.aad[9] = VersionTLCP >> 8
+	hc.aad[10] = VersionTLCP & 0xff
+	hc.aad[11] = byte(n >> 8)
+	hc.aad[12] = byte(n)
+}
+
+// decrypt authenticates and decrypts record (header included) in place and
+// returns the plaintext, a slice of record.
+func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
+	typ := recordType(record[0])
+	body := record[recordHeaderLen:]
+	rc := hc.cipher
+	if rc == nil {
+		hc.incSeq()
+		return body, nil
+	}
+	if rc.aead != nil {
+		if len(body) < gcmExplicit+gcmTagLen {
+			return nil, AlertBadRecordMAC
+		}
+		copy(hc.nonce[:4], rc.fixedIV[:])
+		copy(hc.nonce[4:], body[:gcmExplicit])
+		ct := body[gcmExplicit:]
+		hc.setAAD(typ, len(ct)-gcmTagLen)
+		pt, err := rc.aead.Open(ct[:0], hc.nonce[:], ct, hc.aad[:])
+		if err != nil {
+			return nil, AlertBadRecordMAC
+		}
+		hc.incSeq()
+		return pt, nil
+	}
+
+	// CBC. The body length is public: IV plus at least one block holding
+	// MAC and padding, a multiple of the block size.
+	if len(body) < cbcIVLen+macLen+blockLen || (len(body)-cbcIVLen)%blockLen != 0 {
+		return nil, AlertBadRecordMAC
+	}
+	iv, payload := body[:cbcIVLen], body[cbcIVLen:]
+	hc.cbcDecrypt(rc, iv, payload)
+
+	n := len(payload)
+	padLen, good := cbcPadding(payload)
+	dataLen := n - macLen - padLen
+	// dataLen >= 0 because padLen <= n-1 with good, and n >= 48.
+	if dataLen < 0 {
+		dataLen = 0
+		good = 0
+	}
+	hc.setAAD(typ, dataLen)
+	rc.mac.Reset()
+	rc.mac.Write(hc.aad[:])
+	rc.mac.Write(payload[:dataLen])
+	sum := rc.mac.Sum(hc.macBuf[:0])
+	// Lucky13: make the SM3 compression count independent of the padding
+	// by hashing the blocks a minimal padding would have cost.
+	maxData := n - macLen - 1
+	extra := sm3Blocks(maxData) - sm3Blocks(dataLen)
+	rc.dummy.Reset()
+	for i := 0; i < extra; i++ {
+		rc.dummy.Write(zeroBlock[:])
+	}
+	macOK := subtle.ConstantTimeCompare(sum, payload[dataLen:dataLen+macLen])
+	if subtle.ConstantTimeByteEq(good, 0xff)&macOK != 1 {
+		return nil, AlertBadRecordMAC
+	}
+	hc.incSeq()
+	return payload[:dataLen], nil
+}
+
+// sm3Blocks is the number of SM3 compressions of the inner HMAC over a
+// 13-byte header and n data bytes, after the saved ipad block.
+func sm3Blocks(n int) int { return (13 + n + 9 + 63) / 64 }
+
+// cbcPadding returns the padding length (including the length byte) and
+// 0xff if the TLS padding is well formed, examining up to 256 trailing bytes
+// without data-dependent branches or early exits. On bad padding it returns
+// a length of 1 so the MAC still covers the unchecked bytes.
+func cbcPadding(p []byte) (int, byte) {
+	last := p[len(p)-1]
+	// good starts as "the padding fits in p".
+	fits := uint32(len(p)-1) - uint32(last) // MSB clear iff len(p)-1 >= last
+	good := byte(int32(^fits) >> 31)
+	limit := 256
+	if limit > len(p) {
+		limit = len(p)
+	}
+	for i := 1; i <= limit; i++ {
+		// inPad is 0xff when byte p[len-i] belongs to the padding (i <= last+1).
+		d := uint32(last) + 1 - uint32(i)
+		inPad := byte(int32(^d) >> 31)
+		good &^= inPad & (p[len(p)-i] ^ last)
+	}
+	// Collapse to 0x00 / 0xff.
+	good &= good << 4
+	good &= good << 2
+	good &= good << 1
+	good = byte(int8(good) >> 7)
+	return int(last&good) + 1, good
+}
+
+// cbcDecrypt decrypts payload in place, batch by batch through the ECB
+// decrypter, keeping the ciphertext block each batch needs for the chain.
+func (hc *halfConn) cbcDecrypt(rc *recordCipher, iv, payload []byte) {
+	var prev [blockLen]byte
+	copy(prev[:], iv)
+	for len(payload) > 0 {
+		k := len(payload)
+		if k > decryptChunk {
+			k = decryptChunk
+		}
+		chunk := payload[:k]
+		tmp := rc.scratch[:k]
+		rc.ecbDec.CryptBlocks(tmp, chunk)
+		// P_i = D(C_i) xor C_{i-1}; C_{i-1} is still intact in chunk.
+		subtle.XORBytes(tmp[blockLen:], tmp[blockLen:], chunk[:k-blockLen])
+		subtle.XORBytes(tmp[:blockLen], tmp[:blockLen], prev[:])
+		copy(prev[:], chunk[k-blockLen:])
+		copy(chunk, tmp)
+		payload = payload[k:]
+	}
+}
+
+// sealedLen is the body length of a record holding n plaintext bytes.
+func (rc *recordCipher) sealedLen(n int) int {
+	if rc == nil {
+		return n
+	}
+	if rc.aead != nil {
+		return gcmExplicit + n + gcmTagLen
+	}
+	p := n + macLen
+	p += blockLen - p%blockLen // 1..16 bytes of padding
+	return cbcIVLen + p
+}
+
+// appendRecords appends records of type typ carrying data to out, at most
+// maxPlaintext bytes each (recSize if smaller), protected with hc's cipher.
+// CBC records of one call are encrypted side by side.
+func (hc *halfConn) appendRecords(out []byte, typ recordType, data []byte, recSize int, rnd io.Reader) ([]byte, int, error) {
+	if recSize <= 0 {
+		recSize = maxPlaintext // callers pass maxPlaintext; tests may exceed it
+	}
+	rc := hc.cipher
+	start := len(out)
+	records, pending := 0, 0
+	var starts [maxBatchRecords]int
+	for first := true; first || len(data) > 0; first = false {
+		n := len(data)
+		if n > recSize {
+			n = recSize
+		}
+		frag := data[:n]
+		data = data[n:]
+		bodyLen := rc.sealedLen(n)
+		off := len(out)
+		out = growLen(out, recordHeaderLen+bodyLen)
+		rec := out[off:]
+		rec[0] = byte(typ)
+		rec[1] = VersionTLCP >> 8
+		rec[2] = VersionTLCP & 0xff
+		binary.BigEndian.PutUint16(rec[3:], uint16(bodyLen))
+		body := rec[recordHeaderLen:]
+		switch {
+		case rc == nil:
+			copy(body, frag)
+		case rc.aead != nil:
+			copy(body[:gcmExplicit], hc.seq[:])
+			copy(hc.nonce[:4], rc.fixedIV[:])
+			copy(hc.nonce[4:], hc.seq[:])
+			hc.setAAD(typ, n)
+			rc.aead.Seal(body[gcmExplicit:gcmExplicit], hc.nonce[:], frag, hc.aad[:])
+		default:
+			if _, err := io.ReadFull(rnd, body[:cbcIVLen]); err != nil {
+				return out[:start], 0, err
+			}
+			p := body[cbcIVLen:]
+			copy(p, frag)
+			hc.setAAD(typ, n)
+			rc.mac.Reset()
+			rc.mac.Write(hc.aad[:])
+			rc.mac.Write(frag)
+			rc.mac.Sum(p[n:n])
+			padLen := len(p) - n - macLen // 1..16 bytes, each of value padLen-1
+			for i := n + macLen; i < len(p); i++ {
+				p[i] = byte(padLen - 1)
+			}
+			starts[pending] = off + recordHeaderLen
+			pending++
+		}
+		hc.incSeq()
+		records++
+		if pending == maxBatchRecords || (pending > 0 && len(data) == 0) {
+			hc.cbcEncryptBatch(rc, out, starts[:pending])
+			pending = 0
+		}
+	}
+	return out, records, nil
+}
+
+// maxBatchRecords is how many CBC records are encrypted side by side.
+const maxBatchRecords = 16
+
+// cbcEncryptBatch CBC-encrypts the records whose bodies start at starts
+// (IV first, then whole blocks up to the next record header or the end of
+// buf) side by side: round i gathers block i of each record still running,
+// XORs it with that record's previous ciphertext block, encrypts all of them
+// in one ECB call and scatters them back.
+func (hc *halfConn) cbcEncryptBatch(rc *recordCipher, buf []byte, starts []int) {
+	var ends [maxBatchRecords]int
+	maxBlocks := 0
+	for i, s := range starts {
+		n := int(binary.BigEndian.Uint16(buf[s-2:])) - cbcIVLen
+		ends[i] = s + cbcIVLen + n
+		if b := n / blockLen; b > maxBlocks {
+			maxBlocks = b
+		}
+	}
+	if len(starts) == 1 {
+		// One record: serial chain, one ECB block at a time.
+		s := starts[0]
+		prev := buf[s : s+blockLen]
+		for off := s + cbcIVLen; off < ends[0]; off += blockLen {
+			blk := buf[off : off+blockLen]
+			xor16(blk, blk, prev)
+			rc.ecbEnc.CryptBlocks(blk, blk)
+			prev = blk
+		}
+		return
+	}
+	g := rc.scratch[:len(starts)*blockLen]
+	for round := 0; round < maxBlocks; round++ {
+		k := 0
+		for i, s := range starts {
+			off := s + cbcIVLen + round*blockLen
+			if off >= ends[i] {
+				continue
+			}
+			xor16(g[k*blockLen:], buf[off:], buf[off-blockLen:])
+			k++
+		}
+		rc.ecbEnc.CryptBlocks(g[:k*blockLen], g[:k*blockLen])
+		k = 0
+		for i, s := range starts {
+			off := s + cbcIVLen + round*blockLen
+			if off >= ends[i] {
+				continue
+			}
+			copy(buf[off:off+blockLen], g[k*blockLen:(k+1)*blockLen])
+			k++
+		}
+	}
+}
+
+// xor16 sets dst[:16] = a[:16] ^ b[:16].
+func xor16(dst, a, b []byte) {
+	_ = dst[15]
+	_ = a[15]
+	_ = b[15]
+	binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(a)^binary.LittleEndian.Uint64(b))
+	binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(a[8:])^binary.LittleEndian.Uint64(b[8:]))
+}
+
+// cbcRecordSize picks the record size of a CBC write of n bytes: CBC
+// encryption is serial within a record, so a large write is cut into up to
+// maxBatchRecords records (of at least minCBCRecord bytes) that are then
+// encrypted side by side through the multi-block SM4 path.
+func cbcRecordSize(n int) int {
+	size := (n + maxBatchRecords - 1) / maxBatchRecords
+	if size < minCBCRecord {
+		size = minCBCRecord
+	}
+	if size > maxPlaintext {
+		size = maxPlaintext
+	}
+	return size
+}
+
+// minCBCRecord is the smallest record a large CBC write is cut into.
+const minCBCRecord = 2048
+
+// growLen extends b by n bytes, reallocating if needed.
+func growLen(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b[:len(b)+n]
+	}
+	nb := make([]byte, len(b)+n, 2*cap(b)+n)
+	copy(nb, b)
+	return nb
+}

@@ -1,0 +1,216 @@
+package tlcp
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+// Server returns a server-side TLCP connection on conn. config must hold at
+// least one Certificate or a GetCertificate callback.
+func Server(conn net.Conn, config *Config) *Conn {
+	c := &Conn{conn: conn, config: config}
+	c.handshakeFn = c.serverHandshake
+	return c
+}
+
+// Client returns a client-side TLCP connection on conn. config must set
+// ServerName or InsecureSkipVerify.
+func Client(conn net.Conn, config *Config) *Conn {
+	c := &Conn{conn: conn, config: config, isClient: true}
+	c.handshakeFn = c.clientHandshake
+	return c
+}
+
+type listener struct {
+	net.Listener
+	config *Config
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return Server(c, l.config), nil
+}
+
+// NewListener wraps inner so that accepted connections are TLCP servers.
+func NewListener(inner net.Listener, config *Config) net.Listener {
+	return &listener{Listener: inner, config: config}
+}
+
+// Listen listens on laddr and returns a TLCP listener.
+func Listen(network, laddr string, config *Config) (net.Listener, error) {
+	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
+		return nil, errors.New("tlcp: neither Certificates, GetCertificate, nor GetConfigForClient set in Config")
+	}
+	l, err := net.Listen(network, laddr)
+	if err != nil {
+		return nil, err
+	}
+	return NewListener(l, config), nil
+}
+
+// Dial connects to addr and runs the client handshake.
+func Dial(network, addr string, config *Config) (*Conn, error) {
+	return DialWithDialer(new(net.Dialer), network, addr, config)
+}
+
+// DialWithDialer is Dial with a dialer; its Timeout and Deadline bound the
+// handshake too. Without config.ServerName, the host part of addr is used.
+func DialWithDialer(dialer *net.Dialer, network, addr string, config *Config) (*Conn, error) {
+	ctx := context.Background()
+	if dialer.Timeout != 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialer.Timeout)
+		defer cancel()
+	}
+	if !dialer.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dialer.Deadline)
+		defer cancel()
+	}
+	return dialContext(ctx, dialer, network, addr, config)
+}
+
+// DialContext is Dial with a context bounding the connection and handshake.
+func DialContext(ctx context.Context, network, addr string, config *Config) (*Conn, error) {
+	return dialContext(ctx, new(net.Dialer), network, addr, config)
+}
+
+func dialContext(ctx context.Context, d *net.Dialer, network, addr string, config *Config) (*Conn, error) {
+	if config == nil {
+		config = &Config{}
+	}
+	raw, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if config.ServerName == "" {
+		host := addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			host = h
+		}
+		config = config.Clone()
+		config.ServerName = host
+	}
+	c := Client(raw, config)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// LoadX509KeyPair reads a TLCP certificate pair from PEM files: the signing
+// certificate (leaf first, chain may follow) and key, the encryption
+// certificate and key. Keys may be PKCS#8, SEC 1 or encrypted PKCS#8
+// (including GmSSL's), decrypted with password.
+func LoadX509KeyPair(signCertFile, signKeyFile, encCertFile, encKeyFile string, password []byte) (Certificate, error) {
+	var files [4][]byte
+	for i, f := range []string{signCertFile, signKeyFile, encCertFile, encKeyFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return Certificate{}, fmt.Errorf("tlcp: %w", err)
+		}
+		files[i] = b
+	}
+	c, err := X509KeyPair(files[0], files[1], files[2], files[3], password)
+	if err != nil {
+		return Certificate{}, fmt.Errorf("%w (files %s, %s, %s, %s)", err, signCertFile, signKeyFile, encCertFile, encKeyFile)
+	}
+	return c, nil
+}
+
+// X509KeyPair parses a TLCP certificate pair from PEM data and checks that
+// each key matches its certificate and that the key usages fit: signing
+// certificate digitalSignature, encryption certificate keyEncipherment,
+// dataEncipherment or keyAgreement.
+func X509KeyPair(signCertPEM, signKeyPEM, encCertPEM, encKeyPEM, password []byte) (Certificate, error) {
+	var c Certificate
+	signCerts, err := smkey.ParseCertificatesPEM(signCertPEM)
+	if err != nil {
+		return c, fmt.Errorf("tlcp: signing certificate: %w", err)
+	}
+	encCerts, err := smkey.ParseCertificatesPEM(encCertPEM)
+	if err != nil {
+		return c, fmt.Errorf("tlcp: encryption certificate: %w", err)
+	}
+	signKey, err := smkey.ParsePrivateKeyPEM(signKeyPEM, password)
+	if err != nil {
+		return c, fmt.Errorf("tlcp: signing key: %w", err)
+	}
+	encKey, err := smkey.ParsePrivateKeyPEM(encKeyPEM, password)
+	if err != nil {
+		return c, fmt.Errorf("tlcp: encryption key: %w", err)
+	}
+	for _, sc := range signCerts {
+		c.SignCertificate = append(c.SignCertificate, sc.Raw)
+	}
+	c.Leaf, c.EncLeaf = signCerts[0], encCerts[0]
+	c.EncCertificate = encCerts[0].Raw
+	c.SignKey, c.EncKey = signKey, encKey
+	if err := c.check(); err != nil {
+		return Certificate{}, err
+	}
+	return c, nil
+}
+
+// check verifies key/certificate matches and key usages.
+func (c *Certificate) check() error {
+	if err := c.complete(); err != nil {
+		return fmt.Errorf("tlcp: %w", err)
+	}
+	var err error
+	if c.Leaf == nil {
+		if c.Leaf, err = smx509.ParseCertificate(c.SignCertificate[0]); err != nil {
+			return fmt.Errorf("tlcp: signing certificate: %w", err)
+		}
+	}
+	if c.EncLeaf == nil {
+		if c.EncLeaf, err = smx509.ParseCertificate(c.EncCertificate); err != nil {
+			return fmt.Errorf("tlcp: encryption certificate: %w", err)
+		}
+	}
+	if _, err := sm2Public(c.Leaf); err != nil {
+		return fmt.Errorf("tlcp: signing %w", err)
+	}
+	if _, err := sm2Public(c.EncLeaf); err != nil {
+		return fmt.Errorf("tlcp: encryption %w", err)
+	}
+	if c.SignKey == nil || !smkey.PublicKeysEqual(c.SignKey, c.Leaf.PublicKey) {
+		return errors.New("tlcp: signing private key does not match the signing certificate")
+	}
+	var encPub crypto.PublicKey
+	if s, ok := c.EncKey.(crypto.Signer); ok {
+		encPub = s.Public()
+	} else if ka := smkey.AsKeyAgreement(c.EncKey); ka != nil {
+		encPub = ka.Public()
+	}
+	if !publicKeysEqual(encPub, c.EncLeaf.PublicKey) {
+		return errors.New("tlcp: encryption private key does not match the encryption certificate")
+	}
+	if err := checkSignUsage(c.Leaf); err != nil {
+		return fmt.Errorf("tlcp: %w", err)
+	}
+	if err := checkEncUsage(c.EncLeaf); err != nil {
+		return fmt.Errorf("tlcp: %w", err)
+	}
+	return nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	type eq interface{ Equal(crypto.PublicKey) bool }
+	if e, ok := a.(eq); ok && a != nil {
+		return e.Equal(b)
+	}
+	return false
+}

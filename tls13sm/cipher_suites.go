@@ -1,0 +1,118 @@
+package tls13sm
+
+import (
+	"crypto/cipher"
+	"fmt"
+	"strings"
+
+	gmcipher "github.com/emmansun/gmsm/cipher"
+	"github.com/emmansun/gmsm/sm4"
+)
+
+// Protocol identifiers (RFC 8446, RFC 8998 §2).
+const (
+	VersionTLS13 = 0x0304
+
+	TLS_SM4_GCM_SM3 uint16 = 0x00c6
+	TLS_SM4_CCM_SM3 uint16 = 0x00c7
+
+	// CurveSM2 is the curveSM2 named group (plain ECDH on the SM2 curve).
+	CurveSM2 uint16 = 0x0029
+	// X25519 is accepted only outside Strict mode, when a client offers no curveSM2.
+	X25519 uint16 = 0x001d
+
+	// SM2SigSM3 is the sm2sig_sm3 signature scheme.
+	SM2SigSM3 uint16 = 0x0708
+)
+
+const (
+	keyLen   = 16
+	ivLen    = 12
+	tagLen   = 16
+	aeadOver = tagLen
+)
+
+// cipherSuite describes one TLS 1.3 suite: both use SM3 for the schedule.
+type cipherSuite struct {
+	id   uint16
+	name string
+	aead func(key []byte) (cipher.AEAD, error)
+}
+
+func aeadSM4GCM(key []byte) (cipher.AEAD, error) {
+	b, err := sm4.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+func aeadSM4CCM(key []byte) (cipher.AEAD, error) {
+	b, err := sm4.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	// RFC 8998 §3.5.2: nonce 12 bytes (q = 3), tag 16 bytes.
+	a, err := gmcipher.NewCCM(b)
+	if err != nil {
+		return nil, err
+	}
+	return &ccmSealCopy{AEAD: a}, nil
+}
+
+// ccmSealCopy works around gmsm v0.44.1's CCM Seal, which computes the
+// CBC-MAC over its output buffer after encrypting, so sealing in place (as
+// the record layer does) yields a wrong tag. Seal copies the plaintext to
+// a reused scratch buffer first; Open in place is correct as is. Not safe
+// for concurrent use (each halfConn owns one under its lock).
+type ccmSealCopy struct {
+	cipher.AEAD
+	scratch []byte
+}
+
+func (c *ccmSealCopy) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
+	c.scratch = append(c.scratch[:0], plaintext...)
+	return c.AEAD.Seal(dst, nonce, c.scratch, additionalData)
+}
+
+var cipherSuites = []*cipherSuite{
+	{TLS_SM4_GCM_SM3, "TLS_SM4_GCM_SM3", aeadSM4GCM},
+	{TLS_SM4_CCM_SM3, "TLS_SM4_CCM_SM3", aeadSM4CCM},
+}
+
+// defaultCipherSuites is the server preference and client offer order.
+var defaultCipherSuites = []uint16{TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3}
+
+func cipherSuiteByID(id uint16) *cipherSuite {
+	for _, s := range cipherSuites {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// CipherSuiteName returns the IANA name of a suite, or "0xXXXX".
+func CipherSuiteName(id uint16) string {
+	if s := cipherSuiteByID(id); s != nil {
+		return s.name
+	}
+	return fmt.Sprintf("0x%04X", id)
+}
+
+// ParseCipherSuite maps a suite name (IANA name, case-insensitive, or the
+// OpenSSL/Tongsuo spelling "SM4-GCM-SM3") to its ID.
+func ParseCipherSuite(name string) (uint16, error) {
+	n := strings.ToUpper(strings.TrimSpace(name))
+	n = strings.ReplaceAll(n, "-", "_")
+	n = strings.TrimPrefix(n, "TLS_")
+	for _, s := range cipherSuites {
+		if strings.TrimPrefix(s.name, "TLS_") == n {
+			return s.id, nil
+		}
+	}
+	return 0, fmt.Errorf("tls13sm: unknown cipher suite %q (want TLS_SM4_GCM_SM3 or TLS_SM4_CCM_SM3)", name)
+}
+
+// CipherSuites returns the IDs of all implemented suites, default order.
+func CipherSuites() []uint16 { return append([]uint16(nil), defaultCipherSuites...) }

@@ -1,0 +1,357 @@
+// Package tls13sm implements TLS 1.3 (RFC 8446) restricted to the Chinese
+// commercial cryptography suites of RFC 8998: TLS_SM4_GCM_SM3 and
+// TLS_SM4_CCM_SM3 with the curveSM2 group and sm2sig_sm3 signatures, client
+// and server, with HelloRetryRequest, client authentication, PSK resumption
+// through session tickets, KeyUpdate and a Tongsuo-compatible strict mode.
+//
+// The API follows crypto/tls: Config, Conn, Server, Client, Listen, Dial.
+// Private keys are used only through crypto.Signer; the handshake's context
+// reaches keys implementing smkey.ContextSigner (offload engines).
+package tls13sm
+
+import (
+	"crypto"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// Limits.
+const (
+	maxPlaintext       = 16384             // 2^14 (RFC 8446 §5.1)
+	maxCiphertext      = maxPlaintext + 256 // 2^14 + 256 (§5.2)
+	recordHeaderLen    = 5
+	maxHandshakeMsg    = 65536 // largest handshake message accepted
+	maxCertChain       = 10    // certificates in a Certificate message
+	maxUselessRecords  = 16    // consecutive empty / CCS / warning records
+	maxEarlyDataSkip   = 1 << 16
+	maxTicketLifetime  = 7 * 24 * time.Hour // RFC 8446 §4.6.1
+	defaultTicketLife  = 2 * time.Hour
+	maxPSKIdentities   = 8
+	maxTicketAgeSkew   = 60 * time.Second
+	maxKeyUpdatesNoApp = 32
+)
+
+// sm2TLS13ID is the SM2 distinguishing ID for TLS 1.3 CertificateVerify
+// (RFC 8998 §3.2.1).
+const sm2TLS13ID = "TLSv1.3+GM+Cipher+Suite"
+
+var sm2SignerOpts = sm2.NewSM2SignerOption(true, []byte(sm2TLS13ID))
+
+// ClientAuthType says whether and how a server asks for a client certificate.
+type ClientAuthType int
+
+const (
+	// NoClientCert: no CertificateRequest is sent.
+	NoClientCert ClientAuthType = iota
+	// RequestClientCert: a certificate is requested but not required or verified.
+	RequestClientCert
+	// RequireAnyClientCert: a certificate is required but not verified against ClientCAs.
+	RequireAnyClientCert
+	// VerifyClientCertIfGiven: a certificate, if sent, must verify against ClientCAs.
+	VerifyClientCertIfGiven
+	// RequireAndVerifyClientCert: a certificate is required and must verify against ClientCAs.
+	RequireAndVerifyClientCert
+)
+
+// Certificate is a certificate chain with its private key.
+type Certificate struct {
+	// Certificate is the DER chain, leaf first.
+	Certificate [][]byte
+	// PrivateKey signs CertificateVerify; an *sm2.PrivateKey, or any
+	// crypto.Signer (smkey.ContextSigner for offload) producing SM2
+	// signatures for sm2.SM2SignerOption.
+	PrivateKey crypto.Signer
+	// Leaf is the parsed leaf; filled by X509KeyPair and on first use.
+	Leaf *smx509.Certificate
+}
+
+func (c *Certificate) leaf() (*smx509.Certificate, error) {
+	if c.Leaf != nil {
+		return c.Leaf, nil
+	}
+	if len(c.Certificate) == 0 {
+		return nil, errors.New("tls13sm: empty certificate")
+	}
+	return smx509.ParseCertificate(c.Certificate[0])
+}
+
+// X509KeyPair parses a PEM certificate chain (leaf first) and a PEM private
+// key (PKCS#8, SEC 1 or encrypted PKCS#8 with password).
+func X509KeyPair(certPEM, keyPEM, password []byte) (Certificate, error) {
+	certs, err := smkey.ParseCertificatesPEM(certPEM)
+	if err != nil {
+		return Certificate{}, fmt.Errorf("tls13sm: certificate: %w", err)
+	}
+	if len(certs) == 0 {
+		return Certificate{}, errors.New("tls13sm: no certificate in PEM data")
+	}
+	key, err := smkey.ParsePrivateKeyPEM(keyPEM, password)
+	if err != nil {
+		return Certificate{}, fmt.Errorf("tls13sm: private key: %w", err)
+	}
+	if !smkey.PublicKeysEqual(key, certs[0].PublicKey) {
+		return Certificate{}, errors.New("tls13sm: private key does not match the certificate")
+	}
+	c := Certificate{PrivateKey: key, Leaf: certs[0]}
+	for _, x := range certs {
+		c.Certificate = append(c.Certificate, x.Raw)
+	}
+	return c, nil
+}
+
+// LoadX509KeyPair reads X509KeyPair input from files.
+func LoadX509KeyPair(certFile, keyFile string, password []byte) (Certificate, error) {
+	cp, err := os.ReadFile(certFile)
+	if err != nil {
+		return Certificate{}, fmt.Errorf("tls13sm: %w", err)
+	}
+	kp, err := os.ReadFile(keyFile)
+	if err != nil {
+		return Certificate{}, fmt.Errorf("tls13sm: %w", err)
+	}
+	return X509KeyPair(cp, kp, password)
+}
+
+// ClientHelloInfo is what certificate and config selection callbacks see.
+type ClientHelloInfo struct {
+	ServerName        string
+	CipherSuites      []uint16
+	SupportedProtos   []string
+	SupportedGroups   []uint16
+	SignatureSchemes  []uint16
+	SupportedVersions []uint16
+	Conn              net.Conn
+	config            *Config
+}
+
+// HandshakeResult is passed to Config.OnHandshake once per handshake.
+type HandshakeResult struct {
+	State    ConnectionState
+	Err      error
+	Duration time.Duration
+	// Alert is the alert sent (Remote false) or received (Remote true) when
+	// the handshake failed with one; HasAlert says whether there was one.
+	Alert    Alert
+	HasAlert bool
+	Remote   bool
+	// Reason is a short fixed label for metrics: "", "timeout", "eof",
+	// "peer_alert", "bad_certificate", "no_shared_cipher", "protocol_error",
+	// "internal_error".
+	Reason string
+}
+
+// Config configures a client or server. A Config may be reused; do not
+// modify it after first use.
+type Config struct {
+	// Rand is the entropy source; default crypto/rand.Reader.
+	Rand io.Reader
+	// Time returns the current time; default time.Now.
+	Time func() time.Time
+
+	// Certificates are the server's (or client's) chains; the first one is
+	// used unless GetCertificate picks another.
+	Certificates []Certificate
+	// GetCertificate, if set, selects the server certificate by ClientHello
+	// (SNI). Returning nil, nil falls back to Certificates.
+	GetCertificate func(*ClientHelloInfo) (*Certificate, error)
+	// GetConfigForClient, if set, may return a different Config for this
+	// ClientHello (virtual hosts); nil, nil keeps this one.
+	GetConfigForClient func(*ClientHelloInfo) (*Config, error)
+	// GetClientCertificate, if set, picks the client certificate when asked.
+	GetClientCertificate func(cas [][]byte) (*Certificate, error)
+
+	// RootCAs verify server chains (client side); nil means the system pool.
+	RootCAs *smx509.CertPool
+	// ClientCAs verify client chains (server side) and are listed in
+	// certificate_authorities of the CertificateRequest.
+	ClientCAs *smx509.CertPool
+	// ClientAuth is the server's client-certificate policy; default NoClientCert.
+	ClientAuth ClientAuthType
+
+	// ServerName is checked against the server certificate and sent as SNI
+	// (client side).
+	ServerName string
+	// InsecureSkipVerify disables server chain verification (client side; tests only).
+	InsecureSkipVerify bool
+	// VerifyPeerCertificate, if set, is called after chain verification
+	// with the raw certificates and the verified chains.
+	VerifyPeerCertificate func(rawCerts [][]byte, verifiedChains [][]*smx509.Certificate) error
+
+	// NextProtos are the ALPN protocols, most preferred first.
+	NextProtos []string
+	// CipherSuites in preference order; default TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3.
+	CipherSuites []uint16
+
+	// SessionTicketsDisabled turns off ticket issuance (server) and
+	// resumption (both sides).
+	SessionTicketsDisabled bool
+	// TicketKeys seal and open tickets (newest key encrypts, all decrypt);
+	// default a process-wide in-memory ticket.Rotator.
+	TicketKeys ticket.Source
+	// TicketLifetime is the lifetime advertised in NewSessionTicket and
+	// enforced on resumption; default 2h, at most 7 days.
+	TicketLifetime time.Duration
+	// AllowPSKOnly permits psk_ke resumption (no fresh ECDHE, no forward
+	// secrecy for the resumed session). Default false: psk_dhe_ke only.
+	AllowPSKOnly bool
+	// ClientSessionCache stores tickets for resumption (client side); nil
+	// disables client resumption. See NewLRUClientSessionCache.
+	ClientSessionCache ClientSessionCache
+
+	// Strict follows Tongsuo's enable_sm_tls13_strict: only SM suites,
+	// sm2sig_sm3 and curveSM2 are offered and accepted; the server sends
+	// HelloRetryRequest for a curveSM2 share, and the client requires an SM2
+	// server certificate signed with SM2-with-SM3.
+	Strict bool
+
+	// DisableMiddleboxCompat stops the client from sending a legacy session
+	// ID and dummy ChangeCipherSpec (GmSSL's server needs this).
+	DisableMiddleboxCompat bool
+
+	// OnHandshake, if set, is called once per handshake with its outcome.
+	OnHandshake func(HandshakeResult)
+
+	testShareX25519 bool // tests: client's first key share is X25519
+}
+
+// Clone returns a shallow copy of c.
+func (c *Config) Clone() *Config {
+	if c == nil {
+		return nil
+	}
+	return &Config{
+		Rand: c.Rand, Time: c.Time, Certificates: c.Certificates, GetCertificate: c.GetCertificate,
+		GetConfigForClient: c.GetConfigForClient, GetClientCertificate: c.GetClientCertificate,
+		RootCAs: c.RootCAs, ClientCAs: c.ClientCAs, ClientAuth: c.ClientAuth, ServerName: c.ServerName,
+		InsecureSkipVerify: c.InsecureSkipVerify, VerifyPeerCertificate: c.VerifyPeerCertificate,
+		NextProtos: c.NextProtos, CipherSuites: c.CipherSuites, SessionTicketsDisabled: c.SessionTicketsDisabled,
+		TicketKeys: c.TicketKeys, TicketLifetime: c.TicketLifetime, AllowPSKOnly: c.AllowPSKOnly,
+		ClientSessionCache: c.ClientSessionCache, Strict: c.Strict, DisableMiddleboxCompat: c.DisableMiddleboxCompat,
+		OnHandshake: c.OnHandshake, testShareX25519: c.testShareX25519,
+	}
+}
+
+func (c *Config) rand() io.Reader {
+	if c.Rand != nil {
+		return c.Rand
+	}
+	return rand.Reader
+}
+
+func (c *Config) time() time.Time {
+	if c.Time != nil {
+		return c.Time()
+	}
+	return time.Now()
+}
+
+func (c *Config) cipherSuites() []uint16 {
+	if len(c.CipherSuites) > 0 {
+		return c.CipherSuites
+	}
+	return defaultCipherSuites
+}
+
+func (c *Config) ticketLifetime() time.Duration {
+	l := c.TicketLifetime
+	if l <= 0 {
+		return defaultTicketLife
+	}
+	if l > maxTicketLifetime {
+		return maxTicketLifetime
+	}
+	return l
+}
+
+var defaultTicketKeys = ticket.NewRotator(time.Hour, 7*24*time.Hour)
+
+func (c *Config) ticketKeys() ticket.Source {
+	if c.TicketKeys != nil {
+		return c.TicketKeys
+	}
+	return defaultTicketKeys
+}
+
+// supportedGroups returns the groups this config accepts, preferred first.
+func (c *Config) supportedGroups() []uint16 {
+	if c.Strict {
+		return []uint16{CurveSM2}
+	}
+	return []uint16{CurveSM2, X25519}
+}
+
+// ConnectionState describes a connection after (or during) its handshake.
+type ConnectionState struct {
+	Version            uint16
+	HandshakeComplete  bool
+	DidResume          bool
+	CipherSuite        uint16
+	NegotiatedProtocol string
+	ServerName         string
+	// Group is the key-exchange group (CurveSM2 normally; 0 for psk_ke).
+	Group uint16
+	// HelloRetry is true when the server sent HelloRetryRequest.
+	HelloRetry       bool
+	PeerCertificates []*smx509.Certificate
+	VerifiedChains   [][]*smx509.Certificate
+}
+
+// Stats are a connection's traffic counters.
+type Stats struct {
+	BytesIn, BytesOut     uint64 // application plaintext
+	RecordsIn, RecordsOut uint64 // records of any type
+}
+
+// ClientSessionState is a resumable session held by a client.
+type ClientSessionState struct {
+	ticket           []byte
+	secret           [hashSize]byte // resumption PSK
+	suite            uint16
+	receivedAt       time.Time
+	lifetime         time.Duration
+	ageAdd           uint32
+	alpn             string
+	peerCertificates []*smx509.Certificate
+	verifiedChains   [][]*smx509.Certificate
+}
+
+// ClientSessionCache stores client sessions by server key (SNI or address).
+type ClientSessionCache interface {
+	Get(key string) (*ClientSessionState, bool)
+	Put(key string, cs *ClientSessionState)
+}
+
+type lruSessionCache struct {
+	c *lru.Cache[string, *ClientSessionState]
+}
+
+// NewLRUClientSessionCache returns a ClientSessionCache holding up to
+// capacity sessions (64 if capacity ≤ 0), each until its ticket lifetime ends.
+func NewLRUClientSessionCache(capacity int) ClientSessionCache {
+	if capacity <= 0 {
+		capacity = 64
+	}
+	return &lruSessionCache{c: lru.New[string, *ClientSessionState](capacity, maxTicketLifetime)}
+}
+
+func (l *lruSessionCache) Get(key string) (*ClientSessionState, bool) { return l.c.Get(key) }
+
+func (l *lruSessionCache) Put(key string, cs *ClientSessionState) {
+	if cs == nil {
+		l.c.Delete(key)
+		return
+	}
+	l.c.Put(key, cs)
+}

@@ -1,0 +1,691 @@
+package tls13sm
+
+import (
+	"context"
+	"crypto/cipher"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// Record content types (RFC 8446 §5.1).
+const (
+	recordTypeChangeCipherSpec uint8 = 20
+	recordTypeAlert            uint8 = 21
+	recordTypeHandshake        uint8 = 22
+	recordTypeApplicationData  uint8 = 23
+)
+
+// halfConn is one direction of the record layer: the AEAD, its static IV
+// and the sequence number (RFC 8446 §5.3).
+type halfConn struct {
+	sync.Mutex
+	err    error
+	aead   cipher.AEAD
+	suite  *cipherSuite
+	seq    uint64
+	iv     [ivLen]byte
+	nonce  [ivLen]byte
+	secret [hashSize]byte
+}
+
+// setTrafficSecret installs keys derived from secret (RFC 8446 §7.3) and
+// resets the sequence number.
+func (hc *halfConn) setTrafficSecret(ks *keySchedule, suite *cipherSuite, secret []byte) error {
+	var key [keyLen]byte
+	ks.trafficKeys(key[:], hc.iv[:], secret)
+	aead, err := suite.aead(key[:])
+	if err != nil {
+		return err
+	}
+	copy(hc.secret[:], secret)
+	hc.aead, hc.suite, hc.seq = aead, suite, 0
+	return nil
+}
+
+// makeNonce computes iv XOR (0^32 || seq) into hc.nonce.
+func (hc *halfConn) makeNonce() []byte {
+	hc.nonce = hc.iv
+	var s [8]byte
+	binary.BigEndian.PutUint64(s[:], hc.seq)
+	for i := 0; i < 8; i++ {
+		hc.nonce[4+i] ^= s[i]
+	}
+	return hc.nonce[:]
+}
+
+func (hc *halfConn) incSeq() error {
+	hc.seq++
+	if hc.seq == 0 {
+		return errors.New("tls13sm: sequence number wrapped")
+	}
+	return nil
+}
+
+// Conn is a TLS 1.3-SM connection.
+type Conn struct {
+	conn     net.Conn
+	isClient bool
+	config   *Config
+
+	handshakeMutex      sync.Mutex
+	handshakeErr        error
+	handshakeStarted    bool
+	isHandshakeComplete atomic.Bool
+	handshakeFn         func(context.Context) error
+
+	// state reported by ConnectionState; written during the handshake.
+	cipherSuite      uint16
+	group            uint16
+	didResume        bool
+	didHRR           bool
+	serverName       string
+	alpn             string
+	peerCertificates []*smx509.Certificate
+	verifiedChains   [][]*smx509.Certificate
+
+	// client: resumption master secret and cache key for NewSessionTicket.
+	resumptionSecret [hashSize]byte
+	sessionCacheKey  string
+
+	in, out halfConn
+
+	// raw input buffer: bytes [rawStart, rawEnd) are unread.
+	rawBuf           []byte
+	rawStart, rawEnd int
+	input            []byte // decrypted application data not yet returned
+	hand             []byte // pending handshake bytes
+	outBuf           []byte
+	sendBuf          []byte // flight being coalesced
+	buffering        bool
+
+	// ks is the key schedule scratch of post-handshake key updates.
+	ks *keySchedule
+
+	earlyDataSkip   int  // bytes of undecryptable early data still to skip
+	skipAppData     bool // after HRR: skip plaintext-type 23 records (rejected early data)
+	ccsSeen         bool
+	useless         int
+	keyUpdatesNoApp int
+
+	closeNotifySent bool
+	closeNotifyErr  error
+	activeCall      atomic.Int32
+
+	bytesIn, bytesOut, recordsIn, recordsOut atomic.Uint64
+
+	lastAlert     Alert
+	lastAlertSet  bool
+	lastAlertPeer bool
+}
+
+// ---- net.Conn plumbing ----
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// RemoteAddr returns the remote network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// SetDeadline sets the read and write deadlines of the underlying connection.
+func (c *Conn) SetDeadline(t time.Time) error { return c.conn.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline of the underlying connection.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline of the underlying connection.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.conn }
+
+// Stats returns the connection's traffic counters.
+func (c *Conn) Stats() Stats {
+	return Stats{BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), RecordsIn: c.recordsIn.Load(), RecordsOut: c.recordsOut.Load()}
+}
+
+// ---- errors and alerts ----
+
+// localAlert records that this side is sending alert a because of err.
+func (c *Conn) sendAlertLocked(a Alert) error {
+	level := byte(2)
+	if a == AlertCloseNotify || a == AlertUserCanceled {
+		level = 1
+	}
+	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
+	if c.buffering {
+		c.buffering = false
+		if ferr := c.flush(); err == nil {
+			err = ferr
+		}
+	}
+	if a == AlertCloseNotify {
+		return err
+	}
+	if !c.lastAlertSet {
+		c.lastAlert, c.lastAlertSet, c.lastAlertPeer = a, true, false
+	}
+	return c.out.setErrorLocked(&AlertError{Alert: a})
+}
+
+func (hc *halfConn) setErrorLocked(err error) error {
+	if hc.err == nil {
+		hc.err = err
+	}
+	return hc.err
+}
+
+// sendAlert sends a fatal alert and returns an *AlertError with cause err.
+func (c *Conn) sendAlert(a Alert, err error) error {
+	c.out.Lock()
+	c.sendAlertLocked(a)
+	c.out.Unlock()
+	if err == nil {
+		err = errors.New(a.String())
+	}
+	return &AlertError{Alert: a, Err: err}
+}
+
+// fail is the handshake's way to abort: it sends a and returns an error.
+func (c *Conn) fail(a Alert, format string, args ...any) error {
+	return c.sendAlert(a, fmt.Errorf(format, args...))
+}
+
+// ---- reading ----
+
+func (c *Conn) ensureBuffers() {
+	if c.rawBuf == nil {
+		c.rawBuf = make([]byte, 2*(recordHeaderLen+maxCiphertext))
+	}
+}
+
+// fill makes at least n unread bytes available in rawBuf.
+func (c *Conn) fill(n int) error {
+	for c.rawEnd-c.rawStart < n {
+		if c.rawStart+n > len(c.rawBuf) {
+			copy(c.rawBuf, c.rawBuf[c.rawStart:c.rawEnd])
+			c.rawEnd -= c.rawStart
+			c.rawStart = 0
+		}
+		m, err := c.conn.Read(c.rawBuf[c.rawEnd:])
+		c.rawEnd += m
+		if c.rawEnd-c.rawStart >= n {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF {
+				if c.rawEnd-c.rawStart == 0 {
+					return io.EOF
+				}
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// readRecord reads, decrypts and dispatches one record. Handshake data goes
+// to c.hand, application data to c.input. It returns an error once the
+// connection failed.
+func (c *Conn) readRecord() error {
+	if c.in.err != nil {
+		return c.in.err
+	}
+	c.ensureBuffers()
+	if len(c.input) != 0 {
+		return errors.New("tls13sm: internal error: readRecord with pending input")
+	}
+	if err := c.fill(recordHeaderLen); err != nil {
+		if err == io.EOF && !c.isHandshakeComplete.Load() {
+			err = io.ErrUnexpectedEOF
+		}
+		c.in.setErrorLocked(err)
+		return err
+	}
+	hdr := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen]
+	typ := hdr[0]
+	vers := uint16(hdr[1])<<8 | uint16(hdr[2])
+	n := int(hdr[3])<<8 | int(hdr[4])
+	// legacy_record_version: 0x0301 is allowed on the first ClientHello,
+	// 0x0303 everywhere (§5.1). The major byte must be 3.
+	if vers>>8 != 3 {
+		return c.in.setErrorLocked(c.fail(AlertProtocolVersion, "record version %#04x", vers))
+	}
+	if n > maxCiphertext || (c.in.aead == nil && n > maxPlaintext) {
+		return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "record of %d bytes", n))
+	}
+	if err := c.fill(recordHeaderLen + n); err != nil {
+		c.in.setErrorLocked(err)
+		return err
+	}
+	record := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen+n]
+	c.rawStart += recordHeaderLen + n
+	c.recordsIn.Add(1)
+	payload := record[recordHeaderLen:]
+
+	// §5: a ChangeCipherSpec of one byte 0x01 may appear any time during the
+	// handshake and is dropped; anything else is unexpected.
+	if typ == recordTypeChangeCipherSpec {
+		if c.isHandshakeComplete.Load() || n != 1 || payload[0] != 1 || c.ccsSeen && c.isClient {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "unexpected ChangeCipherSpec"))
+		}
+		c.ccsSeen = true
+		return c.useless1()
+	}
+
+	if c.in.aead != nil && typ != recordTypeAlert {
+		if typ != recordTypeApplicationData {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "plaintext record of type %d after keys were set", typ))
+		}
+		if n < aeadOver+1 {
+			return c.in.setErrorLocked(c.fail(AlertBadRecordMAC, "record too short"))
+		}
+		plain, err := c.in.aead.Open(payload[:0], c.in.makeNonce(), payload, record[:recordHeaderLen])
+		if err != nil {
+			// §4.2.10: a server that rejected early data skips what it cannot decrypt.
+			if c.earlyDataSkip >= n {
+				c.earlyDataSkip -= n
+				return nil
+			}
+			return c.in.setErrorLocked(c.fail(AlertBadRecordMAC, "record authentication failed"))
+		}
+		c.earlyDataSkip = 0
+		if err := c.in.incSeq(); err != nil {
+			return c.in.setErrorLocked(c.sendAlert(AlertInternalError, err))
+		}
+		// Strip padding: the content type is the last non-zero byte (§5.4).
+		i := len(plain) - 1
+		for i >= 0 && plain[i] == 0 {
+			i--
+		}
+		if i < 0 {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "record with no content type"))
+		}
+		typ, payload = plain[i], plain[:i]
+		if len(payload) > maxPlaintext {
+			return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "plaintext of %d bytes", len(payload)))
+		}
+	} else if typ == recordTypeApplicationData && c.skipAppData && c.earlyDataSkip >= n {
+		// Early data sent before a HelloRetryRequest's second ClientHello.
+		c.earlyDataSkip -= n
+		return nil
+	}
+
+	switch typ {
+	case recordTypeAlert:
+		if len(payload) != 2 {
+			return c.in.setErrorLocked(c.fail(AlertDecodeError, "alert of %d bytes", len(payload)))
+		}
+		a := Alert(payload[1])
+		if a == AlertCloseNotify {
+			c.in.setErrorLocked(io.EOF)
+			return io.EOF
+		}
+		if a == AlertUserCanceled && payload[0] == 1 {
+			return c.useless1()
+		}
+		if !c.lastAlertSet {
+			c.lastAlert, c.lastAlertSet, c.lastAlertPeer = a, true, true
+		}
+		return c.in.setErrorLocked(&AlertError{Alert: a, Remote: true})
+	case recordTypeHandshake:
+		if len(payload) == 0 {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "empty handshake record"))
+		}
+		if len(c.hand)+len(payload) > maxHandshakeMsg+4 {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "handshake data too large"))
+		}
+		c.hand = append(c.hand, payload...)
+		c.useless = 0
+		return nil
+	case recordTypeApplicationData:
+		if !c.isHandshakeComplete.Load() {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data before the handshake completed"))
+		}
+		if len(c.hand) != 0 {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data inside a handshake message"))
+		}
+		if len(payload) == 0 {
+			return c.useless1()
+		}
+		c.useless = 0
+		c.keyUpdatesNoApp = 0
+		c.input = payload
+		return nil
+	default:
+		return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "record of unknown type %d", typ))
+	}
+}
+
+func (c *Conn) useless1() error {
+	c.useless++
+	if c.useless > maxUselessRecords {
+		return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "too many records without content"))
+	}
+	return nil
+}
+
+// readHandshakeBytes returns the next complete handshake message (a copy).
+func (c *Conn) readHandshakeBytes() ([]byte, error) {
+	for len(c.hand) < 4 {
+		if err := c.readRecord(); err != nil {
+			return nil, err
+		}
+		if len(c.input) != 0 {
+			return nil, c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data during handshake"))
+		}
+	}
+	n := int(c.hand[1])<<16 | int(c.hand[2])<<8 | int(c.hand[3])
+	if n > maxHandshakeMsg {
+		return nil, c.in.setErrorLocked(c.fail(AlertIllegalParameter, "handshake message of %d bytes", n))
+	}
+	for len(c.hand) < 4+n {
+		if err := c.readRecord(); err != nil {
+			return nil, err
+		}
+		if len(c.input) != 0 {
+			return nil, c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data inside a handshake message"))
+		}
+	}
+	msg := make([]byte, 4+n)
+	copy(msg, c.hand)
+	c.hand = c.hand[:copy(c.hand, c.hand[4+n:])]
+	return msg, nil
+}
+
+// checkKeyChangeBoundary enforces §5.1: no handshake message may straddle a
+// key change.
+func (c *Conn) checkKeyChangeBoundary() error {
+	if len(c.hand) != 0 {
+		return c.fail(AlertUnexpectedMessage, "handshake data left over at a key change")
+	}
+	return nil
+}
+
+// ---- writing ----
+
+// writeRecordLocked writes data as records of type typ, encrypted when keys
+// are set. c.out must be held.
+func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
+	if c.out.err != nil {
+		return c.out.err
+	}
+	if c.outBuf == nil {
+		c.outBuf = make([]byte, 0, recordHeaderLen+maxPlaintext+1+aeadOver)
+	}
+	for first := true; first || len(data) > 0; first = false {
+		m := len(data)
+		if m > maxPlaintext {
+			m = maxPlaintext
+		}
+		rec := c.outBuf[:recordHeaderLen]
+		if c.out.aead == nil || typ == recordTypeChangeCipherSpec {
+			v := uint16(0x0303)
+			if typ == recordTypeHandshake && c.isClient && !c.handshakeStarted2() {
+				v = 0x0301
+			}
+			rec[0], rec[1], rec[2] = typ, byte(v>>8), byte(v)
+			rec[3], rec[4] = byte(m>>8), byte(m)
+			rec = append(rec, data[:m]...)
+		} else {
+			l := m + 1 + aeadOver
+			rec[0], rec[1], rec[2] = recordTypeApplicationData, 3, 3
+			rec[3], rec[4] = byte(l>>8), byte(l)
+			rec = append(rec, data[:m]...)
+			rec = append(rec, typ)
+			rec = c.out.aead.Seal(rec[:recordHeaderLen], c.out.makeNonce(), rec[recordHeaderLen:], rec[:recordHeaderLen])
+			if err := c.out.incSeq(); err != nil {
+				return c.out.setErrorLocked(err)
+			}
+		}
+		data = data[m:]
+		c.recordsOut.Add(1)
+		if c.buffering {
+			c.sendBuf = append(c.sendBuf, rec...)
+			continue
+		}
+		if _, err := c.conn.Write(rec); err != nil {
+			return c.out.setErrorLocked(err)
+		}
+	}
+	return nil
+}
+
+// handshakeStarted2 reports whether the first ClientHello was already sent:
+// only that one uses legacy_record_version 0x0301.
+func (c *Conn) handshakeStarted2() bool { return c.recordsOut.Load() > 0 }
+
+// flush writes the coalesced flight.
+func (c *Conn) flush() error {
+	if len(c.sendBuf) == 0 {
+		return nil
+	}
+	_, err := c.conn.Write(c.sendBuf)
+	c.sendBuf = c.sendBuf[:0]
+	if err != nil {
+		return c.out.setErrorLocked(err)
+	}
+	return nil
+}
+
+// writeHandshake sends a handshake message and adds it to the transcript.
+func (c *Conn) writeHandshake(msg []byte, transcript interface{ Write([]byte) (int, error) }) error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	if transcript != nil {
+		transcript.Write(msg)
+	}
+	return c.writeRecordLocked(recordTypeHandshake, msg)
+}
+
+// writeCCS sends the middlebox-compatibility ChangeCipherSpec (§D.4).
+func (c *Conn) writeCCS() error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	return c.writeRecordLocked(recordTypeChangeCipherSpec, []byte{1})
+}
+
+// Write writes application data, handshaking first if needed.
+func (c *Conn) Write(b []byte) (int, error) {
+	for {
+		x := c.activeCall.Load()
+		if x&1 != 0 {
+			return 0, net.ErrClosed
+		}
+		if c.activeCall.CompareAndSwap(x, x+2) {
+			break
+		}
+	}
+	defer c.activeCall.Add(-2)
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	c.out.Lock()
+	defer c.out.Unlock()
+	if c.closeNotifySent {
+		return 0, errors.New("tls13sm: write after CloseWrite")
+	}
+	if len(b) == 0 {
+		return 0, c.out.err
+	}
+	if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
+		return 0, err
+	}
+	c.bytesOut.Add(uint64(len(b)))
+	return len(b), nil
+}
+
+// Read reads application data, handshaking first if needed.
+func (c *Conn) Read(b []byte) (int, error) {
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.in.Lock()
+	defer c.in.Unlock()
+	for len(c.input) == 0 {
+		if err := c.readRecord(); err != nil {
+			return 0, err
+		}
+		for len(c.hand) > 0 {
+			if err := c.handlePostHandshake(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n := copy(b, c.input)
+	c.input = c.input[n:]
+	c.bytesIn.Add(uint64(n))
+	return n, nil
+}
+
+// handlePostHandshake processes one post-handshake message (§4.6).
+func (c *Conn) handlePostHandshake() error {
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	switch msg[0] {
+	case typeNewSessionTicket:
+		if !c.isClient {
+			return c.fail(AlertUnexpectedMessage, "NewSessionTicket from a client")
+		}
+		var m newSessionTicketMsg
+		if !m.unmarshal(msg) {
+			return c.fail(AlertDecodeError, "malformed NewSessionTicket")
+		}
+		return c.handleNewSessionTicket(&m)
+	case typeKeyUpdate:
+		var m keyUpdateMsg
+		if !m.unmarshal(msg) {
+			if len(msg) == 5 {
+				return c.fail(AlertIllegalParameter, "KeyUpdate with request_update %d", msg[4])
+			}
+			return c.fail(AlertDecodeError, "malformed KeyUpdate")
+		}
+		return c.handleKeyUpdate(&m)
+	default:
+		return c.fail(AlertUnexpectedMessage, "unexpected post-handshake message type %d", msg[0])
+	}
+}
+
+// handleKeyUpdate implements §4.6.3: switch the read key, and answer a
+// request with our own KeyUpdate.
+func (c *Conn) handleKeyUpdate(m *keyUpdateMsg) error {
+	c.keyUpdatesNoApp++
+	if c.keyUpdatesNoApp > maxKeyUpdatesNoApp {
+		return c.fail(AlertUnexpectedMessage, "too many KeyUpdate messages without data")
+	}
+	if err := c.checkKeyChangeBoundary(); err != nil {
+		return err
+	}
+	if c.ks == nil {
+		c.ks = new(keySchedule)
+	}
+	var next [hashSize]byte
+	c.ks.nextTrafficSecret(next[:], c.in.secret[:])
+	if err := c.in.setTrafficSecret(c.ks, c.in.suite, next[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if m.updateRequested {
+		c.out.Lock()
+		defer c.out.Unlock()
+		if c.closeNotifySent {
+			return nil
+		}
+		return c.updateWriteKeyLocked(false)
+	}
+	return nil
+}
+
+// updateWriteKeyLocked sends KeyUpdate and switches the write key.
+func (c *Conn) updateWriteKeyLocked(requestPeer bool) error {
+	m := keyUpdateMsg{updateRequested: requestPeer}
+	raw, _ := m.marshal()
+	if err := c.writeRecordLocked(recordTypeHandshake, raw); err != nil {
+		return err
+	}
+	ks := new(keySchedule)
+	var next [hashSize]byte
+	ks.nextTrafficSecret(next[:], c.out.secret[:])
+	if err := c.out.setTrafficSecret(ks, c.out.suite, next[:]); err != nil {
+		return c.out.setErrorLocked(err)
+	}
+	return nil
+}
+
+// SendKeyUpdate updates this side's write key; with requestPeer the peer is
+// asked to update its own (it does so when it next reads).
+func (c *Conn) SendKeyUpdate(requestPeer bool) error {
+	if err := c.Handshake(); err != nil {
+		return err
+	}
+	c.out.Lock()
+	defer c.out.Unlock()
+	if c.closeNotifySent {
+		return errors.New("tls13sm: KeyUpdate after CloseWrite")
+	}
+	return c.updateWriteKeyLocked(requestPeer)
+}
+
+// ---- closing ----
+
+// Close sends close_notify (if the handshake completed) and closes the connection.
+func (c *Conn) Close() error {
+	for {
+		x := c.activeCall.Load()
+		if x&1 != 0 {
+			return net.ErrClosed
+		}
+		if c.activeCall.CompareAndSwap(x, x|1) {
+			break
+		}
+	}
+	var alertErr error
+	if c.isHandshakeComplete.Load() {
+		if err := c.closeNotify(); err != nil {
+			alertErr = fmt.Errorf("tls13sm: failed to send closeNotify alert (but connection was closed anyway): %w", err)
+		}
+	}
+	if err := c.conn.Close(); err != nil {
+		return err
+	}
+	return alertErr
+}
+
+// CloseWrite sends close_notify and half-closes the underlying connection
+// when it supports CloseWrite.
+func (c *Conn) CloseWrite() error {
+	if !c.isHandshakeComplete.Load() {
+		return errors.New("tls13sm: CloseWrite before the handshake completed")
+	}
+	if err := c.closeNotify(); err != nil {
+		return err
+	}
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *Conn) closeNotify() error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	if !c.closeNotifySent {
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		c.closeNotifyErr = c.sendAlertLocked(AlertCloseNotify)
+		c.closeNotifySent = true
+		c.SetWriteDeadline(time.Time{})
+	}
+	return c.closeNotifyErr
+}

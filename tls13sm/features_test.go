@@ -1,0 +1,561 @@
+package tls13sm
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// echoServer accepts one connection on a fresh listener, handshakes and
+// echoes until EOF. It returns the address and a channel with the server's
+// final error and state.
+type serverResult struct {
+	err   error
+	state ConnectionState
+	conn  *Conn
+}
+
+func echoServer(t *testing.T, cfg *Config) (string, <-chan serverResult) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan serverResult, 1)
+	go func() {
+		defer l.Close()
+		raw, err := l.Accept()
+		if err != nil {
+			ch <- serverResult{err: err}
+			return
+		}
+		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		c := Server(raw, cfg)
+		defer c.Close()
+		if err := c.Handshake(); err != nil {
+			ch <- serverResult{err: err, conn: c}
+			return
+		}
+		_, err = io.Copy(c, c)
+		ch <- serverResult{err: err, state: c.ConnectionState(), conn: c}
+	}()
+	return l.Addr().String(), ch
+}
+
+func dialTest(t *testing.T, addr string, cfg *Config) (*Conn, error) {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	c := Client(raw, cfg)
+	if err := c.Handshake(); err != nil {
+		raw.Close()
+		return c, err
+	}
+	return c, nil
+}
+
+// pingClose writes, reads the echo (which also consumes tickets) and closes.
+func pingClose(t *testing.T, c *Conn) {
+	t.Helper()
+	msg := []byte("hello over tls13sm")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, msg) {
+		t.Fatalf("echo: %v %q", err, buf)
+	}
+	c.Close()
+}
+
+func wantAlert(t *testing.T, err error, a Alert, remote bool) {
+	t.Helper()
+	var ae *AlertError
+	if !errors.As(err, &ae) || ae.Alert != a || ae.Remote != remote {
+		t.Fatalf("error %v, want alert %q (remote=%v)", err, a, remote)
+	}
+}
+
+func TestKeyUpdateUnderTraffic(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialOut := c.out.secret
+	buf := make([]byte, 3000)
+	for i := 0; i < 40; i++ {
+		msg := bytes.Repeat([]byte{byte(i)}, 1000+i*50)
+		if i%7 == 3 {
+			if err := c.SendKeyUpdate(i%2 == 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf[:len(msg)]); err != nil || !bytes.Equal(buf[:len(msg)], msg) {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	if c.out.secret == initialOut {
+		t.Fatal("write key never changed")
+	}
+	st := c.Stats()
+	c.Close()
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.conn.in.secret == r.conn.out.secret {
+		t.Fatal("odd: equal secrets")
+	}
+	if st.BytesOut == 0 || st.BytesIn != st.BytesOut || st.RecordsOut < 40 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestTicketKeyRotation(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	k := mustKeys(t, 3)
+	resume := func(keys ticket.Source, now func() time.Time) bool {
+		cfg := srvCfg.Clone()
+		cfg.TicketKeys = keys
+		cfg.Time = now
+		addr, res := echoServer(t, cfg)
+		c, err := dialTest(t, addr, cliCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pingClose(t, c)
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return c.ConnectionState().DidResume
+	}
+	if resume(ticket.Static{k[0]}, nil) {
+		t.Fatal("first connection resumed")
+	}
+	// Rotation: a new key encrypts, the old one still decrypts.
+	if !resume(ticket.Static{k[1], k[0]}, nil) {
+		t.Fatal("old-key ticket did not resume after rotation")
+	}
+	// The ticket issued now is under k[1]; drop k[0]: still resumes.
+	if !resume(ticket.Static{k[1]}, nil) {
+		t.Fatal("new-key ticket did not resume")
+	}
+	// Unknown key: full handshake.
+	if resume(ticket.Static{k[2]}, nil) {
+		t.Fatal("ticket under a retired key resumed")
+	}
+	// Expired (server clock 3 h ahead, lifetime 2 h): full handshake.
+	if resume(ticket.Static{k[2]}, func() time.Time { return time.Now().Add(3 * time.Hour) }) {
+		t.Fatal("expired ticket resumed")
+	}
+}
+
+func TestTicketSizeAfterClientAuth(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	srvCfg.ClientAuth = RequireAndVerifyClientCert
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	<-res
+	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
+	if !ok {
+		t.Fatal("no session cached")
+	}
+	if len(cs.ticket) > 256 {
+		t.Fatalf("ticket of %d bytes after client auth", len(cs.ticket))
+	}
+	// Resumption keeps the client identity (from the server-side chain cache).
+	addr, res = echoServer(t, srvCfg)
+	c, err = dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	r := <-res
+	if !r.state.DidResume || len(r.state.PeerCertificates) == 0 {
+		t.Fatalf("resumed=%v peer certs=%d", r.state.DidResume, len(r.state.PeerCertificates))
+	}
+}
+
+func TestALPNSNIAndGetCertificate(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	p := loadPKI(t)
+	var sawSNI atomic.Value
+	srvCfg.Certificates = nil
+	srvCfg.GetCertificate = func(h *ClientHelloInfo) (*Certificate, error) {
+		sawSNI.Store(h.ServerName)
+		return &p.server, nil
+	}
+	srvCfg.NextProtos = []string{"h2", "http/1.1"}
+	cliCfg.NextProtos = []string{"http/1.1", "h2"}
+	var hooks atomic.Int32
+	srvCfg.OnHandshake = func(r HandshakeResult) {
+		if r.Err == nil && r.State.HandshakeComplete && r.Duration > 0 {
+			hooks.Add(1)
+		}
+	}
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.ConnectionState(); st.NegotiatedProtocol != "h2" || st.ServerName != "localhost" {
+		t.Fatalf("state %+v", st)
+	}
+	pingClose(t, c)
+	<-res
+	if sawSNI.Load() != "localhost" || hooks.Load() != 1 {
+		t.Fatalf("SNI %v hooks %d", sawSNI.Load(), hooks.Load())
+	}
+	// No common protocol: no_application_protocol.
+	cliCfg.NextProtos = []string{"spdy/1"}
+	addr, res = echoServer(t, srvCfg)
+	_, err = dialTest(t, addr, cliCfg)
+	wantAlert(t, err, AlertNoApplicationProtocol, true)
+	wantAlert(t, (<-res).err, AlertNoApplicationProtocol, false)
+}
+
+func TestStrictMode(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	srvCfg.Strict, cliCfg.Strict = true, true
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.ConnectionState(); st.Group != CurveSM2 {
+		t.Fatal("group")
+	}
+	pingClose(t, c)
+	<-res
+
+	// A hello offering only X25519: refused in strict mode, served otherwise.
+	x25519Only := func(cfg *Config) []byte {
+		cli := cfg.Clone()
+		cli.testShareX25519 = true
+		hs := &clientHandshakeState{c: &Conn{config: cli}, config: cli}
+		if err := hs.makeClientHello(); err != nil {
+			t.Fatal(err)
+		}
+		hs.hello.supportedGroups = []uint16{X25519}
+		raw, _ := hs.hello.marshal()
+		return raw
+	}
+	hello := x25519Only(cliCfg)
+	reply := rawExchange(t, srvCfg, [][]byte{record(recordTypeHandshake, hello)})
+	if !bytes.Equal(reply, []byte{21, 3, 3, 0, 2, 2, byte(AlertHandshakeFailure)}) {
+		t.Fatalf("strict server reply %x", reply)
+	}
+	loose := srvCfg.Clone()
+	loose.Strict = false
+	reply = rawExchangeN(t, loose, [][]byte{record(recordTypeHandshake, hello)}, 6)
+	if len(reply) < 6 || reply[0] != recordTypeHandshake || reply[5] != typeServerHello {
+		t.Fatalf("non-strict server did not answer with ServerHello: %x", reply[:min(len(reply), 16)])
+	}
+}
+
+func record(typ byte, body []byte) []byte {
+	return append([]byte{typ, 3, 3, byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// rawExchange sends raw bytes to a server Conn and returns what it wrote
+// back until it closed the connection.
+func rawExchange(t *testing.T, cfg *Config, writes [][]byte) []byte {
+	return rawExchangeN(t, cfg, writes, 0)
+}
+
+// rawExchangeN is rawExchange that stops after n bytes when n > 0.
+func rawExchangeN(t *testing.T, cfg *Config, writes [][]byte, n int) []byte {
+	t.Helper()
+	a, b := tcpPair(t)
+	done := make(chan error, 1)
+	go func() {
+		s := Server(a, cfg)
+		err := s.Handshake()
+		a.Close()
+		done <- err
+	}()
+	for _, w := range writes {
+		b.Write(w)
+	}
+	var out []byte
+	if n > 0 {
+		out = make([]byte, n)
+		k, _ := io.ReadFull(b, out)
+		out = out[:k]
+	} else {
+		out, _ = io.ReadAll(b)
+	}
+	b.Close()
+	<-done
+	return out
+}
+
+func TestNegativeHandshakes(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	hello := func() []byte {
+		hs := &clientHandshakeState{c: &Conn{config: cliCfg}, config: cliCfg}
+		if err := hs.makeClientHello(); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := hs.hello.marshal()
+		return raw
+	}
+	alertRec := func(a Alert) []byte { return []byte{21, 3, 3, 0, 2, 2, byte(a)} }
+	for _, tc := range []struct {
+		name   string
+		writes [][]byte
+		want   []byte
+	}{
+		{"finished-first", [][]byte{record(recordTypeHandshake, []byte{typeFinished, 0, 0, 0})}, alertRec(AlertUnexpectedMessage)},
+		{"appdata-first", [][]byte{record(recordTypeApplicationData, []byte{1, 2, 3})}, alertRec(AlertUnexpectedMessage)},
+		{"garbage-hello", [][]byte{record(recordTypeHandshake, []byte{typeClientHello, 0, 0, 3, 1, 2, 3})}, alertRec(AlertDecodeError)},
+		{"oversize-plaintext", [][]byte{append([]byte{22, 3, 1, 0x40, 0x01}, make([]byte, 0x4001)...)}, alertRec(AlertRecordOverflow)},
+		{"oversize-handshake", [][]byte{record(recordTypeHandshake, []byte{typeClientHello, 0x01, 0, 1})}, alertRec(AlertIllegalParameter)},
+		{"bad-record-version", [][]byte{{22, 1, 1, 0, 1, 1}}, alertRec(AlertProtocolVersion)},
+		{"ccs-then-garbage-ccs", [][]byte{{20, 3, 3, 0, 1, 2}}, alertRec(AlertUnexpectedMessage)},
+		{"tls12-only", [][]byte{record(recordTypeHandshake, func() []byte {
+			h := hello()
+			var m clientHelloMsg
+			m.unmarshal(h)
+			m.raw, m.supportedVersions = nil, []uint16{0x0303}
+			b, _ := m.marshal()
+			return b
+		}())}, alertRec(AlertProtocolVersion)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rawExchange(t, srvCfg, tc.writes); !bytes.Equal(got, tc.want) {
+				t.Fatalf("reply %x, want %x", got, tc.want)
+			}
+		})
+	}
+}
+
+// badSigner signs with a different key than the certificate's.
+type badSigner struct {
+	crypto.Signer
+	pub crypto.PublicKey
+}
+
+func (b badSigner) Public() crypto.PublicKey { return b.pub }
+
+func TestBadSignature(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	p := loadPKI(t)
+	bad := p.server
+	bad.PrivateKey = badSigner{Signer: p.client.PrivateKey, pub: p.server.PrivateKey.Public()}
+	srvCfg.Certificates = []Certificate{bad}
+	addr, res := echoServer(t, srvCfg)
+	_, err := dialTest(t, addr, cliCfg)
+	wantAlert(t, err, AlertDecryptError, false)
+	wantAlert(t, (<-res).err, AlertDecryptError, true)
+
+	// Client side: a client CertificateVerify by the wrong key.
+	srvCfg, cliCfg = testConfigs(t)
+	srvCfg.ClientAuth = RequireAndVerifyClientCert
+	badc := p.client
+	badc.PrivateKey = badSigner{Signer: p.server.PrivateKey, pub: p.client.PrivateKey.Public()}
+	cliCfg.Certificates = []Certificate{badc}
+	addr, res = echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err == nil {
+		// The client finishes first; the failure shows on its first read.
+		_, err = c.Read(make([]byte, 1))
+	}
+	wantAlert(t, err, AlertDecryptError, true)
+	wantAlert(t, (<-res).err, AlertDecryptError, false)
+}
+
+func TestClientAuthRequiredButMissing(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	srvCfg.ClientAuth = RequireAndVerifyClientCert
+	cliCfg.Certificates = nil
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err == nil {
+		_, err = c.Read(make([]byte, 1))
+	}
+	wantAlert(t, err, AlertCertificateRequired, true)
+	wantAlert(t, (<-res).err, AlertCertificateRequired, false)
+	// Request (not require): the handshake succeeds without a certificate.
+	srvCfg.ClientAuth = RequestClientCert
+	addr, res = echoServer(t, srvCfg)
+	c, err = dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	if r := <-res; r.err != nil || len(r.state.PeerCertificates) != 0 {
+		t.Fatal(r.err)
+	}
+}
+
+func TestBadBinder(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	<-res
+	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
+	if !ok {
+		t.Fatal("no session")
+	}
+	cs.secret[0] ^= 0xff // the PSK no longer matches the ticket
+	addr, res = echoServer(t, srvCfg)
+	_, err = dialTest(t, addr, cliCfg)
+	wantAlert(t, err, AlertDecryptError, true)
+	wantAlert(t, (<-res).err, AlertDecryptError, false)
+}
+
+// tamperConn flips a byte of the next write when armed.
+type tamperConn struct {
+	net.Conn
+	armed atomic.Bool
+	extra []byte
+}
+
+func (c *tamperConn) Write(b []byte) (int, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		if c.extra != nil {
+			return c.Conn.Write(c.extra)
+		}
+		x := append([]byte(nil), b...)
+		x[len(x)-1] ^= 0x40
+		return c.Conn.Write(x)
+	}
+	return c.Conn.Write(b)
+}
+
+func TestTamperedAndOversizeRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []byte
+		want  Alert
+	}{
+		{"tampered", nil, AlertBadRecordMAC},
+		{"oversize", append([]byte{23, 3, 3, 0x41, 0x01}, make([]byte, 0x4101)...), AlertRecordOverflow},
+		{"short", []byte{23, 3, 3, 0, 3, 1, 2, 3}, AlertBadRecordMAC},
+		{"plaintext-handshake", []byte{22, 3, 3, 0, 1, 1}, AlertUnexpectedMessage},
+		{"ccs-after-handshake", []byte{20, 3, 3, 0, 1, 1}, AlertUnexpectedMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srvCfg, cliCfg := testConfigs(t)
+			addr, res := echoServer(t, srvCfg)
+			raw, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw.SetDeadline(time.Now().Add(10 * time.Second))
+			tc2 := &tamperConn{Conn: raw, extra: tc.extra}
+			c := Client(tc2, cliCfg)
+			if err := c.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			tc2.armed.Store(true)
+			c.Write([]byte("data"))
+			_, err = c.Read(make([]byte, 10))
+			wantAlert(t, err, tc.want, true)
+			wantAlert(t, (<-res).err, tc.want, false)
+			raw.Close()
+		})
+	}
+}
+
+func TestHandshakeContextDeadline(t *testing.T) {
+	_, cliCfg := testConfigs(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c) // never answers
+			c.Close()
+		}
+	}()
+	raw, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var got HandshakeResult
+	cliCfg.OnHandshake = func(r HandshakeResult) { got = r }
+	err = Client(raw, cliCfg).HandshakeContext(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v", err)
+	}
+	if got.Reason != "timeout" {
+		t.Fatalf("reason %q", got.Reason)
+	}
+}
+
+func TestConcurrentConnections(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	l, err := Listen("tcp", "127.0.0.1:0", srvCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", l.Addr().String(), cliCfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			msg := []byte(fmt.Sprintf("conn %d", i))
+			c.Write(msg)
+			buf := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, msg) {
+				errs <- fmt.Errorf("echo %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,614 @@
+package tls13sm
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/hmac"
+	"errors"
+	"hash"
+	"io"
+	"slices"
+	"time"
+
+	gmecdh "github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm3"
+)
+
+// clientHandshakeState holds the state of one client handshake (RFC 8446
+// §4, client side).
+type clientHandshakeState struct {
+	c      *Conn
+	ctx    context.Context
+	config *Config
+
+	hello     *clientHelloMsg
+	sm2Key    *gmecdh.PrivateKey
+	x25519Key *ecdh.PrivateKey
+	session   *ClientSessionState
+	sentCCS   bool
+
+	serverHello *serverHelloMsg
+	suite       *cipherSuite
+	usingPSK    bool
+	certReq     *certificateRequestMsg
+
+	transcript hash.Hash
+	th         [hashSize]byte
+	ks         keySchedule
+
+	earlySecret, handshakeSecret, masterSecret [hashSize]byte
+	clientHSSecret, serverHSSecret             [hashSize]byte
+	clientAppSecret, serverAppSecret           [hashSize]byte
+}
+
+func (hs *clientHandshakeState) transcriptHash() []byte { return hs.transcript.Sum(hs.th[:0]) }
+
+func (c *Conn) clientHandshake(ctx context.Context) error {
+	cfg := c.config
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		return errors.New("tls13sm: either ServerName or InsecureSkipVerify must be set in the client Config")
+	}
+	hs := &clientHandshakeState{c: c, ctx: ctx, config: cfg, transcript: sm3.New()}
+	c.serverName = cfg.ServerName
+	if err := hs.makeClientHello(); err != nil {
+		return err
+	}
+	hs.loadSession()
+	if err := hs.computeBinders(); err != nil {
+		return err
+	}
+	if err := c.writeHandshake(hs.hello.raw, hs.transcript); err != nil {
+		return err
+	}
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if err := hs.readServerHello(msg); err != nil {
+		return err
+	}
+	if hs.serverHello.isHRR() {
+		if err := hs.processHelloRetryRequest(); err != nil {
+			return err
+		}
+	}
+	if err := hs.processServerHello(); err != nil {
+		return err
+	}
+	if err := hs.establishHandshakeKeys(); err != nil {
+		return err
+	}
+	if err := hs.readServerParameters(); err != nil {
+		return err
+	}
+	if err := hs.readServerCertificate(); err != nil {
+		return err
+	}
+	if err := hs.readServerFinished(); err != nil {
+		return err
+	}
+	c.buffering = true
+	if err := hs.sendClientCertificate(); err != nil {
+		return err
+	}
+	if err := hs.sendClientFinished(); err != nil {
+		return err
+	}
+	c.buffering = false
+	return c.flush()
+}
+
+func (hs *clientHandshakeState) makeClientHello() error {
+	c, cfg := hs.c, hs.config
+	h := &clientHelloMsg{
+		vers: 0x0303, random: make([]byte, 32), cipherSuites: cfg.cipherSuites(),
+		compressionMethods: []uint8{0}, serverName: hostnameInSNI(cfg.ServerName),
+		supportedGroups: cfg.supportedGroups(), signatureAlgorithms: []uint16{SM2SigSM3},
+		supportedVersions: []uint16{VersionTLS13}, alpnProtocols: cfg.NextProtos,
+	}
+	if _, err := io.ReadFull(cfg.rand(), h.random); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if !cfg.DisableMiddleboxCompat {
+		h.sessionID = make([]byte, 32)
+		if _, err := io.ReadFull(cfg.rand(), h.sessionID); err != nil {
+			return c.sendAlert(AlertInternalError, err)
+		}
+	}
+	if !cfg.SessionTicketsDisabled && cfg.ClientSessionCache != nil {
+		h.pskModes = []uint8{pskModeDHE}
+		if cfg.AllowPSKOnly {
+			h.pskModes = append(h.pskModes, pskModePlain)
+		}
+	}
+	hs.hello = h
+	first := CurveSM2
+	if cfg.testShareX25519 {
+		first = X25519 // tests: provoke a HelloRetryRequest for curveSM2
+	}
+	return hs.generateKeyShare(first)
+}
+
+// generateKeyShare makes our only key share, for group.
+func (hs *clientHandshakeState) generateKeyShare(group uint16) error {
+	hs.sm2Key, hs.x25519Key = nil, nil
+	var pub []byte
+	switch group {
+	case CurveSM2:
+		k, err := gmecdh.P256().GenerateKey(hs.config.rand())
+		if err != nil {
+			return hs.c.sendAlert(AlertInternalError, err)
+		}
+		hs.sm2Key, pub = k, k.PublicKey().Bytes()
+	case X25519:
+		k, err := ecdh.X25519().GenerateKey(hs.config.rand())
+		if err != nil {
+			return hs.c.sendAlert(AlertInternalError, err)
+		}
+		hs.x25519Key, pub = k, k.PublicKey().Bytes()
+	default:
+		return hs.c.fail(AlertIllegalParameter, "unsupported group %#04x", group)
+	}
+	hs.hello.keyShares = []keyShare{{group: group, data: pub}}
+	return nil
+}
+
+// hostnameInSNI strips what may not be sent as SNI (IP literals, trailing dot).
+func hostnameInSNI(name string) string {
+	if name == "" {
+		return ""
+	}
+	if name[0] == '[' || isIP(name) {
+		return ""
+	}
+	for len(name) > 0 && name[len(name)-1] == '.' {
+		name = name[:len(name)-1]
+	}
+	return name
+}
+
+func (hs *clientHandshakeState) cacheKey() string {
+	if hs.config.ServerName != "" {
+		return hs.config.ServerName
+	}
+	return hs.c.conn.RemoteAddr().String()
+}
+
+// loadSession adds a cached ticket as a PSK identity (§4.2.11).
+func (hs *clientHandshakeState) loadSession() {
+	cfg := hs.config
+	if cfg.SessionTicketsDisabled || cfg.ClientSessionCache == nil {
+		return
+	}
+	hs.c.sessionCacheKey = hs.cacheKey()
+	cs, ok := cfg.ClientSessionCache.Get(hs.c.sessionCacheKey)
+	if !ok || cs == nil {
+		return
+	}
+	now := cfg.time()
+	if now.Sub(cs.receivedAt) > cs.lifetime || !slices.Contains(hs.hello.cipherSuites, cs.suite) {
+		cfg.ClientSessionCache.Put(hs.c.sessionCacheKey, nil)
+		return
+	}
+	age := uint32(now.Sub(cs.receivedAt) / time.Millisecond)
+	hs.session = cs
+	hs.hello.pskIdentities = []pskIdentity{{label: cs.ticket, obfuscatedTicketAge: age + cs.ageAdd}}
+	hs.hello.pskBinders = [][]byte{make([]byte, hashSize)}
+}
+
+// computeBinders marshals the hello and fills in the PSK binder over the
+// transcript so far plus the truncated hello (§4.2.11.2).
+func (hs *clientHandshakeState) computeBinders() error {
+	hs.hello.raw = nil
+	if _, err := hs.hello.marshal(); err != nil {
+		return hs.c.sendAlert(AlertInternalError, err)
+	}
+	if hs.session == nil {
+		return nil
+	}
+	var binderKey, binder [hashSize]byte
+	hs.ks.extract(hs.earlySecret[:], nil, hs.session.secret[:])
+	hs.ks.deriveSecret(binderKey[:], hs.earlySecret[:], "res binder", emptyHash[:])
+	tr := cloneHash(hs.transcript)
+	tr.Write(hs.hello.raw[:len(hs.hello.raw)-hs.hello.bindersLen()])
+	var th [hashSize]byte
+	hs.ks.finishedMAC(binder[:], binderKey[:], tr.Sum(th[:0]))
+	hs.hello.updateBinders([][]byte{binder[:]})
+	return nil
+}
+
+func (hs *clientHandshakeState) readServerHello(msg []byte) error {
+	c := hs.c
+	if msg[0] != typeServerHello {
+		return c.fail(AlertUnexpectedMessage, "expected ServerHello, got message type %d", msg[0])
+	}
+	sh := new(serverHelloMsg)
+	if !sh.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed ServerHello")
+	}
+	if sh.supportedVersion != VersionTLS13 {
+		if sh.supportedVersion == 0 {
+			// The server negotiated TLS 1.2 or lower: check the downgrade
+			// sentinel (§4.1.3) before refusing the version.
+			tail := string(sh.random[24:])
+			if tail == downgradeTLS12 || tail == downgradeTLS11 {
+				return c.fail(AlertIllegalParameter, "downgrade attempt detected (ServerHello.random sentinel)")
+			}
+		}
+		return c.fail(AlertProtocolVersion, "server selected version %#04x, not TLS 1.3", sh.supportedVersion)
+	}
+	if sh.vers != 0x0303 || sh.compression != 0 {
+		return c.fail(AlertIllegalParameter, "bad legacy fields in ServerHello")
+	}
+	if !bytes.Equal(sh.sessionID, hs.hello.sessionID) {
+		return c.fail(AlertIllegalParameter, "ServerHello does not echo the session ID")
+	}
+	if sh.unknownExtensions {
+		return c.fail(AlertUnsupportedExtension, "ServerHello with an extension that was not offered")
+	}
+	if !slices.Contains(hs.hello.cipherSuites, sh.cipherSuite) {
+		return c.fail(AlertIllegalParameter, "server chose cipher suite %#04x that was not offered", sh.cipherSuite)
+	}
+	if hs.suite != nil && hs.suite.id != sh.cipherSuite {
+		return c.fail(AlertIllegalParameter, "ServerHello suite differs from HelloRetryRequest")
+	}
+	hs.suite = cipherSuiteByID(sh.cipherSuite)
+	hs.serverHello = sh
+	return nil
+}
+
+// processHelloRetryRequest answers HRR with a second ClientHello (§4.1.4).
+func (hs *clientHandshakeState) processHelloRetryRequest() error {
+	c, hrr := hs.c, hs.serverHello
+	if hrr.selectedGroup == 0 && len(hrr.cookie) == 0 {
+		return c.fail(AlertIllegalParameter, "HelloRetryRequest changes nothing")
+	}
+	if hrr.serverShare.group != 0 || hrr.hasSelectedIdent {
+		return c.fail(AlertIllegalParameter, "HelloRetryRequest with ServerHello-only extensions")
+	}
+	c.didHRR = true
+	ch1 := sm3.Sum(hs.hello.raw)
+	hs.transcript.Reset()
+	hs.transcript.Write([]byte{typeMessageHash, 0, 0, hashSize})
+	hs.transcript.Write(ch1[:])
+	hs.transcript.Write(hrr.raw)
+
+	h := hs.hello
+	if g := hrr.selectedGroup; g != 0 {
+		if !slices.Contains(h.supportedGroups, g) || g == h.keyShares[0].group {
+			return c.fail(AlertIllegalParameter, "HelloRetryRequest selected group %#04x", g)
+		}
+		if err := hs.generateKeyShare(g); err != nil {
+			return err
+		}
+	}
+	h.cookie = hrr.cookie
+	h.earlyData = false
+	// The PSK stays offered: every suite here uses SM3, so its hash matches.
+	if err := hs.computeBinders(); err != nil {
+		return err
+	}
+	if len(h.sessionID) > 0 && !hs.sentCCS {
+		hs.sentCCS = true
+		if err := c.writeCCS(); err != nil {
+			return err
+		}
+	}
+	if err := c.writeHandshake(h.raw, hs.transcript); err != nil {
+		return err
+	}
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if err := hs.readServerHello(msg); err != nil {
+		return err
+	}
+	if hs.serverHello.isHRR() {
+		return c.fail(AlertUnexpectedMessage, "second HelloRetryRequest")
+	}
+	return nil
+}
+
+func (hs *clientHandshakeState) processServerHello() error {
+	c, sh := hs.c, hs.serverHello
+	if len(sh.cookie) > 0 || sh.selectedGroup != 0 {
+		return c.fail(AlertUnsupportedExtension, "ServerHello with HelloRetryRequest extensions")
+	}
+	if sh.hasSelectedIdent {
+		if hs.session == nil || sh.selectedIdentity != 0 {
+			return c.fail(AlertIllegalParameter, "server selected PSK identity %d that was not offered", sh.selectedIdentity)
+		}
+		hs.usingPSK = true
+		c.didResume = true
+		c.peerCertificates, c.verifiedChains = hs.session.peerCertificates, hs.session.verifiedChains
+	}
+	if sh.serverShare.group == 0 {
+		if !hs.usingPSK || !slices.Contains(hs.hello.pskModes, pskModePlain) {
+			return c.fail(AlertMissingExtension, "ServerHello without key_share")
+		}
+		return nil
+	}
+	if sh.serverShare.group != hs.hello.keyShares[0].group {
+		return c.fail(AlertIllegalParameter, "server key share for group %#04x that was not shared", sh.serverShare.group)
+	}
+	if hs.config.Strict && sh.serverShare.group != CurveSM2 {
+		return c.fail(AlertIllegalParameter, "strict mode: server group is not curveSM2")
+	}
+	c.group = sh.serverShare.group
+	return nil
+}
+
+func (hs *clientHandshakeState) establishHandshakeKeys() error {
+	c, sh, ks := hs.c, hs.serverHello, &hs.ks
+	var shared []byte
+	var err error
+	switch sh.serverShare.group {
+	case CurveSM2:
+		var pk *gmecdh.PublicKey
+		if len(sh.serverShare.data) != 65 {
+			err = errors.New("curveSM2 share is not a 65-byte point")
+		} else if pk, err = gmecdh.P256().NewPublicKey(sh.serverShare.data); err == nil {
+			shared, err = hs.sm2Key.ECDH(pk)
+		}
+	case X25519:
+		var pk *ecdh.PublicKey
+		if pk, err = ecdh.X25519().NewPublicKey(sh.serverShare.data); err == nil {
+			shared, err = hs.x25519Key.ECDH(pk)
+		}
+	case 0:
+		shared = zeroKey[:]
+	}
+	if err != nil {
+		return c.fail(AlertIllegalParameter, "server key share: %v", err)
+	}
+	hs.transcript.Write(sh.raw)
+
+	derived := derivedNoPSKSecret
+	if hs.usingPSK {
+		ks.deriveSecret(derived[:], hs.earlySecret[:], "derived", emptyHash[:])
+	}
+	ks.extract(hs.handshakeSecret[:], derived[:], shared)
+	th := hs.transcriptHash()
+	ks.m.setKey(hs.handshakeSecret[:])
+	ks.expandLabelKeyed(hs.clientHSSecret[:], "c hs traffic", th)
+	ks.expandLabelKeyed(hs.serverHSSecret[:], "s hs traffic", th)
+	if err := c.checkKeyChangeBoundary(); err != nil {
+		return err
+	}
+	if err := c.in.setTrafficSecret(ks, hs.suite, hs.serverHSSecret[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	c.cipherSuite = hs.suite.id
+	// The middlebox CCS goes out in plaintext before our first encrypted
+	// record; from here on alerts are encrypted.
+	if len(hs.hello.sessionID) > 0 && !hs.sentCCS {
+		hs.sentCCS = true
+		c.buffering = true // send it together with our second flight
+		if err := c.writeCCS(); err != nil {
+			return err
+		}
+	}
+	c.out.Lock()
+	err = c.out.setTrafficSecret(ks, hs.suite, hs.clientHSSecret[:])
+	c.out.Unlock()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return nil
+}
+
+func (hs *clientHandshakeState) readServerParameters() error {
+	c := hs.c
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeEncryptedExtensions {
+		return c.fail(AlertUnexpectedMessage, "expected EncryptedExtensions, got message type %d", msg[0])
+	}
+	var ee encryptedExtensionsMsg
+	if !ee.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed EncryptedExtensions")
+	}
+	if ee.earlyData {
+		return c.fail(AlertUnsupportedExtension, "server accepted early data that was not offered")
+	}
+	if ee.alpnProtocol != "" {
+		if !slices.Contains(hs.hello.alpnProtocols, ee.alpnProtocol) {
+			return c.fail(AlertUnsupportedExtension, "server selected ALPN %q that was not offered", ee.alpnProtocol)
+		}
+		c.alpn = ee.alpnProtocol
+	}
+	hs.transcript.Write(msg)
+	return nil
+}
+
+func (hs *clientHandshakeState) readServerCertificate() error {
+	c := hs.c
+	if hs.usingPSK {
+		return nil
+	}
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] == typeCertificateRequest {
+		cr := new(certificateRequestMsg)
+		if !cr.unmarshal(msg) {
+			return c.fail(AlertDecodeError, "malformed CertificateRequest")
+		}
+		if len(cr.context) != 0 {
+			return c.fail(AlertIllegalParameter, "CertificateRequest with a context during the handshake")
+		}
+		if hs.config.Strict && (len(cr.signatureAlgorithms) != 1 || cr.signatureAlgorithms[0] != SM2SigSM3) {
+			return c.fail(AlertIllegalParameter, "strict mode: CertificateRequest lists schemes other than sm2sig_sm3")
+		}
+		hs.certReq = cr
+		hs.transcript.Write(msg)
+		if msg, err = c.readHandshakeBytes(); err != nil {
+			return err
+		}
+	}
+	if msg[0] != typeCertificate {
+		return c.fail(AlertUnexpectedMessage, "expected Certificate, got message type %d", msg[0])
+	}
+	var cm certificateMsg
+	if !cm.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed Certificate")
+	}
+	if len(cm.certificates) == 0 || len(cm.context) != 0 {
+		return c.fail(AlertDecodeError, "server Certificate is empty or has a context")
+	}
+	certs, chains, alert, err := verifyChain(hs.config, cm.certificates, true, !hs.config.InsecureSkipVerify)
+	if err != nil {
+		return c.sendAlert(alert, err)
+	}
+	hs.transcript.Write(msg)
+	msg, err = c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeCertificateVerify {
+		return c.fail(AlertUnexpectedMessage, "expected CertificateVerify, got message type %d", msg[0])
+	}
+	var cv certificateVerifyMsg
+	if !cv.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed CertificateVerify")
+	}
+	if cv.sigAlg != SM2SigSM3 {
+		return c.fail(AlertIllegalParameter, "CertificateVerify with scheme %#04x that was not offered", cv.sigAlg)
+	}
+	if err := verifyCertificateVerify(certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), cv.signature); err != nil {
+		return c.sendAlert(AlertDecryptError, err)
+	}
+	hs.transcript.Write(msg)
+	c.peerCertificates, c.verifiedChains = certs, chains
+	return nil
+}
+
+func (hs *clientHandshakeState) readServerFinished() error {
+	c, ks := hs.c, &hs.ks
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeFinished {
+		return c.fail(AlertUnexpectedMessage, "expected Finished, got message type %d", msg[0])
+	}
+	var fin finishedMsg
+	if !fin.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed Finished")
+	}
+	var want [hashSize]byte
+	ks.finishedMAC(want[:], hs.serverHSSecret[:], hs.transcriptHash())
+	if !hmac.Equal(want[:], fin.verifyData) {
+		return c.fail(AlertDecryptError, "invalid server Finished")
+	}
+	hs.transcript.Write(msg)
+	var derived [hashSize]byte
+	ks.deriveSecret(derived[:], hs.handshakeSecret[:], "derived", emptyHash[:])
+	ks.extract(hs.masterSecret[:], derived[:], zeroKey[:])
+	th := hs.transcriptHash()
+	ks.m.setKey(hs.masterSecret[:])
+	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
+	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
+	if err := c.checkKeyChangeBoundary(); err != nil {
+		return err
+	}
+	if err := c.in.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return nil
+}
+
+func (hs *clientHandshakeState) sendClientCertificate() error {
+	c := hs.c
+	if hs.certReq == nil {
+		return nil
+	}
+	var cert *Certificate
+	if slices.Contains(hs.certReq.signatureAlgorithms, SM2SigSM3) {
+		if hs.config.GetClientCertificate != nil {
+			cc, err := hs.config.GetClientCertificate(hs.certReq.certificateAuths)
+			if err != nil {
+				return c.fail(AlertInternalError, "GetClientCertificate: %v", err)
+			}
+			cert = cc
+		} else if len(hs.config.Certificates) > 0 {
+			cert = &hs.config.Certificates[0]
+		}
+	}
+	if cert != nil && (len(cert.Certificate) == 0 || cert.PrivateKey == nil || !isSM2PublicKey(cert.PrivateKey.Public())) {
+		cert = nil
+	}
+	cm := &certificateMsg{}
+	if cert != nil {
+		cm.certificates = cert.Certificate
+	}
+	raw, err := cm.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+		return err
+	}
+	if cert == nil {
+		return nil
+	}
+	sig, err := signCertificateVerify(hs.ctx, hs.config, cert.PrivateKey, clientSignatureContext, hs.transcriptHash())
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	cv := &certificateVerifyMsg{sigAlg: SM2SigSM3, signature: sig}
+	raw, err = cv.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return c.writeHandshake(raw, hs.transcript)
+}
+
+func (hs *clientHandshakeState) sendClientFinished() error {
+	c, ks := hs.c, &hs.ks
+	var vd [hashSize]byte
+	ks.finishedMAC(vd[:], hs.clientHSSecret[:], hs.transcriptHash())
+	fin := &finishedMsg{verifyData: vd[:]}
+	raw, _ := fin.marshal()
+	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+		return err
+	}
+	c.out.Lock()
+	err := c.out.setTrafficSecret(ks, hs.suite, hs.clientAppSecret[:])
+	c.out.Unlock()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	ks.deriveSecret(c.resumptionSecret[:], hs.masterSecret[:], "res master", hs.transcriptHash())
+	return nil
+}
+
+// handleNewSessionTicket stores a ticket in the client cache (§4.6.1).
+func (c *Conn) handleNewSessionTicket(m *newSessionTicketMsg) error {
+	cfg := c.config
+	if cfg.SessionTicketsDisabled || cfg.ClientSessionCache == nil || m.lifetime == 0 {
+		return nil
+	}
+	life := time.Duration(m.lifetime) * time.Second
+	if life > maxTicketLifetime {
+		return c.fail(AlertIllegalParameter, "NewSessionTicket lifetime above 7 days")
+	}
+	cs := &ClientSessionState{
+		ticket: append([]byte(nil), m.label...), suite: c.cipherSuite, receivedAt: cfg.time(),
+		lifetime: life, ageAdd: m.ageAdd, alpn: c.alpn,
+		peerCertificates: c.peerCertificates, verifiedChains: c.verifiedChains,
+	}
+	var ks keySchedule
+	ks.expandLabel(cs.secret[:], c.resumptionSecret[:], "resumption", m.nonce)
+	key := c.sessionCacheKey
+	if key == "" {
+		key = c.conn.RemoteAddr().String()
+	}
+	cfg.ClientSessionCache.Put(key, cs)
+	return nil
+}

@@ -1,0 +1,910 @@
+package tls13sm
+
+import (
+	"golang.org/x/crypto/cryptobyte"
+)
+
+// Handshake message types (RFC 8446 §4).
+const (
+	typeClientHello         uint8 = 1
+	typeServerHello         uint8 = 2
+	typeNewSessionTicket    uint8 = 4
+	typeEndOfEarlyData      uint8 = 5
+	typeEncryptedExtensions uint8 = 8
+	typeCertificate         uint8 = 11
+	typeCertificateRequest  uint8 = 13
+	typeCertificateVerify   uint8 = 15
+	typeFinished            uint8 = 20
+	typeKeyUpdate           uint8 = 24
+	typeMessageHash         uint8 = 254
+)
+
+// Extension types (RFC 8446 §4.2).
+const (
+	extServerName          uint16 = 0
+	extSupportedGroups     uint16 = 10
+	extSignatureAlgorithms uint16 = 13
+	extALPN                uint16 = 16
+	extPreSharedKey        uint16 = 41
+	extEarlyData           uint16 = 42
+	extSupportedVersions   uint16 = 43
+	extCookie              uint16 = 44
+	extPSKModes            uint16 = 45
+	extCertAuthorities     uint16 = 47
+	extSigAlgsCert         uint16 = 50
+	extKeyShare            uint16 = 51
+)
+
+// PSK key exchange modes (§4.2.9).
+const (
+	pskModePlain uint8 = 0 // psk_ke
+	pskModeDHE   uint8 = 1 // psk_dhe_ke
+)
+
+// helloRetryRequestRandom is the special ServerHello.random of an HRR (§4.1.3).
+var helloRetryRequestRandom = [32]byte{
+	0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11,
+	0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
+	0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E,
+	0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
+}
+
+// Downgrade sentinels in ServerHello.random (§4.1.3).
+const (
+	downgradeTLS12 = "DOWNGRD\x01"
+	downgradeTLS11 = "DOWNGRD\x00"
+)
+
+type keyShare struct {
+	group uint16
+	data  []byte
+}
+
+type pskIdentity struct {
+	label               []byte
+	obfuscatedTicketAge uint32
+}
+
+func addU8Bytes(b *cryptobyte.Builder, v []byte) {
+	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(v) })
+}
+
+func addU16Bytes(b *cryptobyte.Builder, v []byte) {
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(v) })
+}
+
+// handshakeMessage wraps body in the 4-byte handshake header.
+func handshakeMessage(typ uint8, body func(b *cryptobyte.Builder)) ([]byte, error) {
+	var b cryptobyte.Builder
+	b.AddUint8(typ)
+	b.AddUint24LengthPrefixed(body)
+	return b.Bytes()
+}
+
+func readU16List(s *cryptobyte.String, out *[]uint16) bool {
+	var l cryptobyte.String
+	if !s.ReadUint16LengthPrefixed(&l) || len(l)%2 != 0 {
+		return false
+	}
+	for !l.Empty() {
+		var v uint16
+		l.ReadUint16(&v)
+		*out = append(*out, v)
+	}
+	return true
+}
+
+// extensionSet detects duplicate extensions (§4.2: at most one of each type).
+type extensionSet struct {
+	known  uint64 // bit per extension type < 64
+	others []uint16
+}
+
+func (e *extensionSet) add(t uint16) bool {
+	if t < 64 {
+		if e.known&(1<<t) != 0 {
+			return false
+		}
+		e.known |= 1 << t
+		return true
+	}
+	for _, o := range e.others {
+		if o == t {
+			return false
+		}
+	}
+	e.others = append(e.others, t)
+	return true
+}
+
+// clientHelloMsg is ClientHello (§4.1.2).
+type clientHelloMsg struct {
+	raw                 []byte
+	vers                uint16
+	random              []byte
+	sessionID           []byte
+	cipherSuites        []uint16
+	compressionMethods  []uint8
+	serverName          string
+	supportedGroups     []uint16
+	signatureAlgorithms []uint16
+	sigAlgsCert         []uint16
+	alpnProtocols       []string
+	supportedVersions   []uint16
+	cookie              []byte
+	keyShares           []keyShare
+	hasKeyShareExt      bool
+	earlyData           bool
+	pskModes            []uint8
+	pskIdentities       []pskIdentity
+	pskBinders          [][]byte
+	hasSupportedVers    bool
+	hasSigAlgs          bool
+	hasGroups           bool
+}
+
+func (m *clientHelloMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeClientHello, func(b *cryptobyte.Builder) {
+		b.AddUint16(m.vers)
+		b.AddBytes(m.random)
+		addU8Bytes(b, m.sessionID)
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			for _, s := range m.cipherSuites {
+				b.AddUint16(s)
+			}
+		})
+		addU8Bytes(b, []byte{0})
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			if m.serverName != "" {
+				b.AddUint16(extServerName)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						b.AddUint8(0) // host_name
+						addU16Bytes(b, []byte(m.serverName))
+					})
+				})
+			}
+			if len(m.supportedGroups) > 0 {
+				b.AddUint16(extSupportedGroups)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, g := range m.supportedGroups {
+							b.AddUint16(g)
+						}
+					})
+				})
+			}
+			if len(m.signatureAlgorithms) > 0 {
+				b.AddUint16(extSignatureAlgorithms)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, s := range m.signatureAlgorithms {
+							b.AddUint16(s)
+						}
+					})
+				})
+			}
+			if len(m.alpnProtocols) > 0 {
+				b.AddUint16(extALPN)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, p := range m.alpnProtocols {
+							addU8Bytes(b, []byte(p))
+						}
+					})
+				})
+			}
+			if len(m.supportedVersions) > 0 {
+				b.AddUint16(extSupportedVersions)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, v := range m.supportedVersions {
+							b.AddUint16(v)
+						}
+					})
+				})
+			}
+			if len(m.cookie) > 0 {
+				b.AddUint16(extCookie)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addU16Bytes(b, m.cookie) })
+			}
+			if m.keyShares != nil {
+				b.AddUint16(extKeyShare)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, ks := range m.keyShares {
+							b.AddUint16(ks.group)
+							addU16Bytes(b, ks.data)
+						}
+					})
+				})
+			}
+			if m.earlyData {
+				b.AddUint16(extEarlyData)
+				b.AddUint16(0)
+			}
+			if len(m.pskModes) > 0 {
+				b.AddUint16(extPSKModes)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addU8Bytes(b, m.pskModes) })
+			}
+			if len(m.pskIdentities) > 0 { // must be last (§4.2.11)
+				b.AddUint16(extPreSharedKey)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, id := range m.pskIdentities {
+							addU16Bytes(b, id.label)
+							b.AddUint32(id.obfuscatedTicketAge)
+						}
+					})
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, bd := range m.pskBinders {
+							addU8Bytes(b, bd)
+						}
+					})
+				})
+			}
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.raw = raw
+	return raw, nil
+}
+
+// bindersLen is the length of the binders list at the end of a marshalled
+// ClientHello with pre_shared_key.
+func (m *clientHelloMsg) bindersLen() int {
+	n := 2
+	for _, b := range m.pskBinders {
+		n += 1 + len(b)
+	}
+	return n
+}
+
+// updateBinders patches new binders (same lengths) into m.raw.
+func (m *clientHelloMsg) updateBinders(binders [][]byte) {
+	off := len(m.raw) - m.bindersLen() + 2
+	for i, b := range binders {
+		off++
+		copy(m.raw[off:], b)
+		off += len(b)
+		m.pskBinders[i] = b
+	}
+}
+
+func (m *clientHelloMsg) unmarshal(data []byte) bool {
+	*m = clientHelloMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeClientHello || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
+		return false
+	}
+	if !body.ReadUint16(&m.vers) || !body.ReadBytes(&m.random, 32) ||
+		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.sessionID)) || len(m.sessionID) > 32 {
+		return false
+	}
+	if !readU16List(&body, &m.cipherSuites) || len(m.cipherSuites) == 0 {
+		return false
+	}
+	if !body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.compressionMethods)) || len(m.compressionMethods) == 0 {
+		return false
+	}
+	if body.Empty() {
+		return true // no extensions (not TLS 1.3; rejected later)
+	}
+	var exts cryptobyte.String
+	if !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
+		return false
+	}
+	var seen extensionSet
+	for !exts.Empty() {
+		var et uint16
+		var ed cryptobyte.String
+		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+			return false
+		}
+		if m.pskIdentities != nil {
+			return false // pre_shared_key must be the last extension
+		}
+		switch et {
+		case extServerName:
+			var list cryptobyte.String
+			if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
+				return false
+			}
+			for !list.Empty() {
+				var nt uint8
+				var name cryptobyte.String
+				if !list.ReadUint8(&nt) || !list.ReadUint16LengthPrefixed(&name) || len(name) == 0 {
+					return false
+				}
+				if nt != 0 {
+					continue
+				}
+				if m.serverName != "" {
+					return false // several host names
+				}
+				m.serverName = string(name)
+				for _, c := range name {
+					if c == 0 || c > 0x7e {
+						return false
+					}
+				}
+			}
+		case extSupportedGroups:
+			m.hasGroups = true
+			if !readU16List(&ed, &m.supportedGroups) || len(m.supportedGroups) == 0 {
+				return false
+			}
+		case extSignatureAlgorithms:
+			m.hasSigAlgs = true
+			if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
+				return false
+			}
+		case extSigAlgsCert:
+			if !readU16List(&ed, &m.sigAlgsCert) || len(m.sigAlgsCert) == 0 {
+				return false
+			}
+		case extALPN:
+			var list cryptobyte.String
+			if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
+				return false
+			}
+			for !list.Empty() {
+				var p cryptobyte.String
+				if !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 {
+					return false
+				}
+				m.alpnProtocols = append(m.alpnProtocols, string(p))
+			}
+		case extSupportedVersions:
+			m.hasSupportedVers = true
+			var list cryptobyte.String
+			if !ed.ReadUint8LengthPrefixed(&list) || list.Empty() || len(list)%2 != 0 {
+				return false
+			}
+			for !list.Empty() {
+				var v uint16
+				list.ReadUint16(&v)
+				m.supportedVersions = append(m.supportedVersions, v)
+			}
+		case extCookie:
+			if !ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.cookie)) || len(m.cookie) == 0 {
+				return false
+			}
+		case extKeyShare:
+			m.hasKeyShareExt = true
+			var list cryptobyte.String
+			if !ed.ReadUint16LengthPrefixed(&list) {
+				return false
+			}
+			m.keyShares = []keyShare{}
+			for !list.Empty() {
+				var ks keyShare
+				if !list.ReadUint16(&ks.group) || !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ks.data)) || len(ks.data) == 0 {
+					return false
+				}
+				m.keyShares = append(m.keyShares, ks)
+			}
+		case extEarlyData:
+			m.earlyData = true
+		case extPSKModes:
+			if !ed.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.pskModes)) || len(m.pskModes) == 0 {
+				return false
+			}
+		case extPreSharedKey:
+			var ids, binders cryptobyte.String
+			if !ed.ReadUint16LengthPrefixed(&ids) || ids.Empty() {
+				return false
+			}
+			for !ids.Empty() {
+				var id pskIdentity
+				if !ids.ReadUint16LengthPrefixed((*cryptobyte.String)(&id.label)) || len(id.label) == 0 ||
+					!ids.ReadUint32(&id.obfuscatedTicketAge) {
+					return false
+				}
+				m.pskIdentities = append(m.pskIdentities, id)
+			}
+			if !ed.ReadUint16LengthPrefixed(&binders) || binders.Empty() {
+				return false
+			}
+			for !binders.Empty() {
+				var bd cryptobyte.String
+				if !binders.ReadUint8LengthPrefixed(&bd) || len(bd) < 32 {
+					return false
+				}
+				m.pskBinders = append(m.pskBinders, bd)
+			}
+			if len(m.pskBinders) != len(m.pskIdentities) {
+				return false
+			}
+		default:
+			continue // ignore unknown extensions (§4.1.2)
+		}
+		if !ed.Empty() {
+			return false
+		}
+	}
+	return true
+}
+
+// serverHelloMsg is ServerHello or HelloRetryRequest (§4.1.3, §4.1.4).
+type serverHelloMsg struct {
+	raw               []byte
+	vers              uint16
+	random            []byte
+	sessionID         []byte
+	cipherSuite       uint16
+	compression       uint8
+	supportedVersion  uint16
+	serverShare       keyShare // ServerHello
+	selectedGroup     uint16   // HelloRetryRequest
+	cookie            []byte
+	selectedIdentity  uint16
+	hasSelectedIdent  bool
+	unknownExtensions bool
+}
+
+func (m *serverHelloMsg) isHRR() bool { return string(m.random) == string(helloRetryRequestRandom[:]) }
+
+func (m *serverHelloMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeServerHello, func(b *cryptobyte.Builder) {
+		b.AddUint16(m.vers)
+		b.AddBytes(m.random)
+		addU8Bytes(b, m.sessionID)
+		b.AddUint16(m.cipherSuite)
+		b.AddUint8(m.compression)
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			if m.supportedVersion != 0 {
+				b.AddUint16(extSupportedVersions)
+				b.AddUint16(2)
+				b.AddUint16(m.supportedVersion)
+			}
+			if m.serverShare.group != 0 {
+				b.AddUint16(extKeyShare)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16(m.serverShare.group)
+					addU16Bytes(b, m.serverShare.data)
+				})
+			}
+			if m.selectedGroup != 0 {
+				b.AddUint16(extKeyShare)
+				b.AddUint16(2)
+				b.AddUint16(m.selectedGroup)
+			}
+			if len(m.cookie) > 0 {
+				b.AddUint16(extCookie)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addU16Bytes(b, m.cookie) })
+			}
+			if m.hasSelectedIdent {
+				b.AddUint16(extPreSharedKey)
+				b.AddUint16(2)
+				b.AddUint16(m.selectedIdentity)
+			}
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.raw = raw
+	return raw, nil
+}
+
+func (m *serverHelloMsg) unmarshal(data []byte) bool {
+	*m = serverHelloMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeServerHello || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
+		return false
+	}
+	if !body.ReadUint16(&m.vers) || !body.ReadBytes(&m.random, 32) ||
+		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.sessionID)) || len(m.sessionID) > 32 ||
+		!body.ReadUint16(&m.cipherSuite) || !body.ReadUint8(&m.compression) {
+		return false
+	}
+	if body.Empty() {
+		return true
+	}
+	var exts cryptobyte.String
+	if !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
+		return false
+	}
+	hrr := m.isHRR()
+	var seen extensionSet
+	for !exts.Empty() {
+		var et uint16
+		var ed cryptobyte.String
+		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+			return false
+		}
+		switch et {
+		case extSupportedVersions:
+			if !ed.ReadUint16(&m.supportedVersion) {
+				return false
+			}
+		case extKeyShare:
+			if hrr {
+				if !ed.ReadUint16(&m.selectedGroup) {
+					return false
+				}
+			} else if !ed.ReadUint16(&m.serverShare.group) ||
+				!ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.serverShare.data)) || len(m.serverShare.data) == 0 {
+				return false
+			}
+		case extCookie:
+			if !ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.cookie)) || len(m.cookie) == 0 {
+				return false
+			}
+		case extPreSharedKey:
+			m.hasSelectedIdent = true
+			if !ed.ReadUint16(&m.selectedIdentity) {
+				return false
+			}
+		default:
+			m.unknownExtensions = true
+			continue
+		}
+		if !ed.Empty() {
+			return false
+		}
+	}
+	return true
+}
+
+// encryptedExtensionsMsg is EncryptedExtensions (§4.3.1).
+type encryptedExtensionsMsg struct {
+	raw               []byte
+	alpnProtocol      string
+	earlyData         bool
+	unknownExtensions bool
+}
+
+func (m *encryptedExtensionsMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeEncryptedExtensions, func(b *cryptobyte.Builder) {
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			if m.alpnProtocol != "" {
+				b.AddUint16(extALPN)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						addU8Bytes(b, []byte(m.alpnProtocol))
+					})
+				})
+			}
+		})
+	})
+	m.raw = raw
+	return raw, err
+}
+
+func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
+	*m = encryptedExtensionsMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body, exts cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeEncryptedExtensions || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
+		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
+		return false
+	}
+	var seen extensionSet
+	for !exts.Empty() {
+		var et uint16
+		var ed cryptobyte.String
+		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+			return false
+		}
+		switch et {
+		case extALPN:
+			var list, p cryptobyte.String
+			if !ed.ReadUint16LengthPrefixed(&list) || !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 || !list.Empty() {
+				return false
+			}
+			m.alpnProtocol = string(p)
+		case extEarlyData:
+			m.earlyData = true
+		case extServerName, extSupportedGroups:
+			continue // acknowledgements / informational, allowed
+		default:
+			m.unknownExtensions = true
+			continue
+		}
+		if !ed.Empty() {
+			return false
+		}
+	}
+	return true
+}
+
+// certificateRequestMsg is the TLS 1.3 CertificateRequest (§4.3.2).
+type certificateRequestMsg struct {
+	raw                 []byte
+	context             []byte
+	signatureAlgorithms []uint16
+	sigAlgsCert         []uint16
+	certificateAuths    [][]byte
+}
+
+func (m *certificateRequestMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeCertificateRequest, func(b *cryptobyte.Builder) {
+		addU8Bytes(b, m.context)
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint16(extSignatureAlgorithms)
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					for _, s := range m.signatureAlgorithms {
+						b.AddUint16(s)
+					}
+				})
+			})
+			if len(m.certificateAuths) > 0 {
+				b.AddUint16(extCertAuthorities)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, ca := range m.certificateAuths {
+							addU16Bytes(b, ca)
+						}
+					})
+				})
+			}
+		})
+	})
+	m.raw = raw
+	return raw, err
+}
+
+func (m *certificateRequestMsg) unmarshal(data []byte) bool {
+	*m = certificateRequestMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body, exts cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeCertificateRequest || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
+		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.context)) ||
+		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
+		return false
+	}
+	var seen extensionSet
+	for !exts.Empty() {
+		var et uint16
+		var ed cryptobyte.String
+		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+			return false
+		}
+		switch et {
+		case extSignatureAlgorithms:
+			if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
+				return false
+			}
+		case extSigAlgsCert:
+			if !readU16List(&ed, &m.sigAlgsCert) || len(m.sigAlgsCert) == 0 {
+				return false
+			}
+		case extCertAuthorities:
+			var list cryptobyte.String
+			if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
+				return false
+			}
+			for !list.Empty() {
+				var ca []byte
+				if !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ca)) || len(ca) == 0 {
+					return false
+				}
+				m.certificateAuths = append(m.certificateAuths, ca)
+			}
+		default:
+			continue
+		}
+		if !ed.Empty() {
+			return false
+		}
+	}
+	return len(m.signatureAlgorithms) > 0 // signature_algorithms is mandatory (§4.3.2)
+}
+
+// certificateMsg is the TLS 1.3 Certificate (§4.4.2). Per-entry extensions
+// are parsed for framing only.
+type certificateMsg struct {
+	raw          []byte
+	context      []byte
+	certificates [][]byte
+}
+
+func (m *certificateMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeCertificate, func(b *cryptobyte.Builder) {
+		addU8Bytes(b, m.context)
+		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
+			for _, c := range m.certificates {
+				b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(c) })
+				b.AddUint16(0)
+			}
+		})
+	})
+	m.raw = raw
+	return raw, err
+}
+
+func (m *certificateMsg) unmarshal(data []byte) bool {
+	*m = certificateMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body, list cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeCertificate || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
+		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.context)) ||
+		!body.ReadUint24LengthPrefixed(&list) || !body.Empty() {
+		return false
+	}
+	for !list.Empty() {
+		var cert []byte
+		var exts cryptobyte.String
+		if !list.ReadUint24LengthPrefixed((*cryptobyte.String)(&cert)) || len(cert) == 0 ||
+			!list.ReadUint16LengthPrefixed(&exts) {
+			return false
+		}
+		m.certificates = append(m.certificates, cert)
+	}
+	return true
+}
+
+// certificateVerifyMsg is CertificateVerify (§4.4.3).
+type certificateVerifyMsg struct {
+	raw       []byte
+	sigAlg    uint16
+	signature []byte
+}
+
+func (m *certificateVerifyMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeCertificateVerify, func(b *cryptobyte.Builder) {
+		b.AddUint16(m.sigAlg)
+		addU16Bytes(b, m.signature)
+	})
+	m.raw = raw
+	return raw, err
+}
+
+func (m *certificateVerifyMsg) unmarshal(data []byte) bool {
+	*m = certificateVerifyMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body cryptobyte.String
+	return s.ReadUint8(&typ) && typ == typeCertificateVerify && s.ReadUint24LengthPrefixed(&body) && s.Empty() &&
+		body.ReadUint16(&m.sigAlg) && body.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.signature)) &&
+		len(m.signature) > 0 && body.Empty()
+}
+
+// finishedMsg is Finished (§4.4.4).
+type finishedMsg struct {
+	raw        []byte
+	verifyData []byte
+}
+
+func (m *finishedMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeFinished, func(b *cryptobyte.Builder) { b.AddBytes(m.verifyData) })
+	m.raw = raw
+	return raw, err
+}
+
+func (m *finishedMsg) unmarshal(data []byte) bool {
+	*m = finishedMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeFinished || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
+		return false
+	}
+	m.verifyData = body
+	return len(body) == hashSize
+}
+
+// newSessionTicketMsg is the TLS 1.3 NewSessionTicket (§4.6.1).
+type newSessionTicketMsg struct {
+	raw          []byte
+	lifetime     uint32
+	ageAdd       uint32
+	nonce        []byte
+	label        []byte
+	maxEarlyData uint32
+}
+
+func (m *newSessionTicketMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	raw, err := handshakeMessage(typeNewSessionTicket, func(b *cryptobyte.Builder) {
+		b.AddUint32(m.lifetime)
+		b.AddUint32(m.ageAdd)
+		addU8Bytes(b, m.nonce)
+		addU16Bytes(b, m.label)
+		b.AddUint16(0) // no extensions: never early_data
+	})
+	m.raw = raw
+	return raw, err
+}
+
+func (m *newSessionTicketMsg) unmarshal(data []byte) bool {
+	*m = newSessionTicketMsg{raw: data}
+	s := cryptobyte.String(data)
+	var typ uint8
+	var body, exts cryptobyte.String
+	if !s.ReadUint8(&typ) || typ != typeNewSessionTicket || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
+		!body.ReadUint32(&m.lifetime) || !body.ReadUint32(&m.ageAdd) ||
+		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.nonce)) ||
+		!body.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.label)) || len(m.label) == 0 ||
+		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
+		return false
+	}
+	var seen extensionSet
+	for !exts.Empty() {
+		var et uint16
+		var ed cryptobyte.String
+		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+			return false
+		}
+		if et == extEarlyData && (!ed.ReadUint32(&m.maxEarlyData) || !ed.Empty()) {
+			return false
+		}
+	}
+	return true
+}
+
+// keyUpdateMsg is KeyUpdate (§4.6.3).
+type keyUpdateMsg struct {
+	raw             []byte
+	updateRequested bool
+}
+
+func (m *keyUpdateMsg) marshal() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	v := uint8(0)
+	if m.updateRequested {
+		v = 1
+	}
+	m.raw = []byte{typeKeyUpdate, 0, 0, 1, v}
+	return m.raw, nil
+}
+
+// unmarshal returns false on framing errors; a value other than 0 or 1 is
+// reported through ok=false as well (caller sends illegal_parameter when the
+// framing is right, see keyUpdateValueOK).
+func (m *keyUpdateMsg) unmarshal(data []byte) bool {
+	*m = keyUpdateMsg{raw: data}
+	if len(data) != 5 || data[0] != typeKeyUpdate || data[1] != 0 || data[2] != 0 || data[3] != 1 {
+		return false
+	}
+	switch data[4] {
+	case 0:
+	case 1:
+		m.updateRequested = true
+	default:
+		return false
+	}
+	return true
+}
+
+// endOfEarlyDataMsg is never accepted (no 0-RTT); only its framing is checked.
+type endOfEarlyDataMsg struct{}
+
+func (m *endOfEarlyDataMsg) unmarshal(data []byte) bool { return len(data) == 4 && data[0] == typeEndOfEarlyData }

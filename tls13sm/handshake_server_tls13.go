@@ -1,0 +1,715 @@
+package tls13sm
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/hmac"
+	"encoding"
+	"encoding/binary"
+	"errors"
+	"hash"
+	"io"
+	"slices"
+	"time"
+
+	gmecdh "github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// serverHandshakeState holds the state of one server handshake (RFC 8446
+// §4, server side). Each method is one step of the flow.
+type serverHandshakeState struct {
+	c      *Conn
+	ctx    context.Context
+	config *Config
+
+	hello      *clientHelloMsg
+	suite      *cipherSuite
+	cert       *Certificate
+	group      uint16
+	sharedKey  []byte
+	sentHRR    bool
+	sentCCS    bool
+	pskMode    uint8
+	usingPSK   bool
+	pskIndex   int
+	session    *sessionState
+	clientAuth bool // this handshake authenticated a client certificate
+	leafHash   [hashSize]byte
+
+	transcript hash.Hash
+	th         [hashSize]byte // transcript hash scratch
+	ks         keySchedule
+
+	earlySecret, handshakeSecret, masterSecret [hashSize]byte
+	clientHSSecret, serverHSSecret             [hashSize]byte
+	clientAppSecret, serverAppSecret           [hashSize]byte
+}
+
+func (hs *serverHandshakeState) transcriptHash() []byte {
+	return hs.transcript.Sum(hs.th[:0])
+}
+
+func (c *Conn) serverHandshake(ctx context.Context) error {
+	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config, transcript: sm3.New()}
+	if err := hs.readClientHello(); err != nil {
+		return err
+	}
+	if err := hs.processClientHello(); err != nil {
+		return err
+	}
+	if err := hs.checkForResumption(); err != nil {
+		return err
+	}
+	hs.transcript.Write(hs.hello.raw)
+	if err := hs.pickCertificate(); err != nil {
+		return err
+	}
+	c.buffering = true
+	if err := hs.sendServerParameters(); err != nil {
+		return err
+	}
+	if err := hs.sendServerCertificate(); err != nil {
+		return err
+	}
+	if err := hs.sendServerFinished(); err != nil {
+		return err
+	}
+	c.buffering = false
+	if err := c.flush(); err != nil {
+		return err
+	}
+	if err := hs.readClientCertificate(); err != nil {
+		return err
+	}
+	if err := hs.readClientFinished(); err != nil {
+		return err
+	}
+	return hs.sendSessionTickets()
+}
+
+// readClientHello reads the first ClientHello and applies GetConfigForClient.
+func (hs *serverHandshakeState) readClientHello() error {
+	c := hs.c
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeClientHello {
+		return c.fail(AlertUnexpectedMessage, "expected ClientHello, got message type %d", msg[0])
+	}
+	hs.hello = new(clientHelloMsg)
+	if !hs.hello.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed ClientHello")
+	}
+	if hs.config.GetConfigForClient != nil {
+		cfg, err := hs.config.GetConfigForClient(hs.clientHelloInfo())
+		if err != nil {
+			return c.fail(AlertInternalError, "GetConfigForClient: %v", err)
+		}
+		if cfg != nil {
+			hs.config = cfg
+			c.config = cfg
+		}
+	}
+	return nil
+}
+
+func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
+	h := hs.hello
+	return &ClientHelloInfo{
+		ServerName: h.serverName, CipherSuites: h.cipherSuites, SupportedProtos: h.alpnProtocols,
+		SupportedGroups: h.supportedGroups, SignatureSchemes: h.signatureAlgorithms,
+		SupportedVersions: h.supportedVersions, Conn: hs.c.conn, config: hs.config,
+	}
+}
+
+// processClientHello negotiates version, suite and group (§4.1.1), sending
+// a HelloRetryRequest when the client has no share for the chosen group.
+func (hs *serverHandshakeState) processClientHello() error {
+	c, h := hs.c, hs.hello
+	if !slices.Contains(h.supportedVersions, VersionTLS13) {
+		return c.fail(AlertProtocolVersion, "client does not offer TLS 1.3 (supported_versions %x)", h.supportedVersions)
+	}
+	if len(h.compressionMethods) != 1 || h.compressionMethods[0] != 0 {
+		return c.fail(AlertIllegalParameter, "TLS 1.3 ClientHello with compression")
+	}
+	c.serverName = h.serverName
+	for _, id := range hs.config.cipherSuites() {
+		if slices.Contains(h.cipherSuites, id) {
+			hs.suite = cipherSuiteByID(id)
+			break
+		}
+	}
+	if hs.suite == nil {
+		return c.fail(AlertHandshakeFailure, "no shared cipher suite (client offers %x)", h.cipherSuites)
+	}
+	c.cipherSuite = hs.suite.id
+	if hs.config.Strict {
+		// enable_sm_tls13_strict: curveSM2 and sm2sig_sm3 are mandatory.
+		if !slices.Contains(h.supportedGroups, CurveSM2) || !slices.Contains(h.signatureAlgorithms, SM2SigSM3) {
+			return c.fail(AlertHandshakeFailure, "strict mode: client does not offer curveSM2 and sm2sig_sm3")
+		}
+	}
+	if err := hs.checkKeyShares(); err != nil {
+		return err
+	}
+	// Pick the group: the server's preference among the client's groups.
+	needHRR := false
+	for _, g := range hs.config.supportedGroups() {
+		if !slices.Contains(h.supportedGroups, g) {
+			continue
+		}
+		hs.group = g
+		needHRR = true
+		for _, ks := range h.keyShares {
+			if ks.group == g {
+				needHRR = false
+				break
+			}
+		}
+		break
+	}
+	hs.pskMode = 0xff
+	if slices.Contains(h.pskModes, pskModeDHE) && hs.group != 0 {
+		hs.pskMode = pskModeDHE
+	} else if hs.config.AllowPSKOnly && slices.Contains(h.pskModes, pskModePlain) {
+		hs.pskMode = pskModePlain
+	}
+	if hs.group == 0 {
+		if hs.pskMode == pskModePlain && len(h.pskIdentities) > 0 && !hs.config.SessionTicketsDisabled {
+			return nil // psk_ke may still succeed; checked in checkForResumption
+		}
+		return c.fail(AlertHandshakeFailure, "no shared key exchange group (client offers %x)", h.supportedGroups)
+	}
+	if needHRR {
+		if err := hs.doHelloRetryRequest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkKeyShares applies §4.2.8: every share must be for an offered group,
+// and no group twice.
+func (hs *serverHandshakeState) checkKeyShares() error {
+	h := hs.hello
+	for i, ks := range h.keyShares {
+		if !slices.Contains(h.supportedGroups, ks.group) {
+			return hs.c.fail(AlertIllegalParameter, "key share for group %#04x not in supported_groups", ks.group)
+		}
+		for _, o := range h.keyShares[:i] {
+			if o.group == ks.group {
+				return hs.c.fail(AlertIllegalParameter, "two key shares for group %#04x", ks.group)
+			}
+		}
+	}
+	return nil
+}
+
+// doHelloRetryRequest sends HRR for hs.group and reads the second
+// ClientHello (§4.1.4). The transcript restarts with message_hash (§4.4.1).
+func (hs *serverHandshakeState) doHelloRetryRequest() error {
+	c := hs.c
+	if hs.sentHRR {
+		return c.fail(AlertIllegalParameter, "second ClientHello still lacks a usable key share")
+	}
+	hs.sentHRR = true
+	c.didHRR = true
+	ch1 := sm3.Sum(hs.hello.raw)
+	hs.transcript.Reset()
+	hs.transcript.Write([]byte{typeMessageHash, 0, 0, hashSize})
+	hs.transcript.Write(ch1[:])
+
+	hrr := &serverHelloMsg{
+		vers: 0x0303, random: helloRetryRequestRandom[:], sessionID: hs.hello.sessionID,
+		cipherSuite: hs.suite.id, supportedVersion: VersionTLS13, selectedGroup: hs.group,
+	}
+	raw, err := hrr.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	c.buffering = true
+	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+		return err
+	}
+	if len(hs.hello.sessionID) > 0 {
+		hs.sentCCS = true
+		if err := c.writeCCS(); err != nil {
+			return err
+		}
+	}
+	c.buffering = false
+	if err := c.flush(); err != nil {
+		return err
+	}
+	if hs.hello.earlyData {
+		// Early data sent after the first ClientHello is skipped (§4.2.10).
+		c.skipAppData, c.earlyDataSkip = true, maxEarlyDataSkip
+	}
+
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	c.skipAppData, c.earlyDataSkip = false, 0
+	if msg[0] != typeClientHello {
+		return c.fail(AlertUnexpectedMessage, "expected second ClientHello, got message type %d", msg[0])
+	}
+	h2 := new(clientHelloMsg)
+	if !h2.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed second ClientHello")
+	}
+	if len(h2.keyShares) != 1 || h2.keyShares[0].group != hs.group {
+		return c.fail(AlertIllegalParameter, "second ClientHello has no single key share for group %#04x", hs.group)
+	}
+	if h2.earlyData {
+		return c.fail(AlertIllegalParameter, "early_data in the second ClientHello")
+	}
+	if !slices.Contains(h2.cipherSuites, hs.suite.id) || !slices.Contains(h2.supportedVersions, VersionTLS13) ||
+		!bytes.Equal(h2.sessionID, hs.hello.sessionID) || h2.serverName != hs.hello.serverName {
+		return c.fail(AlertIllegalParameter, "second ClientHello inconsistent with the first")
+	}
+	hs.hello = h2
+	return hs.checkKeyShares()
+}
+
+// cloneHash copies an SM3 state.
+func cloneHash(h hash.Hash) hash.Hash {
+	st, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+	n := sm3.New()
+	n.(encoding.BinaryUnmarshaler).UnmarshalBinary(st)
+	return n
+}
+
+// checkForResumption looks for a ticket it can use (§4.2.11), verifying
+// the binder of the identity it selects.
+func (hs *serverHandshakeState) checkForResumption() error {
+	c, h := hs.c, hs.hello
+	if hs.config.SessionTicketsDisabled || len(h.pskIdentities) == 0 || hs.pskMode == 0xff {
+		return nil
+	}
+	if hs.pskMode == pskModePlain && !hs.config.AllowPSKOnly {
+		return nil
+	}
+	now := hs.config.time()
+	keys := hs.config.ticketKeys()
+	for i, id := range h.pskIdentities {
+		if i >= maxPSKIdentities {
+			break
+		}
+		plain, ok, _ := ticket.Open(keys, id.label)
+		if !ok {
+			continue
+		}
+		var ss sessionState
+		if !ss.unmarshal(plain) {
+			continue
+		}
+		created := time.Unix(int64(ss.createdAt), 0)
+		age := now.Sub(created)
+		life := time.Duration(ss.lifetime) * time.Second
+		if age < -maxTicketAgeSkew || age > life || age > hs.config.ticketLifetime() {
+			continue
+		}
+		// Obfuscated age check (§4.2.11.1, §8.3): the client's view of the
+		// age must match ours within the allowed skew.
+		clientAge := time.Duration(id.obfuscatedTicketAge-ss.ageAdd) * time.Millisecond
+		if d := clientAge - age; d > maxTicketAgeSkew || d < -maxTicketAgeSkew {
+			continue
+		}
+		needCert := hs.config.ClientAuth == RequireAnyClientCert || hs.config.ClientAuth == RequireAndVerifyClientCert
+		if needCert && !ss.clientAuth {
+			continue
+		}
+		if hs.config.Strict && ss.suite != hs.suite.id {
+			continue
+		}
+		// Binder (§4.2.11.2) over the ClientHello up to the binders list.
+		var early, binderKey, want [hashSize]byte
+		hs.ks.extract(early[:], nil, ss.secret[:])
+		hs.ks.deriveSecret(binderKey[:], early[:], "res binder", emptyHash[:])
+		tr := cloneHash(hs.transcript)
+		tr.Write(h.raw[:len(h.raw)-h.bindersLen()])
+		var th [hashSize]byte
+		hs.ks.finishedMAC(want[:], binderKey[:], tr.Sum(th[:0]))
+		if !hmac.Equal(want[:], h.pskBinders[i]) {
+			return c.fail(AlertDecryptError, "invalid PSK binder")
+		}
+		hs.earlySecret = early
+		hs.usingPSK, hs.pskIndex, hs.session = true, i, &ss
+		c.didResume = true
+		if ss.clientAuth {
+			hs.clientAuth, hs.leafHash = true, ss.leafHash
+			if pc, ok := clientChainCache.Get(ss.leafHash); ok {
+				c.peerCertificates, c.verifiedChains = pc.certs, pc.chains
+			}
+		}
+		return nil
+	}
+	if hs.group == 0 {
+		return c.fail(AlertHandshakeFailure, "no usable PSK and no shared key exchange group")
+	}
+	return nil
+}
+
+// pickCertificate selects the server certificate for a full handshake.
+func (hs *serverHandshakeState) pickCertificate() error {
+	c := hs.c
+	if hs.usingPSK {
+		return nil
+	}
+	if !slices.Contains(hs.hello.signatureAlgorithms, SM2SigSM3) {
+		return c.fail(AlertHandshakeFailure, "client does not offer sm2sig_sm3")
+	}
+	if hs.config.GetCertificate != nil {
+		cert, err := hs.config.GetCertificate(hs.clientHelloInfo())
+		if err != nil {
+			return c.fail(AlertInternalError, "GetCertificate: %v", err)
+		}
+		hs.cert = cert
+	}
+	if hs.cert == nil {
+		if len(hs.config.Certificates) == 0 {
+			return c.fail(AlertInternalError, "no server certificate configured")
+		}
+		hs.cert = &hs.config.Certificates[0]
+	}
+	if len(hs.cert.Certificate) == 0 || hs.cert.PrivateKey == nil || !isSM2PublicKey(hs.cert.PrivateKey.Public()) {
+		return c.fail(AlertHandshakeFailure, "server certificate is not an SM2 certificate with a key")
+	}
+	return nil
+}
+
+// keyShare generates our share for group and computes the shared secret.
+func keyExchange(cfg *Config, group uint16, peer []byte) (pub, shared []byte, err error) {
+	switch group {
+	case CurveSM2:
+		if len(peer) != 65 {
+			return nil, nil, errors.New("curveSM2 key share is not a 65-byte point")
+		}
+		pk, err := gmecdh.P256().NewPublicKey(peer)
+		if err != nil {
+			return nil, nil, err
+		}
+		k, err := gmecdh.P256().GenerateKey(cfg.rand())
+		if err != nil {
+			return nil, nil, err
+		}
+		shared, err := k.ECDH(pk)
+		if err != nil {
+			return nil, nil, err
+		}
+		return k.PublicKey().Bytes(), shared, nil
+	case X25519:
+		pk, err := ecdh.X25519().NewPublicKey(peer)
+		if err != nil {
+			return nil, nil, err
+		}
+		k, err := ecdh.X25519().GenerateKey(cfg.rand())
+		if err != nil {
+			return nil, nil, err
+		}
+		shared, err := k.ECDH(pk)
+		if err != nil {
+			return nil, nil, err
+		}
+		return k.PublicKey().Bytes(), shared, nil
+	}
+	return nil, nil, errors.New("unsupported group")
+}
+
+// sendServerParameters sends ServerHello, the compatibility CCS and
+// EncryptedExtensions, and switches to handshake keys (§4.1.3, §7.1).
+func (hs *serverHandshakeState) sendServerParameters() error {
+	c, h := hs.c, hs.hello
+	random := make([]byte, 32)
+	if _, err := io.ReadFull(hs.config.rand(), random); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	sh := &serverHelloMsg{vers: 0x0303, random: random, sessionID: h.sessionID, cipherSuite: hs.suite.id, supportedVersion: VersionTLS13}
+	if !hs.usingPSK || hs.pskMode == pskModeDHE {
+		var peer []byte
+		for _, ks := range h.keyShares {
+			if ks.group == hs.group {
+				peer = ks.data
+			}
+		}
+		pub, shared, err := keyExchange(hs.config, hs.group, peer)
+		if err != nil {
+			return c.fail(AlertIllegalParameter, "client key share: %v", err)
+		}
+		sh.serverShare = keyShare{group: hs.group, data: pub}
+		hs.sharedKey = shared
+		c.group = hs.group
+	}
+	if hs.usingPSK {
+		sh.hasSelectedIdent, sh.selectedIdentity = true, uint16(hs.pskIndex)
+	}
+	raw, err := sh.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+		return err
+	}
+	if len(h.sessionID) > 0 && !hs.sentCCS {
+		hs.sentCCS = true
+		if err := c.writeCCS(); err != nil {
+			return err
+		}
+	}
+
+	// Handshake Secret (§7.1).
+	ks := &hs.ks
+	derived := derivedNoPSKSecret
+	if hs.usingPSK {
+		ks.deriveSecret(derived[:], hs.earlySecret[:], "derived", emptyHash[:])
+	}
+	ikm := hs.sharedKey
+	if ikm == nil {
+		ikm = zeroKey[:]
+	}
+	ks.extract(hs.handshakeSecret[:], derived[:], ikm)
+	th := hs.transcriptHash()
+	ks.m.setKey(hs.handshakeSecret[:])
+	ks.expandLabelKeyed(hs.clientHSSecret[:], "c hs traffic", th)
+	ks.expandLabelKeyed(hs.serverHSSecret[:], "s hs traffic", th)
+	if err := c.out.setTrafficSecret(ks, hs.suite, hs.serverHSSecret[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if err := c.checkKeyChangeBoundary(); err != nil {
+		return err
+	}
+	if err := c.in.setTrafficSecret(ks, hs.suite, hs.clientHSSecret[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if h.earlyData && !hs.sentHRR {
+		c.earlyDataSkip = maxEarlyDataSkip // reject 0-RTT: skip what does not decrypt
+	}
+
+	ee := &encryptedExtensionsMsg{}
+	if len(h.alpnProtocols) > 0 && len(hs.config.NextProtos) > 0 {
+		for _, p := range hs.config.NextProtos {
+			if slices.Contains(h.alpnProtocols, p) {
+				ee.alpnProtocol = p
+				break
+			}
+		}
+		if ee.alpnProtocol == "" {
+			return c.fail(AlertNoApplicationProtocol, "no shared ALPN protocol (client offers %q)", h.alpnProtocols)
+		}
+	}
+	c.alpn = ee.alpnProtocol
+	raw, err = ee.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return c.writeHandshake(raw, hs.transcript)
+}
+
+func (hs *serverHandshakeState) requestClientCert() bool {
+	return hs.config.ClientAuth >= RequestClientCert && !hs.usingPSK
+}
+
+// sendServerCertificate sends CertificateRequest, Certificate and
+// CertificateVerify on full handshakes (§4.3.2, §4.4.2, §4.4.3).
+func (hs *serverHandshakeState) sendServerCertificate() error {
+	c := hs.c
+	if hs.usingPSK {
+		return nil
+	}
+	if hs.requestClientCert() {
+		cr := &certificateRequestMsg{signatureAlgorithms: []uint16{SM2SigSM3}}
+		if hs.config.ClientCAs != nil {
+			for _, s := range hs.config.ClientCAs.Subjects() { //nolint:staticcheck // raw subjects are what we need
+				cr.certificateAuths = append(cr.certificateAuths, s)
+			}
+		}
+		raw, err := cr.marshal()
+		if err != nil {
+			return c.sendAlert(AlertInternalError, err)
+		}
+		if err := c.writeHandshake(raw, hs.transcript); err != nil {
+			return err
+		}
+	}
+	cm := &certificateMsg{certificates: hs.cert.Certificate}
+	raw, err := cm.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+		return err
+	}
+	sig, err := signCertificateVerify(hs.ctx, hs.config, hs.cert.PrivateKey, serverSignatureContext, hs.transcriptHash())
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	cv := &certificateVerifyMsg{sigAlg: SM2SigSM3, signature: sig}
+	raw, err = cv.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return c.writeHandshake(raw, hs.transcript)
+}
+
+// sendServerFinished sends Finished and derives the application secrets.
+func (hs *serverHandshakeState) sendServerFinished() error {
+	c, ks := hs.c, &hs.ks
+	var vd [hashSize]byte
+	ks.finishedMAC(vd[:], hs.serverHSSecret[:], hs.transcriptHash())
+	fin := &finishedMsg{verifyData: vd[:]}
+	raw, _ := fin.marshal()
+	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+		return err
+	}
+	var derived [hashSize]byte
+	ks.deriveSecret(derived[:], hs.handshakeSecret[:], "derived", emptyHash[:])
+	ks.extract(hs.masterSecret[:], derived[:], zeroKey[:])
+	th := hs.transcriptHash()
+	ks.m.setKey(hs.masterSecret[:])
+	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
+	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
+	c.out.Lock()
+	defer c.out.Unlock()
+	if err := c.out.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:]); err != nil {
+		return c.out.setErrorLocked(err)
+	}
+	return nil
+}
+
+// readClientCertificate reads the client's Certificate and
+// CertificateVerify when one was requested (§4.4.2, §4.4.3).
+func (hs *serverHandshakeState) readClientCertificate() error {
+	c := hs.c
+	if !hs.requestClientCert() {
+		return nil
+	}
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeCertificate {
+		return c.fail(AlertUnexpectedMessage, "expected client Certificate, got message type %d", msg[0])
+	}
+	var cm certificateMsg
+	if !cm.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed client Certificate")
+	}
+	if len(cm.context) != 0 {
+		return c.fail(AlertIllegalParameter, "client Certificate with a request context")
+	}
+	hs.transcript.Write(msg)
+	if len(cm.certificates) == 0 {
+		if hs.config.ClientAuth == RequireAnyClientCert || hs.config.ClientAuth == RequireAndVerifyClientCert {
+			return c.fail(AlertCertificateRequired, "client sent no certificate")
+		}
+		return nil
+	}
+	verify := hs.config.ClientAuth == VerifyClientCertIfGiven || hs.config.ClientAuth == RequireAndVerifyClientCert
+	certs, chains, alert, err := verifyChain(hs.config, cm.certificates, false, verify)
+	if err != nil {
+		return c.sendAlert(alert, err)
+	}
+	msg, err = c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeCertificateVerify {
+		return c.fail(AlertUnexpectedMessage, "expected client CertificateVerify, got message type %d", msg[0])
+	}
+	var cv certificateVerifyMsg
+	if !cv.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed client CertificateVerify")
+	}
+	if cv.sigAlg != SM2SigSM3 {
+		return c.fail(AlertIllegalParameter, "client CertificateVerify with scheme %#04x", cv.sigAlg)
+	}
+	if err := verifyCertificateVerify(certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), cv.signature); err != nil {
+		return c.sendAlert(AlertDecryptError, err)
+	}
+	hs.transcript.Write(msg)
+	c.peerCertificates, c.verifiedChains = certs, chains
+	hs.clientAuth, hs.leafHash = true, leafHash(cm.certificates[0])
+	clientChainCache.Put(hs.leafHash, peerChains{certs: certs, chains: chains})
+	return nil
+}
+
+// readClientFinished checks the client Finished and switches to the
+// client's application key (§4.4.4).
+func (hs *serverHandshakeState) readClientFinished() error {
+	c, ks := hs.c, &hs.ks
+	msg, err := c.readHandshakeBytes()
+	if err != nil {
+		return err
+	}
+	if msg[0] != typeFinished {
+		return c.fail(AlertUnexpectedMessage, "expected client Finished, got message type %d", msg[0])
+	}
+	var fin finishedMsg
+	if !fin.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed client Finished")
+	}
+	var want [hashSize]byte
+	ks.finishedMAC(want[:], hs.clientHSSecret[:], hs.transcriptHash())
+	if !hmac.Equal(want[:], fin.verifyData) {
+		return c.fail(AlertDecryptError, "invalid client Finished")
+	}
+	hs.transcript.Write(msg)
+	if err := c.checkKeyChangeBoundary(); err != nil {
+		return err
+	}
+	if err := c.in.setTrafficSecret(ks, hs.suite, hs.clientAppSecret[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return nil
+}
+
+// sendSessionTickets sends one NewSessionTicket (§4.6.1) when the client
+// can use it.
+func (hs *serverHandshakeState) sendSessionTickets() error {
+	c, ks := hs.c, &hs.ks
+	if hs.config.SessionTicketsDisabled {
+		return nil
+	}
+	canUse := slices.Contains(hs.hello.pskModes, pskModeDHE) ||
+		(hs.config.AllowPSKOnly && slices.Contains(hs.hello.pskModes, pskModePlain))
+	if !canUse {
+		return nil
+	}
+	var resMaster [hashSize]byte
+	ks.deriveSecret(resMaster[:], hs.masterSecret[:], "res master", hs.transcriptHash())
+	var nonce = []byte{0}
+	ss := &sessionState{
+		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),
+		lifetime: uint32(hs.config.ticketLifetime() / time.Second), alpn: c.alpn,
+		clientAuth: hs.clientAuth, leafHash: hs.leafHash,
+	}
+	var rnd [4]byte
+	if _, err := io.ReadFull(hs.config.rand(), rnd[:]); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	ss.ageAdd = binary.BigEndian.Uint32(rnd[:])
+	ks.expandLabel(ss.secret[:], resMaster[:], "resumption", nonce)
+	plain, err := ss.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	label, err := ticket.Seal(nil, hs.config.ticketKeys(), plain)
+	if err != nil {
+		return nil // no ticket key: just do not issue tickets
+	}
+	m := &newSessionTicketMsg{lifetime: ss.lifetime, ageAdd: ss.ageAdd, nonce: nonce, label: label}
+	raw, err := m.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	return c.writeHandshake(raw, nil)
+}
+
+var _ = smx509.SM2WithSM3

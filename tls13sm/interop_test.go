@@ -1,0 +1,350 @@
+package tls13sm
+
+// Interop with Tongsuo and GmSSL binaries (GMPROXY_TONGSUO_BIN,
+// GMPROXY_GMSSL_BIN; skipped when unset). GmSSL servers bind 0.0.0.0, so
+// the GmSSL-server cases also need GMPROXY_NETNS=1 (run the test binary
+// under a private network namespace, e.g. /work/peers/bin/netns-run).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/transcript"
+)
+
+func peerBin(t *testing.T, env string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		t.Skipf("%s not set", env)
+	}
+	if testing.Short() {
+		t.Skip("interop skipped in -short mode")
+	}
+	return p
+}
+
+// httpishServer serves connections on l: reads a request (up to a blank
+// line or 4 KiB), answers with a fixed response and closes. States of
+// completed handshakes go to the returned channel.
+func httpishServer(t *testing.T, cfg *Config) (string, <-chan ConnectionState, func()) {
+	l, err := Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := make(chan ConnectionState, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func(c *Conn) {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				if err := c.Handshake(); err != nil {
+					t.Logf("server handshake: %v", err)
+					return
+				}
+				states <- c.ConnectionState()
+				br := bufio.NewReader(io.LimitReader(c, 4096))
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil || line == "\r\n" || line == "\n" || strings.HasPrefix(line, "TLCP/TLS") {
+						break
+					}
+				}
+				io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nhello tls13sm")
+			}(c.(*Conn))
+		}
+	}()
+	return l.Addr().String(), states, func() { l.Close() }
+}
+
+func runPeer(t *testing.T, dir string, stdin string, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func interopConfigs(t *testing.T) (*Config, *Config, string) {
+	srv, cli := testConfigs(t)
+	srv.TicketKeys = nil // default rotator
+	dir, err := transcript.PKIDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli, dir
+}
+
+func TestInteropTongsuoClient(t *testing.T) {
+	bin := peerBin(t, "GMPROXY_TONGSUO_BIN")
+	for _, tc := range []struct {
+		name      string
+		suite     string
+		mutual    bool
+		hrr       bool
+		resume    bool
+		strictSrv bool
+	}{
+		{name: "GCM", suite: "TLS_SM4_GCM_SM3", strictSrv: true},
+		{name: "CCM", suite: "TLS_SM4_CCM_SM3", strictSrv: true},
+		{name: "GCM-mutual", suite: "TLS_SM4_GCM_SM3", mutual: true},
+		{name: "CCM-mutual", suite: "TLS_SM4_CCM_SM3", mutual: true},
+		{name: "GCM-resume", suite: "TLS_SM4_GCM_SM3", resume: true},
+		{name: "CCM-mutual-resume", suite: "TLS_SM4_CCM_SM3", mutual: true, resume: true},
+		{name: "GCM-HRR", suite: "TLS_SM4_GCM_SM3", hrr: true},
+		{name: "GCM-HRR-strict-server", suite: "TLS_SM4_GCM_SM3", hrr: true, strictSrv: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _, dir := interopConfigs(t)
+			srv.Strict = tc.strictSrv
+			if tc.mutual {
+				srv.ClientAuth = RequireAndVerifyClientCert
+			}
+			addr, states, stop := httpishServer(t, srv)
+			defer stop()
+			args := []string{"s_client", "-connect", addr, "-servername", "localhost", "-tls1_3", "-ciphersuites", tc.suite,
+				"-sigalgs", "sm2sig_sm3", "-CAfile", "ca.crt", "-verify_return_error", "-ign_eof"}
+			if !tc.hrr {
+				args = append(args, "-groups", "curveSM2", "-enable_sm_tls13_strict")
+			}
+			if tc.mutual {
+				args = append(args, "-cert", "client_sign.crt", "-key", "client_sign.key")
+			}
+			sess := filepath.Join(t.TempDir(), "sess.pem")
+			conns := 1
+			if tc.resume {
+				conns = 2
+			}
+			for i := 0; i < conns; i++ {
+				a := append([]string(nil), args...)
+				if tc.resume && i == 0 {
+					a = append(a, "-sess_out", sess)
+				} else if tc.resume {
+					a = append(a, "-sess_in", sess)
+				}
+				out, err := runPeer(t, dir, "GET / HTTP/1.0\r\n\r\n", bin, a...)
+				if err != nil || !strings.Contains(out, "hello tls13sm") || !strings.Contains(out, "Cipher is "+tc.suite) {
+					t.Fatalf("s_client (conn %d): %v\n%s", i+1, err, out)
+				}
+				var st ConnectionState
+				select {
+				case st = <-states:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no server state")
+				}
+				if CipherSuiteName(st.CipherSuite) != tc.suite || st.Group != CurveSM2 {
+					t.Fatalf("server state %+v", st)
+				}
+				if tc.hrr != st.HelloRetry {
+					t.Fatalf("HelloRetry = %v", st.HelloRetry)
+				}
+				if tc.mutual && len(st.PeerCertificates) == 0 && !st.DidResume {
+					t.Fatal("no client certificate")
+				}
+				if i == 1 {
+					if !st.DidResume || !strings.Contains(out, "Reused, TLSv1.3") {
+						t.Fatalf("not resumed (server %v)\n%s", st.DidResume, out)
+					}
+				}
+			}
+		})
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// startPeerServer starts a server process and waits (bounded) until addr accepts.
+func startPeerServer(t *testing.T, dir, addr, bin string, args ...string) func() {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	stdin, _ := cmd.StdinPipe() // s_server exits on stdin EOF
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	for i := 0; i < 200; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return stop
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	t.Fatalf("peer server did not start:\n%s", out.String())
+	return nil
+}
+
+func TestInteropClientToTongsuoServer(t *testing.T) {
+	bin := peerBin(t, "GMPROXY_TONGSUO_BIN")
+	for _, tc := range []struct {
+		name   string
+		suite  uint16
+		mutual bool
+		hrr    bool
+	}{
+		{"GCM", TLS_SM4_GCM_SM3, false, false},
+		{"CCM", TLS_SM4_CCM_SM3, false, false},
+		{"GCM-mutual", TLS_SM4_GCM_SM3, true, false},
+		{"CCM-HRR", TLS_SM4_CCM_SM3, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cli, dir := interopConfigs(t)
+			addr := freePort(t)
+			args := []string{"s_server", "-accept", addr, "-tls1_3", "-ciphersuites", "TLS_SM4_GCM_SM3:TLS_SM4_CCM_SM3",
+				"-cert", "server_sign.crt", "-key", "server_sign.key", "-sigalgs", "sm2sig_sm3", "-groups", "curveSM2", "-www"}
+			if !tc.hrr {
+				args = append(args, "-enable_sm_tls13_strict")
+			}
+			if tc.mutual {
+				args = append(args, "-CAfile", "ca.crt", "-Verify", "1", "-verify_return_error")
+			}
+			stop := startPeerServer(t, dir, addr, bin, args...)
+			defer stop()
+			cli.CipherSuites = []uint16{tc.suite}
+			cli.Strict = !tc.hrr
+			cli.testShareX25519 = tc.hrr
+			if !tc.mutual {
+				cli.Certificates = nil
+			}
+			for i := 0; i < 2; i++ {
+				c, err := DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cli)
+				if err != nil {
+					t.Fatalf("conn %d: %v", i+1, err)
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
+				body, err := io.ReadAll(c)
+				if err != nil || !bytes.Contains(body, []byte("HTTP/1.0 200 ok")) {
+					t.Fatalf("conn %d: response %v %q", i+1, err, body[:min(len(body), 80)])
+				}
+				st := c.ConnectionState()
+				c.Close()
+				if st.CipherSuite != tc.suite || (i == 1) != st.DidResume || tc.hrr != st.HelloRetry {
+					t.Fatalf("conn %d: state %+v", i+1, st)
+				}
+			}
+		})
+	}
+}
+
+func TestInteropGmSSLClient(t *testing.T) {
+	bin := peerBin(t, "GMPROXY_GMSSL_BIN")
+	for _, tc := range []struct {
+		name, suite string
+		mutual      bool
+	}{
+		{"GCM", "TLS_SM4_GCM_SM3", false},
+		{"CCM", "TLS_SM4_CCM_SM3", false},
+		{"GCM-mutual", "TLS_SM4_GCM_SM3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _, dir := interopConfigs(t)
+			if tc.mutual {
+				srv.ClientAuth = RequireAndVerifyClientCert
+			}
+			addr, states, stop := httpishServer(t, srv)
+			defer stop()
+			_, port, _ := net.SplitHostPort(addr)
+			args := []string{"tls13_client", "-host", "127.0.0.1", "-port", port, "-server_name", "localhost", "-cacert", "ca.crt",
+				"-cipher_suite", tc.suite, "-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3", "-get", "/"}
+			if tc.mutual {
+				args = append(args, "-cert", "client_sign.crt", "-key", "client_sign.gmssl.key.pem", "-pass", "P@ssw0rd")
+			}
+			out, err := runPeer(t, dir, "", bin, args...)
+			if !strings.Contains(out, "hello tls13sm") {
+				t.Fatalf("gmssl tls13_client: %v\n%s", err, out)
+			}
+			select {
+			case st := <-states:
+				if CipherSuiteName(st.CipherSuite) != tc.suite || (tc.mutual && len(st.PeerCertificates) == 0) {
+					t.Fatalf("state %+v", st)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no server state")
+			}
+		})
+	}
+}
+
+func TestInteropClientToGmSSLServer(t *testing.T) {
+	bin := peerBin(t, "GMPROXY_GMSSL_BIN")
+	if os.Getenv("GMPROXY_NETNS") != "1" {
+		t.Skip("GmSSL servers bind 0.0.0.0: run under a private network namespace with GMPROXY_NETNS=1")
+	}
+	_, cli, dir := interopConfigs(t)
+	addr := freePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	// tls13_server serves one connection and exits, so no readiness probe:
+	// the client retries while the port is refused (key decryption is slow).
+	cmd := exec.Command(bin, "tls13_server", "-port", port, "-cert", "server_sign.crt",
+		"-key", "server_sign.gmssl.key.pem", "-pass", "P@ssw0rd", "-cipher_suite", "TLS_SM4_GCM_SM3",
+		"-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cli.DisableMiddleboxCompat = true
+	cli.Certificates = nil
+	var c *Conn
+	var err error
+	for i := 0; i < 100; i++ { // wait for the key decryption (PBKDF2) to finish
+		c, err = DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cli)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("dial: %v\n%s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := "TLCP/TLS transcript test line 0123456789\n"
+	io.WriteString(c, msg)
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+		t.Fatalf("echo: %v %q\n%s", err, buf, out.String())
+	}
+	if st := c.ConnectionState(); st.CipherSuite != TLS_SM4_GCM_SM3 || st.Group != CurveSM2 {
+		t.Fatalf("state %+v", st)
+	}
+}

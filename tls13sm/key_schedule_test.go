@@ -1,0 +1,98 @@
+package tls13sm
+
+import (
+	"bytes"
+	"encoding/hex"
+	"testing"
+
+	"github.com/emmansun/gmsm/sm3"
+)
+
+func unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Digest E.3: HMAC-SM3 (Wycheproof).
+func TestHMACSM3Vectors(t *testing.T) {
+	for _, tc := range []struct{ key, msg, mac string }{
+		{"1e225cafb90339bba1b24076d4206c3e79c355805d851682bc818baa4f5a7779", "", "f9938b1b2515117f25dcd636c9a6a0e7f00bccaf5347e0e0df435cfca736cfc1"},
+		{"8159fd15133cd964c9a6964c94f0ea269a806fd9f43f0da58b6cd1b33d189b2a", "77", "51aaf64843b6d2fc7a244ab9cda9b7b57164ce6a865f9808c01931b46195411d"},
+	} {
+		var m hmacSM3
+		m.setKey(unhex(t, tc.key))
+		// twice, to check the saved states are restored correctly
+		for i := 0; i < 2; i++ {
+			m.begin()
+			m.write(unhex(t, tc.msg))
+			if got := m.finish(nil); hex.EncodeToString(got) != tc.mac {
+				t.Fatalf("HMAC-SM3 = %x, want %s", got, tc.mac)
+			}
+		}
+	}
+	// A key longer than the block is hashed first.
+	var m hmacSM3
+	long := bytes.Repeat([]byte{0xaa}, 100)
+	m.setKey(long)
+	m.begin()
+	m.write([]byte("x"))
+	got := m.finish(nil)
+	h := sm3.Sum(long)
+	var m2 hmacSM3
+	m2.setKey(h[:])
+	m2.begin()
+	m2.write([]byte("x"))
+	if want := m2.finish(nil); !bytes.Equal(got, want) {
+		t.Fatal("long HMAC key not hashed")
+	}
+}
+
+// Digest E.4: HKDF-SM3 with RFC 5869 test case 1 inputs.
+func TestHKDFSM3Vector(t *testing.T) {
+	ikm := bytes.Repeat([]byte{0x0b}, 22)
+	salt := unhex(t, "000102030405060708090a0b0c")
+	info := unhex(t, "f0f1f2f3f4f5f6f7f8f9")
+	var ks keySchedule
+	var prk [32]byte
+	ks.extract(prk[:], salt, ikm)
+	okm := make([]byte, 42)
+	ks.expand(okm, prk[:], info)
+	if got, want := hex.EncodeToString(okm), "c69fe91b7aaee2dd5718d72dcaee0cce93f1b8e41f792da51261b6a517e68b36ed2c595572b01dfa359b"; got != want {
+		t.Fatalf("HKDF-SM3 = %s, want %s", got, want)
+	}
+}
+
+// Digest E.7: the RFC 8446 §7.1 schedule with SM3.
+func TestKeyScheduleVector(t *testing.T) {
+	if got := hex.EncodeToString(earlySecretNoPSK[:]); got != "a4f50a29c327e9acc4ddd4dbe32b75a6a1d77e4bbe823e3d71fdcc1a5fa52757" {
+		t.Fatalf("early secret %s", got)
+	}
+	if got := hex.EncodeToString(derivedNoPSKSecret[:]); got != "8bf1d43b3cb61da421895be55c07b3c1f49d7af9f9c728240cee1fc8039252f4" {
+		t.Fatalf("derived %s", got)
+	}
+	var ks keySchedule
+	var hs, chs [32]byte
+	ks.extract(hs[:], derivedNoPSKSecret[:], bytes.Repeat([]byte{0x11}, 32))
+	if got := hex.EncodeToString(hs[:]); got != "87c38768946f51b1ee6da26d2e7c2233a59a3d5602757229525cd47a041ef825" {
+		t.Fatalf("handshake secret %s", got)
+	}
+	th := sm3.Sum([]byte("CH||SH"))
+	ks.deriveSecret(chs[:], hs[:], "c hs traffic", th[:])
+	if got := hex.EncodeToString(chs[:]); got != "caa6d44be385f9d41138814aaff3ba7542f0628abf98625918f276a0c6894f6f" {
+		t.Fatalf("c_hs_traffic %s", got)
+	}
+	var key [16]byte
+	var iv [12]byte
+	ks.trafficKeys(key[:], iv[:], chs[:])
+	if hex.EncodeToString(key[:]) != "472d205296ba8b29dcf870c66179a71d" || hex.EncodeToString(iv[:]) != "1036aecffe408e35c72ac185" {
+		t.Fatalf("key %x iv %x", key, iv)
+	}
+	fk, _ := hkdfExpandLabel(chs[:], "finished", nil, 32)
+	if hex.EncodeToString(fk) != "cbc9385108ecd29a888a2d91472cc11bae4674c75e3265288b2c682872a0b07b" {
+		t.Fatalf("finished key %x", fk)
+	}
+}

@@ -1,0 +1,216 @@
+package tls13sm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// Server returns a server-side Conn over conn. The handshake runs on the
+// first Read, Write or Handshake call.
+func Server(conn net.Conn, config *Config) *Conn {
+	c := &Conn{conn: conn, config: config}
+	c.handshakeFn = c.serverHandshake
+	return c
+}
+
+// Client returns a client-side Conn over conn. config must set ServerName
+// or InsecureSkipVerify.
+func Client(conn net.Conn, config *Config) *Conn {
+	c := &Conn{conn: conn, config: config, isClient: true}
+	c.handshakeFn = c.clientHandshake
+	return c
+}
+
+type listener struct {
+	net.Listener
+	config *Config
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return Server(c, l.config), nil
+}
+
+// NewListener wraps inner so that accepted connections are server Conns.
+func NewListener(inner net.Listener, config *Config) net.Listener {
+	return &listener{Listener: inner, config: config}
+}
+
+// Listen listens on network/laddr and returns a TLS 1.3-SM listener.
+func Listen(network, laddr string, config *Config) (net.Listener, error) {
+	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
+		return nil, errors.New("tls13sm: neither Certificates, GetCertificate, nor GetConfigForClient set in Config")
+	}
+	l, err := net.Listen(network, laddr)
+	if err != nil {
+		return nil, err
+	}
+	return NewListener(l, config), nil
+}
+
+// DialWithDialer dials addr and performs the client handshake, honouring
+// dialer.Timeout and dialer.Deadline for the whole operation.
+func DialWithDialer(dialer *net.Dialer, network, addr string, config *Config) (*Conn, error) {
+	ctx := context.Background()
+	if dialer.Timeout != 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialer.Timeout)
+		defer cancel()
+	}
+	if !dialer.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dialer.Deadline)
+		defer cancel()
+	}
+	raw, err := dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if config == nil {
+		config = &Config{}
+	}
+	if config.ServerName == "" {
+		c := config.Clone()
+		host := addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			host = h
+		}
+		c.ServerName = host
+		config = c
+	}
+	conn := Client(raw, config)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// Dial connects to addr and performs the client handshake.
+func Dial(network, addr string, config *Config) (*Conn, error) {
+	return DialWithDialer(new(net.Dialer), network, addr, config)
+}
+
+// Handshake runs the handshake if it has not run yet.
+func (c *Conn) Handshake() error { return c.HandshakeContext(context.Background()) }
+
+// HandshakeContext runs the handshake; if ctx ends first, the connection
+// is closed and ctx's error returned. The context also reaches the private
+// key (smkey.ContextSigner).
+func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
+	if c.isHandshakeComplete.Load() {
+		return nil
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if ctx.Done() != nil {
+		done := make(chan struct{})
+		interrupted := make(chan error, 1)
+		defer func() {
+			close(done)
+			if err := <-interrupted; err != nil {
+				ret = err
+			}
+		}()
+		go func() {
+			select {
+			case <-hctx.Done():
+				_ = c.conn.Close()
+				interrupted <- hctx.Err()
+			case <-done:
+				interrupted <- nil
+			}
+		}()
+	}
+	c.handshakeMutex.Lock()
+	defer c.handshakeMutex.Unlock()
+	if c.handshakeErr != nil {
+		return c.handshakeErr
+	}
+	if c.isHandshakeComplete.Load() {
+		return nil
+	}
+	c.in.Lock()
+	defer c.in.Unlock()
+	start := time.Now()
+	err := c.handshakeFn(hctx)
+	if err == nil {
+		c.isHandshakeComplete.Store(true)
+		c.handshakeErr = nil
+	} else {
+		c.buffering = false
+		if ctxErr := hctx.Err(); ctxErr != nil && ctx.Err() != nil {
+			err = fmt.Errorf("tls13sm: handshake interrupted: %w (%v)", ctx.Err(), err)
+		}
+		c.handshakeErr = err
+	}
+	if c.config.OnHandshake != nil {
+		c.config.OnHandshake(c.handshakeResult(err, time.Since(start)))
+	}
+	return err
+}
+
+func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
+	r := HandshakeResult{State: c.connectionStateLocked(), Err: err, Duration: d}
+	if err == nil {
+		return r
+	}
+	if c.lastAlertSet {
+		r.Alert, r.HasAlert, r.Remote = c.lastAlert, true, c.lastAlertPeer
+	}
+	r.Reason = failureReason(err, r)
+	return r
+}
+
+func failureReason(err error, r HandshakeResult) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case r.HasAlert && r.Remote:
+		return "peer_alert"
+	case r.HasAlert:
+		switch r.Alert {
+		case AlertHandshakeFailure, AlertProtocolVersion, AlertNoApplicationProtocol, AlertInsufficientSecurity:
+			return "no_shared_cipher"
+		case AlertBadCertificate, AlertUnsupportedCertificate, AlertCertificateExpired, AlertCertificateUnknown,
+			AlertUnknownCA, AlertCertificateRequired, AlertCertificateRevoked:
+			return "bad_certificate"
+		case AlertInternalError:
+			return "internal_error"
+		}
+		return "protocol_error"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return "eof"
+	case errors.Is(err, context.Canceled):
+		return "timeout"
+	}
+	return "internal_error"
+}
+
+// ConnectionState returns the negotiated parameters.
+func (c *Conn) ConnectionState() ConnectionState {
+	c.handshakeMutex.Lock()
+	defer c.handshakeMutex.Unlock()
+	return c.connectionStateLocked()
+}
+
+func (c *Conn) connectionStateLocked() ConnectionState {
+	return ConnectionState{
+		Version: VersionTLS13, HandshakeComplete: c.isHandshakeComplete.Load(), DidResume: c.didResume,
+		CipherSuite: c.cipherSuite, NegotiatedProtocol: c.alpn, ServerName: c.serverName, Group: c.group,
+		HelloRetry: c.didHRR, PeerCertificates: c.peerCertificates, VerifiedChains: c.verifiedChains,
+	}
+}
+
+func isIP(s string) bool { return net.ParseIP(strings.TrimSuffix(s, ".")) != nil }
