@@ -29,11 +29,12 @@ def row(cells): "| " + (cells | map(tostring) | join(" | ")) + " |";
   "",
   "### Requests and throughput (first suite of each protocol)",
   "",
-  row(["server", "protocol", "1 KiB keep-alive req/s", "server CPU µs / req", "1 MiB download MiB/s", "connections used (1 KiB run)", "errors"]),
-  row(["---", "---", "---:", "---:", "---:", "---:", "---:"]),
+  row(["server", "protocol", "1 KiB keep-alive req/s", "server CPU µs / req", "request p50 / p99 ms", "1 MiB download MiB/s", "connections used (1 KiB run)", "errors"]),
+  row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:"]),
   ($r | map(select(.test == "keepalive_1k"))[] as $k
    | get($k.server; $k.protocol; "default"; "download_1m") as $d
    | row([$k.server, $k.protocol, ($k.requests_per_second | f(0)), ($k.cpu_us_per_request | f(1)),
+          (($k.request_p50_ms | f(2)) + " / " + ($k.request_p99_ms | f(2))),
           ($d.mib_per_second | f(1)), $k.connections, (($k.errors // 0) + ($d.errors // 0))])),
   (if ($r | map(.server) | unique | length) > 1 then
     "",

@@ -154,6 +154,7 @@ measure() {
 		   connections_per_second:$r.connections_per_second, requests_per_second:$r.requests_per_second,
 		   mib_per_second:($r.bytes_per_second / 1048576),
 		   p50_ms:($r.handshake_latency.p50 * 1000), p99_ms:($r.handshake_latency.p99 * 1000),
+		   request_p50_ms:(($r.request_latency.p50 // 0) * 1000), request_p99_ms:(($r.request_latency.p99 // 0) * 1000),
 		   rate:($r.rate // 0), errors:$r.error_count, error_kinds:$r.errors,
 		   server_cpu_seconds:$cpu,
 		   cpu_ms_per_connection:(if $n > 0 then $cpu * 1000 / $n else null end),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
@@ -94,4 +95,52 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 	n := copy(p, r.b)
 	r.b = r.b[n:]
 	return n, nil
+}
+
+// BenchmarkTLCPHandshakeInterleaved alternates direct and sniffed
+// handshakes in one loop (so that load changes hit both equally) and
+// reports each one's mean time and their ratio.
+func BenchmarkTLCPHandshakeInterleaved(b *testing.B) {
+	srv, cli := tlcpBenchConfigs(b)
+	site := &Site{Name: "s", TLCP: TLCPHandshaker(srv)}
+	cfg := &ListenerConfig{Name: "bench", TLCP: true, Sites: NewSites([]*Site{site}, nil)}
+	hs := NewServer(cfg, nil, nil)
+	serves := []func(net.Conn) error{
+		// The direct server gets the same deadline handling as the sniffed
+		// one, so that the difference is the sniffer and site selection.
+		func(s net.Conn) error {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultHandshakeTimeout)
+			defer cancel()
+			s.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
+			c := tlcp.Server(s, srv)
+			err := c.HandshakeContext(ctx)
+			s.SetDeadline(time.Time{})
+			c.SetDeadline(time.Time{})
+			return err
+		},
+		func(s net.Conn) error { _, err := hs.Handshake(context.Background(), cfg, s); return err },
+	}
+	var total [2]time.Duration
+	for i := 0; i < b.N; i++ {
+		for j := range serves {
+			k := (i + j) % 2 // alternate the order too
+			serve := serves[k]
+			c, s := net.Pipe()
+			errc := make(chan error, 1)
+			start := time.Now()
+			go func() { errc <- serve(s) }()
+			if err := tlcp.Client(c, cli).Handshake(); err != nil {
+				b.Fatal(err)
+			}
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+			total[k] += time.Since(start)
+			c.Close()
+			s.Close()
+		}
+	}
+	b.ReportMetric(float64(total[0].Nanoseconds())/float64(b.N), "direct-ns/op")
+	b.ReportMetric(float64(total[1].Nanoseconds())/float64(b.N), "sniffed-ns/op")
+	b.ReportMetric(float64(total[1])/float64(total[0]), "sniffed/direct")
 }

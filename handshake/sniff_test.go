@@ -112,13 +112,14 @@ func TestSniffRecordedHellos(t *testing.T) {
 		tls13sm  bool
 		tlcp     bool
 		versions []uint16
+		strict   bool
 	}{
-		{"clienthello-tongsuo-ntls", KindTLCP, "", false, true, nil},
-		{"clienthello-gmssl-tlcp", KindTLCP, "localhost", false, true, nil},
-		{"clienthello-tongsuo-tls13-sm", KindTLS, "", true, false, []uint16{0x0304}},
+		{"clienthello-tongsuo-ntls", KindTLCP, "", false, true, nil, false},
+		{"clienthello-gmssl-tlcp", KindTLCP, "localhost", false, true, nil, false},
+		{"clienthello-tongsuo-tls13-sm", KindTLS, "", true, false, []uint16{0x0304}, true},
 		// GmSSL lists 01 01 in supported_versions: still TLS 1.3-SM (digest Q8).
-		{"clienthello-gmssl-tls13-sm", KindTLS, "localhost", true, false, []uint16{0x0304, 0x0303, 0x0101}},
-		{"clienthello-openssl30-tls13", KindTLS, "localhost", false, false, []uint16{0x0304, 0x0303, 0x0302, 0x0301}},
+		{"clienthello-gmssl-tls13-sm", KindTLS, "localhost", true, false, []uint16{0x0304, 0x0303, 0x0101}, true},
+		{"clienthello-openssl30-tls13", KindTLS, "localhost", false, false, []uint16{0x0304, 0x0303, 0x0302, 0x0301}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -143,6 +144,9 @@ func TestSniffRecordedHellos(t *testing.T) {
 			}
 			if h.OffersTLCPSuites() != tt.tlcp {
 				t.Errorf("OffersTLCPSuites = %v", h.OffersTLCPSuites())
+			}
+			if h.OffersTLS13SMStrict() != tt.strict {
+				t.Errorf("OffersTLS13SMStrict = %v (groups %04x, sigalgs %04x)", h.OffersTLS13SMStrict(), h.SupportedGroups, h.SignatureSchemes)
 			}
 			if !slices.Equal(h.SupportedVersions, tt.versions) {
 				t.Errorf("supported_versions = %04x, want %04x", h.SupportedVersions, tt.versions)

@@ -30,6 +30,7 @@
 //	gmproxy_key_operations_total              counter   {op, protocol, result}
 //	gmproxy_key_operation_queue_seconds       histogram {op, protocol}
 //	gmproxy_key_operation_duration_seconds    histogram {op, protocol}
+//	gmproxy_key_operation_queue_length        gauge
 //	gmproxy_http_requests_total               counter   {site, route, method, code}
 //	gmproxy_http_request_duration_seconds     histogram {site, route}
 //	gmproxy_http_requests_in_flight           gauge     {site}
@@ -111,6 +112,8 @@ type Metrics struct {
 	keyOps        *prometheus.CounterVec
 	keyOpQueue    *prometheus.HistogramVec
 	keyOpDuration *prometheus.HistogramVec
+	keyQueueLen   prometheus.GaugeFunc
+	keyQueueFn    atomic.Pointer[func() int]
 
 	// HTTP and upstreams.
 	requests         *prometheus.CounterVec
@@ -230,6 +233,13 @@ func (m *Metrics) build() {
 	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error.", "op", "protocol", "result")
 	m.keyOpQueue = histogram("", "key_operation_queue_seconds", "Time private-key operations waited for an offload worker.", KeyOpBuckets, "op", "protocol")
 	m.keyOpDuration = histogram("", "key_operation_duration_seconds", "Execution time of private-key operations, queue wait excluded.", KeyOpBuckets, "op", "protocol")
+	m.keyQueueLen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "key_operation_queue_length",
+		Help: "Private-key operations waiting for an offload worker (0 without an engine)."}, func() float64 {
+		if f := m.keyQueueFn.Load(); f != nil {
+			return float64((*f)())
+		}
+		return 0
+	})
 
 	m.requests = counter("http", "requests_total", "HTTP requests finished, by status class.", "site", "route", "method", "code")
 	m.requestDuration = histogram("http", "request_duration_seconds", "HTTP request duration, from request headers read to response finished.", RequestBuckets, "site", "route")
@@ -253,7 +263,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.connAccepted, m.connActive, m.connClosed, m.connRefused,
 		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
 		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected,
-		m.keyOps, m.keyOpQueue, m.keyOpDuration,
+		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes,
 		m.upstreamDuration, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
 		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.buildInfo,
@@ -338,6 +348,16 @@ func (m *Metrics) KeyOp(op, family string, queueWait, exec time.Duration, err er
 	m.keyOps.WithLabelValues(o, p, result).Inc()
 	m.keyOpQueue.WithLabelValues(o, p).Observe(queueWait.Seconds())
 	m.keyOpDuration.WithLabelValues(o, p).Observe(exec.Seconds())
+}
+
+// ObserveKeyQueue makes gmproxy_key_operation_queue_length read queueLen
+// at each scrape (for example handshake.Offload.QueueLen); nil resets it to 0.
+func (m *Metrics) ObserveKeyQueue(queueLen func() int) {
+	if queueLen == nil {
+		m.keyQueueFn.Store(nil)
+		return
+	}
+	m.keyQueueFn.Store(&queueLen)
 }
 
 // ---- handshake.SessionObserver ----

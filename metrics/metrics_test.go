@@ -179,6 +179,17 @@ func TestBytesAndKeyOps(t *testing.T) {
 	if n := testutil.CollectAndCount(m.tlsBytes); n != 3 {
 		t.Errorf("tls_bytes series = %d, want 3", n)
 	}
+	if got := testutil.ToFloat64(m.keyQueueLen); got != 0 {
+		t.Errorf("queue length without an engine = %v", got)
+	}
+	m.ObserveKeyQueue(func() int { return 7 })
+	if got := testutil.ToFloat64(m.keyQueueLen); got != 7 {
+		t.Errorf("queue length = %v, want 7", got)
+	}
+	m.ObserveKeyQueue(nil)
+	if got := testutil.ToFloat64(m.keyQueueLen); got != 0 {
+		t.Errorf("queue length after reset = %v", got)
+	}
 	if n := histCount(t, reg, "gmproxy_key_operation_queue_seconds", map[string]string{"op": "decrypt"}); n != 1 {
 		t.Errorf("queue histogram count %d", n)
 	}

@@ -294,6 +294,11 @@ func (l *AccessLog) Log(e *LogEntry) {
 	b = append(b, '\n')
 	l.mu.Lock()
 	if !l.closed {
+		// Keep lines whole per write(2): with O_APPEND, two generations of
+		// the proxy (during a reload) may share the file.
+		if len(b) > l.bw.Available() && l.bw.Buffered() > 0 {
+			l.bw.Flush()
+		}
 		l.bw.Write(b)
 	}
 	l.mu.Unlock()

@@ -148,3 +148,38 @@ func TestAccessLogThroughProxy(t *testing.T) {
 	}
 	_ = http.StatusOK
 }
+
+// FuzzAccessLogTemplate: templates parse or fail cleanly, and no field
+// value can break a text line or a JSON line.
+func FuzzAccessLogTemplate(f *testing.F) {
+	f.Add("{client} {uri}", "/a\nb\"c")
+	f.Add(CombinedTemplate, "\x00\xff\xfe")
+	f.Add("{", "é\r\n")
+	f.Fuzz(func(t *testing.T, tmpl, value string) {
+		var buf syncBuffer
+		l, err := NewAccessLogWriter(&buf, AccessLogConfig{Format: "template", Template: tmpl})
+		if err == nil {
+			e := sampleEntry()
+			e.URI, e.UserAgent, e.ClientSubject = value, value, value
+			l.Log(e)
+			l.Close()
+			out := buf.String()
+			if strings.Count(out, "\n") != 1+strings.Count(tmpl, "\n") {
+				t.Fatalf("line breaks injected: %q", out)
+			}
+		}
+		var jb syncBuffer
+		jl, _ := NewAccessLogWriter(&jb, AccessLogConfig{Format: "json"})
+		e := sampleEntry()
+		e.URI, e.SNI = value, value
+		jl.Log(e)
+		jl.Close()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(jb.String()), &m); err != nil {
+			t.Fatalf("json line %q: %v", jb.String(), err)
+		}
+		if string([]rune(value)) != m["uri"] {
+			t.Fatalf("uri %q came back as %q", value, m["uri"])
+		}
+	})
+}

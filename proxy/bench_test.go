@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"testing"
+	"time"
 )
 
 // Proxy overhead per 1 KiB keep-alive request over plain TCP, against
@@ -85,4 +86,65 @@ func BenchmarkHTTPUtil1KiB(b *testing.B) {
 func BenchmarkDirect1KiB(b *testing.B) {
 	be := benchBackend(b)
 	benchLoop(b, be.URL+"/bench")
+}
+
+// BenchmarkInterleaved1KiB alternates one request through this proxy, one
+// through httputil.ReverseProxy and one straight to the backend in every
+// iteration, so that load from other processes hits all three alike; it
+// reports each path's ns per request and the ratio proxy/httputil.
+func BenchmarkInterleaved1KiB(b *testing.B) {
+	be := benchBackend(b)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(be))}, Sites: oneSite(RouteConfig{PathPrefix: "/", Upstream: "u"})}
+	p, err := New(cfg, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.ServeConn(c)
+		}
+	}()
+	b.Cleanup(func() { ln.Close(); p.Close() })
+	u, _ := url.Parse(be.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	hs := httptest.NewServer(rp)
+	b.Cleanup(hs.Close)
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	reqs := []*http.Request{}
+	for _, u := range []string{"http://" + ln.Addr().String() + "/bench", hs.URL + "/bench", be.URL + "/bench"} {
+		r, _ := http.NewRequest("GET", u, nil)
+		reqs = append(reqs, r)
+	}
+	var spent [3]time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		for i, req := range reqs {
+			start := time.Now()
+			res, err := c.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			spent[i] += time.Since(start)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(spent[0])/n, "proxy-ns/req")
+	b.ReportMetric(float64(spent[1])/n, "httputil-ns/req")
+	b.ReportMetric(float64(spent[2])/n, "direct-ns/req")
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), "proxy/httputil")
+	b.ReportMetric(float64(spent[0]-spent[2])/float64(spent[1]-spent[2]), "overhead-ratio")
 }

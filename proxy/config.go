@@ -243,6 +243,12 @@ type UpstreamTLSConfig struct {
 	// ClientECDHEParamsAsVector frames the ECDHE ClientKeyExchange as
 	// GmSSL does.
 	ClientECDHEParamsAsVector bool
+	// ClientSignCertOnly sends only the signing certificate under ECC
+	// suites (GmSSL servers reject sign+enc lists).
+	ClientSignCertOnly bool
+	// ClientRawCertificateVerify signs the raw handshake messages in
+	// CertificateVerify, as GmSSL 3.3 servers expect.
+	ClientRawCertificateVerify bool
 }
 
 // TransportConfig tunes the per-target keep-alive pools.

@@ -306,8 +306,9 @@ func (p *Proxy) trackDone(c io.Closer) {
 
 // Shutdown stops taking connections, lets in-flight requests, h2
 // connections (sent GOAWAY), tunnels and streams finish until ctx ends,
-// then stops health checks and flushes the access log. It returns
-// ctx.Err() if connections remained; call Close to cut them.
+// then stops health checks and closes the access log. It returns
+// ctx.Err() if connections remained (the log then stays open for them);
+// call Close to cut them.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.ln.close()
 	err := p.h1.Shutdown(ctx)
@@ -323,7 +324,11 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.serveWG.Wait()
 	p.closeUpstreams()
 	if p.accessLog != nil {
-		p.accessLog.Flush()
+		if err == nil {
+			p.accessLog.Close() // drained: nothing will log any more
+		} else {
+			p.accessLog.Flush() // tunnels remain; Close closes the log
+		}
 	}
 	return err
 }

@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/tlcp"
 )
 
 func TestShutdownDrainsInFlight(t *testing.T) {
@@ -112,5 +115,86 @@ func TestCloseCutsTunnels(t *testing.T) {
 	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if err := websocket.Message.Receive(ws, &s); err == nil {
 		t.Fatal("tunnel survived Close")
+	}
+}
+
+func TestClientLimits(t *testing.T) {
+	b := nameBackend(t, "b")
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", addrOf(b))},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		Limits:    LimitsConfig{MaxHeaderBytes: 4 << 10, ReadHeaderTimeout: 100 * time.Millisecond},
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	if code, _, _ := get(t, c, f.url+"/", "X-Big", strings.Repeat("a", 16<<10)); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("16 KiB header with a 4 KiB limit (net/http adds 4 KiB slack): %d, want 431", code)
+	}
+	if code, _, _ := get(t, c, f.url+"/", "X-Small", "a"); code != 200 {
+		t.Errorf("small header: %d", code)
+	}
+	// A client that never finishes its headers is cut by ReadHeaderTimeout.
+	conn, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n"))
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("slow headers: %v, want the proxy to close", err)
+	}
+}
+
+// TestTLCPFrontWebSocket runs a real TLCP listener in front of the proxy
+// (as the daemon does after the handshake) and echoes over a WebSocket.
+func TestTLCPFrontWebSocket(t *testing.T) {
+	p := func(n string) string { return pkiPath(t, n) }
+	serverCert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
+	t.Cleanup(backend.Close)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	px, err := New(cfg, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{Certificates: []tlcp.Certificate{serverCert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go px.ServeConn(c)
+		}
+	}()
+	pool := smx509.NewCertPool()
+	caPEM, _ := readFile(p("ca.crt"))
+	pool.AppendCertsFromPEM(caPEM)
+	tc, err := tlcp.Dial("tcp", ln.Addr().String(), &tlcp.Config{RootCAs: pool, ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcfg, _ := websocket.NewConfig("wss://localhost/ws", "https://localhost")
+	ws, err := websocket.NewClient(wcfg, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	for i := range 3 {
+		msg := strings.Repeat("tlcp ", i*100+1)
+		websocket.Message.Send(ws, msg)
+		var got string
+		if err := websocket.Message.Receive(ws, &got); err != nil || got != msg {
+			t.Fatalf("echo %d: %v", i, err)
+		}
 	}
 }

@@ -43,12 +43,14 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 	switch uc.Protocol {
 	case "tlcp":
 		cfg := &tlcp.Config{
-			RootCAs:                   roots,
-			ServerName:                tc.ServerName,
-			InsecureSkipVerify:        tc.InsecureSkipVerify,
-			NoClientExtensions:        tc.NoClientExtensions,
-			ClientECDHEParamsAsVector: tc.ClientECDHEParamsAsVector,
-			ClientSessionCache:        tlcp.NewLRUClientSessionCache(smClientSessionCacheSize),
+			RootCAs:                    roots,
+			ServerName:                 tc.ServerName,
+			InsecureSkipVerify:         tc.InsecureSkipVerify,
+			NoClientExtensions:         tc.NoClientExtensions,
+			ClientECDHEParamsAsVector:  tc.ClientECDHEParamsAsVector,
+			ClientSignCertOnly:         tc.ClientSignCertOnly,
+			ClientRawCertificateVerify: tc.ClientRawCertificateVerify,
+			ClientSessionCache:         tlcp.NewLRUClientSessionCache(smClientSessionCacheSize),
 		}
 		if tc.SignCert != "" || tc.EncCert != "" {
 			cert, err := tlcp.LoadX509KeyPair(tc.SignCert, tc.SignKey, tc.EncCert, tc.EncKey, tc.KeyPassword)

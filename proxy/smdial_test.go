@@ -18,7 +18,9 @@ import (
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
-func pkiPath(t *testing.T, name string) string {
+func pkiPath(t *testing.T, name string) string { return pkiPathTB(t, name) }
+
+func pkiPathTB(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := transcript.PKIDir()
 	if err != nil {

@@ -172,7 +172,8 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 // over an h2 stream) by opening an HTTP/1.1 Upgrade to the backend and
 // shuttling bytes between the h2 stream and the backend connection.
 // x/net/http2 only lets such requests through when the process runs with
-// GODEBUG=http2xconnect=1 (read when the package initialises).
+// GODEBUG=http2xconnect=1 (read when that package initialises); the daemon
+// can blank-import package proxy/h2xconnect to set it.
 func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) {
 	h := r.Header
 	proto := h.Get(":protocol")
@@ -257,60 +258,70 @@ func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // pipe copies a→b and b→a until both directions end and returns the byte
 // counts (a→b, b→a). A direction ending with EOF half-closes the other
-// side when possible; an error closes both. idle > 0 closes the pipe when
-// neither direction moved data for that long (needs deadline support).
+// side when possible; an error closes both. idle > 0 closes both when
+// neither direction moved data for that long. The idle check is a
+// watchdog, not read deadlines, so it works the same on every connection
+// type (TLCP, TLS 1.3-SM, hijacked HTTP) and costs nothing per read.
 func pipe(a, b io.ReadWriteCloser, idle time.Duration) (ab, ba int64) {
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	var closeOnce sync.Once
 	closeBoth := func() { closeOnce.Do(func() { a.Close(); b.Close() }) }
+	stop := make(chan struct{})
+	if idle > 0 {
+		go func() {
+			tick := time.NewTicker(max(idle/4, 5*time.Millisecond))
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case now := <-tick.C:
+					if now.UnixNano()-last.Load() >= int64(idle) {
+						closeBoth()
+						return
+					}
+				}
+			}
+		}()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var err error
-		ba, err = copyDir(a, b, idle, &last)
+		ba, err = copyDir(a, b, &last)
 		if err != nil || !closeWrite(a) {
 			closeBoth()
 		}
 	}()
 	var err error
-	ab, err = copyDir(b, a, idle, &last)
+	ab, err = copyDir(b, a, &last)
 	if err != nil || !closeWrite(b) {
 		closeBoth()
 	}
 	<-done
+	close(stop)
 	closeBoth()
 	return ab, ba
 }
 
 func closeWrite(c io.Closer) bool {
+	if pc, ok := c.(*prefixConn); ok {
+		c = pc.Conn
+	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite() == nil
 	}
 	return false
 }
 
-type readDeadliner interface {
-	SetReadDeadline(time.Time) error
-}
-
-// copyDir copies src to dst; it returns nil on EOF.
-func copyDir(dst io.Writer, src io.Reader, idle time.Duration, last *atomic.Int64) (int64, error) {
+// copyDir copies src to dst, noting activity in last; it returns nil on EOF.
+func copyDir(dst io.Writer, src io.Reader, last *atomic.Int64) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var rd readDeadliner
-	if idle > 0 {
-		rd, _ = src.(readDeadliner)
-		if pc, ok := src.(*prefixConn); ok {
-			rd = pc.Conn
-		}
-	}
 	var total int64
 	for {
-		if rd != nil {
-			rd.SetReadDeadline(time.Now().Add(idle))
-		}
 		n, err := src.Read(buf)
 		if n > 0 {
 			last.Store(time.Now().UnixNano())
@@ -324,11 +335,6 @@ func copyDir(dst io.Writer, src io.Reader, idle time.Duration, last *atomic.Int6
 			return total, nil
 		}
 		if err != nil {
-			var ne net.Error
-			if rd != nil && errors.As(err, &ne) && ne.Timeout() &&
-				time.Since(time.Unix(0, last.Load())) < idle {
-				continue // the other direction is active
-			}
 			return total, err
 		}
 	}

@@ -215,19 +215,29 @@ func TestTrailersPassThrough(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
-	f := newFront(t, cfg, frontOpts{})
-	req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
-	req.ContentLength = -1
-	req.Trailer = http.Header{"X-Req-Trailer": {"t1"}}
-	res, err := testClient(t).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.ReadAll(res.Body)
-	res.Body.Close()
-	sum := sha256.Sum256([]byte("hello"))
-	if got, want := res.Trailer.Get("X-Sum"), hex.EncodeToString(sum[:4])+" t1"; got != want {
-		t.Fatalf("trailer %q, want %q", got, want)
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("h2=", h2), func(t *testing.T) {
+			var opts frontOpts
+			c := testClient(t)
+			if h2 {
+				opts.state = &handshake.ConnState{ALPN: "h2"}
+				c = h2cClient(t)
+			}
+			f := newFront(t, cfg, opts)
+			req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
+			req.ContentLength = -1
+			req.Trailer = http.Header{"X-Req-Trailer": {"t1"}}
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(res.Body)
+			res.Body.Close()
+			sum := sha256.Sum256([]byte("hello"))
+			if got, want := res.Trailer.Get("X-Sum"), hex.EncodeToString(sum[:4])+" t1"; got != want {
+				t.Fatalf("trailer %q, want %q", got, want)
+			}
+		})
 	}
 }
 

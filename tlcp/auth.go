@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/lru"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -59,6 +59,12 @@ func checkEncUsage(c *smx509.Certificate) error {
 	return nil
 }
 
+// parsedCerts caches parsed peer certificates by their DER: clients and
+// servers present the same certificates again and again, and parsing (with
+// the SM2 point checks) costs more than the lookup. Parsed certificates are
+// never modified, so sharing them is safe.
+var parsedCerts = lru.New[string, *smx509.Certificate](1024, time.Hour)
+
 // parseCertificates parses a peer's certificate list, bounded in count.
 func parseCertificates(raw [][]byte) ([]*smx509.Certificate, error) {
 	if len(raw) > maxCertChain {
@@ -66,10 +72,15 @@ func parseCertificates(raw [][]byte) ([]*smx509.Certificate, error) {
 	}
 	certs := make([]*smx509.Certificate, len(raw))
 	for i, r := range raw {
+		if c, ok := parsedCerts.Get(string(r)); ok {
+			certs[i] = c
+			continue
+		}
 		c, err := smx509.ParseCertificate(r)
 		if err != nil {
 			return nil, fmt.Errorf("certificate %d: %w", i, err)
 		}
+		parsedCerts.Put(string(r), c)
 		certs[i] = c
 	}
 	return certs, nil
@@ -107,10 +118,4 @@ func certAlert(err error) AlertError {
 		return AlertBadCertificate
 	}
 	return AlertBadCertificate
-}
-
-// hashMessages returns SM3(messages), the CertificateVerify input.
-func hashMessages(b []byte) []byte {
-	s := sm3.Sum(b)
-	return s[:]
 }

@@ -362,5 +362,3 @@ func (c *Config) sessionStore() SessionStore {
 	defaultStoreOnce.Do(func() { defaultStore = NewLRUSessionStore(10000, 2*time.Hour) })
 	return defaultStore
 }
-
-func (c *Config) mutualVersion(v uint16) bool { return v == VersionTLCP }

@@ -52,7 +52,8 @@ type Conn struct {
 	// Output side.
 	out             halfConn
 	outMu           sync.Mutex
-	sendBuf         []byte // pending handshake flight
+	sendBuf         []byte  // pending handshake flight
+	sendPB          *[]byte // pooled buffer behind sendBuf
 	closeNotifySent bool
 
 	activeCall atomic.Int32
@@ -233,7 +234,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 				return c.in.setErr(&PeerAlertError{Alert: a})
 			}
 			// Other warnings are ignored (TLS 1.2 practice).
-			return c.retryOrErr()
+			return nil
 		}
 		return c.in.setErr(&PeerAlertError{Alert: a, Fatal: true})
 
@@ -276,8 +277,6 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	}
 	return nil
 }
-
-func (c *Conn) retryOrErr() error { return nil }
 
 // readHandshake returns the next complete handshake message (header included).
 func (c *Conn) readHandshake() ([]byte, error) {
@@ -330,7 +329,7 @@ func (c *Conn) sendAlertLocked(a AlertError) error {
 	if a == AlertCloseNotify || a == AlertNoRenegotiation {
 		level = alertLevelWarning
 	}
-	c.sendBuf = nil // a pending flight is dropped in favour of the alert
+	c.dropFlight() // a pending flight is dropped in favour of the alert
 	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
 	if a == AlertCloseNotify {
 		return err
@@ -377,9 +376,25 @@ func (c *Conn) queueHandshake(msg []byte) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
+	if c.sendBuf == nil {
+		c.sendPB = smallOutPool.Get().(*[]byte)
+		c.sendBuf = (*c.sendPB)[:0]
+	}
 	var err error
 	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeHandshake, msg, maxPlaintext, c.config.rand())
 	return err
+}
+
+// dropFlight forgets the pending flight and returns its buffer.
+func (c *Conn) dropFlight() {
+	if c.sendPB != nil {
+		if cap(c.sendBuf) == cap(*c.sendPB) {
+			*c.sendPB = c.sendBuf[:0]
+		}
+		smallOutPool.Put(c.sendPB)
+		c.sendPB = nil
+	}
+	c.sendBuf = nil
 }
 
 // queueChangeCipherSpec appends CCS to the flight and switches the write cipher.
@@ -389,8 +404,12 @@ func (c *Conn) queueChangeCipherSpec() error {
 	if c.out.err != nil {
 		return c.out.err
 	}
+	if c.sendBuf == nil {
+		c.sendPB = smallOutPool.Get().(*[]byte)
+		c.sendBuf = (*c.sendPB)[:0]
+	}
 	var err error
-	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeChangeCipherSpec, []byte{1}, maxPlaintext, c.config.rand())
+	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeChangeCipherSpec, ccsBody, maxPlaintext, c.config.rand())
 	if err != nil {
 		return err
 	}
@@ -405,7 +424,7 @@ func (c *Conn) flush() error {
 		return c.out.err
 	}
 	_, err := c.conn.Write(c.sendBuf)
-	c.sendBuf = nil
+	c.dropFlight()
 	if err != nil {
 		return c.out.setErr(err)
 	}
@@ -440,7 +459,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		return 0, errShutdown
 	}
 	total := 0
-	for len(b) > 0 || total == 0 {
+	for len(b) > 0 {
 		chunk := b
 		if len(chunk) > maxBatchRecords*maxPlaintext {
 			chunk = chunk[:maxBatchRecords*maxPlaintext]
@@ -469,14 +488,13 @@ func (c *Conn) Write(b []byte) (int, error) {
 		c.bytesWritten.Add(uint64(len(chunk)))
 		total += len(chunk)
 		b = b[len(chunk):]
-		if len(b) == 0 {
-			break
-		}
 	}
 	return total, nil
 }
 
 var errShutdown = errors.New("tlcp: protocol is shutdown")
+
+var ccsBody = []byte{1}
 
 // Read reads application data, running the handshake first if needed.
 func (c *Conn) Read(b []byte) (int, error) {
@@ -608,7 +626,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 			c.sendAlert(le.alert)
 		}
 		c.outMu.Lock()
-		c.sendBuf = nil // never send half a flight
+		c.dropFlight() // never send half a flight
 		c.outMu.Unlock()
 	}
 	c.handshakeErr = err

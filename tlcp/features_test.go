@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"errors"
 	"io"
 	"net"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -392,6 +395,84 @@ func TestConcurrent(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+type ctxKey struct{}
+
+// offloadKey stands for an offload engine: it records the contexts its
+// operations were given.
+type offloadKey struct {
+	signer crypto.Signer
+	dec    crypto.Decrypter
+	seen   chan any
+}
+
+func (k *offloadKey) Public() crypto.PublicKey { return k.signer.Public() }
+func (k *offloadKey) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	return nil, errors.New("Sign without context")
+}
+func (k *offloadKey) SignContext(ctx context.Context, r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	k.seen <- ctx.Value(ctxKey{})
+	return k.signer.Sign(r, d, o)
+}
+func (k *offloadKey) Decrypt(r io.Reader, m []byte, o crypto.DecrypterOpts) ([]byte, error) {
+	return nil, errors.New("Decrypt without context")
+}
+func (k *offloadKey) DecryptContext(ctx context.Context, r io.Reader, m []byte, o crypto.DecrypterOpts) ([]byte, error) {
+	k.seen <- ctx.Value(ctxKey{})
+	return k.dec.Decrypt(r, m, o)
+}
+
+type offloadKA struct {
+	smkey.KeyAgreement
+	seen chan any
+}
+
+func (k offloadKA) SM2KeyAgree(ctx context.Context, e *ecdh.PrivateKey, ps, pe *ecdh.PublicKey, resp bool, n int, u, pu []byte) ([]byte, error) {
+	k.seen <- ctx.Value(ctxKey{})
+	return k.KeyAgreement.SM2KeyAgree(ctx, e, ps, pe, resp, n, u, pu)
+}
+
+// TestPrivateKeyInterfaces: every server private-key operation goes through
+// the context-aware interfaces with the handshake's context.
+func TestPrivateKeyInterfaces(t *testing.T) {
+	p := loadPKI(t)
+	for _, suite := range []uint16{ECC_SM4_GCM_SM3, ECDHE_SM4_GCM_SM3} {
+		seen := make(chan any, 8)
+		cert := p.server
+		cert.SignKey = &offloadKey{signer: p.server.SignKey, seen: seen}
+		if cipherSuiteByID(suite).ecdhe {
+			cert.EncKey = offloadKA{KeyAgreement: smkey.AsKeyAgreement(p.server.EncKey), seen: seen}
+		} else {
+			sk := p.server.EncKey.(crypto.Signer)
+			cert.EncKey = &offloadKey{signer: sk, dec: p.server.EncKey.(crypto.Decrypter), seen: seen}
+		}
+		scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{suite}}
+		c1, c2 := tcpPair(t)
+		cli, srv := Client(c1, p.clientConfig()), Server(c2, scfg)
+		errc := make(chan error, 1)
+		go func() { errc <- cli.Handshake() }()
+		ctx := context.WithValue(context.Background(), ctxKey{}, "hs-ctx")
+		if err := srv.HandshakeContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		cli.Close()
+		srv.Close()
+		close(seen)
+		n := 0
+		for v := range seen {
+			if v != "hs-ctx" {
+				t.Fatalf("key operation got context value %v", v)
+			}
+			n++
+		}
+		if n != 2 {
+			t.Fatalf("%d private-key operations, want 2 (sign + decrypt/agree)", n)
 		}
 	}
 }

@@ -42,9 +42,9 @@ type serverHandshakeState struct {
 
 func (c *Conn) serverHandshake(ctx context.Context) error {
 	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config, tr: newTranscript()}
-	// Keep the raw messages until we know GmSSL's raw CertificateVerify
-	// cannot be needed.
-	hs.tr.keepRaw = true
+	// Keep the raw messages while GmSSL's raw CertificateVerify may be
+	// needed (GetConfigForClient may switch it on).
+	hs.tr.keepRaw = c.config.AcceptRawCertificateVerify || c.config.GetConfigForClient != nil
 	defer func() {
 		if hs.ks != nil {
 			hs.ks.release()
@@ -436,6 +436,9 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 		}
 	}
 	var chains [][]*smx509.Certificate
+	if cfg.ClientAuth.verifies() && cfg.ClientCAs == nil {
+		return errorf(AlertUnknownCA, "client certificate cannot be verified: Config.ClientAuth verifies but Config.ClientCAs is nil")
+	}
 	if hs.clientAuth.verifies() && cfg.ClientCAs != nil {
 		chains, err = verifyChain(sign, certs[1:], cfg.ClientCAs, "", cfg.time(), smx509.ExtKeyUsageClientAuth)
 		if err != nil {

@@ -174,6 +174,8 @@ func FuzzKeyExchange(f *testing.F) {
 		}
 		var cv certificateVerifyMsg
 		cv.unmarshal(data)
+		var shd serverHelloDoneMsg
+		shd.unmarshal(data)
 		var fin finishedMsg
 		fin.unmarshal(data)
 		var nst newSessionTicketMsg

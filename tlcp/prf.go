@@ -71,6 +71,16 @@ func (m *hmacSM3) setKey(key []byte) {
 	clear(m.pad[:])
 }
 
+// forget wipes the key-derived states.
+func (m *hmacSM3) forget() {
+	clear(m.ipad[:cap(m.ipad)])
+	clear(m.opad[:cap(m.opad)])
+	m.ipad, m.opad = m.ipad[:0], m.opad[:0]
+	clear(m.tmp[:])
+	m.inner.Reset()
+	m.outer.Reset()
+}
+
 func (m *hmacSM3) reset()         { m.innerU.UnmarshalBinary(m.ipad) }
 func (m *hmacSM3) write(b []byte) { m.inner.Write(b) }
 
@@ -131,7 +141,7 @@ func (ks *keySchedule) release() {
 	clear(ks.master[:])
 	clear(ks.keyBlock[:])
 	ks.p.a, ks.p.b = [32]byte{}, [32]byte{}
-	ks.p.h.setKey(nil)
+	ks.p.h.forget()
 	keySchedulePool.Put(ks)
 }
 

@@ -76,17 +76,6 @@ func newRecordCipher(suite *cipherSuite, macKey, key, iv []byte) (*recordCipher,
 	return rc, nil
 }
 
-// overhead is the most a record body grows beyond its plaintext.
-func (rc *recordCipher) overhead() int {
-	if rc == nil {
-		return 0
-	}
-	if rc.aead != nil {
-		return gcmExplicit + gcmTagLen
-	}
-	return cbcIVLen + macLen + blockLen
-}
-
 // halfConn is one direction of the record layer.
 type halfConn struct {
 	cipher *recordCipher

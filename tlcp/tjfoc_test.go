@@ -144,3 +144,60 @@ func TestTjfocInterop(t *testing.T) {
 		})
 	}
 }
+
+// TestTjfocTicketResumption: tjfoc's GM mode resumes with RFC 5077 tickets;
+// both directions must resume.
+func TestTjfocTicketResumption(t *testing.T) {
+	p := loadPKI(t)
+	tjServer, tjClient, _ := tjfocConfigs(t, p)
+	t.Run("tjfoc-client", func(t *testing.T) {
+		scfg := p.serverConfig()
+		ccfg := tjClient.Clone()
+		ccfg.ClientSessionCache = tjtls.NewLRUClientSessionCache(4)
+		for i := 0; i < 2; i++ {
+			c1, c2 := tcpPair(t)
+			srv := Server(c2, scfg)
+			cli := tjtls.Client(c1, ccfg)
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Handshake() }()
+			if err := cli.Handshake(); err != nil {
+				t.Fatalf("#%d: %v", i, err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("#%d server: %v", i, err)
+			}
+			if got := srv.ConnectionState().DidResume; got != (i == 1) || cli.ConnectionState().DidResume != (i == 1) {
+				t.Fatalf("#%d: resumed %v / tjfoc %v", i, got, cli.ConnectionState().DidResume)
+			}
+			cli.Close()
+			srv.Close()
+		}
+	})
+	// tjfoc's server issues tickets but never resumes, not even with its
+	// own client (checked with tjfoc client ↔ tjfoc server): our client must
+	// fall back to a full handshake cleanly.
+	t.Run("tjfoc-server", func(t *testing.T) {
+		ccfg := p.clientConfig()
+		ccfg.Certificates = nil
+		ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
+		scfg := tjServer.Clone()
+		for i := 0; i < 2; i++ {
+			c1, c2 := tcpPair(t)
+			srv := tjtls.Server(c2, scfg)
+			cli := Client(c1, ccfg)
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Handshake() }()
+			if err := cli.Handshake(); err != nil {
+				t.Fatalf("#%d: %v", i, err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("#%d tjfoc server: %v", i, err)
+			}
+			if st := cli.ConnectionState(); !st.HandshakeComplete || st.DidResume {
+				t.Fatalf("#%d: state %+v", i, st)
+			}
+			cli.Close()
+			srv.Close()
+		}
+	})
+}

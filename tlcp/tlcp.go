@@ -190,7 +190,7 @@ func (c *Certificate) check() error {
 		return errors.New("tlcp: signing private key does not match the signing certificate")
 	}
 	var encPub crypto.PublicKey
-	if s, ok := c.EncKey.(crypto.Signer); ok {
+	if s, ok := c.EncKey.(interface{ Public() crypto.PublicKey }); ok {
 		encPub = s.Public()
 	} else if ka := smkey.AsKeyAgreement(c.EncKey); ka != nil {
 		encPub = ka.Public()

@@ -29,7 +29,7 @@ import (
 
 // Limits.
 const (
-	maxPlaintext       = 16384             // 2^14 (RFC 8446 §5.1)
+	maxPlaintext       = 16384              // 2^14 (RFC 8446 §5.1)
 	maxCiphertext      = maxPlaintext + 256 // 2^14 + 256 (§5.2)
 	recordHeaderLen    = 5
 	maxHandshakeMsg    = 65536 // largest handshake message accepted
@@ -224,6 +224,8 @@ type Config struct {
 	OnHandshake func(HandshakeResult)
 
 	testShareX25519 bool // tests: client's first key share is X25519
+	testEarlyData   bool // tests: client offers early_data and sends a fake 0-RTT record
+	testPSKOnly     bool // tests: client offers psk_ke only
 }
 
 // Clone returns a shallow copy of c.
@@ -239,7 +241,7 @@ func (c *Config) Clone() *Config {
 		NextProtos: c.NextProtos, CipherSuites: c.CipherSuites, SessionTicketsDisabled: c.SessionTicketsDisabled,
 		TicketKeys: c.TicketKeys, TicketLifetime: c.TicketLifetime, AllowPSKOnly: c.AllowPSKOnly,
 		ClientSessionCache: c.ClientSessionCache, Strict: c.Strict, DisableMiddleboxCompat: c.DisableMiddleboxCompat,
-		OnHandshake: c.OnHandshake, testShareX25519: c.testShareX25519,
+		OnHandshake: c.OnHandshake, testShareX25519: c.testShareX25519, testEarlyData: c.testEarlyData, testPSKOnly: c.testPSKOnly,
 	}
 }
 

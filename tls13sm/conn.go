@@ -50,6 +50,18 @@ func (hc *halfConn) setTrafficSecret(ks *keySchedule, suite *cipherSuite, secret
 	return nil
 }
 
+// setKeys installs a precomputed key and IV for secret.
+func (hc *halfConn) setKeys(suite *cipherSuite, secret, key, iv []byte) error {
+	aead, err := suite.aead(key[:keyLen])
+	if err != nil {
+		return err
+	}
+	copy(hc.iv[:], iv[:ivLen])
+	copy(hc.secret[:], secret)
+	hc.aead, hc.suite, hc.seq = aead, suite, 0
+	return nil
+}
+
 // makeNonce computes iv XOR (0^32 || seq) into hc.nonce.
 func (hc *halfConn) makeNonce() []byte {
 	hc.nonce = hc.iv
@@ -200,9 +212,16 @@ func (c *Conn) fail(a Alert, format string, args ...any) error {
 
 // ---- reading ----
 
+// Read buffer sizes: handshakes start small; bulk traffic grows the buffer
+// once to hold two full records, after which reading allocates nothing.
+const (
+	initialRawBuf = 4096
+	maxRawBuf     = 2 * (recordHeaderLen + maxCiphertext)
+)
+
 func (c *Conn) ensureBuffers() {
 	if c.rawBuf == nil {
-		c.rawBuf = make([]byte, 2*(recordHeaderLen+maxCiphertext))
+		c.rawBuf = make([]byte, initialRawBuf)
 	}
 }
 
@@ -210,9 +229,13 @@ func (c *Conn) ensureBuffers() {
 func (c *Conn) fill(n int) error {
 	for c.rawEnd-c.rawStart < n {
 		if c.rawStart+n > len(c.rawBuf) {
-			copy(c.rawBuf, c.rawBuf[c.rawStart:c.rawEnd])
-			c.rawEnd -= c.rawStart
+			buf := c.rawBuf
+			if n > len(buf) { // n ≤ recordHeaderLen+maxCiphertext < maxRawBuf
+				buf = make([]byte, min(max(2*len(buf), n), maxRawBuf))
+			}
+			c.rawEnd = copy(buf, c.rawBuf[c.rawStart:c.rawEnd])
 			c.rawStart = 0
+			c.rawBuf = buf
 		}
 		m, err := c.conn.Read(c.rawBuf[c.rawEnd:])
 		c.rawEnd += m
@@ -281,7 +304,9 @@ func (c *Conn) readRecord() error {
 		return c.useless1()
 	}
 
-	if c.in.aead != nil && typ != recordTypeAlert {
+	// A plaintext alert is accepted only during the handshake (a peer that
+	// failed before deriving keys sends one).
+	if c.in.aead != nil && (typ != recordTypeAlert || c.isHandshakeComplete.Load()) {
 		if typ != recordTypeApplicationData {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "plaintext record of type %d after keys were set", typ))
 		}
@@ -418,13 +443,18 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
-	if c.outBuf == nil {
-		c.outBuf = make([]byte, 0, recordHeaderLen+maxPlaintext+1+aeadOver)
-	}
 	for first := true; first || len(data) > 0; first = false {
 		m := len(data)
 		if m > maxPlaintext {
 			m = maxPlaintext
+		}
+		if need := recordHeaderLen + m + 1 + aeadOver; cap(c.outBuf) < need {
+			if m == maxPlaintext || need > 2048 {
+				need = recordHeaderLen + maxPlaintext + 1 + aeadOver
+			} else {
+				need = 2048
+			}
+			c.outBuf = make([]byte, 0, need)
 		}
 		rec := c.outBuf[:recordHeaderLen]
 		if c.out.aead == nil || typ == recordTypeChangeCipherSpec {
@@ -539,7 +569,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 		}
 		for len(c.hand) > 0 {
 			if err := c.handlePostHandshake(); err != nil {
-				return 0, err
+				return 0, c.in.setErrorLocked(err)
 			}
 		}
 	}

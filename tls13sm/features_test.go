@@ -559,3 +559,195 @@ func TestConcurrentConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestEarlyDataIgnored(t *testing.T) {
+	for _, hrr := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hrr=%v", hrr), func(t *testing.T) {
+			srvCfg, cliCfg := testConfigs(t)
+			cliCfg.testEarlyData, cliCfg.testShareX25519 = true, hrr
+			addr, res := echoServer(t, srvCfg)
+			c, err := dialTest(t, addr, cliCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ConnectionState().HelloRetry != hrr {
+				t.Fatal("HRR state")
+			}
+			pingClose(t, c)
+			if r := <-res; r.err != nil {
+				t.Fatal(r.err)
+			}
+		})
+	}
+}
+
+func TestServerInitiatedKeyUpdate(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	a, b := tcpPair(t)
+	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
+	done := make(chan error, 1)
+	var before, after [hashSize]byte
+	go func() {
+		if err := srv.Handshake(); err != nil {
+			done <- err
+			return
+		}
+		before = srv.in.secret
+		for i := 0; i < 5; i++ {
+			if err := srv.SendKeyUpdate(true); err != nil {
+				done <- err
+				return
+			}
+			if _, err := srv.Write([]byte{byte(i)}); err != nil {
+				done <- err
+				return
+			}
+			buf := make([]byte, 1)
+			if _, err := io.ReadFull(srv, buf); err != nil || buf[0] != byte(i) {
+				done <- fmt.Errorf("round %d: %v", i, err)
+				return
+			}
+		}
+		after = srv.in.secret
+		done <- srv.Close()
+	}()
+	buf := make([]byte, 1)
+	for i := 0; i < 5; i++ {
+		if _, err := io.ReadFull(cli, buf); err != nil {
+			t.Fatal(err)
+		}
+		cli.Write(buf)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if before == after {
+		t.Fatal("client never answered update_requested")
+	}
+	if _, err := cli.Read(buf); err != io.EOF {
+		t.Fatalf("after close_notify: %v", err)
+	}
+	cli.Close()
+}
+
+func TestTicketAgeMismatchFallsBackToFull(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	<-res
+	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
+	if !ok {
+		t.Fatal("no session")
+	}
+	cs.ageAdd += 10 * 60 * 1000 // the client now claims a ticket age 10 minutes off
+	addr, res = echoServer(t, srvCfg)
+	c, err = dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	if r := <-res; r.err != nil || r.state.DidResume {
+		t.Fatalf("resumed with a wrong ticket age (err %v)", r.err)
+	}
+	// The fresh ticket from that full handshake resumes again.
+	addr, res = echoServer(t, srvCfg)
+	c, err = dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	if r := <-res; r.err != nil || !r.state.DidResume {
+		t.Fatalf("fresh ticket did not resume (err %v)", r.err)
+	}
+}
+
+func TestPSKOnlyResumption(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	cliCfg.testPSKOnly, cliCfg.AllowPSKOnly = true, true
+	// Without AllowPSKOnly on the server: no ticket for a psk_ke-only client,
+	// so every handshake is full.
+	for i := 0; i < 2; i++ {
+		addr, res := echoServer(t, srvCfg)
+		c, err := dialTest(t, addr, cliCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pingClose(t, c)
+		if r := <-res; r.err != nil || r.state.DidResume {
+			t.Fatalf("psk_ke accepted without AllowPSKOnly (err %v)", r.err)
+		}
+	}
+	srvCfg.AllowPSKOnly = true
+	for i := 0; i < 2; i++ {
+		addr, res := echoServer(t, srvCfg)
+		c, err := dialTest(t, addr, cliCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pingClose(t, c)
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if i == 1 && (!r.state.DidResume || r.state.Group != 0 || c.ConnectionState().Group != 0) {
+			t.Fatalf("want psk_ke resumption without key exchange: %+v", r.state)
+		}
+	}
+}
+
+// fakeServer answers the first ClientHello with the given ServerHello body.
+func fakeServer(t *testing.T, sh *serverHelloMsg) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer l.Close()
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		s := Server(c, &Config{})
+		msg, err := s.readHandshakeBytes()
+		if err != nil {
+			return
+		}
+		var ch clientHelloMsg
+		ch.unmarshal(msg)
+		sh.sessionID = ch.sessionID
+		raw, _ := sh.marshal()
+		c.Write(record(recordTypeHandshake, raw))
+		io.Copy(io.Discard, c)
+	}()
+	return l.Addr().String()
+}
+
+func TestClientDowngradeProtection(t *testing.T) {
+	_, cliCfg := testConfigs(t)
+	for _, tc := range []struct {
+		name   string
+		random string
+		want   Alert
+	}{
+		{"tls12-sentinel", "0123456789abcdef01234567" + downgradeTLS12, AlertIllegalParameter},
+		{"tls11-sentinel", "0123456789abcdef01234567" + downgradeTLS11, AlertIllegalParameter},
+		{"tls12-plain", "0123456789abcdef0123456789abcdef", AlertProtocolVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sh := &serverHelloMsg{vers: 0x0303, random: []byte(tc.random), cipherSuite: TLS_SM4_GCM_SM3}
+			_, err := dialTest(t, fakeServer(t, sh), cliCfg)
+			wantAlert(t, err, tc.want, false)
+		})
+	}
+	// A TLS 1.3 ServerHello choosing a suite that was not offered.
+	sh := &serverHelloMsg{vers: 0x0303, random: make([]byte, 32), cipherSuite: 0x1301, supportedVersion: VersionTLS13,
+		serverShare: keyShare{CurveSM2, make([]byte, 65)}}
+	_, err := dialTest(t, fakeServer(t, sh), cliCfg)
+	wantAlert(t, err, AlertIllegalParameter, false)
+}

@@ -38,8 +38,11 @@ type clientHandshakeState struct {
 	ks         keySchedule
 
 	earlySecret, handshakeSecret, masterSecret [hashSize]byte
+	derivedEarly, derivedHS                    [hashSize]byte
 	clientHSSecret, serverHSSecret             [hashSize]byte
+	clientFinishedKey, serverFinishedKey       [hashSize]byte
 	clientAppSecret, serverAppSecret           [hashSize]byte
+	masterState                                hmacState
 }
 
 func (hs *clientHandshakeState) transcriptHash() []byte { return hs.transcript.Sum(hs.th[:0]) }
@@ -60,6 +63,13 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	}
 	if err := c.writeHandshake(hs.hello.raw, hs.transcript); err != nil {
 		return err
+	}
+	if cfg.testEarlyData {
+		// A 0-RTT record the server cannot decrypt (it never accepts early data).
+		fake := append([]byte{recordTypeApplicationData, 3, 3, 0, 40}, make([]byte, 40)...)
+		if _, err := c.conn.Write(fake); err != nil {
+			return err
+		}
 	}
 	msg, err := c.readHandshakeBytes()
 	if err != nil {
@@ -121,7 +131,11 @@ func (hs *clientHandshakeState) makeClientHello() error {
 		if cfg.AllowPSKOnly {
 			h.pskModes = append(h.pskModes, pskModePlain)
 		}
+		if cfg.testPSKOnly {
+			h.pskModes = []uint8{pskModePlain}
+		}
 	}
+	h.earlyData = cfg.testEarlyData
 	hs.hello = h
 	first := CurveSM2
 	if cfg.testShareX25519 {
@@ -208,8 +222,7 @@ func (hs *clientHandshakeState) computeBinders() error {
 		return nil
 	}
 	var binderKey, binder [hashSize]byte
-	hs.ks.extract(hs.earlySecret[:], nil, hs.session.secret[:])
-	hs.ks.deriveSecret(binderKey[:], hs.earlySecret[:], "res binder", emptyHash[:])
+	hs.ks.pskSecrets(hs.earlySecret[:], binderKey[:], hs.derivedEarly[:], hs.session.secret[:])
 	tr := cloneHash(hs.transcript)
 	tr.Write(hs.hello.raw[:len(hs.hello.raw)-hs.hello.bindersLen()])
 	var th [hashSize]byte
@@ -367,17 +380,17 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 
 	derived := derivedNoPSKSecret
 	if hs.usingPSK {
-		ks.deriveSecret(derived[:], hs.earlySecret[:], "derived", emptyHash[:])
+		derived = hs.derivedEarly
 	}
 	ks.extract(hs.handshakeSecret[:], derived[:], shared)
-	th := hs.transcriptHash()
-	ks.m.setKey(hs.handshakeSecret[:])
-	ks.expandLabelKeyed(hs.clientHSSecret[:], "c hs traffic", th)
-	ks.expandLabelKeyed(hs.serverHSSecret[:], "s hs traffic", th)
+	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	if err := c.in.setTrafficSecret(ks, hs.suite, hs.serverHSSecret[:]); err != nil {
+	var key [keyLen]byte
+	var iv [ivLen]byte
+	ks.trafficKeysFinished(key[:], iv[:], hs.serverFinishedKey[:], hs.serverHSSecret[:])
+	if err := c.in.setKeys(hs.suite, hs.serverHSSecret[:], key[:], iv[:]); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	c.cipherSuite = hs.suite.id
@@ -390,8 +403,9 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 			return err
 		}
 	}
+	ks.trafficKeysFinished(key[:], iv[:], hs.clientFinishedKey[:], hs.clientHSSecret[:])
 	c.out.Lock()
-	err = c.out.setTrafficSecret(ks, hs.suite, hs.clientHSSecret[:])
+	err = c.out.setKeys(hs.suite, hs.clientHSSecret[:], key[:], iv[:])
 	c.out.Unlock()
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
@@ -502,18 +516,17 @@ func (hs *clientHandshakeState) readServerFinished() error {
 		return c.fail(AlertDecodeError, "malformed Finished")
 	}
 	var want [hashSize]byte
-	ks.finishedMAC(want[:], hs.serverHSSecret[:], hs.transcriptHash())
+	ks.macWithKey(want[:], hs.serverFinishedKey[:], hs.transcriptHash())
 	if !hmac.Equal(want[:], fin.verifyData) {
 		return c.fail(AlertDecryptError, "invalid server Finished")
 	}
 	hs.transcript.Write(msg)
-	var derived [hashSize]byte
-	ks.deriveSecret(derived[:], hs.handshakeSecret[:], "derived", emptyHash[:])
-	ks.extract(hs.masterSecret[:], derived[:], zeroKey[:])
+	ks.extract(hs.masterSecret[:], hs.derivedHS[:], zeroKey[:])
 	th := hs.transcriptHash()
 	ks.m.setKey(hs.masterSecret[:])
 	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
 	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
+	ks.m.saveState(&hs.masterState)
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
@@ -572,7 +585,7 @@ func (hs *clientHandshakeState) sendClientCertificate() error {
 func (hs *clientHandshakeState) sendClientFinished() error {
 	c, ks := hs.c, &hs.ks
 	var vd [hashSize]byte
-	ks.finishedMAC(vd[:], hs.clientHSSecret[:], hs.transcriptHash())
+	ks.macWithKey(vd[:], hs.clientFinishedKey[:], hs.transcriptHash())
 	fin := &finishedMsg{verifyData: vd[:]}
 	raw, _ := fin.marshal()
 	if err := c.writeHandshake(raw, hs.transcript); err != nil {
@@ -584,7 +597,8 @@ func (hs *clientHandshakeState) sendClientFinished() error {
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
-	ks.deriveSecret(c.resumptionSecret[:], hs.masterSecret[:], "res master", hs.transcriptHash())
+	ks.m.loadState(&hs.masterState)
+	ks.expandLabelKeyed(c.resumptionSecret[:], "res master", hs.transcriptHash())
 	return nil
 }
 

@@ -907,4 +907,6 @@ func (m *keyUpdateMsg) unmarshal(data []byte) bool {
 // endOfEarlyDataMsg is never accepted (no 0-RTT); only its framing is checked.
 type endOfEarlyDataMsg struct{}
 
-func (m *endOfEarlyDataMsg) unmarshal(data []byte) bool { return len(data) == 4 && data[0] == typeEndOfEarlyData }
+func (m *endOfEarlyDataMsg) unmarshal(data []byte) bool {
+	return len(data) == 4 && data[0] == typeEndOfEarlyData
+}

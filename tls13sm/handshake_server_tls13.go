@@ -46,8 +46,12 @@ type serverHandshakeState struct {
 	ks         keySchedule
 
 	earlySecret, handshakeSecret, masterSecret [hashSize]byte
+	derivedEarly, derivedHS                    [hashSize]byte
 	clientHSSecret, serverHSSecret             [hashSize]byte
+	clientFinishedKey, serverFinishedKey       [hashSize]byte
 	clientAppSecret, serverAppSecret           [hashSize]byte
+	masterState                                hmacState
+	binderHash                                 [hashSize]byte // transcript up to the binders
 }
 
 func (hs *serverHandshakeState) transcriptHash() []byte {
@@ -62,10 +66,10 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 	if err := hs.processClientHello(); err != nil {
 		return err
 	}
+	hs.addHelloToTranscript()
 	if err := hs.checkForResumption(); err != nil {
 		return err
 	}
-	hs.transcript.Write(hs.hello.raw)
 	if err := hs.pickCertificate(); err != nil {
 		return err
 	}
@@ -278,6 +282,20 @@ func (hs *serverHandshakeState) doHelloRetryRequest() error {
 	return hs.checkKeyShares()
 }
 
+// addHelloToTranscript hashes the ClientHello, keeping the hash of its part
+// before the PSK binders for binder verification (§4.2.11.2).
+func (hs *serverHandshakeState) addHelloToTranscript() {
+	raw := hs.hello.raw
+	if len(hs.hello.pskIdentities) == 0 {
+		hs.transcript.Write(raw)
+		return
+	}
+	cut := len(raw) - hs.hello.bindersLen()
+	hs.transcript.Write(raw[:cut])
+	hs.transcript.Sum(hs.binderHash[:0])
+	hs.transcript.Write(raw[cut:])
+}
+
 // cloneHash copies an SM3 state.
 func cloneHash(h hash.Hash) hash.Hash {
 	st, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
@@ -330,17 +348,13 @@ func (hs *serverHandshakeState) checkForResumption() error {
 			continue
 		}
 		// Binder (§4.2.11.2) over the ClientHello up to the binders list.
-		var early, binderKey, want [hashSize]byte
-		hs.ks.extract(early[:], nil, ss.secret[:])
-		hs.ks.deriveSecret(binderKey[:], early[:], "res binder", emptyHash[:])
-		tr := cloneHash(hs.transcript)
-		tr.Write(h.raw[:len(h.raw)-h.bindersLen()])
-		var th [hashSize]byte
-		hs.ks.finishedMAC(want[:], binderKey[:], tr.Sum(th[:0]))
+		var early, binderKey, derived, want [hashSize]byte
+		hs.ks.pskSecrets(early[:], binderKey[:], derived[:], ss.secret[:])
+		hs.ks.finishedMAC(want[:], binderKey[:], hs.binderHash[:])
 		if !hmac.Equal(want[:], h.pskBinders[i]) {
 			return c.fail(AlertDecryptError, "invalid PSK binder")
 		}
-		hs.earlySecret = early
+		hs.earlySecret, hs.derivedEarly = early, derived
 		hs.usingPSK, hs.pskIndex, hs.session = true, i, &ss
 		c.didResume = true
 		if ss.clientAuth {
@@ -468,24 +482,25 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 	ks := &hs.ks
 	derived := derivedNoPSKSecret
 	if hs.usingPSK {
-		ks.deriveSecret(derived[:], hs.earlySecret[:], "derived", emptyHash[:])
+		derived = hs.derivedEarly
 	}
 	ikm := hs.sharedKey
 	if ikm == nil {
 		ikm = zeroKey[:]
 	}
 	ks.extract(hs.handshakeSecret[:], derived[:], ikm)
-	th := hs.transcriptHash()
-	ks.m.setKey(hs.handshakeSecret[:])
-	ks.expandLabelKeyed(hs.clientHSSecret[:], "c hs traffic", th)
-	ks.expandLabelKeyed(hs.serverHSSecret[:], "s hs traffic", th)
-	if err := c.out.setTrafficSecret(ks, hs.suite, hs.serverHSSecret[:]); err != nil {
+	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
+	var key [keyLen]byte
+	var iv [ivLen]byte
+	ks.trafficKeysFinished(key[:], iv[:], hs.serverFinishedKey[:], hs.serverHSSecret[:])
+	if err := c.out.setKeys(hs.suite, hs.serverHSSecret[:], key[:], iv[:]); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	if err := c.in.setTrafficSecret(ks, hs.suite, hs.clientHSSecret[:]); err != nil {
+	ks.trafficKeysFinished(key[:], iv[:], hs.clientFinishedKey[:], hs.clientHSSecret[:])
+	if err := c.in.setKeys(hs.suite, hs.clientHSSecret[:], key[:], iv[:]); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if h.earlyData && !hs.sentHRR {
@@ -562,19 +577,18 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 func (hs *serverHandshakeState) sendServerFinished() error {
 	c, ks := hs.c, &hs.ks
 	var vd [hashSize]byte
-	ks.finishedMAC(vd[:], hs.serverHSSecret[:], hs.transcriptHash())
+	ks.macWithKey(vd[:], hs.serverFinishedKey[:], hs.transcriptHash())
 	fin := &finishedMsg{verifyData: vd[:]}
 	raw, _ := fin.marshal()
 	if err := c.writeHandshake(raw, hs.transcript); err != nil {
 		return err
 	}
-	var derived [hashSize]byte
-	ks.deriveSecret(derived[:], hs.handshakeSecret[:], "derived", emptyHash[:])
-	ks.extract(hs.masterSecret[:], derived[:], zeroKey[:])
+	ks.extract(hs.masterSecret[:], hs.derivedHS[:], zeroKey[:])
 	th := hs.transcriptHash()
 	ks.m.setKey(hs.masterSecret[:])
 	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
 	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
+	ks.m.saveState(&hs.masterState)
 	c.out.Lock()
 	defer c.out.Unlock()
 	if err := c.out.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:]); err != nil {
@@ -656,7 +670,7 @@ func (hs *serverHandshakeState) readClientFinished() error {
 		return c.fail(AlertDecodeError, "malformed client Finished")
 	}
 	var want [hashSize]byte
-	ks.finishedMAC(want[:], hs.clientHSSecret[:], hs.transcriptHash())
+	ks.macWithKey(want[:], hs.clientFinishedKey[:], hs.transcriptHash())
 	if !hmac.Equal(want[:], fin.verifyData) {
 		return c.fail(AlertDecryptError, "invalid client Finished")
 	}
@@ -683,7 +697,8 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 		return nil
 	}
 	var resMaster [hashSize]byte
-	ks.deriveSecret(resMaster[:], hs.masterSecret[:], "res master", hs.transcriptHash())
+	ks.m.loadState(&hs.masterState)
+	ks.expandLabelKeyed(resMaster[:], "res master", hs.transcriptHash())
 	var nonce = []byte{0}
 	ss := &sessionState{
 		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),

@@ -234,6 +234,7 @@ func TestInteropClientToTongsuoServer(t *testing.T) {
 			stop := startPeerServer(t, dir, addr, bin, args...)
 			defer stop()
 			cli.CipherSuites = []uint16{tc.suite}
+			keyUpdate := tc.name == "GCM"
 			cli.Strict = !tc.hrr
 			cli.testShareX25519 = tc.hrr
 			if !tc.mutual {
@@ -245,12 +246,21 @@ func TestInteropClientToTongsuoServer(t *testing.T) {
 					t.Fatalf("conn %d: %v", i+1, err)
 				}
 				c.SetDeadline(time.Now().Add(10 * time.Second))
+				readKey := c.in.secret
+				if keyUpdate {
+					if err := c.SendKeyUpdate(true); err != nil {
+						t.Fatal(err)
+					}
+				}
 				io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
 				body, err := io.ReadAll(c)
 				if err != nil || !bytes.Contains(body, []byte("HTTP/1.0 200 ok")) {
 					t.Fatalf("conn %d: response %v %q", i+1, err, body[:min(len(body), 80)])
 				}
 				st := c.ConnectionState()
+				if keyUpdate && c.in.secret == readKey {
+					t.Fatal("Tongsuo did not answer KeyUpdate(update_requested)")
+				}
 				c.Close()
 				if st.CipherSuite != tc.suite || (i == 1) != st.DidResume || tc.hrr != st.HelloRetry {
 					t.Fatalf("conn %d: state %+v", i+1, st)

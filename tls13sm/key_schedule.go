@@ -29,8 +29,14 @@ var (
 	derivedNoPSKSecret [hashSize]byte
 )
 
+// zeroSaltState is HMAC-SM3 keyed with HashLen zeros, the salt of the
+// early-secret extraction.
+var zeroSaltState hmacState
+
 func init() {
 	var ks keySchedule
+	ks.m.setKey(zeroKey[:])
+	ks.m.saveState(&zeroSaltState)
 	ks.extract(earlySecretNoPSK[:], nil, zeroKey[:])
 	ks.deriveSecret(derivedNoPSKSecret[:], earlySecretNoPSK[:], "derived", emptyHash[:])
 }
@@ -82,6 +88,18 @@ func (m *hmacSM3) setKey(key []byte) {
 	m.outerApp.AppendBinary(m.ostate[:0])
 }
 
+// hmacState is a saved keyed HMAC state.
+type hmacState struct {
+	istate, ostate [sm3StateSize]byte
+}
+
+func (m *hmacSM3) saveState(s *hmacState) { s.istate, s.ostate = m.istate, m.ostate }
+
+func (m *hmacSM3) loadState(s *hmacState) {
+	m.init()
+	m.istate, m.ostate = s.istate, s.ostate
+}
+
 // begin starts a MAC under the current key.
 func (m *hmacSM3) begin() { m.innerUn.UnmarshalBinary(m.istate[:]) }
 
@@ -101,14 +119,16 @@ type keySchedule struct {
 	m    hmacSM3
 	info [2 + 1 + 255 + 1 + 255 + 1]byte
 	t    [hashSize]byte
+	fk   [hashSize]byte // finished_key scratch
 }
 
 // extract is HKDF-Extract(salt, ikm) (RFC 5869 §2.2); a nil salt is HashLen zeros.
 func (ks *keySchedule) extract(out, salt, ikm []byte) {
 	if salt == nil {
-		salt = zeroKey[:]
+		ks.m.loadState(&zeroSaltState)
+	} else {
+		ks.m.setKey(salt)
 	}
-	ks.m.setKey(salt)
 	ks.m.begin()
 	ks.m.write(ikm)
 	ks.m.finish(out[:0])
@@ -183,12 +203,47 @@ func (ks *keySchedule) trafficKeys(key, iv, secret []byte) {
 	ks.expandLabelKeyed(iv[:12], "iv", nil)
 }
 
+// trafficKeysFinished derives the record key, IV and finished_key from one
+// handshake traffic secret with a single keying of the HMAC.
+func (ks *keySchedule) trafficKeysFinished(key, iv, finishedKey, secret []byte) {
+	ks.m.setKey(secret)
+	ks.expandLabelKeyed(key[:keyLen], "key", nil)
+	ks.expandLabelKeyed(iv[:ivLen], "iv", nil)
+	ks.expandLabelKeyed(finishedKey[:hashSize], "finished", nil)
+}
+
+// macWithKey is HMAC(key, data) into out (a Finished or binder value when
+// key is a finished_key).
+func (ks *keySchedule) macWithKey(out, key, data []byte) {
+	ks.m.setKey(key)
+	ks.m.begin()
+	ks.m.write(data)
+	ks.m.finish(out[:0])
+}
+
+// handshakeTrafficSecrets derives both handshake traffic secrets and the
+// "derived" salt for the master secret with one keying (RFC 8446 §7.1).
+func (ks *keySchedule) handshakeTrafficSecrets(chs, shs, derived, handshakeSecret, th []byte) {
+	ks.m.setKey(handshakeSecret)
+	ks.expandLabelKeyed(chs[:hashSize], "c hs traffic", th)
+	ks.expandLabelKeyed(shs[:hashSize], "s hs traffic", th)
+	ks.expandLabelKeyed(derived[:hashSize], "derived", emptyHash[:])
+}
+
+// pskSecrets derives the early secret of a resumption PSK, its binder key
+// and the "derived" salt for the handshake secret (RFC 8446 §7.1).
+func (ks *keySchedule) pskSecrets(early, binderKey, derived, psk []byte) {
+	ks.extract(early, nil, psk)
+	ks.m.setKey(early)
+	ks.expandLabelKeyed(binderKey[:hashSize], "res binder", emptyHash[:])
+	ks.expandLabelKeyed(derived[:hashSize], "derived", emptyHash[:])
+}
+
 // finishedMAC computes the Finished verify_data of RFC 8446 §4.4.4 from the
 // base key (a handshake traffic secret, or the binder key) into out.
 func (ks *keySchedule) finishedMAC(out, baseKey, transcriptHash []byte) {
-	var fk [hashSize]byte
-	ks.expandLabel(fk[:], baseKey, "finished", nil)
-	ks.m.setKey(fk[:])
+	ks.expandLabel(ks.fk[:], baseKey, "finished", nil)
+	ks.m.setKey(ks.fk[:])
 	ks.m.begin()
 	ks.m.write(transcriptHash)
 	ks.m.finish(out[:0])

@@ -159,6 +159,9 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			current = prev
 		} else {
 			cfg = current
+			for _, w := range cfg.Warnings {
+				log.Warn("configuration", "problem", w.String())
+			}
 		}
 		if tel != nil {
 			tel.Reloaded(err == nil, cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509/pkix"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ func runSpeed(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	list := fs.Bool("list", false, "list the algorithms and exit")
 	var evp multiFlag
-	fs.Var(&evp, "evp", "select an algorithm (repeatable; same as a positional name)")
+	fs.Var(&evp, "evp", "select an `algorithm` (repeatable; same as a positional name)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gmproxy speed [flags] [algorithm|group ...]")
 		fmt.Fprintln(stderr, "  groups: "+strings.Join(speed.Groups(), ", ")+", all (default: all)")
@@ -138,9 +139,11 @@ func init() {
 	)
 }
 
-// speedPKI is a throwaway SM2 PKI for the record rows: a self-signed signing
-// certificate and an encryption certificate issued by it.
+// speedPKI is a throwaway SM2 PKI for the record and handshake rows: a
+// self-signed CA that is also the server's signing certificate, a server
+// encryption certificate, and a client sign/enc pair for ECDHE.
 var speedPKI = sync.OnceValues(func() (*speedIdentity, error) {
+	newKey := func() (*sm2.PrivateKey, error) { return sm2.GenerateKey(rand.Reader) }
 	newCert := func(tmpl, parent *smx509.Certificate, pub, priv any) (*smx509.Certificate, error) {
 		der, err := smx509.CreateCertificate(rand.Reader, tmpl, parent, pub, priv)
 		if err != nil {
@@ -148,43 +151,54 @@ var speedPKI = sync.OnceValues(func() (*speedIdentity, error) {
 		}
 		return smx509.ParseCertificate(der)
 	}
-	signKey, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	encKey, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
+	var keys [4]*sm2.PrivateKey // server sign, server enc, client sign, client enc
+	for i := range keys {
+		k, err := newKey()
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = k
 	}
 	now := time.Now()
-	tmpl := &smx509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gmproxy speed"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage:    smx509.KeyUsageDigitalSignature | smx509.KeyUsageCertSign,
-		ExtKeyUsage: []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth}, DNSNames: []string{"localhost"},
-		BasicConstraintsValid: true, IsCA: true,
+	tmpl := func(serial int64, usage smx509.KeyUsage, eku smx509.ExtKeyUsage) *smx509.Certificate {
+		return &smx509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "gmproxy speed"},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage: usage, ExtKeyUsage: []smx509.ExtKeyUsage{eku}, DNSNames: []string{"localhost"},
+		}
 	}
-	sign, err := newCert(tmpl, tmpl, &signKey.PublicKey, signKey)
+	caTmpl := tmpl(1, smx509.KeyUsageDigitalSignature|smx509.KeyUsageCertSign, smx509.ExtKeyUsageServerAuth)
+	caTmpl.BasicConstraintsValid, caTmpl.IsCA = true, true
+	caTmpl.ExtKeyUsage = append(caTmpl.ExtKeyUsage, smx509.ExtKeyUsageClientAuth) // it also issues the client pair
+	sign, err := newCert(caTmpl, caTmpl, &keys[0].PublicKey, keys[0])
 	if err != nil {
 		return nil, err
 	}
-	encTmpl := *tmpl
-	encTmpl.SerialNumber = big.NewInt(2)
-	encTmpl.IsCA = false
-	encTmpl.KeyUsage = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
-	enc, err := newCert(&encTmpl, sign, &encKey.PublicKey, signKey)
-	if err != nil {
-		return nil, err
+	encUsage := smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
+	var issued [3]*smx509.Certificate
+	for i, t := range []*smx509.Certificate{
+		tmpl(2, encUsage, smx509.ExtKeyUsageServerAuth),
+		tmpl(3, smx509.KeyUsageDigitalSignature, smx509.ExtKeyUsageClientAuth),
+		tmpl(4, encUsage, smx509.ExtKeyUsageClientAuth),
+	} {
+		if issued[i], err = newCert(t, sign, &keys[i+1].PublicKey, keys[0]); err != nil {
+			return nil, err
+		}
 	}
+	pool := smx509.NewCertPool()
+	pool.AddCert(sign)
 	return &speedIdentity{
-		tlcp: tlcp.Certificate{SignCertificate: [][]byte{sign.Raw}, SignKey: signKey, EncCertificate: enc.Raw, EncKey: encKey},
-		tls:  tls13sm.Certificate{Certificate: [][]byte{sign.Raw}, PrivateKey: signKey},
+		tlcp:       tlcp.Certificate{SignCertificate: [][]byte{sign.Raw}, SignKey: keys[0], EncCertificate: issued[0].Raw, EncKey: keys[1]},
+		tlcpClient: tlcp.Certificate{SignCertificate: [][]byte{issued[1].Raw}, SignKey: keys[2], EncCertificate: issued[2].Raw, EncKey: keys[3]},
+		tls:        tls13sm.Certificate{Certificate: [][]byte{sign.Raw}, PrivateKey: keys[0]},
+		pool:       pool,
 	}, nil
 })
 
 type speedIdentity struct {
-	tlcp tlcp.Certificate
-	tls  tls13sm.Certificate
+	tlcp, tlcpClient tlcp.Certificate
+	tls              tls13sm.Certificate
+	pool             *smx509.CertPool // the CA (= server signing certificate)
 }
 
 // recordPair handshakes client and server over net.Pipe and starts a server
@@ -236,13 +250,170 @@ func bothHandshake(c, s func(context.Context) error, abort func()) error {
 		abort()
 	}
 	serr := <-errc
-	if cerr != nil {
+	switch {
+	case cerr != nil && serr != nil:
+		return fmt.Errorf("client handshake: %w; server handshake: %w", cerr, serr)
+	case cerr != nil:
 		return fmt.Errorf("client handshake: %w", cerr)
-	}
-	if serr != nil {
+	case serr != nil:
 		return fmt.Errorf("server handshake: %w", serr)
 	}
 	return nil
+}
+
+// ---- handshake rows: complete in-memory handshakes, client and server ----
+
+func init() {
+	speed.Register(
+		speed.Alg{Name: "tlcp-ecc-handshake", Group: "handshake", Ops: true, Desc: "TLCP ECC-SM2-SM4-GCM-SM3 full handshake, client and server in process (net.Pipe)", New: newTLCPHandshake(tlcp.ECC_SM4_GCM_SM3, false)},
+		speed.Alg{Name: "tlcp-ecdhe-handshake", Group: "handshake", Ops: true, Desc: "TLCP ECDHE-SM2-SM4-GCM-SM3 full handshake with the mandatory client certificates", New: newTLCPHandshake(tlcp.ECDHE_SM4_GCM_SM3, false)},
+		speed.Alg{Name: "tlcp-resumed-handshake", Group: "handshake", Ops: true, Desc: "TLCP session-ID resumption", New: newTLCPHandshake(tlcp.ECC_SM4_GCM_SM3, true)},
+		speed.Alg{Name: "tls13sm-handshake", Group: "handshake", Ops: true, Desc: "TLS 1.3-SM TLS_SM4_GCM_SM3 full handshake (curveSM2, sm2sig_sm3)", New: newTLS13SMHandshake(false)},
+		speed.Alg{Name: "tls13sm-resumed-handshake", Group: "handshake", Ops: true, Desc: "TLS 1.3-SM PSK (psk_dhe_ke) resumption", New: newTLS13SMHandshake(true)},
+	)
+}
+
+// pairHandshake runs one handshake over a fresh loopback TCP connection
+// (kernel buffers let TLS 1.3 tickets be written before anyone reads). When read is set
+// the client reads until the server closes (so that TLS 1.3 tickets sent
+// after the handshake reach the client's cache).
+func pairHandshake(ln net.Listener, client func(net.Conn) (net.Conn, func(context.Context) error), server func(net.Conn) (net.Conn, func(context.Context) error), read bool) error {
+	cp, sp, err := tcpPair(ln)
+	if err != nil {
+		return err
+	}
+	defer func() { cp.Close(); sp.Close() }()
+	c, chs := client(cp)
+	s, shs := server(sp)
+	if err := bothHandshake(chs, shs, func() { cp.Close(); sp.Close() }); err != nil {
+		return err
+	}
+	if read {
+		if _, err := s.Write([]byte{0}); err != nil {
+			return err
+		}
+		var b [1]byte
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			return fmt.Errorf("reading after the handshake: %w", err)
+		}
+	}
+	return nil
+}
+
+// tcpPair connects a new loopback TCP connection to ln and accepts it.
+func tcpPair(ln net.Listener) (client, server net.Conn, err error) {
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- res{c, err}
+	}()
+	client, err = net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	r := <-ch
+	if err != nil || r.err != nil {
+		if client != nil {
+			client.Close()
+		}
+		if r.c != nil {
+			r.c.Close()
+		}
+		return nil, nil, errors.Join(err, r.err)
+	}
+	return client, r.c, nil
+}
+
+func newTLCPHandshake(suite uint16, resume bool) func(int) (func() error, func(), error) {
+	return func(int) (func() error, func(), error) {
+		id, err := speedPKI()
+		if err != nil {
+			return nil, nil, err
+		}
+		ccfg := &tlcp.Config{InsecureSkipVerify: true, CipherSuites: []uint16{suite}, Certificates: []tlcp.Certificate{id.tlcpClient}}
+		scfg := &tlcp.Config{Certificates: []tlcp.Certificate{id.tlcp}, CipherSuites: []uint16{suite}, ClientCAs: id.pool}
+		if resume {
+			ccfg.ClientSessionCache = tlcp.NewLRUClientSessionCache(4)
+		} else {
+			scfg.SessionCacheDisabled, scfg.SessionTicketsDisabled = true, true
+		}
+		var last *tlcp.Conn
+		client := func(c net.Conn) (net.Conn, func(context.Context) error) {
+			last = tlcp.Client(c, ccfg)
+			return last, last.HandshakeContext
+		}
+		server := func(c net.Conn) (net.Conn, func(context.Context) error) {
+			tc := tlcp.Server(c, scfg)
+			return tc, tc.HandshakeContext
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup := func() { ln.Close() }
+		if resume { // prime the session cache
+			if err := pairHandshake(ln, client, server, false); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+		}
+		return func() error {
+			if err := pairHandshake(ln, client, server, false); err != nil {
+				return err
+			}
+			if last.ConnectionState().DidResume != resume {
+				return fmt.Errorf("resumed = %v, want %v", !resume, resume)
+			}
+			return nil
+		}, cleanup, nil
+	}
+}
+
+func newTLS13SMHandshake(resume bool) func(int) (func() error, func(), error) {
+	return func(int) (func() error, func(), error) {
+		id, err := speedPKI()
+		if err != nil {
+			return nil, nil, err
+		}
+		ccfg := &tls13sm.Config{InsecureSkipVerify: true}
+		scfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{id.tls}}
+		if resume {
+			ccfg.ClientSessionCache = tls13sm.NewLRUClientSessionCache(4)
+		} else {
+			scfg.SessionTicketsDisabled = true
+		}
+		var last *tls13sm.Conn
+		client := func(c net.Conn) (net.Conn, func(context.Context) error) {
+			last = tls13sm.Client(c, ccfg)
+			return last, last.HandshakeContext
+		}
+		server := func(c net.Conn) (net.Conn, func(context.Context) error) {
+			tc := tls13sm.Server(c, scfg)
+			return tc, tc.HandshakeContext
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup := func() { ln.Close() }
+		if resume {
+			if err := pairHandshake(ln, client, server, true); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
+		}
+		// With resumption every handshake reads, so that the next ticket arrives.
+		return func() error {
+			if err := pairHandshake(ln, client, server, resume); err != nil {
+				return err
+			}
+			if last.ConnectionState().DidResume != resume {
+				return fmt.Errorf("resumed = %v, want %v", !resume, resume)
+			}
+			return nil
+		}, cleanup, nil
+	}
 }
 
 func newTLCPRecord(suite uint16) func(int) (func() error, func(), error) {

@@ -47,21 +47,38 @@ func TestSpeedJSON(t *testing.T) {
 	}
 }
 
-func TestSpeedRecordRows(t *testing.T) {
+// TestSpeedProtocolRows runs the rows that go through the real tlcp and
+// tls13sm packages: records at one size, and complete handshakes.
+func TestSpeedProtocolRows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("handshakes per row")
 	}
-	rep, _, _ := runSpeedJSON(t, "-seconds", "0.05", "-bytes", "16384", "record")
-	if len(rep.Results) != 4 {
-		t.Fatalf("%d record rows", len(rep.Results))
+	rep, _, _ := runSpeedJSON(t, "-seconds", "0.05", "-bytes", "16384", "record", "handshake")
+	want := map[string]string{
+		"tlcp-sm4-cbc": "bytes", "tlcp-sm4-gcm": "bytes", "tls13sm-sm4-gcm": "bytes", "tls13sm-sm4-ccm": "bytes",
+		"tlcp-ecc-handshake": "ops", "tlcp-ecdhe-handshake": "ops", "tlcp-resumed-handshake": "ops",
+		"tls13sm-handshake": "ops", "tls13sm-resumed-handshake": "ops",
+	}
+	if len(rep.Results) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rep.Results), len(want))
 	}
 	for _, r := range rep.Results {
 		if r.Error != "" {
 			t.Errorf("%s: %s", r.Name, r.Error)
 			continue
 		}
-		if len(r.Sizes) != 1 || r.Sizes[0].BytesPerSec <= 0 {
-			t.Errorf("%s: %+v", r.Name, r)
+		if want[r.Name] != r.Unit {
+			t.Errorf("%s: unit %q, want %q", r.Name, r.Unit, want[r.Name])
+		}
+		switch r.Unit {
+		case "bytes":
+			if len(r.Sizes) != 1 || r.Sizes[0].Bytes != 16384 || r.Sizes[0].BytesPerSec <= 0 {
+				t.Errorf("%s: %+v", r.Name, r)
+			}
+		case "ops":
+			if r.Ops <= 0 || r.OpsPerSec <= 0 {
+				t.Errorf("%s: %+v", r.Name, r)
+			}
 		}
 	}
 }

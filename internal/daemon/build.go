@@ -248,8 +248,12 @@ func buildSite(env *Env, cfg *conf.Config, s *conf.Site) (*handshake.Site, error
 		hs.TLS13SMStrict = s.TLS13SM != nil && s.TLS13SM.Strict
 	}
 	if m.TLS != nil {
+		cert := m.TLS.TLSCertificate()
+		// ECDSA/RSA signatures (and RSA decryption) go through the same
+		// bounded engine as the SM2 operations.
+		cert.PrivateKey = env.Offload(cfg.Offload).Wrap(m.TLS.Key, handshake.FamilyTLS)
 		tc := &tls.Config{
-			Certificates: []tls.Certificate{m.TLS.TLSCertificate()},
+			Certificates: []tls.Certificate{cert},
 			MinVersion:   m.TLSMinVersion,
 			NextProtos:   alpn,
 		}

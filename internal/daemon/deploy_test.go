@@ -60,3 +60,29 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeConfig: the YAML example in the README decodes with no problem
+// other than its certificate files.
+func TestReadmeConfig(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(string(b), "```yaml\n")
+	if len(parts) < 2 {
+		t.Fatal("no yaml example in README.md")
+	}
+	for _, part := range parts[1:] {
+		y, _, _ := strings.Cut(part, "```")
+		_, err := conf.Parse("README.md", []byte(y))
+		var probs conf.Problems
+		if err != nil && !errors.As(err, &probs) {
+			t.Fatal(err)
+		}
+		for _, p := range probs {
+			if p.Severity == conf.SeverityError && !strings.Contains(p.Message, "no such file") {
+				t.Errorf("README example: %s", p)
+			}
+		}
+	}
+}

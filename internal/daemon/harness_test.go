@@ -66,6 +66,10 @@ func newBackend(t testing.TB) *testBackend {
 			b.slowStarted <- struct{}{}
 			<-b.release
 		}
+		if r.URL.Path == "/xff" {
+			fmt.Fprintf(w, "xff=%s\n", r.Header.Get("X-Forwarded-For"))
+			return
+		}
 		if r.URL.Path == "/1k" {
 			w.Write(make([]byte, 1024))
 			return

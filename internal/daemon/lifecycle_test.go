@@ -296,3 +296,25 @@ func TestReloadListeners(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestShutdownGraceExpires: a request still running when the grace period
+// ends is cut, and Shutdown reports that not everything drained.
+func TestShutdownGraceExpires(t *testing.T) {
+	b := newBackend(t)
+	defer close(b.release)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.ShutdownGrace = 200 * time.Millisecond
+	d := startDaemon(t, cfg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tlsClient(t, d.addr, "localhost", true).Get("https://localhost/slow")
+		errc <- err
+	}()
+	<-b.slowStarted
+	if err := d.Shutdown(context.Background()); err == nil {
+		t.Error("Shutdown reported a clean drain with a request still running")
+	}
+	if err := <-errc; err == nil {
+		t.Error("the cut request succeeded")
+	}
+}

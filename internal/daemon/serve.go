@@ -46,11 +46,13 @@ type listener struct {
 	h2    *http2.Server
 	conns *chanListener
 	h2wg  sync.WaitGroup
-	done  chan struct{} // closed when Serve returned
+	h2mu  sync.Mutex
+	h2c   map[net.Conn]struct{} // h2 connections being served
+	done  chan struct{}         // closed when Serve returned
 }
 
 func newListener(ln net.Listener, hcfg *handshake.ListenerConfig, obs handshake.Observer, lim HTTPLimits, log *slog.Logger) *listener {
-	l := &listener{addr: ln.Addr().String(), ln: ln, log: log, done: make(chan struct{})}
+	l := &listener{addr: ln.Addr().String(), ln: ln, log: log, done: make(chan struct{}), h2c: map[net.Conn]struct{}{}}
 	l.conns = newChanListener(ln.Addr())
 	l.h1 = &http.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),
@@ -178,6 +180,14 @@ func (l *listener) dispatch(c *handshake.Conn) {
 	if c.ConnState().ALPN == "h2" {
 		l.h2wg.Add(1)
 		defer l.h2wg.Done()
+		l.h2mu.Lock()
+		l.h2c[c] = struct{}{}
+		l.h2mu.Unlock()
+		defer func() {
+			l.h2mu.Lock()
+			delete(l.h2c, c)
+			l.h2mu.Unlock()
+		}()
 		l.h2.ServeConn(c, &http2.ServeConnOpts{
 			Context:    connContext(context.Background(), c),
 			BaseConfig: l.h1,
@@ -206,16 +216,20 @@ func (l *listener) shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if err != nil {
-		l.h1.Close()
-		l.hs.Close()
+		l.close()
 	}
 	return err
 }
 
-// close closes at once.
+// close closes at once, h2 connections included.
 func (l *listener) close() {
 	l.hs.Close()
 	l.h1.Close()
+	l.h2mu.Lock()
+	for c := range l.h2c {
+		c.Close()
+	}
+	l.h2mu.Unlock()
 }
 
 // chanListener is a net.Listener whose connections are pushed by dispatch.

@@ -22,7 +22,9 @@ func (r Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "gmproxy speed: %s\n", r.Impl)
 	fmt.Fprintf(w, "%.3gs per measurement, %d worker(s)\n", r.Seconds, r.Multi)
 	var tput, ops []Result
+	w0 := 20 // name column width
 	for _, res := range r.Results {
+		w0 = max(w0, len(res.Name)+1)
 		if res.Unit == "ops" {
 			ops = append(ops, res)
 		} else {
@@ -32,13 +34,13 @@ func (r Report) WriteTable(w io.Writer) {
 	if len(tput) > 0 {
 		sizes := sortedSizes(tput)
 		fmt.Fprintln(w, "The 'numbers' are in 1000s of bytes per second processed.")
-		fmt.Fprintf(w, "%-20s", "type")
+		fmt.Fprintf(w, "%-*s", w0, "type")
 		for _, s := range sizes {
 			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d bytes", s))
 		}
 		fmt.Fprintln(w)
 		for _, res := range tput {
-			fmt.Fprintf(w, "%-20s", res.Name)
+			fmt.Fprintf(w, "%-*s", w0, res.Name)
 			if res.Error != "" && len(res.Sizes) == 0 {
 				fmt.Fprintf(w, " error: %s\n", res.Error)
 				continue
@@ -59,13 +61,13 @@ func (r Report) WriteTable(w io.Writer) {
 		}
 	}
 	if len(ops) > 0 {
-		fmt.Fprintf(w, "%-20s %14s %12s\n", "", "time/op", "op/s")
+		fmt.Fprintf(w, "%-*s %14s %12s\n", w0, "", "time/op", "op/s")
 		for _, res := range ops {
 			if res.Error != "" {
-				fmt.Fprintf(w, "%-20s error: %s\n", res.Name, res.Error)
+				fmt.Fprintf(w, "%-*s error: %s\n", w0, res.Name, res.Error)
 				continue
 			}
-			fmt.Fprintf(w, "%-20s %13.1fµs %12.1f\n", strings.ReplaceAll(res.Name, "-", " "), res.SecPerOp*1e6, res.OpsPerSec)
+			fmt.Fprintf(w, "%-*s %13.1fµs %12.1f\n", w0, strings.ReplaceAll(res.Name, "-", " "), res.SecPerOp*1e6, res.OpsPerSec)
 		}
 	}
 	for _, n := range r.Notes {

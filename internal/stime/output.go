@@ -27,6 +27,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	row("target", "%s (%s, %s, %d workers)", r.Addr, proto, r.Mode, r.Concurrency)
 	row("connections", "%d (resumed %d)", r.Connections, r.Resumed)
 	row("connections/s", "%.1f", r.ConnPerSec)
+	h := r.Handshake
+	row("handshake p50/p90/p99", "%s / %s / %s", ms(h.P50), ms(h.P90), ms(h.P99))
+	row("handshake mean/max", "%s / %s", ms(h.Mean), ms(h.Max))
 	if r.Path != "" {
 		ka := ""
 		if r.KeepAlive {
@@ -34,11 +37,10 @@ func (r *Result) WriteTable(w io.Writer) {
 		}
 		row("requests", "%d (GET %s%s)", r.Requests, r.Path, ka)
 		row("requests/s", "%.1f", r.ReqPerSec)
+		q := r.Request
+		row("request p50/p90/p99", "%s / %s / %s (max %s)", ms(q.P50), ms(q.P90), ms(q.P99), ms(q.Max))
 		row("bytes/s", "%.0f (%.2f MiB/s)", r.BytesPerSec, r.BytesPerSec/(1<<20))
 	}
-	h := r.Handshake
-	row("handshake p50/p90/p99", "%s / %s / %s", ms(h.P50), ms(h.P90), ms(h.P99))
-	row("handshake mean/max", "%s / %s", ms(h.Mean), ms(h.Max))
 	row("versions", "%s", counts(r.Versions))
 	row("ciphers", "%s", counts(r.Ciphers))
 	row("errors", "%d %s", r.ErrorCount, counts(r.Errors))

@@ -19,7 +19,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,26 +88,29 @@ type Latency struct {
 
 // Result is the outcome of a run.
 type Result struct {
-	Addr        string           `json:"addr"`
-	Protocol    string           `json:"protocol,omitempty"`
-	Mode        string           `json:"mode"` // "new" or "reuse"
-	KeepAlive   bool             `json:"keepalive"`
-	Path        string           `json:"path,omitempty"`
-	Concurrency int              `json:"concurrency"`
-	Rate        float64          `json:"rate,omitempty"` // pacing target, 0 = as fast as possible
-	Elapsed     float64          `json:"elapsed_seconds"`
-	Connections int64            `json:"connections"` // completed handshakes
-	Resumed     int64            `json:"resumed"`
-	Requests    int64            `json:"requests"`
-	Bytes       int64            `json:"bytes"` // response body bytes read
-	ConnPerSec  float64          `json:"connections_per_second"`
-	ReqPerSec   float64          `json:"requests_per_second"`
-	BytesPerSec float64          `json:"bytes_per_second"`
-	Handshake   Latency          `json:"handshake_latency"`
-	Errors      map[string]int64 `json:"errors"`
-	ErrorCount  int64            `json:"error_count"`
-	Versions    map[string]int64 `json:"versions"`
-	Ciphers     map[string]int64 `json:"ciphers"`
+	Addr        string  `json:"addr"`
+	Protocol    string  `json:"protocol,omitempty"`
+	Mode        string  `json:"mode"` // "new" or "reuse"
+	KeepAlive   bool    `json:"keepalive"`
+	Path        string  `json:"path,omitempty"`
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"` // pacing target, 0 = as fast as possible
+	Elapsed     float64 `json:"elapsed_seconds"`
+	Connections int64   `json:"connections"` // completed handshakes
+	Resumed     int64   `json:"resumed"`
+	Requests    int64   `json:"requests"`
+	Bytes       int64   `json:"bytes"` // response body bytes read
+	ConnPerSec  float64 `json:"connections_per_second"`
+	ReqPerSec   float64 `json:"requests_per_second"`
+	BytesPerSec float64 `json:"bytes_per_second"`
+	Handshake   Latency `json:"handshake_latency"`
+	// Request is the latency of successful HTTP requests, from writing the
+	// request to the end of the response body.
+	Request    Latency          `json:"request_latency"`
+	Errors     map[string]int64 `json:"errors"`
+	ErrorCount int64            `json:"error_count"`
+	Versions   map[string]int64 `json:"versions"`
+	Ciphers    map[string]int64 `json:"ciphers"`
 	// FirstError is the text of one error, to help diagnose.
 	FirstError string `json:"first_error,omitempty"`
 }
@@ -125,15 +128,49 @@ type run struct {
 	conns, resumed, requests, bytes atomic.Int64
 
 	mu         sync.Mutex
-	samples    []time.Duration
-	seen       int64
-	sum        time.Duration
-	max        time.Duration
+	hs, req    sampler // handshake and request latencies
 	errors     map[string]int64
 	firstError string
 	versions   map[string]int64
 	ciphers    map[string]int64
-	rng        *rand.Rand
+}
+
+// sampler keeps latency statistics: exact count, mean and max, and a uniform
+// reservoir of at most max samples for percentiles (Algorithm R).
+type sampler struct {
+	max     int
+	rng     *rand.Rand
+	samples []time.Duration
+	seen    int64
+	sum     time.Duration
+	top     time.Duration
+}
+
+func newSampler(max int, seed uint64) sampler {
+	return sampler{max: max, rng: rand.New(rand.NewPCG(seed, 2))}
+}
+
+func (s *sampler) add(d time.Duration) {
+	s.sum += d
+	s.top = max(s.top, d)
+	s.seen++
+	if len(s.samples) < s.max {
+		s.samples = append(s.samples, d)
+	} else if j := s.rng.Int64N(s.seen); j < int64(len(s.samples)) {
+		s.samples[j] = d
+	}
+}
+
+func (s *sampler) latency() Latency {
+	l := Latency{Count: s.seen, Max: s.top.Seconds()}
+	if s.seen == 0 || len(s.samples) == 0 {
+		return l
+	}
+	l.Mean = s.sum.Seconds() / float64(s.seen)
+	sorted := append([]time.Duration(nil), s.samples...)
+	slices.Sort(sorted)
+	l.P50, l.P90, l.P99 = Percentile(sorted, 50).Seconds(), Percentile(sorted, 90).Seconds(), Percentile(sorted, 99).Seconds()
+	return l
 }
 
 // Run executes a run and returns its result. The error is for an invalid
@@ -179,7 +216,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	r := &run{cfg: cfg, host: host, errors: map[string]int64{}, versions: map[string]int64{},
-		ciphers: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+		ciphers: map[string]int64{}, hs: newSampler(cfg.MaxSamples, 1), req: newSampler(cfg.MaxSamples, 3)}
 	r.quota.Store(cfg.Total)
 
 	if cfg.Reuse {
@@ -188,6 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		r.requests.Store(0) // the priming connection is not measured
 		r.bytes.Store(0)
+		r.req = newSampler(cfg.MaxSamples, 3)
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
@@ -379,6 +417,7 @@ func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool) (bool, er
 		connHdr = "keep-alive"
 	}
 	req := "GET " + r.cfg.Path + " HTTP/1.1\r\nHost: " + r.host + "\r\nUser-Agent: gmproxy-s_time\r\nConnection: " + connHdr + "\r\n\r\n"
+	t0 := time.Now()
 	if _, err := io.WriteString(conn, req); err != nil {
 		return false, err
 	}
@@ -396,6 +435,10 @@ func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool) (bool, er
 		return !resp.Close, &statusError{resp.StatusCode}
 	}
 	r.requests.Add(1)
+	d := time.Since(t0)
+	r.mu.Lock()
+	r.req.add(d)
+	r.mu.Unlock()
 	return keepAlive && !resp.Close, nil
 }
 
@@ -406,16 +449,7 @@ func (r *run) handshakeOK(info ConnInfo, d time.Duration) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sum += d
-	if d > r.max {
-		r.max = d
-	}
-	r.seen++
-	if len(r.samples) < r.cfg.MaxSamples {
-		r.samples = append(r.samples, d)
-	} else if j := r.rng.Int64N(r.seen); j < int64(len(r.samples)) {
-		r.samples[j] = d // reservoir sampling (Algorithm R)
-	}
+	r.hs.add(d)
 	if info.Version != "" {
 		r.versions[info.Version]++
 	}
@@ -454,20 +488,9 @@ func (r *run) result(elapsed time.Duration) *Result {
 		res.ReqPerSec = float64(res.Requests) / s
 		res.BytesPerSec = float64(res.Bytes) / s
 	}
-	res.Handshake = latency(r.samples, r.seen, r.sum, r.max)
+	res.Handshake = r.hs.latency()
+	res.Request = r.req.latency()
 	return res
-}
-
-func latency(samples []time.Duration, seen int64, sum, max time.Duration) Latency {
-	l := Latency{Count: seen, Max: max.Seconds()}
-	if seen == 0 || len(samples) == 0 {
-		return l
-	}
-	l.Mean = sum.Seconds() / float64(seen)
-	s := append([]time.Duration(nil), samples...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	l.P50, l.P90, l.P99 = Percentile(s, 50).Seconds(), Percentile(s, 90).Seconds(), Percentile(s, 99).Seconds()
-	return l
 }
 
 // Percentile returns the p-th percentile of sorted (nearest-rank method).

@@ -97,6 +97,9 @@ func TestCounts(t *testing.T) {
 				if res.Handshake.Count != res.Connections {
 					t.Errorf("latency count %d != connections %d", res.Handshake.Count, res.Connections)
 				}
+				if res.Request.Count != res.Requests {
+					t.Errorf("request latency count %d != requests %d", res.Request.Count, res.Requests)
+				}
 				h := res.Handshake
 				if res.Connections > 0 && !(0 < h.P50 && h.P50 <= h.P90 && h.P90 <= h.P99 && h.P99 <= h.Max) {
 					t.Errorf("percentiles not ordered: %+v", h)
@@ -116,7 +119,7 @@ func TestKeepAlive(t *testing.T) {
 	ts := newTestServer(t, 0)
 	res := mustRun(t, Config{Addr: ts.Listener.Addr().String(), Handshake: TLS(ts.clientConfig(false)),
 		Concurrency: 2, Total: 50, KeepAlive: true, Path: "/big"})
-	if res.Requests != 50 || res.Bytes != 50*256<<10 || res.ErrorCount != 0 {
+	if res.Requests != 50 || res.Bytes != 50*256<<10 || res.ErrorCount != 0 || res.Request.Count != 50 || res.Request.P99 <= 0 {
 		t.Fatalf("requests %d bytes %d errors %v", res.Requests, res.Bytes, res.Errors)
 	}
 	// One connection per worker: the server keeps them alive.

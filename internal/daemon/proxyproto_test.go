@@ -1,0 +1,49 @@
+package daemon
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestProxyProtocolListener: behind a trusted L4 balancer, the PROXY v1
+// header's client address reaches the backend in X-Forwarded-For, and the
+// TLS handshake that follows the header is sniffed as usual.
+func TestProxyProtocolListener(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Listeners[0].ProxyProtocol.Enabled = true
+	cfg.Listeners[0].ProxyProtocol.Trusted = []string{"127.0.0.1/32"}
+	d := startDaemon(t, cfg)
+
+	raw, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(raw, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n")
+	p := testPKI(t)
+	pool := x509.NewCertPool()
+	ca, _ := x509.ParseCertificate(p.ECDSACA.Cert.Raw)
+	pool.AddCert(ca)
+	c := tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: pool, NextProtos: []string{"http/1.1"}})
+	req, _ := http.NewRequest("GET", "https://localhost/xff", nil)
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "xff=203.0.113.7\n" {
+		t.Errorf("backend saw %q", body)
+	}
+}

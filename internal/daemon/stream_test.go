@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// TestStreamSite: a site in TCP stream mode splices the decrypted TLCP
+// connection to a TCP echo backend, next to HTTP sites on the same port.
+func TestStreamSite(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Sites[1].Routes = nil
+	cfg.Sites[1].Stream = &conf.Stream{Target: echo.Addr().String(), IdleTimeout: time.Minute, ConnectTimeout: 5 * time.Second}
+	d := startDaemon(t, cfg)
+
+	p := testPKI(t)
+	roots := smx509.NewCertPool()
+	roots.AddCert(p.CA.Cert)
+	raw, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "x.b.example.cn"})
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	msg := "legacy protocol line\n"
+	io.WriteString(c, msg)
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+		t.Fatalf("echo: %q %v", buf, err)
+	}
+	// The HTTP site on the same port still answers.
+	if body, _ := get(t, tlsClient(t, d.addr, "localhost", false), "https://localhost/h"); body == "" {
+		t.Error("HTTP site silent")
+	}
+}

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// A 100 MiB download through the proxy with a TLCP (ECC-SM4-GCM-SM3)
+// client side, against the TLCP record layer alone moving the same bytes,
+// in the same run:
+//
+//	go test -run XXX -bench 'TLCP.*100MiB' -benchmem ./proxy/
+
+const bigDownload = 100 << 20
+
+func tlcpBenchConfigs(b *testing.B) (*tlcp.Config, *tlcp.Config) {
+	dir := func(n string) string {
+		b.Helper()
+		return pkiPathTB(b, n)
+	}
+	sc, err := tlcp.LoadX509KeyPair(dir("server_sign.crt"), dir("server_sign.key"), dir("server_enc.crt"), dir("server_enc.key"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := smx509.NewCertPool()
+	caPEM, _ := readFile(dir("ca.crt"))
+	pool.AppendCertsFromPEM(caPEM)
+	return &tlcp.Config{Certificates: []tlcp.Certificate{sc}},
+		&tlcp.Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}}
+}
+
+// BenchmarkTLCPRecordLayer100MiB: server writes 100 MiB on one TLCP
+// connection per iteration, client reads it.
+func BenchmarkTLCPRecordLayer100MiB(b *testing.B) {
+	scfg, ccfg := tlcpBenchConfigs(b)
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 32<<10)
+		one := make([]byte, 1)
+		for {
+			if _, err := io.ReadFull(c, one); err != nil {
+				return
+			}
+			for left := bigDownload; left > 0; left -= len(buf) {
+				if _, err := c.Write(buf[:min(left, len(buf))]); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	c, err := tlcp.Dial("tcp", ln.Addr().String(), ccfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 32<<10)
+	b.SetBytes(bigDownload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		c.Write([]byte{1})
+		if n, err := io.CopyBuffer(io.Discard, io.LimitReader(c, bigDownload), buf); err != nil || n != bigDownload {
+			b.Fatalf("%d %v", n, err)
+		}
+	}
+}
+
+// BenchmarkProxyTLCPDownload100MiB: TLCP client → proxy (TLCP front,
+// HTTP/1.1) → plain HTTP backend serving 100 MiB.
+func BenchmarkProxyTLCPDownload100MiB(b *testing.B) {
+	scfg, ccfg := tlcpBenchConfigs(b)
+	chunk := make([]byte, 32<<10)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(bigDownload))
+		for left := bigDownload; left > 0; left -= len(chunk) {
+			w.Write(chunk[:min(left, len(chunk))])
+		}
+	}))
+	defer be.Close()
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(be))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	p, err := New(cfg, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.ServeConn(c)
+		}
+	}()
+	tr := &http.Transport{DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := tlcp.Client(raw, ccfg)
+		return c, c.HandshakeContext(ctx)
+	}, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	url := "https://" + ln.Addr().String() + "/big"
+	buf := make([]byte, 32<<10)
+	b.SetBytes(bigDownload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, res.Body, buf)
+		res.Body.Close()
+		if err != nil || n != bigDownload {
+			b.Fatalf("%d %v", n, err)
+		}
+	}
+}

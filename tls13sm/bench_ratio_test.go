@@ -1,0 +1,249 @@
+package tls13sm
+
+import (
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	gmecdh "github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/sm4"
+)
+
+// The Ratio benchmarks interleave the subject and its baseline inside one
+// loop (the machine is shared and noisy) and report subject/baseline as a
+// custom metric next to both absolute times.
+
+func report(b *testing.B, subject, baseline time.Duration, name string) {
+	b.ReportMetric(float64(subject.Nanoseconds())/float64(b.N), "subject-ns/op")
+	b.ReportMetric(float64(baseline.Nanoseconds())/float64(b.N), "baseline-ns/op")
+	b.ReportMetric(float64(subject)/float64(baseline), name)
+}
+
+// fullSchedule is the server's key schedule of a full handshake exactly as
+// handshake_server_tls13.go runs it: handshake secret, both handshake
+// traffic secrets with keys, IVs and finished keys, both Finished MACs,
+// master secret, both application secrets with keys and IVs, resumption
+// master secret and one ticket PSK.
+type scheduleScratch struct {
+	keySchedule
+	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk [32]byte
+	key                                                           [16]byte
+	iv                                                            [12]byte
+	master                                                        hmacState
+}
+
+func fullSchedule(x *scheduleScratch, shared, th []byte) {
+	ks := &x.keySchedule
+	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk := &x.hs, &x.chs, &x.shs, &x.ms, &x.cap_, &x.sap, &x.res, &x.psk, &x.derived, &x.fin, &x.cfk, &x.sfk
+	key, iv, master := &x.key, &x.iv, &x.master
+	ks.extract(hs[:], derivedNoPSKSecret[:], shared)
+	ks.handshakeTrafficSecrets(chs[:], shs[:], derived[:], hs[:], th)
+	ks.trafficKeysFinished(key[:], iv[:], sfk[:], shs[:])
+	ks.trafficKeysFinished(key[:], iv[:], cfk[:], chs[:])
+	ks.macWithKey(fin[:], sfk[:], th)
+	ks.extract(ms[:], derived[:], zeroKey[:])
+	ks.m.setKey(ms[:])
+	ks.expandLabelKeyed(cap_[:], "c ap traffic", th)
+	ks.expandLabelKeyed(sap[:], "s ap traffic", th)
+	ks.m.saveState(master)
+	ks.trafficKeys(key[:], iv[:], sap[:])
+	ks.macWithKey(fin[:], cfk[:], th)
+	ks.trafficKeys(key[:], iv[:], cap_[:])
+	ks.m.loadState(master)
+	ks.expandLabelKeyed(res[:], "res master", th)
+	ks.expandLabel(psk[:], res[:], "resumption", zeroKey[:1])
+}
+
+// BenchmarkRatioKeyScheduleVsSign: whole schedule of a full handshake vs one
+// SM2 sign (target ≤ 0.70).
+func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
+	p := loadPKI(b)
+	ks := new(scheduleScratch)
+	shared := make([]byte, 32)
+	th := sm3.Sum([]byte("transcript"))
+	msg := signedMessage(serverSignatureContext, th[:])
+	var subj, base time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		fullSchedule(ks, shared, th[:])
+		t1 := time.Now()
+		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		subj += t1.Sub(t0)
+		base += t2.Sub(t1)
+	}
+	report(b, subj, base, "schedule/sign")
+}
+
+// BenchmarkRatioRecordGCMVsRaw: a 16 KiB record written and read through the
+// record layer vs raw gmsm SM4-GCM seal + open (reported as throughput
+// ratio record/raw; target ≥ 0.85).
+func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
+	var ks keySchedule
+	s := cipherSuiteByID(TLS_SM4_GCM_SM3)
+	mc := &memConn{buf: make([]byte, 0, 1<<16)}
+	w, r := &Conn{conn: mc}, &Conn{conn: mc}
+	w.out.setTrafficSecret(&ks, s, make([]byte, 32))
+	r.in.setTrafficSecret(&ks, s, make([]byte, 32))
+	r.isHandshakeComplete.Store(true)
+	data := make([]byte, 16384)
+	blk, _ := sm4.NewCipher(make([]byte, 16))
+	a, _ := cipher.NewGCM(blk)
+	nonce := make([]byte, 12)
+	buf := make([]byte, 16384, 16384+16)
+	hdr := make([]byte, 5)
+	var subj, base time.Duration
+	b.SetBytes(16384)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := w.writeRecordLocked(recordTypeApplicationData, data); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.readRecord(); err != nil || len(r.input) != len(data) {
+			b.Fatal(err)
+		}
+		r.input = nil
+		t1 := time.Now()
+		ct := a.Seal(buf[:0], nonce, buf, hdr)
+		pt, err := a.Open(ct[:0], nonce, ct, hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = pt
+		t2 := time.Now()
+		subj += t1.Sub(t0)
+		base += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(subj.Nanoseconds())/float64(b.N), "record-ns/op")
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(base)/float64(subj), "record/raw-throughput")
+}
+
+// constReader returns the same byte forever: with it the server's random,
+// key share and signature repeat exactly, even though gmsm's key generation
+// may read one extra byte (randutil.MaybeReadByte).
+type constReader byte
+
+func (c constReader) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = byte(c)
+	}
+	return len(b), nil
+}
+
+// recordingConn records what is read from it.
+type recordingConn struct {
+	net.Conn
+	rec []byte
+}
+
+func (r *recordingConn) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	r.rec = append(r.rec, b[:n]...)
+	return n, err
+}
+
+// recordClientStream runs a real handshake and returns every byte the
+// server read (ClientHello, CCS, the client's second flight).
+func recordClientStream(b *testing.B, srvCfg, cliCfg *Config) []byte {
+	a, c := tcpPair(b)
+	rc := &recordingConn{Conn: a}
+	done := make(chan error, 1)
+	go func() {
+		s := Server(rc, srvCfg)
+		err := s.Handshake()
+		if err == nil {
+			_, err = s.Write([]byte{1})
+		}
+		done <- err
+	}()
+	cc := Client(c, cliCfg)
+	if err := cc.Handshake(); err != nil {
+		b.Fatal(err)
+	}
+	cc.Read(make([]byte, 1)) // takes the ticket
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	a.Close()
+	c.Close()
+	return rc.rec
+}
+
+func benchRatioServer(b *testing.B, resume bool) {
+	srvCfg, cliCfg := testConfigs(b)
+	cliCfg.Certificates = nil
+	now := time.Now()
+	clock := func() time.Time { return now }
+	srvCfg.Rand, cliCfg.Rand = constReader(0x11), constReader(0x22)
+	srvCfg.Time, cliCfg.Time = clock, clock
+	if !resume {
+		cliCfg.ClientSessionCache = nil
+	} else {
+		recordClientStream(b, srvCfg, cliCfg) // puts a ticket in the client cache
+	}
+	stream := recordClientStream(b, srvCfg, cliCfg)
+	p := loadPKI(b)
+	peer, _ := gmecdh.P256().GenerateKey(rand.Reader)
+	msg := make([]byte, 130)
+	var subj, base time.Duration
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		srv := Server(&flightConn{in: stream}, srvCfg)
+		if err := srv.Handshake(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if srv.didResume != resume {
+			b.Fatalf("resumed = %v", srv.didResume)
+		}
+		k, _ := gmecdh.P256().GenerateKey(rand.Reader)
+		_ = k.PublicKey().Bytes() // key generation includes the public point
+		k.ECDH(peer.PublicKey())
+		if !resume {
+			p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts)
+		}
+		t2 := time.Now()
+		subj += t1.Sub(t0)
+		base += t2.Sub(t1)
+	}
+	name := "server/(keygen+ecdh+sign)"
+	if resume {
+		name = "server/(keygen+ecdh)"
+	}
+	report(b, subj, base, name)
+}
+
+// flightConn serves a recorded input stream and discards output.
+type flightConn struct {
+	net.Conn
+	in []byte
+}
+
+func (f *flightConn) Read(b []byte) (int, error) {
+	if len(f.in) == 0 {
+		return 0, errors.New("end of recorded stream")
+	}
+	n := copy(b, f.in)
+	f.in = f.in[n:]
+	return n, nil
+}
+func (f *flightConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (f *flightConn) Close() error                     { return nil }
+func (f *flightConn) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkRatioServerFull: server CPU of a full handshake (one-way auth,
+// ticket issued) vs curveSM2 keygen + ECDH + SM2 sign (target ≤ 1.3).
+func BenchmarkRatioServerFull(b *testing.B) { benchRatioServer(b, false) }
+
+// BenchmarkRatioServerResumed: psk_dhe_ke resumption (new ticket issued)
+// vs keygen + ECDH (target ≤ 1.3).
+func BenchmarkRatioServerResumed(b *testing.B) { benchRatioServer(b, true) }
