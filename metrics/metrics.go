@@ -86,6 +86,10 @@ type Metrics struct {
 
 	listeners, sites, routes, upstreams, targets, refusals *admitter
 
+	listenerCache  childCache[string, listenerChildren]
+	handshakeCache childCache[handshakeKey, handshakeChildren]
+	bytesCache     childCache[bytesKey, bytesChildren]
+
 	// Handshakes and connections.
 	handshakeDuration    *prometheus.HistogramVec
 	handshakes           *prometheus.CounterVec
@@ -274,9 +278,9 @@ func (m *Metrics) collectors() []prometheus.Collector {
 
 // ConnAccepted implements handshake.Observer.
 func (m *Metrics) ConnAccepted(listener string) {
-	l := m.listeners.label(listener)
-	m.connAccepted.WithLabelValues(l).Inc()
-	m.connActive.WithLabelValues(l).Inc()
+	l := m.listener(listener)
+	l.accepted.Inc()
+	l.active.Inc()
 }
 
 // ConnRefused implements handshake.Observer.
@@ -286,14 +290,14 @@ func (m *Metrics) ConnRefused(listener, why string) {
 
 // ConnClosed implements handshake.Observer.
 func (m *Metrics) ConnClosed(listener string) {
-	l := m.listeners.label(listener)
-	m.connClosed.WithLabelValues(l).Inc()
-	m.connActive.WithLabelValues(l).Dec()
+	l := m.listener(listener)
+	l.closed.Inc()
+	l.active.Dec()
 }
 
 // HandshakeStarted implements handshake.Observer.
 func (m *Metrics) HandshakeStarted(listener string) {
-	m.handshakesInProgress.WithLabelValues(m.listeners.label(listener)).Inc()
+	m.listener(listener).inProgress.Inc()
 }
 
 // HandshakeDone implements handshake.Observer. Successful handshakes are
@@ -301,39 +305,45 @@ func (m *Metrics) HandshakeStarted(listener string) {
 // result.
 func (m *Metrics) HandshakeDone(ev handshake.HandshakeEvent) {
 	st := ev.State
-	listener := m.listeners.label(st.Listener)
-	m.handshakesInProgress.WithLabelValues(listener).Dec()
-	protocol, cipher, resumed := protocolLabel(st.Family), cipherLabel(st.Cipher), boolLabel(st.Resumed)
 	result := "success"
 	if ev.Err != nil || ev.Reason != "" {
 		result = ev.Reason
 		if result == "" || result == "success" {
 			result = handshake.ReasonInternal
 		}
-		result = fixed(handshakeResults, result)
 	}
-	m.handshakes.WithLabelValues(listener, protocol, cipher, resumed, result).Inc()
-	if result == "success" {
-		m.handshakeDuration.WithLabelValues(listener, protocol, cipher, resumed, boolLabel(st.ClientAuth)).
-			Observe(st.HandshakeDuration.Seconds())
+	key := handshakeKey{listener: st.Listener, family: st.Family, cipher: st.Cipher, result: result,
+		resumed: st.Resumed, clientAuth: st.ClientAuth && result == "success"}
+	c := m.handshakeCache.get(key, func() handshakeChildren {
+		listener := m.listeners.label(st.Listener)
+		protocol, cipher, resumed := protocolLabel(st.Family), cipherLabel(st.Cipher), boolLabel(st.Resumed)
+		res := fixed(handshakeResults, result)
+		hc := handshakeChildren{
+			count:      m.handshakes.WithLabelValues(listener, protocol, cipher, resumed, res),
+			inProgress: m.handshakesInProgress.WithLabelValues(listener),
+		}
+		if res == "success" {
+			hc.duration = m.handshakeDuration.WithLabelValues(listener, protocol, cipher, resumed, boolLabel(st.ClientAuth))
+		}
+		return hc
+	})
+	c.inProgress.Dec()
+	c.count.Inc()
+	if c.duration != nil {
+		c.duration.Observe(st.HandshakeDuration.Seconds())
 	}
 }
 
 // Bytes implements handshake.Observer.
 func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint64) {
-	p, c := protocolLabel(family), cipherLabel(cipher)
-	if rx > 0 {
-		m.tlsBytes.WithLabelValues(p, c, "rx").Add(float64(rx))
+	if rx|tx|rxRecords|txRecords == 0 {
+		return
 	}
-	if tx > 0 {
-		m.tlsBytes.WithLabelValues(p, c, "tx").Add(float64(tx))
-	}
-	if rxRecords > 0 {
-		m.tlsRecords.WithLabelValues(p, c, "rx").Add(float64(rxRecords))
-	}
-	if txRecords > 0 {
-		m.tlsRecords.WithLabelValues(p, c, "tx").Add(float64(txRecords))
-	}
+	c := m.bytesFor(family, cipher)
+	c.rx.Add(float64(rx))
+	c.tx.Add(float64(tx))
+	c.rxRecords.Add(float64(rxRecords))
+	c.txRecords.Add(float64(txRecords))
 }
 
 // ---- handshake.KeyOpObserver ----

@@ -175,9 +175,14 @@ func TestBytesAndKeyOps(t *testing.T) {
 			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
 		}
 	}
-	// rx of the tls series was zero: no series created for it.
-	if n := testutil.CollectAndCount(m.tlsBytes); n != 3 {
-		t.Errorf("tls_bytes series = %d, want 3", n)
+	// Both directions exist per protocol and cipher (rx of tls at 0); an
+	// all-zero report creates nothing.
+	m.Bytes("tls13sm", "TLS_SM4_CCM_SM3", 0, 0, 0, 0)
+	if n := testutil.CollectAndCount(m.tlsBytes); n != 4 {
+		t.Errorf("tls_bytes series = %d, want 4", n)
+	}
+	if got := testutil.ToFloat64(m.tlsBytes.WithLabelValues("tls", "TLS_AES_128_GCM_SHA256", "rx")); got != 0 {
+		t.Errorf("tls rx = %v", got)
 	}
 	if got := testutil.ToFloat64(m.keyQueueLen); got != 0 {
 		t.Errorf("queue length without an engine = %v", got)

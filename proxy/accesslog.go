@@ -345,7 +345,7 @@ func (l *AccessLog) fillTLS(e *LogEntry, ci *connInfo) {
 	if first {
 		e.HandshakeTime = st.HandshakeDuration
 	}
-	if len(st.PeerCertificates) > 0 {
+	if len(st.PeerCertificates) > 0 && st.PeerCertificates[0] != nil {
 		e.ClientSubject = st.PeerCertificates[0].Subject.String()
 	}
 }

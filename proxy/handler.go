@@ -446,6 +446,9 @@ func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *
 			if cand == "" {
 				continue
 			}
+			if _, err := netip.ParseAddr(cand); err != nil {
+				break // "unknown", obfuscated or forged: keep the last address we trust
+			}
 			real = cand
 			if !p.trusted(cand) {
 				break
@@ -498,7 +501,7 @@ func (s *site) setTLSHeaders(h http.Header, st *handshake.ConnState) {
 		return
 	}
 	switch {
-	case len(st.PeerCertificates) == 0:
+	case len(st.PeerCertificates) == 0 || st.PeerCertificates[0] == nil:
 		h[HeaderClientVerify] = []string{"NONE"}
 		return
 	case st.ClientAuth:

@@ -255,6 +255,10 @@ func TestForwardedAndTLSHeaders(t *testing.T) {
 		if h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Ssl-Client-S-Dn") != "" {
 			t.Errorf("trusted: %v", h)
 		}
+		_, body, _ = get(t, testClient(t), f.url+"/", "Host", "example.test", "X-Forwarded-For", "unknown, 10.1.1.1")
+		if got := decodeSeen(t, body).Header.Get("X-Real-Ip"); got != "10.1.1.1" {
+			t.Errorf("X-Real-IP with a non-address hop: %q, want the last valid trusted hop", got)
+		}
 	})
 	t.Run("no client cert", func(t *testing.T) {
 		st2 := st

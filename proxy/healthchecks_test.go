@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,5 +140,32 @@ func TestActiveHealthChecks(t *testing.T) {
 	}
 	if !seen {
 		t.Fatal("recovered target gets no traffic")
+	}
+}
+
+func TestPassiveUnhealthyStatus(t *testing.T) {
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(bad.Close)
+	good := nameBackend(t, "good")
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: addrOf(bad)}, {Address: addrOf(good)}},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, Cooldown: time.Hour, UnhealthyStatus: []int{503}}}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	c := testClient(t)
+	// The 503 itself is passed to the client (the request was answered) ...
+	if code, _, _ := get(t, c, f.url+"/"); code != 503 {
+		t.Fatalf("first request: %d, want the backend's 503", code)
+	}
+	obs.waitHealth(t, "app "+addrOf(bad)+" down")
+	// ... and the target is out for the cool-down.
+	for range 5 {
+		if _, body, _ := get(t, c, f.url+"/"); body != "good" {
+			t.Fatalf("request went to the ejected target: %q", body)
+		}
 	}
 }

@@ -26,14 +26,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// fakeStateConn attaches a handshake state to a plain connection.
-type fakeStateConn struct {
-	net.Conn
-	st handshake.ConnState
-}
-
-func (c *fakeStateConn) ConnState() handshake.ConnState { return c.st }
-
 // front is a proxy listening on loopback; every accepted connection goes
 // through Proxy.ServeConn (optionally wrapped with a handshake state).
 type front struct {
@@ -75,7 +67,7 @@ func newFront(t testing.TB, cfg Config, o frontOpts) *front {
 				return
 			}
 			if o.state != nil {
-				c = &fakeStateConn{Conn: c, st: *o.state}
+				c = handshake.NewConn(c, *o.state) // what the daemon hands over
 			}
 			go p.ServeConn(c)
 		}

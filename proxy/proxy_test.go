@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"golang.org/x/net/http2"
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/handshake"
@@ -196,5 +197,33 @@ func TestTLCPFrontWebSocket(t *testing.T) {
 		if err := websocket.Message.Receive(ws, &got); err != nil || got != msg {
 			t.Fatalf("echo %d: %v", i, err)
 		}
+	}
+}
+
+func TestH2MaxConcurrentStreamsAdvertised(t *testing.T) {
+	cfg := Config{Sites: oneSite(RouteConfig{Respond: &RespondConfig{}}), Limits: LimitsConfig{MaxConcurrentStreams: 7}}
+	px, err := New(cfg, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	go px.ServeHTTP2(srv)
+	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	go func() {
+		io.WriteString(cli, http2.ClientPreface)
+		http2.NewFramer(cli, nil).WriteSettings()
+	}()
+	f, err := http2.NewFramer(nil, cli).ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %T", f)
+	}
+	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 7 {
+		t.Fatalf("MAX_CONCURRENT_STREAMS %d (%v), want 7", v, ok)
 	}
 }

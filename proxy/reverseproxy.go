@@ -264,7 +264,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		rs.trace.wrote.Store(false)
 		t.inflight.Add(1)
 		ustart := time.Now()
-		res, err := u.transport.RoundTrip(outreq)
+		tr := u.transport
+		if len(outreq.Header["Upgrade"]) > 0 {
+			tr = u.upgrades
+		}
+		res, err := tr.RoundTrip(outreq)
 		rs.upDur += time.Since(ustart)
 		if err == nil {
 			return res, t
@@ -342,7 +346,7 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if fi < 0 || len(announced) > 0 {
 		rs.w.Flush() // streams: the client gets the headers now, not with the first data
 	}
-	err := copyBody(&rs.w, res.Body, fi)
+	err := copyBody(&rs.w, res.Body, fi, res.ContentLength)
 	res.Body.Close()
 	if err != nil {
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {

@@ -44,8 +44,11 @@ func flushInterval(res *http.Response, rt *route) time.Duration {
 }
 
 // copyBody streams src to w, flushing per interval (negative: after every
-// write).
-func copyBody(w *respWriter, src io.Reader, interval time.Duration) error {
+// write). size is the body's length, or -1 when unknown: once that many
+// bytes were read, the final EOF is read before the last write, so that the
+// backend connection is back in the idle pool before the client can see
+// the end of the response and send its next request.
+func copyBody(w *respWriter, src io.Reader, interval time.Duration, size int64) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -54,8 +57,16 @@ func copyBody(w *respWriter, src io.Reader, interval time.Duration) error {
 		lw = &latencyWriter{w: w, interval: interval}
 		defer lw.stop()
 	}
+	var total int64
 	for {
 		n, rerr := src.Read(buf)
+		total += int64(n)
+		if rerr == nil && size >= 0 && total >= size {
+			var eof [1]byte
+			if m, err := src.Read(eof[:]); m == 0 {
+				rerr = err
+			}
+		}
 		if n > 0 {
 			var werr error
 			if lw != nil {
@@ -237,7 +248,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 			cw.CloseWrite()
 		}
 	}()
-	err := copyBody(&rs.w, backConn, -1)
+	err := copyBody(&rs.w, backConn, -1, -1)
 	backConn.Close()
 	r.Body.Close()
 	<-done
@@ -305,12 +316,21 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration) (ab, ba int64) {
 	return ab, ba
 }
 
+// closeWrite half-closes c, looking through wrappers (prefixConn, and
+// connections with NetConn such as handshake.Conn) for a CloseWrite.
 func closeWrite(c io.Closer) bool {
-	if pc, ok := c.(*prefixConn); ok {
-		c = pc.Conn
-	}
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite() == nil
+	for range 4 {
+		if pc, ok := c.(*prefixConn); ok {
+			c = pc.Conn
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			return cw.CloseWrite() == nil
+		}
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return false
+		}
+		c = nc.NetConn()
 	}
 	return false
 }

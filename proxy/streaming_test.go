@@ -384,3 +384,29 @@ func mustReq(t testing.TB, method, url string, body io.Reader) *http.Request {
 	}
 	return req
 }
+
+// TestWebSocketToH2CUpstream: an h2c upstream has no Upgrade, so WebSocket
+// requests to it go over HTTP/1.1 to the same target.
+func TestWebSocketToH2CUpstream(t *testing.T) {
+	backend := httptest.NewUnstartedServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
+	backend.Config.Protocols = new(http.Protocols)
+	backend.Config.Protocols.SetHTTP1(true)
+	backend.Config.Protocols.SetUnencryptedHTTP2(true)
+	backend.Start()
+	t.Cleanup(backend.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Protocol: "h2c", Targets: []TargetConfig{{Address: addrOf(backend)}}}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	websocket.Message.Send(ws, "hello h2c")
+	var got string
+	if err := websocket.Message.Receive(ws, &got); err != nil || got != "hello h2c" {
+		t.Fatalf("echo %q %v", got, err)
+	}
+}

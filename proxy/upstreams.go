@@ -24,7 +24,10 @@ type Upstream struct {
 	nPrimary  int
 	policy    selectionPolicy
 	transport *http.Transport
-	scheme    string
+	// upgrades carries Upgrade requests (WebSocket) when transport speaks
+	// only h2c, which has no Upgrade; otherwise it is transport.
+	upgrades *http.Transport
+	scheme   string
 	// dial opens a raw (possibly encrypted) connection for TCP stream mode.
 	dial        DialFunc
 	dialTimeout time.Duration
@@ -128,6 +131,12 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
 	if u.transport, u.scheme, u.dial, err = newTransport(uc); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
+	}
+	u.upgrades = u.transport
+	if uc.Protocol == "h2c" {
+		u.upgrades = u.transport.Clone()
+		u.upgrades.Protocols = new(http.Protocols)
+		u.upgrades.Protocols.SetHTTP1(true)
 	}
 	return u, nil
 }
@@ -236,6 +245,7 @@ func (u *Upstream) close() {
 	}
 	u.healthWG.Wait()
 	u.transport.CloseIdleConnections()
+	u.upgrades.CloseIdleConnections()
 }
 
 func excluded(t *Target, tried []*Target) bool {

@@ -24,7 +24,6 @@ type Conn struct {
 	handshakeMutex    sync.Mutex
 	handshakeErr      error
 	handshakeComplete atomic.Bool
-	handshakes        int
 
 	// State after the handshake.
 	vers             uint16
@@ -67,9 +66,17 @@ type Conn struct {
 
 var (
 	smallOutPool = sync.Pool{New: func() any { b := make([]byte, 0, recordHeaderLen+maxCiphertext); return &b }}
-	bigOutPool   = sync.Pool{New: func() any { b := make([]byte, 0, maxBatchRecords*(recordHeaderLen+maxCiphertext)); return &b }}
+	bigOutPool   = sync.Pool{New: func() any { b := make([]byte, 0, bigOutSize); return &b }}
 	inPool       = sync.Pool{New: func() any { b := make([]byte, 2*(recordHeaderLen+maxCiphertext)); return &b }}
 )
+
+// maxWriteChunk is how much of a Write is protected and sent at once
+// (GCM: 4 records of 16 KiB; CBC: 16 records of 4 KiB side by side).
+const maxWriteChunk = 64 << 10
+
+// bigOutSize holds the records of one chunk (or a 64 KiB handshake message)
+// with the worst per-record overhead.
+const bigOutSize = maxWriteChunk + maxBatchRecords*(recordHeaderLen+cbcIVLen+macLen+blockLen) + 4*(recordHeaderLen+maxCiphertext-maxPlaintext)
 
 // LocalAddr returns the local network address.
 func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
@@ -295,7 +302,9 @@ func (c *Conn) readHandshake() ([]byte, error) {
 			return nil, err
 		}
 	}
-	msg := append([]byte(nil), c.hand[:4+n]...)
+	// The message keeps its bytes: later appends only write past them, and
+	// an emptied buffer is dropped rather than reused.
+	msg := c.hand[: 4+n : 4+n]
 	c.hand = c.hand[4+n:]
 	if len(c.hand) == 0 {
 		c.hand = nil
@@ -362,7 +371,7 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) error {
 }
 
 func putOut(pb *[]byte) {
-	if cap(*pb) >= maxBatchRecords*(recordHeaderLen+maxCiphertext) {
+	if cap(*pb) >= bigOutSize {
 		bigOutPool.Put(pb)
 	} else if cap(*pb) >= recordHeaderLen+maxCiphertext {
 		smallOutPool.Put(pb)
@@ -461,8 +470,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 	total := 0
 	for len(b) > 0 {
 		chunk := b
-		if len(chunk) > maxBatchRecords*maxPlaintext {
-			chunk = chunk[:maxBatchRecords*maxPlaintext]
+		if len(chunk) > maxWriteChunk {
+			chunk = chunk[:maxWriteChunk]
 		}
 		pool := &smallOutPool
 		if len(chunk) > maxPlaintext {
@@ -614,7 +623,6 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	defer c.inMu.Unlock()
 
 	start := time.Now()
-	c.handshakes++
 	err := c.runHandshakeFn(ctx)
 	if err == nil && !c.handshakeComplete.Load() {
 		err = errors.New("tlcp: internal error: handshake should have had a result")

@@ -16,7 +16,7 @@ type handshakeMessage interface {
 
 // marshalMsg builds type || u24 length || body.
 func marshalMsg(typ uint8, body func(b *cryptobyte.Builder)) ([]byte, error) {
-	var b cryptobyte.Builder
+	b := cryptobyte.NewBuilder(make([]byte, 0, 256))
 	b.AddUint8(typ)
 	b.AddUint24LengthPrefixed(body)
 	return b.Bytes()

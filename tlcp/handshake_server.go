@@ -238,18 +238,63 @@ func (c *Certificate) leaf() (*smx509.Certificate, error) {
 	return smx509.ParseCertificate(c.SignCertificate[0])
 }
 
+// certMsgs caches the server's Certificate message (sign, enc, chain), which
+// is the same in every handshake of a Certificate.
+var certMsgs = lru.New[*byte, cachedCertMsg](256, 0)
+
+type cachedCertMsg struct {
+	enc   *byte
+	chain []*byte // the chain certificates' DER addresses
+	msg   []byte
+}
+
+func (m *cachedCertMsg) matches(cert *Certificate) bool {
+	if m.enc != &cert.EncCertificate[0] || len(m.chain) != len(cert.SignCertificate)-1 {
+		return false
+	}
+	for i, c := range cert.SignCertificate[1:] {
+		if len(c) == 0 || m.chain[i] != &c[0] {
+			return false
+		}
+	}
+	return true
+}
+
+func serverCertificateMsg(cert *Certificate) ([]byte, error) {
+	key := &cert.SignCertificate[0][0]
+	if m, ok := certMsgs.Get(key); ok && m.matches(cert) {
+		return m.msg, nil
+	}
+	certs := make([][]byte, 0, len(cert.SignCertificate)+1)
+	certs = append(certs, cert.SignCertificate[0], cert.EncCertificate)
+	certs = append(certs, cert.SignCertificate[1:]...)
+	msg, err := (&certificateMsg{certificates: certs}).marshal()
+	if err != nil {
+		return nil, err
+	}
+	entry := cachedCertMsg{enc: &cert.EncCertificate[0], msg: msg}
+	for _, c := range cert.SignCertificate[1:] {
+		if len(c) == 0 {
+			return msg, nil // not cacheable; the peer will reject the empty certificate
+		}
+		entry.chain = append(entry.chain, &c[0])
+	}
+	certMsgs.Put(key, entry)
+	return msg, nil
+}
+
 // certHashes caches SM3 of signing certificates by the address of their DER.
 var certHashes = lru.New[*byte, [sm3.Size]byte](256, 0)
 
 // certHash identifies the server identity a session belongs to.
-func (hs *serverHandshakeState) certHash() []byte {
+func (hs *serverHandshakeState) certHash() [sm3.Size]byte {
 	der := hs.cert.SignCertificate[0]
 	h, ok := certHashes.Get(&der[0])
 	if !ok {
 		h = sm3.Sum(der)
 		certHashes.Put(&der[0], h)
 	}
-	return h[:]
+	return h
 }
 
 func (hs *serverHandshakeState) checkForResumption() {
@@ -286,7 +331,7 @@ func (hs *serverHandshakeState) checkForResumption() {
 		hs.newSessionID()
 		return
 	}
-	if s.serverName != hello.serverName || !bytes.Equal(s.serverCert, hs.certHash()) {
+	if h := hs.certHash(); s.serverName != hello.serverName || !bytes.Equal(s.serverCert, h[:]) {
 		hs.newSessionID()
 		return
 	}
@@ -346,10 +391,12 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err := hs.queue(hs.sh); err != nil {
 		return err
 	}
-	certs := make([][]byte, 0, len(hs.cert.SignCertificate)+1)
-	certs = append(certs, hs.cert.SignCertificate[0], hs.cert.EncCertificate)
-	certs = append(certs, hs.cert.SignCertificate[1:]...)
-	if err := hs.queue(&certificateMsg{certificates: certs}); err != nil {
+	certMsg, err := serverCertificateMsg(hs.cert)
+	if err != nil {
+		return wrapErr(AlertInternalError, "marshal Certificate", err)
+	}
+	hs.tr.write(certMsg)
+	if err := c.queueHandshake(certMsg); err != nil {
 		return err
 	}
 	ka := &serverKeyAgreement{suite: hs.suite, cert: hs.cert}
@@ -537,7 +584,9 @@ func (hs *serverHandshakeState) sessionToStore() *sessionState {
 	if hs.session != nil {
 		return hs.session
 	}
-	s := &sessionState{vers: VersionTLCP, cipherSuite: hs.suite.id, createdAt: uint64(hs.config.time().Unix()), master: hs.ks.master[:], serverName: hs.hello.serverName, serverCert: hs.certHash()}
+	s := &sessionState{vers: VersionTLCP, cipherSuite: hs.suite.id, createdAt: uint64(hs.config.time().Unix()), master: hs.ks.master[:], serverName: hs.hello.serverName}
+	h := hs.certHash()
+	s.serverCert = h[:]
 	for _, c := range hs.peerCerts {
 		s.certs = append(s.certs, c.Raw)
 	}

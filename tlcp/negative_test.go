@@ -1,6 +1,9 @@
 package tlcp
 
 import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/x509/pkix"
 	"errors"
@@ -442,4 +445,33 @@ func TestEmptyRecordsBounded(t *testing.T) {
 
 func pkixName(cn string) pkix.Name {
 	return pkix.Name{Country: []string{"CN"}, Organization: []string{"gmproxy test"}, CommonName: cn}
+}
+
+// TestECCPreMasterNoOracle: a bad pre-master version or an undecryptable
+// ClientKeyExchange does not fail at once; a random pre-master is used and
+// the handshake fails at Finished.
+func TestECCPreMasterNoOracle(t *testing.T) {
+	p := loadPKI(t)
+	ka := &serverKeyAgreement{suite: cipherSuiteByID(ECC_SM4_CBC_SM3), cert: &p.server}
+	encPub := p.server.EncLeaf.PublicKey.(*ecdsa.PublicKey)
+	good := append([]byte{1, 1}, make([]byte, 46)...)
+	badVers := append([]byte{3, 3}, make([]byte, 46)...)
+	for name, pm := range map[string][]byte{"good": good, "bad version": badVers, "short": good[:40]} {
+		ct, err := sm2.EncryptASN1(rand.Reader, encPub, pm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ka.processClientKeyExchange(context.Background(), rand.Reader, u16Vector(ct), nil)
+		if err != nil || len(got) != 48 {
+			t.Fatalf("%s: %v, %d bytes", name, err, len(got))
+		}
+		if name == "good" != bytes.Equal(got, pm) {
+			t.Fatalf("%s: pre-master used = %v", name, bytes.Equal(got, pm))
+		}
+	}
+	// Garbage that is not an SM2 ciphertext.
+	got, err := ka.processClientKeyExchange(context.Background(), rand.Reader, u16Vector(bytes.Repeat([]byte{0x30}, 150)), nil)
+	if err != nil || len(got) != 48 {
+		t.Fatalf("garbage: %v", err)
+	}
 }

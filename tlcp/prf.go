@@ -94,26 +94,29 @@ func (m *hmacSM3) sum(out []byte) []byte {
 
 // prf is a keyed P_SM3 generator.
 type prf struct {
-	h *hmacSM3
-	a [32]byte
-	b [32]byte
+	h    *hmacSM3
+	a    [32]byte
+	b    [32]byte
+	seed [128]byte
 }
 
 // expand fills out with P_SM3(secret, label || seed1 || seed2).
 func (p *prf) expand(out, label, seed1, seed2 []byte) {
 	h := p.h
+	seed := p.seed[:0]
+	if len(label)+len(seed1)+len(seed2) <= len(p.seed) {
+		seed = append(append(append(seed, label...), seed1...), seed2...)
+	} else {
+		seed = append(append(append([]byte(nil), label...), seed1...), seed2...)
+	}
 	// A(1) = HMAC(label || seed)
 	h.reset()
-	h.write(label)
-	h.write(seed1)
-	h.write(seed2)
+	h.write(seed)
 	h.sum(p.a[:0])
 	for len(out) > 0 {
 		h.reset()
 		h.write(p.a[:])
-		h.write(label)
-		h.write(seed1)
-		h.write(seed2)
+		h.write(seed)
 		h.sum(p.b[:0])
 		n := copy(out, p.b[:])
 		out = out[n:]
@@ -140,7 +143,7 @@ var keySchedulePool = sync.Pool{New: func() any { return &keySchedule{p: prf{h: 
 func (ks *keySchedule) release() {
 	clear(ks.master[:])
 	clear(ks.keyBlock[:])
-	ks.p.a, ks.p.b = [32]byte{}, [32]byte{}
+	ks.p.a, ks.p.b, ks.p.seed = [32]byte{}, [32]byte{}, [128]byte{}
 	ks.p.h.forget()
 	keySchedulePool.Put(ks)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 )
 
 // The Ratio benchmarks interleave the subject and its baseline inside one
-// loop (the machine is shared and noisy) and report subject/baseline as a
-// custom metric next to both absolute times.
+// loop and time both with the thread's CPU clock (the goroutine is locked
+// to its OS thread), so other processes on a shared machine do not skew the
+// ratio; subject/baseline is reported as a custom metric next to both
+// absolute CPU times.
 
 func report(b *testing.B, subject, baseline time.Duration, name string) {
 	b.ReportMetric(float64(subject.Nanoseconds())/float64(b.N), "subject-ns/op")
@@ -61,6 +64,8 @@ func fullSchedule(x *scheduleScratch, shared, th []byte) {
 // BenchmarkRatioKeyScheduleVsSign: whole schedule of a full handshake vs one
 // SM2 sign (target ≤ 0.70).
 func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	p := loadPKI(b)
 	ks := new(scheduleScratch)
 	shared := make([]byte, 32)
@@ -68,15 +73,15 @@ func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
 	msg := signedMessage(serverSignatureContext, th[:])
 	var subj, base time.Duration
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+		t0 := threadCPU()
 		fullSchedule(ks, shared, th[:])
-		t1 := time.Now()
+		t1 := threadCPU()
 		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts); err != nil {
 			b.Fatal(err)
 		}
-		t2 := time.Now()
-		subj += t1.Sub(t0)
-		base += t2.Sub(t1)
+		t2 := threadCPU()
+		subj += t1 - t0
+		base += t2 - t1
 	}
 	report(b, subj, base, "schedule/sign")
 }
@@ -85,6 +90,8 @@ func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
 // record layer vs raw gmsm SM4-GCM seal + open (reported as throughput
 // ratio record/raw; target ≥ 0.85).
 func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var ks keySchedule
 	s := cipherSuiteByID(TLS_SM4_GCM_SM3)
 	mc := &memConn{buf: make([]byte, 0, 1<<16)}
@@ -102,7 +109,7 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 	b.SetBytes(16384)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+		t0 := threadCPU()
 		if err := w.writeRecordLocked(recordTypeApplicationData, data); err != nil {
 			b.Fatal(err)
 		}
@@ -110,16 +117,16 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 			b.Fatal(err)
 		}
 		r.input = nil
-		t1 := time.Now()
+		t1 := threadCPU()
 		ct := a.Seal(buf[:0], nonce, buf, hdr)
 		pt, err := a.Open(ct[:0], nonce, ct, hdr)
 		if err != nil {
 			b.Fatal(err)
 		}
 		buf = pt
-		t2 := time.Now()
-		subj += t1.Sub(t0)
-		base += t2.Sub(t1)
+		t2 := threadCPU()
+		subj += t1 - t0
+		base += t2 - t1
 	}
 	b.ReportMetric(float64(subj.Nanoseconds())/float64(b.N), "record-ns/op")
 	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "raw-ns/op")
@@ -178,6 +185,8 @@ func recordClientStream(b *testing.B, srvCfg, cliCfg *Config) []byte {
 }
 
 func benchRatioServer(b *testing.B, resume bool) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	srvCfg, cliCfg := testConfigs(b)
 	cliCfg.Certificates = nil
 	now := time.Now()
@@ -196,12 +205,12 @@ func benchRatioServer(b *testing.B, resume bool) {
 	var subj, base time.Duration
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+		t0 := threadCPU()
 		srv := Server(&flightConn{in: stream}, srvCfg)
 		if err := srv.Handshake(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+		t1 := threadCPU()
 		if srv.didResume != resume {
 			b.Fatalf("resumed = %v", srv.didResume)
 		}
@@ -211,9 +220,9 @@ func benchRatioServer(b *testing.B, resume bool) {
 		if !resume {
 			p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts)
 		}
-		t2 := time.Now()
-		subj += t1.Sub(t0)
-		base += t2.Sub(t1)
+		t2 := threadCPU()
+		subj += t1 - t0
+		base += t2 - t1
 	}
 	name := "server/(keygen+ecdh+sign)"
 	if resume {

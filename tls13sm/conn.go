@@ -215,7 +215,7 @@ func (c *Conn) fail(a Alert, format string, args ...any) error {
 // Read buffer sizes: handshakes start small; bulk traffic grows the buffer
 // once to hold two full records, after which reading allocates nothing.
 const (
-	initialRawBuf = 4096
+	initialRawBuf = 2048
 	maxRawBuf     = 2 * (recordHeaderLen + maxCiphertext)
 )
 
@@ -449,10 +449,13 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 			m = maxPlaintext
 		}
 		if need := recordHeaderLen + m + 1 + aeadOver; cap(c.outBuf) < need {
-			if m == maxPlaintext || need > 2048 {
+			switch {
+			case m == maxPlaintext || need > 4096:
 				need = recordHeaderLen + maxPlaintext + 1 + aeadOver
-			} else {
-				need = 2048
+			case need > 1024:
+				need = 4096
+			default:
+				need = 1024
 			}
 			c.outBuf = make([]byte, 0, need)
 		}

@@ -751,3 +751,20 @@ func TestClientDowngradeProtection(t *testing.T) {
 	_, err := dialTest(t, fakeServer(t, sh), cliCfg)
 	wantAlert(t, err, AlertIllegalParameter, false)
 }
+
+func TestHRRWithResumption(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	cliCfg.testShareX25519 = true // every ClientHello draws a HelloRetryRequest
+	for i := 0; i < 2; i++ {
+		addr, res := echoServer(t, srvCfg)
+		c, err := dialTest(t, addr, cliCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pingClose(t, c)
+		r := <-res
+		if r.err != nil || !r.state.HelloRetry || r.state.DidResume != (i == 1) {
+			t.Fatalf("conn %d: err %v state %+v", i+1, r.err, r.state)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	gmecdh "github.com/emmansun/gmsm/ecdh"
@@ -52,14 +53,43 @@ type serverHandshakeState struct {
 	clientAppSecret, serverAppSecret           [hashSize]byte
 	masterState                                hmacState
 	binderHash                                 [hashSize]byte // transcript up to the binders
+	scratch                                    [2][hashSize]byte
+	key                                        [keyLen]byte
+	iv                                         [ivLen]byte
+	sessionBuf                                 sessionState
 }
 
 func (hs *serverHandshakeState) transcriptHash() []byte {
 	return hs.transcript.Sum(hs.th[:0])
 }
 
+// serverStates recycles handshake states (about 2 KiB with three SM3
+// digests); nothing refers to a state after its handshake returns.
+var serverStates = sync.Pool{New: func() any { return new(serverHandshakeState) }}
+
+func newServerHandshakeState(c *Conn, ctx context.Context) *serverHandshakeState {
+	hs := serverStates.Get().(*serverHandshakeState)
+	m, tr := hs.ks.m, hs.transcript
+	*hs = serverHandshakeState{c: c, ctx: ctx, config: c.config}
+	if m.inner != nil {
+		hs.ks.m.inner, hs.ks.m.outer = m.inner, m.outer
+		hs.ks.m.innerApp, hs.ks.m.outerApp = m.innerApp, m.outerApp
+		hs.ks.m.innerUn, hs.ks.m.outerUn = m.innerUn, m.outerUn
+	}
+	if tr == nil {
+		tr = sm3.New()
+	}
+	tr.Reset()
+	hs.transcript = tr
+	return hs
+}
+
 func (c *Conn) serverHandshake(ctx context.Context) error {
-	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config, transcript: sm3.New()}
+	hs := newServerHandshakeState(c, ctx)
+	defer func() {
+		hs.c, hs.ctx, hs.config, hs.hello, hs.cert, hs.session = nil, nil, nil, nil, nil, nil
+		serverStates.Put(hs)
+	}()
 	if err := hs.readClientHello(); err != nil {
 		return err
 	}
@@ -324,7 +354,7 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		if !ok {
 			continue
 		}
-		var ss sessionState
+		ss := &hs.sessionBuf
 		if !ss.unmarshal(plain) {
 			continue
 		}
@@ -348,14 +378,13 @@ func (hs *serverHandshakeState) checkForResumption() error {
 			continue
 		}
 		// Binder (§4.2.11.2) over the ClientHello up to the binders list.
-		var early, binderKey, derived, want [hashSize]byte
-		hs.ks.pskSecrets(early[:], binderKey[:], derived[:], ss.secret[:])
-		hs.ks.finishedMAC(want[:], binderKey[:], hs.binderHash[:])
-		if !hmac.Equal(want[:], h.pskBinders[i]) {
+		binderKey, want := hs.scratch[0][:], hs.scratch[1][:]
+		hs.ks.pskSecrets(hs.earlySecret[:], binderKey, hs.derivedEarly[:], ss.secret[:])
+		hs.ks.finishedMAC(want, binderKey, hs.binderHash[:])
+		if !hmac.Equal(want, h.pskBinders[i]) {
 			return c.fail(AlertDecryptError, "invalid PSK binder")
 		}
-		hs.earlySecret, hs.derivedEarly = early, derived
-		hs.usingPSK, hs.pskIndex, hs.session = true, i, &ss
+		hs.usingPSK, hs.pskIndex, hs.session = true, i, ss
 		c.didResume = true
 		if ss.clientAuth {
 			hs.clientAuth, hs.leafHash = true, ss.leafHash
@@ -464,11 +493,7 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 	if hs.usingPSK {
 		sh.hasSelectedIdent, sh.selectedIdentity = true, uint16(hs.pskIndex)
 	}
-	raw, err := sh.marshal()
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+	if err := c.writeHandshake(sh.marshalFast(), hs.transcript); err != nil {
 		return err
 	}
 	if len(h.sessionID) > 0 && !hs.sentCCS {
@@ -490,17 +515,16 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 	}
 	ks.extract(hs.handshakeSecret[:], derived[:], ikm)
 	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
-	var key [keyLen]byte
-	var iv [ivLen]byte
-	ks.trafficKeysFinished(key[:], iv[:], hs.serverFinishedKey[:], hs.serverHSSecret[:])
-	if err := c.out.setKeys(hs.suite, hs.serverHSSecret[:], key[:], iv[:]); err != nil {
+	key, iv := hs.key[:], hs.iv[:]
+	ks.trafficKeysFinished(key, iv, hs.serverFinishedKey[:], hs.serverHSSecret[:])
+	if err := c.out.setKeys(hs.suite, hs.serverHSSecret[:], key, iv); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	ks.trafficKeysFinished(key[:], iv[:], hs.clientFinishedKey[:], hs.clientHSSecret[:])
-	if err := c.in.setKeys(hs.suite, hs.clientHSSecret[:], key[:], iv[:]); err != nil {
+	ks.trafficKeysFinished(key, iv, hs.clientFinishedKey[:], hs.clientHSSecret[:])
+	if err := c.in.setKeys(hs.suite, hs.clientHSSecret[:], key, iv); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if h.earlyData && !hs.sentHRR {
@@ -520,11 +544,7 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 		}
 	}
 	c.alpn = ee.alpnProtocol
-	raw, err = ee.marshal()
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	return c.writeHandshake(raw, hs.transcript)
+	return c.writeHandshake(ee.marshalFast(), hs.transcript)
 }
 
 func (hs *serverHandshakeState) requestClientCert() bool {
@@ -566,21 +586,16 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	cv := &certificateVerifyMsg{sigAlg: SM2SigSM3, signature: sig}
-	raw, err = cv.marshal()
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	return c.writeHandshake(raw, hs.transcript)
+	return c.writeHandshake(cv.marshalFast(), hs.transcript)
 }
 
 // sendServerFinished sends Finished and derives the application secrets.
 func (hs *serverHandshakeState) sendServerFinished() error {
 	c, ks := hs.c, &hs.ks
-	var vd [hashSize]byte
-	ks.macWithKey(vd[:], hs.serverFinishedKey[:], hs.transcriptHash())
-	fin := &finishedMsg{verifyData: vd[:]}
-	raw, _ := fin.marshal()
-	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+	vd := hs.scratch[0][:]
+	ks.macWithKey(vd, hs.serverFinishedKey[:], hs.transcriptHash())
+	fin := &finishedMsg{verifyData: vd}
+	if err := c.writeHandshake(fin.marshalFast(), hs.transcript); err != nil {
 		return err
 	}
 	ks.extract(hs.masterSecret[:], hs.derivedHS[:], zeroKey[:])
@@ -669,9 +684,9 @@ func (hs *serverHandshakeState) readClientFinished() error {
 	if !fin.unmarshal(msg) {
 		return c.fail(AlertDecodeError, "malformed client Finished")
 	}
-	var want [hashSize]byte
-	ks.macWithKey(want[:], hs.clientFinishedKey[:], hs.transcriptHash())
-	if !hmac.Equal(want[:], fin.verifyData) {
+	want := hs.scratch[0][:]
+	ks.macWithKey(want, hs.clientFinishedKey[:], hs.transcriptHash())
+	if !hmac.Equal(want, fin.verifyData) {
 		return c.fail(AlertDecryptError, "invalid client Finished")
 	}
 	hs.transcript.Write(msg)
@@ -696,9 +711,9 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	if !canUse {
 		return nil
 	}
-	var resMaster [hashSize]byte
+	resMaster := hs.scratch[1][:]
 	ks.m.loadState(&hs.masterState)
-	ks.expandLabelKeyed(resMaster[:], "res master", hs.transcriptHash())
+	ks.expandLabelKeyed(resMaster, "res master", hs.transcriptHash())
 	var nonce = []byte{0}
 	ss := &sessionState{
 		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),
@@ -710,21 +725,15 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	ss.ageAdd = binary.BigEndian.Uint32(rnd[:])
-	ks.expandLabel(ss.secret[:], resMaster[:], "resumption", nonce)
-	plain, err := ss.marshal()
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	label, err := ticket.Seal(nil, hs.config.ticketKeys(), plain)
+	ks.expandLabel(ss.secret[:], resMaster, "resumption", nonce)
+	var buf [128]byte
+	plain := ss.marshalFast(buf[:0])
+	label, err := ticket.Seal(make([]byte, 0, len(plain)+ticket.Overhead), hs.config.ticketKeys(), plain)
 	if err != nil {
 		return nil // no ticket key: just do not issue tickets
 	}
 	m := &newSessionTicketMsg{lifetime: ss.lifetime, ageAdd: ss.ageAdd, nonce: nonce, label: label}
-	raw, err := m.marshal()
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	return c.writeHandshake(raw, nil)
+	return c.writeHandshake(m.marshalFast(), nil)
 }
 
 var _ = smx509.SM2WithSM3

@@ -109,6 +109,7 @@ func TestInteropTongsuoClient(t *testing.T) {
 		{name: "CCM-mutual-resume", suite: "TLS_SM4_CCM_SM3", mutual: true, resume: true},
 		{name: "GCM-HRR", suite: "TLS_SM4_GCM_SM3", hrr: true},
 		{name: "GCM-HRR-strict-server", suite: "TLS_SM4_GCM_SM3", hrr: true, strictSrv: true},
+		{name: "CCM-HRR-resume", suite: "TLS_SM4_CCM_SM3", hrr: true, resume: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _, dir := interopConfigs(t)

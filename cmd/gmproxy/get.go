@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/handshake"
 	"github.com/gmproxy/gmproxy/internal/smkey"
@@ -35,6 +36,7 @@ type getOptions struct {
 	keyPassEnv                     string
 	serverName, cipher, connect    string
 	insecure, head, include, quiet bool
+	h2                             bool
 	timeout                        time.Duration
 }
 
@@ -43,7 +45,7 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-k] URL")
+		fmt.Fprintln(stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-h2] [-k] URL")
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.ntls, "ntls", false, "use TLCP (NTLS 1.1); the default")
@@ -64,6 +66,7 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.head, "I", false, "send HEAD instead of GET")
 	fs.BoolVar(&o.include, "i", false, "print the response status line and headers")
 	fs.BoolVar(&o.quiet, "q", false, "do not print the connection summary")
+	fs.BoolVar(&o.h2, "h2", false, "use HTTP/2 (ALPN h2) instead of HTTP/1.1")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound for the whole exchange")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -133,11 +136,15 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 		raw.SetDeadline(dl)
 	}
 
+	alpn := []string{"http/1.1"}
+	if o.h2 {
+		alpn = []string{"h2"}
+	}
 	var c stateConn
 	var state func() handshake.ConnState
 	switch {
 	case o.ntls:
-		cfg := &tlcp.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: []string{"http/1.1"}}
+		cfg := &tlcp.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 		if cfg.RootCAs, err = smPool(o.caFile); err != nil {
 			return err
 		}
@@ -162,7 +169,7 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 			return handshake.ConnState{Protocol: handshake.ProtoTLCP, Cipher: tlcp.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
 		}
 	case o.tls13:
-		cfg := &tls13sm.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: []string{"http/1.1"}}
+		cfg := &tls13sm.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 		if cfg.RootCAs, err = smPool(o.caFile); err != nil {
 			return err
 		}
@@ -187,7 +194,7 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 			return handshake.ConnState{Protocol: handshake.ProtoTLS13SM, Cipher: tls13sm.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
 		}
 	default:
-		cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: []string{"http/1.1"}}
+		cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 		if o.caFile != "" {
 			b, err := os.ReadFile(o.caFile)
 			if err != nil {
@@ -233,13 +240,27 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 		return err
 	}
 	req.Header.Set("User-Agent", "gmproxy-get/"+version)
-	req.Close = true
-	if err := req.Write(c); err != nil {
-		return fmt.Errorf("writing the request: %w", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), req)
-	if err != nil {
-		return fmt.Errorf("reading the response: %w", err)
+	var resp *http.Response
+	if o.h2 {
+		if st := state(); st.ALPN != "h2" {
+			return fmt.Errorf("the server did not agree to h2 (ALPN %q)", st.ALPN)
+		}
+		cc, err := (&http2.Transport{}).NewClientConn(c)
+		if err != nil {
+			return fmt.Errorf("h2: %w", err)
+		}
+		defer cc.Close()
+		if resp, err = cc.RoundTrip(req); err != nil {
+			return fmt.Errorf("h2 request: %w", err)
+		}
+	} else {
+		req.Close = true
+		if err := req.Write(c); err != nil {
+			return fmt.Errorf("writing the request: %w", err)
+		}
+		if resp, err = http.ReadResponse(bufio.NewReader(c), req); err != nil {
+			return fmt.Errorf("reading the response: %w", err)
+		}
 	}
 	defer resp.Body.Close()
 	if o.include {

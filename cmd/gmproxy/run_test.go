@@ -114,6 +114,12 @@ func TestEmbeddedDefault(t *testing.T) {
 			t.Errorf("%s: summary %q", tc.flag, summary)
 		}
 	}
+	// HTTP/2 over TLCP and TLS 1.3-SM.
+	for _, flag := range []string{"-ntls", "-tls13sm"} {
+		if _, summary := getOut(t, flag, "-h2", "-CAfile", ca, "-connect", r.addr, "https://localhost/"); !strings.Contains(summary, "alpn=h2") || !strings.Contains(summary, "status=200") {
+			t.Errorf("%s -h2: %q", flag, summary)
+		}
+	}
 	// ECDHE with the development client certificates.
 	out, _ := getOut(t, "-ntls", "-cipher", "ECDHE-SM2-SM4-CBC-SM3", "-CAfile", ca, "-connect", r.addr,
 		"-sign_cert", filepath.Join(dir, devpki.FileClientSignCert), "-sign_key", filepath.Join(dir, devpki.FileClientSignKey),

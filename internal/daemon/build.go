@@ -159,11 +159,9 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
 		var list []*handshake.Site
-		var names []string
 		for _, s := range cfg.Sites {
 			if len(l.Sites) == 0 || slices.Contains(l.Sites, s.Name) {
 				list = append(list, sites[s.Name])
-				names = append(names, s.Name)
 			}
 		}
 		var def *handshake.Site
@@ -186,7 +184,6 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		if l.MaxHandshakes == 0 {
 			hcfg.MaxHandshakes = 1 << 30 // 0 means unlimited in the config
 		}
-		_ = names
 		var pp []string
 		if l.ProxyProtocol.Enabled {
 			pp = append([]string{}, l.ProxyProtocol.Trusted...)

@@ -81,6 +81,11 @@ type Daemon struct {
 	ref       *serveRef
 	stopped   bool
 	retiring  sync.WaitGroup
+	// stopCtx bounds the retirement of old generations: they drain without
+	// a deadline (a reload never cuts requests, tunnels or streams) until
+	// shutdown's grace period ends or Close is called.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
 }
 
 // New builds the first generation and starts its listeners.
@@ -95,6 +100,7 @@ func New(build Builder, opts Options) (*Daemon, error) {
 		opts.Listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, build: build, listeners: map[string]*listener{}}
+	d.stopCtx, d.stopCancel = context.WithCancel(context.Background())
 	gen, err := build()
 	if err != nil {
 		return nil, err
@@ -191,39 +197,23 @@ func (d *Daemon) apply(gen *Generation) error {
 		}
 	}
 	if old, oldRef := d.gen, d.ref; old != nil {
-		// Retire the previous generation: no new connection reaches it;
-		// its in-flight requests finish within the grace period.
+		// Retire the previous generation: no new request reaches it; its
+		// in-flight requests, tunnels and streams finish in their own time.
 		if oldRef != nil {
 			oldRef.retire()
 		}
 		d.retiring.Add(1)
 		go func() {
 			defer d.retiring.Done()
-			d.retire(old, oldRef, durOr(gen.ShutdownGrace, 30*time.Second))
+			d.retireCtx(d.stopCtx, old, oldRef)
 		}()
 	}
 	d.gen, d.ref = gen, ref
 	return nil
 }
 
-// retire shuts a retired generation down gracefully once its in-flight
-// requests are done, then releases it.
-func (d *Daemon) retire(g *Generation, ref *serveRef, grace time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	var err error
-	if ref != nil {
-		err = ref.wait(ctx)
-	}
-	if g.Shutdown != nil {
-		err = errors.Join(err, g.Shutdown(ctx))
-	}
-	if g.Close != nil {
-		g.Close()
-	}
-	return err
-}
-
+// retireCtx shuts a retired generation down once its in-flight requests
+// are done (or ctx ends), then releases it.
 func (d *Daemon) retireCtx(ctx context.Context, g *Generation, ref *serveRef) error {
 	var err error
 	if ref != nil {
@@ -302,7 +292,13 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if gen != nil {
 		errs = append(errs, d.retireCtx(ctx, gen, ref))
 	}
+	// Generations retired by earlier reloads get the same grace period.
+	stop := context.AfterFunc(ctx, d.stopCancel)
 	d.retiring.Wait()
+	if !stop() {
+		errs = append(errs, errors.New("requests of a previous configuration were still running"))
+	}
+	d.stopCancel()
 	err := errors.Join(errs...)
 	if err != nil {
 		d.log.Warn("shutdown grace period over; remaining connections closed", "err", err)
@@ -317,6 +313,7 @@ func (d *Daemon) Close() {
 	d.mu.Lock()
 	d.stopped = true
 	d.mu.Unlock()
+	d.stopCancel()
 	d.closeAll()
 	d.closeGenerations()
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -106,9 +105,6 @@ func TestReloadInvalidKeepsRunning(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	b := newBackend(t)
 	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
-	for _, h2 := range []bool{false, true} {
-		_ = h2
-	}
 	type result struct {
 		body string
 		err  error
@@ -239,8 +235,6 @@ func tlsRecordHello(suites []uint16, sni string) []byte {
 	return append([]byte{22, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
 
-var _ = conf.ProtoTLS
-
 // TestReloadListeners: a reload can add a listener and remove one; the
 // removed one stops accepting.
 func TestReloadListeners(t *testing.T) {
@@ -316,5 +310,44 @@ func TestShutdownGraceExpires(t *testing.T) {
 	}
 	if err := <-errc; err == nil {
 		t.Error("the cut request succeeded")
+	}
+}
+
+// TestReloadKeepsLongRequests: a request running across a reload finishes
+// on the old configuration even when it outlasts the grace period (reloads
+// never cut requests; only shutdown applies the grace period).
+func TestReloadKeepsLongRequests(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.ShutdownGrace = 50 * time.Millisecond
+	d := startDaemon(t, cfg)
+	type result struct {
+		body string
+		err  error
+	}
+	res := make(chan result, 2)
+	for _, c := range []*http.Client{smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3, false), tlsClient(t, d.addr, "localhost", true)} {
+		go func() {
+			resp, err := c.Get("https://localhost/slow")
+			if err != nil {
+				res <- result{err: err}
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			res <- result{string(body), err}
+		}()
+	}
+	<-b.slowStarted
+	<-b.slowStarted
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // well past the grace period
+	close(b.release)
+	for i := 0; i < 2; i++ {
+		if r := <-res; r.err != nil || !strings.HasPrefix(r.body, "path=/slow") {
+			t.Errorf("request across reload: %q %v", r.body, r.err)
+		}
 	}
 }

@@ -96,7 +96,9 @@ func TestPeerTongsuoClients(t *testing.T) {
 	}{
 		{"GCM", "TLS_SM4_GCM_SM3", []string{"-groups", "curveSM2", "-enable_sm_tls13_strict"}},
 		{"CCM", "TLS_SM4_CCM_SM3", []string{"-groups", "curveSM2", "-enable_sm_tls13_strict"}},
-		{"HRR", "TLS_SM4_GCM_SM3", nil},
+		// No curveSM2 share in the first hello: the server must answer with
+		// HelloRetryRequest (-msg shows two ServerHello lines).
+		{"HRR", "TLS_SM4_GCM_SM3", []string{"-msg"}},
 	} {
 		t.Run("tls13sm/"+tc.name, func(t *testing.T) {
 			args := append([]string{"s_client", "-connect", d.addr, "-tls1_3", "-ciphersuites", tc.suite, "-sigalgs", "sm2sig_sm3",
@@ -104,6 +106,9 @@ func TestPeerTongsuoClients(t *testing.T) {
 			out := runPeer(t, pki, req, bin, args...)
 			if !strings.Contains(out, "path=/peer proto=TLSv1.3-SM cipher="+tc.suite) {
 				t.Errorf("no answer through the daemon:\n%s", tail(out))
+			}
+			if tc.name == "HRR" && strings.Count(out, "ServerHello") < 2 {
+				t.Errorf("no HelloRetryRequest seen:\n%s", tail(out))
 			}
 		})
 	}

@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"io"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"golang.org/x/net/websocket"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// TestWebSocketOverTLCP: a WebSocket (HTTP/1.1 Upgrade) opened over TLCP
+// is tunnelled to the backend and echoes, and survives a reload.
+func TestWebSocketOverTLCP(t *testing.T) {
+	ws := httptest.NewServer(websocket.Handler(func(c *websocket.Conn) { io.Copy(c, c) }))
+	defer ws.Close()
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Upstreams = append(cfg.Upstreams, conf.Upstream{Name: "ws", Targets: []conf.Target{{Address: ws.Listener.Addr().String(), Weight: 1}}})
+	cfg.Sites[0].Routes = append([]conf.Route{{Name: "ws", PathPrefix: "/ws", Upstream: "ws"}}, cfg.Sites[0].Routes...)
+	d := startDaemon(t, cfg)
+
+	p := testPKI(t)
+	roots := smx509.NewCertPool()
+	roots.AddCert(p.CA.Cert)
+	raw, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	wcfg, err := websocket.NewConfig("wss://localhost/ws", "https://localhost/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := websocket.NewClient(wcfg, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := func(msg string) {
+		t.Helper()
+		if _, err := conn.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != msg {
+			t.Fatalf("echo %q: %q %v", msg, buf, err)
+		}
+	}
+	echo("before reload")
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	echo("after reload")
+}

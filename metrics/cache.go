@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Per-connection events resolve the same few label sets again and again;
+// hashing label values dominates their cost. childCache keeps the resolved
+// children per raw event key. Keys are bounded by the label bounds, and the
+// cache stops growing at maxCached entries (later keys take the slow path).
+const maxCached = 4096
+
+type childCache[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]V
+}
+
+func (c *childCache[K, V]) get(k K, build func() V) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = build()
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[K]V)
+	}
+	if len(c.m) < maxCached {
+		c.m[k] = v
+	}
+	c.mu.Unlock()
+	return v
+}
+
+// listenerChildren are the per-listener connection series.
+type listenerChildren struct {
+	accepted, closed   prometheus.Counter
+	active, inProgress prometheus.Gauge
+}
+
+func (m *Metrics) listener(name string) listenerChildren {
+	return m.listenerCache.get(name, func() listenerChildren {
+		l := m.listeners.label(name)
+		return listenerChildren{
+			accepted: m.connAccepted.WithLabelValues(l), closed: m.connClosed.WithLabelValues(l),
+			active: m.connActive.WithLabelValues(l), inProgress: m.handshakesInProgress.WithLabelValues(l),
+		}
+	})
+}
+
+type handshakeKey struct {
+	listener, family, cipher, result string
+	resumed, clientAuth              bool
+}
+
+// handshakeChildren are the series of one handshake outcome; duration is nil
+// for failures (only successful handshakes are timed).
+type handshakeChildren struct {
+	count      prometheus.Counter
+	duration   prometheus.Observer
+	inProgress prometheus.Gauge
+}
+
+type bytesKey struct{ family, cipher string }
+
+// bytesChildren are created together; a series that stays zero (records
+// when the protocol does not count them) is still exported, at 0.
+type bytesChildren struct {
+	rx, tx, rxRecords, txRecords prometheus.Counter
+}
+
+func (m *Metrics) bytesFor(family, cipher string) bytesChildren {
+	return m.bytesCache.get(bytesKey{family, cipher}, func() bytesChildren {
+		p, c := protocolLabel(family), cipherLabel(cipher)
+		return bytesChildren{
+			rx: m.tlsBytes.WithLabelValues(p, c, "rx"), tx: m.tlsBytes.WithLabelValues(p, c, "tx"),
+			rxRecords: m.tlsRecords.WithLabelValues(p, c, "rx"), txRecords: m.tlsRecords.WithLabelValues(p, c, "tx"),
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package tls13sm
+
+// Append-based encoders for the messages a server sends on every handshake
+// (cryptobyte's builders allocate per length prefix). Each reserves the
+// 4-byte handshake header and patches the uint24 length at the end.
+
+func beginMessage(b []byte, typ uint8) ([]byte, int) {
+	start := len(b)
+	return append(b, typ, 0, 0, 0), start
+}
+
+func endMessage(b []byte, start int) []byte {
+	n := len(b) - start - 4
+	b[start+1], b[start+2], b[start+3] = byte(n>>16), byte(n>>8), byte(n)
+	return b
+}
+
+func appendU16(b []byte, v uint16) []byte { return append(b, byte(v>>8), byte(v)) }
+
+func appendU32(b []byte, v uint32) []byte {
+	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// reserveU16 appends a 2-byte length placeholder; patchU16 fills it with
+// the number of bytes appended since.
+func reserveU16(b []byte) ([]byte, int) { return append(b, 0, 0), len(b) }
+
+func patchU16(b []byte, at int) []byte {
+	n := len(b) - at - 2
+	b[at], b[at+1] = byte(n>>8), byte(n)
+	return b
+}
+
+func (m *serverHelloMsg) marshalFast() []byte {
+	b := make([]byte, 0, 4+2+32+1+len(m.sessionID)+3+2+6+8+len(m.serverShare.data)+6+6+len(m.cookie))
+	b, start := beginMessage(b, typeServerHello)
+	b = appendU16(b, m.vers)
+	b = append(b, m.random...)
+	b = append(b, byte(len(m.sessionID)))
+	b = append(b, m.sessionID...)
+	b = appendU16(b, m.cipherSuite)
+	b = append(b, m.compression)
+	b, ext := reserveU16(b)
+	if m.supportedVersion != 0 {
+		b = appendU16(b, extSupportedVersions)
+		b = appendU16(b, 2)
+		b = appendU16(b, m.supportedVersion)
+	}
+	if m.serverShare.group != 0 {
+		b = appendU16(b, extKeyShare)
+		b = appendU16(b, uint16(4+len(m.serverShare.data)))
+		b = appendU16(b, m.serverShare.group)
+		b = appendU16(b, uint16(len(m.serverShare.data)))
+		b = append(b, m.serverShare.data...)
+	}
+	if m.selectedGroup != 0 {
+		b = appendU16(b, extKeyShare)
+		b = appendU16(b, 2)
+		b = appendU16(b, m.selectedGroup)
+	}
+	if len(m.cookie) > 0 {
+		b = appendU16(b, extCookie)
+		b = appendU16(b, uint16(2+len(m.cookie)))
+		b = appendU16(b, uint16(len(m.cookie)))
+		b = append(b, m.cookie...)
+	}
+	if m.hasSelectedIdent {
+		b = appendU16(b, extPreSharedKey)
+		b = appendU16(b, 2)
+		b = appendU16(b, m.selectedIdentity)
+	}
+	b = patchU16(b, ext)
+	m.raw = endMessage(b, start)
+	return m.raw
+}
+
+func (m *encryptedExtensionsMsg) marshalFast() []byte {
+	b := make([]byte, 0, 4+2+8+len(m.alpnProtocol))
+	b, start := beginMessage(b, typeEncryptedExtensions)
+	b, ext := reserveU16(b)
+	if m.alpnProtocol != "" {
+		p := len(m.alpnProtocol)
+		b = appendU16(b, extALPN)
+		b = appendU16(b, uint16(2+1+p))
+		b = appendU16(b, uint16(1+p))
+		b = append(b, byte(p))
+		b = append(b, m.alpnProtocol...)
+	}
+	b = patchU16(b, ext)
+	m.raw = endMessage(b, start)
+	return m.raw
+}
+
+func (m *finishedMsg) marshalFast() []byte {
+	b := make([]byte, 0, 4+len(m.verifyData))
+	b, start := beginMessage(b, typeFinished)
+	b = append(b, m.verifyData...)
+	m.raw = endMessage(b, start)
+	return m.raw
+}
+
+func (m *newSessionTicketMsg) marshalFast() []byte {
+	b := make([]byte, 0, 4+4+4+1+len(m.nonce)+2+len(m.label)+2)
+	b, start := beginMessage(b, typeNewSessionTicket)
+	b = appendU32(b, m.lifetime)
+	b = appendU32(b, m.ageAdd)
+	b = append(b, byte(len(m.nonce)))
+	b = append(b, m.nonce...)
+	b = appendU16(b, uint16(len(m.label)))
+	b = append(b, m.label...)
+	b = appendU16(b, 0)
+	m.raw = endMessage(b, start)
+	return m.raw
+}
+
+func (m *certificateVerifyMsg) marshalFast() []byte {
+	b := make([]byte, 0, 4+2+2+len(m.signature))
+	b, start := beginMessage(b, typeCertificateVerify)
+	b = appendU16(b, m.sigAlg)
+	b = appendU16(b, uint16(len(m.signature)))
+	b = append(b, m.signature...)
+	m.raw = endMessage(b, start)
+	return m.raw
+}
+
+// marshalFast encodes the session state (same layout as marshal).
+func (s *sessionState) marshalFast(b []byte) []byte {
+	b = append(b, sessionStateVersion)
+	b = appendU16(b, s.suite)
+	b = appendU32(b, uint32(s.createdAt>>32))
+	b = appendU32(b, uint32(s.createdAt))
+	b = appendU32(b, s.lifetime)
+	b = appendU32(b, s.ageAdd)
+	b = append(b, s.secret[:]...)
+	if s.clientAuth {
+		b = append(b, 1)
+		b = append(b, s.leafHash[:]...)
+	} else {
+		b = append(b, 0)
+	}
+	alpn := s.alpn
+	if len(alpn) > 255 {
+		alpn = ""
+	}
+	b = append(b, byte(len(alpn)))
+	return append(b, alpn...)
+}

@@ -1,0 +1,54 @@
+package tls13sm
+
+import (
+	"bytes"
+	"testing"
+)
+
+// The fast encoders must produce exactly what the cryptobyte ones do.
+func TestFastMarshalMatches(t *testing.T) {
+	shs := []*serverHelloMsg{
+		{vers: 0x0303, random: bytes.Repeat([]byte{7}, 32), sessionID: make([]byte, 32), cipherSuite: TLS_SM4_GCM_SM3,
+			supportedVersion: VersionTLS13, serverShare: keyShare{CurveSM2, bytes.Repeat([]byte{4}, 65)}, hasSelectedIdent: true, selectedIdentity: 3},
+		{vers: 0x0303, random: helloRetryRequestRandom[:], cipherSuite: TLS_SM4_CCM_SM3, supportedVersion: VersionTLS13,
+			selectedGroup: CurveSM2, cookie: []byte{1, 2, 3}},
+	}
+	for _, m := range shs {
+		c := *m
+		want, _ := c.marshal()
+		if got := m.marshalFast(); !bytes.Equal(got, want) {
+			t.Fatalf("ServerHello:\n%x\n%x", got, want)
+		}
+	}
+	for _, alpn := range []string{"", "h2", "http/1.1"} {
+		m := encryptedExtensionsMsg{alpnProtocol: alpn}
+		c := m
+		want, _ := c.marshal()
+		if got := m.marshalFast(); !bytes.Equal(got, want) {
+			t.Fatalf("EE %q:\n%x\n%x", alpn, got, want)
+		}
+	}
+	fin := finishedMsg{verifyData: bytes.Repeat([]byte{9}, 32)}
+	fc := fin
+	if w, _ := fc.marshal(); !bytes.Equal(fin.marshalFast(), w) {
+		t.Fatal("Finished")
+	}
+	nst := newSessionTicketMsg{lifetime: 7200, ageAdd: 0xdeadbeef, nonce: []byte{0}, label: bytes.Repeat([]byte{1}, 134)}
+	nc := nst
+	if w, _ := nc.marshal(); !bytes.Equal(nst.marshalFast(), w) {
+		t.Fatal("NewSessionTicket")
+	}
+	cv := certificateVerifyMsg{sigAlg: SM2SigSM3, signature: bytes.Repeat([]byte{3}, 71)}
+	cc := cv
+	if w, _ := cc.marshal(); !bytes.Equal(cv.marshalFast(), w) {
+		t.Fatal("CertificateVerify")
+	}
+	for _, auth := range []bool{false, true} {
+		ss := sessionState{suite: TLS_SM4_GCM_SM3, createdAt: 1<<40 + 5, lifetime: 7200, ageAdd: 9, clientAuth: auth, alpn: "h2"}
+		ss.secret[0], ss.leafHash[31] = 1, 2
+		w, _ := ss.marshal()
+		if !bytes.Equal(ss.marshalFast(nil), w) {
+			t.Fatal("session state")
+		}
+	}
+}
