@@ -61,10 +61,9 @@ func copyBody(w *respWriter, src io.Reader, interval time.Duration, size int64) 
 	for {
 		n, rerr := src.Read(buf)
 		total += int64(n)
-		if rerr == nil && size >= 0 && total >= size {
-			var eof [1]byte
-			if m, err := src.Read(eof[:]); m == 0 {
-				rerr = err
+		if rerr == nil && size >= 0 && total >= size && n < len(buf) {
+			if m, err := src.Read(buf[n : n+1]); m == 0 {
+				rerr = err // io.EOF: the connection went back to the pool
 			}
 		}
 		if n > 0 {

@@ -57,6 +57,7 @@ type serverHandshakeState struct {
 	key                                        [keyLen]byte
 	iv                                         [ivLen]byte
 	sessionBuf                                 sessionState
+	thServerFinished                           [hashSize]byte
 }
 
 func (hs *serverHandshakeState) transcriptHash() []byte {
@@ -604,6 +605,7 @@ func (hs *serverHandshakeState) sendServerFinished() error {
 	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
 	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
 	ks.m.saveState(&hs.masterState)
+	hs.thServerFinished = [hashSize]byte(th)
 	c.out.Lock()
 	defer c.out.Unlock()
 	if err := c.out.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:]); err != nil {
@@ -685,7 +687,11 @@ func (hs *serverHandshakeState) readClientFinished() error {
 		return c.fail(AlertDecodeError, "malformed client Finished")
 	}
 	want := hs.scratch[0][:]
-	ks.macWithKey(want, hs.clientFinishedKey[:], hs.transcriptHash())
+	th := hs.thServerFinished[:] // nothing was added since the server Finished
+	if hs.requestClientCert() {
+		th = hs.transcriptHash()
+	}
+	ks.macWithKey(want, hs.clientFinishedKey[:], th)
 	if !hmac.Equal(want, fin.verifyData) {
 		return c.fail(AlertDecryptError, "invalid client Finished")
 	}

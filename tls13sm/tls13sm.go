@@ -110,9 +110,11 @@ func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
 	if c.isHandshakeComplete.Load() {
 		return nil
 	}
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	hctx := ctx
 	if ctx.Done() != nil {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithCancel(ctx)
+		defer cancel()
 		done := make(chan struct{})
 		interrupted := make(chan error, 1)
 		defer func() {

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/handshake"
@@ -62,25 +60,20 @@ func (e *Env) store(key string, mk func() any) any {
 	return v
 }
 
-// TicketKeys returns the ticket key source for cfg: the key file's keys when
-// set (re-read on every reload), else the daemon's in-memory rotator.
-func (e *Env) TicketKeys(s conf.Sessions) (ticket.Source, error) {
-	if s.TicketKeyFile != "" {
-		b, err := os.ReadFile(s.TicketKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("sessions.ticket_key_file: %w", err)
+// TicketKeys returns the ticket key source for cfg: the keys conf read from
+// sessions.ticket_key_file (resolved against the config file's folder and
+// re-read on every reload), else the daemon's in-memory rotator.
+func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
+	if cfg.Sessions.TicketKeyFile != "" {
+		if len(cfg.TicketKeys) == 0 {
+			return nil, fmt.Errorf("sessions.ticket_key_file %s: no keys were loaded", cfg.Sessions.TicketKeyFile)
 		}
-		keys, err := ticket.ParseKeyFile(b, time.Now())
-		clear(b)
-		if err != nil {
-			return nil, fmt.Errorf("sessions.ticket_key_file %s: %w", s.TicketKeyFile, err)
-		}
-		return ticket.Static(keys), nil
+		return ticket.Static(cfg.TicketKeys), nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.rotator == nil {
-		e.rotator = ticket.NewRotator(s.TicketRotation, 0)
+		e.rotator = ticket.NewRotator(cfg.Sessions.TicketRotation, 0)
 	}
 	return e.rotator, nil
 }

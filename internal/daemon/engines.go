@@ -36,7 +36,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 		Leaf:            m.TLCPSign.Leaf(),
 		EncLeaf:         m.TLCPEnc.Leaf(),
 	}
-	keys, err := b.env.TicketKeys(b.cfg.Sessions)
+	keys, err := b.env.TicketKeys(b.cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,7 +73,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 	m := &b.site.Material
 	off := b.env.Offload(b.cfg.Offload)
-	keys, err := b.env.TicketKeys(b.cfg.Sessions)
+	keys, err := b.env.TicketKeys(b.cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 		}
 	}
 	if p := cfg.AccessLog.Path; p != "" && p != "off" {
-		pc.AccessLog = proxy.AccessLogConfig{Path: p, Format: cfg.AccessLog.Format, Template: cfg.AccessLog.Template}
+		pc.AccessLog = proxy.AccessLogConfig{Path: cfg.Resolve(p), Format: cfg.AccessLog.Format, Template: cfg.AccessLog.Template}
 	}
 	for i := range cfg.Upstreams {
 		pc.Upstreams = append(pc.Upstreams, upstreamConfig(&cfg.Upstreams[i]))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -58,6 +59,12 @@ func TestResumptionAcrossInstances(t *testing.T) {
 		cfg := testConfig(t, b.Listener.Addr().String())
 		cfg.Sessions.TicketKeyFile = keyFile
 		cfg.Sessions.Tickets = true
+		// conf.Load reads the key file; this config is built in code, so do it here.
+		keys, err := ticket.ParseKeyFile(key, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.TicketKeys = keys
 		addrs = append(addrs, startDaemon(t, cfg).addr)
 	}
 	p := testPKI(t)
