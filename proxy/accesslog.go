@@ -475,9 +475,9 @@ func appendJSON(b []byte, e *LogEntry) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendEscaped writes s for a text log line: '"', '\\', control bytes,
-// spaces-less-safe bytes and invalid UTF-8 become \xHH (nginx style), so a
-// client cannot inject line breaks or fake fields.
+// appendEscaped writes s for a text log line: '"', '\\', control bytes
+// and invalid UTF-8 become \xHH (nginx style), so a client cannot inject
+// line breaks or fake quoted fields.
 func appendEscaped(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]

@@ -271,8 +271,10 @@ type TransportConfig struct {
 
 // HealthCheckConfig configures both health checkers.
 type HealthCheckConfig struct {
+	// Passive checks watch real requests (on by default: max_fails 1).
 	Passive PassiveHealthConfig
-	Active  ActiveHealthConfig
+	// Active checks probe every target over HTTP (off unless Path is set).
+	Active ActiveHealthConfig
 }
 
 // PassiveHealthConfig marks a target down after failed requests.
@@ -310,7 +312,7 @@ type ActiveHealthConfig struct {
 // RetryConfig bounds retries.
 type RetryConfig struct {
 	// Tries is the maximum number of targets tried per request, the first
-	// included. Default 3; 1 disables retries.
+	// included. Default 3, at most 8; 1 disables retries.
 	Tries int
 	// Duration bounds the total time spent retrying. Default 0: only Tries.
 	Duration time.Duration

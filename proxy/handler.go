@@ -298,7 +298,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rs.route = rt
 	switch {
 	case rt == nil:
-		s.errorResponse(rs, r, http.StatusNotFound, "no route matches")
+		s.errorResponse(rs, r, http.StatusNotFound, "no route matches", "no route matches host "+host+" path "+r.URL.Path)
 	case rt.respond != nil:
 		h := rs.w.Header()
 		h["Content-Type"] = []string{rt.respond.ContentType}
@@ -370,8 +370,9 @@ func (s *site) report(rs *reqState, r *http.Request) {
 	}
 }
 
-// errorResponse writes a short error body and logs why.
-func (s *site) errorResponse(rs *reqState, r *http.Request, code int, why string) {
+// errorResponse writes a short error body (public, safe to show clients:
+// no backend addresses or error texts) and logs why in detail.
+func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, why string) {
 	lvl := s.p.logger.Warn
 	if code < 500 {
 		lvl = s.p.logger.Debug
@@ -392,7 +393,7 @@ func (s *site) errorResponse(rs *reqState, r *http.Request, code int, why string
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	rs.w.WriteHeader(code)
-	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), why)
+	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), public)
 }
 
 // clientAddr returns the client's IP (host part of RemoteAddr; with PROXY

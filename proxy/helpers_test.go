@@ -36,9 +36,10 @@ type front struct {
 }
 
 type frontOpts struct {
-	state *handshake.ConnState // attach to each conn
-	wrap  func(net.Listener) net.Listener
-	obs   Observer
+	state  *handshake.ConnState // attach to each conn
+	wrap   func(net.Listener) net.Listener
+	obs    Observer
+	logger *slog.Logger
 }
 
 func newFront(t testing.TB, cfg Config, o frontOpts) *front {
@@ -47,7 +48,11 @@ func newFront(t testing.TB, cfg Config, o frontOpts) *front {
 	if obs == nil {
 		obs = NopObserver{}
 	}
-	p, err := New(cfg, obs, testLogger(t))
+	logger := o.logger
+	if logger == nil {
+		logger = testLogger(t)
+	}
+	p, err := New(cfg, obs, logger)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -208,6 +213,12 @@ func (o *eventObserver) UpstreamRetry(string) {
 	o.mu.Lock()
 	o.retries++
 	o.mu.Unlock()
+}
+
+func (o *eventObserver) retryCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.retries
 }
 
 func (o *eventObserver) RequestDone(ev RequestEvent) {

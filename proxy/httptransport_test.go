@@ -97,32 +97,38 @@ func TestBackendProtocols(t *testing.T) {
 }
 
 func TestKeepAlivePoolReuseAndIdleTimeout(t *testing.T) {
-	var newConns atomic.Int64
-	b := protoBackend(t, &newConns)
-	b.Start()
-	t.Cleanup(b.Close)
-	cfg := Config{
-		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(b)}}, Transport: TransportConfig{IdleTimeout: 50 * time.Millisecond}}},
-		Sites:     oneSite(RouteConfig{Upstream: "u"}),
-	}
-	f := newFront(t, cfg, frontOpts{})
-	c := testClient(t)
-	for range 20 {
+	for _, idle := range []time.Duration{0, 50 * time.Millisecond} {
+		var newConns atomic.Int64
+		b := protoBackend(t, &newConns)
+		b.Start()
+		t.Cleanup(b.Close)
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(b)}}, Transport: TransportConfig{IdleTimeout: idle}}},
+			Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		c := testClient(t)
+		if idle == 0 { // default idle timeout (90 s): one connection for all
+			for range 20 {
+				get(t, c, f.url+"/")
+			}
+			if n := newConns.Load(); n != 1 {
+				// copyBody reads the backend's EOF before the last byte
+				// reaches the client, so the pooled connection is free in time.
+				t.Fatalf("20 sequential requests used %d backend connections, want 1", n)
+			}
+			continue
+		}
+		// After the idle timeout the pooled connection is closed; the next
+		// request dials again.
 		get(t, c, f.url+"/")
-	}
-	if n := newConns.Load(); n != 1 {
-		// copyBody reads the backend's EOF before the last byte reaches the
-		// client, so the pooled connection is always free in time.
-		t.Fatalf("20 sequential requests used %d backend connections, want 1", n)
-	}
-	// After the idle timeout the pooled connection is closed; the next
-	// request dials again.
-	for i := 0; i < 100 && newConns.Load() == 1; i++ {
-		time.Sleep(100 * time.Millisecond)
-		get(t, c, f.url+"/")
-	}
-	if newConns.Load() < 2 {
-		t.Fatal("idle pooled connection never closed")
+		for i := 0; i < 100 && newConns.Load() == 1; i++ {
+			time.Sleep(100 * time.Millisecond)
+			get(t, c, f.url+"/")
+		}
+		if newConns.Load() < 2 {
+			t.Fatal("idle pooled connection never closed")
+		}
 	}
 }
 

@@ -2,6 +2,19 @@
 // connections to upstream pools (HTTP/1.1, HTTP/2, raw TCP, and TLCP or
 // TLS 1.3-SM re-encryption), in the shape of Caddy's reverse_proxy: handler,
 // transport, health checks, selection policies, upstreams and streaming.
+//
+// One concern per file: config.go (the plain Go configuration the daemon
+// maps its YAML onto), proxy.go (New, ServeConn/ServeHTTP1/ServeHTTP2/
+// ServeStream, Shutdown, Close), handler.go (sites, routes, header edits,
+// forwarded, TLS and client-certificate headers), reverseproxy.go (the
+// forwarding loop, retries, 502/503/504), upstreams.go and
+// selectionpolicies.go (targets, backups, round_robin, least_conn,
+// ip_hash, hash), healthchecks.go (passive and active), httptransport.go
+// and smdial.go (keep-alive pools; HTTP/1.1, h2c, h2, TLCP and TLS 1.3-SM
+// to backends), streaming.go (body streaming, flushing, Upgrade tunnels,
+// RFC 8441), tcpstream.go (TCP stream mode), proxyproto.go (PROXY protocol
+// v1/v2), accesslog.go (combined, json and template formats), connstate.go
+// (the handshake state in request contexts).
 package proxy
 
 import "time"

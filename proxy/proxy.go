@@ -46,7 +46,9 @@ type Proxy struct {
 }
 
 // New builds a Proxy from cfg. obs may be nil (no events) and logger nil
-// (slog.Default). Active health checks start immediately.
+// (slog.Default). Every target is reported healthy through
+// Observer.UpstreamHealth (health state starts fresh in each generation),
+// then active health checks start.
 func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	if obs == nil {
 		obs = NopObserver{}
@@ -138,6 +140,9 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		p.h1.Serve(p.ln)
 	}()
 	for _, u := range p.upstreams {
+		for _, t := range u.targets {
+			obs.UpstreamHealth(u.name, t.Addr, true) // initial state; changes follow
+		}
 		u.startActiveChecks()
 	}
 	return p, nil

@@ -124,7 +124,7 @@ func TestClientLimits(t *testing.T) {
 	cfg := Config{
 		Upstreams: []UpstreamConfig{upstream("u", addrOf(b))},
 		Sites:     oneSite(RouteConfig{Upstream: "u"}),
-		Limits:    LimitsConfig{MaxHeaderBytes: 4 << 10, ReadHeaderTimeout: 100 * time.Millisecond},
+		Limits:    LimitsConfig{MaxHeaderBytes: 4 << 10, ReadHeaderTimeout: 300 * time.Millisecond},
 	}
 	f := newFront(t, cfg, frontOpts{})
 	c := testClient(t)

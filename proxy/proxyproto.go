@@ -292,13 +292,42 @@ type ProxyConn struct {
 	br       *bufio.Reader
 	hdr      *ProxyHeader
 	err      error
+
+	dlMu         sync.Mutex
+	readDeadline time.Time // the caller's, restored after the header
+}
+
+// SetDeadline remembers the read deadline so that reading the header
+// does not lose it (e.g. the daemon's handshake deadline).
+func (c *ProxyConn) SetDeadline(t time.Time) error {
+	c.dlMu.Lock()
+	c.readDeadline = t
+	c.dlMu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline remembers the read deadline (see SetDeadline).
+func (c *ProxyConn) SetReadDeadline(t time.Time) error {
+	c.dlMu.Lock()
+	c.readDeadline = t
+	c.dlMu.Unlock()
+	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *ProxyConn) readHeader() {
 	c.br = bufio.NewReaderSize(c.Conn, 4096)
-	c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+	c.dlMu.Lock()
+	caller := c.readDeadline
+	c.dlMu.Unlock()
+	dl := time.Now().Add(c.timeout)
+	if !caller.IsZero() && caller.Before(dl) {
+		dl = caller
+	}
+	c.Conn.SetReadDeadline(dl)
 	h, err := ReadProxyHeader(c.br)
-	c.Conn.SetReadDeadline(time.Time{})
+	c.dlMu.Lock()
+	c.Conn.SetReadDeadline(c.readDeadline)
+	c.dlMu.Unlock()
 	switch {
 	case err == nil:
 		c.hdr = h

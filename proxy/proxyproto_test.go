@@ -272,3 +272,39 @@ func TestProxyConnRequired(t *testing.T) {
 		t.Fatalf("required header missing: %v", err)
 	}
 }
+
+// TestProxyConnKeepsCallerDeadline: reading the header must not clear a
+// read deadline the caller set before (the daemon's handshake deadline).
+func TestProxyConnKeepsCallerDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Write([]byte("PROXY TCP4 203.0.113.7 192.0.2.1 54321 443\r\n"))
+		<-done // then silence
+	}()
+	raw, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	pc := &ProxyConn{Conn: raw, timeout: time.Minute}
+	pc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err = pc.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read after header: %v, want the caller's deadline to fire", err)
+	}
+	if pc.RemoteAddr().String() != "203.0.113.7:54321" {
+		t.Fatalf("remote %s", pc.RemoteAddr())
+	}
+}

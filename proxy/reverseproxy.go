@@ -169,7 +169,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	u := rt.up
 	ctx := r.Context()
 	if rt.maxBody > 0 && r.ContentLength > rt.maxBody {
-		s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body over limit")
+		s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
 		return
 	}
 
@@ -250,7 +250,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		t := u.pick(r, clientIP, tried)
 		if t == nil {
 			if attempt == 1 {
-				s.errorResponse(rs, r, http.StatusServiceUnavailable, "every target of upstream "+u.name+" is down or at its connection limit")
+				s.errorResponse(rs, r, http.StatusServiceUnavailable, "no upstream target available", "every target of upstream "+u.name+" is down or at its connection limit")
 				return nil, nil
 			}
 			break
@@ -282,7 +282,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body over limit")
+			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
 			return nil, nil
 		}
 		var de *dialError
@@ -297,10 +297,10 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		s.p.logger.Debug("retrying on another target", "upstream", u.name, "target", t.Addr, "error", err)
 	}
 	if isTimeout(lastErr) {
-		s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream "+u.name+" timed out: "+errString(lastErr))
+		s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream timed out", "upstream "+u.name+" timed out: "+errString(lastErr))
 		return nil, nil
 	}
-	s.errorResponse(rs, r, http.StatusBadGateway, "no target of upstream "+u.name+" answered: "+errString(lastErr))
+	s.errorResponse(rs, r, http.StatusBadGateway, "no upstream target answered", "no target of upstream "+u.name+" answered: "+errString(lastErr))
 	return nil, nil
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,8 +82,8 @@ func TestRetryRules(t *testing.T) {
 				t.Fatalf("POST: %d %q", code, body)
 			}
 		}
-		if obs.retries != 1 {
-			t.Errorf("retries reported %d, want 1 (one of the two requests hit the dead target first)", obs.retries)
+		if obs.retryCount() != 1 {
+			t.Errorf("retries reported %d, want 1 (one of the two requests hit the dead target first)", obs.retryCount())
 		}
 	})
 	t.Run("POST not retried after it was sent", func(t *testing.T) {
@@ -139,8 +140,18 @@ func TestRetryRules(t *testing.T) {
 		if code, _ := doReq(t, testClient(t), "GET", f.url+"/", ""); code != 502 {
 			t.Fatalf("status %d", code)
 		}
-		if obs.retries != 2 {
-			t.Fatalf("%d retries, want 2 (3 tries)", obs.retries)
+		if obs.retryCount() != 2 {
+			t.Fatalf("%d retries, want 2 (3 tries)", obs.retryCount())
+		}
+		// The retry time budget also ends retrying.
+		obs2 := newEventObserver()
+		cfg.Upstreams[0].Retries = RetryConfig{Tries: 8, Duration: time.Nanosecond}
+		f2 := newFront(t, cfg, frontOpts{obs: obs2})
+		if code, _ := doReq(t, testClient(t), "GET", f2.url+"/", ""); code != 502 {
+			t.Fatalf("status %d", code)
+		}
+		if obs2.retryCount() != 0 {
+			t.Fatalf("%d retries after the retry duration was spent", obs2.retryCount())
 		}
 	})
 }
@@ -151,15 +162,20 @@ func TestErrorStatuses(t *testing.T) {
 			Upstreams: []UpstreamConfig{upstream("u", deadAddr(t), deadAddr(t))},
 			Sites:     oneSite(RouteConfig{Upstream: "u"}),
 		}
-		f := newFront(t, cfg, frontOpts{})
+		var logs syncBuffer
+		f := newFront(t, cfg, frontOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		c := testClient(t)
 		code, body := doReq(t, c, "GET", f.url+"/", "")
-		if code != 502 || !strings.Contains(body, "no target of upstream u answered") {
+		if code != 502 || body != "502 Bad Gateway: no upstream target answered\n" {
 			t.Fatalf("first: %d %q, want 502", code, body)
+		}
+		// The client sees a short body; the log says why.
+		if l := logs.String(); !strings.Contains(l, "status=502") || !strings.Contains(l, "no target of upstream u answered") || !strings.Contains(l, "connection refused") {
+			t.Errorf("log does not explain the 502:\n%s", l)
 		}
 		// Both targets failed once: passive checks (max_fails 1) took them out.
 		code, body = doReq(t, c, "GET", f.url+"/", "")
-		if code != 503 || !strings.Contains(body, "every target of upstream u is down") {
+		if code != 503 || body != "503 Service Unavailable: no upstream target available\n" {
 			t.Fatalf("second: %d %q, want 503", code, body)
 		}
 	})
@@ -180,7 +196,7 @@ func TestErrorStatuses(t *testing.T) {
 		}
 		f := newFront(t, cfg, frontOpts{})
 		code, body := doReq(t, testClient(t), "GET", f.url+"/", "")
-		if code != 504 || !strings.Contains(body, "timed out") {
+		if code != 504 || body != "504 Gateway Timeout: upstream timed out\n" {
 			t.Fatalf("%d %q, want 504", code, body)
 		}
 	})

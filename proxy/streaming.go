@@ -143,13 +143,13 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 	backConn, ok := res.Body.(io.ReadWriteCloser)
 	if reqUp == "" || !strings.EqualFold(reqUp, resUp) || !ok {
 		res.Body.Close()
-		s.errorResponse(rs, r, http.StatusBadGateway, "backend switched to protocol "+resUp+" but "+reqUp+" was requested")
+		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed", "backend switched to protocol "+resUp+" but "+reqUp+" was requested")
 		return
 	}
 	defer backConn.Close()
 	conn, brw, err := http.NewResponseController(rs.w.rw).Hijack()
 	if err != nil {
-		s.errorResponse(rs, r, http.StatusInternalServerError, "cannot hijack client connection: "+err.Error())
+		s.errorResponse(rs, r, http.StatusInternalServerError, "protocol switch failed", "cannot hijack client connection: "+err.Error())
 		return
 	}
 	defer conn.Close()
@@ -172,10 +172,9 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 	}
 	untrack := s.p.track(conn, backConn)
 	defer untrack()
-	in, out := pipe(client, backConn, 0)
+	in, out := pipe(client, backConn, 0, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
 	rs.bytesIn += in
 	rs.w.bytes += out
-	s.p.obs.StreamBytes(s.name, rt.up.name, in, out)
 }
 
 // forwardExtendedConnect serves an RFC 8441 extended CONNECT (WebSocket
@@ -222,7 +221,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	backConn, ok := res.Body.(io.ReadWriteCloser)
 	if !ok {
 		res.Body.Close()
-		s.errorResponse(rs, r, http.StatusBadGateway, "backend upgrade without a connection")
+		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed", "backend upgrade without a connection")
 		return
 	}
 	defer backConn.Close()
@@ -266,53 +265,78 @@ type prefixConn struct {
 
 func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// streamReportInterval is how often long tunnels and streams report the
+// bytes moved so far (Observer.StreamBytes takes deltas).
+var streamReportInterval = 5 * time.Second
+
 // pipe copies a→b and b→a until both directions end and returns the byte
 // counts (a→b, b→a). A direction ending with EOF half-closes the other
 // side when possible; an error closes both. idle > 0 closes both when
 // neither direction moved data for that long. The idle check is a
 // watchdog, not read deadlines, so it works the same on every connection
 // type (TLCP, TLS 1.3-SM, hijacked HTTP) and costs nothing per read.
-func pipe(a, b io.ReadWriteCloser, idle time.Duration) (ab, ba int64) {
-	var last atomic.Int64
+// report, if set, receives the bytes moved since its previous call
+// every streamReportInterval and once at the end.
+func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)) (ab, ba int64) {
+	var last, nab, nba atomic.Int64
 	last.Store(time.Now().UnixNano())
 	var closeOnce sync.Once
 	closeBoth := func() { closeOnce.Do(func() { a.Close(); b.Close() }) }
+	var reported [2]int64
+	flush := func() {
+		x, y := nab.Load(), nba.Load()
+		if report != nil && (x != reported[0] || y != reported[1]) {
+			report(x-reported[0], y-reported[1])
+			reported = [2]int64{x, y}
+		}
+	}
 	stop := make(chan struct{})
-	if idle > 0 {
+	watch := make(chan struct{})
+	if idle > 0 || report != nil {
 		go func() {
-			tick := time.NewTicker(max(idle/4, 5*time.Millisecond))
+			defer close(watch)
+			period := streamReportInterval
+			if idle > 0 {
+				period = min(period, max(idle/4, 5*time.Millisecond))
+			}
+			tick := time.NewTicker(period)
 			defer tick.Stop()
+			lastReport := time.Now()
 			for {
 				select {
 				case <-stop:
 					return
 				case now := <-tick.C:
-					if now.UnixNano()-last.Load() >= int64(idle) {
+					if idle > 0 && now.UnixNano()-last.Load() >= int64(idle) {
 						closeBoth()
 						return
+					}
+					if report != nil && now.Sub(lastReport) >= streamReportInterval {
+						lastReport = now
+						flush()
 					}
 				}
 			}
 		}()
+	} else {
+		close(watch)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var err error
-		ba, err = copyDir(a, b, &last)
-		if err != nil || !closeWrite(a) {
+		if _, err := copyDir(a, b, &last, &nba); err != nil || !closeWrite(a) {
 			closeBoth()
 		}
 	}()
-	var err error
-	ab, err = copyDir(b, a, &last)
-	if err != nil || !closeWrite(b) {
+	if _, err := copyDir(b, a, &last, &nab); err != nil || !closeWrite(b) {
 		closeBoth()
 	}
 	<-done
 	close(stop)
+	<-watch
 	closeBoth()
-	return ab, ba
+	flush()
+	return nab.Load(), nba.Load()
 }
 
 // closeWrite half-closes c, looking through wrappers (prefixConn, and
@@ -334,18 +358,20 @@ func closeWrite(c io.Closer) bool {
 	return false
 }
 
-// copyDir copies src to dst, noting activity in last; it returns nil on EOF.
-func copyDir(dst io.Writer, src io.Reader, last *atomic.Int64) (int64, error) {
+// copyDir copies src to dst, noting activity in last and the count in n;
+// it returns nil on EOF.
+func copyDir(dst io.Writer, src io.Reader, last, n *atomic.Int64) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
 	var total int64
 	for {
-		n, err := src.Read(buf)
-		if n > 0 {
+		nr, err := src.Read(buf)
+		if nr > 0 {
 			last.Store(time.Now().UnixNano())
-			w, werr := dst.Write(buf[:n])
+			w, werr := dst.Write(buf[:nr])
 			total += int64(w)
+			n.Add(int64(w))
 			if werr != nil {
 				return total, werr
 			}

@@ -103,8 +103,7 @@ func (s *streamSite) serve(c net.Conn) error {
 			return fmt.Errorf("stream %s: proxy header: %w", s.site, err)
 		}
 	}
-	in, out := pipe(c, back, s.idle)
-	p.obs.StreamBytes(s.site, u.name, in, out)
+	in, out := pipe(c, back, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
 	if p.accessLog != nil {
 		p.accessLog.logStream(s.site, u.name, t.Addr, c, in, out, time.Since(start))
 	}

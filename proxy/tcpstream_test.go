@@ -101,7 +101,7 @@ func TestTCPStreamIdleTimeout(t *testing.T) {
 	target := echoTCP(t, false, nil)
 	cfg := Config{
 		Upstreams: []UpstreamConfig{upstream("legacy", target)},
-		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", IdleTimeout: 50 * time.Millisecond}}},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", IdleTimeout: 300 * time.Millisecond}}},
 	}
 	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: "tcp"}})
 	c, err := net.Dial("tcp", f.addr)
@@ -135,5 +135,46 @@ func TestTCPStreamAllTargetsDown(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("want the connection closed, got %v", err)
+	}
+}
+
+// TestStreamBytesReportedWhileOpen: long streams report progress before
+// they end (deltas every streamReportInterval).
+func TestStreamBytesReportedWhileOpen(t *testing.T) {
+	old := streamReportInterval
+	streamReportInterval = 10 * time.Millisecond
+	defer func() { streamReportInterval = old }()
+	target := echoTCP(t, false, nil)
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("legacy", target)},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("abc"))
+	io.ReadFull(c, make([]byte, 3))
+	select {
+	case b := <-obs.streamC:
+		if b != [2]int64{3, 3} {
+			t.Fatalf("progress %v, want [3 3]", b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no progress report while the stream is open")
+	}
+	c.Write([]byte("de"))
+	io.ReadFull(c, make([]byte, 2))
+	c.Close()
+	select {
+	case b := <-obs.streamC:
+		if b != [2]int64{2, 2} {
+			t.Fatalf("second delta %v, want [2 2]", b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no final report")
 	}
 }

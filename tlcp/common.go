@@ -180,7 +180,7 @@ type HandshakeResult struct {
 	State    ConnectionState
 	// Err is nil on success.
 	Err error
-	// Duration is from the first handshake byte to the end (or the failure).
+	// Duration runs from the start of Handshake to its end (or failure).
 	Duration time.Duration
 	// Alert is the alert sent to (or received from, if PeerAlert) the peer,
 	// or 0 when none.
@@ -226,8 +226,10 @@ type Config struct {
 	// listed in CertificateRequest (GmSSL clients require them).
 	ClientCAs *smx509.CertPool
 	// ClientAuth is the server's client-certificate policy for ECC suites;
-	// default NoClientCert. ECDHE suites always use RequireAndVerifyClientCert
-	// (when ClientCAs is nil the certificate pair is required but not verified).
+	// default NoClientCert. ECDHE suites always require the client's
+	// sign/enc pair, verified against ClientCAs when it is set. The verifying
+	// policies need ClientCAs: without it a client certificate is refused
+	// with unknown_ca.
 	ClientAuth ClientAuthType
 	// ServerName is the host name the client sends as SNI and checks in the
 	// server certificate.
@@ -242,11 +244,16 @@ type Config struct {
 	NextProtos []string
 	// CipherSuites are the enabled suites: the server's preference order, the
 	// client's offer order. Default: ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3,
-	// ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3 (GCM first).
+	// ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3 (GCM first). The server skips
+	// suites the certificate's EncKey cannot serve (ECC needs a
+	// crypto.Decrypter, ECDHE an SM2 key agreement).
 	CipherSuites []uint16
 
 	// SessionStore keeps server sessions for session-ID resumption; default an
-	// in-memory LRU of 10,000 sessions (NewLRUSessionStore). Set
+	// in-memory LRU of 10,000 sessions shared by all Configs
+	// (NewLRUSessionStore). Sessions (and tickets) are bound to the server's
+	// signing certificate and SNI, so sharing a store or ticket keys between
+	// sites never resumes one site's session on another. Set
 	// SessionCacheDisabled to turn session IDs off.
 	SessionStore SessionStore
 	// SessionCacheDisabled stops the server from issuing resumable session IDs.

@@ -20,7 +20,6 @@ type Conn struct {
 	isClient bool
 	config   *Config
 
-	handshakeFn       func(context.Context) error
 	handshakeMutex    sync.Mutex
 	handshakeErr      error
 	handshakeComplete atomic.Bool
@@ -668,6 +667,13 @@ func (c *Conn) runHandshakeFn(ctx context.Context) error {
 		return ctxErr
 	}
 	return err
+}
+
+func (c *Conn) handshakeFn(ctx context.Context) error {
+	if c.isClient {
+		return c.clientHandshake(ctx)
+	}
+	return c.serverHandshake(ctx)
 }
 
 func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {

@@ -1,6 +1,8 @@
 package tlcp
 
 import (
+	"errors"
+
 	"golang.org/x/crypto/cryptobyte"
 )
 
@@ -209,34 +211,38 @@ type serverHelloMsg struct {
 }
 
 func (m *serverHelloMsg) marshal() ([]byte, error) {
-	return marshalMsg(typeServerHello, func(b *cryptobyte.Builder) {
-		b.AddUint16(m.vers)
-		b.AddBytes(m.random)
-		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(m.sessionID) })
-		b.AddUint16(m.cipherSuite)
-		b.AddUint8(m.compressionMethod)
-		if !m.serverNameAck && m.alpnProtocol == "" && !m.ticketSupported {
-			return // no extensions block (GmSSL 2.x clients break on any)
+	if len(m.random) != 32 || len(m.sessionID) > 32 || len(m.alpnProtocol) > 255 {
+		return nil, errors.New("tlcp: invalid ServerHello")
+	}
+	// Built by hand (it is in every handshake, resumed ones included).
+	b := make([]byte, 4, 4+2+32+1+32+3+2+4+7+len(m.alpnProtocol)+4)
+	b[0] = typeServerHello
+	b = append(b, byte(m.vers>>8), byte(m.vers))
+	b = append(b, m.random...)
+	b = append(b, byte(len(m.sessionID)))
+	b = append(b, m.sessionID...)
+	b = append(b, byte(m.cipherSuite>>8), byte(m.cipherSuite), m.compressionMethod)
+	if m.serverNameAck || m.alpnProtocol != "" || m.ticketSupported {
+		// No extensions block otherwise (GmSSL 2.x clients break on any).
+		extStart := len(b)
+		b = append(b, 0, 0)
+		if m.serverNameAck {
+			b = append(b, byte(extensionServerName>>8), byte(extensionServerName), 0, 0)
 		}
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			if m.serverNameAck {
-				b.AddUint16(extensionServerName)
-				b.AddUint16(0)
-			}
-			if m.alpnProtocol != "" {
-				b.AddUint16(extensionALPN)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(m.alpnProtocol)) })
-					})
-				})
-			}
-			if m.ticketSupported {
-				b.AddUint16(extensionSessionTicket)
-				b.AddUint16(0)
-			}
-		})
-	})
+		if p := m.alpnProtocol; p != "" {
+			n := len(p)
+			b = append(b, byte(extensionALPN>>8), byte(extensionALPN), byte((n+3)>>8), byte(n+3), byte((n+1)>>8), byte(n+1), byte(n))
+			b = append(b, p...)
+		}
+		if m.ticketSupported {
+			b = append(b, byte(extensionSessionTicket>>8), byte(extensionSessionTicket), 0, 0)
+		}
+		n := len(b) - extStart - 2
+		b[extStart], b[extStart+1] = byte(n>>8), byte(n)
+	}
+	n := len(b) - 4
+	b[1], b[2], b[3] = byte(n>>16), byte(n>>8), byte(n)
+	return b, nil
 }
 
 func (m *serverHelloMsg) unmarshal(data []byte) bool {
@@ -442,7 +448,8 @@ type finishedMsg struct {
 }
 
 func (m *finishedMsg) marshal() ([]byte, error) {
-	return marshalMsg(typeFinished, func(b *cryptobyte.Builder) { b.AddBytes(m.verifyData) })
+	n := len(m.verifyData)
+	return append([]byte{typeFinished, byte(n >> 16), byte(n >> 8), byte(n)}, m.verifyData...), nil
 }
 
 func (m *finishedMsg) unmarshal(data []byte) bool {

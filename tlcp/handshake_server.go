@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/subtle"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
 // serverHandshakeState is one server handshake (GB/T 38636 §6.4.3; digest A.4):
@@ -129,9 +131,16 @@ func (hs *serverHandshakeState) readClientHello() error {
 	if !bytes.Contains(hello.compressionMethods, []byte{0}) {
 		return errorf(AlertDecodeError, "client does not support null compression")
 	}
-	info := &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: hello.cipherSuites, SupportedProtos: hello.alpnProtocols, Conn: c.conn, ctx: hs.ctx}
+	// ClientHelloInfo is built only for the callbacks that want it.
+	var info *ClientHelloInfo
+	helloInfo := func() *ClientHelloInfo {
+		if info == nil {
+			info = &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: hello.cipherSuites, SupportedProtos: hello.alpnProtocols, Conn: c.conn, ctx: hs.ctx}
+		}
+		return info
+	}
 	if f := hs.config.GetConfigForClient; f != nil {
-		nc, err := f(info)
+		nc, err := f(helloInfo())
 		if err != nil {
 			return wrapErr(AlertInternalError, "GetConfigForClient", err)
 		}
@@ -140,15 +149,22 @@ func (hs *serverHandshakeState) readClientHello() error {
 			c.config = nc
 		}
 	}
-	hs.suite = mutualCipherSuite(hs.config.cipherSuites(), hello.cipherSuites)
-	if hs.suite == nil {
-		return wrapErr(AlertHandshakeFailure, "client offered no enabled TLCP suite", errNoSharedCipher)
-	}
-	cert, err := hs.config.serverCertificate(info)
+	cert, err := hs.config.serverCertificate(hello.serverName, helloInfo)
 	if err != nil {
 		return err
 	}
 	hs.cert = cert
+	// The first suite in server preference that the client offered and
+	// this certificate's encryption key can serve.
+	for _, id := range hs.config.cipherSuites() {
+		if s := mutualCipherSuite([]uint16{id}, hello.cipherSuites); s != nil && cert.supports(s) {
+			hs.suite = s
+			break
+		}
+	}
+	if hs.suite == nil {
+		return wrapErr(AlertHandshakeFailure, "client offered no enabled TLCP suite", errNoSharedCipher)
+	}
 	c.serverName = hello.serverName
 
 	hs.sh = &serverHelloMsg{vers: VersionTLCP, cipherSuite: hs.suite.id, random: make([]byte, 32)}
@@ -185,9 +201,9 @@ func (hs *serverHandshakeState) readClientHello() error {
 
 // serverCertificate selects the identity for a ClientHello. It never
 // modifies the configured certificates (handshakes run concurrently).
-func (cfg *Config) serverCertificate(info *ClientHelloInfo) (*Certificate, error) {
+func (cfg *Config) serverCertificate(serverName string, info func() *ClientHelloInfo) (*Certificate, error) {
 	if cfg.GetCertificate != nil {
-		cert, err := cfg.GetCertificate(info)
+		cert, err := cfg.GetCertificate(info())
 		if err != nil {
 			return nil, wrapErr(AlertInternalError, "GetCertificate", err)
 		}
@@ -201,10 +217,10 @@ func (cfg *Config) serverCertificate(info *ClientHelloInfo) (*Certificate, error
 	if len(cfg.Certificates) == 0 {
 		return nil, errorf(AlertInternalError, "no server certificate configured")
 	}
-	if info.ServerName != "" && len(cfg.Certificates) > 1 {
+	if serverName != "" && len(cfg.Certificates) > 1 {
 		for i := range cfg.Certificates {
 			c := &cfg.Certificates[i]
-			if leaf, err := c.leaf(); err == nil && c.complete() == nil && leaf.VerifyHostname(info.ServerName) == nil {
+			if leaf, err := c.leaf(); err == nil && c.complete() == nil && leaf.VerifyHostname(serverName) == nil {
 				return c, nil
 			}
 		}
@@ -214,6 +230,16 @@ func (cfg *Config) serverCertificate(info *ClientHelloInfo) (*Certificate, error
 		return nil, wrapErr(AlertInternalError, "server certificate", err)
 	}
 	return c, nil
+}
+
+// supports reports whether the encryption key can serve the suite: a
+// crypto.Decrypter for ECC, an SM2 key agreement for ECDHE.
+func (c *Certificate) supports(s *cipherSuite) bool {
+	if s.ecdhe {
+		return smkey.AsKeyAgreement(c.EncKey) != nil
+	}
+	_, ok := c.EncKey.(crypto.Decrypter)
+	return ok
 }
 
 // complete checks that both certificates are present.

@@ -99,6 +99,7 @@ func TestTongsuoClient(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/mutual=%v/%s", s.tongsuo, mutual, mode), func(t *testing.T) {
 					cfg := p.serverConfig()
 					cfg.SessionStore = NewLRUSessionStore(16, time.Hour)
+					cfg.NextProtos = []string{"http/1.1"}
 					if mutual {
 						cfg.ClientAuth = RequireAndVerifyClientCert
 					}
@@ -106,7 +107,7 @@ func TestTongsuoClient(t *testing.T) {
 					defer stop()
 					sess := filepath.Join(t.TempDir(), "sess.pem")
 					args := []string{"s_client", "-connect", addr, "-enable_ntls", "-ntls", "-cipher", s.tongsuo,
-						"-CAfile", f("ca.crt"), "-verify_return_error", "-ign_eof", "-servername", "localhost"}
+						"-CAfile", f("ca.crt"), "-verify_return_error", "-ign_eof", "-servername", "localhost", "-alpn", "h2,http/1.1"}
 					if mutual || ecdhe {
 						args = append(args, "-sign_cert", f("client_sign.crt"), "-sign_key", f("client_sign.key"),
 							"-enc_cert", f("client_enc.crt"), "-enc_key", f("client_enc.key"))
@@ -140,6 +141,9 @@ func TestTongsuoClient(t *testing.T) {
 						}
 						if r.State.CipherSuite != s.id {
 							t.Fatalf("suite %x", r.State.CipherSuite)
+						}
+						if r.State.ServerName != "localhost" || r.State.NegotiatedProtocol != "http/1.1" || !strings.Contains(out, "ALPN protocol: http/1.1") {
+							t.Fatalf("SNI %q ALPN %q\n%s", r.State.ServerName, r.State.NegotiatedProtocol, out)
 						}
 						if (mutual || ecdhe) && len(r.State.PeerCertificates) < 2 {
 							t.Fatalf("client certificates: %d", len(r.State.PeerCertificates))
@@ -200,7 +204,7 @@ func TestTongsuoServer(t *testing.T) {
 		for _, mutual := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/mutual=%v", s.tongsuo, mutual), func(t *testing.T) {
 				args := []string{"-enable_ntls", "-sign_cert", f("server_sign.crt"), "-sign_key", f("server_sign.key"),
-					"-enc_cert", f("server_enc.crt"), "-enc_key", f("server_enc.key"), "-CAfile", f("ca.crt"), "-www", "-cipher", s.tongsuo}
+					"-enc_cert", f("server_enc.crt"), "-enc_key", f("server_enc.key"), "-CAfile", f("ca.crt"), "-www", "-cipher", s.tongsuo, "-alpn", "http/1.1"}
 				if mutual {
 					args = append(args, "-Verify", "1", "-verify_return_error")
 				}
@@ -211,6 +215,7 @@ func TestTongsuoServer(t *testing.T) {
 					ccfg.CipherSuites = []uint16{s.id}
 					ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
 					ccfg.SessionTicketsDisabled = mode == "sessionid"
+					ccfg.NextProtos = []string{"h2", "http/1.1"}
 					if !mutual && !cipherSuiteByID(s.id).ecdhe {
 						ccfg.Certificates = nil
 					}
@@ -232,8 +237,8 @@ func TestTongsuoServer(t *testing.T) {
 						}
 						st := c.ConnectionState()
 						c.Close()
-						if st.CipherSuite != s.id || (i == 1) != st.DidResume {
-							t.Fatalf("%s #%d: suite %x resumed %v", mode, i, st.CipherSuite, st.DidResume)
+						if st.CipherSuite != s.id || (i == 1) != st.DidResume || st.NegotiatedProtocol != "http/1.1" {
+							t.Fatalf("%s #%d: suite %x resumed %v ALPN %q", mode, i, st.CipherSuite, st.DidResume, st.NegotiatedProtocol)
 						}
 					}
 				}

@@ -17,7 +17,6 @@ import (
 // least one Certificate or a GetCertificate callback.
 func Server(conn net.Conn, config *Config) *Conn {
 	c := &Conn{conn: conn, config: config}
-	c.handshakeFn = c.serverHandshake
 	return c
 }
 
@@ -25,7 +24,6 @@ func Server(conn net.Conn, config *Config) *Conn {
 // ServerName or InsecureSkipVerify.
 func Client(conn net.Conn, config *Config) *Conn {
 	c := &Conn{conn: conn, config: config, isClient: true}
-	c.handshakeFn = c.clientHandshake
 	return c
 }
 

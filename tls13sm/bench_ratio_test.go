@@ -43,7 +43,7 @@ func fullSchedule(x *scheduleScratch, shared, th []byte) {
 	ks := &x.keySchedule
 	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk := &x.hs, &x.chs, &x.shs, &x.ms, &x.cap_, &x.sap, &x.res, &x.psk, &x.derived, &x.fin, &x.cfk, &x.sfk
 	key, iv, master := &x.key, &x.iv, &x.master
-	ks.extract(hs[:], derivedNoPSKSecret[:], shared)
+	ks.extractHandshakeNoPSK(hs[:], shared)
 	ks.handshakeTrafficSecrets(chs[:], shs[:], derived[:], hs[:], th)
 	ks.trafficKeysFinished(key[:], iv[:], sfk[:], shs[:])
 	ks.trafficKeysFinished(key[:], iv[:], cfk[:], chs[:])

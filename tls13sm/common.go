@@ -222,6 +222,10 @@ type Config struct {
 
 	// OnHandshake, if set, is called once per handshake with its outcome.
 	OnHandshake func(HandshakeResult)
+	// OnTicket, if set, is called on the server for session-ticket events:
+	// issued, accepted, rejected with a bounded reason (see TicketEvent). It
+	// runs synchronously inside the handshake and must not block. Default nil.
+	OnTicket func(TicketEvent)
 
 	testShareX25519 bool // tests: client's first key share is X25519
 	testEarlyData   bool // tests: client offers early_data and sends a fake 0-RTT record
@@ -241,7 +245,7 @@ func (c *Config) Clone() *Config {
 		NextProtos: c.NextProtos, CipherSuites: c.CipherSuites, SessionTicketsDisabled: c.SessionTicketsDisabled,
 		TicketKeys: c.TicketKeys, TicketLifetime: c.TicketLifetime, AllowPSKOnly: c.AllowPSKOnly,
 		ClientSessionCache: c.ClientSessionCache, Strict: c.Strict, DisableMiddleboxCompat: c.DisableMiddleboxCompat,
-		OnHandshake: c.OnHandshake, testShareX25519: c.testShareX25519, testEarlyData: c.testEarlyData, testPSKOnly: c.testPSKOnly,
+		OnHandshake: c.OnHandshake, OnTicket: c.OnTicket, testShareX25519: c.testShareX25519, testEarlyData: c.testEarlyData, testPSKOnly: c.testPSKOnly,
 	}
 }
 
@@ -305,9 +309,34 @@ type ConnectionState struct {
 	// Group is the key-exchange group (CurveSM2 normally; 0 for psk_ke).
 	Group uint16
 	// HelloRetry is true when the server sent HelloRetryRequest.
-	HelloRetry       bool
+	HelloRetry bool
+	// PeerCertificates and VerifiedChains are the peer's chain as sent and
+	// as verified (VerifiedChains is empty when verification was not
+	// required). On a resumed server connection they come from a bounded
+	// per-process cache (4096 chains, up to the ticket lifetime) and are nil
+	// when this process no longer has the chain — another instance sharing
+	// the ticket keys issued the ticket, the process restarted, or the entry
+	// was evicted — because a chain does not fit in a ticket of at most 256
+	// bytes. Use ClientCertificate, ClientVerified and ClientLeafHash, which
+	// are always set from the ticket, to decide whether the client
+	// authenticated.
 	PeerCertificates []*smx509.Certificate
 	VerifiedChains   [][]*smx509.Certificate
+
+	// ClientCertificate (server side) is true when the client presented a
+	// certificate, in this handshake or in the one that issued the ticket
+	// of a resumed connection.
+	ClientCertificate bool
+	// ClientVerified (server side) is true when that certificate's chain
+	// verified against ClientCAs (ClientAuth VerifyClientCertIfGiven or
+	// RequireAndVerifyClientCert), in this handshake or in the one that
+	// issued the ticket; a ticket is not resumed once that certificate has
+	// expired. Instances sharing ticket keys should share ClientCAs.
+	ClientVerified bool
+	// ClientLeafHash (server side) is the SM3 hash of the client's leaf
+	// certificate (DER) when ClientCertificate is true: a stable client
+	// identity on resumed connections without PeerCertificates.
+	ClientLeafHash [32]byte
 }
 
 // Stats are a connection's traffic counters.

@@ -102,6 +102,7 @@ type Conn struct {
 	alpn             string
 	peerCertificates []*smx509.Certificate
 	verifiedChains   [][]*smx509.Certificate
+	client           clientIdentity // server: the client certificate, from the handshake or the ticket
 
 	// client: resumption master secret and cache key for NewSessionTicket.
 	resumptionSecret [hashSize]byte
@@ -448,18 +449,28 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		if m > maxPlaintext {
 			m = maxPlaintext
 		}
-		if need := recordHeaderLen + m + 1 + aeadOver; cap(c.outBuf) < need {
-			switch {
-			case m == maxPlaintext || need > 4096:
-				need = recordHeaderLen + maxPlaintext + 1 + aeadOver
-			case need > 1024:
-				need = 4096
-			default:
-				need = 1024
+		need := recordHeaderLen + m + 1 + aeadOver
+		var rec []byte
+		if c.buffering {
+			// Build the record in place at the end of the flight.
+			if cap(c.sendBuf)-len(c.sendBuf) < need {
+				c.growSendBuf(need)
 			}
-			c.outBuf = make([]byte, 0, need)
+			rec = c.sendBuf[len(c.sendBuf) : len(c.sendBuf)+recordHeaderLen]
+		} else {
+			if cap(c.outBuf) < need {
+				switch {
+				case m == maxPlaintext || need > 4096:
+					need = recordHeaderLen + maxPlaintext + 1 + aeadOver
+				case need > 1024:
+					need = 4096
+				default:
+					need = 1024
+				}
+				c.outBuf = make([]byte, 0, need)
+			}
+			rec = c.outBuf[:recordHeaderLen]
 		}
-		rec := c.outBuf[:recordHeaderLen]
 		if c.out.aead == nil || typ == recordTypeChangeCipherSpec {
 			v := uint16(0x0303)
 			if typ == recordTypeHandshake && c.isClient && !c.handshakeStarted2() {
@@ -482,7 +493,7 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		data = data[m:]
 		c.recordsOut.Add(1)
 		if c.buffering {
-			c.sendBuf = append(c.sendBuf, rec...)
+			c.sendBuf = c.sendBuf[:len(c.sendBuf)+len(rec)]
 			continue
 		}
 		if _, err := c.conn.Write(rec); err != nil {
@@ -496,13 +507,39 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 // only that one uses legacy_record_version 0x0301.
 func (c *Conn) handshakeStarted2() bool { return c.recordsOut.Load() > 0 }
 
-// flush writes the coalesced flight.
+// flightBufs recycles the buffers in which handshake flights are built.
+var flightBufs = sync.Pool{New: func() any { b := make([]byte, 0, flightBufSize); return &b }}
+
+const flightBufSize = 4096
+
+// growSendBuf makes room for n more bytes in the flight buffer, taking a
+// pooled buffer first.
+func (c *Conn) growSendBuf(n int) {
+	if c.sendBuf == nil {
+		c.sendBuf = (*flightBufs.Get().(*[]byte))[:0]
+		if cap(c.sendBuf) >= n {
+			return
+		}
+	}
+	nb := make([]byte, len(c.sendBuf), max(2*cap(c.sendBuf), len(c.sendBuf)+n))
+	copy(nb, c.sendBuf)
+	c.sendBuf = nb
+}
+
+// flush writes the coalesced flight and returns its buffer to the pool.
 func (c *Conn) flush() error {
-	if len(c.sendBuf) == 0 {
+	if c.sendBuf == nil {
 		return nil
 	}
-	_, err := c.conn.Write(c.sendBuf)
-	c.sendBuf = c.sendBuf[:0]
+	var err error
+	if len(c.sendBuf) > 0 {
+		_, err = c.conn.Write(c.sendBuf)
+	}
+	if cap(c.sendBuf) == flightBufSize {
+		b := c.sendBuf[:0]
+		flightBufs.Put(&b)
+	}
+	c.sendBuf = nil
 	if err != nil {
 		return c.out.setErrorLocked(err)
 	}
@@ -510,6 +547,11 @@ func (c *Conn) flush() error {
 }
 
 // writeHandshake sends a handshake message and adds it to the transcript.
+// Each message gets its own record(s): packing several messages into one
+// record (allowed by RFC 8446 §5.1) breaks GmSSL 3.x's tls13_client, which
+// reads exactly one handshake message per record (measured: it fails in
+// tls13_recv_encrypted_extensions); records of one flight are still
+// written to the socket together (buffering).
 func (c *Conn) writeHandshake(msg []byte, transcript interface{ Write([]byte) (int, error) }) error {
 	c.out.Lock()
 	defer c.out.Unlock()

@@ -36,7 +36,8 @@ func seedMessages() map[string][][]byte {
 	hrr := &serverHelloMsg{vers: 0x0303, random: helloRetryRequestRandom[:], cipherSuite: TLS_SM4_GCM_SM3, supportedVersion: VersionTLS13,
 		selectedGroup: CurveSM2, cookie: []byte{1}}
 	m := func(x marshaler) []byte { b, _ := x.marshal(); return b }
-	ss := &sessionState{suite: TLS_SM4_GCM_SM3, createdAt: 1, lifetime: 7200, clientAuth: true, alpn: "h2"}
+	ss := &sessionState{suite: TLS_SM4_GCM_SM3, createdAt: 1, lifetime: 7200, alpn: "h2",
+		client: clientIdentity{presented: true, verified: true, notAfter: 1 << 33}}
 	ssb, _ := ss.marshal()
 	return map[string][][]byte{
 		"ClientHello":         {m(ch)},

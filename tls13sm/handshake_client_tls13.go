@@ -378,11 +378,11 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 	}
 	hs.transcript.Write(sh.raw)
 
-	derived := derivedNoPSKSecret
 	if hs.usingPSK {
-		derived = hs.derivedEarly
+		ks.extract(hs.handshakeSecret[:], hs.derivedEarly[:], shared)
+	} else {
+		ks.extractHandshakeNoPSK(hs.handshakeSecret[:], shared)
 	}
-	ks.extract(hs.handshakeSecret[:], derived[:], shared)
 	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err

@@ -28,19 +28,18 @@ type serverHandshakeState struct {
 	ctx    context.Context
 	config *Config
 
-	hello      *clientHelloMsg
-	suite      *cipherSuite
-	cert       *Certificate
-	group      uint16
-	sharedKey  []byte
-	sentHRR    bool
-	sentCCS    bool
-	pskMode    uint8
-	usingPSK   bool
-	pskIndex   int
-	session    *sessionState
-	clientAuth bool // this handshake authenticated a client certificate
-	leafHash   [hashSize]byte
+	hello     *clientHelloMsg
+	suite     *cipherSuite
+	cert      *Certificate
+	group     uint16
+	sharedKey []byte
+	sentHRR   bool
+	sentCCS   bool
+	pskMode   uint8
+	usingPSK  bool
+	pskIndex  int
+	session   *sessionState
+	client    clientIdentity // from this handshake's certificate, or the ticket's
 
 	transcript hash.Hash
 	th         [hashSize]byte // transcript hash scratch
@@ -339,43 +338,62 @@ func cloneHash(h hash.Hash) hash.Hash {
 // the binder of the identity it selects.
 func (hs *serverHandshakeState) checkForResumption() error {
 	c, h := hs.c, hs.hello
-	if hs.config.SessionTicketsDisabled || len(h.pskIdentities) == 0 || hs.pskMode == 0xff {
+	if len(h.pskIdentities) == 0 {
 		return nil
 	}
-	if hs.pskMode == pskModePlain && !hs.config.AllowPSKOnly {
+	if hs.config.SessionTicketsDisabled {
+		hs.ticketEvent(TicketRejected, TicketReasonDisabled, false)
+		return nil
+	}
+	if hs.pskMode == 0xff || (hs.pskMode == pskModePlain && !hs.config.AllowPSKOnly) {
+		hs.ticketEvent(TicketRejected, TicketReasonPSKMode, false)
+		if hs.group == 0 {
+			return c.fail(AlertHandshakeFailure, "no usable PSK and no shared key exchange group")
+		}
 		return nil
 	}
 	now := hs.config.time()
 	keys := hs.config.ticketKeys()
+	reason := ""
+	reject := func(r string) {
+		if reason == "" {
+			reason = r
+		}
+	}
 	for i, id := range h.pskIdentities {
 		if i >= maxPSKIdentities {
 			break
 		}
-		plain, ok, _ := ticket.Open(keys, id.label)
+		plain, ok, stale := ticket.Open(keys, id.label)
 		if !ok {
+			reject(TicketReasonUndecryptable)
 			continue
 		}
 		ss := &hs.sessionBuf
 		if !ss.unmarshal(plain) {
+			reject(TicketReasonMalformed)
 			continue
 		}
 		created := time.Unix(int64(ss.createdAt), 0)
 		age := now.Sub(created)
 		life := time.Duration(ss.lifetime) * time.Second
 		if age < -maxTicketAgeSkew || age > life || age > hs.config.ticketLifetime() {
+			reject(TicketReasonExpired)
 			continue
 		}
 		// Obfuscated age check (§4.2.11.1, §8.3): the client's view of the
 		// age must match ours within the allowed skew.
 		clientAge := time.Duration(id.obfuscatedTicketAge-ss.ageAdd) * time.Millisecond
 		if d := clientAge - age; d > maxTicketAgeSkew || d < -maxTicketAgeSkew {
+			reject(TicketReasonAgeMismatch)
 			continue
 		}
-		needCert := hs.config.ClientAuth == RequireAnyClientCert || hs.config.ClientAuth == RequireAndVerifyClientCert
-		if needCert && !ss.clientAuth {
+		if r := hs.clientPolicyRejects(&ss.client, now); r != "" {
+			reject(r)
 			continue
 		}
 		if hs.config.Strict && ss.suite != hs.suite.id {
+			reject(TicketReasonSuite)
 			continue
 		}
 		// Binder (§4.2.11.2) over the ClientHello up to the binders list.
@@ -383,22 +401,54 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		hs.ks.pskSecrets(hs.earlySecret[:], binderKey, hs.derivedEarly[:], ss.secret[:])
 		hs.ks.finishedMAC(want, binderKey, hs.binderHash[:])
 		if !hmac.Equal(want, h.pskBinders[i]) {
+			hs.ticketEvent(TicketRejected, TicketReasonBadBinder, false)
 			return c.fail(AlertDecryptError, "invalid PSK binder")
 		}
 		hs.usingPSK, hs.pskIndex, hs.session = true, i, ss
 		c.didResume = true
-		if ss.clientAuth {
-			hs.clientAuth, hs.leafHash = true, ss.leafHash
-			if pc, ok := clientChainCache.Get(ss.leafHash); ok {
-				c.peerCertificates, c.verifiedChains = pc.certs, pc.chains
+		hs.client, c.client = ss.client, ss.client
+		if ss.client.presented {
+			// The chain itself only if this process still has it; the
+			// identity above comes from the ticket either way.
+			if pc, ok := clientChainCache.Get(ss.client.leafHash); ok {
+				c.peerCertificates = pc.certs
+				if ss.client.verified {
+					c.verifiedChains = pc.chains
+				}
 			}
 		}
+		hs.ticketEvent(TicketAccepted, "", stale)
 		return nil
 	}
+	hs.ticketEvent(TicketRejected, reason, false)
 	if hs.group == 0 {
 		return c.fail(AlertHandshakeFailure, "no usable PSK and no shared key exchange group")
 	}
 	return nil
+}
+
+// clientPolicyRejects says why a ticket's client identity does not satisfy
+// this server's ClientAuth policy ("" when it does). A verified identity
+// must not outlive the leaf certificate (as crypto/tls does).
+func (hs *serverHandshakeState) clientPolicyRejects(id *clientIdentity, now time.Time) string {
+	switch hs.config.ClientAuth {
+	case RequireAnyClientCert:
+		if !id.presented {
+			return TicketReasonClientAuth
+		}
+	case RequireAndVerifyClientCert:
+		if !id.verified {
+			return TicketReasonClientAuth
+		}
+	case VerifyClientCertIfGiven:
+		if id.presented && !id.verified {
+			return TicketReasonClientAuth
+		}
+	}
+	if id.verified && unixTime(now) > id.notAfter {
+		return TicketReasonClientCertExpired
+	}
+	return ""
 }
 
 // pickCertificate selects the server certificate for a full handshake.
@@ -506,15 +556,15 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 
 	// Handshake Secret (§7.1).
 	ks := &hs.ks
-	derived := derivedNoPSKSecret
-	if hs.usingPSK {
-		derived = hs.derivedEarly
-	}
 	ikm := hs.sharedKey
 	if ikm == nil {
 		ikm = zeroKey[:]
 	}
-	ks.extract(hs.handshakeSecret[:], derived[:], ikm)
+	if hs.usingPSK {
+		ks.extract(hs.handshakeSecret[:], hs.derivedEarly[:], ikm)
+	} else {
+		ks.extractHandshakeNoPSK(hs.handshakeSecret[:], ikm)
+	}
 	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
 	key, iv := hs.key[:], hs.iv[:]
 	ks.trafficKeysFinished(key, iv, hs.serverFinishedKey[:], hs.serverHSSecret[:])
@@ -575,7 +625,7 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 		}
 	}
 	cm := &certificateMsg{certificates: hs.cert.Certificate}
-	raw, err := cm.marshal()
+	raw, err := cm.marshalFast()
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
@@ -666,8 +716,12 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	}
 	hs.transcript.Write(msg)
 	c.peerCertificates, c.verifiedChains = certs, chains
-	hs.clientAuth, hs.leafHash = true, leafHash(cm.certificates[0])
-	clientChainCache.Put(hs.leafHash, peerChains{certs: certs, chains: chains})
+	hs.client = clientIdentity{
+		presented: true, verified: verify && len(chains) > 0,
+		leafHash: leafHash(cm.certificates[0]), notAfter: unixTime(certs[0].NotAfter),
+	}
+	c.client = hs.client
+	clientChainCache.Put(hs.client.leafHash, peerChains{certs: certs, chains: chains})
 	return nil
 }
 
@@ -724,7 +778,7 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	ss := &sessionState{
 		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),
 		lifetime: uint32(hs.config.ticketLifetime() / time.Second), alpn: c.alpn,
-		clientAuth: hs.clientAuth, leafHash: hs.leafHash,
+		client: hs.client,
 	}
 	var rnd [4]byte
 	if _, err := io.ReadFull(hs.config.rand(), rnd[:]); err != nil {
@@ -732,14 +786,18 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	}
 	ss.ageAdd = binary.BigEndian.Uint32(rnd[:])
 	ks.expandLabel(ss.secret[:], resMaster, "resumption", nonce)
-	var buf [128]byte
+	var buf [160]byte
 	plain := ss.marshalFast(buf[:0])
 	label, err := ticket.Seal(make([]byte, 0, len(plain)+ticket.Overhead), hs.config.ticketKeys(), plain)
 	if err != nil {
 		return nil // no ticket key: just do not issue tickets
 	}
 	m := &newSessionTicketMsg{lifetime: ss.lifetime, ageAdd: ss.ageAdd, nonce: nonce, label: label}
-	return c.writeHandshake(m.marshalFast(), nil)
+	if err := c.writeHandshake(m.marshalFast(), nil); err != nil {
+		return err
+	}
+	hs.ticketEvent(TicketIssued, "", false)
+	return nil
 }
 
 var _ = smx509.SM2WithSM3

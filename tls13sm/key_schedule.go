@@ -30,8 +30,9 @@ var (
 )
 
 // zeroSaltState is HMAC-SM3 keyed with HashLen zeros, the salt of the
-// early-secret extraction.
-var zeroSaltState hmacState
+// early-secret extraction; noPSKSaltState is keyed with derivedNoPSKSecret,
+// the salt of every handshake-secret extraction without a PSK.
+var zeroSaltState, noPSKSaltState hmacState
 
 func init() {
 	var ks keySchedule
@@ -39,6 +40,8 @@ func init() {
 	ks.m.saveState(&zeroSaltState)
 	ks.extract(earlySecretNoPSK[:], nil, zeroKey[:])
 	ks.deriveSecret(derivedNoPSKSecret[:], earlySecretNoPSK[:], "derived", emptyHash[:])
+	ks.m.setKey(derivedNoPSKSecret[:])
+	ks.m.saveState(&noPSKSaltState)
 }
 
 // hmacSM3 is HMAC-SM3 (RFC 2104) with reusable hash states.
@@ -129,6 +132,15 @@ func (ks *keySchedule) extract(out, salt, ikm []byte) {
 	} else {
 		ks.m.setKey(salt)
 	}
+	ks.m.begin()
+	ks.m.write(ikm)
+	ks.m.finish(out[:0])
+}
+
+// extractHandshakeNoPSK is HKDF-Extract(Derive-Secret(early, "derived", ""),
+// ikm) for a handshake without PSK, whose salt is a constant (§7.1).
+func (ks *keySchedule) extractHandshakeNoPSK(out, ikm []byte) {
+	ks.m.loadState(&noPSKSaltState)
 	ks.m.begin()
 	ks.m.write(ikm)
 	ks.m.finish(out[:0])

@@ -80,6 +80,11 @@ func TestKeyScheduleVector(t *testing.T) {
 	if got := hex.EncodeToString(hs[:]); got != "87c38768946f51b1ee6da26d2e7c2233a59a3d5602757229525cd47a041ef825" {
 		t.Fatalf("handshake secret %s", got)
 	}
+	var hs2 [32]byte
+	ks.extractHandshakeNoPSK(hs2[:], bytes.Repeat([]byte{0x11}, 32))
+	if hs2 != hs {
+		t.Fatalf("precomputed no-PSK salt state gives %x", hs2)
+	}
 	th := sm3.Sum([]byte("CH||SH"))
 	ks.deriveSecret(chs[:], hs[:], "c hs traffic", th[:])
 	if got := hex.EncodeToString(chs[:]); got != "caa6d44be385f9d41138814aaff3ba7542f0628abf98625918f276a0c6894f6f" {

@@ -123,6 +123,31 @@ func (m *certificateVerifyMsg) marshalFast() []byte {
 	return m.raw
 }
 
+// marshalFast encodes a Certificate with an empty request context and no
+// per-certificate extensions (what the server sends) in one allocation. It
+// falls back to marshal for anything else or for oversize chains.
+func (m *certificateMsg) marshalFast() ([]byte, error) {
+	n := 4 + 1 + len(m.context) + 3
+	for _, c := range m.certificates {
+		n += 3 + len(c) + 2
+	}
+	if len(m.context) != 0 || n-4 >= 1<<24 {
+		return m.marshal()
+	}
+	b := make([]byte, 0, n)
+	b, start := beginMessage(b, typeCertificate)
+	b = append(b, 0) // certificate_request_context
+	l := n - 4 - 1 - 3
+	b = append(b, byte(l>>16), byte(l>>8), byte(l))
+	for _, c := range m.certificates {
+		b = append(b, byte(len(c)>>16), byte(len(c)>>8), byte(len(c)))
+		b = append(b, c...)
+		b = append(b, 0, 0) // no extensions
+	}
+	m.raw = endMessage(b, start)
+	return m.raw, nil
+}
+
 // marshalFast encodes the session state (same layout as marshal).
 func (s *sessionState) marshalFast(b []byte) []byte {
 	b = append(b, sessionStateVersion)
@@ -132,16 +157,13 @@ func (s *sessionState) marshalFast(b []byte) []byte {
 	b = appendU32(b, s.lifetime)
 	b = appendU32(b, s.ageAdd)
 	b = append(b, s.secret[:]...)
-	if s.clientAuth {
-		b = append(b, 1)
-		b = append(b, s.leafHash[:]...)
-	} else {
-		b = append(b, 0)
+	b = append(b, s.clientFlag())
+	if s.client.presented {
+		b = append(b, s.client.leafHash[:]...)
+		b = appendU32(b, uint32(s.client.notAfter>>32))
+		b = appendU32(b, uint32(s.client.notAfter))
 	}
-	alpn := s.alpn
-	if len(alpn) > 255 {
-		alpn = ""
-	}
+	alpn := s.ticketALPN()
 	b = append(b, byte(len(alpn)))
 	return append(b, alpn...)
 }

@@ -43,9 +43,22 @@ func TestFastMarshalMatches(t *testing.T) {
 	if w, _ := cc.marshal(); !bytes.Equal(cv.marshalFast(), w) {
 		t.Fatal("CertificateVerify")
 	}
-	for _, auth := range []bool{false, true} {
-		ss := sessionState{suite: TLS_SM4_GCM_SM3, createdAt: 1<<40 + 5, lifetime: 7200, ageAdd: 9, clientAuth: auth, alpn: "h2"}
-		ss.secret[0], ss.leafHash[31] = 1, 2
+	for _, chain := range [][][]byte{nil, {bytes.Repeat([]byte{5}, 300)}, {bytes.Repeat([]byte{5}, 70000), {6}}} {
+		cm := certificateMsg{certificates: chain}
+		got, err := cm.marshalFast()
+		cc := certificateMsg{certificates: chain}
+		want, _ := cc.marshal()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Certificate of %d: %v", len(chain), err)
+		}
+		var back certificateMsg
+		if len(chain) > 0 && (!back.unmarshal(got) || len(back.certificates) != len(chain)) {
+			t.Fatal("Certificate does not parse back")
+		}
+	}
+	for _, id := range []clientIdentity{{}, {presented: true, notAfter: 1<<35 + 3}, {presented: true, verified: true, notAfter: 7}} {
+		ss := sessionState{suite: TLS_SM4_GCM_SM3, createdAt: 1<<40 + 5, lifetime: 7200, ageAdd: 9, client: id, alpn: "h2"}
+		ss.secret[0], ss.client.leafHash[31] = 1, 2
 		w, _ := ss.marshal()
 		if !bytes.Equal(ss.marshalFast(nil), w) {
 			t.Fatal("session state")

@@ -220,16 +220,35 @@ func TestMessageRoundTrip(t *testing.T) {
 }
 
 func TestSessionStateSize(t *testing.T) {
-	s := sessionState{suite: TLS_SM4_GCM_SM3, createdAt: 1, lifetime: 7200, clientAuth: true, alpn: "http/1.1"}
-	b, err := s.marshal()
-	if err != nil {
-		t.Fatal(err)
+	longest := strings.Repeat("p", maxTicketALPN)
+	for _, s := range []sessionState{
+		{suite: TLS_SM4_GCM_SM3, createdAt: 1, lifetime: 7200, alpn: "http/1.1"},
+		{suite: TLS_SM4_GCM_SM3, createdAt: 1, lifetime: 7200, alpn: "h2", client: clientIdentity{presented: true, leafHash: [32]byte{1}}},
+		{suite: TLS_SM4_CCM_SM3, createdAt: 1, lifetime: 7200, alpn: longest,
+			client: clientIdentity{presented: true, verified: true, leafHash: [32]byte{2}, notAfter: 1 << 40}},
+	} {
+		b, err := s.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s2 sessionState
+		if !s2.unmarshal(b) || s2 != s {
+			t.Fatalf("session state round trip: %+v", s2)
+		}
+		if n := len(b) + 44; n > 256 {
+			t.Fatalf("sealed ticket of %d bytes", n)
+		}
 	}
+	// A longer ALPN name is not kept (it is informational only).
+	s := sessionState{suite: TLS_SM4_GCM_SM3, lifetime: 7200, alpn: longest + "x"}
+	b, _ := s.marshal()
 	var s2 sessionState
-	if !s2.unmarshal(b) || s2 != s {
-		t.Fatal("session state round trip")
+	if !s2.unmarshal(b) || s2.alpn != "" {
+		t.Fatalf("long ALPN kept: %q", s2.alpn)
 	}
-	if n := len(b) + 44; n > 256 {
-		t.Fatalf("sealed ticket of %d bytes", n)
+	// Version 1 tickets (before the verified flag) are refused.
+	b[0] = 1
+	if s2.unmarshal(b) {
+		t.Fatal("version 1 session state accepted")
 	}
 }

@@ -11,22 +11,61 @@ import (
 )
 
 // sessionState is what a ticket carries (sealed with internal/ticket). It is
-// kept small — about 90 bytes, 134 sealed — whatever the client sent: a
-// client certificate chain is never stored in it, only the SM3 hash of the
-// client's leaf, with the verified chain kept in a bounded server-side cache
-// (GmSSL's tls13_client crashes on tickets above ~450 bytes).
+// kept small — at most 157 bytes (93 plus an ALPN name of up to 64), 201
+// sealed, under the 256-byte limit — whatever the client sent: a client
+// certificate chain is never stored in it, only what the resumed connection
+// must know about the client (clientIdentity), with the verified chain kept
+// in a bounded per-process cache (GmSSL's tls13_client crashes on tickets
+// above ~450 bytes).
 type sessionState struct {
-	suite      uint16
-	createdAt  uint64 // Unix seconds
-	lifetime   uint32 // seconds
-	ageAdd     uint32
-	secret     [hashSize]byte // the resumption PSK
-	clientAuth bool           // a client certificate was presented (and verified per policy)
-	leafHash   [hashSize]byte // SM3 of the client leaf, when clientAuth
-	alpn       string
+	suite     uint16
+	createdAt uint64 // Unix seconds
+	lifetime  uint32 // seconds
+	ageAdd    uint32
+	secret    [hashSize]byte // the resumption PSK
+	client    clientIdentity
+	alpn      string // informational; at most maxTicketALPN bytes are kept
 }
 
-const sessionStateVersion = 1
+// clientIdentity is what a session remembers of the client certificate.
+type clientIdentity struct {
+	presented bool           // a client certificate was presented
+	verified  bool           // its chain verified against ClientCAs
+	leafHash  [hashSize]byte // SM3 of the leaf's DER
+	notAfter  uint64         // the leaf's NotAfter, Unix seconds
+}
+
+// sessionStateVersion 2 added the verified flag and the leaf's NotAfter;
+// version 1 tickets are not accepted (full handshake).
+const sessionStateVersion = 2
+
+// maxTicketALPN bounds the ALPN name kept in a ticket (it is only
+// informational: ALPN is negotiated afresh on resumption).
+const maxTicketALPN = 64
+
+// Client flag byte of the encoded session state.
+const (
+	clientNone       = 0
+	clientPresented  = 1
+	clientVerifiedCA = 2
+)
+
+func (s *sessionState) ticketALPN() string {
+	if len(s.alpn) > maxTicketALPN {
+		return ""
+	}
+	return s.alpn
+}
+
+func (s *sessionState) clientFlag() uint8 {
+	switch {
+	case !s.client.presented:
+		return clientNone
+	case s.client.verified:
+		return clientVerifiedCA
+	}
+	return clientPresented
+}
 
 func (s *sessionState) marshal() ([]byte, error) {
 	var b cryptobyte.Builder
@@ -36,16 +75,12 @@ func (s *sessionState) marshal() ([]byte, error) {
 	b.AddUint32(s.lifetime)
 	b.AddUint32(s.ageAdd)
 	b.AddBytes(s.secret[:])
-	if s.clientAuth {
-		b.AddUint8(1)
-		b.AddBytes(s.leafHash[:])
-	} else {
-		b.AddUint8(0)
+	b.AddUint8(s.clientFlag())
+	if s.client.presented {
+		b.AddBytes(s.client.leafHash[:])
+		b.AddUint64(s.client.notAfter)
 	}
-	if len(s.alpn) > 255 {
-		s.alpn = ""
-	}
-	addU8Bytes(&b, []byte(s.alpn))
+	addU8Bytes(&b, []byte(s.ticketALPN()))
 	return b.Bytes()
 }
 
@@ -59,26 +94,28 @@ func (s *sessionState) unmarshal(data []byte) bool {
 		return false
 	}
 	switch flag {
-	case 0:
-	case 1:
-		s.clientAuth = true
-		if !in.CopyBytes(s.leafHash[:]) {
+	case clientNone:
+	case clientPresented, clientVerifiedCA:
+		s.client.presented, s.client.verified = true, flag == clientVerifiedCA
+		if !in.CopyBytes(s.client.leafHash[:]) || !in.ReadUint64(&s.client.notAfter) {
 			return false
 		}
 	default:
 		return false
 	}
-	if !in.ReadUint8LengthPrefixed((*cryptobyte.String)(&alpn)) || !in.Empty() {
+	if !in.ReadUint8LengthPrefixed((*cryptobyte.String)(&alpn)) || len(alpn) > maxTicketALPN || !in.Empty() {
 		return false
 	}
 	s.alpn = string(alpn)
 	return cipherSuiteByID(s.suite) != nil
 }
 
-// peerChains is the server-side cache of verified client chains, keyed by
-// the SM3 hash of the client leaf that tickets carry. On a miss (another
-// instance issued the ticket, or eviction) the resumed connection still
-// counts as client-authenticated but reports no certificates.
+// peerChains is the server-side cache of client chains, keyed by the SM3
+// hash of the client leaf that tickets carry. It only restores
+// PeerCertificates and VerifiedChains on resumption: on a miss (another
+// instance issued the ticket, a restart, or eviction) the resumed connection
+// still reports the client identity from the ticket (ConnectionState's
+// ClientCertificate, ClientVerified, ClientLeafHash) but no certificates.
 type peerChains struct {
 	certs  []*smx509.Certificate
 	chains [][]*smx509.Certificate
@@ -93,4 +130,86 @@ func unixTime(t time.Time) uint64 {
 		return 0
 	}
 	return uint64(t.Unix())
+}
+
+// TicketEventKind says what happened to a session ticket on the server.
+type TicketEventKind uint8
+
+const (
+	// TicketIssued: a NewSessionTicket was sent.
+	TicketIssued TicketEventKind = iota + 1
+	// TicketAccepted: an offered ticket was used to resume (its binder verified).
+	TicketAccepted
+	// TicketRejected: the client offered tickets but none was used; the
+	// handshake falls back to a full one, or fails for a bad binder.
+	TicketRejected
+)
+
+func (k TicketEventKind) String() string {
+	switch k {
+	case TicketIssued:
+		return "issued"
+	case TicketAccepted:
+		return "accepted"
+	case TicketRejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// Reasons of a TicketRejected event: a small fixed set, safe as a metric label.
+const (
+	// TicketReasonDisabled: tickets are disabled on this server.
+	TicketReasonDisabled = "disabled"
+	// TicketReasonPSKMode: no usable psk_key_exchange_modes (psk_ke only
+	// without AllowPSKOnly, or psk_dhe_ke without a shared group).
+	TicketReasonPSKMode = "psk_mode"
+	// TicketReasonUndecryptable: unknown or retired ticket key, a damaged or
+	// forged ticket, or one not made by this service.
+	TicketReasonUndecryptable = "undecryptable"
+	// TicketReasonMalformed: the ticket decrypted but its contents are not a
+	// session this version understands.
+	TicketReasonMalformed = "malformed"
+	// TicketReasonExpired: older than its lifetime or the configured
+	// TicketLifetime, or issued in the future.
+	TicketReasonExpired = "expired"
+	// TicketReasonAgeMismatch: the client's obfuscated ticket age is off by
+	// more than the allowed skew (RFC 8446 §8.3).
+	TicketReasonAgeMismatch = "age_mismatch"
+	// TicketReasonClientAuth: the server's ClientAuth policy is not met by
+	// the ticket's session (no certificate where one is required, or a
+	// certificate that was not verified where verification is required).
+	TicketReasonClientAuth = "client_auth_required"
+	// TicketReasonClientCertExpired: the session's verified client leaf
+	// certificate has expired since the ticket was issued.
+	TicketReasonClientCertExpired = "client_cert_expired"
+	// TicketReasonSuite: Strict mode and the ticket's suite differs from the
+	// negotiated one.
+	TicketReasonSuite = "suite_mismatch"
+	// TicketReasonBadBinder: the PSK binder did not verify; the handshake
+	// fails with decrypt_error.
+	TicketReasonBadBinder = "bad_binder"
+)
+
+// TicketEvent is passed to Config.OnTicket (server side). A handshake
+// whose ClientHello offers tickets reports exactly one TicketAccepted or
+// TicketRejected (with the reason of the first identity examined); a
+// handshake that sends a NewSessionTicket reports TicketIssued.
+type TicketEvent struct {
+	Kind TicketEventKind
+	// Reason is one of the TicketReason constants for TicketRejected, "" otherwise.
+	Reason string
+	// Stale is true for TicketAccepted when the ticket was sealed with an
+	// older ticket key than the one currently issuing (rotation).
+	Stale bool
+	// DidHRR is true when the event belongs to a handshake that sent a
+	// HelloRetryRequest.
+	DidHRR bool
+}
+
+// ticketEvent reports e to the server's OnTicket hook, if any.
+func (hs *serverHandshakeState) ticketEvent(kind TicketEventKind, reason string, stale bool) {
+	if f := hs.config.OnTicket; f != nil {
+		f(TicketEvent{Kind: kind, Reason: reason, Stale: stale, DidHRR: hs.sentHRR})
+	}
 }

@@ -212,6 +212,7 @@ func (c *Conn) connectionStateLocked() ConnectionState {
 		Version: VersionTLS13, HandshakeComplete: c.isHandshakeComplete.Load(), DidResume: c.didResume,
 		CipherSuite: c.cipherSuite, NegotiatedProtocol: c.alpn, ServerName: c.serverName, Group: c.group,
 		HelloRetry: c.didHRR, PeerCertificates: c.peerCertificates, VerifiedChains: c.verifiedChains,
+		ClientCertificate: c.client.presented, ClientVerified: c.client.verified, ClientLeafHash: c.client.leafHash,
 	}
 }
 

@@ -90,6 +90,7 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 		TicketKeys:             keys,
 		TicketLifetime:         b.sessionLifetime(),
 		Strict:                 b.site.TLS13SM != nil && b.site.TLS13SM.Strict,
+		OnTicket:               tls13smTicketObserver(b.env.Sessions),
 	}
 	switch b.site.ClientAuth.Mode {
 	case conf.ClientAuthRequest:
@@ -98,4 +99,23 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 		cfg.ClientAuth = tls13sm.RequireAndVerifyClientCert
 	}
 	return handshake.TLS13SMHandshaker(cfg), nil
+}
+
+// tls13smTicketObserver reports tls13sm ticket events to the session
+// observer under the family "tls13sm" (nil observer: no hook). The
+// rejection reason is bounded but the observer has no label for it yet.
+func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEvent) {
+	if obs == nil {
+		return nil
+	}
+	return func(e tls13sm.TicketEvent) {
+		switch e.Kind {
+		case tls13sm.TicketIssued:
+			obs.TicketIssued(handshake.FamilyTLS13SM)
+		case tls13sm.TicketAccepted:
+			obs.TicketAccepted(handshake.FamilyTLS13SM)
+		case tls13sm.TicketRejected:
+			obs.TicketRejected(handshake.FamilyTLS13SM)
+		}
+	}
 }

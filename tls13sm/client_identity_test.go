@@ -1,0 +1,161 @@
+package tls13sm
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// forgetClientChain drops a client chain from this process's cache, which
+// is what a second instance (another process sharing the ticket keys)
+// looks like to a resumed connection.
+func forgetClientChain(leafDER []byte) { clientChainCache.Delete(sm3.Sum(leafDER)) }
+
+// TestResumedClientIdentityAcrossInstances: two server instances share the
+// ticket keys and require verified client certificates. A ticket issued by
+// the first resumes on the second, which no longer has the client chain:
+// the connection still counts as client-authenticated, from the ticket.
+func TestResumedClientIdentityAcrossInstances(t *testing.T) {
+	p := loadPKI(t)
+	srvA, cliCfg := testConfigs(t)
+	srvA.ClientAuth = RequireAndVerifyClientCert
+	srvA.TicketKeys = ticket.Static(mustKeys(t, 1))
+	srvB := srvA.Clone()
+	leaf := p.client.Certificate[0]
+	wantHash := sm3.Sum(leaf)
+
+	addr, res := echoServer(t, srvA)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingClose(t, c)
+	a := <-res
+	if a.err != nil || a.state.DidResume {
+		t.Fatalf("first connection: err %v resumed %v", a.err, a.state.DidResume)
+	}
+	if !a.state.ClientCertificate || !a.state.ClientVerified || a.state.ClientLeafHash != wantHash ||
+		len(a.state.PeerCertificates) == 0 || len(a.state.VerifiedChains) == 0 {
+		t.Fatalf("full handshake client identity: %+v", a.state)
+	}
+
+	// Same process first (the chain is still cached), then as another
+	// process would see it (the chain is gone).
+	for _, cached := range []bool{true, false} {
+		if !cached {
+			forgetClientChain(leaf)
+		}
+		addr, res = echoServer(t, srvB)
+		c, err = dialTest(t, addr, cliCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pingClose(t, c)
+		b := <-res
+		if b.err != nil || !b.state.DidResume {
+			t.Fatalf("cached=%v: second instance: err %v resumed %v", cached, b.err, b.state.DidResume)
+		}
+		if !b.state.ClientCertificate || !b.state.ClientVerified || b.state.ClientLeafHash != wantHash {
+			t.Fatalf("cached=%v: resumed connection lost the client identity: %+v", cached, b.state)
+		}
+		hasChain := len(b.state.PeerCertificates) > 0 && len(b.state.VerifiedChains) > 0
+		noChain := len(b.state.PeerCertificates) == 0 && len(b.state.VerifiedChains) == 0
+		if cached && !hasChain || !cached && !noChain {
+			t.Fatalf("cached=%v: %d peer certificates, %d verified chains", cached, len(b.state.PeerCertificates), len(b.state.VerifiedChains))
+		}
+	}
+}
+
+// TestTicketClientPolicy: a session whose client certificate was not
+// verified (RequestClientCert) does not resume where verification is
+// required, and a verified one stops resuming once the client leaf expires.
+func TestTicketClientPolicy(t *testing.T) {
+	p := loadPKI(t)
+	srvCfg, cliCfg := testConfigs(t)
+	var mu sync.Mutex
+	var reasons []string
+	srvCfg.OnTicket = func(e TicketEvent) {
+		if e.Kind == TicketRejected {
+			mu.Lock()
+			reasons = append(reasons, e.Reason)
+			mu.Unlock()
+		}
+	}
+	connect := func(cfg *Config) ConnectionState {
+		t.Helper()
+		addr, res := echoServer(t, cfg)
+		c, err := dialTest(t, addr, cliCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pingClose(t, c)
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.state
+	}
+	lastReason := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reasons) == 0 {
+			return ""
+		}
+		return reasons[len(reasons)-1]
+	}
+
+	// Unverified certificate, then a server that requires verification.
+	req := srvCfg.Clone()
+	req.ClientAuth = RequestClientCert
+	if st := connect(req); !st.ClientCertificate || st.ClientVerified {
+		t.Fatalf("RequestClientCert: %+v", st)
+	}
+	if st := connect(req); !st.DidResume || !st.ClientCertificate || st.ClientVerified {
+		t.Fatalf("RequestClientCert resumed: %+v", st)
+	}
+	strict := srvCfg.Clone()
+	strict.ClientAuth = RequireAndVerifyClientCert
+	if st := connect(strict); st.DidResume || !st.ClientVerified || lastReason() != TicketReasonClientAuth {
+		t.Fatalf("unverified ticket under RequireAndVerifyClientCert: resumed %v, reason %q", st.DidResume, lastReason())
+	}
+
+	// Expiry of the verified client leaf: issue 30 minutes before its
+	// NotAfter, resume 30 minutes after (the ticket itself is still fresh).
+	notAfter := p.client.Leaf.NotAfter
+	var clockMu sync.Mutex
+	now := notAfter.Add(-30 * time.Minute)
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	exp := strict.Clone()
+	exp.Time = clock
+	cliCfg.Time, cliCfg.InsecureSkipVerify = clock, true // the server certificate is not under test
+	if st := connect(exp); !st.ClientVerified {
+		t.Fatalf("before expiry: %+v", st)
+	}
+	if st := connect(exp); !st.DidResume {
+		t.Fatal("verified ticket did not resume before the client certificate expired")
+	}
+	clockMu.Lock()
+	now = notAfter.Add(30 * time.Minute)
+	clockMu.Unlock()
+	addr, res := echoServer(t, exp)
+	// TLS 1.3: the client finishes before the server checks its
+	// certificate, so the failure shows on the server (and later reads).
+	c, err := dialTest(t, addr, cliCfg)
+	if err == nil {
+		c.Write([]byte("x"))
+		c.Read(make([]byte, 1))
+		c.Close()
+	}
+	if r := <-res; r.err == nil || r.state.DidResume {
+		t.Fatalf("expired client certificate: server error %v, resumed %v", r.err, r.state.DidResume)
+	} else {
+		wantAlert(t, r.err, AlertCertificateExpired, false)
+	}
+	if lastReason() != TicketReasonClientCertExpired {
+		t.Fatalf("reason %q, want %q", lastReason(), TicketReasonClientCertExpired)
+	}
+}
