@@ -256,6 +256,18 @@ func (c *Conn) fill(n int) error {
 	return nil
 }
 
+// readFailed records a transport read error. A timeout (a passed read
+// deadline, which net/http uses to abort its background read) is not sticky:
+// the bytes read so far stay buffered and the connection stays usable, as
+// with crypto/tls. Every other error is permanent.
+func (c *Conn) readFailed(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return err
+	}
+	return c.in.setErrorLocked(err)
+}
+
 // readRecord reads, decrypts and dispatches one record. Handshake data goes
 // to c.hand, application data to c.input. It returns an error once the
 // connection failed.
@@ -271,8 +283,7 @@ func (c *Conn) readRecord() error {
 		if err == io.EOF && !c.isHandshakeComplete.Load() {
 			err = io.ErrUnexpectedEOF
 		}
-		c.in.setErrorLocked(err)
-		return err
+		return c.readFailed(err)
 	}
 	hdr := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen]
 	typ := hdr[0]
@@ -287,8 +298,7 @@ func (c *Conn) readRecord() error {
 		return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "record of %d bytes", n))
 	}
 	if err := c.fill(recordHeaderLen + n); err != nil {
-		c.in.setErrorLocked(err)
-		return err
+		return c.readFailed(err)
 	}
 	record := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen+n]
 	c.rawStart += recordHeaderLen + n
