@@ -24,7 +24,7 @@ func TLS13SMHandshaker(cfg *tls13sm.Config) Handshaker {
 			Resumed:          cs.DidResume,
 			SNI:              cs.ServerName,
 			ALPN:             cs.NegotiatedProtocol,
-			ClientAuth:       len(cs.VerifiedChains) > 0,
+			ClientAuth:       len(cs.VerifiedChains) > 0 || cs.ClientVerified,
 			PeerCertificates: cs.PeerCertificates,
 		}
 		return &Established{Conn: c, State: st, Stats: func() (uint64, uint64, uint64, uint64) {
