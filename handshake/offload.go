@@ -25,9 +25,10 @@ import (
 // key (a remote key server client, a hardware module); Wrap accepts such a
 // key too and then only bounds and measures the calls.
 type Offload struct {
-	jobs chan *keyJob
-	obs  KeyOpObserver
-	wait bool
+	jobs    chan *keyJob
+	obs     KeyOpObserver
+	wait    bool
+	workers int
 
 	mu     sync.RWMutex
 	closed bool
@@ -70,7 +71,7 @@ func NewOffload(cfg OffloadConfig, obs KeyOpObserver) *Offload {
 	if cfg.Queue <= 0 {
 		cfg.Queue = 4096
 	}
-	o := &Offload{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull}
+	o := &Offload{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers}
 	o.wg.Add(cfg.Workers)
 	for i := 0; i < cfg.Workers; i++ {
 		go o.worker()
@@ -106,6 +107,12 @@ func (o *Offload) Close() {
 	o.mu.Unlock()
 	o.wg.Wait()
 }
+
+// Workers returns the number of worker goroutines.
+func (o *Offload) Workers() int { return o.workers }
+
+// QueueCap returns the bound of the queue.
+func (o *Offload) QueueCap() int { return cap(o.jobs) }
 
 // QueueLen returns the number of operations waiting for a worker.
 func (o *Offload) QueueLen() int { return len(o.jobs) }

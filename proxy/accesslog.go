@@ -345,9 +345,7 @@ func (l *AccessLog) fillTLS(e *LogEntry, ci *connInfo) {
 	if first {
 		e.HandshakeTime = st.HandshakeDuration
 	}
-	if len(st.PeerCertificates) > 0 && st.PeerCertificates[0] != nil {
-		e.ClientSubject = st.PeerCertificates[0].Subject.String()
-	}
+	e.ClientSubject = ci.tls().subject
 }
 
 func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, in, out int64, d time.Duration) {

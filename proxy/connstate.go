@@ -2,29 +2,130 @@ package proxy
 
 import (
 	"context"
+	"encoding/pem"
 	"net"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
 	"sync/atomic"
+
+	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/handshake"
 )
 
 // connInfo is what the proxy keeps per client connection in the request
-// context: the handshake state and whether a request was already logged
-// (the handshake time is reported on the first request only).
+// context: the handshake state, whether a request was already logged (the
+// handshake time is reported on the first request only), the TLS and
+// client-certificate header values (computed once per connection), and
+// the client trace that tells the retry logic whether an HTTP/1 request's
+// headers reached the backend.
 type connInfo struct {
 	state     handshake.ConnState
 	hasState  bool
 	requested atomic.Bool
+
+	// wrote is set by trace.WroteHeaders. The connection context carries
+	// trace, so every request of the connection reports into wrote; only
+	// HTTP/1 requests use it (they run one at a time per connection),
+	// HTTP/2 streams get a per-request trace instead.
+	wrote atomic.Bool
+	trace httptrace.ClientTrace
+
+	tlsOnce sync.Once
+	tlsVals tlsValues
+	pemOnce sync.Once
+	pemVal  []string
+}
+
+// tlsValues are the header values derived from the handshake state. The
+// slices have len == cap == 1 and are shared by every request of the
+// connection: they are put into header maps but never written through
+// (an append copies them).
+type tlsValues struct {
+	protocol, cipher, reused []string
+	verify                   []string
+	subjectDN, issuerDN      []string
+	serial                   []string
+	subject                  string // client certificate subject DN, "" without one
+}
+
+var (
+	reusedYes    = []string{"r"}
+	reusedNo     = []string{"."}
+	verifyNone   = []string{"NONE"}
+	verifyOK     = []string{"SUCCESS"}
+	verifyFailed = []string{"FAILED"}
+)
+
+func one(s string) []string { return []string{s} }
+
+func (ci *connInfo) computeTLS() {
+	st, v := &ci.state, &ci.tlsVals
+	v.protocol, v.cipher = one(st.Protocol), one(st.Cipher)
+	v.reused = reusedNo
+	if st.Resumed {
+		v.reused = reusedYes
+	}
+	c := ci.peerCert()
+	switch {
+	case c == nil:
+		v.verify = verifyNone
+		return
+	case st.ClientAuth:
+		v.verify = verifyOK
+	default:
+		v.verify = verifyFailed
+	}
+	v.subject = c.Subject.String()
+	v.subjectDN, v.issuerDN = one(v.subject), one(c.Issuer.String())
+	if c.SerialNumber != nil {
+		v.serial = one(strings.ToUpper(c.SerialNumber.Text(16)))
+	}
+}
+
+func (ci *connInfo) computePEM() {
+	if c := ci.peerCert(); c != nil {
+		b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+		ci.pemVal = one(strings.ReplaceAll(url.QueryEscape(string(b)), "+", "%20"))
+	}
+}
+
+func (ci *connInfo) peerCert() *smx509.Certificate {
+	if len(ci.state.PeerCertificates) == 0 {
+		return nil
+	}
+	return ci.state.PeerCertificates[0] // may be nil
+}
+
+// tls returns the connection's TLS header values (hasState must be true).
+func (ci *connInfo) tls() *tlsValues {
+	ci.tlsOnce.Do(ci.computeTLS)
+	return &ci.tlsVals
+}
+
+// certPEM returns the URL-escaped PEM of the client certificate, or nil.
+func (ci *connInfo) certPEM() []string {
+	ci.pemOnce.Do(ci.computePEM)
+	return ci.pemVal
 }
 
 type connInfoKey struct{}
+
+// newConnContext attaches ci and its client trace to a connection context.
+func newConnContext(ctx context.Context, ci *connInfo) context.Context {
+	ci.trace.WroteHeaders = func() { ci.wrote.Store(true) }
+	ctx = context.WithValue(ctx, connInfoKey{}, ci)
+	return httptrace.WithClientTrace(ctx, &ci.trace)
+}
 
 // WithConnState returns a context carrying the handshake state of a
 // connection. The daemon calls it from http.Server.ConnContext (see
 // ConnContext); the proxy reads it for forwarded/TLS headers and the access
 // log.
 func WithConnState(ctx context.Context, st handshake.ConnState) context.Context {
-	return context.WithValue(ctx, connInfoKey{}, &connInfo{state: st, hasState: true})
+	return newConnContext(ctx, &connInfo{state: st, hasState: true})
 }
 
 // ConnStateFrom returns the handshake state stored by WithConnState.
@@ -43,7 +144,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if sc, ok := c.(handshake.StateConn); ok {
 		return WithConnState(ctx, sc.ConnState())
 	}
-	return context.WithValue(ctx, connInfoKey{}, &connInfo{})
+	return newConnContext(ctx, &connInfo{})
 }
 
 func connInfoFrom(ctx context.Context) *connInfo {

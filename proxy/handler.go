@@ -1,17 +1,13 @@
 package proxy
 
 import (
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gmproxy/gmproxy/handshake"
 )
 
 // Header names set by the proxy. Incoming copies are always removed so that
@@ -82,7 +78,15 @@ type route struct {
 
 type headerOps struct {
 	remove   []string
-	set, add [][2]string
+	set, add []headerKV
+}
+
+// headerKV is a canonical key and its value as a one-element slice with
+// len == cap, shared by every request: header maps hold it but nobody
+// writes through it (appending copies).
+type headerKV struct {
+	key string
+	val []string
 }
 
 func compileHeaderOps(o HeaderOps) headerOps {
@@ -91,10 +95,10 @@ func compileHeaderOps(o HeaderOps) headerOps {
 		h.remove = append(h.remove, http.CanonicalHeaderKey(k))
 	}
 	for k, v := range o.Set {
-		h.set = append(h.set, [2]string{http.CanonicalHeaderKey(k), v})
+		h.set = append(h.set, headerKV{http.CanonicalHeaderKey(k), []string{v}})
 	}
 	for k, v := range o.Add {
-		h.add = append(h.add, [2]string{http.CanonicalHeaderKey(k), v})
+		h.add = append(h.add, headerKV{http.CanonicalHeaderKey(k), []string{v}})
 	}
 	return h
 }
@@ -104,10 +108,14 @@ func (o *headerOps) apply(h http.Header) {
 		delete(h, k)
 	}
 	for _, kv := range o.set {
-		h[kv[0]] = []string{kv[1]}
+		h[kv.key] = kv.val
 	}
 	for _, kv := range o.add {
-		h[kv[0]] = append(h[kv[0]], kv[1])
+		if old := h[kv.key]; len(old) > 0 {
+			h[kv.key] = append(old, kv.val[0])
+		} else {
+			h[kv.key] = kv.val
+		}
 	}
 }
 
@@ -472,7 +480,7 @@ func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *
 		setHeader(h, HeaderForwardedHost, r.Host, vals[3:4:4])
 	}
 	if ci != nil && ci.hasState && (s.tlsInfo || s.certHdr) {
-		s.setTLSHeaders(h, &ci.state)
+		s.setTLSHeaders(h, ci)
 	}
 	return real
 }
@@ -488,36 +496,28 @@ func setHeader(h http.Header, k, v string, store []string) {
 	h[k] = store
 }
 
-func (s *site) setTLSHeaders(h http.Header, st *handshake.ConnState) {
+// setTLSHeaders sets the TLS information and client-certificate headers
+// from the connection's precomputed values (no per-request work).
+func (s *site) setTLSHeaders(h http.Header, ci *connInfo) {
+	v := ci.tls()
 	if s.tlsInfo {
-		h[HeaderSSLProtocol] = []string{st.Protocol}
-		h[HeaderSSLCipher] = []string{st.Cipher}
-		reused := "."
-		if st.Resumed {
-			reused = "r"
-		}
-		h[HeaderSSLReused] = []string{reused}
+		h[HeaderSSLProtocol] = v.protocol
+		h[HeaderSSLCipher] = v.cipher
+		h[HeaderSSLReused] = v.reused
 	}
 	if !s.certHdr {
 		return
 	}
-	switch {
-	case len(st.PeerCertificates) == 0 || st.PeerCertificates[0] == nil:
-		h[HeaderClientVerify] = []string{"NONE"}
-		return
-	case st.ClientAuth:
-		h[HeaderClientVerify] = []string{"SUCCESS"}
-	default:
-		h[HeaderClientVerify] = []string{"FAILED"}
+	h[HeaderClientVerify] = v.verify
+	if v.subjectDN == nil {
+		return // no client certificate
 	}
-	c := st.PeerCertificates[0]
-	h[HeaderClientSDN] = []string{c.Subject.String()}
-	h[HeaderClientIDN] = []string{c.Issuer.String()}
-	if c.SerialNumber != nil {
-		h[HeaderClientSerial] = []string{strings.ToUpper(c.SerialNumber.Text(16))}
+	h[HeaderClientSDN] = v.subjectDN
+	h[HeaderClientIDN] = v.issuerDN
+	if v.serial != nil {
+		h[HeaderClientSerial] = v.serial
 	}
 	if s.certPEM {
-		b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-		h[HeaderClientCert] = []string{strings.ReplaceAll(url.QueryEscape(string(b)), "+", "%20")}
+		h[HeaderClientCert] = ci.certPEM()
 	}
 }

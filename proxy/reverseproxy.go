@@ -128,16 +128,38 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// Shared header values (len == cap, never written through).
+var (
+	teTrailers  = []string{"trailers"}
+	connUpgrade = []string{"Upgrade"}
+)
+
 func removeHopByHop(h http.Header) {
 	for _, f := range h["Connection"] {
 		for sf := range strings.SplitSeq(f, ",") {
 			if sf = strings.TrimSpace(sf); sf != "" {
-				delete(h, http.CanonicalHeaderKey(sf))
+				deleteFold(h, sf)
 			}
 		}
 	}
 	for _, k := range hopHeaders {
 		delete(h, k)
+	}
+}
+
+// deleteFold deletes the field named by a Connection option. For a valid
+// token that is the key equal to it ignoring case (the key
+// http.CanonicalHeaderKey would give, found without building it); other
+// strings go through CanonicalHeaderKey, which returns them unchanged.
+func deleteFold(h http.Header, name string) {
+	if !httpguts.ValidHeaderFieldName(name) {
+		delete(h, http.CanonicalHeaderKey(name))
+		return
+	}
+	for k := range h {
+		if len(k) == len(name) && strings.EqualFold(k, name) {
+			delete(h, k)
+		}
 	}
 }
 
@@ -166,7 +188,6 @@ func isTimeout(err error) bool {
 
 // forward proxies r to the route's upstream with retries.
 func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
-	u := rt.up
 	ctx := r.Context()
 	if rt.maxBody > 0 && r.ContentLength > rt.maxBody {
 		s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
@@ -179,55 +200,57 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		return
 	}
 
-	h := r.Header // the inbound request is ours; edit its header in place
-	upType := upgradeType(h)
-	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
-	removeHopByHop(h)
-	if keepTE {
-		h["Te"] = []string{"trailers"}
-	}
-	if upType != "" {
-		h["Connection"] = []string{"Upgrade"}
-		h["Upgrade"] = []string{upType}
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = nil // do not let the transport add Go's
-	}
-	clientIP := s.setForwarded(h, r, rs.ci, &rs.hdrVals)
-	rt.reqOps.apply(h)
-
-	rs.url = *r.URL
-	rs.url.Scheme = u.scheme
-	if rt.strip != "" && strings.HasPrefix(rs.url.Path, rt.strip) {
-		rs.url.Path = "/" + strings.TrimLeft(rs.url.Path[len(rt.strip):], "/")
-		rs.url.RawPath = ""
-	}
+	clientIP, upType := s.prepareRequest(rs, r, rt)
 
 	var body *reqBody
 	var inBody io.ReadCloser = r.Body
-	if rt.maxBody > 0 && inBody != nil && inBody != http.NoBody {
+	noBody := inBody == nil || inBody == http.NoBody
+	if rt.maxBody > 0 && !noBody {
 		inBody = http.MaxBytesReader(&rs.w, inBody, rt.maxBody)
 	}
-	needTrace := !(rt.retryIdem && idempotent(r.Method))
+	// wrote tells whether an attempt's headers reached the backend; nil
+	// when the route retries idempotent requests anyway. HTTP/1 requests
+	// use the trace that ConnContext put into the connection context (one
+	// request at a time per connection); others get a per-request one.
+	var wrote *atomic.Bool
 	actx := ctx
-	if needTrace {
-		actx = httptrace.WithClientTrace(ctx, rs.trace.t)
+	connTrace := r.ProtoMajor == 1 && rs.ci != nil
+	if !(rt.retryIdem && idempotent(r.Method)) {
+		if connTrace {
+			wrote = &rs.ci.wrote
+		} else {
+			wrote = rs.trace.wrote
+			actx = httptrace.WithClientTrace(ctx, rs.trace.t)
+		}
 	}
-	outreq := r.WithContext(actx)
-	outreq.URL = &rs.url
-	outreq.RequestURI = ""
-	outreq.Close = false
-	if r.ContentLength == 0 || inBody == nil || inBody == http.NoBody {
-		outreq.Body = nil // lets the transport retry on stale keep-alive connections
+	var outreq *http.Request
+	if connTrace && noBody && !r.Close && rt.host == hostPass {
+		// The common case (HTTP/1 request without body, Host passed
+		// through): the inbound request is ours and already has what
+		// the transport needs except the URL, so it goes out as is,
+		// without a copy. RequestURI stays for the access log; clients
+		// (http.Client) reject it, transports ignore it. A nil Body
+		// (not NoBody) spares the transport its body-copy path; the
+		// server only type-checks r.Body for its own body types.
+		outreq = r
+		outreq.Body = nil
 	} else {
-		body = &reqBody{rc: inBody}
-		outreq.Body = body
+		outreq = r.WithContext(actx)
+		outreq.RequestURI = ""
+		outreq.Close = false
+		if r.ContentLength == 0 || noBody {
+			outreq.Body = nil // lets the transport retry on stale keep-alive connections
+		} else {
+			body = &reqBody{rc: inBody}
+			outreq.Body = body
+		}
+		if rt.host == hostFixed {
+			outreq.Host = rt.hostValue
+		}
 	}
-	if rt.host == hostFixed {
-		outreq.Host = rt.hostValue
-	}
+	outreq.URL = &rs.url
 
-	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, needTrace)
+	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if body != nil {
 		defer func() { rs.bytesIn = body.n.Load() }()
 	}
@@ -237,11 +260,55 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 }
 
+// prepareRequest edits the inbound request's header in place for the
+// backend (hop-by-hop, forwarded and TLS headers, the route's edits) and
+// fills rs.url. It returns the client IP for balancing and the Upgrade
+// protocol requested, if any. It allocates nothing in the common case
+// (TestOwnPathAllocs).
+func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientIP, upType string) {
+	h := r.Header // the inbound request is ours; edit its header in place
+	upType = upgradeType(h)
+	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
+	removeHopByHop(h)
+	if keepTE {
+		h["Te"] = teTrailers
+	}
+	if upType != "" {
+		h["Connection"] = connUpgrade
+		h["Upgrade"] = []string{upType}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil // do not let the transport add Go's
+	}
+	clientIP = s.setForwarded(h, r, rs.ci, &rs.hdrVals)
+	rt.reqOps.apply(h)
+
+	rs.url = *r.URL
+	rs.url.Scheme = rt.up.scheme
+	if rt.strip != "" && strings.HasPrefix(rs.url.Path, rt.strip) {
+		rs.url.Path = stripPrefix(rs.url.Path, rt.strip)
+		rs.url.RawPath = ""
+	}
+	return clientIP, upType
+}
+
+// stripPrefix removes prefix from path and returns the rest with exactly
+// one leading slash ("/api/v1" minus "/api" is "/v1", "/api//v1" gives
+// "/v1", "/apiv1" gives "/v1"), as a substring of path when it can be.
+func stripPrefix(path, prefix string) string {
+	rest := path[len(prefix):]
+	trimmed := strings.TrimLeft(rest, "/")
+	if n := len(rest) - len(trimmed); n > 0 {
+		return rest[n-1:]
+	}
+	return "/" + trimmed
+}
+
 // roundTrip sends outreq to a target of the route's upstream, retrying on
 // other targets where that is safe. On success the chosen target's
 // in-flight count stays raised (the caller lowers it when the response is
 // done); on failure the error response is written and res is nil.
-func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.Request, clientIP string, body *reqBody, needTrace bool) (*http.Response, *Target) {
+func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.Request, clientIP string, body *reqBody, wrote *atomic.Bool) (*http.Response, *Target) {
 	u := rt.up
 	ctx := r.Context()
 	tried := rs.tried[:0]
@@ -261,7 +328,9 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		if rt.host == hostUpstream {
 			outreq.Host = t.Addr
 		}
-		rs.trace.wrote.Store(false)
+		if wrote != nil {
+			wrote.Store(false)
+		}
 		t.inflight.Add(1)
 		ustart := time.Now()
 		tr := u.transport
@@ -289,7 +358,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		isDial := errors.As(err, &de)
 		u.fail(t, err.Error())
 		bodyUntouched := body == nil || body.n.Load() == 0
-		retry := bodyUntouched && (isDial || (needTrace && !rs.trace.wrote.Load()) || (rt.retryIdem && idempotent(r.Method)))
+		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)))
 		if !retry || attempt >= u.tries || (u.tryDur > 0 && time.Since(rs.start) >= u.tryDur) {
 			break
 		}
@@ -311,18 +380,11 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// handleResponse copies the backend's response to the client.
-func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Target, res *http.Response, upType string) {
-	u := rt.up
-	if res.StatusCode == http.StatusSwitchingProtocols {
-		s.handleUpgrade(rs, r, rt, res, upType)
-		return
-	}
-	if len(u.passive.UnhealthyStatus) > 0 && u.unhealthyStatus(res.StatusCode) {
-		u.fail(t, "status "+res.Status)
-	}
+// copyResponseHeader copies the backend's response header (minus
+// hop-by-hop fields) to dst, announces its trailers and applies the route's
+// response edits. It returns the announced trailer names.
+func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announced []string) {
 	removeHopByHop(res.Header)
-	dst := rs.w.Header()
 	for k, vv := range res.Header {
 		if old, ok := dst[k]; ok {
 			dst[k] = append(old, vv...)
@@ -330,7 +392,6 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 			dst[k] = vv
 		}
 	}
-	var announced []string
 	if n := len(res.Trailer); n > 0 {
 		announced = make([]string, 0, n)
 		for k := range res.Trailer {
@@ -341,6 +402,21 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if !rt.resOps.empty() {
 		rt.resOps.apply(dst)
 	}
+	return announced
+}
+
+// handleResponse copies the backend's response to the client.
+func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Target, res *http.Response, upType string) {
+	u := rt.up
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		s.handleUpgrade(rs, r, rt, res, upType)
+		return
+	}
+	if len(u.passive.UnhealthyStatus) > 0 && u.unhealthyStatus(res.StatusCode) {
+		u.fail(t, "status "+res.Status)
+	}
+	dst := rs.w.Header()
+	announced := copyResponseHeader(dst, res, rt)
 	rs.w.WriteHeader(res.StatusCode)
 	fi := flushInterval(res, rt)
 	if fi < 0 || len(announced) > 0 {

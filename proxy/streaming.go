@@ -209,7 +209,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	outreq.Body = nil
 	outreq.ContentLength = 0
 	outreq.Proto, outreq.ProtoMajor, outreq.ProtoMinor = "HTTP/1.1", 1, 1
-	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, nil, false)
+	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, nil, nil)
 	if res == nil {
 		return
 	}

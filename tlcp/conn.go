@@ -638,6 +638,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	}
 	c.handshakeErr = err
 	c.hand = nil
+	c.releaseInput() // give the big input buffer back unless data is pending
 	if cb := c.config.OnHandshake; cb != nil {
 		cb(c.handshakeResult(err, time.Since(start)))
 	}

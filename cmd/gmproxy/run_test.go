@@ -2,12 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,6 +110,7 @@ func TestEmbeddedDefault(t *testing.T) {
 		t.Errorf("instructions missing:\n%s", out)
 	}
 	ca := filepath.Join(dir, devpki.FileCACert)
+	followInstructions(t, r.stdout.String())
 	for _, tc := range []struct{ flag, ca, want string }{
 		{"-ntls", ca, "protocol: NTLSv1.1\ncipher: ECC-SM2-SM4-GCM-SM3\n"},
 		{"-tls13sm", ca, "protocol: TLSv1.3-SM\ncipher: TLS_SM4_GCM_SM3\n"},
@@ -274,5 +284,415 @@ access_log: {path: %q, format: combined}
 	old, _ := os.ReadFile(logFile + ".1")
 	if !strings.Contains(string(now), "/after") || strings.Contains(string(now), "/before") || !strings.Contains(string(old), "/before") {
 		t.Errorf("after rotation:\nnew: %s\nold: %s", now, old)
+	}
+}
+
+// checkLines returns the problem lines `gmproxy check -c file` prints.
+func checkLines(t *testing.T, file string) []string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := checkMain([]string{"-c", file}, &out, &errb); code == 0 {
+		t.Fatalf("check accepted %s", file)
+	}
+	var lines []string
+	for _, l := range strings.Split(errb.String(), "\n") {
+		if strings.HasPrefix(l, file+":") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) < 2 {
+		t.Fatalf("want several problems from check, got:\n%s", errb.String())
+	}
+	return lines
+}
+
+// brokenConfig has several problems at known places.
+const brokenConfig = "listeners: [{address: 127.0.0.1:0}]\nsites: [{name: s, routes: [{upstream: nowhere}]}]\nbogus_key: 1\n"
+
+// TestRunConfigErrors: `gmproxy run -c FILE` with a broken file prints every
+// problem as `gmproxy check` does (file:line:column), starts nothing and
+// exits non-zero; a missing file is reported with its name.
+func TestRunConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(file, []byte(brokenConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := checkLines(t, file)
+	pos := regexp.MustCompile(`^` + regexp.QuoteMeta(file) + `:\d+:\d+: error: `)
+	var out, errb syncBuffer
+	code := runMain([]string{"-c", file}, &out, &errb, make(chan os.Signal), &runHooks{ready: func(*daemon.Daemon, string, string) {
+		t.Error("the daemon started with a broken configuration")
+	}})
+	if code == 0 {
+		t.Fatal("run exited 0 with a broken configuration")
+	}
+	got := errb.String()
+	for _, l := range want {
+		if !strings.Contains(got, l+"\n") {
+			t.Errorf("run does not print the problem\n  %s\ngot:\n%s", l, got)
+		}
+	}
+	n := 0
+	for _, l := range strings.Split(got, "\n") {
+		if pos.MatchString(l) {
+			n++
+		}
+	}
+	if n < 2 {
+		t.Errorf("want every error as file:line:column, got:\n%s", got)
+	}
+	if !strings.Contains(got, "nothing started") {
+		t.Errorf("no summary line:\n%s", got)
+	}
+
+	missing := filepath.Join(dir, "missing.yaml")
+	errb = syncBuffer{}
+	if code := runMain([]string{"-c", missing}, &out, &errb, make(chan os.Signal), nil); code == 0 || !strings.Contains(errb.String(), missing) {
+		t.Errorf("missing file: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// metricValue returns the value of the sample series (name with labels) in
+// a Prometheus text exposition, 0 when absent.
+func metricValue(t *testing.T, admin, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// logProblems returns the "problem" fields of the JSON log lines in s.
+func logProblems(t *testing.T, s string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "{") {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if p, ok := rec["problem"].(string); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestRunReloadResult: a SIGHUP (or admin POST /reload) with a broken file
+// logs every problem as file:line:column, keeps the running configuration,
+// and counts gmproxy_config_reloads_total{result="failure"}; a good file is
+// applied and counted as success.
+func TestRunReloadResult(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	write := func(body string) {
+		cfg := fmt.Sprintf(`listeners: [{address: 127.0.0.1:0}]
+sites:
+  - name: s
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes: [{path_prefix: /, respond: {body: %q}}]
+admin: {address: 127.0.0.1:0}
+access_log: {path: "off"}
+`, body)
+		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("v1")
+	r := startRun(t, "-c", file, "-log-format", "json")
+	ca := filepath.Join(dir, devpki.FileCACert)
+	check := func(want string) {
+		t.Helper()
+		if out, _ := getOut(t, "-ntls", "-CAfile", ca, "-connect", r.addr, "-q", "https://localhost/"); out != want {
+			t.Errorf("served %q, want %q", out, want)
+		}
+	}
+	check("v1")
+	const ok, fail = `gmproxy_config_reloads_total{result="success"}`, `gmproxy_config_reloads_total{result="failure"}`
+	ok0, fail0 := metricValue(t, r.admin, ok), metricValue(t, r.admin, fail)
+
+	if err := os.WriteFile(file, []byte(brokenConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := checkLines(t, file)
+	r.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return strings.Contains(r.stderr.String(), "reload refused") })
+	waitFor(t, func() bool { return len(logProblems(t, r.stderr.String())) >= len(want) })
+	got := logProblems(t, r.stderr.String())
+	for _, l := range want {
+		if !slices.Contains(got, l) {
+			t.Errorf("reload log lacks the problem\n  %s\nlogged: %q", l, got)
+		}
+	}
+	check("v1")
+	waitFor(t, func() bool { return metricValue(t, r.admin, fail) == fail0+1 })
+	if v := metricValue(t, r.admin, "gmproxy_config_last_reload_successful"); v != 0 {
+		t.Errorf("last_reload_successful = %v after a refused reload", v)
+	}
+
+	// The admin endpoint answers the problems too.
+	resp, err := http.Post("http://"+r.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), want[0]) {
+		t.Errorf("admin reload of a broken file: %d %s", resp.StatusCode, body)
+	}
+	if v := metricValue(t, r.admin, fail); v != fail0+2 {
+		t.Errorf("failures counted: %v, want %v", v, fail0+2)
+	}
+
+	write("v2")
+	r.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return strings.Contains(r.stderr.String(), "reload succeeded") })
+	check("v2")
+	if v := metricValue(t, r.admin, ok); v != ok0+1 {
+		t.Errorf("successes counted: %v, want %v", v, ok0+1)
+	}
+	if v := metricValue(t, r.admin, "gmproxy_config_last_reload_successful"); v != 1 {
+		t.Errorf("last_reload_successful = %v after a good reload", v)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// TestRunGracefulShutdown: SIGTERM stops accepting, lets an in-flight
+// request finish and exits 0; when the grace period ends first, the exit
+// status is non-zero.
+func TestRunGracefulShutdown(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, "slow done\n")
+	}))
+	defer backend.Close()
+	defer close(release)
+	ca := filepath.Join(dir, devpki.FileCACert)
+	for _, tc := range []struct {
+		grace   string
+		drained bool
+	}{{"30s", true}, {"200ms", false}} {
+		t.Run(tc.grace, func(t *testing.T) {
+			file := filepath.Join(dir, "gmproxy.yaml")
+			cfg := fmt.Sprintf(`listeners: [{address: 127.0.0.1:0}]
+sites:
+  - name: s
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes: [{path_prefix: /, upstream: app}]
+upstreams: [{name: app, targets: [%s]}]
+shutdown_grace: %s
+admin: {address: "off"}
+access_log: {path: "off"}
+`, backend.Listener.Addr().String(), tc.grace)
+			if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := startRun(t, "-c", file)
+			type result struct {
+				code int
+				out  string
+			}
+			res := make(chan result, 1)
+			go func() {
+				var out, errb bytes.Buffer
+				code := runGet([]string{"-ntls", "-CAfile", ca, "-connect", r.addr, "-q", "https://localhost/slow"}, &out, &errb)
+				res <- result{code, out.String()}
+			}()
+			<-started
+			r.sigs <- syscall.SIGTERM
+			for i := 0; ; i++ { // new connections are refused
+				c, err := net.DialTimeout("tcp", r.addr, 5*time.Second)
+				if err != nil {
+					break
+				}
+				c.Close()
+				if i > 1000 {
+					t.Fatal("still accepting after SIGTERM")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			var code int
+			if tc.drained {
+				release <- struct{}{}
+				if got := <-res; got.code != 0 || got.out != "slow done\n" {
+					t.Errorf("in-flight request: exit %d, %q", got.code, got.out)
+				}
+				code = <-r.exit
+				if code != 0 {
+					t.Errorf("exit %d after a drained shutdown\n%s", code, r.stderr.String())
+				}
+				if !strings.Contains(r.stderr.String(), "shutdown complete") {
+					t.Errorf("no completion log:\n%s", r.stderr.String())
+				}
+			} else {
+				code = <-r.exit
+				if code == 0 {
+					t.Errorf("exit 0 although a request was cut at the end of the grace period")
+				}
+				if got := <-res; got.code == 0 {
+					t.Errorf("the cut request succeeded: %q", got.out)
+				}
+				release <- struct{}{} // let the backend handler return
+			}
+		})
+	}
+}
+
+// followInstructions runs the commands the development setup printed,
+// exactly as printed: gmproxy's own client (`go run ./cmd/gmproxy get ...`,
+// run in-process), curl (done with crypto/tls and the named CA file) and
+// Tongsuo's s_client (when GMPROXY_TONGSUO_BIN is set).
+func followInstructions(t *testing.T, out string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "go run ./cmd/gmproxy get "):
+			args := strings.Fields(strings.TrimPrefix(line, "go run ./cmd/gmproxy get "))
+			var o, e bytes.Buffer
+			if code := runGet(args, &o, &e); code != 0 {
+				t.Errorf("printed command %q: exit %d: %s", line, code, e.String())
+				continue
+			}
+			want := map[string]string{"-ntls": "protocol: NTLSv1.1\n", "-tls13sm": "protocol: TLSv1.3-SM\n"}[args[0]]
+			if want == "" || !strings.Contains(o.String(), want) {
+				t.Errorf("printed command %q answered %q", line, o.String())
+			}
+			seen[args[0]] = true
+		case strings.HasPrefix(line, "curl "):
+			f := strings.Fields(line)
+			if len(f) != 4 || f[1] != "--cacert" {
+				t.Errorf("unexpected curl line %q", line)
+				continue
+			}
+			pem, err := os.ReadFile(f[2])
+			if err != nil {
+				t.Errorf("curl line names %s: %v", f[2], err)
+				continue
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				t.Errorf("%s holds no certificate", f[2])
+			}
+			c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			resp, err := c.Get(f[3])
+			if err != nil {
+				t.Errorf("curl line %q: %v", line, err)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "protocol: TLSv1.") {
+				t.Errorf("curl line %q: %d %q", line, resp.StatusCode, body)
+			}
+			seen["curl"] = true
+		case strings.Contains(line, "s_client -enable_ntls -ntls"):
+			seen["tongsuo"] = true
+			bin := os.Getenv("GMPROXY_TONGSUO_BIN")
+			if bin == "" {
+				t.Log("GMPROXY_TONGSUO_BIN not set: the printed Tongsuo command is not run")
+				continue
+			}
+			cmd := strings.Replace(line, "openssl s_client", bin+" s_client", 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			o, err := exec.CommandContext(ctx, "sh", "-c", cmd).CombinedOutput()
+			cancel()
+			if err != nil || !strings.Contains(string(o), "protocol: NTLSv1.1") {
+				t.Errorf("printed Tongsuo command %q: %v\n%s", cmd, err, o)
+			}
+		}
+	}
+	for _, k := range []string{"-ntls", "-tls13sm", "curl", "tongsuo"} {
+		if !seen[k] {
+			t.Errorf("the instructions lack the %s command:\n%s", k, out)
+		}
+	}
+}
+
+// TestRunReloadCertificates: certificates renewed in place (same file
+// names, new contents) are served to new handshakes after SIGHUP, without a
+// restart, for TLCP and TLS 1.3-SM.
+func TestRunReloadCertificates(t *testing.T) {
+	dir, next := t.TempDir(), t.TempDir()
+	for _, d := range []string{dir, next} {
+		if _, err := devpki.LoadOrCreate(d, devpki.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	cfg := `listeners: [{address: 127.0.0.1:0}]
+sites:
+  - name: s
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    tls13sm: {cert: server_sign.crt, key: server_sign.key}
+    routes: [{path_prefix: /, respond: {body: "ok"}}]
+admin: {address: "off"}
+access_log: {path: "off"}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "-c", file)
+	oldCA, newCA := filepath.Join(dir, devpki.FileCACert), filepath.Join(next, devpki.FileCACert)
+	try := func(flag, ca string) int {
+		var out, errb bytes.Buffer
+		return runGet([]string{flag, "-CAfile", ca, "-connect", r.addr, "-q", "https://localhost/"}, &out, &errb)
+	}
+	for _, flag := range []string{"-ntls", "-tls13sm"} {
+		if try(flag, oldCA) != 0 || try(flag, newCA) == 0 {
+			t.Fatalf("%s: before renewal the old CA must verify and the new one not", flag)
+		}
+	}
+	// Renew in place: the next PKI's server certificates and keys.
+	for _, f := range []string{devpki.FileServerSignCert, devpki.FileServerSignKey, devpki.FileServerEncCert, devpki.FileServerEncKey} {
+		b, err := os.ReadFile(filepath.Join(next, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return strings.Contains(r.stderr.String(), "reload succeeded") })
+	for _, flag := range []string{"-ntls", "-tls13sm"} {
+		if try(flag, newCA) != 0 {
+			t.Errorf("%s: the renewed certificate is not served after SIGHUP", flag)
+		}
+		if try(flag, oldCA) == 0 {
+			t.Errorf("%s: the old certificate is still served after SIGHUP", flag)
+		}
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 }

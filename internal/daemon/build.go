@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/handshake"
@@ -28,21 +29,88 @@ type Env struct {
 	// (replaces conf's access_log.path; tests).
 	AccessLog any
 
-	mu      sync.Mutex
-	offload *handshake.Offload
+	mu sync.Mutex
+	// engine is the private-key engine of the latest build; retired ones
+	// (after a reload changed offload.workers or offload.queue) keep
+	// serving the handshakes of their generations until those are over.
+	engine  *engine
+	engines map[*engine]struct{}
 	rotator *ticket.Rotator
 	// stores holds per-protocol session stores created by the engine files.
 	stores map[string]any
 }
 
-// Offload returns the private-key engine, created on first use from cfg.
+// engine is one private-key engine with the number of generations using it.
+type engine struct {
+	o    *handshake.Offload
+	cfg  conf.Offload
+	refs int
+}
+
+// Offload returns the private-key engine for cfg: the current one when it
+// has the same size, else a new one that becomes current.
 func (e *Env) Offload(cfg conf.Offload) *handshake.Offload {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.offload == nil {
-		e.offload = handshake.NewOffload(handshake.OffloadConfig{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)
+	return e.engineLocked(cfg).o
+}
+
+func (e *Env) engineLocked(cfg conf.Offload) *engine {
+	if e.engine != nil && e.engine.cfg == cfg {
+		return e.engine
 	}
-	return e.offload
+	if old := e.engine; old != nil && old.refs == 0 {
+		// Built but never used by a generation (a refused reload).
+		delete(e.engines, old)
+		go old.o.Close()
+	}
+	eng := &engine{cfg: cfg, o: handshake.NewOffload(handshake.OffloadConfig{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)}
+	if e.engines == nil {
+		e.engines = map[*engine]struct{}{}
+	}
+	e.engines[eng] = struct{}{}
+	e.engine = eng
+	return eng
+}
+
+// acquireEngine returns the engine for cfg, counted as used by one more
+// generation until releaseEngine.
+func (e *Env) acquireEngine(cfg conf.Offload) *engine {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	eng := e.engineLocked(cfg)
+	eng.refs++
+	return eng
+}
+
+// releaseEngine drops a generation's use of eng after delay (the longest
+// handshake deadline of the generation: a handshake accepted under it may
+// still need the engine that long). A retired engine with no user left
+// runs its queued operations and stops.
+func (e *Env) releaseEngine(eng *engine, delay time.Duration) {
+	time.AfterFunc(delay, func() {
+		e.mu.Lock()
+		eng.refs--
+		stop := eng.refs <= 0 && eng != e.engine
+		if stop {
+			delete(e.engines, eng)
+		}
+		e.mu.Unlock()
+		if stop {
+			eng.o.Close()
+		}
+	})
+}
+
+// CurrentOffload returns the engine new handshakes use (nil before the
+// first build).
+func (e *Env) CurrentOffload() *handshake.Offload {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.engine == nil {
+		return nil
+	}
+	return e.engine.o
 }
 
 // store returns the value kept under key, creating it with mk.
@@ -78,20 +146,21 @@ func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
 	return e.rotator, nil
 }
 
-// Close releases the engine.
+// Close stops every private-key engine.
 func (e *Env) Close() {
 	e.mu.Lock()
-	o := e.offload
-	e.offload = nil
+	engines := e.engines
+	e.engine, e.engines = nil, nil
 	e.mu.Unlock()
-	if o != nil {
-		o.Close()
+	for eng := range engines {
+		eng.o.Close()
 	}
 }
 
 // siteBuild is what the protocol hooks get for one site.
 type siteBuild struct {
 	env  *Env
+	off  *handshake.Offload
 	cfg  *conf.Config
 	site *conf.Site
 	alpn []string
@@ -112,10 +181,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		env.Logger = slog.Default()
 	}
 	var errs []error
+	eng := env.acquireEngine(cfg.Offload)
+	release := func() { env.releaseEngine(eng, maxHandshakeTimeout(cfg)+time.Second) }
 	sites := map[string]*handshake.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, cfg, s)
+		hs, err := buildSite(env, eng.o, cfg, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
@@ -123,11 +194,13 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		sites[s.Name] = hs
 	}
 	if len(errs) > 0 {
+		release()
 		return nil, errors.Join(errs...)
 	}
 	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace}
 	pc := proxyConfig(cfg)
 	if err := wireUpstreamDialers(env, cfg, &pc); err != nil {
+		release()
 		return nil, err
 	}
 	var pobs proxy.Observer
@@ -136,6 +209,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	}
 	px, err := proxy.New(pc, pobs, env.Logger)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	streams := map[string]bool{}
@@ -196,7 +270,8 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			},
 		})
 	}
-	gen.Close = func() { px.Close() }
+	var closeOnce sync.Once
+	gen.Close = func() { closeOnce.Do(func() { px.Close(); release() }) }
 	if len(errs) > 0 {
 		gen.Close()
 		return nil, errors.Join(errs...)
@@ -208,13 +283,25 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	return gen, nil
 }
 
-func buildSite(env *Env, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
+// maxHandshakeTimeout is the longest handshake deadline of cfg's listeners.
+func maxHandshakeTimeout(cfg *conf.Config) time.Duration {
+	if len(cfg.Listeners) == 0 {
+		return handshake.DefaultHandshakeTimeout
+	}
+	var d time.Duration
+	for _, l := range cfg.Listeners {
+		d = max(d, durOr(l.HandshakeTimeout, handshake.DefaultHandshakeTimeout))
+	}
+	return d
+}
+
+func buildSite(env *Env, off *handshake.Offload, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
-	b := &siteBuild{env: env, cfg: cfg, site: s, alpn: alpn}
+	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn}
 	hs := &handshake.Site{Name: s.Name, ServerNames: s.ServerNames}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {
@@ -241,7 +328,7 @@ func buildSite(env *Env, cfg *conf.Config, s *conf.Site) (*handshake.Site, error
 		cert := m.TLS.TLSCertificate()
 		// ECDSA/RSA signatures (and RSA decryption) go through the same
 		// bounded engine as the SM2 operations.
-		cert.PrivateKey = env.Offload(cfg.Offload).Wrap(m.TLS.Key, handshake.FamilyTLS)
+		cert.PrivateKey = off.Wrap(m.TLS.Key, handshake.FamilyTLS)
 		tc := &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			MinVersion:   m.TLSMinVersion,

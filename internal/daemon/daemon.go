@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/handshake"
 	"github.com/gmproxy/gmproxy/proxy"
 )
@@ -27,8 +28,8 @@ type ListenerSpec struct {
 	Stream    ConnHandler // nil: HTTP only
 	HTTP      HTTPLimits
 	// ProxyProtocol, when set, accepts PROXY v1/v2 headers from these
-	// trusted sources (applied when the socket is opened; changing it needs
-	// a restart).
+	// trusted sources. A reload applies it to connections accepted after
+	// the reload.
 	ProxyProtocol []string
 	// ProxyProtocolTimeout bounds reading a PROXY header.
 	ProxyProtocolTimeout time.Duration
@@ -145,21 +146,25 @@ func (d *Daemon) apply(gen *Generation) error {
 	if d.stopped {
 		return errors.New("daemon: stopped")
 	}
-	// Open every new socket first so that a failure changes nothing.
+	// Check the PROXY protocol settings and open every new socket first so
+	// that a failure changes nothing.
+	pps := map[string]*proxy.ProxyProtocolListener{}
+	for _, ls := range gen.Listeners {
+		if ls.ProxyProtocol == nil {
+			continue
+		}
+		pp, err := proxy.NewProxyProtocolListener(nil, ls.ProxyProtocol, ls.ProxyProtocolTimeout, false)
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", ls.Address, err)
+		}
+		pps[ls.Address] = pp
+	}
 	opened := map[string]net.Listener{}
 	for _, ls := range gen.Listeners {
 		if _, ok := d.listeners[ls.Address]; ok {
 			continue
 		}
 		ln, err := d.opts.Listen(ls.Address)
-		if err == nil && ls.ProxyProtocol != nil {
-			var pl net.Listener
-			if pl, err = proxy.NewProxyProtocolListener(ln, ls.ProxyProtocol, ls.ProxyProtocolTimeout, false); err != nil {
-				ln.Close()
-			} else {
-				ln = pl
-			}
-		}
 		if err != nil {
 			for _, o := range opened {
 				o.Close()
@@ -176,11 +181,16 @@ func (d *Daemon) apply(gen *Generation) error {
 	for _, ls := range gen.Listeners {
 		keep[ls.Address] = true
 		if l, ok := d.listeners[ls.Address]; ok {
+			// New connections get the new settings; established ones
+			// keep the HTTP servers (and limits) they started with.
 			l.setHandler(ls.Handler, ls.Stream, ref)
+			l.setProxyProtocol(pps[ls.Address])
+			l.setHTTP(ls.HTTP)
 			l.hs.SetConfig(ls.Handshake)
 			continue
 		}
 		l := newListener(opened[ls.Address], ls.Handshake, d.opts.Observer, ls.HTTP, d.log)
+		l.setProxyProtocol(pps[ls.Address])
 		l.setHandler(ls.Handler, ls.Stream, ref)
 		d.listeners[ls.Address] = l
 		l.start()
@@ -233,6 +243,16 @@ func (d *Daemon) retireCtx(ctx context.Context, g *Generation, ref *serveRef) er
 func (d *Daemon) Reload() error {
 	gen, err := d.build()
 	if err != nil {
+		var probs conf.Problems
+		if errors.As(err, &probs) {
+			// One line per problem (file:line:column), like `gmproxy check`.
+			d.log.Error("reload refused: configuration invalid, keeping the running one",
+				"errors", probs.Count(conf.SeverityError), "warnings", probs.Count(conf.SeverityWarning))
+			for _, p := range probs {
+				d.log.Error("configuration", "problem", p.String())
+			}
+			return err
+		}
 		d.log.Error("reload refused: configuration invalid, keeping the running one", "err", err)
 		return err
 	}

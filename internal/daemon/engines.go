@@ -27,7 +27,7 @@ func (b *siteBuild) sessionLifetime() time.Duration {
 // shared session store and ticket keys.
 func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 	m := &b.site.Material
-	off := b.env.Offload(b.cfg.Offload)
+	off := b.off
 	cert := tlcp.Certificate{
 		SignCertificate: m.TLCPSign.DER(),
 		SignKey:         off.Wrap(m.TLCPSign.Key, handshake.FamilyTLCP),
@@ -72,7 +72,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 // buildTLS13SMSite makes the TLS 1.3-SM server config of a site.
 func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 	m := &b.site.Material
-	off := b.env.Offload(b.cfg.Offload)
+	off := b.off
 	keys, err := b.env.TicketKeys(b.cfg)
 	if err != nil {
 		return nil, err

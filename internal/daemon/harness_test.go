@@ -154,7 +154,8 @@ func (o *countObserver) HandshakeDone(ev handshake.HandshakeEvent) {
 	}
 }
 
-func startDaemon(t testing.TB, cfg *conf.Config) *testDaemon {
+// startDaemon starts a daemon on cfg; opts adjust its Env (observers).
+func startDaemon(t testing.TB, cfg *conf.Config, opts ...func(*Env)) *testDaemon {
 	t.Helper()
 	td := &testDaemon{cfg: cfg, obs: &countObserver{}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -162,6 +163,9 @@ func startDaemon(t testing.TB, cfg *conf.Config) *testDaemon {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	td.env = &Env{Logger: log, Observer: td.obs}
+	for _, o := range opts {
+		o(td.env)
+	}
 	d, err := New(func() (*Generation, error) {
 		td.mu.Lock()
 		c := td.cfg
@@ -175,6 +179,13 @@ func startDaemon(t testing.TB, cfg *conf.Config) *testDaemon {
 	td.addr = d.Addr(cfg.Listeners[0].Address)
 	t.Cleanup(func() { d.Close(); td.env.Close() })
 	return td
+}
+
+// setConfig makes cfg the configuration of the next reload.
+func (td *testDaemon) setConfig(cfg *conf.Config) {
+	td.mu.Lock()
+	td.cfg = cfg
+	td.mu.Unlock()
 }
 
 type testWriter struct{ t testing.TB }

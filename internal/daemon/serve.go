@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/proxy"
 )
 
 // HTTPLimits are the HTTP server settings of one listener.
@@ -32,29 +33,55 @@ type ConnHandler func(c *handshake.Conn) bool
 // listener is one listening socket with its handshake server and the HTTP
 // servers that run on its established connections: HTTP/1.1 through
 // net/http (fed by a channel listener), h2 through x/net/http2 ServeConn.
+// The HTTP servers come in sets, one per HTTPLimits: a reload that changes
+// the limits starts a new set for new connections while the connections of
+// the old set keep their servers until they close.
 type listener struct {
 	addr string
 	log  *slog.Logger
-	ln   net.Listener
+	ln   *ppSwitch
 	hs   *handshake.Server
 
 	handler atomic.Pointer[http.Handler]
 	stream  atomic.Pointer[ConnHandler]
 	gen     atomic.Pointer[serveRef] // the generation's ServeConn, when it has one
 
+	http   atomic.Pointer[httpSet] // the set new connections go to
+	setsMu sync.Mutex
+	sets   map[*httpSet]struct{} // every set with connections (or current)
+	closed bool
+	done   chan struct{} // closed when Serve returned
+}
+
+// httpSet is one pair of HTTP servers with the same limits.
+type httpSet struct {
+	lim   HTTPLimits
 	h1    *http.Server
 	h2    *http2.Server
 	conns *chanListener
 	h2wg  sync.WaitGroup
-	h2mu  sync.Mutex
-	h2c   map[net.Conn]struct{} // h2 connections being served
-	done  chan struct{}         // closed when Serve returned
+	// served is closed when h1.Serve returned (after retire).
+	served chan struct{}
+
+	mu      sync.Mutex
+	retired bool
+	active  int                   // HTTP/1.1 and h2 connections
+	h2c     map[net.Conn]struct{} // h2 connections being served
+	onIdle  func()                // called once when retired and idle
 }
 
 func newListener(ln net.Listener, hcfg *handshake.ListenerConfig, obs handshake.Observer, lim HTTPLimits, log *slog.Logger) *listener {
-	l := &listener{addr: ln.Addr().String(), ln: ln, log: log, done: make(chan struct{}), h2c: map[net.Conn]struct{}{}}
-	l.conns = newChanListener(ln.Addr())
-	l.h1 = &http.Server{
+	l := &listener{addr: ln.Addr().String(), ln: &ppSwitch{Listener: ln}, log: log, done: make(chan struct{}), sets: map[*httpSet]struct{}{}}
+	s := l.newHTTPSet(lim)
+	l.sets[s] = struct{}{}
+	l.http.Store(s)
+	l.hs = handshake.NewServer(hcfg, obs, l.dispatch)
+	return l
+}
+
+func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
+	s := &httpSet{lim: lim, conns: newChanListener(l.ln.Addr()), served: make(chan struct{}), h2c: map[net.Conn]struct{}{}}
+	s.h1 = &http.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ReadHeaderTimeout: durOr(lim.ReadHeaderTimeout, 30*time.Second),
@@ -62,15 +89,119 @@ func newListener(ln net.Listener, hcfg *handshake.ListenerConfig, obs handshake.
 		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       durOr(lim.IdleTimeout, 2*time.Minute),
 		ConnContext:       connContext,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnState:         s.connState,
+		ErrorLog:          slog.NewLogLogger(l.log.Handler(), slog.LevelDebug),
 	}
-	l.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: l.h1.IdleTimeout}
+	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout}
 	// Registers h2 graceful shutdown (GOAWAY) with h1.Shutdown.
-	if err := http2.ConfigureServer(l.h1, l.h2); err != nil {
-		log.Error("configuring http2", "err", err)
+	if err := http2.ConfigureServer(s.h1, s.h2); err != nil {
+		l.log.Error("configuring http2", "err", err)
 	}
-	l.hs = handshake.NewServer(hcfg, obs, l.dispatch)
-	return l
+	return s
+}
+
+func (s *httpSet) connState(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.mu.Lock()
+		s.active++
+		s.mu.Unlock()
+	case http.StateClosed, http.StateHijacked:
+		s.release()
+	}
+}
+
+// acquireH2 counts an h2 connection in; false when the set is retired.
+func (s *httpSet) acquireH2(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retired {
+		return false
+	}
+	s.active++
+	s.h2c[c] = struct{}{}
+	s.h2wg.Add(1)
+	return true
+}
+
+func (s *httpSet) releaseH2(c net.Conn) {
+	s.mu.Lock()
+	delete(s.h2c, c)
+	s.mu.Unlock()
+	s.h2wg.Done()
+	s.release()
+}
+
+func (s *httpSet) release() {
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
+	s.checkIdle()
+}
+
+// checkIdle calls onIdle once the set is retired, its HTTP/1.1 server has
+// stopped accepting and no connection is left.
+func (s *httpSet) checkIdle() {
+	select {
+	case <-s.served:
+	default:
+		return
+	}
+	s.mu.Lock()
+	f := s.onIdle
+	if !s.retired || s.active > 0 || f == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.onIdle = nil
+	s.mu.Unlock()
+	f()
+}
+
+// retire sends new connections elsewhere; established ones stay.
+func (s *httpSet) retire(onIdle func()) {
+	s.mu.Lock()
+	s.retired = true
+	s.onIdle = onIdle
+	s.mu.Unlock()
+	s.conns.Close()
+}
+
+// serve runs the set's HTTP/1.1 server.
+func (s *httpSet) serve() {
+	s.h1.Serve(s.conns)
+	close(s.served)
+	s.checkIdle()
+}
+
+// setHTTP applies new HTTP limits to new connections.
+func (l *listener) setHTTP(lim HTTPLimits) {
+	l.setsMu.Lock()
+	defer l.setsMu.Unlock()
+	old := l.http.Load()
+	if l.closed || old.lim == lim {
+		return
+	}
+	s := l.newHTTPSet(lim)
+	l.sets[s] = struct{}{}
+	go s.serve()
+	l.http.Store(s)
+	old.retire(func() {
+		l.setsMu.Lock()
+		delete(l.sets, old)
+		l.setsMu.Unlock()
+	})
+}
+
+// httpSets returns every set still in use.
+func (l *listener) httpSets() []*httpSet {
+	l.setsMu.Lock()
+	defer l.setsMu.Unlock()
+	out := make([]*httpSet, 0, len(l.sets))
+	for s := range l.sets {
+		out = append(out, s)
+	}
+	return out
 }
 
 func durOr(d, def time.Duration) time.Duration {
@@ -95,7 +226,7 @@ func (l *listener) setHandler(h http.Handler, stream ConnHandler, ref *serveRef)
 
 // start serves until the listener is closed.
 func (l *listener) start() {
-	go l.h1.Serve(l.conns)
+	go l.http.Load().serve()
 	go func() {
 		defer close(l.done)
 		if err := l.hs.Serve(l.ln); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -177,28 +308,30 @@ func (l *listener) dispatch(c *handshake.Conn) {
 	if sp := l.stream.Load(); sp != nil && (*sp)(c) {
 		return
 	}
-	if c.ConnState().ALPN == "h2" {
-		l.h2wg.Add(1)
-		defer l.h2wg.Done()
-		l.h2mu.Lock()
-		l.h2c[c] = struct{}{}
-		l.h2mu.Unlock()
-		defer func() {
-			l.h2mu.Lock()
-			delete(l.h2c, c)
-			l.h2mu.Unlock()
-		}()
-		l.h2.ServeConn(c, &http2.ServeConnOpts{
-			Context:    connContext(context.Background(), c),
-			BaseConfig: l.h1,
-			Handler:    http.HandlerFunc(l.serveHTTP),
-		})
-		c.Close()
-		return
+	h2 := c.ConnState().ALPN == "h2"
+	for range 100 { // a reload retires at most one set at a time
+		set := l.http.Load()
+		if h2 {
+			if !set.acquireH2(c) {
+				continue
+			}
+			defer set.releaseH2(c)
+			set.h2.ServeConn(c, &http2.ServeConnOpts{
+				Context:    connContext(context.Background(), c),
+				BaseConfig: set.h1,
+				Handler:    http.HandlerFunc(l.serveHTTP),
+			})
+			c.Close()
+			return
+		}
+		if set.conns.push(c) {
+			return
+		}
+		if l.http.Load() == set {
+			break // the listener is closing
+		}
 	}
-	if !l.conns.push(c) {
-		c.Close()
-	}
+	c.Close()
 }
 
 // shutdown stops accepting, lets in-flight requests finish within ctx, then
@@ -207,14 +340,31 @@ func (l *listener) shutdown(ctx context.Context) error {
 	l.hs.StopAccepting()
 	<-l.done
 	l.hs.WaitHandshakes(ctx)
-	err := l.h1.Shutdown(ctx) // also GOAWAYs the h2 connections
-	h2done := make(chan struct{})
-	go func() { l.h2wg.Wait(); close(h2done) }()
-	select {
-	case <-h2done:
-	case <-ctx.Done():
-		err = ctx.Err()
+	l.setsMu.Lock()
+	l.closed = true
+	l.setsMu.Unlock()
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, s := range l.httpSets() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.h1.Shutdown(ctx) // also GOAWAYs the h2 connections
+			h2done := make(chan struct{})
+			go func() { s.h2wg.Wait(); close(h2done) }()
+			select {
+			case <-h2done:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	err := errors.Join(errs...)
 	if err != nil {
 		l.close()
 	}
@@ -224,13 +374,53 @@ func (l *listener) shutdown(ctx context.Context) error {
 // close closes at once, h2 connections included.
 func (l *listener) close() {
 	l.hs.Close()
-	l.h1.Close()
-	l.h2mu.Lock()
-	for c := range l.h2c {
-		c.Close()
+	l.setsMu.Lock()
+	l.closed = true
+	l.setsMu.Unlock()
+	for _, s := range l.httpSets() {
+		s.h1.Close()
+		s.mu.Lock()
+		for c := range s.h2c {
+			c.Close()
+		}
+		s.mu.Unlock()
 	}
-	l.h2mu.Unlock()
 }
+
+// setProxyProtocol applies PROXY protocol settings to new connections (nil:
+// off).
+func (l *listener) setProxyProtocol(pp *proxy.ProxyProtocolListener) { l.ln.pp.Store(pp) }
+
+// ppSwitch is the listening socket with the PROXY protocol settings of the
+// current generation: each accepted connection is wrapped (or not) by the
+// settings current when it is accepted.
+type ppSwitch struct {
+	net.Listener
+	pp atomic.Pointer[proxy.ProxyProtocolListener]
+}
+
+func (l *ppSwitch) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	pp := l.pp.Load()
+	if pp == nil {
+		return c, nil
+	}
+	one := *pp
+	one.Listener = oneConn{l.Listener, c}
+	return one.Accept()
+}
+
+// oneConn is a listener whose Accept returns one connection already
+// accepted (to reuse proxy.ProxyProtocolListener's Accept per connection).
+type oneConn struct {
+	net.Listener
+	c net.Conn
+}
+
+func (o oneConn) Accept() (net.Conn, error) { return o.c, nil }
 
 // chanListener is a net.Listener whose connections are pushed by dispatch.
 type chanListener struct {
