@@ -89,8 +89,18 @@ func TestTCPStreamEcho(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("no StreamBytes event")
 			}
-			f.p.AccessLog().Flush()
-			if line, _ := os.ReadFile(logPath); !strings.Contains(string(line), "STREAM tcp "+target+" 210000 210000 NTLSv1.1") {
+			// The stream is logged after its last StreamBytes report:
+			// poll (bounded) until the line is there.
+			want := "STREAM tcp " + target + " 210000 210000 NTLSv1.1"
+			var line []byte
+			for i := 0; i < 2000; i++ {
+				f.p.AccessLog().Flush()
+				if line, _ = os.ReadFile(logPath); strings.Contains(string(line), want) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !strings.Contains(string(line), want) {
 				t.Errorf("access log %q", line)
 			}
 		})

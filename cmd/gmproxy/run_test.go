@@ -478,10 +478,10 @@ access_log: {path: "off"}
 	}
 }
 
-// TestRunGracefulShutdown: SIGTERM stops accepting, lets an in-flight
+// TestRunConfigFileShutdown: SIGTERM stops accepting, lets an in-flight
 // request finish and exits 0; when the grace period ends first, the exit
 // status is non-zero.
-func TestRunGracefulShutdown(t *testing.T) {
+func TestRunConfigFileShutdown(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
 		t.Fatal(err)

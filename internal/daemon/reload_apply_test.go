@@ -434,3 +434,33 @@ func TestTLS13SMTicketEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadListenFailureKeepsRunning: a reload whose new listener cannot
+// be opened (address in use) changes nothing: the running configuration
+// keeps serving, with its own limits.
+func TestReloadListenFailureKeepsRunning(t *testing.T) {
+	b := newBackend(t)
+	addr := b.Listener.Addr().String()
+	d := startDaemon(t, testConfig(t, addr))
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := testConfig(t, addr)
+	cfg.Listeners[0].HTTP.MaxHeaderBytes = 1024
+	l2 := cfg.Listeners[0]
+	l2.Address = busy.Addr().String()
+	cfg.Listeners = append(cfg.Listeners, l2)
+	cfg.Sites[1].Routes[0].Respond.Body = "other site v2\n"
+	d.setConfig(cfg)
+	if err := d.Reload(); err == nil {
+		t.Fatal("reload with a busy address succeeded")
+	}
+	if st, body := newH1Conn(t, d.addr, "tls", "").do(t, "/still", 16<<10); st != 200 || !strings.HasPrefix(body, "path=/still") {
+		t.Errorf("after a failed reload: %d %q", st, body)
+	}
+	if body, _ := get(t, tlsClient(t, d.addr, "x.b.example.cn", false), "https://x.b.example.cn/"); body != "other site\n" {
+		t.Errorf("the failed reload's configuration is partly in force: %q", body)
+	}
+}

@@ -285,6 +285,16 @@ func (r *run) giveBack() {
 	}
 }
 
+// opDeadline bounds one request: OpTimeout from now, but not past the end
+// of the run (a request cut by the end of the run is not an error).
+func (r *run) opDeadline() time.Time {
+	d := time.Now().Add(r.cfg.OpTimeout)
+	if !r.end.IsZero() && r.end.Before(d) {
+		return r.end
+	}
+	return d
+}
+
 // done reports whether the run is over. It also compares the clock with the
 // deadline: socket deadlines can fire before the context's timer runs.
 func (r *run) done() bool { return r.ctx.Err() != nil || !time.Now().Before(r.end) }
@@ -352,7 +362,7 @@ func (r *run) connWorker() {
 		}
 		r.handshakeOK(info, d)
 		if r.cfg.Path != "" {
-			conn.SetDeadline(time.Now().Add(r.cfg.OpTimeout))
+			conn.SetDeadline(r.opDeadline())
 			br := bufio.NewReader(conn)
 			if _, err := r.request(conn, br, false); err != nil && !r.done() {
 				r.fail(&stageError{"request", err})
@@ -393,7 +403,7 @@ func (r *run) keepAliveWorker() {
 			r.handshakeOK(info, d)
 			conn, br = c, bufio.NewReader(c)
 		}
-		conn.SetDeadline(time.Now().Add(r.cfg.OpTimeout))
+		conn.SetDeadline(r.opDeadline())
 		keep, err := r.request(conn, br, true)
 		if err != nil {
 			if r.done() {
