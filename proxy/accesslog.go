@@ -363,45 +363,75 @@ func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, in, out
 	l.Log(&e)
 }
 
+// stringField returns the value of a string-valued field.
+func (e *LogEntry) stringField(f logField) (string, bool) {
+	switch f {
+	case fClient:
+		return e.Client, true
+	case fSite:
+		return e.Site, true
+	case fRoute:
+		return e.Route, true
+	case fHost:
+		return e.Host, true
+	case fMethod:
+		return e.Method, true
+	case fURI:
+		return e.URI, true
+	case fProto:
+		return e.Proto, true
+	case fUpstream:
+		return e.Upstream, true
+	case fUpstreamAddr:
+		return e.UpstreamAddr, true
+	case fTLSProtocol:
+		return e.TLSProtocol, true
+	case fCipher:
+		return e.Cipher, true
+	case fSNI:
+		return e.SNI, true
+	case fClientSDN:
+		return e.ClientSubject, true
+	case fReferer:
+		return e.Referer, true
+	case fUserAgent:
+		return e.UserAgent, true
+	}
+	return "", false
+}
+
+// appendMissing writes an absent value: null in JSON, "-" in text.
+func appendMissing(b []byte, js bool) []byte {
+	if js {
+		return append(b, "null"...)
+	}
+	return append(b, '-')
+}
+
+func appendTime(b []byte, t time.Time, layout string, js bool) []byte {
+	if !js {
+		return t.AppendFormat(b, layout)
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, layout)
+	return append(b, '"')
+}
+
 func appendField(b []byte, f logField, e *LogEntry, js bool) []byte {
-	str := func(s string) []byte {
-		if js {
+	if s, ok := e.stringField(f); ok {
+		switch {
+		case js:
 			return appendJSONString(b, s)
-		}
-		if s == "" {
+		case s == "":
 			return append(b, '-')
 		}
 		return appendEscaped(b, s)
 	}
 	switch f {
 	case fTime:
-		if js {
-			b = append(b, '"')
-			b = e.Time.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-			return append(b, '"')
-		}
-		return e.Time.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		return appendTime(b, e.Time, "2006-01-02T15:04:05.000Z07:00", js)
 	case fTimeLocal:
-		if js {
-			b = append(b, '"')
-			b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
-			return append(b, '"')
-		}
-		return e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
-	case fClient:
-		return str(e.Client)
-	case fSite:
-		return str(e.Site)
-	case fRoute:
-		return str(e.Route)
-	case fHost:
-		return str(e.Host)
-	case fMethod:
-		return str(e.Method)
-	case fURI:
-		return str(e.URI)
-	case fProto:
-		return str(e.Proto)
+		return appendTime(b, e.Time, "02/Jan/2006:15:04:05 -0700", js)
 	case fStatus:
 		return strconv.AppendInt(b, int64(e.Status), 10)
 	case fBytesIn:
@@ -410,49 +440,26 @@ func appendField(b []byte, f logField, e *LogEntry, js bool) []byte {
 		return strconv.AppendInt(b, e.BytesOut, 10)
 	case fRequestTime:
 		return strconv.AppendFloat(b, e.Duration.Seconds(), 'f', 3, 64)
-	case fUpstream:
-		return str(e.Upstream)
-	case fUpstreamAddr:
-		return str(e.UpstreamAddr)
 	case fUpstreamTime:
 		if e.UpstreamAddr == "" {
-			if js {
-				return append(b, "null"...)
-			}
-			return append(b, '-')
+			return appendMissing(b, js)
 		}
 		return strconv.AppendFloat(b, e.UpstreamDuration.Seconds(), 'f', 3, 64)
-	case fTLSProtocol:
-		return str(e.TLSProtocol)
-	case fCipher:
-		return str(e.Cipher)
 	case fSessionReused:
-		if js {
+		switch {
+		case js:
 			return strconv.AppendBool(b, e.Resumed)
-		}
-		if !e.TLS {
+		case !e.TLS:
 			return append(b, '-')
-		}
-		if e.Resumed {
+		case e.Resumed:
 			return append(b, 'r')
 		}
 		return append(b, '.')
 	case fHandshakeMS:
 		if e.HandshakeTime < 0 || !e.TLS {
-			if js {
-				return append(b, "null"...)
-			}
-			return append(b, '-')
+			return appendMissing(b, js)
 		}
 		return strconv.AppendFloat(b, float64(e.HandshakeTime)/float64(time.Millisecond), 'f', 3, 64)
-	case fSNI:
-		return str(e.SNI)
-	case fClientSDN:
-		return str(e.ClientSubject)
-	case fReferer:
-		return str(e.Referer)
-	case fUserAgent:
-		return str(e.UserAgent)
 	}
 	return b
 }

@@ -59,30 +59,15 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			}
 			cfg.Certificates = []tlcp.Certificate{cert}
 		}
-		for _, name := range tc.Ciphers {
-			id, err := tlcp.ParseCipherSuite(name)
-			if err != nil {
-				return nil, fmt.Errorf("tlcp ciphers: %w", err)
-			}
-			cfg.CipherSuites = append(cfg.CipherSuites, id)
+		var err error
+		if cfg.CipherSuites, err = parseCiphers("tlcp", tc.Ciphers, tlcp.ParseCipherSuite); err != nil {
+			return nil, err
 		}
-		configs := perServerName(cfg.ServerName, func(name string) *tlcp.Config {
-			c := cfg.Clone()
+		return smHandshakeDialer(d, "tlcp", cfg, cfg.ServerName, func(c *tlcp.Config, name string) *tlcp.Config {
+			c = c.Clone()
 			c.ServerName = name
 			return c
-		}, cfg)
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			raw, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			c := tlcp.Client(raw, configs(addr))
-			if err := c.HandshakeContext(ctx); err != nil {
-				raw.Close()
-				return nil, &dialError{fmt.Errorf("tlcp handshake with %s: %w", addr, err)}
-			}
-			return c, nil
-		}, nil
+		}, func(raw net.Conn, c *tlcp.Config) handshaker { return tlcp.Client(raw, c) }), nil
 	case "tls13sm":
 		cfg := &tls13sm.Config{
 			RootCAs:            roots,
@@ -97,32 +82,55 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			}
 			cfg.Certificates = []tls13sm.Certificate{cert}
 		}
-		for _, name := range tc.Ciphers {
-			id, err := tls13sm.ParseCipherSuite(name)
-			if err != nil {
-				return nil, fmt.Errorf("tls13sm ciphers: %w", err)
-			}
-			cfg.CipherSuites = append(cfg.CipherSuites, id)
+		var err error
+		if cfg.CipherSuites, err = parseCiphers("tls13sm", tc.Ciphers, tls13sm.ParseCipherSuite); err != nil {
+			return nil, err
 		}
-		configs := perServerName(cfg.ServerName, func(name string) *tls13sm.Config {
-			c := cfg.Clone()
+		return smHandshakeDialer(d, "tls13sm", cfg, cfg.ServerName, func(c *tls13sm.Config, name string) *tls13sm.Config {
+			c = c.Clone()
 			c.ServerName = name
 			return c
-		}, cfg)
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			raw, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			c := tls13sm.Client(raw, configs(addr))
-			if err := c.HandshakeContext(ctx); err != nil {
-				raw.Close()
-				return nil, &dialError{fmt.Errorf("tls13sm handshake with %s: %w", addr, err)}
-			}
-			return c, nil
-		}, nil
+		}, func(raw net.Conn, c *tls13sm.Config) handshaker { return tls13sm.Client(raw, c) }), nil
 	}
 	return nil, fmt.Errorf("protocol %q has no built-in dialer", uc.Protocol)
+}
+
+// parseCiphers maps configured suite names to IDs (nil: the defaults).
+func parseCiphers(proto string, names []string, parse func(string) (uint16, error)) ([]uint16, error) {
+	var ids []uint16
+	for _, name := range names {
+		id, err := parse(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s ciphers: %w", proto, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// handshaker is a client connection of tlcp or tls13sm before its handshake.
+type handshaker interface {
+	net.Conn
+	HandshakeContext(ctx context.Context) error
+}
+
+// smHandshakeDialer dials TCP and runs the client handshake of proto with
+// the config for the target (see perServerName); failures are dial errors.
+func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName string,
+	withName func(base *C, name string) *C, client func(net.Conn, *C) handshaker) DialFunc {
+	configs := perServerName(serverName, func(name string) *C { return withName(base, name) }, base)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, &dialError{err}
+		}
+		c := client(raw, configs(addr))
+		if err := c.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, &dialError{fmt.Errorf("%s handshake with %s: %w", proto, addr, err)}
+		}
+		return c, nil
+	}
 }
 
 // perServerName returns a lookup giving, per target address, a config

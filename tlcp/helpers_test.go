@@ -1,15 +1,13 @@
 package tlcp
 
 import (
-	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	rec "github.com/gmproxy/gmproxy/internal/transcript"
 )
 
@@ -46,13 +44,10 @@ func loadPKI(t testing.TB) *testPKI {
 			pkiErr = err
 			return
 		}
-		ca, err := os.ReadFile(f("ca.crt"))
-		if err != nil {
+		if p.pool, err = testpeer.CAPool(dir); err != nil {
 			pkiErr = err
 			return
 		}
-		p.pool = smx509.NewCertPool()
-		p.pool.AppendCertsFromPEM(ca)
 		pki = p
 	})
 	if pkiErr != nil {
@@ -69,33 +64,5 @@ func (p *testPKI) clientConfig() *Config {
 	return &Config{RootCAs: p.pool, ServerName: "localhost", Certificates: []Certificate{p.client}}
 }
 
-// tcpPair returns two ends of a loopback TCP connection.
-func tcpPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			ch <- nil
-			return
-		}
-		ch <- c
-	}()
-	c1, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2 := <-ch
-	if c2 == nil {
-		t.Fatal("accept failed")
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	c1.SetDeadline(deadline)
-	c2.SetDeadline(deadline)
-	return c1, c2
-}
+// tcpPair returns two ends of a loopback TCP connection (dialled end first).
+var tcpPair = testpeer.TCPPair

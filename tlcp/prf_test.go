@@ -6,16 +6,11 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+var unhex = testpeer.Unhex
 
 // TestPRFVectors checks the key schedule against digest E.6 (cross-checked
 // with two implementations and live Tongsuo traffic).

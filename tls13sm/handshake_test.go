@@ -15,6 +15,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
@@ -45,13 +46,7 @@ func loadPKI(t testing.TB) *testPKI {
 		if pki.client, pkiErr = LoadX509KeyPair(p("client_sign.crt"), p("client_sign.key"), nil); pkiErr != nil {
 			return
 		}
-		ca, err := smx509.ParseCertificatePEM(mustRead(p("ca.crt")))
-		if err != nil {
-			pkiErr = err
-			return
-		}
-		pki.roots = smx509.NewCertPool()
-		pki.roots.AddCert(ca)
+		pki.roots, pkiErr = testpeer.CAPool(dir)
 	})
 	if pkiErr != nil {
 		t.Fatal(pkiErr)
@@ -59,43 +54,11 @@ func loadPKI(t testing.TB) *testPKI {
 	return &pki
 }
 
-func mustRead(path string) []byte {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// tcpPair returns the two ends of a loopback TCP connection.
+// tcpPair returns the two ends of a loopback TCP connection (accepted end
+// first).
 func tcpPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			ch <- nil
-			return
-		}
-		ch <- c
-	}()
-	b, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := <-ch
-	if a == nil {
-		t.Fatal("accept failed")
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	a.SetDeadline(deadline)
-	b.SetDeadline(deadline)
-	return a, b
+	dialed, accepted := testpeer.TCPPair(t)
+	return accepted, dialed
 }
 
 func testConfigs(t testing.TB) (srv, cli *Config) {

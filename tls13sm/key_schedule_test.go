@@ -6,16 +6,11 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+var unhex = testpeer.Unhex
 
 // Digest E.3: HMAC-SM3 (Wycheproof).
 func TestHMACSM3Vectors(t *testing.T) {

@@ -72,7 +72,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		cfg   *conf.Config
 		dev   *daemon.DevSetup
 		err   error
-		bootL = newLogger(stderr, *logFormat, *logLevel, conf.Log{})
+		bootL, _ = newLogger(stderr, *logFormat, *logLevel, conf.Log{})
 	)
 	if *file != "" {
 		if loadConfigFile == nil {
@@ -121,7 +121,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	if *adminAddr != "" {
 		cfg.Admin.Address = *adminAddr
 	}
-	log := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
+	log, logLevelVar := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
 	for _, w := range cfg.Warnings {
 		log.Warn("configuration", "problem", w.String())
 	}
@@ -161,6 +161,8 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
 	}
+	var admin *http.Server
+	var adminBound string
 	reload := func() error {
 		if *file != "" {
 			current = nil // re-read the file
@@ -174,6 +176,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			for _, w := range cfg.Warnings {
 				log.Warn("configuration", "problem", w.String())
 			}
+			applyReloaded(log, logLevelVar, *logLevel, *logFormat, prev, cfg, adminBound)
 		}
 		if tel != nil {
 			tel.Reloaded(err == nil, cfg)
@@ -181,8 +184,6 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		return err
 	}
 	// Admin listener (metrics, health, POST /reload).
-	var admin *http.Server
-	var adminBound string
 	if tel != nil && cfg.Admin.Address != "" && cfg.Admin.Address != "off" {
 		reloadReq := make(chan chan error)
 		admin = &http.Server{Handler: tel.AdminHandler(cfg, func() error {
@@ -286,27 +287,52 @@ type reloadSignal struct {
 func (reloadSignal) String() string { return "admin reload" }
 func (reloadSignal) Signal()        {}
 
-func newLogger(w io.Writer, format, level string, lc conf.Log) *slog.Logger {
+// newLogger returns the program logger: format and level from the flags,
+// else from the configuration. The level is a LevelVar so that a reload
+// can change it.
+func newLogger(w io.Writer, format, level string, lc conf.Log) (*slog.Logger, *slog.LevelVar) {
 	if format == "" {
 		format = lc.Format
 	}
 	if level == "" {
 		level = lc.Level
 	}
-	var lv slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		lv = slog.LevelDebug
-	case "warn", "warning":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	default:
-		lv = slog.LevelInfo
-	}
+	lv := new(slog.LevelVar)
+	lv.Set(parseLevel(level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if strings.EqualFold(format, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(w, opts)), lv
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(slog.NewTextHandler(w, opts)), lv
+}
+
+func parseLevel(level string) slog.Level {
+	switch strings.ToLower(level) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// applyReloaded applies what a reload changes outside the daemon: the log
+// level (unless -log-level fixed it), and warns about settings that only a
+// restart applies.
+func applyReloaded(log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag string, prev, next *conf.Config, adminBound string) {
+	if levelFlag == "" {
+		if l := parseLevel(next.Log.Level); l != lv.Level() {
+			lv.Set(l)
+			log.Info("log level changed", "level", l.String())
+		}
+	}
+	if formatFlag == "" && !strings.EqualFold(prev.Log.Format, next.Log.Format) {
+		log.Warn("log.format changed: restart gmproxy to apply it", "running", prev.Log.Format, "configured", next.Log.Format)
+	}
+	if prev.Admin != next.Admin {
+		log.Warn("admin section changed: restart gmproxy to apply it", "running", adminBound)
+	}
 }

@@ -1,0 +1,218 @@
+// Package testpeer is test support shared by the tlcp, tls13sm and daemon
+// tests: loopback TCP pairs, the shared Tongsuo-made test PKI, and running
+// the Tongsuo and GmSSL peer binaries (GMPROXY_TONGSUO_BIN,
+// GMPROXY_GMSSL_BIN) as bounded child processes. It is imported only by
+// _test.go files.
+package testpeer
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// Environment variables naming the peer binaries.
+const (
+	TongsuoEnv = "GMPROXY_TONGSUO_BIN" // Tongsuo's openssl
+	GmSSLEnv   = "GMPROXY_GMSSL_BIN"   // gmssl
+)
+
+// RunTimeout bounds every peer process started by Run.
+const RunTimeout = 30 * time.Second
+
+// Bin returns the peer binary named by the environment variable env and
+// skips the test when it is unset.
+func Bin(t testing.TB, env string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		t.Skipf("%s not set", env)
+	}
+	return p
+}
+
+// RequirePrivateNetns skips the test unless it runs inside its own network
+// namespace, which the caller declares with GMPROXY_NETNS=1 (or the older
+// GMPROXY_NETNS_PRIVATE=1), for example under /work/peers/bin/netns-run.
+// GmSSL's tool servers bind every interface, so tests that start one must
+// call it first.
+func RequirePrivateNetns(t testing.TB) {
+	t.Helper()
+	if os.Getenv("GMPROXY_NETNS") != "1" && os.Getenv("GMPROXY_NETNS_PRIVATE") != "1" {
+		t.Skip("GmSSL servers bind 0.0.0.0: run inside a private network namespace with GMPROXY_NETNS=1")
+	}
+}
+
+// Run runs bin with args in dir (the working directory when dir is ""),
+// feeding stdin, bounded by RunTimeout, and returns its combined output.
+func Run(t testing.TB, dir, stdin, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// StartServer starts a server process (bin args... in dir) whose stdin stays
+// open until stop (Tongsuo's s_server exits on stdin EOF), and waits, at most
+// 10 s, until addr accepts a connection; the test fails with the process
+// output if it never does. stop ends the process and, when the test has
+// failed, logs its output.
+func StartServer(t testing.TB, dir, addr, bin string, args ...string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	stdin, _ := cmd.StdinPipe()
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), out.String())
+		}
+	}
+	for i := 0; i < 200; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return stop
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	t.Fatalf("%s did not start listening on %s:\n%s", filepath.Base(bin), addr, out.String())
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output goroutines and a
+// concurrent String.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// WaitListening polls /proc/net/tcp{,6} until a socket listens on port or d
+// has passed. Unlike a probe connection it does not use up the accept of a
+// server that serves one connection at a time (GmSSL's tlcp_server).
+func WaitListening(port int, d time.Duration) bool {
+	want := fmt.Sprintf(":%04X ", port)
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n") {
+				fs := strings.Fields(line)
+				if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TCPPair returns the two ends of a loopback TCP connection, the dialled
+// end first, both with a 20 s deadline.
+func TCPPair(t testing.TB) (dialed, accepted net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			ch <- nil
+			return
+		}
+		ch <- c
+	}()
+	dialed, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = <-ch
+	if accepted == nil {
+		t.Fatal("accept failed")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	dialed.SetDeadline(deadline)
+	accepted.SetDeadline(deadline)
+	return dialed, accepted
+}
+
+// CAPool returns a pool holding the certificates of dir/ca.crt.
+func CAPool(dir string) (*smx509.CertPool, error) {
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := smx509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("no certificate in %s", filepath.Join(dir, "ca.crt"))
+	}
+	return pool, nil
+}
+
+// Unhex decodes a hexadecimal test vector, failing the test on bad input.
+func Unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Tail returns the last n lines of s (all of s when it has fewer).
+func Tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
