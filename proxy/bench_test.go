@@ -49,8 +49,9 @@ func benchLoop(b *testing.B, url string) {
 	}
 }
 
-func BenchmarkProxy1KiB(b *testing.B) {
-	be := benchBackend(b)
+// benchProxy starts this proxy (plain TCP front) in front of be and
+// returns its address.
+func benchProxy(b *testing.B, be *httptest.Server) string {
 	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(be))}, Sites: oneSite(RouteConfig{PathPrefix: "/", Upstream: "u"})}
 	p, err := New(cfg, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -60,27 +61,29 @@ func BenchmarkProxy1KiB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.ServeConn(c)
-		}
-	}()
-	b.Cleanup(func() { ln.Close(); p.Close() })
-	benchLoop(b, "http://"+ln.Addr().String()+"/bench")
+	serveProxy(b, p, ln)
+	return ln.Addr().String()
 }
 
-func BenchmarkHTTPUtil1KiB(b *testing.B) {
-	be := benchBackend(b)
+// benchHTTPUtil starts net/http/httputil.ReverseProxy in front of be and
+// returns its URL.
+func benchHTTPUtil(b *testing.B, be *httptest.Server) string {
 	u, _ := url.Parse(be.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	s := httptest.NewServer(rp)
 	b.Cleanup(s.Close)
-	benchLoop(b, s.URL+"/bench")
+	return s.URL
+}
+
+func BenchmarkProxy1KiB(b *testing.B) {
+	be := benchBackend(b)
+	benchLoop(b, "http://"+benchProxy(b, be)+"/bench")
+}
+
+func BenchmarkHTTPUtil1KiB(b *testing.B) {
+	be := benchBackend(b)
+	benchLoop(b, benchHTTPUtil(b, be)+"/bench")
 }
 
 func BenchmarkDirect1KiB(b *testing.B) {
@@ -94,36 +97,13 @@ func BenchmarkDirect1KiB(b *testing.B) {
 // reports each path's ns per request and the ratio proxy/httputil.
 func BenchmarkInterleaved1KiB(b *testing.B) {
 	be := benchBackend(b)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(be))}, Sites: oneSite(RouteConfig{PathPrefix: "/", Upstream: "u"})}
-	p, err := New(cfg, nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.ServeConn(c)
-		}
-	}()
-	b.Cleanup(func() { ln.Close(); p.Close() })
-	u, _ := url.Parse(be.URL)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
-	hs := httptest.NewServer(rp)
-	b.Cleanup(hs.Close)
+	proxyAddr, httputilURL := benchProxy(b, be), benchHTTPUtil(b, be)
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	c := &http.Client{Transport: tr}
 	reqs := []*http.Request{}
-	for _, u := range []string{"http://" + ln.Addr().String() + "/bench", hs.URL + "/bench", be.URL + "/bench"} {
+	for _, u := range []string{"http://" + proxyAddr + "/bench", httputilURL + "/bench", be.URL + "/bench"} {
 		r, _ := http.NewRequest("GET", u, nil)
 		reqs = append(reqs, r)
 	}

@@ -419,16 +419,7 @@ func (p *Proxy) trusted(ip string) bool {
 		return false
 	}
 	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, n := range p.trustedNets {
-		if n.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return err == nil && inPrefixes(p.trustedNets, a)
 }
 
 // setForwarded strips forged headers and sets the forwarded and TLS
@@ -463,7 +454,7 @@ func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *
 				break
 			}
 		}
-		h[HeaderForwardedFor] = []string{xff + ", " + peer}
+		setHeader(h, HeaderForwardedFor, xff+", "+peer, vals[0:1:1])
 	} else {
 		setHeader(h, HeaderForwardedFor, peer, vals[0:1:1])
 	}

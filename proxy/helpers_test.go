@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
+
 	"github.com/gmproxy/gmproxy/handshake"
 )
 
@@ -65,23 +67,80 @@ func newFront(t testing.TB, cfg Config, o frontOpts) *front {
 		ln = o.wrap(ln)
 	}
 	f := &front{p: p, ln: ln, addr: addr, url: "http://" + addr}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if o.state != nil {
-				c = handshake.NewConn(c, *o.state) // what the daemon hands over
-			}
-			go p.ServeConn(c)
+	go acceptLoop(ln, func(c net.Conn) {
+		if o.state != nil {
+			c = handshake.NewConn(c, *o.state) // what the daemon hands over
 		}
-	}()
+		go p.ServeConn(c)
+	})
 	t.Cleanup(func() {
 		ln.Close()
 		p.Close()
 	})
 	return f
+}
+
+// acceptLoop hands every connection accepted on ln to serve until ln is
+// closed.
+func acceptLoop(ln net.Listener, serve func(net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		serve(c)
+	}
+}
+
+// serveProxy serves the connections accepted on ln with p (a listener
+// that does the client handshake itself, or plain TCP); ln and p are closed
+// when the test ends.
+func serveProxy(tb testing.TB, p *Proxy, ln net.Listener) {
+	tb.Cleanup(func() {
+		ln.Close()
+		p.Close()
+	})
+	go acceptLoop(ln, func(c net.Conn) { go p.ServeConn(c) })
+}
+
+// frontFor starts a front for cfg and returns it with a client; with h2
+// the front serves HTTP/2 (as after ALPN "h2") and the client speaks h2c.
+func frontFor(t testing.TB, cfg Config, h2 bool) (*front, *http.Client) {
+	if h2 {
+		return newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}}), h2cClient(t)
+	}
+	return newFront(t, cfg, frontOpts{}), testClient(t)
+}
+
+// dialWS opens a WebSocket to /ws through f; it is closed when the test
+// ends.
+func dialWS(t testing.TB, f *front) *websocket.Conn {
+	t.Helper()
+	ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+// wsEcho sends msg on ws and fails unless the same message comes back.
+func wsEcho(t testing.TB, ws *websocket.Conn, msg string) {
+	t.Helper()
+	if err := websocket.Message.Send(ws, msg); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	var got string
+	if err := websocket.Message.Receive(ws, &got); err != nil || got != msg {
+		t.Fatalf("echo %.40q: got %.40q, %v", msg, got, err)
+	}
+}
+
+// wsEchoBackend is a WebSocket echo server.
+func wsEchoBackend(t testing.TB) *httptest.Server {
+	s := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
+	t.Cleanup(s.Close)
+	return s
 }
 
 // client returns an HTTP/1.1 client with its own pool.
@@ -275,6 +334,27 @@ func (s *syncBuffer) String() string {
 
 func oneSite(routes ...RouteConfig) []SiteConfig {
 	return []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Routes: routes}}
+}
+
+// proxyTo is one site whose only route goes to the upstream "u" at addr.
+func proxyTo(addr string) Config {
+	return Config{Upstreams: []UpstreamConfig{upstream("u", addr)}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+}
+
+// smProxyTo is one site whose only route re-encrypts with proto ("tlcp" or
+// "tls13sm") to the upstream name at addr.
+func smProxyTo(name, proto, addr string, tls *UpstreamTLSConfig) Config {
+	return Config{
+		Upstreams: []UpstreamConfig{{Name: name, Protocol: proto, Targets: []TargetConfig{{Address: addr}}, TLS: tls}},
+		Sites:     oneSite(RouteConfig{Upstream: name}),
+	}
+}
+
+// tlcpClientTLS verifies the backend with the test PKI's CA (as
+// "localhost") and authenticates with the TLCP client sign/enc pair.
+func tlcpClientTLS(p func(string) string) *UpstreamTLSConfig {
+	return &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost",
+		SignCert: p("client_sign.crt"), SignKey: p("client_sign.key"), EncCert: p("client_enc.crt"), EncKey: p("client_enc.key")}
 }
 
 func upstream(name string, addrs ...string) UpstreamConfig {

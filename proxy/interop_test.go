@@ -59,20 +59,22 @@ func TestUpstreamTLCPToTongsuo(t *testing.T) {
 	for _, suite := range []string{"ECC-SM2-SM4-GCM-SM3", "ECC-SM2-SM4-CBC-SM3", "ECDHE-SM2-SM4-GCM-SM3", "ECDHE-SM2-SM4-CBC-SM3"} {
 		for _, gmssl := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/gmssl_options=%v", suite, gmssl), func(t *testing.T) {
-				cfg := Config{
-					Upstreams: []UpstreamConfig{{Name: "tongsuo", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
-						TLS: &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost",
-							SignCert: p("client_sign.crt"), SignKey: p("client_sign.key"), EncCert: p("client_enc.crt"), EncKey: p("client_enc.key"),
-							Ciphers: []string{suite}, NoClientExtensions: gmssl}}},
-					Sites: oneSite(RouteConfig{Upstream: "tongsuo"}),
-				}
-				f := newFront(t, cfg, frontOpts{})
-				code, body, _ := get(t, testClient(t), f.url+"/")
-				if code != 200 || !strings.Contains(body, suite) {
-					t.Fatalf("%d %.300q", code, body)
-				}
+				tls := tlcpClientTLS(p)
+				tls.Ciphers, tls.NoClientExtensions = []string{suite}, gmssl
+				getSuite(t, smProxyTo("tongsuo", "tlcp", addr, tls), suite)
 			})
 		}
+	}
+}
+
+// getSuite proxies one GET with cfg and fails unless the answer (Tongsuo's
+// -www status page) names suite.
+func getSuite(t *testing.T, cfg Config, suite string) {
+	t.Helper()
+	f := newFront(t, cfg, frontOpts{})
+	code, body, _ := get(t, testClient(t), f.url+"/")
+	if code != 200 || !strings.Contains(body, suite) {
+		t.Fatalf("%d %.300q", code, body)
 	}
 }
 
@@ -85,16 +87,7 @@ func TestUpstreamTLS13SMToTongsuo(t *testing.T) {
 	p := func(n string) string { return pkiPath(t, n) }
 	for _, suite := range []string{"TLS_SM4_GCM_SM3", "TLS_SM4_CCM_SM3"} {
 		t.Run(suite, func(t *testing.T) {
-			cfg := Config{
-				Upstreams: []UpstreamConfig{{Name: "tongsuo", Protocol: "tls13sm", Targets: []TargetConfig{{Address: addr}},
-					TLS: &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost", Cert: p("client_sign.crt"), Key: p("client_sign.key"), Ciphers: []string{suite}}}},
-				Sites: oneSite(RouteConfig{Upstream: "tongsuo"}),
-			}
-			f := newFront(t, cfg, frontOpts{})
-			code, body, _ := get(t, testClient(t), f.url+"/")
-			if code != 200 || !strings.Contains(body, suite) {
-				t.Fatalf("%d %.300q", code, body)
-			}
+			getSuite(t, smProxyTo("tongsuo", "tls13sm", addr, tls13smClientTLS(p, suite)), suite)
 		})
 	}
 }

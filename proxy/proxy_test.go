@@ -14,7 +14,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/websocket"
 
-	"github.com/gmproxy/gmproxy/handshake"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -27,14 +26,8 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 			<-release
 			io.WriteString(w, "finished")
 		}))
-		cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(b))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
-		var opts frontOpts
-		c := testClient(t)
-		if h2 {
-			opts.state = &handshake.ConnState{ALPN: "h2"}
-			c = h2cClient(t)
-		}
-		f := newFront(t, cfg, opts)
+		cfg := proxyTo(addrOf(b))
+		f, c := frontFor(t, cfg, h2)
 		type result struct {
 			code int
 			body string
@@ -88,32 +81,21 @@ type nopConn struct{ net.Conn }
 func (nopConn) Close() error { return nil }
 
 func TestCloseCutsTunnels(t *testing.T) {
-	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
-	t.Cleanup(backend.Close)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	backend := wsEchoBackend(t)
+	cfg := proxyTo(addrOf(backend))
 	f := newFront(t, cfg, frontOpts{})
-	ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	websocket.Message.Send(ws, "ping")
-	var s string
-	if err := websocket.Message.Receive(ws, &s); err != nil || s != "ping" {
-		t.Fatalf("echo %q %v", s, err)
-	}
+	ws := dialWS(t, f)
+	wsEcho(t, ws, "ping")
 	// Shutdown with an expired context leaves the tunnel up (reload must
 	// not cut tunnels) ...
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f.p.Shutdown(ctx)
-	websocket.Message.Send(ws, "still there")
-	if err := websocket.Message.Receive(ws, &s); err != nil || s != "still there" {
-		t.Fatalf("tunnel cut by Shutdown: %q %v", s, err)
-	}
+	wsEcho(t, ws, "still there") // the tunnel is not cut by Shutdown
 	// ... Close cuts it.
 	f.p.Close()
 	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var s string
 	if err := websocket.Message.Receive(ws, &s); err == nil {
 		t.Fatal("tunnel survived Close")
 	}
@@ -155,28 +137,17 @@ func TestTLCPFrontWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
-	t.Cleanup(backend.Close)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
-	px, err := New(cfg, nil, testLogger(t))
+	backend := wsEchoBackend(t)
+	px, err := New(proxyTo(addrOf(backend)), nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { px.Close() })
 	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{Certificates: []tlcp.Certificate{serverCert}})
 	if err != nil {
+		px.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go px.ServeConn(c)
-		}
-	}()
+	serveProxy(t, px, ln)
 	pool := smx509.NewCertPool()
 	caPEM, _ := readFile(p("ca.crt"))
 	pool.AppendCertsFromPEM(caPEM)
@@ -191,12 +162,7 @@ func TestTLCPFrontWebSocket(t *testing.T) {
 	}
 	defer ws.Close()
 	for i := range 3 {
-		msg := strings.Repeat("tlcp ", i*100+1)
-		websocket.Message.Send(ws, msg)
-		var got string
-		if err := websocket.Message.Receive(ws, &got); err != nil || got != msg {
-			t.Fatalf("echo %d: %v", i, err)
-		}
+		wsEcho(t, ws, strings.Repeat("tlcp ", i*100+1))
 	}
 }
 

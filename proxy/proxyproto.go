@@ -259,12 +259,15 @@ func (l *ProxyProtocolListener) trusted(a net.Addr) bool {
 		return false
 	}
 	ip, ok := netip.AddrFromSlice(ta.IP)
-	if !ok {
-		return false
-	}
-	ip = ip.Unmap()
-	for _, p := range l.Trusted {
-		if p.Contains(ip) {
+	return ok && inPrefixes(l.Trusted, ip)
+}
+
+// inPrefixes reports whether a (IPv4-mapped IPv6 taken as IPv4) is in one
+// of nets.
+func inPrefixes(nets []netip.Prefix, a netip.Addr) bool {
+	a = a.Unmap()
+	for _, n := range nets {
+		if n.Contains(a) {
 			return true
 		}
 	}

@@ -64,6 +64,20 @@ func doReq(t *testing.T, c *http.Client, method, url, body string) (int, string)
 	return res.StatusCode, string(b)
 }
 
+// dropThenLive is a front whose upstream (passive health off) has a target
+// that drops each connection after reading the request, then a live one;
+// dropped and hits count the requests each saw.
+func dropThenLive(t *testing.T, retryIdempotent bool) (f *front, dropped, hits *atomic.Int64) {
+	dropped, hits = new(atomic.Int64), new(atomic.Int64)
+	drop, live := dropBackend(t, dropped), countingBackend(t, "live", hits)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(drop)}, {Address: addrOf(live)}},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}}}},
+		Sites: oneSite(RouteConfig{Upstream: "u", RetryIdempotent: retryIdempotent}),
+	}
+	return newFront(t, cfg, frontOpts{}), dropped, hits
+}
+
 func TestRetryRules(t *testing.T) {
 	noPassive := HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}}
 	t.Run("connect failure is retried, even POST", func(t *testing.T) {
@@ -87,13 +101,7 @@ func TestRetryRules(t *testing.T) {
 		}
 	})
 	t.Run("POST not retried after it was sent", func(t *testing.T) {
-		var dropped, hits atomic.Int64
-		drop, live := dropBackend(t, &dropped), countingBackend(t, "live", &hits)
-		cfg := Config{
-			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(drop)}, {Address: addrOf(live)}}, HealthCheck: noPassive}},
-			Sites:     oneSite(RouteConfig{Upstream: "u", RetryIdempotent: true}),
-		}
-		f := newFront(t, cfg, frontOpts{})
+		f, dropped, hits := dropThenLive(t, true)
 		code, body := doReq(t, testClient(t), "POST", f.url+"/", "pay me once")
 		if code != http.StatusBadGateway {
 			t.Fatalf("POST: %d %q, want 502", code, body)
@@ -104,13 +112,7 @@ func TestRetryRules(t *testing.T) {
 	})
 	t.Run("GET not retried after sent unless the route allows", func(t *testing.T) {
 		for _, allow := range []bool{false, true} {
-			var dropped, hits atomic.Int64
-			drop, live := dropBackend(t, &dropped), countingBackend(t, "live", &hits)
-			cfg := Config{
-				Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(drop)}, {Address: addrOf(live)}}, HealthCheck: noPassive}},
-				Sites:     oneSite(RouteConfig{Upstream: "u", RetryIdempotent: allow}),
-			}
-			f := newFront(t, cfg, frontOpts{})
+			f, dropped, _ := dropThenLive(t, allow)
 			code, body := doReq(t, testClient(t), "GET", f.url+"/", "")
 			want := http.StatusBadGateway
 			if allow {

@@ -65,16 +65,33 @@ func peerCN(certs []*smx509.Certificate) string {
 	return certs[0].Subject.CommonName
 }
 
-func TestUpstreamTLCP(t *testing.T) {
+// smBackendFixture returns the test PKI's path function, a pool with its CA
+// (for verifying client certificates) and a loopback listener for the
+// backend.
+func smBackendFixture(t *testing.T) (func(string) string, *smx509.CertPool, net.Listener) {
 	p := func(n string) string { return pkiPath(t, n) }
-	serverCert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
+	caPool := smx509.NewCertPool()
+	caPEM, err := readFile(p("ca.crt"))
+	if err != nil || !caPool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("test CA: %v", err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPool := smx509.NewCertPool()
-	caPEM, _ := readFile(p("ca.crt"))
-	caPool.AppendCertsFromPEM(caPEM)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	return p, caPool, inner
+}
+
+// tls13smClientTLS verifies the backend with the test PKI's CA (as
+// "localhost"), authenticates with the SM2 client certificate and offers
+// suite only.
+func tls13smClientTLS(p func(string) string, suite string) *UpstreamTLSConfig {
+	return &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost", Cert: p("client_sign.crt"), Key: p("client_sign.key"), Ciphers: []string{suite}}
+}
+
+func TestUpstreamTLCP(t *testing.T) {
+	p, caPool, inner := smBackendFixture(t)
+	serverCert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +107,10 @@ func TestUpstreamTLCP(t *testing.T) {
 		for _, suite := range suites {
 			t.Run(fmt.Sprintf("%s/gmssl_options=%v", suite, gmssl), func(t *testing.T) {
 				conns.Store(0)
-				cfg := Config{
-					Upstreams: []UpstreamConfig{{Name: "gm", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
-						TLS: &UpstreamTLSConfig{
-							CA: p("ca.crt"), ServerName: "localhost",
-							SignCert: p("client_sign.crt"), SignKey: p("client_sign.key"),
-							EncCert: p("client_enc.crt"), EncKey: p("client_enc.key"),
-							Ciphers:            []string{suite},
-							NoClientExtensions: gmssl, ClientECDHEParamsAsVector: gmssl,
-						}}},
-					Sites: oneSite(RouteConfig{Upstream: "gm"}),
-				}
+				tls := tlcpClientTLS(p)
+				tls.Ciphers = []string{suite}
+				tls.NoClientExtensions, tls.ClientECDHEParamsAsVector = gmssl, gmssl
+				cfg := smProxyTo("gm", "tlcp", addr, tls)
 				f := newFront(t, cfg, frontOpts{})
 				c := testClient(t)
 				for i := range 5 {
@@ -122,35 +132,16 @@ func TestUpstreamTLCP(t *testing.T) {
 		}
 	}
 	t.Run("websocket over TLCP upstream", func(t *testing.T) {
-		cfg := Config{
-			Upstreams: []UpstreamConfig{{Name: "gm", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
-				TLS: &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost",
-					SignCert: p("client_sign.crt"), SignKey: p("client_sign.key"), EncCert: p("client_enc.crt"), EncKey: p("client_enc.key")}}},
-			Sites: oneSite(RouteConfig{Upstream: "gm"}),
-		}
-		f := newFront(t, cfg, frontOpts{})
-		ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ws.Close()
+		f := newFront(t, smProxyTo("gm", "tlcp", addr, tlcpClientTLS(p)), frontOpts{})
+		ws := dialWS(t, f)
 		for i := range 3 {
-			msg := fmt.Sprint("over tlcp ", i)
-			websocket.Message.Send(ws, msg)
-			var got string
-			if err := websocket.Message.Receive(ws, &got); err != nil || got != msg {
-				t.Fatalf("echo %q %v", got, err)
-			}
+			wsEcho(t, ws, fmt.Sprint("over tlcp ", i))
 		}
 	})
 	t.Run("wrong CA fails as 502", func(t *testing.T) {
-		cfg := Config{
-			Upstreams: []UpstreamConfig{{Name: "gm", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
-				TLS: &UpstreamTLSConfig{CA: p("client_sign.crt"), ServerName: "localhost",
-					SignCert: p("client_sign.crt"), SignKey: p("client_sign.key"), EncCert: p("client_enc.crt"), EncKey: p("client_enc.key")}}},
-			Sites: oneSite(RouteConfig{Upstream: "gm"}),
-		}
-		f := newFront(t, cfg, frontOpts{})
+		tls := tlcpClientTLS(p)
+		tls.CA = p("client_sign.crt")
+		f := newFront(t, smProxyTo("gm", "tlcp", addr, tls), frontOpts{})
 		if code, body, _ := get(t, testClient(t), f.url+"/"); code != 502 {
 			t.Fatalf("%d %q", code, body)
 		}
@@ -158,15 +149,8 @@ func TestUpstreamTLCP(t *testing.T) {
 }
 
 func TestUpstreamTLS13SM(t *testing.T) {
-	p := func(n string) string { return pkiPath(t, n) }
+	p, caPool, inner := smBackendFixture(t)
 	serverCert, err := tls13sm.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPool := smx509.NewCertPool()
-	caPEM, _ := readFile(p("ca.crt"))
-	caPool.AppendCertsFromPEM(caPEM)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,11 +163,7 @@ func TestUpstreamTLS13SM(t *testing.T) {
 	for _, suite := range []string{"TLS_SM4_GCM_SM3", "TLS_SM4_CCM_SM3"} {
 		t.Run(suite, func(t *testing.T) {
 			conns.Store(0)
-			cfg := Config{
-				Upstreams: []UpstreamConfig{{Name: "gm", Protocol: "tls13sm", Targets: []TargetConfig{{Address: addr}},
-					TLS: &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost", Cert: p("client_sign.crt"), Key: p("client_sign.key"), Ciphers: []string{suite}}}},
-				Sites: oneSite(RouteConfig{Upstream: "gm"}),
-			}
+			cfg := smProxyTo("gm", "tls13sm", addr, tls13smClientTLS(p, suite))
 			f := newFront(t, cfg, frontOpts{})
 			c := testClient(t)
 			for i := range 3 {

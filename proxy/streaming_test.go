@@ -101,7 +101,7 @@ func TestStream100MiBBoundedMemory(t *testing.T) {
 		io.Copy(w, &patternReader{left: size})
 	}))
 	t.Cleanup(backend.Close)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	cfg := proxyTo(addrOf(backend))
 	f := newFront(t, cfg, frontOpts{})
 	c := testClient(t)
 	const limit = 24 << 20
@@ -160,16 +160,10 @@ func TestSSEFlushedBeforeStreamEnds(t *testing.T) {
 		}
 	}))
 	t.Cleanup(backend.Close)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	cfg := proxyTo(addrOf(backend))
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprint("h2=", h2), func(t *testing.T) {
-			var opts frontOpts
-			c := testClient(t)
-			if h2 {
-				opts.state = &handshake.ConnState{ALPN: "h2"}
-				c = h2cClient(t)
-			}
-			f := newFront(t, cfg, opts)
+			f, c := frontFor(t, cfg, h2)
 			res, err := c.Get(f.url + "/events")
 			if err != nil {
 				t.Fatal(err)
@@ -214,16 +208,10 @@ func TestTrailersPassThrough(t *testing.T) {
 		w.Header().Set("X-Sum", hex.EncodeToString(sum[:4])+" "+r.Trailer.Get("X-Req-Trailer"))
 	}))
 	t.Cleanup(backend.Close)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	cfg := proxyTo(addrOf(backend))
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprint("h2=", h2), func(t *testing.T) {
-			var opts frontOpts
-			c := testClient(t)
-			if h2 {
-				opts.state = &handshake.ConnState{ALPN: "h2"}
-				c = h2cClient(t)
-			}
-			f := newFront(t, cfg, opts)
+			f, c := frontFor(t, cfg, h2)
 			req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
 			req.ContentLength = -1
 			req.Trailer = http.Header{"X-Req-Trailer": {"t1"}}
@@ -242,27 +230,13 @@ func TestTrailersPassThrough(t *testing.T) {
 }
 
 func TestWebSocketEcho(t *testing.T) {
-	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
-	t.Cleanup(backend.Close)
+	backend := wsEchoBackend(t)
 	obs := newEventObserver()
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	cfg := proxyTo(addrOf(backend))
 	f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Protocol: handshake.ProtoTLCP, Site: "s"}})
-	ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := dialWS(t, f)
 	for i := range 5 {
-		msg := fmt.Sprintf("message %d %s", i, strings.Repeat("x", i*1000))
-		if err := websocket.Message.Send(ws, msg); err != nil {
-			t.Fatal(err)
-		}
-		var got string
-		if err := websocket.Message.Receive(ws, &got); err != nil {
-			t.Fatal(err)
-		}
-		if got != msg {
-			t.Fatalf("echo %d mismatch", i)
-		}
+		wsEcho(t, ws, fmt.Sprintf("message %d %s", i, strings.Repeat("x", i*1000)))
 	}
 	ws.Close()
 	select {
@@ -343,9 +317,8 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 		runChild(t, "TestWebSocketOverH2ExtendedConnect", "GODEBUG=http2xconnect=1")
 		return
 	}
-	backend := httptest.NewServer(websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
-	t.Cleanup(backend.Close)
-	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(backend))}, Sites: oneSite(RouteConfig{Upstream: "u"})}
+	backend := wsEchoBackend(t)
+	cfg := proxyTo(addrOf(backend))
 	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}})
 	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
 		var d net.Dialer
@@ -408,14 +381,5 @@ func TestWebSocketToH2CUpstream(t *testing.T) {
 		Sites:     oneSite(RouteConfig{Upstream: "u"}),
 	}
 	f := newFront(t, cfg, frontOpts{})
-	ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	websocket.Message.Send(ws, "hello h2c")
-	var got string
-	if err := websocket.Message.Receive(ws, &got); err != nil || got != "hello h2c" {
-		t.Fatalf("echo %q %v", got, err)
-	}
+	wsEcho(t, dialWS(t, f), "hello h2c")
 }

@@ -1,6 +1,6 @@
 package tlcp
 
-import "strconv"
+import "github.com/gmproxy/gmproxy/internal/tlsutil"
 
 // AlertError is a TLCP alert description (GB/T 38636 §6.3.4.2: the TLS 1.2
 // values plus the GM-specific 200–205). Handshake errors wrap the alert that
@@ -48,46 +48,23 @@ const (
 	alertLevelError   = 2
 )
 
-var alertText = map[AlertError]string{
-	AlertCloseNotify:            "close notify",
-	AlertUnexpectedMessage:      "unexpected message",
-	AlertBadRecordMAC:           "bad record MAC",
-	AlertDecryptionFailed:       "decryption failed",
-	AlertRecordOverflow:         "record overflow",
-	AlertDecompressionFailure:   "decompression failure",
-	AlertHandshakeFailure:       "handshake failure",
-	AlertNoCertificate:          "no certificate",
-	AlertBadCertificate:         "bad certificate",
-	AlertUnsupportedCertificate: "unsupported certificate",
-	AlertCertificateRevoked:     "revoked certificate",
-	AlertCertificateExpired:     "expired certificate",
-	AlertCertificateUnknown:     "unknown certificate",
-	AlertIllegalParameter:       "illegal parameter",
-	AlertUnknownCA:              "unknown certificate authority",
-	AlertAccessDenied:           "access denied",
-	AlertDecodeError:            "error decoding message",
-	AlertDecryptError:           "error decrypting message",
-	AlertExportRestriction:      "export restriction",
-	AlertProtocolVersion:        "protocol version not supported",
-	AlertInsufficientSecurity:   "insufficient security level",
-	AlertInternalError:          "internal error",
-	AlertUserCanceled:           "user canceled",
-	AlertNoRenegotiation:        "no renegotiation",
-	AlertUnsupportedExtension:   "unsupported extension",
-	AlertUnsupportedSite2Site:   "unsupported site2site",
-	AlertNoArea:                 "no area",
-	AlertUnsupportedAreaType:    "unsupported area type",
-	AlertBadIBCParam:            "bad IBC parameter",
-	AlertUnsupportedIBCParam:    "unsupported IBC parameter",
-	AlertIdentityNeed:           "identity needed",
+// gmAlertText names the GM-specific alerts of GB/T 38636 §6.3.4.2; the
+// others have their TLS registry names (tlsutil.AlertName).
+var gmAlertText = map[AlertError]string{
+	AlertUnsupportedSite2Site: "unsupported site2site",
+	AlertNoArea:               "no area",
+	AlertUnsupportedAreaType:  "unsupported area type",
+	AlertBadIBCParam:          "bad IBC parameter",
+	AlertUnsupportedIBCParam:  "unsupported IBC parameter",
+	AlertIdentityNeed:         "identity needed",
 }
 
 // String returns the alert's name.
 func (e AlertError) String() string {
-	if s, ok := alertText[e]; ok {
+	if s, ok := gmAlertText[e]; ok {
 		return s
 	}
-	return "alert(" + strconv.Itoa(int(e)) + ")"
+	return tlsutil.AlertName(uint8(e))
 }
 
 // Error implements error; it describes an alert this side sent.

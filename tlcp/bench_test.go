@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -220,59 +221,223 @@ func recordClientFlights(b *testing.B, scfg func() *Config, ccfg *Config) []byte
 	return append([]byte(nil), rc.buf.Bytes()...)
 }
 
+type serverHandshakeCase struct {
+	name   string
+	suite  uint16
+	mutual bool
+	resume bool
+	verify bool
+}
+
+var serverHandshakeCases = []serverHandshakeCase{
+	{"ECC", ECC_SM4_GCM_SM3, false, false, false},
+	{"ECC-CBC", ECC_SM4_CBC_SM3, false, false, false},
+	{"ECDHE", ECDHE_SM4_GCM_SM3, true, false, false},
+	{"ECDHE-verifychain", ECDHE_SM4_GCM_SM3, true, false, true},
+	{"resumed", ECC_SM4_GCM_SM3, false, true, false},
+}
+
+// serverHandshakeOp returns one server handshake of tc replayed from
+// recorded client flights: only server work runs, on the calling goroutine.
+func serverHandshakeOp(b *testing.B, p *testPKI, tc serverHandshakeCase) func() {
+	store := NewLRUSessionStore(100, time.Hour)
+	scfg := func() *Config {
+		c := p.serverConfig()
+		c.CipherSuites = []uint16{tc.suite}
+		c.Rand = &detRand{}
+		c.SessionStore = store
+		c.SessionTicketsDisabled = true
+		if !tc.verify {
+			c.ClientCAs = nil
+		}
+		return c
+	}
+	ccfg := p.clientConfig()
+	ccfg.CipherSuites = []uint16{tc.suite}
+	if !tc.mutual {
+		ccfg.Certificates = nil
+	}
+	if tc.resume {
+		ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
+		recordClientFlights(b, scfg, ccfg) // full handshake fills caches
+	}
+	flights := recordClientFlights(b, scfg, ccfg)
+	cfg := scfg()
+	return func() {
+		srv := Server(&replayConn{in: flights}, cfg)
+		if err := srv.Handshake(); err != nil {
+			b.Fatal(err)
+		}
+		if srv.didResume != tc.resume {
+			b.Fatal("resumption mismatch")
+		}
+	}
+}
+
 func BenchmarkServerHandshake(b *testing.B) {
 	p := loadPKI(b)
-	store := NewLRUSessionStore(100, time.Hour)
-	cases := []struct {
-		name   string
-		suite  uint16
-		mutual bool
-		resume bool
-		verify bool
-	}{
-		{"ECC", ECC_SM4_GCM_SM3, false, false, false},
-		{"ECC-CBC", ECC_SM4_CBC_SM3, false, false, false},
-		{"ECDHE", ECDHE_SM4_GCM_SM3, true, false, false},
-		{"ECDHE-verifychain", ECDHE_SM4_GCM_SM3, true, false, true},
-		{"resumed", ECC_SM4_GCM_SM3, false, true, false},
-	}
-	for _, tc := range cases {
+	for _, tc := range serverHandshakeCases {
 		b.Run(tc.name, func(b *testing.B) {
-			scfg := func() *Config {
-				c := p.serverConfig()
-				c.CipherSuites = []uint16{tc.suite}
-				c.Rand = &detRand{}
-				c.SessionStore = store
-				c.SessionTicketsDisabled = true
-				if !tc.verify {
-					c.ClientCAs = nil
-				}
-				return c
-			}
-			ccfg := p.clientConfig()
-			ccfg.CipherSuites = []uint16{tc.suite}
-			if !tc.mutual {
-				ccfg.Certificates = nil
-			}
-			if tc.resume {
-				ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
-				recordClientFlights(b, scfg, ccfg) // full handshake fills caches
-			}
-			flights := recordClientFlights(b, scfg, ccfg)
-			cfg := scfg()
+			hs := serverHandshakeOp(b, p, tc)
 			b.ReportAllocs()
 			b.ResetTimer()
 			defer cpuTimer(b)()
 			for b.Loop() {
-				srv := Server(&replayConn{in: flights}, cfg)
-				if err := srv.Handshake(); err != nil {
-					b.Fatal(err)
-				}
-				if srv.didResume != tc.resume {
-					b.Fatal("resumption mismatch")
-				}
+				hs()
 			}
 		})
+	}
+}
+
+// ---- interleaved ratios ----
+
+// baselineOps returns the operations the ratios are made of, each
+// exactly as the server performs it alone: one SM2 sign of the ECC
+// ServerKeyExchange's signed data, one SM2 decrypt of a 48-byte pre-master,
+// one SM2 key agreement (ephemeral key generation + SM2MQV + KDF, through
+// the same smkey interface), one SM2 verification (the client's
+// CertificateVerify, for reference), and the key schedule.
+func baselineOps(b *testing.B, p *testPKI) (sign, decrypt, keyAgree, verify, keySchedule func()) {
+	ctx := context.Background()
+	msg := make([]byte, 64+3+len(p.server.EncCertificate))
+	sign = func() {
+		if _, err := signSM2(ctx, p.server.SignKey, rand.Reader, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ct, err := sm2.EncryptASN1(rand.Reader, p.server.EncLeaf.PublicKey.(*ecdsaPublicKey), make([]byte, 48))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec := p.server.EncKey.(cryptoDecrypter)
+	decrypt = func() {
+		if _, err := smkey.Decrypt(ctx, dec, rand.Reader, ct, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cliEph, _ := ecdh.P256().GenerateKey(rand.Reader)
+	cliStatic, _ := ecdhPublic(p.client.EncLeaf)
+	ka := smkey.AsKeyAgreement(p.server.EncKey)
+	keyAgree = func() {
+		eph, err := ecdh.P256().GenerateKey(rand.Reader)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ka.SM2KeyAgree(ctx, eph, cliStatic, cliEph.PublicKey(), false, 48, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	vmsg := make([]byte, 32)
+	sig, err := signSM2(ctx, p.client.SignKey, rand.Reader, vmsg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	verify = func() {
+		if !verifySM2(p.client.Leaf.PublicKey, vmsg, sig) {
+			b.Fatal("verify")
+		}
+	}
+	pm := make([]byte, 48)
+	cr, sr := make([]byte, 32), make([]byte, 32)
+	h := sm3.Sum(nil)
+	suite := cipherSuiteByID(ECC_SM4_GCM_SM3)
+	keySchedule = func() {
+		ks := masterFromPreMaster(pm, cr, sr)
+		ks.keys(suite, cr, sr)
+		ks.finished(true, h[:])
+		ks.finished(false, h[:])
+		ks.release()
+	}
+	return
+}
+
+// BenchmarkHandshakeRatio measures the server handshakes and their
+// baselines interleaved on one locked thread: every round runs a few of
+// each operation in turn and charges each its own thread CPU time. Load
+// changes on a shared machine then hit numerator and denominator alike,
+// which separate benchmarks (minutes apart) do not. Reported:
+//
+//	ECC:     ratio = hs / (sign + decrypt + keysched)          target ≤ 1.25
+//	ECDHE*:  ratio = hs / (sign + keyagree + keysched)         target ≤ 1.25
+//	         ratio+verify = hs / (sign + keyagree + keysched + verify)
+//	resumed: ratio = resumed hs / full ECC hs                  target ≤ 0.10
+//
+// and every operation's ns/op (thread CPU on Linux, else process CPU).
+func BenchmarkHandshakeRatio(b *testing.B) {
+	p := loadPKI(b)
+	sign, decrypt, keyAgree, verify, keySchedule := baselineOps(b, p)
+	full := serverHandshakeOp(b, p, serverHandshakeCases[0])
+	for _, tc := range serverHandshakeCases {
+		b.Run(tc.name, func(b *testing.B) {
+			hs := serverHandshakeOp(b, p, tc)
+			var ops []*timedOp
+			add := func(name string, fn func()) *timedOp {
+				op := &timedOp{name: name, fn: fn}
+				ops = append(ops, op)
+				return op
+			}
+			h := add("hs", hs)
+			var s, d, k, v, f *timedOp
+			if tc.resume {
+				f = add("full", full)
+			} else {
+				s = add("sign", sign)
+				if tc.suite == ECC_SM4_GCM_SM3 || tc.suite == ECC_SM4_CBC_SM3 {
+					d = add("decrypt", decrypt)
+				} else {
+					d = add("keyagree", keyAgree)
+					v = add("verify", verify)
+				}
+				k = add("keysched", keySchedule)
+			}
+			runInterleaved(b, ops, 4)
+			for _, op := range ops {
+				b.ReportMetric(op.perOp(), op.name+"-ns")
+			}
+			if tc.resume {
+				b.ReportMetric(h.perOp()/f.perOp(), "ratio")
+				return
+			}
+			base := s.perOp() + d.perOp() + k.perOp()
+			b.ReportMetric(h.perOp()/base, "ratio")
+			if v != nil {
+				b.ReportMetric(h.perOp()/(base+v.perOp()), "ratio+verify")
+			}
+		})
+	}
+}
+
+type timedOp struct {
+	name  string
+	fn    func()
+	total int64
+	n     int
+}
+
+func (o *timedOp) perOp() float64 { return float64(o.total) / float64(o.n) }
+
+// runInterleaved runs reps of each op per round, b.N rounds, timing each
+// batch with the thread's CPU clock.
+func runInterleaved(b *testing.B, ops []*timedOp, reps int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	clock := threadCPU
+	if clock() < 0 {
+		clock = processCPU
+	}
+	for _, op := range ops { // warm up pools and caches
+		op.fn()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for _, op := range ops {
+			t0 := clock()
+			for range reps {
+				op.fn()
+			}
+			op.total += clock() - t0
+			op.n += reps
+		}
 	}
 }
 

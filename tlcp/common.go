@@ -25,6 +25,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // VersionTLCP is the protocol version of GB/T 38636-2020 in record headers
@@ -61,8 +62,8 @@ const (
 
 // Extensions (GM/T 0024-2023 list plus Tongsuo's session_ticket).
 const (
-	extensionServerName    uint16 = 0
-	extensionALPN          uint16 = 16
+	extensionServerName           = tlsutil.ExtensionServerName
+	extensionALPN                 = tlsutil.ExtensionALPN
 	extensionSessionTicket uint16 = 35
 )
 

@@ -2,16 +2,21 @@
 
 package tlcp
 
-import "syscall"
+import (
+	"syscall"
+	"unsafe"
+)
 
-// rusageThread is Linux's RUSAGE_THREAD (not exported by package syscall).
-const rusageThread = 1
+// clockThreadCPUTimeID is Linux's CLOCK_THREAD_CPUTIME_ID.
+const clockThreadCPUTimeID = 3
 
-// threadCPU returns the calling thread's CPU time in nanoseconds.
+// threadCPU returns the calling thread's CPU time in nanoseconds
+// (clock_gettime(CLOCK_THREAD_CPUTIME_ID): the scheduler's exact runtime,
+// not tick samples).
 func threadCPU() int64 {
-	var r syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &r); err != nil {
+	var ts syscall.Timespec
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
 		return -1
 	}
-	return r.Utime.Nano() + r.Stime.Nano()
+	return ts.Nano()
 }

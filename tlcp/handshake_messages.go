@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Handshake messages of GB/T 38636-2020 §6.4 (TLS 1.2 layouts without the
@@ -18,21 +20,12 @@ type handshakeMessage interface {
 
 // marshalMsg builds type || u24 length || body.
 func marshalMsg(typ uint8, body func(b *cryptobyte.Builder)) ([]byte, error) {
-	b := cryptobyte.NewBuilder(make([]byte, 0, 256))
-	b.AddUint8(typ)
-	b.AddUint24LengthPrefixed(body)
-	return b.Bytes()
+	return tlsutil.MarshalHandshake(typ, body)
 }
 
 // readMsg checks the header and returns the body.
 func readMsg(data []byte, typ uint8) (cryptobyte.String, bool) {
-	s := cryptobyte.String(data)
-	var t uint8
-	var body cryptobyte.String
-	if !s.ReadUint8(&t) || t != typ || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
-		return nil, false
-	}
-	return body, true
+	return tlsutil.ReadHandshake(data, typ)
 }
 
 // extSet detects duplicate extensions without allocating for the usual
@@ -90,24 +83,10 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 		}
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.serverName != "" {
-				// RFC 6066 §3: server_name_list of one host_name.
-				b.AddUint16(extensionServerName)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						b.AddUint8(0)
-						b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(m.serverName)) })
-					})
-				})
+				tlsutil.AddServerNameExtension(b, m.serverName)
 			}
 			if len(m.alpnProtocols) > 0 {
-				b.AddUint16(extensionALPN)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						for _, p := range m.alpnProtocols {
-							b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(p)) })
-						}
-					})
-				})
+				tlsutil.AddALPNExtension(b, m.alpnProtocols...)
 			}
 			if m.ticketSupported {
 				b.AddUint16(extensionSessionTicket)
@@ -157,31 +136,15 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		}
 		switch typ {
 		case extensionServerName:
-			var list cryptobyte.String
-			if !ext.ReadUint16LengthPrefixed(&list) || list.Empty() {
+			// The first host_name counts; later ones are ignored.
+			var ok bool
+			if m.serverName, _, ok = tlsutil.ReadServerName(&ext); !ok {
 				return false
-			}
-			for !list.Empty() {
-				var nameType uint8
-				var name cryptobyte.String
-				if !list.ReadUint8(&nameType) || !list.ReadUint16LengthPrefixed(&name) || len(name) == 0 {
-					return false
-				}
-				if nameType == 0 && m.serverName == "" {
-					m.serverName = string(name)
-				}
 			}
 		case extensionALPN:
-			var list cryptobyte.String
-			if !ext.ReadUint16LengthPrefixed(&list) || list.Empty() {
+			var ok bool
+			if m.alpnProtocols, ok = tlsutil.ReadALPNList(&ext); !ok {
 				return false
-			}
-			for !list.Empty() {
-				var p cryptobyte.String
-				if !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 {
-					return false
-				}
-				m.alpnProtocols = append(m.alpnProtocols, string(p))
 			}
 		case extensionSessionTicket:
 			m.ticketSupported = true
@@ -276,11 +239,10 @@ func (m *serverHelloMsg) unmarshal(data []byte) bool {
 		case extensionServerName:
 			m.serverNameAck = true
 		case extensionALPN:
-			var list, p cryptobyte.String
-			if !ext.ReadUint16LengthPrefixed(&list) || !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 || !list.Empty() {
+			var ok bool
+			if m.alpnProtocol, ok = tlsutil.ReadALPNSelected(&ext); !ok {
 				return false
 			}
-			m.alpnProtocol = string(p)
 		case extensionSessionTicket:
 			m.ticketSupported = true
 		default:

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/emmansun/gmsm/sm3"
@@ -40,18 +41,28 @@ type serverHandshakeState struct {
 	clientAuth ClientAuthType
 	peerCerts  []*smx509.Certificate
 	clientEnc  *smx509.Certificate
+
+	// Storage for the above, so that one pooled allocation serves a
+	// handshake. Nothing outside the handshake keeps pointers into it.
+	helloMsg    clientHelloMsg
+	shMsg       serverHelloMsg
+	random      [32]byte
+	trState     transcript
+	storedState sessionState
+	fin         finishedMsg
 }
 
+var serverHandshakePool = sync.Pool{New: func() any { return new(serverHandshakeState) }}
+
 func (c *Conn) serverHandshake(ctx context.Context) error {
-	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config, tr: newTranscript()}
+	hs := serverHandshakePool.Get().(*serverHandshakeState)
+	hs.c, hs.ctx, hs.config = c, ctx, c.config
+	hs.tr = &hs.trState
+	hs.tr.init()
 	// Keep the raw messages while GmSSL's raw CertificateVerify may be
 	// needed (GetConfigForClient may switch it on).
 	hs.tr.keepRaw = c.config.AcceptRawCertificateVerify || c.config.GetConfigForClient != nil
-	defer func() {
-		if hs.ks != nil {
-			hs.ks.release()
-		}
-	}()
+	defer hs.release()
 	if err := hs.readClientHello(); err != nil {
 		return err
 	}
@@ -95,6 +106,20 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 	return nil
 }
 
+// release wipes the state and returns it to the pool.
+func (hs *serverHandshakeState) release() {
+	if hs.ks != nil {
+		hs.ks.release()
+	}
+	h := hs.trState.h
+	if h != nil {
+		h.Reset()
+	}
+	*hs = serverHandshakeState{}
+	hs.trState.h = h
+	serverHandshakePool.Put(hs)
+}
+
 // readHandshakeMsg reads the next message, which must be of type typ.
 func (c *Conn) readHandshakeMsg(typ uint8, m handshakeMessage, tr *transcript) ([]byte, error) {
 	data, err := c.readHandshake()
@@ -115,7 +140,7 @@ func (c *Conn) readHandshakeMsg(typ uint8, m handshakeMessage, tr *transcript) (
 
 func (hs *serverHandshakeState) readClientHello() error {
 	c := hs.c
-	hs.hello = &clientHelloMsg{}
+	hs.hello = &hs.helloMsg
 	if _, err := c.readHandshakeMsg(typeClientHello, hs.hello, hs.tr); err != nil {
 		return err
 	}
@@ -167,7 +192,8 @@ func (hs *serverHandshakeState) readClientHello() error {
 	}
 	c.serverName = hello.serverName
 
-	hs.sh = &serverHelloMsg{vers: VersionTLCP, cipherSuite: hs.suite.id, random: make([]byte, 32)}
+	hs.shMsg = serverHelloMsg{vers: VersionTLCP, cipherSuite: hs.suite.id, random: hs.random[:]}
+	hs.sh = &hs.shMsg
 	if _, err := io.ReadFull(hs.config.rand(), hs.sh.random); err != nil {
 		return wrapErr(AlertInternalError, "server random", err)
 	}
@@ -335,8 +361,8 @@ func (hs *serverHandshakeState) checkForResumption() {
 		}
 	} else if len(hello.sessionID) > 0 {
 		if store := cfg.sessionStore(); store != nil {
-			if b, ok := store.Get(string(hello.sessionID)); ok {
-				st := &sessionState{}
+			if b, ok := storeGet(store, hello.sessionID); ok {
+				st := &hs.storedState
 				if st.unmarshal(b) {
 					s = st
 				}
@@ -513,14 +539,13 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 		return errorf(AlertUnknownCA, "client certificate cannot be verified: Config.ClientAuth verifies but Config.ClientCAs is nil")
 	}
 	if hs.clientAuth.verifies() && cfg.ClientCAs != nil {
-		chains, err = verifyChain(sign, certs[1:], cfg.ClientCAs, "", cfg.time(), smx509.ExtKeyUsageClientAuth)
+		var encFailed bool
+		chains, encFailed, err = verifyClientChains(cm.certificates, certs, enc, cfg.ClientCAs, cfg.time())
 		if err != nil {
-			return wrapErr(certAlert(err), "client signing certificate does not verify", err)
-		}
-		if enc != nil {
-			if _, err := verifyChain(enc, certs[2:], cfg.ClientCAs, "", cfg.time(), smx509.ExtKeyUsageClientAuth); err != nil {
+			if encFailed {
 				return wrapErr(certAlert(err), "client encryption certificate does not verify", err)
 			}
+			return wrapErr(certAlert(err), "client signing certificate does not verify", err)
 		}
 	}
 	if cfg.VerifyPeerCertificate != nil {
@@ -584,7 +609,7 @@ func (hs *serverHandshakeState) readFinished() error {
 		return err
 	}
 	want := hs.ks.finished(true, hs.tr.sum())
-	fin := &finishedMsg{}
+	fin := &hs.fin
 	if _, err := c.readHandshakeMsg(typeFinished, fin, hs.tr); err != nil {
 		return err
 	}

@@ -3,27 +3,26 @@ package tlcp
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // Interop with Tongsuo (GMPROXY_TONGSUO_BIN = its openssl) and GmSSL
 // (GMPROXY_GMSSL_BIN = gmssl). Skipped when the variables are unset.
 //
 // GmSSL's tool servers listen on every interface, so the tests that start a
-// GmSSL server run only when GMPROXY_NETNS_PRIVATE=1 says the test process
-// runs inside its own network namespace, e.g.
+// GmSSL server run only when GMPROXY_NETNS=1 (or GMPROXY_NETNS_PRIVATE=1)
+// says the test process runs inside its own network namespace, e.g.
 //
-//	ip netns add tlcp-interop && ip -n tlcp-interop link set lo up
-//	ip netns exec tlcp-interop env GMPROXY_NETNS_PRIVATE=1 GMPROXY_GMSSL_BIN=… go test -run GmSSL ./tlcp/
+//	GMPROXY_NETNS=1 GMPROXY_GMSSL_BIN=… /work/peers/bin/netns-run go test -run GmSSL ./tlcp/
 
 const interopResponse = "HTTP/1.0 200 ok\r\nContent-Type: text/plain\r\n\r\nhello from gmproxy tlcp\n"
 
@@ -70,14 +69,10 @@ func ourServer(t *testing.T, cfg *Config) (addr string, results chan HandshakeRe
 	return l.Addr().String(), results, func() { l.Close() }
 }
 
+// runCmd runs a peer command in the working directory (bounded).
 func runCmd(t *testing.T, stdin string, name string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return testpeer.Run(t, "", stdin, name, args...)
 }
 
 func interopPKI(t *testing.T) (*testPKI, func(string) string) {
@@ -87,10 +82,7 @@ func interopPKI(t *testing.T) (*testPKI, func(string) string) {
 
 // TestTongsuoClient: Tongsuo s_client against our server.
 func TestTongsuoClient(t *testing.T) {
-	bin := os.Getenv("GMPROXY_TONGSUO_BIN")
-	if bin == "" {
-		t.Skip("GMPROXY_TONGSUO_BIN not set")
-	}
+	bin := testpeer.Bin(t, testpeer.TongsuoEnv)
 	p, f := interopPKI(t)
 	for _, s := range interopSuites {
 		for _, mutual := range []bool{false, true} {
@@ -160,45 +152,16 @@ func TestTongsuoClient(t *testing.T) {
 	}
 }
 
-// startTongsuoServer starts s_server with a live stdin (it exits on EOF).
+// startTongsuoServer starts s_server on a free loopback port.
 func startTongsuoServer(t *testing.T, bin string, args ...string) (addr string, stop func()) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, append([]string{"s_server", "-accept", addr}, args...)...)
-	stdin, _ := cmd.StdinPipe()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return addr, func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("s_server output:\n%s", out.String())
-		}
-	}
+	addr = testpeer.FreeAddr(t)
+	return addr, testpeer.StartServer(t, "", addr, bin, append([]string{"s_server", "-accept", addr}, args...)...)
 }
 
 // TestTongsuoServer: our client against Tongsuo s_server -www.
 func TestTongsuoServer(t *testing.T) {
-	bin := os.Getenv("GMPROXY_TONGSUO_BIN")
-	if bin == "" {
-		t.Skip("GMPROXY_TONGSUO_BIN not set")
-	}
+	bin := testpeer.Bin(t, testpeer.TongsuoEnv)
 	p, f := interopPKI(t)
 	for _, s := range interopSuites {
 		for _, mutual := range []bool{false, true} {
@@ -249,10 +212,7 @@ func TestTongsuoServer(t *testing.T) {
 
 // TestGmSSLClient: GmSSL tlcp_client against our server (GmSSL never resumes).
 func TestGmSSLClient(t *testing.T) {
-	bin := os.Getenv("GMPROXY_GMSSL_BIN")
-	if bin == "" {
-		t.Skip("GMPROXY_GMSSL_BIN not set")
-	}
+	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
 	p, f := interopPKI(t)
 	msg := "TLCP interop line 0123456789\n"
 	for _, s := range interopSuites {
@@ -302,15 +262,10 @@ func TestGmSSLClient(t *testing.T) {
 }
 
 // TestGmSSLServer: our client against GmSSL tlcp_server, only inside a
-// private network namespace (GMPROXY_NETNS_PRIVATE=1).
+// private network namespace (GMPROXY_NETNS=1).
 func TestGmSSLServer(t *testing.T) {
-	bin := os.Getenv("GMPROXY_GMSSL_BIN")
-	if bin == "" {
-		t.Skip("GMPROXY_GMSSL_BIN not set")
-	}
-	if os.Getenv("GMPROXY_NETNS_PRIVATE") != "1" {
-		t.Skip("GmSSL servers listen on all interfaces: run inside a private netns with GMPROXY_NETNS_PRIVATE=1")
-	}
+	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
+	testpeer.RequirePrivateNetns(t)
 	p, f := interopPKI(t)
 	port := 24433
 	for _, s := range interopSuites {
@@ -323,23 +278,11 @@ func TestGmSSLServer(t *testing.T) {
 				if mutual || ecdhe {
 					args = append(args, "-cert_request", "-cacert", f("ca.crt"))
 				}
-				cmd := exec.Command(bin, args...)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				defer func() {
-					cmd.Process.Kill()
-					cmd.Wait()
-					if t.Failed() {
-						t.Logf("gmssl server output:\n%s", out.String())
-					}
-				}()
+				defer testpeer.Start(t, "", bin, args...).Stop()
 				addr := fmt.Sprintf("127.0.0.1:%d", port)
 				// Wait for the listening socket without connecting (a probe
 				// connection would use up the server's accept).
-				if !waitListening(port, 10*time.Second) {
+				if !testpeer.WaitListening(port, 10*time.Second) {
 					t.Fatal("gmssl tlcp_server did not start listening")
 				}
 				ccfg := p.clientConfig()
@@ -371,21 +314,4 @@ func TestGmSSLServer(t *testing.T) {
 			})
 		}
 	}
-}
-
-// waitListening polls /proc/net/tcp{,6} for a LISTEN socket on port.
-func waitListening(port int, d time.Duration) bool {
-	want := fmt.Sprintf(":%04X ", port)
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
-			for _, line := range strings.Split(string(b), "\n") {
-				fs := strings.Fields(line)
-				if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }

@@ -206,6 +206,16 @@ type transcript struct {
 
 func newTranscript() *transcript { return &transcript{h: sm3.New()} }
 
+// init prepares a zero or reused transcript (a kept hash is reset).
+func (t *transcript) init() {
+	if t.h == nil {
+		t.h = sm3.New()
+	} else {
+		t.h.Reset()
+	}
+	t.raw, t.keepRaw = nil, false
+}
+
 func (t *transcript) write(b []byte) {
 	t.h.Write(b)
 	if t.keepRaw {

@@ -62,6 +62,30 @@ func (s *lruStore) Put(id string, state []byte, lifetime time.Duration) {
 
 func (s *lruStore) Delete(id string) { s.c.Delete(id) }
 
+// byteStore is implemented by stores that look session IDs up without
+// converting them to strings.
+type byteStore interface {
+	getBytes(id []byte) ([]byte, bool)
+}
+
+func (s *lruStore) getBytes(id []byte) ([]byte, bool) {
+	// A direct conversion in the call does not allocate when the key does
+	// not escape; lru.Cache.Get only uses it for the map index.
+	e, ok := s.c.Get(string(id))
+	if !ok || (!e.expires.IsZero() && !s.now().Before(e.expires)) {
+		return nil, false
+	}
+	return e.state, true
+}
+
+// storeGet looks id up in store.
+func storeGet(store SessionStore, id []byte) ([]byte, bool) {
+	if bs, ok := store.(byteStore); ok {
+		return bs.getBytes(id)
+	}
+	return store.Get(string(id))
+}
+
 // sessionState is what the server keeps (in a store or sealed in a ticket).
 type sessionState struct {
 	vers        uint16

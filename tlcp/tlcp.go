@@ -11,6 +11,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Server returns a server-side TLCP connection on conn. config must hold at
@@ -27,22 +28,9 @@ func Client(conn net.Conn, config *Config) *Conn {
 	return c
 }
 
-type listener struct {
-	net.Listener
-	config *Config
-}
-
-func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return Server(c, l.config), nil
-}
-
 // NewListener wraps inner so that accepted connections are TLCP servers.
 func NewListener(inner net.Listener, config *Config) net.Listener {
-	return &listener{Listener: inner, config: config}
+	return tlsutil.NewListener(inner, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // Listen listens on laddr and returns a TLCP listener.
@@ -50,11 +38,7 @@ func Listen(network, laddr string, config *Config) (net.Listener, error) {
 	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
 		return nil, errors.New("tlcp: neither Certificates, GetCertificate, nor GetConfigForClient set in Config")
 	}
-	l, err := net.Listen(network, laddr)
-	if err != nil {
-		return nil, err
-	}
-	return NewListener(l, config), nil
+	return tlsutil.Listen(network, laddr, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // Dial connects to addr and runs the client handshake.
@@ -65,47 +49,27 @@ func Dial(network, addr string, config *Config) (*Conn, error) {
 // DialWithDialer is Dial with a dialer; its Timeout and Deadline bound the
 // handshake too. Without config.ServerName, the host part of addr is used.
 func DialWithDialer(dialer *net.Dialer, network, addr string, config *Config) (*Conn, error) {
-	ctx := context.Background()
-	if dialer.Timeout != 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, dialer.Timeout)
-		defer cancel()
-	}
-	if !dialer.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dialer.Deadline)
-		defer cancel()
-	}
-	return dialContext(ctx, dialer, network, addr, config)
+	return tlsutil.DialWithDialer(dialer, network, addr, clientFor(config))
 }
 
 // DialContext is Dial with a context bounding the connection and handshake.
 func DialContext(ctx context.Context, network, addr string, config *Config) (*Conn, error) {
-	return dialContext(ctx, new(net.Dialer), network, addr, config)
+	return tlsutil.DialContext(ctx, new(net.Dialer), network, addr, clientFor(config))
 }
 
-func dialContext(ctx context.Context, d *net.Dialer, network, addr string, config *Config) (*Conn, error) {
-	if config == nil {
-		config = &Config{}
-	}
-	raw, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if config.ServerName == "" {
-		host := addr
-		if h, _, err := net.SplitHostPort(addr); err == nil {
-			host = h
+// clientFor returns the client constructor of a dial: config (nil meaning
+// the zero Config) with ServerName defaulting to the host dialled.
+func clientFor(config *Config) func(net.Conn, string) *Conn {
+	return func(raw net.Conn, host string) *Conn {
+		if config == nil {
+			config = &Config{}
 		}
-		config = config.Clone()
-		config.ServerName = host
+		if config.ServerName == "" {
+			config = config.Clone()
+			config.ServerName = host
+		}
+		return Client(raw, config)
 	}
-	c := Client(raw, config)
-	if err := c.HandshakeContext(ctx); err != nil {
-		raw.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 // LoadX509KeyPair reads a TLCP certificate pair from PEM files: the signing

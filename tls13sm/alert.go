@@ -1,6 +1,6 @@
 package tls13sm
 
-import "strconv"
+import "github.com/gmproxy/gmproxy/internal/tlsutil"
 
 // Alert is a TLS alert description (RFC 8446 §6).
 type Alert uint8
@@ -36,43 +36,8 @@ const (
 	AlertNoApplicationProtocol        Alert = 120
 )
 
-var alertText = map[Alert]string{
-	AlertCloseNotify:                  "close notify",
-	AlertUnexpectedMessage:            "unexpected message",
-	AlertBadRecordMAC:                 "bad record MAC",
-	AlertRecordOverflow:               "record overflow",
-	AlertHandshakeFailure:             "handshake failure",
-	AlertBadCertificate:               "bad certificate",
-	AlertUnsupportedCertificate:       "unsupported certificate",
-	AlertCertificateRevoked:           "revoked certificate",
-	AlertCertificateExpired:           "expired certificate",
-	AlertCertificateUnknown:           "unknown certificate",
-	AlertIllegalParameter:             "illegal parameter",
-	AlertUnknownCA:                    "unknown certificate authority",
-	AlertAccessDenied:                 "access denied",
-	AlertDecodeError:                  "error decoding message",
-	AlertDecryptError:                 "error decrypting message",
-	AlertProtocolVersion:              "protocol version not supported",
-	AlertInsufficientSecurity:         "insufficient security level",
-	AlertInternalError:                "internal error",
-	AlertInappropriateFallback:        "inappropriate fallback",
-	AlertUserCanceled:                 "user canceled",
-	AlertMissingExtension:             "missing extension",
-	AlertUnsupportedExtension:         "unsupported extension",
-	AlertUnrecognizedName:             "unrecognized name",
-	AlertBadCertificateStatusResponse: "bad certificate status response",
-	AlertUnknownPSKIdentity:           "unknown PSK identity",
-	AlertCertificateRequired:          "certificate required",
-	AlertNoApplicationProtocol:        "no application protocol",
-}
-
 // String returns the RFC name of the alert in words.
-func (a Alert) String() string {
-	if s, ok := alertText[a]; ok {
-		return s
-	}
-	return "alert(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Alert) String() string { return tlsutil.AlertName(uint8(a)) }
 
 // Error makes an Alert usable as an error.
 func (a Alert) Error() string { return "tls13sm: " + a.String() }

@@ -2,6 +2,8 @@ package tls13sm
 
 import (
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Handshake message types (RFC 8446 §4).
@@ -21,10 +23,10 @@ const (
 
 // Extension types (RFC 8446 §4.2).
 const (
-	extServerName          uint16 = 0
+	extServerName                 = tlsutil.ExtensionServerName
 	extSupportedGroups     uint16 = 10
 	extSignatureAlgorithms uint16 = 13
-	extALPN                uint16 = 16
+	extALPN                       = tlsutil.ExtensionALPN
 	extPreSharedKey        uint16 = 41
 	extEarlyData           uint16 = 42
 	extSupportedVersions   uint16 = 43
@@ -75,10 +77,13 @@ func addU16Bytes(b *cryptobyte.Builder, v []byte) {
 
 // handshakeMessage wraps body in the 4-byte handshake header.
 func handshakeMessage(typ uint8, body func(b *cryptobyte.Builder)) ([]byte, error) {
-	var b cryptobyte.Builder
-	b.AddUint8(typ)
-	b.AddUint24LengthPrefixed(body)
-	return b.Bytes()
+	return tlsutil.MarshalHandshake(typ, body)
+}
+
+// readMsg checks that data is one handshake message of type typ and returns
+// its body.
+func readMsg(data []byte, typ uint8) (cryptobyte.String, bool) {
+	return tlsutil.ReadHandshake(data, typ)
 }
 
 func readU16List(s *cryptobyte.String, out *[]uint16) bool {
@@ -159,13 +164,7 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 		addU8Bytes(b, []byte{0})
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.serverName != "" {
-				b.AddUint16(extServerName)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						b.AddUint8(0) // host_name
-						addU16Bytes(b, []byte(m.serverName))
-					})
-				})
+				tlsutil.AddServerNameExtension(b, m.serverName)
 			}
 			if len(m.supportedGroups) > 0 {
 				b.AddUint16(extSupportedGroups)
@@ -188,14 +187,7 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 				})
 			}
 			if len(m.alpnProtocols) > 0 {
-				b.AddUint16(extALPN)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						for _, p := range m.alpnProtocols {
-							addU8Bytes(b, []byte(p))
-						}
-					})
-				})
+				tlsutil.AddALPNExtension(b, m.alpnProtocols...)
 			}
 			if len(m.supportedVersions) > 0 {
 				b.AddUint16(extSupportedVersions)
@@ -278,10 +270,8 @@ func (m *clientHelloMsg) updateBinders(binders [][]byte) {
 
 func (m *clientHelloMsg) unmarshal(data []byte) bool {
 	*m = clientHelloMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeClientHello || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
+	body, ok := readMsg(data, typeClientHello)
+	if !ok {
 		return false
 	}
 	if !body.ReadUint16(&m.vers) || !body.ReadBytes(&m.random, 32) ||
@@ -313,27 +303,14 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		}
 		switch et {
 		case extServerName:
-			var list cryptobyte.String
-			if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
-				return false
+			var n int
+			var ok bool
+			if m.serverName, n, ok = tlsutil.ReadServerName(&ed); !ok || n > 1 {
+				return false // malformed, or several host names
 			}
-			for !list.Empty() {
-				var nt uint8
-				var name cryptobyte.String
-				if !list.ReadUint8(&nt) || !list.ReadUint16LengthPrefixed(&name) || len(name) == 0 {
+			for _, c := range []byte(m.serverName) {
+				if c == 0 || c > 0x7e {
 					return false
-				}
-				if nt != 0 {
-					continue
-				}
-				if m.serverName != "" {
-					return false // several host names
-				}
-				m.serverName = string(name)
-				for _, c := range name {
-					if c == 0 || c > 0x7e {
-						return false
-					}
 				}
 			}
 		case extSupportedGroups:
@@ -351,16 +328,9 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 				return false
 			}
 		case extALPN:
-			var list cryptobyte.String
-			if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
+			var ok bool
+			if m.alpnProtocols, ok = tlsutil.ReadALPNList(&ed); !ok {
 				return false
-			}
-			for !list.Empty() {
-				var p cryptobyte.String
-				if !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 {
-					return false
-				}
-				m.alpnProtocols = append(m.alpnProtocols, string(p))
 			}
 		case extSupportedVersions:
 			m.hasSupportedVers = true
@@ -500,10 +470,8 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 
 func (m *serverHelloMsg) unmarshal(data []byte) bool {
 	*m = serverHelloMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeServerHello || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
+	body, ok := readMsg(data, typeServerHello)
+	if !ok {
 		return false
 	}
 	if !body.ReadUint16(&m.vers) || !body.ReadBytes(&m.random, 32) ||
@@ -575,12 +543,7 @@ func (m *encryptedExtensionsMsg) marshal() ([]byte, error) {
 	raw, err := handshakeMessage(typeEncryptedExtensions, func(b *cryptobyte.Builder) {
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.alpnProtocol != "" {
-				b.AddUint16(extALPN)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						addU8Bytes(b, []byte(m.alpnProtocol))
-					})
-				})
+				tlsutil.AddALPNExtension(b, m.alpnProtocol)
 			}
 		})
 	})
@@ -590,11 +553,9 @@ func (m *encryptedExtensionsMsg) marshal() ([]byte, error) {
 
 func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
 	*m = encryptedExtensionsMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body, exts cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeEncryptedExtensions || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
-		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
+	body, ok := readMsg(data, typeEncryptedExtensions)
+	var exts cryptobyte.String
+	if !ok || !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
 	var seen extensionSet
@@ -606,11 +567,10 @@ func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
 		}
 		switch et {
 		case extALPN:
-			var list, p cryptobyte.String
-			if !ed.ReadUint16LengthPrefixed(&list) || !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 || !list.Empty() {
+			var ok bool
+			if m.alpnProtocol, ok = tlsutil.ReadALPNSelected(&ed); !ok {
 				return false
 			}
-			m.alpnProtocol = string(p)
 		case extEarlyData:
 			m.earlyData = true
 		case extServerName, extSupportedGroups:
@@ -668,11 +628,9 @@ func (m *certificateRequestMsg) marshal() ([]byte, error) {
 
 func (m *certificateRequestMsg) unmarshal(data []byte) bool {
 	*m = certificateRequestMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body, exts cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeCertificateRequest || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
-		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.context)) ||
+	body, ok := readMsg(data, typeCertificateRequest)
+	var exts cryptobyte.String
+	if !ok || !body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.context)) ||
 		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
@@ -741,11 +699,9 @@ func (m *certificateMsg) marshal() ([]byte, error) {
 
 func (m *certificateMsg) unmarshal(data []byte) bool {
 	*m = certificateMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body, list cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeCertificate || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
-		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.context)) ||
+	body, ok := readMsg(data, typeCertificate)
+	var list cryptobyte.String
+	if !ok || !body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.context)) ||
 		!body.ReadUint24LengthPrefixed(&list) || !body.Empty() {
 		return false
 	}
@@ -782,11 +738,8 @@ func (m *certificateVerifyMsg) marshal() ([]byte, error) {
 
 func (m *certificateVerifyMsg) unmarshal(data []byte) bool {
 	*m = certificateVerifyMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body cryptobyte.String
-	return s.ReadUint8(&typ) && typ == typeCertificateVerify && s.ReadUint24LengthPrefixed(&body) && s.Empty() &&
-		body.ReadUint16(&m.sigAlg) && body.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.signature)) &&
+	body, ok := readMsg(data, typeCertificateVerify)
+	return ok && body.ReadUint16(&m.sigAlg) && body.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.signature)) &&
 		len(m.signature) > 0 && body.Empty()
 }
 
@@ -807,10 +760,8 @@ func (m *finishedMsg) marshal() ([]byte, error) {
 
 func (m *finishedMsg) unmarshal(data []byte) bool {
 	*m = finishedMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeFinished || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
+	body, ok := readMsg(data, typeFinished)
+	if !ok {
 		return false
 	}
 	m.verifyData = body
@@ -844,11 +795,9 @@ func (m *newSessionTicketMsg) marshal() ([]byte, error) {
 
 func (m *newSessionTicketMsg) unmarshal(data []byte) bool {
 	*m = newSessionTicketMsg{raw: data}
-	s := cryptobyte.String(data)
-	var typ uint8
-	var body, exts cryptobyte.String
-	if !s.ReadUint8(&typ) || typ != typeNewSessionTicket || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() ||
-		!body.ReadUint32(&m.lifetime) || !body.ReadUint32(&m.ageAdd) ||
+	body, ok := readMsg(data, typeNewSessionTicket)
+	var exts cryptobyte.String
+	if !ok || !body.ReadUint32(&m.lifetime) || !body.ReadUint32(&m.ageAdd) ||
 		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.nonce)) ||
 		!body.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.label)) || len(m.label) == 0 ||
 		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -57,6 +56,7 @@ func loadPKI(t testing.TB) *testPKI {
 // tcpPair returns the two ends of a loopback TCP connection (accepted end
 // first).
 func tcpPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
 	dialed, accepted := testpeer.TCPPair(t)
 	return accepted, dialed
 }

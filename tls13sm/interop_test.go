@@ -8,25 +8,20 @@ package tls13sm
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
 func peerBin(t *testing.T, env string) string {
 	t.Helper()
-	p := os.Getenv(env)
-	if p == "" {
-		t.Skipf("%s not set", env)
-	}
+	p := testpeer.Bin(t, env)
 	if testing.Short() {
 		t.Skip("interop skipped in -short mode")
 	}
@@ -70,16 +65,7 @@ func httpishServer(t *testing.T, cfg *Config) (string, <-chan ConnectionState, f
 	return l.Addr().String(), states, func() { l.Close() }
 }
 
-func runPeer(t *testing.T, dir string, stdin string, bin string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
+var runPeer = testpeer.Run
 
 func interopConfigs(t *testing.T) (*Config, *Config, string) {
 	srv, cli := testConfigs(t)
@@ -168,45 +154,11 @@ func TestInteropTongsuoClient(t *testing.T) {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// freePort returns a loopback address whose port was free a moment ago.
+var freePort = testpeer.FreeAddr
 
 // startPeerServer starts a server process and waits (bounded) until addr accepts.
-func startPeerServer(t *testing.T, dir, addr, bin string, args ...string) func() {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	stdin, _ := cmd.StdinPipe() // s_server exits on stdin EOF
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop := func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	}
-	for i := 0; i < 200; i++ {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return stop
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	t.Fatalf("peer server did not start:\n%s", out.String())
-	return nil
-}
+var startPeerServer = testpeer.StartServer
 
 func TestInteropClientToTongsuoServer(t *testing.T) {
 	bin := peerBin(t, "GMPROXY_TONGSUO_BIN")
@@ -312,24 +264,16 @@ func TestInteropGmSSLClient(t *testing.T) {
 
 func TestInteropClientToGmSSLServer(t *testing.T) {
 	bin := peerBin(t, "GMPROXY_GMSSL_BIN")
-	if os.Getenv("GMPROXY_NETNS") != "1" {
-		t.Skip("GmSSL servers bind 0.0.0.0: run under a private network namespace with GMPROXY_NETNS=1")
-	}
+	testpeer.RequirePrivateNetns(t)
 	_, cli, dir := interopConfigs(t)
 	addr := freePort(t)
 	_, port, _ := net.SplitHostPort(addr)
 	// tls13_server serves one connection and exits, so no readiness probe:
 	// the client retries while the port is refused (key decryption is slow).
-	cmd := exec.Command(bin, "tls13_server", "-port", port, "-cert", "server_sign.crt",
+	peer := testpeer.Start(t, dir, bin, "tls13_server", "-port", port, "-cert", "server_sign.crt",
 		"-key", "server_sign.gmssl.key.pem", "-pass", "P@ssw0rd", "-cipher_suite", "TLS_SM4_GCM_SM3",
 		"-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3")
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer peer.Stop()
 	cli.DisableMiddleboxCompat = true
 	cli.Certificates = nil
 	var c *Conn
@@ -340,7 +284,7 @@ func TestInteropClientToGmSSLServer(t *testing.T) {
 			break
 		}
 		if !strings.Contains(err.Error(), "refused") {
-			t.Fatalf("dial: %v\n%s", err, out.String())
+			t.Fatalf("dial: %v\n%s", err, peer.Output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -353,7 +297,7 @@ func TestInteropClientToGmSSLServer(t *testing.T) {
 	io.WriteString(c, msg)
 	buf := make([]byte, len(msg))
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
-		t.Fatalf("echo: %v %q\n%s", err, buf, out.String())
+		t.Fatalf("echo: %v %q\n%s", err, buf, peer.Output())
 	}
 	if st := c.ConnectionState(); st.CipherSuite != TLS_SM4_GCM_SM3 || st.Group != CurveSM2 {
 		t.Fatalf("state %+v", st)

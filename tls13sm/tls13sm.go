@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Server returns a server-side Conn over conn. The handshake runs on the
@@ -27,22 +29,9 @@ func Client(conn net.Conn, config *Config) *Conn {
 	return c
 }
 
-type listener struct {
-	net.Listener
-	config *Config
-}
-
-func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return Server(c, l.config), nil
-}
-
 // NewListener wraps inner so that accepted connections are server Conns.
 func NewListener(inner net.Listener, config *Config) net.Listener {
-	return &listener{Listener: inner, config: config}
+	return tlsutil.NewListener(inner, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // Listen listens on network/laddr and returns a TLS 1.3-SM listener.
@@ -50,49 +39,22 @@ func Listen(network, laddr string, config *Config) (net.Listener, error) {
 	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
 		return nil, errors.New("tls13sm: neither Certificates, GetCertificate, nor GetConfigForClient set in Config")
 	}
-	l, err := net.Listen(network, laddr)
-	if err != nil {
-		return nil, err
-	}
-	return NewListener(l, config), nil
+	return tlsutil.Listen(network, laddr, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // DialWithDialer dials addr and performs the client handshake, honouring
 // dialer.Timeout and dialer.Deadline for the whole operation.
 func DialWithDialer(dialer *net.Dialer, network, addr string, config *Config) (*Conn, error) {
-	ctx := context.Background()
-	if dialer.Timeout != 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, dialer.Timeout)
-		defer cancel()
-	}
-	if !dialer.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dialer.Deadline)
-		defer cancel()
-	}
-	raw, err := dialer.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if config == nil {
-		config = &Config{}
-	}
-	if config.ServerName == "" {
-		c := config.Clone()
-		host := addr
-		if h, _, err := net.SplitHostPort(addr); err == nil {
-			host = h
+	return tlsutil.DialWithDialer(dialer, network, addr, func(raw net.Conn, host string) *Conn {
+		if config == nil {
+			config = &Config{}
 		}
-		c.ServerName = host
-		config = c
-	}
-	conn := Client(raw, config)
-	if err := conn.HandshakeContext(ctx); err != nil {
-		raw.Close()
-		return nil, err
-	}
-	return conn, nil
+		if config.ServerName == "" {
+			config = config.Clone()
+			config.ServerName = host
+		}
+		return Client(raw, config)
+	})
 }
 
 // Dial connects to addr and performs the client handshake.

@@ -69,9 +69,9 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	}
 
 	var (
-		cfg   *conf.Config
-		dev   *daemon.DevSetup
-		err   error
+		cfg      *conf.Config
+		dev      *daemon.DevSetup
+		err      error
 		bootL, _ = newLogger(stderr, *logFormat, *logLevel, conf.Log{})
 	)
 	if *file != "" {
@@ -242,7 +242,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			if tel != nil {
 				tel.SetReady(false)
 			}
-			err := d.Shutdown(context.Background())
+			err := shutdown(d, sigs, log)
 			if admin != nil {
 				admin.Close()
 			}
@@ -254,6 +254,38 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	}
 	d.Close()
 	return 0
+}
+
+// shutdown drains d within its grace period; a second SIGTERM or SIGINT
+// meanwhile closes every connection at once (like pressing Ctrl-C twice).
+func shutdown(d *daemon.Daemon, sigs <-chan os.Signal, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- d.Shutdown(context.Background()) }()
+	forced := false
+	for {
+		select {
+		case err := <-done:
+			if forced {
+				err = errors.Join(err, errors.New("connections closed by a second signal"))
+			}
+			return err
+		case sig, ok := <-sigs:
+			if !ok {
+				sigs = nil
+				continue
+			}
+			switch sig := sig.(type) {
+			case reloadSignal:
+				sig.res <- errors.New("shutting down")
+			default:
+				if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
+					log.Warn("second signal during graceful shutdown: closing every connection now", "signal", sig.String())
+					forced = true
+					d.Close()
+				}
+			}
+		}
+	}
 }
 
 // mergeReloads turns admin reload requests into calls on the main loop:

@@ -346,6 +346,28 @@ func TestRunConfigErrors(t *testing.T) {
 		t.Errorf("no summary line:\n%s", got)
 	}
 
+	// A listener address already in use: reported, non-zero exit.
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := filepath.Join(dir, "busy.yaml")
+	os.WriteFile(inUse, []byte(fmt.Sprintf(`listeners: [{address: %s}]
+sites:
+  - name: s
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes: [{path_prefix: /, respond: {body: "x"}}]
+admin: {address: "off"}
+`, busy.Addr())), 0o600)
+	errb = syncBuffer{}
+	if code := runMain([]string{"-c", inUse}, &out, &errb, make(chan os.Signal), nil); code == 0 || !strings.Contains(errb.String(), busy.Addr().String()) {
+		t.Errorf("busy address: exit %d, stderr %q", code, errb.String())
+	}
+
 	missing := filepath.Join(dir, "missing.yaml")
 	errb = syncBuffer{}
 	if code := runMain([]string{"-c", missing}, &out, &errb, make(chan os.Signal), nil); code == 0 || !strings.Contains(errb.String(), missing) {
@@ -405,6 +427,10 @@ func TestRunReloadResult(t *testing.T) {
 	}
 	file := filepath.Join(dir, "gmproxy.yaml")
 	write := func(body string) {
+		level := "info"
+		if body == "v2" {
+			level = "debug"
+		}
 		cfg := fmt.Sprintf(`listeners: [{address: 127.0.0.1:0}]
 sites:
   - name: s
@@ -412,7 +438,8 @@ sites:
     routes: [{path_prefix: /, respond: {body: %q}}]
 admin: {address: 127.0.0.1:0}
 access_log: {path: "off"}
-`, body)
+log: {level: %s}
+`, body, level)
 		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -463,10 +490,30 @@ access_log: {path: "off"}
 		t.Errorf("failures counted: %v, want %v", v, fail0+2)
 	}
 
+	// A failed handshake is logged at debug level only.
+	plain := func() {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
+		io.Copy(io.Discard, c)
+		c.Close()
+	}
+	plain()
+	if strings.Contains(r.stderr.String(), "handshake failed") {
+		t.Error("debug line logged at level info")
+	}
+
 	write("v2")
 	r.sigs <- syscall.SIGHUP
 	waitFor(t, func() bool { return strings.Contains(r.stderr.String(), "reload succeeded") })
 	check("v2")
+	if !strings.Contains(r.stderr.String(), `"msg":"log level changed","level":"DEBUG"`) {
+		t.Errorf("log level change not logged:\n%s", r.stderr.String())
+	}
+	plain()
+	waitFor(t, func() bool { return strings.Contains(r.stderr.String(), "handshake failed") })
 	if v := metricValue(t, r.admin, ok); v != ok0+1 {
 		t.Errorf("successes counted: %v, want %v", v, ok0+1)
 	}
@@ -497,10 +544,11 @@ func TestRunConfigFileShutdown(t *testing.T) {
 	defer close(release)
 	ca := filepath.Join(dir, devpki.FileCACert)
 	for _, tc := range []struct {
-		grace   string
-		drained bool
-	}{{"30s", true}, {"200ms", false}} {
-		t.Run(tc.grace, func(t *testing.T) {
+		name, grace string
+		drained     bool
+		twice       bool // a second signal during the drain
+	}{{"drained", "30s", true, false}, {"grace-over", "200ms", false, false}, {"second-signal", "30s", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(dir, "gmproxy.yaml")
 			cfg := fmt.Sprintf(`listeners: [{address: 127.0.0.1:0}]
 sites:
@@ -553,9 +601,15 @@ access_log: {path: "off"}
 					t.Errorf("no completion log:\n%s", r.stderr.String())
 				}
 			} else {
+				if tc.twice {
+					r.sigs <- syscall.SIGINT
+				}
 				code = <-r.exit
 				if code == 0 {
-					t.Errorf("exit 0 although a request was cut at the end of the grace period")
+					t.Errorf("exit 0 although a request was cut")
+				}
+				if tc.twice && !strings.Contains(r.stderr.String(), "second signal") {
+					t.Errorf("no log of the forced close:\n%s", r.stderr.String())
 				}
 				if got := <-res; got.code == 0 {
 					t.Errorf("the cut request succeeded: %q", got.out)

@@ -36,6 +36,11 @@ type Env struct {
 	engine  *engine
 	engines map[*engine]struct{}
 	rotator *ticket.Rotator
+	// rotation is the interval rotator was made for; keys is what new
+	// builds use: rotator, plus the keys of a rotator replaced by a reload
+	// that changed sessions.ticket_rotation.
+	rotation time.Duration
+	keys     ticket.Source
 	// stores holds per-protocol session stores created by the engine files.
 	stores map[string]any
 }
@@ -130,7 +135,9 @@ func (e *Env) store(key string, mk func() any) any {
 
 // TicketKeys returns the ticket key source for cfg: the keys conf read from
 // sessions.ticket_key_file (resolved against the config file's folder and
-// re-read on every reload), else the daemon's in-memory rotator.
+// re-read on every reload), else the daemon's in-memory rotator (kept
+// across reloads; a changed sessions.ticket_rotation starts a new one whose
+// predecessor's keys still open tickets).
 func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
 	if cfg.Sessions.TicketKeyFile != "" {
 		if len(cfg.TicketKeys) == 0 {
@@ -140,10 +147,46 @@ func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.rotator == nil {
-		e.rotator = ticket.NewRotator(cfg.Sessions.TicketRotation, 0)
+	rot := cfg.Sessions.TicketRotation
+	switch {
+	case e.rotator == nil:
+		e.rotator = ticket.NewRotator(rot, 0)
+		e.keys = e.rotator
+	case rot != e.rotation:
+		// A new interval: a new rotator encrypts; the old keys keep
+		// opening tickets for the old lifetime (12 intervals, see
+		// ticket.NewRotator).
+		keep := 12 * durOr(e.rotation, time.Hour)
+		if prev, ok := e.keys.(*rotatedKeys); ok {
+			keep = max(keep, prev.keep)
+		}
+		old := e.keys.TicketKeys()
+		e.rotator = ticket.NewRotator(rot, 0)
+		e.keys = &rotatedKeys{cur: e.rotator, old: old, keep: keep}
 	}
-	return e.rotator, nil
+	e.rotation = rot
+	return e.keys, nil
+}
+
+// rotatedKeys is a rotator plus the keys of the one it replaced, which
+// still open tickets until they are keep old.
+type rotatedKeys struct {
+	cur  *ticket.Rotator
+	old  []ticket.Key
+	keep time.Duration
+}
+
+func (r *rotatedKeys) TicketKeys() []ticket.Key {
+	keys := r.cur.TicketKeys()
+	now := time.Now()
+	out := make([]ticket.Key, 0, len(keys)+len(r.old))
+	out = append(out, keys...)
+	for _, k := range r.old {
+		if now.Sub(k.Created) < r.keep {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Close stops every private-key engine.

@@ -1,17 +1,14 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
@@ -53,27 +50,21 @@ func peerDaemon(t *testing.T) (*testDaemon, string) {
 	return startDaemon(t, cfg), pki
 }
 
+// runPeer runs a peer client in dir (bounded) and returns its output; a
+// failed run is logged, the output decides.
 func runPeer(t *testing.T, dir, stdin, bin string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
+	out, err := testpeer.Run(t, dir, stdin, bin, args...)
 	if err != nil {
 		t.Logf("%s %s: %v", filepath.Base(bin), strings.Join(args, " "), err)
 	}
-	return string(out)
+	return out
 }
 
 // TestPeerTongsuoClients: Tongsuo's s_client through the daemon, every TLCP
 // suite, both TLS 1.3-SM suites, HelloRetryRequest, and resumption.
 func TestPeerTongsuoClients(t *testing.T) {
-	bin := os.Getenv("GMPROXY_TONGSUO_BIN")
-	if bin == "" {
-		t.Skip("GMPROXY_TONGSUO_BIN not set")
-	}
+	bin := testpeer.Bin(t, testpeer.TongsuoEnv)
 	d, pki := peerDaemon(t)
 	req := "GET /peer HTTP/1.0\r\nHost: localhost\r\n\r\n"
 	cc := []string{"-sign_cert", "client_sign.crt", "-sign_key", "client_sign.key", "-enc_cert", "client_enc.crt", "-enc_key", "client_enc.key"}
@@ -135,10 +126,7 @@ func TestPeerTongsuoClients(t *testing.T) {
 // TestPeerGmSSLClients: GmSSL's tlcp_client (every suite; ECDHE with its
 // client certificates) and tls13_client through the daemon.
 func TestPeerGmSSLClients(t *testing.T) {
-	bin := os.Getenv("GMPROXY_GMSSL_BIN")
-	if bin == "" {
-		t.Skip("GMPROXY_GMSSL_BIN not set")
-	}
+	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
 	d, pki := peerDaemon(t)
 	host, port := splitAddr(t, d.addr)
 	for _, suite := range []string{"TLS_ECC_SM4_CBC_SM3", "TLS_ECC_SM4_GCM_SM3", "TLS_ECDHE_SM4_CBC_SM3", "TLS_ECDHE_SM4_GCM_SM3"} {
@@ -173,10 +161,4 @@ func splitAddr(t *testing.T, addr string) (string, string) {
 	return addr[:i], addr[i+1:]
 }
 
-func tail(s string) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > 25 {
-		lines = lines[len(lines)-25:]
-	}
-	return fmt.Sprintln(strings.Join(lines, "\n"))
-}
+func tail(s string) string { return fmt.Sprintln(testpeer.Tail(s, 25)) }

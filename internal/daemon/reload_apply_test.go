@@ -464,3 +464,54 @@ func TestReloadListenFailureKeepsRunning(t *testing.T) {
 		t.Errorf("the failed reload's configuration is partly in force: %q", body)
 	}
 }
+
+// TestReloadAppliesTicketRotation: a reload that changes
+// sessions.ticket_rotation starts a new in-memory ticket key at once, and
+// tickets sealed before the reload still resume.
+func TestReloadAppliesTicketRotation(t *testing.T) {
+	b := newBackend(t)
+	mk := func(rot time.Duration) *conf.Config {
+		cfg := testConfig(t, b.Listener.Addr().String())
+		cfg.Sessions.Tickets = true
+		cfg.Sessions.TicketRotation = rot
+		return cfg
+	}
+	d := startDaemon(t, mk(time.Hour))
+	p := testPKI(t)
+	roots := smx509.NewCertPool()
+	roots.AddCert(p.CA.Cert)
+	ccfg := &tls13sm.Config{RootCAs: roots, ServerName: "localhost", ClientSessionCache: tls13sm.NewLRUClientSessionCache(4)}
+	conn := func(raw net.Conn) (net.Conn, func() bool) {
+		c := tls13sm.Client(raw, ccfg)
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		return c, func() bool { return c.ConnectionState().DidResume }
+	}
+	keyName := func() [16]byte {
+		src, err := d.env.TicketKeys(mk(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src.TicketKeys()[0].Name
+	}
+	if fetchOver(t, d.addr, conn) {
+		t.Fatal("first connection resumed")
+	}
+	before := keyName()
+	d.reloadWith(t, mk(time.Hour))
+	if keyName() != before {
+		t.Fatal("a reload without a rotation change replaced the ticket key")
+	}
+	d.reloadWith(t, mk(2*time.Hour))
+	src, _ := d.env.TicketKeys(mk(2 * time.Hour))
+	if keys := src.TicketKeys(); keys[0].Name == before || len(keys) < 2 {
+		t.Fatalf("after a rotation change: %d keys, newest unchanged: %v", len(keys), keys[0].Name == before)
+	}
+	if !fetchOver(t, d.addr, conn) {
+		t.Error("a ticket sealed before the rotation change did not resume")
+	}
+	if !fetchOver(t, d.addr, conn) {
+		t.Error("a ticket sealed after the rotation change did not resume")
+	}
+}

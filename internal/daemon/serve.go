@@ -16,7 +16,9 @@ import (
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
-// HTTPLimits are the HTTP server settings of one listener.
+// HTTPLimits are the HTTP server settings of one listener. A reload that
+// changes them applies them to new connections; established connections
+// keep the limits they started with until they close.
 type HTTPLimits struct {
 	MaxHeaderBytes       int
 	ReadHeaderTimeout    time.Duration

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -79,39 +80,62 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-// StartServer starts a server process (bin args... in dir) whose stdin stays
-// open until stop (Tongsuo's s_server exits on stdin EOF), and waits, at most
-// 10 s, until addr accepts a connection; the test fails with the process
-// output if it never does. stop ends the process and, when the test has
-// failed, logs its output.
-func StartServer(t testing.TB, dir, addr, bin string, args ...string) (stop func()) {
+// Process is a running peer process (see Start).
+type Process struct {
+	t     testing.TB
+	name  string
+	cmd   *exec.Cmd
+	stdin io.Closer
+	out   syncBuffer
+}
+
+// Start starts bin with args in dir (the working directory when dir is "")
+// with a stdin that stays open until Stop: Tongsuo's s_server exits on stdin
+// EOF. Its combined output is collected for Output.
+func Start(t testing.TB, dir, bin string, args ...string) *Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	stdin, _ := cmd.StdinPipe()
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	p := &Process{t: t, name: filepath.Base(bin), cmd: exec.Command(bin, args...)}
+	p.cmd.Dir = dir
+	p.stdin, _ = p.cmd.StdinPipe()
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stop = func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), out.String())
-		}
+	return p
+}
+
+// Output returns what the process has written so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Stop closes stdin, kills the process and waits for it; when the test has
+// failed it logs the process output.
+func (p *Process) Stop() {
+	if p.stdin != nil {
+		p.stdin.Close()
 	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	if p.t.Failed() {
+		p.t.Logf("%s output:\n%s", p.name, p.out.String())
+	}
+}
+
+// StartServer starts a server process as Start does and waits, at most
+// about 10 s, until addr accepts a connection; the test fails with the
+// process output if it never does. stop is Process.Stop.
+func StartServer(t testing.TB, dir, addr, bin string, args ...string) (stop func()) {
+	t.Helper()
+	p := Start(t, dir, bin, args...)
 	for i := 0; i < 200; i++ {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return stop
+			return p.Stop
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	stop()
-	t.Fatalf("%s did not start listening on %s:\n%s", filepath.Base(bin), addr, out.String())
+	p.Stop()
+	t.Fatalf("%s did not start listening on %s:\n%s", p.name, addr, p.Output())
 	return nil
 }
 

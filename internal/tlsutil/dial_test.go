@@ -1,0 +1,114 @@
+package tlsutil
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// fakeConn records how the dial plumbing used it.
+type fakeConn struct {
+	net.Conn
+	host     string
+	deadline time.Time
+	hasDone  bool
+	err      error
+}
+
+func (c *fakeConn) HandshakeContext(ctx context.Context) error {
+	c.deadline, _ = ctx.Deadline()
+	c.hasDone = ctx.Done() != nil
+	return c.err
+}
+
+func TestListenWrapsAccepted(t *testing.T) {
+	var wrapped int
+	l, err := Listen("tcp", "127.0.0.1:0", func(c net.Conn) net.Conn { wrapped++; return &fakeConn{Conn: c} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			c.Close()
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*fakeConn); !ok || wrapped != 1 {
+		t.Fatalf("accepted %T, wrapped %d", c, wrapped)
+	}
+	l.Close()
+	if _, err := l.Accept(); err == nil {
+		t.Fatal("Accept after Close succeeded")
+	}
+	if wrapped != 1 {
+		t.Fatalf("a failed Accept was wrapped")
+	}
+}
+
+func TestDial(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	addr := l.Addr().String()
+	var fc *fakeConn
+	client := func(handshakeErr error) func(net.Conn, string) *fakeConn {
+		return func(raw net.Conn, host string) *fakeConn {
+			fc = &fakeConn{Conn: raw, host: host, err: handshakeErr}
+			return fc
+		}
+	}
+
+	// No timeout, no deadline: the handshake gets a context without Done.
+	c, err := DialWithDialer(new(net.Dialer), "tcp", addr, client(nil))
+	if err != nil || c != fc || fc.host != "127.0.0.1" || fc.hasDone || !fc.deadline.IsZero() {
+		t.Fatalf("plain dial: %v host %q done %v deadline %v", err, fc.host, fc.hasDone, fc.deadline)
+	}
+	c.Close()
+
+	// Timeout and Deadline: the earlier one bounds the handshake.
+	early := time.Now().Add(time.Minute)
+	_, err = DialWithDialer(&net.Dialer{Timeout: time.Hour, Deadline: early}, "tcp", addr, client(nil))
+	if err != nil || !fc.deadline.Equal(early) {
+		t.Fatalf("deadline %v, want %v (%v)", fc.deadline, early, err)
+	}
+	fc.Close()
+	_, err = DialWithDialer(&net.Dialer{Timeout: time.Minute, Deadline: time.Now().Add(time.Hour)}, "tcp", addr, client(nil))
+	if err != nil || fc.deadline.IsZero() || time.Until(fc.deadline) > 2*time.Minute {
+		t.Fatalf("timeout deadline %v (%v)", fc.deadline, err)
+	}
+	fc.Close()
+
+	// A failed handshake closes the raw connection and returns no conn.
+	boom := errors.New("boom")
+	c, err = DialContext(context.Background(), new(net.Dialer), "tcp", addr, client(boom))
+	if !errors.Is(err, boom) || c != nil {
+		t.Fatalf("failed handshake: %v conn %v", err, c)
+	}
+	if _, werr := fc.Conn.Write([]byte{0}); !errors.Is(werr, net.ErrClosed) {
+		t.Fatalf("raw connection not closed after a failed handshake: %v", werr)
+	}
+
+	// A failed dial never builds a client.
+	fc = nil
+	if _, err := DialContext(context.Background(), new(net.Dialer), "tcp", "127.0.0.1:0", client(nil)); err == nil || fc != nil {
+		t.Fatalf("dial to port 0: %v, client built %v", err, fc != nil)
+	}
+}
