@@ -3,6 +3,8 @@ package tlcp
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Cipher suites of GB/T 38636-2020 §6.4.5.2.1 implemented here.
@@ -69,11 +71,9 @@ func ParseCipherSuite(name string) (uint16, error) {
 			return v, nil
 		}
 	}
-	n = strings.TrimPrefix(n, "TLS_")
-	norm := strings.ReplaceAll(n, "_", "-")
 	for _, s := range cipherSuites {
 		for _, cand := range []string{s.name, s.gbName, s.alias} {
-			if norm == strings.ReplaceAll(cand, "_", "-") {
+			if tlsutil.SuiteNameMatches(name, cand) {
 				return s.id, nil
 			}
 		}

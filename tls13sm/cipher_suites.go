@@ -3,9 +3,10 @@ package tls13sm
 import (
 	"crypto/cipher"
 	"fmt"
-	"strings"
 
 	"github.com/emmansun/gmsm/sm4"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Protocol identifiers (RFC 8446, RFC 8998 §2).
@@ -84,11 +85,8 @@ func CipherSuiteName(id uint16) string {
 // ParseCipherSuite maps a suite name (IANA name, case-insensitive, or the
 // OpenSSL/Tongsuo spelling "SM4-GCM-SM3") to its ID.
 func ParseCipherSuite(name string) (uint16, error) {
-	n := strings.ToUpper(strings.TrimSpace(name))
-	n = strings.ReplaceAll(n, "-", "_")
-	n = strings.TrimPrefix(n, "TLS_")
 	for _, s := range cipherSuites {
-		if strings.TrimPrefix(s.name, "TLS_") == n {
+		if tlsutil.SuiteNameMatches(name, s.name) {
 			return s.id, nil
 		}
 	}

@@ -38,6 +38,7 @@ func init() {
 		env.KeyOps = m
 		env.Sessions = m
 		env.ProxyObserver = m
+		m.ObserveKeyQueue(env.KeyQueueLen)
 		return &metricsTelemetry{m: m}
 	}
 }

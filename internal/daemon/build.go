@@ -394,3 +394,20 @@ func buildSite(env *Env, off *handshake.Offload, cfg *conf.Config, s *conf.Site)
 	}
 	return hs, nil
 }
+
+// KeyQueueLen returns the private-key operations waiting for a worker, over
+// every offload engine still in use (a reload may leave an old one draining).
+func (e *Env) KeyQueueLen() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for eng := range e.engines {
+		n += eng.o.QueueLen()
+	}
+	if e.engine != nil {
+		if _, counted := e.engines[e.engine]; !counted {
+			n += e.engine.o.QueueLen()
+		}
+	}
+	return n
+}
