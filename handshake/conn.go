@@ -5,11 +5,18 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
+// StatsFlushInterval is how often a busy connection reports the bytes and
+// records it moved to the Observer, so that per-cipher throughput from
+// rate() stays smooth on long-lived connections. The rest is reported at Close.
+const StatsFlushInterval = 5 * time.Second
+
 // Conn is an established connection of any protocol: the decrypted
-// net.Conn plus its ConnState. It implements StateConn. Closing it reports
-// the bytes moved and the close to the listener's Observer, once.
+// net.Conn plus its ConnState. It implements StateConn. It reports the bytes
+// moved to the listener's Observer while in use (at most every
+// StatsFlushInterval) and the remainder and the close at Close, once.
 type Conn struct {
 	net.Conn
 	state ConnState
@@ -19,6 +26,10 @@ type Conn struct {
 
 	rx, tx    atomic.Uint64
 	closeOnce sync.Once
+
+	lastFlush atomic.Int64 // unix nanoseconds of the last report; 0 before the first I/O
+	flushMu   sync.Mutex
+	reported  [4]uint64 // rx, tx, rxRecords, txRecords already reported; guarded by flushMu
 }
 
 // ConnState implements StateConn.
@@ -32,6 +43,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.stats == nil && n > 0 {
 		c.rx.Add(uint64(n))
 	}
+	c.maybeFlush()
 	return n, err
 }
 
@@ -40,21 +52,54 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if c.stats == nil && n > 0 {
 		c.tx.Add(uint64(n))
 	}
+	c.maybeFlush()
 	return n, err
+}
+
+// maybeFlush reports the counters moved since the last report once
+// StatsFlushInterval has passed. Concurrent Read and Write never wait for
+// each other here: whoever gets the lock reports.
+func (c *Conn) maybeFlush() {
+	if c.obs == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := c.lastFlush.Load()
+	if last == 0 {
+		c.lastFlush.CompareAndSwap(0, now)
+		return
+	}
+	if now-last < int64(StatsFlushInterval) || !c.flushMu.TryLock() {
+		return
+	}
+	c.lastFlush.Store(now)
+	c.flushLocked()
+	c.flushMu.Unlock()
+}
+
+// flushLocked reports the counters moved since the last report.
+func (c *Conn) flushLocked() {
+	var now [4]uint64
+	if c.stats != nil {
+		now[0], now[1], now[2], now[3] = c.stats()
+	} else {
+		now[0], now[1] = c.rx.Load(), c.tx.Load()
+	}
+	d := [4]uint64{now[0] - c.reported[0], now[1] - c.reported[1], now[2] - c.reported[2], now[3] - c.reported[3]}
+	c.reported = now
+	if d != ([4]uint64{}) {
+		c.obs.Bytes(c.state.Family, c.state.Cipher, d[0], d[1], d[2], d[3])
+	}
 }
 
 // Close closes the connection and reports it once.
 func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
-		var rx, tx, rr, tr uint64
-		if c.stats != nil {
-			rx, tx, rr, tr = c.stats()
-		} else {
-			rx, tx = c.rx.Load(), c.tx.Load()
-		}
 		if c.obs != nil {
-			c.obs.Bytes(c.state.Family, c.state.Cipher, rx, tx, rr, tr)
+			c.flushMu.Lock()
+			c.flushLocked()
+			c.flushMu.Unlock()
 		}
 		if c.done != nil {
 			c.done()

@@ -16,7 +16,6 @@ package tlcp
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"io"
 	"net"
 	"sync"
@@ -310,19 +309,9 @@ func (c *Config) Clone() *Config {
 	return &n
 }
 
-func (c *Config) rand() io.Reader {
-	if c.Rand != nil {
-		return c.Rand
-	}
-	return rand.Reader
-}
+func (c *Config) rand() io.Reader { return tlsutil.Rand(c.Rand) }
 
-func (c *Config) time() time.Time {
-	if c.Time != nil {
-		return c.Time()
-	}
-	return time.Now()
-}
+func (c *Config) time() time.Time { return tlsutil.Now(c.Time) }
 
 func (c *Config) maxEmpty() int {
 	if c.MaxEmptyRecords > 0 {

@@ -6,11 +6,7 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
-
-	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
-
-var unhex = testpeer.Unhex
 
 // TestPRFVectors checks the key schedule against digest E.6 (cross-checked
 // with two implementations and live Tongsuo traffic).

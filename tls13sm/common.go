@@ -11,7 +11,6 @@ package tls13sm
 
 import (
 	"crypto"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/lru"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Limits.
@@ -249,19 +249,9 @@ func (c *Config) Clone() *Config {
 	}
 }
 
-func (c *Config) rand() io.Reader {
-	if c.Rand != nil {
-		return c.Rand
-	}
-	return rand.Reader
-}
+func (c *Config) rand() io.Reader { return tlsutil.Rand(c.Rand) }
 
-func (c *Config) time() time.Time {
-	if c.Time != nil {
-		return c.Time()
-	}
-	return time.Now()
-}
+func (c *Config) time() time.Time { return tlsutil.Now(c.Time) }
 
 func (c *Config) cipherSuites() []uint16 {
 	if len(c.CipherSuites) > 0 {

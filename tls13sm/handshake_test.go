@@ -53,6 +53,9 @@ func loadPKI(t testing.TB) *testPKI {
 	return &pki
 }
 
+// unhex decodes a hexadecimal test vector.
+var unhex = testpeer.Unhex
+
 // tcpPair returns the two ends of a loopback TCP connection (accepted end
 // first).
 func tcpPair(t testing.TB) (net.Conn, net.Conn) {

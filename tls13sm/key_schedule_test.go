@@ -6,11 +6,7 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
-
-	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
-
-var unhex = testpeer.Unhex
 
 // Digest E.3: HMAC-SM3 (Wycheproof).
 func TestHMACSM3Vectors(t *testing.T) {

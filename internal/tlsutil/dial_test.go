@@ -53,18 +53,14 @@ func TestListenWrapsAccepted(t *testing.T) {
 }
 
 func TestDial(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A server that hangs up at once (the wrapper closes each connection).
+	l, err := Listen("tcp", "127.0.0.1:0", func(c net.Conn) net.Conn { c.Close(); return c })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
+		for _, err := l.Accept(); err == nil; _, err = l.Accept() {
 		}
 	}()
 	addr := l.Addr().String()

@@ -7,16 +7,11 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
-func mustHex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+var mustHex = testpeer.Unhex
 
 func TestHandshakeFraming(t *testing.T) {
 	msg, err := MarshalHandshake(20, func(b *cryptobyte.Builder) { b.AddBytes([]byte{1, 2, 3}) })
