@@ -158,6 +158,21 @@ func TestOwnPathAllocs(t *testing.T) {
 				if allocs := testing.AllocsPerRun(200, run); allocs != 0 {
 					t.Errorf("proxy's own per-request path: %v allocations, want 0", allocs)
 				}
+				// A fixed response (health probes) through the whole
+				// handler: no backend, so no allocation at all.
+				probe, _ := http.NewRequestWithContext(ctx, "GET", "http://example.test/other", nil)
+				probe.RemoteAddr, probe.RequestURI = "192.0.2.10:40000", "/other"
+				serveProbe := func() {
+					clear(w.h)
+					s.ServeHTTP(w, probe)
+				}
+				serveProbe()
+				if got := w.h.Get("Content-Type"); got != "text/plain; charset=utf-8" {
+					t.Errorf("fixed response Content-Type %q", got)
+				}
+				if allocs := testing.AllocsPerRun(200, serveProbe); allocs != 0 {
+					t.Errorf("fixed response: %v allocations, want 0", allocs)
+				}
 			})
 		}
 	}

@@ -64,6 +64,8 @@ type route struct {
 	hdrValue  string
 	up        *Upstream
 	respond   *RespondConfig
+	respondCT []string // Content-Type of respond, shared (len == cap == 1)
+	respondB  []byte   // body of respond, read-only
 	redirTo   string
 	redirCode int
 	strip     string
@@ -202,6 +204,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, i int) (*route, error) {
 			r.ContentType = "text/plain; charset=utf-8"
 		}
 		rt.respond = &r
+		rt.respondCT, rt.respondB = []string{r.ContentType}, []byte(r.Body)
 	}
 	if rc.Redirect != nil {
 		actions++
@@ -309,11 +312,13 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorResponse(rs, r, http.StatusNotFound, "no route matches", "no route matches host "+host+" path "+r.URL.Path)
 	case rt.respond != nil:
 		h := rs.w.Header()
-		h["Content-Type"] = []string{rt.respond.ContentType}
+		h["Content-Type"] = rt.respondCT
 		rt.resOps.apply(h)
 		rs.w.WriteHeader(rt.respond.Status)
 		if r.Method != http.MethodHead {
-			writeString(&rs.w, rt.respond.Body)
+			if len(rt.respondB) > 0 {
+				rs.w.Write(rt.respondB)
+			}
 		}
 	case rt.redirTo != "":
 		to := strings.NewReplacer("{host}", host, "{uri}", r.RequestURI).Replace(rt.redirTo)
@@ -321,12 +326,6 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(&rs.w, r, to, rt.redirCode)
 	default:
 		s.forward(rs, r, rt)
-	}
-}
-
-func writeString(w http.ResponseWriter, s string) {
-	if len(s) > 0 {
-		w.Write([]byte(s))
 	}
 }
 

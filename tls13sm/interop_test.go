@@ -65,6 +65,7 @@ func httpishServer(t *testing.T, cfg *Config) (string, <-chan ConnectionState, f
 	return l.Addr().String(), states, func() { l.Close() }
 }
 
+// runPeer runs a peer command in dir (bounded) and returns its output.
 var runPeer = testpeer.Run
 
 func interopConfigs(t *testing.T) (*Config, *Config, string) {
