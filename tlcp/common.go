@@ -298,6 +298,13 @@ type Config struct {
 
 	// OnHandshake, if set, is called once per handshake with its outcome.
 	OnHandshake func(HandshakeResult)
+	// OnTicket, if set, is called on the server for session-ticket events:
+	// issued, accepted (Stale after a key rotation), or rejected with a
+	// bounded reason when the client offered a non-empty ticket that was
+	// not used (see TicketEvent). It runs synchronously inside the
+	// handshake and must not block. Session-ID lookups are not reported
+	// here; a SessionStore sees those. Default nil.
+	OnTicket func(TicketEvent)
 }
 
 // Clone returns a shallow copy of c.

@@ -38,6 +38,7 @@ type serverHandshakeState struct {
 	tr         *transcript
 	session    *sessionState
 	sendTicket bool
+	ticketSent bool // NewSessionTicket queued, reported once flushed
 	clientAuth ClientAuthType
 	peerCerts  []*smx509.Certificate
 	clientEnc  *smx509.Certificate
@@ -79,6 +80,7 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		if err := c.flush(); err != nil {
 			return err
 		}
+		hs.ticketWritten()
 		if err := hs.readFinished(); err != nil {
 			return err
 		}
@@ -98,6 +100,7 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		if err := c.flush(); err != nil {
 			return err
 		}
+		hs.ticketWritten()
 		hs.storeSession()
 	}
 	c.vers = VersionTLCP
@@ -349,51 +352,46 @@ func (hs *serverHandshakeState) certHash() [sm3.Size]byte {
 	return h
 }
 
+// checkForResumption picks the session to resume, if any: the offered
+// ticket when tickets are on (RFC 5077 §3.1; a ticket that does not open
+// means a full handshake, as in Tongsuo), else the session ID through the
+// SessionStore. A non-empty ticket is reported to OnTicket as accepted or
+// rejected with the reason.
 func (hs *serverHandshakeState) checkForResumption() {
-	hello, cfg := hs.hello, hs.config
-	var s *sessionState
-	byTicket := false
-	if hs.sendTicket && len(hello.sessionTicket) > 0 {
-		st, stale, ok := openTicket(cfg.ticketKeys(), hello.sessionTicket)
-		if ok {
-			s, byTicket = st, true
-			_ = stale // a fresh ticket is issued on every resumption anyway
+	hello := hs.hello
+	offered := len(hello.sessionTicket) > 0
+	byTicket := offered && hs.sendTicket
+	var (
+		s      *sessionState
+		stale  bool
+		reason string
+	)
+	switch {
+	case byTicket:
+		s = &hs.storedState
+		if stale, reason = openTicket(hs.config.ticketKeys(), hello.sessionTicket, s); reason != "" {
+			s = nil
 		}
-	} else if len(hello.sessionID) > 0 {
-		if store := cfg.sessionStore(); store != nil {
-			if b, ok := storeGet(store, hello.sessionID); ok {
-				st := &hs.storedState
-				if st.unmarshal(b) {
-					s = st
-				}
-			}
+	case offered:
+		// Tickets are disabled here; the session ID may still resume.
+		hs.ticketEvent(TicketRejected, TicketReasonDisabled, false)
+		s = hs.lookupSessionID()
+	default:
+		s = hs.lookupSessionID()
+	}
+	if s != nil {
+		reason = hs.sessionRejects(s)
+	}
+	if byTicket {
+		if reason == "" {
+			hs.ticketEvent(TicketAccepted, "", stale)
+		} else {
+			hs.ticketEvent(TicketRejected, reason, false)
 		}
 	}
-	if s == nil || s.vers != VersionTLCP || s.cipherSuite != hs.suite.id {
+	if s == nil || reason != "" {
 		hs.newSessionID()
 		return
-	}
-	created := time.Unix(int64(s.createdAt), 0)
-	if cfg.time().Sub(created) > cfg.lifetime() || cfg.time().Before(created.Add(-time.Minute)) {
-		hs.newSessionID()
-		return
-	}
-	needCert := hs.clientAuth.requires()
-	if needCert && len(s.certs) == 0 {
-		hs.newSessionID()
-		return
-	}
-	if h := hs.certHash(); s.serverName != hello.serverName || !bytes.Equal(s.serverCert, h[:]) {
-		hs.newSessionID()
-		return
-	}
-	if len(s.certs) > 0 {
-		certs, err := parseCertificates(s.certs)
-		if err != nil {
-			hs.newSessionID()
-			return
-		}
-		hs.peerCerts = certs
 	}
 	hs.session = s
 	// Echo the client's session ID (RFC 5077 §3.4 for tickets).
@@ -402,6 +400,59 @@ func (hs *serverHandshakeState) checkForResumption() {
 		hs.sendTicket = false
 		hs.sh.ticketSupported = false
 	}
+}
+
+// lookupSessionID returns the stored session of the client's session ID,
+// or nil.
+func (hs *serverHandshakeState) lookupSessionID() *sessionState {
+	if len(hs.hello.sessionID) == 0 {
+		return nil
+	}
+	store := hs.config.sessionStore()
+	if store == nil {
+		return nil
+	}
+	b, ok := storeGet(store, hs.hello.sessionID)
+	if !ok {
+		return nil
+	}
+	s := &hs.storedState
+	if !s.unmarshal(b) {
+		return nil
+	}
+	return s
+}
+
+// sessionRejects says why session s cannot be resumed in this handshake
+// (one of the TicketReason constants), or "" when it can; on success the
+// session's client certificates are parsed into hs.peerCerts.
+func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
+	cfg := hs.config
+	if s.vers != VersionTLCP {
+		return TicketReasonMalformed
+	}
+	now := cfg.time()
+	created := time.Unix(int64(s.createdAt), 0)
+	if now.Sub(created) > cfg.lifetime() || now.Before(created.Add(-time.Minute)) {
+		return TicketReasonExpired
+	}
+	if h := hs.certHash(); s.serverName != hs.hello.serverName || !bytes.Equal(s.serverCert, h[:]) {
+		return TicketReasonIdentity
+	}
+	if s.cipherSuite != hs.suite.id {
+		return TicketReasonSuite
+	}
+	if hs.clientAuth.requires() && len(s.certs) == 0 {
+		return TicketReasonClientAuth
+	}
+	if len(s.certs) > 0 {
+		certs, err := parseCertificates(s.certs)
+		if err != nil {
+			return TicketReasonMalformed
+		}
+		hs.peerCerts = certs
+	}
+	return ""
 }
 
 func (hs *serverHandshakeState) newSessionID() {
@@ -628,7 +679,19 @@ func (hs *serverHandshakeState) sendSessionTicket() error {
 	if err != nil {
 		return wrapErr(AlertInternalError, "sealing session ticket", err)
 	}
-	return hs.queue(&newSessionTicketMsg{lifetimeHint: uint32(hs.config.lifetime() / time.Second), ticket: t})
+	if err := hs.queue(&newSessionTicketMsg{lifetimeHint: uint32(hs.config.lifetime() / time.Second), ticket: t}); err != nil {
+		return err
+	}
+	hs.ticketSent = true
+	return nil
+}
+
+// ticketWritten reports TicketIssued once the flight carrying the
+// NewSessionTicket has been written.
+func (hs *serverHandshakeState) ticketWritten() {
+	if hs.ticketSent {
+		hs.ticketEvent(TicketIssued, "", false)
+	}
 }
 
 func (hs *serverHandshakeState) sessionToStore() *sessionState {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,8 @@ func TestTongsuoClient(t *testing.T) {
 					if mutual {
 						cfg.ClientAuth = RequireAndVerifyClientCert
 					}
+					tickets := &ticketLog{}
+					cfg.OnTicket = tickets.hook
 					addr, results, stop := ourServer(t, cfg)
 					defer stop()
 					sess := filepath.Join(t.TempDir(), "sess.pem")
@@ -144,6 +147,19 @@ func TestTongsuoClient(t *testing.T) {
 							if !r.State.DidResume || !strings.Contains(out, "Reused,") {
 								t.Fatalf("not resumed (ours %v)\n%s", r.State.DidResume, out)
 							}
+						}
+						// Tongsuo offers session_ticket unless -no_ticket:
+						// a ticket on every handshake, accepted on reuse.
+						var want []TicketEvent
+						switch {
+						case mode == "sessionid":
+						case mode == "ticket" && i == 1:
+							want = []TicketEvent{evAccepted, evIssued}
+						default:
+							want = []TicketEvent{evIssued}
+						}
+						if got := tickets.take(); !slices.Equal(got, want) {
+							t.Fatalf("ticket events %v, want %v", got, want)
 						}
 					}
 				})

@@ -191,15 +191,16 @@ func sealTicket(src ticket.Source, s *sessionState) ([]byte, error) {
 	return ticket.Seal(nil, src, b)
 }
 
-// openTicket decrypts and parses a ticket; ok is false for any bad ticket.
-func openTicket(src ticket.Source, t []byte) (s *sessionState, stale, ok bool) {
+// openTicket decrypts and parses a ticket. reason is "" on success, else
+// TicketReasonUndecryptable or TicketReasonMalformed; stale says an older
+// key opened it.
+func openTicket(src ticket.Source, t []byte, s *sessionState) (stale bool, reason string) {
 	b, ok, stale := ticket.Open(src, t)
 	if !ok {
-		return nil, false, false
+		return false, TicketReasonUndecryptable
 	}
-	s = &sessionState{}
 	if !s.unmarshal(b) {
-		return nil, false, false
+		return false, TicketReasonMalformed
 	}
-	return s, stale, true
+	return stale, ""
 }

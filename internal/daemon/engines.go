@@ -49,6 +49,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 		TicketKeys:                 keys,
 		SessionLifetime:            b.sessionLifetime(),
 		AcceptRawCertificateVerify: b.site.TLCP != nil && b.site.TLCP.AcceptRawCertificateVerify,
+		OnTicket:                   tlcpTicketObserver(b.env.Sessions),
 	}
 	switch b.site.ClientAuth.Mode {
 	case conf.ClientAuthRequest:
@@ -116,6 +117,25 @@ func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEve
 			obs.TicketAccepted(handshake.FamilyTLS13SM)
 		case tls13sm.TicketRejected:
 			obs.TicketRejected(handshake.FamilyTLS13SM)
+		}
+	}
+}
+
+// tlcpTicketObserver reports tlcp ticket events to the session observer
+// under the family "tlcp" (nil observer: no hook), as tls13smTicketObserver
+// does for TLS 1.3-SM. Session-ID lookups are reported by sessionStore.
+func tlcpTicketObserver(obs handshake.SessionObserver) func(tlcp.TicketEvent) {
+	if obs == nil {
+		return nil
+	}
+	return func(e tlcp.TicketEvent) {
+		switch e.Kind {
+		case tlcp.TicketIssued:
+			obs.TicketIssued(handshake.FamilyTLCP)
+		case tlcp.TicketAccepted:
+			obs.TicketAccepted(handshake.FamilyTLCP)
+		case tlcp.TicketRejected:
+			obs.TicketRejected(handshake.FamilyTLCP)
 		}
 	}
 }

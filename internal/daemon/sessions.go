@@ -10,7 +10,11 @@ import (
 // sessionStore is the server-side TLCP session-ID cache: an in-memory LRU
 // bounded by count and lifetime that reports lookups, size and evictions to
 // a SessionObserver. It implements tlcp.SessionStore; a shared store (for
-// several instances) can replace it behind the same interface.
+// several instances) can replace it behind the same interface. A hit means
+// the store held a live session for the ID; tlcp may still refuse to resume
+// it (another site's identity, another suite, a client-certificate policy).
+// Ticket resumption never reaches the store: tlcp reports it through
+// Config.OnTicket (tlcpTicketObserver).
 type sessionStore struct {
 	family string
 	c      *lru.Cache[string, sessionEntry]
@@ -28,6 +32,7 @@ func newSessionStore(family string, size int, lifetime time.Duration, obs handsh
 }
 
 func (s *sessionStore) Get(id string) ([]byte, bool) {
+	n := s.c.Len()
 	e, ok := s.c.Get(id)
 	if ok && !e.expires.IsZero() && !s.now().Before(e.expires) {
 		s.c.Delete(id)
@@ -37,6 +42,11 @@ func (s *sessionStore) Get(id string) ([]byte, bool) {
 		s.obs.SessionLookup(s.family, ok)
 	}
 	if !ok {
+		// An expired entry was dropped (here or by the cache's TTL): keep
+		// the size gauge in step.
+		if s.c.Len() != n {
+			s.report()
+		}
 		return nil, false
 	}
 	return e.state, true

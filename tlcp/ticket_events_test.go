@@ -1,0 +1,184 @@
+package tlcp
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// ticketLog records OnTicket events (the hook runs in the server's goroutine).
+type ticketLog struct {
+	mu sync.Mutex
+	ev []TicketEvent
+}
+
+func (l *ticketLog) hook(e TicketEvent) {
+	l.mu.Lock()
+	l.ev = append(l.ev, e)
+	l.mu.Unlock()
+}
+
+func (l *ticketLog) take() []TicketEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ev := l.ev
+	l.ev = nil
+	return ev
+}
+
+// oneCache is a client session cache of one entry that ignores the key, so
+// a ticket can be offered under another server name.
+type oneCache struct {
+	mu sync.Mutex
+	s  *ClientSessionState
+}
+
+func (o *oneCache) Get(string) (*ClientSessionState, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.s, o.s != nil
+}
+
+func (o *oneCache) Put(_ string, cs *ClientSessionState) {
+	o.mu.Lock()
+	o.s = cs
+	o.mu.Unlock()
+}
+
+var (
+	evIssued   = TicketEvent{Kind: TicketIssued}
+	evAccepted = TicketEvent{Kind: TicketAccepted}
+	evStale    = TicketEvent{Kind: TicketAccepted, Stale: true}
+)
+
+func evRejected(reason string) TicketEvent { return TicketEvent{Kind: TicketRejected, Reason: reason} }
+
+// TestTicketEvents: every OnTicket kind and rejection reason, each as a
+// priming handshake followed by the handshake under test.
+func TestTicketEvents(t *testing.T) {
+	p := loadPKI(t)
+	mk := func(secret byte) ticket.Key {
+		k, err := ticket.NewKey(bytes.Repeat([]byte{secret}, 32), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k1, k2, k3 := mk(1), mk(2), mk(3)
+	ca, caKey := genCA(t, "Second CA")
+	other := genPair(t, ca, caKey, smx509.KeyUsageDigitalSignature, smx509.KeyUsageKeyEncipherment)
+	log := &ticketLog{}
+	store := NewLRUSessionStore(16, time.Hour)
+	server := func(keys ...ticket.Key) *Config {
+		c := p.serverConfig()
+		c.TicketKeys = ticket.Static(keys)
+		c.SessionStore = store
+		c.OnTicket = log.hook
+		return c
+	}
+	at := func(c *Config, d time.Duration) *Config {
+		c.Time = func() time.Time { return time.Now().Add(d) }
+		return c
+	}
+	with := func(c *Config, f func(*Config)) *Config { f(c); return c }
+	// forge seals plaintext with k1 as a ticket the client offers.
+	forge := func(plain []byte) *ClientSessionState {
+		tk, err := ticket.Seal(nil, ticket.Static{k1}, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &ClientSessionState{ticket: tk, vers: VersionTLCP, cipherSuite: ECC_SM4_GCM_SM3, master: make([]byte, masterSecretLength), receivedAt: time.Now()}
+	}
+	tls12Session, err := (&sessionState{vers: 0x0303, cipherSuite: ECC_SM4_GCM_SM3, createdAt: uint64(time.Now().Unix()), master: make([]byte, masterSecretLength)}).marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name   string
+		prime  *Config             // nil: no priming handshake
+		inject *ClientSessionState // a session put in the client cache instead
+		damage bool                // flip a byte of the client's ticket
+		srv    *Config
+		client func(*Config)
+		want   []TicketEvent
+		resume bool
+	}{
+		{name: "accepted", prime: server(k1), srv: server(k1), want: []TicketEvent{evAccepted, evIssued}, resume: true},
+		{name: "stale", prime: server(k1), srv: server(k2, k1), want: []TicketEvent{evStale, evIssued}, resume: true},
+		{name: "unknown_key", prime: server(k1), srv: server(k3), want: []TicketEvent{evRejected(TicketReasonUndecryptable), evIssued}},
+		{name: "damaged", prime: server(k1), damage: true, srv: server(k1), want: []TicketEvent{evRejected(TicketReasonUndecryptable), evIssued}},
+		{name: "malformed", inject: forge([]byte("not a session")), srv: server(k1), want: []TicketEvent{evRejected(TicketReasonMalformed), evIssued}},
+		{name: "other_version", inject: forge(tls12Session), srv: server(k1), want: []TicketEvent{evRejected(TicketReasonMalformed), evIssued}},
+		{name: "expired", prime: server(k1), srv: at(server(k1), 3*time.Hour), want: []TicketEvent{evRejected(TicketReasonExpired), evIssued}},
+		{name: "from_future", prime: at(server(k1), time.Hour), srv: server(k1), want: []TicketEvent{evRejected(TicketReasonExpired), evIssued}},
+		{name: "other_cert", prime: server(k1), srv: with(server(k1), func(c *Config) { c.Certificates = []Certificate{other} }),
+			client: func(c *Config) { c.InsecureSkipVerify = true }, want: []TicketEvent{evRejected(TicketReasonIdentity), evIssued}},
+		{name: "other_sni", prime: server(k1), srv: server(k1),
+			client: func(c *Config) { c.ServerName = "127.0.0.2.example"; c.InsecureSkipVerify = true }, want: []TicketEvent{evRejected(TicketReasonIdentity), evIssued}},
+		{name: "suite", prime: with(server(k1), func(c *Config) { c.CipherSuites = []uint16{ECC_SM4_GCM_SM3} }),
+			srv:  with(server(k1), func(c *Config) { c.CipherSuites = []uint16{ECC_SM4_CBC_SM3, ECC_SM4_GCM_SM3} }),
+			want: []TicketEvent{evRejected(TicketReasonSuite), evIssued}},
+		{name: "client_auth", prime: server(k1), srv: with(server(k1), func(c *Config) { c.ClientAuth = RequireAndVerifyClientCert }),
+			want: []TicketEvent{evRejected(TicketReasonClientAuth), evIssued}},
+		{name: "disabled", prime: server(k1), srv: with(server(k1), func(c *Config) { c.SessionTicketsDisabled = true }),
+			want: []TicketEvent{evRejected(TicketReasonDisabled)}},
+		// Session IDs only: no ticket events at all.
+		{name: "session_id", prime: with(server(k1), func(c *Config) { c.SessionTicketsDisabled = true }),
+			srv: with(server(k1), func(c *Config) { c.SessionTicketsDisabled = true }), resume: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := &oneCache{}
+			ccfg := p.clientConfig()
+			ccfg.ClientSessionCache = cache
+			if tc.prime != nil {
+				r := runPair(t, tc.prime, ccfg, []byte("a"))
+				if r.cerr != nil || r.serr != nil || r.ss.DidResume {
+					t.Fatalf("priming: %v %v resumed=%v", r.cerr, r.serr, r.ss.DidResume)
+				}
+				want := []TicketEvent{evIssued}
+				if tc.prime.SessionTicketsDisabled {
+					want = nil
+				}
+				if got := log.take(); !slices.Equal(got, want) {
+					t.Fatalf("priming events %v, want %v", got, want)
+				}
+			}
+			if tc.inject != nil {
+				cache.Put("", tc.inject)
+			}
+			if tc.damage {
+				cache.s.ticket = bytes.Clone(cache.s.ticket)
+				cache.s.ticket[len(cache.s.ticket)-1] ^= 1
+			}
+			if tc.client != nil {
+				tc.client(ccfg)
+			}
+			r := runPair(t, tc.srv, ccfg, []byte("a"))
+			if r.cerr != nil || r.serr != nil {
+				t.Fatalf("handshake: %v %v", r.cerr, r.serr)
+			}
+			if r.ss.DidResume != tc.resume || r.cs.DidResume != tc.resume {
+				t.Errorf("resumed server=%v client=%v, want %v", r.ss.DidResume, r.cs.DidResume, tc.resume)
+			}
+			if got := log.take(); !slices.Equal(got, tc.want) {
+				t.Errorf("events %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTicketEventKindString(t *testing.T) {
+	for k, want := range map[TicketEventKind]string{TicketIssued: "issued", TicketAccepted: "accepted", TicketRejected: "rejected", 0: "unknown"} {
+		if got := k.String(); got != want {
+			t.Errorf("%d: %q, want %q", k, got, want)
+		}
+	}
+}
