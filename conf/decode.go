@@ -146,28 +146,16 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	isNull := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 
-	switch v.Type() {
-	case durationType:
+	if u, ok := unitScalars[v.Type()]; ok {
 		if isNull {
 			return
 		}
-		dur, err := parseDuration(n)
+		x, err := u.parse(n)
 		if err != nil {
-			d.addAt(SeverityError, nodePos(n), path, err.Error(), "write a duration such as 500ms, 10s, 5m or 1h")
+			d.addAt(SeverityError, nodePos(n), path, err.Error(), u.hint)
 			return
 		}
-		v.SetInt(int64(dur))
-		return
-	case byteSizeType:
-		if isNull {
-			return
-		}
-		sz, err := parseByteSize(n)
-		if err != nil {
-			d.addAt(SeverityError, nodePos(n), path, err.Error(), "write a size such as 4096, 64KiB, 10MiB or 1GiB")
-			return
-		}
-		v.SetInt(int64(sz))
+		v.SetInt(x)
 		return
 	}
 
@@ -353,6 +341,15 @@ func structFields(t reflect.Type) map[string][]int {
 		return m.(map[string][]int)
 	}
 	m := map[string][]int{}
+	yamlFields(t, func(name string, index []int) { m[name] = index })
+	fieldCache.Store(t, m)
+	return m
+}
+
+// yamlFields calls fn with the YAML key and field index path of each
+// field of t that YAML sees, in declaration order, inline structs
+// flattened.
+func yamlFields(t reflect.Type, fn func(name string, index []int)) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -363,15 +360,11 @@ func structFields(t reflect.Type) map[string][]int {
 			continue
 		}
 		if inline {
-			for k, idx := range structFields(f.Type) {
-				m[k] = append([]int{i}, idx...)
-			}
+			yamlFields(f.Type, func(name string, index []int) { fn(name, append([]int{i}, index...)) })
 			continue
 		}
-		m[name] = []int{i}
+		fn(name, []int{i})
 	}
-	fieldCache.Store(t, m)
-	return m
 }
 
 func yamlTag(f reflect.StructField) (name string, inline bool) {
@@ -389,21 +382,7 @@ func yamlTag(f reflect.StructField) (name string, inline bool) {
 // fieldNames lists t's YAML keys in declaration order.
 func fieldNames(t reflect.Type) []string {
 	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, inline := yamlTag(f)
-		if name == "-" {
-			continue
-		}
-		if inline {
-			out = append(out, fieldNames(f.Type)...)
-			continue
-		}
-		out = append(out, name)
-	}
+	yamlFields(t, func(name string, _ []int) { out = append(out, name) })
 	return out
 }
 
@@ -499,6 +478,16 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// unitScalars are the integer types written with a unit in YAML: how to
+// parse one and the hint shown when that fails.
+var unitScalars = map[reflect.Type]struct {
+	parse func(*yaml.Node) (int64, error)
+	hint  string
+}{
+	durationType: {func(n *yaml.Node) (int64, error) { d, err := parseDuration(n); return int64(d), err }, "write a duration such as 500ms, 10s, 5m or 1h"},
+	byteSizeType: {func(n *yaml.Node) (int64, error) { b, err := parseByteSize(n); return int64(b), err }, "write a size such as 4096, 64KiB, 10MiB or 1GiB"},
 }
 
 func parseDuration(n *yaml.Node) (time.Duration, error) {
@@ -672,30 +661,18 @@ func encodeOrEmpty(v reflect.Value) *yaml.Node {
 
 func encodeFields(m *yaml.Node, v reflect.Value) {
 	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, inline := yamlTag(f)
-		if name == "-" {
-			continue
-		}
-		if inline {
-			encodeFields(m, v.Field(i))
-			continue
-		}
-		fv := v.Field(i)
+	yamlFields(t, func(name string, index []int) {
+		f, fv := t.FieldByIndex(index), v.FieldByIndex(index)
 		if f.Type.Kind() == reflect.Struct && fv.IsZero() {
-			continue // an all-default section such as proxy_protocol
+			return // an all-default section such as proxy_protocol
 		}
 		if e := encode(fv); e != nil {
 			if e.Kind == yaml.MappingNode && len(e.Content) == 0 && f.Type.Kind() != reflect.Pointer {
-				continue
+				return
 			}
 			m.Content = append(m.Content, scalar(name), e)
 		}
-	}
+	})
 }
 
 func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }

@@ -827,42 +827,34 @@ func keyType(kp *KeyPair) string {
 }
 
 func (v *validator) tlcpSuites(list []string, p string) []uint16 {
-	var ids []uint16
-	for i, name := range list {
-		id, canon, ok := TLCPSuite(name)
-		ip := fmt.Sprintf("%s[%d]", p, i)
-		if !ok {
-			fix := "use " + strings.Join(suiteNames(tlcpSuites), ", ")
-			if cl := closest(name, suiteNames(tlcpSuites)); cl != "" {
-				fix = fmt.Sprintf("did you mean %q?", cl)
-			}
-			v.errf(ip, fix, "unknown TLCP cipher suite %q", name)
-			continue
+	return v.suiteList(list, p, "TLCP", TLCPSuite, func(name string) string {
+		if cl := closest(name, suiteNames(tlcpSuites)); cl != "" {
+			return fmt.Sprintf("did you mean %q?", cl)
 		}
-		if slices.Contains(ids, id) {
-			v.warnf(ip, "remove the repetition", "cipher suite %s listed twice", canon)
-			continue
-		}
-		list[i] = canon
-		ids = append(ids, id)
-	}
-	if len(list) == 0 {
-		v.errf(p, "list at least one suite or remove the key for the default", "no cipher suites")
-	}
-	return ids
+		return "use " + strings.Join(suiteNames(tlcpSuites), ", ")
+	})
 }
 
 func (v *validator) tls13Suites(list []string, p string) []uint16 {
+	return v.suiteList(list, p, "TLS 1.3 SM", TLS13SMSuite, func(name string) string {
+		if _, _, isTLCP := TLCPSuite(name); isTLCP {
+			return "that is a TLCP suite; list it under tlcp: ciphers"
+		}
+		return "use " + strings.Join(suiteNames(tls13SMSuites), ", ")
+	})
+}
+
+// suiteList checks a cipher suite list of protocol proto, canonicalising
+// the names in place: unknown names are errors (with fix(name) as the
+// fix), repeats are warnings, an empty list is an error. It returns the
+// suite IDs in order.
+func (v *validator) suiteList(list []string, p, proto string, lookup func(string) (uint16, string, bool), fix func(string) string) []uint16 {
 	var ids []uint16
 	for i, name := range list {
-		id, canon, ok := TLS13SMSuite(name)
+		id, canon, ok := lookup(name)
 		ip := fmt.Sprintf("%s[%d]", p, i)
 		if !ok {
-			fix := "use " + strings.Join(suiteNames(tls13SMSuites), ", ")
-			if _, _, isTLCP := TLCPSuite(name); isTLCP {
-				fix = "that is a TLCP suite; list it under tlcp: ciphers"
-			}
-			v.errf(ip, fix, "unknown TLS 1.3 SM cipher suite %q", name)
+			v.errf(ip, fix(name), "unknown %s cipher suite %q", proto, name)
 			continue
 		}
 		if slices.Contains(ids, id) {

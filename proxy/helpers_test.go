@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // testLogger discards unless -v.
@@ -315,22 +316,7 @@ func (o *eventObserver) waitHealth(t testing.TB, want string) {
 }
 
 // syncBuffer is a goroutine-safe bytes.Buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testpeer.SyncBuffer
 
 func oneSite(routes ...RouteConfig) []SiteConfig {
 	return []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Routes: routes}}

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Conn is a TLCP connection, client or server side. It is a net.Conn.
@@ -54,7 +55,7 @@ type Conn struct {
 	sendPB          *[]byte // pooled buffer behind sendBuf
 	closeNotifySent bool
 
-	activeCall atomic.Int32
+	calls tlsutil.CallGate // Write/Close interlock
 
 	bytesRead, bytesWritten     atomic.Uint64
 	recordsRead, recordsWritten atomic.Uint64
@@ -381,6 +382,12 @@ func putOut(pb *[]byte) {
 func (c *Conn) queueHandshake(msg []byte) error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
+	return c.queueRecordsLocked(recordTypeHandshake, msg)
+}
+
+// queueRecordsLocked appends data as records of type typ to the pending
+// flight, starting one if needed. c.outMu is held.
+func (c *Conn) queueRecordsLocked(typ recordType, data []byte) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
@@ -389,7 +396,7 @@ func (c *Conn) queueHandshake(msg []byte) error {
 		c.sendBuf = (*c.sendPB)[:0]
 	}
 	var err error
-	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeHandshake, msg, maxPlaintext, c.config.rand())
+	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, typ, data, maxPlaintext, c.config.rand())
 	return err
 }
 
@@ -409,16 +416,7 @@ func (c *Conn) dropFlight() {
 func (c *Conn) queueChangeCipherSpec() error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.out.err != nil {
-		return c.out.err
-	}
-	if c.sendBuf == nil {
-		c.sendPB = smallOutPool.Get().(*[]byte)
-		c.sendBuf = (*c.sendPB)[:0]
-	}
-	var err error
-	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, recordTypeChangeCipherSpec, ccsBody, maxPlaintext, c.config.rand())
-	if err != nil {
+	if err := c.queueRecordsLocked(recordTypeChangeCipherSpec, ccsBody); err != nil {
 		return err
 	}
 	return c.out.changeCipherSpec()
@@ -445,16 +443,10 @@ func (c *Conn) flush() error {
 // Writes of several records are protected and sent together.
 func (c *Conn) Write(b []byte) (int, error) {
 	// Interlock with Close like crypto/tls: a closed Conn refuses writes.
-	for {
-		x := c.activeCall.Load()
-		if x&1 != 0 {
-			return 0, net.ErrClosed
-		}
-		if c.activeCall.CompareAndSwap(x, x+2) {
-			break
-		}
+	if !c.calls.Enter() {
+		return 0, net.ErrClosed
 	}
-	defer c.activeCall.Add(-2)
+	defer c.calls.Leave()
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
@@ -552,14 +544,8 @@ func (c *Conn) handlePostHandshake() error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	for {
-		x := c.activeCall.Load()
-		if x&1 != 0 {
-			return net.ErrClosed
-		}
-		if c.activeCall.CompareAndSwap(x, x|1) {
-			break
-		}
+	if !c.calls.Close() {
+		return net.ErrClosed
 	}
 	var alertErr error
 	if c.handshakeComplete.Load() {
@@ -648,23 +634,9 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 // runHandshakeFn runs the handshake; if ctx ends first the connection is
 // closed and ctx's error returned.
 func (c *Conn) runHandshakeFn(ctx context.Context) error {
-	if ctx.Done() == nil {
-		return c.handshakeFn(ctx)
-	}
-	done := make(chan struct{})
-	interrupted := make(chan error, 1)
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.conn.Close()
-			interrupted <- ctx.Err()
-		case <-done:
-			interrupted <- nil
-		}
-	}()
+	stop := tlsutil.CloseOnDone(ctx, c.conn)
 	err := c.handshakeFn(ctx)
-	close(done)
-	if ctxErr := <-interrupted; ctxErr != nil {
+	if ctxErr := stop(); ctxErr != nil {
 		return ctxErr
 	}
 	return err
@@ -683,19 +655,18 @@ func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
 		return r
 	}
 	var pa *PeerAlertError
-	var ne net.Error
 	var a AlertError
 	switch {
 	case errors.As(err, &pa):
 		r.Alert, r.PeerAlert, r.Reason = pa.Alert, true, "peer_alert"
-	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+	case tlsutil.IsTimeout(err):
 		r.Reason = "timeout"
 	case errors.As(err, &a):
 		r.Alert = a
-		switch a {
-		case AlertBadCertificate, AlertUnsupportedCertificate, AlertCertificateExpired, AlertCertificateUnknown, AlertUnknownCA, AlertCertificateRevoked:
+		switch {
+		case tlsutil.IsCertificateAlert(uint8(a)):
 			r.Reason = "bad_certificate"
-		case AlertInternalError:
+		case a == AlertInternalError:
 			r.Reason = "internal_error"
 		default:
 			r.Reason = "protocol_error"

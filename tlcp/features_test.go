@@ -22,21 +22,33 @@ import (
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
-func TestListenDial(t *testing.T) {
-	p := loadPKI(t)
-	l, err := Listen("tcp", "127.0.0.1:0", p.serverConfig())
+// echoListener listens on loopback with cfg (through Listen) and echoes
+// every accepted connection until the test ends.
+func echoListener(t *testing.T, cfg *Config) net.Listener {
+	t.Helper()
+	l, err := Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
 		}
-		defer c.Close()
-		io.Copy(c, c)
 	}()
+	return l
+}
+
+func TestListenDial(t *testing.T) {
+	p := loadPKI(t)
+	l := echoListener(t, p.serverConfig())
 	ccfg := p.clientConfig()
 	ccfg.ServerName = ""
 	d := &net.Dialer{Timeout: 10 * time.Second}
@@ -366,23 +378,7 @@ func TestSessionBoundToIdentity(t *testing.T) {
 // traffic on each connection (run with -race).
 func TestConcurrent(t *testing.T) {
 	p := loadPKI(t)
-	l, err := Listen("tcp", "127.0.0.1:0", p.serverConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	l := echoListener(t, p.serverConfig())
 	ccfg := p.clientConfig()
 	ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
 	errc := make(chan error, 8)

@@ -3,7 +3,6 @@ package tlcp
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"io"
 	"net"
 	"time"
@@ -53,16 +52,10 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		if err := hs.establishKeys(); err != nil {
 			return err
 		}
-		if err := hs.readSessionTicket(); err != nil {
-			return err
-		}
-		if err := hs.readFinished(); err != nil {
+		if err := hs.readTicketAndFinished(); err != nil {
 			return err
 		}
 		if err := hs.sendFinished(); err != nil {
-			return err
-		}
-		if err := c.flush(); err != nil {
 			return err
 		}
 		c.peerCertificates, c.verifiedChains = hs.session.serverCerts, hs.session.verifiedChains
@@ -73,13 +66,7 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		if err := hs.sendFinished(); err != nil {
 			return err
 		}
-		if err := c.flush(); err != nil {
-			return err
-		}
-		if err := hs.readSessionTicket(); err != nil {
-			return err
-		}
-		if err := hs.readFinished(); err != nil {
+		if err := hs.readTicketAndFinished(); err != nil {
 			return err
 		}
 		c.peerCertificates, c.verifiedChains = hs.serverCerts, hs.chains
@@ -209,12 +196,7 @@ func (hs *clientHandshakeState) resumed() bool {
 }
 
 func (hs *clientHandshakeState) queue(m handshakeMessage) error {
-	b, err := m.marshal()
-	if err != nil {
-		return wrapErr(AlertInternalError, "marshal", err)
-	}
-	hs.tr.write(b)
-	return hs.c.queueHandshake(b)
+	return hs.c.queueMsg(hs.tr, m)
 }
 
 func (hs *clientHandshakeState) doFullHandshake() error {
@@ -270,11 +252,7 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 		}
 		out := &certificateMsg{}
 		if cert != nil {
-			out.certificates = append(out.certificates, cert.SignCertificate[0])
-			if hs.suite.ecdhe || !cfg.ClientSignCertOnly {
-				out.certificates = append(out.certificates, cert.EncCertificate)
-			}
-			out.certificates = append(out.certificates, cert.SignCertificate[1:]...)
+			out.certificates = certificateList(cert, hs.suite.ecdhe || !cfg.ClientSignCertOnly)
 		}
 		if err := hs.queue(out); err != nil {
 			return err
@@ -321,19 +299,14 @@ func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
 	if len(raw) < 2 {
 		return errorf(AlertBadCertificate, "server sent %d certificates; TLCP needs a signing and an encryption certificate", len(raw))
 	}
-	certs, err := parseCertificates(raw)
+	certs, err := parsePeerCertificates(raw, "server")
 	if err != nil {
-		return wrapErr(AlertBadCertificate, "server certificate", err)
+		return err
 	}
 	hs.serverCerts = certs
 	sign, enc := certs[0], hs.serverEnc()
-	for _, c := range []*smx509.Certificate{sign, enc} {
-		if _, err := sm2Public(c); err != nil {
-			return wrapErr(AlertUnsupportedCertificate, "server certificate", err)
-		}
-	}
-	if err := checkSignUsage(sign); err != nil {
-		return wrapErr(AlertBadCertificate, "server certificate", err)
+	if _, err := sm2Public(enc); err != nil {
+		return wrapErr(AlertUnsupportedCertificate, "server encryption certificate", err)
 	}
 	if err := checkEncUsage(enc); err != nil {
 		return wrapErr(AlertBadCertificate, "server certificate", err)
@@ -354,34 +327,29 @@ func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
 		}
 		hs.chains = chains
 	}
-	if cfg.VerifyPeerCertificate != nil {
-		if err := cfg.VerifyPeerCertificate(raw, hs.chains); err != nil {
-			return wrapErr(AlertBadCertificate, "VerifyPeerCertificate", err)
-		}
-	}
-	return nil
+	return cfg.verifyPeerHook(raw, hs.chains)
 }
 
 func (hs *clientHandshakeState) establishKeys() error {
-	c := hs.c
-	cMAC, sMAC, cKey, sKey, cIV, sIV := hs.ks.keys(hs.suite, hs.hello.random, hs.sh.random)
-	out, err := newRecordCipher(hs.suite, cMAC, cKey, cIV)
-	if err != nil {
-		return wrapErr(AlertInternalError, "record keys", err)
-	}
-	in, err := newRecordCipher(hs.suite, sMAC, sKey, sIV)
-	if err != nil {
-		return wrapErr(AlertInternalError, "record keys", err)
-	}
-	c.in.next, c.out.next = in, out
-	return nil
+	return hs.c.stageKeys(hs.ks, hs.suite, hs.hello.random, hs.sh.random, true)
 }
 
+// sendFinished queues ChangeCipherSpec and Finished and writes the
+// client's flight.
 func (hs *clientHandshakeState) sendFinished() error {
-	if err := hs.c.queueChangeCipherSpec(); err != nil {
+	if err := hs.c.sendFinishedMsg(hs.ks, hs.tr, true); err != nil {
 		return err
 	}
-	return hs.queue(&finishedMsg{verifyData: hs.ks.finished(true, hs.tr.sum())})
+	return hs.c.flush()
+}
+
+// readTicketAndFinished reads the server's last flight: NewSessionTicket
+// (when the server announced one), ChangeCipherSpec and Finished.
+func (hs *clientHandshakeState) readTicketAndFinished() error {
+	if err := hs.readSessionTicket(); err != nil {
+		return err
+	}
+	return hs.readFinished()
 }
 
 func (hs *clientHandshakeState) readSessionTicket() error {
@@ -398,19 +366,7 @@ func (hs *clientHandshakeState) readSessionTicket() error {
 }
 
 func (hs *clientHandshakeState) readFinished() error {
-	c := hs.c
-	if err := c.readChangeCipherSpec(); err != nil {
-		return err
-	}
-	want := hs.ks.finished(false, hs.tr.sum())
-	fin := &finishedMsg{}
-	if _, err := c.readHandshakeMsg(typeFinished, fin, hs.tr); err != nil {
-		return err
-	}
-	if subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {
-		return errorf(AlertDecryptError, "server Finished is wrong")
-	}
-	return nil
+	return hs.c.readFinishedMsg(hs.ks, hs.tr, false, &finishedMsg{})
 }
 
 func (hs *clientHandshakeState) saveSession() {

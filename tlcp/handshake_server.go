@@ -71,16 +71,9 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		if err := hs.doResumeHandshake(); err != nil {
 			return err
 		}
-		if err := hs.sendSessionTicket(); err != nil {
+		if err := hs.sendTicketAndFinished(); err != nil {
 			return err
 		}
-		if err := hs.sendFinished(); err != nil {
-			return err
-		}
-		if err := c.flush(); err != nil {
-			return err
-		}
-		hs.ticketWritten()
 		if err := hs.readFinished(); err != nil {
 			return err
 		}
@@ -91,16 +84,9 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		if err := hs.readFinished(); err != nil {
 			return err
 		}
-		if err := hs.sendSessionTicket(); err != nil {
+		if err := hs.sendTicketAndFinished(); err != nil {
 			return err
 		}
-		if err := hs.sendFinished(); err != nil {
-			return err
-		}
-		if err := c.flush(); err != nil {
-			return err
-		}
-		hs.ticketWritten()
 		hs.storeSession()
 	}
 	c.vers = VersionTLCP
@@ -139,6 +125,108 @@ func (c *Conn) readHandshakeMsg(typ uint8, m handshakeMessage, tr *transcript) (
 		tr.write(data)
 	}
 	return data, nil
+}
+
+// queueMsg marshals m, adds it to the transcript and queues it for the
+// next flight.
+func (c *Conn) queueMsg(tr *transcript, m handshakeMessage) error {
+	b, err := m.marshal()
+	if err != nil {
+		return wrapErr(AlertInternalError, "marshal", err)
+	}
+	tr.write(b)
+	return c.queueHandshake(b)
+}
+
+// stageKeys derives the record keys of ks (GB/T 38636 §6.5) and stages
+// them as the pending read and write states that ChangeCipherSpec
+// switches on; isClient says which side of the connection c is.
+func (c *Conn) stageKeys(ks *keySchedule, suite *cipherSuite, clientRandom, serverRandom []byte, isClient bool) error {
+	cMAC, sMAC, cKey, sKey, cIV, sIV := ks.keys(suite, clientRandom, serverRandom)
+	clientWrite, err := newRecordCipher(suite, cMAC, cKey, cIV)
+	if err != nil {
+		return wrapErr(AlertInternalError, "record keys", err)
+	}
+	serverWrite, err := newRecordCipher(suite, sMAC, sKey, sIV)
+	if err != nil {
+		return wrapErr(AlertInternalError, "record keys", err)
+	}
+	if isClient {
+		c.in.next, c.out.next = serverWrite, clientWrite
+	} else {
+		c.in.next, c.out.next = clientWrite, serverWrite
+	}
+	return nil
+}
+
+// sendFinishedMsg queues ChangeCipherSpec and this side's Finished over
+// the transcript so far (GB/T 38636 §6.4.5.10).
+func (c *Conn) sendFinishedMsg(ks *keySchedule, tr *transcript, isClient bool) error {
+	if err := c.queueChangeCipherSpec(); err != nil {
+		return err
+	}
+	return c.queueMsg(tr, &finishedMsg{verifyData: ks.finished(isClient, tr.sum())})
+}
+
+// readFinishedMsg reads the peer's ChangeCipherSpec and Finished into fin
+// and checks its verify_data in constant time; fromClient says whether
+// the peer is the client.
+func (c *Conn) readFinishedMsg(ks *keySchedule, tr *transcript, fromClient bool, fin *finishedMsg) error {
+	if err := c.readChangeCipherSpec(); err != nil {
+		return err
+	}
+	want := ks.finished(fromClient, tr.sum())
+	if _, err := c.readHandshakeMsg(typeFinished, fin, tr); err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {
+		if fromClient {
+			return errorf(AlertDecryptError, "client Finished is wrong")
+		}
+		return errorf(AlertDecryptError, "server Finished is wrong")
+	}
+	return nil
+}
+
+// parsePeerCertificates parses the peer's certificate list and checks its
+// first, signing, certificate: an SM2 key allowed to sign (GB/T 38636
+// §6.4.5.3); peer ("client" or "server") names it in errors.
+func parsePeerCertificates(raw [][]byte, peer string) ([]*smx509.Certificate, error) {
+	certs, err := parseCertificates(raw)
+	if err != nil {
+		return nil, wrapErr(AlertBadCertificate, peer+" certificate", err)
+	}
+	if _, err := sm2Public(certs[0]); err != nil {
+		return nil, wrapErr(AlertUnsupportedCertificate, peer+" signing certificate", err)
+	}
+	if err := checkSignUsage(certs[0]); err != nil {
+		return nil, wrapErr(AlertBadCertificate, peer+" certificate", err)
+	}
+	return certs, nil
+}
+
+// verifyPeerHook runs Config.VerifyPeerCertificate, when set, on the
+// peer's raw certificates and the verified chains.
+func (cfg *Config) verifyPeerHook(raw [][]byte, chains [][]*smx509.Certificate) error {
+	if cfg.VerifyPeerCertificate == nil {
+		return nil
+	}
+	if err := cfg.VerifyPeerCertificate(raw, chains); err != nil {
+		return wrapErr(AlertBadCertificate, "VerifyPeerCertificate", err)
+	}
+	return nil
+}
+
+// certificateList is the Certificate message body of a TLCP identity:
+// signing certificate, encryption certificate (when withEnc), then the
+// signing certificate's chain (GB/T 38636 §6.4.5.3).
+func certificateList(cert *Certificate, withEnc bool) [][]byte {
+	certs := make([][]byte, 0, len(cert.SignCertificate)+1)
+	certs = append(certs, cert.SignCertificate[0])
+	if withEnc {
+		certs = append(certs, cert.EncCertificate)
+	}
+	return append(certs, cert.SignCertificate[1:]...)
 }
 
 func (hs *serverHandshakeState) readClientHello() error {
@@ -320,10 +408,7 @@ func serverCertificateMsg(cert *Certificate) ([]byte, error) {
 	if m, ok := certMsgs.Get(key); ok && m.matches(cert) {
 		return m.msg, nil
 	}
-	certs := make([][]byte, 0, len(cert.SignCertificate)+1)
-	certs = append(certs, cert.SignCertificate[0], cert.EncCertificate)
-	certs = append(certs, cert.SignCertificate[1:]...)
-	msg, err := (&certificateMsg{certificates: certs}).marshal()
+	msg, err := (&certificateMsg{certificates: certificateList(cert, true)}).marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -470,12 +555,7 @@ func (hs *serverHandshakeState) newSessionID() {
 }
 
 func (hs *serverHandshakeState) queue(m handshakeMessage) error {
-	b, err := m.marshal()
-	if err != nil {
-		return wrapErr(AlertInternalError, "marshal", err)
-	}
-	hs.tr.write(b)
-	return hs.c.queueHandshake(b)
+	return hs.c.queueMsg(hs.tr, m)
 }
 
 func (hs *serverHandshakeState) doResumeHandshake() error {
@@ -562,16 +642,9 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 		}
 		return nil
 	}
-	certs, err := parseCertificates(cm.certificates)
+	certs, err := parsePeerCertificates(cm.certificates, "client")
 	if err != nil {
-		return wrapErr(AlertBadCertificate, "client certificate", err)
-	}
-	sign := certs[0]
-	if _, err := sm2Public(sign); err != nil {
-		return wrapErr(AlertUnsupportedCertificate, "client signing certificate", err)
-	}
-	if err := checkSignUsage(sign); err != nil {
-		return wrapErr(AlertBadCertificate, "client certificate", err)
+		return err
 	}
 	var enc *smx509.Certificate
 	if len(certs) >= 2 && isEncCert(certs[1]) {
@@ -599,10 +672,8 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 			return wrapErr(certAlert(err), "client signing certificate does not verify", err)
 		}
 	}
-	if cfg.VerifyPeerCertificate != nil {
-		if err := cfg.VerifyPeerCertificate(cm.certificates, chains); err != nil {
-			return wrapErr(AlertBadCertificate, "VerifyPeerCertificate", err)
-		}
+	if err := cfg.verifyPeerHook(cm.certificates, chains); err != nil {
+		return err
 	}
 	hs.peerCerts, hs.clientEnc = certs, enc
 	c.peerCertificates, c.verifiedChains = certs, chains
@@ -640,34 +711,11 @@ func (hs *serverHandshakeState) readCertificateVerify() error {
 }
 
 func (hs *serverHandshakeState) establishKeys() error {
-	c := hs.c
-	cMAC, sMAC, cKey, sKey, cIV, sIV := hs.ks.keys(hs.suite, hs.hello.random, hs.sh.random)
-	in, err := newRecordCipher(hs.suite, cMAC, cKey, cIV)
-	if err != nil {
-		return wrapErr(AlertInternalError, "record keys", err)
-	}
-	out, err := newRecordCipher(hs.suite, sMAC, sKey, sIV)
-	if err != nil {
-		return wrapErr(AlertInternalError, "record keys", err)
-	}
-	c.in.next, c.out.next = in, out
-	return nil
+	return hs.c.stageKeys(hs.ks, hs.suite, hs.hello.random, hs.sh.random, false)
 }
 
 func (hs *serverHandshakeState) readFinished() error {
-	c := hs.c
-	if err := c.readChangeCipherSpec(); err != nil {
-		return err
-	}
-	want := hs.ks.finished(true, hs.tr.sum())
-	fin := &hs.fin
-	if _, err := c.readHandshakeMsg(typeFinished, fin, hs.tr); err != nil {
-		return err
-	}
-	if subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {
-		return errorf(AlertDecryptError, "client Finished is wrong")
-	}
-	return nil
+	return hs.c.readFinishedMsg(hs.ks, hs.tr, true, &hs.fin)
 }
 
 func (hs *serverHandshakeState) sendSessionTicket() error {
@@ -708,10 +756,23 @@ func (hs *serverHandshakeState) sessionToStore() *sessionState {
 }
 
 func (hs *serverHandshakeState) sendFinished() error {
-	if err := hs.c.queueChangeCipherSpec(); err != nil {
+	return hs.c.sendFinishedMsg(hs.ks, hs.tr, false)
+}
+
+// sendTicketAndFinished writes the server's last flight: NewSessionTicket
+// (when issuing one), ChangeCipherSpec and Finished.
+func (hs *serverHandshakeState) sendTicketAndFinished() error {
+	if err := hs.sendSessionTicket(); err != nil {
 		return err
 	}
-	return hs.queue(&finishedMsg{verifyData: hs.ks.finished(false, hs.tr.sum())})
+	if err := hs.sendFinished(); err != nil {
+		return err
+	}
+	if err := hs.c.flush(); err != nil {
+		return err
+	}
+	hs.ticketWritten()
+	return nil
 }
 
 func (hs *serverHandshakeState) storeSession() {

@@ -338,20 +338,34 @@ func withSuite(m []byte, s uint16) []byte {
 	return b
 }
 
-func TestRenegotiationRefused(t *testing.T) {
-	p := loadPKI(t)
+// handshakeWhileServerReads handshakes a client and a server with the
+// test PKI's default configs over a loopback pair, the server inside a Read
+// whose error errc carries; raw is the client's TCP connection, for bytes
+// written under the record layer. The caller closes cli and srv.
+func handshakeWhileServerReads(t *testing.T, p *testPKI) (raw net.Conn, cli, srv *Conn, errc chan error) {
+	t.Helper()
 	c1, c2 := tcpPair(t)
-	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
-	defer cli.Close()
-	defer srv.Close()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := srv.Read(make([]byte, 10))
-		errc <- err
-	}()
+	cli, srv = Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
+	errc = make(chan error, 1)
+	go serverRead(srv, errc)
 	if err := cli.Handshake(); err != nil {
+		cli.Close()
+		srv.Close()
 		t.Fatal(err)
 	}
+	return c1, cli, srv, errc
+}
+
+// serverRead sends the error of one Read on srv to errc.
+func serverRead(srv *Conn, errc chan<- error) {
+	_, err := srv.Read(make([]byte, 10))
+	errc <- err
+}
+
+func TestRenegotiationRefused(t *testing.T) {
+	_, cli, srv, errc := handshakeWhileServerReads(t, loadPKI(t))
+	defer cli.Close()
+	defer srv.Close()
 	hello := &clientHelloMsg{vers: VersionTLCP, random: make([]byte, 32), cipherSuites: []uint16{ECC_SM4_GCM_SM3}, compressionMethods: []byte{0}}
 	b, _ := hello.marshal()
 	cli.outMu.Lock()
@@ -373,16 +387,7 @@ func TestRenegotiationRefused(t *testing.T) {
 func TestOversizeEncryptedRecord(t *testing.T) {
 	p := loadPKI(t)
 	for _, n := range []int{maxCiphertext + 1, maxPlaintext + 1} {
-		c1, c2 := tcpPair(t)
-		cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
-		errc := make(chan error, 1)
-		go func() {
-			_, err := srv.Read(make([]byte, 10))
-			errc <- err
-		}()
-		if err := cli.Handshake(); err != nil {
-			t.Fatal(err)
-		}
+		c1, cli, srv, errc := handshakeWhileServerReads(t, p)
 		if n == maxCiphertext+1 {
 			// Header only: the length alone is fatal.
 			c1.Write([]byte{23, 1, 1, byte(n >> 8), byte(n)})
@@ -403,19 +408,9 @@ func TestOversizeEncryptedRecord(t *testing.T) {
 }
 
 func TestEmptyRecordsBounded(t *testing.T) {
-	p := loadPKI(t)
-	c1, c2 := tcpPair(t)
-	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
+	_, cli, srv, errc := handshakeWhileServerReads(t, loadPKI(t))
 	defer cli.Close()
 	defer srv.Close()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := srv.Read(make([]byte, 10))
-		errc <- err
-	}()
-	if err := cli.Handshake(); err != nil {
-		t.Fatal(err)
-	}
 	// A few empty records (Tongsuo sends one per write) then data is fine…
 	cli.outMu.Lock()
 	for i := 0; i < 3; i++ {
@@ -427,10 +422,7 @@ func TestEmptyRecordsBounded(t *testing.T) {
 		t.Fatalf("empty records rejected: %v", err)
 	}
 	// …but an endless run is not.
-	go func() {
-		_, err := srv.Read(make([]byte, 10))
-		errc <- err
-	}()
+	go serverRead(srv, errc)
 	cli.outMu.Lock()
 	for i := 0; i < defaultMaxEmpty+2; i++ {
 		if cli.writeRecordLocked(recordTypeApplicationData, nil) != nil {

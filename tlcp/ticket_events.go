@@ -1,35 +1,26 @@
 package tlcp
 
+import "github.com/gmproxy/gmproxy/internal/tlsutil"
+
 // Session-ticket events for the server's Config.OnTicket hook, so that
 // ticket resumption (which never touches the SessionStore) shows up in
 // metrics like session-ID resumption does.
 
-// TicketEventKind says what happened to a session ticket on the server.
-type TicketEventKind uint8
+// TicketEventKind says what happened to a session ticket on the server
+// (the same type as tls13sm.TicketEventKind).
+type TicketEventKind = tlsutil.TicketEventKind
 
 const (
 	// TicketIssued: a NewSessionTicket was sent (after a full handshake, or
 	// a fresh one after a ticket resumption).
-	TicketIssued TicketEventKind = iota + 1
+	TicketIssued = tlsutil.TicketIssued
 	// TicketAccepted: the client's ticket was used to resume.
-	TicketAccepted
+	TicketAccepted = tlsutil.TicketAccepted
 	// TicketRejected: the client offered a non-empty ticket and it was not
 	// used; the server goes on with a full handshake (or, with tickets
 	// disabled, tries the session ID).
-	TicketRejected
+	TicketRejected = tlsutil.TicketRejected
 )
-
-func (k TicketEventKind) String() string {
-	switch k {
-	case TicketIssued:
-		return "issued"
-	case TicketAccepted:
-		return "accepted"
-	case TicketRejected:
-		return "rejected"
-	}
-	return "unknown"
-}
 
 // Reasons of a TicketRejected event: a small fixed set, safe as a metric
 // label. The names match tls13sm's where the cause is the same.

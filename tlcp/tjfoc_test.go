@@ -48,6 +48,41 @@ func tjfocConfigs(t *testing.T, p *testPKI) (server, client *tjtls.Config, clien
 	return
 }
 
+// echoN reads n bytes from srv and writes them back, in the background;
+// the returned channel carries the outcome.
+func echoN(srv io.ReadWriter, n int) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(srv, buf); err != nil {
+			errc <- err
+			return
+		}
+		_, err := srv.Write(buf)
+		errc <- err
+	}()
+	return errc
+}
+
+// checkEcho writes msg on cli and checks that the peer, running echoN with
+// errc, sends it back unchanged.
+func checkEcho(t *testing.T, cli io.ReadWriter, msg []byte, errc <-chan error) {
+	t.Helper()
+	if _, err := cli.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(cli, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("echo mismatch")
+	}
+}
+
 func TestTjfocInterop(t *testing.T) {
 	p := loadPKI(t)
 	tjServer, tjClient, tjClientCert := tjfocConfigs(t, p)
@@ -65,32 +100,11 @@ func TestTjfocInterop(t *testing.T) {
 			cli := tjtls.Client(c1, ccfg)
 			defer srv.Close()
 			defer cli.Close()
-			errc := make(chan error, 1)
-			go func() {
-				buf := make([]byte, len(msg))
-				if _, err := io.ReadFull(srv, buf); err != nil {
-					errc <- err
-					return
-				}
-				_, err := srv.Write(buf)
-				errc <- err
-			}()
+			errc := echoN(srv, len(msg))
 			if err := cli.Handshake(); err != nil {
 				t.Fatalf("tjfoc client handshake: %v (server: %v)", err, srv.handshakeErr)
 			}
-			if _, err := cli.Write(msg); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, len(msg))
-			if _, err := io.ReadFull(cli, got); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, msg) {
-				t.Fatal("echo mismatch")
-			}
+			checkEcho(t, cli, msg, errc)
 			st := srv.ConnectionState()
 			if st.CipherSuite != ECC_SM4_CBC_SM3 {
 				t.Fatalf("suite %x", st.CipherSuite)
@@ -112,32 +126,11 @@ func TestTjfocInterop(t *testing.T) {
 			cli := Client(c1, ccfg)
 			defer srv.Close()
 			defer cli.Close()
-			errc := make(chan error, 1)
-			go func() {
-				buf := make([]byte, len(msg))
-				if _, err := io.ReadFull(srv, buf); err != nil {
-					errc <- err
-					return
-				}
-				_, err := srv.Write(buf)
-				errc <- err
-			}()
+			errc := echoN(srv, len(msg))
 			if err := cli.Handshake(); err != nil {
 				t.Fatalf("our client vs tjfoc server: %v", err)
 			}
-			if _, err := cli.Write(msg); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, len(msg))
-			if _, err := io.ReadFull(cli, got); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, msg) {
-				t.Fatal("echo mismatch")
-			}
+			checkEcho(t, cli, msg, errc)
 			if st := cli.ConnectionState(); st.CipherSuite != ECC_SM4_CBC_SM3 || len(st.VerifiedChains) == 0 {
 				t.Fatalf("state %+v", st)
 			}

@@ -237,16 +237,8 @@ func (c *Config) Clone() *Config {
 	if c == nil {
 		return nil
 	}
-	return &Config{
-		Rand: c.Rand, Time: c.Time, Certificates: c.Certificates, GetCertificate: c.GetCertificate,
-		GetConfigForClient: c.GetConfigForClient, GetClientCertificate: c.GetClientCertificate,
-		RootCAs: c.RootCAs, ClientCAs: c.ClientCAs, ClientAuth: c.ClientAuth, ServerName: c.ServerName,
-		InsecureSkipVerify: c.InsecureSkipVerify, VerifyPeerCertificate: c.VerifyPeerCertificate,
-		NextProtos: c.NextProtos, CipherSuites: c.CipherSuites, SessionTicketsDisabled: c.SessionTicketsDisabled,
-		TicketKeys: c.TicketKeys, TicketLifetime: c.TicketLifetime, AllowPSKOnly: c.AllowPSKOnly,
-		ClientSessionCache: c.ClientSessionCache, Strict: c.Strict, DisableMiddleboxCompat: c.DisableMiddleboxCompat,
-		OnHandshake: c.OnHandshake, OnTicket: c.OnTicket, testShareX25519: c.testShareX25519, testEarlyData: c.testEarlyData, testPSKOnly: c.testPSKOnly,
-	}
+	n := *c
+	return &n
 }
 
 func (c *Config) rand() io.Reader { return tlsutil.Rand(c.Rand) }

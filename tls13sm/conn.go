@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Record content types (RFC 8446 §5.1).
@@ -130,7 +132,7 @@ type Conn struct {
 
 	closeNotifySent bool
 	closeNotifyErr  error
-	activeCall      atomic.Int32
+	calls           tlsutil.CallGate // Write/Close interlock
 
 	bytesIn, bytesOut, recordsIn, recordsOut atomic.Uint64
 
@@ -580,16 +582,10 @@ func (c *Conn) writeCCS() error {
 
 // Write writes application data, handshaking first if needed.
 func (c *Conn) Write(b []byte) (int, error) {
-	for {
-		x := c.activeCall.Load()
-		if x&1 != 0 {
-			return 0, net.ErrClosed
-		}
-		if c.activeCall.CompareAndSwap(x, x+2) {
-			break
-		}
+	if !c.calls.Enter() {
+		return 0, net.ErrClosed
 	}
-	defer c.activeCall.Add(-2)
+	defer c.calls.Leave()
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
@@ -727,14 +723,8 @@ func (c *Conn) SendKeyUpdate(requestPeer bool) error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	for {
-		x := c.activeCall.Load()
-		if x&1 != 0 {
-			return net.ErrClosed
-		}
-		if c.activeCall.CompareAndSwap(x, x|1) {
-			break
-		}
+	if !c.calls.Close() {
+		return net.ErrClosed
 	}
 	var alertErr error
 	if c.isHandshakeComplete.Load() {

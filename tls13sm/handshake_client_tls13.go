@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdh"
-	"crypto/hmac"
 	"errors"
 	"hash"
 	"io"
@@ -37,12 +36,7 @@ type clientHandshakeState struct {
 	th         [hashSize]byte
 	ks         keySchedule
 
-	earlySecret, handshakeSecret, masterSecret [hashSize]byte
-	derivedEarly, derivedHS                    [hashSize]byte
-	clientHSSecret, serverHSSecret             [hashSize]byte
-	clientFinishedKey, serverFinishedKey       [hashSize]byte
-	clientAppSecret, serverAppSecret           [hashSize]byte
-	masterState                                hmacState
+	handshakeSecrets
 }
 
 func (hs *clientHandshakeState) transcriptHash() []byte { return hs.transcript.Sum(hs.th[:0]) }
@@ -71,11 +65,7 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 			return err
 		}
 	}
-	msg, err := c.readHandshakeBytes()
-	if err != nil {
-		return err
-	}
-	if err := hs.readServerHello(msg); err != nil {
+	if err := hs.readServerHello(); err != nil {
 		return err
 	}
 	if hs.serverHello.isHRR() {
@@ -231,14 +221,11 @@ func (hs *clientHandshakeState) computeBinders() error {
 	return nil
 }
 
-func (hs *clientHandshakeState) readServerHello(msg []byte) error {
+func (hs *clientHandshakeState) readServerHello() error {
 	c := hs.c
-	if msg[0] != typeServerHello {
-		return c.fail(AlertUnexpectedMessage, "expected ServerHello, got message type %d", msg[0])
-	}
 	sh := new(serverHelloMsg)
-	if !sh.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed ServerHello")
+	if _, err := c.readHandshakeMsg(typeServerHello, sh.unmarshal, "ServerHello"); err != nil {
+		return err
 	}
 	if sh.supportedVersion != VersionTLS13 {
 		if sh.supportedVersion == 0 {
@@ -311,11 +298,7 @@ func (hs *clientHandshakeState) processHelloRetryRequest() error {
 	if err := c.writeHandshake(h.raw, hs.transcript); err != nil {
 		return err
 	}
-	msg, err := c.readHandshakeBytes()
-	if err != nil {
-		return err
-	}
-	if err := hs.readServerHello(msg); err != nil {
+	if err := hs.readServerHello(); err != nil {
 		return err
 	}
 	if hs.serverHello.isHRR() {
@@ -415,16 +398,10 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 
 func (hs *clientHandshakeState) readServerParameters() error {
 	c := hs.c
-	msg, err := c.readHandshakeBytes()
+	var ee encryptedExtensionsMsg
+	msg, err := c.readHandshakeMsg(typeEncryptedExtensions, ee.unmarshal, "EncryptedExtensions")
 	if err != nil {
 		return err
-	}
-	if msg[0] != typeEncryptedExtensions {
-		return c.fail(AlertUnexpectedMessage, "expected EncryptedExtensions, got message type %d", msg[0])
-	}
-	var ee encryptedExtensionsMsg
-	if !ee.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed EncryptedExtensions")
 	}
 	if ee.earlyData {
 		return c.fail(AlertUnsupportedExtension, "server accepted early data that was not offered")
@@ -480,22 +457,9 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 		return c.sendAlert(alert, err)
 	}
 	hs.transcript.Write(msg)
-	msg, err = c.readHandshakeBytes()
+	msg, err = c.readCertificateVerify(certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), "CertificateVerify")
 	if err != nil {
 		return err
-	}
-	if msg[0] != typeCertificateVerify {
-		return c.fail(AlertUnexpectedMessage, "expected CertificateVerify, got message type %d", msg[0])
-	}
-	var cv certificateVerifyMsg
-	if !cv.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed CertificateVerify")
-	}
-	if cv.sigAlg != SM2SigSM3 {
-		return c.fail(AlertIllegalParameter, "CertificateVerify with scheme %#04x that was not offered", cv.sigAlg)
-	}
-	if err := verifyCertificateVerify(certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), cv.signature); err != nil {
-		return c.sendAlert(AlertDecryptError, err)
 	}
 	hs.transcript.Write(msg)
 	c.peerCertificates, c.verifiedChains = certs, chains
@@ -504,29 +468,13 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 
 func (hs *clientHandshakeState) readServerFinished() error {
 	c, ks := hs.c, &hs.ks
-	msg, err := c.readHandshakeBytes()
+	var want [hashSize]byte
+	msg, err := c.readFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), want[:], "server Finished")
 	if err != nil {
 		return err
 	}
-	if msg[0] != typeFinished {
-		return c.fail(AlertUnexpectedMessage, "expected Finished, got message type %d", msg[0])
-	}
-	var fin finishedMsg
-	if !fin.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed Finished")
-	}
-	var want [hashSize]byte
-	ks.macWithKey(want[:], hs.serverFinishedKey[:], hs.transcriptHash())
-	if !hmac.Equal(want[:], fin.verifyData) {
-		return c.fail(AlertDecryptError, "invalid server Finished")
-	}
 	hs.transcript.Write(msg)
-	ks.extract(hs.masterSecret[:], hs.derivedHS[:], zeroKey[:])
-	th := hs.transcriptHash()
-	ks.m.setKey(hs.masterSecret[:])
-	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
-	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
-	ks.m.saveState(&hs.masterState)
+	hs.deriveApplicationSecrets(ks, hs.transcriptHash())
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
@@ -570,25 +518,13 @@ func (hs *clientHandshakeState) sendClientCertificate() error {
 	if cert == nil {
 		return nil
 	}
-	sig, err := signCertificateVerify(hs.ctx, hs.config, cert.PrivateKey, clientSignatureContext, hs.transcriptHash())
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	cv := &certificateVerifyMsg{sigAlg: SM2SigSM3, signature: sig}
-	raw, err = cv.marshal()
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	return c.writeHandshake(raw, hs.transcript)
+	return c.sendCertificateVerify(hs.ctx, hs.config, cert.PrivateKey, clientSignatureContext, hs.transcriptHash(), hs.transcript)
 }
 
 func (hs *clientHandshakeState) sendClientFinished() error {
 	c, ks := hs.c, &hs.ks
 	var vd [hashSize]byte
-	ks.macWithKey(vd[:], hs.clientFinishedKey[:], hs.transcriptHash())
-	fin := &finishedMsg{verifyData: vd[:]}
-	raw, _ := fin.marshal()
-	if err := c.writeHandshake(raw, hs.transcript); err != nil {
+	if err := c.sendFinished(ks, hs.clientFinishedKey[:], hs.transcriptHash(), vd[:], hs.transcript); err != nil {
 		return err
 	}
 	c.out.Lock()

@@ -75,9 +75,17 @@ func addU16Bytes(b *cryptobyte.Builder, v []byte) {
 	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(v) })
 }
 
-// handshakeMessage wraps body in the 4-byte handshake header.
-func handshakeMessage(typ uint8, body func(b *cryptobyte.Builder)) ([]byte, error) {
-	return tlsutil.MarshalHandshake(typ, body)
+// marshalOnce returns *raw, first building it, when nil, as a handshake
+// message of type typ (the 4-byte header, then body).
+func marshalOnce(raw *[]byte, typ uint8, body cryptobyte.BuilderContinuation) ([]byte, error) {
+	if *raw == nil {
+		b, err := tlsutil.MarshalHandshake(typ, body)
+		if err != nil {
+			return nil, err
+		}
+		*raw = b
+	}
+	return *raw, nil
 }
 
 // readMsg checks that data is one handshake message of type typ and returns
@@ -86,15 +94,59 @@ func readMsg(data []byte, typ uint8) (cryptobyte.String, bool) {
 	return tlsutil.ReadHandshake(data, typ)
 }
 
+// addExtension adds one extension: its type and its body behind a u16
+// length (§4.2).
+func addExtension(b *cryptobyte.Builder, typ uint16, body cryptobyte.BuilderContinuation) {
+	b.AddUint16(typ)
+	b.AddUint16LengthPrefixed(body)
+}
+
+// addU16Extension adds an extension whose body is one u16 value.
+func addU16Extension(b *cryptobyte.Builder, typ, v uint16) {
+	b.AddUint16(typ)
+	b.AddUint16(2)
+	b.AddUint16(v)
+}
+
+// addU16List adds a vector of u16 values behind a u16 length.
+func addU16List(b *cryptobyte.Builder, vs []uint16) {
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		for _, v := range vs {
+			b.AddUint16(v)
+		}
+	})
+}
+
+// readU16List reads a vector of u16 values behind a u16 length.
 func readU16List(s *cryptobyte.String, out *[]uint16) bool {
 	var l cryptobyte.String
-	if !s.ReadUint16LengthPrefixed(&l) || len(l)%2 != 0 {
+	return s.ReadUint16LengthPrefixed(&l) && appendU16s(l, out)
+}
+
+// appendU16s appends the u16 values of l to out; l must hold whole ones.
+func appendU16s(l cryptobyte.String, out *[]uint16) bool {
+	if len(l)%2 != 0 {
 		return false
 	}
 	for !l.Empty() {
 		var v uint16
 		l.ReadUint16(&v)
 		*out = append(*out, v)
+	}
+	return true
+}
+
+// readExtensions reads an extensions block (§4.2): each type at most once,
+// each passed to parse with its body. parse returns false for a malformed
+// extension (for one it reads: unless its body is used up exactly).
+func readExtensions(exts cryptobyte.String, parse func(typ uint16, body cryptobyte.String) bool) bool {
+	var seen extensionSet
+	for !exts.Empty() {
+		var et uint16
+		var ed cryptobyte.String
+		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) || !parse(et, ed) {
+			return false
+		}
 	}
 	return true
 }
@@ -149,49 +201,27 @@ type clientHelloMsg struct {
 }
 
 func (m *clientHelloMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeClientHello, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeClientHello, func(b *cryptobyte.Builder) {
 		b.AddUint16(m.vers)
 		b.AddBytes(m.random)
 		addU8Bytes(b, m.sessionID)
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			for _, s := range m.cipherSuites {
-				b.AddUint16(s)
-			}
-		})
+		addU16List(b, m.cipherSuites)
 		addU8Bytes(b, []byte{0})
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.serverName != "" {
 				tlsutil.AddServerNameExtension(b, m.serverName)
 			}
 			if len(m.supportedGroups) > 0 {
-				b.AddUint16(extSupportedGroups)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						for _, g := range m.supportedGroups {
-							b.AddUint16(g)
-						}
-					})
-				})
+				addExtension(b, extSupportedGroups, func(b *cryptobyte.Builder) { addU16List(b, m.supportedGroups) })
 			}
 			if len(m.signatureAlgorithms) > 0 {
-				b.AddUint16(extSignatureAlgorithms)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						for _, s := range m.signatureAlgorithms {
-							b.AddUint16(s)
-						}
-					})
-				})
+				addExtension(b, extSignatureAlgorithms, func(b *cryptobyte.Builder) { addU16List(b, m.signatureAlgorithms) })
 			}
 			if len(m.alpnProtocols) > 0 {
 				tlsutil.AddALPNExtension(b, m.alpnProtocols...)
 			}
 			if len(m.supportedVersions) > 0 {
-				b.AddUint16(extSupportedVersions)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				addExtension(b, extSupportedVersions, func(b *cryptobyte.Builder) {
 					b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) {
 						for _, v := range m.supportedVersions {
 							b.AddUint16(v)
@@ -200,12 +230,10 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 				})
 			}
 			if len(m.cookie) > 0 {
-				b.AddUint16(extCookie)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addU16Bytes(b, m.cookie) })
+				addExtension(b, extCookie, func(b *cryptobyte.Builder) { addU16Bytes(b, m.cookie) })
 			}
 			if m.keyShares != nil {
-				b.AddUint16(extKeyShare)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				addExtension(b, extKeyShare, func(b *cryptobyte.Builder) {
 					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 						for _, ks := range m.keyShares {
 							b.AddUint16(ks.group)
@@ -215,16 +243,13 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 				})
 			}
 			if m.earlyData {
-				b.AddUint16(extEarlyData)
-				b.AddUint16(0)
+				addExtension(b, extEarlyData, func(*cryptobyte.Builder) {})
 			}
 			if len(m.pskModes) > 0 {
-				b.AddUint16(extPSKModes)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addU8Bytes(b, m.pskModes) })
+				addExtension(b, extPSKModes, func(b *cryptobyte.Builder) { addU8Bytes(b, m.pskModes) })
 			}
 			if len(m.pskIdentities) > 0 { // must be last (§4.2.11)
-				b.AddUint16(extPreSharedKey)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				addExtension(b, extPreSharedKey, func(b *cryptobyte.Builder) {
 					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 						for _, id := range m.pskIdentities {
 							addU16Bytes(b, id.label)
@@ -240,11 +265,6 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 			}
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	m.raw = raw
-	return raw, nil
 }
 
 // bindersLen is the length of the binders list at the end of a marshalled
@@ -291,116 +311,105 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 	if !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
-	var seen extensionSet
-	for !exts.Empty() {
-		var et uint16
-		var ed cryptobyte.String
-		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
-			return false
-		}
-		if m.pskIdentities != nil {
-			return false // pre_shared_key must be the last extension
-		}
-		switch et {
-		case extServerName:
-			var n int
-			var ok bool
-			if m.serverName, n, ok = tlsutil.ReadServerName(&ed); !ok || n > 1 {
-				return false // malformed, or several host names
-			}
-			for _, c := range []byte(m.serverName) {
-				if c == 0 || c > 0x7e {
-					return false
-				}
-			}
-		case extSupportedGroups:
-			m.hasGroups = true
-			if !readU16List(&ed, &m.supportedGroups) || len(m.supportedGroups) == 0 {
-				return false
-			}
-		case extSignatureAlgorithms:
-			m.hasSigAlgs = true
-			if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
-				return false
-			}
-		case extSigAlgsCert:
-			if !readU16List(&ed, &m.sigAlgsCert) || len(m.sigAlgsCert) == 0 {
-				return false
-			}
-		case extALPN:
-			var ok bool
-			if m.alpnProtocols, ok = tlsutil.ReadALPNList(&ed); !ok {
-				return false
-			}
-		case extSupportedVersions:
-			m.hasSupportedVers = true
-			var list cryptobyte.String
-			if !ed.ReadUint8LengthPrefixed(&list) || list.Empty() || len(list)%2 != 0 {
-				return false
-			}
-			for !list.Empty() {
-				var v uint16
-				list.ReadUint16(&v)
-				m.supportedVersions = append(m.supportedVersions, v)
-			}
-		case extCookie:
-			if !ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.cookie)) || len(m.cookie) == 0 {
-				return false
-			}
-		case extKeyShare:
-			m.hasKeyShareExt = true
-			var list cryptobyte.String
-			if !ed.ReadUint16LengthPrefixed(&list) {
-				return false
-			}
-			m.keyShares = []keyShare{}
-			for !list.Empty() {
-				var ks keyShare
-				if !list.ReadUint16(&ks.group) || !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ks.data)) || len(ks.data) == 0 {
-					return false
-				}
-				m.keyShares = append(m.keyShares, ks)
-			}
-		case extEarlyData:
-			m.earlyData = true
-		case extPSKModes:
-			if !ed.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.pskModes)) || len(m.pskModes) == 0 {
-				return false
-			}
-		case extPreSharedKey:
-			var ids, binders cryptobyte.String
-			if !ed.ReadUint16LengthPrefixed(&ids) || ids.Empty() {
-				return false
-			}
-			for !ids.Empty() {
-				var id pskIdentity
-				if !ids.ReadUint16LengthPrefixed((*cryptobyte.String)(&id.label)) || len(id.label) == 0 ||
-					!ids.ReadUint32(&id.obfuscatedTicketAge) {
-					return false
-				}
-				m.pskIdentities = append(m.pskIdentities, id)
-			}
-			if !ed.ReadUint16LengthPrefixed(&binders) || binders.Empty() {
-				return false
-			}
-			for !binders.Empty() {
-				var bd cryptobyte.String
-				if !binders.ReadUint8LengthPrefixed(&bd) || len(bd) < 32 {
-					return false
-				}
-				m.pskBinders = append(m.pskBinders, bd)
-			}
-			if len(m.pskBinders) != len(m.pskIdentities) {
-				return false
-			}
-		default:
-			continue // ignore unknown extensions (§4.1.2)
-		}
-		if !ed.Empty() {
-			return false
-		}
+	return readExtensions(exts, m.parseExtension)
+}
+
+// parseExtension reads one ClientHello extension (§4.2).
+func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
+	if m.pskIdentities != nil {
+		return false // pre_shared_key must be the last extension
 	}
-	return true
+	switch et {
+	case extServerName:
+		var n int
+		var ok bool
+		if m.serverName, n, ok = tlsutil.ReadServerName(&ed); !ok || n > 1 {
+			return false // malformed, or several host names
+		}
+		for _, c := range []byte(m.serverName) {
+			if c == 0 || c > 0x7e {
+				return false
+			}
+		}
+	case extSupportedGroups:
+		m.hasGroups = true
+		if !readU16List(&ed, &m.supportedGroups) || len(m.supportedGroups) == 0 {
+			return false
+		}
+	case extSignatureAlgorithms:
+		m.hasSigAlgs = true
+		if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
+			return false
+		}
+	case extSigAlgsCert:
+		if !readU16List(&ed, &m.sigAlgsCert) || len(m.sigAlgsCert) == 0 {
+			return false
+		}
+	case extALPN:
+		var ok bool
+		if m.alpnProtocols, ok = tlsutil.ReadALPNList(&ed); !ok {
+			return false
+		}
+	case extSupportedVersions:
+		m.hasSupportedVers = true
+		var list cryptobyte.String
+		if !ed.ReadUint8LengthPrefixed(&list) || list.Empty() || !appendU16s(list, &m.supportedVersions) {
+			return false
+		}
+	case extCookie:
+		if !ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.cookie)) || len(m.cookie) == 0 {
+			return false
+		}
+	case extKeyShare:
+		m.hasKeyShareExt = true
+		var list cryptobyte.String
+		if !ed.ReadUint16LengthPrefixed(&list) {
+			return false
+		}
+		m.keyShares = []keyShare{}
+		for !list.Empty() {
+			var ks keyShare
+			if !list.ReadUint16(&ks.group) || !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ks.data)) || len(ks.data) == 0 {
+				return false
+			}
+			m.keyShares = append(m.keyShares, ks)
+		}
+	case extEarlyData:
+		m.earlyData = true
+	case extPSKModes:
+		if !ed.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.pskModes)) || len(m.pskModes) == 0 {
+			return false
+		}
+	case extPreSharedKey:
+		var ids, binders cryptobyte.String
+		if !ed.ReadUint16LengthPrefixed(&ids) || ids.Empty() {
+			return false
+		}
+		for !ids.Empty() {
+			var id pskIdentity
+			if !ids.ReadUint16LengthPrefixed((*cryptobyte.String)(&id.label)) || len(id.label) == 0 ||
+				!ids.ReadUint32(&id.obfuscatedTicketAge) {
+				return false
+			}
+			m.pskIdentities = append(m.pskIdentities, id)
+		}
+		if !ed.ReadUint16LengthPrefixed(&binders) || binders.Empty() {
+			return false
+		}
+		for !binders.Empty() {
+			var bd cryptobyte.String
+			if !binders.ReadUint8LengthPrefixed(&bd) || len(bd) < 32 {
+				return false
+			}
+			m.pskBinders = append(m.pskBinders, bd)
+		}
+		if len(m.pskBinders) != len(m.pskIdentities) {
+			return false
+		}
+	default:
+		return true // ignore unknown extensions (§4.1.2)
+	}
+	return ed.Empty()
 }
 
 // serverHelloMsg is ServerHello or HelloRetryRequest (§4.1.3, §4.1.4).
@@ -423,10 +432,7 @@ type serverHelloMsg struct {
 func (m *serverHelloMsg) isHRR() bool { return string(m.random) == string(helloRetryRequestRandom[:]) }
 
 func (m *serverHelloMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeServerHello, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeServerHello, func(b *cryptobyte.Builder) {
 		b.AddUint16(m.vers)
 		b.AddBytes(m.random)
 		addU8Bytes(b, m.sessionID)
@@ -434,38 +440,25 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 		b.AddUint8(m.compression)
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.supportedVersion != 0 {
-				b.AddUint16(extSupportedVersions)
-				b.AddUint16(2)
-				b.AddUint16(m.supportedVersion)
+				addU16Extension(b, extSupportedVersions, m.supportedVersion)
 			}
 			if m.serverShare.group != 0 {
-				b.AddUint16(extKeyShare)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				addExtension(b, extKeyShare, func(b *cryptobyte.Builder) {
 					b.AddUint16(m.serverShare.group)
 					addU16Bytes(b, m.serverShare.data)
 				})
 			}
 			if m.selectedGroup != 0 {
-				b.AddUint16(extKeyShare)
-				b.AddUint16(2)
-				b.AddUint16(m.selectedGroup)
+				addU16Extension(b, extKeyShare, m.selectedGroup)
 			}
 			if len(m.cookie) > 0 {
-				b.AddUint16(extCookie)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addU16Bytes(b, m.cookie) })
+				addExtension(b, extCookie, func(b *cryptobyte.Builder) { addU16Bytes(b, m.cookie) })
 			}
 			if m.hasSelectedIdent {
-				b.AddUint16(extPreSharedKey)
-				b.AddUint16(2)
-				b.AddUint16(m.selectedIdentity)
+				addU16Extension(b, extPreSharedKey, m.selectedIdentity)
 			}
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	m.raw = raw
-	return raw, nil
 }
 
 func (m *serverHelloMsg) unmarshal(data []byte) bool {
@@ -486,46 +479,39 @@ func (m *serverHelloMsg) unmarshal(data []byte) bool {
 	if !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
-	hrr := m.isHRR()
-	var seen extensionSet
-	for !exts.Empty() {
-		var et uint16
-		var ed cryptobyte.String
-		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+	return readExtensions(exts, m.parseExtension)
+}
+
+// parseExtension reads one ServerHello or HelloRetryRequest extension.
+func (m *serverHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
+	switch et {
+	case extSupportedVersions:
+		if !ed.ReadUint16(&m.supportedVersion) {
 			return false
 		}
-		switch et {
-		case extSupportedVersions:
-			if !ed.ReadUint16(&m.supportedVersion) {
+	case extKeyShare:
+		if m.isHRR() {
+			if !ed.ReadUint16(&m.selectedGroup) {
 				return false
 			}
-		case extKeyShare:
-			if hrr {
-				if !ed.ReadUint16(&m.selectedGroup) {
-					return false
-				}
-			} else if !ed.ReadUint16(&m.serverShare.group) ||
-				!ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.serverShare.data)) || len(m.serverShare.data) == 0 {
-				return false
-			}
-		case extCookie:
-			if !ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.cookie)) || len(m.cookie) == 0 {
-				return false
-			}
-		case extPreSharedKey:
-			m.hasSelectedIdent = true
-			if !ed.ReadUint16(&m.selectedIdentity) {
-				return false
-			}
-		default:
-			m.unknownExtensions = true
-			continue
-		}
-		if !ed.Empty() {
+		} else if !ed.ReadUint16(&m.serverShare.group) ||
+			!ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.serverShare.data)) || len(m.serverShare.data) == 0 {
 			return false
 		}
+	case extCookie:
+		if !ed.ReadUint16LengthPrefixed((*cryptobyte.String)(&m.cookie)) || len(m.cookie) == 0 {
+			return false
+		}
+	case extPreSharedKey:
+		m.hasSelectedIdent = true
+		if !ed.ReadUint16(&m.selectedIdentity) {
+			return false
+		}
+	default:
+		m.unknownExtensions = true
+		return true
 	}
-	return true
+	return ed.Empty()
 }
 
 // encryptedExtensionsMsg is EncryptedExtensions (§4.3.1).
@@ -537,18 +523,13 @@ type encryptedExtensionsMsg struct {
 }
 
 func (m *encryptedExtensionsMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeEncryptedExtensions, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeEncryptedExtensions, func(b *cryptobyte.Builder) {
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.alpnProtocol != "" {
 				tlsutil.AddALPNExtension(b, m.alpnProtocol)
 			}
 		})
 	})
-	m.raw = raw
-	return raw, err
 }
 
 func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
@@ -558,13 +539,7 @@ func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
 	if !ok || !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
-	var seen extensionSet
-	for !exts.Empty() {
-		var et uint16
-		var ed cryptobyte.String
-		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
-			return false
-		}
+	return readExtensions(exts, func(et uint16, ed cryptobyte.String) bool {
 		switch et {
 		case extALPN:
 			var ok bool
@@ -574,16 +549,13 @@ func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
 		case extEarlyData:
 			m.earlyData = true
 		case extServerName, extSupportedGroups:
-			continue // acknowledgements / informational, allowed
+			return true // acknowledgements / informational, allowed
 		default:
 			m.unknownExtensions = true
-			continue
+			return true
 		}
-		if !ed.Empty() {
-			return false
-		}
-	}
-	return true
+		return ed.Empty()
+	})
 }
 
 // certificateRequestMsg is the TLS 1.3 CertificateRequest (§4.3.2).
@@ -596,23 +568,12 @@ type certificateRequestMsg struct {
 }
 
 func (m *certificateRequestMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeCertificateRequest, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeCertificateRequest, func(b *cryptobyte.Builder) {
 		addU8Bytes(b, m.context)
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			b.AddUint16(extSignatureAlgorithms)
-			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					for _, s := range m.signatureAlgorithms {
-						b.AddUint16(s)
-					}
-				})
-			})
+			addExtension(b, extSignatureAlgorithms, func(b *cryptobyte.Builder) { addU16List(b, m.signatureAlgorithms) })
 			if len(m.certificateAuths) > 0 {
-				b.AddUint16(extCertAuthorities)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				addExtension(b, extCertAuthorities, func(b *cryptobyte.Builder) {
 					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 						for _, ca := range m.certificateAuths {
 							addU16Bytes(b, ca)
@@ -622,8 +583,6 @@ func (m *certificateRequestMsg) marshal() ([]byte, error) {
 			}
 		})
 	})
-	m.raw = raw
-	return raw, err
 }
 
 func (m *certificateRequestMsg) unmarshal(data []byte) bool {
@@ -634,42 +593,37 @@ func (m *certificateRequestMsg) unmarshal(data []byte) bool {
 		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
-	var seen extensionSet
-	for !exts.Empty() {
-		var et uint16
-		var ed cryptobyte.String
-		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
+	return readExtensions(exts, m.parseExtension) &&
+		len(m.signatureAlgorithms) > 0 // signature_algorithms is mandatory (§4.3.2)
+}
+
+// parseExtension reads one CertificateRequest extension.
+func (m *certificateRequestMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
+	switch et {
+	case extSignatureAlgorithms:
+		if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
 			return false
 		}
-		switch et {
-		case extSignatureAlgorithms:
-			if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
-				return false
-			}
-		case extSigAlgsCert:
-			if !readU16List(&ed, &m.sigAlgsCert) || len(m.sigAlgsCert) == 0 {
-				return false
-			}
-		case extCertAuthorities:
-			var list cryptobyte.String
-			if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
-				return false
-			}
-			for !list.Empty() {
-				var ca []byte
-				if !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ca)) || len(ca) == 0 {
-					return false
-				}
-				m.certificateAuths = append(m.certificateAuths, ca)
-			}
-		default:
-			continue
-		}
-		if !ed.Empty() {
+	case extSigAlgsCert:
+		if !readU16List(&ed, &m.sigAlgsCert) || len(m.sigAlgsCert) == 0 {
 			return false
 		}
+	case extCertAuthorities:
+		var list cryptobyte.String
+		if !ed.ReadUint16LengthPrefixed(&list) || list.Empty() {
+			return false
+		}
+		for !list.Empty() {
+			var ca []byte
+			if !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ca)) || len(ca) == 0 {
+				return false
+			}
+			m.certificateAuths = append(m.certificateAuths, ca)
+		}
+	default:
+		return true
 	}
-	return len(m.signatureAlgorithms) > 0 // signature_algorithms is mandatory (§4.3.2)
+	return ed.Empty()
 }
 
 // certificateMsg is the TLS 1.3 Certificate (§4.4.2). Per-entry extensions
@@ -681,10 +635,7 @@ type certificateMsg struct {
 }
 
 func (m *certificateMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeCertificate, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeCertificate, func(b *cryptobyte.Builder) {
 		addU8Bytes(b, m.context)
 		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
 			for _, c := range m.certificates {
@@ -693,8 +644,6 @@ func (m *certificateMsg) marshal() ([]byte, error) {
 			}
 		})
 	})
-	m.raw = raw
-	return raw, err
 }
 
 func (m *certificateMsg) unmarshal(data []byte) bool {
@@ -725,15 +674,10 @@ type certificateVerifyMsg struct {
 }
 
 func (m *certificateVerifyMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeCertificateVerify, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeCertificateVerify, func(b *cryptobyte.Builder) {
 		b.AddUint16(m.sigAlg)
 		addU16Bytes(b, m.signature)
 	})
-	m.raw = raw
-	return raw, err
 }
 
 func (m *certificateVerifyMsg) unmarshal(data []byte) bool {
@@ -750,12 +694,7 @@ type finishedMsg struct {
 }
 
 func (m *finishedMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeFinished, func(b *cryptobyte.Builder) { b.AddBytes(m.verifyData) })
-	m.raw = raw
-	return raw, err
+	return marshalOnce(&m.raw, typeFinished, func(b *cryptobyte.Builder) { b.AddBytes(m.verifyData) })
 }
 
 func (m *finishedMsg) unmarshal(data []byte) bool {
@@ -779,18 +718,13 @@ type newSessionTicketMsg struct {
 }
 
 func (m *newSessionTicketMsg) marshal() ([]byte, error) {
-	if m.raw != nil {
-		return m.raw, nil
-	}
-	raw, err := handshakeMessage(typeNewSessionTicket, func(b *cryptobyte.Builder) {
+	return marshalOnce(&m.raw, typeNewSessionTicket, func(b *cryptobyte.Builder) {
 		b.AddUint32(m.lifetime)
 		b.AddUint32(m.ageAdd)
 		addU8Bytes(b, m.nonce)
 		addU16Bytes(b, m.label)
 		b.AddUint16(0) // no extensions: never early_data
 	})
-	m.raw = raw
-	return raw, err
 }
 
 func (m *newSessionTicketMsg) unmarshal(data []byte) bool {
@@ -803,18 +737,9 @@ func (m *newSessionTicketMsg) unmarshal(data []byte) bool {
 		!body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
 		return false
 	}
-	var seen extensionSet
-	for !exts.Empty() {
-		var et uint16
-		var ed cryptobyte.String
-		if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&ed) || !seen.add(et) {
-			return false
-		}
-		if et == extEarlyData && (!ed.ReadUint32(&m.maxEarlyData) || !ed.Empty()) {
-			return false
-		}
-	}
-	return true
+	return readExtensions(exts, func(et uint16, ed cryptobyte.String) bool {
+		return et != extEarlyData || ed.ReadUint32(&m.maxEarlyData) && ed.Empty()
+	})
 }
 
 // keyUpdateMsg is KeyUpdate (§4.6.3).

@@ -45,18 +45,13 @@ type serverHandshakeState struct {
 	th         [hashSize]byte // transcript hash scratch
 	ks         keySchedule
 
-	earlySecret, handshakeSecret, masterSecret [hashSize]byte
-	derivedEarly, derivedHS                    [hashSize]byte
-	clientHSSecret, serverHSSecret             [hashSize]byte
-	clientFinishedKey, serverFinishedKey       [hashSize]byte
-	clientAppSecret, serverAppSecret           [hashSize]byte
-	masterState                                hmacState
-	binderHash                                 [hashSize]byte // transcript up to the binders
-	scratch                                    [2][hashSize]byte
-	key                                        [keyLen]byte
-	iv                                         [ivLen]byte
-	sessionBuf                                 sessionState
-	thServerFinished                           [hashSize]byte
+	handshakeSecrets
+	binderHash       [hashSize]byte // transcript up to the binders
+	scratch          [2][hashSize]byte
+	key              [keyLen]byte
+	iv               [ivLen]byte
+	sessionBuf       sessionState
+	thServerFinished [hashSize]byte
 }
 
 func (hs *serverHandshakeState) transcriptHash() []byte {
@@ -129,16 +124,9 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 // readClientHello reads the first ClientHello and applies GetConfigForClient.
 func (hs *serverHandshakeState) readClientHello() error {
 	c := hs.c
-	msg, err := c.readHandshakeBytes()
-	if err != nil {
-		return err
-	}
-	if msg[0] != typeClientHello {
-		return c.fail(AlertUnexpectedMessage, "expected ClientHello, got message type %d", msg[0])
-	}
 	hs.hello = new(clientHelloMsg)
-	if !hs.hello.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed ClientHello")
+	if _, err := c.readHandshakeMsg(typeClientHello, hs.hello.unmarshal, "ClientHello"); err != nil {
+		return err
 	}
 	if hs.config.GetConfigForClient != nil {
 		cfg, err := hs.config.GetConfigForClient(hs.clientHelloInfo())
@@ -632,29 +620,17 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 	if err := c.writeHandshake(raw, hs.transcript); err != nil {
 		return err
 	}
-	sig, err := signCertificateVerify(hs.ctx, hs.config, hs.cert.PrivateKey, serverSignatureContext, hs.transcriptHash())
-	if err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
-	cv := &certificateVerifyMsg{sigAlg: SM2SigSM3, signature: sig}
-	return c.writeHandshake(cv.marshalFast(), hs.transcript)
+	return c.sendCertificateVerify(hs.ctx, hs.config, hs.cert.PrivateKey, serverSignatureContext, hs.transcriptHash(), hs.transcript)
 }
 
 // sendServerFinished sends Finished and derives the application secrets.
 func (hs *serverHandshakeState) sendServerFinished() error {
 	c, ks := hs.c, &hs.ks
-	vd := hs.scratch[0][:]
-	ks.macWithKey(vd, hs.serverFinishedKey[:], hs.transcriptHash())
-	fin := &finishedMsg{verifyData: vd}
-	if err := c.writeHandshake(fin.marshalFast(), hs.transcript); err != nil {
+	if err := c.sendFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), hs.scratch[0][:], hs.transcript); err != nil {
 		return err
 	}
-	ks.extract(hs.masterSecret[:], hs.derivedHS[:], zeroKey[:])
 	th := hs.transcriptHash()
-	ks.m.setKey(hs.masterSecret[:])
-	ks.expandLabelKeyed(hs.clientAppSecret[:], "c ap traffic", th)
-	ks.expandLabelKeyed(hs.serverAppSecret[:], "s ap traffic", th)
-	ks.m.saveState(&hs.masterState)
+	hs.deriveApplicationSecrets(ks, th)
 	hs.thServerFinished = [hashSize]byte(th)
 	c.out.Lock()
 	defer c.out.Unlock()
@@ -671,16 +647,10 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	if !hs.requestClientCert() {
 		return nil
 	}
-	msg, err := c.readHandshakeBytes()
+	var cm certificateMsg
+	msg, err := c.readHandshakeMsg(typeCertificate, cm.unmarshal, "client Certificate")
 	if err != nil {
 		return err
-	}
-	if msg[0] != typeCertificate {
-		return c.fail(AlertUnexpectedMessage, "expected client Certificate, got message type %d", msg[0])
-	}
-	var cm certificateMsg
-	if !cm.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed client Certificate")
 	}
 	if len(cm.context) != 0 {
 		return c.fail(AlertIllegalParameter, "client Certificate with a request context")
@@ -697,22 +667,9 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	if err != nil {
 		return c.sendAlert(alert, err)
 	}
-	msg, err = c.readHandshakeBytes()
+	msg, err = c.readCertificateVerify(certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), "client CertificateVerify")
 	if err != nil {
 		return err
-	}
-	if msg[0] != typeCertificateVerify {
-		return c.fail(AlertUnexpectedMessage, "expected client CertificateVerify, got message type %d", msg[0])
-	}
-	var cv certificateVerifyMsg
-	if !cv.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed client CertificateVerify")
-	}
-	if cv.sigAlg != SM2SigSM3 {
-		return c.fail(AlertIllegalParameter, "client CertificateVerify with scheme %#04x", cv.sigAlg)
-	}
-	if err := verifyCertificateVerify(certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), cv.signature); err != nil {
-		return c.sendAlert(AlertDecryptError, err)
 	}
 	hs.transcript.Write(msg)
 	c.peerCertificates, c.verifiedChains = certs, chains
@@ -729,25 +686,13 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 // client's application key (§4.4.4).
 func (hs *serverHandshakeState) readClientFinished() error {
 	c, ks := hs.c, &hs.ks
-	msg, err := c.readHandshakeBytes()
-	if err != nil {
-		return err
-	}
-	if msg[0] != typeFinished {
-		return c.fail(AlertUnexpectedMessage, "expected client Finished, got message type %d", msg[0])
-	}
-	var fin finishedMsg
-	if !fin.unmarshal(msg) {
-		return c.fail(AlertDecodeError, "malformed client Finished")
-	}
-	want := hs.scratch[0][:]
 	th := hs.thServerFinished[:] // nothing was added since the server Finished
 	if hs.requestClientCert() {
 		th = hs.transcriptHash()
 	}
-	ks.macWithKey(want, hs.clientFinishedKey[:], th)
-	if !hmac.Equal(want, fin.verifyData) {
-		return c.fail(AlertDecryptError, "invalid client Finished")
+	msg, err := c.readFinished(ks, hs.clientFinishedKey[:], th, hs.scratch[0][:], "client Finished")
+	if err != nil {
+		return err
 	}
 	hs.transcript.Write(msg)
 	if err := c.checkKeyChangeBoundary(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // sessionState is what a ticket carries (sealed with internal/ticket). It is
@@ -132,30 +133,19 @@ func unixTime(t time.Time) uint64 {
 	return uint64(t.Unix())
 }
 
-// TicketEventKind says what happened to a session ticket on the server.
-type TicketEventKind uint8
+// TicketEventKind says what happened to a session ticket on the server
+// (the same type as tlcp.TicketEventKind).
+type TicketEventKind = tlsutil.TicketEventKind
 
 const (
 	// TicketIssued: a NewSessionTicket was sent.
-	TicketIssued TicketEventKind = iota + 1
+	TicketIssued = tlsutil.TicketIssued
 	// TicketAccepted: an offered ticket was used to resume (its binder verified).
-	TicketAccepted
+	TicketAccepted = tlsutil.TicketAccepted
 	// TicketRejected: the client offered tickets but none was used; the
 	// handshake falls back to a full one, or fails for a bad binder.
-	TicketRejected
+	TicketRejected = tlsutil.TicketRejected
 )
-
-func (k TicketEventKind) String() string {
-	switch k {
-	case TicketIssued:
-		return "issued"
-	case TicketAccepted:
-		return "accepted"
-	case TicketRejected:
-		return "rejected"
-	}
-	return "unknown"
-}
 
 // Reasons of a TicketRejected event: a small fixed set, safe as a metric label.
 const (

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -77,21 +76,10 @@ func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
 		var cancel context.CancelFunc
 		hctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		done := make(chan struct{})
-		interrupted := make(chan error, 1)
+		stop := tlsutil.CloseOnDone(hctx, c.conn)
 		defer func() {
-			close(done)
-			if err := <-interrupted; err != nil {
+			if err := stop(); err != nil {
 				ret = err
-			}
-		}()
-		go func() {
-			select {
-			case <-hctx.Done():
-				_ = c.conn.Close()
-				interrupted <- hctx.Err()
-			case <-done:
-				interrupted <- nil
 			}
 		}()
 	}
@@ -136,21 +124,18 @@ func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
 }
 
 func failureReason(err error, r HandshakeResult) string {
-	var ne net.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
+	case tlsutil.IsTimeout(err):
 		return "timeout"
 	case r.HasAlert && r.Remote:
 		return "peer_alert"
 	case r.HasAlert:
-		switch r.Alert {
-		case AlertHandshakeFailure, AlertProtocolVersion, AlertNoApplicationProtocol, AlertInsufficientSecurity:
+		switch a := r.Alert; {
+		case a == AlertHandshakeFailure, a == AlertProtocolVersion, a == AlertNoApplicationProtocol, a == AlertInsufficientSecurity:
 			return "no_shared_cipher"
-		case AlertBadCertificate, AlertUnsupportedCertificate, AlertCertificateExpired, AlertCertificateUnknown,
-			AlertUnknownCA, AlertCertificateRequired, AlertCertificateRevoked:
+		case tlsutil.IsCertificateAlert(uint8(a)):
 			return "bad_certificate"
-		case AlertInternalError:
+		case a == AlertInternalError:
 			return "internal_error"
 		}
 		return "protocol_error"

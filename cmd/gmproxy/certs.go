@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,17 +20,12 @@ func init() {
 // certsMain writes a complete test PKI with devpki and prints what it
 // wrote and a configuration snippet that uses it.
 func certsMain(args []string, stdout, stderr io.Writer) int {
-	fset := flag.NewFlagSet("certs", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-force]")
 	out := fset.String("out", "", "`folder` to write the PKI into (created if missing)")
 	hosts := fset.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IP addresses of the server certificates")
 	days := fset.Int("days", 825, "validity of every certificate in days")
 	noECDSA := fset.Bool("no-ecdsa", false, "leave out the ECDSA CA and server certificate for ordinary TLS")
 	force := fset.Bool("force", false, "replace a PKI already in the folder")
-	fset.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-force]")
-		fset.PrintDefaults()
-	}
 	if err := fset.Parse(args); err != nil {
 		return 2
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -17,15 +16,10 @@ func init() {
 // 0 when the file is usable (warnings allowed), 1 when it has errors, 2 on
 // bad usage.
 func checkMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("check", stderr, "usage: gmproxy check -c FILE [-dump] [-q]")
 	file := fs.String("c", "", "configuration `file` to test (YAML)")
 	dump := fs.Bool("dump", false, "on success also print the effective configuration (defaults filled in)")
 	quiet := fs.Bool("q", false, "print only errors (no warnings, no success line)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gmproxy check -c FILE [-dump] [-q]")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -29,10 +29,9 @@ func init() {
 }
 
 type getOptions struct {
-	ntls, tls13, std               bool
-	caFile                         string
-	signCert, signKey, encCert     string
-	encKey, cert, key              string
+	ntls, tls13, std bool
+	caFile           string
+	clientCertFlags
 	keyPassEnv                     string
 	serverName, cipher, connect    string
 	insecure, head, include, quiet bool
@@ -42,22 +41,12 @@ type getOptions struct {
 
 func runGet(args []string, stdout, stderr io.Writer) int {
 	var o getOptions
-	fs := flag.NewFlagSet("get", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-h2] [-k] URL")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("get", stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-h2] [-k] URL")
 	fs.BoolVar(&o.ntls, "ntls", false, "use TLCP (NTLS 1.1); the default")
 	fs.BoolVar(&o.tls13, "tls13sm", false, "use TLS 1.3 with the RFC 8998 SM suites")
 	fs.BoolVar(&o.std, "tls", false, "use ordinary TLS (crypto/tls)")
 	fs.StringVar(&o.caFile, "CAfile", "", "PEM `file` of CA certificates that verify the server")
-	fs.StringVar(&o.signCert, "sign_cert", "", "TLCP client signing certificate (PEM)")
-	fs.StringVar(&o.signKey, "sign_key", "", "TLCP client signing key (PEM)")
-	fs.StringVar(&o.encCert, "enc_cert", "", "TLCP client encryption certificate (PEM)")
-	fs.StringVar(&o.encKey, "enc_key", "", "TLCP client encryption key (PEM)")
-	fs.StringVar(&o.cert, "cert", "", "client certificate for TLS 1.3-SM or TLS (PEM)")
-	fs.StringVar(&o.key, "key", "", "client key for TLS 1.3-SM or TLS (PEM)")
+	o.clientCertFlags.register(fs)
 	fs.StringVar(&o.keyPassEnv, "pass_env", "", "environment `variable` holding the password of encrypted keys")
 	fs.StringVar(&o.serverName, "servername", "", "SNI and the name verified (default: the URL's host)")
 	fs.StringVar(&o.cipher, "cipher", "", "offer only this suite (e.g. ECC-SM2-SM4-GCM-SM3, TLS_SM4_CCM_SM3)")
@@ -93,6 +82,22 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// clientCertFlags are the client certificate flags shared by get and
+// s_time.
+type clientCertFlags struct {
+	signCert, signKey, encCert, encKey string // TLCP signing and encryption pairs
+	cert, key                          string // TLS 1.3-SM or TLS
+}
+
+func (f *clientCertFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.signCert, "sign_cert", "", "TLCP client signing certificate `file` (PEM)")
+	fs.StringVar(&f.signKey, "sign_key", "", "TLCP client signing key `file` (PEM)")
+	fs.StringVar(&f.encCert, "enc_cert", "", "TLCP client encryption certificate `file` (PEM)")
+	fs.StringVar(&f.encKey, "enc_key", "", "TLCP client encryption key `file` (PEM)")
+	fs.StringVar(&f.cert, "cert", "", "TLS 1.3-SM / TLS client certificate `file` (PEM)")
+	fs.StringVar(&f.key, "key", "", "TLS 1.3-SM / TLS client key `file` (PEM)")
 }
 
 // stateConn is a client connection with a handshake and a state.

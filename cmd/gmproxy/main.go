@@ -6,6 +6,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,20 @@ var commands = map[string]command{}
 
 func register(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
 	commands[name] = command{summary: summary, run: run}
+}
+
+// newFlags returns a subcommand's flag set: errors and usage go to stderr,
+// the usage being the given lines followed by the flag defaults.
+func newFlags(name string, stderr io.Writer, usage ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		for _, l := range usage {
+			fmt.Fprintln(stderr, l)
+		}
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // defaultCommand runs when gmproxy is started without arguments.

@@ -30,8 +30,8 @@ func init() {
 var speedNotes []string
 
 func runSpeed(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("speed", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("speed", stderr, "usage: gmproxy speed [flags] [algorithm|group ...]",
+		"  groups: "+strings.Join(speed.Groups(), ", ")+", all (default: all)")
 	seconds := fs.Float64("seconds", 3, "seconds per algorithm and buffer size (fractions allowed, e.g. 0.05)")
 	multi := fs.Int("multi", 1, "run `N` workers in parallel and report the aggregate rate")
 	bytes := fs.Int("bytes", 0, "measure only this buffer size (default 16, 64, 256, 1024, 8192, 16384)")
@@ -39,11 +39,6 @@ func runSpeed(args []string, stdout, stderr io.Writer) int {
 	list := fs.Bool("list", false, "list the algorithms and exit")
 	var evp multiFlag
 	fs.Var(&evp, "evp", "select an `algorithm` (repeatable; same as a positional name)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gmproxy speed [flags] [algorithm|group ...]")
-		fmt.Fprintln(stderr, "  groups: "+strings.Join(speed.Groups(), ", ")+", all (default: all)")
-		fs.PrintDefaults()
-	}
 	// Flags and names may be interleaved, as with openssl speed.
 	var names []string
 	for {

@@ -32,21 +32,20 @@ type stimeOptions struct {
 	newOnly, reuseOnly                       bool
 	seconds                                  float64
 	ntls, tls13, tlsStd                      bool
-	signCert, signKey, encCert, encKey       string
-	cert, key, keyPass                       string
-	concurrency                              int
-	total                                    int64
-	keepalive, download, asJSON              bool
-	noExt, ecdheVector, gmsslCompat          bool
-	noMiddlebox, strict                      bool
-	timeout, rate                            float64
-	alpn                                     string
+	clientCertFlags
+	keyPass                         string
+	concurrency                     int
+	total                           int64
+	keepalive, download, asJSON     bool
+	noExt, ecdheVector, gmsslCompat bool
+	noMiddlebox, strict             bool
+	timeout, rate                   float64
+	alpn                            string
 }
 
 func runSTime(args []string, stdout, stderr io.Writer) int {
 	var o stimeOptions
-	fs := flag.NewFlagSet("s_time", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("s_time", stderr, "usage: gmproxy s_time [-ntls|-tls13sm|-tls] -connect host:port [-new|-reuse] [-time s] [-n N] [-c N] [-www path [-keepalive|-download]] [flags]")
 	fs.StringVar(&o.connect, "connect", "127.0.0.1:8443", "`host:port` to connect to")
 	fs.BoolVar(&o.newOnly, "new", false, "new sessions only (full handshakes)")
 	fs.BoolVar(&o.reuseOnly, "reuse", false, "resumed sessions only (one uncounted priming connection first)")
@@ -58,12 +57,7 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.ntls, "ntls", false, "TLCP, GB/T 38636-2020 (the default)")
 	fs.BoolVar(&o.tls13, "tls13sm", false, "TLS 1.3 with the RFC 8998 SM suites")
 	fs.BoolVar(&o.tlsStd, "tls", false, "ordinary TLS (crypto/tls)")
-	fs.StringVar(&o.signCert, "sign_cert", "", "TLCP client signing certificate `file` (PEM)")
-	fs.StringVar(&o.signKey, "sign_key", "", "TLCP client signing key `file` (PEM)")
-	fs.StringVar(&o.encCert, "enc_cert", "", "TLCP client encryption certificate `file` (PEM)")
-	fs.StringVar(&o.encKey, "enc_key", "", "TLCP client encryption key `file` (PEM)")
-	fs.StringVar(&o.cert, "cert", "", "TLS 1.3-SM / TLS client certificate `file` (PEM)")
-	fs.StringVar(&o.key, "key", "", "TLS 1.3-SM / TLS client key `file` (PEM)")
+	o.clientCertFlags.register(fs)
 	fs.StringVar(&o.keyPass, "pass", "", "`password` of encrypted client keys")
 	fs.IntVar(&o.concurrency, "c", 1, "concurrent `workers`")
 	fs.Int64Var(&o.total, "n", 0, "stop after `N` connections (with -keepalive: N requests) per phase")
@@ -78,10 +72,6 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.timeout, "timeout", 10, "`seconds` allowed for each dial, handshake and request")
 	fs.Float64Var(&o.rate, "rate", 0, "pace to at most `R` connections/s (requests/s with -keepalive), to measure latency below the peak")
 	fs.StringVar(&o.alpn, "alpn", "", "ALPN protocols, comma separated (e.g. http/1.1)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gmproxy s_time [-ntls|-tls13sm|-tls] -connect host:port [-new|-reuse] [-time s] [-n N] [-c N] [-www path [-keepalive|-download]] [flags]")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0

@@ -28,27 +28,7 @@ func BenchmarkKeepAlive1KiB(b *testing.B) {
 	be := newBackend(b)
 	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))
 
-	// A plain TCP entrance feeding the same listener's dispatch.
-	d.mu.Lock()
-	var l *listener
-	for _, x := range d.listeners {
-		l = x
-	}
-	d.mu.Unlock()
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pln.Close()
-	go func() {
-		for {
-			c, err := pln.Accept()
-			if err != nil {
-				return
-			}
-			go l.dispatch(handshake.NewConn(c, handshake.ConnState{Site: "main", Family: "tcp", Protocol: "tcp", ALPN: "http/1.1"}))
-		}
-	}()
+	pln := plainEntrance(b, d)
 	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 
 	run := func(b *testing.B, c *http.Client, url string) {
@@ -112,4 +92,32 @@ func BenchmarkKeepAlive1KiB(b *testing.B) {
 
 func newPlainConn(c net.Conn) *handshake.Conn {
 	return handshake.NewConn(c, handshake.ConnState{Site: "main", Family: "tcp", Protocol: "tcp", ALPN: "http/1.1"})
+}
+
+// plainEntrance opens a plain TCP loopback listener feeding the daemon's
+// listener's dispatch (the same HTTP server and proxy as TLCP), closed when
+// the benchmark ends.
+func plainEntrance(tb testing.TB, d *testDaemon) net.Listener {
+	tb.Helper()
+	var l *listener
+	d.mu.Lock()
+	for _, x := range d.listeners {
+		l = x
+	}
+	d.mu.Unlock()
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { pln.Close() })
+	go func() {
+		for {
+			c, err := pln.Accept()
+			if err != nil {
+				return
+			}
+			go l.dispatch(newPlainConn(c))
+		}
+	}()
+	return pln
 }

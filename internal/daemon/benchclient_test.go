@@ -55,26 +55,7 @@ func TestBenchClientHelper(t *testing.T) {
 func BenchmarkServerCPU1KiB(b *testing.B) {
 	be := newBackend(b)
 	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))
-	var l *listener
-	d.mu.Lock()
-	for _, x := range d.listeners {
-		l = x
-	}
-	d.mu.Unlock()
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pln.Close()
-	go func() {
-		for {
-			c, err := pln.Accept()
-			if err != nil {
-				return
-			}
-			go l.dispatch(newPlainConn(c))
-		}
-	}()
+	pln := plainEntrance(b, d)
 	const rounds = 4
 	per := b.N/rounds + 1
 	var cpu [2]time.Duration

@@ -51,12 +51,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 		AcceptRawCertificateVerify: b.site.TLCP != nil && b.site.TLCP.AcceptRawCertificateVerify,
 		OnTicket:                   tlcpTicketObserver(b.env.Sessions),
 	}
-	switch b.site.ClientAuth.Mode {
-	case conf.ClientAuthRequest:
-		cfg.ClientAuth = tlcp.VerifyClientCertIfGiven
-	case conf.ClientAuthRequire:
-		cfg.ClientAuth = tlcp.RequireAndVerifyClientCert
-	}
+	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
 	if b.cfg.Sessions.CacheSize > 0 {
 		size, life := b.cfg.Sessions.CacheSize, b.sessionLifetime()
 		cfg.SessionStore = b.env.store(fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
@@ -93,49 +88,55 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 		Strict:                 b.site.TLS13SM != nil && b.site.TLS13SM.Strict,
 		OnTicket:               tls13smTicketObserver(b.env.Sessions),
 	}
-	switch b.site.ClientAuth.Mode {
-	case conf.ClientAuthRequest:
-		cfg.ClientAuth = tls13sm.VerifyClientCertIfGiven
-	case conf.ClientAuthRequire:
-		cfg.ClientAuth = tls13sm.RequireAndVerifyClientCert
-	}
+	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
 	return handshake.TLS13SMHandshaker(cfg), nil
+}
+
+// clientAuthType maps a site's client_auth mode onto a protocol package's
+// ClientAuthType: request → ifGiven, require → require, none → the zero
+// value (NoClientCert).
+func clientAuthType[T any](mode string, ifGiven, require T) T {
+	var t T
+	switch mode {
+	case conf.ClientAuthRequest:
+		t = ifGiven
+	case conf.ClientAuthRequire:
+		t = require
+	}
+	return t
 }
 
 // tls13smTicketObserver reports tls13sm ticket events to the session
 // observer under the family "tls13sm" (nil observer: no hook). The
 // rejection reason is bounded but the observer has no label for it yet.
 func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEvent) {
-	if obs == nil {
-		return nil
-	}
-	return func(e tls13sm.TicketEvent) {
-		switch e.Kind {
-		case tls13sm.TicketIssued:
-			obs.TicketIssued(handshake.FamilyTLS13SM)
-		case tls13sm.TicketAccepted:
-			obs.TicketAccepted(handshake.FamilyTLS13SM)
-		case tls13sm.TicketRejected:
-			obs.TicketRejected(handshake.FamilyTLS13SM)
-		}
-	}
+	return ticketObserver(obs, handshake.FamilyTLS13SM, func(e tls13sm.TicketEvent) tls13sm.TicketEventKind { return e.Kind },
+		tls13sm.TicketIssued, tls13sm.TicketAccepted, tls13sm.TicketRejected)
 }
 
 // tlcpTicketObserver reports tlcp ticket events to the session observer
 // under the family "tlcp" (nil observer: no hook), as tls13smTicketObserver
 // does for TLS 1.3-SM. Session-ID lookups are reported by sessionStore.
 func tlcpTicketObserver(obs handshake.SessionObserver) func(tlcp.TicketEvent) {
+	return ticketObserver(obs, handshake.FamilyTLCP, func(e tlcp.TicketEvent) tlcp.TicketEventKind { return e.Kind },
+		tlcp.TicketIssued, tlcp.TicketAccepted, tlcp.TicketRejected)
+}
+
+// ticketObserver is an OnTicket hook of either protocol package: it counts
+// the event kinds issued, accepted and rejected under family (nil
+// observer: no hook).
+func ticketObserver[E any, K comparable](obs handshake.SessionObserver, family string, kind func(E) K, issued, accepted, rejected K) func(E) {
 	if obs == nil {
 		return nil
 	}
-	return func(e tlcp.TicketEvent) {
-		switch e.Kind {
-		case tlcp.TicketIssued:
-			obs.TicketIssued(handshake.FamilyTLCP)
-		case tlcp.TicketAccepted:
-			obs.TicketAccepted(handshake.FamilyTLCP)
-		case tlcp.TicketRejected:
-			obs.TicketRejected(handshake.FamilyTLCP)
+	return func(e E) {
+		switch kind(e) {
+		case issued:
+			obs.TicketIssued(family)
+		case accepted:
+			obs.TicketAccepted(family)
+		case rejected:
+			obs.TicketRejected(family)
 		}
 	}
 }

@@ -238,6 +238,44 @@ func get(t testing.TB, c *http.Client, url string) (string, *http.Response) {
 	return string(b), resp
 }
 
+// testRoots is a pool holding the test PKI's SM2 CA.
+func testRoots(t testing.TB) *smx509.CertPool {
+	roots := smx509.NewCertPool()
+	roots.AddCert(testPKI(t).CA.Cert)
+	return roots
+}
+
+// tls13smResumer returns a fetchOver connection function: a TLS 1.3-SM
+// client handshake sharing one session cache, reporting whether each
+// connection resumed.
+func tls13smResumer(t testing.TB) func(net.Conn) (net.Conn, func() bool) {
+	ccfg := &tls13sm.Config{RootCAs: testRoots(t), ServerName: "localhost", ClientSessionCache: tls13sm.NewLRUClientSessionCache(4)}
+	return func(raw net.Conn) (net.Conn, func() bool) {
+		c := tls13sm.Client(raw, ccfg)
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		return c, func() bool { return c.ConnectionState().DidResume }
+	}
+}
+
+// dialTLCP dials addr with a 20 s deadline and returns a TLCP client with
+// cfg over it (trusting the test CA when cfg.RootCAs is nil), to be
+// handshaken by the caller; the connection is closed when the test ends.
+func dialTLCP(t testing.TB, addr string, cfg *tlcp.Config) *tlcp.Conn {
+	t.Helper()
+	if cfg.RootCAs == nil {
+		cfg.RootCAs = testRoots(t)
+	}
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	return tlcp.Client(raw, cfg)
+}
+
 // smClient returns an HTTP client that dials the daemon with our TLCP
 // ("tlcp") or TLS 1.3-SM ("tls13sm") client and the given suite.
 func smClient(t testing.TB, addr, proto string, suite uint16, h2 bool) *http.Client {

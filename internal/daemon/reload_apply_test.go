@@ -397,17 +397,7 @@ func TestTLS13SMTicketEvents(t *testing.T) {
 		obs[i] = &ticketObs{}
 		addrs[i] = startDaemon(t, cfg, func(e *Env) { e.Sessions = obs[i] }).addr
 	}
-	p := testPKI(t)
-	roots := smx509.NewCertPool()
-	roots.AddCert(p.CA.Cert)
-	ccfg := &tls13sm.Config{RootCAs: roots, ServerName: "localhost", ClientSessionCache: tls13sm.NewLRUClientSessionCache(4)}
-	conn := func(raw net.Conn) (net.Conn, func() bool) {
-		c := tls13sm.Client(raw, ccfg)
-		if err := c.Handshake(); err != nil {
-			t.Fatal(err)
-		}
-		return c, func() bool { return c.ConnectionState().DidResume }
-	}
+	conn := tls13smResumer(t)
 	if fetchOver(t, addrs[0], conn) {
 		t.Fatal("first connection resumed")
 	}
@@ -477,17 +467,7 @@ func TestReloadAppliesTicketRotation(t *testing.T) {
 		return cfg
 	}
 	d := startDaemon(t, mk(time.Hour))
-	p := testPKI(t)
-	roots := smx509.NewCertPool()
-	roots.AddCert(p.CA.Cert)
-	ccfg := &tls13sm.Config{RootCAs: roots, ServerName: "localhost", ClientSessionCache: tls13sm.NewLRUClientSessionCache(4)}
-	conn := func(raw net.Conn) (net.Conn, func() bool) {
-		c := tls13sm.Client(raw, ccfg)
-		if err := c.Handshake(); err != nil {
-			t.Fatal(err)
-		}
-		return c, func() bool { return c.ConnectionState().DidResume }
-	}
+	conn := tls13smResumer(t)
 	keyName := func() [16]byte {
 		src, err := d.env.TicketKeys(mk(time.Hour))
 		if err != nil {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emmansun/gmsm/smx509"
-
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
@@ -35,16 +33,7 @@ func TestStreamSite(t *testing.T) {
 	cfg.Sites[1].Stream = &conf.Stream{Target: echo.Addr().String(), IdleTimeout: time.Minute, ConnectTimeout: 5 * time.Second}
 	d := startDaemon(t, cfg)
 
-	p := testPKI(t)
-	roots := smx509.NewCertPool()
-	roots.AddCert(p.CA.Cert)
-	raw, err := net.Dial("tcp", d.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
-	c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "x.b.example.cn"})
+	c := dialTLCP(t, d.addr, &tlcp.Config{ServerName: "x.b.example.cn"})
 	if err := c.Handshake(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,9 @@ package daemon
 
 import (
 	"io"
-	"net"
 	"net/http/httptest"
 	"testing"
-	"time"
 
-	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -25,16 +22,7 @@ func TestWebSocketOverTLCP(t *testing.T) {
 	cfg.Sites[0].Routes = append([]conf.Route{{Name: "ws", PathPrefix: "/ws", Upstream: "ws"}}, cfg.Sites[0].Routes...)
 	d := startDaemon(t, cfg)
 
-	p := testPKI(t)
-	roots := smx509.NewCertPool()
-	roots.AddCert(p.CA.Cert)
-	raw, err := net.Dial("tcp", d.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
-	c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+	c := dialTLCP(t, d.addr, &tlcp.Config{ServerName: "localhost", NextProtos: []string{"http/1.1"}})
 	if err := c.Handshake(); err != nil {
 		t.Fatal(err)
 	}

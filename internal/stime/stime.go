@@ -344,6 +344,23 @@ func (r *run) connect(ctx context.Context) (net.Conn, ConnInfo, time.Duration, e
 	return conn, info, d, nil
 }
 
+// connectCounted connects and records the handshake. On failure it
+// returns a nil conn and records the error, or, when the run has ended,
+// gives the iteration's budget unit back and reports over.
+func (r *run) connectCounted() (conn net.Conn, over bool) {
+	c, info, d, err := r.connect(r.ctx)
+	if err != nil {
+		if r.done() {
+			r.giveBack()
+			return nil, true
+		}
+		r.fail(err)
+		return nil, false
+	}
+	r.handshakeOK(info, d)
+	return c, false
+}
+
 // connWorker runs one new connection per iteration: handshake, optional
 // request, close.
 func (r *run) connWorker() {
@@ -351,16 +368,13 @@ func (r *run) connWorker() {
 		if !r.take() {
 			return
 		}
-		conn, info, d, err := r.connect(r.ctx)
-		if err != nil {
-			if r.done() {
-				r.giveBack()
-				return
-			}
-			r.fail(err)
+		conn, over := r.connectCounted()
+		if over {
+			return
+		}
+		if conn == nil {
 			continue
 		}
-		r.handshakeOK(info, d)
 		if r.cfg.Path != "" {
 			conn.SetDeadline(r.opDeadline())
 			br := bufio.NewReader(conn)
@@ -391,16 +405,13 @@ func (r *run) keepAliveWorker() {
 			return
 		}
 		if conn == nil {
-			c, info, d, err := r.connect(r.ctx)
-			if err != nil {
-				if r.done() {
-					r.giveBack()
-					return
-				}
-				r.fail(err)
+			c, over := r.connectCounted()
+			if over {
+				return
+			}
+			if c == nil {
 				continue
 			}
-			r.handshakeOK(info, d)
 			conn, br = c, bufio.NewReader(c)
 		}
 		conn.SetDeadline(r.opDeadline())

@@ -86,7 +86,7 @@ type Process struct {
 	name  string
 	cmd   *exec.Cmd
 	stdin io.Closer
-	out   syncBuffer
+	out   SyncBuffer
 }
 
 // Start starts bin with args in dir (the working directory when dir is "")
@@ -139,20 +139,23 @@ func StartServer(t testing.TB, dir, addr, bin string, args ...string) (stop func
 	return nil
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output goroutines and a
-// concurrent String.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// output goroutines, a logger) and a concurrent String. Its zero value is
+// ready to use.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns what has been written so far.
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

@@ -1,0 +1,41 @@
+package tlsutil
+
+import "sync/atomic"
+
+// CallGate interlocks a connection's Writes with its Close as crypto/tls
+// does: after Close, new Writes fail (with net.ErrClosed) and a second
+// Close too; Writes already under way go on. The zero value is open.
+type CallGate struct {
+	// n is twice the number of Writes under way, plus 1 once closed.
+	n atomic.Int32
+}
+
+// Enter registers a Write; false once closed. Each successful Enter is
+// paired with a Leave.
+func (g *CallGate) Enter() bool {
+	for {
+		x := g.n.Load()
+		if x&1 != 0 {
+			return false
+		}
+		if g.n.CompareAndSwap(x, x+2) {
+			return true
+		}
+	}
+}
+
+// Leave ends a Write registered by Enter.
+func (g *CallGate) Leave() { g.n.Add(-2) }
+
+// Close closes the gate; false if it was already closed.
+func (g *CallGate) Close() bool {
+	for {
+		x := g.n.Load()
+		if x&1 != 0 {
+			return false
+		}
+		if g.n.CompareAndSwap(x, x|1) {
+			return true
+		}
+	}
+}
