@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -50,21 +53,25 @@ func TestBenchClientHelper(t *testing.T) {
 // BenchmarkServerCPU1KiB measures the daemon's own CPU per keep-alive 1 KiB
 // request (the backend runs in the same process; the client runs in a
 // child process, so its TLCP work is not counted): TLCP ECC-SM4-GCM vs
-// plain TCP into the same HTTP server and proxy, alternating in rounds.
-// The target is ≤ 15 % more CPU per request for TLCP.
+// plain TCP into the same HTTP server and proxy, and, as the same-run
+// baseline, TLCP ECC-SM4-GCM into a minimal httputil.ReverseProxy on a bare
+// tlcp.Listener (same PKI, same backend), alternating in rounds. The
+// target is ≤ 15 % more CPU per request for TLCP than plain TCP;
+// tlcp/minimal is the daemon's own overhead over the bare minimum.
 func BenchmarkServerCPU1KiB(b *testing.B) {
 	be := newBackend(b)
 	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))
 	pln := plainEntrance(b, d)
+	mln := minimalTLCPProxy(b, be.Listener.Addr().String())
 	const rounds = 4
 	per := b.N/rounds + 1
-	var cpu [2]time.Duration
-	addrs := []string{pln.Addr().String(), d.addr}
-	protos := []string{"plain", "tlcp"}
+	var cpu [3]time.Duration
+	addrs := []string{pln.Addr().String(), d.addr, mln.Addr().String()}
+	protos := []string{"plain", "tlcp", "tlcp"}
 	b.ResetTimer()
 	for r := 0; r < rounds; r++ {
-		for j := 0; j < 2; j++ {
-			k := (r + j) % 2
+		for j := 0; j < len(addrs); j++ {
+			k := (r + j) % len(addrs)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBenchClientHelper$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "GMPROXY_BENCH_CLIENT="+strconv.Itoa(per), "GMPROXY_BENCH_ADDR="+addrs[k], "GMPROXY_BENCH_PROTO="+protos[k])
 			c0 := cpuTime()
@@ -78,5 +85,35 @@ func BenchmarkServerCPU1KiB(b *testing.B) {
 	n := float64(per * rounds)
 	b.ReportMetric(float64(cpu[0].Nanoseconds())/n, "plain-server-cpu-ns/req")
 	b.ReportMetric(float64(cpu[1].Nanoseconds())/n, "tlcp-server-cpu-ns/req")
+	b.ReportMetric(float64(cpu[2].Nanoseconds())/n, "minimal-server-cpu-ns/req")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "tlcp/plain")
+	b.ReportMetric(float64(cpu[1])/float64(cpu[2]), "tlcp/minimal")
+}
+
+// minimalTLCPProxy serves a bare httputil.ReverseProxy to backend on a
+// tlcp.Listener with the test PKI's server certificates (no metrics, no
+// logging, no routing): the baseline of BenchmarkServerCPU1KiB.
+func minimalTLCPProxy(tb testing.TB, backend string) net.Listener {
+	tb.Helper()
+	p := testPKI(tb)
+	cert := tlcp.Certificate{
+		SignCertificate: [][]byte{p.ServerSign.Cert.Raw},
+		SignKey:         p.ServerSign.Key,
+		EncCertificate:  p.ServerEnc.Cert.Raw,
+		EncKey:          p.ServerEnc.Key,
+		Leaf:            p.ServerSign.Cert,
+		EncLeaf:         p.ServerEnc.Cert,
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln := tlcp.NewListener(inner, &tlcp.Config{Certificates: []tlcp.Certificate{cert}})
+	target := &url.URL{Scheme: "http", Host: backend}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64}
+	srv := &http.Server{Handler: rp, ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(ln)
+	tb.Cleanup(func() { srv.Close() })
+	return inner
 }
