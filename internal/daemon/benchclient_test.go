@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -58,20 +59,34 @@ func TestBenchClientHelper(t *testing.T) {
 // tlcp.Listener (same PKI, same backend), alternating in rounds. The
 // target is ≤ 15 % more CPU per request for TLCP than plain TCP;
 // tlcp/minimal is the daemon's own overhead over the bare minimum.
+// "metrics" is the TLCP entrance of a second daemon wired to the metrics
+// package as gmproxy run does. GMPROXY_BENCH_ONLY=plain|tlcp|minimal|metrics runs one entrance alone (for
+// -cpuprofile or strace).
 func BenchmarkServerCPU1KiB(b *testing.B) {
 	be := newBackend(b)
 	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))
 	pln := plainEntrance(b, d)
 	mln := minimalTLCPProxy(b, be.Listener.Addr().String())
+	m, err := metrics.New(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dm := startDaemon(b, testConfig(b, be.Listener.Addr().String()), func(e *Env) {
+		e.Observer, e.KeyOps, e.Sessions, e.ProxyObserver = m, m, m, m
+	})
 	const rounds = 4
 	per := b.N/rounds + 1
-	var cpu [3]time.Duration
-	addrs := []string{pln.Addr().String(), d.addr, mln.Addr().String()}
-	protos := []string{"plain", "tlcp", "tlcp"}
+	var cpu [4]time.Duration
+	addrs := []string{pln.Addr().String(), d.addr, mln.Addr().String(), dm.addr}
+	protos := []string{"plain", "tlcp", "tlcp", "tlcp"}
+	names := []string{"plain", "tlcp", "minimal", "metrics"}
 	b.ResetTimer()
 	for r := 0; r < rounds; r++ {
 		for j := 0; j < len(addrs); j++ {
 			k := (r + j) % len(addrs)
+			if only := os.Getenv("GMPROXY_BENCH_ONLY"); only != "" && only != names[k] {
+				continue // diagnostics: profile one entrance alone
+			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBenchClientHelper$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "GMPROXY_BENCH_CLIENT="+strconv.Itoa(per), "GMPROXY_BENCH_ADDR="+addrs[k], "GMPROXY_BENCH_PROTO="+protos[k])
 			c0 := cpuTime()
@@ -86,8 +101,10 @@ func BenchmarkServerCPU1KiB(b *testing.B) {
 	b.ReportMetric(float64(cpu[0].Nanoseconds())/n, "plain-server-cpu-ns/req")
 	b.ReportMetric(float64(cpu[1].Nanoseconds())/n, "tlcp-server-cpu-ns/req")
 	b.ReportMetric(float64(cpu[2].Nanoseconds())/n, "minimal-server-cpu-ns/req")
+	b.ReportMetric(float64(cpu[3].Nanoseconds())/n, "metrics-server-cpu-ns/req")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "tlcp/plain")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[2]), "tlcp/minimal")
+	b.ReportMetric(float64(cpu[3])/float64(cpu[2]), "metrics/minimal")
 }
 
 // minimalTLCPProxy serves a bare httputil.ReverseProxy to backend on a
