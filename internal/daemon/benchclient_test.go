@@ -20,7 +20,8 @@ import (
 
 // TestBenchClientHelper is the client process of BenchmarkServerCPU1KiB: it
 // runs only when GMPROXY_BENCH_CLIENT is set, sends that many keep-alive
-// requests and exits.
+// requests over GMPROXY_BENCH_CONC (default 1) concurrent connections and
+// exits.
 func TestBenchClientHelper(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("GMPROXY_BENCH_CLIENT"))
 	if n == 0 {
@@ -40,14 +41,29 @@ func TestBenchClientHelper(t *testing.T) {
 			return c, c.HandshakeContext(ctx)
 		}
 	}
+	conc, _ := strconv.Atoi(os.Getenv("GMPROXY_BENCH_CONC"))
+	conc = max(conc, 1)
+	tr.MaxIdleConnsPerHost = conc
 	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	for i := 0; i < n; i++ {
-		resp, err := c.Get(url)
-		if err != nil {
+	errs := make(chan error, conc)
+	for w := 0; w < conc; w++ {
+		go func(w int) {
+			for i := w; i < n; i += conc {
+				resp, err := c.Get(url)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- nil
+		}(w)
+	}
+	for w := 0; w < conc; w++ {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 	}
 }
 
@@ -60,8 +76,9 @@ func TestBenchClientHelper(t *testing.T) {
 // target is ≤ 15 % more CPU per request for TLCP than plain TCP;
 // tlcp/minimal is the daemon's own overhead over the bare minimum.
 // "metrics" is the TLCP entrance of a second daemon wired to the metrics
-// package as gmproxy run does. GMPROXY_BENCH_ONLY=plain|tlcp|minimal|metrics runs one entrance alone (for
-// -cpuprofile or strace).
+// package as gmproxy run does. GMPROXY_BENCH_ONLY=plain|tlcp|minimal|metrics
+// runs one entrance alone (for -cpuprofile or strace); GMPROXY_BENCH_CONC=N
+// uses N concurrent keep-alive connections (bench/run.sh uses 4).
 func BenchmarkServerCPU1KiB(b *testing.B) {
 	be := newBackend(b)
 	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))

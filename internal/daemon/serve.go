@@ -289,8 +289,7 @@ func (l *listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ref.inflight.Add(1)
 		ref.mu.RUnlock()
-		defer ref.inflight.Done()
-		ref.handler.ServeHTTP(w, r)
+		ref.serveInflight(w, r)
 		return
 	}
 	h := l.handler.Load()
@@ -299,6 +298,15 @@ func (l *listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	(*h).ServeHTTP(w, r)
+}
+
+// serveInflight serves one request counted in ref.inflight (Add done by the
+// caller), releasing it even when the handler panics (http.ErrAbortHandler).
+// A separate function keeps the defer out of serveHTTP's loop, where it
+// would cost a heap allocation per request.
+func (ref *serveRef) serveInflight(w http.ResponseWriter, r *http.Request) {
+	defer ref.inflight.Done()
+	ref.handler.ServeHTTP(w, r)
 }
 
 // dispatch receives each established connection.
