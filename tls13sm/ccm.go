@@ -4,6 +4,8 @@ import (
 	"crypto/cipher"
 	"crypto/subtle"
 	"errors"
+
+	gmcipher "github.com/emmansun/gmsm/cipher"
 )
 
 // sm4CCM is AEAD_SM4_CCM of RFC 8998 §3.5.2 (CCM of RFC 3610 / NIST SP
@@ -14,7 +16,8 @@ import (
 // (wrong when sealing in place) and it allocates a CTR stream per call.
 type sm4CCM struct {
 	b       cipher.Block
-	blocks  multiBlock // nil when the block has no batched encryption
+	one     cipher.BlockMode // single blocks; see encryptBlock
+	blocks  multiBlock       // nil when the block has no batched encryption
 	batch   int
 	ctr     []byte // batch counter blocks
 	stream  []byte // batch key-stream blocks
@@ -34,13 +37,22 @@ const (
 )
 
 func newSM4CCM(b cipher.Block) *sm4CCM {
-	c := &sm4CCM{b: b, batch: 1}
+	c := &sm4CCM{b: b, one: gmcipher.NewECBEncrypter(b), batch: 1}
 	if mb, ok := b.(multiBlock); ok && mb.Concurrency() > 1 {
 		c.blocks, c.batch = mb, mb.Concurrency()
 	}
 	c.ctr = make([]byte, 16*c.batch)
 	c.stream = make([]byte, 16*c.batch)
 	return c
+}
+
+// encryptBlock encrypts one block (dst may equal src). The CBC-MAC is serial,
+// so it runs block by block; it goes through gmsm's ECB mode because on
+// amd64 that uses the constant-time AES-NI based assembly even for a single
+// block, while cipher.Block.Encrypt uses a table implementation (digest F.4)
+// unless FORCE_SM4BLOCK_AESNI=1 is set.
+func (c *sm4CCM) encryptBlock(dst, src []byte) {
+	c.one.CryptBlocks(dst[:16], src[:16])
 }
 
 func (c *sm4CCM) NonceSize() int { return ccmNonceSize }
@@ -56,7 +68,7 @@ func (c *sm4CCM) cbcMAC(nonce, msg, aad []byte) {
 	copy(x[1:], nonce)
 	n := len(msg)
 	x[13], x[14], x[15] = byte(n>>16), byte(n>>8), byte(n)
-	c.b.Encrypt(x[:], x[:])
+	c.encryptBlock(x[:], x[:])
 	if len(aad) > 0 {
 		// l(a) < 2^16 - 2^8: two length octets (the record header is 5 bytes).
 		blk := &c.tmp
@@ -64,7 +76,7 @@ func (c *sm4CCM) cbcMAC(nonce, msg, aad []byte) {
 		blk[0], blk[1] = byte(len(aad)>>8), byte(len(aad))
 		k := copy(blk[2:], aad)
 		subtle.XORBytes(x[:], x[:], blk[:])
-		c.b.Encrypt(x[:], x[:])
+		c.encryptBlock(x[:], x[:])
 		c.macBlocks(aad[k:])
 	}
 	c.macBlocks(msg)
@@ -74,12 +86,12 @@ func (c *sm4CCM) macBlocks(p []byte) {
 	x := &c.mac
 	for len(p) >= 16 {
 		subtle.XORBytes(x[:], x[:], p[:16])
-		c.b.Encrypt(x[:], x[:])
+		c.encryptBlock(x[:], x[:])
 		p = p[16:]
 	}
 	if len(p) > 0 {
 		subtle.XORBytes(x[:len(p)], x[:len(p)], p)
-		c.b.Encrypt(x[:], x[:])
+		c.encryptBlock(x[:], x[:])
 	}
 }
 
@@ -106,7 +118,7 @@ func (c *sm4CCM) xorKeyStream(dst, src, nonce []byte) {
 			c.blocks.EncryptBlocks(c.stream, c.ctr)
 		} else {
 			for j := 0; j < n; j++ {
-				c.b.Encrypt(c.stream[16*j:16*j+16], c.ctr[16*j:16*j+16])
+				c.encryptBlock(c.stream[16*j:16*j+16], c.ctr[16*j:16*j+16])
 			}
 		}
 		k := subtle.XORBytes(dst, src, c.stream[:16*n])
@@ -117,7 +129,7 @@ func (c *sm4CCM) xorKeyStream(dst, src, nonce []byte) {
 // tagMask computes S_0 = E(A_0) into c.s0.
 func (c *sm4CCM) tagMask(nonce []byte) {
 	setCounter(c.s0[:], nonce, 0)
-	c.b.Encrypt(c.s0[:], c.s0[:])
+	c.encryptBlock(c.s0[:], c.s0[:])
 }
 
 func sliceForAppend(in []byte, n int) (head, tail []byte) {
