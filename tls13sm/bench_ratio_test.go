@@ -20,17 +20,39 @@ import (
 // ratio; subject/baseline is reported as a custom metric next to both
 // absolute CPU times.
 
+// ratioLoop runs subject then baseline b.N times on a locked thread and
+// returns the thread CPU time each took in all.
+func ratioLoop(b *testing.B, subject, baseline func()) (subj, base time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for i := 0; i < b.N; i++ {
+		t0 := threadCPU()
+		subject()
+		t1 := threadCPU()
+		baseline()
+		t2 := threadCPU()
+		subj += t1 - t0
+		base += t2 - t1
+	}
+	return subj, base
+}
+
+// keygenECDH is a baseline: one curveSM2 key generation (with the public
+// point encoded) and one ECDH with peer.
+func keygenECDH(peer *gmecdh.PublicKey) {
+	k, _ := gmecdh.P256().GenerateKey(rand.Reader)
+	_ = k.PublicKey().Bytes()
+	k.ECDH(peer)
+}
+
 func report(b *testing.B, subject, baseline time.Duration, name string) {
 	b.ReportMetric(float64(subject.Nanoseconds())/float64(b.N), "subject-ns/op")
 	b.ReportMetric(float64(baseline.Nanoseconds())/float64(b.N), "baseline-ns/op")
 	b.ReportMetric(float64(subject)/float64(baseline), name)
 }
 
-// fullSchedule is the server's key schedule of a full handshake exactly as
-// handshake_server_tls13.go runs it: handshake secret, both handshake
-// traffic secrets with keys, IVs and finished keys, both Finished MACs,
-// master secret, both application secrets with keys and IVs, resumption
-// master secret and one ticket PSK.
+// scheduleScratch holds a keySchedule and every output of the schedule
+// benchmarks below, so that they allocate nothing.
 type scheduleScratch struct {
 	keySchedule
 	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk [32]byte
@@ -39,11 +61,22 @@ type scheduleScratch struct {
 	master                                                        hmacState
 }
 
+// fullSchedule is the server's key schedule of a full handshake exactly as
+// handshake_server_tls13.go runs it: handshake secret, then
+// scheduleFromHandshakeSecret.
 func fullSchedule(x *scheduleScratch, shared, th []byte) {
+	x.keySchedule.extractHandshakeNoPSK(x.hs[:], shared)
+	scheduleFromHandshakeSecret(x, th)
+}
+
+// scheduleFromHandshakeSecret is what full and resumed handshakes share
+// once x.hs holds the handshake secret: handshake traffic secrets with keys,
+// IVs and finished keys, both Finished MACs, master secret, application
+// secrets with keys and IVs, resumption master secret and one ticket PSK.
+func scheduleFromHandshakeSecret(x *scheduleScratch, th []byte) {
 	ks := &x.keySchedule
 	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk := &x.hs, &x.chs, &x.shs, &x.ms, &x.cap_, &x.sap, &x.res, &x.psk, &x.derived, &x.fin, &x.cfk, &x.sfk
 	key, iv, master := &x.key, &x.iv, &x.master
-	ks.extractHandshakeNoPSK(hs[:], shared)
 	ks.handshakeTrafficSecrets(chs[:], shs[:], derived[:], hs[:], th)
 	ks.trafficKeysFinished(key[:], iv[:], sfk[:], shs[:])
 	ks.trafficKeysFinished(key[:], iv[:], cfk[:], chs[:])
@@ -64,25 +97,16 @@ func fullSchedule(x *scheduleScratch, shared, th []byte) {
 // BenchmarkRatioKeyScheduleVsSign: whole schedule of a full handshake vs one
 // SM2 sign (target ≤ 0.70).
 func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	p := loadPKI(b)
 	ks := new(scheduleScratch)
 	shared := make([]byte, 32)
 	th := sm3.Sum([]byte("transcript"))
 	msg := signedMessage(serverSignatureContext, th[:])
-	var subj, base time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := threadCPU()
-		fullSchedule(ks, shared, th[:])
-		t1 := threadCPU()
+	subj, base := ratioLoop(b, func() { fullSchedule(ks, shared, th[:]) }, func() {
 		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts); err != nil {
 			b.Fatal(err)
 		}
-		t2 := threadCPU()
-		subj += t1 - t0
-		base += t2 - t1
-	}
+	})
 	report(b, subj, base, "schedule/sign")
 }
 
@@ -91,27 +115,11 @@ func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
 // secrets as fullSchedule with the PSK's "derived" salt.
 func resumedSchedule(x *scheduleScratch, psk, shared, th []byte) {
 	ks := &x.keySchedule
-	hs, chs, shs, ms, cap_, sap, res, pskOut, derived, fin, cfk, sfk := &x.hs, &x.chs, &x.shs, &x.ms, &x.cap_, &x.sap, &x.res, &x.psk, &x.derived, &x.fin, &x.cfk, &x.sfk
-	key, iv, master := &x.key, &x.iv, &x.master
 	var early, binderKey, derivedEarly [32]byte
 	ks.pskSecrets(early[:], binderKey[:], derivedEarly[:], psk)
-	ks.finishedMAC(fin[:], binderKey[:], th)
-	ks.extract(hs[:], derivedEarly[:], shared)
-	ks.handshakeTrafficSecrets(chs[:], shs[:], derived[:], hs[:], th)
-	ks.trafficKeysFinished(key[:], iv[:], sfk[:], shs[:])
-	ks.trafficKeysFinished(key[:], iv[:], cfk[:], chs[:])
-	ks.macWithKey(fin[:], sfk[:], th)
-	ks.extract(ms[:], derived[:], zeroKey[:])
-	ks.m.setKey(ms[:])
-	ks.expandLabelKeyed(cap_[:], "c ap traffic", th)
-	ks.expandLabelKeyed(sap[:], "s ap traffic", th)
-	ks.m.saveState(master)
-	ks.trafficKeys(key[:], iv[:], sap[:])
-	ks.macWithKey(fin[:], cfk[:], th)
-	ks.trafficKeys(key[:], iv[:], cap_[:])
-	ks.m.loadState(master)
-	ks.expandLabelKeyed(res[:], "res master", th)
-	ks.expandLabel(pskOut[:], res[:], "resumption", zeroKey[:1])
+	ks.finishedMAC(x.fin[:], binderKey[:], th)
+	ks.extract(x.hs[:], derivedEarly[:], shared)
+	scheduleFromHandshakeSecret(x, th)
 }
 
 // BenchmarkRatioResumedScheduleVsECDH: the key schedule alone of a
@@ -121,33 +129,36 @@ func resumedSchedule(x *scheduleScratch, psk, shared, th []byte) {
 // 0.3 × (keygen + ECDH) here before any transcript hashing, record
 // protection or ticket sealing.
 func BenchmarkRatioResumedScheduleVsECDH(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	x := new(scheduleScratch)
 	shared, psk := make([]byte, 32), make([]byte, 32)
 	th := sm3.Sum([]byte("transcript"))
 	peer, _ := gmecdh.P256().GenerateKey(rand.Reader)
-	var subj, base time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := threadCPU()
-		resumedSchedule(x, psk, shared, th[:])
-		t1 := threadCPU()
-		k, _ := gmecdh.P256().GenerateKey(rand.Reader)
-		_ = k.PublicKey().Bytes()
-		k.ECDH(peer.PublicKey())
-		t2 := threadCPU()
-		subj += t1 - t0
-		base += t2 - t1
-	}
+	subj, base := ratioLoop(b, func() { resumedSchedule(x, psk, shared, th[:]) }, func() { keygenECDH(peer.PublicKey()) })
 	report(b, subj, base, "schedule/(keygen+ecdh)")
+}
+
+// rawGCMSealOpen returns the baseline of the record benchmarks: raw gmsm
+// SM4-GCM seal + open of one 16 KiB buffer, in place.
+func rawGCMSealOpen(b *testing.B) func() {
+	blk, _ := sm4.NewCipher(make([]byte, 16))
+	a, _ := cipher.NewGCM(blk)
+	nonce := make([]byte, 12)
+	buf := make([]byte, 16384, 16384+16)
+	hdr := make([]byte, 5)
+	return func() {
+		ct := a.Seal(buf[:0], nonce, buf, hdr)
+		pt, err := a.Open(ct[:0], nonce, ct, hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = pt
+	}
 }
 
 // BenchmarkRatioRecordGCMVsRaw: a 16 KiB record written and read through the
 // record layer vs raw gmsm SM4-GCM seal + open (reported as throughput
 // ratio record/raw; target ≥ 0.85).
 func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	var ks keySchedule
 	s := cipherSuiteByID(TLS_SM4_GCM_SM3)
 	mc := &memConn{buf: make([]byte, 0, 1<<16)}
@@ -156,16 +167,10 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 	r.in.setTrafficSecret(&ks, s, make([]byte, 32))
 	r.isHandshakeComplete.Store(true)
 	data := make([]byte, 16384)
-	blk, _ := sm4.NewCipher(make([]byte, 16))
-	a, _ := cipher.NewGCM(blk)
-	nonce := make([]byte, 12)
-	buf := make([]byte, 16384, 16384+16)
-	hdr := make([]byte, 5)
-	var subj, base time.Duration
+	raw := rawGCMSealOpen(b)
 	b.SetBytes(16384)
 	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		t0 := threadCPU()
+	subj, base := ratioLoop(b, func() {
 		if err := w.writeRecordLocked(recordTypeApplicationData, data); err != nil {
 			b.Fatal(err)
 		}
@@ -173,17 +178,7 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 			b.Fatal(err)
 		}
 		r.input = nil
-		t1 := threadCPU()
-		ct := a.Seal(buf[:0], nonce, buf, hdr)
-		pt, err := a.Open(ct[:0], nonce, ct, hdr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = pt
-		t2 := threadCPU()
-		subj += t1 - t0
-		base += t2 - t1
-	}
+	}, raw)
 	b.ReportMetric(float64(subj.Nanoseconds())/float64(b.N), "record-ns/op")
 	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "raw-ns/op")
 	b.ReportMetric(float64(base)/float64(subj), "record/raw-throughput")
@@ -241,8 +236,6 @@ func recordClientStream(b *testing.B, srvCfg, cliCfg *Config) []byte {
 }
 
 func benchRatioServer(b *testing.B, resume bool) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	srvCfg, cliCfg := testConfigs(b)
 	cliCfg.Certificates = nil
 	now := time.Now()
@@ -258,28 +251,21 @@ func benchRatioServer(b *testing.B, resume bool) {
 	p := loadPKI(b)
 	peer, _ := gmecdh.P256().GenerateKey(rand.Reader)
 	msg := make([]byte, 130)
-	var subj, base time.Duration
 	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		t0 := threadCPU()
+	subj, base := ratioLoop(b, func() {
 		srv := Server(&flightConn{in: stream}, srvCfg)
 		if err := srv.Handshake(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := threadCPU()
 		if srv.didResume != resume {
 			b.Fatalf("resumed = %v", srv.didResume)
 		}
-		k, _ := gmecdh.P256().GenerateKey(rand.Reader)
-		_ = k.PublicKey().Bytes() // key generation includes the public point
-		k.ECDH(peer.PublicKey())
+	}, func() {
+		keygenECDH(peer.PublicKey())
 		if !resume {
 			p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts)
 		}
-		t2 := threadCPU()
-		subj += t1 - t0
-		base += t2 - t1
-	}
+	})
 	name := "server/(keygen+ecdh+sign)"
 	if resume {
 		name = "server/(keygen+ecdh)"

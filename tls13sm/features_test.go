@@ -81,6 +81,52 @@ func pingClose(t *testing.T, c *Conn) {
 	c.Close()
 }
 
+// dialEcho starts an echoServer with srvCfg and dials it with cliCfg; the
+// client handshake must succeed.
+func dialEcho(t *testing.T, srvCfg, cliCfg *Config) (*Conn, <-chan serverResult) {
+	t.Helper()
+	addr, res := echoServer(t, srvCfg)
+	c, err := dialTest(t, addr, cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, res
+}
+
+// echoRound is one whole connection: dialEcho, pingClose, and the server's
+// result. The client Conn is returned for its (closed) state.
+func echoRound(t *testing.T, srvCfg, cliCfg *Config) (*Conn, serverResult) {
+	t.Helper()
+	c, res := dialEcho(t, srvCfg, cliCfg)
+	pingClose(t, c)
+	return c, <-res
+}
+
+// handshakeErrs runs one connection to a fresh echoServer that is expected
+// to fail and returns the client's and the server's errors. A client whose
+// handshake completes reads once: in TLS 1.3 it finishes before the server
+// has checked the client's flight, so the failure shows on that read.
+func handshakeErrs(t *testing.T, srvCfg, cliCfg *Config) (cerr, serr error) {
+	t.Helper()
+	addr, res := echoServer(t, srvCfg)
+	c, cerr := dialTest(t, addr, cliCfg)
+	if cerr == nil {
+		_, cerr = c.Read(make([]byte, 1))
+		c.Close()
+	}
+	return cerr, (<-res).err
+}
+
+// cachedSession returns the client's cached session for "localhost".
+func cachedSession(t *testing.T, cliCfg *Config) *ClientSessionState {
+	t.Helper()
+	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
+	if !ok {
+		t.Fatal("no session cached")
+	}
+	return cs
+}
+
 func wantAlert(t *testing.T, err error, a Alert, remote bool) {
 	t.Helper()
 	var ae *AlertError
@@ -91,11 +137,7 @@ func wantAlert(t *testing.T, err error, a Alert, remote bool) {
 
 func TestKeyUpdateUnderTraffic(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, res := dialEcho(t, srvCfg, cliCfg)
 	initialOut := c.out.secret
 	buf := make([]byte, 3000)
 	for i := 0; i < 40; i++ {
@@ -136,13 +178,7 @@ func TestTicketKeyRotation(t *testing.T) {
 		cfg := srvCfg.Clone()
 		cfg.TicketKeys = keys
 		cfg.Time = now
-		addr, res := echoServer(t, cfg)
-		c, err := dialTest(t, addr, cliCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pingClose(t, c)
-		r := <-res
+		c, r := echoRound(t, cfg, cliCfg)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -172,28 +208,13 @@ func TestTicketKeyRotation(t *testing.T) {
 func TestTicketSizeAfterClientAuth(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	srvCfg.ClientAuth = RequireAndVerifyClientCert
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	<-res
-	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
-	if !ok {
-		t.Fatal("no session cached")
-	}
+	echoRound(t, srvCfg, cliCfg)
+	cs := cachedSession(t, cliCfg)
 	if len(cs.ticket) > 256 {
 		t.Fatalf("ticket of %d bytes after client auth", len(cs.ticket))
 	}
 	// Resumption keeps the client identity (from the server-side chain cache).
-	addr, res = echoServer(t, srvCfg)
-	c, err = dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	r := <-res
+	_, r := echoRound(t, srvCfg, cliCfg)
 	if !r.state.DidResume || len(r.state.PeerCertificates) == 0 {
 		t.Fatalf("resumed=%v peer certs=%d", r.state.DidResume, len(r.state.PeerCertificates))
 	}
@@ -216,40 +237,26 @@ func TestALPNSNIAndGetCertificate(t *testing.T) {
 			hooks.Add(1)
 		}
 	}
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := echoRound(t, srvCfg, cliCfg)
 	if st := c.ConnectionState(); st.NegotiatedProtocol != "h2" || st.ServerName != "localhost" {
 		t.Fatalf("state %+v", st)
 	}
-	pingClose(t, c)
-	<-res
 	if sawSNI.Load() != "localhost" || hooks.Load() != 1 {
 		t.Fatalf("SNI %v hooks %d", sawSNI.Load(), hooks.Load())
 	}
 	// No common protocol: no_application_protocol.
 	cliCfg.NextProtos = []string{"spdy/1"}
-	addr, res = echoServer(t, srvCfg)
-	_, err = dialTest(t, addr, cliCfg)
-	wantAlert(t, err, AlertNoApplicationProtocol, true)
-	wantAlert(t, (<-res).err, AlertNoApplicationProtocol, false)
+	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertNoApplicationProtocol, true)
+	wantAlert(t, serr, AlertNoApplicationProtocol, false)
 }
 
 func TestStrictMode(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	srvCfg.Strict, cliCfg.Strict = true, true
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := c.ConnectionState(); st.Group != CurveSM2 {
+	if c, _ := echoRound(t, srvCfg, cliCfg); c.ConnectionState().Group != CurveSM2 {
 		t.Fatal("group")
 	}
-	pingClose(t, c)
-	<-res
 
 	// A hello offering only X25519: refused in strict mode, served otherwise.
 	x25519Only := func(cfg *Config) []byte {
@@ -367,10 +374,9 @@ func TestBadSignature(t *testing.T) {
 	bad := p.server
 	bad.PrivateKey = badSigner{Signer: p.client.PrivateKey, pub: p.server.PrivateKey.Public()}
 	srvCfg.Certificates = []Certificate{bad}
-	addr, res := echoServer(t, srvCfg)
-	_, err := dialTest(t, addr, cliCfg)
-	wantAlert(t, err, AlertDecryptError, false)
-	wantAlert(t, (<-res).err, AlertDecryptError, true)
+	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertDecryptError, false)
+	wantAlert(t, serr, AlertDecryptError, true)
 
 	// Client side: a client CertificateVerify by the wrong key.
 	srvCfg, cliCfg = testConfigs(t)
@@ -378,58 +384,33 @@ func TestBadSignature(t *testing.T) {
 	badc := p.client
 	badc.PrivateKey = badSigner{Signer: p.server.PrivateKey, pub: p.client.PrivateKey.Public()}
 	cliCfg.Certificates = []Certificate{badc}
-	addr, res = echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err == nil {
-		// The client finishes first; the failure shows on its first read.
-		_, err = c.Read(make([]byte, 1))
-	}
-	wantAlert(t, err, AlertDecryptError, true)
-	wantAlert(t, (<-res).err, AlertDecryptError, false)
+	// The client finishes first; the failure shows on its first read.
+	cerr, serr = handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertDecryptError, true)
+	wantAlert(t, serr, AlertDecryptError, false)
 }
 
 func TestClientAuthRequiredButMissing(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	srvCfg.ClientAuth = RequireAndVerifyClientCert
 	cliCfg.Certificates = nil
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err == nil {
-		_, err = c.Read(make([]byte, 1))
-	}
-	wantAlert(t, err, AlertCertificateRequired, true)
-	wantAlert(t, (<-res).err, AlertCertificateRequired, false)
+	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertCertificateRequired, true)
+	wantAlert(t, serr, AlertCertificateRequired, false)
 	// Request (not require): the handshake succeeds without a certificate.
 	srvCfg.ClientAuth = RequestClientCert
-	addr, res = echoServer(t, srvCfg)
-	c, err = dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	if r := <-res; r.err != nil || len(r.state.PeerCertificates) != 0 {
+	if _, r := echoRound(t, srvCfg, cliCfg); r.err != nil || len(r.state.PeerCertificates) != 0 {
 		t.Fatal(r.err)
 	}
 }
 
 func TestBadBinder(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	<-res
-	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
-	if !ok {
-		t.Fatal("no session")
-	}
-	cs.secret[0] ^= 0xff // the PSK no longer matches the ticket
-	addr, res = echoServer(t, srvCfg)
-	_, err = dialTest(t, addr, cliCfg)
-	wantAlert(t, err, AlertDecryptError, true)
-	wantAlert(t, (<-res).err, AlertDecryptError, false)
+	echoRound(t, srvCfg, cliCfg)
+	cachedSession(t, cliCfg).secret[0] ^= 0xff // the PSK no longer matches the ticket
+	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertDecryptError, true)
+	wantAlert(t, serr, AlertDecryptError, false)
 }
 
 // tamperConn flips a byte of the next write when armed.
@@ -565,16 +546,11 @@ func TestEarlyDataIgnored(t *testing.T) {
 		t.Run(fmt.Sprintf("hrr=%v", hrr), func(t *testing.T) {
 			srvCfg, cliCfg := testConfigs(t)
 			cliCfg.testEarlyData, cliCfg.testShareX25519 = true, hrr
-			addr, res := echoServer(t, srvCfg)
-			c, err := dialTest(t, addr, cliCfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, r := echoRound(t, srvCfg, cliCfg)
 			if c.ConnectionState().HelloRetry != hrr {
 				t.Fatal("HRR state")
 			}
-			pingClose(t, c)
-			if r := <-res; r.err != nil {
+			if r.err != nil {
 				t.Fatal(r.err)
 			}
 		})
@@ -632,35 +608,13 @@ func TestServerInitiatedKeyUpdate(t *testing.T) {
 
 func TestTicketAgeMismatchFallsBackToFull(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
-	addr, res := echoServer(t, srvCfg)
-	c, err := dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	<-res
-	cs, ok := cliCfg.ClientSessionCache.Get("localhost")
-	if !ok {
-		t.Fatal("no session")
-	}
-	cs.ageAdd += 10 * 60 * 1000 // the client now claims a ticket age 10 minutes off
-	addr, res = echoServer(t, srvCfg)
-	c, err = dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	if r := <-res; r.err != nil || r.state.DidResume {
+	echoRound(t, srvCfg, cliCfg)
+	cachedSession(t, cliCfg).ageAdd += 10 * 60 * 1000 // the client now claims a ticket age 10 minutes off
+	if _, r := echoRound(t, srvCfg, cliCfg); r.err != nil || r.state.DidResume {
 		t.Fatalf("resumed with a wrong ticket age (err %v)", r.err)
 	}
 	// The fresh ticket from that full handshake resumes again.
-	addr, res = echoServer(t, srvCfg)
-	c, err = dialTest(t, addr, cliCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pingClose(t, c)
-	if r := <-res; r.err != nil || !r.state.DidResume {
+	if _, r := echoRound(t, srvCfg, cliCfg); r.err != nil || !r.state.DidResume {
 		t.Fatalf("fresh ticket did not resume (err %v)", r.err)
 	}
 }
@@ -671,25 +625,13 @@ func TestPSKOnlyResumption(t *testing.T) {
 	// Without AllowPSKOnly on the server: no ticket for a psk_ke-only client,
 	// so every handshake is full.
 	for i := 0; i < 2; i++ {
-		addr, res := echoServer(t, srvCfg)
-		c, err := dialTest(t, addr, cliCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pingClose(t, c)
-		if r := <-res; r.err != nil || r.state.DidResume {
+		if _, r := echoRound(t, srvCfg, cliCfg); r.err != nil || r.state.DidResume {
 			t.Fatalf("psk_ke accepted without AllowPSKOnly (err %v)", r.err)
 		}
 	}
 	srvCfg.AllowPSKOnly = true
 	for i := 0; i < 2; i++ {
-		addr, res := echoServer(t, srvCfg)
-		c, err := dialTest(t, addr, cliCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pingClose(t, c)
-		r := <-res
+		c, r := echoRound(t, srvCfg, cliCfg)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -756,13 +698,7 @@ func TestHRRWithResumption(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	cliCfg.testShareX25519 = true // every ClientHello draws a HelloRetryRequest
 	for i := 0; i < 2; i++ {
-		addr, res := echoServer(t, srvCfg)
-		c, err := dialTest(t, addr, cliCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pingClose(t, c)
-		r := <-res
+		_, r := echoRound(t, srvCfg, cliCfg)
 		if r.err != nil || !r.state.HelloRetry || r.state.DidResume != (i == 1) {
 			t.Fatalf("conn %d: err %v state %+v", i+1, r.err, r.state)
 		}

@@ -46,13 +46,7 @@ func TestOnTicketEvents(t *testing.T) {
 	log := new(ticketLog)
 	srvBase.OnTicket = log.add
 	later := func() time.Time { return time.Now().Add(3 * time.Hour) }
-	cached := func() *ClientSessionState {
-		cs, ok := cliCfg.ClientSessionCache.Get("localhost")
-		if !ok {
-			t.Fatal("no session cached")
-		}
-		return cs
-	}
+	cached := func() *ClientSessionState { return cachedSession(t, cliCfg) }
 	steps := []struct {
 		name    string
 		server  func(*Config)
@@ -96,17 +90,11 @@ func TestOnTicketEvents(t *testing.T) {
 		if st.client != nil {
 			st.client()
 		}
-		addr, res := echoServer(t, cfg)
-		c, err := dialTest(t, addr, cliCfg)
 		if st.failure {
-			wantAlert(t, err, AlertDecryptError, true)
-			<-res
+			cerr, _ := handshakeErrs(t, cfg, cliCfg)
+			wantAlert(t, cerr, AlertDecryptError, true)
 		} else {
-			if err != nil {
-				t.Fatalf("%s: %v", st.name, err)
-			}
-			pingClose(t, c)
-			r := <-res
+			_, r := echoRound(t, cfg, cliCfg)
 			if r.err != nil {
 				t.Fatalf("%s: server: %v", st.name, r.err)
 			}
@@ -134,13 +122,7 @@ func TestOnTicketPSKModeAndHRR(t *testing.T) {
 	}
 	run := func(cli *Config) {
 		t.Helper()
-		addr, res := echoServer(t, srvCfg)
-		c, err := dialTest(t, addr, cli)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pingClose(t, c)
-		if r := <-res; r.err != nil {
+		if _, r := echoRound(t, srvCfg, cli); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
