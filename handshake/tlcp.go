@@ -31,7 +31,7 @@ func TLCPHandshaker(cfg *tlcp.Config) Handshaker {
 		}
 		return &Established{Conn: c, State: st, Stats: func() (uint64, uint64, uint64, uint64) {
 			s := c.Stats()
-			return s.BytesRead, s.BytesWritten, s.RecordsRead, s.RecordsWritten
+			return s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
 		}}, nil
 	})
 }

@@ -192,12 +192,9 @@ type HandshakeResult struct {
 	Reason string
 }
 
-// Stats counts application data moved on a connection (plaintext bytes and
-// records, including the empty records peers send).
-type Stats struct {
-	BytesRead, BytesWritten     uint64
-	RecordsRead, RecordsWritten uint64
-}
+// Stats counts application data moved on a connection: plaintext bytes and
+// application_data records, including the empty records peers send.
+type Stats = tlsutil.Stats
 
 // Config configures a TLCP client or server. A Config may be reused; it must
 // not be modified once passed to the package.

@@ -57,8 +57,7 @@ type Conn struct {
 
 	calls tlsutil.CallGate // Write/Close interlock
 
-	bytesRead, bytesWritten     atomic.Uint64
-	recordsRead, recordsWritten atomic.Uint64
+	stats tlsutil.Counters
 
 	// tlsRecordHello: the first ClientHello came in a 03 0x record.
 	tlsRecordHello bool
@@ -99,10 +98,7 @@ func (c *Conn) NetConn() net.Conn { return c.conn }
 
 // Stats returns application-data counters.
 func (c *Conn) Stats() Stats {
-	return Stats{
-		BytesRead: c.bytesRead.Load(), BytesWritten: c.bytesWritten.Load(),
-		RecordsRead: c.recordsRead.Load(), RecordsWritten: c.recordsWritten.Load(),
-	}
+	return c.stats.Stats()
 }
 
 // ---- input buffer management ----
@@ -260,7 +256,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(fmt.Errorf("tlcp: application data before the handshake ended: %w", AlertUnexpectedMessage))
 		}
-		c.recordsRead.Add(1)
+		c.stats.RecordIn()
 		if len(data) == 0 {
 			c.empty++
 			if c.empty > c.config.maxEmpty() {
@@ -484,8 +480,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		if err != nil {
 			return total, c.out.setErr(err)
 		}
-		c.recordsWritten.Add(uint64(recs))
-		c.bytesWritten.Add(uint64(len(chunk)))
+		c.stats.Out(recs, len(chunk))
 		total += len(chunk)
 		b = b[len(chunk):]
 	}
@@ -519,7 +514,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	n := copy(b, c.input)
 	c.input = c.input[n:]
-	c.bytesRead.Add(uint64(n))
+	c.stats.BytesIn(n)
 	if len(c.input) == 0 {
 		c.releaseInput()
 	}

@@ -66,7 +66,7 @@ func TestListenDial(t *testing.T) {
 		t.Fatalf("%q %v", buf, err)
 	}
 	st := c.Stats()
-	if st.BytesWritten != 4 || st.BytesRead != 4 || st.RecordsWritten != 1 || st.RecordsRead != 1 {
+	if st.BytesOut != 4 || st.BytesIn != 4 || st.RecordsOut != 1 || st.RecordsIn != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	if c.NetConn() == nil {

@@ -321,11 +321,9 @@ type ConnectionState struct {
 	ClientLeafHash [32]byte
 }
 
-// Stats are a connection's traffic counters.
-type Stats struct {
-	BytesIn, BytesOut     uint64 // application plaintext
-	RecordsIn, RecordsOut uint64 // records of any type
-}
+// Stats counts application data moved on a connection: plaintext bytes and
+// application_data records (the inner content type), as in package tlcp.
+type Stats = tlsutil.Stats
 
 // ClientSessionState is a resumable session held by a client.
 type ClientSessionState struct {

@@ -134,7 +134,8 @@ type Conn struct {
 	closeNotifyErr  error
 	calls           tlsutil.CallGate // Write/Close interlock
 
-	bytesIn, bytesOut, recordsIn, recordsOut atomic.Uint64
+	stats     tlsutil.Counters
+	sentHello bool // the first ClientHello record went out; guarded by out
 
 	lastAlert     Alert
 	lastAlertSet  bool
@@ -163,7 +164,7 @@ func (c *Conn) NetConn() net.Conn { return c.conn }
 
 // Stats returns the connection's traffic counters.
 func (c *Conn) Stats() Stats {
-	return Stats{BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), RecordsIn: c.recordsIn.Load(), RecordsOut: c.recordsOut.Load()}
+	return c.stats.Stats()
 }
 
 // ---- errors and alerts ----
@@ -304,7 +305,6 @@ func (c *Conn) readRecord() error {
 	}
 	record := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen+n]
 	c.rawStart += recordHeaderLen + n
-	c.recordsIn.Add(1)
 	payload := record[recordHeaderLen:]
 
 	// §5: a ChangeCipherSpec of one byte 0x01 may appear any time during the
@@ -396,6 +396,7 @@ func (c *Conn) readRecord() error {
 		}
 		c.useless = 0
 		c.keyUpdatesNoApp = 0
+		c.stats.RecordIn()
 		c.input = payload
 		return nil
 	default:
@@ -485,8 +486,9 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		}
 		if c.out.aead == nil || typ == recordTypeChangeCipherSpec {
 			v := uint16(0x0303)
-			if typ == recordTypeHandshake && c.isClient && !c.handshakeStarted2() {
+			if typ == recordTypeHandshake && c.isClient && !c.sentHello {
 				v = 0x0301
+				c.sentHello = true
 			}
 			rec[0], rec[1], rec[2] = typ, byte(v>>8), byte(v)
 			rec[3], rec[4] = byte(m>>8), byte(m)
@@ -503,7 +505,9 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 			}
 		}
 		data = data[m:]
-		c.recordsOut.Add(1)
+		if typ == recordTypeApplicationData {
+			c.stats.Out(1, 0)
+		}
 		if c.buffering {
 			c.sendBuf = c.sendBuf[:len(c.sendBuf)+len(rec)]
 			continue
@@ -514,10 +518,6 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 	}
 	return nil
 }
-
-// handshakeStarted2 reports whether the first ClientHello was already sent:
-// only that one uses legacy_record_version 0x0301.
-func (c *Conn) handshakeStarted2() bool { return c.recordsOut.Load() > 0 }
 
 // flightBufs recycles the buffers in which handshake flights are built.
 var flightBufs = sync.Pool{New: func() any { b := make([]byte, 0, flightBufSize); return &b }}
@@ -600,7 +600,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
 		return 0, err
 	}
-	c.bytesOut.Add(uint64(len(b)))
+	c.stats.Out(0, len(b))
 	return len(b), nil
 }
 
@@ -626,7 +626,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	n := copy(b, c.input)
 	c.input = c.input[n:]
-	c.bytesIn.Add(uint64(n))
+	c.stats.BytesIn(n)
 	return n, nil
 }
 

@@ -40,3 +40,39 @@ func TestReadTimeoutIsNotSticky(t *testing.T) {
 		t.Fatalf("read after the timeout: %q, %v", buf, err)
 	}
 }
+
+// Stats count application data only: the handshake flights, the
+// NewSessionTicket and the middlebox ChangeCipherSpec records are not records
+// of application data, so one 4-byte write is one record on each side.
+func TestStatsCountApplicationDataOnly(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	a, b := tcpPair(t)
+	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
+	defer srv.Close()
+	defer cli.Close()
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4)
+		_, err := io.ReadFull(srv, buf)
+		if err == nil {
+			_, err = srv.Write(buf)
+		}
+		done <- err
+	}()
+	if _, err := cli.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(cli, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{BytesIn: 4, BytesOut: 4, RecordsIn: 1, RecordsOut: 1}
+	if got := cli.Stats(); got != want {
+		t.Errorf("client stats %+v, want %+v", got, want)
+	}
+	if got := srv.Stats(); got != want {
+		t.Errorf("server stats %+v, want %+v", got, want)
+	}
+}
