@@ -36,6 +36,12 @@ type Config struct {
 	// Offload is the worker pool that runs SM2 private-key operations
 	// (sign, decrypt, key agreement) off the accept loops.
 	Offload Offload `yaml:"offload"`
+	// KeyServers are remote key servers (gmproxy keyserver) that hold SM2
+	// private keys of the sites' certificates, so that the keys need not be
+	// stored on the edge: a site names one with sign_key_server,
+	// enc_key_server (tlcp) or key_server (tls13sm) instead of a key file.
+	// Default: none.
+	KeyServers []KeyServer `yaml:"key_servers"`
 
 	// File is the path the configuration was read from ("" for in-memory).
 	File string `yaml:"-"`
@@ -189,13 +195,22 @@ type SiteTLCP struct {
 	// Required. May be the same file as enc_cert (GmSSL layout: sign, enc,
 	// chain).
 	SignCert string `yaml:"sign_cert"`
-	// SignKey is the signing certificate's SM2 private key. Required.
+	// SignKey is the signing certificate's SM2 private key. Required
+	// unless sign_key_server is set.
 	SignKey string `yaml:"sign_key"`
 	// EncCert is the encryption certificate (keyUsage keyEncipherment
 	// and/or keyAgreement). Required.
 	EncCert string `yaml:"enc_cert"`
-	// EncKey is the encryption certificate's SM2 private key. Required.
+	// EncKey is the encryption certificate's SM2 private key. Required
+	// unless enc_key_server is set.
 	EncKey string `yaml:"enc_key"`
+	// SignKeyServer is the name of a key_servers entry that holds the
+	// signing key, in place of sign_key; the key server finds the key by
+	// the public key of sign_cert. Default: none (sign_key is used).
+	SignKeyServer string `yaml:"sign_key_server"`
+	// EncKeyServer is the name of a key_servers entry that holds the
+	// encryption key, in place of enc_key. Default: none (enc_key is used).
+	EncKeyServer string `yaml:"enc_key_server"`
 	// Ciphers are the TLCP suites in preference order. Names are
 	// case-insensitive in Tongsuo (ECC-SM2-SM4-GCM-SM3), GB/T
 	// (ECC_SM4_GCM_SM3, TLS_ECC_SM4_GCM_SM3) or "WITH"
@@ -216,6 +231,10 @@ type SiteTLS13SM struct {
 	Cert string `yaml:"cert"`
 	// Key is its SM2 private key. Default: the TLCP sign_key.
 	Key string `yaml:"key"`
+	// KeyServer is the name of a key_servers entry that holds the key, in
+	// place of key. Default: the TLCP sign_key_server when cert and key are
+	// not set, else none.
+	KeyServer string `yaml:"key_server"`
 	// Ciphers are the TLS 1.3 SM suites in preference order. Default
 	// [TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3].
 	Ciphers []string `yaml:"ciphers"`
@@ -614,6 +633,112 @@ type Offload struct {
 	// Queue bounds waiting operations; a full queue fails the handshake
 	// fast. Default 4096.
 	Queue int `yaml:"queue"`
+}
+
+// KeyServer is a remote key server: a gmproxy keyserver process (or
+// anything speaking its protocol) that holds SM2 private keys and runs
+// their operations (sign, decrypt, SM2 key agreement) for gmproxy. Keys
+// are found by the public key of the certificate that names the key
+// server; the certificates stay on the edge. Operations on remote keys
+// go through the offload engine like local ones (same metrics, with
+// location="remote", and the same fail-fast backpressure) without
+// occupying its workers. A TLCP ECDHE handshake sends its ephemeral
+// private key to the key server: use mutual TLS or a Unix socket only.
+type KeyServer struct {
+	// Name is how sites refer to the key server. Required, unique.
+	Name string `yaml:"name"`
+	// Address is host:port of the key server, reached over mutual TLS, or
+	// unix:/path/to/socket for a Unix socket (no TLS; protect it with the
+	// socket's file permissions). Required.
+	Address string `yaml:"address"`
+	// Cert is gmproxy's client certificate (PEM, RSA or ECDSA, with
+	// extendedKeyUsage clientAuth if it has any) presented to the key
+	// server. Required for host:port addresses.
+	Cert string `yaml:"cert"`
+	// Key is the private key of cert. Required with cert.
+	Key string `yaml:"key"`
+	// CA is a PEM file of the CA certificates that verify the key server's
+	// certificate. Required for host:port addresses.
+	CA string `yaml:"ca"`
+	// ServerName is the name checked in the key server's certificate.
+	// Default: the host of address.
+	ServerName string `yaml:"server_name"`
+	// ConnectTimeout bounds opening a connection, TLS handshake included.
+	// Default 2s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// Timeout bounds one key operation, connecting and waiting for a
+	// connection included (the handshake's own deadline applies too); on
+	// expiry the handshake fails. Default 3s.
+	Timeout time.Duration `yaml:"timeout"`
+	// PoolSize is the number of idle connections kept open to the key
+	// server for the next operations. Default 8.
+	PoolSize int `yaml:"pool_size"`
+	// MaxInFlight bounds the operations sent to the key server at once
+	// (hence its open connections); further operations wait for one to
+	// finish, within timeout. 0 means unlimited. Default 64.
+	MaxInFlight int `yaml:"max_in_flight"`
+	KeyPassword `yaml:",inline"`
+
+	// Material is what was loaded from the files named above.
+	Material KeyServerMaterial `yaml:"-"`
+}
+
+// KeyServerFile is the configuration file of gmproxy keyserver (gmproxy
+// keyserver -c FILE), a separate program from the proxy: it holds SM2
+// private keys and answers the key operations of gmproxy instances whose
+// key_servers entry points at it. Run it on a host that only the edge
+// proxies can reach. SIGHUP re-reads the file and replaces the served keys
+// (listen, tls and idle_timeout need a restart).
+type KeyServerFile struct {
+	// Listen is host:port to accept gmproxy's connections on, over mutual
+	// TLS, or unix:/path/to/socket for a Unix socket (created with mode
+	// 0600; no TLS). Required.
+	Listen string `yaml:"listen"`
+	// TLS is the server side of mutual TLS. Required for host:port.
+	TLS KeyServerTLS `yaml:"tls"`
+	// Keys are the SM2 private keys served; gmproxy finds each by the
+	// public key of its certificate. At least one is required.
+	Keys []ServedKey `yaml:"keys"`
+	// IdleTimeout closes a gmproxy connection idle for this long.
+	// Default 5m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownGrace is how long SIGTERM/SIGINT waits for operations in
+	// progress before closing connections. Default 10s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Log is the program log (log/slog on standard error).
+	Log Log `yaml:"log"`
+
+	// File is the path the configuration was read from.
+	File string `yaml:"-"`
+	// Warnings are the non-fatal problems found while loading.
+	Warnings Problems `yaml:"-"`
+	// Material is what was loaded from the files named above.
+	Material KeyServerFileMaterial `yaml:"-"`
+}
+
+// KeyServerTLS is the key server's side of mutual TLS (ordinary TLS 1.3,
+// RSA or ECDSA certificates).
+type KeyServerTLS struct {
+	// Cert is the key server's certificate chain (PEM). Required.
+	Cert string `yaml:"cert"`
+	// Key is its private key. Required.
+	Key string `yaml:"key"`
+	// ClientCA is a PEM file of the CA certificates that issue the client
+	// certificates of the gmproxy instances allowed to use the keys.
+	// Required.
+	ClientCA    string `yaml:"client_ca"`
+	KeyPassword `yaml:",inline"`
+}
+
+// ServedKey is one key file served by the key server.
+type ServedKey struct {
+	// Key is a PEM file of SM2 private keys (PKCS#8, SEC 1 or encrypted
+	// PKCS#8; several keys in one file are all served). Required.
+	Key string `yaml:"key"`
+	// Cert is the certificate of the key, checked to match when given.
+	// Default: none.
+	Cert        string `yaml:"cert"`
+	KeyPassword `yaml:",inline"`
 }
 
 // Resolve returns the file name p as gmproxy uses it: unchanged when

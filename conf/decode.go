@@ -56,8 +56,9 @@ func nodePos(n *yaml.Node) pos { return pos{n.Line, n.Column} }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
-// decodeFile parses data into cfg (already defaulted).
-func (d *decoder) decodeFile(data []byte, cfg *Config) {
+// decodeFile parses data into cfg (a pointer to a Config or a
+// KeyServerFile, already defaulted).
+func (d *decoder) decodeFile(data []byte, cfg any) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		p := pos{}

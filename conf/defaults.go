@@ -37,6 +37,13 @@ const (
 	DefaultStreamIdleTimeout  = 5 * time.Minute
 	DefaultStreamConnect      = 5 * time.Second
 	DefaultRespondContentType = "text/plain; charset=utf-8"
+
+	DefaultKeyServerConnectTimeout = 2 * time.Second
+	DefaultKeyServerTimeout        = 3 * time.Second
+	DefaultKeyServerPoolSize       = 8
+	DefaultKeyServerMaxInFlight    = 64
+	DefaultKeyServerIdleTimeout    = 5 * time.Minute
+	DefaultKeyServerShutdownGrace  = 10 * time.Second
 )
 
 // Default TLCP suites (Tongsuo names), in preference order.
@@ -148,6 +155,13 @@ func (a *AccessLog) setDefaults() { a.Path, a.Format = "stdout", "combined" }
 func (l *Log) setDefaults()       { l.Level, l.Format = "info", "text" }
 func (o *Offload) setDefaults()   { o.Queue = DefaultOffloadQueue }
 
+func (k *KeyServer) setDefaults() {
+	k.ConnectTimeout = DefaultKeyServerConnectTimeout
+	k.Timeout = DefaultKeyServerTimeout
+	k.PoolSize = DefaultKeyServerPoolSize
+	k.MaxInFlight = DefaultKeyServerMaxInFlight
+}
+
 // finish fills the defaults that depend on other values, after decoding.
 func (c *Config) finish() {
 	for i := range c.Sites {
@@ -164,7 +178,10 @@ func (c *Config) finish() {
 		}
 		if t := s.TLS13SM; t != nil {
 			if t.Cert == "" && t.Key == "" && s.TLCP != nil {
-				t.Cert, t.Key = s.TLCP.SignCert, s.TLCP.SignKey
+				t.Cert = s.TLCP.SignCert
+				if t.KeyServer == "" {
+					t.Key, t.KeyServer = s.TLCP.SignKey, s.TLCP.SignKeyServer
+				}
 				if t.KeyPasswordFile == "" && t.KeyPasswordEnv == "" {
 					t.KeyPassword = s.TLCP.KeyPassword
 				}
@@ -210,4 +227,10 @@ func (c *Config) finish() {
 			u.TLS.ECDHEParamsAsVector, u.TLS.NoExtensions = true, true
 		}
 	}
+}
+
+func (f *KeyServerFile) setDefaults() {
+	f.IdleTimeout = DefaultKeyServerIdleTimeout
+	f.ShutdownGrace = DefaultKeyServerShutdownGrace
+	f.Log.setDefaults()
 }

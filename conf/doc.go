@@ -32,6 +32,15 @@
 //     read; [Config.Resolve] turns other file names of the configuration
 //     (access_log.path) into the paths to open, since relative names are
 //     relative to the configuration file's folder ([Config.Dir]).
+//   - A site key held by a key server (sign_key_server, enc_key_server,
+//     key_server) is loaded as a [KeyPair] whose Key is a [RemoteKeyRef]
+//     (public key and key server name) and whose KeyServer is set; the
+//     runtime replaces it with a client of that key server, whose
+//     connection settings and mutual-TLS files are in
+//     [KeyServer.Material].
+//   - [LoadKeyServer](path) and [CheckKeyServer](path) do for the file of
+//     gmproxy keyserver ([KeyServerFile], section "keyserver" below) what
+//     Load and Check do for gmproxy's.
 //
 // Private keys may be PEM PKCS#8, SEC 1 or encrypted PKCS#8 (including
 // GmSSL's PBKDF2-HMAC-SM3/SM4-CBC form); the password comes from
@@ -68,6 +77,11 @@
 //   - offload (section, see offload): offload is the worker pool that runs SM2
 //     private-key operations (sign, decrypt, key agreement) off the accept
 //     loops.
+//   - key_servers (list of sections, see key_servers[]): key_servers are remote
+//     key servers (gmproxy keyserver) that hold SM2 private keys of the sites'
+//     certificates, so that the keys need not be stored on the edge: a site
+//     names one with sign_key_server, enc_key_server (tlcp) or key_server
+//     (tls13sm) instead of a key file. Default: none.
 //
 // # listeners[]
 //
@@ -184,11 +198,18 @@
 //     digitalSignature). Required. May be the same file as enc_cert (GmSSL
 //     layout: sign, enc, chain).
 //   - sign_key (string): sign_key is the signing certificate's SM2 private key.
-//     Required.
+//     Required unless sign_key_server is set.
 //   - enc_cert (string): enc_cert is the encryption certificate (keyUsage
 //     keyEncipherment and/or keyAgreement). Required.
 //   - enc_key (string): enc_key is the encryption certificate's SM2 private
-//     key. Required.
+//     key. Required unless enc_key_server is set.
+//   - sign_key_server (string): sign_key_server is the name of a key_servers
+//     entry that holds the signing key, in place of sign_key; the key server
+//     finds the key by the public key of sign_cert. Default: none (sign_key is
+//     used).
+//   - enc_key_server (string): enc_key_server is the name of a key_servers
+//     entry that holds the encryption key, in place of enc_key. Default: none
+//     (enc_key is used).
 //   - ciphers (list of strings): ciphers are the TLCP suites in preference
 //     order. Names are case-insensitive in Tongsuo (ECC-SM2-SM4-GCM-SM3), GB/T
 //     (ECC_SM4_GCM_SM3, TLS_ECC_SM4_GCM_SM3) or "WITH" (ECC-SM2-WITH-SM4-SM3)
@@ -211,6 +232,9 @@
 //   - cert (string): cert is the SM2 certificate (keyUsage digitalSignature).
 //     Default: the TLCP sign_cert.
 //   - key (string): key is its SM2 private key. Default: the TLCP sign_key.
+//   - key_server (string): key_server is the name of a key_servers entry that
+//     holds the key, in place of key. Default: the TLCP sign_key_server when
+//     cert and key are not set, else none.
 //   - ciphers (list of strings): ciphers are the TLS 1.3 SM suites in
 //     preference order. Default [TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3].
 //   - strict (boolean): strict answers in TLS 1.3-SM only when the client
@@ -577,5 +601,112 @@
 //     private-key operations; 0 means one per CPU. Default 0.
 //   - queue (integer): queue bounds waiting operations; a full queue fails the
 //     handshake fast. Default 4096.
+//
+// # key_servers[]
+//
+// This section is a remote key server: a gmproxy keyserver process (or
+// anything speaking its protocol) that holds SM2 private keys and runs their
+// operations (sign, decrypt, SM2 key agreement) for gmproxy. Keys are found by
+// the public key of the certificate that names the key server; the
+// certificates stay on the edge. Operations on remote keys go through the
+// offload engine like local ones (same metrics, with location="remote", and
+// the same fail-fast backpressure) without occupying its workers. A TLCP ECDHE
+// handshake sends its ephemeral private key to the key server: use mutual TLS
+// or a Unix socket only.
+//
+//   - name (string): name is how sites refer to the key server. Required,
+//     unique.
+//   - address (string): address is host:port of the key server, reached over
+//     mutual TLS, or unix:/path/to/socket for a Unix socket (no TLS; protect
+//     it with the socket's file permissions). Required.
+//   - cert (string): cert is gmproxy's client certificate (PEM, RSA or ECDSA,
+//     with extendedKeyUsage clientAuth if it has any) presented to the key
+//     server. Required for host:port addresses.
+//   - key (string): key is the private key of cert. Required with cert.
+//   - ca (string): ca is a PEM file of the CA certificates that verify the key
+//     server's certificate. Required for host:port addresses.
+//   - server_name (string): server_name is the name checked in the key server's
+//     certificate. Default: the host of address.
+//   - connect_timeout (duration): connect_timeout bounds opening a connection,
+//     TLS handshake included. Default 2s.
+//   - timeout (duration): timeout bounds one key operation, connecting and
+//     waiting for a connection included (the handshake's own deadline applies
+//     too); on expiry the handshake fails. Default 3s.
+//   - pool_size (integer): pool_size is the number of idle connections kept
+//     open to the key server for the next operations. Default 8.
+//   - max_in_flight (integer): max_in_flight bounds the operations sent to the
+//     key server at once (hence its open connections); further operations wait
+//     for one to finish, within timeout. 0 means unlimited. Default 64.
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # keyserver
+//
+// This section is the configuration file of gmproxy keyserver (gmproxy
+// keyserver -c FILE), a separate program from the proxy: it holds SM2 private
+// keys and answers the key operations of gmproxy instances whose key_servers
+// entry points at it. Run it on a host that only the edge proxies can reach.
+// SIGHUP re-reads the file and replaces the served keys (listen, tls and
+// idle_timeout need a restart).
+//
+//   - listen (string): listen is host:port to accept gmproxy's connections on,
+//     over mutual TLS, or unix:/path/to/socket for a Unix socket (created with
+//     mode 0600; no TLS). Required.
+//   - tls (section, see keyserver.tls): tls is the server side of mutual TLS.
+//     Required for host:port.
+//   - keys (list of sections, see keyserver.keys[]): keys are the SM2 private
+//     keys served; gmproxy finds each by the public key of its certificate. At
+//     least one is required.
+//   - idle_timeout (duration): idle_timeout closes a gmproxy connection idle
+//     for this long. Default 5m.
+//   - shutdown_grace (duration): shutdown_grace is how long SIGTERM/SIGINT
+//     waits for operations in progress before closing connections. Default
+//     10s.
+//   - log (section, see keyserver.log): log is the program log (log/slog on
+//     standard error).
+//
+// # keyserver.tls
+//
+// This section is the key server's side of mutual TLS (ordinary TLS 1.3, RSA
+// or ECDSA certificates).
+//
+//   - cert (string): cert is the key server's certificate chain (PEM).
+//     Required.
+//   - key (string): key is its private key. Required.
+//   - client_ca (string): client_ca is a PEM file of the CA certificates that
+//     issue the client certificates of the gmproxy instances allowed to use
+//     the keys. Required.
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # keyserver.keys[]
+//
+// This section is one key file served by the key server.
+//
+//   - key (string): key is a PEM file of SM2 private keys (PKCS#8, SEC 1 or
+//     encrypted PKCS#8; several keys in one file are all served). Required.
+//   - cert (string): cert is the certificate of the key, checked to match when
+//     given. Default: none.
+//   - key_password_file (string): key_password_file is a file whose content
+//     (trailing newline removed) is the password of the encrypted private keys
+//     of this section.
+//   - key_password_env (string): key_password_env is the name of an environment
+//     variable holding the password of the encrypted private keys of this
+//     section.
+//
+// # keyserver.log
+//
+// This section configures the program log.
+//
+//   - level (string): level is debug, info, warn or error. Default info.
+//   - format (string): format is text or json. Default text.
 
 package conf

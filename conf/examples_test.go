@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
 // TestExamples loads deploy/examples/*.yaml with generated certificates in
@@ -51,5 +52,71 @@ func TestExamples(t *testing.T) {
 				t.Errorf("example too small: %d sites, %d upstreams", len(cfg.Sites), len(cfg.Upstreams))
 			}
 		})
+	}
+}
+
+// TestKeyServerExamples loads deploy/examples/keyserver/ (the key server's
+// configuration and the edge configuration that uses it) with generated
+// certificates and keys in place of /etc/gmproxy/.
+func TestKeyServerExamples(t *testing.T) {
+	defer func(old func() time.Time) { now = old }(now)
+	now = time.Now
+	root := t.TempDir()
+	for _, sub := range []struct {
+		dir   string
+		hosts []string
+	}{
+		{"pki/portal", []string{"portal.example.cn", "www.example.cn"}},
+		{"pki/api", []string{"api.example.cn"}},
+	} {
+		if _, err := devpki.LoadOrCreate(filepath.Join(root, sub.dir), devpki.Options{Hosts: sub.hosts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTestMTLS(t, filepath.Join(root, "pki"))
+	load := func(name string) (string, []byte) {
+		b, err := os.ReadFile(filepath.Join("../deploy/examples/keyserver", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(root, name)
+		text := []byte(strings.ReplaceAll(string(b), "/etc/gmproxy/", root+"/"))
+		if err := os.WriteFile(path, text, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path, text
+	}
+	ksPath, _ := load("keyserver.yaml")
+	ks, err := LoadKeyServer(ksPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ks.Warnings {
+		t.Errorf("keyserver.yaml: warning: %s", w)
+	}
+	if len(ks.Material.Keys) != 2 {
+		t.Errorf("keyserver.yaml serves %d keys, want 2", len(ks.Material.Keys))
+	}
+	edgePath, text := load("edge.yaml")
+	cfg, err := Parse(edgePath, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Warnings {
+		t.Errorf("edge.yaml: warning: %s", w)
+	}
+	m := cfg.Sites[0].Material
+	if m.TLCPSign.KeyServer != "keys" || m.TLCPEnc.KeyServer != "keys" || m.TLS13SM.KeyServer != "keys" || m.TLS.KeyServer != "" {
+		t.Errorf("edge.yaml: key servers %q %q %q %q", m.TLCPSign.KeyServer, m.TLCPEnc.KeyServer, m.TLS13SM.KeyServer, m.TLS.KeyServer)
+	}
+	// The key server holds exactly the keys of the edge's remote certificates.
+	for _, kp := range []*KeyPair{m.TLCPSign, m.TLCPEnc} {
+		found := false
+		for _, k := range ks.Material.Keys {
+			found = found || smkey.PublicKeysEqual(k.Key, kp.Leaf().PublicKey)
+		}
+		if !found {
+			t.Errorf("the key server does not hold the key of %s", kp.CertFile)
+		}
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
+	"io"
 
+	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 )
 
@@ -13,10 +16,32 @@ type KeyPair struct {
 	// Chain is the certificate file's content, leaf first.
 	Chain []*smx509.Certificate
 	// Key is the private key: *sm2.PrivateKey for SM2, else the standard
-	// library's *ecdsa.PrivateKey / *rsa.PrivateKey / ed25519.PrivateKey.
+	// library's *ecdsa.PrivateKey / *rsa.PrivateKey / ed25519.PrivateKey;
+	// a *RemoteKeyRef when a key server holds it (KeyServer is set).
 	Key crypto.Signer
-	// CertFile and KeyFile are the resolved file names.
+	// CertFile and KeyFile are the resolved file names (KeyFile is empty
+	// for a remote key).
 	CertFile, KeyFile string
+	// KeyServer is the name of the key_servers entry that holds the key
+	// ("" for a key loaded from KeyFile).
+	KeyServer string
+}
+
+// RemoteKeyRef stands for a private key held by a key server: it knows the
+// public key (from the certificate) and the key server's name, and cannot
+// sign or decrypt. The runtime replaces it with a client of that key
+// server (handshake.RemoteKey); conf imports no runtime package.
+type RemoteKeyRef struct {
+	KeyServer string
+	PublicKey crypto.PublicKey
+}
+
+// Public implements crypto.Signer.
+func (r *RemoteKeyRef) Public() crypto.PublicKey { return r.PublicKey }
+
+// Sign implements crypto.Signer: it always fails.
+func (r *RemoteKeyRef) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
+	return nil, fmt.Errorf("conf: the key is held by key server %q and is not connected", r.KeyServer)
 }
 
 // Leaf returns the first certificate of the chain.
@@ -102,4 +127,37 @@ func X509Pool(certs []*smx509.Certificate) *x509.CertPool {
 		p.AddCert(xc)
 	}
 	return p
+}
+
+// KeyServerMaterial is what a key_servers entry's files contain.
+type KeyServerMaterial struct {
+	// Network is "tcp" (mutual TLS) or "unix"; Addr is host:port or the
+	// socket path.
+	Network, Addr string
+	// ClientCert is gmproxy's client certificate with its key (tcp only).
+	ClientCert *tls.Certificate
+	// RootCAs verify the key server's certificate (tcp only).
+	RootCAs *x509.CertPool
+	// ServerName is the name checked in the key server's certificate.
+	ServerName string
+}
+
+// KeyServerFileMaterial is what a gmproxy keyserver configuration's files
+// contain.
+type KeyServerFileMaterial struct {
+	// Network is "tcp" (mutual TLS) or "unix"; Addr is host:port or the
+	// socket path.
+	Network, Addr string
+	// Cert is the key server's certificate with its key (tcp only).
+	Cert *tls.Certificate
+	// ClientCAs verify the clients' certificates (tcp only).
+	ClientCAs *x509.CertPool
+	// Keys are the served keys.
+	Keys []ServedKeyMaterial
+}
+
+// ServedKeyMaterial is one served key.
+type ServedKeyMaterial struct {
+	Key  *sm2.PrivateKey
+	File string // the key file it came from
 }

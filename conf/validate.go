@@ -36,6 +36,11 @@ type validator struct {
 	dir   string // folder against which relative paths resolve
 	files map[string]*loadedFile
 	now   time.Time
+	// keyServers are the usable key_servers entries by name; keyServerNames
+	// all names (usable or not), keyServerUsed those named by a site.
+	keyServers     map[string]*KeyServer
+	keyServerNames map[string]bool
+	keyServerUsed  map[string]bool
 }
 
 type loadedFile struct {
@@ -141,7 +146,9 @@ func (v *validator) validate() {
 	c := v.cfg
 	v.validateListeners()
 	upstreamUsed := map[string]bool{}
+	v.validateKeyServers()
 	v.validateSites(upstreamUsed)
+	v.keyServersUsed()
 	v.validateUpstreams(upstreamUsed)
 	v.reachability()
 	v.prefixes("trusted_proxies", c.TrustedProxies)
@@ -686,6 +693,9 @@ func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyP
 }
 
 func isSM2(kp *KeyPair) bool {
+	if r, ok := kp.Key.(*RemoteKeyRef); ok {
+		return isSM2Public(r.PublicKey)
+	}
 	_, ok := kp.Key.(*sm2.PrivateKey)
 	return ok
 }
@@ -816,11 +826,18 @@ func (v *validator) tlcpPair(sign, enc *KeyPair, p, signCert, encCert string, wa
 }
 
 func keyType(kp *KeyPair) string {
-	switch kp.Key.(type) {
+	var k any = kp.Key
+	if r, ok := k.(*RemoteKeyRef); ok {
+		if isSM2Public(r.PublicKey) {
+			return "SM2"
+		}
+		k = r.PublicKey
+	}
+	switch k.(type) {
 	case *sm2.PrivateKey:
 		return "SM2"
 	}
-	t := fmt.Sprintf("%T", kp.Key)
+	t := fmt.Sprintf("%T", k)
 	t = strings.TrimPrefix(t, "*")
 	t, _, _ = strings.Cut(t, ".")
 	return strings.ToUpper(t)
@@ -881,7 +898,7 @@ func (v *validator) siteTLCP(s *Site, p string) {
 		s.Material.TLCPSuites = v.tlcpSuites(t.Ciphers, p+".ciphers")
 		return
 	}
-	sign, enc := v.tlcpPairFiles(p, t.SignCert, t.SignKey, t.EncCert, t.EncKey, t.KeyPassword)
+	sign, enc := v.tlcpPairFiles(p, t.SignCert, t.SignKey, t.EncCert, t.EncKey, t.KeyPassword, t.SignKeyServer, t.EncKeyServer)
 	v.tlcpPair(sign, enc, p, "sign_cert", "enc_cert", smx509.ExtKeyUsageServerAuth)
 	s.Material.TLCPSign, s.Material.TLCPEnc = sign, enc
 	s.Material.TLCPSuites = v.tlcpSuites(t.Ciphers, p+".ciphers")
@@ -889,7 +906,7 @@ func (v *validator) siteTLCP(s *Site, p string) {
 
 // tlcpPairFiles loads a sign/enc pair, from separate files or from
 // GmSSL-style combined files (the same file named for sign and enc).
-func (v *validator) tlcpPairFiles(p, signCert, signKey, encCert, encKey string, pw KeyPassword) (sign, enc *KeyPair) {
+func (v *validator) tlcpPairFiles(p, signCert, signKey, encCert, encKey string, pw KeyPassword, signServer, encServer string) (sign, enc *KeyPair) {
 	ci, ki := -1, -1
 	if signCert != "" && v.resolve(signCert) == v.resolve(encCert) {
 		ci = 0
@@ -897,14 +914,14 @@ func (v *validator) tlcpPairFiles(p, signCert, signKey, encCert, encKey string, 
 	if signKey != "" && v.resolve(signKey) == v.resolve(encKey) {
 		ki = 0
 	}
-	sign = v.pairAt(p, "sign_cert", "sign_key", signCert, signKey, pw, ci, ki)
+	sign = v.pairFrom(p, "sign_cert", "sign_key", signCert, signKey, signServer, pw, ci, ki)
 	if ci == 0 {
 		ci = 1
 	}
 	if ki == 0 {
 		ki = 1
 	}
-	enc = v.pairAt(p, "enc_cert", "enc_key", encCert, encKey, pw, ci, ki)
+	enc = v.pairFrom(p, "enc_cert", "enc_key", encCert, encKey, encServer, pw, ci, ki)
 	return sign, enc
 }
 
@@ -941,7 +958,7 @@ func (v *validator) siteTLS13SM(s *Site, p string) {
 		return
 	}
 	p += ".tls13sm"
-	if !v.has(p+".cert") && s.TLCP != nil && t.Cert == s.TLCP.SignCert {
+	if !v.has(p+".cert") && s.TLCP != nil && t.Cert == s.TLCP.SignCert && t.Key == s.TLCP.SignKey && t.KeyServer == s.TLCP.SignKeyServer {
 		// Reused from tlcp: report problems there, once.
 		if s.Material.TLCPSign != nil {
 			s.Material.TLS13SM = s.Material.TLCPSign
@@ -949,11 +966,11 @@ func (v *validator) siteTLS13SM(s *Site, p string) {
 		s.Material.TLS13SMSuites = v.tls13Suites(t.Ciphers, p+".ciphers")
 		return
 	}
-	if t.Cert == "" && t.Key == "" {
+	if t.Cert == "" && t.Key == "" && t.KeyServer == "" {
 		v.errf(p, "add cert: and key: (an SM2 certificate with digitalSignature), or add a tlcp section whose signing certificate is reused", "tls13sm has no certificate")
 		return
 	}
-	kp := v.pair(p, "cert", "key", t.Cert, t.Key, t.KeyPassword)
+	kp := v.pairFrom(p, "cert", "key", t.Cert, t.Key, t.KeyServer, t.KeyPassword, -1, -1)
 	if kp != nil {
 		if !isSM2(kp) {
 			v.errf(p+".cert", "TLS 1.3-SM needs an SM2 certificate; put RSA/ECDSA certificates under tls", "the certificate's key is %s, not SM2", keyType(kp))
@@ -1194,7 +1211,7 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 			v.warnf(tp+".cert", "for TLCP client certificates use sign_cert, sign_key, enc_cert and enc_key", "cert/key are ignored with protocol tlcp")
 		}
 		if hasTLCPCerts {
-			m.Sign, m.Enc = v.tlcpPairFiles(tp, t.SignCert, t.SignKey, t.EncCert, t.EncKey, t.KeyPassword)
+			m.Sign, m.Enc = v.tlcpPairFiles(tp, t.SignCert, t.SignKey, t.EncCert, t.EncKey, t.KeyPassword, "", "")
 			v.tlcpPair(m.Sign, m.Enc, tp, "sign_cert", "enc_cert", smx509.ExtKeyUsageClientAuth)
 		}
 		m.Suites = v.tlcpSuites(t.Ciphers, tp+".ciphers")

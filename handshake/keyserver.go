@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"sync"
 	"time"
@@ -72,6 +73,101 @@ type KeyServer struct {
 
 	mu   sync.RWMutex
 	keys map[[32]byte]*sm2.PrivateKey
+
+	// Connection tracking for Shutdown.
+	cmu       sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]bool // true while an operation runs
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// SetKeys replaces every key the server holds with keys (a key server's
+// reload); operations in progress finish with the key they started with.
+func (s *KeyServer) SetKeys(keys []*sm2.PrivateKey) error {
+	m := make(map[[32]byte]*sm2.PrivateKey, len(keys))
+	for _, k := range keys {
+		id, err := KeyID(k.Public())
+		if err != nil {
+			return err
+		}
+		m[id] = k
+	}
+	s.mu.Lock()
+	s.keys = m
+	s.mu.Unlock()
+	return nil
+}
+
+// Len returns the number of keys the server holds.
+func (s *KeyServer) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.keys)
+}
+
+// Shutdown stops accepting, lets the operations in progress finish and
+// closes every connection; when ctx ends first, the remaining connections
+// are closed at once and ctx's error is returned.
+func (s *KeyServer) Shutdown(ctx context.Context) error {
+	s.cmu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c, busy := range s.conns {
+		if !busy {
+			// Wakes the connection's read: it ends without a request.
+			c.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+	s.cmu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.cmu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.cmu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// track registers c (add) or forgets it; it reports false when the
+// server is shutting down.
+func (s *KeyServer) track(c net.Conn, add bool) bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.closing {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = map[net.Conn]bool{}
+	}
+	s.conns[c] = false
+	s.wg.Add(1)
+	return true
+}
+
+// setBusy marks c as running an operation; it reports false when the
+// server is shutting down and c should close instead.
+func (s *KeyServer) setBusy(c net.Conn, busy bool) bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.closing && !busy {
+		return false
+	}
+	s.conns[c] = busy
+	return true
 }
 
 // AddKey registers an SM2 private key and returns its ID.
@@ -89,17 +185,46 @@ func (s *KeyServer) AddKey(k *sm2.PrivateKey) ([32]byte, error) {
 	return id, nil
 }
 
-// Serve accepts connections on ln until it is closed.
+// Serve accepts connections on ln until it is closed (or Shutdown).
 func (s *KeyServer) Serve(ln net.Listener) error {
+	s.cmu.Lock()
+	if s.closing {
+		s.cmu.Unlock()
+		ln.Close()
+		return nil
+	}
+	if s.listeners == nil {
+		s.listeners = map[net.Listener]struct{}{}
+	}
+	s.listeners[ln] = struct{}{}
+	s.cmu.Unlock()
+	defer func() {
+		s.cmu.Lock()
+		delete(s.listeners, ln)
+		s.cmu.Unlock()
+	}()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
 			return err
 		}
-		go s.serveConn(c)
+		if !s.track(c, true) {
+			c.Close()
+			continue
+		}
+		go func() {
+			defer s.wg.Done()
+			defer s.track(c, false)
+			s.serveConn(c)
+		}()
 	}
 }
 
@@ -111,6 +236,12 @@ func (s *KeyServer) serveConn(c net.Conn) {
 	}
 	for {
 		c.SetReadDeadline(time.Now().Add(idle))
+		s.cmu.Lock()
+		closing := s.closing
+		s.cmu.Unlock()
+		if closing {
+			return
+		}
 		req, err := readFrame(c)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && s.Logger != nil {
@@ -118,8 +249,14 @@ func (s *KeyServer) serveConn(c net.Conn) {
 			}
 			return
 		}
+		if !s.setBusy(c, true) {
+			return
+		}
 		out, err := s.handle(req)
 		var resp []byte
+		if err != nil && s.Logger != nil {
+			s.Logger.Debug("key server operation failed", "remote", c.RemoteAddr().String(), "err", err)
+		}
 		if err != nil {
 			resp = append([]byte{1}, err.Error()...)
 		} else {
@@ -127,6 +264,9 @@ func (s *KeyServer) serveConn(c net.Conn) {
 		}
 		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		if err := writeFrame(c, resp); err != nil {
+			return
+		}
+		if !s.setBusy(c, false) {
 			return
 		}
 	}
@@ -250,23 +390,45 @@ type KeyClient struct {
 	// Dial opens a connection to the key server (for example a tls.Dialer
 	// with a client certificate, or net.Dialer on a Unix socket).
 	Dial func(ctx context.Context) (net.Conn, error)
-	// MaxIdle bounds pooled idle connections (default 8).
+	// MaxIdle bounds pooled idle connections (default 8; negative: none,
+	// every connection closes after its operation).
 	MaxIdle int
+	// MaxConns bounds the operations in flight to the key server, so the
+	// busy connections (idle ones are bounded by MaxIdle); an operation
+	// beyond it waits, bounded by its context and Timeout. 0 means
+	// unbounded.
+	MaxConns int
+	// Timeout bounds one operation (connecting included), within the
+	// caller's context. 0 means only the caller's context (30 s when it has
+	// no deadline).
+	Timeout time.Duration
 
-	once sync.Once
-	idle chan net.Conn
+	once  sync.Once
+	idle  chan net.Conn
+	slots chan struct{} // nil when MaxConns is 0
 }
 
 func (c *KeyClient) pool() chan net.Conn {
 	c.once.Do(func() {
 		n := c.MaxIdle
-		if n <= 0 {
+		switch {
+		case n == 0:
 			n = 8
+		case n < 0:
+			n = 0
+		}
+		if c.MaxConns > 0 {
+			n = min(n, c.MaxConns)
+			c.slots = make(chan struct{}, c.MaxConns)
 		}
 		c.idle = make(chan net.Conn, n)
 	})
 	return c.idle
 }
+
+// ErrKeyServerTimeout is returned (wrapped) when an operation exceeds
+// KeyClient.Timeout.
+var ErrKeyServerTimeout = errors.New("key server: operation timed out")
 
 // Close closes the pooled connections.
 func (c *KeyClient) Close() {
@@ -281,20 +443,92 @@ func (c *KeyClient) Close() {
 	}
 }
 
-// call runs one request, bounded by ctx.
+// call runs one request, bounded by ctx and c.Timeout. Operations are
+// idempotent, so one that fails on a pooled connection (the key server
+// may have closed it) is retried once on a new connection.
 func (c *KeyClient) call(ctx context.Context, op byte, id [32]byte, payload []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var conn net.Conn
-	select {
-	case conn = <-c.pool():
-	default:
-		var err error
-		if conn, err = c.Dial(ctx); err != nil {
-			return nil, fmt.Errorf("key server: %w", err)
+	parent := ctx
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, ErrKeyServerTimeout)
+		defer cancel()
+	}
+	pool := c.pool()
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, c.ctxErr(parent, ctx, "waiting for a connection")
+		}
+		defer func() { <-c.slots }()
+	}
+	for attempt := 0; ; attempt++ {
+		var conn net.Conn
+		pooled := false
+		if attempt == 0 {
+			select {
+			case conn = <-pool:
+				pooled = true
+			default:
+			}
+		}
+		if conn == nil {
+			var err error
+			if conn, err = c.Dial(ctx); err != nil {
+				if expired(ctx, err) {
+					return nil, c.ctxErr(parent, ctx, "connecting")
+				}
+				return nil, fmt.Errorf("key server: %w", err)
+			}
+		}
+		out, err := c.roundTrip(ctx, conn, op, id, payload)
+		if err != nil && expired(ctx, err) {
+			return nil, c.ctxErr(parent, ctx, "waiting for the answer")
+		}
+		if err == nil || !pooled || errors.Is(err, errKeyServerAnswer) {
+			return out, err
 		}
 	}
+}
+
+// expired reports whether err comes from ctx ending: ctx is done, or its
+// deadline (also set on the connection) passed just before ctx noticed.
+func expired(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	_, ok := ctx.Deadline()
+	return ok && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// ctxErr is the error of an operation whose context ended: the caller's
+// own error when its context ended (or its deadline came first), else
+// ErrKeyServerTimeout.
+func (c *KeyClient) ctxErr(parent, ctx context.Context, what string) error {
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	if c.Timeout <= 0 {
+		return context.DeadlineExceeded
+	}
+	if pd, ok := parent.Deadline(); ok {
+		if d, _ := ctx.Deadline(); !pd.After(d) {
+			return context.DeadlineExceeded
+		}
+	}
+	return fmt.Errorf("%w after %s (%s)", ErrKeyServerTimeout, c.Timeout, what)
+}
+
+// errKeyServerAnswer marks an error the key server answered with (the
+// connection is fine; retrying would not help).
+var errKeyServerAnswer = errors.New("key server")
+
+// roundTrip sends one request on conn and reads the answer; conn goes back
+// to the pool after a complete exchange and is closed otherwise.
+func (c *KeyClient) roundTrip(ctx context.Context, conn net.Conn, op byte, id [32]byte, payload []byte) ([]byte, error) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(30 * time.Second)
@@ -324,10 +558,14 @@ func (c *KeyClient) call(ctx context.Context, op byte, id [32]byte, payload []by
 		conn.Close()
 	}
 	if len(resp) == 0 {
-		return nil, errors.New("key server: empty response")
+		return nil, fmt.Errorf("%w: empty response", errKeyServerAnswer)
 	}
 	if resp[0] != 0 {
-		return nil, fmt.Errorf("key server: %s", resp[1:])
+		msg := resp[1:]
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return nil, fmt.Errorf("%w: %q", errKeyServerAnswer, msg)
 	}
 	return resp[1:], nil
 }
@@ -357,6 +595,12 @@ var (
 
 // Public implements crypto.Signer.
 func (k *RemoteKey) Public() crypto.PublicKey { return k.pub }
+
+// KeyLocation implements KeyLocator: KeyRemote.
+func (k *RemoteKey) KeyLocation() string { return KeyRemote }
+
+// ID returns the key's identifier in the key-server protocol.
+func (k *RemoteKey) ID() [32]byte { return k.id }
 
 // Sign implements crypto.Signer.
 func (k *RemoteKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {

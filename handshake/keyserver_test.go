@@ -26,7 +26,7 @@ import (
 
 // mtlsPair returns a server and a client tls.Config that authenticate each
 // other with a throwaway ECDSA CA.
-func mtlsPair(t *testing.T) (*tls.Config, *tls.Config) {
+func mtlsPair(t testing.TB) (*tls.Config, *tls.Config) {
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "key server CA"}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}

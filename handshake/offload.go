@@ -24,11 +24,20 @@ import (
 // Anything that implements those smkey interfaces can stand in for a local
 // key (a remote key server client, a hardware module); Wrap accepts such a
 // key too and then only bounds and measures the calls.
+//
+// Keys whose KeyLocation is KeyRemote (RemoteKey) spend their time waiting
+// for the network, not computing: they do not occupy a worker (a slow key
+// server must not stall the local keys) but run in the caller's goroutine
+// once one of RemoteInFlight slots is free; a full set of slots fails fast
+// or waits exactly like a full queue. Their queue wait is the time spent
+// waiting for a slot.
 type Offload struct {
 	jobs    chan *keyJob
 	obs     KeyOpObserver
+	locObs  KeyOpLocationObserver
 	wait    bool
 	workers int
+	remote  chan struct{} // slots of remote operations in flight
 
 	mu     sync.RWMutex
 	closed bool
@@ -45,6 +54,9 @@ type OffloadConfig struct {
 	// WaitWhenFull makes a caller wait (bounded by its handshake's context)
 	// when the queue is full, instead of failing at once (ErrOffloadBusy).
 	WaitWhenFull bool
+	// RemoteInFlight bounds the operations on remote keys (key servers)
+	// running at once; default Queue.
+	RemoteInFlight int
 }
 
 // ErrOffloadBusy is returned when the queue is full and the engine fails fast.
@@ -56,6 +68,7 @@ var ErrOffloadClosed = errors.New("handshake: private-key engine closed")
 type keyJob struct {
 	ctx      context.Context
 	op, fam  string
+	loc      string
 	enqueued time.Time
 	fn       func() ([]byte, error)
 	out      []byte
@@ -71,7 +84,12 @@ func NewOffload(cfg OffloadConfig, obs KeyOpObserver) *Offload {
 	if cfg.Queue <= 0 {
 		cfg.Queue = 4096
 	}
-	o := &Offload{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers}
+	if cfg.RemoteInFlight <= 0 {
+		cfg.RemoteInFlight = cfg.Queue
+	}
+	o := &Offload{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers,
+		remote: make(chan struct{}, cfg.RemoteInFlight)}
+	o.locObs, _ = obs.(KeyOpLocationObserver)
 	o.wg.Add(cfg.Workers)
 	for i := 0; i < cfg.Workers; i++ {
 		go o.worker()
@@ -90,9 +108,7 @@ func (o *Offload) worker() {
 		} else {
 			j.out, j.err = j.fn()
 		}
-		if o.obs != nil {
-			o.obs.KeyOp(j.op, j.fam, wait, time.Since(start), j.err)
-		}
+		o.observe(j.op, j.fam, j.loc, wait, time.Since(start), j.err)
 		close(j.done)
 	}
 }
@@ -117,8 +133,59 @@ func (o *Offload) QueueCap() int { return cap(o.jobs) }
 // QueueLen returns the number of operations waiting for a worker.
 func (o *Offload) QueueLen() int { return len(o.jobs) }
 
-func (o *Offload) do(ctx context.Context, op, family string, fn func() ([]byte, error)) ([]byte, error) {
-	j := &keyJob{ctx: ctx, op: op, fam: family, enqueued: time.Now(), fn: fn, done: make(chan struct{})}
+// observe reports one operation to the observer, with the key's location
+// when the observer wants it.
+func (o *Offload) observe(op, family, loc string, wait, exec time.Duration, err error) {
+	switch {
+	case o.locObs != nil:
+		o.locObs.KeyOpAt(op, family, loc, wait, exec, err)
+	case o.obs != nil:
+		o.obs.KeyOp(op, family, wait, exec, err)
+	}
+}
+
+// RemoteInFlight returns the remote operations running now.
+func (o *Offload) RemoteInFlight() int { return len(o.remote) }
+
+// doRemote runs fn (an operation on a remote key) in the caller's
+// goroutine once a remote slot is free.
+func (o *Offload) doRemote(ctx context.Context, op, family string, fn func() ([]byte, error)) ([]byte, error) {
+	o.mu.RLock()
+	closed := o.closed
+	o.mu.RUnlock()
+	if closed {
+		return nil, ErrOffloadClosed
+	}
+	enqueued := time.Now()
+	select {
+	case o.remote <- struct{}{}:
+	default:
+		if !o.wait {
+			o.observe(op, family, KeyRemote, 0, 0, ErrOffloadBusy)
+			return nil, ErrOffloadBusy
+		}
+		select {
+		case o.remote <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	defer func() { <-o.remote }()
+	start := time.Now()
+	var out []byte
+	err := ctx.Err()
+	if err == nil {
+		out, err = fn()
+	}
+	o.observe(op, family, KeyRemote, start.Sub(enqueued), time.Since(start), err)
+	return out, err
+}
+
+func (o *Offload) do(ctx context.Context, op, family, loc string, fn func() ([]byte, error)) ([]byte, error) {
+	if loc == KeyRemote {
+		return o.doRemote(ctx, op, family, fn)
+	}
+	j := &keyJob{ctx: ctx, op: op, fam: family, loc: loc, enqueued: time.Now(), fn: fn, done: make(chan struct{})}
 	o.mu.RLock()
 	if o.closed {
 		o.mu.RUnlock()
@@ -129,9 +196,7 @@ func (o *Offload) do(ctx context.Context, op, family string, fn func() ([]byte, 
 	default:
 		if !o.wait {
 			o.mu.RUnlock()
-			if o.obs != nil {
-				o.obs.KeyOp(op, family, 0, 0, ErrOffloadBusy)
-			}
+			o.observe(op, family, loc, 0, 0, ErrOffloadBusy)
 			return nil, ErrOffloadBusy
 		}
 		select {
@@ -153,7 +218,7 @@ func (o *Offload) do(ctx context.Context, op, family string, fn func() ([]byte, 
 
 // Wrap returns key behind the engine for protocol family (used in events).
 func (o *Offload) Wrap(key crypto.Signer, family string) *OffloadKey {
-	return &OffloadKey{o: o, key: key, family: family}
+	return &OffloadKey{o: o, key: key, family: family, loc: KeyLocation(key)}
 }
 
 // OffloadKey is a private key whose operations run on the engine's workers.
@@ -161,6 +226,7 @@ type OffloadKey struct {
 	o      *Offload
 	key    crypto.Signer
 	family string
+	loc    string
 }
 
 var (
@@ -172,6 +238,9 @@ var (
 // Public implements crypto.Signer.
 func (k *OffloadKey) Public() crypto.PublicKey { return k.key.Public() }
 
+// KeyLocation implements KeyLocator: where the wrapped key lives.
+func (k *OffloadKey) KeyLocation() string { return k.loc }
+
 // Unwrap returns the wrapped key.
 func (k *OffloadKey) Unwrap() crypto.Signer { return k.key }
 
@@ -182,7 +251,7 @@ func (k *OffloadKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts)
 
 // SignContext implements smkey.ContextSigner.
 func (k *OffloadKey) SignContext(ctx context.Context, rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
-	return k.o.do(ctx, "sign", k.family, func() ([]byte, error) {
+	return k.o.do(ctx, "sign", k.family, k.loc, func() ([]byte, error) {
 		return smkey.Sign(ctx, k.key, rand, digest, opts)
 	})
 }
@@ -198,7 +267,7 @@ func (k *OffloadKey) DecryptContext(ctx context.Context, rand io.Reader, msg []b
 	if !ok {
 		return nil, fmt.Errorf("handshake: %T cannot decrypt", k.key)
 	}
-	return k.o.do(ctx, "decrypt", k.family, func() ([]byte, error) {
+	return k.o.do(ctx, "decrypt", k.family, k.loc, func() ([]byte, error) {
 		return smkey.Decrypt(ctx, d, rand, msg, opts)
 	})
 }
@@ -209,7 +278,7 @@ func (k *OffloadKey) SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey
 	if ka == nil {
 		return nil, fmt.Errorf("handshake: %T cannot do SM2 key agreement", k.key)
 	}
-	return k.o.do(ctx, "key_agreement", k.family, func() ([]byte, error) {
+	return k.o.do(ctx, "key_agreement", k.family, k.loc, func() ([]byte, error) {
 		return ka.SM2KeyAgree(ctx, ephemeral, peerStatic, peerEphemeral, responder, keyLen, uid, peerUID)
 	})
 }

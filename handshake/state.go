@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
 // Protocol names as they appear in logs, headers and metrics labels.
@@ -115,4 +118,63 @@ type SessionObserver interface {
 	TicketIssued(family string)
 	TicketAccepted(family string)
 	TicketRejected(family string)
+}
+
+// Where a private key lives, the values of the metrics "location" label of
+// key operations.
+const (
+	KeyLocal  = "local"  // in gmproxy's memory
+	KeyRemote = "remote" // on a key server (RemoteKey)
+)
+
+// KeyOpLocationObserver is optionally implemented by a KeyOpObserver that
+// also wants to know where the key lives (KeyLocal or KeyRemote). The
+// offload engine calls KeyOpAt instead of KeyOp when the observer has it.
+type KeyOpLocationObserver interface {
+	KeyOpAt(op, family, location string, queueWait, exec time.Duration, err error)
+}
+
+// KeyLocator is implemented by keys that say where they live (RemoteKey
+// returns KeyRemote); keys without it are KeyLocal.
+type KeyLocator interface {
+	KeyLocation() string
+}
+
+// KeyLocation returns where key lives: its KeyLocation() when it has one,
+// else KeyLocal.
+func KeyLocation(key any) string {
+	if l, ok := key.(KeyLocator); ok {
+		if loc := l.KeyLocation(); loc != "" {
+			return loc
+		}
+	}
+	return KeyLocal
+}
+
+// TicketReasonObserver is optionally implemented by a SessionObserver that
+// also wants the reason of a rejected session ticket. The daemon calls
+// TicketRejectedReason instead of TicketRejected when the observer has it;
+// reason is one of TicketRejectReasons, or "" when the protocol gave none.
+type TicketReasonObserver interface {
+	TicketRejectedReason(family, reason string)
+}
+
+// TicketRejectReasons is the bounded set of reasons a session ticket is
+// rejected for, over both protocols (the TicketReason* constants of tlcp
+// and tls13sm): disabled, undecryptable (unknown or retired ticket key,
+// damaged or forged ticket), malformed, expired, identity_mismatch (TLCP:
+// another site's certificate or SNI), suite_mismatch, client_auth_required,
+// client_cert_expired, psk_mode, age_mismatch and bad_binder (TLS 1.3-SM).
+var TicketRejectReasons = []string{
+	tlcp.TicketReasonDisabled,
+	tlcp.TicketReasonUndecryptable,
+	tlcp.TicketReasonMalformed,
+	tlcp.TicketReasonExpired,
+	tlcp.TicketReasonIdentity,
+	tlcp.TicketReasonSuite,
+	tlcp.TicketReasonClientAuth,
+	tls13sm.TicketReasonClientCertExpired,
+	tls13sm.TicketReasonPSKMode,
+	tls13sm.TicketReasonAgeMismatch,
+	tls13sm.TicketReasonBadBinder,
 }

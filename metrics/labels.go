@@ -44,6 +44,10 @@ var handshakeResults = set("success",
 
 var keyOps = set("sign", "decrypt", "key_agreement")
 
+var keyLocations = set(handshake.KeyLocal, handshake.KeyRemote)
+
+var ticketRejectReasons = set(handshake.TicketRejectReasons...)
+
 var certRoles = set("sign", "enc", "tls13sm", "tls")
 
 var httpMethods = set("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI")

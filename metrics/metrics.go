@@ -26,10 +26,10 @@
 //	gmproxy_session_cache_evictions_total     counter   {protocol}
 //	gmproxy_session_tickets_issued_total      counter   {protocol}
 //	gmproxy_session_tickets_accepted_total    counter   {protocol}
-//	gmproxy_session_tickets_rejected_total    counter   {protocol}
-//	gmproxy_key_operations_total              counter   {op, protocol, result}
-//	gmproxy_key_operation_queue_seconds       histogram {op, protocol}
-//	gmproxy_key_operation_duration_seconds    histogram {op, protocol}
+//	gmproxy_session_tickets_rejected_total    counter   {protocol, reason}
+//	gmproxy_key_operations_total              counter   {op, protocol, result, location}
+//	gmproxy_key_operation_queue_seconds       histogram {op, protocol, location}
+//	gmproxy_key_operation_duration_seconds    histogram {op, protocol, location}
 //	gmproxy_key_operation_queue_length        gauge
 //	gmproxy_http_requests_total               counter   {site, route, method, code}
 //	gmproxy_http_request_duration_seconds     histogram {site, route}
@@ -48,6 +48,14 @@
 // plus the go_* and process_* collectors. protocol is tlcp, tls13sm or tls;
 // direction is rx (from clients) or tx (to clients); code is 1xx..5xx; bytes
 // are plaintext application bytes, reported when a connection closes.
+// location is local (a key in gmproxy's memory) or remote (a key server);
+// for remote keys the queue is the wait for one of the engine's remote
+// slots and the duration is the whole round trip to the key server. The
+// reason of a rejected ticket is one of handshake.TicketRejectReasons
+// (disabled, undecryptable, malformed, expired, identity_mismatch,
+// suite_mismatch, client_auth_required, client_cert_expired, psk_mode,
+// age_mismatch, bad_binder), "none" when the protocol gave no reason, or
+// "other".
 package metrics
 
 import (
@@ -142,7 +150,10 @@ var (
 	_ handshake.Observer        = (*Metrics)(nil)
 	_ handshake.KeyOpObserver   = (*Metrics)(nil)
 	_ handshake.SessionObserver = (*Metrics)(nil)
-	_ proxy.Observer            = (*Metrics)(nil)
+
+	_ handshake.KeyOpLocationObserver = (*Metrics)(nil)
+	_ handshake.TicketReasonObserver  = (*Metrics)(nil)
+	_ proxy.Observer                  = (*Metrics)(nil)
 )
 
 // New creates gmproxy's collectors and registers them, with the Go runtime
@@ -232,11 +243,11 @@ func (m *Metrics) build() {
 	m.sessionEvictions = counter("session", "cache_evictions_total", "Sessions evicted from the server session cache.", "protocol")
 	m.ticketsIssued = counter("session", "tickets_issued_total", "Session tickets issued.", "protocol")
 	m.ticketsAccepted = counter("session", "tickets_accepted_total", "Session tickets accepted for resumption.", "protocol")
-	m.ticketsRejected = counter("session", "tickets_rejected_total", "Session tickets rejected (unknown key, expired, malformed).", "protocol")
+	m.ticketsRejected = counter("session", "tickets_rejected_total", "Session tickets offered by clients and not used, by reason (see handshake.TicketRejectReasons: undecryptable for an unknown or retired ticket key, expired, …).", "protocol", "reason")
 
-	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error.", "op", "protocol", "result")
-	m.keyOpQueue = histogram("", "key_operation_queue_seconds", "Time private-key operations waited for an offload worker.", KeyOpBuckets, "op", "protocol")
-	m.keyOpDuration = histogram("", "key_operation_duration_seconds", "Execution time of private-key operations, queue wait excluded.", KeyOpBuckets, "op", "protocol")
+	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error and key location local or remote (key server).", "op", "protocol", "result", "location")
+	m.keyOpQueue = histogram("", "key_operation_queue_seconds", "Time private-key operations waited for an offload worker (remote keys: for a remote slot).", KeyOpBuckets, "op", "protocol", "location")
+	m.keyOpDuration = histogram("", "key_operation_duration_seconds", "Execution time of private-key operations, queue wait excluded (remote keys: the round trip to the key server).", KeyOpBuckets, "op", "protocol", "location")
 	m.keyQueueLen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "key_operation_queue_length",
 		Help: "Private-key operations waiting for an offload worker (0 without an engine)."}, func() float64 {
 		if f := m.keyQueueFn.Load(); f != nil {
@@ -348,16 +359,21 @@ func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint
 
 // ---- handshake.KeyOpObserver ----
 
-// KeyOp implements handshake.KeyOpObserver.
+// KeyOp implements handshake.KeyOpObserver (a local key).
 func (m *Metrics) KeyOp(op, family string, queueWait, exec time.Duration, err error) {
-	o, p := fixed(keyOps, op), protocolLabel(family)
+	m.KeyOpAt(op, family, handshake.KeyLocal, queueWait, exec, err)
+}
+
+// KeyOpAt implements handshake.KeyOpLocationObserver.
+func (m *Metrics) KeyOpAt(op, family, location string, queueWait, exec time.Duration, err error) {
+	o, p, l := fixed(keyOps, op), protocolLabel(family), fixed(keyLocations, location)
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
-	m.keyOps.WithLabelValues(o, p, result).Inc()
-	m.keyOpQueue.WithLabelValues(o, p).Observe(queueWait.Seconds())
-	m.keyOpDuration.WithLabelValues(o, p).Observe(exec.Seconds())
+	m.keyOps.WithLabelValues(o, p, result, l).Inc()
+	m.keyOpQueue.WithLabelValues(o, p, l).Observe(queueWait.Seconds())
+	m.keyOpDuration.WithLabelValues(o, p, l).Observe(exec.Seconds())
 }
 
 // ObserveKeyQueue makes gmproxy_key_operation_queue_length read queueLen
@@ -410,9 +426,15 @@ func (m *Metrics) TicketAccepted(family string) {
 	m.ticketsAccepted.WithLabelValues(protocolLabel(family)).Inc()
 }
 
-// TicketRejected implements handshake.SessionObserver.
+// TicketRejected implements handshake.SessionObserver (no reason known:
+// reason="none").
 func (m *Metrics) TicketRejected(family string) {
-	m.ticketsRejected.WithLabelValues(protocolLabel(family)).Inc()
+	m.TicketRejectedReason(family, "")
+}
+
+// TicketRejectedReason implements handshake.TicketReasonObserver.
+func (m *Metrics) TicketRejectedReason(family, reason string) {
+	m.ticketsRejected.WithLabelValues(protocolLabel(family), fixed(ticketRejectReasons, reason)).Inc()
 }
 
 // ---- proxy.Observer ----

@@ -158,6 +158,8 @@ func TestBytesAndKeyOps(t *testing.T) {
 	m.Bytes("tls", "TLS_AES_128_GCM_SHA256", 0, 10, 0, 1)
 	m.KeyOp("sign", "tls13sm", 5*time.Microsecond, 30*time.Microsecond, nil)
 	m.KeyOp("decrypt", "tlcp", time.Millisecond, 65*time.Microsecond, errors.New("bad"))
+	m.KeyOpAt("key_agreement", "tlcp", handshake.KeyRemote, 0, 3*time.Millisecond, errors.New("key server down"))
+	m.KeyOpAt("sign", "tlcp", "moon", 0, time.Millisecond, nil)
 
 	tests := []struct {
 		c    prometheus.Collector
@@ -167,8 +169,10 @@ func TestBytesAndKeyOps(t *testing.T) {
 		{m.tlsBytes.WithLabelValues("tlcp", "ECC-SM2-SM4-CBC-SM3", "tx"), 32768},
 		{m.tlsRecords.WithLabelValues("tlcp", "ECC-SM2-SM4-CBC-SM3", "tx"), 2},
 		{m.tlsBytes.WithLabelValues("tls", "TLS_AES_128_GCM_SHA256", "tx"), 10},
-		{m.keyOps.WithLabelValues("sign", "tls13sm", "ok"), 1},
-		{m.keyOps.WithLabelValues("decrypt", "tlcp", "error"), 1},
+		{m.keyOps.WithLabelValues("sign", "tls13sm", "ok", "local"), 1},
+		{m.keyOps.WithLabelValues("decrypt", "tlcp", "error", "local"), 1},
+		{m.keyOps.WithLabelValues("key_agreement", "tlcp", "error", "remote"), 1},
+		{m.keyOps.WithLabelValues("sign", "tlcp", "ok", "other"), 1},
 	}
 	for i, tt := range tests {
 		if got := testutil.ToFloat64(tt.c); got != tt.want {
@@ -215,6 +219,10 @@ func TestSessions(t *testing.T) {
 	m.TicketIssued("tls13sm")
 	m.TicketAccepted("tls13sm")
 	m.TicketRejected("tls13sm")
+	m.TicketRejectedReason("tlcp", "expired")
+	m.TicketRejectedReason("tlcp", "expired")
+	m.TicketRejectedReason("tls13sm", "undecryptable")
+	m.TicketRejectedReason("tls13sm", "client-controlled junk")
 	tests := []struct {
 		c    prometheus.Collector
 		want float64
@@ -225,7 +233,10 @@ func TestSessions(t *testing.T) {
 		{m.sessionEvictions.WithLabelValues("tlcp"), 6},
 		{m.ticketsIssued.WithLabelValues("tls13sm"), 2},
 		{m.ticketsAccepted.WithLabelValues("tls13sm"), 1},
-		{m.ticketsRejected.WithLabelValues("tls13sm"), 1},
+		{m.ticketsRejected.WithLabelValues("tls13sm", "none"), 1},
+		{m.ticketsRejected.WithLabelValues("tlcp", "expired"), 2},
+		{m.ticketsRejected.WithLabelValues("tls13sm", "undecryptable"), 1},
+		{m.ticketsRejected.WithLabelValues("tls13sm", "other"), 1},
 	}
 	for i, tt := range tests {
 		if got := testutil.ToFloat64(tt.c); got != tt.want {
@@ -324,6 +335,8 @@ func TestBoundedLabels(t *testing.T) {
 		m.HandshakeDone(handshake.HandshakeEvent{State: st, Err: errors.New(v), Reason: v})
 		m.Bytes(v, v, 1, 1, 1, 1)
 		m.KeyOp(v, v, 0, 0, nil)
+		m.KeyOpAt(v, v, v, 0, 0, nil)
+		m.TicketRejectedReason(v, v)
 		m.SessionLookup(v, i%2 == 0)
 		m.SessionCacheSize(v, i, uint64(i))
 		m.TicketIssued(v)
@@ -338,7 +351,7 @@ func TestBoundedLabels(t *testing.T) {
 		"listener": maxListeners + 2, "site": maxSites + 2, "route": maxRoutes + 2,
 		"upstream": maxUpstreams + 2, "target": maxTargets + 2, "reason": maxRefusals + 2,
 		"protocol": len(protocols) + 2, "result": len(handshakeResults) + 3,
-		"op": len(keyOps) + 2, "role": len(certRoles) + 2, "method": len(httpMethods) + 2,
+		"op": len(keyOps) + 2, "location": len(keyLocations) + 2, "role": len(certRoles) + 2, "method": len(httpMethods) + 2,
 		"code": 7, "direction": 2, "resumed": 2, "client_auth": 2,
 		"cipher":  len(cipherNames) + 2,
 		"version": 1, "goversion": 1, "gmsm": 1,

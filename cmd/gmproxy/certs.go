@@ -20,12 +20,13 @@ func init() {
 // certsMain writes a complete test PKI with devpki and prints what it
 // wrote and a configuration snippet that uses it.
 func certsMain(args []string, stdout, stderr io.Writer) int {
-	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-force]")
+	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-keyserver HOST] [-force]")
 	out := fset.String("out", "", "`folder` to write the PKI into (created if missing)")
 	hosts := fset.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IP addresses of the server certificates")
 	days := fset.Int("days", 825, "validity of every certificate in days")
 	noECDSA := fset.Bool("no-ecdsa", false, "leave out the ECDSA CA and server certificate for ordinary TLS")
 	force := fset.Bool("force", false, "replace a PKI already in the folder")
+	ksHost := fset.String("keyserver", "", "also write ECDSA certificates for the mutual TLS between gmproxy and gmproxy keyserver, the key server's certificate for `host` (name or IP)")
 	if err := fset.Parse(args); err != nil {
 		return 2
 	}
@@ -69,6 +70,14 @@ func certsMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
 		return 1
 	}
+	if *ksHost != "" {
+		ks, err := writeKeyServerMTLS(*out, []string{*ksHost}, time.Duration(*days)*24*time.Hour)
+		if err != nil {
+			fmt.Fprintf(stderr, "gmproxy certs: key server certificates: %v\n", err)
+			return 1
+		}
+		written = append(written, ks...)
+	}
 	abs, err := filepath.Abs(*out)
 	if err != nil {
 		abs = *out
@@ -83,6 +92,9 @@ func certsMain(args []string, stdout, stderr io.Writer) int {
 		devpki.FileClientEncCert:   "TLCP client encryption cert (needed for ECDHE suites)",
 		devpki.FileECDSACACert:     "ECDSA root CA for ordinary TLS clients",
 		devpki.FileECDSAServerCert: "ECDSA P-256 server cert for ordinary TLS",
+		fileKSCACert:               "ECDSA CA of the key server's mutual TLS (key_servers[].ca, keyserver tls.client_ca)",
+		fileKSServerCert:           "gmproxy keyserver's certificate (keyserver tls.cert)",
+		fileKSClientCert:           "gmproxy's client certificate for the key server (key_servers[].cert)",
 	}
 	for _, w := range written {
 		note := describe[filepath.Base(w)]

@@ -43,6 +43,9 @@ type Env struct {
 	keys     ticket.Source
 	// stores holds per-protocol session stores created by the engine files.
 	stores map[string]any
+	// keyClients are the clients of the key servers of the latest build,
+	// by name (keyservers.go).
+	keyClients map[string]*keyClient
 }
 
 // engine is one private-key engine with the number of generations using it.
@@ -198,6 +201,7 @@ func (e *Env) Close() {
 	for eng := range engines {
 		eng.o.Close()
 	}
+	e.closeKeyClients()
 }
 
 // siteBuild is what the protocol hooks get for one site.
@@ -207,6 +211,7 @@ type siteBuild struct {
 	cfg  *conf.Config
 	site *conf.Site
 	alpn []string
+	keys map[string]*handshake.KeyClient // key server clients by name
 }
 
 // Hooks filled in by the protocol and proxy integration files.
@@ -225,11 +230,19 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	}
 	var errs []error
 	eng := env.acquireEngine(cfg.Offload)
-	release := func() { env.releaseEngine(eng, maxHandshakeTimeout(cfg)+time.Second) }
+	kcs := env.acquireKeyClients(cfg)
+	keys := keyClientMap(kcs)
+	release := func() {
+		delay := maxHandshakeTimeout(cfg) + time.Second
+		env.releaseEngine(eng, delay)
+		if len(kcs) > 0 {
+			time.AfterFunc(delay, func() { env.releaseKeyClients(kcs) })
+		}
+	}
 	sites := map[string]*handshake.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, eng.o, cfg, s)
+		hs, err := buildSite(env, eng.o, keys, cfg, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
@@ -313,13 +326,17 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			},
 		})
 	}
+	stopProbes := probeRemoteKeys(env.Logger, cfg, keys)
 	var closeOnce sync.Once
-	gen.Close = func() { closeOnce.Do(func() { px.Close(); release() }) }
+	gen.Close = func() { closeOnce.Do(func() { stopProbes(); px.Close(); release() }) }
 	if len(errs) > 0 {
 		gen.Close()
 		return nil, errors.Join(errs...)
 	}
 	gen.Info = []any{"sites", len(cfg.Sites), "upstreams", len(cfg.Upstreams)}
+	if len(cfg.KeyServers) > 0 {
+		gen.Info = append(gen.Info, "key_servers", len(cfg.KeyServers))
+	}
 	if cfg.File != "" {
 		gen.Info = append(gen.Info, "config", cfg.File)
 	}
@@ -338,13 +355,13 @@ func maxHandshakeTimeout(cfg *conf.Config) time.Duration {
 	return d
 }
 
-func buildSite(env *Env, off *handshake.Offload, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
+func buildSite(env *Env, off *handshake.Offload, keys map[string]*handshake.KeyClient, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
-	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn}
+	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys}
 	hs := &handshake.Site{Name: s.Name, ServerNames: s.ServerNames}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {

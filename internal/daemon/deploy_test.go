@@ -74,8 +74,22 @@ func TestReadmeConfig(t *testing.T) {
 	}
 	for _, part := range parts[1:] {
 		y, _, _ := strings.Cut(part, "```")
-		_, err := conf.Parse("README.md", []byte(y))
 		var probs conf.Problems
+		if strings.HasPrefix(y, "# keyserver.yaml") {
+			// The file of gmproxy keyserver, not gmproxy's.
+			f := filepath.Join(t.TempDir(), "keyserver.yaml")
+			if err := os.WriteFile(f, []byte(y), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, probs = conf.CheckKeyServer(f)
+			for _, p := range probs {
+				if p.Severity == conf.SeverityError && !strings.Contains(p.Message, "no such file") {
+					t.Errorf("README keyserver example: %s", p)
+				}
+			}
+			continue
+		}
+		_, err := conf.Parse("README.md", []byte(y))
 		if err != nil && !errors.As(err, &probs) {
 			t.Fatal(err)
 		}

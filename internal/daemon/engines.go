@@ -28,11 +28,19 @@ func (b *siteBuild) sessionLifetime() time.Duration {
 func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 	m := &b.site.Material
 	off := b.off
+	signKey, err := b.siteKey(m.TLCPSign)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign key: %w", err)
+	}
+	encKey, err := b.siteKey(m.TLCPEnc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("enc key: %w", err)
+	}
 	cert := tlcp.Certificate{
 		SignCertificate: m.TLCPSign.DER(),
-		SignKey:         off.Wrap(m.TLCPSign.Key, handshake.FamilyTLCP),
+		SignKey:         off.Wrap(signKey, handshake.FamilyTLCP),
 		EncCertificate:  m.TLCPEnc.Leaf().Raw,
-		EncKey:          off.Wrap(m.TLCPEnc.Key, handshake.FamilyTLCP),
+		EncKey:          off.Wrap(encKey, handshake.FamilyTLCP),
 		Leaf:            m.TLCPSign.Leaf(),
 		EncLeaf:         m.TLCPEnc.Leaf(),
 	}
@@ -73,10 +81,14 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, err := b.siteKey(m.TLS13SM)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &tls13sm.Config{
 		Certificates: []tls13sm.Certificate{{
 			Certificate: m.TLS13SM.DER(),
-			PrivateKey:  off.Wrap(m.TLS13SM.Key, handshake.FamilyTLS13SM),
+			PrivateKey:  off.Wrap(key, handshake.FamilyTLS13SM),
 			Leaf:        m.TLS13SM.Leaf(),
 		}},
 		CipherSuites:           m.TLS13SMSuites,
@@ -107,10 +119,11 @@ func clientAuthType[T any](mode string, ifGiven, require T) T {
 }
 
 // tls13smTicketObserver reports tls13sm ticket events to the session
-// observer under the family "tls13sm" (nil observer: no hook). The
-// rejection reason is bounded but the observer has no label for it yet.
+// observer under the family "tls13sm" (nil observer: no hook), with the
+// bounded rejection reason when the observer takes one.
 func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEvent) {
-	return ticketObserver(obs, handshake.FamilyTLS13SM, func(e tls13sm.TicketEvent) tls13sm.TicketEventKind { return e.Kind },
+	return ticketObserver(obs, handshake.FamilyTLS13SM,
+		func(e tls13sm.TicketEvent) (tls13sm.TicketEventKind, string) { return e.Kind, e.Reason },
 		tls13sm.TicketIssued, tls13sm.TicketAccepted, tls13sm.TicketRejected)
 }
 
@@ -118,25 +131,33 @@ func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEve
 // under the family "tlcp" (nil observer: no hook), as tls13smTicketObserver
 // does for TLS 1.3-SM. Session-ID lookups are reported by sessionStore.
 func tlcpTicketObserver(obs handshake.SessionObserver) func(tlcp.TicketEvent) {
-	return ticketObserver(obs, handshake.FamilyTLCP, func(e tlcp.TicketEvent) tlcp.TicketEventKind { return e.Kind },
+	return ticketObserver(obs, handshake.FamilyTLCP,
+		func(e tlcp.TicketEvent) (tlcp.TicketEventKind, string) { return e.Kind, e.Reason },
 		tlcp.TicketIssued, tlcp.TicketAccepted, tlcp.TicketRejected)
 }
 
 // ticketObserver is an OnTicket hook of either protocol package: it counts
 // the event kinds issued, accepted and rejected under family (nil
-// observer: no hook).
-func ticketObserver[E any, K comparable](obs handshake.SessionObserver, family string, kind func(E) K, issued, accepted, rejected K) func(E) {
+// observer: no hook). A rejection goes to TicketRejectedReason with the
+// protocol's reason when obs implements handshake.TicketReasonObserver,
+// else to TicketRejected.
+func ticketObserver[E any, K comparable](obs handshake.SessionObserver, family string, kind func(E) (K, string), issued, accepted, rejected K) func(E) {
 	if obs == nil {
 		return nil
 	}
+	withReason, _ := obs.(handshake.TicketReasonObserver)
 	return func(e E) {
-		switch kind(e) {
+		switch k, reason := kind(e); k {
 		case issued:
 			obs.TicketIssued(family)
 		case accepted:
 			obs.TicketAccepted(family)
 		case rejected:
-			obs.TicketRejected(family)
+			if withReason != nil {
+				withReason.TicketRejectedReason(family, reason)
+			} else {
+				obs.TicketRejected(family)
+			}
 		}
 	}
 }

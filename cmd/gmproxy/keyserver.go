@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+func init() {
+	register("keyserver", "serve SM2 private keys to gmproxy instances over mutual TLS: gmproxy keyserver -c FILE", func(args []string, stdout, stderr io.Writer) int {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(sigs)
+		return keyserverMain(args, stdout, stderr, sigs, nil)
+	})
+}
+
+// keyserverMain runs gmproxy keyserver until SIGTERM/SIGINT on sigs; ready,
+// when set, is called with the bound address once it serves.
+func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, ready func(addr string)) int {
+	fs := newFlags("keyserver", stderr,
+		"usage: gmproxy keyserver -c FILE [-check] [-log-format text|json] [-log-level LEVEL]",
+		"",
+		"Serves the SM2 private keys named in FILE (see conf/README.md, section keyserver) to",
+		"gmproxy instances whose key_servers entry points here: sign, decrypt and SM2 key",
+		"agreement over mutual TLS (or a Unix socket). SIGHUP reloads the keys; SIGTERM/SIGINT",
+		"stop it gracefully.",
+		"")
+	file := fs.String("c", "", "configuration `file` (YAML)")
+	checkOnly := fs.Bool("check", false, "check the configuration and the keys, then exit")
+	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format)")
+	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *file == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	cfg, err := conf.LoadKeyServer(*file)
+	if err != nil {
+		var probs conf.Problems
+		if errors.As(err, &probs) {
+			for _, p := range probs {
+				fmt.Fprintln(stderr, p.String())
+			}
+			fmt.Fprintf(stderr, "gmproxy keyserver: configuration file %s is not usable (%s, %s); nothing started\n", *file,
+				plural(probs.Count(conf.SeverityError), "error"), plural(probs.Count(conf.SeverityWarning), "warning"))
+		} else {
+			fmt.Fprintf(stderr, "gmproxy keyserver: %s\n", err)
+		}
+		return 1
+	}
+	if *checkOnly {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stderr, w.String())
+		}
+		fmt.Fprintf(stdout, "%s: configuration OK, %s\n", *file, plural(len(cfg.Material.Keys), "key"))
+		return 0
+	}
+	log, _ := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "problem", w.String())
+	}
+
+	ks := &handshake.KeyServer{Logger: log, IdleTimeout: cfg.IdleTimeout}
+	for _, k := range cfg.Material.Keys {
+		id, err := ks.AddKey(k.Key)
+		if err != nil {
+			fmt.Fprintf(stderr, "gmproxy keyserver: key from %s: %v\n", k.File, err)
+			return 1
+		}
+		// The ID is the SM3 of the public key: safe to log.
+		log.Info("serving key", "file", k.File, "id", hex.EncodeToString(id[:8]))
+	}
+	ln, err := keyServerListen(&cfg.Material)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
+		return 1
+	}
+	served := make(chan error, 1)
+	go func() { served <- ks.Serve(ln) }()
+	addr := ln.Addr().String()
+	log.Info("key server listening", "address", addr, "network", cfg.Material.Network, "keys", ks.Len())
+	if ready != nil {
+		ready(addr)
+	}
+
+	for {
+		select {
+		case err := <-served:
+			// The listener failed (not a shutdown).
+			log.Error("key server stopped", "err", err)
+			return 1
+		case sig, ok := <-sigs:
+			if !ok {
+				sigs = nil
+				continue
+			}
+			if sig == syscall.SIGHUP {
+				reloadKeys(log, *file, cfg, ks)
+				continue
+			}
+			log.Info("signal received: graceful shutdown", "signal", sig.String(), "grace", cfg.ShutdownGrace)
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+			err := ks.Shutdown(ctx)
+			cancel()
+			<-served
+			if cfg.Material.Network == "unix" {
+				os.Remove(cfg.Material.Addr)
+			}
+			if err != nil {
+				log.Warn("shutdown grace period over; remaining connections closed", "err", err)
+				return 1
+			}
+			log.Info("shutdown complete")
+			return 0
+		}
+	}
+}
+
+// reloadKeys re-reads the configuration file and replaces the served keys
+// (SIGHUP). An invalid file keeps the running keys; listen, tls and the
+// timeouts need a restart.
+func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *handshake.KeyServer) {
+	log.Info("SIGHUP: reloading the keys")
+	cfg, err := conf.LoadKeyServer(file)
+	if err != nil {
+		var probs conf.Problems
+		if errors.As(err, &probs) {
+			for _, p := range probs {
+				log.Error("configuration", "problem", p.String())
+			}
+		}
+		log.Error("reload refused: configuration invalid, keeping the running keys", "err", err)
+		return
+	}
+	keys := make([]*sm2.PrivateKey, len(cfg.Material.Keys))
+	for i, k := range cfg.Material.Keys {
+		keys[i] = k.Key
+	}
+	if err := ks.SetKeys(keys); err != nil {
+		log.Error("reload refused, keeping the running keys", "err", err)
+		return
+	}
+	if cfg.Listen != running.Listen || cfg.TLS != running.TLS || cfg.IdleTimeout != running.IdleTimeout {
+		log.Warn("listen, tls or idle_timeout changed: restart the key server to apply them")
+	}
+	log.Info("keys reloaded", "keys", ks.Len())
+}
+
+// keyServerListen opens the key server's socket: mutual TLS 1.3 on TCP, or
+// a Unix socket with mode 0600 (a stale socket file is replaced).
+func keyServerListen(m *conf.KeyServerFileMaterial) (net.Listener, error) {
+	if m.Network == "unix" {
+		if fi, err := os.Lstat(m.Addr); err == nil {
+			if fi.Mode()&fs.ModeSocket == 0 {
+				return nil, fmt.Errorf("listen %s: the file exists and is not a socket", m.Addr)
+			}
+			os.Remove(m.Addr)
+		}
+		old := syscall.Umask(0o177)
+		ln, err := net.Listen("unix", m.Addr)
+		syscall.Umask(old)
+		if err != nil {
+			return nil, err
+		}
+		return ln, nil
+	}
+	tc := &tls.Config{
+		Certificates: []tls.Certificate{*m.Cert},
+		ClientCAs:    m.ClientCAs,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS13,
+	}
+	return tls.Listen("tcp", m.Addr, tc)
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
+)
+
+// ksRunning is gmproxy keyserver running in-process.
+type ksRunning struct {
+	addr   string
+	sigs   chan os.Signal
+	exit   chan int
+	stderr *syncBuffer
+}
+
+func startKeyServerCmd(t *testing.T, args ...string) *ksRunning {
+	t.Helper()
+	r := &ksRunning{sigs: make(chan os.Signal, 4), exit: make(chan int, 1), stderr: &syncBuffer{}}
+	ready := make(chan struct{})
+	go func() {
+		r.exit <- keyserverMain(args, &syncBuffer{}, r.stderr, r.sigs, func(addr string) { r.addr = addr; close(ready) })
+	}()
+	select {
+	case <-ready:
+	case code := <-r.exit:
+		t.Fatalf("keyserver exited with %d before serving:\n%s", code, r.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("keyserver did not start")
+	}
+	t.Cleanup(func() {
+		select {
+		case r.sigs <- syscall.SIGTERM:
+		default:
+		}
+	})
+	return r
+}
+
+func (r *ksRunning) stop(t *testing.T) int {
+	t.Helper()
+	r.sigs <- syscall.SIGTERM
+	select {
+	case code := <-r.exit:
+		return code
+	case <-time.After(60 * time.Second):
+		t.Fatal("keyserver did not stop")
+	}
+	return -1
+}
+
+// TestKeyServerCommand: gmproxy certs -keyserver writes the mutual-TLS
+// certificates; gmproxy keyserver serves the TLCP sign/enc keys; gmproxy
+// run with key_servers answers TLCP (ECC and ECDHE) and TLS 1.3-SM through
+// it; SIGTERM stops the key server with exit code 0, after which
+// handshakes fail without hanging.
+func TestKeyServerCommand(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	ksFile := filepath.Join(dir, "keyserver.yaml")
+	write := func(name, text string) {
+		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ksFile, `listen: 127.0.0.1:0
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys:
+  - {key: server_sign.key, cert: server_sign.crt}
+  - {key: server_enc.key, cert: server_enc.crt}
+`)
+	if code, out, errs := ccRun("keyserver", "-c", ksFile, "-check"); code != 0 || !strings.Contains(out, "2 keys") {
+		t.Fatalf("keyserver -check: exit %d: %s%s", code, out, errs)
+	}
+	ks := startKeyServerCmd(t, "-c", ksFile)
+
+	cfgFile := filepath.Join(dir, "gmproxy.yaml")
+	write(cfgFile, `listeners: [{address: "127.0.0.1:0"}]
+key_servers:
+  - {name: keys, address: "`+ks.addr+`", cert: keyserver_client.crt, key: keyserver_client.key, ca: keyserver_ca.crt, timeout: 1s}
+sites:
+  - server_names: [localhost]
+    tlcp: {sign_cert: server_sign.crt, sign_key_server: keys, enc_cert: server_enc.crt, enc_key_server: keys}
+    tls13sm: {}
+    routes: [{path_prefix: /, respond: {body: "remote keys\n"}}]
+admin: {address: "off"}
+access_log: {path: "off"}
+`)
+	if code, out, errs := ccRun("check", "-c", cfgFile); code != 0 {
+		t.Fatalf("check: exit %d: %s%s", code, out, errs)
+	}
+	r := startRun(t, "-c", cfgFile)
+	ca := filepath.Join(dir, devpki.FileCACert)
+	client := []string{"-sign_cert", filepath.Join(dir, devpki.FileClientSignCert), "-sign_key", filepath.Join(dir, devpki.FileClientSignKey),
+		"-enc_cert", filepath.Join(dir, devpki.FileClientEncCert), "-enc_key", filepath.Join(dir, devpki.FileClientEncKey)}
+	for _, args := range [][]string{
+		{"-ntls", "-cipher", "ECC-SM2-SM4-GCM-SM3"},
+		append([]string{"-ntls", "-cipher", "ECDHE-SM2-SM4-GCM-SM3"}, client...),
+		{"-tls13sm"},
+	} {
+		out, _ := getOut(t, append(args, "-CAfile", ca, "-connect", r.addr, "https://localhost/")...)
+		if out != "remote keys\n" {
+			t.Errorf("get %v: body %q", args, out)
+		}
+	}
+
+	// SIGHUP reloads the keys: without the encryption key, TLCP fails and
+	// TLS 1.3-SM (signing key only) still works.
+	write(ksFile, `listen: 127.0.0.1:0
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys: [{key: server_sign.key}]
+`)
+	ks.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return strings.Contains(ks.stderr.String(), "keys reloaded") })
+	var out, errb bytes.Buffer
+	if code := runGet([]string{"-ntls", "-CAfile", ca, "-connect", r.addr, "https://localhost/"}, &out, &errb); code == 0 {
+		t.Errorf("TLCP get succeeded after the enc key was removed: %s", out.String())
+	}
+	if body, _ := getOut(t, "-tls13sm", "-CAfile", ca, "-connect", r.addr, "https://localhost/"); body != "remote keys\n" {
+		t.Errorf("tls13sm after reload: body %q", body)
+	}
+
+	if code := ks.stop(t); code != 0 {
+		t.Errorf("keyserver exit %d after SIGTERM:\n%s", code, ks.stderr.String())
+	}
+	if !strings.Contains(ks.stderr.String(), "shutdown complete") {
+		t.Errorf("keyserver log:\n%s", ks.stderr.String())
+	}
+	if code := runGet([]string{"-tls13sm", "-CAfile", ca, "-connect", r.addr, "https://localhost/"}, &out, &errb); code == 0 {
+		t.Errorf("get succeeded with the key server stopped: %s", out.String())
+	}
+	if code := r.stop(t); code != 0 {
+		t.Errorf("run exit %d", code)
+	}
+}
+
+func TestKeyServerCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "ks.yaml")
+	if err := os.WriteFile(bad, []byte("listen: 127.0.0.1:7443\nkeys:\n  - {key: nope.key}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := ccRun("keyserver", "-c", bad)
+	if code != 1 || !strings.Contains(errs, bad+":3:") || !strings.Contains(errs, "tls.client_ca") || !strings.Contains(errs, "nothing started") {
+		t.Errorf("bad config: exit %d:\n%s", code, errs)
+	}
+	if code, _, _ := ccRun("keyserver"); code != 2 {
+		t.Errorf("no -c: exit %d, want 2", code)
+	}
+}
+
+// TestKeyServerUnixSocket: gmproxy keyserver on a Unix socket (mode 0600,
+// no TLS) serves gmproxy's TLCP keys; the socket file is removed on exit.
+func TestKeyServerUnixSocket(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost", "-no-ecdsa"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	sock := filepath.Join(dir, "ks.sock")
+	ksFile := filepath.Join(dir, "keyserver.yaml")
+	if err := os.WriteFile(ksFile, []byte("listen: unix:"+sock+"\nkeys: [{key: server_sign.key}, {key: server_enc.key}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ks := startKeyServerCmd(t, "-c", ksFile)
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket %v mode %v", err, fi.Mode())
+	}
+	cfgFile := filepath.Join(dir, "gmproxy.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`listeners: [{address: "127.0.0.1:0", protocols: [tlcp]}]
+key_servers: [{name: local, address: "unix:`+sock+`"}]
+sites:
+  - tlcp: {sign_cert: server_sign.crt, sign_key_server: local, enc_cert: server_enc.crt, enc_key_server: local}
+    routes: [{respond: {body: "unix\n"}}]
+admin: {address: "off"}
+access_log: {path: "off"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "-c", cfgFile)
+	if out, _ := getOut(t, "-ntls", "-CAfile", filepath.Join(dir, devpki.FileCACert), "-connect", r.addr, "https://localhost/"); out != "unix\n" {
+		t.Errorf("body %q", out)
+	}
+	if code := ks.stop(t); code != 0 {
+		t.Errorf("keyserver exit %d", code)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("socket file left behind")
+	}
+	r.stop(t)
+}

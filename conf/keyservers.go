@@ -1,0 +1,392 @@
+package conf
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+// Key servers: the key_servers section and the site keys that name one.
+
+// unixPrefix marks a Unix socket address (key_servers[].address,
+// gmproxy keyserver's listen).
+const unixPrefix = "unix:"
+
+// isSM2Public reports whether pub is an SM2 public key.
+func isSM2Public(pub crypto.PublicKey) bool {
+	k, ok := pub.(*ecdsa.PublicKey)
+	return ok && k.Curve == sm2.P256()
+}
+
+// validateKeyServers checks key_servers and loads their mutual-TLS files.
+func (v *validator) validateKeyServers() {
+	v.keyServers, v.keyServerNames, v.keyServerUsed = map[string]*KeyServer{}, map[string]bool{}, map[string]bool{}
+	seen := map[string]string{}
+	for i := range v.cfg.KeyServers {
+		k := &v.cfg.KeyServers[i]
+		p := fmt.Sprintf("key_servers[%d]", i)
+		ok := true
+		switch {
+		case k.Name == "":
+			v.errf(p+".name", "add name: NAME and refer to it with sign_key_server, enc_key_server or key_server", "key server has no name")
+			ok = false
+		case seen[k.Name] != "":
+			v.errf(p+".name", "give every key server a distinct name", "duplicate key server name %q (also %s)", k.Name, seen[k.Name])
+			ok = false
+		default:
+			seen[k.Name] = p
+			v.keyServerNames[k.Name] = true
+		}
+		if k.ConnectTimeout <= 0 {
+			v.errf(p+".connect_timeout", "write a duration such as 2s", "connect_timeout must be positive")
+			ok = false
+		}
+		if k.Timeout <= 0 {
+			v.errf(p+".timeout", "write a duration such as 3s", "timeout must be positive")
+			ok = false
+		}
+		if k.PoolSize < 0 {
+			v.errf(p+".pool_size", "use 0 to close connections after each operation, or for example 8", "pool_size must not be negative")
+			ok = false
+		}
+		if k.MaxInFlight < 0 {
+			v.errf(p+".max_in_flight", "use 0 for unlimited, or for example 64", "max_in_flight must not be negative")
+			ok = false
+		}
+		m := &k.Material
+		switch {
+		case k.Address == "":
+			v.errf(p+".address", "add address: host:port (mutual TLS) or address: unix:/path/to/socket", "key server has no address")
+			ok = false
+		case strings.HasPrefix(k.Address, unixPrefix):
+			m.Network, m.Addr = "unix", strings.TrimPrefix(k.Address, unixPrefix)
+			if m.Addr == "" {
+				v.errf(p+".address", "write unix:/path/to/socket", "unix: address without a path")
+				ok = false
+			}
+			for _, f := range []struct{ key, val string }{{"cert", k.Cert}, {"key", k.Key}, {"ca", k.CA}, {"server_name", k.ServerName}} {
+				if f.val != "" {
+					v.warnf(p+"."+f.key, "remove it, or use a host:port address for mutual TLS", "%s is ignored for a Unix socket (no TLS)", f.key)
+				}
+			}
+		default:
+			if !v.hostPort(p+".address", k.Address, false) {
+				ok = false
+				break
+			}
+			m.Network, m.Addr = "tcp", k.Address
+			m.ServerName = k.ServerName
+			if m.ServerName == "" {
+				m.ServerName, _, _ = net.SplitHostPort(k.Address)
+			}
+			if !v.keyServerTLS(k, p) {
+				ok = false
+			}
+		}
+		if ok {
+			v.keyServers[k.Name] = k
+		}
+	}
+}
+
+// keyServerTLS loads a TCP key server's client certificate and CA.
+func (v *validator) keyServerTLS(k *KeyServer, p string) bool {
+	m := &k.Material
+	ok := true
+	for _, f := range []struct{ key, val, fix string }{
+		{"cert", k.Cert, "add cert: FILE, gmproxy's client certificate (RSA or ECDSA) that the key server trusts"},
+		{"key", k.Key, "add key: FILE, the private key of cert"},
+		{"ca", k.CA, "add ca: FILE with the CA certificates that issued the key server's certificate"},
+	} {
+		if f.val == "" {
+			v.errf(p+"."+f.key, f.fix, "%s is required for a key server reached over TCP (mutual TLS)", f.key)
+			ok = false
+		}
+	}
+	if k.CA != "" {
+		b, err := os.ReadFile(v.resolve(k.CA))
+		if err != nil {
+			v.errf(p+".ca", relFix, "cannot read CA file %q: %s", k.CA, errText(err))
+			ok = false
+		} else if pool, n := x509Pool(b); n == 0 {
+			v.errf(p+".ca", "the file must hold PEM RSA or ECDSA CA certificates (the key server's TLS is ordinary TLS)", "no usable CA certificate in %q", k.CA)
+			ok = false
+		} else {
+			m.RootCAs = pool
+		}
+	}
+	if k.Cert == "" || k.Key == "" {
+		if k.Cert != "" {
+			v.certs(p+".cert", k.Cert) // report a missing or broken file too
+		}
+		return false
+	}
+	kp := v.pair(p, "cert", "key", k.Cert, k.Key, k.KeyPassword)
+	if kp == nil {
+		return false
+	}
+	if isSM2(kp) {
+		v.errf(p+".cert", "use an RSA or ECDSA client certificate (the key server's TLS is ordinary TLS)", "the client certificate has an SM2 key")
+		return false
+	}
+	v.validity(kp, p+".cert")
+	v.eku(kp, p+".cert", "the key server client certificate", smx509.ExtKeyUsageClientAuth)
+	tc := kp.TLSCertificate()
+	m.ClientCert = &tc
+	return ok
+}
+
+// x509Pool parses the PEM certificates of b that crypto/x509 can use.
+func x509Pool(b []byte) (*x509.CertPool, int) {
+	pool := x509.NewCertPool()
+	n := 0
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return pool, n
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil || c.PublicKeyAlgorithm == x509.UnknownPublicKeyAlgorithm {
+			continue
+		}
+		pool.AddCert(c)
+		n++
+	}
+}
+
+// keyServersUsed warns about key servers no site uses.
+func (v *validator) keyServersUsed() {
+	for i, k := range v.cfg.KeyServers {
+		if k.Name != "" && !v.keyServerUsed[k.Name] {
+			v.warnf(fmt.Sprintf("key_servers[%d]", i), "name it in a site's sign_key_server, enc_key_server or key_server, or remove it", "key server %q is not used by any site", k.Name)
+		}
+	}
+}
+
+// pairFrom is pairAt for site keys that may live on a key server: with
+// server set, the certificate is loaded and the key is a RemoteKeyRef to
+// that key server (keyFile must then be empty).
+func (v *validator) pairFrom(p, certKey, keyKey, certFile, keyFile, server string, pw KeyPassword, certIdx, keyIdx int) *KeyPair {
+	if server == "" {
+		return v.pairAt(p, certKey, keyKey, certFile, keyFile, pw, certIdx, keyIdx)
+	}
+	serverKey := keyKey + "_server"
+	ok := true
+	if keyFile != "" {
+		v.errf(p+"."+serverKey, fmt.Sprintf("keep only one of them: %s (a key file on this host) or %s (a key held by a key server)", keyKey, serverKey), "both %s and %s are set", keyKey, serverKey)
+		ok = false
+	}
+	if !v.keyServerNames[server] {
+		names := mapKeys(v.keyServerNames)
+		fix := "add it to key_servers, or use one of: " + strings.Join(names, ", ")
+		if len(names) == 0 {
+			fix = "add a key_servers section with an entry named " + server
+		} else if c := closest(server, names); c != "" {
+			fix = fmt.Sprintf("did you mean %q?", c)
+		}
+		v.errf(p+"."+serverKey, fix, "unknown key server %q", server)
+		ok = false
+	} else {
+		v.keyServerUsed[server] = true
+		if v.keyServers[server] == nil {
+			ok = false // reported at key_servers
+		}
+	}
+	if certFile == "" {
+		v.errf(p+"."+certKey, "add "+certKey+": FILE (the key server finds the key by the certificate's public key)", "%s is required", certKey)
+		return nil
+	}
+	certs := v.certs(p+"."+certKey, certFile)
+	if certs == nil || !ok {
+		return nil
+	}
+	if certIdx >= 0 {
+		if len(certs) < 2 {
+			v.errf(p+"."+certKey, "put the signing certificate first and the encryption certificate second in the file, or name separate files", "sign_cert and enc_cert name the same file %q, which holds %d certificate(s), not 2", certFile, len(certs))
+			return nil
+		}
+		certs = append([]*smx509.Certificate{certs[certIdx]}, certs[2:]...)
+	}
+	pub := certs[0].PublicKey
+	if !isSM2Public(pub) {
+		v.errf(p+"."+certKey, "a key server holds SM2 keys only; keep this key in a key file", "the certificate's key is %s, not SM2", keyType(&KeyPair{Key: &RemoteKeyRef{PublicKey: pub}}))
+		return nil
+	}
+	return &KeyPair{Chain: certs, Key: &RemoteKeyRef{KeyServer: server, PublicKey: pub}, CertFile: v.resolve(certFile), KeyServer: server}
+}
+
+// keyServerKeys loads the keys served by gmproxy keyserver; see
+// KeyServerFile.
+func (v *validator) servedKeys(f *KeyServerFile) {
+	if len(f.Keys) == 0 {
+		v.errf("keys", "add for example:\n  keys:\n    - {key: portal_sign.key, cert: portal_sign.crt}", "no keys configured")
+	}
+	seen := map[string]string{}
+	for i := range f.Keys {
+		k := &f.Keys[i]
+		p := fmt.Sprintf("keys[%d]", i)
+		if k.Key == "" {
+			v.errf(p+".key", "add key: FILE (an SM2 private key)", "key is required")
+			continue
+		}
+		pw, ok := v.password(k.KeyPassword, p)
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(v.resolve(k.Key))
+		if err != nil {
+			v.errf(p+".key", relFix, "cannot read private key file %q: %s", k.Key, errText(err))
+			continue
+		}
+		keys, err := smkey.ParseAllPrivateKeysPEM(b, pw)
+		switch {
+		case errors.Is(err, smkey.ErrNeedPassword):
+			v.errf(p+".key", "set key_password_file or key_password_env in this entry", "private key %q is encrypted and no password is configured", k.Key)
+			continue
+		case err != nil:
+			v.errf(p+".key", "the file must be PEM PKCS#8, SEC 1 or encrypted PKCS#8 SM2 keys", "cannot read private key %q: %s", k.Key, err)
+			continue
+		}
+		for j, key := range keys {
+			sk, ok := key.(*sm2.PrivateKey)
+			if !ok {
+				v.errf(p+".key", "a key server holds SM2 keys only", "key %d of %q is not an SM2 key", j+1, k.Key)
+				continue
+			}
+			id := string(sk.PublicKey.X.Bytes()) + "|" + string(sk.PublicKey.Y.Bytes())
+			if prev, dup := seen[id]; dup {
+				v.warnf(p+".key", "remove the repetition", "key %d of %q is already served (%s)", j+1, k.Key, prev)
+				continue
+			}
+			seen[id] = p
+			f.Material.Keys = append(f.Material.Keys, ServedKeyMaterial{Key: sk, File: v.resolve(k.Key)})
+		}
+		if k.Cert != "" {
+			certs := v.certs(p+".cert", k.Cert)
+			if len(certs) > 0 {
+				match := false
+				for _, key := range keys {
+					match = match || smkey.PublicKeysEqual(key, certs[0].PublicKey)
+				}
+				if !match {
+					v.errf(p+".key", fmt.Sprintf("use the private key that belongs to %s", k.Cert), "private key %q does not match certificate %q (%s)", k.Key, k.Cert, certs[0].Subject.CommonName)
+				}
+			}
+		}
+	}
+}
+
+// LoadKeyServer reads, validates and loads the gmproxy keyserver
+// configuration file at path, like Load does for gmproxy's own: on failure
+// the error is a Problems value listing every problem.
+func LoadKeyServer(path string) (*KeyServerFile, error) {
+	f, probs := CheckKeyServer(path)
+	if probs.HasErrors() {
+		return nil, probs
+	}
+	f.Warnings = probs
+	return f, nil
+}
+
+// CheckKeyServer reads and validates the gmproxy keyserver configuration
+// at path and returns every problem, sorted by position; f is nil when
+// there are errors.
+func CheckKeyServer(path string) (*KeyServerFile, Problems) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Problems{{File: path, Severity: SeverityError, Message: fmt.Sprintf("cannot read the configuration: %s", errText(err)), Fix: "check the -c argument"}}
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, Problems{{File: path, Severity: SeverityError, Message: err.Error()}}
+	}
+	return checkKeyServer(path, dir, data)
+}
+
+// checkKeyServer is CheckKeyServer on data already read; relative file
+// names resolve against dir.
+func checkKeyServer(path, dir string, data []byte) (*KeyServerFile, Problems) {
+	f := &KeyServerFile{}
+	f.setDefaults()
+	f.File = path
+	d := newDecoder(path)
+	d.decodeFile(data, f)
+	if d.probs.HasErrors() && len(d.valPos) == 0 {
+		d.probs.sort()
+		return nil, d.probs
+	}
+	v := &validator{decoder: d, cfg: &Config{}, dir: dir, files: map[string]*loadedFile{}, now: now()}
+	v.validateKeyServerFile(f)
+	d.probs.sort()
+	if d.probs.HasErrors() {
+		return nil, d.probs
+	}
+	return f, d.probs
+}
+
+func (v *validator) validateKeyServerFile(f *KeyServerFile) {
+	m := &f.Material
+	switch {
+	case f.Listen == "":
+		v.errf("listen", "add listen: host:port (mutual TLS) or listen: unix:/path/to/socket", "no listen address")
+	case strings.HasPrefix(f.Listen, unixPrefix):
+		m.Network, m.Addr = "unix", strings.TrimPrefix(f.Listen, unixPrefix)
+		if m.Addr == "" {
+			v.errf("listen", "write unix:/path/to/socket", "unix: address without a path")
+		}
+		if f.TLS != (KeyServerTLS{}) {
+			v.warnf("tls", "remove it, or listen on host:port for mutual TLS", "tls is ignored on a Unix socket")
+		}
+	default:
+		if v.hostPort("listen", f.Listen, true) {
+			m.Network, m.Addr = "tcp", f.Listen
+			if host, _, _ := net.SplitHostPort(f.Listen); host == "" || host == "0.0.0.0" || host == "::" {
+				v.warnf("listen", "bind it to the address only the edge proxies reach, and firewall it", "the key server listens on every interface")
+			}
+		}
+		t := &f.TLS
+		if t.ClientCA == "" {
+			v.errf("tls.client_ca", "add client_ca: FILE with the CA that issues gmproxy's client certificates", "client_ca is required: only authenticated gmproxy instances may use the keys")
+		} else if b, err := os.ReadFile(v.resolve(t.ClientCA)); err != nil {
+			v.errf("tls.client_ca", relFix, "cannot read CA file %q: %s", t.ClientCA, errText(err))
+		} else if pool, n := x509Pool(b); n == 0 {
+			v.errf("tls.client_ca", "the file must hold PEM RSA or ECDSA CA certificates", "no usable CA certificate in %q", t.ClientCA)
+		} else {
+			m.ClientCAs = pool
+		}
+		if kp := v.pair("tls", "cert", "key", t.Cert, t.Key, t.KeyPassword); kp != nil {
+			if isSM2(kp) {
+				v.errf("tls.cert", "use an RSA or ECDSA certificate (the key server's TLS is ordinary TLS)", "the key server certificate has an SM2 key")
+			} else {
+				v.validity(kp, "tls.cert")
+				tc := kp.TLSCertificate()
+				m.Cert = &tc
+			}
+		}
+	}
+	if f.IdleTimeout <= 0 {
+		v.errf("idle_timeout", "write a duration such as 5m", "idle_timeout must be positive")
+	}
+	if f.ShutdownGrace < 0 {
+		v.errf("shutdown_grace", "write a duration such as 10s", "shutdown_grace must not be negative")
+	}
+	v.oneOf("log.level", f.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", f.Log.Format, "text", "json")
+	v.servedKeys(f)
+}

@@ -1,0 +1,147 @@
+package conf
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKeyServerFile checks gmproxy keyserver configurations: the good one
+// loads every key once, the bad one reports each problem (golden file).
+func TestKeyServerFile(t *testing.T) {
+	f, err := LoadKeyServer("testdata/keyserver/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.Material
+	if m.Network != "tcp" || m.Addr != "127.0.0.1:7443" || m.Cert == nil || m.ClientCAs == nil {
+		t.Errorf("material %+v", m)
+	}
+	// server_sign.enc.key is server_sign.key encrypted: served once.
+	if len(m.Keys) != 2 {
+		t.Errorf("%d keys, want 2", len(m.Keys))
+	}
+	if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), "already served") {
+		t.Errorf("warnings %v", f.Warnings)
+	}
+	if f.IdleTimeout != DefaultKeyServerIdleTimeout || f.ShutdownGrace != DefaultKeyServerShutdownGrace || f.Log.Level != "info" {
+		t.Errorf("defaults not filled: %+v", f)
+	}
+
+	_, probs := CheckKeyServer("testdata/keyserver/bad.yaml")
+	if !probs.HasErrors() {
+		t.Fatal("bad.yaml accepted")
+	}
+	var b strings.Builder
+	for _, p := range probs {
+		b.WriteString(p.String() + "\n")
+	}
+	golden(t, "testdata/keyserver/bad.golden", []byte(b.String()))
+
+	u, probs := CheckKeyServer("testdata/keyserver/missing.yaml")
+	if u != nil || len(probs) != 1 {
+		t.Errorf("missing file: %v", probs)
+	}
+}
+
+// TestKeyServerUnixAndReuse: a Unix-socket key server needs no TLS files,
+// and tls13sm: {} reuses the TLCP signing certificate with its key server.
+func TestKeyServerUnixAndReuse(t *testing.T) {
+	cfg, err := Parse("testdata/good/x.yaml", []byte(`listeners: [{address: "127.0.0.1:0"}]
+key_servers:
+  - {name: ks, address: "unix:/run/ks.sock"}
+sites:
+  - tlcp: {sign_cert: ../pki/server_sign.crt, sign_key_server: ks, enc_cert: ../pki/server_enc.crt, enc_key: ../pki/server_enc.key}
+    tls13sm: {}
+    routes: [{respond: {}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Sites[0].Material
+	ref, ok := m.TLCPSign.Key.(*RemoteKeyRef)
+	if !ok || ref.KeyServer != "ks" || m.TLCPSign.KeyServer != "ks" || !m.TLCPSign.Leaf().PublicKey.(*ecdsa.PublicKey).Equal(ref.Public()) {
+		t.Errorf("sign key %#v", m.TLCPSign.Key)
+	}
+	if _, err := ref.Sign(nil, make([]byte, 32), nil); err == nil {
+		t.Error("RemoteKeyRef signed")
+	}
+	if m.TLCPEnc.KeyServer != "" || m.TLS13SM.KeyServer != "ks" {
+		t.Errorf("enc key server %q, tls13sm key server %q", m.TLCPEnc.KeyServer, m.TLS13SM.KeyServer)
+	}
+	ks := cfg.KeyServers[0].Material
+	if ks.Network != "unix" || ks.Addr != "/run/ks.sock" || ks.ClientCert != nil {
+		t.Errorf("key server material %+v", ks)
+	}
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("warnings: %v", cfg.Warnings)
+	}
+}
+
+// writeTestMTLS writes an ECDSA CA (keyserver_ca.crt), a key server
+// certificate (keyserver.crt/.key) and a client certificate
+// (keyserver_client.crt/.key) into dir, as gmproxy certs -keyserver does.
+func writeTestMTLS(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "key server CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
+	ca, _ := x509.ParseCertificate(caDER)
+	write("keyserver_ca.crt", "CERTIFICATE", caDER)
+	for _, l := range []struct {
+		name, cn string
+		eku      x509.ExtKeyUsage
+	}{{"keyserver", "keys.internal", x509.ExtKeyUsageServerAuth}, {"keyserver_client", "gmproxy", x509.ExtKeyUsageClientAuth}} {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: l.cn}, DNSNames: []string{l.cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{l.eku}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, _ := x509.MarshalPKCS8PrivateKey(k)
+		write(l.name+".crt", "CERTIFICATE", der)
+		write(l.name+".key", "PRIVATE KEY", kder)
+	}
+}
+
+func FuzzKeyServerFile(f *testing.F) {
+	files, _ := filepath.Glob("testdata/keyserver/*.yaml")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("listen: unix:/tmp/x\nkeys: [{key: ../pki/server_enc.key}]"))
+	dir, err := filepath.Abs("testdata/keyserver")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		ks, probs := checkKeyServer("testdata/keyserver/fuzz.yaml", dir, data)
+		if (ks == nil) != probs.HasErrors() {
+			t.Fatalf("config %v with problems %v", ks != nil, probs)
+		}
+	})
+}

@@ -1,0 +1,376 @@
+package daemon
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/metrics"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// writeMTLS writes an ECDSA CA and key server / gmproxy client
+// certificates for mutual TLS into dir (mtls_ca.crt, keyserver.crt/.key,
+// client.crt/.key) and returns the key server's tls.Config.
+func writeMTLS(t *testing.T, dir string) *tls.Config {
+	t.Helper()
+	write := func(name, typ string, der []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "key server test CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	write("mtls_ca.crt", "CERTIFICATE", caDER)
+	leaf := func(name, cn string, eku x509.ExtKeyUsage) tls.Certificate {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: []string{cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{eku}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, _ := x509.MarshalPKCS8PrivateKey(k)
+		write(name+".crt", "CERTIFICATE", der)
+		write(name+".key", "PRIVATE KEY", kder)
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	}
+	srv := leaf("keyserver", "keyserver.test", x509.ExtKeyUsageServerAuth)
+	leaf("client", "gmproxy.test", x509.ExtKeyUsageClientAuth)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &tls.Config{Certificates: []tls.Certificate{srv}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+}
+
+// testKeyServer is a key server on loopback holding the test PKI's server
+// sign and enc keys.
+type testKeyServer struct {
+	ks   *handshake.KeyServer
+	addr string
+}
+
+func startKeyServer(t *testing.T, srvTLS *tls.Config) *testKeyServer {
+	t.Helper()
+	p := testPKI(t)
+	ks := &handshake.KeyServer{}
+	for _, k := range []any{p.ServerSign.Key, p.ServerEnc.Key} {
+		if _, err := ks.AddKey(k.(*sm2.PrivateKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", srvTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ks.Serve(ln)
+	t.Cleanup(func() { ks.Shutdown(context.Background()) })
+	return &testKeyServer{ks: ks, addr: ln.Addr().String()}
+}
+
+// remoteKeyConfig writes the test PKI and a configuration whose TLCP sign
+// and enc keys (and so the TLS 1.3-SM key) live on the key server at
+// ksAddr, and loads it through conf like gmproxy run does.
+func remoteKeyConfig(t *testing.T, dir, ksAddr, backend, timeout string) *conf.Config {
+	t.Helper()
+	yaml := `listeners: [{address: "127.0.0.1:0", handshake_timeout: 10s}]
+key_servers:
+  - name: vault
+    address: ` + ksAddr + `
+    cert: client.crt
+    key: client.key
+    ca: mtls_ca.crt
+    server_name: keyserver.test
+    connect_timeout: 1s
+    timeout: ` + timeout + `
+sites:
+  - name: main
+    server_names: [localhost]
+    tlcp: {sign_cert: server_sign.crt, sign_key_server: vault, enc_cert: server_enc.crt, enc_key_server: vault}
+    tls13sm: {}
+    routes: [{path_prefix: /, upstream: app, tls_info_headers: true}]
+upstreams: [{name: app, targets: ["` + backend + `"]}]
+admin: {address: "off"}
+access_log: {path: "off"}
+`
+	name := filepath.Join(dir, "gmproxy.yaml")
+	if err := os.WriteFile(name, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) > 0 {
+		t.Errorf("warnings: %v", cfg.Warnings)
+	}
+	if _, ok := cfg.Sites[0].Material.TLS13SM.Key.(*conf.RemoteKeyRef); !ok {
+		t.Fatal("the TLS 1.3-SM key is not remote")
+	}
+	return cfg
+}
+
+// keyOps returns the key_operations_total series (label=value lists) with
+// a positive count.
+func keyOpSeries(t *testing.T, m *metrics.Metrics, name string) []string {
+	t.Helper()
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.Metric {
+			if mt.GetCounter().GetValue() <= 0 {
+				continue
+			}
+			var ls []string
+			for _, l := range mt.Label {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			out = append(out, strings.Join(ls, ","))
+		}
+	}
+	return out
+}
+
+func hasSeries(series []string, parts ...string) bool {
+	for _, s := range series {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(s, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRemoteKeys: the daemon serves TLCP (ECC and ECDHE) and TLS 1.3-SM
+// handshakes whose sign and enc keys live on a key server over mutual TLS,
+// through the offload engine (key_operations_total{location="remote"});
+// a reload to another key server works; when the key server is gone or
+// never answers, handshakes fail cleanly within the configured timeouts
+// and the error is counted.
+func TestRemoteKeys(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := testPKI(t).WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	srvTLS := writeMTLS(t, dir)
+	ks1 := startKeyServer(t, srvTLS)
+	b := newBackend(t)
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := remoteKeyConfig(t, dir, ks1.addr, b.Listener.Addr().String(), "2s")
+	logBuf := &testpeer.SyncBuffer{}
+	td := startDaemon(t, cfg, func(e *Env) {
+		e.KeyOps = m
+		e.Observer = m
+		e.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logBuf, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	// The local keys are not used: the daemon holds none.
+	for _, kp := range []*conf.KeyPair{cfg.Sites[0].Material.TLCPSign, cfg.Sites[0].Material.TLCPEnc} {
+		if kp.KeyServer != "vault" {
+			t.Fatalf("key of %s is not on the key server", kp.CertFile)
+		}
+	}
+
+	fetchAll := func(step string) {
+		t.Helper()
+		for _, c := range []struct {
+			proto string
+			suite uint16
+		}{{"tlcp", tlcp.ECC_SM4_GCM_SM3}, {"tlcp", tlcp.ECDHE_SM4_GCM_SM3}, {"tlcp", tlcp.ECC_SM4_CBC_SM3}, {"tls13sm", tls13sm.TLS_SM4_GCM_SM3}} {
+			body, _ := get(t, smClient(t, td.addr, c.proto, c.suite, false), "https://localhost/k")
+			if !strings.Contains(body, "path=/k") {
+				t.Errorf("%s: %s %#04x: body %q", step, c.proto, c.suite, body)
+			}
+		}
+	}
+	fetchAll("key server 1")
+	ops := keyOpSeries(t, m, "gmproxy_key_operations_total")
+	for _, want := range [][]string{
+		{"location=remote", "op=sign", "protocol=tlcp", "result=ok"},
+		{"location=remote", "op=decrypt", "protocol=tlcp", "result=ok"},
+		{"location=remote", "op=key_agreement", "protocol=tlcp", "result=ok"},
+		{"location=remote", "op=sign", "protocol=tls13sm", "result=ok"},
+	} {
+		if !hasSeries(ops, want...) {
+			t.Errorf("key_operations_total lacks %v:\n%s", want, strings.Join(ops, "\n"))
+		}
+	}
+	if hasSeries(ops, "location=local") {
+		t.Errorf("local key operations with remote keys:\n%s", strings.Join(ops, "\n"))
+	}
+
+	// Reload onto a second key server; the first one goes away.
+	ks2 := startKeyServer(t, srvTLS)
+	td.setConfig(remoteKeyConfig(t, dir, ks2.addr, b.Listener.Addr().String(), "2s"))
+	if err := td.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	ks1.ks.Shutdown(context.Background())
+	fetchAll("after reload to key server 2")
+
+	// Key server down: connection refused.
+	ks2.ks.Shutdown(context.Background())
+	failures := func(step string) {
+		t.Helper()
+		for _, c := range []struct {
+			proto string
+			suite uint16
+		}{{"tlcp", tlcp.ECC_SM4_GCM_SM3}, {"tlcp", tlcp.ECDHE_SM4_GCM_SM3}, {"tls13sm", tls13sm.TLS_SM4_GCM_SM3}} {
+			err := handshakeOnly(t, td.addr, c.proto, c.suite)
+			if err == nil {
+				t.Errorf("%s: %s %#04x: handshake succeeded without the key server", step, c.proto, c.suite)
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("%s: %s %#04x: hung until the test's deadline: %v", step, c.proto, c.suite, err)
+			}
+		}
+	}
+	failures("key server down")
+	errs := keyOpSeries(t, m, "gmproxy_key_operations_total")
+	if !hasSeries(errs, "location=remote", "op=sign", "result=error") {
+		t.Errorf("no remote key error counted:\n%s", strings.Join(errs, "\n"))
+	}
+	// The server reports a handshake just after the client saw its alert.
+	reasons := func(n int) []string {
+		for i := 0; ; i++ {
+			td.obs.mu.Lock()
+			r := append([]string(nil), td.obs.reasons...)
+			td.obs.mu.Unlock()
+			if len(r) >= n || i == 200 {
+				return r
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if r := reasons(3); len(r) != 3 || r[0] != "internal_error" {
+		t.Errorf("failed handshakes reported: %v, want 3 internal_error", r)
+	}
+
+	// A key server that completes mutual TLS and never answers: the
+	// operation timeout (300ms) ends each attempt.
+	hole, err := tls.Listen("tcp", "127.0.0.1:0", srvTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			held = append(held, c)
+		}
+	}()
+	td.setConfig(remoteKeyConfig(t, dir, hole.Addr().String(), b.Listener.Addr().String(), "300ms"))
+	if err := td.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	failures("key server silent")
+	// The generation's probe of its remote keys reports the silent key
+	// server in the log.
+	for i := 0; !strings.Contains(logBuf.String(), "remote key not usable") || !strings.Contains(logBuf.String(), "operation timed out after 300ms"); i++ {
+		if i == 200 {
+			t.Fatal("no log line about the silent key server")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := reasons(6); len(r) != 6 {
+		t.Errorf("failed handshakes reported: %v, want 6", r)
+	}
+}
+
+// handshakeOnly runs one client handshake of proto with suite against the
+// daemon at addr (20 s deadline) and returns its error.
+func handshakeOnly(t *testing.T, addr, proto string, suite uint16) error {
+	t.Helper()
+	p := testPKI(t)
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	if proto == "tlcp" {
+		return tlcp.Client(raw, &tlcp.Config{RootCAs: testRoots(t), ServerName: "localhost", CipherSuites: []uint16{suite},
+			Certificates: []tlcp.Certificate{{SignCertificate: [][]byte{p.ClientSign.Cert.Raw}, SignKey: p.ClientSign.Key,
+				EncCertificate: p.ClientEnc.Cert.Raw, EncKey: p.ClientEnc.Key}}}).Handshake()
+	}
+	return tls13sm.Client(raw, &tls13sm.Config{RootCAs: testRoots(t), ServerName: "localhost", CipherSuites: []uint16{suite}}).Handshake()
+}
+
+// TestKeyClientsAcrossReloads: a reload that keeps a key server's settings
+// keeps its client (and pooled connections); changed settings get a new
+// client, and the old one is closed once no generation uses it.
+func TestKeyClientsAcrossReloads(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := testPKI(t).WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeMTLS(t, dir)
+	cfg1 := remoteKeyConfig(t, dir, "127.0.0.1:1", "127.0.0.1:2", "2s")
+	cfg2 := remoteKeyConfig(t, dir, "127.0.0.1:1", "127.0.0.1:2", "2s")
+	cfg3 := remoteKeyConfig(t, dir, "127.0.0.1:1", "127.0.0.1:2", "1s")
+	env := &Env{}
+	defer env.Close()
+	a := env.acquireKeyClients(cfg1)
+	b := env.acquireKeyClients(cfg2)
+	if a[0] != b[0] || a[0].refs != 2 {
+		t.Fatalf("same settings: new client (refs %d)", a[0].refs)
+	}
+	c := env.acquireKeyClients(cfg3)
+	if c[0] == a[0] {
+		t.Fatal("changed timeout: same client")
+	}
+	env.releaseKeyClients(a)
+	env.releaseKeyClients(b)
+	if a[0].refs != 0 || env.keyClients["vault"] != c[0] {
+		t.Errorf("old client refs %d; current replaced", a[0].refs)
+	}
+	if c[0].c.Timeout != time.Second || c[0].c.MaxConns != conf.DefaultKeyServerMaxInFlight {
+		t.Errorf("client settings: timeout %v, max conns %d", c[0].c.Timeout, c[0].c.MaxConns)
+	}
+}

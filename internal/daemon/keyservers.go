@@ -1,0 +1,264 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// Remote key servers: every key_servers entry of a configuration becomes a
+// handshake.KeyClient (a small pool of mutual-TLS or Unix-socket
+// connections); site keys that name it become handshake.RemoteKeys behind
+// the offload engine. Clients live in the Env so that a reload that keeps
+// a key server's settings keeps its connections; one whose settings
+// changed gets a new client, and the old one closes when the last
+// generation using it is released.
+
+// keyClient is one key server client with the number of generations
+// using it.
+type keyClient struct {
+	cfg  conf.KeyServer
+	c    *handshake.KeyClient
+	refs int
+}
+
+// acquireKeyClients returns the clients of cfg's key servers by name,
+// counted as used by one more generation until releaseKeyClients.
+func (e *Env) acquireKeyClients(cfg *conf.Config) []*keyClient {
+	if len(cfg.KeyServers) == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keyClients == nil {
+		e.keyClients = map[string]*keyClient{}
+	}
+	var out []*keyClient
+	for _, ks := range cfg.KeyServers {
+		kc := e.keyClients[ks.Name]
+		if kc == nil || !sameKeyServer(&kc.cfg, &ks) {
+			if kc != nil && kc.refs == 0 {
+				kc.c.Close()
+			}
+			kc = &keyClient{cfg: ks, c: newKeyClient(&ks)}
+			e.keyClients[ks.Name] = kc
+		}
+		kc.refs++
+		out = append(out, kc)
+	}
+	return out
+}
+
+// releaseKeyClients drops a generation's use of its key clients; a client
+// no longer current and no longer used closes its connections.
+func (e *Env) releaseKeyClients(kcs []*keyClient) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, kc := range kcs {
+		kc.refs--
+		if kc.refs <= 0 && e.keyClients[kc.cfg.Name] != kc {
+			kc.c.Close()
+		}
+	}
+}
+
+// closeKeyClients closes every key client (Env.Close).
+func (e *Env) closeKeyClients() {
+	e.mu.Lock()
+	kcs := e.keyClients
+	e.keyClients = nil
+	e.mu.Unlock()
+	for _, kc := range kcs {
+		kc.c.Close()
+	}
+}
+
+// sameKeyServer reports whether a and b configure the same client: same
+// settings and the same loaded certificates and keys.
+func sameKeyServer(a, b *conf.KeyServer) bool {
+	ma, mb := &a.Material, &b.Material
+	if a.Name != b.Name || ma.Network != mb.Network || ma.Addr != mb.Addr || ma.ServerName != mb.ServerName ||
+		a.ConnectTimeout != b.ConnectTimeout || a.Timeout != b.Timeout || a.PoolSize != b.PoolSize || a.MaxInFlight != b.MaxInFlight {
+		return false
+	}
+	if (ma.ClientCert == nil) != (mb.ClientCert == nil) || (ma.RootCAs == nil) != (mb.RootCAs == nil) {
+		return false
+	}
+	if ma.RootCAs != nil && !ma.RootCAs.Equal(mb.RootCAs) {
+		return false
+	}
+	if ca, cb := ma.ClientCert, mb.ClientCert; ca != nil {
+		if !slices.EqualFunc(ca.Certificate, cb.Certificate, bytes.Equal) {
+			return false
+		}
+		ka, ok := ca.PrivateKey.(interface{ Equal(crypto.PrivateKey) bool })
+		if !ok || !ka.Equal(cb.PrivateKey) {
+			return false
+		}
+	}
+	return true
+}
+
+// newKeyClient returns the client of one key_servers entry.
+func newKeyClient(ks *conf.KeyServer) *handshake.KeyClient {
+	m := ks.Material
+	connect := durOr(ks.ConnectTimeout, conf.DefaultKeyServerConnectTimeout)
+	var dial func(ctx context.Context) (net.Conn, error)
+	if m.Network == "unix" {
+		dial = func(ctx context.Context) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, connect)
+			defer cancel()
+			return (&net.Dialer{}).DialContext(ctx, "unix", m.Addr)
+		}
+	} else {
+		tc := &tls.Config{RootCAs: m.RootCAs, ServerName: m.ServerName, MinVersion: tls.VersionTLS13}
+		if m.ClientCert != nil {
+			tc.Certificates = []tls.Certificate{*m.ClientCert}
+		}
+		d := &tls.Dialer{Config: tc}
+		dial = func(ctx context.Context) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, connect)
+			defer cancel()
+			return d.DialContext(ctx, "tcp", m.Addr)
+		}
+	}
+	pool := ks.PoolSize
+	if pool == 0 {
+		pool = -1 // KeyClient: 0 means its default; the config's 0 keeps none
+	}
+	return &handshake.KeyClient{
+		Dial:     dial,
+		MaxIdle:  pool,
+		MaxConns: ks.MaxInFlight,
+		Timeout:  durOr(ks.Timeout, conf.DefaultKeyServerTimeout),
+	}
+}
+
+// siteKey returns the private key of kp for the handshake stacks: a
+// RemoteKey on its key server when conf left a RemoteKeyRef, else kp.Key.
+func (b *siteBuild) siteKey(kp *conf.KeyPair) (crypto.Signer, error) {
+	ref, ok := kp.Key.(*conf.RemoteKeyRef)
+	if !ok {
+		return kp.Key, nil
+	}
+	kc := b.keys[ref.KeyServer]
+	if kc == nil {
+		return nil, fmt.Errorf("key server %q is not configured", ref.KeyServer)
+	}
+	pub, ok := ref.PublicKey.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("key server %q: the certificate's key is %T, not SM2", ref.KeyServer, ref.PublicKey)
+	}
+	return handshake.NewRemoteKey(kc, pub)
+}
+
+// keyClientMap indexes kcs by key server name.
+func keyClientMap(kcs []*keyClient) map[string]*handshake.KeyClient {
+	m := make(map[string]*handshake.KeyClient, len(kcs))
+	for _, kc := range kcs {
+		m[kc.cfg.Name] = kc.c
+	}
+	return m
+}
+
+// probeRemoteKeys checks, in the background, that every remote key of
+// cfg's sites answers on its key server, so that a key server that is
+// down or lacks a key shows up in the log at start and reload rather than
+// only as failing handshakes. Signing keys sign a random digest (the
+// signature is verified); encryption keys decrypt a random secret
+// encrypted to them. The probes bypass the offload engine, so they do not
+// appear in the key-operation metrics. The returned stop cancels the
+// probes and waits for them (the generation's Close).
+func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*handshake.KeyClient) (stop func()) {
+	type probe struct {
+		site, role string
+		kp         *conf.KeyPair
+	}
+	var probes []probe
+	seen := map[*conf.KeyPair]bool{}
+	for _, s := range cfg.Sites {
+		m := s.Material
+		for _, p := range []probe{{s.Name, "sign", m.TLCPSign}, {s.Name, "enc", m.TLCPEnc}, {s.Name, "tls13sm", m.TLS13SM}} {
+			if p.kp != nil && p.kp.KeyServer != "" && !seen[p.kp] {
+				seen[p.kp] = true
+				probes = append(probes, p)
+			}
+		}
+	}
+	if len(probes) == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, p := range probes {
+			err := probeKey(ctx, p.kp, p.role, keys[p.kp.KeyServer])
+			if ctx.Err() != nil {
+				return // the generation is closed
+			}
+			if err != nil {
+				log.Warn("remote key not usable: handshakes that need it will fail", "site", p.site, "role", p.role,
+					"key_server", p.kp.KeyServer, "cert", p.kp.CertFile, "err", err)
+				continue
+			}
+			log.Debug("remote key answers", "site", p.site, "role", p.role, "key_server", p.kp.KeyServer)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *handshake.KeyClient) error {
+	if kc == nil {
+		return errors.New("key server not configured")
+	}
+	pub, ok := kp.Leaf().PublicKey.(*ecdsa.PublicKey)
+	if !ok {
+		return errors.New("not an SM2 certificate")
+	}
+	rk, err := handshake.NewRemoteKey(kc, pub)
+	if err != nil {
+		return err
+	}
+	// Longer than the client's own timeout, so that its error says so.
+	ctx, cancel := context.WithTimeout(ctx, durOr(kc.Timeout, conf.DefaultKeyServerTimeout)+time.Second)
+	defer cancel()
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if role == "enc" {
+		ct, err := sm2.EncryptASN1(rand.Reader, pub, secret)
+		if err != nil {
+			return err
+		}
+		pt, err := rk.DecryptContext(ctx, rand.Reader, ct, nil)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(pt, secret) {
+			return errors.New("the key server decrypted to a wrong value")
+		}
+		return nil
+	}
+	sig, err := rk.SignContext(ctx, rand.Reader, secret, sm2.DefaultSM2SignerOpts)
+	if err != nil {
+		return err
+	}
+	if !sm2.VerifyASN1WithSM2(pub, nil, secret, sig) {
+		return errors.New("the key server's signature does not verify")
+	}
+	return nil
+}
