@@ -6,9 +6,11 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"io"
+	"math/big"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
@@ -18,18 +20,84 @@ import (
 // SM2 in TLCP (GB/T 38636 §6.4.5.4, digest A.6.1): SM2-with-SM3 signatures
 // with the default ID 1234567812345678, DER r,s.
 
-// signSM2 signs msg (the raw message; Z is prefixed by the signer) with key.
+// signSM2 signs msg with key. An in-process *sm2.PrivateKey (also behind
+// a wrapper's Unwrap) is given the digest e = SM3(Z_A || msg) computed here
+// with the cached Z_A, which gmsm signs as is; any other signer (a key
+// server, hardware, an unknown wrapper) gets the message with the SM2
+// signer option and computes Z_A itself.
 func signSM2(ctx context.Context, key crypto.Signer, rand io.Reader, msg []byte) ([]byte, error) {
+	if priv := localSM2Key(key); priv != nil {
+		if za, ok := sm2ZA(&priv.PublicKey); ok {
+			e := sm2Digest(&za, msg)
+			// Not an SM2SignerOption: gmsm signs e as the digest.
+			return smkey.Sign(ctx, key, rand, e[:], crypto.Hash(0))
+		}
+	}
 	return smkey.Sign(ctx, key, rand, msg, sm2.DefaultSM2SignerOpts)
 }
 
-// verifySM2 checks an SM2 signature with the default ID.
+// localSM2Key returns key as an in-process SM2 key, looking through one
+// Unwrap (the daemon's offload wrapper, which passes digest and options
+// through unchanged), or nil.
+func localSM2Key(key crypto.Signer) *sm2.PrivateKey {
+	if u, ok := key.(interface{ Unwrap() crypto.Signer }); ok {
+		key = u.Unwrap()
+	}
+	priv, _ := key.(*sm2.PrivateKey)
+	return priv
+}
+
+// verifySM2 checks an SM2 signature with the default ID: e = SM3(Z_A ||
+// msg) with the cached Z_A, then the full verification of (r, s) over e.
 func verifySM2(pub crypto.PublicKey, msg, sig []byte) bool {
 	ep, ok := pub.(*ecdsa.PublicKey)
 	if !ok || ep.Curve != sm2.P256() {
 		return false
 	}
-	return sm2.VerifyASN1WithSM2(ep, nil, msg, sig)
+	za, ok := sm2ZA(ep)
+	if !ok {
+		return false
+	}
+	e := sm2Digest(&za, msg)
+	return sm2.VerifyASN1(ep, e[:], sig)
+}
+
+// sm2Digest returns SM3(za || msg), the e of GB/T 32918.2.
+func sm2Digest(za *[sm3.Size]byte, msg []byte) [sm3.Size]byte {
+	h := sm3.New()
+	h.Write(za[:])
+	h.Write(msg)
+	var e [sm3.Size]byte
+	h.Sum(e[:0])
+	return e
+}
+
+// Z_A (GB/T 32918.2 §5.5: SM3 over the ID's length and value, the curve
+// parameters and the public key, four SM3 compressions) depends only on
+// the public key and the ID, which TLCP fixes to the default. It is cached
+// by the address of the public key (signing keys and parsed peer
+// certificates are long-lived and never modified), and each entry also
+// holds the coordinates, compared on every hit.
+type zaEntry struct {
+	x, y *big.Int
+	za   [sm3.Size]byte
+}
+
+var zaCache = lru.New[*ecdsa.PublicKey, zaEntry](1024, time.Hour)
+
+// sm2ZA returns Z_A of pub with the default ID.
+func sm2ZA(pub *ecdsa.PublicKey) ([sm3.Size]byte, bool) {
+	if e, ok := zaCache.Get(pub); ok && e.x.Cmp(pub.X) == 0 && e.y.Cmp(pub.Y) == 0 {
+		return e.za, true
+	}
+	za, err := sm2.CalculateZA(pub, nil)
+	if err != nil || len(za) != sm3.Size {
+		return [sm3.Size]byte{}, false
+	}
+	e := zaEntry{x: new(big.Int).Set(pub.X), y: new(big.Int).Set(pub.Y)}
+	copy(e.za[:], za)
+	zaCache.Put(pub, e)
+	return e.za, true
 }
 
 func sm2Public(c *smx509.Certificate) (*ecdsa.PublicKey, error) {

@@ -276,10 +276,28 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(fmt.Errorf("tlcp: handshake data too large: %w", AlertUnexpectedMessage))
 		}
-		c.hand = append(c.hand, data...)
+		c.hand = appendHandshake(c.hand, data)
 	}
 	return nil
 }
+
+// appendHandshake appends a record's handshake bytes to hand. Messages
+// already returned by readHandshake keep pointing into hand's array, so
+// bytes are only ever written past them: when the array is full a new one
+// is started with some room to spare, so that a resumed handshake's two
+// client messages, or the small messages after a client Certificate
+// (ClientKeyExchange, CertificateVerify, Finished), share one allocation.
+func appendHandshake(hand, data []byte) []byte {
+	if cap(hand)-len(hand) >= len(data) {
+		return append(hand, data...)
+	}
+	nb := make([]byte, len(hand), len(hand)+len(data)+handshakeSlack)
+	copy(nb, hand)
+	return append(nb, data...)
+}
+
+// handshakeSlack is the room appendHandshake leaves for later messages.
+const handshakeSlack = 256
 
 // readHandshake returns the next complete handshake message (header included).
 func (c *Conn) readHandshake() ([]byte, error) {
@@ -298,13 +316,10 @@ func (c *Conn) readHandshake() ([]byte, error) {
 			return nil, err
 		}
 	}
-	// The message keeps its bytes: later appends only write past them, and
-	// an emptied buffer is dropped rather than reused.
+	// The message keeps its bytes: later appends only write past them
+	// (appendHandshake), into the rest of the array.
 	msg := c.hand[: 4+n : 4+n]
 	c.hand = c.hand[4+n:]
-	if len(c.hand) == 0 {
-		c.hand = nil
-	}
 	return msg, nil
 }
 
@@ -602,7 +617,12 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
 
-	start := time.Now()
+	// The duration is only for OnHandshake (which GetConfigForClient's
+	// config may bring).
+	var start time.Time
+	if c.config.OnHandshake != nil || c.config.GetConfigForClient != nil {
+		start = time.Now()
+	}
 	err := c.runHandshakeFn(ctx)
 	if err == nil && !c.handshakeComplete.Load() {
 		err = errors.New("tlcp: internal error: handshake should have had a result")

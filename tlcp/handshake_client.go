@@ -366,7 +366,8 @@ func (hs *clientHandshakeState) readSessionTicket() error {
 }
 
 func (hs *clientHandshakeState) readFinished() error {
-	return hs.c.readFinishedMsg(hs.ks, hs.tr, false, &finishedMsg{})
+	// A full handshake ends with the server's Finished.
+	return hs.c.readFinishedMsg(hs.ks, hs.tr, false, !hs.resumed(), &finishedMsg{})
 }
 
 func (hs *clientHandshakeState) saveSession() {

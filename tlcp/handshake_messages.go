@@ -97,6 +97,7 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 }
 
 func (m *clientHelloMsg) unmarshal(data []byte) bool {
+	buf := m.cipherSuites[:0]
 	*m = clientHelloMsg{}
 	s, ok := readMsg(data, typeClientHello)
 	if !ok {
@@ -110,6 +111,11 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		return false
 	}
 	m.sessionID = []byte(sid)
+	// The caller may lend the array of m.cipherSuites for reuse.
+	m.cipherSuites = buf
+	if len(suites)/2 > cap(buf) {
+		m.cipherSuites = make([]uint16, 0, len(suites)/2)
+	}
 	for !suites.Empty() {
 		var id uint16
 		suites.ReadUint16(&id)
@@ -174,12 +180,18 @@ type serverHelloMsg struct {
 }
 
 func (m *serverHelloMsg) marshal() ([]byte, error) {
+	return m.appendTo(make([]byte, 0, 4+2+32+1+32+3+2+4+7+len(m.alpnProtocol)+4))
+}
+
+// appendTo appends the marshaled message to b (built by hand: it is in
+// every handshake, resumed ones included, and needs no allocation when b
+// has room).
+func (m *serverHelloMsg) appendTo(b []byte) ([]byte, error) {
 	if len(m.random) != 32 || len(m.sessionID) > 32 || len(m.alpnProtocol) > 255 {
 		return nil, errors.New("tlcp: invalid ServerHello")
 	}
-	// Built by hand (it is in every handshake, resumed ones included).
-	b := make([]byte, 4, 4+2+32+1+32+3+2+4+7+len(m.alpnProtocol)+4)
-	b[0] = typeServerHello
+	start := len(b)
+	b = append(b, typeServerHello, 0, 0, 0)
 	b = append(b, byte(m.vers>>8), byte(m.vers))
 	b = append(b, m.random...)
 	b = append(b, byte(len(m.sessionID)))
@@ -203,8 +215,8 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 		n := len(b) - extStart - 2
 		b[extStart], b[extStart+1] = byte(n>>8), byte(n)
 	}
-	n := len(b) - 4
-	b[1], b[2], b[3] = byte(n>>16), byte(n>>8), byte(n)
+	n := len(b) - start - 4
+	b[start+1], b[start+2], b[start+3] = byte(n>>16), byte(n>>8), byte(n)
 	return b, nil
 }
 

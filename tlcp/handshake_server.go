@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +39,7 @@ type serverHandshakeState struct {
 	ks         *keySchedule
 	tr         *transcript
 	session    *sessionState
+	prepared   *preparedSession // session is prepared.s (read-only)
 	sendTicket bool
 	ticketSent bool // NewSessionTicket queued, reported once flushed
 	clientAuth ClientAuthType
@@ -48,6 +51,10 @@ type serverHandshakeState struct {
 	helloMsg    clientHelloMsg
 	shMsg       serverHelloMsg
 	random      [32]byte
+	suitesBuf   [16]uint16 // backs helloMsg.cipherSuites
+	shBuf       [160]byte  // the marshaled ServerHello (queueServerHello)
+	ticketBuf   [512]byte  // NewSessionTicket (sendSessionTicket)
+	stateBuf    [256]byte  // serialized session state to seal
 	trState     transcript
 	storedState sessionState
 	fin         finishedMsg
@@ -143,12 +150,12 @@ func (c *Conn) queueMsg(tr *transcript, m handshakeMessage) error {
 // switches on; isClient says which side of the connection c is.
 func (c *Conn) stageKeys(ks *keySchedule, suite *cipherSuite, clientRandom, serverRandom []byte, isClient bool) error {
 	cMAC, sMAC, cKey, sKey, cIV, sIV := ks.keys(suite, clientRandom, serverRandom)
-	clientWrite, err := newRecordCipher(suite, cMAC, cKey, cIV)
-	if err != nil {
+	pair := new([2]recordCipher) // one allocation for both directions
+	clientWrite, serverWrite := &pair[0], &pair[1]
+	if err := clientWrite.init(suite, cMAC, cKey, cIV); err != nil {
 		return wrapErr(AlertInternalError, "record keys", err)
 	}
-	serverWrite, err := newRecordCipher(suite, sMAC, sKey, sIV)
-	if err != nil {
+	if err := serverWrite.init(suite, sMAC, sKey, sIV); err != nil {
 		return wrapErr(AlertInternalError, "record keys", err)
 	}
 	if isClient {
@@ -165,17 +172,23 @@ func (c *Conn) sendFinishedMsg(ks *keySchedule, tr *transcript, isClient bool) e
 	if err := c.queueChangeCipherSpec(); err != nil {
 		return err
 	}
-	return c.queueMsg(tr, &finishedMsg{verifyData: ks.finished(isClient, tr.sum())})
+	msg := ks.finishedMsg(isClient, tr.sum())
+	tr.write(msg)
+	return c.queueHandshake(msg)
 }
 
 // readFinishedMsg reads the peer's ChangeCipherSpec and Finished into fin
 // and checks its verify_data in constant time; fromClient says whether
-// the peer is the client.
-func (c *Conn) readFinishedMsg(ks *keySchedule, tr *transcript, fromClient bool, fin *finishedMsg) error {
+// the peer is the client. last says it is the handshake's last message,
+// which then is not added to the transcript (nothing hashes it).
+func (c *Conn) readFinishedMsg(ks *keySchedule, tr *transcript, fromClient, last bool, fin *finishedMsg) error {
 	if err := c.readChangeCipherSpec(); err != nil {
 		return err
 	}
 	want := ks.finished(fromClient, tr.sum())
+	if last {
+		tr = nil
+	}
 	if _, err := c.readHandshakeMsg(typeFinished, fin, tr); err != nil {
 		return err
 	}
@@ -232,6 +245,7 @@ func certificateList(cert *Certificate, withEnc bool) [][]byte {
 func (hs *serverHandshakeState) readClientHello() error {
 	c := hs.c
 	hs.hello = &hs.helloMsg
+	hs.helloMsg.cipherSuites = hs.suitesBuf[:0]
 	if _, err := c.readHandshakeMsg(typeClientHello, hs.hello, hs.tr); err != nil {
 		return err
 	}
@@ -251,7 +265,7 @@ func (hs *serverHandshakeState) readClientHello() error {
 	var info *ClientHelloInfo
 	helloInfo := func() *ClientHelloInfo {
 		if info == nil {
-			info = &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: hello.cipherSuites, SupportedProtos: hello.alpnProtocols, Conn: c.conn, ctx: hs.ctx}
+			info = &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: slices.Clone(hello.cipherSuites), SupportedProtos: hello.alpnProtocols, Conn: c.conn, ctx: hs.ctx}
 		}
 		return info
 	}
@@ -497,6 +511,12 @@ func (hs *serverHandshakeState) lookupSessionID() *sessionState {
 	if store == nil {
 		return nil
 	}
+	if ps, ok := store.(preparedStore); ok {
+		if p, ok := ps.getPrepared(hs.hello.sessionID); ok {
+			hs.prepared = p
+			return &p.s
+		}
+	}
 	b, ok := storeGet(store, hs.hello.sessionID)
 	if !ok {
 		return nil
@@ -530,6 +550,12 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 	if hs.clientAuth.requires() && len(s.certs) == 0 {
 		return TicketReasonClientAuth
 	}
+	if hs.prepared != nil && s == &hs.prepared.s {
+		// A copy: the connection's PeerCertificates must not share the
+		// stored slice with other connections.
+		hs.peerCerts = slices.Clone(hs.prepared.peerCerts)
+		return ""
+	}
 	if len(s.certs) > 0 {
 		certs, err := parseCertificates(s.certs)
 		if err != nil {
@@ -558,20 +584,34 @@ func (hs *serverHandshakeState) queue(m handshakeMessage) error {
 	return hs.c.queueMsg(hs.tr, m)
 }
 
+// queueServerHello queues the ServerHello, marshaled into hs.shBuf.
+func (hs *serverHandshakeState) queueServerHello() error {
+	b, err := hs.sh.appendTo(hs.shBuf[:0])
+	if err != nil {
+		return wrapErr(AlertInternalError, "marshal", err)
+	}
+	hs.tr.write(b)
+	return hs.c.queueHandshake(b)
+}
+
 func (hs *serverHandshakeState) doResumeHandshake() error {
 	c := hs.c
 	c.didResume = true
 	c.peerCertificates = hs.peerCerts
-	if err := hs.queue(hs.sh); err != nil {
+	if err := hs.queueServerHello(); err != nil {
 		return err
 	}
-	hs.ks = scheduleFromMaster(hs.session.master)
+	if p := hs.prepared; p != nil && hs.session == &p.s {
+		hs.ks = scheduleFromStates(p.s.master, p.ipad, p.opad)
+	} else {
+		hs.ks = scheduleFromMaster(hs.session.master)
+	}
 	return hs.establishKeys()
 }
 
 func (hs *serverHandshakeState) doFullHandshake() error {
 	c, cfg := hs.c, hs.config
-	if err := hs.queue(hs.sh); err != nil {
+	if err := hs.queueServerHello(); err != nil {
 		return err
 	}
 	certMsg, err := serverCertificateMsg(hs.cert)
@@ -715,19 +755,32 @@ func (hs *serverHandshakeState) establishKeys() error {
 }
 
 func (hs *serverHandshakeState) readFinished() error {
-	return hs.c.readFinishedMsg(hs.ks, hs.tr, true, &hs.fin)
+	// A resumed handshake ends with the client's Finished.
+	return hs.c.readFinishedMsg(hs.ks, hs.tr, true, hs.session != nil, &hs.fin)
 }
 
 func (hs *serverHandshakeState) sendSessionTicket() error {
 	if !hs.sendTicket {
 		return nil
 	}
-	s := hs.sessionToStore()
-	t, err := sealTicket(hs.config.ticketKeys(), s)
+	// NewSessionTicket (RFC 5077 §3.3), built in place around the ticket:
+	// type || u24 length || lifetime_hint u32 || ticket<u16>.
+	const hdr = 4 + 4 + 2
+	b := append(hs.ticketBuf[:0], make([]byte, hdr)...)
+	b, err := sealTicket(b, hs.config.ticketKeys(), hs.sessionToStore(), hs.stateBuf[:])
 	if err != nil {
 		return wrapErr(AlertInternalError, "sealing session ticket", err)
 	}
-	if err := hs.queue(&newSessionTicketMsg{lifetimeHint: uint32(hs.config.lifetime() / time.Second), ticket: t}); err != nil {
+	n := len(b) - hdr
+	if n > 0xffff {
+		return errorf(AlertInternalError, "session ticket of %d bytes is too large", n)
+	}
+	b[0] = typeNewSessionTicket
+	b[1], b[2], b[3] = byte((n+6)>>16), byte((n+6)>>8), byte(n+6)
+	binary.BigEndian.PutUint32(b[4:], uint32(hs.config.lifetime()/time.Second))
+	b[8], b[9] = byte(n>>8), byte(n)
+	hs.tr.write(b)
+	if err := hs.c.queueHandshake(b); err != nil {
 		return err
 	}
 	hs.ticketSent = true
@@ -783,9 +836,16 @@ func (hs *serverHandshakeState) storeSession() {
 	if store == nil {
 		return
 	}
-	b, err := hs.sessionToStore().marshal()
+	b, err := hs.sessionToStore().marshal() // exactly sized: the store keeps it
 	if err != nil {
 		return
+	}
+	if ps, ok := store.(preparedStore); ok {
+		ipad, opad := hs.ks.p.h.states() // keyed with the master secret
+		if p, ok := newPreparedSession(b, ipad, opad, hs.peerCerts); ok {
+			ps.putPrepared(string(hs.sh.sessionID), b, p, hs.config.lifetime())
+			return
+		}
 	}
 	store.Put(string(hs.sh.sessionID), b, hs.config.lifetime())
 }

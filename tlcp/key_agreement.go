@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/crypto/cryptobyte"
 
+	"github.com/gmproxy/gmproxy/internal/lru"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -161,7 +163,7 @@ func (ka *serverKeyAgreement) processECDHE(ctx context.Context, body []byte, cli
 	if clientEnc == nil {
 		return nil, errorf(AlertHandshakeFailure, "ECDHE needs the client's encryption certificate")
 	}
-	peerStatic, err := ecdhPublic(clientEnc)
+	peerStatic, err := cachedECDHPublic(clientEnc)
 	if err != nil {
 		return nil, wrapErr(AlertBadCertificate, "client encryption certificate", err)
 	}
@@ -177,6 +179,25 @@ func (ka *serverKeyAgreement) processECDHE(ctx context.Context, body []byte, cli
 		return nil, wrapErr(AlertHandshakeFailure, "SM2 key agreement", err)
 	}
 	return pm, nil
+}
+
+// ecdhKeys caches the SM2 key-agreement form of peer encryption
+// certificates' keys by certificate (parsed certificates are cached and
+// never modified): the conversion checks the point, which costs a few
+// microseconds per ECDHE handshake otherwise.
+var ecdhKeys = lru.New[*smx509.Certificate, *ecdh.PublicKey](1024, time.Hour)
+
+// cachedECDHPublic is ecdhPublic through ecdhKeys.
+func cachedECDHPublic(c *smx509.Certificate) (*ecdh.PublicKey, error) {
+	if k, ok := ecdhKeys.Get(c); ok {
+		return k, nil
+	}
+	k, err := ecdhPublic(c)
+	if err != nil {
+		return nil, err
+	}
+	ecdhKeys.Put(c, k)
+	return k, nil
 }
 
 func ecdhPublic(c *smx509.Certificate) (*ecdh.PublicKey, error) {

@@ -26,7 +26,8 @@ var (
 
 // hmacSM3 is HMAC-SM3 (RFC 2104) with the ipad and opad SM3 states saved
 // once per key, so each MAC costs only its own compressions and allocates
-// nothing.
+// nothing. The saved states live inline (ipadBuf, opadBuf), so keying
+// allocates nothing either.
 type hmacSM3 struct {
 	inner, outer hash.Hash
 	innerU       encoding.BinaryUnmarshaler
@@ -34,15 +35,26 @@ type hmacSM3 struct {
 	ipad, opad   []byte
 	tmp          [sm3.Size]byte
 	pad          [sm3.BlockSize]byte
+	ipadBuf      [hmacStateLen]byte
+	opadBuf      [hmacStateLen]byte
 }
 
+// hmacStateLen holds a marshaled SM3 state (gmsm: 4-byte magic, 8 words,
+// one block of buffer, length: 108 bytes) with room to spare.
+const hmacStateLen = 128
+
 func newHMACSM3() *hmacSM3 {
-	m := &hmacSM3{inner: sm3.New(), outer: sm3.New()}
+	m := &hmacSM3{}
+	m.init()
+	return m
+}
+
+// init prepares a zero hmacSM3 (one embedded in another struct).
+func (m *hmacSM3) init() {
+	m.inner, m.outer = sm3.New(), sm3.New()
 	m.innerU = m.inner.(encoding.BinaryUnmarshaler)
 	m.outerU = m.outer.(encoding.BinaryUnmarshaler)
-	m.ipad = make([]byte, 0, 128)
-	m.opad = make([]byte, 0, 128)
-	return m
+	m.ipad, m.opad = m.ipadBuf[:0], m.opadBuf[:0]
 }
 
 // setKey keys the MAC (keys longer than a block are hashed first).
@@ -71,6 +83,16 @@ func (m *hmacSM3) setKey(key []byte) {
 	clear(m.pad[:])
 }
 
+// setStates keys the MAC with ipad and opad states saved from another
+// hmacSM3 keyed with the same key (see states): no compression needed.
+func (m *hmacSM3) setStates(ipad, opad []byte) {
+	m.ipad = append(m.ipad[:0], ipad...)
+	m.opad = append(m.opad[:0], opad...)
+}
+
+// states returns the saved ipad and opad states (aliasing m).
+func (m *hmacSM3) states() (ipad, opad []byte) { return m.ipad, m.opad }
+
 // forget wipes the key-derived states.
 func (m *hmacSM3) forget() {
 	clear(m.ipad[:cap(m.ipad)])
@@ -90,6 +112,15 @@ func (m *hmacSM3) sum(out []byte) []byte {
 	m.outerU.UnmarshalBinary(m.opad)
 	m.outer.Write(in)
 	return m.outer.Sum(out)
+}
+
+// burn runs n SM3 compressions whose result is discarded, on the outer
+// hash (free between MACs): the CBC record layer's Lucky13 equaliser.
+func (m *hmacSM3) burn(n int) {
+	m.outer.Reset()
+	for i := 0; i < n; i++ {
+		m.outer.Write(zeroBlock[:])
+	}
 }
 
 // prf is a keyed P_SM3 generator.
@@ -136,6 +167,8 @@ type keySchedule struct {
 	p        prf
 	keyBlock [128]byte
 	verify   [2][finishedVerifyLen]byte
+	// finMsg holds the Finished messages built by finishedMsg.
+	finMsg [2][4 + finishedVerifyLen]byte
 }
 
 var keySchedulePool = sync.Pool{New: func() any { return &keySchedule{p: prf{h: newHMACSM3()}} }}
@@ -143,6 +176,7 @@ var keySchedulePool = sync.Pool{New: func() any { return &keySchedule{p: prf{h: 
 func (ks *keySchedule) release() {
 	clear(ks.master[:])
 	clear(ks.keyBlock[:])
+	ks.verify, ks.finMsg = [2][finishedVerifyLen]byte{}, [2][4 + finishedVerifyLen]byte{}
 	ks.p.a, ks.p.b, ks.p.seed = [32]byte{}, [32]byte{}, [128]byte{}
 	ks.p.h.forget()
 	keySchedulePool.Put(ks)
@@ -155,6 +189,15 @@ func masterFromPreMaster(preMaster, clientRandom, serverRandom []byte) *keySched
 	ks.p.h.setKey(preMaster)
 	ks.p.expand(ks.master[:], labelMasterSecret, clientRandom, serverRandom)
 	ks.p.h.setKey(ks.master[:])
+	return ks
+}
+
+// scheduleFromStates is scheduleFromMaster with the master secret's HMAC
+// states saved earlier (hmacSM3.states): no compression needed.
+func scheduleFromStates(master, ipad, opad []byte) *keySchedule {
+	ks := keySchedulePool.Get().(*keySchedule)
+	copy(ks.master[:], master)
+	ks.p.h.setStates(ipad, opad)
 	return ks
 }
 
@@ -191,6 +234,18 @@ func (ks *keySchedule) finished(client bool, transcriptHash []byte) []byte {
 	}
 	ks.p.expand(out, label, transcriptHash, nil)
 	return out
+}
+
+// finishedMsg returns the whole Finished message (header included) with
+// finished's verify_data. The slice aliases the schedule.
+func (ks *keySchedule) finishedMsg(client bool, transcriptHash []byte) []byte {
+	m := ks.finMsg[0][:]
+	if client {
+		m = ks.finMsg[1][:]
+	}
+	m[0], m[1], m[2], m[3] = typeFinished, 0, 0, finishedVerifyLen
+	copy(m[4:], ks.finished(client, transcriptHash))
+	return m
 }
 
 // transcript accumulates the handshake messages: a running SM3 for Finished

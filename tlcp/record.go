@@ -2,14 +2,11 @@ package tlcp
 
 import (
 	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/subtle"
 	"encoding/binary"
-	"hash"
 	"io"
 
 	gmcipher "github.com/emmansun/gmsm/cipher"
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
 )
 
@@ -45,35 +42,64 @@ type recordCipher struct {
 	aead    cipher.AEAD
 	fixedIV [4]byte
 
-	ecbEnc, ecbDec cipher.BlockMode
-	mac            hash.Hash
-	// dummy equalises SM3 work when padding is short (Lucky13).
-	dummy hash.Hash
-	// scratch holds a CBC decryption batch or the gathered blocks of a
-	// side-by-side encryption.
-	scratch []byte
+	// cbcState is nil for GCM (so a GCM connection does not carry it).
+	*cbcState
 }
 
+// cbcState is the CBC suites' part of a recordCipher (one allocation).
+type cbcState struct {
+	ecbEnc, ecbDec cipher.BlockMode
+	// mac is HMAC-SM3 with the saved ipad/opad states; its outer hash
+	// also equalises SM3 work when padding is short (Lucky13).
+	mac hmacSM3
+	// scratch holds a CBC decryption batch or the gathered blocks of a
+	// side-by-side encryption: small for handshake-sized records, a
+	// decryptChunk buffer allocated on first need.
+	scratch []byte
+	small   [smallScratch]byte
+}
+
+// smallScratch covers the CBC records of a handshake (Finished: 64 bytes).
+const smallScratch = 128
+
 func newRecordCipher(suite *cipherSuite, macKey, key, iv []byte) (*recordCipher, error) {
-	block, err := sm4.NewCipher(key)
-	if err != nil {
+	rc := &recordCipher{}
+	if err := rc.init(suite, macKey, key, iv); err != nil {
 		return nil, err
 	}
-	rc := &recordCipher{}
+	return rc, nil
+}
+
+// init sets up a zero recordCipher.
+func (rc *recordCipher) init(suite *cipherSuite, macKey, key, iv []byte) error {
+	block, err := sm4.NewCipher(key)
+	if err != nil {
+		return err
+	}
 	if suite.aead {
 		rc.aead, err = cipher.NewGCM(block)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		copy(rc.fixedIV[:], iv)
-		return rc, nil
+		return nil
 	}
-	rc.ecbEnc = gmcipher.NewECBEncrypter(block)
-	rc.ecbDec = gmcipher.NewECBDecrypter(block)
-	rc.mac = hmac.New(sm3.New, macKey)
-	rc.dummy = sm3.New()
-	rc.scratch = make([]byte, decryptChunk)
-	return rc, nil
+	cs := &cbcState{ecbEnc: gmcipher.NewECBEncrypter(block), ecbDec: gmcipher.NewECBDecrypter(block)}
+	cs.mac.init()
+	cs.mac.setKey(macKey)
+	rc.cbcState = cs
+	return nil
+}
+
+// scratchFor returns n bytes of scratch space (n <= decryptChunk).
+func (rc *cbcState) scratchFor(n int) []byte {
+	if n <= len(rc.small) {
+		return rc.small[:n]
+	}
+	if rc.scratch == nil {
+		rc.scratch = make([]byte, decryptChunk)
+	}
+	return rc.scratch[:n]
 }
 
 // halfConn is one direction of the record layer.
@@ -170,18 +196,14 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 		good = 0
 	}
 	hc.setAAD(typ, dataLen)
-	rc.mac.Reset()
-	rc.mac.Write(hc.aad[:])
-	rc.mac.Write(payload[:dataLen])
-	sum := rc.mac.Sum(hc.macBuf[:0])
+	rc.mac.reset()
+	rc.mac.write(hc.aad[:])
+	rc.mac.write(payload[:dataLen])
+	sum := rc.mac.sum(hc.macBuf[:0])
 	// Lucky13: make the SM3 compression count independent of the padding
 	// by hashing the blocks a minimal padding would have cost.
 	maxData := n - macLen - 1
-	extra := sm3Blocks(maxData) - sm3Blocks(dataLen)
-	rc.dummy.Reset()
-	for i := 0; i < extra; i++ {
-		rc.dummy.Write(zeroBlock[:])
-	}
+	rc.mac.burn(sm3Blocks(maxData) - sm3Blocks(dataLen))
 	macOK := subtle.ConstantTimeCompare(sum, payload[dataLen:dataLen+macLen])
 	if subtle.ConstantTimeByteEq(good, 0xff)&macOK != 1 {
 		return nil, AlertBadRecordMAC
@@ -232,7 +254,7 @@ func (hc *halfConn) cbcDecrypt(rc *recordCipher, iv, payload []byte) {
 			k = decryptChunk
 		}
 		chunk := payload[:k]
-		tmp := rc.scratch[:k]
+		tmp := rc.scratchFor(k)
 		rc.ecbDec.CryptBlocks(tmp, chunk)
 		// P_i = D(C_i) xor C_{i-1}; C_{i-1} is still intact in chunk.
 		subtle.XORBytes(tmp[blockLen:], tmp[blockLen:], chunk[:k-blockLen])
@@ -299,10 +321,10 @@ func (hc *halfConn) appendRecords(out []byte, typ recordType, data []byte, recSi
 			p := body[cbcIVLen:]
 			copy(p, frag)
 			hc.setAAD(typ, n)
-			rc.mac.Reset()
-			rc.mac.Write(hc.aad[:])
-			rc.mac.Write(frag)
-			rc.mac.Sum(p[n:n])
+			rc.mac.reset()
+			rc.mac.write(hc.aad[:])
+			rc.mac.write(frag)
+			rc.mac.sum(p[n:n])
 			padLen := len(p) - n - macLen // 1..16 bytes, each of value padLen-1
 			for i := n + macLen; i < len(p); i++ {
 				p[i] = byte(padLen - 1)
@@ -350,7 +372,7 @@ func (hc *halfConn) cbcEncryptBatch(rc *recordCipher, buf []byte, starts []int) 
 		}
 		return
 	}
-	g := rc.scratch[:len(starts)*blockLen]
+	g := rc.scratchFor(len(starts) * blockLen)
 	for round := 0; round < maxBlocks; round++ {
 		k := 0
 		for i, s := range starts {

@@ -109,7 +109,7 @@ func (st *replayState) replayConn(conn int, records []rec.Record) {
 			st.installKeys(r.Dir, hc)
 			continue
 		}
-		if hc.cipher != nil && hc.cipher.aead == nil && hc.cipher.mac == nil {
+		if hc.cipher != nil && hc.cipher.aead == nil && hc.cipher.cbcState == nil {
 			continue // undecryptable direction
 		}
 		whole := append([]byte{r.Type, byte(r.Vers >> 8), byte(r.Vers)}, byte(len(r.Body)>>8), byte(len(r.Body)))

@@ -1,6 +1,10 @@
 package tlcp
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -31,6 +35,7 @@ type SessionStore interface {
 type storeEntry struct {
 	state   []byte
 	expires time.Time
+	prep    *preparedSession // set by putPrepared
 }
 
 type lruStore struct {
@@ -61,6 +66,61 @@ func (s *lruStore) Put(id string, state []byte, lifetime time.Duration) {
 }
 
 func (s *lruStore) Delete(id string) { s.c.Delete(id) }
+
+// preparedSession is a session as the in-memory store keeps it next to its
+// serialized form: parsed, with its client certificates parsed and the
+// master secret's HMAC-SM3 key states (ipad/opad) saved, so that a
+// session-ID resumption neither parses the state nor keys the PRF again
+// (two SM3 compressions). The states are as secret as the master secret
+// they are derived from and are kept exactly as long. A preparedSession is
+// shared by concurrent handshakes and never modified once stored.
+type preparedSession struct {
+	s          sessionState
+	peerCerts  []*smx509.Certificate
+	ipad, opad []byte
+}
+
+// preparedStore is implemented by the in-memory store (other stores see
+// only the serialized state).
+type preparedStore interface {
+	getPrepared(id []byte) (*preparedSession, bool)
+	putPrepared(id string, state []byte, p *preparedSession, lifetime time.Duration)
+}
+
+func (s *lruStore) getPrepared(id []byte) (*preparedSession, bool) {
+	e, ok := s.c.Get(string(id))
+	if !ok || e.prep == nil || (!e.expires.IsZero() && !s.now().Before(e.expires)) {
+		return nil, false
+	}
+	return e.prep, true
+}
+
+func (s *lruStore) putPrepared(id string, state []byte, p *preparedSession, lifetime time.Duration) {
+	e := storeEntry{state: state, prep: p}
+	if lifetime > 0 {
+		e.expires = s.now().Add(lifetime)
+	}
+	s.c.Put(id, e)
+}
+
+// newPreparedSession parses state (which it keeps) and copies the HMAC
+// states of its master secret. peerCerts are the parsed certificates of
+// the state's client certificate list (copied).
+func newPreparedSession(state, ipad, opad []byte, peerCerts []*smx509.Certificate) (*preparedSession, bool) {
+	pads := make([]byte, 0, len(ipad)+len(opad))
+	pads = append(append(pads, ipad...), opad...)
+	p := &preparedSession{ipad: pads[:len(ipad)], opad: pads[len(ipad):]}
+	if !p.s.unmarshal(state) || len(p.s.certs) != len(peerCerts) {
+		return nil, false
+	}
+	for i, c := range peerCerts {
+		if !bytes.Equal(c.Raw, p.s.certs[i]) {
+			return nil, false
+		}
+	}
+	p.peerCerts = slices.Clone(peerCerts)
+	return p, true
+}
 
 // byteStore is implemented by stores that look session IDs up without
 // converting them to strings.
@@ -100,20 +160,45 @@ type sessionState struct {
 	serverCert []byte
 }
 
+// Serialized form (all lengths big-endian):
+//
+//	vers u16 || cipher_suite u16 || created_at u64 || master<u8> ||
+//	certs<u24> of cert<u24> || server_name<u16> || server_cert<u8>
+
 func (s *sessionState) marshal() ([]byte, error) {
-	var b cryptobyte.Builder
-	b.AddUint16(s.vers)
-	b.AddUint16(s.cipherSuite)
-	b.AddUint64(s.createdAt)
-	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(s.master) })
-	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
-		for _, c := range s.certs {
-			b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(c) })
-		}
-	})
-	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(s.serverName)) })
-	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(s.serverCert) })
-	return b.Bytes()
+	return s.appendTo(make([]byte, 0, s.size()))
+}
+
+// size is the length of the serialized state.
+func (s *sessionState) size() int {
+	n := 2 + 2 + 8 + 1 + len(s.master) + 3 + 2 + len(s.serverName) + 1 + len(s.serverCert)
+	for _, c := range s.certs {
+		n += 3 + len(c)
+	}
+	return n
+}
+
+// appendTo appends the serialized state to b (by hand: a ticket is sealed
+// in every ticket handshake, resumed ones included).
+func (s *sessionState) appendTo(b []byte) ([]byte, error) {
+	certsLen := s.size() - (2 + 2 + 8 + 1 + len(s.master) + 3 + 2 + len(s.serverName) + 1 + len(s.serverCert))
+	if len(s.master) > 0xff || len(s.serverCert) > 0xff || len(s.serverName) > 0xffff || certsLen > 0xffffff {
+		return nil, errors.New("tlcp: session state too large")
+	}
+	b = binary.BigEndian.AppendUint16(b, s.vers)
+	b = binary.BigEndian.AppendUint16(b, s.cipherSuite)
+	b = binary.BigEndian.AppendUint64(b, s.createdAt)
+	b = append(b, byte(len(s.master)))
+	b = append(b, s.master...)
+	b = append(b, byte(certsLen>>16), byte(certsLen>>8), byte(certsLen))
+	for _, c := range s.certs {
+		b = append(b, byte(len(c)>>16), byte(len(c)>>8), byte(len(c)))
+		b = append(b, c...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s.serverName)))
+	b = append(b, s.serverName...)
+	b = append(b, byte(len(s.serverCert)))
+	return append(b, s.serverCert...), nil
 }
 
 func (s *sessionState) unmarshal(data []byte) bool {
@@ -182,13 +267,16 @@ func (l *lruClientCache) Put(key string, cs *ClientSessionState) {
 	l.c.Put(key, cs)
 }
 
-// sealTicket encrypts a session state with the newest ticket key.
-func sealTicket(src ticket.Source, s *sessionState) ([]byte, error) {
-	b, err := s.marshal()
+// sealTicket encrypts a session state with the newest ticket key and
+// appends the ticket to dst; scratch is space for the serialized state.
+func sealTicket(dst []byte, src ticket.Source, s *sessionState, scratch []byte) ([]byte, error) {
+	b, err := s.appendTo(scratch[:0])
 	if err != nil {
 		return nil, err
 	}
-	return ticket.Seal(nil, src, b)
+	out, err := ticket.Seal(dst, src, b)
+	clear(b) // the master secret, in the clear
+	return out, err
 }
 
 // openTicket decrypts and parses a ticket. reason is "" on success, else
