@@ -6,10 +6,13 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/lru"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -36,32 +39,155 @@ func isSM2PublicKey(pub crypto.PublicKey) bool {
 }
 
 // signCertificateVerify signs with sm2sig_sm3 and the RFC 8998 ID, through
-// the handshake's context.
-func signCertificateVerify(ctx context.Context, cfg *Config, key crypto.Signer, context string, transcriptHash []byte) ([]byte, error) {
+// the handshake's context. An in-process *sm2.PrivateKey signs the digest
+// e = SM3(Z_A || content) computed here from a cached state (see
+// sm2SignPrefix), which is what gmsm computes from the content and the
+// ID; any other signer (offload engines, key servers, hardware) gets the
+// content with sm2SignerOpts, as before. ks provides the SM3 compressor and
+// scratch (nil: a temporary one).
+func signCertificateVerify(ctx context.Context, cfg *Config, ks *keySchedule, key crypto.Signer, context string, transcriptHash []byte) ([]byte, error) {
 	if key == nil {
 		return nil, errors.New("certificate has no private key")
 	}
 	if !isSM2PublicKey(key.Public()) {
 		return nil, errors.New("certificate key is not an SM2 key")
 	}
-	sig, err := smkey.Sign(ctx, key, cfg.rand(), signedMessage(context, transcriptHash), sm2SignerOpts)
+	var sig []byte
+	var err error
+	if k, ok := key.(*sm2.PrivateKey); ok {
+		if ks == nil {
+			ks = new(keySchedule)
+		}
+		var e []byte
+		if e, err = certificateVerifyDigest(&ks.m.c, k, context, transcriptHash, ks.t[:0]); err == nil {
+			sig, err = smkey.Sign(ctx, k, cfg.rand(), e, sm2DigestOpts)
+		}
+	} else {
+		sig, err = smkey.Sign(ctx, key, cfg.rand(), signedMessage(context, transcriptHash), sm2SignerOpts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("CertificateVerify signature: %w", err)
 	}
 	return sig, nil
 }
 
+// sm2DigestOpts has an SM2 signer sign its input as the digest e.
+var sm2DigestOpts = sm2.NewSM2SignerOption(false, nil)
+
+// sm2SignPrefix holds, for one SM2 key, SM3's state after
+// Z_A || 64 spaces || context string for each side's context (§4.4.3,
+// GB/T 32918.2-2016 §6.1 with the RFC 8998 ID): e for a CertificateVerify
+// then costs one compression instead of the seven of Z_A and e over the
+// whole content.
+type sm2SignPrefix struct {
+	server, client sm3Hasher
+}
+
+// signPrefixes caches sm2SignPrefix by key (*sm2.PrivateKey); a key's
+// public part never changes. At most maxSignPrefixes keys are cached
+// (servers have a few certificates); beyond that the prefix is computed
+// per handshake.
+var (
+	signPrefixes    sync.Map
+	signPrefixCount atomic.Int32
+)
+
+const maxSignPrefixes = 256
+
+// certificateVerifyDigest appends e = SM3(Z_A || signedMessage(context,
+// th)) for key, with the RFC 8998 ID, to out.
+func certificateVerifyDigest(c *sm3Compressor, key *sm2.PrivateKey, context string, th, out []byte) ([]byte, error) {
+	var p *sm2SignPrefix
+	if v, ok := signPrefixes.Load(key); ok {
+		p = v.(*sm2SignPrefix)
+	} else {
+		var err error
+		if p, err = newSM2SignPrefix(c, &key.PublicKey); err != nil {
+			return nil, err
+		}
+		if signPrefixCount.Load() < maxSignPrefixes {
+			if _, loaded := signPrefixes.LoadOrStore(key, p); !loaded {
+				signPrefixCount.Add(1)
+			}
+		}
+	}
+	return p.digest(c, context, th, out), nil
+}
+
+// digest appends e for context and th to out.
+func (p *sm2SignPrefix) digest(c *sm3Compressor, context string, th, out []byte) []byte {
+	s := &c.spare
+	*s = p.server
+	if context == clientSignatureContext {
+		*s = p.client
+	}
+	s.write(c, th)
+	return s.sum(c, out)
+}
+
+func newSM2SignPrefix(c *sm3Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
+	za, err := sm2.CalculateZA(pub, []byte(sm2TLS13ID))
+	if err != nil {
+		return nil, err
+	}
+	var spaces [64]byte
+	for i := range spaces {
+		spaces[i] = 0x20
+	}
+	p := new(sm2SignPrefix)
+	for _, x := range []struct {
+		s   *sm3Hasher
+		ctx string
+	}{{&p.server, serverSignatureContext}, {&p.client, clientSignatureContext}} {
+		x.s.resume(&sm3IV, 0)
+		x.s.write(c, za)
+		x.s.write(c, spaces[:])
+		x.s.write(c, []byte(x.ctx))
+	}
+	return p, nil
+}
+
 // verifyCertificateVerify checks an sm2sig_sm3 signature by pub.
 func verifyCertificateVerify(pub crypto.PublicKey, context string, transcriptHash, sig []byte) error {
+	return verifyCertificateVerifyWith(nil, pub, context, transcriptHash, sig)
+}
+
+// verifyCertificateVerifyWith checks an sm2sig_sm3 signature by pub over
+// e = SM3(Z_A || content), computed from a prefix state cached per peer
+// key (peerPrefixes) with ks's compressor (nil: a temporary one).
+func verifyCertificateVerifyWith(ks *keySchedule, pub crypto.PublicKey, context string, transcriptHash, sig []byte) error {
 	k, ok := pub.(*ecdsa.PublicKey)
 	if !ok || k.Curve != sm2.P256() {
 		return errors.New("peer key is not an SM2 key")
 	}
-	if !sm2.VerifyASN1WithSM2(k, []byte(sm2TLS13ID), signedMessage(context, transcriptHash), sig) {
+	if ks == nil {
+		ks = new(keySchedule)
+	}
+	var id [65]byte // the uncompressed point: the cache key
+	id[0] = 4
+	if k.X.Sign() < 0 || k.Y.Sign() < 0 || k.X.BitLen() > 256 || k.Y.BitLen() > 256 {
+		return errors.New("peer key is not an SM2 key")
+	}
+	k.X.FillBytes(id[1:33])
+	k.Y.FillBytes(id[33:])
+	p, ok := peerPrefixes.Get(id)
+	if !ok {
+		var err error
+		if p, err = newSM2SignPrefix(&ks.m.c, k); err != nil {
+			return fmt.Errorf("peer SM2 key: %w", err)
+		}
+		peerPrefixes.Put(id, p)
+	}
+	if !sm2.VerifyASN1(k, p.digest(&ks.m.c, context, transcriptHash, ks.t[:0]), sig) {
 		return errors.New("invalid sm2sig_sm3 CertificateVerify signature")
 	}
 	return nil
 }
+
+// peerPrefixes caches sm2SignPrefix for peer keys (a client meets the same
+// server keys again and again), keyed by the whole public point, so an
+// entry can only ever serve the key it was computed for.
+var peerPrefixes = lru.New[[65]byte, *sm2SignPrefix](1024, 0)
 
 // verifyChain parses and (unless skipped) verifies a peer chain. It returns
 // the alert to send on failure.

@@ -1,7 +1,6 @@
 package tls13sm
 
 import (
-	"context"
 	"crypto/cipher"
 	"encoding/binary"
 	"errors"
@@ -33,6 +32,7 @@ type halfConn struct {
 	aead   cipher.AEAD
 	suite  *cipherSuite
 	seq    uint64
+	key    [keyLen]byte // scratch while the AEAD is made; zeroed after
 	iv     [ivLen]byte
 	nonce  [ivLen]byte
 	secret [hashSize]byte
@@ -41,9 +41,10 @@ type halfConn struct {
 // setTrafficSecret installs keys derived from secret (RFC 8446 §7.3) and
 // resets the sequence number.
 func (hc *halfConn) setTrafficSecret(ks *keySchedule, suite *cipherSuite, secret []byte) error {
-	var key [keyLen]byte
-	ks.trafficKeys(key[:], hc.iv[:], secret)
-	aead, err := suite.aead(key[:])
+	key := hc.key[:]
+	ks.trafficKeys(key, hc.iv[:], secret)
+	aead, err := suite.aead(key)
+	clear(key)
 	if err != nil {
 		return err
 	}
@@ -62,6 +63,13 @@ func (hc *halfConn) setKeys(suite *cipherSuite, secret, key, iv []byte) error {
 	copy(hc.secret[:], secret)
 	hc.aead, hc.suite, hc.seq = aead, suite, 0
 	return nil
+}
+
+// setAEAD installs an AEAD already made for secret, with its IV.
+func (hc *halfConn) setAEAD(suite *cipherSuite, secret []byte, aead cipher.AEAD, iv []byte) {
+	copy(hc.iv[:], iv[:ivLen])
+	copy(hc.secret[:], secret)
+	hc.aead, hc.suite, hc.seq = aead, suite, 0
 }
 
 // makeNonce computes iv XOR (0^32 || seq) into hc.nonce.
@@ -93,7 +101,6 @@ type Conn struct {
 	handshakeErr        error
 	handshakeStarted    bool
 	isHandshakeComplete atomic.Bool
-	handshakeFn         func(context.Context) error
 
 	// state reported by ConnectionState; written during the handshake.
 	cipherSuite      uint16
@@ -114,11 +121,13 @@ type Conn struct {
 
 	// raw input buffer: bytes [rawStart, rawEnd) are unread.
 	rawBuf           []byte
+	rawBox           *[]byte // the rawBufs entry rawBuf came from, if any
 	rawStart, rawEnd int
 	input            []byte // decrypted application data not yet returned
 	hand             []byte // pending handshake bytes
 	outBuf           []byte
-	sendBuf          []byte // flight being coalesced
+	sendBuf          []byte  // flight being coalesced
+	sendBox          *[]byte // the flightBufs entry sendBuf came from
 	buffering        bool
 
 	// ks is the key schedule scratch of post-handshake key updates.
@@ -223,10 +232,32 @@ const (
 	maxRawBuf     = 2 * (recordHeaderLen + maxCiphertext)
 )
 
+// rawBufs recycles initial read buffers: a connection gives its buffer
+// back when a handshake ends with nothing buffered (it takes one again on
+// its next read), so idle connections hold none.
+var rawBufs = sync.Pool{New: func() any { b := make([]byte, initialRawBuf); return &b }}
+
 func (c *Conn) ensureBuffers() {
 	if c.rawBuf == nil {
-		c.rawBuf = make([]byte, initialRawBuf)
+		c.rawBox = rawBufs.Get().(*[]byte)
+		c.rawBuf, c.rawStart, c.rawEnd = *c.rawBox, 0, 0
 	}
+}
+
+// releaseRawBuf returns an initial-size read buffer that holds no unread
+// bytes to rawBufs. c.in must be held.
+func (c *Conn) releaseRawBuf() {
+	if c.rawBox == nil || c.rawStart != c.rawEnd || len(c.input) != 0 {
+		return
+	}
+	putRawBuf(c.rawBox)
+	c.rawBuf, c.rawBox, c.rawStart, c.rawEnd = nil, nil, 0, 0
+}
+
+// putRawBuf clears a read buffer (it may hold decrypted data) and pools it.
+func putRawBuf(b *[]byte) {
+	clear(*b)
+	rawBufs.Put(b)
 }
 
 // fill makes at least n unread bytes available in rawBuf.
@@ -239,6 +270,10 @@ func (c *Conn) fill(n int) error {
 			}
 			c.rawEnd = copy(buf, c.rawBuf[c.rawStart:c.rawEnd])
 			c.rawStart = 0
+			if c.rawBox != nil && &buf[0] != &c.rawBuf[0] {
+				putRawBuf(c.rawBox) // nothing refers to it now
+				c.rawBox = nil
+			}
 			c.rawBuf = buf
 		}
 		m, err := c.conn.Read(c.rawBuf[c.rawEnd:])
@@ -413,7 +448,11 @@ func (c *Conn) useless1() error {
 }
 
 // readHandshakeBytes returns the next complete handshake message (a copy).
-func (c *Conn) readHandshakeBytes() ([]byte, error) {
+func (c *Conn) readHandshakeBytes() ([]byte, error) { return c.readHandshakeBytesInto(nil) }
+
+// readHandshakeBytesInto returns the next complete handshake message,
+// copied into dst's storage when it has room.
+func (c *Conn) readHandshakeBytesInto(dst []byte) ([]byte, error) {
 	for len(c.hand) < 4 {
 		if err := c.readRecord(); err != nil {
 			return nil, err
@@ -434,8 +473,7 @@ func (c *Conn) readHandshakeBytes() ([]byte, error) {
 			return nil, c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data inside a handshake message"))
 		}
 	}
-	msg := make([]byte, 4+n)
-	copy(msg, c.hand)
+	msg := append(dst[:0], c.hand[:4+n]...)
 	c.hand = c.hand[:copy(c.hand, c.hand[4+n:])]
 	return msg, nil
 }
@@ -528,13 +566,18 @@ const flightBufSize = 4096
 // pooled buffer first.
 func (c *Conn) growSendBuf(n int) {
 	if c.sendBuf == nil {
-		c.sendBuf = (*flightBufs.Get().(*[]byte))[:0]
+		c.sendBox = flightBufs.Get().(*[]byte)
+		c.sendBuf = (*c.sendBox)[:0]
 		if cap(c.sendBuf) >= n {
 			return
 		}
 	}
 	nb := make([]byte, len(c.sendBuf), max(2*cap(c.sendBuf), len(c.sendBuf)+n))
 	copy(nb, c.sendBuf)
+	if c.sendBox != nil {
+		flightBufs.Put(c.sendBox) // copied out: free again
+		c.sendBox = nil
+	}
 	c.sendBuf = nb
 }
 
@@ -547,11 +590,10 @@ func (c *Conn) flush() error {
 	if len(c.sendBuf) > 0 {
 		_, err = c.conn.Write(c.sendBuf)
 	}
-	if cap(c.sendBuf) == flightBufSize {
-		b := c.sendBuf[:0]
-		flightBufs.Put(&b)
+	if c.sendBox != nil {
+		flightBufs.Put(c.sendBox)
 	}
-	c.sendBuf = nil
+	c.sendBuf, c.sendBox = nil, nil
 	if err != nil {
 		return c.out.setErrorLocked(err)
 	}

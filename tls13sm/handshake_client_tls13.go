@@ -32,9 +32,11 @@ type clientHandshakeState struct {
 	usingPSK    bool
 	certReq     *certificateRequestMsg
 
-	transcript hash.Hash
+	transcript hash.Hash // &tr
+	tr         sm3Transcript
 	th         [hashSize]byte
 	ks         keySchedule
+	msgBuf     []byte // where CertificateVerify and Finished are marshalled
 
 	handshakeSecrets
 }
@@ -46,7 +48,10 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
 		return errors.New("tls13sm: either ServerName or InsecureSkipVerify must be set in the client Config")
 	}
-	hs := &clientHandshakeState{c: c, ctx: ctx, config: cfg, transcript: sm3.New()}
+	hs := &clientHandshakeState{c: c, ctx: ctx, config: cfg}
+	hs.tr.c = &hs.ks.m.c
+	hs.tr.Reset()
+	hs.transcript = &hs.tr
 	c.serverName = cfg.ServerName
 	if err := hs.makeClientHello(); err != nil {
 		return err
@@ -213,7 +218,7 @@ func (hs *clientHandshakeState) computeBinders() error {
 	}
 	var binderKey, binder [hashSize]byte
 	hs.ks.pskSecrets(hs.earlySecret[:], binderKey[:], hs.derivedEarly[:], hs.session.secret[:])
-	tr := cloneHash(hs.transcript)
+	tr := hs.tr // a copy, to hash the truncated hello without disturbing the transcript
 	tr.Write(hs.hello.raw[:len(hs.hello.raw)-hs.hello.bindersLen()])
 	var th [hashSize]byte
 	hs.ks.finishedMAC(binder[:], binderKey[:], tr.Sum(th[:0]))
@@ -457,7 +462,7 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 		return c.sendAlert(alert, err)
 	}
 	hs.transcript.Write(msg)
-	msg, err = c.readCertificateVerify(certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), "CertificateVerify")
+	msg, err = c.readCertificateVerify(&hs.ks, certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), "CertificateVerify")
 	if err != nil {
 		return err
 	}
@@ -469,7 +474,7 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 func (hs *clientHandshakeState) readServerFinished() error {
 	c, ks := hs.c, &hs.ks
 	var want [hashSize]byte
-	msg, err := c.readFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), want[:], "server Finished")
+	msg, err := c.readFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), want[:], nil, "server Finished")
 	if err != nil {
 		return err
 	}
@@ -518,13 +523,13 @@ func (hs *clientHandshakeState) sendClientCertificate() error {
 	if cert == nil {
 		return nil
 	}
-	return c.sendCertificateVerify(hs.ctx, hs.config, cert.PrivateKey, clientSignatureContext, hs.transcriptHash(), hs.transcript)
+	return c.sendCertificateVerify(hs.ctx, hs.config, &hs.ks, &hs.msgBuf, cert.PrivateKey, clientSignatureContext, hs.transcriptHash(), hs.transcript)
 }
 
 func (hs *clientHandshakeState) sendClientFinished() error {
 	c, ks := hs.c, &hs.ks
 	var vd [hashSize]byte
-	if err := c.sendFinished(ks, hs.clientFinishedKey[:], hs.transcriptHash(), vd[:], hs.transcript); err != nil {
+	if err := c.sendFinished(ks, hs.clientFinishedKey[:], hs.transcriptHash(), vd[:], &hs.msgBuf, hs.transcript); err != nil {
 		return err
 	}
 	c.out.Lock()

@@ -198,6 +198,17 @@ type clientHelloMsg struct {
 	hasSupportedVers    bool
 	hasSigAlgs          bool
 	hasGroups           bool
+
+	// Backing arrays of the lists above, so that parsing a usual
+	// ClientHello allocates nothing for them (longer lists spill to the
+	// heap as usual).
+	suitesArr  [16]uint16
+	groupsArr  [8]uint16
+	sigAlgsArr [8]uint16
+	versArr    [4]uint16
+	sharesArr  [2]keyShare
+	pskIDsArr  [1]pskIdentity
+	bindersArr [1][]byte
 }
 
 func (m *clientHelloMsg) marshal() ([]byte, error) {
@@ -298,6 +309,7 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		!body.ReadUint8LengthPrefixed((*cryptobyte.String)(&m.sessionID)) || len(m.sessionID) > 32 {
 		return false
 	}
+	m.cipherSuites = m.suitesArr[:0]
 	if !readU16List(&body, &m.cipherSuites) || len(m.cipherSuites) == 0 {
 		return false
 	}
@@ -333,11 +345,13 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 		}
 	case extSupportedGroups:
 		m.hasGroups = true
+		m.supportedGroups = m.groupsArr[:0]
 		if !readU16List(&ed, &m.supportedGroups) || len(m.supportedGroups) == 0 {
 			return false
 		}
 	case extSignatureAlgorithms:
 		m.hasSigAlgs = true
+		m.signatureAlgorithms = m.sigAlgsArr[:0]
 		if !readU16List(&ed, &m.signatureAlgorithms) || len(m.signatureAlgorithms) == 0 {
 			return false
 		}
@@ -353,6 +367,7 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 	case extSupportedVersions:
 		m.hasSupportedVers = true
 		var list cryptobyte.String
+		m.supportedVersions = m.versArr[:0]
 		if !ed.ReadUint8LengthPrefixed(&list) || list.Empty() || !appendU16s(list, &m.supportedVersions) {
 			return false
 		}
@@ -366,7 +381,7 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 		if !ed.ReadUint16LengthPrefixed(&list) {
 			return false
 		}
-		m.keyShares = []keyShare{}
+		m.keyShares = m.sharesArr[:0]
 		for !list.Empty() {
 			var ks keyShare
 			if !list.ReadUint16(&ks.group) || !list.ReadUint16LengthPrefixed((*cryptobyte.String)(&ks.data)) || len(ks.data) == 0 {
@@ -385,6 +400,7 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 		if !ed.ReadUint16LengthPrefixed(&ids) || ids.Empty() {
 			return false
 		}
+		m.pskIdentities = m.pskIDsArr[:0]
 		for !ids.Empty() {
 			var id pskIdentity
 			if !ids.ReadUint16LengthPrefixed((*cryptobyte.String)(&id.label)) || len(id.label) == 0 ||
@@ -396,6 +412,7 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 		if !ed.ReadUint16LengthPrefixed(&binders) || binders.Empty() {
 			return false
 		}
+		m.pskBinders = m.bindersArr[:0]
 		for !binders.Empty() {
 			var bd cryptobyte.String
 			if !binders.ReadUint8LengthPrefixed(&bd) || len(bd) < 32 {

@@ -3,9 +3,9 @@ package tls13sm
 import (
 	"bytes"
 	"context"
+	"crypto/cipher"
 	"crypto/ecdh"
 	"crypto/hmac"
-	"encoding"
 	"encoding/binary"
 	"errors"
 	"hash"
@@ -41,41 +41,50 @@ type serverHandshakeState struct {
 	session   *sessionState
 	client    clientIdentity // from this handshake's certificate, or the ticket's
 
-	transcript hash.Hash
+	transcript hash.Hash // &tr
+	tr         sm3Transcript
 	th         [hashSize]byte // transcript hash scratch
 	ks         keySchedule
+	random     [32]byte
+	msgBuf     []byte // where outgoing messages are marshalled
+	helloBuf   clientHelloMsg
+	helloRaw   []byte // holds the first ClientHello's bytes
 
 	handshakeSecrets
 	binderHash       [hashSize]byte // transcript up to the binders
 	scratch          [2][hashSize]byte
 	key              [keyLen]byte
 	iv               [ivLen]byte
+	clientAppAEAD    cipher.AEAD // made with the server's application key
+	clientAppIV      [ivLen]byte
 	sessionBuf       sessionState
 	thServerFinished [hashSize]byte
+	// ticketPlain and ticketSealed hold a session state and its ticket
+	// (at most 157 and 201 bytes, see sessionState).
+	ticketPlain  [160]byte
+	ticketSealed [256]byte
 }
 
 func (hs *serverHandshakeState) transcriptHash() []byte {
 	return hs.transcript.Sum(hs.th[:0])
 }
 
-// serverStates recycles handshake states (about 2 KiB with three SM3
-// digests); nothing refers to a state after its handshake returns.
+// serverStates recycles handshake states (about 3 KiB, with the SM3
+// compressor, the parsed ClientHello and the message buffers); nothing
+// refers to a state after its handshake returns.
 var serverStates = sync.Pool{New: func() any { return new(serverHandshakeState) }}
+
+// maxPooledMsgBuf bounds the message buffer a pooled state keeps.
+const maxPooledMsgBuf = 8192
 
 func newServerHandshakeState(c *Conn, ctx context.Context) *serverHandshakeState {
 	hs := serverStates.Get().(*serverHandshakeState)
-	m, tr := hs.ks.m, hs.transcript
-	*hs = serverHandshakeState{c: c, ctx: ctx, config: c.config}
-	if m.inner != nil {
-		hs.ks.m.inner, hs.ks.m.outer = m.inner, m.outer
-		hs.ks.m.innerApp, hs.ks.m.outerApp = m.innerApp, m.outerApp
-		hs.ks.m.innerUn, hs.ks.m.outerUn = m.innerUn, m.outerUn
-	}
-	if tr == nil {
-		tr = sm3.New()
-	}
-	tr.Reset()
-	hs.transcript = tr
+	comp, buf, raw := hs.ks.m.c, hs.msgBuf, hs.helloRaw
+	*hs = serverHandshakeState{c: c, ctx: ctx, config: c.config, msgBuf: buf[:0], helloRaw: raw[:0]}
+	hs.ks.m.c = comp
+	hs.tr.c = &hs.ks.m.c
+	hs.tr.Reset()
+	hs.transcript = &hs.tr
 	return hs
 }
 
@@ -83,6 +92,13 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 	hs := newServerHandshakeState(c, ctx)
 	defer func() {
 		hs.c, hs.ctx, hs.config, hs.hello, hs.cert, hs.session = nil, nil, nil, nil, nil, nil
+		hs.clientAppAEAD = nil
+		if cap(hs.msgBuf) > maxPooledMsgBuf {
+			hs.msgBuf = nil
+		}
+		if cap(hs.helloRaw) > maxPooledMsgBuf {
+			hs.helloRaw = nil
+		}
 		serverStates.Put(hs)
 	}()
 	if err := hs.readClientHello(); err != nil {
@@ -124,9 +140,17 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 // readClientHello reads the first ClientHello and applies GetConfigForClient.
 func (hs *serverHandshakeState) readClientHello() error {
 	c := hs.c
-	hs.hello = new(clientHelloMsg)
-	if _, err := c.readHandshakeMsg(typeClientHello, hs.hello.unmarshal, "ClientHello"); err != nil {
+	hs.hello = &hs.helloBuf
+	msg, err := c.readHandshakeBytesInto(hs.helloRaw[:0])
+	if err != nil {
 		return err
+	}
+	hs.helloRaw = msg
+	if msg[0] != typeClientHello {
+		return c.fail(AlertUnexpectedMessage, "expected ClientHello, got message type %d", msg[0])
+	}
+	if !hs.hello.unmarshal(msg) {
+		return c.fail(AlertDecodeError, "malformed ClientHello")
 	}
 	if hs.config.GetConfigForClient != nil {
 		cfg, err := hs.config.GetConfigForClient(hs.clientHelloInfo())
@@ -141,12 +165,14 @@ func (hs *serverHandshakeState) readClientHello() error {
 	return nil
 }
 
+// clientHelloInfo describes the ClientHello for callbacks, with copies of
+// its lists (the hello's storage is recycled after the handshake).
 func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
 	h := hs.hello
 	return &ClientHelloInfo{
-		ServerName: h.serverName, CipherSuites: h.cipherSuites, SupportedProtos: h.alpnProtocols,
-		SupportedGroups: h.supportedGroups, SignatureSchemes: h.signatureAlgorithms,
-		SupportedVersions: h.supportedVersions, Conn: hs.c.conn, config: hs.config,
+		ServerName: h.serverName, CipherSuites: slices.Clone(h.cipherSuites), SupportedProtos: slices.Clone(h.alpnProtocols),
+		SupportedGroups: slices.Clone(h.supportedGroups), SignatureSchemes: slices.Clone(h.signatureAlgorithms),
+		SupportedVersions: slices.Clone(h.supportedVersions), Conn: hs.c.conn, config: hs.config,
 	}
 }
 
@@ -314,14 +340,6 @@ func (hs *serverHandshakeState) addHelloToTranscript() {
 	hs.transcript.Write(raw[cut:])
 }
 
-// cloneHash copies an SM3 state.
-func cloneHash(h hash.Hash) hash.Hash {
-	st, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
-	n := sm3.New()
-	n.(encoding.BinaryUnmarshaler).UnmarshalBinary(st)
-	return n
-}
-
 // checkForResumption looks for a ticket it can use (§4.2.11), verifying
 // the binder of the identity it selects.
 func (hs *serverHandshakeState) checkForResumption() error {
@@ -352,7 +370,7 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		if i >= maxPSKIdentities {
 			break
 		}
-		plain, ok, stale := ticket.Open(keys, id.label)
+		plain, ok, stale := ticket.OpenTo(hs.ticketPlain[:0], keys, id.label)
 		if !ok {
 			reject(TicketReasonUndecryptable)
 			continue
@@ -509,7 +527,7 @@ func keyExchange(cfg *Config, group uint16, peer []byte) (pub, shared []byte, er
 // EncryptedExtensions, and switches to handshake keys (§4.1.3, §7.1).
 func (hs *serverHandshakeState) sendServerParameters() error {
 	c, h := hs.c, hs.hello
-	random := make([]byte, 32)
+	random := hs.random[:]
 	if _, err := io.ReadFull(hs.config.rand(), random); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
@@ -532,7 +550,8 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 	if hs.usingPSK {
 		sh.hasSelectedIdent, sh.selectedIdentity = true, uint16(hs.pskIndex)
 	}
-	if err := c.writeHandshake(sh.marshalFast(), hs.transcript); err != nil {
+	hs.msgBuf = sh.appendFast(hs.msgBuf[:0])
+	if err := c.writeHandshake(hs.msgBuf, hs.transcript); err != nil {
 		return err
 	}
 	if len(h.sessionID) > 0 && !hs.sentCCS {
@@ -563,7 +582,9 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 		return err
 	}
 	ks.trafficKeysFinished(key, iv, hs.clientFinishedKey[:], hs.clientHSSecret[:])
-	if err := c.in.setKeys(hs.suite, hs.clientHSSecret[:], key, iv); err != nil {
+	err := c.in.setKeys(hs.suite, hs.clientHSSecret[:], key, iv)
+	clear(key)
+	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if h.earlyData && !hs.sentHRR {
@@ -583,7 +604,8 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 		}
 	}
 	c.alpn = ee.alpnProtocol
-	return c.writeHandshake(ee.marshalFast(), hs.transcript)
+	hs.msgBuf = ee.appendFast(hs.msgBuf[:0])
+	return c.writeHandshake(hs.msgBuf, hs.transcript)
 }
 
 func (hs *serverHandshakeState) requestClientCert() bool {
@@ -613,29 +635,43 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 		}
 	}
 	cm := &certificateMsg{certificates: hs.cert.Certificate}
-	raw, err := cm.marshalFast()
+	raw, err := cm.appendFast(hs.msgBuf[:0])
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
+	hs.msgBuf = raw
 	if err := c.writeHandshake(raw, hs.transcript); err != nil {
 		return err
 	}
-	return c.sendCertificateVerify(hs.ctx, hs.config, hs.cert.PrivateKey, serverSignatureContext, hs.transcriptHash(), hs.transcript)
+	return c.sendCertificateVerify(hs.ctx, hs.config, &hs.ks, &hs.msgBuf, hs.cert.PrivateKey, serverSignatureContext, hs.transcriptHash(), hs.transcript)
 }
 
 // sendServerFinished sends Finished and derives the application secrets.
 func (hs *serverHandshakeState) sendServerFinished() error {
 	c, ks := hs.c, &hs.ks
-	if err := c.sendFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), hs.scratch[0][:], hs.transcript); err != nil {
+	if err := c.sendFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), hs.scratch[0][:], &hs.msgBuf, hs.transcript); err != nil {
 		return err
 	}
 	th := hs.transcriptHash()
 	hs.deriveApplicationSecrets(ks, th)
 	hs.thServerFinished = [hashSize]byte(th)
 	c.out.Lock()
-	defer c.out.Unlock()
-	if err := c.out.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:]); err != nil {
-		return c.out.setErrorLocked(err)
+	err := c.out.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:])
+	if err != nil {
+		err = c.out.setErrorLocked(err)
+	}
+	c.out.Unlock()
+	if err != nil {
+		return err
+	}
+	// The client's application key is made now, next to the server's (the
+	// same work, while its code is warm), and installed once the client
+	// Finished verifies.
+	ks.trafficKeys(hs.key[:], hs.clientAppIV[:], hs.clientAppSecret[:])
+	hs.clientAppAEAD, err = hs.suite.aead(hs.key[:])
+	clear(hs.key[:])
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
 	}
 	return nil
 }
@@ -667,7 +703,7 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	if err != nil {
 		return c.sendAlert(alert, err)
 	}
-	msg, err = c.readCertificateVerify(certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), "client CertificateVerify")
+	msg, err = c.readCertificateVerify(&hs.ks, certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), "client CertificateVerify")
 	if err != nil {
 		return err
 	}
@@ -690,7 +726,7 @@ func (hs *serverHandshakeState) readClientFinished() error {
 	if hs.requestClientCert() {
 		th = hs.transcriptHash()
 	}
-	msg, err := c.readFinished(ks, hs.clientFinishedKey[:], th, hs.scratch[0][:], "client Finished")
+	msg, err := c.readFinished(ks, hs.clientFinishedKey[:], th, hs.scratch[0][:], hs.msgBuf[:0], "client Finished")
 	if err != nil {
 		return err
 	}
@@ -698,9 +734,7 @@ func (hs *serverHandshakeState) readClientFinished() error {
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	if err := c.in.setTrafficSecret(ks, hs.suite, hs.clientAppSecret[:]); err != nil {
-		return c.sendAlert(AlertInternalError, err)
-	}
+	c.in.setAEAD(hs.suite, hs.clientAppSecret[:], hs.clientAppAEAD, hs.clientAppIV[:])
 	return nil
 }
 
@@ -731,14 +765,14 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	}
 	ss.ageAdd = binary.BigEndian.Uint32(rnd[:])
 	ks.expandLabel(ss.secret[:], resMaster, "resumption", nonce)
-	var buf [160]byte
-	plain := ss.marshalFast(buf[:0])
-	label, err := ticket.Seal(make([]byte, 0, len(plain)+ticket.Overhead), hs.config.ticketKeys(), plain)
+	plain := ss.marshalFast(hs.ticketPlain[:0])
+	label, err := ticket.Seal(hs.ticketSealed[:0], hs.config.ticketKeys(), plain)
 	if err != nil {
 		return nil // no ticket key: just do not issue tickets
 	}
 	m := &newSessionTicketMsg{lifetime: ss.lifetime, ageAdd: ss.ageAdd, nonce: nonce, label: label}
-	if err := c.writeHandshake(m.marshalFast(), nil); err != nil {
+	hs.msgBuf = m.appendFast(hs.msgBuf[:0])
+	if err := c.writeHandshake(hs.msgBuf, nil); err != nil {
 		return err
 	}
 	hs.ticketEvent(TicketIssued, "", false)

@@ -40,7 +40,13 @@ func (s *handshakeSecrets) deriveApplicationSecrets(ks *keySchedule, th []byte) 
 // names it in errors ("client Certificate"). It returns the message's
 // bytes for the transcript.
 func (c *Conn) readHandshakeMsg(typ uint8, unmarshal func([]byte) bool, name string) ([]byte, error) {
-	msg, err := c.readHandshakeBytes()
+	return c.readHandshakeMsgInto(nil, typ, unmarshal, name)
+}
+
+// readHandshakeMsgInto is readHandshakeMsg with the message copied into
+// dst's storage when it has room.
+func (c *Conn) readHandshakeMsgInto(dst []byte, typ uint8, unmarshal func([]byte) bool, name string) ([]byte, error) {
+	msg, err := c.readHandshakeBytesInto(dst)
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +61,17 @@ func (c *Conn) readHandshakeMsg(typ uint8, unmarshal func([]byte) bool, name str
 
 // sendCertificateVerify signs th, the transcript hash up to this side's
 // Certificate, with key under sigContext (this side's context string),
-// through ctx and cfg's Rand, and sends CertificateVerify (§4.4.3).
-func (c *Conn) sendCertificateVerify(ctx context.Context, cfg *Config, key crypto.Signer, sigContext string, th []byte, transcript io.Writer) error {
-	sig, err := signCertificateVerify(ctx, cfg, key, sigContext, th)
+// through ctx and cfg's Rand, and sends CertificateVerify (§4.4.3). ks's
+// SM3 compressor computes the digest for in-process keys; the message is
+// marshalled into *buf (reused).
+func (c *Conn) sendCertificateVerify(ctx context.Context, cfg *Config, ks *keySchedule, buf *[]byte, key crypto.Signer, sigContext string, th []byte, transcript io.Writer) error {
+	sig, err := signCertificateVerify(ctx, cfg, ks, key, sigContext, th)
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	cv := &certificateVerifyMsg{sigAlg: SM2SigSM3, signature: sig}
-	return c.writeHandshake(cv.marshalFast(), transcript)
+	*buf = cv.appendFast((*buf)[:0])
+	return c.writeHandshake(*buf, transcript)
 }
 
 // readCertificateVerify reads the peer's CertificateVerify (§4.4.3) and
@@ -70,7 +79,7 @@ func (c *Conn) sendCertificateVerify(ctx context.Context, cfg *Config, key crypt
 // to the peer's Certificate, under sigContext (the peer's context string).
 // name names the message in errors. It returns the message's bytes for the
 // transcript.
-func (c *Conn) readCertificateVerify(pub crypto.PublicKey, sigContext string, th []byte, name string) ([]byte, error) {
+func (c *Conn) readCertificateVerify(ks *keySchedule, pub crypto.PublicKey, sigContext string, th []byte, name string) ([]byte, error) {
 	var cv certificateVerifyMsg
 	msg, err := c.readHandshakeMsg(typeCertificateVerify, cv.unmarshal, name)
 	if err != nil {
@@ -79,27 +88,29 @@ func (c *Conn) readCertificateVerify(pub crypto.PublicKey, sigContext string, th
 	if cv.sigAlg != SM2SigSM3 {
 		return nil, c.fail(AlertIllegalParameter, "%s with scheme %#04x that was not offered", name, cv.sigAlg)
 	}
-	if err := verifyCertificateVerify(pub, sigContext, th, cv.signature); err != nil {
+	if err := verifyCertificateVerifyWith(ks, pub, sigContext, th, cv.signature); err != nil {
 		return nil, c.sendAlert(AlertDecryptError, err)
 	}
 	return msg, nil
 }
 
 // sendFinished sends Finished (§4.4.4) with verify_data, written into vd,
-// the HMAC under finishedKey of th, the transcript hash so far.
-func (c *Conn) sendFinished(ks *keySchedule, finishedKey, th, vd []byte, transcript io.Writer) error {
+// the HMAC under finishedKey of th, the transcript hash so far, marshalled
+// into *buf (reused).
+func (c *Conn) sendFinished(ks *keySchedule, finishedKey, th, vd []byte, buf *[]byte, transcript io.Writer) error {
 	ks.macWithKey(vd, finishedKey, th)
 	fin := &finishedMsg{verifyData: vd}
-	return c.writeHandshake(fin.marshalFast(), transcript)
+	*buf = fin.appendFast((*buf)[:0])
+	return c.writeHandshake(*buf, transcript)
 }
 
 // readFinished reads the peer's Finished (§4.4.4) and checks its
 // verify_data, the HMAC under finishedKey of th (computed into want).
 // name names the message in errors. It returns the message's bytes for the
-// transcript.
-func (c *Conn) readFinished(ks *keySchedule, finishedKey, th, want []byte, name string) ([]byte, error) {
+// transcript, in buf's storage when it has room.
+func (c *Conn) readFinished(ks *keySchedule, finishedKey, th, want, buf []byte, name string) ([]byte, error) {
 	var fin finishedMsg
-	msg, err := c.readHandshakeMsg(typeFinished, fin.unmarshal, name)
+	msg, err := c.readHandshakeMsgInto(buf, typeFinished, fin.unmarshal, name)
 	if err != nil {
 		return nil, err
 	}

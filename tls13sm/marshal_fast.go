@@ -1,5 +1,7 @@
 package tls13sm
 
+import "slices"
+
 // Append-based encoders for the messages a server sends on every handshake
 // (cryptobyte's builders allocate per length prefix). Each reserves the
 // 4-byte handshake header and patches the uint24 length at the end.
@@ -31,8 +33,12 @@ func patchU16(b []byte, at int) []byte {
 	return b
 }
 
-func (m *serverHelloMsg) marshalFast() []byte {
-	b := make([]byte, 0, 4+2+32+1+len(m.sessionID)+3+2+6+8+len(m.serverShare.data)+6+6+len(m.cookie))
+func (m *serverHelloMsg) marshalFast() []byte { return m.appendFast(nil) }
+
+// appendFast appends the message to b (b's spare capacity is reused, as
+// with every appendFast) and returns it, also kept in m.raw.
+func (m *serverHelloMsg) appendFast(b []byte) []byte {
+	b = slices.Grow(b, 4+2+32+1+len(m.sessionID)+3+2+6+8+len(m.serverShare.data)+6+6+len(m.cookie))
 	b, start := beginMessage(b, typeServerHello)
 	b = appendU16(b, m.vers)
 	b = append(b, m.random...)
@@ -70,12 +76,15 @@ func (m *serverHelloMsg) marshalFast() []byte {
 		b = appendU16(b, m.selectedIdentity)
 	}
 	b = patchU16(b, ext)
-	m.raw = endMessage(b, start)
-	return m.raw
+	b = endMessage(b, start)
+	m.raw = b[start:]
+	return b
 }
 
-func (m *encryptedExtensionsMsg) marshalFast() []byte {
-	b := make([]byte, 0, 4+2+8+len(m.alpnProtocol))
+func (m *encryptedExtensionsMsg) marshalFast() []byte { return m.appendFast(nil) }
+
+func (m *encryptedExtensionsMsg) appendFast(b []byte) []byte {
+	b = slices.Grow(b, 4+2+8+len(m.alpnProtocol))
 	b, start := beginMessage(b, typeEncryptedExtensions)
 	b, ext := reserveU16(b)
 	if m.alpnProtocol != "" {
@@ -87,20 +96,26 @@ func (m *encryptedExtensionsMsg) marshalFast() []byte {
 		b = append(b, m.alpnProtocol...)
 	}
 	b = patchU16(b, ext)
-	m.raw = endMessage(b, start)
-	return m.raw
+	b = endMessage(b, start)
+	m.raw = b[start:]
+	return b
 }
 
-func (m *finishedMsg) marshalFast() []byte {
-	b := make([]byte, 0, 4+len(m.verifyData))
+func (m *finishedMsg) marshalFast() []byte { return m.appendFast(nil) }
+
+func (m *finishedMsg) appendFast(b []byte) []byte {
+	b = slices.Grow(b, 4+len(m.verifyData))
 	b, start := beginMessage(b, typeFinished)
 	b = append(b, m.verifyData...)
-	m.raw = endMessage(b, start)
-	return m.raw
+	b = endMessage(b, start)
+	m.raw = b[start:]
+	return b
 }
 
-func (m *newSessionTicketMsg) marshalFast() []byte {
-	b := make([]byte, 0, 4+4+4+1+len(m.nonce)+2+len(m.label)+2)
+func (m *newSessionTicketMsg) marshalFast() []byte { return m.appendFast(nil) }
+
+func (m *newSessionTicketMsg) appendFast(b []byte) []byte {
+	b = slices.Grow(b, 4+4+4+1+len(m.nonce)+2+len(m.label)+2)
 	b, start := beginMessage(b, typeNewSessionTicket)
 	b = appendU32(b, m.lifetime)
 	b = appendU32(b, m.ageAdd)
@@ -109,32 +124,39 @@ func (m *newSessionTicketMsg) marshalFast() []byte {
 	b = appendU16(b, uint16(len(m.label)))
 	b = append(b, m.label...)
 	b = appendU16(b, 0)
-	m.raw = endMessage(b, start)
-	return m.raw
+	b = endMessage(b, start)
+	m.raw = b[start:]
+	return b
 }
 
-func (m *certificateVerifyMsg) marshalFast() []byte {
-	b := make([]byte, 0, 4+2+2+len(m.signature))
+func (m *certificateVerifyMsg) marshalFast() []byte { return m.appendFast(nil) }
+
+func (m *certificateVerifyMsg) appendFast(b []byte) []byte {
+	b = slices.Grow(b, 4+2+2+len(m.signature))
 	b, start := beginMessage(b, typeCertificateVerify)
 	b = appendU16(b, m.sigAlg)
 	b = appendU16(b, uint16(len(m.signature)))
 	b = append(b, m.signature...)
-	m.raw = endMessage(b, start)
-	return m.raw
+	b = endMessage(b, start)
+	m.raw = b[start:]
+	return b
 }
 
 // marshalFast encodes a Certificate with an empty request context and no
 // per-certificate extensions (what the server sends) in one allocation. It
 // falls back to marshal for anything else or for oversize chains.
-func (m *certificateMsg) marshalFast() ([]byte, error) {
+func (m *certificateMsg) marshalFast() ([]byte, error) { return m.appendFast(nil) }
+
+func (m *certificateMsg) appendFast(b []byte) ([]byte, error) {
 	n := 4 + 1 + len(m.context) + 3
 	for _, c := range m.certificates {
 		n += 3 + len(c) + 2
 	}
 	if len(m.context) != 0 || n-4 >= 1<<24 {
-		return m.marshal()
+		raw, err := m.marshal()
+		return append(b, raw...), err
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, n)
 	b, start := beginMessage(b, typeCertificate)
 	b = append(b, 0) // certificate_request_context
 	l := n - 4 - 1 - 3
@@ -144,8 +166,9 @@ func (m *certificateMsg) marshalFast() ([]byte, error) {
 		b = append(b, c...)
 		b = append(b, 0, 0) // no extensions
 	}
-	m.raw = endMessage(b, start)
-	return m.raw, nil
+	b = endMessage(b, start)
+	m.raw = b[start:]
+	return b, nil
 }
 
 // marshalFast encodes the session state (same layout as marshal).

@@ -65,3 +65,27 @@ func TestFastMarshalMatches(t *testing.T) {
 		}
 	}
 }
+
+// appendFast appends after what b holds, reuses b's room, and keeps only
+// the message in m.raw.
+func TestAppendFastReusesBuffer(t *testing.T) {
+	buf := make([]byte, 3, 1024)
+	copy(buf, "pre")
+	fin := finishedMsg{verifyData: bytes.Repeat([]byte{9}, 32)}
+	want := (&finishedMsg{verifyData: fin.verifyData}).marshalFast()
+	out := fin.appendFast(buf)
+	if string(out[:3]) != "pre" || !bytes.Equal(out[3:], want) || !bytes.Equal(fin.raw, want) || &out[0] != &buf[0] {
+		t.Fatalf("appendFast: %x (raw %x)", out, fin.raw)
+	}
+	cm := certificateMsg{certificates: [][]byte{bytes.Repeat([]byte{5}, 300)}}
+	out, err := cm.appendFast(buf[:0])
+	if err != nil || !bytes.Equal(out, cm.raw) || &out[0] != &buf[0] {
+		t.Fatalf("Certificate appendFast: %v", err)
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		m := certificateVerifyMsg{sigAlg: SM2SigSM3, signature: fin.verifyData}
+		buf = m.appendFast(buf[:0])
+	}); n != 0 {
+		t.Fatalf("appendFast with room allocates %v times", n)
+	}
+}

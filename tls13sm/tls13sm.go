@@ -15,17 +15,13 @@ import (
 // Server returns a server-side Conn over conn. The handshake runs on the
 // first Read, Write or Handshake call.
 func Server(conn net.Conn, config *Config) *Conn {
-	c := &Conn{conn: conn, config: config}
-	c.handshakeFn = c.serverHandshake
-	return c
+	return &Conn{conn: conn, config: config}
 }
 
 // Client returns a client-side Conn over conn. config must set ServerName
 // or InsecureSkipVerify.
 func Client(conn net.Conn, config *Config) *Conn {
-	c := &Conn{conn: conn, config: config, isClient: true}
-	c.handshakeFn = c.clientHandshake
-	return c
+	return &Conn{conn: conn, config: config, isClient: true}
 }
 
 // NewListener wraps inner so that accepted connections are server Conns.
@@ -94,7 +90,13 @@ func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
 	c.in.Lock()
 	defer c.in.Unlock()
 	start := time.Now()
-	err := c.handshakeFn(hctx)
+	var err error
+	if c.isClient {
+		err = c.clientHandshake(hctx)
+	} else {
+		err = c.serverHandshake(hctx)
+	}
+	c.releaseRawBuf()
 	if err == nil {
 		c.isHandshakeComplete.Store(true)
 		c.handshakeErr = nil

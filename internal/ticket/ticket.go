@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,30 +69,40 @@ func Seal(dst []byte, src Source, state []byte) ([]byte, error) {
 	if len(keys) == 0 || keys[0].aead == nil {
 		return nil, errors.New("ticket: no ticket key available")
 	}
-	k := keys[0]
-	var nonce [12]byte
-	if _, err := io.ReadFull(rand.Reader, nonce[:]); err != nil {
+	k := &keys[0] // not a copy: its Name is passed to the AEAD without escaping a local
+	dst = append(dst, k.Name[:]...)
+	// The nonce is read straight into dst (a local array would escape to
+	// the heap through the io.Reader).
+	n := len(dst)
+	dst = slices.Grow(dst, 12+len(state)+16)[:n+12]
+	nonce := dst[n:]
+	if _, err := io.ReadFull(rand.Reader, nonce); err != nil {
 		return nil, fmt.Errorf("ticket: nonce: %w", err)
 	}
-	dst = append(dst, k.Name[:]...)
-	dst = append(dst, nonce[:]...)
 	// The key name is authenticated as additional data.
-	return k.aead.Seal(dst, nonce[:], state, k.Name[:]), nil
+	return k.aead.Seal(dst, nonce, state, k.Name[:]), nil
 }
 
 // Open decrypts a ticket sealed by Seal with any key of src. ok is false for
 // an unknown key name or a forged or damaged ticket. stale is true when the
 // key that opened it is not the newest, so the caller should issue a new ticket.
 func Open(src Source, ticket []byte) (state []byte, ok, stale bool) {
+	return OpenTo(nil, src, ticket)
+}
+
+// OpenTo is Open with the state decrypted into dst's storage (dst[:0]) when
+// it has room, so that a caller with a buffer allocates nothing.
+func OpenTo(dst []byte, src Source, ticket []byte) (state []byte, ok, stale bool) {
 	if len(ticket) < Overhead {
 		return nil, false, false
 	}
 	keys := src.TicketKeys()
-	for i, k := range keys {
+	for i := range keys {
+		k := &keys[i]
 		if k.aead == nil || subtle.ConstantTimeCompare(k.Name[:], ticket[:16]) != 1 {
 			continue
 		}
-		out, err := k.aead.Open(nil, ticket[16:28], ticket[28:], k.Name[:])
+		out, err := k.aead.Open(dst[:0], ticket[16:28], ticket[28:], k.Name[:])
 		if err != nil {
 			return nil, false, false
 		}

@@ -115,3 +115,31 @@ func TestParseKeyFile(t *testing.T) {
 		t.Fatal("a ticket sealed by one instance did not open on another with the same key file")
 	}
 }
+
+// OpenTo opens into the caller's buffer, and neither it nor Seal allocates
+// when given room.
+func TestOpenTo(t *testing.T) {
+	k := mustKey(t, 1, time.Unix(1_800_000_000, 0))
+	state := []byte("session state")
+	tk, err := Seal(nil, Static{k}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 64)
+	got, ok, _ := OpenTo(buf, Static{k}, tk)
+	if !ok || !bytes.Equal(got, state) || &got[0] != &buf[:1][0] {
+		t.Fatalf("OpenTo: ok=%v got=%q (in buf: %v)", ok, got, ok && &got[0] == &buf[:1][0])
+	}
+	var src Source = Static{k}
+	if n := testing.AllocsPerRun(10, func() { OpenTo(buf, src, tk) }); n != 0 {
+		t.Fatalf("OpenTo with room allocates %v times", n)
+	}
+	if _, ok, _ := OpenTo(buf, Static{k}, tk[:len(tk)-1]); ok {
+		t.Fatal("truncated ticket opened")
+	}
+	// Seal with room in dst allocates nothing either.
+	out := make([]byte, 0, 128)
+	if n := testing.AllocsPerRun(10, func() { Seal(out, src, state) }); n != 0 {
+		t.Fatalf("Seal with room allocates %v times", n)
+	}
+}
