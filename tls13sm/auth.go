@@ -6,8 +6,6 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
@@ -54,13 +52,15 @@ func signCertificateVerify(ctx context.Context, cfg *Config, ks *keySchedule, ke
 	}
 	var sig []byte
 	var err error
-	if k, ok := key.(*sm2.PrivateKey); ok {
+	if k := localSM2Key(key); k != nil {
 		if ks == nil {
 			ks = new(keySchedule)
 		}
 		var e []byte
-		if e, err = certificateVerifyDigest(&ks.m.c, k, context, transcriptHash, ks.t[:0]); err == nil {
-			sig, err = smkey.Sign(ctx, k, cfg.rand(), e, sm2DigestOpts)
+		if e, err = certificateVerifyDigest(&ks.m.c, &k.PublicKey, context, transcriptHash, ks.t[:0]); err == nil {
+			// key, not k: a wrapper (the daemon's offload engine) passes
+			// the digest and options through to k unchanged.
+			sig, err = smkey.Sign(ctx, key, cfg.rand(), e, sm2DigestOpts)
 		}
 	} else {
 		sig, err = smkey.Sign(ctx, key, cfg.rand(), signedMessage(context, transcriptHash), sm2SignerOpts)
@@ -83,35 +83,52 @@ type sm2SignPrefix struct {
 	server, client sm3Hasher
 }
 
-// signPrefixes caches sm2SignPrefix by key (*sm2.PrivateKey); a key's
-// public part never changes. At most maxSignPrefixes keys are cached
-// (servers have a few certificates); beyond that the prefix is computed
-// per handshake.
-var (
-	signPrefixes    sync.Map
-	signPrefixCount atomic.Int32
-)
+// localSM2Key returns key as an in-process SM2 key, looking through one
+// Unwrap (the daemon's offload wrapper), or nil for any other signer (key
+// servers, hardware, unknown wrappers), which then gets the content with
+// sm2SignerOpts and computes Z_A itself.
+func localSM2Key(key crypto.Signer) *sm2.PrivateKey {
+	if u, ok := key.(interface{ Unwrap() crypto.Signer }); ok {
+		key = u.Unwrap()
+	}
+	k, _ := key.(*sm2.PrivateKey)
+	return k
+}
 
-const maxSignPrefixes = 256
+// signPrefixes caches sm2SignPrefix for our own signing keys, keyed by the
+// whole public point (like peerPrefixes), so that keys replaced by a
+// configuration reload age out instead of pinning the cache.
+var signPrefixes = lru.New[[65]byte, *sm2SignPrefix](256, 0)
 
 // certificateVerifyDigest appends e = SM3(Z_A || signedMessage(context,
-// th)) for key, with the RFC 8998 ID, to out.
-func certificateVerifyDigest(c *sm3Compressor, key *sm2.PrivateKey, context string, th, out []byte) ([]byte, error) {
-	var p *sm2SignPrefix
-	if v, ok := signPrefixes.Load(key); ok {
-		p = v.(*sm2SignPrefix)
-	} else {
-		var err error
-		if p, err = newSM2SignPrefix(c, &key.PublicKey); err != nil {
-			return nil, err
-		}
-		if signPrefixCount.Load() < maxSignPrefixes {
-			if _, loaded := signPrefixes.LoadOrStore(key, p); !loaded {
-				signPrefixCount.Add(1)
-			}
-		}
+// th)) for the key pub, with the RFC 8998 ID, to out.
+func certificateVerifyDigest(c *sm3Compressor, pub *ecdsa.PublicKey, context string, th, out []byte) ([]byte, error) {
+	p, err := cachedSignPrefix(signPrefixes, c, pub)
+	if err != nil {
+		return nil, err
 	}
 	return p.digest(c, context, th, out), nil
+}
+
+// cachedSignPrefix returns the prefix state of pub from cache, computing
+// and storing it on a miss.
+func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
+	if pub.Curve != sm2.P256() || pub.X.Sign() < 0 || pub.Y.Sign() < 0 || pub.X.BitLen() > 256 || pub.Y.BitLen() > 256 {
+		return nil, errors.New("not an SM2 public key")
+	}
+	var id [65]byte // the uncompressed point
+	id[0] = 4
+	pub.X.FillBytes(id[1:33])
+	pub.Y.FillBytes(id[33:])
+	if p, ok := cache.Get(id); ok {
+		return p, nil
+	}
+	p, err := newSM2SignPrefix(c, pub)
+	if err != nil {
+		return nil, err
+	}
+	cache.Put(id, p)
+	return p, nil
 }
 
 // digest appends e for context and th to out.
@@ -163,20 +180,9 @@ func verifyCertificateVerifyWith(ks *keySchedule, pub crypto.PublicKey, context 
 	if ks == nil {
 		ks = new(keySchedule)
 	}
-	var id [65]byte // the uncompressed point: the cache key
-	id[0] = 4
-	if k.X.Sign() < 0 || k.Y.Sign() < 0 || k.X.BitLen() > 256 || k.Y.BitLen() > 256 {
-		return errors.New("peer key is not an SM2 key")
-	}
-	k.X.FillBytes(id[1:33])
-	k.Y.FillBytes(id[33:])
-	p, ok := peerPrefixes.Get(id)
-	if !ok {
-		var err error
-		if p, err = newSM2SignPrefix(&ks.m.c, k); err != nil {
-			return fmt.Errorf("peer SM2 key: %w", err)
-		}
-		peerPrefixes.Put(id, p)
+	p, err := cachedSignPrefix(peerPrefixes, &ks.m.c, k)
+	if err != nil {
+		return fmt.Errorf("peer SM2 key: %w", err)
 	}
 	if !sm2.VerifyASN1(k, p.digest(&ks.m.c, context, transcriptHash, ks.t[:0]), sig) {
 		return errors.New("invalid sm2sig_sm3 CertificateVerify signature")

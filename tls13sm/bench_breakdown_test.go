@@ -81,7 +81,7 @@ func BenchmarkBreakdownPieces(b *testing.B) {
 		piece{"keygen+ecdh-ns", 1, func() { keygenECDH(peer.PublicKey()) }},
 		piece{"sign-msg-ns", 1, func() { key.Sign(rand.Reader, msg, sm2SignerOpts) }},
 		piece{"sign-e-ns", 1, func() {
-			e, _ := certificateVerifyDigest(&ks.m.c, key, serverSignatureContext, th[:], ks.t[:0])
+			e, _ := certificateVerifyDigest(&ks.m.c, &key.PublicKey, serverSignatureContext, th[:], ks.t[:0])
 			key.Sign(rand.Reader, e, sm2DigestOpts)
 		}},
 	)

@@ -149,7 +149,7 @@ func TestCertificateVerifyDigest(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := certificateVerifyDigest(&c, key, ctx, th[:], nil)
+				got, err := certificateVerifyDigest(&c, &key.PublicKey, ctx, th[:], nil)
 				if err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("%q: e = %x, want %x", ctx, got, want)
 				}
@@ -171,6 +171,12 @@ func (r *optsRecorder) Sign(rnd io.Reader, msg []byte, opts crypto.SignerOpts) (
 	r.msg, r.opts = append([]byte(nil), msg...), opts
 	return r.PrivateKey.Sign(rnd, msg, opts)
 }
+
+// unwrapRecorder is an optsRecorder that exposes the key beneath it, as the
+// daemon's offload wrapper does.
+type unwrapRecorder struct{ optsRecorder }
+
+func (u *unwrapRecorder) Unwrap() crypto.Signer { return u.PrivateKey }
 
 func TestSignCertificateVerifyForms(t *testing.T) {
 	key, err := sm2.GenerateKey(rand.Reader)
@@ -199,6 +205,19 @@ func TestSignCertificateVerifyForms(t *testing.T) {
 		}
 		if err := verifyCertificateVerify(&key.PublicKey, ctx, th[:], sig); err != nil {
 			t.Fatalf("%q via signer: %v", ctx, err)
+		}
+		// A wrapper that unwraps to an in-process key is given the digest
+		// e (32 bytes, not the SM2 signer option) and passes it through.
+		u := &unwrapRecorder{optsRecorder{PrivateKey: key}}
+		sig2, err := signCertificateVerify(context.Background(), cfg, nil, u, ctx, th[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.opts != sm2DigestOpts || len(u.msg) != 32 {
+			t.Fatalf("%q: unwrapping signer got opts %v and %d bytes", ctx, u.opts, len(u.msg))
+		}
+		if !sm2.VerifyASN1WithSM2(&key.PublicKey, []byte(sm2TLS13ID), signedMessage(ctx, th[:]), sig2) {
+			t.Fatalf("%q: gmsm does not verify the unwrapping signer's signature", ctx)
 		}
 		// Verification (through the cached prefix, now warm) rejects the
 		// other context, another transcript and a damaged signature.
