@@ -5,6 +5,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/gmproxy/gmproxy/internal/speed"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -21,6 +23,7 @@ func init() {
 			}
 		}
 		fmt.Fprintf(stdout, "gmproxy %s (%s, gmsm %s)\n", version, runtime.Version(), gmsm)
+		fmt.Fprintf(stdout, "single-block SM4: %s\n", speed.DetectImpl().SM4Single)
 		return 0
 	})
 }

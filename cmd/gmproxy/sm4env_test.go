@@ -1,0 +1,63 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/speed"
+)
+
+// TestEnsureConstantTimeSM4 runs this test binary as a child that calls
+// ensureConstantTimeSM4 and then reports the variable and gmsm's
+// single-block implementation: unset, the child must have re-executed
+// itself with FORCE_SM4BLOCK_AESNI=1; an explicit 0 must be kept.
+func TestEnsureConstantTimeSM4(t *testing.T) {
+	if os.Getenv("GMPROXY_SM4ENV_CHILD") == "1" {
+		ensureConstantTimeSM4(os.Stderr)
+		os.Stdout.WriteString("\nFORCE=" + os.Getenv(sm4BlockEnv) + " IMPL=" + speed.DetectImpl().SM4Single + "\n")
+		return
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("gmsm has no table/constant-time switch on " + runtime.GOARCH)
+	}
+	hasAESNI := runtime.GOARCH == "amd64" && slices.Contains(speed.DetectImpl().Features, "AES-NI")
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "FORCE=1 "},
+		{[]string{sm4BlockEnv + "=0"}, "FORCE=0 "},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEnsureConstantTimeSM4$", "-test.count=1")
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, sm4BlockEnv+"=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(append(cmd.Env, "GMPROXY_SM4ENV_CHILD=1"), tc.env...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("child %v: %v\n%s", tc.env, err, out)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Fatalf("child %v: want %q in\n%s", tc.env, tc.want, out)
+		}
+		if !hasAESNI {
+			continue // gmsm's generic code either way
+		}
+		constantTime := !strings.Contains(string(out), "not constant time")
+		if constantTime != (tc.want == "FORCE=1 ") {
+			t.Fatalf("child %v: implementation line does not match the variable:\n%s", tc.env, out)
+		}
+	}
+}
