@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // BenchmarkHandshakeBreakdown splits a full server handshake (ECC with GCM
@@ -83,13 +85,13 @@ func BenchmarkHandshakeBreakdown(b *testing.B) {
 			if tc.resume {
 				full := serverHandshakeOp(b, p, serverHandshakeCases[0])
 				ks0 := scheduleFromMaster(make([]byte, masterSecretLength))
-				ipad, opad := ks0.p.h.states()
-				ipad, opad = append([]byte(nil), ipad...), append([]byte(nil), opad...)
+				var st sm3x.HMACState
+				ks0.masterState(&st)
 				ks0.release()
 				cr, sr, h := make([]byte, 32), make([]byte, 32), make([]byte, 32)
 				master := make([]byte, masterSecretLength)
 				prfOp := func() {
-					ks := scheduleFromStates(master, ipad, opad)
+					ks := scheduleFromState(master, &st)
 					ks.keys(suite, cr, sr)
 					ks.finished(false, h)
 					ks.finished(true, h)

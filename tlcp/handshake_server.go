@@ -16,6 +16,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -107,12 +108,9 @@ func (hs *serverHandshakeState) release() {
 	if hs.ks != nil {
 		hs.ks.release()
 	}
-	h := hs.trState.h
-	if h != nil {
-		h.Reset()
-	}
+	comp := hs.trState.c
 	*hs = serverHandshakeState{}
-	hs.trState.h = h
+	hs.trState.c = comp
 	serverHandshakePool.Put(hs)
 }
 
@@ -602,7 +600,7 @@ func (hs *serverHandshakeState) doResumeHandshake() error {
 		return err
 	}
 	if p := hs.prepared; p != nil && hs.session == &p.s {
-		hs.ks = scheduleFromStates(p.s.master, p.ipad, p.opad)
+		hs.ks = scheduleFromState(p.s.master, &p.macState)
 	} else {
 		hs.ks = scheduleFromMaster(hs.session.master)
 	}
@@ -841,8 +839,9 @@ func (hs *serverHandshakeState) storeSession() {
 		return
 	}
 	if ps, ok := store.(preparedStore); ok {
-		ipad, opad := hs.ks.p.h.states() // keyed with the master secret
-		if p, ok := newPreparedSession(b, ipad, opad, hs.peerCerts); ok {
+		var st sm3x.HMACState
+		hs.ks.masterState(&st) // keyed with the master secret
+		if p, ok := newPreparedSession(b, &st, hs.peerCerts); ok {
 			ps.putPrepared(string(hs.sh.sessionID), b, p, hs.config.lifetime())
 			return
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // Tests of the shortcuts the handshake takes for speed: each must give
@@ -31,8 +33,9 @@ func TestScheduleFromStates(t *testing.T) {
 	for _, id := range defaultCipherSuites {
 		suite := cipherSuiteByID(id)
 		a := scheduleFromMaster(master)
-		ipad, opad := a.p.h.states()
-		b := scheduleFromStates(master, append([]byte(nil), ipad...), append([]byte(nil), opad...))
+		var st sm3x.HMACState
+		a.masterState(&st)
+		b := scheduleFromState(master, &st)
 		ka := append([]byte(nil), a.keyBlock[:0]...)
 		cMAC, sMAC, cKey, sKey, cIV, sIV := a.keys(suite, cr, sr)
 		ka = append(append(append(append(append(append(ka, cMAC...), sMAC...), cKey...), sKey...), cIV...), sIV...)
@@ -175,8 +178,9 @@ func TestPreparedSessionStore(t *testing.T) {
 		t.Fatalf("session not prepared: %v", ok)
 	}
 	want := scheduleFromMaster(prep.s.master)
-	wi, wo := want.p.h.states()
-	if !bytes.Equal(wi, prep.ipad) || !bytes.Equal(wo, prep.opad) {
+	var ws sm3x.HMACState
+	want.masterState(&ws)
+	if ws != prep.macState {
 		t.Fatal("prepared HMAC states are not those of the master secret")
 	}
 	want.release()

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // TestPRFVectors checks the key schedule against digest E.6 (cross-checked
@@ -42,5 +44,62 @@ func TestPRFVectors(t *testing.T) {
 	}
 	if got := hex.EncodeToString(ks.finished(false, h[:])); got != "ebf3fc1647cc359f2dbf2f52" {
 		t.Fatalf("server verify_data = %s", got)
+	}
+}
+
+// TestPRFCompressions: the PRF costs exactly the SM3 compressions P_SM3
+// needs with the HMAC keyed once per secret: 2 per MAC of up to 55 bytes
+// (A(i+1) of a 32-byte A(i), A(1) of a Finished seed), 3 per MAC of up to
+// 119 bytes (A(i) || label || randoms), 2 per keying. A resumption from
+// saved master-secret states thus costs 21 (GCM key block and both
+// Finished values).
+func TestPRFCompressions(t *testing.T) {
+	pm := make([]byte, masterSecretLength)
+	cr, sr, h := make([]byte, 32), make([]byte, 32), make([]byte, 32)
+	n := 0
+	count := func(ks *keySchedule) { ks.p.h.Compressor().CountBlocks(&n) }
+
+	ks := masterFromPreMaster(pm, cr, sr)
+	var st sm3x.HMACState
+	ks.masterState(&st)
+	ks.release()
+	for _, tc := range []struct {
+		name string
+		run  func() *keySchedule
+		want int
+	}{
+		// SetKey(pre-master) 2 + 48 bytes (A(1) 3, 3, A(2) 2, 3) + SetKey(master) 2.
+		{"master secret", func() *keySchedule {
+			ks := keySchedulePool.Get().(*keySchedule)
+			count(ks)
+			ks.p.h.SetKey(pm)
+			ks.p.expand(ks.master[:], labelMasterSecret, cr, sr)
+			ks.p.h.SetKey(ks.master[:])
+			return ks
+		}, 15},
+		// 128 bytes: A(1) 3 + 4 outputs of 3 + 3 A(i) of 2.
+		{"CBC key block", func() *keySchedule {
+			ks := scheduleFromState(pm, &st)
+			count(ks)
+			ks.keys(cipherSuiteByID(ECC_SM4_CBC_SM3), cr, sr)
+			return ks
+		}, 21},
+		// GCM key block (40 bytes: 11) and two Finished (5 each).
+		{"resumed GCM", func() *keySchedule {
+			ks := scheduleFromState(pm, &st)
+			count(ks)
+			ks.keys(cipherSuiteByID(ECC_SM4_GCM_SM3), cr, sr)
+			ks.finished(false, h)
+			ks.finished(true, h)
+			return ks
+		}, 21},
+	} {
+		n = 0
+		ks := tc.run()
+		ks.p.h.Compressor().CountBlocks(nil)
+		ks.release()
+		if n != tc.want {
+			t.Errorf("%s: %d SM3 compressions, want %d", tc.name, n, tc.want)
+		}
 	}
 }

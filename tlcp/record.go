@@ -8,6 +8,8 @@ import (
 
 	gmcipher "github.com/emmansun/gmsm/cipher"
 	"github.com/emmansun/gmsm/sm4"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // Record protection of GB/T 38636 §6.3.3 (digest A.2).
@@ -49,9 +51,9 @@ type recordCipher struct {
 // cbcState is the CBC suites' part of a recordCipher (one allocation).
 type cbcState struct {
 	ecbEnc, ecbDec cipher.BlockMode
-	// mac is HMAC-SM3 with the saved ipad/opad states; its outer hash
-	// also equalises SM3 work when padding is short (Lucky13).
-	mac hmacSM3
+	// mac is HMAC-SM3 keyed once (internal/sm3x); its compressor also
+	// equalises SM3 work when padding is short (Lucky13).
+	mac sm3x.HMAC
 	// scratch holds a CBC decryption batch or the gathered blocks of a
 	// side-by-side encryption: small for handshake-sized records, a
 	// decryptChunk buffer allocated on first need.
@@ -85,8 +87,7 @@ func (rc *recordCipher) init(suite *cipherSuite, macKey, key, iv []byte) error {
 		return nil
 	}
 	cs := &cbcState{ecbEnc: gmcipher.NewECBEncrypter(block), ecbDec: gmcipher.NewECBDecrypter(block)}
-	cs.mac.init()
-	cs.mac.setKey(macKey)
+	cs.mac.SetKey(macKey)
 	rc.cbcState = cs
 	return nil
 }
@@ -113,9 +114,6 @@ type halfConn struct {
 	aad    [13]byte
 	macBuf [macLen]byte
 }
-
-// zeroBlock feeds the Lucky13 equaliser.
-var zeroBlock [64]byte
 
 func (hc *halfConn) setErr(err error) error {
 	if hc.err == nil {
@@ -196,14 +194,15 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 		good = 0
 	}
 	hc.setAAD(typ, dataLen)
-	rc.mac.reset()
-	rc.mac.write(hc.aad[:])
-	rc.mac.write(payload[:dataLen])
-	sum := rc.mac.sum(hc.macBuf[:0])
+	rc.mac.Begin()
+	rc.mac.Write(hc.aad[:])
+	rc.mac.Write(payload[:dataLen])
+	sum := rc.mac.Finish(hc.macBuf[:0])
 	// Lucky13: make the SM3 compression count independent of the padding
-	// by hashing the blocks a minimal padding would have cost.
+	// by compressing the blocks a minimal padding would have cost, one
+	// call per block as each would have been.
 	maxData := n - macLen - 1
-	rc.mac.burn(sm3Blocks(maxData) - sm3Blocks(dataLen))
+	rc.mac.Compressor().Burn(sm3Blocks(maxData) - sm3Blocks(dataLen))
 	macOK := subtle.ConstantTimeCompare(sum, payload[dataLen:dataLen+macLen])
 	if subtle.ConstantTimeByteEq(good, 0xff)&macOK != 1 {
 		return nil, AlertBadRecordMAC
@@ -321,10 +320,10 @@ func (hc *halfConn) appendRecords(out []byte, typ recordType, data []byte, recSi
 			p := body[cbcIVLen:]
 			copy(p, frag)
 			hc.setAAD(typ, n)
-			rc.mac.reset()
-			rc.mac.write(hc.aad[:])
-			rc.mac.write(frag)
-			rc.mac.sum(p[n:n])
+			rc.mac.Begin()
+			rc.mac.Write(hc.aad[:])
+			rc.mac.Write(frag)
+			rc.mac.Finish(p[n:n])
 			padLen := len(p) - n - macLen // 1..16 bytes, each of value padLen-1
 			for i := n + macLen; i < len(p); i++ {
 				p[i] = byte(padLen - 1)

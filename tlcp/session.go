@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -69,15 +70,16 @@ func (s *lruStore) Delete(id string) { s.c.Delete(id) }
 
 // preparedSession is a session as the in-memory store keeps it next to its
 // serialized form: parsed, with its client certificates parsed and the
-// master secret's HMAC-SM3 key states (ipad/opad) saved, so that a
-// session-ID resumption neither parses the state nor keys the PRF again
-// (two SM3 compressions). The states are as secret as the master secret
-// they are derived from and are kept exactly as long. A preparedSession is
-// shared by concurrent handshakes and never modified once stored.
+// master secret's HMAC-SM3 key state (the ipad/opad chaining values)
+// saved, so that a session-ID resumption neither parses the state nor keys
+// the PRF again (two SM3 compressions). The state is as secret as the
+// master secret it is derived from and is kept exactly as long. A
+// preparedSession is shared by concurrent handshakes and never modified
+// once stored.
 type preparedSession struct {
-	s          sessionState
-	peerCerts  []*smx509.Certificate
-	ipad, opad []byte
+	s         sessionState
+	peerCerts []*smx509.Certificate
+	macState  sm3x.HMACState
 }
 
 // preparedStore is implemented by the in-memory store (other stores see
@@ -104,12 +106,10 @@ func (s *lruStore) putPrepared(id string, state []byte, p *preparedSession, life
 }
 
 // newPreparedSession parses state (which it keeps) and copies the HMAC
-// states of its master secret. peerCerts are the parsed certificates of
+// state of its master secret. peerCerts are the parsed certificates of
 // the state's client certificate list (copied).
-func newPreparedSession(state, ipad, opad []byte, peerCerts []*smx509.Certificate) (*preparedSession, bool) {
-	pads := make([]byte, 0, len(ipad)+len(opad))
-	pads = append(append(pads, ipad...), opad...)
-	p := &preparedSession{ipad: pads[:len(ipad)], opad: pads[len(ipad):]}
+func newPreparedSession(state []byte, macState *sm3x.HMACState, peerCerts []*smx509.Certificate) (*preparedSession, bool) {
+	p := &preparedSession{macState: *macState}
 	if !p.s.unmarshal(state) || len(p.s.certs) != len(peerCerts) {
 		return nil, false
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -57,7 +58,7 @@ func signCertificateVerify(ctx context.Context, cfg *Config, ks *keySchedule, ke
 			ks = new(keySchedule)
 		}
 		var e []byte
-		if e, err = certificateVerifyDigest(&ks.m.c, &k.PublicKey, context, transcriptHash, ks.t[:0]); err == nil {
+		if e, err = certificateVerifyDigest(ks.m.Compressor(), &k.PublicKey, context, transcriptHash, ks.t[:0]); err == nil {
 			// key, not k: a wrapper (the daemon's offload engine) passes
 			// the digest and options through to k unchanged.
 			sig, err = smkey.Sign(ctx, key, cfg.rand(), e, sm2DigestOpts)
@@ -80,7 +81,7 @@ var sm2DigestOpts = sm2.NewSM2SignerOption(false, nil)
 // then costs one compression instead of the seven of Z_A and e over the
 // whole content.
 type sm2SignPrefix struct {
-	server, client sm3Hasher
+	server, client sm3x.Hasher
 }
 
 // localSM2Key returns key as an in-process SM2 key, looking through one
@@ -102,7 +103,7 @@ var signPrefixes = lru.New[[65]byte, *sm2SignPrefix](256, 0)
 
 // certificateVerifyDigest appends e = SM3(Z_A || signedMessage(context,
 // th)) for the key pub, with the RFC 8998 ID, to out.
-func certificateVerifyDigest(c *sm3Compressor, pub *ecdsa.PublicKey, context string, th, out []byte) ([]byte, error) {
+func certificateVerifyDigest(c *sm3x.Compressor, pub *ecdsa.PublicKey, context string, th, out []byte) ([]byte, error) {
 	p, err := cachedSignPrefix(signPrefixes, c, pub)
 	if err != nil {
 		return nil, err
@@ -112,7 +113,7 @@ func certificateVerifyDigest(c *sm3Compressor, pub *ecdsa.PublicKey, context str
 
 // cachedSignPrefix returns the prefix state of pub from cache, computing
 // and storing it on a miss.
-func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
+func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3x.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
 	if pub.Curve != sm2.P256() || pub.X.Sign() < 0 || pub.Y.Sign() < 0 || pub.X.BitLen() > 256 || pub.Y.BitLen() > 256 {
 		return nil, errors.New("not an SM2 public key")
 	}
@@ -132,17 +133,15 @@ func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3Compress
 }
 
 // digest appends e for context and th to out.
-func (p *sm2SignPrefix) digest(c *sm3Compressor, context string, th, out []byte) []byte {
-	s := &c.spare
-	*s = p.server
+func (p *sm2SignPrefix) digest(c *sm3x.Compressor, context string, th, out []byte) []byte {
+	s := &p.server
 	if context == clientSignatureContext {
-		*s = p.client
+		s = &p.client
 	}
-	s.write(c, th)
-	return s.sum(c, out)
+	return s.SumWith(c, th, out)
 }
 
-func newSM2SignPrefix(c *sm3Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
+func newSM2SignPrefix(c *sm3x.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
 	za, err := sm2.CalculateZA(pub, []byte(sm2TLS13ID))
 	if err != nil {
 		return nil, err
@@ -153,13 +152,13 @@ func newSM2SignPrefix(c *sm3Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, e
 	}
 	p := new(sm2SignPrefix)
 	for _, x := range []struct {
-		s   *sm3Hasher
+		s   *sm3x.Hasher
 		ctx string
 	}{{&p.server, serverSignatureContext}, {&p.client, clientSignatureContext}} {
-		x.s.resume(&sm3IV, 0)
-		x.s.write(c, za)
-		x.s.write(c, spaces[:])
-		x.s.write(c, []byte(x.ctx))
+		x.s.Reset()
+		x.s.Write(c, za)
+		x.s.Write(c, spaces[:])
+		x.s.Write(c, []byte(x.ctx))
 	}
 	return p, nil
 }
@@ -180,11 +179,11 @@ func verifyCertificateVerifyWith(ks *keySchedule, pub crypto.PublicKey, context 
 	if ks == nil {
 		ks = new(keySchedule)
 	}
-	p, err := cachedSignPrefix(peerPrefixes, &ks.m.c, k)
+	p, err := cachedSignPrefix(peerPrefixes, ks.m.Compressor(), k)
 	if err != nil {
 		return fmt.Errorf("peer SM2 key: %w", err)
 	}
-	if !sm2.VerifyASN1(k, p.digest(&ks.m.c, context, transcriptHash, ks.t[:0]), sig) {
+	if !sm2.VerifyASN1(k, p.digest(ks.m.Compressor(), context, transcriptHash, ks.t[:0]), sig) {
 		return errors.New("invalid sm2sig_sm3 CertificateVerify signature")
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	gmecdh "github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // Breakdown benchmarks: the pieces of a server handshake measured alone
@@ -64,14 +66,14 @@ func BenchmarkBreakdownPieces(b *testing.B) {
 	aead, _ := s.aead(aeadKey)
 	rec := make([]byte, 64)
 	nonce := make([]byte, ivLen)
-	var c sm3Compressor
+	var c sm3x.Compressor
 	var ks keySchedule
-	h := sm3IV
+	h := sm3x.IV()
 	block := make([]byte, sm3.BlockSize)
 	pieceLoop(b,
 		piece{"sm3-block-ns", 64, func() {
 			for i := 0; i < 64; i++ {
-				c.compress(&h, block)
+				c.Compress(&h, block)
 			}
 		}},
 		piece{"fullsched-ns", 1, func() { fullSchedule(x, shared, th[:]) }},
@@ -81,7 +83,7 @@ func BenchmarkBreakdownPieces(b *testing.B) {
 		piece{"keygen+ecdh-ns", 1, func() { keygenECDH(peer.PublicKey()) }},
 		piece{"sign-msg-ns", 1, func() { key.Sign(rand.Reader, msg, sm2SignerOpts) }},
 		piece{"sign-e-ns", 1, func() {
-			e, _ := certificateVerifyDigest(&ks.m.c, &key.PublicKey, serverSignatureContext, th[:], ks.t[:0])
+			e, _ := certificateVerifyDigest(ks.m.Compressor(), &key.PublicKey, serverSignatureContext, th[:], ks.t[:0])
 			key.Sign(rand.Reader, e, sm2DigestOpts)
 		}},
 	)
@@ -95,13 +97,13 @@ func serverBlocks(b *testing.B, stream []byte, cfg *Config) int {
 	for try := 0; try < 10; try++ {
 		n := 0
 		hs := serverStates.Get().(*serverHandshakeState)
-		hs.ks.m.c.blocks = &n
+		hs.ks.m.Compressor().CountBlocks(&n)
 		serverStates.Put(hs)
 		if err := Server(&flightConn{in: stream}, cfg).Handshake(); err != nil {
 			b.Fatal(err)
 		}
 		hs = serverStates.Get().(*serverHandshakeState)
-		hs.ks.m.c.blocks = nil
+		hs.ks.m.Compressor().CountBlocks(nil)
 		serverStates.Put(hs)
 		if n > 0 {
 			return n

@@ -12,6 +12,8 @@ import (
 	gmecdh "github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // The Ratio benchmarks interleave the subject and its baseline inside one
@@ -58,7 +60,7 @@ type scheduleScratch struct {
 	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk [32]byte
 	key                                                           [16]byte
 	iv                                                            [12]byte
-	master                                                        hmacState
+	master                                                        sm3x.HMACState
 }
 
 // fullSchedule is the server's key schedule of a full handshake exactly as
@@ -82,14 +84,14 @@ func scheduleFromHandshakeSecret(x *scheduleScratch, th []byte) {
 	ks.trafficKeysFinished(key[:], iv[:], cfk[:], chs[:])
 	ks.macWithKey(fin[:], sfk[:], th)
 	ks.extract(ms[:], derived[:], zeroKey[:])
-	ks.m.setKey(ms[:])
+	ks.m.SetKey(ms[:])
 	ks.expandLabelKeyed(cap_[:], "c ap traffic", th)
 	ks.expandLabelKeyed(sap[:], "s ap traffic", th)
-	ks.m.saveState(master)
+	ks.m.SaveState(master)
 	ks.trafficKeys(key[:], iv[:], sap[:])
 	ks.macWithKey(fin[:], cfk[:], th)
 	ks.trafficKeys(key[:], iv[:], cap_[:])
-	ks.m.loadState(master)
+	ks.m.LoadState(master)
 	ks.expandLabelKeyed(res[:], "res master", th)
 	ks.expandLabel(psk[:], res[:], "resumption", zeroKey[:1])
 }

@@ -12,6 +12,8 @@ import (
 
 	gmecdh "github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // clientHandshakeState holds the state of one client handshake (RFC 8446
@@ -33,7 +35,7 @@ type clientHandshakeState struct {
 	certReq     *certificateRequestMsg
 
 	transcript hash.Hash // &tr
-	tr         sm3Transcript
+	tr         sm3x.Transcript
 	th         [hashSize]byte
 	ks         keySchedule
 	msgBuf     []byte // where CertificateVerify and Finished are marshalled
@@ -49,8 +51,7 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		return errors.New("tls13sm: either ServerName or InsecureSkipVerify must be set in the client Config")
 	}
 	hs := &clientHandshakeState{c: c, ctx: ctx, config: cfg}
-	hs.tr.c = &hs.ks.m.c
-	hs.tr.Reset()
+	hs.tr.Init(hs.ks.m.Compressor())
 	hs.transcript = &hs.tr
 	c.serverName = cfg.ServerName
 	if err := hs.makeClientHello(); err != nil {
@@ -538,7 +539,7 @@ func (hs *clientHandshakeState) sendClientFinished() error {
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
-	ks.m.loadState(&hs.masterState)
+	ks.m.LoadState(&hs.masterState)
 	ks.expandLabelKeyed(c.resumptionSecret[:], "res master", hs.transcriptHash())
 	return nil
 }

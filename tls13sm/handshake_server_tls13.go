@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -42,7 +43,7 @@ type serverHandshakeState struct {
 	client    clientIdentity // from this handshake's certificate, or the ticket's
 
 	transcript hash.Hash // &tr
-	tr         sm3Transcript
+	tr         sm3x.Transcript
 	th         [hashSize]byte // transcript hash scratch
 	ks         keySchedule
 	random     [32]byte
@@ -79,11 +80,13 @@ const maxPooledMsgBuf = 8192
 
 func newServerHandshakeState(c *Conn, ctx context.Context) *serverHandshakeState {
 	hs := serverStates.Get().(*serverHandshakeState)
-	comp, buf, raw := hs.ks.m.c, hs.msgBuf, hs.helloRaw
+	// The HMAC keeps its compressor (and so gmsm's digest) across
+	// handshakes; Wipe drops everything key- or message-derived.
+	mac, buf, raw := hs.ks.m, hs.msgBuf, hs.helloRaw
 	*hs = serverHandshakeState{c: c, ctx: ctx, config: c.config, msgBuf: buf[:0], helloRaw: raw[:0]}
-	hs.ks.m.c = comp
-	hs.tr.c = &hs.ks.m.c
-	hs.tr.Reset()
+	hs.ks.m = mac
+	hs.ks.m.Wipe()
+	hs.tr.Init(hs.ks.m.Compressor())
 	hs.transcript = &hs.tr
 	return hs
 }
@@ -751,7 +754,7 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 		return nil
 	}
 	resMaster := hs.scratch[1][:]
-	ks.m.loadState(&hs.masterState)
+	ks.m.LoadState(&hs.masterState)
 	ks.expandLabelKeyed(resMaster, "res master", hs.transcriptHash())
 	var nonce = []byte{0}
 	ss := &sessionState{

@@ -5,6 +5,8 @@ import (
 	"crypto"
 	"crypto/hmac"
 	"io"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
 // What the client and server sides of a handshake share: the secrets of
@@ -20,7 +22,7 @@ type handshakeSecrets struct {
 	clientHSSecret, serverHSSecret             [hashSize]byte
 	clientFinishedKey, serverFinishedKey       [hashSize]byte
 	clientAppSecret, serverAppSecret           [hashSize]byte
-	masterState                                hmacState
+	masterState                                sm3x.HMACState
 }
 
 // deriveApplicationSecrets derives the master secret and from it both
@@ -29,10 +31,10 @@ type handshakeSecrets struct {
 // resumption master secret.
 func (s *handshakeSecrets) deriveApplicationSecrets(ks *keySchedule, th []byte) {
 	ks.extract(s.masterSecret[:], s.derivedHS[:], zeroKey[:])
-	ks.m.setKey(s.masterSecret[:])
+	ks.m.SetKey(s.masterSecret[:])
 	ks.expandLabelKeyed(s.clientAppSecret[:], "c ap traffic", th)
 	ks.expandLabelKeyed(s.serverAppSecret[:], "s ap traffic", th)
-	ks.m.saveState(&s.masterState)
+	ks.m.SaveState(&s.masterState)
 }
 
 // readHandshakeMsg reads the next handshake message, which must be of type

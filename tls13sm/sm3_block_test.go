@@ -12,105 +12,16 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
-// withBothSM3Paths runs f with sm3Compressor's portable path (new
-// compressors only), and then with the direct one.
-func withBothSM3Paths(t *testing.T, f func(t *testing.T)) {
-	t.Helper()
-	direct := sm3DirectState.Load()
-	t.Run("portable", func(t *testing.T) {
-		sm3DirectState.Store(false)
-		defer sm3DirectState.Store(direct)
-		f(t)
-	})
-	t.Run("direct", f)
-}
-
-// The direct path must be on with the gmsm version in go.mod: if an upgrade
-// changes gmsm's digest layout, this fails (the code still works, on the
-// slower portable path) and gmsmDigest needs a look.
+// The direct path must be on with the gmsm version in go.mod (internal/sm3x
+// has the details and the tests of both paths).
 func TestGmsmDigestLayout(t *testing.T) {
-	if !sm3DirectState.Load() {
-		t.Fatal("gmsm's SM3 digest no longer has gmsmDigest's layout: the key schedule runs on the portable path")
+	if !sm3x.Direct() {
+		t.Fatal("gmsm's SM3 digest no longer has the layout internal/sm3x expects: the key schedule runs on the portable path")
 	}
-	var c sm3Compressor
-	h := sm3IV
-	c.compress(&h, make([]byte, 64))
-	if c.fast == nil {
-		t.Fatal("compressor did not take the direct path")
-	}
-}
-
-func TestSM3HasherMatchesSM3(t *testing.T) {
-	withBothSM3Paths(t, func(t *testing.T) {
-		data := make([]byte, 1100)
-		io.ReadFull(rand.Reader, data)
-		var c sm3Compressor
-		for _, n := range []int{0, 1, 3, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 200, 1100} {
-			want := sm3.Sum(data[:n])
-			for _, split := range []int{0, 1, 7, 64, n / 2, n} {
-				split = min(split, n)
-				var s sm3Hasher
-				s.resume(&sm3IV, 0)
-				s.write(&c, data[:split])
-				s.write(&c, data[split:n])
-				if got := s.sum(&c, nil); !bytes.Equal(got, want[:]) {
-					t.Fatalf("len %d split %d: %x, want %x", n, split, got, want)
-				}
-			}
-		}
-		// The transcript's Sum leaves it running.
-		tr := sm3Transcript{c: &c}
-		tr.Reset()
-		tr.Write(data[:100])
-		first := tr.Sum(nil)
-		tr.Write(data[100:300])
-		if want := sm3.Sum(data[:100]); !bytes.Equal(first, want[:]) {
-			t.Fatalf("transcript Sum %x", first)
-		}
-		if got, want := tr.Sum(nil), sm3.Sum(data[:300]); !bytes.Equal(got, want[:]) {
-			t.Fatalf("transcript after Sum %x, want %x", got, want)
-		}
-	})
-}
-
-// macShort (one block, built in place) agrees with the streaming HMAC for
-// every length it takes, and mac switches to streaming beyond.
-func TestHMACShortMatchesStreaming(t *testing.T) {
-	withBothSM3Paths(t, func(t *testing.T) {
-		key := bytes.Repeat([]byte{0x5a}, 32)
-		data := make([]byte, 100)
-		io.ReadFull(rand.Reader, data)
-		var m hmacSM3
-		m.setKey(key)
-		for n := 0; n <= len(data); n++ {
-			m.begin()
-			m.write(data[:n])
-			want := m.finish(nil)
-			got := make([]byte, 32)
-			m.mac(got, data[:n])
-			if !bytes.Equal(got, want) {
-				t.Fatalf("len %d: mac %x, streaming %x", n, got, want)
-			}
-			if n <= maxShortMAC {
-				short := make([]byte, 12)
-				copy(m.blk[:], data[:n])
-				m.macShort(short, n)
-				if !bytes.Equal(short, want[:12]) {
-					t.Fatalf("len %d: truncated macShort %x", n, short)
-				}
-			}
-		}
-	})
-}
-
-func TestKeyScheduleVectorsPortable(t *testing.T) {
-	withBothSM3Paths(t, func(t *testing.T) {
-		TestHMACSM3Vectors(t)
-		TestHKDFSM3Vector(t)
-		TestKeyScheduleVector(t)
-	})
 }
 
 // The schedules of the Ratio benchmarks take exactly the SM3 compressions
@@ -119,7 +30,7 @@ func TestKeyScheduleVectorsPortable(t *testing.T) {
 func TestKeyScheduleCompressions(t *testing.T) {
 	x := new(scheduleScratch)
 	n := 0
-	x.m.c.blocks = &n
+	x.m.Compressor().CountBlocks(&n)
 	shared := make([]byte, 32)
 	th := sm3.Sum([]byte("th"))
 	fullSchedule(x, shared, th[:])
@@ -136,13 +47,13 @@ func TestKeyScheduleCompressions(t *testing.T) {
 // certificateVerifyDigest computes gmsm's e = SM3(Z_A || content) with the
 // RFC 8998 ID, for both contexts, cached or not.
 func TestCertificateVerifyDigest(t *testing.T) {
-	withBothSM3Paths(t, func(t *testing.T) {
+	{
 		key, err := sm2.GenerateKey(rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
 		th := sm3.Sum([]byte("transcript"))
-		var c sm3Compressor
+		var c sm3x.Compressor
 		for i := 0; i < 2; i++ { // the second round uses the cached prefix
 			for _, ctx := range []string{serverSignatureContext, clientSignatureContext} {
 				want, err := sm2.CalculateSM2Hash(&key.PublicKey, signedMessage(ctx, th[:]), []byte(sm2TLS13ID))
@@ -155,7 +66,7 @@ func TestCertificateVerifyDigest(t *testing.T) {
 				}
 			}
 		}
-	})
+	}
 }
 
 // optsRecorder is a crypto.Signer that is not an *sm2.PrivateKey (as an
