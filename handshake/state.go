@@ -164,6 +164,7 @@ type TicketReasonObserver interface {
 // and tls13sm): disabled, undecryptable (unknown or retired ticket key,
 // damaged or forged ticket), malformed, expired, identity_mismatch (TLCP:
 // another site's certificate or SNI), suite_mismatch, client_auth_required,
+// client_cert_invalid (TLCP: no longer verifies against ClientCAs),
 // client_cert_expired, psk_mode, age_mismatch and bad_binder (TLS 1.3-SM).
 var TicketRejectReasons = []string{
 	tlcp.TicketReasonDisabled,
@@ -173,6 +174,7 @@ var TicketRejectReasons = []string{
 	tlcp.TicketReasonIdentity,
 	tlcp.TicketReasonSuite,
 	tlcp.TicketReasonClientAuth,
+	tlcp.TicketReasonClientCert,
 	tls13sm.TicketReasonClientCertExpired,
 	tls13sm.TicketReasonPSKMode,
 	tls13sm.TicketReasonAgeMismatch,

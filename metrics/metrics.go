@@ -53,7 +53,7 @@
 // slots and the duration is the whole round trip to the key server. The
 // reason of a rejected ticket is one of handshake.TicketRejectReasons
 // (disabled, undecryptable, malformed, expired, identity_mismatch,
-// suite_mismatch, client_auth_required, client_cert_expired, psk_mode,
+// suite_mismatch, client_auth_required, client_cert_invalid, client_cert_expired, psk_mode,
 // age_mismatch, bad_binder), "none" when the protocol gave no reason, or
 // "other".
 package metrics

@@ -30,22 +30,23 @@ import (
 // or, resuming: ClientHello / ServerHello, [NewSessionTicket], CCS, Finished /
 // CCS, Finished.
 type serverHandshakeState struct {
-	c          *Conn
-	ctx        context.Context
-	config     *Config
-	hello      *clientHelloMsg
-	sh         *serverHelloMsg
-	suite      *cipherSuite
-	cert       *Certificate
-	ks         *keySchedule
-	tr         *transcript
-	session    *sessionState
-	prepared   *preparedSession // session is prepared.s (read-only)
-	sendTicket bool
-	ticketSent bool // NewSessionTicket queued, reported once flushed
-	clientAuth ClientAuthType
-	peerCerts  []*smx509.Certificate
-	clientEnc  *smx509.Certificate
+	c              *Conn
+	ctx            context.Context
+	config         *Config
+	hello          *clientHelloMsg
+	sh             *serverHelloMsg
+	suite          *cipherSuite
+	cert           *Certificate
+	ks             *keySchedule
+	tr             *transcript
+	session        *sessionState
+	prepared       *preparedSession // session is prepared.s (read-only)
+	sendTicket     bool
+	ticketSent     bool // NewSessionTicket queued, reported once flushed
+	clientAuth     ClientAuthType
+	peerCerts      []*smx509.Certificate
+	verifiedChains [][]*smx509.Certificate // of a resumed session, re-verified
+	clientEnc      *smx509.Certificate
 
 	// Storage for the above, so that one pooled allocation serves a
 	// handshake. Nothing outside the handshake keeps pointers into it.
@@ -552,15 +553,38 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 		// A copy: the connection's PeerCertificates must not share the
 		// stored slice with other connections.
 		hs.peerCerts = slices.Clone(hs.prepared.peerCerts)
-		return ""
-	}
-	if len(s.certs) > 0 {
+	} else if len(s.certs) > 0 {
 		certs, err := parseCertificates(s.certs)
 		if err != nil {
 			return TicketReasonMalformed
 		}
 		hs.peerCerts = certs
 	}
+	return hs.reverifyClientChains(s)
+}
+
+// reverifyClientChains verifies a resumed session's client certificates
+// again when this server verifies client certificates: against today's
+// Config.ClientCAs (a reload may have removed a CA) and at today's time (a
+// certificate may have expired since). The verified-chain cache makes this
+// a lookup while the CA pool and the chain are unchanged. On success the
+// connection gets the verified chains, as after a full handshake.
+func (hs *serverHandshakeState) reverifyClientChains(s *sessionState) string {
+	cfg := hs.config
+	if len(hs.peerCerts) == 0 || !hs.clientAuth.verifies() || cfg.ClientCAs == nil {
+		return ""
+	}
+	certs := hs.peerCerts
+	var enc *smx509.Certificate
+	if len(certs) >= 2 && isEncCert(certs[1]) {
+		enc = certs[1]
+	}
+	chains, _, err := verifyClientChains(s.certs, certs, enc, cfg.ClientCAs, cfg.time())
+	if err != nil {
+		hs.peerCerts = nil
+		return TicketReasonClientCert
+	}
+	hs.verifiedChains = chains
 	return ""
 }
 
@@ -595,7 +619,7 @@ func (hs *serverHandshakeState) queueServerHello() error {
 func (hs *serverHandshakeState) doResumeHandshake() error {
 	c := hs.c
 	c.didResume = true
-	c.peerCertificates = hs.peerCerts
+	c.peerCertificates, c.verifiedChains = hs.peerCerts, hs.verifiedChains
 	if err := hs.queueServerHello(); err != nil {
 		return err
 	}

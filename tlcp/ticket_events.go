@@ -46,6 +46,10 @@ const (
 	// TicketReasonClientAuth: the server requires a client certificate
 	// (ClientAuth policy, or an ECDHE suite) and the session has none.
 	TicketReasonClientAuth = "client_auth_required"
+	// TicketReasonClientCert: the session's client certificates no longer
+	// verify (the server verifies client certificates and its ClientCAs no
+	// longer trust them, or one has expired).
+	TicketReasonClientCert = "client_cert_invalid"
 )
 
 // TicketEvent is passed to Config.OnTicket (server side). A handshake whose

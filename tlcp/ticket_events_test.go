@@ -182,3 +182,58 @@ func TestTicketEventKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestResumptionReverifiesClientCerts: a server that verifies client
+// certificates verifies a resumed session's certificates again, against
+// its ClientCAs of today, for tickets and session IDs alike.
+func TestResumptionReverifiesClientCerts(t *testing.T) {
+	p := loadPKI(t)
+	k, err := ticket.NewKey(bytes.Repeat([]byte{7}, 32), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondCA, _ := genCA(t, "Second CA")
+	otherPool := smx509.NewCertPool()
+	otherPool.AddCert(secondCA)
+	for _, tickets := range []bool{true, false} {
+		log := &ticketLog{}
+		store := NewLRUSessionStore(16, time.Hour)
+		server := func(pool *smx509.CertPool) *Config {
+			c := p.serverConfig()
+			c.ClientAuth = RequireAndVerifyClientCert
+			c.ClientCAs = pool
+			c.TicketKeys = ticket.Static{k}
+			c.SessionTicketsDisabled = !tickets
+			c.SessionStore = store
+			c.OnTicket = log.hook
+			return c
+		}
+		ccfg := p.clientConfig()
+		ccfg.ClientSessionCache = &oneCache{}
+		if r := runPair(t, server(p.pool), ccfg, []byte("a")); r.cerr != nil || r.serr != nil || r.ss.DidResume {
+			t.Fatalf("tickets=%v priming: %v %v resumed=%v", tickets, r.cerr, r.serr, r.ss.DidResume)
+		}
+		log.take()
+		r := runPair(t, server(p.pool), ccfg, []byte("a"))
+		if r.cerr != nil || r.serr != nil || !r.ss.DidResume {
+			t.Fatalf("tickets=%v resumption: %v %v resumed=%v", tickets, r.cerr, r.serr, r.ss.DidResume)
+		}
+		if len(r.ss.PeerCertificates) == 0 || len(r.ss.VerifiedChains) == 0 {
+			t.Fatalf("tickets=%v resumed connection: %d peer certificates, %d verified chains", tickets, len(r.ss.PeerCertificates), len(r.ss.VerifiedChains))
+		}
+		log.take()
+		// The client's CA is no longer trusted: no resumption, and the full
+		// handshake that follows refuses the certificate.
+		r = runPair(t, server(otherPool), ccfg, []byte("a"))
+		if r.serr == nil || r.ss.DidResume {
+			t.Fatalf("tickets=%v after the CA change: server error %v, resumed=%v", tickets, r.serr, r.ss.DidResume)
+		}
+		want := []TicketEvent{evRejected(TicketReasonClientCert)}
+		if !tickets {
+			want = nil
+		}
+		if got := log.take(); !slices.Equal(got, want) {
+			t.Fatalf("tickets=%v events %v, want %v", tickets, got, want)
+		}
+	}
+}
