@@ -36,17 +36,18 @@ type Conn struct {
 
 	// Input side: raw bytes live in rbuf[rpos:rend]; rbuf is the small
 	// inline buffer while idle and a pooled big buffer while records flow.
-	in     halfConn
-	inMu   sync.Mutex
-	rbuf   []byte
-	big    *[]byte
-	rpos   int
-	rend   int
-	small  [512]byte
-	input  []byte // decrypted application data not yet read
-	hand   []byte // handshake bytes not yet consumed
-	empty  int    // empty records in a row
-	firstH bool   // the first record has been read
+	in                    halfConn
+	inMu                  sync.Mutex
+	rbuf                  []byte
+	big                   *[]byte
+	rpos                  int
+	rend                  int
+	small                 [512]byte
+	input                 []byte // decrypted application data not yet read
+	hand                  []byte // handshake bytes not yet consumed
+	empty                 int    // empty records in a row
+	renegotiationRefusals int    // ClientHellos answered with no_renegotiation
+	firstH                bool   // the first record has been read
 
 	// Output side.
 	out             halfConn
@@ -341,6 +342,16 @@ func (c *Conn) sendAlert(a AlertError) error {
 	return c.sendAlertLocked(a)
 }
 
+// sendWarning sends a warning alert that leaves the connection usable.
+func (c *Conn) sendWarning(a AlertError) error {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.out.err != nil {
+		return c.out.err
+	}
+	return c.writeRecordLocked(recordTypeAlert, []byte{alertLevelWarning, byte(a)})
+}
+
 func (c *Conn) sendAlertLocked(a AlertError) error {
 	if c.out.err != nil {
 		return c.out.err
@@ -536,17 +547,27 @@ func (c *Conn) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// handlePostHandshake handles a handshake message after the handshake: a
-// server answers a ClientHello with a no_renegotiation warning (as Tongsuo
-// NTLS does); anything else is unexpected.
+// maxRenegotiationRefusals bounds how many ClientHellos a server refuses
+// with a warning on one connection before it gives up on the client.
+const maxRenegotiationRefusals = 3
+
+// handlePostHandshake handles a handshake message after the handshake. A
+// server answers a ClientHello with a no_renegotiation warning and goes on
+// with the connection (RFC 5246 §7.2.2: the client may continue; OpenSSL
+// and Tongsuo NTLS do the same), up to maxRenegotiationRefusals times;
+// anything else is unexpected.
 func (c *Conn) handlePostHandshake() error {
 	msg, err := c.readHandshake()
 	if err != nil {
 		return err
 	}
 	if !c.isClient && msg[0] == typeClientHello {
-		c.sendAlert(AlertNoRenegotiation)
-		return c.in.setErr(fmt.Errorf("tlcp: client attempted renegotiation: %w", AlertNoRenegotiation))
+		c.renegotiationRefusals++
+		if c.renegotiationRefusals > maxRenegotiationRefusals {
+			c.sendAlert(AlertUnexpectedMessage)
+			return c.in.setErr(fmt.Errorf("tlcp: client kept attempting renegotiation (%d times): %w", c.renegotiationRefusals, AlertUnexpectedMessage))
+		}
+		return c.sendWarning(AlertNoRenegotiation)
 	}
 	c.sendAlert(AlertUnexpectedMessage)
 	return c.in.setErr(fmt.Errorf("tlcp: unexpected handshake message type %d after the handshake: %w", msg[0], AlertUnexpectedMessage))

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -362,26 +363,89 @@ func serverRead(srv *Conn, errc chan<- error) {
 	errc <- err
 }
 
+// TestRenegotiationRefused: a ClientHello after the handshake gets a
+// no_renegotiation warning and the connection goes on (the data sent after
+// it still arrives), up to maxRenegotiationRefusals times; one more attempt
+// is fatal.
 func TestRenegotiationRefused(t *testing.T) {
-	_, cli, srv, errc := handshakeWhileServerReads(t, loadPKI(t))
+	p := loadPKI(t)
+	c1, c2 := tcpPair(t)
+	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
 	defer cli.Close()
 	defer srv.Close()
+	type result struct {
+		data string
+		err  error
+	}
+	reads := make(chan result, 8)
+	go func() {
+		for {
+			b := make([]byte, 16)
+			n, err := srv.Read(b)
+			reads <- result{string(b[:n]), err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
 	hello := &clientHelloMsg{vers: VersionTLCP, random: make([]byte, 32), cipherSuites: []uint16{ECC_SM4_GCM_SM3}, compressionMethods: []byte{0}}
 	b, _ := hello.marshal()
-	cli.outMu.Lock()
-	err := cli.writeRecordLocked(recordTypeHandshake, b)
-	cli.outMu.Unlock()
+	renegotiate := func() {
+		cli.outMu.Lock()
+		err := cli.writeRecordLocked(recordTypeHandshake, b)
+		cli.outMu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The client side reads the raw records: our client reports a
+	// no_renegotiation warning as an error, having never renegotiated.
+	for i := 1; i <= maxRenegotiationRefusals; i++ {
+		renegotiate()
+		msg := fmt.Sprintf("after %d", i)
+		if _, err := cli.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-reads; r.err != nil || r.data != msg {
+			t.Fatalf("attempt %d: server read %q, %v; want %q", i, r.data, r.err, msg)
+		}
+		typ, payload := readRawRecord(t, cli)
+		if typ != recordTypeAlert || len(payload) != 2 || payload[0] != alertLevelWarning || AlertError(payload[1]) != AlertNoRenegotiation {
+			t.Fatalf("attempt %d: server sent record type %d %x, want a no_renegotiation warning", i, typ, payload)
+		}
+	}
+	renegotiate()
+	if r := <-reads; r.err == nil {
+		t.Fatalf("attempt %d accepted: read %q", maxRenegotiationRefusals+1, r.data)
+	} else if a, ok := alertOf(r.err); !ok || a != AlertUnexpectedMessage {
+		t.Fatalf("attempt %d: server error %v, want unexpected_message", maxRenegotiationRefusals+1, r.err)
+	}
+}
+
+// readRawRecord reads one record on c's read side and decrypts it.
+func readRawRecord(t *testing.T, c *Conn) (recordType, []byte) {
+	t.Helper()
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.conn.SetReadDeadline(time.Time{})
+	var hdr [recordHeaderLen]byte
+	if _, err := io.ReadFull(c.conn, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]byte, recordHeaderLen+int(hdr[3])<<8|int(hdr[4]))
+	copy(rec, hdr[:])
+	if _, err := io.ReadFull(c.conn, rec[recordHeaderLen:]); err != nil {
+		t.Fatal(err)
+	}
+	data, err := c.in.decrypt(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serr := <-errc
-	if a, ok := alertOf(serr); !ok || a != AlertNoRenegotiation {
-		t.Fatalf("server error %v, want no_renegotiation", serr)
-	}
-	_, cerr := cli.Read(make([]byte, 1))
-	if a, ok := peerAlertOf(cerr); !ok || a != AlertNoRenegotiation {
-		t.Fatalf("client got %v, want peer no_renegotiation", cerr)
-	}
+	return recordType(hdr[0]), append([]byte(nil), data...)
 }
 
 func TestOversizeEncryptedRecord(t *testing.T) {
