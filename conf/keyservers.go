@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/emmansun/gmsm/sm2"
@@ -308,13 +307,9 @@ func LoadKeyServer(path string) (*KeyServerFile, error) {
 // at path and returns every problem, sorted by position; f is nil when
 // there are errors.
 func CheckKeyServer(path string) (*KeyServerFile, Problems) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, Problems{{File: path, Severity: SeverityError, Message: fmt.Sprintf("cannot read the configuration: %s", errText(err)), Fix: "check the -c argument"}}
-	}
-	dir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return nil, Problems{{File: path, Severity: SeverityError, Message: err.Error()}}
+	data, dir, probs := readFile(path)
+	if probs != nil {
+		return nil, probs
 	}
 	return checkKeyServer(path, dir, data)
 }

@@ -73,15 +73,26 @@ func Parse(name string, data []byte) (*Config, error) {
 // Check reads and validates the file at path and returns every problem,
 // sorted by position. cfg is nil when there are errors.
 func Check(path string) (*Config, Problems) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, Problems{{File: path, Severity: SeverityError, Message: fmt.Sprintf("cannot read the configuration: %s", errText(err)), Fix: "check the -c argument"}}
-	}
-	dir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return nil, Problems{{File: path, Severity: SeverityError, Message: err.Error()}}
+	data, dir, probs := readFile(path)
+	if probs != nil {
+		return nil, probs
 	}
 	return check(path, dir, data)
+}
+
+// readFile reads the configuration file at path and returns it with the
+// absolute directory its relative file names resolve against, or the
+// problem that stopped it.
+func readFile(path string) (data []byte, dir string, probs Problems) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", Problems{{File: path, Severity: SeverityError, Message: fmt.Sprintf("cannot read the configuration: %s", errText(err)), Fix: "check the -c argument"}}
+	}
+	dir, err = filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, "", Problems{{File: path, Severity: SeverityError, Message: err.Error()}}
+	}
+	return data, dir, nil
 }
 
 func check(name, dir string, data []byte) (*Config, Problems) {

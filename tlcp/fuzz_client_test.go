@@ -1,27 +1,12 @@
 package tlcp
 
 import (
-	"bytes"
 	"net"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
-
-// readRecordingConn records what is read through it.
-type readRecordingConn struct {
-	net.Conn
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *readRecordingConn) Read(b []byte) (int, error) {
-	n, err := r.Conn.Read(b)
-	r.mu.Lock()
-	r.buf.Write(b[:n])
-	r.mu.Unlock()
-	return n, err
-}
 
 // fuzzClientNow is the deterministic client's clock: fixed for the process
 // (the test PKI may be made at run time, so no constant date would do).
@@ -45,7 +30,7 @@ func deterministicClient(p *testPKI, suite uint16, mutual bool) *Config {
 // client read from the server.
 func recordServerFlights(t testing.TB, p *testPKI, ccfg *Config, mutual bool) []byte {
 	c1, c2 := net.Pipe()
-	rc := &readRecordingConn{Conn: c1}
+	rc := &testpeer.ReadRecorder{Conn: c1}
 	scfg := p.serverConfig()
 	scfg.CipherSuites = ccfg.CipherSuites
 	if mutual {
@@ -61,9 +46,7 @@ func recordServerFlights(t testing.TB, p *testPKI, ccfg *Config, mutual bool) []
 	if cerr != nil || serr != nil {
 		t.Fatalf("recording handshake: client %v, server %v", cerr, serr)
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]byte(nil), rc.buf.Bytes()...)
+	return rc.Recorded()
 }
 
 // FuzzClientConn feeds arbitrary server bytes to our client (the proxy is a

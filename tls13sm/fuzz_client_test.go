@@ -1,27 +1,12 @@
 package tls13sm
 
 import (
-	"bytes"
 	"net"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
-
-// readRecordingConn records what is read through it.
-type readRecordingConn struct {
-	net.Conn
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *readRecordingConn) Read(b []byte) (int, error) {
-	n, err := r.Conn.Read(b)
-	r.mu.Lock()
-	r.buf.Write(b[:n])
-	r.mu.Unlock()
-	return n, err
-}
 
 // fuzzClientNow fixes the deterministic client's clock for the process.
 var fuzzClientNow = time.Now()
@@ -49,7 +34,7 @@ func recordServerFlights(t testing.TB, cli *Config, mutual bool) []byte {
 		srvCfg.ClientAuth = RequireAndVerifyClientCert
 	}
 	a, b := net.Pipe()
-	rc := &readRecordingConn{Conn: b}
+	rc := &testpeer.ReadRecorder{Conn: b}
 	done := make(chan error, 1)
 	go func() { done <- Server(a, srvCfg).Handshake() }()
 	cerr := Client(rc, cli).Handshake()
@@ -59,9 +44,7 @@ func recordServerFlights(t testing.TB, cli *Config, mutual bool) []byte {
 	if cerr != nil || serr != nil {
 		t.Fatalf("recording handshake: client %v, server %v", cerr, serr)
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]byte(nil), rc.buf.Bytes()...)
+	return rc.Recorded()
 }
 
 // FuzzClientInput feeds arbitrary server bytes to our client (the proxy is

@@ -243,3 +243,26 @@ func Tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// ReadRecorder is a net.Conn that keeps a copy of everything read through
+// it (for recording a peer's flights to replay later).
+type ReadRecorder struct {
+	net.Conn
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *ReadRecorder) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	r.mu.Lock()
+	r.buf.Write(b[:n])
+	r.mu.Unlock()
+	return n, err
+}
+
+// Recorded returns a copy of what has been read so far.
+func (r *ReadRecorder) Recorded() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Clone(r.buf.Bytes())
+}
