@@ -49,29 +49,7 @@ func TestMetricsWiring(t *testing.T) {
 	d.Close() // closes connections: bytes are reported on close
 
 	// gather lists the label sets of name's series with a positive value.
-	gather := func(name string) string {
-		mfs, err := m.Gatherer().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, mt := range mf.Metric {
-				if mt.GetCounter().GetValue() <= 0 {
-					continue
-				}
-				var ls []string
-				for _, l := range mt.Label {
-					ls = append(ls, l.GetName()+"="+l.GetValue())
-				}
-				out = append(out, strings.Join(ls, ","))
-			}
-		}
-		return strings.Join(out, "\n")
-	}
+	gather := func(name string) string { return strings.Join(keyOpSeries(t, m, name), "\n") }
 	hs := gather("gmproxy_handshakes_total")
 	for _, want := range []string{"protocol=tlcp", "protocol=tls13sm", "protocol=tls", "result=success", "result=protocol_error"} {
 		if !strings.Contains(hs, want) {
