@@ -136,7 +136,7 @@ access_log: {path: "off"}
 	return cfg
 }
 
-// keyOps returns the key_operations_total series (label=value lists) with
+// keyOpSeries returns the series of the counter name (label=value lists) with
 // a positive count.
 func keyOpSeries(t *testing.T, m *metrics.Metrics, name string) []string {
 	t.Helper()
