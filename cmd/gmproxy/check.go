@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -62,6 +63,22 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// reportUnusable prints why configuration file could not be loaded, like
+// `gmproxy check`: each problem on its own line as file:line:column, then a
+// summary; cmd names the subcommand.
+func reportUnusable(stderr io.Writer, cmd, file string, err error) {
+	var probs conf.Problems
+	if !errors.As(err, &probs) {
+		fmt.Fprintf(stderr, "gmproxy %s: %s\n", cmd, err)
+		return
+	}
+	for _, p := range probs {
+		fmt.Fprintln(stderr, p.String())
+	}
+	fmt.Fprintf(stderr, "gmproxy %s: configuration file %s is not usable (%s, %s); nothing started\n", cmd, file,
+		plural(probs.Count(conf.SeverityError), "error"), plural(probs.Count(conf.SeverityWarning), "warning"))
 }
 
 func plural(n int, word string) string {

@@ -53,16 +53,7 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 	}
 	cfg, err := conf.LoadKeyServer(*file)
 	if err != nil {
-		var probs conf.Problems
-		if errors.As(err, &probs) {
-			for _, p := range probs {
-				fmt.Fprintln(stderr, p.String())
-			}
-			fmt.Fprintf(stderr, "gmproxy keyserver: configuration file %s is not usable (%s, %s); nothing started\n", *file,
-				plural(probs.Count(conf.SeverityError), "error"), plural(probs.Count(conf.SeverityWarning), "warning"))
-		} else {
-			fmt.Fprintf(stderr, "gmproxy keyserver: %s\n", err)
-		}
+		reportUnusable(stderr, "keyserver", *file, err)
 		return 1
 	}
 	if *checkOnly {

@@ -81,18 +81,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		}
 		cfg, err = loadConfigFile(*file)
 		if err != nil {
-			// Like `gmproxy check`: every problem on its own line as
-			// file:line:column, then a summary.
-			var probs conf.Problems
-			if errors.As(err, &probs) {
-				for _, p := range probs {
-					fmt.Fprintln(stderr, p.String())
-				}
-				fmt.Fprintf(stderr, "gmproxy run: configuration file %s is not usable (%s, %s); nothing started\n", *file,
-					plural(probs.Count(conf.SeverityError), "error"), plural(probs.Count(conf.SeverityWarning), "warning"))
-			} else {
-				fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
-			}
+			reportUnusable(stderr, "run", *file, err)
 			return 1
 		}
 	} else {
