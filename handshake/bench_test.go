@@ -97,29 +97,10 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// BenchmarkTLCPHandshakeInterleaved alternates direct and sniffed
-// handshakes in one loop (so that load changes hit both equally) and
-// reports each one's mean time and their ratio.
-func BenchmarkTLCPHandshakeInterleaved(b *testing.B) {
-	srv, cli := tlcpBenchConfigs(b)
-	site := &Site{Name: "s", TLCP: TLCPHandshaker(srv)}
-	cfg := &ListenerConfig{Name: "bench", TLCP: true, Sites: NewSites([]*Site{site}, nil)}
-	hs := NewServer(cfg, nil, nil)
-	serves := []func(net.Conn) error{
-		// The direct server gets the same deadline handling as the sniffed
-		// one, so that the difference is the sniffer and site selection.
-		func(s net.Conn) error {
-			ctx, cancel := context.WithTimeout(context.Background(), DefaultHandshakeTimeout)
-			defer cancel()
-			s.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
-			c := tlcp.Server(s, srv)
-			err := c.HandshakeContext(ctx)
-			s.SetDeadline(time.Time{})
-			c.SetDeadline(time.Time{})
-			return err
-		},
-		func(s net.Conn) error { _, err := hs.Handshake(context.Background(), cfg, s); return err },
-	}
+// interleaveTLCPHandshakes runs b.N pairs of TLCP handshakes of cli over
+// net.Pipe against serves[0] and serves[1], alternating which goes first,
+// and returns each one's total wall time.
+func interleaveTLCPHandshakes(b *testing.B, cli *tlcp.Config, serves [2]func(net.Conn) error) [2]time.Duration {
 	var total [2]time.Duration
 	for i := 0; i < b.N; i++ {
 		for j := range serves {
@@ -140,6 +121,33 @@ func BenchmarkTLCPHandshakeInterleaved(b *testing.B) {
 			s.Close()
 		}
 	}
+	return total
+}
+
+// BenchmarkTLCPHandshakeInterleaved alternates direct and sniffed
+// handshakes in one loop (so that load changes hit both equally) and
+// reports each one's mean time and their ratio.
+func BenchmarkTLCPHandshakeInterleaved(b *testing.B) {
+	srv, cli := tlcpBenchConfigs(b)
+	site := &Site{Name: "s", TLCP: TLCPHandshaker(srv)}
+	cfg := &ListenerConfig{Name: "bench", TLCP: true, Sites: NewSites([]*Site{site}, nil)}
+	hs := NewServer(cfg, nil, nil)
+	serves := [2]func(net.Conn) error{
+		// The direct server gets the same deadline handling as the sniffed
+		// one, so that the difference is the sniffer and site selection.
+		func(s net.Conn) error {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultHandshakeTimeout)
+			defer cancel()
+			s.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
+			c := tlcp.Server(s, srv)
+			err := c.HandshakeContext(ctx)
+			s.SetDeadline(time.Time{})
+			c.SetDeadline(time.Time{})
+			return err
+		},
+		func(s net.Conn) error { _, err := hs.Handshake(context.Background(), cfg, s); return err },
+	}
+	total := interleaveTLCPHandshakes(b, cli, serves)
 	b.ReportMetric(float64(total[0].Nanoseconds())/float64(b.N), "direct-ns/op")
 	b.ReportMetric(float64(total[1].Nanoseconds())/float64(b.N), "sniffed-ns/op")
 	b.ReportMetric(float64(total[1])/float64(total[0]), "sniffed/direct")
