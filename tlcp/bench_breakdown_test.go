@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/emmansun/gmsm/sm3"
 
@@ -134,26 +133,7 @@ func BenchmarkHandshakeBreakdown(b *testing.B) {
 // messages standing in at their size) and, for ECDHE, the client's
 // ephemeral ECDHE parameters.
 func handshakeMessages(b *testing.B, p *testPKI, tc serverHandshakeCase) (msgs [][]byte, clientPoint []byte) {
-	store := NewLRUSessionStore(10, time.Hour)
-	scfg := func() *Config {
-		c := p.serverConfig()
-		c.CipherSuites = []uint16{tc.suite}
-		c.Rand = &detRand{}
-		c.SessionStore = store
-		c.SessionTicketsDisabled = true
-		c.ClientCAs = nil
-		return c
-	}
-	ccfg := p.clientConfig()
-	ccfg.CipherSuites = []uint16{tc.suite}
-	if !tc.mutual {
-		ccfg.Certificates = nil
-	}
-	if tc.resume {
-		ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
-		recordClientFlights(b, scfg, ccfg)
-	}
-	flights := recordClientFlights(b, scfg, ccfg)
+	scfg, flights := caseFlights(b, p, tc)
 	out := &capturingConn{replayConn: replayConn{in: flights}}
 	if err := Server(out, scfg()).Handshake(); err != nil {
 		b.Fatal(err)

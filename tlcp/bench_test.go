@@ -254,11 +254,12 @@ var serverHandshakeCases = []serverHandshakeCase{
 	{"ECDHE-CBC", ECDHE_SM4_CBC_SM3, true, false, false},
 }
 
-// serverHandshakeOp returns one server handshake of tc replayed from
-// recorded client flights: only server work runs, on the calling goroutine.
-func serverHandshakeOp(b *testing.B, p *testPKI, tc serverHandshakeCase) func() {
+// caseFlights returns the server configuration of tc (a fresh Config per
+// call, all sharing one session store) and the recorded client flights of
+// one handshake of tc, after a priming full handshake when tc resumes.
+func caseFlights(b *testing.B, p *testPKI, tc serverHandshakeCase) (scfg func() *Config, flights []byte) {
 	store := NewLRUSessionStore(100, time.Hour)
-	scfg := func() *Config {
+	scfg = func() *Config {
 		c := p.serverConfig()
 		c.CipherSuites = []uint16{tc.suite}
 		c.Rand = &detRand{}
@@ -278,7 +279,13 @@ func serverHandshakeOp(b *testing.B, p *testPKI, tc serverHandshakeCase) func() 
 		ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
 		recordClientFlights(b, scfg, ccfg) // full handshake fills caches
 	}
-	flights := recordClientFlights(b, scfg, ccfg)
+	return scfg, recordClientFlights(b, scfg, ccfg)
+}
+
+// serverHandshakeOp returns one server handshake of tc replayed from
+// recorded client flights: only server work runs, on the calling goroutine.
+func serverHandshakeOp(b *testing.B, p *testPKI, tc serverHandshakeCase) func() {
+	scfg, flights := caseFlights(b, p, tc)
 	cfg := scfg()
 	return func() {
 		srv := Server(&replayConn{in: flights}, cfg)
