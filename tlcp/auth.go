@@ -26,7 +26,7 @@ import (
 // server, hardware, an unknown wrapper) gets the message with the SM2
 // signer option and computes Z_A itself.
 func signSM2(ctx context.Context, key crypto.Signer, rand io.Reader, msg []byte) ([]byte, error) {
-	if priv := localSM2Key(key); priv != nil {
+	if priv := smkey.InProcessSM2(key); priv != nil {
 		if za, ok := sm2ZA(&priv.PublicKey); ok {
 			e := sm2Digest(&za, msg)
 			// Not an SM2SignerOption: gmsm signs e as the digest.
@@ -34,17 +34,6 @@ func signSM2(ctx context.Context, key crypto.Signer, rand io.Reader, msg []byte)
 		}
 	}
 	return smkey.Sign(ctx, key, rand, msg, sm2.DefaultSM2SignerOpts)
-}
-
-// localSM2Key returns key as an in-process SM2 key, looking through one
-// Unwrap (the daemon's offload wrapper, which passes digest and options
-// through unchanged), or nil.
-func localSM2Key(key crypto.Signer) *sm2.PrivateKey {
-	if u, ok := key.(interface{ Unwrap() crypto.Signer }); ok {
-		key = u.Unwrap()
-	}
-	priv, _ := key.(*sm2.PrivateKey)
-	return priv
 }
 
 // verifySM2 checks an SM2 signature with the default ID: e = SM3(Z_A ||

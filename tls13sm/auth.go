@@ -53,7 +53,7 @@ func signCertificateVerify(ctx context.Context, cfg *Config, ks *keySchedule, ke
 	}
 	var sig []byte
 	var err error
-	if k := localSM2Key(key); k != nil {
+	if k := smkey.InProcessSM2(key); k != nil {
 		if ks == nil {
 			ks = new(keySchedule)
 		}
@@ -82,18 +82,6 @@ var sm2DigestOpts = sm2.NewSM2SignerOption(false, nil)
 // whole content.
 type sm2SignPrefix struct {
 	server, client sm3x.Hasher
-}
-
-// localSM2Key returns key as an in-process SM2 key, looking through one
-// Unwrap (the daemon's offload wrapper), or nil for any other signer (key
-// servers, hardware, unknown wrappers), which then gets the content with
-// sm2SignerOpts and computes Z_A itself.
-func localSM2Key(key crypto.Signer) *sm2.PrivateKey {
-	if u, ok := key.(interface{ Unwrap() crypto.Signer }); ok {
-		key = u.Unwrap()
-	}
-	k, _ := key.(*sm2.PrivateKey)
-	return k
 }
 
 // signPrefixes caches sm2SignPrefix for our own signing keys, keyed by the

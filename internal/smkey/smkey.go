@@ -137,3 +137,17 @@ func AsKeyAgreement(k crypto.PrivateKey) KeyAgreement {
 	}
 	return nil
 }
+
+// InProcessSM2 returns key as an in-process *sm2.PrivateKey, looking
+// through one Unwrap (the daemon's offload wrapper, which passes digest and
+// options through unchanged), or nil for any other signer (key servers,
+// hardware, unknown wrappers). Handshakes use it to hash e = SM3(Z_A || M)
+// themselves, with a cached Z_A, and hand the wrapper the digest; other
+// signers get the message and compute Z_A.
+func InProcessSM2(key crypto.Signer) *sm2.PrivateKey {
+	if u, ok := key.(interface{ Unwrap() crypto.Signer }); ok {
+		key = u.Unwrap()
+	}
+	k, _ := key.(*sm2.PrivateKey)
+	return k
+}

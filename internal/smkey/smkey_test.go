@@ -3,6 +3,9 @@ package smkey
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -127,5 +130,35 @@ func TestSignPrefersContextSigner(t *testing.T) {
 	cancel()
 	if _, err := Sign(ctx, k, rand.Reader, []byte("msg"), sm2.DefaultSM2SignerOpts); err == nil {
 		t.Fatal("plain signer ran with a cancelled context")
+	}
+}
+
+type unwrapper struct{ crypto.Signer }
+
+func (u unwrapper) Unwrap() crypto.Signer { return u.Signer }
+
+func TestInProcessSM2(t *testing.T) {
+	k, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		key  crypto.Signer
+		want *sm2.PrivateKey
+	}{
+		{"raw", k, k},
+		{"wrapped", unwrapper{k}, k},
+		{"wrapped twice", unwrapper{unwrapper{k}}, nil}, // one level only
+		{"not SM2", other, nil},
+		{"wrapped not SM2", unwrapper{other}, nil},
+	} {
+		if got := InProcessSM2(tc.key); got != tc.want {
+			t.Errorf("%s: got %p, want %p", tc.name, got, tc.want)
+		}
 	}
 }
