@@ -46,6 +46,8 @@ type serverHandshakeState struct {
 	clientAuth     ClientAuthType
 	peerCerts      []*smx509.Certificate
 	verifiedChains [][]*smx509.Certificate // of a resumed session, re-verified
+	chainKey       chainCacheKey           // verify-cache key of peerCerts (hasChainKey)
+	hasChainKey    bool
 	clientEnc      *smx509.Certificate
 
 	// Storage for the above, so that one pooled allocation serves a
@@ -579,7 +581,13 @@ func (hs *serverHandshakeState) reverifyClientChains(s *sessionState) string {
 	if len(certs) >= 2 && isEncCert(certs[1]) {
 		enc = certs[1]
 	}
-	chains, _, err := verifyClientChains(s.certs, certs, enc, cfg.ClientCAs, cfg.time())
+	var key chainCacheKey
+	if p := hs.prepared; p != nil && s == &p.s && p.hasChainKey {
+		key = p.chainKey
+	} else {
+		key = clientChainKey(s.certs, enc != nil)
+	}
+	chains, _, err := verifyClientChainsKeyed(key, certs, enc, cfg.ClientCAs, cfg.time())
 	if err != nil {
 		hs.peerCerts = nil
 		return TicketReasonClientCert
@@ -726,7 +734,8 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	}
 	if hs.clientAuth.verifies() && cfg.ClientCAs != nil {
 		var encFailed bool
-		chains, encFailed, err = verifyClientChains(cm.certificates, certs, enc, cfg.ClientCAs, cfg.time())
+		hs.chainKey, hs.hasChainKey = clientChainKey(cm.certificates, enc != nil), true
+		chains, encFailed, err = verifyClientChainsKeyed(hs.chainKey, certs, enc, cfg.ClientCAs, cfg.time())
 		if err != nil {
 			if encFailed {
 				return wrapErr(certAlert(err), "client encryption certificate does not verify", err)
@@ -865,7 +874,11 @@ func (hs *serverHandshakeState) storeSession() {
 	if ps, ok := store.(preparedStore); ok {
 		var st sm3x.HMACState
 		hs.ks.masterState(&st) // keyed with the master secret
-		if p, ok := newPreparedSession(b, &st, hs.peerCerts); ok {
+		var key *chainCacheKey
+		if hs.hasChainKey {
+			key = &hs.chainKey
+		}
+		if p, ok := newPreparedSession(b, &st, hs.peerCerts, key); ok {
 			ps.putPrepared(string(hs.sh.sessionID), b, p, hs.config.lifetime())
 			return
 		}

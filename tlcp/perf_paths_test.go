@@ -177,6 +177,11 @@ func TestPreparedSessionStore(t *testing.T) {
 	if !ok || len(prep.peerCerts) != 2 {
 		t.Fatalf("session not prepared: %v", ok)
 	}
+	// The chain's verify-cache key, computed by the full handshake, is kept
+	// for re-verification on resumption.
+	if !prep.hasChainKey || prep.chainKey != clientChainKey(prep.s.certs, true) {
+		t.Fatal("prepared session lacks the client chain's verify-cache key")
+	}
 	want := scheduleFromMaster(prep.s.master)
 	var ws sm3x.HMACState
 	want.masterState(&ws)
@@ -185,8 +190,8 @@ func TestPreparedSessionStore(t *testing.T) {
 	}
 	want.release()
 	r := runPair(t, scfg, ccfg, []byte("a"))
-	if r.cerr != nil || r.serr != nil || !r.ss.DidResume || len(r.ss.PeerCertificates) != 2 {
-		t.Fatalf("prepared session not resumed: %v %v %v", r.cerr, r.serr, r.ss.DidResume)
+	if r.cerr != nil || r.serr != nil || !r.ss.DidResume || len(r.ss.PeerCertificates) != 2 || len(r.ss.VerifiedChains) == 0 {
+		t.Fatalf("prepared session not resumed with verified chains: %v %v %v", r.cerr, r.serr, r.ss.DidResume)
 	}
 	now = now.Add(2 * time.Minute)
 	if r := runPair(t, scfg, ccfg, []byte("a")); r.cerr != nil || r.serr != nil || r.ss.DidResume {

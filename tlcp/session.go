@@ -80,6 +80,10 @@ type preparedSession struct {
 	s         sessionState
 	peerCerts []*smx509.Certificate
 	macState  sm3x.HMACState
+	// chainKey is the verify-cache key of the client certificates, when the
+	// full handshake computed it (hasChainKey).
+	chainKey    chainCacheKey
+	hasChainKey bool
 }
 
 // preparedStore is implemented by the in-memory store (other stores see
@@ -107,9 +111,13 @@ func (s *lruStore) putPrepared(id string, state []byte, p *preparedSession, life
 
 // newPreparedSession parses state (which it keeps) and copies the HMAC
 // state of its master secret. peerCerts are the parsed certificates of
-// the state's client certificate list (copied).
-func newPreparedSession(state []byte, macState *sm3x.HMACState, peerCerts []*smx509.Certificate) (*preparedSession, bool) {
+// the state's client certificate list (copied); chainKey, if not nil, is
+// their verify-cache key.
+func newPreparedSession(state []byte, macState *sm3x.HMACState, peerCerts []*smx509.Certificate, chainKey *chainCacheKey) (*preparedSession, bool) {
 	p := &preparedSession{macState: *macState}
+	if chainKey != nil {
+		p.chainKey, p.hasChainKey = *chainKey, true
+	}
 	if !p.s.unmarshal(state) || len(p.s.certs) != len(peerCerts) {
 		return nil, false
 	}

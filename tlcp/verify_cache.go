@@ -85,7 +85,12 @@ func chainWindow(chain []*smx509.Certificate, nb, na time.Time) (time.Time, time
 // for client authentication. It returns the signing certificate's chains.
 // encFailed tells which certificate err is about.
 func verifyClientChains(raw [][]byte, certs []*smx509.Certificate, enc *smx509.Certificate, roots *smx509.CertPool, now time.Time) (chains [][]*smx509.Certificate, encFailed bool, err error) {
-	key := clientChainKey(raw, enc != nil)
+	return verifyClientChainsKeyed(clientChainKey(raw, enc != nil), certs, enc, roots, now)
+}
+
+// verifyClientChainsKeyed is verifyClientChains with the chain's cache key
+// already computed (clientChainKey of the raw certificates).
+func verifyClientChainsKeyed(key chainCacheKey, certs []*smx509.Certificate, enc *smx509.Certificate, roots *smx509.CertPool, now time.Time) (chains [][]*smx509.Certificate, encFailed bool, err error) {
 	if e, ok := verifiedChainCache.Get(key); ok && e.roots == roots && !now.Before(e.notBefore) && !now.After(e.notAfter) {
 		return copyChains(e.chains), false, nil
 	}
