@@ -122,18 +122,7 @@ func BenchmarkBreakdownServerBlocks(b *testing.B) {
 			name = "resumed"
 		}
 		b.Run(name, func(b *testing.B) {
-			srvCfg, cliCfg := testConfigs(b)
-			cliCfg.Certificates = nil
-			now := time.Now()
-			clock := func() time.Time { return now }
-			srvCfg.Rand, cliCfg.Rand = constReader(0x11), constReader(0x22)
-			srvCfg.Time, cliCfg.Time = clock, clock
-			if !resume {
-				cliCfg.ClientSessionCache = nil
-			} else {
-				recordClientStream(b, srvCfg, cliCfg)
-			}
-			stream := recordClientStream(b, srvCfg, cliCfg)
+			srvCfg, stream := serverBenchStream(b, resume)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			n := 0

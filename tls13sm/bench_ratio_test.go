@@ -237,7 +237,10 @@ func recordClientStream(b *testing.B, srvCfg, cliCfg *Config) []byte {
 	return rc.rec
 }
 
-func benchRatioServer(b *testing.B, resume bool) {
+// serverBenchStream returns a deterministic server configuration and the
+// recorded client stream of one one-way handshake with it: full, or
+// resumed with a ticket from a priming handshake.
+func serverBenchStream(b *testing.B, resume bool) (*Config, []byte) {
 	srvCfg, cliCfg := testConfigs(b)
 	cliCfg.Certificates = nil
 	now := time.Now()
@@ -249,7 +252,11 @@ func benchRatioServer(b *testing.B, resume bool) {
 	} else {
 		recordClientStream(b, srvCfg, cliCfg) // puts a ticket in the client cache
 	}
-	stream := recordClientStream(b, srvCfg, cliCfg)
+	return srvCfg, recordClientStream(b, srvCfg, cliCfg)
+}
+
+func benchRatioServer(b *testing.B, resume bool) {
+	srvCfg, stream := serverBenchStream(b, resume)
 	p := loadPKI(b)
 	peer, _ := gmecdh.P256().GenerateKey(rand.Reader)
 	msg := make([]byte, 130)
