@@ -215,12 +215,8 @@ func (v *validator) pairFrom(p, certKey, keyKey, certFile, keyFile, server strin
 	if certs == nil || !ok {
 		return nil
 	}
-	if certIdx >= 0 {
-		if len(certs) < 2 {
-			v.errf(p+"."+certKey, "put the signing certificate first and the encryption certificate second in the file, or name separate files", "sign_cert and enc_cert name the same file %q, which holds %d certificate(s), not 2", certFile, len(certs))
-			return nil
-		}
-		certs = append([]*smx509.Certificate{certs[certIdx]}, certs[2:]...)
+	if certs = v.pairCert(p+"."+certKey, certFile, certs, certIdx); certs == nil {
+		return nil
 	}
 	pub := certs[0].PublicKey
 	if !isSM2Public(pub) {

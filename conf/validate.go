@@ -596,6 +596,22 @@ func errText(err error) string {
 
 // certs loads a certificate file once; later calls for the same file reuse
 // the result without reporting its problems again.
+// pairCert returns the chain of one certificate of a sign/enc pair: when
+// sign_cert and enc_cert name the same file (certIdx 0 or 1), certs holds
+// sign, enc, then the chain, and the result is certs[certIdx] followed by
+// the chain; certIdx < 0 returns certs as they are. It reports and returns
+// nil when the shared file holds fewer than two certificates.
+func (v *validator) pairCert(path, certFile string, certs []*smx509.Certificate, certIdx int) []*smx509.Certificate {
+	if certIdx < 0 {
+		return certs
+	}
+	if len(certs) < 2 {
+		v.errf(path, "put the signing certificate first and the encryption certificate second in the file, or name separate files", "sign_cert and enc_cert name the same file %q, which holds %d certificate(s), not 2", certFile, len(certs))
+		return nil
+	}
+	return append([]*smx509.Certificate{certs[certIdx]}, certs[2:]...)
+}
+
 func (v *validator) certs(path, file string) []*smx509.Certificate {
 	full := v.resolve(file)
 	if lf, ok := v.files[full]; ok {
@@ -678,12 +694,8 @@ func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyP
 	if certs == nil {
 		return nil
 	}
-	if certIdx >= 0 {
-		if len(certs) < 2 {
-			v.errf(p+"."+certKey, "put the signing certificate first and the encryption certificate second in the file, or name separate files", "sign_cert and enc_cert name the same file %q, which holds %d certificate(s), not 2", certFile, len(certs))
-			return nil
-		}
-		certs = append([]*smx509.Certificate{certs[certIdx]}, certs[2:]...)
+	if certs = v.pairCert(p+"."+certKey, certFile, certs, certIdx); certs == nil {
+		return nil
 	}
 	if !smkey.PublicKeysEqual(key, certs[0].PublicKey) {
 		v.errf(keyPath, fmt.Sprintf("use the private key that belongs to %s", certFile), "private key %q does not match certificate %q (%s)", keyFile, certFile, certs[0].Subject.CommonName)
