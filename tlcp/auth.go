@@ -6,7 +6,6 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"io"
-	"math/big"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
@@ -64,29 +63,26 @@ func sm2Digest(za *[sm3.Size]byte, msg []byte) [sm3.Size]byte {
 // Z_A (GB/T 32918.2 §5.5: SM3 over the ID's length and value, the curve
 // parameters and the public key, four SM3 compressions) depends only on
 // the public key and the ID, which TLCP fixes to the default. It is cached
-// by the address of the public key (signing keys and parsed peer
-// certificates are long-lived and never modified), and each entry also
-// holds the coordinates, compared on every hit.
-type zaEntry struct {
-	x, y *big.Int
-	za   [sm3.Size]byte
-}
-
-var zaCache = lru.New[*ecdsa.PublicKey, zaEntry](1024, time.Hour)
+// by the public point itself (smkey.SM2Point), so an entry can only ever
+// serve the key it was computed for.
+var zaCache = lru.New[[65]byte, [sm3.Size]byte](1024, time.Hour)
 
 // sm2ZA returns Z_A of pub with the default ID.
 func sm2ZA(pub *ecdsa.PublicKey) ([sm3.Size]byte, bool) {
-	if e, ok := zaCache.Get(pub); ok && e.x.Cmp(pub.X) == 0 && e.y.Cmp(pub.Y) == 0 {
-		return e.za, true
-	}
-	za, err := sm2.CalculateZA(pub, nil)
-	if err != nil || len(za) != sm3.Size {
+	id, ok := smkey.SM2Point(pub)
+	if !ok {
 		return [sm3.Size]byte{}, false
 	}
-	e := zaEntry{x: new(big.Int).Set(pub.X), y: new(big.Int).Set(pub.Y)}
-	copy(e.za[:], za)
-	zaCache.Put(pub, e)
-	return e.za, true
+	if za, ok := zaCache.Get(id); ok {
+		return za, true
+	}
+	z, err := sm2.CalculateZA(pub, nil)
+	if err != nil || len(z) != sm3.Size {
+		return [sm3.Size]byte{}, false
+	}
+	za := [sm3.Size]byte(z)
+	zaCache.Put(id, za)
+	return za, true
 }
 
 func sm2Public(c *smx509.Certificate) (*ecdsa.PublicKey, error) {

@@ -106,7 +106,7 @@ func TestSignVerifySM2(t *testing.T) {
 			t.Fatalf("%s: verifySM2 accepts a tampered signature", name)
 		}
 	}
-	// The Z_A cache is keyed by address but checks the coordinates: a
+	// The Z_A cache is keyed by the point, not the *ecdsa.PublicKey: a
 	// public key changed in place is not verified with the old Z_A.
 	pub := &ecdsa.PublicKey{Curve: k1.Curve, X: new(big.Int).Set(k1.X), Y: new(big.Int).Set(k1.Y)}
 	sig1, _ := signSM2(context.Background(), k1, rand.Reader, msg)

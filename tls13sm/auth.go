@@ -102,13 +102,10 @@ func certificateVerifyDigest(c *sm3x.Compressor, pub *ecdsa.PublicKey, context s
 // cachedSignPrefix returns the prefix state of pub from cache, computing
 // and storing it on a miss.
 func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3x.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
-	if pub.Curve != sm2.P256() || pub.X.Sign() < 0 || pub.Y.Sign() < 0 || pub.X.BitLen() > 256 || pub.Y.BitLen() > 256 {
+	id, ok := smkey.SM2Point(pub)
+	if !ok {
 		return nil, errors.New("not an SM2 public key")
 	}
-	var id [65]byte // the uncompressed point
-	id[0] = 4
-	pub.X.FillBytes(id[1:33])
-	pub.Y.FillBytes(id[33:])
 	if p, ok := cache.Get(id); ok {
 		return p, nil
 	}

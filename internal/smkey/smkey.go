@@ -8,6 +8,7 @@ package smkey
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io"
@@ -150,4 +151,19 @@ func InProcessSM2(key crypto.Signer) *sm2.PrivateKey {
 	}
 	k, _ := key.(*sm2.PrivateKey)
 	return k
+}
+
+// SM2Point returns the uncompressed encoding of an SM2 public key (04 || X
+// || Y), a comparable value for caches keyed by the key itself (Z_A and
+// similar per-key precomputations), or false if pub is not an SM2 key with
+// coordinates in range.
+func SM2Point(pub *ecdsa.PublicKey) (p [65]byte, ok bool) {
+	if pub == nil || pub.Curve != sm2.P256() || pub.X == nil || pub.Y == nil ||
+		pub.X.Sign() < 0 || pub.Y.Sign() < 0 || pub.X.BitLen() > 256 || pub.Y.BitLen() > 256 {
+		return p, false
+	}
+	p[0] = 4
+	pub.X.FillBytes(p[1:33])
+	pub.Y.FillBytes(p[33:])
+	return p, true
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/hex"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -160,5 +161,27 @@ func TestInProcessSM2(t *testing.T) {
 		if got := InProcessSM2(tc.key); got != tc.want {
 			t.Errorf("%s: got %p, want %p", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestSM2Point(t *testing.T) {
+	k, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := SM2Point(&k.PublicKey)
+	want := elliptic.Marshal(k.Curve, k.X, k.Y) //nolint:staticcheck // the reference encoding
+	if !ok || !bytes.Equal(p[:], want) {
+		t.Fatalf("SM2Point = %x, %v; want %x", p, ok, want)
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, ok := SM2Point(&other.PublicKey); ok {
+		t.Fatal("a P-256 key accepted as SM2")
+	}
+	if _, ok := SM2Point(&ecdsa.PublicKey{Curve: sm2.P256(), X: new(big.Int).Lsh(big.NewInt(1), 256), Y: big.NewInt(1)}); ok {
+		t.Fatal("an out-of-range coordinate accepted")
+	}
+	if _, ok := SM2Point(nil); ok {
+		t.Fatal("nil accepted")
 	}
 }
