@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -542,7 +543,8 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 	if now.Sub(created) > cfg.lifetime() || now.Before(created.Add(-time.Minute)) {
 		return TicketReasonExpired
 	}
-	if h := hs.certHash(); s.serverName != hs.hello.serverName || !bytes.Equal(s.serverCert, h[:]) {
+	// Host names compare without regard to case (RFC 6066 §3, RFC 4343).
+	if h := hs.certHash(); !strings.EqualFold(s.serverName, hs.hello.serverName) || !bytes.Equal(s.serverCert, h[:]) {
 		return TicketReasonIdentity
 	}
 	if s.cipherSuite != hs.suite.id {

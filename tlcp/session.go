@@ -282,7 +282,7 @@ func sealTicket(dst []byte, src ticket.Source, s *sessionState, scratch []byte) 
 	if err != nil {
 		return nil, err
 	}
-	out, err := ticket.Seal(dst, src, b)
+	out, err := ticket.Seal(dst, src, ticket.TLCP, b)
 	clear(b) // the master secret, in the clear
 	return out, err
 }
@@ -291,7 +291,7 @@ func sealTicket(dst []byte, src ticket.Source, s *sessionState, scratch []byte) 
 // TicketReasonUndecryptable or TicketReasonMalformed; stale says an older
 // key opened it.
 func openTicket(src ticket.Source, t []byte, s *sessionState) (stale bool, reason string) {
-	b, ok, stale := ticket.Open(src, t)
+	b, ok, stale := ticket.Open(src, ticket.TLCP, t)
 	if !ok {
 		return false, TicketReasonUndecryptable
 	}

@@ -89,7 +89,7 @@ func TestTicketEvents(t *testing.T) {
 	with := func(c *Config, f func(*Config)) *Config { f(c); return c }
 	// forge seals plaintext with k1 as a ticket the client offers.
 	forge := func(plain []byte) *ClientSessionState {
-		tk, err := ticket.Seal(nil, ticket.Static{k1}, plain)
+		tk, err := ticket.Seal(nil, ticket.Static{k1}, ticket.TLCP, plain)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,7 +161,8 @@ type Config struct {
 	Time func() time.Time
 
 	// Certificates are the server's (or client's) chains; the first one is
-	// used unless GetCertificate picks another.
+	// used unless GetCertificate picks another. Session tickets are bound to
+	// the server name and to the first certificate (see TicketKeys).
 	Certificates []Certificate
 	// GetCertificate, if set, selects the server certificate by ClientHello
 	// (SNI). Returning nil, nil falls back to Certificates.
@@ -179,6 +180,15 @@ type Config struct {
 	ClientCAs *smx509.CertPool
 	// ClientAuth is the server's client-certificate policy; default NoClientCert.
 	ClientAuth ClientAuthType
+	// ClientCAsFingerprint identifies the certificates in ClientCAs, for
+	// example CertificatesFingerprint of them. A session ticket carrying a
+	// client certificate records it together with ClientAuth and resumes
+	// only under the same pair; after a change (a CA removed by a reload)
+	// the session's chain, if this process still has it, is verified again
+	// against the current ClientCAs, else the client makes a full
+	// handshake. Default: a digest of ClientCAs' subject names, which does
+	// not see a CA replaced by another of the same name.
+	ClientCAsFingerprint []byte
 
 	// ServerName is checked against the server certificate and sent as SNI
 	// (client side).
@@ -198,7 +208,10 @@ type Config struct {
 	// resumption (both sides).
 	SessionTicketsDisabled bool
 	// TicketKeys seal and open tickets (newest key encrypts, all decrypt);
-	// default a process-wide in-memory ticket.Rotator.
+	// default a process-wide in-memory ticket.Rotator. One key set may be
+	// shared by several Configs (sites): a ticket holds the server name it
+	// was issued for (compared without regard to case) and a hash of the
+	// first of Certificates, and resumes only where both match.
 	TicketKeys ticket.Source
 	// TicketLifetime is the lifetime advertised in NewSessionTicket and
 	// enforced on resumption; default 2h, at most 7 days.

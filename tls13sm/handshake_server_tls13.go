@@ -61,9 +61,9 @@ type serverHandshakeState struct {
 	sessionBuf       sessionState
 	thServerFinished [hashSize]byte
 	// ticketPlain and ticketSealed hold a session state and its ticket
-	// (at most 157 and 201 bytes, see sessionState).
-	ticketPlain  [160]byte
-	ticketSealed [256]byte
+	// (at most maxSessionState and maxTicketSize bytes, see sessionState).
+	ticketPlain  [maxSessionState]byte
+	ticketSealed [maxTicketSize]byte
 }
 
 func (hs *serverHandshakeState) transcriptHash() []byte {
@@ -363,6 +363,7 @@ func (hs *serverHandshakeState) checkForResumption() error {
 	}
 	now := hs.config.time()
 	keys := hs.config.ticketKeys()
+	site := hs.siteBinding()
 	reason := ""
 	reject := func(r string) {
 		if reason == "" {
@@ -373,7 +374,7 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		if i >= maxPSKIdentities {
 			break
 		}
-		plain, ok, stale := ticket.OpenTo(hs.ticketPlain[:0], keys, id.label)
+		plain, ok, stale := ticket.OpenTo(hs.ticketPlain[:0], keys, ticket.TLS13SM, id.label)
 		if !ok {
 			reject(TicketReasonUndecryptable)
 			continue
@@ -397,8 +398,17 @@ func (hs *serverHandshakeState) checkForResumption() error {
 			reject(TicketReasonAgeMismatch)
 			continue
 		}
+		if ss.site != site {
+			reject(TicketReasonIdentity)
+			continue
+		}
 		if r := hs.clientPolicyRejects(&ss.client, now); r != "" {
 			reject(r)
+			continue
+		}
+		chains, cached, ok := hs.resumedClient(&ss.client)
+		if !ok {
+			reject(TicketReasonClientCert)
 			continue
 		}
 		if hs.config.Strict && ss.suite != hs.suite.id {
@@ -416,14 +426,12 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		hs.usingPSK, hs.pskIndex, hs.session = true, i, ss
 		c.didResume = true
 		hs.client, c.client = ss.client, ss.client
-		if ss.client.presented {
+		if cached {
 			// The chain itself only if this process still has it; the
 			// identity above comes from the ticket either way.
-			if pc, ok := clientChainCache.Get(ss.client.leafHash); ok {
-				c.peerCertificates = pc.certs
-				if ss.client.verified {
-					c.verifiedChains = pc.chains
-				}
+			c.peerCertificates = chains.certs
+			if ss.client.verified {
+				c.verifiedChains = chains.chains
 			}
 		}
 		hs.ticketEvent(TicketAccepted, "", stale)
@@ -716,6 +724,7 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 		presented: true, verified: verify && len(chains) > 0,
 		leafHash: leafHash(cm.certificates[0]), notAfter: unixTime(certs[0].NotAfter),
 	}
+	hs.client.auth = hs.config.clientAuthBinding()
 	c.client = hs.client
 	clientChainCache.Put(hs.client.leafHash, peerChains{certs: certs, chains: chains})
 	return nil
@@ -760,7 +769,7 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	ss := &sessionState{
 		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),
 		lifetime: uint32(hs.config.ticketLifetime() / time.Second), alpn: c.alpn,
-		client: hs.client,
+		site: hs.siteBinding(), client: hs.client,
 	}
 	var rnd [4]byte
 	if _, err := io.ReadFull(hs.config.rand(), rnd[:]); err != nil {
@@ -769,7 +778,7 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	ss.ageAdd = binary.BigEndian.Uint32(rnd[:])
 	ks.expandLabel(ss.secret[:], resMaster, "resumption", nonce)
 	plain := ss.marshalFast(hs.ticketPlain[:0])
-	label, err := ticket.Seal(hs.ticketSealed[:0], hs.config.ticketKeys(), plain)
+	label, err := ticket.Seal(hs.ticketSealed[:0], hs.config.ticketKeys(), ticket.TLS13SM, plain)
 	if err != nil {
 		return nil // no ticket key: just do not issue tickets
 	}

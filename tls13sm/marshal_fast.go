@@ -180,11 +180,13 @@ func (s *sessionState) marshalFast(b []byte) []byte {
 	b = appendU32(b, s.lifetime)
 	b = appendU32(b, s.ageAdd)
 	b = append(b, s.secret[:]...)
+	b = append(b, s.site[:]...)
 	b = append(b, s.clientFlag())
 	if s.client.presented {
 		b = append(b, s.client.leafHash[:]...)
 		b = appendU32(b, uint32(s.client.notAfter>>32))
 		b = appendU32(b, uint32(s.client.notAfter))
+		b = append(b, s.client.auth[:]...)
 	}
 	alpn := s.ticketALPN()
 	b = append(b, byte(len(alpn)))

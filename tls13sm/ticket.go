@@ -11,21 +11,25 @@ import (
 	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
-// sessionState is what a ticket carries (sealed with internal/ticket). It is
-// kept small — at most 157 bytes (93 plus an ALPN name of up to 64), 201
-// sealed, under the 256-byte limit — whatever the client sent: a client
-// certificate chain is never stored in it, only what the resumed connection
-// must know about the client (clientIdentity), with the verified chain kept
-// in a bounded per-process cache (GmSSL's tls13_client crashes on tickets
-// above ~450 bytes).
+// sessionState is what a ticket carries (sealed with internal/ticket as a
+// ticket.TLS13SM ticket). It is kept small — at most 189 bytes (125 plus an
+// ALPN name of up to 64), 233 sealed, under the 256-byte limit — whatever
+// the client sent: a client certificate chain is never stored in it, only
+// what the resumed connection must know about the client (clientIdentity),
+// with the verified chain kept in a bounded per-process cache (GmSSL's
+// tls13_client crashes on tickets above ~450 bytes).
 type sessionState struct {
 	suite     uint16
 	createdAt uint64 // Unix seconds
 	lifetime  uint32 // seconds
 	ageAdd    uint32
 	secret    [hashSize]byte // the resumption PSK
-	client    clientIdentity
-	alpn      string // informational; at most maxTicketALPN bytes are kept
+	// site binds the ticket to the server identity that issued it (see
+	// serverHandshakeState.siteBinding): a ticket key set shared by several
+	// sites never resumes one site's session on another.
+	site   [bindingSize]byte
+	client clientIdentity
+	alpn   string // informational; at most maxTicketALPN bytes are kept
 }
 
 // clientIdentity is what a session remembers of the client certificate.
@@ -34,15 +38,28 @@ type clientIdentity struct {
 	verified  bool           // its chain verified against ClientCAs
 	leafHash  [hashSize]byte // SM3 of the leaf's DER
 	notAfter  uint64         // the leaf's NotAfter, Unix seconds
+	// auth is the client-auth binding (Config.clientAuthBinding) the
+	// certificate was checked under: ClientAuth and ClientCAs.
+	auth [bindingSize]byte
 }
 
-// sessionStateVersion 2 added the verified flag and the leaf's NotAfter;
-// version 1 tickets are not accepted (full handshake).
-const sessionStateVersion = 2
+// sessionStateVersion 3 added the site and client-auth bindings (and the
+// ticket's protocol label); older tickets are not accepted (full handshake).
+const sessionStateVersion = 3
 
 // maxTicketALPN bounds the ALPN name kept in a ticket (it is only
 // informational: ALPN is negotiated afresh on resumption).
 const maxTicketALPN = 64
+
+// maxSessionState is the largest encoded sessionState: version, suite,
+// created, lifetime, age_add, secret, site, client flag, leaf hash,
+// not_after, client-auth binding, ALPN length and name. Sealed, it takes
+// ticket.Overhead more, at most maxTicketSize.
+const maxSessionState = 1 + 2 + 8 + 4 + 4 + hashSize + bindingSize + 1 + hashSize + 8 + bindingSize + 1 + maxTicketALPN
+
+// maxTicketSize is the most a ticket this server issues can take (GmSSL's
+// and Tongsuo's clients keep tickets of up to 256 bytes).
+const maxTicketSize = 256
 
 // Client flag byte of the encoded session state.
 const (
@@ -76,10 +93,12 @@ func (s *sessionState) marshal() ([]byte, error) {
 	b.AddUint32(s.lifetime)
 	b.AddUint32(s.ageAdd)
 	b.AddBytes(s.secret[:])
+	b.AddBytes(s.site[:])
 	b.AddUint8(s.clientFlag())
 	if s.client.presented {
 		b.AddBytes(s.client.leafHash[:])
 		b.AddUint64(s.client.notAfter)
+		b.AddBytes(s.client.auth[:])
 	}
 	addU8Bytes(&b, []byte(s.ticketALPN()))
 	return b.Bytes()
@@ -91,14 +110,15 @@ func (s *sessionState) unmarshal(data []byte) bool {
 	var v, flag uint8
 	var alpn []byte
 	if !in.ReadUint8(&v) || v != sessionStateVersion || !in.ReadUint16(&s.suite) || !in.ReadUint64(&s.createdAt) ||
-		!in.ReadUint32(&s.lifetime) || !in.ReadUint32(&s.ageAdd) || !in.CopyBytes(s.secret[:]) || !in.ReadUint8(&flag) {
+		!in.ReadUint32(&s.lifetime) || !in.ReadUint32(&s.ageAdd) || !in.CopyBytes(s.secret[:]) ||
+		!in.CopyBytes(s.site[:]) || !in.ReadUint8(&flag) {
 		return false
 	}
 	switch flag {
 	case clientNone:
 	case clientPresented, clientVerifiedCA:
 		s.client.presented, s.client.verified = true, flag == clientVerifiedCA
-		if !in.CopyBytes(s.client.leafHash[:]) || !in.ReadUint64(&s.client.notAfter) {
+		if !in.CopyBytes(s.client.leafHash[:]) || !in.ReadUint64(&s.client.notAfter) || !in.CopyBytes(s.client.auth[:]) {
 			return false
 		}
 	default:
@@ -173,6 +193,15 @@ const (
 	// TicketReasonClientCertExpired: the session's verified client leaf
 	// certificate has expired since the ticket was issued.
 	TicketReasonClientCertExpired = "client_cert_expired"
+	// TicketReasonIdentity: the ticket was issued for another server name
+	// (compared without regard to case) or another server certificate — a
+	// ticket key set shared between sites.
+	TicketReasonIdentity = "identity_mismatch"
+	// TicketReasonClientCert: the session has a client certificate checked
+	// under other client-auth settings (ClientAuth, ClientCAs; a reload
+	// changed them) and this process cannot verify its chain again against
+	// the current ClientCAs, or it no longer verifies.
+	TicketReasonClientCert = "client_cert_invalid"
 	// TicketReasonSuite: Strict mode and the ticket's suite differs from the
 	// negotiated one.
 	TicketReasonSuite = "suite_mismatch"

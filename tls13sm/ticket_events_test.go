@@ -80,7 +80,10 @@ func TestOnTicketEvents(t *testing.T) {
 			resumed: true, want: []string{"accepted", "issued"}},
 		{name: "tickets disabled", server: func(c *Config) { c.SessionTicketsDisabled = true },
 			want: []string{"rejected:disabled"}},
-		{name: "bad binder", server: func(c *Config) { c.TicketKeys = ticket.Static{k[2]}; c.Time = later },
+		{name: "bad binder",
+			server: func(c *Config) {
+				c.TicketKeys, c.Time, c.ClientAuth = ticket.Static{k[2]}, later, RequireAndVerifyClientCert
+			},
 			client:  func() { cached().secret[0] ^= 0xff },
 			failure: true, want: []string{"rejected:bad_binder"}},
 	}

@@ -4,6 +4,9 @@
 // share a key file or a key service resume each other's sessions.
 //
 // Wire form of a ticket: key name (16) || nonce (12) || SM4-GCM(state) || tag (16).
+// The additional data of the AEAD is the key name and the ticket's Protocol,
+// so a ticket sealed for one protocol never opens as the other's, even when
+// both share one key set.
 package ticket
 
 import (
@@ -27,6 +30,22 @@ const Overhead = 16 + 12 + 16
 // KeySize is the size of the secret from which a ticket key is derived.
 const KeySize = 32
 
+// Protocol is what a ticket holds a session of; it is authenticated with
+// the ticket (additional data), never sent.
+type Protocol uint8
+
+const (
+	// TLCP tickets hold TLCP sessions (RFC 5077-style tickets in NTLS).
+	TLCP Protocol = iota
+	// TLS13SM tickets hold TLS 1.3-SM resumption PSKs.
+	TLS13SM
+	numProtocols
+)
+
+// adLen is the length of a ticket's additional data: the key name and the
+// protocol.
+const adLen = 16 + 1
+
 // Key is one ticket-encryption key.
 type Key struct {
 	// Name identifies the key inside tickets (not secret).
@@ -34,6 +53,19 @@ type Key struct {
 	// Created is when the key was made; a Rotator retires keys by age.
 	Created time.Time
 	aead    cipher.AEAD
+	// ad is the additional data per protocol: Name || protocol. It lives
+	// in the Key (not built per call) because the AEAD interface makes
+	// its arguments escape.
+	ad [numProtocols][adLen]byte
+}
+
+// additionalData is the AEAD additional data of p's tickets under k (nil
+// for an unknown protocol, which then neither seals nor opens).
+func (k *Key) additionalData(p Protocol) []byte {
+	if p >= numProtocols {
+		return nil
+	}
+	return k.ad[p][:]
 }
 
 // NewKey derives a ticket key from a 32-byte secret. The name and the SM4 key
@@ -54,6 +86,10 @@ func NewKey(secret []byte, created time.Time) (Key, error) {
 	}
 	k := Key{Created: created, aead: aead}
 	copy(k.Name[:], name[:16])
+	for p := range k.ad {
+		copy(k.ad[p][:], k.Name[:])
+		k.ad[p][16] = byte(p)
+	}
 	return k, nil
 }
 
@@ -63,13 +99,18 @@ type Source interface {
 	TicketKeys() []Key
 }
 
-// Seal encrypts state under the first key of src and appends the ticket to dst.
-func Seal(dst []byte, src Source, state []byte) ([]byte, error) {
+// Seal encrypts state, a session of protocol p, under the first key of src
+// and appends the ticket to dst.
+func Seal(dst []byte, src Source, p Protocol, state []byte) ([]byte, error) {
 	keys := src.TicketKeys()
 	if len(keys) == 0 || keys[0].aead == nil {
 		return nil, errors.New("ticket: no ticket key available")
 	}
-	k := &keys[0] // not a copy: its Name is passed to the AEAD without escaping a local
+	k := &keys[0] // not a copy: its additional data is passed to the AEAD without escaping a local
+	ad := k.additionalData(p)
+	if ad == nil {
+		return nil, fmt.Errorf("ticket: unknown protocol %d", p)
+	}
 	dst = append(dst, k.Name[:]...)
 	// The nonce is read straight into dst (a local array would escape to
 	// the heap through the io.Reader).
@@ -79,20 +120,21 @@ func Seal(dst []byte, src Source, state []byte) ([]byte, error) {
 	if _, err := io.ReadFull(rand.Reader, nonce); err != nil {
 		return nil, fmt.Errorf("ticket: nonce: %w", err)
 	}
-	// The key name is authenticated as additional data.
-	return k.aead.Seal(dst, nonce, state, k.Name[:]), nil
+	// The key name and the protocol are authenticated as additional data.
+	return k.aead.Seal(dst, nonce, state, ad), nil
 }
 
-// Open decrypts a ticket sealed by Seal with any key of src. ok is false for
-// an unknown key name or a forged or damaged ticket. stale is true when the
-// key that opened it is not the newest, so the caller should issue a new ticket.
-func Open(src Source, ticket []byte) (state []byte, ok, stale bool) {
-	return OpenTo(nil, src, ticket)
+// Open decrypts a ticket that Seal made for protocol p with any key of src.
+// ok is false for an unknown key name, a forged or damaged ticket, or a
+// ticket of another protocol. stale is true when the key that opened it is
+// not the newest, so the caller should issue a new ticket.
+func Open(src Source, p Protocol, ticket []byte) (state []byte, ok, stale bool) {
+	return OpenTo(nil, src, p, ticket)
 }
 
 // OpenTo is Open with the state decrypted into dst's storage (dst[:0]) when
 // it has room, so that a caller with a buffer allocates nothing.
-func OpenTo(dst []byte, src Source, ticket []byte) (state []byte, ok, stale bool) {
+func OpenTo(dst []byte, src Source, p Protocol, ticket []byte) (state []byte, ok, stale bool) {
 	if len(ticket) < Overhead {
 		return nil, false, false
 	}
@@ -102,7 +144,11 @@ func OpenTo(dst []byte, src Source, ticket []byte) (state []byte, ok, stale bool
 		if k.aead == nil || subtle.ConstantTimeCompare(k.Name[:], ticket[:16]) != 1 {
 			continue
 		}
-		out, err := k.aead.Open(dst[:0], ticket[16:28], ticket[28:], k.Name[:])
+		ad := k.additionalData(p)
+		if ad == nil {
+			return nil, false, false
+		}
+		out, err := k.aead.Open(dst[:0], ticket[16:28], ticket[28:], ad)
 		if err != nil {
 			return nil, false, false
 		}
@@ -181,10 +227,22 @@ func (r *Rotator) TicketKeys() []Key {
 	return r.keys
 }
 
+// repeatedByte reports whether b is one byte value repeated (all zero, for
+// example): a placeholder or a failed generator, never a secret.
+func repeatedByte(b []byte) bool {
+	for _, c := range b {
+		if c != b[0] {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseKeyFile reads ticket keys from file contents made of one or more
 // 32-byte (or nginx-style 48/80-byte) raw secrets concatenated, newest first.
 // A file of 48 or 80 bytes is taken as a single key, like nginx's
-// ssl_session_ticket_key.
+// ssl_session_ticket_key. A key made of one repeated byte (all zeros, for
+// example) is refused.
 func ParseKeyFile(b []byte, created time.Time) ([]Key, error) {
 	var chunks [][]byte
 	switch {
@@ -198,7 +256,10 @@ func ParseKeyFile(b []byte, created time.Time) ([]Key, error) {
 		return nil, fmt.Errorf("ticket key file has %d bytes; want 48 or 80 (one key) or a multiple of %d (newest first)", len(b), KeySize)
 	}
 	keys := make([]Key, 0, len(chunks))
-	for _, c := range chunks {
+	for i, c := range chunks {
+		if repeatedByte(c) {
+			return nil, fmt.Errorf("ticket key %d of %d in the file is one byte (0x%02x) repeated, not a secret; write random bytes instead", i+1, len(chunks), c[0])
+		}
 		k, err := NewKey(c, created)
 		if err != nil {
 			return nil, err

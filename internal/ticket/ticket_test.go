@@ -2,6 +2,7 @@ package ticket
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,7 +21,7 @@ func TestSealOpenRotation(t *testing.T) {
 	k1, k2 := mustKey(t, 1, now), mustKey(t, 2, now)
 	state := []byte("session state")
 
-	t1, err := Seal(nil, Static{k1}, state)
+	t1, err := Seal(nil, Static{k1}, TLCP, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,33 +29,33 @@ func TestSealOpenRotation(t *testing.T) {
 		t.Fatalf("ticket length %d, want %d", len(t1), len(state)+Overhead)
 	}
 	// After rotation k2 encrypts and k1 still decrypts, reported as stale.
-	got, ok, stale := Open(Static{k2, k1}, t1)
+	got, ok, stale := Open(Static{k2, k1}, TLCP, t1)
 	if !ok || !stale || !bytes.Equal(got, state) {
 		t.Fatalf("open with rotated keys: ok=%v stale=%v got=%q", ok, stale, got)
 	}
-	got, ok, stale = Open(Static{k1}, t1)
+	got, ok, stale = Open(Static{k1}, TLCP, t1)
 	if !ok || stale || !bytes.Equal(got, state) {
 		t.Fatalf("open with current key: ok=%v stale=%v", ok, stale)
 	}
 	// Once k1 is retired the ticket no longer opens.
-	if _, ok, _ := Open(Static{k2}, t1); ok {
+	if _, ok, _ := Open(Static{k2}, TLCP, t1); ok {
 		t.Fatal("ticket opened after its key was retired")
 	}
 	// Any flipped bit is rejected.
 	for i := range t1 {
 		bad := bytes.Clone(t1)
 		bad[i] ^= 0x40
-		if _, ok, _ := Open(Static{k1}, bad); ok {
+		if _, ok, _ := Open(Static{k1}, TLCP, bad); ok {
 			t.Fatalf("tampered byte %d accepted", i)
 		}
 	}
-	if _, ok, _ := Open(Static{k1}, t1[:Overhead-1]); ok {
+	if _, ok, _ := Open(Static{k1}, TLCP, t1[:Overhead-1]); ok {
 		t.Fatal("short ticket accepted")
 	}
 }
 
 func TestSealWithoutKeys(t *testing.T) {
-	if _, err := Seal(nil, Static{}, []byte("x")); err == nil {
+	if _, err := Seal(nil, Static{}, TLCP, []byte("x")); err == nil {
 		t.Fatal("Seal with no keys succeeded")
 	}
 }
@@ -67,7 +68,7 @@ func TestRotator(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("got %d keys, want 1", len(first))
 	}
-	tk, err := Seal(nil, r, []byte("s"))
+	tk, err := Seal(nil, r, TLCP, []byte("s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +77,12 @@ func TestRotator(t *testing.T) {
 	if len(keys) != 2 || keys[1].Name != first[0].Name {
 		t.Fatalf("after one interval: %d keys, want the new key first and the old one kept", len(keys))
 	}
-	if _, ok, stale := Open(r, tk); !ok || !stale {
+	if _, ok, stale := Open(r, TLCP, tk); !ok || !stale {
 		t.Fatalf("old ticket after rotation: ok=%v stale=%v", ok, stale)
 	}
 	now = now.Add(3 * time.Hour)
 	r.TicketKeys()
-	if _, ok, _ := Open(r, tk); ok {
+	if _, ok, _ := Open(r, TLCP, tk); ok {
 		t.Fatal("ticket still opens after its key outlived the lifetime")
 	}
 }
@@ -89,7 +90,7 @@ func TestRotator(t *testing.T) {
 func TestParseKeyFile(t *testing.T) {
 	now := time.Now()
 	for _, n := range []int{48, 80, 32, 64} {
-		keys, err := ParseKeyFile(bytes.Repeat([]byte{7}, n), now)
+		keys, err := ParseKeyFile(pattern(n, 7), now)
 		if err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
@@ -105,13 +106,13 @@ func TestParseKeyFile(t *testing.T) {
 		t.Fatal("33-byte key file accepted")
 	}
 	// The same secret gives the same key on two instances.
-	a, _ := ParseKeyFile(bytes.Repeat([]byte{9}, 48), now)
-	b, _ := ParseKeyFile(bytes.Repeat([]byte{9}, 48), now)
-	tk, err := Seal(nil, Static(a), []byte("shared"))
+	a, _ := ParseKeyFile(pattern(48, 9), now)
+	b, _ := ParseKeyFile(pattern(48, 9), now)
+	tk, err := Seal(nil, Static(a), TLS13SM, []byte("shared"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := Open(Static(b), tk); !ok {
+	if _, ok, _ := Open(Static(b), TLS13SM, tk); !ok {
 		t.Fatal("a ticket sealed by one instance did not open on another with the same key file")
 	}
 }
@@ -121,25 +122,73 @@ func TestParseKeyFile(t *testing.T) {
 func TestOpenTo(t *testing.T) {
 	k := mustKey(t, 1, time.Unix(1_800_000_000, 0))
 	state := []byte("session state")
-	tk, err := Seal(nil, Static{k}, state)
+	tk, err := Seal(nil, Static{k}, TLS13SM, state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 0, 64)
-	got, ok, _ := OpenTo(buf, Static{k}, tk)
+	got, ok, _ := OpenTo(buf, Static{k}, TLS13SM, tk)
 	if !ok || !bytes.Equal(got, state) || &got[0] != &buf[:1][0] {
 		t.Fatalf("OpenTo: ok=%v got=%q (in buf: %v)", ok, got, ok && &got[0] == &buf[:1][0])
 	}
 	var src Source = Static{k}
-	if n := testing.AllocsPerRun(10, func() { OpenTo(buf, src, tk) }); n != 0 {
+	if n := testing.AllocsPerRun(10, func() { OpenTo(buf, src, TLS13SM, tk) }); n != 0 {
 		t.Fatalf("OpenTo with room allocates %v times", n)
 	}
-	if _, ok, _ := OpenTo(buf, Static{k}, tk[:len(tk)-1]); ok {
+	if _, ok, _ := OpenTo(buf, Static{k}, TLS13SM, tk[:len(tk)-1]); ok {
 		t.Fatal("truncated ticket opened")
 	}
 	// Seal with room in dst allocates nothing either.
 	out := make([]byte, 0, 128)
-	if n := testing.AllocsPerRun(10, func() { Seal(out, src, state) }); n != 0 {
+	if n := testing.AllocsPerRun(10, func() { Seal(out, src, TLS13SM, state) }); n != 0 {
 		t.Fatalf("Seal with room allocates %v times", n)
+	}
+}
+
+// pattern is n bytes counting up from first (a key file that is not one
+// repeated byte).
+func pattern(n int, first byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = first + byte(i)
+	}
+	return b
+}
+
+// A key file made of one repeated byte (all zeros, a placeholder) is
+// refused, for each of the accepted sizes and for any key of several.
+func TestParseKeyFileRejectsRepeatedByte(t *testing.T) {
+	now := time.Now()
+	for _, n := range []int{32, 48, 80} {
+		for _, b := range []byte{0, 0xff, 'a'} {
+			if _, err := ParseKeyFile(bytes.Repeat([]byte{b}, n), now); err == nil {
+				t.Errorf("%d bytes of 0x%02x accepted as a ticket key", n, b)
+			}
+		}
+	}
+	second := append(pattern(32, 1), make([]byte, 32)...)
+	if _, err := ParseKeyFile(second, now); err == nil || !strings.Contains(err.Error(), "ticket key 2 of 2") {
+		t.Errorf("an all-zero second key: err = %v", err)
+	}
+}
+
+// A ticket sealed for one protocol does not open as the other's under the
+// same keys: the protocol is authenticated as additional data.
+func TestProtocolLabel(t *testing.T) {
+	k := mustKey(t, 3, time.Unix(1_800_000_000, 0))
+	for _, c := range []struct{ seal, open Protocol }{{TLCP, TLS13SM}, {TLS13SM, TLCP}} {
+		tk, err := Seal(nil, Static{k}, c.seal, []byte("state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := Open(Static{k}, c.seal, tk); !ok {
+			t.Fatalf("protocol %d: own ticket did not open", c.seal)
+		}
+		if _, ok, _ := Open(Static{k}, c.open, tk); ok {
+			t.Errorf("a protocol %d ticket opened as protocol %d", c.seal, c.open)
+		}
+	}
+	if _, err := Seal(nil, Static{k}, numProtocols, []byte("s")); err == nil {
+		t.Error("Seal with an unknown protocol succeeded")
 	}
 }
