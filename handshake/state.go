@@ -162,9 +162,9 @@ type TicketReasonObserver interface {
 // TicketRejectReasons is the bounded set of reasons a session ticket is
 // rejected for, over both protocols (the TicketReason* constants of tlcp
 // and tls13sm): disabled, undecryptable (unknown or retired ticket key,
-// damaged or forged ticket), malformed, expired, identity_mismatch (TLCP:
-// another site's certificate or SNI), suite_mismatch, client_auth_required,
-// client_cert_invalid (TLCP: no longer verifies against ClientCAs),
+// damaged or forged ticket), malformed, expired, identity_mismatch
+// (another site's certificate or SNI), suite_mismatch, client_auth_required,
+// client_cert_invalid (no longer verifies against the current ClientCAs),
 // client_cert_expired, psk_mode, age_mismatch and bad_binder (TLS 1.3-SM).
 var TicketRejectReasons = []string{
 	tlcp.TicketReasonDisabled,

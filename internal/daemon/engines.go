@@ -73,7 +73,11 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 	return handshake.TLCPHandshaker(cfg), handshake.TLCPHandshaker(in), nil
 }
 
-// buildTLS13SMSite makes the TLS 1.3-SM server config of a site.
+// buildTLS13SMSite makes the TLS 1.3-SM server config of a site. Its
+// tickets are bound to the site (server name and certificate) and, with a
+// client certificate, to the site's client-auth mode and CAs, so the
+// ticket keys shared by all sites never carry a session to another site
+// or past a reload that changed its client CAs.
 func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 	m := &b.site.Material
 	off := b.off
@@ -94,6 +98,7 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 		CipherSuites:           m.TLS13SMSuites,
 		NextProtos:             b.alpn,
 		ClientCAs:              m.ClientCAPool(),
+		ClientCAsFingerprint:   tls13sm.CertificatesFingerprint(m.ClientCAs),
 		SessionTicketsDisabled: !b.cfg.Sessions.Tickets,
 		TicketKeys:             keys,
 		TicketLifetime:         b.sessionLifetime(),
