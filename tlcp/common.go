@@ -302,6 +302,12 @@ type Config struct {
 	// handshake and must not block. Session-ID lookups are not reported
 	// here; a SessionStore sees those. Default nil.
 	OnTicket func(TicketEvent)
+
+	// testHandshakeOut, set only by tests, makes this endpoint misbehave:
+	// it gets a copy of each outgoing handshake message (header included),
+	// after the message went into this side's transcript, and returns the
+	// bytes to send instead (altered, several messages, or none).
+	testHandshakeOut func(msg []byte) []byte
 }
 
 // Clone returns a shallow copy of c.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -404,6 +405,11 @@ func putOut(pb *[]byte) {
 func (c *Conn) queueHandshake(msg []byte) error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
+	if h := c.config.testHandshakeOut; h != nil {
+		if msg = h(slices.Clone(msg)); len(msg) == 0 {
+			return nil
+		}
+	}
 	return c.queueRecordsLocked(recordTypeHandshake, msg)
 }
 

@@ -243,6 +243,12 @@ type Config struct {
 	testShareX25519 bool // tests: client's first key share is X25519
 	testEarlyData   bool // tests: client offers early_data and sends a fake 0-RTT record
 	testPSKOnly     bool // tests: client offers psk_ke only
+
+	// testHandshakeOut, set only by tests, makes this endpoint misbehave:
+	// it gets a copy of each outgoing handshake message (header included),
+	// after the message went into this side's transcript, and returns the
+	// bytes to send instead (altered, several messages, or none).
+	testHandshakeOut func(msg []byte) []byte
 }
 
 // Clone returns a shallow copy of c.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -611,6 +612,11 @@ func (c *Conn) writeHandshake(msg []byte, transcript interface{ Write([]byte) (i
 	defer c.out.Unlock()
 	if transcript != nil {
 		transcript.Write(msg)
+	}
+	if h := c.config.testHandshakeOut; h != nil {
+		if msg = h(slices.Clone(msg)); len(msg) == 0 {
+			return nil
+		}
 	}
 	return c.writeRecordLocked(recordTypeHandshake, msg)
 }

@@ -412,6 +412,11 @@ func (hs *clientHandshakeState) readServerParameters() error {
 	if ee.earlyData {
 		return c.fail(AlertUnsupportedExtension, "server accepted early data that was not offered")
 	}
+	// §4.2: an extension response the client did not request aborts the
+	// handshake with unsupported_extension.
+	if ee.unknownExtensions {
+		return c.fail(AlertUnsupportedExtension, "server sent an extension in EncryptedExtensions that was not offered")
+	}
 	if ee.alpnProtocol != "" {
 		if !slices.Contains(hs.hello.alpnProtocols, ee.alpnProtocol) {
 			return c.fail(AlertUnsupportedExtension, "server selected ALPN %q that was not offered", ee.alpnProtocol)

@@ -1,0 +1,244 @@
+package tlcp
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// Misbehaving-peer tests in the manner of BoGo's shim tests: one in-repo
+// endpoint breaks one rule under correct keys (through
+// Config.testHandshakeOut, or by writing raw records after its handshake)
+// and the honest endpoint must send exactly the expected alert, the
+// misbehaving endpoint must receive that alert, and no application data
+// may reach the honest side.
+
+// misCase is one misbehaviour.
+type misCase struct {
+	name string
+	// server: the server misbehaves (default: the client).
+	server bool
+	// suite restricts both sides to one suite (default: ECC_SM4_GCM_SM3).
+	suite uint16
+	// clientAuth: the server requires a client certificate.
+	clientAuth bool
+	// msgs rewrites the misbehaving side's outgoing handshake messages.
+	msgs func(msg []byte) []byte
+	// records builds raw records the misbehaving side writes once its
+	// handshake succeeded.
+	records func(c *Conn) []byte
+	// alert is what the honest side must send.
+	alert AlertError
+	// eof: the honest side must instead see a clean end of stream.
+	eof bool
+}
+
+const misSecret = testpeer.MisbehaveSecret
+
+func TestMisbehavingPeer(t *testing.T) {
+	cases := []misCase{
+		// ---- Finished ----
+		{name: "client-finished-wrong-verify-data", msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "client-finished-wrong-verify-data-cbc", suite: ECC_SM4_CBC_SM3, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "client-finished-wrong-verify-data-ecdhe", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "client-finished-truncated", msgs: onType(typeFinished, truncate(1)), alert: AlertDecodeError},
+		{name: "client-finished-extended", msgs: onType(typeFinished, extend(1)), alert: AlertDecodeError},
+		{name: "server-finished-wrong-verify-data", server: true, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "server-finished-truncated", server: true, msgs: onType(typeFinished, truncate(4)), alert: AlertDecodeError},
+		// ---- transcript ----
+		{name: "client-hello-altered-after-hashing", msgs: onType(typeClientHello, testpeer.AppendSuite(0x1234)), alert: AlertDecryptError},
+		{name: "client-hello-altered-after-hashing-client-auth", clientAuth: true, msgs: onType(typeClientHello, testpeer.AppendSuite(0x1234)), alert: AlertDecryptError},
+		{name: "server-random-altered-after-hashing", server: true, msgs: onType(typeServerHello, testpeer.FlipRandom), alert: AlertDecryptError},
+		// ---- key exchange and signatures ----
+		{name: "client-key-exchange-bad-sm2-ciphertext", msgs: onType(typeClientKeyExchange, flipAt(-5)), alert: AlertBadRecordMAC},
+		{name: "client-key-exchange-empty", msgs: onType(typeClientKeyExchange, func([]byte) []byte { return []byte{typeClientKeyExchange, 0, 0, 0} }), alert: AlertDecodeError},
+		{name: "client-key-exchange-bad-ecdhe-point", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeClientKeyExchange, badECDHEPoint), alert: AlertDecodeError},
+		{name: "client-certificate-verify-wrong", clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
+		{name: "server-key-exchange-signature-wrong", server: true, msgs: onType(typeServerKeyExchange, flipAt(-3)), alert: AlertDecryptError},
+		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-20)), alert: AlertUnknownCA},
+		// ---- versions and parameters ----
+		{name: "client-hello-tls10-version", msgs: onType(typeClientHello, setU16(4, 0x0301)), alert: AlertProtocolVersion},
+		{name: "server-hello-tls12-version", server: true, msgs: onType(typeServerHello, setU16(4, versionTLS12)), alert: AlertProtocolVersion},
+		{name: "server-hello-suite-not-offered", server: true, msgs: onType(typeServerHello, testpeer.ServerHelloSuite(ECC_SM4_CBC_SM3)), alert: AlertIllegalParameter},
+		{name: "handshake-length-over-limit", msgs: onType(typeClientKeyExchange, testpeer.OverLength), alert: AlertIllegalParameter},
+		// ---- order ----
+		{name: "client-key-exchange-before-certificate", clientAuth: true, msgs: swapNext(typeCertificate, typeClientKeyExchange), alert: AlertUnexpectedMessage},
+		{name: "client-certificate-verify-dropped", clientAuth: true, msgs: onType(typeCertificateVerify, drop), alert: AlertUnexpectedMessage},
+		{name: "client-hello-duplicated", msgs: onType(typeClientHello, twice), alert: AlertUnexpectedMessage},
+		{name: "client-key-exchange-duplicated", clientAuth: true, msgs: onType(typeClientKeyExchange, twice), alert: AlertUnexpectedMessage},
+		{name: "server-hello-done-duplicated", server: true, msgs: onType(typeServerHelloDone, twice), alert: AlertUnexpectedMessage},
+		{name: "server-key-exchange-before-certificate", server: true, msgs: swapNext(typeCertificate, typeServerKeyExchange), alert: AlertUnexpectedMessage},
+		{name: "client-unknown-message-type", msgs: onType(typeClientKeyExchange, testpeer.SetType(99)), alert: AlertUnexpectedMessage},
+		{name: "server-unknown-message-type", server: true, msgs: onType(typeServerHelloDone, testpeer.SetType(99)), alert: AlertUnexpectedMessage},
+		// ---- records after the handshake ----
+		{name: "oversize-plaintext-gcm", records: oversize, alert: AlertRecordOverflow},
+		{name: "oversize-plaintext-cbc", suite: ECC_SM4_CBC_SM3, records: oversize, alert: AlertRecordOverflow},
+		{name: "oversize-ciphertext-header", records: func(c *Conn) []byte {
+			hdr := []byte{byte(recordTypeApplicationData), VersionTLCP >> 8, VersionTLCP & 0xff, 0, 0}
+			binary.BigEndian.PutUint16(hdr[3:], maxCiphertext+1)
+			return append(hdr, make([]byte, 64)...)
+		}, alert: AlertRecordOverflow},
+		{name: "record-wrong-version", records: func(c *Conn) []byte {
+			r := seal(c, recordTypeApplicationData, []byte(misSecret), 0)
+			r[1], r[2] = 3, 3
+			return r
+		}, alert: AlertProtocolVersion},
+		{name: "record-bad-tag-gcm", records: func(c *Conn) []byte { return flipLast(seal(c, recordTypeApplicationData, []byte(misSecret), 0)) }, alert: AlertBadRecordMAC},
+		{name: "record-bad-mac-cbc", suite: ECC_SM4_CBC_SM3, records: func(c *Conn) []byte {
+			return cbcRecordBad(c, []byte(misSecret), false, true)
+		}, alert: AlertBadRecordMAC},
+		{name: "record-bad-padding-cbc", suite: ECC_SM4_CBC_SM3, records: func(c *Conn) []byte {
+			return cbcRecordBad(c, []byte(misSecret), true, false)
+		}, alert: AlertBadRecordMAC},
+		{name: "record-unknown-type", records: func(c *Conn) []byte { return seal(c, 99, []byte(misSecret), 0) }, alert: AlertUnexpectedMessage},
+		{name: "change-cipher-spec-after-handshake", records: func(c *Conn) []byte { return seal(c, recordTypeChangeCipherSpec, []byte{1}, 0) }, alert: AlertUnexpectedMessage},
+		{name: "alert-of-three-bytes", records: func(c *Conn) []byte { return seal(c, recordTypeAlert, []byte{2, 10, 0}, 0) }, alert: AlertDecodeError},
+		{name: "server-finished-after-handshake", server: true, records: func(c *Conn) []byte {
+			return seal(c, recordTypeHandshake, []byte{typeFinished, 0, 0, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0)
+		}, alert: AlertUnexpectedMessage},
+		{name: "empty-records-flood", records: func(c *Conn) []byte {
+			var b []byte
+			for range defaultMaxEmpty + 1 {
+				b = append(b, seal(c, recordTypeApplicationData, nil, 0)...)
+			}
+			return b
+		}, alert: AlertUnexpectedMessage},
+		{name: "records-after-close-notify", records: func(c *Conn) []byte {
+			b := seal(c, recordTypeAlert, []byte{alertLevelWarning, byte(AlertCloseNotify)}, 0)
+			return append(b, seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
+		}, eof: true},
+	}
+	for _, mc := range cases {
+		t.Run(mc.name, func(t *testing.T) {
+			t.Parallel()
+			runMisbehaving(t, mc)
+		})
+	}
+}
+
+func runMisbehaving(t *testing.T, mc misCase) {
+	p := loadPKI(t)
+	scfg, ccfg := p.serverConfig(), p.clientConfig()
+	suite := mc.suite
+	if suite == 0 {
+		suite = ECC_SM4_GCM_SM3
+	}
+	ccfg.CipherSuites = []uint16{suite}
+	if mc.clientAuth {
+		scfg.ClientAuth = RequireAndVerifyClientCert
+	}
+	bad := ccfg
+	if mc.server {
+		bad = scfg
+	}
+	bad.testHandshakeOut = mc.msgs
+
+	c1, c2 := tcpPair(t)
+	deadline := time.Now().Add(10 * time.Second)
+	c1.SetDeadline(deadline)
+	c2.SetDeadline(deadline)
+	cli, srv := Client(c1, ccfg), Server(c2, scfg)
+	honest, misb := srv, cli
+	if mc.server {
+		honest, misb = cli, srv
+	}
+	var records func() error
+	if mc.records != nil {
+		records = func() error { _, err := misb.conn.Write(mc.records(misb)); return err }
+	}
+	herr, merr, done := testpeer.RunMisbehaving(t, honest, misb, records, 1, mc.eof)
+	if done {
+		return
+	}
+	if _, peer := peerAlertOf(herr); peer {
+		t.Fatalf("honest side received an alert instead of sending %v: %v", mc.alert, herr)
+	}
+	if a, ok := alertOf(herr); !ok || a != mc.alert {
+		t.Fatalf("honest side: %v, want it to send %v", herr, mc.alert)
+	}
+	if a, ok := peerAlertOf(merr); !ok || a != mc.alert {
+		t.Fatalf("misbehaving side: %v, want the peer's %v", merr, mc.alert)
+	}
+}
+
+// Rewrites of the misbehaving side's handshake messages.
+var (
+	onType   = testpeer.OnType
+	flipLast = testpeer.FlipLast
+	flipAt   = testpeer.FlipAt
+	truncate = testpeer.Truncate
+	extend   = testpeer.Extend
+	setU16   = testpeer.SetU16
+	drop     = testpeer.Drop
+	twice    = testpeer.Twice
+	swapNext = testpeer.SwapNext
+	// badECDHEPoint moves the point of an ECDHE ClientKeyExchange, which
+	// ends with it, off the curve: the last byte of Y.
+	badECDHEPoint = testpeer.FlipLast
+)
+
+// ---- raw records ----
+
+// seal protects data as one record of c's write side (recSize 0: the
+// normal limit; larger values make oversize records).
+func seal(c *Conn, typ recordType, data []byte, recSize int) []byte {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if recSize == 0 {
+		recSize = max(len(data), 1)
+	}
+	out, _, err := c.out.appendRecords(nil, typ, data, recSize, rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// oversize is an application data record of 2^14+1 plaintext bytes.
+func oversize(c *Conn) []byte {
+	return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext+1), maxPlaintext+1)
+}
+
+// cbcRecordBad builds a CBC application data record by hand, with malformed
+// padding or a wrong MAC.
+func cbcRecordBad(c *Conn, frag []byte, badPadding, badMAC bool) []byte {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	hc := &c.out
+	rc := hc.cipher
+	hc.setAAD(recordTypeApplicationData, len(frag))
+	rc.mac.Begin()
+	rc.mac.Write(hc.aad[:])
+	rc.mac.Write(frag)
+	p := rc.mac.Finish(append([]byte(nil), frag...))
+	if badMAC {
+		p[len(frag)] ^= 0x01
+	}
+	padLen := blockLen - len(p)%blockLen
+	for range padLen {
+		p = append(p, byte(padLen-1))
+	}
+	if badPadding {
+		p[len(p)-2] ^= 0x01 // padLen >= 2 for the fragments used here
+	}
+	rec := make([]byte, recordHeaderLen+cbcIVLen+len(p))
+	rec[0], rec[1], rec[2] = byte(recordTypeApplicationData), VersionTLCP>>8, VersionTLCP&0xff
+	binary.BigEndian.PutUint16(rec[3:], uint16(cbcIVLen+len(p)))
+	prev := rec[recordHeaderLen : recordHeaderLen+cbcIVLen]
+	rand.Read(prev)
+	ct := rec[recordHeaderLen+cbcIVLen:]
+	for i := 0; i < len(p); i += blockLen {
+		var x [blockLen]byte
+		for j := range x {
+			x[j] = p[i+j] ^ prev[j]
+		}
+		rc.ecbEnc.CryptBlocks(ct[i:i+blockLen], x[:])
+		prev = ct[i : i+blockLen]
+	}
+	hc.incSeq()
+	return rec
+}

@@ -1,0 +1,222 @@
+package tls13sm
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// Misbehaving-peer tests in the manner of BoGo's shim tests: one in-repo
+// endpoint breaks one rule under correct keys (through
+// Config.testHandshakeOut, or by writing raw records after its handshake)
+// and the honest endpoint must send exactly the expected alert, the
+// misbehaving endpoint must receive that alert, and no application data
+// may reach the honest side.
+
+// misCase is one misbehaviour.
+type misCase struct {
+	name string
+	// server: the server misbehaves (default: the client).
+	server bool
+	// suite restricts both sides to one suite (default: TLS_SM4_GCM_SM3).
+	suite uint16
+	// clientAuth: the server requires a client certificate.
+	clientAuth bool
+	// resume: a first, honest, handshake leaves a ticket that the
+	// misbehaving handshake offers.
+	resume bool
+	// msgs rewrites the misbehaving side's outgoing handshake messages.
+	msgs testpeer.Rewrite
+	// records builds raw records the misbehaving side writes once its
+	// handshake succeeded.
+	records func(c *Conn) []byte
+	// alert is what the honest side must send.
+	alert Alert
+	// eof: the honest side must instead see a clean end of stream.
+	eof bool
+	// diverged: the two sides' keys differ, so the misbehaving side cannot
+	// read the alert.
+	diverged bool
+}
+
+const misSecret = testpeer.MisbehaveSecret
+
+var (
+	onType   = testpeer.OnType
+	flipLast = testpeer.FlipLast
+	flipAt   = testpeer.FlipAt
+	truncate = testpeer.Truncate
+)
+
+func TestMisbehavingPeer(t *testing.T) {
+	cases := []misCase{
+		// ---- Finished ----
+		{name: "client-finished-wrong-verify-data", msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "client-finished-wrong-verify-data-ccm", suite: TLS_SM4_CCM_SM3, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "client-finished-wrong-verify-data-resumed", resume: true, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "client-finished-truncated", msgs: onType(typeFinished, truncate(1)), alert: AlertDecodeError},
+		{name: "client-finished-extended", msgs: onType(typeFinished, testpeer.Extend(1)), alert: AlertDecodeError},
+		{name: "server-finished-wrong-verify-data", server: true, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "server-finished-wrong-verify-data-resumed", server: true, resume: true, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
+		{name: "server-finished-truncated", server: true, msgs: onType(typeFinished, truncate(3)), alert: AlertDecodeError},
+		// ---- PSK binder ----
+		{name: "client-psk-binder-wrong", resume: true, msgs: onType(typeClientHello, flipLast), alert: AlertDecryptError},
+		// ---- transcript ----
+		{name: "server-hello-random-altered-after-hashing", server: true, msgs: onType(typeServerHello, testpeer.FlipRandom), alert: AlertBadRecordMAC, diverged: true},
+		{name: "server-hello-suite-not-offered", server: true, suite: TLS_SM4_GCM_SM3, msgs: onType(typeServerHello, testpeer.ServerHelloSuite(TLS_SM4_CCM_SM3)), alert: AlertIllegalParameter},
+		{name: "server-encrypted-extensions-altered-after-hashing", server: true, msgs: onType(typeEncryptedExtensions, eeWith(extServerName)), alert: AlertDecryptError},
+		{name: "server-encrypted-extensions-unsolicited", server: true, msgs: onType(typeEncryptedExtensions, eeWith(0xff00)), alert: AlertUnsupportedExtension},
+		// ---- signatures and certificates ----
+		{name: "client-certificate-verify-wrong", clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
+		{name: "server-certificate-verify-wrong", server: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "server-certificate-verify-truncated", server: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
+		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-10)), alert: AlertUnknownCA},
+		// ---- order ----
+		{name: "client-certificate-dropped", clientAuth: true, msgs: onType(typeCertificate, testpeer.Drop), alert: AlertUnexpectedMessage},
+		{name: "client-certificate-verify-before-certificate", clientAuth: true, msgs: testpeer.SwapNext(typeCertificate, typeCertificateVerify), alert: AlertUnexpectedMessage},
+		{name: "client-hello-duplicated", msgs: onType(typeClientHello, testpeer.Twice), alert: AlertUnexpectedMessage},
+		{name: "client-finished-duplicated", msgs: onType(typeFinished, testpeer.Twice), alert: AlertUnexpectedMessage},
+		{name: "server-certificate-verify-dropped", server: true, msgs: onType(typeCertificateVerify, testpeer.Drop), alert: AlertUnexpectedMessage},
+		{name: "server-encrypted-extensions-duplicated", server: true, msgs: onType(typeEncryptedExtensions, testpeer.Twice), alert: AlertUnexpectedMessage},
+		{name: "server-certificate-verify-before-certificate", server: true, msgs: testpeer.SwapNext(typeCertificate, typeCertificateVerify), alert: AlertUnexpectedMessage},
+		{name: "client-unknown-message-type", msgs: onType(typeFinished, testpeer.SetType(99)), alert: AlertUnexpectedMessage},
+		{name: "server-unknown-message-type", server: true, msgs: onType(typeEncryptedExtensions, testpeer.SetType(99)), alert: AlertUnexpectedMessage},
+		{name: "handshake-length-over-limit", msgs: onType(typeFinished, testpeer.OverLength), alert: AlertIllegalParameter},
+		{name: "server-hello-legacy-version", server: true, msgs: onType(typeServerHello, testpeer.SetU16(4, 0x0302)), alert: AlertIllegalParameter},
+		// ---- records after the handshake ----
+		{name: "oversize-inner-plaintext", records: func(c *Conn) []byte {
+			return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext+1), 0)
+		}, alert: AlertRecordOverflow},
+		{name: "oversize-inner-plaintext-ccm", suite: TLS_SM4_CCM_SM3, records: func(c *Conn) []byte {
+			return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext+1), 0)
+		}, alert: AlertRecordOverflow},
+		{name: "oversize-inner-plaintext-from-server", server: true, records: func(c *Conn) []byte {
+			return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext+1), 0)
+		}, alert: AlertRecordOverflow},
+		{name: "oversize-ciphertext-header", records: func(c *Conn) []byte {
+			hdr := []byte{recordTypeApplicationData, 3, 3, 0, 0}
+			binary.BigEndian.PutUint16(hdr[3:], maxCiphertext+1)
+			return append(hdr, make([]byte, 64)...)
+		}, alert: AlertRecordOverflow},
+		{name: "record-wrong-version", records: func(c *Conn) []byte {
+			r := seal(c, recordTypeApplicationData, []byte(misSecret), 0)
+			r[1] = 2
+			return r
+		}, alert: AlertProtocolVersion},
+		{name: "record-bad-tag", records: func(c *Conn) []byte { return flipLast(seal(c, recordTypeApplicationData, []byte(misSecret), 0)) }, alert: AlertBadRecordMAC},
+		{name: "record-no-content-type", records: func(c *Conn) []byte { return seal(c, 0, nil, 16) }, alert: AlertUnexpectedMessage},
+		{name: "record-unknown-inner-type", records: func(c *Conn) []byte { return seal(c, 99, []byte(misSecret), 0) }, alert: AlertUnexpectedMessage},
+		{name: "record-plaintext-handshake-after-keys", records: func(c *Conn) []byte {
+			return []byte{recordTypeHandshake, 3, 3, 0, 5, typeKeyUpdate, 0, 0, 1, 0}
+		}, alert: AlertUnexpectedMessage},
+		{name: "change-cipher-spec-after-handshake", records: func(c *Conn) []byte { return []byte{recordTypeChangeCipherSpec, 3, 3, 0, 1, 1} }, alert: AlertUnexpectedMessage},
+		{name: "alert-of-three-bytes", records: func(c *Conn) []byte { return seal(c, recordTypeAlert, []byte{2, 10, 0}, 0) }, alert: AlertDecodeError},
+		{name: "key-update-bad-request", records: func(c *Conn) []byte {
+			return seal(c, recordTypeHandshake, []byte{typeKeyUpdate, 0, 0, 1, 2}, 0)
+		}, alert: AlertIllegalParameter},
+		{name: "new-session-ticket-from-client", records: func(c *Conn) []byte {
+			return seal(c, recordTypeHandshake, []byte{typeNewSessionTicket, 0, 0, 0}, 0)
+		}, alert: AlertUnexpectedMessage},
+		{name: "server-finished-after-handshake", server: true, records: func(c *Conn) []byte {
+			return seal(c, recordTypeHandshake, append([]byte{typeFinished, 0, 0, 32}, make([]byte, 32)...), 0)
+		}, alert: AlertUnexpectedMessage},
+		{name: "empty-records-flood", records: func(c *Conn) []byte {
+			var b []byte
+			for range maxUselessRecords + 1 {
+				b = append(b, seal(c, recordTypeApplicationData, nil, 0)...)
+			}
+			return b
+		}, alert: AlertUnexpectedMessage},
+		{name: "records-after-close-notify", records: func(c *Conn) []byte {
+			b := seal(c, recordTypeAlert, []byte{1, byte(AlertCloseNotify)}, 0)
+			return append(b, seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
+		}, eof: true},
+	}
+	for _, mc := range cases {
+		t.Run(mc.name, func(t *testing.T) {
+			t.Parallel()
+			runMisbehaving(t, mc)
+		})
+	}
+}
+
+func runMisbehaving(t *testing.T, mc misCase) {
+	scfg, ccfg := testConfigs(t)
+	if mc.suite != 0 {
+		ccfg.CipherSuites = []uint16{mc.suite}
+		scfg.CipherSuites = []uint16{mc.suite}
+	}
+	if mc.clientAuth {
+		scfg.ClientAuth = RequireAndVerifyClientCert
+	}
+	if mc.resume {
+		if _, cs, serr, cerr := runPair(t, scfg, ccfg); serr != nil || cerr != nil || cs.DidResume {
+			t.Fatalf("first handshake: server %v, client %v", serr, cerr)
+		}
+	}
+	if mc.name == "server-hello-suite-not-offered" {
+		scfg.CipherSuites = nil // the server's rewrite picks a suite the client did not offer
+	}
+	bad := ccfg
+	if mc.server {
+		bad = scfg
+	}
+	bad.testHandshakeOut = mc.msgs
+
+	a, b := tcpPair(t)
+	deadline := time.Now().Add(10 * time.Second)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	srv, cli := Server(a, scfg), Client(b, ccfg)
+	honest, misb := srv, cli
+	if mc.server {
+		honest, misb = cli, srv
+	}
+	var records func() error
+	if mc.records != nil {
+		records = func() error { _, err := misb.conn.Write(mc.records(misb)); return err }
+	}
+	// A misbehaving client reads the server's tickets before the alert.
+	herr, merr, done := testpeer.RunMisbehaving(t, honest, misb, records, 4, mc.eof)
+	if done {
+		return
+	}
+	var ae *AlertError
+	if !errors.As(herr, &ae) || ae.Remote || ae.Alert != mc.alert {
+		t.Fatalf("honest side: %v, want it to send %v", herr, mc.alert)
+	}
+	if mc.diverged {
+		return
+	}
+	if !errors.As(merr, &ae) || !ae.Remote || ae.Alert != mc.alert {
+		t.Fatalf("misbehaving side: %v, want the peer's %v", merr, mc.alert)
+	}
+}
+
+// eeWith makes EncryptedExtensions carry one empty extension of type typ
+// (a server_name acknowledgement when typ is server_name).
+func eeWith(typ uint16) testpeer.Rewrite {
+	return func([]byte) []byte {
+		return []byte{typeEncryptedExtensions, 0, 0, 6, 0, 4, byte(typ >> 8), byte(typ), 0, 0}
+	}
+}
+
+// seal protects content of type typ, followed by pad zero bytes, as one
+// record of c's write side, with no size limit.
+func seal(c *Conn, typ uint8, content []byte, pad int) []byte {
+	c.out.Lock()
+	defer c.out.Unlock()
+	inner := append(append([]byte(nil), content...), typ)
+	inner = append(inner, make([]byte, pad)...)
+	hdr := []byte{recordTypeApplicationData, 3, 3, 0, 0}
+	binary.BigEndian.PutUint16(hdr[3:], uint16(len(inner)+aeadOver))
+	rec := c.out.aead.Seal(hdr, c.out.makeNonce(), inner, hdr)
+	if err := c.out.incSeq(); err != nil {
+		panic(err)
+	}
+	return rec
+}
