@@ -129,15 +129,12 @@ sites:
 	}
 }
 
-// TestTongsuoPKI loads the shared PKI made by Tongsuo, with the GmSSL-format
+// TestTongsuoPKI loads the test PKI made by Tongsuo (testdata/pki-tongsuo), with the GmSSL-format
 // encrypted keys, as a real-world case.
 func TestTongsuoPKI(t *testing.T) {
 	dir, err := transcript.PKIDir()
 	if err != nil {
-		t.Skipf("shared PKI not available: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "server_sign.crt")); err != nil {
-		t.Skipf("shared PKI not available: %v", err)
+		t.Fatalf("test PKI: %v", err)
 	}
 	tmp := t.TempDir()
 	if err := os.WriteFile(filepath.Join(tmp, "pw"), []byte("P@ssw0rd\n"), 0o600); err != nil {
@@ -166,7 +163,7 @@ upstreams:
       enc_cert: PKI/client_enc.crt
       enc_key: PKI/client_enc.key
 `, "PKI", dir)
-	// The shared PKI is valid from 2026-11-30 for 3650 days.
+	// The test PKI is valid from 2026-11-30 for 3650 days.
 	defer func(old func() time.Time) { now = old }(now)
 	cfg, err := Parse(filepath.Join(tmp, "tongsuo.yaml"), []byte(yaml))
 	now = time.Now

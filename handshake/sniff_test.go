@@ -19,7 +19,7 @@ func recordedHello(t testing.TB, name string) []byte {
 	t.Helper()
 	dir, err := transcript.Dir()
 	if err != nil {
-		t.Skipf("shared transcripts not found: %v", err)
+		t.Fatalf("transcripts: %v", err)
 	}
 	f, err := transcript.Load(filepath.Join(dir, name+".jsonl"))
 	if err != nil {

@@ -24,7 +24,7 @@ func pkiPathTB(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := transcript.PKIDir()
 	if err != nil {
-		t.Skipf("shared test PKI not found: %v", err)
+		t.Fatalf("test PKI: %v", err)
 	}
 	return filepath.Join(dir, name)
 }

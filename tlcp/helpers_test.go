@@ -11,7 +11,7 @@ import (
 	rec "github.com/gmproxy/gmproxy/internal/transcript"
 )
 
-// testPKI is the shared Tongsuo-made test PKI (../shared/testdata/pki-tongsuo).
+// testPKI is the Tongsuo-made test PKI in the module's testdata/pki-tongsuo.
 type testPKI struct {
 	dir            string
 	server, client Certificate

@@ -25,11 +25,11 @@ import (
 func TestTranscriptReplay(t *testing.T) {
 	dir, err := rec.Dir()
 	if err != nil {
-		t.Skipf("transcripts: %v", err)
+		t.Fatalf("transcripts: %v", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "tlcp-*.jsonl"))
 	if len(files) == 0 {
-		t.Skip("no TLCP transcripts")
+		t.Fatalf("no TLCP transcripts in %s", dir)
 	}
 	p := loadPKI(t)
 	for _, f := range files {
@@ -376,7 +376,7 @@ func (randReader) Read(b []byte) (int, error) {
 func TestParseRecordedClientHellos(t *testing.T) {
 	dir, err := rec.Dir()
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	n := 0

@@ -17,7 +17,7 @@ import (
 func peerDaemon(t *testing.T) (*testDaemon, string) {
 	pki, err := transcript.PKIDir()
 	if err != nil {
-		t.Skipf("shared PKI not found: %v", err)
+		t.Fatalf("test PKI: %v", err)
 	}
 	load := func(cert, key string) *conf.KeyPair {
 		certs, err := smkey.LoadCertificatesFile(filepath.Join(pki, cert))

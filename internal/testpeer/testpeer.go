@@ -1,5 +1,5 @@
 // Package testpeer is test support shared by the tlcp, tls13sm and daemon
-// tests: loopback TCP pairs, the shared Tongsuo-made test PKI, and running
+// tests: loopback TCP pairs, the Tongsuo-made test PKI (testdata/pki-tongsuo), and running
 // the Tongsuo and GmSSL peer binaries (GMPROXY_TONGSUO_BIN,
 // GMPROXY_GMSSL_BIN) as bounded child processes. It is imported only by
 // _test.go files.

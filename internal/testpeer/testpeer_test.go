@@ -36,7 +36,7 @@ func TestTail(t *testing.T) {
 func TestCAPool(t *testing.T) {
 	dir, err := transcript.PKIDir()
 	if err != nil {
-		t.Skipf("shared PKI not found: %v", err)
+		t.Fatalf("test PKI: %v", err)
 	}
 	pool, err := CAPool(dir)
 	if err != nil || pool == nil {

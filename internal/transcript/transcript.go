@@ -1,6 +1,7 @@
-// Package transcript reads the recorded peer transcripts and key logs in
-// ../shared/testdata/transcripts (see the README there) for replay tests of
-// the TLCP and TLS 1.3-SM stacks. It is test support only.
+// Package transcript reads the recorded peer transcripts and key logs in the
+// module's testdata/transcripts (see testdata/README.md) for replay tests of
+// the TLCP and TLS 1.3-SM stacks, and locates the test PKI beside them. It is
+// test support only.
 package transcript
 
 import (
@@ -16,50 +17,43 @@ import (
 	"strings"
 )
 
-// SharedDir returns the path of the project's shared/ folder: $GMPROXY_SHARED
-// if set, else the "shared" folder beside the module root (found by walking
-// up from the working directory to go.mod).
-func SharedDir() (string, error) {
-	if d := os.Getenv("GMPROXY_SHARED"); d != "" {
-		return d, nil
-	}
+// root returns the module root: the first directory holding go.mod, walking
+// up from the working directory (a test's working directory is its package).
+func root() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			s := filepath.Join(filepath.Dir(dir), "shared")
-			if _, err := os.Stat(s); err != nil {
-				return "", fmt.Errorf("shared folder not found beside the module root: %w", err)
-			}
-			return s, nil
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("module root (go.mod) not found")
+			return "", errors.New("module root (go.mod) not found above the working directory")
 		}
 		dir = parent
 	}
 }
 
-// Dir returns SharedDir()/testdata/transcripts.
-func Dir() (string, error) {
-	s, err := SharedDir()
+// fixture returns the module's testdata/name, which must exist.
+func fixture(name string) (string, error) {
+	r, err := root()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(s, "testdata", "transcripts"), nil
+	d := filepath.Join(r, "testdata", name)
+	if _, err := os.Stat(d); err != nil {
+		return "", fmt.Errorf("test fixtures missing: %w", err)
+	}
+	return d, nil
 }
 
-// PKIDir returns SharedDir()/testdata/pki-tongsuo.
-func PKIDir() (string, error) {
-	s, err := SharedDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(s, "testdata", "pki-tongsuo"), nil
-}
+// Dir returns the module's testdata/transcripts folder.
+func Dir() (string, error) { return fixture("transcripts") }
+
+// PKIDir returns the module's testdata/pki-tongsuo folder (the SM2 test PKI).
+func PKIDir() (string, error) { return fixture("pki-tongsuo") }
 
 // Conn is one recorded TCP connection: the two byte streams.
 type Conn struct {

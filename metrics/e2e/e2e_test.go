@@ -40,7 +40,7 @@ func pki(t *testing.T, name string) string {
 	t.Helper()
 	dir, err := transcript.PKIDir()
 	if err != nil {
-		t.Skipf("shared test PKI not found: %v", err)
+		t.Fatalf("test PKI: %v", err)
 	}
 	return filepath.Join(dir, name)
 }
