@@ -27,9 +27,27 @@ var testNow = time.Date(2027, 6, 1, 0, 0, 0, 0, time.UTC)
 const pkiDir = "testdata/pki"
 
 // TestGenerateTestPKI regenerates the committed test PKI with -update-pki.
+// Without it the PKI is generated into a temporary folder and every file it
+// holds must be committed in testdata/pki (the keys are random, so only the
+// names are compared).
 func TestGenerateTestPKI(t *testing.T) {
+	dir := pkiDir
 	if !*updatePKI {
-		t.Skip("run with -update-pki to regenerate testdata/pki")
+		dir = t.TempDir()
+		defer func() {
+			names, _ := filepath.Glob(filepath.Join(dir, "*"))
+			for _, n := range names {
+				if _, err := os.Stat(filepath.Join(pkiDir, filepath.Base(n))); err != nil {
+					t.Errorf("%v; regenerate the test PKI with go test ./conf -run GenerateTestPKI -update-pki", err)
+				}
+			}
+		}()
+	}
+	write := func(t *testing.T, name string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p, err := devpki.Generate(devpki.Options{
@@ -40,7 +58,7 @@ func TestGenerateTestPKI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WriteFiles(pkiDir); err != nil {
+	if _, err := p.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
 	ca := p.CA
@@ -102,11 +120,4 @@ func TestGenerateTestPKI(t *testing.T) {
 	}
 	write(t, "ticket.key", secret)
 	write(t, "ticket_bad.key", secret[:20])
-}
-
-func write(t *testing.T, name string, data []byte) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(pkiDir, name), data, 0o600); err != nil {
-		t.Fatal(err)
-	}
 }

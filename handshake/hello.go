@@ -160,7 +160,7 @@ func (h *ClientHello) offers(ids ...uint16) bool {
 // OffersTLS13SM reports a TLS hello that can be answered with TLS 1.3 and
 // an RFC 8998 suite: supported_versions contains 03 04 and the suites contain
 // 00 C6 or 00 C7. The presence of 01 01 in supported_versions (GmSSL lists
-// it) is deliberately ignored (digest C.4 rule 3).
+// it) is deliberately ignored (protocol-notes §10.3 rule 3).
 func (h *ClientHello) OffersTLS13SM() bool {
 	if !h.offers(suiteTLSSM4GCMSM3, suiteTLSSM4CCMSM3) {
 		return false

@@ -16,7 +16,7 @@ import (
 
 // TLCPInTLSPolicy says what a listener does with a TLS-record ClientHello
 // that offers TLCP suites but nothing the site can answer in TLS (the
-// 360-browser pattern, digest C.2).
+// 360-browser pattern, protocol-notes §10.2).
 type TLCPInTLSPolicy string
 
 const (
@@ -281,7 +281,7 @@ func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		case cfg.TLS13SM && site.TLS13SM != nil && h.OffersTLS13SM() && (!site.TLS13SMStrict || h.OffersTLS13SMStrict()):
 			st.Family, hs = FamilyTLS13SM, site.TLS13SM
 		case !tlsOK && h.OffersTLCPSuites() && cfg.TLCP:
-			// 360-browser pattern (digest C.2, C.4 rule 4).
+			// 360-browser pattern (protocol-notes §10.2, §10.3 rule 4).
 			if cfg.TLCPInTLS == TLCPInTLSAnswer && site.TLCPInTLS != nil {
 				st.Family, hs = FamilyTLCP, site.TLCPInTLS
 				break

@@ -165,7 +165,7 @@ func TestServerTLSBySNI(t *testing.T) {
 }
 
 // TestServer360Pattern: a TLS hello with only TLCP suites gets
-// handshake_failure under the default policy (digest C.2).
+// handshake_failure under the default policy (protocol-notes §10.2).
 func TestServer360Pattern(t *testing.T) {
 	sites, _ := tlsSites(t)
 	obs := newRecObserver()

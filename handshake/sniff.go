@@ -33,7 +33,7 @@ func (k Kind) String() string {
 }
 
 // maxHelloBytes bounds how much the sniffer buffers to reassemble a
-// ClientHello split across records (digest C.4 rule 5). Real hellos are a
+// ClientHello split across records (protocol-notes §10.3 rule 5). Real hellos are a
 // few hundred bytes; post-quantum key shares push them past 1 KiB.
 const maxHelloBytes = 64 << 10
 

@@ -117,7 +117,7 @@ func TestSniffRecordedHellos(t *testing.T) {
 		{"clienthello-tongsuo-ntls", KindTLCP, "", false, true, nil, false},
 		{"clienthello-gmssl-tlcp", KindTLCP, "localhost", false, true, nil, false},
 		{"clienthello-tongsuo-tls13-sm", KindTLS, "", true, false, []uint16{0x0304}, true},
-		// GmSSL lists 01 01 in supported_versions: still TLS 1.3-SM (digest Q8).
+		// GmSSL lists 01 01 in supported_versions: still TLS 1.3-SM (protocol-notes §9.3).
 		{"clienthello-gmssl-tls13-sm", KindTLS, "localhost", true, false, []uint16{0x0304, 0x0303, 0x0101}, true},
 		{"clienthello-openssl30-tls13", KindTLS, "localhost", false, false, []uint16{0x0304, 0x0303, 0x0302, 0x0301}, false},
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
-// SM2 in TLCP (GB/T 38636 §6.4.5.4, digest A.6.1): SM2-with-SM3 signatures
+// SM2 in TLCP (GB/T 38636 §6.4.5.4, protocol-notes §6.1): SM2-with-SM3 signatures
 // with the default ID 1234567812345678, DER r,s.
 
 // signSM2 signs msg with key. An in-process *sm2.PrivateKey (also behind

@@ -4,8 +4,8 @@
 //
 // The package is shaped after crypto/tls: a Config, a Conn that is a
 // net.Conn, Server/Client/Listen/Dial. It interoperates with Tongsuo and
-// GmSSL; the protocol facts it relies on are summarised in the project's
-// protocol digest (section A) with the interop splits of section D.
+// GmSSL; the protocol facts it relies on are in docs/protocol-notes.md
+// (§1–§8) with the interop differences of §11.
 //
 // Every private-key operation of a handshake goes through internal/smkey
 // (smkey.Sign, smkey.Decrypt, smkey.AsKeyAgreement) with the handshake's

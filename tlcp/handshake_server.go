@@ -21,7 +21,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
-// serverHandshakeState is one server handshake (GB/T 38636 §6.4.3; digest A.4):
+// serverHandshakeState is one server handshake (GB/T 38636 §6.4.3; protocol-notes §4):
 //
 //	C: ClientHello
 //	S: ServerHello, Certificate, ServerKeyExchange, [CertificateRequest], ServerHelloDone

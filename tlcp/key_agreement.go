@@ -18,7 +18,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
-// Key exchange of GB/T 38636 §6.4.5.4 and §6.4.5.8 (digest A.5, A.6).
+// Key exchange of GB/T 38636 §6.4.5.4 and §6.4.5.8 (protocol-notes §5.7, §5.8, §6.2).
 
 const curveSM2 = 41 // named curve id of SM2 in ServerECDHEParams
 

@@ -10,7 +10,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
-// TestPRFVectors checks the key schedule against digest E.6 (cross-checked
+// TestPRFVectors checks the key schedule against protocol-notes §12.4 (cross-checked
 // with two implementations and live Tongsuo traffic).
 func TestPRFVectors(t *testing.T) {
 	pm := append([]byte{1, 1}, bytes.Repeat([]byte{0xab}, 46)...)

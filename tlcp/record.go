@@ -12,7 +12,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
-// Record protection of GB/T 38636 §6.3.3 (digest A.2).
+// Record protection of GB/T 38636 §6.3.3 (protocol-notes §2).
 //
 // CBC suites: MAC-then-encrypt with a fresh 16-byte explicit IV per record:
 //

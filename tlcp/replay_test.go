@@ -271,7 +271,7 @@ func (st *replayState) handshakeMessage(conn int, dir string, msg []byte) {
 		pub := st.clientCerts[0].PublicKey
 		var ok bool
 		if st.gmssl {
-			ok = verifySM2(pub, st.tr.raw, cv.signature) // GmSSL: raw messages (quirk Q5)
+			ok = verifySM2(pub, st.tr.raw, cv.signature) // GmSSL: raw messages (protocol-notes §5.9)
 		} else {
 			ok = verifySM2(pub, st.tr.sum(), cv.signature)
 		}

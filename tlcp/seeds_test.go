@@ -2,26 +2,24 @@ package tlcp
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	rec "github.com/gmproxy/gmproxy/internal/transcript"
 )
 
-// TestWriteSeedCorpus regenerates testdata/handshake and testdata/records
-// from the recorded transcripts when GMPROXY_WRITE_SEEDS=1.
-func TestWriteSeedCorpus(t *testing.T) {
-	if os.Getenv("GMPROXY_WRITE_SEEDS") != "1" {
-		t.Skip("set GMPROXY_WRITE_SEEDS=1 to regenerate the seed corpus")
-	}
+// TestSeedCorpus checks that testdata/handshake and testdata/records hold
+// the seeds cut from the recorded transcripts; GMPROXY_WRITE_SEEDS=1
+// regenerates them.
+func TestSeedCorpus(t *testing.T) {
 	dir, err := rec.Dir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "tlcp-*.jsonl"))
-	os.MkdirAll("testdata/handshake", 0o755)
-	os.MkdirAll("testdata/records", 0o755)
+	out := testpeer.Files{}
+	defer out.Sync(t, "GMPROXY_WRITE_SEEDS")
 	seen := map[string]bool{}
 	for _, f := range files {
 		tf, err := rec.Load(f)
@@ -39,7 +37,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 			key := fmt.Sprintf("%s-%d-%d", r.Dir, r.Type, len(r.Body))
 			if !seen[key] && i < 12 && len(whole) < 4096 {
 				seen[key] = true
-				os.WriteFile(filepath.Join("testdata/records", fmt.Sprintf("%s-%d.bin", base[:len(base)-6], i)), whole, 0o644)
+				out[filepath.Join("testdata/records", fmt.Sprintf("%s-%d.bin", base[:len(base)-6], i))] = whole
 			}
 			if recordType(r.Type) != recordTypeHandshake {
 				if recordType(r.Type) == recordTypeChangeCipherSpec {
@@ -56,7 +54,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 				if len(b) < 4+n {
 					break
 				}
-				os.WriteFile(filepath.Join("testdata/handshake", fmt.Sprintf("%s-%s-%d.bin", base[:len(base)-6], r.Dir, b[0])), b[:4+n], 0o644)
+				out[filepath.Join("testdata/handshake", fmt.Sprintf("%s-%s-%d.bin", base[:len(base)-6], r.Dir, b[0]))] = b[:4+n]
 				hand[r.Dir] = b[4+n:]
 			}
 		}

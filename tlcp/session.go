@@ -15,7 +15,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
-// Session resumption (digest A.4): session IDs through a SessionStore, and
+// Session resumption (protocol-notes §4.3): session IDs through a SessionStore, and
 // RFC 5077 tickets as Tongsuo does in NTLS — the client offers an empty
 // session_ticket extension, the server echoes it with an empty session_id
 // and sends NewSessionTicket before its ChangeCipherSpec.

@@ -49,7 +49,7 @@ func newSM4CCM(b cipher.Block) *sm4CCM {
 // encryptBlock encrypts one block (dst may equal src). The CBC-MAC is serial,
 // so it runs block by block; it goes through gmsm's ECB mode because on
 // amd64 that uses the constant-time AES-NI based assembly even for a single
-// block, while cipher.Block.Encrypt uses a table implementation (digest F.4)
+// block, while cipher.Block.Encrypt uses a table implementation (protocol-notes §13.1)
 // unless FORCE_SM4BLOCK_AESNI=1 is set.
 func (c *sm4CCM) encryptBlock(dst, src []byte) {
 	c.one.CryptBlocks(dst[:16], src[:16])

@@ -26,7 +26,7 @@ type ClientHelloSummary struct {
 }
 
 // OffersTLS13 reports whether supported_versions lists TLS 1.3. (GmSSL also
-// lists 0x0101 there; that is not TLCP — see digest C.4.)
+// lists 0x0101 there; that is not TLCP — see protocol-notes §9.3.)
 func (s *ClientHelloSummary) OffersTLS13() bool { return slices.Contains(s.Versions, VersionTLS13) }
 
 // OffersSMSuite reports whether an RFC 8998 suite is offered.

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
@@ -213,26 +213,23 @@ func FuzzServerInput(f *testing.F) {
 	})
 }
 
-// TestWriteFuzzCorpus regenerates testdata/fuzz seed files when
-// GMPROXY_WRITE_FUZZ_CORPUS=1 (kept in the repository).
-func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("GMPROXY_WRITE_FUZZ_CORPUS") != "1" {
-		t.Skip("set GMPROXY_WRITE_FUZZ_CORPUS=1 to regenerate testdata/fuzz")
-	}
+// TestFuzzCorpus checks that testdata/fuzz holds the generated seed files
+// (kept in the repository); GMPROXY_WRITE_FUZZ_CORPUS=1 regenerates them.
+func TestFuzzCorpus(t *testing.T) {
+	out := testpeer.Files{}
+	defer out.Sync(t, "GMPROXY_WRITE_FUZZ_CORPUS")
 	write := func(target string, i int, b []byte) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		os.MkdirAll(dir, 0o755)
-		content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed%d", i)), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		out[filepath.Join("testdata", "fuzz", target, fmt.Sprintf("seed%d", i))] = fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b)
 	}
 	for name, seeds := range seedMessages() {
 		for i, s := range seeds {
 			write("Fuzz"+name, i, s)
 		}
 	}
-	dir, _ := transcript.Dir()
+	dir, err := transcript.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	files, _ := filepath.Glob(filepath.Join(dir, "clienthello-*.jsonl"))
 	for i, p := range files {
 		tf, err := transcript.Load(p)

@@ -10,7 +10,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sm3x"
 )
 
-// Digest E.3: HMAC-SM3 (Wycheproof).
+// protocol-notes §12.1: HMAC-SM3 (Wycheproof).
 func TestHMACSM3Vectors(t *testing.T) {
 	for _, tc := range []struct{ key, msg, mac string }{
 		{"1e225cafb90339bba1b24076d4206c3e79c355805d851682bc818baa4f5a7779", "", "f9938b1b2515117f25dcd636c9a6a0e7f00bccaf5347e0e0df435cfca736cfc1"},
@@ -44,7 +44,7 @@ func TestHMACSM3Vectors(t *testing.T) {
 	}
 }
 
-// Digest E.4: HKDF-SM3 with RFC 5869 test case 1 inputs.
+// protocol-notes §12.2: HKDF-SM3 with RFC 5869 test case 1 inputs.
 func TestHKDFSM3Vector(t *testing.T) {
 	ikm := bytes.Repeat([]byte{0x0b}, 22)
 	salt := unhex(t, "000102030405060708090a0b0c")
@@ -59,7 +59,7 @@ func TestHKDFSM3Vector(t *testing.T) {
 	}
 }
 
-// Digest E.7: the RFC 8446 §7.1 schedule with SM3.
+// protocol-notes §12.5: the RFC 8446 §7.1 schedule with SM3.
 func TestKeyScheduleVector(t *testing.T) {
 	if got := hex.EncodeToString(earlySecretNoPSK[:]); got != "a4f50a29c327e9acc4ddd4dbe32b75a6a1d77e4bbe823e3d71fdcc1a5fa52757" {
 		t.Fatalf("early secret %s", got)

@@ -11,7 +11,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
-// Digest E.5 / RFC 8998 Appendix A.
+// RFC 8998 Appendix A (protocol-notes §12.3).
 func TestAEADVectors(t *testing.T) {
 	key := unhex(t, "0123456789ABCDEFFEDCBA9876543210")
 	nonce := unhex(t, "00001234567800000000ABCD")

@@ -222,7 +222,7 @@ func replayConn(t *testing.T, f *transcript.File, id int, kl transcript.KeyLog, 
 				if err := verifyCertificateVerify(pub, ctx, th(), m.signature); err != nil {
 					t.Fatalf("%s CertificateVerify: %v", r.Dir, err)
 				}
-				// With the TLCP default ID it must fail (digest B.2 item 5).
+				// With the TLCP default ID it must fail (protocol-notes §9.2 item 5).
 				if verifyDefaultID(pub, ctx, th(), m.signature) {
 					t.Fatal("CertificateVerify also verifies with the default ID")
 				}

@@ -10,7 +10,7 @@ import (
 // sm4BlockEnv is gmsm's switch (read once, when its sm4 package is
 // initialised) that makes single-block SM4 use the constant-time AES-NI or
 // GFNI code on amd64 and NEON+AES on arm64 instead of its default lookup
-// tables (protocol digest F.4). Single blocks are used by SM4-GCM for the
+// tables (docs/protocol-notes.md §13.1). Single blocks are used by SM4-GCM for the
 // hash key and the tag mask of every record, so with the tables the cache
 // timing of each record depends on the key.
 const sm4BlockEnv = "FORCE_SM4BLOCK_AESNI"

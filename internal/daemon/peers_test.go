@@ -45,7 +45,7 @@ func peerDaemon(t *testing.T) (*testDaemon, string) {
 		ClientCAs: cas,
 	}
 	s.TLS = nil
-	// GmSSL clients sign CertificateVerify over the raw messages (digest Q5).
+	// GmSSL clients sign CertificateVerify over the raw messages (protocol-notes §5.9).
 	s.TLCP = &conf.SiteTLCP{AcceptRawCertificateVerify: true}
 	return startDaemon(t, cfg), pki
 }

@@ -4,7 +4,7 @@
 // ordinary TLS clients without SM support.
 //
 // The certificates follow the rules the Tongsuo and GmSSL peers enforce
-// (protocol digest A.8 and D.5):
+// (protocol-notes §8):
 //   - the CA has basicConstraints CA:TRUE (critical) and keyUsage
 //     keyCertSign|cRLSign;
 //   - sign certificates carry digitalSignature only, enc certificates

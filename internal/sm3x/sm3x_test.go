@@ -165,7 +165,7 @@ func TestHMACMatchesCryptoHMAC(t *testing.T) {
 	})
 }
 
-// HMAC-SM3 known answers (Wycheproof, as in the protocol digest E.3), and
+// HMAC-SM3 known answers (Wycheproof; protocol-notes §12.1), and
 // fixed RFC 4231-shaped inputs checked against crypto/hmac.
 func TestHMACVectors(t *testing.T) {
 	for _, tc := range []struct{ key, msg, mac string }{

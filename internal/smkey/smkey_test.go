@@ -76,7 +76,7 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
-// Digest vector E.10: the TLCP ECDHE pre-master computed by both roles.
+// protocol-notes §12.6: the TLCP ECDHE pre-master computed by both roles.
 func TestKeyAgreementVectorE10(t *testing.T) {
 	c := ecdh.P256()
 	priv := func(h string) *ecdh.PrivateKey {
