@@ -3,6 +3,8 @@ package handshake
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"io"
@@ -11,14 +13,16 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
 // Offload is the asynchronous private-key engine: a fixed pool of workers
 // fed by a bounded queue. Keys wrapped with Wrap implement
-// smkey.ContextSigner, smkey.ContextDecrypter and smkey.KeyAgreement, so the
-// TLCP and TLS 1.3-SM stacks use it without knowing. Each operation reports
+// smkey.ContextSigner, smkey.KeyAgreement and, for keys that decrypt,
+// smkey.ContextDecrypter, so the TLCP and TLS 1.3-SM stacks use it without
+// knowing. Each operation reports
 // its queue wait and execution time to a KeyOpObserver.
 //
 // Anything that implements those smkey interfaces can stand in for a local
@@ -216,12 +220,45 @@ func (o *Offload) do(ctx context.Context, op, family, loc string, fn func() ([]b
 	}
 }
 
-// Wrap returns key behind the engine for protocol family (used in events).
-func (o *Offload) Wrap(key crypto.Signer, family string) *OffloadKey {
-	return &OffloadKey{o: o, key: key, family: family, loc: KeyLocation(key)}
+// WrappedKey is a private key behind an offload engine (see Offload.Wrap).
+type WrappedKey interface {
+	smkey.ContextSigner
+	smkey.KeyAgreement
+	KeyLocator
+	// Unwrap returns the wrapped key.
+	Unwrap() crypto.Signer
 }
 
-// OffloadKey is a private key whose operations run on the engine's workers.
+// Wrap returns key behind the engine for protocol family (used in events).
+// The result implements crypto.Decrypter (and smkey.ContextDecrypter) only
+// when key decrypts, that is an RSA or SM2 key with a Decrypt method:
+// crypto/tls takes any Decrypter for an RSA key-exchange key and fails
+// every TLS 1.2 handshake on an ECDSA certificate whose key claims to be one.
+func (o *Offload) Wrap(key crypto.Signer, family string) WrappedKey {
+	k := &OffloadKey{o: o, key: key, family: family, loc: KeyLocation(key)}
+	if decrypts(key) {
+		return offloadDecrypter{k}
+	}
+	return k
+}
+
+// decrypts reports whether key can decrypt: it has a Decrypt method and an
+// RSA or SM2 public key.
+func decrypts(key crypto.Signer) bool {
+	if _, ok := key.(crypto.Decrypter); !ok {
+		return false
+	}
+	switch pub := key.Public().(type) {
+	case *rsa.PublicKey:
+		return true
+	case *ecdsa.PublicKey:
+		return pub.Curve == sm2.P256()
+	}
+	return false
+}
+
+// OffloadKey is a private key whose operations run on the engine's workers
+// (signatures and SM2 key agreement; offloadDecrypter adds decryption).
 type OffloadKey struct {
 	o      *Offload
 	key    crypto.Signer
@@ -229,10 +266,12 @@ type OffloadKey struct {
 	loc    string
 }
 
+// offloadDecrypter is an OffloadKey of a key that decrypts.
+type offloadDecrypter struct{ *OffloadKey }
+
 var (
-	_ smkey.ContextSigner    = (*OffloadKey)(nil)
-	_ smkey.ContextDecrypter = (*OffloadKey)(nil)
-	_ smkey.KeyAgreement     = (*OffloadKey)(nil)
+	_ WrappedKey             = (*OffloadKey)(nil)
+	_ smkey.ContextDecrypter = offloadDecrypter{}
 )
 
 // Public implements crypto.Signer.
@@ -257,16 +296,13 @@ func (k *OffloadKey) SignContext(ctx context.Context, rand io.Reader, digest []b
 }
 
 // Decrypt implements crypto.Decrypter without a deadline.
-func (k *OffloadKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+func (k offloadDecrypter) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	return k.DecryptContext(context.Background(), rand, msg, opts)
 }
 
 // DecryptContext implements smkey.ContextDecrypter.
-func (k *OffloadKey) DecryptContext(ctx context.Context, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
-	d, ok := k.key.(crypto.Decrypter)
-	if !ok {
-		return nil, fmt.Errorf("handshake: %T cannot decrypt", k.key)
-	}
+func (k offloadDecrypter) DecryptContext(ctx context.Context, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	d := k.key.(crypto.Decrypter) // checked by Wrap
 	return k.o.do(ctx, "decrypt", k.family, k.loc, func() ([]byte, error) {
 		return smkey.Decrypt(ctx, d, rand, msg, opts)
 	})

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"io"
 	"sync"
@@ -54,7 +57,11 @@ func TestOffloadOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pt, err := smkey.Decrypt(ctx, k, rand.Reader, ct, nil)
+	d, ok := k.(crypto.Decrypter)
+	if !ok {
+		t.Fatal("a wrapped SM2 key does not decrypt")
+	}
+	pt, err := smkey.Decrypt(ctx, d, rand.Reader, ct, nil)
 	if err != nil || string(pt) != "pre-master" {
 		t.Fatalf("decrypt: %q, %v", pt, err)
 	}
@@ -127,5 +134,27 @@ func TestOffloadBackpressure(t *testing.T) {
 			}
 		}
 		o.Close()
+	}
+}
+
+// TestOffloadDecrypterOnlyForDecryptingKeys: a wrapped key is a
+// crypto.Decrypter only for RSA and SM2 keys. crypto/tls fails every TLS 1.2
+// handshake ("unsupported decryption key type") on an ECDSA certificate
+// whose key claims to decrypt.
+func TestOffloadDecrypterOnlyForDecryptingKeys(t *testing.T) {
+	o := NewOffload(OffloadConfig{Workers: 1, Queue: 1}, nil)
+	defer o.Close()
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
+	sk, _ := sm2.GenerateKey(rand.Reader)
+	for _, c := range []struct {
+		name     string
+		key      crypto.Signer
+		decrypts bool
+	}{{"ecdsa", ec, false}, {"rsa", rk, true}, {"sm2", sk, true}} {
+		_, ok := o.Wrap(c.key, FamilyTLS).(crypto.Decrypter)
+		if ok != c.decrypts {
+			t.Errorf("%s: wrapped key is a Decrypter: %v, want %v", c.name, ok, c.decrypts)
+		}
 	}
 }

@@ -62,6 +62,8 @@ func Classify(err error) string {
 	switch {
 	case strings.Contains(msg, "remote error"):
 		return ReasonPeerAlert
+	case isTLSKeyFailure(msg):
+		return ReasonInternal
 	case strings.Contains(msg, "no cipher suite supported"), strings.Contains(msg, "no mutually supported"),
 		strings.Contains(msg, "no shared"), strings.Contains(msg, "unsupported versions"):
 		return ReasonNoSharedCipher
@@ -82,4 +84,24 @@ func alertReason(desc uint8) string {
 		return ReasonInternal
 	}
 	return ReasonProtocolError
+}
+
+// tlsKeyFailures are crypto/tls's texts for a server key that cannot do what
+// the handshake needs (it sends internal_error): a key of an unsupported
+// type, or a signature or decryption that failed (the offload engine busy,
+// a key server unreachable).
+var tlsKeyFailures = []string{
+	"unsupported decryption key type",
+	"unsupported signing key type",
+	"does not implement crypto.",
+	"failed to sign",
+}
+
+func isTLSKeyFailure(msg string) bool {
+	for _, f := range tlsKeyFailures {
+		if strings.Contains(msg, f) {
+			return true
+		}
+	}
+	return false
 }

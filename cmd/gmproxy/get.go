@@ -30,6 +30,7 @@ func init() {
 
 type getOptions struct {
 	ntls, tls13, std bool
+	tlsVersion       tlsVersionFlags
 	caFile           string
 	clientCertFlags
 	keyPassEnv                     string
@@ -41,15 +42,16 @@ type getOptions struct {
 
 func runGet(args []string, stdout, stderr io.Writer) int {
 	var o getOptions
-	fs := newFlags("get", stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-h2] [-k] URL")
+	fs := newFlags("get", stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls|-tls1_2|-tls1_3] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-h2] [-k] URL")
 	fs.BoolVar(&o.ntls, "ntls", false, "use TLCP (NTLS 1.1); the default")
 	fs.BoolVar(&o.tls13, "tls13sm", false, "use TLS 1.3 with the RFC 8998 SM suites")
 	fs.BoolVar(&o.std, "tls", false, "use ordinary TLS (crypto/tls)")
+	o.tlsVersion.register(fs)
 	fs.StringVar(&o.caFile, "CAfile", "", "PEM `file` of CA certificates that verify the server")
 	o.clientCertFlags.register(fs)
 	fs.StringVar(&o.keyPassEnv, "pass_env", "", "environment `variable` holding the password of encrypted keys")
 	fs.StringVar(&o.serverName, "servername", "", "SNI and the name verified (default: the URL's host)")
-	fs.StringVar(&o.cipher, "cipher", "", "offer only this suite (e.g. ECC-SM2-SM4-GCM-SM3, TLS_SM4_CCM_SM3)")
+	fs.StringVar(&o.cipher, "cipher", "", "offer only these suites, comma or colon separated (e.g. ECC-SM2-SM4-GCM-SM3, TLS_SM4_CCM_SM3; TLS: Go names of TLS 1.2 suites, which limit the connection to TLS 1.2)")
 	fs.StringVar(&o.connect, "connect", "", "connect to this host:port instead of the URL's")
 	fs.BoolVar(&o.insecure, "k", false, "do not verify the server certificate")
 	fs.BoolVar(&o.head, "I", false, "send HEAD instead of GET")
@@ -64,6 +66,12 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	std, err := o.tlsVersion.check(o.ntls, o.tls13)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
+		return 2
+	}
+	o.std = o.std || std
 	n := 0
 	for _, b := range []bool{o.ntls, o.tls13, o.std} {
 		if b {
@@ -76,6 +84,12 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 	}
 	if n == 0 {
 		o.ntls = true
+	}
+	if o.std {
+		if err := o.tlsVersion.apply(&tls.Config{}, o.cipher); err != nil {
+			fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
+			return 2
+		}
 	}
 	if err := doGet(&o, fs.Arg(0), stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
@@ -200,6 +214,9 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 		}
 	default:
 		cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
+		if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
+			return err
+		}
 		if o.caFile != "" {
 			b, err := os.ReadFile(o.caFile)
 			if err != nil {

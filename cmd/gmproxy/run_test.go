@@ -100,14 +100,28 @@ func TestEmbeddedDefault(t *testing.T) {
 		{"-ntls", ca, "protocol: NTLSv1.1\ncipher: ECC-SM2-SM4-GCM-SM3\n"},
 		{"-tls13sm", ca, "protocol: TLSv1.3-SM\ncipher: TLS_SM4_GCM_SM3\n"},
 		{"-tls", filepath.Join(dir, devpki.FileECDSACACert), "protocol: TLSv1.3\n"},
+		// TLS 1.2 with the ECDSA certificate (every TLS 1.2 client once failed on it).
+		{"-tls1_2", filepath.Join(dir, devpki.FileECDSACACert), "protocol: TLSv1.2\n"},
+		{"-tls1_3", filepath.Join(dir, devpki.FileECDSACACert), "protocol: TLSv1.3\n"},
+		{"-tls -cipher TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", filepath.Join(dir, devpki.FileECDSACACert),
+			"protocol: TLSv1.2\ncipher: TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256\n"},
 	} {
-		out, summary := getOut(t, tc.flag, "-CAfile", tc.ca, "-connect", r.addr, "https://localhost/hello")
+		args := append(strings.Fields(tc.flag), "-CAfile", tc.ca, "-connect", r.addr, "https://localhost/hello")
+		out, summary := getOut(t, args...)
 		if !strings.Contains(out, tc.want) || !strings.Contains(out, "path: /hello") {
 			t.Errorf("%s: body %q", tc.flag, out)
 		}
 		if !strings.HasPrefix(summary, "* ") || !strings.Contains(summary, "status=200") {
 			t.Errorf("%s: summary %q", tc.flag, summary)
 		}
+	}
+	// s_time over TLS 1.2 with the ECDSA certificate, one suite chosen.
+	var stOut, stErr bytes.Buffer
+	if code := dispatch([]string{"s_time", "-json", "-tls1_2", "-new", "-n", "2", "-connect", r.addr, "-servername", "localhost",
+		"-CAfile", filepath.Join(dir, devpki.FileECDSACACert), "-cipher", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, &stOut, &stErr); code != 0 {
+		t.Errorf("s_time -tls1_2: exit %d: %s", code, stErr.String())
+	} else if !strings.Contains(stOut.String(), `"TLS 1.2": 2`) || !strings.Contains(stOut.String(), `"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": 2`) {
+		t.Errorf("s_time -tls1_2: %s", stOut.String())
 	}
 	// HTTP/2 over TLCP and TLS 1.3-SM.
 	for _, flag := range []string{"-ntls", "-tls13sm"} {

@@ -32,6 +32,7 @@ type stimeOptions struct {
 	newOnly, reuseOnly                       bool
 	seconds                                  float64
 	ntls, tls13, tlsStd                      bool
+	tlsVersion                               tlsVersionFlags
 	clientCertFlags
 	keyPass                         string
 	concurrency                     int
@@ -45,18 +46,19 @@ type stimeOptions struct {
 
 func runSTime(args []string, stdout, stderr io.Writer) int {
 	var o stimeOptions
-	fs := newFlags("s_time", stderr, "usage: gmproxy s_time [-ntls|-tls13sm|-tls] -connect host:port [-new|-reuse] [-time s] [-n N] [-c N] [-www path [-keepalive|-download]] [flags]")
+	fs := newFlags("s_time", stderr, "usage: gmproxy s_time [-ntls|-tls13sm|-tls|-tls1_2|-tls1_3] -connect host:port [-new|-reuse] [-time s] [-n N] [-c N] [-www path [-keepalive|-download]] [flags]")
 	fs.StringVar(&o.connect, "connect", "127.0.0.1:8443", "`host:port` to connect to")
 	fs.BoolVar(&o.newOnly, "new", false, "new sessions only (full handshakes)")
 	fs.BoolVar(&o.reuseOnly, "reuse", false, "resumed sessions only (one uncounted priming connection first)")
 	fs.Float64Var(&o.seconds, "time", 0, "`seconds` per phase (default 30, or no limit but 10 min with -n)")
-	fs.StringVar(&o.cipher, "cipher", "", "cipher suite `names`, comma or colon separated (TLCP: ECC-SM2-SM4-GCM-SM3 ...; TLS 1.3-SM: TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3; TLS: Go names)")
+	fs.StringVar(&o.cipher, "cipher", "", "cipher suite `names`, comma or colon separated (TLCP: ECC-SM2-SM4-GCM-SM3 ...; TLS 1.3-SM: TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3; TLS: Go names of TLS 1.2 suites, which limit the connection to TLS 1.2)")
 	fs.StringVar(&o.www, "www", "", "GET `path` after each handshake (with -keepalive: over kept-alive connections)")
 	fs.StringVar(&o.caFile, "CAfile", "", "PEM `file` of CA certificates to verify the server with (default: no verification, like openssl s_time)")
 	fs.StringVar(&o.serverName, "servername", "", "SNI and certificate `name` (default: host of -connect)")
 	fs.BoolVar(&o.ntls, "ntls", false, "TLCP, GB/T 38636-2020 (the default)")
 	fs.BoolVar(&o.tls13, "tls13sm", false, "TLS 1.3 with the RFC 8998 SM suites")
 	fs.BoolVar(&o.tlsStd, "tls", false, "ordinary TLS (crypto/tls)")
+	o.tlsVersion.register(fs)
 	o.clientCertFlags.register(fs)
 	fs.StringVar(&o.keyPass, "pass", "", "`password` of encrypted client keys")
 	fs.IntVar(&o.concurrency, "c", 1, "concurrent `workers`")
@@ -115,6 +117,11 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 // stimeMain validates the options and runs the phases (-new, -reuse, or both
 // like openssl s_time).
 func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.Result, error) {
+	std, err := o.tlsVersion.check(o.ntls, o.tls13)
+	if err != nil {
+		return nil, err
+	}
+	o.tlsStd = o.tlsStd || std
 	nproto := 0
 	for _, b := range []bool{o.ntls, o.tls13, o.tlsStd} {
 		if b {
@@ -123,6 +130,11 @@ func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.
 	}
 	if nproto > 1 {
 		return nil, errors.New("choose one of -ntls, -tls13sm, -tls")
+	}
+	if o.tlsStd {
+		if err := o.tlsVersion.apply(&tls.Config{}, o.cipher); err != nil {
+			return nil, err
+		}
 	}
 	if o.concurrency < 1 || o.concurrency > 10000 {
 		return nil, errors.New("-c must be in [1, 10000]")
@@ -278,12 +290,8 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 		} else {
 			cfg.InsecureSkipVerify = true
 		}
-		if o.cipher != "" {
-			ids, err := parseSuites(o.cipher, tlsSuiteByName)
-			if err != nil {
-				return nil, "", err
-			}
-			cfg.CipherSuites = ids
+		if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
+			return nil, "", err
 		}
 		if o.cert != "" || o.key != "" {
 			c, err := tls.LoadX509KeyPair(o.cert, o.key)
