@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"crypto/tls"
 	"path/filepath"
 	"time"
 
@@ -592,8 +593,92 @@ type Sessions struct {
 	// key. Default: random in-memory keys rotated every ticket_rotation.
 	TicketKeyFile string `yaml:"ticket_key_file"`
 	// TicketRotation is the lifetime of a random ticket key before a new one
-	// encrypts (old ones still decrypt for a while). Default 1h.
+	// encrypts (old ones still decrypt for a while); with ticket_keys, how
+	// long each fleet key encrypts. Default 1h.
 	TicketRotation time.Duration `yaml:"ticket_rotation"`
+	// Store is a store shared by the instances of a fleet: a TLCP session
+	// made on one instance resumes by session ID on any other. The
+	// in-process cache (cache_size) stays in front of it: a session seen
+	// here resumes with no round trip, one made elsewhere with one (GET),
+	// and a full handshake writes its session once (SET). Sessions are
+	// sealed with the ticket keys before they leave the process, so the
+	// store needs keys shared by the fleet: ticket_keys or
+	// ticket_key_file. A slow or down store never fails a handshake: after
+	// timeout it goes on as a full one. Default none.
+	Store *SessionStore `yaml:"store"`
+	// TicketKeys makes the fleet agree on rotating ticket keys through the
+	// store, instead of a ticket_key_file copied to every instance: the
+	// newest key encrypts, older ones decrypt until their tickets expire.
+	// Used for TLCP tickets, TLS 1.3-SM PSK tickets and the sessions in
+	// the store. Default none.
+	TicketKeys *FleetTicketKeys `yaml:"ticket_keys"`
+}
+
+// SessionStore is the shared session store (sessions.store).
+type SessionStore struct {
+	// Type is the store's kind: redis (a server, a Sentinel group with
+	// master_name, or a Cluster). Required.
+	Type string `yaml:"type"`
+	// Addresses are host:port of the Redis server, of the Sentinels (with
+	// master_name) or of some Cluster nodes. In Kubernetes use the
+	// Service's name, e.g. redis.gmproxy.svc:6379. Required.
+	Addresses []string `yaml:"addresses"`
+	// MasterName is the name of the master that the Sentinels at addresses
+	// watch. Default none (no Sentinel).
+	MasterName string `yaml:"master_name"`
+	// Username is the Redis ACL user. Default none (the default user).
+	Username string `yaml:"username"`
+	// PasswordFile holds the password (a trailing newline is ignored).
+	// Default none.
+	PasswordFile string `yaml:"password_file"`
+	// TLS connects over TLS when present. Default none (plain TCP).
+	TLS *StoreTLS `yaml:"tls"`
+	// KeyPrefix starts every key gmproxy writes, so that fleets (or other
+	// programs) can share one Redis. Default "gmproxy:".
+	KeyPrefix string `yaml:"key_prefix"`
+	// Timeout bounds one round trip to the store; past it the handshake
+	// goes on as a full one. After 5 failures in a row the store is not
+	// asked for 1s (circuit breaker). Default 5ms.
+	Timeout time.Duration `yaml:"timeout"`
+	// PoolSize bounds the open connections per Redis node. Default 0
+	// (10 per CPU).
+	PoolSize int `yaml:"pool_size"`
+
+	// Password is the content of password_file.
+	Password string `yaml:"-"`
+}
+
+// StoreTLS is the client side of TLS to the store.
+type StoreTLS struct {
+	// CA is a PEM file of the CA certificates that verify the store's
+	// certificate. Default: the system roots.
+	CA string `yaml:"ca"`
+	// Cert is a client certificate (PEM) for stores that ask for one.
+	// Default none.
+	Cert string `yaml:"cert"`
+	// Key is the private key of cert.
+	Key string `yaml:"key"`
+	// ServerName is the name checked in the store's certificate. Default:
+	// the host of each address.
+	ServerName string `yaml:"server_name"`
+
+	// Config is the TLS configuration made from the fields above.
+	Config *tls.Config `yaml:"-"`
+}
+
+// FleetTicketKeys are ticket keys agreed on through the store
+// (sessions.ticket_keys).
+type FleetTicketKeys struct {
+	// Store is where the keys live: redis (sessions.store). Required.
+	Store string `yaml:"store"`
+	// WrapKeyFile is a secret shared by the fleet (32 random bytes, e.g.
+	// head -c 32 /dev/urandom; in Kubernetes a Secret) that seals the
+	// ticket keys in the store, so that reading the store opens no ticket
+	// and no session. Required.
+	WrapKeyFile string `yaml:"wrap_key_file"`
+
+	// WrapKeys are the keys read from wrap_key_file.
+	WrapKeys []ticket.Key `yaml:"-"`
 }
 
 // Admin is the admin HTTP listener (/metrics, /healthz, /readyz, reload).

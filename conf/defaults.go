@@ -3,6 +3,8 @@ package conf
 import (
 	"fmt"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
 )
 
 // Default values, also stated in the field documentation.
@@ -148,6 +150,11 @@ func (s *Sessions) setDefaults() {
 	s.Lifetime = DefaultSessionLifetime
 	s.Tickets = true
 	s.TicketRotation = DefaultTicketRotation
+}
+
+func (s *SessionStore) setDefaults() {
+	s.KeyPrefix = sessionstore.DefaultKeyPrefix
+	s.Timeout = sessionstore.DefaultTimeout
 }
 
 func (a *Admin) setDefaults()     { a.Address = DefaultAdminAddress }

@@ -564,7 +564,71 @@
 //     ticket_rotation.
 //   - ticket_rotation (duration): ticket_rotation is the lifetime of a random
 //     ticket key before a new one encrypts (old ones still decrypt for a
-//     while). Default 1h.
+//     while); with ticket_keys, how long each fleet key encrypts. Default 1h.
+//   - store (optional section, see sessions.store): store is a store shared by
+//     the instances of a fleet: a TLCP session made on one instance resumes by
+//     session ID on any other. The in-process cache (cache_size) stays in
+//     front of it: a session seen here resumes with no round trip, one made
+//     elsewhere with one (GET), and a full handshake writes its session once
+//     (SET). Sessions are sealed with the ticket keys before they leave the
+//     process, so the store needs keys shared by the fleet: ticket_keys or
+//     ticket_key_file. A slow or down store never fails a handshake: after
+//     timeout it goes on as a full one. Default none.
+//   - ticket_keys (optional section, see sessions.ticket_keys): ticket_keys
+//     makes the fleet agree on rotating ticket keys through the store, instead
+//     of a ticket_key_file copied to every instance: the newest key encrypts,
+//     older ones decrypt until their tickets expire. Used for TLCP tickets,
+//     TLS 1.3-SM PSK tickets and the sessions in the store. Default none.
+//
+// # sessions.store
+//
+// This section is the shared session store (sessions.store).
+//
+//   - type (string): type is the store's kind: redis (a server, a Sentinel
+//     group with master_name, or a Cluster). Required.
+//   - addresses (list of strings): addresses are host:port of the Redis server,
+//     of the Sentinels (with master_name) or of some Cluster nodes. In
+//     Kubernetes use the Service's name, e.g. redis.gmproxy.svc:6379.
+//     Required.
+//   - master_name (string): master_name is the name of the master that the
+//     Sentinels at addresses watch. Default none (no Sentinel).
+//   - username (string): username is the Redis ACL user. Default none (the
+//     default user).
+//   - password_file (string): password_file holds the password (a trailing
+//     newline is ignored). Default none.
+//   - tls (optional section, see sessions.store.tls): tls connects over TLS
+//     when present. Default none (plain TCP).
+//   - key_prefix (string): key_prefix starts every key gmproxy writes, so that
+//     fleets (or other programs) can share one Redis. Default "gmproxy:".
+//   - timeout (duration): timeout bounds one round trip to the store; past it
+//     the handshake goes on as a full one. After 5 failures in a row the store
+//     is not asked for 1s (circuit breaker). Default 5ms.
+//   - pool_size (integer): pool_size bounds the open connections per Redis
+//     node. Default 0 (10 per CPU).
+//
+// # sessions.store.tls
+//
+// This section is the client side of TLS to the store.
+//
+//   - ca (string): ca is a PEM file of the CA certificates that verify the
+//     store's certificate. Default: the system roots.
+//   - cert (string): cert is a client certificate (PEM) for stores that ask for
+//     one. Default none.
+//   - key (string): key is the private key of cert.
+//   - server_name (string): server_name is the name checked in the store's
+//     certificate. Default: the host of each address.
+//
+// # sessions.ticket_keys
+//
+// This section are ticket keys agreed on through the store
+// (sessions.ticket_keys).
+//
+//   - store (string): store is where the keys live: redis (sessions.store).
+//     Required.
+//   - wrap_key_file (string): wrap_key_file is a secret shared by the fleet (32
+//     random bytes, e.g. head -c 32 /dev/urandom; in Kubernetes a Secret) that
+//     seals the ticket keys in the store, so that reading the store opens no
+//     ticket and no session. Required.
 //
 // # admin
 //

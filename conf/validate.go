@@ -181,6 +181,7 @@ func (v *validator) validate() {
 			v.warnf("sessions.ticket_key_file", "remove it or set tickets: true", "ticket_key_file is ignored because tickets is false")
 		}
 	}
+	v.validateSessionStore()
 
 	// admin
 	if c.Admin.Address != "off" && v.hostPort("admin.address", c.Admin.Address, true) {

@@ -1,0 +1,146 @@
+// Package redisstore is the Redis backend of sessionstore.Store: one
+// standalone server, a Sentinel group (with a master name) or a Cluster,
+// through go-redis's universal client. Every command is bounded by the
+// caller's context (gmproxy gives each one the store timeout); no command is
+// retried, so a dead server costs one timeout and the caller's circuit
+// breaker takes it from there.
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
+)
+
+// Options say how to reach Redis.
+type Options struct {
+	// Addresses are host:port of the server, of the Sentinels (with
+	// MasterName) or of some Cluster nodes.
+	Addresses []string
+	// MasterName names the Sentinel master; empty for a server or Cluster.
+	MasterName string
+	// Username and Password authenticate (Redis ACL; Username may be empty).
+	Username, Password string
+	// TLS, when not nil, is used for every connection.
+	TLS *tls.Config
+	// PoolSize bounds open connections per node; 0 means go-redis's
+	// default (10 per CPU).
+	PoolSize int
+	// Timeout bounds one command when the caller's context has no deadline.
+	Timeout time.Duration
+}
+
+// Store is a sessionstore.Store on Redis.
+type Store struct {
+	c redis.UniversalClient
+}
+
+var _ sessionstore.Store = (*Store)(nil)
+
+// New returns a Store; it connects lazily (a down server is not an error
+// here: calls fail until it is back).
+func New(o Options) *Store {
+	t := o.Timeout
+	if t <= 0 {
+		t = sessionstore.DefaultTimeout
+	}
+	c := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:      o.Addresses,
+		MasterName: o.MasterName,
+		Username:   o.Username,
+		Password:   o.Password,
+		TLSConfig:  o.TLS,
+		PoolSize:   o.PoolSize,
+		// Connections are opened ahead of need so that a lookup does not
+		// pay for a dial (and TLS) within its few milliseconds.
+		MinIdleConns: 2,
+		// A dial may take longer than one command; a lookup still waits
+		// only for its own context.
+		DialTimeout:           max(t, time.Second),
+		DialerRetries:         1,
+		ReadTimeout:           t,
+		WriteTimeout:          t,
+		PoolTimeout:           t,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // the caller falls back to a full handshake instead
+		Protocol:              2,
+		DisableIdentity:       true,
+		MaintNotificationsConfig: &maintnotifications.Config{
+			Mode: maintnotifications.ModeDisabled,
+		},
+	})
+	return &Store{c: c}
+}
+
+// Get implements sessionstore.Store.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	b, err := s.c.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
+}
+
+// Set implements sessionstore.Store (SET key val PX ttl).
+func (s *Store) Set(ctx context.Context, key string, val []byte, ttl time.Duration) error {
+	return s.c.Set(ctx, key, val, ttl).Err()
+}
+
+// AddOrGet implements sessionstore.Store: SET key val NX PX ttl and GET key
+// in one pipeline (one round trip; the key is in one Cluster slot).
+func (s *Store) AddOrGet(ctx context.Context, key string, val []byte, ttl time.Duration) ([]byte, error) {
+	var get *redis.StringCmd
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetNX(ctx, key, val, ttl)
+		get = p.Get(ctx, key)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return get.Bytes()
+}
+
+// GetMany implements sessionstore.Store with one GET per key in a pipeline
+// (keys may lie in different Cluster slots, which MGET refuses).
+func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	for i, c := range cmds {
+		b, err := c.Bytes()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = b
+		}
+	}
+	return out, nil
+}
+
+// Delete implements sessionstore.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	return s.c.Del(ctx, key).Err()
+}
+
+// Close implements sessionstore.Store.
+func (s *Store) Close() error { return s.c.Close() }

@@ -1,0 +1,291 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// mapLocal is a Local without bounds.
+type mapLocal struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func newMapLocal() *mapLocal { return &mapLocal{m: map[string][]byte{}} }
+
+func (l *mapLocal) Get(id string) ([]byte, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.m[id]
+	return v, ok
+}
+func (l *mapLocal) Put(id string, st []byte, _ time.Duration) { l.mu.Lock(); l.m[id] = st; l.mu.Unlock() }
+func (l *mapLocal) Delete(id string)                          { l.mu.Lock(); delete(l.m, id); l.mu.Unlock() }
+
+// recorder is an Observer that counts results per op.
+type recorder struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *recorder) StoreOp(op, result string, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[op+"/"+result]++
+}
+
+func (r *recorder) get(k string) int { r.mu.Lock(); defer r.mu.Unlock(); return r.n[k] }
+
+func testKey(t *testing.T, b byte) ticket.Key {
+	t.Helper()
+	k, err := ticket.NewKey(bytes.Repeat([]byte{b}, ticket.KeySize), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestTieredSharesSessionsBetweenInstances(t *testing.T) {
+	mem := NewMemory()
+	keys := ticket.Static{testKey(t, 1)}
+	rec := &recorder{}
+	sh := NewShared(mem, time.Second, rec)
+	a := NewTiered(newMapLocal(), sh, keys, "p:tlcp:", time.Minute)
+	b := NewTiered(newMapLocal(), sh, keys, "p:tlcp:", time.Minute)
+	state := []byte("master secret and the rest of the session state")
+	a.Put("id-1", state, time.Minute)
+	got, ok := b.Get("id-1")
+	if !ok || !bytes.Equal(got, state) {
+		t.Fatalf("instance b: Get = %q, %v; want the state a stored", got, ok)
+	}
+	if rec.get("get/hit") != 1 || rec.get("set/ok") != 1 {
+		t.Fatalf("observed %v", rec.n)
+	}
+	// b now has it locally: no second round trip.
+	b.Get("id-1")
+	if rec.get("get/hit") != 1 {
+		t.Fatalf("a local hit went to the store: %v", rec.n)
+	}
+	// The store never holds the state in clear.
+	for _, e := range mem.m {
+		if bytes.Contains(e.val, state[:13]) {
+			t.Fatal("the store holds the session state in clear")
+		}
+	}
+	a.Delete("id-1")
+	if _, ok := NewTiered(newMapLocal(), sh, keys, "p:tlcp:", time.Minute).Get("id-1"); ok {
+		t.Fatal("a deleted session was found in the store")
+	}
+}
+
+func TestTieredRefusesForeignOrMovedEntries(t *testing.T) {
+	mem := NewMemory()
+	sh := NewShared(mem, time.Second, nil)
+	a := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute)
+	a.Put("id-1", []byte("state one"), time.Minute)
+
+	// Another fleet (other keys) writing to the same store: not opened.
+	other := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 2)}, "p:", time.Minute)
+	if _, ok := other.Get("id-1"); ok {
+		t.Fatal("a session sealed with another key set was accepted")
+	}
+
+	// An entry copied under another session ID (someone with write access
+	// to the store) must not resume as that ID.
+	v, _, _ := mem.Get(context.Background(), a.key("id-1"))
+	mem.Set(context.Background(), a.key("id-2"), v, time.Minute)
+	if _, ok := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute).Get("id-2"); ok {
+		t.Fatal("a sealed session moved to another ID was accepted")
+	}
+	// Damaged entries are misses.
+	v[len(v)-1] ^= 1
+	mem.Set(context.Background(), a.key("id-3"), v, time.Minute)
+	if _, ok := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute).Get("id-3"); ok {
+		t.Fatal("a damaged entry was accepted")
+	}
+}
+
+// failingStore fails (or blocks until the deadline) and counts calls.
+type failingStore struct {
+	Memory
+	mu    sync.Mutex
+	calls int
+	block bool
+}
+
+func (s *failingStore) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	if s.block {
+		<-ctx.Done()
+		return nil, false, ctx.Err()
+	}
+	return nil, false, errors.New("connection refused")
+}
+
+func TestSharedBreakerStopsAskingADeadStore(t *testing.T) {
+	st := &failingStore{}
+	rec := &recorder{}
+	sh := NewShared(st, time.Second, rec)
+	now := time.Unix(1000, 0)
+	sh.br.now = func() time.Time { return now }
+	tr := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute)
+	for range 3 * BreakerThreshold {
+		if _, ok := tr.Get("id"); ok {
+			t.Fatal("hit from a dead store")
+		}
+	}
+	if st.calls != BreakerThreshold {
+		t.Fatalf("the dead store was asked %d times; want %d (then the breaker opens)", st.calls, BreakerThreshold)
+	}
+	if rec.get("get/error") != BreakerThreshold || rec.get("get/skipped") != 2*BreakerThreshold || !sh.BreakerOpen() {
+		t.Fatalf("observed %v", rec.n)
+	}
+	// After the cooldown one probe goes through; it fails: open again.
+	now = now.Add(BreakerCooldown)
+	tr.Get("id")
+	tr.Get("id")
+	if st.calls != BreakerThreshold+1 {
+		t.Fatalf("after the cooldown the store was asked %d times; want one probe", st.calls-BreakerThreshold)
+	}
+	// The store is back: the next probe closes the breaker.
+	now = now.Add(BreakerCooldown)
+	sh.store = NewMemory()
+	tr.Get("id")
+	if sh.BreakerOpen() {
+		t.Fatal("a successful probe did not close the breaker")
+	}
+	if _, _, _ = sh.get("x"); rec.get("get/miss") != 2 {
+		t.Fatalf("observed %v", rec.n)
+	}
+}
+
+func TestSharedTimeoutGivesAMiss(t *testing.T) {
+	st := &failingStore{block: true}
+	rec := &recorder{}
+	tr := NewTiered(newMapLocal(), NewShared(st, time.Millisecond, rec), ticket.Static{testKey(t, 1)}, "p:", time.Minute)
+	if _, ok := tr.Get("id"); ok {
+		t.Fatal("hit from a store that never answered")
+	}
+	if rec.get("get/timeout") != 1 {
+		t.Fatalf("observed %v; want one timeout", rec.n)
+	}
+}
+
+func newTestFleet(t *testing.T, mem Store, wrap byte, now *time.Time) *FleetKeys {
+	f := NewFleetKeys(NewShared(mem, time.Second, nil), FleetKeysConfig{
+		Prefix: "p:", Rotation: time.Hour, Lifetime: 5 * time.Minute, Wrap: ticket.Static{testKey(t, wrap)},
+	})
+	f.SetClock(func() time.Time { return *now })
+	return f
+}
+
+func TestFleetKeysAgreeWithoutALeader(t *testing.T) {
+	mem := NewMemory()
+	now := time.Unix(1_800_000_000, 0).Truncate(time.Hour).Add(10 * time.Minute)
+	mem.SetClock(func() time.Time { return now })
+	fleet := make([]*FleetKeys, 4)
+	for i := range fleet {
+		fleet[i] = newTestFleet(t, mem, 9, &now)
+	}
+	// All refresh at once: SET NX lets one key per epoch win.
+	var wg sync.WaitGroup
+	for _, f := range fleet {
+		wg.Go(func() {
+			if err := f.Refresh(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	first := fleet[0].TicketKeys()
+	for i, f := range fleet {
+		if got := f.TicketKeys(); got[0].Name != first[0].Name {
+			t.Fatalf("instance %d encrypts with another key than instance 0", i)
+		}
+	}
+	// A ticket sealed by one opens on another.
+	tk, err := ticket.Seal(nil, fleet[1], []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := ticket.Open(fleet[3], tk); !ok {
+		t.Fatal("a ticket of instance 1 does not open on instance 3")
+	}
+	// The epoch turns: every instance switches to the key made ahead,
+	// without asking the store.
+	now = now.Add(time.Hour)
+	next := fleet[0].TicketKeys()[0].Name
+	if next == first[0].Name {
+		t.Fatal("the encrypting key did not rotate")
+	}
+	for i, f := range fleet {
+		if f.TicketKeys()[0].Name != next {
+			t.Fatalf("instance %d did not switch to the next epoch's key", i)
+		}
+	}
+	if _, ok, stale := ticket.Open(fleet[2], tk); !ok || !stale {
+		t.Fatalf("a ticket of the previous epoch: ok=%v stale=%v; want it to open, as stale", ok, stale)
+	}
+	// Long after (the previous key's tickets expired), it no longer opens.
+	now = now.Add(3 * time.Hour)
+	if err := fleet[2].Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := ticket.Open(fleet[2], tk); ok {
+		t.Fatal("a retired key still opens tickets")
+	}
+	// The store holds no secret in clear: another wrap key cannot use it.
+	if err := newTestFleet(t, mem, 8, &now).Refresh(context.Background()); !errors.Is(err, errWrap) {
+		t.Fatalf("refresh with another wrap key: %v; want errWrap", err)
+	}
+}
+
+func TestFleetKeysFallBackWhileTheStoreIsDown(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	st := &flakyStore{Memory: NewMemory(), down: true}
+	f := newTestFleet(t, st, 9, &now)
+	if err := f.Refresh(context.Background()); err == nil {
+		t.Fatal("refresh with a dead store succeeded")
+	}
+	tk, err := ticket.Seal(nil, f, []byte("state"))
+	if err != nil {
+		t.Fatalf("no key to seal with while the store is down: %v", err)
+	}
+	st.down = false
+	if err := f.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := ticket.Open(f, tk); !ok {
+		t.Fatal("a ticket sealed with the fallback key no longer opens once the store is back")
+	}
+	other := newTestFleet(t, st, 9, &now)
+	if err := other.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.TicketKeys()[0].Name != other.TicketKeys()[0].Name {
+		t.Fatal("after the store came back the instances do not share the encrypting key")
+	}
+}
+
+type flakyStore struct {
+	*Memory
+	down bool
+}
+
+func (s *flakyStore) AddOrGet(ctx context.Context, key string, val []byte, ttl time.Duration) ([]byte, error) {
+	if s.down {
+		return nil, errors.New("connection refused")
+	}
+	return s.Memory.AddOrGet(ctx, key, val, ttl)
+}
