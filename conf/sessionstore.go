@@ -117,4 +117,3 @@ func (v *validator) storeTLS(t *StoreTLS) {
 	}
 	t.Config = c
 }
-

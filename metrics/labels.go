@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
 )
 
 // Label values are kept to bounded sets so that no client-controlled input
@@ -47,6 +48,12 @@ var keyOps = set("sign", "decrypt", "key_agreement")
 var keyLocations = set(handshake.KeyLocal, handshake.KeyRemote)
 
 var ticketRejectReasons = set(handshake.TicketRejectReasons...)
+
+// Session store ops and results (owned by package sessionstore).
+var (
+	storeOps     = set(sessionstore.Ops...)
+	storeResults = set(sessionstore.Results...)
+)
 
 var certRoles = set("sign", "enc", "tls13sm", "tls")
 

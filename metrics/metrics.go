@@ -27,6 +27,8 @@
 //	gmproxy_session_tickets_issued_total      counter   {protocol}
 //	gmproxy_session_tickets_accepted_total    counter   {protocol}
 //	gmproxy_session_tickets_rejected_total    counter   {protocol, reason}
+//	gmproxy_session_store_operations_total    counter   {op, result}
+//	gmproxy_session_store_duration_seconds    histogram {op}
 //	gmproxy_key_operations_total              counter   {op, protocol, result, location}
 //	gmproxy_key_operation_queue_seconds       histogram {op, protocol, location}
 //	gmproxy_key_operation_duration_seconds    histogram {op, protocol, location}
@@ -55,7 +57,11 @@
 // (disabled, undecryptable, malformed, expired, identity_mismatch,
 // suite_mismatch, client_auth_required, client_cert_invalid, client_cert_expired, psk_mode,
 // age_mismatch, bad_binder), "none" when the protocol gave no reason, or
-// "other".
+// "other". The session store metrics count the calls to the shared store
+// (sessions.store): op is get (a session-ID lookup that missed the
+// in-process cache), set (a new session written), delete, or ticket_keys
+// (a refresh of the fleet ticket keys); result is hit, miss, ok, error,
+// timeout, or skipped (not asked: the circuit breaker is open).
 package metrics
 
 import (
@@ -68,6 +74,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -117,6 +124,8 @@ type Metrics struct {
 	ticketsIssued    *prometheus.CounterVec
 	ticketsAccepted  *prometheus.CounterVec
 	ticketsRejected  *prometheus.CounterVec
+	storeOps         *prometheus.CounterVec
+	storeDuration    *prometheus.HistogramVec
 	evictMu          sync.Mutex
 	lastEvictions    map[string]uint64
 
@@ -153,6 +162,7 @@ var (
 
 	_ handshake.KeyOpLocationObserver = (*Metrics)(nil)
 	_ handshake.TicketReasonObserver  = (*Metrics)(nil)
+	_ sessionstore.Observer           = (*Metrics)(nil)
 	_ proxy.Observer                  = (*Metrics)(nil)
 )
 
@@ -245,6 +255,9 @@ func (m *Metrics) build() {
 	m.ticketsAccepted = counter("session", "tickets_accepted_total", "Session tickets accepted for resumption.", "protocol")
 	m.ticketsRejected = counter("session", "tickets_rejected_total", "Session tickets offered by clients and not used, by reason (see handshake.TicketRejectReasons: undecryptable for an unknown or retired ticket key, expired, …).", "protocol", "reason")
 
+	m.storeOps = counter("session", "store_operations_total", "Calls to the shared session store, by op (get, set, delete, ticket_keys) and result (hit, miss, ok, error, timeout, skipped while the circuit breaker is open).", "op", "result")
+	m.storeDuration = histogram("session", "store_duration_seconds", "Round trips to the shared session store (calls that were not skipped).", KeyOpBuckets, "op")
+
 	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error and key location local or remote (key server).", "op", "protocol", "result", "location")
 	m.keyOpQueue = histogram("", "key_operation_queue_seconds", "Time private-key operations waited for an offload worker (remote keys: for a remote slot).", KeyOpBuckets, "op", "protocol", "location")
 	m.keyOpDuration = histogram("", "key_operation_duration_seconds", "Execution time of private-key operations, queue wait excluded (remote keys: the round trip to the key server).", KeyOpBuckets, "op", "protocol", "location")
@@ -277,7 +290,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.handshakeDuration, m.handshakes, m.handshakesInProgress, m.tlsBytes, m.tlsRecords,
 		m.connAccepted, m.connActive, m.connClosed, m.connRefused,
 		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
-		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected,
+		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected, m.storeOps, m.storeDuration,
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes,
 		m.upstreamDuration, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
@@ -435,6 +448,15 @@ func (m *Metrics) TicketRejected(family string) {
 // TicketRejectedReason implements handshake.TicketReasonObserver.
 func (m *Metrics) TicketRejectedReason(family, reason string) {
 	m.ticketsRejected.WithLabelValues(protocolLabel(family), fixed(ticketRejectReasons, reason)).Inc()
+}
+
+// StoreOp implements sessionstore.Observer.
+func (m *Metrics) StoreOp(op, result string, d time.Duration) {
+	op, result = fixed(storeOps, op), fixed(storeResults, result)
+	m.storeOps.WithLabelValues(op, result).Inc()
+	if result != sessionstore.ResultSkipped {
+		m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
+	}
 }
 
 // ---- proxy.Observer ----

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/proxy"
 )
@@ -28,6 +29,10 @@ type Env struct {
 	// AccessLog, when set, is where the proxy writes its access log
 	// (replaces conf's access_log.path; tests).
 	AccessLog any
+	// OpenStore, when set, opens the shared session store of
+	// sessions.store instead of the backend its type names (tests; a
+	// worker mode sharing one machine's store).
+	OpenStore func(*conf.SessionStore) sessionstore.Store
 
 	mu sync.Mutex
 	// engine is the private-key engine of the latest build; retired ones
@@ -46,6 +51,8 @@ type Env struct {
 	// keyClients are the clients of the key servers of the latest build,
 	// by name (keyservers.go).
 	keyClients map[string]*keyClient
+	// fleet is the shared session store and fleet ticket keys (fleet.go).
+	fleet fleetState
 }
 
 // engine is one private-key engine with the number of generations using it.
@@ -148,6 +155,9 @@ func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
 		}
 		return ticket.Static(cfg.TicketKeys), nil
 	}
+	if cfg.Sessions.TicketKeys != nil {
+		return e.fleetKeys(cfg), nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	rot := cfg.Sessions.TicketRotation
@@ -202,6 +212,7 @@ func (e *Env) Close() {
 		eng.o.Close()
 	}
 	e.closeKeyClients()
+	e.closeFleet()
 }
 
 // siteBuild is what the protocol hooks get for one site.

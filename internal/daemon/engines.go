@@ -62,9 +62,10 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
 	if b.cfg.Sessions.CacheSize > 0 {
 		size, life := b.cfg.Sessions.CacheSize, b.sessionLifetime()
-		cfg.SessionStore = b.env.store(fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
+		local := b.env.store(fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
 			return tlcp.SessionStore(newSessionStore(handshake.FamilyTLCP, size, life, b.env.Sessions))
 		}).(tlcp.SessionStore)
+		cfg.SessionStore = b.env.tieredStore(b.cfg, handshake.FamilyTLCP, local, keys, life)
 	} else {
 		cfg.SessionCacheDisabled = true
 	}

@@ -54,8 +54,14 @@ type FleetKeys struct {
 // keySnap is the key set as of one epoch.
 type keySnap struct {
 	epoch   int64
-	byEpoch map[int64]ticket.Key
+	byEpoch map[int64]fleetKey
 	keys    []ticket.Key // epoch's key first (if known), newest first
+}
+
+// fleetKey is one epoch's key and its sealed form in the store.
+type fleetKey struct {
+	key    ticket.Key
+	sealed []byte
 }
 
 // FleetKeysConfig configures FleetKeys.
@@ -134,8 +140,8 @@ func (f *FleetKeys) TicketKeys() []ticket.Key {
 // snapshot orders the keys for epoch ep: ep's key, then the others newest
 // first, dropping those too old to open a valid ticket, then the fallback
 // keys if they were used.
-func (f *FleetKeys) snapshot(ep int64, byEpoch map[int64]ticket.Key) *keySnap {
-	s := &keySnap{epoch: ep, byEpoch: map[int64]ticket.Key{}}
+func (f *FleetKeys) snapshot(ep int64, byEpoch map[int64]fleetKey) *keySnap {
+	s := &keySnap{epoch: ep, byEpoch: map[int64]fleetKey{}}
 	epochs := make([]int64, 0, len(byEpoch))
 	for e, k := range byEpoch {
 		if e >= ep-f.keep && e <= ep+1 {
@@ -157,7 +163,7 @@ func (f *FleetKeys) snapshot(ep int64, byEpoch map[int64]ticket.Key) *keySnap {
 		return 0
 	})
 	for _, e := range epochs {
-		s.keys = append(s.keys, s.byEpoch[e])
+		s.keys = append(s.keys, s.byEpoch[e].key)
 	}
 	if f.usedFb.Load() {
 		s.keys = append(s.keys, f.fallback.TicketKeys()...)
@@ -182,15 +188,25 @@ func (f *FleetKeys) refresh(ctx context.Context) error {
 	now := f.now()
 	ep := f.epochOf(now)
 	ttl := time.Duration(f.keep+3) * f.rotation
-	byEpoch := map[int64]ticket.Key{}
+	old := f.snap.Load()
+	byEpoch := map[int64]fleetKey{}
 	for e := ep; e <= ep+1; e++ {
-		var secret [ticket.KeySize]byte
-		if _, err := rand.Read(secret[:]); err != nil {
-			return err
+		// Offer the key this instance already holds for e, if any: a
+		// store that lost its keys (a restarted Redis) gets the same ones
+		// back, and the fleet's tickets keep opening.
+		var sealed []byte
+		if old != nil {
+			sealed = old.byEpoch[e].sealed
 		}
-		sealed, err := f.sealSecret(e, secret[:])
-		if err != nil {
-			return err
+		if sealed == nil {
+			var secret [ticket.KeySize]byte
+			if _, err := rand.Read(secret[:]); err != nil {
+				return err
+			}
+			var err error
+			if sealed, err = f.sealSecret(e, secret[:]); err != nil {
+				return err
+			}
 		}
 		got, err := f.shared.store.AddOrGet(ctx, f.storeKey(e), sealed, ttl)
 		if err != nil {
@@ -200,7 +216,7 @@ func (f *FleetKeys) refresh(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		byEpoch[e] = k
+		byEpoch[e] = fleetKey{k, got}
 	}
 	past := make([]string, 0, f.keep)
 	for e := ep - f.keep; e < ep; e++ {
@@ -216,10 +232,10 @@ func (f *FleetKeys) refresh(ctx context.Context) error {
 			continue
 		}
 		if k, err := f.openSecret(e, v); err == nil {
-			byEpoch[e] = k
+			byEpoch[e] = fleetKey{k, v}
 		}
 	}
-	if old := f.snap.Load(); old != nil {
+	if old != nil {
 		// Keep keys the store lost (a restarted Redis) while they can
 		// still open valid tickets.
 		for e, k := range old.byEpoch {

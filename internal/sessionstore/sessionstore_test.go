@@ -25,8 +25,12 @@ func (l *mapLocal) Get(id string) ([]byte, bool) {
 	v, ok := l.m[id]
 	return v, ok
 }
-func (l *mapLocal) Put(id string, st []byte, _ time.Duration) { l.mu.Lock(); l.m[id] = st; l.mu.Unlock() }
-func (l *mapLocal) Delete(id string)                          { l.mu.Lock(); delete(l.m, id); l.mu.Unlock() }
+func (l *mapLocal) Put(id string, st []byte, _ time.Duration) {
+	l.mu.Lock()
+	l.m[id] = st
+	l.mu.Unlock()
+}
+func (l *mapLocal) Delete(id string) { l.mu.Lock(); delete(l.m, id); l.mu.Unlock() }
 
 // recorder is an Observer that counts results per op.
 type recorder struct {
@@ -288,4 +292,32 @@ func (s *flakyStore) AddOrGet(ctx context.Context, key string, val []byte, ttl t
 		return nil, errors.New("connection refused")
 	}
 	return s.Memory.AddOrGet(ctx, key, val, ttl)
+}
+
+// TestFleetKeysSurviveAnEmptiedStore: a store that lost its keys (Redis
+// restarted without persistence) gets back the keys the instances hold,
+// so tickets issued before keep opening everywhere.
+func TestFleetKeysSurviveAnEmptiedStore(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	mem := NewMemory()
+	a, b := newTestFleet(t, mem, 9, &now), newTestFleet(t, mem, 9, &now)
+	for _, f := range []*FleetKeys{a, b} {
+		if err := f.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk, _ := ticket.Seal(nil, a, []byte("state"))
+	emptied := NewMemory()
+	a.shared.store, b.shared.store = emptied, emptied
+	for _, f := range []*FleetKeys{b, a} {
+		if err := f.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, stale := ticket.Open(b, tk); !ok || stale {
+		t.Fatalf("after the store was emptied: ok=%v stale=%v; want the ticket to open with the current key", ok, stale)
+	}
+	if a.TicketKeys()[0].Name != b.TicketKeys()[0].Name {
+		t.Fatal("the instances disagree on the encrypting key")
+	}
 }
