@@ -82,7 +82,7 @@ func TestSharedStoreResumesAcrossInstances(t *testing.T) {
 }
 
 // deadStore fails every call, like a Redis that is down.
-type deadStore struct{ sessionstore.Memory }
+type deadStore struct{}
 
 var errDown = errors.New("connection refused")
 
@@ -118,3 +118,4 @@ func TestSharedStoreDownFailsNoHandshake(t *testing.T) {
 		t.Fatalf("failed handshakes with the store down: %v %v", td.obs.fail, td.obs.reasons)
 	}
 }
+func (deadStore) Close() error { return nil }

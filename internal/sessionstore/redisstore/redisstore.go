@@ -10,6 +10,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +39,17 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// debugLog sends go-redis's own messages (one per failed dial while a
+// server is down) to the default slog logger at debug level: store
+// failures are counted in the store metrics, not logged per call.
+type debugLog struct{}
+
+func (debugLog) Printf(_ context.Context, format string, v ...any) {
+	slog.Debug("redis: " + fmt.Sprintf(format, v...))
+}
+
+var setLogger sync.Once
+
 // Store is a sessionstore.Store on Redis.
 type Store struct {
 	c redis.UniversalClient
@@ -50,6 +64,7 @@ func New(o Options) *Store {
 	if t <= 0 {
 		t = sessionstore.DefaultTimeout
 	}
+	setLogger.Do(func() { redis.SetLogger(debugLog{}) })
 	c := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:      o.Addresses,
 		MasterName: o.MasterName,
