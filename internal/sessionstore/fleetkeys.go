@@ -253,14 +253,14 @@ func (f *FleetKeys) sealSecret(epoch int64, secret []byte) ([]byte, error) {
 	pt = append(pt, wrapLabel...)
 	pt = binary.BigEndian.AppendUint64(pt, uint64(epoch))
 	pt = append(pt, secret...)
-	return ticket.Seal(nil, f.wrap, pt)
+	return ticket.Seal(nil, f.wrap, ticket.WrappedKey, pt)
 }
 
 // errWrap: a stored key did not open with the wrap key.
 var errWrap = errors.New("the stored ticket key does not open with this instance's wrap key (sessions.ticket_keys.wrap_key_file differs between instances?)")
 
 func (f *FleetKeys) openSecret(epoch int64, sealed []byte) (ticket.Key, error) {
-	pt, ok, _ := ticket.Open(f.wrap, sealed)
+	pt, ok, _ := ticket.Open(f.wrap, ticket.WrappedKey, sealed)
 	head := len(wrapLabel) + 8
 	if !ok || len(pt) != head+ticket.KeySize || string(pt[:len(wrapLabel)]) != wrapLabel ||
 		binary.BigEndian.Uint64(pt[len(wrapLabel):head]) != uint64(epoch) {

@@ -106,6 +106,10 @@ func TestTieredRefusesForeignOrMovedEntries(t *testing.T) {
 	// An entry copied under another session ID (someone with write access
 	// to the store) must not resume as that ID.
 	v, _, _ := mem.Get(context.Background(), a.key("id-1"))
+	// A stored session presented as a ticket never opens.
+	if _, ok, _ := ticket.Open(ticket.Static{testKey(t, 1)}, ticket.TLCP, v); ok {
+		t.Fatal("a stored session opened as a TLCP ticket")
+	}
 	mem.Set(context.Background(), a.key("id-2"), v, time.Minute)
 	if _, ok := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute).Get("id-2"); ok {
 		t.Fatal("a sealed session moved to another ID was accepted")
@@ -219,11 +223,11 @@ func TestFleetKeysAgreeWithoutALeader(t *testing.T) {
 		}
 	}
 	// A ticket sealed by one opens on another.
-	tk, err := ticket.Seal(nil, fleet[1], []byte("state"))
+	tk, err := ticket.Seal(nil, fleet[1], ticket.TLCP, []byte("state"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := ticket.Open(fleet[3], tk); !ok {
+	if _, ok, _ := ticket.Open(fleet[3], ticket.TLCP, tk); !ok {
 		t.Fatal("a ticket of instance 1 does not open on instance 3")
 	}
 	// The epoch turns: every instance switches to the key made ahead,
@@ -238,7 +242,7 @@ func TestFleetKeysAgreeWithoutALeader(t *testing.T) {
 			t.Fatalf("instance %d did not switch to the next epoch's key", i)
 		}
 	}
-	if _, ok, stale := ticket.Open(fleet[2], tk); !ok || !stale {
+	if _, ok, stale := ticket.Open(fleet[2], ticket.TLCP, tk); !ok || !stale {
 		t.Fatalf("a ticket of the previous epoch: ok=%v stale=%v; want it to open, as stale", ok, stale)
 	}
 	// Long after (the previous key's tickets expired), it no longer opens.
@@ -246,7 +250,7 @@ func TestFleetKeysAgreeWithoutALeader(t *testing.T) {
 	if err := fleet[2].Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := ticket.Open(fleet[2], tk); ok {
+	if _, ok, _ := ticket.Open(fleet[2], ticket.TLCP, tk); ok {
 		t.Fatal("a retired key still opens tickets")
 	}
 	// The store holds no secret in clear: another wrap key cannot use it.
@@ -262,7 +266,7 @@ func TestFleetKeysFallBackWhileTheStoreIsDown(t *testing.T) {
 	if err := f.Refresh(context.Background()); err == nil {
 		t.Fatal("refresh with a dead store succeeded")
 	}
-	tk, err := ticket.Seal(nil, f, []byte("state"))
+	tk, err := ticket.Seal(nil, f, ticket.TLCP, []byte("state"))
 	if err != nil {
 		t.Fatalf("no key to seal with while the store is down: %v", err)
 	}
@@ -270,7 +274,7 @@ func TestFleetKeysFallBackWhileTheStoreIsDown(t *testing.T) {
 	if err := f.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := ticket.Open(f, tk); !ok {
+	if _, ok, _ := ticket.Open(f, ticket.TLCP, tk); !ok {
 		t.Fatal("a ticket sealed with the fallback key no longer opens once the store is back")
 	}
 	other := newTestFleet(t, st, 9, &now)
@@ -306,7 +310,7 @@ func TestFleetKeysSurviveAnEmptiedStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tk, _ := ticket.Seal(nil, a, []byte("state"))
+	tk, _ := ticket.Seal(nil, a, ticket.TLCP, []byte("state"))
 	emptied := NewMemory()
 	a.shared.store, b.shared.store = emptied, emptied
 	for _, f := range []*FleetKeys{b, a} {
@@ -314,7 +318,7 @@ func TestFleetKeysSurviveAnEmptiedStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok, stale := ticket.Open(b, tk); !ok || stale {
+	if _, ok, stale := ticket.Open(b, ticket.TLCP, tk); !ok || stale {
 		t.Fatalf("after the store was emptied: ok=%v stale=%v; want the ticket to open with the current key", ok, stale)
 	}
 	if a.TicketKeys()[0].Name != b.TicketKeys()[0].Name {

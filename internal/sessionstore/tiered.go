@@ -112,13 +112,13 @@ func (t *Tiered) seal(id string, state []byte) ([]byte, error) {
 	pt = append(pt, byte(len(id)))
 	pt = append(pt, id...)
 	pt = append(pt, state...)
-	return ticket.Seal(make([]byte, 0, len(pt)+ticket.Overhead), t.keys, pt)
+	return ticket.Seal(make([]byte, 0, len(pt)+ticket.Overhead), t.keys, ticket.StoredSession, pt)
 }
 
 // open returns the state of a sealed session if it opens with one of the
 // keys and was sealed for id.
 func (t *Tiered) open(id string, sealed []byte) ([]byte, bool) {
-	pt, ok, _ := ticket.Open(t.keys, sealed)
+	pt, ok, _ := ticket.Open(t.keys, ticket.StoredSession, sealed)
 	if !ok || len(id) > 255 {
 		return nil, false
 	}

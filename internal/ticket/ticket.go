@@ -39,6 +39,13 @@ const (
 	TLCP Protocol = iota
 	// TLS13SM tickets hold TLS 1.3-SM resumption PSKs.
 	TLS13SM
+	// StoredSession is not a ticket: a TLCP session sealed for a shared
+	// session store (package sessionstore), which must never open as a
+	// ticket nor a ticket as it.
+	StoredSession
+	// WrappedKey is not a ticket: a fleet ticket-key secret sealed with the
+	// fleet's wrap key for the shared store (package sessionstore).
+	WrappedKey
 	numProtocols
 )
 
