@@ -133,6 +133,20 @@ type HTTPServer struct {
 	// MaxConcurrentStreams bounds the concurrent streams of one HTTP/2
 	// connection. Default 250.
 	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// BodyTimeout is the longest wait between two successive reads of a
+	// request body (like nginx client_body_timeout); a body stalled longer
+	// gets 408 and the connection is closed. 0 means no limit. Default 60s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// SendTimeout is the longest wait between two successive writes of a
+	// response to the client (like nginx send_timeout); past it the
+	// response is cut. 0 means no limit. Default 60s.
+	SendTimeout time.Duration `yaml:"send_timeout"`
+	// HTTP2MaxResetRate bounds the stream resets (RST_STREAM) an HTTP/2
+	// client may send per second, on average, with bursts of twice the
+	// rate or twice max_concurrent_streams, whichever is larger (HTTP/2
+	// "rapid reset"). A client resetting faster gets GOAWAY with
+	// ENHANCE_YOUR_CALM and is disconnected. Default 100.
+	HTTP2MaxResetRate int `yaml:"http2_max_reset_rate"`
 }
 
 // Site is one virtual host: certificates per protocol, client
@@ -329,6 +343,17 @@ type Route struct {
 	// ClientCertPEM also adds the URL-escaped PEM of the client certificate.
 	// Default false.
 	ClientCertPEM bool `yaml:"client_cert_pem"`
+	// AllowTrailers passes the client's request trailers to the upstream:
+	// those declared in its Trailer header, except the headers gmproxy sets
+	// or strips (X-Forwarded-*, X-Real-IP, X-SSL-*, Forwarded, also spelled
+	// with _), hop-by-hop fields and the fields request_headers edits.
+	// Default false: request trailers are dropped.
+	AllowTrailers bool `yaml:"allow_trailers"`
+	// Upgrades lists the protocols a client may switch to through an
+	// HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT), e.g. [websocket];
+	// other Upgrade requests are forwarded as ordinary requests without
+	// it. h2c is never tunnelled. Default [websocket].
+	Upgrades []string `yaml:"upgrades"`
 }
 
 // Respond is a fixed response.

@@ -23,6 +23,9 @@ const (
 	DefaultReadHeaderTimeout  = 30 * time.Second
 	DefaultHTTPIdleTimeout    = 2 * time.Minute
 	DefaultMaxStreams         = 250
+	DefaultBodyTimeout        = 60 * time.Second
+	DefaultSendTimeout        = 60 * time.Second
+	DefaultHTTP2MaxResetRate  = 100
 	DefaultConnectTimeout     = 5 * time.Second
 	DefaultResponseHeader     = 60 * time.Second
 	DefaultUpstreamIdle       = 90 * time.Second
@@ -92,6 +95,9 @@ func (h *HTTPServer) setDefaults() {
 	h.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	h.IdleTimeout = DefaultHTTPIdleTimeout
 	h.MaxConcurrentStreams = DefaultMaxStreams
+	h.BodyTimeout = DefaultBodyTimeout
+	h.SendTimeout = DefaultSendTimeout
+	h.HTTP2MaxResetRate = DefaultHTTP2MaxResetRate
 }
 
 func (s *Site) setDefaults() { s.ClientAuth.Mode = ClientAuthNone }

@@ -148,6 +148,18 @@
 //     for this long. Default 2m.
 //   - max_concurrent_streams (integer): max_concurrent_streams bounds the
 //     concurrent streams of one HTTP/2 connection. Default 250.
+//   - body_timeout (duration): body_timeout is the longest wait between two
+//     successive reads of a request body (like nginx client_body_timeout); a
+//     body stalled longer gets 408 and the connection is closed. 0 means no
+//     limit. Default 60s.
+//   - send_timeout (duration): send_timeout is the longest wait between two
+//     successive writes of a response to the client (like nginx send_timeout);
+//     past it the response is cut. 0 means no limit. Default 60s.
+//   - http2_max_reset_rate (integer): http2_max_reset_rate bounds the stream
+//     resets (RST_STREAM) an HTTP/2 client may send per second, on average,
+//     with bursts of twice the rate or twice max_concurrent_streams, whichever
+//     is larger (HTTP/2 "rapid reset"). A client resetting faster gets GOAWAY
+//     with ENHANCE_YOUR_CALM and is disconnected. Default 100.
 //
 // # sites[]
 //
@@ -319,6 +331,15 @@
 //     the forwarded request (like Tengine's $ssl_client_s_dn). Default false.
 //   - client_cert_pem (boolean): client_cert_pem also adds the URL-escaped PEM
 //     of the client certificate. Default false.
+//   - allow_trailers (boolean): allow_trailers passes the client's request
+//     trailers to the upstream: those declared in its Trailer header, except
+//     the headers gmproxy sets or strips (X-Forwarded-*, X-Real-IP, X-SSL-*,
+//     Forwarded, also spelled with _), hop-by-hop fields and the fields
+//     request_headers edits. Default false: request trailers are dropped.
+//   - upgrades (list of strings): upgrades lists the protocols a client may
+//     switch to through an HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT),
+//     e.g. [websocket]; other Upgrade requests are forwarded as ordinary
+//     requests without it. h2c is never tunnelled. Default [websocket].
 //
 // # sites[].routes[].respond
 //

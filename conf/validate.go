@@ -289,6 +289,15 @@ func (v *validator) validateListeners() {
 		if h.ReadHeaderTimeout <= 0 {
 			v.errf(p+".http.read_header_timeout", "write a duration such as 30s", "read_header_timeout must be positive")
 		}
+		if h.BodyTimeout < 0 {
+			v.errf(p+".http.body_timeout", "write a duration such as 60s, or 0 for no limit", "body_timeout must not be negative")
+		}
+		if h.SendTimeout < 0 {
+			v.errf(p+".http.send_timeout", "write a duration such as 60s, or 0 for no limit", "send_timeout must not be negative")
+		}
+		if h.HTTP2MaxResetRate < 1 {
+			v.errf(p+".http.http2_max_reset_rate", "use for example 100", "http2_max_reset_rate must be at least 1")
+		}
 
 		// Sites served here, and whether each protocol has a certificate.
 		have := map[string]bool{}
@@ -492,6 +501,15 @@ func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) b
 		v.retries(r.Retries, p+".retries")
 		if r.Upstream == "" {
 			v.warnf(p+".retries", "remove it", "retries has no effect on a route without upstream")
+		}
+	}
+	for i, up := range r.Upgrades {
+		kp := fmt.Sprintf("%s.upgrades[%d]", p, i)
+		switch {
+		case strings.EqualFold(up, "h2c"):
+			v.errf(kp, "remove it; clients speak HTTP/2 to gmproxy through ALPN h2", "h2c upgrades are never tunnelled")
+		case !tokenRE.MatchString(up):
+			v.errf(kp, "write a protocol name such as websocket", "invalid upgrade protocol %q", up)
 		}
 	}
 	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {

@@ -47,6 +47,21 @@ type LimitsConfig struct {
 	// MaxConcurrentStreams caps concurrent streams on one client HTTP/2
 	// connection. Default 250.
 	MaxConcurrentStreams uint32
+	// BodyTimeout is the longest wait between two successive reads of a
+	// request body (nginx client_body_timeout); a body stalled longer gets
+	// 408 and the HTTP/1.1 connection closes. Default DefaultBodyTimeout
+	// (60s); negative: no limit.
+	BodyTimeout time.Duration
+	// SendTimeout is the longest wait between two successive writes of a
+	// response to the client (nginx send_timeout); past it the response is
+	// cut. Default DefaultSendTimeout (60s); negative: no limit.
+	SendTimeout time.Duration
+	// HTTP2MaxResetRate bounds the stream resets an HTTP/2 client may send
+	// per second, on average, with bursts of twice the rate or twice
+	// MaxConcurrentStreams, whichever is larger; a faster client gets
+	// GOAWAY (ENHANCE_YOUR_CALM) and is disconnected. Default
+	// DefaultHTTP2MaxResetRate (100).
+	HTTP2MaxResetRate int
 }
 
 // SiteConfig is one virtual host.
@@ -121,6 +136,18 @@ type RouteConfig struct {
 	// event streams, gRPC and bodies of unknown length, which are always
 	// flushed immediately. Negative: flush after every write.
 	FlushInterval time.Duration
+	// AllowTrailers passes the client's request trailers to the backend:
+	// those it declared in its Trailer header, except the headers gmproxy
+	// sets or strips (SetRequestHeaders, also spelled with '_'), hop-by-hop
+	// fields, fields that cannot be trailers and fields RequestHeaders
+	// edits. Default false: request trailers are dropped.
+	AllowTrailers bool
+	// Upgrades lists the protocols a client may switch to through an
+	// HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT); other Upgrade
+	// requests go to the backend as ordinary requests without it. "h2c" is
+	// never tunnelled. Default (nil): DefaultUpgrades, ["websocket"]; an
+	// empty non-nil list allows none.
+	Upgrades []string
 }
 
 // HeaderMatch requires a request header.

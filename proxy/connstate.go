@@ -33,6 +33,11 @@ type connInfo struct {
 	wrote atomic.Bool
 	trace httptrace.ClientTrace
 
+	// writeArmed: an HTTP/1.1 response left a send_timeout write deadline
+	// on the connection (timeouts.go). Requests of one HTTP/1.1
+	// connection run one at a time.
+	writeArmed bool
+
 	tlsOnce sync.Once
 	tlsVals tlsValues
 	pemOnce sync.Once
@@ -56,7 +61,6 @@ var (
 	reusedNo     = []string{"."}
 	verifyNone   = []string{"NONE"}
 	verifyOK     = []string{"SUCCESS"}
-	verifyFailed = []string{"FAILED"}
 )
 
 func one(s string) []string { return []string{s} }
@@ -69,15 +73,14 @@ func (ci *connInfo) computeTLS() {
 		v.reused = reusedYes
 	}
 	c := ci.peerCert()
-	switch {
-	case c == nil:
+	if c == nil || !st.ClientAuth {
+		// No certificate, or one nobody verified (a TLCP ECDHE client's
+		// certificates on a site without client authentication): it
+		// identifies no one, so no identity header is derived from it.
 		v.verify = verifyNone
 		return
-	case st.ClientAuth:
-		v.verify = verifyOK
-	default:
-		v.verify = verifyFailed
 	}
+	v.verify = verifyOK
 	v.subject = c.Subject.String()
 	v.subjectDN, v.issuerDN = one(v.subject), one(c.Issuer.String())
 	if c.SerialNumber != nil {
@@ -86,7 +89,7 @@ func (ci *connInfo) computeTLS() {
 }
 
 func (ci *connInfo) computePEM() {
-	if c := ci.peerCert(); c != nil {
+	if c := ci.peerCert(); c != nil && ci.state.ClientAuth {
 		b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 		ci.pemVal = one(strings.ReplaceAll(url.QueryEscape(string(b)), "+", "%20"))
 	}

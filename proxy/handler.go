@@ -20,18 +20,12 @@ const (
 	HeaderSSLProtocol    = "X-Ssl-Protocol"
 	HeaderSSLCipher      = "X-Ssl-Cipher"
 	HeaderSSLReused      = "X-Ssl-Session-Reused" // "r" when resumed, "." otherwise (nginx style)
-	HeaderClientVerify   = "X-Ssl-Client-Verify"  // SUCCESS, FAILED or NONE
+	HeaderClientVerify   = "X-Ssl-Client-Verify"  // SUCCESS or NONE
 	HeaderClientSDN      = "X-Ssl-Client-S-Dn"
 	HeaderClientIDN      = "X-Ssl-Client-I-Dn"
 	HeaderClientSerial   = "X-Ssl-Client-Serial" // upper-case hex
 	HeaderClientCert     = "X-Ssl-Client-Cert"   // URL-escaped PEM
 )
-
-// alwaysStripped are removed from every incoming request.
-var alwaysStripped = []string{
-	HeaderRealIP, HeaderSSLProtocol, HeaderSSLCipher, HeaderSSLReused,
-	HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,
-}
 
 // site is one virtual host: its routes and header policy.
 type site struct {
@@ -76,6 +70,10 @@ type route struct {
 	maxBody   int64
 	retryIdem bool
 	flush     time.Duration
+	// allowTrailers passes request trailers (filtered, trailerAllowed).
+	allowTrailers bool
+	// upgrades are the protocols tunnelled through Upgrade (allowedUpgrade).
+	upgrades []string
 }
 
 type headerOps struct {
@@ -121,6 +119,26 @@ func (o *headerOps) apply(h http.Header) {
 	}
 }
 
+// names reports whether the edits name the header k (any case).
+func (o *headerOps) names(k string) bool {
+	for _, r := range o.remove {
+		if strings.EqualFold(r, k) {
+			return true
+		}
+	}
+	for _, kv := range o.set {
+		if strings.EqualFold(kv.key, k) {
+			return true
+		}
+	}
+	for _, kv := range o.add {
+		if strings.EqualFold(kv.key, k) {
+			return true
+		}
+	}
+	return false
+}
+
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
@@ -162,6 +180,12 @@ func compileRoute(p *Proxy, rc *RouteConfig, i int) (*route, error) {
 		maxBody:   rc.MaxBodyBytes,
 		retryIdem: rc.RetryIdempotent,
 		flush:     rc.FlushInterval,
+
+		allowTrailers: rc.AllowTrailers,
+		upgrades:      rc.Upgrades,
+	}
+	if rt.upgrades == nil {
+		rt.upgrades = DefaultUpgrades
 	}
 	if rt.name == "" {
 		rt.name = "route" + strconv.Itoa(i)
@@ -304,6 +328,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ci := connInfoFrom(r.Context())
 	rs.ci = ci
+	p.initSend(rs, r)
 	host := reqHost(r, ci)
 	rt := s.match(r, host)
 	rs.route = rt
@@ -331,6 +356,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // finish reports the request to the observer and the access log.
 func (s *site) finish(rs *reqState, r *http.Request) {
+	rs.w.send.arm() // what the server still flushes after the handler
 	if v := recover(); v != nil {
 		// An aborted copy (panic(http.ErrAbortHandler)) still gets logged.
 		if rs.w.status == 0 {
@@ -399,6 +425,9 @@ func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, wh
 	clear(h)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if code == http.StatusRequestTimeout && r.ProtoMajor == 1 {
+		h.Set("Connection", "close") // the rest of the body is not read
+	}
 	rs.w.WriteHeader(code)
 	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), public)
 }
@@ -429,7 +458,7 @@ func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *
 	for _, k := range alwaysStripped {
 		delete(h, k)
 	}
-	delete(h, "Forwarded")
+	stripUnderscoreVariants(h)
 	peer := clientAddr(r)
 	trusted := p.trusted(peer)
 	real := peer

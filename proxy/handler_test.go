@@ -306,3 +306,61 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestForgedHeaderSpellings: a client's copy of a header gmproxy sets
+// never reaches the backend, also when spelled with '_' for '-' (CGI-style
+// backends map both to one variable) or in another case.
+func TestForgedHeaderSpellings(t *testing.T) {
+	e := echoBackend(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, TLSInfoHeaders: true, ClientCertHeaders: true,
+			Routes: []RouteConfig{{Upstream: "e"}}}},
+	}
+	st := handshake.ConnState{Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3"}
+	f := newFront(t, cfg, frontOpts{state: &st})
+	var hdr []string
+	for _, k := range append(SetRequestHeaders, HeaderForwarded) {
+		hdr = append(hdr, strings.ReplaceAll(k, "-", "_"), "forged", strings.ToLower(strings.ReplaceAll(k, "-", "_")), "forged")
+	}
+	hdr = append(hdr, "X_Other_Header", "kept")
+	_, body, _ := get(t, testClient(t), f.url+"/", append([]string{"Host", "example.test"}, hdr...)...)
+	h := decodeSeen(t, body).Header
+	for k, v := range h {
+		if strings.Contains(strings.Join(v, ","), "forged") {
+			t.Errorf("forged %s: %q reached the backend", k, v)
+		}
+	}
+	if h.Get("X_other_header") != "kept" {
+		t.Errorf("an unrelated header with '_' was dropped: %v", h)
+	}
+	if h.Get("X-Ssl-Client-Verify") != "NONE" {
+		t.Errorf("X-Ssl-Client-Verify %q, want NONE", h.Get("X-Ssl-Client-Verify"))
+	}
+}
+
+// TestUnverifiedCertificateIsNoIdentity: a TLCP ECDHE client sends its
+// certificates even to a site without client authentication; nobody
+// verified them, so the backend gets Verify NONE and no identity.
+func TestUnverifiedCertificateIsNoIdentity(t *testing.T) {
+	e := echoBackend(t)
+	cert := testClientCert(t)
+	st := handshake.ConnState{Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECDHE-SM2-SM4-GCM-SM3",
+		ClientAuth: false, PeerCertificates: []*smx509.Certificate{cert, cert}}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, ClientCertHeaders: true, ClientCertPEM: true,
+			Routes: []RouteConfig{{Upstream: "e"}}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &st})
+	_, body, _ := get(t, testClient(t), f.url+"/", "Host", "example.test")
+	h := decodeSeen(t, body).Header
+	if h.Get("X-Ssl-Client-Verify") != "NONE" {
+		t.Errorf("X-Ssl-Client-Verify %q, want NONE", h.Get("X-Ssl-Client-Verify"))
+	}
+	for _, k := range []string{HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert} {
+		if v := h.Get(k); v != "" {
+			t.Errorf("%s %q derived from an unverified certificate", k, v)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -368,3 +369,27 @@ func runChild(t *testing.T, name string, env ...string) {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+// rawExchange writes raw (an HTTP/1.1 request as bytes) on a new
+// connection to addr and returns the response with its body read, and the
+// connection (closed when the test ends) for what follows.
+func rawExchange(t testing.TB, addr, raw string) (*http.Response, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, c, br
+}

@@ -110,6 +110,9 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	l.MaxHeaderBytes = intOr(l.MaxHeaderBytes, 64<<10)
 	l.ReadHeaderTimeout = durOr(l.ReadHeaderTimeout, 10*time.Second)
 	l.IdleTimeout = durOr(l.IdleTimeout, 75*time.Second)
+	l.HTTP2MaxResetRate = intOr(l.HTTP2MaxResetRate, DefaultHTTP2MaxResetRate)
+	l.BodyTimeout = durOr(l.BodyTimeout, DefaultBodyTimeout)
+	l.SendTimeout = durOr(l.SendTimeout, DefaultSendTimeout)
 	if l.MaxConcurrentStreams == 0 {
 		l.MaxConcurrentStreams = 250
 	}
@@ -240,7 +243,11 @@ func (p *Proxy) ServeHTTP2(c net.Conn) error {
 		return net.ErrClosed
 	}
 	defer p.trackDone(c)
-	p.h2.ServeConn(c, &http2.ServeConnOpts{
+	l := &p.limits
+	g := newResetGuard(c, l.HTTP2MaxResetRate, resetBurst(l.HTTP2MaxResetRate, l.MaxConcurrentStreams), func() {
+		p.logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", l.HTTP2MaxResetRate)
+	})
+	p.h2.ServeConn(g, &http2.ServeConnOpts{
 		Context:    ConnContext(context.Background(), c),
 		BaseConfig: p.h1,
 		Handler:    p,

@@ -32,6 +32,7 @@ type reqState struct {
 	url        url.URL
 	hdrVals    [4]string
 	trace      attemptTrace
+	body       *reqBody // the client's body as sent upstream, nil without one
 }
 
 var reqStatePool = sync.Pool{New: func() any {
@@ -72,6 +73,7 @@ type respWriter struct {
 	status      int
 	bytes       int64
 	wroteHeader bool
+	send        sendDeadline // send_timeout; send.ww nil when off
 }
 
 func (w *respWriter) Header() http.Header { return w.rw.Header() }
@@ -81,6 +83,7 @@ func (w *respWriter) WriteHeader(code int) {
 		w.wroteHeader = true
 		w.status = code
 	}
+	w.send.arm()
 	w.rw.WriteHeader(code)
 }
 
@@ -89,6 +92,7 @@ func (w *respWriter) Write(b []byte) (int, error) {
 		w.wroteHeader = true
 		w.status = http.StatusOK
 	}
+	w.send.arm()
 	n, err := w.rw.Write(b)
 	w.bytes += int64(n)
 	return n, err
@@ -99,6 +103,7 @@ func (w *respWriter) Flush() {
 		w.wroteHeader = true
 		w.status = http.StatusOK
 	}
+	w.send.arm()
 	if f, ok := w.rw.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -108,15 +113,38 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }
 
 // reqBody wraps the client's body: counts bytes, remembers whether the
 // transport started reading it (then a retry is impossible) and ignores
-// Close so that a failed attempt does not close it under a retry.
+// Close so that a failed attempt does not close it under a retry. With a
+// body timeout it bounds the wait for each read (bodyDeadline); at EOF it
+// fills the allowed trailers of the outgoing request.
 type reqBody struct {
 	rc io.ReadCloser
 	n  atomic.Int64
+
+	dl       bodyDeadline // dl.rw nil: no body timeout
+	timedOut atomic.Bool   // a read hit the body timeout
+
+	trailerIn  *http.Request // the client's request (its Trailer is complete at EOF)
+	trailerOut http.Header   // the outgoing request's Trailer, nil when none
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
+	if b.dl.rw != nil {
+		b.dl.arm()
+	}
 	n, err := b.rc.Read(p)
 	b.n.Add(int64(n))
+	switch {
+	case err == nil:
+	case err == io.EOF:
+		if b.dl.rw != nil {
+			b.dl.release()
+		}
+		if b.trailerOut != nil {
+			fillTrailer(b.trailerOut, b.trailerIn.Trailer)
+		}
+	case b.dl.rw != nil && isTimeout(err):
+		b.timedOut.Store(true)
+	}
 	return n, err
 }
 
@@ -201,6 +229,12 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 
 	clientIP, upType := s.prepareRequest(rs, r, rt)
+	if ctx.Err() != nil {
+		// Reset (HTTP/2 RST_STREAM) or gone before anything was sent:
+		// nothing goes upstream.
+		rs.clientGone = true
+		return
+	}
 
 	var body *reqBody
 	var inBody io.ReadCloser = r.Body
@@ -234,14 +268,20 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		// server only type-checks r.Body for its own body types.
 		outreq = r
 		outreq.Body = nil
+		outreq.Trailer = nil
 	} else {
 		outreq = r.WithContext(actx)
 		outreq.RequestURI = ""
 		outreq.Close = false
+		outreq.Trailer = rt.outgoingTrailer(r.Trailer)
 		if r.ContentLength == 0 || noBody {
 			outreq.Body = nil // lets the transport retry on stale keep-alive connections
+			outreq.Trailer = nil
 		} else {
-			body = &reqBody{rc: inBody}
+			body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs)}
+			if outreq.Trailer != nil {
+				body.trailerIn, body.trailerOut = r, outreq.Trailer
+			}
 			outreq.Body = body
 		}
 		if rt.host == hostFixed {
@@ -253,6 +293,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if body != nil {
 		defer func() { rs.bytesIn = body.n.Load() }()
+		rs.body = body
 	}
 	if res != nil {
 		defer t.inflight.Add(-1)
@@ -267,7 +308,9 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 // (TestOwnPathAllocs).
 func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientIP, upType string) {
 	h := r.Header // the inbound request is ours; edit its header in place
-	upType = upgradeType(h)
+	if upType = upgradeType(h); upType != "" {
+		upType = rt.allowedUpgrade(upType)
+	}
 	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	removeHopByHop(h)
 	if keepTE {
@@ -354,6 +397,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
 			return nil, nil
 		}
+		if body != nil && body.timedOut.Load() {
+			// The client, not the target, stalled: 408 and close.
+			s.bodyTimedOut(rs, r)
+			return nil, nil
+		}
 		var de *dialError
 		isDial := errors.As(err, &de)
 		u.fail(t, err.Error())
@@ -428,6 +476,11 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {
 			rs.clientGone = true
 			return
+		}
+		if rs.body != nil && rs.body.timedOut.Load() {
+			// A full-duplex exchange cut because the client's body
+			// stalled: not the target's failure.
+			panic(http.ErrAbortHandler)
 		}
 		u.fail(t, "body: "+err.Error())
 		s.p.logger.Warn("upstream body copy failed", "site", s.name, "upstream", u.name, "target", t.Addr, "uri", r.RequestURI, "error", err)

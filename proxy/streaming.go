@@ -185,7 +185,11 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 // can blank-import package proxy/h2xconnect to set it.
 func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) {
 	h := r.Header
-	proto := h.Get(":protocol")
+	proto := rt.allowedUpgrade(h.Get(":protocol"))
+	if proto == "" {
+		s.errorResponse(rs, r, http.StatusNotImplemented, "protocol not supported", "extended CONNECT to protocol "+h.Get(":protocol")+" that the route does not allow")
+		return
+	}
 	delete(h, ":protocol")
 	removeHopByHop(h)
 	h["Connection"] = []string{"Upgrade"}

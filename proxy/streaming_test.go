@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -199,31 +200,66 @@ func h2cClient(t testing.TB) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-func TestTrailersPassThrough(t *testing.T) {
+// TestRequestTrailers: request trailers reach the backend only where the
+// route allows them, and never under a name gmproxy sets or strips
+// (forged identity through a trailer), over HTTP/1.1 chunked and h2.
+// Response trailers always pass.
+func TestRequestTrailers(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		w.Header().Set("Trailer", "X-Sum")
+		w.Header().Set("Trailer", "X-Sum, X-Seen")
 		sum := sha256.Sum256(b)
 		io.WriteString(w, "body\n")
 		w.Header().Set("X-Sum", hex.EncodeToString(sum[:4])+" "+r.Trailer.Get("X-Req-Trailer"))
+		var seen []string
+		for k, v := range r.Trailer {
+			if len(v) > 0 {
+				seen = append(seen, k+"="+strings.Join(v, ","))
+			}
+		}
+		sort.Strings(seen)
+		w.Header().Set("X-Seen", strings.Join(seen, ";"))
 	}))
 	t.Cleanup(backend.Close)
-	cfg := proxyTo(addrOf(backend))
-	for _, h2 := range []bool{false, true} {
-		t.Run(fmt.Sprint("h2=", h2), func(t *testing.T) {
-			f, c := frontFor(t, cfg, h2)
-			req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
-			req.ContentLength = -1
-			req.Trailer = http.Header{"X-Req-Trailer": {"t1"}}
-			res, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.ReadAll(res.Body)
-			res.Body.Close()
-			sum := sha256.Sum256([]byte("hello"))
-			if got, want := res.Trailer.Get("X-Sum"), hex.EncodeToString(sum[:4])+" t1"; got != want {
-				t.Fatalf("trailer %q, want %q", got, want)
+	forged := http.Header{
+		"X-Req-Trailer": {"t1"}, "X-Ssl-Client-Verify": {"SUCCESS"}, "X-Ssl-Client-S-Dn": {"CN=admin"},
+		"X_ssl_client_verify": {"SUCCESS"}, "X-Forwarded-For": {"6.6.6.6"}, "X-Env": {"forged"},
+	}
+	sum := sha256.Sum256([]byte("hello"))
+	for _, allow := range []bool{false, true} {
+		cfg := proxyTo(addrOf(backend))
+		cfg.Sites[0].Routes[0].AllowTrailers = allow
+		cfg.Sites[0].Routes[0].RequestHeaders.Set = map[string]string{"X-Env": "prod"}
+		wantSeen, wantSum := "", hex.EncodeToString(sum[:4])
+		if allow {
+			wantSeen, wantSum = "X-Req-Trailer=t1", wantSum+" t1"
+		}
+		for _, h2 := range []bool{false, true} {
+			t.Run(fmt.Sprint("allow=", allow, "/h2=", h2), func(t *testing.T) {
+				f, c := frontFor(t, cfg, h2)
+				req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
+				req.ContentLength = -1
+				req.Trailer = forged.Clone()
+				res, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.ReadAll(res.Body)
+				res.Body.Close()
+				if got := res.Trailer.Get("X-Sum"); got != wantSum {
+					t.Errorf("response trailer %q, want %q", got, wantSum)
+				}
+				if got := res.Trailer.Get("X-Seen"); got != wantSeen {
+					t.Errorf("backend saw trailers %q, want %q", got, wantSeen)
+				}
+			})
+		}
+		t.Run(fmt.Sprint("allow=", allow, "/raw chunked, undeclared trailer"), func(t *testing.T) {
+			f := newFront(t, cfg, frontOpts{})
+			res, _, _ := rawExchange(t, f.addr, "POST / HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\nTrailer: X-Req-Trailer\r\n\r\n"+
+				"5\r\nhello\r\n0\r\nX-Req-Trailer: t1\r\nX-Ssl-Client-Verify: SUCCESS\r\nX-Ssl-Client-S-Dn: CN=admin\r\n\r\n")
+			if got := res.Trailer.Get("X-Seen"); got != wantSeen {
+				t.Errorf("backend saw trailers %q, want %q", got, wantSeen)
 			}
 		})
 	}
@@ -382,4 +418,53 @@ func TestWebSocketToH2CUpstream(t *testing.T) {
 	}
 	f := newFront(t, cfg, frontOpts{})
 	wsEcho(t, dialWS(t, f), "hello h2c")
+}
+
+// TestUpgradeOnlyAllowed: only websocket (and what a route lists) is
+// tunnelled; an h2c upgrade reaches the backend as an ordinary request
+// without Upgrade, so a backend that speaks h2c cannot switch behind the
+// proxy's back.
+func TestUpgradeOnlyAllowed(t *testing.T) {
+	var switched atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if up := r.Header.Get("Upgrade"); up != "" {
+			switched.Add(1)
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", up)
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			return
+		}
+		io.WriteString(w, "plain")
+	}))
+	t.Cleanup(backend.Close)
+	for _, tc := range []struct {
+		upgrade  string
+		allowed  []string
+		wantCode int
+	}{
+		{"h2c", nil, 200},
+		{"h2c", []string{"h2c", "websocket"}, 200},
+		{"foo", nil, 200},
+		{"foo/2", []string{"foo"}, 101},
+		{"websocket", []string{}, 200},
+	} {
+		t.Run(tc.upgrade+"/"+strings.Join(tc.allowed, ","), func(t *testing.T) {
+			switched.Store(0)
+			cfg := proxyTo(addrOf(backend))
+			cfg.Sites[0].Routes[0].Upgrades = tc.allowed
+			f := newFront(t, cfg, frontOpts{})
+			res, _, _ := rawExchange(t, f.addr, "GET / HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: "+tc.upgrade+"\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+			if res.StatusCode != tc.wantCode {
+				t.Errorf("status %d, want %d", res.StatusCode, tc.wantCode)
+			}
+			if want := int64(0); tc.wantCode == 101 {
+				want = 1
+				if switched.Load() != want {
+					t.Errorf("backend saw %d upgrade requests, want %d", switched.Load(), want)
+				}
+			} else if switched.Load() != 0 {
+				t.Errorf("backend was asked to switch to %s", tc.upgrade)
+			}
+		})
+	}
 }

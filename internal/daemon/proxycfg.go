@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"sort"
+	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/proxy"
@@ -19,6 +20,9 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 			WriteTimeout:         h.WriteTimeout,
 			IdleTimeout:          h.IdleTimeout,
 			MaxConcurrentStreams: uint32(h.MaxConcurrentStreams),
+			BodyTimeout:          offIfZero(h.BodyTimeout),
+			SendTimeout:          offIfZero(h.SendTimeout),
+			HTTP2MaxResetRate:    h.HTTP2MaxResetRate,
 		}
 	}
 	if p := cfg.AccessLog.Path; p != "" && p != "off" {
@@ -54,6 +58,15 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	return pc
 }
 
+// offIfZero maps conf's "0 means no limit" onto the proxy's "negative
+// means no limit" (its zero is the default).
+func offIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 func routeConfig(r conf.Route) proxy.RouteConfig {
 	rc := proxy.RouteConfig{
 		Name:            r.Name,
@@ -65,6 +78,8 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		RequestHeaders:  proxy.HeaderOps{Set: r.RequestHeaders.Set, Add: r.RequestHeaders.Add, Remove: r.RequestHeaders.Remove},
 		ResponseHeaders: proxy.HeaderOps{Set: r.ResponseHeaders.Set, Add: r.ResponseHeaders.Add, Remove: r.ResponseHeaders.Remove},
 		MaxBodyBytes:    int64(r.MaxBody),
+		AllowTrailers:   r.AllowTrailers,
+		Upgrades:        r.Upgrades,
 		// conf: idempotent requests are retried after a failure regardless.
 		RetryIdempotent: true,
 	}

@@ -1,0 +1,210 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HTTP/2 "rapid reset" (CVE-2023-44487): a client opens streams and resets
+// them at once (HEADERS then RST_STREAM), so the server starts request
+// after request while the client's concurrency limit never fills. The
+// handler sends nothing upstream for a stream already reset (forward checks
+// the request context); resetGuard bounds the rate of resets per
+// connection with a token bucket and, past it, sends GOAWAY with
+// ENHANCE_YOUR_CALM (RFC 9113 §5.4.1, §7) and ends the connection.
+//
+// resetGuard sits between the HTTP/2 server and the connection. It follows
+// the frame boundaries of both directions (a 9-octet header, then the
+// payload, RFC 9113 §4.1) without decoding payloads, so that the GOAWAY it
+// writes lands between two of the server's frames.
+
+// DefaultHTTP2MaxResetRate is the default of LimitsConfig.HTTP2MaxResetRate.
+const DefaultHTTP2MaxResetRate = 100
+
+const (
+	h2FrameHeaderLen  = 9
+	h2ClientPreface   = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	h2FrameHeaders    = 0x1
+	h2FrameRSTStream  = 0x3
+	h2FrameGoAway     = 0x7
+	h2EnhanceYourCalm = 0xb
+)
+
+// errResetFlood ends the server's reading of a connection that reset
+// streams too fast.
+var errResetFlood = errors.New("http2: client reset streams faster than http2_max_reset_rate")
+
+// frameScanner follows frame boundaries in one direction of a connection.
+type frameScanner struct {
+	skip  int // octets to pass before the next frame header (preface, payload)
+	hdr   [h2FrameHeaderLen]byte
+	hdrN  int
+	onHdr func(hdr *[h2FrameHeaderLen]byte)
+}
+
+// scan consumes b and calls onHdr for every complete frame header.
+func (s *frameScanner) scan(b []byte) {
+	for len(b) > 0 {
+		if s.skip > 0 {
+			n := min(s.skip, len(b))
+			s.skip -= n
+			b = b[n:]
+			continue
+		}
+		n := copy(s.hdr[s.hdrN:], b)
+		s.hdrN += n
+		b = b[n:]
+		if s.hdrN < h2FrameHeaderLen {
+			return
+		}
+		s.hdrN = 0
+		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
+		if s.onHdr != nil {
+			s.onHdr(&s.hdr)
+		}
+	}
+}
+
+// atBoundary reports whether the next octet starts a frame.
+func (s *frameScanner) atBoundary() bool { return s.skip == 0 && s.hdrN == 0 }
+
+// untilBoundary is how many octets of b finish the current frame (0 at a
+// boundary; len(b) or less).
+func (s *frameScanner) untilBoundary(b []byte) int {
+	if s.atBoundary() {
+		return 0
+	}
+	need := s.skip
+	if s.hdrN > 0 {
+		// Rest of a header, then its payload.
+		rest := h2FrameHeaderLen - s.hdrN
+		if len(b) < rest {
+			return len(b)
+		}
+		var h [h2FrameHeaderLen]byte
+		copy(h[:], s.hdr[:s.hdrN])
+		copy(h[s.hdrN:], b[:rest])
+		need = rest + (int(h[0])<<16 | int(h[1])<<8 | int(h[2]))
+	}
+	return min(need, len(b))
+}
+
+// resetGuard is the connection the HTTP/2 server sees.
+type resetGuard struct {
+	net.Conn
+	in     frameScanner // client → server, only the server's reader uses it
+	rate   float64      // resets per second
+	burst  float64
+	tokens float64
+	last   time.Time
+	flood  bool
+	onTrip func()
+
+	lastStream uint32 // highest stream the client opened (GOAWAY's last-stream-id)
+
+	wmu     sync.Mutex
+	out     frameScanner // server → client, under wmu
+	sent    bool         // under wmu
+	pending atomic.Bool  // GOAWAY to write at the next frame boundary
+}
+
+func newResetGuard(c net.Conn, rate, burst int, onTrip func()) *resetGuard {
+	g := &resetGuard{Conn: c, rate: float64(rate), burst: float64(burst), tokens: float64(burst), onTrip: onTrip}
+	g.in.skip = len(h2ClientPreface)
+	g.in.onHdr = g.clientFrame
+	return g
+}
+
+func (g *resetGuard) clientFrame(h *[h2FrameHeaderLen]byte) {
+	id := binary.BigEndian.Uint32(h[5:]) & 0x7fffffff
+	switch h[3] {
+	case h2FrameHeaders:
+		if id > g.lastStream && id&1 == 1 {
+			g.lastStream = id
+		}
+	case h2FrameRSTStream:
+		now := time.Now()
+		if !g.last.IsZero() {
+			g.tokens = min(g.burst, g.tokens+now.Sub(g.last).Seconds()*g.rate)
+		}
+		g.last = now
+		g.tokens--
+		if g.tokens < 0 {
+			g.flood = true
+		}
+	}
+}
+
+func (g *resetGuard) Read(p []byte) (int, error) {
+	if g.flood {
+		return 0, errResetFlood
+	}
+	n, err := g.Conn.Read(p)
+	g.in.scan(p[:n])
+	if g.flood {
+		// Nothing more of this client reaches the server: GOAWAY, and
+		// the read error ends the connection.
+		g.goAway()
+		if g.onTrip != nil {
+			g.onTrip()
+		}
+		return 0, errResetFlood
+	}
+	return n, err
+}
+
+// goAway writes GOAWAY(ENHANCE_YOUR_CALM) now if the server is between
+// frames and not writing, else the server's writer does as soon as its
+// current frame is out (the reader never waits for the writer: a client
+// that does not read could hold it).
+func (g *resetGuard) goAway() {
+	g.pending.Store(true)
+	if !g.wmu.TryLock() {
+		return
+	}
+	defer g.wmu.Unlock()
+	if !g.sent && g.out.atBoundary() {
+		g.writeGoAwayLocked()
+	}
+}
+
+func (g *resetGuard) writeGoAwayLocked() {
+	var f [h2FrameHeaderLen + 8]byte
+	f[2] = 8 // length
+	f[3] = h2FrameGoAway
+	binary.BigEndian.PutUint32(f[9:], g.lastStream)
+	binary.BigEndian.PutUint32(f[13:], h2EnhanceYourCalm)
+	g.sent = true
+	g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	g.Conn.Write(f[:])
+}
+
+func (g *resetGuard) Write(p []byte) (int, error) {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	if g.sent || !g.pending.Load() {
+		g.out.scan(p)
+		return g.Conn.Write(p)
+	}
+	// Finish the current frame, then GOAWAY, then the rest.
+	k := g.out.untilBoundary(p)
+	g.out.scan(p[:k])
+	n, err := g.Conn.Write(p[:k])
+	if err != nil || !g.out.atBoundary() {
+		return n, err
+	}
+	g.writeGoAwayLocked()
+	g.out.scan(p[k:])
+	m, err := g.Conn.Write(p[k:])
+	return n + m, err
+}
+
+// resetBurst is the bucket size for a rate: twice the rate or twice the
+// stream limit (a browser may cancel every open stream at once).
+func resetBurst(rate int, maxStreams uint32) int {
+	return max(2*rate, 2*int(maxStreams))
+}

@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Request hygiene: what a client may not send to a backend. Each check is a
+// small function over the request's header (or trailer) so that any
+// serving path (net/http today, another HTTP/1.1 reader later) can call it.
+
+// SetRequestHeaders lists, in canonical form, every request header gmproxy
+// sets on the requests it forwards. It is the single source of truth for
+// those names: a client's copy of any of them never reaches a backend,
+// neither as a header nor as a trailer nor spelled with '_' for '-'
+// (X_Ssl_Client_Verify). The X-Forwarded-* values of a trusted proxy
+// (trusted_proxies) are extended instead of replaced; every other one is
+// replaced or removed.
+var SetRequestHeaders = []string{
+	HeaderForwardedFor, HeaderForwardedProto, HeaderForwardedHost, HeaderRealIP,
+	HeaderSSLProtocol, HeaderSSLCipher, HeaderSSLReused,
+	HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,
+}
+
+// HeaderForwarded (RFC 7239) is never set by gmproxy but always removed: a
+// backend could believe a client's "for=" in it.
+const HeaderForwarded = "Forwarded"
+
+// alwaysStripped are removed from every incoming request: the headers
+// gmproxy sets except the X-Forwarded-* ones (kept from trusted proxies),
+// and Forwarded.
+var alwaysStripped = []string{
+	HeaderRealIP, HeaderSSLProtocol, HeaderSSLCipher, HeaderSSLReused,
+	HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,
+	HeaderForwarded,
+}
+
+// setHeaderFold holds the names of SetRequestHeaders and Forwarded in lower
+// case with '_' written as '-'.
+var setHeaderFold = func() map[string]bool {
+	m := make(map[string]bool, len(SetRequestHeaders)+1)
+	for _, k := range SetRequestHeaders {
+		m[foldName(k)] = true
+	}
+	m[foldName(HeaderForwarded)] = true
+	return m
+}()
+
+func foldName(k string) string {
+	return strings.ReplaceAll(strings.ToLower(k), "_", "-")
+}
+
+// isSetHeaderName reports whether k names a header gmproxy sets (or
+// Forwarded), ignoring case and the difference between '_' and '-'.
+func isSetHeaderName(k string) bool {
+	if len(k) > 64 {
+		return false // longer than any of them; spares the folding
+	}
+	var buf [64]byte
+	b := buf[:len(k)]
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '_':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	return setHeaderFold[string(b)] // no allocation: map index by converted bytes
+}
+
+// stripUnderscoreVariants removes header fields whose names contain '_'
+// and equal a header gmproxy sets once '_' is read as '-' (many backends
+// — CGI, WSGI, PHP — map both spellings to one variable, so
+// X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify). Names without
+// '_' cost one byte scan each.
+func stripUnderscoreVariants(h http.Header) {
+	for k := range h {
+		if strings.IndexByte(k, '_') >= 0 && isSetHeaderName(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// trailerFilter decides which request trailers go to the backend. Without
+// a route's allow_trailers none does. With it, a trailer passes when the
+// client declared it in its Trailer header and its name is none of: the
+// headers gmproxy sets or strips (also with '_' for '-'), hop-by-hop
+// fields, fields that must not be trailers (RFC 9110 §6.5.1), and the
+// fields the route's request_headers edit.
+func (rt *route) trailerAllowed(k string) bool {
+	if !rt.allowTrailers || isSetHeaderName(k) || !httpguts.ValidTrailerHeader(k) {
+		return false
+	}
+	for _, h := range hopHeaders {
+		if strings.EqualFold(h, k) {
+			return false
+		}
+	}
+	return !rt.reqOps.names(k)
+}
+
+// outgoingTrailer returns the trailer map for the request sent upstream:
+// nil (no trailers) unless the route allows them, else a new map holding
+// the declared trailer names that trailerAllowed accepts; its values are
+// filled from in when the body ends (reqBody.Read).
+func (rt *route) outgoingTrailer(in http.Header) http.Header {
+	if len(in) == 0 || !rt.allowTrailers {
+		return nil
+	}
+	var out http.Header
+	for k := range in {
+		if rt.trailerAllowed(k) {
+			if out == nil {
+				out = make(http.Header, len(in))
+			}
+			out[k] = nil
+		}
+	}
+	return out
+}
+
+// fillTrailer copies the values of the names out holds from in (the
+// client's trailer, complete once its body reached EOF).
+func fillTrailer(out, in http.Header) {
+	for k := range out {
+		out[k] = in[k]
+	}
+}
+
+// DefaultUpgrades are the protocols a route tunnels through an HTTP/1.1
+// Upgrade (or an RFC 8441 extended CONNECT) when it names none.
+var DefaultUpgrades = []string{"websocket"}
+
+// allowedUpgrade returns the protocol of an Upgrade field value that the
+// route tunnels ("" for none): the first listed protocol whose name (the
+// part before any "/version") the route allows. h2c is never tunnelled
+// (a proxy in front of it would pass a protocol switch it cannot see into).
+func (rt *route) allowedUpgrade(v string) string {
+	for p := range strings.SplitSeq(v, ",") {
+		p = strings.TrimSpace(p)
+		name, _, _ := strings.Cut(p, "/")
+		if name == "" || strings.EqualFold(name, "h2c") {
+			continue
+		}
+		for _, a := range rt.upgrades {
+			if strings.EqualFold(a, name) {
+				return p
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+)
+
+// Slow clients: body_timeout bounds the wait for each read of a request
+// body and send_timeout the wait for each write of a response, like
+// nginx's client_body_timeout and send_timeout (the time between two
+// successive operations, not the whole transfer). Both work through the
+// deadlines of the server's ResponseWriter (net/http and x/net/http2 both
+// have them), so any serving path that offers SetReadDeadline and
+// SetWriteDeadline gets them.
+//
+// A deadline is re-armed at most every eighth of the timeout, so the
+// allowed silence is between the timeout and 9/8 of it: a client is never
+// cut before the configured time, and a fast transfer does not pay a
+// deadline update per read or write.
+
+// DefaultBodyTimeout and DefaultSendTimeout are the defaults of
+// LimitsConfig.BodyTimeout and SendTimeout.
+const (
+	DefaultBodyTimeout = 60 * time.Second
+	DefaultSendTimeout = 60 * time.Second
+)
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
+
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// opDeadline re-arms a per-operation deadline through set.
+type opDeadline struct {
+	d     time.Duration // 0: off
+	last  int64         // unix ns of the last arming
+	limit time.Time     // a whole-request bound (read/write_timeout), or zero
+}
+
+// due returns the deadline to set now, or false when the current one is
+// recent enough.
+func (o *opDeadline) due() (time.Time, bool) {
+	now := time.Now()
+	if n := now.UnixNano(); n-o.last < int64(o.d/8) {
+		return time.Time{}, false
+	} else {
+		o.last = n
+	}
+	dl := now.Add(o.d + o.d/8)
+	if !o.limit.IsZero() && dl.After(o.limit) {
+		dl = o.limit
+	}
+	return dl, true
+}
+
+// bodyDeadline bounds the reads of one request body.
+type bodyDeadline struct {
+	opDeadline
+	rw readDeadliner
+}
+
+func (b *bodyDeadline) arm() {
+	if dl, ok := b.due(); ok {
+		b.rw.SetReadDeadline(dl)
+	}
+}
+
+// release puts back the whole-request bound (or none) once the body is
+// read: the server's own reads (HTTP/1.1 watches the connection for a
+// client that goes away) must not inherit the per-read deadline.
+func (b *bodyDeadline) release() { b.rw.SetReadDeadline(b.limit) }
+
+// bodyDeadline returns the read deadline keeper for a request body; its
+// rw is nil when the body timeout is off or the writer has no read
+// deadlines.
+func (p *Proxy) bodyDeadline(rs *reqState) bodyDeadline {
+	d := p.limits.BodyTimeout
+	rd, ok := rs.w.rw.(readDeadliner)
+	if d <= 0 || !ok {
+		return bodyDeadline{}
+	}
+	b := bodyDeadline{opDeadline: opDeadline{d: d}, rw: rd}
+	if t := p.limits.ReadTimeout; t > 0 {
+		b.limit = rs.start.Add(t)
+	}
+	return b
+}
+
+// bodyTimedOut answers a request whose body stalled past the body
+// timeout: 408, and the HTTP/1.1 connection closes after it.
+func (s *site) bodyTimedOut(rs *reqState, r *http.Request) {
+	s.errorResponse(rs, r, http.StatusRequestTimeout, "request body timed out", "no request body data for body_timeout")
+}
+
+// sendDeadline bounds the writes of one response.
+type sendDeadline struct {
+	opDeadline
+	ww writeDeadliner
+	// armed is the HTTP/1.1 connection's record that a deadline of ours
+	// is set on it (cleared before its next request), or nil.
+	armed *bool
+}
+
+func (s *sendDeadline) arm() {
+	if s.ww == nil {
+		return
+	}
+	if dl, ok := s.due(); ok {
+		s.ww.SetWriteDeadline(dl)
+		if s.armed != nil {
+			*s.armed = true
+		}
+	}
+}
+
+// initSend prepares the send deadline of a request. On an HTTP/1.1
+// connection a deadline left by the previous response is cleared first
+// (net/http sets none of its own without write_timeout, so a stale one
+// would fail this response's first write).
+func (p *Proxy) initSend(rs *reqState, r *http.Request) {
+	d := p.limits.SendTimeout
+	ww, ok := rs.w.rw.(writeDeadliner)
+	if d <= 0 || !ok {
+		return
+	}
+	sd := &rs.w.send
+	sd.opDeadline = opDeadline{d: d}
+	sd.ww = ww
+	if t := p.limits.WriteTimeout; t > 0 {
+		sd.limit = rs.start.Add(t)
+	}
+	if r.ProtoMajor == 1 && rs.ci != nil {
+		sd.armed = &rs.ci.writeArmed
+		if rs.ci.writeArmed && sd.limit.IsZero() {
+			ww.SetWriteDeadline(time.Time{})
+			rs.ci.writeArmed = false
+		}
+	}
+}
