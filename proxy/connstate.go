@@ -57,10 +57,10 @@ type tlsValues struct {
 }
 
 var (
-	reusedYes    = []string{"r"}
-	reusedNo     = []string{"."}
-	verifyNone   = []string{"NONE"}
-	verifyOK     = []string{"SUCCESS"}
+	reusedYes  = []string{"r"}
+	reusedNo   = []string{"."}
+	verifyNone = []string{"NONE"}
+	verifyOK   = []string{"SUCCESS"}
 )
 
 func one(s string) []string { return []string{s} }

@@ -121,7 +121,7 @@ type reqBody struct {
 	n  atomic.Int64
 
 	dl       bodyDeadline // dl.rw nil: no body timeout
-	timedOut atomic.Bool   // a read hit the body timeout
+	timedOut atomic.Bool  // a read hit the body timeout
 
 	trailerIn  *http.Request // the client's request (its Trailer is complete at EOF)
 	trailerOut http.Header   // the outgoing request's Trailer, nil when none
@@ -387,6 +387,12 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 		t.inflight.Add(-1)
 		lastErr = err
+		if body != nil && body.timedOut.Load() {
+			// The client, not the target, stalled (net/http also
+			// cancels the request's context then): 408 and close.
+			s.bodyTimedOut(rs, r)
+			return nil, nil
+		}
 		if ctx.Err() != nil {
 			rs.clientGone = true
 			s.p.logger.Debug("client went away", "site", s.name, "uri", r.RequestURI, "error", err)
@@ -397,11 +403,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
 			return nil, nil
 		}
-		if body != nil && body.timedOut.Load() {
-			// The client, not the target, stalled: 408 and close.
-			s.bodyTimedOut(rs, r)
-			return nil, nil
-		}
+
 		var de *dialError
 		isDial := errors.As(err, &de)
 		u.fail(t, err.Error())

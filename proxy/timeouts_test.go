@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBodyTimeout: a body dribbled with pauses shorter than body_timeout
+// goes through whole, however long it takes in all; one that stalls past
+// it gets 408 and the connection is closed (HTTP/1.1), or 408 on its
+// stream (HTTP/2). Neither counts against the backend.
+func TestBodyTimeout(t *testing.T) {
+	hits := new(atomic.Int64)
+	backend := countingBackend(t, "b", hits)
+	obs := newEventObserver()
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.BodyTimeout = 400 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	const body = "0123456789abcdefghij"
+
+	t.Run("dribbled", func(t *testing.T) {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: %d\r\n\r\n", len(body))
+		for i := range len(body) { // 20 pauses of 50ms: longer than the timeout in all
+			time.Sleep(50 * time.Millisecond)
+			c.Write([]byte{body[i]})
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 || string(got) != "b:"+body {
+			t.Errorf("dribbled body: %d %q", res.StatusCode, got)
+		}
+	})
+	t.Run("stalled h1", func(t *testing.T) {
+		res, c, br := rawExchange(t, f.addr, "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 20\r\n\r\n01234")
+		if res.StatusCode != http.StatusRequestTimeout || !res.Close {
+			t.Errorf("stalled body: status %d close %v, want 408 and close", res.StatusCode, res.Close)
+		}
+		c.Write([]byte("56789"))
+		if _, err := br.ReadByte(); err == nil {
+			t.Errorf("connection still open after 408")
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("connection still open after 408")
+		}
+	})
+	t.Run("stalled h2", func(t *testing.T) {
+		f2, c := frontFor(t, cfg, true)
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		req, _ := http.NewRequest("POST", f2.url+"/", pr)
+		go pw.Write([]byte("01234"))
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("stalled h2 body: status %d, want 408", res.StatusCode)
+		}
+	})
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for _, h := range obs.health {
+		if strings.HasSuffix(h, " down") {
+			t.Errorf("health event %q: a slow client counted against the backend", h)
+		}
+	}
+}
+
+// TestSendTimeout: a client that stops reading a long response is cut
+// after send_timeout instead of holding the request (and its upstream
+// connection) for ever.
+func TestSendTimeout(t *testing.T) {
+	chunk := strings.Repeat("x", 32<<10)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 8192 { // up to 256 MiB
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(backend.Close)
+	obs := newEventObserver()
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.SendTimeout = 300 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	// Read nothing; the request must end on its own.
+	for i := 0; ; i++ {
+		obs.mu.Lock()
+		n := len(obs.done)
+		obs.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if i == 2000 {
+			t.Fatal("the response to a client that reads nothing never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, _ := io.Copy(io.Discard, c)
+	if got >= 8192*int64(len(chunk)) {
+		t.Errorf("the whole response (%d bytes) was delivered", got)
+	}
+}
