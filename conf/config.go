@@ -232,9 +232,12 @@ type SiteTLCP struct {
 	// (ECC-SM2-WITH-SM4-SM3) spelling. Default [ECC-SM2-SM4-GCM-SM3,
 	// ECC-SM2-SM4-CBC-SM3, ECDHE-SM2-SM4-GCM-SM3, ECDHE-SM2-SM4-CBC-SM3].
 	Ciphers []string `yaml:"ciphers"`
-	// AcceptRawCertificateVerify also accepts GmSSL clients'
-	// CertificateVerify computed over the raw handshake messages (client
-	// authentication with GmSSL). Default false.
+	// AcceptRawCertificateVerify accepts a client CertificateVerify signed
+	// over the raw handshake messages (GmSSL's current code) besides the
+	// one signed over SM3 of them (GB/T 38636 §6.4.5.9, Tongsuo, GmSSL
+	// 3.1.1). Both are signatures by the client's key over this
+	// handshake's transcript. Default true; false accepts only the SM3
+	// form.
 	AcceptRawCertificateVerify bool `yaml:"accept_raw_certificate_verify"`
 	KeyPassword                `yaml:",inline"`
 }

@@ -43,6 +43,10 @@ const (
 	DefaultStreamConnect      = 5 * time.Second
 	DefaultRespondContentType = "text/plain; charset=utf-8"
 
+	// DefaultAcceptRawCertificateVerify is tlcp.accept_raw_certificate_verify:
+	// both client CertificateVerify forms are accepted.
+	DefaultAcceptRawCertificateVerify = true
+
 	DefaultKeyServerConnectTimeout = 2 * time.Second
 	DefaultKeyServerTimeout        = 3 * time.Second
 	DefaultKeyServerPoolSize       = 8
@@ -103,6 +107,8 @@ func (h *HTTPServer) setDefaults() {
 func (s *Site) setDefaults() { s.ClientAuth.Mode = ClientAuthNone }
 
 func (t *SiteTLS) setDefaults() { t.MinVersion = "1.2" }
+
+func (t *SiteTLCP) setDefaults() { t.AcceptRawCertificateVerify = DefaultAcceptRawCertificateVerify }
 
 func (r *Route) setDefaults() { r.HostHeader = "passthrough" }
 

@@ -228,8 +228,11 @@
 //     spelling. Default [ECC-SM2-SM4-GCM-SM3, ECC-SM2-SM4-CBC-SM3,
 //     ECDHE-SM2-SM4-GCM-SM3, ECDHE-SM2-SM4-CBC-SM3].
 //   - accept_raw_certificate_verify (boolean): accept_raw_certificate_verify
-//     also accepts GmSSL clients' CertificateVerify computed over the raw
-//     handshake messages (client authentication with GmSSL). Default false.
+//     accepts a client CertificateVerify signed over the raw handshake
+//     messages (GmSSL's current code) besides the one signed over SM3 of them
+//     (GB/T 38636 §6.4.5.9, Tongsuo, GmSSL 3.1.1). Both are signatures by the
+//     client's key over this handshake's transcript. Default true; false
+//     accepts only the SM3 form.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section.

@@ -344,3 +344,29 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptRawCertificateVerifyDefault: a tlcp section accepts both client
+// CertificateVerify forms unless accept_raw_certificate_verify is false.
+func TestAcceptRawCertificateVerifyDefault(t *testing.T) {
+	abs, err := filepath.Abs("testdata/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		extra string
+		want  bool
+	}{{"", true}, {", accept_raw_certificate_verify: false", false}, {", accept_raw_certificate_verify: true", true}} {
+		yaml := strings.ReplaceAll(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tlcp: {sign_cert: PKI/server_sign.crt, sign_key: PKI/server_sign.key, enc_cert: PKI/server_enc.crt, enc_key: PKI/server_enc.key`+c.extra+`}
+    routes: [{respond: {}}]
+`, "PKI", abs)
+		cfg, err := Parse("mem.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Sites[0].TLCP.AcceptRawCertificateVerify; got != c.want {
+			t.Errorf("%q: accept_raw_certificate_verify = %v, want %v", c.extra, got, c.want)
+		}
+	}
+}

@@ -121,6 +121,7 @@ func devConfig(dir, listen, backend string, p *devpki.PKI) *conf.Config {
 		TLCP: &conf.SiteTLCP{
 			SignCert: f(devpki.FileServerSignCert), SignKey: f(devpki.FileServerSignKey),
 			EncCert: f(devpki.FileServerEncCert), EncKey: f(devpki.FileServerEncKey),
+			AcceptRawCertificateVerify: conf.DefaultAcceptRawCertificateVerify,
 		},
 		TLS13SM: &conf.SiteTLS13SM{Cert: f(devpki.FileServerSignCert), Key: f(devpki.FileServerSignKey)},
 		Routes: []conf.Route{{Name: "demo", PathPrefix: "/", Upstream: "demo", TLSInfoHeaders: true,

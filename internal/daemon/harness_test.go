@@ -115,7 +115,7 @@ func testConfig(t testing.TB, backend string) *conf.Config {
 	}
 	for i := range cfg.Sites {
 		cfg.Sites[i].TLS13SM = &conf.SiteTLS13SM{}
-		cfg.Sites[i].TLCP = &conf.SiteTLCP{}
+		cfg.Sites[i].TLCP = &conf.SiteTLCP{AcceptRawCertificateVerify: conf.DefaultAcceptRawCertificateVerify}
 		cfg.Sites[i].TLS = &conf.SiteTLS{}
 	}
 	cfg.ShutdownGrace = 20 * time.Second
