@@ -40,6 +40,7 @@ type stimeOptions struct {
 	keepalive, download, asJSON     bool
 	noExt, ecdheVector, gmsslCompat bool
 	noMiddlebox, strict             bool
+	noTicket                        bool
 	timeout, rate                   float64
 	alpn                            string
 }
@@ -70,6 +71,7 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.ecdheVector, "ecdhe_vector", false, "TLCP: GmSSL ECDHE ClientKeyExchange framing (u16 length vector)")
 	fs.BoolVar(&o.gmsslCompat, "gmssl", false, "TLCP: GmSSL compatibility (-no_ext and -ecdhe_vector); TLS 1.3-SM: no middlebox compatibility")
 	fs.BoolVar(&o.noMiddlebox, "no_middlebox", false, "TLS 1.3-SM: no legacy session ID or dummy ChangeCipherSpec")
+	fs.BoolVar(&o.noTicket, "no_ticket", false, "TLCP: offer no session ticket, so -reuse resumes by session ID")
 	fs.BoolVar(&o.strict, "strict", false, "TLS 1.3-SM: Tongsuo strict mode (SM algorithms only)")
 	fs.Float64Var(&o.timeout, "timeout", 10, "`seconds` allowed for each dial, handshake and request")
 	fs.Float64Var(&o.rate, "rate", 0, "pace to at most `R` connections/s (requests/s with -keepalive), to measure latency below the peak")
@@ -212,7 +214,7 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 	}
 	switch proto {
 	case "ntls":
-		cfg := &tlcp.Config{ServerName: o.serverName, NextProtos: alpn,
+		cfg := &tlcp.Config{ServerName: o.serverName, NextProtos: alpn, SessionTicketsDisabled: o.noTicket,
 			NoClientExtensions: o.noExt || o.gmsslCompat, ClientECDHEParamsAsVector: o.ecdheVector || o.gmsslCompat}
 		if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
 			return nil, "", err

@@ -30,6 +30,7 @@ import (
 type stimeServer struct {
 	addr                string
 	handshakes, resumed atomic.Int64
+	ticketsAccepted     atomic.Int64 // TLCP only
 }
 
 func pkiPath(t *testing.T, name string) string {
@@ -63,6 +64,10 @@ func newTLCPServer(t *testing.T, clientAuth bool) *stimeServer {
 			if r.State.DidResume {
 				s.resumed.Add(1)
 			}
+		}
+	}, OnTicket: func(e tlcp.TicketEvent) {
+		if e.Kind == tlcp.TicketAccepted {
+			s.ticketsAccepted.Add(1)
 		}
 	}}
 	if clientAuth {
@@ -191,6 +196,30 @@ func TestSTimeTLCPAndTLS13SM(t *testing.T) {
 				t.Errorf("server resumed %d, client resumed %d", got, resumed)
 			}
 		})
+	}
+}
+
+// TestSTimeNoTicket: TLCP -reuse resumes with tickets by default and by
+// session ID with -no_ticket.
+func TestSTimeNoTicket(t *testing.T) {
+	srv := newTLCPServer(t, false)
+	for _, tt := range []struct {
+		flags   []string
+		tickets int64
+	}{{nil, 4}, {[]string{"-no_ticket"}, 0}} {
+		before, beforeResumed := srv.ticketsAccepted.Load(), srv.resumed.Load()
+		args := append([]string{"-ntls", "-reuse", "-connect", srv.addr, "-servername", "localhost",
+			"-CAfile", pkiPath(t, "ca.crt"), "-n", "4", "-c", "1", "-www", "/1k"}, tt.flags...)
+		runs := runSTimeJSON(t, args...)
+		if len(runs) != 1 || runs[0].Resumed != 4 {
+			t.Fatalf("%v: runs %+v, want 4 resumed", tt.flags, runs)
+		}
+		if got := srv.resumed.Load() - beforeResumed; got != 4 {
+			t.Errorf("%v: server resumed %d, want 4", tt.flags, got)
+		}
+		if got := srv.ticketsAccepted.Load() - before; got != tt.tickets {
+			t.Errorf("%v: server accepted %d tickets, want %d", tt.flags, got, tt.tickets)
+		}
 	}
 }
 
