@@ -23,20 +23,14 @@ BENCH_PROTOCOLS=${BENCH_PROTOCOLS:-"tlcp tls13sm tls"}
 BENCH_SUITES_TLCP=${BENCH_SUITES_TLCP:-"ECC-SM2-SM4-CBC-SM3 ECC-SM2-SM4-GCM-SM3 ECDHE-SM2-SM4-CBC-SM3 ECDHE-SM2-SM4-GCM-SM3"}
 BENCH_SUITES_TLS13SM=${BENCH_SUITES_TLS13SM:-"TLS_SM4_GCM_SM3 TLS_SM4_CCM_SM3"}
 
-die() { echo "bench: $*" >&2; exit 1; }
-log() { echo "bench: $*" >&2; }
-
-for tool in jq awk getconf; do
-	command -v "$tool" >/dev/null || die "$tool is required (apt-get install jq gawk libc-bin)"
-done
-[[ -r /proc/self/stat ]] || die "/proc is required (Linux)"
-
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-bench.XXXXXX")
 OUT=${BENCH_OUT:-$WORK}
 mkdir -p "$OUT"
 CLK_TCK=$(getconf CLK_TCK)
 PIDS=()
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 cleanup() {
 	local p
@@ -55,77 +49,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# free_port prints a loopback TCP port nobody listens on.
-free_port() {
-	local p i
-	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	die "no free port"
-}
-
-# wait_port PORT [SECONDS]: wait until something accepts on 127.0.0.1:PORT.
-wait_port() {
-	local i limit=$((${2:-20} * 10))
-	for ((i = 0; i < limit; i++)); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	return 1
-}
-
-# cpu_ticks PID: user+system clock ticks of a process (all threads).
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
-# ---- build ----
-if [[ -n ${GMPROXY_BIN:-} ]]; then
-	GMPROXY=$GMPROXY_BIN
-else
-	log "building gmproxy and the bench backend"
-	(cd "$ROOT" && go build -o "$WORK/gmproxy" ./cmd/gmproxy) || die "go build ./cmd/gmproxy failed"
-	GMPROXY=$WORK/gmproxy
-fi
-(cd "$ROOT" && go build -o "$WORK/backend" ./bench/backend) || die "go build ./bench/backend failed"
-
-# ---- PKI ----
-PKI=${BENCH_PKI:-$WORK/pki}
-if [[ ! -f $PKI/server_enc.key ]]; then
-	log "creating a throwaway PKI with the development setup in $PKI"
-	port=$(free_port)
-	"$GMPROXY" run -dev-dir "$PKI" -listen "127.0.0.1:$port" >"$WORK/dev.log" 2>&1 &
-	devpid=$!
-	for ((i = 0; i < 100; i++)); do
-		[[ -f $PKI/server_enc.key && -f $PKI/client_enc.key ]] && break
-		sleep 0.1
-	done
-	wait_port "$port" 10 || true
-	kill "$devpid" 2>/dev/null || true
-	wait "$devpid" 2>/dev/null || true
-	[[ -f $PKI/server_enc.key ]] || die "development setup made no PKI (see $WORK/dev.log)"
-fi
-if [[ ! -f $PKI/server_ecdsa.crt ]]; then
-	command -v openssl >/dev/null || die "no ECDSA certificate in $PKI and no openssl to make one"
-	log "making an ECDSA certificate for the tls rows"
-	cp -r "$PKI" "$WORK/pki-ecdsa" && PKI=$WORK/pki-ecdsa
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
-		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-		-keyout "$PKI/server_ecdsa.key" -out "$PKI/server_ecdsa.crt" 2>/dev/null || die "openssl req failed"
-fi
-
-# ---- backend ----
-"$WORK/backend" -listen 127.0.0.1:0 -addr-file "$WORK/backend.addr" 2>"$WORK/backend.log" &
-PIDS+=($!)
-for ((i = 0; i < 100; i++)); do
-	[[ -s $WORK/backend.addr ]] && break
-	sleep 0.1
+for tool in jq awk getconf; do
+	command -v "$tool" >/dev/null || die "$tool is required (apt-get install jq gawk libc-bin)"
 done
-BACKEND=$(cat "$WORK/backend.addr") || die "backend did not start"
+[[ -r /proc/self/stat ]] || die "/proc is required (Linux)"
+
+build_binaries
+make_pki
+start_backend
 
 RESULTS=$WORK/results.jsonl
 : >"$RESULTS"
@@ -178,49 +109,13 @@ run_suite() {
 
 # run_server SERVER PID PORT [tongsuo]: every protocol and suite against one server.
 proto_flag() { case $1 in tlcp) echo -ntls ;; tls13sm) echo -tls13sm ;; tls) echo -tls ;; esac; }
-client_auth_args() {
-	echo -sign_cert "$PKI/client_sign.crt" -sign_key "$PKI/client_sign.key" -enc_cert "$PKI/client_enc.crt" -enc_key "$PKI/client_enc.key"
-}
 
 run_gmproxy() {
 	local port admin cfg pid proto suite
 	port=$(free_port)
 	admin=$(free_port)
 	cfg=$WORK/gmproxy.yaml
-	cat >"$cfg" <<-EOF
-		listeners:
-		  - address: 127.0.0.1:$port
-		    protocols: [tlcp, tls13sm, tls]
-		sites:
-		  - name: bench
-		    server_names: [localhost]
-		    tlcp:
-		      sign_cert: $PKI/server_sign.crt
-		      sign_key: $PKI/server_sign.key
-		      enc_cert: $PKI/server_enc.crt
-		      enc_key: $PKI/server_enc.key
-		    tls13sm:
-		      cert: $PKI/server_sign.crt
-		      key: $PKI/server_sign.key
-		    tls:
-		      cert: $PKI/server_ecdsa.crt
-		      key: $PKI/server_ecdsa.key
-		    client_auth:
-		      mode: none
-		      ca: $PKI/ca.crt
-		    routes:
-		      - path_prefix: /
-		        upstream: backend
-		upstreams:
-		  - name: backend
-		    targets: ["$BACKEND"]
-		admin:
-		  address: 127.0.0.1:$admin
-		access_log:
-		  path: "off"
-		log:
-		  level: warn
-	EOF
+	gmproxy_config "$cfg" "$port" "$admin"
 	"$GMPROXY" run -c "$cfg" >"$WORK/gmproxy.log" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")

@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# bench/edge.sh: gmproxy side by side with Tengine (+ Tongsuo NTLS) as an
+# edge proxy: same PKI, same Go backend, same client (`gmproxy s_time`),
+# rounds alternating between the servers, server CPU (utime+stime of every
+# process of the server) per operation, ratios gmproxy / Tengine, and system
+# calls per operation under `strace -c -f`. See bench/README.md.
+#
+# Environment (all optional):
+#   GMPROXY_TENGINE_BIN=PATH  Tengine's nginx built with ngx_tongsuo_ntls; unset: gmproxy only
+#   BENCH_ROUNDS=3            rounds; each round measures every operation on each server
+#   BENCH_TIME=4              seconds per measurement (upper bound)
+#   BENCH_N=3000              operations per measurement (upper bound; downloads: N/30)
+#   BENCH_CONC=2              client workers (s_time -c); downloads use 1
+#   BENCH_OPS="..."           subset of the operation names (see OPS below)
+#   BENCH_STRACE=auto         1: count system calls (needs strace), 0: skip, auto: when strace exists
+#   BENCH_STRACE_N=500        operations per strace run
+#   BENCH_PKI, BENCH_OUT, GMPROXY_BIN as for bench/run.sh
+#   GMPROXY_EXTRA_YAML        top-level YAML appended to gmproxy's configuration
+#   GMPROXY_ENV               extra environment for gmproxy, e.g. "GOMAXPROCS=1"
+set -euo pipefail
+
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_TIME=${BENCH_TIME:-4}
+BENCH_N=${BENCH_N:-3000}
+BENCH_CONC=${BENCH_CONC:-2}
+BENCH_STRACE=${BENCH_STRACE:-auto}
+BENCH_STRACE_N=${BENCH_STRACE_N:-500}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-edge.XXXXXX")
+OUT=${BENCH_OUT:-$WORK}
+mkdir -p "$OUT"
+CLK_TCK=$(getconf CLK_TCK)
+PIDS=()
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	log "logs kept in $WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for tool in jq awk getconf; do
+	command -v "$tool" >/dev/null || die "$tool is required (apt-get install jq gawk libc-bin)"
+done
+if [[ $BENCH_STRACE == auto ]]; then
+	BENCH_STRACE=0
+	command -v strace >/dev/null && BENCH_STRACE=1
+fi
+
+build_binaries
+make_pki
+start_backend
+
+# ---- servers ----
+declare -A PORT_GM PORT_TG
+SERVERS=(gmproxy)
+
+start_gmproxy() {
+	local port admin
+	port=$(free_port)
+	admin=$(free_port)
+	gmproxy_config "$WORK/gmproxy.yaml" "$port" "$admin" "${GMPROXY_EXTRA_YAML:-}"
+	# shellcheck disable=SC2086
+	env ${GMPROXY_ENV:-} "$GMPROXY" run -c "$WORK/gmproxy.yaml" >"$WORK/gmproxy.log" 2>&1 &
+	GM_PID=$!
+	PIDS+=("$GM_PID")
+	wait_port "$port" 30 || die "gmproxy did not listen (see $WORK/gmproxy.log)"
+	PORT_GM[ntls]=$port PORT_GM[ntls_auth]=$port PORT_GM[tls13sm]=$port
+	log "gmproxy pid $GM_PID on 127.0.0.1:$port"
+}
+
+start_tengine() {
+	local d=$WORK/tengine p
+	mkdir -p "$d/conf" "$d/logs"
+	PORT_TG[ntls]=$(free_port)
+	PORT_TG[ntls_auth]=$(free_port)
+	PORT_TG[tls13sm]=$(free_port)
+	local ntls_certs="enable_ntls on;
+        ssl_sign_certificate $PKI/server_sign.crt;
+        ssl_sign_certificate_key $PKI/server_sign.key;
+        ssl_enc_certificate $PKI/server_enc.crt;
+        ssl_enc_certificate_key $PKI/server_enc.key;
+        ssl_ciphers ECC-SM2-SM4-GCM-SM3:ECC-SM2-SM4-CBC-SM3:ECDHE-SM2-SM4-GCM-SM3:ECDHE-SM2-SM4-CBC-SM3;"
+	cat >"$d/conf/nginx.conf" <<-NGINX
+		worker_processes 1;
+		daemon off;
+		error_log $d/logs/error.log warn;
+		pid $d/logs/nginx.pid;
+		events { worker_connections 4096; }
+		http {
+		    access_log off;
+		    keepalive_requests 1000000;
+		    keepalive_timeout 120s;
+		    ssl_session_cache shared:SSL:10m;
+		    ssl_session_timeout 1h;
+		    upstream backend { server $BACKEND; keepalive 32; keepalive_requests 1000000; }
+		    proxy_http_version 1.1;
+		    proxy_set_header Connection "";
+		    server {
+		        listen 127.0.0.1:${PORT_TG[ntls]} ssl;
+		        server_name localhost;
+		        $ntls_certs
+		        location / { proxy_pass http://backend; }
+		    }
+		    server {
+		        listen 127.0.0.1:${PORT_TG[ntls_auth]} ssl;
+		        server_name localhost;
+		        $ntls_certs
+		        ssl_verify_client on;
+		        ssl_client_certificate $PKI/ca.crt;
+		        location / { proxy_pass http://backend; }
+		    }
+		    server {
+		        listen 127.0.0.1:${PORT_TG[tls13sm]} ssl;
+		        server_name localhost;
+		        ssl_protocols TLSv1.3;
+		        ssl_certificate $PKI/server_sign.crt;
+		        ssl_certificate_key $PKI/server_sign.key;
+		        ssl_conf_command Ciphersuites TLS_SM4_GCM_SM3:TLS_SM4_CCM_SM3;
+		        ssl_conf_command Enable_sm_tls13_strict on;
+		        location / { proxy_pass http://backend; }
+		    }
+		}
+	NGINX
+	"$GMPROXY_TENGINE_BIN" -p "$d" -c "$d/conf/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
+	TG_PID=$!
+	PIDS+=("$TG_PID")
+	for p in "${PORT_TG[@]}"; do
+		wait_port "$p" 20 || die "Tengine did not listen on $p (see $d/logs/error.log: $(tail -n 3 "$d/logs/error.log" 2>/dev/null))"
+	done
+	log "Tengine master pid $TG_PID on 127.0.0.1:${PORT_TG[ntls]} (NTLS), ${PORT_TG[ntls_auth]} (NTLS, client certs), ${PORT_TG[tls13sm]} (TLS 1.3-SM)"
+}
+
+start_gmproxy
+if [[ -n ${GMPROXY_TENGINE_BIN:-} ]]; then
+	[[ -x $GMPROXY_TENGINE_BIN ]] || die "GMPROXY_TENGINE_BIN=$GMPROXY_TENGINE_BIN is not executable"
+	start_tengine
+	SERVERS+=(tengine)
+fi
+
+# ---- operations ----
+# name|unit|listener|s_time arguments. unit: conn (per connection), req (per
+# request), mib (per MiB downloaded).
+AUTH="$(client_auth_args)"
+OPS=(
+	"tlcp_ecc_gcm_new|conn|ntls|-ntls -new -cipher ECC-SM2-SM4-GCM-SM3 -www /1k"
+	"tlcp_ecc_cbc_new|conn|ntls|-ntls -new -cipher ECC-SM2-SM4-CBC-SM3 -www /1k"
+	"tlcp_ecdhe_gcm_new|conn|ntls_auth|-ntls -new -cipher ECDHE-SM2-SM4-GCM-SM3 $AUTH -www /1k"
+	"tls13sm_new|conn|tls13sm|-tls13sm -new -cipher TLS_SM4_GCM_SM3 -www /1k"
+	"tlcp_resumed_id|conn|ntls|-ntls -reuse -no_ticket -cipher ECC-SM2-SM4-GCM-SM3 -www /1k"
+	"tlcp_resumed_ticket|conn|ntls|-ntls -reuse -cipher ECC-SM2-SM4-GCM-SM3 -www /1k"
+	"tls13sm_resumed|conn|tls13sm|-tls13sm -reuse -cipher TLS_SM4_GCM_SM3 -www /1k"
+	"tlcp_keepalive_1k|req|ntls|-ntls -new -keepalive -cipher ECC-SM2-SM4-GCM-SM3 -www /1k"
+	"tls13sm_keepalive_1k|req|tls13sm|-tls13sm -new -keepalive -cipher TLS_SM4_GCM_SM3 -www /1k"
+	"tlcp_gcm_1m|mib|ntls|-ntls -new -download -cipher ECC-SM2-SM4-GCM-SM3 -www /1m"
+	"tls13sm_gcm_1m|mib|tls13sm|-tls13sm -new -download -cipher TLS_SM4_GCM_SM3 -www /1m"
+	"tlcp_cbc_1m|mib|ntls|-ntls -new -download -cipher ECC-SM2-SM4-CBC-SM3 -www /1m"
+)
+declare -A LABEL=(
+	[tlcp_ecc_gcm_new]="new TLCP ECC-SM4-GCM handshake + GET 1 KiB"
+	[tlcp_ecc_cbc_new]="new TLCP ECC-SM4-CBC handshake + GET 1 KiB"
+	[tlcp_ecdhe_gcm_new]="new TLCP ECDHE-SM4-GCM handshake (client certs) + GET 1 KiB"
+	[tls13sm_new]="new TLS 1.3-SM handshake + GET 1 KiB"
+	[tlcp_resumed_id]="resumed TLCP ECC-GCM (session ID) + GET"
+	[tlcp_resumed_ticket]="resumed TLCP ECC-GCM (ticket offered) + GET"
+	[tls13sm_resumed]="resumed TLS 1.3-SM (psk_dhe_ke) + GET"
+	[tlcp_keepalive_1k]="keep-alive GET 1 KiB over TLCP-GCM"
+	[tls13sm_keepalive_1k]="keep-alive GET 1 KiB over TLS 1.3-SM"
+	[tlcp_gcm_1m]="1 MiB downloads, TLCP SM4-GCM"
+	[tls13sm_gcm_1m]="1 MiB downloads, TLS 1.3-SM SM4-GCM"
+	[tlcp_cbc_1m]="1 MiB downloads, TLCP SM4-CBC"
+)
+if [[ -n ${BENCH_OPS:-} ]]; then
+	sel=()
+	for op in "${OPS[@]}"; do
+		[[ " $BENCH_OPS " == *" ${op%%|*} "* ]] && sel+=("$op")
+	done
+	OPS=("${sel[@]}")
+fi
+
+server_pid() { if [[ $1 == gmproxy ]]; then echo "$GM_PID"; else echo "$TG_PID"; fi; }
+server_port() { if [[ $1 == gmproxy ]]; then echo "${PORT_GM[$2]}"; else echo "${PORT_TG[$2]}"; fi; }
+
+# s_time_args OP SERVER N: the full s_time command line of one operation.
+s_time_args() {
+	local name unit lst args n=$3 c=$BENCH_CONC
+	IFS='|' read -r name unit lst args <<<"$1"
+	if [[ $unit == mib ]]; then
+		n=$(((n + 29) / 30))
+		c=1
+	fi
+	# shellcheck disable=SC2086
+	echo -connect "127.0.0.1:$(server_port "$2" "$lst")" -servername localhost -CAfile "$PKI/ca.crt" -c "$c" -n "$n" $args
+}
+
+RESULTS=$WORK/edge.jsonl
+: >"$RESULTS"
+
+# measure ROUND SERVER OP: one bounded s_time run, one JSON line.
+measure() {
+	local round=$1 server=$2 op=$3 pid before after out rc=0 name unit
+	IFS='|' read -r name unit _ <<<"$op"
+	pid=$(server_pid "$server")
+	local -a args
+	read -ra args <<<"$(s_time_args "$op" "$server" "$BENCH_N")"
+	before=$(tree_ticks "$pid")
+	out=$("$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
+	after=$(tree_ticks "$pid")
+	if ! jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out"; then
+		log "$server $name: s_time failed (exit $rc): $(head -c 300 "$WORK/s_time.err")"
+		return 0
+	fi
+	jq -c --arg s "$server" --arg o "$name" --arg u "$unit" --argjson r "$round" \
+		--argjson cpu "$(awk -v a="$before" -v b="$after" -v t="$CLK_TCK" 'BEGIN{printf "%.4f", (b-a)/t}')" '
+		.runs[0] as $x
+		| (if $u == "conn" then $x.connections elif $u == "req" then $x.requests else ($x.bytes / 1048576) end) as $ops
+		| {server:$s, op:$o, unit:$u, round:$r, cpu:$cpu, ops:$ops, connections:$x.connections, resumed:$x.resumed,
+		   requests:$x.requests, bytes:$x.bytes, elapsed:$x.elapsed_seconds, errors:$x.error_count,
+		   us_per_op:(if $ops > 0 then $cpu * 1e6 / $ops else null end)}' <<<"$out" >>"$RESULTS"
+	log "round $round $server $name: $(tail -n 1 "$RESULTS" | jq -r '"\(.ops|floor) ops, resumed \(.resumed), cpu \(.cpu)s, \(.us_per_op|floor) µs/op, errors \(.errors)"')"
+}
+
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+	for op in "${OPS[@]}"; do
+		order=("${SERVERS[@]}")
+		if ((round % 2 == 0)) && ((${#SERVERS[@]} == 2)); then
+			order=("${SERVERS[1]}" "${SERVERS[0]}")
+		fi
+		for server in "${order[@]}"; do
+			measure "$round" "$server" "$op"
+		done
+	done
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- system calls per operation ----
+SYSCALLS=$WORK/syscalls.jsonl
+: >"$SYSCALLS"
+# strace_op SERVER OP: strace -c -f on every process of the server during a
+# bounded run; one JSON line with calls per operation and the top calls.
+strace_op() {
+	local server=$1 op=$2 name unit pid st out rc=0 sfile=$WORK/strace-$1-${2%%|*}.txt
+	IFS='|' read -r name unit _ <<<"$op"
+	pid=$(server_pid "$server")
+	local -a targets=() args
+	for p in $(tree_pids "$pid"); do targets+=(-p "$p"); done
+	read -ra args <<<"$(s_time_args "$op" "$server" "$BENCH_STRACE_N")"
+	strace -c -f -q -o "$sfile" "${targets[@]}" &
+	st=$!
+	sleep 1
+	out=$("$GMPROXY" s_time -json -time 60 "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
+	kill -INT "$st" 2>/dev/null || true
+	wait "$st" 2>/dev/null || true
+	if ! jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out"; then
+		log "strace $server $name: s_time failed (exit $rc)"
+		return 0
+	fi
+	local ops total top
+	ops=$(jq -r --arg u "$unit" '.runs[0] | if $u == "req" then .requests else .connections end' <<<"$out")
+	total=$(awk '/^ *[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+/ && $NF == "total" {print $4}' "$sfile")
+	top=$(awk '/^ *[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+/ && $NF != "total" {print $NF, $4}' "$sfile" |
+		sort -k2,2nr | head -n 8 | awk -v ops="$ops" '{printf "%s%s %.1f", (NR > 1 ? ", " : ""), $1, $2 / ops}')
+	jq -nc --arg s "$server" --arg o "$name" --argjson ops "${ops:-0}" --argjson calls "${total:-0}" --arg top "$top" \
+		'{server:$s, op:$o, ops:$ops, calls:$calls, per_op:(if $ops > 0 then $calls / $ops else null end), top:$top}' >>"$SYSCALLS"
+	log "strace $server $name: $(tail -n 1 "$SYSCALLS")"
+}
+if [[ $BENCH_STRACE == 1 ]]; then
+	for op in "${OPS[@]}"; do
+		case ${op%%|*} in tlcp_resumed_id | tlcp_keepalive_1k | tls13sm_resumed) ;; *) continue ;; esac
+		for server in "${SERVERS[@]}"; do
+			strace_op "$server" "$op"
+		done
+	done
+fi
+
+# ---- report ----
+jq -s --arg date "$(date -u +%FT%TZ)" --arg host "$(uname -srm), $(getconf _NPROCESSORS_ONLN) CPUs" \
+	--arg load "$LOAD_START -> $LOAD_END" --argjson rounds "$BENCH_ROUNDS" --argjson conc "$BENCH_CONC" \
+	--slurpfile sys "$SYSCALLS" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
+	'{date:$date, host:$host, load:$load, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys}' \
+	"$RESULTS" >"$OUT/edge.json"
+"$ROOT/bench/edge-report.sh" "$OUT/edge.json" | tee "$OUT/edge.md"

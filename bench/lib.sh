@@ -1,0 +1,153 @@
+# bench/lib.sh: shell functions shared by bench/run.sh and bench/edge.sh.
+# Source it after setting ROOT (the repository) and WORK (a scratch folder).
+
+die() { echo "bench: $*" >&2; exit 1; }
+log() { echo "bench: $*" >&2; }
+
+# free_port prints a loopback TCP port nobody listens on.
+free_port() {
+	local p i
+	for ((i = 0; i < 100; i++)); do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port"
+}
+
+# wait_port PORT [SECONDS]: wait until something accepts on 127.0.0.1:PORT.
+wait_port() {
+	local i limit=$((${2:-20} * 10))
+	for ((i = 0; i < limit; i++)); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# cpu_ticks PID: user+system clock ticks of a process (all threads).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# tree_pids PID: PID and every live descendant (a master and its workers).
+tree_pids() {
+	local p c
+	for p in "$@"; do
+		echo "$p"
+		for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+			tree_pids "$c"
+		done
+	done
+}
+
+# tree_ticks PID: user+system clock ticks of PID and its live descendants.
+tree_ticks() {
+	local sum=0 p t
+	for p in $(tree_pids "$1"); do
+		t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null) || continue
+		sum=$((sum + t))
+	done
+	echo "$sum"
+}
+
+# build_binaries: sets GMPROXY (built unless GMPROXY_BIN is given) and
+# builds the backend into $WORK/backend.
+build_binaries() {
+	if [[ -n ${GMPROXY_BIN:-} ]]; then
+		GMPROXY=$GMPROXY_BIN
+	else
+		log "building gmproxy and the bench backend"
+		(cd "$ROOT" && go build -o "$WORK/gmproxy" ./cmd/gmproxy) || die "go build ./cmd/gmproxy failed"
+		GMPROXY=$WORK/gmproxy
+	fi
+	(cd "$ROOT" && go build -o "$WORK/backend" ./bench/backend) || die "go build ./bench/backend failed"
+}
+
+# make_pki: sets PKI to BENCH_PKI or a throwaway development PKI, plus an
+# ECDSA certificate for the ordinary TLS rows.
+make_pki() {
+	local port devpid i
+	PKI=${BENCH_PKI:-$WORK/pki}
+	if [[ ! -f $PKI/server_enc.key ]]; then
+		log "creating a throwaway PKI with the development setup in $PKI"
+		port=$(free_port)
+		"$GMPROXY" run -dev-dir "$PKI" -listen "127.0.0.1:$port" >"$WORK/dev.log" 2>&1 &
+		devpid=$!
+		for ((i = 0; i < 100; i++)); do
+			[[ -f $PKI/server_enc.key && -f $PKI/client_enc.key ]] && break
+			sleep 0.1
+		done
+		wait_port "$port" 10 || true
+		kill "$devpid" 2>/dev/null || true
+		wait "$devpid" 2>/dev/null || true
+		[[ -f $PKI/server_enc.key ]] || die "development setup made no PKI (see $WORK/dev.log)"
+	fi
+	if [[ ! -f $PKI/server_ecdsa.crt ]]; then
+		command -v openssl >/dev/null || die "no ECDSA certificate in $PKI and no openssl to make one"
+		log "making an ECDSA certificate for the tls rows"
+		cp -r "$PKI" "$WORK/pki-ecdsa" && PKI=$WORK/pki-ecdsa
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+			-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+			-keyout "$PKI/server_ecdsa.key" -out "$PKI/server_ecdsa.crt" 2>/dev/null || die "openssl req failed"
+	fi
+}
+
+# start_backend: starts the loopback backend, sets BACKEND (host:port).
+start_backend() {
+	local i
+	"$WORK/backend" -listen 127.0.0.1:0 -addr-file "$WORK/backend.addr" 2>"$WORK/backend.log" &
+	PIDS+=($!)
+	for ((i = 0; i < 100; i++)); do
+		[[ -s $WORK/backend.addr ]] && break
+		sleep 0.1
+	done
+	BACKEND=$(cat "$WORK/backend.addr") || die "backend did not start"
+}
+
+# gmproxy_config FILE PORT ADMIN [EXTRA]: one listener for all protocols in
+# front of $BACKEND, access log off; EXTRA is appended (top-level YAML).
+gmproxy_config() {
+	cat >"$1" <<-YAML
+		listeners:
+		  - address: 127.0.0.1:$2
+		    protocols: [tlcp, tls13sm, tls]
+		sites:
+		  - name: bench
+		    server_names: [localhost]
+		    tlcp:
+		      sign_cert: $PKI/server_sign.crt
+		      sign_key: $PKI/server_sign.key
+		      enc_cert: $PKI/server_enc.crt
+		      enc_key: $PKI/server_enc.key
+		    tls13sm:
+		      cert: $PKI/server_sign.crt
+		      key: $PKI/server_sign.key
+		    tls:
+		      cert: $PKI/server_ecdsa.crt
+		      key: $PKI/server_ecdsa.key
+		    client_auth:
+		      mode: none
+		      ca: $PKI/ca.crt
+		    routes:
+		      - path_prefix: /
+		        upstream: backend
+		upstreams:
+		  - name: backend
+		    targets: ["$BACKEND"]
+		admin:
+		  address: 127.0.0.1:$3
+		access_log:
+		  path: "off"
+		log:
+		  level: warn
+		${4:-}
+	YAML
+}
+
+# client_auth_args: s_time flags for the PKI's TLCP client certificates.
+client_auth_args() {
+	echo -sign_cert "$PKI/client_sign.crt" -sign_key "$PKI/client_sign.key" -enc_cert "$PKI/client_enc.crt" -enc_key "$PKI/client_enc.key"
+}
