@@ -59,6 +59,16 @@ type Generation struct {
 	Info []any
 }
 
+// ListenTCP opens a TCP listening socket whose accepted connections get no
+// TCP keep-alive probes. Go's default enables them with four setsockopt
+// calls per accepted connection; gmproxy closes idle connections itself
+// (HTTP idle_timeout, TCP stream idle_timeout), so they would only cost
+// system calls on every connection.
+func ListenTCP(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), "tcp", addr)
+}
+
 // Builder builds a generation; Reload calls it again.
 type Builder func() (*Generation, error)
 
@@ -66,7 +76,7 @@ type Builder func() (*Generation, error)
 type Options struct {
 	Logger   *slog.Logger
 	Observer handshake.Observer
-	// Listen opens a listening socket; default net.Listen("tcp", addr).
+	// Listen opens a listening socket; default ListenTCP.
 	Listen func(addr string) (net.Listener, error)
 }
 
@@ -98,7 +108,7 @@ func New(build Builder, opts Options) (*Daemon, error) {
 		opts.Observer = handshake.NopObserver{}
 	}
 	if opts.Listen == nil {
-		opts.Listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+		opts.Listen = ListenTCP
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, build: build, listeners: map[string]*listener{}}
 	d.stopCtx, d.stopCancel = context.WithCancel(context.Background())
