@@ -376,9 +376,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 		t.inflight.Add(1)
 		ustart := time.Now()
-		tr := u.transport
+		var tr http.RoundTripper = u.transport
 		if len(outreq.Header["Upgrade"]) > 0 {
 			tr = u.upgrades
+		} else if u.h1 != nil && outreq.Body == nil {
+			tr = u.h1
 		}
 		res, err := tr.RoundTrip(outreq)
 		rs.upDur += time.Since(ustart)

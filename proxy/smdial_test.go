@@ -124,7 +124,7 @@ func TestUpstreamTLCP(t *testing.T) {
 					t.Errorf("5 requests made %d TLCP connections, want 1 (pooled)", n)
 				}
 				// A new pooled connection resumes the cached session.
-				f.p.Upstream("gm").transport.CloseIdleConnections()
+				f.p.Upstream("gm").closeIdleConns()
 				if _, body, _ := get(t, c, f.url+"/"); body != suite+" resumed=true client=SM2 Test Client" {
 					t.Errorf("after pool flush: %q, want a resumed session", body)
 				}

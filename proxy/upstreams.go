@@ -27,7 +27,10 @@ type Upstream struct {
 	// upgrades carries Upgrade requests (WebSocket) when transport speaks
 	// only h2c, which has no Upgrade; otherwise it is transport.
 	upgrades *http.Transport
-	scheme   string
+	// h1 carries requests without body or Upgrade when the upstream
+	// speaks HTTP/1.1 only (http, tlcp, tls13sm); nil otherwise.
+	h1     *h1Client
+	scheme string
 	// dial opens a raw (possibly encrypted) connection for TCP stream mode.
 	dial        DialFunc
 	dialTimeout time.Duration
@@ -133,6 +136,10 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
 	u.upgrades = u.transport
+	switch uc.Protocol {
+	case "", "http", "tlcp", "tls13sm":
+		u.h1 = newH1Client(u.transport, u.dial)
+	}
 	if uc.Protocol == "h2c" {
 		u.upgrades = u.transport.Clone()
 		u.upgrades.Protocols = new(http.Protocols)
@@ -244,8 +251,16 @@ func (u *Upstream) close() {
 		close(u.stopHealth)
 	}
 	u.healthWG.Wait()
+	u.closeIdleConns()
+}
+
+// closeIdleConns closes every pooled backend connection.
+func (u *Upstream) closeIdleConns() {
 	u.transport.CloseIdleConnections()
 	u.upgrades.CloseIdleConnections()
+	if u.h1 != nil {
+		u.h1.CloseIdleConnections()
+	}
 }
 
 func excluded(t *Target, tried []*Target) bool {

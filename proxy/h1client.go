@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// h1Client is the upstream HTTP/1.1 client of the common request: one
+// without a body and without Upgrade. It writes the request and reads the
+// response on the caller's goroutine over a pooled connection, where
+// http.Transport hands every request to a per-connection write goroutine
+// and every response back from a read goroutine (two goroutine wake-ups
+// and their futex calls per request). Requests with a body (Expect:
+// 100-continue, body copy) and Upgrade requests stay on http.Transport.
+//
+// Semantics kept from the Transport configuration of the upstream:
+// MaxIdleConnsPerHost (negative: no pool), IdleConnTimeout,
+// ResponseHeaderTimeout (a timeout error, 504 for the proxy),
+// MaxResponseHeaderBytes, the request context aborting the exchange, dial
+// errors as *dialError, 1xx responses other than 101 skipped, and one
+// transparent retry on a fresh connection when a reused one turns out to
+// be closed before any response byte (replayable requests only, as
+// http.Transport does).
+type h1Client struct {
+	dial           DialFunc
+	maxIdle        int
+	idleTimeout    time.Duration
+	headerTimeout  time.Duration
+	maxHeaderBytes int64
+
+	mu   sync.Mutex
+	idle map[string][]*h1Conn // by target address, most recent last
+}
+
+func newH1Client(t *http.Transport, dial DialFunc) *h1Client {
+	return &h1Client{
+		dial:           dial,
+		maxIdle:        t.MaxIdleConnsPerHost,
+		idleTimeout:    t.IdleConnTimeout,
+		headerTimeout:  t.ResponseHeaderTimeout,
+		maxHeaderBytes: t.MaxResponseHeaderBytes,
+		idle:           map[string][]*h1Conn{},
+	}
+}
+
+// h1Conn is one pooled backend connection.
+type h1Conn struct {
+	cl    *h1Client
+	addr  string
+	c     net.Conn
+	lr    headerLimitReader
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	timer *time.Timer // closes the connection when idle too long
+}
+
+// headerLimitReader bounds the bytes read from the connection while a
+// response header is parsed (n < 0: no bound).
+type headerLimitReader struct {
+	c net.Conn
+	n int64
+}
+
+var errResponseHeaderTooLarge = errors.New("proxy: upstream response header too large")
+
+func (r *headerLimitReader) Read(p []byte) (int, error) {
+	if r.n < 0 {
+		return r.c.Read(p)
+	}
+	if r.n == 0 {
+		return 0, errResponseHeaderTooLarge
+	}
+	if int64(len(p)) > r.n {
+		p = p[:r.n]
+	}
+	n, err := r.c.Read(p)
+	r.n -= int64(n)
+	return n, err
+}
+
+// aLongTimeAgo is a deadline in the past, to interrupt a blocked read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// replayable reports whether a request may be sent again after a reused
+// connection failed (the rule of http.Transport).
+func replayable(r *http.Request) bool {
+	if r.Body != nil && r.Body != http.NoBody {
+		return false
+	}
+	if idempotent(r.Method) {
+		return true
+	}
+	_, a := r.Header["Idempotency-Key"]
+	_, b := r.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// RoundTrip sends a request without body on a pooled connection.
+func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	for try := 0; ; try++ {
+		pc, reused, err := cl.get(ctx, req.URL.Host)
+		if err != nil {
+			return nil, err
+		}
+		res, err, fresh := pc.roundTrip(ctx, req)
+		if err == nil {
+			return res, nil
+		}
+		if reused && fresh && try == 0 && ctx.Err() == nil && replayable(req) {
+			continue // the pooled connection was closed by the backend
+		}
+		return nil, err
+	}
+}
+
+// get returns an idle connection to addr, or dials one.
+func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error) {
+	cl.mu.Lock()
+	for l := cl.idle[addr]; len(l) > 0; l = cl.idle[addr] {
+		pc := l[len(l)-1]
+		l[len(l)-1] = nil
+		cl.idle[addr] = l[:len(l)-1]
+		if pc.timer.Stop() {
+			cl.mu.Unlock()
+			return pc, true, nil
+		}
+		// The idle timer fired and is closing it.
+	}
+	cl.mu.Unlock()
+	c, err := cl.dial(ctx, "tcp", addr)
+	if err != nil {
+		var de *dialError
+		if !errors.As(err, &de) {
+			err = &dialError{err}
+		}
+		return nil, false, err
+	}
+	pc := &h1Conn{cl: cl, addr: addr, c: c}
+	pc.lr = headerLimitReader{c: c, n: -1}
+	pc.br = bufio.NewReaderSize(&pc.lr, 32<<10)
+	pc.bw = bufio.NewWriterSize(c, 4<<10)
+	return pc, false, nil
+}
+
+// put returns a connection whose exchange ended cleanly to the pool.
+func (cl *h1Client) put(pc *h1Conn) {
+	if pc.br.Buffered() > 0 { // bytes nobody asked for
+		pc.c.Close()
+		return
+	}
+	cl.mu.Lock()
+	l := cl.idle[pc.addr]
+	if len(l) >= cl.maxIdle {
+		cl.mu.Unlock()
+		pc.c.Close()
+		return
+	}
+	cl.idle[pc.addr] = append(l, pc)
+	if pc.timer == nil {
+		pc.timer = time.AfterFunc(cl.idleTimeout, pc.expire)
+	} else {
+		pc.timer.Reset(cl.idleTimeout)
+	}
+	cl.mu.Unlock()
+}
+
+// expire closes an idle connection whose idle timeout ran out.
+func (pc *h1Conn) expire() {
+	cl := pc.cl
+	cl.mu.Lock()
+	l := cl.idle[pc.addr]
+	for i, x := range l {
+		if x == pc {
+			copy(l[i:], l[i+1:])
+			l[len(l)-1] = nil
+			cl.idle[pc.addr] = l[:len(l)-1]
+			break
+		}
+	}
+	cl.mu.Unlock()
+	pc.c.Close()
+}
+
+// CloseIdleConnections closes the pooled connections (like
+// http.Transport's, later connections are pooled again).
+func (cl *h1Client) CloseIdleConnections() {
+	cl.mu.Lock()
+	var all []*h1Conn
+	for addr, l := range cl.idle {
+		all = append(all, l...)
+		delete(cl.idle, addr)
+	}
+	cl.mu.Unlock()
+	for _, pc := range all {
+		pc.timer.Stop()
+		pc.c.Close()
+	}
+}
+
+// roundTrip writes req and reads the response header. fresh reports a
+// failure before any response byte arrived (the request may be sent again
+// on another connection when it is replayable). Request.Write reports
+// WroteHeaders to the request's client trace, as http.Transport does.
+func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.Response, err error, fresh bool) {
+	if err := req.Write(pc.bw); err != nil {
+		pc.c.Close()
+		return nil, err, true
+	}
+	if err := pc.bw.Flush(); err != nil {
+		pc.c.Close()
+		return nil, err, true
+	}
+	// One watcher for the whole exchange: the context's end interrupts
+	// the header read and, later, the body read.
+	stop := context.AfterFunc(ctx, func() { pc.c.SetReadDeadline(aLongTimeAgo) })
+	if pc.cl.headerTimeout > 0 {
+		pc.c.SetReadDeadline(time.Now().Add(pc.cl.headerTimeout))
+	}
+	pc.lr.n = pc.cl.maxHeaderBytes
+	if pc.lr.n <= 0 {
+		pc.lr.n = 1 << 20
+	}
+	budget := pc.lr.n
+	fresh = pc.br.Buffered() == 0
+	for range 8 { // informational responses before the final one
+		res, err = http.ReadResponse(pc.br, req)
+		if err != nil || res.StatusCode < 100 || res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		res, fresh = nil, false
+	}
+	gotBytes := pc.lr.n != budget
+	pc.lr.n = -1
+	if err == nil && res == nil {
+		err = errors.New("proxy: too many informational responses from upstream")
+	}
+	if err != nil {
+		stop()
+		pc.c.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr, false
+		}
+		// Fresh: nothing at all came back (http.ReadResponse reports a
+		// connection closed before the status line as ErrUnexpectedEOF).
+		fresh = fresh && !gotBytes && !isTimeout(err)
+		return nil, err, fresh
+	}
+	if pc.cl.headerTimeout > 0 {
+		pc.c.SetReadDeadline(time.Time{})
+	}
+	keep := !res.Close && !req.Close
+	if res.Body == http.NoBody {
+		if stop() && keep {
+			pc.cl.put(pc)
+		} else {
+			pc.c.Close()
+		}
+		return res, nil, false
+	}
+	res.Body = &h1Body{rc: res.Body, pc: pc, stop: stop, keep: keep}
+	return res, nil, false
+}
+
+// h1Body is a response body that gives its connection back to the pool
+// when read to the end, and closes it when closed early.
+type h1Body struct {
+	rc   io.ReadCloser
+	pc   *h1Conn
+	stop func() bool
+	keep bool
+	done bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	} else if err != nil {
+		b.finish(false)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+// finish releases the connection: to the pool after a complete body when
+// the exchange allows keep-alive, closed otherwise.
+func (b *h1Body) finish(complete bool) {
+	b.done = true
+	if b.stop() && complete && b.keep {
+		b.pc.cl.put(b.pc)
+		return
+	}
+	b.pc.c.Close()
+}

@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawBackend accepts loopback connections and answers each request read
+// from them with answer(conn index, request); answer returns false to
+// close the connection after writing.
+type rawBackend struct {
+	ln    net.Listener
+	conns atomic.Int64
+	wg    sync.WaitGroup
+}
+
+func newRawBackend(t *testing.T, answer func(conn int64, w *bufio.Writer, r *http.Request) bool) *rawBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rawBackend{ln: ln}
+	var open sync.Map
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			open.Store(c, true)
+			idx := b.conns.Add(1)
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				defer c.Close()
+				br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+				for range 1000 {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					keep := answer(idx, bw, r)
+					if bw.Flush() != nil || !keep {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		open.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+		b.wg.Wait()
+	})
+	return b
+}
+
+func (b *rawBackend) addr() string { return b.ln.Addr().String() }
+
+func testH1Client(t *testing.T, mod func(*http.Transport)) *h1Client {
+	t.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: time.Minute, MaxResponseHeaderBytes: 1 << 20}
+	if mod != nil {
+		mod(tr)
+	}
+	var d net.Dialer
+	cl := newH1Client(tr, d.DialContext)
+	t.Cleanup(cl.CloseIdleConnections)
+	return cl
+}
+
+func h1Get(t *testing.T, cl *h1Client, ctx context.Context, method, addr string) (string, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Body = nil
+	res, err := cl.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.Status + " " + string(b), err
+}
+
+const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+// TestH1ClientPools: sequential requests share one connection; a body
+// closed before its end, a Connection: close response, or a 1xx before
+// the final response are handled like http.Transport does.
+func TestH1ClientPools(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		switch r.URL.Query().Get("k") {
+		case "close":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+			return false
+		case "big":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("z", 100000))
+		case "hints":
+			io.WriteString(w, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"+okResponse)
+		default:
+			io.WriteString(w, okResponse)
+		}
+		return true
+	})
+	cl := testH1Client(t, nil)
+	ctx := context.Background()
+	for i := range 5 {
+		if got, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil || got != "200 OK ok" {
+			t.Fatalf("request %d: %q, %v", i, got, err)
+		}
+	}
+	if n := b.conns.Load(); n != 1 {
+		t.Fatalf("5 sequential requests used %d connections, want 1", n)
+	}
+	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=hints", nil)
+	req.Body = nil
+	res, err := cl.RoundTrip(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("after 103: %v %v", res, err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+
+	// Closed before its end: the connection is not reused.
+	req, _ = http.NewRequest("GET", "http://"+b.addr()+"/?k=big", nil)
+	req.Body = nil
+	res, err = cl.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Read(make([]byte, 10))
+	res.Body.Close()
+	if _, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.conns.Load(); n != 2 {
+		t.Fatalf("after a body closed early: %d connections, want 2", n)
+	}
+	// Connection: close from the backend: the next request dials.
+	req, _ = http.NewRequest("GET", "http://"+b.addr()+"/?k=close", nil)
+	req.Body = nil
+	if res, err = cl.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if _, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.conns.Load(); n != 3 {
+		t.Fatalf("after Connection: close: %d connections, want 3", n)
+	}
+}
+
+// TestH1ClientStalePooledConn: a pooled connection the backend closed is
+// replaced transparently for a replayable request, and not for a POST.
+func TestH1ClientStalePooledConn(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, _ *http.Request) bool {
+		io.WriteString(w, okResponse)
+		return false // closes without saying so
+	})
+	cl := testH1Client(t, nil)
+	ctx := context.Background()
+	for i := range 3 {
+		if got, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil || got != "200 OK ok" {
+			t.Fatalf("GET %d: %q, %v", i, got, err)
+		}
+	}
+	// Make sure the pooled connection's close has arrived, then POST.
+	waitConnClosed(t, cl, b.addr())
+	if _, err := h1Get(t, cl, ctx, "POST", b.addr()); err == nil {
+		t.Fatal("POST on a closed pooled connection succeeded; want the error (not replayable)")
+	}
+}
+
+// waitConnClosed waits until the pooled connection to addr reads EOF.
+func waitConnClosed(t *testing.T, cl *h1Client, addr string) {
+	t.Helper()
+	cl.mu.Lock()
+	l := cl.idle[addr]
+	cl.mu.Unlock()
+	if len(l) != 1 {
+		t.Fatalf("%d pooled connections, want 1", len(l))
+	}
+	c := l[0].c
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("pooled connection: %v, want EOF", err)
+	}
+	c.SetReadDeadline(time.Time{})
+}
+
+// TestH1ClientBounds: oversized response headers, a silent backend past
+// the response header timeout, and a cancelled request all end the
+// exchange with an error and close the connection.
+func TestH1ClientBounds(t *testing.T) {
+	release := make(chan struct{})
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		switch r.URL.Path {
+		case "/big-header":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("a", 8000)+"\r\nContent-Length: 0\r\n\r\n")
+		case "/silent":
+			<-release
+		}
+		return true
+	})
+	defer close(release)
+
+	cl := testH1Client(t, func(tr *http.Transport) { tr.MaxResponseHeaderBytes = 4096 })
+	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/big-header", nil)
+	req.Body = nil
+	if _, err := cl.RoundTrip(req); !errors.Is(err, errResponseHeaderTooLarge) {
+		t.Errorf("oversized header: %v, want errResponseHeaderTooLarge", err)
+	}
+
+	cl = testH1Client(t, func(tr *http.Transport) { tr.ResponseHeaderTimeout = 50 * time.Millisecond })
+	req, _ = http.NewRequest("GET", "http://"+b.addr()+"/silent", nil)
+	req.Body = nil
+	if _, err := cl.RoundTrip(req); err == nil || !isTimeout(err) {
+		t.Errorf("silent backend: %v, want a timeout", err)
+	}
+
+	cl = testH1Client(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "GET", "http://"+b.addr()+"/silent", nil)
+	req.Body = nil
+	done := make(chan error, 1)
+	go func() { _, err := cl.RoundTrip(req); done <- err }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled request: %v, want context.Canceled", err)
+	}
+}
