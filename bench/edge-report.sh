@@ -9,37 +9,33 @@ def median: sort | if length == 0 then null elif length % 2 == 1 then .[length /
 def span(n): if length == 0 then "–" else (min | f(n)) + "–" + (max | f(n)) end;
 . as $doc
 | [.results[] | select(.us_per_op != null)] as $r
-| ($r | map(.op) | unique) as $present
-| [$doc.labels | keys_unsorted[]] as $_
 | ([$r[] | .op] | reduce .[] as $o ([]; if index([$o]) then . else . + [$o] end)) as $ops
-| ($r | map(.server) | unique) as $servers
-| def vals(s; o): [$r[] | select(.server == s and .op == o)];
-  def show(unit; xs): if unit == "mib" then (xs | map(1e6 / .) ) as $m | "\($m | median | f(0)) MiB/CPU-s (\($m | span(0)))"
+| (["gmproxy", "gmproxy-base", "tengine"] | map(select(. as $s | $r | any(.server == $s)))) as $servers
+| ([["gmproxy", "tengine"], ["gmproxy", "gmproxy-base"]] | map(select(all(.[]; . as $s | $servers | index([$s]))))) as $pairs
+| def vals(s; o): s as $sv | o as $ov | [$r[] | select(.server == $sv and .op == $ov)];
+  def show(unit; xs): if (xs | length) == 0 then "–"
+                      elif unit == "mib" then (xs | map(1e6 / .)) as $m | "\($m | median | f(0)) MiB/CPU-s (\($m | span(0)))"
                       else "\(xs | median | f(0)) µs (\(xs | span(0)))" end;
-"## gmproxy vs Tengine (\($doc.date), \($doc.host))",
+  def ratios(a; b): [a[] as $x | [b[] | select(.round == $x.round)][0] as $y | select($y != null) | $x.us_per_op / $y.us_per_op];
+  def share(xs): if (xs | length) == 0 then "–" else ((xs | map(.resumed) | add) * 100 / (xs | map(.connections) | add) | f(0)) + " %" end;
+"## gmproxy side by side (\($doc.date), \($doc.host))",
 "",
-"\($doc.rounds) alternating rounds, \($doc.concurrency) client workers (downloads: 1); load average \($doc.load).",
-"Server CPU = utime+stime of every server process per operation; medians with (min–max) over rounds.",
-"Ratio = gmproxy / Tengine CPU per operation, median of the per-round ratios (min–max); below 1 gmproxy uses less.",
+"\($doc.rounds) rounds alternating the servers, \($doc.concurrency) client workers (downloads: 1); load average \($doc.load).",
+"Server CPU = utime+stime of every process of the server, per operation: medians (min–max) over rounds.",
+"Ratios = CPU per operation of the first server / the second (below 1: the first uses less), median (min–max) of the per-round ratios.",
 "",
-row(["operation", "gmproxy", "Tengine", "gmproxy / Tengine", "resumed (gmproxy / Tengine)", "errors"]),
-row(["---", "---:", "---:", "---:", "---:", "---:"]),
+row(["operation"] + $servers + ($pairs | map(.[0] + " / " + .[1])) + ["resumed (" + ($servers | join(" / ")) + ")", "errors"]),
+row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:"]),
 ($ops[] as $o
- | vals("gmproxy"; $o) as $g | vals("tengine"; $o) as $t
- | ($g[0].unit) as $u
- | [range(0; [$g, $t] | map(length) | min) as $i | ($g[$i].us_per_op / ([$t[] | select(.round == $g[$i].round)][0].us_per_op // null))] as $ratios
- | row([($doc.labels[$o] // $o),
-        show($u; $g | map(.us_per_op)),
-        (if ($t | length) > 0 then show($u; $t | map(.us_per_op)) else "–" end),
-        (if ($t | length) > 0 then "\($ratios | median | f(2)) (\($ratios | span(2)))" else "–" end),
-        (if $u == "conn" then
-           ((($g | map(.resumed) | add) * 100 / ($g | map(.connections) | add) | f(0)) + " %"
-            + (if ($t | length) > 0 then " / " + ((($t | map(.resumed) | add) * 100 / ($t | map(.connections) | add) | f(0)) + " %") else "" end))
-         else "–" end),
-        ([$g[], $t[]] | map(.errors) | add)])),
+ | ($r | map(select(.op == $o))[0].unit) as $u
+ | row([($doc.labels[$o] // $o)]
+       + ($servers | map(. as $s | show($u; vals($s; $o) | map(.us_per_op))))
+       + ($pairs | map(ratios(vals(.[0]; $o); vals(.[1]; $o)) as $q | if ($q | length) > 0 then "\($q | median | f(2)) (\($q | span(2)))" else "–" end))
+       + [if $u == "conn" then ($servers | map(. as $s | share(vals($s; $o))) | join(" / ")) else "–" end,
+          ($r | map(select(.op == $o) | .errors) | add)])),
 (if ($doc.syscalls | length) > 0 then
   "",
-  "### System calls per operation (`strace -c -f` on the server, one bounded run each)",
+  "### System calls per operation (`strace -c -f` on every process of the server, one bounded run each)",
   "",
   row(["operation", "server", "operations", "calls / op", "most frequent (per op)"]),
   row(["---", "---", "---:", "---:", "---"]),

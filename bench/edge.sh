@@ -7,6 +7,7 @@
 #
 # Environment (all optional):
 #   GMPROXY_TENGINE_BIN=PATH  Tengine's nginx built with ngx_tongsuo_ntls; unset: gmproxy only
+#   GMPROXY_BASE_BIN=PATH     a second gmproxy (e.g. built from main) measured as "gmproxy-base"
 #   BENCH_ROUNDS=3            rounds; each round measures every operation on each server
 #   BENCH_TIME=4              seconds per measurement (upper bound)
 #   BENCH_N=3000              operations per measurement (upper bound; downloads: N/30)
@@ -61,29 +62,30 @@ make_pki
 start_backend
 
 # ---- servers ----
-declare -A PORT_GM PORT_TG
-SERVERS=(gmproxy)
+declare -A SPID SPORT # by server name; SPORT by "name listener"
+SERVERS=()
 
+# start_gmproxy NAME BINARY: one gmproxy listener for every protocol.
 start_gmproxy() {
-	local port admin
+	local name=$1 bin=$2 port admin pid l
 	port=$(free_port)
 	admin=$(free_port)
-	gmproxy_config "$WORK/gmproxy.yaml" "$port" "$admin" "${GMPROXY_EXTRA_YAML:-}"
+	gmproxy_config "$WORK/$name.yaml" "$port" "$admin" "${GMPROXY_EXTRA_YAML:-}"
 	# shellcheck disable=SC2086
-	env ${GMPROXY_ENV:-} "$GMPROXY" run -c "$WORK/gmproxy.yaml" >"$WORK/gmproxy.log" 2>&1 &
-	GM_PID=$!
-	PIDS+=("$GM_PID")
-	wait_port "$port" 30 || die "gmproxy did not listen (see $WORK/gmproxy.log)"
-	PORT_GM[ntls]=$port PORT_GM[ntls_auth]=$port PORT_GM[tls13sm]=$port
-	log "gmproxy pid $GM_PID on 127.0.0.1:$port"
+	env ${GMPROXY_ENV:-} "$bin" run -c "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	wait_port "$port" 30 || die "$name did not listen (see $WORK/$name.log)"
+	SPID[$name]=$pid
+	for l in ntls ntls_auth tls13sm; do SPORT[$name $l]=$port; done
+	SERVERS+=("$name")
+	log "$name ($bin) pid $pid on 127.0.0.1:$port"
 }
 
 start_tengine() {
 	local d=$WORK/tengine p
 	mkdir -p "$d/conf" "$d/logs"
-	PORT_TG[ntls]=$(free_port)
-	PORT_TG[ntls_auth]=$(free_port)
-	PORT_TG[tls13sm]=$(free_port)
+	local -A PORT_TG=([ntls]=$(free_port) [ntls_auth]=$(free_port) [tls13sm]=$(free_port))
 	local ntls_certs="enable_ntls on;
         ssl_sign_certificate $PKI/server_sign.crt;
         ssl_sign_certificate_key $PKI/server_sign.key;
@@ -132,19 +134,23 @@ start_tengine() {
 		}
 	NGINX
 	"$GMPROXY_TENGINE_BIN" -p "$d" -c "$d/conf/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
-	TG_PID=$!
-	PIDS+=("$TG_PID")
+	SPID[tengine]=$!
+	PIDS+=("${SPID[tengine]}")
 	for p in "${PORT_TG[@]}"; do
 		wait_port "$p" 20 || die "Tengine did not listen on $p (see $d/logs/error.log: $(tail -n 3 "$d/logs/error.log" 2>/dev/null))"
 	done
-	log "Tengine master pid $TG_PID on 127.0.0.1:${PORT_TG[ntls]} (NTLS), ${PORT_TG[ntls_auth]} (NTLS, client certs), ${PORT_TG[tls13sm]} (TLS 1.3-SM)"
+	for p in ntls ntls_auth tls13sm; do SPORT[tengine $p]=${PORT_TG[$p]}; done
+	SERVERS+=(tengine)
+	log "Tengine master pid ${SPID[tengine]} on 127.0.0.1:${PORT_TG[ntls]} (NTLS), ${PORT_TG[ntls_auth]} (NTLS, client certs), ${PORT_TG[tls13sm]} (TLS 1.3-SM)"
 }
 
-start_gmproxy
+start_gmproxy gmproxy "$GMPROXY"
+if [[ -n ${GMPROXY_BASE_BIN:-} ]]; then
+	start_gmproxy gmproxy-base "$GMPROXY_BASE_BIN"
+fi
 if [[ -n ${GMPROXY_TENGINE_BIN:-} ]]; then
 	[[ -x $GMPROXY_TENGINE_BIN ]] || die "GMPROXY_TENGINE_BIN=$GMPROXY_TENGINE_BIN is not executable"
 	start_tengine
-	SERVERS+=(tengine)
 fi
 
 # ---- operations ----
@@ -187,8 +193,8 @@ if [[ -n ${BENCH_OPS:-} ]]; then
 	OPS=("${sel[@]}")
 fi
 
-server_pid() { if [[ $1 == gmproxy ]]; then echo "$GM_PID"; else echo "$TG_PID"; fi; }
-server_port() { if [[ $1 == gmproxy ]]; then echo "${PORT_GM[$2]}"; else echo "${PORT_TG[$2]}"; fi; }
+server_pid() { echo "${SPID[$1]}"; }
+server_port() { echo "${SPORT[$1 $2]}"; }
 
 # s_time_args OP SERVER N: the full s_time command line of one operation.
 s_time_args() {
@@ -232,9 +238,11 @@ measure() {
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((round = 1; round <= BENCH_ROUNDS; round++)); do
 	for op in "${OPS[@]}"; do
+		# Alternate: forward order in odd rounds, reversed in even ones.
 		order=("${SERVERS[@]}")
-		if ((round % 2 == 0)) && ((${#SERVERS[@]} == 2)); then
-			order=("${SERVERS[1]}" "${SERVERS[0]}")
+		if ((round % 2 == 0)); then
+			order=()
+			for ((i = ${#SERVERS[@]} - 1; i >= 0; i--)); do order+=("${SERVERS[i]}"); done
 		fi
 		for server in "${order[@]}"; do
 			measure "$round" "$server" "$op"
