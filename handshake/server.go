@@ -167,19 +167,19 @@ func (s *Server) accept(raw net.Conn) {
 	s.obs.ConnAccepted(name)
 	n := s.conns.Add(1)
 	if cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {
-		s.refuse(raw, name, "max_connections")
+		s.refuse(raw, name, RefuseMaxConnections)
 		return
 	}
 	if h := s.handshaking.Add(1); h > cfg.maxHandshakes() {
 		s.handshaking.Add(-1)
-		s.refuse(raw, name, "max_handshakes")
+		s.refuse(raw, name, RefuseMaxHandshakes)
 		return
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		s.handshaking.Add(-1)
-		s.refuse(raw, name, "shutdown")
+		s.refuse(raw, name, RefuseShutdown)
 		return
 	}
 	s.raw[raw] = struct{}{}
@@ -235,7 +235,7 @@ func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	fail := func(err error) (*Conn, error) {
 		st.HandshakeDuration = time.Since(start)
 		reason := Classify(err)
-		s.obs.HandshakeDone(HandshakeEvent{State: st, Err: err, Reason: reason})
+		s.obs.HandshakeDone(HandshakeEvent{State: st, Err: err, Reason: reason, ClientCert: ClientCertReason(err)})
 		if cfg.Logger != nil {
 			cfg.Logger.Debug("handshake failed", "listener", cfg.Name, "remote", raw.RemoteAddr().String(),
 				"family", st.Family, "sni", st.SNI, "reason", reason, "err", err)
@@ -319,8 +319,12 @@ func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	s.obs.HandshakeDone(HandshakeEvent{State: ps})
 	c := &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs}
 	name := cfg.Name
+	durObs, _ := s.obs.(ConnDurationObserver)
 	c.done = func() {
 		s.conns.Add(-1)
+		if durObs != nil {
+			durObs.ConnDone(name, ps.Family, time.Since(start))
+		}
 		s.obs.ConnClosed(name)
 	}
 	return c, nil

@@ -62,7 +62,36 @@ type HandshakeEvent struct {
 	// one of the Reason* constants.
 	Err    error
 	Reason string
+	// ClientCert is set when a handshake failed over the client's
+	// certificate: one of ClientCertReasons (no_cert, unknown_ca, …).
+	ClientCert string
 }
+
+// Why a connection was refused before its handshake, the values of
+// Observer.ConnRefused's why (bounded; metrics label values).
+const (
+	RefuseMaxConnections = "max_connections" // listener's max_connections reached
+	RefuseMaxHandshakes  = "max_handshakes"  // listener's max_handshakes reached
+	RefuseShutdown       = "shutdown"        // the listener is closing
+)
+
+// RefuseReasons lists every value of Observer.ConnRefused's why.
+var RefuseReasons = []string{RefuseMaxConnections, RefuseMaxHandshakes, RefuseShutdown}
+
+// Why a client certificate was refused: a small fixed set, safe as metric
+// label values (see ClientCertReason).
+const (
+	ClientCertNone         = "no_cert"       // none sent although required
+	ClientCertUnknownCA    = "unknown_ca"    // chain does not lead to a configured client CA
+	ClientCertExpired      = "expired"       // outside its validity period
+	ClientCertBadSignature = "bad_signature" // CertificateVerify does not verify
+	ClientCertKeyUsage     = "key_usage"     // wrong key usage or extended key usage
+	ClientCertOther        = "other"         // malformed, unsupported key, refused by policy
+)
+
+// ClientCertReasons lists every value of HandshakeEvent.ClientCert.
+var ClientCertReasons = []string{ClientCertNone, ClientCertUnknownCA, ClientCertExpired,
+	ClientCertBadSignature, ClientCertKeyUsage, ClientCertOther}
 
 // Failure reasons: a small fixed set, safe as metric label values.
 const (
@@ -102,6 +131,13 @@ func (NopObserver) ConnClosed(string)                                    {}
 func (NopObserver) HandshakeStarted(string)                              {}
 func (NopObserver) HandshakeDone(HandshakeEvent)                         {}
 func (NopObserver) Bytes(string, string, uint64, uint64, uint64, uint64) {}
+
+// ConnDurationObserver is optionally implemented by an Observer that wants
+// the lifetime of every established connection, from accept to close; the
+// server calls ConnDone just before ConnClosed.
+type ConnDurationObserver interface {
+	ConnDone(listener, family string, d time.Duration)
+}
 
 // KeyOpObserver receives one event per private-key operation run by the
 // offload engine: op is "sign", "decrypt" or "key_agreement"; family is the

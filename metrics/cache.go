@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gmproxy/gmproxy/handshake"
 )
 
 // Per-connection events resolve the same few label sets again and again;
@@ -53,8 +55,8 @@ func (m *Metrics) listener(name string) listenerChildren {
 }
 
 type handshakeKey struct {
-	listener, family, cipher, result string
-	resumed, clientAuth              bool
+	listener, family, version, cipher, site, result string
+	resumed, clientAuth                             bool
 }
 
 // handshakeChildren are the series of one handshake outcome; duration is nil
@@ -63,12 +65,13 @@ type handshakeChildren struct {
 	count      prometheus.Counter
 	duration   prometheus.Observer
 	inProgress prometheus.Gauge
+	site       prometheus.Counter // nil before a site was chosen
 }
 
 type bytesKey struct{ family, cipher string }
 
-// bytesChildren are created together; a series that stays zero (records
-// when the protocol does not count them) is still exported, at 0.
+// bytesChildren are created together. Records are nil for ordinary TLS,
+// whose record layer (crypto/tls) does not count them.
 type bytesChildren struct {
 	rx, tx, rxRecords, txRecords prometheus.Counter
 }
@@ -76,9 +79,17 @@ type bytesChildren struct {
 func (m *Metrics) bytesFor(family, cipher string) bytesChildren {
 	return m.bytesCache.get(bytesKey{family, cipher}, func() bytesChildren {
 		p, c := protocolLabel(family), cipherLabel(cipher)
-		return bytesChildren{
-			rx: m.tlsBytes.WithLabelValues(p, c, "rx"), tx: m.tlsBytes.WithLabelValues(p, c, "tx"),
-			rxRecords: m.tlsRecords.WithLabelValues(p, c, "rx"), txRecords: m.tlsRecords.WithLabelValues(p, c, "tx"),
+		bc := bytesChildren{rx: m.tlsBytes.WithLabelValues(p, c, "rx"), tx: m.tlsBytes.WithLabelValues(p, c, "tx")}
+		if family != handshake.FamilyTLS {
+			bc.rxRecords, bc.txRecords = m.tlsRecords.WithLabelValues(p, c, "rx"), m.tlsRecords.WithLabelValues(p, c, "tx")
 		}
+		return bc
 	})
+}
+
+// reset empties the cache (after series were deleted, its children are stale).
+func (c *childCache[K, V]) reset() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
 }

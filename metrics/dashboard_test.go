@@ -109,12 +109,47 @@ func TestDashboardMetricsExist(t *testing.T) {
 			}
 		}
 	}
+	// Every metric a query reads is limited to the selected jobs, so that
+	// one dashboard serves several deployments (the job variable's own query
+	// lists them all).
+	sel := regexp.MustCompile(`\b((?:gmproxy|go|process)_[a-zA-Z0-9_]+)(\{[^}]*\})?`)
+	for _, q := range qs {
+		if q == "label_values(gmproxy_build_info, job)" {
+			continue
+		}
+		for _, m := range sel.FindAllStringSubmatch(q, -1) {
+			if !strings.Contains(m[2], `job=~"$job"`) {
+				t.Errorf("%s is not limited to $job in %s", m[1], q)
+			}
+		}
+	}
+	// Bytes per record is meaningful only where records are counted (not
+	// ordinary TLS, whose record layer is crypto/tls).
+	for _, q := range qs {
+		if strings.Contains(q, "gmproxy_tls_records_total") && strings.Contains(q, "gmproxy_tls_bytes_total") &&
+			!strings.Contains(q, `protocol!="tls"`) {
+			t.Errorf("bytes per record query includes ordinary TLS: %s", q)
+		}
+	}
+	// The resumption ratio counts ticket resumptions as well as session IDs.
+	found := false
+	for _, q := range qs {
+		if strings.Contains(q, "gmproxy_session_cache_hits_total") && strings.Contains(q, "gmproxy_session_tickets_accepted_total") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no resumption ratio that counts tickets")
+	}
 	// The panels the issue asks for.
 	for _, want := range []string{
 		"gmproxy_handshakes_total", "gmproxy_handshake_duration_seconds", "gmproxy_tls_bytes_total",
 		"gmproxy_key_operation_duration_seconds", "gmproxy_key_operation_queue_seconds",
 		"gmproxy_upstream_target_healthy", "gmproxy_upstream_response_seconds",
 		"gmproxy_http_request_duration_seconds", "gmproxy_cert_not_after_timestamp_seconds",
+		"gmproxy_site_handshakes_total", "gmproxy_client_cert_failures_total", "gmproxy_connection_duration_seconds",
+		"gmproxy_upstream_responses_total", "gmproxy_upstream_connect_seconds",
+		"gmproxy_upstream_cert_not_after_timestamp_seconds", "gmproxy_key_server_cert_not_after_timestamp_seconds",
 	} {
 		if !used[want] {
 			t.Errorf("dashboard does not use %s", want)

@@ -55,7 +55,15 @@ var (
 	storeResults = set(sessionstore.Results...)
 )
 
-var certRoles = set("sign", "enc", "tls13sm", "tls")
+var certRoles = set("sign", "enc", "tls13sm", "tls", "client_ca")
+
+var upstreamCertRoles = set("client", "client_sign", "client_enc", "ca")
+
+var keyServerCertRoles = set("client", "ca")
+
+var clientCertReasons = set(handshake.ClientCertReasons...)
+
+var versions = set(handshake.ProtoTLCP, handshake.ProtoTLS13SM, "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 
 var httpMethods = set("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI")
 
@@ -171,6 +179,21 @@ type admitter struct {
 
 func newAdmitter(max int) *admitter {
 	return &admitter{max: max, seen: make(map[string]struct{})}
+}
+
+// retain forgets every admitted name not in keep and returns the names
+// forgotten.
+func (a *admitter) retain(keep map[string]bool) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var gone []string
+	for v := range a.seen {
+		if !keep[v] {
+			delete(a.seen, v)
+			gone = append(gone, v)
+		}
+	}
+	return gone
 }
 
 func (a *admitter) label(v string) string {

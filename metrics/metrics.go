@@ -11,15 +11,18 @@
 //
 // # Metrics
 //
-//	gmproxy_handshake_duration_seconds        histogram {listener, protocol, cipher, resumed, client_auth}
-//	gmproxy_handshakes_total                  counter   {listener, protocol, cipher, resumed, result}
+//	gmproxy_handshake_duration_seconds        histogram {listener, protocol, version, cipher, resumed, client_auth}
+//	gmproxy_handshakes_total                  counter   {listener, protocol, version, cipher, resumed, result}
 //	gmproxy_handshakes_in_progress            gauge     {listener}
+//	gmproxy_site_handshakes_total             counter   {site, protocol, result}
+//	gmproxy_client_cert_failures_total        counter   {protocol, reason}
 //	gmproxy_tls_bytes_total                   counter   {protocol, cipher, direction}
-//	gmproxy_tls_records_total                 counter   {protocol, cipher, direction}
+//	gmproxy_tls_records_total                 counter   {protocol, cipher, direction} (tlcp and tls13sm only)
 //	gmproxy_connections_accepted_total        counter   {listener}
 //	gmproxy_connections_active                gauge     {listener}
 //	gmproxy_connections_closed_total          counter   {listener}
 //	gmproxy_connections_refused_total         counter   {listener, reason}
+//	gmproxy_connection_duration_seconds       histogram {listener, protocol}
 //	gmproxy_session_cache_hits_total          counter   {protocol}
 //	gmproxy_session_cache_misses_total        counter   {protocol}
 //	gmproxy_session_cache_size                gauge     {protocol}
@@ -37,7 +40,9 @@
 //	gmproxy_http_request_duration_seconds     histogram {site, route}
 //	gmproxy_http_requests_in_flight           gauge     {site}
 //	gmproxy_http_bytes_total                  counter   {site, direction}
-//	gmproxy_upstream_response_seconds         histogram {upstream}
+//	gmproxy_upstream_response_seconds         histogram {upstream} (time to the response headers)
+//	gmproxy_upstream_connect_seconds          histogram {upstream} (TCP connect plus TLS/TLCP handshake)
+//	gmproxy_upstream_responses_total          counter   {upstream, code}
 //	gmproxy_upstream_target_healthy           gauge     {upstream, target}
 //	gmproxy_upstream_retries_total            counter   {upstream}
 //	gmproxy_stream_bytes_total                counter   {site, upstream, direction}
@@ -45,9 +50,13 @@
 //	gmproxy_config_last_reload_success_timestamp_seconds gauge
 //	gmproxy_config_last_reload_successful     gauge
 //	gmproxy_cert_not_after_timestamp_seconds  gauge     {site, role}
+//	gmproxy_upstream_cert_not_after_timestamp_seconds   gauge {upstream, role}
+//	gmproxy_key_server_cert_not_after_timestamp_seconds gauge {key_server, role}
 //	gmproxy_build_info                        gauge     {version, goversion, gmsm}
 //
 // plus the go_* and process_* collectors. protocol is tlcp, tls13sm or tls;
+// version is the negotiated protocol version (NTLSv1.1, TLSv1.3-SM,
+// TLSv1.2, TLSv1.3; none before one was chosen);
 // direction is rx (from clients) or tx (to clients); code is 1xx..5xx; bytes
 // are plaintext application bytes, reported when a connection closes.
 // location is local (a key in gmproxy's memory) or remote (a key server);
@@ -61,7 +70,18 @@
 // (sessions.store): op is get (a session-ID lookup that missed the
 // in-process cache), set (a new session written), delete, or ticket_keys
 // (a refresh of the fleet ticket keys); result is hit, miss, ok, error,
-// timeout, or skipped (not asked: the circuit breaker is open).
+// timeout, or skipped (not asked: the circuit breaker is open). The reason of a client-certificate failure is one of
+// handshake.ClientCertReasons (no_cert, unknown_ca, expired, bad_signature,
+// key_usage, other). Site roles are sign, enc (TLCP), tls13sm, tls and
+// client_ca (the earliest expiry among the site's client CAs); upstream
+// roles are client (TLS and TLS 1.3-SM client certificate), client_sign,
+// client_enc (TLCP) and ca; key-server roles are client and ca.
+//
+// Counters whose label sets are known from the configuration (refusals,
+// ticket rejections, session-cache lookups, retries, upstream responses,
+// client-certificate failures) are exported at 0 from the start, and
+// Retain deletes the series of listeners, sites, routes, upstreams and
+// targets that a reload removed.
 package metrics
 
 import (
@@ -89,6 +109,10 @@ var HandshakeBuckets = prometheus.ExponentialBuckets(100e-6, 2, 18)
 // about 1.3 s (18 buckets).
 var KeyOpBuckets = prometheus.ExponentialBuckets(10e-6, 2, 18)
 
+// ConnBuckets are the connection lifetime buckets: 10 ms quadrupling up to
+// about 12 hours (16 buckets).
+var ConnBuckets = prometheus.ExponentialBuckets(10e-3, 4, 16)
+
 // RequestBuckets are the HTTP request and upstream response time buckets:
 // 1 ms doubling up to about 65 s (17 buckets).
 var RequestBuckets = prometheus.ExponentialBuckets(1e-3, 2, 17)
@@ -99,7 +123,7 @@ type Metrics struct {
 	gatherer prometheus.Gatherer
 	ready    atomic.Bool
 
-	listeners, sites, routes, upstreams, targets, refusals *admitter
+	listeners, sites, routes, upstreams, targets, refusals, keyServers *admitter
 
 	listenerCache  childCache[string, listenerChildren]
 	handshakeCache childCache[handshakeKey, handshakeChildren]
@@ -109,6 +133,9 @@ type Metrics struct {
 	handshakeDuration    *prometheus.HistogramVec
 	handshakes           *prometheus.CounterVec
 	handshakesInProgress *prometheus.GaugeVec
+	siteHandshakes       *prometheus.CounterVec
+	clientCertFailures   *prometheus.CounterVec
+	connDuration         *prometheus.HistogramVec
 	tlsBytes             *prometheus.CounterVec
 	tlsRecords           *prometheus.CounterVec
 	connAccepted         *prometheus.CounterVec
@@ -141,6 +168,8 @@ type Metrics struct {
 	requestDuration  *prometheus.HistogramVec
 	requestsInFlight *prometheus.GaugeVec
 	upstreamDuration *prometheus.HistogramVec
+	upstreamConnect  *prometheus.HistogramVec
+	upstreamStatus   *prometheus.CounterVec
 	upstreamHealthy  *prometheus.GaugeVec
 	upstreamRetries  *prometheus.CounterVec
 	streamBytes      *prometheus.CounterVec
@@ -151,6 +180,8 @@ type Metrics struct {
 	lastReloadSuccess prometheus.Gauge
 	lastReloadOK      prometheus.Gauge
 	certNotAfter      *prometheus.GaugeVec
+	upstreamCerts     *prometheus.GaugeVec
+	keyServerCerts    *prometheus.GaugeVec
 	buildInfo         *prometheus.GaugeVec
 }
 
@@ -163,7 +194,9 @@ var (
 	_ handshake.KeyOpLocationObserver = (*Metrics)(nil)
 	_ handshake.TicketReasonObserver  = (*Metrics)(nil)
 	_ sessionstore.Observer           = (*Metrics)(nil)
+	_ handshake.ConnDurationObserver  = (*Metrics)(nil)
 	_ proxy.Observer                  = (*Metrics)(nil)
+	_ proxy.UpstreamConnectObserver   = (*Metrics)(nil)
 )
 
 // New creates gmproxy's collectors and registers them, with the Go runtime
@@ -188,6 +221,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		upstreams:     newAdmitter(maxUpstreams),
 		targets:       newAdmitter(maxTargets),
 		refusals:      newAdmitter(maxRefusals),
+		keyServers:    newAdmitter(maxUpstreams),
 		lastEvictions: make(map[string]uint64),
 	}
 	m.build()
@@ -235,11 +269,14 @@ func (m *Metrics) build() {
 
 	m.handshakeDuration = histogram("", "handshake_duration_seconds",
 		"Duration of successful handshakes, from the first byte read to the handshake's completion.",
-		HandshakeBuckets, "listener", "protocol", "cipher", "resumed", "client_auth")
+		HandshakeBuckets, "listener", "protocol", "version", "cipher", "resumed", "client_auth")
 	m.handshakes = counter("", "handshakes_total",
 		"Handshakes finished, by result: success or a failure reason (timeout, bad_certificate, no_shared_cipher, protocol_error, peer_alert, eof, unknown_protocol, refused, internal_error).",
-		"listener", "protocol", "cipher", "resumed", "result")
+		"listener", "protocol", "version", "cipher", "resumed", "result")
 	m.handshakesInProgress = gauge("", "handshakes_in_progress", "Handshakes started and not yet finished.", "listener")
+	m.siteHandshakes = counter("", "site_handshakes_total", "Handshakes per site (the site chosen by SNI), by result success or failure.", "site", "protocol", "result")
+	m.clientCertFailures = counter("", "client_cert_failures_total", "Handshakes refused over the client certificate, by reason (no_cert, unknown_ca, expired, bad_signature, key_usage, other).", "protocol", "reason")
+	m.connDuration = histogram("", "connection_duration_seconds", "Lifetime of established connections, from accept to close.", ConnBuckets, "listener", "protocol")
 	m.tlsBytes = counter("", "tls_bytes_total", "Plaintext application bytes moved through the record layer.", "protocol", "cipher", "direction")
 	m.tlsRecords = counter("", "tls_records_total", "Application data records moved through the record layer.", "protocol", "cipher", "direction")
 	m.connAccepted = counter("", "connections_accepted_total", "TCP connections accepted.", "listener")
@@ -273,7 +310,9 @@ func (m *Metrics) build() {
 	m.requestDuration = histogram("http", "request_duration_seconds", "HTTP request duration, from request headers read to response finished.", RequestBuckets, "site", "route")
 	m.requestsInFlight = gauge("http", "requests_in_flight", "HTTP requests being served.", "site")
 	m.httpBytes = counter("http", "bytes_total", "HTTP body bytes, direction rx (request) or tx (response).", "site", "direction")
-	m.upstreamDuration = histogram("upstream", "response_seconds", "Upstream response time (until response headers).", RequestBuckets, "upstream")
+	m.upstreamDuration = histogram("upstream", "response_seconds", "Upstream response time: time to the response headers (first byte), connect included.", RequestBuckets, "upstream")
+	m.upstreamConnect = histogram("upstream", "connect_seconds", "Time to open a new upstream connection: TCP connect plus the TLS or TLCP handshake; failed attempts included.", KeyOpBuckets, "upstream")
+	m.upstreamStatus = counter("upstream", "responses_total", "Responses received from upstream targets, by status class (errors gmproxy answered itself are not counted).", "upstream", "code")
 	m.upstreamHealthy = gauge("upstream", "target_healthy", "1 when the upstream target passes health checks, else 0.", "upstream", "target")
 	m.upstreamRetries = counter("upstream", "retries_total", "Requests retried on another upstream target.", "upstream")
 	m.streamBytes = counter("stream", "bytes_total", "Bytes moved by TCP stream mode and tunnels, direction rx (from client) or tx (to client).", "site", "upstream", "direction")
@@ -281,20 +320,22 @@ func (m *Metrics) build() {
 	m.reloads = counter("config", "reloads_total", "Configuration reloads, by result success or failure.", "result")
 	m.lastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds", Help: "Unix time of the last successful configuration load."})
 	m.lastReloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful", Help: "1 when the last configuration reload succeeded, else 0."})
-	m.certNotAfter = gauge("", "cert_not_after_timestamp_seconds", "NotAfter of the certificates in use, as Unix time, per site and role (sign, enc, tls13sm, tls).", "site", "role")
+	m.certNotAfter = gauge("", "cert_not_after_timestamp_seconds", "NotAfter of the certificates in use, as Unix time, per site and role (sign, enc, tls13sm, tls, client_ca: the earliest of the site's client CAs).", "site", "role")
+	m.upstreamCerts = gauge("", "upstream_cert_not_after_timestamp_seconds", "NotAfter of the client certificates gmproxy presents to upstreams and of the CAs it verifies them with, as Unix time (role client, client_sign, client_enc, ca).", "upstream", "role")
+	m.keyServerCerts = gauge("", "key_server_cert_not_after_timestamp_seconds", "NotAfter of the certificates used to reach key servers, as Unix time (role client, ca).", "key_server", "role")
 	m.buildInfo = gauge("", "build_info", "Always 1; labels carry the gmproxy, Go and gmsm versions.", "version", "goversion", "gmsm")
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		m.handshakeDuration, m.handshakes, m.handshakesInProgress, m.tlsBytes, m.tlsRecords,
-		m.connAccepted, m.connActive, m.connClosed, m.connRefused,
+		m.handshakeDuration, m.handshakes, m.handshakesInProgress, m.siteHandshakes, m.clientCertFailures,
+		m.tlsBytes, m.tlsRecords, m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration,
 		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
 		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected, m.storeOps, m.storeDuration,
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes,
-		m.upstreamDuration, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
-		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.buildInfo,
+		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
+		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
 }
 
@@ -336,26 +377,42 @@ func (m *Metrics) HandshakeDone(ev handshake.HandshakeEvent) {
 			result = handshake.ReasonInternal
 		}
 	}
-	key := handshakeKey{listener: st.Listener, family: st.Family, cipher: st.Cipher, result: result,
-		resumed: st.Resumed, clientAuth: st.ClientAuth && result == "success"}
+	key := handshakeKey{listener: st.Listener, family: st.Family, version: st.Protocol, cipher: st.Cipher, site: st.Site,
+		result: result, resumed: st.Resumed, clientAuth: st.ClientAuth && result == "success"}
 	c := m.handshakeCache.get(key, func() handshakeChildren {
 		listener := m.listeners.label(st.Listener)
-		protocol, cipher, resumed := protocolLabel(st.Family), cipherLabel(st.Cipher), boolLabel(st.Resumed)
+		protocol, version, cipher, resumed := protocolLabel(st.Family), fixed(versions, st.Protocol), cipherLabel(st.Cipher), boolLabel(st.Resumed)
 		res := fixed(handshakeResults, result)
 		hc := handshakeChildren{
-			count:      m.handshakes.WithLabelValues(listener, protocol, cipher, resumed, res),
+			count:      m.handshakes.WithLabelValues(listener, protocol, version, cipher, resumed, res),
 			inProgress: m.handshakesInProgress.WithLabelValues(listener),
 		}
+		siteResult := "failure"
 		if res == "success" {
-			hc.duration = m.handshakeDuration.WithLabelValues(listener, protocol, cipher, resumed, boolLabel(st.ClientAuth))
+			siteResult = res
+			hc.duration = m.handshakeDuration.WithLabelValues(listener, protocol, version, cipher, resumed, boolLabel(st.ClientAuth))
+		}
+		if st.Site != "" {
+			hc.site = m.siteHandshakes.WithLabelValues(m.sites.label(st.Site), protocol, siteResult)
 		}
 		return hc
 	})
 	c.inProgress.Dec()
 	c.count.Inc()
+	if c.site != nil {
+		c.site.Inc()
+	}
 	if c.duration != nil {
 		c.duration.Observe(st.HandshakeDuration.Seconds())
 	}
+	if ev.ClientCert != "" {
+		m.clientCertFailures.WithLabelValues(protocolLabel(st.Family), fixed(clientCertReasons, ev.ClientCert)).Inc()
+	}
+}
+
+// ConnDone implements handshake.ConnDurationObserver.
+func (m *Metrics) ConnDone(listener, family string, d time.Duration) {
+	m.connDuration.WithLabelValues(m.listeners.label(listener), protocolLabel(family)).Observe(d.Seconds())
 }
 
 // Bytes implements handshake.Observer.
@@ -366,8 +423,10 @@ func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint
 	c := m.bytesFor(family, cipher)
 	c.rx.Add(float64(rx))
 	c.tx.Add(float64(tx))
-	c.rxRecords.Add(float64(rxRecords))
-	c.txRecords.Add(float64(txRecords))
+	if c.rxRecords != nil {
+		c.rxRecords.Add(float64(rxRecords))
+		c.txRecords.Add(float64(txRecords))
+	}
 }
 
 // ---- handshake.KeyOpObserver ----
@@ -479,8 +538,17 @@ func (m *Metrics) RequestDone(ev proxy.RequestEvent) {
 		m.httpBytes.WithLabelValues(site, "tx").Add(float64(ev.BytesOut))
 	}
 	if ev.Upstream != "" {
-		m.upstreamDuration.WithLabelValues(m.upstreams.label(ev.Upstream)).Observe(ev.UpstreamDuration.Seconds())
+		up := m.upstreams.label(ev.Upstream)
+		m.upstreamDuration.WithLabelValues(up).Observe(ev.UpstreamDuration.Seconds())
+		if ev.UpstreamStatus != 0 {
+			m.upstreamStatus.WithLabelValues(up, codeClass(ev.UpstreamStatus)).Inc()
+		}
 	}
+}
+
+// UpstreamConnect implements proxy.UpstreamConnectObserver.
+func (m *Metrics) UpstreamConnect(upstream string, d time.Duration, _ error) {
+	m.upstreamConnect.WithLabelValues(m.upstreams.label(upstream)).Observe(d.Seconds())
 }
 
 // UpstreamHealth implements proxy.Observer.
@@ -532,9 +600,26 @@ func (m *Metrics) SetCertNotAfter(site, role string, notAfter time.Time) {
 	m.certNotAfter.WithLabelValues(m.sites.label(site), fixed(certRoles, role)).Set(float64(notAfter.Unix()))
 }
 
-// ResetCertNotAfter forgets every certificate expiry, so that a reload can
-// set the new configuration's certificates without leaving removed sites.
-func (m *Metrics) ResetCertNotAfter() { m.certNotAfter.Reset() }
+// SetUpstreamCertNotAfter records the expiry of a certificate gmproxy uses
+// towards an upstream; role is client, client_sign, client_enc or ca.
+func (m *Metrics) SetUpstreamCertNotAfter(upstream, role string, notAfter time.Time) {
+	m.upstreamCerts.WithLabelValues(m.upstreams.label(upstream), fixed(upstreamCertRoles, role)).Set(float64(notAfter.Unix()))
+}
+
+// SetKeyServerCertNotAfter records the expiry of a certificate used to reach
+// a key server; role is client or ca.
+func (m *Metrics) SetKeyServerCertNotAfter(keyServer, role string, notAfter time.Time) {
+	m.keyServerCerts.WithLabelValues(m.keyServers.label(keyServer), fixed(keyServerCertRoles, role)).Set(float64(notAfter.Unix()))
+}
+
+// ResetCertNotAfter forgets every certificate expiry (sites, upstreams, key
+// servers), so that a reload can set the new configuration's certificates
+// without leaving removed ones.
+func (m *Metrics) ResetCertNotAfter() {
+	m.certNotAfter.Reset()
+	m.upstreamCerts.Reset()
+	m.keyServerCerts.Reset()
+}
 
 // ResetUpstreamHealth forgets every upstream target health value (call on
 // reload before the new health checkers report).

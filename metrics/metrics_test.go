@@ -71,12 +71,18 @@ func gather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
 func TestHandshakeEvents(t *testing.T) {
 	m, reg := newTest(t)
 	full := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP,
-		Cipher: "ECC-SM2-SM4-GCM-SM3", SNI: "secret.example", HandshakeDuration: 3 * time.Millisecond}
+		Cipher: "ECC-SM2-SM4-GCM-SM3", SNI: "secret.example", Site: "portal", HandshakeDuration: 3 * time.Millisecond}
 	resumed := full
 	resumed.Resumed = true
 	resumed.HandshakeDuration = 200 * time.Microsecond
-	tls13 := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS13SM, Cipher: "TLS_SM4_GCM_SM3",
-		ClientAuth: true, HandshakeDuration: 2 * time.Millisecond}
+	tls13 := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS13SM, Protocol: handshake.ProtoTLS13SM,
+		Cipher: "TLS_SM4_GCM_SM3", ClientAuth: true, HandshakeDuration: 2 * time.Millisecond}
+	// TLS 1.2 and 1.3 differ only by the version label.
+	tls12 := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS, Protocol: "TLSv1.2",
+		Cipher: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}
+	tls13std := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS, Protocol: "TLSv1.3",
+		Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}
+	badCert := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS13SM, Site: "portal"}
 
 	for i := 0; i < 3; i++ {
 		m.ConnAccepted("edge")
@@ -88,6 +94,13 @@ func TestHandshakeEvents(t *testing.T) {
 	m.HandshakeDone(handshake.HandshakeEvent{State: tls13})
 	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge"},
 		Err: errors.New("boom"), Reason: handshake.ReasonTimeout})
+	m.HandshakeStarted("edge")
+	m.HandshakeDone(handshake.HandshakeEvent{State: tls12})
+	m.HandshakeStarted("edge")
+	m.HandshakeDone(handshake.HandshakeEvent{State: tls13std})
+	m.HandshakeStarted("edge")
+	m.HandshakeDone(handshake.HandshakeEvent{State: badCert, Err: errors.New("unknown ca"),
+		Reason: handshake.ReasonBadCertificate, ClientCert: handshake.ClientCertUnknownCA})
 	m.ConnClosed("edge")
 	m.ConnRefused("edge", "max_connections")
 
@@ -95,10 +108,15 @@ func TestHandshakeEvents(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		{m.handshakes.WithLabelValues("edge", "tlcp", "ECC-SM2-SM4-GCM-SM3", "false", "success"), 1},
-		{m.handshakes.WithLabelValues("edge", "tlcp", "ECC-SM2-SM4-GCM-SM3", "true", "success"), 1},
-		{m.handshakes.WithLabelValues("edge", "tls13sm", "TLS_SM4_GCM_SM3", "false", "success"), 1},
-		{m.handshakes.WithLabelValues("edge", "none", "none", "false", "timeout"), 1},
+		{m.handshakes.WithLabelValues("edge", "tlcp", "NTLSv1.1", "ECC-SM2-SM4-GCM-SM3", "false", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "tlcp", "NTLSv1.1", "ECC-SM2-SM4-GCM-SM3", "true", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "tls13sm", "TLSv1.3-SM", "TLS_SM4_GCM_SM3", "false", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "none", "none", "none", "false", "timeout"), 1},
+		{m.handshakes.WithLabelValues("edge", "tls", "TLSv1.2", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "false", "success"), 1},
+		{m.handshakes.WithLabelValues("edge", "tls", "TLSv1.3", "TLS_AES_128_GCM_SHA256", "false", "success"), 1},
+		{m.siteHandshakes.WithLabelValues("portal", "tlcp", "success"), 2},
+		{m.siteHandshakes.WithLabelValues("portal", "tls13sm", "failure"), 1},
+		{m.clientCertFailures.WithLabelValues("tls13sm", "unknown_ca"), 1},
 		{m.handshakesInProgress.WithLabelValues("edge"), 0},
 		{m.connAccepted.WithLabelValues("edge"), 3},
 		{m.connActive.WithLabelValues("edge"), 2},
@@ -121,8 +139,8 @@ func TestHandshakeEvents(t *testing.T) {
 		t.Errorf("tls13sm client-auth histogram count = %d, want 1", n)
 	}
 	// Failed handshakes are counted, not timed.
-	if n := histCount(t, reg, name, nil); n != 3 {
-		t.Errorf("histogram total count = %d, want 3", n)
+	if n := histCount(t, reg, name, nil); n != 5 {
+		t.Errorf("histogram total count = %d, want 5", n)
 	}
 	// The SNI value must appear nowhere in the exposition.
 	for _, mf := range gather(t, reg) {
@@ -420,7 +438,7 @@ func TestRegistrationOnSharedRegistry(t *testing.T) {
 func TestAdminMux(t *testing.T) {
 	m, _ := newTest(t)
 	m.HandshakeStarted("edge")
-	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge", Family: "tls", Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}})
+	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge", Family: "tls", Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}})
 	for _, pprof := range []bool{false, true} {
 		reloadErr := errors.New("bad config at line 3")
 		reloads := 0
@@ -443,7 +461,7 @@ func TestAdminMux(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, string(b)
 		}
-		if code, body := get("GET", "/metrics"); code != 200 || !strings.Contains(body, `gmproxy_handshakes_total{cipher="TLS_AES_128_GCM_SHA256",listener="edge",protocol="tls",result="success",resumed="false"} 1`) {
+		if code, body := get("GET", "/metrics"); code != 200 || !strings.Contains(body, `gmproxy_handshakes_total{cipher="TLS_AES_128_GCM_SHA256",listener="edge",protocol="tls",result="success",resumed="false",version="TLSv1.3"} 1`) {
 			t.Errorf("/metrics: %d\n%s", code, body)
 		}
 		if code, _ := get("GET", "/healthz"); code != 200 {

@@ -27,6 +27,10 @@ type Config struct {
 	Limits LimitsConfig
 	// AccessLog configures the access log. Default: off.
 	AccessLog AccessLogConfig
+	// Previous is the proxy this one replaces on a reload, or nil. Targets
+	// that stay (same upstream name and address) keep their health state:
+	// a target that was down stays down until its checks say otherwise.
+	Previous *Proxy
 }
 
 // LimitsConfig holds client-side limits for HTTP serving.

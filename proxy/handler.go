@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -160,7 +159,7 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		s.stream = st
 	}
 	for i := range sc.Routes {
-		rt, err := compileRoute(p, &sc.Routes[i], i)
+		rt, err := compileRoute(p, &sc.Routes[i])
 		if err != nil {
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
@@ -169,7 +168,21 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 	return s, nil
 }
 
-func compileRoute(p *Proxy, rc *RouteConfig, i int) (*route, error) {
+// RouteLabel names a route in logs and metrics: its name, else the path it
+// matches (path, else path_prefix, else "/").
+func RouteLabel(rc *RouteConfig) string {
+	switch {
+	case rc.Name != "":
+		return rc.Name
+	case rc.Path != "":
+		return rc.Path
+	case rc.PathPrefix != "":
+		return rc.PathPrefix
+	}
+	return "/"
+}
+
+func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 	rt := &route{
 		name:      rc.Name,
 		prefix:    rc.PathPrefix,
@@ -188,7 +201,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, i int) (*route, error) {
 		rt.upgrades = DefaultUpgrades
 	}
 	if rt.name == "" {
-		rt.name = "route" + strconv.Itoa(i)
+		rt.name = RouteLabel(rc)
 	}
 	if rt.prefix != "" && rt.exact != "" {
 		return nil, fmt.Errorf("route %s: path_prefix and path are exclusive", rt.name)
@@ -385,6 +398,7 @@ func (s *site) report(rs *reqState, r *http.Request) {
 		Status:           status,
 		Duration:         time.Since(rs.start),
 		UpstreamDuration: rs.upDur,
+		UpstreamStatus:   rs.upStatus,
 		BytesIn:          rs.bytesIn,
 		BytesOut:         rs.w.bytes,
 	}

@@ -107,3 +107,33 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 	}
 	return nil
 }
+
+// inheritHealth copies the health state of prev's targets to u's targets
+// with the same address (a reload keeps what the checks learnt). Passive
+// failure counts are kept only when the failure window has the same size.
+func (u *Upstream) inheritHealth(prev *Upstream) {
+	if prev == nil {
+		return
+	}
+	old := make(map[string]*Target, len(prev.targets))
+	for _, t := range prev.targets {
+		old[t.Addr] = t
+	}
+	for _, t := range u.targets {
+		o := old[t.Addr]
+		if o == nil {
+			continue
+		}
+		t.downUntil.Store(o.downUntil.Load())
+		if u.active.Path != "" && prev.active.Path != "" {
+			t.activeDn.Store(o.activeDn.Load())
+		}
+		t.reported.Store(t.activeDn.Load() || t.downUntil.Load() > time.Now().UnixNano())
+		o.failMu.Lock()
+		if len(o.fails) == len(t.fails) {
+			copy(t.fails, o.fails)
+			t.failN = o.failN
+		}
+		o.failMu.Unlock()
+	}
+}

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,5 +170,137 @@ func TestPassiveUnhealthyStatus(t *testing.T) {
 		if _, body, _ := get(t, c, f.url+"/"); body != "good" {
 			t.Fatalf("request went to the ejected target: %q", body)
 		}
+	}
+}
+
+// TestReloadKeepsHealthState: a proxy built with Previous (a reload) keeps
+// the health state of targets that stay, reports it as the initial state,
+// and starts targets that are new, or whose upstream is new, healthy.
+func TestReloadKeepsHealthState(t *testing.T) {
+	passive := HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, FailWindow: time.Minute, Cooldown: time.Hour}}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: "127.0.0.1:1"}, {Address: "127.0.0.1:2"}}, HealthCheck: passive}},
+		Sites:     oneSite(RouteConfig{Upstream: "app"}),
+	}
+	old, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	u := old.upstreams["app"]
+	u.fail(u.targets[0], "test")
+	if u.targets[0].Healthy() {
+		t.Fatal("target not down after a failure")
+	}
+
+	next := cfg
+	next.Upstreams = []UpstreamConfig{
+		{Name: "app", Targets: []TargetConfig{{Address: "127.0.0.1:1"}, {Address: "127.0.0.1:2"}, {Address: "127.0.0.1:3"}}, HealthCheck: passive},
+		{Name: "other", Targets: []TargetConfig{{Address: "127.0.0.1:1"}}},
+	}
+	next.Previous = old
+	obs := newEventObserver()
+	p, err := New(next, obs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	want := map[string]bool{"127.0.0.1:1": false, "127.0.0.1:2": true, "127.0.0.1:3": true}
+	for _, tg := range p.upstreams["app"].targets {
+		if got := tg.Healthy(); got != want[tg.Addr] {
+			t.Errorf("after reload %s healthy=%v, want %v", tg.Addr, got, want[tg.Addr])
+		}
+	}
+	if !p.upstreams["other"].targets[0].Healthy() {
+		t.Error("a new upstream inherited another upstream's target state")
+	}
+	obs.waitHealth(t, "app 127.0.0.1:1 down")
+	// Without Previous, state starts fresh.
+	fresh, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if !fresh.upstreams["app"].targets[0].Healthy() {
+		t.Error("a proxy without Previous started a target down")
+	}
+}
+
+func TestRouteLabel(t *testing.T) {
+	for _, tc := range []struct {
+		rc   RouteConfig
+		want string
+	}{
+		{RouteConfig{Name: "api", PathPrefix: "/api/"}, "api"},
+		{RouteConfig{PathPrefix: "/api/"}, "/api/"},
+		{RouteConfig{Path: "/healthz", PathPrefix: "/x"}, "/healthz"},
+		{RouteConfig{}, "/"},
+	} {
+		if got := RouteLabel(&tc.rc); got != tc.want {
+			t.Errorf("RouteLabel(%+v) = %q, want %q", tc.rc, got, tc.want)
+		}
+	}
+}
+
+// connectObserver also records UpstreamConnect events.
+type connectObserver struct {
+	*eventObserver
+	mu       sync.Mutex
+	connects []string
+}
+
+func (o *connectObserver) UpstreamConnect(up string, d time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.connects = append(o.connects, fmt.Sprintf("%s ok=%v", up, err == nil && d > 0))
+}
+
+// TestUpstreamStatusAndConnectEvents: the request event carries the status
+// the target answered (not the one gmproxy made up), and every new upstream
+// connection is timed, failed ones included.
+func TestUpstreamStatusAndConnectEvents(t *testing.T) {
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer busy.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadAddr := addrOf(dead)
+	dead.Close()
+	obs := &connectObserver{eventObserver: newEventObserver()}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{
+			{Name: "busy", Targets: []TargetConfig{{Address: addrOf(busy)}}},
+			{Name: "dead", Targets: []TargetConfig{{Address: deadAddr}}},
+		},
+		Sites: oneSite(RouteConfig{PathPrefix: "/dead", Upstream: "dead"}, RouteConfig{Upstream: "busy"}),
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	c := testClient(t)
+	if code, _, _ := get(t, c, f.url+"/"); code != 503 {
+		t.Fatalf("busy: status %d", code)
+	}
+	if code, _, _ := get(t, c, f.url+"/dead"); code != 502 {
+		t.Fatalf("dead: status %d", code)
+	}
+	var evs []RequestEvent
+	for i := 0; i < 200 && len(evs) < 2; i++ {
+		obs.eventObserver.mu.Lock()
+		evs = append([]RequestEvent(nil), obs.done...)
+		obs.eventObserver.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(evs) != 2 {
+		t.Fatalf("%d request events", len(evs))
+	}
+	for _, ev := range evs {
+		want := map[string]int{"busy": 503, "dead": 0}[ev.Upstream]
+		if ev.UpstreamStatus != want {
+			t.Errorf("%s: UpstreamStatus %d, want %d", ev.Upstream, ev.UpstreamStatus, want)
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if !slices.Contains(obs.connects, "busy ok=true") || !slices.Contains(obs.connects, "dead ok=false") {
+		t.Errorf("connect events %v, want a timed successful connect to busy and a failed one to dead", obs.connects)
 	}
 }

@@ -27,7 +27,9 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // http.Transport per upstream keeps one pool per target address (it keys
 // connections by host:port), with MaxIdleConnsPerHost, IdleConnTimeout and
 // MaxConnsPerHost applying per target.
-func newTransport(uc *UpstreamConfig) (*http.Transport, string, DialFunc, error) {
+// connected, when not nil, is told how long each new connection took to
+// open.
+func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*http.Transport, string, DialFunc, error) {
 	tc := uc.Transport
 	connectTimeout := durOr(tc.ConnectTimeout, 5*time.Second)
 	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
@@ -89,9 +91,26 @@ func newTransport(uc *UpstreamConfig) (*http.Transport, string, DialFunc, error)
 		return nil, "", nil, fmt.Errorf("unknown protocol %q (want http, h2c, https, tlcp or tls13sm)", uc.Protocol)
 	}
 	if t.DialTLSContext != nil {
+		t.DialTLSContext = timedDial(t.DialTLSContext, connected)
 		dial = t.DialTLSContext
+	} else {
+		t.DialContext = timedDial(t.DialContext, connected)
+		dial = timedDial(dial, connected)
 	}
 	return t, scheme, dial, nil
+}
+
+// timedDial reports how long each dial took to connected.
+func timedDial(dial DialFunc, connected func(time.Duration, error)) DialFunc {
+	if connected == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		start := time.Now()
+		c, err := dial(ctx, network, addr)
+		connected(time.Since(start), err)
+		return c, err
+	}
 }
 
 // handshakeDialer bounds a TLS-style dial by the handshake timeout and

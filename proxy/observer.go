@@ -26,6 +26,7 @@ type RequestEvent struct {
 	Duration            time.Duration
 	Upstream, Target    string // empty for fixed responses and redirects
 	UpstreamDuration    time.Duration
+	UpstreamStatus      int // status the target answered; 0 when none answered
 	BytesIn, BytesOut   int64
 }
 
@@ -48,3 +49,10 @@ func (NopObserver) RequestDone(RequestEvent)                 {}
 func (NopObserver) UpstreamHealth(string, string, bool)      {}
 func (NopObserver) UpstreamRetry(string)                     {}
 func (NopObserver) StreamBytes(string, string, int64, int64) {}
+
+// UpstreamConnectObserver is optionally implemented by an Observer that
+// wants the time each new upstream connection took to open (TCP connect
+// plus the TLS or TLCP handshake), failed attempts included.
+type UpstreamConnectObserver interface {
+	UpstreamConnect(upstream string, d time.Duration, err error)
+}

@@ -143,8 +143,11 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		p.h1.Serve(p.ln)
 	}()
 	for _, u := range p.upstreams {
+		if cfg.Previous != nil {
+			u.inheritHealth(cfg.Previous.upstreams[u.name])
+		}
 		for _, t := range u.targets {
-			obs.UpstreamHealth(u.name, t.Addr, true) // initial state; changes follow
+			obs.UpstreamHealth(u.name, t.Addr, !t.reported.Load()) // initial state; changes follow
 		}
 		u.startActiveChecks()
 	}

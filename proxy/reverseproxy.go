@@ -26,6 +26,7 @@ type reqState struct {
 	ci         *connInfo
 	target     *Target
 	upDur      time.Duration
+	upStatus   int
 	bytesIn    int64
 	clientGone bool
 	tried      [maxTries]*Target
@@ -385,6 +386,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		res, err := tr.RoundTrip(outreq)
 		rs.upDur += time.Since(ustart)
 		if err == nil {
+			rs.upStatus = res.StatusCode
 			return res, t
 		}
 		t.inflight.Add(-1)

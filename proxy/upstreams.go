@@ -132,7 +132,12 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
 	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
-	if u.transport, u.scheme, u.dial, err = newTransport(uc); err != nil {
+	var connected func(time.Duration, error)
+	if co, ok := obs.(UpstreamConnectObserver); ok {
+		name := uc.Name
+		connected = func(d time.Duration, err error) { co.UpstreamConnect(name, d, err) }
+	}
+	if u.transport, u.scheme, u.dial, err = newTransport(uc, connected); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
 	u.upgrades = u.transport

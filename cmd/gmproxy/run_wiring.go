@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,9 +10,12 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
+
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/metrics"
+	"github.com/gmproxy/gmproxy/proxy"
 
 	// RFC 8441 WebSockets over h2 on the daemon's HTTP/2 servers.
 	_ "github.com/gmproxy/gmproxy/proxy/h2xconnect"
@@ -65,11 +69,39 @@ func (t *metricsTelemetry) SetReady(ok bool) { t.m.SetReady(ok) }
 func (t *metricsTelemetry) Reloaded(ok bool, cfg *conf.Config) {
 	t.m.ConfigReloaded(ok, time.Now())
 	if ok {
+		t.m.Retain(configNames(cfg))
 		t.certs(cfg)
 	}
 }
 
-// certs publishes the expiry of every certificate in use.
+// configNames are the label values cfg gives listeners, sites, routes,
+// upstreams, targets and key servers.
+func configNames(cfg *conf.Config) metrics.ConfigNames {
+	n := metrics.ConfigNames{Upstreams: map[string][]string{}}
+	for _, l := range cfg.Listeners {
+		n.Listeners = append(n.Listeners, l.Address)
+	}
+	for _, s := range cfg.Sites {
+		n.Sites = append(n.Sites, s.Name)
+		for _, r := range s.Routes {
+			n.Routes = append(n.Routes, proxy.RouteLabel(&proxy.RouteConfig{Name: r.Name, Path: r.Path, PathPrefix: r.PathPrefix}))
+		}
+	}
+	for _, u := range cfg.Upstreams {
+		for _, tg := range u.Targets {
+			n.Upstreams[u.Name] = append(n.Upstreams[u.Name], tg.Address)
+		}
+	}
+	for _, k := range cfg.KeyServers {
+		n.KeyServers = append(n.KeyServers, k.Name)
+	}
+	return n
+}
+
+// certs publishes the expiry of every certificate in use: the sites'
+// certificates and the earliest of their client CAs, the certificates
+// presented to upstreams and the CAs that verify them, and the client
+// certificates for key servers.
 func (t *metricsTelemetry) certs(cfg *conf.Config) {
 	t.m.ResetCertNotAfter()
 	for _, s := range cfg.Sites {
@@ -79,5 +111,37 @@ func (t *metricsTelemetry) certs(cfg *conf.Config) {
 				t.m.SetCertNotAfter(s.Name, role, l.NotAfter)
 			}
 		}
+		if at, ok := earliest(m.ClientCAs); ok {
+			t.m.SetCertNotAfter(s.Name, "client_ca", at)
+		}
 	}
+	for _, u := range cfg.Upstreams {
+		m := u.Material
+		for role, kp := range map[string]*conf.KeyPair{"client": m.ClientCert, "client_sign": m.Sign, "client_enc": m.Enc} {
+			if l := kp.Leaf(); l != nil {
+				t.m.SetUpstreamCertNotAfter(u.Name, role, l.NotAfter)
+			}
+		}
+		if at, ok := earliest(m.RootCAs); ok {
+			t.m.SetUpstreamCertNotAfter(u.Name, "ca", at)
+		}
+	}
+	for _, k := range cfg.KeyServers {
+		if c := k.Material.ClientCert; c != nil && len(c.Certificate) > 0 {
+			if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
+				t.m.SetKeyServerCertNotAfter(k.Name, "client", leaf.NotAfter)
+			}
+		}
+	}
+}
+
+// earliest returns the earliest NotAfter among certs.
+func earliest(certs []*smx509.Certificate) (time.Time, bool) {
+	var at time.Time
+	for _, c := range certs {
+		if at.IsZero() || c.NotAfter.Before(at) {
+			at = c.NotAfter
+		}
+	}
+	return at, !at.IsZero()
 }

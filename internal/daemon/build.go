@@ -53,6 +53,9 @@ type Env struct {
 	keyClients map[string]*keyClient
 	// fleet is the shared session store and fleet ticket keys (fleet.go).
 	fleet fleetState
+	// proxy is the proxy of the latest build: the next build's targets
+	// inherit its health state.
+	proxy *proxy.Proxy
 }
 
 // engine is one private-key engine with the number of generations using it.
@@ -274,11 +277,17 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	if o, ok := env.ProxyObserver.(proxy.Observer); ok {
 		pobs = o
 	}
+	env.mu.Lock()
+	pc.Previous = env.proxy
+	env.mu.Unlock()
 	px, err := proxy.New(pc, pobs, env.Logger)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	env.mu.Lock()
+	env.proxy = px
+	env.mu.Unlock()
 	streams := map[string]bool{}
 	for _, s := range cfg.Sites {
 		if s.Stream != nil {

@@ -247,7 +247,11 @@ func TestMetricsEndToEnd(t *testing.T) {
 		{"tlcp resumed", "gmproxy_handshakes_total", with(ok, "protocol", "tlcp", "cipher", "ECC-SM2-SM4-GCM-SM3", "resumed", "true"), 1},
 		{"tls13sm full", "gmproxy_handshakes_total", with(ok, "protocol", "tls13sm", "resumed", "false"), 1},
 		{"tls13sm resumed", "gmproxy_handshakes_total", with(ok, "protocol", "tls13sm", "resumed", "true"), 1},
-		{"tls", "gmproxy_handshakes_total", with(ok, "protocol", "tls"), 1},
+		{"tls", "gmproxy_handshakes_total", with(ok, "protocol", "tls", "version", "TLSv1.3"), 1},
+		{"tlcp version", "gmproxy_handshakes_total", with(ok, "protocol", "tlcp", "version", "NTLSv1.1"), 2},
+		{"tls13sm version", "gmproxy_handshakes_total", with(ok, "protocol", "tls13sm", "version", "TLSv1.3-SM"), 2},
+		{"established connections timed", "gmproxy_connection_duration_seconds", map[string]string{"listener": "edge"}, 5},
+		{"tlcp records", "gmproxy_tls_records_total", map[string]string{"protocol": "tlcp", "direction": "tx"}, 2},
 		{"tlcp histogram", "gmproxy_handshake_duration_seconds", map[string]string{"protocol": "tlcp"}, 2},
 		{"all histograms", "gmproxy_handshake_duration_seconds", nil, 5},
 		{"tlcp tx bytes", "gmproxy_tls_bytes_total", map[string]string{"protocol": "tlcp", "cipher": "ECC-SM2-SM4-GCM-SM3", "direction": "tx"}, 2 * payload},
@@ -285,10 +289,17 @@ func TestMetricsEndToEnd(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`gmproxy_handshake_duration_seconds_bucket{cipher="ECC-SM2-SM4-GCM-SM3",client_auth="false",listener="edge",protocol="tlcp",resumed="true",le="+Inf"} 1`,
+	for _, want := range []string{`gmproxy_handshake_duration_seconds_bucket{cipher="ECC-SM2-SM4-GCM-SM3",client_auth="false",listener="edge",protocol="tlcp",resumed="true",version="NTLSv1.1",le="+Inf"} 1`,
 		"go_goroutines", "process_cpu_seconds_total"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// crypto/tls counts no records: no series at all, rather than a 0 that
+	// would read as "no records".
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "gmproxy_tls_records_total{") && strings.Contains(l, `protocol="tls"`) {
+			t.Errorf("records exported for ordinary TLS: %s", l)
 		}
 	}
 	if t.Failed() {

@@ -1,0 +1,79 @@
+package handshake
+
+import (
+	"crypto/x509"
+	"errors"
+	"strings"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// ClientCertReason says why a server-side handshake error refused the
+// client's certificate (one of ClientCertReasons), or "" when err is not
+// about the client certificate. It reads the verification error in the
+// chain (smx509 or crypto/x509), else the alert gmproxy sent, else the
+// wording of crypto/tls.
+func ClientCertReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ua smx509.UnknownAuthorityError
+	var xua x509.UnknownAuthorityError
+	if errors.As(err, &ua) || errors.As(err, &xua) {
+		return ClientCertUnknownCA
+	}
+	var ci smx509.CertificateInvalidError
+	if errors.As(err, &ci) {
+		return invalidReason(ci.Reason == smx509.Expired, ci.Reason == smx509.IncompatibleUsage)
+	}
+	var xci x509.CertificateInvalidError
+	if errors.As(err, &xci) {
+		return invalidReason(xci.Reason == x509.Expired, xci.Reason == x509.IncompatibleUsage)
+	}
+	msg := strings.ToLower(err.Error())
+	alert, sent := sentAlert(err)
+	switch {
+	case sent && (alert == 41 || alert == 116), // no_certificate, certificate_required
+		strings.Contains(msg, "didn't provide a certificate"), strings.Contains(msg, "sent no certificate"):
+		return ClientCertNone
+	case strings.Contains(msg, "certificateverify"), strings.Contains(msg, "signature by the client certificate"):
+		return ClientCertBadSignature
+	case sent && alert == 45: // certificate_expired
+		return ClientCertExpired
+	case sent && alert == 48: // unknown_ca
+		return ClientCertUnknownCA
+	case sent && (alert == 42 || alert == 43 || alert == 44 || alert == 46): // bad, unsupported, revoked, unknown
+		return ClientCertOther
+	}
+	return ""
+}
+
+func invalidReason(expired, usage bool) string {
+	switch {
+	case expired:
+		return ClientCertExpired
+	case usage:
+		return ClientCertKeyUsage
+	}
+	return ClientCertOther
+}
+
+// sentAlert returns the alert a TLCP or TLS 1.3-SM server sent for err.
+func sentAlert(err error) (uint8, bool) {
+	var pa *tlcp.PeerAlertError
+	if errors.As(err, &pa) {
+		return 0, false
+	}
+	var ta tlcp.AlertError
+	if errors.As(err, &ta) {
+		return uint8(ta), true
+	}
+	var sa *tls13sm.AlertError
+	if errors.As(err, &sa) && !sa.Remote {
+		return uint8(sa.Alert), true
+	}
+	return 0, false
+}

@@ -1,0 +1,96 @@
+package handshake
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// selfSigned makes a certificate valid from notBefore to notAfter with
+// client-auth usage when client is set, else server-auth usage.
+func selfSigned(t *testing.T, notBefore, notAfter time.Time, client bool) *smx509.Certificate {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eku := x509.ExtKeyUsageServerAuth
+	if client {
+		eku = x509.ExtKeyUsageClientAuth
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "client"},
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{eku},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func verifyErr(t *testing.T, c *smx509.Certificate, roots *smx509.CertPool) error {
+	t.Helper()
+	_, err := c.Verify(smx509.VerifyOptions{Roots: roots, KeyUsages: []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth}})
+	if err == nil {
+		t.Fatal("certificate verified")
+	}
+	return err
+}
+
+func TestClientCertReason(t *testing.T) {
+	now := time.Now()
+	good := selfSigned(t, now.Add(-time.Hour), now.Add(time.Hour), true)
+	expired := selfSigned(t, now.Add(-2*time.Hour), now.Add(-time.Hour), true)
+	serverOnly := selfSigned(t, now.Add(-time.Hour), now.Add(time.Hour), false)
+	pool := func(c *smx509.Certificate) *smx509.CertPool {
+		p := smx509.NewCertPool()
+		p.AddCert(c)
+		return p
+	}
+	other := selfSigned(t, now.Add(-time.Hour), now.Add(time.Hour), true)
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"unknown CA (smx509, wrapped)", fmt.Errorf("client certificate: %w", verifyErr(t, good, pool(other))), ClientCertUnknownCA},
+		{"expired (smx509)", verifyErr(t, expired, pool(expired)), ClientCertExpired},
+		{"key usage (smx509)", verifyErr(t, serverOnly, pool(serverOnly)), ClientCertKeyUsage},
+		{"unknown CA (crypto/x509)", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, ClientCertUnknownCA},
+		{"expired (crypto/x509)", x509.CertificateInvalidError{Reason: x509.Expired}, ClientCertExpired},
+		{"crypto/tls without certificate", errors.New("tls: client didn't provide a certificate"), ClientCertNone},
+		{"crypto/tls bad signature", errors.New("tls: invalid signature by the client certificate: crypto/ecdsa: verification error"), ClientCertBadSignature},
+		{"tls13sm certificate_required", &tls13sm.AlertError{Alert: tls13sm.AlertCertificateRequired, Err: errors.New("client sent no certificate")}, ClientCertNone},
+		{"tls13sm bad CertificateVerify", &tls13sm.AlertError{Alert: tls13sm.AlertDecryptError, Err: errors.New("client CertificateVerify: bad signature")}, ClientCertBadSignature},
+		{"tlcp bad_certificate", fmt.Errorf("handshake: %w", tlcp.AlertBadCertificate), ClientCertOther},
+		{"tlcp certificate_expired", tlcp.AlertCertificateExpired, ClientCertExpired},
+		{"tlcp unknown_ca", tlcp.AlertUnknownCA, ClientCertUnknownCA},
+		// Not about the client certificate.
+		{"peer's bad_certificate alert", &tls13sm.AlertError{Alert: tls13sm.AlertBadCertificate, Remote: true}, ""},
+		{"timeout", errors.New("i/o timeout"), ""},
+		{"bad Finished", &tls13sm.AlertError{Alert: tls13sm.AlertDecryptError, Err: errors.New("client Finished does not verify")}, ""},
+		{"nil", nil, ""},
+	} {
+		if got := ClientCertReason(tc.err); got != tc.want {
+			t.Errorf("%s: ClientCertReason(%v) = %q, want %q", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gmproxy/gmproxy/handshake"
+)
+
+// ConfigNames are the configuration-derived label values of one
+// configuration (see Retain).
+type ConfigNames struct {
+	Listeners []string // listener names (their addresses unless named)
+	Sites     []string
+	Routes    []string // route labels (proxy.RouteLabel)
+	// Upstreams maps every upstream name to its targets' addresses.
+	Upstreams  map[string][]string
+	KeyServers []string
+}
+
+// Retain makes the exported series follow a new configuration: series
+// whose listener, site, route, upstream, target or key_server label names
+// something the configuration no longer has are deleted (and the name no
+// longer counts against its label cap), and the counters whose label sets
+// the configuration makes known start at 0, so that rates and alerts see
+// 0 instead of no data. Call it after every successful load or reload.
+func (m *Metrics) Retain(n ConfigNames) {
+	var targets []string
+	for _, ts := range n.Upstreams {
+		targets = append(targets, ts...)
+	}
+	upstreams := make([]string, 0, len(n.Upstreams))
+	for u := range n.Upstreams {
+		upstreams = append(upstreams, u)
+	}
+	drop := func(a *admitter, keep []string, label string, vecs ...deleter) {
+		for _, gone := range a.retain(set(keep...)) {
+			for _, v := range vecs {
+				v.DeletePartialMatch(prometheus.Labels{label: gone})
+			}
+		}
+	}
+	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
+		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration)
+	drop(m.sites, n.Sites, "site", m.siteHandshakes, m.requests, m.requestDuration, m.requestsInFlight,
+		m.httpBytes, m.streamBytes, m.certNotAfter)
+	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration)
+	drop(m.upstreams, upstreams, "upstream", m.upstreamDuration, m.upstreamConnect, m.upstreamStatus,
+		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.upstreamCerts)
+	drop(m.targets, targets, "target", m.upstreamHealthy)
+	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
+	m.listenerCache.reset()
+	m.handshakeCache.reset()
+
+	for _, p := range []string{handshake.FamilyTLCP, handshake.FamilyTLS13SM} {
+		m.sessionHits.WithLabelValues(p)
+		m.sessionMisses.WithLabelValues(p)
+		m.ticketsIssued.WithLabelValues(p)
+		m.ticketsAccepted.WithLabelValues(p)
+		for r := range ticketRejectReasons {
+			m.ticketsRejected.WithLabelValues(p, r)
+		}
+	}
+	for p := range protocols {
+		for _, r := range handshake.ClientCertReasons {
+			m.clientCertFailures.WithLabelValues(p, r)
+		}
+	}
+	for _, l := range n.Listeners {
+		l = m.listeners.label(l)
+		for _, r := range handshake.RefuseReasons {
+			m.connRefused.WithLabelValues(l, m.refusals.label(r))
+		}
+	}
+	for _, u := range upstreams {
+		u = m.upstreams.label(u)
+		m.upstreamRetries.WithLabelValues(u)
+		for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+			m.upstreamStatus.WithLabelValues(u, c)
+		}
+	}
+}
+
+// deleter is the part of the *Vec types Retain uses.
+type deleter interface {
+	DeletePartialMatch(prometheus.Labels) int
+}

@@ -1,0 +1,161 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/proxy"
+)
+
+// series returns the exposition lines of family name that contain every
+// fragment of want.
+func series(t *testing.T, g prometheus.Gatherer, name string, want ...string) []string {
+	t.Helper()
+	var out []string
+	for _, mf := range gather(t, g) {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			s := mt.String()
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(s, w)
+			}
+			if ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func TestRetainDeletesRemovedNamesAndKeepsOthers(t *testing.T) {
+	m, reg := newTest(t)
+	before := ConfigNames{
+		Listeners: []string{"127.0.0.1:8443", "127.0.0.1:9443"},
+		Sites:     []string{"www", "old"},
+		Routes:    []string{"/", "/legacy"},
+		Upstreams: map[string][]string{"app": {"127.0.0.1:1", "127.0.0.1:2"}, "gone": {"127.0.0.1:3"}},
+	}
+	m.Retain(before)
+	for _, site := range []string{"www", "old"} {
+		m.RequestStarted(site)
+		m.RequestDone(proxy.RequestEvent{Site: site, Route: "/legacy", Method: "GET", Status: 200, Upstream: "gone", UpstreamStatus: 200})
+		m.SetCertNotAfter(site, "sign", time.Now())
+	}
+	m.UpstreamHealth("app", "127.0.0.1:1", true)
+	m.UpstreamHealth("app", "127.0.0.1:2", false)
+	m.UpstreamHealth("gone", "127.0.0.1:3", true)
+	m.ConnAccepted("127.0.0.1:9443")
+	m.HandshakeStarted("127.0.0.1:9443")
+	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "127.0.0.1:9443", Family: "tlcp", Site: "old"}})
+
+	m.Retain(ConfigNames{
+		Listeners: []string{"127.0.0.1:8443"},
+		Sites:     []string{"www"},
+		Routes:    []string{"/"},
+		Upstreams: map[string][]string{"app": {"127.0.0.1:1"}},
+	})
+	gone := map[string]string{
+		"gmproxy_http_requests_total":              `value:"old"`,
+		"gmproxy_cert_not_after_timestamp_seconds": `value:"old"`,
+		"gmproxy_upstream_target_healthy":          `value:"127.0.0.1:2"`,
+		"gmproxy_upstream_responses_total":         `value:"gone"`,
+		"gmproxy_upstream_retries_total":           `value:"gone"`,
+		"gmproxy_connections_accepted_total":       `value:"127.0.0.1:9443"`,
+		"gmproxy_handshakes_total":                 `value:"127.0.0.1:9443"`,
+		"gmproxy_site_handshakes_total":            `value:"old"`,
+		"gmproxy_connections_refused_total":        `value:"127.0.0.1:9443"`,
+		"gmproxy_http_request_duration_seconds":    `value:"/legacy"`,
+		"gmproxy_upstream_response_seconds":        `value:"gone"`,
+	}
+	for name, frag := range gone {
+		if s := series(t, reg, name, frag); len(s) > 0 {
+			t.Errorf("%s still has removed series %v", name, s)
+		}
+	}
+	// What stays keeps its value.
+	if got := testutil.ToFloat64(m.upstreamHealthy.WithLabelValues("app", "127.0.0.1:1")); got != 1 {
+		t.Errorf("kept target health = %v, want 1", got)
+	}
+	if s := series(t, reg, "gmproxy_cert_not_after_timestamp_seconds", `value:"www"`); len(s) != 1 {
+		t.Errorf("kept site's certificate series: %v", s)
+	}
+	// Removed names are forgotten by the label caps: re-admitting works.
+	if got := m.sites.label("old"); got != "old" {
+		t.Errorf("re-admitted site label = %q", got)
+	}
+	// A listener removed and added back reports into a live series, not
+	// into a deleted child kept by a cache.
+	m.Retain(before)
+	m.ConnAccepted("127.0.0.1:9443")
+	if s := series(t, reg, "gmproxy_connections_accepted_total", `value:"127.0.0.1:9443"`, "value:1"); len(s) != 1 {
+		t.Errorf("accepted after the listener came back: %v, want one series at 1", s)
+	}
+}
+
+func TestRetainStartsKnownCountersAtZero(t *testing.T) {
+	m, reg := newTest(t)
+	m.Retain(ConfigNames{Listeners: []string{"edge"}, Upstreams: map[string][]string{"app": {"127.0.0.1:1"}}})
+	want := []struct {
+		name string
+		frag []string
+	}{
+		{"gmproxy_connections_refused_total", []string{`value:"edge"`, `value:"max_handshakes"`}},
+		{"gmproxy_connections_refused_total", []string{`value:"edge"`, `value:"max_connections"`}},
+		{"gmproxy_session_tickets_rejected_total", []string{`value:"tls13sm"`, `value:"client_cert_invalid"`}},
+		{"gmproxy_session_tickets_rejected_total", []string{`value:"tlcp"`, `value:"expired"`}},
+		{"gmproxy_session_cache_hits_total", []string{`value:"tlcp"`}},
+		{"gmproxy_session_cache_misses_total", []string{`value:"tls13sm"`}},
+		{"gmproxy_upstream_retries_total", []string{`value:"app"`}},
+		{"gmproxy_upstream_responses_total", []string{`value:"app"`, `value:"5xx"`}},
+		{"gmproxy_client_cert_failures_total", []string{`value:"tlcp"`, `value:"unknown_ca"`}},
+	}
+	for _, w := range want {
+		s := series(t, reg, w.name, w.frag...)
+		if len(s) != 1 {
+			t.Errorf("%s %v: %d series, want 1 at 0", w.name, w.frag, len(s))
+			continue
+		}
+		if !strings.Contains(s[0], "value:0") {
+			t.Errorf("%s %v: %s, want 0", w.name, w.frag, s[0])
+		}
+	}
+}
+
+func TestUpstreamEvents(t *testing.T) {
+	m, reg := newTest(t)
+	m.RequestStarted("www")
+	m.RequestDone(proxy.RequestEvent{Site: "www", Method: "GET", Status: 502, Upstream: "app", UpstreamStatus: 503})
+	m.RequestStarted("www")
+	m.RequestDone(proxy.RequestEvent{Site: "www", Method: "GET", Status: 502, Upstream: "app"}) // no answer
+	m.UpstreamConnect("app", 3*time.Millisecond, nil)
+	m.ConnDone("edge", "tlcp", 2*time.Second)
+	m.SetUpstreamCertNotAfter("app", "client_sign", time.Unix(2_000_000_000, 0))
+	m.SetKeyServerCertNotAfter("ks", "client", time.Unix(2_000_000_001, 0))
+	if got := testutil.ToFloat64(m.upstreamStatus.WithLabelValues("app", "5xx")); got != 1 {
+		t.Errorf("upstream 5xx = %v, want 1 (a request no target answered is not an upstream response)", got)
+	}
+	if n := histCount(t, reg, "gmproxy_upstream_connect_seconds", map[string]string{"upstream": "app"}); n != 1 {
+		t.Errorf("connect histogram count %d", n)
+	}
+	if n := histCount(t, reg, "gmproxy_connection_duration_seconds", map[string]string{"listener": "edge", "protocol": "tlcp"}); n != 1 {
+		t.Errorf("connection duration count %d", n)
+	}
+	if got := testutil.ToFloat64(m.upstreamCerts.WithLabelValues("app", "client_sign")); got != 2_000_000_000 {
+		t.Errorf("upstream cert expiry %v", got)
+	}
+	if got := testutil.ToFloat64(m.keyServerCerts.WithLabelValues("ks", "client")); got != 2_000_000_001 {
+		t.Errorf("key server cert expiry %v", got)
+	}
+	m.ResetCertNotAfter()
+	if s := series(t, reg, "gmproxy_upstream_cert_not_after_timestamp_seconds"); len(s) != 0 {
+		t.Errorf("reset left %v", s)
+	}
+}
