@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -39,15 +39,14 @@ const (
 )
 
 func TestFleet(t *testing.T) {
-	redisBin, err1 := exec.LookPath("redis-server")
-	haproxyBin, err2 := exec.LookPath("haproxy")
-	if err1 != nil || err2 != nil {
-		t.Skip("fleet test skipped: redis-server and haproxy are not both installed (apt-get install redis-server haproxy)")
+	haproxyBin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("fleet test skipped: haproxy is not installed (apt-get install redis-server haproxy)")
 	}
 	if testing.Short() {
 		t.Skip("fleet test skipped in -short mode")
 	}
-	f := startFleet(t, redisBin, haproxyBin)
+	f := startFleet(t, redistest.Start(t), haproxyBin)
 
 	t.Run("resumption", f.testResumption)
 	t.Run("redis-down", f.testRedisDown)
@@ -57,50 +56,12 @@ func TestFleet(t *testing.T) {
 type fleet struct {
 	t          *testing.T
 	dir        string
-	redisBin   string
-	redisPort  int
-	redis      *exec.Cmd
+	redis      *redistest.Server
 	backend    *testBackend
 	daemons    []*testDaemon
 	lbAddr     string
 	store      storeCounter
 	clientDial net.Dialer
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitTCP waits (at most 10 s) until something accepts on addr and, when
-// probe is set, answers it with a line starting with want.
-func waitTCP(t *testing.T, addr, probe, want string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; i < 200 && time.Now().Before(deadline); i++ {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			ok := probe == ""
-			if !ok {
-				c.SetDeadline(time.Now().Add(time.Second))
-				io.WriteString(c, probe)
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				ok = strings.HasPrefix(line, want)
-			}
-			c.Close()
-			if ok {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not come up", addr)
 }
 
 // startProcess starts a helper program and stops it when the test ends.
@@ -124,17 +85,10 @@ func stopProcess(cmd *exec.Cmd) {
 	}
 }
 
-func (f *fleet) startRedis() {
-	f.redis = startProcess(f.t, f.redisBin, "--bind", "127.0.0.1", "--port", strconv.Itoa(f.redisPort),
-		"--save", "", "--appendonly", "no", "--dir", f.dir, "--loglevel", "warning", "--protected-mode", "yes")
-	waitTCP(f.t, fmt.Sprintf("127.0.0.1:%d", f.redisPort), "PING\r\n", "+PONG")
-}
-
-func startFleet(t *testing.T, redisBin, haproxyBin string) *fleet {
-	f := &fleet{t: t, dir: t.TempDir(), redisBin: redisBin, redisPort: freePort(t)}
+func startFleet(t *testing.T, redis *redistest.Server, haproxyBin string) *fleet {
+	f := &fleet{t: t, dir: t.TempDir(), redis: redis}
 	f.clientDial.LocalAddr = &net.TCPAddr{IP: net.ParseIP(fleetClientIP)}
 	f.clientDial.Timeout = 5 * time.Second
-	f.startRedis()
 	f.backend = newBackend(t)
 
 	wrap := make([]byte, 32)
@@ -148,7 +102,7 @@ func startFleet(t *testing.T, redisBin, haproxyBin string) *fleet {
 		cfg := testConfig(t, f.backend.Listener.Addr().String())
 		cfg.Listeners[0].ProxyProtocol = conf.ProxyProtocol{Enabled: true, Trusted: []string{"127.0.0.1/32"}}
 		cfg.Sessions.Store = &conf.SessionStore{
-			Type: sessionstore.TypeRedis, Addresses: []string{fmt.Sprintf("127.0.0.1:%d", f.redisPort)}, KeyPrefix: "fleet:",
+			Type: sessionstore.TypeRedis, Addresses: []string{redis.Addr}, KeyPrefix: "fleet:",
 			// Generous for a loaded 2-core CI machine; production keeps
 			// the 5 ms default.
 			Timeout: 250 * time.Millisecond,
@@ -159,7 +113,7 @@ func startFleet(t *testing.T, redisBin, haproxyBin string) *fleet {
 		fmt.Fprintf(&servers, "    server g%d %s send-proxy-v2\n", i, td.addr)
 	}
 
-	lbPort := freePort(t)
+	lbPort := redistest.FreePort(t)
 	f.lbAddr = fmt.Sprintf("127.0.0.1:%d", lbPort)
 	hcfg := fmt.Sprintf(`global
     maxconn 2000
@@ -478,11 +432,11 @@ func (f *fleet) testRedisDown(t *testing.T) {
 	defer l.end()
 	l.waitConns(t, 40)
 	resumedUp := l.resumed.Load()
-	stopProcess(f.redis)
+	f.redis.Stop()
 	downAt, resumedAtDown, storeAtDown := l.conns.Load(), l.resumed.Load(), f.store.snapshot()
 	l.waitConns(t, 80)
 	back, backConns, resumedAtBack, storeAtBack := time.Now(), l.conns.Load(), l.resumed.Load(), f.store.snapshot()
-	f.startRedis()
+	f.redis.Restart()
 	// Every worker resuming its last 3 new sessions means sessions resume
 	// through Redis again.
 	deadline := back.Add(30 * time.Second)

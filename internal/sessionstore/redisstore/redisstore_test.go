@@ -1,0 +1,85 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
+)
+
+func TestStoreOnRealRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	s := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	defer s.Close()
+	ctx := context.Background()
+	if _, found, err := s.Get(ctx, "k"); found || err != nil {
+		t.Fatalf("Get on an empty store: found=%v err=%v", found, err)
+	}
+	if err := s.Set(ctx, "k", []byte("v\x00bin"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, found, err := s.Get(ctx, "k"); !found || err != nil || string(v) != "v\x00bin" {
+		t.Fatalf("Get = %q %v %v", v, found, err)
+	}
+	if ttl, err := srv.Command("PTTL k"); err != nil || !strings.HasPrefix(ttl, ":") || ttl == ":-1" {
+		t.Fatalf("the entry has no expiry: PTTL = %q %v", ttl, err)
+	}
+	// AddOrGet: concurrent writers all read back the single winner.
+	var wg sync.WaitGroup
+	got := make([][]byte, 8)
+	for i := range got {
+		wg.Go(func() {
+			v, err := s.AddOrGet(ctx, "epoch", []byte{byte('a' + i)}, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = v
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if !bytes.Equal(got[i], got[0]) || len(got[0]) != 1 {
+			t.Fatalf("writers disagree on the value: %q", got)
+		}
+	}
+	vals, err := s.GetMany(ctx, []string{"k", "missing", "epoch"})
+	if err != nil || string(vals[0]) != "v\x00bin" || vals[1] != nil || !bytes.Equal(vals[2], got[0]) {
+		t.Fatalf("GetMany = %q, %v", vals, err)
+	}
+	if err := s.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := s.Get(ctx, "k"); found {
+		t.Fatal("a deleted key was found")
+	}
+	// A stopped server: an error within the deadline, not a hang.
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.Get(ctx, "k"); err == nil {
+		t.Fatal("Get on a stopped server succeeded")
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	srv := redistest.Start(b)
+	s := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	defer s.Close()
+	ctx := context.Background()
+	s.Set(ctx, "k", make([]byte, 300), time.Minute)
+	for b.Loop() {
+		if _, found, err := s.Get(ctx, "k"); !found || err != nil {
+			b.Fatal(err)
+		}
+	}
+	info, _ := srv.Command("INFO stats")
+	for _, l := range strings.Split(info, "\n") {
+		if strings.HasPrefix(l, "total_connections_received") {
+			b.Log(strings.TrimSpace(l))
+		}
+	}
+}

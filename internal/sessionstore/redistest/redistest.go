@@ -1,0 +1,135 @@
+// Package redistest runs a real redis-server on a loopback port for tests
+// and benchmarks, and skips them when redis-server is not installed
+// (.ci/run installs it).
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is a redis-server process without persistence, bound to
+// 127.0.0.1, stopped when the test ends.
+type Server struct {
+	// Addr is 127.0.0.1:port.
+	Addr string
+	tb   testing.TB
+	bin  string
+	dir  string
+	port int
+	cmd  *exec.Cmd
+}
+
+// Start starts a server, or skips tb when redis-server is not installed.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), port: FreePort(tb)}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s.Restart()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Restart starts the server again on the same port after Stop (empty: no
+// persistence), and waits until it answers PING.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning", "--protected-mode", "yes")
+	if testing.Verbose() {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		s.tb.Fatal(err)
+	}
+	s.cmd = cmd
+	if err := waitPing(s.Addr); err != nil {
+		s.Stop()
+		s.tb.Fatal(err)
+	}
+}
+
+// Stop kills the server (SIGKILL: nothing is saved) and waits for it.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.ProcessState == nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+}
+
+// Command sends one inline command and returns the reply's first line
+// (bulk replies: the whole payload).
+func (s *Server) Command(cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, cmd+"\r\n"); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if !strings.HasPrefix(line, "$") {
+		return line, nil
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 || n > 1<<20 {
+		return "", fmt.Errorf("bad bulk reply %q", line)
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b[:n]), nil
+}
+
+// waitPing waits (at most 10 s, 200 tries) until addr answers PING.
+func waitPing(addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	var last error
+	for i := 0; i < 200 && time.Now().Before(deadline); i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			io.WriteString(c, "PING\r\n")
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "+PONG") {
+				return nil
+			}
+			err = fmt.Errorf("answered %q", line)
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server at %s did not come up: %v", addr, last)
+}
