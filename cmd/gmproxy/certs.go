@@ -27,8 +27,8 @@ func certsMain(args []string, stdout, stderr io.Writer) int {
 	noECDSA := fset.Bool("no-ecdsa", false, "leave out the ECDSA CA and server certificate for ordinary TLS")
 	force := fset.Bool("force", false, "replace a PKI already in the folder")
 	ksHost := fset.String("keyserver", "", "also write ECDSA certificates for the mutual TLS between gmproxy and gmproxy keyserver, the key server's certificate for `host` (name or IP)")
-	if err := fset.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fset, args); !ok {
+		return code
 	}
 	if *out == "" || fset.NArg() > 0 {
 		fset.Usage()

@@ -21,8 +21,8 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("c", "", "configuration `file` to test (YAML)")
 	dump := fs.Bool("dump", false, "on success also print the effective configuration (defaults filled in)")
 	quiet := fs.Bool("q", false, "print only errors (no warnings, no success line)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *file == "" && fs.NArg() == 1 {
 		*file = fs.Arg(0)

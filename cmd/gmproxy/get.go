@@ -2,16 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,63 +37,54 @@ type getOptions struct {
 	tlsVersion       tlsVersionFlags
 	caFile           string
 	clientCertFlags
-	keyPassEnv                     string
 	serverName, cipher, connect    string
 	insecure, head, include, quiet bool
-	h2                             bool
+	verbose, h2                    bool
 	timeout                        time.Duration
+	method, data, output           string
+	headers                        multiFlag
+	resolve                        string
 }
+
+const getUsage = "usage: gmproxy get [-ntls|-tls13sm|-tls|-tls1_2|-tls1_3] [--cacert FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-pass SRC]\n" +
+	"                  [-servername NAME] [-cipher NAME] [-connect HOST:PORT | --resolve HOST:PORT:ADDR] [-h2] [-k] [-i] [-I] [-v]\n" +
+	"                  [-X METHOD] [-H 'Name: value'] [-d DATA|@FILE] [-o FILE] URL   (flags may also follow the URL)"
 
 func runGet(args []string, stdout, stderr io.Writer) int {
 	var o getOptions
-	fs := newFlags("get", stderr, "usage: gmproxy get [-ntls|-tls13sm|-tls|-tls1_2|-tls1_3] [-CAfile FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-servername NAME] [-cipher NAME] [-h2] [-k] URL")
+	fs := newFlags("get", stderr, getUsage)
 	fs.BoolVar(&o.ntls, "ntls", false, "use TLCP (NTLS 1.1); the default")
 	fs.BoolVar(&o.tls13, "tls13sm", false, "use TLS 1.3 with the RFC 8998 SM suites")
 	fs.BoolVar(&o.std, "tls", false, "use ordinary TLS (crypto/tls)")
 	o.tlsVersion.register(fs)
-	fs.StringVar(&o.caFile, "CAfile", "", "PEM `file` of CA certificates that verify the server")
+	fs.StringVar(&o.caFile, "cacert", "", "PEM `file` of CA certificates that verify the server (curl's spelling)")
+	fs.StringVar(&o.caFile, "CAfile", "", "the same as --cacert (openssl's spelling)")
 	o.clientCertFlags.register(fs)
-	fs.StringVar(&o.keyPassEnv, "pass_env", "", "environment `variable` holding the password of encrypted keys")
 	fs.StringVar(&o.serverName, "servername", "", "SNI and the name verified (default: the URL's host)")
 	fs.StringVar(&o.cipher, "cipher", "", "offer only these suites, comma or colon separated (e.g. ECC-SM2-SM4-GCM-SM3, TLS_SM4_CCM_SM3; TLS: Go names of TLS 1.2 suites, which limit the connection to TLS 1.2)")
-	fs.StringVar(&o.connect, "connect", "", "connect to this host:port instead of the URL's")
+	fs.StringVar(&o.connect, "connect", "", "connect to this `host:port` instead of the URL's")
+	fs.StringVar(&o.resolve, "resolve", "", "`host:port:addr`: connect to addr when the URL names host:port (curl's spelling)")
 	fs.BoolVar(&o.insecure, "k", false, "do not verify the server certificate")
 	fs.BoolVar(&o.head, "I", false, "send HEAD instead of GET")
 	fs.BoolVar(&o.include, "i", false, "print the response status line and headers")
+	fs.BoolVar(&o.verbose, "v", false, "print the request and response headers on stderr (> and < lines)")
 	fs.BoolVar(&o.quiet, "q", false, "do not print the connection summary")
 	fs.BoolVar(&o.h2, "h2", false, "use HTTP/2 (ALPN h2) instead of HTTP/1.1")
+	fs.StringVar(&o.method, "X", "", "request `method` (default GET, POST with -d)")
+	fs.Var(&o.headers, "H", "extra request `header` 'Name: value' (repeatable)")
+	fs.StringVar(&o.data, "d", "", "request body `data`, or @FILE to send a file's content")
+	fs.StringVar(&o.output, "o", "", "write the body to `file` instead of standard output")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound for the whole exchange")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return 2
 	}
-	std, err := o.tlsVersion.check(o.ntls, o.tls13)
-	if err != nil {
+	if err := o.chooseProtocol(); err != nil {
 		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
 		return 2
-	}
-	o.std = o.std || std
-	n := 0
-	for _, b := range []bool{o.ntls, o.tls13, o.std} {
-		if b {
-			n++
-		}
-	}
-	if n > 1 {
-		fmt.Fprintln(stderr, "gmproxy get: choose one of -ntls, -tls13sm, -tls")
-		return 2
-	}
-	if n == 0 {
-		o.ntls = true
-	}
-	if o.std {
-		if err := o.tlsVersion.apply(&tls.Config{}, o.cipher); err != nil {
-			fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
-			return 2
-		}
 	}
 	if err := doGet(&o, fs.Arg(0), stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
@@ -98,11 +93,38 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// chooseProtocol settles on one of -ntls (the default), -tls13sm and -tls
+// (which -tls1_2 and -tls1_3 imply).
+func (o *getOptions) chooseProtocol() error {
+	std, err := o.tlsVersion.check(o.ntls, o.tls13)
+	if err != nil {
+		return err
+	}
+	o.std = o.std || std
+	n := 0
+	for _, b := range []bool{o.ntls, o.tls13, o.std} {
+		if b {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return errors.New("choose one of -ntls, -tls13sm, -tls")
+	case n == 0:
+		o.ntls = true
+	}
+	if o.std {
+		return o.tlsVersion.apply(&tls.Config{}, o.cipher)
+	}
+	return nil
+}
+
 // clientCertFlags are the client certificate flags shared by get and
 // s_time.
 type clientCertFlags struct {
 	signCert, signKey, encCert, encKey string // TLCP signing and encryption pairs
 	cert, key                          string // TLS 1.3-SM or TLS
+	pass                               string // password source of encrypted keys
 }
 
 func (f *clientCertFlags) register(fs *flag.FlagSet) {
@@ -112,6 +134,7 @@ func (f *clientCertFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.encKey, "enc_key", "", "TLCP client encryption key `file` (PEM)")
 	fs.StringVar(&f.cert, "cert", "", "TLS 1.3-SM / TLS client certificate `file` (PEM)")
 	fs.StringVar(&f.key, "key", "", "TLS 1.3-SM / TLS client key `file` (PEM)")
+	fs.StringVar(&f.pass, "pass", "", "password of encrypted client keys, as openssl takes it: pass:TEXT, env:VARIABLE or file:PATH (`source`)")
 }
 
 // stateConn is a client connection with a handshake and a state.
@@ -128,21 +151,19 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 	if u.Scheme != "https" {
 		return fmt.Errorf("URL %q: only https:// is supported", rawURL)
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "443")
-	}
-	if o.connect != "" {
-		addr = o.connect
+	addr, err := o.address(u)
+	if err != nil {
+		return err
 	}
 	sni := o.serverName
 	if sni == "" {
 		sni = u.Hostname()
 	}
-	var pass []byte
-	if o.keyPassEnv != "" {
-		pass = []byte(os.Getenv(o.keyPassEnv))
+	pass, err := passwordSource(o.pass)
+	if err != nil {
+		return err
 	}
+	defer clear(pass)
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -154,98 +175,9 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 	if dl, ok := ctx.Deadline(); ok {
 		raw.SetDeadline(dl)
 	}
-
-	alpn := []string{"http/1.1"}
-	if o.h2 {
-		alpn = []string{"h2"}
-	}
-	var c stateConn
-	var state func() handshake.ConnState
-	switch {
-	case o.ntls:
-		cfg := &tlcp.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
-		if cfg.RootCAs, err = smPool(o.caFile); err != nil {
-			return err
-		}
-		if o.cipher != "" {
-			id, err := tlcp.ParseCipherSuite(o.cipher)
-			if err != nil {
-				return err
-			}
-			cfg.CipherSuites = []uint16{id}
-		}
-		if o.signCert != "" || o.encCert != "" {
-			cert, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, o.encCert, o.encKey, pass)
-			if err != nil {
-				return err
-			}
-			cfg.Certificates = []tlcp.Certificate{cert}
-		}
-		tc := tlcp.Client(raw, cfg)
-		c = tc
-		state = func() handshake.ConnState {
-			cs := tc.ConnectionState()
-			return handshake.ConnState{Protocol: handshake.ProtoTLCP, Cipher: tlcp.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
-		}
-	case o.tls13:
-		cfg := &tls13sm.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
-		if cfg.RootCAs, err = smPool(o.caFile); err != nil {
-			return err
-		}
-		if o.cipher != "" {
-			id, err := tls13sm.ParseCipherSuite(o.cipher)
-			if err != nil {
-				return err
-			}
-			cfg.CipherSuites = []uint16{id}
-		}
-		if o.cert != "" {
-			cert, err := tls13sm.LoadX509KeyPair(o.cert, o.key, pass)
-			if err != nil {
-				return err
-			}
-			cfg.Certificates = []tls13sm.Certificate{cert}
-		}
-		tc := tls13sm.Client(raw, cfg)
-		c = tc
-		state = func() handshake.ConnState {
-			cs := tc.ConnectionState()
-			return handshake.ConnState{Protocol: handshake.ProtoTLS13SM, Cipher: tls13sm.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
-		}
-	default:
-		cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
-		if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
-			return err
-		}
-		if o.caFile != "" {
-			b, err := os.ReadFile(o.caFile)
-			if err != nil {
-				return err
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(b) {
-				return fmt.Errorf("%s: no certificates", o.caFile)
-			}
-		}
-		if o.cert != "" {
-			cert, err := tls.LoadX509KeyPair(o.cert, o.key)
-			if err != nil {
-				return err
-			}
-			cfg.Certificates = []tls.Certificate{cert}
-		}
-		tc := tls.Client(raw, cfg)
-		c = tc
-		state = func() handshake.ConnState {
-			cs := tc.ConnectionState()
-			st := handshake.ConnState{Protocol: strings.Replace(tls.VersionName(cs.Version), "TLS ", "TLSv", 1), Cipher: tls.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol}
-			for _, pc := range cs.PeerCertificates {
-				if sc, err := smx509.ParseCertificate(pc.Raw); err == nil {
-					st.PeerCertificates = append(st.PeerCertificates, sc)
-				}
-			}
-			return st
-		}
+	c, state, err := o.clientConn(raw, sni, pass)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	if err := c.HandshakeContext(ctx); err != nil {
@@ -253,48 +185,40 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 	}
 	hsTime := time.Since(start)
 
-	method := http.MethodGet
-	if o.head {
-		method = http.MethodHead
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	req, err := o.request(ctx, u)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("User-Agent", "gmproxy-get/"+version)
-	var resp *http.Response
-	if o.h2 {
-		if st := state(); st.ALPN != "h2" {
-			return fmt.Errorf("the server did not agree to h2 (ALPN %q)", st.ALPN)
-		}
-		cc, err := (&http2.Transport{}).NewClientConn(c)
-		if err != nil {
-			return fmt.Errorf("h2: %w", err)
-		}
-		defer cc.Close()
-		if resp, err = cc.RoundTrip(req); err != nil {
-			return fmt.Errorf("h2 request: %w", err)
-		}
-	} else {
-		req.Close = true
-		if err := req.Write(c); err != nil {
-			return fmt.Errorf("writing the request: %w", err)
-		}
-		if resp, err = http.ReadResponse(bufio.NewReader(c), req); err != nil {
-			return fmt.Errorf("reading the response: %w", err)
-		}
+	if o.verbose {
+		writeHeaderLines(stderr, "> ", fmt.Sprintf("%s %s HTTP/1.1", req.Method, req.URL.RequestURI()), "Host: "+req.Host, req.Header)
+	}
+	resp, err := o.exchange(c, state, req)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
+	if o.verbose {
+		writeHeaderLines(stderr, "< ", resp.Proto+" "+resp.Status, "", resp.Header)
+	}
 	if o.include {
 		fmt.Fprintf(stdout, "%s %s\r\n", resp.Proto, resp.Status)
 		resp.Header.Write(stdout)
 		fmt.Fprint(stdout, "\r\n")
 	}
-	n, err := io.Copy(stdout, resp.Body)
+	body := stdout
+	if o.output != "" {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		body = f
+	}
+	n, err := io.Copy(body, resp.Body)
 	if err != nil {
 		return fmt.Errorf("reading the body: %w", err)
 	}
-	if !o.quiet {
+	if !o.quiet || o.verbose {
 		st := state()
 		peer := "-"
 		if len(st.PeerCertificates) > 0 {
@@ -304,6 +228,236 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 			st.Protocol, st.Cipher, st.Resumed, orDash(st.ALPN), hsTime.Round(10*time.Microsecond), resp.StatusCode, n, peer, addr)
 	}
 	return nil
+}
+
+// address is where to connect: -connect, else the --resolve entry for the
+// URL's host:port, else the URL's host:port.
+func (o *getOptions) address(u *url.URL) (string, error) {
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "443")
+	}
+	if o.connect != "" {
+		return o.connect, nil
+	}
+	if o.resolve == "" {
+		return addr, nil
+	}
+	host, rest, ok1 := strings.Cut(o.resolve, ":")
+	port, to, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || to == "" {
+		return "", fmt.Errorf("--resolve %q: want host:port:addr", o.resolve)
+	}
+	if strings.EqualFold(net.JoinHostPort(host, port), addr) {
+		return net.JoinHostPort(strings.Trim(to, "[]"), port), nil
+	}
+	return addr, nil
+}
+
+// clientConn wraps raw in the chosen protocol's client and returns a
+// function that describes the connection once the handshake is done.
+func (o *getOptions) clientConn(raw net.Conn, sni string, pass []byte) (stateConn, func() handshake.ConnState, error) {
+	alpn := []string{"http/1.1"}
+	if o.h2 {
+		alpn = []string{"h2"}
+	}
+	switch {
+	case o.ntls:
+		return o.tlcpConn(raw, sni, alpn, pass)
+	case o.tls13:
+		return o.tls13smConn(raw, sni, alpn, pass)
+	}
+	return o.tlsConn(raw, sni, alpn)
+}
+
+func (o *getOptions) tlcpConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() handshake.ConnState, error) {
+	cfg := &tlcp.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
+	var err error
+	if cfg.RootCAs, err = smPool(o.caFile); err != nil {
+		return nil, nil, err
+	}
+	if o.cipher != "" {
+		id, err := tlcp.ParseCipherSuite(o.cipher)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.CipherSuites = []uint16{id}
+	}
+	if o.signCert != "" || o.encCert != "" {
+		cert, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, o.encCert, o.encKey, pass)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Certificates = []tlcp.Certificate{cert}
+	}
+	tc := tlcp.Client(raw, cfg)
+	return tc, func() handshake.ConnState {
+		cs := tc.ConnectionState()
+		return handshake.ConnState{Protocol: handshake.ProtoTLCP, Cipher: tlcp.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
+	}, nil
+}
+
+func (o *getOptions) tls13smConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() handshake.ConnState, error) {
+	cfg := &tls13sm.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
+	var err error
+	if cfg.RootCAs, err = smPool(o.caFile); err != nil {
+		return nil, nil, err
+	}
+	if o.cipher != "" {
+		id, err := tls13sm.ParseCipherSuite(o.cipher)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.CipherSuites = []uint16{id}
+	}
+	if o.cert != "" {
+		cert, err := tls13sm.LoadX509KeyPair(o.cert, o.key, pass)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Certificates = []tls13sm.Certificate{cert}
+	}
+	tc := tls13sm.Client(raw, cfg)
+	return tc, func() handshake.ConnState {
+		cs := tc.ConnectionState()
+		return handshake.ConnState{Protocol: handshake.ProtoTLS13SM, Cipher: tls13sm.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
+	}, nil
+}
+
+func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn, func() handshake.ConnState, error) {
+	cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
+	if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
+		return nil, nil, err
+	}
+	if o.caFile != "" {
+		pool, err := x509Pool(o.caFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if o.cert != "" {
+		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	tc := tls.Client(raw, cfg)
+	return tc, func() handshake.ConnState {
+		cs := tc.ConnectionState()
+		st := handshake.ConnState{Protocol: strings.Replace(tls.VersionName(cs.Version), "TLS ", "TLSv", 1), Cipher: tls.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol}
+		for _, pc := range cs.PeerCertificates {
+			if sc, err := smx509.ParseCertificate(pc.Raw); err == nil {
+				st.PeerCertificates = append(st.PeerCertificates, sc)
+			}
+		}
+		return st
+	}, nil
+}
+
+// x509Pool reads a CA file for ordinary TLS. A file of SM2 certificates
+// (the one -ntls and -tls13sm use) gets advice rather than "no
+// certificates".
+func x509Pool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if pool.AppendCertsFromPEM(b) {
+		return pool, nil
+	}
+	if certs, err := smkey.LoadCertificatesFile(file); err == nil && len(certs) > 0 {
+		return nil, fmt.Errorf("%s holds SM2 certificates, which ordinary TLS cannot use; for -tls give the CA of the site's RSA/ECDSA certificate (the development setup writes ecdsa_ca.crt)", file)
+	}
+	return nil, fmt.Errorf("%s: no PEM certificates", file)
+}
+
+// request builds the request: -X, -I, -d (POST unless -X says otherwise)
+// and -H headers.
+func (o *getOptions) request(ctx context.Context, u *url.URL) (*http.Request, error) {
+	method := http.MethodGet
+	var body io.Reader
+	var length int64
+	if o.data != "" {
+		b := []byte(o.data)
+		if f, ok := strings.CutPrefix(o.data, "@"); ok {
+			var err error
+			if b, err = os.ReadFile(f); err != nil {
+				return nil, err
+			}
+		}
+		method, body, length = http.MethodPost, bytes.NewReader(b), int64(len(b))
+	}
+	if o.head {
+		method = http.MethodHead
+	}
+	if o.method != "" {
+		method = o.method
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = length
+	req.Header.Set("User-Agent", "gmproxy-get/"+version)
+	if o.data != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for _, h := range o.headers {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("-H %q: want 'Name: value'", h)
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "Host") {
+			req.Host = strings.TrimSpace(value)
+			continue
+		}
+		req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	return req, nil
+}
+
+// exchange sends req over c (HTTP/1.1, or h2 when asked and agreed).
+func (o *getOptions) exchange(c stateConn, state func() handshake.ConnState, req *http.Request) (*http.Response, error) {
+	if o.h2 {
+		if st := state(); st.ALPN != "h2" {
+			return nil, fmt.Errorf("the server did not agree to h2 (ALPN %q)", st.ALPN)
+		}
+		cc, err := (&http2.Transport{}).NewClientConn(c)
+		if err != nil {
+			return nil, fmt.Errorf("h2: %w", err)
+		}
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			return nil, fmt.Errorf("h2 request: %w", err)
+		}
+		return resp, nil
+	}
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		return nil, fmt.Errorf("writing the request: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the response: %w", err)
+	}
+	return resp, nil
+}
+
+// writeHeaderLines prints a request or response head as curl -v does.
+func writeHeaderLines(w io.Writer, prefix, first, host string, h http.Header) {
+	fmt.Fprintf(w, "%s%s\n", prefix, first)
+	if host != "" && host != "Host: " {
+		fmt.Fprintf(w, "%s%s\n", prefix, host)
+	}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[k] {
+			fmt.Fprintf(w, "%s%s: %s\n", prefix, k, v)
+		}
+	}
+	fmt.Fprintf(w, "%s\n", prefix)
 }
 
 func orDash(s string) string {

@@ -44,8 +44,8 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 	checkOnly := fs.Bool("check", false, "check the configuration and the keys, then exit")
 	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format)")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *file == "" || fs.NArg() > 0 {
 		fs.Usage()

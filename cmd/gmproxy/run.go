@@ -60,8 +60,8 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	adminAddr := fs.String("admin", "", "admin listener `address` (overrides the config's admin.address; \"off\" disables it)")
 	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gmproxy run: unexpected arguments %q\n", fs.Args())

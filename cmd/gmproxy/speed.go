@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/x509/pkix"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -40,21 +39,10 @@ func runSpeed(args []string, stdout, stderr io.Writer) int {
 	var evp multiFlag
 	fs.Var(&evp, "evp", "select an `algorithm` (repeatable; same as a positional name)")
 	// Flags and names may be interleaved, as with openssl speed.
-	var names []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names = append(names, fs.Arg(0))
-		args = fs.Args()[1:]
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
-	names = append(names, evp...)
+	names := append(fs.Args(), evp...)
 	if *list {
 		for _, a := range speed.Algs() {
 			fmt.Fprintf(stdout, "%-22s %-7s %s\n", a.Name, a.Group, a.Desc)

@@ -6,12 +6,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +34,6 @@ type stimeOptions struct {
 	ntls, tls13, tlsStd                      bool
 	tlsVersion                               tlsVersionFlags
 	clientCertFlags
-	keyPass                         string
 	concurrency                     int
 	total                           int64
 	keepalive, download, asJSON     bool
@@ -43,6 +42,7 @@ type stimeOptions struct {
 	noTicket                        bool
 	timeout, rate                   float64
 	alpn                            string
+	hist                            bool
 }
 
 func runSTime(args []string, stdout, stderr io.Writer) int {
@@ -61,7 +61,6 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.tlsStd, "tls", false, "ordinary TLS (crypto/tls)")
 	o.tlsVersion.register(fs)
 	o.clientCertFlags.register(fs)
-	fs.StringVar(&o.keyPass, "pass", "", "`password` of encrypted client keys")
 	fs.IntVar(&o.concurrency, "c", 1, "concurrent `workers`")
 	fs.Int64Var(&o.total, "n", 0, "stop after `N` connections (with -keepalive: N requests) per phase")
 	fs.BoolVar(&o.keepalive, "keepalive", false, "send HTTP/1.1 requests for -www over kept-alive connections and report requests/s")
@@ -75,15 +74,17 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.strict, "strict", false, "TLS 1.3-SM: Tongsuo strict mode (SM algorithms only)")
 	fs.Float64Var(&o.timeout, "timeout", 10, "`seconds` allowed for each dial, handshake and request")
 	fs.Float64Var(&o.rate, "rate", 0, "pace to at most `R` connections/s (requests/s with -keepalive), to measure latency below the peak")
-	fs.StringVar(&o.alpn, "alpn", "", "ALPN protocols, comma separated (e.g. http/1.1)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	fs.StringVar(&o.alpn, "alpn", "", "ALPN protocols, comma separated (e.g. http/1.1; h2 only without -www: requests are HTTP/1.1)")
+	fs.BoolVar(&o.hist, "hist", false, "print a latency histogram (handshakes; requests with -keepalive)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "s_time: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if o.www != "" && slices.Contains(strings.Split(o.alpn, ","), "h2") {
+		fmt.Fprintln(stderr, "s_time: -alpn h2 with -www is not supported: s_time sends HTTP/1.1 requests (use -alpn http/1.1, or drop -www to time h2 handshakes)")
 		return 2
 	}
 	res, err := stimeMain(context.Background(), o, stderr)
@@ -105,7 +106,7 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 			if i > 0 {
 				fmt.Fprintln(stdout)
 			}
-			r.WriteTable(stdout)
+			r.WriteTable(stdout, o.hist)
 		}
 	}
 	for _, r := range res {
@@ -192,7 +193,15 @@ func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.
 		if strings.Contains(o.serverName, ":") {
 			cfg.Host = "[" + o.serverName + "]"
 		}
+		if isTerminal(stderr) {
+			cfg.Progress = func(el time.Duration, conns, reqs, errs int64) {
+				fmt.Fprintf(stderr, "\r%s %s: %4.0fs %d connections %d requests %d errors ", name, mode(reuse), el.Seconds(), conns, reqs, errs)
+			}
+		}
 		res, err := stime.Run(ctx, cfg)
+		if cfg.Progress != nil {
+			fmt.Fprint(stderr, "\r\033[K")
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -211,6 +220,10 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 	var alpn []string
 	if o.alpn != "" {
 		alpn = strings.Split(o.alpn, ",")
+	}
+	pass, err := passwordSource(o.pass)
+	if err != nil {
+		return nil, "", err
 	}
 	switch proto {
 	case "ntls":
@@ -232,7 +245,7 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 			if encCert == "" || encKey == "" {
 				return nil, "", errors.New("TLCP client certificates: give -enc_cert and -enc_key with -sign_cert and -sign_key")
 			}
-			c, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, encCert, encKey, []byte(o.keyPass))
+			c, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, encCert, encKey, pass)
 			if err != nil {
 				return nil, "", err
 			}
@@ -261,7 +274,7 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 		}
 		cfg.CipherSuites = ids
 		if o.cert != "" || o.key != "" {
-			c, err := tls13sm.LoadX509KeyPair(o.cert, o.key, []byte(o.keyPass))
+			c, err := tls13sm.LoadX509KeyPair(o.cert, o.key, pass)
 			if err != nil {
 				return nil, "", err
 			}
@@ -350,4 +363,21 @@ func tlsSuiteByName(name string) (uint16, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown TLS cipher suite %q", name)
+}
+
+func mode(reuse bool) string {
+	if reuse {
+		return "reuse"
+	}
+	return "new"
+}
+
+// isTerminal reports whether w is a terminal (progress lines go only there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -67,8 +67,13 @@ type Config struct {
 	// Rate, when positive, paces the run to at most Rate connections per
 	// second (requests per second with KeepAlive), spread over the workers;
 	// used to measure latency below the peak rate. A worker that falls
-	// behind the schedule starts its next operation at once.
+	// behind the schedule starts its next operation at once, and latency is
+	// measured from the time the schedule said the operation should start,
+	// so that a slow server cannot hide its queue (no coordinated omission).
 	Rate float64
+	// Progress, when set, is called about once a second during the run
+	// with the time elapsed and the counts so far.
+	Progress func(elapsed time.Duration, conns, requests, errors int64)
 	// OpTimeout bounds each dial, handshake and request (default 10 s).
 	OpTimeout time.Duration
 	// MaxSamples caps the handshake latencies kept for percentiles (default
@@ -83,7 +88,19 @@ type Latency struct {
 	P50   float64 `json:"p50"`
 	P90   float64 `json:"p90"`
 	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
 	Max   float64 `json:"max"`
+	// Histogram counts the kept samples in buckets whose upper bounds
+	// double from 100 µs (the last bucket holds everything above).
+	Histogram []Bucket `json:"histogram,omitempty"`
+}
+
+// Bucket is one latency histogram bucket: Count samples of at most Le
+// seconds and more than the previous bucket's Le (Le is +Inf, encoded as
+// 0, for the last).
+type Bucket struct {
+	Le    float64 `json:"le"`
+	Count int64   `json:"count"`
 }
 
 // Result is the outcome of a run.
@@ -170,7 +187,29 @@ func (s *sampler) latency() Latency {
 	sorted := append([]time.Duration(nil), s.samples...)
 	slices.Sort(sorted)
 	l.P50, l.P90, l.P99 = Percentile(sorted, 50).Seconds(), Percentile(sorted, 90).Seconds(), Percentile(sorted, 99).Seconds()
+	l.P999 = Percentile(sorted, 99.9).Seconds()
+	l.Histogram = histogram(sorted)
 	return l
+}
+
+// histogram buckets sorted samples by upper bounds doubling from 100 µs,
+// up to the bucket of the largest sample.
+func histogram(sorted []time.Duration) []Bucket {
+	var out []Bucket
+	i := 0
+	for le := 100 * time.Microsecond; i < len(sorted); le *= 2 {
+		n := 0
+		for i < len(sorted) && sorted[i] <= le {
+			i++
+			n++
+		}
+		out = append(out, Bucket{Le: le.Seconds(), Count: int64(n)})
+		if le > time.Hour {
+			out = append(out, Bucket{Count: int64(len(sorted) - i)})
+			break
+		}
+	}
+	return out
 }
 
 // Run executes a run and returns its result. The error is for an invalid
@@ -246,36 +285,70 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}()
 	}
+	stopProgress := r.progress()
 	wg.Wait()
+	stopProgress()
 	elapsed := time.Since(start)
 	return r.result(elapsed), nil
 }
 
-// take reserves one unit of the Total budget and, with Rate, waits for its
-// slot in the schedule. It returns false when the run is over.
-func (r *run) take() bool {
-	if r.cfg.Total > 0 && r.quota.Add(-1) < 0 {
-		return false
+// progress calls Config.Progress once a second until the returned stop.
+func (r *run) progress() (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
 	}
-	if r.cfg.Rate > 0 {
-		slot := r.slots.Add(1) - 1
-		due := r.start.Add(time.Duration(float64(slot) / r.cfg.Rate * float64(time.Second)))
-		if wait := time.Until(due); wait > 0 {
-			t := time.NewTimer(wait)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
 			select {
-			case <-t.C:
-			case <-r.ctx.Done():
-				t.Stop()
-				r.giveBack()
-				return false
+			case <-done:
+				return
+			case <-tick.C:
+				r.mu.Lock()
+				var errs int64
+				for _, n := range r.errors {
+					errs += n
+				}
+				r.mu.Unlock()
+				r.cfg.Progress(time.Since(r.start), r.conns.Load(), r.requests.Load(), errs)
 			}
 		}
-		if r.done() {
+	}()
+	return func() { close(done); <-finished }
+}
+
+// take reserves one unit of the Total budget and, with Rate, waits for its
+// slot in the schedule. It returns false when the run is over, else the
+// time the operation was due to start: the scheduled time with Rate (even
+// when the worker is late), the present without.
+func (r *run) take() (time.Time, bool) {
+	if r.cfg.Total > 0 && r.quota.Add(-1) < 0 {
+		return time.Time{}, false
+	}
+	if r.cfg.Rate <= 0 {
+		return time.Now(), true
+	}
+	slot := r.slots.Add(1) - 1
+	due := r.start.Add(time.Duration(float64(slot) / r.cfg.Rate * float64(time.Second)))
+	if wait := time.Until(due); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			t.Stop()
 			r.giveBack()
-			return false
+			return time.Time{}, false
 		}
 	}
-	return true
+	if r.done() {
+		r.giveBack()
+		return time.Time{}, false
+	}
+	return due, true
 }
 
 // giveBack returns a unit that was not used (the run ended during it).
@@ -312,7 +385,7 @@ func (r *run) prime(ctx context.Context) error {
 	defer conn.Close()
 	if r.cfg.Path != "" {
 		br := bufio.NewReader(conn)
-		if _, err := r.request(conn, br, false); err != nil {
+		if _, err := r.request(conn, br, false, time.Time{}); err != nil {
 			return err
 		}
 		return nil
@@ -346,8 +419,10 @@ func (r *run) connect(ctx context.Context) (net.Conn, ConnInfo, time.Duration, e
 
 // connectCounted connects and records the handshake. On failure it
 // returns a nil conn and records the error, or, when the run has ended,
-// gives the iteration's budget unit back and reports over.
-func (r *run) connectCounted() (conn net.Conn, over bool) {
+// gives the iteration's budget unit back and reports over. With Rate the
+// recorded latency runs from due, the scheduled start, to the end of the
+// handshake (dial and any lateness included).
+func (r *run) connectCounted(due time.Time) (conn net.Conn, over bool) {
 	c, info, d, err := r.connect(r.ctx)
 	if err != nil {
 		if r.done() {
@@ -357,6 +432,9 @@ func (r *run) connectCounted() (conn net.Conn, over bool) {
 		r.fail(err)
 		return nil, false
 	}
+	if r.cfg.Rate > 0 {
+		d = time.Since(due)
+	}
 	r.handshakeOK(info, d)
 	return c, false
 }
@@ -365,10 +443,11 @@ func (r *run) connectCounted() (conn net.Conn, over bool) {
 // request, close.
 func (r *run) connWorker() {
 	for !r.done() {
-		if !r.take() {
+		due, ok := r.take()
+		if !ok {
 			return
 		}
-		conn, over := r.connectCounted()
+		conn, over := r.connectCounted(due)
 		if over {
 			return
 		}
@@ -378,7 +457,7 @@ func (r *run) connWorker() {
 		if r.cfg.Path != "" {
 			conn.SetDeadline(r.opDeadline())
 			br := bufio.NewReader(conn)
-			if _, err := r.request(conn, br, false); err != nil && !r.done() {
+			if _, err := r.request(conn, br, false, time.Time{}); err != nil && !r.done() {
 				r.fail(&stageError{"request", err})
 			}
 		}
@@ -401,11 +480,12 @@ func (r *run) keepAliveWorker() {
 	for !r.done() {
 		// A request's budget unit is taken first, so that failing
 		// connections also use up -n.
-		if !r.take() {
+		due, ok := r.take()
+		if !ok {
 			return
 		}
 		if conn == nil {
-			c, over := r.connectCounted()
+			c, over := r.connectCounted(due)
 			if over {
 				return
 			}
@@ -415,7 +495,7 @@ func (r *run) keepAliveWorker() {
 			conn, br = c, bufio.NewReader(c)
 		}
 		conn.SetDeadline(r.opDeadline())
-		keep, err := r.request(conn, br, true)
+		keep, err := r.request(conn, br, true, due)
 		if err != nil {
 			if r.done() {
 				r.giveBack()
@@ -431,8 +511,9 @@ func (r *run) keepAliveWorker() {
 }
 
 // request sends one GET and reads the response; it reports whether the
-// connection may carry another request.
-func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool) (bool, error) {
+// connection may carry another request. With Rate, a kept-alive request's
+// latency runs from due, its scheduled start.
+func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool, due time.Time) (bool, error) {
 	connHdr := "close"
 	if keepAlive {
 		connHdr = "keep-alive"
@@ -456,6 +537,9 @@ func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool) (bool, er
 		return !resp.Close, &statusError{resp.StatusCode}
 	}
 	r.requests.Add(1)
+	if keepAlive && r.cfg.Rate > 0 && !due.IsZero() {
+		t0 = due
+	}
 	d := time.Since(t0)
 	r.mu.Lock()
 	r.req.add(d)

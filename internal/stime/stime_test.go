@@ -202,7 +202,7 @@ func TestDurationBound(t *testing.T) {
 		}
 	}
 	buf.Reset()
-	res.WriteTable(&buf)
+	res.WriteTable(&buf, true)
 	if !strings.Contains(buf.String(), "connections/s") || !strings.Contains(buf.String(), "p50/p90/p99") {
 		t.Errorf("table:\n%s", buf.String())
 	}
@@ -258,5 +258,53 @@ func TestClassify(t *testing.T) {
 		if got := Classify(tt.err); got != tt.want {
 			t.Errorf("Classify(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestRateLatencyFromSchedule: with -rate, a stall delays every operation
+// scheduled behind it, and their latency must show it (measured from the
+// scheduled start), not only the stalled operation's own (coordinated
+// omission). Without -rate, latency is the handshake alone.
+func TestRateLatencyFromSchedule(t *testing.T) {
+	ts := newTestServer(t, 0)
+	stalling := func() Handshaker {
+		var n atomic.Int64
+		inner := TLS(ts.clientConfig(false))
+		return func(ctx context.Context, raw net.Conn) (net.Conn, ConnInfo, error) {
+			if n.Add(1) == 1 {
+				time.Sleep(300 * time.Millisecond) // the first handshake stalls
+			}
+			return inner(ctx, raw)
+		}
+	}
+	// 20 operations due over 100 ms, one worker: after the 300 ms stall all
+	// of them are at least 200 ms behind their schedule.
+	paced := mustRun(t, Config{Addr: ts.Listener.Addr().String(), Handshake: stalling(), Total: 20, Rate: 200})
+	if paced.Handshake.P50 < 0.2 {
+		t.Errorf("paced median %.3fs: latency ignores the time operations waited behind the stall", paced.Handshake.P50)
+	}
+	free := mustRun(t, Config{Addr: ts.Listener.Addr().String(), Handshake: stalling(), Total: 20})
+	if free.Handshake.P50 >= 0.2 || free.Handshake.Max < 0.3 {
+		t.Errorf("unpaced median %.3fs max %.3fs: want the stall in the max only", free.Handshake.P50, free.Handshake.Max)
+	}
+	if len(paced.Handshake.Histogram) == 0 || paced.Handshake.P999 < paced.Handshake.P99 {
+		t.Errorf("histogram %v, p99 %v p99.9 %v", paced.Handshake.Histogram, paced.Handshake.P99, paced.Handshake.P999)
+	}
+	var total int64
+	for _, b := range paced.Handshake.Histogram {
+		total += b.Count
+	}
+	if total != paced.Handshake.Count {
+		t.Errorf("histogram holds %d samples, want %d", total, paced.Handshake.Count)
+	}
+}
+
+func TestProgressReports(t *testing.T) {
+	ts := newTestServer(t, 0)
+	var calls atomic.Int64
+	mustRun(t, Config{Addr: ts.Listener.Addr().String(), Handshake: TLS(ts.clientConfig(false)), Rate: 20, Total: 30,
+		Progress: func(el time.Duration, conns, reqs, errs int64) { calls.Add(1) }})
+	if calls.Load() == 0 {
+		t.Error("no progress report during a 1.5 s run")
 	}
 }

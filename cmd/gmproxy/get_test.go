@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// echoServer answers with the method, Host, X-Test header and body it got.
+func echoServer(t *testing.T) (host, port string) {
+	t.Helper()
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", "1")
+		fmt.Fprintf(w, "method=%s host=%s x-test=%s type=%s body=%s", r.Method, r.Host, r.Header.Get("X-Test"), r.Header.Get("Content-Type"), b)
+	}))
+	t.Cleanup(ts.Close)
+	h, p, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	return h, p
+}
+
+// TestGetCurlSpellings: get takes curl's spellings, with flags before or
+// after the URL.
+func TestGetCurlSpellings(t *testing.T) {
+	ip, port := echoServer(t)
+	dir := t.TempDir()
+	bodyFile := filepath.Join(dir, "body")
+	os.WriteFile(bodyFile, []byte("from a file"), 0o600)
+	outFile := filepath.Join(dir, "out")
+	url := "https://echo.test:" + port + "/p?q=1"
+	resolve := "echo.test:" + port + ":" + ip
+
+	var out, errb bytes.Buffer
+	args := []string{url, "-tls", "-k", "--resolve", resolve, "-X", "PUT", "-d", "@" + bodyFile, "-H", "X-Test: yes", "-o", outFile, "-v"}
+	if code := runGet(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got, _ := os.ReadFile(outFile)
+	if want := "method=PUT host=echo.test:" + port + " x-test=yes type=application/x-www-form-urlencoded body=from a file"; string(got) != want {
+		t.Errorf("-o file holds %q, want %q", got, want)
+	}
+	if out.Len() != 0 {
+		t.Errorf("body also went to stdout: %q", out.String())
+	}
+	for _, want := range []string{"> PUT /p?q=1 HTTP/1.1\n", "> X-Test: yes\n", "< HTTP/1.1 200 OK\n", "< X-Echo: 1\n", "* TLSv1.3"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("-v output lacks %q:\n%s", want, errb.String())
+		}
+	}
+
+	// -d alone means POST; -H Host: sets the Host header; flags first.
+	out.Reset()
+	errb.Reset()
+	if code := runGet([]string{"-tls", "-k", "-q", "--resolve", resolve, "-d", "a=1", "-H", "Host: other.test", url}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := "method=POST host=other.test x-test= type=application/x-www-form-urlencoded body=a=1"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+	// -connect still wins over --resolve; a --resolve for another name is
+	// not used (the name does not resolve, so the dial fails).
+	errb.Reset()
+	if code := runGet([]string{"-tls", "-k", "--resolve", "other.invalid:" + port + ":" + ip, url}, &out, &errb); code == 0 {
+		t.Error("a --resolve entry for another host was used")
+	}
+}
+
+// TestGetSM2CAFileForTLS: the SM2 CA file given to -tls gets advice.
+func TestGetSM2CAFileForTLS(t *testing.T) {
+	_, port := echoServer(t)
+	var out, errb bytes.Buffer
+	code := runGet([]string{"-tls", "--cacert", filepath.Join("..", "..", "conf", "testdata", "pki", "ca.crt"), "-connect", "127.0.0.1:" + port, "https://localhost/"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "SM2 certificates") || !strings.Contains(errb.String(), "ecdsa_ca.crt") {
+		t.Errorf("exit %d: %s", code, errb.String())
+	}
+}
+
+func TestPasswordSource(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "pw")
+	os.WriteFile(f, []byte("from-file\nsecond line\n"), 0o600)
+	t.Setenv("GMPROXY_TEST_PW", "from-env")
+	for _, tc := range []struct{ spec, want, err string }{
+		{"", "", ""},
+		{"pass:literal", "literal", ""},
+		{"env:GMPROXY_TEST_PW", "from-env", ""},
+		{"file:" + f, "from-file", ""},
+		{"secret", "", "pass:TEXT"},
+		{"env:GMPROXY_TEST_UNSET_PW", "", "not set"},
+		{"stdin:", "", "want pass:"},
+	} {
+		got, err := passwordSource(tc.spec)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one with %q", tc.spec, err, tc.err)
+			}
+			if err != nil && strings.Contains(err.Error(), tc.spec) && tc.spec == "secret" {
+				t.Errorf("the error repeats the password: %v", err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%q: %q, %v; want %q", tc.spec, got, err, tc.want)
+		}
+	}
+}
+
+// TestEveryCommandHelp: -help prints the synopsis and exits 0 for every
+// command.
+func TestEveryCommandHelp(t *testing.T) {
+	for name := range commands {
+		if name == "version" {
+			continue
+		}
+		for _, h := range []string{"-help", "-h", "--help"} {
+			var out, errb bytes.Buffer
+			if code := dispatch([]string{name, h}, &out, &errb); code != 0 {
+				t.Errorf("%s %s: exit %d", name, h, code)
+			}
+			if !strings.Contains(strings.ToLower(errb.String()+out.String()), "usage") {
+				t.Errorf("%s %s: no usage:\n%s%s", name, h, out.String(), errb.String())
+			}
+		}
+	}
+}
