@@ -709,14 +709,38 @@ type FleetTicketKeys struct {
 	WrapKeys []ticket.Key `yaml:"-"`
 }
 
-// Admin is the admin HTTP listener (/metrics, /healthz, /readyz, reload).
+// Admin is the admin HTTP listener (/metrics, /healthz, /readyz) and the
+// control endpoint POST /reload. The control endpoint refuses requests
+// carrying an Origin header (browsers) and requests whose Host is not an
+// IP address or localhost with the listener's port (DNS rebinding).
 type Admin struct {
 	// Address is host:port, or "off" to disable the admin listener.
 	// Default 127.0.0.1:9100.
 	Address string `yaml:"address"`
 	// Pprof serves /debug/pprof/. Default false.
 	Pprof bool `yaml:"pprof"`
+	// ControlAddress, when set, serves POST /reload on this address only
+	// (host:port, or unix:/path for a Unix socket) and not on Address, so
+	// that whoever may scrape /metrics cannot reload. Default: POST /reload
+	// on Address.
+	ControlAddress string `yaml:"control_address"`
+	// TokenFile names a file holding a secret that POST /reload must carry
+	// as "Authorization: Bearer <secret>" (surrounding white space is
+	// ignored). Default: no token.
+	TokenFile string `yaml:"token_file"`
+	// Token is the content of TokenFile, read when the configuration is
+	// loaded.
+	Token []byte `yaml:"-"`
 }
+
+// Equal reports whether a and b configure the same admin listener.
+func (a Admin) Equal(b Admin) bool {
+	return a.Address == b.Address && a.Pprof == b.Pprof && a.ControlAddress == b.ControlAddress &&
+		a.TokenFile == b.TokenFile && string(a.Token) == string(b.Token)
+}
+
+// UnixPrefix marks a Unix socket path in ControlAddress.
+const UnixPrefix = "unix:"
 
 // AccessLog configures the access log.
 type AccessLog struct {

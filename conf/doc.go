@@ -656,12 +656,21 @@
 //
 // # admin
 //
-// This section is the admin HTTP listener (/metrics, /healthz, /readyz,
-// reload).
+// This section is the admin HTTP listener (/metrics, /healthz, /readyz) and
+// the control endpoint POST /reload. The control endpoint refuses requests
+// carrying an Origin header (browsers) and requests whose Host is not an IP
+// address or localhost with the listener's port (DNS rebinding).
 //
 //   - address (string): address is host:port, or "off" to disable the admin
 //     listener. Default 127.0.0.1:9100.
 //   - pprof (boolean): pprof serves /debug/pprof/. Default false.
+//   - control_address (string): ControlAddress, when set, serves POST /reload
+//     on this address only (host:port, or unix:/path for a Unix socket) and
+//     not on Address, so that whoever may scrape /metrics cannot reload.
+//     Default: POST /reload on Address.
+//   - token_file (string): token_file names a file holding a secret that POST
+//     /reload must carry as "Authorization: Bearer <secret>" (surrounding
+//     white space is ignored). Default: no token.
 //
 // # access_log
 //

@@ -183,16 +183,7 @@ func (v *validator) validate() {
 	}
 	v.validateSessionStore()
 
-	// admin
-	if c.Admin.Address != "off" && v.hostPort("admin.address", c.Admin.Address, true) {
-		host, _, _ := net.SplitHostPort(c.Admin.Address)
-		if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) {
-			v.warnf("admin.address", "bind it to 127.0.0.1 unless a firewall protects it", "the admin endpoint (metrics, reload) is reachable from the network")
-		}
-	}
-	if c.Admin.Pprof && c.Admin.Address == "off" {
-		v.warnf("admin.pprof", "", "pprof is ignored because the admin listener is off")
-	}
+	v.validateAdmin()
 
 	// access_log, log, offload
 	if c.AccessLog.Path == "" {
@@ -1282,5 +1273,56 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 	}
 	if t.ServerName != "" && !validHostName(t.ServerName) {
 		v.errf(tp+".server_name", "write a host name", "invalid server_name %q", t.ServerName)
+	}
+}
+
+// validateAdmin checks the admin listener and its control endpoint: POST
+// /reload must not be reachable from the network without a token.
+func (v *validator) validateAdmin() {
+	a := &v.cfg.Admin
+	if a.TokenFile != "" {
+		b, err := os.ReadFile(v.resolve(a.TokenFile))
+		switch tok := bytes.TrimSpace(b); {
+		case err != nil:
+			v.errf("admin.token_file", "create it, e.g. head -c 32 /dev/urandom | base64 > FILE; "+relFix, "cannot read token file %q: %s", a.TokenFile, errText(err))
+		case len(tok) < 16:
+			v.errf("admin.token_file", "put at least 16 random characters in it, e.g. head -c 32 /dev/urandom | base64", "the token in %q is shorter than 16 characters", a.TokenFile)
+		default:
+			a.Token = tok
+		}
+	}
+	exposed := func(addr string) bool {
+		host, _, _ := net.SplitHostPort(addr)
+		ip := net.ParseIP(host)
+		return host == "" || (ip != nil && !ip.IsLoopback())
+	}
+	reloadHere := a.ControlAddress == ""
+	if a.Address != "off" && v.hostPort("admin.address", a.Address, true) && exposed(a.Address) {
+		switch {
+		case reloadHere && a.TokenFile == "":
+			v.warnf("admin.address", "set control_address: 127.0.0.1:9101 (or a unix: socket) for POST /reload, or a token_file, or bind address to 127.0.0.1", "POST /reload is reachable from the network without a token")
+		case a.Pprof:
+			v.warnf("admin.pprof", "bind address to 127.0.0.1 or turn pprof off", "the admin endpoint with pprof is reachable from the network")
+		}
+	}
+	if a.Pprof && a.Address == "off" {
+		v.warnf("admin.pprof", "", "pprof is ignored because the admin listener is off")
+	}
+	switch ca := a.ControlAddress; {
+	case ca == "":
+		if a.Address == "off" && a.TokenFile != "" {
+			v.warnf("admin.token_file", "remove it", "token_file is ignored because the admin listener is off")
+		}
+	case strings.HasPrefix(ca, UnixPrefix):
+		if strings.TrimPrefix(ca, UnixPrefix) == "" {
+			v.errf("admin.control_address", "write unix:/run/gmproxy/control.sock", "the Unix socket path is empty")
+		}
+	case v.hostPort("admin.control_address", ca, true):
+		if exposed(ca) && a.TokenFile == "" {
+			v.warnf("admin.control_address", "bind it to 127.0.0.1, use a unix: socket, or set token_file", "POST /reload is reachable from the network without a token")
+		}
+		if ca == a.Address {
+			v.errf("admin.control_address", "use another port, e.g. 127.0.0.1:9101", "control_address is the admin address")
+		}
 	}
 }

@@ -13,9 +13,12 @@ type AdminOptions struct {
 	// Pprof mounts net/http/pprof under /debug/pprof/. Off by default: the
 	// profiles reveal internals and cost CPU while running.
 	Pprof bool
-	// Reload, when set, is mounted as POST /reload: it answers 200
-	// "reloaded" when Reload returns nil and 500 with the error otherwise.
+	// Reload, when set, is mounted as POST /reload (guarded by
+	// GuardControl with Control): it answers 200 "reloaded" when Reload
+	// returns nil and 500 with the error otherwise.
 	Reload func() error
+	// Control guards POST /reload.
+	Control ControlOptions
 }
 
 // SetReady sets what /readyz answers: 200 when ready, 503 otherwise. A new
@@ -57,7 +60,7 @@ func (m *Metrics) AdminMux(opts AdminOptions) *http.ServeMux {
 	})
 	if opts.Reload != nil {
 		reload := opts.Reload
-		mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle("POST /reload", GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			if err := reload(); err != nil {
 				w.WriteHeader(http.StatusInternalServerError)
@@ -65,7 +68,7 @@ func (m *Metrics) AdminMux(opts AdminOptions) *http.ServeMux {
 				return
 			}
 			io.WriteString(w, "reloaded\n")
-		})
+		}), opts.Control))
 	}
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

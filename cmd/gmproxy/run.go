@@ -172,14 +172,22 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		}
 		return err
 	}
-	// Admin listener (metrics, health, POST /reload).
+	// Admin listener (metrics, health, and POST /reload unless a control
+	// address serves it). Admin reloads run on the main loop, like SIGHUP.
+	reloadReq := make(chan chan error)
+	adminReload := func() error {
+		res := make(chan error, 1)
+		reloadReq <- res
+		return <-res
+	}
+	var control *http.Server
+	reloads := false
 	if tel != nil && cfg.Admin.Address != "" && cfg.Admin.Address != "off" {
-		reloadReq := make(chan chan error)
-		admin = &http.Server{Handler: tel.AdminHandler(cfg, func() error {
-			res := make(chan error, 1)
-			reloadReq <- res
-			return <-res
-		}), ReadHeaderTimeout: 10 * time.Second}
+		var onAdmin func() error
+		if cfg.Admin.ControlAddress == "" {
+			onAdmin = adminReload
+		}
+		admin = &http.Server{Handler: tel.AdminHandler(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
 		ln, err := net.Listen("tcp", cfg.Admin.Address)
 		switch {
 		case err != nil && dev != nil:
@@ -192,10 +200,33 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		default:
 			go admin.Serve(ln)
 			adminBound = ln.Addr().String()
-			log.Info("admin listening", "address", adminBound, "reload", "POST /reload")
-			// Admin reloads run on the main loop, like SIGHUP.
-			sigs = mergeReloads(sigs, reloadReq, reload)
+			where := "POST /reload"
+			if onAdmin == nil {
+				where = "at control_address"
+			}
+			log.Info("admin listening", "address", adminBound, "reload", where)
+			reloads = reloads || onAdmin != nil
 		}
+	}
+	if ca := cfg.Admin.ControlAddress; ca != "" {
+		ln, err := listenControl(ca)
+		if err != nil {
+			d.Close()
+			if admin != nil {
+				admin.Close()
+			}
+			fmt.Fprintf(stderr, "gmproxy run: control listener: %s\n", err)
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
+		control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go control.Serve(ln)
+		log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
+		reloads = true
+	}
+	if reloads {
+		sigs = mergeReloads(sigs, reloadReq, reload)
 	}
 	if tel != nil {
 		tel.Reloaded(true, cfg)
@@ -234,6 +265,9 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			err := shutdown(d, sigs, log)
 			if admin != nil {
 				admin.Close()
+			}
+			if control != nil {
+				control.Close()
 			}
 			if err != nil {
 				return 1
@@ -353,7 +387,24 @@ func applyReloaded(log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag st
 	if formatFlag == "" && !strings.EqualFold(prev.Log.Format, next.Log.Format) {
 		log.Warn("log.format changed: restart gmproxy to apply it", "running", prev.Log.Format, "configured", next.Log.Format)
 	}
-	if prev.Admin != next.Admin {
+	if !prev.Admin.Equal(next.Admin) {
 		log.Warn("admin section changed: restart gmproxy to apply it", "running", adminBound)
 	}
+}
+
+// listenControl listens on a control address: host:port, or unix:PATH for
+// a Unix socket that only the owner may use (a stale socket file from an
+// earlier run is replaced).
+func listenControl(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, conf.UnixPrefix)
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	return ln, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"runtime/debug"
@@ -52,7 +53,17 @@ type metricsTelemetry struct{ m *metrics.Metrics }
 
 func (t *metricsTelemetry) AdminHandler(cfg *conf.Config, reload func() error) http.Handler {
 	mux := t.m.AdminMux(metrics.AdminOptions{Pprof: cfg.Admin.Pprof})
-	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+	if reload != nil {
+		mux.Handle("POST /reload", controlHandler(cfg, cfg.Admin.Address, reload))
+	}
+	return mux
+}
+
+// controlHandler is POST /reload for the listener at addr, guarded by
+// metrics.GuardControl (no Origin, a local Host, the token if any).
+func controlHandler(cfg *conf.Config, addr string, reload func() error) http.Handler {
+	host, _, _ := net.SplitHostPort(addr)
+	return metrics.GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := reload(); err != nil {
 			w.WriteHeader(http.StatusUnprocessableEntity)
@@ -60,8 +71,7 @@ func (t *metricsTelemetry) AdminHandler(cfg *conf.Config, reload func() error) h
 			return
 		}
 		io.WriteString(w, "reloaded\n")
-	})
-	return mux
+	}), metrics.ControlOptions{Token: cfg.Admin.Token, HostName: host})
 }
 
 func (t *metricsTelemetry) SetReady(ok bool) { t.m.SetReady(ok) }

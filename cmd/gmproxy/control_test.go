@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
+)
+
+// TestRunControlAddress: with admin.control_address, POST /reload is served
+// there only (not on the admin address that Prometheus scrapes), on a Unix
+// socket only its owner may open, and with token_file only with the token.
+func TestRunControlAddress(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "control.sock")
+	const token = "0123456789abcdef-token"
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	cfg := fmt.Sprintf(`listeners:
+  - address: 127.0.0.1:0
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes:
+      - {path: /, respond: {body: "ok"}}
+admin: {address: "127.0.0.1:0", control_address: "unix:%s", token_file: admin.token}
+access_log: {path: "off"}
+`, sock)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "-c", file)
+
+	res, err := http.Post("http://"+r.admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK {
+		t.Errorf("POST /reload on the metrics address: %d, want it not served there", res.StatusCode)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("control socket %v (%v): want it private to its owner", fi.Mode(), err)
+	}
+	unix := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return new(net.Dialer).DialContext(ctx, "unix", sock)
+	}}}
+	post := func(auth string) (int, string) {
+		req, _ := http.NewRequest("POST", "http://gmproxy/reload", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		res, err := unix.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := post(""); code != http.StatusUnauthorized {
+		t.Errorf("without token: %d %q", code, body)
+	}
+	if code, body := post("Bearer " + token); code != http.StatusOK || !strings.Contains(body, "reloaded") {
+		t.Errorf("with token: %d %q", code, body)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, r.stderr.String())
+	}
+}

@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Control endpoints (POST /reload) change what the process does, so they
+// refuse what a browser could be tricked into sending: a page on any site
+// can POST to 127.0.0.1 (a "simple" request needs no preflight), and a
+// name the attacker controls can be re-pointed at 127.0.0.1 (DNS
+// rebinding), so
+//
+//   - a request carrying Origin is refused (browsers send it with every
+//     cross-origin POST; curl, kubectl and sidecars do not);
+//   - the Host must be an IP address, "localhost" or the listener's own
+//     host name, never a name an attacker could point anywhere;
+//   - with a token, "Authorization: Bearer <token>" is required.
+//
+// A Unix socket is unreachable from browsers: there only the token counts.
+
+// ControlOptions configure GuardControl.
+type ControlOptions struct {
+	// Token, when set, must be presented as "Authorization: Bearer <Token>".
+	Token []byte
+	// HostName is the host of the listener's configured address when it
+	// is a name (not an IP address); such a Host is accepted too.
+	HostName string
+}
+
+// GuardControl wraps a control handler with CheckControl.
+func GuardControl(h http.Handler, o ControlOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, why := CheckControl(r, o); code != 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if code == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="gmproxy control"`)
+			}
+			w.WriteHeader(code)
+			w.Write([]byte(why + "\n"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// CheckControl returns 0 when r may use a control endpoint, else the status
+// to answer and why.
+func CheckControl(r *http.Request, o ControlOptions) (int, string) {
+	if _, ok := r.Header["Origin"]; ok {
+		return http.StatusForbidden, "control requests from browsers (with an Origin header) are refused"
+	}
+	unix := false
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		unix = la.Network() == "unix"
+	}
+	if !unix && !controlHost(r.Host, o.HostName) {
+		return http.StatusForbidden, "Host must be an IP address or localhost"
+	}
+	if len(o.Token) > 0 {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1 {
+			return http.StatusUnauthorized, "a bearer token is required"
+		}
+	}
+	return 0, ""
+}
+
+// controlHost reports whether a Host value names the listener as only a
+// local client would: an IP literal, localhost, or the configured name.
+func controlHost(host, name string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	switch {
+	case host == "":
+		return false
+	case net.ParseIP(host) != nil, strings.EqualFold(host, "localhost"):
+		return true
+	}
+	return name != "" && net.ParseIP(name) == nil && strings.EqualFold(host, name)
+}

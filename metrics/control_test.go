@@ -1,0 +1,76 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestControlGuard: POST /reload refuses what a browser page could send
+// (an Origin header; a Host naming an attacker's domain re-pointed at the
+// loopback address) and, with a token, requests without it.
+func TestControlGuard(t *testing.T) {
+	m, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reloads atomic.Int64
+	reload := func() error { reloads.Add(1); return nil }
+	plain := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload}))
+	defer plain.Close()
+	withToken := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload, Control: ControlOptions{Token: []byte("s3cret-token-0123456789")}}))
+	defer withToken.Close()
+	named := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload, Control: ControlOptions{HostName: "admin.internal"}}))
+	defer named.Close()
+
+	for _, tc := range []struct {
+		name string
+		srv  *httptest.Server
+		hdr  []string // name, value pairs; "Host" sets the Host
+		want int
+	}{
+		{"loopback IP", plain, nil, 200},
+		{"localhost", plain, []string{"Host", "localhost:9100"}, 200},
+		{"IPv6 literal", plain, []string{"Host", "[::1]:9100"}, 200},
+		{"foreign Origin", plain, []string{"Origin", "http://evil.example"}, 403},
+		{"null Origin", plain, []string{"Origin", "null"}, 403},
+		{"same-host Origin", plain, []string{"Origin", plain.URL}, 403},
+		{"rebound name", plain, []string{"Host", "evil.example:9100"}, 403},
+		{"rebound name without port", plain, []string{"Host", "evil.example"}, 403},
+		{"configured name", named, []string{"Host", "admin.internal:9100"}, 200},
+		{"other name on a named listener", named, []string{"Host", "evil.example:9100"}, 403},
+		{"token missing", withToken, nil, 401},
+		{"token wrong", withToken, []string{"Authorization", "Bearer s3cret-token-0123456788"}, 401},
+		{"token as basic", withToken, []string{"Authorization", "Basic s3cret-token-0123456789"}, 401},
+		{"token right", withToken, []string{"Authorization", "Bearer s3cret-token-0123456789"}, 200},
+		{"token right, foreign Origin", withToken, []string{"Authorization", "Bearer s3cret-token-0123456789", "Origin", "http://evil.example"}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := reloads.Load()
+			req, _ := http.NewRequest("POST", tc.srv.URL+"/reload", strings.NewReader("x"))
+			req.Header.Set("Content-Type", "text/plain")
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				if tc.hdr[i] == "Host" {
+					req.Host = tc.hdr[i+1]
+				} else {
+					req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+				}
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("status %d (%q), want %d", res.StatusCode, body, tc.want)
+			}
+			if did := reloads.Load() - before; (did == 1) != (tc.want == 200) {
+				t.Errorf("%d reloads, want them only when allowed", did)
+			}
+		})
+	}
+}
