@@ -293,7 +293,8 @@ type TransportConfig struct {
 	ResponseHeaderTimeout time.Duration
 	// IdleTimeout closes pooled idle connections. Default 90s.
 	IdleTimeout time.Duration
-	// MaxIdleConns is the idle pool size per target. Default 64.
+	// MaxIdleConns is the idle pool size per target. Default 64; negative
+	// disables keep-alive (every request gets a new connection).
 	MaxIdleConns int
 	// MaxConnsPerTarget caps connections (and in-flight requests) per
 	// target; a saturated target is skipped by balancing. Default 0: none.

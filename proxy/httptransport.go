@@ -54,6 +54,9 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
 	}
+	if tc.MaxIdleConns < 0 {
+		t.DisableKeepAlives = true
+	}
 	scheme := "http"
 	dial := DialFunc(t.DialContext)
 	switch uc.Protocol {

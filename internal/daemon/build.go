@@ -318,15 +318,11 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			TLS:              slices.Contains(l.Protocols, conf.ProtoTLS),
 			TLCPInTLS:        handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
 			HandshakeTimeout: l.HandshakeTimeout,
-			MaxHandshakes:    l.MaxHandshakes,
-			MaxConns:         l.MaxConnections,
 			RedirectHTTP:     l.PlainHTTP == "redirect",
 			Sites:            handshake.NewSites(list, def),
 			Logger:           env.Logger,
 		}
-		if l.MaxHandshakes == 0 {
-			hcfg.MaxHandshakes = 1 << 30 // 0 means unlimited in the config
-		}
+		hcfg.MaxHandshakes, hcfg.MaxConns = handshakeLimits(l)
 		var pp []string
 		if l.ProxyProtocol.Enabled {
 			pp = append([]string{}, l.ProxyProtocol.Trusted...)
@@ -373,6 +369,16 @@ func maxHandshakeTimeout(cfg *conf.Config) time.Duration {
 		d = max(d, durOr(l.HandshakeTimeout, handshake.DefaultHandshakeTimeout))
 	}
 	return d
+}
+
+// handshakeLimits maps a listener's max_handshakes and max_connections
+// onto the handshake server's limits: 0 means unlimited in the config.
+func handshakeLimits(l *conf.Listener) (maxHandshakes, maxConns int) {
+	maxHandshakes, maxConns = l.MaxHandshakes, l.MaxConnections
+	if maxHandshakes == 0 {
+		maxHandshakes = 1 << 30 // the handshake server's own 0 means its default
+	}
+	return maxHandshakes, maxConns // 0 is unlimited for the handshake server
 }
 
 func buildSite(env *Env, off *handshake.Offload, keys map[string]*handshake.KeyClient, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {

@@ -126,6 +126,9 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 		},
 		Retries: proxy.RetryConfig{Tries: u.Retries.Tries, Duration: u.Retries.TotalTime},
 	}
+	if u.Keepalive.MaxIdle == 0 {
+		uc.Transport.MaxIdleConns = -1 // conf: 0 disables keep-alive
+	}
 	for _, t := range u.Targets {
 		uc.Targets = append(uc.Targets, proxy.TargetConfig{Address: t.Address, Weight: t.Weight, Backup: t.Backup})
 	}

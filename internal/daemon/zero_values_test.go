@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"testing"
+
+	"github.com/gmproxy/gmproxy/conf"
+)
+
+// TestZeroMeansOffOrUnlimited: every configuration value whose 0 means
+// "off" or "unlimited" maps, written as an explicit 0 in YAML, onto the
+// runtime value that means the same (not onto a default or onto 1). The
+// proxy's and handshake server's reading of those runtime values is
+// tested in their packages (TestPassiveHealthOff, TestKeepaliveOff,
+// TestConnLimit...).
+func TestZeroMeansOffOrUnlimited(t *testing.T) {
+	cfg, err := conf.Parse("../../conf/testdata/good/zero.yaml", []byte(`listeners:
+  - address: 127.0.0.1:0
+    max_handshakes: 0
+    max_connections: 0
+    http: {read_timeout: 0, write_timeout: 0}
+sites:
+  - tlcp:
+      sign_cert: ../pki/server_sign.crt
+      sign_key: ../pki/server_sign.key
+      enc_cert: ../pki/server_enc.crt
+      enc_key: ../pki/server_enc.key
+    routes:
+      - {upstream: app, max_body: 0}
+upstreams:
+  - name: app
+    targets: [127.0.0.1:8080]
+    keepalive: {max_idle: 0, max_conns: 0}
+    health_checks: {passive: {max_fails: 0}, active: {path: /, expect_status: 0}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := proxyConfig(cfg)
+	u := pc.Upstreams[0]
+	l := pc.Limits
+	maxHS, maxConns := handshakeLimits(&cfg.Listeners[0])
+	for _, c := range []struct {
+		key string
+		ok  bool
+		got any
+	}{
+		{"max_handshakes: 0 is unlimited", maxHS >= 1<<30, maxHS},
+		{"max_connections: 0 is unlimited (handshake MaxConns 0)", maxConns == 0, maxConns},
+		{"http.read_timeout: 0 is no limit", l.ReadTimeout == 0, l.ReadTimeout},
+		{"http.write_timeout: 0 is no limit", l.WriteTimeout == 0, l.WriteTimeout},
+		{"max_body: 0 is unlimited", pc.Sites[0].Routes[0].MaxBodyBytes == 0, pc.Sites[0].Routes[0].MaxBodyBytes},
+		{"keepalive.max_idle: 0 disables keep-alive (negative MaxIdleConns)", u.Transport.MaxIdleConns < 0, u.Transport.MaxIdleConns},
+		{"keepalive.max_conns: 0 is unlimited", u.Transport.MaxConnsPerTarget == 0, u.Transport.MaxConnsPerTarget},
+		{"passive.max_fails: 0 disables passive checks (negative MaxFails)", u.HealthCheck.Passive.MaxFails < 0, u.HealthCheck.Passive.MaxFails},
+		{"active.expect_status: 0 is any 2xx or 3xx", u.HealthCheck.Active.ExpectStatus == 0, u.HealthCheck.Active.ExpectStatus},
+	} {
+		if !c.ok {
+			t.Errorf("%s: runtime value %v", c.key, c.got)
+		}
+	}
+}
