@@ -401,15 +401,35 @@ func putOut(pb *[]byte) {
 	}
 }
 
+// sendHandshake adds a handshake message to the transcript tr and to the
+// pending flight.
+func (c *Conn) sendHandshake(tr *transcript, msg []byte) error {
+	if h := c.config.testHandshakeOut; h != nil {
+		return c.sendRewritten(tr, msg, h)
+	}
+	tr.write(msg)
+	return c.queueHandshake(msg)
+}
+
+// sendRewritten is sendHandshake for a misbehaving endpoint (tests).
+func (c *Conn) sendRewritten(tr *transcript, msg []byte, rewrite func([]byte) []byte) error {
+	if c.config.testRewriteBeforeHash {
+		msg = rewrite(slices.Clone(msg))
+		tr.write(msg)
+	} else {
+		tr.write(msg)
+		msg = rewrite(slices.Clone(msg))
+	}
+	if len(msg) == 0 {
+		return nil
+	}
+	return c.queueHandshake(msg)
+}
+
 // queueHandshake appends a handshake message to the pending flight.
 func (c *Conn) queueHandshake(msg []byte) error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if h := c.config.testHandshakeOut; h != nil {
-		if msg = h(slices.Clone(msg)); len(msg) == 0 {
-			return nil
-		}
-	}
 	return c.queueRecordsLocked(recordTypeHandshake, msg)
 }
 

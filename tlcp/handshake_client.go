@@ -127,8 +127,7 @@ func (hs *clientHandshakeState) sendClientHello() error {
 	if err != nil {
 		return wrapErr(AlertInternalError, "marshal ClientHello", err)
 	}
-	hs.tr.write(b)
-	if err := c.queueHandshake(b); err != nil {
+	if err := c.sendHandshake(hs.tr, b); err != nil {
 		return err
 	}
 	return c.flush()

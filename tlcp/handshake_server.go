@@ -143,8 +143,7 @@ func (c *Conn) queueMsg(tr *transcript, m handshakeMessage) error {
 	if err != nil {
 		return wrapErr(AlertInternalError, "marshal", err)
 	}
-	tr.write(b)
-	return c.queueHandshake(b)
+	return c.sendHandshake(tr, b)
 }
 
 // stageKeys derives the record keys of ks (GB/T 38636 §6.5) and stages
@@ -175,8 +174,7 @@ func (c *Conn) sendFinishedMsg(ks *keySchedule, tr *transcript, isClient bool) e
 		return err
 	}
 	msg := ks.finishedMsg(isClient, tr.sum())
-	tr.write(msg)
-	return c.queueHandshake(msg)
+	return c.sendHandshake(tr, msg)
 }
 
 // readFinishedMsg reads the peer's ChangeCipherSpec and Finished into fin
@@ -622,8 +620,7 @@ func (hs *serverHandshakeState) queueServerHello() error {
 	if err != nil {
 		return wrapErr(AlertInternalError, "marshal", err)
 	}
-	hs.tr.write(b)
-	return hs.c.queueHandshake(b)
+	return hs.c.sendHandshake(hs.tr, b)
 }
 
 func (hs *serverHandshakeState) doResumeHandshake() error {
@@ -650,8 +647,7 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err != nil {
 		return wrapErr(AlertInternalError, "marshal Certificate", err)
 	}
-	hs.tr.write(certMsg)
-	if err := c.queueHandshake(certMsg); err != nil {
+	if err := c.sendHandshake(hs.tr, certMsg); err != nil {
 		return err
 	}
 	ka := &serverKeyAgreement{suite: hs.suite, cert: hs.cert}
@@ -812,8 +808,7 @@ func (hs *serverHandshakeState) sendSessionTicket() error {
 	b[1], b[2], b[3] = byte((n+6)>>16), byte((n+6)>>8), byte(n+6)
 	binary.BigEndian.PutUint32(b[4:], uint32(hs.config.lifetime()/time.Second))
 	b[8], b[9] = byte(n>>8), byte(n)
-	hs.tr.write(b)
-	if err := hs.c.queueHandshake(b); err != nil {
+	if err := hs.c.sendHandshake(hs.tr, b); err != nil {
 		return err
 	}
 	hs.ticketSent = true

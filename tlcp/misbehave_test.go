@@ -25,8 +25,10 @@ type misCase struct {
 	suite uint16
 	// clientAuth: the server requires a client certificate.
 	clientAuth bool
-	// msgs rewrites the misbehaving side's outgoing handshake messages.
-	msgs func(msg []byte) []byte
+	// msgs rewrites the misbehaving side's outgoing handshake messages,
+	// after hashing them unless beforeHash.
+	beforeHash bool
+	msgs       func(msg []byte) []byte
 	// records builds raw records the misbehaving side writes once its
 	// handshake succeeded.
 	records func(c *Conn) []byte
@@ -56,9 +58,9 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "client-key-exchange-bad-sm2-ciphertext", msgs: onType(typeClientKeyExchange, flipAt(-5)), alert: AlertBadRecordMAC},
 		{name: "client-key-exchange-empty", msgs: onType(typeClientKeyExchange, func([]byte) []byte { return []byte{typeClientKeyExchange, 0, 0, 0} }), alert: AlertDecodeError},
 		{name: "client-key-exchange-bad-ecdhe-point", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeClientKeyExchange, badECDHEPoint), alert: AlertDecodeError},
-		{name: "client-certificate-verify-wrong", clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
-		{name: "server-key-exchange-signature-wrong", server: true, msgs: onType(typeServerKeyExchange, flipAt(-3)), alert: AlertDecryptError},
+		{name: "server-key-exchange-signature-wrong", beforeHash: true, server: true, msgs: onType(typeServerKeyExchange, flipAt(-3)), alert: AlertDecryptError},
 		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-20)), alert: AlertUnknownCA},
 		// ---- versions and parameters ----
 		{name: "client-hello-tls10-version", msgs: onType(typeClientHello, setU16(4, 0x0301)), alert: AlertProtocolVersion},
@@ -135,7 +137,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	if mc.server {
 		bad = scfg
 	}
-	bad.testHandshakeOut = mc.msgs
+	bad.testHandshakeOut, bad.testRewriteBeforeHash = mc.msgs, mc.beforeHash
 
 	c1, c2 := tcpPair(t)
 	deadline := time.Now().Add(10 * time.Second)

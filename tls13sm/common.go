@@ -245,10 +245,12 @@ type Config struct {
 	testPSKOnly     bool // tests: client offers psk_ke only
 
 	// testHandshakeOut, set only by tests, makes this endpoint misbehave:
-	// it gets a copy of each outgoing handshake message (header included),
-	// after the message went into this side's transcript, and returns the
-	// bytes to send instead (altered, several messages, or none).
-	testHandshakeOut func(msg []byte) []byte
+	// it gets a copy of each outgoing handshake message (header included)
+	// and returns the bytes to send instead (altered, several messages, or
+	// none). It runs after the message went into this side's transcript,
+	// or before with testRewriteBeforeHash (both transcripts then agree).
+	testHandshakeOut      func(msg []byte) []byte
+	testRewriteBeforeHash bool
 }
 
 // Clone returns a shallow copy of c.

@@ -610,13 +610,29 @@ func (c *Conn) flush() error {
 func (c *Conn) writeHandshake(msg []byte, transcript interface{ Write([]byte) (int, error) }) error {
 	c.out.Lock()
 	defer c.out.Unlock()
+	if h := c.config.testHandshakeOut; h != nil {
+		return c.writeRewrittenLocked(msg, transcript, h)
+	}
 	if transcript != nil {
 		transcript.Write(msg)
 	}
-	if h := c.config.testHandshakeOut; h != nil {
-		if msg = h(slices.Clone(msg)); len(msg) == 0 {
-			return nil
-		}
+	return c.writeRecordLocked(recordTypeHandshake, msg)
+}
+
+// writeRewrittenLocked is writeHandshake for a misbehaving endpoint (tests).
+func (c *Conn) writeRewrittenLocked(msg []byte, transcript interface{ Write([]byte) (int, error) }, rewrite func([]byte) []byte) error {
+	before := c.config.testRewriteBeforeHash
+	if before {
+		msg = rewrite(slices.Clone(msg))
+	}
+	if transcript != nil {
+		transcript.Write(msg)
+	}
+	if !before {
+		msg = rewrite(slices.Clone(msg))
+	}
+	if len(msg) == 0 {
+		return nil
 	}
 	return c.writeRecordLocked(recordTypeHandshake, msg)
 }

@@ -28,8 +28,10 @@ type misCase struct {
 	// resume: a first, honest, handshake leaves a ticket that the
 	// misbehaving handshake offers.
 	resume bool
-	// msgs rewrites the misbehaving side's outgoing handshake messages.
-	msgs testpeer.Rewrite
+	// msgs rewrites the misbehaving side's outgoing handshake messages,
+	// after hashing them unless beforeHash.
+	beforeHash bool
+	msgs       testpeer.Rewrite
 	// records builds raw records the misbehaving side writes once its
 	// handshake succeeded.
 	records func(c *Conn) []byte
@@ -63,16 +65,16 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "server-finished-wrong-verify-data-resumed", server: true, resume: true, msgs: onType(typeFinished, flipLast), alert: AlertDecryptError},
 		{name: "server-finished-truncated", server: true, msgs: onType(typeFinished, truncate(3)), alert: AlertDecodeError},
 		// ---- PSK binder ----
-		{name: "client-psk-binder-wrong", resume: true, msgs: onType(typeClientHello, flipLast), alert: AlertDecryptError},
+		{name: "client-psk-binder-wrong", beforeHash: true, resume: true, msgs: onType(typeClientHello, flipLast), alert: AlertDecryptError},
 		// ---- transcript ----
 		{name: "server-hello-random-altered-after-hashing", server: true, msgs: onType(typeServerHello, testpeer.FlipRandom), alert: AlertBadRecordMAC, diverged: true},
 		{name: "server-hello-suite-not-offered", server: true, suite: TLS_SM4_GCM_SM3, msgs: onType(typeServerHello, testpeer.ServerHelloSuite(TLS_SM4_CCM_SM3)), alert: AlertIllegalParameter},
 		{name: "server-encrypted-extensions-altered-after-hashing", server: true, msgs: onType(typeEncryptedExtensions, eeWith(extServerName)), alert: AlertDecryptError},
 		{name: "server-encrypted-extensions-unsolicited", server: true, msgs: onType(typeEncryptedExtensions, eeWith(0xff00)), alert: AlertUnsupportedExtension},
 		// ---- signatures and certificates ----
-		{name: "client-certificate-verify-wrong", clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
-		{name: "server-certificate-verify-wrong", server: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "server-certificate-verify-wrong", beforeHash: true, server: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "server-certificate-verify-truncated", server: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
 		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-10)), alert: AlertUnknownCA},
 		// ---- order ----
@@ -165,7 +167,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	if mc.server {
 		bad = scfg
 	}
-	bad.testHandshakeOut = mc.msgs
+	bad.testHandshakeOut, bad.testRewriteBeforeHash = mc.msgs, mc.beforeHash
 
 	a, b := tcpPair(t)
 	deadline := time.Now().Add(10 * time.Second)
