@@ -298,6 +298,30 @@ func (o *eventObserver) StreamBytes(site, up string, in, out int64) {
 	}
 }
 
+// waitStreamTotal waits (bounded) until the StreamBytes reports so far add
+// up to want, however the reporting ticker split them.
+func (o *eventObserver) waitStreamTotal(t testing.TB, want [2]int64) {
+	t.Helper()
+	var sum [2]int64
+	for i := 0; i < 4000; i++ {
+		o.mu.Lock()
+		sum = [2]int64{}
+		for _, s := range o.streams {
+			sum[0] += s[0]
+			sum[1] += s[1]
+		}
+		o.mu.Unlock()
+		if sum == want {
+			return
+		}
+		if sum[0] > want[0] || sum[1] > want[1] {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("StreamBytes reports add up to %v, want %v", sum, want)
+}
+
 // waitHealth waits (bounded) for a specific health event.
 func (o *eventObserver) waitHealth(t testing.TB, want string) {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // blockingSigner holds every Sign until release is closed.
@@ -38,7 +39,7 @@ func TestKeyQueueLen(t *testing.T) {
 			done <- err
 		}()
 	}
-	<-bs.started // the one worker is busy; the other two wait in the queue
+	testpeer.Recv(t, bs.started, "first signature started") // the one worker is busy; the other two wait in the queue
 	deadline := time.Now().Add(5 * time.Second)
 	for env.KeyQueueLen() != 2 {
 		if time.Now().After(deadline) {
@@ -48,7 +49,7 @@ func TestKeyQueueLen(t *testing.T) {
 	}
 	close(bs.release)
 	for i := 0; i < 3; i++ {
-		if err := <-done; err != nil {
+		if err := testpeer.Recv(t, done, "signature"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -60,7 +61,11 @@ func TestReloadUnderTraffic(t *testing.T) {
 	}
 	// Reload while traffic flows, changing the other site's answer.
 	for i := 0; i < 5; i++ {
+		deadline := time.Now().Add(testpeer.WaitLimit)
 		for done.Load() < int64((i+1)*len(clients)*perWorker/7) {
+			if time.Now().After(deadline) {
+				t.Fatalf("reload %d: only %d requests done within %v", i, done.Load(), testpeer.WaitLimit)
+			}
 			time.Sleep(time.Millisecond)
 		}
 		cfg := testConfig(t, b.Listener.Addr().String())
@@ -127,7 +132,7 @@ func TestGracefulShutdown(t *testing.T) {
 		}()
 	}
 	for range clients {
-		<-b.slowStarted
+		testpeer.Recv(t, b.slowStarted, "slow request at the backend")
 	}
 	shut := make(chan error, 1)
 	go func() { shut <- d.Shutdown(context.Background()) }()
@@ -145,12 +150,12 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	close(b.release)
 	for range clients {
-		r := <-results
+		r := testpeer.Recv(t, results, "in-flight request's answer")
 		if r.err != nil || !strings.HasPrefix(r.body, "path=/slow") {
 			t.Errorf("in-flight request: %q, %v", r.body, r.err)
 		}
 	}
-	if err := <-shut; err != nil {
+	if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
 }
@@ -304,11 +309,11 @@ func TestShutdownGraceExpires(t *testing.T) {
 		_, err := tlsClient(t, d.addr, "localhost", true).Get("https://localhost/slow")
 		errc <- err
 	}()
-	<-b.slowStarted
+	testpeer.Recv(t, b.slowStarted, "slow request at the backend")
 	if err := d.Shutdown(context.Background()); err == nil {
 		t.Error("Shutdown reported a clean drain with a request still running")
 	}
-	if err := <-errc; err == nil {
+	if err := testpeer.Recv(t, errc, "cut request's error"); err == nil {
 		t.Error("the cut request succeeded")
 	}
 }
@@ -338,15 +343,15 @@ func TestReloadKeepsLongRequests(t *testing.T) {
 			res <- result{string(body), err}
 		}()
 	}
-	<-b.slowStarted
-	<-b.slowStarted
+	testpeer.Recv(t, b.slowStarted, "first slow request at the backend")
+	testpeer.Recv(t, b.slowStarted, "second slow request at the backend")
 	if err := d.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond) // well past the grace period
 	close(b.release)
 	for i := 0; i < 2; i++ {
-		if r := <-res; r.err != nil || !strings.HasPrefix(r.body, "path=/slow") {
+		if r := testpeer.Recv(t, res, "request across reload"); r.err != nil || !strings.HasPrefix(r.body, "path=/slow") {
 			t.Errorf("request across reload: %q %v", r.body, r.err)
 		}
 	}

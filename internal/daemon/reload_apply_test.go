@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -95,14 +96,14 @@ func (h *h1Conn) do(t *testing.T, path string, pad int) (int, string) {
 	go func() { werr <- req.Write(h.c) }() // read at once: a refused request is answered early
 	resp, err := http.ReadResponse(h.br, req)
 	if err != nil {
-		t.Fatalf("GET %s: %v (write: %v)", path, err, <-werr)
+		t.Fatalf("GET %s: %v (write: %v)", path, err, testpeer.Recv(t, werr, "request write"))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("GET %s body: %v", path, err)
 	}
-	<-werr
+	testpeer.Recv(t, werr, "request write")
 	return resp.StatusCode, string(body)
 }
 

@@ -266,3 +266,21 @@ func (r *ReadRecorder) Recorded() []byte {
 	defer r.mu.Unlock()
 	return bytes.Clone(r.buf.Bytes())
 }
+
+// WaitLimit bounds every wait of a test on another goroutine (Recv).
+const WaitLimit = 30 * time.Second
+
+// Recv receives from ch and fails the test when nothing arrives within
+// WaitLimit; what names the awaited event in the failure.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(WaitLimit)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("no %s within %v", what, WaitLimit)
+		panic("unreachable")
+	}
+}
