@@ -271,9 +271,11 @@ func FuzzServerConn(f *testing.F) {
 		cfg := p.serverConfig()
 		cfg.AllowTLSRecordHello = true
 		cfg.ClientAuth = RequestClientCert
-		srv := Server(&replayConn{in: append([]byte(nil), data...)}, cfg)
-		if err := srv.Handshake(); err == nil {
+		rc := &lastWriteConn{replayConn: replayConn{in: append([]byte(nil), data...)}}
+		err := Server(rc, cfg).Handshake()
+		if err == nil {
 			t.Fatal("handshake succeeded on fuzzed input")
 		}
+		checkFuzzedHandshake(t, err, rc.last)
 	})
 }

@@ -1,6 +1,8 @@
 package tls13sm
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -87,6 +89,11 @@ func fuzzMessage(f *testing.F, name string, mk func() marshaler) {
 		m2 := mk()
 		if !m2.unmarshal(out) {
 			t.Fatalf("re-marshalled %T does not parse: %x", m, out)
+		}
+		// Marshalling is canonical: the re-parsed message marshals the same.
+		clearRaw(m2)
+		if out2, err := m2.marshal(); err != nil || !bytes.Equal(out, out2) {
+			t.Fatalf("%T does not round-trip: %x then %x (%v)", m, out, out2, err)
 		}
 	})
 }
@@ -179,10 +186,11 @@ func FuzzParseClientHello(f *testing.F) {
 	})
 }
 
-// pipeConn feeds fixed input to a Conn and discards its output.
+// pipeConn feeds fixed input to a Conn and keeps its last write.
 type pipeConn struct {
 	net.Conn
-	in []byte
+	in   []byte
+	last []byte
 }
 
 func (p *pipeConn) Read(b []byte) (int, error) {
@@ -193,7 +201,10 @@ func (p *pipeConn) Read(b []byte) (int, error) {
 	p.in = p.in[n:]
 	return n, nil
 }
-func (p *pipeConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (p *pipeConn) Write(b []byte) (int, error) {
+	p.last = append(p.last[:0], b...)
+	return len(b), nil
+}
 func (p *pipeConn) Close() error                     { return nil }
 func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
 func (p *pipeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
@@ -206,11 +217,31 @@ func FuzzServerInput(f *testing.F) {
 	f.Add([]byte{20, 3, 3, 0, 1, 1, 21, 3, 3, 0, 2, 2, 40})
 	srvCfg, _ := testConfigs(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := Server(&pipeConn{in: data}, srvCfg)
-		if err := c.Handshake(); err == nil {
-			t.Fatal("handshake succeeded on fuzz input")
-		}
+		pc := &pipeConn{in: data}
+		err := Server(pc, srvCfg).Handshake()
+		checkFuzzedHandshake(t, err, pc.last)
 	})
+}
+
+// checkFuzzedHandshake asserts how a handshake on fuzzed input ended: it
+// failed, either because the input ran out or with an alert; an alert this
+// side sent in plaintext is the last thing it wrote.
+func checkFuzzedHandshake(t *testing.T, err error, last []byte) {
+	t.Helper()
+	var ae *AlertError
+	switch {
+	case err == nil:
+		t.Fatal("handshake succeeded on fuzzed input")
+	case errors.As(err, &ae):
+		if !ae.Remote && len(last) > 0 && last[0] == recordTypeAlert {
+			if len(last) != recordHeaderLen+2 || Alert(last[6]) != ae.Alert {
+				t.Fatalf("handshake failed with %v but the last record written is %x", ae.Alert, last)
+			}
+		}
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	default:
+		t.Fatalf("handshake failed without an alert: %v", err)
+	}
 }
 
 // TestFuzzCorpus checks that testdata/fuzz holds the generated seed files
