@@ -1,0 +1,336 @@
+// Command mutants checks that the tests catch the bugs that matter. It
+// applies each mutant of a curated list of security-relevant bugs (a
+// Finished check removed, a record limit off by one, a forged header let
+// through...), one at a time, to a scratch copy of the module, and runs
+// the tests meant to catch it; every mutant must make them fail.
+//
+// Mutants are exact search/replace strings on source lines: when the code
+// moves and a search string is no longer found exactly once, the run stops
+// with an error, so that the list is updated rather than silently testing
+// nothing. Before the mutants, the selected tests must pass on the
+// unmutated copy (a test failing for another reason would otherwise pass
+// for a caught mutant); a mutant that does not compile is an error too.
+//
+// Usage, from the module root (.ci/run runs it):
+//
+//	go run ./bench/mutants [-v] [-only regexp]
+//
+// It prints one line per mutant and "caught X of Y", and exits non-zero
+// when a mutant survives or the list is stale.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// mutant is one deliberate bug and the tests that must catch it.
+type mutant struct {
+	name     string
+	file     string // relative to the module root
+	old, new string // exact text; old must occur exactly once in file
+	run      string // -test.run filter of the tests of file's package
+}
+
+// perMutant bounds one mutant's test run; a mutant that makes a test hang
+// fails by this timeout (the test binary panics), which counts as caught
+// but costs the time: keep the tests' own waits bounded.
+const perMutant = 120 * time.Second
+
+var mutants = []mutant{
+	// ---- tlcp ----
+	{"tlcp: Finished verify_data not checked", "tlcp/handshake_server.go",
+		"if subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {", "if false && subtle.ConstantTimeCompare(want, fin.verifyData) != 1 {",
+		"TestMisbehavingPeer"},
+	{"tlcp: client CertificateVerify not checked", "tlcp/handshake_server.go",
+		"if verifySM2(pub, digest, cv.signature) {", "if true || verifySM2(pub, digest, cv.signature) {",
+		"TestMisbehavingPeer"},
+	{"tlcp: ServerKeyExchange signature not checked", "tlcp/key_agreement.go",
+		"if !verifySM2(ka.serverSign.PublicKey, signed, sig) {", "if false && !verifySM2(ka.serverSign.PublicKey, signed, sig) {",
+		"TestMisbehavingPeer"},
+	{"tlcp: plaintext limit off by one (2^14+1 accepted)", "tlcp/conn.go",
+		"if len(data) > maxPlaintext {\n\t\tc.sendAlert(AlertRecordOverflow)", "if len(data) > maxPlaintext+1 {\n\t\tc.sendAlert(AlertRecordOverflow)",
+		"TestMisbehavingPeer"},
+	{"tlcp: CBC MAC not checked", "tlcp/record.go",
+		"if subtle.ConstantTimeByteEq(good, 0xff)&macOK != 1 {", "if subtle.ConstantTimeByteEq(good, 0xff)&(macOK|1) != 1 {",
+		"TestMisbehavingPeer"},
+	{"tlcp: record version not checked", "tlcp/conn.go",
+		"okTLS := first && !c.isClient", "okTLS := true || first && !c.isClient",
+		"TestMisbehavingPeer"},
+	{"tlcp: session lifetime ignored", "tlcp/handshake_server.go",
+		"if now.Sub(created) > cfg.lifetime() || now.Before(created.Add(-time.Minute)) {", "if false && now.Sub(created) > cfg.lifetime() || now.Before(created.Add(-time.Minute)) {",
+		"TestTicketEvents"},
+
+	// ---- tls13sm ----
+	{"tls13sm: Finished verify_data not checked", "tls13sm/handshake_tls13.go",
+		"if !hmac.Equal(want, fin.verifyData) {", "if false && !hmac.Equal(want, fin.verifyData) {",
+		"TestMisbehavingPeer"},
+	{"tls13sm: PSK binder not checked", "tls13sm/handshake_server_tls13.go",
+		"if !hmac.Equal(want, h.pskBinders[i]) {", "if false && !hmac.Equal(want, h.pskBinders[i]) {",
+		"TestMisbehavingPeer"},
+	{"tls13sm: CertificateVerify not checked", "tls13sm/handshake_tls13.go",
+		"if err := verifyCertificateVerifyWith(ks, pub, sigContext, th, cv.signature); err != nil {", "if err := verifyCertificateVerifyWith(ks, pub, sigContext, th, cv.signature); false && err != nil {",
+		"TestMisbehavingPeer"},
+	{"tls13sm: inner plaintext limit off by one (2^14+1 accepted)", "tls13sm/conn.go",
+		"if len(payload) > maxPlaintext {", "if len(payload) > maxPlaintext+1 {",
+		"TestMisbehavingPeer"},
+	{"tls13sm: unsolicited EncryptedExtensions accepted", "tls13sm/handshake_client_tls13.go",
+		"if ee.unknownExtensions {", "if false && ee.unknownExtensions {",
+		"TestMisbehavingPeer"},
+	{"tls13sm: ticket expiry ignored", "tls13sm/handshake_server_tls13.go",
+		"if age < -maxTicketAgeSkew || age > life || age > hs.config.ticketLifetime() {", "if age < -maxTicketAgeSkew || false && age > life || false && age > hs.config.ticketLifetime() {",
+		"TestOnTicket|TestTicket"},
+
+	// ---- handshake ----
+	{"handshake: handshake_timeout not applied", "handshake/server.go",
+		"raw.SetDeadline(start.Add(timeout))", "raw.SetDeadline(start.Add(timeout + time.Hour))",
+		"TestServerHandshakeDeadline"},
+	{"handshake: max_connections not enforced", "handshake/server.go",
+		"if cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {", "if false && cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {",
+		"TestServerMax"},
+
+	// ---- proxy ----
+	{"proxy: forged X-Ssl-Client-I-Dn not stripped", "proxy/handler.go",
+		"HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial,", "HeaderClientVerify, HeaderClientSDN, HeaderClientSerial,",
+		"TestForgedHeaders"},
+	{"proxy: forged X-Ssl-Client-Cert not stripped", "proxy/handler.go",
+		"HeaderClientSerial, HeaderClientCert,\n}", "HeaderClientSerial,\n}",
+		"TestForgedHeaders"},
+	{"proxy: forged Forwarded not stripped", "proxy/handler.go",
+		"\tdelete(h, \"Forwarded\")\n", "\n",
+		"TestForgedHeaders"},
+	{"proxy: POST treated as idempotent", "proxy/reverseproxy.go",
+		"http.MethodPut, http.MethodDelete:", "http.MethodPut, http.MethodDelete, http.MethodPost:",
+		"TestRetryRules"},
+	{"proxy: MaxFails < 0 (off) treated as 1", "proxy/upstreams.go",
+		"if u.passive.MaxFails == 0 {", "if u.passive.MaxFails <= 0 {",
+		"TestPassiveHealthOff"},
+
+	// ---- conf and its mapping onto the runtime ----
+	{"conf: max_fails 0 (off) mapped to 1", "internal/daemon/proxycfg.go",
+		"uc.HealthCheck.Passive.MaxFails = -1 // conf: 0 disables", "uc.HealthCheck.Passive.MaxFails = 1 // conf: 0 disables",
+		"TestZeroMeansOffOrUnlimited"},
+	{"conf: keepalive.max_idle 0 (off) mapped to the default pool", "internal/daemon/proxycfg.go",
+		"uc.Transport.MaxIdleConns = -1 // conf: 0 disables keep-alive", "uc.Transport.MaxIdleConns = 0 // conf: 0 disables keep-alive",
+		"TestZeroMeansOffOrUnlimited"},
+	{"conf: max_handshakes 0 (unlimited) mapped to the default", "internal/daemon/build.go",
+		"maxHandshakes = 1 << 30", "maxHandshakes = 0",
+		"TestZeroMeansOffOrUnlimited"},
+	{"conf: negative keepalive.max_idle accepted", "conf/validate.go",
+		"if u.Keepalive.MaxIdle < 0 {", "if u.Keepalive.MaxIdle < -1 {",
+		"."},
+}
+
+func main() {
+	verbose := flag.Bool("v", false, "print the test output of every mutant")
+	only := flag.String("only", "", "run only the mutants whose name matches this regular expression")
+	flag.Parse()
+	if err := run(*verbose, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(2)
+	}
+}
+
+func run(verbose bool, only string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	re, err := regexp.Compile(only)
+	if err != nil {
+		return err
+	}
+	var list []mutant
+	for _, m := range mutants {
+		if re.MatchString(m.name) {
+			list = append(list, m)
+		}
+	}
+	// A stale list is an error before anything runs.
+	for _, m := range list {
+		b, err := os.ReadFile(filepath.Join(root, m.file))
+		if err != nil {
+			return fmt.Errorf("%s: %v", m.name, err)
+		}
+		if n := bytes.Count(b, []byte(m.old)); n != 1 {
+			return fmt.Errorf("%s: search text found %d times in %s (want exactly once): update the mutant list\n\t%q", m.name, n, m.file, m.old)
+		}
+	}
+
+	scratch, err := os.MkdirTemp("", "gmproxy-mutants-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	if err := copyModule(root, scratch); err != nil {
+		return err
+	}
+	env := os.Environ()
+	bin := filepath.Join(scratch, ".mutants-bin")
+
+	// Baseline: the selected tests of each package pass unmutated.
+	filters := map[string][]string{}
+	for _, m := range list {
+		filters[pkgOf(m)] = append(filters[pkgOf(m)], m.run)
+	}
+	pkgs := make([]string, 0, len(filters))
+	for p := range filters {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, p := range pkgs {
+		start := time.Now()
+		out, failed, err := testPackage(scratch, env, bin, p, strings.Join(filters[p], "|"))
+		if err != nil {
+			return fmt.Errorf("baseline %s: %v\n%s", p, err, out)
+		}
+		if failed {
+			return fmt.Errorf("baseline %s: the selected tests fail without a mutant:\n%s", p, out)
+		}
+		fmt.Printf("baseline ok  %-34s %5.1fs\n", p, time.Since(start).Seconds())
+	}
+
+	caught := 0
+	var survived []string
+	for _, m := range list {
+		path := filepath.Join(scratch, m.file)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.old), []byte(m.new), 1), 0o644); err != nil {
+			return err
+		}
+		start := time.Now()
+		out, failed, err := testPackage(scratch, env, bin, pkgOf(m), m.run)
+		if werr := os.WriteFile(path, orig, 0o644); werr != nil {
+			return werr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v (a mutant must compile)\n%s", m.name, err, out)
+		}
+		state := "SURVIVED"
+		if failed {
+			state = "caught  "
+			caught++
+		} else {
+			survived = append(survived, m.name)
+		}
+		fmt.Printf("%s %-70s %5.1fs\n", state, m.name, time.Since(start).Seconds())
+		if verbose {
+			fmt.Println(indent(out))
+		}
+	}
+	fmt.Printf("caught %d of %d\n", caught, len(list))
+	if len(survived) > 0 {
+		fmt.Fprintf(os.Stderr, "mutants: %d survived: %s\n", len(survived), strings.Join(survived, "; "))
+		os.Exit(1)
+	}
+	return nil
+}
+
+// pkgOf is the package directory of m's file ("./tlcp").
+func pkgOf(m mutant) string { return "./" + filepath.ToSlash(filepath.Dir(m.file)) }
+
+// testPackage builds the test binary of pkg in dir (an error when it does
+// not compile or vet reports a problem) and runs the tests matching run in
+// the package's directory, stopping at the first failure; failed reports
+// whether any test failed (or the binary crashed or timed out).
+func testPackage(dir string, env []string, bin, pkg, run string) (out string, failed bool, err error) {
+	build := exec.Command("go", "test", "-c", "-o", bin, pkg)
+	build.Dir, build.Env = dir, env
+	if b, err := build.CombinedOutput(); err != nil {
+		return string(b), false, fmt.Errorf("go test -c %s: %v", pkg, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), perMutant+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run", run, "-test.count", "1", "-test.failfast",
+		"-test.timeout", perMutant.String())
+	cmd.Dir, cmd.Env = filepath.Join(dir, pkg), env
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		if bytes.Contains(b, []byte("testing: warning: no tests to run")) {
+			return string(b), false, errors.New("no test matches " + run)
+		}
+		return string(b), false, nil
+	case errors.As(err, &ee):
+		return string(b), true, nil
+	default:
+		return string(b), false, err
+	}
+}
+
+// moduleRoot is the directory of the main module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("go.mod not found (%v): run from the module", err)
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// copyModule copies the files git knows in root (tracked, and untracked
+// ones it does not ignore) to dst.
+func copyModule(root, dst string) error {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	list, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("git ls-files: %v", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+		src := filepath.Join(root, f)
+		fi, err := os.Lstat(src)
+		if err != nil {
+			if os.IsNotExist(err) { // deleted in the work tree
+				continue
+			}
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := copyFile(src, filepath.Join(dst, f), fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func indent(s string) string {
+	return "\t" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n\t")
+}
