@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,5 +119,50 @@ func TestKeyServerExamples(t *testing.T) {
 		if !found {
 			t.Errorf("the key server does not hold the key of %s", kp.CertFile)
 		}
+	}
+}
+
+// TestFleetExample loads deploy/examples/fleet/gmproxy.yaml with generated
+// certificates and secrets in place of /etc/gmproxy/: its only warning is
+// the admin port that HAProxy's health checks reach.
+func TestFleetExample(t *testing.T) {
+	defer func(old func() time.Time) { now = old }(now)
+	now = time.Now
+	root := t.TempDir()
+	for _, sub := range []struct {
+		dir   string
+		hosts []string
+	}{
+		{"pki/portal", []string{"portal.example.cn", "www.example.cn"}},
+		{"pki/api", []string{"api.example.cn"}},
+	} {
+		if _, err := devpki.LoadOrCreate(filepath.Join(root, sub.dir), devpki.Options{Hosts: sub.hosts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTestMTLS(t, filepath.Join(root, "pki"))
+	wrap := make([]byte, 32)
+	rand.Read(wrap)
+	for name, content := range map[string]string{"fleet-wrap.key": string(wrap), "redis.pass": "pw\n"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile("../deploy/examples/fleet/gmproxy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(filepath.Join(root, "gmproxy.yaml"), []byte(strings.ReplaceAll(string(b), "/etc/gmproxy/", root+"/")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Warnings {
+		if w.Path != "admin.address" {
+			t.Errorf("warning: %s", w)
+		}
+	}
+	s := cfg.Sessions
+	if s.Store == nil || s.Store.Password != "pw" || s.TicketKeys == nil || len(s.TicketKeys.WrapKeys) != 1 || !cfg.Listeners[0].ProxyProtocol.Enabled {
+		t.Errorf("the fleet example lost its store, ticket keys or PROXY protocol: %+v", s)
 	}
 }

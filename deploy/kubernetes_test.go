@@ -72,6 +72,8 @@ func manifests(t *testing.T) (objs map[string][]any, hosts map[string][]string) 
 	if len(files) < 2 {
 		t.Fatalf("found %d manifests in deploy/kubernetes", len(files))
 	}
+	// The Kubernetes variant of the fleet example (examples/fleet).
+	files = append(files, "examples/fleet/kubernetes.yaml")
 	objs, hosts = map[string][]any{}, map[string][]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -521,3 +521,16 @@ func (f *fleet) testKillInstance(t *testing.T) {
 		t.Errorf("%d load connections failed after the kill: %q", n, l.errs)
 	}
 }
+
+// TestFleetExampleHAProxyConfig: deploy/examples/fleet/haproxy.cfg is a
+// valid HAProxy configuration (haproxy -c), when haproxy is installed.
+func TestFleetExampleHAProxyConfig(t *testing.T) {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed")
+	}
+	out, err := exec.Command(bin, "-c", "-f", "../../deploy/examples/fleet/haproxy.cfg").CombinedOutput()
+	if err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+}

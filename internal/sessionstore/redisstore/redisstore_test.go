@@ -83,3 +83,36 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// TestStoreWithACLUser: the ACL user of deploy/examples/fleet/redis.conf
+// (its key prefix, GET, SET, DEL) is enough for everything gmproxy does,
+// and nothing outside the prefix is reachable.
+func TestStoreWithACLUser(t *testing.T) {
+	srv := redistest.Start(t)
+	if r, err := srv.Command("ACL SETUSER gmproxy on >pw ~gmproxy:* +get +set +del +ping +auth +hello +select"); err != nil || r != "+OK" {
+		t.Fatalf("ACL SETUSER: %q %v", r, err)
+	}
+	s := New(Options{Addresses: []string{srv.Addr}, Username: "gmproxy", Password: "pw", Timeout: time.Second})
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Set(ctx, "gmproxy:tlcp:00", []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddOrGet(ctx, "gmproxy:ticket-key:1", []byte("k"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMany(ctx, []string{"gmproxy:ticket-key:0", "gmproxy:ticket-key:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "gmproxy:tlcp:00"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(ctx, "other:key", []byte("x"), time.Minute); err == nil {
+		t.Fatal("the ACL user wrote outside its key prefix")
+	}
+	bad := New(Options{Addresses: []string{srv.Addr}, Username: "gmproxy", Password: "wrong", Timeout: time.Second})
+	defer bad.Close()
+	if _, _, err := bad.Get(ctx, "gmproxy:x"); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+}
