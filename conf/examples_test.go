@@ -56,12 +56,10 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// TestKeyServerExamples loads deploy/examples/keyserver/ (the key server's
-// configuration and the edge configuration that uses it) with generated
-// certificates and keys in place of /etc/gmproxy/.
-func TestKeyServerExamples(t *testing.T) {
-	defer func(old func() time.Time) { now = old }(now)
-	now = time.Now
+// keyServerExampleRoot returns a folder standing for /etc/gmproxy/ in the
+// examples with remote keys: devpki PKIs in pki/portal and pki/api, and the
+// key server's mutual-TLS files in pki.
+func keyServerExampleRoot(t *testing.T) string {
 	root := t.TempDir()
 	for _, sub := range []struct {
 		dir   string
@@ -75,6 +73,16 @@ func TestKeyServerExamples(t *testing.T) {
 		}
 	}
 	writeTestMTLS(t, filepath.Join(root, "pki"))
+	return root
+}
+
+// TestKeyServerExamples loads deploy/examples/keyserver/ (the key server's
+// configuration and the edge configuration that uses it) with generated
+// certificates and keys in place of /etc/gmproxy/.
+func TestKeyServerExamples(t *testing.T) {
+	defer func(old func() time.Time) { now = old }(now)
+	now = time.Now
+	root := keyServerExampleRoot(t)
 	load := func(name string) (string, []byte) {
 		b, err := os.ReadFile(filepath.Join("../deploy/examples/keyserver", name))
 		if err != nil {
@@ -128,19 +136,7 @@ func TestKeyServerExamples(t *testing.T) {
 func TestFleetExample(t *testing.T) {
 	defer func(old func() time.Time) { now = old }(now)
 	now = time.Now
-	root := t.TempDir()
-	for _, sub := range []struct {
-		dir   string
-		hosts []string
-	}{
-		{"pki/portal", []string{"portal.example.cn", "www.example.cn"}},
-		{"pki/api", []string{"api.example.cn"}},
-	} {
-		if _, err := devpki.LoadOrCreate(filepath.Join(root, sub.dir), devpki.Options{Hosts: sub.hosts}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeTestMTLS(t, filepath.Join(root, "pki"))
+	root := keyServerExampleRoot(t)
 	wrap := make([]byte, 32)
 	rand.Read(wrap)
 	for name, content := range map[string]string{"fleet-wrap.key": string(wrap), "redis.pass": "pw\n"} {
