@@ -134,6 +134,8 @@ func TestManifestsDeploy(t *testing.T) {
 	for name, objs := range all {
 		t.Run(name, func(t *testing.T) {
 			configs := map[string]string{}
+			// gmproxy's Deployment and the NetworkPolicies of its pods
+			// (the fleet example also runs Redis).
 			var deps []*appsv1.Deployment
 			var policies []*networkingv1.NetworkPolicy
 			for _, o := range objs {
@@ -141,13 +143,17 @@ func TestManifestsDeploy(t *testing.T) {
 				case *corev1.ConfigMap:
 					configs[o.Name] = o.Data["gmproxy.yaml"]
 				case *appsv1.Deployment:
-					deps = append(deps, o)
+					if c, _ := gmproxyContainer(&o.Spec.Template.Spec); c != nil {
+						deps = append(deps, o)
+					}
 				case *networkingv1.NetworkPolicy:
-					policies = append(policies, o)
+					if o.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] == "gmproxy" {
+						policies = append(policies, o)
+					}
 				}
 			}
 			if len(deps) != 1 {
-				t.Fatalf("%d Deployments, want 1", len(deps))
+				t.Fatalf("%d Deployments running gmproxy, want 1", len(deps))
 			}
 			pod := &deps[0].Spec.Template.Spec
 			sc := pod.SecurityContext
@@ -284,6 +290,17 @@ func checkConfig(t *testing.T, c *corev1.Container, volumes map[string]corev1.Vo
 	}
 	if err := os.WriteFile(filepath.Join(root, "etc/gmproxy/tickets/ticket.key"), key, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// The fleet example's Secret: the wrap key of the fleet ticket keys
+	// and the Redis password.
+	if err := os.MkdirAll(filepath.Join(root, "etc/gmproxy/fleet"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(key)
+	for name, b := range map[string][]byte{"fleet-wrap.key": key, "redis.pass": []byte("pw\n")} {
+		if err := os.WriteFile(filepath.Join(root, "etc/gmproxy/fleet", name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg := filepath.Join(root, "gmproxy.yaml")
 	if err := os.WriteFile(cfg, bytes.ReplaceAll([]byte(text), []byte("/etc/gmproxy/"), []byte(root+"/etc/gmproxy/")), 0o600); err != nil {
