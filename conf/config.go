@@ -784,9 +784,14 @@ type Offload struct {
 type KeyServer struct {
 	// Name is how sites refer to the key server. Required, unique.
 	Name string `yaml:"name"`
-	// Address is host:port of the key server, reached over mutual TLS, or
-	// unix:/path/to/socket for a Unix socket (no TLS; protect it with the
-	// socket's file permissions). Required.
+	// Addresses are the key server's endpoints: host:port, reached over
+	// mutual TLS, or unix:/path/to/socket for a Unix socket (no TLS;
+	// protect it with the socket's file permissions). Operations go to the
+	// healthy ones in turn; one that fails is retried on the next, and a
+	// failed address is checked again with exponential back-off (up to
+	// 10s). All must serve the same keys. Required (or address).
+	Addresses []string `yaml:"addresses"`
+	// Address is a single endpoint, the same as addresses with one entry.
 	Address string `yaml:"address"`
 	// Cert is gmproxy's client certificate (PEM, RSA or ECDSA, with
 	// extendedKeyUsage clientAuth if it has any) presented to the key
@@ -803,18 +808,21 @@ type KeyServer struct {
 	// ConnectTimeout bounds opening a connection, TLS handshake included.
 	// Default 2s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
-	// Timeout bounds one key operation, connecting and waiting for a
-	// connection included (the handshake's own deadline applies too); on
-	// expiry the handshake fails. Default 3s.
+	// Timeout bounds one key operation, connecting and failing over to
+	// another address included (the handshake's own deadline applies too);
+	// on expiry the handshake fails. Default 3s.
 	Timeout time.Duration `yaml:"timeout"`
-	// PoolSize is the number of idle connections kept open to the key
-	// server for the next operations. Default 8.
+	// PoolSize is the number of connections kept open to each address;
+	// each carries many operations at once. Default 2.
 	PoolSize int `yaml:"pool_size"`
-	// MaxInFlight bounds the operations sent to the key server at once
-	// (hence its open connections); further operations wait for one to
-	// finish, within timeout. 0 means unlimited. Default 64.
+	// MaxInFlight bounds the operations sent to the key server at once;
+	// further operations wait for one to finish, within timeout. 0 means
+	// unlimited. Default 64.
 	MaxInFlight int `yaml:"max_in_flight"`
-	KeyPassword `yaml:",inline"`
+	// HealthCheckInterval is how often every address is pinged (a silent
+	// or dead one is found before handshakes wait on it). Default 2s.
+	HealthCheckInterval time.Duration `yaml:"health_check_interval"`
+	KeyPassword         `yaml:",inline"`
 
 	// Material is what was loaded from the files named above.
 	Material KeyServerMaterial `yaml:"-"`
@@ -836,9 +844,29 @@ type KeyServerFile struct {
 	// Keys are the SM2 private keys served; gmproxy finds each by the
 	// public key of its certificate. At least one is required.
 	Keys []ServedKey `yaml:"keys"`
+	// Clients are the gmproxy instances allowed to use the keys, each
+	// identified by its client certificate, with the keys it may use and
+	// its limits. A TLS peer that matches no entry is refused. Required
+	// for host:port; ignored on a Unix socket (every local client may use
+	// every key, with the default limits).
+	Clients []KeyServerClient `yaml:"clients"`
 	// IdleTimeout closes a gmproxy connection idle for this long.
 	// Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// HandshakeTimeout bounds the TLS handshake and the protocol greeting
+	// of a new connection. Default 5s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxConnections bounds open connections; further ones are closed at
+	// once. Default 1024.
+	MaxConnections int `yaml:"max_connections"`
+	// AuditInterval is the period of the audit log: one info line per
+	// client and key that was used, with its counts by operation and
+	// result. Default 1m.
+	AuditInterval time.Duration `yaml:"audit_interval"`
+	// MetricsAddress is host:port of an HTTP listener serving Prometheus
+	// metrics at /metrics (operations by client, key, operation and result,
+	// latency, in-flight operations, connections). Default: none.
+	MetricsAddress string `yaml:"metrics_address"`
 	// ShutdownGrace is how long SIGTERM/SIGINT waits for operations in
 	// progress before closing connections. Default 10s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
@@ -869,13 +897,57 @@ type KeyServerTLS struct {
 
 // ServedKey is one key file served by the key server.
 type ServedKey struct {
+	// Name identifies the key in clients[].keys, the audit log and the
+	// metrics. Default: the key file's name without folder and extension
+	// (a second key in the same file gets "-2", and so on).
+	Name string `yaml:"name"`
 	// Key is a PEM file of SM2 private keys (PKCS#8, SEC 1 or encrypted
 	// PKCS#8; several keys in one file are all served). Required.
 	Key string `yaml:"key"`
 	// Cert is the certificate of the key, checked to match when given.
 	// Default: none.
-	Cert        string `yaml:"cert"`
+	Cert string `yaml:"cert"`
+	// Roles are the operations the key may run: sign, decrypt,
+	// key_agreement. A TLCP signing key is [sign] (TLS 1.3-SM uses it too),
+	// a TLCP encryption key [decrypt, key_agreement]; the key server
+	// refuses any other operation, so that the signing key never decrypts
+	// and the encryption key never signs. Default: from cert's key usage
+	// (digitalSignature: sign; keyEncipherment or dataEncipherment:
+	// decrypt; keyAgreement: key_agreement); required without cert.
+	Roles       []string `yaml:"roles"`
 	KeyPassword `yaml:",inline"`
+}
+
+// KeyServerClient is a gmproxy instance (or a group sharing a
+// certificate identity) allowed to use some keys.
+type KeyServerClient struct {
+	// Name identifies the client in the audit log and the metrics.
+	// Required, unique.
+	Name string `yaml:"name"`
+	// Subject matches the client certificate's subject, written as Go's
+	// crypto/x509 prints it (RFC 2253 order, for example
+	// "CN=edge-1,O=Example"; gmproxy keyserver logs the subject of refused
+	// clients). Set subject, spki_sha256 or both (then both must match).
+	Subject string `yaml:"subject"`
+	// SPKISHA256 matches the SHA-256 of the client certificate's
+	// SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout | openssl
+	// pkey -pubin -outform der | sha256sum); it survives re-issuing the
+	// certificate with the same key.
+	SPKISHA256 string `yaml:"spki_sha256"`
+	// Keys are the names of the keys (keys[].name) the client may use.
+	// Required.
+	Keys []string `yaml:"keys"`
+	// Rate is the client's sustained operations per second; beyond it
+	// operations are refused (rate_limited). 0 means unlimited.
+	// Default 10000.
+	Rate int `yaml:"rate"`
+	// Burst is how many operations above rate the client may send at
+	// once. Default 1000.
+	Burst int `yaml:"burst"`
+	// MaxInFlight bounds the client's operations in progress, over all its
+	// connections; beyond it operations are refused (busy). 0 means
+	// unlimited. Default 256.
+	MaxInFlight int `yaml:"max_in_flight"`
 }
 
 // Resolve returns the file name p as gmproxy uses it: unchanged when

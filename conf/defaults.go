@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/keyserver"
 )
 
 // Default values, also stated in the field documentation.
@@ -49,9 +50,13 @@ const (
 
 	DefaultKeyServerConnectTimeout = 2 * time.Second
 	DefaultKeyServerTimeout        = 3 * time.Second
-	DefaultKeyServerPoolSize       = 8
+	DefaultKeyServerPoolSize       = 2
 	DefaultKeyServerMaxInFlight    = 64
-	DefaultKeyServerIdleTimeout    = 5 * time.Minute
+	DefaultKeyServerHealthInterval = keyserver.DefaultHealthInterval
+	DefaultKeyServerIdleTimeout    = keyserver.DefaultIdleTimeout
+	DefaultKeyServerHandshake      = keyserver.DefaultHandshakeTimeout
+	DefaultKeyServerMaxConnections = keyserver.DefaultMaxConns
+	DefaultKeyServerAuditInterval  = keyserver.DefaultAuditInterval
 	DefaultKeyServerShutdownGrace  = 10 * time.Second
 )
 
@@ -179,6 +184,12 @@ func (k *KeyServer) setDefaults() {
 	k.Timeout = DefaultKeyServerTimeout
 	k.PoolSize = DefaultKeyServerPoolSize
 	k.MaxInFlight = DefaultKeyServerMaxInFlight
+	k.HealthCheckInterval = DefaultKeyServerHealthInterval
+}
+
+func (c *KeyServerClient) setDefaults() {
+	l := keyserver.DefaultLimits
+	c.Rate, c.Burst, c.MaxInFlight = int(l.Rate), l.Burst, l.MaxInFlight
 }
 
 // finish fills the defaults that depend on other values, after decoding.
@@ -250,6 +261,9 @@ func (c *Config) finish() {
 
 func (f *KeyServerFile) setDefaults() {
 	f.IdleTimeout = DefaultKeyServerIdleTimeout
+	f.HandshakeTimeout = DefaultKeyServerHandshake
+	f.MaxConnections = DefaultKeyServerMaxConnections
+	f.AuditInterval = DefaultKeyServerAuditInterval
 	f.ShutdownGrace = DefaultKeyServerShutdownGrace
 	f.Log.setDefaults()
 }

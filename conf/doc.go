@@ -713,9 +713,15 @@
 //
 //   - name (string): name is how sites refer to the key server. Required,
 //     unique.
-//   - address (string): address is host:port of the key server, reached over
-//     mutual TLS, or unix:/path/to/socket for a Unix socket (no TLS; protect
-//     it with the socket's file permissions). Required.
+//   - addresses (list of strings): addresses are the key server's endpoints:
+//     host:port, reached over mutual TLS, or unix:/path/to/socket for a Unix
+//     socket (no TLS; protect it with the socket's file permissions).
+//     Operations go to the healthy ones in turn; one that fails is retried on
+//     the next, and a failed address is checked again with exponential
+//     back-off (up to 10s). All must serve the same keys. Required (or
+//     address).
+//   - address (string): address is a single endpoint, the same as addresses
+//     with one entry.
 //   - cert (string): cert is gmproxy's client certificate (PEM, RSA or ECDSA,
 //     with extendedKeyUsage clientAuth if it has any) presented to the key
 //     server. Required for host:port addresses.
@@ -727,13 +733,16 @@
 //   - connect_timeout (duration): connect_timeout bounds opening a connection,
 //     TLS handshake included. Default 2s.
 //   - timeout (duration): timeout bounds one key operation, connecting and
-//     waiting for a connection included (the handshake's own deadline applies
-//     too); on expiry the handshake fails. Default 3s.
-//   - pool_size (integer): pool_size is the number of idle connections kept
-//     open to the key server for the next operations. Default 8.
+//     failing over to another address included (the handshake's own deadline
+//     applies too); on expiry the handshake fails. Default 3s.
+//   - pool_size (integer): pool_size is the number of connections kept open to
+//     each address; each carries many operations at once. Default 2.
 //   - max_in_flight (integer): max_in_flight bounds the operations sent to the
-//     key server at once (hence its open connections); further operations wait
-//     for one to finish, within timeout. 0 means unlimited. Default 64.
+//     key server at once; further operations wait for one to finish, within
+//     timeout. 0 means unlimited. Default 64.
+//   - health_check_interval (duration): health_check_interval is how often
+//     every address is pinged (a silent or dead one is found before handshakes
+//     wait on it). Default 2s.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section.
@@ -758,8 +767,24 @@
 //   - keys (list of sections, see keyserver.keys[]): keys are the SM2 private
 //     keys served; gmproxy finds each by the public key of its certificate. At
 //     least one is required.
+//   - clients (list of sections, see keyserver.clients[]): clients are the
+//     gmproxy instances allowed to use the keys, each identified by its client
+//     certificate, with the keys it may use and its limits. A TLS peer that
+//     matches no entry is refused. Required for host:port; ignored on a Unix
+//     socket (every local client may use every key, with the default limits).
 //   - idle_timeout (duration): idle_timeout closes a gmproxy connection idle
 //     for this long. Default 5m.
+//   - handshake_timeout (duration): handshake_timeout bounds the TLS handshake
+//     and the protocol greeting of a new connection. Default 5s.
+//   - max_connections (integer): max_connections bounds open connections;
+//     further ones are closed at once. Default 1024.
+//   - audit_interval (duration): audit_interval is the period of the audit log:
+//     one info line per client and key that was used, with its counts by
+//     operation and result. Default 1m.
+//   - metrics_address (string): metrics_address is host:port of an HTTP
+//     listener serving Prometheus metrics at /metrics (operations by client,
+//     key, operation and result, latency, in-flight operations, connections).
+//     Default: none.
 //   - shutdown_grace (duration): shutdown_grace is how long SIGTERM/SIGINT
 //     waits for operations in progress before closing connections. Default
 //     10s.
@@ -788,16 +813,52 @@
 //
 // This section is one key file served by the key server.
 //
+//   - name (string): name identifies the key in clients[].keys, the audit log
+//     and the metrics. Default: the key file's name without folder and
+//     extension (a second key in the same file gets "-2", and so on).
 //   - key (string): key is a PEM file of SM2 private keys (PKCS#8, SEC 1 or
 //     encrypted PKCS#8; several keys in one file are all served). Required.
 //   - cert (string): cert is the certificate of the key, checked to match when
 //     given. Default: none.
+//   - roles (list of strings): roles are the operations the key may run: sign,
+//     decrypt, key_agreement. A TLCP signing key is [sign] (TLS 1.3-SM uses it
+//     too), a TLCP encryption key [decrypt, key_agreement]; the key server
+//     refuses any other operation, so that the signing key never decrypts and
+//     the encryption key never signs. Default: from cert's key usage
+//     (digitalSignature: sign; keyEncipherment or dataEncipherment: decrypt;
+//     keyAgreement: key_agreement); required without cert.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section.
+//
+// # keyserver.clients[]
+//
+// This section is a gmproxy instance (or a group sharing a certificate
+// identity) allowed to use some keys.
+//
+//   - name (string): name identifies the client in the audit log and the
+//     metrics. Required, unique.
+//   - subject (string): subject matches the client certificate's subject,
+//     written as Go's crypto/x509 prints it (RFC 2253 order, for example
+//     "CN=edge-1,O=Example"; gmproxy keyserver logs the subject of refused
+//     clients). Set subject, spki_sha256 or both (then both must match).
+//   - spki_sha256 (string): spki_sha256 matches the SHA-256 of the client
+//     certificate's SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout
+//     | openssl pkey -pubin -outform der | sha256sum); it survives re-issuing
+//     the certificate with the same key.
+//   - keys (list of strings): keys are the names of the keys (keys[].name) the
+//     client may use. Required.
+//   - rate (integer): rate is the client's sustained operations per second;
+//     beyond it operations are refused (rate_limited). 0 means unlimited.
+//     Default 10000.
+//   - burst (integer): burst is how many operations above rate the client may
+//     send at once. Default 1000.
+//   - max_in_flight (integer): max_in_flight bounds the client's operations in
+//     progress, over all its connections; beyond it operations are refused
+//     (busy). 0 means unlimited. Default 256.
 //
 // # keyserver.log
 //

@@ -4,17 +4,20 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/keyserver"
 )
 
 // Key servers: the key_servers section and the site keys that name one.
@@ -36,16 +39,8 @@ func (v *validator) validateKeyServers() {
 	for i := range v.cfg.KeyServers {
 		k := &v.cfg.KeyServers[i]
 		p := fmt.Sprintf("key_servers[%d]", i)
-		ok := true
-		switch {
-		case k.Name == "":
-			v.errf(p+".name", "add name: NAME and refer to it with sign_key_server, enc_key_server or key_server", "key server has no name")
-			ok = false
-		case seen[k.Name] != "":
-			v.errf(p+".name", "give every key server a distinct name", "duplicate key server name %q (also %s)", k.Name, seen[k.Name])
-			ok = false
-		default:
-			seen[k.Name] = p
+		ok := v.uniqueName(p, k.Name, "key server", "add name: NAME and refer to it with sign_key_server, enc_key_server or key_server", seen)
+		if ok {
 			v.keyServerNames[k.Name] = true
 		}
 		if k.ConnectTimeout <= 0 {
@@ -56,48 +51,98 @@ func (v *validator) validateKeyServers() {
 			v.errf(p+".timeout", "write a duration such as 3s", "timeout must be positive")
 			ok = false
 		}
-		if k.PoolSize < 0 {
-			v.errf(p+".pool_size", "use 0 to close connections after each operation, or for example 8", "pool_size must not be negative")
+		if k.PoolSize < 1 {
+			v.errf(p+".pool_size", "use 1 or more, for example 2 (each connection carries many operations at once)", "pool_size must be at least 1")
+			ok = false
+		}
+		if k.HealthCheckInterval <= 0 {
+			v.errf(p+".health_check_interval", "write a duration such as 2s", "health_check_interval must be positive")
 			ok = false
 		}
 		if k.MaxInFlight < 0 {
 			v.errf(p+".max_in_flight", "use 0 for unlimited, or for example 64", "max_in_flight must not be negative")
 			ok = false
 		}
-		m := &k.Material
-		switch {
-		case k.Address == "":
-			v.errf(p+".address", "add address: host:port (mutual TLS) or address: unix:/path/to/socket", "key server has no address")
+		if !v.keyServerAddresses(k, p) {
 			ok = false
-		case strings.HasPrefix(k.Address, unixPrefix):
-			m.Network, m.Addr = "unix", strings.TrimPrefix(k.Address, unixPrefix)
-			if m.Addr == "" {
-				v.errf(p+".address", "write unix:/path/to/socket", "unix: address without a path")
-				ok = false
-			}
-			for _, f := range []struct{ key, val string }{{"cert", k.Cert}, {"key", k.Key}, {"ca", k.CA}, {"server_name", k.ServerName}} {
-				if f.val != "" {
-					v.warnf(p+"."+f.key, "remove it, or use a host:port address for mutual TLS", "%s is ignored for a Unix socket (no TLS)", f.key)
-				}
-			}
-		default:
-			if !v.hostPort(p+".address", k.Address, false) {
-				ok = false
-				break
-			}
-			m.Network, m.Addr = "tcp", k.Address
-			m.ServerName = k.ServerName
-			if m.ServerName == "" {
-				m.ServerName, _, _ = net.SplitHostPort(k.Address)
-			}
-			if !v.keyServerTLS(k, p) {
-				ok = false
-			}
 		}
 		if ok {
 			v.keyServers[k.Name] = k
 		}
 	}
+}
+
+// uniqueName checks the name of the list entry at p, a what: set, and not
+// used by an earlier entry (seen maps names to entry paths).
+func (v *validator) uniqueName(p, name, what, addFix string, seen map[string]string) bool {
+	switch {
+	case name == "":
+		v.errf(p+".name", addFix, "%s has no name", what)
+		return false
+	case seen[name] != "":
+		v.errf(p+".name", "give every "+what+" a distinct name", "duplicate %s name %q (also %s)", what, name, seen[name])
+		return false
+	}
+	seen[name] = p
+	return true
+}
+
+// keyServerAddresses checks the addresses (or address) of a key server
+// and loads the mutual-TLS files when one of them is host:port.
+func (v *validator) keyServerAddresses(k *KeyServer, p string) bool {
+	m := &k.Material
+	addrs, key := k.Addresses, p+".addresses"
+	switch {
+	case k.Address != "" && len(addrs) > 0:
+		v.errf(p+".address", "keep only addresses (address is the same as addresses with one entry)", "both address and addresses are set")
+		return false
+	case k.Address != "":
+		addrs = []string{k.Address}
+	case len(addrs) == 0:
+		v.errf(p+".addresses", "add addresses: [host:port] (mutual TLS; several for failover) or address: unix:/path/to/socket", "key server has no address")
+		return false
+	}
+	ok, tcp, seen := true, false, map[string]bool{}
+	for i, a := range addrs {
+		ap := fmt.Sprintf("%s[%d]", key, i)
+		if k.Address != "" {
+			ap = p + ".address"
+		}
+		if seen[a] {
+			v.errf(ap, "remove the repetition", "address %q is listed twice", a)
+			ok = false
+			continue
+		}
+		seen[a] = true
+		switch {
+		case strings.HasPrefix(a, unixPrefix):
+			e := KeyServerEndpoint{Network: "unix", Addr: strings.TrimPrefix(a, unixPrefix)}
+			if e.Addr == "" {
+				v.errf(ap, "write unix:/path/to/socket", "unix: address without a path")
+				ok = false
+				continue
+			}
+			m.Endpoints = append(m.Endpoints, e)
+		case v.hostPort(ap, a, false):
+			e := KeyServerEndpoint{Network: "tcp", Addr: a, ServerName: k.ServerName}
+			if e.ServerName == "" {
+				e.ServerName, _, _ = net.SplitHostPort(a)
+			}
+			m.Endpoints = append(m.Endpoints, e)
+			tcp = true
+		default:
+			ok = false
+		}
+	}
+	if !tcp {
+		for _, f := range []struct{ key, val string }{{"cert", k.Cert}, {"key", k.Key}, {"ca", k.CA}, {"server_name", k.ServerName}} {
+			if f.val != "" && ok {
+				v.warnf(p+"."+f.key, "remove it, or use a host:port address for mutual TLS", "%s is ignored for a Unix socket (no TLS)", f.key)
+			}
+		}
+		return ok
+	}
+	return v.keyServerTLS(k, p) && ok
 }
 
 // keyServerTLS loads a TCP key server's client certificate and CA.
@@ -226,13 +271,14 @@ func (v *validator) pairFrom(p, certKey, keyKey, certFile, keyFile, server strin
 	return &KeyPair{Chain: certs, Key: &RemoteKeyRef{KeyServer: server, PublicKey: pub}, CertFile: v.resolve(certFile), KeyServer: server}
 }
 
-// keyServerKeys loads the keys served by gmproxy keyserver; see
-// KeyServerFile.
-func (v *validator) servedKeys(f *KeyServerFile) {
+// servedKeys loads the keys served by gmproxy keyserver, with their
+// names and roles; see KeyServerFile. It returns every key name, also of
+// keys with errors (so that clients naming them get no second error).
+func (v *validator) servedKeys(f *KeyServerFile) map[string]bool {
 	if len(f.Keys) == 0 {
 		v.errf("keys", "add for example:\n  keys:\n    - {key: portal_sign.key, cert: portal_sign.crt}", "no keys configured")
 	}
-	seen := map[string]string{}
+	seen, names, known := map[string]string{}, map[string]string{}, map[string]bool{}
 	for i := range f.Keys {
 		k := &f.Keys[i]
 		p := fmt.Sprintf("keys[%d]", i)
@@ -240,49 +286,196 @@ func (v *validator) servedKeys(f *KeyServerFile) {
 			v.errf(p+".key", "add key: FILE (an SM2 private key)", "key is required")
 			continue
 		}
-		pw, ok := v.password(k.KeyPassword, p)
-		if !ok {
-			continue
-		}
-		b, err := os.ReadFile(v.resolve(k.Key))
-		if err != nil {
-			v.errf(p+".key", relFix, "cannot read private key file %q: %s", k.Key, errText(err))
-			continue
-		}
-		keys, err := smkey.ParseAllPrivateKeysPEM(b, pw)
-		switch {
-		case errors.Is(err, smkey.ErrNeedPassword):
-			v.errf(p+".key", "set key_password_file or key_password_env in this entry", "private key %q is encrypted and no password is configured", k.Key)
-			continue
-		case err != nil:
-			v.errf(p+".key", "the file must be PEM PKCS#8, SEC 1 or encrypted PKCS#8 SM2 keys", "cannot read private key %q: %s", k.Key, err)
-			continue
-		}
-		for j, key := range keys {
-			sk, ok := key.(*sm2.PrivateKey)
-			if !ok {
-				v.errf(p+".key", "a key server holds SM2 keys only", "key %d of %q is not an SM2 key", j+1, k.Key)
-				continue
+		keys := v.servedKeyFile(k, p)
+		if keys == nil {
+			if k.Name != "" {
+				known[k.Name] = true
 			}
+			continue
+		}
+		var cert *smx509.Certificate
+		if k.Cert != "" {
+			if certs := v.certs(p+".cert", k.Cert); len(certs) > 0 {
+				cert = certs[0]
+				match := false
+				for _, key := range keys {
+					match = match || smkey.PublicKeysEqual(key, cert.PublicKey)
+				}
+				if !match {
+					v.errf(p+".key", fmt.Sprintf("use the private key that belongs to %s", k.Cert), "private key %q does not match certificate %q (%s)", k.Key, k.Cert, cert.Subject.CommonName)
+				}
+			}
+		}
+		roles, ok := v.keyRoles(k, p, cert)
+		base := k.Name
+		if base == "" {
+			base = strings.TrimSuffix(filepath.Base(k.Key), filepath.Ext(k.Key))
+		}
+		for j, sk := range keys {
 			id := string(sk.PublicKey.X.Bytes()) + "|" + string(sk.PublicKey.Y.Bytes())
 			if prev, dup := seen[id]; dup {
 				v.warnf(p+".key", "remove the repetition", "key %d of %q is already served (%s)", j+1, k.Key, prev)
 				continue
 			}
 			seen[id] = p
-			f.Material.Keys = append(f.Material.Keys, ServedKeyMaterial{Key: sk, File: v.resolve(k.Key)})
-		}
-		if k.Cert != "" {
-			certs := v.certs(p+".cert", k.Cert)
-			if len(certs) > 0 {
-				match := false
-				for _, key := range keys {
-					match = match || smkey.PublicKeysEqual(key, certs[0].PublicKey)
-				}
-				if !match {
-					v.errf(p+".key", fmt.Sprintf("use the private key that belongs to %s", k.Cert), "private key %q does not match certificate %q (%s)", k.Key, k.Cert, certs[0].Subject.CommonName)
-				}
+			name := base
+			if j > 0 {
+				name = fmt.Sprintf("%s-%d", base, j+1)
 			}
+			if prev, dup := names[name]; dup {
+				v.errf(p+".name", "give every key a distinct name: name: NAME", "key name %q is also used by %s", name, prev)
+				continue
+			}
+			names[name] = p
+			known[name] = true
+			if !ok {
+				continue
+			}
+			f.Material.Keys = append(f.Material.Keys, ServedKeyMaterial{Key: sk, File: v.resolve(k.Key), Name: name})
+			f.Material.Policy.Keys = append(f.Material.Policy.Keys, keyserver.Key{Name: name, Private: sk, Roles: roles})
+		}
+	}
+	return known
+}
+
+// servedKeyFile reads the SM2 keys of one keys[] entry.
+func (v *validator) servedKeyFile(k *ServedKey, p string) []*sm2.PrivateKey {
+	pw, ok := v.password(k.KeyPassword, p)
+	if !ok {
+		return nil
+	}
+	b, err := os.ReadFile(v.resolve(k.Key))
+	if err != nil {
+		v.errf(p+".key", relFix, "cannot read private key file %q: %s", k.Key, errText(err))
+		return nil
+	}
+	keys, err := smkey.ParseAllPrivateKeysPEM(b, pw)
+	switch {
+	case errors.Is(err, smkey.ErrNeedPassword):
+		v.errf(p+".key", "set key_password_file or key_password_env in this entry", "private key %q is encrypted and no password is configured", k.Key)
+		return nil
+	case err != nil:
+		v.errf(p+".key", "the file must be PEM PKCS#8, SEC 1 or encrypted PKCS#8 SM2 keys", "cannot read private key %q: %s", k.Key, err)
+		return nil
+	}
+	var out []*sm2.PrivateKey
+	for j, key := range keys {
+		sk, ok := key.(*sm2.PrivateKey)
+		if !ok {
+			v.errf(p+".key", "a key server holds SM2 keys only", "key %d of %q is not an SM2 key", j+1, k.Key)
+			return nil
+		}
+		out = append(out, sk)
+	}
+	return out
+}
+
+// keyRoles returns the roles of a keys[] entry: roles as written, else
+// from the key usage of its certificate.
+func (v *validator) keyRoles(k *ServedKey, p string, cert *smx509.Certificate) (keyserver.Role, bool) {
+	var roles keyserver.Role
+	for i, n := range k.Roles {
+		r, ok := keyserver.ParseRole(n)
+		if !ok {
+			v.errf(fmt.Sprintf("%s.roles[%d]", p, i), "use "+strings.Join(keyserver.RoleNames, ", "), "unknown role %q", n)
+			return 0, false
+		}
+		roles |= r
+	}
+	if len(k.Roles) > 0 {
+		if roles&keyserver.RoleSign != 0 && roles&^keyserver.RoleSign != 0 {
+			v.warnf(p+".roles", "serve the signing and the encryption key as separate keys, each with its own roles", "a key that signs and also decrypts or agrees keys lets a client use one for the other")
+		}
+		return roles, true
+	}
+	if cert == nil {
+		v.errf(p+".roles", "add roles: [sign] for a signing key or roles: [decrypt, key_agreement] for a TLCP encryption key (or cert: FILE to take them from its key usage)", "the key has no roles")
+		return 0, false
+	}
+	ku := cert.KeyUsage
+	if ku&smx509.KeyUsageDigitalSignature != 0 {
+		roles |= keyserver.RoleSign
+	}
+	if ku&(smx509.KeyUsageKeyEncipherment|smx509.KeyUsageDataEncipherment) != 0 {
+		roles |= keyserver.RoleDecrypt
+	}
+	if ku&smx509.KeyUsageKeyAgreement != 0 {
+		roles |= keyserver.RoleKeyAgreement
+	}
+	if roles == 0 {
+		v.errf(p+".roles", "add roles: [sign] or roles: [decrypt, key_agreement]", "the certificate %q has no key usage to take the roles from", k.Cert)
+		return 0, false
+	}
+	return roles, true
+}
+
+// keyServerClients checks clients and builds the allow-list of the
+// policy (for a Unix socket, the local client allowed every key).
+func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[string]bool) {
+	m := &f.Material
+	if unix {
+		if len(f.Clients) > 0 {
+			v.warnf("clients", "remove it, or listen on host:port for mutual TLS", "clients is ignored on a Unix socket (its file permissions decide who connects)")
+		}
+		local := keyserver.Grant{Name: "local", Limits: keyserver.DefaultLimits}
+		for _, k := range m.Policy.Keys {
+			local.Keys = append(local.Keys, k.Name)
+		}
+		m.Policy.Local = &local
+		return
+	}
+	if len(f.Clients) == 0 {
+		v.errf("clients", "add for example:\n  clients:\n    - {name: edge, subject: \"CN=gmproxy key server client,O=Example\", keys: [portal_sign, portal_enc]}", "no clients configured: every key server needs an allow-list of client identities")
+		return
+	}
+	seen := map[string]string{}
+	for i := range f.Clients {
+		c := &f.Clients[i]
+		p := fmt.Sprintf("clients[%d]", i)
+		g := keyserver.Grant{Name: c.Name, Subject: c.Subject, Limits: keyserver.Limits{Rate: float64(c.Rate), Burst: c.Burst, MaxInFlight: c.MaxInFlight}}
+		ok := v.uniqueName(p, c.Name, "client", "add name: NAME (it labels the client in the audit log and the metrics)", seen)
+		if c.SPKISHA256 != "" {
+			h, err := hex.DecodeString(strings.ReplaceAll(c.SPKISHA256, ":", ""))
+			if err != nil || len(h) != 32 {
+				v.errf(p+".spki_sha256", "write the 64 hex digits of the SHA-256 of the certificate's SubjectPublicKeyInfo", "spki_sha256 is not a SHA-256 in hex")
+				ok = false
+			}
+			g.SPKISHA256 = h
+		}
+		if c.Subject == "" && c.SPKISHA256 == "" {
+			v.errf(p, "add subject: \"CN=...,O=...\" or spki_sha256: HEX to identify the client certificate", "client %q has no identity", c.Name)
+			ok = false
+		}
+		if len(c.Keys) == 0 {
+			v.errf(p+".keys", "add keys: [NAME, ...] with names of keys[] entries", "client %q may use no key", c.Name)
+			ok = false
+		}
+		for j, n := range c.Keys {
+			if !keyNames[n] {
+				names := mapKeys(keyNames)
+				fix := "use one of: " + strings.Join(names, ", ")
+				if cl := closest(n, names); cl != "" {
+					fix = fmt.Sprintf("did you mean %q?", cl)
+				}
+				v.errf(fmt.Sprintf("%s.keys[%d]", p, j), fix, "unknown key %q", n)
+				ok = false
+			}
+		}
+		if c.Rate < 0 {
+			v.errf(p+".rate", "use 0 for unlimited, or for example 10000", "rate must not be negative")
+			ok = false
+		}
+		if c.Burst < 1 && c.Rate > 0 {
+			v.errf(p+".burst", "use at least 1, for example 1000", "burst must be at least 1 with a rate")
+			ok = false
+		}
+		if c.MaxInFlight < 0 {
+			v.errf(p+".max_in_flight", "use 0 for unlimited, or for example 256", "max_in_flight must not be negative")
+			ok = false
+		}
+		g.Keys = c.Keys
+		if ok {
+			m.Policy.Clients = append(m.Policy.Clients, g)
 		}
 	}
 }
@@ -374,10 +567,22 @@ func (v *validator) validateKeyServerFile(f *KeyServerFile) {
 	if f.IdleTimeout <= 0 {
 		v.errf("idle_timeout", "write a duration such as 5m", "idle_timeout must be positive")
 	}
+	if f.HandshakeTimeout <= 0 {
+		v.errf("handshake_timeout", "write a duration such as 5s", "handshake_timeout must be positive")
+	}
+	if f.MaxConnections < 1 {
+		v.errf("max_connections", "use for example 1024", "max_connections must be at least 1")
+	}
+	if f.AuditInterval <= 0 {
+		v.errf("audit_interval", "write a duration such as 1m", "audit_interval must be positive")
+	}
+	if f.MetricsAddress != "" {
+		v.hostPort("metrics_address", f.MetricsAddress, true)
+	}
 	if f.ShutdownGrace < 0 {
 		v.errf("shutdown_grace", "write a duration such as 10s", "shutdown_grace must not be negative")
 	}
 	v.oneOf("log.level", f.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", f.Log.Format, "text", "json")
-	v.servedKeys(f)
+	v.keyServerClients(f, m.Network == "unix", v.servedKeys(f))
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/keyserver"
 )
 
 // TestKeyServerFile checks gmproxy keyserver configurations: the good one
@@ -29,6 +31,19 @@ func TestKeyServerFile(t *testing.T) {
 	// server_sign.enc.key is server_sign.key encrypted: served once.
 	if len(m.Keys) != 2 {
 		t.Errorf("%d keys, want 2", len(m.Keys))
+	}
+	// Names and roles: the sign key's from its certificate's key usage.
+	pol := m.Policy
+	if len(pol.Keys) != 2 || pol.Keys[0].Name != "server_sign" || pol.Keys[0].Roles != keyserver.RoleSign ||
+		pol.Keys[1].Name != "enc" || pol.Keys[1].Roles != keyserver.RoleDecrypt|keyserver.RoleKeyAgreement {
+		t.Errorf("policy keys %+v", pol.Keys)
+	}
+	if len(pol.Clients) != 2 || pol.Clients[0].Subject != "CN=edge,O=Example" || pol.Clients[0].Limits != keyserver.DefaultLimits ||
+		len(pol.Clients[1].SPKISHA256) != 32 || pol.Clients[1].Limits != (keyserver.Limits{Rate: 50, Burst: 10, MaxInFlight: 4}) || pol.Local != nil {
+		t.Errorf("policy clients %+v", pol.Clients)
+	}
+	if f.HandshakeTimeout != 2*time.Second || f.MaxConnections != 100 || f.AuditInterval != 30*time.Second || f.MetricsAddress != "127.0.0.1:9101" {
+		t.Errorf("limits not read: %+v", f)
 	}
 	if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), "already served") {
 		t.Errorf("warnings %v", f.Warnings)
@@ -79,7 +94,7 @@ sites:
 		t.Errorf("enc key server %q, tls13sm key server %q", m.TLCPEnc.KeyServer, m.TLS13SM.KeyServer)
 	}
 	ks := cfg.KeyServers[0].Material
-	if ks.Network != "unix" || ks.Addr != "/run/ks.sock" || ks.ClientCert != nil {
+	if len(ks.Endpoints) != 1 || ks.Endpoints[0] != (KeyServerEndpoint{Network: "unix", Addr: "/run/ks.sock"}) || ks.ClientCert != nil {
 		t.Errorf("key server material %+v", ks)
 	}
 	if len(cfg.Warnings) != 0 {

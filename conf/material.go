@@ -9,6 +9,8 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/keyserver"
 )
 
 // KeyPair is a loaded certificate chain with its private key.
@@ -131,13 +133,19 @@ func X509Pool(certs []*smx509.Certificate) *x509.CertPool {
 
 // KeyServerMaterial is what a key_servers entry's files contain.
 type KeyServerMaterial struct {
-	// Network is "tcp" (mutual TLS) or "unix"; Addr is host:port or the
-	// socket path.
-	Network, Addr string
+	// Endpoints are the parsed addresses, in order.
+	Endpoints []KeyServerEndpoint
 	// ClientCert is gmproxy's client certificate with its key (tcp only).
 	ClientCert *tls.Certificate
 	// RootCAs verify the key server's certificate (tcp only).
 	RootCAs *x509.CertPool
+}
+
+// KeyServerEndpoint is one address of a key server.
+type KeyServerEndpoint struct {
+	// Network is "tcp" (mutual TLS) or "unix"; Addr is host:port or the
+	// socket path.
+	Network, Addr string
 	// ServerName is the name checked in the key server's certificate.
 	ServerName string
 }
@@ -154,10 +162,14 @@ type KeyServerFileMaterial struct {
 	ClientCAs *x509.CertPool
 	// Keys are the served keys.
 	Keys []ServedKeyMaterial
+	// Policy is the keys with their names and roles, and the allowed
+	// clients (for a Unix socket: Local, allowed every key).
+	Policy keyserver.Policy
 }
 
 // ServedKeyMaterial is one served key.
 type ServedKeyMaterial struct {
 	Key  *sm2.PrivateKey
 	File string // the key file it came from
+	Name string
 }

@@ -32,7 +32,7 @@ func signSM2(ctx context.Context, key crypto.Signer, rand io.Reader, msg []byte)
 			return smkey.Sign(ctx, key, rand, e[:], crypto.Hash(0))
 		}
 	}
-	return smkey.Sign(ctx, key, rand, msg, sm2.DefaultSM2SignerOpts)
+	return smkey.Sign(ctx, key, rand, msg, smkey.DefaultSM2SignerOpts)
 }
 
 // verifySM2 checks an SM2 signature with the default ID: e = SM3(Z_A ||

@@ -436,7 +436,7 @@ func (k *offloadKey) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, e
 }
 func (k *offloadKey) SignContext(ctx context.Context, r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
 	k.seen <- ctx.Value(ctxKey{})
-	return k.signer.Sign(r, d, o)
+	return smkey.Sign(ctx, k.signer, r, d, o) // gmproxy's SM2 option becomes gmsm's
 }
 func (k *offloadKey) Decrypt(r io.Reader, m []byte, o crypto.DecrypterOpts) ([]byte, error) {
 	return nil, errors.New("Decrypt without context")

@@ -105,7 +105,7 @@ func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
 	th := sm3.Sum([]byte("transcript"))
 	msg := signedMessage(serverSignatureContext, th[:])
 	subj, base := ratioLoop(b, func() { fullSchedule(ks, shared, th[:]) }, func() {
-		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts); err != nil {
+		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts.GMSM()); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -272,7 +272,7 @@ func benchRatioServer(b *testing.B, resume bool) {
 	}, func() {
 		keygenECDH(peer.PublicKey())
 		if !resume {
-			p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts)
+			p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts.GMSM())
 		}
 	})
 	name := "server/(keygen+ecdh+sign)"

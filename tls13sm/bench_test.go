@@ -21,7 +21,7 @@ func BenchmarkBaselineSM2Sign(b *testing.B) {
 	msg := make([]byte, 130)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts); err != nil {
+		if _, err := p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts.GMSM()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func BenchmarkBaselineKeygenECDHSign(b *testing.B) {
 		k, _ := gmecdh.P256().GenerateKey(rand.Reader)
 		_ = k.PublicKey().Bytes()
 		k.ECDH(peer.PublicKey())
-		p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts)
+		p.server.PrivateKey.Sign(rand.Reader, msg, sm2SignerOpts.GMSM())
 	}
 }
 

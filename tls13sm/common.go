@@ -18,7 +18,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
@@ -47,7 +46,7 @@ const (
 // (RFC 8998 §3.2.1).
 const sm2TLS13ID = "TLSv1.3+GM+Cipher+Suite"
 
-var sm2SignerOpts = sm2.NewSM2SignerOption(true, []byte(sm2TLS13ID))
+var sm2SignerOpts = smkey.NewSM2SignerOpts([]byte(sm2TLS13ID))
 
 // ClientAuthType says whether and how a server asks for a client certificate.
 type ClientAuthType int
@@ -71,7 +70,7 @@ type Certificate struct {
 	Certificate [][]byte
 	// PrivateKey signs CertificateVerify; an *sm2.PrivateKey, or any
 	// crypto.Signer (smkey.ContextSigner for offload) producing SM2
-	// signatures for sm2.SM2SignerOption.
+	// signatures for smkey.SM2SignerOpts.
 	PrivateKey crypto.Signer
 	// Leaf is the parsed leaf; filled by X509KeyPair and on first use.
 	Leaf *smx509.Certificate

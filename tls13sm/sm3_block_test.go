@@ -105,13 +105,14 @@ func TestSignCertificateVerifyForms(t *testing.T) {
 		if err := verifyCertificateVerify(&key.PublicKey, ctx, th[:], sig); err != nil {
 			t.Fatalf("%q: %v", ctx, err)
 		}
-		// Any other signer gets the content with sm2SignerOpts.
+		// Any other signer gets the content with sm2SignerOpts (as gmsm's
+		// option: the recorder is no ContextSigner).
 		r := &optsRecorder{PrivateKey: key}
 		sig, err = signCertificateVerify(context.Background(), cfg, nil, r, ctx, th[:])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.opts != sm2SignerOpts || !bytes.Equal(r.msg, signedMessage(ctx, th[:])) {
+		if r.opts != sm2SignerOpts.GMSM() || !bytes.Equal(r.msg, signedMessage(ctx, th[:])) {
 			t.Fatalf("%q: signer got opts %v and %d bytes", ctx, r.opts, len(r.msg))
 		}
 		if err := verifyCertificateVerify(&key.PublicKey, ctx, th[:], sig); err != nil {

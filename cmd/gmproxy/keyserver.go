@@ -10,14 +10,15 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/emmansun/gmsm/sm2"
+	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/keyserver"
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 func init() {
@@ -68,16 +69,23 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		log.Warn("configuration", "problem", w.String())
 	}
 
-	ks := &handshake.KeyServer{Logger: log, IdleTimeout: cfg.IdleTimeout}
-	for _, k := range cfg.Material.Keys {
-		id, err := ks.AddKey(k.Key)
-		if err != nil {
-			fmt.Fprintf(stderr, "gmproxy keyserver: key from %s: %v\n", k.File, err)
-			return 1
-		}
-		// The ID is the SM3 of the public key: safe to log.
-		log.Info("serving key", "file", k.File, "id", hex.EncodeToString(id[:8]))
+	ks := &keyserver.Server{Logger: log, IdleTimeout: cfg.IdleTimeout, HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxConns: cfg.MaxConnections, AuditInterval: cfg.AuditInterval}
+	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {
+		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
+		return 1
 	}
+	for _, k := range cfg.Material.Policy.Keys {
+		id, _ := keyserver.KeyID(k.Private.Public())
+		// The ID is the SM3 of the public key: safe to log.
+		log.Info("serving key", "name", k.Name, "roles", k.Roles.String(), "id", hex.EncodeToString(id[:8]))
+	}
+	stopMetrics, err := keyServerMetrics(log, cfg.MetricsAddress, ks)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy keyserver: metrics: %v\n", err)
+		return 1
+	}
+	defer stopMetrics()
 	ln, err := keyServerListen(&cfg.Material)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
@@ -125,9 +133,10 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 }
 
 // reloadKeys re-reads the configuration file and replaces the served keys
-// (SIGHUP). An invalid file keeps the running keys; listen, tls and the
-// timeouts need a restart.
-func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *handshake.KeyServer) {
+// (SIGHUP) and the allowed clients with their roles and limits. An
+// invalid file keeps the running ones; listen, tls, metrics_address and
+// the server's timeouts and limits need a restart.
+func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *keyserver.Server) {
 	log.Info("SIGHUP: reloading the keys")
 	cfg, err := conf.LoadKeyServer(file)
 	if err != nil {
@@ -140,18 +149,15 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 		log.Error("reload refused: configuration invalid, keeping the running keys", "err", err)
 		return
 	}
-	keys := make([]*sm2.PrivateKey, len(cfg.Material.Keys))
-	for i, k := range cfg.Material.Keys {
-		keys[i] = k.Key
-	}
-	if err := ks.SetKeys(keys); err != nil {
+	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {
 		log.Error("reload refused, keeping the running keys", "err", err)
 		return
 	}
-	if cfg.Listen != running.Listen || cfg.TLS != running.TLS || cfg.IdleTimeout != running.IdleTimeout {
-		log.Warn("listen, tls or idle_timeout changed: restart the key server to apply them")
+	if cfg.Listen != running.Listen || cfg.TLS != running.TLS || cfg.IdleTimeout != running.IdleTimeout || cfg.HandshakeTimeout != running.HandshakeTimeout ||
+		cfg.MaxConnections != running.MaxConnections || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
+		log.Warn("listen, tls, metrics_address or a timeout or limit of the key server changed: restart it to apply them")
 	}
-	log.Info("keys reloaded", "keys", ks.Len())
+	log.Info("keys reloaded", "keys", ks.Len(), "clients", len(cfg.Material.Policy.Clients))
 }
 
 // keyServerListen opens the key server's socket: mutual TLS 1.3 on TCP, or
@@ -178,5 +184,29 @@ func keyServerListen(m *conf.KeyServerFileMaterial) (net.Listener, error) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS13,
 	}
+	// The server runs the TLS handshakes itself, within its
+	// handshake_timeout.
 	return tls.Listen("tcp", m.Addr, tc)
+}
+
+// keyServerMetrics serves the key server's Prometheus metrics on addr
+// (none when empty) and sets them as ks's observer; stop closes the
+// listener.
+func keyServerMetrics(log *slog.Logger, addr string, ks *keyserver.Server) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	m, err := metrics.NewKeyServer()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	ks.Observer = m
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	go srv.Serve(ln)
+	log.Info("key server metrics listening", "address", ln.Addr().String())
+	return func() { srv.Close() }, nil
 }

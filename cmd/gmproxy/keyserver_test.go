@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,6 +79,9 @@ tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
 keys:
   - {key: server_sign.key, cert: server_sign.crt}
   - {key: server_enc.key, cert: server_enc.crt}
+clients:
+  - {name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign, server_enc]}
+metrics_address: 127.0.0.1:0
 `)
 	if code, out, errs := ccRun("keyserver", "-c", ksFile, "-check"); code != 0 || !strings.Contains(out, "2 keys") {
 		t.Fatalf("keyserver -check: exit %d: %s%s", code, out, errs)
@@ -111,12 +117,36 @@ access_log: {path: "off"}
 			t.Errorf("get %v: body %q", args, out)
 		}
 	}
+	// The key server's metrics: operations by client, key and result.
+	m := regexp.MustCompile(`key server metrics listening.*address=(\S+)`).FindStringSubmatch(ks.stderr.String())
+	if m == nil {
+		t.Fatalf("no metrics listener in the log:\n%s", ks.stderr.String())
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`gmproxy_keyserver_operations_total{client="edge",key="server_sign",op="sign",result="ok"}`,
+		`gmproxy_keyserver_operations_total{client="edge",key="server_enc",op="decrypt",result="ok"}`,
+		`gmproxy_keyserver_operations_total{client="edge",key="server_enc",op="key_agreement",result="ok"}`,
+		`gmproxy_keyserver_operation_duration_seconds_count{op="sign"}`,
+		`gmproxy_keyserver_operations_in_flight{client="edge"} 0`,
+		`gmproxy_keyserver_connections_active`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
 
 	// SIGHUP reloads the keys: without the encryption key, TLCP fails and
 	// TLS 1.3-SM (signing key only) still works.
 	write(ksFile, `listen: 127.0.0.1:0
 tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
-keys: [{key: server_sign.key}]
+keys: [{key: server_sign.key, roles: [sign]}]
+clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
 `)
 	ks.sigs <- syscall.SIGHUP
 	waitFor(t, func() bool { return strings.Contains(ks.stderr.String(), "keys reloaded") })
@@ -131,7 +161,7 @@ keys: [{key: server_sign.key}]
 	if code := ks.stop(t); code != 0 {
 		t.Errorf("keyserver exit %d after SIGTERM:\n%s", code, ks.stderr.String())
 	}
-	if !strings.Contains(ks.stderr.String(), "shutdown complete") {
+	if log := ks.stderr.String(); !strings.Contains(log, "shutdown complete") || !strings.Contains(log, `msg="key server audit" client=edge key=server_sign`) {
 		t.Errorf("keyserver log:\n%s", ks.stderr.String())
 	}
 	if code := runGet([]string{"-tls13sm", "-CAfile", ca, "-connect", r.addr, "https://localhost/"}, &out, &errb); code == 0 {
@@ -166,7 +196,7 @@ func TestKeyServerUnixSocket(t *testing.T) {
 	}
 	sock := filepath.Join(dir, "ks.sock")
 	ksFile := filepath.Join(dir, "keyserver.yaml")
-	if err := os.WriteFile(ksFile, []byte("listen: unix:"+sock+"\nkeys: [{key: server_sign.key}, {key: server_enc.key}]\n"), 0o600); err != nil {
+	if err := os.WriteFile(ksFile, []byte("listen: unix:"+sock+"\nkeys: [{key: server_sign.key, roles: [sign]}, {key: server_enc.key, roles: [decrypt, key_agreement]}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ks := startKeyServerCmd(t, "-c", ksFile)

@@ -13,6 +13,7 @@ import (
 	"github.com/gmproxy/gmproxy/handshake"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/keyserver"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -225,7 +226,7 @@ type siteBuild struct {
 	cfg  *conf.Config
 	site *conf.Site
 	alpn []string
-	keys map[string]*handshake.KeyClient // key server clients by name
+	keys map[string]*keyserver.Client // key server clients by name
 }
 
 // Hooks filled in by the protocol and proxy integration files.
@@ -381,7 +382,7 @@ func handshakeLimits(l *conf.Listener) (maxHandshakes, maxConns int) {
 	return maxHandshakes, maxConns // 0 is unlimited for the handshake server
 }
 
-func buildSite(env *Env, off *handshake.Offload, keys map[string]*handshake.KeyClient, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
+func buildSite(env *Env, off *handshake.Offload, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {

@@ -23,8 +23,8 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/keyserver"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -72,18 +72,22 @@ func writeMTLS(t *testing.T, dir string) *tls.Config {
 // testKeyServer is a key server on loopback holding the test PKI's server
 // sign and enc keys.
 type testKeyServer struct {
-	ks   *handshake.KeyServer
+	ks   *keyserver.Server
 	addr string
 }
 
+// startKeyServer serves the keys to writeMTLS's client certificate.
 func startKeyServer(t *testing.T, srvTLS *tls.Config) *testKeyServer {
 	t.Helper()
 	p := testPKI(t)
-	ks := &handshake.KeyServer{}
-	for _, k := range []any{p.ServerSign.Key, p.ServerEnc.Key} {
-		if _, err := ks.AddKey(k.(*sm2.PrivateKey)); err != nil {
-			t.Fatal(err)
-		}
+	ks := &keyserver.Server{}
+	err := ks.SetPolicy(&keyserver.Policy{
+		Keys: []keyserver.Key{{Name: "sign", Private: p.ServerSign.Key.(*sm2.PrivateKey), Roles: keyserver.RoleSign},
+			{Name: "enc", Private: p.ServerEnc.Key.(*sm2.PrivateKey), Roles: keyserver.RoleDecrypt | keyserver.RoleKeyAgreement}},
+		Clients: []keyserver.Grant{{Name: "edge", Subject: "CN=gmproxy.test", Keys: []string{"sign", "enc"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", srvTLS)
 	if err != nil {
@@ -97,12 +101,12 @@ func startKeyServer(t *testing.T, srvTLS *tls.Config) *testKeyServer {
 // remoteKeyConfig writes the test PKI and a configuration whose TLCP sign
 // and enc keys (and so the TLS 1.3-SM key) live on the key server at
 // ksAddr, and loads it through conf like gmproxy run does.
-func remoteKeyConfig(t *testing.T, dir, ksAddr, backend, timeout string) *conf.Config {
+func remoteKeyConfig(t *testing.T, dir, ksAddrs, backend, timeout string) *conf.Config {
 	t.Helper()
 	yaml := `listeners: [{address: "127.0.0.1:0", handshake_timeout: 10s}]
 key_servers:
   - name: vault
-    address: ` + ksAddr + `
+    addresses: [` + ksAddrs + `]
     cert: client.crt
     key: client.key
     ca: mtls_ca.crt
@@ -245,6 +249,17 @@ func TestRemoteKeys(t *testing.T) {
 	ks1.ks.Shutdown(context.Background())
 	fetchAll("after reload to key server 2")
 
+	// Two addresses: with one of them killed, every handshake still
+	// succeeds on the other.
+	ks3 := startKeyServer(t, srvTLS)
+	td.setConfig(remoteKeyConfig(t, dir, ks3.addr+", "+ks2.addr, b.Listener.Addr().String(), "2s"))
+	if err := td.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	fetchAll("two key servers")
+	ks3.ks.Close()
+	fetchAll("one of two key servers killed")
+
 	// Key server down: connection refused.
 	ks2.ks.Shutdown(context.Background())
 	failures := func(step string) {
@@ -370,7 +385,7 @@ func TestKeyClientsAcrossReloads(t *testing.T) {
 	if a[0].refs != 0 || env.keyClients["vault"] != c[0] {
 		t.Errorf("old client refs %d; current replaced", a[0].refs)
 	}
-	if c[0].c.Timeout != time.Second || c[0].c.MaxConns != conf.DefaultKeyServerMaxInFlight {
-		t.Errorf("client settings: timeout %v, max conns %d", c[0].c.Timeout, c[0].c.MaxConns)
+	if c[0].c.Timeout != time.Second || c[0].c.MaxInFlight != conf.DefaultKeyServerMaxInFlight || c[0].c.Conns != conf.DefaultKeyServerPoolSize {
+		t.Errorf("client settings: timeout %v, max in flight %d, conns %d", c[0].c.Timeout, c[0].c.MaxInFlight, c[0].c.Conns)
 	}
 }

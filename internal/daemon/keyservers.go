@@ -17,12 +17,13 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/keyserver"
 )
 
 // Remote key servers: every key_servers entry of a configuration becomes a
-// handshake.KeyClient (a small pool of mutual-TLS or Unix-socket
-// connections); site keys that name it become handshake.RemoteKeys behind
+// keyserver.Client (multiplexed mutual-TLS or Unix-socket connections to
+// each of its addresses, with failover); site keys that name it become handshake.RemoteKeys behind
 // the offload engine. Clients live in the Env so that a reload that keeps
 // a key server's settings keeps its connections; one whose settings
 // changed gets a new client, and the old one closes when the last
@@ -32,7 +33,7 @@ import (
 // using it.
 type keyClient struct {
 	cfg  conf.KeyServer
-	c    *handshake.KeyClient
+	c    *keyserver.Client
 	refs int
 }
 
@@ -54,13 +55,21 @@ func (e *Env) acquireKeyClients(cfg *conf.Config) []*keyClient {
 			if kc != nil && kc.refs == 0 {
 				kc.c.Close()
 			}
-			kc = &keyClient{cfg: ks, c: newKeyClient(&ks)}
+			kc = &keyClient{cfg: ks, c: newKeyClient(&ks, e.logger())}
 			e.keyClients[ks.Name] = kc
 		}
 		kc.refs++
 		out = append(out, kc)
 	}
 	return out
+}
+
+// logger returns the Env's logger (slog's default before Build sets it).
+func (e *Env) logger() *slog.Logger {
+	if e.Logger == nil {
+		return slog.Default()
+	}
+	return e.Logger
 }
 
 // releaseKeyClients drops a generation's use of its key clients; a client
@@ -91,8 +100,8 @@ func (e *Env) closeKeyClients() {
 // settings and the same loaded certificates and keys.
 func sameKeyServer(a, b *conf.KeyServer) bool {
 	ma, mb := &a.Material, &b.Material
-	if a.Name != b.Name || ma.Network != mb.Network || ma.Addr != mb.Addr || ma.ServerName != mb.ServerName ||
-		a.ConnectTimeout != b.ConnectTimeout || a.Timeout != b.Timeout || a.PoolSize != b.PoolSize || a.MaxInFlight != b.MaxInFlight {
+	if a.Name != b.Name || !slices.Equal(ma.Endpoints, mb.Endpoints) || a.ConnectTimeout != b.ConnectTimeout || a.Timeout != b.Timeout ||
+		a.PoolSize != b.PoolSize || a.MaxInFlight != b.MaxInFlight || a.HealthCheckInterval != b.HealthCheckInterval {
 		return false
 	}
 	if (ma.ClientCert == nil) != (mb.ClientCert == nil) || (ma.RootCAs == nil) != (mb.RootCAs == nil) {
@@ -114,38 +123,34 @@ func sameKeyServer(a, b *conf.KeyServer) bool {
 }
 
 // newKeyClient returns the client of one key_servers entry.
-func newKeyClient(ks *conf.KeyServer) *handshake.KeyClient {
+func newKeyClient(ks *conf.KeyServer, log *slog.Logger) *keyserver.Client {
 	m := ks.Material
 	connect := durOr(ks.ConnectTimeout, conf.DefaultKeyServerConnectTimeout)
-	var dial func(ctx context.Context) (net.Conn, error)
-	if m.Network == "unix" {
-		dial = func(ctx context.Context) (net.Conn, error) {
+	c := &keyserver.Client{
+		Conns:          ks.PoolSize,
+		MaxInFlight:    ks.MaxInFlight,
+		Timeout:        durOr(ks.Timeout, conf.DefaultKeyServerTimeout),
+		HealthInterval: durOr(ks.HealthCheckInterval, conf.DefaultKeyServerHealthInterval),
+		Logger:         log.With("key_server", ks.Name),
+	}
+	for _, e := range m.Endpoints {
+		var d interface {
+			DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+		} = &net.Dialer{}
+		if e.Network == "tcp" {
+			tc := &tls.Config{RootCAs: m.RootCAs, ServerName: e.ServerName, MinVersion: tls.VersionTLS13}
+			if m.ClientCert != nil {
+				tc.Certificates = []tls.Certificate{*m.ClientCert}
+			}
+			d = &tls.Dialer{Config: tc}
+		}
+		c.Endpoints = append(c.Endpoints, keyserver.Endpoint{Address: e.Addr, Dial: func(ctx context.Context) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(ctx, connect)
 			defer cancel()
-			return (&net.Dialer{}).DialContext(ctx, "unix", m.Addr)
-		}
-	} else {
-		tc := &tls.Config{RootCAs: m.RootCAs, ServerName: m.ServerName, MinVersion: tls.VersionTLS13}
-		if m.ClientCert != nil {
-			tc.Certificates = []tls.Certificate{*m.ClientCert}
-		}
-		d := &tls.Dialer{Config: tc}
-		dial = func(ctx context.Context) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, connect)
-			defer cancel()
-			return d.DialContext(ctx, "tcp", m.Addr)
-		}
+			return d.DialContext(ctx, e.Network, e.Addr)
+		}})
 	}
-	pool := ks.PoolSize
-	if pool == 0 {
-		pool = -1 // KeyClient: 0 means its default; the config's 0 keeps none
-	}
-	return &handshake.KeyClient{
-		Dial:     dial,
-		MaxIdle:  pool,
-		MaxConns: ks.MaxInFlight,
-		Timeout:  durOr(ks.Timeout, conf.DefaultKeyServerTimeout),
-	}
+	return c
 }
 
 // siteKey returns the private key of kp for the handshake stacks: a
@@ -163,12 +168,12 @@ func (b *siteBuild) siteKey(kp *conf.KeyPair) (crypto.Signer, error) {
 	if !ok {
 		return nil, fmt.Errorf("key server %q: the certificate's key is %T, not SM2", ref.KeyServer, ref.PublicKey)
 	}
-	return handshake.NewRemoteKey(kc, pub)
+	return keyserver.NewRemoteKey(kc, pub)
 }
 
 // keyClientMap indexes kcs by key server name.
-func keyClientMap(kcs []*keyClient) map[string]*handshake.KeyClient {
-	m := make(map[string]*handshake.KeyClient, len(kcs))
+func keyClientMap(kcs []*keyClient) map[string]*keyserver.Client {
+	m := make(map[string]*keyserver.Client, len(kcs))
 	for _, kc := range kcs {
 		m[kc.cfg.Name] = kc.c
 	}
@@ -183,7 +188,7 @@ func keyClientMap(kcs []*keyClient) map[string]*handshake.KeyClient {
 // encrypted to them. The probes bypass the offload engine, so they do not
 // appear in the key-operation metrics. The returned stop cancels the
 // probes and waits for them (the generation's Close).
-func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*handshake.KeyClient) (stop func()) {
+func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*keyserver.Client) (stop func()) {
 	type probe struct {
 		site, role string
 		kp         *conf.KeyPair
@@ -222,7 +227,7 @@ func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*handsh
 	return func() { cancel(); <-done }
 }
 
-func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *handshake.KeyClient) error {
+func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *keyserver.Client) error {
 	if kc == nil {
 		return errors.New("key server not configured")
 	}
@@ -230,7 +235,7 @@ func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *handshake.
 	if !ok {
 		return errors.New("not an SM2 certificate")
 	}
-	rk, err := handshake.NewRemoteKey(kc, pub)
+	rk, err := keyserver.NewRemoteKey(kc, pub)
 	if err != nil {
 		return err
 	}
@@ -253,7 +258,7 @@ func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *handshake.
 		}
 		return nil
 	}
-	sig, err := rk.SignContext(ctx, rand.Reader, secret, sm2.DefaultSM2SignerOpts)
+	sig, err := rk.SignContext(ctx, rand.Reader, secret, smkey.DefaultSM2SignerOpts)
 	if err != nil {
 		return err
 	}

@@ -46,13 +46,18 @@ type KeyAgreement interface {
 	SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey, peerStatic, peerEphemeral *ecdh.PublicKey, responder bool, keyLen int, uid, peerUID []byte) ([]byte, error)
 }
 
-// Sign calls SignContext when k implements ContextSigner, else k.Sign.
+// Sign calls SignContext when k implements ContextSigner, else k.Sign; a
+// signer that is not a ContextSigner is given gmsm's option in place of
+// an *SM2SignerOpts.
 func Sign(ctx context.Context, k crypto.Signer, rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	if cs, ok := k.(ContextSigner); ok {
 		return cs.SignContext(ctx, rand, digest, opts)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if o, ok := opts.(*SM2SignerOpts); ok {
+		opts = o.GMSM()
 	}
 	return k.Sign(rand, digest, opts)
 }

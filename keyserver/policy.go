@@ -1,0 +1,281 @@
+package keyserver
+
+import (
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+)
+
+// Roles, identities and limits: what keeps the key server from being an
+// oracle for anyone holding a client certificate.
+
+// Role is a set of operations a key may run.
+type Role uint8
+
+// Roles. A TLCP signing key is RoleSign (TLS 1.3-SM uses the same key);
+// a TLCP encryption key is RoleDecrypt (ECC suites) and RoleKeyAgreement
+// (ECDHE suites).
+const (
+	RoleSign Role = 1 << iota
+	RoleDecrypt
+	RoleKeyAgreement
+)
+
+// RoleNames are the configuration names of the roles, in bit order.
+var RoleNames = []string{"sign", "decrypt", "key_agreement"}
+
+// ParseRole returns the role named name (one of RoleNames).
+func ParseRole(name string) (Role, bool) {
+	for i, n := range RoleNames {
+		if n == name {
+			return Role(1) << i, true
+		}
+	}
+	return 0, false
+}
+
+func (r Role) String() string {
+	var names []string
+	for i, n := range RoleNames {
+		if r&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// allows reports whether r includes op.
+func (r Role) allows(op Op) bool {
+	switch op {
+	case OpSign:
+		return r&RoleSign != 0
+	case OpDecrypt:
+		return r&RoleDecrypt != 0
+	case OpKeyAgreement:
+		return r&RoleKeyAgreement != 0
+	}
+	return false
+}
+
+// Key is a served key.
+type Key struct {
+	// Name identifies the key in allow-lists, logs and metrics.
+	Name string
+	// Private is the key.
+	Private *sm2.PrivateKey
+	// Roles are the operations it may run; operations outside them are
+	// refused with CodeWrongRole.
+	Roles Role
+}
+
+// DefaultLimits are the limits of a client that sets none (gmproxy
+// keyserver's clients[] defaults and its Unix-socket client).
+var DefaultLimits = Limits{Rate: 10000, Burst: 1000, MaxInFlight: 256}
+
+// Limits bound what one client may ask.
+type Limits struct {
+	// Rate is the sustained operations per second; 0 means unlimited.
+	Rate float64
+	// Burst is the operations allowed at once above Rate (at least 1 when
+	// Rate is set).
+	Burst int
+	// MaxInFlight bounds the client's operations in progress, over all its
+	// connections; 0 means unlimited.
+	MaxInFlight int
+}
+
+// Grant is a client identity allowed to use some keys.
+type Grant struct {
+	// Name identifies the client in logs and metrics.
+	Name string
+	// Subject matches the certificate subject, in the RFC 2253 form of
+	// crypto/x509's pkix.Name.String (for example "CN=edge-1,O=Example").
+	Subject string
+	// SPKISHA256 matches the SHA-256 of the certificate's
+	// SubjectPublicKeyInfo. A grant sets Subject or SPKISHA256 (or both:
+	// then both must match).
+	SPKISHA256 []byte
+	// Keys are the names of the keys it may use.
+	Keys []string
+	Limits
+}
+
+// Policy is what the server serves and to whom.
+type Policy struct {
+	Keys []Key
+	// Clients are the identities allowed on TLS connections; a TLS peer
+	// matching none is refused.
+	Clients []Grant
+	// Local is the client of connections without TLS (Unix sockets, which
+	// file permissions protect); nil refuses them.
+	Local *Grant
+}
+
+// SPKIHash returns the SHA-256 of cert's SubjectPublicKeyInfo, as matched
+// by Client.SPKISHA256.
+func SPKIHash(cert *x509.Certificate) [32]byte {
+	return sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+}
+
+// policy is a compiled Policy.
+type policy struct {
+	keys    map[[32]byte]*servedKey
+	clients []*clientPolicy
+	local   *clientPolicy
+}
+
+type servedKey struct {
+	Key
+	id [32]byte
+}
+
+type clientPolicy struct {
+	Grant
+	spki  string // hex, "" when not matched
+	allow map[*servedKey]bool
+	state *clientState
+}
+
+func compilePolicy(p *Policy, states map[string]*clientState) (*policy, error) {
+	cp := &policy{keys: map[[32]byte]*servedKey{}}
+	byName := map[string]*servedKey{}
+	for _, k := range p.Keys {
+		if k.Private == nil {
+			return nil, fmt.Errorf("key %q: no private key", k.Name)
+		}
+		id, err := KeyID(k.Private.Public())
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", k.Name, err)
+		}
+		sk := &servedKey{Key: k, id: id}
+		if _, dup := byName[k.Name]; dup {
+			return nil, fmt.Errorf("key name %q used twice", k.Name)
+		}
+		byName[k.Name] = sk
+		cp.keys[id] = sk
+	}
+	compile := func(c *Grant) (*clientPolicy, error) {
+		if c.Name == "" {
+			return nil, errors.New("client without a name")
+		}
+		ccp := &clientPolicy{Grant: *c, allow: map[*servedKey]bool{}}
+		if len(c.SPKISHA256) > 0 {
+			ccp.spki = hex.EncodeToString(c.SPKISHA256)
+		}
+		for _, n := range c.Keys {
+			sk := byName[n]
+			if sk == nil {
+				return nil, fmt.Errorf("client %q: unknown key %q", c.Name, n)
+			}
+			ccp.allow[sk] = true
+		}
+		st := states[c.Name]
+		if st == nil {
+			st = &clientState{name: c.Name}
+			states[c.Name] = st
+		}
+		st.setLimits(c.Limits)
+		ccp.state = st
+		return ccp, nil
+	}
+	for i := range p.Clients {
+		c := &p.Clients[i]
+		if c.Subject == "" && len(c.SPKISHA256) == 0 {
+			return nil, fmt.Errorf("client %q: no subject or SPKI hash to match", c.Name)
+		}
+		ccp, err := compile(c)
+		if err != nil {
+			return nil, err
+		}
+		cp.clients = append(cp.clients, ccp)
+	}
+	if p.Local != nil {
+		ccp, err := compile(p.Local)
+		if err != nil {
+			return nil, err
+		}
+		cp.local = ccp
+	}
+	return cp, nil
+}
+
+// identify returns the client of a connection whose peer presented
+// cert (nil: no TLS), or nil when none matches.
+func (p *policy) identify(cert *x509.Certificate) *clientPolicy {
+	if cert == nil {
+		return p.local
+	}
+	subject := cert.Subject.String()
+	h := SPKIHash(cert)
+	spki := hex.EncodeToString(h[:])
+	for _, c := range p.clients {
+		if (c.Subject == "" || c.Subject == subject) && (c.spki == "" || c.spki == spki) {
+			return c
+		}
+	}
+	return nil
+}
+
+// peerName describes cert for the log of a refused connection.
+func peerName(cert *x509.Certificate) string {
+	h := SPKIHash(cert)
+	return fmt.Sprintf("subject %q, spki_sha256 %s", cert.Subject.String(), hex.EncodeToString(h[:]))
+}
+
+// clientState is a client's rate limiter and in-flight count; it
+// outlives policy changes that keep the client's name.
+type clientState struct {
+	name     string
+	inFlight atomic.Int64
+
+	mu     sync.Mutex
+	limits Limits
+	tokens float64
+	last   time.Time
+}
+
+func (s *clientState) setLimits(l Limits) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Rate > 0 && l.Burst < 1 {
+		l.Burst = 1
+	}
+	if s.limits != l {
+		s.limits = l
+		s.tokens, s.last = float64(l.Burst), time.Time{}
+	}
+}
+
+// admit takes a token and an in-flight slot for one operation; release
+// gives the slot back. The code is CodeOK or the refusal.
+func (s *clientState) admit(now time.Time) Code {
+	s.mu.Lock()
+	l := s.limits
+	if l.Rate > 0 {
+		if !s.last.IsZero() {
+			s.tokens = min(float64(l.Burst), s.tokens+now.Sub(s.last).Seconds()*l.Rate)
+		}
+		s.last = now
+		if s.tokens < 1 {
+			s.mu.Unlock()
+			return CodeRateLimited
+		}
+		s.tokens--
+	}
+	s.mu.Unlock()
+	if n := s.inFlight.Add(1); l.MaxInFlight > 0 && n > int64(l.MaxInFlight) {
+		s.inFlight.Add(-1)
+		return CodeBusy
+	}
+	return CodeOK
+}
+
+func (s *clientState) release() { s.inFlight.Add(-1) }

@@ -1,0 +1,94 @@
+package keyserver
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"errors"
+	"io"
+
+	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+// RemoteKey is an SM2 private key held by a key server.
+type RemoteKey struct {
+	client *Client
+	id     [32]byte
+	pub    *ecdsa.PublicKey
+}
+
+// NewRemoteKey returns the key of the key server whose public key is pub
+// (typically taken from the certificate).
+func NewRemoteKey(c *Client, pub *ecdsa.PublicKey) (*RemoteKey, error) {
+	id, err := KeyID(pub)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteKey{client: c, id: id, pub: pub}, nil
+}
+
+var (
+	_ smkey.ContextSigner    = (*RemoteKey)(nil)
+	_ smkey.ContextDecrypter = (*RemoteKey)(nil)
+	_ smkey.KeyAgreement     = (*RemoteKey)(nil)
+)
+
+// Public implements crypto.Signer.
+func (k *RemoteKey) Public() crypto.PublicKey { return k.pub }
+
+// KeyLocation implements handshake.KeyLocator: handshake.KeyRemote.
+func (k *RemoteKey) KeyLocation() string { return handshake.KeyRemote }
+
+// ID returns the key's identifier in the protocol.
+func (k *RemoteKey) ID() [32]byte { return k.id }
+
+// Sign implements crypto.Signer.
+func (k *RemoteKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	return k.SignContext(context.Background(), rand, digest, opts)
+}
+
+var errGMSMOption = errors.New("key server: sm2.SM2SignerOption cannot be read; pass smkey.SM2SignerOpts (a message) or crypto.Hash(0) (a digest)")
+
+// SignContext implements smkey.ContextSigner. With *smkey.SM2SignerOpts
+// the digest e = SM3(Z_A || msg) is computed here with the option's ID;
+// otherwise digest must already be the 32-byte e.
+func (k *RemoteKey) SignContext(ctx context.Context, _ io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	e := digest
+	switch o := opts.(type) {
+	case *smkey.SM2SignerOpts:
+		var err error
+		if e, err = sm2.CalculateSM2Hash(k.pub, digest, o.UID()); err != nil {
+			return nil, err
+		}
+	case *sm2.SM2SignerOption:
+		return nil, errGMSMOption
+	}
+	return k.client.call(ctx, OpSign, k.id[:], e)
+}
+
+// Decrypt implements crypto.Decrypter.
+func (k *RemoteKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	return k.DecryptContext(context.Background(), rand, msg, opts)
+}
+
+// DecryptContext implements smkey.ContextDecrypter (ASN.1 ciphertexts,
+// the TLCP encoding; opts must be nil).
+func (k *RemoteKey) DecryptContext(ctx context.Context, _ io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	if opts != nil {
+		return nil, errors.New("key server: only default SM2 decryption options are supported")
+	}
+	return k.client.call(ctx, OpDecrypt, k.id[:], msg)
+}
+
+// SM2KeyAgree implements smkey.KeyAgreement.
+func (k *RemoteKey) SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey, peerStatic, peerEphemeral *ecdh.PublicKey, responder bool, keyLen int, uid, peerUID []byte) ([]byte, error) {
+	if ephemeral == nil || peerStatic == nil || peerEphemeral == nil || keyLen <= 0 || keyLen > maxKeyAgreementLen || len(uid) > maxKeyAgreementLen || len(peerUID) > maxKeyAgreementLen {
+		return nil, errors.New("key server: bad key agreement arguments")
+	}
+	a := &keyAgreementArgs{eph: ephemeral, peerStatic: peerStatic, peerEph: peerEphemeral, responder: responder, keyLen: keyLen, uid: uid, peerUID: peerUID}
+	return k.client.call(ctx, OpKeyAgreement, k.id[:], appendKeyAgreement(make([]byte, 0, 32+65+65+1+2+4+len(uid)+len(peerUID)), a))
+}

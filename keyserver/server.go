@@ -1,0 +1,530 @@
+package keyserver
+
+import (
+	"bufio"
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/sm3"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
+)
+
+// Defaults of the Server's limits.
+const (
+	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultMaxConns         = 1024
+	DefaultAuditInterval    = time.Minute
+	writeTimeout            = 10 * time.Second
+)
+
+// Refusal reasons reported to Observer.Refused.
+const (
+	RefusedLimit     = "limit"     // MaxConns reached
+	RefusedHandshake = "handshake" // TLS handshake or greeting failed or timed out
+	RefusedVersion   = "version"   // the peer speaks another protocol version
+	RefusedIdentity  = "identity"  // the peer's certificate is in no allow-list entry
+)
+
+// RefusedReasons lists the refusal reasons (a bounded label set).
+var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity}
+
+// Observer receives the server's events (package metrics implements it).
+// Methods are called concurrently and must not block.
+type Observer interface {
+	// Operation reports a finished operation of client on key (key is
+	// "unknown" for a key ID the server does not hold) with its result (a
+	// Code name) and the time it ran.
+	Operation(client, key, op, result string, d time.Duration)
+	// InFlight reports a change of client's operations in progress.
+	InFlight(client string, delta int)
+	// Conns reports a connection opened (+1) or closed (-1).
+	Conns(delta int)
+	// Refused reports a connection refused before any operation.
+	Refused(reason string)
+}
+
+// Server answers key-server requests.
+type Server struct {
+	// Logger receives refused connections (warn), the audit lines (info)
+	// and failed connections (debug). nil: none.
+	Logger *slog.Logger
+	// Observer receives the metrics events (nil: none).
+	Observer Observer
+	// IdleTimeout closes a connection with no request for this long
+	// (default DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds the TLS handshake and the greeting of a new
+	// connection (default DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// MaxConns bounds open connections; beyond it new ones are closed at
+	// once (default DefaultMaxConns).
+	MaxConns int
+	// AuditInterval is the period of the audit lines (default
+	// DefaultAuditInterval).
+	AuditInterval time.Duration
+
+	policy atomic.Pointer[policy]
+	smu    sync.Mutex
+	states map[string]*clientState
+
+	audit audit
+	// runHook, when set (tests), runs before each admitted operation.
+	runHook func(op Op, payload []byte)
+
+	cmu       sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	closing   bool
+	done      chan struct{} // closed by Shutdown
+	wg        sync.WaitGroup
+}
+
+// SetPolicy replaces the served keys and the allowed clients (a reload);
+// operations in progress finish under the policy they started with.
+// Clients keep their rate-limit and in-flight state across calls.
+func (s *Server) SetPolicy(p *Policy) error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if s.states == nil {
+		s.states = map[string]*clientState{}
+	}
+	cp, err := compilePolicy(p, s.states)
+	if err != nil {
+		return err
+	}
+	s.policy.Store(cp)
+	return nil
+}
+
+// Len returns the number of keys served.
+func (s *Server) Len() int {
+	if p := s.policy.Load(); p != nil {
+		return len(p.keys)
+	}
+	return 0
+}
+
+// Serve accepts connections on ln until it is closed (or Shutdown). ln
+// yields *tls.Conn (tls.NewListener; the server runs their handshakes
+// with HandshakeTimeout and identifies clients by their certificates) or
+// plain connections (Unix sockets: the Policy's Local client).
+func (s *Server) Serve(ln net.Listener) error {
+	if !s.addListener(ln) {
+		ln.Close()
+		return nil
+	}
+	defer func() {
+		s.cmu.Lock()
+		delete(s.listeners, ln)
+		s.cmu.Unlock()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		switch s.track(c) {
+		case trackClosing:
+			c.Close()
+			continue
+		case trackFull:
+			c.Close()
+			s.refused(RefusedLimit, c, "too many connections")
+			continue
+		}
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(c)
+			s.serveConn(c)
+		}()
+	}
+}
+
+func (s *Server) addListener(ln net.Listener) bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.closing {
+		return false
+	}
+	if s.listeners == nil {
+		s.listeners = map[net.Listener]struct{}{}
+		s.done = make(chan struct{})
+		go s.audit.run(s)
+	}
+	s.listeners[ln] = struct{}{}
+	return true
+}
+
+const (
+	trackOK = iota
+	trackClosing
+	trackFull
+)
+
+func (s *Server) track(c net.Conn) int {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.closing {
+		return trackClosing
+	}
+	if len(s.conns) >= orDefault(s.MaxConns, DefaultMaxConns) {
+		return trackFull
+	}
+	if s.conns == nil {
+		s.conns = map[net.Conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	if s.Observer != nil {
+		s.Observer.Conns(1)
+	}
+	return trackOK
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.cmu.Lock()
+	delete(s.conns, c)
+	s.cmu.Unlock()
+	if s.Observer != nil {
+		s.Observer.Conns(-1)
+	}
+}
+
+func orDefault[T int | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// Shutdown stops accepting and reading requests, lets the operations in
+// progress answer and closes every connection; when ctx ends first, the
+// remaining connections are closed at once and ctx's error is returned.
+// The counts not yet audited are logged.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.cmu.Lock()
+	s.stopAccepting()
+	for c := range s.conns {
+		// Wakes the connection's read: it stops taking requests.
+		c.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.cmu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.closeConns()
+		<-done
+		err = ctx.Err()
+	}
+	s.audit.flush(s)
+	return err
+}
+
+// Close closes the listeners and every connection at once, as a crash
+// would (tests of the clients' failover use it).
+func (s *Server) Close() {
+	s.cmu.Lock()
+	s.stopAccepting()
+	s.cmu.Unlock()
+	s.closeConns()
+	s.wg.Wait()
+}
+
+// stopAccepting marks the server closing and closes its listeners; s.cmu
+// is held.
+func (s *Server) stopAccepting() {
+	if !s.closing {
+		s.closing = true
+		if s.done != nil {
+			close(s.done)
+		}
+	}
+	for ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+func (s *Server) closeConns() {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return s.closing
+}
+
+func (s *Server) refused(reason string, c net.Conn, detail string) {
+	if s.Observer != nil {
+		s.Observer.Refused(reason)
+	}
+	if s.Logger != nil {
+		lvl := slog.LevelWarn
+		if reason == RefusedHandshake {
+			lvl = slog.LevelDebug // scanners and health checks of load balancers
+		}
+		s.Logger.Log(context.Background(), lvl, "key server connection refused", "reason", reason, "remote", c.RemoteAddr().String(), "detail", detail)
+	}
+}
+
+// greet runs the TLS handshake and the greeting within HandshakeTimeout
+// and returns the connection's client, or nil after refusing it.
+func (s *Server) greet(c net.Conn, br *bufio.Reader) *clientPolicy {
+	deadline := time.Now().Add(orDefault(s.HandshakeTimeout, DefaultHandshakeTimeout))
+	c.SetDeadline(deadline)
+	var cert *x509.Certificate
+	if tc, ok := c.(*tls.Conn); ok {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.refused(RefusedHandshake, c, err.Error())
+			return nil
+		}
+		certs := tc.ConnectionState().PeerCertificates
+		if len(certs) == 0 {
+			s.refused(RefusedIdentity, c, "no client certificate")
+			return nil
+		}
+		cert = certs[0]
+	}
+	v, _, err := readHello(br)
+	switch {
+	case errors.Is(err, errV1):
+		c.Write(appendV1Error(nil, fmt.Sprintf("key server protocol version %d: this client speaks version 1; upgrade gmproxy to the key server's release", Version)))
+		s.refused(RefusedVersion, c, "protocol version 1 client")
+		return nil
+	case err != nil:
+		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
+		return nil
+	}
+	if _, err := c.Write(appendHello(nil, Version)); err != nil {
+		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
+		return nil
+	}
+	if v != Version {
+		s.refused(RefusedVersion, c, fmt.Sprintf("client speaks protocol version %d, server %d", v, Version))
+		return nil
+	}
+	p := s.policy.Load()
+	var cp *clientPolicy
+	if p != nil {
+		cp = p.identify(cert)
+	}
+	if cp == nil {
+		who := "a connection without TLS"
+		if cert != nil {
+			who = peerName(cert)
+		}
+		w := newFrameWriter(c, writeTimeout)
+		w.write(0, byte(CodeForbidden), []byte("client identity not in the key server's allow-list"), nil)
+		s.refused(RefusedIdentity, c, who)
+		return nil
+	}
+	c.SetDeadline(time.Time{})
+	return cp
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 16<<10)
+	cp := s.greet(c, br)
+	if cp == nil {
+		return
+	}
+	client := cp.Name
+	fr := &frameReader{br: br}
+	w := newFrameWriter(c, writeTimeout)
+	var ops sync.WaitGroup
+	defer ops.Wait()
+	idle := orDefault(s.IdleTimeout, DefaultIdleTimeout)
+	for {
+		c.SetReadDeadline(time.Now().Add(idle))
+		if s.isClosing() {
+			return
+		}
+		id, typ, body, err := fr.next()
+		if err != nil {
+			if s.Logger != nil && !isEOF(err) {
+				s.Logger.Debug("key server connection closed", "client", client, "remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		if id == 0 {
+			return // IDs start at 1: a confused peer
+		}
+		// The policy may have changed since the greeting: use the current
+		// one's entry for this client (dropped clients lose access).
+		p := s.policy.Load()
+		cp = p.client(cp)
+		if cp == nil {
+			w.write(id, byte(CodeForbidden), []byte("client removed from the allow-list"), nil)
+			return
+		}
+		r := s.admit(p, cp, Op(typ), body)
+		if r.code != CodeOK {
+			s.finish(client, r, 0)
+			w.write(id, byte(r.code), []byte(r.detail), nil)
+			continue
+		}
+		if r.op == OpPing {
+			w.write(id, byte(CodeOK), nil, nil)
+			continue
+		}
+		ops.Add(1)
+		if s.Observer != nil {
+			s.Observer.InFlight(client, 1)
+		}
+		go func() {
+			defer ops.Done()
+			if s.runHook != nil {
+				s.runHook(r.op, r.payload)
+			}
+			start := time.Now()
+			out, err := r.run()
+			cp.state.release()
+			if s.Observer != nil {
+				s.Observer.InFlight(client, -1)
+			}
+			switch {
+			case errors.Is(err, errMalformedKA):
+				r.code, r.detail = CodeMalformed, err.Error()
+			case err != nil:
+				r.code, r.detail = CodeFailed, err.Error()
+			}
+			s.finish(client, r, time.Since(start))
+			if r.code != CodeOK {
+				w.write(id, byte(r.code), []byte(r.detail), nil)
+				return
+			}
+			w.write(id, byte(CodeOK), out, nil)
+		}()
+	}
+}
+
+func isEOF(err error) bool {
+	var ne net.Error
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// client returns the entry of the current policy for the client cp of
+// an older one (the same pointer when the policy did not change).
+func (p *policy) client(cp *clientPolicy) *clientPolicy {
+	if p.local != nil && (p.local == cp || p.local.Name == cp.Name) {
+		return p.local
+	}
+	for _, c := range p.clients {
+		if c == cp || (c.Name == cp.Name && c.Subject == cp.Subject && c.spki == cp.spki) {
+			return c
+		}
+	}
+	return nil
+}
+
+// request is an admitted (or refused) request.
+type request struct {
+	op      Op
+	key     *servedKey
+	keyName string
+	payload []byte
+	code    Code
+	detail  string
+}
+
+// admit parses a request and applies the policy: known operation and key,
+// the client's allow-list, the key's role, then the client's limits.
+func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request {
+	r := request{op: op, keyName: "unknown"}
+	refuse := func(c Code, detail string) request { r.code, r.detail = c, detail; return r }
+	switch op {
+	case OpPing:
+		if len(body) != 0 {
+			return refuse(CodeMalformed, "ping has no body")
+		}
+		return r
+	case OpSign, OpDecrypt, OpKeyAgreement:
+	default:
+		r.op = 0
+		return refuse(CodeUnknownOp, fmt.Sprintf("operation %d", op))
+	}
+	if len(body) < 32 {
+		return refuse(CodeMalformed, "short request")
+	}
+	var id [32]byte
+	copy(id[:], body)
+	r.payload = body[32:]
+	r.key = p.keys[id]
+	if r.key == nil {
+		return refuse(CodeUnknownKey, "no key with this ID")
+	}
+	r.keyName = r.key.Name
+	if !cp.allow[r.key] {
+		return refuse(CodeForbidden, "client "+cp.Name+" may not use key "+r.key.Name)
+	}
+	if !r.key.Roles.allows(op) {
+		return refuse(CodeWrongRole, "key "+r.key.Name+" has role "+r.key.Roles.String()+", not "+op.String())
+	}
+	if c := cp.state.admit(time.Now()); c != CodeOK {
+		return refuse(c, "client "+cp.Name)
+	}
+	return r
+}
+
+// run performs an admitted operation.
+func (r *request) run() ([]byte, error) {
+	k := r.key.Private
+	switch r.op {
+	case OpSign:
+		if len(r.payload) != sm3.Size {
+			return nil, errors.New("sign: digest must be 32 bytes")
+		}
+		// Not an SM2 signer option: gmsm signs the payload as the digest e.
+		return k.Sign(nil, r.payload, crypto.Hash(0))
+	case OpDecrypt:
+		return k.Decrypt(nil, r.payload, nil)
+	default:
+		a, err := parseKeyAgreement(r.payload)
+		if err != nil {
+			return nil, err
+		}
+		return smkey.LocalKeyAgreement{Key: k}.SM2KeyAgree(context.Background(), a.eph, a.peerStatic, a.peerEph, a.responder, a.keyLen, a.uid, a.peerUID)
+	}
+}
+
+// finish reports an operation to the observer and the audit.
+func (s *Server) finish(client string, r request, d time.Duration) {
+	if r.op == 0 || r.op == OpPing {
+		return
+	}
+	if s.Observer != nil {
+		s.Observer.Operation(client, r.keyName, r.op.String(), r.code.String(), d)
+	}
+	s.audit.count(client, r.keyName, r.op, r.code)
+}

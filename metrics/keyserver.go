@@ -1,0 +1,107 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gmproxy/gmproxy/keyserver"
+)
+
+// KeyServer holds the metrics of gmproxy keyserver, served on its
+// metrics_address:
+//
+//	gmproxy_keyserver_operations_total           counter   {client, key, op, result}
+//	gmproxy_keyserver_operation_duration_seconds histogram {op}
+//	gmproxy_keyserver_operations_in_flight       gauge     {client}
+//	gmproxy_keyserver_connections_active         gauge
+//	gmproxy_keyserver_connections_refused_total  counter   {reason}
+//
+// plus the go_* and process_* collectors. client and key are the names of
+// the key server's configuration (at most 256 each, then "other"); key is
+// "unknown" for a key ID the server does not hold; op is sign, decrypt or
+// key_agreement; result is ok or an error code name (keyserver.Results);
+// the duration covers the operation itself, not refused requests; reason
+// is one of keyserver.RefusedReasons.
+type KeyServer struct {
+	gatherer      prometheus.Gatherer
+	clients, keys *admitter
+
+	ops      *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight *prometheus.GaugeVec
+	conns    prometheus.Gauge
+	refused  *prometheus.CounterVec
+}
+
+var _ keyserver.Observer = (*KeyServer)(nil)
+
+var (
+	keyServerResults = set(keyserver.Results()...)
+	keyServerRefused = set(keyserver.RefusedReasons...)
+)
+
+// NewKeyServer creates the key server's collectors on a private registry.
+func NewKeyServer() (*KeyServer, error) {
+	reg := prometheus.NewRegistry()
+	m := &KeyServer{
+		gatherer: reg,
+		clients:  newAdmitter(maxSites),
+		keys:     newAdmitter(maxSites),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "operations_total",
+			Help: "Key operations answered, by client, key, operation and result."}, []string{"client", "key", "op", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "operation_duration_seconds",
+			Help: "Time to run an admitted key operation.", Buckets: KeyOpBuckets}, []string{"op"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "operations_in_flight",
+			Help: "Key operations in progress, by client."}, []string{"client"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "connections_active",
+			Help: "Open client connections."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "connections_refused_total",
+			Help: "Connections refused before any operation, by reason."}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.ops, m.duration, m.inFlight, m.conns, m.refused,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Gatherer returns the registry (tests).
+func (m *KeyServer) Gatherer() prometheus.Gatherer { return m.gatherer }
+
+// Handler serves GET /metrics.
+func (m *KeyServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4}))
+	return mux
+}
+
+// Operation implements keyserver.Observer.
+func (m *KeyServer) Operation(client, key, op, result string, d time.Duration) {
+	op, result = fixed(keyOps, op), fixed(keyServerResults, result)
+	if key != "unknown" {
+		key = m.keys.label(key)
+	}
+	m.ops.WithLabelValues(m.clients.label(client), key, op, result).Inc()
+	if result == "ok" || d > 0 {
+		m.duration.WithLabelValues(op).Observe(d.Seconds())
+	}
+}
+
+// InFlight implements keyserver.Observer.
+func (m *KeyServer) InFlight(client string, delta int) {
+	m.inFlight.WithLabelValues(m.clients.label(client)).Add(float64(delta))
+}
+
+// Conns implements keyserver.Observer.
+func (m *KeyServer) Conns(delta int) { m.conns.Add(float64(delta)) }
+
+// Refused implements keyserver.Observer.
+func (m *KeyServer) Refused(reason string) {
+	m.refused.WithLabelValues(fixed(keyServerRefused, reason)).Inc()
+}
