@@ -163,11 +163,11 @@ func (c *Client) call(ctx context.Context, op Op, keyID []byte, payload []byte) 
 			return out, err
 		}
 		last = err
-		if ctx.Err() != nil {
+		if expired(ctx) {
 			break
 		}
 	}
-	if ctx.Err() != nil {
+	if expired(ctx) {
 		what := "waiting for the answer"
 		if errors.Is(last, errDial) {
 			what = "connecting"
@@ -175,6 +175,13 @@ func (c *Client) call(ctx context.Context, op Op, keyID []byte, payload []byte) 
 		return nil, c.ctxErr(parent, ctx, what)
 	}
 	return nil, last
+}
+
+// expired reports whether ctx is done or its deadline (also set on the
+// connections) has passed just before ctx noticed.
+func expired(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || (ok && !time.Now().Before(dl))
 }
 
 // failover reports whether an operation that failed with err may succeed

@@ -318,19 +318,20 @@ func (s *Server) greet(c net.Conn, br *bufio.Reader) *clientPolicy {
 	v, _, err := readHello(br)
 	switch {
 	case errors.Is(err, errV1):
-		c.Write(appendV1Error(nil, fmt.Sprintf("key server protocol version %d: this client speaks version 1; upgrade gmproxy to the key server's release", Version)))
 		s.refused(RefusedVersion, c, "protocol version 1 client")
+		c.Write(appendV1Error(nil, fmt.Sprintf("key server protocol version %d: this client speaks version 1; upgrade gmproxy to the key server's release", Version)))
 		return nil
 	case err != nil:
 		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
 		return nil
 	}
-	if _, err := c.Write(appendHello(nil, Version)); err != nil {
-		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
-		return nil
-	}
 	if v != Version {
 		s.refused(RefusedVersion, c, fmt.Sprintf("client speaks protocol version %d, server %d", v, Version))
+		c.Write(appendHello(nil, Version))
+		return nil
+	}
+	if _, err := c.Write(appendHello(nil, Version)); err != nil {
+		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
 		return nil
 	}
 	p := s.policy.Load()
@@ -343,9 +344,9 @@ func (s *Server) greet(c net.Conn, br *bufio.Reader) *clientPolicy {
 		if cert != nil {
 			who = peerName(cert)
 		}
+		s.refused(RefusedIdentity, c, who)
 		w := newFrameWriter(c, writeTimeout)
 		w.write(0, byte(CodeForbidden), []byte("client identity not in the key server's allow-list"), nil)
-		s.refused(RefusedIdentity, c, who)
 		return nil
 	}
 	c.SetDeadline(time.Time{})
@@ -402,6 +403,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if s.Observer != nil {
 			s.Observer.InFlight(client, 1)
 		}
+		state := cp.state
 		go func() {
 			defer ops.Done()
 			if s.runHook != nil {
@@ -409,7 +411,7 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			start := time.Now()
 			out, err := r.run()
-			cp.state.release()
+			state.release()
 			if s.Observer != nil {
 				s.Observer.InFlight(client, -1)
 			}

@@ -1,0 +1,265 @@
+package keyserver
+
+import (
+	"bufio"
+	"context"
+	"crypto"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+)
+
+// TestPipelining: one connection carries many operations at once and the
+// answers come back out of order: the slow half of the operations is held
+// on the server until the fast half has been answered.
+func TestPipelining(t *testing.T) {
+	const n = 64
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	release := make(chan struct{})
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.Observer = obs
+		s.runHook = func(_ Op, digest []byte) {
+			if digest[0] == 1 { // slow
+				<-release
+			}
+		}
+	})
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns = 1
+	rk := remote(t, kc, keys[0])
+	ctx := context.Background()
+	var fastDone sync.WaitGroup
+	var order []int
+	var mu sync.Mutex
+	errc := make(chan error, n)
+	for i := range n {
+		slow := i%2 == 0 // slow ones are sent first in each pair
+		if !slow {
+			fastDone.Add(1)
+		}
+		go func() {
+			digest := make([]byte, 32)
+			if slow {
+				digest[0] = 1
+			}
+			digest[1] = byte(i)
+			sig, err := rk.SignContext(ctx, nil, digest, crypto.Hash(0))
+			if err == nil && !sm2.VerifyASN1(&keys[0].Private.PublicKey, digest, sig) {
+				err = errors.New("signature does not verify")
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if !slow {
+				fastDone.Done()
+			}
+			errc <- err
+		}()
+	}
+	// Every fast operation is answered while the slow ones wait on the
+	// server: answers out of order, all on one connection.
+	fastDone.Wait()
+	if got := obs.get(func(r *recObserver) int { return r.inFlight["edge"] }); got != n/2 {
+		t.Errorf("%d operations in flight on the server while the fast ones are done, want %d", got, n/2)
+	}
+	close(release)
+	for range n {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	for j, i := range order[:n/2] {
+		if i%2 == 0 {
+			t.Fatalf("answer %d was slow operation %d", j, i)
+		}
+	}
+	if c := obs.get(func(r *recObserver) int { return r.conns }); c != 1 {
+		t.Errorf("%d connections, want 1", c)
+	}
+	if m := obs.get(func(r *recObserver) int { return r.maxIn["edge"] }); m < n/2+1 {
+		t.Errorf("at most %d operations in flight at once", m)
+	}
+}
+
+// TestFailover: a client with two addresses keeps working when one key
+// server is killed during a run: 0 failed operations, and the dead one is
+// marked down.
+func TestFailover(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	pol := &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}
+	a, b := startServer(t, pki, pol, nil), startServer(t, pki, pol, nil)
+	kc := newClient(t, cliTLS, a.addr, b.addr)
+	kc.HealthInterval = 50 * time.Millisecond
+	rk := remote(t, kc, keys[0])
+	ctx := context.Background()
+	var ops, failed atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := rk.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+					failed.Add(1)
+					t.Errorf("operation failed: %v", err)
+				}
+				ops.Add(1)
+			}
+		}()
+	}
+	eventually(t, "operations before the kill", func() bool { return ops.Load() > 200 })
+	a.s.Close() // killed: connections and listener gone at once
+	before := ops.Load()
+	eventually(t, "operations after the kill", func() bool { return ops.Load() > before+500 })
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d operations failed", failed.Load(), ops.Load())
+	}
+	eventually(t, "killed address marked down", func() bool { h := kc.Healthy(); return !h[a.addr] && h[b.addr] })
+}
+
+// TestFailoverDown: with both addresses down the operation fails with the
+// connection error (not a hang), and succeeds again when one comes back.
+func TestTimeoutAndStaleConnection(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+
+	// Silent: completes mutual TLS, then reads and never answers.
+	hole, err := tls.Listen("tcp", "127.0.0.1:0", pki.server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(io.Discard, c) }()
+		}
+	}()
+	silent := newClient(t, cliTLS, hole.Addr().String())
+	silent.Timeout = 200 * time.Millisecond
+	rk := remote(t, silent, keys[0])
+	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), nil); !errors.Is(err, ErrTimeout) {
+		t.Errorf("silent key server: err = %v, want ErrTimeout", err)
+	}
+	// The caller's own deadline is reported as such.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = rk.SignContext(ctx, nil, make([]byte, 32), nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
+		t.Errorf("caller deadline: err = %v", err)
+	}
+
+	// Stale connection: the server closes it between operations (as its
+	// idle timeout does); the next operation reconnects without failing.
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.IdleTimeout = 50 * time.Millisecond })
+	var dials atomic.Int32
+	e := tlsEndpoint(cliTLS, ks.addr)
+	dial := e.Dial
+	e.Dial = func(ctx context.Context) (net.Conn, error) { dials.Add(1); return dial(ctx) }
+	kc := &Client{Endpoints: []Endpoint{e}, Conns: 1, Timeout: 5 * time.Second, HealthInterval: time.Hour}
+	defer kc.Close()
+	rk = remote(t, kc, keys[0])
+	for i := 0; i < 3; i++ {
+		if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), nil); err != nil {
+			t.Fatalf("operation %d after the server closed the idle connection: %v", i, err)
+		}
+		want := int32(i + 1)
+		eventually(t, "idle connection closed", func() bool {
+			kc.eps[0].mu.Lock()
+			defer kc.eps[0].mu.Unlock()
+			return dials.Load() == want && kc.eps[0].conns[0].isDead()
+		})
+	}
+}
+
+// TestVersionMismatch: a version-1 client gets a version-1 error that
+// names the versions; this client, facing a version-1 or a version-3
+// server, returns ErrVersion naming both.
+func TestVersionMismatch(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Observer = obs })
+
+	// A version-1 client: uint32 length || op || key ID || digest.
+	c, err := tls.Dial("tcp", ks.addr, cliTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	id, _ := KeyID(keys[0].Private.Public())
+	req := binary.BigEndian.AppendUint32(nil, 1+32+32)
+	req = append(append(append(req, byte(OpSign)), id[:]...), make([]byte, 32)...)
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var h [4]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		t.Fatalf("version-1 client got no answer: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(h[:]))
+	if _, err := io.ReadFull(c, body); err != nil || body[0] != 1 || !strings.Contains(string(body), "version 2") || !strings.Contains(string(body), "version 1") {
+		t.Errorf("version-1 client: %q %v", body, err)
+	}
+	if obs.get(func(r *recObserver) int { return r.refused[RefusedVersion] }) != 1 {
+		t.Error("version refusal not reported")
+	}
+
+	// Servers of other versions.
+	for _, srv := range []struct {
+		name   string
+		answer []byte
+		want   string
+	}{
+		{"version 1", appendV1Error(nil, "short request"), "protocol version 1"},
+		{"version 3", appendHello(nil, 3), "protocol version 3, this gmproxy version 2"},
+	} {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", pki.server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			readHello(bufio.NewReader(c))
+			c.Write(srv.answer)
+			io.Copy(io.Discard, c)
+		}()
+		_, err = remote(t, newClient(t, cliTLS, ln.Addr().String()), keys[0]).SignContext(context.Background(), nil, make([]byte, 32), nil)
+		ln.Close()
+		if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), srv.want) {
+			t.Errorf("%s server: err = %v", srv.name, err)
+		}
+	}
+}
