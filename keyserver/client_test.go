@@ -233,6 +233,26 @@ func TestVersionMismatch(t *testing.T) {
 		t.Error("version refusal not reported")
 	}
 
+	// A client of version 3: the server answers its own version and
+	// closes the connection.
+	c3, err := tls.Dial("tcp", ks.addr, cliTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	c3.SetDeadline(time.Now().Add(20 * time.Second))
+	c3.Write(appendHello(nil, 3))
+	br := bufio.NewReader(c3)
+	if v, _, err := readHello(br); err != nil || v != Version {
+		t.Errorf("version-3 client: server hello %d, %v", v, err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("version-3 client: connection not closed after the hello: %v", err)
+	}
+	if n := obs.get(func(r *recObserver) int { return r.refused[RefusedVersion] }); n != 2 {
+		t.Errorf("%d version refusals reported, want 2", n)
+	}
+
 	// Servers of other versions.
 	for _, srv := range []struct {
 		name   string

@@ -5,9 +5,9 @@ import (
 	"crypto"
 	"crypto/rand"
 	"errors"
+	"net"
 	"os"
 	"strings"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -257,4 +257,3 @@ func TestConnectionBound(t *testing.T) {
 		t.Errorf("held connection: %v", err)
 	}
 }
-

@@ -1,0 +1,83 @@
+package keyserver
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/ecdh"
+)
+
+// FuzzRequest feeds request frames (type || body) to the server's
+// admission and operations: no panic, and only the known codes.
+func FuzzRequest(f *testing.F) {
+	keys := testKeys(f)
+	s := &Server{}
+	if err := s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}); err != nil {
+		f.Fatal(err)
+	}
+	sid, _ := KeyID(keys[0].Private.Public())
+	eid, _ := KeyID(keys[1].Private.Public())
+	f.Add(append(append([]byte{byte(OpSign)}, sid[:]...), make([]byte, 32)...))
+	ka := append([]byte{byte(OpKeyAgreement)}, eid[:]...)
+	eph, _ := ecdh.P256().GenerateKey(rand.Reader)
+	ka = append(ka, eph.Bytes()...)
+	ka = append(ka, eph.PublicKey().Bytes()...)
+	ka = append(ka, eph.PublicKey().Bytes()...)
+	ka = append(ka, 0, 0, 48, 0, 0, 0, 1, 'x')
+	f.Add(ka)
+	f.Add(append([]byte{byte(OpDecrypt)}, eid[:]...))
+	f.Add([]byte{byte(OpPing)})
+	f.Fuzz(func(t *testing.T, req []byte) {
+		if len(req) == 0 {
+			return
+		}
+		p := s.policy.Load()
+		r := s.admit(p, p.clients[0], Op(req[0]), req[1:])
+		if r.code == CodeOK && r.op != OpPing {
+			r.run()
+			p.clients[0].state.release()
+		}
+		if int(r.code) >= len(codeNames) {
+			t.Fatalf("code %d", r.code)
+		}
+	})
+}
+
+// FuzzFrames feeds a byte stream to the greeting and frame readers: no
+// panic, bounded frames.
+func FuzzFrames(f *testing.F) {
+	f.Add(append(appendHello(nil, Version), 0, 0, 0, 5, 0, 0, 0, 1, 4))
+	f.Add(appendV1Error(nil, "x"))
+	f.Add(append(appendHello(nil, 3), 0xff, 0xff, 0xff, 0xff))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		br := bufio.NewReader(bytes.NewReader(stream))
+		if _, _, err := readHello(br); err != nil {
+			return
+		}
+		fr := &frameReader{br: br}
+		for range 1000 {
+			_, _, body, err := fr.next()
+			if err != nil {
+				return
+			}
+			if len(body) > MaxFrame {
+				t.Fatalf("body of %d bytes", len(body))
+			}
+		}
+	})
+}
+
+// TestFrameWriterBound: a frame over MaxFrame is refused, not sent.
+func TestFrameWriterBound(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	w := newFrameWriter(c1, time.Second)
+	if err := w.write(1, 0, make([]byte, MaxFrame), nil); err == nil {
+		t.Error("oversized frame written")
+	}
+}
