@@ -40,15 +40,11 @@ func TestPipelining(t *testing.T) {
 	kc.Conns = 1
 	rk := remote(t, kc, keys[0])
 	ctx := context.Background()
-	var fastDone sync.WaitGroup
 	var order []int
 	var mu sync.Mutex
 	errc := make(chan error, n)
-	for i := range n {
-		slow := i%2 == 0 // slow ones are sent first in each pair
-		if !slow {
-			fastDone.Add(1)
-		}
+	var fastDone sync.WaitGroup
+	start := func(i int, slow bool) {
 		go func() {
 			digest := make([]byte, 32)
 			if slow {
@@ -68,10 +64,20 @@ func TestPipelining(t *testing.T) {
 			errc <- err
 		}()
 	}
-	// Every fast operation is answered while the slow ones wait on the
-	// server: answers out of order, all on one connection.
+	// The slow half is sent first and held on the server...
+	for i := range n / 2 {
+		start(i, true)
+	}
+	inFlight := func() int { return obs.get(func(r *recObserver) int { return r.inFlight["edge"] }) }
+	eventually(t, "slow operations in flight", func() bool { return inFlight() == n/2 })
+	// ...then every fast operation sent after them is answered before
+	// them: answers out of order, on the same connection.
+	fastDone.Add(n / 2)
+	for i := n / 2; i < n; i++ {
+		start(i, false)
+	}
 	fastDone.Wait()
-	if got := obs.get(func(r *recObserver) int { return r.inFlight["edge"] }); got != n/2 {
+	if got := inFlight(); got != n/2 {
 		t.Errorf("%d operations in flight on the server while the fast ones are done, want %d", got, n/2)
 	}
 	close(release)
@@ -81,7 +87,7 @@ func TestPipelining(t *testing.T) {
 		}
 	}
 	for j, i := range order[:n/2] {
-		if i%2 == 0 {
+		if i < n/2 {
 			t.Fatalf("answer %d was slow operation %d", j, i)
 		}
 	}
