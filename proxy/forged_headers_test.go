@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +15,11 @@ import (
 	"github.com/gmproxy/gmproxy/handshake"
 )
 
-// forgeableHeaders are the request headers gmproxy sets or vouches for:
-// a client's copy must never reach a backend as sent. The list is the
-// header constants, not the stripping code's own list, so that a header
-// dropped from that list is still forged here.
+// forgeableHeaders are the request headers gmproxy sets (the exported
+// single source of truth) and Forwarded: a client's copy must never reach
+// a backend as sent.
 func forgeableHeaders() []string {
-	return []string{
-		HeaderForwardedFor, HeaderForwardedProto, HeaderForwardedHost, HeaderRealIP, "Forwarded",
-		HeaderSSLProtocol, HeaderSSLCipher, HeaderSSLReused,
-		HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,
-	}
+	return append(slices.Clone(SetRequestHeaders), HeaderForwarded)
 }
 
 // forgedValue is what the client claims in every forged header; it is an
