@@ -325,3 +325,24 @@ func TestFleetKeysSurviveAnEmptiedStore(t *testing.T) {
 		t.Fatal("the instances disagree on the encrypting key")
 	}
 }
+
+// TestFleetKeysRefuseAKeyMovedToAnotherEpoch: a sealed key copied under
+// another epoch's name (someone with write access to the store pinning an
+// old key as the newest) is refused.
+func TestFleetKeysRefuseAKeyMovedToAnotherEpoch(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	mem := NewMemory()
+	mem.SetClock(func() time.Time { return now })
+	f := newTestFleet(t, mem, 9, &now)
+	if err := f.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ep := f.epochOf(now)
+	old, _, _ := mem.Get(context.Background(), f.storeKey(ep))
+	later := now.Add(10 * time.Hour)
+	mem.Set(context.Background(), f.storeKey(f.epochOf(later)), old, time.Hour)
+	g := newTestFleet(t, mem, 9, &later)
+	if err := g.Refresh(context.Background()); !errors.Is(err, errWrap) {
+		t.Fatalf("a key moved to another epoch: refresh = %v; want errWrap", err)
+	}
+}
