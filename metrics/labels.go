@@ -65,7 +65,11 @@ var clientCertReasons = set(handshake.ClientCertReasons...)
 
 var versions = set(handshake.ProtoTLCP, handshake.ProtoTLS13SM, "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 
-var httpMethods = set("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI")
+// httpMethodOrder lists the method label values; its order indexes the
+// per-route request counters (reqcache.go).
+var httpMethodOrder = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"}
+
+var httpMethods = set(httpMethodOrder[:]...)
 
 // cipherNames is the known set of suite names: TLCP suites in the spellings
 // used by Tongsuo, GmSSL and the GB/T standard, the RFC 8998 suites, and

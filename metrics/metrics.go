@@ -119,6 +119,7 @@ var RequestBuckets = prometheus.ExponentialBuckets(1e-3, 2, 17)
 
 // Metrics holds gmproxy's collectors. It is safe for concurrent use.
 type Metrics struct {
+	cache    reqCache // request observers resolved once per site and route
 	reg      prometheus.Registerer
 	gatherer prometheus.Gatherer
 	ready    atomic.Bool
@@ -522,26 +523,26 @@ func (m *Metrics) StoreOp(op, result string, d time.Duration) {
 
 // RequestStarted implements proxy.Observer.
 func (m *Metrics) RequestStarted(site string) {
-	m.requestsInFlight.WithLabelValues(m.sites.label(site)).Inc()
+	m.inFlight(site).Inc()
 }
 
 // RequestDone implements proxy.Observer.
 func (m *Metrics) RequestDone(ev proxy.RequestEvent) {
-	site, route := m.sites.label(ev.Site), m.routes.label(ev.Route)
-	m.requestsInFlight.WithLabelValues(site).Dec()
-	m.requests.WithLabelValues(site, route, methodLabel(ev.Method), codeClass(ev.Status)).Inc()
-	m.requestDuration.WithLabelValues(site, route).Observe(ev.Duration.Seconds())
+	o := m.routeObserver(ev.Site, ev.Route)
+	o.inFlight.Dec()
+	m.count(o, ev.Method, ev.Status)
+	o.duration.Observe(ev.Duration.Seconds())
 	if ev.BytesIn > 0 {
-		m.httpBytes.WithLabelValues(site, "rx").Add(float64(ev.BytesIn))
+		o.rx.Add(float64(ev.BytesIn))
 	}
 	if ev.BytesOut > 0 {
-		m.httpBytes.WithLabelValues(site, "tx").Add(float64(ev.BytesOut))
+		o.tx.Add(float64(ev.BytesOut))
 	}
 	if ev.Upstream != "" {
-		up := m.upstreams.label(ev.Upstream)
-		m.upstreamDuration.WithLabelValues(up).Observe(ev.UpstreamDuration.Seconds())
+		u := m.upstreamObserver(ev.Upstream)
+		u.duration.Observe(ev.UpstreamDuration.Seconds())
 		if ev.UpstreamStatus != 0 {
-			m.upstreamStatus.WithLabelValues(up, codeClass(ev.UpstreamStatus)).Inc()
+			m.countStatus(u, ev.UpstreamStatus)
 		}
 	}
 }

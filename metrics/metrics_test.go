@@ -18,7 +18,7 @@ import (
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
-func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+func newTest(t testing.TB) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := New(reg)
@@ -492,5 +492,47 @@ func TestAdminMux(t *testing.T) {
 			t.Errorf("pprof=%v: /debug/pprof/ %d", pprof, code)
 		}
 		srv.Close()
+	}
+}
+
+// TestRequestObserversCached: the observers resolved once per site and
+// route count exactly like label lookups, whatever the method spelling.
+func TestRequestObserversCached(t *testing.T) {
+	m, reg := newTest(t)
+	for _, method := range []string{"GET", "get", "GET", "FOO", "POST"} {
+		m.RequestStarted("www")
+		m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: method, Status: 200, BytesOut: 10, Upstream: "up", UpstreamStatus: 200})
+	}
+	m.RequestStarted("www")
+	m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: "GET", Status: 503, Upstream: "up", UpstreamStatus: 503})
+	for i, tt := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.requests.WithLabelValues("www", "api", "GET", "2xx"), 3},
+		{m.requests.WithLabelValues("www", "api", "GET", "5xx"), 1},
+		{m.requests.WithLabelValues("www", "api", "POST", "2xx"), 1},
+		{m.requests.WithLabelValues("www", "api", Other, "2xx"), 1},
+		{m.requestsInFlight.WithLabelValues("www"), 0},
+		{m.httpBytes.WithLabelValues("www", "tx"), 50},
+		{m.upstreamStatus.WithLabelValues("up", "2xx"), 5},
+		{m.upstreamStatus.WithLabelValues("up", "5xx"), 1},
+	} {
+		if got := testutil.ToFloat64(tt.c); got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+	if n := histCount(t, reg, "gmproxy_upstream_response_seconds", map[string]string{"upstream": "up"}); n != 6 {
+		t.Errorf("upstream histogram count %d, want 6", n)
+	}
+}
+
+func BenchmarkRequestObservers(b *testing.B) {
+	m, _ := newTest(b)
+	ev := proxy.RequestEvent{Site: "www", Route: "api", Method: "GET", Status: 200, BytesOut: 1024, Upstream: "up"}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.RequestStarted("www")
+		m.RequestDone(ev)
 	}
 }
