@@ -20,6 +20,10 @@ func TestMain(m *testing.M) {
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
+	// Messages name files by absolute path too: make them machine independent.
+	if wd, err := os.Getwd(); err == nil {
+		got = bytes.ReplaceAll(got, []byte(wd), []byte("$PWD"))
+	}
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)

@@ -51,6 +51,8 @@ type Config struct {
 	Dir string `yaml:"-"`
 	// Warnings are the non-fatal problems found while loading.
 	Warnings Problems `yaml:"-"`
+	// decoded knows where each key stood in File (ProbeListeners).
+	decoded *decoder `yaml:"-"`
 	// TicketKeys are the keys read from sessions.ticket_key_file, newest
 	// first (nil when the file is not set).
 	TicketKeys []ticket.Key `yaml:"-"`

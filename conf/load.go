@@ -107,6 +107,7 @@ func check(name, dir string, data []byte) (*Config, Problems) {
 		return nil, d.probs
 	}
 	cfg.finish()
+	cfg.decoded = d
 	v := &validator{decoder: d, cfg: cfg, dir: dir, files: map[string]*loadedFile{}, now: now()}
 	v.validate()
 	d.probs.sort()

@@ -48,12 +48,12 @@ type loadedFile struct {
 	ok    bool
 }
 
-func (v *validator) posOf(path string) pos {
+func (d *decoder) posOf(path string) pos {
 	for p := path; p != ""; {
-		if ps, ok := v.valPos[p]; ok {
+		if ps, ok := d.valPos[p]; ok {
 			return ps
 		}
-		if ps, ok := v.keyPos[p]; ok {
+		if ps, ok := d.keyPos[p]; ok {
 			return ps
 		}
 		i := strings.LastIndexAny(p, ".[")
@@ -216,6 +216,7 @@ func (v *validator) validateListeners() {
 		siteNames[c.Sites[i].Name] = &c.Sites[i]
 	}
 	seen := map[string]int{}
+	byPort := map[string][]int{} // port → listeners on it
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		p := fmt.Sprintf("listeners[%d]", i)
@@ -223,7 +224,7 @@ func (v *validator) validateListeners() {
 			v.errf(p+".address", "add address: host:port", "listener has no address")
 		} else if v.hostPort(p+".address", l.Address, true) {
 			host, port, _ := net.SplitHostPort(l.Address)
-			if host == "" || host == "0.0.0.0" || host == "::" {
+			if wildcardHost(host) {
 				host = "*" // the wildcard addresses overlap
 			}
 			key := net.JoinHostPort(strings.ToLower(host), port)
@@ -231,6 +232,17 @@ func (v *validator) validateListeners() {
 				v.errf(p+".address", "remove one of them or change the port", "duplicate listener address %s (also listeners[%d])", l.Address, prev)
 			} else {
 				seen[key] = i
+				// A wildcard address and a specific one on the same port
+				// overlap: the second bind fails (EADDRINUSE).
+				for _, j := range byPort[port] {
+					oh, _, _ := net.SplitHostPort(c.Listeners[j].Address)
+					if wildcardHost(oh) != (host == "*") && port != "0" {
+						v.errf(p+".address", "listen on the wildcard address alone, or give each listener its own port",
+							"listener address %s overlaps listeners[%d] (%s): a wildcard address already covers every address on port %s", l.Address, j, c.Listeners[j].Address, port)
+						break
+					}
+				}
+				byPort[port] = append(byPort[port], i)
 			}
 		}
 		if len(l.Protocols) == 0 {
@@ -590,16 +602,31 @@ func (v *validator) password(kp KeyPassword, p string) ([]byte, bool) {
 	return nil, true
 }
 
+// wildcardHost reports whether host is an address that listens on every
+// interface.
+func wildcardHost(host string) bool { return host == "" || host == "0.0.0.0" || host == "::" }
+
+// errText says why a file could not be read, with the absolute path it was
+// looked for at and, for a permission problem, what to do.
 func errText(err error) string {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "no such file"
-	case errors.Is(err, fs.ErrPermission):
-		return "permission denied"
-	}
+	at := ""
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return pe.Err.Error()
+		abs, aerr := filepath.Abs(pe.Path)
+		if aerr != nil {
+			abs = pe.Path
+		}
+		at = " (" + abs + ")"
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file" + at
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied" + at + ": the file and every folder above it must be readable by the user gmproxy runs as " +
+			"(ls -l shows owner and mode; chown or chmod g+r, or run check as that user; under systemd DynamicUser pass keys with LoadCredential=)"
+	}
+	if pe != nil {
+		return pe.Err.Error() + at
 	}
 	return err.Error()
 }

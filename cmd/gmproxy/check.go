@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/gmproxy/gmproxy/conf"
 )
@@ -17,10 +18,11 @@ func init() {
 // 0 when the file is usable (warnings allowed), 1 when it has errors, 2 on
 // bad usage.
 func checkMain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", stderr, "usage: gmproxy check -c FILE [-dump] [-q]")
+	fs := newFlags("check", stderr, "usage: gmproxy check -c FILE [-dump] [-q] [-no-bind]   (also: gmproxy -t -c FILE)")
 	file := fs.String("c", "", "configuration `file` to test (YAML)")
 	dump := fs.Bool("dump", false, "on success also print the effective configuration (defaults filled in)")
 	quiet := fs.Bool("q", false, "print only errors (no warnings, no success line)")
+	noBind := fs.Bool("no-bind", false, "do not try to bind the listener addresses (on a machine other than the one that will run it)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -34,8 +36,14 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if abs, err := filepath.Abs(*file); err == nil && abs != *file {
+		defer fmt.Fprintf(stdout, "(configuration file: %s)\n", abs)
+	}
 
 	cfg, probs := conf.Check(*file)
+	if cfg != nil && !*noBind {
+		probs = append(probs, cfg.ProbeListeners()...)
+	}
 	for _, p := range probs {
 		if *quiet && p.Severity == conf.SeverityWarning {
 			continue

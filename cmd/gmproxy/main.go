@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand: run is given the arguments after its name.
@@ -54,10 +55,16 @@ func main() {
 
 func dispatch(args []string, stdout, stderr io.Writer) int {
 	name := defaultCommand
-	if len(args) > 0 {
+	switch {
+	case len(args) > 0 && args[0] == "-t":
+		// nginx's spelling: gmproxy -t -c FILE tests the configuration.
+		name, args = "check", args[1:]
+	case len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]):
+		// gmproxy -c FILE runs it.
+	case len(args) > 0:
 		name, args = args[0], args[1:]
 	}
-	if name == "help" || name == "-h" || name == "--help" {
+	if name == "help" || isHelp(name) {
 		usage(stdout)
 		return 0
 	}
@@ -69,6 +76,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	return cmd.run(args, stdout, stderr)
 }
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: gmproxy [command] [flags]   (no command: run the embedded development setup)")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -60,6 +61,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	adminAddr := fs.String("admin", "", "admin listener `address` (overrides the config's admin.address; \"off\" disables it)")
 	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
+	pidFile := fs.String("pid", "", "write the process ID to `file` while running (for gmproxy reload -pid)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -116,6 +118,13 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	}
 	slog.SetDefault(log)
 
+	if *pidFile != "" {
+		if err := os.WriteFile(*pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			fmt.Fprintf(stderr, "gmproxy run: pid file: %s\n", err)
+			return 1
+		}
+		defer os.Remove(*pidFile)
+	}
 	env := &daemon.Env{Logger: log}
 	var tel telemetry
 	if newTelemetry != nil {

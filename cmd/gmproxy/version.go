@@ -14,16 +14,38 @@ var version = "dev"
 
 func init() {
 	register("version", "print the version and build information", func(args []string, stdout, stderr io.Writer) int {
-		gmsm := "unknown"
+		gmsm, rev := "unknown", "unknown (not built from a git checkout)"
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, d := range bi.Deps {
 				if d.Path == "github.com/emmansun/gmsm" {
 					gmsm = d.Version
 				}
 			}
+			rev = vcsRevision(bi.Settings)
 		}
 		fmt.Fprintf(stdout, "gmproxy %s (%s, gmsm %s)\n", version, runtime.Version(), gmsm)
+		fmt.Fprintf(stdout, "revision: %s\n", rev)
 		fmt.Fprintf(stdout, "single-block SM4: %s\n", speed.DetectImpl().SM4Single)
 		return 0
 	})
+}
+
+// vcsRevision describes the commit the binary was built from, as the Go
+// toolchain records it (vcs.revision, vcs.time, vcs.modified).
+func vcsRevision(settings []debug.BuildSetting) string {
+	kv := map[string]string{}
+	for _, s := range settings {
+		kv[s.Key] = s.Value
+	}
+	rev := kv["vcs.revision"]
+	if rev == "" {
+		return "unknown (not built from a git checkout)"
+	}
+	if t := kv["vcs.time"]; t != "" {
+		rev += " " + t
+	}
+	if kv["vcs.modified"] == "true" {
+		rev += " (modified)"
+	}
+	return rev
 }

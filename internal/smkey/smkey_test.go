@@ -37,14 +37,18 @@ func TestLoadTongsuoAndGmSSLKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		enc, err := LoadPrivateKeyFile(pki(t, n+".gmssl.key.pem"), []byte("P@ssw0rd"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, ok1 := plain.(*sm2.PrivateKey)
-		e, ok2 := enc.(*sm2.PrivateKey)
-		if !ok1 || !ok2 || !p.Equal(e) {
-			t.Fatalf("%s: keys differ or are not SM2 (%T, %T)", n, plain, enc)
+		// GmSSL 3.3's form, and 3.1.1's, whose ECPrivateKey also carries the
+		// curve parameters and the public key.
+		for _, form := range []string{".gmssl.key.pem", ".gmssl311.key.pem"} {
+			enc, err := LoadPrivateKeyFile(pki(t, n+form), []byte("P@ssw0rd"))
+			if err != nil {
+				t.Fatalf("%s%s: %v", n, form, err)
+			}
+			p, ok1 := plain.(*sm2.PrivateKey)
+			e, ok2 := enc.(*sm2.PrivateKey)
+			if !ok1 || !ok2 || !p.Equal(e) {
+				t.Fatalf("%s%s: keys differ or are not SM2 (%T, %T)", n, form, plain, enc)
+			}
 		}
 		certs, err := LoadCertificatesFile(pki(t, n+".crt"))
 		if err != nil {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+)
+
+func init() {
+	register("reload", "ask a running gmproxy to reload its configuration (like nginx -s reload)", reloadMain)
+}
+
+// reloadMain asks a running gmproxy to reload: through the admin endpoint
+// (POST /reload), which answers whether the new configuration was taken,
+// or with SIGHUP to the process named by a pid file, which cannot tell.
+func reloadMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("reload", stderr,
+		"usage: gmproxy reload [-c FILE | -admin ADDR | -pid FILE]",
+		"  -c FILE reads the admin address from the configuration; -admin and -c report whether the",
+		"  new configuration was taken (exit 1 when refused); -pid only signals (the log says the outcome).")
+	file := fs.String("c", "", "configuration `file` of the running gmproxy: its admin address is used")
+	admin := fs.String("admin", "", "admin listener `address` (host:port) of the running gmproxy")
+	pidFile := fs.String("pid", "", "pid `file` written by gmproxy run -pid: send SIGHUP")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound for the reload request")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	switch {
+	case *pidFile != "":
+		return reloadByPID(*pidFile, stdout, stderr)
+	case *admin == "" && *file != "":
+		cfg, err := conf.Load(*file)
+		if err != nil {
+			reportUnusable(stderr, "reload", *file, err)
+			return 1
+		}
+		*admin = cfg.Admin.Address
+		if *admin == "" || *admin == "off" {
+			fmt.Fprintf(stderr, "gmproxy reload: %s has no admin listener; use -pid\n", *file)
+			return 2
+		}
+	case *admin == "":
+		fs.Usage()
+		return 2
+	}
+	return reloadByAdmin(*admin, *timeout, stdout, stderr)
+}
+
+func reloadByPID(file string, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy reload: %s\n", err)
+		return 1
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		fmt.Fprintf(stderr, "gmproxy reload: %s does not hold a process ID\n", file)
+		return 1
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		fmt.Fprintf(stderr, "gmproxy reload: signalling process %d: %s\n", pid, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "sent SIGHUP to gmproxy (pid %d); its log says whether the configuration was taken\n", pid)
+	return 0
+}
+
+func reloadByAdmin(addr string, timeout time.Duration, stdout, stderr io.Writer) int {
+	client := &http.Client{Timeout: timeout}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/reload", nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy reload: %s\n", err)
+		return 2
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy reload: %s\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "gmproxy reload: %s: %s", resp.Status, body)
+		return 1
+	}
+	stdout.Write(body)
+	return 0
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNginxSpellings: gmproxy -t -c FILE tests a configuration, and a
+// leading flag means run.
+func TestNginxSpellings(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"-t", "-c", filepath.Join("..", "..", "conf", "testdata", "bad", "listeners.yaml")}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "test failed") {
+		t.Errorf("-t on a bad file: exit %d\n%s", code, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := dispatch([]string{"-c", "/nonexistent/gmproxy.yaml"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "gmproxy run") {
+		t.Errorf("-c FILE did not run: exit %d\n%s", code, errb.String())
+	}
+}
+
+// TestCheckProbesListeners: check reports a listener address in use as a
+// warning at its place in the file, and a bad one as an error.
+func TestCheckProbesListeners(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gmproxy.yaml")
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
+	os.WriteFile(cfg, []byte("listeners:\n  - address: "+ln.Addr().String()+"\n    protocols: [tls]\nsites:\n  - name: s\n"+
+		"    tls: {cert: "+filepath.Join(pki, "server_ecdsa.crt")+", key: "+filepath.Join(pki, "server_ecdsa.key")+"}\n"+
+		"    routes: [{respond: {status: 204}}]\n"), 0o644)
+	var out, errb bytes.Buffer
+	dispatch([]string{"check", "-c", cfg}, &out, &errb)
+	if want := cfg + ":2:14: warning: listeners[0].address: cannot listen on " + ln.Addr().String(); !strings.Contains(errb.String(), want) {
+		t.Errorf("check output lacks %q:\n%s%s", want, errb.String(), out.String())
+	}
+	errb.Reset()
+	dispatch([]string{"check", "-no-bind", "-c", cfg}, &out, &errb)
+	if strings.Contains(errb.String(), "cannot listen") {
+		t.Errorf("-no-bind still probed:\n%s", errb.String())
+	}
+}
+
+// TestReloadCommand: gmproxy reload -pid signals the process in the pid
+// file; -admin reports a refused configuration with exit 1.
+func TestReloadCommand(t *testing.T) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	pidFile := filepath.Join(t.TempDir(), "gmproxy.pid")
+	os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"reload", "-pid", pidFile}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	select {
+	case <-hup:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no SIGHUP arrived")
+	}
+
+	dir := t.TempDir()
+	r := startRun(t, "-dev-dir", dir, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
+	out.Reset()
+	errb.Reset()
+	if code := dispatch([]string{"reload", "-admin", r.admin}, &out, &errb); code != 0 || !strings.Contains(out.String(), "reloaded") {
+		t.Errorf("reload via admin: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := closed.Addr().String()
+	closed.Close()
+	if code := dispatch([]string{"reload", "-admin", addr}, &out, &errb); code != 1 {
+		t.Errorf("reload of nothing: exit %d", code)
+	}
+}
+
+func TestVersionRevision(t *testing.T) {
+	got := vcsRevision([]debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-12-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}})
+	if got != "abc123 2026-12-01T00:00:00Z (modified)" {
+		t.Errorf("got %q", got)
+	}
+	var out bytes.Buffer
+	dispatch([]string{"version"}, &out, &out)
+	if !strings.Contains(out.String(), "revision: ") {
+		t.Errorf("version output lacks the revision:\n%s", out.String())
+	}
+}
