@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/gmproxy/gmproxy/conf"
 )
@@ -35,9 +34,6 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if *file == "" {
 		fs.Usage()
 		return 2
-	}
-	if abs, err := filepath.Abs(*file); err == nil && abs != *file {
-		defer fmt.Fprintf(stdout, "(configuration file: %s)\n", abs)
 	}
 
 	cfg, probs := conf.Check(*file)
