@@ -15,7 +15,9 @@ import (
 //     take the target out for Cooldown (upstreams.go);
 //   - active: a goroutine per upstream probes every target over the
 //     upstream's own transport (so TLCP backends are probed over TLCP);
-//     Fall consecutive failures mark it down, Rise successes mark it up.
+//     Fall consecutive failures mark it down, Rise successes mark it up,
+//     and one success that started after a passive trip ends that
+//     cool-down early.
 //
 // Every change of a target's combined state is logged and reported through
 // Observer.UpstreamHealth.
@@ -55,8 +57,10 @@ func (u *Upstream) activeLoop() {
 
 // probe runs one active check of t and updates its state.
 func (u *Upstream) probe(client *http.Client, t *Target) {
+	started := time.Now()
 	err := u.checkOnce(client, t)
 	if err == nil {
+		u.passedProbe(t, started)
 		t.failRun = 0
 		t.okRun++
 		if t.activeDn.Load() && t.okRun >= u.active.Rise {

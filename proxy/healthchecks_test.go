@@ -304,3 +304,57 @@ func TestUpstreamStatusAndConnectEvents(t *testing.T) {
 		t.Errorf("connect events %v, want a timed successful connect to busy and a failed one to dead", obs.connects)
 	}
 }
+
+// failingBackend answers 500 on /fail, 200 elsewhere (health checks
+// included).
+func failingBackend(t *testing.T) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fail" {
+			w.WriteHeader(500)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestActiveProbeEndsPassiveCooldown: a target taken out by passive checks
+// comes back as soon as an active probe passes, not after the (here one
+// hour) cool-down.
+func TestActiveProbeEndsPassiveCooldown(t *testing.T) {
+	b := failingBackend(t)
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: addrOf(b)}},
+			HealthCheck: HealthCheckConfig{
+				Passive: PassiveHealthConfig{MaxFails: 1, Cooldown: time.Hour, UnhealthyStatus: []int{500}},
+				Active:  ActiveHealthConfig{Path: "/healthz", Interval: 20 * time.Millisecond, Timeout: time.Second},
+			}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	if code, _, _ := get(t, testClient(t), f.url+"/fail"); code != 500 {
+		t.Fatalf("status %d", code)
+	}
+	obs.waitHealth(t, "app "+addrOf(b)+" down")
+	obs.waitHealth(t, "app "+addrOf(b)+" up")
+	if code, _, _ := get(t, testClient(t), f.url+"/"); code != 200 {
+		t.Errorf("after the probe passed: status %d", code)
+	}
+}
+
+// TestPassiveCooldownEndReported: the end of a passive cool-down is
+// reported when it comes (the upstream_target_healthy gauge follows)
+// without waiting for a request to notice it.
+func TestPassiveCooldownEndReported(t *testing.T) {
+	b := failingBackend(t)
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: addrOf(b)}},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, Cooldown: 100 * time.Millisecond, UnhealthyStatus: []int{500}}}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	get(t, testClient(t), f.url+"/fail")
+	obs.waitHealth(t, "app "+addrOf(b)+" down")
+	obs.waitHealth(t, "app "+addrOf(b)+" up") // no request in between
+}

@@ -225,6 +225,27 @@ func (u *Upstream) fail(t *Target, why string) {
 	if trip {
 		t.downUntil.Store(now + int64(u.passive.Cooldown))
 		u.reportState(t, "passive: "+strconv.Itoa(len(t.fails))+" failure(s) within "+u.passive.FailWindow.String()+", last: "+why)
+		// Report the end of the cool-down when it comes, not at the
+		// next request (a health gauge would otherwise stay at 0).
+		time.AfterFunc(u.passive.Cooldown, func() {
+			select {
+			case <-u.stopHealth: // this generation is gone
+			default:
+				t.Healthy()
+			}
+		})
+	}
+}
+
+// passedProbe ends a passive cool-down early: an active probe that
+// started after the target was taken out succeeded.
+func (u *Upstream) passedProbe(t *Target, started time.Time) {
+	d := t.downUntil.Load()
+	if d == 0 || started.UnixNano() < d-int64(u.passive.Cooldown) {
+		return
+	}
+	if t.downUntil.CompareAndSwap(d, 0) {
+		u.reportState(t, "active probe passed during the passive cool-down")
 	}
 }
 
