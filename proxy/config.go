@@ -92,6 +92,10 @@ type SiteConfig struct {
 	// Stream, when set, turns the site into TCP stream mode: after the
 	// handshake the connection is spliced to the upstream (no HTTP).
 	Stream *StreamConfig
+	// ClientAuth tells that the site's handshakes request or require
+	// client certificates. A request whose Host names another site than
+	// the handshake's gets 421 when either of them has ClientAuth.
+	ClientAuth bool
 }
 
 // RouteConfig matches requests and says what to do with them. Exactly one

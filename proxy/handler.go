@@ -36,6 +36,9 @@ type site struct {
 	certHdr bool
 	certPEM bool
 	stream  *streamSite
+	// clientAuth: the site's handshakes request or require client
+	// certificates.
+	clientAuth bool
 }
 
 type hostMode uint8
@@ -141,7 +144,7 @@ func (o *headerOps) names(k string) bool {
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
-	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM}
+	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM, clientAuth: sc.ClientAuth}
 	for _, n := range sc.ServerNames {
 		s.names = append(s.names, strings.ToLower(n))
 	}
@@ -365,6 +368,19 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.forward(rs, r, rt)
 	}
+}
+
+// misdirected answers 421 to a request whose Host names the site other
+// while the connection's handshake was made for s (Proxy.misdirectedHost).
+func (s *site) misdirected(w http.ResponseWriter, r *http.Request, other *site) {
+	rs := getReqState(w)
+	rs.start = time.Now()
+	rs.site = s
+	s.p.obs.RequestStarted(s.name)
+	defer s.finish(rs, r)
+	rs.ci = connInfoFrom(r.Context())
+	s.errorResponse(rs, r, http.StatusMisdirectedRequest, "this connection cannot serve that host; connect with its name",
+		"Host names site "+other.name+" on a connection made for site "+s.name+", and one of them authenticates clients")
 }
 
 // finish reports the request to the observer and the access log.

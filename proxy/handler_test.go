@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -362,5 +363,43 @@ func TestUnverifiedCertificateIsNoIdentity(t *testing.T) {
 		if v := h.Get(k); v != "" {
 			t.Errorf("%s %q derived from an unverified certificate", k, v)
 		}
+	}
+}
+
+// TestMisdirectedToClientAuthSite: a connection whose handshake chose one
+// site (by SNI, or the default without SNI) may not carry requests for
+// another configured site when either authenticates clients: the
+// certificate check (or its absence) was the first site's. 421 tells the
+// client to connect again with the right name.
+func TestMisdirectedToClientAuthSite(t *testing.T) {
+	e := echoBackend(t)
+	sites := func(secureAuth bool) []SiteConfig {
+		return []SiteConfig{
+			{Name: "open", ServerNames: []string{"open.test"}, Routes: []RouteConfig{{Upstream: "e"}}},
+			{Name: "secure", ServerNames: []string{"secure.test", "*.secure.test"}, ClientAuth: secureAuth, Routes: []RouteConfig{{Upstream: "e"}}},
+		}
+	}
+	for _, tc := range []struct {
+		connSite, host string
+		secureAuth     bool
+		want           int
+	}{
+		{"open", "secure.test", true, 421},
+		{"open", "api.secure.test:8443", true, 421},
+		{"open", "SECURE.test", true, 421},
+		{"secure", "open.test", true, 421},
+		{"open", "open.test", true, 200},
+		{"open", "unknown.test", true, 200},
+		{"secure", "secure.test", true, 200},
+		{"open", "secure.test", false, 200}, // no client auth anywhere: the handshake's site serves
+	} {
+		t.Run(fmt.Sprintf("%s/%s/auth=%v", tc.connSite, tc.host, tc.secureAuth), func(t *testing.T) {
+			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: sites(tc.secureAuth)}
+			f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: tc.connSite, Family: handshake.FamilyTLS, Protocol: "TLSv1.3"}})
+			code, body, _ := get(t, testClient(t), f.url+"/", "Host", tc.host)
+			if code != tc.want {
+				t.Errorf("status %d (%q), want %d", code, body, tc.want)
+			}
+		})
 	}
 }

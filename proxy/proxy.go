@@ -32,6 +32,8 @@ type Proxy struct {
 	upstreams   map[string]*Upstream
 	trustedNets []netip.Prefix
 	accessLog   *AccessLog
+	// anyClientAuth: some site has client authentication (misdirectedHost).
+	anyClientAuth bool
 	limits      LimitsConfig
 
 	h1      *http.Server
@@ -97,6 +99,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		}
 		p.sites = append(p.sites, s)
 		p.siteByName[s.name] = s
+		p.anyClientAuth = p.anyClientAuth || s.clientAuth
 	}
 	if cfg.AccessLog.Path != "" {
 		al, err := NewAccessLog(cfg.AccessLog)
@@ -186,28 +189,71 @@ func (p *Proxy) Handler(site string) http.Handler {
 
 // ServeHTTP dispatches to the site named by the connection's handshake
 // state, else the first site whose names match Host, else the first site.
+//
+// A request whose Host names another configured site than the one the
+// handshake chose gets 421 (Misdirected Request, RFC 9110 §15.5.20) when
+// either site has client authentication: the handshake checked (or did
+// not ask for) a client certificate under the first site's policy only.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.siteFor(r).ServeHTTP(w, r)
+	s, other := p.siteFor(r)
+	if other != nil {
+		s.misdirected(w, r, other)
+		return
+	}
+	s.ServeHTTP(w, r)
 }
 
-func (p *Proxy) siteFor(r *http.Request) *site {
+// siteFor returns the site that serves r, and the other site Host names
+// when r must be refused as misdirected (misdirectedHost).
+func (p *Proxy) siteFor(r *http.Request) (*site, *site) {
 	ci := connInfoFrom(r.Context())
 	if ci != nil && ci.state.Site != "" {
 		if s := p.siteByName[ci.state.Site]; s != nil {
-			return s
+			return s, p.misdirectedHost(s, r, ci)
 		}
 	}
 	if len(p.sites) > 1 {
-		host := reqHost(r, ci)
-		for _, s := range p.sites {
-			for _, n := range s.names {
-				if matchName(n, host) {
-					return s
-				}
-			}
+		if s := p.siteByHost(reqHost(r, ci)); s != nil {
+			return s, nil
 		}
 	}
-	return p.sites[0]
+	return p.sites[0], nil
+}
+
+// siteByHost returns the first site one of whose names matches host.
+func (p *Proxy) siteByHost(host string) *site {
+	for _, s := range p.sites {
+		if s.matchesHost(host) {
+			return s
+		}
+	}
+	return nil
+}
+
+func (s *site) matchesHost(host string) bool {
+	for _, n := range s.names {
+		if matchName(n, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// misdirectedHost returns the site r's Host names when it is not s, the
+// site of the connection's handshake, and either of them has client
+// authentication; else nil.
+func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
+	if !p.anyClientAuth || len(p.sites) < 2 {
+		return nil
+	}
+	host := reqHost(r, ci)
+	if s.matchesHost(host) {
+		return nil
+	}
+	if h := p.siteByHost(host); h != nil && h != s && (s.clientAuth || h.clientAuth) {
+		return h
+	}
+	return nil
 }
 
 // ServeConn serves an established client connection until it closes:

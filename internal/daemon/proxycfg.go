@@ -33,7 +33,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames}
+		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone}
 		for _, r := range s.Routes {
 			sc.TLSInfoHeaders = sc.TLSInfoHeaders || r.TLSInfoHeaders
 			sc.ClientCertHeaders = sc.ClientCertHeaders || r.ClientCertHeaders
