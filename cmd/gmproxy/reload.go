@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -25,8 +28,9 @@ func reloadMain(args []string, stdout, stderr io.Writer) int {
 		"usage: gmproxy reload [-c FILE | -admin ADDR | -pid FILE]",
 		"  -c FILE reads the admin address from the configuration; -admin and -c report whether the",
 		"  new configuration was taken (exit 1 when refused); -pid only signals (the log says the outcome).")
-	file := fs.String("c", "", "configuration `file` of the running gmproxy: its admin address is used")
-	admin := fs.String("admin", "", "admin listener `address` (host:port) of the running gmproxy")
+	file := fs.String("c", "", "configuration `file` of the running gmproxy: its admin control address (else admin address) and token file are used")
+	admin := fs.String("admin", "", "control `address` of the running gmproxy: host:port or unix:/path")
+	tokenFile := fs.String("token-file", "", "`file` holding the admin bearer token (admin.token_file)")
 	pidFile := fs.String("pid", "", "pid `file` written by gmproxy run -pid: send SIGHUP")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound for the reload request")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -41,16 +45,31 @@ func reloadMain(args []string, stdout, stderr io.Writer) int {
 			reportUnusable(stderr, "reload", *file, err)
 			return 1
 		}
-		*admin = cfg.Admin.Address
+		*admin = cfg.Admin.ControlAddress
+		if *admin == "" {
+			*admin = cfg.Admin.Address
+		}
 		if *admin == "" || *admin == "off" {
 			fmt.Fprintf(stderr, "gmproxy reload: %s has no admin listener; use -pid\n", *file)
 			return 2
+		}
+		if *tokenFile == "" {
+			*tokenFile = cfg.Resolve(cfg.Admin.TokenFile)
 		}
 	case *admin == "":
 		fs.Usage()
 		return 2
 	}
-	return reloadByAdmin(*admin, *timeout, stdout, stderr)
+	var token []byte
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "gmproxy reload: %s\n", err)
+			return 1
+		}
+		token = bytes.TrimSpace(b)
+	}
+	return reloadByAdmin(*admin, token, *timeout, stdout, stderr)
 }
 
 func reloadByPID(file string, stdout, stderr io.Writer) int {
@@ -72,12 +91,24 @@ func reloadByPID(file string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func reloadByAdmin(addr string, timeout time.Duration, stdout, stderr io.Writer) int {
+// reloadByAdmin posts /reload to addr (host:port, or unix:/path), with the
+// bearer token when there is one.
+func reloadByAdmin(addr string, token []byte, timeout time.Duration, stdout, stderr io.Writer) int {
 	client := &http.Client{Timeout: timeout}
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/reload", nil)
+	url := "http://" + addr + "/reload"
+	if path, ok := strings.CutPrefix(addr, conf.UnixPrefix); ok {
+		url = "http://localhost/reload"
+		client.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}
+	}
+	req, err := http.NewRequest(http.MethodPost, url, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy reload: %s\n", err)
 		return 2
+	}
+	if len(token) > 0 {
+		req.Header.Set("Authorization", "Bearer "+string(token))
 	}
 	resp, err := client.Do(req)
 	if err != nil {

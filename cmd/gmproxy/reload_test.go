@@ -99,3 +99,27 @@ func TestVersionRevision(t *testing.T) {
 		t.Errorf("version output lacks the revision:\n%s", out.String())
 	}
 }
+
+// TestReloadControlSocketAndToken: gmproxy reload -c FILE finds the control
+// address (a Unix socket here) and the token file in the configuration;
+// without the token the running gmproxy refuses.
+func TestReloadControlSocketAndToken(t *testing.T) {
+	dir := t.TempDir()
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
+	os.WriteFile(filepath.Join(dir, "token"), []byte("s3cret-token-value\n"), 0o600)
+	cfg := filepath.Join(dir, "gmproxy.yaml")
+	os.WriteFile(cfg, []byte("listeners:\n  - address: 127.0.0.1:0\n    protocols: [tls]\nsites:\n  - name: s\n"+
+		"    tls: {cert: "+filepath.Join(pki, "server_ecdsa.crt")+", key: "+filepath.Join(pki, "server_ecdsa.key")+"}\n"+
+		"    routes: [{respond: {status: 204}}]\n"+
+		"admin: {address: 127.0.0.1:0, control_address: \"unix:"+filepath.Join(dir, "ctl.sock")+"\", token_file: token}\n"), 0o600)
+	startRun(t, "-c", cfg)
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"reload", "-c", cfg}, &out, &errb); code != 0 || !strings.Contains(out.String(), "reloaded") {
+		t.Fatalf("reload -c: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	os.WriteFile(filepath.Join(dir, "wrong"), []byte("nope"), 0o600)
+	errb.Reset()
+	if code := dispatch([]string{"reload", "-admin", "unix:" + filepath.Join(dir, "ctl.sock"), "-token-file", filepath.Join(dir, "wrong")}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "401") {
+		t.Errorf("wrong token: exit %d: %s", code, errb.String())
+	}
+}
