@@ -424,8 +424,9 @@ func (l *loadRun) allStreaks(n int) bool {
 // testRedisDown: Redis stops during a load run in which every other
 // connection makes a new session and the next one must resume it (mostly
 // on another instance, so through Redis): no handshake fails (lookups that
-// cannot reach Redis become full handshakes), and resumption through Redis
-// comes back soon after Redis does.
+// cannot reach Redis become full handshakes), tickets keep resuming across
+// instances meanwhile, and resumption through Redis comes back soon after
+// Redis does.
 func (f *fleet) testRedisDown(t *testing.T) {
 	failedBefore := f.failedHandshakes()
 	l := f.startLoad("tlcp-session-id", 2, 5000, 2)
@@ -435,6 +436,23 @@ func (f *fleet) testRedisDown(t *testing.T) {
 	f.redis.Stop()
 	downAt, resumedAtDown, storeAtDown := l.conns.Load(), l.resumed.Load(), f.store.snapshot()
 	l.waitConns(t, 80)
+	// Tickets need no store round trip: the fleet keys are in memory, so
+	// TLCP tickets and TLS 1.3-SM PSKs still resume on every instance.
+	for _, kind := range []string{"tlcp-ticket", "tls13sm-psk"} {
+		mk, resumedN := f.clients()[kind], 0
+		for i := range 2 * fleetSize {
+			_, resumed, _, err := f.fetch(mk, "/r")
+			if err != nil {
+				t.Fatalf("%s with Redis down: %v", kind, err)
+			}
+			if resumed {
+				resumedN++
+			} else if i > 0 {
+				t.Errorf("%s with Redis down: connection %d did not resume", kind, i)
+			}
+		}
+		t.Logf("%s with Redis down: %d of %d reconnections resumed", kind, resumedN, 2*fleetSize-1)
+	}
 	back, backConns, resumedAtBack, storeAtBack := time.Now(), l.conns.Load(), l.resumed.Load(), f.store.snapshot()
 	f.redis.Restart()
 	// Every worker resuming its last 3 new sessions means sessions resume
