@@ -89,6 +89,26 @@ type Listener struct {
 	// further connections are refused at once. 0 means unlimited.
 	// Default 16384.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxHandshakesPerClient is the number of handshakes in progress at once
+	// from one client address: the address after PROXY protocol, IPv6
+	// addresses counted by /64. Further connections from that client are
+	// refused at once (metric reason max_handshakes_per_client), so that one
+	// address cannot take the listener's handshake slots from everyone
+	// else. 0 means unlimited. Default 64 (1/16 of the default
+	// max_handshakes).
+	MaxHandshakesPerClient int `yaml:"max_handshakes_per_client"`
+	// MaxConnectionsPerClient is the number of open connections from one
+	// client address (counted like max_handshakes_per_client); further
+	// connections from it are refused at once (metric reason
+	// max_connections_per_client). 0 means unlimited. Default 1024 (1/16 of
+	// the default max_connections).
+	MaxConnectionsPerClient int `yaml:"max_connections_per_client"`
+	// MaxHandshakeBytes bounds the bytes of ClientHellos held by the
+	// handshakes in progress on this listener together (each pending hello
+	// holds at most 64KiB, and no more than about twice what its client
+	// sent). A hello that would cross the bound is closed (metric reason
+	// max_handshake_bytes). 0 means unlimited. Default 16MiB.
+	MaxHandshakeBytes ByteSize `yaml:"max_handshake_bytes"`
 	// ProxyProtocol accepts a PROXY protocol v1/v2 header from trusted load
 	// balancers so that the client address is the real one.
 	ProxyProtocol ProxyProtocol `yaml:"proxy_protocol"`

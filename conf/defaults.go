@@ -10,39 +10,42 @@ import (
 
 // Default values, also stated in the field documentation.
 const (
-	DefaultListenAddress      = "127.0.0.1:8443"
-	DefaultHandshakeTimeout   = 10 * time.Second
-	DefaultMaxHandshakes      = 1024
-	DefaultMaxConnections     = 16384
-	DefaultShutdownGrace      = 30 * time.Second
-	DefaultSessionCacheSize   = 20480
-	DefaultSessionLifetime    = 5 * time.Minute
-	DefaultTicketRotation     = time.Hour
-	DefaultAdminAddress       = "127.0.0.1:9100"
-	DefaultOffloadQueue       = 4096
-	DefaultMaxHeaderBytes     = 1 << 20
-	DefaultReadHeaderTimeout  = 30 * time.Second
-	DefaultHTTPIdleTimeout    = 2 * time.Minute
-	DefaultMaxStreams         = 250
-	DefaultBodyTimeout        = 60 * time.Second
-	DefaultSendTimeout        = 60 * time.Second
-	DefaultHTTP2MaxResetRate  = 100
-	DefaultConnectTimeout     = 5 * time.Second
-	DefaultResponseHeader     = 60 * time.Second
-	DefaultUpstreamIdle       = 90 * time.Second
-	DefaultKeepaliveMaxIdle   = 32
-	DefaultPassiveMaxFails    = 3
-	DefaultPassiveFailWindow  = 10 * time.Second
-	DefaultPassiveCoolDown    = 30 * time.Second
-	DefaultActiveInterval     = 10 * time.Second
-	DefaultActiveTimeout      = 2 * time.Second
-	DefaultActiveRise         = 2
-	DefaultActiveFall         = 3
-	DefaultRetryTries         = 3
-	DefaultRetryTotalTime     = 15 * time.Second
-	DefaultStreamIdleTimeout  = 5 * time.Minute
-	DefaultStreamConnect      = 5 * time.Second
-	DefaultRespondContentType = "text/plain; charset=utf-8"
+	DefaultListenAddress           = "127.0.0.1:8443"
+	DefaultHandshakeTimeout        = 10 * time.Second
+	DefaultMaxHandshakes           = 1024
+	DefaultMaxConnections          = 16384
+	DefaultMaxHandshakesPerClient  = 64
+	DefaultMaxConnectionsPerClient = 1024
+	DefaultMaxHandshakeBytes       = 16 << 20
+	DefaultShutdownGrace           = 30 * time.Second
+	DefaultSessionCacheSize        = 20480
+	DefaultSessionLifetime         = 5 * time.Minute
+	DefaultTicketRotation          = time.Hour
+	DefaultAdminAddress            = "127.0.0.1:9100"
+	DefaultOffloadQueue            = 4096
+	DefaultMaxHeaderBytes          = 1 << 20
+	DefaultReadHeaderTimeout       = 30 * time.Second
+	DefaultHTTPIdleTimeout         = 2 * time.Minute
+	DefaultMaxStreams              = 250
+	DefaultBodyTimeout             = 60 * time.Second
+	DefaultSendTimeout             = 60 * time.Second
+	DefaultHTTP2MaxResetRate       = 100
+	DefaultConnectTimeout          = 5 * time.Second
+	DefaultResponseHeader          = 60 * time.Second
+	DefaultUpstreamIdle            = 90 * time.Second
+	DefaultKeepaliveMaxIdle        = 32
+	DefaultPassiveMaxFails         = 3
+	DefaultPassiveFailWindow       = 10 * time.Second
+	DefaultPassiveCoolDown         = 30 * time.Second
+	DefaultActiveInterval          = 10 * time.Second
+	DefaultActiveTimeout           = 2 * time.Second
+	DefaultActiveRise              = 2
+	DefaultActiveFall              = 3
+	DefaultRetryTries              = 3
+	DefaultRetryTotalTime          = 15 * time.Second
+	DefaultStreamIdleTimeout       = 5 * time.Minute
+	DefaultStreamConnect           = 5 * time.Second
+	DefaultRespondContentType      = "text/plain; charset=utf-8"
 
 	// DefaultAcceptRawCertificateVerify is tlcp.accept_raw_certificate_verify:
 	// both client CertificateVerify forms are accepted.
@@ -95,6 +98,9 @@ func (l *Listener) setDefaults() {
 	l.HandshakeTimeout = DefaultHandshakeTimeout
 	l.MaxHandshakes = DefaultMaxHandshakes
 	l.MaxConnections = DefaultMaxConnections
+	l.MaxHandshakesPerClient = DefaultMaxHandshakesPerClient
+	l.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
+	l.MaxHandshakeBytes = DefaultMaxHandshakeBytes
 	l.PlainHTTP = "close"
 	l.HTTP.setDefaults()
 }

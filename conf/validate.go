@@ -274,6 +274,21 @@ func (v *validator) validateListeners() {
 		if l.MaxConnections > 0 && l.MaxHandshakes > l.MaxConnections {
 			v.warnf(p+".max_handshakes", "make max_handshakes at most max_connections", "max_handshakes (%d) exceeds max_connections (%d)", l.MaxHandshakes, l.MaxConnections)
 		}
+		if l.MaxHandshakesPerClient < 0 {
+			v.errf(p+".max_handshakes_per_client", "use 0 for unlimited", "max_handshakes_per_client must not be negative")
+		} else if l.MaxHandshakes > 0 && l.MaxHandshakesPerClient > l.MaxHandshakes {
+			v.warnf(p+".max_handshakes_per_client", "make it a small share of max_handshakes, e.g. 1/16", "max_handshakes_per_client (%d) exceeds max_handshakes (%d): one client can take every handshake slot", l.MaxHandshakesPerClient, l.MaxHandshakes)
+		}
+		if l.MaxConnectionsPerClient < 0 {
+			v.errf(p+".max_connections_per_client", "use 0 for unlimited", "max_connections_per_client must not be negative")
+		} else if l.MaxConnections > 0 && l.MaxConnectionsPerClient > l.MaxConnections {
+			v.warnf(p+".max_connections_per_client", "make it a small share of max_connections, e.g. 1/16", "max_connections_per_client (%d) exceeds max_connections (%d): one client can take every connection", l.MaxConnectionsPerClient, l.MaxConnections)
+		}
+		if l.MaxHandshakeBytes < 0 {
+			v.errf(p+".max_handshake_bytes", "use 0 for unlimited or a size such as 16MiB", "max_handshake_bytes must not be negative")
+		} else if l.MaxHandshakeBytes > 0 && l.MaxHandshakeBytes < 64<<10 {
+			v.errf(p+".max_handshake_bytes", "use at least 64KiB, e.g. 16MiB", "max_handshake_bytes (%d) is below the size of one largest ClientHello (64KiB)", l.MaxHandshakeBytes)
+		}
 		v.oneOf(p+".plain_http", l.PlainHTTP, "close", "redirect")
 		if l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) == 0 {
 			v.errf(p+".proxy_protocol.trusted", "list the load balancers' addresses, e.g. trusted: [10.0.0.0/8]", "proxy_protocol is enabled but no trusted sources are listed")

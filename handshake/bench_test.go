@@ -81,7 +81,7 @@ func BenchmarkSniff(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(in)))
 			for i := 0; i < b.N; i++ {
-				if _, err := sniff(&sliceReader{b: in}); err != nil {
+				if _, err := sniff(&sliceReader{b: in}, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

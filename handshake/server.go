@@ -29,8 +29,9 @@ const (
 
 // Defaults for ListenerConfig.
 const (
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMaxHandshakes    = 1024
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultMaxHandshakes     = 1024
+	DefaultMaxHandshakeBytes = 16 << 20
 )
 
 // ListenerConfig is the per-listener handshake policy. A Server's config can
@@ -52,6 +53,15 @@ type ListenerConfig struct {
 	// MaxConns bounds open connections (0: unlimited); excess connections
 	// are closed at once.
 	MaxConns int
+	// MaxHandshakesPerClient and MaxConnsPerClient bound the handshakes in
+	// progress and the open connections of one client address (ClientKey:
+	// the address after PROXY protocol, IPv6 by /64); 0: unlimited. Excess
+	// connections are closed at once.
+	MaxHandshakesPerClient, MaxConnsPerClient int
+	// MaxHandshakeBytes bounds the bytes of first flights buffered by the
+	// handshakes in progress together (default 16 MiB); a hello that would
+	// cross it is closed.
+	MaxHandshakeBytes int64
 	// RedirectHTTP answers a plain-HTTP request on the TLS port with a 308
 	// redirect to https://host/path instead of closing it.
 	RedirectHTTP bool
@@ -75,6 +85,13 @@ func (c *ListenerConfig) maxHandshakes() int64 {
 	return DefaultMaxHandshakes
 }
 
+func (c *ListenerConfig) maxHandshakeBytes() int64 {
+	if c.MaxHandshakeBytes > 0 {
+		return c.MaxHandshakeBytes
+	}
+	return DefaultMaxHandshakeBytes
+}
+
 // Server accepts connections on one or more net.Listeners, sniffs and
 // handshakes them, and hands each established *Conn to the handler in its
 // own goroutine. The handler owns the Conn and must close it.
@@ -83,8 +100,10 @@ type Server struct {
 	obs     Observer
 	handler func(*Conn)
 
-	conns       atomic.Int64
-	handshaking atomic.Int64
+	conns          atomic.Int64
+	handshaking    atomic.Int64
+	handshakeBytes atomic.Int64 // first-flight buffers held by pending handshakes
+	clients        clientTable
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -111,6 +130,18 @@ func (s *Server) Config() *ListenerConfig { return s.cfg.Load() }
 
 // Conns returns the number of open connections (handshaking or established).
 func (s *Server) Conns() int64 { return s.conns.Load() }
+
+// Handshaking returns the number of handshake slots taken (handshakes in
+// progress).
+func (s *Server) Handshaking() int64 { return s.handshaking.Load() }
+
+// HandshakeBytes returns the bytes of first flights held by the handshakes
+// in progress.
+func (s *Server) HandshakeBytes() int64 { return s.handshakeBytes.Load() }
+
+// Clients returns the number of client addresses with a connection counted
+// by the per-client limits.
+func (s *Server) Clients() int { return s.clients.len() }
 
 // Serve accepts on ln until it is closed or Close is called.
 func (s *Server) Serve(ln net.Listener) error {
@@ -160,7 +191,9 @@ func isTemporary(err error) bool {
 	return ok && t.Temporary()
 }
 
-// accept applies the limits and starts the handshake goroutine.
+// accept applies the limits and starts the handshake goroutine. The
+// per-client limits are applied here when the client address is known, and
+// after the PROXY protocol header otherwise (serveConn).
 func (s *Server) accept(raw net.Conn) {
 	cfg := s.cfg.Load()
 	name := cfg.Name
@@ -170,8 +203,17 @@ func (s *Server) accept(raw net.Conn) {
 		s.refuse(raw, name, RefuseMaxConnections)
 		return
 	}
+	var cl *client
+	if _, lazy := raw.(peerHeader); !lazy {
+		var why string
+		if cl, why = s.clients.admit(cfg, raw.RemoteAddr()); why != "" {
+			s.refuse(raw, name, why)
+			return
+		}
+	}
 	if h := s.handshaking.Add(1); h > cfg.maxHandshakes() {
 		s.handshaking.Add(-1)
+		s.clients.release(cl, true, true)
 		s.refuse(raw, name, RefuseMaxHandshakes)
 		return
 	}
@@ -179,15 +221,17 @@ func (s *Server) accept(raw net.Conn) {
 	if s.closed {
 		s.mu.Unlock()
 		s.handshaking.Add(-1)
+		s.clients.release(cl, true, true)
 		s.refuse(raw, name, RefuseShutdown)
 		return
 	}
 	s.raw[raw] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.serveConn(cfg, raw)
+	go s.serveConn(cfg, raw, cl)
 }
 
+// refuse closes a connection refused by a limit and counts it.
 func (s *Server) refuse(raw net.Conn, name, why string) {
 	s.obs.ConnRefused(name, why)
 	// Refused fast: no alert, no read; the kernel resets if data is pending.
@@ -199,18 +243,52 @@ func (s *Server) refuse(raw net.Conn, name, why string) {
 	s.obs.ConnClosed(name)
 }
 
-func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn) {
-	c, err := s.Handshake(context.Background(), cfg, raw)
+// serveConn runs one connection's handshake in its own goroutine, holding a
+// handshake slot (and cl's share of its client's limits) until it ends.
+func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
+	start := time.Now()
+	var why string
+	if ph, lazy := raw.(peerHeader); lazy {
+		// The client address is in the PROXY header: read it under the
+		// handshake deadline, then apply the per-client limits.
+		raw.SetDeadline(start.Add(cfg.timeout()))
+		if err := ph.ReadPeerHeader(); err != nil {
+			why = RefuseProxyProtocol
+			if cfg.Logger != nil {
+				cfg.Logger.Debug("connection refused", "listener", cfg.Name, "reason", why, "err", err)
+			}
+		} else {
+			cl, why = s.clients.admit(cfg, raw.RemoteAddr())
+		}
+	}
+	var c *Conn
+	var err error
+	if why == "" {
+		c, err = s.handshake(context.Background(), cfg, raw, start)
+	}
 	s.handshaking.Add(-1)
+	s.clients.release(cl, true, false)
 	s.mu.Lock()
 	delete(s.raw, raw)
 	s.mu.Unlock()
 	s.wg.Done()
-	if err != nil {
+	switch {
+	case why != "":
+		s.refuse(raw, cfg.Name, why)
+		return
+	case err != nil:
 		raw.Close()
+		s.clients.release(cl, false, true)
 		s.conns.Add(-1)
 		s.obs.ConnClosed(cfg.Name)
 		return
+	}
+	if cl != nil {
+		done := c.done
+		c.done = func() {
+			s.clients.release(cl, false, true)
+			done()
+		}
 	}
 	s.handler(c)
 }
@@ -220,16 +298,22 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn) {
 // ConnAccepted/ConnClosed; on success the returned Conn's Close calls
 // ConnClosed when raw came through Serve.
 func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Conn) (*Conn, error) {
-	start := time.Now()
-	timeout := cfg.timeout()
-	// A PROXY-protocol connection reads its header on first use, under its
-	// own timeout, and then clears the read deadline: do that first so the
-	// handshake deadline below stays in force.
-	_ = raw.RemoteAddr()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return s.handshake(ctx, cfg, raw, time.Now())
+}
+
+// handshake is Handshake for a connection accepted at start: the deadline
+// counts from there.
+func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Conn, start time.Time) (*Conn, error) {
+	deadline := start.Add(cfg.timeout())
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	raw.SetDeadline(start.Add(timeout))
+	// A PROXY-protocol connection reads its header on first use under this
+	// deadline (or its own shorter timeout) and restores it.
+	raw.SetDeadline(deadline)
+	_ = raw.RemoteAddr()
 	s.obs.HandshakeStarted(cfg.Name)
+	budget := &byteBudget{used: &s.handshakeBytes, max: cfg.maxHandshakeBytes()}
+	defer budget.release()
 
 	st := ConnState{Listener: cfg.Name, HandshakeStart: start}
 	fail := func(err error) (*Conn, error) {
@@ -243,10 +327,14 @@ func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		return nil, err
 	}
 
-	sn, err := sniff(raw)
+	sn, err := sniff(raw, budget)
 	if err != nil {
 		if sn.kind == KindTLS || sn.kind == KindTLCP {
 			st.Family = familyOf(sn.kind)
+		}
+		if errors.Is(err, errHandshakeBytes) {
+			s.obs.ConnRefused(cfg.Name, RefuseMaxHandshakeBytes)
+			return fail(Reasoned(ReasonRefused, fmt.Errorf("handshake: reading first flight: %w", err)))
 		}
 		return fail(fmt.Errorf("handshake: reading first flight: %w", err))
 	}

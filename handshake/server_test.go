@@ -113,6 +113,31 @@ func startServer(t *testing.T, cfg *ListenerConfig, obs Observer) (*Server, stri
 	return s, ln.Addr().String()
 }
 
+// startHoldingServer serves cfg on a loopback port with a handler that
+// writes "hi\n" and holds the connection open until release is called
+// (release waits for the handlers to close their connections).
+func startHoldingServer(t *testing.T, cfg *ListenerConfig, obs Observer) (s *Server, addr string, release func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	rel := make(chan struct{})
+	s = NewServer(cfg, obs, func(c *Conn) {
+		held.Add(1)
+		defer held.Done()
+		io.WriteString(c, "hi\n")
+		<-rel
+		c.Close()
+	})
+	go s.Serve(ln)
+	var once sync.Once
+	release = func() { once.Do(func() { close(rel); held.Wait() }) }
+	t.Cleanup(func() { release(); s.Close() })
+	return s, ln.Addr().String(), release
+}
+
 func tlsSites(t *testing.T) (*Sites, *x509.CertPool) {
 	certA, _ := testCert(t, "a.example.cn")
 	certB, _ := testCert(t, "*.b.example.cn")
@@ -288,24 +313,9 @@ func TestServerMaxHandshakes(t *testing.T) {
 
 func TestServerMaxConns(t *testing.T) {
 	sites, pool := tlsSites(t)
-	obs := newRecObserver()
-	var held sync.WaitGroup
-	release := make(chan struct{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(&ListenerConfig{Name: "l", TLS: true, MaxConns: 1, Sites: sites}, obs, func(c *Conn) {
-		held.Add(1)
-		defer held.Done()
-		io.WriteString(c, "hi\n")
-		<-release
-		c.Close()
-	})
-	go s.Serve(ln)
-	defer s.Close()
-	defer close(release)
-	c1, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+	s, addr, release := startHoldingServer(t, &ListenerConfig{Name: "l", TLS: true, MaxConns: 1, Sites: sites}, newRecObserver())
+	defer release()
+	c1, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +323,7 @@ func TestServerMaxConns(t *testing.T) {
 	if _, err := bufio.NewReader(c1).ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+	c2, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
 	if err == nil {
 		c2.Close()
 		t.Fatal("second connection over MaxConns completed a handshake")

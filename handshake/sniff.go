@@ -33,29 +33,44 @@ func (k Kind) String() string {
 }
 
 // maxHelloBytes bounds how much the sniffer buffers to reassemble a
-// ClientHello split across records (protocol-notes §10.3 rule 5). Real hellos are a
-// few hundred bytes; post-quantum key shares push them past 1 KiB.
+// ClientHello split across records (protocol-notes §10.3 rule 5), record
+// headers included. Real hellos are a few hundred bytes; post-quantum key
+// shares push them past 1 KiB.
 const maxHelloBytes = 64 << 10
+
+// growStep is how far the sniffer's buffer may grow past the bytes it already
+// holds toward a record length the client claimed: a client pays for the
+// memory it makes the listener hold with bytes it actually sent.
+const growStep = 4 << 10
 
 // sniffed is the result of reading a connection's first flight.
 type sniffed struct {
 	kind  Kind
 	hello *ClientHello // set for KindTLCP and KindTLS
-	buf   []byte       // every byte read so far, replayed to the chosen stack
+	// buf holds every byte read so far, replayed to the chosen stack. It is
+	// the only copy of the first flight kept while the hello is pending; its
+	// capacity never exceeds maxHelloBytes.
+	buf []byte
+	// budget accounts buf's capacity against the listener's bound on the
+	// bytes held by pending handshakes (nil: unbounded).
+	budget *byteBudget
 }
 
 // errors with a bounded classification.
 var (
-	errHelloTooLarge = errors.New("ClientHello larger than the sniffer's limit")
-	errNotHello      = errors.New("first handshake message is not a ClientHello")
-	errBadRecord     = errors.New("malformed record in first flight")
+	errHelloTooLarge  = errors.New("ClientHello larger than the sniffer's limit")
+	errNotHello       = errors.New("first handshake message is not a ClientHello")
+	errBadRecord      = errors.New("malformed record in first flight")
+	errHandshakeBytes = errors.New("listener's bound on bytes held by pending handshakes reached")
 )
 
 // sniff reads the first flight of a connection from r: exactly enough to
 // classify it and, for TLS/TLCP, the whole ClientHello (reassembled across
-// records). Nothing is lost: every byte read is in the result's buf.
-func sniff(r io.Reader) (*sniffed, error) {
-	s := &sniffed{buf: make([]byte, 0, 1024)}
+// records). Nothing is lost: every byte read is in the result's buf. The
+// buffer's growth is charged to budget (nil: unbounded); the caller releases
+// it when the buffer is no longer needed.
+func sniff(r io.Reader, budget *byteBudget) (*sniffed, error) {
+	s := &sniffed{budget: budget}
 	if err := s.fill(r, 1); err != nil {
 		return s, err
 	}
@@ -83,11 +98,14 @@ func sniff(r io.Reader) (*sniffed, error) {
 	default:
 		return s, nil
 	}
-	// Reassemble the ClientHello from the fragments of consecutive handshake
-	// records (RFC 8446 §5.1: handshake messages may be split across records).
-	var msg []byte
-	off := 0
+	// Read the records that carry the ClientHello (RFC 8446 §5.1: handshake
+	// messages may be split across records). The fragments stay in buf; the
+	// message is assembled only once it is complete.
+	off, payload, msgLen := 0, 0, -1
 	for {
+		if off+recordHeaderLen >= maxHelloBytes {
+			return s, errHelloTooLarge // no room for another record
+		}
 		if err := s.fill(r, off+recordHeaderLen); err != nil {
 			return s, err
 		}
@@ -105,22 +123,26 @@ func sniff(r io.Reader) (*sniffed, error) {
 		if err := s.fill(r, off+recordHeaderLen+n); err != nil {
 			return s, err
 		}
-		msg = append(msg, s.buf[off+recordHeaderLen:off+recordHeaderLen+n]...)
 		off += recordHeaderLen + n
-		if len(msg) < 4 {
+		payload += n
+		if payload < 4 {
 			continue
 		}
-		if msg[0] != typeClientHello {
-			return s, errNotHello
+		if msgLen < 0 {
+			hdr := s.message(off, 4)
+			if hdr[0] != typeClientHello {
+				return s, errNotHello
+			}
+			l := int(hdr[1])<<16 | int(hdr[2])<<8 | int(hdr[3])
+			if l > maxHelloBytes {
+				return s, errHelloTooLarge
+			}
+			msgLen = 4 + l
 		}
-		l := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
-		if l > maxHelloBytes {
-			return s, errHelloTooLarge
-		}
-		if len(msg) < 4+l {
+		if payload < msgLen {
 			continue
 		}
-		hello, err := parseClientHello(msg[4 : 4+l])
+		hello, err := parseClientHello(s.message(off, msgLen)[4:])
 		if err != nil {
 			return s, err
 		}
@@ -130,23 +152,35 @@ func sniff(r io.Reader) (*sniffed, error) {
 	}
 }
 
-// fill reads from r until buf holds at least n bytes.
+// message returns the first n bytes of the handshake payload carried by the
+// records in buf[:end]: a slice of buf when the first record holds them,
+// else one copy of exactly n bytes (parseClientHello keeps no reference to
+// it).
+func (s *sniffed) message(end, n int) []byte {
+	first := int(s.buf[3])<<8 | int(s.buf[4])
+	if first >= n {
+		return s.buf[recordHeaderLen : recordHeaderLen+n]
+	}
+	msg := make([]byte, 0, n)
+	for off := 0; off < end && len(msg) < n; {
+		l := int(s.buf[off+3])<<8 | int(s.buf[off+4])
+		frag := s.buf[off+recordHeaderLen : off+recordHeaderLen+l]
+		msg = append(msg, frag[:min(len(frag), n-len(msg))]...)
+		off += recordHeaderLen + l
+	}
+	return msg
+}
+
+// fill reads from r until buf holds at least n bytes (n is at most
+// maxHelloBytes).
 func (s *sniffed) fill(r io.Reader, n int) error {
 	for len(s.buf) < n {
-		if cap(s.buf)-len(s.buf) < 512 {
-			nb := make([]byte, len(s.buf), 2*cap(s.buf)+n)
-			copy(nb, s.buf)
-			s.buf = nb
+		if len(s.buf) == cap(s.buf) {
+			if err := s.grow(n); err != nil {
+				return err
+			}
 		}
-		// Never read past what the bound allows.
-		room := cap(s.buf)
-		if room > maxHelloBytes+recordHeaderLen {
-			room = maxHelloBytes + recordHeaderLen
-		}
-		if room <= len(s.buf) {
-			return errHelloTooLarge
-		}
-		m, err := r.Read(s.buf[len(s.buf):room])
+		m, err := r.Read(s.buf[len(s.buf):cap(s.buf)])
 		s.buf = s.buf[:len(s.buf)+m]
 		if err != nil {
 			if len(s.buf) >= n {
@@ -161,6 +195,30 @@ func (s *sniffed) fill(r io.Reader, n int) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// grow makes room toward need bytes. Small steps double the buffer (a hello
+// in 1-byte records costs amortised linear time); a large claimed record gets
+// at most growStep or the bytes already held more, so an exact-size buffer is
+// allocated for an honest hello while a client that claims 16 KiB and sends
+// five bytes holds a few KiB.
+func (s *sniffed) grow(need int) error {
+	have := len(s.buf)
+	c := max(need, 2*have)
+	if need-have > growStep {
+		c = max(have+growStep, 2*have)
+	}
+	c = min(max(c, recordHeaderLen), maxHelloBytes)
+	if c <= have {
+		return errHelloTooLarge
+	}
+	if !s.budget.take(c - cap(s.buf)) {
+		return errHandshakeBytes
+	}
+	nb := make([]byte, have, c)
+	copy(nb, s.buf)
+	s.buf = nb
 	return nil
 }
 

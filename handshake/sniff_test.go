@@ -125,7 +125,7 @@ func TestSniffRecordedHellos(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			in := recordedHello(t, tt.file)
 			// One byte per read: the sniffer must reassemble across reads.
-			s, err := sniff(iotest.OneByteReader(bytes.NewReader(in)))
+			s, err := sniff(iotest.OneByteReader(bytes.NewReader(in)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +185,7 @@ func TestSniffSynthetic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := sniff(iotest.HalfReader(bytes.NewReader(tt.in)))
+			s, err := sniff(iotest.HalfReader(bytes.NewReader(tt.in)), nil)
 			if (err != nil) != tt.err {
 				t.Fatalf("err = %v, want error %v", err, tt.err)
 			}
@@ -212,7 +212,7 @@ func TestSniffHelloTooLarge(t *testing.T) {
 		in = append(in, 0x16, 0x03, 0x01, 0x40, 0x00)
 		in = append(in, make([]byte, 0x4000)...)
 	}
-	_, err := sniff(bytes.NewReader(in))
+	_, err := sniff(bytes.NewReader(in), nil)
 	if !errors.Is(err, errHelloTooLarge) {
 		t.Fatalf("err = %v, want errHelloTooLarge", err)
 	}
@@ -220,7 +220,7 @@ func TestSniffHelloTooLarge(t *testing.T) {
 
 func TestReplayConnLosesNothing(t *testing.T) {
 	in := append(helloSpec{recVers: 0x0101, vers: 0x0101, suites: []uint16{0xe053}}.flight(), []byte("rest of the stream")...)
-	s, err := sniff(iotest.HalfReader(bytes.NewReader(in)))
+	s, err := sniff(iotest.HalfReader(bytes.NewReader(in)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func FuzzParseClientHello(f *testing.F) {
 	f.Add(helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0x00c6}, sni: "a", alpn: []string{"h2"}, supVers: []uint16{0x0304}, fragment: 9}.flight())
 	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s, err := sniff(bytes.NewReader(in))
+		s, err := sniff(bytes.NewReader(in), nil)
 		if !bytes.Equal(s.buf, in[:len(s.buf)]) {
 			t.Fatal("replay buffer is not a prefix of the input")
 		}

@@ -72,11 +72,25 @@ type HandshakeEvent struct {
 const (
 	RefuseMaxConnections = "max_connections" // listener's max_connections reached
 	RefuseMaxHandshakes  = "max_handshakes"  // listener's max_handshakes reached
-	RefuseShutdown       = "shutdown"        // the listener is closing
+	// The client address (ClientKey) has max_connections_per_client open
+	// connections or max_handshakes_per_client handshakes in progress.
+	RefuseMaxConnectionsPerClient = "max_connections_per_client"
+	RefuseMaxHandshakesPerClient  = "max_handshakes_per_client"
+	// The first flights buffered by the pending handshakes reached the
+	// listener's max_handshake_bytes; the hello that would have crossed it
+	// is closed (its handshake also ends with ReasonRefused).
+	RefuseMaxHandshakeBytes = "max_handshake_bytes"
+	// A trusted source's PROXY protocol header was malformed, missing when
+	// required, or not sent in time.
+	RefuseProxyProtocol = "proxy_protocol"
+	RefuseShutdown      = "shutdown" // the listener is closing
 )
 
 // RefuseReasons lists every value of Observer.ConnRefused's why.
-var RefuseReasons = []string{RefuseMaxConnections, RefuseMaxHandshakes, RefuseShutdown}
+var RefuseReasons = []string{
+	RefuseMaxConnections, RefuseMaxHandshakes, RefuseMaxConnectionsPerClient, RefuseMaxHandshakesPerClient,
+	RefuseMaxHandshakeBytes, RefuseProxyProtocol, RefuseShutdown,
+}
 
 // Why a client certificate was refused: a small fixed set, safe as metric
 // label values (see ClientCertReason).

@@ -364,6 +364,14 @@ func (c *ProxyConn) RemoteAddr() net.Addr {
 	return c.Conn.RemoteAddr()
 }
 
+// ReadPeerHeader reads the header if that was not done yet and returns the
+// error reading it failed with (handshake.Server reads it this way before
+// applying per-client limits to the address it names).
+func (c *ProxyConn) ReadPeerHeader() error {
+	c.once.Do(c.readHeader)
+	return c.err
+}
+
 // ProxyHeader returns the parsed header (nil without one), reading it if
 // needed, and the error if reading it failed.
 func (c *ProxyConn) ProxyHeader() (*ProxyHeader, error) {

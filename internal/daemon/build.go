@@ -313,15 +313,18 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			def = sites[l.DefaultSite]
 		}
 		hcfg := &handshake.ListenerConfig{
-			Name:             l.Address,
-			TLCP:             slices.Contains(l.Protocols, conf.ProtoTLCP),
-			TLS13SM:          slices.Contains(l.Protocols, conf.ProtoTLS13SM),
-			TLS:              slices.Contains(l.Protocols, conf.ProtoTLS),
-			TLCPInTLS:        handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
-			HandshakeTimeout: l.HandshakeTimeout,
-			RedirectHTTP:     l.PlainHTTP == "redirect",
-			Sites:            handshake.NewSites(list, def),
-			Logger:           env.Logger,
+			Name:                   l.Address,
+			TLCP:                   slices.Contains(l.Protocols, conf.ProtoTLCP),
+			TLS13SM:                slices.Contains(l.Protocols, conf.ProtoTLS13SM),
+			TLS:                    slices.Contains(l.Protocols, conf.ProtoTLS),
+			TLCPInTLS:              handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
+			HandshakeTimeout:       l.HandshakeTimeout,
+			MaxConnsPerClient:      l.MaxConnectionsPerClient,
+			MaxHandshakesPerClient: l.MaxHandshakesPerClient,
+			MaxHandshakeBytes:      handshakeBytes(l),
+			RedirectHTTP:           l.PlainHTTP == "redirect",
+			Sites:                  handshake.NewSites(list, def),
+			Logger:                 env.Logger,
 		}
 		hcfg.MaxHandshakes, hcfg.MaxConns = handshakeLimits(l)
 		var pp []string
@@ -380,6 +383,16 @@ func handshakeLimits(l *conf.Listener) (maxHandshakes, maxConns int) {
 		maxHandshakes = 1 << 30 // the handshake server's own 0 means its default
 	}
 	return maxHandshakes, maxConns // 0 is unlimited for the handshake server
+}
+
+// handshakeBytes maps a listener's max_handshake_bytes onto the handshake
+// server's MaxHandshakeBytes: 0 means unlimited in the config (the server's
+// own 0 means its default).
+func handshakeBytes(l *conf.Listener) int64 {
+	if l.MaxHandshakeBytes == 0 {
+		return 1 << 62
+	}
+	return int64(l.MaxHandshakeBytes)
 }
 
 func buildSite(env *Env, off *handshake.Offload, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {

@@ -28,6 +28,13 @@ func TestProxyProtocolListener(t *testing.T) {
 	defer raw.Close()
 	raw.SetDeadline(time.Now().Add(20 * time.Second))
 	io.WriteString(raw, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n")
+	fetchXFF(t, raw, "203.0.113.7")
+}
+
+// fetchXFF runs a TLS handshake and GET /xff over raw (after its PROXY
+// header) and checks the client address the backend saw.
+func fetchXFF(t *testing.T, raw net.Conn, want string) {
+	t.Helper()
 	p := testPKI(t)
 	pool := x509.NewCertPool()
 	ca, _ := x509.ParseCertificate(p.ECDSACA.Cert.Raw)
@@ -43,7 +50,7 @@ func TestProxyProtocolListener(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if string(body) != "xff=203.0.113.7\n" {
-		t.Errorf("backend saw %q", body)
+	if string(body) != "xff="+want+"\n" {
+		t.Errorf("backend saw %q, want xff=%s", body, want)
 	}
 }

@@ -17,6 +17,9 @@ func TestZeroMeansOffOrUnlimited(t *testing.T) {
   - address: 127.0.0.1:0
     max_handshakes: 0
     max_connections: 0
+    max_handshakes_per_client: 0
+    max_connections_per_client: 0
+    max_handshake_bytes: 0
     http: {read_timeout: 0, write_timeout: 0}
 sites:
   - tlcp:
@@ -46,6 +49,9 @@ upstreams:
 	}{
 		{"max_handshakes: 0 is unlimited", maxHS >= 1<<30, maxHS},
 		{"max_connections: 0 is unlimited (handshake MaxConns 0)", maxConns == 0, maxConns},
+		{"max_handshakes_per_client: 0 is unlimited (handshake 0)", cfg.Listeners[0].MaxHandshakesPerClient == 0, cfg.Listeners[0].MaxHandshakesPerClient},
+		{"max_connections_per_client: 0 is unlimited (handshake 0)", cfg.Listeners[0].MaxConnectionsPerClient == 0, cfg.Listeners[0].MaxConnectionsPerClient},
+		{"max_handshake_bytes: 0 is unlimited", handshakeBytes(&cfg.Listeners[0]) >= 1<<62, handshakeBytes(&cfg.Listeners[0])},
 		{"http.read_timeout: 0 is no limit", l.ReadTimeout == 0, l.ReadTimeout},
 		{"http.write_timeout: 0 is no limit", l.WriteTimeout == 0, l.WriteTimeout},
 		{"max_body: 0 is unlimited", pc.Sites[0].Routes[0].MaxBodyBytes == 0, pc.Sites[0].Routes[0].MaxBodyBytes},

@@ -1,0 +1,141 @@
+package handshake
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
+
+// peerHeader is implemented by connections whose client address arrives in
+// the stream itself (*proxy.ProxyConn: a PROXY protocol header). The server
+// reads it, under the handshake deadline, before applying per-client limits.
+type peerHeader interface {
+	// ReadPeerHeader reads the header (once) and returns its error.
+	ReadPeerHeader() error
+}
+
+// ClientKey is the address per-client limits count by: the IPv4 address, or
+// the /64 prefix of an IPv6 address (one subscriber usually holds a whole
+// /64). ok is false for addresses that are not IP (pipes, Unix sockets).
+func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	default:
+		return netip.Addr{}, false
+	}
+	ip := ap.Addr().Unmap().WithZone("")
+	if !ip.IsValid() {
+		return netip.Addr{}, false
+	}
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		ip = p.Addr()
+	}
+	return ip, true
+}
+
+// client is one client address's share of a listener.
+type client struct {
+	key               netip.Addr
+	handshakes, conns int
+}
+
+// clientTable counts the handshakes and connections of each client address
+// while per-client limits are on. Entries are removed when both counts reach
+// zero, so the table holds at most one entry per open connection.
+type clientTable struct {
+	mu sync.Mutex
+	m  map[netip.Addr]*client
+}
+
+// admit counts a new connection (and its handshake) from addr, or returns
+// the refusal reason when the client is at one of cfg's limits. It returns
+// nil without limits or for addresses that are not IP.
+func (t *clientTable) admit(cfg *ListenerConfig, addr net.Addr) (*client, string) {
+	if cfg.MaxHandshakesPerClient <= 0 && cfg.MaxConnsPerClient <= 0 {
+		return nil, ""
+	}
+	key, ok := ClientKey(addr)
+	if !ok {
+		return nil, ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.m[key]
+	switch {
+	case c == nil:
+		if t.m == nil {
+			t.m = map[netip.Addr]*client{}
+		}
+		c = &client{key: key}
+		t.m[key] = c
+	case cfg.MaxConnsPerClient > 0 && c.conns >= cfg.MaxConnsPerClient:
+		return nil, RefuseMaxConnectionsPerClient
+	case cfg.MaxHandshakesPerClient > 0 && c.handshakes >= cfg.MaxHandshakesPerClient:
+		return nil, RefuseMaxHandshakesPerClient
+	}
+	c.handshakes++
+	c.conns++
+	return c, ""
+}
+
+// release gives back c's handshake and/or connection (nil c: nothing).
+func (t *clientTable) release(c *client, handshake, conn bool) {
+	if c == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if handshake {
+		c.handshakes--
+	}
+	if conn {
+		c.conns--
+	}
+	if c.handshakes == 0 && c.conns == 0 {
+		delete(t.m, c.key)
+	}
+}
+
+// len returns the number of clients counted.
+func (t *clientTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// byteBudget charges the buffers of one pending handshake against the
+// listener's bound on bytes held by pending handshakes.
+type byteBudget struct {
+	used *atomic.Int64
+	max  int64
+	held int64
+}
+
+// take charges n more bytes; false (nothing charged) when that would cross
+// the bound. A nil budget takes everything.
+func (b *byteBudget) take(n int) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	if b.used.Add(int64(n)) > b.max {
+		b.used.Add(-int64(n))
+		return false
+	}
+	b.held += int64(n)
+	return true
+}
+
+// release gives back everything taken.
+func (b *byteBudget) release() {
+	if b == nil {
+		return
+	}
+	b.used.Add(-b.held)
+	b.held = 0
+}

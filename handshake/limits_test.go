@@ -1,0 +1,326 @@
+package handshake
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestClientKey(t *testing.T) {
+	for _, tt := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 1}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), Port: 1, Zone: "eth0"}, "2001:db8:1:2::"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1"), Port: 2}, "2001:db8:1:2::"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1"), Port: 2}, "2001:db8:1:3::"},
+		{&net.UnixAddr{Name: "/tmp/s", Net: "unix"}, ""},
+		{&net.TCPAddr{}, ""},
+	} {
+		k, ok := ClientKey(tt.addr)
+		got := ""
+		if ok {
+			got = k.String()
+		}
+		if got != tt.want {
+			t.Errorf("ClientKey(%v) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+// gaugeObserver keeps the balances an operator's gauges are made of.
+type gaugeObserver struct {
+	NopObserver
+	mu                               sync.Mutex
+	accepted, closed, started, ended int
+	refused                          map[string]int
+	reasons                          map[string]int
+}
+
+func newGaugeObserver() *gaugeObserver {
+	return &gaugeObserver{refused: map[string]int{}, reasons: map[string]int{}}
+}
+
+func (o *gaugeObserver) ConnAccepted(string) { o.mu.Lock(); o.accepted++; o.mu.Unlock() }
+func (o *gaugeObserver) ConnClosed(string)   { o.mu.Lock(); o.closed++; o.mu.Unlock() }
+func (o *gaugeObserver) ConnRefused(_, why string) {
+	o.mu.Lock()
+	o.refused[why]++
+	o.mu.Unlock()
+}
+func (o *gaugeObserver) HandshakeStarted(string) { o.mu.Lock(); o.started++; o.mu.Unlock() }
+func (o *gaugeObserver) HandshakeDone(ev HandshakeEvent) {
+	o.mu.Lock()
+	o.ended++
+	if ev.Reason != "" {
+		o.reasons[ev.Reason]++
+	}
+	o.mu.Unlock()
+}
+
+func (o *gaugeObserver) refusedCount(why string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refused[why]
+}
+
+// zero waits (bounded) for every gauge of s and o to return to zero:
+// connections open, handshake slots, first-flight bytes, clients counted,
+// and the observer's active connections and handshakes in progress.
+func (o *gaugeObserver) zero(t *testing.T, s *Server) {
+	t.Helper()
+	var state string
+	for range 2000 {
+		o.mu.Lock()
+		active, inProgress := o.accepted-o.closed, o.started-o.ended
+		o.mu.Unlock()
+		if s.Conns() == 0 && s.Handshaking() == 0 && s.HandshakeBytes() == 0 && s.Clients() == 0 && active == 0 && inProgress == 0 {
+			return
+		}
+		state = fmt.Sprintf("conns %d, handshake slots %d, hello bytes %d, clients %d, active %d, in progress %d",
+			s.Conns(), s.Handshaking(), s.HandshakeBytes(), s.Clients(), active, inProgress)
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("gauges did not return to zero: %s", state)
+}
+
+// dialFrom dials addr from the loopback address from (127.0.0.x works on
+// Linux without setup). A refusal (close with linger 0) may reset the
+// connect itself: that returns a closed connection.
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 20 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		a, b := net.Pipe()
+		b.Close()
+		return a
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// refusedNow reports whether the server closed c without a word.
+func refusedNow(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("connection neither served nor closed")
+	}
+	return err != nil
+}
+
+// TestServerPerClientHandshakes: one address is held to its share of the
+// handshake slots while another address still gets a handshake; the slots
+// and the client table return to zero afterwards.
+func TestServerPerClientHandshakes(t *testing.T) {
+	sites, pool := tlsSites(t)
+	obs := newGaugeObserver()
+	s, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, MaxHandshakesPerClient: 3, Sites: sites}, obs)
+	var slow []net.Conn
+	for range 3 {
+		slow = append(slow, dialFrom(t, "127.0.0.2", addr))
+	}
+	waitFor(t, "three handshakes", func() bool { return s.Handshaking() == 3 })
+	if !refusedNow(t, dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("fourth handshake from 127.0.0.2 not refused")
+	}
+	if n := obs.refusedCount(RefuseMaxHandshakesPerClient); n != 1 {
+		t.Fatalf("refused %d for max_handshakes_per_client, want 1", n)
+	}
+	c := tls.Client(dialFrom(t, "127.0.0.1", addr), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+	if err := c.Handshake(); err != nil {
+		t.Fatalf("another client's handshake: %v", err)
+	}
+	io.ReadAll(c)
+	c.Close()
+	for _, c := range slow {
+		c.Close()
+	}
+	obs.zero(t, s)
+}
+
+// TestServerPerClientConnections: established connections count against
+// max_connections_per_client until they close.
+func TestServerPerClientConnections(t *testing.T) {
+	sites, pool := tlsSites(t)
+	obs := newGaugeObserver()
+	s, addr, release := startHoldingServer(t, &ListenerConfig{Name: "l", TLS: true, MaxConnsPerClient: 2, Sites: sites}, obs)
+	dial := func() (*tls.Conn, error) {
+		c := tls.Client(dialFrom(t, "127.0.0.3", addr), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+		if err := c.Handshake(); err != nil {
+			return nil, err
+		}
+		_, err := c.Read(make([]byte, 3))
+		return c, err
+	}
+	for range 2 {
+		if _, err := dial(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dial(); err == nil {
+		t.Fatal("third connection from one client served")
+	}
+	if n := obs.refusedCount(RefuseMaxConnectionsPerClient); n != 1 {
+		t.Fatalf("refused %d for max_connections_per_client, want 1", n)
+	}
+	release()
+	obs.zero(t, s)
+	if _, err := dial(); err != nil {
+		t.Fatalf("after the others closed: %v", err)
+	}
+}
+
+// TestServerHandshakeBytesBound: partial hellos that together would hold
+// more than MaxHandshakeBytes are closed and counted; the bytes return to
+// zero and a complete hello is served afterwards.
+func TestServerHandshakeBytesBound(t *testing.T) {
+	sites, pool := tlsSites(t)
+	obs := newGaugeObserver()
+	s, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, HandshakeTimeout: time.Minute, MaxHandshakeBytes: 64 << 10, Sites: sites}, obs)
+	// Each sends one full 16 KiB record of a hello claiming 48 KiB.
+	part := partialHello(3*0x4000-4, []int{0x4000, 0x4000, 0x4000}, recordHeaderLen+0x4000)
+	var conns []net.Conn
+	for range 8 {
+		c := dialFrom(t, "127.0.0.1", addr)
+		c.Write(part)
+		conns = append(conns, c)
+	}
+	waitFor(t, "refusals for max_handshake_bytes", func() bool { return obs.refusedCount(RefuseMaxHandshakeBytes) >= 4 })
+	if b := s.HandshakeBytes(); b > 64<<10 {
+		t.Fatalf("%d bytes held, bound 64 KiB", b)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	obs.zero(t, s)
+	c := tls.Client(dialFrom(t, "127.0.0.1", addr), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+	if err := c.Handshake(); err != nil {
+		t.Fatalf("hello after the bound freed: %v", err)
+	}
+	c.Close()
+}
+
+// peerHeaderConn stands for a PROXY protocol connection whose header is bad.
+type peerHeaderConn struct {
+	net.Conn
+	err error
+}
+
+func (c peerHeaderConn) ReadPeerHeader() error { return c.err }
+
+type peerHeaderListener struct{ net.Listener }
+
+func (l peerHeaderListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return peerHeaderConn{c, errors.New("bad PROXY header")}, nil
+}
+
+// TestServerGaugesReturnToZero: after every kind of refusal or failure the
+// connections, handshake slots, first-flight bytes and per-client counts
+// come back to zero, and the refusal or failure is counted under its reason.
+func TestServerGaugesReturnToZero(t *testing.T) {
+	sites, _ := tlsSites(t)
+	// Each case holds what it needs open through dial and is refused or
+	// fails on its last connection.
+	type dialer func(from string) net.Conn
+	hold := func(t *testing.T, s *Server, dial dialer, from string) {
+		dial(from)
+		waitFor(t, "one handshake", func() bool { return s.Handshaking() == 1 })
+		if !refusedNow(t, dial(from)) {
+			t.Fatal("not refused")
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		cfg     ListenerConfig
+		proxy   bool
+		run     func(t *testing.T, s *Server, dial dialer)
+		refused string // refusal reason counted, or
+		failure string // handshake failure reason counted
+	}{
+		{"max_handshakes", ListenerConfig{MaxHandshakes: 1, MaxHandshakesPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
+			hold(t, s, dial, "127.0.0.1")
+		}, RefuseMaxHandshakes, ""},
+		{"max_connections", ListenerConfig{MaxConns: 1, MaxHandshakesPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
+			hold(t, s, dial, "127.0.0.1")
+		}, RefuseMaxConnections, ""},
+		{"max_handshakes_per_client", ListenerConfig{MaxHandshakesPerClient: 1, MaxConnsPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
+			hold(t, s, dial, "127.0.0.4")
+		}, RefuseMaxHandshakesPerClient, ""},
+		{"max_connections_per_client", ListenerConfig{MaxConnsPerClient: 1}, false, func(t *testing.T, s *Server, dial dialer) {
+			hold(t, s, dial, "127.0.0.5")
+		}, RefuseMaxConnectionsPerClient, ""},
+		{"handshake_timeout", ListenerConfig{HandshakeTimeout: 50 * time.Millisecond, MaxHandshakesPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
+			c := dial("127.0.0.1")
+			c.Write([]byte{0x16, 3, 1, 0, 0x40})
+			if !refusedNow(t, c) {
+				t.Fatal("not closed")
+			}
+		}, "", ReasonTimeout},
+		{"malformed_hello", ListenerConfig{MaxHandshakesPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
+			c := dial("127.0.0.1")
+			c.Write([]byte{0x16, 3, 1, 0, 4, typeClientHello, 0, 0, 0})
+			if !refusedNow(t, c) {
+				t.Fatal("not closed")
+			}
+		}, "", ReasonProtocolError},
+		{"proxy_protocol", ListenerConfig{MaxHandshakesPerClient: 5}, true, func(t *testing.T, s *Server, dial dialer) {
+			if !refusedNow(t, dial("127.0.0.1")) {
+				t.Fatal("not closed")
+			}
+		}, RefuseProxyProtocol, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := newGaugeObserver()
+			cfg := tt.cfg
+			cfg.Name, cfg.TLS, cfg.Sites = "l", true, sites
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := NewServer(&cfg, obs, func(c *Conn) { c.Close() })
+			if tt.proxy {
+				go s.Serve(peerHeaderListener{ln})
+			} else {
+				go s.Serve(ln)
+			}
+			defer s.Close()
+			var conns []net.Conn
+			tt.run(t, s, func(from string) net.Conn {
+				c := dialFrom(t, from, ln.Addr().String())
+				conns = append(conns, c)
+				return c
+			})
+			for _, c := range conns {
+				c.Close()
+			}
+			obs.zero(t, s)
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if tt.refused != "" && obs.refused[tt.refused] != 1 {
+				t.Errorf("refusals %v, want one %s", obs.refused, tt.refused)
+			}
+			if tt.failure != "" && obs.reasons[tt.failure] == 0 {
+				t.Errorf("handshake failures %v, want %s", obs.reasons, tt.failure)
+			}
+		})
+	}
+}
