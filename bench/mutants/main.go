@@ -94,8 +94,17 @@ var mutants = []mutant{
 
 	// ---- handshake ----
 	{"handshake: handshake_timeout not applied", "handshake/server.go",
-		"raw.SetDeadline(start.Add(timeout))", "raw.SetDeadline(start.Add(timeout + time.Hour))",
+		"raw.SetDeadline(deadline)", "raw.SetDeadline(deadline.Add(time.Hour))",
 		"TestServerHandshakeDeadline"},
+	{"handshake: a refused connection at max_handshakes never frees its slot", "handshake/server.go",
+		"s.handshaking.Add(-1)\n\t\ts.clients.release(cl, true, true)\n\t\ts.refuse(raw, name, RefuseMaxHandshakes)", "s.clients.release(cl, true, true)\n\t\ts.refuse(raw, name, RefuseMaxHandshakes)",
+		"TestServerGaugesReturnToZero"},
+	{"handshake: max_handshakes_per_client not enforced", "handshake/limits.go",
+		"case cfg.MaxHandshakesPerClient > 0 && c.handshakes >= cfg.MaxHandshakesPerClient:", "case false:",
+		"TestServerPerClientHandshakes"},
+	{"handshake: pending hellos not charged to max_handshake_bytes", "handshake/sniff.go",
+		"if !s.budget.take(c - cap(s.buf)) {", "if false && !s.budget.take(c - cap(s.buf)) {",
+		"TestServerHandshakeBytesBound"},
 	{"handshake: max_connections not enforced", "handshake/server.go",
 		"if cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {", "if false && cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {",
 		"TestServerMax"},
