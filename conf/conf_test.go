@@ -3,11 +3,14 @@ package conf
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files")
@@ -15,6 +18,12 @@ var update = flag.Bool("update", false, "rewrite the .golden files")
 func TestMain(m *testing.M) {
 	flag.Parse()
 	now = func() time.Time { return testNow }
+	for _, dir := range []string{"testdata", "../testdata/pki-tongsuo"} {
+		if err := testpeer.SecretModes(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(m.Run())
 }
 

@@ -212,10 +212,14 @@ type Site struct {
 // from. It is never written in the YAML itself.
 type KeyPassword struct {
 	// KeyPasswordFile is a file whose content (trailing newline removed) is
-	// the password of the encrypted private keys of this section.
+	// the password of the encrypted private keys of this section. Like the
+	// key files, it should be readable by gmproxy's user only (check and
+	// start warn otherwise).
 	KeyPasswordFile string `yaml:"key_password_file"`
 	// KeyPasswordEnv is the name of an environment variable holding the
-	// password of the encrypted private keys of this section.
+	// password of the encrypted private keys of this section. gmproxy
+	// removes the variable from its environment once read (processes it
+	// starts do not inherit it; reloads use the value read).
 	KeyPasswordEnv string `yaml:"key_password_env"`
 }
 
@@ -640,7 +644,10 @@ type Sessions struct {
 	Tickets bool `yaml:"tickets"`
 	// TicketKeyFile holds ticket keys shared by several instances: one or
 	// more 32-byte secrets (newest first), or one nginx-style 48/80-byte
-	// key. Default: random in-memory keys rotated every ticket_rotation.
+	// key. A key that is one byte repeated (all zeros, a placeholder) is
+	// refused; keep the file readable by gmproxy's user only (check warns
+	// otherwise). Default: random in-memory keys rotated every
+	// ticket_rotation.
 	TicketKeyFile string `yaml:"ticket_key_file"`
 	// TicketRotation is the lifetime of a random ticket key before a new one
 	// encrypts (old ones still decrypt for a while); with ticket_keys, how

@@ -253,10 +253,12 @@
 //     accepts only the SM3 form.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # sites[].tls13sm
 //
@@ -276,10 +278,12 @@
 //     ordinary TLS. Default false.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # sites[].tls
 //
@@ -292,10 +296,12 @@
 //     "1.2" or "1.3". Default "1.2".
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # sites[].client_auth
 //
@@ -509,10 +515,12 @@
 //     extensions (no SNI, no ALPN). Default false.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # upstreams[].keepalive
 //
@@ -602,7 +610,9 @@
 //     and TLS 1.3 PSK tickets). Default true.
 //   - ticket_key_file (string): ticket_key_file holds ticket keys shared by
 //     several instances: one or more 32-byte secrets (newest first), or one
-//     nginx-style 48/80-byte key. Default: random in-memory keys rotated every
+//     nginx-style 48/80-byte key. A key that is one byte repeated (all zeros,
+//     a placeholder) is refused; keep the file readable by gmproxy's user only
+//     (check warns otherwise). Default: random in-memory keys rotated every
 //     ticket_rotation.
 //   - ticket_rotation (duration): ticket_rotation is the lifetime of a random
 //     ticket key before a new one encrypts (old ones still decrypt for a
@@ -763,10 +773,12 @@
 //     wait on it). Default 2s.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # keyserver
 //
@@ -822,10 +834,12 @@
 //     the keys. Required.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # keyserver.keys[]
 //
@@ -847,10 +861,12 @@
 //     keyAgreement: key_agreement); required without cert.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section.
+//     of this section. Like the key files, it should be readable by gmproxy's
+//     user only (check and start warn otherwise).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
-//     section.
+//     section. gmproxy removes the variable from its environment once read
+//     (processes it starts do not inherit it; reloads use the value read).
 //
 // # keyserver.clients[]
 //

@@ -344,11 +344,14 @@ func (v *validator) servedKeyFile(k *ServedKey, p string) []*sm2.PrivateKey {
 	if !ok {
 		return nil
 	}
+	defer clear(pw)
 	b, err := os.ReadFile(v.resolve(k.Key))
 	if err != nil {
 		v.errf(p+".key", relFix, "cannot read private key file %q: %s", k.Key, errText(err))
 		return nil
 	}
+	defer clear(b)
+	v.secretMode(p+".key", k.Key, "private key file")
 	keys, err := smkey.ParseAllPrivateKeysPEM(b, pw)
 	switch {
 	case errors.Is(err, smkey.ErrNeedPassword):

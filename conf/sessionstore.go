@@ -39,6 +39,7 @@ func (v *validator) validateSessionStore() {
 			if err != nil {
 				v.errf("sessions.store.password_file", relFix, "cannot read password file %q: %s", st.PasswordFile, errText(err))
 			} else {
+				v.secretMode("sessions.store.password_file", st.PasswordFile, "password file")
 				st.Password = strings.TrimRight(string(b), "\r\n")
 			}
 		}
@@ -78,7 +79,9 @@ func (v *validator) validateSessionStore() {
 		v.errf("sessions.ticket_keys.wrap_key_file", relFix, "cannot read wrap key file %q: %s", tk.WrapKeyFile, errText(err))
 		return
 	}
+	v.secretMode("sessions.ticket_keys.wrap_key_file", tk.WrapKeyFile, "wrap key file")
 	keys, err := ticket.ParseKeyFile(b, v.now)
+	clear(b)
 	if err != nil {
 		v.errf("sessions.ticket_keys.wrap_key_file", "create one with: head -c 32 /dev/urandom > wrap.key", "%s", err)
 		return

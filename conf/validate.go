@@ -41,6 +41,9 @@ type validator struct {
 	keyServers     map[string]*KeyServer
 	keyServerNames map[string]bool
 	keyServerUsed  map[string]bool
+	// secretChecked are the secret files whose mode was checked (one
+	// warning per file).
+	secretChecked map[string]bool
 }
 
 type loadedFile struct {
@@ -170,7 +173,9 @@ func (v *validator) validate() {
 		case err != nil:
 			v.errf("sessions.ticket_key_file", relFix, "cannot read ticket key file %q: %s", s.TicketKeyFile, errText(err))
 		default:
+			v.secretMode("sessions.ticket_key_file", s.TicketKeyFile, "ticket key file")
 			keys, err := ticket.ParseKeyFile(b, v.now)
+			clear(b)
 			if err != nil {
 				v.errf("sessions.ticket_key_file", "create one with: head -c 32 /dev/urandom > ticket.key", "%s", err)
 			} else {
@@ -604,15 +609,16 @@ func (v *validator) password(kp KeyPassword, p string) ([]byte, bool) {
 			v.errf(p+".key_password_file", relFix, "cannot read password file %q: %s", kp.KeyPasswordFile, errText(err))
 			return nil, false
 		}
+		v.secretMode(p+".key_password_file", kp.KeyPasswordFile, "password file")
 		return bytes.TrimRight(b, "\r\n"), true
 	}
 	if kp.KeyPasswordEnv != "" {
-		val, ok := os.LookupEnv(kp.KeyPasswordEnv)
+		pw, ok := envPassword(kp.KeyPasswordEnv)
 		if !ok {
 			v.errf(p+".key_password_env", "export the variable before starting gmproxy, or use key_password_file", "environment variable %s is not set", kp.KeyPasswordEnv)
 			return nil, false
 		}
-		return []byte(val), true
+		return pw, true
 	}
 	return nil, true
 }
@@ -712,12 +718,15 @@ func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyP
 	if !pwOK {
 		return nil
 	}
+	defer clear(password)
 	keyPath := p + "." + keyKey
 	b, err := os.ReadFile(v.resolve(keyFile))
 	if err != nil {
 		v.errf(keyPath, relFix, "cannot read private key file %q: %s", keyFile, errText(err))
 		return nil
 	}
+	defer clear(b) // the key, possibly unencrypted
+	v.secretMode(keyPath, keyFile, "private key file")
 	var key crypto.Signer
 	if keyIdx < 0 {
 		key, err = smkey.ParsePrivateKeyPEM(b, password)

@@ -105,6 +105,9 @@ func TestTicketEvents(t *testing.T) {
 		prime  *Config             // nil: no priming handshake
 		inject *ClientSessionState // a session put in the client cache instead
 		damage bool                // flip a byte of the client's ticket
+		// relabel seals the client's ticket again as a TLS 1.3-SM ticket
+		// under the same key (the protocol is authenticated data).
+		relabel bool
 		srv    *Config
 		client func(*Config)
 		want   []TicketEvent
@@ -114,6 +117,7 @@ func TestTicketEvents(t *testing.T) {
 		{name: "stale", prime: server(k1), srv: server(k2, k1), want: []TicketEvent{evStale, evIssued}, resume: true},
 		{name: "unknown_key", prime: server(k1), srv: server(k3), want: []TicketEvent{evRejected(TicketReasonUndecryptable), evIssued}},
 		{name: "damaged", prime: server(k1), damage: true, srv: server(k1), want: []TicketEvent{evRejected(TicketReasonUndecryptable), evIssued}},
+		{name: "tls13sm_label", prime: server(k1), relabel: true, srv: server(k1), want: []TicketEvent{evRejected(TicketReasonUndecryptable), evIssued}},
 		{name: "malformed", inject: forge([]byte("not a session")), srv: server(k1), want: []TicketEvent{evRejected(TicketReasonMalformed), evIssued}},
 		{name: "other_version", inject: forge(tls12Session), srv: server(k1), want: []TicketEvent{evRejected(TicketReasonMalformed), evIssued}},
 		{name: "expired", prime: server(k1), srv: at(server(k1), 3*time.Hour), want: []TicketEvent{evRejected(TicketReasonExpired), evIssued}},
@@ -157,6 +161,17 @@ func TestTicketEvents(t *testing.T) {
 			if tc.damage {
 				cache.s.ticket = bytes.Clone(cache.s.ticket)
 				cache.s.ticket[len(cache.s.ticket)-1] ^= 1
+			}
+			if tc.relabel {
+				plain, ok, _ := ticket.Open(ticket.Static{k1}, ticket.TLCP, cache.s.ticket)
+				if !ok {
+					t.Fatal("the primed ticket does not open")
+				}
+				tk, err := ticket.Seal(nil, ticket.Static{k1}, ticket.TLS13SM, plain)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache.s.ticket = tk
 			}
 			if tc.client != nil {
 				tc.client(ccfg)

@@ -208,3 +208,34 @@ func TestTicketMaxSize(t *testing.T) {
 		t.Fatalf("issued ticket of %d bytes, want the maximum %d", n, maxSessionState+ticket.Overhead)
 	}
 }
+
+// TestTicketProtocolLabel: a TLS 1.3-SM ticket sealed again as a TLCP
+// ticket under the same key does not open (undecryptable): the protocol is
+// authenticated with the ticket.
+func TestTicketProtocolLabel(t *testing.T) {
+	srv, cliCfg := testConfigs(t)
+	var rej rejections
+	srv.OnTicket = rej.hook
+	keys := ticket.Static(mustKeys(t, 1))
+	srv.TicketKeys = keys
+	if _, r := echoRound(t, srv, cliCfg); r.err != nil {
+		t.Fatal(r.err)
+	}
+	cs := cachedSession(t, cliCfg)
+	plain, ok, _ := ticket.Open(keys, ticket.TLS13SM, cs.ticket)
+	if !ok {
+		t.Fatal("the issued ticket does not open")
+	}
+	relabeled, err := ticket.Seal(nil, keys, ticket.TLCP, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.ticket = relabeled
+	rej.take()
+	if _, r := echoRound(t, srv, cliCfg); r.err != nil || r.state.DidResume {
+		t.Fatalf("relabeled ticket: err %v resumed %v", r.err, r.state.DidResume)
+	}
+	if got := strings.Join(rej.take(), ","); got != TicketReasonUndecryptable {
+		t.Errorf("rejections %q, want %q", got, TicketReasonUndecryptable)
+	}
+}

@@ -284,3 +284,21 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// SecretModes sets the permission bits of the test PKI files under dir the
+// way a deployment keeps them: private keys and password files (names with
+// "key", *.pass, password*) readable by their owner only (0600), every other
+// file 0644. conf warns about secret files that others can read; with this
+// the warnings tests see do not depend on the umask of the checkout.
+func SecretModes(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if name := d.Name(); strings.Contains(name, "key") || strings.HasSuffix(name, ".pass") || strings.HasPrefix(name, "password") {
+			mode = 0o600
+		}
+		return os.Chmod(p, mode)
+	})
+}

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// TestMain keeps the test PKI's keys and password files readable by their
+// owner only, as `gmproxy check` expects of a deployment (it warns otherwise).
+func TestMain(m *testing.M) {
+	for _, dir := range []string{"../../conf/testdata", "../../testdata/pki-tongsuo"} {
+		if err := testpeer.SecretModes(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}

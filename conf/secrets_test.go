@@ -1,0 +1,149 @@
+package conf
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// secretsConfig writes a configuration in a temporary folder whose TLCP
+// keys, password file and ticket key file are copies of the test PKI's with
+// mode perm, and returns its path.
+func secretsConfig(t *testing.T, perm os.FileMode, ticketKey []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	cp := func(name string, mode os.FileMode) {
+		b, err := os.ReadFile(filepath.Join("testdata/pki", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, name), mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"server_sign.crt", "server_enc.crt"} {
+		cp(n, 0o644)
+	}
+	for _, n := range []string{"server_sign.enc.key", "server_enc.key", "password.txt"} {
+		cp(n, perm)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ticket.key"), ticketKey, perm); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(dir, "ticket.key"), perm)
+	cfg := `listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tlcp:
+      sign_cert: server_sign.crt
+      sign_key: server_sign.enc.key
+      enc_cert: server_enc.crt
+      enc_key: server_enc.key
+      key_password_file: password.txt
+    routes: [{respond: {}}]
+sessions:
+  tickets: true
+  ticket_key_file: ticket.key
+`
+	path := filepath.Join(dir, "gmproxy.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func randomishKey() []byte {
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+	return b
+}
+
+// TestSecretFileModes: check warns, at the key's position, about each
+// private key, password file and ticket key file readable by the group or
+// by others, and says nothing when they are the owner's only.
+func TestSecretFileModes(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("permission bits")
+	}
+	for _, c := range []struct {
+		perm os.FileMode
+		who  string
+	}{{0o600, ""}, {0o640, "readable by its group (mode 0640)"}, {0o604, "readable by others (mode 0604)"}, {0o644, "readable by its group and others (mode 0644)"}} {
+		cfg, probs := Check(secretsConfig(t, c.perm, randomishKey()))
+		if probs.HasErrors() || cfg == nil {
+			t.Fatalf("%04o: %v", c.perm, probs)
+		}
+		var got []string
+		for _, p := range probs {
+			if strings.Contains(p.Message, "is readable by") {
+				got = append(got, p.String())
+			}
+		}
+		if c.who == "" {
+			if len(got) != 0 {
+				t.Errorf("%04o: warnings %q", c.perm, got)
+			}
+			continue
+		}
+		want := []string{
+			`gmproxy.yaml:5:17: warning: sites[0].tlcp.sign_key: private key file "server_sign.enc.key" is ` + c.who,
+			`gmproxy.yaml:7:16: warning: sites[0].tlcp.enc_key: private key file "server_enc.key" is ` + c.who,
+			`gmproxy.yaml:8:26: warning: sites[0].tlcp.key_password_file: password file "password.txt" is ` + c.who,
+			`gmproxy.yaml:12:20: warning: sessions.ticket_key_file: ticket key file "ticket.key" is ` + c.who,
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%04o: warnings\n%s\nwant %d", c.perm, strings.Join(got, "\n"), len(want))
+		}
+		for i := range want {
+			if !strings.Contains(got[i], want[i]) || !strings.Contains(got[i], "chmod 600") {
+				t.Errorf("%04o: warning\n%s\nwant it to contain\n%s", c.perm, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestRepeatedByteTicketKey: an all-zero (or any one-byte) ticket key file
+// is a configuration error at the ticket_key_file position.
+func TestRepeatedByteTicketKey(t *testing.T) {
+	for _, key := range [][]byte{make([]byte, 32), bytes.Repeat([]byte{'A'}, 48), append(randomishKey(), make([]byte, 32)...)} {
+		_, probs := Check(secretsConfig(t, 0o600, key))
+		if !probs.HasErrors() {
+			t.Fatalf("%d-byte key %x… accepted", len(key), key[:4])
+		}
+		msg := probs.Error()
+		if !strings.Contains(msg, "gmproxy.yaml:12:20: error: sessions.ticket_key_file: ticket key") || !strings.Contains(msg, "repeated") {
+			t.Errorf("error %q", msg)
+		}
+	}
+}
+
+// TestKeyPasswordEnvUnset: the variable named by key_password_env is
+// removed from the environment once read, and validating the configuration
+// again (a reload) still finds the password.
+func TestKeyPasswordEnvUnset(t *testing.T) {
+	abs, err := filepath.Abs("testdata/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.ReplaceAll(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tls13sm: {cert: PKI/server_sign.crt, key: PKI/server_sign.enc.key, key_password_env: GMPROXY_CONF_TEST_UNSET_PW}
+    routes: [{respond: {}}]
+`, "PKI", abs)
+	t.Setenv("GMPROXY_CONF_TEST_UNSET_PW", "secret")
+	for i := 0; i < 2; i++ {
+		if _, err := Parse("mem.yaml", []byte(yaml)); err != nil {
+			t.Fatalf("parse %d: %v", i+1, err)
+		}
+		if v, ok := os.LookupEnv("GMPROXY_CONF_TEST_UNSET_PW"); ok {
+			t.Fatalf("parse %d: the password is still in the environment (%q)", i+1, v)
+		}
+	}
+}
