@@ -213,8 +213,8 @@ type Site struct {
 type KeyPassword struct {
 	// KeyPasswordFile is a file whose content (trailing newline removed) is
 	// the password of the encrypted private keys of this section. Like the
-	// key files, it should be readable by gmproxy's user only (check and
-	// start warn otherwise).
+	// key files, it should be readable by gmproxy only (check and start warn
+	// when others, or a group gmproxy is not in, can read it).
 	KeyPasswordFile string `yaml:"key_password_file"`
 	// KeyPasswordEnv is the name of an environment variable holding the
 	// password of the encrypted private keys of this section. gmproxy
@@ -645,8 +645,8 @@ type Sessions struct {
 	// TicketKeyFile holds ticket keys shared by several instances: one or
 	// more 32-byte secrets (newest first), or one nginx-style 48/80-byte
 	// key. A key that is one byte repeated (all zeros, a placeholder) is
-	// refused; keep the file readable by gmproxy's user only (check warns
-	// otherwise). Default: random in-memory keys rotated every
+	// refused; keep the file readable by gmproxy only (check warns when
+	// others, or a group gmproxy is not in, can read it). Default: random in-memory keys rotated every
 	// ticket_rotation.
 	TicketKeyFile string `yaml:"ticket_key_file"`
 	// TicketRotation is the lifetime of a random ticket key before a new one

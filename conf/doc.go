@@ -253,8 +253,9 @@
 //     accepts only the SM3 form.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -278,8 +279,9 @@
 //     ordinary TLS. Default false.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -296,8 +298,9 @@
 //     "1.2" or "1.3". Default "1.2".
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -515,8 +518,9 @@
 //     extensions (no SNI, no ALPN). Default false.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -611,9 +615,9 @@
 //   - ticket_key_file (string): ticket_key_file holds ticket keys shared by
 //     several instances: one or more 32-byte secrets (newest first), or one
 //     nginx-style 48/80-byte key. A key that is one byte repeated (all zeros,
-//     a placeholder) is refused; keep the file readable by gmproxy's user only
-//     (check warns otherwise). Default: random in-memory keys rotated every
-//     ticket_rotation.
+//     a placeholder) is refused; keep the file readable by gmproxy only (check
+//     warns when others, or a group gmproxy is not in, can read it). Default:
+//     random in-memory keys rotated every ticket_rotation.
 //   - ticket_rotation (duration): ticket_rotation is the lifetime of a random
 //     ticket key before a new one encrypts (old ones still decrypt for a
 //     while); with ticket_keys, how long each fleet key encrypts. Default 1h.
@@ -773,8 +777,9 @@
 //     wait on it). Default 2s.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -834,8 +839,9 @@
 //     the keys. Required.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -861,8 +867,9 @@
 //     keyAgreement: key_agreement); required without cert.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy's
-//     user only (check and start warn otherwise).
+//     of this section. Like the key files, it should be readable by gmproxy
+//     only (check and start warn when others, or a group gmproxy is not in,
+//     can read it).
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read

@@ -14,8 +14,11 @@ import (
 // later readers of the environment.
 
 // secretMode warns when file (the value of the key at path), which holds a
-// secret described by what, can be read by its group or by others: gmproxy
-// runs fine, but anyone in that group (or on the host) can copy the secret.
+// secret described by what, can be read by others, or by a group this
+// process is not in: gmproxy runs fine, but anyone in that group (or on the
+// host) can copy the secret. Read access for one of gmproxy's own groups is
+// how a key owned by another user (root, mode 0640) or a Kubernetes Secret
+// mounted with the pod's fsGroup (mode 0440) is meant to be read.
 func (v *validator) secretMode(path, file, what string) {
 	if runtime.GOOS == "windows" {
 		return // permission bits do not describe Windows ACLs
@@ -32,9 +35,13 @@ func (v *validator) secretMode(path, file, what string) {
 	if err != nil {
 		return // reading it reported the problem
 	}
-	if perm := fi.Mode().Perm(); perm&0o044 != 0 {
+	perm := fi.Mode().Perm()
+	if perm&0o040 != 0 && ownGroup(fi) {
+		perm &^= 0o040
+	}
+	if perm&0o044 != 0 {
 		v.warnf(path, fmt.Sprintf("chmod 600 %s (readable by the owner only)", file),
-			"%s %q is readable by %s (mode %04o)", what, file, readers(perm), perm)
+			"%s %q is readable by %s (mode %04o)", what, file, readers(perm), fi.Mode().Perm())
 	}
 }
 
@@ -42,9 +49,9 @@ func (v *validator) secretMode(path, file, what string) {
 func readers(perm fs.FileMode) string {
 	switch {
 	case perm&0o040 != 0 && perm&0o004 != 0:
-		return "its group and others"
+		return "others and its group"
 	case perm&0o040 != 0:
-		return "its group"
+		return "its group, which gmproxy is not in"
 	}
 	return "others"
 }

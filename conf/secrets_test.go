@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,20 @@ sessions:
 	return path
 }
 
+// foreignGroup is a group this process is not in, which only root can give
+// a file (-2 otherwise).
+func foreignGroup() int {
+	if os.Getuid() != 0 {
+		return -2
+	}
+	groups, _ := os.Getgroups()
+	for gid := 54321; ; gid++ {
+		if gid != os.Getgid() && !slices.Contains(groups, gid) {
+			return gid
+		}
+	}
+}
+
 func randomishKey() []byte {
 	b := make([]byte, 32)
 	for i := range b {
@@ -66,8 +81,9 @@ func randomishKey() []byte {
 }
 
 // TestSecretFileModes: check warns, at the key's position, about each
-// private key, password file and ticket key file readable by the group or
-// by others, and says nothing when they are the owner's only.
+// private key, password file and ticket key file readable by others or by
+// a group gmproxy is not in, and says nothing when only the owner and
+// gmproxy's own group can read them.
 func TestSecretFileModes(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("permission bits")
@@ -75,8 +91,27 @@ func TestSecretFileModes(t *testing.T) {
 	for _, c := range []struct {
 		perm os.FileMode
 		who  string
-	}{{0o600, ""}, {0o640, "readable by its group (mode 0640)"}, {0o604, "readable by others (mode 0604)"}, {0o644, "readable by its group and others (mode 0644)"}} {
-		cfg, probs := Check(secretsConfig(t, c.perm, randomishKey()))
+		gid  int // chown the secrets to this group (-1: leave ours)
+	}{
+		{0o600, "", -1},
+		{0o640, "", -1}, // our own group: how gmproxy reads a root-owned key
+		{0o440, "", -1}, // a Kubernetes Secret with the pod's fsGroup
+		{0o604, "readable by others (mode 0604)", -1},
+		{0o644, "readable by others (mode 0644)", -1},
+		{0o640, "readable by its group, which gmproxy is not in (mode 0640)", foreignGroup()},
+	} {
+		if c.gid == -2 {
+			continue // no foreign group can be set without root
+		}
+		path := secretsConfig(t, c.perm, randomishKey())
+		if c.gid >= 0 {
+			for _, n := range []string{"server_sign.enc.key", "server_enc.key", "password.txt", "ticket.key"} {
+				if err := os.Chown(filepath.Join(filepath.Dir(path), n), -1, c.gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		cfg, probs := Check(path)
 		if probs.HasErrors() || cfg == nil {
 			t.Fatalf("%04o: %v", c.perm, probs)
 		}
