@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // locRec records KeyOpAt events.
@@ -76,7 +78,7 @@ func TestOffloadRemoteKeys(t *testing.T) {
 			_, err := remote.SignContext(ctx, rand.Reader, make([]byte, 32), nil)
 			errc <- err
 		}()
-		<-br.started
+		testpeer.Recv(t, br.started, "remote operation started")
 	}
 	// Both remote slots are taken: the next remote operation fails fast...
 	if _, err := remote.SignContext(ctx, rand.Reader, make([]byte, 32), nil); !errors.Is(err, ErrOffloadBusy) {
@@ -88,7 +90,7 @@ func TestOffloadRemoteKeys(t *testing.T) {
 	}
 	close(br.release)
 	for i := 0; i < 2; i++ {
-		if err := <-errc; err != nil {
+		if err := testpeer.Recv(t, errc, "remote operation result"); err != nil {
 			t.Error(err)
 		}
 	}

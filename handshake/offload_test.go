@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 type keyOpRec struct {
@@ -110,9 +111,13 @@ func TestOffloadBackpressure(t *testing.T) {
 		k := o.Wrap(bk, FamilyTLS13SM)
 		results := make(chan error, 2)
 		go func() { _, err := k.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
-		<-bk.entered // the worker is busy
+		testpeer.Recv(t, bk.entered, "first signature at the worker") // the worker is busy
 		go func() { _, err := k.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
+		deadline := time.Now().Add(testpeer.WaitLimit)
 		for o.QueueLen() != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("queue length %d, want 1", o.QueueLen())
+			}
 			time.Sleep(time.Millisecond)
 		}
 		// Queue full: fail fast, or wait until the handshake's context ends.
@@ -126,10 +131,10 @@ func TestOffloadBackpressure(t *testing.T) {
 			t.Errorf("wait: err = %v, want the context's deadline", err)
 		}
 		bk.release <- struct{}{}
-		<-bk.entered
+		testpeer.Recv(t, bk.entered, "next signature at the worker")
 		bk.release <- struct{}{}
 		for i := 0; i < 2; i++ {
-			if err := <-results; err != nil {
+			if err := testpeer.Recv(t, results, "queued signature"); err != nil {
 				t.Errorf("queued op failed: %v", err)
 			}
 		}

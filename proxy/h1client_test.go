@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // rawBackend accepts loopback connections and answers each request read
@@ -240,7 +242,7 @@ func TestH1ClientBounds(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := cl.RoundTrip(req); done <- err }()
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testpeer.Recv(t, done, "cancelled round trip"); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled request: %v, want context.Canceled", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 func protoBackend(t *testing.T, newConns *atomic.Int64) *httptest.Server {
@@ -151,7 +153,7 @@ func TestMaxConnsPerTarget(t *testing.T) {
 		code, _, _ := get(t, c, f.url+"/")
 		done <- code
 	}()
-	<-entered
+	testpeer.Recv(t, entered, "request at the backend")
 	if code, _, _ := get(t, c, f.url+"/"); code != 503 {
 		t.Errorf("second concurrent request: %d, want 503 (target at max conns)", code)
 	}

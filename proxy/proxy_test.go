@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/websocket"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -43,7 +44,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 			res.Body.Close()
 			done <- result{res.StatusCode, string(body)}
 		}()
-		<-entered
+		testpeer.Recv(t, entered, "request at the backend")
 		shut := make(chan error)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -62,11 +63,11 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		close(release)
-		r := <-done
+		r := testpeer.Recv(t, done, "in-flight request")
 		if r.code != 200 || r.body != "finished" {
 			t.Fatalf("h2=%v: in-flight request during shutdown: %d %q", h2, r.code, r.body)
 		}
-		if err := <-shut; err != nil {
+		if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
 			t.Fatalf("h2=%v: Shutdown: %v", h2, err)
 		}
 		if err := f.p.ServeHTTP1(nopConn{}); err == nil {

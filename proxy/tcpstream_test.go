@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // echoTCP is a TCP echo server; with withPP it first reads a PROXY header
@@ -76,7 +77,7 @@ func TestTCPStreamEcho(t *testing.T) {
 				t.Fatalf("echo: %d bytes (want %d), err %v", len(got), len(payload), err)
 			}
 			if pp != "" {
-				h := <-hdrs
+				h := testpeer.Recv(t, hdrs, "PROXY header at the target")
 				if h == nil || h.Source == nil || h.Source.IP.String() != "127.0.0.1" || h.Destination.String() != f.addr {
 					t.Fatalf("PROXY header at target: %+v", h)
 				}

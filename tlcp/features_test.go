@@ -19,6 +19,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -181,7 +182,7 @@ func TestTLSRecordHello(t *testing.T) {
 		body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
 		io.ReadFull(c1, body)
 		c1.Close()
-		err := <-errc
+		err := testpeer.Recv(t, errc, "server result")
 		if allow {
 			if hdr[0] != byte(recordTypeHandshake) || hdr[1] != 1 || hdr[2] != 1 || body[0] != typeServerHello {
 				t.Fatalf("allowed: got record %x body %x", hdr, body[:4])
