@@ -328,6 +328,11 @@ func TestServerMaxConns(t *testing.T) {
 		c2.Close()
 		t.Fatal("second connection over MaxConns completed a handshake")
 	}
+	// The refused connection is closed before its count is released: the
+	// client may see the close first. Wait (bounded) for the count.
+	for deadline := time.Now().Add(5 * time.Second); s.Conns() != 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s.Conns() != 1 {
 		t.Errorf("Conns() = %d, want 1", s.Conns())
 	}
