@@ -33,6 +33,10 @@ type connInfo struct {
 	wrote atomic.Bool
 	trace httptrace.ClientTrace
 
+	// h1 watches an HTTP/1.1 connection for requests with both
+	// Content-Length and Transfer-Encoding (nil for HTTP/2).
+	h1 *ambiguityGuard
+
 	// writeArmed: an HTTP/1.1 response left a send_timeout write deadline
 	// on the connection (timeouts.go). Requests of one HTTP/1.1
 	// connection run one at a time.
@@ -144,10 +148,15 @@ func ConnStateFrom(ctx context.Context) (handshake.ConnState, bool) {
 // implement handshake.StateConn get their state attached; others get an
 // empty per-connection record so that first-request logic still works.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if sc, ok := c.(handshake.StateConn); ok {
-		return WithConnState(ctx, sc.ConnState())
+	g, _ := c.(*ambiguityGuard)
+	if g != nil {
+		c = g.Conn
 	}
-	return newConnContext(ctx, &connInfo{})
+	ci := &connInfo{h1: g}
+	if sc, ok := c.(handshake.StateConn); ok {
+		ci.state, ci.hasState = sc.ConnState(), true
+	}
+	return newConnContext(ctx, ci)
 }
 
 func connInfoFrom(ctx context.Context) *connInfo {

@@ -281,7 +281,7 @@ func (p *Proxy) ServeConn(c net.Conn) error {
 // ServeHTTP1 hands c to the shared net/http server (keep-alive, Upgrade,
 // limits from LimitsConfig). It does not block.
 func (p *Proxy) ServeHTTP1(c net.Conn) error {
-	return p.ln.push(c)
+	return p.ln.push(&ambiguityGuard{Conn: c})
 }
 
 // ServeHTTP2 serves c with x/net/http2 (ALPN h2 or prior knowledge) and

@@ -75,6 +75,9 @@ type respWriter struct {
 	bytes       int64
 	wroteHeader bool
 	send        sendDeadline // send_timeout; send.ww nil when off
+	// closeConn makes the response end its HTTP/1.1 connection
+	// (Connection: close), set for ambiguous framing (ambiguityGuard).
+	closeConn bool
 }
 
 func (w *respWriter) Header() http.Header { return w.rw.Header() }
@@ -83,6 +86,9 @@ func (w *respWriter) WriteHeader(code int) {
 	if !w.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.wroteHeader = true
 		w.status = code
+		if w.closeConn {
+			w.rw.Header().Set("Connection", "close")
+		}
 	}
 	w.send.arm()
 	w.rw.WriteHeader(code)
@@ -90,8 +96,7 @@ func (w *respWriter) WriteHeader(code int) {
 
 func (w *respWriter) Write(b []byte) (int, error) {
 	if !w.wroteHeader {
-		w.wroteHeader = true
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	w.send.arm()
 	n, err := w.rw.Write(b)
@@ -101,8 +106,7 @@ func (w *respWriter) Write(b []byte) (int, error) {
 
 func (w *respWriter) Flush() {
 	if !w.wroteHeader {
-		w.wroteHeader = true
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	w.send.arm()
 	if f, ok := w.rw.(http.Flusher); ok {

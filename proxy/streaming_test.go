@@ -468,3 +468,53 @@ func TestUpgradeOnlyAllowed(t *testing.T) {
 		})
 	}
 }
+
+// TestContentLengthWithTransferEncoding: after a request carrying both
+// Content-Length and Transfer-Encoding the connection is closed (RFC 9112
+// §6.1), so a request smuggled behind it on the same connection is never
+// served; ordinary pipelined requests are.
+func TestContentLengthWithTransferEncoding(t *testing.T) {
+	var smuggled atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/smuggled" {
+			smuggled.Add(1)
+		}
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(backend.Close)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	next := "GET /smuggled HTTP/1.1\r\nHost: example.test\r\n\r\n"
+	for _, tc := range []struct {
+		name, first string
+		ambiguous   bool
+	}{
+		{"CL and TE", "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", true},
+		{"TE then CL, other case", "POST / HTTP/1.1\r\nHost: example.test\r\ntransfer-encoding: chunked\r\nCONTENT-LENGTH: 5\r\n\r\n0\r\n\r\n", true},
+		{"TE only", "POST / HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false},
+		{"CL only", "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\n\r\nhello", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			smuggled.Store(0)
+			res, c, br := rawExchange(t, f.addr, tc.first+next)
+			if res.StatusCode != 200 || res.Close != tc.ambiguous {
+				t.Errorf("first response: status %d close %v, want 200 close %v", res.StatusCode, res.Close, tc.ambiguous)
+			}
+			res2, err := http.ReadResponse(br, nil)
+			if tc.ambiguous {
+				if err == nil {
+					res2.Body.Close()
+					t.Errorf("the request behind it was answered: %d", res2.StatusCode)
+				}
+				c.Close()
+				if smuggled.Load() != 0 {
+					t.Errorf("the request behind it reached the backend")
+				}
+				return
+			}
+			if err != nil || res2.StatusCode != 200 || smuggled.Load() != 1 {
+				t.Errorf("pipelined request after an ordinary one: %v %v, backend saw it %d times", res2, err, smuggled.Load())
+			}
+		})
+	}
+}
