@@ -34,7 +34,7 @@ type Proxy struct {
 	accessLog   *AccessLog
 	// anyClientAuth: some site has client authentication (misdirectedHost).
 	anyClientAuth bool
-	limits      LimitsConfig
+	limits        LimitsConfig
 
 	h1      *http.Server
 	h2      *http2.Server
