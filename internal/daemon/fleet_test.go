@@ -50,6 +50,7 @@ func TestFleet(t *testing.T) {
 
 	t.Run("resumption", f.testResumption)
 	t.Run("redis-down", f.testRedisDown)
+	t.Run("keyserver-failover", f.testKeyServerFailover)
 	t.Run("kill-instance", f.testKillInstance)
 }
 
@@ -62,6 +63,8 @@ type fleet struct {
 	lbAddr     string
 	store      storeCounter
 	clientDial net.Dialer
+	// keyServers hold the sites' SM2 keys; every instance names both.
+	keyServers []*testKeyServer
 }
 
 // startProcess starts a helper program and stops it when the test ends.
@@ -97,9 +100,21 @@ func startFleet(t *testing.T, redis *redistest.Server, haproxyBin string) *fleet
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sites' SM2 keys live on two key servers, which every instance
+	// names (key_servers[].addresses): full handshakes sign and decrypt
+	// remotely, and survive one key server's death.
+	if _, err := testPKI(t).WriteFiles(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	srvTLS := writeMTLS(t, f.dir)
+	f.keyServers = []*testKeyServer{startKeyServer(t, srvTLS), startKeyServer(t, srvTLS)}
+	remote := remoteKeyConfig(t, f.dir, f.keyServers[0].addr+", "+f.keyServers[1].addr, f.backend.Listener.Addr().String(), "2s")
 	var servers strings.Builder
 	for i := range fleetSize {
 		cfg := testConfig(t, f.backend.Listener.Addr().String())
+		cfg.KeyServers = remote.KeyServers
+		rm, m := remote.Sites[0].Material, &cfg.Sites[0].Material
+		m.TLCPSign, m.TLCPEnc, m.TLS13SM = rm.TLCPSign, rm.TLCPEnc, rm.TLS13SM
 		cfg.Listeners[0].ProxyProtocol = conf.ProxyProtocol{Enabled: true, Trusted: []string{"127.0.0.1/32"}}
 		cfg.Sessions.Store = &conf.SessionStore{
 			Type: sessionstore.TypeRedis, Addresses: []string{redis.Addr}, KeyPrefix: "fleet:",
@@ -478,6 +493,33 @@ func (f *fleet) testRedisDown(t *testing.T) {
 	}
 	if n := f.failedHandshakes() - failedBefore; n != 0 {
 		t.Errorf("%d handshakes failed on the instances while Redis was down", n)
+	}
+}
+
+// testKeyServerFailover: one of the two key servers dies during a run of
+// full handshakes (every connection a new client, so every handshake signs
+// and decrypts on a key server) spread over all instances: no handshake
+// fails, the operations move to the other key server. (With only the
+// killed key server named, every handshake after the kill fails: checked.)
+func (f *fleet) testKeyServerFailover(t *testing.T) {
+	failedBefore := f.failedHandshakes()
+	l := f.startLoad("tlcp-ticket", 2, 5000, 1)
+	defer l.end()
+	l.waitConns(t, 3*fleetSize)
+	f.keyServers[0].ks.Close()
+	killedAt := l.conns.Load()
+	l.waitConns(t, 10*fleetSize)
+	l.end()
+	t.Logf("key server 1 of 2 killed after %d full handshakes; %d after it; %d handshake failures, %d other failures",
+		killedAt, l.conns.Load()-killedAt, l.handshakeFails.Load(), l.otherFails.Load())
+	if n := l.handshakeFails.Load() + l.otherFails.Load(); n != 0 {
+		t.Errorf("%d connections failed when a key server died: %q", n, l.errs)
+	}
+	if n := f.failedHandshakes() - failedBefore; n != 0 {
+		t.Errorf("%d handshakes failed on the instances when a key server died", n)
+	}
+	if l.resumed.Load() != 0 {
+		t.Errorf("%d connections resumed: the run was to make full handshakes only", l.resumed.Load())
 	}
 }
 
