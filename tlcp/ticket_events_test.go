@@ -108,10 +108,10 @@ func TestTicketEvents(t *testing.T) {
 		// relabel seals the client's ticket again as a TLS 1.3-SM ticket
 		// under the same key (the protocol is authenticated data).
 		relabel bool
-		srv    *Config
-		client func(*Config)
-		want   []TicketEvent
-		resume bool
+		srv     *Config
+		client  func(*Config)
+		want    []TicketEvent
+		resume  bool
 	}{
 		{name: "accepted", prime: server(k1), srv: server(k1), want: []TicketEvent{evAccepted, evIssued}, resume: true},
 		{name: "stale", prime: server(k1), srv: server(k2, k1), want: []TicketEvent{evStale, evIssued}, resume: true},
