@@ -58,13 +58,6 @@ type Config struct {
 	TicketKeys []ticket.Key `yaml:"-"`
 }
 
-// Listener protocol names (Listener.Protocols).
-const (
-	ProtoTLCP    = "tlcp"
-	ProtoTLS13SM = "tls13sm"
-	ProtoTLS     = "tls"
-)
-
 // Listener is one listening socket.
 type Listener struct {
 	// Address is host:port to listen on, e.g. "0.0.0.0:443", "[::]:443" or
@@ -432,24 +425,6 @@ type Stream struct {
 	// backend: "", "v1" or "v2". Default "" (none).
 	SendProxyProtocol string `yaml:"send_proxy_protocol"`
 }
-
-// Upstream protocols (Upstream.Protocol).
-const (
-	UpstreamHTTP    = "http"
-	UpstreamH2C     = "h2c"
-	UpstreamH2      = "h2"
-	UpstreamTLS     = "tls"
-	UpstreamTLCP    = "tlcp"
-	UpstreamTLS13SM = "tls13sm"
-)
-
-// Balancing policies (Upstream.Balance).
-const (
-	BalanceRoundRobin = "round_robin"
-	BalanceLeastConn  = "least_conn"
-	BalanceIPHash     = "ip_hash"
-	BalanceHash       = "hash"
-)
 
 // Upstream is a named pool of backend targets.
 type Upstream struct {

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gmproxy/gmproxy/handshake/family"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/keyserver"
+	"github.com/gmproxy/gmproxy/proxy/balance"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // Default values, also stated in the field documentation.
@@ -93,7 +96,7 @@ func (c *Config) setDefaults() {
 }
 
 func (l *Listener) setDefaults() {
-	l.Protocols = []string{ProtoTLCP, ProtoTLS13SM, ProtoTLS}
+	l.Protocols = family.Names()
 	l.TLCPSuitesInTLSHello = "reject"
 	l.HandshakeTimeout = DefaultHandshakeTimeout
 	l.MaxHandshakes = DefaultMaxHandshakes
@@ -136,8 +139,8 @@ func (s *Stream) setDefaults() {
 }
 
 func (u *Upstream) setDefaults() {
-	u.Balance = BalanceRoundRobin
-	u.Protocol = UpstreamHTTP
+	u.Balance = balance.RoundRobin
+	u.Protocol = upstreamproto.HTTP
 	u.Keepalive.MaxIdle = DefaultKeepaliveMaxIdle
 	u.Timeouts.Connect = DefaultConnectTimeout
 	u.Timeouts.ResponseHeader = DefaultResponseHeader
@@ -250,12 +253,12 @@ func (c *Config) finish() {
 		u := &c.Upstreams[i]
 		if len(u.TLS.Ciphers) == 0 {
 			switch u.Protocol {
-			case UpstreamTLCP:
+			case upstreamproto.TLCP:
 				u.TLS.Ciphers = []string{"ECC-SM2-SM4-GCM-SM3", "ECC-SM2-SM4-CBC-SM3"}
 				if u.TLS.SignCert != "" && u.TLS.EncCert != "" {
 					u.TLS.Ciphers = append(u.TLS.Ciphers, "ECDHE-SM2-SM4-GCM-SM3", "ECDHE-SM2-SM4-CBC-SM3")
 				}
-			case UpstreamTLS13SM:
+			case upstreamproto.TLS13SM:
 				u.TLS.Ciphers = append([]string(nil), DefaultTLS13SMCiphers...)
 			}
 		}

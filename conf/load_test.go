@@ -11,6 +11,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 
+	"github.com/gmproxy/gmproxy/handshake/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
@@ -223,7 +224,7 @@ func TestDevConfig(t *testing.T) {
 		t.Errorf("unexpected warning: %s", w)
 	}
 	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Address != DefaultListenAddress ||
-		!reflect.DeepEqual(cfg.Listeners[0].Protocols, []string{ProtoTLCP, ProtoTLS13SM, ProtoTLS}) {
+		!reflect.DeepEqual(cfg.Listeners[0].Protocols, []string{family.TLCP, family.TLS13SM, family.TLS}) {
 		t.Errorf("listeners %+v", cfg.Listeners)
 	}
 	s := cfg.Sites[0]

@@ -20,8 +20,11 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/handshake/family"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/proxy/balance"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // now is the clock used for certificate validity checks (tests replace it).
@@ -251,12 +254,12 @@ func (v *validator) validateListeners() {
 			}
 		}
 		if len(l.Protocols) == 0 {
-			v.errf(p+".protocols", "list at least one of tlcp, tls13sm, tls", "no protocols")
+			v.errf(p+".protocols", "list at least one of "+strings.Join(family.Names(), ", "), "no protocols")
 		}
 		protoSeen := map[string]bool{}
 		for j, pr := range l.Protocols {
 			pp := fmt.Sprintf("%s.protocols[%d]", p, j)
-			if !v.oneOf(pp, pr, ProtoTLCP, ProtoTLS13SM, ProtoTLS) {
+			if !v.oneOf(pp, pr, family.Names()...) {
 				continue
 			}
 			if protoSeen[pr] {
@@ -264,7 +267,7 @@ func (v *validator) validateListeners() {
 			}
 			protoSeen[pr] = true
 		}
-		if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, "reject", "tlcp") && l.TLCPSuitesInTLSHello == "tlcp" && !protoSeen[ProtoTLCP] {
+		if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, "reject", "tlcp") && l.TLCPSuitesInTLSHello == "tlcp" && !protoSeen[family.TLCP] {
 			v.warnf(p+".tlcp_suites_in_tls_hello", "add tlcp to protocols", "tlcp_suites_in_tls_hello: tlcp has no effect without protocol tlcp")
 		}
 		if l.HandshakeTimeout <= 0 {
@@ -334,9 +337,9 @@ func (v *validator) validateListeners() {
 				v.errf(fmt.Sprintf("%s.sites[%d]", p, j), fix, "unknown site %q", name)
 				continue
 			}
-			have[ProtoTLCP] = have[ProtoTLCP] || s.TLCP != nil
-			have[ProtoTLS13SM] = have[ProtoTLS13SM] || s.TLS13SM != nil
-			have[ProtoTLS] = have[ProtoTLS] || s.TLS != nil
+			have[family.TLCP] = have[family.TLCP] || s.TLCP != nil
+			have[family.TLS13SM] = have[family.TLS13SM] || s.TLS13SM != nil
+			have[family.TLS] = have[family.TLS] || s.TLS != nil
 		}
 		if l.DefaultSite != "" && !slices.Contains(l.Sites, l.DefaultSite) {
 			v.errf(p+".default_site", "name one of the sites served on this listener", "default_site %q is not served on this listener", l.DefaultSite)
@@ -1185,18 +1188,18 @@ func (v *validator) validateUpstreams(used map[string]bool) {
 		if len(u.Targets) > 0 && primaries == 0 {
 			v.warnf(p+".targets", "make at least one target a primary (backup: false)", "every target is a backup")
 		}
-		if v.oneOf(p+".balance", u.Balance, BalanceRoundRobin, BalanceLeastConn, BalanceIPHash, BalanceHash) {
+		if v.oneOf(p+".balance", u.Balance, balance.Names()...) {
 			hk := u.HashKey
 			switch {
-			case u.Balance == BalanceHash && hk.Header == "" && hk.Cookie == "":
+			case u.Balance == balance.Hash && hk.Header == "" && hk.Cookie == "":
 				v.errf(p+".hash_key", "add hash_key: {header: X-User} or {cookie: session}", "balance hash needs hash_key")
-			case u.Balance == BalanceHash && hk.Header != "" && hk.Cookie != "":
+			case u.Balance == balance.Hash && hk.Header != "" && hk.Cookie != "":
 				v.errf(p+".hash_key", "keep only one of header and cookie", "hash_key has both header and cookie")
-			case u.Balance != BalanceHash && (hk.Header != "" || hk.Cookie != ""):
+			case u.Balance != balance.Hash && (hk.Header != "" || hk.Cookie != ""):
 				v.warnf(p+".hash_key", "set balance: hash to use it", "hash_key is ignored with balance %s", u.Balance)
 			}
 		}
-		if v.oneOf(p+".protocol", u.Protocol, UpstreamHTTP, UpstreamH2C, UpstreamH2, UpstreamTLS, UpstreamTLCP, UpstreamTLS13SM) {
+		if v.oneOf(p+".protocol", u.Protocol, upstreamproto.Names()...) {
 			v.upstreamTLS(u, p)
 		}
 		if u.Keepalive.MaxIdle < 0 {
@@ -1261,7 +1264,7 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 	hasTLCPCerts := t.SignCert != "" || t.SignKey != "" || t.EncCert != "" || t.EncKey != ""
 	hasCert := t.Cert != "" || t.Key != ""
 	switch u.Protocol {
-	case UpstreamHTTP, UpstreamH2C:
+	case upstreamproto.HTTP, upstreamproto.H2C:
 		if v.has(tp) {
 			v.warnf(tp, "use protocol tls, h2, tlcp or tls13sm to encrypt", "tls settings are ignored with protocol %s", u.Protocol)
 		}
@@ -1272,14 +1275,14 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 	}
 	if t.CA != "" {
 		m.RootCAs = v.certs(tp+".ca", t.CA)
-	} else if !t.InsecureSkipVerify && (u.Protocol == UpstreamTLCP || u.Protocol == UpstreamTLS13SM) {
+	} else if !t.InsecureSkipVerify && (u.Protocol == upstreamproto.TLCP || u.Protocol == upstreamproto.TLS13SM) {
 		v.errf(tp+".ca", "add ca: FILE with the SM2 CA that issues the targets' certificates", "protocol %s needs tls.ca (there are no system SM2 roots)", u.Protocol)
 	}
-	if u.Protocol != UpstreamTLCP && (t.GmSSLCompat || t.ECDHEParamsAsVector || t.NoExtensions) {
+	if u.Protocol != upstreamproto.TLCP && (t.GmSSLCompat || t.ECDHEParamsAsVector || t.NoExtensions) {
 		v.warnf(tp, "remove them or use protocol tlcp", "gmssl_compat, ecdhe_params_as_vector and no_extensions only apply to protocol tlcp")
 	}
 	switch u.Protocol {
-	case UpstreamTLCP:
+	case upstreamproto.TLCP:
 		if hasCert {
 			v.warnf(tp+".cert", "for TLCP client certificates use sign_cert, sign_key, enc_cert and enc_key", "cert/key are ignored with protocol tlcp")
 		}
@@ -1296,7 +1299,7 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 				}
 			}
 		}
-	case UpstreamTLS13SM:
+	case upstreamproto.TLS13SM:
 		if hasTLCPCerts {
 			v.warnf(tp+".sign_cert", "use cert and key for TLS 1.3-SM", "sign_cert/enc_cert are ignored with protocol tls13sm")
 		}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/handshake/family"
 )
 
 // TLCPInTLSPolicy says what a listener does with a TLS-record ClientHello
@@ -69,6 +71,26 @@ type ListenerConfig struct {
 	Sites *Sites
 	// Logger receives debug lines for failed handshakes (nil: none).
 	Logger *slog.Logger
+}
+
+// EnableFamilies turns on the protocol families named in names (the
+// family package's names) and off the others. It fails on a name that
+// this package does not implement.
+func (c *ListenerConfig) EnableFamilies(names []string) error {
+	c.TLCP, c.TLS13SM, c.TLS = false, false, false
+	for _, n := range names {
+		switch n {
+		case family.TLCP:
+			c.TLCP = true
+		case family.TLS13SM:
+			c.TLS13SM = true
+		case family.TLS:
+			c.TLS = true
+		default:
+			return fmt.Errorf("unknown protocol family %q (want one of %s)", n, strings.Join(family.Names(), ", "))
+		}
+	}
+	return nil
 }
 
 func (c *ListenerConfig) timeout() time.Duration {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/handshake/family"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -24,9 +25,9 @@ const (
 
 // Protocol families, the values of the metrics "protocol" label.
 const (
-	FamilyTLCP    = "tlcp"
-	FamilyTLS13SM = "tls13sm"
-	FamilyTLS     = "tls"
+	FamilyTLCP    = family.TLCP
+	FamilyTLS13SM = family.TLS13SM
+	FamilyTLS     = family.TLS
 )
 
 // ConnState describes an established connection.

@@ -213,20 +213,22 @@ type UpstreamConfig struct {
 	Name string
 	// Targets are the backend addresses.
 	Targets []TargetConfig
-	// Balance selects targets: "round_robin" (default, smooth weighted),
-	// "least_conn", "ip_hash" (consistent hash of the client address) or
-	// "hash" (consistent hash of HashHeader or HashCookie).
+	// Balance selects targets, one of balance.Names(): "round_robin"
+	// (default, smooth weighted), "least_conn", "ip_hash" (consistent hash
+	// of the client address) or "hash" (consistent hash of HashHeader or
+	// HashCookie).
 	Balance string
 	// HashHeader is the request header hashed by balance "hash".
 	HashHeader string
 	// HashCookie is the cookie hashed by balance "hash" (when HashHeader is
 	// empty or absent). Requests without the key fall back to round robin.
 	HashCookie string
-	// Protocol to the backend: "http" (default, HTTP/1.1), "h2c" (HTTP/2
-	// with prior knowledge), "https" (TLS with ALPN h2 or http/1.1),
-	// "tlcp" (TLCP re-encryption) or "tls13sm" (TLS 1.3 + RFC 8998).
+	// Protocol to the backend, one of upstreamproto.Names(): "http"
+	// (default, HTTP/1.1), "h2c" (HTTP/2 with prior knowledge), "h2" or
+	// "tls" (crypto/tls with ALPN h2 or http/1.1), "tlcp" (TLCP
+	// re-encryption) or "tls13sm" (TLS 1.3 + RFC 8998).
 	Protocol string
-	// TLS configures "https", "tlcp" and "tls13sm" backends.
+	// TLS configures "h2", "tls", "tlcp" and "tls13sm" backends.
 	TLS *UpstreamTLSConfig
 	// Transport tunes the connection pool.
 	Transport TransportConfig
@@ -236,7 +238,7 @@ type UpstreamConfig struct {
 	Retries RetryConfig
 
 	// DialTLSContext, when set, dials the backend with encryption for
-	// "https", "tlcp" and "tls13sm" instead of the built-in dialers (the
+	// "h2", "tls", "tlcp" and "tls13sm" instead of the built-in dialers (the
 	// daemon plugs TLCP/TLS 1.3-SM clients here). Not a YAML key.
 	DialTLSContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -256,12 +258,12 @@ type UpstreamTLSConfig struct {
 	// ServerName sent in SNI and verified. Default: the target's host.
 	ServerName string
 	// CA is a PEM file of CAs that verify the backend. Default: system
-	// roots ("https") or none ("tlcp", "tls13sm": then verification fails
+	// roots ("h2", "tls") or none ("tlcp", "tls13sm": then verification fails
 	// unless InsecureSkipVerify).
 	CA string
 	// InsecureSkipVerify disables backend certificate verification.
 	InsecureSkipVerify bool
-	// Cert and Key are a client certificate ("https", "tls13sm").
+	// Cert and Key are a client certificate ("h2", "tls", "tls13sm").
 	Cert, Key string
 	// KeyPassword decrypts encrypted PKCS#8 client keys ("tlcp",
 	// "tls13sm"). Not a YAML key: the daemon reads it from a file or an

@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // dialError marks a failure to establish a connection to a target
@@ -60,13 +63,13 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 	scheme := "http"
 	dial := DialFunc(t.DialContext)
 	switch uc.Protocol {
-	case "", "http":
+	case "", upstreamproto.HTTP:
 		t.Protocols = new(http.Protocols)
 		t.Protocols.SetHTTP1(true)
-	case "h2c":
+	case upstreamproto.H2C:
 		t.Protocols = new(http.Protocols)
 		t.Protocols.SetUnencryptedHTTP2(true)
-	case "https":
+	case upstreamproto.H2, upstreamproto.TLS:
 		scheme = "https"
 		cfg, err := stdTLSConfig(uc.TLS)
 		if err != nil {
@@ -80,7 +83,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 			td := &tls.Dialer{NetDialer: d, Config: cfg}
 			dial = handshakeDialer(td.DialContext, tc)
 		}
-	case "tlcp", "tls13sm":
+	case upstreamproto.TLCP, upstreamproto.TLS13SM:
 		scheme = "https"
 		dial = uc.DialTLSContext
 		if dial == nil {
@@ -91,7 +94,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		}
 		t.DialTLSContext = handshakeDialer(dial, tc)
 	default:
-		return nil, "", nil, fmt.Errorf("unknown protocol %q (want http, h2c, https, tlcp or tls13sm)", uc.Protocol)
+		return nil, "", nil, fmt.Errorf("unknown protocol %q (want one of %s)", uc.Protocol, strings.Join(upstreamproto.Names(), ", "))
 	}
 	if t.DialTLSContext != nil {
 		t.DialTLSContext = timedDial(t.DialTLSContext, connected)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 func protoBackend(t *testing.T, newConns *atomic.Int64) *httptest.Server {
@@ -58,9 +59,9 @@ func TestBackendProtocols(t *testing.T) {
 		Upstreams: []UpstreamConfig{
 			{Name: "h1", Targets: []TargetConfig{{Address: addrOf(h1)}}},
 			{Name: "h2c", Protocol: "h2c", Targets: []TargetConfig{{Address: addrOf(h2c)}}},
-			{Name: "h2", Protocol: "https", Targets: []TargetConfig{{Address: addrOf(h2tls)}},
+			{Name: "h2", Protocol: upstreamproto.H2, Targets: []TargetConfig{{Address: addrOf(h2tls)}},
 				TLS: &UpstreamTLSConfig{CA: caFile(t, h2tls), ServerName: "example.com"}},
-			{Name: "hook", Protocol: "https", Targets: []TargetConfig{{Address: addrOf(h2tls)}},
+			{Name: "hook", Protocol: upstreamproto.H2, Targets: []TargetConfig{{Address: addrOf(h2tls)}},
 				DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 					hookCalls.Add(1)
 					d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}}
@@ -89,7 +90,7 @@ func TestBackendProtocols(t *testing.T) {
 	}
 	// Bad CA: the handshake fails as a dial error, 502.
 	cfg2 := Config{
-		Upstreams: []UpstreamConfig{{Name: "h2", Protocol: "https", Targets: []TargetConfig{{Address: addrOf(h2tls)}}, TLS: &UpstreamTLSConfig{ServerName: "example.com"}}},
+		Upstreams: []UpstreamConfig{{Name: "h2", Protocol: upstreamproto.H2, Targets: []TargetConfig{{Address: addrOf(h2tls)}}, TLS: &UpstreamTLSConfig{ServerName: "example.com"}}},
 		Sites:     oneSite(RouteConfig{Upstream: "h2"}),
 	}
 	f2 := newFront(t, cfg2, frontOpts{})

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
+
+	"github.com/gmproxy/gmproxy/proxy/balance"
 )
 
 // selectionPolicy picks one available target among candidates that are
@@ -14,19 +17,19 @@ type selectionPolicy interface {
 
 func newSelectionPolicy(uc *UpstreamConfig) (selectionPolicy, error) {
 	switch uc.Balance {
-	case "", "round_robin":
+	case "", balance.RoundRobin:
 		return roundRobin{}, nil
-	case "least_conn":
+	case balance.LeastConn:
 		return leastConn{}, nil
-	case "ip_hash":
+	case balance.IPHash:
 		return ipHash{}, nil
-	case "hash":
+	case balance.Hash:
 		if uc.HashHeader == "" && uc.HashCookie == "" {
 			return nil, fmt.Errorf("balance hash needs hash_header or hash_cookie")
 		}
 		return keyHash{header: http.CanonicalHeaderKey(uc.HashHeader), cookie: uc.HashCookie}, nil
 	}
-	return nil, fmt.Errorf("unknown balance %q (want round_robin, least_conn, ip_hash or hash)", uc.Balance)
+	return nil, fmt.Errorf("unknown balance %q (want one of %s)", uc.Balance, strings.Join(balance.Names(), ", "))
 }
 
 // roundRobin is nginx's smooth weighted round robin: every pick adds each

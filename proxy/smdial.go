@@ -9,6 +9,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -41,7 +42,7 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 		return nil, fmt.Errorf("%s upstream needs tls.ca (or insecure_skip_verify)", uc.Protocol)
 	}
 	switch uc.Protocol {
-	case "tlcp":
+	case upstreamproto.TLCP:
 		cfg := &tlcp.Config{
 			RootCAs:                    roots,
 			ServerName:                 tc.ServerName,
@@ -60,15 +61,15 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			cfg.Certificates = []tlcp.Certificate{cert}
 		}
 		var err error
-		if cfg.CipherSuites, err = parseCiphers("tlcp", tc.Ciphers, tlcp.ParseCipherSuite); err != nil {
+		if cfg.CipherSuites, err = parseCiphers(upstreamproto.TLCP, tc.Ciphers, tlcp.ParseCipherSuite); err != nil {
 			return nil, err
 		}
-		return smHandshakeDialer(d, "tlcp", cfg, cfg.ServerName, func(c *tlcp.Config, name string) *tlcp.Config {
+		return smHandshakeDialer(d, upstreamproto.TLCP, cfg, cfg.ServerName, func(c *tlcp.Config, name string) *tlcp.Config {
 			c = c.Clone()
 			c.ServerName = name
 			return c
 		}, func(raw net.Conn, c *tlcp.Config) handshaker { return tlcp.Client(raw, c) }), nil
-	case "tls13sm":
+	case upstreamproto.TLS13SM:
 		cfg := &tls13sm.Config{
 			RootCAs:            roots,
 			ServerName:         tc.ServerName,
@@ -83,10 +84,10 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			cfg.Certificates = []tls13sm.Certificate{cert}
 		}
 		var err error
-		if cfg.CipherSuites, err = parseCiphers("tls13sm", tc.Ciphers, tls13sm.ParseCipherSuite); err != nil {
+		if cfg.CipherSuites, err = parseCiphers(upstreamproto.TLS13SM, tc.Ciphers, tls13sm.ParseCipherSuite); err != nil {
 			return nil, err
 		}
-		return smHandshakeDialer(d, "tls13sm", cfg, cfg.ServerName, func(c *tls13sm.Config, name string) *tls13sm.Config {
+		return smHandshakeDialer(d, upstreamproto.TLS13SM, cfg, cfg.ServerName, func(c *tls13sm.Config, name string) *tls13sm.Config {
 			c = c.Clone()
 			c.ServerName = name
 			return c

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // maxTries bounds RetryConfig.Tries.
@@ -142,10 +144,10 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	}
 	u.upgrades = u.transport
 	switch uc.Protocol {
-	case "", "http", "tlcp", "tls13sm":
+	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:
 		u.h1 = newH1Client(u.transport, u.dial)
 	}
-	if uc.Protocol == "h2c" {
+	if uc.Protocol == upstreamproto.H2C {
 		u.upgrades = u.transport.Clone()
 		u.upgrades.Protocols = new(http.Protocols)
 		u.upgrades.Protocols.SetHTTP1(true)

@@ -314,9 +314,6 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		}
 		hcfg := &handshake.ListenerConfig{
 			Name:                   l.Address,
-			TLCP:                   slices.Contains(l.Protocols, conf.ProtoTLCP),
-			TLS13SM:                slices.Contains(l.Protocols, conf.ProtoTLS13SM),
-			TLS:                    slices.Contains(l.Protocols, conf.ProtoTLS),
 			TLCPInTLS:              handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
 			HandshakeTimeout:       l.HandshakeTimeout,
 			MaxConnsPerClient:      l.MaxConnectionsPerClient,
@@ -325,6 +322,9 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			RedirectHTTP:           l.PlainHTTP == "redirect",
 			Sites:                  handshake.NewSites(list, def),
 			Logger:                 env.Logger,
+		}
+		if err := hcfg.EnableFamilies(l.Protocols); err != nil {
+			errs = append(errs, fmt.Errorf("listener %s: %w", l.Address, err))
 		}
 		hcfg.MaxHandshakes, hcfg.MaxConns = handshakeLimits(l)
 		var pp []string

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/handshake/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 )
 
@@ -93,7 +94,7 @@ func devConfig(dir, listen, backend string, p *devpki.PKI) *conf.Config {
 	cfg.ShutdownGrace = 10 * time.Second
 	cfg.Listeners = []conf.Listener{{
 		Address:              listen,
-		Protocols:            []string{conf.ProtoTLCP, conf.ProtoTLS13SM, conf.ProtoTLS},
+		Protocols:            family.Names(),
 		TLCPSuitesInTLSHello: "reject",
 		HandshakeTimeout:     conf.DefaultHandshakeTimeout,
 		MaxHandshakes:        conf.DefaultMaxHandshakes,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/proxy"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -35,7 +36,7 @@ func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
 			connect = conf.DefaultConnectTimeout
 		}
 		switch u.Protocol {
-		case conf.UpstreamTLCP:
+		case upstreamproto.TLCP:
 			c := &tlcp.Config{
 				RootCAs:                   conf.SMPool(m.RootCAs),
 				ServerName:                t.ServerName,
@@ -63,7 +64,7 @@ func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
 				}
 				return tlcp.Client(raw, cc)
 			})
-		case conf.UpstreamTLS13SM:
+		case upstreamproto.TLS13SM:
 			c := &tls13sm.Config{
 				RootCAs:            conf.SMPool(m.RootCAs),
 				ServerName:         t.ServerName,

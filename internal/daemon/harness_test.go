@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/handshake/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -88,7 +89,7 @@ func testConfig(t testing.TB, backend string) *conf.Config {
 	cfg := conf.Default()
 	cfg.Listeners = []conf.Listener{{
 		Address:              "127.0.0.1:0",
-		Protocols:            []string{conf.ProtoTLCP, conf.ProtoTLS13SM, conf.ProtoTLS},
+		Protocols:            []string{family.TLCP, family.TLS13SM, family.TLS},
 		TLCPSuitesInTLSHello: "reject",
 		HandshakeTimeout:     10 * time.Second,
 		MaxHandshakes:        1024,

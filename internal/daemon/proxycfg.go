@@ -6,6 +6,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/proxy"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // proxyConfig maps the YAML configuration onto the proxy's plain structs.
@@ -132,15 +133,11 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 	for _, t := range u.Targets {
 		uc.Targets = append(uc.Targets, proxy.TargetConfig{Address: t.Address, Weight: t.Weight, Backup: t.Backup})
 	}
-	switch u.Protocol {
-	case "", conf.UpstreamHTTP:
-		uc.Protocol = "http"
-	case conf.UpstreamH2, conf.UpstreamTLS:
-		uc.Protocol = "https"
-	default:
-		uc.Protocol = u.Protocol
+	uc.Protocol = u.Protocol
+	if uc.Protocol == "" {
+		uc.Protocol = upstreamproto.HTTP
 	}
-	if uc.Protocol != "http" && uc.Protocol != "h2c" {
+	if upstreamproto.Encrypted(uc.Protocol) {
 		t := u.TLS
 		uc.TLS = &proxy.UpstreamTLSConfig{
 			ServerName: t.ServerName, CA: t.CA, InsecureSkipVerify: t.InsecureSkipVerify,

@@ -9,6 +9,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -41,7 +42,7 @@ func TestUpstreamReencryption(t *testing.T) {
 
 	b := newBackend(t)
 	cfg := testConfig(t, b.Listener.Addr().String())
-	for _, u := range []struct{ name, proto, addr string }{{"tlcp-up", conf.UpstreamTLCP, raw1.Addr().String()}, {"sm13-up", conf.UpstreamTLS13SM, raw2.Addr().String()}} {
+	for _, u := range []struct{ name, proto, addr string }{{"tlcp-up", upstreamproto.TLCP, raw1.Addr().String()}, {"sm13-up", upstreamproto.TLS13SM, raw2.Addr().String()}} {
 		cfg.Upstreams = append(cfg.Upstreams, conf.Upstream{
 			Name: u.name, Protocol: u.proto, Targets: []conf.Target{{Address: u.addr, Weight: 1}},
 			TLS:      conf.UpstreamTLSConfig{ServerName: "localhost"},

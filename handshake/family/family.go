@@ -1,0 +1,16 @@
+// Package family names the protocol families that gmproxy's listeners
+// accept. The handshake package implements them; the configuration
+// (listeners' protocols) and the metrics "protocol" label use these names.
+// It imports nothing so that conf can validate against it without pulling
+// in the protocol stacks.
+package family
+
+// The protocol families.
+const (
+	TLCP    = "tlcp"    // TLCP / NTLS 1.1, GB/T 38636-2020
+	TLS13SM = "tls13sm" // TLS 1.3 with the RFC 8998 SM suites
+	TLS     = "tls"     // ordinary TLS through crypto/tls
+)
+
+// Names returns every family, in the order a listener lists them by default.
+func Names() []string { return []string{TLCP, TLS13SM, TLS} }
