@@ -57,7 +57,7 @@ func BenchmarkBreakdownPieces(b *testing.B) {
 	p := loadPKI(b)
 	key := p.server.PrivateKey.(*sm2.PrivateKey)
 	x := new(scheduleScratch)
-	shared, psk := make([]byte, 32), make([]byte, 32)
+	shared, psk := make([]byte, 32), new(resumptionPSK)
 	th := sm3.Sum([]byte("transcript"))
 	msg := signedMessage(serverSignatureContext, th[:])
 	peer, _ := gmecdh.P256().GenerateKey(rand.Reader)

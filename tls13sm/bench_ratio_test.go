@@ -57,17 +57,25 @@ func report(b *testing.B, subject, baseline time.Duration, name string) {
 // benchmarks below, so that they allocate nothing.
 type scheduleScratch struct {
 	keySchedule
-	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk [32]byte
-	key                                                           [16]byte
-	iv                                                            [12]byte
-	master                                                        sm3x.HMACState
+	hs        handshakeSecret
+	chs, shs  trafficSecret
+	cap_, sap trafficSecret
+	ms        masterSecret
+	res       resumptionMasterSecret
+	psk       resumptionPSK
+	derived   derivedSecret
+	cfk, sfk  finishedKey
+	fin       [32]byte
+	key       [16]byte
+	iv        [12]byte
+	master    sm3x.HMACState
 }
 
 // fullSchedule is the server's key schedule of a full handshake exactly as
 // handshake_server_tls13.go runs it: handshake secret, then
 // scheduleFromHandshakeSecret.
 func fullSchedule(x *scheduleScratch, shared, th []byte) {
-	x.keySchedule.extractHandshakeNoPSK(x.hs[:], shared)
+	x.keySchedule.extractHandshakeNoPSK(&x.hs, shared)
 	scheduleFromHandshakeSecret(x, th)
 }
 
@@ -79,21 +87,21 @@ func scheduleFromHandshakeSecret(x *scheduleScratch, th []byte) {
 	ks := &x.keySchedule
 	hs, chs, shs, ms, cap_, sap, res, psk, derived, fin, cfk, sfk := &x.hs, &x.chs, &x.shs, &x.ms, &x.cap_, &x.sap, &x.res, &x.psk, &x.derived, &x.fin, &x.cfk, &x.sfk
 	key, iv, master := &x.key, &x.iv, &x.master
-	ks.handshakeTrafficSecrets(chs[:], shs[:], derived[:], hs[:], th)
-	ks.trafficKeysFinished(key[:], iv[:], sfk[:], shs[:])
-	ks.trafficKeysFinished(key[:], iv[:], cfk[:], chs[:])
-	ks.macWithKey(fin[:], sfk[:], th)
-	ks.extract(ms[:], derived[:], zeroKey[:])
+	ks.handshakeTrafficSecrets(chs, shs, derived, hs, th)
+	ks.trafficKeysFinished(key[:], iv[:], sfk, shs)
+	ks.trafficKeysFinished(key[:], iv[:], cfk, chs)
+	ks.finishedMAC(fin[:], sfk, th)
+	ks.extractMaster(ms, derived)
 	ks.m.SetKey(ms[:])
 	ks.expandLabelKeyed(cap_[:], "c ap traffic", th)
 	ks.expandLabelKeyed(sap[:], "s ap traffic", th)
 	ks.m.SaveState(master)
-	ks.trafficKeys(key[:], iv[:], sap[:])
-	ks.macWithKey(fin[:], cfk[:], th)
-	ks.trafficKeys(key[:], iv[:], cap_[:])
+	ks.trafficKeys(key[:], iv[:], sap)
+	ks.finishedMAC(fin[:], cfk, th)
+	ks.trafficKeys(key[:], iv[:], cap_)
 	ks.m.LoadState(master)
-	ks.expandLabelKeyed(res[:], "res master", th)
-	ks.expandLabel(psk[:], res[:], "resumption", zeroKey[:1])
+	ks.resumptionMasterKeyed(res, th)
+	ks.resumptionPSK(psk, res, zeroKey[:1])
 }
 
 // BenchmarkRatioKeyScheduleVsSign: whole schedule of a full handshake vs one
@@ -115,12 +123,14 @@ func BenchmarkRatioKeyScheduleVsSign(b *testing.B) {
 // resumedSchedule is the server's key schedule of a psk_dhe_ke resumption
 // that issues a new ticket: binder key and binder MAC, then the same
 // secrets as fullSchedule with the PSK's "derived" salt.
-func resumedSchedule(x *scheduleScratch, psk, shared, th []byte) {
+func resumedSchedule(x *scheduleScratch, psk *resumptionPSK, shared, th []byte) {
 	ks := &x.keySchedule
-	var early, binderKey, derivedEarly [32]byte
-	ks.pskSecrets(early[:], binderKey[:], derivedEarly[:], psk)
-	ks.finishedMAC(x.fin[:], binderKey[:], th)
-	ks.extract(x.hs[:], derivedEarly[:], shared)
+	var early earlySecret
+	var bk binderKey
+	var derivedEarly derivedSecret
+	ks.pskSecrets(&early, &bk, &derivedEarly, psk)
+	ks.binderMAC(x.fin[:], &bk, th)
+	ks.extractHandshake(&x.hs, &derivedEarly, shared)
 	scheduleFromHandshakeSecret(x, th)
 }
 
@@ -132,7 +142,7 @@ func resumedSchedule(x *scheduleScratch, psk, shared, th []byte) {
 // protection or ticket sealing.
 func BenchmarkRatioResumedScheduleVsECDH(b *testing.B) {
 	x := new(scheduleScratch)
-	shared, psk := make([]byte, 32), make([]byte, 32)
+	shared, psk := make([]byte, 32), new(resumptionPSK)
 	th := sm3.Sum([]byte("transcript"))
 	peer, _ := gmecdh.P256().GenerateKey(rand.Reader)
 	subj, base := ratioLoop(b, func() { resumedSchedule(x, psk, shared, th[:]) }, func() { keygenECDH(peer.PublicKey()) })
@@ -165,8 +175,8 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 	s := cipherSuiteByID(TLS_SM4_GCM_SM3)
 	mc := &memConn{buf: make([]byte, 0, 1<<16)}
 	w, r := &Conn{conn: mc}, &Conn{conn: mc}
-	w.out.setTrafficSecret(&ks, s, make([]byte, 32))
-	r.in.setTrafficSecret(&ks, s, make([]byte, 32))
+	w.out.setTrafficSecret(&ks, s, new(trafficSecret))
+	r.in.setTrafficSecret(&ks, s, new(trafficSecret))
 	r.isHandshakeComplete.Store(true)
 	data := make([]byte, 16384)
 	raw := rawGCMSealOpen(b)

@@ -91,7 +91,7 @@ func (m *memConn) Read(b []byte) (int, error) {
 func benchRecords(b *testing.B, suite uint16, size int) {
 	var ks keySchedule
 	s := cipherSuiteByID(suite)
-	secret := make([]byte, 32)
+	secret := new(trafficSecret)
 	mc := &memConn{buf: make([]byte, 0, 1<<16)}
 	w := &Conn{conn: mc}
 	r := &Conn{conn: mc}

@@ -348,7 +348,7 @@ type Stats = tlsutil.Stats
 // ClientSessionState is a resumable session held by a client.
 type ClientSessionState struct {
 	ticket           []byte
-	secret           [hashSize]byte // resumption PSK
+	secret           resumptionPSK
 	suite            uint16
 	receivedAt       time.Time
 	lifetime         time.Duration

@@ -36,12 +36,12 @@ type halfConn struct {
 	key    [keyLen]byte // scratch while the AEAD is made; zeroed after
 	iv     [ivLen]byte
 	nonce  [ivLen]byte
-	secret [hashSize]byte
+	secret trafficSecret
 }
 
 // setTrafficSecret installs keys derived from secret (RFC 8446 §7.3) and
 // resets the sequence number.
-func (hc *halfConn) setTrafficSecret(ks *keySchedule, suite *cipherSuite, secret []byte) error {
+func (hc *halfConn) setTrafficSecret(ks *keySchedule, suite *cipherSuite, secret *trafficSecret) error {
 	key := hc.key[:]
 	ks.trafficKeys(key, hc.iv[:], secret)
 	aead, err := suite.aead(key)
@@ -49,27 +49,27 @@ func (hc *halfConn) setTrafficSecret(ks *keySchedule, suite *cipherSuite, secret
 	if err != nil {
 		return err
 	}
-	copy(hc.secret[:], secret)
+	hc.secret = *secret
 	hc.aead, hc.suite, hc.seq = aead, suite, 0
 	return nil
 }
 
 // setKeys installs a precomputed key and IV for secret.
-func (hc *halfConn) setKeys(suite *cipherSuite, secret, key, iv []byte) error {
+func (hc *halfConn) setKeys(suite *cipherSuite, secret *trafficSecret, key, iv []byte) error {
 	aead, err := suite.aead(key[:keyLen])
 	if err != nil {
 		return err
 	}
 	copy(hc.iv[:], iv[:ivLen])
-	copy(hc.secret[:], secret)
+	hc.secret = *secret
 	hc.aead, hc.suite, hc.seq = aead, suite, 0
 	return nil
 }
 
 // setAEAD installs an AEAD already made for secret, with its IV.
-func (hc *halfConn) setAEAD(suite *cipherSuite, secret []byte, aead cipher.AEAD, iv []byte) {
+func (hc *halfConn) setAEAD(suite *cipherSuite, secret *trafficSecret, aead cipher.AEAD, iv []byte) {
 	copy(hc.iv[:], iv[:ivLen])
-	copy(hc.secret[:], secret)
+	hc.secret = *secret
 	hc.aead, hc.suite, hc.seq = aead, suite, 0
 }
 
@@ -115,7 +115,7 @@ type Conn struct {
 	client           clientIdentity // server: the client certificate, from the handshake or the ticket
 
 	// client: resumption master secret and cache key for NewSessionTicket.
-	resumptionSecret [hashSize]byte
+	resumptionSecret resumptionMasterSecret
 	sessionCacheKey  string
 
 	in, out halfConn
@@ -737,9 +737,9 @@ func (c *Conn) handleKeyUpdate(m *keyUpdateMsg) error {
 	if c.ks == nil {
 		c.ks = new(keySchedule)
 	}
-	var next [hashSize]byte
-	c.ks.nextTrafficSecret(next[:], c.in.secret[:])
-	if err := c.in.setTrafficSecret(c.ks, c.in.suite, next[:]); err != nil {
+	var next trafficSecret
+	c.ks.nextTrafficSecret(&next, &c.in.secret)
+	if err := c.in.setTrafficSecret(c.ks, c.in.suite, &next); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if m.updateRequested {
@@ -761,9 +761,9 @@ func (c *Conn) updateWriteKeyLocked(requestPeer bool) error {
 		return err
 	}
 	ks := new(keySchedule)
-	var next [hashSize]byte
-	ks.nextTrafficSecret(next[:], c.out.secret[:])
-	if err := c.out.setTrafficSecret(ks, c.out.suite, next[:]); err != nil {
+	var next trafficSecret
+	ks.nextTrafficSecret(&next, &c.out.secret)
+	if err := c.out.setTrafficSecret(ks, c.out.suite, &next); err != nil {
 		return c.out.setErrorLocked(err)
 	}
 	return nil

@@ -217,12 +217,13 @@ func (hs *clientHandshakeState) computeBinders() error {
 	if hs.session == nil {
 		return nil
 	}
-	var binderKey, binder [hashSize]byte
-	hs.ks.pskSecrets(hs.earlySecret[:], binderKey[:], hs.derivedEarly[:], hs.session.secret[:])
+	var bk binderKey
+	var binder [hashSize]byte
+	hs.ks.pskSecrets(&hs.earlySecret, &bk, &hs.derivedEarly, &hs.session.secret)
 	tr := hs.tr // a copy, to hash the truncated hello without disturbing the transcript
 	tr.Write(hs.hello.raw[:len(hs.hello.raw)-hs.hello.bindersLen()])
 	var th [hashSize]byte
-	hs.ks.finishedMAC(binder[:], binderKey[:], tr.Sum(th[:0]))
+	hs.ks.binderMAC(binder[:], &bk, tr.Sum(th[:0]))
 	hs.hello.updateBinders([][]byte{binder[:]})
 	return nil
 }
@@ -368,18 +369,18 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 	hs.transcript.Write(sh.raw)
 
 	if hs.usingPSK {
-		ks.extract(hs.handshakeSecret[:], hs.derivedEarly[:], shared)
+		ks.extractHandshake(&hs.handshakeSecret, &hs.derivedEarly, shared)
 	} else {
-		ks.extractHandshakeNoPSK(hs.handshakeSecret[:], shared)
+		ks.extractHandshakeNoPSK(&hs.handshakeSecret, shared)
 	}
-	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
+	ks.handshakeTrafficSecrets(&hs.clientHSSecret, &hs.serverHSSecret, &hs.derivedHS, &hs.handshakeSecret, hs.transcriptHash())
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
 	var key [keyLen]byte
 	var iv [ivLen]byte
-	ks.trafficKeysFinished(key[:], iv[:], hs.serverFinishedKey[:], hs.serverHSSecret[:])
-	if err := c.in.setKeys(hs.suite, hs.serverHSSecret[:], key[:], iv[:]); err != nil {
+	ks.trafficKeysFinished(key[:], iv[:], &hs.serverFinishedKey, &hs.serverHSSecret)
+	if err := c.in.setKeys(hs.suite, &hs.serverHSSecret, key[:], iv[:]); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	c.cipherSuite = hs.suite.id
@@ -392,9 +393,9 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 			return err
 		}
 	}
-	ks.trafficKeysFinished(key[:], iv[:], hs.clientFinishedKey[:], hs.clientHSSecret[:])
+	ks.trafficKeysFinished(key[:], iv[:], &hs.clientFinishedKey, &hs.clientHSSecret)
 	c.out.Lock()
-	err = c.out.setKeys(hs.suite, hs.clientHSSecret[:], key[:], iv[:])
+	err = c.out.setKeys(hs.suite, &hs.clientHSSecret, key[:], iv[:])
 	c.out.Unlock()
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
@@ -480,7 +481,7 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 func (hs *clientHandshakeState) readServerFinished() error {
 	c, ks := hs.c, &hs.ks
 	var want [hashSize]byte
-	msg, err := c.readFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), want[:], nil, "server Finished")
+	msg, err := c.readFinished(ks, &hs.serverFinishedKey, hs.transcriptHash(), want[:], nil, "server Finished")
 	if err != nil {
 		return err
 	}
@@ -489,7 +490,7 @@ func (hs *clientHandshakeState) readServerFinished() error {
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	if err := c.in.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:]); err != nil {
+	if err := c.in.setTrafficSecret(ks, hs.suite, &hs.serverAppSecret); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	return nil
@@ -535,17 +536,17 @@ func (hs *clientHandshakeState) sendClientCertificate() error {
 func (hs *clientHandshakeState) sendClientFinished() error {
 	c, ks := hs.c, &hs.ks
 	var vd [hashSize]byte
-	if err := c.sendFinished(ks, hs.clientFinishedKey[:], hs.transcriptHash(), vd[:], &hs.msgBuf, hs.transcript); err != nil {
+	if err := c.sendFinished(ks, &hs.clientFinishedKey, hs.transcriptHash(), vd[:], &hs.msgBuf, hs.transcript); err != nil {
 		return err
 	}
 	c.out.Lock()
-	err := c.out.setTrafficSecret(ks, hs.suite, hs.clientAppSecret[:])
+	err := c.out.setTrafficSecret(ks, hs.suite, &hs.clientAppSecret)
 	c.out.Unlock()
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	ks.m.LoadState(&hs.masterState)
-	ks.expandLabelKeyed(c.resumptionSecret[:], "res master", hs.transcriptHash())
+	ks.resumptionMasterKeyed(&c.resumptionSecret, hs.transcriptHash())
 	return nil
 }
 
@@ -565,7 +566,7 @@ func (c *Conn) handleNewSessionTicket(m *newSessionTicketMsg) error {
 		peerCertificates: c.peerCertificates, verifiedChains: c.verifiedChains,
 	}
 	var ks keySchedule
-	ks.expandLabel(cs.secret[:], c.resumptionSecret[:], "resumption", m.nonce)
+	ks.resumptionPSK(&cs.secret, &c.resumptionSecret, m.nonce)
 	key := c.sessionCacheKey
 	if key == "" {
 		key = c.conn.RemoteAddr().String()

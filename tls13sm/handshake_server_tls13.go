@@ -416,9 +416,9 @@ func (hs *serverHandshakeState) checkForResumption() error {
 			continue
 		}
 		// Binder (§4.2.11.2) over the ClientHello up to the binders list.
-		binderKey, want := hs.scratch[0][:], hs.scratch[1][:]
-		hs.ks.pskSecrets(hs.earlySecret[:], binderKey, hs.derivedEarly[:], ss.secret[:])
-		hs.ks.finishedMAC(want, binderKey, hs.binderHash[:])
+		bk, want := (*binderKey)(&hs.scratch[0]), hs.scratch[1][:]
+		hs.ks.pskSecrets(&hs.earlySecret, bk, &hs.derivedEarly, &ss.secret)
+		hs.ks.binderMAC(want, bk, hs.binderHash[:])
 		if !hmac.Equal(want, h.pskBinders[i]) {
 			hs.ticketEvent(TicketRejected, TicketReasonBadBinder, false)
 			return c.fail(AlertDecryptError, "invalid PSK binder")
@@ -579,21 +579,21 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 		ikm = zeroKey[:]
 	}
 	if hs.usingPSK {
-		ks.extract(hs.handshakeSecret[:], hs.derivedEarly[:], ikm)
+		ks.extractHandshake(&hs.handshakeSecret, &hs.derivedEarly, ikm)
 	} else {
-		ks.extractHandshakeNoPSK(hs.handshakeSecret[:], ikm)
+		ks.extractHandshakeNoPSK(&hs.handshakeSecret, ikm)
 	}
-	ks.handshakeTrafficSecrets(hs.clientHSSecret[:], hs.serverHSSecret[:], hs.derivedHS[:], hs.handshakeSecret[:], hs.transcriptHash())
+	ks.handshakeTrafficSecrets(&hs.clientHSSecret, &hs.serverHSSecret, &hs.derivedHS, &hs.handshakeSecret, hs.transcriptHash())
 	key, iv := hs.key[:], hs.iv[:]
-	ks.trafficKeysFinished(key, iv, hs.serverFinishedKey[:], hs.serverHSSecret[:])
-	if err := c.out.setKeys(hs.suite, hs.serverHSSecret[:], key, iv); err != nil {
+	ks.trafficKeysFinished(key, iv, &hs.serverFinishedKey, &hs.serverHSSecret)
+	if err := c.out.setKeys(hs.suite, &hs.serverHSSecret, key, iv); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	ks.trafficKeysFinished(key, iv, hs.clientFinishedKey[:], hs.clientHSSecret[:])
-	err := c.in.setKeys(hs.suite, hs.clientHSSecret[:], key, iv)
+	ks.trafficKeysFinished(key, iv, &hs.clientFinishedKey, &hs.clientHSSecret)
+	err := c.in.setKeys(hs.suite, &hs.clientHSSecret, key, iv)
 	clear(key)
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
@@ -660,14 +660,14 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 // sendServerFinished sends Finished and derives the application secrets.
 func (hs *serverHandshakeState) sendServerFinished() error {
 	c, ks := hs.c, &hs.ks
-	if err := c.sendFinished(ks, hs.serverFinishedKey[:], hs.transcriptHash(), hs.scratch[0][:], &hs.msgBuf, hs.transcript); err != nil {
+	if err := c.sendFinished(ks, &hs.serverFinishedKey, hs.transcriptHash(), hs.scratch[0][:], &hs.msgBuf, hs.transcript); err != nil {
 		return err
 	}
 	th := hs.transcriptHash()
 	hs.deriveApplicationSecrets(ks, th)
 	hs.thServerFinished = [hashSize]byte(th)
 	c.out.Lock()
-	err := c.out.setTrafficSecret(ks, hs.suite, hs.serverAppSecret[:])
+	err := c.out.setTrafficSecret(ks, hs.suite, &hs.serverAppSecret)
 	if err != nil {
 		err = c.out.setErrorLocked(err)
 	}
@@ -678,7 +678,7 @@ func (hs *serverHandshakeState) sendServerFinished() error {
 	// The client's application key is made now, next to the server's (the
 	// same work, while its code is warm), and installed once the client
 	// Finished verifies.
-	ks.trafficKeys(hs.key[:], hs.clientAppIV[:], hs.clientAppSecret[:])
+	ks.trafficKeys(hs.key[:], hs.clientAppIV[:], &hs.clientAppSecret)
 	hs.clientAppAEAD, err = hs.suite.aead(hs.key[:])
 	clear(hs.key[:])
 	if err != nil {
@@ -738,7 +738,7 @@ func (hs *serverHandshakeState) readClientFinished() error {
 	if hs.requestClientCert() {
 		th = hs.transcriptHash()
 	}
-	msg, err := c.readFinished(ks, hs.clientFinishedKey[:], th, hs.scratch[0][:], hs.msgBuf[:0], "client Finished")
+	msg, err := c.readFinished(ks, &hs.clientFinishedKey, th, hs.scratch[0][:], hs.msgBuf[:0], "client Finished")
 	if err != nil {
 		return err
 	}
@@ -746,7 +746,7 @@ func (hs *serverHandshakeState) readClientFinished() error {
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}
-	c.in.setAEAD(hs.suite, hs.clientAppSecret[:], hs.clientAppAEAD, hs.clientAppIV[:])
+	c.in.setAEAD(hs.suite, &hs.clientAppSecret, hs.clientAppAEAD, hs.clientAppIV[:])
 	return nil
 }
 
@@ -762,9 +762,9 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	if !canUse {
 		return nil
 	}
-	resMaster := hs.scratch[1][:]
+	resMaster := (*resumptionMasterSecret)(&hs.scratch[1])
 	ks.m.LoadState(&hs.masterState)
-	ks.expandLabelKeyed(resMaster, "res master", hs.transcriptHash())
+	ks.resumptionMasterKeyed(resMaster, hs.transcriptHash())
 	var nonce = []byte{0}
 	ss := &sessionState{
 		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),
@@ -776,7 +776,7 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	ss.ageAdd = binary.BigEndian.Uint32(rnd[:])
-	ks.expandLabel(ss.secret[:], resMaster, "resumption", nonce)
+	ks.resumptionPSK(&ss.secret, resMaster, nonce)
 	plain := ss.marshalFast(hs.ticketPlain[:0])
 	label, err := ticket.Seal(hs.ticketSealed[:0], hs.config.ticketKeys(), ticket.TLS13SM, plain)
 	if err != nil {

@@ -17,12 +17,14 @@ import (
 // handshakeSecrets are the secrets a handshake derives (§7.1), embedded in
 // both sides' handshake states.
 type handshakeSecrets struct {
-	earlySecret, handshakeSecret, masterSecret [hashSize]byte
-	derivedEarly, derivedHS                    [hashSize]byte
-	clientHSSecret, serverHSSecret             [hashSize]byte
-	clientFinishedKey, serverFinishedKey       [hashSize]byte
-	clientAppSecret, serverAppSecret           [hashSize]byte
-	masterState                                sm3x.HMACState
+	earlySecret                          earlySecret
+	handshakeSecret                      handshakeSecret
+	masterSecret                         masterSecret
+	derivedEarly, derivedHS              derivedSecret
+	clientHSSecret, serverHSSecret       trafficSecret
+	clientFinishedKey, serverFinishedKey finishedKey
+	clientAppSecret, serverAppSecret     trafficSecret
+	masterState                          sm3x.HMACState
 }
 
 // deriveApplicationSecrets derives the master secret and from it both
@@ -30,7 +32,7 @@ type handshakeSecrets struct {
 // server Finished (§7.1); the master secret's HMAC state is kept for the
 // resumption master secret.
 func (s *handshakeSecrets) deriveApplicationSecrets(ks *keySchedule, th []byte) {
-	ks.extract(s.masterSecret[:], s.derivedHS[:], zeroKey[:])
+	ks.extractMaster(&s.masterSecret, &s.derivedHS)
 	ks.m.SetKey(s.masterSecret[:])
 	ks.expandLabelKeyed(s.clientAppSecret[:], "c ap traffic", th)
 	ks.expandLabelKeyed(s.serverAppSecret[:], "s ap traffic", th)
@@ -97,26 +99,26 @@ func (c *Conn) readCertificateVerify(ks *keySchedule, pub crypto.PublicKey, sigC
 }
 
 // sendFinished sends Finished (§4.4.4) with verify_data, written into vd,
-// the HMAC under finishedKey of th, the transcript hash so far, marshalled
+// the HMAC under fk of th, the transcript hash so far, marshalled
 // into *buf (reused).
-func (c *Conn) sendFinished(ks *keySchedule, finishedKey, th, vd []byte, buf *[]byte, transcript io.Writer) error {
-	ks.macWithKey(vd, finishedKey, th)
+func (c *Conn) sendFinished(ks *keySchedule, fk *finishedKey, th, vd []byte, buf *[]byte, transcript io.Writer) error {
+	ks.finishedMAC(vd, fk, th)
 	fin := &finishedMsg{verifyData: vd}
 	*buf = fin.appendFast((*buf)[:0])
 	return c.writeHandshake(*buf, transcript)
 }
 
 // readFinished reads the peer's Finished (§4.4.4) and checks its
-// verify_data, the HMAC under finishedKey of th (computed into want).
+// verify_data, the HMAC under fk of th (computed into want).
 // name names the message in errors. It returns the message's bytes for the
 // transcript, in buf's storage when it has room.
-func (c *Conn) readFinished(ks *keySchedule, finishedKey, th, want, buf []byte, name string) ([]byte, error) {
+func (c *Conn) readFinished(ks *keySchedule, fk *finishedKey, th, want, buf []byte, name string) ([]byte, error) {
 	var fin finishedMsg
 	msg, err := c.readHandshakeMsgInto(buf, typeFinished, fin.unmarshal, name)
 	if err != nil {
 		return nil, err
 	}
-	ks.macWithKey(want, finishedKey, th)
+	ks.finishedMAC(want, fk, th)
 	if !hmac.Equal(want, fin.verifyData) {
 		return nil, c.fail(AlertDecryptError, "invalid %s", name)
 	}

@@ -20,13 +20,42 @@ import (
 
 const hashSize = sm3x.Size // 32
 
+// The secrets of the schedule (§7.1) each have their own type, as in
+// crypto/tls, so that a function cannot be handed one for another: each
+// derivation takes and returns exactly the kinds the RFC names.
+type (
+	// earlySecret is HKDF-Extract(0, PSK), or of zeros without a PSK.
+	earlySecret [hashSize]byte
+	// derivedSecret is Derive-Secret(., "derived", ""), the salt of the
+	// next extraction (handshake or master secret).
+	derivedSecret [hashSize]byte
+	// handshakeSecret is HKDF-Extract(derived, (EC)DHE).
+	handshakeSecret [hashSize]byte
+	// masterSecret is HKDF-Extract(derived, 0).
+	masterSecret [hashSize]byte
+	// trafficSecret is a client or server handshake or application traffic
+	// secret, from which record keys, IVs and finished keys derive.
+	trafficSecret [hashSize]byte
+	// finishedKey is HKDF-Expand-Label(traffic secret, "finished", "", 32),
+	// the HMAC key of a Finished message (§4.4.4).
+	finishedKey [hashSize]byte
+	// binderKey is the resumption binder key, the base key of a PSK
+	// binder's finished key (§4.2.11.2).
+	binderKey [hashSize]byte
+	// resumptionMasterSecret is Derive-Secret(master, "res master", ...),
+	// from which each ticket's PSK derives (§4.6.1).
+	resumptionMasterSecret [hashSize]byte
+	// resumptionPSK is a ticket's PSK.
+	resumptionPSK [hashSize]byte
+)
+
 // Constant values of the schedule that do not depend on the handshake.
 var (
 	emptyHash = sm3.Sum(nil)
 	zeroKey   [hashSize]byte
 	// earlySecretNoPSK = HKDF-Extract(0, 0) and its "derived" child.
-	earlySecretNoPSK   [hashSize]byte
-	derivedNoPSKSecret [hashSize]byte
+	earlySecretNoPSK   earlySecret
+	derivedNoPSKSecret derivedSecret
 )
 
 // zeroSaltState is HMAC-SM3 keyed with HashLen zeros, the salt of the
@@ -39,7 +68,8 @@ func init() {
 	ks.m.SetKey(zeroKey[:])
 	ks.m.SaveState(&zeroSaltState)
 	ks.extract(earlySecretNoPSK[:], nil, zeroKey[:])
-	ks.deriveSecret(derivedNoPSKSecret[:], earlySecretNoPSK[:], "derived", emptyHash[:])
+	ks.m.SetKey(earlySecretNoPSK[:])
+	ks.expandLabelKeyed(derivedNoPSKSecret[:], "derived", emptyHash[:])
 	ks.m.SetKey(derivedNoPSKSecret[:])
 	ks.m.SaveState(&noPSKSaltState)
 }
@@ -50,7 +80,7 @@ type keySchedule struct {
 	m    sm3x.HMAC
 	info [2 + 1 + 255 + 1 + 255 + 1]byte
 	t    [hashSize]byte
-	fk   [hashSize]byte // finished_key scratch
+	fk   finishedKey // binder finished_key scratch
 }
 
 // extract is HKDF-Extract(salt, ikm) (RFC 5869 §2.2); a nil salt is HashLen zeros.
@@ -63,11 +93,23 @@ func (ks *keySchedule) extract(out, salt, ikm []byte) {
 	ks.m.MAC(out, ikm)
 }
 
+// extractHandshake is the handshake secret HKDF-Extract(salt, ikm), salt
+// being Derive-Secret(early, "derived", "") of a PSK's early secret.
+func (ks *keySchedule) extractHandshake(out *handshakeSecret, salt *derivedSecret, ikm []byte) {
+	ks.extract(out[:], salt[:], ikm)
+}
+
 // extractHandshakeNoPSK is HKDF-Extract(Derive-Secret(early, "derived", ""),
 // ikm) for a handshake without PSK, whose salt is a constant (§7.1).
-func (ks *keySchedule) extractHandshakeNoPSK(out, ikm []byte) {
+func (ks *keySchedule) extractHandshakeNoPSK(out *handshakeSecret, ikm []byte) {
 	ks.m.LoadState(&noPSKSaltState)
-	ks.m.MAC(out, ikm)
+	ks.m.MAC(out[:], ikm)
+}
+
+// extractMaster is the master secret HKDF-Extract(salt, 0), salt being
+// Derive-Secret(handshake secret, "derived", "").
+func (ks *keySchedule) extractMaster(out *masterSecret, salt *derivedSecret) {
+	ks.extract(out[:], salt[:], zeroKey[:])
 }
 
 // expand is HKDF-Expand(prk, info, len(out)) (RFC 5869 §2.3) for any length.
@@ -139,39 +181,33 @@ func (ks *keySchedule) expandLabel(out, secret []byte, label string, context []b
 	ks.expandLabelKeyed(out, label, context)
 }
 
-// deriveSecret is Derive-Secret(secret, label, transcript) with the
-// transcript hash already computed.
-func (ks *keySchedule) deriveSecret(out, secret []byte, label string, transcriptHash []byte) {
-	ks.expandLabel(out[:hashSize], secret, label, transcriptHash)
-}
-
 // trafficKeys derives the record key (16) and IV (12) of RFC 8446 §7.3.
-func (ks *keySchedule) trafficKeys(key, iv, secret []byte) {
-	ks.m.SetKey(secret)
+func (ks *keySchedule) trafficKeys(key, iv []byte, secret *trafficSecret) {
+	ks.m.SetKey(secret[:])
 	ks.expandLabelKeyed(key[:16], "key", nil)
 	ks.expandLabelKeyed(iv[:12], "iv", nil)
 }
 
 // trafficKeysFinished derives the record key, IV and finished_key from one
 // handshake traffic secret with a single keying of the HMAC.
-func (ks *keySchedule) trafficKeysFinished(key, iv, finishedKey, secret []byte) {
-	ks.m.SetKey(secret)
+func (ks *keySchedule) trafficKeysFinished(key, iv []byte, fk *finishedKey, secret *trafficSecret) {
+	ks.m.SetKey(secret[:])
 	ks.expandLabelKeyed(key[:keyLen], "key", nil)
 	ks.expandLabelKeyed(iv[:ivLen], "iv", nil)
-	ks.expandLabelKeyed(finishedKey[:hashSize], "finished", nil)
+	ks.expandLabelKeyed(fk[:], "finished", nil)
 }
 
-// macWithKey is HMAC(key, data) into out (a Finished or binder value when
-// key is a finished_key).
-func (ks *keySchedule) macWithKey(out, key, data []byte) {
-	ks.m.SetKey(key)
-	ks.m.MAC(out, data)
+// finishedMAC is the verify_data HMAC(finished_key, transcript hash) of a
+// Finished message (§4.4.4) into out.
+func (ks *keySchedule) finishedMAC(out []byte, fk *finishedKey, transcriptHash []byte) {
+	ks.m.SetKey(fk[:])
+	ks.m.MAC(out, transcriptHash)
 }
 
 // handshakeTrafficSecrets derives both handshake traffic secrets and the
 // "derived" salt for the master secret with one keying (RFC 8446 §7.1).
-func (ks *keySchedule) handshakeTrafficSecrets(chs, shs, derived, handshakeSecret, th []byte) {
-	ks.m.SetKey(handshakeSecret)
+func (ks *keySchedule) handshakeTrafficSecrets(chs, shs *trafficSecret, derived *derivedSecret, hs *handshakeSecret, th []byte) {
+	ks.m.SetKey(hs[:])
 	ks.expandLabelKeyed(chs[:hashSize], "c hs traffic", th)
 	ks.expandLabelKeyed(shs[:hashSize], "s hs traffic", th)
 	ks.expandLabelKeyed(derived[:hashSize], "derived", emptyHash[:])
@@ -179,24 +215,36 @@ func (ks *keySchedule) handshakeTrafficSecrets(chs, shs, derived, handshakeSecre
 
 // pskSecrets derives the early secret of a resumption PSK, its binder key
 // and the "derived" salt for the handshake secret (RFC 8446 §7.1).
-func (ks *keySchedule) pskSecrets(early, binderKey, derived, psk []byte) {
-	ks.extract(early, nil, psk)
-	ks.m.SetKey(early)
-	ks.expandLabelKeyed(binderKey[:hashSize], "res binder", emptyHash[:])
+func (ks *keySchedule) pskSecrets(early *earlySecret, bk *binderKey, derived *derivedSecret, psk *resumptionPSK) {
+	ks.extract(early[:], nil, psk[:])
+	ks.m.SetKey(early[:])
+	ks.expandLabelKeyed(bk[:], "res binder", emptyHash[:])
 	ks.expandLabelKeyed(derived[:hashSize], "derived", emptyHash[:])
 }
 
-// finishedMAC computes the Finished verify_data of RFC 8446 §4.4.4 from the
-// base key (a handshake traffic secret, or the binder key) into out.
-func (ks *keySchedule) finishedMAC(out, baseKey, transcriptHash []byte) {
-	ks.expandLabel(ks.fk[:], baseKey, "finished", nil)
-	ks.m.SetKey(ks.fk[:])
-	ks.m.MAC(out, transcriptHash)
+// binderMAC computes a PSK binder (§4.2.11.2), the Finished verify_data
+// of §4.4.4 with the binder key as base key, into out.
+func (ks *keySchedule) binderMAC(out []byte, bk *binderKey, transcriptHash []byte) {
+	ks.expandLabel(ks.fk[:], bk[:], "finished", nil)
+	ks.finishedMAC(out, &ks.fk, transcriptHash)
 }
 
 // nextTrafficSecret is application_traffic_secret_N+1 of RFC 8446 §7.2.
-func (ks *keySchedule) nextTrafficSecret(out, secret []byte) {
-	ks.expandLabel(out[:hashSize], secret, "traffic upd", nil)
+func (ks *keySchedule) nextTrafficSecret(out, secret *trafficSecret) {
+	ks.expandLabel(out[:], secret[:], "traffic upd", nil)
+}
+
+// resumptionMaster derives the resumption master secret over th, the
+// transcript hash up to the client Finished, with the master secret
+// already keyed into ks (§7.1).
+func (ks *keySchedule) resumptionMasterKeyed(out *resumptionMasterSecret, th []byte) {
+	ks.expandLabelKeyed(out[:], "res master", th)
+}
+
+// resumptionPSK derives a ticket's PSK from the resumption master secret
+// and the ticket nonce (§4.6.1).
+func (ks *keySchedule) resumptionPSK(out *resumptionPSK, rms *resumptionMasterSecret, nonce []byte) {
+	ks.expandLabel(out[:], rms[:], "resumption", nonce)
 }
 
 var errLabelTooLong = errors.New("tls13sm: HKDF label too long")

@@ -68,24 +68,25 @@ func TestKeyScheduleVector(t *testing.T) {
 		t.Fatalf("derived %s", got)
 	}
 	var ks keySchedule
-	var hs, chs [32]byte
-	ks.extract(hs[:], derivedNoPSKSecret[:], bytes.Repeat([]byte{0x11}, 32))
+	var hs handshakeSecret
+	var chs trafficSecret
+	ks.extractHandshake(&hs, &derivedNoPSKSecret, bytes.Repeat([]byte{0x11}, 32))
 	if got := hex.EncodeToString(hs[:]); got != "87c38768946f51b1ee6da26d2e7c2233a59a3d5602757229525cd47a041ef825" {
 		t.Fatalf("handshake secret %s", got)
 	}
-	var hs2 [32]byte
-	ks.extractHandshakeNoPSK(hs2[:], bytes.Repeat([]byte{0x11}, 32))
+	var hs2 handshakeSecret
+	ks.extractHandshakeNoPSK(&hs2, bytes.Repeat([]byte{0x11}, 32))
 	if hs2 != hs {
 		t.Fatalf("precomputed no-PSK salt state gives %x", hs2)
 	}
 	th := sm3.Sum([]byte("CH||SH"))
-	ks.deriveSecret(chs[:], hs[:], "c hs traffic", th[:])
+	ks.expandLabel(chs[:], hs[:], "c hs traffic", th[:]) // Derive-Secret
 	if got := hex.EncodeToString(chs[:]); got != "caa6d44be385f9d41138814aaff3ba7542f0628abf98625918f276a0c6894f6f" {
 		t.Fatalf("c_hs_traffic %s", got)
 	}
 	var key [16]byte
 	var iv [12]byte
-	ks.trafficKeys(key[:], iv[:], chs[:])
+	ks.trafficKeys(key[:], iv[:], &chs)
 	if hex.EncodeToString(key[:]) != "472d205296ba8b29dcf870c66179a71d" || hex.EncodeToString(iv[:]) != "1036aecffe408e35c72ac185" {
 		t.Fatalf("key %x iv %x", key, iv)
 	}

@@ -174,8 +174,8 @@ func replayConn(t *testing.T, f *transcript.File, id int, kl transcript.KeyLog, 
 				for _, l := range []string{"SERVER_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_TRAFFIC_SECRET_0", "CLIENT_TRAFFIC_SECRET_0"} {
 					secrets[l] = secret(l)
 				}
-				s2c.hc.setTrafficSecret(&ks, suite, secrets["SERVER_HANDSHAKE_TRAFFIC_SECRET"])
-				c2s.hc.setTrafficSecret(&ks, suite, secrets["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
+				s2c.hc.setTrafficSecret(&ks, suite, (*trafficSecret)(secrets["SERVER_HANDSHAKE_TRAFFIC_SECRET"]))
+				c2s.hc.setTrafficSecret(&ks, suite, (*trafficSecret)(secrets["CLIENT_HANDSHAKE_TRAFFIC_SECRET"]))
 			case typeEncryptedExtensions:
 				var m encryptedExtensionsMsg
 				if !m.unmarshal(msg) {
@@ -237,17 +237,19 @@ func replayConn(t *testing.T, f *transcript.File, id int, kl transcript.KeyLog, 
 					base = secrets["CLIENT_HANDSHAKE_TRAFFIC_SECRET"]
 				}
 				var want [32]byte
-				ks.finishedMAC(want[:], base, th())
+				var fk finishedKey
+				ks.expandLabel(fk[:], base, "finished", nil)
+				ks.finishedMAC(want[:], &fk, th())
 				if !hmac.Equal(want[:], m.verifyData) {
 					t.Fatalf("%s Finished does not match", r.Dir)
 				}
 				tr.Write(msg)
 				if r.Dir == "s2c" {
 					serverFinDone = true
-					s2c.hc.setTrafficSecret(&ks, suite, secrets["SERVER_TRAFFIC_SECRET_0"])
+					s2c.hc.setTrafficSecret(&ks, suite, (*trafficSecret)(secrets["SERVER_TRAFFIC_SECRET_0"]))
 				} else {
 					clientFinDone = true
-					c2s.hc.setTrafficSecret(&ks, suite, secrets["CLIENT_TRAFFIC_SECRET_0"])
+					c2s.hc.setTrafficSecret(&ks, suite, (*trafficSecret)(secrets["CLIENT_TRAFFIC_SECRET_0"]))
 				}
 			case typeNewSessionTicket:
 				var m newSessionTicketMsg

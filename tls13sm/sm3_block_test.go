@@ -38,7 +38,7 @@ func TestKeyScheduleCompressions(t *testing.T) {
 		t.Errorf("full handshake schedule: %d compressions, want 62", n)
 	}
 	n = 0
-	resumedSchedule(x, shared, shared, th[:])
+	resumedSchedule(x, new(resumptionPSK), shared, th[:])
 	if n != 80 {
 		t.Errorf("resumed handshake schedule: %d compressions, want 80", n)
 	}

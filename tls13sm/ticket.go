@@ -23,7 +23,7 @@ type sessionState struct {
 	createdAt uint64 // Unix seconds
 	lifetime  uint32 // seconds
 	ageAdd    uint32
-	secret    [hashSize]byte // the resumption PSK
+	secret    resumptionPSK
 	// site binds the ticket to the server identity that issued it (see
 	// serverHandshakeState.siteBinding): a ticket key set shared by several
 	// sites never resumes one site's session on another.
