@@ -148,7 +148,7 @@ func (c *Compressor) Compress(h *[8]uint32, blocks []byte) {
 	if c.blocks != nil {
 		*c.blocks += len(blocks) / BlockSize
 	}
-	if d := c.fast; d != nil && !forceMarshal.Load() {
+	if d := c.fast; d != nil {
 		// An empty buffer: Write hands whole blocks to the block function.
 		d.h, d.nx = *h, 0
 		c.d.Write(blocks)
@@ -405,8 +405,3 @@ func (m *HMAC) MACShort(out []byte, n int) {
 	}
 	copy(out, m.sum[:])
 }
-
-var forceMarshal atomic.Bool
-
-// ForceMarshal (temporary measurement hook).
-func ForceMarshal(on bool) { forceMarshal.Store(on) }
