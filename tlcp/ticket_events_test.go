@@ -126,6 +126,8 @@ func TestTicketEvents(t *testing.T) {
 			client: func(c *Config) { c.InsecureSkipVerify = true }, want: []TicketEvent{evRejected(TicketReasonIdentity), evIssued}},
 		{name: "other_sni", prime: server(k1), srv: server(k1),
 			client: func(c *Config) { c.ServerName = "127.0.0.2.example"; c.InsecureSkipVerify = true }, want: []TicketEvent{evRejected(TicketReasonIdentity), evIssued}},
+		{name: "sni_other_case", prime: server(k1), srv: server(k1),
+			client: func(c *Config) { c.ServerName = "LocalHost" }, want: []TicketEvent{evAccepted, evIssued}, resume: true},
 		{name: "suite", prime: with(server(k1), func(c *Config) { c.CipherSuites = []uint16{ECC_SM4_GCM_SM3} }),
 			srv:  with(server(k1), func(c *Config) { c.CipherSuites = []uint16{ECC_SM4_CBC_SM3, ECC_SM4_GCM_SM3} }),
 			want: []TicketEvent{evRejected(TicketReasonSuite), evIssued}},
