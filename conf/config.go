@@ -34,6 +34,24 @@ type Config struct {
 	// ShutdownGrace is how long SIGTERM/SIGINT waits for in-flight requests
 	// before closing connections. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Workers is how many worker processes serve the listeners: a whole
+	// number from 1 to 256, or auto (one per CPU). With more than one,
+	// gmproxy run becomes a supervisor that serves no traffic itself: it
+	// starts the workers (each with GOMAXPROCS=1; every worker binds every
+	// listener with SO_REUSEPORT, so the kernel spreads connections over
+	// them), forwards SIGHUP and POST /reload to every worker (a reload
+	// succeeds only when every worker took it), restarts a worker that dies
+	// (with back-off), forwards SIGTERM/SIGINT and waits for every worker,
+	// and serves the admin listener with /metrics summed over the workers.
+	// The workers share the ticket keys (the supervisor makes them once when
+	// ticket_key_file is not set) and, without sessions.store, a session-ID
+	// store served by the supervisor, so a session made on one worker
+	// resumes on another. Default 1: one process that serves everything
+	// itself. auto (or the number of CPUs) is recommended in production on
+	// Linux: one Go process per CPU costs less CPU per connection and per
+	// request than one process with as many threads. Changing it needs a
+	// restart.
+	Workers string `yaml:"workers"`
 	// Offload is the worker pool that runs SM2 private-key operations
 	// (sign, decrypt, key agreement) off the accept loops.
 	Offload Offload `yaml:"offload"`

@@ -206,6 +206,7 @@ func (v *validator) validate() {
 	}
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
+	v.validateWorkers()
 	if c.Offload.Workers < 0 {
 		v.errf("offload.workers", "use 0 for one worker per CPU", "workers must not be negative")
 	}
