@@ -9,9 +9,12 @@ import (
 
 // Memory is a Store in this process's memory: what one process's workers
 // would share, and the store of tests. Expired entries are dropped when
-// read; Memory does not bound its size.
+// read; a Memory made by NewMemory does not bound its size, one made by
+// NewBoundedMemory holds at most its limit of entries.
 type Memory struct {
-	now func() time.Time
+	now   func() time.Time
+	limit int // 0: unbounded
+	swept time.Time
 
 	mu sync.Mutex
 	m  map[string]memEntry
@@ -24,6 +27,15 @@ type memEntry struct {
 
 // NewMemory returns an empty Memory store.
 func NewMemory() *Memory { return &Memory{now: time.Now, m: map[string]memEntry{}} }
+
+// NewBoundedMemory returns an empty Memory store that holds at most limit
+// entries: a write into a full store first drops the expired entries, then
+// (when none were) an arbitrary one.
+func NewBoundedMemory(limit int) *Memory {
+	m := NewMemory()
+	m.limit = max(limit, 1)
+	return m
+}
 
 // SetClock replaces the clock (tests).
 func (s *Memory) SetClock(now func() time.Time) {
@@ -53,11 +65,36 @@ func (s *Memory) getLocked(key string) ([]byte, bool) {
 }
 
 func (s *Memory) setLocked(key string, val []byte, ttl time.Duration) {
+	if _, ok := s.m[key]; !ok && s.limit > 0 && len(s.m) >= s.limit {
+		s.makeRoomLocked()
+	}
 	e := memEntry{val: slices.Clone(val)}
 	if ttl > 0 {
 		e.expires = s.now().Add(ttl)
 	}
 	s.m[key] = e
+}
+
+// makeRoomLocked drops the expired entries (at most once a second: the
+// sweep reads every entry), or one arbitrary entry when that freed none.
+func (s *Memory) makeRoomLocked() {
+	now := s.now()
+	n := len(s.m)
+	if now.Sub(s.swept) >= time.Second {
+		s.swept = now
+		for k, e := range s.m {
+			if !e.expires.IsZero() && !now.Before(e.expires) {
+				delete(s.m, k)
+			}
+		}
+	}
+	if len(s.m) < n {
+		return
+	}
+	for k := range s.m {
+		delete(s.m, k)
+		return
+	}
 }
 
 // Get implements Store.
