@@ -70,10 +70,14 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		return 2
 	}
 
+	wk, err := workerFromEnv()
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy run: worker: %s\n", err)
+		return 1
+	}
 	var (
 		cfg      *conf.Config
 		dev      *daemon.DevSetup
-		err      error
 		bootL, _ = newLogger(stderr, *logFormat, *logLevel, conf.Log{})
 	)
 	if *file != "" {
@@ -112,18 +116,27 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	if *adminAddr != "" {
 		cfg.Admin.Address = *adminAddr
 	}
+	if wk != nil {
+		wk.adjust(cfg)
+	}
 	log, logLevelVar := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
+	if wk != nil {
+		log = log.With("worker", wk.index)
+	}
 	for _, w := range cfg.Warnings {
 		log.Warn("configuration", "problem", w.String())
 	}
 	slog.SetDefault(log)
 
-	if *pidFile != "" {
+	if *pidFile != "" && wk == nil {
 		if err := os.WriteFile(*pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			fmt.Fprintf(stderr, "gmproxy run: pid file: %s\n", err)
 			return 1
 		}
 		defer os.Remove(*pidFile)
+	}
+	if wk == nil && dev == nil && cfg.WorkerCount() > 1 {
+		return runSupervisor(*file, args, cfg, log, logLevelVar, *logLevel, *logFormat, stdout, stderr, sigs)
 	}
 	env := &daemon.Env{Logger: log}
 	var tel telemetry
@@ -146,6 +159,9 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			if *adminAddr != "" {
 				c.Admin.Address = *adminAddr
 			}
+			if wk != nil {
+				wk.adjust(c)
+			}
 		}
 		gen, err := daemon.Build(c, env)
 		if err != nil {
@@ -154,7 +170,11 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		current = c
 		return gen, nil
 	}
-	d, err := daemon.New(builder, daemon.Options{Logger: log, Observer: env.Observer})
+	opts := daemon.Options{Logger: log, Observer: env.Observer}
+	if wk != nil {
+		opts.Listen = listenReusePort
+	}
+	d, err := daemon.New(builder, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
@@ -197,7 +217,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			onAdmin = adminReload
 		}
 		admin = &http.Server{Handler: tel.AdminHandler(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
-		ln, err := net.Listen("tcp", cfg.Admin.Address)
+		ln, err := listenControl(cfg.Admin.Address) // a worker's is a Unix socket
 		switch {
 		case err != nil && dev != nil:
 			log.Warn("admin listener not started", "address", cfg.Admin.Address, "err", err)

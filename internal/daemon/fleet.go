@@ -8,6 +8,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/redisstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
@@ -63,6 +64,10 @@ func (e *Env) sharedStore(cfg *conf.Config) *sessionstore.Shared {
 func (e *Env) openStore(st *conf.SessionStore) sessionstore.Store {
 	if e.OpenStore != nil {
 		return e.OpenStore(st)
+	}
+	if st.Type == localstore.Type && len(st.Addresses) == 1 {
+		// The worker mode's store, served by the supervisor.
+		return localstore.NewClient(st.Addresses[0])
 	}
 	o := redisstore.Options{
 		Addresses: st.Addresses, MasterName: st.MasterName, Username: st.Username, Password: st.Password,

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"net"
+	"os/exec"
+)
+
+const workersSupported = false
+
+func listenReusePort(string) (net.Listener, error) {
+	return nil, errors.New("workers above 1 need Linux (SO_REUSEPORT)")
+}
+
+func dieWithParent(*exec.Cmd) {}

@@ -1,0 +1,561 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
+)
+
+// Restart back-off of a worker that died: it doubles from restartMin up to
+// restartMax, and starts over once a worker has run for restartReset. After
+// maxQuickDeaths deaths in a row, each within restartReset of its start,
+// the supervisor gives up and stops (a worker that cannot run is a
+// configuration or host problem, not a transient one).
+const (
+	restartMin     = 100 * time.Millisecond
+	restartMax     = 10 * time.Second
+	restartReset   = 30 * time.Second
+	maxQuickDeaths = 10
+	// workerStartTimeout bounds a worker's start (configuration load and
+	// listeners) until its admin socket reports ready.
+	workerStartTimeout = 60 * time.Second
+	// workerCallTimeout bounds one call to a worker's admin socket
+	// (metrics scrape; a reload is bounded by workerReloadTimeout).
+	workerCallTimeout   = 5 * time.Second
+	workerReloadTimeout = 2 * time.Minute
+)
+
+// supervisor runs the worker mode's main process: it serves no traffic; it
+// starts cfg.WorkerCount() workers and keeps them running.
+type supervisor struct {
+	exe  string
+	args []string // the run flags, given to every worker
+	file string
+	dir  string
+	n    int
+	// cacheSize is sessions.cache_size: the store holds as many sessions
+	// per worker.
+	cacheSize int
+	log       *slog.Logger
+	out       io.Writer // the workers' stdout
+	errw      io.Writer // the workers' stderr
+	hc        *http.Client
+
+	mu       sync.Mutex
+	procs    []*workerProc
+	stopping bool
+	restarts uint64
+}
+
+// workerProc is one running (or dead) worker.
+type workerProc struct {
+	index    int
+	cmd      *exec.Cmd
+	started  time.Time
+	exited   chan struct{} // closed when the process has been waited for
+	exitCode int
+	quick    int // deaths in a row within restartReset of the start
+	restarts int
+	ready    bool
+}
+
+// workerExit reports a worker that exited.
+type workerExit struct{ p *workerProc }
+
+func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logger, stdout, stderr io.Writer) (*supervisor, error) {
+	if !workersSupported {
+		return nil, errors.New("workers above 1 need Linux (SO_REUSEPORT); set workers: 1")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("workers: cannot find this program to start workers: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "gmproxy-workers-")
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: cfg.WorkerCount(), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr}
+	s.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			host, _, _ := net.SplitHostPort(addr)
+			i, err := strconv.Atoi(strings.TrimPrefix(host, "worker"))
+			if err != nil {
+				return nil, fmt.Errorf("no worker %q", host)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", workerSocket(s.dir, i))
+		},
+		MaxIdleConnsPerHost: 2,
+	}}
+	return s, nil
+}
+
+// start prepares the shared state (wrap key, session store) and starts
+// every worker, waiting until each is ready.
+func (s *supervisor) start() (exits chan workerExit, err error) {
+	wrap := make([]byte, 32)
+	rand.Read(wrap)
+	if err := os.WriteFile(filepath.Join(s.dir, wrapKeyFile), wrap, 0o600); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", filepath.Join(s.dir, storeSocket))
+	if err != nil {
+		return nil, fmt.Errorf("workers: session store socket: %w", err)
+	}
+	// Sessions of every worker plus the ticket keys.
+	go localstore.Serve(ln, sessionstore.NewBoundedMemory(s.n*max(s.cacheSize, 1024)+64))
+	exits = make(chan workerExit, s.n)
+	s.procs = make([]*workerProc, s.n)
+	for i := range s.n {
+		p, err := s.spawn(i, exits)
+		if err != nil {
+			return exits, err
+		}
+		s.procs[i] = p
+	}
+	for _, p := range s.procs {
+		if err := s.waitReady(p); err != nil {
+			return exits, fmt.Errorf("worker %d did not start: %w", p.index, err)
+		}
+	}
+	return exits, nil
+}
+
+// spawn starts worker i; its exit is reported on exits.
+func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) {
+	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
+	env := make([]string, 0, len(os.Environ())+3)
+	for _, e := range os.Environ() {
+		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, "GOMAXPROCS=1")
+	cmd.Stdout, cmd.Stderr = s.out, s.errw
+	dieWithParent(cmd)
+	os.Remove(workerSocket(s.dir, i))
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &workerProc{index: i, cmd: cmd, started: time.Now(), exited: make(chan struct{})}
+	s.log.Info("worker started", "worker", i, "pid", cmd.Process.Pid)
+	go func() {
+		cmd.Wait()
+		p.exitCode = cmd.ProcessState.ExitCode()
+		close(p.exited)
+		exits <- workerExit{p}
+	}()
+	return p, nil
+}
+
+// waitReady polls the worker's /readyz until it answers 200, the worker
+// exits, or workerStartTimeout passes.
+func (s *supervisor) waitReady(p *workerProc) error {
+	deadline := time.Now().Add(workerStartTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited with status %d", p.exitCode)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if _, err := s.call(p.index, http.MethodGet, "/readyz", workerCallTimeout); err == nil {
+			s.mu.Lock()
+			p.ready = true
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	return errors.New("not ready in time")
+}
+
+// call makes one request to worker i's admin socket and returns the body
+// of a 200 answer.
+func (s *supervisor) call(i int, method, path string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://worker"+strconv.Itoa(i)+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
+
+// live returns the workers now running.
+func (s *supervisor) live() []*workerProc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*workerProc
+	for _, p := range s.procs {
+		select {
+		case <-p.exited:
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// reload checks the configuration file, then has every worker reload it;
+// it fails when the file is refused (no worker is asked) or when any
+// worker refused it.
+func (s *supervisor) reload() (*conf.Config, error) {
+	cfg, err := loadConfigFile(s.file)
+	if err != nil {
+		return nil, err
+	}
+	if n := cfg.WorkerCount(); n != s.n {
+		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
+	}
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, p := range s.live() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.call(p.index, http.MethodPost, "/reload", workerReloadTimeout); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("worker %d: %w", p.index, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return cfg, errors.Join(errs...)
+}
+
+// signalAll sends sig to every live worker.
+func (s *supervisor) signalAll(sig os.Signal) {
+	for _, p := range s.live() {
+		p.cmd.Process.Signal(sig)
+	}
+}
+
+// metrics scrapes every live worker and writes the merged exposition plus
+// the supervisor's own series.
+func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
+	procs := s.live()
+	all := make([]map[string]*dto.MetricFamily, len(procs))
+	var wg sync.WaitGroup
+	for k, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := s.call(p.index, http.MethodGet, "/metrics", workerCallTimeout)
+			if err == nil {
+				all[k], err = parseMetrics(strings.NewReader(string(body)))
+			}
+			if err != nil {
+				s.log.Warn("worker metrics not read", "worker", p.index, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	s.mu.Lock()
+	restarts := s.restarts
+	s.mu.Unlock()
+	own := map[string]*dto.MetricFamily{
+		"gmproxy_workers": {Name: proto.String("gmproxy_workers"), Help: proto.String("Worker processes running."),
+			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(float64(len(procs)))}}}},
+		"gmproxy_worker_restarts_total": {Name: proto.String("gmproxy_worker_restarts_total"), Help: proto.String("Workers restarted after they died."),
+			Type: dto.MetricType_COUNTER.Enum(), Metric: []*dto.Metric{{Counter: &dto.Counter{Value: proto.Float64(float64(restarts))}}}},
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	writeFamilies(w, mergeFamilies(append(all, own)))
+}
+
+// workerStatus is one entry of GET /workers.
+type workerStatus struct {
+	Index    int  `json:"index"`
+	PID      int  `json:"pid"`
+	Ready    bool `json:"ready"`
+	Restarts int  `json:"restarts"`
+}
+
+func (s *supervisor) status(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	var out []workerStatus
+	for _, p := range s.procs {
+		out = append(out, workerStatus{Index: p.index, PID: p.cmd.Process.Pid, Ready: p.ready, Restarts: p.restarts})
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// workerMetrics serves one worker's own exposition (GET /workers/{i}/metrics).
+func (s *supervisor) workerMetrics(w http.ResponseWriter, r *http.Request) {
+	i, err := strconv.Atoi(r.PathValue("i"))
+	if err != nil || i < 0 || i >= s.n {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := s.call(i, http.MethodGet, "/metrics", workerCallTimeout)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write(body)
+}
+
+// adminMux is the supervisor's admin listener: merged /metrics, the
+// workers' own metrics, /healthz, /readyz (ready while every worker is),
+// GET /workers, and POST /reload when reload is set.
+func (s *supervisor) adminMux(cfg *conf.Config, reload func() error) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.HandleFunc("GET /workers", s.status)
+	mux.HandleFunc("GET /workers/{i}/metrics", s.workerMetrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		ready := !s.stopping
+		for _, p := range s.procs {
+			ready = ready && p.ready
+		}
+		s.mu.Unlock()
+		if !ready {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	if reload != nil {
+		mux.Handle("POST /reload", controlHandler(cfg, cfg.Admin.Address, reload))
+	}
+	return mux
+}
+
+// died handles a worker's exit: during shutdown it is expected; otherwise
+// the worker is restarted after a back-off (restart is called on the main
+// loop when it is due). It returns false when the supervisor gives up.
+func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || s.procs[p.index] != p {
+		return true
+	}
+	quick := 0
+	if time.Since(p.started) < restartReset {
+		quick = p.quick + 1
+	}
+	if quick >= maxQuickDeaths {
+		s.log.Error("worker keeps dying: giving up", "worker", p.index, "deaths", quick)
+		return false
+	}
+	delay := min(restartMin<<max(quick-1, 0), restartMax)
+	s.log.Error("worker died: restarting it", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode, "after", delay)
+	p.quick = quick
+	restart(p.index, delay)
+	return true
+}
+
+// runSupervisor is gmproxy run with workers > 1.
+func runSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+	s, err := newSupervisor(file, args, cfg, log, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+		return 1
+	}
+	defer os.RemoveAll(s.dir)
+	exits, err := s.start()
+	if err != nil {
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
+		s.signalAll(syscall.SIGKILL)
+		for _, p := range s.procs {
+			if p != nil {
+				<-p.exited
+			}
+		}
+		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+		return 1
+	}
+	log.Info("workers running", "workers", s.n)
+
+	reloadReq := make(chan chan error)
+	adminReload := func() error {
+		res := make(chan error, 1)
+		reloadReq <- res
+		return <-res
+	}
+	var servers []*http.Server
+	defer func() {
+		for _, srv := range servers {
+			srv.Close()
+		}
+	}()
+	reloads := false
+	if a := cfg.Admin.Address; a != "" && a != "off" {
+		var onAdmin func() error
+		if cfg.Admin.ControlAddress == "" {
+			onAdmin = adminReload
+		}
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			s.stop(sigs)
+			fmt.Fprintf(stderr, "gmproxy run: admin listener: %s\n", err)
+			return 1
+		}
+		srv := &http.Server{Handler: s.adminMux(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		servers = append(servers, srv)
+		log.Info("admin listening", "address", ln.Addr().String(), "workers", s.n)
+		reloads = onAdmin != nil
+	}
+	if ca := cfg.Admin.ControlAddress; ca != "" {
+		ln, err := listenControl(ca)
+		if err != nil {
+			s.stop(sigs)
+			fmt.Fprintf(stderr, "gmproxy run: control listener: %s\n", err)
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		servers = append(servers, srv)
+		log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
+		reloads = true
+	}
+	reload := func() error {
+		next, err := s.reload()
+		if next != nil && err == nil {
+			applyReloaded(log, lv, levelFlag, formatFlag, cfg, next, cfg.Admin.Address)
+			cfg = next
+		}
+		return err
+	}
+	if reloads {
+		sigs = mergeReloads(sigs, reloadReq, reload)
+	}
+	restartDue := make(chan int)
+	restart := func(i int, after time.Duration) {
+		time.AfterFunc(after, func() { restartDue <- i })
+	}
+	for {
+		select {
+		case e := <-exits:
+			if !s.died(e.p, restart) {
+				s.stop(sigs)
+				return 1
+			}
+		case i := <-restartDue:
+			s.mu.Lock()
+			stopping, old := s.stopping, s.procs[i]
+			s.mu.Unlock()
+			if stopping {
+				continue
+			}
+			p, err := s.spawn(i, exits)
+			if err != nil {
+				log.Error("worker not restarted", "worker", i, "err", err)
+				restart(i, restartMax)
+				continue
+			}
+			s.mu.Lock()
+			p.quick, p.restarts = old.quick, old.restarts+1
+			s.procs[i] = p
+			s.restarts++
+			s.mu.Unlock()
+			go s.waitReady(p)
+		case sig, ok := <-sigs:
+			if !ok {
+				return s.stop(nil)
+			}
+			if rs, ok := sig.(reloadSignal); ok {
+				log.Info("admin: reloading configuration in every worker")
+				rs.res <- rs.reload()
+				continue
+			}
+			switch sig {
+			case syscall.SIGHUP:
+				log.Info("SIGHUP: reloading configuration in every worker")
+				if err := reload(); err != nil {
+					log.Error("reload failed", "err", err)
+				} else {
+					log.Info("reload succeeded in every worker")
+				}
+			case syscall.SIGUSR1:
+				s.signalAll(syscall.SIGUSR1)
+			case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+				log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
+				return s.stop(sigs)
+			}
+		}
+	}
+}
+
+// stop forwards SIGTERM to every worker and waits for all of them; a
+// further SIGTERM or SIGINT meanwhile is forwarded too (the workers then
+// close every connection at once). It returns 0 when every worker exited
+// with status 0 (drained in time), else 1.
+func (s *supervisor) stop(sigs <-chan os.Signal) int {
+	s.mu.Lock()
+	s.stopping = true
+	procs := s.procs
+	s.mu.Unlock()
+	s.signalAll(syscall.SIGTERM)
+	code := 0
+	for _, p := range procs {
+		for waiting := true; waiting; {
+			select {
+			case <-p.exited:
+				waiting = false
+			case sig, ok := <-sigs:
+				if !ok {
+					sigs = nil
+					continue
+				}
+				switch sig := sig.(type) {
+				case reloadSignal:
+					sig.res <- errors.New("shutting down")
+				default:
+					if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
+						s.log.Warn("second signal during graceful shutdown: workers close every connection now")
+						s.signalAll(syscall.SIGTERM)
+					}
+				}
+			}
+		}
+		if p.exitCode != 0 {
+			code = 1
+		}
+	}
+	return code
+}

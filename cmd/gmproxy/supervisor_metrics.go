@@ -1,0 +1,145 @@
+package main
+
+import (
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/proto"
+)
+
+// mergeRule says how the values of one series from several workers
+// combine into the supervisor's /metrics.
+type mergeRule int
+
+const (
+	mergeSum mergeRule = iota // counters, histograms, and gauges that count
+	mergeMax                  // timestamps and info gauges (equal or latest)
+	mergeMin                  // "1 when ok" gauges: ok only when ok on every worker
+)
+
+// gaugeRule: a gauge is summed unless its name says it is a point in time,
+// an info metric, or a per-worker yes/no.
+func gaugeRule(name string) mergeRule {
+	switch {
+	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"):
+		return mergeMax
+	case strings.HasSuffix(name, "_healthy"), strings.HasSuffix(name, "_successful"):
+		return mergeMin
+	}
+	return mergeSum
+}
+
+// parseMetrics reads one worker's text exposition.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+// labelKey identifies a series within its family.
+func labelKey(m *dto.Metric) string {
+	var b strings.Builder
+	for _, l := range m.GetLabel() {
+		b.WriteString(l.GetName())
+		b.WriteByte(0)
+		b.WriteString(l.GetValue())
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// mergeFamilies combines the workers' families: series with the same
+// labels are summed (counters, untyped values, histogram buckets, counts
+// and sums, summary counts and sums; summary quantiles do not add up and
+// are dropped) or combined by gaugeRule.
+func mergeFamilies(all []map[string]*dto.MetricFamily) []*dto.MetricFamily {
+	merged := map[string]*dto.MetricFamily{}
+	series := map[string]map[string]*dto.Metric{}
+	for _, fams := range all {
+		for name, f := range fams {
+			mf, ok := merged[name]
+			if !ok {
+				mf = &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type, Unit: f.Unit}
+				merged[name] = mf
+				series[name] = map[string]*dto.Metric{}
+			}
+			if mf.GetType() != f.GetType() {
+				continue // workers of different builds; keep the first type
+			}
+			for _, m := range f.GetMetric() {
+				k := labelKey(m)
+				if cur, ok := series[name][k]; ok {
+					addMetric(cur, m, mf.GetType(), gaugeRule(name))
+					continue
+				}
+				c := proto.Clone(m).(*dto.Metric)
+				if s := c.GetSummary(); s != nil {
+					s.Quantile = nil
+				}
+				c.TimestampMs = nil
+				series[name][k] = c
+				mf.Metric = append(mf.Metric, c)
+			}
+		}
+	}
+	out := slices.Collect(maps.Values(merged))
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out
+}
+
+func combine(a, b float64, r mergeRule) float64 {
+	switch r {
+	case mergeMax:
+		return max(a, b)
+	case mergeMin:
+		return min(a, b)
+	}
+	return a + b
+}
+
+// addMetric adds m into cur (same family, same labels).
+func addMetric(cur, m *dto.Metric, t dto.MetricType, rule mergeRule) {
+	switch t {
+	case dto.MetricType_COUNTER:
+		cur.Counter.Value = proto.Float64(cur.GetCounter().GetValue() + m.GetCounter().GetValue())
+	case dto.MetricType_GAUGE:
+		cur.Gauge.Value = proto.Float64(combine(cur.GetGauge().GetValue(), m.GetGauge().GetValue(), rule))
+	case dto.MetricType_UNTYPED:
+		cur.Untyped.Value = proto.Float64(cur.GetUntyped().GetValue() + m.GetUntyped().GetValue())
+	case dto.MetricType_SUMMARY:
+		s, o := cur.GetSummary(), m.GetSummary()
+		s.SampleCount = proto.Uint64(s.GetSampleCount() + o.GetSampleCount())
+		s.SampleSum = proto.Float64(s.GetSampleSum() + o.GetSampleSum())
+	case dto.MetricType_HISTOGRAM:
+		h, o := cur.GetHistogram(), m.GetHistogram()
+		h.SampleCount = proto.Uint64(h.GetSampleCount() + o.GetSampleCount())
+		h.SampleSum = proto.Float64(h.GetSampleSum() + o.GetSampleSum())
+		// Buckets with the same upper bounds add up; a worker with other
+		// bounds (another build) keeps only count and sum.
+		if len(h.Bucket) == len(o.Bucket) {
+			for i, b := range h.Bucket {
+				if b.GetUpperBound() != o.Bucket[i].GetUpperBound() {
+					return
+				}
+			}
+			for i, b := range h.Bucket {
+				b.CumulativeCount = proto.Uint64(b.GetCumulativeCount() + o.Bucket[i].GetCumulativeCount())
+			}
+		}
+	}
+}
+
+// writeFamilies writes families in the text exposition format.
+func writeFamilies(w io.Writer, fams []*dto.MetricFamily) error {
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// envTestMain makes the test binary act as gmproxy (TestWorkers runs it as
+// the supervisor, which re-executes it as the workers).
+const envTestMain = "GMPROXY_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envTestMain) == "1" {
+		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// lockedBuffer collects a child's output from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// workersConfig writes a TLCP site answering body, served by 2 workers.
+func workersConfig(t *testing.T, path, listen, admin, body string) {
+	t.Helper()
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
+	y := fmt.Sprintf(`workers: 2
+listeners:
+  - address: %[1]s
+    protocols: [tlcp]
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp:
+      sign_cert: %[3]s/server_sign.crt
+      sign_key: %[3]s/server_sign.key
+      enc_cert: %[3]s/server_enc.crt
+      enc_key: %[3]s/server_enc.key
+    routes: [{respond: {status: 200, body: %[2]s}}]
+admin:
+  address: %[4]s
+access_log: {path: "off"}
+shutdown_grace: 5s
+`, listen, body, pki, admin)
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWorkers runs gmproxy with workers: 2 as separate processes: both
+// workers serve; the supervisor's /metrics sums their handshakes; a
+// TLCP ticket and a TLCP session ID made on one worker resume on the
+// other; SIGHUP reaches both; a refused reload is reported; a killed
+// worker is restarted and service continues; SIGTERM exits 0.
+func TestWorkers(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gmproxy.yaml")
+	listen, admin := freePort(t), freePort(t)
+	workersConfig(t, cfgPath, listen, admin, "one")
+	var logs lockedBuffer
+	cmd := exec.Command(os.Args[0], "run", "-c", cfgPath)
+	cmd.Env = append(os.Environ(), envTestMain+"=1")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.WaitDelay = 10 * time.Second // the workers hold the output pipe too
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	var workers func() []workerStatus
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+			for _, w := range workers() {
+				syscall.Kill(w.PID, syscall.SIGKILL)
+			}
+		}
+		if t.Failed() {
+			t.Logf("gmproxy output:\n%s", logs.String())
+		}
+	}()
+
+	hc := &http.Client{Timeout: 20 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get("http://" + admin + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for i := 0; i < 600; i++ {
+			if ok() {
+				return
+			}
+			select {
+			case <-exited:
+				t.Fatalf("gmproxy exited (%v) while waiting for %s", exitErr, what)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	workers = func() []workerStatus {
+		_, body := get("/workers")
+		var ws []workerStatus
+		json.Unmarshal([]byte(body), &ws)
+		return ws
+	}
+	waitFor("readiness", func() bool { code, _ := get("/readyz"); return code == 200 })
+
+	ws := workers()
+	if len(ws) != 2 || ws[0].PID == ws[1].PID || ws[0].PID == cmd.Process.Pid || !ws[0].Ready || !ws[1].Ready {
+		t.Fatalf("workers = %+v, want 2 ready worker processes other than the supervisor %d", ws, cmd.Process.Pid)
+	}
+	// A worker's handshakes and successful reloads, from its own metrics.
+	counts := func(i int) (handshakes, reloads float64) {
+		code, body := get(fmt.Sprintf("/workers/%d/metrics", i))
+		if code != 200 {
+			t.Fatalf("worker %d metrics: %d %s", i, code, body)
+		}
+		return sumSeries(t, body, "gmproxy_handshakes_total", ""), sumSeries(t, body, "gmproxy_config_reloads_total", `result="success"`)
+	}
+
+	pki := filepath.Join("..", "..", "conf", "testdata", "pki")
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := smx509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	made := 0
+	// fetch makes one TLCP connection with cfg and one GET; it returns the
+	// worker that served it and whether the handshake resumed.
+	fetch := func(cfg *tlcp.Config, wantBody string) (int, bool) {
+		t.Helper()
+		before := [2]float64{}
+		for i := range before {
+			before[i], _ = counts(i)
+		}
+		raw, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		c := tlcp.Client(raw, cfg)
+		if err := c.Handshake(); err != nil {
+			t.Fatalf("handshake: %v", err)
+		}
+		made++
+		req, _ := http.NewRequest("GET", "https://localhost/", nil)
+		req.Close = true
+		if err := req.Write(c); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != wantBody {
+			t.Errorf("body %q, want %q", b, wantBody)
+		}
+		served := -1
+		for i := range before {
+			if h, _ := counts(i); h > before[i] {
+				served = i
+			}
+		}
+		if served < 0 {
+			t.Fatal("no worker counted the handshake")
+		}
+		return served, c.ConnectionState().DidResume
+	}
+	// resumeAcross makes a full handshake, then reconnects with its
+	// session until another worker answers, which must resume it.
+	resumeAcross := func(name string, cfg *tlcp.Config) {
+		t.Helper()
+		first, resumed := fetch(cfg, "one")
+		if resumed {
+			t.Fatalf("%s: the first connection resumed", name)
+		}
+		for try := 0; try < 40; try++ {
+			w, resumed := fetch(cfg, "one")
+			if !resumed {
+				t.Errorf("%s: worker %d did not resume the session of worker %d", name, w, first)
+			}
+			if w != first {
+				return
+			}
+		}
+		t.Fatalf("%s: 40 connections all went to worker %d", name, first)
+	}
+	resumeAcross("ticket", &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3},
+		ClientSessionCache: tlcp.NewLRUClientSessionCache(4)})
+	resumeAcross("session ID", &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3},
+		SessionTicketsDisabled: true, ClientSessionCache: tlcp.NewLRUClientSessionCache(4)})
+
+	_, merged := get("/metrics")
+	if got := sumSeries(t, merged, "gmproxy_handshakes_total", ""); got != float64(made) {
+		t.Errorf("supervisor /metrics: %v handshakes, made %d", got, made)
+	}
+	if got := sumSeries(t, merged, "gmproxy_workers", ""); got != 2 {
+		t.Errorf("gmproxy_workers = %v", got)
+	}
+
+	// SIGHUP: both workers reload the changed file.
+	workersConfig(t, cfgPath, listen, admin, "two")
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor("both workers reloaded", func() bool {
+		_, r0 := counts(0)
+		_, r1 := counts(1)
+		return r0 == 2 && r1 == 2
+	})
+	plain := &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}}
+	fetch(plain, "two")
+
+	// A configuration the workers would refuse is refused by POST /reload,
+	// and the running one is kept.
+	if err := os.WriteFile(cfgPath, []byte("workers: 2\nlisteners: [{address: "+listen+"}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Post("http://"+admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("POST /reload of a bad file: %d %s", resp.StatusCode, b)
+	}
+	workersConfig(t, cfgPath, listen, admin, "two")
+	resp, err = hc.Post("http://"+admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("POST /reload: %d %s", resp.StatusCode, b)
+	}
+
+	// A killed worker is restarted; service goes on.
+	old := ws[0].PID
+	syscall.Kill(old, syscall.SIGKILL)
+	waitFor("worker 0 restarted", func() bool {
+		ws := workers()
+		return len(ws) == 2 && ws[0].PID != old && ws[0].Ready && ws[0].Restarts == 1
+	})
+	for i := 0; i < 4; i++ {
+		fetch(plain, "two")
+	}
+	_, merged = get("/metrics")
+	if got := sumSeries(t, merged, "gmproxy_worker_restarts_total", ""); got != 1 {
+		t.Errorf("gmproxy_worker_restarts_total = %v", got)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if exitErr != nil {
+			t.Errorf("SIGTERM: %v, want exit 0", exitErr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("gmproxy did not exit after SIGTERM")
+	}
+	for _, w := range workers() {
+		if syscall.Kill(w.PID, 0) == nil {
+			t.Errorf("worker %d (pid %d) still runs", w.Index, w.PID)
+		}
+	}
+}
+
+// sumSeries sums the samples of name (whose labels contain match) in a
+// text exposition.
+func sumSeries(t *testing.T, exposition, name, match string) float64 {
+	t.Helper()
+	fams, err := parseMetrics(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v", err)
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+		}
+		if !strings.Contains(strings.Join(labels, ","), match) {
+			continue
+		}
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
+	return sum
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
+	"github.com/gmproxy/gmproxy/internal/ticket"
+)
+
+// The worker mode (conf workers > 1): gmproxy run starts as a supervisor
+// (supervisor.go) that re-executes the same binary once per worker with
+// these variables set. A worker is an ordinary gmproxy run with a few
+// settings replaced (worker.adjust).
+const (
+	// envWorker marks a worker process and carries its index.
+	envWorker = "GMPROXY_WORKER"
+	// envWorkerDir is the supervisor's private folder (mode 0700): the
+	// workers' admin sockets, the session store socket, the wrap key.
+	envWorkerDir = "GMPROXY_WORKER_DIR"
+)
+
+// Files in the supervisor's folder.
+const (
+	storeSocket = "store.sock"
+	wrapKeyFile = "wrap.key"
+)
+
+func workerSocket(dir string, i int) string {
+	return filepath.Join(dir, "worker-"+strconv.Itoa(i)+".sock")
+}
+
+// worker is this process's place in the worker mode.
+type worker struct {
+	index int
+	dir   string
+	wrap  []ticket.Key // the key that seals the shared ticket keys
+}
+
+// workerFromEnv returns the worker this process is, or nil when it is not
+// one.
+func workerFromEnv() (*worker, error) {
+	v, ok := os.LookupEnv(envWorker)
+	if !ok {
+		return nil, nil
+	}
+	i, err := strconv.Atoi(v)
+	dir := os.Getenv(envWorkerDir)
+	if err != nil || i < 0 || dir == "" {
+		return nil, fmt.Errorf("%s=%q and %s=%q do not name a worker", envWorker, v, envWorkerDir, dir)
+	}
+	w := &worker{index: i, dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, wrapKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	if w.wrap, err = ticket.ParseKeyFile(b, time.Now()); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// adjust replaces what a worker does differently from a single process in
+// a configuration just loaded (at start and on every reload):
+//   - its admin listener is a Unix socket in the supervisor's folder, with
+//     POST /reload for the supervisor (the supervisor serves the
+//     configured admin and control addresses);
+//   - without sessions.store, the workers share the supervisor's local
+//     store: session IDs made on one worker resume on another;
+//   - without ticket_key_file or sessions.ticket_keys, the ticket keys are
+//     agreed on through that store (rotating, sealed with the supervisor's
+//     wrap key), so a ticket made on one worker resumes on another.
+func (w *worker) adjust(c *conf.Config) {
+	c.Admin.Address = conf.UnixPrefix + workerSocket(w.dir, w.index)
+	c.Admin.ControlAddress = ""
+	c.Admin.Token = nil
+	c.Workers = ""
+	s := &c.Sessions
+	if s.Store == nil {
+		s.Store = &conf.SessionStore{
+			Type:      localstore.Type,
+			Addresses: []string{filepath.Join(w.dir, storeSocket)},
+			KeyPrefix: sessionstore.DefaultKeyPrefix,
+			Timeout:   sessionstore.DefaultTimeout,
+		}
+		if s.TicketKeyFile == "" && s.TicketKeys == nil {
+			s.TicketKeys = &conf.FleetTicketKeys{Store: localstore.Type, WrapKeys: w.wrap}
+		}
+	}
+}
