@@ -11,6 +11,9 @@ import (
 // TestMain keeps the test PKI's keys and password files readable by their
 // owner only, as `gmproxy check` expects of a deployment (it warns otherwise).
 func TestMain(m *testing.M) {
+	if os.Getenv(envTestMain) == "1" {
+		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	for _, dir := range []string{"../../conf/testdata", "../../testdata/pki-tongsuo"} {
 		if err := testpeer.SecretModes(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -23,15 +23,8 @@ import (
 )
 
 // envTestMain makes the test binary act as gmproxy (TestWorkers runs it as
-// the supervisor, which re-executes it as the workers).
+// the supervisor, which re-executes it as the workers; see TestMain).
 const envTestMain = "GMPROXY_TEST_AS_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envTestMain) == "1" {
-		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
 
 // lockedBuffer collects a child's output from several goroutines.
 type lockedBuffer struct {
