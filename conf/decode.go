@@ -113,23 +113,12 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
+// decode decodes n into v, path naming it in problems: it resolves
+// aliases, enforces the size and depth bounds, records the value's
+// position, then hands the value to the decoder of its kind.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
-		if i > maxDepth {
-			d.addAt(SeverityError, nodePos(n), path, "alias refers to itself", "remove the alias loop")
-			return
-		}
-		n = n.Alias
-	}
-	d.nodes++
-	if d.nodes == maxNodes+1 {
-		d.addAt(SeverityError, nodePos(n), path, "the configuration expands to too many values (alias loop or bomb?)", "write it without nested aliases")
-	}
-	if d.nodes > maxNodes {
-		return
-	}
-	if d.depth >= maxDepth {
-		d.addAt(SeverityError, nodePos(n), path, "values nested too deeply", "")
+	n, ok := d.enter(n, path)
+	if !ok {
 		return
 	}
 	d.depth++
@@ -146,33 +135,13 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 	}
 	isNull := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-
 	if u, ok := unitScalars[v.Type()]; ok {
-		if isNull {
-			return
-		}
-		x, err := u.parse(n)
-		if err != nil {
-			d.addAt(SeverityError, nodePos(n), path, err.Error(), u.hint)
-			return
-		}
-		v.SetInt(x)
+		d.decodeUnit(n, v, path, u, isNull)
 		return
 	}
-
 	switch v.Kind() {
 	case reflect.Pointer:
-		if v.IsNil() {
-			nv := reflect.New(v.Type().Elem())
-			if df, ok := nv.Interface().(defaulter); ok {
-				df.setDefaults()
-			}
-			v.Set(nv)
-		}
-		if isNull {
-			return
-		}
-		d.decode(n, v.Elem(), path)
+		d.decodePointer(n, v, path, isNull)
 	case reflect.Struct:
 		if isNull {
 			return
@@ -183,84 +152,159 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.decodeStruct(n, v, path)
 	case reflect.Slice:
-		if isNull {
-			return
+		if !isNull {
+			d.decodeSlice(n, v, path)
 		}
-		elems := n.Content
-		if n.Kind != yaml.SequenceNode {
-			if n.Kind == yaml.ScalarNode && v.Type().Elem().Kind() != reflect.Struct {
-				elems = []*yaml.Node{n} // a single value stands for a one-element list
-			} else if n.Kind == yaml.ScalarNode && reflect.PointerTo(v.Type().Elem()).Implements(reflect.TypeFor[nodeDecoder]()) {
-				elems = []*yaml.Node{n}
-			} else {
-				d.typeError(n, path, "a list", "write one item per line starting with \"- \", or [a, b] on one line")
-				return
-			}
-		}
-		s := reflect.MakeSlice(v.Type(), len(elems), len(elems))
-		for i, e := range elems {
-			ev := s.Index(i)
-			if df, ok := ev.Addr().Interface().(defaulter); ok {
-				df.setDefaults()
-			}
-			d.decode(e, ev, fmt.Sprintf("%s[%d]", path, i))
-		}
-		v.Set(s)
 	case reflect.Map:
-		if isNull {
-			return
+		if !isNull {
+			d.decodeMap(n, v, path)
 		}
-		if n.Kind != yaml.MappingNode {
-			d.typeError(n, path, "a mapping of name: value", "write one \"Name: value\" per line under this key")
-			return
-		}
-		m := reflect.MakeMap(v.Type())
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			kp := joinPath(path, k.Value)
-			d.keyPos[kp] = nodePos(k)
-			ev := reflect.New(v.Type().Elem()).Elem()
-			d.decode(val, ev, kp)
-			m.SetMapIndex(reflect.ValueOf(k.Value), ev)
-		}
-		v.Set(m)
 	case reflect.String:
-		if n.Kind != yaml.ScalarNode {
-			d.typeError(n, path, "a single value", "quote the value if it contains \": \", \"#\", \"[\" or \"{\"")
-			return
-		}
-		if isNull {
-			v.SetString("")
-			return
-		}
-		v.SetString(n.Value)
+		d.decodeString(n, v, path, isNull)
 	case reflect.Bool:
-		if isNull {
-			return
+		if !isNull {
+			d.decodeBool(n, v, path)
 		}
-		b, ok := parseBool(n)
-		if !ok {
-			d.typeError(n, path, "true or false", "")
-			return
-		}
-		v.SetBool(b)
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		if isNull {
-			return
+		if !isNull {
+			d.decodeInt(n, v, path)
 		}
-		if n.Kind != yaml.ScalarNode || n.Tag == "!!float" {
-			d.typeError(n, path, "a whole number", "")
-			return
-		}
-		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-		if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
-			d.typeError(n, path, "a whole number", "")
-			return
-		}
-		v.SetInt(i)
 	default:
 		d.addAt(SeverityError, nodePos(n), path, fmt.Sprintf("internal error: cannot decode into %s", v.Type()), "")
 	}
+}
+
+// enter resolves n's aliases and counts it against the node and depth
+// bounds; ok is false (with a problem added) when n must not be decoded.
+func (d *decoder) enter(n *yaml.Node, path string) (_ *yaml.Node, ok bool) {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		if i > maxDepth {
+			d.addAt(SeverityError, nodePos(n), path, "alias refers to itself", "remove the alias loop")
+			return n, false
+		}
+		n = n.Alias
+	}
+	d.nodes++
+	if d.nodes == maxNodes+1 {
+		d.addAt(SeverityError, nodePos(n), path, "the configuration expands to too many values (alias loop or bomb?)", "write it without nested aliases")
+	}
+	if d.nodes > maxNodes {
+		return n, false
+	}
+	if d.depth >= maxDepth {
+		d.addAt(SeverityError, nodePos(n), path, "values nested too deeply", "")
+		return n, false
+	}
+	return n, true
+}
+
+// decodeUnit decodes a scalar with a unit (durations, byte sizes).
+func (d *decoder) decodeUnit(n *yaml.Node, v reflect.Value, path string, u unitScalar, isNull bool) {
+	if isNull {
+		return
+	}
+	x, err := u.parse(n)
+	if err != nil {
+		d.addAt(SeverityError, nodePos(n), path, err.Error(), u.hint)
+		return
+	}
+	v.SetInt(x)
+}
+
+// decodePointer allocates the pointed-to value (with its defaults) and
+// decodes into it.
+func (d *decoder) decodePointer(n *yaml.Node, v reflect.Value, path string, isNull bool) {
+	if v.IsNil() {
+		nv := reflect.New(v.Type().Elem())
+		if df, ok := nv.Interface().(defaulter); ok {
+			df.setDefaults()
+		}
+		v.Set(nv)
+	}
+	if isNull {
+		return
+	}
+	d.decode(n, v.Elem(), path)
+}
+
+// decodeSlice decodes a list; a single scalar stands for a one-element
+// list of scalars (or of values that decode themselves from a scalar).
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
+	elems := n.Content
+	if n.Kind != yaml.SequenceNode {
+		if n.Kind == yaml.ScalarNode && v.Type().Elem().Kind() != reflect.Struct {
+			elems = []*yaml.Node{n} // a single value stands for a one-element list
+		} else if n.Kind == yaml.ScalarNode && reflect.PointerTo(v.Type().Elem()).Implements(reflect.TypeFor[nodeDecoder]()) {
+			elems = []*yaml.Node{n}
+		} else {
+			d.typeError(n, path, "a list", "write one item per line starting with \"- \", or [a, b] on one line")
+			return
+		}
+	}
+	s := reflect.MakeSlice(v.Type(), len(elems), len(elems))
+	for i, e := range elems {
+		ev := s.Index(i)
+		if df, ok := ev.Addr().Interface().(defaulter); ok {
+			df.setDefaults()
+		}
+		d.decode(e, ev, fmt.Sprintf("%s[%d]", path, i))
+	}
+	v.Set(s)
+}
+
+// decodeMap decodes a mapping of name: value.
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.typeError(n, path, "a mapping of name: value", "write one \"Name: value\" per line under this key")
+		return
+	}
+	m := reflect.MakeMap(v.Type())
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		kp := joinPath(path, k.Value)
+		d.keyPos[kp] = nodePos(k)
+		ev := reflect.New(v.Type().Elem()).Elem()
+		d.decode(val, ev, kp)
+		m.SetMapIndex(reflect.ValueOf(k.Value), ev)
+	}
+	v.Set(m)
+}
+
+// decodeString decodes a single value (null is the empty string).
+func (d *decoder) decodeString(n *yaml.Node, v reflect.Value, path string, isNull bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.typeError(n, path, "a single value", "quote the value if it contains \": \", \"#\", \"[\" or \"{\"")
+		return
+	}
+	if isNull {
+		v.SetString("")
+		return
+	}
+	v.SetString(n.Value)
+}
+
+// decodeBool decodes true/false (and yes/no, on/off).
+func (d *decoder) decodeBool(n *yaml.Node, v reflect.Value, path string) {
+	b, ok := parseBool(n)
+	if !ok {
+		d.typeError(n, path, "true or false", "")
+		return
+	}
+	v.SetBool(b)
+}
+
+// decodeInt decodes a whole number within the int32 range.
+func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!float" {
+		d.typeError(n, path, "a whole number", "")
+		return
+	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
+		d.typeError(n, path, "a whole number", "")
+		return
+	}
+	v.SetInt(i)
 }
 
 func parseBool(n *yaml.Node) (bool, bool) {
@@ -481,12 +525,15 @@ func levenshtein(a, b string) int {
 	return prev[len(b)]
 }
 
-// unitScalars are the integer types written with a unit in YAML: how to
-// parse one and the hint shown when that fails.
-var unitScalars = map[reflect.Type]struct {
+// unitScalar parses a scalar with a unit; hint is the fix of a bad one.
+type unitScalar struct {
 	parse func(*yaml.Node) (int64, error)
 	hint  string
-}{
+}
+
+// unitScalars are the integer types written with a unit in YAML: how to
+// parse one and the hint shown when that fails.
+var unitScalars = map[reflect.Type]unitScalar{
 	durationType: {func(n *yaml.Node) (int64, error) { d, err := parseDuration(n); return int64(d), err }, "write a duration such as 500ms, 10s, 5m or 1h"},
 	byteSizeType: {func(n *yaml.Node) (int64, error) { b, err := parseByteSize(n); return int64(b), err }, "write a size such as 4096, 64KiB, 10MiB or 1GiB"},
 }
