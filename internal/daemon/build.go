@@ -243,7 +243,6 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	if env.Logger == nil {
 		env.Logger = slog.Default()
 	}
-	var errs []error
 	eng := env.acquireEngine(cfg.Offload)
 	kcs := env.acquireKeyClients(cfg)
 	keys := keyClientMap(kcs)
@@ -254,24 +253,58 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			time.AfterFunc(delay, func() { env.releaseKeyClients(kcs) })
 		}
 	}
+	sites, err := buildSites(env, eng.o, keys, cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	px, err := buildProxy(env, cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace}
+	gen.serveWith(px, cfg)
+	var errs []error
+	for i := range cfg.Listeners {
+		spec, err := listenerSpec(env, cfg, &cfg.Listeners[i], sites)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		gen.Listeners = append(gen.Listeners, spec)
+	}
+	stopProbes := probeRemoteKeys(env.Logger, cfg, keys)
+	var closeOnce sync.Once
+	gen.Close = func() { closeOnce.Do(func() { stopProbes(); px.Close(); release() }) }
+	if len(errs) > 0 {
+		gen.Close()
+		return nil, errors.Join(errs...)
+	}
+	gen.Info = generationInfo(cfg)
+	return gen, nil
+}
+
+// buildSites builds the handshake site of every configured site, by name.
+func buildSites(env *Env, off *handshake.Offload, keys map[string]*keyserver.Client, cfg *conf.Config) (map[string]*handshake.Site, error) {
+	var errs []error
 	sites := map[string]*handshake.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, eng.o, keys, cfg, s)
+		hs, err := buildSite(env, off, keys, cfg, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
 		}
 		sites[s.Name] = hs
 	}
-	if len(errs) > 0 {
-		release()
-		return nil, errors.Join(errs...)
-	}
-	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace}
+	return sites, errors.Join(errs...)
+}
+
+// buildProxy builds the generation's proxy, taking over the previous
+// generation's target health, and makes it env's current proxy.
+func buildProxy(env *Env, cfg *conf.Config) (*proxy.Proxy, error) {
 	pc := proxyConfig(cfg)
 	if err := wireUpstreamDialers(env, cfg, &pc); err != nil {
-		release()
 		return nil, err
 	}
 	var pobs proxy.Observer
@@ -283,12 +316,17 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	env.mu.Unlock()
 	px, err := proxy.New(pc, pobs, env.Logger)
 	if err != nil {
-		release()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	env.mu.Lock()
 	env.proxy = px
 	env.mu.Unlock()
+	return px, nil
+}
+
+// serveWith makes px serve the generation's connections; connections of
+// stream sites block (they are not HTTP).
+func (gen *Generation) serveWith(px *proxy.Proxy, cfg *conf.Config) {
 	streams := map[string]bool{}
 	for _, s := range cfg.Sites {
 		if s.Stream != nil {
@@ -300,67 +338,67 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	gen.Blocking = func(st handshake.ConnState) bool { return streams[st.Site] }
 	gen.Shutdown = px.Shutdown
 	gen.Proxy = px
-	for i := range cfg.Listeners {
-		l := &cfg.Listeners[i]
-		var list []*handshake.Site
-		for _, s := range cfg.Sites {
-			if len(l.Sites) == 0 || slices.Contains(l.Sites, s.Name) {
-				list = append(list, sites[s.Name])
-			}
+}
+
+// listenerSpec is listener l's socket, handshake and HTTP settings, with
+// the sites it serves (all when it names none).
+func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string]*handshake.Site) (ListenerSpec, error) {
+	var list []*handshake.Site
+	for _, s := range cfg.Sites {
+		if len(l.Sites) == 0 || slices.Contains(l.Sites, s.Name) {
+			list = append(list, sites[s.Name])
 		}
-		var def *handshake.Site
-		if l.DefaultSite != "" {
-			def = sites[l.DefaultSite]
-		}
-		hcfg := &handshake.ListenerConfig{
-			Name:                   l.Address,
-			TLCPInTLS:              handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
-			HandshakeTimeout:       l.HandshakeTimeout,
-			MaxConnsPerClient:      l.MaxConnectionsPerClient,
-			MaxHandshakesPerClient: l.MaxHandshakesPerClient,
-			MaxHandshakeBytes:      handshakeBytes(l),
-			RedirectHTTP:           l.PlainHTTP == "redirect",
-			Sites:                  handshake.NewSites(list, def),
-			Logger:                 env.Logger,
-		}
-		if err := hcfg.EnableFamilies(l.Protocols); err != nil {
-			errs = append(errs, fmt.Errorf("listener %s: %w", l.Address, err))
-		}
-		hcfg.MaxHandshakes, hcfg.MaxConns = handshakeLimits(l)
-		var pp []string
-		if l.ProxyProtocol.Enabled {
-			pp = append([]string{}, l.ProxyProtocol.Trusted...)
-		}
-		gen.Listeners = append(gen.Listeners, ListenerSpec{
-			ProxyProtocol:        pp,
-			ProxyProtocolTimeout: l.HandshakeTimeout,
-			Address:              l.Address,
-			Handshake:            hcfg,
-			HTTP: HTTPLimits{
-				MaxHeaderBytes:       int(l.HTTP.MaxHeaderBytes),
-				ReadHeaderTimeout:    l.HTTP.ReadHeaderTimeout,
-				ReadTimeout:          l.HTTP.ReadTimeout,
-				WriteTimeout:         l.HTTP.WriteTimeout,
-				IdleTimeout:          l.HTTP.IdleTimeout,
-				MaxConcurrentStreams: uint32(l.HTTP.MaxConcurrentStreams),
-			},
-		})
 	}
-	stopProbes := probeRemoteKeys(env.Logger, cfg, keys)
-	var closeOnce sync.Once
-	gen.Close = func() { closeOnce.Do(func() { stopProbes(); px.Close(); release() }) }
-	if len(errs) > 0 {
-		gen.Close()
-		return nil, errors.Join(errs...)
+	var def *handshake.Site
+	if l.DefaultSite != "" {
+		def = sites[l.DefaultSite]
 	}
-	gen.Info = []any{"sites", len(cfg.Sites), "upstreams", len(cfg.Upstreams)}
+	hcfg := &handshake.ListenerConfig{
+		Name:                   l.Address,
+		TLCPInTLS:              handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
+		HandshakeTimeout:       l.HandshakeTimeout,
+		MaxConnsPerClient:      l.MaxConnectionsPerClient,
+		MaxHandshakesPerClient: l.MaxHandshakesPerClient,
+		MaxHandshakeBytes:      handshakeBytes(l),
+		RedirectHTTP:           l.PlainHTTP == "redirect",
+		Sites:                  handshake.NewSites(list, def),
+		Logger:                 env.Logger,
+	}
+	var err error
+	if e := hcfg.EnableFamilies(l.Protocols); e != nil {
+		err = fmt.Errorf("listener %s: %w", l.Address, e)
+	}
+	hcfg.MaxHandshakes, hcfg.MaxConns = handshakeLimits(l)
+	var pp []string
+	if l.ProxyProtocol.Enabled {
+		pp = append([]string{}, l.ProxyProtocol.Trusted...)
+	}
+	return ListenerSpec{
+		ProxyProtocol:        pp,
+		ProxyProtocolTimeout: l.HandshakeTimeout,
+		Address:              l.Address,
+		Handshake:            hcfg,
+		HTTP: HTTPLimits{
+			MaxHeaderBytes:       int(l.HTTP.MaxHeaderBytes),
+			ReadHeaderTimeout:    l.HTTP.ReadHeaderTimeout,
+			ReadTimeout:          l.HTTP.ReadTimeout,
+			WriteTimeout:         l.HTTP.WriteTimeout,
+			IdleTimeout:          l.HTTP.IdleTimeout,
+			MaxConcurrentStreams: uint32(l.HTTP.MaxConcurrentStreams),
+		},
+	}, err
+}
+
+// generationInfo is what the log says of a generation.
+func generationInfo(cfg *conf.Config) []any {
+	info := []any{"sites", len(cfg.Sites), "upstreams", len(cfg.Upstreams)}
 	if len(cfg.KeyServers) > 0 {
-		gen.Info = append(gen.Info, "key_servers", len(cfg.KeyServers))
+		info = append(info, "key_servers", len(cfg.KeyServers))
 	}
 	if cfg.File != "" {
-		gen.Info = append(gen.Info, "config", cfg.File)
+		info = append(info, "config", cfg.File)
 	}
-	return gen, nil
+	return info
 }
 
 // maxHandshakeTimeout is the longest handshake deadline of cfg's listeners.
