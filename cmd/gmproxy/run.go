@@ -53,153 +53,64 @@ type telemetry interface {
 }
 
 func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hooks *runHooks) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("c", "", "configuration `file` (YAML); without it the embedded development setup runs")
-	devDir := fs.String("dev-dir", "", "development setup: folder of the throwaway PKI (default "+daemon.DefaultDevDir()+")")
-	listen := fs.String("listen", daemon.DevListen, "development setup: listen `address`")
-	adminAddr := fs.String("admin", "", "admin listener `address` (overrides the config's admin.address; \"off\" disables it)")
-	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
-	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
-	pidFile := fs.String("pid", "", "write the process ID to `file` while running (for gmproxy reload -pid)")
-	if code, ok := parseFlags(fs, args); !ok {
+	o, code, ok := parseRunFlags(args, stderr)
+	if !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gmproxy run: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-
 	wk, err := workerFromEnv()
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy run: worker: %s\n", err)
 		return 1
 	}
-	var (
-		cfg      *conf.Config
-		dev      *daemon.DevSetup
-		bootL, _ = newLogger(stderr, *logFormat, *logLevel, conf.Log{})
-	)
-	if *file != "" {
-		if loadConfigFile == nil {
-			fmt.Fprintln(stderr, "gmproxy run: this build cannot load configuration files")
-			return 1
-		}
-		cfg, err = loadConfigFile(*file)
-		if err != nil {
-			reportUnusable(stderr, "run", *file, err)
-			return 1
-		}
-	} else {
-		dir := *devDir
-		if dir == "" {
-			dir = daemon.DefaultDevDir()
-		}
-		dev, err = daemon.NewDevSetup(dir, *listen)
-		if err != nil {
-			// The home folder may be read-only: fall back to ./gmproxy-dev.
-			if *devDir == "" {
-				bootL.Warn("dev folder not usable, trying ./gmproxy-dev", "dir", dir, "err", err)
-				dev, err = daemon.NewDevSetup("gmproxy-dev", *listen)
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
-				return 1
-			}
-		}
-		defer dev.Close()
-		cfg = dev.Config
-		if dev.ConfigErr != nil {
-			bootL.Warn("embedded configuration not usable, running the built-in equivalent", "err", dev.ConfigErr)
-		}
+	bootL, _ := newLogger(stderr, o.logFormat, o.logLevel, conf.Log{})
+	cfg, dev, ok := loadRunConfig(&o, stderr, bootL)
+	if !ok {
+		return 1
 	}
-	if *adminAddr != "" {
-		cfg.Admin.Address = *adminAddr
+	if dev != nil {
+		defer dev.Close()
+	}
+	if o.adminAddr != "" {
+		cfg.Admin.Address = o.adminAddr
 	}
 	if wk != nil {
 		wk.adjust(cfg)
 	}
-	log, logLevelVar := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
+	r := &runner{o: o, wk: wk, cfg: cfg, current: cfg, isDev: dev != nil}
+	r.log, r.logLevel = newLogger(stderr, o.logFormat, o.logLevel, cfg.Log)
 	if wk != nil {
-		log = log.With("worker", wk.index)
+		r.log = r.log.With("worker", wk.index)
 	}
-	for _, w := range cfg.Warnings {
-		log.Warn("configuration", "problem", w.String())
-	}
-	slog.SetDefault(log)
+	r.logWarnings()
+	slog.SetDefault(r.log)
 
-	if *pidFile != "" && wk == nil {
-		if err := os.WriteFile(*pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if o.pidFile != "" && wk == nil {
+		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			fmt.Fprintf(stderr, "gmproxy run: pid file: %s\n", err)
 			return 1
 		}
-		defer os.Remove(*pidFile)
+		defer os.Remove(o.pidFile)
 	}
 	if wk == nil && dev == nil && cfg.WorkerCount() > 1 {
-		return runSupervisor(*file, args, cfg, log, logLevelVar, *logLevel, *logFormat, stdout, stderr, sigs)
+		return runSupervisor(o.file, args, cfg, r.log, r.logLevel, o.logLevel, o.logFormat, stdout, stderr, sigs)
 	}
-	env := &daemon.Env{Logger: log}
-	var tel telemetry
+	r.env = &daemon.Env{Logger: r.log}
 	if newTelemetry != nil {
-		tel = newTelemetry(log, env)
+		r.tel = newTelemetry(r.log, r.env)
 	}
-	if env.Observer == nil {
-		env.Observer = handshake.NopObserver{}
+	if r.env.Observer == nil {
+		r.env.Observer = handshake.NopObserver{}
 	}
-	defer env.Close()
+	defer r.env.Close()
 
-	current := cfg
-	builder := func() (*daemon.Generation, error) {
-		c := current
-		if *file != "" && c == nil {
-			var err error
-			if c, err = loadConfigFile(*file); err != nil {
-				return nil, err
-			}
-			if *adminAddr != "" {
-				c.Admin.Address = *adminAddr
-			}
-			if wk != nil {
-				wk.adjust(c)
-			}
-		}
-		gen, err := daemon.Build(c, env)
-		if err != nil {
-			return nil, err
-		}
-		current = c
-		return gen, nil
-	}
-	opts := daemon.Options{Logger: log, Observer: env.Observer}
+	opts := daemon.Options{Logger: r.log, Observer: r.env.Observer}
 	if wk != nil {
 		opts.Listen = listenReusePort
 	}
-	d, err := daemon.New(builder, opts)
+	r.d, err = daemon.New(r.build, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
-	}
-	var admin *http.Server
-	var adminBound string
-	reload := func() error {
-		if *file != "" {
-			current = nil // re-read the file
-		}
-		prev := cfg
-		err := d.Reload()
-		if err != nil {
-			current = prev
-		} else {
-			cfg = current
-			for _, w := range cfg.Warnings {
-				log.Warn("configuration", "problem", w.String())
-			}
-			applyReloaded(log, logLevelVar, *logLevel, *logFormat, prev, cfg, adminBound)
-		}
-		if tel != nil {
-			tel.Reloaded(err == nil, cfg)
-		}
-		return err
 	}
 	// Admin listener (metrics, health, and POST /reload unless a control
 	// address serves it). Admin reloads run on the main loop, like SIGHUP.
@@ -209,94 +120,255 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		reloadReq <- res
 		return <-res
 	}
-	var control *http.Server
-	reloads := false
-	if tel != nil && cfg.Admin.Address != "" && cfg.Admin.Address != "off" {
-		var onAdmin func() error
-		if cfg.Admin.ControlAddress == "" {
-			onAdmin = adminReload
-		}
-		admin = &http.Server{Handler: tel.AdminHandler(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
-		ln, err := listenControl(cfg.Admin.Address) // a worker's is a Unix socket
-		switch {
-		case err != nil && dev != nil:
-			log.Warn("admin listener not started", "address", cfg.Admin.Address, "err", err)
-			admin = nil
-		case err != nil:
-			d.Close()
-			fmt.Fprintf(stderr, "gmproxy run: admin listener: %s\n", err)
-			return 1
-		default:
-			go admin.Serve(ln)
-			adminBound = ln.Addr().String()
-			where := "POST /reload"
-			if onAdmin == nil {
-				where = "at control_address"
-			}
-			log.Info("admin listening", "address", adminBound, "reload", where)
-			reloads = reloads || onAdmin != nil
-		}
+	adminReloads, ok := r.startAdmin(stderr, adminReload)
+	if !ok {
+		return 1
 	}
-	if ca := cfg.Admin.ControlAddress; ca != "" {
-		ln, err := listenControl(ca)
-		if err != nil {
-			d.Close()
-			if admin != nil {
-				admin.Close()
-			}
-			fmt.Fprintf(stderr, "gmproxy run: control listener: %s\n", err)
-			return 1
-		}
-		mux := http.NewServeMux()
-		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
-		control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go control.Serve(ln)
-		log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
-		reloads = true
+	controlReloads, ok := r.startControl(stderr, adminReload)
+	if !ok {
+		return 1
 	}
-	if reloads {
-		sigs = mergeReloads(sigs, reloadReq, reload)
+	if adminReloads || controlReloads {
+		sigs = mergeReloads(sigs, reloadReq, r.reload)
 	}
-	if tel != nil {
-		tel.Reloaded(true, cfg)
-		tel.SetReady(true)
+	if r.tel != nil {
+		r.tel.Reloaded(true, r.cfg)
+		r.tel.SetReady(true)
 	}
-	addr := d.Addr(cfg.Listeners[0].Address)
+	addr := r.d.Addr(r.cfg.Listeners[0].Address)
 	if dev != nil {
 		fmt.Fprintln(stdout, dev.Instructions(addr))
 	}
 	if hooks != nil && hooks.ready != nil {
-		hooks.ready(d, addr, adminBound)
+		hooks.ready(r.d, addr, r.adminBound)
 	}
+	return r.serveSignals(sigs)
+}
 
+// runFlags are gmproxy run's command-line flags.
+type runFlags struct {
+	file, devDir, listen, adminAddr, logFormat, logLevel, pidFile string
+}
+
+// parseRunFlags parses run's arguments; ok is false when run must exit
+// with code.
+func parseRunFlags(args []string, stderr io.Writer) (o runFlags, code int, ok bool) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.file, "c", "", "configuration `file` (YAML); without it the embedded development setup runs")
+	fs.StringVar(&o.devDir, "dev-dir", "", "development setup: folder of the throwaway PKI (default "+daemon.DefaultDevDir()+")")
+	fs.StringVar(&o.listen, "listen", daemon.DevListen, "development setup: listen `address`")
+	fs.StringVar(&o.adminAddr, "admin", "", "admin listener `address` (overrides the config's admin.address; \"off\" disables it)")
+	fs.StringVar(&o.logFormat, "log-format", "", "log format: text or json (default: the config's log.format, else text)")
+	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
+	fs.StringVar(&o.pidFile, "pid", "", "write the process ID to `file` while running (for gmproxy reload -pid)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return o, code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gmproxy run: unexpected arguments %q\n", fs.Args())
+		return o, 2, false
+	}
+	return o, 0, true
+}
+
+// loadRunConfig loads the configuration file, or without one sets up the
+// development configuration (dev, to be closed by the caller); ok is false,
+// with the reason on stderr, when neither works.
+func loadRunConfig(o *runFlags, stderr io.Writer, bootL *slog.Logger) (cfg *conf.Config, dev *daemon.DevSetup, ok bool) {
+	if o.file != "" {
+		if loadConfigFile == nil {
+			fmt.Fprintln(stderr, "gmproxy run: this build cannot load configuration files")
+			return nil, nil, false
+		}
+		cfg, err := loadConfigFile(o.file)
+		if err != nil {
+			reportUnusable(stderr, "run", o.file, err)
+			return nil, nil, false
+		}
+		return cfg, nil, true
+	}
+	dir := o.devDir
+	if dir == "" {
+		dir = daemon.DefaultDevDir()
+	}
+	dev, err := daemon.NewDevSetup(dir, o.listen)
+	if err != nil {
+		// The home folder may be read-only: fall back to ./gmproxy-dev.
+		if o.devDir == "" {
+			bootL.Warn("dev folder not usable, trying ./gmproxy-dev", "dir", dir, "err", err)
+			dev, err = daemon.NewDevSetup("gmproxy-dev", o.listen)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+			return nil, nil, false
+		}
+	}
+	if dev.ConfigErr != nil {
+		bootL.Warn("embedded configuration not usable, running the built-in equivalent", "err", dev.ConfigErr)
+	}
+	return dev.Config, dev, true
+}
+
+// runner is a running gmproxy: its daemon, the configuration in force,
+// and the admin and control listeners.
+type runner struct {
+	o        runFlags
+	wk       *worker // nil unless this process is a worker
+	isDev    bool
+	log      *slog.Logger
+	logLevel *slog.LevelVar
+	env      *daemon.Env
+	tel      telemetry
+	d        *daemon.Daemon
+	// cfg is the configuration in force; current is the one the next
+	// build uses (nil: re-read the file).
+	cfg, current   *conf.Config
+	adminBound     string
+	admin, control *http.Server
+}
+
+func (r *runner) logWarnings() {
+	for _, w := range r.cfg.Warnings {
+		r.log.Warn("configuration", "problem", w.String())
+	}
+}
+
+// build is the daemon's generation builder: it builds r.current, reading
+// the file first when r.current is nil.
+func (r *runner) build() (*daemon.Generation, error) {
+	c := r.current
+	if r.o.file != "" && c == nil {
+		var err error
+		if c, err = loadConfigFile(r.o.file); err != nil {
+			return nil, err
+		}
+		if r.o.adminAddr != "" {
+			c.Admin.Address = r.o.adminAddr
+		}
+		if r.wk != nil {
+			r.wk.adjust(c)
+		}
+	}
+	gen, err := daemon.Build(c, r.env)
+	if err != nil {
+		return nil, err
+	}
+	r.current = c
+	return gen, nil
+}
+
+// reload re-reads the configuration file (if any) and swaps generations;
+// on failure the configuration in force stays.
+func (r *runner) reload() error {
+	if r.o.file != "" {
+		r.current = nil // re-read the file
+	}
+	prev := r.cfg
+	err := r.d.Reload()
+	if err != nil {
+		r.current = prev
+	} else {
+		r.cfg = r.current
+		r.logWarnings()
+		applyReloaded(r.log, r.logLevel, r.o.logLevel, r.o.logFormat, prev, r.cfg, r.adminBound)
+	}
+	if r.tel != nil {
+		r.tel.Reloaded(err == nil, r.cfg)
+	}
+	return err
+}
+
+// startAdmin starts the admin listener if one is configured; it serves
+// reloads unless a control address does. ok is false (daemon closed,
+// reason on stderr) when it cannot listen outside the development setup.
+func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads, ok bool) {
+	cfg := r.cfg
+	if r.tel == nil || cfg.Admin.Address == "" || cfg.Admin.Address == "off" {
+		return false, true
+	}
+	var onAdmin func() error
+	if cfg.Admin.ControlAddress == "" {
+		onAdmin = adminReload
+	}
+	admin := &http.Server{Handler: r.tel.AdminHandler(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := listenControl(cfg.Admin.Address) // a worker's is a Unix socket
+	switch {
+	case err != nil && r.isDev:
+		r.log.Warn("admin listener not started", "address", cfg.Admin.Address, "err", err)
+		return false, true
+	case err != nil:
+		r.d.Close()
+		fmt.Fprintf(stderr, "gmproxy run: admin listener: %s\n", err)
+		return false, false
+	}
+	r.admin = admin
+	go admin.Serve(ln)
+	r.adminBound = ln.Addr().String()
+	where := "POST /reload"
+	if onAdmin == nil {
+		where = "at control_address"
+	}
+	r.log.Info("admin listening", "address", r.adminBound, "reload", where)
+	return onAdmin != nil, true
+}
+
+// startControl starts the control listener (POST /reload) if one is
+// configured. ok is false (daemon and admin closed, reason on stderr) when
+// it cannot listen.
+func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloads, ok bool) {
+	ca := r.cfg.Admin.ControlAddress
+	if ca == "" {
+		return false, true
+	}
+	ln, err := listenControl(ca)
+	if err != nil {
+		r.d.Close()
+		if r.admin != nil {
+			r.admin.Close()
+		}
+		fmt.Fprintf(stderr, "gmproxy run: control listener: %s\n", err)
+		return false, false
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /reload", controlHandler(r.cfg, ca, adminReload))
+	r.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go r.control.Serve(ln)
+	r.log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
+	return true, true
+}
+
+// serveSignals handles signals (and admin reloads merged into sigs) until
+// a shutdown signal or the end of sigs, and returns the exit code.
+func (r *runner) serveSignals(sigs <-chan os.Signal) int {
 	for sig := range sigs {
 		if rs, ok := sig.(reloadSignal); ok {
-			log.Info("admin: reloading configuration")
+			r.log.Info("admin: reloading configuration")
 			rs.res <- rs.reload()
 			continue
 		}
 		switch sig {
 		case syscall.SIGHUP:
-			log.Info("SIGHUP: reloading configuration")
-			if err := reload(); err == nil {
-				log.Info("reload succeeded")
+			r.log.Info("SIGHUP: reloading configuration")
+			if err := r.reload(); err == nil {
+				r.log.Info("reload succeeded")
 			}
 		case syscall.SIGUSR1:
-			log.Info("SIGUSR1: reopening the access log")
-			if err := d.ReopenLogs(); err != nil {
-				log.Error("reopening the access log", "err", err)
+			r.log.Info("SIGUSR1: reopening the access log")
+			if err := r.d.ReopenLogs(); err != nil {
+				r.log.Error("reopening the access log", "err", err)
 			}
 		case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
-			log.Info("signal received: graceful shutdown", "signal", sig.String())
-			if tel != nil {
-				tel.SetReady(false)
+			r.log.Info("signal received: graceful shutdown", "signal", sig.String())
+			if r.tel != nil {
+				r.tel.SetReady(false)
 			}
-			err := shutdown(d, sigs, log)
-			if admin != nil {
-				admin.Close()
+			err := shutdown(r.d, sigs, r.log)
+			if r.admin != nil {
+				r.admin.Close()
 			}
-			if control != nil {
-				control.Close()
+			if r.control != nil {
+				r.control.Close()
 			}
 			if err != nil {
 				return 1
@@ -304,7 +376,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 			return 0
 		}
 	}
-	d.Close()
+	r.d.Close()
 	return 0
 }
 
