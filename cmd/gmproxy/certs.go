@@ -20,89 +20,123 @@ func init() {
 // certsMain writes a complete test PKI with devpki and prints what it
 // wrote and a configuration snippet that uses it.
 func certsMain(args []string, stdout, stderr io.Writer) int {
-	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-keyserver HOST] [-force]")
-	out := fset.String("out", "", "`folder` to write the PKI into (created if missing)")
-	hosts := fset.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IP addresses of the server certificates")
-	days := fset.Int("days", 825, "validity of every certificate in days")
-	noECDSA := fset.Bool("no-ecdsa", false, "leave out the ECDSA CA and server certificate for ordinary TLS")
-	force := fset.Bool("force", false, "replace a PKI already in the folder")
-	ksHost := fset.String("keyserver", "", "also write ECDSA certificates for the mutual TLS between gmproxy and gmproxy keyserver, the key server's certificate for `host` (name or IP)")
-	if code, ok := parseFlags(fset, args); !ok {
+	o, code, ok := parseCertsFlags(args, stderr)
+	if !ok {
 		return code
 	}
-	if *out == "" || fset.NArg() > 0 {
+	written, err := o.write()
+	if err != nil {
+		fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
+		return 1
+	}
+	abs, err := filepath.Abs(o.out)
+	if err != nil {
+		abs = o.out
+	}
+	fmt.Fprintf(stdout, "Wrote a test PKI for %s, valid %d days (TEST ONLY: the keys are not protected):\n", strings.Join(o.hosts, ", "), o.days)
+	describeWritten(stdout, written)
+	printCertsSnippet(stdout, &o, abs)
+	return 0
+}
+
+// certsOptions are gmproxy certs' flags.
+type certsOptions struct {
+	out, ksHost    string
+	hosts          []string
+	days           int
+	noECDSA, force bool
+}
+
+// parseCertsFlags parses and checks certs' arguments; ok is false when
+// certs must exit with code.
+func parseCertsFlags(args []string, stderr io.Writer) (o certsOptions, code int, ok bool) {
+	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-keyserver HOST] [-force]")
+	fset.StringVar(&o.out, "out", "", "`folder` to write the PKI into (created if missing)")
+	hosts := fset.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IP addresses of the server certificates")
+	fset.IntVar(&o.days, "days", 825, "validity of every certificate in days")
+	fset.BoolVar(&o.noECDSA, "no-ecdsa", false, "leave out the ECDSA CA and server certificate for ordinary TLS")
+	fset.BoolVar(&o.force, "force", false, "replace a PKI already in the folder")
+	fset.StringVar(&o.ksHost, "keyserver", "", "also write ECDSA certificates for the mutual TLS between gmproxy and gmproxy keyserver, the key server's certificate for `host` (name or IP)")
+	if code, ok := parseFlags(fset, args); !ok {
+		return o, code, false
+	}
+	if o.out == "" || fset.NArg() > 0 {
 		fset.Usage()
-		return 2
+		return o, 2, false
 	}
-	if *days < 1 || *days > 36500 {
+	if o.days < 1 || o.days > 36500 {
 		fmt.Fprintln(stderr, "gmproxy certs: -days must be from 1 to 36500")
-		return 2
+		return o, 2, false
 	}
-	var hostList []string
 	for _, h := range strings.Split(*hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
-			hostList = append(hostList, h)
+			o.hosts = append(o.hosts, h)
 		}
 	}
-	if len(hostList) == 0 {
+	if len(o.hosts) == 0 {
 		fmt.Fprintln(stderr, "gmproxy certs: -hosts is empty")
-		return 2
+		return o, 2, false
 	}
-	if _, err := os.Stat(filepath.Join(*out, devpki.FileCACert)); err == nil && !*force {
-		fmt.Fprintf(stderr, "gmproxy certs: %s already holds a PKI (%s); use -force to replace it\n", *out, devpki.FileCACert)
-		return 1
+	if _, err := os.Stat(filepath.Join(o.out, devpki.FileCACert)); err == nil && !o.force {
+		fmt.Fprintf(stderr, "gmproxy certs: %s already holds a PKI (%s); use -force to replace it\n", o.out, devpki.FileCACert)
+		return o, 1, false
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
-		return 1
+		return o, 1, false
 	}
+	return o, 0, true
+}
 
-	pki, err := devpki.Generate(devpki.Options{
-		Hosts:     hostList,
-		Validity:  time.Duration(*days) * 24 * time.Hour,
-		SkipECDSA: *noECDSA,
-	})
+// write generates the PKI (and the key server's mutual-TLS certificates
+// when asked) into o.out and returns the files written.
+func (o *certsOptions) write() ([]string, error) {
+	validity := time.Duration(o.days) * 24 * time.Hour
+	pki, err := devpki.Generate(devpki.Options{Hosts: o.hosts, Validity: validity, SkipECDSA: o.noECDSA})
 	if err != nil {
-		fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
-		return 1
+		return nil, err
 	}
-	written, err := pki.WriteFiles(*out)
+	written, err := pki.WriteFiles(o.out)
 	if err != nil {
-		fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
-		return 1
+		return nil, err
 	}
-	if *ksHost != "" {
-		ks, err := writeKeyServerMTLS(*out, []string{*ksHost}, time.Duration(*days)*24*time.Hour)
+	if o.ksHost != "" {
+		ks, err := writeKeyServerMTLS(o.out, []string{o.ksHost}, validity)
 		if err != nil {
-			fmt.Fprintf(stderr, "gmproxy certs: key server certificates: %v\n", err)
-			return 1
+			return nil, fmt.Errorf("key server certificates: %w", err)
 		}
 		written = append(written, ks...)
 	}
-	abs, err := filepath.Abs(*out)
-	if err != nil {
-		abs = *out
-	}
+	return written, nil
+}
 
-	fmt.Fprintf(stdout, "Wrote a test PKI for %s, valid %d days (TEST ONLY: the keys are not protected):\n", strings.Join(hostList, ", "), *days)
-	describe := map[string]string{
-		devpki.FileCACert:          "SM2 root CA (clients trust this)",
-		devpki.FileServerSignCert:  "TLCP server signing cert (digitalSignature); also the TLS 1.3-SM cert",
-		devpki.FileServerEncCert:   "TLCP server encryption cert (keyEncipherment, keyAgreement)",
-		devpki.FileClientSignCert:  "TLCP client signing cert (client authentication)",
-		devpki.FileClientEncCert:   "TLCP client encryption cert (needed for ECDHE suites)",
-		devpki.FileECDSACACert:     "ECDSA root CA for ordinary TLS clients",
-		devpki.FileECDSAServerCert: "ECDSA P-256 server cert for ordinary TLS",
-		fileKSCACert:               "ECDSA CA of the key server's mutual TLS (key_servers[].ca, keyserver tls.client_ca)",
-		fileKSServerCert:           "gmproxy keyserver's certificate (keyserver tls.cert)",
-		fileKSClientCert:           "gmproxy's client certificate for the key server (key_servers[].cert)",
-	}
+// certDescriptions say what each file certs writes is for.
+var certDescriptions = map[string]string{
+	devpki.FileCACert:          "SM2 root CA (clients trust this)",
+	devpki.FileServerSignCert:  "TLCP server signing cert (digitalSignature); also the TLS 1.3-SM cert",
+	devpki.FileServerEncCert:   "TLCP server encryption cert (keyEncipherment, keyAgreement)",
+	devpki.FileClientSignCert:  "TLCP client signing cert (client authentication)",
+	devpki.FileClientEncCert:   "TLCP client encryption cert (needed for ECDHE suites)",
+	devpki.FileECDSACACert:     "ECDSA root CA for ordinary TLS clients",
+	devpki.FileECDSAServerCert: "ECDSA P-256 server cert for ordinary TLS",
+	fileKSCACert:               "ECDSA CA of the key server's mutual TLS (key_servers[].ca, keyserver tls.client_ca)",
+	fileKSServerCert:           "gmproxy keyserver's certificate (keyserver tls.cert)",
+	fileKSClientCert:           "gmproxy's client certificate for the key server (key_servers[].cert)",
+}
+
+// describeWritten lists the files written with what each is for.
+func describeWritten(stdout io.Writer, written []string) {
 	for _, w := range written {
-		note := describe[filepath.Base(w)]
+		note := certDescriptions[filepath.Base(w)]
 		if strings.HasSuffix(w, ".key") {
 			note = "private key, PKCS#8, mode 0600"
 		}
 		fmt.Fprintf(stdout, "  %-40s %s\n", w, note)
 	}
+}
+
+// printCertsSnippet prints a configuration that serves the PKI in abs
+// and a Tongsuo command line that tries it.
+func printCertsSnippet(stdout io.Writer, o *certsOptions, abs string) {
 	p := func(name string) string { return filepath.Join(abs, name) }
 	fmt.Fprintf(stdout, `
 Configuration snippet (check it with: gmproxy check -c FILE):
@@ -118,8 +152,8 @@ sites:
       enc_cert: %s
       enc_key: %s
     tls13sm: {}          # reuses the TLCP signing certificate
-`, map[bool]string{true: "", false: ", tls"}[*noECDSA], hostList[0], p(devpki.FileServerSignCert), p(devpki.FileServerSignKey), p(devpki.FileServerEncCert), p(devpki.FileServerEncKey))
-	if !*noECDSA {
+`, map[bool]string{true: "", false: ", tls"}[o.noECDSA], o.hosts[0], p(devpki.FileServerSignCert), p(devpki.FileServerSignKey), p(devpki.FileServerEncCert), p(devpki.FileServerEncKey))
+	if !o.noECDSA {
 		fmt.Fprintf(stdout, `    tls:
       cert: %s
       key: %s
@@ -133,6 +167,5 @@ upstreams:
 
 Try it with Tongsuo: openssl s_client -enable_ntls -ntls -connect %s:443 \
     -CAfile %s -sign_cert %s -sign_key %s -enc_cert %s -enc_key %s
-`, p(devpki.FileCACert), hostList[0], p(devpki.FileCACert), p(devpki.FileClientSignCert), p(devpki.FileClientSignKey), p(devpki.FileClientEncCert), p(devpki.FileClientEncKey))
-	return 0
+`, p(devpki.FileCACert), o.hosts[0], p(devpki.FileCACert), p(devpki.FileClientSignCert), p(devpki.FileClientSignKey), p(devpki.FileClientEncCert), p(devpki.FileClientEncKey))
 }
