@@ -92,7 +92,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		defer os.Remove(o.pidFile)
 	}
 	if wk == nil && dev == nil && cfg.WorkerCount() > 1 {
-		return runSupervisor(o.file, args, cfg, r.log, r.logLevel, o.logLevel, o.logFormat, stdout, stderr, sigs)
+		return runSupervisor(o.file, o.adminAddr, args, cfg, r.log, r.logLevel, o.logLevel, o.logFormat, stdout, stderr, sigs)
 	}
 	r.env = &daemon.Env{Logger: r.log}
 	if newTelemetry != nil {

@@ -52,8 +52,10 @@ type supervisor struct {
 	exe  string
 	args []string // the run flags, given to every worker
 	file string
-	dir  string
-	n    int
+	// adminFlag is run's -admin, which overrides admin.address.
+	adminFlag string
+	dir       string
+	n         int
 	// cacheSize is sessions.cache_size: the store holds as many sessions
 	// per worker.
 	cacheSize int
@@ -236,6 +238,9 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.adminFlag != "" {
+		cfg.Admin.Address = s.adminFlag
+	}
 	if n := cfg.WorkerCount(); n != s.n {
 		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
 	}
@@ -385,13 +390,14 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 }
 
 // runSupervisor is gmproxy run with workers > 1.
-func runSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	s, err := newSupervisor(file, args, cfg, log, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
 	}
 	defer os.RemoveAll(s.dir)
+	s.adminFlag = adminFlag
 	exits, err := s.start()
 	if err != nil {
 		s.mu.Lock()
