@@ -185,7 +185,7 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 // shuttling bytes between the h2 stream and the backend connection.
 // x/net/http2 only lets such requests through when the process runs with
 // GODEBUG=http2xconnect=1 (read when that package initialises); the daemon
-// can blank-import package proxy/h2xconnect to set it.
+// starts with it (package proxy/h2xconnect; gmproxy re-executes itself).
 func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) {
 	h := r.Header
 	proto := rt.allowedUpgrade(h.Get(":protocol"))

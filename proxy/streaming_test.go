@@ -345,8 +345,8 @@ func TestH2BidiStreaming(t *testing.T) {
 
 // TestWebSocketOverH2ExtendedConnect: RFC 8441 WebSocket over an h2
 // stream, relayed to an HTTP/1.1 Upgrade backend. x/net/http2 only accepts
-// :protocol when GODEBUG=http2xconnect=1 is set at process start (package
-// proxy/h2xconnect sets it for the daemon), so this test reruns itself in a
+// :protocol when GODEBUG=http2xconnect=1 is set at process start (gmproxy
+// restarts itself with it), so this test reruns itself in a
 // child process with that setting.
 func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {

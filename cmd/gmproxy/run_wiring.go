@@ -17,9 +17,6 @@ import (
 	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/proxy"
-
-	// RFC 8441 WebSockets over h2 on the daemon's HTTP/2 servers.
-	_ "github.com/gmproxy/gmproxy/proxy/h2xconnect"
 )
 
 func init() {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+
+	"github.com/gmproxy/gmproxy/proxy/h2xconnect"
 )
 
 // sm4BlockEnv is gmsm's switch (read once, when its sm4 package is
@@ -15,21 +17,38 @@ import (
 // timing of each record depends on the key.
 const sm4BlockEnv = "FORCE_SM4BLOCK_AESNI"
 
-// ensureConstantTimeSM4 re-executes gmproxy once with FORCE_SM4BLOCK_AESNI=1
-// when the variable is not set at all: gmsm reads it before main runs, so
-// setting it now would change nothing. An explicit value, "0" included, is
-// the operator's choice and is kept. If the re-execution fails gmproxy goes
-// on with the table code and says so on stderr.
-func ensureConstantTimeSM4(stderr io.Writer) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		return
+// ensureStartupEnv re-executes gmproxy once when its environment lacks a
+// setting that packages read before main runs, so that setting it now
+// would change nothing:
+//
+//   - FORCE_SM4BLOCK_AESNI=1 (amd64 and arm64), when the variable is not
+//     set at all: constant-time single-block SM4 in gmsm. An explicit
+//     value, "0" included, is the operator's choice and is kept.
+//   - http2xconnect=1 in GODEBUG (h2xconnect.Environ), unless GODEBUG
+//     already chooses http2xconnect: RFC 8441 WebSockets over h2 in
+//     x/net/http2 servers.
+//
+// If the re-execution fails gmproxy goes on without them and says so on
+// stderr.
+func ensureStartupEnv(stderr io.Writer) {
+	env := os.Environ()
+	_, sm4Set := os.LookupEnv(sm4BlockEnv)
+	needSM4 := !sm4Set && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64")
+	if needSM4 {
+		env = append(env, sm4BlockEnv+"=1")
 	}
-	if _, set := os.LookupEnv(sm4BlockEnv); set {
+	env, needXConnect := h2xconnect.Environ(env)
+	if !needSM4 && !needXConnect {
 		return
 	}
 	exe, err := os.Executable()
 	if err == nil {
-		err = reexec(exe, os.Args, append(os.Environ(), sm4BlockEnv+"=1"))
+		err = reexec(exe, os.Args, env)
 	}
-	fmt.Fprintf(stderr, "gmproxy: warning: could not restart with %s=1 (%v): single-block SM4 uses gmsm's table code, which is not constant time; set %s=1 in the environment\n", sm4BlockEnv, err, sm4BlockEnv)
+	if needSM4 {
+		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with %s=1 (%v): single-block SM4 uses gmsm's table code, which is not constant time; set %s=1 in the environment\n", sm4BlockEnv, err, sm4BlockEnv)
+	}
+	if needXConnect {
+		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with GODEBUG=%s (%v): WebSockets over HTTP/2 (RFC 8441) are refused; set GODEBUG=%s in the environment\n", h2xconnect.Setting, err, h2xconnect.Setting)
+	}
 }

@@ -13,16 +13,18 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/speed"
+	"github.com/gmproxy/gmproxy/proxy/h2xconnect"
 )
 
 // TestEnsureConstantTimeSM4 runs this test binary as a child that calls
-// ensureConstantTimeSM4 and then reports the variable and gmsm's
-// single-block implementation: unset, the child must have re-executed
-// itself with FORCE_SM4BLOCK_AESNI=1; an explicit 0 must be kept.
+// ensureStartupEnv and then reports the variable, gmsm's single-block
+// implementation and GODEBUG: unset, the child must have re-executed
+// itself with FORCE_SM4BLOCK_AESNI=1; an explicit 0 must be kept; either
+// way GODEBUG must then hold http2xconnect=1.
 func TestEnsureConstantTimeSM4(t *testing.T) {
 	if os.Getenv("GMPROXY_SM4ENV_CHILD") == "1" {
-		ensureConstantTimeSM4(os.Stderr)
-		os.Stdout.WriteString("\nFORCE=" + os.Getenv(sm4BlockEnv) + " IMPL=" + speed.DetectImpl().SM4Single + "\n")
+		ensureStartupEnv(os.Stderr)
+		os.Stdout.WriteString("\nFORCE=" + os.Getenv(sm4BlockEnv) + " IMPL=" + speed.DetectImpl().SM4Single + "\nGODEBUG=" + os.Getenv("GODEBUG") + "\n")
 		return
 	}
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
@@ -39,7 +41,7 @@ func TestEnsureConstantTimeSM4(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEnsureConstantTimeSM4$", "-test.count=1")
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, sm4BlockEnv+"=") {
+			if !strings.HasPrefix(kv, sm4BlockEnv+"=") && !strings.HasPrefix(kv, "GODEBUG=") {
 				cmd.Env = append(cmd.Env, kv)
 			}
 		}
@@ -51,6 +53,9 @@ func TestEnsureConstantTimeSM4(t *testing.T) {
 		}
 		if !strings.Contains(string(out), tc.want) {
 			t.Fatalf("child %v: want %q in\n%s", tc.env, tc.want, out)
+		}
+		if !strings.Contains(string(out), "GODEBUG="+h2xconnect.Setting+"\n") {
+			t.Fatalf("child %v: want GODEBUG=%s in\n%s", tc.env, h2xconnect.Setting, out)
 		}
 		if !hasAESNI {
 			continue // gmsm's generic code either way

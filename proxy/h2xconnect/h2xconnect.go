@@ -1,34 +1,62 @@
-// Package h2xconnect turns on RFC 8441 extended CONNECT (WebSockets over
-// HTTP/2) in golang.org/x/net/http2 servers when imported for its side
-// effect:
-//
-//	import _ "github.com/gmproxy/gmproxy/proxy/h2xconnect"
+// Package h2xconnect holds the setting that turns on RFC 8441 extended
+// CONNECT (WebSockets over HTTP/2) in golang.org/x/net/http2 servers, and
+// adds it to a process environment.
 //
 // x/net/http2 (v0.62) keeps extended CONNECT off unless the process
 // environment's GODEBUG contains http2xconnect=1 when that package
-// initialises. Go initialises packages that are ready in import-path order,
-// and this package depends only on os, so it runs before
-// golang.org/x/net/http2 and can add the setting. With it, h2 clients
-// (browsers) may open WebSockets as CONNECT streams with :protocol
-// websocket; package proxy relays those to the backend as HTTP/1.1
-// Upgrade requests. The setting is inherited by child processes.
+// initialises, which is before main runs. Setting the variable from an init
+// function would depend on the order in which Go initialises packages, so
+// nothing here does: the setting must be in the environment the process
+// starts with. gmproxy's main re-executes itself once with Environ's
+// result when it is missing (cmd/gmproxy, startup environment). With it,
+// h2 clients (browsers) may open WebSockets as CONNECT streams with
+// :protocol websocket; package proxy relays those to the backend as
+// HTTP/1.1 Upgrade requests. The setting is inherited by child processes.
 package h2xconnect
 
-import (
-	"os"
-	"strings"
-)
+import "strings"
 
-// Setting is the GODEBUG entry this package adds.
+// Setting is the GODEBUG entry that turns extended CONNECT on.
 const Setting = "http2xconnect=1"
 
-func init() {
-	g := os.Getenv("GODEBUG")
-	if strings.Contains(g, "http2xconnect=") {
-		return // an explicit choice wins
+// Environ returns env (entries "KEY=value", as os.Environ) with Setting
+// added to GODEBUG, and whether it added it. An explicit http2xconnect=
+// choice already in GODEBUG is kept. env itself is not modified.
+func Environ(env []string) ([]string, bool) {
+	const key = "GODEBUG="
+	out := make([]string, 0, len(env)+1)
+	found := false
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key) {
+			out = append(out, kv)
+			continue
+		}
+		if found {
+			out = append(out, kv) // Go reads the first GODEBUG entry
+			continue
+		}
+		found = true
+		g := kv[len(key):]
+		if hasChoice(g) {
+			return env, false
+		}
+		if g != "" {
+			g += ","
+		}
+		out = append(out, key+g+Setting)
 	}
-	if g != "" {
-		g += ","
+	if !found {
+		out = append(out, key+Setting)
 	}
-	os.Setenv("GODEBUG", g+Setting)
+	return out, true
+}
+
+// hasChoice reports whether the GODEBUG value g sets http2xconnect.
+func hasChoice(g string) bool {
+	for _, f := range strings.Split(g, ",") {
+		if strings.HasPrefix(strings.TrimSpace(f), "http2xconnect=") {
+			return true
+		}
+	}
+	return false
 }
