@@ -14,7 +14,7 @@ var version = "dev"
 
 func init() {
 	register("version", "print the version and build information", func(args []string, stdout, stderr io.Writer) int {
-		gmsm, rev := "unknown", "unknown (not built from a git checkout)"
+		gmsm, rev := "unknown", "unknown (no VCS stamp: built outside a git checkout or with -buildvcs=false)"
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, d := range bi.Deps {
 				if d.Path == "github.com/emmansun/gmsm" {
@@ -39,7 +39,7 @@ func vcsRevision(settings []debug.BuildSetting) string {
 	}
 	rev := kv["vcs.revision"]
 	if rev == "" {
-		return "unknown (not built from a git checkout)"
+		return "unknown (no VCS stamp: built outside a git checkout or with -buildvcs=false)"
 	}
 	if t := kv["vcs.time"]; t != "" {
 		rev += " " + t
