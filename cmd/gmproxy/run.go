@@ -383,8 +383,17 @@ func (r *runner) serveSignals(sigs <-chan os.Signal) int {
 // shutdown drains d within its grace period; a second SIGTERM or SIGINT
 // meanwhile closes every connection at once (like pressing Ctrl-C twice).
 func shutdown(d *daemon.Daemon, sigs <-chan os.Signal, log *slog.Logger) error {
+	return drain(func() error { return d.Shutdown(context.Background()) }, func(sig os.Signal) {
+		log.Warn("second signal during graceful shutdown: closing every connection now", "signal", sig.String())
+		d.Close()
+	}, sigs)
+}
+
+// drain returns wait's error; meanwhile admin reloads are refused and a
+// second SIGTERM or SIGINT calls force, after which the error says so.
+func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) error {
 	done := make(chan error, 1)
-	go func() { done <- d.Shutdown(context.Background()) }()
+	go func() { done <- wait() }()
 	forced := false
 	for {
 		select {
@@ -403,9 +412,8 @@ func shutdown(d *daemon.Daemon, sigs <-chan os.Signal, log *slog.Logger) error {
 				sig.res <- errors.New("shutting down")
 			default:
 				if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
-					log.Warn("second signal during graceful shutdown: closing every connection now", "signal", sig.String())
 					forced = true
-					d.Close()
+					force(sig)
 				}
 			}
 		}

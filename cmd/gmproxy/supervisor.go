@@ -530,38 +530,29 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 // stop forwards SIGTERM to every worker and waits for all of them; a
 // further SIGTERM or SIGINT meanwhile is forwarded too (the workers then
 // close every connection at once). It returns 0 when every worker exited
-// with status 0 (drained in time), else 1.
+// with status 0 (drained in time), else 1: today's exit codes.
 func (s *supervisor) stop(sigs <-chan os.Signal) int {
 	s.mu.Lock()
 	s.stopping = true
 	procs := s.procs
 	s.mu.Unlock()
 	s.signalAll(syscall.SIGTERM)
-	code := 0
-	for _, p := range procs {
-		for waiting := true; waiting; {
-			select {
-			case <-p.exited:
-				waiting = false
-			case sig, ok := <-sigs:
-				if !ok {
-					sigs = nil
-					continue
-				}
-				switch sig := sig.(type) {
-				case reloadSignal:
-					sig.res <- errors.New("shutting down")
-				default:
-					if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
-						s.log.Warn("second signal during graceful shutdown: workers close every connection now")
-						s.signalAll(syscall.SIGTERM)
-					}
-				}
+	err := drain(func() error {
+		var errs []error
+		for _, p := range procs {
+			<-p.exited
+			if p.exitCode != 0 {
+				errs = append(errs, fmt.Errorf("worker %d exited with status %d", p.index, p.exitCode))
 			}
 		}
-		if p.exitCode != 0 {
-			code = 1
-		}
+		return errors.Join(errs...)
+	}, func(sig os.Signal) {
+		s.log.Warn("second signal during graceful shutdown: workers close every connection now", "signal", sig.String())
+		s.signalAll(syscall.SIGTERM)
+	}, sigs)
+	if err != nil {
+		s.log.Error("shutdown", "err", err)
+		return 1
 	}
-	return code
+	return 0
 }
