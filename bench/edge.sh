@@ -37,13 +37,7 @@ PIDS=()
 . "$ROOT/bench/lib.sh"
 
 cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null || true
-	done
+	stop_started
 	log "logs kept in $WORK"
 }
 trap cleanup EXIT

@@ -4,6 +4,18 @@
 die() { echo "bench: $*" >&2; exit 1; }
 log() { echo "bench: $*" >&2; }
 
+# stop_started kills and reaps every process in PIDS (the servers and the
+# backend a script started); scripts call it from their EXIT trap.
+stop_started() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+}
+
 # free_port prints a loopback TCP port nobody listens on.
 free_port() {
 	local p i

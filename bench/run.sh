@@ -33,13 +33,7 @@ PIDS=()
 . "$ROOT/bench/lib.sh"
 
 cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null || true
-	done
+	stop_started
 	if [[ -n ${BENCH_OUT:-} ]]; then
 		rm -rf "$WORK"
 	else
