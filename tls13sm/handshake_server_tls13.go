@@ -30,6 +30,8 @@ type serverHandshakeState struct {
 	config *Config
 
 	hello     *clientHelloMsg
+	site      [bindingSize]byte // siteBinding, once siteKnown
+	siteKnown bool
 	suite     *cipherSuite
 	cert      *Certificate
 	group     uint16

@@ -40,7 +40,17 @@ const maxBoundName = 255
 // first of Certificates; see Config.Certificates). It is the same for a
 // full handshake that issues a ticket and for the resumption that offers
 // it, which picks no certificate.
-func (hs *serverHandshakeState) siteBinding() (b [bindingSize]byte) {
+//
+// A resumption that also issues a ticket needs it twice: it is computed
+// once per handshake.
+func (hs *serverHandshakeState) siteBinding() [bindingSize]byte {
+	if !hs.siteKnown {
+		hs.site, hs.siteKnown = hs.computeSiteBinding(), true
+	}
+	return hs.site
+}
+
+func (hs *serverHandshakeState) computeSiteBinding() (b [bindingSize]byte) {
 	name := hs.hello.serverName
 	if n := len(name); n > 0 && name[n-1] == '.' {
 		name = name[:n-1]
