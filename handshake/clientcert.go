@@ -8,7 +8,6 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/tlcp"
-	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
 // ClientCertReason says why a server-side handshake error refused the
@@ -63,17 +62,9 @@ func invalidReason(expired, usage bool) string {
 
 // sentAlert returns the alert a TLCP or TLS 1.3-SM server sent for err.
 func sentAlert(err error) (uint8, bool) {
-	var pa *tlcp.PeerAlertError
-	if errors.As(err, &pa) {
-		return 0, false
-	}
-	var ta tlcp.AlertError
-	if errors.As(err, &ta) {
-		return uint8(ta), true
-	}
-	var sa *tls13sm.AlertError
-	if errors.As(err, &sa) && !sa.Remote {
-		return uint8(sa.Alert), true
+	var ae *tlcp.AlertError // the one alert error type of tlcp and tls13sm
+	if errors.As(err, &ae) && !ae.Remote {
+		return uint8(ae.Alert), true
 	}
 	return 0, false
 }

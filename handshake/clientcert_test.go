@@ -80,9 +80,9 @@ func TestClientCertReason(t *testing.T) {
 		{"crypto/tls bad signature", errors.New("tls: invalid signature by the client certificate: crypto/ecdsa: verification error"), ClientCertBadSignature},
 		{"tls13sm certificate_required", &tls13sm.AlertError{Alert: tls13sm.AlertCertificateRequired, Err: errors.New("client sent no certificate")}, ClientCertNone},
 		{"tls13sm bad CertificateVerify", &tls13sm.AlertError{Alert: tls13sm.AlertDecryptError, Err: errors.New("client CertificateVerify: bad signature")}, ClientCertBadSignature},
-		{"tlcp bad_certificate", fmt.Errorf("handshake: %w", tlcp.AlertBadCertificate), ClientCertOther},
-		{"tlcp certificate_expired", tlcp.AlertCertificateExpired, ClientCertExpired},
-		{"tlcp unknown_ca", tlcp.AlertUnknownCA, ClientCertUnknownCA},
+		{"tlcp bad_certificate", fmt.Errorf("handshake: %w", &tlcp.AlertError{Alert: tlcp.AlertBadCertificate}), ClientCertOther},
+		{"tlcp certificate_expired", &tlcp.AlertError{Alert: tlcp.AlertCertificateExpired}, ClientCertExpired},
+		{"tlcp unknown_ca", &tlcp.AlertError{Alert: tlcp.AlertUnknownCA}, ClientCertUnknownCA},
 		// Not about the client certificate.
 		{"peer's bad_certificate alert", &tls13sm.AlertError{Alert: tls13sm.AlertBadCertificate, Remote: true}, ""},
 		{"timeout", errors.New("i/o timeout"), ""},

@@ -37,16 +37,15 @@ func TLCPHandshaker(cfg *tlcp.Config) Handshaker {
 }
 
 func tlcpReason(err error) string {
-	var pa *tlcp.PeerAlertError
-	if errors.As(err, &pa) {
+	var ae *tlcp.AlertError
+	if errors.As(err, &ae) && ae.Remote {
 		return ReasonPeerAlert
 	}
 	if r := Classify(err); r == ReasonTimeout || r == ReasonEOF {
 		return r
 	}
-	var ae tlcp.AlertError
-	if errors.As(err, &ae) {
-		return alertReason(uint8(ae))
+	if ae != nil {
+		return alertReason(uint8(ae.Alert))
 	}
 	return Classify(err)
 }

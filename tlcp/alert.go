@@ -1,102 +1,62 @@
 package tlcp
 
-import "github.com/gmproxy/gmproxy/internal/tlsutil"
+import (
+	"fmt"
 
-// AlertError is a TLCP alert description (GB/T 38636 §6.3.4.2: the TLS 1.2
-// values plus the GM-specific 200–205). Handshake errors wrap the alert that
-// was sent, or a *PeerAlertError for an alert received, so callers can
-// classify failures with errors.As.
-type AlertError uint8
-
-// Alert descriptions.
-const (
-	AlertCloseNotify            AlertError = 0
-	AlertUnexpectedMessage      AlertError = 10
-	AlertBadRecordMAC           AlertError = 20
-	AlertDecryptionFailed       AlertError = 21
-	AlertRecordOverflow         AlertError = 22
-	AlertDecompressionFailure   AlertError = 30
-	AlertHandshakeFailure       AlertError = 40
-	AlertNoCertificate          AlertError = 41
-	AlertBadCertificate         AlertError = 42
-	AlertUnsupportedCertificate AlertError = 43
-	AlertCertificateRevoked     AlertError = 44
-	AlertCertificateExpired     AlertError = 45
-	AlertCertificateUnknown     AlertError = 46
-	AlertIllegalParameter       AlertError = 47
-	AlertUnknownCA              AlertError = 48
-	AlertAccessDenied           AlertError = 49
-	AlertDecodeError            AlertError = 50
-	AlertDecryptError           AlertError = 51
-	AlertExportRestriction      AlertError = 60
-	AlertProtocolVersion        AlertError = 70
-	AlertInsufficientSecurity   AlertError = 71
-	AlertInternalError          AlertError = 80
-	AlertUserCanceled           AlertError = 90
-	AlertNoRenegotiation        AlertError = 100
-	AlertUnsupportedExtension   AlertError = 110
-	AlertUnsupportedSite2Site   AlertError = 200
-	AlertNoArea                 AlertError = 201
-	AlertUnsupportedAreaType    AlertError = 202
-	AlertBadIBCParam            AlertError = 203
-	AlertUnsupportedIBCParam    AlertError = 204
-	AlertIdentityNeed           AlertError = 205
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
-const (
-	alertLevelWarning = 1
-	alertLevelError   = 2
+// Alert is an alert description (GB/T 38636 §6.3.4.2: the TLS 1.2 values
+// plus the TLCP-specific 200–205). AlertError is the error of a handshake
+// or connection that ended with an alert: sent by this side (Remote false,
+// Err says why) or received from the peer (Remote true); classify failures
+// with errors.As. Both are the record core's types, shared with tls13sm.
+type (
+	Alert      = record.Alert
+	AlertError = record.AlertError
 )
 
-// gmAlertText names the GM-specific alerts of GB/T 38636 §6.3.4.2; the
-// others have their TLS registry names (tlsutil.AlertName).
-var gmAlertText = map[AlertError]string{
-	AlertUnsupportedSite2Site: "unsupported site2site",
-	AlertNoArea:               "no area",
-	AlertUnsupportedAreaType:  "unsupported area type",
-	AlertBadIBCParam:          "bad IBC parameter",
-	AlertUnsupportedIBCParam:  "unsupported IBC parameter",
-	AlertIdentityNeed:         "identity needed",
+// Alert descriptions of GB/T 38636 §6.3.4.2.
+const (
+	AlertCloseNotify            = record.AlertCloseNotify
+	AlertUnexpectedMessage      = record.AlertUnexpectedMessage
+	AlertBadRecordMAC           = record.AlertBadRecordMAC
+	AlertDecryptionFailed       = record.AlertDecryptionFailed
+	AlertRecordOverflow         = record.AlertRecordOverflow
+	AlertDecompressionFailure   = record.AlertDecompressionFailure
+	AlertHandshakeFailure       = record.AlertHandshakeFailure
+	AlertNoCertificate          = record.AlertNoCertificate
+	AlertBadCertificate         = record.AlertBadCertificate
+	AlertUnsupportedCertificate = record.AlertUnsupportedCertificate
+	AlertCertificateRevoked     = record.AlertCertificateRevoked
+	AlertCertificateExpired     = record.AlertCertificateExpired
+	AlertCertificateUnknown     = record.AlertCertificateUnknown
+	AlertIllegalParameter       = record.AlertIllegalParameter
+	AlertUnknownCA              = record.AlertUnknownCA
+	AlertAccessDenied           = record.AlertAccessDenied
+	AlertDecodeError            = record.AlertDecodeError
+	AlertDecryptError           = record.AlertDecryptError
+	AlertExportRestriction      = record.AlertExportRestriction
+	AlertProtocolVersion        = record.AlertProtocolVersion
+	AlertInsufficientSecurity   = record.AlertInsufficientSecurity
+	AlertInternalError          = record.AlertInternalError
+	AlertUserCanceled           = record.AlertUserCanceled
+	AlertNoRenegotiation        = record.AlertNoRenegotiation
+	AlertUnsupportedExtension   = record.AlertUnsupportedExtension
+	AlertUnsupportedSite2Site   = record.AlertUnsupportedSite2Site
+	AlertNoArea                 = record.AlertNoArea
+	AlertUnsupportedAreaType    = record.AlertUnsupportedAreaType
+	AlertBadIBCParam            = record.AlertBadIBCParam
+	AlertUnsupportedIBCParam    = record.AlertUnsupportedIBCParam
+	AlertIdentityNeed           = record.AlertIdentityNeed
+)
+
+// errorf builds the error of a local failure that sends alert a.
+func errorf(a Alert, format string, args ...any) error {
+	return &AlertError{Alert: a, Err: fmt.Errorf("tlcp: "+format, args...)}
 }
 
-// String returns the alert's name.
-func (e AlertError) String() string {
-	if s, ok := gmAlertText[e]; ok {
-		return s
-	}
-	return tlsutil.AlertName(uint8(e))
-}
-
-// Error implements error; it describes an alert this side sent.
-func (e AlertError) Error() string { return "tlcp: " + e.String() }
-
-// PeerAlertError is an alert received from the peer.
-type PeerAlertError struct {
-	Alert AlertError
-	Fatal bool
-}
-
-func (e *PeerAlertError) Error() string { return "tlcp: remote error: " + e.Alert.String() }
-
-// localError carries the alert sent for a local failure with a description.
-type localError struct {
-	alert AlertError
-	msg   string
-	err   error
-}
-
-func (e *localError) Error() string {
-	s := "tlcp: " + e.msg
-	if e.err != nil {
-		s += ": " + e.err.Error()
-	}
-	return s
-}
-
-// Unwrap returns the alert and the cause, so errors.As(err, &AlertError) works.
-func (e *localError) Unwrap() []error {
-	if e.err != nil {
-		return []error{e.alert, e.err}
-	}
-	return []error{e.alert}
+// wrapErr builds the error of a local failure with a cause that sends alert a.
+func wrapErr(a Alert, msg string, err error) error {
+	return &AlertError{Alert: a, Err: fmt.Errorf("tlcp: %s: %w", msg, err)}
 }

@@ -159,7 +159,7 @@ func verifyChain(leaf *smx509.Certificate, others []*smx509.Certificate, roots *
 }
 
 // certAlert maps a verification error to an alert.
-func certAlert(err error) AlertError {
+func certAlert(err error) Alert {
 	switch err.(type) {
 	case smx509.UnknownAuthorityError:
 		return AlertUnknownCA

@@ -8,7 +8,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // BenchmarkHandshakeBreakdown splits a full server handshake (ECC with GCM
@@ -84,7 +84,7 @@ func BenchmarkHandshakeBreakdown(b *testing.B) {
 			if tc.resume {
 				full := serverHandshakeOp(b, p, serverHandshakeCases[0])
 				ks0 := scheduleFromMaster(make([]byte, masterSecretLength))
-				var st sm3x.HMACState
+				var st sm3state.HMACState
 				ks0.masterState(&st)
 				ks0.release()
 				cr, sr, h := make([]byte, 32), make([]byte, 32), make([]byte, 32)

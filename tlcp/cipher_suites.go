@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/suite"
 )
 
 // Cipher suites of GB/T 38636-2020 §6.4.5.2.1 implemented here.
@@ -42,23 +42,14 @@ var defaultCipherSuites = []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_G
 // CipherSuites returns the IDs of all implemented suites, default order.
 func CipherSuites() []uint16 { return append([]uint16(nil), defaultCipherSuites...) }
 
-func cipherSuiteByID(id uint16) *cipherSuite {
-	for _, s := range cipherSuites {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
-}
+func cipherSuiteByID(id uint16) *cipherSuite { return suite.ByID(cipherSuites, id) }
 
-// CipherSuiteName returns Tongsuo's name for a suite ("ECC-SM2-SM4-GCM-SM3"),
-// or "0xXXXX" for an unknown one.
-func CipherSuiteName(id uint16) string {
-	if s := cipherSuiteByID(id); s != nil {
-		return s.name
-	}
-	return fmt.Sprintf("0x%04X", id)
-}
+// SuiteID and SuiteName make the table usable by the shared lookups.
+func (s *cipherSuite) SuiteID() uint16   { return s.id }
+func (s *cipherSuite) SuiteName() string { return s.name }
+
+// CipherSuiteName returns Tongsuo's name for a suite ("ECC-SM2-SM4-GCM-SM3"), or "0xXXXX" for an unknown one.
+func CipherSuiteName(id uint16) string { return suite.Name(cipherSuites, id) }
 
 // ParseCipherSuite accepts the spellings users know, case-insensitively:
 // Tongsuo's "ECC-SM2-SM4-CBC-SM3", the older "ECC-SM2-WITH-SM4-SM3", the
@@ -73,7 +64,7 @@ func ParseCipherSuite(name string) (uint16, error) {
 	}
 	for _, s := range cipherSuites {
 		for _, cand := range []string{s.name, s.gbName, s.alias} {
-			if tlsutil.SuiteNameMatches(name, cand) {
+			if suite.NameMatches(name, cand) {
 				return s.id, nil
 			}
 		}

@@ -23,8 +23,9 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/ticket"
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/wire"
 )
 
 // VersionTLCP is the protocol version of GB/T 38636-2020 in record headers
@@ -61,8 +62,8 @@ const (
 
 // Extensions (GM/T 0024-2023 list plus Tongsuo's session_ticket).
 const (
-	extensionServerName           = tlsutil.ExtensionServerName
-	extensionALPN                 = tlsutil.ExtensionALPN
+	extensionServerName           = wire.ExtensionServerName
+	extensionALPN                 = wire.ExtensionALPN
 	extensionSessionTicket uint16 = 35
 )
 
@@ -184,7 +185,7 @@ type HandshakeResult struct {
 	Duration time.Duration
 	// Alert is the alert sent to (or received from, if PeerAlert) the peer,
 	// or 0 when none.
-	Alert     AlertError
+	Alert     Alert
 	PeerAlert bool
 	// Reason is a short fixed label for a failure ("timeout", "eof",
 	// "bad_certificate", "no_shared_cipher", "protocol_error", "peer_alert",
@@ -194,7 +195,7 @@ type HandshakeResult struct {
 
 // Stats counts application data moved on a connection: plaintext bytes and
 // application_data records, including the empty records peers send.
-type Stats = tlsutil.Stats
+type Stats = record.Stats
 
 // Config configures a TLCP client or server. A Config may be reused; it must
 // not be modified once passed to the package.
@@ -321,9 +322,9 @@ func (c *Config) Clone() *Config {
 	return &n
 }
 
-func (c *Config) rand() io.Reader { return tlsutil.Rand(c.Rand) }
+func (c *Config) rand() io.Reader { return record.Rand(c.Rand) }
 
-func (c *Config) time() time.Time { return tlsutil.Now(c.Time) }
+func (c *Config) time() time.Time { return record.Now(c.Time) }
 
 func (c *Config) maxEmpty() int {
 	if c.MaxEmptyRecords > 0 {

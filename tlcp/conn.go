@@ -13,7 +13,8 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/callgate"
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // Conn is a TLCP connection, client or server side. It is a net.Conn.
@@ -57,9 +58,9 @@ type Conn struct {
 	sendPB          *[]byte // pooled buffer behind sendBuf
 	closeNotifySent bool
 
-	calls tlsutil.CallGate // Write/Close interlock
+	calls callgate.Gate // Write/Close interlock
 
-	stats tlsutil.Counters
+	stats record.Counters
 
 	// tlsRecordHello: the first ClientHello came in a 03 0x record.
 	tlsRecordHello bool
@@ -185,7 +186,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		okTLS := first && !c.isClient && c.config.AllowTLSRecordHello && typ == recordTypeHandshake && (vers == 0x0301 || vers == 0x0303)
 		if !okTLS {
 			c.sendAlert(AlertProtocolVersion)
-			return c.in.setErr(fmt.Errorf("tlcp: record version %04x: %w", vers, AlertProtocolVersion))
+			return c.in.setErr(errorf(AlertProtocolVersion, "record version %04x", vers))
 		}
 		c.tlsRecordHello = true
 	}
@@ -193,11 +194,11 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	case recordTypeChangeCipherSpec, recordTypeAlert, recordTypeHandshake, recordTypeApplicationData:
 	default:
 		c.sendAlert(AlertUnexpectedMessage)
-		return c.in.setErr(fmt.Errorf("tlcp: unknown record type %d: %w", typ, AlertUnexpectedMessage))
+		return c.in.setErr(errorf(AlertUnexpectedMessage, "unknown record type %d", typ))
 	}
 	if n > maxCiphertext || (c.in.cipher == nil && n > maxPlaintext) {
 		c.sendAlert(AlertRecordOverflow)
-		return c.in.setErr(fmt.Errorf("tlcp: record of %d bytes: %w", n, AlertRecordOverflow))
+		return c.in.setErr(errorf(AlertRecordOverflow, "record of %d bytes", n))
 	}
 	if err := c.fill(recordHeaderLen + n); err != nil {
 		if e, ok := err.(net.Error); ok && e.Timeout() {
@@ -209,16 +210,16 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		}
 		return c.in.setErr(err)
 	}
-	record := c.rbuf[c.rpos : c.rpos+recordHeaderLen+n]
+	rec := c.rbuf[c.rpos : c.rpos+recordHeaderLen+n]
 	c.rpos += recordHeaderLen + n
-	data, err := c.in.decrypt(record)
+	data, err := c.in.decrypt(rec)
 	if err != nil {
 		c.sendAlert(AlertBadRecordMAC)
-		return c.in.setErr(fmt.Errorf("tlcp: record authentication failed: %w", AlertBadRecordMAC))
+		return c.in.setErr(errorf(AlertBadRecordMAC, "record authentication failed"))
 	}
 	if len(data) > maxPlaintext {
 		c.sendAlert(AlertRecordOverflow)
-		return c.in.setErr(fmt.Errorf("tlcp: plaintext of %d bytes: %w", len(data), AlertRecordOverflow))
+		return c.in.setErr(errorf(AlertRecordOverflow, "plaintext of %d bytes", len(data)))
 	}
 	if typ != recordTypeApplicationData || len(data) > 0 {
 		c.empty = 0
@@ -228,25 +229,25 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	case recordTypeAlert:
 		if len(data) != 2 {
 			c.sendAlert(AlertDecodeError)
-			return c.in.setErr(fmt.Errorf("tlcp: malformed alert: %w", AlertDecodeError))
+			return c.in.setErr(errorf(AlertDecodeError, "malformed alert"))
 		}
-		a := AlertError(data[1])
+		a := Alert(data[1])
 		if a == AlertCloseNotify {
 			return c.in.setErr(io.EOF)
 		}
-		if data[0] == alertLevelWarning {
+		if data[0] == record.AlertLevelWarning {
 			if a == AlertNoRenegotiation && c.isClient {
-				return c.in.setErr(&PeerAlertError{Alert: a})
+				return c.in.setErr(&AlertError{Alert: a, Remote: true})
 			}
 			// Other warnings are ignored (TLS 1.2 practice).
 			return nil
 		}
-		return c.in.setErr(&PeerAlertError{Alert: a, Fatal: true})
+		return c.in.setErr(&AlertError{Alert: a, Remote: true})
 
 	case recordTypeChangeCipherSpec:
 		if !expectCCS || len(data) != 1 || data[0] != 1 || len(c.hand) > 0 {
 			c.sendAlert(AlertUnexpectedMessage)
-			return c.in.setErr(fmt.Errorf("tlcp: unexpected ChangeCipherSpec: %w", AlertUnexpectedMessage))
+			return c.in.setErr(errorf(AlertUnexpectedMessage, "unexpected ChangeCipherSpec"))
 		}
 		if err := c.in.changeCipherSpec(); err != nil {
 			c.sendAlert(AlertUnexpectedMessage)
@@ -256,14 +257,14 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	case recordTypeApplicationData:
 		if !c.handshakeComplete.Load() || expectCCS {
 			c.sendAlert(AlertUnexpectedMessage)
-			return c.in.setErr(fmt.Errorf("tlcp: application data before the handshake ended: %w", AlertUnexpectedMessage))
+			return c.in.setErr(errorf(AlertUnexpectedMessage, "application data before the handshake ended"))
 		}
 		c.stats.RecordIn()
 		if len(data) == 0 {
 			c.empty++
 			if c.empty > c.config.maxEmpty() {
 				c.sendAlert(AlertUnexpectedMessage)
-				return c.in.setErr(fmt.Errorf("tlcp: too many empty records: %w", AlertUnexpectedMessage))
+				return c.in.setErr(errorf(AlertUnexpectedMessage, "too many empty records"))
 			}
 			return nil
 		}
@@ -272,11 +273,11 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	case recordTypeHandshake:
 		if len(data) == 0 || expectCCS {
 			c.sendAlert(AlertUnexpectedMessage)
-			return c.in.setErr(fmt.Errorf("tlcp: unexpected handshake record: %w", AlertUnexpectedMessage))
+			return c.in.setErr(errorf(AlertUnexpectedMessage, "unexpected handshake record"))
 		}
 		if len(c.hand)+len(data) > maxHandshake+4 {
 			c.sendAlert(AlertUnexpectedMessage)
-			return c.in.setErr(fmt.Errorf("tlcp: handshake data too large: %w", AlertUnexpectedMessage))
+			return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data too large"))
 		}
 		c.hand = appendHandshake(c.hand, data)
 	}
@@ -311,7 +312,7 @@ func (c *Conn) readHandshake() ([]byte, error) {
 	n := int(c.hand[1])<<16 | int(c.hand[2])<<8 | int(c.hand[3])
 	if n > maxHandshake {
 		c.sendAlert(AlertIllegalParameter)
-		return nil, c.in.setErr(fmt.Errorf("tlcp: handshake message of %d bytes exceeds %d: %w", n, maxHandshake, AlertIllegalParameter))
+		return nil, c.in.setErr(errorf(AlertIllegalParameter, "handshake message of %d bytes exceeds %d", n, maxHandshake))
 	}
 	for len(c.hand) < 4+n {
 		if err := c.readRecord(false); err != nil {
@@ -329,7 +330,7 @@ func (c *Conn) readHandshake() ([]byte, error) {
 func (c *Conn) readChangeCipherSpec() error {
 	if len(c.hand) > 0 {
 		c.sendAlert(AlertUnexpectedMessage)
-		return c.in.setErr(fmt.Errorf("tlcp: handshake data before ChangeCipherSpec: %w", AlertUnexpectedMessage))
+		return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data before ChangeCipherSpec"))
 	}
 	return c.readRecord(true)
 }
@@ -337,36 +338,36 @@ func (c *Conn) readChangeCipherSpec() error {
 // ---- output ----
 
 // sendAlert sends an alert and records it as the write side's error.
-func (c *Conn) sendAlert(a AlertError) error {
+func (c *Conn) sendAlert(a Alert) error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
 	return c.sendAlertLocked(a)
 }
 
 // sendWarning sends a warning alert that leaves the connection usable.
-func (c *Conn) sendWarning(a AlertError) error {
+func (c *Conn) sendWarning(a Alert) error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
 	if c.out.err != nil {
 		return c.out.err
 	}
-	return c.writeRecordLocked(recordTypeAlert, []byte{alertLevelWarning, byte(a)})
+	return c.writeRecordLocked(recordTypeAlert, []byte{record.AlertLevelWarning, byte(a)})
 }
 
-func (c *Conn) sendAlertLocked(a AlertError) error {
+func (c *Conn) sendAlertLocked(a Alert) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
-	level := byte(alertLevelError)
+	level := byte(record.AlertLevelFatal)
 	if a == AlertCloseNotify || a == AlertNoRenegotiation {
-		level = alertLevelWarning
+		level = record.AlertLevelWarning
 	}
 	c.dropFlight() // a pending flight is dropped in favour of the alert
 	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
 	if a == AlertCloseNotify {
 		return err
 	}
-	return c.out.setErr(&localError{alert: a, msg: "sent alert " + a.String()})
+	return c.out.setErr(&AlertError{Alert: a})
 }
 
 // writeRecordLocked protects data as records and writes them at once.
@@ -591,12 +592,12 @@ func (c *Conn) handlePostHandshake() error {
 		c.renegotiationRefusals++
 		if c.renegotiationRefusals > maxRenegotiationRefusals {
 			c.sendAlert(AlertUnexpectedMessage)
-			return c.in.setErr(fmt.Errorf("tlcp: client kept attempting renegotiation (%d times): %w", c.renegotiationRefusals, AlertUnexpectedMessage))
+			return c.in.setErr(errorf(AlertUnexpectedMessage, "client kept attempting renegotiation (%d times)", c.renegotiationRefusals))
 		}
 		return c.sendWarning(AlertNoRenegotiation)
 	}
 	c.sendAlert(AlertUnexpectedMessage)
-	return c.in.setErr(fmt.Errorf("tlcp: unexpected handshake message type %d after the handshake: %w", msg[0], AlertUnexpectedMessage))
+	return c.in.setErr(errorf(AlertUnexpectedMessage, "unexpected handshake message type %d after the handshake", msg[0]))
 }
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
@@ -676,9 +677,9 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	}
 	if err != nil {
 		// Send the alert if the failure was local and none was sent yet.
-		var le *localError
-		if errors.As(err, &le) {
-			c.sendAlert(le.alert)
+		var ae *AlertError
+		if errors.As(err, &ae) && !ae.Remote {
+			c.sendAlert(ae.Alert)
 		}
 		c.outMu.Lock()
 		c.dropFlight() // never send half a flight
@@ -696,7 +697,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 // runHandshakeFn runs the handshake; if ctx ends first the connection is
 // closed and ctx's error returned.
 func (c *Conn) runHandshakeFn(ctx context.Context) error {
-	stop := tlsutil.CloseOnDone(ctx, c.conn)
+	stop := record.CloseOnDone(ctx, c.conn)
 	err := c.handshakeFn(ctx)
 	if ctxErr := stop(); ctxErr != nil {
 		return ctxErr
@@ -716,17 +717,18 @@ func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
 	if err == nil {
 		return r
 	}
-	var pa *PeerAlertError
-	var a AlertError
+	var ae *AlertError
+	isAlert := errors.As(err, &ae)
 	switch {
-	case errors.As(err, &pa):
-		r.Alert, r.PeerAlert, r.Reason = pa.Alert, true, "peer_alert"
-	case tlsutil.IsTimeout(err):
+	case isAlert && ae.Remote:
+		r.Alert, r.PeerAlert, r.Reason = ae.Alert, true, "peer_alert"
+	case record.IsTimeout(err):
 		r.Reason = "timeout"
-	case errors.As(err, &a):
+	case isAlert:
+		a := ae.Alert
 		r.Alert = a
 		switch {
-		case tlsutil.IsCertificateAlert(uint8(a)):
+		case a.IsCertificate():
 			r.Reason = "bad_certificate"
 		case a == AlertInternalError:
 			r.Reason = "internal_error"
@@ -767,14 +769,4 @@ func (c *Conn) connectionStateLocked() ConnectionState {
 		s.CipherSuite = c.suite.id
 	}
 	return s
-}
-
-// errorf builds a local error that sends alert a.
-func errorf(a AlertError, format string, args ...any) error {
-	return &localError{alert: a, msg: fmt.Sprintf(format, args...)}
-}
-
-// wrapErr builds a local error with a cause.
-func wrapErr(a AlertError, msg string, err error) error {
-	return &localError{alert: a, msg: msg, err: err}
 }

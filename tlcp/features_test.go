@@ -174,7 +174,7 @@ func TestTLSRecordHello(t *testing.T) {
 		go func() { errc <- srv.Handshake(); srv.Close() }()
 		hello := &clientHelloMsg{vers: 0x0303, random: make([]byte, 32), cipherSuites: []uint16{0xc02f, ECC_SM4_GCM_SM3}, compressionMethods: []byte{0}}
 		b, _ := hello.marshal()
-		c1.Write(record(recordTypeHandshake, 0x0301, b))
+		c1.Write(rawRecord(recordTypeHandshake, 0x0301, b))
 		hdr := make([]byte, 5)
 		if _, err := io.ReadFull(c1, hdr); err != nil {
 			t.Fatal(err)

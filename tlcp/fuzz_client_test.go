@@ -103,7 +103,7 @@ func checkFuzzedHandshake(t *testing.T, err error, last []byte) {
 	if !ok {
 		t.Fatalf("handshake failed without an alert: %v", err)
 	}
-	if len(last) > 0 && last[0] == byte(recordTypeAlert) && (len(last) != recordHeaderLen+2 || AlertError(last[6]) != a) {
+	if len(last) > 0 && last[0] == byte(recordTypeAlert) && (len(last) != recordHeaderLen+2 || Alert(last[6]) != a) {
 		t.Fatalf("handshake failed with %v but the last record written is %x", a, last)
 	}
 }

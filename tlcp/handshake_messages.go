@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/crypto/cryptobyte"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/wire"
 )
 
 // Handshake messages of GB/T 38636-2020 §6.4 (TLS 1.2 layouts without the
@@ -20,12 +20,12 @@ type handshakeMessage interface {
 
 // marshalMsg builds type || u24 length || body.
 func marshalMsg(typ uint8, body func(b *cryptobyte.Builder)) ([]byte, error) {
-	return tlsutil.MarshalHandshake(typ, body)
+	return wire.MarshalHandshake(typ, body)
 }
 
 // readMsg checks the header and returns the body.
 func readMsg(data []byte, typ uint8) (cryptobyte.String, bool) {
-	return tlsutil.ReadHandshake(data, typ)
+	return wire.ReadHandshake(data, typ)
 }
 
 // extSet detects duplicate extensions without allocating for the usual
@@ -83,10 +83,10 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 		}
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.serverName != "" {
-				tlsutil.AddServerNameExtension(b, m.serverName)
+				wire.AddServerNameExtension(b, m.serverName)
 			}
 			if len(m.alpnProtocols) > 0 {
-				tlsutil.AddALPNExtension(b, m.alpnProtocols...)
+				wire.AddALPNExtension(b, m.alpnProtocols...)
 			}
 			if m.ticketSupported {
 				b.AddUint16(extensionSessionTicket)
@@ -144,12 +144,12 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		case extensionServerName:
 			// The first host_name counts; later ones are ignored.
 			var ok bool
-			if m.serverName, _, ok = tlsutil.ReadServerName(&ext); !ok {
+			if m.serverName, _, ok = wire.ReadServerName(&ext); !ok {
 				return false
 			}
 		case extensionALPN:
 			var ok bool
-			if m.alpnProtocols, ok = tlsutil.ReadALPNList(&ext); !ok {
+			if m.alpnProtocols, ok = wire.ReadALPNList(&ext); !ok {
 				return false
 			}
 		case extensionSessionTicket:
@@ -252,7 +252,7 @@ func (m *serverHelloMsg) unmarshal(data []byte) bool {
 			m.serverNameAck = true
 		case extensionALPN:
 			var ok bool
-			if m.alpnProtocol, ok = tlsutil.ReadALPNSelected(&ext); !ok {
+			if m.alpnProtocol, ok = wire.ReadALPNSelected(&ext); !ok {
 				return false
 			}
 		case extensionSessionTicket:

@@ -17,7 +17,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -869,7 +869,7 @@ func (hs *serverHandshakeState) storeSession() {
 		return
 	}
 	if ps, ok := store.(preparedStore); ok {
-		var st sm3x.HMACState
+		var st sm3state.HMACState
 		hs.ks.masterState(&st) // keyed with the master secret
 		var key *chainCacheKey
 		if hs.hasChainKey {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
@@ -33,7 +34,7 @@ type misCase struct {
 	// handshake succeeded.
 	records func(c *Conn) []byte
 	// alert is what the honest side must send.
-	alert AlertError
+	alert Alert
 	// eof: the honest side must instead see a clean end of stream.
 	eof bool
 }
@@ -110,7 +111,7 @@ func TestMisbehavingPeer(t *testing.T) {
 			return b
 		}, alert: AlertUnexpectedMessage},
 		{name: "records-after-close-notify", records: func(c *Conn) []byte {
-			b := seal(c, recordTypeAlert, []byte{alertLevelWarning, byte(AlertCloseNotify)}, 0)
+			b := seal(c, recordTypeAlert, []byte{record.AlertLevelWarning, byte(AlertCloseNotify)}, 0)
 			return append(b, seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
 		}, eof: true},
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // genCA makes a throwaway SM2 CA.
@@ -73,18 +75,20 @@ func genPair(t testing.TB, ca *smx509.Certificate, caKey *sm2.PrivateKey, signKU
 	return Certificate{SignCertificate: [][]byte{s}, SignKey: sk, EncCertificate: e, EncKey: ek}
 }
 
-func alertOf(err error) (AlertError, bool) {
-	var a AlertError
-	if errors.As(err, &a) {
-		return a, true
+// alertOf returns the alert this side sent for err.
+func alertOf(err error) (Alert, bool) {
+	var ae *AlertError
+	if errors.As(err, &ae) && !ae.Remote {
+		return ae.Alert, true
 	}
 	return 0, false
 }
 
-func peerAlertOf(err error) (AlertError, bool) {
-	var pa *PeerAlertError
-	if errors.As(err, &pa) {
-		return pa.Alert, true
+// peerAlertOf returns the alert the peer sent for err.
+func peerAlertOf(err error) (Alert, bool) {
+	var ae *AlertError
+	if errors.As(err, &ae) && ae.Remote {
+		return ae.Alert, true
 	}
 	return 0, false
 }
@@ -280,16 +284,16 @@ func TestMalformedClientHello(t *testing.T) {
 	cases := []struct {
 		name   string
 		record []byte
-		alert  AlertError
+		alert  Alert
 	}{
-		{"truncated body", record(recordTypeHandshake, VersionTLCP, truncateHello(good)), AlertDecodeError},
-		{"bad version", record(recordTypeHandshake, VersionTLCP, withVersion(good, 0x0300)), AlertProtocolVersion},
-		{"record version", record(recordTypeHandshake, 0x0303, good), AlertProtocolVersion},
+		{"truncated body", rawRecord(recordTypeHandshake, VersionTLCP, truncateHello(good)), AlertDecodeError},
+		{"bad version", rawRecord(recordTypeHandshake, VersionTLCP, withVersion(good, 0x0300)), AlertProtocolVersion},
+		{"record version", rawRecord(recordTypeHandshake, 0x0303, good), AlertProtocolVersion},
 		{"oversize record", append([]byte{22, 1, 1, 0x40, 0x01}, make([]byte, 0x4001)...), AlertRecordOverflow},
-		{"unknown type", record(99, VersionTLCP, good), AlertUnexpectedMessage},
-		{"app data first", record(recordTypeApplicationData, VersionTLCP, []byte("x")), AlertUnexpectedMessage},
-		{"no shared suite", record(recordTypeHandshake, VersionTLCP, withSuite(good, 0x002f)), AlertHandshakeFailure},
-		{"huge handshake", record(recordTypeHandshake, VersionTLCP, []byte{1, 1, 0, 1}), AlertIllegalParameter},
+		{"unknown type", rawRecord(99, VersionTLCP, good), AlertUnexpectedMessage},
+		{"app data first", rawRecord(recordTypeApplicationData, VersionTLCP, []byte("x")), AlertUnexpectedMessage},
+		{"no shared suite", rawRecord(recordTypeHandshake, VersionTLCP, withSuite(good, 0x002f)), AlertHandshakeFailure},
+		{"huge handshake", rawRecord(recordTypeHandshake, VersionTLCP, []byte{1, 1, 0, 1}), AlertIllegalParameter},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,7 +305,7 @@ func TestMalformedClientHello(t *testing.T) {
 			level, desc := rawAlert(t, c1)
 			c1.Close()
 			err := <-errc
-			if level != alertLevelError || AlertError(desc) != tc.alert {
+			if level != record.AlertLevelFatal || Alert(desc) != tc.alert {
 				t.Fatalf("alert %d/%d, want fatal %v (err %v)", level, desc, tc.alert, err)
 			}
 			if a, ok := alertOf(err); !ok || a != tc.alert {
@@ -311,7 +315,7 @@ func TestMalformedClientHello(t *testing.T) {
 	}
 }
 
-func record(typ recordType, vers uint16, body []byte) []byte {
+func rawRecord(typ recordType, vers uint16, body []byte) []byte {
 	return append([]byte{byte(typ), byte(vers >> 8), byte(vers), byte(len(body) >> 8), byte(len(body))}, body...)
 }
 
@@ -413,7 +417,7 @@ func TestRenegotiationRefused(t *testing.T) {
 			t.Fatalf("attempt %d: server read %q, %v; want %q", i, r.data, r.err, msg)
 		}
 		typ, payload := readRawRecord(t, cli)
-		if typ != recordTypeAlert || len(payload) != 2 || payload[0] != alertLevelWarning || AlertError(payload[1]) != AlertNoRenegotiation {
+		if typ != recordTypeAlert || len(payload) != 2 || payload[0] != record.AlertLevelWarning || Alert(payload[1]) != AlertNoRenegotiation {
 			t.Fatalf("attempt %d: server sent record type %d %x, want a no_renegotiation warning", i, typ, payload)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"golang.org/x/crypto/cryptobyte"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // Tests of the shortcuts the handshake takes for speed: each must give
@@ -33,7 +33,7 @@ func TestScheduleFromStates(t *testing.T) {
 	for _, id := range defaultCipherSuites {
 		suite := cipherSuiteByID(id)
 		a := scheduleFromMaster(master)
-		var st sm3x.HMACState
+		var st sm3state.HMACState
 		a.masterState(&st)
 		b := scheduleFromState(master, &st)
 		ka := append([]byte(nil), a.keyBlock[:0]...)
@@ -183,7 +183,7 @@ func TestPreparedSessionStore(t *testing.T) {
 		t.Fatal("prepared session lacks the client chain's verify-cache key")
 	}
 	want := scheduleFromMaster(prep.s.master)
-	var ws sm3x.HMACState
+	var ws sm3state.HMACState
 	want.masterState(&ws)
 	if ws != prep.macState {
 		t.Fatal("prepared HMAC states are not those of the master secret")

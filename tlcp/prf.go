@@ -3,7 +3,7 @@ package tlcp
 import (
 	"sync"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // The TLCP PRF is the TLS 1.2 P_hash with HMAC-SM3 (RFC 5246 §5; GB/T 38636
@@ -11,8 +11,8 @@ import (
 // P_SM3(secret, label || seed). It is verified against the digest's E.6
 // vectors and against Tongsuo/GmSSL traffic.
 //
-// The HMAC-SM3 is internal/sm3x's (shared with tls13sm): it is keyed once
-// per secret (two SM3 compressions, or none from a saved sm3x.HMACState),
+// The HMAC-SM3 is internal/sm3state's (shared with tls13sm): it is keyed once
+// per secret (two SM3 compressions, or none from a saved sm3state.HMACState),
 // each further HMAC costs exactly its own compressions, and nothing
 // allocates.
 
@@ -25,7 +25,7 @@ var (
 
 // prf is a keyed P_SM3 generator.
 type prf struct {
-	h    sm3x.HMAC
+	h    sm3state.HMAC
 	a    [32]byte
 	b    [32]byte
 	seed [128]byte
@@ -90,7 +90,7 @@ func masterFromPreMaster(preMaster, clientRandom, serverRandom []byte) *keySched
 
 // scheduleFromState is scheduleFromMaster with the master secret's HMAC
 // state saved earlier (masterState): no compression needed.
-func scheduleFromState(master []byte, st *sm3x.HMACState) *keySchedule {
+func scheduleFromState(master []byte, st *sm3state.HMACState) *keySchedule {
 	ks := keySchedulePool.Get().(*keySchedule)
 	copy(ks.master[:], master)
 	ks.p.h.LoadState(st)
@@ -98,7 +98,7 @@ func scheduleFromState(master []byte, st *sm3x.HMACState) *keySchedule {
 }
 
 // masterState saves the HMAC state of the master secret into st.
-func (ks *keySchedule) masterState(st *sm3x.HMACState) { ks.p.h.SaveState(st) }
+func (ks *keySchedule) masterState(st *sm3state.HMACState) { ks.p.h.SaveState(st) }
 
 func scheduleFromMaster(master []byte) *keySchedule {
 	ks := keySchedulePool.Get().(*keySchedule)
@@ -152,12 +152,12 @@ func (ks *keySchedule) finishedMsg(client bool, transcriptHash []byte) []byte {
 // CertificateVerify). Its compressor (and so gmsm's digest) is created on
 // first use and kept by pooled handshake states.
 type transcript struct {
-	s   sm3x.Hasher
-	c   sm3x.Compressor
+	s   sm3state.Hasher
+	c   sm3state.Compressor
 	raw []byte
 	// keepRaw makes write keep the raw bytes.
 	keepRaw bool
-	buf     [sm3x.Size]byte
+	buf     [sm3state.Size]byte
 }
 
 func newTranscript() *transcript {

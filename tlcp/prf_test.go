@@ -7,7 +7,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // TestPRFVectors checks the key schedule against protocol-notes §12.4 (cross-checked
@@ -60,7 +60,7 @@ func TestPRFCompressions(t *testing.T) {
 	count := func(ks *keySchedule) { ks.p.h.Compressor().CountBlocks(&n) }
 
 	ks := masterFromPreMaster(pm, cr, sr)
-	var st sm3x.HMACState
+	var st sm3state.HMACState
 	ks.masterState(&st)
 	ks.release()
 	for _, tc := range []struct {

@@ -4,12 +4,13 @@ import (
 	"crypto/cipher"
 	"crypto/subtle"
 	"encoding/binary"
+	"errors"
 	"io"
 
 	gmcipher "github.com/emmansun/gmsm/cipher"
 	"github.com/emmansun/gmsm/sm4"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // Record protection of GB/T 38636 §6.3.3 (protocol-notes §2).
@@ -51,9 +52,9 @@ type recordCipher struct {
 // cbcState is the CBC suites' part of a recordCipher (one allocation).
 type cbcState struct {
 	ecbEnc, ecbDec cipher.BlockMode
-	// mac is HMAC-SM3 keyed once (internal/sm3x); its compressor also
+	// mac is HMAC-SM3 keyed once (internal/sm3state); its compressor also
 	// equalises SM3 work when padding is short (Lucky13).
-	mac sm3x.HMAC
+	mac sm3state.HMAC
 	// scratch holds a CBC decryption batch or the gathered blocks of a
 	// side-by-side encryption: small for handshake-sized records, a
 	// decryptChunk buffer allocated on first need.
@@ -122,9 +123,13 @@ func (hc *halfConn) setErr(err error) error {
 	return err
 }
 
+// errBadRecordMAC is decrypt's error for a record that does not
+// authenticate; the caller sends bad_record_mac.
+var errBadRecordMAC = errors.New("tlcp: record authentication failed")
+
 func (hc *halfConn) changeCipherSpec() error {
 	if hc.next == nil {
-		return AlertUnexpectedMessage
+		return errorf(AlertUnexpectedMessage, "ChangeCipherSpec before the keys were computed")
 	}
 	hc.cipher, hc.next = hc.next, nil
 	hc.seq = [8]byte{}
@@ -163,7 +168,7 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 	}
 	if rc.aead != nil {
 		if len(body) < gcmExplicit+gcmTagLen {
-			return nil, AlertBadRecordMAC
+			return nil, errBadRecordMAC
 		}
 		copy(hc.nonce[:4], rc.fixedIV[:])
 		copy(hc.nonce[4:], body[:gcmExplicit])
@@ -171,7 +176,7 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 		hc.setAAD(typ, len(ct)-gcmTagLen)
 		pt, err := rc.aead.Open(ct[:0], hc.nonce[:], ct, hc.aad[:])
 		if err != nil {
-			return nil, AlertBadRecordMAC
+			return nil, errBadRecordMAC
 		}
 		hc.incSeq()
 		return pt, nil
@@ -180,7 +185,7 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 	// CBC. The body length is public: IV plus at least one block holding
 	// MAC and padding, a multiple of the block size.
 	if len(body) < cbcIVLen+macLen+blockLen || (len(body)-cbcIVLen)%blockLen != 0 {
-		return nil, AlertBadRecordMAC
+		return nil, errBadRecordMAC
 	}
 	iv, payload := body[:cbcIVLen], body[cbcIVLen:]
 	hc.cbcDecrypt(rc, iv, payload)
@@ -205,7 +210,7 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 	rc.mac.Compressor().Burn(sm3Blocks(maxData) - sm3Blocks(dataLen))
 	macOK := subtle.ConstantTimeCompare(sum, payload[dataLen:dataLen+macLen])
 	if subtle.ConstantTimeByteEq(good, 0xff)&macOK != 1 {
-		return nil, AlertBadRecordMAC
+		return nil, errBadRecordMAC
 	}
 	hc.incSeq()
 	return payload[:dataLen], nil

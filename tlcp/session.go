@@ -11,7 +11,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -79,7 +79,7 @@ func (s *lruStore) Delete(id string) { s.c.Delete(id) }
 type preparedSession struct {
 	s         sessionState
 	peerCerts []*smx509.Certificate
-	macState  sm3x.HMACState
+	macState  sm3state.HMACState
 	// chainKey is the verify-cache key of the client certificates, when the
 	// full handshake computed it (hasChainKey).
 	chainKey    chainCacheKey
@@ -113,7 +113,7 @@ func (s *lruStore) putPrepared(id string, state []byte, p *preparedSession, life
 // state of its master secret. peerCerts are the parsed certificates of
 // the state's client certificate list (copied); chainKey, if not nil, is
 // their verify-cache key.
-func newPreparedSession(state []byte, macState *sm3x.HMACState, peerCerts []*smx509.Certificate, chainKey *chainCacheKey) (*preparedSession, bool) {
+func newPreparedSession(state []byte, macState *sm3state.HMACState, peerCerts []*smx509.Certificate, chainKey *chainCacheKey) (*preparedSession, bool) {
 	p := &preparedSession{macState: *macState}
 	if chainKey != nil {
 		p.chainKey, p.hasChainKey = *chainKey, true

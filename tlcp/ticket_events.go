@@ -1,6 +1,8 @@
 package tlcp
 
-import "github.com/gmproxy/gmproxy/internal/tlsutil"
+import (
+	"github.com/gmproxy/gmproxy/internal/record"
+)
 
 // Session-ticket events for the server's Config.OnTicket hook, so that
 // ticket resumption (which never touches the SessionStore) shows up in
@@ -8,18 +10,18 @@ import "github.com/gmproxy/gmproxy/internal/tlsutil"
 
 // TicketEventKind says what happened to a session ticket on the server
 // (the same type as tls13sm.TicketEventKind).
-type TicketEventKind = tlsutil.TicketEventKind
+type TicketEventKind = record.TicketEventKind
 
 const (
 	// TicketIssued: a NewSessionTicket was sent (after a full handshake, or
 	// a fresh one after a ticket resumption).
-	TicketIssued = tlsutil.TicketIssued
+	TicketIssued = record.TicketIssued
 	// TicketAccepted: the client's ticket was used to resume.
-	TicketAccepted = tlsutil.TicketAccepted
+	TicketAccepted = record.TicketAccepted
 	// TicketRejected: the client offered a non-empty ticket and it was not
 	// used; the server goes on with a full handshake (or, with tickets
 	// disabled, tries the session ID).
-	TicketRejected = tlsutil.TicketRejected
+	TicketRejected = record.TicketRejected
 )
 
 // Reasons of a TicketRejected event: a small fixed set, safe as a metric

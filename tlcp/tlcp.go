@@ -10,8 +10,8 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Server returns a server-side TLCP connection on conn. config must hold at
@@ -30,7 +30,7 @@ func Client(conn net.Conn, config *Config) *Conn {
 
 // NewListener wraps inner so that accepted connections are TLCP servers.
 func NewListener(inner net.Listener, config *Config) net.Listener {
-	return tlsutil.NewListener(inner, func(c net.Conn) net.Conn { return Server(c, config) })
+	return record.NewListener(inner, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // Listen listens on laddr and returns a TLCP listener.
@@ -38,7 +38,7 @@ func Listen(network, laddr string, config *Config) (net.Listener, error) {
 	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
 		return nil, errors.New("tlcp: neither Certificates, GetCertificate, nor GetConfigForClient set in Config")
 	}
-	return tlsutil.Listen(network, laddr, func(c net.Conn) net.Conn { return Server(c, config) })
+	return record.Listen(network, laddr, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // Dial connects to addr and runs the client handshake.
@@ -49,12 +49,12 @@ func Dial(network, addr string, config *Config) (*Conn, error) {
 // DialWithDialer is Dial with a dialer; its Timeout and Deadline bound the
 // handshake too. Without config.ServerName, the host part of addr is used.
 func DialWithDialer(dialer *net.Dialer, network, addr string, config *Config) (*Conn, error) {
-	return tlsutil.DialWithDialer(dialer, network, addr, clientFor(config))
+	return record.DialWithDialer(dialer, network, addr, clientFor(config))
 }
 
 // DialContext is Dial with a context bounding the connection and handshake.
 func DialContext(ctx context.Context, network, addr string, config *Config) (*Conn, error) {
-	return tlsutil.DialContext(ctx, new(net.Dialer), network, addr, clientFor(config))
+	return record.DialContext(ctx, new(net.Dialer), network, addr, clientFor(config))
 }
 
 // clientFor returns the client constructor of a dial: config (nil meaning

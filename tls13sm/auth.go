@@ -11,7 +11,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -81,7 +81,7 @@ var sm2DigestOpts = sm2.NewSM2SignerOption(false, nil)
 // then costs one compression instead of the seven of Z_A and e over the
 // whole content.
 type sm2SignPrefix struct {
-	server, client sm3x.Hasher
+	server, client sm3state.Hasher
 }
 
 // signPrefixes caches sm2SignPrefix for our own signing keys, keyed by the
@@ -91,7 +91,7 @@ var signPrefixes = lru.New[[65]byte, *sm2SignPrefix](256, 0)
 
 // certificateVerifyDigest appends e = SM3(Z_A || signedMessage(context,
 // th)) for the key pub, with the RFC 8998 ID, to out.
-func certificateVerifyDigest(c *sm3x.Compressor, pub *ecdsa.PublicKey, context string, th, out []byte) ([]byte, error) {
+func certificateVerifyDigest(c *sm3state.Compressor, pub *ecdsa.PublicKey, context string, th, out []byte) ([]byte, error) {
 	p, err := cachedSignPrefix(signPrefixes, c, pub)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func certificateVerifyDigest(c *sm3x.Compressor, pub *ecdsa.PublicKey, context s
 
 // cachedSignPrefix returns the prefix state of pub from cache, computing
 // and storing it on a miss.
-func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3x.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
+func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3state.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
 	id, ok := smkey.SM2Point(pub)
 	if !ok {
 		return nil, errors.New("not an SM2 public key")
@@ -118,7 +118,7 @@ func cachedSignPrefix(cache *lru.Cache[[65]byte, *sm2SignPrefix], c *sm3x.Compre
 }
 
 // digest appends e for context and th to out.
-func (p *sm2SignPrefix) digest(c *sm3x.Compressor, context string, th, out []byte) []byte {
+func (p *sm2SignPrefix) digest(c *sm3state.Compressor, context string, th, out []byte) []byte {
 	s := &p.server
 	if context == clientSignatureContext {
 		s = &p.client
@@ -126,7 +126,7 @@ func (p *sm2SignPrefix) digest(c *sm3x.Compressor, context string, th, out []byt
 	return s.SumWith(c, th, out)
 }
 
-func newSM2SignPrefix(c *sm3x.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
+func newSM2SignPrefix(c *sm3state.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix, error) {
 	za, err := sm2.CalculateZA(pub, []byte(sm2TLS13ID))
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func newSM2SignPrefix(c *sm3x.Compressor, pub *ecdsa.PublicKey) (*sm2SignPrefix,
 	}
 	p := new(sm2SignPrefix)
 	for _, x := range []struct {
-		s   *sm3x.Hasher
+		s   *sm3state.Hasher
 		ctx string
 	}{{&p.server, serverSignatureContext}, {&p.client, clientSignatureContext}} {
 		x.s.Reset()

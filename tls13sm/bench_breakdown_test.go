@@ -10,7 +10,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // Breakdown benchmarks: the pieces of a server handshake measured alone
@@ -66,9 +66,9 @@ func BenchmarkBreakdownPieces(b *testing.B) {
 	aead, _ := s.aead(aeadKey)
 	rec := make([]byte, 64)
 	nonce := make([]byte, ivLen)
-	var c sm3x.Compressor
+	var c sm3state.Compressor
 	var ks keySchedule
-	h := sm3x.IV()
+	h := sm3state.IV()
 	block := make([]byte, sm3.BlockSize)
 	pieceLoop(b,
 		piece{"sm3-block-ns", 64, func() {

@@ -13,7 +13,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // The Ratio benchmarks interleave the subject and its baseline inside one
@@ -68,7 +68,7 @@ type scheduleScratch struct {
 	fin       [32]byte
 	key       [16]byte
 	iv        [12]byte
-	master    sm3x.HMACState
+	master    sm3state.HMACState
 }
 
 // fullSchedule is the server's key schedule of a full handshake exactly as

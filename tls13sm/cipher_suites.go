@@ -6,7 +6,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm4"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/suite"
 )
 
 // Protocol identifiers (RFC 8446, RFC 8998 §2).
@@ -65,28 +65,20 @@ var cipherSuites = []*cipherSuite{
 // defaultCipherSuites is the server preference and client offer order.
 var defaultCipherSuites = []uint16{TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3}
 
-func cipherSuiteByID(id uint16) *cipherSuite {
-	for _, s := range cipherSuites {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
-}
+func cipherSuiteByID(id uint16) *cipherSuite { return suite.ByID(cipherSuites, id) }
 
-// CipherSuiteName returns the IANA name of a suite, or "0xXXXX".
-func CipherSuiteName(id uint16) string {
-	if s := cipherSuiteByID(id); s != nil {
-		return s.name
-	}
-	return fmt.Sprintf("0x%04X", id)
-}
+// SuiteID and SuiteName make the table usable by the shared lookups.
+func (s *cipherSuite) SuiteID() uint16   { return s.id }
+func (s *cipherSuite) SuiteName() string { return s.name }
+
+// CipherSuiteName returns the IANA name of a suite, or "0xXXXX" for an unknown one.
+func CipherSuiteName(id uint16) string { return suite.Name(cipherSuites, id) }
 
 // ParseCipherSuite maps a suite name (IANA name, case-insensitive, or the
 // OpenSSL/Tongsuo spelling "SM4-GCM-SM3") to its ID.
 func ParseCipherSuite(name string) (uint16, error) {
 	for _, s := range cipherSuites {
-		if tlsutil.SuiteNameMatches(name, s.name) {
+		if suite.NameMatches(name, s.name) {
 			return s.id, nil
 		}
 	}

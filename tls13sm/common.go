@@ -21,9 +21,9 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
 )
 
 // Limits.
@@ -261,9 +261,9 @@ func (c *Config) Clone() *Config {
 	return &n
 }
 
-func (c *Config) rand() io.Reader { return tlsutil.Rand(c.Rand) }
+func (c *Config) rand() io.Reader { return record.Rand(c.Rand) }
 
-func (c *Config) time() time.Time { return tlsutil.Now(c.Time) }
+func (c *Config) time() time.Time { return record.Now(c.Time) }
 
 func (c *Config) cipherSuites() []uint16 {
 	if len(c.CipherSuites) > 0 {
@@ -343,7 +343,7 @@ type ConnectionState struct {
 
 // Stats counts application data moved on a connection: plaintext bytes and
 // application_data records (the inner content type), as in package tlcp.
-type Stats = tlsutil.Stats
+type Stats = record.Stats
 
 // ClientSessionState is a resumable session held by a client.
 type ClientSessionState struct {

@@ -14,7 +14,8 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/callgate"
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // Record content types (RFC 8446 §5.1).
@@ -142,9 +143,9 @@ type Conn struct {
 
 	closeNotifySent bool
 	closeNotifyErr  error
-	calls           tlsutil.CallGate // Write/Close interlock
+	calls           callgate.Gate // Write/Close interlock
 
-	stats     tlsutil.Counters
+	stats     record.Counters
 	sentHello bool // the first ClientHello record went out; guarded by out
 
 	lastAlert     Alert
@@ -214,9 +215,9 @@ func (c *Conn) sendAlert(a Alert, err error) error {
 	c.sendAlertLocked(a)
 	c.out.Unlock()
 	if err == nil {
-		err = errors.New(a.String())
+		return &AlertError{Alert: a}
 	}
-	return &AlertError{Alert: a, Err: err}
+	return &AlertError{Alert: a, Err: fmt.Errorf("tls13sm: %w", err)}
 }
 
 // fail is the handshake's way to abort: it sends a and returns an error.

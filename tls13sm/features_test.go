@@ -271,19 +271,19 @@ func TestStrictMode(t *testing.T) {
 		return raw
 	}
 	hello := x25519Only(cliCfg)
-	reply := rawExchange(t, srvCfg, [][]byte{record(recordTypeHandshake, hello)})
+	reply := rawExchange(t, srvCfg, [][]byte{rawRecord(recordTypeHandshake, hello)})
 	if !bytes.Equal(reply, []byte{21, 3, 3, 0, 2, 2, byte(AlertHandshakeFailure)}) {
 		t.Fatalf("strict server reply %x", reply)
 	}
 	loose := srvCfg.Clone()
 	loose.Strict = false
-	reply = rawExchangeN(t, loose, [][]byte{record(recordTypeHandshake, hello)}, 6)
+	reply = rawExchangeN(t, loose, [][]byte{rawRecord(recordTypeHandshake, hello)}, 6)
 	if len(reply) < 6 || reply[0] != recordTypeHandshake || reply[5] != typeServerHello {
 		t.Fatalf("non-strict server did not answer with ServerHello: %x", reply[:min(len(reply), 16)])
 	}
 }
 
-func record(typ byte, body []byte) []byte {
+func rawRecord(typ byte, body []byte) []byte {
 	return append([]byte{typ, 3, 3, byte(len(body) >> 8), byte(len(body))}, body...)
 }
 
@@ -336,14 +336,14 @@ func TestNegativeHandshakes(t *testing.T) {
 		writes [][]byte
 		want   []byte
 	}{
-		{"finished-first", [][]byte{record(recordTypeHandshake, []byte{typeFinished, 0, 0, 0})}, alertRec(AlertUnexpectedMessage)},
-		{"appdata-first", [][]byte{record(recordTypeApplicationData, []byte{1, 2, 3})}, alertRec(AlertUnexpectedMessage)},
-		{"garbage-hello", [][]byte{record(recordTypeHandshake, []byte{typeClientHello, 0, 0, 3, 1, 2, 3})}, alertRec(AlertDecodeError)},
+		{"finished-first", [][]byte{rawRecord(recordTypeHandshake, []byte{typeFinished, 0, 0, 0})}, alertRec(AlertUnexpectedMessage)},
+		{"appdata-first", [][]byte{rawRecord(recordTypeApplicationData, []byte{1, 2, 3})}, alertRec(AlertUnexpectedMessage)},
+		{"garbage-hello", [][]byte{rawRecord(recordTypeHandshake, []byte{typeClientHello, 0, 0, 3, 1, 2, 3})}, alertRec(AlertDecodeError)},
 		{"oversize-plaintext", [][]byte{append([]byte{22, 3, 1, 0x40, 0x01}, make([]byte, 0x4001)...)}, alertRec(AlertRecordOverflow)},
-		{"oversize-handshake", [][]byte{record(recordTypeHandshake, []byte{typeClientHello, 0x01, 0, 1})}, alertRec(AlertIllegalParameter)},
+		{"oversize-handshake", [][]byte{rawRecord(recordTypeHandshake, []byte{typeClientHello, 0x01, 0, 1})}, alertRec(AlertIllegalParameter)},
 		{"bad-record-version", [][]byte{{22, 1, 1, 0, 1, 1}}, alertRec(AlertProtocolVersion)},
 		{"ccs-then-garbage-ccs", [][]byte{{20, 3, 3, 0, 1, 2}}, alertRec(AlertUnexpectedMessage)},
-		{"tls12-only", [][]byte{record(recordTypeHandshake, func() []byte {
+		{"tls12-only", [][]byte{rawRecord(recordTypeHandshake, func() []byte {
 			h := hello()
 			var m clientHelloMsg
 			m.unmarshal(h)
@@ -664,7 +664,7 @@ func fakeServer(t *testing.T, sh *serverHelloMsg) string {
 		ch.unmarshal(msg)
 		sh.sessionID = ch.sessionID
 		raw, _ := sh.marshal()
-		c.Write(record(recordTypeHandshake, raw))
+		c.Write(rawRecord(recordTypeHandshake, raw))
 		io.Copy(io.Discard, c)
 	}()
 	return l.Addr().String()

@@ -175,7 +175,7 @@ func FuzzParseClientHello(f *testing.F) {
 	recordedHellos(f)
 	for _, s := range seedMessages()["ClientHello"] {
 		f.Add(s)
-		f.Add(record(recordTypeHandshake, s))
+		f.Add(rawRecord(recordTypeHandshake, s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sum, err := ParseClientHello(data)

@@ -13,7 +13,7 @@ import (
 	gmecdh "github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // clientHandshakeState holds the state of one client handshake (RFC 8446
@@ -35,7 +35,7 @@ type clientHandshakeState struct {
 	certReq     *certificateRequestMsg
 
 	transcript hash.Hash // &tr
-	tr         sm3x.Transcript
+	tr         sm3state.Transcript
 	th         [hashSize]byte
 	ks         keySchedule
 	msgBuf     []byte // where CertificateVerify and Finished are marshalled

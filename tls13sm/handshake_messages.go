@@ -3,7 +3,7 @@ package tls13sm
 import (
 	"golang.org/x/crypto/cryptobyte"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/wire"
 )
 
 // Handshake message types (RFC 8446 §4).
@@ -23,10 +23,10 @@ const (
 
 // Extension types (RFC 8446 §4.2).
 const (
-	extServerName                 = tlsutil.ExtensionServerName
+	extServerName                 = wire.ExtensionServerName
 	extSupportedGroups     uint16 = 10
 	extSignatureAlgorithms uint16 = 13
-	extALPN                       = tlsutil.ExtensionALPN
+	extALPN                       = wire.ExtensionALPN
 	extPreSharedKey        uint16 = 41
 	extEarlyData           uint16 = 42
 	extSupportedVersions   uint16 = 43
@@ -79,7 +79,7 @@ func addU16Bytes(b *cryptobyte.Builder, v []byte) {
 // message of type typ (the 4-byte header, then body).
 func marshalOnce(raw *[]byte, typ uint8, body cryptobyte.BuilderContinuation) ([]byte, error) {
 	if *raw == nil {
-		b, err := tlsutil.MarshalHandshake(typ, body)
+		b, err := wire.MarshalHandshake(typ, body)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +91,7 @@ func marshalOnce(raw *[]byte, typ uint8, body cryptobyte.BuilderContinuation) ([
 // readMsg checks that data is one handshake message of type typ and returns
 // its body.
 func readMsg(data []byte, typ uint8) (cryptobyte.String, bool) {
-	return tlsutil.ReadHandshake(data, typ)
+	return wire.ReadHandshake(data, typ)
 }
 
 // addExtension adds one extension: its type and its body behind a u16
@@ -220,7 +220,7 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 		addU8Bytes(b, []byte{0})
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.serverName != "" {
-				tlsutil.AddServerNameExtension(b, m.serverName)
+				wire.AddServerNameExtension(b, m.serverName)
 			}
 			if len(m.supportedGroups) > 0 {
 				addExtension(b, extSupportedGroups, func(b *cryptobyte.Builder) { addU16List(b, m.supportedGroups) })
@@ -229,7 +229,7 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 				addExtension(b, extSignatureAlgorithms, func(b *cryptobyte.Builder) { addU16List(b, m.signatureAlgorithms) })
 			}
 			if len(m.alpnProtocols) > 0 {
-				tlsutil.AddALPNExtension(b, m.alpnProtocols...)
+				wire.AddALPNExtension(b, m.alpnProtocols...)
 			}
 			if len(m.supportedVersions) > 0 {
 				addExtension(b, extSupportedVersions, func(b *cryptobyte.Builder) {
@@ -335,7 +335,7 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 	case extServerName:
 		var n int
 		var ok bool
-		if m.serverName, n, ok = tlsutil.ReadServerName(&ed); !ok || n > 1 {
+		if m.serverName, n, ok = wire.ReadServerName(&ed); !ok || n > 1 {
 			return false // malformed, or several host names
 		}
 		for _, c := range []byte(m.serverName) {
@@ -361,7 +361,7 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 		}
 	case extALPN:
 		var ok bool
-		if m.alpnProtocols, ok = tlsutil.ReadALPNList(&ed); !ok {
+		if m.alpnProtocols, ok = wire.ReadALPNList(&ed); !ok {
 			return false
 		}
 	case extSupportedVersions:
@@ -543,7 +543,7 @@ func (m *encryptedExtensionsMsg) marshal() ([]byte, error) {
 	return marshalOnce(&m.raw, typeEncryptedExtensions, func(b *cryptobyte.Builder) {
 		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 			if m.alpnProtocol != "" {
-				tlsutil.AddALPNExtension(b, m.alpnProtocol)
+				wire.AddALPNExtension(b, m.alpnProtocol)
 			}
 		})
 	})
@@ -560,7 +560,7 @@ func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
 		switch et {
 		case extALPN:
 			var ok bool
-			if m.alpnProtocol, ok = tlsutil.ReadALPNSelected(&ed); !ok {
+			if m.alpnProtocol, ok = wire.ReadALPNSelected(&ed); !ok {
 				return false
 			}
 		case extEarlyData:

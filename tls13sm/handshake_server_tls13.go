@@ -18,7 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -45,7 +45,7 @@ type serverHandshakeState struct {
 	client    clientIdentity // from this handshake's certificate, or the ticket's
 
 	transcript hash.Hash // &tr
-	tr         sm3x.Transcript
+	tr         sm3state.Transcript
 	th         [hashSize]byte // transcript hash scratch
 	ks         keySchedule
 	random     [32]byte

@@ -6,7 +6,7 @@ import (
 	"crypto/hmac"
 	"io"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // What the client and server sides of a handshake share: the secrets of
@@ -24,7 +24,7 @@ type handshakeSecrets struct {
 	clientHSSecret, serverHSSecret       trafficSecret
 	clientFinishedKey, serverFinishedKey finishedKey
 	clientAppSecret, serverAppSecret     trafficSecret
-	masterState                          sm3x.HMACState
+	masterState                          sm3state.HMACState
 }
 
 // deriveApplicationSecrets derives the master secret and from it both

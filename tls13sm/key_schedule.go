@@ -5,7 +5,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // This file implements the RFC 8446 §7.1 key schedule with SM3 as the hash
@@ -14,11 +14,11 @@ import (
 // per key, so that a whole handshake's schedule costs two SM3 compressions
 // per key and two per derived value (62 for a full server handshake that
 // issues a ticket, 80 for a resumption) and allocates nothing. The HMAC and
-// the SM3 on raw chaining values are internal/sm3x's, shared with tlcp; the
+// the SM3 on raw chaining values are internal/sm3state's, shared with tlcp; the
 // HkdfLabel of the short messages HMAC sees here is built in place in its
 // one-block buffer.
 
-const hashSize = sm3x.Size // 32
+const hashSize = sm3state.Size // 32
 
 // The secrets of the schedule (§7.1) each have their own type, as in
 // crypto/tls, so that a function cannot be handed one for another: each
@@ -61,7 +61,7 @@ var (
 // zeroSaltState is HMAC-SM3 keyed with HashLen zeros, the salt of the
 // early-secret extraction; noPSKSaltState is keyed with derivedNoPSKSecret,
 // the salt of every handshake-secret extraction without a PSK.
-var zeroSaltState, noPSKSaltState sm3x.HMACState
+var zeroSaltState, noPSKSaltState sm3state.HMACState
 
 func init() {
 	var ks keySchedule
@@ -77,7 +77,7 @@ func init() {
 // keySchedule holds the scratch state of the TLS 1.3 key schedule. All
 // buffers live in the struct so that no derivation allocates.
 type keySchedule struct {
-	m    sm3x.HMAC
+	m    sm3state.HMAC
 	info [2 + 1 + 255 + 1 + 255 + 1]byte
 	t    [hashSize]byte
 	fk   finishedKey // binder finished_key scratch
@@ -152,7 +152,7 @@ func (ks *keySchedule) buildLabel(label string, context []byte, length int) []by
 func (ks *keySchedule) expandLabelKeyed(out []byte, label string, context []byte) {
 	// HkdfLabel and the counter byte of the single HKDF-Expand block
 	// usually fit in one SM3 block with the padding.
-	if 2+1+6+len(label)+1+len(context)+1 <= sm3x.MaxShortMAC {
+	if 2+1+6+len(label)+1+len(context)+1 <= sm3state.MaxShortMAC {
 		b := ks.m.ShortBuf()[:0]
 		b = append(b, byte(len(out)>>8), byte(len(out)), byte(6+len(label)))
 		b = append(b, "tls13 "...)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
 // protocol-notes §12.1: HMAC-SM3 (Wycheproof).
@@ -16,7 +16,7 @@ func TestHMACSM3Vectors(t *testing.T) {
 		{"1e225cafb90339bba1b24076d4206c3e79c355805d851682bc818baa4f5a7779", "", "f9938b1b2515117f25dcd636c9a6a0e7f00bccaf5347e0e0df435cfca736cfc1"},
 		{"8159fd15133cd964c9a6964c94f0ea269a806fd9f43f0da58b6cd1b33d189b2a", "77", "51aaf64843b6d2fc7a244ab9cda9b7b57164ce6a865f9808c01931b46195411d"},
 	} {
-		var m sm3x.HMAC
+		var m sm3state.HMAC
 		m.SetKey(unhex(t, tc.key))
 		// twice, to check the saved states are restored correctly
 		for i := 0; i < 2; i++ {
@@ -28,14 +28,14 @@ func TestHMACSM3Vectors(t *testing.T) {
 		}
 	}
 	// A key longer than the block is hashed first.
-	var m sm3x.HMAC
+	var m sm3state.HMAC
 	long := bytes.Repeat([]byte{0xaa}, 100)
 	m.SetKey(long)
 	m.Begin()
 	m.Write([]byte("x"))
 	got := m.Finish(nil)
 	h := sm3.Sum(long)
-	var m2 sm3x.HMAC
+	var m2 sm3state.HMAC
 	m2.SetKey(h[:])
 	m2.Begin()
 	m2.Write([]byte("x"))

@@ -13,14 +13,14 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
 
-	"github.com/gmproxy/gmproxy/internal/sm3x"
+	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
-// The direct path must be on with the gmsm version in go.mod (internal/sm3x
+// The direct path must be on with the gmsm version in go.mod (internal/sm3state
 // has the details and the tests of both paths).
 func TestGmsmDigestLayout(t *testing.T) {
-	if !sm3x.Direct() {
-		t.Fatal("gmsm's SM3 digest no longer has the layout internal/sm3x expects: the key schedule runs on the portable path")
+	if !sm3state.Direct() {
+		t.Fatal("gmsm's SM3 digest no longer has the layout internal/sm3state expects: the key schedule runs on the portable path")
 	}
 }
 
@@ -53,7 +53,7 @@ func TestCertificateVerifyDigest(t *testing.T) {
 			t.Fatal(err)
 		}
 		th := sm3.Sum([]byte("transcript"))
-		var c sm3x.Compressor
+		var c sm3state.Compressor
 		for i := 0; i < 2; i++ { // the second round uses the cached prefix
 			for _, ctx := range []string{serverSignatureContext, clientSignatureContext} {
 				want, err := sm2.CalculateSM2Hash(&key.PublicKey, signedMessage(ctx, th[:]), []byte(sm2TLS13ID))

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // sessionState is what a ticket carries (sealed with internal/ticket as a
@@ -155,16 +155,16 @@ func unixTime(t time.Time) uint64 {
 
 // TicketEventKind says what happened to a session ticket on the server
 // (the same type as tlcp.TicketEventKind).
-type TicketEventKind = tlsutil.TicketEventKind
+type TicketEventKind = record.TicketEventKind
 
 const (
 	// TicketIssued: a NewSessionTicket was sent.
-	TicketIssued = tlsutil.TicketIssued
+	TicketIssued = record.TicketIssued
 	// TicketAccepted: an offered ticket was used to resume (its binder verified).
-	TicketAccepted = tlsutil.TicketAccepted
+	TicketAccepted = record.TicketAccepted
 	// TicketRejected: the client offered tickets but none was used; the
 	// handshake falls back to a full one, or fails for a bad binder.
-	TicketRejected = tlsutil.TicketRejected
+	TicketRejected = record.TicketRejected
 )
 
 // Reasons of a TicketRejected event: a small fixed set, safe as a metric label.

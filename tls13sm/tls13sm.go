@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gmproxy/gmproxy/internal/tlsutil"
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // Server returns a server-side Conn over conn. The handshake runs on the
@@ -26,7 +26,7 @@ func Client(conn net.Conn, config *Config) *Conn {
 
 // NewListener wraps inner so that accepted connections are server Conns.
 func NewListener(inner net.Listener, config *Config) net.Listener {
-	return tlsutil.NewListener(inner, func(c net.Conn) net.Conn { return Server(c, config) })
+	return record.NewListener(inner, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // Listen listens on network/laddr and returns a TLS 1.3-SM listener.
@@ -34,13 +34,13 @@ func Listen(network, laddr string, config *Config) (net.Listener, error) {
 	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
 		return nil, errors.New("tls13sm: neither Certificates, GetCertificate, nor GetConfigForClient set in Config")
 	}
-	return tlsutil.Listen(network, laddr, func(c net.Conn) net.Conn { return Server(c, config) })
+	return record.Listen(network, laddr, func(c net.Conn) net.Conn { return Server(c, config) })
 }
 
 // DialWithDialer dials addr and performs the client handshake, honouring
 // dialer.Timeout and dialer.Deadline for the whole operation.
 func DialWithDialer(dialer *net.Dialer, network, addr string, config *Config) (*Conn, error) {
-	return tlsutil.DialWithDialer(dialer, network, addr, func(raw net.Conn, host string) *Conn {
+	return record.DialWithDialer(dialer, network, addr, func(raw net.Conn, host string) *Conn {
 		if config == nil {
 			config = &Config{}
 		}
@@ -72,7 +72,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
 		var cancel context.CancelFunc
 		hctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		stop := tlsutil.CloseOnDone(hctx, c.conn)
+		stop := record.CloseOnDone(hctx, c.conn)
 		defer func() {
 			if err := stop(); err != nil {
 				ret = err
@@ -127,7 +127,7 @@ func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
 
 func failureReason(err error, r HandshakeResult) string {
 	switch {
-	case tlsutil.IsTimeout(err):
+	case record.IsTimeout(err):
 		return "timeout"
 	case r.HasAlert && r.Remote:
 		return "peer_alert"
@@ -135,7 +135,7 @@ func failureReason(err error, r HandshakeResult) string {
 		switch a := r.Alert; {
 		case a == AlertHandshakeFailure, a == AlertProtocolVersion, a == AlertNoApplicationProtocol, a == AlertInsufficientSecurity:
 			return "no_shared_cipher"
-		case tlsutil.IsCertificateAlert(uint8(a)):
+		case a.IsCertificate():
 			return "bad_certificate"
 		case a == AlertInternalError:
 			return "internal_error"

@@ -36,8 +36,8 @@ func TestTLCPClientCertificateVerifyForms(t *testing.T) {
 				continue
 			}
 			if err != nil {
-				var ae *tlcp.PeerAlertError
-				if !errors.As(err, &ae) || ae.Alert != tlcp.AlertDecryptError {
+				var ae *tlcp.AlertError
+				if !errors.As(err, &ae) || !ae.Remote || ae.Alert != tlcp.AlertDecryptError {
 					t.Errorf("accept=%v raw=%v: error %v, want the server's decrypt_error", accept, raw, err)
 				}
 			}

@@ -1,4 +1,4 @@
-package sm3x
+package sm3state
 
 import (
 	"bytes"
@@ -285,9 +285,9 @@ func TestWipe(t *testing.T) {
 	}
 }
 
-// FuzzSM3x compares Hasher (split writes), Transcript, HMAC (MAC,
+// FuzzSM3State compares Hasher (split writes), Transcript, HMAC (MAC,
 // streaming, saved state) with sm3.Sum and crypto/hmac over SM3.
-func FuzzSM3x(f *testing.F) {
+func FuzzSM3State(f *testing.F) {
 	f.Add([]byte("abc"), []byte("key"), uint16(1))
 	f.Add(bytes.Repeat([]byte{0x61}, 55), bytes.Repeat([]byte{1}, 64), uint16(55))
 	f.Add(bytes.Repeat([]byte{0x62}, 119), bytes.Repeat([]byte{2}, 65), uint16(64))
@@ -363,7 +363,7 @@ func BenchmarkSM3x(b *testing.B) {
 			c.Compress(&h, msg[:BlockSize])
 		}
 	})
-	b.Run("HMACShort/sm3x", func(b *testing.B) {
+	b.Run("HMACShort/sm3state", func(b *testing.B) {
 		var m HMAC
 		m.SetKey(key)
 		for b.Loop() {
@@ -378,7 +378,7 @@ func BenchmarkSM3x(b *testing.B) {
 			h.Sum(out[:0])
 		}
 	})
-	b.Run("HMAC16K/sm3x", func(b *testing.B) {
+	b.Run("HMAC16K/sm3state", func(b *testing.B) {
 		var m HMAC
 		m.SetKey(key)
 		b.SetBytes(int64(len(msg)))

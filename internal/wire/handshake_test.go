@@ -1,4 +1,4 @@
-package tlsutil
+package wire
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package tlsutil
+package record
 
 import (
 	"context"
@@ -41,17 +41,4 @@ func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())
-}
-
-// IsCertificateAlert reports whether an alert description says a
-// certificate was refused: bad_certificate, unsupported_certificate,
-// certificate_revoked, certificate_expired, certificate_unknown,
-// unknown_ca (RFC 5246 §7.2, GB/T 38636 §6.4.4.3) or TLS 1.3's
-// certificate_required (RFC 8446 §6.2).
-func IsCertificateAlert(desc uint8) bool {
-	switch desc {
-	case 42, 43, 44, 45, 46, 48, 116:
-		return true
-	}
-	return false
 }

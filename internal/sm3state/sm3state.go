@@ -1,4 +1,4 @@
-// Package sm3x is the SM3 core shared by the protocol packages (tlcp,
+// Package sm3state is the SM3 core shared by the protocol packages (tlcp,
 // tls13sm): SM3 (GB/T 32905-2016) on raw chaining values, and HMAC-SM3
 // (RFC 2104) whose keyed inner and outer chaining values are computed once
 // per key and can be saved and restored.
@@ -11,7 +11,7 @@
 //
 // None of the types is safe for concurrent use; a Hasher or HMACState is a
 // plain value (copying it saves it).
-package sm3x
+package sm3state
 
 import (
 	"encoding"

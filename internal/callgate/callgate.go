@@ -1,18 +1,20 @@
-package tlsutil
+// Package callgate holds the Write/Close interlock of a connection, shared
+// by the tlcp and tls13sm stacks.
+package callgate
 
 import "sync/atomic"
 
-// CallGate interlocks a connection's Writes with its Close as crypto/tls
+// Gate interlocks a connection's Writes with its Close as crypto/tls
 // does: after Close, new Writes fail (with net.ErrClosed) and a second
 // Close too; Writes already under way go on. The zero value is open.
-type CallGate struct {
+type Gate struct {
 	// n is twice the number of Writes under way, plus 1 once closed.
 	n atomic.Int32
 }
 
 // Enter registers a Write; false once closed. Each successful Enter is
 // paired with a Leave.
-func (g *CallGate) Enter() bool {
+func (g *Gate) Enter() bool {
 	for {
 		x := g.n.Load()
 		if x&1 != 0 {
@@ -25,10 +27,10 @@ func (g *CallGate) Enter() bool {
 }
 
 // Leave ends a Write registered by Enter.
-func (g *CallGate) Leave() { g.n.Add(-2) }
+func (g *Gate) Leave() { g.n.Add(-2) }
 
 // Close closes the gate; false if it was already closed.
-func (g *CallGate) Close() bool {
+func (g *Gate) Close() bool {
 	for {
 		x := g.n.Load()
 		if x&1 != 0 {

@@ -1,4 +1,4 @@
-package tlsutil
+package record
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package tlsutil
+package record
 
 // TicketEventKind says what happened to a session ticket on a server; the
 // tlcp and tls13sm packages re-export it (and its values) for their

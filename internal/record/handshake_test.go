@@ -1,4 +1,4 @@
-package tlsutil
+package record
 
 import (
 	"context"
@@ -69,17 +69,5 @@ func TestIsTimeout(t *testing.T) {
 		if got := IsTimeout(tc.err); got != tc.want {
 			t.Errorf("IsTimeout(%v) = %v, want %v", tc.err, got, tc.want)
 		}
-	}
-}
-
-func TestIsCertificateAlert(t *testing.T) {
-	var got []uint8
-	for d := 0; d < 256; d++ {
-		if IsCertificateAlert(uint8(d)) {
-			got = append(got, uint8(d))
-		}
-	}
-	if fmt.Sprint(got) != "[42 43 44 45 46 48 116]" {
-		t.Fatalf("certificate alerts %v", got)
 	}
 }

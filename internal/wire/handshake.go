@@ -1,4 +1,7 @@
-package tlsutil
+// Package wire holds the cryptobyte encodings TLCP (GB/T 38636) and TLS
+// 1.3 (RFC 8446) share: the handshake message framing and the hello
+// extensions of RFC 6066 server_name and RFC 7301 ALPN.
+package wire
 
 import "golang.org/x/crypto/cryptobyte"
 

@@ -1,12 +1,4 @@
-// Package tlsutil holds the pieces of the tlcp and tls13sm packages whose
-// logic is the same in both protocols: the listener and dialing plumbing
-// around a handshake, the interruption of a handshake by its context, the
-// Write/Close interlock of a connection, the classification of handshake
-// failures (timeouts, certificate alerts), the kinds of session-ticket
-// events, the hello-extension encodings of RFC 6066 server_name and RFC
-// 7301 ALPN, and the alert names of the TLS alert registry. It knows
-// nothing of either protocol's types.
-package tlsutil
+package record
 
 import (
 	"context"

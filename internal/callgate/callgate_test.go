@@ -1,12 +1,12 @@
-package tlsutil
+package callgate
 
 import (
 	"sync"
 	"testing"
 )
 
-func TestCallGate(t *testing.T) {
-	var g CallGate
+func TestGate(t *testing.T) {
+	var g Gate
 	if !g.Enter() || !g.Enter() {
 		t.Fatal("an open gate refused a Write")
 	}
@@ -26,7 +26,7 @@ func TestCallGate(t *testing.T) {
 	}
 
 	// Concurrent Writes and one Close: exactly one Close wins.
-	var h CallGate
+	var h Gate
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	closes := 0
