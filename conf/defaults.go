@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gmproxy/gmproxy/handshake/family"
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/keyserver"
 	"github.com/gmproxy/gmproxy/proxy/balance"

@@ -3,7 +3,7 @@
 // documentation, defaults included), fills in defaults, validates
 // everything, and loads the certificates and private keys the file names.
 //
-// conf imports no runtime package (tlcp, tls13sm, handshake, proxy,
+// conf imports no runtime package (tlcp, tls13sm, frontdoor, proxy,
 // metrics); it hands the runtime plain values: file contents parsed into
 // smx509 certificates and crypto.Signer keys, and cipher-suite names
 // resolved to their wire values.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 
-	"github.com/gmproxy/gmproxy/handshake/family"
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )

@@ -32,7 +32,7 @@ type KeyPair struct {
 // RemoteKeyRef stands for a private key held by a key server: it knows the
 // public key (from the certificate) and the key server's name, and cannot
 // sign or decrypt. The runtime replaces it with a client of that key
-// server (handshake.RemoteKey); conf imports no runtime package.
+// server (keyserver.RemoteKey); conf imports no runtime package.
 type RemoteKeyRef struct {
 	KeyServer string
 	PublicKey crypto.PublicKey

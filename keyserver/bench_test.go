@@ -9,7 +9,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
@@ -91,15 +91,15 @@ func BenchmarkRemoteKeyInterleaved(b *testing.B) {
 	cliTLS, _ := pki.client(b, "edge")
 	ks := startServer(b, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
 	kc := newClient(b, cliTLS, ks.addr)
-	off := handshake.NewOffload(handshake.OffloadConfig{}, nil)
+	off := frontdoor.NewOffload(frontdoor.OffloadConfig{}, nil)
 	defer off.Close()
 
 	var configs [2]*tlcp.Config
 	for i, pair := range [2][2]crypto.Signer{{keys[0].Private, keys[1].Private}, {remote(b, kc, keys[0]), remote(b, kc, keys[1])}} {
 		configs[i] = &tlcp.Config{
 			Certificates: []tlcp.Certificate{{
-				SignCertificate: [][]byte{p.ServerSign.Cert.Raw}, SignKey: off.Wrap(pair[0], handshake.FamilyTLCP),
-				EncCertificate: p.ServerEnc.Cert.Raw, EncKey: off.Wrap(pair[1], handshake.FamilyTLCP),
+				SignCertificate: [][]byte{p.ServerSign.Cert.Raw}, SignKey: off.Wrap(pair[0], frontdoor.FamilyTLCP),
+				EncCertificate: p.ServerEnc.Cert.Raw, EncKey: off.Wrap(pair[1], frontdoor.FamilyTLCP),
 			}},
 			SessionCacheDisabled: true, SessionTicketsDisabled: true,
 		}

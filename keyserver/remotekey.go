@@ -10,7 +10,7 @@ import (
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -40,8 +40,8 @@ var (
 // Public implements crypto.Signer.
 func (k *RemoteKey) Public() crypto.PublicKey { return k.pub }
 
-// KeyLocation implements handshake.KeyLocator: handshake.KeyRemote.
-func (k *RemoteKey) KeyLocation() string { return handshake.KeyRemote }
+// KeyLocation implements frontdoor.KeyLocator: frontdoor.KeyRemote.
+func (k *RemoteKey) KeyLocation() string { return frontdoor.KeyRemote }
 
 // ID returns the key's identifier in the protocol.
 func (k *RemoteKey) ID() [32]byte { return k.id }

@@ -13,7 +13,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
@@ -35,14 +35,14 @@ func TestHandshakesWithRemoteKeys(t *testing.T) {
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
 	kc := newClient(t, cliTLS, ks.addr)
 	rs, re := remote(t, kc, keys[0]), remote(t, kc, keys[1])
-	off := handshake.NewOffload(handshake.OffloadConfig{Workers: 2}, nil)
+	off := frontdoor.NewOffload(frontdoor.OffloadConfig{Workers: 2}, nil)
 	defer off.Close()
 
 	roots := smx509.NewCertPool()
 	roots.AddCert(p.CA.Cert)
 	srvTLCP := &tlcp.Config{Certificates: []tlcp.Certificate{{
-		SignCertificate: [][]byte{p.ServerSign.Cert.Raw}, SignKey: off.Wrap(rs, handshake.FamilyTLCP),
-		EncCertificate: p.ServerEnc.Cert.Raw, EncKey: off.Wrap(re, handshake.FamilyTLCP),
+		SignCertificate: [][]byte{p.ServerSign.Cert.Raw}, SignKey: off.Wrap(rs, frontdoor.FamilyTLCP),
+		EncCertificate: p.ServerEnc.Cert.Raw, EncKey: off.Wrap(re, frontdoor.FamilyTLCP),
 	}}}
 	clientCert := tlcp.Certificate{SignCertificate: [][]byte{p.ClientSign.Cert.Raw}, SignKey: p.ClientSign.Key, EncCertificate: p.ClientEnc.Cert.Raw, EncKey: p.ClientEnc.Key}
 	for _, suite := range []uint16{tlcp.ECC_SM4_GCM_SM3, tlcp.ECDHE_SM4_GCM_SM3} {
@@ -55,7 +55,7 @@ func TestHandshakesWithRemoteKeys(t *testing.T) {
 	c, s := net.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- tls13sm.Server(s, &tls13sm.Config{Certificates: []tls13sm.Certificate{{Certificate: [][]byte{p.ServerSign.Cert.Raw}, PrivateKey: off.Wrap(rs, handshake.FamilyTLS13SM)}}}).Handshake()
+		errc <- tls13sm.Server(s, &tls13sm.Config{Certificates: []tls13sm.Certificate{{Certificate: [][]byte{p.ServerSign.Cert.Raw}, PrivateKey: off.Wrap(rs, frontdoor.FamilyTLS13SM)}}}).Handshake()
 	}()
 	if err := tls13sm.Client(c, &tls13sm.Config{RootCAs: roots, ServerName: "localhost"}).Handshake(); err != nil {
 		t.Errorf("tls13sm client: %v", err)

@@ -4,20 +4,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // BenchmarkConnectionEvents measures the observer cost of one connection's
 // events (accept, handshake start/done, bytes, close), against the no-op
 // observer as the baseline of the same run.
 func BenchmarkConnectionEvents(b *testing.B) {
-	ev := handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLCP,
+	ev := frontdoor.HandshakeEvent{State: frontdoor.ConnState{Listener: "edge", Family: frontdoor.FamilyTLCP,
 		Cipher: "ECC-SM2-SM4-GCM-SM3", Resumed: true, HandshakeDuration: 300 * time.Microsecond}}
 	for _, bc := range []struct {
 		name string
-		obs  handshake.Observer
+		obs  frontdoor.Observer
 	}{
-		{"nop", handshake.NopObserver{}},
+		{"nop", frontdoor.NopObserver{}},
 		{"metrics", MustNew(nil)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -27,7 +27,7 @@ func BenchmarkConnectionEvents(b *testing.B) {
 					bc.obs.ConnAccepted("edge")
 					bc.obs.HandshakeStarted("edge")
 					bc.obs.HandshakeDone(ev)
-					bc.obs.Bytes(handshake.FamilyTLCP, "ECC-SM2-SM4-GCM-SM3", 1024, 16384, 1, 1)
+					bc.obs.Bytes(frontdoor.FamilyTLCP, "ECC-SM2-SM4-GCM-SM3", 1024, 16384, 1, 1)
 					bc.obs.ConnClosed("edge")
 				}
 			})

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // Per-connection events resolve the same few label sets again and again;
@@ -80,7 +80,7 @@ func (m *Metrics) bytesFor(family, cipher string) bytesChildren {
 	return m.bytesCache.get(bytesKey{family, cipher}, func() bytesChildren {
 		p, c := protocolLabel(family), cipherLabel(cipher)
 		bc := bytesChildren{rx: m.tlsBytes.WithLabelValues(p, c, "rx"), tx: m.tlsBytes.WithLabelValues(p, c, "tx")}
-		if family != handshake.FamilyTLS {
+		if family != frontdoor.FamilyTLS {
 			bc.rxRecords, bc.txRecords = m.tlsRecords.WithLabelValues(p, c, "rx"), m.tlsRecords.WithLabelValues(p, c, "tx")
 		}
 		return bc

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 )
 
@@ -36,18 +36,18 @@ const (
 	maxNameLen   = 64
 )
 
-var protocols = set(handshake.FamilyTLCP, handshake.FamilyTLS13SM, handshake.FamilyTLS)
+var protocols = set(frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM, frontdoor.FamilyTLS)
 
 var handshakeResults = set("success",
-	handshake.ReasonTimeout, handshake.ReasonBadCertificate, handshake.ReasonNoSharedCipher,
-	handshake.ReasonProtocolError, handshake.ReasonPeerAlert, handshake.ReasonEOF,
-	handshake.ReasonUnknownProto, handshake.ReasonRefused, handshake.ReasonInternal)
+	frontdoor.ReasonTimeout, frontdoor.ReasonBadCertificate, frontdoor.ReasonNoSharedCipher,
+	frontdoor.ReasonProtocolError, frontdoor.ReasonPeerAlert, frontdoor.ReasonEOF,
+	frontdoor.ReasonUnknownProto, frontdoor.ReasonRefused, frontdoor.ReasonInternal)
 
 var keyOps = set("sign", "decrypt", "key_agreement")
 
-var keyLocations = set(handshake.KeyLocal, handshake.KeyRemote)
+var keyLocations = set(frontdoor.KeyLocal, frontdoor.KeyRemote)
 
-var ticketRejectReasons = set(handshake.TicketRejectReasons...)
+var ticketRejectReasons = set(frontdoor.TicketRejectReasons...)
 
 // Session store ops and results (owned by package sessionstore).
 var (
@@ -61,9 +61,9 @@ var upstreamCertRoles = set("client", "client_sign", "client_enc", "ca")
 
 var keyServerCertRoles = set("client", "ca")
 
-var clientCertReasons = set(handshake.ClientCertReasons...)
+var clientCertReasons = set(frontdoor.ClientCertReasons...)
 
-var versions = set(handshake.ProtoTLCP, handshake.ProtoTLS13SM, "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+var versions = set(frontdoor.ProtoTLCP, frontdoor.ProtoTLS13SM, "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 
 // httpMethodOrder lists the method label values; its order indexes the
 // per-route request counters (reqcache.go).

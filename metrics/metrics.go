@@ -3,7 +3,7 @@
 // session caches and tickets, private-key operations (queue wait separated
 // from execution), HTTP requests and upstreams, configuration reloads,
 // certificate expiry and build information. A *Metrics implements the
-// observer interfaces of package handshake and package proxy, and serves the
+// observer interfaces of package frontdoor and package proxy, and serves the
 // admin endpoint (/metrics, /healthz, /readyz, optional /debug/pprof/).
 //
 // Every label takes values from a bounded set (see labels.go): client
@@ -62,7 +62,7 @@
 // location is local (a key in gmproxy's memory) or remote (a key server);
 // for remote keys the queue is the wait for one of the engine's remote
 // slots and the duration is the whole round trip to the key server. The
-// reason of a rejected ticket is one of handshake.TicketRejectReasons
+// reason of a rejected ticket is one of frontdoor.TicketRejectReasons
 // (disabled, undecryptable, malformed, expired, identity_mismatch,
 // suite_mismatch, client_auth_required, client_cert_invalid, client_cert_expired, psk_mode,
 // age_mismatch, bad_binder), "none" when the protocol gave no reason, or
@@ -71,7 +71,7 @@
 // in-process cache), set (a new session written), delete, or ticket_keys
 // (a refresh of the fleet ticket keys); result is hit, miss, ok, error,
 // timeout, or skipped (not asked: the circuit breaker is open). The reason of a client-certificate failure is one of
-// handshake.ClientCertReasons (no_cert, unknown_ca, expired, bad_signature,
+// frontdoor.ClientCertReasons (no_cert, unknown_ca, expired, bad_signature,
 // key_usage, other). Site roles are sign, enc (TLCP), tls13sm, tls and
 // client_ca (the earliest expiry among the site's client CAs); upstream
 // roles are client (TLS and TLS 1.3-SM client certificate), client_sign,
@@ -93,7 +93,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/proxy"
 )
@@ -188,14 +188,14 @@ type Metrics struct {
 
 // Interface checks.
 var (
-	_ handshake.Observer        = (*Metrics)(nil)
-	_ handshake.KeyOpObserver   = (*Metrics)(nil)
-	_ handshake.SessionObserver = (*Metrics)(nil)
+	_ frontdoor.Observer        = (*Metrics)(nil)
+	_ frontdoor.KeyOpObserver   = (*Metrics)(nil)
+	_ frontdoor.SessionObserver = (*Metrics)(nil)
 
-	_ handshake.KeyOpLocationObserver = (*Metrics)(nil)
-	_ handshake.TicketReasonObserver  = (*Metrics)(nil)
+	_ frontdoor.KeyOpLocationObserver = (*Metrics)(nil)
+	_ frontdoor.TicketReasonObserver  = (*Metrics)(nil)
 	_ sessionstore.Observer           = (*Metrics)(nil)
-	_ handshake.ConnDurationObserver  = (*Metrics)(nil)
+	_ frontdoor.ConnDurationObserver  = (*Metrics)(nil)
 	_ proxy.Observer                  = (*Metrics)(nil)
 	_ proxy.UpstreamConnectObserver   = (*Metrics)(nil)
 )
@@ -291,7 +291,7 @@ func (m *Metrics) build() {
 	m.sessionEvictions = counter("session", "cache_evictions_total", "Sessions evicted from the server session cache.", "protocol")
 	m.ticketsIssued = counter("session", "tickets_issued_total", "Session tickets issued.", "protocol")
 	m.ticketsAccepted = counter("session", "tickets_accepted_total", "Session tickets accepted for resumption.", "protocol")
-	m.ticketsRejected = counter("session", "tickets_rejected_total", "Session tickets offered by clients and not used, by reason (see handshake.TicketRejectReasons: undecryptable for an unknown or retired ticket key, expired, …).", "protocol", "reason")
+	m.ticketsRejected = counter("session", "tickets_rejected_total", "Session tickets offered by clients and not used, by reason (see frontdoor.TicketRejectReasons: undecryptable for an unknown or retired ticket key, expired, …).", "protocol", "reason")
 
 	m.storeOps = counter("session", "store_operations_total", "Calls to the shared session store, by op (get, set, delete, ticket_keys) and result (hit, miss, ok, error, timeout, skipped while the circuit breaker is open).", "op", "result")
 	m.storeDuration = histogram("session", "store_duration_seconds", "Round trips to the shared session store (calls that were not skipped).", KeyOpBuckets, "op")
@@ -340,42 +340,42 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	}
 }
 
-// ---- handshake.Observer ----
+// ---- frontdoor.Observer ----
 
-// ConnAccepted implements handshake.Observer.
+// ConnAccepted implements frontdoor.Observer.
 func (m *Metrics) ConnAccepted(listener string) {
 	l := m.listener(listener)
 	l.accepted.Inc()
 	l.active.Inc()
 }
 
-// ConnRefused implements handshake.Observer.
+// ConnRefused implements frontdoor.Observer.
 func (m *Metrics) ConnRefused(listener, why string) {
 	m.connRefused.WithLabelValues(m.listeners.label(listener), m.refusals.label(why)).Inc()
 }
 
-// ConnClosed implements handshake.Observer.
+// ConnClosed implements frontdoor.Observer.
 func (m *Metrics) ConnClosed(listener string) {
 	l := m.listener(listener)
 	l.closed.Inc()
 	l.active.Dec()
 }
 
-// HandshakeStarted implements handshake.Observer.
+// HandshakeStarted implements frontdoor.Observer.
 func (m *Metrics) HandshakeStarted(listener string) {
 	m.listener(listener).inProgress.Inc()
 }
 
-// HandshakeDone implements handshake.Observer. Successful handshakes are
+// HandshakeDone implements frontdoor.Observer. Successful handshakes are
 // observed in the duration histogram; every handshake is counted with its
 // result.
-func (m *Metrics) HandshakeDone(ev handshake.HandshakeEvent) {
+func (m *Metrics) HandshakeDone(ev frontdoor.HandshakeEvent) {
 	st := ev.State
 	result := "success"
 	if ev.Err != nil || ev.Reason != "" {
 		result = ev.Reason
 		if result == "" || result == "success" {
-			result = handshake.ReasonInternal
+			result = frontdoor.ReasonInternal
 		}
 	}
 	key := handshakeKey{listener: st.Listener, family: st.Family, version: st.Protocol, cipher: st.Cipher, site: st.Site,
@@ -411,12 +411,12 @@ func (m *Metrics) HandshakeDone(ev handshake.HandshakeEvent) {
 	}
 }
 
-// ConnDone implements handshake.ConnDurationObserver.
+// ConnDone implements frontdoor.ConnDurationObserver.
 func (m *Metrics) ConnDone(listener, family string, d time.Duration) {
 	m.connDuration.WithLabelValues(m.listeners.label(listener), protocolLabel(family)).Observe(d.Seconds())
 }
 
-// Bytes implements handshake.Observer.
+// Bytes implements frontdoor.Observer.
 func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint64) {
 	if rx|tx|rxRecords|txRecords == 0 {
 		return
@@ -430,14 +430,14 @@ func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint
 	}
 }
 
-// ---- handshake.KeyOpObserver ----
+// ---- frontdoor.KeyOpObserver ----
 
-// KeyOp implements handshake.KeyOpObserver (a local key).
+// KeyOp implements frontdoor.KeyOpObserver (a local key).
 func (m *Metrics) KeyOp(op, family string, queueWait, exec time.Duration, err error) {
-	m.KeyOpAt(op, family, handshake.KeyLocal, queueWait, exec, err)
+	m.KeyOpAt(op, family, frontdoor.KeyLocal, queueWait, exec, err)
 }
 
-// KeyOpAt implements handshake.KeyOpLocationObserver.
+// KeyOpAt implements frontdoor.KeyOpLocationObserver.
 func (m *Metrics) KeyOpAt(op, family, location string, queueWait, exec time.Duration, err error) {
 	o, p, l := fixed(keyOps, op), protocolLabel(family), fixed(keyLocations, location)
 	result := "ok"
@@ -450,7 +450,7 @@ func (m *Metrics) KeyOpAt(op, family, location string, queueWait, exec time.Dura
 }
 
 // ObserveKeyQueue makes gmproxy_key_operation_queue_length read queueLen
-// at each scrape (for example handshake.Offload.QueueLen); nil resets it to 0.
+// at each scrape (for example frontdoor.Offload.QueueLen); nil resets it to 0.
 func (m *Metrics) ObserveKeyQueue(queueLen func() int) {
 	if queueLen == nil {
 		m.keyQueueFn.Store(nil)
@@ -459,9 +459,9 @@ func (m *Metrics) ObserveKeyQueue(queueLen func() int) {
 	m.keyQueueFn.Store(&queueLen)
 }
 
-// ---- handshake.SessionObserver ----
+// ---- frontdoor.SessionObserver ----
 
-// SessionLookup implements handshake.SessionObserver.
+// SessionLookup implements frontdoor.SessionObserver.
 func (m *Metrics) SessionLookup(family string, hit bool) {
 	if hit {
 		m.sessionHits.WithLabelValues(protocolLabel(family)).Inc()
@@ -470,7 +470,7 @@ func (m *Metrics) SessionLookup(family string, hit bool) {
 	}
 }
 
-// SessionCacheSize implements handshake.SessionObserver. evictions is the
+// SessionCacheSize implements frontdoor.SessionObserver. evictions is the
 // cache's cumulative eviction count; the counter moves by its increase (a
 // smaller value means a new cache, whose count is added whole).
 func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
@@ -489,23 +489,23 @@ func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
 	}
 }
 
-// TicketIssued implements handshake.SessionObserver.
+// TicketIssued implements frontdoor.SessionObserver.
 func (m *Metrics) TicketIssued(family string) {
 	m.ticketsIssued.WithLabelValues(protocolLabel(family)).Inc()
 }
 
-// TicketAccepted implements handshake.SessionObserver.
+// TicketAccepted implements frontdoor.SessionObserver.
 func (m *Metrics) TicketAccepted(family string) {
 	m.ticketsAccepted.WithLabelValues(protocolLabel(family)).Inc()
 }
 
-// TicketRejected implements handshake.SessionObserver (no reason known:
+// TicketRejected implements frontdoor.SessionObserver (no reason known:
 // reason="none").
 func (m *Metrics) TicketRejected(family string) {
 	m.TicketRejectedReason(family, "")
 }
 
-// TicketRejectedReason implements handshake.TicketReasonObserver.
+// TicketRejectedReason implements frontdoor.TicketReasonObserver.
 func (m *Metrics) TicketRejectedReason(family, reason string) {
 	m.ticketsRejected.WithLabelValues(protocolLabel(family), fixed(ticketRejectReasons, reason)).Inc()
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -70,37 +70,37 @@ func gather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
 
 func TestHandshakeEvents(t *testing.T) {
 	m, reg := newTest(t)
-	full := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP,
+	full := frontdoor.ConnState{Listener: "edge", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP,
 		Cipher: "ECC-SM2-SM4-GCM-SM3", SNI: "secret.example", Site: "portal", HandshakeDuration: 3 * time.Millisecond}
 	resumed := full
 	resumed.Resumed = true
 	resumed.HandshakeDuration = 200 * time.Microsecond
-	tls13 := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS13SM, Protocol: handshake.ProtoTLS13SM,
+	tls13 := frontdoor.ConnState{Listener: "edge", Family: frontdoor.FamilyTLS13SM, Protocol: frontdoor.ProtoTLS13SM,
 		Cipher: "TLS_SM4_GCM_SM3", ClientAuth: true, HandshakeDuration: 2 * time.Millisecond}
 	// TLS 1.2 and 1.3 differ only by the version label.
-	tls12 := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS, Protocol: "TLSv1.2",
+	tls12 := frontdoor.ConnState{Listener: "edge", Family: frontdoor.FamilyTLS, Protocol: "TLSv1.2",
 		Cipher: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}
-	tls13std := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS, Protocol: "TLSv1.3",
+	tls13std := frontdoor.ConnState{Listener: "edge", Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3",
 		Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}
-	badCert := handshake.ConnState{Listener: "edge", Family: handshake.FamilyTLS13SM, Site: "portal"}
+	badCert := frontdoor.ConnState{Listener: "edge", Family: frontdoor.FamilyTLS13SM, Site: "portal"}
 
 	for i := 0; i < 3; i++ {
 		m.ConnAccepted("edge")
 		m.HandshakeStarted("edge")
 	}
-	m.HandshakeDone(handshake.HandshakeEvent{State: full})
-	m.HandshakeDone(handshake.HandshakeEvent{State: resumed})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: full})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: resumed})
 	m.HandshakeStarted("edge")
-	m.HandshakeDone(handshake.HandshakeEvent{State: tls13})
-	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge"},
-		Err: errors.New("boom"), Reason: handshake.ReasonTimeout})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: tls13})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: frontdoor.ConnState{Listener: "edge"},
+		Err: errors.New("boom"), Reason: frontdoor.ReasonTimeout})
 	m.HandshakeStarted("edge")
-	m.HandshakeDone(handshake.HandshakeEvent{State: tls12})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: tls12})
 	m.HandshakeStarted("edge")
-	m.HandshakeDone(handshake.HandshakeEvent{State: tls13std})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: tls13std})
 	m.HandshakeStarted("edge")
-	m.HandshakeDone(handshake.HandshakeEvent{State: badCert, Err: errors.New("unknown ca"),
-		Reason: handshake.ReasonBadCertificate, ClientCert: handshake.ClientCertUnknownCA})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: badCert, Err: errors.New("unknown ca"),
+		Reason: frontdoor.ReasonBadCertificate, ClientCert: frontdoor.ClientCertUnknownCA})
 	m.ConnClosed("edge")
 	m.ConnRefused("edge", "max_connections")
 
@@ -176,7 +176,7 @@ func TestBytesAndKeyOps(t *testing.T) {
 	m.Bytes("tls", "TLS_AES_128_GCM_SHA256", 0, 10, 0, 1)
 	m.KeyOp("sign", "tls13sm", 5*time.Microsecond, 30*time.Microsecond, nil)
 	m.KeyOp("decrypt", "tlcp", time.Millisecond, 65*time.Microsecond, errors.New("bad"))
-	m.KeyOpAt("key_agreement", "tlcp", handshake.KeyRemote, 0, 3*time.Millisecond, errors.New("key server down"))
+	m.KeyOpAt("key_agreement", "tlcp", frontdoor.KeyRemote, 0, 3*time.Millisecond, errors.New("key server down"))
 	m.KeyOpAt("sign", "tlcp", "moon", 0, time.Millisecond, nil)
 
 	tests := []struct {
@@ -345,12 +345,12 @@ func TestBoundedLabels(t *testing.T) {
 	for i := 0; i < n; i++ {
 		v := fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%100))
 		addr := fmt.Sprintf("10.0.%d.%d:%d", i/256%256, i%256, 1024+i)
-		st := handshake.ConnState{Listener: v, Family: v, Cipher: v, SNI: v, Site: v, HandshakeDuration: time.Millisecond}
+		st := frontdoor.ConnState{Listener: v, Family: v, Cipher: v, SNI: v, Site: v, HandshakeDuration: time.Millisecond}
 		m.ConnAccepted(v)
 		m.ConnRefused(v, v)
 		m.HandshakeStarted(v)
-		m.HandshakeDone(handshake.HandshakeEvent{State: st})
-		m.HandshakeDone(handshake.HandshakeEvent{State: st, Err: errors.New(v), Reason: v})
+		m.HandshakeDone(frontdoor.HandshakeEvent{State: st})
+		m.HandshakeDone(frontdoor.HandshakeEvent{State: st, Err: errors.New(v), Reason: v})
 		m.Bytes(v, v, 1, 1, 1, 1)
 		m.KeyOp(v, v, 0, 0, nil)
 		m.KeyOpAt(v, v, v, 0, 0, nil)
@@ -438,7 +438,7 @@ func TestRegistrationOnSharedRegistry(t *testing.T) {
 func TestAdminMux(t *testing.T) {
 	m, _ := newTest(t)
 	m.HandshakeStarted("edge")
-	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "edge", Family: "tls", Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: frontdoor.ConnState{Listener: "edge", Family: "tls", Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256", HandshakeDuration: time.Millisecond}})
 	for _, pprof := range []bool{false, true} {
 		reloadErr := errors.New("bad config at line 3")
 		reloads := 0

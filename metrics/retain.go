@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // ConfigNames are the configuration-derived label values of one
@@ -51,7 +51,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	m.listenerCache.reset()
 	m.handshakeCache.reset()
 
-	for _, p := range []string{handshake.FamilyTLCP, handshake.FamilyTLS13SM} {
+	for _, p := range []string{frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM} {
 		m.sessionHits.WithLabelValues(p)
 		m.sessionMisses.WithLabelValues(p)
 		m.ticketsIssued.WithLabelValues(p)
@@ -61,13 +61,13 @@ func (m *Metrics) Retain(n ConfigNames) {
 		}
 	}
 	for p := range protocols {
-		for _, r := range handshake.ClientCertReasons {
+		for _, r := range frontdoor.ClientCertReasons {
 			m.clientCertFailures.WithLabelValues(p, r)
 		}
 	}
 	for _, l := range n.Listeners {
 		l = m.listeners.label(l)
-		for _, r := range handshake.RefuseReasons {
+		for _, r := range frontdoor.RefuseReasons {
 			m.connRefused.WithLabelValues(l, m.refusals.label(r))
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -54,7 +54,7 @@ func TestRetainDeletesRemovedNamesAndKeepsOthers(t *testing.T) {
 	m.UpstreamHealth("gone", "127.0.0.1:3", true)
 	m.ConnAccepted("127.0.0.1:9443")
 	m.HandshakeStarted("127.0.0.1:9443")
-	m.HandshakeDone(handshake.HandshakeEvent{State: handshake.ConnState{Listener: "127.0.0.1:9443", Family: "tlcp", Site: "old"}})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: frontdoor.ConnState{Listener: "127.0.0.1:9443", Family: "tlcp", Site: "old"}})
 
 	m.Retain(ConfigNames{
 		Listeners: []string{"127.0.0.1:8443"},

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // LogEntry is one access-log record.
@@ -356,7 +356,7 @@ func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, in, out
 		HandshakeTime: -1,
 	}
 	ci := &connInfo{}
-	if sc, ok := c.(handshake.StateConn); ok {
+	if sc, ok := c.(frontdoor.StateConn); ok {
 		ci = &connInfo{state: sc.ConnState(), hasState: true}
 	}
 	l.fillTLS(&e, ci)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 func sampleEntry() *LogEntry {
@@ -123,7 +123,7 @@ func TestAccessLogThroughProxy(t *testing.T) {
 	b := nameBackend(t, "b")
 	path := filepath.Join(t.TempDir(), "access.log")
 	cert := testClientCert(t)
-	st := handshake.ConnState{Site: "s", Protocol: handshake.ProtoTLS13SM, Cipher: "TLS_SM4_GCM_SM3", SNI: "example.test",
+	st := frontdoor.ConnState{Site: "s", Protocol: frontdoor.ProtoTLS13SM, Cipher: "TLS_SM4_GCM_SM3", SNI: "example.test",
 		HandshakeDuration: 7 * time.Millisecond, PeerCertificates: []*smx509.Certificate{cert}, ClientAuth: true}
 	cfg := Config{
 		Upstreams: []UpstreamConfig{upstream("u", addrOf(b))},

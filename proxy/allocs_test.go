@@ -10,7 +10,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // nopResponseWriter keeps one header map across iterations.
@@ -30,8 +30,8 @@ func (w *nopResponseWriter) Write(b []byte) (int, error) { return len(b), nil }
 // requests, the transport). Counting allocations does not depend on timing.
 func TestOwnPathAllocs(t *testing.T) {
 	cert := testClientCert(t)
-	st := handshake.ConnState{
-		Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
+	st := frontdoor.ConnState{
+		Site: "s", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
 		Resumed: true, SNI: "example.test", ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert},
 		HandshakeDuration: 3 * time.Millisecond,
 	}

@@ -71,7 +71,7 @@ type LimitsConfig struct {
 // SiteConfig is one virtual host.
 type SiteConfig struct {
 	// Name identifies the site in logs and metrics and is matched against
-	// handshake.ConnState.Site. Default: the first server name.
+	// frontdoor.ConnState.Site. Default: the first server name.
 	Name string
 	// ServerNames are the host names of the site: exact names or
 	// "*.example.cn" wildcards (one label).

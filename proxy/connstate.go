@@ -12,7 +12,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // connInfo is what the proxy keeps per client connection in the request
@@ -22,7 +22,7 @@ import (
 // the client trace that tells the retry logic whether an HTTP/1 request's
 // headers reached the backend.
 type connInfo struct {
-	state     handshake.ConnState
+	state     frontdoor.ConnState
 	hasState  bool
 	requested atomic.Bool
 
@@ -131,21 +131,21 @@ func newConnContext(ctx context.Context, ci *connInfo) context.Context {
 // connection. The daemon calls it from http.Server.ConnContext (see
 // ConnContext); the proxy reads it for forwarded/TLS headers and the access
 // log.
-func WithConnState(ctx context.Context, st handshake.ConnState) context.Context {
+func WithConnState(ctx context.Context, st frontdoor.ConnState) context.Context {
 	return newConnContext(ctx, &connInfo{state: st, hasState: true})
 }
 
 // ConnStateFrom returns the handshake state stored by WithConnState.
-func ConnStateFrom(ctx context.Context) (handshake.ConnState, bool) {
+func ConnStateFrom(ctx context.Context) (frontdoor.ConnState, bool) {
 	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
 	if ci == nil || !ci.hasState {
-		return handshake.ConnState{}, false
+		return frontdoor.ConnState{}, false
 	}
 	return ci.state, true
 }
 
 // ConnContext is an http.Server.ConnContext function: connections that
-// implement handshake.StateConn get their state attached; others get an
+// implement frontdoor.StateConn get their state attached; others get an
 // empty per-connection record so that first-request logic still works.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	g, _ := c.(*ambiguityGuard)
@@ -153,7 +153,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		c = g.Conn
 	}
 	ci := &connInfo{h1: g}
-	if sc, ok := c.(handshake.StateConn); ok {
+	if sc, ok := c.(frontdoor.StateConn); ok {
 		ci.state, ci.hasState = sc.ConnState(), true
 	}
 	return newConnContext(ctx, ci)

@@ -10,7 +10,7 @@ import (
 )
 
 // The daemon's wiring: one Proxy per configuration generation; every
-// handshaken connection (a handshake.StateConn) goes to ServeConn, which
+// handshaken connection (a frontdoor.StateConn) goes to ServeConn, which
 // picks TCP stream mode, HTTP/2 (ALPN h2) or HTTP/1.1. On reload the old
 // generation is shut down gracefully while new connections go to the new
 // one; SIGUSR1 reopens the access log.
@@ -42,7 +42,7 @@ func Example() {
 	}
 	go func() {
 		for {
-			c, err := ln.Accept() // the daemon: handshake first, then a handshake.StateConn
+			c, err := ln.Accept() // the daemon: handshake first, then a frontdoor.StateConn
 			if err != nil {
 				return
 			}

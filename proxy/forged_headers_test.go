@@ -12,7 +12,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // forgeableHeaders are the request headers gmproxy sets (the exported
@@ -32,9 +32,9 @@ const forgedValue = "6.6.6.6"
 func TestForgedHeadersNeverReachBackend(t *testing.T) {
 	e := echoBackend(t)
 	cert := testClientCert(t)
-	tlcpCert := &handshake.ConnState{Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
+	tlcpCert := &frontdoor.ConnState{Site: "s", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
 		SNI: "example.test", ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert}}
-	tlsNoCert := &handshake.ConnState{Site: "s", Family: handshake.FamilyTLS, Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256", SNI: "example.test"}
+	tlsNoCert := &frontdoor.ConnState{Site: "s", Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256", SNI: "example.test"}
 	trustedProxy := func(ln net.Listener) net.Listener {
 		pl, err := NewProxyProtocolListener(ln, []string{"127.0.0.1"}, time.Second, false)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // TestHTTP2RapidReset: a client sending HEADERS+RST_STREAM pairs as fast
@@ -25,7 +25,7 @@ func TestHTTP2RapidReset(t *testing.T) {
 	backend := countingBackend(t, "b", seen)
 	cfg := proxyTo(addrOf(backend))
 	cfg.Limits.HTTP2MaxResetRate = 10 // bucket of 2×250 (max_concurrent_streams)
-	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}})
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // echoBackend answers with the request it saw, as JSON.
@@ -122,7 +122,7 @@ func TestSiteSelection(t *testing.T) {
 		}
 	}
 	// The handshake's site wins over Host.
-	st := handshake.ConnState{Site: "two", Protocol: handshake.ProtoTLCP}
+	st := frontdoor.ConnState{Site: "two", Protocol: frontdoor.ProtoTLCP}
 	f2 := newFront(t, cfg, frontOpts{state: &st})
 	if _, body, _ := get(t, testClient(t), f2.url+"/", "Host", "one.test"); body != "two" {
 		t.Errorf("ConnState.Site two: got %q", body)
@@ -189,8 +189,8 @@ func testClientCert(t *testing.T) *smx509.Certificate {
 func TestForwardedAndTLSHeaders(t *testing.T) {
 	e := echoBackend(t)
 	cert := testClientCert(t)
-	st := handshake.ConnState{
-		Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
+	st := frontdoor.ConnState{
+		Site: "s", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
 		Resumed: true, SNI: "example.test", ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert},
 		HandshakeDuration: 3 * time.Millisecond,
 	}
@@ -318,7 +318,7 @@ func TestForgedHeaderSpellings(t *testing.T) {
 		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, TLSInfoHeaders: true, ClientCertHeaders: true,
 			Routes: []RouteConfig{{Upstream: "e"}}}},
 	}
-	st := handshake.ConnState{Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3"}
+	st := frontdoor.ConnState{Site: "s", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3"}
 	f := newFront(t, cfg, frontOpts{state: &st})
 	var hdr []string
 	for _, k := range append(SetRequestHeaders, HeaderForwarded) {
@@ -346,7 +346,7 @@ func TestForgedHeaderSpellings(t *testing.T) {
 func TestUnverifiedCertificateIsNoIdentity(t *testing.T) {
 	e := echoBackend(t)
 	cert := testClientCert(t)
-	st := handshake.ConnState{Site: "s", Family: handshake.FamilyTLCP, Protocol: handshake.ProtoTLCP, Cipher: "ECDHE-SM2-SM4-GCM-SM3",
+	st := frontdoor.ConnState{Site: "s", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP, Cipher: "ECDHE-SM2-SM4-GCM-SM3",
 		ClientAuth: false, PeerCertificates: []*smx509.Certificate{cert, cert}}
 	cfg := Config{
 		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
@@ -395,7 +395,7 @@ func TestMisdirectedToClientAuthSite(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%s/auth=%v", tc.connSite, tc.host, tc.secureAuth), func(t *testing.T) {
 			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: sites(tc.secureAuth)}
-			f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: tc.connSite, Family: handshake.FamilyTLS, Protocol: "TLSv1.3"}})
+			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: tc.connSite, Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3"}})
 			code, body, _ := get(t, testClient(t), f.url+"/", "Host", tc.host)
 			if code != tc.want {
 				t.Errorf("status %d (%q), want %d", code, body, tc.want)

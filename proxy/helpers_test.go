@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
@@ -40,7 +40,7 @@ type front struct {
 }
 
 type frontOpts struct {
-	state  *handshake.ConnState // attach to each conn
+	state  *frontdoor.ConnState // attach to each conn
 	wrap   func(net.Listener) net.Listener
 	obs    Observer
 	logger *slog.Logger
@@ -71,7 +71,7 @@ func newFront(t testing.TB, cfg Config, o frontOpts) *front {
 	f := &front{p: p, ln: ln, addr: addr, url: "http://" + addr}
 	go acceptLoop(ln, func(c net.Conn) {
 		if o.state != nil {
-			c = handshake.NewConn(c, *o.state) // what the daemon hands over
+			c = frontdoor.NewConn(c, *o.state) // what the daemon hands over
 		}
 		go p.ServeConn(c)
 	})
@@ -109,7 +109,7 @@ func serveProxy(tb testing.TB, p *Proxy, ln net.Listener) {
 // the front serves HTTP/2 (as after ALPN "h2") and the client speaks h2c.
 func frontFor(t testing.TB, cfg Config, h2 bool) (*front, *http.Client) {
 	if h2 {
-		return newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}}), h2cClient(t)
+		return newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}}), h2cClient(t)
 	}
 	return newFront(t, cfg, frontOpts{}), testClient(t)
 }

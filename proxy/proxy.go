@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // Proxy is one generation of the reverse proxy: sites, upstream pools with
@@ -262,8 +262,8 @@ func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
 // connection is done (HTTP/1.1 connections are handed to the shared server
 // and ServeConn returns at once).
 func (p *Proxy) ServeConn(c net.Conn) error {
-	var st handshake.ConnState
-	if sc, ok := c.(handshake.StateConn); ok {
+	var st frontdoor.ConnState
+	if sc, ok := c.(frontdoor.StateConn); ok {
 		st = sc.ConnState()
 	}
 	if s := p.siteByName[st.Site]; s != nil && s.stream != nil {

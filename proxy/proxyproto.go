@@ -365,7 +365,7 @@ func (c *ProxyConn) RemoteAddr() net.Addr {
 }
 
 // ReadPeerHeader reads the header if that was not done yet and returns the
-// error reading it failed with (handshake.Server reads it this way before
+// error reading it failed with (frontdoor.Server reads it this way before
 // applying per-client limits to the address it names).
 func (c *ProxyConn) ReadPeerHeader() error {
 	c.once.Do(c.readHeader)

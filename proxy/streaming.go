@@ -185,7 +185,7 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 // shuttling bytes between the h2 stream and the backend connection.
 // x/net/http2 only lets such requests through when the process runs with
 // GODEBUG=http2xconnect=1 (read when that package initialises); the daemon
-// starts with it (package proxy/h2xconnect; gmproxy re-executes itself).
+// starts with it (package proxy/extendedconnect; gmproxy re-executes itself).
 func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) {
 	h := r.Header
 	proto := rt.allowedUpgrade(h.Get(":protocol"))
@@ -347,7 +347,7 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 }
 
 // closeWrite half-closes c, looking through wrappers (prefixConn, and
-// connections with NetConn such as handshake.Conn) for a CloseWrite.
+// connections with NetConn such as frontdoor.Conn) for a CloseWrite.
 func closeWrite(c io.Closer) bool {
 	for range 4 {
 		if pc, ok := c.(*prefixConn); ok {

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/websocket"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // patternReader yields n bytes of a repeating pattern without allocating.
@@ -269,7 +269,7 @@ func TestWebSocketEcho(t *testing.T) {
 	backend := wsEchoBackend(t)
 	obs := newEventObserver()
 	cfg := proxyTo(addrOf(backend))
-	f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Protocol: handshake.ProtoTLCP, Site: "s"}})
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &frontdoor.ConnState{Protocol: frontdoor.ProtoTLCP, Site: "s"}})
 	ws := dialWS(t, f)
 	for i := range 5 {
 		wsEcho(t, ws, fmt.Sprintf("message %d %s", i, strings.Repeat("x", i*1000)))
@@ -312,7 +312,7 @@ func TestH2BidiStreaming(t *testing.T) {
 		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: ln.Addr().String()}}, Protocol: "h2c"}},
 		Sites:     oneSite(RouteConfig{Upstream: "u"}),
 	}
-	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}})
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", f.url+"/svc.Echo/Chat", pr)
 	req.Header.Set("Content-Type", "application/grpc")
@@ -355,7 +355,7 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	}
 	backend := wsEchoBackend(t)
 	cfg := proxyTo(addrOf(backend))
-	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{ALPN: "h2"}})
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
 	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)

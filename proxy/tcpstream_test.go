@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
@@ -61,7 +61,7 @@ func TestTCPStreamEcho(t *testing.T) {
 				Upstreams: []UpstreamConfig{upstream("legacy", deadAddr(t), target)},
 				Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ProxyProtocol: pp}}},
 			}
-			f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Site: "tcp", Protocol: handshake.ProtoTLCP, Cipher: "ECC-SM2-SM4-CBC-SM3"}})
+			f := newFront(t, cfg, frontOpts{obs: obs, state: &frontdoor.ConnState{Site: "tcp", Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-CBC-SM3"}})
 			c, err := net.Dial("tcp", f.addr)
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +107,7 @@ func TestTCPStreamIdleTimeout(t *testing.T) {
 		Upstreams: []UpstreamConfig{upstream("legacy", target)},
 		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", IdleTimeout: 300 * time.Millisecond}}},
 	}
-	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: "tcp"}})
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestTCPStreamAllTargetsDown(t *testing.T) {
 		Upstreams: []UpstreamConfig{upstream("legacy", deadAddr(t))},
 		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
 	}
-	f := newFront(t, cfg, frontOpts{state: &handshake.ConnState{Site: "tcp"}})
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestStreamBytesReportedWhileOpen(t *testing.T) {
 		Upstreams: []UpstreamConfig{upstream("legacy", target)},
 		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
 	}
-	f := newFront(t, cfg, frontOpts{obs: obs, state: &handshake.ConnState{Site: "tcp"}})
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &frontdoor.ConnState{Site: "tcp"}})
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -92,20 +92,20 @@ var mutants = []mutant{
 		"if age < -maxTicketAgeSkew || age > life || age > hs.config.ticketLifetime() {", "if age < -maxTicketAgeSkew || false && age > life || false && age > hs.config.ticketLifetime() {",
 		"TestOnTicket|TestTicket"},
 
-	// ---- handshake ----
-	{"handshake: handshake_timeout not applied", "handshake/server.go",
+	// ---- frontdoor ----
+	{"frontdoor: handshake_timeout not applied", "frontdoor/server.go",
 		"raw.SetDeadline(deadline)", "raw.SetDeadline(deadline.Add(time.Hour))",
 		"TestServerHandshakeDeadline"},
-	{"handshake: a refused connection at max_handshakes never frees its slot", "handshake/server.go",
+	{"frontdoor: a refused connection at max_handshakes never frees its slot", "frontdoor/server.go",
 		"s.handshaking.Add(-1)\n\t\ts.clients.release(cl, true, true)\n\t\ts.refuse(raw, name, RefuseMaxHandshakes)", "s.clients.release(cl, true, true)\n\t\ts.refuse(raw, name, RefuseMaxHandshakes)",
 		"TestServerGaugesReturnToZero"},
-	{"handshake: max_handshakes_per_client not enforced", "handshake/limits.go",
+	{"frontdoor: max_handshakes_per_client not enforced", "frontdoor/limits.go",
 		"case cfg.MaxHandshakesPerClient > 0 && c.handshakes >= cfg.MaxHandshakesPerClient:", "case false:",
 		"TestServerPerClientHandshakes"},
-	{"handshake: pending hellos not charged to max_handshake_bytes", "handshake/sniff.go",
+	{"frontdoor: pending hellos not charged to max_handshake_bytes", "frontdoor/sniff.go",
 		"if !s.budget.take(c - cap(s.buf)) {", "if false && !s.budget.take(c - cap(s.buf)) {",
 		"TestServerHandshakeBytesBound"},
-	{"handshake: max_connections not enforced", "handshake/server.go",
+	{"frontdoor: max_connections not enforced", "frontdoor/server.go",
 		"if cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {", "if false && cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {",
 		"TestServerMax"},
 

@@ -22,7 +22,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/net/http2"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -256,7 +256,7 @@ func (o *getOptions) address(u *url.URL) (string, error) {
 
 // clientConn wraps raw in the chosen protocol's client and returns a
 // function that describes the connection once the handshake is done.
-func (o *getOptions) clientConn(raw net.Conn, sni string, pass []byte) (stateConn, func() handshake.ConnState, error) {
+func (o *getOptions) clientConn(raw net.Conn, sni string, pass []byte) (stateConn, func() frontdoor.ConnState, error) {
 	alpn := []string{"http/1.1"}
 	if o.h2 {
 		alpn = []string{"h2"}
@@ -270,7 +270,7 @@ func (o *getOptions) clientConn(raw net.Conn, sni string, pass []byte) (stateCon
 	return o.tlsConn(raw, sni, alpn)
 }
 
-func (o *getOptions) tlcpConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() handshake.ConnState, error) {
+func (o *getOptions) tlcpConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() frontdoor.ConnState, error) {
 	cfg := &tlcp.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 	var err error
 	if cfg.RootCAs, err = smPool(o.caFile); err != nil {
@@ -291,13 +291,13 @@ func (o *getOptions) tlcpConn(raw net.Conn, sni string, alpn []string, pass []by
 		cfg.Certificates = []tlcp.Certificate{cert}
 	}
 	tc := tlcp.Client(raw, cfg)
-	return tc, func() handshake.ConnState {
+	return tc, func() frontdoor.ConnState {
 		cs := tc.ConnectionState()
-		return handshake.ConnState{Protocol: handshake.ProtoTLCP, Cipher: tlcp.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
+		return frontdoor.ConnState{Protocol: frontdoor.ProtoTLCP, Cipher: tlcp.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
 	}, nil
 }
 
-func (o *getOptions) tls13smConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() handshake.ConnState, error) {
+func (o *getOptions) tls13smConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() frontdoor.ConnState, error) {
 	cfg := &tls13sm.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 	var err error
 	if cfg.RootCAs, err = smPool(o.caFile); err != nil {
@@ -318,13 +318,13 @@ func (o *getOptions) tls13smConn(raw net.Conn, sni string, alpn []string, pass [
 		cfg.Certificates = []tls13sm.Certificate{cert}
 	}
 	tc := tls13sm.Client(raw, cfg)
-	return tc, func() handshake.ConnState {
+	return tc, func() frontdoor.ConnState {
 		cs := tc.ConnectionState()
-		return handshake.ConnState{Protocol: handshake.ProtoTLS13SM, Cipher: tls13sm.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
+		return frontdoor.ConnState{Protocol: frontdoor.ProtoTLS13SM, Cipher: tls13sm.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol, PeerCertificates: cs.PeerCertificates}
 	}, nil
 }
 
-func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn, func() handshake.ConnState, error) {
+func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn, func() frontdoor.ConnState, error) {
 	cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 	if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
 		return nil, nil, err
@@ -344,9 +344,9 @@ func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	tc := tls.Client(raw, cfg)
-	return tc, func() handshake.ConnState {
+	return tc, func() frontdoor.ConnState {
 		cs := tc.ConnectionState()
-		st := handshake.ConnState{Protocol: strings.Replace(tls.VersionName(cs.Version), "TLS ", "TLSv", 1), Cipher: tls.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol}
+		st := frontdoor.ConnState{Protocol: strings.Replace(tls.VersionName(cs.Version), "TLS ", "TLSv", 1), Cipher: tls.CipherSuiteName(cs.CipherSuite), Resumed: cs.DidResume, ALPN: cs.NegotiatedProtocol}
 		for _, pc := range cs.PeerCertificates {
 			if sc, err := smx509.ParseCertificate(pc.Raw); err == nil {
 				st.PeerCertificates = append(st.PeerCertificates, sc)
@@ -420,7 +420,7 @@ func (o *getOptions) request(ctx context.Context, u *url.URL) (*http.Request, er
 }
 
 // exchange sends req over c (HTTP/1.1, or h2 when asked and agreed).
-func (o *getOptions) exchange(c stateConn, state func() handshake.ConnState, req *http.Request) (*http.Response, error) {
+func (o *getOptions) exchange(c stateConn, state func() frontdoor.ConnState, req *http.Request) (*http.Response, error) {
 	if o.h2 {
 		if st := state(); st.ALPN != "h2" {
 			return nil, fmt.Errorf("the server did not agree to h2 (ALPN %q)", st.ALPN)

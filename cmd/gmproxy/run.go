@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/daemon"
 )
 
@@ -99,7 +99,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		r.tel = newTelemetry(r.log, r.env)
 	}
 	if r.env.Observer == nil {
-		r.env.Observer = handshake.NopObserver{}
+		r.env.Observer = frontdoor.NopObserver{}
 	}
 	defer r.env.Close()
 

@@ -6,7 +6,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/gmproxy/gmproxy/proxy/h2xconnect"
+	"github.com/gmproxy/gmproxy/proxy/extendedconnect"
 )
 
 // sm4BlockEnv is gmsm's switch (read once, when its sm4 package is
@@ -24,7 +24,7 @@ const sm4BlockEnv = "FORCE_SM4BLOCK_AESNI"
 //   - FORCE_SM4BLOCK_AESNI=1 (amd64 and arm64), when the variable is not
 //     set at all: constant-time single-block SM4 in gmsm. An explicit
 //     value, "0" included, is the operator's choice and is kept.
-//   - http2xconnect=1 in GODEBUG (h2xconnect.Environ), unless GODEBUG
+//   - http2xconnect=1 in GODEBUG (extendedconnect.Environ), unless GODEBUG
 //     already chooses http2xconnect: RFC 8441 WebSockets over h2 in
 //     x/net/http2 servers.
 //
@@ -37,7 +37,7 @@ func ensureStartupEnv(stderr io.Writer) {
 	if needSM4 {
 		env = append(env, sm4BlockEnv+"=1")
 	}
-	env, needXConnect := h2xconnect.Environ(env)
+	env, needXConnect := extendedconnect.Environ(env)
 	if !needSM4 && !needXConnect {
 		return
 	}
@@ -49,6 +49,6 @@ func ensureStartupEnv(stderr io.Writer) {
 		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with %s=1 (%v): single-block SM4 uses gmsm's table code, which is not constant time; set %s=1 in the environment\n", sm4BlockEnv, err, sm4BlockEnv)
 	}
 	if needXConnect {
-		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with GODEBUG=%s (%v): WebSockets over HTTP/2 (RFC 8441) are refused; set GODEBUG=%s in the environment\n", h2xconnect.Setting, err, h2xconnect.Setting)
+		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with GODEBUG=%s (%v): WebSockets over HTTP/2 (RFC 8441) are refused; set GODEBUG=%s in the environment\n", extendedconnect.Setting, err, extendedconnect.Setting)
 	}
 }

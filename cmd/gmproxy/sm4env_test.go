@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/speed"
-	"github.com/gmproxy/gmproxy/proxy/h2xconnect"
+	"github.com/gmproxy/gmproxy/proxy/extendedconnect"
 )
 
 // TestEnsureConstantTimeSM4 runs this test binary as a child that calls
@@ -54,8 +54,8 @@ func TestEnsureConstantTimeSM4(t *testing.T) {
 		if !strings.Contains(string(out), tc.want) {
 			t.Fatalf("child %v: want %q in\n%s", tc.env, tc.want, out)
 		}
-		if !strings.Contains(string(out), "GODEBUG="+h2xconnect.Setting+"\n") {
-			t.Fatalf("child %v: want GODEBUG=%s in\n%s", tc.env, h2xconnect.Setting, out)
+		if !strings.Contains(string(out), "GODEBUG="+extendedconnect.Setting+"\n") {
+			t.Fatalf("child %v: want GODEBUG=%s in\n%s", tc.env, extendedconnect.Setting, out)
 		}
 		if !hasAESNI {
 			continue // gmsm's generic code either way

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -90,8 +90,8 @@ func BenchmarkKeepAlive1KiB(b *testing.B) {
 	b.Run("tlcp-gcm", func(b *testing.B) { run(b, tlcpClient, "https://localhost/1k") })
 }
 
-func newPlainConn(c net.Conn) *handshake.Conn {
-	return handshake.NewConn(c, handshake.ConnState{Site: "main", Family: "tcp", Protocol: "tcp", ALPN: "http/1.1"})
+func newPlainConn(c net.Conn) *frontdoor.Conn {
+	return frontdoor.NewConn(c, frontdoor.ConnState{Site: "main", Family: "tcp", Protocol: "tcp", ALPN: "http/1.1"})
 }
 
 // plainEntrance opens a plain TCP loopback listener feeding the daemon's

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/keyserver"
@@ -22,9 +22,9 @@ import (
 // resumption working).
 type Env struct {
 	Logger   *slog.Logger
-	Observer handshake.Observer
-	KeyOps   handshake.KeyOpObserver
-	Sessions handshake.SessionObserver
+	Observer frontdoor.Observer
+	KeyOps   frontdoor.KeyOpObserver
+	Sessions frontdoor.SessionObserver
 	// ProxyObserver receives request events (a proxy.Observer); nil for none.
 	ProxyObserver any
 	// AccessLog, when set, is where the proxy writes its access log
@@ -61,14 +61,14 @@ type Env struct {
 
 // engine is one private-key engine with the number of generations using it.
 type engine struct {
-	o    *handshake.Offload
+	o    *frontdoor.Offload
 	cfg  conf.Offload
 	refs int
 }
 
 // Offload returns the private-key engine for cfg: the current one when it
 // has the same size, else a new one that becomes current.
-func (e *Env) Offload(cfg conf.Offload) *handshake.Offload {
+func (e *Env) Offload(cfg conf.Offload) *frontdoor.Offload {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.engineLocked(cfg).o
@@ -83,7 +83,7 @@ func (e *Env) engineLocked(cfg conf.Offload) *engine {
 		delete(e.engines, old)
 		go old.o.Close()
 	}
-	eng := &engine{cfg: cfg, o: handshake.NewOffload(handshake.OffloadConfig{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)}
+	eng := &engine{cfg: cfg, o: frontdoor.NewOffload(frontdoor.OffloadConfig{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)}
 	if e.engines == nil {
 		e.engines = map[*engine]struct{}{}
 	}
@@ -123,7 +123,7 @@ func (e *Env) releaseEngine(eng *engine, delay time.Duration) {
 
 // CurrentOffload returns the engine new handshakes use (nil before the
 // first build).
-func (e *Env) CurrentOffload() *handshake.Offload {
+func (e *Env) CurrentOffload() *frontdoor.Offload {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.engine == nil {
@@ -222,7 +222,7 @@ func (e *Env) Close() {
 // siteBuild is what the protocol hooks get for one site.
 type siteBuild struct {
 	env  *Env
-	off  *handshake.Offload
+	off  *frontdoor.Offload
 	cfg  *conf.Config
 	site *conf.Site
 	alpn []string
@@ -233,9 +233,9 @@ type siteBuild struct {
 var (
 	// buildTLCP returns the TLCP handshaker of a site, and the one that
 	// answers TLS-record hellos in TLCP (360 pattern).
-	buildTLCP func(b *siteBuild) (hs, inTLS handshake.Handshaker, err error)
+	buildTLCP func(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error)
 	// buildTLS13SM returns the TLS 1.3-SM handshaker of a site.
-	buildTLS13SM func(b *siteBuild) (handshake.Handshaker, error)
+	buildTLS13SM func(b *siteBuild) (frontdoor.Handshaker, error)
 )
 
 // Build turns a validated configuration into a generation.
@@ -285,9 +285,9 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 }
 
 // buildSites builds the handshake site of every configured site, by name.
-func buildSites(env *Env, off *handshake.Offload, keys map[string]*keyserver.Client, cfg *conf.Config) (map[string]*handshake.Site, error) {
+func buildSites(env *Env, off *frontdoor.Offload, keys map[string]*keyserver.Client, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
 	var errs []error
-	sites := map[string]*handshake.Site{}
+	sites := map[string]*frontdoor.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
 		hs, err := buildSite(env, off, keys, cfg, s)
@@ -335,33 +335,33 @@ func (gen *Generation) serveWith(px *proxy.Proxy, cfg *conf.Config) {
 	}
 	gen.Handler = px
 	gen.ServeConn = px.ServeConn
-	gen.Blocking = func(st handshake.ConnState) bool { return streams[st.Site] }
+	gen.Blocking = func(st frontdoor.ConnState) bool { return streams[st.Site] }
 	gen.Shutdown = px.Shutdown
 	gen.Proxy = px
 }
 
 // listenerSpec is listener l's socket, handshake and HTTP settings, with
 // the sites it serves (all when it names none).
-func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string]*handshake.Site) (ListenerSpec, error) {
-	var list []*handshake.Site
+func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string]*frontdoor.Site) (ListenerSpec, error) {
+	var list []*frontdoor.Site
 	for _, s := range cfg.Sites {
 		if len(l.Sites) == 0 || slices.Contains(l.Sites, s.Name) {
 			list = append(list, sites[s.Name])
 		}
 	}
-	var def *handshake.Site
+	var def *frontdoor.Site
 	if l.DefaultSite != "" {
 		def = sites[l.DefaultSite]
 	}
-	hcfg := &handshake.ListenerConfig{
+	hcfg := &frontdoor.ListenerConfig{
 		Name:                   l.Address,
-		TLCPInTLS:              handshake.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
+		TLCPInTLS:              frontdoor.TLCPInTLSPolicy(l.TLCPSuitesInTLSHello),
 		HandshakeTimeout:       l.HandshakeTimeout,
 		MaxConnsPerClient:      l.MaxConnectionsPerClient,
 		MaxHandshakesPerClient: l.MaxHandshakesPerClient,
 		MaxHandshakeBytes:      handshakeBytes(l),
 		RedirectHTTP:           l.PlainHTTP == "redirect",
-		Sites:                  handshake.NewSites(list, def),
+		Sites:                  frontdoor.NewSites(list, def),
 		Logger:                 env.Logger,
 	}
 	var err error
@@ -404,11 +404,11 @@ func generationInfo(cfg *conf.Config) []any {
 // maxHandshakeTimeout is the longest handshake deadline of cfg's listeners.
 func maxHandshakeTimeout(cfg *conf.Config) time.Duration {
 	if len(cfg.Listeners) == 0 {
-		return handshake.DefaultHandshakeTimeout
+		return frontdoor.DefaultHandshakeTimeout
 	}
 	var d time.Duration
 	for _, l := range cfg.Listeners {
-		d = max(d, durOr(l.HandshakeTimeout, handshake.DefaultHandshakeTimeout))
+		d = max(d, durOr(l.HandshakeTimeout, frontdoor.DefaultHandshakeTimeout))
 	}
 	return d
 }
@@ -433,14 +433,14 @@ func handshakeBytes(l *conf.Listener) int64 {
 	return int64(l.MaxHandshakeBytes)
 }
 
-func buildSite(env *Env, off *handshake.Offload, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*handshake.Site, error) {
+func buildSite(env *Env, off *frontdoor.Offload, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
 	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys}
-	hs := &handshake.Site{Name: s.Name, ServerNames: s.ServerNames}
+	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {
 			env.Logger.Warn("TLCP is configured but this build has no TLCP engine", "site", s.Name)
@@ -466,7 +466,7 @@ func buildSite(env *Env, off *handshake.Offload, keys map[string]*keyserver.Clie
 		cert := m.TLS.TLSCertificate()
 		// ECDSA/RSA signatures (and RSA decryption) go through the same
 		// bounded engine as the SM2 operations.
-		cert.PrivateKey = off.Wrap(m.TLS.Key, handshake.FamilyTLS)
+		cert.PrivateKey = off.Wrap(m.TLS.Key, frontdoor.FamilyTLS)
 		tc := &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			MinVersion:   m.TLSMinVersion,
@@ -485,7 +485,7 @@ func buildSite(env *Env, off *handshake.Offload, keys map[string]*keyserver.Clie
 		if !cfg.Sessions.Tickets {
 			tc.SessionTicketsDisabled = true
 		}
-		hs.TLS = handshake.TLSHandshaker(tc)
+		hs.TLS = frontdoor.TLSHandshaker(tc)
 	}
 	return hs, nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -137,7 +137,7 @@ func TestPerClientLimitsKeepOthersServed(t *testing.T) {
 
 	closeSlow := slowConns(t, "127.0.0.2", addr, 300, nil)
 	const refused = "gmproxy_connections_refused_total"
-	waitMetric(t, m, "slow handshakes refused", func(v float64) bool { return v == 300-16 }, refused, "reason="+handshake.RefuseMaxHandshakesPerClient)
+	waitMetric(t, m, "slow handshakes refused", func(v float64) bool { return v == 300-16 }, refused, "reason="+frontdoor.RefuseMaxHandshakesPerClient)
 	if v := metricValue(t, m, "gmproxy_handshakes_in_progress"); v != 16 {
 		t.Errorf("%v handshakes in progress, want the 16 of 127.0.0.2", v)
 	}
@@ -153,8 +153,8 @@ func TestPerClientLimitsKeepOthersServed(t *testing.T) {
 			t.Fatalf("request %d from 127.0.0.1: %d %q", i, resp.StatusCode, body)
 		}
 	}
-	for _, r := range handshake.RefuseReasons {
-		if r == handshake.RefuseMaxHandshakesPerClient {
+	for _, r := range frontdoor.RefuseReasons {
+		if r == frontdoor.RefuseMaxHandshakesPerClient {
 			continue
 		}
 		if v := metricValue(t, m, refused, "reason="+r+","); v != 0 {
@@ -182,7 +182,7 @@ func TestPerClientLimitsAfterProxyProtocol(t *testing.T) {
 	slow := proxy.AppendProxyHeaderV1(nil, &net.TCPAddr{IP: net.ParseIP("203.0.113.9"), Port: 1000}, &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 443})
 	closeSlow := slowConns(t, "127.0.0.1", addr, 10, slow)
 	const refused = "gmproxy_connections_refused_total"
-	waitMetric(t, m, "slow handshakes refused", func(v float64) bool { return v == 6 }, refused, "reason="+handshake.RefuseMaxHandshakesPerClient)
+	waitMetric(t, m, "slow handshakes refused", func(v float64) bool { return v == 6 }, refused, "reason="+frontdoor.RefuseMaxHandshakesPerClient)
 
 	raw, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -201,7 +201,7 @@ func TestPerClientLimitsAfterProxyProtocol(t *testing.T) {
 	bad.SetDeadline(time.Now().Add(20 * time.Second))
 	io.WriteString(bad, "PROXY TCP4 300.0.0.1 127.0.0.1 1 2\r\n")
 	bad.Read(make([]byte, 1))
-	waitMetric(t, m, "bad PROXY header refused", func(v float64) bool { return v == 1 }, refused, "reason="+handshake.RefuseProxyProtocol)
+	waitMetric(t, m, "bad PROXY header refused", func(v float64) bool { return v == 1 }, refused, "reason="+frontdoor.RefuseProxyProtocol)
 	raw.Close()
 	bad.Close()
 	closeSlow()

@@ -4,16 +4,16 @@ import (
 	"context"
 	"net"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
 // connContext attaches the connection and its handshake state to the
-// request context (handshake.ConnFromContext / StateFromContext and the
+// request context (frontdoor.ConnFromContext / StateFromContext and the
 // proxy's ConnStateFrom).
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if sc, ok := c.(handshake.StateConn); ok {
-		ctx = handshake.WithConn(ctx, sc)
+	if sc, ok := c.(frontdoor.StateConn); ok {
+		ctx = frontdoor.WithConn(ctx, sc)
 	}
 	// The proxy keeps its per-connection record (state, first request) here.
 	return proxy.ConnContext(ctx, c)

@@ -1,5 +1,5 @@
 // Package daemon is gmproxy's runtime: it turns a configuration into
-// listeners (handshake.Server per address), serves HTTP/1.1 and h2 on the
+// listeners (frontdoor.Server per address), serves HTTP/1.1 and h2 on the
 // established connections through the proxy, reloads a new configuration
 // without dropping connections, and shuts down gracefully. It runs
 // in-process so that tests drive it exactly as `gmproxy run` does.
@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
 // ListenerSpec is one listener of a generation.
 type ListenerSpec struct {
 	Address   string
-	Handshake *handshake.ListenerConfig
+	Handshake *frontdoor.ListenerConfig
 	Handler   http.Handler
 	Stream    ConnHandler // nil: HTTP only
 	HTTP      HTTPLimits
@@ -46,7 +46,7 @@ type Generation struct {
 	// ServeConn serves the connections for which Blocking is true (TCP
 	// stream sites) for their whole life.
 	ServeConn func(net.Conn) error
-	Blocking  func(handshake.ConnState) bool
+	Blocking  func(frontdoor.ConnState) bool
 	// Shutdown retires the generation gracefully once its in-flight
 	// requests are done (after a reload, or at shutdown): streams finish
 	// until ctx ends, then health checks stop. May be nil.
@@ -75,7 +75,7 @@ type Builder func() (*Generation, error)
 // Options for New.
 type Options struct {
 	Logger   *slog.Logger
-	Observer handshake.Observer
+	Observer frontdoor.Observer
 	// Listen opens a listening socket; default ListenTCP.
 	Listen func(addr string) (net.Listener, error)
 }
@@ -105,7 +105,7 @@ func New(build Builder, opts Options) (*Daemon, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Observer == nil {
-		opts.Observer = handshake.NopObserver{}
+		opts.Observer = frontdoor.NopObserver{}
 	}
 	if opts.Listen == nil {
 		opts.Listen = ListenTCP

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -25,7 +25,7 @@ func (b *siteBuild) sessionLifetime() time.Duration {
 // buildTLCPSite makes the TLCP server config of a site: double certificates
 // with their keys behind the offload engine, suites, client auth, the
 // shared session store and ticket keys.
-func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
+func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 	m := &b.site.Material
 	off := b.off
 	signKey, err := b.siteKey(m.TLCPSign)
@@ -38,9 +38,9 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 	}
 	cert := tlcp.Certificate{
 		SignCertificate: m.TLCPSign.DER(),
-		SignKey:         off.Wrap(signKey, handshake.FamilyTLCP),
+		SignKey:         off.Wrap(signKey, frontdoor.FamilyTLCP),
 		EncCertificate:  m.TLCPEnc.Leaf().Raw,
-		EncKey:          off.Wrap(encKey, handshake.FamilyTLCP),
+		EncKey:          off.Wrap(encKey, frontdoor.FamilyTLCP),
 		Leaf:            m.TLCPSign.Leaf(),
 		EncLeaf:         m.TLCPEnc.Leaf(),
 	}
@@ -63,15 +63,15 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 	if b.cfg.Sessions.CacheSize > 0 {
 		size, life := b.cfg.Sessions.CacheSize, b.sessionLifetime()
 		local := b.env.store(fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
-			return tlcp.SessionStore(newSessionStore(handshake.FamilyTLCP, size, life, b.env.Sessions))
+			return tlcp.SessionStore(newSessionStore(frontdoor.FamilyTLCP, size, life, b.env.Sessions))
 		}).(tlcp.SessionStore)
-		cfg.SessionStore = b.env.tieredStore(b.cfg, handshake.FamilyTLCP, local, keys, life)
+		cfg.SessionStore = b.env.tieredStore(b.cfg, frontdoor.FamilyTLCP, local, keys, life)
 	} else {
 		cfg.SessionCacheDisabled = true
 	}
 	in := cfg.Clone()
 	in.AllowTLSRecordHello = true
-	return handshake.TLCPHandshaker(cfg), handshake.TLCPHandshaker(in), nil
+	return frontdoor.TLCPHandshaker(cfg), frontdoor.TLCPHandshaker(in), nil
 }
 
 // buildTLS13SMSite makes the TLS 1.3-SM server config of a site. Its
@@ -79,7 +79,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS handshake.Handshaker, err error) {
 // client certificate, to the site's client-auth mode and CAs, so the
 // ticket keys shared by all sites never carry a session to another site
 // or past a reload that changed its client CAs.
-func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
+func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 	m := &b.site.Material
 	off := b.off
 	keys, err := b.env.TicketKeys(b.cfg)
@@ -93,7 +93,7 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 	cfg := &tls13sm.Config{
 		Certificates: []tls13sm.Certificate{{
 			Certificate: m.TLS13SM.DER(),
-			PrivateKey:  off.Wrap(key, handshake.FamilyTLS13SM),
+			PrivateKey:  off.Wrap(key, frontdoor.FamilyTLS13SM),
 			Leaf:        m.TLS13SM.Leaf(),
 		}},
 		CipherSuites:           m.TLS13SMSuites,
@@ -107,7 +107,7 @@ func buildTLS13SMSite(b *siteBuild) (handshake.Handshaker, error) {
 		OnTicket:               tls13smTicketObserver(b.env.Sessions),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
-	return handshake.TLS13SMHandshaker(cfg), nil
+	return frontdoor.TLS13SMHandshaker(cfg), nil
 }
 
 // clientAuthType maps a site's client_auth mode onto a protocol package's
@@ -127,8 +127,8 @@ func clientAuthType[T any](mode string, ifGiven, require T) T {
 // tls13smTicketObserver reports tls13sm ticket events to the session
 // observer under the family "tls13sm" (nil observer: no hook), with the
 // bounded rejection reason when the observer takes one.
-func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEvent) {
-	return ticketObserver(obs, handshake.FamilyTLS13SM,
+func tls13smTicketObserver(obs frontdoor.SessionObserver) func(tls13sm.TicketEvent) {
+	return ticketObserver(obs, frontdoor.FamilyTLS13SM,
 		func(e tls13sm.TicketEvent) (tls13sm.TicketEventKind, string) { return e.Kind, e.Reason },
 		tls13sm.TicketIssued, tls13sm.TicketAccepted, tls13sm.TicketRejected)
 }
@@ -136,8 +136,8 @@ func tls13smTicketObserver(obs handshake.SessionObserver) func(tls13sm.TicketEve
 // tlcpTicketObserver reports tlcp ticket events to the session observer
 // under the family "tlcp" (nil observer: no hook), as tls13smTicketObserver
 // does for TLS 1.3-SM. Session-ID lookups are reported by sessionStore.
-func tlcpTicketObserver(obs handshake.SessionObserver) func(tlcp.TicketEvent) {
-	return ticketObserver(obs, handshake.FamilyTLCP,
+func tlcpTicketObserver(obs frontdoor.SessionObserver) func(tlcp.TicketEvent) {
+	return ticketObserver(obs, frontdoor.FamilyTLCP,
 		func(e tlcp.TicketEvent) (tlcp.TicketEventKind, string) { return e.Kind, e.Reason },
 		tlcp.TicketIssued, tlcp.TicketAccepted, tlcp.TicketRejected)
 }
@@ -145,13 +145,13 @@ func tlcpTicketObserver(obs handshake.SessionObserver) func(tlcp.TicketEvent) {
 // ticketObserver is an OnTicket hook of either protocol package: it counts
 // the event kinds issued, accepted and rejected under family (nil
 // observer: no hook). A rejection goes to TicketRejectedReason with the
-// protocol's reason when obs implements handshake.TicketReasonObserver,
+// protocol's reason when obs implements frontdoor.TicketReasonObserver,
 // else to TicketRejected.
-func ticketObserver[E any, K comparable](obs handshake.SessionObserver, family string, kind func(E) (K, string), issued, accepted, rejected K) func(E) {
+func ticketObserver[E any, K comparable](obs frontdoor.SessionObserver, family string, kind func(E) (K, string), issued, accepted, rejected K) func(E) {
 	if obs == nil {
 		return nil
 	}
-	withReason, _ := obs.(handshake.TicketReasonObserver)
+	withReason, _ := obs.(frontdoor.TicketReasonObserver)
 	return func(e E) {
 		switch k, reason := kind(e); k {
 		case issued:

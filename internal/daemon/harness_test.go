@@ -19,8 +19,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
-	"github.com/gmproxy/gmproxy/handshake/family"
+	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -135,13 +135,13 @@ type testDaemon struct {
 
 // countObserver counts handshake outcomes.
 type countObserver struct {
-	handshake.NopObserver
+	frontdoor.NopObserver
 	mu       sync.Mutex
 	ok, fail map[string]int
 	reasons  []string
 }
 
-func (o *countObserver) HandshakeDone(ev handshake.HandshakeEvent) {
+func (o *countObserver) HandshakeDone(ev frontdoor.HandshakeEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ok == nil {

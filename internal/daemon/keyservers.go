@@ -23,7 +23,7 @@ import (
 
 // Remote key servers: every key_servers entry of a configuration becomes a
 // keyserver.Client (multiplexed mutual-TLS or Unix-socket connections to
-// each of its addresses, with failover); site keys that name it become handshake.RemoteKeys behind
+// each of its addresses, with failover); site keys that name it become keyserver.RemoteKeys behind
 // the offload engine. Clients live in the Env so that a reload that keeps
 // a key server's settings keeps its connections; one whose settings
 // changed gets a new client, and the old one closes when the last

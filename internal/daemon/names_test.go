@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
-	"github.com/gmproxy/gmproxy/handshake/family"
+	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/balance"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
@@ -78,7 +78,7 @@ func TestNamesConfAcceptsAreImplemented(t *testing.T) {
 		t.Run(n, func(t *testing.T) {
 			// Listener protocols: conf against the handshake server.
 			inConf := confAccepts(t, "listeners[0].protocols[0]", fmt.Sprintf("listeners:\n  - address: 127.0.0.1:0\n    protocols: [%s]\n", n)+namesSite+"upstreams:\n  - {name: app, targets: [127.0.0.1:1]}\n")
-			runErr := (&handshake.ListenerConfig{}).EnableFamilies([]string{n})
+			runErr := (&frontdoor.ListenerConfig{}).EnableFamilies([]string{n})
 			if inConf != (runErr == nil) || inConf != slices.Contains(family.Names(), n) {
 				t.Errorf("listener protocol %q: conf accepts %v, handshake: %v, listed in family.Names: %v", n, inConf, runErr, slices.Contains(family.Names(), n))
 			}

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -311,14 +311,14 @@ func TestReloadAppliesOffloadPool(t *testing.T) {
 		t.Fatalf("after reload: engine %p (was %p), %d workers", second, first, second.Workers())
 	}
 	key := testPKI(t).ServerSign.Key.(*sm2.PrivateKey)
-	probe := func(o *handshake.Offload) error {
+	probe := func(o *frontdoor.Offload) error {
 		digest := make([]byte, 32)
-		_, err := o.Wrap(key, handshake.FamilyTLCP).Sign(rand.Reader, digest, nil)
+		_, err := o.Wrap(key, frontdoor.FamilyTLCP).Sign(rand.Reader, digest, nil)
 		return err
 	}
 	// The old engine drains and stops (after the old handshake deadline).
 	for i := 0; ; i++ {
-		if err := probe(first); errors.Is(err, handshake.ErrOffloadClosed) {
+		if err := probe(first); errors.Is(err, frontdoor.ErrOffloadClosed) {
 			break
 		}
 		if i > 2000 {

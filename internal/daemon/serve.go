@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -30,7 +30,7 @@ type HTTPLimits struct {
 
 // ConnHandler takes over a connection instead of HTTP (TCP stream sites).
 // It returns false when the connection is not for it.
-type ConnHandler func(c *handshake.Conn) bool
+type ConnHandler func(c *frontdoor.Conn) bool
 
 // listener is one listening socket with its handshake server and the HTTP
 // servers that run on its established connections: HTTP/1.1 through
@@ -42,7 +42,7 @@ type listener struct {
 	addr string
 	log  *slog.Logger
 	ln   *ppSwitch
-	hs   *handshake.Server
+	hs   *frontdoor.Server
 
 	handler atomic.Pointer[http.Handler]
 	stream  atomic.Pointer[ConnHandler]
@@ -72,12 +72,12 @@ type httpSet struct {
 	onIdle  func()                // called once when retired and idle
 }
 
-func newListener(ln net.Listener, hcfg *handshake.ListenerConfig, obs handshake.Observer, lim HTTPLimits, log *slog.Logger) *listener {
+func newListener(ln net.Listener, hcfg *frontdoor.ListenerConfig, obs frontdoor.Observer, lim HTTPLimits, log *slog.Logger) *listener {
 	l := &listener{addr: ln.Addr().String(), ln: &ppSwitch{Listener: ln}, log: log, done: make(chan struct{}), sets: map[*httpSet]struct{}{}}
 	s := l.newHTTPSet(lim)
 	l.sets[s] = struct{}{}
 	l.http.Store(s)
-	l.hs = handshake.NewServer(hcfg, obs, l.dispatch)
+	l.hs = frontdoor.NewServer(hcfg, obs, l.dispatch)
 	return l
 }
 
@@ -246,7 +246,7 @@ func (l *listener) start() {
 type serveRef struct {
 	handler  http.Handler
 	serve    func(net.Conn) error
-	blocking func(handshake.ConnState) bool
+	blocking func(frontdoor.ConnState) bool
 
 	mu       sync.RWMutex
 	retired  bool
@@ -310,7 +310,7 @@ func (ref *serveRef) serveInflight(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch receives each established connection.
-func (l *listener) dispatch(c *handshake.Conn) {
+func (l *listener) dispatch(c *frontdoor.Conn) {
 	if ref := l.gen.Load(); ref != nil && ref.serve != nil && ref.blocking != nil && ref.blocking(c.ConnState()) {
 		ref.serve(c)
 		return

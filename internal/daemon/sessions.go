@@ -3,7 +3,7 @@ package daemon
 import (
 	"time"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/lru"
 )
 
@@ -18,7 +18,7 @@ import (
 type sessionStore struct {
 	family string
 	c      *lru.Cache[string, sessionEntry]
-	obs    handshake.SessionObserver
+	obs    frontdoor.SessionObserver
 	now    func() time.Time
 }
 
@@ -27,7 +27,7 @@ type sessionEntry struct {
 	expires time.Time
 }
 
-func newSessionStore(family string, size int, lifetime time.Duration, obs handshake.SessionObserver) *sessionStore {
+func newSessionStore(family string, size int, lifetime time.Duration, obs frontdoor.SessionObserver) *sessionStore {
 	return &sessionStore{family: family, c: lru.New[string, sessionEntry](size, lifetime), obs: obs, now: time.Now}
 }
 

@@ -12,12 +12,12 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
-// familyObs is a handshake.SessionObserver that counts events per
+// familyObs is a frontdoor.SessionObserver that counts events per
 // "family:event" key ("tlcp:issued", "tlcp:hit", ...).
 type familyObs struct {
 	mu sync.Mutex
@@ -58,7 +58,7 @@ func (o *familyObs) check(t *testing.T, step string, want map[string]int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, ev := range []string{"issued", "accepted", "rejected", "hit", "miss", "size"} {
-		k := handshake.FamilyTLCP + ":" + ev
+		k := frontdoor.FamilyTLCP + ":" + ev
 		if o.n[k] != want[ev] {
 			t.Errorf("%s: %s = %d, want %d (all: %v)", step, k, o.n[k], want[ev], o.n)
 		}

@@ -79,7 +79,7 @@ const (
 // Ops lists every operation value.
 var Ops = []string{OpGet, OpSet, OpDelete, OpKeys}
 
-// Observer receives one event per store call. A handshake.SessionObserver
+// Observer receives one event per store call. A frontdoor.SessionObserver
 // that also implements Observer (package metrics does) gets them.
 type Observer interface {
 	// StoreOp reports one call: op is one of Ops, result one of Results,

@@ -1,5 +1,5 @@
 // Package e2e checks gmproxy's metrics end to end: real TLCP, TLS 1.3-SM and
-// TLS handshakes (full, resumed and failed) through handshake.Server with a
+// TLS handshakes (full, resumed and failed) through frontdoor.Server with a
 // *metrics.Metrics as observer, then a scrape of the admin endpoint. It lives
 // apart from package metrics so that the metrics unit tests do not depend on
 // the protocol packages.
@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gmproxy/gmproxy/handshake"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -61,7 +61,7 @@ func ecdsaCert(t *testing.T) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// server starts handshake.Server on loopback with m as observer; each
+// server starts frontdoor.Server on loopback with m as observer; each
 // established connection gets payload bytes, then the server waits for the
 // client to close.
 func server(t *testing.T, m *metrics.Metrics) string {
@@ -75,24 +75,24 @@ func server(t *testing.T, m *metrics.Metrics) string {
 		t.Fatal(err)
 	}
 	// Private-key work goes through the offload engine, observed by m.
-	off := handshake.NewOffload(handshake.OffloadConfig{Workers: 2}, m)
+	off := frontdoor.NewOffload(frontdoor.OffloadConfig{Workers: 2}, m)
 	t.Cleanup(off.Close)
-	tc.SignKey = off.Wrap(tc.SignKey, handshake.FamilyTLCP)
+	tc.SignKey = off.Wrap(tc.SignKey, frontdoor.FamilyTLCP)
 	encKey, ok := tc.EncKey.(crypto.Signer)
 	if !ok {
 		t.Fatalf("encryption key %T is not a crypto.Signer", tc.EncKey)
 	}
-	tc.EncKey = off.Wrap(encKey, handshake.FamilyTLCP)
-	t13.PrivateKey = off.Wrap(t13.PrivateKey, handshake.FamilyTLS13SM)
-	site := &handshake.Site{
+	tc.EncKey = off.Wrap(encKey, frontdoor.FamilyTLCP)
+	t13.PrivateKey = off.Wrap(t13.PrivateKey, frontdoor.FamilyTLS13SM)
+	site := &frontdoor.Site{
 		Name: "e2e", ServerNames: []string{"localhost"},
-		TLCP:    handshake.TLCPHandshaker(&tlcp.Config{Certificates: []tlcp.Certificate{tc}}),
-		TLS13SM: handshake.TLS13SMHandshaker(&tls13sm.Config{Certificates: []tls13sm.Certificate{t13}}),
-		TLS:     handshake.TLSHandshaker(&tls.Config{Certificates: []tls.Certificate{ecdsaCert(t)}}),
+		TLCP:    frontdoor.TLCPHandshaker(&tlcp.Config{Certificates: []tlcp.Certificate{tc}}),
+		TLS13SM: frontdoor.TLS13SMHandshaker(&tls13sm.Config{Certificates: []tls13sm.Certificate{t13}}),
+		TLS:     frontdoor.TLSHandshaker(&tls.Config{Certificates: []tls.Certificate{ecdsaCert(t)}}),
 	}
-	cfg := &handshake.ListenerConfig{Name: "edge", TLCP: true, TLS13SM: true, TLS: true,
-		HandshakeTimeout: 5 * time.Second, Sites: handshake.NewSites([]*handshake.Site{site}, site)}
-	srv := handshake.NewServer(cfg, m, func(c *handshake.Conn) {
+	cfg := &frontdoor.ListenerConfig{Name: "edge", TLCP: true, TLS13SM: true, TLS: true,
+		HandshakeTimeout: 5 * time.Second, Sites: frontdoor.NewSites([]*frontdoor.Site{site}, site)}
+	srv := frontdoor.NewServer(cfg, m, func(c *frontdoor.Conn) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Write(bytes.Repeat([]byte("m"), payload)); err != nil {

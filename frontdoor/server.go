@@ -1,4 +1,4 @@
-package handshake
+package frontdoor
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmproxy/gmproxy/handshake/family"
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 )
 
 // TLCPInTLSPolicy says what a listener does with a TLS-record ClientHello

@@ -1,4 +1,4 @@
-package handshake
+package frontdoor
 
 import (
 	"crypto/ecdsa"

@@ -1,5 +1,5 @@
 // Package family names the protocol families that gmproxy's listeners
-// accept. The handshake package implements them; the configuration
+// accept. Package frontdoor serves them; the configuration
 // (listeners' protocols) and the metrics "protocol" label use these names.
 // It imports nothing so that conf can validate against it without pulling
 // in the protocol stacks.

@@ -1,9 +1,10 @@
-// Package handshake accepts connections for gmproxy's listeners: it sniffs the
+// Package frontdoor is the front door of gmproxy's listeners: it accepts
+// each connection, sniffs the
 // first record of each connection and hands it to TLCP, TLS 1.3-SM or
 // crypto/tls, picks the site by SNI, enforces handshake limits, runs private
 // key work through the offload engine, and yields one connection type with a
 // uniform state for the rest of the program.
-package handshake
+package frontdoor
 
 import (
 	"net"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/handshake/family"
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )

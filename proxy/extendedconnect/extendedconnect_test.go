@@ -1,7 +1,7 @@
 // An external test package, like every user of the package: x/net/http2
 // is initialised before any test runs, so the setting has to come from
 // the environment the test process starts with.
-package h2xconnect_test
+package extendedconnect_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/gmproxy/gmproxy/proxy/h2xconnect"
+	"github.com/gmproxy/gmproxy/proxy/extendedconnect"
 )
 
 func TestEnviron(t *testing.T) {
@@ -34,7 +34,7 @@ func TestEnviron(t *testing.T) {
 		{[]string{"XGODEBUG=http2xconnect=0"}, []string{"XGODEBUG=http2xconnect=0", "GODEBUG=http2xconnect=1"}, true},
 	} {
 		in := slices.Clone(tc.in)
-		got, changed := h2xconnect.Environ(in)
+		got, changed := extendedconnect.Environ(in)
 		if !slices.Equal(got, tc.want) || changed != tc.changed {
 			t.Errorf("Environ(%q) = %q, %v; want %q, %v", tc.in, got, changed, tc.want, tc.changed)
 		}
@@ -51,7 +51,7 @@ func TestEnviron(t *testing.T) {
 func TestServerAdvertisesExtendedConnect(t *testing.T) {
 	if os.Getenv("H2XCONNECT_CHILD") == "1" {
 		if v := serverConnectSetting(t); v != 1 {
-			t.Fatalf("with %s: SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", h2xconnect.Setting, v)
+			t.Fatalf("with %s: SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", extendedconnect.Setting, v)
 		}
 		return
 	}
@@ -59,9 +59,9 @@ func TestServerAdvertisesExtendedConnect(t *testing.T) {
 		t.Skip("GODEBUG already chooses http2xconnect")
 	}
 	if v := serverConnectSetting(t); v != 0 {
-		t.Fatalf("without %s: SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want absent", h2xconnect.Setting, v)
+		t.Fatalf("without %s: SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want absent", extendedconnect.Setting, v)
 	}
-	env, _ := h2xconnect.Environ(os.Environ())
+	env, _ := extendedconnect.Environ(os.Environ())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestServerAdvertisesExtendedConnect$", "-test.count=1")

@@ -1,4 +1,4 @@
-// Package h2xconnect holds the setting that turns on RFC 8441 extended
+// Package extendedconnect holds the setting that turns on RFC 8441 extended
 // CONNECT (WebSockets over HTTP/2) in golang.org/x/net/http2 servers, and
 // adds it to a process environment.
 //
@@ -12,7 +12,7 @@
 // h2 clients (browsers) may open WebSockets as CONNECT streams with
 // :protocol websocket; package proxy relays those to the backend as
 // HTTP/1.1 Upgrade requests. The setting is inherited by child processes.
-package h2xconnect
+package extendedconnect
 
 import "strings"
 
