@@ -1,9 +1,9 @@
 // Package frontdoor is the front door of gmproxy's listeners: it accepts
 // each connection, sniffs the
 // first record of each connection and hands it to TLCP, TLS 1.3-SM or
-// crypto/tls, picks the site by SNI, enforces handshake limits, runs private
-// key work through the offload engine, and yields one connection type with a
-// uniform state for the rest of the program.
+// crypto/tls, picks the site by SNI, enforces handshake limits, and yields one
+// connection type with a uniform state for the rest of the program. Private
+// key operations run through package keyoffload.
 package frontdoor
 
 import (
@@ -155,14 +155,6 @@ type ConnDurationObserver interface {
 	ConnDone(listener, family string, d time.Duration)
 }
 
-// KeyOpObserver receives one event per private-key operation run by the
-// offload engine: op is "sign", "decrypt" or "key_agreement"; family is the
-// protocol family; queueWait is the time spent waiting for a worker and exec
-// the time the operation itself took.
-type KeyOpObserver interface {
-	KeyOp(op, family string, queueWait, exec time.Duration, err error)
-}
-
 // SessionObserver receives session-cache and ticket events per protocol family.
 type SessionObserver interface {
 	SessionLookup(family string, hit bool)
@@ -170,37 +162,6 @@ type SessionObserver interface {
 	TicketIssued(family string)
 	TicketAccepted(family string)
 	TicketRejected(family string)
-}
-
-// Where a private key lives, the values of the metrics "location" label of
-// key operations.
-const (
-	KeyLocal  = "local"  // in gmproxy's memory
-	KeyRemote = "remote" // on a key server (RemoteKey)
-)
-
-// KeyOpLocationObserver is optionally implemented by a KeyOpObserver that
-// also wants to know where the key lives (KeyLocal or KeyRemote). The
-// offload engine calls KeyOpAt instead of KeyOp when the observer has it.
-type KeyOpLocationObserver interface {
-	KeyOpAt(op, family, location string, queueWait, exec time.Duration, err error)
-}
-
-// KeyLocator is implemented by keys that say where they live (RemoteKey
-// returns KeyRemote); keys without it are KeyLocal.
-type KeyLocator interface {
-	KeyLocation() string
-}
-
-// KeyLocation returns where key lives: its KeyLocation() when it has one,
-// else KeyLocal.
-func KeyLocation(key any) string {
-	if l, ok := key.(KeyLocator); ok {
-		if loc := l.KeyLocation(); loc != "" {
-			return loc
-		}
-	}
-	return KeyLocal
 }
 
 // TicketReasonObserver is optionally implemented by a SessionObserver that

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -91,7 +92,7 @@ func BenchmarkRemoteKeyInterleaved(b *testing.B) {
 	cliTLS, _ := pki.client(b, "edge")
 	ks := startServer(b, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
 	kc := newClient(b, cliTLS, ks.addr)
-	off := frontdoor.NewOffload(frontdoor.OffloadConfig{}, nil)
+	off := keyoffload.New(keyoffload.Config{}, nil)
 	defer off.Close()
 
 	var configs [2]*tlcp.Config

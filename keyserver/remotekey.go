@@ -10,8 +10,8 @@ import (
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 
-	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/keyoffload"
 )
 
 // RemoteKey is an SM2 private key held by a key server.
@@ -40,8 +40,8 @@ var (
 // Public implements crypto.Signer.
 func (k *RemoteKey) Public() crypto.PublicKey { return k.pub }
 
-// KeyLocation implements frontdoor.KeyLocator: frontdoor.KeyRemote.
-func (k *RemoteKey) KeyLocation() string { return frontdoor.KeyRemote }
+// KeyLocation implements keyoffload.Locator: keyoffload.Remote.
+func (k *RemoteKey) KeyLocation() string { return keyoffload.Remote }
 
 // ID returns the key's identifier in the protocol.
 func (k *RemoteKey) ID() [32]byte { return k.id }

@@ -17,6 +17,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -35,7 +36,7 @@ func TestHandshakesWithRemoteKeys(t *testing.T) {
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
 	kc := newClient(t, cliTLS, ks.addr)
 	rs, re := remote(t, kc, keys[0]), remote(t, kc, keys[1])
-	off := frontdoor.NewOffload(frontdoor.OffloadConfig{Workers: 2}, nil)
+	off := keyoffload.New(keyoffload.Config{Workers: 2}, nil)
 	defer off.Close()
 
 	roots := smx509.NewCertPool()

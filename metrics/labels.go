@@ -7,6 +7,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/keyoffload"
 )
 
 // Label values are kept to bounded sets so that no client-controlled input
@@ -45,7 +46,7 @@ var handshakeResults = set("success",
 
 var keyOps = set("sign", "decrypt", "key_agreement")
 
-var keyLocations = set(frontdoor.KeyLocal, frontdoor.KeyRemote)
+var keyLocations = set(keyoffload.Local, keyoffload.Remote)
 
 var ticketRejectReasons = set(frontdoor.TicketRejectReasons...)
 

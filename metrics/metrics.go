@@ -95,6 +95,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -189,15 +190,15 @@ type Metrics struct {
 // Interface checks.
 var (
 	_ frontdoor.Observer        = (*Metrics)(nil)
-	_ frontdoor.KeyOpObserver   = (*Metrics)(nil)
+	_ keyoffload.Observer       = (*Metrics)(nil)
 	_ frontdoor.SessionObserver = (*Metrics)(nil)
 
-	_ frontdoor.KeyOpLocationObserver = (*Metrics)(nil)
-	_ frontdoor.TicketReasonObserver  = (*Metrics)(nil)
-	_ sessionstore.Observer           = (*Metrics)(nil)
-	_ frontdoor.ConnDurationObserver  = (*Metrics)(nil)
-	_ proxy.Observer                  = (*Metrics)(nil)
-	_ proxy.UpstreamConnectObserver   = (*Metrics)(nil)
+	_ keyoffload.LocationObserver    = (*Metrics)(nil)
+	_ frontdoor.TicketReasonObserver = (*Metrics)(nil)
+	_ sessionstore.Observer          = (*Metrics)(nil)
+	_ frontdoor.ConnDurationObserver = (*Metrics)(nil)
+	_ proxy.Observer                 = (*Metrics)(nil)
+	_ proxy.UpstreamConnectObserver  = (*Metrics)(nil)
 )
 
 // New creates gmproxy's collectors and registers them, with the Go runtime
@@ -430,14 +431,14 @@ func (m *Metrics) Bytes(family, cipher string, rx, tx, rxRecords, txRecords uint
 	}
 }
 
-// ---- frontdoor.KeyOpObserver ----
+// ---- keyoffload.Observer ----
 
-// KeyOp implements frontdoor.KeyOpObserver (a local key).
+// KeyOp implements keyoffload.Observer (a local key).
 func (m *Metrics) KeyOp(op, family string, queueWait, exec time.Duration, err error) {
-	m.KeyOpAt(op, family, frontdoor.KeyLocal, queueWait, exec, err)
+	m.KeyOpAt(op, family, keyoffload.Local, queueWait, exec, err)
 }
 
-// KeyOpAt implements frontdoor.KeyOpLocationObserver.
+// KeyOpAt implements keyoffload.LocationObserver.
 func (m *Metrics) KeyOpAt(op, family, location string, queueWait, exec time.Duration, err error) {
 	o, p, l := fixed(keyOps, op), protocolLabel(family), fixed(keyLocations, location)
 	result := "ok"
@@ -450,7 +451,7 @@ func (m *Metrics) KeyOpAt(op, family, location string, queueWait, exec time.Dura
 }
 
 // ObserveKeyQueue makes gmproxy_key_operation_queue_length read queueLen
-// at each scrape (for example frontdoor.Offload.QueueLen); nil resets it to 0.
+// at each scrape (for example keyoffload.Engine.QueueLen); nil resets it to 0.
 func (m *Metrics) ObserveKeyQueue(queueLen func() int) {
 	if queueLen == nil {
 		m.keyQueueFn.Store(nil)

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -176,7 +177,7 @@ func TestBytesAndKeyOps(t *testing.T) {
 	m.Bytes("tls", "TLS_AES_128_GCM_SHA256", 0, 10, 0, 1)
 	m.KeyOp("sign", "tls13sm", 5*time.Microsecond, 30*time.Microsecond, nil)
 	m.KeyOp("decrypt", "tlcp", time.Millisecond, 65*time.Microsecond, errors.New("bad"))
-	m.KeyOpAt("key_agreement", "tlcp", frontdoor.KeyRemote, 0, 3*time.Millisecond, errors.New("key server down"))
+	m.KeyOpAt("key_agreement", "tlcp", keyoffload.Remote, 0, 3*time.Millisecond, errors.New("key server down"))
 	m.KeyOpAt("sign", "tlcp", "moon", 0, time.Millisecond, nil)
 
 	tests := []struct {

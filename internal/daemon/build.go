@@ -13,6 +13,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/keyserver"
 	"github.com/gmproxy/gmproxy/proxy"
 )
@@ -23,7 +24,7 @@ import (
 type Env struct {
 	Logger   *slog.Logger
 	Observer frontdoor.Observer
-	KeyOps   frontdoor.KeyOpObserver
+	KeyOps   keyoffload.Observer
 	Sessions frontdoor.SessionObserver
 	// ProxyObserver receives request events (a proxy.Observer); nil for none.
 	ProxyObserver any
@@ -61,14 +62,14 @@ type Env struct {
 
 // engine is one private-key engine with the number of generations using it.
 type engine struct {
-	o    *frontdoor.Offload
+	o    *keyoffload.Engine
 	cfg  conf.Offload
 	refs int
 }
 
 // Offload returns the private-key engine for cfg: the current one when it
 // has the same size, else a new one that becomes current.
-func (e *Env) Offload(cfg conf.Offload) *frontdoor.Offload {
+func (e *Env) Offload(cfg conf.Offload) *keyoffload.Engine {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.engineLocked(cfg).o
@@ -83,7 +84,7 @@ func (e *Env) engineLocked(cfg conf.Offload) *engine {
 		delete(e.engines, old)
 		go old.o.Close()
 	}
-	eng := &engine{cfg: cfg, o: frontdoor.NewOffload(frontdoor.OffloadConfig{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)}
+	eng := &engine{cfg: cfg, o: keyoffload.New(keyoffload.Config{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)}
 	if e.engines == nil {
 		e.engines = map[*engine]struct{}{}
 	}
@@ -123,7 +124,7 @@ func (e *Env) releaseEngine(eng *engine, delay time.Duration) {
 
 // CurrentOffload returns the engine new handshakes use (nil before the
 // first build).
-func (e *Env) CurrentOffload() *frontdoor.Offload {
+func (e *Env) CurrentOffload() *keyoffload.Engine {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.engine == nil {
@@ -222,7 +223,7 @@ func (e *Env) Close() {
 // siteBuild is what the protocol hooks get for one site.
 type siteBuild struct {
 	env  *Env
-	off  *frontdoor.Offload
+	off  *keyoffload.Engine
 	cfg  *conf.Config
 	site *conf.Site
 	alpn []string
@@ -285,7 +286,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 }
 
 // buildSites builds the handshake site of every configured site, by name.
-func buildSites(env *Env, off *frontdoor.Offload, keys map[string]*keyserver.Client, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
+func buildSites(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
 	var errs []error
 	sites := map[string]*frontdoor.Site{}
 	for i := range cfg.Sites {
@@ -433,7 +434,7 @@ func handshakeBytes(l *conf.Listener) int64 {
 	return int64(l.MaxHandshakeBytes)
 }
 
-func buildSite(env *Env, off *frontdoor.Offload, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
+func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -311,14 +312,14 @@ func TestReloadAppliesOffloadPool(t *testing.T) {
 		t.Fatalf("after reload: engine %p (was %p), %d workers", second, first, second.Workers())
 	}
 	key := testPKI(t).ServerSign.Key.(*sm2.PrivateKey)
-	probe := func(o *frontdoor.Offload) error {
+	probe := func(o *keyoffload.Engine) error {
 		digest := make([]byte, 32)
 		_, err := o.Wrap(key, frontdoor.FamilyTLCP).Sign(rand.Reader, digest, nil)
 		return err
 	}
 	// The old engine drains and stops (after the old handshake deadline).
 	for i := 0; ; i++ {
-		if err := probe(first); errors.Is(err, frontdoor.ErrOffloadClosed) {
+		if err := probe(first); errors.Is(err, keyoffload.ErrClosed) {
 			break
 		}
 		if i > 2000 {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/transcript"
+	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -75,7 +76,7 @@ func server(t *testing.T, m *metrics.Metrics) string {
 		t.Fatal(err)
 	}
 	// Private-key work goes through the offload engine, observed by m.
-	off := frontdoor.NewOffload(frontdoor.OffloadConfig{Workers: 2}, m)
+	off := keyoffload.New(keyoffload.Config{Workers: 2}, m)
 	t.Cleanup(off.Close)
 	tc.SignKey = off.Wrap(tc.SignKey, frontdoor.FamilyTLCP)
 	encKey, ok := tc.EncKey.(crypto.Signer)

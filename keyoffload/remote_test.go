@@ -1,4 +1,4 @@
-package frontdoor
+package keyoffload
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
@@ -48,7 +49,7 @@ type blockingRemote struct {
 	release chan struct{}
 }
 
-func (b *blockingRemote) KeyLocation() string { return KeyRemote }
+func (b *blockingRemote) KeyLocation() string { return Remote }
 
 func (b *blockingRemote) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
 	b.started <- struct{}{}
@@ -62,13 +63,13 @@ func (b *blockingRemote) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byt
 // location.
 func TestOffloadRemoteKeys(t *testing.T) {
 	rec := &locRec{}
-	o := NewOffload(OffloadConfig{Workers: 1, Queue: 4, RemoteInFlight: 2}, rec)
+	o := New(Config{Workers: 1, Queue: 4, RemoteInFlight: 2}, rec)
 	defer o.Close()
 	lk, _ := sm2.GenerateKey(rand.Reader)
 	rkey, _ := sm2.GenerateKey(rand.Reader)
 	br := &blockingRemote{Signer: rkey, started: make(chan struct{}, 4), release: make(chan struct{})}
-	remote, local := o.Wrap(br, FamilyTLCP), o.Wrap(lk, FamilyTLS13SM)
-	if remote.KeyLocation() != KeyRemote || local.KeyLocation() != KeyLocal {
+	remote, local := o.Wrap(br, family.TLCP), o.Wrap(lk, family.TLS13SM)
+	if remote.KeyLocation() != Remote || local.KeyLocation() != Local {
 		t.Fatalf("locations %q %q", remote.KeyLocation(), local.KeyLocation())
 	}
 	ctx := context.Background()
@@ -81,8 +82,8 @@ func TestOffloadRemoteKeys(t *testing.T) {
 		testpeer.Recv(t, br.started, "remote operation started")
 	}
 	// Both remote slots are taken: the next remote operation fails fast...
-	if _, err := remote.SignContext(ctx, rand.Reader, make([]byte, 32), nil); !errors.Is(err, ErrOffloadBusy) {
-		t.Errorf("third remote operation: err = %v, want ErrOffloadBusy", err)
+	if _, err := remote.SignContext(ctx, rand.Reader, make([]byte, 32), nil); !errors.Is(err, ErrBusy) {
+		t.Errorf("third remote operation: err = %v, want ErrBusy", err)
 	}
 	// ...and the single worker still serves local keys.
 	if _, err := local.SignContext(ctx, rand.Reader, make([]byte, 32), nil); err != nil {

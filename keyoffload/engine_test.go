@@ -1,4 +1,4 @@
-package frontdoor
+package keyoffload
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 
+	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
@@ -36,13 +37,13 @@ func (r *keyOpRec) KeyOp(op, family string, wait, exec time.Duration, err error)
 
 func TestOffloadOperations(t *testing.T) {
 	rec := &keyOpRec{}
-	o := NewOffload(OffloadConfig{Workers: 2, Queue: 8}, rec)
+	o := New(Config{Workers: 2, Queue: 8}, rec)
 	defer o.Close()
 	key, err := sm2.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := o.Wrap(key, FamilyTLCP)
+	k := o.Wrap(key, family.TLCP)
 	ctx := context.Background()
 
 	msg := []byte("signed data")
@@ -107,8 +108,8 @@ func TestOffloadBackpressure(t *testing.T) {
 	bk := &blockingKey{Signer: key, entered: make(chan struct{}, 4), release: make(chan struct{})}
 
 	for _, wait := range []bool{false, true} {
-		o := NewOffload(OffloadConfig{Workers: 1, Queue: 1, WaitWhenFull: wait}, nil)
-		k := o.Wrap(bk, FamilyTLS13SM)
+		o := New(Config{Workers: 1, Queue: 1, WaitWhenFull: wait}, nil)
+		k := o.Wrap(bk, family.TLS13SM)
 		results := make(chan error, 2)
 		go func() { _, err := k.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
 		testpeer.Recv(t, bk.entered, "first signature at the worker") // the worker is busy
@@ -124,8 +125,8 @@ func TestOffloadBackpressure(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		_, err := k.SignContext(ctx, rand.Reader, nil, nil)
 		cancel()
-		if !wait && !errors.Is(err, ErrOffloadBusy) {
-			t.Errorf("fail-fast: err = %v, want ErrOffloadBusy", err)
+		if !wait && !errors.Is(err, ErrBusy) {
+			t.Errorf("fail-fast: err = %v, want ErrBusy", err)
 		}
 		if wait && !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("wait: err = %v, want the context's deadline", err)
@@ -147,7 +148,7 @@ func TestOffloadBackpressure(t *testing.T) {
 // handshake ("unsupported decryption key type") on an ECDSA certificate
 // whose key claims to decrypt.
 func TestOffloadDecrypterOnlyForDecryptingKeys(t *testing.T) {
-	o := NewOffload(OffloadConfig{Workers: 1, Queue: 1}, nil)
+	o := New(Config{Workers: 1, Queue: 1}, nil)
 	defer o.Close()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
@@ -157,7 +158,7 @@ func TestOffloadDecrypterOnlyForDecryptingKeys(t *testing.T) {
 		key      crypto.Signer
 		decrypts bool
 	}{{"ecdsa", ec, false}, {"rsa", rk, true}, {"sm2", sk, true}} {
-		_, ok := o.Wrap(c.key, FamilyTLS).(crypto.Decrypter)
+		_, ok := o.Wrap(c.key, family.TLS).(crypto.Decrypter)
 		if ok != c.decrypts {
 			t.Errorf("%s: wrapped key is a Decrypter: %v, want %v", c.name, ok, c.decrypts)
 		}

@@ -1,4 +1,10 @@
-package frontdoor
+// Package keyoffload runs private-key operations (signatures, decryption,
+// SM2 key agreement) of the TLCP, TLS 1.3-SM and TLS handshakes on a
+// bounded pool of workers, apart from the goroutines that do the network
+// work, and reports each operation's queue wait and execution time. Keys
+// held by a key server (package keyserver) bypass the workers but are
+// bounded and measured the same way.
+package keyoffload
 
 import (
 	"context"
@@ -18,27 +24,27 @@ import (
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
-// Offload is the asynchronous private-key engine: a fixed pool of workers
+// Engine is the asynchronous private-key engine: a fixed pool of workers
 // fed by a bounded queue. Keys wrapped with Wrap implement
 // smkey.ContextSigner, smkey.KeyAgreement and, for keys that decrypt,
 // smkey.ContextDecrypter, so the TLCP and TLS 1.3-SM stacks use it without
 // knowing. Each operation reports
-// its queue wait and execution time to a KeyOpObserver.
+// its queue wait and execution time to an Observer.
 //
 // Anything that implements those smkey interfaces can stand in for a local
 // key (a remote key server client, a hardware module); Wrap accepts such a
 // key too and then only bounds and measures the calls.
 //
-// Keys whose KeyLocation is KeyRemote (RemoteKey) spend their time waiting
+// Keys whose KeyLocation is Remote (keyserver.RemoteKey) spend their time waiting
 // for the network, not computing: they do not occupy a worker (a slow key
 // server must not stall the local keys) but run in the caller's goroutine
 // once one of RemoteInFlight slots is free; a full set of slots fails fast
 // or waits exactly like a full queue. Their queue wait is the time spent
 // waiting for a slot.
-type Offload struct {
+type Engine struct {
 	jobs    chan *keyJob
-	obs     KeyOpObserver
-	locObs  KeyOpLocationObserver
+	obs     Observer
+	locObs  LocationObserver
 	wait    bool
 	workers int
 	remote  chan struct{} // slots of remote operations in flight
@@ -48,26 +54,26 @@ type Offload struct {
 	wg     sync.WaitGroup
 }
 
-// OffloadConfig sizes the engine.
-type OffloadConfig struct {
+// Config sizes the engine.
+type Config struct {
 	// Workers is the number of goroutines running operations; default
 	// runtime.NumCPU().
 	Workers int
 	// Queue bounds operations waiting for a worker; default 4096.
 	Queue int
 	// WaitWhenFull makes a caller wait (bounded by its handshake's context)
-	// when the queue is full, instead of failing at once (ErrOffloadBusy).
+	// when the queue is full, instead of failing at once (ErrBusy).
 	WaitWhenFull bool
 	// RemoteInFlight bounds the operations on remote keys (key servers)
 	// running at once; default Queue.
 	RemoteInFlight int
 }
 
-// ErrOffloadBusy is returned when the queue is full and the engine fails fast.
-var ErrOffloadBusy = errors.New("handshake: private-key queue full")
+// ErrBusy is returned when the queue is full and the engine fails fast.
+var ErrBusy = errors.New("keyoffload: private-key queue full")
 
-// ErrOffloadClosed is returned after Close.
-var ErrOffloadClosed = errors.New("handshake: private-key engine closed")
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("keyoffload: private-key engine closed")
 
 type keyJob struct {
 	ctx      context.Context
@@ -80,8 +86,8 @@ type keyJob struct {
 	done     chan struct{}
 }
 
-// NewOffload starts the workers; obs may be nil.
-func NewOffload(cfg OffloadConfig, obs KeyOpObserver) *Offload {
+// New starts the workers; obs may be nil.
+func New(cfg Config, obs Observer) *Engine {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.NumCPU()
 	}
@@ -91,9 +97,9 @@ func NewOffload(cfg OffloadConfig, obs KeyOpObserver) *Offload {
 	if cfg.RemoteInFlight <= 0 {
 		cfg.RemoteInFlight = cfg.Queue
 	}
-	o := &Offload{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers,
+	o := &Engine{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers,
 		remote: make(chan struct{}, cfg.RemoteInFlight)}
-	o.locObs, _ = obs.(KeyOpLocationObserver)
+	o.locObs, _ = obs.(LocationObserver)
 	o.wg.Add(cfg.Workers)
 	for i := 0; i < cfg.Workers; i++ {
 		go o.worker()
@@ -101,7 +107,7 @@ func NewOffload(cfg OffloadConfig, obs KeyOpObserver) *Offload {
 	return o
 }
 
-func (o *Offload) worker() {
+func (o *Engine) worker() {
 	defer o.wg.Done()
 	for j := range o.jobs {
 		start := time.Now()
@@ -118,7 +124,7 @@ func (o *Offload) worker() {
 }
 
 // Close stops the workers after the queued operations ran.
-func (o *Offload) Close() {
+func (o *Engine) Close() {
 	o.mu.Lock()
 	if !o.closed {
 		o.closed = true
@@ -129,17 +135,17 @@ func (o *Offload) Close() {
 }
 
 // Workers returns the number of worker goroutines.
-func (o *Offload) Workers() int { return o.workers }
+func (o *Engine) Workers() int { return o.workers }
 
 // QueueCap returns the bound of the queue.
-func (o *Offload) QueueCap() int { return cap(o.jobs) }
+func (o *Engine) QueueCap() int { return cap(o.jobs) }
 
 // QueueLen returns the number of operations waiting for a worker.
-func (o *Offload) QueueLen() int { return len(o.jobs) }
+func (o *Engine) QueueLen() int { return len(o.jobs) }
 
 // observe reports one operation to the observer, with the key's location
 // when the observer wants it.
-func (o *Offload) observe(op, family, loc string, wait, exec time.Duration, err error) {
+func (o *Engine) observe(op, family, loc string, wait, exec time.Duration, err error) {
 	switch {
 	case o.locObs != nil:
 		o.locObs.KeyOpAt(op, family, loc, wait, exec, err)
@@ -149,24 +155,24 @@ func (o *Offload) observe(op, family, loc string, wait, exec time.Duration, err 
 }
 
 // RemoteInFlight returns the remote operations running now.
-func (o *Offload) RemoteInFlight() int { return len(o.remote) }
+func (o *Engine) RemoteInFlight() int { return len(o.remote) }
 
 // doRemote runs fn (an operation on a remote key) in the caller's
 // goroutine once a remote slot is free.
-func (o *Offload) doRemote(ctx context.Context, op, family string, fn func() ([]byte, error)) ([]byte, error) {
+func (o *Engine) doRemote(ctx context.Context, op, family string, fn func() ([]byte, error)) ([]byte, error) {
 	o.mu.RLock()
 	closed := o.closed
 	o.mu.RUnlock()
 	if closed {
-		return nil, ErrOffloadClosed
+		return nil, ErrClosed
 	}
 	enqueued := time.Now()
 	select {
 	case o.remote <- struct{}{}:
 	default:
 		if !o.wait {
-			o.observe(op, family, KeyRemote, 0, 0, ErrOffloadBusy)
-			return nil, ErrOffloadBusy
+			o.observe(op, family, Remote, 0, 0, ErrBusy)
+			return nil, ErrBusy
 		}
 		select {
 		case o.remote <- struct{}{}:
@@ -181,27 +187,27 @@ func (o *Offload) doRemote(ctx context.Context, op, family string, fn func() ([]
 	if err == nil {
 		out, err = fn()
 	}
-	o.observe(op, family, KeyRemote, start.Sub(enqueued), time.Since(start), err)
+	o.observe(op, family, Remote, start.Sub(enqueued), time.Since(start), err)
 	return out, err
 }
 
-func (o *Offload) do(ctx context.Context, op, family, loc string, fn func() ([]byte, error)) ([]byte, error) {
-	if loc == KeyRemote {
+func (o *Engine) do(ctx context.Context, op, family, loc string, fn func() ([]byte, error)) ([]byte, error) {
+	if loc == Remote {
 		return o.doRemote(ctx, op, family, fn)
 	}
 	j := &keyJob{ctx: ctx, op: op, fam: family, loc: loc, enqueued: time.Now(), fn: fn, done: make(chan struct{})}
 	o.mu.RLock()
 	if o.closed {
 		o.mu.RUnlock()
-		return nil, ErrOffloadClosed
+		return nil, ErrClosed
 	}
 	select {
 	case o.jobs <- j:
 	default:
 		if !o.wait {
 			o.mu.RUnlock()
-			o.observe(op, family, loc, 0, 0, ErrOffloadBusy)
-			return nil, ErrOffloadBusy
+			o.observe(op, family, loc, 0, 0, ErrBusy)
+			return nil, ErrBusy
 		}
 		select {
 		case o.jobs <- j:
@@ -220,11 +226,11 @@ func (o *Offload) do(ctx context.Context, op, family, loc string, fn func() ([]b
 	}
 }
 
-// WrappedKey is a private key behind an offload engine (see Offload.Wrap).
+// WrappedKey is a private key behind an offload engine (see Engine.Wrap).
 type WrappedKey interface {
 	smkey.ContextSigner
 	smkey.KeyAgreement
-	KeyLocator
+	Locator
 	// Unwrap returns the wrapped key.
 	Unwrap() crypto.Signer
 }
@@ -234,10 +240,10 @@ type WrappedKey interface {
 // when key decrypts, that is an RSA or SM2 key with a Decrypt method:
 // crypto/tls takes any Decrypter for an RSA key-exchange key and fails
 // every TLS 1.2 handshake on an ECDSA certificate whose key claims to be one.
-func (o *Offload) Wrap(key crypto.Signer, family string) WrappedKey {
-	k := &OffloadKey{o: o, key: key, family: family, loc: KeyLocation(key)}
+func (o *Engine) Wrap(key crypto.Signer, family string) WrappedKey {
+	k := &Key{o: o, key: key, family: family, loc: Location(key)}
 	if decrypts(key) {
-		return offloadDecrypter{k}
+		return decrypterKey{k}
 	}
 	return k
 }
@@ -257,51 +263,51 @@ func decrypts(key crypto.Signer) bool {
 	return false
 }
 
-// OffloadKey is a private key whose operations run on the engine's workers
-// (signatures and SM2 key agreement; offloadDecrypter adds decryption).
-type OffloadKey struct {
-	o      *Offload
+// Key is a private key whose operations run on the engine's workers
+// (signatures and SM2 key agreement; decrypterKey adds decryption).
+type Key struct {
+	o      *Engine
 	key    crypto.Signer
 	family string
 	loc    string
 }
 
-// offloadDecrypter is an OffloadKey of a key that decrypts.
-type offloadDecrypter struct{ *OffloadKey }
+// decrypterKey is a Key of a key that decrypts.
+type decrypterKey struct{ *Key }
 
 var (
-	_ WrappedKey             = (*OffloadKey)(nil)
-	_ smkey.ContextDecrypter = offloadDecrypter{}
+	_ WrappedKey             = (*Key)(nil)
+	_ smkey.ContextDecrypter = decrypterKey{}
 )
 
 // Public implements crypto.Signer.
-func (k *OffloadKey) Public() crypto.PublicKey { return k.key.Public() }
+func (k *Key) Public() crypto.PublicKey { return k.key.Public() }
 
-// KeyLocation implements KeyLocator: where the wrapped key lives.
-func (k *OffloadKey) KeyLocation() string { return k.loc }
+// KeyLocation implements Locator: where the wrapped key lives.
+func (k *Key) KeyLocation() string { return k.loc }
 
 // Unwrap returns the wrapped key.
-func (k *OffloadKey) Unwrap() crypto.Signer { return k.key }
+func (k *Key) Unwrap() crypto.Signer { return k.key }
 
 // Sign implements crypto.Signer without a deadline.
-func (k *OffloadKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+func (k *Key) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	return k.SignContext(context.Background(), rand, digest, opts)
 }
 
 // SignContext implements smkey.ContextSigner.
-func (k *OffloadKey) SignContext(ctx context.Context, rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+func (k *Key) SignContext(ctx context.Context, rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	return k.o.do(ctx, "sign", k.family, k.loc, func() ([]byte, error) {
 		return smkey.Sign(ctx, k.key, rand, digest, opts)
 	})
 }
 
 // Decrypt implements crypto.Decrypter without a deadline.
-func (k offloadDecrypter) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+func (k decrypterKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	return k.DecryptContext(context.Background(), rand, msg, opts)
 }
 
 // DecryptContext implements smkey.ContextDecrypter.
-func (k offloadDecrypter) DecryptContext(ctx context.Context, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+func (k decrypterKey) DecryptContext(ctx context.Context, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	d := k.key.(crypto.Decrypter) // checked by Wrap
 	return k.o.do(ctx, "decrypt", k.family, k.loc, func() ([]byte, error) {
 		return smkey.Decrypt(ctx, d, rand, msg, opts)
@@ -309,10 +315,10 @@ func (k offloadDecrypter) DecryptContext(ctx context.Context, rand io.Reader, ms
 }
 
 // SM2KeyAgree implements smkey.KeyAgreement.
-func (k *OffloadKey) SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey, peerStatic, peerEphemeral *ecdh.PublicKey, responder bool, keyLen int, uid, peerUID []byte) ([]byte, error) {
+func (k *Key) SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey, peerStatic, peerEphemeral *ecdh.PublicKey, responder bool, keyLen int, uid, peerUID []byte) ([]byte, error) {
 	ka := smkey.AsKeyAgreement(k.key)
 	if ka == nil {
-		return nil, fmt.Errorf("handshake: %T cannot do SM2 key agreement", k.key)
+		return nil, fmt.Errorf("keyoffload: %T cannot do SM2 key agreement", k.key)
 	}
 	return k.o.do(ctx, "key_agreement", k.family, k.loc, func() ([]byte, error) {
 		return ka.SM2KeyAgree(ctx, ephemeral, peerStatic, peerEphemeral, responder, keyLen, uid, peerUID)
