@@ -40,10 +40,10 @@ const versionTLS12 = 0x0303
 type recordType uint8
 
 const (
-	recordTypeChangeCipherSpec recordType = 20
-	recordTypeAlert            recordType = 21
-	recordTypeHandshake        recordType = 22
-	recordTypeApplicationData  recordType = 23
+	recordTypeChangeCipherSpec recordType = record.TypeChangeCipherSpec
+	recordTypeAlert            recordType = record.TypeAlert
+	recordTypeHandshake        recordType = record.TypeHandshake
+	recordTypeApplicationData  recordType = record.TypeApplicationData
 )
 
 // Handshake message types.
@@ -75,9 +75,9 @@ const (
 
 // Size limits.
 const (
-	maxPlaintext       = 16384        // 2^14
-	maxCiphertext      = 16384 + 2048 // 2^14 + 2048
-	recordHeaderLen    = 5
+	maxPlaintext       = record.MaxPlaintext // 2^14
+	maxCiphertext      = 16384 + 2048        // 2^14 + 2048
+	recordHeaderLen    = record.HeaderLen
 	maxHandshake       = 65536 // largest handshake message accepted
 	maxCertChain       = 10    // certificates in one Certificate message
 	defaultMaxEmpty    = 32    // empty records in a row

@@ -36,15 +36,10 @@ type Conn struct {
 	peerCertificates []*smx509.Certificate
 	verifiedChains   [][]*smx509.Certificate
 
-	// Input side: raw bytes live in rbuf[rpos:rend]; rbuf is the small
-	// inline buffer while idle and a pooled big buffer while records flow.
+	// Input side.
 	in                    halfConn
 	inMu                  sync.Mutex
-	rbuf                  []byte
-	big                   *[]byte
-	rpos                  int
-	rend                  int
-	small                 [512]byte
+	rd                    record.Reader
 	input                 []byte // decrypted application data not yet read
 	hand                  []byte // handshake bytes not yet consumed
 	empty                 int    // empty records in a row
@@ -69,7 +64,6 @@ type Conn struct {
 var (
 	smallOutPool = sync.Pool{New: func() any { b := make([]byte, 0, recordHeaderLen+maxCiphertext); return &b }}
 	bigOutPool   = sync.Pool{New: func() any { b := make([]byte, 0, bigOutSize); return &b }}
-	inPool       = sync.Pool{New: func() any { b := make([]byte, 2*(recordHeaderLen+maxCiphertext)); return &b }}
 )
 
 // maxWriteChunk is how much of a Write is protected and sent at once
@@ -104,60 +98,11 @@ func (c *Conn) Stats() Stats {
 	return c.stats.Stats()
 }
 
-// ---- input buffer management ----
-
-// fill makes at least n raw bytes available in rbuf[rpos:rend].
-func (c *Conn) fill(n int) error {
-	if c.rbuf == nil {
-		c.rbuf = c.small[:]
-	}
-	for c.rend-c.rpos < n {
-		if n > len(c.rbuf)-c.rpos {
-			if n > len(c.small) && c.big == nil {
-				c.big = inPool.Get().(*[]byte)
-				nb := *c.big
-				m := copy(nb, c.rbuf[c.rpos:c.rend])
-				c.rbuf, c.rpos, c.rend = nb, 0, m
-			} else {
-				m := copy(c.rbuf, c.rbuf[c.rpos:c.rend])
-				c.rpos, c.rend = 0, m
-			}
-		}
-		k, err := c.conn.Read(c.rbuf[c.rend:])
-		if k < 0 || k > len(c.rbuf)-c.rend {
-			return errors.New("tlcp: invalid Read result")
-		}
-		c.rend += k
-		if c.rend-c.rpos >= n {
-			break
-		}
-		if err != nil {
-			if err == io.EOF && c.rend-c.rpos > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// releaseInput returns the big input buffer when nothing buffered refers to it.
+// releaseInput gives the reader's big buffer back unless decrypted data
+// or handshake bytes still refer to it.
 func (c *Conn) releaseInput() {
-	if c.big == nil || len(c.input) > 0 || len(c.hand) > 0 {
-		return
-	}
-	if c.rpos == c.rend {
-		inPool.Put(c.big)
-		c.big = nil
-		c.rbuf = c.small[:]
-		c.rpos, c.rend = 0, 0
-		return
-	}
-	if c.rend-c.rpos <= len(c.small) {
-		m := copy(c.small[:], c.rbuf[c.rpos:c.rend])
-		inPool.Put(c.big)
-		c.big = nil
-		c.rbuf, c.rpos, c.rend = c.small[:], 0, m
+	if len(c.input) == 0 && len(c.hand) == 0 {
+		c.rd.Release()
 	}
 }
 
@@ -167,7 +112,8 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	if c.in.err != nil {
 		return c.in.err
 	}
-	if err := c.fill(recordHeaderLen); err != nil {
+	t, vers, n, err := c.rd.Header(c.conn)
+	if err != nil {
 		if e, ok := err.(net.Error); ok && e.Timeout() {
 			return err
 		}
@@ -176,10 +122,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		}
 		return c.in.setErr(err)
 	}
-	hdr := c.rbuf[c.rpos : c.rpos+recordHeaderLen]
-	typ := recordType(hdr[0])
-	vers := uint16(hdr[1])<<8 | uint16(hdr[2])
-	n := int(hdr[3])<<8 | int(hdr[4])
+	typ := recordType(t)
 	first := !c.firstH
 	c.firstH = true
 	if vers != VersionTLCP {
@@ -200,7 +143,8 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		c.sendAlert(AlertRecordOverflow)
 		return c.in.setErr(errorf(AlertRecordOverflow, "record of %d bytes", n))
 	}
-	if err := c.fill(recordHeaderLen + n); err != nil {
+	rec, err := c.rd.Record(c.conn, n)
+	if err != nil {
 		if e, ok := err.(net.Error); ok && e.Timeout() {
 			return err
 		}
@@ -210,8 +154,6 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		}
 		return c.in.setErr(err)
 	}
-	rec := c.rbuf[c.rpos : c.rpos+recordHeaderLen+n]
-	c.rpos += recordHeaderLen + n
 	data, err := c.in.decrypt(rec)
 	if err != nil {
 		c.sendAlert(AlertBadRecordMAC)
@@ -615,10 +557,8 @@ func (c *Conn) Close() error {
 		return err
 	}
 	c.inMu.Lock()
-	if c.big != nil && len(c.input) == 0 {
-		inPool.Put(c.big)
-		c.big = nil
-		c.rbuf = nil
+	if len(c.input) == 0 {
+		c.rd.Free()
 	}
 	c.inMu.Unlock()
 	return alertErr

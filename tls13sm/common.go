@@ -28,9 +28,9 @@ import (
 
 // Limits.
 const (
-	maxPlaintext       = 16384              // 2^14 (RFC 8446 §5.1)
-	maxCiphertext      = maxPlaintext + 256 // 2^14 + 256 (§5.2)
-	recordHeaderLen    = 5
+	maxPlaintext       = record.MaxPlaintext // 2^14 (RFC 8446 §5.1)
+	maxCiphertext      = maxPlaintext + 256  // 2^14 + 256 (§5.2)
+	recordHeaderLen    = record.HeaderLen
 	maxHandshakeMsg    = 65536 // largest handshake message accepted
 	maxCertChain       = 10    // certificates in a Certificate message
 	maxUselessRecords  = 16    // consecutive empty / CCS / warning records

@@ -18,12 +18,12 @@ import (
 	"github.com/gmproxy/gmproxy/internal/record"
 )
 
-// Record content types (RFC 8446 §5.1).
+// Record content types (RFC 8446 §5.1), the record core's.
 const (
-	recordTypeChangeCipherSpec uint8 = 20
-	recordTypeAlert            uint8 = 21
-	recordTypeHandshake        uint8 = 22
-	recordTypeApplicationData  uint8 = 23
+	recordTypeChangeCipherSpec uint8 = record.TypeChangeCipherSpec
+	recordTypeAlert            uint8 = record.TypeAlert
+	recordTypeHandshake        uint8 = record.TypeHandshake
+	recordTypeApplicationData  uint8 = record.TypeApplicationData
 )
 
 // halfConn is one direction of the record layer: the AEAD, its static IV
@@ -121,16 +121,13 @@ type Conn struct {
 
 	in, out halfConn
 
-	// raw input buffer: bytes [rawStart, rawEnd) are unread.
-	rawBuf           []byte
-	rawBox           *[]byte // the rawBufs entry rawBuf came from, if any
-	rawStart, rawEnd int
-	input            []byte // decrypted application data not yet returned
-	hand             []byte // pending handshake bytes
-	outBuf           []byte
-	sendBuf          []byte  // flight being coalesced
-	sendBox          *[]byte // the flightBufs entry sendBuf came from
-	buffering        bool
+	rd        record.Reader
+	input     []byte // decrypted application data not yet returned
+	hand      []byte // pending handshake bytes
+	outBuf    []byte
+	sendBuf   []byte  // flight being coalesced
+	sendBox   *[]byte // the flightBufs entry sendBuf came from
+	buffering bool
 
 	// ks is the key schedule scratch of post-handshake key updates.
 	ks *keySchedule
@@ -227,75 +224,6 @@ func (c *Conn) fail(a Alert, format string, args ...any) error {
 
 // ---- reading ----
 
-// Read buffer sizes: handshakes start small; bulk traffic grows the buffer
-// once to hold two full records, after which reading allocates nothing.
-const (
-	initialRawBuf = 2048
-	maxRawBuf     = 2 * (recordHeaderLen + maxCiphertext)
-)
-
-// rawBufs recycles initial read buffers: a connection gives its buffer
-// back when a handshake ends with nothing buffered (it takes one again on
-// its next read), so idle connections hold none.
-var rawBufs = sync.Pool{New: func() any { b := make([]byte, initialRawBuf); return &b }}
-
-func (c *Conn) ensureBuffers() {
-	if c.rawBuf == nil {
-		c.rawBox = rawBufs.Get().(*[]byte)
-		c.rawBuf, c.rawStart, c.rawEnd = *c.rawBox, 0, 0
-	}
-}
-
-// releaseRawBuf returns an initial-size read buffer that holds no unread
-// bytes to rawBufs. c.in must be held.
-func (c *Conn) releaseRawBuf() {
-	if c.rawBox == nil || c.rawStart != c.rawEnd || len(c.input) != 0 {
-		return
-	}
-	putRawBuf(c.rawBox)
-	c.rawBuf, c.rawBox, c.rawStart, c.rawEnd = nil, nil, 0, 0
-}
-
-// putRawBuf clears a read buffer (it may hold decrypted data) and pools it.
-func putRawBuf(b *[]byte) {
-	clear(*b)
-	rawBufs.Put(b)
-}
-
-// fill makes at least n unread bytes available in rawBuf.
-func (c *Conn) fill(n int) error {
-	for c.rawEnd-c.rawStart < n {
-		if c.rawStart+n > len(c.rawBuf) {
-			buf := c.rawBuf
-			if n > len(buf) { // n ≤ recordHeaderLen+maxCiphertext < maxRawBuf
-				buf = make([]byte, min(max(2*len(buf), n), maxRawBuf))
-			}
-			c.rawEnd = copy(buf, c.rawBuf[c.rawStart:c.rawEnd])
-			c.rawStart = 0
-			if c.rawBox != nil && &buf[0] != &c.rawBuf[0] {
-				putRawBuf(c.rawBox) // nothing refers to it now
-				c.rawBox = nil
-			}
-			c.rawBuf = buf
-		}
-		m, err := c.conn.Read(c.rawBuf[c.rawEnd:])
-		c.rawEnd += m
-		if c.rawEnd-c.rawStart >= n {
-			return nil
-		}
-		if err != nil {
-			if err == io.EOF {
-				if c.rawEnd-c.rawStart == 0 {
-					return io.EOF
-				}
-				return io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	return nil
-}
-
 // readFailed records a transport read error. A timeout (a passed read
 // deadline, which net/http uses to abort its background read) is not sticky:
 // the bytes read so far stay buffered and the connection stays usable, as
@@ -315,20 +243,16 @@ func (c *Conn) readRecord() error {
 	if c.in.err != nil {
 		return c.in.err
 	}
-	c.ensureBuffers()
 	if len(c.input) != 0 {
 		return errors.New("tls13sm: internal error: readRecord with pending input")
 	}
-	if err := c.fill(recordHeaderLen); err != nil {
+	typ, vers, n, err := c.rd.Header(c.conn)
+	if err != nil {
 		if err == io.EOF && !c.isHandshakeComplete.Load() {
 			err = io.ErrUnexpectedEOF
 		}
 		return c.readFailed(err)
 	}
-	hdr := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen]
-	typ := hdr[0]
-	vers := uint16(hdr[1])<<8 | uint16(hdr[2])
-	n := int(hdr[3])<<8 | int(hdr[4])
 	// legacy_record_version: 0x0301 is allowed on the first ClientHello,
 	// 0x0303 everywhere (§5.1). The major byte must be 3.
 	if vers>>8 != 3 {
@@ -337,12 +261,11 @@ func (c *Conn) readRecord() error {
 	if n > maxCiphertext || (c.in.aead == nil && n > maxPlaintext) {
 		return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "record of %d bytes", n))
 	}
-	if err := c.fill(recordHeaderLen + n); err != nil {
+	rec, err := c.rd.Record(c.conn, n)
+	if err != nil {
 		return c.readFailed(err)
 	}
-	record := c.rawBuf[c.rawStart : c.rawStart+recordHeaderLen+n]
-	c.rawStart += recordHeaderLen + n
-	payload := record[recordHeaderLen:]
+	payload := rec[recordHeaderLen:]
 
 	// §5: a ChangeCipherSpec of one byte 0x01 may appear any time during the
 	// handshake and is dropped; anything else is unexpected.
@@ -363,7 +286,7 @@ func (c *Conn) readRecord() error {
 		if n < aeadOver+1 {
 			return c.in.setErrorLocked(c.fail(AlertBadRecordMAC, "record too short"))
 		}
-		plain, err := c.in.aead.Open(payload[:0], c.in.makeNonce(), payload, record[:recordHeaderLen])
+		plain, err := c.in.aead.Open(payload[:0], c.in.makeNonce(), payload, rec[:recordHeaderLen])
 		if err != nil {
 			// §4.2.10: a server that rejected early data skips what it cannot decrypt.
 			if c.earlyDataSkip >= n {
@@ -680,6 +603,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	c.in.Lock()
 	defer c.in.Unlock()
 	for len(c.input) == 0 {
+		c.releaseInput()
 		if err := c.readRecord(); err != nil {
 			return 0, err
 		}
@@ -692,7 +616,18 @@ func (c *Conn) Read(b []byte) (int, error) {
 	n := copy(b, c.input)
 	c.input = c.input[n:]
 	c.stats.BytesIn(n)
+	if len(c.input) == 0 {
+		c.releaseInput()
+	}
 	return n, nil
+}
+
+// releaseInput gives the reader's big buffer back unless decrypted data
+// or handshake bytes still refer to it. c.in must be held.
+func (c *Conn) releaseInput() {
+	if len(c.input) == 0 && len(c.hand) == 0 {
+		c.rd.Release()
+	}
 }
 
 // handlePostHandshake processes one post-handshake message (§4.6).
@@ -799,6 +734,12 @@ func (c *Conn) Close() error {
 	}
 	if err := c.conn.Close(); err != nil {
 		return err
+	}
+	if c.in.TryLock() { // a handshake still running keeps its buffers
+		if len(c.input) == 0 {
+			c.rd.Free()
+		}
+		c.in.Unlock()
 	}
 	return alertErr
 }

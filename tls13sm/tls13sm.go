@@ -96,7 +96,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
 	} else {
 		err = c.serverHandshake(hctx)
 	}
-	c.releaseRawBuf()
+	c.releaseInput()
 	if err == nil {
 		c.isHandshakeComplete.Store(true)
 		c.handshakeErr = nil

@@ -1,0 +1,155 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+)
+
+// chunkConn returns its data in reads of at most chunk bytes, then err.
+type chunkConn struct {
+	net.Conn
+	data  []byte
+	chunk int
+	err   error
+	bad   bool // report an impossible count
+}
+
+func (c *chunkConn) Read(b []byte) (int, error) {
+	if c.bad {
+		return len(b) + 1, nil
+	}
+	if len(c.data) == 0 {
+		return 0, c.err
+	}
+	n := copy(b[:min(len(b), c.chunk)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func makeRecord(typ uint8, body []byte) []byte {
+	return append([]byte{typ, 1, 1, byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// readAll reads records until an error and returns them and the error.
+func readAll(r *Reader, conn net.Conn) ([][]byte, error) {
+	var recs [][]byte
+	for range 100 {
+		typ, vers, n, err := r.Header(conn)
+		if err != nil {
+			return recs, err
+		}
+		if vers != 0x0101 || n > maxRecord-HeaderLen {
+			return recs, errors.New("bad header")
+		}
+		rec, err := r.Record(conn, n)
+		if err != nil {
+			return recs, err
+		}
+		if rec[0] != typ {
+			return recs, errors.New("type changed")
+		}
+		recs = append(recs, bytes.Clone(rec))
+		r.Release()
+	}
+	return recs, errors.New("too many records")
+}
+
+func TestReaderRecords(t *testing.T) {
+	big := bytes.Repeat([]byte{7}, MaxPlaintext+2048)
+	want := [][]byte{makeRecord(TypeHandshake, []byte("hello")), makeRecord(TypeApplicationData, big), makeRecord(TypeAlert, []byte{1, 0}), makeRecord(TypeApplicationData, nil)}
+	stream := bytes.Join(want, nil)
+	for _, chunk := range []int{1, 3, 5, 512, 4096, len(stream)} {
+		var r Reader
+		got, err := readAll(&r, &chunkConn{data: stream, chunk: chunk, err: io.EOF})
+		if err != io.EOF {
+			t.Fatalf("chunk %d: end of stream: %v, want io.EOF", chunk, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("chunk %d: %d records, want %d", chunk, len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("chunk %d: record %d differs", chunk, i)
+			}
+		}
+		if r.big != nil {
+			t.Fatalf("chunk %d: big buffer kept after the last record", chunk)
+		}
+	}
+}
+
+func TestReaderTruncated(t *testing.T) {
+	rec := makeRecord(TypeHandshake, []byte("hello"))
+	for cut := 1; cut < len(rec); cut++ {
+		var r Reader
+		_, err := readAll(&r, &chunkConn{data: rec[:cut], chunk: 2, err: io.EOF})
+		if err != io.ErrUnexpectedEOF {
+			t.Fatalf("cut at %d: %v, want io.ErrUnexpectedEOF", cut, err)
+		}
+	}
+}
+
+func TestReaderTimeoutKeepsBytes(t *testing.T) {
+	rec := makeRecord(TypeApplicationData, bytes.Repeat([]byte{1}, 1000))
+	c := &chunkConn{data: rec[:700], chunk: 300, err: os.ErrDeadlineExceeded}
+	var r Reader
+	_, _, n, err := r.Header(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Record(c, n); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("short record: %v, want the deadline's error", err)
+	}
+	c.data, c.err = rec[700:], io.EOF
+	got, err := r.Record(c, n)
+	if err != nil || !bytes.Equal(got, rec) {
+		t.Fatalf("after the timeout: %v, record equal %v", err, bytes.Equal(got, rec))
+	}
+}
+
+func TestReaderBadRead(t *testing.T) {
+	var r Reader
+	if _, _, _, err := r.Header(&chunkConn{bad: true}); err != errBadRead {
+		t.Fatalf("impossible Read count: %v", err)
+	}
+}
+
+func TestReaderFree(t *testing.T) {
+	rec := makeRecord(TypeApplicationData, bytes.Repeat([]byte{9}, 4000))
+	var r Reader
+	c := &chunkConn{data: append(rec, rec...), chunk: 1 << 20, err: io.EOF}
+	_, _, n, _ := r.Header(c)
+	if _, err := r.Record(c, n); err != nil {
+		t.Fatal(err)
+	}
+	big := r.big
+	r.Release() // the second record is still buffered: too big to move
+	if r.big == nil {
+		t.Fatal("released the buffer holding an unread record")
+	}
+	r.Free()
+	if r.big != nil || r.buf != nil || r.pos != 0 || r.end != 0 {
+		t.Fatal("Free kept state")
+	}
+	if !bytes.Equal((*big)[:2*len(rec)], make([]byte, 2*len(rec))) {
+		t.Fatal("pooled buffer not cleared")
+	}
+}
+
+// FuzzReader: any byte stream in any read sizes is cut into records whose
+// concatenation is a prefix of the stream; nothing panics.
+func FuzzReader(f *testing.F) {
+	f.Add(makeRecord(TypeHandshake, []byte("hello")), uint8(3))
+	f.Add(append(makeRecord(TypeApplicationData, make([]byte, 600)), 22, 3), uint8(200))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		var r Reader
+		recs, _ := readAll(&r, &chunkConn{data: data, chunk: int(chunk) + 1, err: io.EOF})
+		if joined := bytes.Join(recs, nil); !bytes.HasPrefix(data, joined) {
+			t.Fatal("records are not the stream's prefix")
+		}
+	})
+}
