@@ -1,0 +1,443 @@
+package h1server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Connection states, for Shutdown.
+const (
+	stateNew    int32 = iota // no request read yet
+	stateActive              // reading or serving a request
+	stateIdle                // waiting for the next request
+)
+
+// conn is one connection being served; it is reused for every request.
+type conn struct {
+	srv        *Server
+	rwc        net.Conn
+	started    int64 // unix ns
+	state      atomic.Int32
+	remoteAddr string
+	ctx        context.Context
+	cancel     context.CancelFunc
+
+	r        connReader
+	br       *bufio.Reader
+	scan     headScan
+	lastPOST bool
+	hijacked bool
+
+	w    response // the current request's writer
+	body body     // the current request's body, when it has one
+
+	watch watcher
+}
+
+var connPool sync.Pool
+
+func newConn(s *Server, rwc net.Conn) *conn {
+	c, _ := connPool.Get().(*conn)
+	if c == nil {
+		c = new(conn)
+		c.watch.cond.L = &c.watch.mu
+	}
+	c.srv, c.rwc = s, rwc
+	c.started = time.Now().UnixNano()
+	c.r = connReader{c: c}
+	c.body.c = c
+	c.w.c = c
+	return c
+}
+
+// putConn returns c to the pool once nothing refers to it any more.
+func putConn(c *conn) {
+	if c.hijacked {
+		return // the hijacker may still use the request's writer
+	}
+	scanHost := c.scan.host
+	if cap(scanHost) > 4<<10 {
+		scanHost = nil
+	}
+	c.w.reset()
+	c.srv, c.rwc, c.ctx, c.cancel, c.br = nil, nil, nil, nil, nil
+	c.remoteAddr, c.lastPOST, c.hijacked = "", false, false
+	c.scan = headScan{host: scanHost[:0]}
+	c.body = body{}
+	connPool.Put(c)
+}
+
+var brPool sync.Pool
+
+func getBufioReader(r io.Reader) *bufio.Reader {
+	if br, _ := brPool.Get().(*bufio.Reader); br != nil {
+		br.Reset(r)
+		return br
+	}
+	return bufio.NewReaderSize(r, 4<<10)
+}
+
+func putBufioReader(br *bufio.Reader) {
+	br.Reset(nil)
+	brPool.Put(br)
+}
+
+// connReader is what the bufio.Reader reads from: the connection, with
+// the header size limit, the header scan and the byte a background read
+// took.
+type connReader struct {
+	c        *conn
+	remain   int64 // bytes that may still be read (header size limit)
+	scanning bool
+	hasByte  bool
+	byteBuf  [1]byte
+}
+
+const noLimit = 1<<63 - 1
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.remain <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.remain {
+		p = p[:r.remain]
+	}
+	var n int
+	var err error
+	if r.hasByte {
+		p[0] = r.byteBuf[0]
+		r.hasByte = false
+		n = 1
+	} else {
+		n, err = r.c.rwc.Read(p)
+	}
+	r.remain -= int64(n)
+	if r.scanning {
+		r.c.scan.feed(p[:n])
+		r.scanning = !r.c.scan.done
+	}
+	return n, err
+}
+
+// statusError is a request refused before its handler runs.
+type statusError struct {
+	code int
+	text string
+}
+
+func (e *statusError) Error() string { return http.StatusText(e.code) + ": " + e.text }
+
+var (
+	errTooLarge        = &statusError{http.StatusRequestHeaderFieldsTooLarge, ""}
+	errUnsupportedTE   = &statusError{http.StatusNotImplemented, ""}
+	errMissingHost     = &statusError{http.StatusBadRequest, "missing required Host header"}
+	errMalformedHost   = &statusError{http.StatusBadRequest, "malformed Host header"}
+	errFieldName       = &statusError{http.StatusBadRequest, "invalid header name"}
+	errVersion         = &statusError{http.StatusHTTPVersionNotSupported, "unsupported protocol version"}
+	errExpectationFail = &statusError{http.StatusExpectationFailed, ""}
+)
+
+// serve runs the connection's request loop.
+func (c *conn) serve() {
+	s := c.srv
+	if ra := c.rwc.RemoteAddr(); ra != nil {
+		c.remoteAddr = ra.String()
+	}
+	ctx := context.Background()
+	if s.ConnContext != nil {
+		ctx = s.ConnContext(ctx, c.rwc)
+	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.br = getBufioReader(&c.r)
+	defer c.end()
+
+	if d := s.readHeaderTimeout(); d > 0 {
+		c.rwc.SetReadDeadline(time.Now().Add(d))
+	}
+	for first := true; ; first = false {
+		if !first && c.br.Buffered() == 0 {
+			// Wait for the next request's first byte under the idle
+			// timeout; the header timeout starts with it.
+			c.state.Store(stateIdle)
+			if s.shutting.Load() {
+				return
+			}
+			setReadTimeout(c.rwc, s.idleTimeout())
+			if _, err := c.br.Peek(1); err != nil {
+				return
+			}
+			setReadTimeout(c.rwc, s.readHeaderTimeout())
+		}
+		c.state.Store(stateActive)
+		req, err := c.readRequest()
+		if err != nil {
+			c.refuse(err)
+			return
+		}
+		if !c.serveRequest(req) {
+			return
+		}
+		if s.shutting.Load() {
+			return
+		}
+		if c.br.Buffered() > 0 {
+			setReadTimeout(c.rwc, s.readHeaderTimeout()) // a pipelined request
+		}
+	}
+}
+
+func setReadTimeout(c net.Conn, d time.Duration) {
+	if d > 0 {
+		c.SetReadDeadline(time.Now().Add(d))
+	} else {
+		c.SetReadDeadline(time.Time{})
+	}
+}
+
+// end closes the connection (unless hijacked) and releases it.
+func (c *conn) end() {
+	c.cancel()
+	if !c.hijacked {
+		c.rwc.Close()
+		putBufioReader(c.br)
+	}
+	c.srv.untrack(c)
+	putConn(c)
+}
+
+// readRequest reads the next request's header and checks it.
+func (c *conn) readRequest() (*http.Request, error) {
+	s := c.srv
+	t0 := time.Now()
+	if c.lastPOST {
+		// RFC 9112 §2.2: tolerate the CRLF some old clients send after a
+		// POST body.
+		if b, _ := c.br.Peek(min(c.br.Buffered(), 4)); len(b) > 0 {
+			n := 0
+			for n < len(b) && (b[n] == '\r' || b[n] == '\n') {
+				n++
+			}
+			c.br.Discard(n)
+		}
+	}
+	c.r.remain = s.maxHeaderBytes() + 4096 // bufio's read-ahead slack, as net/http
+	c.scan.reset()
+	if b, _ := c.br.Peek(c.br.Buffered()); len(b) > 0 {
+		c.scan.feed(b)
+	}
+	c.r.scanning = !c.scan.done
+	req, err := http.ReadRequest(c.br)
+	c.r.scanning = false
+	if err != nil {
+		if c.r.remain <= 0 {
+			return nil, errTooLarge
+		}
+		if c.scan.te && isUnsupportedTE(err) {
+			return nil, errUnsupportedTE
+		}
+		return nil, err
+	}
+	c.r.remain = noLimit
+	if req.ProtoMajor != 1 {
+		return nil, errVersion
+	}
+	c.lastPOST = req.Method == http.MethodPost
+	if c.scan.hosts == 0 {
+		if req.ProtoMinor >= 1 && req.Method != http.MethodConnect {
+			return nil, errMissingHost
+		}
+	} else if !validHost(req.Host, c.scan.hostValue(), req.URL.Host == "") {
+		return nil, errMalformedHost
+	}
+	// ReadRequest checked the field values and lets through one kind of
+	// invalid name (with a space before the colon, go.dev/issue/34540).
+	for k := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, errFieldName
+		}
+	}
+	*req = *req.WithContext(c.ctx)
+	req.RemoteAddr = c.remoteAddr
+	if d := s.ReadTimeout; d > 0 {
+		c.rwc.SetReadDeadline(t0.Add(d))
+	} else {
+		c.rwc.SetReadDeadline(time.Time{})
+	}
+	if d := s.WriteTimeout; d > 0 {
+		c.rwc.SetWriteDeadline(time.Now().Add(d))
+	}
+	return req, nil
+}
+
+// validHost checks the Host field: its raw value, and the request's Host
+// when it came from the field (origin-form target).
+func validHost(reqHost string, raw []byte, fromField bool) bool {
+	if fromField && !httpguts.ValidHostHeader(reqHost) {
+		return false
+	}
+	if string(raw) == reqHost {
+		return fromField || httpguts.ValidHostHeader(reqHost)
+	}
+	return httpguts.ValidHostHeader(string(raw))
+}
+
+// isUnsupportedTE reports ReadRequest's refusal of a Transfer-Encoding
+// (its error type is not exported; the messages are those of
+// net/http's transfer.go).
+func isUnsupportedTE(err error) bool {
+	m := err.Error()
+	return strings.HasPrefix(m, "unsupported transfer encoding") || strings.HasPrefix(m, "too many transfer encodings")
+}
+
+// refuse answers a request that could not be read, as net/http does, or
+// says nothing when the client went away or stalled.
+func (c *conn) refuse(err error) {
+	const hdrs = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+	var se *statusError
+	switch {
+	case err == errTooLarge:
+		const msg = "431 Request Header Fields Too Large"
+		c.rwc.Write([]byte("HTTP/1.1 " + msg + hdrs + msg))
+		c.linger()
+	case err == errUnsupportedTE:
+		c.rwc.Write([]byte("HTTP/1.1 501 Not Implemented" + hdrs + "Unsupported transfer encoding"))
+	case isCommonNetReadError(err):
+	case errors.As(err, &se):
+		c.rwc.Write([]byte(se.statusLine() + hdrs + se.statusLine()[len("HTTP/1.1 "):]))
+	default:
+		const msg = "400 Bad Request"
+		c.rwc.Write([]byte("HTTP/1.1 " + msg + hdrs + msg))
+	}
+}
+
+func (e *statusError) statusLine() string {
+	l := "HTTP/1.1 " + itoa3(e.code) + " " + http.StatusText(e.code)
+	if e.text != "" {
+		l += ": " + e.text
+	}
+	return l
+}
+
+func itoa3(n int) string {
+	return string([]byte{byte('0' + n/100), byte('0' + n/10%10), byte('0' + n%10)})
+}
+
+func isCommonNetReadError(err error) bool {
+	if err == io.EOF {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "read"
+}
+
+// lingerTime bounds how long a connection closed with unread request
+// bytes keeps reading them, so that closing does not reset the
+// connection (and lose the response) while the client is still sending.
+const lingerTime = 500 * time.Millisecond
+
+// linger reads and drops what the client still sends, until it closes,
+// lingerTime passes or 1 MiB was dropped.
+func (c *conn) linger() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.rwc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.CopyN(io.Discard, c.rwc, 1<<20)
+}
+
+// serveRequest runs the handler for req and finishes its response. It
+// returns whether the connection can serve another request.
+func (c *conn) serveRequest(req *http.Request) (keep bool) {
+	s := c.srv
+	w := &c.w
+	w.start(req)
+	if c.scan.ambiguous() {
+		w.closeAfter = true // RFC 9112 §6.1
+	}
+	// RFC 9110 §10.1.1: 100-continue is sent when the handler first
+	// reads the body; other expectations cannot be met.
+	var expectContinue bool
+	if ex := req.Header["Expect"]; len(ex) > 0 {
+		if !httpguts.HeaderValuesContainsToken(ex[:1], "100-continue") {
+			if ex[0] != "" {
+				c.refuse(errExpectationFail)
+				return false
+			}
+		} else {
+			expectContinue = req.ProtoMinor >= 1 && req.ContentLength != 0
+		}
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	w.expectContinue = expectContinue
+	if hasBody {
+		c.body.start(req.Body, expectContinue)
+		req.Body = &c.body
+	}
+	c.watch.begin(!hasBody)
+	if !c.runHandler(req) {
+		return false // panicked: closed
+	}
+	c.watch.end(c)
+	if c.hijacked {
+		return false
+	}
+	if hasBody {
+		if !c.body.finish() {
+			w.closeAfter = true
+		}
+	}
+	w.finish()
+	if w.wroteDeadline || s.WriteTimeout > 0 {
+		c.rwc.SetWriteDeadline(time.Time{})
+	}
+	if c.watch.gone() || w.err != nil {
+		return false
+	}
+	if w.closeAfter {
+		if hasBody && c.body.tooBig {
+			c.linger()
+		}
+		return false
+	}
+	return true
+}
+
+// runHandler calls the handler; a panic is logged (except
+// http.ErrAbortHandler) and ends the connection.
+func (c *conn) runHandler(req *http.Request) (ok bool) {
+	defer func() {
+		if ok {
+			return
+		}
+		v := recover()
+		c.watch.end(c)
+		if v != nil && v != http.ErrAbortHandler {
+			buf := make([]byte, 16<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.srv.logger().Error("http: panic serving request", "remote", c.remoteAddr, "uri", req.RequestURI, "panic", v, "stack", string(buf))
+		}
+		if !c.hijacked {
+			c.w.abort()
+		}
+	}()
+	c.srv.Handler.ServeHTTP(&c.w, req)
+	return true
+}

@@ -1,0 +1,592 @@
+package h1server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// testServer serves h on loopback with s's settings; it is closed when
+// the test ends.
+func testServer(t testing.TB, s *Server, h http.Handler) (*Server, string) {
+	t.Helper()
+	if s == nil {
+		s = &Server{}
+	}
+	s.Handler = h
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); s.ServeConn(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.Close()
+		wg.Wait()
+	})
+	return s, ln.Addr().String()
+}
+
+func dial(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// exchange sends raw and reads everything until the server closes.
+func exchange(t testing.TB, addr, raw string) string {
+	t.Helper()
+	c := dial(t, addr)
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+// readResponses reads n responses to method requests from br.
+func readResponses(t testing.TB, br *bufio.Reader, methods ...string) []*http.Response {
+	t.Helper()
+	var out []*http.Response
+	for _, m := range methods {
+		res, err := http.ReadResponse(br, &http.Request{Method: m})
+		if err != nil {
+			t.Fatalf("response %d: %v", len(out)+1, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("response %d body: %v", len(out)+1, err)
+		}
+		res.Body = io.NopCloser(strings.NewReader(string(b)))
+		out = append(out, res)
+	}
+	return out
+}
+
+func bodyOf(r *http.Response) string { b, _ := io.ReadAll(r.Body); return string(b) }
+
+var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	fmt.Fprintf(w, "%s %s %s host=%s body=%s", r.Method, r.RequestURI, r.Proto, r.Host, b)
+})
+
+func TestPipelinedRequestsInOrder(t *testing.T) {
+	_, addr := testServer(t, nil, echo)
+	c := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nPOST /2 HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\nHost: a\r\n\r\n")
+	rs := readResponses(t, bufio.NewReader(c), "GET", "POST", "GET")
+	want := []string{"GET /1 HTTP/1.1 host=a body=", "POST /2 HTTP/1.1 host=a body=abc", "GET /3 HTTP/1.1 host=a body="}
+	for i, r := range rs {
+		if got := bodyOf(r); got != want[i] || r.ContentLength != int64(len(want[i])) {
+			t.Errorf("response %d: %q (length %d), want %q", i+1, got, r.ContentLength, want[i])
+		}
+	}
+}
+
+func TestHTTP10KeepAlive(t *testing.T) {
+	_, addr := testServer(t, nil, echo)
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	r := readResponses(t, br, "GET")[0]
+	if r.Header.Get("Connection") != "keep-alive" || r.Close {
+		t.Fatalf("HTTP/1.0 keep-alive: Connection %q, close %v", r.Header.Get("Connection"), r.Close)
+	}
+	io.WriteString(c, "GET /b HTTP/1.0\r\n\r\n")
+	r = readResponses(t, br, "GET")[0]
+	if got := bodyOf(r); got != "GET /b HTTP/1.0 host= body=" {
+		t.Fatalf("second request: %q", got)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("HTTP/1.0 without keep-alive: connection not closed (%v)", err)
+	}
+}
+
+func TestConnectionClose(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/handler-close" {
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, "ok")
+	}))
+	for _, tc := range []struct{ name, req string }{
+		{"client", "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{"handler", "GET /handler-close HTTP/1.1\r\nHost: a\r\n\r\nGET /never HTTP/1.1\r\nHost: a\r\n\r\n"},
+	} {
+		out := exchange(t, addr, tc.req)
+		if strings.Count(out, "HTTP/1.1 200") != 1 || !strings.Contains(out, "Connection: close\r\n") {
+			t.Errorf("%s close: %q", tc.name, out)
+		}
+	}
+}
+
+func TestChunkedRequestAndResponse(t *testing.T) {
+	big := strings.Repeat("x", 40<<10)
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Trailer", "X-Sum")
+		io.WriteString(w, string(b))
+		io.WriteString(w, big)
+		w.Header().Set("X-Sum", strconv.Itoa(len(b)))
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+		w.Header().Set("X-Not-Declared", "ignored")
+		if r.Trailer.Get("X-In") != "t" {
+			w.Header().Set(http.TrailerPrefix+"X-In-Missing", "1")
+		}
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: X-In\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-In: t\r\n\r\n")
+	r := readResponses(t, bufio.NewReader(c), "POST")[0]
+	if got := bodyOf(r); got != "abcde"+big {
+		t.Fatalf("body: %d bytes", len(got))
+	}
+	if r.TransferEncoding == nil || r.TransferEncoding[0] != "chunked" {
+		t.Errorf("transfer encoding %v, want chunked", r.TransferEncoding)
+	}
+	if r.Trailer.Get("X-Sum") != "5" || r.Trailer.Get("X-Late") != "late" || r.Trailer.Get("X-In-Missing") != "" || r.Trailer.Get("X-Not-Declared") != "" {
+		t.Errorf("trailers %v", r.Trailer)
+	}
+}
+
+func TestOneWriteResponse(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(make([]byte, 1024))
+	})}
+	a, b := net.Pipe()
+	defer b.Close()
+	wc := &writeCounter{Conn: a}
+	go s.ServeConn(wc)
+	b.SetDeadline(time.Now().Add(testpeer.WaitLimit))
+	br := bufio.NewReader(b)
+	for i := 0; i < 3; i++ {
+		io.WriteString(b, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		r := readResponses(t, br, "GET")[0]
+		if r.ContentLength != 1024 {
+			t.Fatalf("content length %d", r.ContentLength)
+		}
+	}
+	if n := wc.n.Load(); n != 3 {
+		t.Errorf("%d writes for 3 responses, want 3", n)
+	}
+}
+
+type writeCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) { w.n.Add(1); return w.Conn.Write(p) }
+
+func TestHeadAndBodylessStatus(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(204)
+		case "/304":
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(304)
+		}
+		if _, err := io.WriteString(w, "body"); err != nil && r.URL.Path == "/" {
+			t.Errorf("write: %v", err)
+		}
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "HEAD / HTTP/1.1\r\nHost: a\r\n\r\nGET /204 HTTP/1.1\r\nHost: a\r\n\r\nGET /304 HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	br := bufio.NewReader(c)
+	rs := readResponses(t, br, "HEAD", "GET", "GET", "GET")
+	if rs[0].ContentLength != 4 || rs[0].Header.Get("Content-Type") == "" {
+		t.Errorf("HEAD: length %d, type %q", rs[0].ContentLength, rs[0].Header.Get("Content-Type"))
+	}
+	if rs[1].StatusCode != 204 || rs[1].Header.Get("Content-Length") != "" {
+		t.Errorf("204: %v", rs[1].Header)
+	}
+	if rs[2].StatusCode != 304 || rs[2].Header.Get("Content-Type") != "" {
+		t.Errorf("304: %v", rs[2].Header)
+	}
+	if bodyOf(rs[3]) != "body" {
+		t.Errorf("GET after HEAD/204/304 out of sync")
+	}
+}
+
+func TestExpectContinue(t *testing.T) {
+	read := make(chan struct{})
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-read
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+	// Nothing before the handler reads the body.
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := br.Peek(1); err == nil {
+		t.Fatal("100 Continue sent before the handler read the body")
+	}
+	c.SetReadDeadline(time.Now().Add(testpeer.WaitLimit))
+	close(read)
+	line, _ := br.ReadString('\n')
+	if line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("first line %q", line)
+	}
+	br.ReadString('\n')
+	io.WriteString(c, "hi")
+	if r := readResponses(t, br, "PUT")[0]; bodyOf(r) != "hi" {
+		t.Fatal("body after 100 Continue lost")
+	}
+
+	out := exchange(t, addr, "PUT / HTTP/1.1\r\nHost: a\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\nhi")
+	if !strings.HasPrefix(out, "HTTP/1.1 417 ") {
+		t.Errorf("other expectation: %q, want 417", out)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	served := make(chan string, 10)
+	_, addr := testServer(t, &Server{MaxHeaderBytes: 1 << 10}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served <- r.URL.Path
+	}))
+	for _, tc := range []struct{ name, req, want string }{
+		{"missing Host", "GET /x HTTP/1.1\r\n\r\n", "HTTP/1.1 400 Bad Request: missing required Host header"},
+		{"two Hosts", "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"bad Host", "GET /x HTTP/1.1\r\nHost: a b\r\n\r\n", "HTTP/1.1 400 Bad Request: malformed Host header"},
+		{"bad Host, absolute target", "GET http://a/x HTTP/1.1\r\nHost: a\x01b\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"bad field name", "GET /x HTTP/1.1\r\nHost: a\r\nBad Name: v\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"empty field name", "GET /x HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"bad field value", "GET /x HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"header too large", "GET /x HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 8<<10) + "\r\n\r\n", "HTTP/1.1 431 Request Header Fields Too Large"},
+		{"HTTP/2.0", "GET /x HTTP/2.0\r\nHost: a\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported"},
+		{"HTTP/0.9", "GET /x HTTP/0.9\r\nHost: a\r\n\r\n", "HTTP/1.1 505"},
+		{"bad version", "GET /x HTTP/1.x\r\nHost: a\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"gzip TE", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 Not Implemented"},
+		{"two TEs", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 501 Not Implemented"},
+		{"two Content-Lengths", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", "HTTP/1.1 400 Bad Request"},
+	} {
+		out := exchange(t, addr, tc.req)
+		if !strings.HasPrefix(out, tc.want) || !strings.Contains(out, "Connection: close") {
+			t.Errorf("%s: %q, want %q", tc.name, out, tc.want)
+		}
+	}
+	select {
+	case p := <-served:
+		t.Errorf("bad request reached the handler: %s", p)
+	default:
+	}
+	// HTTP/1.0 needs no Host; an empty Host is allowed.
+	if out := exchange(t, addr, "GET /ok HTTP/1.0\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.0 200") {
+		t.Errorf("HTTP/1.0 without Host: %q", out)
+	}
+	if out := exchange(t, addr, "GET /ok HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.1 200") {
+		t.Errorf("empty Host: %q", out)
+	}
+}
+
+// A request with both Content-Length and Transfer-Encoding is answered
+// with Connection: close and nothing after it on the connection is
+// served, whichever field a peer would have trusted (RFC 9112 §6.1).
+func TestContentLengthAndTransferEncoding(t *testing.T) {
+	var paths []string
+	var mu sync.Mutex
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+	for _, order := range []string{
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+		"transfer-encoding: chunked\r\ncontent-length: 5\r\n",
+	} {
+		out := exchange(t, addr, "POST /first HTTP/1.1\r\nHost: a\r\n"+order+"\r\n0\r\n\r\n"+smuggled)
+		if !strings.HasPrefix(out, "HTTP/1.1 200") || !strings.Contains(out, "Connection: close\r\n") || strings.Count(out, "HTTP/1.1") != 1 {
+			t.Errorf("CL+TE: %q", out)
+		}
+	}
+	// Split across reads, after a first ordinary request.
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /plain HTTP/1.1\r\nHost: a\r\n\r\n")
+	readResponses(t, br, "GET")
+	for _, part := range []string{"POST /first HTTP/1.1\r\nHost: a\r\nContent-Le", "ngth: 5\r\nTransfer-Enc", "oding: chunked\r\n\r\n0\r\n\r\n" + smuggled} {
+		io.WriteString(c, part)
+		time.Sleep(10 * time.Millisecond)
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "Connection: close\r\n") || strings.Count(string(rest), "HTTP/1.1") != 1 {
+		t.Errorf("CL+TE in pieces: %q", rest)
+	}
+	mu.Lock()
+	for _, p := range paths {
+		if p == "/smuggled" {
+			t.Errorf("the smuggled request was served: %v", paths)
+		}
+	}
+	mu.Unlock()
+	// A body that merely contains such lines is no reason to close.
+	c = dial(t, addr)
+	br = bufio.NewReader(c)
+	inner := "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	io.WriteString(c, "POST /body HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(len(inner))+"\r\n\r\n"+inner)
+	if r := readResponses(t, br, "POST")[0]; r.Close {
+		t.Error("a body with field-like lines closed the connection")
+	}
+}
+
+func TestHandlerPanic(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/panic":
+			io.WriteString(w, "partial")
+			panic("boom")
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		}
+		io.WriteString(w, "alive")
+	}))
+	for _, p := range []string{"/panic", "/abort"} {
+		if out := exchange(t, addr, "GET "+p+" HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"); out != "" {
+			t.Errorf("%s: %q, want the connection closed without a response", p, out)
+		}
+	}
+	if out := exchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); !strings.HasSuffix(out, "alive") {
+		t.Errorf("server after panics: %q", out)
+	}
+}
+
+func TestHijack(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		io.WriteString(c, "echo:"+line)
+	}))
+	c := dial(t, addr)
+	// The tunnel's first bytes arrive with the request.
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\nhello\n")
+	out, _ := io.ReadAll(c)
+	if string(out) != "HTTP/1.1 101 Switching Protocols\r\n\r\necho:hello\n" {
+		t.Errorf("hijacked: %q", out)
+	}
+}
+
+func TestTimeoutsClose(t *testing.T) {
+	_, addr := testServer(t, &Server{IdleTimeout: 50 * time.Millisecond, ReadHeaderTimeout: 50 * time.Millisecond}, echo)
+	// Idle after a response.
+	c := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	br := bufio.NewReader(c)
+	readResponses(t, br, "GET")
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("idle connection: %v, want EOF", err)
+	}
+	// A header that never ends.
+	c = dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
+	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+		t.Errorf("slow header: %q %v, want a silent close", b, err)
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	s, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		io.WriteString(w, "done")
+	}))
+	idle := dial(t, addr)
+	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	ibr := bufio.NewReader(idle)
+	readResponses(t, ibr, "GET")
+	busy := dial(t, addr)
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	testpeer.Recv(t, entered, "slow request")
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testpeer.WaitLimit)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	if _, err := ibr.ReadByte(); err != io.EOF {
+		t.Errorf("idle connection after Shutdown: %v, want EOF", err)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+	default:
+	}
+	close(release)
+	out, _ := io.ReadAll(busy)
+	if !strings.Contains(string(out), "Connection: close\r\n") || !strings.HasSuffix(string(out), "done") {
+		t.Errorf("busy connection: %q", out)
+	}
+	if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
+		t.Fatal(err)
+	}
+	a, b := net.Pipe()
+	defer b.Close()
+	if err := s.ServeConn(a); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("ServeConn after Shutdown: %v", err)
+	}
+}
+
+// A client that goes away while a slow handler runs cancels the request
+// context.
+func TestClientGoneCancelsContext(t *testing.T) {
+	gone := make(chan error, 1)
+	entered := make(chan struct{})
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		select {
+		case <-r.Context().Done():
+			gone <- r.Context().Err()
+		case <-time.After(testpeer.WaitLimit):
+			gone <- nil
+		}
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	testpeer.Recv(t, entered, "request")
+	c.Close()
+	if err := testpeer.Recv(t, gone, "handler end"); !errors.Is(err, context.Canceled) {
+		t.Errorf("request context after the client left: %v, want canceled", err)
+	}
+}
+
+// A pipelined request that arrives while a slow handler runs is served
+// next (the byte the background read took is not lost).
+func TestPipelinedDuringSlowHandler(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * watchDelay)
+		}
+		io.WriteString(w, r.URL.Path)
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(2 * watchDelay)
+	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+	rs := readResponses(t, bufio.NewReader(c), "GET", "GET")
+	if bodyOf(rs[0]) != "/slow" || bodyOf(rs[1]) != "/next" {
+		t.Error("pipelined request lost")
+	}
+}
+
+func TestUnreadBody(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ignored the body")
+	}))
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789GET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+	if rs := readResponses(t, br, "POST", "GET"); rs[1].StatusCode != 200 {
+		t.Error("small unread body not drained")
+	}
+	big := 1 << 20
+	c = dial(t, addr)
+	go func() {
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(big)+"\r\n\r\n")
+		c.Write(make([]byte, big))
+	}()
+	br = bufio.NewReader(c)
+	if r := readResponses(t, br, "POST")[0]; !r.Close {
+		t.Error("big unread body: connection kept")
+	}
+}
+
+func TestContentLengthMismatch(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "4")
+		if r.URL.Path == "/long" {
+			if _, err := io.WriteString(w, "12345"); !errors.Is(err, http.ErrContentLength) {
+				t.Errorf("too long a write: %v", err)
+			}
+			return
+		}
+		io.WriteString(w, "12")
+	}))
+	out := exchange(t, addr, "GET /short HTTP/1.1\r\nHost: a\r\n\r\nGET /short HTTP/1.1\r\nHost: a\r\n\r\n")
+	if strings.Count(out, "HTTP/1.1 200") != 1 {
+		t.Errorf("short body: the connection went on: %q", out)
+	}
+	exchange(t, addr, "GET /long HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+}
+
+func TestResponseFields(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Bad Name"] = []string{"x"}
+		w.Header().Set("X-Split", "a\r\nInjected: yes")
+		w.Header().Add("Link", "</s.css>; rel=preload")
+		w.WriteHeader(103)
+		w.Header().Set("X-After", "ignored")
+		w.Header().Del("Link")
+		w.WriteHeader(200)
+		w.Header().Set("X-Too-Late", "1")
+		io.WriteString(w, "<html><body>hi</body></html>")
+	}))
+	out := exchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	for _, want := range []string{"HTTP/1.1 103 Early Hints\r\n", "Link: </s.css>; rel=preload\r\n", "X-Split: a  Injected: yes\r\n", "Content-Type: text/html; charset=utf-8\r\n", "Date: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in %q", want, out)
+		}
+	}
+	for _, bad := range []string{"Bad Name", "\r\nInjected", "X-Too-Late"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%q sent: %q", bad, out)
+		}
+	}
+}
+
+func TestHTTP10CloseDelimited(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "a")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "b")
+	}))
+	out := exchange(t, addr, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	if !strings.HasSuffix(out, "\r\n\r\nab") || strings.Contains(out, "chunked") || strings.Contains(out, "Content-Length") {
+		t.Errorf("HTTP/1.0 flushed response: %q", out)
+	}
+}
