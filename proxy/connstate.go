@@ -33,10 +33,6 @@ type connInfo struct {
 	wrote atomic.Bool
 	trace httptrace.ClientTrace
 
-	// h1 watches an HTTP/1.1 connection for requests with both
-	// Content-Length and Transfer-Encoding (nil for HTTP/2).
-	h1 *ambiguityGuard
-
 	// writeArmed: an HTTP/1.1 response left a send_timeout write deadline
 	// on the connection (timeouts.go). Requests of one HTTP/1.1
 	// connection run one at a time.
@@ -148,11 +144,7 @@ func ConnStateFrom(ctx context.Context) (frontdoor.ConnState, bool) {
 // implement frontdoor.StateConn get their state attached; others get an
 // empty per-connection record so that first-request logic still works.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	g, _ := c.(*ambiguityGuard)
-	if g != nil {
-		c = g.Conn
-	}
-	ci := &connInfo{h1: g}
+	ci := &connInfo{}
 	if sc, ok := c.(frontdoor.StateConn); ok {
 		ci.state, ci.hasState = sc.ConnState(), true
 	}

@@ -344,9 +344,6 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ci := connInfoFrom(r.Context())
 	rs.ci = ci
-	if ci != nil && ci.h1.ambiguous() {
-		rs.w.closeConn = true // RFC 9112 §6.1
-	}
 	p.initSend(rs, r)
 	host := reqHost(r, ci)
 	rt := s.match(r, host)
@@ -389,9 +386,6 @@ func (s *site) misdirected(w http.ResponseWriter, r *http.Request, other *site) 
 // finish reports the request to the observer and the access log.
 func (s *site) finish(rs *reqState, r *http.Request) {
 	rs.w.send.arm() // what the server still flushes after the handler
-	if rs.w.closeConn && !rs.w.wroteHeader {
-		rs.w.Header().Set("Connection", "close") // the server's own answer
-	}
 	if v := recover(); v != nil {
 		// An aborted copy (panic(http.ErrAbortHandler)) still gets logged.
 		if rs.w.status == 0 {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/h1server"
 )
 
 // Proxy is one generation of the reverse proxy: sites, upstream pools with
@@ -36,10 +37,12 @@ type Proxy struct {
 	anyClientAuth bool
 	limits        LimitsConfig
 
-	h1      *http.Server
-	h2      *http2.Server
-	ln      *connListener
-	serveWG sync.WaitGroup // the h1 Serve loop
+	// h1 serves HTTP/1.1 on the connection's goroutine; h2base is the
+	// configuration x/net/http2 takes its limits from, and its Shutdown
+	// sends GOAWAY to the h2 connections (http2.ConfigureServer).
+	h1     *h1server.Server
+	h2base *http.Server
+	h2     *http2.Server
 
 	mu      sync.Mutex
 	tracked map[io.Closer]struct{} // h2 connections, tunnels, TCP streams
@@ -120,7 +123,17 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		l.MaxConcurrentStreams = 250
 	}
 	p.limits = l
-	p.h1 = &http.Server{
+	p.h1 = &h1server.Server{
+		Handler:           p,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ConnContext:       ConnContext,
+		Logger:            logger,
+	}
+	p.h2base = &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
@@ -135,16 +148,10 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		IdleTimeout:          l.IdleTimeout,
 		MaxReadFrameSize:     1 << 20,
 	}
-	if err := http2.ConfigureServer(p.h1, p.h2); err != nil {
+	if err := http2.ConfigureServer(p.h2base, p.h2); err != nil {
 		p.closeUpstreams()
 		return nil, fmt.Errorf("http2: %w", err)
 	}
-	p.ln = newConnListener()
-	p.serveWG.Add(1)
-	go func() {
-		defer p.serveWG.Done()
-		p.h1.Serve(p.ln)
-	}()
 	for _, u := range p.upstreams {
 		if cfg.Previous != nil {
 			u.inheritHealth(cfg.Previous.upstreams[u.name])
@@ -259,8 +266,7 @@ func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
 // ServeConn serves an established client connection until it closes:
 // TCP stream mode when the connection's site is a stream site, HTTP/2
 // when ALPN chose "h2", HTTP/1.1 otherwise. It returns when the
-// connection is done (HTTP/1.1 connections are handed to the shared server
-// and ServeConn returns at once).
+// connection is done.
 func (p *Proxy) ServeConn(c net.Conn) error {
 	var st frontdoor.ConnState
 	if sc, ok := c.(frontdoor.StateConn); ok {
@@ -278,10 +284,11 @@ func (p *Proxy) ServeConn(c net.Conn) error {
 	return p.ServeHTTP1(c)
 }
 
-// ServeHTTP1 hands c to the shared net/http server (keep-alive, Upgrade,
-// limits from LimitsConfig). It does not block.
+// ServeHTTP1 serves c as HTTP/1.1 (keep-alive, Upgrade, limits from
+// LimitsConfig) on the caller's goroutine until the connection ends. It
+// returns an error, having closed c, once Shutdown or Close was called.
 func (p *Proxy) ServeHTTP1(c net.Conn) error {
-	return p.ln.push(&ambiguityGuard{Conn: c})
+	return p.h1.ServeConn(c)
 }
 
 // ServeHTTP2 serves c with x/net/http2 (ALPN h2 or prior knowledge) and
@@ -298,7 +305,7 @@ func (p *Proxy) ServeHTTP2(c net.Conn) error {
 	})
 	p.h2.ServeConn(g, &http2.ServeConnOpts{
 		Context:    ConnContext(context.Background(), c),
-		BaseConfig: p.h1,
+		BaseConfig: p.h2base,
 		Handler:    p,
 	})
 	return nil
@@ -371,7 +378,7 @@ func (p *Proxy) trackDone(c io.Closer) {
 // ctx.Err() if connections remained (the log then stays open for them);
 // call Close to cut them.
 func (p *Proxy) Shutdown(ctx context.Context) error {
-	p.ln.close()
+	p.h2base.Shutdown(ctx) // GOAWAY to the h2 connections (tracked below)
 	err := p.h1.Shutdown(ctx)
 	done := make(chan struct{})
 	go func() { p.active.Wait(); close(done) }()
@@ -382,7 +389,6 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 			err = ctx.Err()
 		}
 	}
-	p.serveWG.Wait()
 	p.closeUpstreams()
 	if p.accessLog != nil {
 		if err == nil {
@@ -403,56 +409,14 @@ func (p *Proxy) Close() error {
 		cs = append(cs, c)
 	}
 	p.mu.Unlock()
-	p.ln.close()
+	p.h2base.Close()
 	err := p.h1.Close()
 	for _, c := range cs {
 		c.Close()
 	}
-	p.serveWG.Wait()
 	p.closeUpstreams()
 	if p.accessLog != nil {
 		p.accessLog.Close()
 	}
 	return err
 }
-
-// connListener feeds handshaken connections to http.Server.Serve.
-type connListener struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newConnListener() *connListener {
-	return &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *connListener) push(c net.Conn) error {
-	select {
-	case l.ch <- c:
-		return nil
-	case <-l.done:
-		c.Close()
-		return net.ErrClosed
-	}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *connListener) close() { l.once.Do(func() { close(l.done) }) }
-
-func (l *connListener) Close() error { l.close(); return nil }
-
-func (l *connListener) Addr() net.Addr { return connListenerAddr{} }
-
-type connListenerAddr struct{}
-
-func (connListenerAddr) Network() string { return "handshake" }
-func (connListenerAddr) String() string  { return "handshake" }

@@ -54,8 +54,8 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		// New connections are refused once shutdown started.
 		for i := 0; i < 200; i++ {
 			a, bb := net.Pipe()
+			a.Close() // ServeHTTP1 blocks while the connection lasts
 			err := f.p.ServeHTTP1(a)
-			a.Close()
 			bb.Close()
 			if err != nil {
 				break

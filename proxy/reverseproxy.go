@@ -75,9 +75,6 @@ type respWriter struct {
 	bytes       int64
 	wroteHeader bool
 	send        sendDeadline // send_timeout; send.ww nil when off
-	// closeConn makes the response end its HTTP/1.1 connection
-	// (Connection: close), set for ambiguous framing (ambiguityGuard).
-	closeConn bool
 }
 
 func (w *respWriter) Header() http.Header { return w.rw.Header() }
@@ -86,9 +83,6 @@ func (w *respWriter) WriteHeader(code int) {
 	if !w.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.wroteHeader = true
 		w.status = code
-		if w.closeConn {
-			w.rw.Header().Set("Connection", "close")
-		}
 	}
 	w.send.arm()
 	w.rw.WriteHeader(code)

@@ -152,9 +152,6 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 		s.errorResponse(rs, r, http.StatusInternalServerError, "protocol switch failed", "cannot hijack client connection: "+err.Error())
 		return
 	}
-	if g, ok := conn.(*ambiguityGuard); ok {
-		conn = g.Conn // a tunnel, no longer HTTP/1.1
-	}
 	defer conn.Close()
 	conn.SetDeadline(time.Time{})
 	hdr := res.Header.Clone()

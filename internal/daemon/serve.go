@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/h1server"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -34,7 +35,8 @@ type ConnHandler func(c *frontdoor.Conn) bool
 
 // listener is one listening socket with its handshake server and the HTTP
 // servers that run on its established connections: HTTP/1.1 through
-// net/http (fed by a channel listener), h2 through x/net/http2 ServeConn.
+// h1server, h2 through x/net/http2 ServeConn, both on the goroutine that
+// did the handshake.
 // The HTTP servers come in sets, one per HTTPLimits: a reload that changes
 // the limits starts a new set for new connections while the connections of
 // the old set keep their servers until they close.
@@ -57,13 +59,13 @@ type listener struct {
 
 // httpSet is one pair of HTTP servers with the same limits.
 type httpSet struct {
-	lim   HTTPLimits
-	h1    *http.Server
-	h2    *http2.Server
-	conns *chanListener
-	h2wg  sync.WaitGroup
-	// served is closed when h1.Serve returned (after retire).
-	served chan struct{}
+	lim HTTPLimits
+	h1  *h1server.Server
+	// h2base is the configuration x/net/http2 takes its limits from; its
+	// Shutdown sends GOAWAY to the h2 connections (http2.ConfigureServer).
+	h2base *http.Server
+	h2     *http2.Server
+	h2wg   sync.WaitGroup
 
 	mu      sync.Mutex
 	retired bool
@@ -82,8 +84,8 @@ func newListener(ln net.Listener, hcfg *frontdoor.ListenerConfig, obs frontdoor.
 }
 
 func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
-	s := &httpSet{lim: lim, conns: newChanListener(l.ln.Addr()), served: make(chan struct{}), h2c: map[net.Conn]struct{}{}}
-	s.h1 = &http.Server{
+	s := &httpSet{lim: lim, h2c: map[net.Conn]struct{}{}}
+	s.h1 = &h1server.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ReadHeaderTimeout: durOr(lim.ReadHeaderTimeout, 30*time.Second),
@@ -91,38 +93,39 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       durOr(lim.IdleTimeout, 2*time.Minute),
 		ConnContext:       connContext,
-		ConnState:         s.connState,
+		Logger:            l.log,
+	}
+	s.h2base = &http.Server{
+		Handler:           http.HandlerFunc(l.serveHTTP),
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ReadHeaderTimeout: s.h1.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       s.h1.IdleTimeout,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(l.log.Handler(), slog.LevelDebug),
 	}
 	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout}
-	// Registers h2 graceful shutdown (GOAWAY) with h1.Shutdown.
-	if err := http2.ConfigureServer(s.h1, s.h2); err != nil {
+	// Registers h2 graceful shutdown (GOAWAY) with h2base.Shutdown.
+	if err := http2.ConfigureServer(s.h2base, s.h2); err != nil {
 		l.log.Error("configuring http2", "err", err)
 	}
 	return s
 }
 
-func (s *httpSet) connState(_ net.Conn, st http.ConnState) {
-	switch st {
-	case http.StateNew:
-		s.mu.Lock()
-		s.active++
-		s.mu.Unlock()
-	case http.StateClosed, http.StateHijacked:
-		s.release()
-	}
-}
-
-// acquireH2 counts an h2 connection in; false when the set is retired.
-func (s *httpSet) acquireH2(c net.Conn) bool {
+// acquire counts a connection in (h2 ones are also tracked for close);
+// false when the set is retired.
+func (s *httpSet) acquire(c net.Conn, h2 bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retired {
 		return false
 	}
 	s.active++
-	s.h2c[c] = struct{}{}
-	s.h2wg.Add(1)
+	if h2 {
+		s.h2c[c] = struct{}{}
+		s.h2wg.Add(1)
+	}
 	return true
 }
 
@@ -141,14 +144,9 @@ func (s *httpSet) release() {
 	s.checkIdle()
 }
 
-// checkIdle calls onIdle once the set is retired, its HTTP/1.1 server has
-// stopped accepting and no connection is left.
+// checkIdle calls onIdle once the set is retired and no connection is
+// left.
 func (s *httpSet) checkIdle() {
-	select {
-	case <-s.served:
-	default:
-		return
-	}
 	s.mu.Lock()
 	f := s.onIdle
 	if !s.retired || s.active > 0 || f == nil {
@@ -166,13 +164,6 @@ func (s *httpSet) retire(onIdle func()) {
 	s.retired = true
 	s.onIdle = onIdle
 	s.mu.Unlock()
-	s.conns.Close()
-}
-
-// serve runs the set's HTTP/1.1 server.
-func (s *httpSet) serve() {
-	s.h1.Serve(s.conns)
-	close(s.served)
 	s.checkIdle()
 }
 
@@ -186,7 +177,6 @@ func (l *listener) setHTTP(lim HTTPLimits) {
 	}
 	s := l.newHTTPSet(lim)
 	l.sets[s] = struct{}{}
-	go s.serve()
 	l.http.Store(s)
 	old.retire(func() {
 		l.setsMu.Lock()
@@ -228,7 +218,6 @@ func (l *listener) setHandler(h http.Handler, stream ConnHandler, ref *serveRef)
 
 // start serves until the listener is closed.
 func (l *listener) start() {
-	go l.http.Load().serve()
 	go func() {
 		defer close(l.done)
 		if err := l.hs.Serve(l.ln); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -321,25 +310,25 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 	h2 := c.ConnState().ALPN == "h2"
 	for range 100 { // a reload retires at most one set at a time
 		set := l.http.Load()
-		if h2 {
-			if !set.acquireH2(c) {
-				continue
+		if !set.acquire(c, h2) {
+			if l.http.Load() == set {
+				break // the listener is closing
 			}
+			continue
+		}
+		if h2 {
 			defer set.releaseH2(c)
 			set.h2.ServeConn(c, &http2.ServeConnOpts{
 				Context:    connContext(context.Background(), c),
-				BaseConfig: set.h1,
+				BaseConfig: set.h2base,
 				Handler:    http.HandlerFunc(l.serveHTTP),
 			})
 			c.Close()
 			return
 		}
-		if set.conns.push(c) {
-			return
-		}
-		if l.http.Load() == set {
-			break // the listener is closing
-		}
+		set.h1.ServeConn(c) // closes c
+		set.release()
+		return
 	}
 	c.Close()
 }
@@ -360,7 +349,8 @@ func (l *listener) shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.h1.Shutdown(ctx) // also GOAWAYs the h2 connections
+			s.h2base.Shutdown(ctx) // GOAWAY to the h2 connections
+			err := s.h1.Shutdown(ctx)
 			h2done := make(chan struct{})
 			go func() { s.h2wg.Wait(); close(h2done) }()
 			select {
@@ -388,6 +378,7 @@ func (l *listener) close() {
 	l.closed = true
 	l.setsMu.Unlock()
 	for _, s := range l.httpSets() {
+		s.h2base.Close()
 		s.h1.Close()
 		s.mu.Lock()
 		for c := range s.h2c {
@@ -431,40 +422,3 @@ type oneConn struct {
 }
 
 func (o oneConn) Accept() (net.Conn, error) { return o.c, nil }
-
-// chanListener is a net.Listener whose connections are pushed by dispatch.
-type chanListener struct {
-	addr   net.Addr
-	ch     chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, ch: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (l *chanListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.closed:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }
