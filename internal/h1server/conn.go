@@ -226,7 +226,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 	if c.lastPOST {
 		// RFC 9112 §2.2: tolerate the CRLF some old clients send after a
 		// POST body.
-		if b, _ := c.br.Peek(min(c.br.Buffered(), 4)); len(b) > 0 {
+		if b, _ := c.br.Peek(4); len(b) > 0 { // a request is longer: waiting is fine
 			n := 0
 			for n < len(b) && (b[n] == '\r' || b[n] == '\n') {
 				n++
