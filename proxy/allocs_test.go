@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func TestOwnPathAllocs(t *testing.T) {
 				w := &nopResponseWriter{h: http.Header{}}
 				r.Header = http.Header{}
 
-				var check func()
+				var check func(out http.Header)
 				run := func() {
 					clear(r.Header)
 					for k, v := range in {
@@ -125,13 +126,16 @@ func TestOwnPathAllocs(t *testing.T) {
 					rs.w.WriteHeader(res.StatusCode)
 					s.report(rs, r)
 					if check != nil {
-						check()
+						check(rs.outHdr)
 					}
 					putReqState(rs)
 				}
-				check = func() {
-					// What the backend and the client see.
-					h := r.Header
+				check = func(h http.Header) {
+					// What the backend and the client see; the inbound
+					// request stays as the client sent it.
+					if !reflect.DeepEqual(r.Header, in) {
+						t.Errorf("inbound header edited: %v, sent %v", r.Header, in)
+					}
 					for k, want := range map[string]string{
 						"X-Forwarded-For": "192.0.2.10", "X-Real-Ip": "192.0.2.10", "X-Forwarded-Proto": "https",
 						"X-Forwarded-Host": "example.test", "X-Ssl-Protocol": "NTLSv1.1", "X-Ssl-Session-Reused": "r",

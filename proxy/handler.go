@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -114,7 +115,8 @@ func (o *headerOps) apply(h http.Header) {
 	}
 	for _, kv := range o.add {
 		if old := h[kv.key]; len(old) > 0 {
-			h[kv.key] = append(old, kv.val[0])
+			// A new slice: old may be the client's (outgoingHeader).
+			h[kv.key] = append(slices.Clip(old), kv.val[0])
 		} else {
 			h[kv.key] = kv.val
 		}
@@ -534,13 +536,10 @@ func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *
 	return real
 }
 
-// setHeader sets a single value, reusing the existing slice or the
-// caller's (per-request, pooled) storage.
+// setHeader sets a single value held in the caller's (per-request, pooled)
+// storage. It never writes into the slice h held: that may be the
+// client's (outgoingHeader).
 func setHeader(h http.Header, k, v string, store []string) {
-	if old := h[k]; len(old) == 1 {
-		old[0] = v
-		return
-	}
 	store[0] = v
 	h[k] = store
 }

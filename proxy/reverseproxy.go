@@ -34,6 +34,16 @@ type reqState struct {
 	hdrVals    [4]string
 	trace      attemptTrace
 	body       *reqBody // the client's body as sent upstream, nil without one
+
+	// out is the request sent upstream, built from the inbound one
+	// (newOutgoing), which is never edited: retries, the access log and
+	// error messages see the request as the client sent it. outHdr is
+	// out's header map, kept (empty) across requests.
+	out    http.Request
+	outHdr http.Header
+	// outHeld: a transport may still read out after its RoundTrip failed
+	// (see roundTrip), so putReqState leaves this state to the GC.
+	outHeld bool
 }
 
 var reqStatePool = sync.Pool{New: func() any {
@@ -49,8 +59,12 @@ func getReqState(w http.ResponseWriter) *reqState {
 }
 
 func putReqState(rs *reqState) {
-	tr := rs.trace
-	*rs = reqState{trace: tr}
+	if rs.outHeld {
+		return
+	}
+	tr, hdr := rs.trace, rs.outHdr
+	clear(hdr)
+	*rs = reqState{trace: tr, outHdr: hdr}
 	reqStatePool.Put(rs)
 }
 
@@ -246,7 +260,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	// use the trace that ConnContext put into the connection context (one
 	// request at a time per connection); others get a per-request one.
 	var wrote *atomic.Bool
-	actx := ctx
+	var actx context.Context // nil: the request's own
 	connTrace := r.ProtoMajor == 1 && rs.ci != nil
 	if !(rt.retryIdem && idempotent(r.Method)) {
 		if connTrace {
@@ -256,38 +270,17 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 			actx = httptrace.WithClientTrace(ctx, rs.trace.t)
 		}
 	}
-	var outreq *http.Request
-	if connTrace && noBody && !r.Close && rt.host == hostPass {
-		// The common case (HTTP/1 request without body, Host passed
-		// through): the inbound request is ours and already has what
-		// the transport needs except the URL, so it goes out as is,
-		// without a copy. RequestURI stays for the access log; clients
-		// (http.Client) reject it, transports ignore it. A nil Body
-		// (not NoBody) spares the transport its body-copy path; the
-		// server only type-checks r.Body for its own body types.
-		outreq = r
-		outreq.Body = nil
-		outreq.Trailer = nil
-	} else {
-		outreq = r.WithContext(actx)
-		outreq.RequestURI = ""
-		outreq.Close = false
-		outreq.Trailer = rt.outgoingTrailer(r.Trailer)
-		if r.ContentLength == 0 || noBody {
-			outreq.Body = nil // lets the transport retry on stale keep-alive connections
-			outreq.Trailer = nil
-		} else {
-			body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs)}
-			if outreq.Trailer != nil {
-				body.trailerIn, body.trailerOut = r, outreq.Trailer
-			}
-			outreq.Body = body
+	outreq := rs.newOutgoing(r, actx)
+	if r.ContentLength != 0 && !noBody {
+		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs)}
+		if outreq.Trailer = rt.outgoingTrailer(r.Trailer); outreq.Trailer != nil {
+			body.trailerIn, body.trailerOut = r, outreq.Trailer
 		}
-		if rt.host == hostFixed {
-			outreq.Host = rt.hostValue
-		}
+		outreq.Body = body
 	}
-	outreq.URL = &rs.url
+	if rt.host == hostFixed {
+		outreq.Host = rt.hostValue
+	}
 
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if body != nil {
@@ -300,18 +293,19 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 }
 
-// prepareRequest edits the inbound request's header in place for the
-// backend (hop-by-hop, forwarded and TLS headers, the route's edits) and
-// fills rs.url. It returns the client IP for balancing and the Upgrade
-// protocol requested, if any. It allocates nothing in the common case
-// (TestOwnPathAllocs).
+// prepareRequest builds the outgoing request's header in rs.outHdr from
+// the inbound one (without hop-by-hop fields, with the forwarded and TLS
+// headers and the route's edits) and its URL in rs.url; the inbound
+// request is left as the client sent it. It returns the client IP for
+// balancing and the Upgrade protocol requested, if any. It allocates
+// nothing in the common case (TestOwnPathAllocs).
 func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientIP, upType string) {
-	h := r.Header // the inbound request is ours; edit its header in place
-	if upType = upgradeType(h); upType != "" {
+	in := r.Header
+	if upType = upgradeType(in); upType != "" {
 		upType = rt.allowedUpgrade(upType)
 	}
-	keepTE := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
-	removeHopByHop(h)
+	keepTE := httpguts.HeaderValuesContainsToken(in["Te"], "trailers")
+	h := rs.outgoingHeader(in)
 	if keepTE {
 		h["Te"] = teTrailers
 	}
@@ -332,6 +326,46 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 		rs.url.RawPath = ""
 	}
 	return clientIP, upType
+}
+
+// outgoingHeader returns rs.outHdr (made on first use, empty when pooled)
+// holding the end-to-end fields of the inbound header in: all but the
+// hop-by-hop ones. Its value slices are the inbound header's: whoever
+// edits the outgoing header replaces a field's slice and never writes
+// into one (setHeader, headerOps.apply), so in stays as the client sent it.
+func (rs *reqState) outgoingHeader(in http.Header) http.Header {
+	h := rs.outHdr
+	if h == nil {
+		h = make(http.Header, len(in)+len(SetRequestHeaders))
+		rs.outHdr = h
+	}
+	for k, v := range in {
+		h[k] = v
+	}
+	removeHopByHop(h)
+	return h
+}
+
+// newOutgoing returns rs.out, the request sent upstream: a shallow copy of
+// the inbound r (method, host, protocol, context) with the header
+// prepareRequest built, URL rs.url, no body and no trailer (the caller
+// adds them), and ctx as its context when not nil (then a new request).
+// The transport reads it, never r.
+func (rs *reqState) newOutgoing(r *http.Request, ctx context.Context) *http.Request {
+	out := &rs.out
+	if ctx != nil {
+		out = r.WithContext(ctx)
+	} else {
+		*out = *r
+	}
+	out.Header = rs.outHdr
+	out.URL = &rs.url
+	out.RequestURI = "" // a server-side field; clients reject it
+	out.Close = false   // the client's Connection: close ends its own connection only
+	// A nil Body (not NoBody) lets the transport retry a request on a
+	// stale keep-alive connection and spares it its body-copy path.
+	out.Body, out.Trailer = nil, nil
+	return out
 }
 
 // stripPrefix removes prefix from path and returns the rest with exactly
@@ -356,7 +390,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 	tried := rs.tried[:0]
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		t := u.pick(r, clientIP, tried)
+		t := u.pick(outreq, clientIP, tried) // hash balancing sees the header the backend gets
 		if t == nil {
 			if attempt == 1 {
 				s.errorResponse(rs, r, http.StatusServiceUnavailable, "no upstream target available", "every target of upstream "+u.name+" is down or at its connection limit")
@@ -389,6 +423,15 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 		t.inflight.Add(-1)
 		lastErr = err
+		var de *dialError
+		isDial := errors.As(err, &de)
+		if tr != http.RoundTripper(u.h1) && !isDial {
+			// net/http's transports may go on reading a request (its
+			// header, its URL) in their own goroutines after RoundTrip
+			// failed; h1Client returns only when done, and a failed dial
+			// sent nothing.
+			rs.outHeld = true
+		}
 		if body != nil && body.timedOut.Load() {
 			// The client, not the target, stalled (net/http also
 			// cancels the request's context then): 408 and close.
@@ -406,8 +449,6 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			return nil, nil
 		}
 
-		var de *dialError
-		isDial := errors.As(err, &de)
 		u.fail(t, err.Error())
 		bodyUntouched := body == nil || body.n.Load() == 0
 		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)))

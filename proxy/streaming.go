@@ -184,15 +184,14 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 // GODEBUG=http2xconnect=1 (read when that package initialises); the daemon
 // starts with it (package proxy/extendedconnect; gmproxy re-executes itself).
 func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) {
-	h := r.Header
-	proto := rt.allowedUpgrade(h.Get(":protocol"))
+	proto := rt.allowedUpgrade(r.Header.Get(":protocol"))
 	if proto == "" {
-		s.errorResponse(rs, r, http.StatusNotImplemented, "protocol not supported", "extended CONNECT to protocol "+h.Get(":protocol")+" that the route does not allow")
+		s.errorResponse(rs, r, http.StatusNotImplemented, "protocol not supported", "extended CONNECT to protocol "+r.Header.Get(":protocol")+" that the route does not allow")
 		return
 	}
+	h := rs.outgoingHeader(r.Header)
 	delete(h, ":protocol")
-	removeHopByHop(h)
-	h["Connection"] = []string{"Upgrade"}
+	h["Connection"] = connUpgrade
 	h["Upgrade"] = []string{proto}
 	if strings.EqualFold(proto, "websocket") {
 		var k [16]byte
@@ -206,11 +205,8 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	rt.reqOps.apply(h)
 	rs.url = *r.URL
 	rs.url.Scheme = rt.up.scheme
-	outreq := r.WithContext(r.Context())
+	outreq := rs.newOutgoing(r, nil)
 	outreq.Method = http.MethodGet
-	outreq.URL = &rs.url
-	outreq.RequestURI = ""
-	outreq.Body = nil
 	outreq.ContentLength = 0
 	outreq.Proto, outreq.ProtoMajor, outreq.ProtoMinor = "HTTP/1.1", 1, 1
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, nil, nil)
