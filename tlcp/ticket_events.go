@@ -28,45 +28,37 @@ const (
 // label. The names match tls13sm's where the cause is the same.
 const (
 	// TicketReasonDisabled: Config.SessionTicketsDisabled is set.
-	TicketReasonDisabled = "disabled"
+	TicketReasonDisabled = record.TicketReasonDisabled
 	// TicketReasonUndecryptable: unknown or retired ticket key, a damaged or
 	// forged ticket, or one not made by this service.
-	TicketReasonUndecryptable = "undecryptable"
+	TicketReasonUndecryptable = record.TicketReasonUndecryptable
 	// TicketReasonMalformed: the ticket decrypted but does not hold a TLCP
 	// session this version understands (bad encoding, another protocol
 	// version, client certificates that no longer parse).
-	TicketReasonMalformed = "malformed"
+	TicketReasonMalformed = record.TicketReasonMalformed
 	// TicketReasonExpired: older than Config.SessionLifetime, or issued
 	// more than a minute in the future.
-	TicketReasonExpired = "expired"
+	TicketReasonExpired = record.TicketReasonExpired
 	// TicketReasonIdentity: the session belongs to another server signing
 	// certificate or another SNI name (a ticket key shared between sites).
-	TicketReasonIdentity = "identity_mismatch"
+	TicketReasonIdentity = record.TicketReasonIdentity
 	// TicketReasonSuite: the session's cipher suite is not the one this
 	// server picks for the ClientHello.
-	TicketReasonSuite = "suite_mismatch"
+	TicketReasonSuite = record.TicketReasonSuite
 	// TicketReasonClientAuth: the server requires a client certificate
 	// (ClientAuth policy, or an ECDHE suite) and the session has none.
-	TicketReasonClientAuth = "client_auth_required"
+	TicketReasonClientAuth = record.TicketReasonClientAuth
 	// TicketReasonClientCert: the session's client certificates no longer
 	// verify (the server verifies client certificates and its ClientCAs no
 	// longer trust them, or one has expired).
-	TicketReasonClientCert = "client_cert_invalid"
+	TicketReasonClientCert = record.TicketReasonClientCert
 )
 
 // TicketEvent is passed to Config.OnTicket (server side). A handshake whose
 // ClientHello carries a non-empty session_ticket reports exactly one
 // TicketAccepted or TicketRejected; a handshake that sends a
 // NewSessionTicket reports TicketIssued once the message has been written.
-type TicketEvent struct {
-	Kind TicketEventKind
-	// Reason is one of the TicketReason constants for TicketRejected, ""
-	// otherwise.
-	Reason string
-	// Stale is true for TicketAccepted when the ticket was sealed with an
-	// older ticket key than the one currently issuing (rotation).
-	Stale bool
-}
+type TicketEvent = record.TicketEvent
 
 // ticketEvent reports an event to the server's OnTicket hook, if any.
 func (hs *serverHandshakeState) ticketEvent(kind TicketEventKind, reason string, stale bool) {

@@ -170,61 +170,51 @@ const (
 // Reasons of a TicketRejected event: a small fixed set, safe as a metric label.
 const (
 	// TicketReasonDisabled: tickets are disabled on this server.
-	TicketReasonDisabled = "disabled"
+	TicketReasonDisabled = record.TicketReasonDisabled
 	// TicketReasonPSKMode: no usable psk_key_exchange_modes (psk_ke only
 	// without AllowPSKOnly, or psk_dhe_ke without a shared group).
-	TicketReasonPSKMode = "psk_mode"
+	TicketReasonPSKMode = record.TicketReasonPSKMode
 	// TicketReasonUndecryptable: unknown or retired ticket key, a damaged or
 	// forged ticket, or one not made by this service.
-	TicketReasonUndecryptable = "undecryptable"
+	TicketReasonUndecryptable = record.TicketReasonUndecryptable
 	// TicketReasonMalformed: the ticket decrypted but its contents are not a
 	// session this version understands.
-	TicketReasonMalformed = "malformed"
+	TicketReasonMalformed = record.TicketReasonMalformed
 	// TicketReasonExpired: older than its lifetime or the configured
 	// TicketLifetime, or issued in the future.
-	TicketReasonExpired = "expired"
+	TicketReasonExpired = record.TicketReasonExpired
 	// TicketReasonAgeMismatch: the client's obfuscated ticket age is off by
 	// more than the allowed skew (RFC 8446 §8.3).
-	TicketReasonAgeMismatch = "age_mismatch"
+	TicketReasonAgeMismatch = record.TicketReasonAgeMismatch
 	// TicketReasonClientAuth: the server's ClientAuth policy is not met by
 	// the ticket's session (no certificate where one is required, or a
 	// certificate that was not verified where verification is required).
-	TicketReasonClientAuth = "client_auth_required"
+	TicketReasonClientAuth = record.TicketReasonClientAuth
 	// TicketReasonClientCertExpired: the session's verified client leaf
 	// certificate has expired since the ticket was issued.
-	TicketReasonClientCertExpired = "client_cert_expired"
+	TicketReasonClientCertExpired = record.TicketReasonClientCertExpired
 	// TicketReasonIdentity: the ticket was issued for another server name
 	// (compared without regard to case) or another server certificate — a
 	// ticket key set shared between sites.
-	TicketReasonIdentity = "identity_mismatch"
+	TicketReasonIdentity = record.TicketReasonIdentity
 	// TicketReasonClientCert: the session has a client certificate checked
 	// under other client-auth settings (ClientAuth, ClientCAs; a reload
 	// changed them) and this process cannot verify its chain again against
 	// the current ClientCAs, or it no longer verifies.
-	TicketReasonClientCert = "client_cert_invalid"
+	TicketReasonClientCert = record.TicketReasonClientCert
 	// TicketReasonSuite: Strict mode and the ticket's suite differs from the
 	// negotiated one.
-	TicketReasonSuite = "suite_mismatch"
+	TicketReasonSuite = record.TicketReasonSuite
 	// TicketReasonBadBinder: the PSK binder did not verify; the handshake
 	// fails with decrypt_error.
-	TicketReasonBadBinder = "bad_binder"
+	TicketReasonBadBinder = record.TicketReasonBadBinder
 )
 
 // TicketEvent is passed to Config.OnTicket (server side). A handshake
 // whose ClientHello offers tickets reports exactly one TicketAccepted or
 // TicketRejected (with the reason of the first identity examined); a
 // handshake that sends a NewSessionTicket reports TicketIssued.
-type TicketEvent struct {
-	Kind TicketEventKind
-	// Reason is one of the TicketReason constants for TicketRejected, "" otherwise.
-	Reason string
-	// Stale is true for TicketAccepted when the ticket was sealed with an
-	// older ticket key than the one currently issuing (rotation).
-	Stale bool
-	// DidHRR is true when the event belongs to a handshake that sent a
-	// HelloRetryRequest.
-	DidHRR bool
-}
+type TicketEvent = record.TicketEvent
 
 // ticketEvent reports e to the server's OnTicket hook, if any.
 func (hs *serverHandshakeState) ticketEvent(kind TicketEventKind, reason string, stale bool) {

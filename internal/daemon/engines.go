@@ -6,6 +6,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -57,7 +58,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 		TicketKeys:                 keys,
 		SessionLifetime:            b.sessionLifetime(),
 		AcceptRawCertificateVerify: b.site.TLCP != nil && b.site.TLCP.AcceptRawCertificateVerify,
-		OnTicket:                   tlcpTicketObserver(b.env.Sessions),
+		OnTicket:                   ticketObserver(b.env.Sessions, frontdoor.FamilyTLCP),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
 	if b.cfg.Sessions.CacheSize > 0 {
@@ -104,7 +105,7 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		TicketKeys:             keys,
 		TicketLifetime:         b.sessionLifetime(),
 		Strict:                 b.site.TLS13SM != nil && b.site.TLS13SM.Strict,
-		OnTicket:               tls13smTicketObserver(b.env.Sessions),
+		OnTicket:               ticketObserver(b.env.Sessions, frontdoor.FamilyTLS13SM),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
 	return frontdoor.TLS13SMHandshaker(cfg), nil
@@ -124,43 +125,27 @@ func clientAuthType[T any](mode string, ifGiven, require T) T {
 	return t
 }
 
-// tls13smTicketObserver reports tls13sm ticket events to the session
-// observer under the family "tls13sm" (nil observer: no hook), with the
-// bounded rejection reason when the observer takes one.
-func tls13smTicketObserver(obs frontdoor.SessionObserver) func(tls13sm.TicketEvent) {
-	return ticketObserver(obs, frontdoor.FamilyTLS13SM,
-		func(e tls13sm.TicketEvent) (tls13sm.TicketEventKind, string) { return e.Kind, e.Reason },
-		tls13sm.TicketIssued, tls13sm.TicketAccepted, tls13sm.TicketRejected)
-}
-
-// tlcpTicketObserver reports tlcp ticket events to the session observer
-// under the family "tlcp" (nil observer: no hook), as tls13smTicketObserver
-// does for TLS 1.3-SM. Session-ID lookups are reported by sessionStore.
-func tlcpTicketObserver(obs frontdoor.SessionObserver) func(tlcp.TicketEvent) {
-	return ticketObserver(obs, frontdoor.FamilyTLCP,
-		func(e tlcp.TicketEvent) (tlcp.TicketEventKind, string) { return e.Kind, e.Reason },
-		tlcp.TicketIssued, tlcp.TicketAccepted, tlcp.TicketRejected)
-}
-
-// ticketObserver is an OnTicket hook of either protocol package: it counts
-// the event kinds issued, accepted and rejected under family (nil
-// observer: no hook). A rejection goes to TicketRejectedReason with the
-// protocol's reason when obs implements frontdoor.TicketReasonObserver,
-// else to TicketRejected.
-func ticketObserver[E any, K comparable](obs frontdoor.SessionObserver, family string, kind func(E) (K, string), issued, accepted, rejected K) func(E) {
+// ticketObserver is the OnTicket hook of either protocol package (they
+// report the record core's one TicketEvent): it counts the event kinds
+// issued, accepted and rejected under family (frontdoor.FamilyTLCP or
+// FamilyTLS13SM; nil observer: no hook). A rejection goes to
+// TicketRejectedReason with the protocol's bounded reason when obs
+// implements frontdoor.TicketReasonObserver, else to TicketRejected.
+// Session-ID lookups are reported by sessionStore.
+func ticketObserver(obs frontdoor.SessionObserver, family string) func(record.TicketEvent) {
 	if obs == nil {
 		return nil
 	}
 	withReason, _ := obs.(frontdoor.TicketReasonObserver)
-	return func(e E) {
-		switch k, reason := kind(e); k {
-		case issued:
+	return func(e record.TicketEvent) {
+		switch e.Kind {
+		case record.TicketIssued:
 			obs.TicketIssued(family)
-		case accepted:
+		case record.TicketAccepted:
 			obs.TicketAccepted(family)
-		case rejected:
+		case record.TicketRejected:
 			if withReason != nil {
-				withReason.TicketRejectedReason(family, reason)
+				withReason.TicketRejectedReason(family, e.Reason)
 			} else {
 				obs.TicketRejected(family)
 			}

@@ -14,7 +14,7 @@ import (
 // the store held a live session for the ID; tlcp may still refuse to resume
 // it (another site's identity, another suite, a client-certificate policy).
 // Ticket resumption never reaches the store: tlcp reports it through
-// Config.OnTicket (tlcpTicketObserver).
+// Config.OnTicket (ticketObserver).
 type sessionStore struct {
 	family string
 	c      *lru.Cache[string, sessionEntry]

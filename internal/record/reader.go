@@ -26,27 +26,29 @@ const (
 	TypeApplicationData  = 23
 )
 
-// smallInput is the inline input buffer of an idle connection: a
-// handshake's small records and a record header fit without a pooled
-// buffer.
-const smallInput = 512
+// smallInput is the size of the input buffer of a connection moving
+// small records (a handshake): a client's whole second flight, and the
+// request right behind it, are read at once, so a server that fails the
+// handshake closes with nothing unread (which would reset the connection
+// before the peer reads the alert).
+const smallInput = 2048
 
-// bigInputs recycles the input buffers of connections moving records
-// larger than smallInput: one holds two full records, so that bulk
-// reading allocates nothing.
-var bigInputs = sync.Pool{New: func() any { b := make([]byte, 2*maxRecord); return &b }}
+// smallInputs and bigInputs recycle input buffers; a big one holds two full
+// records, so that bulk reading allocates nothing.
+var (
+	smallInputs = sync.Pool{New: func() any { b := make([]byte, smallInput); return &b }}
+	bigInputs   = sync.Pool{New: func() any { b := make([]byte, 2*maxRecord); return &b }}
+)
 
 // Reader buffers the bytes read from a connection and cuts them into
-// records. Records are read into an inline buffer while they are small and
-// into a pooled big one while they are not; Release gives the big one back
-// once the caller no longer holds slices of it, so idle connections keep
-// none. The zero value is ready to use; a Reader is not safe for concurrent
-// use.
+// records, in a pooled small buffer while records are small and a pooled
+// big one while they are not. Release gives the buffer back once the
+// caller no longer holds slices of it, so idle connections keep none. The
+// zero value is ready to use; a Reader is not safe for concurrent use.
 type Reader struct {
-	buf      []byte // small[:] or *big
-	big      *[]byte
-	pos, end int // unread bytes are buf[pos:end]
-	small    [smallInput]byte
+	buf      []byte  // *box
+	box      *[]byte // from smallInputs or bigInputs
+	pos, end int     // unread bytes are buf[pos:end]
 }
 
 // errBadRead is returned for a net.Conn whose Read reported an impossible
@@ -57,19 +59,20 @@ var errBadRead = errors.New("record: invalid Read result")
 // end of the stream it returns io.EOF when nothing is buffered and
 // io.ErrUnexpectedEOF otherwise; other errors are the connection's.
 func (r *Reader) fill(conn net.Conn, n int) error {
-	if r.buf == nil {
-		r.buf = r.small[:]
+	if r.box == nil {
+		r.take(&smallInputs)
 	}
 	for r.end-r.pos < n {
 		if n > len(r.buf)-r.pos {
-			if n > len(r.small) && r.big == nil {
-				r.big = bigInputs.Get().(*[]byte)
-				nb := *r.big
-				m := copy(nb, r.buf[r.pos:r.end])
-				r.buf, r.pos, r.end = nb, 0, m
+			if n > len(r.buf) {
+				old, oldEnd := r.box, r.end
+				unread := r.buf[r.pos:r.end]
+				r.box = bigInputs.Get().(*[]byte)
+				r.buf = *r.box
+				r.pos, r.end = 0, copy(r.buf, unread)
+				putSmall(old, oldEnd)
 			} else {
-				m := copy(r.buf, r.buf[r.pos:r.end])
-				r.pos, r.end = 0, m
+				r.pos, r.end = 0, copy(r.buf, r.buf[r.pos:r.end])
 			}
 		}
 		k, err := conn.Read(r.buf[r.end:])
@@ -115,31 +118,54 @@ func (r *Reader) Record(conn net.Conn, n int) ([]byte, error) {
 	return rec, nil
 }
 
-// Release returns the big buffer to the pool when what is still unread
-// fits the inline one. The caller must hold no slice of a record read
-// before (pending application data or handshake bytes).
+// Release gives the buffer back when nothing is unread, and trades a big
+// one for a small one when what is unread fits. The caller must hold no
+// slice of a record read before (pending application data or handshake
+// bytes).
 func (r *Reader) Release() {
-	if r.big == nil || r.end-r.pos > len(r.small) {
+	switch {
+	case r.box == nil:
+	case r.pos == r.end:
+		r.put()
+		r.buf, r.box, r.pos, r.end = nil, nil, 0, 0
+	case len(r.buf) > smallInput && r.end-r.pos <= smallInput:
+		big := r.box
+		unread := r.buf[r.pos:r.end]
+		r.take(&smallInputs)
+		r.end = copy(r.buf, unread)
+		bigInputs.Put(big) // not cleared: bulk traffic would pay it per record
+	}
+}
+
+// Free gives the buffer back and drops what is unread (the connection is
+// closed). The caller must hold no slice of a record.
+func (r *Reader) Free() {
+	if r.box != nil {
+		if len(r.buf) > smallInput {
+			clear(r.buf[:r.end]) // records may have been decrypted in place
+		}
+		r.put()
+	}
+	r.buf, r.box, r.pos, r.end = nil, nil, 0, 0
+}
+
+// take starts reading into an empty buffer from pool.
+func (r *Reader) take(pool *sync.Pool) {
+	r.box = pool.Get().(*[]byte)
+	r.buf, r.pos, r.end = *r.box, 0, 0
+}
+
+// put returns the buffer to its pool; a small one is cleared first (it
+// may hold records decrypted in place, and clearing it is cheap).
+func (r *Reader) put() {
+	if len(r.buf) > smallInput {
+		bigInputs.Put(r.box)
 		return
 	}
-	m := copy(r.small[:], r.buf[r.pos:r.end])
-	r.putBig()
-	r.buf, r.pos, r.end = r.small[:], 0, m
+	putSmall(r.box, r.end)
 }
 
-// Free returns the big buffer to the pool and drops what is unread (the
-// connection is closed). The caller must hold no slice of a record.
-func (r *Reader) Free() {
-	if r.big != nil {
-		r.putBig()
-	}
-	r.buf, r.pos, r.end = nil, 0, 0
-}
-
-// putBig clears the part of the big buffer that held records (they may
-// have been decrypted in place) and pools it.
-func (r *Reader) putBig() {
-	clear((*r.big)[:r.end])
-	bigInputs.Put(r.big)
-	r.big = nil
+func putSmall(b *[]byte, used int) {
+	clear((*b)[:used])
+	smallInputs.Put(b)
 }

@@ -76,8 +76,8 @@ func TestReaderRecords(t *testing.T) {
 				t.Fatalf("chunk %d: record %d differs", chunk, i)
 			}
 		}
-		if r.big != nil {
-			t.Fatalf("chunk %d: big buffer kept after the last record", chunk)
+		if r.Release(); r.box != nil {
+			t.Fatalf("chunk %d: buffer kept after the last record", chunk)
 		}
 	}
 }
@@ -118,6 +118,28 @@ func TestReaderBadRead(t *testing.T) {
 	}
 }
 
+func TestReaderReleaseToSmall(t *testing.T) {
+	rec := makeRecord(TypeApplicationData, bytes.Repeat([]byte{9}, 4000))
+	next := makeRecord(TypeHandshake, []byte("tail"))
+	var r Reader
+	c := &chunkConn{data: append(rec, next...), chunk: 1 << 20, err: io.EOF}
+	_, _, n, _ := r.Header(c)
+	if _, err := r.Record(c, n); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.buf) <= smallInput {
+		t.Fatal("a 4 KB record read into the small buffer")
+	}
+	r.Release()
+	if len(r.buf) != smallInput || !bytes.Equal(r.buf[r.pos:r.end], next) {
+		t.Fatal("the unread record did not move to a small buffer")
+	}
+	recs, err := readAll(&r, c)
+	if err != io.EOF || len(recs) != 1 || !bytes.Equal(recs[0], next) {
+		t.Fatalf("after the move: %d records, %v", len(recs), err)
+	}
+}
+
 func TestReaderFree(t *testing.T) {
 	rec := makeRecord(TypeApplicationData, bytes.Repeat([]byte{9}, 4000))
 	var r Reader
@@ -126,13 +148,13 @@ func TestReaderFree(t *testing.T) {
 	if _, err := r.Record(c, n); err != nil {
 		t.Fatal(err)
 	}
-	big := r.big
+	big := r.box
 	r.Release() // the second record is still buffered: too big to move
-	if r.big == nil {
+	if r.box != big {
 		t.Fatal("released the buffer holding an unread record")
 	}
 	r.Free()
-	if r.big != nil || r.buf != nil || r.pos != 0 || r.end != 0 {
+	if r.box != nil || r.buf != nil || r.pos != 0 || r.end != 0 {
 		t.Fatal("Free kept state")
 	}
 	if !bytes.Equal((*big)[:2*len(rec)], make([]byte, 2*len(rec))) {
