@@ -49,8 +49,7 @@ type Conn struct {
 	// Output side.
 	out             halfConn
 	outMu           sync.Mutex
-	sendBuf         []byte  // pending handshake flight
-	sendPB          *[]byte // pooled buffer behind sendBuf
+	flight          record.Flight // pending handshake flight
 	closeNotifySent bool
 
 	calls callgate.Gate // Write/Close interlock
@@ -304,7 +303,7 @@ func (c *Conn) sendAlertLocked(a Alert) error {
 	if a == AlertCloseNotify || a == AlertNoRenegotiation {
 		level = record.AlertLevelWarning
 	}
-	c.dropFlight() // a pending flight is dropped in favour of the alert
+	c.flight.Drop() // a pending flight is dropped in favour of the alert
 	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
 	if a == AlertCloseNotify {
 		return err
@@ -382,25 +381,10 @@ func (c *Conn) queueRecordsLocked(typ recordType, data []byte) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
-	if c.sendBuf == nil {
-		c.sendPB = smallOutPool.Get().(*[]byte)
-		c.sendBuf = (*c.sendPB)[:0]
-	}
-	var err error
-	c.sendBuf, _, err = c.out.appendRecords(c.sendBuf, typ, data, maxPlaintext, c.config.rand())
+	room := len(data) + (len(data)/maxPlaintext+1)*(recordHeaderLen+cbcIVLen+macLen+blockLen)
+	buf, _, err := c.out.appendRecords(c.flight.Room(room), typ, data, maxPlaintext, c.config.rand())
+	c.flight.Set(buf)
 	return err
-}
-
-// dropFlight forgets the pending flight and returns its buffer.
-func (c *Conn) dropFlight() {
-	if c.sendPB != nil {
-		if cap(c.sendBuf) == cap(*c.sendPB) {
-			*c.sendPB = c.sendBuf[:0]
-		}
-		smallOutPool.Put(c.sendPB)
-		c.sendPB = nil
-	}
-	c.sendBuf = nil
 }
 
 // queueChangeCipherSpec appends CCS to the flight and switches the write cipher.
@@ -417,12 +401,10 @@ func (c *Conn) queueChangeCipherSpec() error {
 func (c *Conn) flush() error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if len(c.sendBuf) == 0 {
+	if c.flight.Len() == 0 {
 		return c.out.err
 	}
-	_, err := c.conn.Write(c.sendBuf)
-	c.dropFlight()
-	if err != nil {
+	if err := c.flight.Flush(c.conn); err != nil {
 		return c.out.setErr(err)
 	}
 	return nil
@@ -622,7 +604,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 			c.sendAlert(ae.Alert)
 		}
 		c.outMu.Lock()
-		c.dropFlight() // never send half a flight
+		c.flight.Drop() // never send half a flight
 		c.outMu.Unlock()
 	}
 	c.handshakeErr = err

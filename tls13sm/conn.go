@@ -125,8 +125,7 @@ type Conn struct {
 	input     []byte // decrypted application data not yet returned
 	hand      []byte // pending handshake bytes
 	outBuf    []byte
-	sendBuf   []byte  // flight being coalesced
-	sendBox   *[]byte // the flightBufs entry sendBuf came from
+	flight    record.Flight // flight being coalesced (buffering)
 	buffering bool
 
 	// ks is the key schedule scratch of post-handshake key updates.
@@ -426,13 +425,11 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 			m = maxPlaintext
 		}
 		need := recordHeaderLen + m + 1 + aeadOver
-		var rec []byte
+		var rec, fb []byte
 		if c.buffering {
 			// Build the record in place at the end of the flight.
-			if cap(c.sendBuf)-len(c.sendBuf) < need {
-				c.growSendBuf(need)
-			}
-			rec = c.sendBuf[len(c.sendBuf) : len(c.sendBuf)+recordHeaderLen]
+			fb = c.flight.Room(need)
+			rec = fb[len(fb) : len(fb)+recordHeaderLen]
 		} else {
 			if cap(c.outBuf) < need {
 				switch {
@@ -472,7 +469,7 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 			c.stats.Out(1, 0)
 		}
 		if c.buffering {
-			c.sendBuf = c.sendBuf[:len(c.sendBuf)+len(rec)]
+			c.flight.Set(fb[:len(fb)+len(rec)])
 			continue
 		}
 		if _, err := c.conn.Write(rec); err != nil {
@@ -482,44 +479,9 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 	return nil
 }
 
-// flightBufs recycles the buffers in which handshake flights are built.
-var flightBufs = sync.Pool{New: func() any { b := make([]byte, 0, flightBufSize); return &b }}
-
-const flightBufSize = 4096
-
-// growSendBuf makes room for n more bytes in the flight buffer, taking a
-// pooled buffer first.
-func (c *Conn) growSendBuf(n int) {
-	if c.sendBuf == nil {
-		c.sendBox = flightBufs.Get().(*[]byte)
-		c.sendBuf = (*c.sendBox)[:0]
-		if cap(c.sendBuf) >= n {
-			return
-		}
-	}
-	nb := make([]byte, len(c.sendBuf), max(2*cap(c.sendBuf), len(c.sendBuf)+n))
-	copy(nb, c.sendBuf)
-	if c.sendBox != nil {
-		flightBufs.Put(c.sendBox) // copied out: free again
-		c.sendBox = nil
-	}
-	c.sendBuf = nb
-}
-
 // flush writes the coalesced flight and returns its buffer to the pool.
 func (c *Conn) flush() error {
-	if c.sendBuf == nil {
-		return nil
-	}
-	var err error
-	if len(c.sendBuf) > 0 {
-		_, err = c.conn.Write(c.sendBuf)
-	}
-	if c.sendBox != nil {
-		flightBufs.Put(c.sendBox)
-	}
-	c.sendBuf, c.sendBox = nil, nil
-	if err != nil {
+	if err := c.flight.Flush(c.conn); err != nil {
 		return c.out.setErrorLocked(err)
 	}
 	return nil
