@@ -257,7 +257,7 @@ func (s *Server) accept(raw net.Conn) {
 func (s *Server) refuse(raw net.Conn, name, why string) {
 	s.obs.ConnRefused(name, why)
 	// Refused fast: no alert, no read; the kernel resets if data is pending.
-	if tc, ok := raw.(*net.TCPConn); ok {
+	if tc, ok := raw.(interface{ SetLinger(int) error }); ok {
 		tc.SetLinger(0)
 	}
 	raw.Close()

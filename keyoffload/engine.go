@@ -1,9 +1,8 @@
-// Package keyoffload runs private-key operations (signatures, decryption,
-// SM2 key agreement) of the TLCP, TLS 1.3-SM and TLS handshakes on a
-// bounded pool of workers, apart from the goroutines that do the network
-// work, and reports each operation's queue wait and execution time. Keys
-// held by a key server (package keyserver) bypass the workers but are
-// bounded and measured the same way.
+// Package keyoffload bounds and measures the private-key operations
+// (signatures, decryption, SM2 key agreement) of the TLCP, TLS 1.3-SM and
+// TLS handshakes: a fixed number run at once, a bounded number wait in
+// line, and each reports its queue wait and execution time. Keys held by a
+// key server (package keyserver) have bounds of their own.
 package keyoffload
 
 import (
@@ -16,6 +15,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
@@ -24,42 +24,49 @@ import (
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
-// Engine is the asynchronous private-key engine: a fixed pool of workers
-// fed by a bounded queue. Keys wrapped with Wrap implement
-// smkey.ContextSigner, smkey.KeyAgreement and, for keys that decrypt,
-// smkey.ContextDecrypter, so the TLCP and TLS 1.3-SM stacks use it without
-// knowing. Each operation reports
-// its queue wait and execution time to an Observer.
+// Engine is the private-key engine: it bounds how many operations run at
+// once (Workers) and how many wait for a turn (Queue). Keys wrapped with
+// Wrap implement smkey.ContextSigner, smkey.KeyAgreement and, for keys that
+// decrypt, smkey.ContextDecrypter, so the TLCP and TLS 1.3-SM stacks use it
+// without knowing. Each operation reports its queue wait and execution time
+// to an Observer.
+//
+// An operation runs in the caller's goroutine (the handshake's) once one of
+// the Workers slots is free. Handing it to a pool of worker goroutines and
+// waking the caller again cost two goroutine switches, often two thread
+// wake-ups, per operation. The slots keep the bound the pool gave: at most
+// Workers signatures or decryptions compute at once and the rest wait in
+// arrival order, so a flood of handshakes cannot take every CPU from the
+// established connections.
 //
 // Anything that implements those smkey interfaces can stand in for a local
 // key (a remote key server client, a hardware module); Wrap accepts such a
 // key too and then only bounds and measures the calls.
 //
-// Keys whose KeyLocation is Remote (keyserver.RemoteKey) spend their time waiting
-// for the network, not computing: they do not occupy a worker (a slow key
-// server must not stall the local keys) but run in the caller's goroutine
-// once one of RemoteInFlight slots is free; a full set of slots fails fast
-// or waits exactly like a full queue. Their queue wait is the time spent
-// waiting for a slot.
+// Keys whose KeyLocation is Remote (keyserver.RemoteKey) spend their time
+// waiting for the network, not computing: they do not take a local slot (a
+// slow key server must not stall the local keys) but one of RemoteInFlight
+// slots of their own; a full set of slots fails fast or waits exactly like
+// a full queue. Their queue wait is the time spent waiting for a slot.
 type Engine struct {
-	jobs    chan *keyJob
+	local   slots // operations on local keys
+	remote  slots // operations on remote keys (key servers)
 	obs     Observer
 	locObs  LocationObserver
 	wait    bool
 	workers int
-	remote  chan struct{} // slots of remote operations in flight
 
 	mu     sync.RWMutex
 	closed bool
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // operations admitted and not finished
 }
 
 // Config sizes the engine.
 type Config struct {
-	// Workers is the number of goroutines running operations; default
-	// runtime.NumCPU().
+	// Workers is the number of local-key operations that run at once;
+	// default runtime.NumCPU().
 	Workers int
-	// Queue bounds operations waiting for a worker; default 4096.
+	// Queue bounds operations waiting for a turn; default 4096.
 	Queue int
 	// WaitWhenFull makes a caller wait (bounded by its handshake's context)
 	// when the queue is full, instead of failing at once (ErrBusy).
@@ -75,18 +82,42 @@ var ErrBusy = errors.New("keyoffload: private-key queue full")
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("keyoffload: private-key engine closed")
 
-type keyJob struct {
-	ctx      context.Context
-	op, fam  string
-	loc      string
-	enqueued time.Time
-	fn       func() ([]byte, error)
-	out      []byte
-	err      error
-	done     chan struct{}
+// slots is a counting semaphore with a bounded number of waiters.
+type slots struct {
+	run     chan struct{} // one token per running operation
+	waiting atomic.Int64  // callers waiting for a token
+	queue   int64         // bound of waiting
 }
 
-// New starts the workers; obs may be nil.
+func newSlots(n, queue int) slots {
+	return slots{run: make(chan struct{}, n), queue: int64(queue)}
+}
+
+// acquire takes a token: at once when one is free; else it waits in line
+// when fewer than queue callers wait (or always when wait is set), bounded
+// by ctx, and fails with ErrBusy otherwise.
+func (s *slots) acquire(ctx context.Context, wait bool) error {
+	select {
+	case s.run <- struct{}{}:
+		return nil
+	default:
+	}
+	if n := s.waiting.Add(1); n > s.queue && !wait {
+		s.waiting.Add(-1)
+		return ErrBusy
+	}
+	defer s.waiting.Add(-1)
+	select {
+	case s.run <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slots) release() { <-s.run }
+
+// New makes an engine; obs may be nil.
 func New(cfg Config, obs Observer) *Engine {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.NumCPU()
@@ -97,51 +128,28 @@ func New(cfg Config, obs Observer) *Engine {
 	if cfg.RemoteInFlight <= 0 {
 		cfg.RemoteInFlight = cfg.Queue
 	}
-	o := &Engine{jobs: make(chan *keyJob, cfg.Queue), obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers,
-		remote: make(chan struct{}, cfg.RemoteInFlight)}
+	o := &Engine{obs: obs, wait: cfg.WaitWhenFull, workers: cfg.Workers,
+		local: newSlots(cfg.Workers, cfg.Queue), remote: newSlots(cfg.RemoteInFlight, 0)}
 	o.locObs, _ = obs.(LocationObserver)
-	o.wg.Add(cfg.Workers)
-	for i := 0; i < cfg.Workers; i++ {
-		go o.worker()
-	}
 	return o
 }
 
-func (o *Engine) worker() {
-	defer o.wg.Done()
-	for j := range o.jobs {
-		start := time.Now()
-		wait := start.Sub(j.enqueued)
-		if err := j.ctx.Err(); err != nil {
-			// The handshake gave up while the job was queued.
-			j.err = err
-		} else {
-			j.out, j.err = j.fn()
-		}
-		o.observe(j.op, j.fam, j.loc, wait, time.Since(start), j.err)
-		close(j.done)
-	}
-}
-
-// Close stops the workers after the queued operations ran.
+// Close refuses new operations and waits for the admitted ones to finish.
 func (o *Engine) Close() {
 	o.mu.Lock()
-	if !o.closed {
-		o.closed = true
-		close(o.jobs)
-	}
+	o.closed = true
 	o.mu.Unlock()
 	o.wg.Wait()
 }
 
-// Workers returns the number of worker goroutines.
+// Workers returns the number of local-key operations that run at once.
 func (o *Engine) Workers() int { return o.workers }
 
 // QueueCap returns the bound of the queue.
-func (o *Engine) QueueCap() int { return cap(o.jobs) }
+func (o *Engine) QueueCap() int { return int(o.local.queue) }
 
-// QueueLen returns the number of operations waiting for a worker.
-func (o *Engine) QueueLen() int { return len(o.jobs) }
+// QueueLen returns the number of local-key operations waiting for a turn.
+func (o *Engine) QueueLen() int { return int(o.local.waiting.Load()) }
 
 // observe reports one operation to the observer, with the key's location
 // when the observer wants it.
@@ -155,75 +163,46 @@ func (o *Engine) observe(op, family, loc string, wait, exec time.Duration, err e
 }
 
 // RemoteInFlight returns the remote operations running now.
-func (o *Engine) RemoteInFlight() int { return len(o.remote) }
+func (o *Engine) RemoteInFlight() int { return len(o.remote.run) }
 
-// doRemote runs fn (an operation on a remote key) in the caller's
-// goroutine once a remote slot is free.
-func (o *Engine) doRemote(ctx context.Context, op, family string, fn func() ([]byte, error)) ([]byte, error) {
+// admit counts an operation in unless the engine is closed.
+func (o *Engine) admit() bool {
 	o.mu.RLock()
-	closed := o.closed
-	o.mu.RUnlock()
-	if closed {
+	defer o.mu.RUnlock()
+	if o.closed {
+		return false
+	}
+	o.wg.Add(1)
+	return true
+}
+
+// do runs fn, an operation on a key at loc, in the caller's goroutine once
+// a slot of its kind is free.
+func (o *Engine) do(ctx context.Context, op, family, loc string, fn func() ([]byte, error)) ([]byte, error) {
+	if !o.admit() {
 		return nil, ErrClosed
 	}
-	enqueued := time.Now()
-	select {
-	case o.remote <- struct{}{}:
-	default:
-		if !o.wait {
-			o.observe(op, family, Remote, 0, 0, ErrBusy)
-			return nil, ErrBusy
-		}
-		select {
-		case o.remote <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	defer o.wg.Done()
+	s := &o.local
+	if loc == Remote {
+		s = &o.remote
 	}
-	defer func() { <-o.remote }()
+	enqueued := time.Now()
+	if err := s.acquire(ctx, o.wait); err != nil {
+		if errors.Is(err, ErrBusy) {
+			o.observe(op, family, loc, 0, 0, err)
+		}
+		return nil, err
+	}
+	defer s.release()
 	start := time.Now()
 	var out []byte
-	err := ctx.Err()
+	err := ctx.Err() // the handshake gave up while the operation waited
 	if err == nil {
 		out, err = fn()
 	}
-	o.observe(op, family, Remote, start.Sub(enqueued), time.Since(start), err)
+	o.observe(op, family, loc, start.Sub(enqueued), time.Since(start), err)
 	return out, err
-}
-
-func (o *Engine) do(ctx context.Context, op, family, loc string, fn func() ([]byte, error)) ([]byte, error) {
-	if loc == Remote {
-		return o.doRemote(ctx, op, family, fn)
-	}
-	j := &keyJob{ctx: ctx, op: op, fam: family, loc: loc, enqueued: time.Now(), fn: fn, done: make(chan struct{})}
-	o.mu.RLock()
-	if o.closed {
-		o.mu.RUnlock()
-		return nil, ErrClosed
-	}
-	select {
-	case o.jobs <- j:
-	default:
-		if !o.wait {
-			o.mu.RUnlock()
-			o.observe(op, family, loc, 0, 0, ErrBusy)
-			return nil, ErrBusy
-		}
-		select {
-		case o.jobs <- j:
-		case <-ctx.Done():
-			o.mu.RUnlock()
-			return nil, ctx.Err()
-		}
-	}
-	o.mu.RUnlock()
-	select {
-	case <-j.done:
-		return j.out, j.err
-	case <-ctx.Done():
-		// The worker will see ctx done (or finish) and drop the result.
-		return nil, ctx.Err()
-	}
 }
 
 // WrappedKey is a private key behind an offload engine (see Engine.Wrap).

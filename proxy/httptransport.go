@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/gmproxy/gmproxy/internal/rawsock"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -43,7 +45,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 			if err != nil {
 				return nil, &dialError{err}
 			}
-			return c, nil
+			return rawsock.Wrap(c), nil
 		},
 		MaxIdleConns:           0, // no global cap; per target below
 		MaxIdleConnsPerHost:    intOr(tc.MaxIdleConns, 64),

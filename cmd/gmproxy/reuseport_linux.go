@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gmproxy/gmproxy/internal/rawsock"
 )
 
 // workersSupported: the worker mode needs SO_REUSEPORT's load balancing
@@ -28,7 +30,11 @@ func listenReusePort(addr string) (net.Listener, error) {
 		}
 		return serr
 	}}
-	return lc.Listen(context.Background(), "tcp", addr)
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return rawsock.Listener{Listener: ln}, nil
 }
 
 // dieWithParent makes cmd's process receive SIGTERM when the supervisor

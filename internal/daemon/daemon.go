@@ -17,6 +17,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -66,7 +67,11 @@ type Generation struct {
 // system calls on every connection.
 func ListenTCP(addr string) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1}
-	return lc.Listen(context.Background(), "tcp", addr)
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return rawsock.Listener{Listener: ln}, nil
 }
 
 // Builder builds a generation; Reload calls it again.

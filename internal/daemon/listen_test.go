@@ -4,8 +4,11 @@ package daemon
 
 import (
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/rawsock"
 )
 
 // TestListenTCPNoKeepAlive: connections accepted by the default listener
@@ -26,7 +29,10 @@ func TestListenTCPNoKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	raw, err := s.(*net.TCPConn).SyscallConn()
+	if _, ok := s.(*rawsock.Conn); !ok && runtime.GOOS == "linux" {
+		t.Fatalf("accepted %T, want *rawsock.Conn (raw reads and writes)", s)
+	}
+	raw, err := s.(syscall.Conn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}

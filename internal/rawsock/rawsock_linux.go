@@ -1,0 +1,52 @@
+//go:build linux
+
+package rawsock
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+const supported = true
+
+// doRead is the RawConn.Read callback: one non-blocking read(2); false
+// (wait for readiness) on EAGAIN.
+func (c *Conn) doRead(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rb[0])), uintptr(len(c.rb)))
+		switch e {
+		case 0:
+			c.rn = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.rerr = os.NewSyscallError("read", e)
+			return true
+		}
+	}
+}
+
+// doWrite is the RawConn.Write callback: non-blocking write(2)s until the
+// buffer is written; false (wait for readiness) on EAGAIN.
+func (c *Conn) doWrite(fd uintptr) bool {
+	for c.wn < len(c.wb) {
+		b := c.wb[c.wn:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			c.wn += int(n)
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werr = os.NewSyscallError("write", e)
+			return true
+		}
+	}
+	return true
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package rawsock
+
+const supported = false
+
+func (c *Conn) doRead(fd uintptr) bool  { panic("rawsock: unsupported") }
+func (c *Conn) doWrite(fd uintptr) bool { panic("rawsock: unsupported") }
