@@ -20,7 +20,7 @@ def span(n): if length == 0 then "–" else (min | f(n)) + "–" + (max | f(n)) 
   def share(xs): if (xs | length) == 0 then "–" else ((xs | map(.resumed) | add) * 100 / (xs | map(.connections) | add) | f(0)) + " %" end;
 "## gmproxy side by side (\($doc.date), \($doc.host))",
 "",
-"\($doc.rounds) rounds alternating the servers, \($doc.concurrency) client workers (downloads: 1); load average \($doc.load).",
+"\($doc.rounds) rounds alternating the servers, \($doc.concurrency) client workers (downloads: 1); load average \($doc.load)\(if ($doc.pin // "") != "" then "; servers pinned to CPUs \($doc.pin | split(":")[0]), client and backend to \($doc.pin | split(":")[1])" else "" end).",
 "Server CPU = utime+stime of every process of the server, per operation: medians (min–max) over rounds.",
 "Ratios = CPU per operation of the first server / the second (below 1: the first uses less), median (min–max) of the per-round ratios.",
 "",

@@ -18,6 +18,8 @@
 #   BENCH_PKI, BENCH_OUT, GMPROXY_BIN as for bench/run.sh
 #   GMPROXY_EXTRA_YAML        top-level YAML appended to gmproxy's configuration
 #   GMPROXY_ENV               extra environment for gmproxy, e.g. "GOMAXPROCS=1"
+#   BENCH_PIN=S:C             pin the servers to CPUs S and the client and backend to CPUs C
+#                             (taskset lists, e.g. 0:1); unset: no pinning
 set -euo pipefail
 
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -51,9 +53,24 @@ if [[ $BENCH_STRACE == auto ]]; then
 	command -v strace >/dev/null && BENCH_STRACE=1
 fi
 
+# With BENCH_PIN the servers run on one set of CPUs and the client and
+# backend on another, so that the servers do not compete with the load they
+# are measured under (Go sizes GOMAXPROCS from the affinity mask).
+SRV_RUN=()
+CLI_RUN=()
+if [[ -n ${BENCH_PIN:-} ]]; then
+	command -v taskset >/dev/null || die "BENCH_PIN needs taskset (apt-get install util-linux)"
+	[[ $BENCH_PIN == *:* ]] || die "BENCH_PIN=$BENCH_PIN: write SERVER_CPUS:CLIENT_CPUS, e.g. 0:1"
+	SRV_RUN=(taskset -c "${BENCH_PIN%%:*}")
+	CLI_RUN=(taskset -c "${BENCH_PIN##*:}")
+fi
+
 build_binaries
 make_pki
 start_backend
+if [[ -n ${BENCH_PIN:-} ]]; then
+	taskset -apc "${BENCH_PIN##*:}" "${PIDS[-1]}" >/dev/null || die "taskset on the backend failed"
+fi
 
 # ---- servers ----
 declare -A SPID SPORT # by server name; SPORT by "name listener"
@@ -66,7 +83,7 @@ start_gmproxy() {
 	admin=$(free_port)
 	gmproxy_config "$WORK/$name.yaml" "$port" "$admin" "${GMPROXY_EXTRA_YAML:-}"
 	# shellcheck disable=SC2086
-	env ${GMPROXY_ENV:-} "$bin" run -c "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
+	env ${GMPROXY_ENV:-} "${SRV_RUN[@]}" "$bin" run -c "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")
 	wait_port "$port" 30 || die "$name did not listen (see $WORK/$name.log)"
@@ -127,7 +144,7 @@ start_tengine() {
 		    }
 		}
 	NGINX
-	"$GMPROXY_TENGINE_BIN" -p "$d" -c "$d/conf/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
+	"${SRV_RUN[@]}" "$GMPROXY_TENGINE_BIN" -p "$d" -c "$d/conf/nginx.conf" >"$d/logs/stdout.log" 2>&1 &
 	SPID[tengine]=$!
 	PIDS+=("${SPID[tengine]}")
 	for p in "${PORT_TG[@]}"; do
@@ -213,7 +230,7 @@ measure() {
 	local -a args
 	read -ra args <<<"$(s_time_args "$op" "$server" "$BENCH_N")"
 	before=$(tree_ticks "$pid")
-	out=$("$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
+	out=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
 	after=$(tree_ticks "$pid")
 	if ! jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out"; then
 		log "$server $name: s_time failed (exit $rc): $(head -c 300 "$WORK/s_time.err")"
@@ -260,7 +277,7 @@ strace_op() {
 	strace -c -f -q -o "$sfile" "${targets[@]}" &
 	st=$!
 	sleep 1
-	out=$("$GMPROXY" s_time -json -time 60 "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
+	out=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time 60 "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
 	kill -INT "$st" 2>/dev/null || true
 	wait "$st" 2>/dev/null || true
 	if ! jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out"; then
@@ -287,8 +304,8 @@ fi
 
 # ---- report ----
 jq -s --arg date "$(date -u +%FT%TZ)" --arg host "$(uname -srm), $(getconf _NPROCESSORS_ONLN) CPUs" \
-	--arg load "$LOAD_START -> $LOAD_END" --argjson rounds "$BENCH_ROUNDS" --argjson conc "$BENCH_CONC" \
+	--arg load "$LOAD_START -> $LOAD_END" --arg pin "${BENCH_PIN:-}" --argjson rounds "$BENCH_ROUNDS" --argjson conc "$BENCH_CONC" \
 	--slurpfile sys "$SYSCALLS" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
-	'{date:$date, host:$host, load:$load, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys}' \
+	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys}' \
 	"$RESULTS" >"$OUT/edge.json"
 "$ROOT/bench/edge-report.sh" "$OUT/edge.json" | tee "$OUT/edge.md"
