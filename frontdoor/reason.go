@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // ReasonError attaches a bounded failure reason (one of the Reason*
@@ -104,4 +106,31 @@ func isTLSKeyFailure(msg string) bool {
 		}
 	}
 	return false
+}
+
+// smReason classifies a TLCP or TLS 1.3-SM handshake error (both stacks
+// return the record core's one AlertError): a timeout or end of stream as
+// Classify does, an alert received as peer_alert, an alert sent by its
+// description, anything else as Classify does.
+func smReason(err error) string {
+	if r := Classify(err); r == ReasonTimeout || r == ReasonEOF {
+		return r
+	}
+	var ae *record.AlertError
+	if errors.As(err, &ae) {
+		if ae.Remote {
+			return ReasonPeerAlert
+		}
+		return alertReason(uint8(ae.Alert))
+	}
+	return Classify(err)
+}
+
+// smStats is Established.Stats for a TLCP or TLS 1.3-SM connection (both
+// count with the record core's Stats).
+func smStats(c interface{ Stats() record.Stats }) func() (uint64, uint64, uint64, uint64) {
+	return func() (uint64, uint64, uint64, uint64) {
+		s := c.Stats()
+		return s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
+	}
 }

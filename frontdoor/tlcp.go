@@ -2,7 +2,6 @@ package frontdoor
 
 import (
 	"context"
-	"errors"
 	"net"
 
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -16,7 +15,7 @@ func TLCPHandshaker(cfg *tlcp.Config) Handshaker {
 	return HandshakerFunc(func(ctx context.Context, conn net.Conn, _ *ClientHello) (*Established, error) {
 		c := tlcp.Server(conn, cfg)
 		if err := c.HandshakeContext(ctx); err != nil {
-			return nil, Reasoned(tlcpReason(err), err)
+			return nil, Reasoned(smReason(err), err)
 		}
 		cs := c.ConnectionState()
 		st := ConnState{
@@ -29,23 +28,6 @@ func TLCPHandshaker(cfg *tlcp.Config) Handshaker {
 			ClientAuth:       len(cs.VerifiedChains) > 0,
 			PeerCertificates: cs.PeerCertificates,
 		}
-		return &Established{Conn: c, State: st, Stats: func() (uint64, uint64, uint64, uint64) {
-			s := c.Stats()
-			return s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
-		}}, nil
+		return &Established{Conn: c, State: st, Stats: smStats(c)}, nil
 	})
-}
-
-func tlcpReason(err error) string {
-	var ae *tlcp.AlertError
-	if errors.As(err, &ae) && ae.Remote {
-		return ReasonPeerAlert
-	}
-	if r := Classify(err); r == ReasonTimeout || r == ReasonEOF {
-		return r
-	}
-	if ae != nil {
-		return alertReason(uint8(ae.Alert))
-	}
-	return Classify(err)
 }

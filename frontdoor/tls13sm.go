@@ -2,7 +2,6 @@ package frontdoor
 
 import (
 	"context"
-	"errors"
 	"net"
 
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -14,7 +13,7 @@ func TLS13SMHandshaker(cfg *tls13sm.Config) Handshaker {
 	return HandshakerFunc(func(ctx context.Context, conn net.Conn, _ *ClientHello) (*Established, error) {
 		c := tls13sm.Server(conn, cfg)
 		if err := c.HandshakeContext(ctx); err != nil {
-			return nil, Reasoned(tls13smReason(err), err)
+			return nil, Reasoned(smReason(err), err)
 		}
 		cs := c.ConnectionState()
 		st := ConnState{
@@ -27,23 +26,6 @@ func TLS13SMHandshaker(cfg *tls13sm.Config) Handshaker {
 			ClientAuth:       len(cs.VerifiedChains) > 0 || cs.ClientVerified,
 			PeerCertificates: cs.PeerCertificates,
 		}
-		return &Established{Conn: c, State: st, Stats: func() (uint64, uint64, uint64, uint64) {
-			s := c.Stats()
-			return s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
-		}}, nil
+		return &Established{Conn: c, State: st, Stats: smStats(c)}, nil
 	})
-}
-
-func tls13smReason(err error) string {
-	if r := Classify(err); r == ReasonTimeout || r == ReasonEOF {
-		return r
-	}
-	var ae *tls13sm.AlertError
-	if errors.As(err, &ae) {
-		if ae.Remote {
-			return ReasonPeerAlert
-		}
-		return alertReason(uint8(ae.Alert))
-	}
-	return Classify(err)
 }
