@@ -443,21 +443,19 @@ func appendChunkLine(b []byte, n int) []byte {
 // declared in Trailer and those set with http.TrailerPrefix.
 func (w *response) appendChunkedEnd(b []byte) []byte {
 	b = append(b, "0\r\n"...)
-	if w.trailers {
-		for _, k := range w.sortedKeys() {
-			name, ok := strings.CutPrefix(k, http.TrailerPrefix)
-			if !ok {
-				if !slices.Contains(w.declared, k) {
-					continue
-				}
-				name = k
-			}
-			if !httpguts.ValidHeaderFieldName(name) {
+	for _, k := range w.sortedKeys() {
+		name, ok := strings.CutPrefix(k, http.TrailerPrefix)
+		if !ok {
+			if !slices.Contains(w.declared, k) {
 				continue
 			}
-			for _, v := range w.header[k] {
-				b = appendField(b, name, v)
-			}
+			name = k
+		}
+		if !httpguts.ValidHeaderFieldName(name) {
+			continue
+		}
+		for _, v := range w.header[k] {
+			b = appendField(b, name, v)
 		}
 	}
 	return append(b, "\r\n"...)

@@ -155,6 +155,11 @@ func TestChunkedRequestAndResponse(t *testing.T) {
 	big := strings.Repeat("x", 40<<10)
 	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/undeclared" {
+			w.(http.Flusher).Flush()
+			w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+			return
+		}
 		w.Header().Set("Trailer", "X-Sum")
 		io.WriteString(w, string(b))
 		io.WriteString(w, big)
@@ -176,6 +181,13 @@ func TestChunkedRequestAndResponse(t *testing.T) {
 	}
 	if r.Trailer.Get("X-Sum") != "5" || r.Trailer.Get("X-Late") != "late" || r.Trailer.Get("X-In-Missing") != "" || r.Trailer.Get("X-Not-Declared") != "" {
 		t.Errorf("trailers %v", r.Trailer)
+	}
+	// Trailers set with http.TrailerPrefix after the header went out,
+	// none declared.
+	io.WriteString(c, "GET /undeclared HTTP/1.1\r\nHost: a\r\n\r\n")
+	r = readResponses(t, bufio.NewReader(c), "GET")[0]
+	if r.Trailer.Get("X-Late") != "late" {
+		t.Errorf("undeclared trailer: %v", r.Trailer)
 	}
 }
 
