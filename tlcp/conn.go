@@ -3,7 +3,6 @@ package tlcp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -526,24 +525,14 @@ func (c *Conn) handlePostHandshake() error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	if !c.calls.Close() {
-		return net.ErrClosed
-	}
-	var alertErr error
-	if c.handshakeComplete.Load() {
-		if err := c.closeNotify(); err != nil {
-			alertErr = fmt.Errorf("tlcp: failed to send closeNotify alert (but connection was closed anyway): %w", err)
+	err := record.Close(&c.calls, c.conn, c.handshakeComplete.Load(), c.closeNotify, "tlcp")
+	if c.inMu.TryLock() { // a handshake or Read still running keeps its buffers
+		if len(c.input) == 0 {
+			c.rd.Free()
 		}
+		c.inMu.Unlock()
 	}
-	if err := c.conn.Close(); err != nil {
-		return err
-	}
-	c.inMu.Lock()
-	if len(c.input) == 0 {
-		c.rd.Free()
-	}
-	c.inMu.Unlock()
-	return alertErr
+	return err
 }
 
 // CloseWrite sends close_notify; the connection stays open for reading.
@@ -560,10 +549,8 @@ func (c *Conn) closeNotify() error {
 	if c.closeNotifySent {
 		return nil
 	}
-	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	err := c.sendAlertLocked(AlertCloseNotify)
+	err := record.SendCloseNotify(c.conn, func() error { return c.sendAlertLocked(AlertCloseNotify) })
 	c.closeNotifySent = true
-	c.conn.SetWriteDeadline(time.Time{})
 	return err
 }
 

@@ -685,25 +685,14 @@ func (c *Conn) SendKeyUpdate(requestPeer bool) error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	if !c.calls.Close() {
-		return net.ErrClosed
-	}
-	var alertErr error
-	if c.isHandshakeComplete.Load() {
-		if err := c.closeNotify(); err != nil {
-			alertErr = fmt.Errorf("tls13sm: failed to send closeNotify alert (but connection was closed anyway): %w", err)
-		}
-	}
-	if err := c.conn.Close(); err != nil {
-		return err
-	}
-	if c.in.TryLock() { // a handshake still running keeps its buffers
+	err := record.Close(&c.calls, c.conn, c.isHandshakeComplete.Load(), c.closeNotify, "tls13sm")
+	if c.in.TryLock() { // a handshake or Read still running keeps its buffers
 		if len(c.input) == 0 {
 			c.rd.Free()
 		}
 		c.in.Unlock()
 	}
-	return alertErr
+	return err
 }
 
 // CloseWrite sends close_notify and half-closes the underlying connection
@@ -725,10 +714,8 @@ func (c *Conn) closeNotify() error {
 	c.out.Lock()
 	defer c.out.Unlock()
 	if !c.closeNotifySent {
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		c.closeNotifyErr = c.sendAlertLocked(AlertCloseNotify)
+		c.closeNotifyErr = record.SendCloseNotify(c.conn, func() error { return c.sendAlertLocked(AlertCloseNotify) })
 		c.closeNotifySent = true
-		c.SetWriteDeadline(time.Time{})
 	}
 	return c.closeNotifyErr
 }
