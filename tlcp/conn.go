@@ -526,12 +526,7 @@ func (c *Conn) handlePostHandshake() error {
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
 	err := record.Close(&c.calls, c.conn, c.handshakeComplete.Load(), c.closeNotify, "tlcp")
-	if c.inMu.TryLock() { // a handshake or Read still running keeps its buffers
-		if len(c.input) == 0 {
-			c.rd.Free()
-		}
-		c.inMu.Unlock()
-	}
+	c.rd.FreeOnClose(&c.inMu, &c.input)
 	return err
 }
 

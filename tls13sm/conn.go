@@ -686,12 +686,7 @@ func (c *Conn) SendKeyUpdate(requestPeer bool) error {
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
 	err := record.Close(&c.calls, c.conn, c.isHandshakeComplete.Load(), c.closeNotify, "tls13sm")
-	if c.in.TryLock() { // a handshake or Read still running keeps its buffers
-		if len(c.input) == 0 {
-			c.rd.Free()
-		}
-		c.in.Unlock()
-	}
+	c.rd.FreeOnClose(&c.in.Mutex, &c.input)
 	return err
 }
 

@@ -169,3 +169,16 @@ func putSmall(b *[]byte, used int) {
 	clear((*b)[:used])
 	smallInputs.Put(b)
 }
+
+// FreeOnClose is Free for a Conn being closed: it runs only when mu, the
+// lock of the input side, is free (a handshake or Read still running keeps
+// its buffer) and no decrypted data in *input still refers to the buffer.
+func (r *Reader) FreeOnClose(mu *sync.Mutex, input *[]byte) {
+	if !mu.TryLock() {
+		return
+	}
+	if len(*input) == 0 {
+		r.Free()
+	}
+	mu.Unlock()
+}

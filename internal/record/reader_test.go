@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -174,4 +175,36 @@ func FuzzReader(f *testing.F) {
 			t.Fatal("records are not the stream's prefix")
 		}
 	})
+}
+
+func TestReaderFreeOnClose(t *testing.T) {
+	rec := makeRecord(TypeApplicationData, bytes.Repeat([]byte{9}, 4000))
+	load := func() *Reader {
+		var r Reader
+		c := &chunkConn{data: rec, chunk: 1 << 20, err: io.EOF}
+		_, _, n, _ := r.Header(c)
+		if _, err := r.Record(c, n); err != nil {
+			t.Fatal(err)
+		}
+		return &r
+	}
+	var mu sync.Mutex
+	var input []byte
+	r := load()
+	mu.Lock() // a Read still running
+	r.FreeOnClose(&mu, &input)
+	mu.Unlock()
+	if r.box == nil {
+		t.Fatal("freed the buffer under a running Read")
+	}
+	input = r.buf[HeaderLen:10] // data not yet read
+	r.FreeOnClose(&mu, &input)
+	if r.box == nil {
+		t.Fatal("freed the buffer under pending data")
+	}
+	input = nil
+	r.FreeOnClose(&mu, &input)
+	if r.box != nil || !mu.TryLock() {
+		t.Fatal("idle reader not freed, or lock kept")
+	}
 }
