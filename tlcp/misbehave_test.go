@@ -157,15 +157,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	if done {
 		return
 	}
-	if _, peer := peerAlertOf(herr); peer {
-		t.Fatalf("honest side received an alert instead of sending %v: %v", mc.alert, herr)
-	}
-	if a, ok := alertOf(herr); !ok || a != mc.alert {
-		t.Fatalf("honest side: %v, want it to send %v", herr, mc.alert)
-	}
-	if a, ok := peerAlertOf(merr); !ok || a != mc.alert {
-		t.Fatalf("misbehaving side: %v, want the peer's %v", merr, mc.alert)
-	}
+	testpeer.WantAlerts(t, herr, merr, mc.alert, false)
 }
 
 // Rewrites of the misbehaving side's handshake messages.

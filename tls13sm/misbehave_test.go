@@ -2,7 +2,6 @@ package tls13sm
 
 import (
 	"encoding/binary"
-	"errors"
 	"testing"
 	"time"
 
@@ -187,16 +186,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	if done {
 		return
 	}
-	var ae *AlertError
-	if !errors.As(herr, &ae) || ae.Remote || ae.Alert != mc.alert {
-		t.Fatalf("honest side: %v, want it to send %v", herr, mc.alert)
-	}
-	if mc.diverged {
-		return
-	}
-	if !errors.As(merr, &ae) || !ae.Remote || ae.Alert != mc.alert {
-		t.Fatalf("misbehaving side: %v, want the peer's %v", merr, mc.alert)
-	}
+	testpeer.WantAlerts(t, herr, merr, mc.alert, mc.diverged)
 }
 
 // eeWith makes EncryptedExtensions carry one empty extension of type typ

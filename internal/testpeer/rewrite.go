@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // Rewrites of outgoing handshake messages for misbehaving-peer tests
@@ -199,4 +201,23 @@ func RunMisbehaving(t testing.TB, honest, misb Endpoint, records func() error, r
 		t.Fatalf("honest side: %v, want io.EOF", honestErr)
 	}
 	return honestErr, misbErr, eof
+}
+
+// WantAlerts checks the outcome of RunMisbehaving for a misbehaviour the
+// honest side must answer with alert want (either SM stack: both fail with
+// record.AlertError): the honest side sent it, and, unless the two sides'
+// transcripts diverged (then the misbehaving side may fail first on its
+// own), the misbehaving side received it.
+func WantAlerts(t testing.TB, honestErr, misbErr error, want record.Alert, diverged bool) {
+	t.Helper()
+	var ae *record.AlertError
+	if !errors.As(honestErr, &ae) || ae.Remote || ae.Alert != want {
+		t.Fatalf("honest side: %v, want it to send %v", honestErr, want)
+	}
+	if diverged {
+		return
+	}
+	if !errors.As(misbErr, &ae) || !ae.Remote || ae.Alert != want {
+		t.Fatalf("misbehaving side: %v, want the peer's %v", misbErr, want)
+	}
 }
