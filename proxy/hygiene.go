@@ -9,7 +9,8 @@ import (
 
 // Request hygiene: what a client may not send to a backend. Each check is a
 // small function over the request's header (or trailer) so that any
-// serving path (net/http today, another HTTP/1.1 reader later) can call it.
+// serving path (internal/h1server for HTTP/1.1, x/net/http2 for h2) can
+// call it.
 
 // SetRequestHeaders lists, in canonical form, every request header gmproxy
 // sets on the requests it forwards. It is the single source of truth for

@@ -9,8 +9,8 @@ import (
 // body and send_timeout the wait for each write of a response, like
 // nginx's client_body_timeout and send_timeout (the time between two
 // successive operations, not the whole transfer). Both work through the
-// deadlines of the server's ResponseWriter (net/http and x/net/http2 both
-// have them), so any serving path that offers SetReadDeadline and
+// deadlines of the server's ResponseWriter (internal/h1server and
+// x/net/http2 both have them), so any serving path that offers SetReadDeadline and
 // SetWriteDeadline gets them.
 //
 // A deadline is re-armed at most every eighth of the timeout, so the
@@ -114,8 +114,8 @@ func (s *sendDeadline) arm() {
 
 // initSend prepares the send deadline of a request. On an HTTP/1.1
 // connection a deadline left by the previous response is cleared first
-// (net/http sets none of its own without write_timeout, so a stale one
-// would fail this response's first write).
+// (a server that sets none of its own without write_timeout would let a
+// stale one fail this response's first write; h1server clears it too).
 func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	d := p.limits.SendTimeout
 	ww, ok := rs.w.rw.(writeDeadliner)
