@@ -91,3 +91,16 @@ func readRawResponse(br *bufio.Reader) error {
 	_, err := br.Discard(n)
 	return err
 }
+
+// BenchmarkClientWatch is the per-request cost of the client watch (what
+// replaces net/http's per-request background read) on a request whose
+// handler returns before watchDelay: the bookkeeping at the handler's
+// start and end.
+func BenchmarkClientWatch(b *testing.B) {
+	c := newConn(&Server{}, nil)
+	b.ReportAllocs()
+	for range b.N {
+		c.watch.begin(true)
+		c.watch.end(c)
+	}
+}

@@ -174,14 +174,6 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Conns returns the number of connections being served (hijacked ones
-// are no longer counted).
-func (s *Server) Conns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
-
 func (s *Server) logger() *slog.Logger {
 	if s.Logger != nil {
 		return s.Logger
