@@ -379,7 +379,8 @@ func TestContentLengthAndTransferEncoding(t *testing.T) {
 }
 
 func TestHandlerPanic(t *testing.T) {
-	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var logs syncBuffer
+	_, addr := testServer(t, &Server{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/panic":
 			io.WriteString(w, "partial")
@@ -397,6 +398,28 @@ func TestHandlerPanic(t *testing.T) {
 	if out := exchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); !strings.HasSuffix(out, "alive") {
 		t.Errorf("server after panics: %q", out)
 	}
+	// The panic is logged with its value and where it happened; the
+	// abort is silent.
+	if l := logs.String(); strings.Count(l, "panic serving") != 1 || !strings.Contains(l, "panic=boom") || !strings.Contains(l, "uri=/panic") {
+		t.Errorf("log:\n%s", l)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestHijack(t *testing.T) {
