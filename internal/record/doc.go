@@ -1,8 +1,19 @@
 // Package record is the record and connection core shared by the tlcp
-// (GB/T 38636) and tls13sm (RFC 8446 + RFC 8998) stacks: the alert
-// descriptions and the one error type for alerts, the application-data
-// counters, the kinds of session-ticket events, the listener and dialing
-// plumbing around a handshake and the interruption of a handshake by its
-// context. Each stack keeps its own handshake state machines, key
-// schedules and record protection.
+// (GB/T 38636) and tls13sm (RFC 8446 + RFC 8998) stacks:
+//
+//   - framing and reading records from the connection, with pooled input
+//     buffers that idle connections give back (Reader);
+//   - coalescing a handshake flight into one write (Flight);
+//   - the close sequence and the bounded close_notify (Close,
+//     SendCloseNotify);
+//   - the alert descriptions, one table of names, and the one error type
+//     for alerts sent and received (Alert, AlertError);
+//   - the application-data counters (Counters, Stats), the session-ticket
+//     events (TicketEvent), the listener and dialing plumbing around a
+//     handshake and the interruption of a handshake by its context.
+//
+// Each stack keeps its own handshake state machines, key schedules and
+// record protection (TLS 1.3's inner content type stays in tls13sm), the
+// checks of a record header and the alerts it sends for them, and when it
+// flushes a flight.
 package record
