@@ -96,14 +96,6 @@ func (c *Conn) Stats() Stats {
 	return c.stats.Stats()
 }
 
-// releaseInput gives the reader's big buffer back unless decrypted data
-// or handshake bytes still refer to it.
-func (c *Conn) releaseInput() {
-	if len(c.input) == 0 && len(c.hand) == 0 {
-		c.rd.Release()
-	}
-}
-
 // readRecord reads and processes one record. expectCCS says a
 // ChangeCipherSpec is acceptable now.
 func (c *Conn) readRecord(expectCCS bool) error {
@@ -477,25 +469,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
-	for len(c.input) == 0 {
-		c.releaseInput()
-		if err := c.readRecord(false); err != nil {
-			return 0, err
-		}
-		for len(c.hand) > 0 {
-			if err := c.handlePostHandshake(); err != nil {
-				return 0, err
-			}
-		}
-	}
-	n := copy(b, c.input)
-	c.input = c.input[n:]
-	c.stats.BytesIn(n)
-	if len(c.input) == 0 {
-		c.releaseInput()
-	}
-	return n, nil
+	return c.rd.ReadData(b, &c.input, &c.hand, &c.stats, c.readAnyRecord, c.handlePostHandshake)
 }
+
+// readAnyRecord is readRecord with no ChangeCipherSpec expected.
+func (c *Conn) readAnyRecord() error { return c.readRecord(false) }
 
 // maxRenegotiationRefusals bounds how many ClientHellos a server refuses
 // with a warning on one connection before it gives up on the client.
@@ -591,7 +569,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	}
 	c.handshakeErr = err
 	c.hand = nil
-	c.releaseInput() // give the big input buffer back unless data is pending
+	c.rd.ReleaseIdle(c.input, c.hand) // give the big input buffer back unless data is pending
 	if cb := c.config.OnHandshake; cb != nil {
 		cb(c.handshakeResult(err, time.Since(start)))
 	}

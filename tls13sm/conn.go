@@ -564,32 +564,16 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	c.in.Lock()
 	defer c.in.Unlock()
-	for len(c.input) == 0 {
-		c.releaseInput()
-		if err := c.readRecord(); err != nil {
-			return 0, err
-		}
-		for len(c.hand) > 0 {
-			if err := c.handlePostHandshake(); err != nil {
-				return 0, c.in.setErrorLocked(err)
-			}
-		}
-	}
-	n := copy(b, c.input)
-	c.input = c.input[n:]
-	c.stats.BytesIn(n)
-	if len(c.input) == 0 {
-		c.releaseInput()
-	}
-	return n, nil
+	return c.rd.ReadData(b, &c.input, &c.hand, &c.stats, c.readRecord, c.postHandshakeLatched)
 }
 
-// releaseInput gives the reader's big buffer back unless decrypted data
-// or handshake bytes still refer to it. c.in must be held.
-func (c *Conn) releaseInput() {
-	if len(c.input) == 0 && len(c.hand) == 0 {
-		c.rd.Release()
+// postHandshakeLatched is handlePostHandshake whose failure ends the input
+// side for good.
+func (c *Conn) postHandshakeLatched() error {
+	if err := c.handlePostHandshake(); err != nil {
+		return c.in.setErrorLocked(err)
 	}
+	return nil
 }
 
 // handlePostHandshake processes one post-handshake message (§4.6).

@@ -96,7 +96,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
 	} else {
 		err = c.serverHandshake(hctx)
 	}
-	c.releaseInput()
+	c.rd.ReleaseIdle(c.input, c.hand)
 	if err == nil {
 		c.isHandshakeComplete.Store(true)
 		c.handshakeErr = nil

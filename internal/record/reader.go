@@ -182,3 +182,37 @@ func (r *Reader) FreeOnClose(mu *sync.Mutex, input *[]byte) {
 	}
 	mu.Unlock()
 }
+
+// ReleaseIdle is Release when no decrypted application data (data) and no
+// handshake bytes (hand) are pending, which may point into the buffer.
+func (r *Reader) ReleaseIdle(data, hand []byte) {
+	if len(data) == 0 && len(hand) == 0 {
+		r.Release()
+	}
+}
+
+// ReadData is the body of both stacks' Conn.Read once the handshake is
+// done and the input side is locked: until decrypted application data
+// waits in *data, it gives the input buffer back when nothing refers to
+// it, reads and processes one record with next, and handles the
+// post-handshake messages that completed with post (while *hand holds
+// bytes); then it copies what waits into b, counts it in stats, and gives
+// the buffer back once everything was read.
+func (r *Reader) ReadData(b []byte, data, hand *[]byte, stats *Counters, next, post func() error) (int, error) {
+	for len(*data) == 0 {
+		r.ReleaseIdle(*data, *hand)
+		if err := next(); err != nil {
+			return 0, err
+		}
+		for len(*hand) > 0 {
+			if err := post(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n := copy(b, *data)
+	*data = (*data)[n:]
+	stats.BytesIn(n)
+	r.ReleaseIdle(*data, *hand)
+	return n, nil
+}

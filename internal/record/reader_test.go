@@ -208,3 +208,35 @@ func TestReaderFreeOnClose(t *testing.T) {
 		t.Fatal("idle reader not freed, or lock kept")
 	}
 }
+
+func TestReaderReadData(t *testing.T) {
+	var r Reader
+	var data, hand []byte
+	var stats Counters
+	recs := [][]byte{nil, []byte("hello, world")} // an empty record, then data
+	posts := 0
+	next := func() error {
+		if len(recs) == 0 {
+			return io.EOF
+		}
+		data, recs = recs[0], recs[1:]
+		if data == nil {
+			hand = []byte{4, 0, 0, 0} // a post-handshake message came instead
+		}
+		return nil
+	}
+	post := func() error { posts++; hand = nil; return nil }
+	b := make([]byte, 5)
+	if n, err := r.ReadData(b, &data, &hand, &stats, next, post); err != nil || string(b[:n]) != "hello" || posts != 1 {
+		t.Fatalf("first read: %q %v, %d post-handshake messages", b[:n], err, posts)
+	}
+	if n, err := r.ReadData(make([]byte, 64), &data, &hand, &stats, next, post); err != nil || n != 7 {
+		t.Fatalf("rest: %d %v", n, err)
+	}
+	if _, err := r.ReadData(b, &data, &hand, &stats, next, post); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if s := stats.Stats(); s.BytesIn != 12 {
+		t.Fatalf("counted %d bytes in", s.BytesIn)
+	}
+}
