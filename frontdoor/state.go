@@ -13,6 +13,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -109,17 +110,18 @@ const (
 var ClientCertReasons = []string{ClientCertNone, ClientCertUnknownCA, ClientCertExpired,
 	ClientCertBadSignature, ClientCertKeyUsage, ClientCertOther}
 
-// Failure reasons: a small fixed set, safe as metric label values.
+// Failure reasons: a small fixed set, safe as metric label values; those a
+// TLCP or TLS 1.3-SM handshake reports itself are the record core's.
 const (
-	ReasonTimeout        = "timeout"
-	ReasonBadCertificate = "bad_certificate"
-	ReasonNoSharedCipher = "no_shared_cipher"
-	ReasonProtocolError  = "protocol_error"
-	ReasonPeerAlert      = "peer_alert"
-	ReasonEOF            = "eof"
+	ReasonTimeout        = record.ReasonTimeout
+	ReasonBadCertificate = record.ReasonBadCertificate
+	ReasonNoSharedCipher = record.ReasonNoSharedCipher
+	ReasonProtocolError  = record.ReasonProtocolError
+	ReasonPeerAlert      = record.ReasonPeerAlert
+	ReasonEOF            = record.ReasonEOF
 	ReasonUnknownProto   = "unknown_protocol"
 	ReasonRefused        = "refused"
-	ReasonInternal       = "internal_error"
+	ReasonInternal       = record.ReasonInternal
 )
 
 // Observer receives handshake and connection events. Implementations must be

@@ -603,27 +603,27 @@ func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
 	isAlert := errors.As(err, &ae)
 	switch {
 	case isAlert && ae.Remote:
-		r.Alert, r.PeerAlert, r.Reason = ae.Alert, true, "peer_alert"
+		r.Alert, r.PeerAlert, r.Reason = ae.Alert, true, record.ReasonPeerAlert
 	case record.IsTimeout(err):
-		r.Reason = "timeout"
+		r.Reason = record.ReasonTimeout
 	case isAlert:
 		a := ae.Alert
 		r.Alert = a
 		switch {
 		case a.IsCertificate():
-			r.Reason = "bad_certificate"
+			r.Reason = record.ReasonBadCertificate
 		case a == AlertInternalError:
-			r.Reason = "internal_error"
+			r.Reason = record.ReasonInternal
 		default:
-			r.Reason = "protocol_error"
+			r.Reason = record.ReasonProtocolError
 		}
 		if errors.Is(err, errNoSharedCipher) {
-			r.Reason = "no_shared_cipher"
+			r.Reason = record.ReasonNoSharedCipher
 		}
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		r.Reason = "eof"
+		r.Reason = record.ReasonEOF
 	default:
-		r.Reason = "internal_error"
+		r.Reason = record.ReasonInternal
 	}
 	return r
 }

@@ -128,25 +128,25 @@ func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
 func failureReason(err error, r HandshakeResult) string {
 	switch {
 	case record.IsTimeout(err):
-		return "timeout"
+		return record.ReasonTimeout
 	case r.HasAlert && r.Remote:
-		return "peer_alert"
+		return record.ReasonPeerAlert
 	case r.HasAlert:
 		switch a := r.Alert; {
 		case a == AlertHandshakeFailure, a == AlertProtocolVersion, a == AlertNoApplicationProtocol, a == AlertInsufficientSecurity:
-			return "no_shared_cipher"
+			return record.ReasonNoSharedCipher
 		case a.IsCertificate():
-			return "bad_certificate"
+			return record.ReasonBadCertificate
 		case a == AlertInternalError:
-			return "internal_error"
+			return record.ReasonInternal
 		}
-		return "protocol_error"
+		return record.ReasonProtocolError
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return "eof"
+		return record.ReasonEOF
 	case errors.Is(err, context.Canceled):
-		return "timeout"
+		return record.ReasonTimeout
 	}
-	return "internal_error"
+	return record.ReasonInternal
 }
 
 // ConnectionState returns the negotiated parameters.
