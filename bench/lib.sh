@@ -18,9 +18,13 @@ stop_started() {
 
 # free_port prints a loopback TCP port nobody listens on.
 free_port() {
-	local p i
+	local p i low=32768
+	# Below the ephemeral range: the client's thousands of connections take
+	# local ports from it, and a listener cannot bind a port one of them holds.
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	((low > 12000)) || low=32768
 	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % (low - 10000)))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
