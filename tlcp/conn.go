@@ -290,12 +290,8 @@ func (c *Conn) sendAlertLocked(a Alert) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
-	level := byte(record.AlertLevelFatal)
-	if a == AlertCloseNotify || a == AlertNoRenegotiation {
-		level = record.AlertLevelWarning
-	}
 	c.flight.Drop() // a pending flight is dropped in favour of the alert
-	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
+	err := c.writeRecordLocked(recordTypeAlert, []byte{a.Level(), byte(a)})
 	if a == AlertCloseNotify {
 		return err
 	}

@@ -178,11 +178,7 @@ func (c *Conn) Stats() Stats {
 
 // localAlert records that this side is sending alert a because of err.
 func (c *Conn) sendAlertLocked(a Alert) error {
-	level := byte(2)
-	if a == AlertCloseNotify || a == AlertUserCanceled {
-		level = 1
-	}
-	err := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
+	err := c.writeRecordLocked(recordTypeAlert, []byte{a.Level(), byte(a)})
 	if c.buffering {
 		c.buffering = false
 		if ferr := c.flush(); err == nil {

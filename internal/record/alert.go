@@ -109,6 +109,18 @@ func (a Alert) String() string {
 	return "alert(" + strconv.Itoa(int(a)) + ")"
 }
 
+// Level is the level this side sends the alert at: warning for
+// close_notify (RFC 8446 §6.1; RFC 5246 §7.2.1), user_canceled (followed by
+// close_notify) and no_renegotiation (RFC 5246 §7.2.2: the connection goes
+// on), fatal for every error alert.
+func (a Alert) Level() uint8 {
+	switch a {
+	case AlertCloseNotify, AlertUserCanceled, AlertNoRenegotiation:
+		return AlertLevelWarning
+	}
+	return AlertLevelFatal
+}
+
 // IsCertificate reports whether the alert says a certificate was refused:
 // bad_certificate, unsupported_certificate, certificate_revoked,
 // certificate_expired, certificate_unknown, unknown_ca (RFC 5246 §7.2,

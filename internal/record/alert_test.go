@@ -28,6 +28,19 @@ func TestAlertString(t *testing.T) {
 	}
 }
 
+func TestAlertLevel(t *testing.T) {
+	for a := range 256 {
+		want := uint8(AlertLevelFatal)
+		switch Alert(a) {
+		case AlertCloseNotify, AlertUserCanceled, AlertNoRenegotiation:
+			want = AlertLevelWarning
+		}
+		if got := Alert(a).Level(); got != want {
+			t.Errorf("Alert(%d).Level() = %d, want %d", a, got, want)
+		}
+	}
+}
+
 func TestAlertIsCertificate(t *testing.T) {
 	for a := range 256 {
 		want := false
