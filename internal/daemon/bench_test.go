@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
@@ -26,7 +27,7 @@ func cpuTime() time.Duration {
 // request; the TLCP target is ≤ 15 % more than plain TCP.
 func BenchmarkKeepAlive1KiB(b *testing.B) {
 	be := newBackend(b)
-	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))
+	d := startDaemon(b, benchConfig(b, be.Listener.Addr().String()))
 
 	pln := plainEntrance(b, d)
 	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
@@ -120,4 +121,15 @@ func plainEntrance(tb testing.TB, d *testDaemon) net.Listener {
 		}
 	}()
 	return pln
+}
+
+// benchConfig is testConfig with the upstream keep-alive pool that a
+// loaded configuration gets by default (keepalive.max_idle; testConfig's
+// upstream, built in code, has none and dials the backend per request).
+func benchConfig(tb testing.TB, backend string) *conf.Config {
+	cfg := testConfig(tb, backend)
+	for i := range cfg.Upstreams {
+		cfg.Upstreams[i].Keepalive.MaxIdle = conf.DefaultKeepaliveMaxIdle
+	}
+	return cfg
 }

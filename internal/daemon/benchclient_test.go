@@ -81,14 +81,14 @@ func TestBenchClientHelper(t *testing.T) {
 // uses N concurrent keep-alive connections (bench/run.sh uses 4).
 func BenchmarkServerCPU1KiB(b *testing.B) {
 	be := newBackend(b)
-	d := startDaemon(b, testConfig(b, be.Listener.Addr().String()))
+	d := startDaemon(b, benchConfig(b, be.Listener.Addr().String()))
 	pln := plainEntrance(b, d)
 	mln := minimalTLCPProxy(b, be.Listener.Addr().String())
 	m, err := metrics.New(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dm := startDaemon(b, testConfig(b, be.Listener.Addr().String()), func(e *Env) {
+	dm := startDaemon(b, benchConfig(b, be.Listener.Addr().String()), func(e *Env) {
 		e.Observer, e.KeyOps, e.Sessions, e.ProxyObserver = m, m, m, m
 	})
 	const rounds = 4
