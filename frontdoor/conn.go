@@ -22,7 +22,13 @@ type Conn struct {
 	state ConnState
 	stats func() (rx, tx, rxRecords, txRecords uint64)
 	obs   Observer
-	done  func()
+
+	// What Close reports to the Server the connection came through (nil:
+	// nothing): its listener, its accept time and its client's limits.
+	srv      *Server
+	listener string
+	start    time.Time
+	cl       *client
 
 	rx, tx    atomic.Uint64
 	closeOnce sync.Once
@@ -101,11 +107,26 @@ func (c *Conn) Close() error {
 			c.flushLocked()
 			c.flushMu.Unlock()
 		}
-		if c.done != nil {
-			c.done()
-		}
+		c.done()
 	})
 	return err
+}
+
+// done releases what the connection held on its Server (its client's
+// limits, the connection count) and reports the close.
+func (c *Conn) done() {
+	s := c.srv
+	if s == nil {
+		return
+	}
+	if c.cl != nil {
+		s.clients.release(c.cl, false, true)
+	}
+	s.conns.Add(-1)
+	if d, ok := s.obs.(ConnDurationObserver); ok {
+		d.ConnDone(c.listener, c.state.Family, time.Since(c.start))
+	}
+	s.obs.ConnClosed(c.listener)
 }
 
 // NewConn wraps an established connection with a state, for callers that do

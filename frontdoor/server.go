@@ -305,13 +305,7 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 		s.obs.ConnClosed(cfg.Name)
 		return
 	}
-	if cl != nil {
-		done := c.done
-		c.done = func() {
-			s.clients.release(cl, false, true)
-			done()
-		}
-	}
+	c.cl = cl
 	s.handler(c)
 }
 
@@ -427,17 +421,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	}
 	ps.HandshakeDuration = time.Since(start)
 	s.obs.HandshakeDone(HandshakeEvent{State: ps})
-	c := &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs}
-	name := cfg.Name
-	durObs, _ := s.obs.(ConnDurationObserver)
-	c.done = func() {
-		s.conns.Add(-1)
-		if durObs != nil {
-			durObs.ConnDone(name, ps.Family, time.Since(start))
-		}
-		s.obs.ConnClosed(name)
-	}
-	return c, nil
+	return &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs, srv: s, listener: cfg.Name, start: start}, nil
 }
 
 func familyOf(k Kind) string {

@@ -65,9 +65,36 @@ var (
 
 func one(s string) []string { return []string{s} }
 
+// nameValues holds one shared header value per protocol and cipher name
+// (a small closed set), so that a connection's TLS headers cost no
+// allocation; past maxNameValues names (never, with the known protocols
+// and suites) values are made per connection.
+var (
+	nameValues    sync.Map // string → []string, len == cap == 1
+	nameValuesLen atomic.Int32
+)
+
+const maxNameValues = 256
+
+// nameValue returns the header value []string{s}, shared when s is a name
+// seen before.
+func nameValue(s string) []string {
+	if v, ok := nameValues.Load(s); ok {
+		return v.([]string)
+	}
+	v := one(s)
+	if nameValuesLen.Load() < maxNameValues {
+		if old, loaded := nameValues.LoadOrStore(s, v); loaded {
+			return old.([]string)
+		}
+		nameValuesLen.Add(1)
+	}
+	return v
+}
+
 func (ci *connInfo) computeTLS() {
 	st, v := &ci.state, &ci.tlsVals
-	v.protocol, v.cipher = one(st.Protocol), one(st.Cipher)
+	v.protocol, v.cipher = nameValue(st.Protocol), nameValue(st.Cipher)
 	v.reused = reusedNo
 	if st.Resumed {
 		v.reused = reusedYes

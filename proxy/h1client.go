@@ -58,6 +58,9 @@ type h1Conn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	timer *time.Timer // closes the connection when idle too long
+	// interrupt fails a blocked read (the request's context ended); made
+	// once per connection rather than once per exchange.
+	interrupt func()
 }
 
 // headerLimitReader bounds the bytes read from the connection while a
@@ -143,6 +146,7 @@ func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error)
 		return nil, false, err
 	}
 	pc := &h1Conn{cl: cl, addr: addr, c: c}
+	pc.interrupt = func() { c.SetReadDeadline(aLongTimeAgo) }
 	pc.lr = headerLimitReader{c: c, n: -1}
 	pc.br = bufio.NewReaderSize(&pc.lr, 32<<10)
 	pc.bw = bufio.NewWriterSize(c, 4<<10)
@@ -219,7 +223,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 	}
 	// One watcher for the whole exchange: the context's end interrupts
 	// the header read and, later, the body read.
-	stop := context.AfterFunc(ctx, func() { pc.c.SetReadDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, pc.interrupt)
 	if pc.cl.headerTimeout > 0 {
 		pc.c.SetReadDeadline(time.Now().Add(pc.cl.headerTimeout))
 	}
