@@ -52,8 +52,8 @@ type Config struct {
 	// request than one process with as many threads. Changing it needs a
 	// restart.
 	Workers string `yaml:"workers"`
-	// Offload is the worker pool that runs SM2 private-key operations
-	// (sign, decrypt, key agreement) off the accept loops.
+	// Offload bounds the SM2 private-key operations (sign, decrypt, key
+	// agreement) that run at once and that wait for their turn.
 	Offload Offload `yaml:"offload"`
 	// KeyServers are remote key servers (gmproxy keyserver) that hold SM2
 	// private keys of the sites' certificates, so that the keys need not be
@@ -786,8 +786,10 @@ type Log struct {
 
 // Offload configures the private-key worker pool.
 type Offload struct {
-	// Workers is the number of goroutines running private-key operations;
-	// 0 means one per CPU. Default 0.
+	// Workers is the number of private-key operations that run at once
+	// (each in its handshake's goroutine; the others wait in line); 0
+	// means one per CPU the process computes on (GOMAXPROCS; one in each
+	// process of the worker mode). Default 0.
 	Workers int `yaml:"workers"`
 	// Queue bounds waiting operations; a full queue fails the handshake
 	// fast. Default 4096.
@@ -801,7 +803,7 @@ type Offload struct {
 // server; the certificates stay on the edge. Operations on remote keys
 // go through the offload engine like local ones (same metrics, with
 // location="remote", and the same fail-fast backpressure) without
-// occupying its workers. A TLCP ECDHE handshake sends its ephemeral
+// taking one of its workers' turns. A TLCP ECDHE handshake sends its ephemeral
 // private key to the key server: use mutual TLS or a Unix socket only.
 type KeyServer struct {
 	// Name is how sites refer to the key server. Required, unique.

@@ -91,9 +91,9 @@
 //     Linux: one Go process per CPU costs less CPU per connection and per
 //     request than one process with as many threads. Changing it needs a
 //     restart.
-//   - offload (section, see offload): offload is the worker pool that runs SM2
-//     private-key operations (sign, decrypt, key agreement) off the accept
-//     loops.
+//   - offload (section, see offload): offload bounds the SM2 private-key
+//     operations (sign, decrypt, key agreement) that run at once and that wait
+//     for their turn.
 //   - key_servers (list of sections, see key_servers[]): key_servers are remote
 //     key servers (gmproxy keyserver) that hold SM2 private keys of the sites'
 //     certificates, so that the keys need not be stored on the edge: a site
@@ -743,8 +743,10 @@
 //
 // This section configures the private-key worker pool.
 //
-//   - workers (integer): workers is the number of goroutines running
-//     private-key operations; 0 means one per CPU. Default 0.
+//   - workers (integer): workers is the number of private-key operations that
+//     run at once (each in its handshake's goroutine; the others wait in
+//     line); 0 means one per CPU the process computes on (GOMAXPROCS; one in
+//     each process of the worker mode). Default 0.
 //   - queue (integer): queue bounds waiting operations; a full queue fails the
 //     handshake fast. Default 4096.
 //
@@ -756,9 +758,9 @@
 // the public key of the certificate that names the key server; the
 // certificates stay on the edge. Operations on remote keys go through the
 // offload engine like local ones (same metrics, with location="remote", and
-// the same fail-fast backpressure) without occupying its workers. A TLCP ECDHE
-// handshake sends its ephemeral private key to the key server: use mutual TLS
-// or a Unix socket only.
+// the same fail-fast backpressure) without taking one of its workers' turns. A
+// TLCP ECDHE handshake sends its ephemeral private key to the key server: use
+// mutual TLS or a Unix socket only.
 //
 //   - name (string): name is how sites refer to the key server. Required,
 //     unique.

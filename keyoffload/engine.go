@@ -64,7 +64,7 @@ type Engine struct {
 // Config sizes the engine.
 type Config struct {
 	// Workers is the number of local-key operations that run at once;
-	// default runtime.NumCPU().
+	// default runtime.GOMAXPROCS(0), the CPUs the process computes on.
 	Workers int
 	// Queue bounds operations waiting for a turn; default 4096.
 	Queue int
@@ -120,7 +120,7 @@ func (s *slots) release() { <-s.run }
 // New makes an engine; obs may be nil.
 func New(cfg Config, obs Observer) *Engine {
 	if cfg.Workers <= 0 {
-		cfg.Workers = runtime.NumCPU()
+		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = 4096
