@@ -97,7 +97,7 @@ func (c *Config) setDefaults() {
 
 func (l *Listener) setDefaults() {
 	l.Protocols = family.Names()
-	l.TLCPSuitesInTLSHello = "reject"
+	l.TLCPSuitesInTLSHello = family.TLCPInTLSReject
 	l.HandshakeTimeout = DefaultHandshakeTimeout
 	l.MaxHandshakes = DefaultMaxHandshakes
 	l.MaxConnections = DefaultMaxConnections

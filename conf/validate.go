@@ -268,7 +268,7 @@ func (v *validator) validateListeners() {
 			}
 			protoSeen[pr] = true
 		}
-		if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, "reject", "tlcp") && l.TLCPSuitesInTLSHello == "tlcp" && !protoSeen[family.TLCP] {
+		if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, family.TLCPInTLSPolicies()...) && l.TLCPSuitesInTLSHello == family.TLCPInTLSAnswer && !protoSeen[family.TLCP] {
 			v.warnf(p+".tlcp_suites_in_tls_hello", "add tlcp to protocols", "tlcp_suites_in_tls_hello: tlcp has no effect without protocol tlcp")
 		}
 		if l.HandshakeTimeout <= 0 {

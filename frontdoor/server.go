@@ -24,9 +24,9 @@ type TLCPInTLSPolicy string
 const (
 	// TLCPInTLSReject sends a handshake_failure alert so that the browser
 	// retries with a real TLCP hello. Default.
-	TLCPInTLSReject TLCPInTLSPolicy = "reject"
+	TLCPInTLSReject TLCPInTLSPolicy = family.TLCPInTLSReject
 	// TLCPInTLSAnswer answers the hello in TLCP (Site.TLCPInTLS).
-	TLCPInTLSAnswer TLCPInTLSPolicy = "tlcp"
+	TLCPInTLSAnswer TLCPInTLSPolicy = family.TLCPInTLSAnswer
 )
 
 // Defaults for ListenerConfig.

@@ -14,3 +14,15 @@ const (
 
 // Names returns every family, in the order a listener lists them by default.
 func Names() []string { return []string{TLCP, TLS13SM, TLS} }
+
+// What a listener does with a TLS-record ClientHello that offers TLCP
+// suites but nothing its site can answer in TLS (the 360-browser pattern):
+// the values of listeners' tlcp_suites_in_tls_hello (frontdoor's
+// TLCPInTLSPolicy).
+const (
+	TLCPInTLSReject = "reject" // handshake_failure, so that the browser retries in TLCP
+	TLCPInTLSAnswer = TLCP     // answer the hello in TLCP
+)
+
+// TLCPInTLSPolicies returns every tlcp_suites_in_tls_hello value.
+func TLCPInTLSPolicies() []string { return []string{TLCPInTLSReject, TLCPInTLSAnswer} }

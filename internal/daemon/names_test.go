@@ -21,7 +21,7 @@ var nearMisses = []string{"https", "TLS", "Tlcp", "tls12", "tls13", "ntls", "gmt
 
 // candidates is every name the name packages list plus nearMisses.
 func candidates() []string {
-	all := slices.Concat(family.Names(), balance.Names(), upstreamproto.Names(), nearMisses)
+	all := slices.Concat(family.Names(), family.TLCPInTLSPolicies(), balance.Names(), upstreamproto.Names(), nearMisses)
 	slices.Sort(all)
 	return slices.Compact(all)
 }
@@ -81,6 +81,13 @@ func TestNamesConfAcceptsAreImplemented(t *testing.T) {
 			runErr := (&frontdoor.ListenerConfig{}).EnableFamilies([]string{n})
 			if inConf != (runErr == nil) || inConf != slices.Contains(family.Names(), n) {
 				t.Errorf("listener protocol %q: conf accepts %v, handshake: %v, listed in family.Names: %v", n, inConf, runErr, slices.Contains(family.Names(), n))
+			}
+
+			// TLCP suites in a TLS hello: conf takes exactly the policies
+			// frontdoor names (its TLCPInTLSPolicy constants are these).
+			inConf = confAccepts(t, "listeners[0].tlcp_suites_in_tls_hello", fmt.Sprintf("listeners:\n  - address: 127.0.0.1:0\n    tlcp_suites_in_tls_hello: %q\n", n)+namesSite+"upstreams:\n  - {name: app, targets: [127.0.0.1:1]}\n")
+			if inConf != slices.Contains(family.TLCPInTLSPolicies(), n) {
+				t.Errorf("tlcp_suites_in_tls_hello %q: conf accepts %v, listed in family.TLCPInTLSPolicies: %v", n, inConf, !inConf)
 			}
 
 			// Balancing policies: conf against the proxy.
