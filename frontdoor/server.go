@@ -132,6 +132,12 @@ type Server struct {
 	raw       map[net.Conn]struct{} // connections still handshaking
 	closed    bool
 	wg        sync.WaitGroup
+
+	// Idle connection goroutines (workers.go).
+	work        chan connJob // unbuffered: taken only by a waiting goroutine
+	stop        chan struct{}
+	stopped     bool // stop is closed; guarded by mu
+	idleWorkers atomic.Int32
 }
 
 // NewServer returns a Server; obs may be nil.
@@ -139,7 +145,8 @@ func NewServer(cfg *ListenerConfig, obs Observer, handler func(*Conn)) *Server {
 	if obs == nil {
 		obs = NopObserver{}
 	}
-	s := &Server{obs: obs, handler: handler, listeners: map[net.Listener]struct{}{}, raw: map[net.Conn]struct{}{}}
+	s := &Server{obs: obs, handler: handler, listeners: map[net.Listener]struct{}{}, raw: map[net.Conn]struct{}{},
+		work: make(chan connJob), stop: make(chan struct{})}
 	s.cfg.Store(cfg)
 	return s
 }
@@ -250,7 +257,7 @@ func (s *Server) accept(raw net.Conn) {
 	s.raw[raw] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.serveConn(cfg, raw, cl)
+	s.start(connJob{cfg, raw, cl})
 }
 
 // refuse closes a connection refused by a limit and counts it.
@@ -467,6 +474,7 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
+	s.stopWorkers()
 	for ln := range s.listeners {
 		ln.Close()
 	}
@@ -482,6 +490,7 @@ func (s *Server) Close() error {
 func (s *Server) StopAccepting() {
 	s.mu.Lock()
 	s.closed = true
+	s.stopWorkers()
 	for ln := range s.listeners {
 		ln.Close()
 	}

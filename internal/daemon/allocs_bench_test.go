@@ -40,7 +40,11 @@ func BenchmarkServing(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(1024)
 			b.StopTimer()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestServingClientHelper$", "-test.count=1")
+			client := os.Args[0]
+			if bin := os.Getenv("GMPROXY_SERVING_CLIENT_BIN"); bin != "" {
+				client = bin // a copy of the test binary: uprobes on this one see the daemon only
+			}
+			cmd := exec.Command(client, "-test.run=^TestServingClientHelper$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "GMPROXY_SERVING_CLIENT="+mode, "GMPROXY_SERVING_ADDR="+d.addr, "GMPROXY_SERVING_N="+strconv.Itoa(b.N))
 			cmd.Stderr = os.Stderr
 			in, err := cmd.StdinPipe()
