@@ -227,33 +227,50 @@ func TestTongsuoServer(t *testing.T) {
 }
 
 // TestGmSSLClient: GmSSL tlcp_client against our server (GmSSL never resumes).
+// GmSSL 3.1 (testpeer.GmSSL31) offers ECC-SM4-CBC-SM3 only and signs
+// CertificateVerify over the hash, so with it the other suites skip and our
+// server keeps the standard CertificateVerify check.
 func TestGmSSLClient(t *testing.T) {
 	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
+	v31 := testpeer.GmSSL31(t, bin)
 	p, f := interopPKI(t)
 	msg := "TLCP interop line 0123456789\n"
 	for _, s := range interopSuites {
 		for _, mutual := range []bool{false, true} {
 			ecdhe := cipherSuiteByID(s.id).ecdhe
 			t.Run(fmt.Sprintf("%s/mutual=%v", s.gmssl, mutual), func(t *testing.T) {
+				if v31 && s.id != ECC_SM4_CBC_SM3 {
+					t.Skip("GmSSL 3.1's tlcp_client offers TLS_ECC_SM4_CBC_SM3 only")
+				}
 				cfg := p.serverConfig()
-				cfg.AcceptRawCertificateVerify = true // GmSSL signs the raw transcript
+				cfg.AcceptRawCertificateVerify = !v31 // GmSSL 3.3 signs the raw transcript
 				if mutual {
 					cfg.ClientAuth = RequireAndVerifyClientCert
 				}
 				addr, results, stop := ourServer(t, cfg)
 				defer stop()
 				host, port, _ := net.SplitHostPort(addr)
-				args := []string{"tlcp_client", "-host", host, "-port", port, "-server_name", "localhost", "-cacert", f("ca.crt"), "-cipher_suite", s.gmssl}
-				switch {
-				case ecdhe:
-					args = append(args, "-cert", f("client_sign_enc_chain.pem"), "-key", f("client_sign_enc_keys.gmssl.pem"), "-pass", "P@ssw0rd")
-				case mutual:
-					args = append(args, "-cert", f("client_sign.crt"), "-key", f("client_sign.gmssl.key.pem"), "-pass", "P@ssw0rd")
+				var out string
+				var err error
+				if v31 {
+					args := []string{"tlcp_client", "-host", host, "-port", port, "-cacert", f("ca.crt")}
+					if mutual {
+						args = append(args, "-cert", f("client_sign.crt"), "-key", f("client_sign.gmssl311.key.pem"), "-pass", "P@ssw0rd")
+					}
+					out, err = testpeer.RunLine(t, "", msg, msg, bin, args...)
+				} else {
+					args := []string{"tlcp_client", "-host", host, "-port", port, "-server_name", "localhost", "-cacert", f("ca.crt"), "-cipher_suite", s.gmssl}
+					switch {
+					case ecdhe:
+						args = append(args, "-cert", f("client_sign_enc_chain.pem"), "-key", f("client_sign_enc_keys.gmssl.pem"), "-pass", "P@ssw0rd")
+					case mutual:
+						args = append(args, "-cert", f("client_sign.crt"), "-key", f("client_sign.gmssl.key.pem"), "-pass", "P@ssw0rd")
+					}
+					in := filepath.Join(t.TempDir(), "msg.txt")
+					os.WriteFile(in, []byte(msg), 0o600)
+					args = append(args, "-in", in)
+					out, err = runCmd(t, "", bin, args...)
 				}
-				in := filepath.Join(t.TempDir(), "msg.txt")
-				os.WriteFile(in, []byte(msg), 0o600)
-				args = append(args, "-in", in)
-				out, err := runCmd(t, "", bin, args...)
 				var r HandshakeResult
 				select {
 				case r = <-results:
@@ -278,10 +295,12 @@ func TestGmSSLClient(t *testing.T) {
 }
 
 // TestGmSSLServer: our client against GmSSL tlcp_server, only inside a
-// private network namespace (GMPROXY_NETNS=1).
+// private network namespace (GMPROXY_NETNS=1). GmSSL 3.1's server offers
+// ECC-SM4-CBC-SM3 only and verifies CertificateVerify over the hash.
 func TestGmSSLServer(t *testing.T) {
 	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
 	testpeer.RequirePrivateNetns(t)
+	v31 := testpeer.GmSSL31(t, bin)
 	p, f := interopPKI(t)
 	port := 24433
 	for _, s := range interopSuites {
@@ -293,6 +312,17 @@ func TestGmSSLServer(t *testing.T) {
 					"-key", f("server_sign_enc_keys.gmssl.pem"), "-pass", "P@ssw0rd", "-cipher_suite", s.gmssl}
 				if mutual || ecdhe {
 					args = append(args, "-cert_request", "-cacert", f("ca.crt"))
+				}
+				if v31 {
+					if s.id != ECC_SM4_CBC_SM3 {
+						t.Skip("GmSSL 3.1's tlcp_server offers TLS_ECC_SM4_CBC_SM3 only")
+					}
+					args = []string{"tlcp_server", "-port", fmt.Sprint(port), "-cert", f("server_sign_enc_chain.pem"),
+						"-key", f("server_sign.gmssl311.key.pem"), "-pass", "P@ssw0rd",
+						"-ex_key", f("server_enc.gmssl311.key.pem"), "-ex_pass", "P@ssw0rd"}
+					if mutual {
+						args = append(args, "-cacert", f("ca.crt")) // asks for a client certificate
+					}
 				}
 				defer testpeer.Start(t, "", bin, args...).Stop()
 				addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -306,7 +336,7 @@ func TestGmSSLServer(t *testing.T) {
 				ccfg.NoClientExtensions = true         // GmSSL drops unknown extensions
 				ccfg.ClientECDHEParamsAsVector = true  // GmSSL's 71-byte framing
 				ccfg.ClientSignCertOnly = true         // GmSSL rejects [sign, enc] under ECC
-				ccfg.ClientRawCertificateVerify = true // GmSSL master verifies the raw transcript
+				ccfg.ClientRawCertificateVerify = !v31 // GmSSL 3.3 verifies the raw transcript
 				if !mutual && !ecdhe {
 					ccfg.Certificates = nil
 				}

@@ -43,6 +43,28 @@ func Bin(t testing.TB, env string) string {
 	return p
 }
 
+// GmSSL31 reports whether the gmssl binary bin is a GmSSL 3.1 release
+// (`gmssl version` prints "GmSSL 3.1.x"). Its tool command line differs from
+// 3.3's: one cipher suite each (TLCP ECC-SM4-CBC-SM3, TLS 1.3 SM4-GCM-SM3),
+// no -cipher_suite, -server_name, -get, -in or -cert_request; clients send
+// stdin line by line (see RunLine); tlcp_server takes the enc key with
+// -ex_key; keys in 3.1's own format (testdata/pki-tongsuo/*.gmssl311.*).
+func GmSSL31(t testing.TB, bin string) bool {
+	t.Helper()
+	if v, ok := gmsslVersions.Load(bin); ok {
+		return v.(bool)
+	}
+	out, err := Run(t, "", "", bin, "version")
+	if err != nil {
+		t.Fatalf("%s version: %v\n%s", bin, err, out)
+	}
+	v := strings.Contains(out, "GmSSL 3.1.")
+	gmsslVersions.Store(bin, v)
+	return v
+}
+
+var gmsslVersions sync.Map // binary path → GmSSL31's answer
+
 // RequirePrivateNetns skips the test unless it runs inside its own network
 // namespace, which the caller declares with GMPROXY_NETNS=1 (or the older
 // GMPROXY_NETNS_PRIVATE=1), for example under /work/peers/bin/netns-run.
@@ -66,6 +88,45 @@ func Run(t testing.TB, dir, stdin, bin string, args ...string) (string, error) {
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// RunLine runs a client that sends what it reads from stdin line by line
+// and prints what it receives (GmSSL 3.1's tlcp_client and tls13_client):
+// it writes line to the client's stdin and keeps stdin open until the
+// output contains want or the client exits (closing stdin earlier would make
+// the client shut the connection down before the answer arrives). Bounded
+// by RunTimeout; returns the combined output.
+func RunLine(t testing.TB, dir, line, want, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	var out SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	io.WriteString(stdin, line)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for { // ends by RunTimeout at the latest: the context kills the client
+		select {
+		case err := <-done:
+			return out.String(), err
+		case <-tick.C:
+			if strings.Contains(out.String(), want) {
+				stdin.Close()
+				return out.String(), <-done
+			}
+		}
+	}
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago.
