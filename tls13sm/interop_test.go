@@ -224,8 +224,11 @@ func TestInteropClientToTongsuoServer(t *testing.T) {
 	}
 }
 
+// TestInteropGmSSLClient: GmSSL's tls13_client against our server. GmSSL 3.1
+// (testpeer.GmSSL31) offers SM4-GCM-SM3 only and sends stdin line by line.
 func TestInteropGmSSLClient(t *testing.T) {
 	bin := peerBin(t, "GMPROXY_GMSSL_BIN")
+	v31 := testpeer.GmSSL31(t, bin)
 	for _, tc := range []struct {
 		name, suite string
 		mutual      bool
@@ -235,6 +238,9 @@ func TestInteropGmSSLClient(t *testing.T) {
 		{"GCM-mutual", "TLS_SM4_GCM_SM3", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if v31 && tc.suite != "TLS_SM4_GCM_SM3" {
+				t.Skip("GmSSL 3.1's tls13_client offers TLS_SM4_GCM_SM3 only")
+			}
 			srv, _, dir := interopConfigs(t)
 			if tc.mutual {
 				srv.ClientAuth = RequireAndVerifyClientCert
@@ -242,12 +248,23 @@ func TestInteropGmSSLClient(t *testing.T) {
 			addr, states, stop := httpishServer(t, srv)
 			defer stop()
 			_, port, _ := net.SplitHostPort(addr)
-			args := []string{"tls13_client", "-host", "127.0.0.1", "-port", port, "-server_name", "localhost", "-cacert", "ca.crt",
-				"-cipher_suite", tc.suite, "-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3", "-get", "/"}
-			if tc.mutual {
-				args = append(args, "-cert", "client_sign.crt", "-key", "client_sign.gmssl.key.pem", "-pass", "P@ssw0rd")
+			var out string
+			var err error
+			if v31 {
+				args := []string{"tls13_client", "-host", "127.0.0.1", "-port", port, "-cacert", "ca.crt"}
+				if tc.mutual {
+					args = append(args, "-cert", "client_sign.crt", "-key", "client_sign.gmssl311.key.pem", "-pass", "P@ssw0rd")
+				}
+				// One line ends httpishServer's request (prefix "TLCP/TLS").
+				out, err = testpeer.RunLine(t, dir, "TLCP/TLS interop line\n", "hello tls13sm", bin, args...)
+			} else {
+				args := []string{"tls13_client", "-host", "127.0.0.1", "-port", port, "-server_name", "localhost", "-cacert", "ca.crt",
+					"-cipher_suite", tc.suite, "-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3", "-get", "/"}
+				if tc.mutual {
+					args = append(args, "-cert", "client_sign.crt", "-key", "client_sign.gmssl.key.pem", "-pass", "P@ssw0rd")
+				}
+				out, err = runPeer(t, dir, "", bin, args...)
 			}
-			out, err := runPeer(t, dir, "", bin, args...)
 			if !strings.Contains(out, "hello tls13sm") {
 				t.Fatalf("gmssl tls13_client: %v\n%s", err, out)
 			}
@@ -271,9 +288,13 @@ func TestInteropClientToGmSSLServer(t *testing.T) {
 	_, port, _ := net.SplitHostPort(addr)
 	// tls13_server serves one connection and exits, so no readiness probe:
 	// the client retries while the port is refused (key decryption is slow).
-	peer := testpeer.Start(t, dir, bin, "tls13_server", "-port", port, "-cert", "server_sign.crt",
+	args := []string{"tls13_server", "-port", port, "-cert", "server_sign.crt",
 		"-key", "server_sign.gmssl.key.pem", "-pass", "P@ssw0rd", "-cipher_suite", "TLS_SM4_GCM_SM3",
-		"-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3")
+		"-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3"}
+	if testpeer.GmSSL31(t, bin) { // one suite, group and signature algorithm; its own key format
+		args = []string{"tls13_server", "-port", port, "-cert", "server_sign.crt", "-key", "server_sign.gmssl311.key.pem", "-pass", "P@ssw0rd"}
+	}
+	peer := testpeer.Start(t, dir, bin, args...)
 	defer peer.Stop()
 	cli.DisableMiddleboxCompat = true
 	cli.Certificates = nil
