@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // startTongsuoServer runs Tongsuo's s_server on a free loopback port (it
@@ -102,6 +105,7 @@ func TestUpstreamTLCPToGmSSL(t *testing.T) {
 	if bin == "" || os.Getenv("GMPROXY_NETNS") != "1" {
 		t.Skip("needs GMPROXY_GMSSL_BIN and GMPROXY_NETNS=1 (run under netns-run)")
 	}
+	v31 := testpeer.GmSSL31(t, bin)
 	p := func(n string) string { return pkiPath(t, n) }
 	cases := []struct {
 		suite, gmsslSuite string
@@ -121,18 +125,24 @@ func TestUpstreamTLCPToGmSSL(t *testing.T) {
 			if tc.mutual {
 				args = append(args, "-cert_request", "-cacert", "ca.crt")
 			}
+			if v31 { // testpeer.GmSSL31: one suite, the enc key apart, its own key format
+				if tc.gmsslSuite != "TLS_ECC_SM4_CBC_SM3" {
+					t.Skip("GmSSL 3.1's tlcp_server offers TLS_ECC_SM4_CBC_SM3 only")
+				}
+				args = []string{"tlcp_server", "-port", port, "-cert", "server_sign_enc_chain.pem", "-key", "server_sign.gmssl311.key.pem",
+					"-pass", "P@ssw0rd", "-ex_key", "server_enc.gmssl311.key.pem", "-ex_pass", "P@ssw0rd"}
+			}
 			cmd := exec.Command(bin, args...)
 			cmd.Dir = filepath.Dir(p("ca.crt"))
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			for i := 0; i < 200; i++ {
-				if c, err := net.Dial("tcp", addr); err == nil {
-					c.Close() // GmSSL serves connections one after another
-					break
-				}
-				time.Sleep(25 * time.Millisecond)
+			// Wait without a probe connection: GmSSL 3.1's tlcp_server exits
+			// when a connection ends before its handshake.
+			pn, _ := strconv.Atoi(port)
+			if !testpeer.WaitListening(pn, 10*time.Second) {
+				t.Fatal("gmssl tlcp_server did not start listening")
 			}
 			tls := &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost", Ciphers: []string{tc.suite},
 				NoClientExtensions: true, ClientECDHEParamsAsVector: true, ClientSignCertOnly: true, ClientRawCertificateVerify: true}
