@@ -127,6 +127,9 @@ func TestPeerTongsuoClients(t *testing.T) {
 // client certificates) and tls13_client through the daemon.
 func TestPeerGmSSLClients(t *testing.T) {
 	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
+	if testpeer.GmSSL31(t, bin) {
+		t.Skip("GmSSL 3.1's clients have no -get and send each stdin line as its own record, waiting for an answer in between: no HTTP request through the daemon (the tlcp, tls13sm and proxy interop tests cover 3.1)")
+	}
 	d, pki := peerDaemon(t)
 	host, port := splitAddr(t, d.addr)
 	for _, suite := range []string{"TLS_ECC_SM4_CBC_SM3", "TLS_ECC_SM4_GCM_SM3", "TLS_ECDHE_SM4_CBC_SM3", "TLS_ECDHE_SM4_GCM_SM3"} {
