@@ -21,6 +21,7 @@ type Conn struct {
 	net.Conn
 	state ConnState
 	stats func() (rx, tx, rxRecords, txRecords uint64)
+	rec   recordStats // Conn's records and bytes, when it counts them
 	obs   Observer
 
 	// What Close reports to the Server the connection came through (nil:
@@ -46,7 +47,7 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if c.stats == nil && n > 0 {
+	if c.stats == nil && c.rec == nil && n > 0 {
 		c.rx.Add(uint64(n))
 	}
 	c.maybeFlush()
@@ -55,7 +56,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if c.stats == nil && n > 0 {
+	if c.stats == nil && c.rec == nil && n > 0 {
 		c.tx.Add(uint64(n))
 	}
 	c.maybeFlush()
@@ -86,7 +87,10 @@ func (c *Conn) maybeFlush() {
 // flushLocked reports the counters moved since the last report.
 func (c *Conn) flushLocked() {
 	var now [4]uint64
-	if c.stats != nil {
+	if c.rec != nil {
+		s := c.rec.Stats()
+		now[0], now[1], now[2], now[3] = s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
+	} else if c.stats != nil {
 		now[0], now[1], now[2], now[3] = c.stats()
 	} else {
 		now[0], now[1] = c.rx.Load(), c.tx.Load()

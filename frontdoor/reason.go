@@ -126,11 +126,7 @@ func smReason(err error) string {
 	return Classify(err)
 }
 
-// smStats is Established.Stats for a TLCP or TLS 1.3-SM connection (both
-// count with the record core's Stats).
-func smStats(c interface{ Stats() record.Stats }) func() (uint64, uint64, uint64, uint64) {
-	return func() (uint64, uint64, uint64, uint64) {
-		s := c.Stats()
-		return s.BytesIn, s.BytesOut, s.RecordsIn, s.RecordsOut
-	}
-}
+// recordStats is a connection that counts its records (tlcp.Conn and
+// tls13sm.Conn, with the record core's Stats): a Conn over one reports
+// those counts, without a Stats function per connection.
+type recordStats interface{ Stats() record.Stats }

@@ -335,7 +335,8 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	raw.SetDeadline(deadline)
 	_ = raw.RemoteAddr()
 	s.obs.HandshakeStarted(cfg.Name)
-	budget := &byteBudget{used: &s.handshakeBytes, max: cfg.maxHandshakeBytes()}
+	scratch := &handshakeScratch{budget: byteBudget{used: &s.handshakeBytes, max: cfg.maxHandshakeBytes()}}
+	budget := &scratch.budget
 	defer budget.release()
 
 	st := ConnState{Listener: cfg.Name, HandshakeStart: start}
@@ -350,7 +351,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		return nil, err
 	}
 
-	sn, err := sniff(raw, budget)
+	sn, err := sniffInto(&scratch.sn, raw, budget)
 	if err != nil {
 		if sn.kind == KindTLS || sn.kind == KindTLCP {
 			st.Family = familyOf(sn.kind)
@@ -361,7 +362,8 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		}
 		return fail(fmt.Errorf("handshake: reading first flight: %w", err))
 	}
-	rc := &replayConn{Conn: raw, buf: sn.buf}
+	scratch.rc = replayConn{Conn: raw, buf: sn.buf}
+	rc := &scratch.rc
 	var hs Handshaker
 	var site *Site
 	switch sn.kind {
@@ -413,6 +415,8 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	st.Site = site.Name
 
 	est, err := hs.Handshake(ctx, rc, sn.hello)
+	// rc lives as long as the connection: let the first flight go.
+	scratch.sn = sniffed{}
 	if err != nil {
 		return fail(err)
 	}
@@ -428,7 +432,21 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	}
 	ps.HandshakeDuration = time.Since(start)
 	s.obs.HandshakeDone(HandshakeEvent{State: ps})
-	return &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs, srv: s, listener: cfg.Name, start: start}, nil
+	c := &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs, srv: s, listener: cfg.Name, start: start}
+	if est.Stats == nil {
+		c.rec, _ = est.Conn.(recordStats)
+	}
+	return c, nil
+}
+
+// handshakeScratch is one allocation for what a handshake needs beside
+// the protocol's own state: the byte budget of its first flight, the
+// sniffer, and the connection that replays the sniffed bytes (which the
+// protocol connection keeps reading from).
+type handshakeScratch struct {
+	budget byteBudget
+	sn     sniffed
+	rc     replayConn
 }
 
 func familyOf(k Kind) string {

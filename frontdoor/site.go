@@ -13,7 +13,9 @@ type Established struct {
 	Conn  net.Conn
 	State ConnState
 	// Stats, if set, reports plaintext bytes and records moved so far;
-	// otherwise the server counts bytes itself (records unknown).
+	// otherwise a Conn with a Stats() record.Stats method (tlcp, tls13sm)
+	// reports its own, and for others the server counts bytes itself
+	// (records unknown).
 	Stats func() (rx, tx, rxRecords, txRecords uint64)
 }
 

@@ -70,7 +70,12 @@ var (
 // buffer's growth is charged to budget (nil: unbounded); the caller releases
 // it when the buffer is no longer needed.
 func sniff(r io.Reader, budget *byteBudget) (*sniffed, error) {
-	s := &sniffed{budget: budget}
+	return sniffInto(&sniffed{}, r, budget)
+}
+
+// sniffInto is sniff into s (a zero sniffed).
+func sniffInto(s *sniffed, r io.Reader, budget *byteBudget) (*sniffed, error) {
+	s.budget = budget
 	if err := s.fill(r, 1); err != nil {
 		return s, err
 	}

@@ -28,6 +28,6 @@ func TLCPHandshaker(cfg *tlcp.Config) Handshaker {
 			ClientAuth:       len(cs.VerifiedChains) > 0,
 			PeerCertificates: cs.PeerCertificates,
 		}
-		return &Established{Conn: c, State: st, Stats: smStats(c)}, nil
+		return &Established{Conn: c, State: st}, nil // counted by recordStats
 	})
 }

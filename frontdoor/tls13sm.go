@@ -26,6 +26,6 @@ func TLS13SMHandshaker(cfg *tls13sm.Config) Handshaker {
 			ClientAuth:       len(cs.VerifiedChains) > 0 || cs.ClientVerified,
 			PeerCertificates: cs.PeerCertificates,
 		}
-		return &Established{Conn: c, State: st, Stats: smStats(c)}, nil
+		return &Established{Conn: c, State: st}, nil // counted by recordStats
 	})
 }
