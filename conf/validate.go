@@ -229,127 +229,165 @@ func (v *validator) validateListeners() {
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		p := fmt.Sprintf("listeners[%d]", i)
-		if l.Address == "" {
-			v.errf(p+".address", "add address: host:port", "listener has no address")
-		} else if v.hostPort(p+".address", l.Address, true) {
-			host, port, _ := net.SplitHostPort(l.Address)
-			if wildcardHost(host) {
-				host = "*" // the wildcard addresses overlap
-			}
-			key := net.JoinHostPort(strings.ToLower(host), port)
-			if prev, dup := seen[key]; dup {
-				v.errf(p+".address", "remove one of them or change the port", "duplicate listener address %s (also listeners[%d])", l.Address, prev)
-			} else {
-				seen[key] = i
-				// A wildcard address and a specific one on the same port
-				// overlap: the second bind fails (EADDRINUSE).
-				for _, j := range byPort[port] {
-					oh, _, _ := net.SplitHostPort(c.Listeners[j].Address)
-					if wildcardHost(oh) != (host == "*") && port != "0" {
-						v.errf(p+".address", "listen on the wildcard address alone, or give each listener its own port",
-							"listener address %s overlaps listeners[%d] (%s): a wildcard address already covers every address on port %s", l.Address, j, c.Listeners[j].Address, port)
-						break
-					}
-				}
-				byPort[port] = append(byPort[port], i)
-			}
-		}
-		if len(l.Protocols) == 0 {
-			v.errf(p+".protocols", "list at least one of "+strings.Join(family.Names(), ", "), "no protocols")
-		}
-		protoSeen := map[string]bool{}
-		for j, pr := range l.Protocols {
-			pp := fmt.Sprintf("%s.protocols[%d]", p, j)
-			if !v.oneOf(pp, pr, family.Names()...) {
-				continue
-			}
-			if protoSeen[pr] {
-				v.warnf(pp, "remove the repetition", "protocol %s listed twice", pr)
-			}
-			protoSeen[pr] = true
-		}
-		if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, family.TLCPInTLSPolicies()...) && l.TLCPSuitesInTLSHello == family.TLCPInTLSAnswer && !protoSeen[family.TLCP] {
-			v.warnf(p+".tlcp_suites_in_tls_hello", "add tlcp to protocols", "tlcp_suites_in_tls_hello: tlcp has no effect without protocol tlcp")
-		}
-		if l.HandshakeTimeout <= 0 {
-			v.errf(p+".handshake_timeout", "write a duration such as 10s", "handshake_timeout must be positive")
-		}
-		if l.MaxHandshakes < 0 {
-			v.errf(p+".max_handshakes", "use 0 for unlimited", "max_handshakes must not be negative")
-		}
-		if l.MaxConnections < 0 {
-			v.errf(p+".max_connections", "use 0 for unlimited", "max_connections must not be negative")
-		}
-		if l.MaxConnections > 0 && l.MaxHandshakes > l.MaxConnections {
-			v.warnf(p+".max_handshakes", "make max_handshakes at most max_connections", "max_handshakes (%d) exceeds max_connections (%d)", l.MaxHandshakes, l.MaxConnections)
-		}
-		if l.MaxHandshakesPerClient < 0 {
-			v.errf(p+".max_handshakes_per_client", "use 0 for unlimited", "max_handshakes_per_client must not be negative")
-		} else if l.MaxHandshakes > 0 && l.MaxHandshakesPerClient > l.MaxHandshakes {
-			v.warnf(p+".max_handshakes_per_client", "make it a small share of max_handshakes, e.g. 1/16", "max_handshakes_per_client (%d) exceeds max_handshakes (%d): one client can take every handshake slot", l.MaxHandshakesPerClient, l.MaxHandshakes)
-		}
-		if l.MaxConnectionsPerClient < 0 {
-			v.errf(p+".max_connections_per_client", "use 0 for unlimited", "max_connections_per_client must not be negative")
-		} else if l.MaxConnections > 0 && l.MaxConnectionsPerClient > l.MaxConnections {
-			v.warnf(p+".max_connections_per_client", "make it a small share of max_connections, e.g. 1/16", "max_connections_per_client (%d) exceeds max_connections (%d): one client can take every connection", l.MaxConnectionsPerClient, l.MaxConnections)
-		}
-		if l.MaxHandshakeBytes < 0 {
-			v.errf(p+".max_handshake_bytes", "use 0 for unlimited or a size such as 16MiB", "max_handshake_bytes must not be negative")
-		} else if l.MaxHandshakeBytes > 0 && l.MaxHandshakeBytes < 64<<10 {
-			v.errf(p+".max_handshake_bytes", "use at least 64KiB, e.g. 16MiB", "max_handshake_bytes (%d) is below the size of one largest ClientHello (64KiB)", l.MaxHandshakeBytes)
-		}
+		v.listenerAddress(l, p, i, seen, byPort)
+		protoSeen := v.listenerProtocols(l, p)
+		v.listenerLimits(l, p)
 		v.oneOf(p+".plain_http", l.PlainHTTP, "close", "redirect")
-		if l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) == 0 {
-			v.errf(p+".proxy_protocol.trusted", "list the load balancers' addresses, e.g. trusted: [10.0.0.0/8]", "proxy_protocol is enabled but no trusted sources are listed")
-		}
-		if !l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) > 0 {
-			v.warnf(p+".proxy_protocol.trusted", "set enabled: true", "proxy_protocol.trusted is ignored because proxy_protocol is not enabled")
-		}
-		v.prefixes(p+".proxy_protocol.trusted", l.ProxyProtocol.Trusted)
-		h := &l.HTTP
-		if h.MaxHeaderBytes <= 0 {
-			v.errf(p+".http.max_header_bytes", "use for example 1MiB", "max_header_bytes must be positive")
-		}
-		if h.MaxConcurrentStreams < 1 {
-			v.errf(p+".http.max_concurrent_streams", "use for example 250", "max_concurrent_streams must be at least 1")
-		}
-		if h.ReadHeaderTimeout <= 0 {
-			v.errf(p+".http.read_header_timeout", "write a duration such as 30s", "read_header_timeout must be positive")
-		}
-		if h.BodyTimeout < 0 {
-			v.errf(p+".http.body_timeout", "write a duration such as 60s, or 0 for no limit", "body_timeout must not be negative")
-		}
-		if h.SendTimeout < 0 {
-			v.errf(p+".http.send_timeout", "write a duration such as 60s, or 0 for no limit", "send_timeout must not be negative")
-		}
-		if h.HTTP2MaxResetRate < 1 {
-			v.errf(p+".http.http2_max_reset_rate", "use for example 100", "http2_max_reset_rate must be at least 1")
-		}
+		v.listenerProxyProtocol(l, p)
+		v.listenerHTTP(&l.HTTP, p+".http")
+		v.listenerSites(l, p, siteNames, protoSeen)
+	}
+}
 
-		// Sites served here, and whether each protocol has a certificate.
-		have := map[string]bool{}
-		for j, name := range l.Sites {
-			s, ok := siteNames[name]
-			if !ok {
-				fix := "use one of the site names: " + strings.Join(mapKeys(siteNames), ", ")
-				if cl := closest(name, mapKeys(siteNames)); cl != "" {
-					fix = fmt.Sprintf("did you mean %q?", cl)
-				}
-				v.errf(fmt.Sprintf("%s.sites[%d]", p, j), fix, "unknown site %q", name)
-				continue
+// listenerAddress checks listeners[i].address and that it neither repeats nor
+// overlaps an earlier listener's address; seen and byPort record the
+// addresses checked so far.
+func (v *validator) listenerAddress(l *Listener, p string, i int, seen map[string]int, byPort map[string][]int) {
+	if l.Address == "" {
+		v.errf(p+".address", "add address: host:port", "listener has no address")
+		return
+	}
+	if !v.hostPort(p+".address", l.Address, true) {
+		return
+	}
+	host, port, _ := net.SplitHostPort(l.Address)
+	if wildcardHost(host) {
+		host = "*" // the wildcard addresses overlap
+	}
+	key := net.JoinHostPort(strings.ToLower(host), port)
+	if prev, dup := seen[key]; dup {
+		v.errf(p+".address", "remove one of them or change the port", "duplicate listener address %s (also listeners[%d])", l.Address, prev)
+		return
+	}
+	seen[key] = i
+	// A wildcard address and a specific one on the same port
+	// overlap: the second bind fails (EADDRINUSE).
+	listeners := v.cfg.Listeners
+	for _, j := range byPort[port] {
+		oh, _, _ := net.SplitHostPort(listeners[j].Address)
+		if wildcardHost(oh) != (host == "*") && port != "0" {
+			v.errf(p+".address", "listen on the wildcard address alone, or give each listener its own port",
+				"listener address %s overlaps listeners[%d] (%s): a wildcard address already covers every address on port %s", l.Address, j, listeners[j].Address, port)
+			break
+		}
+	}
+	byPort[port] = append(byPort[port], i)
+}
+
+// listenerProtocols checks the listener's protocols and the TLCP-in-TLS
+// policy, and returns the set of valid protocols listed.
+func (v *validator) listenerProtocols(l *Listener, p string) map[string]bool {
+	if len(l.Protocols) == 0 {
+		v.errf(p+".protocols", "list at least one of "+strings.Join(family.Names(), ", "), "no protocols")
+	}
+	protoSeen := map[string]bool{}
+	for j, pr := range l.Protocols {
+		pp := fmt.Sprintf("%s.protocols[%d]", p, j)
+		if !v.oneOf(pp, pr, family.Names()...) {
+			continue
+		}
+		if protoSeen[pr] {
+			v.warnf(pp, "remove the repetition", "protocol %s listed twice", pr)
+		}
+		protoSeen[pr] = true
+	}
+	if v.oneOf(p+".tlcp_suites_in_tls_hello", l.TLCPSuitesInTLSHello, family.TLCPInTLSPolicies()...) && l.TLCPSuitesInTLSHello == family.TLCPInTLSAnswer && !protoSeen[family.TLCP] {
+		v.warnf(p+".tlcp_suites_in_tls_hello", "add tlcp to protocols", "tlcp_suites_in_tls_hello: tlcp has no effect without protocol tlcp")
+	}
+	return protoSeen
+}
+
+// listenerLimits checks the handshake timeout and the handshake, connection
+// and byte limits, overall and per client.
+func (v *validator) listenerLimits(l *Listener, p string) {
+	if l.HandshakeTimeout <= 0 {
+		v.errf(p+".handshake_timeout", "write a duration such as 10s", "handshake_timeout must be positive")
+	}
+	if l.MaxHandshakes < 0 {
+		v.errf(p+".max_handshakes", "use 0 for unlimited", "max_handshakes must not be negative")
+	}
+	if l.MaxConnections < 0 {
+		v.errf(p+".max_connections", "use 0 for unlimited", "max_connections must not be negative")
+	}
+	if l.MaxConnections > 0 && l.MaxHandshakes > l.MaxConnections {
+		v.warnf(p+".max_handshakes", "make max_handshakes at most max_connections", "max_handshakes (%d) exceeds max_connections (%d)", l.MaxHandshakes, l.MaxConnections)
+	}
+	if l.MaxHandshakesPerClient < 0 {
+		v.errf(p+".max_handshakes_per_client", "use 0 for unlimited", "max_handshakes_per_client must not be negative")
+	} else if l.MaxHandshakes > 0 && l.MaxHandshakesPerClient > l.MaxHandshakes {
+		v.warnf(p+".max_handshakes_per_client", "make it a small share of max_handshakes, e.g. 1/16", "max_handshakes_per_client (%d) exceeds max_handshakes (%d): one client can take every handshake slot", l.MaxHandshakesPerClient, l.MaxHandshakes)
+	}
+	if l.MaxConnectionsPerClient < 0 {
+		v.errf(p+".max_connections_per_client", "use 0 for unlimited", "max_connections_per_client must not be negative")
+	} else if l.MaxConnections > 0 && l.MaxConnectionsPerClient > l.MaxConnections {
+		v.warnf(p+".max_connections_per_client", "make it a small share of max_connections, e.g. 1/16", "max_connections_per_client (%d) exceeds max_connections (%d): one client can take every connection", l.MaxConnectionsPerClient, l.MaxConnections)
+	}
+	if l.MaxHandshakeBytes < 0 {
+		v.errf(p+".max_handshake_bytes", "use 0 for unlimited or a size such as 16MiB", "max_handshake_bytes must not be negative")
+	} else if l.MaxHandshakeBytes > 0 && l.MaxHandshakeBytes < 64<<10 {
+		v.errf(p+".max_handshake_bytes", "use at least 64KiB, e.g. 16MiB", "max_handshake_bytes (%d) is below the size of one largest ClientHello (64KiB)", l.MaxHandshakeBytes)
+	}
+}
+
+// listenerProxyProtocol checks that PROXY protocol headers are accepted only
+// from listed sources.
+func (v *validator) listenerProxyProtocol(l *Listener, p string) {
+	if l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) == 0 {
+		v.errf(p+".proxy_protocol.trusted", "list the load balancers' addresses, e.g. trusted: [10.0.0.0/8]", "proxy_protocol is enabled but no trusted sources are listed")
+	}
+	if !l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) > 0 {
+		v.warnf(p+".proxy_protocol.trusted", "set enabled: true", "proxy_protocol.trusted is ignored because proxy_protocol is not enabled")
+	}
+	v.prefixes(p+".proxy_protocol.trusted", l.ProxyProtocol.Trusted)
+}
+
+// listenerHTTP checks a listener's http section at path p.
+func (v *validator) listenerHTTP(h *HTTPServer, p string) {
+	if h.MaxHeaderBytes <= 0 {
+		v.errf(p+".max_header_bytes", "use for example 1MiB", "max_header_bytes must be positive")
+	}
+	if h.MaxConcurrentStreams < 1 {
+		v.errf(p+".max_concurrent_streams", "use for example 250", "max_concurrent_streams must be at least 1")
+	}
+	if h.ReadHeaderTimeout <= 0 {
+		v.errf(p+".read_header_timeout", "write a duration such as 30s", "read_header_timeout must be positive")
+	}
+	if h.BodyTimeout < 0 {
+		v.errf(p+".body_timeout", "write a duration such as 60s, or 0 for no limit", "body_timeout must not be negative")
+	}
+	if h.SendTimeout < 0 {
+		v.errf(p+".send_timeout", "write a duration such as 60s, or 0 for no limit", "send_timeout must not be negative")
+	}
+	if h.HTTP2MaxResetRate < 1 {
+		v.errf(p+".http2_max_reset_rate", "use for example 100", "http2_max_reset_rate must be at least 1")
+	}
+}
+
+// listenerSites checks the sites served on a listener and warns about listed
+// protocols that no served site has a certificate for.
+func (v *validator) listenerSites(l *Listener, p string, siteNames map[string]*Site, protoSeen map[string]bool) {
+	have := map[string]bool{}
+	for j, name := range l.Sites {
+		s, ok := siteNames[name]
+		if !ok {
+			fix := "use one of the site names: " + strings.Join(mapKeys(siteNames), ", ")
+			if cl := closest(name, mapKeys(siteNames)); cl != "" {
+				fix = fmt.Sprintf("did you mean %q?", cl)
 			}
-			have[family.TLCP] = have[family.TLCP] || s.TLCP != nil
-			have[family.TLS13SM] = have[family.TLS13SM] || s.TLS13SM != nil
-			have[family.TLS] = have[family.TLS] || s.TLS != nil
+			v.errf(fmt.Sprintf("%s.sites[%d]", p, j), fix, "unknown site %q", name)
+			continue
 		}
-		if l.DefaultSite != "" && !slices.Contains(l.Sites, l.DefaultSite) {
-			v.errf(p+".default_site", "name one of the sites served on this listener", "default_site %q is not served on this listener", l.DefaultSite)
-		}
-		if len(c.Sites) > 0 && v.has(p+".protocols") {
-			for j, pr := range l.Protocols {
-				if protoSeen[pr] && !have[pr] {
-					v.warnf(fmt.Sprintf("%s.protocols[%d]", p, j), fmt.Sprintf("add a %s section to a site or remove %s from protocols", pr, pr), "no site served on %s has a %s certificate; %s handshakes will fail", l.Address, pr, pr)
-				}
+		have[family.TLCP] = have[family.TLCP] || s.TLCP != nil
+		have[family.TLS13SM] = have[family.TLS13SM] || s.TLS13SM != nil
+		have[family.TLS] = have[family.TLS] || s.TLS != nil
+	}
+	if l.DefaultSite != "" && !slices.Contains(l.Sites, l.DefaultSite) {
+		v.errf(p+".default_site", "name one of the sites served on this listener", "default_site %q is not served on this listener", l.DefaultSite)
+	}
+	if len(v.cfg.Sites) > 0 && v.has(p+".protocols") {
+		for j, pr := range l.Protocols {
+			if protoSeen[pr] && !have[pr] {
+				v.warnf(fmt.Sprintf("%s.protocols[%d]", p, j), fmt.Sprintf("add a %s section to a site or remove %s from protocols", pr, pr), "no site served on %s has a %s certificate; %s handshakes will fail", l.Address, pr, pr)
 			}
 		}
 	}
@@ -460,6 +498,17 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 
 // route validates r and reports whether it matches every request.
 func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) bool {
+	v.routeAction(r, p, upstreams, used)
+	v.routeMatch(r, p)
+	v.routeRewrites(r, p)
+	v.routeForwarding(r, p)
+	return len(r.Host) == 0 && r.PathPrefix == "" && r.Path == "" && len(r.Header) == 0 ||
+		(len(r.Host) == 0 && r.PathPrefix == "/" && len(r.Header) == 0)
+}
+
+// routeAction checks that the route has exactly one valid action: an
+// upstream (recorded in used), a fixed response or a redirect.
+func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]bool) {
 	actions := 0
 	if r.Upstream != "" {
 		actions++
@@ -493,6 +542,11 @@ func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) b
 	case actions > 1:
 		v.errf(p, "keep only one of upstream, respond and redirect", "route has more than one action")
 	}
+}
+
+// routeMatch checks the route's request matchers: path, path prefix, hosts
+// and header names.
+func (v *validator) routeMatch(r *Route, p string) {
 	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
 		v.errf(p+".path_prefix", "write it as /"+r.PathPrefix, "path_prefix must start with /")
 	}
@@ -512,6 +566,11 @@ func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) b
 			v.errf(p+".header."+name, "header names are letters, digits and -", "invalid header name %q", name)
 		}
 	}
+}
+
+// routeRewrites checks the header edits, strip_prefix and host_header
+// applied to a matched request.
+func (v *validator) routeRewrites(r *Route, p string) {
 	v.headerEdits(&r.RequestHeaders, p+".request_headers")
 	v.headerEdits(&r.ResponseHeaders, p+".response_headers")
 	if r.StripPrefix != "" {
@@ -524,6 +583,11 @@ func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) b
 	if r.HostHeader == "" {
 		v.errf(p+".host_header", "use passthrough, upstream or a host name", "host_header is empty")
 	}
+}
+
+// routeForwarding checks retries and upgrades, and warns about forwarding
+// settings on a route that has no upstream.
+func (v *validator) routeForwarding(r *Route, p string) {
 	if r.Retries != nil {
 		v.retries(r.Retries, p+".retries")
 		if r.Upstream == "" {
@@ -542,8 +606,6 @@ func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) b
 	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {
 		v.warnf(p, "remove them or forward the route to an upstream", "request headers, strip_prefix and client/TLS headers have no effect on a route without upstream")
 	}
-	return len(r.Host) == 0 && r.PathPrefix == "" && r.Path == "" && len(r.Header) == 0 ||
-		(len(r.Host) == 0 && r.PathPrefix == "/" && len(r.Header) == 0)
 }
 
 func (v *validator) headerEdits(h *HeaderEdits, p string) {
@@ -1158,103 +1220,134 @@ func (v *validator) validateUpstreams(used map[string]bool) {
 	for i := range v.cfg.Upstreams {
 		u := &v.cfg.Upstreams[i]
 		p := fmt.Sprintf("upstreams[%d]", i)
-		if u.Name == "" {
-			v.errf(p, "add name: NAME", "upstream has no name")
-		} else if prev, dup := seen[u.Name]; dup {
-			v.errf(p+".name", "give every upstream a distinct name", "duplicate upstream name %q (also %s)", u.Name, prev)
-		} else {
-			seen[u.Name] = p
-			if !used[u.Name] {
-				v.warnf(p+".name", "route to it or remove it", "upstream %q is not used by any route or stream", u.Name)
-			}
-		}
-		if len(u.Targets) == 0 {
-			v.errf(p+".targets", "add targets: [host:port]", "upstream has no targets")
-		}
-		primaries := 0
-		for j, t := range u.Targets {
-			tp := fmt.Sprintf("%s.targets[%d]", p, j)
-			if t.Address == "" {
-				v.errf(tp+".address", "add address: host:port", "target has no address")
-			} else {
-				v.hostPort(tp+".address", t.Address, false)
-			}
-			if t.Weight < 1 {
-				v.errf(tp+".weight", "use a weight of 1 or more (mark spare targets with backup: true)", "weight must be at least 1")
-			}
-			if !t.Backup {
-				primaries++
-			}
-		}
-		if len(u.Targets) > 0 && primaries == 0 {
-			v.warnf(p+".targets", "make at least one target a primary (backup: false)", "every target is a backup")
-		}
-		if v.oneOf(p+".balance", u.Balance, balance.Names()...) {
-			hk := u.HashKey
-			switch {
-			case u.Balance == balance.Hash && hk.Header == "" && hk.Cookie == "":
-				v.errf(p+".hash_key", "add hash_key: {header: X-User} or {cookie: session}", "balance hash needs hash_key")
-			case u.Balance == balance.Hash && hk.Header != "" && hk.Cookie != "":
-				v.errf(p+".hash_key", "keep only one of header and cookie", "hash_key has both header and cookie")
-			case u.Balance != balance.Hash && (hk.Header != "" || hk.Cookie != ""):
-				v.warnf(p+".hash_key", "set balance: hash to use it", "hash_key is ignored with balance %s", u.Balance)
-			}
-		}
+		v.upstreamName(u, p, seen, used)
+		v.upstreamTargets(u, p)
+		v.upstreamBalance(u, p)
 		if v.oneOf(p+".protocol", u.Protocol, upstreamproto.Names()...) {
 			v.upstreamTLS(u, p)
 		}
-		if u.Keepalive.MaxIdle < 0 {
-			v.errf(p+".keepalive.max_idle", "use 0 to disable keep-alive", "max_idle must not be negative")
-		}
-		if u.Keepalive.MaxConns < 0 {
-			v.errf(p+".keepalive.max_conns", "use 0 for unlimited", "max_conns must not be negative")
-		}
-		if u.Timeouts.Connect <= 0 {
-			v.errf(p+".timeouts.connect", "write a duration such as 5s", "connect timeout must be positive")
-		}
-		if u.Timeouts.ResponseHeader <= 0 {
-			v.errf(p+".timeouts.response_header", "write a duration such as 60s", "response_header timeout must be positive")
-		}
-		ph := &u.HealthChecks.Passive
-		pp := p + ".health_checks.passive"
-		if ph.MaxFails < 0 {
-			v.errf(pp+".max_fails", "use 0 to disable passive health checks", "max_fails must not be negative")
-		}
-		if ph.MaxFails > 0 && ph.FailWindow <= 0 {
-			v.errf(pp+".fail_window", "write a duration such as 10s", "fail_window must be positive")
-		}
-		if ph.MaxFails > 0 && ph.CoolDown <= 0 {
-			v.errf(pp+".cool_down", "write a duration such as 30s", "cool_down must be positive")
-		}
-		for j, st := range ph.UnhealthyStatus {
-			if st < 100 || st > 599 {
-				v.errf(fmt.Sprintf("%s.unhealthy_status[%d]", pp, j), "use HTTP status codes such as 502", "invalid status %d", st)
-			}
-		}
+		v.upstreamConnections(u, p)
+		v.passiveHealth(&u.HealthChecks.Passive, p+".health_checks.passive")
 		if a := u.HealthChecks.Active; a != nil {
-			ap := p + ".health_checks.active"
-			if !strings.HasPrefix(a.Path, "/") {
-				v.errf(ap+".path", "write a path such as /healthz", "path must start with /")
-			}
-			if a.ExpectStatus != 0 && (a.ExpectStatus < 100 || a.ExpectStatus > 599) {
-				v.errf(ap+".expect_status", "use 0 for any 2xx/3xx, or a status such as 200", "invalid status %d", a.ExpectStatus)
-			}
-			if a.Interval <= 0 {
-				v.errf(ap+".interval", "write a duration such as 10s", "interval must be positive")
-			}
-			if a.Timeout <= 0 {
-				v.errf(ap+".timeout", "write a duration such as 2s", "timeout must be positive")
-			} else if a.Interval > 0 && a.Timeout > a.Interval {
-				v.warnf(ap+".timeout", "make timeout shorter than interval", "timeout (%s) is longer than interval (%s)", formatDuration(a.Timeout), formatDuration(a.Interval))
-			}
-			if a.Rise < 1 {
-				v.errf(ap+".rise", "use 1 or more", "rise must be at least 1")
-			}
-			if a.Fall < 1 {
-				v.errf(ap+".fall", "use 1 or more", "fall must be at least 1")
-			}
+			v.activeHealth(a, p+".health_checks.active")
 		}
 		v.retries(&u.Retries, p+".retries")
+	}
+}
+
+// upstreamName checks that the upstream has a name no earlier upstream has
+// (seen maps names to their paths) and warns when no route uses it.
+func (v *validator) upstreamName(u *Upstream, p string, seen map[string]string, used map[string]bool) {
+	if u.Name == "" {
+		v.errf(p, "add name: NAME", "upstream has no name")
+	} else if prev, dup := seen[u.Name]; dup {
+		v.errf(p+".name", "give every upstream a distinct name", "duplicate upstream name %q (also %s)", u.Name, prev)
+	} else {
+		seen[u.Name] = p
+		if !used[u.Name] {
+			v.warnf(p+".name", "route to it or remove it", "upstream %q is not used by any route or stream", u.Name)
+		}
+	}
+}
+
+// upstreamTargets checks the targets' addresses and weights and that at
+// least one target is a primary.
+func (v *validator) upstreamTargets(u *Upstream, p string) {
+	if len(u.Targets) == 0 {
+		v.errf(p+".targets", "add targets: [host:port]", "upstream has no targets")
+	}
+	primaries := 0
+	for j, t := range u.Targets {
+		tp := fmt.Sprintf("%s.targets[%d]", p, j)
+		if t.Address == "" {
+			v.errf(tp+".address", "add address: host:port", "target has no address")
+		} else {
+			v.hostPort(tp+".address", t.Address, false)
+		}
+		if t.Weight < 1 {
+			v.errf(tp+".weight", "use a weight of 1 or more (mark spare targets with backup: true)", "weight must be at least 1")
+		}
+		if !t.Backup {
+			primaries++
+		}
+	}
+	if len(u.Targets) > 0 && primaries == 0 {
+		v.warnf(p+".targets", "make at least one target a primary (backup: false)", "every target is a backup")
+	}
+}
+
+// upstreamBalance checks the balance policy and the hash key it needs.
+func (v *validator) upstreamBalance(u *Upstream, p string) {
+	if !v.oneOf(p+".balance", u.Balance, balance.Names()...) {
+		return
+	}
+	hk := u.HashKey
+	switch {
+	case u.Balance == balance.Hash && hk.Header == "" && hk.Cookie == "":
+		v.errf(p+".hash_key", "add hash_key: {header: X-User} or {cookie: session}", "balance hash needs hash_key")
+	case u.Balance == balance.Hash && hk.Header != "" && hk.Cookie != "":
+		v.errf(p+".hash_key", "keep only one of header and cookie", "hash_key has both header and cookie")
+	case u.Balance != balance.Hash && (hk.Header != "" || hk.Cookie != ""):
+		v.warnf(p+".hash_key", "set balance: hash to use it", "hash_key is ignored with balance %s", u.Balance)
+	}
+}
+
+// upstreamConnections checks the keep-alive pool and the connect and
+// response header timeouts.
+func (v *validator) upstreamConnections(u *Upstream, p string) {
+	if u.Keepalive.MaxIdle < 0 {
+		v.errf(p+".keepalive.max_idle", "use 0 to disable keep-alive", "max_idle must not be negative")
+	}
+	if u.Keepalive.MaxConns < 0 {
+		v.errf(p+".keepalive.max_conns", "use 0 for unlimited", "max_conns must not be negative")
+	}
+	if u.Timeouts.Connect <= 0 {
+		v.errf(p+".timeouts.connect", "write a duration such as 5s", "connect timeout must be positive")
+	}
+	if u.Timeouts.ResponseHeader <= 0 {
+		v.errf(p+".timeouts.response_header", "write a duration such as 60s", "response_header timeout must be positive")
+	}
+}
+
+// passiveHealth checks the passive health check section at path pp.
+func (v *validator) passiveHealth(ph *PassiveHealth, pp string) {
+	if ph.MaxFails < 0 {
+		v.errf(pp+".max_fails", "use 0 to disable passive health checks", "max_fails must not be negative")
+	}
+	if ph.MaxFails > 0 && ph.FailWindow <= 0 {
+		v.errf(pp+".fail_window", "write a duration such as 10s", "fail_window must be positive")
+	}
+	if ph.MaxFails > 0 && ph.CoolDown <= 0 {
+		v.errf(pp+".cool_down", "write a duration such as 30s", "cool_down must be positive")
+	}
+	for j, st := range ph.UnhealthyStatus {
+		if st < 100 || st > 599 {
+			v.errf(fmt.Sprintf("%s.unhealthy_status[%d]", pp, j), "use HTTP status codes such as 502", "invalid status %d", st)
+		}
+	}
+}
+
+// activeHealth checks the active health check section at path ap.
+func (v *validator) activeHealth(a *ActiveHealth, ap string) {
+	if !strings.HasPrefix(a.Path, "/") {
+		v.errf(ap+".path", "write a path such as /healthz", "path must start with /")
+	}
+	if a.ExpectStatus != 0 && (a.ExpectStatus < 100 || a.ExpectStatus > 599) {
+		v.errf(ap+".expect_status", "use 0 for any 2xx/3xx, or a status such as 200", "invalid status %d", a.ExpectStatus)
+	}
+	if a.Interval <= 0 {
+		v.errf(ap+".interval", "write a duration such as 10s", "interval must be positive")
+	}
+	if a.Timeout <= 0 {
+		v.errf(ap+".timeout", "write a duration such as 2s", "timeout must be positive")
+	} else if a.Interval > 0 && a.Timeout > a.Interval {
+		v.warnf(ap+".timeout", "make timeout shorter than interval", "timeout (%s) is longer than interval (%s)", formatDuration(a.Timeout), formatDuration(a.Interval))
+	}
+	if a.Rise < 1 {
+		v.errf(ap+".rise", "use 1 or more", "rise must be at least 1")
+	}
+	if a.Fall < 1 {
+		v.errf(ap+".fall", "use 1 or more", "fall must be at least 1")
 	}
 }
 
