@@ -70,20 +70,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	if dev != nil {
 		defer dev.Close()
 	}
-	if o.adminAddr != "" {
-		cfg.Admin.Address = o.adminAddr
-	}
-	if wk != nil {
-		wk.adjust(cfg)
-	}
-	r := &runner{o: o, wk: wk, cfg: cfg, current: cfg, isDev: dev != nil}
-	r.log, r.logLevel = newLogger(stderr, o.logFormat, o.logLevel, cfg.Log)
-	if wk != nil {
-		r.log = r.log.With("worker", wk.index)
-	}
-	r.logWarnings()
-	slog.SetDefault(r.log)
-
+	r := newRunner(o, wk, cfg, dev != nil, stderr)
 	if o.pidFile != "" && wk == nil {
 		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			fmt.Fprintf(stderr, "gmproxy run: pid file: %s\n", err)
@@ -94,42 +81,15 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 	if wk == nil && dev == nil && cfg.WorkerCount() > 1 {
 		return runSupervisor(o.file, o.adminAddr, args, cfg, r.log, r.logLevel, o.logLevel, o.logFormat, stdout, stderr, sigs)
 	}
-	r.env = &daemon.Env{Logger: r.log}
-	if newTelemetry != nil {
-		r.tel = newTelemetry(r.log, r.env)
-	}
-	if r.env.Observer == nil {
-		r.env.Observer = frontdoor.NopObserver{}
-	}
+	r.newEnv()
 	defer r.env.Close()
-
-	opts := daemon.Options{Logger: r.log, Observer: r.env.Observer}
-	if wk != nil {
-		opts.Listen = listenReusePort
-	}
-	r.d, err = daemon.New(r.build, opts)
-	if err != nil {
+	if err := r.startDaemon(); err != nil {
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
 	}
-	// Admin listener (metrics, health, and POST /reload unless a control
-	// address serves it). Admin reloads run on the main loop, like SIGHUP.
-	reloadReq := make(chan chan error)
-	adminReload := func() error {
-		res := make(chan error, 1)
-		reloadReq <- res
-		return <-res
-	}
-	adminReloads, ok := r.startAdmin(stderr, adminReload)
+	sigs, ok = r.startAdminAndControl(stderr, sigs)
 	if !ok {
 		return 1
-	}
-	controlReloads, ok := r.startControl(stderr, adminReload)
-	if !ok {
-		return 1
-	}
-	if adminReloads || controlReloads {
-		sigs = mergeReloads(sigs, reloadReq, r.reload)
 	}
 	if r.tel != nil {
 		r.tel.Reloaded(true, r.cfg)
@@ -143,6 +103,70 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		hooks.ready(r.d, addr, r.adminBound)
 	}
 	return r.serveSignals(sigs)
+}
+
+// newRunner applies the command line and the worker's share to cfg and
+// sets up the logger of a runner for it.
+func newRunner(o runFlags, wk *worker, cfg *conf.Config, isDev bool, stderr io.Writer) *runner {
+	if o.adminAddr != "" {
+		cfg.Admin.Address = o.adminAddr
+	}
+	if wk != nil {
+		wk.adjust(cfg)
+	}
+	r := &runner{o: o, wk: wk, cfg: cfg, current: cfg, isDev: isDev}
+	r.log, r.logLevel = newLogger(stderr, o.logFormat, o.logLevel, cfg.Log)
+	if wk != nil {
+		r.log = r.log.With("worker", wk.index)
+	}
+	r.logWarnings()
+	slog.SetDefault(r.log)
+	return r
+}
+
+// newEnv sets up the daemon's environment and the telemetry that observes
+// it; the caller closes r.env.
+func (r *runner) newEnv() {
+	r.env = &daemon.Env{Logger: r.log}
+	if newTelemetry != nil {
+		r.tel = newTelemetry(r.log, r.env)
+	}
+	if r.env.Observer == nil {
+		r.env.Observer = frontdoor.NopObserver{}
+	}
+}
+
+// startDaemon builds the first generation and starts serving it (on
+// SO_REUSEPORT listeners in a worker).
+func (r *runner) startDaemon() error {
+	opts := daemon.Options{Logger: r.log, Observer: r.env.Observer}
+	if r.wk != nil {
+		opts.Listen = listenReusePort
+	}
+	var err error
+	r.d, err = daemon.New(r.build, opts)
+	return err
+}
+
+// startAdminAndControl starts the admin listener (metrics, health, and
+// POST /reload unless a control address serves it) and the control
+// listener. Admin reloads run on the main loop, like SIGHUP: the returned
+// channel carries them merged into sigs. ok is false (reason on stderr)
+// when a listener cannot start.
+func (r *runner) startAdminAndControl(stderr io.Writer, sigs <-chan os.Signal) (_ <-chan os.Signal, ok bool) {
+	reloadReq, adminReload := adminReloadRequests()
+	adminReloads, ok := r.startAdmin(stderr, adminReload)
+	if !ok {
+		return sigs, false
+	}
+	controlReloads, ok := r.startControl(stderr, adminReload)
+	if !ok {
+		return sigs, false
+	}
+	if adminReloads || controlReloads {
+		sigs = mergeReloads(sigs, reloadReq, r.reload)
+	}
+	return sigs, true
 }
 
 // runFlags are gmproxy run's command-line flags.
@@ -417,6 +441,18 @@ func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) erro
 				}
 			}
 		}
+	}
+}
+
+// adminReloadRequests returns the channel of admin reload requests, for
+// mergeReloads, and the reload function the admin and control handlers
+// call: it hands a request to the main loop and waits for its result.
+func adminReloadRequests() (chan chan error, func() error) {
+	reqs := make(chan chan error)
+	return reqs, func() error {
+		res := make(chan error, 1)
+		reqs <- res
+		return <-res
 	}
 }
 

@@ -400,64 +400,23 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 	s.adminFlag = adminFlag
 	exits, err := s.start()
 	if err != nil {
-		s.mu.Lock()
-		s.stopping = true
-		s.mu.Unlock()
-		s.signalAll(syscall.SIGKILL)
-		for _, p := range s.procs {
-			if p != nil {
-				<-p.exited
-			}
-		}
+		s.killAll()
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
 	}
 	log.Info("workers running", "workers", s.n)
 
-	reloadReq := make(chan chan error)
-	adminReload := func() error {
-		res := make(chan error, 1)
-		reloadReq <- res
-		return <-res
-	}
-	var servers []*http.Server
+	reloadReq, adminReload := adminReloadRequests()
+	servers, reloads, err := s.listenAdmin(cfg, adminReload)
 	defer func() {
 		for _, srv := range servers {
 			srv.Close()
 		}
 	}()
-	reloads := false
-	if a := cfg.Admin.Address; a != "" && a != "off" {
-		var onAdmin func() error
-		if cfg.Admin.ControlAddress == "" {
-			onAdmin = adminReload
-		}
-		ln, err := net.Listen("tcp", a)
-		if err != nil {
-			s.stop(sigs)
-			fmt.Fprintf(stderr, "gmproxy run: admin listener: %s\n", err)
-			return 1
-		}
-		srv := &http.Server{Handler: s.adminMux(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		servers = append(servers, srv)
-		log.Info("admin listening", "address", ln.Addr().String(), "workers", s.n)
-		reloads = onAdmin != nil
-	}
-	if ca := cfg.Admin.ControlAddress; ca != "" {
-		ln, err := listenControl(ca)
-		if err != nil {
-			s.stop(sigs)
-			fmt.Fprintf(stderr, "gmproxy run: control listener: %s\n", err)
-			return 1
-		}
-		mux := http.NewServeMux()
-		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		servers = append(servers, srv)
-		log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
-		reloads = true
+	if err != nil {
+		s.stop(sigs)
+		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+		return 1
 	}
 	reload := func() error {
 		next, err := s.reload()
@@ -470,6 +429,64 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 	if reloads {
 		sigs = mergeReloads(sigs, reloadReq, reload)
 	}
+	return s.supervise(exits, sigs, reload)
+}
+
+// killAll kills every worker started so far and waits for them: the
+// workers did not all start, so there is nothing to drain.
+func (s *supervisor) killAll() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.signalAll(syscall.SIGKILL)
+	for _, p := range s.procs {
+		if p != nil {
+			<-p.exited
+		}
+	}
+}
+
+// listenAdmin starts the supervisor's admin listener (admin.address) and
+// control listener (admin.control_address), whichever are configured.
+// adminReload serves POST /reload on the control listener, or on the admin
+// listener when there is no control listener. It returns the servers
+// started, also on error, and whether reloads are served.
+func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func() error) (servers []*http.Server, reloads bool, err error) {
+	if a := cfg.Admin.Address; a != "" && a != "off" {
+		var onAdmin func() error
+		if cfg.Admin.ControlAddress == "" {
+			onAdmin = adminReload
+		}
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return servers, reloads, fmt.Errorf("admin listener: %w", err)
+		}
+		srv := &http.Server{Handler: s.adminMux(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		servers = append(servers, srv)
+		s.log.Info("admin listening", "address", ln.Addr().String(), "workers", s.n)
+		reloads = onAdmin != nil
+	}
+	if ca := cfg.Admin.ControlAddress; ca != "" {
+		ln, err := listenControl(ca)
+		if err != nil {
+			return servers, reloads, fmt.Errorf("control listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		servers = append(servers, srv)
+		s.log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
+		reloads = true
+	}
+	return servers, reloads, nil
+}
+
+// supervise is the supervisor's main loop: it restarts workers that die,
+// and reloads, reopens logs or shuts down on signals. It returns the exit
+// status.
+func (s *supervisor) supervise(exits chan workerExit, sigs <-chan os.Signal, reload func() error) int {
 	restartDue := make(chan int)
 	restart := func(i int, after time.Duration) {
 		time.AfterFunc(after, func() { restartDue <- i })
@@ -482,49 +499,65 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 				return 1
 			}
 		case i := <-restartDue:
-			s.mu.Lock()
-			stopping, old := s.stopping, s.procs[i]
-			s.mu.Unlock()
-			if stopping {
-				continue
-			}
-			p, err := s.spawn(i, exits)
-			if err != nil {
-				log.Error("worker not restarted", "worker", i, "err", err)
-				restart(i, restartMax)
-				continue
-			}
-			s.mu.Lock()
-			p.quick, p.restarts = old.quick, old.restarts+1
-			s.procs[i] = p
-			s.restarts++
-			s.mu.Unlock()
-			go s.waitReady(p)
+			s.restartWorker(i, exits, restart)
 		case sig, ok := <-sigs:
 			if !ok {
 				return s.stop(nil)
 			}
-			if rs, ok := sig.(reloadSignal); ok {
-				log.Info("admin: reloading configuration in every worker")
-				rs.res <- rs.reload()
-				continue
-			}
-			switch sig {
-			case syscall.SIGHUP:
-				log.Info("SIGHUP: reloading configuration in every worker")
-				if err := reload(); err != nil {
-					log.Error("reload failed", "err", err)
-				} else {
-					log.Info("reload succeeded in every worker")
-				}
-			case syscall.SIGUSR1:
-				s.signalAll(syscall.SIGUSR1)
-			case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
-				log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
-				return s.stop(sigs)
+			if code, stop := s.onSignal(sig, sigs, reload); stop {
+				return code
 			}
 		}
 	}
+}
+
+// restartWorker starts worker i again in place of the one that died,
+// unless the supervisor is stopping; when it cannot, it tries again after
+// restartMax.
+func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(i int, after time.Duration)) {
+	s.mu.Lock()
+	stopping, old := s.stopping, s.procs[i]
+	s.mu.Unlock()
+	if stopping {
+		return
+	}
+	p, err := s.spawn(i, exits)
+	if err != nil {
+		s.log.Error("worker not restarted", "worker", i, "err", err)
+		restart(i, restartMax)
+		return
+	}
+	s.mu.Lock()
+	p.quick, p.restarts = old.quick, old.restarts+1
+	s.procs[i] = p
+	s.restarts++
+	s.mu.Unlock()
+	go s.waitReady(p)
+}
+
+// onSignal acts on a signal or an admin reload request. It reports whether
+// the supervisor stops, and then the exit status.
+func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func() error) (code int, stop bool) {
+	if rs, ok := sig.(reloadSignal); ok {
+		s.log.Info("admin: reloading configuration in every worker")
+		rs.res <- rs.reload()
+		return 0, false
+	}
+	switch sig {
+	case syscall.SIGHUP:
+		s.log.Info("SIGHUP: reloading configuration in every worker")
+		if err := reload(); err != nil {
+			s.log.Error("reload failed", "err", err)
+		} else {
+			s.log.Info("reload succeeded in every worker")
+		}
+	case syscall.SIGUSR1:
+		s.signalAll(syscall.SIGUSR1)
+	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+		s.log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
+		return s.stop(sigs), true
+	}
+	return 0, false
 }
 
 // stop forwards SIGTERM to every worker and waits for all of them; a
