@@ -144,20 +144,9 @@ type stateConn interface {
 }
 
 func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
-	u, err := url.Parse(rawURL)
+	u, addr, sni, err := o.target(rawURL)
 	if err != nil {
 		return err
-	}
-	if u.Scheme != "https" {
-		return fmt.Errorf("URL %q: only https:// is supported", rawURL)
-	}
-	addr, err := o.address(u)
-	if err != nil {
-		return err
-	}
-	sni := o.serverName
-	if sni == "" {
-		sni = u.Hostname()
 	}
 	pass, err := passwordSource(o.pass)
 	if err != nil {
@@ -197,6 +186,40 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer resp.Body.Close()
+	n, err := o.writeResponse(resp, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if !o.quiet || o.verbose {
+		writeGetSummary(stderr, state(), hsTime, resp.StatusCode, n, addr)
+	}
+	return nil
+}
+
+// target parses the https URL and returns it with the address to connect
+// to and the server name to send.
+func (o *getOptions) target(rawURL string) (u *url.URL, addr, sni string, err error) {
+	u, err = url.Parse(rawURL)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if u.Scheme != "https" {
+		return nil, "", "", fmt.Errorf("URL %q: only https:// is supported", rawURL)
+	}
+	addr, err = o.address(u)
+	if err != nil {
+		return nil, "", "", err
+	}
+	sni = o.serverName
+	if sni == "" {
+		sni = u.Hostname()
+	}
+	return u, addr, sni, nil
+}
+
+// writeResponse writes the response head where -v and -i ask for it, and
+// the body to -o or stdout. It returns the body's length.
+func (o *getOptions) writeResponse(resp *http.Response, stdout, stderr io.Writer) (int64, error) {
 	if o.verbose {
 		writeHeaderLines(stderr, "< ", resp.Proto+" "+resp.Status, "", resp.Header)
 	}
@@ -209,25 +232,27 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 	if o.output != "" {
 		f, err := os.Create(o.output)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer f.Close()
 		body = f
 	}
 	n, err := io.Copy(body, resp.Body)
 	if err != nil {
-		return fmt.Errorf("reading the body: %w", err)
+		return n, fmt.Errorf("reading the body: %w", err)
 	}
-	if !o.quiet || o.verbose {
-		st := state()
-		peer := "-"
-		if len(st.PeerCertificates) > 0 {
-			peer = st.PeerCertificates[0].Subject.String()
-		}
-		fmt.Fprintf(stderr, "* %s %s resumed=%v alpn=%s handshake=%s status=%d bytes=%d server=%q addr=%s\n",
-			st.Protocol, st.Cipher, st.Resumed, orDash(st.ALPN), hsTime.Round(10*time.Microsecond), resp.StatusCode, n, peer, addr)
+	return n, nil
+}
+
+// writeGetSummary writes the one-line summary of a fetch: protocol, cipher,
+// resumption, ALPN, handshake time, status, body bytes and server.
+func writeGetSummary(w io.Writer, st frontdoor.ConnState, hsTime time.Duration, status int, n int64, addr string) {
+	peer := "-"
+	if len(st.PeerCertificates) > 0 {
+		peer = st.PeerCertificates[0].Subject.String()
 	}
-	return nil
+	fmt.Fprintf(w, "* %s %s resumed=%v alpn=%s handshake=%s status=%d bytes=%d server=%q addr=%s\n",
+		st.Protocol, st.Cipher, st.Resumed, orDash(st.ALPN), hsTime.Round(10*time.Microsecond), status, n, peer, addr)
 }
 
 // address is where to connect: -connect, else the --resolve entry for the

@@ -68,17 +68,10 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 	for _, w := range cfg.Warnings {
 		log.Warn("configuration", "problem", w.String())
 	}
-
-	ks := &keyserver.Server{Logger: log, IdleTimeout: cfg.IdleTimeout, HandshakeTimeout: cfg.HandshakeTimeout,
-		MaxConns: cfg.MaxConnections, AuditInterval: cfg.AuditInterval}
-	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {
+	ks, err := newKeyServer(log, cfg)
+	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
 		return 1
-	}
-	for _, k := range cfg.Material.Policy.Keys {
-		id, _ := keyserver.KeyID(k.Private.Public())
-		// The ID is the SM3 of the public key: safe to log.
-		log.Info("serving key", "name", k.Name, "roles", k.Roles.String(), "id", hex.EncodeToString(id[:8]))
 	}
 	stopMetrics, err := keyServerMetrics(log, cfg.MetricsAddress, ks)
 	if err != nil {
@@ -91,6 +84,28 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
 		return 1
 	}
+	return serveKeyServer(log, *file, cfg, ks, ln, sigs, ready)
+}
+
+// newKeyServer builds the key server for cfg and logs the keys it serves.
+func newKeyServer(log *slog.Logger, cfg *conf.KeyServerFile) (*keyserver.Server, error) {
+	ks := &keyserver.Server{Logger: log, IdleTimeout: cfg.IdleTimeout, HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxConns: cfg.MaxConnections, AuditInterval: cfg.AuditInterval}
+	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {
+		return nil, err
+	}
+	for _, k := range cfg.Material.Policy.Keys {
+		id, _ := keyserver.KeyID(k.Private.Public())
+		// The ID is the SM3 of the public key: safe to log.
+		log.Info("serving key", "name", k.Name, "roles", k.Roles.String(), "id", hex.EncodeToString(id[:8]))
+	}
+	return ks, nil
+}
+
+// serveKeyServer serves ln until the listener fails or a shutdown signal
+// arrives on sigs, reloading the keys from file on SIGHUP, and returns the
+// exit status.
+func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *keyserver.Server, ln net.Listener, sigs <-chan os.Signal, ready func(addr string)) int {
 	served := make(chan error, 1)
 	go func() { served <- ks.Serve(ln) }()
 	addr := ln.Addr().String()
@@ -98,7 +113,6 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 	if ready != nil {
 		ready(addr)
 	}
-
 	for {
 		select {
 		case err := <-served:
@@ -111,25 +125,32 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 				continue
 			}
 			if sig == syscall.SIGHUP {
-				reloadKeys(log, *file, cfg, ks)
+				reloadKeys(log, file, cfg, ks)
 				continue
 			}
 			log.Info("signal received: graceful shutdown", "signal", sig.String(), "grace", cfg.ShutdownGrace)
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-			err := ks.Shutdown(ctx)
-			cancel()
-			<-served
-			if cfg.Material.Network == "unix" {
-				os.Remove(cfg.Material.Addr)
-			}
-			if err != nil {
-				log.Warn("shutdown grace period over; remaining connections closed", "err", err)
-				return 1
-			}
-			log.Info("shutdown complete")
-			return 0
+			return shutdownKeyServer(log, cfg, ks, served)
 		}
 	}
+}
+
+// shutdownKeyServer stops ks, giving open connections cfg.ShutdownGrace to
+// finish, waits until Serve has returned on served and removes the Unix
+// socket. It returns the exit status: 1 when connections had to be closed.
+func shutdownKeyServer(log *slog.Logger, cfg *conf.KeyServerFile, ks *keyserver.Server, served <-chan error) int {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	err := ks.Shutdown(ctx)
+	cancel()
+	<-served
+	if cfg.Material.Network == "unix" {
+		os.Remove(cfg.Material.Addr)
+	}
+	if err != nil {
+		log.Warn("shutdown grace period over; remaining connections closed", "err", err)
+		return 1
+	}
+	log.Info("shutdown complete")
+	return 0
 }
 
 // reloadKeys re-reads the configuration file and replaces the served keys

@@ -33,83 +33,110 @@ func writeKeyServerMTLS(dir string, hosts []string, validity time.Duration) ([]s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	serial := func() (*big.Int, error) {
-		return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	w := &mtlsWriter{dir: dir, now: time.Now(), validity: validity}
+	ca, caKey, err := w.writeCA()
+	if err != nil {
+		return nil, err
 	}
-	var written []string
-	write := func(name, typ string, der []byte, perm os.FileMode) error {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), perm); err != nil {
-			return err
-		}
-		written = append(written, p)
-		return nil
+	if err := w.writeLeaf(ca, caKey, fileKSServerCert, fileKSServerKey, hosts[0], x509.ExtKeyUsageServerAuth, hosts); err != nil {
+		return nil, err
 	}
-	writeKey := func(name string, k *ecdsa.PrivateKey) error {
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			return err
-		}
-		return write(name, "PRIVATE KEY", der, 0o600)
+	if err := w.writeLeaf(ca, caKey, fileKSClientCert, fileKSClientKey, "gmproxy", x509.ExtKeyUsageClientAuth, nil); err != nil {
+		return nil, err
 	}
+	return w.written, nil
+}
+
+// mtlsWriter writes the certificates and keys of the key server's PKI,
+// valid from an hour before now for validity, as PEM files into dir.
+type mtlsWriter struct {
+	dir      string
+	now      time.Time
+	validity time.Duration
+	written  []string // the files written so far
+}
+
+// write writes der as a PEM block of type typ into the file name.
+func (w *mtlsWriter) write(name, typ string, der []byte, perm os.FileMode) error {
+	p := filepath.Join(w.dir, name)
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), perm); err != nil {
+		return err
+	}
+	w.written = append(w.written, p)
+	return nil
+}
+
+// writeKey writes k in PKCS #8, readable by its owner only.
+func (w *mtlsWriter) writeKey(name string, k *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return err
+	}
+	return w.write(name, "PRIVATE KEY", der, 0o600)
+}
+
+// writeCA creates the self-signed CA and writes its certificate and key.
+func (w *mtlsWriter) writeCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	sn, err := serial()
+	sn, err := randomSerial()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	caT := &x509.Certificate{SerialNumber: sn, Subject: pkix.Name{Organization: []string{"gmproxy test PKI"}, CommonName: "gmproxy key server CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity), IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
+		NotBefore: w.now.Add(-time.Hour), NotAfter: w.now.Add(w.validity), IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("key server CA: %w", err)
+		return nil, nil, fmt.Errorf("key server CA: %w", err)
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := write(fileKSCACert, "CERTIFICATE", caDER, 0o644); err != nil {
-		return nil, err
+	if err := w.write(fileKSCACert, "CERTIFICATE", caDER, 0o644); err != nil {
+		return nil, nil, err
 	}
-	if err := writeKey(fileKSCAKey, caKey); err != nil {
-		return nil, err
+	if err := w.writeKey(fileKSCAKey, caKey); err != nil {
+		return nil, nil, err
 	}
-	leaf := func(certFile, keyFile, cn string, eku x509.ExtKeyUsage, hosts []string) error {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
+	return ca, caKey, nil
+}
+
+// writeLeaf creates a certificate for cn with extended key usage eku and
+// the host names and IP addresses hosts, signed by ca, and writes it and
+// its key.
+func (w *mtlsWriter) writeLeaf(ca *x509.Certificate, caKey *ecdsa.PrivateKey, certFile, keyFile, cn string, eku x509.ExtKeyUsage, hosts []string) error {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	sn, err := randomSerial()
+	if err != nil {
+		return err
+	}
+	t := &x509.Certificate{SerialNumber: sn, Subject: pkix.Name{Organization: []string{"gmproxy test PKI"}, CommonName: cn},
+		NotBefore: w.now.Add(-time.Hour), NotAfter: w.now.Add(w.validity), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{eku}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			t.IPAddresses = append(t.IPAddresses, ip)
+		} else {
+			t.DNSNames = append(t.DNSNames, h)
 		}
-		sn, err := serial()
-		if err != nil {
-			return err
-		}
-		t := &x509.Certificate{SerialNumber: sn, Subject: pkix.Name{Organization: []string{"gmproxy test PKI"}, CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{eku}}
-		for _, h := range hosts {
-			if ip := net.ParseIP(h); ip != nil {
-				t.IPAddresses = append(t.IPAddresses, ip)
-			} else {
-				t.DNSNames = append(t.DNSNames, h)
-			}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, t, ca, &k.PublicKey, caKey)
-		if err != nil {
-			return fmt.Errorf("%s: %w", cn, err)
-		}
-		if err := write(certFile, "CERTIFICATE", der, 0o644); err != nil {
-			return err
-		}
-		return writeKey(keyFile, k)
 	}
-	if err := leaf(fileKSServerCert, fileKSServerKey, hosts[0], x509.ExtKeyUsageServerAuth, hosts); err != nil {
-		return nil, err
+	der, err := x509.CreateCertificate(rand.Reader, t, ca, &k.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cn, err)
 	}
-	if err := leaf(fileKSClientCert, fileKSClientKey, "gmproxy", x509.ExtKeyUsageClientAuth, nil); err != nil {
-		return nil, err
+	if err := w.write(certFile, "CERTIFICATE", der, 0o644); err != nil {
+		return err
 	}
-	return written, nil
+	return w.writeKey(keyFile, k)
+}
+
+// randomSerial returns a random 127-bit certificate serial number.
+func randomSerial() (*big.Int, error) {
+	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 }

@@ -120,9 +120,33 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 // stimeMain validates the options and runs the phases (-new, -reuse, or both
 // like openssl s_time).
 func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.Result, error) {
-	std, err := o.tlsVersion.check(o.ntls, o.tls13)
+	proto, phases, err := o.check()
 	if err != nil {
 		return nil, err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	var results []*stime.Result
+	for _, reuse := range phases {
+		res, err := stimePhase(ctx, proto, o, reuse, stderr)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return results, nil
+}
+
+// check validates the options and fills in the ones implied by others. It
+// returns the protocol ("ntls", "tls13sm" or "tls") and the phases to run
+// (whether each reuses sessions).
+func (o *stimeOptions) check() (proto string, phases []bool, err error) {
+	std, err := o.tlsVersion.check(o.ntls, o.tls13)
+	if err != nil {
+		return "", nil, err
 	}
 	o.tlsStd = o.tlsStd || std
 	nproto := 0
@@ -132,86 +156,83 @@ func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.
 		}
 	}
 	if nproto > 1 {
-		return nil, errors.New("choose one of -ntls, -tls13sm, -tls")
+		return "", nil, errors.New("choose one of -ntls, -tls13sm, -tls")
 	}
 	if o.tlsStd {
 		if err := o.tlsVersion.apply(&tls.Config{}, o.cipher); err != nil {
-			return nil, err
+			return "", nil, err
 		}
 	}
 	if o.concurrency < 1 || o.concurrency > 10000 {
-		return nil, errors.New("-c must be in [1, 10000]")
+		return "", nil, errors.New("-c must be in [1, 10000]")
 	}
 	if o.seconds < 0 || o.total < 0 || o.timeout <= 0 || o.rate < 0 {
-		return nil, errors.New("-time, -n, -rate and -timeout must be positive")
+		return "", nil, errors.New("-time, -n, -rate and -timeout must be positive")
 	}
 	if o.download {
 		o.keepalive = true
 	}
 	if o.keepalive && o.www == "" {
-		return nil, errors.New("-keepalive and -download need -www PATH")
+		return "", nil, errors.New("-keepalive and -download need -www PATH")
 	}
 	if o.www != "" && !strings.HasPrefix(o.www, "/") {
-		return nil, errors.New("-www must be an absolute path such as /index.html")
+		return "", nil, errors.New("-www must be an absolute path such as /index.html")
 	}
 	if _, _, err := net.SplitHostPort(o.connect); err != nil {
-		return nil, fmt.Errorf("-connect: %w", err)
+		return "", nil, fmt.Errorf("-connect: %w", err)
 	}
 	if o.serverName == "" {
 		o.serverName, _, _ = net.SplitHostPort(o.connect)
 	}
-	proto := "ntls"
+	proto = "ntls"
 	switch {
 	case o.tls13:
 		proto = "tls13sm"
 	case o.tlsStd:
 		proto = "tls"
 	}
-	phases := []bool{false, true} // reuse?
+	phases = []bool{false, true} // reuse?
 	switch {
 	case o.newOnly && o.reuseOnly:
-		return nil, errors.New("choose -new or -reuse (neither: both phases)")
+		return "", nil, errors.New("choose -new or -reuse (neither: both phases)")
 	case o.newOnly:
 		phases = []bool{false}
 	case o.reuseOnly:
 		phases = []bool{true}
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-	defer stop()
-	var results []*stime.Result
-	for _, reuse := range phases {
-		hs, name, err := stimeHandshaker(proto, o, reuse)
-		if err != nil {
-			return nil, err
-		}
-		cfg := stime.Config{
-			Addr: o.connect, Handshake: hs, Reuse: reuse, Concurrency: o.concurrency,
-			Duration: time.Duration(o.seconds * float64(time.Second)), Total: o.total,
-			Path: o.www, Host: o.serverName, KeepAlive: o.keepalive, Rate: o.rate,
-			OpTimeout: time.Duration(o.timeout * float64(time.Second)),
-		}
-		if strings.Contains(o.serverName, ":") {
-			cfg.Host = "[" + o.serverName + "]"
-		}
-		if isTerminal(stderr) {
-			cfg.Progress = func(el time.Duration, conns, reqs, errs int64) {
-				fmt.Fprintf(stderr, "\r%s %s: %4.0fs %d connections %d requests %d errors ", name, mode(reuse), el.Seconds(), conns, reqs, errs)
-			}
-		}
-		res, err := stime.Run(ctx, cfg)
-		if cfg.Progress != nil {
-			fmt.Fprint(stderr, "\r\033[K")
-		}
-		if err != nil {
-			return nil, err
-		}
-		res.Protocol = name
-		results = append(results, res)
-		if ctx.Err() != nil {
-			break
+	return proto, phases, nil
+}
+
+// stimePhase runs one phase: new sessions, or resumed ones with reuse. On a
+// terminal it shows the progress on stderr.
+func stimePhase(ctx context.Context, proto string, o stimeOptions, reuse bool, stderr io.Writer) (*stime.Result, error) {
+	hs, name, err := stimeHandshaker(proto, o, reuse)
+	if err != nil {
+		return nil, err
+	}
+	cfg := stime.Config{
+		Addr: o.connect, Handshake: hs, Reuse: reuse, Concurrency: o.concurrency,
+		Duration: time.Duration(o.seconds * float64(time.Second)), Total: o.total,
+		Path: o.www, Host: o.serverName, KeepAlive: o.keepalive, Rate: o.rate,
+		OpTimeout: time.Duration(o.timeout * float64(time.Second)),
+	}
+	if strings.Contains(o.serverName, ":") {
+		cfg.Host = "[" + o.serverName + "]"
+	}
+	if isTerminal(stderr) {
+		cfg.Progress = func(el time.Duration, conns, reqs, errs int64) {
+			fmt.Fprintf(stderr, "\r%s %s: %4.0fs %d connections %d requests %d errors ", name, mode(reuse), el.Seconds(), conns, reqs, errs)
 		}
 	}
-	return results, nil
+	res, err := stime.Run(ctx, cfg)
+	if cfg.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Protocol = name
+	return res, nil
 }
 
 // stimeHandshaker builds the client for proto; with reuse the client keeps a
@@ -227,99 +248,118 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 	}
 	switch proto {
 	case "ntls":
-		cfg := &tlcp.Config{ServerName: o.serverName, NextProtos: alpn, SessionTicketsDisabled: o.noTicket,
-			NoClientExtensions: o.noExt || o.gmsslCompat, ClientECDHEParamsAsVector: o.ecdheVector || o.gmsslCompat}
-		if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
-			return nil, "", err
-		}
-		ids, err := parseSuites(o.cipher, tlcp.ParseCipherSuite)
-		if err != nil {
-			return nil, "", err
-		}
-		cfg.CipherSuites = ids
-		if o.signCert != "" || o.signKey != "" || o.encCert != "" || o.encKey != "" {
-			if o.signCert == "" || o.signKey == "" {
-				return nil, "", errors.New("TLCP client authentication needs -sign_cert and -sign_key (and -enc_cert, -enc_key for ECDHE)")
-			}
-			encCert, encKey := o.encCert, o.encKey
-			if encCert == "" || encKey == "" {
-				return nil, "", errors.New("TLCP client certificates: give -enc_cert and -enc_key with -sign_cert and -sign_key")
-			}
-			c, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, encCert, encKey, pass)
-			if err != nil {
-				return nil, "", err
-			}
-			cfg.Certificates = []tlcp.Certificate{c}
-		}
-		if reuse {
-			cfg.ClientSessionCache = tlcp.NewLRUClientSessionCache(64)
-		}
-		return func(ctx context.Context, raw net.Conn) (net.Conn, stime.ConnInfo, error) {
-			c := tlcp.Client(raw, cfg)
-			if err := c.HandshakeContext(ctx); err != nil {
-				return nil, stime.ConnInfo{}, err
-			}
-			st := c.ConnectionState()
-			return c, stime.ConnInfo{Resumed: st.DidResume, Version: "NTLSv1.1", Cipher: tlcp.CipherSuiteName(st.CipherSuite)}, nil
-		}, "tlcp", nil
+		hs, err := stimeTLCP(o, alpn, pass, reuse)
+		return hs, "tlcp", err
 	case "tls13sm":
-		cfg := &tls13sm.Config{ServerName: o.serverName, NextProtos: alpn, Strict: o.strict,
-			DisableMiddleboxCompat: o.noMiddlebox || o.gmsslCompat}
-		if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
-			return nil, "", err
-		}
-		ids, err := parseSuites(o.cipher, tls13sm.ParseCipherSuite)
-		if err != nil {
-			return nil, "", err
-		}
-		cfg.CipherSuites = ids
-		if o.cert != "" || o.key != "" {
-			c, err := tls13sm.LoadX509KeyPair(o.cert, o.key, pass)
-			if err != nil {
-				return nil, "", err
-			}
-			cfg.Certificates = []tls13sm.Certificate{c}
-		}
-		if reuse {
-			cfg.ClientSessionCache = tls13sm.NewLRUClientSessionCache(64)
-		}
-		return func(ctx context.Context, raw net.Conn) (net.Conn, stime.ConnInfo, error) {
-			c := tls13sm.Client(raw, cfg)
-			if err := c.HandshakeContext(ctx); err != nil {
-				return nil, stime.ConnInfo{}, err
-			}
-			st := c.ConnectionState()
-			return c, stime.ConnInfo{Resumed: st.DidResume, Version: "TLSv1.3-SM", Cipher: tls13sm.CipherSuiteName(st.CipherSuite)}, nil
-		}, "tls13sm", nil
+		hs, err := stimeTLS13SM(o, alpn, pass, reuse)
+		return hs, "tls13sm", err
 	default:
-		cfg := &tls.Config{ServerName: o.serverName, NextProtos: alpn}
-		if o.caFile != "" {
-			pem, err := os.ReadFile(o.caFile)
-			if err != nil {
-				return nil, "", err
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, "", fmt.Errorf("-CAfile %s: no certificates", o.caFile)
-			}
-		} else {
-			cfg.InsecureSkipVerify = true
-		}
-		if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
-			return nil, "", err
-		}
-		if o.cert != "" || o.key != "" {
-			c, err := tls.LoadX509KeyPair(o.cert, o.key)
-			if err != nil {
-				return nil, "", err
-			}
-			cfg.Certificates = []tls.Certificate{c}
-		}
-		if reuse {
-			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(64)
-		}
-		return stime.TLS(cfg), "tls", nil
+		hs, err := stimeTLS(o, alpn, reuse)
+		return hs, "tls", err
 	}
+}
+
+// stimeTLCP builds a TLCP client, with the double certificates of
+// -sign_cert/-sign_key and -enc_cert/-enc_key when given.
+func stimeTLCP(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime.Handshaker, error) {
+	cfg := &tlcp.Config{ServerName: o.serverName, NextProtos: alpn, SessionTicketsDisabled: o.noTicket,
+		NoClientExtensions: o.noExt || o.gmsslCompat, ClientECDHEParamsAsVector: o.ecdheVector || o.gmsslCompat}
+	if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
+		return nil, err
+	}
+	ids, err := parseSuites(o.cipher, tlcp.ParseCipherSuite)
+	if err != nil {
+		return nil, err
+	}
+	cfg.CipherSuites = ids
+	if o.signCert != "" || o.signKey != "" || o.encCert != "" || o.encKey != "" {
+		if o.signCert == "" || o.signKey == "" {
+			return nil, errors.New("TLCP client authentication needs -sign_cert and -sign_key (and -enc_cert, -enc_key for ECDHE)")
+		}
+		encCert, encKey := o.encCert, o.encKey
+		if encCert == "" || encKey == "" {
+			return nil, errors.New("TLCP client certificates: give -enc_cert and -enc_key with -sign_cert and -sign_key")
+		}
+		c, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, encCert, encKey, pass)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tlcp.Certificate{c}
+	}
+	if reuse {
+		cfg.ClientSessionCache = tlcp.NewLRUClientSessionCache(64)
+	}
+	return func(ctx context.Context, raw net.Conn) (net.Conn, stime.ConnInfo, error) {
+		c := tlcp.Client(raw, cfg)
+		if err := c.HandshakeContext(ctx); err != nil {
+			return nil, stime.ConnInfo{}, err
+		}
+		st := c.ConnectionState()
+		return c, stime.ConnInfo{Resumed: st.DidResume, Version: "NTLSv1.1", Cipher: tlcp.CipherSuiteName(st.CipherSuite)}, nil
+	}, nil
+}
+
+// stimeTLS13SM builds a TLS 1.3 client with the RFC 8998 SM suites.
+func stimeTLS13SM(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime.Handshaker, error) {
+	cfg := &tls13sm.Config{ServerName: o.serverName, NextProtos: alpn, Strict: o.strict,
+		DisableMiddleboxCompat: o.noMiddlebox || o.gmsslCompat}
+	if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
+		return nil, err
+	}
+	ids, err := parseSuites(o.cipher, tls13sm.ParseCipherSuite)
+	if err != nil {
+		return nil, err
+	}
+	cfg.CipherSuites = ids
+	if o.cert != "" || o.key != "" {
+		c, err := tls13sm.LoadX509KeyPair(o.cert, o.key, pass)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls13sm.Certificate{c}
+	}
+	if reuse {
+		cfg.ClientSessionCache = tls13sm.NewLRUClientSessionCache(64)
+	}
+	return func(ctx context.Context, raw net.Conn) (net.Conn, stime.ConnInfo, error) {
+		c := tls13sm.Client(raw, cfg)
+		if err := c.HandshakeContext(ctx); err != nil {
+			return nil, stime.ConnInfo{}, err
+		}
+		st := c.ConnectionState()
+		return c, stime.ConnInfo{Resumed: st.DidResume, Version: "TLSv1.3-SM", Cipher: tls13sm.CipherSuiteName(st.CipherSuite)}, nil
+	}, nil
+}
+
+// stimeTLS builds a crypto/tls client.
+func stimeTLS(o stimeOptions, alpn []string, reuse bool) (stime.Handshaker, error) {
+	cfg := &tls.Config{ServerName: o.serverName, NextProtos: alpn}
+	if o.caFile != "" {
+		pem, err := os.ReadFile(o.caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-CAfile %s: no certificates", o.caFile)
+		}
+	} else {
+		cfg.InsecureSkipVerify = true
+	}
+	if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
+		return nil, err
+	}
+	if o.cert != "" || o.key != "" {
+		c, err := tls.LoadX509KeyPair(o.cert, o.key)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	if reuse {
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+	}
+	return stime.TLS(cfg), nil
 }
 
 // smRoots loads -CAfile into an smx509 pool, or turns verification off.
