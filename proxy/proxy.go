@@ -75,34 +75,16 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		}
 		p.trustedNets = append(p.trustedNets, pfx)
 	}
-	for i := range cfg.Upstreams {
-		u, err := newUpstream(&cfg.Upstreams[i], obs, logger)
-		if err != nil {
-			p.closeUpstreams()
-			return nil, err
-		}
-		if p.upstreams[u.name] != nil {
-			p.closeUpstreams()
-			return nil, fmt.Errorf("duplicate upstream %q", u.name)
-		}
-		p.upstreams[u.name] = u
+	if err := p.addUpstreams(cfg.Upstreams); err != nil {
+		p.closeUpstreams()
+		return nil, err
 	}
 	if len(cfg.Sites) == 0 {
 		return nil, errors.New("no sites")
 	}
-	for i := range cfg.Sites {
-		s, err := newSite(p, &cfg.Sites[i])
-		if err != nil {
-			p.closeUpstreams()
-			return nil, err
-		}
-		if p.siteByName[s.name] != nil {
-			p.closeUpstreams()
-			return nil, fmt.Errorf("duplicate site %q", s.name)
-		}
-		p.sites = append(p.sites, s)
-		p.siteByName[s.name] = s
-		p.anyClientAuth = p.anyClientAuth || s.clientAuth
+	if err := p.addSites(cfg.Sites); err != nil {
+		p.closeUpstreams()
+		return nil, err
 	}
 	if cfg.AccessLog.Path != "" {
 		al, err := NewAccessLog(cfg.AccessLog)
@@ -112,7 +94,50 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		}
 		p.accessLog = al
 	}
-	l := cfg.Limits
+	p.limits = limitsWithDefaults(cfg.Limits)
+	if err := p.newServers(); err != nil {
+		p.closeUpstreams()
+		return nil, fmt.Errorf("http2: %w", err)
+	}
+	p.startHealthChecks(cfg.Previous)
+	return p, nil
+}
+
+// addUpstreams builds the upstream pools; the caller closes those built
+// when it fails.
+func (p *Proxy) addUpstreams(ucs []UpstreamConfig) error {
+	for i := range ucs {
+		u, err := newUpstream(&ucs[i], p.obs, p.logger)
+		if err != nil {
+			return err
+		}
+		if p.upstreams[u.name] != nil {
+			return fmt.Errorf("duplicate upstream %q", u.name)
+		}
+		p.upstreams[u.name] = u
+	}
+	return nil
+}
+
+// addSites builds the sites, which refer to the upstreams by name.
+func (p *Proxy) addSites(scs []SiteConfig) error {
+	for i := range scs {
+		s, err := newSite(p, &scs[i])
+		if err != nil {
+			return err
+		}
+		if p.siteByName[s.name] != nil {
+			return fmt.Errorf("duplicate site %q", s.name)
+		}
+		p.sites = append(p.sites, s)
+		p.siteByName[s.name] = s
+		p.anyClientAuth = p.anyClientAuth || s.clientAuth
+	}
+	return nil
+}
+
+// limitsWithDefaults returns l with the defaults in place of unset limits.
+func limitsWithDefaults(l LimitsConfig) LimitsConfig {
 	l.MaxHeaderBytes = intOr(l.MaxHeaderBytes, 64<<10)
 	l.ReadHeaderTimeout = durOr(l.ReadHeaderTimeout, 10*time.Second)
 	l.IdleTimeout = durOr(l.IdleTimeout, 75*time.Second)
@@ -122,7 +147,12 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	if l.MaxConcurrentStreams == 0 {
 		l.MaxConcurrentStreams = 250
 	}
-	p.limits = l
+	return l
+}
+
+// newServers sets up the HTTP/1.1 and HTTP/2 servers with p.limits.
+func (p *Proxy) newServers() error {
+	l := p.limits
 	p.h1 = &h1server.Server{
 		Handler:           p,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
@@ -131,7 +161,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ConnContext:       ConnContext,
-		Logger:            logger,
+		Logger:            p.logger,
 	}
 	p.h2base = &http.Server{
 		Handler:           p,
@@ -141,27 +171,29 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ConnContext:       ConnContext,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug),
 	}
 	p.h2 = &http2.Server{
 		MaxConcurrentStreams: l.MaxConcurrentStreams,
 		IdleTimeout:          l.IdleTimeout,
 		MaxReadFrameSize:     1 << 20,
 	}
-	if err := http2.ConfigureServer(p.h2base, p.h2); err != nil {
-		p.closeUpstreams()
-		return nil, fmt.Errorf("http2: %w", err)
-	}
+	return http2.ConfigureServer(p.h2base, p.h2)
+}
+
+// startHealthChecks takes over the health state of the targets of prev
+// (the proxy this one replaces, or nil), reports each target's state, and
+// starts the active health checks.
+func (p *Proxy) startHealthChecks(prev *Proxy) {
 	for _, u := range p.upstreams {
-		if cfg.Previous != nil {
-			u.inheritHealth(cfg.Previous.upstreams[u.name])
+		if prev != nil {
+			u.inheritHealth(prev.upstreams[u.name])
 		}
 		for _, t := range u.targets {
-			obs.UpstreamHealth(u.name, t.Addr, !t.reported.Load()) // initial state; changes follow
+			p.obs.UpstreamHealth(u.name, t.Addr, !t.reported.Load()) // initial state; changes follow
 		}
 		u.startActiveChecks()
 	}
-	return p, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
