@@ -257,7 +257,7 @@ func TestGmSSLClient(t *testing.T) {
 					if mutual {
 						args = append(args, "-cert", f("client_sign.crt"), "-key", f("client_sign.gmssl311.key.pem"), "-pass", "P@ssw0rd")
 					}
-					out, err = testpeer.RunLine(t, "", msg, msg, bin, args...)
+					out, err = testpeer.RunLines(t, "", []string{msg}, msg, bin, args...)
 				} else {
 					args := []string{"tlcp_client", "-host", host, "-port", port, "-server_name", "localhost", "-cacert", f("ca.crt"), "-cipher_suite", s.gmssl}
 					switch {

@@ -256,7 +256,7 @@ func TestInteropGmSSLClient(t *testing.T) {
 					args = append(args, "-cert", "client_sign.crt", "-key", "client_sign.gmssl311.key.pem", "-pass", "P@ssw0rd")
 				}
 				// One line ends httpishServer's request (prefix "TLCP/TLS").
-				out, err = testpeer.RunLine(t, dir, "TLCP/TLS interop line\n", "hello tls13sm", bin, args...)
+				out, err = testpeer.RunLines(t, dir, []string{"TLCP/TLS interop line\n"}, "hello tls13sm", bin, args...)
 			} else {
 				args := []string{"tls13_client", "-host", "127.0.0.1", "-port", port, "-server_name", "localhost", "-cacert", "ca.crt",
 					"-cipher_suite", tc.suite, "-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3", "-get", "/"}

@@ -127,11 +127,12 @@ func TestPeerTongsuoClients(t *testing.T) {
 // client certificates) and tls13_client through the daemon.
 func TestPeerGmSSLClients(t *testing.T) {
 	bin := testpeer.Bin(t, testpeer.GmSSLEnv)
-	if testpeer.GmSSL31(t, bin) {
-		t.Skip("GmSSL 3.1's clients have no -get and send each stdin line as its own record, waiting for an answer in between: no HTTP request through the daemon (the tlcp, tls13sm and proxy interop tests cover 3.1)")
-	}
 	d, pki := peerDaemon(t)
 	host, port := splitAddr(t, d.addr)
+	if testpeer.GmSSL31(t, bin) {
+		peerGmSSL31Clients(t, bin, pki, host, port)
+		return
+	}
 	for _, suite := range []string{"TLS_ECC_SM4_CBC_SM3", "TLS_ECC_SM4_GCM_SM3", "TLS_ECDHE_SM4_CBC_SM3", "TLS_ECDHE_SM4_GCM_SM3"} {
 		t.Run("tlcp/"+suite, func(t *testing.T) {
 			args := []string{"tlcp_client", "-host", host, "-port", port, "-server_name", "localhost", "-cacert", "ca.crt", "-cipher_suite", suite, "-get", "/peer"}
@@ -151,6 +152,25 @@ func TestPeerGmSSLClients(t *testing.T) {
 				"-cipher_suite", suite, "-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3", "-get", "/peer")
 			if !strings.Contains(out, "path=/peer proto=TLSv1.3-SM cipher="+suite) {
 				t.Errorf("no answer through the daemon:\n%s", tail(out))
+			}
+		})
+	}
+}
+
+// peerGmSSL31Clients: GmSSL 3.1's clients (one suite each: TLCP
+// ECC-SM4-CBC-SM3, TLS 1.3 SM4-GCM-SM3; no -get) through the daemon. They
+// send stdin line by line, so the request goes in three lines (an odd
+// number, see testpeer.RunLines).
+func peerGmSSL31Clients(t *testing.T, bin, pki, host, port string) {
+	request := []string{"GET /peer HTTP/1.1\r\n", "Host: localhost\r\n", "\r\n"}
+	for _, tc := range []struct{ name, tool, want string }{
+		{"tlcp/TLS_ECC_SM4_CBC_SM3", "tlcp_client", "path=/peer proto=NTLSv1.1 cipher=ECC-SM2-SM4-CBC-SM3"},
+		{"tls13sm/TLS_SM4_GCM_SM3", "tls13_client", "path=/peer proto=TLSv1.3-SM cipher=TLS_SM4_GCM_SM3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := testpeer.RunLines(t, pki, request, tc.want, bin, tc.tool, "-host", host, "-port", port, "-cacert", "ca.crt")
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("want %q: %v\n%s", tc.want, err, tail(out))
 			}
 		})
 	}

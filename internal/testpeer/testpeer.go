@@ -47,7 +47,7 @@ func Bin(t testing.TB, env string) string {
 // (`gmssl version` prints "GmSSL 3.1.x"). Its tool command line differs from
 // 3.3's: one cipher suite each (TLCP ECC-SM4-CBC-SM3, TLS 1.3 SM4-GCM-SM3),
 // no -cipher_suite, -server_name, -get, -in or -cert_request; clients send
-// stdin line by line (see RunLine); tlcp_server takes the enc key with
+// stdin line by line (see RunLines); tlcp_server takes the enc key with
 // -ex_key; keys in 3.1's own format (testdata/pki-tongsuo/*.gmssl311.*).
 func GmSSL31(t testing.TB, bin string) bool {
 	t.Helper()
@@ -90,13 +90,18 @@ func Run(t testing.TB, dir, stdin, bin string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// RunLine runs a client that sends what it reads from stdin line by line
-// and prints what it receives (GmSSL 3.1's tlcp_client and tls13_client):
-// it writes line to the client's stdin and keeps stdin open until the
-// output contains want or the client exits (closing stdin earlier would make
-// the client shut the connection down before the answer arrives). Bounded
+// RunLines runs a client that sends what it reads from stdin line by line
+// and prints what it receives (GmSSL 3.1's tlcp_client and tls13_client).
+// It writes each line to the client's stdin only when the client has read
+// the one before (so that each read gets one line: a line the client's
+// stdio buffered early would wait unsent), and keeps stdin open until the
+// output contains want or the client exits (closing it earlier makes the
+// client shut the connection down before the answer arrives). Such a client
+// reads the socket only after a line read at the top of its loop, which
+// takes turns with the line read while waiting: give it an odd number of
+// lines. More than one line needs Linux (the test skips elsewhere). Bounded
 // by RunTimeout; returns the combined output.
-func RunLine(t testing.TB, dir, line, want, bin string, args ...string) (string, error) {
+func RunLines(t testing.TB, dir string, lines []string, want, bin string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
 	defer cancel()
@@ -104,25 +109,38 @@ func RunLine(t testing.TB, dir, line, want, bin string, args ...string) (string,
 	cmd.Dir = dir
 	var out SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	stdin, err := cmd.StdinPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	defer w.Close()
+	if len(lines) > 1 {
+		if _, ok := pipeDrained(w); !ok {
+			r.Close()
+			t.Skip("feeding stdin line by line needs FIONREAD on a pipe (Linux)")
+		}
+	}
+	cmd.Stdin = r
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	io.WriteString(stdin, line)
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for { // ends by RunTimeout at the latest: the context kills the client
+	for i := 0; ; { // ends by RunTimeout at the latest: the context kills the client
+		if drained, _ := pipeDrained(w); i < len(lines) && (i == 0 || drained) {
+			io.WriteString(w, lines[i])
+			i++
+		}
 		select {
 		case err := <-done:
 			return out.String(), err
 		case <-tick.C:
 			if strings.Contains(out.String(), want) {
-				stdin.Close()
+				w.Close()
 				return out.String(), <-done
 			}
 		}
