@@ -66,3 +66,16 @@ func TestRunAndStart(t *testing.T) {
 		t.Fatalf("output %q", p.Output())
 	}
 }
+
+// TestRunLines: each line reaches the client in a read of its own (dd reads
+// once per block), and the client ends when its stdin closes after want.
+func TestRunLines(t *testing.T) {
+	if _, err := exec.LookPath("dd"); err != nil {
+		t.Skip("no dd")
+	}
+	script := `while :; do c=$(dd bs=4096 count=1 2>/dev/null); [ -z "$c" ] && exit 0; echo "read:$c"; done`
+	out, err := RunLines(t, "", []string{"a\n", "b\n", "c\n"}, "read:c", "sh", "-c", script)
+	if err != nil || !strings.Contains(out, "read:a\nread:b\nread:c\n") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
