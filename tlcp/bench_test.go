@@ -20,6 +20,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
 
+	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -519,10 +520,10 @@ func connectedPair(b *testing.B, suite uint16) (w, r *Conn, lc *loopConn) {
 	}
 	lc = &loopConn{buf: make([]byte, 0, 1<<20)}
 	cfg := &Config{}
-	w, r = &Conn{conn: lc, config: cfg}, &Conn{conn: lc, config: cfg}
+	w, r = &Conn{core: record.Conn{Raw: lc, Name: "tlcp"}, config: cfg}, &Conn{core: record.Conn{Raw: lc, Name: "tlcp"}, config: cfg}
 	w.out.cipher, r.in.cipher = mk(), mk()
-	w.handshakeComplete.Store(true)
-	r.handshakeComplete.Store(true)
+	w.core.SetHandshakeComplete()
+	r.core.SetHandshakeComplete()
 	return
 }
 

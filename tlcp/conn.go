@@ -7,24 +7,18 @@ import (
 	"net"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/internal/callgate"
 	"github.com/gmproxy/gmproxy/internal/record"
 )
 
 // Conn is a TLCP connection, client or server side. It is a net.Conn.
 type Conn struct {
-	conn     net.Conn
+	core     record.Conn // connection, buffers, flight, close and handshake-once state
 	isClient bool
 	config   *Config
-
-	handshakeMutex    sync.Mutex
-	handshakeErr      error
-	handshakeComplete atomic.Bool
 
 	// State after the handshake.
 	vers             uint16
@@ -38,7 +32,6 @@ type Conn struct {
 	// Input side.
 	in                    halfConn
 	inMu                  sync.Mutex
-	rd                    record.Reader
 	input                 []byte // decrypted application data not yet read
 	hand                  []byte // handshake bytes not yet consumed
 	empty                 int    // empty records in a row
@@ -46,14 +39,9 @@ type Conn struct {
 	firstH                bool   // the first record has been read
 
 	// Output side.
-	out             halfConn
-	outMu           sync.Mutex
-	flight          record.Flight // pending handshake flight
-	closeNotifySent bool
-
-	calls callgate.Gate // Write/Close interlock
-
-	stats record.Counters
+	out     halfConn
+	outMu   sync.Mutex
+	hsStart time.Time // when the handshake started, for OnHandshake
 
 	// tlsRecordHello: the first ClientHello came in a 03 0x record.
 	tlsRecordHello bool
@@ -72,29 +60,30 @@ const maxWriteChunk = 64 << 10
 // with the worst per-record overhead.
 const bigOutSize = maxWriteChunk + maxBatchRecords*(recordHeaderLen+cbcIVLen+macLen+blockLen) + 4*(recordHeaderLen+maxCiphertext-maxPlaintext)
 
+// The net.Conn pass-through methods and Stats are the core's (record.Conn
+// says why they are declared here).
+
 // LocalAddr returns the local network address.
-func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+func (c *Conn) LocalAddr() net.Addr { return c.core.LocalAddr() }
 
 // RemoteAddr returns the remote network address.
-func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+func (c *Conn) RemoteAddr() net.Addr { return c.core.RemoteAddr() }
 
 // SetDeadline sets the read and write deadlines of the underlying connection.
-func (c *Conn) SetDeadline(t time.Time) error { return c.conn.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error { return c.core.SetDeadline(t) }
 
 // SetReadDeadline sets the read deadline of the underlying connection.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.core.SetReadDeadline(t) }
 
 // SetWriteDeadline sets the write deadline; a timed-out Write leaves the
 // connection unusable.
-func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.core.SetWriteDeadline(t) }
 
 // NetConn returns the underlying connection.
-func (c *Conn) NetConn() net.Conn { return c.conn }
+func (c *Conn) NetConn() net.Conn { return c.core.Raw }
 
 // Stats returns application-data counters.
-func (c *Conn) Stats() Stats {
-	return c.stats.Stats()
-}
+func (c *Conn) Stats() Stats { return c.core.Stats() }
 
 // readRecord reads and processes one record. expectCCS says a
 // ChangeCipherSpec is acceptable now.
@@ -102,7 +91,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 	if c.in.err != nil {
 		return c.in.err
 	}
-	t, vers, n, err := c.rd.Header(c.conn)
+	t, vers, n, err := c.core.Rd.Header(c.core.Raw)
 	if err != nil {
 		if e, ok := err.(net.Error); ok && e.Timeout() {
 			return err
@@ -133,7 +122,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		c.sendAlert(AlertRecordOverflow)
 		return c.in.setErr(errorf(AlertRecordOverflow, "record of %d bytes", n))
 	}
-	rec, err := c.rd.Record(c.conn, n)
+	rec, err := c.core.Rd.Record(c.core.Raw, n)
 	if err != nil {
 		if e, ok := err.(net.Error); ok && e.Timeout() {
 			return err
@@ -187,11 +176,11 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		}
 
 	case recordTypeApplicationData:
-		if !c.handshakeComplete.Load() || expectCCS {
+		if !c.core.HandshakeComplete() || expectCCS {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(errorf(AlertUnexpectedMessage, "application data before the handshake ended"))
 		}
-		c.stats.RecordIn()
+		c.core.Counters.RecordIn()
 		if len(data) == 0 {
 			c.empty++
 			if c.empty > c.config.maxEmpty() {
@@ -290,7 +279,7 @@ func (c *Conn) sendAlertLocked(a Alert) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
-	c.flight.Drop() // a pending flight is dropped in favour of the alert
+	c.core.Flight.Drop() // a pending flight is dropped in favour of the alert
 	err := c.writeRecordLocked(recordTypeAlert, []byte{a.Level(), byte(a)})
 	if a == AlertCloseNotify {
 		return err
@@ -310,7 +299,7 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) error {
 	}
 	buf, _, err := c.out.appendRecords((*pb)[:0], typ, data, maxPlaintext, c.config.rand())
 	if err == nil {
-		_, err = c.conn.Write(buf)
+		_, err = c.core.Raw.Write(buf)
 	}
 	if cap(buf) == cap(*pb) {
 		*pb = buf[:0]
@@ -369,8 +358,8 @@ func (c *Conn) queueRecordsLocked(typ recordType, data []byte) error {
 		return c.out.err
 	}
 	room := len(data) + (len(data)/maxPlaintext+1)*(recordHeaderLen+cbcIVLen+macLen+blockLen)
-	buf, _, err := c.out.appendRecords(c.flight.Room(room), typ, data, maxPlaintext, c.config.rand())
-	c.flight.Set(buf)
+	buf, _, err := c.out.appendRecords(c.core.Flight.Room(room), typ, data, maxPlaintext, c.config.rand())
+	c.core.Flight.Set(buf)
 	return err
 }
 
@@ -388,10 +377,10 @@ func (c *Conn) queueChangeCipherSpec() error {
 func (c *Conn) flush() error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.flight.Len() == 0 {
+	if c.core.Flight.Len() == 0 {
 		return c.out.err
 	}
-	if err := c.flight.Flush(c.conn); err != nil {
+	if err := c.core.Flight.Flush(c.core.Raw); err != nil {
 		return c.out.setErr(err)
 	}
 	return nil
@@ -403,10 +392,10 @@ func (c *Conn) flush() error {
 // Writes of several records are protected and sent together.
 func (c *Conn) Write(b []byte) (int, error) {
 	// Interlock with Close like crypto/tls: a closed Conn refuses writes.
-	if !c.calls.Enter() {
+	if !c.core.BeginWrite() {
 		return 0, net.ErrClosed
 	}
-	defer c.calls.Leave()
+	defer c.core.EndWrite()
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
@@ -415,7 +404,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if c.out.err != nil {
 		return 0, c.out.err
 	}
-	if c.closeNotifySent {
+	if c.core.CloseNotifySent() {
 		return 0, errShutdown
 	}
 	total := 0
@@ -435,7 +424,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		}
 		buf, recs, err := c.out.appendRecords((*pb)[:0], recordTypeApplicationData, chunk, recSize, c.config.rand())
 		if err == nil {
-			_, err = c.conn.Write(buf)
+			_, err = c.core.Raw.Write(buf)
 		}
 		if cap(buf) == cap(*pb) {
 			*pb = buf[:0]
@@ -444,7 +433,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		if err != nil {
 			return total, c.out.setErr(err)
 		}
-		c.stats.Out(recs, len(chunk))
+		c.core.Counters.Out(recs, len(chunk))
 		total += len(chunk)
 		b = b[len(chunk):]
 	}
@@ -465,7 +454,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
-	return c.rd.ReadData(b, &c.input, &c.hand, &c.stats, c.readAnyRecord, c.handlePostHandshake)
+	return c.core.Rd.ReadData(b, &c.input, &c.hand, &c.core.Counters, c.readAnyRecord, c.handlePostHandshake)
 }
 
 // readAnyRecord is readRecord with no ChangeCipherSpec expected.
@@ -499,14 +488,14 @@ func (c *Conn) handlePostHandshake() error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	err := record.Close(&c.calls, c.conn, c.handshakeComplete.Load(), c.closeNotify, "tlcp")
-	c.rd.FreeOnClose(&c.inMu, &c.input)
+	err := c.core.Close(c.closeNotify)
+	c.core.Rd.FreeOnClose(&c.inMu, &c.input)
 	return err
 }
 
 // CloseWrite sends close_notify; the connection stays open for reading.
 func (c *Conn) CloseWrite() error {
-	if !c.handshakeComplete.Load() {
+	if !c.core.HandshakeComplete() {
 		return errors.New("tlcp: CloseWrite called before handshake complete")
 	}
 	return c.closeNotify()
@@ -515,42 +504,41 @@ func (c *Conn) CloseWrite() error {
 func (c *Conn) closeNotify() error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.closeNotifySent {
-		return nil
+	if c.core.CloseNotifySent() {
+		return nil // tlcp reports a failed close_notify once
 	}
-	err := record.SendCloseNotify(c.conn, func() error { return c.sendAlertLocked(AlertCloseNotify) })
-	c.closeNotifySent = true
-	return err
+	return c.core.CloseNotify(func() error { return c.sendAlertLocked(AlertCloseNotify) })
 }
 
 // Handshake runs the handshake if it has not run yet.
 func (c *Conn) Handshake() error { return c.HandshakeContext(context.Background()) }
 
 // HandshakeContext runs the handshake; ctx bounds it and is passed to every
-// private-key operation. Cancelling ctx closes the connection.
+// private-key operation. Cancelling ctx closes the connection and the call
+// returns ctx's error (record.Conn.Handshake has the rule).
 func (c *Conn) HandshakeContext(ctx context.Context) error {
-	if c.handshakeComplete.Load() {
+	if c.core.HandshakeComplete() {
 		return nil
 	}
-	c.handshakeMutex.Lock()
-	defer c.handshakeMutex.Unlock()
-	if err := c.handshakeErr; err != nil {
-		return err
-	}
-	if c.handshakeComplete.Load() {
-		return nil
-	}
-	c.inMu.Lock()
-	defer c.inMu.Unlock()
+	return c.core.Handshake(ctx, &c.inMu, c.runHandshake, c.endHandshake)
+}
 
+// runHandshake runs the handshake (record.Conn.Handshake holds the locks).
+func (c *Conn) runHandshake(ctx context.Context) error {
 	// The duration is only for OnHandshake (which GetConfigForClient's
 	// config may bring).
-	var start time.Time
 	if c.config.OnHandshake != nil || c.config.GetConfigForClient != nil {
-		start = time.Now()
+		c.hsStart = time.Now()
 	}
-	err := c.runHandshakeFn(ctx)
-	if err == nil && !c.handshakeComplete.Load() {
+	if c.isClient {
+		return c.clientHandshake(ctx)
+	}
+	return c.serverHandshake(ctx)
+}
+
+// endHandshake turns the handshake's result into the error latched.
+func (c *Conn) endHandshake(err error) error {
+	if err == nil && !c.core.HandshakeComplete() {
 		err = errors.New("tlcp: internal error: handshake should have had a result")
 	}
 	if err != nil {
@@ -560,34 +548,15 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 			c.sendAlert(ae.Alert)
 		}
 		c.outMu.Lock()
-		c.flight.Drop() // never send half a flight
+		c.core.Flight.Drop() // never send half a flight
 		c.outMu.Unlock()
 	}
-	c.handshakeErr = err
 	c.hand = nil
-	c.rd.ReleaseIdle(c.input, c.hand) // give the big input buffer back unless data is pending
+	c.core.Rd.ReleaseIdle(c.input, c.hand) // give the big input buffer back unless data is pending
 	if cb := c.config.OnHandshake; cb != nil {
-		cb(c.handshakeResult(err, time.Since(start)))
+		cb(c.handshakeResult(err, time.Since(c.hsStart)))
 	}
 	return err
-}
-
-// runHandshakeFn runs the handshake; if ctx ends first the connection is
-// closed and ctx's error returned.
-func (c *Conn) runHandshakeFn(ctx context.Context) error {
-	stop := record.CloseOnDone(ctx, c.conn)
-	err := c.handshakeFn(ctx)
-	if ctxErr := stop(); ctxErr != nil {
-		return ctxErr
-	}
-	return err
-}
-
-func (c *Conn) handshakeFn(ctx context.Context) error {
-	if c.isClient {
-		return c.clientHandshake(ctx)
-	}
-	return c.serverHandshake(ctx)
 }
 
 func (c *Conn) handshakeResult(err error, d time.Duration) HandshakeResult {
@@ -628,15 +597,15 @@ var errNoSharedCipher = errors.New("no cipher suite supported by both client and
 
 // ConnectionState returns the connection's negotiated parameters.
 func (c *Conn) ConnectionState() ConnectionState {
-	c.handshakeMutex.Lock()
-	defer c.handshakeMutex.Unlock()
+	c.core.LockHandshake()
+	defer c.core.UnlockHandshake()
 	return c.connectionStateLocked()
 }
 
 func (c *Conn) connectionStateLocked() ConnectionState {
 	s := ConnectionState{
 		Version:            c.vers,
-		HandshakeComplete:  c.handshakeComplete.Load(),
+		HandshakeComplete:  c.core.HandshakeComplete(),
 		DidResume:          c.didResume,
 		NegotiatedProtocol: c.alpn,
 		ServerName:         c.serverName,

@@ -76,7 +76,7 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	c.suite = hs.suite
 	c.alpn = hs.sh.alpnProtocol
 	c.serverName = cfg.ServerName
-	c.handshakeComplete.Store(true)
+	c.core.SetHandshakeComplete()
 	return nil
 }
 
@@ -102,7 +102,7 @@ func (hs *clientHandshakeState) sendClientHello() error {
 	if cache := cfg.ClientSessionCache; cache != nil {
 		hs.cacheKey = cfg.ServerName
 		if hs.cacheKey == "" {
-			hs.cacheKey = c.conn.RemoteAddr().String()
+			hs.cacheKey = c.core.Raw.RemoteAddr().String()
 		}
 		if s, ok := cache.Get(hs.cacheKey); ok && hs.usable(s) {
 			hs.session = s

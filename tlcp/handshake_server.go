@@ -103,7 +103,7 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 	}
 	c.vers = VersionTLCP
 	c.suite = hs.suite
-	c.handshakeComplete.Store(true)
+	c.core.SetHandshakeComplete()
 	return nil
 }
 
@@ -265,7 +265,7 @@ func (hs *serverHandshakeState) readClientHello() error {
 	var info *ClientHelloInfo
 	helloInfo := func() *ClientHelloInfo {
 		if info == nil {
-			info = &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: slices.Clone(hello.cipherSuites), SupportedProtos: hello.alpnProtocols, Conn: c.conn, ctx: hs.ctx}
+			info = &ClientHelloInfo{ServerName: hello.serverName, CipherSuites: slices.Clone(hello.cipherSuites), SupportedProtos: hello.alpnProtocols, Conn: c.core.Raw, ctx: hs.ctx}
 		}
 		return info
 	}

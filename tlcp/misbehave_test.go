@@ -151,7 +151,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	}
 	var records func() error
 	if mc.records != nil {
-		records = func() error { _, err := misb.conn.Write(mc.records(misb)); return err }
+		records = func() error { _, err := misb.core.Raw.Write(mc.records(misb)); return err }
 	}
 	herr, merr, done := testpeer.RunMisbehaving(t, honest, misb, records, 1, mc.eof)
 	if done {

@@ -434,15 +434,15 @@ func readRawRecord(t *testing.T, c *Conn) (recordType, []byte) {
 	t.Helper()
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer c.conn.SetReadDeadline(time.Time{})
+	c.core.Raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.core.Raw.SetReadDeadline(time.Time{})
 	var hdr [recordHeaderLen]byte
-	if _, err := io.ReadFull(c.conn, hdr[:]); err != nil {
+	if _, err := io.ReadFull(c.core.Raw, hdr[:]); err != nil {
 		t.Fatal(err)
 	}
 	rec := make([]byte, recordHeaderLen+int(hdr[3])<<8|int(hdr[4]))
 	copy(rec, hdr[:])
-	if _, err := io.ReadFull(c.conn, rec[recordHeaderLen:]); err != nil {
+	if _, err := io.ReadFull(c.core.Raw, rec[recordHeaderLen:]); err != nil {
 		t.Fatal(err)
 	}
 	data, err := c.in.decrypt(rec)

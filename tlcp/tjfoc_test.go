@@ -102,7 +102,7 @@ func TestTjfocInterop(t *testing.T) {
 			defer cli.Close()
 			errc := echoN(srv, len(msg))
 			if err := cli.Handshake(); err != nil {
-				t.Fatalf("tjfoc client handshake: %v (server: %v)", err, srv.handshakeErr)
+				t.Fatalf("tjfoc client handshake: %v (server: %v)", err, srv.core.HandshakeErr())
 			}
 			checkEcho(t, cli, msg, errc)
 			st := srv.ConnectionState()

@@ -17,14 +17,14 @@ import (
 // Server returns a server-side TLCP connection on conn. config must hold at
 // least one Certificate or a GetCertificate callback.
 func Server(conn net.Conn, config *Config) *Conn {
-	c := &Conn{conn: conn, config: config}
+	c := &Conn{core: record.Conn{Raw: conn, Name: "tlcp"}, config: config}
 	return c
 }
 
 // Client returns a client-side TLCP connection on conn. config must set
 // ServerName or InsecureSkipVerify.
 func Client(conn net.Conn, config *Config) *Conn {
-	c := &Conn{conn: conn, config: config, isClient: true}
+	c := &Conn{core: record.Conn{Raw: conn, Name: "tlcp"}, config: config, isClient: true}
 	return c
 }
 

@@ -174,10 +174,10 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 	var ks keySchedule
 	s := cipherSuiteByID(TLS_SM4_GCM_SM3)
 	mc := &memConn{buf: make([]byte, 0, 1<<16)}
-	w, r := &Conn{conn: mc}, &Conn{conn: mc}
+	w, r := &Conn{core: newCore(mc)}, &Conn{core: newCore(mc)}
 	w.out.setTrafficSecret(&ks, s, new(trafficSecret))
 	r.in.setTrafficSecret(&ks, s, new(trafficSecret))
-	r.isHandshakeComplete.Store(true)
+	r.core.SetHandshakeComplete()
 	data := make([]byte, 16384)
 	raw := rawGCMSealOpen(b)
 	b.SetBytes(16384)

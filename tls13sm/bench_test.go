@@ -93,12 +93,12 @@ func benchRecords(b *testing.B, suite uint16, size int) {
 	s := cipherSuiteByID(suite)
 	secret := new(trafficSecret)
 	mc := &memConn{buf: make([]byte, 0, 1<<16)}
-	w := &Conn{conn: mc}
-	r := &Conn{conn: mc}
+	w := &Conn{core: newCore(mc)}
+	r := &Conn{core: newCore(mc)}
 	w.out.setTrafficSecret(&ks, s, secret)
 	r.in.setTrafficSecret(&ks, s, secret)
-	w.isHandshakeComplete.Store(true)
-	r.isHandshakeComplete.Store(true)
+	w.core.SetHandshakeComplete()
+	r.core.SetHandshakeComplete()
 	data := make([]byte, size)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()

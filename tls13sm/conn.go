@@ -9,12 +9,10 @@ import (
 	"net"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/internal/callgate"
 	"github.com/gmproxy/gmproxy/internal/record"
 )
 
@@ -95,14 +93,9 @@ func (hc *halfConn) incSeq() error {
 
 // Conn is a TLS 1.3-SM connection.
 type Conn struct {
-	conn     net.Conn
+	core     record.Conn // connection, buffers, flight, close and handshake-once state
 	isClient bool
 	config   *Config
-
-	handshakeMutex      sync.Mutex
-	handshakeErr        error
-	handshakeStarted    bool
-	isHandshakeComplete atomic.Bool
 
 	// state reported by ConnectionState; written during the handshake.
 	cipherSuite      uint16
@@ -121,12 +114,10 @@ type Conn struct {
 
 	in, out halfConn
 
-	rd        record.Reader
 	input     []byte // decrypted application data not yet returned
 	hand      []byte // pending handshake bytes
 	outBuf    []byte
-	flight    record.Flight // flight being coalesced (buffering)
-	buffering bool
+	buffering bool // handshake records go to core.Flight
 
 	// ks is the key schedule scratch of post-handshake key updates.
 	ks *keySchedule
@@ -137,42 +128,40 @@ type Conn struct {
 	useless         int
 	keyUpdatesNoApp int
 
-	closeNotifySent bool
-	closeNotifyErr  error
-	calls           callgate.Gate // Write/Close interlock
-
-	stats     record.Counters
 	sentHello bool // the first ClientHello record went out; guarded by out
 
 	lastAlert     Alert
 	lastAlertSet  bool
 	lastAlertPeer bool
+
+	hsStart time.Time // when the handshake started, for OnHandshake
 }
 
 // ---- net.Conn plumbing ----
 
+// The pass-through methods and Stats are the core's (record.Conn says why
+// they are declared here).
+
 // LocalAddr returns the local network address.
-func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+func (c *Conn) LocalAddr() net.Addr { return c.core.LocalAddr() }
 
 // RemoteAddr returns the remote network address.
-func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+func (c *Conn) RemoteAddr() net.Addr { return c.core.RemoteAddr() }
 
 // SetDeadline sets the read and write deadlines of the underlying connection.
-func (c *Conn) SetDeadline(t time.Time) error { return c.conn.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error { return c.core.SetDeadline(t) }
 
 // SetReadDeadline sets the read deadline of the underlying connection.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.core.SetReadDeadline(t) }
 
 // SetWriteDeadline sets the write deadline of the underlying connection.
-func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.core.SetWriteDeadline(t) }
 
 // NetConn returns the underlying connection.
-func (c *Conn) NetConn() net.Conn { return c.conn }
+func (c *Conn) NetConn() net.Conn { return c.core.Raw }
 
 // Stats returns the connection's traffic counters.
-func (c *Conn) Stats() Stats {
-	return c.stats.Stats()
-}
+func (c *Conn) Stats() Stats { return c.core.Stats() }
 
 // ---- errors and alerts ----
 
@@ -241,9 +230,9 @@ func (c *Conn) readRecord() error {
 	if len(c.input) != 0 {
 		return errors.New("tls13sm: internal error: readRecord with pending input")
 	}
-	typ, vers, n, err := c.rd.Header(c.conn)
+	typ, vers, n, err := c.core.Rd.Header(c.core.Raw)
 	if err != nil {
-		if err == io.EOF && !c.isHandshakeComplete.Load() {
+		if err == io.EOF && !c.core.HandshakeComplete() {
 			err = io.ErrUnexpectedEOF
 		}
 		return c.readFailed(err)
@@ -256,7 +245,7 @@ func (c *Conn) readRecord() error {
 	if n > maxCiphertext || (c.in.aead == nil && n > maxPlaintext) {
 		return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "record of %d bytes", n))
 	}
-	rec, err := c.rd.Record(c.conn, n)
+	rec, err := c.core.Rd.Record(c.core.Raw, n)
 	if err != nil {
 		return c.readFailed(err)
 	}
@@ -265,7 +254,7 @@ func (c *Conn) readRecord() error {
 	// §5: a ChangeCipherSpec of one byte 0x01 may appear any time during the
 	// handshake and is dropped; anything else is unexpected.
 	if typ == recordTypeChangeCipherSpec {
-		if c.isHandshakeComplete.Load() || n != 1 || payload[0] != 1 || c.ccsSeen && c.isClient {
+		if c.core.HandshakeComplete() || n != 1 || payload[0] != 1 || c.ccsSeen && c.isClient {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "unexpected ChangeCipherSpec"))
 		}
 		c.ccsSeen = true
@@ -274,7 +263,7 @@ func (c *Conn) readRecord() error {
 
 	// A plaintext alert is accepted only during the handshake (a peer that
 	// failed before deriving keys sends one).
-	if c.in.aead != nil && (typ != recordTypeAlert || c.isHandshakeComplete.Load()) {
+	if c.in.aead != nil && (typ != recordTypeAlert || c.core.HandshakeComplete()) {
 		if typ != recordTypeApplicationData {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "plaintext record of type %d after keys were set", typ))
 		}
@@ -340,7 +329,7 @@ func (c *Conn) readRecord() error {
 		c.useless = 0
 		return nil
 	case recordTypeApplicationData:
-		if !c.isHandshakeComplete.Load() {
+		if !c.core.HandshakeComplete() {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data before the handshake completed"))
 		}
 		if len(c.hand) != 0 {
@@ -351,7 +340,7 @@ func (c *Conn) readRecord() error {
 		}
 		c.useless = 0
 		c.keyUpdatesNoApp = 0
-		c.stats.RecordIn()
+		c.core.Counters.RecordIn()
 		c.input = payload
 		return nil
 	default:
@@ -424,7 +413,7 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		var rec, fb []byte
 		if c.buffering {
 			// Build the record in place at the end of the flight.
-			fb = c.flight.Room(need)
+			fb = c.core.Flight.Room(need)
 			rec = fb[len(fb) : len(fb)+recordHeaderLen]
 		} else {
 			if cap(c.outBuf) < need {
@@ -462,13 +451,13 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		}
 		data = data[m:]
 		if typ == recordTypeApplicationData {
-			c.stats.Out(1, 0)
+			c.core.Counters.Out(1, 0)
 		}
 		if c.buffering {
-			c.flight.Set(fb[:len(fb)+len(rec)])
+			c.core.Flight.Set(fb[:len(fb)+len(rec)])
 			continue
 		}
-		if _, err := c.conn.Write(rec); err != nil {
+		if _, err := c.core.Raw.Write(rec); err != nil {
 			return c.out.setErrorLocked(err)
 		}
 	}
@@ -477,7 +466,7 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 
 // flush writes the coalesced flight and returns its buffer to the pool.
 func (c *Conn) flush() error {
-	if err := c.flight.Flush(c.conn); err != nil {
+	if err := c.core.Flight.Flush(c.core.Raw); err != nil {
 		return c.out.setErrorLocked(err)
 	}
 	return nil
@@ -528,16 +517,16 @@ func (c *Conn) writeCCS() error {
 
 // Write writes application data, handshaking first if needed.
 func (c *Conn) Write(b []byte) (int, error) {
-	if !c.calls.Enter() {
+	if !c.core.BeginWrite() {
 		return 0, net.ErrClosed
 	}
-	defer c.calls.Leave()
+	defer c.core.EndWrite()
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
 	c.out.Lock()
 	defer c.out.Unlock()
-	if c.closeNotifySent {
+	if c.core.CloseNotifySent() {
 		return 0, errors.New("tls13sm: write after CloseWrite")
 	}
 	if len(b) == 0 {
@@ -546,7 +535,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
 		return 0, err
 	}
-	c.stats.Out(0, len(b))
+	c.core.Counters.Out(0, len(b))
 	return len(b), nil
 }
 
@@ -560,7 +549,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	c.in.Lock()
 	defer c.in.Unlock()
-	return c.rd.ReadData(b, &c.input, &c.hand, &c.stats, c.readRecord, c.postHandshakeLatched)
+	return c.core.Rd.ReadData(b, &c.input, &c.hand, &c.core.Counters, c.readRecord, c.postHandshakeLatched)
 }
 
 // postHandshakeLatched is handlePostHandshake whose failure ends the input
@@ -623,7 +612,7 @@ func (c *Conn) handleKeyUpdate(m *keyUpdateMsg) error {
 	if m.updateRequested {
 		c.out.Lock()
 		defer c.out.Unlock()
-		if c.closeNotifySent {
+		if c.core.CloseNotifySent() {
 			return nil
 		}
 		return c.updateWriteKeyLocked(false)
@@ -655,7 +644,7 @@ func (c *Conn) SendKeyUpdate(requestPeer bool) error {
 	}
 	c.out.Lock()
 	defer c.out.Unlock()
-	if c.closeNotifySent {
+	if c.core.CloseNotifySent() {
 		return errors.New("tls13sm: KeyUpdate after CloseWrite")
 	}
 	return c.updateWriteKeyLocked(requestPeer)
@@ -665,21 +654,21 @@ func (c *Conn) SendKeyUpdate(requestPeer bool) error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	err := record.Close(&c.calls, c.conn, c.isHandshakeComplete.Load(), c.closeNotify, "tls13sm")
-	c.rd.FreeOnClose(&c.in.Mutex, &c.input)
+	err := c.core.Close(c.closeNotify)
+	c.core.Rd.FreeOnClose(&c.in.Mutex, &c.input)
 	return err
 }
 
 // CloseWrite sends close_notify and half-closes the underlying connection
 // when it supports CloseWrite.
 func (c *Conn) CloseWrite() error {
-	if !c.isHandshakeComplete.Load() {
+	if !c.core.HandshakeComplete() {
 		return errors.New("tls13sm: CloseWrite before the handshake completed")
 	}
 	if err := c.closeNotify(); err != nil {
 		return err
 	}
-	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+	if cw, ok := c.core.Raw.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil
@@ -688,9 +677,5 @@ func (c *Conn) CloseWrite() error {
 func (c *Conn) closeNotify() error {
 	c.out.Lock()
 	defer c.out.Unlock()
-	if !c.closeNotifySent {
-		c.closeNotifyErr = record.SendCloseNotify(c.conn, func() error { return c.sendAlertLocked(AlertCloseNotify) })
-		c.closeNotifySent = true
-	}
-	return c.closeNotifyErr
+	return c.core.CloseNotify(func() error { return c.sendAlertLocked(AlertCloseNotify) })
 }

@@ -67,7 +67,7 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	if cfg.testEarlyData {
 		// A 0-RTT record the server cannot decrypt (it never accepts early data).
 		fake := append([]byte{recordTypeApplicationData, 3, 3, 0, 40}, make([]byte, 40)...)
-		if _, err := c.conn.Write(fake); err != nil {
+		if _, err := c.core.Raw.Write(fake); err != nil {
 			return err
 		}
 	}
@@ -182,7 +182,7 @@ func (hs *clientHandshakeState) cacheKey() string {
 	if hs.config.ServerName != "" {
 		return hs.config.ServerName
 	}
-	return hs.c.conn.RemoteAddr().String()
+	return hs.c.core.Raw.RemoteAddr().String()
 }
 
 // loadSession adds a cached ticket as a PSK identity (§4.2.11).
@@ -569,7 +569,7 @@ func (c *Conn) handleNewSessionTicket(m *newSessionTicketMsg) error {
 	ks.resumptionPSK(&cs.secret, &c.resumptionSecret, m.nonce)
 	key := c.sessionCacheKey
 	if key == "" {
-		key = c.conn.RemoteAddr().String()
+		key = c.core.Raw.RemoteAddr().String()
 	}
 	cfg.ClientSessionCache.Put(key, cs)
 	return nil

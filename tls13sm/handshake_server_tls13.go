@@ -177,7 +177,7 @@ func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
 	return &ClientHelloInfo{
 		ServerName: h.serverName, CipherSuites: slices.Clone(h.cipherSuites), SupportedProtos: slices.Clone(h.alpnProtocols),
 		SupportedGroups: slices.Clone(h.supportedGroups), SignatureSchemes: slices.Clone(h.signatureAlgorithms),
-		SupportedVersions: slices.Clone(h.supportedVersions), Conn: hs.c.conn, config: hs.config,
+		SupportedVersions: slices.Clone(h.supportedVersions), Conn: hs.c.core.Raw, config: hs.config,
 	}
 }
 

@@ -179,7 +179,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	}
 	var records func() error
 	if mc.records != nil {
-		records = func() error { _, err := misb.conn.Write(mc.records(misb)); return err }
+		records = func() error { _, err := misb.core.Raw.Write(mc.records(misb)); return err }
 	}
 	// A misbehaving client reads the server's tickets before the alert.
 	herr, merr, done := testpeer.RunMisbehaving(t, honest, misb, records, 4, mc.eof)

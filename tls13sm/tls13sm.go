@@ -3,7 +3,6 @@ package tls13sm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -15,13 +14,19 @@ import (
 // Server returns a server-side Conn over conn. The handshake runs on the
 // first Read, Write or Handshake call.
 func Server(conn net.Conn, config *Config) *Conn {
-	return &Conn{conn: conn, config: config}
+	return &Conn{core: newCore(conn), config: config}
 }
 
 // Client returns a client-side Conn over conn. config must set ServerName
 // or InsecureSkipVerify.
 func Client(conn net.Conn, config *Config) *Conn {
-	return &Conn{conn: conn, config: config, isClient: true}
+	return &Conn{core: newCore(conn), config: config, isClient: true}
+}
+
+// newCore is the connection core over conn. A handshake interrupted by its
+// context keeps its own failure in the error it latches.
+func newCore(conn net.Conn) record.Conn {
+	return record.Conn{Raw: conn, Name: "tls13sm", KeepInterruptCause: true}
 }
 
 // NewListener wraps inner so that accepted connections are server Conns.
@@ -61,54 +66,34 @@ func Dial(network, addr string, config *Config) (*Conn, error) {
 func (c *Conn) Handshake() error { return c.HandshakeContext(context.Background()) }
 
 // HandshakeContext runs the handshake; if ctx ends first, the connection
-// is closed and ctx's error returned. The context also reaches the private
-// key (smkey.ContextSigner).
-func (c *Conn) HandshakeContext(ctx context.Context) (ret error) {
-	if c.isHandshakeComplete.Load() {
+// is closed and ctx's error returned (record.Conn.Handshake has the rule).
+// The context also reaches the private key (smkey.ContextSigner).
+func (c *Conn) HandshakeContext(ctx context.Context) error {
+	if c.core.HandshakeComplete() {
 		return nil
 	}
-	hctx := ctx
-	if ctx.Done() != nil {
-		var cancel context.CancelFunc
-		hctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := record.CloseOnDone(hctx, c.conn)
-		defer func() {
-			if err := stop(); err != nil {
-				ret = err
-			}
-		}()
-	}
-	c.handshakeMutex.Lock()
-	defer c.handshakeMutex.Unlock()
-	if c.handshakeErr != nil {
-		return c.handshakeErr
-	}
-	if c.isHandshakeComplete.Load() {
-		return nil
-	}
-	c.in.Lock()
-	defer c.in.Unlock()
-	start := time.Now()
-	var err error
+	return c.core.Handshake(ctx, &c.in.Mutex, c.runHandshake, c.endHandshake)
+}
+
+// runHandshake runs the handshake (record.Conn.Handshake holds the locks).
+func (c *Conn) runHandshake(ctx context.Context) error {
+	c.hsStart = time.Now()
 	if c.isClient {
-		err = c.clientHandshake(hctx)
-	} else {
-		err = c.serverHandshake(hctx)
+		return c.clientHandshake(ctx)
 	}
-	c.rd.ReleaseIdle(c.input, c.hand)
+	return c.serverHandshake(ctx)
+}
+
+// endHandshake completes the handshake or ends its flight.
+func (c *Conn) endHandshake(err error) error {
+	c.core.Rd.ReleaseIdle(c.input, c.hand)
 	if err == nil {
-		c.isHandshakeComplete.Store(true)
-		c.handshakeErr = nil
+		c.core.SetHandshakeComplete()
 	} else {
 		c.buffering = false
-		if ctxErr := hctx.Err(); ctxErr != nil && ctx.Err() != nil {
-			err = fmt.Errorf("tls13sm: handshake interrupted: %w (%v)", ctx.Err(), err)
-		}
-		c.handshakeErr = err
 	}
 	if c.config.OnHandshake != nil {
-		c.config.OnHandshake(c.handshakeResult(err, time.Since(start)))
+		c.config.OnHandshake(c.handshakeResult(err, time.Since(c.hsStart)))
 	}
 	return err
 }
@@ -151,14 +136,14 @@ func failureReason(err error, r HandshakeResult) string {
 
 // ConnectionState returns the negotiated parameters.
 func (c *Conn) ConnectionState() ConnectionState {
-	c.handshakeMutex.Lock()
-	defer c.handshakeMutex.Unlock()
+	c.core.LockHandshake()
+	defer c.core.UnlockHandshake()
 	return c.connectionStateLocked()
 }
 
 func (c *Conn) connectionStateLocked() ConnectionState {
 	return ConnectionState{
-		Version: VersionTLS13, HandshakeComplete: c.isHandshakeComplete.Load(), DidResume: c.didResume,
+		Version: VersionTLS13, HandshakeComplete: c.core.HandshakeComplete(), DidResume: c.didResume,
 		CipherSuite: c.cipherSuite, NegotiatedProtocol: c.alpn, ServerName: c.serverName, Group: c.group,
 		HelloRetry: c.didHRR, PeerCertificates: c.peerCertificates, VerifiedChains: c.verifiedChains,
 		ClientCertificate: c.client.presented, ClientVerified: c.client.verified, ClientLeafHash: c.client.leafHash,

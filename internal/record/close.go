@@ -21,12 +21,9 @@ func SendCloseNotify(conn net.Conn, send func() error) error {
 	return err
 }
 
-// Close is the close sequence of both stacks' Conn.Close, interlocked with
-// Writes as crypto/tls does: a second Close fails with net.ErrClosed (gate);
-// when the handshake completed, notify sends close_notify; then conn is
-// closed, and a failure to send close_notify is returned (with the stack's
-// name) although the connection was closed anyway.
-func Close(gate *callgate.Gate, conn net.Conn, complete bool, notify func() error, stack string) error {
+// closeSequence is Conn.Close: gate refuses a second Close, complete says
+// whether to notify, stack names the stack in the error.
+func closeSequence(gate *callgate.Gate, conn net.Conn, complete bool, notify func() error, stack string) error {
 	if !gate.Close() {
 		return net.ErrClosed
 	}

@@ -41,16 +41,16 @@ func TestClose(t *testing.T) {
 	c := &deadlineConn{}
 	notified := 0
 	boom := errors.New("boom")
-	err := Close(&g, c, true, func() error { notified++; return boom }, "tlcp")
+	err := closeSequence(&g, c, true, func() error { notified++; return boom }, "tlcp")
 	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "tlcp: ") || notified != 1 || c.closed != 1 {
 		t.Fatalf("first Close: %v, notified %d, closed %d", err, notified, c.closed)
 	}
-	if err := Close(&g, c, true, func() error { notified++; return nil }, "tlcp"); err != net.ErrClosed || notified != 1 || c.closed != 1 {
+	if err := closeSequence(&g, c, true, func() error { notified++; return nil }, "tlcp"); err != net.ErrClosed || notified != 1 || c.closed != 1 {
 		t.Fatalf("second Close: %v, notified %d, closed %d", err, notified, c.closed)
 	}
 	// Before the handshake completed there is nothing to notify.
 	var g2 callgate.Gate
-	if err := Close(&g2, c, false, func() error { notified++; return nil }, "tls13sm"); err != nil || notified != 1 || c.closed != 2 {
+	if err := closeSequence(&g2, c, false, func() error { notified++; return nil }, "tls13sm"); err != nil || notified != 1 || c.closed != 2 {
 		t.Fatalf("Close before the handshake: %v, notified %d", err, notified)
 	}
 }

@@ -1,0 +1,169 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/callgate"
+)
+
+// Conn is the connection core that tlcp.Conn and tls13sm.Conn each hold:
+// the underlying connection and its net.Conn pass-through methods, the
+// record Reader, the pending handshake Flight, the application-data
+// counters, the Write/Close interlock and close sequence, the once-only
+// close_notify and the run-once handshake plumbing. The stacks keep their
+// handshake state machines, key schedules, record protection, write paths
+// and locks for the two directions.
+//
+// The stacks' exported methods (LocalAddr, …, Stats) forward to Conn in
+// one line each: go doc and pkg.go.dev list only methods declared in the
+// stack's package, not ones promoted from another package's embedded type,
+// and an embedded core would also put its stack-internal methods into the
+// stacks' public method sets.
+type Conn struct {
+	Raw      net.Conn // the underlying connection
+	Rd       Reader   // record framing and input buffers
+	Flight   Flight   // the pending handshake flight
+	Counters Counters // application data moved
+
+	// Name prefixes the core's own errors ("tlcp", "tls13sm").
+	Name string
+	// KeepInterruptCause: the error a handshake interrupted by its context
+	// latches is "<Name>: handshake interrupted: <ctx error> (<handshake's
+	// own error>)" instead of the context's bare error (see Handshake).
+	KeepInterruptCause bool
+
+	calls callgate.Gate // Write/Close interlock
+
+	// Guarded by the stack's output lock.
+	closeNotifySent bool
+	closeNotifyErr  error
+
+	handshakeMu   sync.Mutex
+	handshakeErr  error
+	handshakeDone atomic.Bool
+}
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.Raw.LocalAddr() }
+
+// RemoteAddr returns the remote network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.Raw.RemoteAddr() }
+
+// SetDeadline sets the read and write deadlines of the underlying connection.
+func (c *Conn) SetDeadline(t time.Time) error { return c.Raw.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline of the underlying connection.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.Raw.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline of the underlying connection.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.Raw.SetWriteDeadline(t) }
+
+// Stats returns a snapshot of the application-data counters.
+func (c *Conn) Stats() Stats { return c.Counters.Stats() }
+
+// BeginWrite enters a Write; it fails once Close began. A successful
+// BeginWrite is paired with EndWrite.
+func (c *Conn) BeginWrite() bool { return c.calls.Enter() }
+
+// EndWrite leaves a Write.
+func (c *Conn) EndWrite() { c.calls.Leave() }
+
+// HandshakeComplete reports whether the handshake completed.
+func (c *Conn) HandshakeComplete() bool { return c.handshakeDone.Load() }
+
+// SetHandshakeComplete marks the handshake complete (TLCP does so inside
+// its handshake, before the last flight's reads are returned).
+func (c *Conn) SetHandshakeComplete() { c.handshakeDone.Store(true) }
+
+// LockHandshake and UnlockHandshake hold off a handshake (ConnectionState
+// reads the handshake's results under this lock).
+func (c *Conn) LockHandshake() { c.handshakeMu.Lock() }
+
+// UnlockHandshake releases LockHandshake.
+func (c *Conn) UnlockHandshake() { c.handshakeMu.Unlock() }
+
+// Handshake runs the handshake at most once, as crypto/tls does. A
+// completed handshake returns nil at once; a failed one returns the error
+// it latched. Otherwise, under the handshake lock and with in (the stack's
+// input lock) held, run performs it and end post-processes its result
+// (alerts, flight, callbacks) into the error latched and returned.
+//
+// Context rule (both stacks): when ctx can end, it is watched from the
+// call on, also while the call waits for a handshake another goroutine
+// runs; if it ends first, Raw is closed, which fails the handshake's
+// blocked reads and writes, and the call returns ctx's error. The handshake
+// failed because of ctx when it failed after ctx ended: then the error end
+// receives (and the handshake latches) is ctx's error, or with
+// KeepInterruptCause ctx's error with the handshake's own failure in
+// words (tls13sm keeps it for the logs; tlcp's callers and metrics have
+// always seen the bare error).
+func (c *Conn) Handshake(ctx context.Context, in sync.Locker, run func(context.Context) error, end func(error) error) (ret error) {
+	if c.handshakeDone.Load() {
+		return nil
+	}
+	hctx := ctx
+	if ctx.Done() != nil {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := CloseOnDone(hctx, c.Raw)
+		defer func() {
+			if err := stop(); err != nil {
+				ret = err
+			}
+		}()
+	}
+	c.handshakeMu.Lock()
+	defer c.handshakeMu.Unlock()
+	if c.handshakeErr != nil {
+		return c.handshakeErr
+	}
+	if c.handshakeDone.Load() {
+		return nil
+	}
+	in.Lock()
+	defer in.Unlock()
+	err := run(hctx)
+	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
+		if c.KeepInterruptCause {
+			err = fmt.Errorf("%s: handshake interrupted: %w (%v)", c.Name, ctxErr, err)
+		} else {
+			err = ctxErr
+		}
+	}
+	err = end(err)
+	c.handshakeErr = err
+	return err
+}
+
+// HandshakeErr returns the error the handshake latched, if any.
+func (c *Conn) HandshakeErr() error { return c.handshakeErr }
+
+// CloseNotifySent reports whether close_notify was attempted. The stack's
+// output lock is held.
+func (c *Conn) CloseNotifySent() bool { return c.closeNotifySent }
+
+// CloseNotify runs send (which writes close_notify) once, under a bounded
+// write deadline (SendCloseNotify); later calls return the first one's
+// error. The stack's output lock is held.
+func (c *Conn) CloseNotify(send func() error) error {
+	if !c.closeNotifySent {
+		c.closeNotifyErr = SendCloseNotify(c.Raw, send)
+		c.closeNotifySent = true
+	}
+	return c.closeNotifyErr
+}
+
+// Close is the close sequence of both stacks' Conn.Close, interlocked with
+// Writes as crypto/tls does: a second Close fails with net.ErrClosed; when
+// the handshake completed, notify sends close_notify; then Raw is closed,
+// and a failure to send close_notify is returned although the connection
+// was closed anyway.
+func (c *Conn) Close(notify func() error) error {
+	return closeSequence(&c.calls, c.Raw, c.handshakeDone.Load(), notify, c.Name)
+}
