@@ -29,7 +29,9 @@ import (
 // which the testing package takes from runtime.MemStats) runs only from
 // "go" to "done". allocs/op and B/op are thus the daemon's allocations per
 // operation, independent of timing and load; ns/op is the wall time of one
-// operation including the client's work (noisy: compare interleaved runs).
+// operation including the client's work, server-cpu-ns/op the benchmark
+// process's CPU time (daemon and backend, not the client) per operation
+// (both noisy: compare interleaved runs).
 //
 //	go test ./internal/daemon -run '^$' -bench 'Serving' -count 5
 func BenchmarkServing(b *testing.B) {
@@ -70,9 +72,12 @@ func BenchmarkServing(b *testing.B) {
 			}
 			expect("ready")
 			b.StartTimer()
+			cpu0 := cpuTime()
 			io.WriteString(in, "go\n")
 			expect("done")
+			cpu := cpuTime() - cpu0
 			b.StopTimer()
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "server-cpu-ns/op")
 		})
 	}
 }
