@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -37,7 +38,20 @@ import (
 func BenchmarkServing(b *testing.B) {
 	be := rawBackend(b)
 	d := startDaemon(b, benchConfig(b, be))
-	for _, mode := range []string{"tlcp-resume-get", "tls13sm-resume-get", "tlcp-keepalive-get"} {
+	m, err := metrics.New(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// "+metrics": a second daemon wired to the metrics package as gmproxy
+	// run does.
+	dm := startDaemon(b, benchConfig(b, be), func(e *Env) {
+		e.Observer, e.KeyOps, e.Sessions, e.ProxyObserver = m, m, m, m
+	})
+	for _, mode := range []string{"tlcp-resume-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
+		d := d
+		if strings.HasSuffix(mode, "+metrics") {
+			d = dm
+		}
 		b.Run(mode, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(1024)
@@ -47,7 +61,7 @@ func BenchmarkServing(b *testing.B) {
 				client = bin // a copy of the test binary: uprobes on this one see the daemon only
 			}
 			cmd := exec.Command(client, "-test.run=^TestServingClientHelper$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "GMPROXY_SERVING_CLIENT="+mode, "GMPROXY_SERVING_ADDR="+d.addr, "GMPROXY_SERVING_N="+strconv.Itoa(b.N))
+			cmd.Env = append(os.Environ(), "GMPROXY_SERVING_CLIENT="+strings.TrimSuffix(mode, "+metrics"), "GMPROXY_SERVING_ADDR="+d.addr, "GMPROXY_SERVING_N="+strconv.Itoa(b.N))
 			cmd.Stderr = os.Stderr
 			in, err := cmd.StdinPipe()
 			if err != nil {
