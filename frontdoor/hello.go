@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmproxy/gmproxy/internal/wire"
 )
 
 // Record and handshake constants the sniffer needs (RFC 8446 §5.1, GB/T
@@ -113,7 +115,7 @@ func parseClientHello(body []byte) (*ClientHello, error) {
 					return nil, errBadHello
 				}
 				if len(h.ALPN) < 32 {
-					h.ALPN = append(h.ALPN, string(proto))
+					h.ALPN = append(h.ALPN, wire.ALPNName(proto))
 				}
 			}
 		case extSupportedGroups, extSignatureAlgs: // RFC 8446 §4.2.7, §4.2.3

@@ -99,9 +99,21 @@ func ReadALPNList(ext *cryptobyte.String) ([]string, bool) {
 		if !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 {
 			return nil, false
 		}
-		protocols = append(protocols, string(p))
+		protocols = append(protocols, ALPNName(p))
 	}
 	return protocols, true
+}
+
+// ALPNName returns the protocol name p as a string: the common names
+// ("h2", "http/1.1") without an allocation.
+func ALPNName(p []byte) string {
+	switch string(p) {
+	case "h2":
+		return "h2"
+	case "http/1.1":
+		return "http/1.1"
+	}
+	return string(p)
 }
 
 // ReadALPNSelected reads a server's ALPN extension body from ext: a
@@ -111,5 +123,5 @@ func ReadALPNSelected(ext *cryptobyte.String) (string, bool) {
 	if !ext.ReadUint16LengthPrefixed(&list) || !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 || !list.Empty() {
 		return "", false
 	}
-	return string(p), true
+	return ALPNName(p), true
 }

@@ -180,3 +180,27 @@ func FuzzReadExtensions(f *testing.F) {
 		}
 	})
 }
+
+// TestALPNNameAllocs: the common protocol names cost no allocation (every
+// ClientHello carries them), other names are copied.
+func TestALPNNameAllocs(t *testing.T) {
+	for _, name := range []string{"h2", "http/1.1", "spdy/3", "acme-tls/1"} {
+		b := []byte(name)
+		if got := ALPNName(b); got != name {
+			t.Errorf("ALPNName(%q) = %q", name, got)
+		}
+		want := 1.0
+		if name == "h2" || name == "http/1.1" {
+			want = 0
+		}
+		if n := testing.AllocsPerRun(100, func() { sink = ALPNName(b) }); n != want {
+			t.Errorf("ALPNName(%q): %v allocations, want %v", name, n, want)
+		}
+		b[0] ^= 0xff // the result does not alias the input
+		if sink != name {
+			t.Errorf("ALPNName(%q) aliases its input: %q", name, sink)
+		}
+	}
+}
+
+var sink string
