@@ -210,10 +210,10 @@ func (cl *h1Client) CloseIdleConnections() {
 
 // roundTrip writes req and reads the response header. fresh reports a
 // failure before any response byte arrived (the request may be sent again
-// on another connection when it is replayable). Request.Write reports
+// on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
 func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.Response, err error, fresh bool) {
-	if err := req.Write(pc.bw); err != nil {
+	if err := writeRequest(pc.bw, req); err != nil {
 		pc.c.Close()
 		return nil, err, true
 	}

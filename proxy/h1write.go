@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"bufio"
+	"net/http"
+	"net/http/httptrace"
+	"slices"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// writeRequest writes req, a request without a body, to w as
+// http.Request.Write does, without its per-request allocations (fmt
+// formatting, the transfer writer) on the common case: a GET or HEAD
+// with an ASCII host, a plain origin-form target, clean header values and
+// no client trace beyond WroteHeaders. Anything else is written by
+// http.Request.Write itself; TestWriteRequestSameBytes holds the two to
+// the same bytes.
+func writeRequest(w *bufio.Writer, req *http.Request) error {
+	if !writesPlainly(req) {
+		return req.Write(w)
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	ruri := req.URL.RequestURI()
+	var keys [32]string
+	n := 0
+	for k, vv := range req.Header {
+		if excludedRequestHeader(k) {
+			continue
+		}
+		if n == len(keys) || !httpguts.ValidHeaderFieldName(k) {
+			return req.Write(w)
+		}
+		for _, v := range vv {
+			if !plainValue(v) {
+				return req.Write(w)
+			}
+		}
+		keys[n] = k
+		n++
+	}
+	ua := "Go-http-client/1.1" // http.Request.Write's default
+	if vv, ok := req.Header["User-Agent"]; ok {
+		ua = ""
+		if len(vv) > 0 {
+			ua = vv[0]
+		}
+		if !plainValue(ua) {
+			return req.Write(w)
+		}
+	}
+	if !plainTarget(ruri) { // the host passed ValidHostHeader
+		return req.Write(w)
+	}
+	w.WriteString(req.Method)
+	w.WriteByte(' ')
+	w.WriteString(ruri)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(host)
+	w.WriteString("\r\n")
+	if ua != "" {
+		w.WriteString("User-Agent: ")
+		w.WriteString(ua)
+		w.WriteString("\r\n")
+	}
+	sorted := keys[:n]
+	slices.Sort(sorted)
+	for _, k := range sorted {
+		for _, v := range req.Header[k] {
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	_, err := w.WriteString("\r\n")
+	if err != nil {
+		return err
+	}
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteHeaders != nil {
+		trace.WroteHeaders()
+	}
+	return nil
+}
+
+// writesPlainly reports whether writeRequest may write req itself.
+func writesPlainly(req *http.Request) bool {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		return false // other methods may get a Content-Length: 0
+	}
+	if req.Body != nil || req.ContentLength != 0 || req.Close || len(req.TransferEncoding) > 0 || req.Trailer != nil || req.URL == nil {
+		return false
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	// ASCII (no Punycode), no zone, a valid Host field.
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 || host[i] == '%' {
+			return false
+		}
+	}
+	if !httpguts.ValidHostHeader(host) {
+		return false
+	}
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil &&
+		(trace.WroteHeaderField != nil || trace.WroteRequest != nil) {
+		return false
+	}
+	return true
+}
+
+// excludedRequestHeader: the fields http.Request.Write writes itself or
+// never copies from Header.
+func excludedRequestHeader(k string) bool {
+	switch k {
+	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+		return true
+	}
+	return false
+}
+
+// plainValue: v goes out as is (http.Request.Write would turn line breaks
+// into spaces and trim surrounding white space).
+func plainValue(v string) bool {
+	if strings.ContainsAny(v, "\r\n") {
+		return false
+	}
+	return v == "" || (v[0] != ' ' && v[0] != '\t' && v[len(v)-1] != ' ' && v[len(v)-1] != '\t')
+}
+
+// plainTarget: a request target without control bytes (which
+// http.Request.Write refuses) in origin form.
+func plainTarget(s string) bool {
+	if s == "" || s[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < ' ' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
