@@ -279,12 +279,17 @@ func (c *Conn) sendAlertLocked(a Alert) error {
 	if c.out.err != nil {
 		return c.out.err
 	}
-	c.core.Flight.Drop() // a pending flight is dropped in favour of the alert
-	err := c.writeRecordLocked(recordTypeAlert, []byte{a.Level(), byte(a)})
+	// A pending flight is dropped in favour of the alert.
+	err := c.core.SendAlert(a, record.DropFlight, c.writeAlertLocked)
 	if a == AlertCloseNotify {
 		return err
 	}
 	return c.out.setErr(&AlertError{Alert: a})
+}
+
+// writeAlertLocked writes an alert record with body.
+func (c *Conn) writeAlertLocked(body []byte) error {
+	return c.writeRecordLocked(recordTypeAlert, body)
 }
 
 // writeRecordLocked protects data as records and writes them at once.

@@ -167,12 +167,11 @@ func (c *Conn) Stats() Stats { return c.core.Stats() }
 
 // localAlert records that this side is sending alert a because of err.
 func (c *Conn) sendAlertLocked(a Alert) error {
-	err := c.writeRecordLocked(recordTypeAlert, []byte{a.Level(), byte(a)})
-	if c.buffering {
-		c.buffering = false
-		if ferr := c.flush(); err == nil {
-			err = ferr
-		}
+	// The alert joins a flight being built, which goes out with it.
+	err := c.core.SendAlert(a, record.FlushFlight, c.writeAlertLocked)
+	c.buffering = false
+	if err != nil {
+		c.out.setErrorLocked(err) // a failed flight write (a failed record write is latched already)
 	}
 	if a == AlertCloseNotify {
 		return err
@@ -462,6 +461,11 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// writeAlertLocked writes (or adds to the flight) an alert record with body.
+func (c *Conn) writeAlertLocked(body []byte) error {
+	return c.writeRecordLocked(recordTypeAlert, body)
 }
 
 // flush writes the coalesced flight and returns its buffer to the pool.

@@ -37,7 +37,8 @@ type Conn struct {
 	// own error>)" instead of the context's bare error (see Handshake).
 	KeepInterruptCause bool
 
-	calls callgate.Gate // Write/Close interlock
+	calls     callgate.Gate // Write/Close interlock
+	alertBody [2]byte       // SendAlert's record body; guarded by the stack's output lock
 
 	// Guarded by the stack's output lock.
 	closeNotifySent bool
@@ -138,6 +139,39 @@ func (c *Conn) Handshake(ctx context.Context, in sync.Locker, run func(context.C
 	}
 	err = end(err)
 	c.handshakeErr = err
+	return err
+}
+
+// FlightOnAlert is what sending an alert does to a pending handshake
+// flight.
+type FlightOnAlert uint8
+
+const (
+	// DropFlight drops the flight and sends the alert alone: the peer
+	// never sees half a flight (tlcp).
+	DropFlight FlightOnAlert = iota
+	// FlushFlight adds the alert to the flight and writes the two together:
+	// the peer sees the messages that led to the alert (tls13sm, whose
+	// write puts records into a flight while one is being built).
+	FlushFlight
+)
+
+// SendAlert sends alert a at its level (Alert.Level) through write, the
+// stack's record layer, which protects and writes an alert record with
+// the body it is given (or adds it to the pending flight); onFlight says
+// what happens to a pending flight. It returns the error of writing. The
+// stack's output lock is held; the stack latches the error it reports.
+func (c *Conn) SendAlert(a Alert, onFlight FlightOnAlert, write func(body []byte) error) error {
+	if onFlight == DropFlight {
+		c.Flight.Drop()
+	}
+	c.alertBody = [2]byte{a.Level(), byte(a)}
+	err := write(c.alertBody[:])
+	if onFlight == FlushFlight && c.Flight.Active() {
+		if ferr := c.Flight.Flush(c.Raw); err == nil {
+			err = ferr
+		}
+	}
 	return err
 }
 
