@@ -1,6 +1,12 @@
 package tlcp
 
 import (
+	"bytes"
+	"crypto"
+	"errors"
+	"io"
+	"net"
+	"sync"
 	"testing"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
@@ -19,5 +25,46 @@ func TestFlightsOneWriteEach(t *testing.T) {
 	}
 	if c, s := cw.Writes(), sw.Writes(); c != 2 || s != 2 {
 		t.Fatalf("client wrote %d times, server %d times; want 2 flights each", c, s)
+	}
+}
+
+// failingSigner is a signing key whose every signature fails.
+type failingSigner struct{ crypto.Signer }
+
+func (failingSigner) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
+	return nil, errors.New("signer unavailable")
+}
+
+// writeLog keeps a copy of every Write.
+type writeLog struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (c *writeLog) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.writes = append(c.writes, bytes.Clone(b))
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// TestFailedFlightNotSent: a server that fails in the middle of its flight
+// (its ServerKeyExchange signature) sends the alert alone: the ServerHello
+// and Certificate already queued never reach the client (record.DropFlight).
+func TestFailedFlightNotSent(t *testing.T) {
+	p := loadPKI(t)
+	cfg := p.serverConfig()
+	cfg.Certificates[0].SignKey = failingSigner{cfg.Certificates[0].SignKey}
+	c1, c2 := tcpPair(t)
+	sw := &writeLog{Conn: c2}
+	cerr, serr := testpeer.HandshakeBoth(Client(c1, p.clientConfig()), Server(sw, cfg))
+	if cerr == nil || serr == nil {
+		t.Fatalf("handshake with a failing signer: client %v, server %v", cerr, serr)
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if len(sw.writes) != 1 || len(sw.writes[0]) != recordHeaderLen+2 || recordType(sw.writes[0][0]) != recordTypeAlert {
+		t.Fatalf("server wrote % x, want one alert record alone", sw.writes)
 	}
 }
