@@ -31,12 +31,9 @@ type Conn struct {
 
 	// Input side.
 	in                    halfConn
-	inMu                  sync.Mutex
-	input                 []byte // decrypted application data not yet read
-	hand                  []byte // handshake bytes not yet consumed
-	empty                 int    // empty records in a row
-	renegotiationRefusals int    // ClientHellos answered with no_renegotiation
-	firstH                bool   // the first record has been read
+	empty                 int  // empty records in a row
+	renegotiationRefusals int  // ClientHellos answered with no_renegotiation
+	firstH                bool // the first record has been read
 
 	// Output side.
 	out     halfConn
@@ -166,7 +163,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		return c.in.setErr(&AlertError{Alert: a, Remote: true})
 
 	case recordTypeChangeCipherSpec:
-		if !expectCCS || len(data) != 1 || data[0] != 1 || len(c.hand) > 0 {
+		if !expectCCS || len(data) != 1 || data[0] != 1 || len(c.core.Hand) > 0 {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(errorf(AlertUnexpectedMessage, "unexpected ChangeCipherSpec"))
 		}
@@ -189,18 +186,18 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			}
 			return nil
 		}
-		c.input = data
+		c.core.Input = data
 
 	case recordTypeHandshake:
 		if len(data) == 0 || expectCCS {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(errorf(AlertUnexpectedMessage, "unexpected handshake record"))
 		}
-		if len(c.hand)+len(data) > maxHandshake+4 {
+		if len(c.core.Hand)+len(data) > maxHandshake+4 {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data too large"))
 		}
-		c.hand = appendHandshake(c.hand, data)
+		c.core.Hand = appendHandshake(c.core.Hand, data)
 	}
 	return nil
 }
@@ -225,31 +222,31 @@ const handshakeSlack = 256
 
 // readHandshake returns the next complete handshake message (header included).
 func (c *Conn) readHandshake() ([]byte, error) {
-	for len(c.hand) < 4 {
+	for len(c.core.Hand) < 4 {
 		if err := c.readRecord(false); err != nil {
 			return nil, err
 		}
 	}
-	n := int(c.hand[1])<<16 | int(c.hand[2])<<8 | int(c.hand[3])
+	n := int(c.core.Hand[1])<<16 | int(c.core.Hand[2])<<8 | int(c.core.Hand[3])
 	if n > maxHandshake {
 		c.sendAlert(AlertIllegalParameter)
 		return nil, c.in.setErr(errorf(AlertIllegalParameter, "handshake message of %d bytes exceeds %d", n, maxHandshake))
 	}
-	for len(c.hand) < 4+n {
+	for len(c.core.Hand) < 4+n {
 		if err := c.readRecord(false); err != nil {
 			return nil, err
 		}
 	}
 	// The message keeps its bytes: later appends only write past them
 	// (appendHandshake), into the rest of the array.
-	msg := c.hand[: 4+n : 4+n]
-	c.hand = c.hand[4+n:]
+	msg := c.core.Hand[: 4+n : 4+n]
+	c.core.Hand = c.core.Hand[4+n:]
 	return msg, nil
 }
 
 // readChangeCipherSpec reads records until a ChangeCipherSpec was processed.
 func (c *Conn) readChangeCipherSpec() error {
-	if len(c.hand) > 0 {
+	if len(c.core.Hand) > 0 {
 		c.sendAlert(AlertUnexpectedMessage)
 		return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data before ChangeCipherSpec"))
 	}
@@ -454,12 +451,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
-	if len(b) == 0 {
-		return 0, nil
-	}
-	c.inMu.Lock()
-	defer c.inMu.Unlock()
-	return c.core.Rd.ReadData(b, &c.input, &c.hand, &c.core.Counters, c.readAnyRecord, c.handlePostHandshake)
+	return c.core.Read(b, c.readAnyRecord, c.handlePostHandshake)
 }
 
 // readAnyRecord is readRecord with no ChangeCipherSpec expected.
@@ -493,9 +485,7 @@ func (c *Conn) handlePostHandshake() error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	err := c.core.Close(c.closeNotify)
-	c.core.Rd.FreeOnClose(&c.inMu, &c.input)
-	return err
+	return c.core.Close(c.closeNotify)
 }
 
 // CloseWrite sends close_notify; the connection stays open for reading.
@@ -525,7 +515,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	if c.core.HandshakeComplete() {
 		return nil
 	}
-	return c.core.Handshake(ctx, &c.inMu, c.runHandshake, c.endHandshake)
+	return c.core.Handshake(ctx, c.runHandshake, c.endHandshake)
 }
 
 // runHandshake runs the handshake (record.Conn.Handshake holds the locks).
@@ -556,8 +546,8 @@ func (c *Conn) endHandshake(err error) error {
 		c.core.Flight.Drop() // never send half a flight
 		c.outMu.Unlock()
 	}
-	c.hand = nil
-	c.core.Rd.ReleaseIdle(c.input, c.hand) // give the big input buffer back unless data is pending
+	c.core.Hand = nil
+	c.core.Rd.ReleaseIdle(c.core.Input, c.core.Hand) // give the big input buffer back unless data is pending
 	if cb := c.config.OnHandshake; cb != nil {
 		cb(c.handshakeResult(err, time.Since(c.hsStart)))
 	}

@@ -432,8 +432,8 @@ func TestRenegotiationRefused(t *testing.T) {
 // readRawRecord reads one record on c's read side and decrypts it.
 func readRawRecord(t *testing.T, c *Conn) (recordType, []byte) {
 	t.Helper()
-	c.inMu.Lock()
-	defer c.inMu.Unlock()
+	c.core.InMu.Lock()
+	defer c.core.InMu.Unlock()
 	c.core.Raw.SetReadDeadline(time.Now().Add(10 * time.Second))
 	defer c.core.Raw.SetReadDeadline(time.Time{})
 	var hdr [recordHeaderLen]byte

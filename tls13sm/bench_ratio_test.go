@@ -186,10 +186,10 @@ func BenchmarkRatioRecordGCMVsRaw(b *testing.B) {
 		if err := w.writeRecordLocked(recordTypeApplicationData, data); err != nil {
 			b.Fatal(err)
 		}
-		if err := r.readRecord(); err != nil || len(r.input) != len(data) {
+		if err := r.readRecord(); err != nil || len(r.core.Input) != len(data) {
 			b.Fatal(err)
 		}
-		r.input = nil
+		r.core.Input = nil
 	}, raw)
 	b.ReportMetric(float64(subj.Nanoseconds())/float64(b.N), "record-ns/op")
 	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "raw-ns/op")

@@ -110,10 +110,10 @@ func benchRecords(b *testing.B, suite uint16, size int) {
 		if err := r.readRecord(); err != nil {
 			b.Fatal(err)
 		}
-		if len(r.input) != size {
+		if len(r.core.Input) != size {
 			b.Fatal("short record")
 		}
-		r.input = nil
+		r.core.Input = nil
 	}
 }
 

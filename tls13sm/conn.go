@@ -114,8 +114,6 @@ type Conn struct {
 
 	in, out halfConn
 
-	input     []byte // decrypted application data not yet returned
-	hand      []byte // pending handshake bytes
 	outBuf    []byte
 	buffering bool // handshake records go to core.Flight
 
@@ -220,13 +218,13 @@ func (c *Conn) readFailed(err error) error {
 }
 
 // readRecord reads, decrypts and dispatches one record. Handshake data goes
-// to c.hand, application data to c.input. It returns an error once the
+// to c.core.Hand, application data to c.core.Input. It returns an error once the
 // connection failed.
 func (c *Conn) readRecord() error {
 	if c.in.err != nil {
 		return c.in.err
 	}
-	if len(c.input) != 0 {
+	if len(c.core.Input) != 0 {
 		return errors.New("tls13sm: internal error: readRecord with pending input")
 	}
 	typ, vers, n, err := c.core.Rd.Header(c.core.Raw)
@@ -321,17 +319,17 @@ func (c *Conn) readRecord() error {
 		if len(payload) == 0 {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "empty handshake record"))
 		}
-		if len(c.hand)+len(payload) > maxHandshakeMsg+4 {
+		if len(c.core.Hand)+len(payload) > maxHandshakeMsg+4 {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "handshake data too large"))
 		}
-		c.hand = append(c.hand, payload...)
+		c.core.Hand = append(c.core.Hand, payload...)
 		c.useless = 0
 		return nil
 	case recordTypeApplicationData:
 		if !c.core.HandshakeComplete() {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data before the handshake completed"))
 		}
-		if len(c.hand) != 0 {
+		if len(c.core.Hand) != 0 {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data inside a handshake message"))
 		}
 		if len(payload) == 0 {
@@ -340,7 +338,7 @@ func (c *Conn) readRecord() error {
 		c.useless = 0
 		c.keyUpdatesNoApp = 0
 		c.core.Counters.RecordIn()
-		c.input = payload
+		c.core.Input = payload
 		return nil
 	default:
 		return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "record of unknown type %d", typ))
@@ -361,35 +359,35 @@ func (c *Conn) readHandshakeBytes() ([]byte, error) { return c.readHandshakeByte
 // readHandshakeBytesInto returns the next complete handshake message,
 // copied into dst's storage when it has room.
 func (c *Conn) readHandshakeBytesInto(dst []byte) ([]byte, error) {
-	for len(c.hand) < 4 {
+	for len(c.core.Hand) < 4 {
 		if err := c.readRecord(); err != nil {
 			return nil, err
 		}
-		if len(c.input) != 0 {
+		if len(c.core.Input) != 0 {
 			return nil, c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data during handshake"))
 		}
 	}
-	n := int(c.hand[1])<<16 | int(c.hand[2])<<8 | int(c.hand[3])
+	n := int(c.core.Hand[1])<<16 | int(c.core.Hand[2])<<8 | int(c.core.Hand[3])
 	if n > maxHandshakeMsg {
 		return nil, c.in.setErrorLocked(c.fail(AlertIllegalParameter, "handshake message of %d bytes", n))
 	}
-	for len(c.hand) < 4+n {
+	for len(c.core.Hand) < 4+n {
 		if err := c.readRecord(); err != nil {
 			return nil, err
 		}
-		if len(c.input) != 0 {
+		if len(c.core.Input) != 0 {
 			return nil, c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "application data inside a handshake message"))
 		}
 	}
-	msg := append(dst[:0], c.hand[:4+n]...)
-	c.hand = c.hand[:copy(c.hand, c.hand[4+n:])]
+	msg := append(dst[:0], c.core.Hand[:4+n]...)
+	c.core.Hand = c.core.Hand[:copy(c.core.Hand, c.core.Hand[4+n:])]
 	return msg, nil
 }
 
 // checkKeyChangeBoundary enforces §5.1: no handshake message may straddle a
 // key change.
 func (c *Conn) checkKeyChangeBoundary() error {
-	if len(c.hand) != 0 {
+	if len(c.core.Hand) != 0 {
 		return c.fail(AlertUnexpectedMessage, "handshake data left over at a key change")
 	}
 	return nil
@@ -548,12 +546,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if err := c.Handshake(); err != nil {
 		return 0, err
 	}
-	if len(b) == 0 {
-		return 0, nil
-	}
-	c.in.Lock()
-	defer c.in.Unlock()
-	return c.core.Rd.ReadData(b, &c.input, &c.hand, &c.core.Counters, c.readRecord, c.postHandshakeLatched)
+	return c.core.Read(b, c.readRecord, c.postHandshakeLatched)
 }
 
 // postHandshakeLatched is handlePostHandshake whose failure ends the input
@@ -658,9 +651,7 @@ func (c *Conn) SendKeyUpdate(requestPeer bool) error {
 
 // Close sends close_notify (if the handshake completed) and closes the connection.
 func (c *Conn) Close() error {
-	err := c.core.Close(c.closeNotify)
-	c.core.Rd.FreeOnClose(&c.in.Mutex, &c.input)
-	return err
+	return c.core.Close(c.closeNotify)
 }
 
 // CloseWrite sends close_notify and half-closes the underlying connection

@@ -72,7 +72,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) error {
 	if c.core.HandshakeComplete() {
 		return nil
 	}
-	return c.core.Handshake(ctx, &c.in.Mutex, c.runHandshake, c.endHandshake)
+	return c.core.Handshake(ctx, c.runHandshake, c.endHandshake)
 }
 
 // runHandshake runs the handshake (record.Conn.Handshake holds the locks).
@@ -86,7 +86,7 @@ func (c *Conn) runHandshake(ctx context.Context) error {
 
 // endHandshake completes the handshake or ends its flight.
 func (c *Conn) endHandshake(err error) error {
-	c.core.Rd.ReleaseIdle(c.input, c.hand)
+	c.core.Rd.ReleaseIdle(c.core.Input, c.core.Hand)
 	if err == nil {
 		c.core.SetHandshakeComplete()
 	} else {

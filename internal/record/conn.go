@@ -13,11 +13,12 @@ import (
 
 // Conn is the connection core that tlcp.Conn and tls13sm.Conn each hold:
 // the underlying connection and its net.Conn pass-through methods, the
-// record Reader, the pending handshake Flight, the application-data
+// record Reader with the input side (lock, pending data) and the Read
+// loop, the pending handshake Flight, alert sending, the application-data
 // counters, the Write/Close interlock and close sequence, the once-only
 // close_notify and the run-once handshake plumbing. The stacks keep their
-// handshake state machines, key schedules, record protection, write paths
-// and locks for the two directions.
+// handshake state machines, key schedules, record protection (reading and
+// checking records, sealing them), their write paths and output locks.
 //
 // The stacks' exported methods (LocalAddr, …, Stats) forward to Conn in
 // one line each: go doc and pkg.go.dev list only methods declared in the
@@ -29,6 +30,12 @@ type Conn struct {
 	Rd       Reader   // record framing and input buffers
 	Flight   Flight   // the pending handshake flight
 	Counters Counters // application data moved
+
+	// The input side, guarded by InMu: decrypted application data not yet
+	// read, and handshake bytes not yet consumed.
+	InMu  sync.Mutex
+	Input []byte
+	Hand  []byte
 
 	// Name prefixes the core's own errors ("tlcp", "tls13sm").
 	Name string
@@ -90,8 +97,8 @@ func (c *Conn) UnlockHandshake() { c.handshakeMu.Unlock() }
 
 // Handshake runs the handshake at most once, as crypto/tls does. A
 // completed handshake returns nil at once; a failed one returns the error
-// it latched. Otherwise, under the handshake lock and with in (the stack's
-// input lock) held, run performs it and end post-processes its result
+// it latched. Otherwise, under the handshake lock and with InMu held, run
+// performs it and end post-processes its result
 // (alerts, flight, callbacks) into the error latched and returned.
 //
 // Context rule (both stacks): when ctx can end, it is watched from the
@@ -103,7 +110,7 @@ func (c *Conn) UnlockHandshake() { c.handshakeMu.Unlock() }
 // KeepInterruptCause ctx's error with the handshake's own failure in
 // words (tls13sm keeps it for the logs; tlcp's callers and metrics have
 // always seen the bare error).
-func (c *Conn) Handshake(ctx context.Context, in sync.Locker, run func(context.Context) error, end func(error) error) (ret error) {
+func (c *Conn) Handshake(ctx context.Context, run func(context.Context) error, end func(error) error) (ret error) {
 	if c.handshakeDone.Load() {
 		return nil
 	}
@@ -127,8 +134,8 @@ func (c *Conn) Handshake(ctx context.Context, in sync.Locker, run func(context.C
 	if c.handshakeDone.Load() {
 		return nil
 	}
-	in.Lock()
-	defer in.Unlock()
+	c.InMu.Lock()
+	defer c.InMu.Unlock()
 	err := run(hctx)
 	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
 		if c.KeepInterruptCause {
@@ -198,6 +205,22 @@ func (c *Conn) CloseNotify(send func() error) error {
 // the handshake completed, notify sends close_notify; then Raw is closed,
 // and a failure to send close_notify is returned although the connection
 // was closed anyway.
+// The input buffer goes back to its pool once no Read holds it.
 func (c *Conn) Close(notify func() error) error {
-	return closeSequence(&c.calls, c.Raw, c.handshakeDone.Load(), notify, c.Name)
+	err := closeSequence(&c.calls, c.Raw, c.handshakeDone.Load(), notify, c.Name)
+	c.Rd.FreeOnClose(&c.InMu, &c.Input)
+	return err
+}
+
+// Read is the Read of both stacks after the handshake: it returns pending
+// application data or reads records until there is some (Reader.ReadData),
+// under InMu. readRecord reads and processes one record; postHandshake
+// handles a handshake message that arrived after the handshake.
+func (c *Conn) Read(b []byte, readRecord, postHandshake func() error) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.InMu.Lock()
+	defer c.InMu.Unlock()
+	return c.Rd.ReadData(b, &c.Input, &c.Hand, &c.Counters, readRecord, postHandshake)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -23,14 +22,13 @@ func (c *writesConn) Write(b []byte) (int, error) {
 }
 
 func TestHandshakeRunsOnceAndLatches(t *testing.T) {
-	var in sync.Mutex
 	boom := errors.New("boom")
 	runs := 0
 	c := &Conn{Raw: &writesConn{}, Name: "tlcp"}
 	end := func(err error) error { return err }
 	fail := func(context.Context) error { runs++; return boom }
 	for range 2 {
-		if err := c.Handshake(context.Background(), &in, fail, end); err != boom {
+		if err := c.Handshake(context.Background(), fail, end); err != boom {
 			t.Fatalf("Handshake = %v, want the first run's error", err)
 		}
 	}
@@ -42,7 +40,7 @@ func TestHandshakeRunsOnceAndLatches(t *testing.T) {
 	runs = 0
 	succeed := func(context.Context) error { runs++; ok.SetHandshakeComplete(); return nil }
 	for range 2 {
-		if err := ok.Handshake(context.Background(), &in, succeed, end); err != nil {
+		if err := ok.Handshake(context.Background(), succeed, end); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,14 +59,13 @@ func TestHandshakeContextRule(t *testing.T) {
 		defer b.Close()
 		c := &Conn{Raw: a, Name: "tls13sm", KeepInterruptCause: keep}
 		ctx, cancel := context.WithCancel(context.Background())
-		var in sync.Mutex
 		var seen error
 		run := func(context.Context) error {
 			cancel()
 			_, err := a.Read(make([]byte, 1)) // fails once the watch closes a
 			return err
 		}
-		err := c.Handshake(ctx, &in, run, func(err error) error { seen = err; return err })
+		err := c.Handshake(ctx, run, func(err error) error { seen = err; return err })
 		if err != context.Canceled {
 			t.Fatalf("keep=%v: Handshake = %v, want context.Canceled", keep, err)
 		}
@@ -81,7 +78,7 @@ func TestHandshakeContextRule(t *testing.T) {
 		if keep != wrapped {
 			t.Fatalf("keep=%v: latched %q", keep, latched)
 		}
-		if err := c.Handshake(context.Background(), &in, run, nil); err != latched {
+		if err := c.Handshake(context.Background(), run, nil); err != latched {
 			t.Fatalf("keep=%v: later Handshake = %v, want the latched %v", keep, err, latched)
 		}
 	}
