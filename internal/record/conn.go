@@ -114,12 +114,8 @@ func (c *Conn) Handshake(ctx context.Context, run func(context.Context) error, e
 	if c.handshakeDone.Load() {
 		return nil
 	}
-	hctx := ctx
 	if ctx.Done() != nil {
-		var cancel context.CancelFunc
-		hctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := CloseOnDone(hctx, c.Raw)
+		stop := CloseOnDone(ctx, c.Raw)
 		defer func() {
 			if err := stop(); err != nil {
 				ret = err
@@ -136,7 +132,7 @@ func (c *Conn) Handshake(ctx context.Context, run func(context.Context) error, e
 	}
 	c.InMu.Lock()
 	defer c.InMu.Unlock()
-	err := run(hctx)
+	err := run(ctx)
 	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
 		if c.KeepInterruptCause {
 			err = fmt.Errorf("%s: handshake interrupted: %w (%v)", c.Name, ctxErr, err)

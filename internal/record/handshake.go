@@ -10,27 +10,38 @@ import (
 
 // CloseOnDone watches ctx while a handshake runs: if ctx ends first, conn
 // is closed, which makes the handshake's blocked reads and writes fail.
-// stop ends the watch and returns ctx's error if it closed conn, nil
-// otherwise. A ctx that can never end starts nothing.
+// stop ends the watch and returns ctx's error if it closed conn (once the
+// close has returned), nil otherwise. A ctx that can never end starts
+// nothing. The watch is a context.AfterFunc: no goroutine runs unless ctx
+// ends, so a handshake that finishes in time costs no goroutine switch.
 func CloseOnDone(ctx context.Context, conn io.Closer) (stop func() error) {
 	if ctx.Done() == nil {
 		return stopNothing
 	}
-	done := make(chan struct{})
-	interrupted := make(chan error, 1)
-	go func() {
-		select {
-		case <-ctx.Done():
-			conn.Close()
-			interrupted <- ctx.Err()
-		case <-done:
-			interrupted <- nil
-		}
-	}()
-	return func() error {
-		close(done)
-		return <-interrupted
+	w := &closeWatch{ctx: ctx, conn: conn, closed: make(chan struct{})}
+	w.cancel = context.AfterFunc(ctx, w.fire)
+	return w.stop
+}
+
+// closeWatch is one CloseOnDone watch.
+type closeWatch struct {
+	ctx    context.Context
+	conn   io.Closer
+	cancel func() bool
+	closed chan struct{} // closed by fire once conn is closed
+}
+
+func (w *closeWatch) fire() {
+	w.conn.Close()
+	close(w.closed)
+}
+
+func (w *closeWatch) stop() error {
+	if w.cancel() {
+		return nil // ctx did not end in time: fire will never run
 	}
+	<-w.closed // fire runs or ran
+	return w.ctx.Err()
 }
 
 func stopNothing() error { return nil }
