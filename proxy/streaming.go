@@ -14,11 +14,17 @@ import (
 )
 
 // Streaming, as in Caddy's streaming.go: bodies are copied through one
-// pooled 32 KiB buffer per direction, never buffered whole; event streams,
+// pooled buffer per direction, never buffered whole (64 KiB for response
+// bodies: a read of that much becomes one write to the client, which the
+// TLCP record layer seals as four full records side by side; 32 KiB for
+// the two directions of a tunnel, which may stay open for hours); event streams,
 // gRPC and bodies of unknown length are flushed after every write; Upgrade
 // responses (101) become two-way tunnels.
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var (
+	bufPool     = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+	bodyBufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+)
 
 // errClientWrite marks a failure writing to the client (as opposed to
 // reading from the backend).
@@ -49,8 +55,8 @@ func flushInterval(res *http.Response, rt *route) time.Duration {
 // backend connection is back in the idle pool before the client can see
 // the end of the response and send its next request.
 func copyBody(w *respWriter, src io.Reader, interval time.Duration, size int64) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	bp := bodyBufPool.Get().(*[]byte)
+	defer bodyBufPool.Put(bp)
 	buf := *bp
 	var lw *latencyWriter
 	if interval > 0 {

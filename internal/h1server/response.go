@@ -21,10 +21,13 @@ import (
 // When the handler returns with the whole body in the buffer, the header
 // block is moved next to the body and everything leaves in one Write.
 const (
-	bufSize       = 20 << 10
-	headerReserve = 320
-	chunkReserve  = 16 // a chunk-size line
-	tailReserve   = 8  // "\r\n" after a chunk, "0\r\n\r\n" after the last
+	bufSize = 20 << 10
+	// directWriteMin is the size from which a handler's Write bypasses the
+	// buffer once the header is out (a full TLS/TLCP record's worth).
+	directWriteMin = 16 << 10
+	headerReserve  = 320
+	chunkReserve   = 16 // a chunk-size line
+	tailReserve    = 8  // "\r\n" after a chunk, "0\r\n\r\n" after the last
 )
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
@@ -348,6 +351,21 @@ func (w *response) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
+		if w.committed && !w.chunking && w.n == w.off && len(p) >= directWriteMin {
+			// Nothing buffered and a large write: it goes to the
+			// connection as it is (as bufio.Writer does), so that the
+			// record layer seals it in as few, full records as it can
+			// (TLCP's SM4-CBC encrypts the records of one write side by
+			// side; 20 KiB buffer flushes made it seal one full record
+			// and a short one at a time).
+			k, err := w.c.rwc.Write(p)
+			n += k
+			if err != nil {
+				w.err = err
+				return n, err
+			}
+			return n, nil
+		}
 		room := len(w.buf) - tailReserve - w.n
 		if room == 0 {
 			if err := w.flush(false); err != nil {

@@ -625,3 +625,47 @@ func TestHTTP10CloseDelimited(t *testing.T) {
 		t.Errorf("HTTP/1.0 flushed response: %q", out)
 	}
 }
+
+// A large body write after the header went out reaches the connection in
+// one Write of the handler's slice (the record layer can then seal it in
+// full records); small writes still gather in the buffer.
+func TestLargeWritePassesThrough(t *testing.T) {
+	const big = 64 << 10
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(3*big+10))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(make([]byte, 10)) // buffered with the header
+		w.(http.Flusher).Flush()  // header and 10 bytes: one write
+		for range 3 {
+			w.Write(make([]byte, big)) // one write each
+		}
+	})}
+	a, b := net.Pipe()
+	defer b.Close()
+	wc := &writeSizes{Conn: a}
+	go s.ServeConn(wc)
+	b.SetDeadline(time.Now().Add(testpeer.WaitLimit))
+	io.WriteString(b, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	r := readResponses(t, bufio.NewReader(b), "GET")[0]
+	if r.ContentLength != 3*big+10 {
+		t.Fatalf("content length %d", r.ContentLength)
+	}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if len(wc.sizes) != 4 || wc.sizes[1] != big || wc.sizes[2] != big || wc.sizes[3] != big {
+		t.Fatalf("write sizes %v, want the header write then 3 of %d", wc.sizes, big)
+	}
+}
+
+type writeSizes struct {
+	net.Conn
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.sizes = append(w.sizes, len(p))
+	w.mu.Unlock()
+	return w.Conn.Write(p)
+}
