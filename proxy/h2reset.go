@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,7 @@ type resetGuard struct {
 	out     frameScanner // server → client, under wmu
 	sent    bool         // under wmu
 	pending atomic.Bool  // GOAWAY to write at the next frame boundary
+	wentOut atomic.Bool  // the GOAWAY was written (Close lingers)
 }
 
 func newResetGuard(c net.Conn, rate, burst int, onTrip func()) *resetGuard {
@@ -180,7 +182,31 @@ func (g *resetGuard) writeGoAwayLocked() {
 	binary.BigEndian.PutUint32(f[13:], h2EnhanceYourCalm)
 	g.sent = true
 	g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-	g.Conn.Write(f[:])
+	if _, err := g.Conn.Write(f[:]); err == nil {
+		g.wentOut.Store(true)
+	}
+}
+
+// Linger bounds for Close after a GOAWAY.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 256 << 10
+)
+
+// Close closes the connection; after a GOAWAY for a reset flood it first
+// lingers. The client is still flooding then, and closing a socket with
+// unread input makes the kernel answer with a reset, which can reach the
+// client before it read the GOAWAY (and the client then sees only a reset
+// connection). So the input is read and dropped, for at most lingerTime
+// or lingerBytes, before the close, as net/http's closeWriteAndWait and
+// nginx's lingering close do. It takes no lock: a writer blocked on a
+// client that does not read must not hold Close up.
+func (g *resetGuard) Close() error {
+	if g.wentOut.Load() {
+		g.Conn.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, g.Conn, lingerBytes)
+	}
+	return g.Conn.Close()
 }
 
 func (g *resetGuard) Write(p []byte) (int, error) {
