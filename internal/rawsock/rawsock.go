@@ -33,22 +33,10 @@ type Conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 
-	// The buffers and results of the call in progress, so that the
-	// callbacks passed to RawConn (method values made once) do not
-	// allocate. A read and a write may run at once: each direction has its
-	// own fields, guarded by its own mutex (net.Conn allows concurrent
-	// calls; the callers of one direction take turns, as netFD's own lock
-	// makes them do).
-	rmu     sync.Mutex
-	rb      []byte
-	rn      int
-	rerr    error
-	readFn  func(fd uintptr) bool
-	wmu     sync.Mutex
-	wb      []byte
-	wn      int
-	werr    error
-	writeFn func(fd uintptr) bool
+	// The call in progress in each direction. A read and a write may run
+	// at once (net.Conn allows concurrent calls); the callers of one
+	// direction take turns, as netFD's own lock makes them do.
+	r, w call
 }
 
 // Wrap returns c with raw reads and writes when the platform supports
@@ -66,35 +54,59 @@ func Wrap(c net.Conn) net.Conn {
 		return c
 	}
 	rs := &Conn{TCPConn: tc, rc: rc}
-	rs.readFn = rs.doRead
-	rs.writeFn = rs.doWrite
+	rs.r.fn = rs.doRead
+	rs.w.fn = rs.doWrite
 	return rs
 }
 
 // NetConn returns the *net.TCPConn underneath.
 func (c *Conn) NetConn() net.Conn { return c.TCPConn }
 
+// call is one direction's call in progress: its buffer and results, so
+// that the callback passed to RawConn (a method value made once per
+// connection) does not allocate.
+type call struct {
+	mu  sync.Mutex
+	b   []byte
+	n   int
+	err error // of the system call (nil: RawConn's own error, if any, counts)
+	fn  func(fd uintptr) bool
+}
+
+// run performs one Read (write false) or Write of p through RawConn.
+func (c *Conn) run(k *call, p []byte, write bool) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.b, k.n, k.err = p, 0, nil
+	var err error
+	op := "read"
+	if write {
+		op = "write"
+		err = c.rc.Write(k.fn)
+	} else {
+		err = c.rc.Read(k.fn)
+	}
+	n := k.n
+	k.b = nil
+	switch {
+	case err != nil:
+		return n, err
+	case k.err != nil:
+		return n, &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: k.err}
+	}
+	return n, nil
+}
+
 // Read implements net.Conn.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.rmu.Lock()
-	c.rb, c.rn, c.rerr = p, 0, nil
-	err := c.rc.Read(c.readFn)
-	n, rerr := c.rn, c.rerr
-	c.rb = nil
-	c.rmu.Unlock()
-	if err != nil {
-		return n, err
-	}
-	if rerr != nil {
-		return n, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: rerr}
-	}
-	if n == 0 {
+	n, err := c.run(&c.r, p, false)
+	if n == 0 && err == nil {
 		return 0, io.EOF
 	}
-	return n, nil
+	return n, err
 }
 
 // Write implements net.Conn: it returns when all of p is written, an error
@@ -103,19 +115,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.wmu.Lock()
-	c.wb, c.wn, c.werr = p, 0, nil
-	err := c.rc.Write(c.writeFn)
-	n, werr := c.wn, c.werr
-	c.wb = nil
-	c.wmu.Unlock()
-	if err != nil {
-		return n, err
-	}
-	if werr != nil {
-		return n, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: werr}
-	}
-	return n, nil
+	return c.run(&c.w, p, true)
 }
 
 // Listener wraps the connections its net.Listener accepts (see Wrap).

@@ -14,17 +14,17 @@ const supported = true
 // (wait for readiness) on EAGAIN.
 func (c *Conn) doRead(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rb[0])), uintptr(len(c.rb)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.r.b[0])), uintptr(len(c.r.b)))
 		switch e {
 		case 0:
-			c.rn = int(n)
+			c.r.n = int(n)
 			return true
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		default:
-			c.rerr = os.NewSyscallError("read", e)
+			c.r.err = os.NewSyscallError("read", e)
 			return true
 		}
 	}
@@ -33,18 +33,18 @@ func (c *Conn) doRead(fd uintptr) bool {
 // doWrite is the RawConn.Write callback: non-blocking write(2)s until the
 // buffer is written; false (wait for readiness) on EAGAIN.
 func (c *Conn) doWrite(fd uintptr) bool {
-	for c.wn < len(c.wb) {
-		b := c.wb[c.wn:]
+	for c.w.n < len(c.w.b) {
+		b := c.w.b[c.w.n:]
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		switch e {
 		case 0:
-			c.wn += int(n)
+			c.w.n += int(n)
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		default:
-			c.werr = os.NewSyscallError("write", e)
+			c.w.err = os.NewSyscallError("write", e)
 			return true
 		}
 	}

@@ -115,7 +115,7 @@ func (c *Conn) Handshake(ctx context.Context, run func(context.Context) error, e
 		return nil
 	}
 	if ctx.Done() != nil {
-		stop := CloseOnDone(ctx, c.Raw)
+		stop := closeOnDone(ctx, c.Raw)
 		defer func() {
 			if err := stop(); err != nil {
 				ret = err

@@ -8,13 +8,13 @@ import (
 	"os"
 )
 
-// CloseOnDone watches ctx while a handshake runs: if ctx ends first, conn
+// closeOnDone watches ctx while a handshake runs: if ctx ends first, conn
 // is closed, which makes the handshake's blocked reads and writes fail.
 // stop ends the watch and returns ctx's error if it closed conn (once the
 // close has returned), nil otherwise. A ctx that can never end starts
 // nothing. The watch is a context.AfterFunc: no goroutine runs unless ctx
 // ends, so a handshake that finishes in time costs no goroutine switch.
-func CloseOnDone(ctx context.Context, conn io.Closer) (stop func() error) {
+func closeOnDone(ctx context.Context, conn io.Closer) (stop func() error) {
 	if ctx.Done() == nil {
 		return stopNothing
 	}
@@ -23,7 +23,7 @@ func CloseOnDone(ctx context.Context, conn io.Closer) (stop func() error) {
 	return w.stop
 }
 
-// closeWatch is one CloseOnDone watch.
+// closeWatch is one closeOnDone watch.
 type closeWatch struct {
 	ctx    context.Context
 	conn   io.Closer

@@ -17,13 +17,13 @@ func (c *closeCounter) Close() error { c.n <- struct{}{}; return nil }
 func TestCloseOnDone(t *testing.T) {
 	// A context that cannot end: nothing to stop, nothing closed.
 	c := &closeCounter{n: make(chan struct{}, 2)}
-	if err := CloseOnDone(context.Background(), c)(); err != nil || len(c.n) != 0 {
+	if err := closeOnDone(context.Background(), c)(); err != nil || len(c.n) != 0 {
 		t.Fatalf("background: %v, %d closes", err, len(c.n))
 	}
 
 	// Stopped before the context ends: not closed.
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := CloseOnDone(ctx, c)
+	stop := closeOnDone(ctx, c)
 	if err := stop(); err != nil {
 		t.Fatalf("stopped in time: %v", err)
 	}
@@ -34,7 +34,7 @@ func TestCloseOnDone(t *testing.T) {
 
 	// The context ends first: closed once, and stop reports ctx's error.
 	ctx, cancel = context.WithCancel(context.Background())
-	stop = CloseOnDone(ctx, c)
+	stop = closeOnDone(ctx, c)
 	cancel()
 	<-c.n
 	if err := stop(); !errors.Is(err, context.Canceled) {
