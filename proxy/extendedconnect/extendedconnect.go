@@ -14,49 +14,20 @@
 // HTTP/1.1 Upgrade requests. The setting is inherited by child processes.
 package extendedconnect
 
-import "strings"
+import "github.com/gmproxy/gmproxy/internal/godebugenv"
+
+// The GODEBUG key and value that turn extended CONNECT on.
+const (
+	key   = "http2xconnect"
+	value = "1"
+)
 
 // Setting is the GODEBUG entry that turns extended CONNECT on.
-const Setting = "http2xconnect=1"
+const Setting = key + "=" + value
 
 // Environ returns env (entries "KEY=value", as os.Environ) with Setting
 // added to GODEBUG, and whether it added it. An explicit http2xconnect=
 // choice already in GODEBUG is kept. env itself is not modified.
 func Environ(env []string) ([]string, bool) {
-	const key = "GODEBUG="
-	out := make([]string, 0, len(env)+1)
-	found := false
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key) {
-			out = append(out, kv)
-			continue
-		}
-		if found {
-			out = append(out, kv) // Go reads the first GODEBUG entry
-			continue
-		}
-		found = true
-		g := kv[len(key):]
-		if hasChoice(g) {
-			return env, false
-		}
-		if g != "" {
-			g += ","
-		}
-		out = append(out, key+g+Setting)
-	}
-	if !found {
-		out = append(out, key+Setting)
-	}
-	return out, true
-}
-
-// hasChoice reports whether the GODEBUG value g sets http2xconnect.
-func hasChoice(g string) bool {
-	for _, f := range strings.Split(g, ",") {
-		if strings.HasPrefix(strings.TrimSpace(f), "http2xconnect=") {
-			return true
-		}
-	}
-	return false
+	return godebugenv.Add(env, key, value)
 }

@@ -13,15 +13,17 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/speed"
+	"github.com/gmproxy/gmproxy/internal/sysmon"
 	"github.com/gmproxy/gmproxy/proxy/extendedconnect"
 )
 
-// TestEnsureConstantTimeSM4 runs this test binary as a child that calls
+// TestEnsureStartupEnv runs this test binary as a child that calls
 // ensureStartupEnv and then reports the variable, gmsm's single-block
 // implementation and GODEBUG: unset, the child must have re-executed
 // itself with FORCE_SM4BLOCK_AESNI=1; an explicit 0 must be kept; either
-// way GODEBUG must then hold http2xconnect=1.
-func TestEnsureConstantTimeSM4(t *testing.T) {
+// way GODEBUG must then hold http2xconnect=1 and the monitor's setting,
+// unless GODEBUG already chose schedtrace.
+func TestEnsureStartupEnv(t *testing.T) {
 	if os.Getenv("GMPROXY_SM4ENV_CHILD") == "1" {
 		ensureStartupEnv(os.Stderr)
 		os.Stdout.WriteString("\nFORCE=" + os.Getenv(sm4BlockEnv) + " IMPL=" + speed.DetectImpl().SM4Single + "\nGODEBUG=" + os.Getenv("GODEBUG") + "\n")
@@ -32,14 +34,15 @@ func TestEnsureConstantTimeSM4(t *testing.T) {
 	}
 	hasAESNI := runtime.GOARCH == "amd64" && slices.Contains(speed.DetectImpl().Features, "AES-NI")
 	for _, tc := range []struct {
-		env  []string
-		want string
+		env           []string
+		want, godebug string
 	}{
-		{nil, "FORCE=1 "},
-		{[]string{sm4BlockEnv + "=0"}, "FORCE=0 "},
+		{nil, "FORCE=1 ", extendedconnect.Setting + "," + sysmon.Setting},
+		{[]string{sm4BlockEnv + "=0"}, "FORCE=0 ", extendedconnect.Setting + "," + sysmon.Setting},
+		{[]string{"GODEBUG=schedtrace=0"}, "FORCE=1 ", "schedtrace=0," + extendedconnect.Setting},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEnsureConstantTimeSM4$", "-test.count=1")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEnsureStartupEnv$", "-test.count=1")
 		for _, kv := range os.Environ() {
 			if !strings.HasPrefix(kv, sm4BlockEnv+"=") && !strings.HasPrefix(kv, "GODEBUG=") {
 				cmd.Env = append(cmd.Env, kv)
@@ -54,8 +57,8 @@ func TestEnsureConstantTimeSM4(t *testing.T) {
 		if !strings.Contains(string(out), tc.want) {
 			t.Fatalf("child %v: want %q in\n%s", tc.env, tc.want, out)
 		}
-		if !strings.Contains(string(out), "GODEBUG="+extendedconnect.Setting+"\n") {
-			t.Fatalf("child %v: want GODEBUG=%s in\n%s", tc.env, extendedconnect.Setting, out)
+		if !strings.Contains(string(out), "GODEBUG="+tc.godebug+"\n") {
+			t.Fatalf("child %v: want GODEBUG=%s in\n%s", tc.env, tc.godebug, out)
 		}
 		if !hasAESNI {
 			continue // gmsm's generic code either way

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/gmproxy/gmproxy/internal/sysmon"
 	"github.com/gmproxy/gmproxy/proxy/extendedconnect"
 )
 
@@ -27,6 +28,9 @@ const sm4BlockEnv = "FORCE_SM4BLOCK_AESNI"
 //   - http2xconnect=1 in GODEBUG (extendedconnect.Environ), unless GODEBUG
 //     already chooses http2xconnect: RFC 8441 WebSockets over h2 in
 //     x/net/http2 servers.
+//   - schedtrace=2147483647 in GODEBUG (sysmon.Environ), unless GODEBUG
+//     already chooses schedtrace: the runtime's system monitor is no
+//     longer woken by the system calls of every connection.
 //
 // If the re-execution fails gmproxy goes on without them and says so on
 // stderr.
@@ -38,7 +42,8 @@ func ensureStartupEnv(stderr io.Writer) {
 		env = append(env, sm4BlockEnv+"=1")
 	}
 	env, needXConnect := extendedconnect.Environ(env)
-	if !needSM4 && !needXConnect {
+	env, needSysmon := sysmon.Environ(env)
+	if !needSM4 && !needXConnect && !needSysmon {
 		return
 	}
 	exe, err := os.Executable()
@@ -50,5 +55,8 @@ func ensureStartupEnv(stderr io.Writer) {
 	}
 	if needXConnect {
 		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with GODEBUG=%s (%v): WebSockets over HTTP/2 (RFC 8441) are refused; set GODEBUG=%s in the environment\n", extendedconnect.Setting, err, extendedconnect.Setting)
+	}
+	if needSysmon {
+		fmt.Fprintf(stderr, "gmproxy: warning: could not restart with GODEBUG=%s (%v): the Go runtime's monitor thread is woken by the system calls of every connection, which costs CPU; set GODEBUG=%s in the environment\n", sysmon.Setting, err, sysmon.Setting)
 	}
 }
