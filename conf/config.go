@@ -116,8 +116,8 @@ type Listener struct {
 	MaxConnectionsPerClient int `yaml:"max_connections_per_client"`
 	// MaxHandshakeBytes bounds the bytes of ClientHellos held by the
 	// handshakes in progress on this listener together (each pending hello
-	// holds at most 64KiB, and no more than about twice what its client
-	// sent). A hello that would cross the bound is closed (metric reason
+	// holds at most 64KiB, and no more than 512 bytes or about twice what
+	// its client sent, whichever is more). A hello that would cross the bound is closed (metric reason
 	// max_handshake_bytes). 0 means unlimited. Default 16MiB.
 	MaxHandshakeBytes ByteSize `yaml:"max_handshake_bytes"`
 	// ProxyProtocol accepts a PROXY protocol v1/v2 header from trusted load

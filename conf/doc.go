@@ -138,10 +138,10 @@
 //     Default 1024 (1/16 of the default max_connections).
 //   - max_handshake_bytes (size): max_handshake_bytes bounds the bytes of
 //     ClientHellos held by the handshakes in progress on this listener
-//     together (each pending hello holds at most 64KiB, and no more than about
-//     twice what its client sent). A hello that would cross the bound is
-//     closed (metric reason max_handshake_bytes). 0 means unlimited. Default
-//     16MiB.
+//     together (each pending hello holds at most 64KiB, and no more than 512
+//     bytes or about twice what its client sent, whichever is more). A hello
+//     that would cross the bound is closed (metric reason
+//     max_handshake_bytes). 0 means unlimited. Default 16MiB.
 //   - proxy_protocol (section, see listeners[].proxy_protocol): proxy_protocol
 //     accepts a PROXY protocol v1/v2 header from trusted load balancers so
 //     that the client address is the real one.

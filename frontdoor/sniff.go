@@ -43,6 +43,13 @@ const maxHelloBytes = 64 << 10
 // memory it makes the listener hold with bytes it actually sent.
 const growStep = 4 << 10
 
+// firstRead is the size of the sniffer's first buffer: one read of a
+// typical TLCP or TLS 1.3-SM ClientHello (70 to 300 bytes, record header
+// included) takes it whole, where reading the record header and then its
+// body cost two system calls per connection. Bytes read past the hello are
+// kept and replayed like the rest.
+const firstRead = 512
+
 // sniffed is the result of reading a connection's first flight.
 type sniffed struct {
 	kind  Kind
@@ -64,9 +71,10 @@ var (
 	errHandshakeBytes = errors.New("listener's bound on bytes held by pending handshakes reached")
 )
 
-// sniff reads the first flight of a connection from r: exactly enough to
-// classify it and, for TLS/TLCP, the whole ClientHello (reassembled across
-// records). Nothing is lost: every byte read is in the result's buf. The
+// sniff reads the first flight of a connection from r: enough to classify
+// it and, for TLS/TLCP, the whole ClientHello (reassembled across records);
+// its first read asks for firstRead bytes. Nothing is lost: every byte read
+// is in the result's buf. The
 // buffer's growth is charged to budget (nil: unbounded); the caller releases
 // it when the buffer is no longer needed.
 func sniff(r io.Reader, budget *byteBudget) (*sniffed, error) {
@@ -207,14 +215,14 @@ func (s *sniffed) fill(r io.Reader, n int) error {
 // in 1-byte records costs amortised linear time); a large claimed record gets
 // at most growStep or the bytes already held more, so an exact-size buffer is
 // allocated for an honest hello while a client that claims 16 KiB and sends
-// five bytes holds a few KiB.
+// five bytes holds a few KiB. The first buffer holds firstRead bytes.
 func (s *sniffed) grow(need int) error {
 	have := len(s.buf)
 	c := max(need, 2*have)
 	if need-have > growStep {
 		c = max(have+growStep, 2*have)
 	}
-	c = min(max(c, recordHeaderLen), maxHelloBytes)
+	c = min(max(c, firstRead), maxHelloBytes)
 	if c <= have {
 		return errHelloTooLarge
 	}

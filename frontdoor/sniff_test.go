@@ -254,3 +254,34 @@ func FuzzParseClientHello(f *testing.F) {
 		}
 	})
 }
+
+// countingReader counts Read calls.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestSniffOneReadPerHello: a recorded TLCP or TLS 1.3-SM ClientHello that
+// arrives in one segment is taken with one read (one system call per
+// connection less than reading the record header and then its body).
+func TestSniffOneReadPerHello(t *testing.T) {
+	for _, name := range []string{"clienthello-tongsuo-ntls", "clienthello-gmssl-tlcp", "clienthello-tongsuo-tls13-sm", "clienthello-gmssl-tls13-sm"} {
+		in := recordedHello(t, name)
+		if len(in) > firstRead {
+			t.Fatalf("%s: %d bytes, more than firstRead", name, len(in))
+		}
+		r := &countingReader{r: bytes.NewReader(in)}
+		s, err := sniff(r, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.reads != 1 || !bytes.Equal(s.buf, in) {
+			t.Errorf("%s: %d reads, %d of %d bytes held; want 1 read of all", name, r.reads, len(s.buf), len(in))
+		}
+	}
+}
