@@ -63,6 +63,28 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// LastWriter is a connection that can write a server's last bytes and
+// its close_notify in one write (tlcp.Conn, tls13sm.Conn).
+type LastWriter interface {
+	WriteLast(p []byte) (int, error)
+}
+
+// WriteLast writes p and the protocol's close_notify in one write when the
+// protocol connection is a LastWriter, and is Write otherwise (Close then
+// sends close_notify, as ever).
+func (c *Conn) WriteLast(p []byte) (int, error) {
+	lw, ok := c.Conn.(LastWriter)
+	if !ok {
+		return c.Write(p)
+	}
+	n, err := lw.WriteLast(p)
+	if c.stats == nil && c.rec == nil && n > 0 {
+		c.tx.Add(uint64(n))
+	}
+	c.maybeFlush()
+	return n, err
+}
+
 // maybeFlush reports the counters moved since the last report once
 // StatsFlushInterval has passed. Concurrent Read and Write never wait for
 // each other here: whoever gets the lock reports.

@@ -444,6 +444,71 @@ func (c *Conn) Write(b []byte) (int, error) {
 
 var errShutdown = errors.New("tlcp: protocol is shutdown")
 
+// WriteLast writes b and then close_notify in one write to the underlying
+// connection: a server's last response before it closes costs one system
+// call (and one wake-up of the peer) instead of two. Afterwards the
+// connection refuses writes, as after CloseWrite, and reads go on; Close
+// must still be called, and sends no second close_notify. A b longer than
+// one Write chunk is written as Write writes it, then close_notify.
+func (c *Conn) WriteLast(b []byte) (int, error) {
+	if len(b) > maxWriteChunk {
+		n, err := c.Write(b)
+		if err != nil {
+			return n, err
+		}
+		return n, c.closeNotify()
+	}
+	if !c.core.BeginWrite() {
+		return 0, net.ErrClosed
+	}
+	defer c.core.EndWrite()
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.out.err != nil {
+		return 0, c.out.err
+	}
+	if c.core.CloseNotifySent() {
+		return 0, errShutdown
+	}
+	recs := 0
+	err := c.core.CloseNotify(func() error {
+		pool := &smallOutPool
+		if len(b) > maxPlaintext {
+			pool = &bigOutPool
+		}
+		pb := pool.Get().(*[]byte)
+		recSize := maxPlaintext
+		if rc := c.out.cipher; rc != nil && rc.aead == nil {
+			recSize = cbcRecordSize(len(b))
+		}
+		buf, n, err := c.out.appendRecords((*pb)[:0], recordTypeApplicationData, b, recSize, c.config.rand())
+		if err == nil {
+			closeNotify := [2]byte{AlertCloseNotify.Level(), byte(AlertCloseNotify)}
+			buf, _, err = c.out.appendRecords(buf, recordTypeAlert, closeNotify[:], maxPlaintext, c.config.rand())
+		}
+		if err == nil {
+			_, err = c.core.Raw.Write(buf)
+		}
+		if cap(buf) == cap(*pb) {
+			*pb = buf[:0]
+		}
+		pool.Put(pb)
+		recs = n
+		if err != nil {
+			return c.out.setErr(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.core.Counters.Out(recs, len(b))
+	return len(b), nil
+}
+
 var ccsBody = []byte{1}
 
 // Read reads application data, running the handshake first if needed.

@@ -404,6 +404,10 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			w.closeAfter = true
 		}
 	}
+	// A response after which the connection closes goes out with the
+	// protocol's close_notify, unless the close waits for the client's
+	// excess body first (linger).
+	w.lastWrite = !(hasBody && c.body.tooBig)
 	w.finish()
 	if w.wroteDeadline || s.WriteTimeout > 0 {
 		c.rwc.SetWriteDeadline(time.Time{})

@@ -53,6 +53,9 @@ type response struct {
 	proto11     bool
 	chunking    bool
 	closeAfter  bool
+	// lastWrite: when the response ends the connection, its final write
+	// may carry the protocol's close_notify (see lastWriter).
+	lastWrite bool
 	// contentLength is the declared length, or -1.
 	contentLength int64
 	err           error // the connection failed a write
@@ -443,13 +446,27 @@ func (w *response) flush(final bool) error {
 		out = w.appendChunkedEnd(out)
 	}
 	if len(out) > 0 {
-		if _, err := w.c.rwc.Write(out); err != nil {
+		var err error
+		if lw, ok := w.c.rwc.(lastWriter); ok && final && w.closeAfter && w.lastWrite {
+			_, err = lw.WriteLast(out)
+		} else {
+			_, err = w.c.rwc.Write(out)
+		}
+		if err != nil {
 			w.err = err
 			return err
 		}
 	}
 	w.off, w.n = chunkReserve, chunkReserve
 	return nil
+}
+
+// lastWriter is a connection that can write a server's last bytes
+// together with its protocol's close_notify, in one write (a TLCP or
+// TLS 1.3-SM connection through frontdoor.Conn): the response and the
+// close cost one system call and one wake-up of the client.
+type lastWriter interface {
+	WriteLast(p []byte) (int, error)
 }
 
 func appendChunkLine(b []byte, n int) []byte {

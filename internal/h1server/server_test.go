@@ -669,3 +669,49 @@ func (w *writeSizes) Write(p []byte) (int, error) {
 	w.mu.Unlock()
 	return w.Conn.Write(p)
 }
+
+// lastWriteConn is a connection with WriteLast, which it counts; WriteLast
+// also half-closes a pipe end the way close_notify ends the stream.
+type lastWriteConn struct {
+	net.Conn
+	writes, lasts atomic.Int64
+}
+
+func (w *lastWriteConn) Write(p []byte) (int, error) { w.writes.Add(1); return w.Conn.Write(p) }
+
+func (w *lastWriteConn) WriteLast(p []byte) (int, error) {
+	w.lasts.Add(1)
+	return w.Conn.Write(p)
+}
+
+// TestLastResponseWithClose: the response after which the connection
+// closes (Connection: close, HTTP/1.0) goes out through WriteLast, so a
+// TLS connection sends it with close_notify in one write; a kept-alive
+// response does not, nor one the server answers before lingering over a
+// large unread body.
+func TestLastResponseWithClose(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, 100))
+	})}
+	for _, tc := range []struct {
+		req          string
+		writes, last int64
+	}{
+		{"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 1, 1},
+		{"GET / HTTP/1.0\r\n\r\n", 0, 1},
+		{"POST / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("x", 1<<20), 1, 0},
+	} {
+		a, b := net.Pipe()
+		wc := &lastWriteConn{Conn: a}
+		done := make(chan struct{})
+		go func() { s.ServeConn(wc); close(done) }()
+		b.SetDeadline(time.Now().Add(testpeer.WaitLimit))
+		go io.WriteString(b, tc.req)
+		io.Copy(io.Discard, b) // until the server closes
+		b.Close()
+		<-done
+		if w, l := wc.writes.Load(), wc.lasts.Load(); w != tc.writes || l != tc.last {
+			t.Errorf("%q: %d writes and %d WriteLast, want %d and %d", tc.req, w, l, tc.writes, tc.last)
+		}
+	}
+}
