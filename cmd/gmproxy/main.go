@@ -46,24 +46,32 @@ const defaultCommand = "run"
 func main() {
 	// speed measures whatever implementation the environment selects
 	// (and reports it); every other command gets constant-time single-block
-	// SM4 and extended CONNECT in the HTTP/2 servers.
-	if len(os.Args) < 2 || os.Args[1] != "speed" {
-		ensureStartupEnv(os.Stderr)
+	// SM4 and extended CONNECT in the HTTP/2 servers, and the servers (run,
+	// keyserver) the runtime monitor's setting.
+	if name, _ := commandName(os.Args[1:]); name != "speed" {
+		ensureStartupEnv(os.Stderr, name == "run" || name == "keyserver")
 	}
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func dispatch(args []string, stdout, stderr io.Writer) int {
-	name := defaultCommand
+// commandName returns the command args select and the arguments left for
+// it.
+func commandName(args []string) (string, []string) {
 	switch {
 	case len(args) > 0 && args[0] == "-t":
 		// nginx's spelling: gmproxy -t -c FILE tests the configuration.
-		name, args = "check", args[1:]
+		return "check", args[1:]
 	case len(args) > 0 && strings.HasPrefix(args[0], "-") && !isHelp(args[0]):
 		// gmproxy -c FILE runs it.
+		return defaultCommand, args
 	case len(args) > 0:
-		name, args = args[0], args[1:]
+		return args[0], args[1:]
 	}
+	return defaultCommand, args
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	name, args := commandName(args)
 	if name == "help" || isHelp(name) {
 		usage(stdout)
 		return 0

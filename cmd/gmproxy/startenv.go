@@ -28,13 +28,15 @@ const sm4BlockEnv = "FORCE_SM4BLOCK_AESNI"
 //   - http2xconnect=1 in GODEBUG (extendedconnect.Environ), unless GODEBUG
 //     already chooses http2xconnect: RFC 8441 WebSockets over h2 in
 //     x/net/http2 servers.
-//   - schedtrace=2147483647 in GODEBUG (sysmon.Environ), unless GODEBUG
-//     already chooses schedtrace: the runtime's system monitor is no
-//     longer woken by the system calls of every connection.
+//   - for a server (server: run, keyserver), schedtrace=2147483647 in
+//     GODEBUG (sysmon.Environ), unless GODEBUG already chooses schedtrace:
+//     the runtime's system monitor is no longer woken by the system calls
+//     of every connection. Short commands do without it, as they do
+//     without its rare SCHED line on stderr.
 //
 // If the re-execution fails gmproxy goes on without them and says so on
 // stderr.
-func ensureStartupEnv(stderr io.Writer) {
+func ensureStartupEnv(stderr io.Writer, server bool) {
 	env := os.Environ()
 	_, sm4Set := os.LookupEnv(sm4BlockEnv)
 	needSM4 := !sm4Set && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64")
@@ -42,7 +44,10 @@ func ensureStartupEnv(stderr io.Writer) {
 		env = append(env, sm4BlockEnv+"=1")
 	}
 	env, needXConnect := extendedconnect.Environ(env)
-	env, needSysmon := sysmon.Environ(env)
+	needSysmon := false
+	if server {
+		env, needSysmon = sysmon.Environ(env)
+	}
 	if !needSM4 && !needXConnect && !needSysmon {
 		return
 	}

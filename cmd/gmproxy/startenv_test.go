@@ -21,11 +21,11 @@ import (
 // ensureStartupEnv and then reports the variable, gmsm's single-block
 // implementation and GODEBUG: unset, the child must have re-executed
 // itself with FORCE_SM4BLOCK_AESNI=1; an explicit 0 must be kept; either
-// way GODEBUG must then hold http2xconnect=1 and the monitor's setting,
-// unless GODEBUG already chose schedtrace.
+// way GODEBUG must then hold http2xconnect=1, and for a server the
+// monitor's setting unless GODEBUG already chose schedtrace.
 func TestEnsureStartupEnv(t *testing.T) {
 	if os.Getenv("GMPROXY_SM4ENV_CHILD") == "1" {
-		ensureStartupEnv(os.Stderr)
+		ensureStartupEnv(os.Stderr, os.Getenv("GMPROXY_STARTENV_SERVER") == "1")
 		os.Stdout.WriteString("\nFORCE=" + os.Getenv(sm4BlockEnv) + " IMPL=" + speed.DetectImpl().SM4Single + "\nGODEBUG=" + os.Getenv("GODEBUG") + "\n")
 		return
 	}
@@ -37,9 +37,10 @@ func TestEnsureStartupEnv(t *testing.T) {
 		env           []string
 		want, godebug string
 	}{
-		{nil, "FORCE=1 ", extendedconnect.Setting + "," + sysmon.Setting},
-		{[]string{sm4BlockEnv + "=0"}, "FORCE=0 ", extendedconnect.Setting + "," + sysmon.Setting},
-		{[]string{"GODEBUG=schedtrace=0"}, "FORCE=1 ", "schedtrace=0," + extendedconnect.Setting},
+		{[]string{"GMPROXY_STARTENV_SERVER=1"}, "FORCE=1 ", extendedconnect.Setting + "," + sysmon.Setting},
+		{[]string{"GMPROXY_STARTENV_SERVER=1", sm4BlockEnv + "=0"}, "FORCE=0 ", extendedconnect.Setting + "," + sysmon.Setting},
+		{[]string{"GMPROXY_STARTENV_SERVER=1", "GODEBUG=schedtrace=0"}, "FORCE=1 ", "schedtrace=0," + extendedconnect.Setting},
+		{nil, "FORCE=1 ", extendedconnect.Setting},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEnsureStartupEnv$", "-test.count=1")

@@ -23,8 +23,9 @@
 // has been up for longer than that, and one every 24.8 days after it.
 //
 // The setting is read when the runtime starts, so it must be in the
-// environment the process starts with: gmproxy's main re-executes itself
-// once with Environ's result when GODEBUG has no schedtrace entry, and an
+// environment the process starts with: gmproxy's servers (run,
+// keyserver) re-execute themselves once with Environ's result when GODEBUG
+// has no schedtrace entry, and an
 // explicit one (GODEBUG=schedtrace=0 restores the runtime's default) is
 // the operator's choice and is kept. The setting is inherited by child
 // processes (worker mode).
