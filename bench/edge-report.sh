@@ -33,6 +33,20 @@ row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:
        + ($pairs | map(ratios(vals(.[0]; $o); vals(.[1]; $o)) as $q | if ($q | length) > 0 then "\($q | median | f(2)) (\($q | span(2)))" else "–" end))
        + [if $u == "conn" then ($servers | map(. as $s | share(vals($s; $o))) | join(" / ")) else "–" end,
           ($r | map(select(.op == $o) | .errors) | add)])),
+(if ($r | any(.sys_us_per_op != null)) then
+  "",
+  "### Kernel time per operation (stime of every process of the server; medians over rounds, share of the server CPU)",
+  "",
+  row(["operation"] + $servers),
+  row(["---"] + ($servers | map("---:"))),
+  ($ops[] as $o
+   | ($r | map(select(.op == $o))[0].unit) as $u
+   | select($u != "mib")
+   | row([($doc.labels[$o] // $o)]
+         + ($servers | map(. as $s | vals($s; $o) | map(select(.sys_us_per_op != null)) as $xs
+             | if ($xs | length) == 0 then "–"
+               else "\($xs | map(.sys_us_per_op) | median | f(0)) µs (\($xs | map(.sys_us_per_op / .us_per_op * 100) | median | f(0)) %)" end))))
+ else empty end),
 (if ($doc.syscalls | length) > 0 then
   "",
   "### System calls per operation (`strace -c -f` on every process of the server, one bounded run each)",

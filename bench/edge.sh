@@ -2,8 +2,9 @@
 # bench/edge.sh: gmproxy side by side with Tengine (+ Tongsuo NTLS) as an
 # edge proxy: same PKI, same Go backend, same client (`gmproxy s_time`),
 # rounds alternating between the servers, server CPU (utime+stime of every
-# process of the server) per operation, ratios gmproxy / Tengine, and system
-# calls per operation under `strace -c -f`. See bench/README.md.
+# process of the server) per operation and the kernel's share of it (stime),
+# ratios gmproxy / Tengine, and system calls per operation under
+# `strace -c -f`. See bench/README.md.
 #
 # Environment (all optional):
 #   GMPROXY_TENGINE_BIN=PATH  Tengine's nginx built with ngx_tongsuo_ntls; unset: gmproxy only
@@ -224,25 +225,28 @@ RESULTS=$WORK/edge.jsonl
 
 # measure ROUND SERVER OP: one bounded s_time run, one JSON line.
 measure() {
-	local round=$1 server=$2 op=$3 pid before after out rc=0 name unit
+	local round=$1 server=$2 op=$3 pid out rc=0 name unit u0 s0 u1 s1
 	IFS='|' read -r name unit _ <<<"$op"
 	pid=$(server_pid "$server")
 	local -a args
 	read -ra args <<<"$(s_time_args "$op" "$server" "$BENCH_N")"
-	before=$(tree_ticks "$pid")
+	read -r u0 s0 <<<"$(tree_ticks_split "$pid")"
 	out=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
-	after=$(tree_ticks "$pid")
+	read -r u1 s1 <<<"$(tree_ticks_split "$pid")"
+	local before=$((u0 + s0)) after=$((u1 + s1))
 	if ! jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out"; then
 		log "$server $name: s_time failed (exit $rc): $(head -c 300 "$WORK/s_time.err")"
 		return 0
 	fi
 	jq -c --arg s "$server" --arg o "$name" --arg u "$unit" --argjson r "$round" \
-		--argjson cpu "$(awk -v a="$before" -v b="$after" -v t="$CLK_TCK" 'BEGIN{printf "%.4f", (b-a)/t}')" '
+		--argjson cpu "$(awk -v a="$before" -v b="$after" -v t="$CLK_TCK" 'BEGIN{printf "%.4f", (b-a)/t}')" \
+		--argjson sys "$(awk -v a="$s0" -v b="$s1" -v t="$CLK_TCK" 'BEGIN{printf "%.4f", (b-a)/t}')" '
 		.runs[0] as $x
 		| (if $u == "conn" then $x.connections elif $u == "req" then $x.requests else ($x.bytes / 1048576) end) as $ops
 		| {server:$s, op:$o, unit:$u, round:$r, cpu:$cpu, ops:$ops, connections:$x.connections, resumed:$x.resumed,
 		   requests:$x.requests, bytes:$x.bytes, elapsed:$x.elapsed_seconds, errors:$x.error_count,
-		   us_per_op:(if $ops > 0 then $cpu * 1e6 / $ops else null end)}' <<<"$out" >>"$RESULTS"
+		   us_per_op:(if $ops > 0 then $cpu * 1e6 / $ops else null end),
+		   sys_us_per_op:(if $ops > 0 then $sys * 1e6 / $ops else null end)}' <<<"$out" >>"$RESULTS"
 	log "round $round $server $name: $(tail -n 1 "$RESULTS" | jq -r '"\(.ops|floor) ops, resumed \(.resumed), cpu \(.cpu)s, \(.us_per_op|floor) µs/op, errors \(.errors)"')"
 }
 

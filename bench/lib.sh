@@ -61,12 +61,20 @@ tree_pids() {
 
 # tree_ticks PID: user+system clock ticks of PID and its live descendants.
 tree_ticks() {
-	local sum=0 p t
+	local user sys
+	read -r user sys <<<"$(tree_ticks_split "$1")"
+	echo $((user + sys))
+}
+
+# tree_ticks_split PID: "USER SYSTEM" clock ticks of PID and its live
+# descendants.
+tree_ticks_split() {
+	local user=0 sys=0 p u s
 	for p in $(tree_pids "$1"); do
-		t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null) || continue
-		sum=$((sum + t))
+		read -r u s < <(awk '{print $14, $15}' "/proc/$p/stat" 2>/dev/null) || continue
+		user=$((user + u)) sys=$((sys + s))
 	done
-	echo "$sum"
+	echo "$user $sys"
 }
 
 # build_binaries: sets GMPROXY (built unless GMPROXY_BIN is given) and
