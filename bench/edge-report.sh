@@ -47,6 +47,17 @@ row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:
              | if ($xs | length) == 0 then "–"
                else "\($xs | map(.sys_us_per_op) | median | f(0)) µs (\($xs | map(.sys_us_per_op / .us_per_op * 100) | median | f(0)) %)" end))))
  else empty end),
+(if (($doc.latency // []) | length) > 0 then
+  "",
+  "### Handshake latency at a share of the peak rate of each server (`s_time -rate`, 64 workers)",
+  "",
+  "A client CPU near 100 % means the tail is queueing in the client, not in the server.",
+  "",
+  row(["operation", "server", "peak / s", "rate / s", "p50 ms", "p99 ms", "p99 / p50", "server CPU busy", "client CPU busy", "errors"]),
+  row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
+  ($doc.latency[] | row([($doc.labels[.op] // .op), .server, (.peak | f(0)), .rate, (.p50 * 1000 | f(2)), (.p99 * 1000 | f(2)),
+                         (if .p50 > 0 then .p99 / .p50 | f(1) else "–" end), "\(.server_cpu_busy) %", "\(.client_cpu_busy) %", .errors]))
+ else empty end),
 (if ($doc.syscalls | length) > 0 then
   "",
   "### System calls per operation (`strace -c -f` on every process of the server, one bounded run each)",

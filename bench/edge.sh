@@ -21,6 +21,9 @@
 #   GMPROXY_ENV               extra environment for gmproxy, e.g. "GOMAXPROCS=1"
 #   BENCH_PIN=S:C             pin the servers to CPUs S and the client and backend to CPUs C
 #                             (taskset lists, e.g. 0:1); unset: no pinning
+#   BENCH_LATENCY=0           1: also measure handshake latency at BENCH_LATENCY_LOAD (0.8) of
+#                             each server's peak rate (new TLCP ECC and TLS 1.3-SM handshakes),
+#                             with how busy the server's and the client's CPUs were
 set -euo pipefail
 
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -29,6 +32,8 @@ BENCH_N=${BENCH_N:-3000}
 BENCH_CONC=${BENCH_CONC:-2}
 BENCH_STRACE=${BENCH_STRACE:-auto}
 BENCH_STRACE_N=${BENCH_STRACE_N:-500}
+BENCH_LATENCY=${BENCH_LATENCY:-0}
+BENCH_LATENCY_LOAD=${BENCH_LATENCY_LOAD:-0.8}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-edge.XXXXXX")
@@ -306,10 +311,60 @@ if [[ $BENCH_STRACE == 1 ]]; then
 	done
 fi
 
+# ---- handshake latency at a share of the peak rate ----
+LATENCY=$WORK/latency.jsonl
+: >"$LATENCY"
+# cpus_busy LIST: "BUSY TOTAL" jiffies summed over the CPUs of a taskset
+# list (e.g. 0 or 0-1; empty: all CPUs), from /proc/stat.
+cpus_busy() {
+	awk -v list="$1" '
+	BEGIN { n = split(list, parts, ","); for (i = 1; i <= n; i++) { if (split(parts[i], r, "-") == 2) { for (c = r[1]; c <= r[2]; c++) want["cpu" c] = 1 } else if (parts[i] != "") want["cpu" parts[i]] = 1 } }
+	$1 ~ /^cpu[0-9]+$/ && (list == "" || ($1 in want)) { busy += $2 + $3 + $4 + $7 + $8; total += $2 + $3 + $4 + $5 + $6 + $7 + $8 }
+	END { print busy, total }' /proc/stat
+}
+# latency_op SERVER OP: the peak rate (s_time -c 4), then a paced run at
+# BENCH_LATENCY_LOAD of it with 64 workers: handshake p50/p99 and how busy
+# the server's and the client's CPUs were (with BENCH_PIN; otherwise both
+# are the whole machine). A client CPU near 100 % means the figures are the
+# client's queueing, not the server's.
+latency_op() {
+	local server=$1 op=$2 name unit peak rate out sb st cb ct sb1 st1 cb1 ct1
+	IFS='|' read -r name unit _ <<<"$op"
+	local -a args
+	read -ra args <<<"$(s_time_args "$op" "$server" 1000000)"
+	peak=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" -c 4 2>/dev/null | jq -r '.runs[0].connections_per_second // 0')
+	rate=$(awk -v p="$peak" -v f="$BENCH_LATENCY_LOAD" 'BEGIN{printf "%d", p * f}')
+	if ((rate < 1)); then
+		log "latency $server $name: no peak rate"
+		return 0
+	fi
+	read -r sb st <<<"$(cpus_busy "${BENCH_PIN%%:*}")"
+	read -r cb ct <<<"$(cpus_busy "${BENCH_PIN##*:}")"
+	out=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" -c 64 -rate "$rate" 2>/dev/null) || true
+	read -r sb1 st1 <<<"$(cpus_busy "${BENCH_PIN%%:*}")"
+	read -r cb1 ct1 <<<"$(cpus_busy "${BENCH_PIN##*:}")"
+	jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out" || return 0
+	jq -c --arg s "$server" --arg o "$name" --argjson peak "$peak" --argjson rate "$rate" \
+		--argjson sbusy "$(awk -v a="$((sb1 - sb))" -v b="$((st1 - st))" 'BEGIN{printf "%.0f", (b > 0 ? 100 * a / b : 0)}')" \
+		--argjson cbusy "$(awk -v a="$((cb1 - cb))" -v b="$((ct1 - ct))" 'BEGIN{printf "%.0f", (b > 0 ? 100 * a / b : 0)}')" \
+		'.runs[0] | {server:$s, op:$o, peak:$peak, rate:$rate, achieved:.connections_per_second,
+		  p50:.handshake_latency.p50, p99:.handshake_latency.p99, errors:.error_count,
+		  server_cpu_busy:$sbusy, client_cpu_busy:$cbusy}' <<<"$out" >>"$LATENCY"
+	log "latency $server $name: $(tail -n 1 "$LATENCY")"
+}
+if [[ $BENCH_LATENCY == 1 ]]; then
+	for op in "${OPS[@]}"; do
+		case ${op%%|*} in tlcp_ecc_gcm_new | tls13sm_new) ;; *) continue ;; esac
+		for server in "${SERVERS[@]}"; do
+			latency_op "$server" "$op"
+		done
+	done
+fi
+
 # ---- report ----
 jq -s --arg date "$(date -u +%FT%TZ)" --arg host "$(uname -srm), $(getconf _NPROCESSORS_ONLN) CPUs" \
 	--arg load "$LOAD_START -> $LOAD_END" --arg pin "${BENCH_PIN:-}" --argjson rounds "$BENCH_ROUNDS" --argjson conc "$BENCH_CONC" \
-	--slurpfile sys "$SYSCALLS" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
-	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys}' \
+	--slurpfile sys "$SYSCALLS" --slurpfile lat "$LATENCY" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
+	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys, latency:$lat}' \
 	"$RESULTS" >"$OUT/edge.json"
 "$ROOT/bench/edge-report.sh" "$OUT/edge.json" | tee "$OUT/edge.md"
