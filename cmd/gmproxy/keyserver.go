@@ -191,9 +191,9 @@ func keyServerListen(m *conf.KeyServerFileMaterial) (net.Listener, error) {
 			}
 			os.Remove(m.Addr)
 		}
-		old := syscall.Umask(0o177)
+		old := umask(0o177)
 		ln, err := net.Listen("unix", m.Addr)
-		syscall.Umask(old)
+		umask(old)
 		if err != nil {
 			return nil, err
 		}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -83,7 +82,7 @@ func reloadByPID(file string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gmproxy reload: %s does not hold a process ID\n", file)
 		return 1
 	}
-	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+	if err := signalReload(pid); err != nil {
 		fmt.Fprintf(stderr, "gmproxy reload: signalling process %d: %s\n", pid, err)
 		return 1
 	}

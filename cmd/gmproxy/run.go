@@ -24,7 +24,7 @@ import (
 func init() {
 	register("run", "serve: gmproxy run -c FILE (no -c: the embedded development setup on 127.0.0.1:8443)", func(args []string, stdout, stderr io.Writer) int {
 		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, reopenSignal)
 		defer signal.Stop(sigs)
 		return runMain(args, stdout, stderr, sigs, nil)
 	})
@@ -377,7 +377,7 @@ func (r *runner) serveSignals(sigs <-chan os.Signal) int {
 			if err := r.reload(); err == nil {
 				r.log.Info("reload succeeded")
 			}
-		case syscall.SIGUSR1:
+		case reopenSignal:
 			r.log.Info("SIGUSR1: reopening the access log")
 			if err := r.d.ReopenLogs(); err != nil {
 				r.log.Error("reopening the access log", "err", err)
@@ -548,8 +548,8 @@ func listenControl(addr string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		os.Remove(path)
 	}
-	old := syscall.Umask(0o177)
+	old := umask(0o177)
 	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	umask(old)
 	return ln, err
 }

@@ -551,8 +551,8 @@ func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func(
 		} else {
 			s.log.Info("reload succeeded in every worker")
 		}
-	case syscall.SIGUSR1:
-		s.signalAll(syscall.SIGUSR1)
+	case reopenSignal:
+		s.signalAll(reopenSignal)
 	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
 		s.log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
 		return s.stop(sigs), true
