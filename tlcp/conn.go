@@ -393,7 +393,30 @@ func (c *Conn) flush() error {
 // Write writes application data, running the handshake first if needed.
 // Writes of several records are protected and sent together.
 func (c *Conn) Write(b []byte) (int, error) {
-	// Interlock with Close like crypto/tls: a closed Conn refuses writes.
+	return c.writing(func() (int, error) {
+		total := 0
+		for len(b) > 0 {
+			chunk := b
+			if len(chunk) > maxWriteChunk {
+				chunk = chunk[:maxWriteChunk]
+			}
+			recs, err := c.writeAppLocked(chunk, nil)
+			if err != nil {
+				return total, err
+			}
+			c.core.Counters.Out(recs, len(chunk))
+			total += len(chunk)
+			b = b[len(chunk):]
+		}
+		return total, nil
+	})
+}
+
+// writing runs write with the output lock held, after the checks every
+// write makes: the interlock with Close (like crypto/tls, a closed Conn
+// refuses writes), the handshake, no error latched on the output side and
+// no close_notify sent.
+func (c *Conn) writing(write func() (int, error)) (int, error) {
 	if !c.core.BeginWrite() {
 		return 0, net.ErrClosed
 	}
@@ -409,37 +432,38 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if c.core.CloseNotifySent() {
 		return 0, errShutdown
 	}
-	total := 0
-	for len(b) > 0 {
-		chunk := b
-		if len(chunk) > maxWriteChunk {
-			chunk = chunk[:maxWriteChunk]
-		}
-		pool := &smallOutPool
-		if len(chunk) > maxPlaintext {
-			pool = &bigOutPool
-		}
-		pb := pool.Get().(*[]byte)
-		recSize := maxPlaintext
-		if rc := c.out.cipher; rc != nil && rc.aead == nil {
-			recSize = cbcRecordSize(len(chunk))
-		}
-		buf, recs, err := c.out.appendRecords((*pb)[:0], recordTypeApplicationData, chunk, recSize, c.config.rand())
-		if err == nil {
-			_, err = c.core.Raw.Write(buf)
-		}
-		if cap(buf) == cap(*pb) {
-			*pb = buf[:0]
-		}
-		pool.Put(pb)
-		if err != nil {
-			return total, c.out.setErr(err)
-		}
-		c.core.Counters.Out(recs, len(chunk))
-		total += len(chunk)
-		b = b[len(chunk):]
+	return write()
+}
+
+// writeAppLocked protects b (at most maxWriteChunk bytes) as
+// application-data records, followed by an alert record with body alert
+// when alert is not nil, and writes them in one write. It returns the
+// number of records b took. The output lock is held.
+func (c *Conn) writeAppLocked(b, alert []byte) (int, error) {
+	pool := &smallOutPool
+	if len(b) > maxPlaintext {
+		pool = &bigOutPool
 	}
-	return total, nil
+	pb := pool.Get().(*[]byte)
+	recSize := maxPlaintext
+	if rc := c.out.cipher; rc != nil && rc.aead == nil {
+		recSize = cbcRecordSize(len(b))
+	}
+	buf, recs, err := c.out.appendRecords((*pb)[:0], recordTypeApplicationData, b, recSize, c.config.rand())
+	if err == nil && alert != nil {
+		buf, _, err = c.out.appendRecords(buf, recordTypeAlert, alert, maxPlaintext, c.config.rand())
+	}
+	if err == nil {
+		_, err = c.core.Raw.Write(buf)
+	}
+	if cap(buf) == cap(*pb) {
+		*pb = buf[:0]
+	}
+	pool.Put(pb)
+	if err != nil {
+		return 0, c.out.setErr(err)
+	}
+	return recs, nil
 }
 
 var errShutdown = errors.New("tlcp: protocol is shutdown")
@@ -458,55 +482,20 @@ func (c *Conn) WriteLast(b []byte) (int, error) {
 		}
 		return n, c.closeNotify()
 	}
-	if !c.core.BeginWrite() {
-		return 0, net.ErrClosed
-	}
-	defer c.core.EndWrite()
-	if err := c.Handshake(); err != nil {
-		return 0, err
-	}
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	if c.out.err != nil {
-		return 0, c.out.err
-	}
-	if c.core.CloseNotifySent() {
-		return 0, errShutdown
-	}
-	recs := 0
-	err := c.core.CloseNotify(func() error {
-		pool := &smallOutPool
-		if len(b) > maxPlaintext {
-			pool = &bigOutPool
-		}
-		pb := pool.Get().(*[]byte)
-		recSize := maxPlaintext
-		if rc := c.out.cipher; rc != nil && rc.aead == nil {
-			recSize = cbcRecordSize(len(b))
-		}
-		buf, n, err := c.out.appendRecords((*pb)[:0], recordTypeApplicationData, b, recSize, c.config.rand())
-		if err == nil {
+	return c.writing(func() (int, error) {
+		recs := 0
+		err := c.core.CloseNotify(func() error {
 			closeNotify := [2]byte{AlertCloseNotify.Level(), byte(AlertCloseNotify)}
-			buf, _, err = c.out.appendRecords(buf, recordTypeAlert, closeNotify[:], maxPlaintext, c.config.rand())
-		}
-		if err == nil {
-			_, err = c.core.Raw.Write(buf)
-		}
-		if cap(buf) == cap(*pb) {
-			*pb = buf[:0]
-		}
-		pool.Put(pb)
-		recs = n
+			var err error
+			recs, err = c.writeAppLocked(b, closeNotify[:])
+			return err
+		})
 		if err != nil {
-			return c.out.setErr(err)
+			return 0, err
 		}
-		return nil
+		c.core.Counters.Out(recs, len(b))
+		return len(b), nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	c.core.Counters.Out(recs, len(b))
-	return len(b), nil
 }
 
 var ccsBody = []byte{1}

@@ -519,6 +519,22 @@ func (c *Conn) writeCCS() error {
 
 // Write writes application data, handshaking first if needed.
 func (c *Conn) Write(b []byte) (int, error) {
+	return c.writing(func() (int, error) {
+		if len(b) == 0 {
+			return 0, c.out.err
+		}
+		if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
+			return 0, err
+		}
+		c.core.Counters.Out(0, len(b))
+		return len(b), nil
+	})
+}
+
+// writing runs write with the output lock held, after the checks every
+// write makes: the interlock with Close, the handshake, and no
+// close_notify sent.
+func (c *Conn) writing(write func() (int, error)) (int, error) {
 	if !c.core.BeginWrite() {
 		return 0, net.ErrClosed
 	}
@@ -531,14 +547,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if c.core.CloseNotifySent() {
 		return 0, errors.New("tls13sm: write after CloseWrite")
 	}
-	if len(b) == 0 {
-		return 0, c.out.err
-	}
-	if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
-		return 0, err
-	}
-	c.core.Counters.Out(0, len(b))
-	return len(b), nil
+	return write()
 }
 
 // WriteLast writes b and then close_notify in one write to the underlying
@@ -557,32 +566,22 @@ func (c *Conn) WriteLast(b []byte) (int, error) {
 		}
 		return n, c.closeNotify()
 	}
-	if !c.core.BeginWrite() {
-		return 0, net.ErrClosed
-	}
-	defer c.core.EndWrite()
-	if err := c.Handshake(); err != nil {
-		return 0, err
-	}
-	c.out.Lock()
-	defer c.out.Unlock()
-	if c.core.CloseNotifySent() {
-		return 0, errors.New("tls13sm: write after CloseWrite")
-	}
-	if c.out.err != nil {
-		return 0, c.out.err
-	}
-	c.buffering = true // sendAlertLocked ends it
-	if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
-		c.buffering = false
-		c.core.Flight.Drop()
-		return 0, err
-	}
-	if err := c.core.CloseNotify(func() error { return c.sendAlertLocked(AlertCloseNotify) }); err != nil {
-		return 0, err
-	}
-	c.core.Counters.Out(0, len(b))
-	return len(b), nil
+	return c.writing(func() (int, error) {
+		if c.out.err != nil {
+			return 0, c.out.err
+		}
+		c.buffering = true // sendAlertLocked ends it
+		if err := c.writeRecordLocked(recordTypeApplicationData, b); err != nil {
+			c.buffering = false
+			c.core.Flight.Drop()
+			return 0, err
+		}
+		if err := c.core.CloseNotify(func() error { return c.sendAlertLocked(AlertCloseNotify) }); err != nil {
+			return 0, err
+		}
+		c.core.Counters.Out(0, len(b))
+		return len(b), nil
+	})
 }
 
 // Read reads application data, handshaking first if needed.

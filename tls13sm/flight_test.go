@@ -1,8 +1,6 @@
 package tls13sm
 
 import (
-	"bytes"
-	"io"
 	"testing"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
@@ -25,9 +23,8 @@ func TestFlightsOneWriteEach(t *testing.T) {
 }
 
 // TestWriteLastOneWrite: WriteLast sends the data and close_notify in one
-// write; the client reads the data and then a clean end of stream; Close
-// writes nothing more. Data longer than one write chunk still arrives
-// whole, followed by close_notify. Afterwards writes are refused.
+// write (testpeer.CheckWriteLast), also for data longer than one write
+// chunk, which falls back to Write and then close_notify.
 func TestWriteLastOneWrite(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	for _, size := range []int{1000, 20 << 10, 200 << 10} {
@@ -37,37 +34,6 @@ func TestWriteLastOneWrite(t *testing.T) {
 		if cerr, serr := testpeer.HandshakeBoth(cli, srv); cerr != nil || serr != nil {
 			t.Fatal(cerr, serr)
 		}
-		before := sw.Writes()
-		data := bytes.Repeat([]byte("x"), size)
-		got := make(chan []byte, 1)
-		go func() {
-			b, err := io.ReadAll(cli)
-			if err != nil {
-				b = append(b, " read: "+err.Error()...)
-			}
-			got <- b
-		}()
-		if n, err := srv.WriteLast(data); n != size || err != nil {
-			t.Fatalf("%d bytes: WriteLast = %d, %v", size, n, err)
-		}
-		if size <= 20<<10 {
-			if w := sw.Writes() - before; w != 1 {
-				t.Errorf("%d bytes: WriteLast made %d writes, want 1", size, w)
-			}
-		}
-		if r := <-got; !bytes.Equal(r, data) {
-			t.Fatalf("%d bytes: client read %d bytes (%.40q), want the data then a clean end", size, len(r), r)
-		}
-		if _, err := srv.Write([]byte("late")); err == nil {
-			t.Errorf("%d bytes: Write after WriteLast succeeded", size)
-		}
-		after := sw.Writes()
-		if err := srv.Close(); err != nil {
-			t.Errorf("%d bytes: Close: %v", size, err)
-		}
-		if sw.Writes() != after {
-			t.Errorf("%d bytes: Close wrote again after WriteLast", size)
-		}
-		cli.Close()
+		testpeer.CheckWriteLast(t, size, srv, cli, sw)
 	}
 }

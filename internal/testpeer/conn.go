@@ -1,8 +1,11 @@
 package testpeer
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"sync/atomic"
+	"testing"
 )
 
 // WriteCounter is a net.Conn that counts the Writes made on it (a flight
@@ -36,4 +39,51 @@ func HandshakeBoth(cli, srv Handshaker) (cerr, serr error) {
 		cli.Close()
 	}
 	return cerr, <-done
+}
+
+// LastWriter is a server connection of either SM stack that can write its
+// last bytes together with close_notify.
+type LastWriter interface {
+	net.Conn
+	WriteLast(b []byte) (int, error)
+}
+
+// CheckWriteLast has srv, whose writes w counts, WriteLast size bytes to
+// cli (both after their handshake): the client must read the bytes and
+// then a clean end of stream; up to 20 KiB they must take one write; a
+// later Write must fail and Close must write nothing more.
+func CheckWriteLast(t testing.TB, size int, srv LastWriter, cli net.Conn, w *WriteCounter) {
+	t.Helper()
+	before := w.Writes()
+	data := bytes.Repeat([]byte("x"), size)
+	got := make(chan []byte, 1)
+	go func() {
+		b, err := io.ReadAll(cli)
+		if err != nil {
+			b = append(b, " read: "+err.Error()...)
+		}
+		got <- b
+	}()
+	if n, err := srv.WriteLast(data); n != size || err != nil {
+		t.Fatalf("%d bytes: WriteLast = %d, %v", size, n, err)
+	}
+	if size <= 20<<10 {
+		if n := w.Writes() - before; n != 1 {
+			t.Errorf("%d bytes: WriteLast made %d writes, want 1", size, n)
+		}
+	}
+	if r := <-got; !bytes.Equal(r, data) {
+		t.Fatalf("%d bytes: client read %d bytes (%.40q), want the data then a clean end", size, len(r), r)
+	}
+	if _, err := srv.Write([]byte("late")); err == nil {
+		t.Errorf("%d bytes: Write after WriteLast succeeded", size)
+	}
+	after := w.Writes()
+	if err := srv.Close(); err != nil {
+		t.Errorf("%d bytes: Close: %v", size, err)
+	}
+	if w.Writes() != after {
+		t.Errorf("%d bytes: Close wrote again after WriteLast", size)
+	}
+	cli.Close()
 }
