@@ -56,32 +56,35 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
+	c.wrote(n)
+	return n, err
+}
+
+// wrote counts n bytes written, when Conn counts them itself, and reports
+// the counters when it is time.
+func (c *Conn) wrote(n int) {
 	if c.stats == nil && c.rec == nil && n > 0 {
 		c.tx.Add(uint64(n))
 	}
 	c.maybeFlush()
-	return n, err
 }
 
-// LastWriter is a connection that can write a server's last bytes and
+// lastWriter is a connection that can write a server's last bytes and
 // its close_notify in one write (tlcp.Conn, tls13sm.Conn).
-type LastWriter interface {
+type lastWriter interface {
 	WriteLast(p []byte) (int, error)
 }
 
 // WriteLast writes p and the protocol's close_notify in one write when the
-// protocol connection is a LastWriter, and is Write otherwise (Close then
+// protocol connection is a lastWriter, and is Write otherwise (Close then
 // sends close_notify, as ever).
 func (c *Conn) WriteLast(p []byte) (int, error) {
-	lw, ok := c.Conn.(LastWriter)
+	lw, ok := c.Conn.(lastWriter)
 	if !ok {
 		return c.Write(p)
 	}
 	n, err := lw.WriteLast(p)
-	if c.stats == nil && c.rec == nil && n > 0 {
-		c.tx.Add(uint64(n))
-	}
-	c.maybeFlush()
+	c.wrote(n)
 	return n, err
 }
 
