@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/h1head"
 )
 
 // h1Client is the upstream HTTP/1.1 client of the common request: one
@@ -234,7 +236,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 	budget := pc.lr.n
 	fresh = pc.br.Buffered() == 0
 	for range 8 { // informational responses before the final one
-		res, err = http.ReadResponse(pc.br, req)
+		res, err = pc.readResponse(req)
 		if err != nil || res.StatusCode < 100 || res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
@@ -268,29 +270,77 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 		}
 		return res, nil, false
 	}
-	res.Body = &h1Body{rc: res.Body, pc: pc, stop: stop, keep: keep}
+	b := &h1Body{rc: res.Body, pc: pc, stop: stop, keep: keep}
+	if res.Body == nil { // h1head's: the next ContentLength bytes
+		b.remain = res.ContentLength
+	}
+	res.Body = b
 	return res, nil, false
+}
+
+// readResponse reads a response head: a plain one complete in the buffer
+// is parsed by h1head, any other by http.ReadResponse.
+func (pc *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
+	if pc.br.Buffered() == 0 {
+		if _, err := pc.br.Peek(1); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // as http.ReadResponse
+			}
+			return nil, err
+		}
+	}
+	b, _ := pc.br.Peek(pc.br.Buffered())
+	if res, n, ok := h1head.Response(b, req); ok {
+		pc.br.Discard(n)
+		return res, nil
+	}
+	return http.ReadResponse(pc.br, req)
 }
 
 // h1Body is a response body that gives its connection back to the pool
 // when read to the end, and closes it when closed early.
 type h1Body struct {
-	rc   io.ReadCloser
-	pc   *h1Conn
-	stop func() bool
-	keep bool
-	done bool
+	rc     io.ReadCloser // http.ReadResponse's body, or nil
+	remain int64         // without rc: the body's bytes still in pc.br
+	pc     *h1Conn
+	stop   func() bool
+	keep   bool
+	done   bool
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	n, err := b.rc.Read(p)
+	var n int
+	var err error
+	if b.rc != nil {
+		n, err = b.rc.Read(p)
+	} else {
+		n, err = b.readLength(p)
+	}
 	if err == io.EOF {
 		b.finish(true)
 	} else if err != nil {
 		b.finish(false)
+	}
+	return n, err
+}
+
+// readLength reads a body of known length from the connection: the end
+// comes with the last bytes, and the connection's end before them is
+// io.ErrUnexpectedEOF (as http.ReadResponse's body).
+func (b *h1Body) readLength(p []byte) (int, error) {
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.pc.br.Read(p)
+	b.remain -= int64(n)
+	switch {
+	case b.remain == 0:
+		return n, io.EOF
+	case err == io.EOF:
+		return n, io.ErrUnexpectedEOF
 	}
 	return n, err
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -244,5 +245,118 @@ func TestH1ClientBounds(t *testing.T) {
 	cancel()
 	if err := testpeer.Recv(t, done, "cancelled round trip"); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled request: %v, want context.Canceled", err)
+	}
+}
+
+// TestH1ClientBodies: bodies of known length arriving with the head or
+// after it, a head split across reads (left to http.ReadResponse), a
+// chunked body, and a body cut short by the backend's close, which is an
+// error (io.ErrUnexpectedEOF) and not a short success.
+func TestH1ClientBodies(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		switch r.URL.Query().Get("k") {
+		case "later":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+			w.Flush()
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(w, "later")
+		case "split-head":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Len")
+			w.Flush()
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(w, "gth: 5\r\n\r\nsplit")
+		case "chunked":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nchunk\r\n0\r\n\r\n")
+		case "short":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
+			return false
+		default:
+			io.WriteString(w, okResponse)
+		}
+		return true
+	})
+	cl := testH1Client(t, nil)
+	for _, k := range []string{"later", "split-head", "chunked"} {
+		req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k="+k, nil)
+		req.Body = nil
+		res, err := cl.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if want := map[string]string{"later": "later", "split-head": "split", "chunked": "chunk"}[k]; err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v; want %q", k, got, err, want)
+		}
+	}
+	if n := b.conns.Load(); n != 1 {
+		t.Errorf("three complete responses used %d connections, want 1", n)
+	}
+	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=short", nil)
+	req.Body = nil
+	res, err := cl.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(got) != "only ten b" || err != io.ErrUnexpectedEOF {
+		t.Errorf("short body: %q, %v; want the 10 bytes and io.ErrUnexpectedEOF", got, err)
+	}
+	cl.mu.Lock()
+	pooled := len(cl.idle[b.addr()])
+	cl.mu.Unlock()
+	if pooled != 0 {
+		t.Errorf("%d connections pooled after a short body, want 0", pooled)
+	}
+}
+
+// TestH1ClientAllocs bounds the allocations of one exchange on a pooled
+// connection with a backend that allocates nothing: the response head
+// parsed by h1head (five), the body (one) and the context watch (two).
+func TestH1ClientAllocs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 4096)
+		resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+		for n := 0; ; {
+			k, err := c.Read(buf[n:])
+			if err != nil {
+				return
+			}
+			n += k
+			if bytes.HasSuffix(buf[:n], []byte("\r\n\r\n")) {
+				n = 0
+				c.Write(resp)
+			}
+		}
+	}()
+	cl := testH1Client(t, nil)
+	req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/x", nil)
+	req.Body = nil
+	var body [16]byte
+	exchange := func() {
+		res, err := cl.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := io.ReadFull(res.Body, body[:2]); n != 2 {
+			t.Fatal("short body")
+		}
+		res.Body.Read(body[:]) // the end: the connection goes back to the pool
+		res.Body.Close()
+	}
+	exchange()
+	if n := testing.AllocsPerRun(100, exchange); n > 8 {
+		t.Errorf("%v allocations per exchange, want at most 8", n)
 	}
 }

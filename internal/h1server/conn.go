@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/h1head"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -240,7 +241,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 		c.scan.feed(b)
 	}
 	c.r.scanning = !c.scan.done
-	req, err := http.ReadRequest(c.br)
+	req, err := c.readHead(c.ctx)
 	c.r.scanning = false
 	if err != nil {
 		if c.r.remain <= 0 {
@@ -270,7 +271,6 @@ func (c *conn) readRequest() (*http.Request, error) {
 			return nil, errFieldName
 		}
 	}
-	*req = *req.WithContext(c.ctx)
 	req.RemoteAddr = c.remoteAddr
 	if d := s.ReadTimeout; d > 0 {
 		c.rwc.SetReadDeadline(t0.Add(d))
@@ -281,6 +281,27 @@ func (c *conn) readRequest() (*http.Request, error) {
 		c.rwc.SetWriteDeadline(time.Now().Add(d))
 	}
 	return req, nil
+}
+
+// readHead reads the request head: a plain head complete in the buffer
+// is parsed here, any other by http.ReadRequest.
+func (c *conn) readHead(ctx context.Context) (*http.Request, error) {
+	if c.br.Buffered() == 0 {
+		if _, err := c.br.Peek(1); err != nil {
+			return nil, err // as ReadRequest's, when nothing was read
+		}
+	}
+	b, _ := c.br.Peek(c.br.Buffered())
+	var plain http.Request
+	if n, ok := h1head.Request(b, &plain); ok {
+		c.br.Discard(n)
+		return plain.WithContext(ctx), nil
+	}
+	req, err := http.ReadRequest(c.br)
+	if err != nil {
+		return nil, err
+	}
+	return req.WithContext(ctx), nil
 }
 
 // validHost checks the Host field: its raw value, and the request's Host

@@ -1,0 +1,150 @@
+package h1head
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var plainRequests = []string{
+	"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /1k?x=1&y=%20 HTTP/1.1\r\nHost: example.com:8443\r\nUser-Agent: curl/8.5\r\nAccept: */*\r\n\r\n",
+	"HEAD /a%2Fb HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+	"GET / HTTP/1.0\r\n\r\n",
+	"DELETE /x HTTP/1.1\nhost: a\nx-forwarded-FOR: 1.2.3.4\nX-Forwarded-For:  5.6.7.8 \t\n\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nPragma: no-cache\r\nContent-Length: 0\r\nConnection: close\r\n\r\nGET /next HTTP/1.1\r\n",
+	"OPTIONS /x HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Obs: caf\xc3\xa9\r\nX-Very-Long-Name-That-Is-Not-Common-At-All-Whatsoever-And-Then-Some: 1\r\n\r\n",
+	"GET //double/slash HTTP/1.1\r\nHost: a\r\nTrailer: X\r\n\r\n",
+}
+
+var notPlainRequests = []string{
+	"GET / HTTP/1.1\r\nHost: a\r\n",                                    // not complete
+	"GET / HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",                        // obs-fold
+	"GET / HTTP/1.1\r\n Host: a\r\n\r\n",                               // leading space
+	"GET / HTTP/1.1\r\nHost : a\r\n\r\n",                               // space before colon
+	"GET / HTTP/1.1\r\nHost a\r\n\r\n",                                 // no colon
+	"GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n",                              // control character
+	"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",                                // bare CR
+	"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",       // a body
+	"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", // a body
+	"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+	"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", // absolute-form
+	"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+	"CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n",
+	"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+	"GET / HTTP/1.1 \r\nHost: a\r\n\r\n",
+	"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+	"G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", // the URL parser's refusal
+	"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET / HTTP/1.1\r\n" + strings.Repeat("X-A: 1\r\n", MaxFields+1) + "\r\n",
+}
+
+// TestRequest: the plain heads are parsed as http.ReadRequest parses
+// them, and every other kind is left to it.
+func TestRequest(t *testing.T) {
+	for _, in := range plainRequests {
+		if msg := compareRequest([]byte(in)); msg != "" {
+			t.Errorf("%q: %s", in, msg)
+		}
+		var req http.Request
+		if _, ok := Request([]byte(in), &req); !ok {
+			t.Errorf("%q: not parsed", in)
+		}
+	}
+	for _, in := range notPlainRequests {
+		var req http.Request
+		if _, ok := Request([]byte(in), &req); ok {
+			t.Errorf("%q: parsed, want it left to http.ReadRequest", in)
+		}
+	}
+}
+
+// compareRequest parses in with Request and, when it takes it, with
+// http.ReadRequest, and describes any difference.
+func compareRequest(in []byte) string {
+	var got http.Request
+	n, ok := Request(in, &got)
+	if !ok {
+		return ""
+	}
+	br := bufio.NewReaderSize(bytes.NewReader(in), len(in)+16)
+	want, err := http.ReadRequest(br)
+	if err != nil {
+		return "parsed, but ReadRequest says: " + err.Error()
+	}
+	if rest := len(in) - n; br.Buffered() != rest {
+		return "head length differs"
+	}
+	if want.Body != http.NoBody || got.Body != http.NoBody {
+		return "body differs"
+	}
+	want.Body, got.Body = nil, nil
+	if !reflect.DeepEqual(want.URL, got.URL) {
+		return "URL differs"
+	}
+	want.URL, got.URL = nil, nil
+	if !reflect.DeepEqual(want.Header, got.Header) {
+		return "header differs"
+	}
+	want.Header, got.Header = nil, nil
+	if !reflect.DeepEqual(*want, got) {
+		return "request differs"
+	}
+	return ""
+}
+
+// FuzzRequestMatchesReadRequest: what Request takes, http.ReadRequest
+// takes too, and reads into the same request.
+func FuzzRequestMatchesReadRequest(f *testing.F) {
+	for _, s := range append(plainRequests, notPlainRequests...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if msg := compareRequest(in); msg != "" {
+			t.Fatalf("%q: %s", in, msg)
+		}
+	})
+}
+
+// TestRequestAllocs bounds the allocations of a typical head: the head
+// string, the header map (two blocks), its values and the URL.
+func TestRequestAllocs(t *testing.T) {
+	in := []byte("GET /1k HTTP/1.1\r\nHost: localhost\r\nUser-Agent: gmproxy-s_time\r\nAccept: */*\r\nX-Custom-Field: 1\r\n\r\n")
+	var req http.Request
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := Request(in, &req); !ok {
+			t.Fatal("not parsed")
+		}
+	})
+	if allocs > 5 {
+		t.Errorf("%v allocations, want at most 5", allocs)
+	}
+}
+
+func BenchmarkRequest(b *testing.B) {
+	in := []byte("GET /1k HTTP/1.1\r\nHost: localhost\r\nUser-Agent: gmproxy-s_time\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n")
+	b.Run("h1head", func(b *testing.B) {
+		b.ReportAllocs()
+		var req http.Request
+		for b.Loop() {
+			Request(in, &req)
+		}
+	})
+	b.Run("ReadRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		r := bytes.NewReader(in)
+		br := bufio.NewReader(r)
+		for b.Loop() {
+			r.Reset(in)
+			br.Reset(r)
+			http.ReadRequest(br)
+		}
+	})
+}

@@ -1,0 +1,82 @@
+package h1head
+
+import "net/http"
+
+// Response parses the response head at the start of buf, the answer to
+// req, and returns it with the head's length. Besides the cases the
+// package lists, it leaves to http.ReadResponse a status line other than
+// "HTTP/1.x SP 3DIGIT [SP reason]" (RFC 9112 §4) with a code from 100 to
+// 599 and a reason free of control characters, and a response whose body
+// runs to the connection's close (no Content-Length where one is due).
+//
+// The response's Body is http.NoBody when it has none (RFC 9112 §6.3:
+// HEAD, 1xx, 204, 304, Content-Length 0); otherwise it is nil and the
+// body is the ContentLength bytes after the head, for the caller to
+// deliver. As http.ReadResponse, Close comes from the Connection field,
+// which is removed when it says "close" in HTTP/1.1.
+func Response(buf []byte, req *http.Request) (res *http.Response, n int, ok bool) {
+	line, next, ok := nextLine(buf, 0)
+	if !ok || len(line) < len("HTTP/1.1 200") || line[8] != ' ' {
+		return nil, 0, false
+	}
+	proto, ok := version(line[:8])
+	if !ok {
+		return nil, 0, false
+	}
+	status := line[9:]
+	code := 0
+	for i, c := range status[:3] {
+		if c < '0' || c > '9' || i == 0 && (c < '1' || c > '5') {
+			return nil, 0, false
+		}
+		code = code*10 + int(c-'0')
+	}
+	if len(status) > 3 && status[3] != ' ' {
+		return nil, 0, false
+	}
+	for _, c := range status {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return nil, 0, false
+		}
+	}
+	var fs fields
+	if n, ok = fs.scan(buf, next); !ok {
+		return nil, 0, false
+	}
+	head := string(buf[:n])
+	h := fs.header(head, buf)
+	cl, ok := contentLength(h)
+	if !ok {
+		return nil, 0, false
+	}
+	minor := 1
+	if proto == "HTTP/1.0" {
+		minor = 0
+	}
+	res = &http.Response{
+		Status:     head[9:len(line)],
+		StatusCode: code,
+		Proto:      proto,
+		ProtoMajor: 1,
+		ProtoMinor: minor,
+		Header:     h,
+		Request:    req,
+		Close:      closeAfter(minor, h["Connection"]),
+	}
+	if res.Close && minor == 1 {
+		delete(h, "Connection")
+	}
+	switch {
+	case req != nil && req.Method == http.MethodHead:
+		res.ContentLength, res.Body = cl, http.NoBody
+	case code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified:
+		res.ContentLength, res.Body = 0, http.NoBody
+	case cl < 0:
+		return nil, 0, false // delimited by the connection's close
+	case cl == 0:
+		res.ContentLength, res.Body = 0, http.NoBody
+	default:
+		res.ContentLength = cl
+	}
+	return res, n, true
+}
