@@ -28,15 +28,27 @@ func benchBackend(b *testing.B) *httptest.Server {
 	return s
 }
 
-func benchLoop(b *testing.B, url string) {
+func benchLoop(b *testing.B, url string) { benchLoopBody(b, url, nil) }
+
+// benchLoopBody sends GETs, or POSTs of body when it is not nil.
+func benchLoopBody(b *testing.B, url string, body []byte) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	c := &http.Client{Transport: tr}
-	req, _ := http.NewRequest("GET", url, nil)
+	method := "GET"
+	if body != nil {
+		method = "POST"
+	}
+	req, _ := http.NewRequest(method, url, nil)
+	rd := bytes.NewReader(body)
 	b.ReportAllocs()
 	b.SetBytes(1024)
 	b.ResetTimer()
 	for b.Loop() {
+		if body != nil {
+			rd.Reset(body)
+			req.Body, req.ContentLength = io.NopCloser(rd), int64(len(body))
+		}
 		res, err := c.Do(req)
 		if err != nil {
 			b.Fatal(err)
@@ -79,6 +91,13 @@ func benchHTTPUtil(b *testing.B, be *httptest.Server) string {
 func BenchmarkProxy1KiB(b *testing.B) {
 	be := benchBackend(b)
 	benchLoop(b, "http://"+benchProxy(b, be)+"/bench")
+}
+
+// BenchmarkProxyPOST1KiB: a 1 KiB POST body up, 1 KiB down (h1Client
+// carries the body).
+func BenchmarkProxyPOST1KiB(b *testing.B) {
+	be := benchBackend(b)
+	benchLoopBody(b, "http://"+benchProxy(b, be)+"/bench", kib)
 }
 
 func BenchmarkHTTPUtil1KiB(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,12 +15,13 @@ import (
 )
 
 // h1Client is the upstream HTTP/1.1 client of the common request: one
-// without a body and without Upgrade. It writes the request and reads the
-// response on the caller's goroutine over a pooled connection, where
-// http.Transport hands every request to a per-connection write goroutine
-// and every response back from a read goroutine (two goroutine wake-ups
-// and their futex calls per request). Requests with a body (Expect:
-// 100-continue, body copy) and Upgrade requests stay on http.Transport.
+// without Upgrade and without a body, or with a small body of known
+// length (h1Carries). It writes the request and reads the response on the
+// caller's goroutine over a pooled connection, where http.Transport hands
+// every request to a per-connection write goroutine and every response
+// back from a read goroutine (two goroutine wake-ups and their futex calls
+// per request). Other requests (Expect: 100-continue, bodies of unknown or
+// larger length, trailers) and Upgrade requests stay on http.Transport.
 //
 // Semantics kept from the Transport configuration of the upstream:
 // MaxIdleConnsPerHost (negative: no pool), IdleConnTimeout,
@@ -28,7 +30,10 @@ import (
 // errors as *dialError, 1xx responses other than 101 skipped, and one
 // transparent retry on a fresh connection when a reused one turns out to
 // be closed before any response byte (replayable requests only, as
-// http.Transport does).
+// http.Transport does). A request that may not be sent twice (one with a
+// body, a POST) takes a pooled connection only after checking that the
+// backend has not closed it (alive): http.Transport learns that from its
+// read goroutine, which this client does not have.
 type h1Client struct {
 	dial           DialFunc
 	maxIdle        int
@@ -106,11 +111,29 @@ func replayable(r *http.Request) bool {
 	return a || b
 }
 
-// RoundTrip sends a request without body on a pooled connection.
+// maxH1Body bounds the request bodies h1Client sends: written before the
+// response is read, a body must fit in the backend's socket receive
+// buffer (Linux starts it at 128 KiB), so that a backend answering
+// before reading it cannot block the write.
+const maxH1Body = 64 << 10
+
+// h1Carries reports whether h1Client sends req (one without Upgrade): no
+// body, or a body of known length up to maxH1Body without Expect or
+// trailers that writeRequest writes itself.
+func h1Carries(req *http.Request) bool {
+	if req.Body == nil {
+		return true
+	}
+	_, expect := req.Header["Expect"]
+	return !expect && req.ContentLength > 0 && req.ContentLength <= maxH1Body && writesPlainly(req)
+}
+
+// RoundTrip sends a request h1Carries on a pooled connection.
 func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	replay := replayable(req)
 	for try := 0; ; try++ {
-		pc, reused, err := cl.get(ctx, req.URL.Host)
+		pc, reused, err := cl.get(ctx, req.URL.Host, !replay)
 		if err != nil {
 			return nil, err
 		}
@@ -118,25 +141,30 @@ func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return res, nil
 		}
-		if reused && fresh && try == 0 && ctx.Err() == nil && replayable(req) {
+		if reused && fresh && try == 0 && ctx.Err() == nil && replay {
 			continue // the pooled connection was closed by the backend
 		}
 		return nil, err
 	}
 }
 
-// get returns an idle connection to addr, or dials one.
-func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error) {
+// get returns an idle connection to addr, or dials one. checkAlive: an
+// idle connection is taken only if alive says so.
+func (cl *h1Client) get(ctx context.Context, addr string, checkAlive bool) (*h1Conn, bool, error) {
 	cl.mu.Lock()
 	for l := cl.idle[addr]; len(l) > 0; l = cl.idle[addr] {
 		pc := l[len(l)-1]
 		l[len(l)-1] = nil
 		cl.idle[addr] = l[:len(l)-1]
-		if pc.timer.Stop() {
-			cl.mu.Unlock()
-			return pc, true, nil
+		if !pc.timer.Stop() {
+			continue // the idle timer fired and is closing it
 		}
-		// The idle timer fired and is closing it.
+		if checkAlive && !alive(pc.c) {
+			pc.c.Close()
+			continue
+		}
+		cl.mu.Unlock()
+		return pc, true, nil
 	}
 	cl.mu.Unlock()
 	c, err := cl.dial(ctx, "tcp", addr)
@@ -219,6 +247,12 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 		pc.c.Close()
 		return nil, err, true
 	}
+	if req.Body != nil {
+		if err := pc.writeBody(req); err != nil {
+			pc.c.Close()
+			return nil, err, false
+		}
+	}
 	if err := pc.bw.Flush(); err != nil {
 		pc.c.Close()
 		return nil, err, true
@@ -276,6 +310,32 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 	}
 	res.Body = b
 	return res, nil, false
+}
+
+// writeBody writes the request's body of ContentLength bytes after its
+// head and closes it, as http.Request.Write does: a body that ends early
+// or goes on is an error. An error reading the body (the client's: a
+// timeout, max_body_bytes) is returned as it is, for the proxy to answer.
+func (pc *h1Conn) writeBody(req *http.Request) error {
+	defer req.Body.Close()
+	n, err := io.CopyN(pc.bw, req.Body, req.ContentLength)
+	if err == io.EOF {
+		return fmt.Errorf("proxy: request body of %d bytes ended after %d", req.ContentLength, n)
+	}
+	if err != nil {
+		return err
+	}
+	// Read the end (a request body's reader acts on it: deadlines,
+	// trailers).
+	var extra [1]byte
+	k, err := io.ReadFull(req.Body, extra[:])
+	if k > 0 {
+		return fmt.Errorf("proxy: request body longer than its %d bytes", req.ContentLength)
+	}
+	if err != io.EOF && err != io.ErrUnexpectedEOF {
+		return err
+	}
+	return nil
 }
 
 // readResponse reads a response head: a plain one complete in the buffer

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -169,7 +171,8 @@ func TestH1ClientPools(t *testing.T) {
 }
 
 // TestH1ClientStalePooledConn: a pooled connection the backend closed is
-// replaced transparently for a replayable request, and not for a POST.
+// replaced transparently: for a replayable request by a retry, for a
+// POST (which may not be sent twice) by the check before taking it.
 func TestH1ClientStalePooledConn(t *testing.T) {
 	b := newRawBackend(t, func(_ int64, w *bufio.Writer, _ *http.Request) bool {
 		io.WriteString(w, okResponse)
@@ -184,10 +187,69 @@ func TestH1ClientStalePooledConn(t *testing.T) {
 	}
 	// Make sure the pooled connection's close has arrived, then POST.
 	waitConnClosed(t, cl, b.addr())
-	if _, err := h1Get(t, cl, ctx, "POST", b.addr()); err == nil {
-		t.Fatal("POST on a closed pooled connection succeeded; want the error (not replayable)")
+	before := b.conns.Load()
+	if got, err := h1Get(t, cl, ctx, "POST", b.addr()); err != nil || got != "200 OK ok" {
+		t.Fatalf("POST after the pooled connection closed: %q, %v", got, err)
+	}
+	if n := b.conns.Load() - before; n != 1 {
+		t.Fatalf("POST used %d new connections, want 1", n)
 	}
 }
+
+// TestAlive: an idle connection is alive while its peer keeps it open and
+// sends nothing, also under TLS; a close or stray bytes make it dead.
+func TestAlive(t *testing.T) {
+	pair := func() (client, server net.Conn) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan net.Conn, 1)
+		go func() { c, _ := ln.Accept(); accepted <- c }()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := testpeer.Recv(t, accepted, "accept")
+		t.Cleanup(func() { c.Close(); s.Close() })
+		return c, s
+	}
+	settle := func(c net.Conn) { // wait until something is readable
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for i := 0; i < 500 && alive(c); i++ {
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	c, _ := pair()
+	if !alive(c) {
+		t.Error("open idle connection: dead")
+	}
+	if !alive(tls.Client(c, &tls.Config{})) {
+		t.Error("open idle connection under TLS: dead")
+	}
+	c, s := pair()
+	s.Close()
+	settle(c)
+	if alive(c) {
+		t.Error("connection closed by its peer: alive")
+	}
+	if alive(tls.Client(c, &tls.Config{})) {
+		t.Error("connection closed by its peer, under TLS: alive")
+	}
+	c, s = pair()
+	s.Write([]byte("x"))
+	settle(c)
+	if alive(c) {
+		t.Error("connection with stray bytes: alive")
+	}
+	if alive(pipeConn{}) {
+		t.Error("connection without a socket: alive")
+	}
+}
+
+type pipeConn struct{ net.Conn }
 
 // waitConnClosed waits until the pooled connection to addr reads EOF.
 func waitConnClosed(t *testing.T, cl *h1Client, addr string) {
@@ -267,6 +329,9 @@ func TestH1ClientBodies(t *testing.T) {
 			io.WriteString(w, "gth: 5\r\n\r\nsplit")
 		case "chunked":
 			io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nchunk\r\n0\r\n\r\n")
+		case "echo":
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s %s", len(body)+len(r.Method)+1, r.Method, body)
 		case "short":
 			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
 			return false
@@ -289,8 +354,26 @@ func TestH1ClientBodies(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q", k, got, err, want)
 		}
 	}
+	// Bodies of known length go out after the head, on the same
+	// connection.
+	for i, body := range []string{"a=1", strings.Repeat("z", maxH1Body)} {
+		req, _ := http.NewRequest("POST", "http://"+b.addr()+"/?k=echo", io.NopCloser(strings.NewReader(body)))
+		req.ContentLength = int64(len(body))
+		if !h1Carries(req) {
+			t.Fatalf("POST %d: not for h1Client", i)
+		}
+		res, err := cl.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("POST %d: %v", i, err)
+		}
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || string(got) != "POST "+body {
+			t.Errorf("POST %d: %.40q, %v", i, got, err)
+		}
+	}
 	if n := b.conns.Load(); n != 1 {
-		t.Errorf("three complete responses used %d connections, want 1", n)
+		t.Errorf("five complete exchanges used %d connections, want 1", n)
 	}
 	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=short", nil)
 	req.Body = nil
@@ -360,3 +443,56 @@ func TestH1ClientAllocs(t *testing.T) {
 		t.Errorf("%v allocations per exchange, want at most 8", n)
 	}
 }
+
+// TestH1ClientBodyErrors: a body that ends before its declared length or
+// goes on past it is not sent as complete, an error reading it reaches
+// the caller as it is (the proxy answers 408 or 413 by it), and requests
+// h1Client does not carry go to http.Transport.
+func TestH1ClientBodyErrors(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, okResponse)
+		return true
+	})
+	cl := testH1Client(t, nil)
+	errClient := errors.New("client stalled")
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		n    int64
+		want error // nil: any error
+	}{
+		{"short", strings.NewReader("abc"), 5, nil},
+		{"long", strings.NewReader("abcdefgh"), 5, nil},
+		{"read error", io.MultiReader(strings.NewReader("ab"), iotestErr{errClient}), 5, errClient},
+	} {
+		req, _ := http.NewRequest("PUT", "http://"+b.addr()+"/", io.NopCloser(c.body))
+		req.ContentLength = c.n
+		res, err := cl.RoundTrip(req)
+		if err == nil {
+			res.Body.Close()
+			t.Errorf("%s: sent as complete", c.name)
+		} else if c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(*http.Request)
+	}{
+		{"expect", func(r *http.Request) { r.Header.Set("Expect", "100-continue") }},
+		{"too long", func(r *http.Request) { r.ContentLength = maxH1Body + 1 }},
+		{"unknown length", func(r *http.Request) { r.ContentLength = -1 }},
+		{"trailer", func(r *http.Request) { r.Trailer = http.Header{"X": nil} }},
+	} {
+		req, _ := http.NewRequest("POST", "http://"+b.addr()+"/", strings.NewReader("abc"))
+		c.mod(req)
+		if h1Carries(req) {
+			t.Errorf("%s: carried by h1Client", c.name)
+		}
+	}
+}
+
+type iotestErr struct{ err error }
+
+func (r iotestErr) Read([]byte) (int, error) { return 0, r.err }

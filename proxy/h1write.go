@@ -5,16 +5,19 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
 
-// writeRequest writes req, a request without a body, to w as
-// http.Request.Write does, without its per-request allocations (fmt
-// formatting, the transfer writer) on the common case: a GET or HEAD
-// with an ASCII host, a plain origin-form target, clean header values and
-// no client trace beyond WroteHeaders. Anything else is written by
+// writeRequest writes req to w as http.Request.Write does, without its
+// per-request allocations (fmt formatting, the transfer writer) on the
+// common case: a GET or HEAD without body, or a request with a body of
+// known length, with an ASCII host, a plain origin-form target, clean
+// header values and no client trace beyond WroteHeaders. Of a request
+// with a body it writes the head only: the caller writes the body
+// (h1Conn.writeBody). Any other request is written, body included, by
 // http.Request.Write itself; TestWriteRequestSameBytes holds the two to
 // the same bytes.
 func writeRequest(w *bufio.Writer, req *http.Request) error {
@@ -67,6 +70,12 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 		w.WriteString(ua)
 		w.WriteString("\r\n")
 	}
+	if req.ContentLength > 0 {
+		var num [20]byte
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(num[:0], req.ContentLength, 10))
+		w.WriteString("\r\n")
+	}
 	sorted := keys[:n]
 	slices.Sort(sorted)
 	for _, k := range sorted {
@@ -89,10 +98,17 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 
 // writesPlainly reports whether writeRequest may write req itself.
 func writesPlainly(req *http.Request) bool {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		return false // other methods may get a Content-Length: 0
+	switch {
+	case req.Body == nil && req.ContentLength == 0:
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			return false // other methods may get a Content-Length: 0
+		}
+	case req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0:
+		return false
+	case !httpguts.ValidHeaderFieldName(req.Method) || req.Method == http.MethodConnect:
+		return false
 	}
-	if req.Body != nil || req.ContentLength != 0 || req.Close || len(req.TransferEncoding) > 0 || req.Trailer != nil || req.URL == nil {
+	if req.Close || len(req.TransferEncoding) > 0 || req.Trailer != nil || req.URL == nil {
 		return false
 	}
 	host := req.Host

@@ -412,7 +412,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		var tr http.RoundTripper = u.transport
 		if len(outreq.Header["Upgrade"]) > 0 {
 			tr = u.upgrades
-		} else if u.h1 != nil && outreq.Body == nil {
+		} else if u.h1 != nil && h1Carries(outreq) {
 			tr = u.h1
 		}
 		res, err := tr.RoundTrip(outreq)

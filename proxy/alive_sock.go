@@ -1,0 +1,39 @@
+//go:build linux || darwin || freebsd
+
+package proxy
+
+import (
+	"net"
+	"syscall"
+)
+
+// alive reports whether an idle connection is still open for a request:
+// its socket has nothing to read (a close, a reset, a TLS alert or stray
+// bytes all mean it cannot carry one). It peeks without waiting
+// (MSG_PEEK|MSG_DONTWAIT); a connection whose socket it cannot reach is
+// reported dead, so that the request goes on a fresh one.
+func alive(c net.Conn) bool {
+	for {
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = nc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	live := false
+	err = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		live = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
+		return true
+	})
+	return err == nil && live
+}
