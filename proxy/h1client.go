@@ -65,8 +65,8 @@ type h1Conn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	timer *time.Timer // closes the connection when idle too long
-	// interrupt fails a blocked read (the request's context ended); made
-	// once per connection rather than once per exchange.
+	// interrupt fails a blocked read or write (the request's context
+	// ended); made once per connection rather than once per exchange.
 	interrupt func()
 }
 
@@ -94,7 +94,8 @@ func (r *headerLimitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// aLongTimeAgo is a deadline in the past, to interrupt a blocked read.
+// aLongTimeAgo is a deadline in the past, to interrupt a blocked read or
+// write.
 var aLongTimeAgo = time.Unix(1, 0)
 
 // replayable reports whether a request may be sent again after a reused
@@ -176,7 +177,7 @@ func (cl *h1Client) get(ctx context.Context, addr string, checkAlive bool) (*h1C
 		return nil, false, err
 	}
 	pc := &h1Conn{cl: cl, addr: addr, c: c}
-	pc.interrupt = func() { c.SetReadDeadline(aLongTimeAgo) }
+	pc.interrupt = func() { c.SetDeadline(aLongTimeAgo) }
 	pc.lr = headerLimitReader{c: c, n: -1}
 	pc.br = bufio.NewReaderSize(&pc.lr, 32<<10)
 	pc.bw = bufio.NewWriterSize(c, 4<<10)
@@ -243,25 +244,28 @@ func (cl *h1Client) CloseIdleConnections() {
 // on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
 func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.Response, err error, fresh bool) {
-	if err := writeRequest(pc.bw, req); err != nil {
-		pc.c.Close()
-		return nil, err, true
-	}
-	if req.Body != nil {
-		if err := pc.writeBody(req); err != nil {
-			pc.c.Close()
-			return nil, err, false
-		}
-	}
-	if err := pc.bw.Flush(); err != nil {
-		pc.c.Close()
-		return nil, err, true
-	}
 	// One watcher for the whole exchange: the context's end interrupts
-	// the header read and, later, the body read.
+	// the request's write (a body the backend does not read), the header
+	// read and, later, the body read.
 	stop := context.AfterFunc(ctx, pc.interrupt)
+	err = writeRequest(pc.bw, req)
+	if err == nil && req.Body != nil {
+		err = pc.writeBody(req)
+	}
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if err != nil {
+		stop()
+		pc.c.Close()
+		// Fresh unless a body was (perhaps partly) read from the client.
+		return nil, err, req.Body == nil
+	}
 	if pc.cl.headerTimeout > 0 {
 		pc.c.SetReadDeadline(time.Now().Add(pc.cl.headerTimeout))
+		if ctx.Err() != nil {
+			pc.interrupt() // the watcher may have run before the line above
+		}
 	}
 	pc.lr.n = pc.cl.maxHeaderBytes
 	if pc.lr.n <= 0 {

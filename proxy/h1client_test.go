@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -496,3 +497,45 @@ func TestH1ClientBodyErrors(t *testing.T) {
 type iotestErr struct{ err error }
 
 func (r iotestErr) Read([]byte) (int, error) { return 0, r.err }
+
+// TestH1ClientCancelBodyWrite: a backend that neither reads a request's
+// body nor answers cannot hold the exchange once the request's context
+// ends, whether the body's write or the response's read is blocked (the
+// socket buffers are made small so that the write blocks).
+func TestH1ClientCancelBodyWrite(t *testing.T) {
+	small := func(opt int) func(_, _ string, rc syscall.RawConn) error {
+		return func(_, _ string, rc syscall.RawConn) error {
+			rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4096) })
+			return nil
+		}
+	}
+	lc := net.ListenConfig{Control: small(syscall.SO_RCVBUF)}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	release := make(chan struct{})
+	defer close(release)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		<-release
+	}()
+	d := net.Dialer{Control: small(syscall.SO_SNDBUF)}
+	cl := newH1Client(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, d.DialContext)
+	ctx, cancel := context.WithCancel(context.Background())
+	body := strings.Repeat("b", maxH1Body)
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+ln.Addr().String()+"/", io.NopCloser(strings.NewReader(body)))
+	req.ContentLength = int64(len(body))
+	done := make(chan error, 1)
+	go func() { _, err := cl.RoundTrip(req); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := testpeer.Recv(t, done, "cancelled exchange"); err == nil {
+		t.Fatal("exchange succeeded")
+	}
+}
