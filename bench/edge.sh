@@ -22,8 +22,11 @@
 #   BENCH_PIN=S:C             pin the servers to CPUs S and the client and backend to CPUs C
 #                             (taskset lists, e.g. 0:1); unset: no pinning
 #   BENCH_LATENCY=0           1: also measure handshake latency at BENCH_LATENCY_LOAD (0.8) of
-#                             each server's peak rate (new TLCP ECC and TLS 1.3-SM handshakes),
-#                             with how busy the server's and the client's CPUs were
+#                             each server's peak rate, with how busy the server's and the
+#                             client's CPUs were
+#   BENCH_LATENCY_OPS="..."   the operations measured so (default: new and resumed TLCP ECC and
+#                             TLS 1.3-SM handshakes; resumed ones cost the client less than the
+#                             server, so that the server, not the client, sets the peak)
 set -euo pipefail
 
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -34,6 +37,7 @@ BENCH_STRACE=${BENCH_STRACE:-auto}
 BENCH_STRACE_N=${BENCH_STRACE_N:-500}
 BENCH_LATENCY=${BENCH_LATENCY:-0}
 BENCH_LATENCY_LOAD=${BENCH_LATENCY_LOAD:-0.8}
+BENCH_LATENCY_OPS=${BENCH_LATENCY_OPS:-tlcp_ecc_gcm_new tls13sm_new tlcp_resumed_id tls13sm_resumed}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-edge.XXXXXX")
@@ -354,7 +358,7 @@ latency_op() {
 }
 if [[ $BENCH_LATENCY == 1 ]]; then
 	for op in "${OPS[@]}"; do
-		case ${op%%|*} in tlcp_ecc_gcm_new | tls13sm_new) ;; *) continue ;; esac
+		[[ " $BENCH_LATENCY_OPS " == *" ${op%%|*} "* ]] || continue
 		for server in "${SERVERS[@]}"; do
 			latency_op "$server" "$op"
 		done

@@ -34,7 +34,7 @@ type Conn struct {
 	rx, tx    atomic.Uint64
 	closeOnce sync.Once
 
-	lastFlush atomic.Int64 // unix nanoseconds of the last report; 0 before the first I/O
+	lastFlush atomic.Int64 // monoNow of the last report; 0 before the first I/O
 	flushMu   sync.Mutex
 	reported  [4]uint64 // rx, tx, rxRecords, txRecords already reported; guarded by flushMu
 }
@@ -95,7 +95,7 @@ func (c *Conn) maybeFlush() {
 	if c.obs == nil {
 		return
 	}
-	now := time.Now().UnixNano()
+	now := monoNow()
 	last := c.lastFlush.Load()
 	if last == 0 {
 		c.lastFlush.CompareAndSwap(0, now)
@@ -108,6 +108,14 @@ func (c *Conn) maybeFlush() {
 	c.flushLocked()
 	c.flushMu.Unlock()
 }
+
+// monoEpoch is the origin of monoNow.
+var monoEpoch = time.Now()
+
+// monoNow is the monotonic time in nanoseconds since monoEpoch, plus one
+// (never 0): half the cost of time.Now, which also reads the wall clock,
+// on the path of every Read and Write.
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
 // flushLocked reports the counters moved since the last report.
 func (c *Conn) flushLocked() {

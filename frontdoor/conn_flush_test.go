@@ -43,7 +43,7 @@ func TestConnReportsBytesPeriodically(t *testing.T) {
 	if calls, _, _ := obs.snapshot(); calls != 0 {
 		t.Fatalf("%d reports before the flush interval passed", calls)
 	}
-	c.lastFlush.Store(time.Now().Add(-StatsFlushInterval - time.Second).UnixNano())
+	c.lastFlush.Store(monoNow() - int64(StatsFlushInterval+time.Second))
 	c.Write(make([]byte, 100))
 	if calls, _, tx := obs.snapshot(); calls != 1 || tx != 300 {
 		t.Fatalf("after the interval: %d reports, tx %d; want 1 report of 300", calls, tx)

@@ -2,6 +2,7 @@ package h1server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -181,7 +182,9 @@ func (c *conn) serve() {
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
-			setReadTimeout(c.rwc, s.readHeaderTimeout())
+			if !c.headBuffered() {
+				setReadTimeout(c.rwc, s.readHeaderTimeout())
+			}
 		}
 		c.state.Store(stateActive)
 		req, err := c.readRequest()
@@ -281,6 +284,14 @@ func (c *conn) readRequest() (*http.Request, error) {
 		c.rwc.SetWriteDeadline(time.Now().Add(d))
 	}
 	return req, nil
+}
+
+// headBuffered reports whether the buffer holds a whole request head (an
+// empty line after the first): reading it needs no more reads, and so no
+// header timeout (one deadline less per keep-alive request).
+func (c *conn) headBuffered() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(b, []byte("\n\r\n")) || bytes.Contains(b, []byte("\n\n"))
 }
 
 // readHead reads the request head: a plain head complete in the buffer

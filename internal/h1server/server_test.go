@@ -454,7 +454,18 @@ func TestTimeoutsClose(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("idle connection: %v, want EOF", err)
 	}
-	// A header that never ends.
+	// A header that never ends, on a new connection and after a first
+	// request (the header timeout, not the longer idle one, closes it).
+	_, addr2 := testServer(t, &Server{IdleTimeout: time.Minute, ReadHeaderTimeout: 50 * time.Millisecond}, echo)
+	c = dial(t, addr2)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	br = bufio.NewReader(c)
+	readResponses(t, br, "GET")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("slow second header: %v, want EOF from the header timeout", err)
+	}
 	c = dial(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
 	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
