@@ -129,6 +129,19 @@ var mutants = []mutant{
 		"if u.passive.MaxFails == 0 {", "if u.passive.MaxFails <= 0 {",
 		"TestPassiveHealthOff"},
 
+	{"proxy: POST on a pooled connection the backend closed", "proxy/h1client.go",
+		"if checkAlive && !alive(pc.c) {", "if false && checkAlive && !alive(pc.c) {",
+		"TestH1ClientStalePooledConn"},
+	{"proxy: request body longer than its Content-Length sent", "proxy/h1client.go",
+		"if k > 0 {\n\t\treturn fmt.Errorf", "if false && k > 0 {\n\t\treturn fmt.Errorf",
+		"TestH1ClientBodyErrors"},
+	{"proxy: a blocked request body write not interrupted by the request's end", "proxy/h1client.go",
+		"pc.interrupt = func() { c.SetDeadline(aLongTimeAgo) }", "pc.interrupt = func() { c.SetReadDeadline(aLongTimeAgo) }",
+		"TestH1ClientCancelBodyWrite"},
+	{"proxy: a short upstream body read as complete", "proxy/h1client.go",
+		"case err == io.EOF:\n\t\treturn n, io.ErrUnexpectedEOF", "case err == io.EOF:\n\t\treturn n, io.EOF",
+		"TestH1ClientBodies"},
+
 	// ---- h1server ----
 	{"h1server: Content-Length with Transfer-Encoding keeps the connection", "internal/h1server/conn.go",
 		"if c.scan.ambiguous() {", "if false && c.scan.ambiguous() {",
@@ -151,6 +164,33 @@ var mutants = []mutant{
 	{"h1server: HTTP/2.0 request line served as HTTP/1", "internal/h1server/conn.go",
 		"if req.ProtoMajor != 1 {", "if false && req.ProtoMajor != 1 {",
 		"TestBadRequests"},
+
+	{"h1server: a partial head after an idle wait runs under the idle timeout", "internal/h1server/conn.go",
+		"if !c.headBuffered() {", "if false && !c.headBuffered() {",
+		"TestTimeoutsClose"},
+
+	// ---- h1head (its refusals send a head to net/http's readers) ----
+	{"h1head: Transfer-Encoding parsed as a plain head", "internal/h1head/head.go",
+		"if _, te := h[\"Transfer-Encoding\"]; te {\n\t\treturn 0, false", "if _, te := h[\"Transfer-Encoding\"]; te && false {\n\t\treturn 0, false",
+		"TestRequest|TestResponse"},
+	{"h1head: two Content-Length fields parsed as a plain head", "internal/h1head/head.go",
+		"case len(cl) > 1 || cl[0] == \"\" || len(cl[0]) > 18:", "case cl[0] == \"\" || len(cl[0]) > 18:",
+		"TestRequest|TestResponse"},
+	{"h1head: control character in a field value", "internal/h1head/head.go",
+		"if c < ' ' && c != '\\t' || c == 0x7f {\n\t\t\treturn f, false", "if false && c < ' ' && c != '\\t' || c == 0x7f {\n\t\t\treturn f, false",
+		"TestRequest|TestResponse"},
+	{"h1head: folded or space-prefixed field name", "internal/h1head/head.go",
+		"if colon <= 0 || !isToken(line[:colon]) {", "if colon <= 0 {",
+		"TestRequest|TestResponse"},
+	{"h1head: request with a body parsed as bodiless", "internal/h1head/request.go",
+		"if cl, ok := contentLength(h); !ok || cl > 0 {", "if cl, ok := contentLength(h); !ok && cl > 0 {",
+		"TestRequest"},
+	{"h1head: two Host fields parsed as a plain head", "internal/h1head/request.go",
+		"if len(h[\"Host\"]) > 1 {", "if len(h[\"Host\"]) > 2 {",
+		"TestRequest"},
+	{"h1head: response delimited by close parsed with a length", "internal/h1head/response.go",
+		"case cl < 0:\n\t\treturn nil, 0, false", "case cl < -1:\n\t\treturn nil, 0, false",
+		"TestResponse"},
 
 	// ---- conf and its mapping onto the runtime ----
 	{"conf: max_fails 0 (off) mapped to 1", "internal/daemon/proxycfg.go",
