@@ -296,7 +296,11 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 		fresh = fresh && !gotBytes && !isTimeout(err)
 		return nil, err, fresh
 	}
-	if pc.cl.headerTimeout > 0 {
+	// The body is read without the header timeout. A body already
+	// buffered whole (or none) needs no more reads: the deadline may stay
+	// until the next exchange sets its own (an idle pooled connection is
+	// not read), one deadline change less per request.
+	if pc.cl.headerTimeout > 0 && !(res.Body == http.NoBody || res.Body == nil && int64(pc.br.Buffered()) >= res.ContentLength) {
 		pc.c.SetReadDeadline(time.Time{})
 	}
 	keep := !res.Close && !req.Close

@@ -539,3 +539,46 @@ func TestH1ClientCancelBodyWrite(t *testing.T) {
 		t.Fatal("exchange succeeded")
 	}
 }
+
+// TestH1ClientHeaderTimeoutSpansHeadOnly: the response header timeout
+// bounds the head only: a body that arrives slower is read whole, and a
+// pooled connection whose last response came whole (the deadline left
+// armed) serves a request after that deadline passed.
+func TestH1ClientHeaderTimeoutSpansHeadOnly(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		if r.URL.Query().Get("k") == "slow-body" {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+			for _, c := range "slow" {
+				w.Flush()
+				time.Sleep(60 * time.Millisecond)
+				w.WriteRune(c)
+			}
+			return true
+		}
+		io.WriteString(w, okResponse)
+		return true
+	})
+	cl := testH1Client(t, func(tr *http.Transport) { tr.ResponseHeaderTimeout = 100 * time.Millisecond })
+	ctx := context.Background()
+	if got, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil || got != "200 OK ok" {
+		t.Fatalf("first: %q, %v", got, err)
+	}
+	time.Sleep(250 * time.Millisecond) // past the first exchange's deadline
+	if got, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil || got != "200 OK ok" {
+		t.Fatalf("after the deadline passed: %q, %v", got, err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=slow-body", nil)
+	req.Body = nil
+	res, err := cl.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || string(got) != "slow" {
+		t.Errorf("slow body: %q, %v; want it whole", got, err)
+	}
+	if n := b.conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
