@@ -28,12 +28,13 @@ func alive(c net.Conn) bool {
 	if err != nil {
 		return false
 	}
+	// Control, not Read: the peek does not wait, and a read deadline left
+	// from the last exchange (h1Conn.roundTrip) must not count.
 	live := false
-	err = rc.Read(func(fd uintptr) bool {
+	err = rc.Control(func(fd uintptr) {
 		var b [1]byte
 		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		live = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
-		return true
 	})
 	return err == nil && live
 }

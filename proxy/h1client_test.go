@@ -543,7 +543,7 @@ func TestH1ClientCancelBodyWrite(t *testing.T) {
 // TestH1ClientHeaderTimeoutSpansHeadOnly: the response header timeout
 // bounds the head only: a body that arrives slower is read whole, and a
 // pooled connection whose last response came whole (the deadline left
-// armed) serves a request after that deadline passed.
+// armed) serves a request after that deadline passed, a POST too.
 func TestH1ClientHeaderTimeoutSpansHeadOnly(t *testing.T) {
 	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
 		if r.URL.Query().Get("k") == "slow-body" {
@@ -566,6 +566,12 @@ func TestH1ClientHeaderTimeoutSpansHeadOnly(t *testing.T) {
 	time.Sleep(250 * time.Millisecond) // past the first exchange's deadline
 	if got, err := h1Get(t, cl, ctx, "GET", b.addr()); err != nil || got != "200 OK ok" {
 		t.Fatalf("after the deadline passed: %q, %v", got, err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	// A POST checks the pooled connection first (alive): the passed
+	// deadline must not make it look dead.
+	if got, err := h1Get(t, cl, ctx, "POST", b.addr()); err != nil || got != "200 OK ok" {
+		t.Fatalf("POST after the deadline passed: %q, %v", got, err)
 	}
 	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=slow-body", nil)
 	req.Body = nil
