@@ -287,10 +287,12 @@ func (c *conn) readRequest() (*http.Request, error) {
 }
 
 // headBuffered reports whether the buffer holds a whole request head (an
-// empty line after the first): reading it needs no more reads, and so no
-// header timeout (one deadline less per keep-alive request).
+// empty line after the first, not counting the empty lines readRequest
+// skips after a POST): reading it needs no more reads, and so no header
+// timeout (one deadline less per keep-alive request).
 func (c *conn) headBuffered() bool {
 	b, _ := c.br.Peek(c.br.Buffered())
+	b = bytes.TrimLeft(b, "\r\n")
 	return bytes.Contains(b, []byte("\n\r\n")) || bytes.Contains(b, []byte("\n\n"))
 }
 
