@@ -466,6 +466,16 @@ func TestTimeoutsClose(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("slow second header: %v, want EOF from the header timeout", err)
 	}
+	// The same after a POST with the empty lines some clients add to it.
+	c = dial(t, addr2)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+	br = bufio.NewReader(c)
+	readResponses(t, br, "POST")
+	io.WriteString(c, "\n\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("empty lines after a POST, then nothing: %v, want EOF from the header timeout", err)
+	}
 	c = dial(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
 	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
