@@ -103,6 +103,18 @@ func h1Get(t *testing.T, cl *h1Client, ctx context.Context, method, addr string)
 
 const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
+// h1Do sends req through cl and reads the whole response body.
+func h1Do(t *testing.T, cl *h1Client, req *http.Request) (string, error) {
+	t.Helper()
+	res, err := cl.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), err
+}
+
 // TestH1ClientPools: sequential requests share one connection; a body
 // closed before its end, a Connection: close response, or a 1xx before
 // the final response are handled like http.Transport does.
@@ -345,13 +357,8 @@ func TestH1ClientBodies(t *testing.T) {
 	for _, k := range []string{"later", "split-head", "chunked"} {
 		req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k="+k, nil)
 		req.Body = nil
-		res, err := cl.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("%s: %v", k, err)
-		}
-		got, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if want := map[string]string{"later": "later", "split-head": "split", "chunked": "chunk"}[k]; err != nil || string(got) != want {
+		got, err := h1Do(t, cl, req)
+		if want := map[string]string{"later": "later", "split-head": "split", "chunked": "chunk"}[k]; err != nil || got != want {
 			t.Errorf("%s: %q, %v; want %q", k, got, err, want)
 		}
 	}
@@ -363,13 +370,7 @@ func TestH1ClientBodies(t *testing.T) {
 		if !h1Carries(req) {
 			t.Fatalf("POST %d: not for h1Client", i)
 		}
-		res, err := cl.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("POST %d: %v", i, err)
-		}
-		got, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil || string(got) != "POST "+body {
+		if got, err := h1Do(t, cl, req); err != nil || got != "POST "+body {
 			t.Errorf("POST %d: %.40q, %v", i, got, err)
 		}
 	}
@@ -378,13 +379,8 @@ func TestH1ClientBodies(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=short", nil)
 	req.Body = nil
-	res, err := cl.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if string(got) != "only ten b" || err != io.ErrUnexpectedEOF {
+	got, err := h1Do(t, cl, req)
+	if got != "only ten b" || err != io.ErrUnexpectedEOF {
 		t.Errorf("short body: %q, %v; want the 10 bytes and io.ErrUnexpectedEOF", got, err)
 	}
 	cl.mu.Lock()
@@ -575,13 +571,7 @@ func TestH1ClientHeaderTimeoutSpansHeadOnly(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=slow-body", nil)
 	req.Body = nil
-	res, err := cl.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if err != nil || string(got) != "slow" {
+	if got, err := h1Do(t, cl, req); err != nil || got != "slow" {
 		t.Errorf("slow body: %q, %v; want it whole", got, err)
 	}
 	if n := b.conns.Load(); n != 1 {

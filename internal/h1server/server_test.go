@@ -454,28 +454,25 @@ func TestTimeoutsClose(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("idle connection: %v, want EOF", err)
 	}
-	// A header that never ends, on a new connection and after a first
-	// request (the header timeout, not the longer idle one, closes it).
+	// A header that never ends after a first request, and empty lines
+	// after a POST followed by nothing: the header timeout, not the longer
+	// idle one, closes the connection.
 	_, addr2 := testServer(t, &Server{IdleTimeout: time.Minute, ReadHeaderTimeout: 50 * time.Millisecond}, echo)
-	c = dial(t, addr2)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-	br = bufio.NewReader(c)
-	readResponses(t, br, "GET")
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("slow second header: %v, want EOF from the header timeout", err)
+	for _, tc := range []struct{ first, method, then string }{
+		{"GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET", "GET / HTTP/1.1\r\nHost: a\r\n"},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi", "POST", "\n\n"},
+	} {
+		c = dial(t, addr2)
+		io.WriteString(c, tc.first)
+		br = bufio.NewReader(c)
+		readResponses(t, br, tc.method)
+		io.WriteString(c, tc.then)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%q after a %s: %v, want EOF from the header timeout", tc.then, tc.method, err)
+		}
 	}
-	// The same after a POST with the empty lines some clients add to it.
-	c = dial(t, addr2)
-	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
-	br = bufio.NewReader(c)
-	readResponses(t, br, "POST")
-	io.WriteString(c, "\n\n")
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("empty lines after a POST, then nothing: %v, want EOF from the header timeout", err)
-	}
+	// A header that never ends on a new connection.
 	c = dial(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
 	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
