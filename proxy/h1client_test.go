@@ -213,18 +213,7 @@ func TestH1ClientStalePooledConn(t *testing.T) {
 // sends nothing, also under TLS; a close or stray bytes make it dead.
 func TestAlive(t *testing.T) {
 	pair := func() (client, server net.Conn) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() { c, _ := ln.Accept(); accepted <- c }()
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := testpeer.Recv(t, accepted, "accept")
+		c, s := testpeer.TCPPair(t)
 		t.Cleanup(func() { c.Close(); s.Close() })
 		return c, s
 	}

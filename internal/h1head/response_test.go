@@ -152,13 +152,6 @@ func BenchmarkResponse(b *testing.B) {
 		}
 	})
 	b.Run("ReadResponse", func(b *testing.B) {
-		b.ReportAllocs()
-		r := bytes.NewReader(in)
-		br := bufio.NewReader(r)
-		for b.Loop() {
-			r.Reset(in)
-			br.Reset(r)
-			http.ReadResponse(br, req)
-		}
+		benchNetHTTP(b, in, func(br *bufio.Reader) { http.ReadResponse(br, req) })
 	})
 }
