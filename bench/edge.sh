@@ -23,10 +23,11 @@
 #                             (taskset lists, e.g. 0:1); unset: no pinning
 #   BENCH_LATENCY=0           1: also measure handshake latency at BENCH_LATENCY_LOAD (0.8) of
 #                             each server's peak rate, with how busy the server's and the
-#                             client's CPUs were
+#                             client's CPUs were: handshakes only (no GET), from s_time -loadgen,
+#                             a client that skips verification and SM2 encryption so that the
+#                             server, not the client, sets the peak
 #   BENCH_LATENCY_OPS="..."   the operations measured so (default: new and resumed TLCP ECC and
-#                             TLS 1.3-SM handshakes; resumed ones cost the client less than the
-#                             server, so that the server, not the client, sets the peak)
+#                             TLS 1.3-SM handshakes)
 set -euo pipefail
 
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -334,8 +335,18 @@ cpus_busy() {
 latency_op() {
 	local server=$1 op=$2 name unit peak rate out sb st cb ct sb1 st1 cb1 ct1
 	IFS='|' read -r name unit _ <<<"$op"
-	local -a args
-	read -ra args <<<"$(s_time_args "$op" "$server" 1000000)"
+	local -a all args
+	read -ra all <<<"$(s_time_args "$op" "$server" 1000000)"
+	# Handshakes only, from the load-generator client (no verification, one
+	# encrypted pre-master or key share), so that the server sets the peak.
+	local i
+	for ((i = 0; i < ${#all[@]}; i++)); do
+		case ${all[i]} in
+		-CAfile | -www) i=$((i + 1)) ;;
+		*) args+=("${all[i]}") ;;
+		esac
+	done
+	args+=(-loadgen)
 	peak=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" -c 4 2>/dev/null | jq -r '.runs[0].connections_per_second // 0')
 	rate=$(awk -v p="$peak" -v f="$BENCH_LATENCY_LOAD" 'BEGIN{printf "%d", p * f}')
 	if ((rate < 1)); then

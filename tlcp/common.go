@@ -237,6 +237,14 @@ type Config struct {
 	InsecureSkipVerify bool
 	// VerifyPeerCertificate, if set, is called after normal verification.
 	VerifyPeerCertificate func(rawCerts [][]byte, verifiedChains [][]*smx509.Certificate) error
+	// InsecureLoadGenerator makes a client cheap enough to load a server
+	// to its peak from a single core (gmproxy s_time -loadgen): it does not
+	// check the ServerKeyExchange signature, and under ECC suites it
+	// encrypts one pre-master per server encryption certificate and sends
+	// that same ClientKeyExchange on every connection. The server's work is
+	// unchanged. A client so configured has no security at all: benchmarks
+	// only. Default false.
+	InsecureLoadGenerator bool
 
 	// NextProtos are the ALPN protocols, in preference order.
 	NextProtos []string

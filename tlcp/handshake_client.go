@@ -207,7 +207,7 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	if err := hs.verifyServerCertificates(cm.certificates); err != nil {
 		return err
 	}
-	ka := &clientKeyAgreement{suite: hs.suite, serverSign: hs.serverCerts[0], serverEnc: hs.serverEnc(), asVector: cfg.ClientECDHEParamsAsVector}
+	ka := &clientKeyAgreement{suite: hs.suite, serverSign: hs.serverCerts[0], serverEnc: hs.serverEnc(), asVector: cfg.ClientECDHEParamsAsVector, loadGen: cfg.InsecureLoadGenerator}
 	ske := &serverKeyExchangeMsg{}
 	if _, err := c.readHandshakeMsg(typeServerKeyExchange, ske, hs.tr); err != nil {
 		return err

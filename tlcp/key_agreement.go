@@ -217,7 +217,16 @@ type clientKeyAgreement struct {
 	serverEnc  *smx509.Certificate
 	asVector   bool
 	clientCert *Certificate
+	// loadGen is Config.InsecureLoadGenerator.
+	loadGen bool
 }
+
+// loadGenPreMasters holds, for Config.InsecureLoadGenerator clients, the
+// one pre-master encrypted to each server encryption certificate (parsed
+// certificates are cached, so the pointer is stable across connections).
+var loadGenPreMasters = lru.New[*smx509.Certificate, loadGenPreMaster](64, 0)
+
+type loadGenPreMaster struct{ pm, ckeBody []byte }
 
 // processServerKeyExchange verifies the server's signature.
 func (ka *clientKeyAgreement) processServerKeyExchange(body, clientRandom, serverRandom []byte) error {
@@ -238,6 +247,9 @@ func (ka *clientKeyAgreement) processServerKeyExchange(body, clientRandom, serve
 	sig, ok := readSignature(sigPart)
 	if !ok {
 		return errorf(AlertDecodeError, "malformed ServerKeyExchange signature")
+	}
+	if ka.loadGen {
+		return nil // Config.InsecureLoadGenerator: benchmarks only
 	}
 	if !verifySM2(ka.serverSign.PublicKey, signed, sig) {
 		return errorf(AlertDecryptError, "ServerKeyExchange signature does not verify with the server signing certificate")
@@ -273,6 +285,11 @@ func (ka *clientKeyAgreement) generateClientKeyExchange(ctx context.Context, ran
 		}
 		return pm, params, nil
 	}
+	if ka.loadGen {
+		if e, ok := loadGenPreMasters.Get(ka.serverEnc); ok {
+			return e.pm, e.ckeBody, nil
+		}
+	}
 	pm := make([]byte, 48)
 	if _, err := io.ReadFull(rand, pm[2:]); err != nil {
 		return nil, nil, err
@@ -285,6 +302,9 @@ func (ka *clientKeyAgreement) generateClientKeyExchange(ctx context.Context, ran
 	ct, err := sm2.EncryptASN1(rand, pub, pm)
 	if err != nil {
 		return nil, nil, wrapErr(AlertInternalError, "SM2 encryption of the pre-master", err)
+	}
+	if ka.loadGen {
+		loadGenPreMasters.Put(ka.serverEnc, loadGenPreMaster{pm, u16Vector(ct)})
 	}
 	return pm, u16Vector(ct), nil
 }

@@ -197,6 +197,13 @@ type Config struct {
 	// VerifyPeerCertificate, if set, is called after chain verification
 	// with the raw certificates and the verified chains.
 	VerifyPeerCertificate func(rawCerts [][]byte, verifiedChains [][]*smx509.Certificate) error
+	// InsecureLoadGenerator makes a client cheap enough to load a server
+	// to its peak from a single core (gmproxy s_time -loadgen): it does not
+	// check the server's CertificateVerify signature and offers the same
+	// SM2 key share on every connection. The server's work is unchanged. A
+	// client so configured has no security at all: benchmarks only.
+	// Default false.
+	InsecureLoadGenerator bool
 
 	// NextProtos are the ALPN protocols, most preferred first.
 	NextProtos []string

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	gmecdh "github.com/emmansun/gmsm/ecdh"
@@ -146,7 +147,7 @@ func (hs *clientHandshakeState) generateKeyShare(group uint16) error {
 	var pub []byte
 	switch group {
 	case CurveSM2:
-		k, err := gmecdh.P256().GenerateKey(hs.config.rand())
+		k, err := hs.sm2KeyShare()
 		if err != nil {
 			return hs.c.sendAlert(AlertInternalError, err)
 		}
@@ -162,6 +163,24 @@ func (hs *clientHandshakeState) generateKeyShare(group uint16) error {
 	}
 	hs.hello.keyShares = []keyShare{{group: group, data: pub}}
 	return nil
+}
+
+// loadGenKey is the one SM2 key share of Config.InsecureLoadGenerator
+// clients, made at the first use.
+var loadGenKey struct {
+	once sync.Once
+	k    *gmecdh.PrivateKey
+	err  error
+}
+
+// sm2KeyShare returns a new SM2 key share, or for a
+// Config.InsecureLoadGenerator client the same one every time.
+func (hs *clientHandshakeState) sm2KeyShare() (*gmecdh.PrivateKey, error) {
+	if !hs.config.InsecureLoadGenerator {
+		return gmecdh.P256().GenerateKey(hs.config.rand())
+	}
+	loadGenKey.once.Do(func() { loadGenKey.k, loadGenKey.err = gmecdh.P256().GenerateKey(hs.config.rand()) })
+	return loadGenKey.k, loadGenKey.err
 }
 
 // hostnameInSNI strips what may not be sent as SNI (IP literals, trailing dot).
@@ -469,7 +488,7 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 		return c.sendAlert(alert, err)
 	}
 	hs.transcript.Write(msg)
-	msg, err = c.readCertificateVerify(&hs.ks, certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), "CertificateVerify")
+	msg, err = c.readCertificateVerify(&hs.ks, certs[0].PublicKey, serverSignatureContext, hs.transcriptHash(), "CertificateVerify", hs.config.InsecureLoadGenerator)
 	if err != nil {
 		return err
 	}

@@ -716,7 +716,7 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	if err != nil {
 		return c.sendAlert(alert, err)
 	}
-	msg, err = c.readCertificateVerify(&hs.ks, certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), "client CertificateVerify")
+	msg, err = c.readCertificateVerify(&hs.ks, certs[0].PublicKey, clientSignatureContext, hs.transcriptHash(), "client CertificateVerify", false)
 	if err != nil {
 		return err
 	}

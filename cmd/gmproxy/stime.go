@@ -43,6 +43,7 @@ type stimeOptions struct {
 	timeout, rate                   float64
 	alpn                            string
 	hist                            bool
+	loadgen                         bool
 }
 
 func runSTime(args []string, stdout, stderr io.Writer) int {
@@ -76,6 +77,7 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.rate, "rate", 0, "pace to at most `R` connections/s (requests/s with -keepalive), to measure latency below the peak")
 	fs.StringVar(&o.alpn, "alpn", "", "ALPN protocols, comma separated (e.g. http/1.1; h2 only without -www: requests are HTTP/1.1)")
 	fs.BoolVar(&o.hist, "hist", false, "print a latency histogram (handshakes; requests with -keepalive)")
+	fs.BoolVar(&o.loadgen, "loadgen", false, "TLCP and TLS 1.3-SM: a cheaper, insecure client, so that one client core can load a server to its peak: the server's signature is not checked, and one encrypted pre-master (TLCP ECC) or one key share (TLS 1.3-SM) is sent on every connection; not with -CAfile")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -191,6 +193,12 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 	case o.tlsStd:
 		proto = "tls"
 	}
+	if o.loadgen && o.tlsStd {
+		return "", nil, errors.New("-loadgen is for -ntls and -tls13sm")
+	}
+	if o.loadgen && o.caFile != "" {
+		return "", nil, errors.New("-loadgen does not verify the server: drop -CAfile")
+	}
 	phases = []bool{false, true} // reuse?
 	switch {
 	case o.newOnly && o.reuseOnly:
@@ -263,7 +271,8 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 // -sign_cert/-sign_key and -enc_cert/-enc_key when given.
 func stimeTLCP(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime.Handshaker, error) {
 	cfg := &tlcp.Config{ServerName: o.serverName, NextProtos: alpn, SessionTicketsDisabled: o.noTicket,
-		NoClientExtensions: o.noExt || o.gmsslCompat, ClientECDHEParamsAsVector: o.ecdheVector || o.gmsslCompat}
+		NoClientExtensions: o.noExt || o.gmsslCompat, ClientECDHEParamsAsVector: o.ecdheVector || o.gmsslCompat,
+		InsecureLoadGenerator: o.loadgen}
 	if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
 		return nil, err
 	}
@@ -302,7 +311,7 @@ func stimeTLCP(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime.Ha
 // stimeTLS13SM builds a TLS 1.3 client with the RFC 8998 SM suites.
 func stimeTLS13SM(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime.Handshaker, error) {
 	cfg := &tls13sm.Config{ServerName: o.serverName, NextProtos: alpn, Strict: o.strict,
-		DisableMiddleboxCompat: o.noMiddlebox || o.gmsslCompat}
+		DisableMiddleboxCompat: o.noMiddlebox || o.gmsslCompat, InsecureLoadGenerator: o.loadgen}
 	if err := smRoots(o.caFile, &cfg.RootCAs, &cfg.InsecureSkipVerify); err != nil {
 		return nil, err
 	}

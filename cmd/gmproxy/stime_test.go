@@ -249,6 +249,35 @@ func TestSTimeKeepAlive(t *testing.T) {
 	}
 }
 
+// TestSTimeLoadGen: -loadgen completes real handshakes and requests with
+// both SM protocols (the load-generator client itself is tested in tlcp
+// and tls13sm).
+func TestSTimeLoadGen(t *testing.T) {
+	for _, tt := range []struct {
+		srv   *stimeServer
+		proto string
+	}{{newTLCPServer(t, false), "-ntls"}, {newTLS13SMServer(t), "-tls13sm"}} {
+		before := tt.srv.handshakes.Load()
+		runs := runSTimeJSON(t, "-connect", tt.srv.addr, "-servername", "localhost", tt.proto, "-new", "-loadgen",
+			"-n", "6", "-c", "2", "-www", "/1k")
+		if r := runs[0]; len(runs) != 1 || r.Connections != 6 || r.Requests != 6 || r.ErrorCount != 0 {
+			t.Errorf("%s: %d runs; conns %d requests %d errors %v (%s)", tt.proto, len(runs), r.Connections, r.Requests, r.Errors, r.FirstError)
+		}
+		if got := tt.srv.handshakes.Load() - before; got != 6 {
+			t.Errorf("%s: server handshakes %d, want 6", tt.proto, got)
+		}
+		// Verification and -loadgen exclude each other.
+		var o, e bytes.Buffer
+		if code := dispatch([]string{"s_time", "-connect", tt.srv.addr, tt.proto, "-loadgen", "-CAfile", pkiPath(t, "ca.crt"), "-n", "1"}, &o, &e); code == 0 || !strings.Contains(e.String(), "drop -CAfile") {
+			t.Errorf("%s -loadgen -CAfile: exit %d, %q", tt.proto, code, e.String())
+		}
+	}
+	var o, e bytes.Buffer
+	if code := dispatch([]string{"s_time", "-connect", "127.0.0.1:1", "-tls", "-loadgen", "-n", "1"}, &o, &e); code == 0 || !strings.Contains(e.String(), "-loadgen is for") {
+		t.Errorf("-tls -loadgen: exit %d, %q", code, e.String())
+	}
+}
+
 func TestSTimeErrorsAndFlags(t *testing.T) {
 	srv := newTLCPServer(t, false)
 	// Wrong CA: every handshake fails with a certificate error; exit status 1.
