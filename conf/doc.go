@@ -86,11 +86,16 @@
 //     workers. The workers share the ticket keys (the supervisor makes them
 //     once when ticket_key_file is not set) and, without sessions.store, a
 //     session-ID store served by the supervisor, so a session made on one
-//     worker resumes on another. Default 1: one process that serves everything
-//     itself. auto (or the number of CPUs) is recommended in production on
-//     Linux: one Go process per CPU costs less CPU per connection and per
-//     request than one process with as many threads. Changing it needs a
-//     restart.
+//     worker resumes on another. Limits and pools are each worker's own: a
+//     worker applies max_connections, max_handshakes, the per-client limits,
+//     max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
+//     own health checks to what it serves, so with N workers the totals can
+//     reach N times each figure (the kernel spreads one client's connections
+//     over the workers, so per-client totals too). Divide them by N where the
+//     total matters. Default 1: one process that serves everything itself.
+//     auto (or the number of CPUs) is recommended in production on Linux: one
+//     Go process per CPU costs less CPU per connection and per request than
+//     one process with as many threads. Changing it needs a restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.
