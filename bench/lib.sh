@@ -134,10 +134,15 @@ start_backend() {
 # gmproxy_config FILE PORT ADMIN [EXTRA]: one listener for all protocols in
 # front of $BACKEND, access log off; EXTRA is appended (top-level YAML).
 gmproxy_config() {
+	# The whole load comes from one address, with up to 64 connections at
+	# once (the latency phase): the per-client limits (64 handshakes by
+	# default) would refuse some of them, which Tengine does not do.
 	cat >"$1" <<-YAML
 		listeners:
 		  - address: 127.0.0.1:$2
 		    protocols: [tlcp, tls13sm, tls]
+		    max_handshakes_per_client: 0
+		    max_connections_per_client: 0
 		sites:
 		  - name: bench
 		    server_names: [localhost]
