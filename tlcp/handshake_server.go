@@ -495,7 +495,14 @@ func (hs *serverHandshakeState) checkForResumption() {
 	hs.session = s
 	// Echo the client's session ID (RFC 5077 §3.4 for tickets).
 	hs.sh.sessionID = hello.sessionID
-	if !byTicket {
+	// A resumed session gets a new ticket only when the client's was
+	// sealed under an older key, so that it outlives that key's
+	// retirement (RFC 5077 §3.3 leaves renewal to the server; OpenSSL,
+	// and so Tongsuo, renews the same way). A new ticket under the current
+	// key would hold the same session, creation time included, and cost a
+	// sealing and a larger flight on every resumption. Without a new
+	// ticket the ServerHello has no SessionTicket extension (§3.2).
+	if !byTicket || !stale {
 		hs.sendTicket = false
 		hs.sh.ticketSupported = false
 	}

@@ -47,7 +47,7 @@ func BenchmarkServing(b *testing.B) {
 	dm := startDaemon(b, benchConfig(b, be), func(e *Env) {
 		e.Observer, e.KeyOps, e.Sessions, e.ProxyObserver = m, m, m, m
 	})
-	for _, mode := range []string{"tlcp-resume-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
+	for _, mode := range []string{"tlcp-resume-get", "tlcp-ticket-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
 		d := d
 		if strings.HasSuffix(mode, "+metrics") {
 			d = dm
@@ -157,7 +157,7 @@ func servingClient(mode, addr, count string) error {
 	// The daemon's PKI is made in the benchmark process: the client does
 	// not verify it (what is measured is the server's side).
 	tlcpCfg := &tlcp.Config{InsecureSkipVerify: true, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}, NextProtos: []string{"http/1.1"},
-		SessionTicketsDisabled: true, ClientSessionCache: tlcp.NewLRUClientSessionCache(4)}
+		SessionTicketsDisabled: mode != "tlcp-ticket-get", ClientSessionCache: tlcp.NewLRUClientSessionCache(4)}
 	sm13Cfg := &tls13sm.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"}, ClientSessionCache: tls13sm.NewLRUClientSessionCache(4)}
 	dial := func(resume bool) (net.Conn, error) {
 		raw, err := net.Dial("tcp", addr)
