@@ -95,7 +95,9 @@
 //     total matters. Default 1: one process that serves everything itself.
 //     auto (or the number of CPUs) is recommended in production on Linux: one
 //     Go process per CPU costs less CPU per connection and per request than
-//     one process with as many threads. Changing it needs a restart.
+//     one process with as many threads, except for full handshakes of clients
+//     without session tickets, whose session IDs go to the supervisor's store
+//     (one round trip each). Changing it needs a restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.
