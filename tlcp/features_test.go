@@ -226,14 +226,7 @@ func TestHandshakeContextCancel(t *testing.T) {
 
 func TestTicketKeyRotation(t *testing.T) {
 	p := loadPKI(t)
-	mk := func(secret byte) ticket.Key {
-		k, err := ticket.NewKey(bytes.Repeat([]byte{secret}, 32), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	k1, k2, k3 := mk(1), mk(2), mk(3)
+	k1, k2, k3 := testTicketKey(t, 1), testTicketKey(t, 2), testTicketKey(t, 3)
 	scfg := p.serverConfig()
 	scfg.TicketKeys = ticket.Static{k1}
 	ccfg := p.clientConfig()

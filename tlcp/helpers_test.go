@@ -1,13 +1,16 @@
 package tlcp
 
 import (
+	"bytes"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/ticket"
 	rec "github.com/gmproxy/gmproxy/internal/transcript"
 )
 
@@ -69,3 +72,13 @@ var unhex = testpeer.Unhex
 
 // tcpPair returns two ends of a loopback TCP connection (dialled end first).
 var tcpPair = testpeer.TCPPair
+
+// testTicketKey is a ticket key whose secret is 32 bytes of secret.
+func testTicketKey(t testing.TB, secret byte) ticket.Key {
+	t.Helper()
+	k, err := ticket.NewKey(bytes.Repeat([]byte{secret}, 32), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

@@ -63,14 +63,7 @@ func evRejected(reason string) TicketEvent { return TicketEvent{Kind: TicketReje
 // priming handshake followed by the handshake under test.
 func TestTicketEvents(t *testing.T) {
 	p := loadPKI(t)
-	mk := func(secret byte) ticket.Key {
-		k, err := ticket.NewKey(bytes.Repeat([]byte{secret}, 32), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	k1, k2, k3 := mk(1), mk(2), mk(3)
+	k1, k2, k3 := testTicketKey(t, 1), testTicketKey(t, 2), testTicketKey(t, 3)
 	ca, caKey := genCA(t, "Second CA")
 	other := genPair(t, ca, caKey, smx509.KeyUsageDigitalSignature, smx509.KeyUsageKeyEncipherment)
 	log := &ticketLog{}
@@ -205,10 +198,7 @@ func TestTicketEventKindString(t *testing.T) {
 // its ClientCAs of today, for tickets and session IDs alike.
 func TestResumptionReverifiesClientCerts(t *testing.T) {
 	p := loadPKI(t)
-	k, err := ticket.NewKey(bytes.Repeat([]byte{7}, 32), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := testTicketKey(t, 7)
 	secondCA, _ := genCA(t, "Second CA")
 	otherPool := smx509.NewCertPool()
 	otherPool.AddCert(secondCA)
@@ -260,14 +250,7 @@ func TestResumptionReverifiesClientCerts(t *testing.T) {
 // that the client still resumes once that key is retired.
 func TestTicketRenewal(t *testing.T) {
 	p := loadPKI(t)
-	mk := func(secret byte) ticket.Key {
-		k, err := ticket.NewKey(bytes.Repeat([]byte{secret}, 32), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	k1, k2 := mk(1), mk(2)
+	k1, k2 := testTicketKey(t, 1), testTicketKey(t, 2)
 	server := func(keys ...ticket.Key) *Config {
 		c := p.serverConfig()
 		c.TicketKeys = ticket.Static(keys)
