@@ -396,7 +396,9 @@ func (hs *clientHandshakeState) saveSession() {
 	case len(hs.sh.sessionID) > 0 && !hs.resumed():
 		s.sessionID, s.ticket = hs.sh.sessionID, nil
 	case hs.resumed():
-		// keep what was resumed
+		// No new ticket (or a session ID): keep what was resumed, and its
+		// age, so that it is not offered after the server dropped it.
+		s.receivedAt, s.lifetime = hs.session.receivedAt, hs.session.lifetime
 	default:
 		return
 	}

@@ -259,6 +259,10 @@ func TestTicketRenewal(t *testing.T) {
 	cache := &oneCache{}
 	ccfg := p.clientConfig()
 	ccfg.ClientSessionCache = cache
+	// The client's clock moves a minute a step, so that a kept ticket shows
+	// its age.
+	now := time.Now()
+	ccfg.Time = func() time.Time { return now }
 	steps := []struct {
 		name           string
 		srv            *Config
@@ -271,7 +275,9 @@ func TestTicketRenewal(t *testing.T) {
 		{"the older key retired", server(k2), true, false},
 	}
 	var last []byte
+	var lastAt time.Time
 	for _, st := range steps {
+		now = now.Add(time.Minute)
 		r := runPair(t, st.srv, ccfg, []byte("a"))
 		if r.cerr != nil || r.serr != nil {
 			t.Fatalf("%s: %v %v", st.name, r.cerr, r.serr)
@@ -286,6 +292,10 @@ func TestTicketRenewal(t *testing.T) {
 		if changed := !bytes.Equal(tk.ticket, last); changed != st.newTkt {
 			t.Errorf("%s: new ticket = %v, want %v", st.name, changed, st.newTkt)
 		}
-		last = bytes.Clone(tk.ticket)
+		// A kept ticket keeps its age; a new one starts now.
+		if wantAt := map[bool]time.Time{true: now, false: lastAt}[st.newTkt]; !tk.receivedAt.Equal(wantAt) {
+			t.Errorf("%s: the client's ticket dates from %v, want %v", st.name, tk.receivedAt, wantAt)
+		}
+		last, lastAt = bytes.Clone(tk.ticket), tk.receivedAt
 	}
 }
