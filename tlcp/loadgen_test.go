@@ -2,24 +2,10 @@ package tlcp
 
 import (
 	"bytes"
-	"sync"
 	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
-
-// ckeRecorder keeps a copy of each ClientKeyExchange a client sends.
-type ckeRecorder struct {
-	mu   sync.Mutex
-	msgs [][]byte
-}
-
-func (r *ckeRecorder) out(m []byte) []byte {
-	if m[0] == typeClientKeyExchange {
-		r.mu.Lock()
-		r.msgs = append(r.msgs, bytes.Clone(m))
-		r.mu.Unlock()
-	}
-	return m
-}
 
 // TestInsecureLoadGenerator: a load-generator client sends one
 // ClientKeyExchange on every connection, which the server takes each time,
@@ -28,17 +14,18 @@ func (r *ckeRecorder) out(m []byte) []byte {
 func TestInsecureLoadGenerator(t *testing.T) {
 	p := loadPKI(t)
 	for _, lg := range []bool{false, true} {
-		var rec ckeRecorder
-		ccfg := &Config{InsecureSkipVerify: true, CipherSuites: []uint16{ECC_SM4_GCM_SM3}, InsecureLoadGenerator: lg, testHandshakeOut: rec.out}
+		rec := &testpeer.Recorder{Type: typeClientKeyExchange}
+		ccfg := &Config{InsecureSkipVerify: true, CipherSuites: []uint16{ECC_SM4_GCM_SM3}, InsecureLoadGenerator: lg, testHandshakeOut: rec.Out}
 		for i := range 3 {
 			if r := runPair(t, p.serverConfig(), ccfg, []byte("load")); r.cerr != nil || r.serr != nil {
 				t.Fatalf("loadgen=%v connection %d: client %v, server %v", lg, i, r.cerr, r.serr)
 			}
 		}
-		if len(rec.msgs) != 3 {
-			t.Fatalf("loadgen=%v: %d ClientKeyExchange messages, want 3", lg, len(rec.msgs))
+		msgs := rec.Msgs()
+		if len(msgs) != 3 {
+			t.Fatalf("loadgen=%v: %d ClientKeyExchange messages, want 3", lg, len(msgs))
 		}
-		same := bytes.Equal(rec.msgs[0], rec.msgs[1]) && bytes.Equal(rec.msgs[1], rec.msgs[2])
+		same := bytes.Equal(msgs[0], msgs[1]) && bytes.Equal(msgs[1], msgs[2])
 		if same != lg {
 			t.Errorf("loadgen=%v: ClientKeyExchange repeated = %v", lg, same)
 		}

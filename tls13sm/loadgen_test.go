@@ -2,26 +2,22 @@ package tls13sm
 
 import (
 	"bytes"
-	"sync"
 	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
-// keyShareRecorder keeps the key share of each ClientHello a client sends.
-type keyShareRecorder struct {
-	mu     sync.Mutex
-	shares [][]byte
-}
-
-func (r *keyShareRecorder) out(m []byte) []byte {
-	if m[0] == typeClientHello {
+// keyShares returns the key share of each recorded ClientHello.
+func keyShares(t *testing.T, hellos [][]byte) [][]byte {
+	var out [][]byte
+	for _, m := range hellos {
 		var ch clientHelloMsg
-		if ch.unmarshal(bytes.Clone(m)) && len(ch.keyShares) == 1 {
-			r.mu.Lock()
-			r.shares = append(r.shares, bytes.Clone(ch.keyShares[0].data))
-			r.mu.Unlock()
+		if !ch.unmarshal(m) || len(ch.keyShares) != 1 {
+			t.Fatal("a recorded ClientHello without exactly one key share")
 		}
+		out = append(out, ch.keyShares[0].data)
 	}
-	return m
+	return out
 }
 
 // TestInsecureLoadGenerator: a load-generator client offers one key share
@@ -31,17 +27,18 @@ func (r *keyShareRecorder) out(m []byte) []byte {
 func TestInsecureLoadGenerator(t *testing.T) {
 	for _, lg := range []bool{false, true} {
 		srv, cli := testConfigs(t)
-		var rec keyShareRecorder
-		cli.ClientSessionCache, cli.InsecureLoadGenerator, cli.testHandshakeOut = nil, lg, rec.out
+		rec := &testpeer.Recorder{Type: typeClientHello}
+		cli.ClientSessionCache, cli.InsecureLoadGenerator, cli.testHandshakeOut = nil, lg, rec.Out
 		for i := range 3 {
 			if _, _, serr, cerr := runPair(t, srv, cli); serr != nil || cerr != nil {
 				t.Fatalf("loadgen=%v connection %d: client %v, server %v", lg, i, cerr, serr)
 			}
 		}
-		if len(rec.shares) != 3 {
-			t.Fatalf("loadgen=%v: %d key shares, want 3", lg, len(rec.shares))
+		shares := keyShares(t, rec.Msgs())
+		if len(shares) != 3 {
+			t.Fatalf("loadgen=%v: %d key shares, want 3", lg, len(shares))
 		}
-		same := bytes.Equal(rec.shares[0], rec.shares[1]) && bytes.Equal(rec.shares[1], rec.shares[2])
+		same := bytes.Equal(shares[0], shares[1]) && bytes.Equal(shares[1], shares[2])
 		if same != lg {
 			t.Errorf("loadgen=%v: key share repeated = %v", lg, same)
 		}

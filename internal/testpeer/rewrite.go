@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/gmproxy/gmproxy/internal/record"
@@ -220,4 +221,30 @@ func WantAlerts(t testing.TB, honestErr, misbErr error, want record.Alert, diver
 	if !errors.As(misbErr, &ae) || !ae.Remote || ae.Alert != want {
 		t.Fatalf("misbehaving side: %v, want the peer's %v", misbErr, want)
 	}
+}
+
+// Recorder keeps a copy of each outgoing handshake message of one type
+// (a Config.testHandshakeOut that changes nothing), for tests that compare
+// what an endpoint sent on several connections.
+type Recorder struct {
+	Type uint8
+	mu   sync.Mutex
+	msgs [][]byte
+}
+
+// Out records m when it has r.Type and returns it unchanged.
+func (r *Recorder) Out(m []byte) []byte {
+	if m[0] == r.Type {
+		r.mu.Lock()
+		r.msgs = append(r.msgs, slices.Clone(m))
+		r.mu.Unlock()
+	}
+	return m
+}
+
+// Msgs returns the messages recorded so far.
+func (r *Recorder) Msgs() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
 }
