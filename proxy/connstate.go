@@ -33,10 +33,12 @@ type connInfo struct {
 	wrote atomic.Bool
 	trace httptrace.ClientTrace
 
-	// writeArmed: an HTTP/1.1 response left a send_timeout write deadline
-	// on the connection (timeouts.go). Requests of one HTTP/1.1
+	// sendArmed is when send_timeout last armed the write deadline of
+	// this HTTP/1.1 connection (unix ns; 0: not armed). The deadline
+	// stays between requests, so a keep-alive request re-arms it only
+	// when it grew old (timeouts.go). Requests of one HTTP/1.1
 	// connection run one at a time.
-	writeArmed bool
+	sendArmed int64
 
 	tlsOnce sync.Once
 	tlsVals tlsValues

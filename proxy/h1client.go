@@ -68,6 +68,9 @@ type h1Conn struct {
 	// interrupt fails a blocked read or write (the request's context
 	// ended); made once per connection rather than once per exchange.
 	interrupt func()
+	// hdrArmed is when the header timeout's read deadline was set (unix
+	// ns; 0: none in place).
+	hdrArmed int64
 }
 
 // headerLimitReader bounds the bytes read from the connection while a
@@ -261,10 +264,17 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 		// Fresh unless a body was (perhaps partly) read from the client.
 		return nil, err, req.Body == nil
 	}
-	if pc.cl.headerTimeout > 0 {
-		pc.c.SetReadDeadline(time.Now().Add(pc.cl.headerTimeout))
-		if ctx.Err() != nil {
-			pc.interrupt() // the watcher may have run before the line above
+	if d := pc.cl.headerTimeout; d > 0 {
+		// The deadline is set d + d/8 ahead and kept while it is at
+		// least d away: a busy connection sets one every d/8, not one
+		// per exchange, and the wait allowed is between d and 9/8 of it.
+		now := time.Now()
+		if n := now.UnixNano(); n-pc.hdrArmed >= int64(d/8) {
+			pc.c.SetReadDeadline(now.Add(d + d/8))
+			pc.hdrArmed = n
+			if ctx.Err() != nil {
+				pc.interrupt() // the watcher may have run before the line above
+			}
 		}
 	}
 	pc.lr.n = pc.cl.maxHeaderBytes
@@ -302,6 +312,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 	// not read), one deadline change less per request.
 	if pc.cl.headerTimeout > 0 && !(res.Body == http.NoBody || res.Body == nil && int64(pc.br.Buffered()) >= res.ContentLength) {
 		pc.c.SetReadDeadline(time.Time{})
+		pc.hdrArmed = 0
 	}
 	keep := !res.Close && !req.Close
 	if res.Body == http.NoBody {

@@ -567,3 +567,49 @@ func TestH1ClientHeaderTimeoutSpansHeadOnly(t *testing.T) {
 		t.Errorf("%d connections, want 1", n)
 	}
 }
+
+// TestH1ClientHeaderTimeoutKept: the header timeout's deadline is kept
+// across a connection's exchanges while it is recent; one cleared for a
+// body read after the head must be set again, so that a silent backend
+// on the reused connection still times out.
+func TestH1ClientHeaderTimeoutKept(t *testing.T) {
+	release := make(chan struct{})
+	big := strings.Repeat("b", 100<<10) // more than the read buffer
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		switch r.URL.Query().Get("k") {
+		case "big":
+			fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
+		case "silent":
+			w.Flush()
+			<-release
+		default:
+			io.WriteString(w, okResponse)
+		}
+		return true
+	})
+	defer close(release)
+	cl := testH1Client(t, func(tr *http.Transport) { tr.ResponseHeaderTimeout = time.Second })
+	if got, err := h1Get(t, cl, context.Background(), "GET", b.addr()); err != nil || got != "200 OK ok" {
+		t.Fatalf("first: %q, %v", got, err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/?k=big", nil)
+	req.Body = nil
+	if got, err := h1Do(t, cl, req); err != nil || got != big {
+		t.Fatalf("big body: %d bytes, %v; want it whole", len(got), err)
+	}
+	req, _ = http.NewRequest("GET", "http://"+b.addr()+"/?k=silent", nil)
+	req.Body = nil
+	done := make(chan error, 1)
+	go func() { _, err := cl.RoundTrip(req); done <- err }()
+	select {
+	case err := <-done:
+		if !isTimeout(err) {
+			t.Errorf("silent backend on a reused connection: %v, want a timeout", err)
+		}
+	case <-time.After(10 * time.Second): // ten times the header timeout
+		t.Fatal("a silent backend on a reused connection did not time out")
+	}
+	if n := b.conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}

@@ -29,6 +29,10 @@ type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
+// deadlineKeeper is a ResponseWriter that says whether the write deadline
+// a handler sets stays for the connection's next request (h1server's).
+type deadlineKeeper interface{ KeepsWriteDeadline() bool }
+
 // opDeadline re-arms a per-operation deadline through set.
 type opDeadline struct {
 	d     time.Duration // 0: off
@@ -95,9 +99,9 @@ func (s *site) bodyTimedOut(rs *reqState, r *http.Request) {
 type sendDeadline struct {
 	opDeadline
 	ww writeDeadliner
-	// armed is the HTTP/1.1 connection's record that a deadline of ours
-	// is set on it (cleared before its next request), or nil.
-	armed *bool
+	// armed is the HTTP/1.1 connection's record of the last arming
+	// (connInfo.sendArmed), or nil.
+	armed *int64
 }
 
 func (s *sendDeadline) arm() {
@@ -107,15 +111,19 @@ func (s *sendDeadline) arm() {
 	if dl, ok := s.due(); ok {
 		s.ww.SetWriteDeadline(dl)
 		if s.armed != nil {
-			*s.armed = true
+			*s.armed = s.last
 		}
 	}
 }
 
-// initSend prepares the send deadline of a request. On an HTTP/1.1
-// connection a deadline left by the previous response is cleared first
-// (a server that sets none of its own without write_timeout would let a
-// stale one fail this response's first write; h1server clears it too).
+// initSend prepares the send deadline of a request and arms it, so that
+// every write of the response, a 100 Continue included, has it. On an
+// HTTP/1.1 connection of h1server the deadline a previous response armed
+// stays in place (deadlineKeeper): when it was armed less than an eighth
+// of the timeout ago it is still at least the timeout away and is kept,
+// so that a busy keep-alive connection sets one deadline every few
+// seconds, not one per request. A write_timeout bounds each request on
+// its own, and then nothing is carried over.
 func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	d := p.limits.SendTimeout
 	ww, ok := rs.w.rw.(writeDeadliner)
@@ -129,10 +137,12 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 		sd.limit = rs.start.Add(t)
 	}
 	if r.ProtoMajor == 1 && rs.ci != nil {
-		sd.armed = &rs.ci.writeArmed
-		if rs.ci.writeArmed && sd.limit.IsZero() {
-			ww.SetWriteDeadline(time.Time{})
-			rs.ci.writeArmed = false
+		if k, ok := ww.(deadlineKeeper); ok && sd.limit.IsZero() && k.KeepsWriteDeadline() {
+			sd.armed = &rs.ci.sendArmed
+			sd.last = rs.ci.sendArmed
+		} else {
+			rs.ci.sendArmed = 0 // what this response arms is not carried over
 		}
 	}
+	sd.arm()
 }

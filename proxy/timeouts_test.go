@@ -125,3 +125,82 @@ func TestSendTimeout(t *testing.T) {
 		t.Errorf("the whole response (%d bytes) was delivered", got)
 	}
 }
+
+// TestSendTimeoutKeepAlive: send_timeout's write deadline stays on an
+// HTTP/1.1 connection between its requests (re-armed only when it grew
+// old), so it must still bound a later response of the connection, and
+// one left from a request long ago must not fail a later response's
+// writes, a 100 Continue sent before the response included.
+func TestSendTimeoutKeepAlive(t *testing.T) {
+	chunk := strings.Repeat("x", 32<<10)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "ok %s", b)
+			return
+		}
+		for range 8192 { // up to 256 MiB
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(backend.Close)
+	const sendTimeout = 300 * time.Millisecond
+	obs := newEventObserver()
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.SendTimeout = sendTimeout
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	get := func(req string, want string) {
+		t.Helper()
+		io.WriteString(c, req)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", req, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != 200 || string(b) != want {
+			t.Fatalf("%q: %d %q %v, want 200 %q", req, res.StatusCode, b, err, want)
+		}
+	}
+	get("GET /a HTTP/1.1\r\nHost: example.test\r\n\r\n", "ok ")
+	get("GET /b HTTP/1.1\r\nHost: example.test\r\n\r\n", "ok ")
+
+	// Idle for longer than the deadline the last response left.
+	time.Sleep(sendTimeout*9/8 + 200*time.Millisecond)
+	io.WriteString(c, "POST /c HTTP/1.1\r\nHost: example.test\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusContinue {
+		t.Fatalf("after an idle wait: %v %v, want 100 Continue", res, err)
+	}
+	get("body", "ok body")
+	time.Sleep(sendTimeout*9/8 + 200*time.Millisecond)
+	get("GET /d HTTP/1.1\r\nHost: example.test\r\n\r\n", "ok ")
+
+	// A response on the same connection that the client does not read
+	// must end on its own.
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	for i := 0; ; i++ {
+		obs.mu.Lock()
+		n := len(obs.done)
+		obs.mu.Unlock()
+		if n == 5 {
+			break
+		}
+		if i == 2000 {
+			t.Fatal("a later response to a client that reads nothing never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, _ := io.Copy(io.Discard, br)
+	if got >= 8192*int64(len(chunk)) {
+		t.Errorf("the whole response (%d bytes) was delivered", got)
+	}
+}

@@ -443,7 +443,11 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	// excess body first (linger).
 	w.lastWrite = !(hasBody && c.body.tooBig)
 	w.finish()
-	if w.wroteDeadline || s.WriteTimeout > 0 {
+	if s.WriteTimeout > 0 {
+		// The server's own bound ends with the response. A deadline the
+		// handler set stays, as with net/http: the handler manages it
+		// (the proxy's send_timeout keeps one armed across a
+		// connection's requests, re-arming it only when it grows old).
 		c.rwc.SetWriteDeadline(time.Time{})
 	}
 	if c.watch.gone() || w.err != nil {

@@ -69,7 +69,6 @@ type response struct {
 	keys                   []string // scratch for sorting
 	wants10KeepAlive       bool
 	wantsClose             bool
-	wroteDeadline          bool // the handler set a write deadline
 	expectContinue         bool
 	continueArmed          atomic.Bool // 100 Continue may still be sent
 	contMu                 sync.Mutex  // orders 100 Continue with 1xx writes
@@ -90,7 +89,7 @@ func (w *response) start(req *http.Request) {
 	conn := req.Header["Connection"]
 	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && httpguts.HeaderValuesContainsToken(conn, "keep-alive")
 	w.wantsClose = req.Close || httpguts.HeaderValuesContainsToken(conn, "close")
-	w.wroteDeadline, w.superfluousWriteLogged = false, false
+	w.superfluousWriteLogged = false
 	w.expectContinue = false
 }
 
@@ -643,10 +642,15 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // SetReadDeadline and SetWriteDeadline are for http.ResponseController.
 func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDeadline(t) }
 
-func (w *response) SetWriteDeadline(t time.Time) error {
-	w.wroteDeadline = true
-	return w.c.rwc.SetWriteDeadline(t)
-}
+// A write deadline the handler sets outlives its response, as with
+// net/http's server, unless the server has a WriteTimeout (which it sets
+// for each request and clears after the response).
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+
+// KeepsWriteDeadline reports whether a write deadline the handler sets
+// is still in place for the connection's next request: the server has
+// no WriteTimeout of its own.
+func (w *response) KeepsWriteDeadline() bool { return w.c.srv.WriteTimeout <= 0 }
 
 // EnableFullDuplex is for http.ResponseController: the request body can
 // always be read after the response started.

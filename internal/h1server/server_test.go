@@ -733,3 +733,82 @@ func TestLastResponseWithClose(t *testing.T) {
 		}
 	}
 }
+
+// deadlineConn records the last write deadline set on it.
+type deadlineConn struct {
+	net.Conn
+	mu sync.Mutex
+	wd time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.wd = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *deadlineConn) lastWrite() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wd
+}
+
+// TestHandlerWriteDeadlineKept: a write deadline the handler sets stays
+// for the connection's next request when the server has no WriteTimeout
+// (as net/http's; the proxy's send_timeout relies on it, and
+// KeepsWriteDeadline says so); with a WriteTimeout the server clears it
+// after each response.
+func TestHandlerWriteDeadlineKept(t *testing.T) {
+	for _, wt := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprint("WriteTimeout=", wt), func(t *testing.T) {
+			set := time.Now().Add(time.Hour).Round(time.Second)
+			var keeps atomic.Int32
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if k, ok := w.(interface{ KeepsWriteDeadline() bool }); ok && k.KeepsWriteDeadline() {
+					keeps.Add(1)
+				}
+				if r.URL.Path == "/set" {
+					if err := http.NewResponseController(w).SetWriteDeadline(set); err != nil {
+						t.Error(err)
+					}
+				}
+				io.WriteString(w, "ok")
+			})
+			s := &Server{Handler: h, WriteTimeout: wt, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			dc := make(chan *deadlineConn, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				d := &deadlineConn{Conn: c}
+				s.ServeConn(d)
+				dc <- d // the connection's requests are over
+			}()
+			defer s.Close()
+			c := dial(t, ln.Addr().String())
+			io.WriteString(c, "GET /set HTTP/1.1\r\nHost: a\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+			for _, res := range readResponses(t, bufio.NewReader(c), "GET", "GET") {
+				if b := bodyOf(res); res.StatusCode != 200 || b != "ok" {
+					t.Fatalf("%d %q", res.StatusCode, b)
+				}
+			}
+			c.Close()
+			d := testpeer.Recv(t, dc, "end of the connection")
+			got := d.lastWrite()
+			if wt == 0 {
+				if !got.Equal(set) || keeps.Load() != 2 {
+					t.Errorf("write deadline after the next response %v, KeepsWriteDeadline %d of 2; want the handler's %v kept", got, keeps.Load(), set)
+				}
+			} else if !got.IsZero() || keeps.Load() != 0 {
+				t.Errorf("write deadline after the next response %v, KeepsWriteDeadline %d of 2; want it cleared, and false", got, keeps.Load())
+			}
+		})
+	}
+}
