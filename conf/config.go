@@ -180,7 +180,11 @@ type HTTPServer struct {
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 	// SendTimeout is the longest wait between two successive writes of a
 	// response to the client (like nginx send_timeout); past it the
-	// response is cut. 0 means no limit. Default 60s.
+	// response is cut. 0 means no limit. Default 60s. BodyTimeout and
+	// SendTimeout move their deadline at most every eighth of their
+	// value, so a client is cut after between the value and 9/8 of it.
+	// A kept-alive HTTP/1.1 connection keeps its send deadline between
+	// requests.
 	SendTimeout time.Duration `yaml:"send_timeout"`
 	// HTTP2MaxResetRate bounds the stream resets (RST_STREAM) an HTTP/2
 	// client may send per second, on average, with bursts of twice the
@@ -565,7 +569,9 @@ type Timeouts struct {
 	// Connect bounds dialing a target, handshake included. Default 5s.
 	Connect time.Duration `yaml:"connect"`
 	// ResponseHeader bounds the wait for the response headers after the
-	// request was written; exceeded → 504. Default 60s.
+	// request was written; exceeded → 504. Default 60s. A pooled
+	// connection keeps its deadline while it is recent, so the wait
+	// allowed is between the value and 9/8 of it.
 	ResponseHeader time.Duration `yaml:"response_header"`
 	// Idle closes pooled connections idle for this long. Default 90s.
 	Idle time.Duration `yaml:"idle"`

@@ -196,7 +196,10 @@
 //     limit. Default 60s.
 //   - send_timeout (duration): send_timeout is the longest wait between two
 //     successive writes of a response to the client (like nginx send_timeout);
-//     past it the response is cut. 0 means no limit. Default 60s.
+//     past it the response is cut. 0 means no limit. Default 60s. BodyTimeout
+//     and SendTimeout move their deadline at most every eighth of their value,
+//     so a client is cut after between the value and 9/8 of it. A kept-alive
+//     HTTP/1.1 connection keeps its send deadline between requests.
 //   - http2_max_reset_rate (integer): http2_max_reset_rate bounds the stream
 //     resets (RST_STREAM) an HTTP/2 client may send per second, on average,
 //     with bursts of twice the rate or twice max_concurrent_streams, whichever
@@ -567,7 +570,8 @@
 //     Default 5s.
 //   - response_header (duration): response_header bounds the wait for the
 //     response headers after the request was written; exceeded → 504.
-//     Default 60s.
+//     Default 60s. A pooled connection keeps its deadline while it is recent,
+//     so the wait allowed is between the value and 9/8 of it.
 //   - idle (duration): idle closes pooled connections idle for this long.
 //     Default 90s.
 //
