@@ -25,6 +25,7 @@ import (
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
 )
 
 // Restart back-off of a worker that died: it doubles from restartMin up to
@@ -59,10 +60,13 @@ type supervisor struct {
 	// cacheSize is sessions.cache_size: the store holds as many sessions
 	// per worker.
 	cacheSize int
-	log       *slog.Logger
-	out       io.Writer // the workers' stdout
-	errw      io.Writer // the workers' stderr
-	hc        *http.Client
+	// shm is the shared memory session store every worker maps (nil: the
+	// socket store in dir serves them).
+	shm  *os.File
+	log  *slog.Logger
+	out  io.Writer // the workers' stdout
+	errw io.Writer // the workers' stderr
+	hc   *http.Client
 
 	mu       sync.Mutex
 	procs    []*workerProc
@@ -121,12 +125,26 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	if err := os.WriteFile(filepath.Join(s.dir, wrapKeyFile), wrap, 0o600); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("unix", filepath.Join(s.dir, storeSocket))
-	if err != nil {
-		return nil, fmt.Errorf("workers: session store socket: %w", err)
+	// Sessions of every worker plus the ticket keys: in memory the
+	// workers share, or served on a socket where there is none.
+	entries := s.n*max(s.cacheSize, 1024) + 64
+	if shmstore.Supported {
+		f, err := shmstore.Create(entries)
+		if err != nil {
+			s.log.Warn("workers: no shared memory session store, the supervisor serves it on a socket", "error", err)
+		}
+		s.shm = f
 	}
-	// Sessions of every worker plus the ticket keys.
-	go localstore.Serve(ln, sessionstore.NewBoundedMemory(s.n*max(s.cacheSize, 1024)+64))
+	if s.shm == nil {
+		ln, err := net.Listen("unix", filepath.Join(s.dir, storeSocket))
+		if err != nil {
+			return nil, fmt.Errorf("workers: session store socket: %w", err)
+		}
+		go localstore.Serve(ln, sessionstore.NewBoundedMemory(entries))
+		s.log.Info("workers: session store", "type", localstore.Type, "entries", entries)
+	} else {
+		s.log.Info("workers: session store", "type", shmstore.Type, "entries", entries, "bytes", shmstore.Size(entries))
+	}
 	exits = make(chan workerExit, s.n)
 	s.procs = make([]*workerProc, s.n)
 	for i := range s.n {
@@ -149,11 +167,15 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
 	env := make([]string, 0, len(os.Environ())+3)
 	for _, e := range os.Environ() {
-		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir {
+		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir && k != envWorkerShm {
 			env = append(env, e)
 		}
 	}
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, "GOMAXPROCS=1")
+	if s.shm != nil {
+		cmd.ExtraFiles = []*os.File{s.shm}
+		cmd.Env = append(cmd.Env, envWorkerShm+"="+strconv.Itoa(shmFD))
+	}
 	cmd.Stdout, cmd.Stderr = s.out, s.errw
 	dieWithParent(cmd)
 	os.Remove(workerSocket(s.dir, i))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -243,6 +244,21 @@ func TestWorkers(t *testing.T) {
 		SessionTicketsDisabled: true, ClientSessionCache: tlcp.NewLRUClientSessionCache(4)})
 
 	_, merged := get("/metrics")
+	// The session ID went through the store the workers share: memory
+	// they all map, on Linux, with no error.
+	if !strings.Contains(logs.String(), "type="+shmstore.Type) {
+		t.Error("the supervisor did not make a shared memory session store")
+	}
+	if got := sumSeries(t, merged, "gmproxy_session_store_operations_total", `op="set",result="ok"`); got < 1 {
+		t.Errorf("%v session store writes succeeded", got)
+	}
+	if got := sumSeries(t, merged, "gmproxy_session_store_operations_total", `op="get",result="hit"`); got < 1 {
+		t.Errorf("%v session store reads hit", got)
+	}
+	if got := sumSeries(t, merged, "gmproxy_session_store_operations_total", `result="error"`) +
+		sumSeries(t, merged, "gmproxy_session_store_operations_total", `result="timeout"`); got != 0 {
+		t.Errorf("%v session store calls failed", got)
+	}
 	if got := sumSeries(t, merged, "gmproxy_handshakes_total", ""); got != float64(made) {
 		t.Errorf("supervisor /metrics: %v handshakes, made %d", got, made)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -23,7 +24,14 @@ const (
 	// envWorkerDir is the supervisor's private folder (mode 0700): the
 	// workers' admin sockets, the session store socket, the wrap key.
 	envWorkerDir = "GMPROXY_WORKER_DIR"
+	// envWorkerShm is the file descriptor of the shared memory session
+	// store (shmFD), when the supervisor made one.
+	envWorkerShm = "GMPROXY_WORKER_SHM"
 )
+
+// shmFD is the shared memory store's descriptor in a worker (the first of
+// exec.Cmd's ExtraFiles).
+const shmFD = 3
 
 // Files in the supervisor's folder.
 const (
@@ -40,6 +48,7 @@ type worker struct {
 	index int
 	dir   string
 	wrap  []ticket.Key // the key that seals the shared ticket keys
+	shm   string       // the shared memory store's descriptor, or ""
 }
 
 // workerFromEnv returns the worker this process is, or nil when it is not
@@ -62,6 +71,13 @@ func workerFromEnv() (*worker, error) {
 	if w.wrap, err = ticket.ParseKeyFile(b, time.Now()); err != nil {
 		return nil, err
 	}
+	if fd := os.Getenv(envWorkerShm); fd != "" {
+		// Mapped now, so that a worker that cannot map it does not start.
+		if _, err := shmstore.OpenFD(fd); err != nil {
+			return nil, err
+		}
+		w.shm = fd
+	}
 	return w, nil
 }
 
@@ -70,8 +86,9 @@ func workerFromEnv() (*worker, error) {
 //   - its admin listener is a Unix socket in the supervisor's folder, with
 //     POST /reload for the supervisor (the supervisor serves the
 //     configured admin and control addresses);
-//   - without sessions.store, the workers share the supervisor's local
-//     store: session IDs made on one worker resume on another;
+//   - without sessions.store, the workers share a session store: memory
+//     they all map (shmstore, on Linux) or the supervisor's socket store
+//     (localstore): session IDs made on one worker resume on another;
 //   - without ticket_key_file or sessions.ticket_keys, the ticket keys are
 //     agreed on through that store (rotating, sealed with the supervisor's
 //     wrap key), so a ticket made on one worker resumes on another.
@@ -88,8 +105,11 @@ func (w *worker) adjust(c *conf.Config) {
 			KeyPrefix: sessionstore.DefaultKeyPrefix,
 			Timeout:   sessionstore.DefaultTimeout,
 		}
+		if w.shm != "" {
+			s.Store.Type, s.Store.Addresses = shmstore.Type, []string{w.shm}
+		}
 		if s.TicketKeyFile == "" && s.TicketKeys == nil {
-			s.TicketKeys = &conf.FleetTicketKeys{Store: localstore.Type, WrapKeys: w.wrap}
+			s.TicketKeys = &conf.FleetTicketKeys{Store: s.Store.Type, WrapKeys: w.wrap}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/redisstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -68,6 +69,18 @@ func (e *Env) openStore(st *conf.SessionStore) sessionstore.Store {
 	if st.Type == localstore.Type && len(st.Addresses) == 1 {
 		// The worker mode's store, served by the supervisor.
 		return localstore.NewClient(st.Addresses[0])
+	}
+	if st.Type == shmstore.Type && len(st.Addresses) == 1 {
+		// The worker mode's store in memory the workers share (mapped
+		// when the worker started).
+		s, err := shmstore.OpenFD(st.Addresses[0])
+		if err != nil {
+			if e.Logger != nil {
+				e.Logger.Error("shared memory session store", "error", err)
+			}
+			return shmstore.Failed(err)
+		}
+		return s
 	}
 	o := redisstore.Options{
 		Addresses: st.Addresses, MasterName: st.MasterName, Username: st.Username, Password: st.Password,

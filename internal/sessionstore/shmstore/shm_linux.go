@@ -1,0 +1,98 @@
+package shmstore
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Supported reports whether this platform has the shared memory store.
+const Supported = true
+
+// Create makes a table for about entries entries in a new anonymous memory
+// file and returns the file, for the workers to inherit (exec.Cmd's
+// ExtraFiles) and map with OpenFD. Its pages cost memory only once written.
+func Create(entries int) (*os.File, error) {
+	fd, err := unix.MemfdCreate("gmproxy-sessions", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("shmstore: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "gmproxy-sessions")
+	size := Size(entries)
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shmstore: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, headerSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shmstore: mmap: %w", err)
+	}
+	var seed [8]byte
+	rand.Read(seed[:])
+	format(mem, entries, binary.LittleEndian.Uint64(seed[:]))
+	unix.Munmap(mem)
+	return f, nil
+}
+
+var (
+	mu     sync.Mutex
+	byDesc = map[string]*table{}
+)
+
+// OpenFD maps the table in the inherited file descriptor fd (a decimal
+// number, as the worker's configuration carries it). The file is mapped
+// once per process: every call with the same fd returns a Store of the
+// same table.
+func OpenFD(fd string) (*Store, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if t, ok := byDesc[fd]; ok {
+		return &Store{t: t}, nil
+	}
+	n, err := strconv.Atoi(fd)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("shmstore: %q is not a file descriptor", fd)
+	}
+	mem, err := mapFD(n)
+	if err != nil {
+		return nil, err
+	}
+	t, err := open(mem)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	byDesc[fd] = t
+	return &Store{t: t}, nil
+}
+
+// mapFD maps the whole file fd, shared.
+func mapFD(fd int) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("shmstore: fd %d: %w", fd, err)
+	}
+	if st.Size < headerSize || st.Size > 1<<32 {
+		return nil, errLayout
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shmstore: mmap: %w", err)
+	}
+	return mem, nil
+}
+
+// processAlive reports whether process pid exists (a process of another
+// user counts).
+func processAlive(pid uint32) bool {
+	err := syscall.Kill(int(pid), 0)
+	return err == nil || !errors.Is(err, syscall.ESRCH)
+}
