@@ -40,6 +40,10 @@ type connInfo struct {
 	// connection run one at a time.
 	sendArmed int64
 
+	// limits are the limits of the connection's listener, nil: the
+	// proxy's own (ConnContextLimits).
+	limits *LimitsConfig
+
 	tlsOnce sync.Once
 	tlsVals tlsValues
 	pemOnce sync.Once
@@ -178,6 +182,25 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		ci.state, ci.hasState = sc.ConnState(), true
 	}
 	return newConnContext(ctx, ci)
+}
+
+// ConnContextLimits is ConnContext for a connection whose listener has
+// limits of its own: the body and send timeouts (and the read and write
+// timeouts that bound them) of its requests are l's, not the proxy's. l
+// has its defaults applied (LimitsConfig.WithDefaults) and must not
+// change while the connection lasts.
+func ConnContextLimits(ctx context.Context, c net.Conn, l *LimitsConfig) context.Context {
+	ctx = ConnContext(ctx, c)
+	connInfoFrom(ctx).limits = l
+	return ctx
+}
+
+// limitsOf returns the limits that apply to a request of ci's connection.
+func (p *Proxy) limitsOf(ci *connInfo) *LimitsConfig {
+	if ci != nil && ci.limits != nil {
+		return ci.limits
+	}
+	return &p.limits
 }
 
 func connInfoFrom(ctx context.Context) *connInfo {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,17 @@ func (s *frameScanner) untilBoundary(b []byte) int {
 		need = rest + (int(h[0])<<16 | int(h[1])<<8 | int(h[2]))
 	}
 	return min(need, len(b))
+}
+
+// GuardHTTP2 returns the connection an HTTP/2 server should serve instead
+// of c: one that bounds the client's stream resets by l's
+// HTTP2MaxResetRate (l with defaults applied, LimitsConfig.WithDefaults)
+// and answers a flood with GOAWAY(ENHANCE_YOUR_CALM), logged to logger.
+func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
+	rate := l.HTTP2MaxResetRate
+	return newResetGuard(c, rate, resetBurst(rate, l.MaxConcurrentStreams), func() {
+		logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", rate)
+	})
 }
 
 // resetGuard is the connection the HTTP/2 server sees.

@@ -94,7 +94,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		}
 		p.accessLog = al
 	}
-	p.limits = limitsWithDefaults(cfg.Limits)
+	p.limits = cfg.Limits.WithDefaults()
 	if err := p.newServers(); err != nil {
 		p.closeUpstreams()
 		return nil, fmt.Errorf("http2: %w", err)
@@ -136,8 +136,8 @@ func (p *Proxy) addSites(scs []SiteConfig) error {
 	return nil
 }
 
-// limitsWithDefaults returns l with the defaults in place of unset limits.
-func limitsWithDefaults(l LimitsConfig) LimitsConfig {
+// WithDefaults returns l with the defaults in place of unset limits.
+func (l LimitsConfig) WithDefaults() LimitsConfig {
 	l.MaxHeaderBytes = intOr(l.MaxHeaderBytes, 64<<10)
 	l.ReadHeaderTimeout = durOr(l.ReadHeaderTimeout, 10*time.Second)
 	l.IdleTimeout = durOr(l.IdleTimeout, 75*time.Second)
@@ -331,11 +331,7 @@ func (p *Proxy) ServeHTTP2(c net.Conn) error {
 		return net.ErrClosed
 	}
 	defer p.trackDone(c)
-	l := &p.limits
-	g := newResetGuard(c, l.HTTP2MaxResetRate, resetBurst(l.HTTP2MaxResetRate, l.MaxConcurrentStreams), func() {
-		p.logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", l.HTTP2MaxResetRate)
-	})
-	p.h2.ServeConn(g, &http2.ServeConnOpts{
+	p.h2.ServeConn(GuardHTTP2(c, &p.limits, p.logger), &http2.ServeConnOpts{
 		Context:    ConnContext(context.Background(), c),
 		BaseConfig: p.h2base,
 		Handler:    p,

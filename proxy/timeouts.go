@@ -77,13 +77,14 @@ func (b *bodyDeadline) release() { b.rw.SetReadDeadline(b.limit) }
 // rw is nil when the body timeout is off or the writer has no read
 // deadlines.
 func (p *Proxy) bodyDeadline(rs *reqState) bodyDeadline {
-	d := p.limits.BodyTimeout
+	l := p.limitsOf(rs.ci)
+	d := l.BodyTimeout
 	rd, ok := rs.w.rw.(readDeadliner)
 	if d <= 0 || !ok {
 		return bodyDeadline{}
 	}
 	b := bodyDeadline{opDeadline: opDeadline{d: d}, rw: rd}
-	if t := p.limits.ReadTimeout; t > 0 {
+	if t := l.ReadTimeout; t > 0 {
 		b.limit = rs.start.Add(t)
 	}
 	return b
@@ -125,7 +126,8 @@ func (s *sendDeadline) arm() {
 // seconds, not one per request. A write_timeout bounds each request on
 // its own, and then nothing is carried over.
 func (p *Proxy) initSend(rs *reqState, r *http.Request) {
-	d := p.limits.SendTimeout
+	l := p.limitsOf(rs.ci)
+	d := l.SendTimeout
 	ww, ok := rs.w.rw.(writeDeadliner)
 	if d <= 0 || !ok {
 		return
@@ -133,7 +135,7 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	sd := &rs.w.send
 	sd.opDeadline = opDeadline{d: d}
 	sd.ww = ww
-	if t := p.limits.WriteTimeout; t > 0 {
+	if t := l.WriteTimeout; t > 0 {
 		sd.limit = rs.start.Add(t)
 	}
 	if r.ProtoMajor == 1 && rs.ci != nil {

@@ -386,6 +386,9 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 			WriteTimeout:         l.HTTP.WriteTimeout,
 			IdleTimeout:          l.HTTP.IdleTimeout,
 			MaxConcurrentStreams: uint32(l.HTTP.MaxConcurrentStreams),
+			BodyTimeout:          offIfZero(l.HTTP.BodyTimeout),
+			SendTimeout:          offIfZero(l.HTTP.SendTimeout),
+			HTTP2MaxResetRate:    l.HTTP.HTTP2MaxResetRate,
 		},
 	}, err
 }

@@ -13,6 +13,9 @@ import (
 func proxyConfig(cfg *conf.Config) proxy.Config {
 	pc := proxy.Config{TrustedProxies: cfg.TrustedProxies}
 	if len(cfg.Listeners) > 0 {
+		// The proxy's own limits, for connections handed over without a
+		// listener's (the daemon gives each connection its listener's:
+		// HTTPLimits, proxy.ConnContextLimits).
 		h := cfg.Listeners[0].HTTP
 		pc.Limits = proxy.LimitsConfig{
 			MaxHeaderBytes:       int(h.MaxHeaderBytes),

@@ -27,6 +27,11 @@ type HTTPLimits struct {
 	WriteTimeout         time.Duration
 	IdleTimeout          time.Duration
 	MaxConcurrentStreams uint32
+	// BodyTimeout, SendTimeout and HTTP2MaxResetRate are the proxy's
+	// (proxy.LimitsConfig: a negative timeout is off, 0 the default),
+	// applied to the requests of this listener's connections.
+	BodyTimeout, SendTimeout time.Duration
+	HTTP2MaxResetRate        int
 }
 
 // ConnHandler takes over a connection instead of HTTP (TCP stream sites).
@@ -60,7 +65,10 @@ type listener struct {
 // httpSet is one pair of HTTP servers with the same limits.
 type httpSet struct {
 	lim HTTPLimits
-	h1  *h1server.Server
+	// proxyLim is lim as the proxy takes it, defaults applied: every
+	// request of the set's connections carries it (proxy.ConnContextLimits).
+	proxyLim proxy.LimitsConfig
+	h1       *h1server.Server
 	// h2base is the configuration x/net/http2 takes its limits from; its
 	// Shutdown sends GOAWAY to the h2 connections (http2.ConfigureServer).
 	h2base *http.Server
@@ -85,6 +93,12 @@ func newListener(ln net.Listener, hcfg *frontdoor.ListenerConfig, obs frontdoor.
 
 func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 	s := &httpSet{lim: lim, h2c: map[net.Conn]struct{}{}}
+	s.proxyLim = proxy.LimitsConfig{
+		MaxHeaderBytes: lim.MaxHeaderBytes, ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout,
+		MaxConcurrentStreams: lim.MaxConcurrentStreams,
+		BodyTimeout:          lim.BodyTimeout, SendTimeout: lim.SendTimeout, HTTP2MaxResetRate: lim.HTTP2MaxResetRate,
+	}.WithDefaults()
 	s.h1 = &h1server.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
@@ -92,7 +106,7 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		ReadTimeout:       lim.ReadTimeout,
 		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       durOr(lim.IdleTimeout, 2*time.Minute),
-		ConnContext:       connContext,
+		ConnContext:       s.connContext,
 		Logger:            l.log,
 	}
 	s.h2base = &http.Server{
@@ -102,7 +116,7 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		ReadTimeout:       lim.ReadTimeout,
 		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       s.h1.IdleTimeout,
-		ConnContext:       connContext,
+		ConnContext:       s.connContext,
 		ErrorLog:          slog.NewLogLogger(l.log.Handler(), slog.LevelDebug),
 	}
 	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout}
@@ -318,8 +332,10 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 		}
 		if h2 {
 			defer set.releaseH2(c)
-			set.h2.ServeConn(c, &http2.ServeConnOpts{
-				Context:    connContext(context.Background(), c),
+			// The proxy's guard bounds the client's stream resets
+			// (http2_max_reset_rate: rapid reset floods).
+			set.h2.ServeConn(proxy.GuardHTTP2(c, &set.proxyLim, l.log), &http2.ServeConnOpts{
+				Context:    set.connContext(context.Background(), c),
 				BaseConfig: set.h2base,
 				Handler:    http.HandlerFunc(l.serveHTTP),
 			})
