@@ -45,20 +45,24 @@ type Config struct {
 	// and serves the admin listener with /metrics summed over the workers.
 	// The workers share the ticket keys (the supervisor makes them once when
 	// ticket_key_file is not set) and, without sessions.store, a session-ID
-	// store served by the supervisor, so a session made on one worker
-	// resumes on another. Limits and pools are each worker's own: a
+	// store, so a session made on one worker resumes on another: on Linux
+	// memory every worker maps (1 KiB per session, cache_size sessions per
+	// worker, touched pages only: about 40 MiB for 2 workers at the default
+	// cache_size; a session whose sealed state passes 872 bytes, with a long
+	// client certificate chain, resumes only on its own worker), elsewhere
+	// a store the supervisor serves on a Unix socket. Limits and pools are each worker's own: a
 	// worker applies max_connections, max_handshakes, the per-client limits,
 	// max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
 	// own health checks to what it serves, so with N workers the totals can
 	// reach N times each figure (the kernel spreads one client's
 	// connections over the workers, so per-client totals too). Divide them
 	// by N where the total matters. Default 1: one process that serves
-	// everything itself. auto (or the number of CPUs) is recommended in production on
-	// Linux: one Go process per CPU costs less CPU per connection and per
-	// request than one process with as many threads, except for full
-	// handshakes of clients without session tickets, whose session IDs go
-	// to the supervisor's store (one round trip each). Changing it needs a
-	// restart.
+	// everything itself. auto (or the number of CPUs) suits a machine whose
+	// CPUs serve gmproxy alone at high request rates: one Go process per
+	// CPU costs less CPU per request there than one process with as many
+	// threads. Where the CPUs also run other work and gmproxy is not busy,
+	// new handshakes cost 10–25 % more CPU with workers (each process
+	// wakes for its own connections). Changing it needs a restart.
 	Workers string `yaml:"workers"`
 	// Offload bounds the SM2 private-key operations (sign, decrypt, key
 	// agreement) that run at once and that wait for their turn.
