@@ -71,6 +71,9 @@ type h1Conn struct {
 	// hdrArmed is when the header timeout's read deadline was set (unix
 	// ns; 0: none in place).
 	hdrArmed int64
+	// head holds the fields of the last response read with passOn, until
+	// its body is read (the connection is not reused before).
+	head h1head.Head
 }
 
 // headerLimitReader bounds the bytes read from the connection while a
@@ -134,6 +137,14 @@ func h1Carries(req *http.Request) bool {
 
 // RoundTrip sends a request h1Carries on a pooled connection.
 func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	return cl.roundTripHead(req, false)
+}
+
+// roundTripHead is RoundTrip; with passOn a plain final response with a
+// body comes back without its Header map (nil) when it has no hop-by-hop
+// field: its fields are in the body's passOn head (h1Body.head), for the
+// proxy to write to its client as they are, or to fill the map from.
+func (cl *h1Client) roundTripHead(req *http.Request, passOn bool) (*http.Response, error) {
 	ctx := req.Context()
 	replay := replayable(req)
 	for try := 0; ; try++ {
@@ -141,7 +152,7 @@ func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		res, err, fresh := pc.roundTrip(ctx, req)
+		res, err, fresh := pc.roundTrip(ctx, req, passOn)
 		if err == nil {
 			return res, nil
 		}
@@ -246,7 +257,7 @@ func (cl *h1Client) CloseIdleConnections() {
 // failure before any response byte arrived (the request may be sent again
 // on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
-func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.Response, err error, fresh bool) {
+func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool) (res *http.Response, err error, fresh bool) {
 	// One watcher for the whole exchange: the context's end interrupts
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.
@@ -284,7 +295,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 	budget := pc.lr.n
 	fresh = pc.br.Buffered() == 0
 	for range 8 { // informational responses before the final one
-		res, err = pc.readResponse(req)
+		res, err = pc.readResponse(req, passOn)
 		if err != nil || res.StatusCode < 100 || res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
@@ -315,6 +326,14 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 		pc.hdrArmed = 0
 	}
 	keep := !res.Close && !req.Close
+	passed := false
+	if res.Header == nil {
+		// Read with passOn: passed on only as a final response with a
+		// body and no hop-by-hop field, else it gets its map now.
+		if passed = res.Body == nil && res.StatusCode >= 200 && !hasHopByHop(&pc.head); !passed {
+			pc.head.Fill(res)
+		}
+	}
 	if res.Body == http.NoBody {
 		if stop() && keep {
 			pc.cl.put(pc)
@@ -326,6 +345,9 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (res *http.R
 	b := &h1Body{rc: res.Body, pc: pc, stop: stop, keep: keep}
 	if res.Body == nil { // h1head's: the next ContentLength bytes
 		b.remain = res.ContentLength
+	}
+	if passed {
+		b.head = &pc.head
 	}
 	res.Body = b
 	return res, nil, false
@@ -358,8 +380,9 @@ func (pc *h1Conn) writeBody(req *http.Request) error {
 }
 
 // readResponse reads a response head: a plain one complete in the buffer
-// is parsed by h1head, any other by http.ReadResponse.
-func (pc *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
+// is parsed by h1head (with passOn into pc.head, without a Header map),
+// any other by http.ReadResponse.
+func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, error) {
 	if pc.br.Buffered() == 0 {
 		if _, err := pc.br.Peek(1); err != nil {
 			if err == io.EOF {
@@ -369,7 +392,12 @@ func (pc *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 		}
 	}
 	b, _ := pc.br.Peek(pc.br.Buffered())
-	if res, n, ok := h1head.Response(b, req); ok {
+	if passOn {
+		if res, n, ok := h1head.ResponseHead(b, req, &pc.head); ok {
+			pc.br.Discard(n)
+			return res, nil
+		}
+	} else if res, n, ok := h1head.Response(b, req); ok {
 		pc.br.Discard(n)
 		return res, nil
 	}
@@ -385,6 +413,29 @@ type h1Body struct {
 	stop   func() bool
 	keep   bool
 	done   bool
+	// head is the response's fields when it came without a Header map
+	// (roundTripHead), until the body is read.
+	head *h1head.Head
+}
+
+// hasHopByHop reports whether h has a field that must not be passed on
+// (hopHeaders; a Connection field names the others).
+func hasHopByHop(h *h1head.Head) bool {
+	for _, k := range hopHeaders {
+		if _, ok := h.Get(k); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// passOnHead returns the fields of a response that came without a Header
+// map (roundTripHead with passOn), or nil.
+func passOnHead(res *http.Response) *h1head.Head {
+	if b, ok := res.Body.(*h1Body); ok && res.Header == nil && !b.done {
+		return b.head
+	}
+	return nil
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
@@ -435,6 +486,7 @@ func (b *h1Body) Close() error {
 // the exchange allows keep-alive, closed otherwise.
 func (b *h1Body) finish(complete bool) {
 	b.done = true
+	b.head = nil
 	if b.stop() && complete && b.keep {
 		b.pc.cl.put(b.pc)
 		return

@@ -428,6 +428,29 @@ func TestH1ClientAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, exchange); n > 8 {
 		t.Errorf("%v allocations per exchange, want at most 8", n)
 	}
+	// Without the Header map (passed on as field lines): the head string,
+	// the response and its body, the context watch.
+	passOn := func() {
+		res, err := cl.roundTripHead(req, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Header != nil || passOnHead(res) == nil {
+			t.Fatal("a plain response came with a Header map")
+		}
+		if v, _ := passOnHead(res).Get("content-type"); v != "text/plain" {
+			t.Fatalf("Content-Type %q", v)
+		}
+		io.ReadFull(res.Body, body[:2])
+		res.Body.Read(body[:])
+		if passOnHead(res) != nil {
+			t.Fatal("the fields outlived the body")
+		}
+		res.Body.Close()
+	}
+	if n := testing.AllocsPerRun(100, passOn); n > 5 {
+		t.Errorf("%v allocations per exchange passed on, want at most 5", n)
+	}
 }
 
 // TestH1ClientBodyErrors: a body that ends before its declared length or

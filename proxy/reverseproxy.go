@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/gmproxy/gmproxy/internal/h1server"
 	"io"
 	"net"
 	"net/http"
@@ -34,6 +35,9 @@ type reqState struct {
 	hdrVals    [4]string
 	trace      attemptTrace
 	body       *reqBody // the client's body as sent upstream, nil without one
+	// passOn: a plain backend response may go to the client with its
+	// field lines as they came, without a Header map (passOnHeader).
+	passOn bool
 
 	// out is the request sent upstream, built from the inbound one
 	// (newOutgoing), which is never edited: retries, the access log and
@@ -100,6 +104,43 @@ func (w *respWriter) WriteHeader(code int) {
 	}
 	w.send.arm()
 	w.rw.WriteHeader(code)
+}
+
+// fieldsWriter is a ResponseWriter that takes a header as field lines
+// (h1server's).
+type fieldsWriter interface {
+	WriteFields(code int, contentLength int64, f h1server.Fields) bool
+}
+
+// writeFields is WriteHeader with the header as field lines, when the
+// underlying writer takes them for this response (see
+// h1server.WriteFields); false: nothing was written.
+func (w *respWriter) writeFields(code int, contentLength int64, f h1server.Fields) bool {
+	fw, ok := w.rw.(fieldsWriter)
+	if !ok || w.wroteHeader {
+		return false
+	}
+	w.send.arm()
+	if !fw.WriteFields(code, contentLength, f) {
+		return false
+	}
+	w.wroteHeader = true
+	w.status = code
+	return true
+}
+
+// passOnHeader reports whether the response to r may be passed on with
+// the backend's field lines as they came: the route edits no response
+// field, nothing was set in the response header yet, and the client
+// speaks HTTP/1.1 to a writer that takes field lines. The backend's
+// response must also be plain, without hop-by-hop fields (h1Client checks
+// that), and fit the writer (h1server.WriteFields checks that).
+func passOnHeader(rs *reqState, r *http.Request, rt *route) bool {
+	if !rt.resOps.empty() || r.ProtoMajor != 1 || r.ProtoMinor != 1 || r.Method == http.MethodHead {
+		return false
+	}
+	_, ok := rs.w.rw.(fieldsWriter)
+	return ok && len(rs.w.rw.Header()) == 0
 }
 
 func (w *respWriter) Write(b []byte) (int, error) {
@@ -242,6 +283,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 
 	clientIP, upType := s.prepareRequest(rs, r, rt)
+	rs.passOn = passOnHeader(rs, r, rt)
 	if ctx.Err() != nil {
 		// Reset (HTTP/2 RST_STREAM) or gone before anything was sent:
 		// nothing goes upstream.
@@ -415,7 +457,13 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		} else if u.h1 != nil && h1Carries(outreq) {
 			tr = u.h1
 		}
-		res, err := tr.RoundTrip(outreq)
+		var res *http.Response
+		var err error
+		if h1, ok := tr.(*h1Client); ok {
+			res, err = h1.roundTripHead(outreq, rs.passOn)
+		} else {
+			res, err = tr.RoundTrip(outreq)
+		}
 		rs.upDur += time.Since(ustart)
 		if err == nil {
 			rs.upStatus = res.StatusCode
@@ -509,8 +557,14 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		u.fail(t, "status "+res.Status)
 	}
 	dst := rs.w.Header()
-	announced := copyResponseHeader(dst, res, rt)
-	rs.w.WriteHeader(res.StatusCode)
+	var announced []string
+	if h := passOnHead(res); h == nil || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
+		if h != nil {
+			h.Fill(res)
+		}
+		announced = copyResponseHeader(dst, res, rt)
+		rs.w.WriteHeader(res.StatusCode)
+	}
 	fi := flushInterval(res, rt)
 	if fi < 0 || len(announced) > 0 {
 		rs.w.Flush() // streams: the client gets the headers now, not with the first data

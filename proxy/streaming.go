@@ -32,8 +32,16 @@ var errClientWrite = errors.New("client write failed")
 
 // flushInterval decides how the response body is flushed.
 func flushInterval(res *http.Response, rt *route) time.Duration {
-	if ct := res.Header["Content-Type"]; len(ct) > 0 {
-		base := ct[0]
+	ct, hasCT := "", false
+	if res.Header != nil {
+		if v := res.Header["Content-Type"]; len(v) > 0 {
+			ct, hasCT = v[0], true
+		}
+	} else if h := passOnHead(res); h != nil {
+		ct, hasCT = h.Get("Content-Type")
+	}
+	if hasCT {
+		base := ct
 		if i := strings.IndexByte(base, ';'); i >= 0 {
 			base = base[:i]
 		}

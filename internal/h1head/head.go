@@ -70,12 +70,12 @@ func (fs *fields) scan(buf []byte, i int) (end int, ok bool) {
 	}
 }
 
-// header builds the header map; head is buf as a string.
-func (fs *fields) header(head string, buf []byte) http.Header {
+// header builds the header map of the head whose text is head.
+func (fs *fields) header(head string) http.Header {
 	h := make(http.Header, fs.n)
 	values := make([]string, fs.n)
 	for i, f := range fs.f[:fs.n] {
-		key := fieldKey(head, buf, f.name)
+		key := fieldKey(head, f.name)
 		v := head[f.value.start:f.value.end]
 		if vv, dup := h[key]; dup {
 			h[key] = append(vv, v)
@@ -104,11 +104,19 @@ func contentLength(h http.Header) (n int64, ok bool) {
 	switch {
 	case len(cl) == 0:
 		return -1, true
-	case len(cl) > 1 || cl[0] == "" || len(cl[0]) > 18:
+	case len(cl) > 1:
 		return 0, false
 	}
-	for i := 0; i < len(cl[0]); i++ {
-		c := cl[0][i]
+	return parseLength(cl[0])
+}
+
+// parseLength parses a Content-Length value: digits only, at most 18.
+func parseLength(v string) (n int64, ok bool) {
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
@@ -164,31 +172,35 @@ func isToken(b []byte) bool {
 }
 
 // fieldKey returns the canonical form (http.CanonicalHeaderKey's) of the
-// field name at name in buf: a common name's constant, a slice of head
-// when the name is written canonically, or a new string.
-func fieldKey(head string, buf []byte, name span) string {
-	raw := buf[name.start:name.end]
+// field name at name in buf: a slice of head when the name is written
+// canonically (the common case: no lookup, no allocation), else a common
+// name's constant or a new string.
+func fieldKey(head string, name span) string {
+	raw := head[name.start:name.end]
 	var a [64]byte
 	if len(raw) > len(a) {
-		return http.CanonicalHeaderKey(head[name.start:name.end])
+		return http.CanonicalHeaderKey(raw)
 	}
 	c := a[:len(raw)]
-	upper := true
-	for i, b := range raw {
+	upper, same := true, true
+	for i := 0; i < len(raw); i++ {
+		b := raw[i]
 		switch {
 		case upper && 'a' <= b && b <= 'z':
 			b -= 'a' - 'A'
+			same = false
 		case !upper && 'A' <= b && b <= 'Z':
 			b += 'a' - 'A'
+			same = false
 		}
 		c[i] = b
 		upper = b == '-'
 	}
+	if same {
+		return raw
+	}
 	if k, ok := commonNames[string(c)]; ok {
 		return k
-	}
-	if bytes.Equal(c, raw) {
-		return head[name.start:name.end]
 	}
 	return string(c)
 }
@@ -218,3 +230,108 @@ var commonNames = func() map[string]string {
 	}
 	return m
 }()
+
+// Head is a head's field lines located in its text, for a caller that
+// passes them on as they came (a proxy writing a backend's plain response
+// head to its client) and needs no Header map; Fill builds the map when it
+// does.
+type Head struct {
+	text string
+	fs   fields
+}
+
+// Get returns the first value of the field named name (compared ignoring
+// ASCII case).
+func (h *Head) Get(name string) (string, bool) {
+	for _, f := range h.fs.f[:h.fs.n] {
+		if equalFold(h.text[f.name.start:f.name.end], name) {
+			return h.text[f.value.start:f.value.end], true
+		}
+	}
+	return "", false
+}
+
+// count returns how many fields are named name, and the first one's
+// value.
+func (h *Head) count(name string) (n int, first string) {
+	for _, f := range h.fs.f[:h.fs.n] {
+		if equalFold(h.text[f.name.start:f.name.end], name) {
+			if n == 0 {
+				first = h.text[f.value.start:f.value.end]
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// appendValues appends the values of the fields named name.
+func (h *Head) appendValues(vs []string, name string) []string {
+	for _, f := range h.fs.f[:h.fs.n] {
+		if equalFold(h.text[f.name.start:f.name.end], name) {
+			vs = append(vs, h.text[f.value.start:f.value.end])
+		}
+	}
+	return vs
+}
+
+// AppendFields appends every field line as "Name: value\r\n", the name in
+// its canonical form (http.CanonicalHeaderKey's), in the order received.
+// The values were checked when the head was parsed: no control characters
+// but HTAB, no surrounding white space.
+func (h *Head) AppendFields(b []byte) []byte {
+	for _, f := range h.fs.f[:h.fs.n] {
+		upper := true
+		for i := f.name.start; i < f.name.end; i++ {
+			c := h.text[i]
+			switch {
+			case upper && 'a' <= c && c <= 'z':
+				c -= 'a' - 'A'
+			case !upper && 'A' <= c && c <= 'Z':
+				c += 'a' - 'A'
+			}
+			b = append(b, c)
+			upper = c == '-'
+		}
+		b = append(b, ": "...)
+		b = append(b, h.text[f.value.start:f.value.end]...)
+		b = append(b, "\r\n"...)
+	}
+	return b
+}
+
+// equalFold reports whether a and b are equal ignoring ASCII case.
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// contentLength checks the framing fields as contentLength does, from the
+// field lines.
+func (h *Head) contentLength() (n int64, ok bool) {
+	if te, _ := h.count("Transfer-Encoding"); te > 0 {
+		return 0, false
+	}
+	cn, cl := h.count("Content-Length")
+	switch {
+	case cn == 0:
+		return -1, true
+	case cn > 1:
+		return 0, false
+	}
+	return parseLength(cl)
+}

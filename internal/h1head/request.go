@@ -30,7 +30,7 @@ func Request(buf []byte, req *http.Request) (n int, ok bool) {
 		return 0, false
 	}
 	head := string(buf[:n])
-	h := fs.header(head, buf)
+	h := fs.header(head)
 	if len(h["Host"]) > 1 {
 		return 0, false
 	}

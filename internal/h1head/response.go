@@ -15,6 +15,17 @@ import "net/http"
 // deliver. As http.ReadResponse, Close comes from the Connection field,
 // which is removed when it says "close" in HTTP/1.1.
 func Response(buf []byte, req *http.Request) (res *http.Response, n int, ok bool) {
+	var h Head
+	if res, n, ok = ResponseHead(buf, req, &h); ok {
+		h.Fill(res)
+	}
+	return res, n, ok
+}
+
+// ResponseHead is Response without the Header map: it leaves res.Header
+// nil and the fields in h, for the caller to pass on with
+// h.AppendFields or to give res its map with h.Fill.
+func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n int, ok bool) {
 	line, next, ok := nextLine(buf, 0)
 	if !ok || len(line) < len("HTTP/1.1 200") || line[8] != ' ' {
 		return nil, 0, false
@@ -39,13 +50,12 @@ func Response(buf []byte, req *http.Request) (res *http.Response, n int, ok bool
 			return nil, 0, false
 		}
 	}
-	var fs fields
-	if n, ok = fs.scan(buf, next); !ok {
+	h.fs.n = 0
+	if n, ok = h.fs.scan(buf, next); !ok {
 		return nil, 0, false
 	}
-	head := string(buf[:n])
-	h := fs.header(head, buf)
-	cl, ok := contentLength(h)
+	h.text = string(buf[:n])
+	cl, ok := h.contentLength()
 	if !ok {
 		return nil, 0, false
 	}
@@ -53,18 +63,15 @@ func Response(buf []byte, req *http.Request) (res *http.Response, n int, ok bool
 	if proto == "HTTP/1.0" {
 		minor = 0
 	}
+	var cv [4]string
 	res = &http.Response{
-		Status:     head[9:len(line)],
+		Status:     h.text[9:len(line)],
 		StatusCode: code,
 		Proto:      proto,
 		ProtoMajor: 1,
 		ProtoMinor: minor,
-		Header:     h,
 		Request:    req,
-		Close:      closeAfter(minor, h["Connection"]),
-	}
-	if res.Close && minor == 1 {
-		delete(h, "Connection")
+		Close:      closeAfter(minor, h.appendValues(cv[:0], "Connection")),
 	}
 	switch {
 	case req != nil && req.Method == http.MethodHead:
@@ -79,4 +86,15 @@ func Response(buf []byte, req *http.Request) (res *http.Response, n int, ok bool
 		res.ContentLength = cl
 	}
 	return res, n, true
+}
+
+// Fill gives res, read by ResponseHead into h, its Header map, as
+// Response does: the Connection field is removed when it says "close" in
+// HTTP/1.1.
+func (h *Head) Fill(res *http.Response) {
+	hdr := h.fs.header(h.text)
+	if res.Close && res.ProtoMinor == 1 {
+		delete(hdr, "Connection")
+	}
+	res.Header = hdr
 }

@@ -102,6 +102,20 @@ func compareResponse(in []byte, method string) string {
 	if !reflect.DeepEqual(want.Header, got.Header) {
 		return "header differs"
 	}
+	// The field lines passed on as they came (AppendFields) read back as
+	// the same header.
+	var h Head
+	if _, _, ok := ResponseHead(in, req, &h); !ok {
+		return "ResponseHead refused what Response took"
+	}
+	again := got.Proto + " 200 OK\r\n" + string(h.AppendFields(nil)) + "\r\n"
+	res2, err := http.ReadResponse(bufio.NewReader(strings.NewReader(again)), &http.Request{Method: "HEAD"})
+	if err != nil {
+		return "the fields passed on do not parse: " + err.Error()
+	}
+	if !reflect.DeepEqual(want.Header, res2.Header) {
+		return "the fields passed on read back as another header"
+	}
 	want.Header, got.Header, want.Body, got.Body = nil, nil, nil, nil
 	if !reflect.DeepEqual(*want, *got) {
 		return "response differs"
@@ -154,4 +168,38 @@ func BenchmarkResponse(b *testing.B) {
 	b.Run("ReadResponse", func(b *testing.B) {
 		benchNetHTTP(b, in, func(br *bufio.Reader) { http.ReadResponse(br, req) })
 	})
+}
+
+// TestResponseHead: ResponseHead leaves the header to the caller: no map
+// until Fill, the fields by name (ignoring case) and as lines.
+func TestResponseHead(t *testing.T) {
+	in := []byte("HTTP/1.1 200 OK\r\nset-cookie: a=1\r\nCONTENT-type:text/html\r\nSet-Cookie: b=2 \r\nContent-Length: 4\r\n\r\nbody")
+	var h Head
+	res, n, ok := ResponseHead(in, &http.Request{Method: "GET"}, &h)
+	if !ok || res.Header != nil || res.ContentLength != 4 || res.Body != nil || string(in[n:]) != "body" {
+		t.Fatalf("ResponseHead: %+v %d %v", res, n, ok)
+	}
+	if v, ok := h.Get("Content-Type"); !ok || v != "text/html" {
+		t.Errorf("Get Content-Type: %q %v", v, ok)
+	}
+	if _, ok := h.Get("Date"); ok {
+		t.Error("Get Date found one")
+	}
+	want := "Set-Cookie: a=1\r\nContent-Type: text/html\r\nSet-Cookie: b=2\r\nContent-Length: 4\r\n"
+	if got := string(h.AppendFields([]byte("x"))); got != "x"+want {
+		t.Errorf("AppendFields: %q, want %q", got, "x"+want)
+	}
+	h.Fill(res)
+	if got := res.Header["Set-Cookie"]; len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" || res.Header.Get("Content-Type") != "text/html" {
+		t.Errorf("Fill: %v", res.Header)
+	}
+	close := []byte("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+	res, _, ok = ResponseHead(close, nil, &h)
+	if !ok || !res.Close {
+		t.Fatalf("Connection: close: %+v %v", res, ok)
+	}
+	h.Fill(res)
+	if _, ok := res.Header["Connection"]; ok {
+		t.Error("Fill kept Connection: close")
+	}
 }

@@ -155,6 +155,52 @@ func (w *response) WriteHeader(code int) {
 	w.serializeHeader()
 }
 
+// Fields is a response header given as field lines rather than a map:
+// a backend's plain head that a proxy passes on as it came (h1head.Head).
+type Fields interface {
+	// AppendFields appends the field lines, "Name: value\r\n" each: names
+	// are tokens, values have no control character but HTAB.
+	AppendFields(b []byte) []byte
+	// Get returns the first value of the field called name (compared
+	// ignoring ASCII case).
+	Get(name string) (string, bool)
+}
+
+// WriteFields is WriteHeader(code) for a response of contentLength bytes
+// whose header is f instead of the Header map: f's lines go out as they
+// are, with what the server adds (Date unless f has one; Connection:
+// close when the connection ends). It does nothing and reports false when
+// the response does not fit that: a status was already written, the
+// Header map is not empty, code is not a final status with a body (2xx to
+// 5xx but 204 and 304), contentLength is negative, the request is HEAD or
+// not HTTP/1.1, or f has a Connection, Transfer-Encoding or Trailer
+// field; the caller then uses the Header map and WriteHeader.
+func (w *response) WriteFields(code int, contentLength int64, f Fields) bool {
+	if w.c.hijacked || w.wroteHeader || len(w.header) > 0 || code < 200 || code > 599 ||
+		!bodyAllowedForStatus(code) || contentLength < 0 || w.isHEAD || !w.proto11 {
+		return false
+	}
+	for _, k := range [...]string{"Connection", "Transfer-Encoding", "Trailer"} {
+		if _, ok := f.Get(k); ok {
+			return false
+		}
+	}
+	w.disableContinue()
+	w.wroteHeader = true
+	w.status = code
+	w.contentLength = contentLength
+	w.te, w.hasTE, w.trailers = "", false, false
+	_, w.hasCT = f.Get("Content-Type")
+	ce, _ := f.Get("Content-Encoding")
+	w.hasCE = ce != ""
+	_, w.hasDate = f.Get("Date")
+	w.connVals = nil
+	w.declared = w.declared[:0]
+	w.getBuf()
+	w.setHeaderBlock(f.AppendFields(appendStatusLine(w.buf[:0], w.proto11, code)))
+	return true
+}
+
 // disableContinue stops a pending 100 Continue: a final response (or a
 // 100 sent by the handler) answers the expectation.
 func (w *response) disableContinue() {
@@ -313,8 +359,16 @@ func (w *response) serializeHeader() {
 			b = appendField(b, k, v)
 		}
 	}
-	if len(b)+headerReserve+chunkReserve > len(w.buf)-tailReserve-1024 {
-		// Huge header: a buffer of its own.
+	w.setHeaderBlock(b)
+}
+
+// setHeaderBlock takes b, the status line and the handler's fields
+// written at the start of w.buf, as the header block; body bytes follow
+// after room for the fields commit adds.
+func (w *response) setHeaderBlock(b []byte) {
+	if len(b)+headerReserve+chunkReserve > len(w.buf)-tailReserve-1024 || len(b) > 0 && &b[0] != &w.buf[0] {
+		// Huge header (or one that outgrew the buffer while written):
+		// a buffer of its own.
 		nb := make([]byte, len(b)+headerReserve+bufSize)
 		copy(nb, b)
 		w.releaseBuf()

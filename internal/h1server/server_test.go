@@ -812,3 +812,84 @@ func TestHandlerWriteDeadlineKept(t *testing.T) {
 		})
 	}
 }
+
+// lineFields is a Fields of fixed lines.
+type lineFields []string // name, value, name, value...
+
+func (f lineFields) AppendFields(b []byte) []byte {
+	for i := 0; i < len(f); i += 2 {
+		b = append(b, f[i]+": "+f[i+1]+"\r\n"...)
+	}
+	return b
+}
+
+func (f lineFields) Get(name string) (string, bool) {
+	for i := 0; i < len(f); i += 2 {
+		if strings.EqualFold(f[i], name) {
+			return f[i+1], true
+		}
+	}
+	return "", false
+}
+
+// TestWriteFields: a header given as lines goes out as they are, in their
+// order, with the Date the server adds when they have none and no sniffed
+// Content-Type when they have one; the connection stays open. Responses
+// it does not fit are refused and WriteHeader works after.
+func TestWriteFields(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fw := w.(interface {
+			WriteFields(int, int64, Fields) bool
+		})
+		switch r.URL.Path {
+		case "/lines":
+			if !fw.WriteFields(201, 5, lineFields{"X-B", "2", "Content-Type", "text/x", "Set-Cookie", "a", "Set-Cookie", "b", "Content-Length", "5"}) != (r.Method == "HEAD") {
+				t.Errorf("%s: WriteFields refused, or took a HEAD", r.Method)
+			}
+			io.WriteString(w, "hello")
+		case "/dated":
+			fw.WriteFields(200, 2, lineFields{"Date", "Mon, 01 Jan 2001 00:00:00 GMT", "Content-Length", "2"})
+			io.WriteString(w, "hi")
+		default:
+			var refused []string
+			for name, try := range map[string]func() bool{
+				"204":        func() bool { return fw.WriteFields(204, 0, lineFields{}) },
+				"101":        func() bool { return fw.WriteFields(101, 0, lineFields{}) },
+				"length -1":  func() bool { return fw.WriteFields(200, -1, lineFields{}) },
+				"Connection": func() bool { return fw.WriteFields(200, 0, lineFields{"connection", "x"}) },
+				"TE":         func() bool { return fw.WriteFields(200, 0, lineFields{"Transfer-Encoding", "chunked"}) },
+				"Trailer":    func() bool { return fw.WriteFields(200, 0, lineFields{"Trailer", "X"}) },
+				"map": func() bool {
+					w.Header().Set("X-Map", "1")
+					defer w.Header().Del("X-Map")
+					return fw.WriteFields(200, 0, lineFields{})
+				},
+			} {
+				if !try() {
+					refused = append(refused, name)
+				}
+			}
+			w.Header().Set("X-Refused", fmt.Sprint(len(refused)))
+			w.WriteHeader(202)
+		}
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "GET /lines HTTP/1.1\r\nHost: a\r\n\r\nGET /dated HTTP/1.1\r\nHost: a\r\n\r\nGET /other HTTP/1.1\r\nHost: a\r\n\r\nHEAD /lines HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	got := string(b)
+	first, rest, _ := strings.Cut(got, "\r\n\r\nhello")
+	if !strings.HasPrefix(first, "HTTP/1.1 201 Created\r\nX-B: 2\r\nContent-Type: text/x\r\nSet-Cookie: a\r\nSet-Cookie: b\r\nContent-Length: 5\r\nDate: ") || strings.Count(first, "\r\n") != 6 {
+		t.Errorf("first response:\n%s", first)
+	}
+	if !strings.HasPrefix(rest, "HTTP/1.1 200 OK\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\nContent-Length: 2\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nhi") {
+		t.Errorf("second response:\n%s", rest)
+	}
+	if !strings.Contains(rest, "HTTP/1.1 202 Accepted\r\nX-Refused: 7\r\n") {
+		t.Errorf("third response (7 refusals):\n%s", rest)
+	}
+	// HEAD: refused, so the map path answers (no body, a Content-Length
+	// of the body it would have had).
+	if i := strings.LastIndex(rest, "HTTP/1.1"); i < 0 || !strings.HasSuffix(rest, "\r\n\r\n") || strings.Contains(rest[i:], "hello") {
+		t.Errorf("HEAD response:\n%s", rest)
+	}
+}
