@@ -94,22 +94,6 @@ func (fs *fields) header(head string) http.Header {
 	return h
 }
 
-// contentLength checks the framing fields: no Transfer-Encoding and at
-// most one Content-Length, a number. n is -1 without Content-Length.
-func contentLength(h http.Header) (n int64, ok bool) {
-	if _, te := h["Transfer-Encoding"]; te {
-		return 0, false
-	}
-	cl := h["Content-Length"]
-	switch {
-	case len(cl) == 0:
-		return -1, true
-	case len(cl) > 1:
-		return 0, false
-	}
-	return parseLength(cl[0])
-}
-
 // parseLength parses a Content-Length value: digits only, at most 18.
 func parseLength(v string) (n int64, ok bool) {
 	if v == "" || len(v) > 18 {
@@ -243,21 +227,17 @@ type Head struct {
 // Get returns the first value of the field named name (compared ignoring
 // ASCII case).
 func (h *Head) Get(name string) (string, bool) {
-	for _, f := range h.fs.f[:h.fs.n] {
-		if equalFold(h.text[f.name.start:f.name.end], name) {
-			return h.text[f.value.start:f.value.end], true
-		}
-	}
-	return "", false
+	n, v := h.fs.count(h.text, name)
+	return v, n > 0
 }
 
-// count returns how many fields are named name, and the first one's
-// value.
-func (h *Head) count(name string) (n int, first string) {
-	for _, f := range h.fs.f[:h.fs.n] {
-		if equalFold(h.text[f.name.start:f.name.end], name) {
+// count returns how many fields of the head whose text is text are named
+// name, and the first one's value.
+func (fs *fields) count(text, name string) (n int, first string) {
+	for _, f := range fs.f[:fs.n] {
+		if equalFold(text[f.name.start:f.name.end], name) {
 			if n == 0 {
-				first = h.text[f.value.start:f.value.end]
+				first = text[f.value.start:f.value.end]
 			}
 			n++
 		}
@@ -266,10 +246,10 @@ func (h *Head) count(name string) (n int, first string) {
 }
 
 // appendValues appends the values of the fields named name.
-func (h *Head) appendValues(vs []string, name string) []string {
-	for _, f := range h.fs.f[:h.fs.n] {
-		if equalFold(h.text[f.name.start:f.name.end], name) {
-			vs = append(vs, h.text[f.value.start:f.value.end])
+func (fs *fields) appendValues(vs []string, text, name string) []string {
+	for _, f := range fs.f[:fs.n] {
+		if equalFold(text[f.name.start:f.name.end], name) {
+			vs = append(vs, text[f.value.start:f.value.end])
 		}
 	}
 	return vs
@@ -320,13 +300,13 @@ func equalFold(a, b string) bool {
 	return true
 }
 
-// contentLength checks the framing fields as contentLength does, from the
-// field lines.
-func (h *Head) contentLength() (n int64, ok bool) {
-	if te, _ := h.count("Transfer-Encoding"); te > 0 {
+// contentLength checks the framing fields: no Transfer-Encoding and at
+// most one Content-Length, a number. n is -1 without Content-Length.
+func (fs *fields) contentLength(text string) (n int64, ok bool) {
+	if te, _ := fs.count(text, "Transfer-Encoding"); te > 0 {
 		return 0, false
 	}
-	cn, cl := h.count("Content-Length")
+	cn, cl := fs.count(text, "Content-Length")
 	switch {
 	case cn == 0:
 		return -1, true

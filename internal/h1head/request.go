@@ -34,7 +34,7 @@ func Request(buf []byte, req *http.Request) (n int, ok bool) {
 	if len(h["Host"]) > 1 {
 		return 0, false
 	}
-	if cl, ok := contentLength(h); !ok || cl > 0 {
+	if cl, ok := fs.contentLength(head); !ok || cl > 0 {
 		return 0, false
 	}
 	requestURI := head[target.start:target.end]

@@ -55,7 +55,7 @@ func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n
 		return nil, 0, false
 	}
 	h.text = string(buf[:n])
-	cl, ok := h.contentLength()
+	cl, ok := h.fs.contentLength(h.text)
 	if !ok {
 		return nil, 0, false
 	}
@@ -71,7 +71,7 @@ func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n
 		ProtoMajor: 1,
 		ProtoMinor: minor,
 		Request:    req,
-		Close:      closeAfter(minor, h.appendValues(cv[:0], "Connection")),
+		Close:      closeAfter(minor, h.fs.appendValues(cv[:0], h.text, "Connection")),
 	}
 	switch {
 	case req != nil && req.Method == http.MethodHead:
