@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/gmproxy/gmproxy/internal/h1server"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/gmproxy/gmproxy/internal/h1server"
 )
 
 // reqState is the per-request bookkeeping, pooled.
