@@ -33,13 +33,6 @@ type connInfo struct {
 	wrote atomic.Bool
 	trace httptrace.ClientTrace
 
-	// sendArmed is when send_timeout last armed the write deadline of
-	// this HTTP/1.1 connection (unix ns; 0: not armed). The deadline
-	// stays between requests, so a keep-alive request re-arms it only
-	// when it grew old (timeouts.go). Requests of one HTTP/1.1
-	// connection run one at a time.
-	sendArmed int64
-
 	// limits are the limits of the connection's listener, nil: the
 	// proxy's own (ConnContextLimits).
 	limits *LimitsConfig

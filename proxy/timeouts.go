@@ -29,9 +29,10 @@ type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
-// deadlineKeeper is a ResponseWriter that says whether the write deadline
-// a handler sets stays for the connection's next request (h1server's).
-type deadlineKeeper interface{ KeepsWriteDeadline() bool }
+// deadlineKeeper is a ResponseWriter that tells the write deadline in
+// place that a handler set, which stays for the connection's next
+// requests (h1server's; zero: none).
+type deadlineKeeper interface{ WriteDeadline() time.Time }
 
 // opDeadline re-arms a per-operation deadline through set.
 type opDeadline struct {
@@ -100,9 +101,6 @@ func (s *site) bodyTimedOut(rs *reqState, r *http.Request) {
 type sendDeadline struct {
 	opDeadline
 	ww writeDeadliner
-	// armed is the HTTP/1.1 connection's record of the last arming
-	// (connInfo.sendArmed), or nil.
-	armed *int64
 }
 
 func (s *sendDeadline) arm() {
@@ -111,20 +109,17 @@ func (s *sendDeadline) arm() {
 	}
 	if dl, ok := s.due(); ok {
 		s.ww.SetWriteDeadline(dl)
-		if s.armed != nil {
-			*s.armed = s.last
-		}
 	}
 }
 
 // initSend prepares the send deadline of a request and arms it, so that
-// every write of the response, a 100 Continue included, has it. On an
-// HTTP/1.1 connection of h1server the deadline a previous response armed
-// stays in place (deadlineKeeper): when it was armed less than an eighth
-// of the timeout ago it is still at least the timeout away and is kept,
-// so that a busy keep-alive connection sets one deadline every few
-// seconds, not one per request. A write_timeout bounds each request on
-// its own, and then nothing is carried over.
+// every write of the response, a 100 Continue included, has it. A
+// deadline a previous response of the connection armed stays in place
+// (deadlineKeeper): while it is at least the timeout away it is kept, as
+// if armed at that deadline less 9/8 of the timeout, so that a busy
+// keep-alive connection sets one deadline every few seconds, not one per
+// request. A write_timeout bounds each request on its own and is not
+// carried over.
 func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	l := p.limitsOf(rs.ci)
 	d := l.SendTimeout
@@ -137,13 +132,11 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	sd.ww = ww
 	if t := l.WriteTimeout; t > 0 {
 		sd.limit = rs.start.Add(t)
-	}
-	if r.ProtoMajor == 1 && rs.ci != nil {
-		if k, ok := ww.(deadlineKeeper); ok && sd.limit.IsZero() && k.KeepsWriteDeadline() {
-			sd.armed = &rs.ci.sendArmed
-			sd.last = rs.ci.sendArmed
-		} else {
-			rs.ci.sendArmed = 0 // what this response arms is not carried over
+	} else if k, ok := ww.(deadlineKeeper); ok {
+		// Kept only when no further away than this timeout allows (a
+		// reload may have shortened it).
+		if dl := k.WriteDeadline(); !dl.IsZero() && dl.Sub(rs.start) <= d+d/8 {
+			sd.last = dl.UnixNano() - int64(d+d/8)
 		}
 	}
 	sd.arm()

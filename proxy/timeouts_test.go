@@ -204,3 +204,56 @@ func TestSendTimeoutKeepAlive(t *testing.T) {
 		t.Errorf("the whole response (%d bytes) was delivered", got)
 	}
 }
+
+// keptWriter is a ResponseWriter with a kept write deadline, recording
+// the deadlines set on it.
+type keptWriter struct {
+	httptest.ResponseRecorder
+	kept time.Time
+	sets []time.Time
+}
+
+func (w *keptWriter) WriteDeadline() time.Time { return w.kept }
+func (w *keptWriter) SetWriteDeadline(t time.Time) error {
+	w.sets = append(w.sets, t)
+	return nil
+}
+
+// TestSendDeadlineKept: a kept write deadline between the timeout and 9/8
+// of it away is left in place; one nearer, or further than the timeout
+// allows (a reload shortened it), is replaced by a fresh one.
+func TestSendDeadlineKept(t *testing.T) {
+	const d = 8 * time.Second
+	cfg := proxyTo("127.0.0.1:1")
+	cfg.Limits.SendTimeout = d
+	p, err := New(cfg, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r := httptest.NewRequest("GET", "http://example.test/", nil)
+	for _, tc := range []struct {
+		ahead time.Duration // 0: none kept
+		set   bool
+	}{
+		{0, true},
+		{d + d/16, false},
+		{d + d/8 - 10*time.Millisecond, false},
+		{d - time.Second, true},
+		{time.Minute, true},
+	} {
+		rs := getReqState(&keptWriter{})
+		rs.start = time.Now()
+		w := rs.w.rw.(*keptWriter)
+		if tc.ahead > 0 {
+			w.kept = rs.start.Add(tc.ahead)
+		}
+		p.initSend(rs, r)
+		if set := len(w.sets) > 0; set != tc.set {
+			t.Errorf("kept deadline %v ahead: set a new one %v, want %v", tc.ahead, set, tc.set)
+		} else if set && w.sets[0].Sub(rs.start) < d {
+			t.Errorf("kept deadline %v ahead: the new one is %v ahead, under the timeout", tc.ahead, w.sets[0].Sub(rs.start))
+		}
+		putReqState(rs)
+	}
+}

@@ -43,6 +43,9 @@ type conn struct {
 
 	w    response // the current request's writer
 	body body     // the current request's body, when it has one
+	// wdl is the write deadline a handler set that is in place (zero:
+	// none): it stays for the next request (see response.WriteDeadline).
+	wdl time.Time
 
 	watch watcher
 }
@@ -57,6 +60,7 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	}
 	c.srv, c.rwc = s, rwc
 	c.started = time.Now().UnixNano()
+	c.wdl = time.Time{}
 	c.r = connReader{c: c}
 	c.body.c = c
 	c.w.c = c
@@ -425,6 +429,12 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 		c.body.start(req.Body, expectContinue)
 		req.Body = &c.body
 	}
+	if !c.wdl.IsZero() && time.Until(c.wdl) < minKeptWrite {
+		// A kept deadline about to pass would fail a handler that sets
+		// none of its own.
+		c.rwc.SetWriteDeadline(time.Time{})
+		c.wdl = time.Time{}
+	}
 	c.watch.begin(!hasBody)
 	if !c.runHandler(req) {
 		return false // panicked: closed
@@ -445,10 +455,11 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	w.finish()
 	if s.WriteTimeout > 0 {
 		// The server's own bound ends with the response. A deadline the
-		// handler set stays, as with net/http: the handler manages it
-		// (the proxy's send_timeout keeps one armed across a
-		// connection's requests, re-arming it only when it grows old).
+		// handler set stays, as with net/http: the proxy's send_timeout
+		// keeps one armed across a connection's requests, re-arming it
+		// only when it grows old (response.WriteDeadline).
 		c.rwc.SetWriteDeadline(time.Time{})
+		c.wdl = time.Time{}
 	}
 	if c.watch.gone() || w.err != nil {
 		return false

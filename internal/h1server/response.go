@@ -698,13 +698,22 @@ func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDe
 
 // A write deadline the handler sets outlives its response, as with
 // net/http's server, unless the server has a WriteTimeout (which it sets
-// for each request and clears after the response).
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+// for each request and clears after the response) or the deadline is
+// less than minKeptWrite away when the next request starts.
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.c.wdl = t
+	return w.c.rwc.SetWriteDeadline(t)
+}
 
-// KeepsWriteDeadline reports whether a write deadline the handler sets
-// is still in place for the connection's next request: the server has
-// no WriteTimeout of its own.
-func (w *response) KeepsWriteDeadline() bool { return w.c.srv.WriteTimeout <= 0 }
+// minKeptWrite: a handler's write deadline closer than this when the next
+// request starts is cleared.
+const minKeptWrite = time.Second
+
+// WriteDeadline returns the write deadline in place that a handler set,
+// for this request or an earlier one of the connection; zero when there
+// is none (none was set, the server's WriteTimeout governs, or it was
+// cleared).
+func (w *response) WriteDeadline() time.Time { return w.c.wdl }
 
 // EnableFullDuplex is for http.ResponseController: the request body can
 // always be read after the response started.
