@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net"
 	"net/http/httptest"
 	"sync/atomic"
@@ -12,9 +9,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // TestHTTP2RapidReset: a client sending HEADERS+RST_STREAM pairs as fast
@@ -32,67 +29,15 @@ func TestHTTP2RapidReset(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	io.WriteString(c, http2.ClientPreface)
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
-
-	// The reader reports the first GOAWAY, or closes goAway when the
-	// answer to the PING sent after the flood (so: everything was
-	// processed without GOAWAY) or the end of the connection comes first.
-	goAway := make(chan http2.ErrCode, 1)
-	go func() {
-		defer close(goAway)
-		rf := http2.NewFramer(io.Discard, c)
-		for {
-			fm, err := rf.ReadFrame()
-			if err != nil {
-				return
-			}
-			switch fm := fm.(type) {
-			case *http2.GoAwayFrame:
-				goAway <- fm.ErrCode
-				return
-			case *http2.PingFrame:
-				if fm.IsAck() {
-					return
-				}
-			}
-		}
-	}()
-
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, hf := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "example.test"}} {
-		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
-	}
-	const pairs = 2000
-	sent := 0
-	for i := range pairs {
-		id := uint32(2*i + 1)
-		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}) != nil ||
-			fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
-			break // the proxy hung up
-		}
-		sent++
-	}
-	fr.WritePing(false, [8]byte{1})
-	code, ok := <-goAway
+	code, ok, sent, ended := testpeer.ResetFlood(c, "http", "example.test", 2000)
 	if !ok {
 		t.Fatalf("no GOAWAY after %d HEADERS+RST_STREAM pairs", sent)
 	}
 	if code != http2.ErrCodeEnhanceYourCalm {
 		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
 	}
-	// The connection ends: reads see EOF or a reset, not the deadline.
-	var b [1]byte
-	for range 1000 {
-		if _, err := c.Read(b[:]); err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				t.Errorf("connection still open after GOAWAY")
-			}
-			break
-		}
+	if !ended {
+		t.Errorf("connection still open after GOAWAY")
 	}
 	// Let handlers already running finish before counting.
 	f.p.Shutdown(context.Background())

