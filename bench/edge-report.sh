@@ -49,13 +49,13 @@ row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:
  else empty end),
 (if (($doc.latency // []) | length) > 0 then
   "",
-  "### Handshake latency at a share of the peak rate of each server (`s_time -loadgen -rate`, 64 workers, handshakes only)",
+  "### Handshake latency at a share of the peak rate (`s_time -loadgen -rate`, 64 workers, handshakes only)",
   "",
-  "A client CPU near 100 % means the tail is queueing in the client, not in the server.",
+  "Rate: \"own\" is the share of the peak of each server; \"common\" the share of the lowest peak, the same rate for every server. A client CPU near 100 % means the tail is queueing in the client, not in the server.",
   "",
-  row(["operation", "server", "peak / s", "rate / s", "p50 ms", "p99 ms", "p99 / p50", "server CPU busy", "client CPU busy", "errors"]),
-  row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
-  ($doc.latency[] | row([($doc.labels[.op] // .op | sub(" \\+ GET.*$"; "")), .server, (.peak | f(0)), .rate, (.p50 * 1000 | f(2)), (.p99 * 1000 | f(2)),
+  row(["operation", "server", "rate of", "peak / s", "rate / s", "p50 ms", "p99 ms", "p99 / p50", "server CPU busy", "client CPU busy", "errors"]),
+  row(["---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
+  ($doc.latency[] | row([($doc.labels[.op] // .op | sub(" \\+ GET.*$"; "")), .server, (.basis // "own"), (.peak | f(0)), .rate, (.p50 * 1000 | f(2)), (.p99 * 1000 | f(2)),
                          (if .p50 > 0 then .p99 / .p50 | f(1) else "–" end), "\(.server_cpu_busy) %", "\(.client_cpu_busy) %", .errors]))
  else empty end),
 (if ($doc.syscalls | length) > 0 then

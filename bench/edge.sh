@@ -23,10 +23,11 @@
 #   BENCH_PIN=S:C             pin the servers to CPUs S and the client and backend to CPUs C
 #                             (taskset lists, e.g. 0:1); unset: no pinning
 #   BENCH_LATENCY=0           1: also measure handshake latency at BENCH_LATENCY_LOAD (0.8) of
-#                             each server's peak rate, with how busy the server's and the
-#                             client's CPUs were: handshakes only (no GET), from s_time -loadgen,
-#                             a client that skips verification and SM2 encryption so that the
-#                             server, not the client, sets the peak
+#                             each server's peak rate, and at that share of the lowest peak
+#                             for every server (the same rate), with how busy the server's and
+#                             the client's CPUs were: handshakes only (no GET), from s_time
+#                             -loadgen, a client that skips verification and SM2 encryption so
+#                             that the server, not the client, sets the peak
 #   BENCH_LATENCY_OPS="..."   the operations measured so (default: new and resumed TLCP ECC and
 #                             TLS 1.3-SM handshakes)
 set -euo pipefail
@@ -333,18 +334,12 @@ cpus_busy() {
 	$1 ~ /^cpu[0-9]+$/ && (list == "" || ($1 in want)) { busy += $2 + $3 + $4 + $7 + $8; total += $2 + $3 + $4 + $5 + $6 + $7 + $8 }
 	END { print busy, total }' /proc/stat
 }
-# latency_op SERVER OP: the peak rate (s_time -c 4), then a paced run at
-# BENCH_LATENCY_LOAD of it with 64 workers: handshake p50/p99 and how busy
-# the server's and the client's CPUs were (with BENCH_PIN; otherwise both
-# are the whole machine). A client CPU near 100 % means the figures are the
-# client's queueing, not the server's.
-latency_op() {
-	local server=$1 op=$2 name unit peak rate out sb st cb ct sb1 st1 cb1 ct1
-	IFS='|' read -r name unit _ <<<"$op"
+# latency_args OP SERVER: the s_time arguments of OP's latency runs:
+# handshakes only, from the load-generator client (no verification, one
+# encrypted pre-master or key share), so that the server sets the peak.
+latency_args() {
 	local -a all args
-	read -ra all <<<"$(s_time_args "$op" "$server" 1000000)"
-	# Handshakes only, from the load-generator client (no verification, one
-	# encrypted pre-master or key share), so that the server sets the peak.
+	read -ra all <<<"$(s_time_args "$1" "$2" 1000000)"
 	local i
 	for ((i = 0; i < ${#all[@]}; i++)); do
 		case ${all[i]} in
@@ -352,9 +347,27 @@ latency_op() {
 		*) args+=("${all[i]}") ;;
 		esac
 	done
-	args+=(-loadgen)
-	peak=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" -c 4 2>/dev/null | jq -r '.runs[0].connections_per_second // 0')
-	rate=$(awk -v p="$peak" -v f="$BENCH_LATENCY_LOAD" 'BEGIN{printf "%d", p * f}')
+	echo "${args[*]} -loadgen"
+}
+# latency_peak SERVER OP: the server's peak rate of OP's handshakes
+# (s_time -c 4).
+latency_peak() {
+	local -a args
+	read -ra args <<<"$(latency_args "$2" "$1")"
+	"${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" -c 4 2>/dev/null | jq -r '.runs[0].connections_per_second // 0'
+}
+# latency_op SERVER OP PEAK RATE BASIS: a paced run at RATE with 64
+# workers: handshake p50/p99 and how busy the server's and the client's
+# CPUs were (with BENCH_PIN; otherwise both are the whole machine). A
+# client CPU near 100 % means the figures are the client's queueing, not
+# the server's. BASIS says where RATE came from: "own" (BENCH_LATENCY_LOAD
+# of this server's peak) or "common" (of the lowest peak of all servers,
+# the same rate for each).
+latency_op() {
+	local server=$1 op=$2 peak=$3 rate=$4 basis=$5 name out sb st cb ct sb1 st1 cb1 ct1
+	IFS='|' read -r name _ <<<"$op"
+	local -a args
+	read -ra args <<<"$(latency_args "$op" "$server")"
 	if ((rate < 1)); then
 		log "latency $server $name: no peak rate"
 		return 0
@@ -365,10 +378,10 @@ latency_op() {
 	read -r sb1 st1 <<<"$(cpus_busy "${BENCH_PIN%%:*}")"
 	read -r cb1 ct1 <<<"$(cpus_busy "${BENCH_PIN##*:}")"
 	jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out" || return 0
-	jq -c --arg s "$server" --arg o "$name" --argjson peak "$peak" --argjson rate "$rate" \
+	jq -c --arg s "$server" --arg o "$name" --arg basis "$basis" --argjson peak "$peak" --argjson rate "$rate" \
 		--argjson sbusy "$(awk -v a="$((sb1 - sb))" -v b="$((st1 - st))" 'BEGIN{printf "%.0f", (b > 0 ? 100 * a / b : 0)}')" \
 		--argjson cbusy "$(awk -v a="$((cb1 - cb))" -v b="$((ct1 - ct))" 'BEGIN{printf "%.0f", (b > 0 ? 100 * a / b : 0)}')" \
-		'.runs[0] | {server:$s, op:$o, peak:$peak, rate:$rate, achieved:.connections_per_second,
+		'.runs[0] | {server:$s, op:$o, basis:$basis, peak:$peak, rate:$rate, achieved:.connections_per_second,
 		  p50:.handshake_latency.p50, p99:.handshake_latency.p99, errors:.error_count,
 		  server_cpu_busy:$sbusy, client_cpu_busy:$cbusy}' <<<"$out" >>"$LATENCY"
 	log "latency $server $name: $(tail -n 1 "$LATENCY")"
@@ -376,9 +389,25 @@ latency_op() {
 if [[ $BENCH_LATENCY == 1 ]]; then
 	for op in "${OPS[@]}"; do
 		[[ " $BENCH_LATENCY_OPS " == *" ${op%%|*} "* ]] || continue
+		declare -A peaks=()
+		low=0
 		for server in "${SERVERS[@]}"; do
-			latency_op "$server" "$op"
+			peaks[$server]=$(latency_peak "$server" "$op")
+			if ((${peaks[$server]%.*} > 0)) && { ((low == 0)) || ((${peaks[$server]%.*} < low)); }; then
+				low=${peaks[$server]%.*}
+			fi
 		done
+		for server in "${SERVERS[@]}"; do
+			latency_op "$server" "$op" "${peaks[$server]}" "$(awk -v p="${peaks[$server]}" -v f="$BENCH_LATENCY_LOAD" 'BEGIN{printf "%d", p * f}')" own
+		done
+		# The same rate for every server, so that a faster server is not
+		# measured at a higher rate (where the one client core is busier).
+		if ((${#SERVERS[@]} > 1 && low > 0)); then
+			for server in "${SERVERS[@]}"; do
+				latency_op "$server" "$op" "${peaks[$server]}" "$(awk -v p="$low" -v f="$BENCH_LATENCY_LOAD" 'BEGIN{printf "%d", p * f}')" common
+			done
+		fi
+		unset peaks
 	done
 fi
 
