@@ -432,8 +432,8 @@ func hasHopByHop(h *h1head.Head) bool {
 // passOnHead returns the fields of a response that came without a Header
 // map (roundTripHead with passOn), or nil.
 func passOnHead(res *http.Response) *h1head.Head {
-	if b, ok := res.Body.(*h1Body); ok && res.Header == nil && !b.done {
-		return b.head
+	if b, ok := res.Body.(*h1Body); ok && res.Header == nil {
+		return b.head // nil once the body was read (finish)
 	}
 	return nil
 }

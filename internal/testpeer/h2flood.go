@@ -5,10 +5,29 @@ import (
 	"errors"
 	"io"
 	"net"
+	"testing"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
+
+// ExpectCalm runs ResetFlood on c and fails t unless the server answered
+// with GOAWAY(ENHANCE_YOUR_CALM) and ended the connection. It returns the
+// pairs sent.
+func ExpectCalm(t testing.TB, c net.Conn, scheme, authority string, pairs int) (sent int) {
+	t.Helper()
+	code, goAway, sent, ended := ResetFlood(c, scheme, authority, pairs)
+	if !goAway {
+		t.Fatalf("no GOAWAY after %d HEADERS+RST_STREAM pairs", sent)
+	}
+	if code != http2.ErrCodeEnhanceYourCalm {
+		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
+	}
+	if !ended {
+		t.Error("connection still open after GOAWAY")
+	}
+	return sent
+}
 
 // ResetFlood is an HTTP/2 "rapid reset" client on c (CVE-2023-44487): the
 // client preface, then pairs of HEADERS (GET scheme://authority/, ending
