@@ -293,7 +293,7 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 	var c *Conn
 	var err error
 	if why == "" {
-		c, err = s.handshake(context.Background(), cfg, raw, start)
+		c, err = s.handshake(nil, cfg, raw, start)
 	}
 	s.handshaking.Add(-1)
 	s.clients.release(cl, true, false)
@@ -325,11 +325,19 @@ func (s *Server) Handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 }
 
 // handshake is Handshake for a connection accepted at start: the deadline
-// counts from there.
+// counts from there. A nil ctx (Serve's connections) means a
+// deadlineContext: nothing but the deadline ends the handshake.
 func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Conn, start time.Time) (*Conn, error) {
 	deadline := start.Add(cfg.timeout())
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	if ctx == nil {
+		dc := &deadlineContext{deadline: deadline}
+		defer dc.stop()
+		ctx = dc
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	// A PROXY-protocol connection reads its header on first use under this
 	// deadline (or its own shorter timeout) and restores it.
 	raw.SetDeadline(deadline)

@@ -47,7 +47,7 @@ func BenchmarkServing(b *testing.B) {
 	dm := startDaemon(b, benchConfig(b, be), func(e *Env) {
 		e.Observer, e.KeyOps, e.Sessions, e.ProxyObserver = m, m, m, m
 	})
-	for _, mode := range []string{"tlcp-resume-get", "tlcp-ticket-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
+	for _, mode := range []string{"tlcp-new-get", "tlcp-resume-get", "tlcp-ticket-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
 		d := d
 		if strings.HasSuffix(mode, "+metrics") {
 			d = dm
@@ -158,6 +158,9 @@ func servingClient(mode, addr, count string) error {
 	// not verify it (what is measured is the server's side).
 	tlcpCfg := &tlcp.Config{InsecureSkipVerify: true, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}, NextProtos: []string{"http/1.1"},
 		SessionTicketsDisabled: mode != "tlcp-ticket-get", ClientSessionCache: tlcp.NewLRUClientSessionCache(4)}
+	if mode == "tlcp-new-get" {
+		tlcpCfg.ClientSessionCache = nil // every connection a full handshake
+	}
 	sm13Cfg := &tls13sm.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"}, ClientSessionCache: tls13sm.NewLRUClientSessionCache(4)}
 	dial := func(resume bool) (net.Conn, error) {
 		raw, err := net.Dial("tcp", addr)
@@ -233,7 +236,7 @@ func servingClient(mode, addr, count string) error {
 		if ka != nil {
 			err = get(ka, kabr)
 		} else {
-			err = connGet(true)
+			err = connGet(mode != "tlcp-new-get")
 		}
 		if err != nil {
 			return err

@@ -102,7 +102,7 @@ func (c *Conn) UnlockHandshake() { c.handshakeMu.Unlock() }
 // (alerts, flight, callbacks) into the error latched and returned.
 //
 // Context rule (both stacks): when ctx can end, it is watched from the
-// call on, also while the call waits for a handshake another goroutine
+// call on (unless it is a ConnDeadline), also while the call waits for a handshake another goroutine
 // runs; if it ends first, Raw is closed, which fails the handshake's
 // blocked reads and writes, and the call returns ctx's error. The handshake
 // failed because of ctx when it failed after ctx ended: then the error end
@@ -114,7 +114,7 @@ func (c *Conn) Handshake(ctx context.Context, run func(context.Context) error, e
 	if c.handshakeDone.Load() {
 		return nil
 	}
-	if ctx.Done() != nil {
+	if _, bound := ctx.(ConnDeadline); !bound && ctx.Done() != nil {
 		stop := closeOnDone(ctx, c.Raw)
 		defer func() {
 			if err := stop(); err != nil {

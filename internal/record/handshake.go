@@ -8,6 +8,18 @@ import (
 	"os"
 )
 
+// ConnDeadline is implemented by a context that ends only at its deadline
+// when that deadline is already set on the connection being handshaken
+// (frontdoor's handshake context): the connection's reads and writes fail
+// in time by themselves, so Conn.Handshake does not watch the context,
+// which saves a context.AfterFunc registration per handshake. Its Err
+// still reports the deadline, so a handshake that failed after it passed
+// returns the context's error as with any other context.
+type ConnDeadline interface {
+	context.Context
+	ConnDeadline()
+}
+
 // closeOnDone watches ctx while a handshake runs: if ctx ends first, conn
 // is closed, which makes the handshake's blocked reads and writes fail.
 // stop ends the watch and returns ctx's error if it closed conn (once the
