@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/h1head"
+	"github.com/gmproxy/gmproxy/internal/h1server"
 )
 
 // h1Client is the upstream HTTP/1.1 client of the common request: one
@@ -261,7 +262,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 	// One watcher for the whole exchange: the context's end interrupts
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.
-	stop := context.AfterFunc(ctx, pc.interrupt)
+	w := watchExchange(ctx, pc.interrupt)
 	err = writeRequest(pc.bw, req)
 	if err == nil && req.Body != nil {
 		err = pc.writeBody(req)
@@ -270,7 +271,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		err = pc.bw.Flush()
 	}
 	if err != nil {
-		stop()
+		w.stop()
 		pc.c.Close()
 		// Fresh unless a body was (perhaps partly) read from the client.
 		return nil, err, req.Body == nil
@@ -307,7 +308,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		err = errors.New("proxy: too many informational responses from upstream")
 	}
 	if err != nil {
-		stop()
+		w.stop()
 		pc.c.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr, false
@@ -335,14 +336,14 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		}
 	}
 	if res.Body == http.NoBody {
-		if stop() && keep {
+		if w.stop() && keep {
 			pc.cl.put(pc)
 		} else {
 			pc.c.Close()
 		}
 		return res, nil, false
 	}
-	b := &h1Body{rc: res.Body, pc: pc, stop: stop, keep: keep}
+	b := &h1Body{rc: res.Body, pc: pc, watch: w, keep: keep}
 	if res.Body == nil { // h1head's: the next ContentLength bytes
 		b.remain = res.ContentLength
 	}
@@ -404,13 +405,36 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 	return http.ReadResponse(pc.br, req)
 }
 
+// exchangeWatch interrupts an exchange when its request's context ends.
+// A request h1server is handling is watched through its client-gone hook,
+// which costs no allocation; any other context with context.AfterFunc.
+type exchangeWatch struct {
+	hook  h1server.ClientGone
+	after func() bool // context.AfterFunc's stop; nil with a hook
+}
+
+func watchExchange(ctx context.Context, interrupt func()) exchangeWatch {
+	if g, ok := h1server.OnClientGone(ctx, interrupt); ok {
+		return exchangeWatch{hook: g}
+	}
+	return exchangeWatch{after: context.AfterFunc(ctx, interrupt)}
+}
+
+// stop ends the watch; false: the interrupt ran or runs.
+func (w *exchangeWatch) stop() bool {
+	if w.after != nil {
+		return w.after()
+	}
+	return w.hook.Stop()
+}
+
 // h1Body is a response body that gives its connection back to the pool
 // when read to the end, and closes it when closed early.
 type h1Body struct {
 	rc     io.ReadCloser // http.ReadResponse's body, or nil
 	remain int64         // without rc: the body's bytes still in pc.br
 	pc     *h1Conn
-	stop   func() bool
+	watch  exchangeWatch
 	keep   bool
 	done   bool
 	// head is the response's fields when it came without a Header map
@@ -487,7 +511,7 @@ func (b *h1Body) Close() error {
 func (b *h1Body) finish(complete bool) {
 	b.done = true
 	b.head = nil
-	if b.stop() && complete && b.keep {
+	if b.watch.stop() && complete && b.keep {
 		b.pc.cl.put(b.pc)
 		return
 	}

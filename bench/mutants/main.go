@@ -115,6 +115,13 @@ var mutants = []mutant{
 		"if cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {", "if false && cfg.MaxConns > 0 && n > int64(cfg.MaxConns) {",
 		"TestServerMax"},
 
+	{"frontdoor: a key operation's wait outlives the handshake deadline", "frontdoor/deadline.go",
+		"c.timer = time.AfterFunc(d, c.expire)", "c.timer = time.AfterFunc(d+time.Hour, c.expire)",
+		"TestServeHandshakeDeadlineEndsKeyWait"},
+	{"frontdoor: the handshake context's Err and Done disagree", "frontdoor/deadline.go",
+		"c.expire()\n\treturn context.DeadlineExceeded", "return context.DeadlineExceeded",
+		"TestDeadlineContext"},
+
 	// ---- proxy ----
 	{"proxy: forged X-Ssl-Client-I-Dn not stripped", "proxy/hygiene.go",
 		"HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,\n\tHeaderForwarded,", "HeaderClientSDN, HeaderClientSerial, HeaderClientCert,\n\tHeaderForwarded,",
@@ -150,6 +157,9 @@ var mutants = []mutant{
 	{"proxy: a header-timeout deadline cleared for a body taken as still set", "proxy/h1client.go",
 		"\t\tpc.hdrArmed = 0\n", "\n",
 		"TestH1ClientHeaderTimeoutKept"},
+	{"proxy: the upstream exchange of a request h1server serves not interrupted when its client goes", "proxy/h1client.go",
+		"h1server.OnClientGone(ctx, interrupt)", "h1server.OnClientGone(ctx, func() {})",
+		"TestClientGoneCancelsUpstream"},
 	{"proxy: send_timeout not armed when a request starts (a 100 Continue goes out without it)", "proxy/timeouts.go",
 		"\t\t}\n\t}\n\tsd.arm()\n}", "\t\t}\n\t}\n}",
 		"TestSendTimeoutKeepAlive|TestSendDeadlineKept"},
@@ -207,6 +217,13 @@ var mutants = []mutant{
 	{"h1server: a partial head after an idle wait runs under the idle timeout", "internal/h1server/conn.go",
 		"if !c.headBuffered() {", "if false && !c.headBuffered() {",
 		"TestTimeoutsClose"},
+
+	{"h1server: the client-gone hook never runs", "internal/h1server/watch.go",
+		"\t\tc.scope.clientGone()\n", "\n",
+		"TestOnClientGone$"},
+	{"h1server: a client-gone hook outlives its handler", "internal/h1server/watch.go",
+		"\tc.scope.endHandler()\n", "\n",
+		"TestOnClientGoneStopsAndEnds"},
 
 	// ---- h1head (its refusals send a head to net/http's readers) ----
 	{"h1head: Transfer-Encoding parsed as a plain head", "internal/h1head/head.go",

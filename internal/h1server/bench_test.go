@@ -3,6 +3,7 @@ package h1server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -98,6 +99,7 @@ func readRawResponse(br *bufio.Reader) error {
 // start and end.
 func BenchmarkClientWatch(b *testing.B) {
 	c := newConn(&Server{}, nil)
+	c.scope = &connScope{Context: context.Background()}
 	b.ReportAllocs()
 	for range b.N {
 		c.watch.begin(true)

@@ -32,8 +32,9 @@ type conn struct {
 	started    int64 // unix ns
 	state      atomic.Int32
 	remoteAddr string
-	ctx        context.Context
+	ctx        context.Context // the requests' context, a child of scope
 	cancel     context.CancelFunc
+	scope      *connScope
 
 	r        connReader
 	br       *bufio.Reader
@@ -77,7 +78,7 @@ func putConn(c *conn) {
 		scanHost = nil
 	}
 	c.w.reset()
-	c.srv, c.rwc, c.ctx, c.cancel, c.br = nil, nil, nil, nil, nil
+	c.srv, c.rwc, c.ctx, c.cancel, c.scope, c.br = nil, nil, nil, nil, nil, nil
 	c.remoteAddr, c.lastPOST, c.hijacked = "", false, false
 	c.scan = headScan{host: scanHost[:0]}
 	c.body = body{}
@@ -167,7 +168,9 @@ func (c *conn) serve() {
 	if s.ConnContext != nil {
 		ctx = s.ConnContext(ctx, c.rwc)
 	}
-	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.scope = &connScope{Context: ctx, canEnd: ctx.Done() != nil}
+	c.ctx, c.cancel = context.WithCancel(c.scope)
+	c.scope.reqCtx = c.ctx
 	c.br = getBufioReader(&c.r)
 	defer c.end()
 

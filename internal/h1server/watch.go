@@ -82,6 +82,7 @@ func (w *watcher) read(c *conn) {
 		w.err = err
 		w.stopped = true
 		c.cancel()
+		c.scope.clientGone()
 	}
 	w.reading = false
 	w.cond.Broadcast()
@@ -93,6 +94,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // end marks the end of the handler (or a hijack): a background read in
 // flight is aborted and waited for.
 func (w *watcher) end(c *conn) {
+	c.scope.endHandler()
 	w.since.Store(0)
 	w.mu.Lock()
 	defer w.mu.Unlock()
