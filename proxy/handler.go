@@ -482,15 +482,13 @@ func (p *Proxy) trusted(ip string) bool {
 	return err == nil && inPrefixes(p.trustedNets, a)
 }
 
-// setForwarded strips forged headers and sets the forwarded and TLS
-// headers on h (the outgoing request's header). It returns the client IP
-// used for balancing (X-Real-IP).
+// setForwarded sets the forwarded and TLS headers on h, the outgoing
+// request's header from outgoingHeader (which left the client's copies of
+// the headers set here out, except the X-Forwarded-* ones that a trusted
+// proxy's values extend). It returns the client IP used for balancing
+// (X-Real-IP).
 func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *[4]string) string {
 	p := s.p
-	for _, k := range alwaysStripped {
-		delete(h, k)
-	}
-	stripUnderscoreVariants(h)
 	peer := clientAddr(r)
 	trusted := p.trusted(peer)
 	real := peer

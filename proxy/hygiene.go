@@ -74,19 +74,6 @@ func isSetHeaderName(k string) bool {
 	return setHeaderFold[string(b)] // no allocation: map index by converted bytes
 }
 
-// stripUnderscoreVariants removes header fields whose names contain '_'
-// and equal a header gmproxy sets once '_' is read as '-' (many backends
-// — CGI, WSGI, PHP — map both spellings to one variable, so
-// X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify). Names without
-// '_' cost one byte scan each.
-func stripUnderscoreVariants(h http.Header) {
-	for k := range h {
-		if strings.IndexByte(k, '_') >= 0 && isSetHeaderName(k) {
-			delete(h, k)
-		}
-	}
-}
-
 // trailerFilter decides which request trailers go to the backend. Without
 // a route's allow_trailers none does. With it, a trailer passes when the
 // client declared it in its Trailer header and its name is none of: the

@@ -218,15 +218,21 @@ var (
 )
 
 func removeHopByHop(h http.Header) {
-	for _, f := range h["Connection"] {
+	removeConnectionOptions(h, h["Connection"])
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// removeConnectionOptions deletes from h the fields that the Connection
+// field values conn name (RFC 9110 §7.6.1).
+func removeConnectionOptions(h http.Header, conn []string) {
+	for _, f := range conn {
 		for sf := range strings.SplitSeq(f, ",") {
 			if sf = strings.TrimSpace(sf); sf != "" {
 				deleteFold(h, sf)
 			}
 		}
-	}
-	for _, k := range hopHeaders {
-		delete(h, k)
 	}
 }
 
@@ -372,10 +378,16 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 }
 
 // outgoingHeader returns rs.outHdr (made on first use, empty when pooled)
-// holding the end-to-end fields of the inbound header in: all but the
-// hop-by-hop ones. Its value slices are the inbound header's: whoever
-// edits the outgoing header replaces a field's slice and never writes
-// into one (setHeader, headerOps.apply), so in stays as the client sent it.
+// holding the fields of the inbound header in that may reach a backend:
+// all but the hop-by-hop ones (hopHeaders and those Connection names),
+// alwaysStripped, and the names of SetRequestHeaders spelled with '_'
+// (many backends — CGI, WSGI, PHP — map both spellings to one variable,
+// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify);
+// setForwarded sets or extends the rest of SetRequestHeaders. One pass
+// over in's few fields does it, rather than a delete per name. Its value
+// slices are the inbound header's: whoever edits the outgoing header
+// replaces a field's slice and never writes into one (setHeader,
+// headerOps.apply), so in stays as the client sent it.
 func (rs *reqState) outgoingHeader(in http.Header) http.Header {
 	h := rs.outHdr
 	if h == nil {
@@ -383,11 +395,26 @@ func (rs *reqState) outgoingHeader(in http.Header) http.Header {
 		rs.outHdr = h
 	}
 	for k, v := range in {
-		h[k] = v
+		if !droppedOnCopy[k] && !(strings.IndexByte(k, '_') >= 0 && isSetHeaderName(k)) {
+			h[k] = v
+		}
 	}
-	removeHopByHop(h)
+	removeConnectionOptions(h, in["Connection"])
 	return h
 }
+
+// droppedOnCopy holds the names outgoingHeader leaves out as they are:
+// hopHeaders and alwaysStripped.
+var droppedOnCopy = func() map[string]bool {
+	m := make(map[string]bool, len(hopHeaders)+len(alwaysStripped))
+	for _, k := range hopHeaders {
+		m[k] = true
+	}
+	for _, k := range alwaysStripped {
+		m[k] = true
+	}
+	return m
+}()
 
 // newOutgoing returns rs.out, the request sent upstream: a shallow copy of
 // the inbound r (method, host, protocol, context) with the header
