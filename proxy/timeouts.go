@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // Slow clients: body_timeout bounds the wait for each read of a request
@@ -37,20 +39,21 @@ type deadlineKeeper interface{ WriteDeadline() time.Time }
 // opDeadline re-arms a per-operation deadline through set.
 type opDeadline struct {
 	d     time.Duration // 0: off
-	last  int64         // unix ns of the last arming
+	last  int64         // monoclock ns of the last arming; 0: never
 	limit time.Time     // a whole-request bound (read/write_timeout), or zero
 }
 
 // due returns the deadline to set now, or false when the current one is
 // recent enough.
 func (o *opDeadline) due() (time.Time, bool) {
-	now := time.Now()
-	if n := now.UnixNano(); n-o.last < int64(o.d/8) {
+	// One monotonic clock read on every write; the wall clock only
+	// when a deadline is set.
+	n := monoclock.Now()
+	if o.last != 0 && n-o.last < int64(o.d/8) {
 		return time.Time{}, false
-	} else {
-		o.last = n
 	}
-	dl := now.Add(o.d + o.d/8)
+	o.last = n
+	dl := time.Now().Add(o.d + o.d/8)
 	if !o.limit.IsZero() && dl.After(o.limit) {
 		dl = o.limit
 	}
@@ -136,7 +139,7 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 		// Kept only when no further away than this timeout allows (a
 		// reload may have shortened it).
 		if dl := k.WriteDeadline(); !dl.IsZero() && dl.Sub(rs.start) <= d+d/8 {
-			sd.last = dl.UnixNano() - int64(d+d/8)
+			sd.last = monoclock.Of(dl) - int64(d+d/8)
 		}
 	}
 	sd.arm()

@@ -257,3 +257,17 @@ func TestSendDeadlineKept(t *testing.T) {
 		putReqState(rs)
 	}
 }
+
+// TestOpDeadlineFirstArming: the first operation of a request always sets
+// its deadline, however long the timeout (and however young the process:
+// the monotonic clock starts near zero).
+func TestOpDeadlineFirstArming(t *testing.T) {
+	o := opDeadline{d: 1000 * time.Hour}
+	dl, ok := o.due()
+	if !ok || time.Until(dl) < 1000*time.Hour {
+		t.Fatalf("first due() = %v, %v; want a deadline at least the timeout away", dl, ok)
+	}
+	if _, ok := o.due(); ok {
+		t.Error("a deadline armed just now was armed again")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // A client that goes away while its request is being handled should
@@ -21,7 +23,7 @@ import (
 const watchDelay = 100 * time.Millisecond
 
 type watcher struct {
-	since atomic.Int64 // unix ns when the running handler started; 0: none
+	since atomic.Int64 // monoclock ns when the running handler started; 0: none
 
 	mu        sync.Mutex
 	cond      sync.Cond // signals the end of a background read; L is &mu
@@ -40,7 +42,7 @@ func (w *watcher) begin(bodyEOF bool) {
 	w.inHandler, w.bodyEOF = true, bodyEOF
 	w.wanted, w.stopped, w.err = false, false, nil
 	w.mu.Unlock()
-	w.since.Store(time.Now().UnixNano())
+	w.since.Store(monoclock.Now())
 }
 
 // due starts the background read of c once its handler has run for
@@ -125,7 +127,7 @@ func (s *Server) watchLoop() {
 	t := time.NewTicker(watchDelay)
 	defer t.Stop()
 	for range t.C {
-		now := time.Now().UnixNano()
+		now := monoclock.Now()
 		s.mu.Lock()
 		if len(s.conns) == 0 {
 			s.watching = false
