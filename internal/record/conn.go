@@ -102,10 +102,11 @@ func (c *Conn) UnlockHandshake() { c.handshakeMu.Unlock() }
 // (alerts, flight, callbacks) into the error latched and returned.
 //
 // Context rule (both stacks): when ctx can end, it is watched from the
-// call on (unless it is a ConnDeadline), also while the call waits for a handshake another goroutine
-// runs; if it ends first, Raw is closed, which fails the handshake's
-// blocked reads and writes, and the call returns ctx's error. The handshake
-// failed because of ctx when it failed after ctx ended: then the error end
+// call on (unless it is a ConnDeadline), also while the call waits for a
+// handshake another goroutine runs; if it ends first, Raw is closed, which
+// fails the handshake's blocked reads and writes, and the call returns
+// ctx's error. The handshake failed because of ctx when it failed after
+// ctx ended: then the error end
 // receives (and the handshake latches) is ctx's error, or with
 // KeepInterruptCause ctx's error with the handshake's own failure in
 // words (tls13sm keeps it for the logs; tlcp's callers and metrics have
