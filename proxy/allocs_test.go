@@ -12,6 +12,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // nopResponseWriter keeps one header map across iterations.
@@ -156,7 +157,7 @@ func TestOwnPathAllocs(t *testing.T) {
 				}
 				run()
 				check = nil
-				if testing.CoverMode() != "" || raceEnabled {
+				if testing.CoverMode() != "" || testpeer.RaceEnabled {
 					return // -cover and -race add allocations of their own
 				}
 				if allocs := testing.AllocsPerRun(200, run); allocs != 0 {

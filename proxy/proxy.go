@@ -155,6 +155,7 @@ func (p *Proxy) newServers() error {
 	l := p.limits
 	p.h1 = &h1server.Server{
 		Handler:           p,
+		ReuseHeader:       true, // ServeHTTP keeps nothing of r.Header
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,

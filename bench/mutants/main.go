@@ -235,6 +235,9 @@ var mutants = []mutant{
 		"TestOnClientGoneStopsAndEnds"},
 
 	// ---- h1head (its refusals send a head to net/http's readers) ----
+	{"h1head: a reused header map keeps an earlier request's fields", "internal/h1head/head.go",
+		"\t\t\tclear(r.h) // nothing of an earlier request may stay\n", "",
+		"TestRequestReusing"},
 	{"h1head: Transfer-Encoding parsed as a plain head", "internal/h1head/head.go",
 		"if te, _ := fs.count(text, \"Transfer-Encoding\"); te > 0 {", "if te, _ := fs.count(text, \"Transfer-Encoding\"); te > 1 {",
 		"TestRequest|TestResponse"},

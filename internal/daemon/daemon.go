@@ -42,7 +42,9 @@ type Generation struct {
 	// ShutdownGrace bounds graceful shutdown (default 30 s).
 	ShutdownGrace time.Duration
 	// Handler, when set, serves the HTTP requests of every listener (the
-	// proxy); ListenerSpec.Handler is then unused.
+	// proxy); ListenerSpec.Handler is then unused. Like every handler the
+	// daemon serves, it keeps neither r.Header nor its value slices after
+	// it returns: the HTTP/1 server reuses them (h1server.ReuseHeader).
 	Handler http.Handler
 	// ServeConn serves the connections for which Blocking is true (TCP
 	// stream sites) for their whole life.

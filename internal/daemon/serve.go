@@ -101,6 +101,7 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 	}.WithDefaults()
 	s.h1 = &h1server.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),
+		ReuseHeader:       true, // see Generation.Handler
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ReadHeaderTimeout: durOr(lim.ReadHeaderTimeout, 30*time.Second),
 		ReadTimeout:       lim.ReadTimeout,

@@ -70,10 +70,25 @@ func (fs *fields) scan(buf []byte, i int) (end int, ok bool) {
 	}
 }
 
-// header builds the header map of the head whose text is head.
-func (fs *fields) header(head string) http.Header {
-	h := make(http.Header, fs.n)
-	values := make([]string, fs.n)
+// header builds the header map of the head whose text is head; with a
+// non-nil r, in r's map and values storage (cleared first).
+func (fs *fields) header(head string, r *Reuse) http.Header {
+	var h http.Header
+	var values []string
+	if r == nil {
+		h, values = make(http.Header, fs.n), make([]string, fs.n)
+	} else {
+		if r.h == nil {
+			r.h = make(http.Header, fs.n)
+		} else {
+			clear(r.h) // nothing of an earlier request may stay
+		}
+		if cap(r.vals) < fs.n {
+			r.vals = make([]string, max(fs.n, 16))
+		}
+		clear(r.vals[:cap(r.vals)])
+		h, values = r.h, r.vals[:fs.n]
+	}
 	for i, f := range fs.f[:fs.n] {
 		key := fieldKey(head, f.name)
 		v := head[f.value.start:f.value.end]
@@ -92,6 +107,22 @@ func (fs *fields) header(head string) http.Header {
 		}
 	}
 	return h
+}
+
+// Reuse is the storage of one request's header map, for the next request
+// (RequestReusing): a server whose handlers keep neither a request's
+// Header nor its value slices after they return builds every request's
+// map in the same storage. The zero value is ready; Clear drops what the
+// last request left (its values hold that request's head).
+type Reuse struct {
+	h    http.Header
+	vals []string
+}
+
+// Clear empties the storage.
+func (r *Reuse) Clear() {
+	clear(r.h)
+	clear(r.vals[:cap(r.vals)])
 }
 
 // parseLength parses a Content-Length value: digits only, at most 18.

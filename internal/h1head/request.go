@@ -17,6 +17,13 @@ import (
 // adds it, with WithContext) and, as http.ReadRequest's, no Host field:
 // its Host is the field's value.
 func Request(buf []byte, req *http.Request) (n int, ok bool) {
+	return RequestReusing(buf, req, nil)
+}
+
+// RequestReusing is Request with the header map built in r's storage
+// (see Reuse): the map the previous request got from r is emptied and
+// filled again. A nil r allocates as Request does.
+func RequestReusing(buf []byte, req *http.Request, r *Reuse) (n int, ok bool) {
 	line, next, ok := nextLine(buf, 0)
 	if !ok {
 		return 0, false
@@ -30,7 +37,7 @@ func Request(buf []byte, req *http.Request) (n int, ok bool) {
 		return 0, false
 	}
 	head := string(buf[:n])
-	h := fs.header(head)
+	h := fs.header(head, r)
 	if len(h["Host"]) > 1 {
 		return 0, false
 	}

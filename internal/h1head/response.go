@@ -92,7 +92,7 @@ func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n
 // Response does: the Connection field is removed when it says "close" in
 // HTTP/1.1.
 func (h *Head) Fill(res *http.Response) {
-	hdr := h.fs.header(h.text)
+	hdr := h.fs.header(h.text, nil)
 	if res.Close && res.ProtoMinor == 1 {
 		delete(hdr, "Connection")
 	}

@@ -49,6 +49,10 @@ type conn struct {
 	wdl time.Time
 
 	watch watcher
+
+	// hdr is the storage of the plain requests' Header maps
+	// (Server.ReuseHeader).
+	hdr h1head.Reuse
 }
 
 var connPool sync.Pool
@@ -78,6 +82,7 @@ func putConn(c *conn) {
 		scanHost = nil
 	}
 	c.w.reset()
+	c.hdr.Clear() // the last request's fields go; the storage stays
 	c.srv, c.rwc, c.ctx, c.cancel, c.scope, c.br = nil, nil, nil, nil, nil, nil
 	c.remoteAddr, c.lastPOST, c.hijacked = "", false, false
 	c.scan = headScan{host: scanHost[:0]}
@@ -313,7 +318,11 @@ func (c *conn) readHead(ctx context.Context) (*http.Request, error) {
 	}
 	b, _ := c.br.Peek(c.br.Buffered())
 	var plain http.Request
-	if n, ok := h1head.Request(b, &plain); ok {
+	var reuse *h1head.Reuse
+	if c.srv.ReuseHeader {
+		reuse = &c.hdr
+	}
+	if n, ok := h1head.RequestReusing(b, &plain, reuse); ok {
 		c.br.Discard(n)
 		return plain.WithContext(ctx), nil
 	}
