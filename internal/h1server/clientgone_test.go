@@ -111,25 +111,31 @@ func TestOnClientGoneStopsAndEnds(t *testing.T) {
 // TestOnClientGoneAfterEnd: a hook set once the client is known gone runs
 // at once.
 func TestOnClientGoneAfterEnd(t *testing.T) {
-	ran := make(chan bool, 1)
+	type outcome struct{ set, ran, stopped bool }
+	result := make(chan outcome, 1)
 	entered := make(chan struct{})
 	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
 		<-r.Context().Done()
-		g, ok := OnClientGone(r.Context(), func() { ran <- true })
-		if !ok {
-			t.Error("OnClientGone refused the request's context")
+		ran := make(chan struct{}, 1)
+		g, ok := OnClientGone(r.Context(), func() { ran <- struct{}{} })
+		o := outcome{set: ok}
+		select {
+		case <-ran:
+			o.ran = true
+		case <-time.After(testpeer.WaitLimit):
 		}
-		testpeer.Recv(t, ran, "hook on an ended context")
-		if g.Stop() {
-			t.Error("Stop reports it stopped a hook that ran")
-		}
+		o.stopped = g.Stop()
+		result <- o
 	}))
 	c := dial(t, addr)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 	testpeer.Recv(t, entered, "request")
 	c.Close()
-	time.Sleep(3 * watchDelay)
+	o := testpeer.Recv(t, result, "handler end")
+	if !o.set || !o.ran || o.stopped {
+		t.Errorf("hook set on an ended context: set %v, ran %v, Stop stopped it %v; want true, true, false", o.set, o.ran, o.stopped)
+	}
 }
 
 // TestOnClientGoneConnContextCanEnd: with a ConnContext whose context

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -19,18 +18,12 @@ func TestReuseHeader(t *testing.T) {
 	for _, reuse := range []bool{true, false} {
 		var mu sync.Mutex
 		var seen []http.Header
-		var maps []uintptr
+		var maps []http.Header // kept, so that no map's memory is reused while compared
 		s := &Server{ReuseHeader: reuse}
 		_, addr := testServer(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			seen = append(seen, r.Header.Clone())
-			maps = append(maps, reflect.ValueOf(r.Header).Pointer())
-			if !reuse && len(seen) == 2 {
-				// The first request's map, kept by this handler, is as it was.
-				if got := maps[0]; got == maps[1] {
-					t.Error("without ReuseHeader two requests got one map")
-				}
-			}
+			maps = append(maps, r.Header)
 			mu.Unlock()
 			io.WriteString(w, "ok")
 		}))
@@ -61,14 +54,12 @@ func TestReuseHeader(t *testing.T) {
 			if !reflect.DeepEqual(h, want[i]) {
 				t.Errorf("reuse %v: request %d header %v, want %v", reuse, i+1, h, want[i])
 			}
-			for k := range h {
-				if strings.HasPrefix(k, "X-Secret") && i > 0 || k == "Authorization" && i > 0 {
-					t.Errorf("reuse %v: request %d got %s of an earlier request", reuse, i+1, k)
-				}
-			}
 		}
-		if reuse && maps[0] != maps[1] {
+		same := reflect.ValueOf(maps[0]).Pointer() == reflect.ValueOf(maps[1]).Pointer()
+		if reuse && !same {
 			t.Error("with ReuseHeader the second request of a connection got a new map")
+		} else if !reuse && same {
+			t.Error("without ReuseHeader two requests got one map")
 		}
 		mu.Unlock()
 	}
