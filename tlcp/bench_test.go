@@ -629,6 +629,22 @@ func BenchmarkRecordCBCWrite64K(b *testing.B) {
 	}
 }
 
+// BenchmarkRecordCBCWrite1K: a 1 KiB Conn.Write, one record whose CBC
+// chain is serial (a small HTTP response).
+func BenchmarkRecordCBCWrite1K(b *testing.B) {
+	w, _, lc := connectedPair(b, ECC_SM4_CBC_SM3)
+	data := make([]byte, 1024)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	defer cpuTimer(b)()
+	for b.Loop() {
+		lc.buf = lc.buf[:0]
+		if _, err := w.Write(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkNaiveCBCSeal64K: the baseline — per 16 KiB record a fresh
 // HMAC-SM3 and a serial CBC encryption.
 func BenchmarkNaiveCBCSeal64K(b *testing.B) {
