@@ -3,6 +3,7 @@ module github.com/gmproxy/gmproxy
 go 1.26.0
 
 require (
+	filippo.io/bigmod v0.1.0
 	github.com/emmansun/gmsm v0.44.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

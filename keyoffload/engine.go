@@ -21,6 +21,7 @@ import (
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 
+	"github.com/gmproxy/gmproxy/internal/sm2sign"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
@@ -220,7 +221,15 @@ type WrappedKey interface {
 // crypto/tls takes any Decrypter for an RSA key-exchange key and fails
 // every TLS 1.2 handshake on an ECDSA certificate whose key claims to be one.
 func (o *Engine) Wrap(key crypto.Signer, family string) WrappedKey {
-	k := &Key{o: o, key: key, family: family, loc: Location(key)}
+	k := &Key{o: o, key: key, signer: key, family: family, loc: Location(key)}
+	if priv, ok := key.(*sm2.PrivateKey); ok {
+		// An in-process SM2 key signs through sm2sign: half of gmsm's
+		// CPU per signature. A key sm2sign refuses keeps gmsm's, whose
+		// error the first signature then reports.
+		if fast, err := sm2sign.New(priv); err == nil {
+			k.signer = fast
+		}
+	}
 	if decrypts(key) {
 		return decrypterKey{k}
 	}
@@ -245,8 +254,10 @@ func decrypts(key crypto.Signer) bool {
 // Key is a private key whose operations run on the engine's workers
 // (signatures and SM2 key agreement; decrypterKey adds decryption).
 type Key struct {
-	o      *Engine
-	key    crypto.Signer
+	o   *Engine
+	key crypto.Signer
+	// signer signs for key: key itself, or its sm2sign.Key.
+	signer crypto.Signer
 	family string
 	loc    string
 }
@@ -276,7 +287,7 @@ func (k *Key) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byt
 // SignContext implements smkey.ContextSigner.
 func (k *Key) SignContext(ctx context.Context, rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	return k.o.do(ctx, "sign", k.family, k.loc, func() ([]byte, error) {
-		return smkey.Sign(ctx, k.key, rand, digest, opts)
+		return smkey.Sign(ctx, k.signer, rand, digest, opts)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/sm2sign"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
@@ -162,5 +163,40 @@ func TestOffloadDecrypterOnlyForDecryptingKeys(t *testing.T) {
 		if ok != c.decrypts {
 			t.Errorf("%s: wrapped key is a Decrypter: %v, want %v", c.name, ok, c.decrypts)
 		}
+	}
+}
+
+// TestWrapSignsSM2InProcessThroughSM2Sign: an in-process SM2 key signs
+// through sm2sign (digests and messages with an ID verify), and is still
+// the key that Unwrap returns; any other signer is used as it is.
+func TestWrapSignsSM2InProcessThroughSM2Sign(t *testing.T) {
+	o := New(Config{Workers: 1, Queue: 4}, nil)
+	defer o.Close()
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := o.Wrap(key, family.TLS13SM)
+	k := w.(decrypterKey).Key
+	if _, ok := k.signer.(*sm2sign.Key); !ok {
+		t.Fatalf("in-process SM2 key signs through %T", k.signer)
+	}
+	if smkey.InProcessSM2(w) != key {
+		t.Fatal("Unwrap does not reach the SM2 key")
+	}
+	ctx := context.Background()
+	e := bytes.Repeat([]byte{0x42}, 32)
+	sig, err := smkey.Sign(ctx, w, rand.Reader, e, crypto.Hash(0))
+	if err != nil || !sm2.VerifyASN1(&key.PublicKey, e, sig) {
+		t.Fatalf("digest signature: %v", err)
+	}
+	uid := []byte("1234567812345678x")
+	sig, err = smkey.Sign(ctx, w, rand.Reader, []byte("content"), smkey.NewSM2SignerOpts(uid))
+	if err != nil || !sm2.VerifyASN1WithSM2(&key.PublicKey, uid, []byte("content"), sig) {
+		t.Fatalf("message signature: %v", err)
+	}
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if k := o.Wrap(ec, family.TLS).(*Key); k.signer != crypto.Signer(ec) {
+		t.Fatalf("ECDSA key signs through %T", k.signer)
 	}
 }

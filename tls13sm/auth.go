@@ -72,8 +72,10 @@ func signCertificateVerify(ctx context.Context, cfg *Config, ks *keySchedule, ke
 	return sig, nil
 }
 
-// sm2DigestOpts has an SM2 signer sign its input as the digest e.
-var sm2DigestOpts = sm2.NewSM2SignerOption(false, nil)
+// sm2DigestOpts has an SM2 signer sign its input as the digest e: no
+// hash function and no SM2 option (gmsm's own option, whose fields it does
+// not export, would hide that meaning from gmproxy's signers).
+var sm2DigestOpts crypto.SignerOpts = crypto.Hash(0)
 
 // sm2SignPrefix holds, for one SM2 key, SM3's state after
 // Z_A || 64 spaces || context string for each side's context (§4.4.3,

@@ -122,6 +122,17 @@ var mutants = []mutant{
 		"c.expire()\n\treturn context.DeadlineExceeded", "return context.DeadlineExceeded",
 		"TestDeadlineContext"},
 
+	// ---- sm2sign ----
+	{"sm2sign: s without (1+d)⁻¹", "internal/sm2sign/sm2sign.go",
+		"sn := kn.Sub(rd, n).Mul(k.inv, n)", "sn := kn.Sub(rd, n)",
+		"TestSignVerifies|TestSignMatchesReference"},
+	{"sm2sign: the nonce does not depend on the digest", "internal/sm2sign/sm2sign.go",
+		"m.Write(z[:])\n\tm.Write(e)", "m.Write(z[:])",
+		"TestSignNonceIsHedged"},
+	{"sm2sign: a failing random source signs anyway", "internal/sm2sign/sm2sign.go",
+		"if _, err := io.ReadFull(rand, z[:]); err != nil {\n\t\treturn nil, err", "if _, err := io.ReadFull(rand, z[:]); err != nil {\n\t\t_ = err",
+		"TestSignNonceIsHedged"},
+
 	// ---- proxy ----
 	{"proxy: forged X-Ssl-Client-I-Dn not stripped", "proxy/hygiene.go",
 		"HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,\n\tHeaderForwarded,", "HeaderClientSDN, HeaderClientSerial, HeaderClientCert,\n\tHeaderForwarded,",
