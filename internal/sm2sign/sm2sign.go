@@ -27,8 +27,6 @@ import (
 	"filippo.io/bigmod"
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
-	"golang.org/x/crypto/cryptobyte"
-	"golang.org/x/crypto/cryptobyte/asn1"
 
 	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/smkey"
@@ -214,27 +212,36 @@ func (k *Key) sign(digest []byte, nonce func(kb *[scalarLen]byte, i byte)) (r, s
 }
 
 // encodeSignature is the DER SEQUENCE { r INTEGER, s INTEGER } of
-// GB/T 35276-2017 §7.3 (the encoding gmsm and crypto/ecdsa use).
+// GB/T 35276-2017 §7.3 (the encoding gmsm and crypto/ecdsa use), built in
+// one buffer: each INTEGER is at most 33 bytes, so every length fits in
+// one byte.
 func encodeSignature(r, s []byte) []byte {
-	var b cryptobyte.Builder
-	b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
-		addUnsigned(b, r)
-		addUnsigned(b, s)
-	})
-	return b.BytesOrPanic()
+	r, s = minimal(r), minimal(s)
+	body := integerLen(r) + integerLen(s)
+	out := make([]byte, 0, 2+body)
+	out = append(out, 0x30, byte(body))
+	return appendInteger(appendInteger(out, r), s)
 }
 
-// addUnsigned adds the positive big-endian v as a minimal DER INTEGER.
-func addUnsigned(b *cryptobyte.Builder, v []byte) {
+// minimal strips v's leading zero bytes, keeping one byte.
+func minimal(v []byte) []byte {
 	for len(v) > 1 && v[0] == 0 {
 		v = v[1:]
 	}
-	b.AddASN1(asn1.INTEGER, func(b *cryptobyte.Builder) {
-		if v[0]&0x80 != 0 {
-			b.AddUint8(0)
-		}
-		b.AddBytes(v)
-	})
+	return v
+}
+
+// integerLen is the DER length of the INTEGER of the positive minimal v:
+// tag, length, a zero byte when v's top bit is set, v.
+func integerLen(v []byte) int { return 2 + int(v[0]>>7) + len(v) }
+
+// appendInteger appends the DER INTEGER of the positive minimal v.
+func appendInteger(out, v []byte) []byte {
+	out = append(out, 0x02, byte(integerLen(v)-2))
+	if v[0]&0x80 != 0 {
+		out = append(out, 0)
+	}
+	return append(out, v...)
 }
 
 var _ smkey.ContextSigner = (*Key)(nil)

@@ -281,3 +281,23 @@ func BenchmarkSign(b *testing.B) {
 		}
 	})
 }
+
+// TestEncodeSignature: DER of (r, s) for values with and without a top
+// bit set and with leading zeros, as cryptobyte writes it.
+func TestEncodeSignature(t *testing.T) {
+	cases := [][2][]byte{
+		{bytes.Repeat([]byte{0xff}, 32), bytes.Repeat([]byte{0x7f}, 32)},
+		{append(make([]byte, 31), 1), append([]byte{0, 0x80}, make([]byte, 30)...)},
+		{make([]byte, 32), append([]byte{0x12}, make([]byte, 31)...)},
+	}
+	for _, c := range cases {
+		var b cryptobyte.Builder
+		b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
+			b.AddASN1BigInt(new(big.Int).SetBytes(c[0]))
+			b.AddASN1BigInt(new(big.Int).SetBytes(c[1]))
+		})
+		if got, want := encodeSignature(c[0], c[1]), b.BytesOrPanic(); !bytes.Equal(got, want) {
+			t.Errorf("encodeSignature(%x, %x) = %x, want %x", c[0], c[1], got, want)
+		}
+	}
+}
