@@ -127,10 +127,10 @@ var mutants = []mutant{
 		"sn := kn.Sub(rd, n).Mul(k.inv, n)", "sn := kn.Sub(rd, n)",
 		"TestSignVerifies|TestSignMatchesReference"},
 	{"sm2sign: the nonce does not depend on the digest", "internal/sm2sign/sm2sign.go",
-		"m.Write(z[:])\n\tm.Write(e)", "m.Write(z[:])",
+		"copy(sc.in[scalarLen:], digest)", "",
 		"TestSignNonceIsHedged"},
 	{"sm2sign: a failing random source signs anyway", "internal/sm2sign/sm2sign.go",
-		"if _, err := io.ReadFull(rand, z[:]); err != nil {\n\t\treturn nil, err", "if _, err := io.ReadFull(rand, z[:]); err != nil {\n\t\t_ = err",
+		"if _, err := io.ReadFull(rand, sc.in[:scalarLen]); err != nil {\n\t\treturn nil, err", "if _, err := io.ReadFull(rand, sc.in[:scalarLen]); err != nil {\n\t\t_ = err",
 		"TestSignNonceIsHedged"},
 
 	// ---- proxy ----

@@ -23,6 +23,7 @@ import (
 	"crypto"
 	"errors"
 	"io"
+	"sync"
 
 	"filippo.io/bigmod"
 	"github.com/emmansun/gmsm/ecdh"
@@ -131,12 +132,17 @@ func (k *Key) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byt
 	if len(digest) != scalarLen {
 		return k.priv.Sign(rand, digest, opts)
 	}
-	var z [scalarLen]byte
-	if _, err := io.ReadFull(rand, z[:]); err != nil {
+	sc := scratchPool.Get().(*scratch)
+	defer sc.free()
+	// The nonce input: z || e || i, z read in place.
+	if _, err := io.ReadFull(rand, sc.in[:scalarLen]); err != nil {
 		return nil, err
 	}
-	r, s, err := k.sign(digest, func(kb *[scalarLen]byte, i byte) {
-		k.deriveNonce(kb, &z, digest, i)
+	copy(sc.in[scalarLen:], digest)
+	r, s, err := k.sign(digest, &sc.kb, func(kb *[scalarLen]byte, i byte) {
+		sc.in[2*scalarLen] = i
+		sc.m.LoadState(&k.nonce)
+		sc.m.MAC(kb[:], sc.in[:])
 	})
 	if err != nil {
 		return nil, err
@@ -144,16 +150,22 @@ func (k *Key) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byt
 	return encodeSignature(r, s), nil
 }
 
-// deriveNonce sets kb to HMAC-SM3(d, z || e || i).
-func (k *Key) deriveNonce(kb *[scalarLen]byte, z *[scalarLen]byte, e []byte, i byte) {
-	var m sm3state.HMAC
-	m.LoadState(&k.nonce)
-	m.Begin()
-	m.Write(z[:])
-	m.Write(e)
-	m.Write([]byte{i})
-	m.Finish(kb[:0])
-	m.Wipe()
+// scratch is a signature's working memory: pooled, so that the HMAC state
+// (about 600 bytes) is not allocated per signature, and wiped before it
+// returns to the pool.
+type scratch struct {
+	m  sm3state.HMAC
+	in [2*scalarLen + 1]byte // z || e || i
+	kb [scalarLen]byte       // the nonce
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func (sc *scratch) free() {
+	sc.m.Wipe()
+	clear(sc.in[:])
+	clear(sc.kb[:])
+	scratchPool.Put(sc)
 }
 
 // maxTries bounds the nonce rejections: each happens with probability
@@ -163,19 +175,17 @@ const maxTries = 64
 var errNonce = errors.New("sm2sign: no nonce in range")
 
 // sign is GB/T 32918.2-2016 §6.1 steps A3–A7 over e = digest, with the
-// nonces that nonce writes (try i = 0, 1, ...). It returns r and s,
+// nonces that nonce writes into kb (try i = 0, 1, ...). It returns r and s,
 // big-endian, 32 bytes each.
-func (k *Key) sign(digest []byte, nonce func(kb *[scalarLen]byte, i byte)) (r, s []byte, err error) {
+func (k *Key) sign(digest []byte, kb *[scalarLen]byte, nonce func(kb *[scalarLen]byte, i byte)) (r, s []byte, err error) {
 	e, err := bigmod.NewNat().SetOverflowingBytes(digest, n)
 	if err != nil {
 		return nil, nil, err
 	}
-	var kb [scalarLen]byte
-	defer clear(kb[:])
 	for i := 0; i < maxTries; i++ {
 		// A3: k in [1, n-1]. gmsm's ecdh takes a scalar in [1, n-2]
 		// only and refuses the others, n-1 included: drawn again.
-		nonce(&kb, byte(i))
+		nonce(kb, byte(i))
 		kp, err := ecdh.P256().NewPrivateKey(kb[:])
 		if err != nil {
 			continue

@@ -109,7 +109,7 @@ func TestSignMatchesReference(t *testing.T) {
 			e = bytes.Repeat([]byte{0xff}, scalarLen) // e ≥ n: reduced
 		}
 		kb := randomScalar(t)
-		r, s, err := k.sign(e, func(out *[scalarLen]byte, try byte) {
+		r, s, err := k.sign(e, new([scalarLen]byte), func(out *[scalarLen]byte, try byte) {
 			if try != 0 {
 				t.Fatalf("try %d for an in-range nonce", try)
 			}
@@ -135,7 +135,7 @@ func TestSignRejectsNonceOutOfRange(t *testing.T) {
 	good := randomScalar(t)
 	seq := [][]byte{orderN[:], make([]byte, scalarLen), nMinus1, bytes.Repeat([]byte{0xff}, scalarLen), good}
 	var tries []byte
-	r, s, err := k.sign(e, func(out *[scalarLen]byte, try byte) {
+	r, s, err := k.sign(e, new([scalarLen]byte), func(out *[scalarLen]byte, try byte) {
 		tries = append(tries, try)
 		copy(out[:], seq[try])
 	})
@@ -150,7 +150,7 @@ func TestSignRejectsNonceOutOfRange(t *testing.T) {
 		t.Fatal("signature is not the one of the first nonce in range")
 	}
 	n := 0
-	if _, _, err := k.sign(e, func(out *[scalarLen]byte, try byte) { n++; clear(out[:]) }); !errors.Is(err, errNonce) || n != maxTries {
+	if _, _, err := k.sign(e, new([scalarLen]byte), func(out *[scalarLen]byte, try byte) { n++; clear(out[:]) }); !errors.Is(err, errNonce) || n != maxTries {
 		t.Fatalf("zero nonces: err %v after %d tries", err, n)
 	}
 }
@@ -298,6 +298,34 @@ func TestEncodeSignature(t *testing.T) {
 		})
 		if got, want := encodeSignature(c[0], c[1]), b.BytesOrPanic(); !bytes.Equal(got, want) {
 			t.Errorf("encodeSignature(%x, %x) = %x, want %x", c[0], c[1], got, want)
+		}
+	}
+}
+
+// TestSignConcurrent: one Key signs from several goroutines (pooled
+// scratch, shared precomputation); every signature verifies.
+func TestSignConcurrent(t *testing.T) {
+	priv, k := newKey(t)
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			for i := 0; i < 25; i++ {
+				e := digestOf(t, byte(g*25+i))
+				sig, err := k.Sign(rand.Reader, e, crypto.Hash(0))
+				if err == nil && !sm2.VerifyASN1(&priv.PublicKey, e, sig) {
+					err = errors.New("signature does not verify")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
