@@ -325,7 +325,7 @@ func (r *run) progress() (stop func()) {
 // slot in the schedule. It returns false when the run is over, else the
 // time the operation was due to start: the scheduled time with Rate (even
 // when the worker is late), the present without.
-func (r *run) take() (time.Time, bool) {
+func (r *run) take(w waiter) (time.Time, bool) {
 	if r.cfg.Total > 0 && r.quota.Add(-1) < 0 {
 		return time.Time{}, false
 	}
@@ -334,21 +334,24 @@ func (r *run) take() (time.Time, bool) {
 	}
 	slot := r.slots.Add(1) - 1
 	due := r.start.Add(time.Duration(float64(slot) / r.cfg.Rate * float64(time.Second)))
-	if wait := time.Until(due); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			t.Stop()
-			r.giveBack()
-			return time.Time{}, false
-		}
+	if wait := time.Until(due); wait > 0 && !w.wait(r.ctx, wait) {
+		r.giveBack()
+		return time.Time{}, false
 	}
 	if r.done() {
 		r.giveBack()
 		return time.Time{}, false
 	}
 	return due, true
+}
+
+// waiter returns a worker's waiter for its paced starts (none is needed
+// without Rate).
+func (r *run) waiter() waiter {
+	if r.cfg.Rate <= 0 {
+		return timerWaiter{}
+	}
+	return newWaiter()
 }
 
 // giveBack returns a unit that was not used (the run ended during it).
@@ -442,8 +445,10 @@ func (r *run) connectCounted(due time.Time) (conn net.Conn, over bool) {
 // connWorker runs one new connection per iteration: handshake, optional
 // request, close.
 func (r *run) connWorker() {
+	w := r.waiter()
+	defer w.close()
 	for !r.done() {
-		due, ok := r.take()
+		due, ok := r.take(w)
 		if !ok {
 			return
 		}
@@ -472,7 +477,9 @@ func (r *run) keepAliveWorker() {
 		conn net.Conn
 		br   *bufio.Reader
 	)
+	w := r.waiter()
 	defer func() {
+		w.close()
 		if conn != nil {
 			conn.Close()
 		}
@@ -480,7 +487,7 @@ func (r *run) keepAliveWorker() {
 	for !r.done() {
 		// A request's budget unit is taken first, so that failing
 		// connections also use up -n.
-		due, ok := r.take()
+		due, ok := r.take(w)
 		if !ok {
 			return
 		}
