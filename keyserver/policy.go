@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/sm2sign"
 )
 
 // Roles, identities and limits: what keeps the key server from being an
@@ -135,6 +137,8 @@ type policy struct {
 type servedKey struct {
 	Key
 	id [32]byte
+	// signer signs with Private (sm2sign: per-key precomputation).
+	signer *sm2sign.Key
 }
 
 type clientPolicy struct {
@@ -155,7 +159,11 @@ func compilePolicy(p *Policy, states map[string]*clientState) (*policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", k.Name, err)
 		}
-		sk := &servedKey{Key: k, id: id}
+		signer, err := sm2sign.New(k.Private)
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", k.Name, err)
+		}
+		sk := &servedKey{Key: k, id: id, signer: signer}
 		if _, dup := byName[k.Name]; dup {
 			return nil, fmt.Errorf("key name %q used twice", k.Name)
 		}

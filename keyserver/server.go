@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -507,8 +508,8 @@ func (r *request) run() ([]byte, error) {
 		if len(r.payload) != sm3.Size {
 			return nil, errors.New("sign: digest must be 32 bytes")
 		}
-		// Not an SM2 signer option: gmsm signs the payload as the digest e.
-		return k.Sign(nil, r.payload, crypto.Hash(0))
+		// Not an SM2 signer option: the payload is the digest e.
+		return r.key.signer.Sign(rand.Reader, r.payload, crypto.Hash(0))
 	case OpDecrypt:
 		return k.Decrypt(nil, r.payload, nil)
 	default:

@@ -6,6 +6,7 @@ import (
 	"crypto"
 	"crypto/rand"
 	"errors"
+	"math/big"
 	"net"
 	"testing"
 
@@ -169,12 +170,18 @@ func TestSetPolicy(t *testing.T) {
 	if err := sign(r2); !errors.Is(err, ErrForbidden) {
 		t.Errorf("removed client: err = %v, want forbidden", err)
 	}
-	// Bad policies are refused and keep the running one.
+	// Bad policies are refused and keep the running one: among them a key
+	// whose d is n-1, which cannot sign (1+d has no inverse mod n).
+	outOfRange := Key{Name: "n-1", Private: &sm2.PrivateKey{}, Roles: RoleSign}
+	outOfRange.Private.Curve = sm2.P256()
+	outOfRange.Private.D = new(big.Int).Sub(sm2.P256().Params().N, big.NewInt(1))
+	outOfRange.Private.PublicKey.X, outOfRange.Private.PublicKey.Y = sm2.P256().ScalarBaseMult(outOfRange.Private.D.Bytes())
 	for _, bad := range []*Policy{
 		{Keys: []Key{k2, k2}},
 		{Keys: []Key{k2}, Clients: []Grant{{Name: "x", Subject: "CN=x", Keys: []string{"nope"}}}},
 		{Keys: []Key{k2}, Clients: []Grant{{Name: "x", Keys: []string{"sign2"}}}},
 		{Keys: []Key{{Name: "empty"}}},
+		{Keys: []Key{outOfRange}},
 	} {
 		if err := ks.s.SetPolicy(bad); err == nil {
 			t.Errorf("policy %+v accepted", bad)
