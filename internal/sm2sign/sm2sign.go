@@ -23,6 +23,7 @@ import (
 	"crypto"
 	"errors"
 	"io"
+	"math/big"
 	"sync"
 
 	"filippo.io/bigmod"
@@ -36,13 +37,6 @@ import (
 // scalarLen is the length of n, of a private key and of a nonce.
 const scalarLen = 32
 
-// orderN is n, the order of the SM2 curve's base point G (GB/T
-// 32918.5-2017 §2), big-endian.
-var orderN = [scalarLen]byte{
-	0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-	0x72, 0x03, 0xdf, 0x6b, 0x21, 0xc6, 0x05, 0x2b, 0x53, 0xbb, 0xf4, 0x09, 0x39, 0xd5, 0x41, 0x23,
-}
-
 var (
 	n        *bigmod.Modulus
 	nMinus2  []byte // the exponent of an inverse mod n (Fermat; n is prime)
@@ -50,12 +44,14 @@ var (
 )
 
 func init() {
+	// n, the order of the SM2 curve's base point G (GB/T 32918.5-2017
+	// §2), as gmsm's curve parameters give it.
+	order := sm2.P256().Params().N
 	var err error
-	if n, err = bigmod.NewModulus(orderN[:]); err != nil {
+	if n, err = bigmod.NewModulus(order.FillBytes(make([]byte, scalarLen))); err != nil {
 		panic("sm2sign: " + err.Error())
 	}
-	nMinus2 = append([]byte(nil), orderN[:]...)
-	nMinus2[scalarLen-1] -= 2 // n ends in 0x23: no borrow
+	nMinus2 = new(big.Int).Sub(order, big.NewInt(2)).FillBytes(make([]byte, scalarLen))
 }
 
 // Key signs with one SM2 private key. It is safe for concurrent use.

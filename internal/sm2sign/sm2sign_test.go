@@ -130,10 +130,11 @@ func TestSignMatchesReference(t *testing.T) {
 func TestSignRejectsNonceOutOfRange(t *testing.T) {
 	priv, k := newKey(t)
 	e := digestOf(t, 7)
-	nMinus1 := append([]byte(nil), orderN[:]...)
-	nMinus1[scalarLen-1]--
+	N := sm2.P256().Params().N
+	order := N.FillBytes(make([]byte, scalarLen))
+	nMinus1 := new(big.Int).Sub(N, big.NewInt(1)).FillBytes(make([]byte, scalarLen))
 	good := randomScalar(t)
-	seq := [][]byte{orderN[:], make([]byte, scalarLen), nMinus1, bytes.Repeat([]byte{0xff}, scalarLen), good}
+	seq := [][]byte{order, make([]byte, scalarLen), nMinus1, bytes.Repeat([]byte{0xff}, scalarLen), good}
 	var tries []byte
 	r, s, err := k.sign(e, new([scalarLen]byte), func(out *[scalarLen]byte, try byte) {
 		tries = append(tries, try)
