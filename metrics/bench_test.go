@@ -34,3 +34,21 @@ func BenchmarkConnectionEvents(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKeyAndSessionEvents measures the observer cost of the key and
+// session events of one new TLCP handshake that is stored for resumption
+// (a signature, a decryption, a session-cache store and the connection's
+// duration).
+func BenchmarkKeyAndSessionEvents(b *testing.B) {
+	m := MustNew(nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.KeyOp("sign", frontdoor.FamilyTLCP, time.Microsecond, 13*time.Microsecond, nil)
+			m.KeyOp("decrypt", frontdoor.FamilyTLCP, time.Microsecond, 50*time.Microsecond, nil)
+			m.SessionLookup(frontdoor.FamilyTLCP, false)
+			m.SessionCacheSize(frontdoor.FamilyTLCP, 100, 0)
+			m.ConnDone("edge", frontdoor.FamilyTLCP, time.Millisecond)
+		}
+	})
+}

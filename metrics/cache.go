@@ -87,6 +87,55 @@ func (m *Metrics) bytesFor(family, cipher string) bytesChildren {
 	})
 }
 
+// keyOpKey is a private-key operation's raw labels (op, protocol family,
+// key location), as the offload engine reports them.
+type keyOpKey struct{ op, family, location string }
+
+// keyOpChildren are the series of one kind of key operation: its count by
+// result, its queue wait and its execution time.
+type keyOpChildren struct {
+	ok, failed      prometheus.Counter
+	queue, duration prometheus.Observer
+}
+
+func (m *Metrics) keyOp(op, family, location string) keyOpChildren {
+	return m.keyOpCache.get(keyOpKey{op, family, location}, func() keyOpChildren {
+		o, p, l := fixed(keyOps, op), protocolLabel(family), fixed(keyLocations, location)
+		return keyOpChildren{
+			ok: m.keyOps.WithLabelValues(o, p, "ok", l), failed: m.keyOps.WithLabelValues(o, p, "error", l),
+			queue: m.keyOpQueue.WithLabelValues(o, p, l), duration: m.keyOpDuration.WithLabelValues(o, p, l),
+		}
+	})
+}
+
+// sessionChildren are the session cache and ticket series of one protocol
+// family.
+type sessionChildren struct {
+	hits, misses, evictions, ticketsIssued, ticketsAccepted prometheus.Counter
+	size                                                    prometheus.Gauge
+}
+
+func (m *Metrics) sessions(family string) sessionChildren {
+	return m.sessionCache.get(family, func() sessionChildren {
+		p := protocolLabel(family)
+		return sessionChildren{
+			hits: m.sessionHits.WithLabelValues(p), misses: m.sessionMisses.WithLabelValues(p),
+			evictions: m.sessionEvictions.WithLabelValues(p), size: m.sessionSize.WithLabelValues(p),
+			ticketsIssued: m.ticketsIssued.WithLabelValues(p), ticketsAccepted: m.ticketsAccepted.WithLabelValues(p),
+		}
+	})
+}
+
+type connDurationKey struct{ listener, family string }
+
+// connDuration is the connection-duration histogram of one listener and
+// protocol family.
+func (m *Metrics) connDurationFor(listener, family string) prometheus.Observer {
+	return m.connDurationCache.get(connDurationKey{listener, family}, func() prometheus.Observer {
+		return m.connDuration.WithLabelValues(m.listeners.label(listener), protocolLabel(family))
+	})
+}
+
 // reset empties the cache (after series were deleted, its children are stale).
 func (c *childCache[K, V]) reset() {
 	c.mu.Lock()

@@ -130,6 +130,10 @@ type Metrics struct {
 	listenerCache  childCache[string, listenerChildren]
 	handshakeCache childCache[handshakeKey, handshakeChildren]
 	bytesCache     childCache[bytesKey, bytesChildren]
+	keyOpCache     childCache[keyOpKey, keyOpChildren]
+	sessionCache   childCache[string, sessionChildren]
+	// connDurationCache is keyed by listener, whose series Retain deletes.
+	connDurationCache childCache[connDurationKey, prometheus.Observer]
 
 	// Handshakes and connections.
 	handshakeDuration    *prometheus.HistogramVec
@@ -414,7 +418,7 @@ func (m *Metrics) HandshakeDone(ev frontdoor.HandshakeEvent) {
 
 // ConnDone implements frontdoor.ConnDurationObserver.
 func (m *Metrics) ConnDone(listener, family string, d time.Duration) {
-	m.connDuration.WithLabelValues(m.listeners.label(listener), protocolLabel(family)).Observe(d.Seconds())
+	m.connDurationFor(listener, family).Observe(d.Seconds())
 }
 
 // Bytes implements frontdoor.Observer.
@@ -440,14 +444,14 @@ func (m *Metrics) KeyOp(op, family string, queueWait, exec time.Duration, err er
 
 // KeyOpAt implements keyoffload.LocationObserver.
 func (m *Metrics) KeyOpAt(op, family, location string, queueWait, exec time.Duration, err error) {
-	o, p, l := fixed(keyOps, op), protocolLabel(family), fixed(keyLocations, location)
-	result := "ok"
+	c := m.keyOp(op, family, location)
 	if err != nil {
-		result = "error"
+		c.failed.Inc()
+	} else {
+		c.ok.Inc()
 	}
-	m.keyOps.WithLabelValues(o, p, result, l).Inc()
-	m.keyOpQueue.WithLabelValues(o, p, l).Observe(queueWait.Seconds())
-	m.keyOpDuration.WithLabelValues(o, p, l).Observe(exec.Seconds())
+	c.queue.Observe(queueWait.Seconds())
+	c.duration.Observe(exec.Seconds())
 }
 
 // ObserveKeyQueue makes gmproxy_key_operation_queue_length read queueLen
@@ -464,10 +468,10 @@ func (m *Metrics) ObserveKeyQueue(queueLen func() int) {
 
 // SessionLookup implements frontdoor.SessionObserver.
 func (m *Metrics) SessionLookup(family string, hit bool) {
-	if hit {
-		m.sessionHits.WithLabelValues(protocolLabel(family)).Inc()
+	if c := m.sessions(family); hit {
+		c.hits.Inc()
 	} else {
-		m.sessionMisses.WithLabelValues(protocolLabel(family)).Inc()
+		c.misses.Inc()
 	}
 }
 
@@ -475,8 +479,8 @@ func (m *Metrics) SessionLookup(family string, hit bool) {
 // cache's cumulative eviction count; the counter moves by its increase (a
 // smaller value means a new cache, whose count is added whole).
 func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
-	p := protocolLabel(family)
-	m.sessionSize.WithLabelValues(p).Set(float64(size))
+	p, c := protocolLabel(family), m.sessions(family)
+	c.size.Set(float64(size))
 	m.evictMu.Lock()
 	last := m.lastEvictions[p]
 	m.lastEvictions[p] = evictions
@@ -486,18 +490,18 @@ func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
 		delta = evictions - last
 	}
 	if delta > 0 {
-		m.sessionEvictions.WithLabelValues(p).Add(float64(delta))
+		c.evictions.Add(float64(delta))
 	}
 }
 
 // TicketIssued implements frontdoor.SessionObserver.
 func (m *Metrics) TicketIssued(family string) {
-	m.ticketsIssued.WithLabelValues(protocolLabel(family)).Inc()
+	m.sessions(family).ticketsIssued.Inc()
 }
 
 // TicketAccepted implements frontdoor.SessionObserver.
 func (m *Metrics) TicketAccepted(family string) {
-	m.ticketsAccepted.WithLabelValues(protocolLabel(family)).Inc()
+	m.sessions(family).ticketsAccepted.Inc()
 }
 
 // TicketRejected implements frontdoor.SessionObserver (no reason known:

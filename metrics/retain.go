@@ -50,6 +50,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
 	m.listenerCache.reset()
 	m.handshakeCache.reset()
+	m.connDurationCache.reset()
 
 	for _, p := range []string{frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM} {
 		m.sessionHits.WithLabelValues(p)

@@ -55,6 +55,7 @@ func TestRetainDeletesRemovedNamesAndKeepsOthers(t *testing.T) {
 	m.ConnAccepted("127.0.0.1:9443")
 	m.HandshakeStarted("127.0.0.1:9443")
 	m.HandshakeDone(frontdoor.HandshakeEvent{State: frontdoor.ConnState{Listener: "127.0.0.1:9443", Family: "tlcp", Site: "old"}})
+	m.ConnDone("127.0.0.1:9443", "tlcp", time.Second)
 
 	m.Retain(ConfigNames{
 		Listeners: []string{"127.0.0.1:8443"},
@@ -69,6 +70,7 @@ func TestRetainDeletesRemovedNamesAndKeepsOthers(t *testing.T) {
 		"gmproxy_upstream_responses_total":         `value:"gone"`,
 		"gmproxy_upstream_retries_total":           `value:"gone"`,
 		"gmproxy_connections_accepted_total":       `value:"127.0.0.1:9443"`,
+		"gmproxy_connection_duration_seconds":      `value:"127.0.0.1:9443"`,
 		"gmproxy_handshakes_total":                 `value:"127.0.0.1:9443"`,
 		"gmproxy_site_handshakes_total":            `value:"old"`,
 		"gmproxy_connections_refused_total":        `value:"127.0.0.1:9443"`,
@@ -97,6 +99,10 @@ func TestRetainDeletesRemovedNamesAndKeepsOthers(t *testing.T) {
 	m.ConnAccepted("127.0.0.1:9443")
 	if s := series(t, reg, "gmproxy_connections_accepted_total", `value:"127.0.0.1:9443"`, "value:1"); len(s) != 1 {
 		t.Errorf("accepted after the listener came back: %v, want one series at 1", s)
+	}
+	m.ConnDone("127.0.0.1:9443", "tlcp", time.Second)
+	if n := histCount(t, reg, "gmproxy_connection_duration_seconds", map[string]string{"listener": "127.0.0.1:9443"}); n != 1 {
+		t.Errorf("connection durations after the listener came back: %d, want 1", n)
 	}
 }
 
