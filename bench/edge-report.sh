@@ -65,5 +65,16 @@ row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:
   row(["operation", "server", "operations", "calls / op", "most frequent (per op)"]),
   row(["---", "---", "---:", "---:", "---"]),
   ($doc.syscalls[] | row([($doc.labels[.op] // .op), .server, .ops, (.per_op | f(1)), .top]))
+ else empty end),
+(if (($doc.kernel // []) | length) > 0 then
+  "",
+  "### Where the kernel time goes (`perf record -g` on the server, one bounded run each; µs per operation, sampling included)",
+  "",
+  "By the system call the kernel was in (\"entry and exit\": the system-call entry and exit themselves; \"interrupts\": outside any call). Wake-ups: the part spent waking another task (on loopback, a write wakes its reader).",
+  "",
+  row(["operation", "server", "user", "kernel", "of which wake-ups", "kernel by system call"]),
+  row(["---", "---", "---:", "---:", "---:", "---"]),
+  ($doc.kernel[] | row([($doc.labels[.op] // .op), .server, (.user_us | f(0)), (.kernel_us | f(0)), (.wakeups_us | f(0)),
+                        (.syscalls | to_entries | sort_by(-.value) | map("\(.key) \(.value | f(1))") | join(", "))]))
  else empty end)
 ' "$1"

@@ -30,6 +30,12 @@
 #                             that the server, not the client, sets the peak
 #   BENCH_LATENCY_OPS="..."   the operations measured so (default: new and resumed TLCP ECC and
 #                             TLS 1.3-SM handshakes)
+#   BENCH_PERF=0              1: split each server's CPU per operation by where the kernel spent it
+#                             (system call, waking other tasks), from `perf record -g` on the
+#                             server's processes during one bounded run per operation and server,
+#                             read by bench/kernelsplit (needs perf and the right to profile)
+#   BENCH_PERF_OPS="..."      the operations measured so (default: new TLCP ECC-GCM, resumed TLCP
+#                             by session ID, keep-alive over TLCP)
 set -euo pipefail
 
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -42,6 +48,8 @@ BENCH_STRACE_N=${BENCH_STRACE_N:-500}
 BENCH_LATENCY=${BENCH_LATENCY:-0}
 BENCH_LATENCY_LOAD=${BENCH_LATENCY_LOAD:-0.8}
 BENCH_LATENCY_OPS=${BENCH_LATENCY_OPS:-tlcp_ecc_gcm_new tls13sm_new tlcp_resumed_id tls13sm_resumed}
+BENCH_PERF=${BENCH_PERF:-0}
+BENCH_PERF_OPS=${BENCH_PERF_OPS:-tlcp_ecc_gcm_new tlcp_resumed_id tlcp_keepalive_1k}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-edge.XXXXXX")
@@ -323,6 +331,52 @@ if [[ $BENCH_STRACE == 1 ]]; then
 	done
 fi
 
+# ---- where the kernel time goes (perf) ----
+KERNEL=$WORK/kernel.jsonl
+: >"$KERNEL"
+PERF_HZ=2999
+# perf_op SERVER OP: perf record -g on every process of the server during a
+# bounded run; one JSON line from bench/kernelsplit (time per operation in
+# user space and in the kernel, the kernel's by system call, and its
+# wake-ups of other tasks).
+perf_op() {
+	local server=$1 op=$2 name unit pid pf out rc=0 ops n=$BENCH_N pids=""
+	IFS='|' read -r name unit _ <<<"$op"
+	pid=$(server_pid "$server")
+	pf=$WORK/perf-$server-$name.data
+	for p in $(tree_pids "$pid"); do pids+=${pids:+,}$p; done
+	[[ $unit == req ]] && n=$((BENCH_N * BENCH_REQ_FACTOR))
+	local -a args
+	read -ra args <<<"$(s_time_args "$op" "$server" "$n")"
+	perf record -q -e cpu-clock -F "$PERF_HZ" -g -p "$pids" -o "$pf" >/dev/null 2>"$WORK/perf.err" &
+	local pp=$!
+	sleep 1
+	out=$("${CLI_RUN[@]}" "$GMPROXY" s_time -json -time "$BENCH_TIME" "${args[@]}" 2>"$WORK/s_time.err") || rc=$?
+	kill -INT "$pp" 2>/dev/null || true
+	wait "$pp" 2>/dev/null || true
+	if ! jq -e '.runs[0]' >/dev/null 2>&1 <<<"$out"; then
+		log "perf $server $name: s_time failed (exit $rc)"
+		return 0
+	fi
+	ops=$(jq -r --arg u "$unit" '.runs[0] | if $u == "req" then .requests else .connections end' <<<"$out")
+	if ! perf script -i "$pf" -F comm,ip,sym,dso 2>>"$WORK/perf.err" | "$WORK/kernelsplit" -ops "$ops" -hz "$PERF_HZ" |
+		jq -c --arg s "$server" --arg o "$name" '{server:$s, op:$o} + .' >>"$KERNEL"; then
+		log "perf $server $name: no samples ($(head -c 300 "$WORK/perf.err"))"
+		return 0
+	fi
+	log "perf $server $name: $(tail -n 1 "$KERNEL")"
+}
+if [[ $BENCH_PERF == 1 ]]; then
+	command -v perf >/dev/null || die "BENCH_PERF=1 needs perf (apt-get install linux-perf)"
+	(cd "$ROOT" && go build -o "$WORK/kernelsplit" ./bench/kernelsplit) || die "go build ./bench/kernelsplit failed"
+	for op in "${OPS[@]}"; do
+		[[ " $BENCH_PERF_OPS " == *" ${op%%|*} "* ]] || continue
+		for server in "${SERVERS[@]}"; do
+			perf_op "$server" "$op"
+		done
+	done
+fi
+
 # ---- handshake latency at a share of the peak rate ----
 LATENCY=$WORK/latency.jsonl
 : >"$LATENCY"
@@ -414,7 +468,7 @@ fi
 # ---- report ----
 jq -s --arg date "$(date -u +%FT%TZ)" --arg host "$(uname -srm), $(getconf _NPROCESSORS_ONLN) CPUs" \
 	--arg load "$LOAD_START -> $LOAD_END" --arg pin "${BENCH_PIN:-}" --argjson rounds "$BENCH_ROUNDS" --argjson conc "$BENCH_CONC" \
-	--slurpfile sys "$SYSCALLS" --slurpfile lat "$LATENCY" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
-	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys, latency:$lat}' \
+	--slurpfile sys "$SYSCALLS" --slurpfile lat "$LATENCY" --slurpfile kernel "$KERNEL" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
+	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys, latency:$lat, kernel:$kernel}' \
 	"$RESULTS" >"$OUT/edge.json"
 "$ROOT/bench/edge-report.sh" "$OUT/edge.json" | tee "$OUT/edge.md"
