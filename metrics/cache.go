@@ -108,11 +108,10 @@ func (m *Metrics) keyOp(op, family, location string) keyOpChildren {
 	})
 }
 
-// sessionChildren are the session cache and ticket series of one protocol
-// family.
+// sessionChildren are the session lookup and ticket counters of one
+// protocol family (counters, which Retain starts at 0 anyway).
 type sessionChildren struct {
-	hits, misses, evictions, ticketsIssued, ticketsAccepted prometheus.Counter
-	size                                                    prometheus.Gauge
+	hits, misses, ticketsIssued, ticketsAccepted prometheus.Counter
 }
 
 func (m *Metrics) sessions(family string) sessionChildren {
@@ -120,15 +119,29 @@ func (m *Metrics) sessions(family string) sessionChildren {
 		p := protocolLabel(family)
 		return sessionChildren{
 			hits: m.sessionHits.WithLabelValues(p), misses: m.sessionMisses.WithLabelValues(p),
-			evictions: m.sessionEvictions.WithLabelValues(p), size: m.sessionSize.WithLabelValues(p),
 			ticketsIssued: m.ticketsIssued.WithLabelValues(p), ticketsAccepted: m.ticketsAccepted.WithLabelValues(p),
 		}
 	})
 }
 
+// cacheSizeChildren are the session cache's size and evictions of one
+// protocol family, resolved only by a family that reports its cache size
+// (a size gauge at 0 for a family without a cache would be a false figure).
+type cacheSizeChildren struct {
+	size      prometheus.Gauge
+	evictions prometheus.Counter
+}
+
+func (m *Metrics) cacheSize(family string) cacheSizeChildren {
+	return m.cacheSizeCache.get(family, func() cacheSizeChildren {
+		p := protocolLabel(family)
+		return cacheSizeChildren{size: m.sessionSize.WithLabelValues(p), evictions: m.sessionEvictions.WithLabelValues(p)}
+	})
+}
+
 type connDurationKey struct{ listener, family string }
 
-// connDuration is the connection-duration histogram of one listener and
+// connDurationFor is the connection-duration histogram of one listener and
 // protocol family.
 func (m *Metrics) connDurationFor(listener, family string) prometheus.Observer {
 	return m.connDurationCache.get(connDurationKey{listener, family}, func() prometheus.Observer {

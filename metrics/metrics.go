@@ -132,6 +132,7 @@ type Metrics struct {
 	bytesCache     childCache[bytesKey, bytesChildren]
 	keyOpCache     childCache[keyOpKey, keyOpChildren]
 	sessionCache   childCache[string, sessionChildren]
+	cacheSizeCache childCache[string, cacheSizeChildren]
 	// connDurationCache is keyed by listener, whose series Retain deletes.
 	connDurationCache childCache[connDurationKey, prometheus.Observer]
 
@@ -479,7 +480,7 @@ func (m *Metrics) SessionLookup(family string, hit bool) {
 // cache's cumulative eviction count; the counter moves by its increase (a
 // smaller value means a new cache, whose count is added whole).
 func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
-	p, c := protocolLabel(family), m.sessions(family)
+	p, c := protocolLabel(family), m.cacheSize(family)
 	c.size.Set(float64(size))
 	m.evictMu.Lock()
 	last := m.lastEvictions[p]

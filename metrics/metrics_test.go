@@ -227,7 +227,8 @@ func TestBytesAndKeyOps(t *testing.T) {
 }
 
 func TestSessions(t *testing.T) {
-	m, _ := newTest(t)
+	m, reg := newTest(t)
+	m.SessionLookup("tls", true) // a family that never reports a cache size
 	m.SessionLookup("tlcp", true)
 	m.SessionLookup("tlcp", true)
 	m.SessionLookup("tlcp", false)
@@ -260,6 +261,11 @@ func TestSessions(t *testing.T) {
 	for i, tt := range tests {
 		if got := testutil.ToFloat64(tt.c); got != tt.want {
 			t.Errorf("case %d: got %v, want %v", i, got, tt.want)
+		}
+	}
+	for _, name := range []string{"gmproxy_session_cache_size", "gmproxy_session_cache_evictions_total"} {
+		if s := series(t, reg, name, `value:"tls"`); len(s) > 0 {
+			t.Errorf("%s has a series for a family that reported no cache size: %v", name, s)
 		}
 	}
 }

@@ -13,7 +13,8 @@
 //     the same way, not these figures with /proc's);
 //   - syscalls: kernel time per operation by system call (the frame under
 //     the kernel's syscall entry, e.g. write, read, close, accept4), plus
-//     "interrupts" for kernel samples outside any system call;
+//     "entry and exit" for the entry's own work and "interrupts" for kernel
+//     samples outside any system call;
 //   - wakeups_us: the part of the kernel time spent waking another task
 //     (try_to_wake_up and the socket and epoll callbacks that call it). On
 //     loopback the writer's kernel delivers the data to the receiver and
