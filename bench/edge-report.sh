@@ -56,7 +56,15 @@ row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:
   row(["operation", "server", "rate of", "peak / s", "rate / s", "p50 ms", "p99 ms", "p99 / p50", "server CPU busy", "client CPU busy", "errors"]),
   row(["---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"]),
   ($doc.latency[] | row([($doc.labels[.op] // .op | sub(" \\+ GET.*$"; "")), .server, (.basis // "own"), (.peak | f(0)), .rate, (.p50 * 1000 | f(2)), (.p99 * 1000 | f(2)),
-                         (if .p50 > 0 then .p99 / .p50 | f(1) else "–" end), "\(.server_cpu_busy) %", "\(.client_cpu_busy) %", .errors]))
+                         (if .p50 > 0 then .p99 / .p50 | f(1) else "–" end), "\(.server_cpu_busy) %", "\(.client_cpu_busy) %", .errors])),
+  (if (($doc.wakeup // []) | length) > 0 then
+    "",
+    "How late the machine wakes a sleeping thread (`bench/wakeup`, measured before the latency runs on idle CPUs): every handshake waits for several such wake-ups, on the server CPU and on the client CPU, whatever the server.",
+    "",
+    row(["CPU", "sleeps", "sleep µs", "late p50 µs", "p99 µs", "p99.9 µs", "max µs"]),
+    row(["---", "---:", "---:", "---:", "---:", "---:", "---:"]),
+    ($doc.wakeup[] | row(["\(.role) (\(.cpu))", .n, (.sleep_us | f(0)), (.p50_us | f(0)), (.p99_us | f(0)), (.p999_us | f(0)), (.max_us | f(0))]))
+   else empty end)
  else empty end),
 (if ($doc.syscalls | length) > 0 then
   "",

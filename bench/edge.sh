@@ -27,7 +27,10 @@
 #                             for every server (the same rate), with how busy the server's and
 #                             the client's CPUs were: handshakes only (no GET), from s_time
 #                             -loadgen, a client that skips verification and SM2 encryption so
-#                             that the server, not the client, sets the peak
+#                             that the server, not the client, sets the peak; before them,
+#                             bench/wakeup measures how late the machine wakes a sleeping
+#                             thread on the servers' and the client's CPUs (the floor under
+#                             every server's tail)
 #   BENCH_LATENCY_OPS="..."   the operations measured so (default: new and resumed TLCP ECC and
 #                             TLS 1.3-SM handshakes)
 #   BENCH_PERF=0              1: split each server's CPU per operation by where the kernel spent it
@@ -440,7 +443,24 @@ latency_op() {
 		  server_cpu_busy:$sbusy, client_cpu_busy:$cbusy}' <<<"$out" >>"$LATENCY"
 	log "latency $server $name: $(tail -n 1 "$LATENCY")"
 }
+# wakeup_on ROLE CPUS: bench/wakeup on the first CPU of a taskset list (all
+# CPUs when empty), one JSON line in $WAKEUP.
+WAKEUP=$WORK/wakeup.jsonl
+: >"$WAKEUP"
+wakeup_on() {
+	local cpu=${2%%[,-]*} out
+	if [[ -n $cpu ]]; then
+		out=$(taskset -c "$cpu" "$WORK/wakeup") || return 0
+	else
+		out=$("$WORK/wakeup") || return 0
+	fi
+	jq -c --arg role "$1" --arg cpu "${cpu:-any}" '{role:$role, cpu:$cpu} + .' <<<"$out" >>"$WAKEUP"
+	log "wakeup $1: $(tail -n 1 "$WAKEUP")"
+}
 if [[ $BENCH_LATENCY == 1 ]]; then
+	(cd "$ROOT" && go build -o "$WORK/wakeup" ./bench/wakeup) || die "go build ./bench/wakeup failed"
+	wakeup_on server "${BENCH_PIN%%:*}"
+	[[ -n ${BENCH_PIN:-} ]] && wakeup_on client "${BENCH_PIN##*:}"
 	for op in "${OPS[@]}"; do
 		[[ " $BENCH_LATENCY_OPS " == *" ${op%%|*} "* ]] || continue
 		declare -A peaks=()
@@ -468,7 +488,7 @@ fi
 # ---- report ----
 jq -s --arg date "$(date -u +%FT%TZ)" --arg host "$(uname -srm), $(getconf _NPROCESSORS_ONLN) CPUs" \
 	--arg load "$LOAD_START -> $LOAD_END" --arg pin "${BENCH_PIN:-}" --argjson rounds "$BENCH_ROUNDS" --argjson conc "$BENCH_CONC" \
-	--slurpfile sys "$SYSCALLS" --slurpfile lat "$LATENCY" --slurpfile kernel "$KERNEL" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
-	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys, latency:$lat, kernel:$kernel}' \
+	--slurpfile sys "$SYSCALLS" --slurpfile lat "$LATENCY" --slurpfile kernel "$KERNEL" --slurpfile wakeup "$WAKEUP" --argjson labels "$(for k in "${!LABEL[@]}"; do jq -nc --arg k "$k" --arg v "${LABEL[$k]}" '{($k):$v}'; done | jq -sc add)" \
+	'{date:$date, host:$host, load:$load, pin:$pin, rounds:$rounds, concurrency:$conc, labels:$labels, results:., syscalls:$sys, latency:$lat, wakeup:$wakeup, kernel:$kernel}' \
 	"$RESULTS" >"$OUT/edge.json"
 "$ROOT/bench/edge-report.sh" "$OUT/edge.json" | tee "$OUT/edge.md"
