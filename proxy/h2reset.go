@@ -222,6 +222,17 @@ func (g *resetGuard) Close() error {
 }
 
 func (g *resetGuard) Write(p []byte) (int, error) {
+	n, err := g.write(p)
+	// A reader that tripped while this write held the lock left its
+	// GOAWAY pending (goAway does not wait): send it now, as the server
+	// may write nothing more and close without it.
+	if g.pending.Load() {
+		g.goAway()
+	}
+	return n, err
+}
+
+func (g *resetGuard) write(p []byte) (int, error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	if g.sent || !g.pending.Load() {

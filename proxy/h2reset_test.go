@@ -1,9 +1,14 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"io"
 	"net"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,5 +65,99 @@ func TestResetStreamNotForwarded(t *testing.T) {
 	defer obs.mu.Unlock()
 	if len(obs.done) != 1 || obs.done[0].Target != "" || obs.done[0].Status != 499 {
 		t.Errorf("request events %+v, want one with status 499 and no upstream attempt", obs.done)
+	}
+}
+
+// blockingConn is a connection whose first Write waits for release;
+// Read returns in once, then EOF.
+type blockingConn struct {
+	net.Conn // nil: only the methods below are used
+	in       []byte
+	started  chan struct{}
+	release  chan struct{}
+	mu       sync.Mutex
+	out      []byte
+	writes   int
+}
+
+func (c *blockingConn) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.in)
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *blockingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	first := c.writes == 1
+	c.mu.Unlock()
+	if first {
+		close(c.started)
+		<-c.release
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, p...)
+	return len(p), nil
+}
+
+func (c *blockingConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *blockingConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *blockingConn) Close() error                     { return nil }
+
+// TestResetGuardGoAwayWhileWriting: a flood detected while the server is
+// in the middle of a write still gets its GOAWAY, right after that write,
+// even when the server writes nothing more.
+func TestResetGuardGoAwayWhileWriting(t *testing.T) {
+	frame := func(typ byte, stream uint32, payload int) []byte {
+		f := make([]byte, h2FrameHeaderLen+payload)
+		f[0], f[1], f[2] = byte(payload>>16), byte(payload>>8), byte(payload)
+		f[3] = typ
+		binary.BigEndian.PutUint32(f[5:], stream)
+		return f
+	}
+	in := []byte(h2ClientPreface)
+	in = append(in, frame(h2FrameHeaders, 1, 3)...)
+	in = append(in, frame(h2FrameRSTStream, 1, 4)...)
+	in = append(in, frame(h2FrameHeaders, 3, 3)...)
+	in = append(in, frame(h2FrameRSTStream, 3, 4)...)
+	c := &blockingConn{in: in, started: make(chan struct{}), release: make(chan struct{})}
+	g := newResetGuard(c, 1, 1, nil) // the second reset trips it
+
+	response := frame(0x0 /* DATA */, 1, 5)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := g.Write(response)
+		wrote <- err
+	}()
+	<-c.started // the server's writer holds the write side
+	buf := make([]byte, 4096)
+	for {
+		_, err := g.Read(buf)
+		if errors.Is(err, errResetFlood) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read ended with %v before the flood was seen", err)
+		}
+	}
+	close(c.release)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !bytes.HasPrefix(c.out, response) {
+		t.Fatalf("the server's frame was not written first: % x", c.out)
+	}
+	rest := c.out[len(response):]
+	if len(rest) != h2FrameHeaderLen+8 || rest[3] != h2FrameGoAway || binary.BigEndian.Uint32(rest[13:]) != h2EnhanceYourCalm {
+		t.Fatalf("after the server's frame: % x, want GOAWAY(ENHANCE_YOUR_CALM)", rest)
+	}
+	if last := binary.BigEndian.Uint32(rest[9:]); last != 3 {
+		t.Errorf("GOAWAY last-stream-id %d, want 3", last)
 	}
 }
