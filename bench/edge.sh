@@ -20,6 +20,8 @@
 #   BENCH_PKI, BENCH_OUT, GMPROXY_BIN as for bench/run.sh
 #   GMPROXY_EXTRA_YAML        top-level YAML appended to gmproxy's configuration
 #   GMPROXY_ENV               extra environment for gmproxy, e.g. "GOMAXPROCS=1"
+#   GMPROXY_LISTENER_YAML     one more key of gmproxy's listener, e.g. "defer_accept: 0s"
+#   BENCH_TENGINE_LISTEN      more parameters of Tengine's listen directives, e.g. "deferred"
 #   BENCH_PIN=S:C             pin the servers to CPUs S and the client and backend to CPUs C
 #                             (taskset lists, e.g. 0:1); unset: no pinning
 #   BENCH_LATENCY=0           1: also measure handshake latency at BENCH_LATENCY_LOAD (0.8) of
@@ -144,13 +146,13 @@ start_tengine() {
 		    proxy_http_version 1.1;
 		    proxy_set_header Connection "";
 		    server {
-		        listen 127.0.0.1:${PORT_TG[ntls]} ssl;
+		        listen 127.0.0.1:${PORT_TG[ntls]} ssl${BENCH_TENGINE_LISTEN:+ $BENCH_TENGINE_LISTEN};
 		        server_name localhost;
 		        $ntls_certs
 		        location / { proxy_pass http://backend; }
 		    }
 		    server {
-		        listen 127.0.0.1:${PORT_TG[ntls_auth]} ssl;
+		        listen 127.0.0.1:${PORT_TG[ntls_auth]} ssl${BENCH_TENGINE_LISTEN:+ $BENCH_TENGINE_LISTEN};
 		        server_name localhost;
 		        $ntls_certs
 		        ssl_verify_client on;
@@ -158,7 +160,7 @@ start_tengine() {
 		        location / { proxy_pass http://backend; }
 		    }
 		    server {
-		        listen 127.0.0.1:${PORT_TG[tls13sm]} ssl;
+		        listen 127.0.0.1:${PORT_TG[tls13sm]} ssl${BENCH_TENGINE_LISTEN:+ $BENCH_TENGINE_LISTEN};
 		        server_name localhost;
 		        ssl_protocols TLSv1.3;
 		        ssl_certificate $PKI/server_sign.crt;

@@ -143,6 +143,7 @@ gmproxy_config() {
 		    protocols: [tlcp, tls13sm, tls]
 		    max_handshakes_per_client: 0
 		    max_connections_per_client: 0
+		    ${GMPROXY_LISTENER_YAML:-}
 		sites:
 		  - name: bench
 		    server_names: [localhost]

@@ -15,6 +15,7 @@ import (
 const (
 	DefaultListenAddress           = "127.0.0.1:8443"
 	DefaultHandshakeTimeout        = 10 * time.Second
+	DefaultDeferAccept             = time.Second
 	DefaultMaxHandshakes           = 1024
 	DefaultMaxConnections          = 16384
 	DefaultMaxHandshakesPerClient  = 64
@@ -99,6 +100,7 @@ func (l *Listener) setDefaults() {
 	l.Protocols = family.Names()
 	l.TLCPSuitesInTLSHello = family.TLCPInTLSReject
 	l.HandshakeTimeout = DefaultHandshakeTimeout
+	l.DeferAccept = DefaultDeferAccept
 	l.MaxHandshakes = DefaultMaxHandshakes
 	l.MaxConnections = DefaultMaxConnections
 	l.MaxHandshakesPerClient = DefaultMaxHandshakesPerClient

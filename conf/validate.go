@@ -303,6 +303,11 @@ func (v *validator) listenerLimits(l *Listener, p string) {
 	if l.HandshakeTimeout <= 0 {
 		v.errf(p+".handshake_timeout", "write a duration such as 10s", "handshake_timeout must be positive")
 	}
+	if l.DeferAccept < 0 {
+		v.errf(p+".defer_accept", "use 0 to turn it off or a duration such as 1s", "defer_accept must not be negative")
+	} else if l.DeferAccept > time.Minute {
+		v.errf(p+".defer_accept", "use a few seconds, e.g. 1s", "defer_accept (%v) would hold silent connections in the kernel for over a minute", l.DeferAccept)
+	}
 	if l.MaxHandshakes < 0 {
 		v.errf(p+".max_handshakes", "use 0 for unlimited", "max_handshakes must not be negative")
 	}

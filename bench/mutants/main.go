@@ -244,6 +244,9 @@ var mutants = []mutant{
 	{"h1server: WriteFields takes a head with a Connection field", "internal/h1server/response.go",
 		"[...]string{\"Connection\", \"Transfer-Encoding\", \"Trailer\"}", "[...]string{\"Transfer-Encoding\", \"Trailer\"}",
 		"TestWriteFields"},
+	{"proxy: a GOAWAY for a reset flood seen during a server write never sent", "proxy/h2reset.go",
+		"if g.pending.Load() {\n\t\tg.goAway()\n\t}\n\treturn n, err", "return n, err",
+		"TestResetGuardGoAwayWhileWriting"},
 	{"daemon: HTTP/2 served without the stream-reset guard (rapid reset)", "internal/daemon/serve.go",
 		"set.h2.ServeConn(proxy.GuardHTTP2(c, &set.proxyLim, l.log), ", "set.h2.ServeConn(c, ",
 		"TestListenerLimits"},
@@ -327,6 +330,12 @@ var mutants = []mutant{
 		"TestResponse"},
 
 	// ---- conf and its mapping onto the runtime ----
+	{"daemon: a reload leaves a kept socket's defer_accept as it was", "internal/daemon/daemon.go",
+		"\t\t\tln = l.ln.Listener\n", "\t\t\t_ = l\n",
+		"TestReloadAppliesDeferAccept"},
+	{"rawsock: defer_accept set as 0 (off)", "internal/rawsock/deferaccept.go",
+		"secs := int((d + time.Second - 1) / time.Second)", "secs := 0 * int((d+time.Second-1)/time.Second)",
+		"TestDeferAccept"},
 	{"conf: max_fails 0 (off) mapped to 1", "internal/daemon/proxycfg.go",
 		"uc.HealthCheck.Passive.MaxFails = -1 // conf: 0 disables", "uc.HealthCheck.Passive.MaxFails = 1 // conf: 0 disables",
 		"TestZeroMeansOffOrUnlimited"},

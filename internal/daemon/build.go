@@ -378,6 +378,7 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 		ProxyProtocol:        pp,
 		ProxyProtocolTimeout: l.HandshakeTimeout,
 		Address:              l.Address,
+		DeferAccept:          l.DeferAccept,
 		Handshake:            hcfg,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:       int(l.HTTP.MaxHeaderBytes),

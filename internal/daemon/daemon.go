@@ -34,6 +34,9 @@ type ListenerSpec struct {
 	ProxyProtocol []string
 	// ProxyProtocolTimeout bounds reading a PROXY header.
 	ProxyProtocolTimeout time.Duration
+	// DeferAccept is the listening socket's TCP_DEFER_ACCEPT
+	// (rawsock.SetDeferAccept; 0: off). A reload sets it again.
+	DeferAccept time.Duration
 }
 
 // Generation is one fully built configuration: everything a reload swaps.
@@ -189,6 +192,17 @@ func (d *Daemon) apply(gen *Generation) error {
 			return fmt.Errorf("listen %s: %w", ls.Address, err)
 		}
 		opened[ls.Address] = ln
+	}
+	// Socket options, on new and kept sockets alike (a reload may change
+	// them); a refusal is logged, not fatal: the option only saves work.
+	for _, ls := range gen.Listeners {
+		ln := opened[ls.Address]
+		if l, ok := d.listeners[ls.Address]; ok {
+			ln = l.ln.Listener
+		}
+		if err := rawsock.SetDeferAccept(ln, ls.DeferAccept); err != nil {
+			d.log.Warn("listener option not applied", "listener", ls.Address, "option", "defer_accept", "err", err)
+		}
 	}
 	var ref *serveRef
 	if gen.Handler != nil || gen.ServeConn != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/keyoffload"
@@ -495,5 +497,46 @@ func TestReloadAppliesTicketRotation(t *testing.T) {
 	}
 	if !fetchOver(t, d.addr, conn) {
 		t.Error("a ticket sealed after the rotation change did not resume")
+	}
+}
+
+// TestReloadAppliesDeferAccept: the listening socket gets defer_accept
+// when it opens, and a reload changes it on the same socket (off, then
+// on again).
+func TestReloadAppliesDeferAccept(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("TCP_DEFER_ACCEPT is Linux's")
+	}
+	b := newBackend(t)
+	addr := b.Listener.Addr().String()
+	with := func(d time.Duration) *conf.Config {
+		cfg := testConfig(t, addr)
+		cfg.Listeners[0].DeferAccept = d
+		return cfg
+	}
+	d := startDaemon(t, with(3*time.Second))
+	socket := func() net.Listener {
+		d.Daemon.mu.Lock()
+		defer d.Daemon.mu.Unlock()
+		return d.Daemon.listeners[d.cfg.Listeners[0].Address].ln.Listener
+	}
+	first := socket()
+	check := func(when string, want time.Duration) {
+		t.Helper()
+		ln := socket()
+		if ln != first {
+			t.Fatalf("%s: the listening socket was replaced", when)
+		}
+		if got, err := rawsock.DeferAccept(ln); err != nil || got != want {
+			t.Fatalf("%s: TCP_DEFER_ACCEPT = %v, %v; want %v", when, got, err, want)
+		}
+	}
+	check("at start", 3*time.Second)
+	d.reloadWith(t, with(0))
+	check("after a reload turning it off", 0)
+	d.reloadWith(t, with(time.Second))
+	check("after a reload turning it on", time.Second)
+	if _, body := newH1Conn(t, d.addr, "tlcp", "").do(t, "/", 0); body == "" {
+		t.Error("no response with defer_accept on")
 	}
 }
