@@ -17,6 +17,9 @@
 // waiting for readiness and deadlines stay with the netpoller (RawConn.Read
 // and Write return when the deadline passes), and every other method is
 // *net.TCPConn's.
+//
+// The package also sets the listening socket's options that save work on
+// every connection (SetDeferAccept).
 package rawsock
 
 import (
