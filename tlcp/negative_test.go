@@ -135,6 +135,30 @@ func TestWrongCA(t *testing.T) {
 	}
 }
 
+// TestServerNameMismatch: a client refuses a server whose signing
+// certificate does not name the host it asked for (the encryption
+// certificate carries no name to check, so only the signing certificate's
+// verification can catch it), and accepts it under the right name.
+func TestServerNameMismatch(t *testing.T) {
+	p := loadPKI(t)
+	ccfg := p.clientConfig()
+	ccfg.ServerName = "not-this-server.example"
+	cerr, serr := handshakePair(t, p.serverConfig(), ccfg)
+	if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
+		t.Fatalf("client error %v, want bad_certificate", cerr)
+	}
+	var he smx509.HostnameError
+	if !errors.As(cerr, &he) {
+		t.Errorf("client error %v does not say which name failed", cerr)
+	}
+	if a, ok := peerAlertOf(serr); !ok || a != AlertBadCertificate {
+		t.Fatalf("server error %v, want peer bad_certificate", serr)
+	}
+	if cerr, serr := handshakePair(t, p.serverConfig(), p.clientConfig()); cerr != nil || serr != nil {
+		t.Fatalf("the right name: client %v, server %v", cerr, serr)
+	}
+}
+
 func TestWrongKeyUsage(t *testing.T) {
 	ca, caKey := genCA(t, "Test CA")
 	pool := smx509.NewCertPool()

@@ -91,6 +91,13 @@ var mutants = []mutant{
 		"chains, _, err := verifyClientChainsKeyed(key, certs, enc, cfg.ClientCAs, cfg.time())\n\tif err != nil {", "chains, _, err := verifyClientChainsKeyed(key, certs, enc, cfg.ClientCAs, cfg.time())\n\tif false && err != nil {",
 		"TestResumptionReverifiesClientCerts"},
 
+	{"tlcp: a client accepts a server signing certificate that does not verify", "tlcp/handshake_client.go",
+		"if err != nil {\n\t\t\treturn wrapErr(certAlert(err), \"server signing certificate does not verify\", err)", "if false && err != nil {\n\t\t\treturn wrapErr(certAlert(err), \"server signing certificate does not verify\", err)",
+		"TestServerNameMismatch"},
+	{"tlcp: a client accepts a server encryption certificate that does not verify", "tlcp/handshake_client.go",
+		"if _, err := verifyChain(enc, others, cfg.RootCAs, \"\", cfg.time(), smx509.ExtKeyUsageServerAuth); err != nil {", "if _, err := verifyChain(enc, others, cfg.RootCAs, \"\", cfg.time(), smx509.ExtKeyUsageServerAuth); false && err != nil {",
+		"TestMisbehavingPeer"},
+
 	// ---- tls13sm ----
 	{"tls13sm: Finished verify_data not checked", "tls13sm/handshake_tls13.go",
 		"if !hmac.Equal(want, fin.verifyData) {", "if false && !hmac.Equal(want, fin.verifyData) {",
@@ -107,6 +114,9 @@ var mutants = []mutant{
 	{"tls13sm: peer certificate chain not verified", "tls13sm/auth.go",
 		"chains, err = certs[0].Verify(opts)\n\t\tif err != nil {", "chains, err = certs[0].Verify(opts)\n\t\tif false && err != nil {",
 		"TestMisbehavingPeer|TestTicketClientAuthBinding"},
+	{"tls13sm: SM4-CCM tag not checked", "tls13sm/ccm.go",
+		"if subtle.ConstantTimeCompare(c.mac[:], tag[:]) != 1 {", "if false && subtle.ConstantTimeCompare(c.mac[:], tag[:]) != 1 {",
+		"TestCCM"},
 	{"tls13sm: inner plaintext limit off by one (2^14+1 accepted)", "tls13sm/conn.go",
 		"if len(payload) > maxPlaintext {", "if len(payload) > maxPlaintext+1 {",
 		"TestMisbehavingPeer"},
@@ -328,6 +338,22 @@ var mutants = []mutant{
 	{"h1head: response delimited by close parsed with a length", "internal/h1head/response.go",
 		"case cl < 0:\n\t\treturn nil, 0, false", "case cl < -1:\n\t\treturn nil, 0, false",
 		"TestResponse"},
+
+	// ---- admin control endpoints ----
+	{"metrics: the admin bearer token not checked", "metrics/control.go",
+		"if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1 {", "if false && (!ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1) {",
+		"TestControlGuard"},
+	{"metrics: a rebound Host accepted by the admin endpoint", "metrics/control.go",
+		"if !unix && !controlHost(r.Host, o.HostName) {", "if false && !unix && !controlHost(r.Host, o.HostName) {",
+		"TestControlGuard"},
+	{"metrics: a browser's request (Origin) accepted by the admin endpoint", "metrics/control.go",
+		"if _, ok := r.Header[\"Origin\"]; ok {", "if _, ok := r.Header[\"Origin\"]; false && ok {",
+		"TestControlGuard"},
+
+	// ---- session tickets ----
+	{"ticket: a ticket sealed for one protocol opens for another", "internal/ticket/ticket.go",
+		"return k.ad[p][:]", "return k.ad[0][:]",
+		"TestProtocolLabel"},
 
 	// ---- conf and its mapping onto the runtime ----
 	{"daemon: a reload leaves a kept socket's defer_accept as it was", "internal/daemon/daemon.go",
