@@ -339,6 +339,17 @@ var mutants = []mutant{
 		"case cl < 0:\n\t\treturn nil, 0, false", "case cl < -1:\n\t\treturn nil, 0, false",
 		"TestResponse"},
 
+	// ---- upstream and key server connections ----
+	{"daemon: a TLCP upstream's certificate not verified", "internal/daemon/dial.go",
+		"InsecureSkipVerify:        t.InsecureSkipVerify,", "InsecureSkipVerify:        true,",
+		"TestUpstreamCertificateVerified"},
+	{"daemon: a TLS 1.3-SM upstream's certificate not verified", "internal/daemon/dial.go",
+		"InsecureSkipVerify: t.InsecureSkipVerify,", "InsecureSkipVerify: true,",
+		"TestUpstreamCertificateVerified"},
+	{"gmproxy keyserver: clients without a certificate accepted", "cmd/gmproxy/keyserver.go",
+		"ClientAuth:   tls.RequireAndVerifyClientCert,", "ClientAuth:   tls.VerifyClientCertIfGiven,",
+		"TestKeyServerCommand$"},
+
 	// ---- admin control endpoints ----
 	{"metrics: the admin bearer token not checked", "metrics/control.go",
 		"if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1 {", "if false && (!ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1) {",

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"os"
@@ -87,6 +89,25 @@ metrics_address: 127.0.0.1:0
 		t.Fatalf("keyserver -check: exit %d: %s%s", code, out, errs)
 	}
 	ks := startKeyServerCmd(t, "-c", ksFile)
+
+	// A TLS client without a certificate is refused in the handshake: it
+	// never reads the key server's greeting.
+	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	anon, err := tls.Dial("tcp", ks.addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
+	if err == nil {
+		anon.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var b [1]byte
+		_, err = anon.Read(b[:])
+		anon.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Errorf("a client without a certificate: %v, want the handshake refused (certificate required)", err)
+	}
 
 	cfgFile := filepath.Join(dir, "gmproxy.yaml")
 	write(cfgFile, `listeners: [{address: "127.0.0.1:0"}]
