@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,10 +78,13 @@ type testKeyServer struct {
 }
 
 // startKeyServer serves the keys to writeMTLS's client certificate.
-func startKeyServer(t *testing.T, srvTLS *tls.Config) *testKeyServer {
+func startKeyServer(t *testing.T, srvTLS *tls.Config, opts ...func(*keyserver.Server)) *testKeyServer {
 	t.Helper()
 	p := testPKI(t)
 	ks := &keyserver.Server{}
+	for _, o := range opts {
+		o(ks)
+	}
 	err := ks.SetPolicy(&keyserver.Policy{
 		Keys: []keyserver.Key{{Name: "sign", Private: p.ServerSign.Key.(*sm2.PrivateKey), Roles: keyserver.RoleSign},
 			{Name: "enc", Private: p.ServerEnc.Key.(*sm2.PrivateKey), Roles: keyserver.RoleDecrypt | keyserver.RoleKeyAgreement}},
@@ -389,3 +393,41 @@ func TestKeyClientsAcrossReloads(t *testing.T) {
 		t.Errorf("client settings: timeout %v, max in flight %d, conns %d", c[0].c.Timeout, c[0].c.MaxInFlight, c[0].c.Conns)
 	}
 }
+
+// TestRemoteKeyServerVerified: gmproxy does not use a key server whose
+// certificate does not chain to the configured ca, even one that accepts
+// gmproxy's client certificate and holds the right keys: TLCP and
+// TLS 1.3-SM handshakes that need its keys fail, and it performs no
+// operation for gmproxy.
+func TestRemoteKeyServerVerified(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := testPKI(t).WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeMTLS(t, dir) // the CA and client certificate gmproxy is configured with
+	impostor := writeMTLS(t, t.TempDir())
+	impostor.ClientAuth = tls.RequireAnyClientCert // takes gmproxy's certificate without checking it
+	obs := &countingKeyObserver{}
+	ks := startKeyServer(t, impostor, func(s *keyserver.Server) { s.Observer = obs })
+	b := newBackend(t)
+	td := startDaemon(t, remoteKeyConfig(t, dir, ks.addr, b.Listener.Addr().String(), "2s"))
+	if err := handshakeOnly(t, td.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3); err == nil {
+		t.Error("a TLCP handshake succeeded with keys from an untrusted key server")
+	}
+	if err := handshakeOnly(t, td.addr, "tls13sm", tls13sm.TLS_SM4_GCM_SM3); err == nil {
+		t.Error("a TLS 1.3-SM handshake succeeded with keys from an untrusted key server")
+	}
+	if n := obs.ops.Load(); n != 0 {
+		t.Errorf("the untrusted key server performed %d operations", n)
+	}
+}
+
+// countingKeyObserver counts a key server's operations.
+type countingKeyObserver struct{ ops atomic.Int64 }
+
+func (o *countingKeyObserver) Operation(client, key, op, result string, d time.Duration) {
+	o.ops.Add(1)
+}
+func (o *countingKeyObserver) InFlight(string, int) {}
+func (o *countingKeyObserver) Conns(int)            {}
+func (o *countingKeyObserver) Refused(string)       {}

@@ -1,0 +1,175 @@
+package daemon
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// TestClientAuthModes: a site's client_auth reaches each protocol's
+// server. With require, a client without a certificate is refused on
+// TLCP, TLS 1.3-SM and TLS; with request it is served. With either, a
+// certificate from a CA the site does not list is refused and one from a
+// listed CA is served.
+func TestClientAuthModes(t *testing.T) {
+	p, p2 := testPKI(t), testPKI2(t)
+	own := clientIdentities(t, p)
+	foreign := clientIdentities(t, p2)
+	b := newBackend(t)
+	for _, mode := range []string{conf.ClientAuthRequire, conf.ClientAuthRequest} {
+		cfg := testConfig(t, b.Listener.Addr().String())
+		cfg.Sites[0].ClientAuth = conf.ClientAuth{Mode: mode, CA: "ca.crt"}
+		cfg.Sites[0].Material.ClientCAs = []*smx509.Certificate{p.CA.Cert, p.ECDSACA.Cert}
+		d := startDaemon(t, cfg)
+		for _, proto := range []string{"tlcp", "tls13sm", "tls"} {
+			cases := []struct {
+				who  string
+				id   *clientIdentity
+				want bool
+			}{
+				{"no certificate", nil, mode == conf.ClientAuthRequest},
+				{"a certificate of another CA", foreign, false},
+				{"a certificate of the site's CA", own, true},
+			}
+			for _, tc := range cases {
+				status, err := fetchWithIdentity(t, d.addr, proto, tc.id)
+				if served := err == nil && status == 200; served != tc.want {
+					t.Errorf("client_auth %s, %s, %s: status %d, error %v; want served %v", mode, proto, tc.who, status, err, tc.want)
+				}
+			}
+		}
+		d.Close()
+	}
+}
+
+// clientIdentity is a client's certificates for each protocol.
+type clientIdentity struct {
+	tlcp    tlcp.Certificate
+	tls13sm *conf.KeyPair
+	tls     tls.Certificate
+}
+
+// clientIdentities returns p's SM2 client certificates and an ECDSA one
+// issued by p's ECDSA CA (by a throw-away ECDSA CA when p has none).
+func clientIdentities(t *testing.T, p *devpki.PKI) *clientIdentity {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	issue := func(tmpl, parent *x509.Certificate, pub, signer any) []byte {
+		tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		if parent == nil {
+			parent = tmpl
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der
+	}
+	var caDER []byte
+	var caKey any
+	if p.ECDSACA != nil {
+		caDER, caKey = p.ECDSACA.Cert.Raw, p.ECDSACA.Key
+	} else {
+		k := newKey()
+		caDER = issue(&x509.Certificate{Subject: pkix.Name{CommonName: "other ECDSA CA"}, IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign}, nil, &k.PublicKey, k)
+		caKey = k
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newKey()
+	der := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "ecdsa client"}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, caCert, &key.PublicKey, caKey)
+	return &clientIdentity{
+		tlcp: tlcp.Certificate{
+			SignCertificate: [][]byte{p.ClientSign.Cert.Raw}, SignKey: p.ClientSign.Key,
+			EncCertificate: p.ClientEnc.Cert.Raw, EncKey: p.ClientEnc.Key,
+		},
+		tls13sm: pair(p.ClientSign),
+		tls:     tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+	}
+}
+
+// fetchWithIdentity makes one GET over proto with id's certificate (none
+// when id is nil) and returns the status, or the handshake's or the
+// exchange's error.
+func fetchWithIdentity(t *testing.T, addr, proto string, id *clientIdentity) (int, error) {
+	t.Helper()
+	if proto == "tls13sm" {
+		var kp *conf.KeyPair
+		if id != nil {
+			kp = id.tls13sm
+		}
+		r := smFetch(t, addr, "localhost", kp, nil)
+		return r.status, r.err
+	}
+	var c net.Conn
+	switch proto {
+	case "tlcp":
+		cfg := &tlcp.Config{ServerName: "localhost"}
+		if id != nil {
+			cfg.Certificates = []tlcp.Certificate{id.tlcp}
+		}
+		tc := dialTLCP(t, addr, cfg)
+		if err := tc.Handshake(); err != nil {
+			return 0, err
+		}
+		c = tc
+	default:
+		cfg := &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", NextProtos: []string{"http/1.1"}}
+		if id != nil {
+			// Sent whatever CAs the server names: crypto/tls would
+			// otherwise keep back a certificate of another CA.
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &id.tls, nil }
+		}
+		raw, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		tc := tls.Client(raw, cfg)
+		if err := tc.Handshake(); err != nil {
+			return 0, err
+		}
+		c = tc
+	}
+	defer c.Close()
+	req, _ := http.NewRequest("GET", "https://localhost/auth", nil)
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
