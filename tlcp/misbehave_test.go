@@ -61,6 +61,7 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "client-key-exchange-bad-ecdhe-point", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeClientKeyExchange, badECDHEPoint), alert: AlertDecodeError},
 		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
+		{name: "client-certificate-without-enc-ecdhe", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeCertificate, firstCertificateOnly), alert: AlertHandshakeFailure},
 		{name: "server-key-exchange-signature-wrong", beforeHash: true, server: true, msgs: onType(typeServerKeyExchange, flipAt(-3)), alert: AlertDecryptError},
 		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-20)), alert: AlertUnknownCA},
 		// ---- versions and parameters ----
@@ -175,6 +176,22 @@ var (
 	// ends with it, off the curve: the last byte of Y.
 	badECDHEPoint = testpeer.FlipLast
 )
+
+// firstCertificateOnly rewrites a Certificate message (type, u24 length,
+// u24 list length, then u24-prefixed certificates) to carry its first
+// certificate alone: a client that leaves out its encryption certificate.
+func firstCertificateOnly(m []byte) []byte {
+	u24 := func(b []byte) int { return int(b[0])<<16 | int(b[1])<<8 | int(b[2]) }
+	put24 := func(b []byte, n int) { b[0], b[1], b[2] = byte(n>>16), byte(n>>8), byte(n) }
+	if len(m) < 10 || len(m) < 10+u24(m[7:]) {
+		return m
+	}
+	first := m[7 : 10+u24(m[7:])]
+	out := append([]byte{m[0], 0, 0, 0, 0, 0, 0}, first...)
+	put24(out[1:], 3+len(first))
+	put24(out[4:], len(first))
+	return out
+}
 
 // ---- raw records ----
 

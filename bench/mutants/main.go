@@ -98,6 +98,19 @@ var mutants = []mutant{
 		"if _, err := verifyChain(enc, others, cfg.RootCAs, \"\", cfg.time(), smx509.ExtKeyUsageServerAuth); err != nil {", "if _, err := verifyChain(enc, others, cfg.RootCAs, \"\", cfg.time(), smx509.ExtKeyUsageServerAuth); false && err != nil {",
 		"TestMisbehavingPeer"},
 
+	{"tlcp: empty records not bounded", "tlcp/conn.go",
+		"if c.empty > c.config.maxEmpty() {", "if false && c.empty > c.config.maxEmpty() {",
+		"TestEmptyRecordsBounded|TestMisbehavingPeer"},
+	{"tlcp: renegotiation attempts not bounded", "tlcp/conn.go",
+		"if c.renegotiationRefusals > maxRenegotiationRefusals {", "if false && c.renegotiationRefusals > maxRenegotiationRefusals {",
+		"TestRenegotiationRefused"},
+	{"tlcp: handshake message size not bounded", "tlcp/conn.go",
+		"if n > maxHandshake {", "if n > 4*maxHandshake {",
+		"TestMalformedClientHello"},
+	{"tlcp: ECDHE without the client's encryption certificate", "tlcp/handshake_server.go",
+		"return errorf(AlertHandshakeFailure, \"ECDHE needs the client's encryption certificate as the second certificate\")", "_ = 0",
+		"TestMisbehavingPeer"},
+
 	// ---- tls13sm ----
 	{"tls13sm: Finished verify_data not checked", "tls13sm/handshake_tls13.go",
 		"if !hmac.Equal(want, fin.verifyData) {", "if false && !hmac.Equal(want, fin.verifyData) {",
@@ -183,6 +196,13 @@ var mutants = []mutant{
 	{"keyserver: a grant's public key hash not matched", "keyserver/policy.go",
 		"if (c.Subject == \"\" || c.Subject == subject) && (c.spki == \"\" || c.spki == spki) {", "if (c.Subject == \"\" || c.Subject == subject) && (c.spki == \"\" || len(spki) >= 0) {",
 		"TestAllowList|TestOperations|TestSetPolicy"},
+
+	{"keyserver: a client's operations in flight not bounded", "keyserver/policy.go",
+		"if n := s.inFlight.Add(1); l.MaxInFlight > 0 && n > int64(l.MaxInFlight) {", "if n := s.inFlight.Add(1); false && l.MaxInFlight > 0 && n > int64(l.MaxInFlight) {",
+		"TestInFlightBound"},
+	{"keyserver: connections not bounded", "keyserver/server.go",
+		"if len(s.conns) >= orDefault(s.MaxConns, DefaultMaxConns) {", "if false && len(s.conns) >= orDefault(s.MaxConns, DefaultMaxConns) {",
+		"TestConnectionBound"},
 
 	// ---- sm2sign ----
 	{"sm2sign: s without (1+d)⁻¹", "internal/sm2sign/sm2sign.go",
