@@ -135,6 +135,49 @@ func wantAlert(t *testing.T, err error, a Alert, remote bool) {
 	}
 }
 
+// TestKeyUpdateFloodRefused: a peer may send maxKeyUpdatesNoApp
+// KeyUpdates without application data between them; one more is refused
+// with unexpected_message (each costs the receiver a key derivation).
+func TestKeyUpdateFloodRefused(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	a, b := tcpPair(t)
+	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
+	defer srv.Close()
+	defer cli.Close()
+	a.SetDeadline(time.Now().Add(20 * time.Second))
+	b.SetDeadline(time.Now().Add(20 * time.Second))
+	hs := make(chan error, 1)
+	go func() { hs <- srv.Handshake() }()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hs; err != nil {
+		t.Fatal(err)
+	}
+	burst := func(n int, data bool) error {
+		for range n {
+			if err := cli.SendKeyUpdate(false); err != nil {
+				return err
+			}
+		}
+		if data {
+			_, err := cli.Write([]byte{1})
+			return err
+		}
+		return nil
+	}
+	buf := make([]byte, 1)
+	if err := burst(maxKeyUpdatesNoApp, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(srv, buf); err != nil {
+		t.Fatalf("after %d KeyUpdates and data: %v", maxKeyUpdatesNoApp, err)
+	}
+	go burst(maxKeyUpdatesNoApp+1, false) // its writes may fail once the server gave up
+	_, err := srv.Read(buf)
+	wantAlert(t, err, AlertUnexpectedMessage, false)
+}
+
 func TestKeyUpdateUnderTraffic(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	c, res := dialEcho(t, srvCfg, cliCfg)

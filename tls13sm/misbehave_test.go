@@ -1,6 +1,7 @@
 package tls13sm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -77,6 +78,7 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "server-certificate-verify-truncated", server: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
 		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-10)), alert: AlertUnknownCA},
 		// ---- order ----
+		{name: "client-certificate-chain-too-long", clientAuth: true, msgs: onType(typeCertificate, repeatFirstCertificate(maxCertChain+1)), alert: AlertBadCertificate},
 		{name: "client-certificate-dropped", clientAuth: true, msgs: onType(typeCertificate, testpeer.Drop), alert: AlertUnexpectedMessage},
 		{name: "client-certificate-verify-before-certificate", clientAuth: true, msgs: testpeer.SwapNext(typeCertificate, typeCertificateVerify), alert: AlertUnexpectedMessage},
 		{name: "client-hello-duplicated", msgs: onType(typeClientHello, testpeer.Twice), alert: AlertUnexpectedMessage},
@@ -211,4 +213,96 @@ func seal(c *Conn, typ uint8, content []byte, pad int) []byte {
 		panic(err)
 	}
 	return rec
+}
+
+// TestPSKIdentitiesBounded: the server looks at the first
+// maxPSKIdentities identities of a ClientHello only. A client whose valid
+// ticket comes after that many unknown ones gets a full handshake; were
+// the server to reach it, its binder (made for the hello before the
+// others were added) would fail the handshake.
+func TestPSKIdentitiesBounded(t *testing.T) {
+	scfg, ccfg := testConfigs(t)
+	if _, cs, serr, cerr := runPair(t, scfg, ccfg); serr != nil || cerr != nil || cs.DidResume {
+		t.Fatalf("first handshake: server %v, client %v", serr, cerr)
+	}
+	ccfg.testHandshakeOut, ccfg.testRewriteBeforeHash = onType(typeClientHello, prependPSKIdentities(maxPSKIdentities)), true
+	_, cs, serr, cerr := runPair(t, scfg, ccfg)
+	if serr != nil || cerr != nil {
+		t.Fatalf("server %v, client %v; want a full handshake", serr, cerr)
+	}
+	if cs.DidResume {
+		t.Fatal("resumed with a ticket past the identities the server looks at")
+	}
+}
+
+// prependPSKIdentities rewrites a ClientHello's pre_shared_key extension
+// (the last one, RFC 8446 §4.2.11) to start with n unknown identities,
+// each with a zero binder.
+func prependPSKIdentities(n int) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		u16 := func(b []byte) int { return int(b[0])<<8 | int(b[1]) }
+		p := 4 + 2 + 32
+		p += 1 + int(m[p])  // legacy_session_id
+		p += 2 + u16(m[p:]) // cipher_suites
+		p += 1 + int(m[p])  // legacy_compression_methods
+		extStart := p + 2   // extensions
+		for q := extStart; q+4 <= len(m); q += 4 + u16(m[q+2:]) {
+			if u16(m[q:]) != 0x0029 {
+				continue
+			}
+			body := m[q+4 : q+4+u16(m[q+2:])]
+			ids := body[2 : 2+u16(body)]
+			binders := body[2+len(ids)+2:]
+			var newIDs, newBinders []byte
+			for i := range n {
+				label := bytes.Repeat([]byte{byte(0xa0 + i)}, 32)
+				newIDs = append(newIDs, 0, byte(len(label)))
+				newIDs = append(newIDs, label...)
+				newIDs = append(newIDs, 0, 0, 0, 0) // obfuscated_ticket_age
+				newBinders = append(newBinders, 32)
+				newBinders = append(newBinders, make([]byte, 32)...)
+			}
+			newIDs = append(newIDs, ids...)
+			newBinders = append(newBinders, binders...)
+			ext := binary.BigEndian.AppendUint16(nil, uint16(len(newIDs)))
+			ext = append(ext, newIDs...)
+			ext = binary.BigEndian.AppendUint16(ext, uint16(len(newBinders)))
+			ext = append(ext, newBinders...)
+			out := append([]byte{}, m[:q]...)
+			out = binary.BigEndian.AppendUint16(out, 0x0029)
+			out = binary.BigEndian.AppendUint16(out, uint16(len(ext)))
+			out = append(out, ext...)
+			binary.BigEndian.PutUint16(out[extStart-2:], uint16(len(out)-extStart))
+			n := len(out) - 4
+			out[1], out[2], out[3] = byte(n>>16), byte(n>>8), byte(n)
+			return out
+		}
+		return m
+	}
+}
+
+// repeatFirstCertificate rewrites a Certificate message (RFC 8446 §4.4.2:
+// context, then u24-prefixed entries of u24-prefixed cert_data and
+// u16-prefixed extensions) to list its first entry n times.
+func repeatFirstCertificate(n int) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		u24 := func(b []byte) int { return int(b[0])<<16 | int(b[1])<<8 | int(b[2]) }
+		p := 4 + 1 + int(m[4]) // certificate_request_context
+		list := m[p+3:]
+		if len(list) < 3 {
+			return m
+		}
+		certLen := u24(list)
+		entry := list[:3+certLen+2+(int(list[3+certLen])<<8|int(list[3+certLen+1]))]
+		out := append([]byte{}, m[:p]...)
+		out = append(out, 0, 0, 0)
+		for range n {
+			out = append(out, entry...)
+		}
+		l := len(out) - p - 3
+		out[p], out[p+1], out[p+2] = byte(l>>16), byte(l>>8), byte(l)
+		l = len(out) - 4
+		out[1], out[2], out[3] = byte(l>>16), byte(l>>8), byte(l)
+		return out
+	}
 }
