@@ -12,19 +12,7 @@ import (
 // return a timeout without failing the connection: once the deadline is
 // cleared, the next record is read normally.
 func TestReadTimeoutIsNotSticky(t *testing.T) {
-	srvCfg, cliCfg := testConfigs(t)
-	a, b := tcpPair(t)
-	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
-	defer srv.Close()
-	defer cli.Close()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Handshake() }()
-	if err := cli.Handshake(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	srv, cli := handshakenPair(t)
 
 	srv.SetReadDeadline(time.Unix(1, 0))
 	var ne net.Error

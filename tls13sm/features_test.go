@@ -139,21 +139,9 @@ func wantAlert(t *testing.T, err error, a Alert, remote bool) {
 // KeyUpdates without application data between them; one more is refused
 // with unexpected_message (each costs the receiver a key derivation).
 func TestKeyUpdateFloodRefused(t *testing.T) {
-	srvCfg, cliCfg := testConfigs(t)
-	a, b := tcpPair(t)
-	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
-	defer srv.Close()
-	defer cli.Close()
-	a.SetDeadline(time.Now().Add(20 * time.Second))
-	b.SetDeadline(time.Now().Add(20 * time.Second))
-	hs := make(chan error, 1)
-	go func() { hs <- srv.Handshake() }()
-	if err := cli.Handshake(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-hs; err != nil {
-		t.Fatal(err)
-	}
+	srv, cli := handshakenPair(t)
+	srv.SetDeadline(time.Now().Add(20 * time.Second))
+	cli.SetDeadline(time.Now().Add(20 * time.Second))
 	burst := func(n int, data bool) error {
 		for range n {
 			if err := cli.SendKeyUpdate(false); err != nil {

@@ -88,6 +88,26 @@ func mustKeys(t testing.TB, n int) []ticket.Key {
 
 // runPair performs a handshake over net.Pipe plus an echo exchange and
 // returns both sides' states and errors.
+// handshakenPair returns a server and a client with the test
+// configurations over loopback TCP, their handshake done; both are closed
+// when the test ends.
+func handshakenPair(t testing.TB) (srv, cli *Conn) {
+	t.Helper()
+	srvCfg, cliCfg := testConfigs(t)
+	a, b := tcpPair(t)
+	srv, cli = Server(a, srvCfg), Client(b, cliCfg)
+	t.Cleanup(func() { srv.Close(); cli.Close() })
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Handshake() }()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli
+}
+
 func runPair(t testing.TB, srvCfg, cliCfg *Config) (ss, cs ConnectionState, serr, cerr error) {
 	t.Helper()
 	a, b := tcpPair(t)
