@@ -285,3 +285,14 @@ func TestSniffOneReadPerHello(t *testing.T) {
 		}
 	}
 }
+
+// TestSniffDeclaredLengthTooLarge: a ClientHello that declares more than
+// maxHelloBytes is refused from its first record, without waiting for the
+// rest of it.
+func TestSniffDeclaredLengthTooLarge(t *testing.T) {
+	in := []byte{0x16, 0x03, 0x01, 0x00, 0x08, typeClientHello, 0x01, 0x11, 0x70, 0x03, 0x03, 0, 0} // declares 70 000 bytes
+	_, err := sniff(bytes.NewReader(in), nil)
+	if !errors.Is(err, errHelloTooLarge) {
+		t.Fatalf("err = %v, want errHelloTooLarge before the rest of the hello", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"net"
 	"testing"
 	"time"
@@ -79,5 +80,25 @@ func TestFrameWriterBound(t *testing.T) {
 	w := newFrameWriter(c1, time.Second)
 	if err := w.write(1, 0, make([]byte, MaxFrame), nil); err == nil {
 		t.Error("oversized frame written")
+	}
+}
+
+// TestFrameReaderBound: a frame whose length field exceeds MaxFrame is
+// refused before its body is read or allocated, even when the body is
+// there; one of exactly MaxFrame bytes is read.
+func TestFrameReaderBound(t *testing.T) {
+	frame := func(n int) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(n))
+		b = binary.BigEndian.AppendUint32(b, 7) // id
+		b = append(b, 1)                        // type
+		return append(b, make([]byte, n-(headerLen-4))...)
+	}
+	r := &frameReader{br: bufio.NewReader(bytes.NewReader(frame(MaxFrame + 1)))}
+	if _, _, body, err := r.next(); err == nil {
+		t.Fatalf("a frame of MaxFrame+1 bytes was read (%d-byte body)", len(body))
+	}
+	r = &frameReader{br: bufio.NewReader(bytes.NewReader(frame(MaxFrame)))}
+	if id, _, body, err := r.next(); err != nil || id != 7 || len(body) != MaxFrame-(headerLen-4) {
+		t.Fatalf("a frame of MaxFrame bytes: id %d, %d-byte body, %v", id, len(body), err)
 	}
 }

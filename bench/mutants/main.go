@@ -408,7 +408,15 @@ var mutants = []mutant{
 		"case conf.ClientAuthRequest:\n\t\t\ttc.ClientAuth = tls.VerifyClientCertIfGiven", "case conf.ClientAuthRequest:\n\t\t\ttc.ClientAuth = tls.RequestClientCert",
 		"TestClientAuthModes"},
 
-	// ---- admin control endpoints ----
+	{"daemon: a site's TLS accepts versions below 1.2 by default", "internal/daemon/build.go",
+		"tc.MinVersion = tls.VersionTLS12", "tc.MinVersion = tls.VersionTLS10",
+		"TestTLSBelow12Refused"},
+	{"keyserver: frame length not bounded", "keyserver/protocol.go",
+		"if n < headerLen-4 || n > MaxFrame {", "if n < headerLen-4 || n > 64*MaxFrame {",
+		"TestFrameReaderBound"},
+	{"frontdoor: a ClientHello's declared length not bounded", "frontdoor/sniff.go",
+		"if l > maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge", "if l > 256*maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge",
+		"TestSniffDeclaredLengthTooLarge"},
 	{"metrics: the admin bearer token not checked", "metrics/control.go",
 		"if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1 {", "if false && (!ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1) {",
 		"TestControlGuard"},

@@ -126,3 +126,25 @@ func mustX509(t *testing.T, der []byte) *x509.Certificate {
 	}
 	return c
 }
+
+// TestTLSBelow12Refused: a site's `tls:` accepts TLS 1.2 and 1.3 by
+// default and refuses a client that offers TLS 1.0 and 1.1 only.
+func TestTLSBelow12Refused(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	try := func(minV, maxV uint16) error {
+		raw, err := net.Dial("tcp", d.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		return tls.Client(raw, &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", MinVersion: minV, MaxVersion: maxV}).Handshake()
+	}
+	if err := try(tls.VersionTLS10, tls.VersionTLS11); err == nil || !strings.Contains(err.Error(), "protocol version") {
+		t.Errorf("TLS 1.0–1.1 client: %v, want a protocol_version refusal", err)
+	}
+	if err := try(tls.VersionTLS12, tls.VersionTLS12); err != nil {
+		t.Errorf("TLS 1.2 client: %v", err)
+	}
+}
