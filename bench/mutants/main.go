@@ -417,6 +417,17 @@ var mutants = []mutant{
 	{"frontdoor: a ClientHello's declared length not bounded", "frontdoor/sniff.go",
 		"if l > maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge", "if l > 256*maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge",
 		"TestSniffDeclaredLengthTooLarge"},
+	{"daemon: max_header_bytes not applied to HTTP/1.1", "internal/daemon/serve.go",
+		"ReuseHeader:       true, // see Generation.Handler\n\t\tMaxHeaderBytes:    lim.MaxHeaderBytes,", "ReuseHeader:       true, // see Generation.Handler\n\t\tMaxHeaderBytes:    0,",
+		"TestReloadAppliesHTTPLimits"},
+	{"daemon: max_header_bytes not applied to HTTP/2", "internal/daemon/serve.go",
+		"Handler:           http.HandlerFunc(l.serveHTTP),\n\t\tMaxHeaderBytes:    lim.MaxHeaderBytes,", "Handler:           http.HandlerFunc(l.serveHTTP),\n\t\tMaxHeaderBytes:    0,",
+		"TestReloadAppliesHTTPLimits"},
+	{"daemon: max_concurrent_streams not applied to HTTP/2", "internal/daemon/serve.go",
+		"s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams,", "s.h2 = &http2.Server{MaxConcurrentStreams: 0,",
+		"TestReloadAppliesHTTPLimits"},
+
+	// ---- admin control endpoints ----
 	{"metrics: the admin bearer token not checked", "metrics/control.go",
 		"if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1 {", "if false && (!ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1) {",
 		"TestControlGuard"},

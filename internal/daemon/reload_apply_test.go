@@ -202,6 +202,15 @@ func TestReloadAppliesHTTPLimits(t *testing.T) {
 	if got := nh2.cc.State().MaxConcurrentStreams; got != 7 {
 		t.Errorf("new h2 connection advertises %d concurrent streams, want 7", got)
 	}
+	// h2: a 16 KiB header field is refused on the new connection.
+	req, _ := http.NewRequest("GET", "https://localhost/h2big", nil)
+	req.Header.Set("X-Big", strings.Repeat("b", big))
+	if resp, err := nh2.cc.RoundTrip(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("new h2 connection, 16 KiB header after reload: status %d, want 431 or a refused request", resp.StatusCode)
+		}
+	}
 	if body := oldH2.get(t, "/h2c"); !strings.HasPrefix(body, "path=/h2c") {
 		t.Errorf("old h2 connection: %q", body)
 	}
