@@ -198,6 +198,9 @@ var mutants = []mutant{
 	{"frontdoor: the handshake context's Err and Done disagree", "frontdoor/deadline.go",
 		"c.expire()\n\treturn context.DeadlineExceeded", "return context.DeadlineExceeded",
 		"TestDeadlineContext"},
+	{"frontdoor: a ClientHello's declared length not bounded", "frontdoor/sniff.go",
+		"if l > maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge", "if l > 256*maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge",
+		"TestSniffDeclaredLengthTooLarge"},
 
 	// ---- keyserver ----
 	{"keyserver: a client uses a key not granted to it", "keyserver/server.go",
@@ -222,6 +225,9 @@ var mutants = []mutant{
 	{"keyserver: connections not bounded", "keyserver/server.go",
 		"if len(s.conns) >= orDefault(s.MaxConns, DefaultMaxConns) {", "if false && len(s.conns) >= orDefault(s.MaxConns, DefaultMaxConns) {",
 		"TestConnectionBound"},
+	{"keyserver: frame length not bounded", "keyserver/protocol.go",
+		"if n < headerLen-4 || n > MaxFrame {", "if n < headerLen-4 || n > 64*MaxFrame {",
+		"TestFrameReaderBound"},
 
 	// ---- sm2sign ----
 	{"sm2sign: s without (1+d)⁻¹", "internal/sm2sign/sm2sign.go",
@@ -395,6 +401,8 @@ var mutants = []mutant{
 	{"daemon: gmproxy does not verify its key server's certificate", "internal/daemon/keyservers.go",
 		"tc := &tls.Config{RootCAs: m.RootCAs, ServerName: e.ServerName, MinVersion: tls.VersionTLS13}", "tc := &tls.Config{RootCAs: m.RootCAs, ServerName: e.ServerName, MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}",
 		"TestRemoteKeyServerVerified"},
+
+	// ---- site and listener settings reaching the servers ----
 	{"daemon: client_auth require maps to a TLCP server that only verifies given certificates", "internal/daemon/engines.go",
 		"cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)", "cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.VerifyClientCertIfGiven)",
 		"TestClientAuthModes"},
@@ -407,16 +415,9 @@ var mutants = []mutant{
 	{"daemon: client_auth request maps to a TLS server that does not verify", "internal/daemon/build.go",
 		"case conf.ClientAuthRequest:\n\t\t\ttc.ClientAuth = tls.VerifyClientCertIfGiven", "case conf.ClientAuthRequest:\n\t\t\ttc.ClientAuth = tls.RequestClientCert",
 		"TestClientAuthModes"},
-
 	{"daemon: a site's TLS accepts versions below 1.2 by default", "internal/daemon/build.go",
 		"tc.MinVersion = tls.VersionTLS12", "tc.MinVersion = tls.VersionTLS10",
 		"TestTLSBelow12Refused"},
-	{"keyserver: frame length not bounded", "keyserver/protocol.go",
-		"if n < headerLen-4 || n > MaxFrame {", "if n < headerLen-4 || n > 64*MaxFrame {",
-		"TestFrameReaderBound"},
-	{"frontdoor: a ClientHello's declared length not bounded", "frontdoor/sniff.go",
-		"if l > maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge", "if l > 256*maxHelloBytes {\n\t\t\t\treturn s, errHelloTooLarge",
-		"TestSniffDeclaredLengthTooLarge"},
 	{"daemon: max_header_bytes not applied to HTTP/1.1", "internal/daemon/serve.go",
 		"ReuseHeader:       true, // see Generation.Handler\n\t\tMaxHeaderBytes:    lim.MaxHeaderBytes,", "ReuseHeader:       true, // see Generation.Handler\n\t\tMaxHeaderBytes:    0,",
 		"TestReloadAppliesHTTPLimits"},
