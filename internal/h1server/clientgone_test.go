@@ -87,6 +87,19 @@ func TestOnClientGoneStopsAndEnds(t *testing.T) {
 		case "/wait":
 			entered <- struct{}{}
 			<-ctx.Done()
+			// The watcher cancels the context before it runs the hook (so
+			// that a hook's interruption is seen as the client's), so wait
+			// until it has taken the hook, if any: a stale hook has fired
+			// by then and its Stop reports false.
+			s := ctx.Value(scopeKey{}).(*connScope)
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				s.mu.Lock()
+				gone := s.gone
+				s.mu.Unlock()
+				if gone || time.Now().After(deadline) {
+					break
+				}
+			}
 			released <- kept.Stop()
 		}
 		io.WriteString(w, "ok")

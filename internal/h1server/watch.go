@@ -83,6 +83,10 @@ func (w *watcher) read(c *conn) {
 	if err != nil && !(w.aborting && isTimeout(err)) {
 		w.err = err
 		w.stopped = true
+		// The context ends before the hook runs: whoever the hook
+		// interrupts finds it ended and takes the failure for the client's
+		// (the proxy then logs 499 and does not count it against the
+		// backend).
 		c.cancel()
 		c.scope.clientGone()
 	}
