@@ -5,7 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 
-	gmcipher "github.com/emmansun/gmsm/cipher"
+	"github.com/gmproxy/gmproxy/internal/sm4ecb"
 )
 
 // sm4CCM is AEAD_SM4_CCM of RFC 8998 §3.5.2 (CCM of RFC 3610 / NIST SP
@@ -16,8 +16,8 @@ import (
 // (wrong when sealing in place) and it allocates a CTR stream per call.
 type sm4CCM struct {
 	b       cipher.Block
-	one     cipher.BlockMode // single blocks; see encryptBlock
-	blocks  multiBlock       // nil when the block has no batched encryption
+	one     *sm4ecb.Single // single blocks; see encryptBlock
+	blocks  multiBlock     // nil when the block has no batched encryption
 	batch   int
 	ctr     []byte // batch counter blocks
 	stream  []byte // batch key-stream blocks
@@ -37,7 +37,7 @@ const (
 )
 
 func newSM4CCM(b cipher.Block) *sm4CCM {
-	c := &sm4CCM{b: b, one: gmcipher.NewECBEncrypter(b), batch: 1}
+	c := &sm4CCM{b: b, one: sm4ecb.NewSingle(b), batch: 1}
 	if mb, ok := b.(multiBlock); ok && mb.Concurrency() > 1 {
 		c.blocks, c.batch = mb, mb.Concurrency()
 	}
@@ -47,12 +47,12 @@ func newSM4CCM(b cipher.Block) *sm4CCM {
 }
 
 // encryptBlock encrypts one block (dst may equal src). The CBC-MAC is serial,
-// so it runs block by block; it goes through gmsm's ECB mode because on
-// amd64 that uses the constant-time AES-NI based assembly even for a single
-// block, while cipher.Block.Encrypt uses a table implementation (protocol-notes §13.1)
-// unless FORCE_SM4BLOCK_AESNI=1 is set.
+// so it runs block by block; it goes through gmsm's ECB mode (a pass of its
+// own, internal/sm4ecb) because on amd64 that uses the constant-time
+// assembly, while cipher.Block.Encrypt uses a table implementation
+// (protocol-notes §13.1) unless FORCE_SM4BLOCK_AESNI=1 is set.
 func (c *sm4CCM) encryptBlock(dst, src []byte) {
-	c.one.CryptBlocks(dst[:16], src[:16])
+	c.one.Encrypt(dst, src)
 }
 
 func (c *sm4CCM) NonceSize() int { return ccmNonceSize }
