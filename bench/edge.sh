@@ -19,6 +19,9 @@
 #   BENCH_STRACE_N=500        operations per strace run
 #   BENCH_PKI, BENCH_OUT, GMPROXY_BIN as for bench/run.sh
 #   GMPROXY_EXTRA_YAML        top-level YAML appended to gmproxy's configuration
+#   GMPROXY_BASE_EXTRA_YAML   the same for gmproxy-base (default: GMPROXY_EXTRA_YAML), e.g.
+#                             "workers: 1" against GMPROXY_EXTRA_YAML="workers: auto" with
+#                             GMPROXY_BASE_BIN set to the same binary
 #   GMPROXY_ENV               extra environment for gmproxy, e.g. "GOMAXPROCS=1"
 #   GMPROXY_LISTENER_YAML     one more key of gmproxy's listener, e.g. "defer_accept: 0s"
 #   BENCH_TENGINE_LISTEN      more parameters of Tengine's listen directives, e.g. "deferred"
@@ -103,12 +106,13 @@ fi
 declare -A SPID SPORT # by server name; SPORT by "name listener"
 SERVERS=()
 
-# start_gmproxy NAME BINARY: one gmproxy listener for every protocol.
+# start_gmproxy NAME BINARY EXTRA: one gmproxy listener for every protocol;
+# EXTRA is appended to its configuration.
 start_gmproxy() {
-	local name=$1 bin=$2 port admin pid l
+	local name=$1 bin=$2 extra=$3 port admin pid l
 	port=$(free_port)
 	admin=$(free_port)
-	gmproxy_config "$WORK/$name.yaml" "$port" "$admin" "${GMPROXY_EXTRA_YAML:-}"
+	gmproxy_config "$WORK/$name.yaml" "$port" "$admin" "$extra"
 	# shellcheck disable=SC2086
 	env ${GMPROXY_ENV:-} "${SRV_RUN[@]}" "$bin" run -c "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
 	pid=$!
@@ -182,9 +186,9 @@ start_tengine() {
 	log "Tengine master pid ${SPID[tengine]} on 127.0.0.1:${PORT_TG[ntls]} (NTLS), ${PORT_TG[ntls_auth]} (NTLS, client certs), ${PORT_TG[tls13sm]} (TLS 1.3-SM)"
 }
 
-start_gmproxy gmproxy "$GMPROXY"
+start_gmproxy gmproxy "$GMPROXY" "${GMPROXY_EXTRA_YAML:-}"
 if [[ -n ${GMPROXY_BASE_BIN:-} ]]; then
-	start_gmproxy gmproxy-base "$GMPROXY_BASE_BIN"
+	start_gmproxy gmproxy-base "$GMPROXY_BASE_BIN" "${GMPROXY_BASE_EXTRA_YAML-${GMPROXY_EXTRA_YAML:-}}"
 fi
 if [[ -n ${GMPROXY_TENGINE_BIN:-} ]]; then
 	[[ -x $GMPROXY_TENGINE_BIN ]] || die "GMPROXY_TENGINE_BIN=$GMPROXY_TENGINE_BIN is not executable"

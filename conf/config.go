@@ -35,34 +35,40 @@ type Config struct {
 	// before closing connections. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	// Workers is how many worker processes serve the listeners: a whole
-	// number from 1 to 256, or auto (one per CPU). With more than one,
-	// gmproxy run becomes a supervisor that serves no traffic itself: it
-	// starts the workers (each with GOMAXPROCS=1; every worker binds every
-	// listener with SO_REUSEPORT, so the kernel spreads connections over
-	// them), forwards SIGHUP and POST /reload to every worker (a reload
-	// succeeds only when every worker took it), restarts a worker that dies
-	// (with back-off), forwards SIGTERM/SIGINT and waits for every worker,
-	// and serves the admin listener with /metrics summed over the workers.
-	// The workers share the ticket keys (the supervisor makes them once when
-	// ticket_key_file is not set) and, without sessions.store, a session-ID
-	// store, so a session made on one worker resumes on another: on Linux
-	// memory every worker maps (1 KiB per session, cache_size sessions per
-	// worker, touched pages only: about 40 MiB for 2 workers at the default
-	// cache_size; a session whose sealed state passes 872 bytes, with a long
-	// client certificate chain, resumes only on its own worker), elsewhere
-	// a store the supervisor serves on a Unix socket. Limits and pools are each worker's own: a
-	// worker applies max_connections, max_handshakes, the per-client limits,
-	// max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
-	// own health checks to what it serves, so with N workers the totals can
-	// reach N times each figure (the kernel spreads one client's
+	// number from 1 to 256, or auto: one per CPU gmproxy may use (as Go
+	// counts them for GOMAXPROCS: the CPU affinity and a container's CPU
+	// limit). With more than one, gmproxy run becomes a supervisor that
+	// serves no traffic itself: it starts the workers (each with
+	// GOMAXPROCS=1; every worker binds every listener with SO_REUSEPORT, so
+	// the kernel spreads connections over them), forwards SIGHUP and POST
+	// /reload to every worker (a reload succeeds only when every worker
+	// took it), restarts a worker that dies (with back-off), forwards
+	// SIGTERM/SIGINT and waits for every worker, and serves the admin
+	// listener with /metrics summed over the workers. The workers share the
+	// ticket keys (the supervisor makes them once when ticket_key_file is
+	// not set) and, without sessions.store, a session-ID store, so a
+	// session made on one worker resumes on another: memory every worker
+	// maps (1 KiB per session, cache_size sessions per worker: 21 MiB per
+	// worker at the default cache_size, taken at start up to 12 workers and
+	// as sessions are stored beyond; a session whose sealed state passes
+	// 872 bytes, with a long client certificate chain, resumes only on its
+	// own worker), or, on a kernel without memfd, a store the supervisor
+	// serves on a Unix socket. Limits and pools are each worker's own: a
+	// worker applies max_connections, max_handshakes, the per-client
+	// limits, max_handshake_bytes, upstream keepalive (max_idle, max_conns)
+	// and its own health checks to what it serves, so with N workers the
+	// totals can reach N times each figure (the kernel spreads one client's
 	// connections over the workers, so per-client totals too). Divide them
-	// by N where the total matters. Default 1: one process that serves
-	// everything itself. auto (or the number of CPUs) suits a machine whose
-	// CPUs serve gmproxy alone at high request rates: one Go process per
-	// CPU costs less CPU per request there than one process with as many
-	// threads. Where the CPUs also run other work and gmproxy is not busy,
-	// new handshakes cost 10–25 % more CPU with workers (each process
-	// wakes for its own connections). Changing it needs a restart.
+	// by N where the total matters. 1 is one process that serves everything
+	// itself with as many threads as CPUs. Default auto on Linux (where a
+	// single CPU makes it 1), 1 elsewhere: the worker mode needs Linux's
+	// SO_REUSEPORT. Under load, one Go process per CPU costs less CPU per
+	// handshake and per request than one process with as many threads
+	// (measured side by side on 2 CPUs: 0.88–1.03 of one process's CPU per
+	// operation, new TLCP handshakes 1.02); at low rates with the CPUs
+	// shared with other work, new handshakes have cost 10–25 % more with
+	// workers (each process wakes for its own connections). Changing it
+	// needs a restart.
 	Workers string `yaml:"workers"`
 	// Offload bounds the SM2 private-key operations (sign, decrypt, key
 	// agreement) that run at once and that wait for their turn.

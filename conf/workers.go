@@ -5,20 +5,24 @@ import (
 	"strconv"
 )
 
-// WorkersAuto is the workers value that starts one worker per CPU.
+// WorkersAuto is the workers value that starts one worker per CPU; it is
+// also what an unset workers means where the worker mode runs (see
+// Config.Workers).
 const WorkersAuto = "auto"
 
 // MaxWorkers bounds the workers setting.
 const MaxWorkers = 256
 
-// WorkerCount is the number of worker processes Workers asks for: 1 when
-// it is not set, runtime.NumCPU() for auto. Call it on a validated Config.
+// WorkerCount is the number of worker processes Workers asks for; unset
+// counts as auto, which is the CPUs this process may use as Go counts them
+// for GOMAXPROCS (its CPU affinity and its cgroup's CPU limit; read before
+// anything changes GOMAXPROCS, which gmproxy run does not). A platform
+// without the worker mode treats an unset Workers as 1 (gmproxy run's
+// workerCount). Call it on a validated Config.
 func (c *Config) WorkerCount() int {
 	switch c.Workers {
-	case "":
-		return 1
-	case WorkersAuto:
-		return min(runtime.NumCPU(), MaxWorkers)
+	case "", WorkersAuto:
+		return min(runtime.GOMAXPROCS(0), MaxWorkers)
 	}
 	n, err := strconv.Atoi(c.Workers)
 	if err != nil || n < 1 {

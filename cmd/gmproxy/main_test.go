@@ -14,6 +14,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envTestMain) == "1" {
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// The tests run gmproxy run in this process (runMain); a supervisor
+	// would start this test binary as its workers, which it is not unless
+	// envTestMain is set, as TestWorkers does with an explicit workers.
+	unsetWorkersIsOne = true
 	for _, dir := range []string{"../../conf/testdata", "../../testdata/pki-tongsuo"} {
 		if err := testpeer.SecretModes(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -78,7 +78,7 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		}
 		defer os.Remove(o.pidFile)
 	}
-	if wk == nil && dev == nil && cfg.WorkerCount() > 1 {
+	if wk == nil && dev == nil && workerCount(cfg) > 1 {
 		return runSupervisor(o.file, o.adminAddr, args, cfg, r.log, r.logLevel, o.logLevel, o.logFormat, stdout, stderr, sigs)
 	}
 	r.newEnv()

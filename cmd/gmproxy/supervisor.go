@@ -48,7 +48,7 @@ const (
 )
 
 // supervisor runs the worker mode's main process: it serves no traffic; it
-// starts cfg.WorkerCount() workers and keeps them running.
+// starts workerCount(cfg) workers and keeps them running.
 type supervisor struct {
 	exe  string
 	args []string // the run flags, given to every worker
@@ -101,7 +101,7 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: cfg.WorkerCount(), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr}
+	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr}
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			host, _, _ := net.SplitHostPort(addr)
@@ -263,7 +263,7 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	if s.adminFlag != "" {
 		cfg.Admin.Address = s.adminFlag
 	}
-	if n := cfg.WorkerCount(); n != s.n {
+	if n := workerCount(cfg); n != s.n {
 		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
 	}
 	var errs []error

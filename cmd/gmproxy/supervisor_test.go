@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
@@ -58,9 +60,15 @@ func freePort(t *testing.T) string {
 // workersConfig writes a TLCP site answering body, served by 2 workers.
 func workersConfig(t *testing.T, path, listen, admin, body string) {
 	t.Helper()
+	writeSiteConfig(t, path, "workers: 2\n", listen, admin, body)
+}
+
+// writeSiteConfig writes a TLCP site answering body, with the top-level
+// settings head.
+func writeSiteConfig(t *testing.T, path, head, listen, admin, body string) {
+	t.Helper()
 	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
-	y := fmt.Sprintf(`workers: 2
-listeners:
+	y := head + fmt.Sprintf(`listeners:
   - address: %[1]s
     protocols: [tlcp]
 sites:
@@ -82,27 +90,41 @@ shutdown_grace: 5s
 	}
 }
 
+// workersTestPaths skips a test of the worker mode where it does not run;
+// else it returns a configuration file's path and two free loopback
+// addresses for the listener and the admin listener.
+func workersTestPaths(t *testing.T) (cfgPath, listen, admin string) {
+	t.Helper()
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	return filepath.Join(t.TempDir(), "gmproxy.yaml"), freePort(t), freePort(t)
+}
+
+// startGmproxy starts this test binary as `gmproxy run -c cfgPath` with
+// the extra environment env, its output going to logs.
+func startGmproxy(t *testing.T, logs *lockedBuffer, cfgPath string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "run", "-c", cfgPath)
+	cmd.Env = append(append(os.Environ(), envTestMain+"=1"), env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.WaitDelay = 10 * time.Second // the workers hold the output pipe too
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
 // TestWorkers runs gmproxy with workers: 2 as separate processes: both
 // workers serve; the supervisor's /metrics sums their handshakes; a
 // TLCP ticket and a TLCP session ID made on one worker resume on the
 // other; SIGHUP reaches both; a refused reload is reported; a killed
 // worker is restarted and service continues; SIGTERM exits 0.
 func TestWorkers(t *testing.T) {
-	if !workersSupported {
-		t.Skip("worker mode needs Linux")
-	}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "gmproxy.yaml")
-	listen, admin := freePort(t), freePort(t)
+	cfgPath, listen, admin := workersTestPaths(t)
 	workersConfig(t, cfgPath, listen, admin, "one")
 	var logs lockedBuffer
-	cmd := exec.Command(os.Args[0], "run", "-c", cfgPath)
-	cmd.Env = append(os.Environ(), envTestMain+"=1")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.WaitDelay = 10 * time.Second // the workers hold the output pipe too
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := startGmproxy(t, &logs, cfgPath)
 	exited := make(chan struct{})
 	var exitErr error
 	go func() { exitErr = cmd.Wait(); close(exited) }()
@@ -330,6 +352,90 @@ func TestWorkers(t *testing.T) {
 		if syscall.Kill(w.PID, 0) == nil {
 			t.Errorf("worker %d (pid %d) still runs", w.Index, w.PID)
 		}
+	}
+}
+
+// TestWorkerCountUnset: an unset workers is one worker per CPU where the
+// worker mode runs, one process elsewhere; a number set is kept.
+func TestWorkerCountUnset(t *testing.T) {
+	defer func(v bool) { unsetWorkersIsOne = v }(unsetWorkersIsOne)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	unsetWorkersIsOne = !workersSupported
+	want := 1
+	if workersSupported {
+		want = 3
+	}
+	if got := workerCount(&conf.Config{}); got != want {
+		t.Errorf("unset workers, 3 CPUs: %d, want %d", got, want)
+	}
+	unsetWorkersIsOne = true
+	if got := workerCount(&conf.Config{}); got != 1 {
+		t.Errorf("unset workers where it means one process: %d", got)
+	}
+	if got := workerCount(&conf.Config{Workers: "2"}); got != 2 {
+		t.Errorf("workers 2: %d", got)
+	}
+}
+
+// TestWorkersByDefault: gmproxy run with no workers setting, on a process
+// that may use 2 CPUs, is a supervisor of 2 worker processes.
+func TestWorkersByDefault(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeSiteConfig(t, cfgPath, "", listen, admin, "one")
+	var logs lockedBuffer
+	cmd := startGmproxy(t, &logs, cfgPath, "GOMAXPROCS=2")
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var ws []workerStatus
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("SIGTERM: %v, want exit 0", err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			for _, w := range ws {
+				syscall.Kill(w.PID, syscall.SIGKILL)
+			}
+			t.Error("gmproxy did not exit after SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("gmproxy output:\n%s", logs.String())
+		}
+	}()
+	// Ready (a supervisor is ready when every worker is), then the workers.
+	for i := 0; ; i++ {
+		if i == 600 {
+			t.Fatal("not ready in 30 s")
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("gmproxy exited: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		resp, err := hc.Get("http://" + admin + "/readyz")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+	}
+	resp, err := hc.Get("http://" + admin + "/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&ws)
+	resp.Body.Close()
+	if len(ws) != 2 || !ws[0].Ready || !ws[1].Ready {
+		t.Fatalf("GET /workers: %d %+v, want 2 ready workers", resp.StatusCode, ws)
+	}
+	if ws[0].PID == ws[1].PID || ws[0].PID == cmd.Process.Pid {
+		t.Errorf("workers = %+v, want 2 processes other than the supervisor %d", ws, cmd.Process.Pid)
 	}
 }
 

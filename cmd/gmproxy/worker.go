@@ -29,6 +29,22 @@ const (
 	envWorkerShm = "GMPROXY_WORKER_SHM"
 )
 
+// unsetWorkersIsOne makes an unset workers setting one process: on
+// platforms without the worker mode, and in this command's own tests,
+// whose in-process runs cannot start the test binary as a worker (see
+// TestMain).
+var unsetWorkersIsOne = !workersSupported
+
+// workerCount is the number of processes cfg asks gmproxy run to serve
+// with: cfg.WorkerCount(), except that an unset workers is 1 where
+// unsetWorkersIsOne.
+func workerCount(cfg *conf.Config) int {
+	if cfg.Workers == "" && unsetWorkersIsOne {
+		return 1
+	}
+	return cfg.WorkerCount()
+}
+
 // shmFD is the shared memory store's descriptor in a worker (the first of
 // exec.Cmd's ExtraFiles).
 const shmFD = 3
@@ -96,7 +112,7 @@ func (w *worker) adjust(c *conf.Config) {
 	c.Admin.Address = conf.UnixPrefix + workerSocket(w.dir, w.index)
 	c.Admin.ControlAddress = ""
 	c.Admin.Token = nil
-	c.Workers = ""
+	c.Workers = "1" // a worker serves what it accepts itself
 	s := &c.Sessions
 	if s.Store == nil {
 		s.Store = &conf.SessionStore{

@@ -18,7 +18,8 @@ const Supported = true
 
 // Create makes a table for about entries entries in a new anonymous memory
 // file and returns the file, for the workers to inherit (exec.Cmd's
-// ExtraFiles) and map with OpenFD. Its pages cost memory only once written.
+// ExtraFiles) and map with OpenFD. Its memory is taken when the first
+// worker maps it (see mapFD).
 func Create(entries int) (*os.File, error) {
 	fd, err := unix.MemfdCreate("gmproxy-sessions", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -74,7 +75,20 @@ func OpenFD(fd string) (*Store, error) {
 	return &Store{t: t}, nil
 }
 
-// mapFD maps the whole file fd, shared.
+// populateMax bounds the table that mapFD maps with every page present.
+const populateMax = 256 << 20
+
+// mapFD maps the whole file fd, shared. A table of up to populateMax
+// bytes (12 workers at the default cache_size) is mapped with every page
+// present (MAP_POPULATE): the first process to map it allocates all of its
+// memory (Size: 21 MiB per 20480 sessions) and every process builds its
+// page tables at start. Mapped lazily, the table would cost a page fault
+// on the first touch of each page by each worker, and since session IDs
+// are random a busy worker touches a new page on most full handshakes
+// until it has covered the table, at several µs a fault on a virtual
+// machine (BenchmarkHandshake). A larger table is mapped lazily, so that
+// a machine with many workers does not build page tables for memory its
+// sessions may never fill.
 func mapFD(fd int) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -83,7 +97,11 @@ func mapFD(fd int) ([]byte, error) {
 	if st.Size < headerSize || st.Size > 1<<32 {
 		return nil, errLayout
 	}
-	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	flags := unix.MAP_SHARED
+	if st.Size <= populateMax {
+		flags |= unix.MAP_POPULATE
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, fmt.Errorf("shmstore: mmap: %w", err)
 	}
