@@ -211,9 +211,23 @@ const (
 // client before it read the GOAWAY (and the client then sees only a reset
 // connection). So the input is read and dropped, for at most lingerTime
 // or lingerBytes, before the close, as net/http's closeWriteAndWait and
-// nginx's lingering close do. It takes no lock: a writer blocked on a
-// client that does not read must not hold Close up.
+// nginx's lingering close do.
+//
+// A GOAWAY still pending when Close is called waits for the server's
+// writer: the server closes as soon as its reader fails, often while
+// another of its goroutines is still writing a frame, after which the
+// GOAWAY is due. Close bounds that wait with the write deadline (a writer
+// blocked on a client that does not read returns within a second), then
+// writes the GOAWAY itself if the writer did not.
 func (g *resetGuard) Close() error {
+	if g.pending.Load() && !g.wentOut.Load() {
+		g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		g.wmu.Lock()
+		if !g.sent && g.out.atBoundary() {
+			g.writeGoAwayLocked()
+		}
+		g.wmu.Unlock()
+	}
 	if g.wentOut.Load() {
 		g.Conn.SetReadDeadline(time.Now().Add(lingerTime))
 		io.CopyN(io.Discard, g.Conn, lingerBytes)

@@ -78,6 +78,17 @@ type blockingConn struct {
 	mu       sync.Mutex
 	out      []byte
 	writes   int
+	// closing, when set, is closed by the first SetWriteDeadline or
+	// Close; closedAt is len(out) at Close (-1 before).
+	closing  chan struct{}
+	closeOne sync.Once
+	closedAt int
+}
+
+func (c *blockingConn) noteClosing() {
+	if c.closing != nil {
+		c.closeOne.Do(func() { close(c.closing) })
+	}
 }
 
 func (c *blockingConn) Read(p []byte) (int, error) {
@@ -104,26 +115,75 @@ func (c *blockingConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *blockingConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *blockingConn) SetWriteDeadline(time.Time) error { return nil }
-func (c *blockingConn) Close() error                     { return nil }
+func (c *blockingConn) SetReadDeadline(time.Time) error { return nil }
 
-// TestResetGuardGoAwayWhileWriting: a flood detected while the server is
-// in the middle of a write still gets its GOAWAY, right after that write,
-// even when the server writes nothing more.
-func TestResetGuardGoAwayWhileWriting(t *testing.T) {
-	frame := func(typ byte, stream uint32, payload int) []byte {
+func (c *blockingConn) SetWriteDeadline(time.Time) error {
+	c.noteClosing()
+	return nil
+}
+
+func (c *blockingConn) Close() error {
+	c.noteClosing()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closedAt = len(c.out)
+	return nil
+}
+
+// floodFrames is a client preface and two streams opened and reset, and
+// frame makes a frame header with a zero payload.
+func floodFrames() (in []byte, frame func(typ byte, stream uint32, payload int) []byte) {
+	frame = func(typ byte, stream uint32, payload int) []byte {
 		f := make([]byte, h2FrameHeaderLen+payload)
 		f[0], f[1], f[2] = byte(payload>>16), byte(payload>>8), byte(payload)
 		f[3] = typ
 		binary.BigEndian.PutUint32(f[5:], stream)
 		return f
 	}
-	in := []byte(h2ClientPreface)
+	in = []byte(h2ClientPreface)
 	in = append(in, frame(h2FrameHeaders, 1, 3)...)
 	in = append(in, frame(h2FrameRSTStream, 1, 4)...)
 	in = append(in, frame(h2FrameHeaders, 3, 3)...)
 	in = append(in, frame(h2FrameRSTStream, 3, 4)...)
+	return in, frame
+}
+
+// readUntilFlood reads g until the flood trips it.
+func readUntilFlood(t *testing.T, g *resetGuard) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	for {
+		_, err := g.Read(buf)
+		if errors.Is(err, errResetFlood) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("read ended with %v before the flood was seen", err)
+		}
+	}
+}
+
+// checkGoAwayAfter checks that out is response, then GOAWAY
+// (ENHANCE_YOUR_CALM, last stream 3).
+func checkGoAwayAfter(t *testing.T, out, response []byte) {
+	t.Helper()
+	if !bytes.HasPrefix(out, response) {
+		t.Fatalf("the server's frame was not written first: % x", out)
+	}
+	rest := out[len(response):]
+	if len(rest) != h2FrameHeaderLen+8 || rest[3] != h2FrameGoAway || binary.BigEndian.Uint32(rest[13:]) != h2EnhanceYourCalm {
+		t.Fatalf("after the server's frame: % x, want GOAWAY(ENHANCE_YOUR_CALM)", rest)
+	}
+	if last := binary.BigEndian.Uint32(rest[9:]); last != 3 {
+		t.Errorf("GOAWAY last-stream-id %d, want 3", last)
+	}
+}
+
+// TestResetGuardGoAwayWhileWriting: a flood detected while the server is
+// in the middle of a write still gets its GOAWAY, right after that write,
+// even when the server writes nothing more.
+func TestResetGuardGoAwayWhileWriting(t *testing.T) {
+	in, frame := floodFrames()
 	c := &blockingConn{in: in, started: make(chan struct{}), release: make(chan struct{})}
 	g := newResetGuard(c, 1, 1, nil) // the second reset trips it
 
@@ -134,30 +194,43 @@ func TestResetGuardGoAwayWhileWriting(t *testing.T) {
 		wrote <- err
 	}()
 	<-c.started // the server's writer holds the write side
-	buf := make([]byte, 4096)
-	for {
-		_, err := g.Read(buf)
-		if errors.Is(err, errResetFlood) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read ended with %v before the flood was seen", err)
-		}
-	}
+	readUntilFlood(t, g)
 	close(c.release)
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !bytes.HasPrefix(c.out, response) {
-		t.Fatalf("the server's frame was not written first: % x", c.out)
+	checkGoAwayAfter(t, c.out, response)
+}
+
+// TestResetGuardCloseWaitsForGoAway: the server closes the connection as
+// soon as its reader fails, while its writer is still in a frame; Close
+// lets that frame and then the GOAWAY out before the connection closes.
+func TestResetGuardCloseWaitsForGoAway(t *testing.T) {
+	in, frame := floodFrames()
+	c := &blockingConn{in: in, started: make(chan struct{}), release: make(chan struct{}), closing: make(chan struct{}), closedAt: -1}
+	g := newResetGuard(c, 1, 1, nil)
+	response := frame(0x0 /* DATA */, 1, 5)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := g.Write(response)
+		wrote <- err
+	}()
+	<-c.started
+	readUntilFlood(t, g)
+	closed := make(chan error, 1)
+	go func() { closed <- g.Close() }()
+	<-c.closing // Close has begun: it set the write deadline, or closed
+	close(c.release)
+	<-wrote
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
-	rest := c.out[len(response):]
-	if len(rest) != h2FrameHeaderLen+8 || rest[3] != h2FrameGoAway || binary.BigEndian.Uint32(rest[13:]) != h2EnhanceYourCalm {
-		t.Fatalf("after the server's frame: % x, want GOAWAY(ENHANCE_YOUR_CALM)", rest)
-	}
-	if last := binary.BigEndian.Uint32(rest[9:]); last != 3 {
-		t.Errorf("GOAWAY last-stream-id %d, want 3", last)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	checkGoAwayAfter(t, c.out, response)
+	if c.closedAt != len(c.out) {
+		t.Errorf("closed after %d of the %d bytes written", c.closedAt, len(c.out))
 	}
 }
