@@ -101,13 +101,13 @@
 //     over the workers, so per-client totals too). Divide them by N where the
 //     total matters. 1 is one process that serves everything itself with as
 //     many threads as CPUs. Default auto on Linux (where a single CPU makes it
-//     1), 1 elsewhere: the worker mode needs Linux's SO_REUSEPORT. Under load,
-//     one Go process per CPU costs less CPU per handshake and per request than
-//     one process with as many threads (measured side by side on 2 CPUs:
-//     0.88–1.03 of one process's CPU per operation, new TLCP handshakes
-//     1.02); at low rates with the CPUs shared with other work, new handshakes
-//     have cost 10–25 % more with workers (each process wakes for its own
-//     connections). Changing it needs a restart.
+//     1), 1 elsewhere: the worker mode needs Linux's SO_REUSEPORT. One Go
+//     process per CPU costs no more CPU per handshake or request than one
+//     process with as many threads, and less for resumptions and keep-alive
+//     requests (measured side by side on 2 CPUs, medians of 5 rounds:
+//     0.82–1.01 of one process's CPU per operation under full load, 0.95 for
+//     new TLCP handshakes paced at about half the peak rate). Changing it
+//     needs a restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.
