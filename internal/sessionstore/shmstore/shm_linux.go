@@ -19,7 +19,8 @@ const Supported = true
 // Create makes a table for about entries entries in a new anonymous memory
 // file and returns the file, for the workers to inherit (exec.Cmd's
 // ExtraFiles) and map with OpenFD. Its memory is taken when the first
-// worker maps it (see mapFD).
+// worker maps it, or as it is written for a table over populateMax (see
+// mapFD).
 func Create(entries int) (*os.File, error) {
 	fd, err := unix.MemfdCreate("gmproxy-sessions", unix.MFD_CLOEXEC)
 	if err != nil {
