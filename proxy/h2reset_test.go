@@ -130,32 +130,38 @@ func (c *blockingConn) Close() error {
 	return nil
 }
 
-// floodFrames is a client preface and two streams opened and reset, and
-// frame makes a frame header with a zero payload.
-func floodFrames() (in []byte, frame func(typ byte, stream uint32, payload int) []byte) {
-	frame = func(typ byte, stream uint32, payload int) []byte {
+// floodWhileWriting runs a guard over c (whose started and release
+// channels are set) that trips on the second reset: a server writer goes
+// into a DATA frame, held by c, and the client's preface and two streams
+// opened and reset are read until the flood is seen. It returns the
+// guard, the frame being written and the writer's result.
+func floodWhileWriting(t *testing.T, c *blockingConn) (g *resetGuard, response []byte, wrote <-chan error) {
+	t.Helper()
+	frame := func(typ byte, stream uint32, payload int) []byte {
 		f := make([]byte, h2FrameHeaderLen+payload)
 		f[0], f[1], f[2] = byte(payload>>16), byte(payload>>8), byte(payload)
 		f[3] = typ
 		binary.BigEndian.PutUint32(f[5:], stream)
 		return f
 	}
-	in = []byte(h2ClientPreface)
-	in = append(in, frame(h2FrameHeaders, 1, 3)...)
-	in = append(in, frame(h2FrameRSTStream, 1, 4)...)
-	in = append(in, frame(h2FrameHeaders, 3, 3)...)
-	in = append(in, frame(h2FrameRSTStream, 3, 4)...)
-	return in, frame
-}
-
-// readUntilFlood reads g until the flood trips it.
-func readUntilFlood(t *testing.T, g *resetGuard) {
-	t.Helper()
+	c.in = []byte(h2ClientPreface)
+	for _, id := range []uint32{1, 3} {
+		c.in = append(c.in, frame(h2FrameHeaders, id, 3)...)
+		c.in = append(c.in, frame(h2FrameRSTStream, id, 4)...)
+	}
+	g = newResetGuard(c, 1, 1, nil)
+	response = frame(0x0 /* DATA */, 1, 5)
+	result := make(chan error, 1)
+	go func() {
+		_, err := g.Write(response)
+		result <- err
+	}()
+	<-c.started // the server's writer holds the write side
 	buf := make([]byte, 4096)
 	for {
 		_, err := g.Read(buf)
 		if errors.Is(err, errResetFlood) {
-			return
+			return g, response, result
 		}
 		if err != nil {
 			t.Fatalf("read ended with %v before the flood was seen", err)
@@ -183,18 +189,8 @@ func checkGoAwayAfter(t *testing.T, out, response []byte) {
 // in the middle of a write still gets its GOAWAY, right after that write,
 // even when the server writes nothing more.
 func TestResetGuardGoAwayWhileWriting(t *testing.T) {
-	in, frame := floodFrames()
-	c := &blockingConn{in: in, started: make(chan struct{}), release: make(chan struct{})}
-	g := newResetGuard(c, 1, 1, nil) // the second reset trips it
-
-	response := frame(0x0 /* DATA */, 1, 5)
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := g.Write(response)
-		wrote <- err
-	}()
-	<-c.started // the server's writer holds the write side
-	readUntilFlood(t, g)
+	c := &blockingConn{started: make(chan struct{}), release: make(chan struct{})}
+	_, response, wrote := floodWhileWriting(t, c)
 	close(c.release)
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
@@ -208,17 +204,8 @@ func TestResetGuardGoAwayWhileWriting(t *testing.T) {
 // soon as its reader fails, while its writer is still in a frame; Close
 // lets that frame and then the GOAWAY out before the connection closes.
 func TestResetGuardCloseWaitsForGoAway(t *testing.T) {
-	in, frame := floodFrames()
-	c := &blockingConn{in: in, started: make(chan struct{}), release: make(chan struct{}), closing: make(chan struct{}), closedAt: -1}
-	g := newResetGuard(c, 1, 1, nil)
-	response := frame(0x0 /* DATA */, 1, 5)
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := g.Write(response)
-		wrote <- err
-	}()
-	<-c.started
-	readUntilFlood(t, g)
+	c := &blockingConn{started: make(chan struct{}), release: make(chan struct{}), closing: make(chan struct{}), closedAt: -1}
+	g, response, wrote := floodWhileWriting(t, c)
 	closed := make(chan error, 1)
 	go func() { closed <- g.Close() }()
 	<-c.closing // Close has begun: it set the write deadline, or closed
