@@ -143,7 +143,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 		go localstore.Serve(ln, sessionstore.NewBoundedMemory(entries))
 		s.log.Info("workers: session store", "type", localstore.Type, "entries", entries)
 	} else {
-		s.log.Info("workers: session store", "type", shmstore.Type, "entries", entries, "bytes", shmstore.Size(entries))
+		s.log.Info("workers: session store", "type", shmstore.Type, "entries", entries, "bytes", shmstore.Size(entries), "huge_pages", shmstore.HugePages())
 	}
 	exits = make(chan workerExit, s.n)
 	s.procs = make([]*workerProc, s.n)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -74,19 +76,122 @@ func TestSharedBetweenProcesses(t *testing.T) {
 // from the start (no handshake waits for a page fault).
 func TestMapPopulates(t *testing.T) {
 	_, _, mem := newMapped(t, 20480)
+	if absent, all := absentPages(t, mem); absent > 0 {
+		t.Errorf("%d of %d pages of a new mapping are not resident", absent, all)
+	}
+}
+
+// TestTouchPopulates: the fallback for kernels without
+// MADV_POPULATE_WRITE makes every page of a lazily mapped table present,
+// and leaves its contents as they were.
+func TestTouchPopulates(t *testing.T) {
+	f, err := Create(20480)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(Size(20480)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if absent, all := absentPages(t, mem); absent < all/2 {
+		t.Fatalf("a new lazy mapping already has %d of %d pages", all-absent, all)
+	}
+	header := append([]byte(nil), mem[:headerSize]...)
+	touch(mem)
+	if absent, all := absentPages(t, mem); absent > 0 {
+		t.Errorf("%d of %d pages are not resident after touch", absent, all)
+	}
+	if string(mem[:headerSize]) != string(header) {
+		t.Error("touch changed the table's header")
+	}
+	if _, err := open(mem); err != nil {
+		t.Errorf("the touched table no longer opens: %v", err)
+	}
+}
+
+// absentPages counts the pages of mem that mincore reports not resident.
+func absentPages(t *testing.T, mem []byte) (absent, all int) {
+	t.Helper()
 	page := os.Getpagesize()
 	vec := make([]byte, (len(mem)+page-1)/page)
 	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
 		t.Fatal(e)
 	}
-	absent := 0
 	for _, v := range vec {
 		if v&1 == 0 {
 			absent++
 		}
 	}
-	if absent > 0 {
-		t.Errorf("%d of %d pages of a new mapping are not resident", absent, len(vec))
+	return absent, len(vec)
+}
+
+// TestMapAsksForHugePages: the table's mapping carries the huge page
+// advice (VmFlags "hg" in /proc/self/smaps) whatever the kernel's
+// setting, and where the setting allows it (HugePages), the kernel maps
+// the table in 2 MiB pages.
+func TestMapAsksForHugePages(t *testing.T) {
+	_, _, mem := newMapped(t, 20480)
+	flags, pmdKB := smapsOf(t, mem)
+	if !slices.Contains(strings.Fields(flags), "hg") {
+		t.Errorf("the table's mapping has VmFlags %q: no hg (MADV_HUGEPAGE)", flags)
+	}
+	if !HugePages() {
+		t.Logf("shmem_enabled gives no huge pages here: 4 KiB pages (ShmemPmdMapped %d kB)", pmdKB)
+		return
+	}
+	if pmdKB == 0 {
+		t.Errorf("shmem_enabled allows huge pages, but none of the %d MiB table is mapped in them", len(mem)>>20)
+	}
+}
+
+// smapsOf returns the VmFlags and the ShmemPmdMapped figure (kB) of the
+// mapping that starts at mem in /proc/self/smaps.
+func smapsOf(t *testing.T, mem []byte) (flags string, pmdKB int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skip(err)
+	}
+	start := strconv.FormatUint(uint64(uintptr(unsafe.Pointer(&mem[0]))), 16) + "-"
+	in, found := false, false
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, start) {
+			in, found = true, true
+			continue
+		}
+		if !in {
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "ShmemPmdMapped:"); ok {
+			pmdKB, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		}
+		if v, ok := strings.CutPrefix(line, "VmFlags:"); ok {
+			return strings.TrimSpace(v), pmdKB
+		}
+	}
+	if !found {
+		t.Fatalf("no mapping starting at %s in /proc/self/smaps", start)
+	}
+	t.Fatal("no VmFlags line in /proc/self/smaps")
+	return "", 0
+}
+
+func TestHugePagesFrom(t *testing.T) {
+	for in, want := range map[string]bool{
+		"always within_size advise [never] deny force\n": false,
+		"always within_size [advise] never deny force\n": true,
+		"always [within_size] advise never deny force\n": true,
+		"[always] within_size advise never deny force\n": true,
+		"always within_size advise never [deny] force\n": false,
+		"always within_size advise never deny [force]\n": true,
+		"":            false,
+		"garbage [x]": false,
+	} {
+		if got := hugePagesFrom(in); got != want {
+			t.Errorf("hugePagesFrom(%q) = %v, want %v", in, got, want)
+		}
 	}
 }
 

@@ -19,3 +19,6 @@ func Create(entries int) (*os.File, error) { return nil, errUnsupported }
 func OpenFD(fd string) (*Store, error) { return nil, errUnsupported }
 
 func processAlive(pid uint32) bool { return true }
+
+// HugePages is false here: there is no shared table.
+func HugePages() bool { return false }
