@@ -59,9 +59,10 @@ type Config struct {
 	// before gmproxy starts; most distributions ship never; the
 	// supervisor's log line "workers: session store" says huge_pages=true):
 	// with 4 KiB pages a worker's lookup of a random session ID misses the
-	// TLB on most new handshakes (in profiles on a virtual machine the
-	// table's share of a new TLCP handshake fell from about 28 µs to 7 µs
-	// with 2 MiB pages). Limits and pools are each worker's own: a
+	// TLB on most new handshakes. How much that costs depends on the
+	// machine: in profiles on a paravirtualised VM the table's share of a
+	// new TLCP handshake fell from about 28 µs to 7 µs with 2 MiB pages; on
+	// a KVM guest it was about 3 µs with either. Limits and pools are each worker's own: a
 	// worker applies max_connections, max_handshakes, the per-client
 	// limits, max_handshake_bytes, upstream keepalive (max_idle, max_conns)
 	// and its own health checks to what it serves, so with N workers the

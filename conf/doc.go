@@ -98,23 +98,25 @@
 //     /sys/kernel/mm/transparent_hugepage/shmem_enabled before gmproxy starts;
 //     most distributions ship never; the supervisor's log line "workers:
 //     session store" says huge_pages=true): with 4 KiB pages a worker's lookup
-//     of a random session ID misses the TLB on most new handshakes (in
-//     profiles on a virtual machine the table's share of a new TLCP handshake
-//     fell from about 28 µs to 7 µs with 2 MiB pages). Limits and pools are
-//     each worker's own: a worker applies max_connections, max_handshakes, the
-//     per-client limits, max_handshake_bytes, upstream keepalive (max_idle,
-//     max_conns) and its own health checks to what it serves, so with N
-//     workers the totals can reach N times each figure (the kernel spreads one
-//     client's connections over the workers, so per-client totals too). Divide
-//     them by N where the total matters. 1 is one process that serves
-//     everything itself with as many threads as CPUs. Default auto on Linux
-//     (where a single CPU makes it 1), 1 elsewhere: the worker mode needs
-//     Linux's SO_REUSEPORT. One Go process per CPU costs no more CPU per
-//     handshake or request than one process with as many threads, and less for
-//     resumptions and keep-alive requests (measured side by side on 2 CPUs,
-//     medians of 5 rounds: 0.82–1.01 of one process's CPU per operation
-//     under full load, 0.95 for new TLCP handshakes paced at about half the
-//     peak rate). Changing it needs a restart.
+//     of a random session ID misses the TLB on most new handshakes. How much
+//     that costs depends on the machine: in profiles on a paravirtualised VM
+//     the table's share of a new TLCP handshake fell from about 28 µs to 7
+//     µs with 2 MiB pages; on a KVM guest it was about 3 µs with either.
+//     Limits and pools are each worker's own: a worker applies
+//     max_connections, max_handshakes, the per-client limits,
+//     max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
+//     own health checks to what it serves, so with N workers the totals can
+//     reach N times each figure (the kernel spreads one client's connections
+//     over the workers, so per-client totals too). Divide them by N where the
+//     total matters. 1 is one process that serves everything itself with as
+//     many threads as CPUs. Default auto on Linux (where a single CPU makes it
+//     1), 1 elsewhere: the worker mode needs Linux's SO_REUSEPORT. One Go
+//     process per CPU costs no more CPU per handshake or request than one
+//     process with as many threads, and less for resumptions and keep-alive
+//     requests (measured side by side on 2 CPUs, medians of 5 rounds:
+//     0.82–1.01 of one process's CPU per operation under full load, 0.95 for
+//     new TLCP handshakes paced at about half the peak rate). Changing it
+//     needs a restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.
