@@ -57,8 +57,8 @@ BENCH_LATENCY=${BENCH_LATENCY:-0}
 BENCH_LATENCY_LOAD=${BENCH_LATENCY_LOAD:-0.8}
 BENCH_LATENCY_OPS=${BENCH_LATENCY_OPS:-tlcp_ecc_gcm_new tls13sm_new tlcp_resumed_id tls13sm_resumed}
 BENCH_PERF=${BENCH_PERF:-0}
-BENCH_PIN=${BENCH_PIN:-}
 BENCH_PERF_OPS=${BENCH_PERF_OPS:-tlcp_ecc_gcm_new tlcp_resumed_id tlcp_keepalive_1k}
+BENCH_PIN=${BENCH_PIN:-}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-edge.XXXXXX")

@@ -149,10 +149,9 @@ var hugePageModes = []string{"advise", "within_size", "always", "force"}
 // within_size, always or force. Debian and most distributions ship never.
 // With 4 KiB pages a worker's lookup of a random session ID misses the
 // TLB on most new handshakes. What a miss costs depends on the machine:
-// on a paravirtualised VM (shadow page tables) the 2 MiB pages cut the
-// session table's share of a new TLCP handshake from about 28 µs to 7 µs
-// in profiles; on a KVM guest with nested paging it was about 3 µs with
-// either page size. The setting is the operator's:
+// in profiles on a paravirtualised VM the 2 MiB pages cut the session
+// table's share of a new TLCP handshake from about 28 µs to 7 µs; on a
+// KVM guest it was about 3 µs with either page size. The setting is the operator's:
 //
 //	echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled
 //
