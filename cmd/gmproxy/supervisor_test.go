@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
@@ -123,58 +120,8 @@ func startGmproxy(t *testing.T, logs *lockedBuffer, cfgPath string, env ...strin
 func TestWorkers(t *testing.T) {
 	cfgPath, listen, admin := workersTestPaths(t)
 	workersConfig(t, cfgPath, listen, admin, "one")
-	var logs lockedBuffer
-	cmd := startGmproxy(t, &logs, cfgPath)
-	exited := make(chan struct{})
-	var exitErr error
-	go func() { exitErr = cmd.Wait(); close(exited) }()
-	var workers func() []workerStatus
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-			for _, w := range workers() {
-				syscall.Kill(w.PID, syscall.SIGKILL)
-			}
-		}
-		if t.Failed() {
-			t.Logf("gmproxy output:\n%s", logs.String())
-		}
-	}()
-
-	hc := &http.Client{Timeout: 20 * time.Second}
-	get := func(path string) (int, string) {
-		resp, err := hc.Get("http://" + admin + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for i := 0; i < 600; i++ {
-			if ok() {
-				return
-			}
-			select {
-			case <-exited:
-				t.Fatalf("gmproxy exited (%v) while waiting for %s", exitErr, what)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		t.Fatalf("timed out waiting for %s", what)
-	}
-	workers = func() []workerStatus {
-		_, body := get("/workers")
-		var ws []workerStatus
-		json.Unmarshal([]byte(body), &ws)
-		return ws
-	}
-	waitFor("readiness", func() bool { code, _ := get("/readyz"); return code == 200 })
+	r := startWorkerRun(t, cfgPath, admin)
+	cmd, hc, get, waitFor, workers := r.cmd, r.hc, r.get, r.waitFor, r.workers
 
 	ws := workers()
 	if len(ws) != 2 || ws[0].PID == ws[1].PID || ws[0].PID == cmd.Process.Pid || !ws[0].Ready || !ws[1].Ready {
@@ -182,20 +129,9 @@ func TestWorkers(t *testing.T) {
 	}
 	// A worker's handshakes and successful reloads, from its own metrics.
 	counts := func(i int) (handshakes, reloads float64) {
-		code, body := get(fmt.Sprintf("/workers/%d/metrics", i))
-		if code != 200 {
-			t.Fatalf("worker %d metrics: %d %s", i, code, body)
-		}
-		return sumSeries(t, body, "gmproxy_handshakes_total", ""), sumSeries(t, body, "gmproxy_config_reloads_total", `result="success"`)
+		return r.workerCounter(i, "gmproxy_handshakes_total", ""), r.workerCounter(i, "gmproxy_config_reloads_total", `result="success"`)
 	}
-
-	pki := filepath.Join("..", "..", "conf", "testdata", "pki")
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := smx509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
+	roots := testRoots(t)
 	made := 0
 	// fetch makes one TLCP connection with cfg and one GET; it returns the
 	// worker that served it and whether the handshake resumed.
@@ -268,7 +204,7 @@ func TestWorkers(t *testing.T) {
 	_, merged := get("/metrics")
 	// The session ID went through the store the workers share: memory
 	// they all map, on Linux, with no error.
-	if !strings.Contains(logs.String(), "type="+shmstore.Type) {
+	if !strings.Contains(r.logs.String(), "type="+shmstore.Type) {
 		t.Error("the supervisor did not make a shared memory session store")
 	}
 	if got := sumSeries(t, merged, "gmproxy_session_store_operations_total", `op="set",result="ok"`); got < 1 {
@@ -339,16 +275,12 @@ func TestWorkers(t *testing.T) {
 		t.Errorf("gmproxy_worker_restarts_total = %v", got)
 	}
 
+	last := workers()
 	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-		if exitErr != nil {
-			t.Errorf("SIGTERM: %v, want exit 0", exitErr)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("gmproxy did not exit after SIGTERM")
+	if code := r.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	for _, w := range workers() {
+	for _, w := range last {
 		if syscall.Kill(w.PID, 0) == nil {
 			t.Errorf("worker %d (pid %d) still runs", w.Index, w.PID)
 		}
@@ -382,60 +314,18 @@ func TestWorkerCountUnset(t *testing.T) {
 func TestWorkersByDefault(t *testing.T) {
 	cfgPath, listen, admin := workersTestPaths(t)
 	writeSiteConfig(t, cfgPath, "", listen, admin, "one")
-	var logs lockedBuffer
-	cmd := startGmproxy(t, &logs, cfgPath, "GOMAXPROCS=2")
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	hc := &http.Client{Timeout: 10 * time.Second}
-	var ws []workerStatus
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("SIGTERM: %v, want exit 0", err)
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			for _, w := range ws {
-				syscall.Kill(w.PID, syscall.SIGKILL)
-			}
-			t.Error("gmproxy did not exit after SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("gmproxy output:\n%s", logs.String())
-		}
-	}()
 	// Ready (a supervisor is ready when every worker is), then the workers.
-	for i := 0; ; i++ {
-		if i == 600 {
-			t.Fatal("not ready in 30 s")
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("gmproxy exited: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-		resp, err := hc.Get("http://" + admin + "/readyz")
-		if err != nil {
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			break
-		}
-	}
-	resp, err := hc.Get("http://" + admin + "/workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.NewDecoder(resp.Body).Decode(&ws)
-	resp.Body.Close()
+	r := startWorkerRun(t, cfgPath, admin, "GOMAXPROCS=2")
+	ws := r.workers()
 	if len(ws) != 2 || !ws[0].Ready || !ws[1].Ready {
-		t.Fatalf("GET /workers: %d %+v, want 2 ready workers", resp.StatusCode, ws)
+		t.Fatalf("GET /workers: %+v, want 2 ready workers", ws)
 	}
-	if ws[0].PID == ws[1].PID || ws[0].PID == cmd.Process.Pid {
-		t.Errorf("workers = %+v, want 2 processes other than the supervisor %d", ws, cmd.Process.Pid)
+	if ws[0].PID == ws[1].PID || ws[0].PID == r.cmd.Process.Pid {
+		t.Errorf("workers = %+v, want 2 processes other than the supervisor %d", ws, r.cmd.Process.Pid)
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
 }
 

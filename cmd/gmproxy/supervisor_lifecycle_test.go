@@ -1,0 +1,519 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+)
+
+// The worker mode's graceful shutdown and reload, as the single process's
+// tests (TestRunConfigFileShutdown, TestReloadUnderTraffic) check them:
+// the same outcomes and exit codes through the supervisor.
+
+// workerRun is a `gmproxy run` of this test binary in worker mode, with
+// its admin listener.
+type workerRun struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	admin  string
+	logs   lockedBuffer
+	exited chan struct{}
+	err    error // cmd.Wait's, once exited is closed
+	hc     *http.Client
+	pids   []int // the workers seen, killed when the test ends first
+}
+
+// startWorkerRun starts gmproxy on cfgPath, with the extra environment
+// env, and waits until it is ready (a supervisor is ready when every
+// worker is). When the test ends first, it kills gmproxy and its workers.
+func startWorkerRun(t *testing.T, cfgPath, admin string, env ...string) *workerRun {
+	t.Helper()
+	r := &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
+	r.cmd = startGmproxy(t, &r.logs, cfgPath, env...)
+	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.exited:
+		default:
+			r.workers() // the workers now, restarted ones included
+			r.cmd.Process.Kill()
+			<-r.exited
+			for _, pid := range r.pids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if t.Failed() {
+			t.Logf("gmproxy output:\n%s", r.logs.String())
+		}
+	})
+	r.waitFor("readiness", func() bool { code, _ := r.get("/readyz"); return code == 200 })
+	if ws := r.workers(); len(ws) != 2 {
+		t.Fatalf("workers: %+v, want 2", ws)
+	}
+	return r
+}
+
+// workers is the supervisor's GET /workers; it remembers their PIDs.
+func (r *workerRun) workers() []workerStatus {
+	var ws []workerStatus
+	_, body := r.get("/workers")
+	json.Unmarshal([]byte(body), &ws)
+	for _, w := range ws {
+		r.pids = append(r.pids, w.PID)
+	}
+	return ws
+}
+
+// get is a GET of the admin listener: the status code and the body.
+func (r *workerRun) get(path string) (int, string) {
+	resp, err := r.hc.Get("http://" + r.admin + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls ok for up to 30 s; it fails the test when gmproxy exits
+// first or the time runs out.
+func (r *workerRun) waitFor(what string, ok func() bool) {
+	r.t.Helper()
+	for i := 0; i < 600; i++ {
+		if ok() {
+			return
+		}
+		select {
+		case <-r.exited:
+			r.t.Fatalf("gmproxy exited (%v) while waiting for %s", r.err, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	r.t.Fatalf("timed out waiting for %s", what)
+}
+
+// workerCounter returns worker i's sum of the series name whose labels
+// contain match, from its own metrics.
+func (r *workerRun) workerCounter(i int, name, match string) float64 {
+	r.t.Helper()
+	code, body := r.get(fmt.Sprintf("/workers/%d/metrics", i))
+	if code != 200 {
+		r.t.Fatalf("worker %d metrics: %d %s", i, code, body)
+	}
+	return sumSeries(r.t, body, name, match)
+}
+
+// exitCode waits up to limit for gmproxy's exit and returns its status.
+func (r *workerRun) exitCode(limit time.Duration) int {
+	r.t.Helper()
+	select {
+	case <-r.exited:
+	case <-time.After(limit):
+		r.t.Fatalf("gmproxy did not exit within %v", limit)
+	}
+	if r.err == nil {
+		return 0
+	}
+	if ee, ok := r.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	r.t.Fatalf("gmproxy: %v", r.err)
+	return -1
+}
+
+// writeProxyConfig writes a 2-worker TLCP site that proxies to backend.
+func writeProxyConfig(t *testing.T, path, listen, admin, backend, grace, header string) {
+	t.Helper()
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
+	y := fmt.Sprintf(`workers: 2
+listeners:
+  - address: %[1]s
+    protocols: [tlcp]
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp:
+      sign_cert: %[3]s/server_sign.crt
+      sign_key: %[3]s/server_sign.key
+      enc_cert: %[3]s/server_enc.crt
+      enc_key: %[3]s/server_enc.key
+    routes:
+      - path_prefix: /
+        upstream: app
+        request_headers: {set: {X-Config: %[6]q}}
+upstreams: [{name: app, targets: [%[2]s]}]
+admin: {address: %[4]s}
+access_log: {path: "off"}
+shutdown_grace: %[5]s
+`, listen, backend, pki, admin, grace, header)
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testRoots is the test PKI's CA.
+func testRoots(t *testing.T) *smx509.CertPool {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join("..", "..", "conf", "testdata", "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := smx509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	return roots
+}
+
+// tlcpGet makes a TLCP connection to addr and sends GET path on it; the
+// response is read by the returned function.
+func tlcpGet(roots *smx509.CertPool, addr, path string) (read func() (int, string, error), err error) {
+	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	raw.SetDeadline(time.Now().Add(30 * time.Second))
+	c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+	if err := c.Handshake(); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	req, _ := http.NewRequest("GET", "https://localhost"+path, nil)
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return func() (int, string, error) {
+		defer raw.Close()
+		resp, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			return 0, "", err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b), err
+	}, nil
+}
+
+// TestWorkersShutdown: SIGTERM to the supervisor stops both workers'
+// listeners, lets requests in flight in both workers finish and exits 0;
+// when the grace period ends first, or a second signal comes, the cut
+// requests fail and the exit status is 1.
+func TestWorkersShutdown(t *testing.T) {
+	roots := testRoots(t)
+	for _, tc := range []struct {
+		name, grace string
+		drained     bool
+		twice       bool // a second signal during the drain
+	}{{"drained", "30s", true, false}, {"grace-over", "300ms", false, false}, {"second-signal", "30s", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := make(chan struct{}, 64)
+			release := make(chan struct{})
+			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-time.After(60 * time.Second):
+				}
+				io.WriteString(w, "slow done\n")
+			}))
+			defer backend.Close()
+			defer close(release)
+			cfgPath, listen, admin := workersTestPaths(t)
+			writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), tc.grace, "v1")
+			r := startWorkerRun(t, cfgPath, admin)
+
+			// Requests in flight until both workers hold one: the kernel
+			// spreads connections over the workers' sockets.
+			var reads []func() (int, string, error)
+			for len(reads) < 40 {
+				read, err := tlcpGet(roots, listen, "/slow")
+				if err != nil {
+					t.Fatal(err)
+				}
+				reads = append(reads, read)
+				<-started
+				if r.workerCounter(0, "gmproxy_handshakes_total", "") > 0 && r.workerCounter(1, "gmproxy_handshakes_total", "") > 0 {
+					break
+				}
+			}
+			if len(reads) == 40 {
+				t.Fatal("40 connections all went to one worker")
+			}
+
+			r.cmd.Process.Signal(syscall.SIGTERM)
+			for i := 0; ; i++ { // new connections are refused by both workers
+				c, err := net.DialTimeout("tcp", listen, 5*time.Second)
+				if err != nil {
+					break
+				}
+				c.Close()
+				if i > 2000 {
+					t.Fatal("still accepting 2 s after SIGTERM")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if tc.drained {
+				for range reads {
+					release <- struct{}{}
+				}
+				for i, read := range reads {
+					if code, body, err := read(); code != 200 || body != "slow done\n" || err != nil {
+						t.Errorf("in-flight request %d: %d %q %v", i, code, body, err)
+					}
+				}
+				if code := r.exitCode(30 * time.Second); code != 0 {
+					t.Errorf("exit %d after a drained shutdown", code)
+				}
+				return
+			}
+			if tc.twice {
+				// The workers closed their listeners: the supervisor has
+				// forwarded the first signal and waits for them.
+				r.cmd.Process.Signal(syscall.SIGINT)
+			}
+			if code := r.exitCode(30 * time.Second); code != 1 {
+				t.Errorf("exit %d, want 1: requests were cut", code)
+			}
+			if tc.twice && !strings.Contains(r.logs.String(), "second signal") {
+				t.Error("no log of the forced close")
+			}
+			for i, read := range reads {
+				if code, body, err := read(); err == nil && code == 200 {
+					t.Errorf("cut request %d succeeded: %q", i, body)
+				}
+			}
+			for _, pid := range r.pids {
+				if syscall.Kill(pid, 0) == nil {
+					t.Errorf("worker pid %d still runs", pid)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkersReloadUnderTraffic: SIGHUP and POST /reload while clients make
+// a bounded number of requests, on new and on kept-alive connections: no
+// request fails, and both workers apply the new configuration.
+func TestWorkersReloadUnderTraffic(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "config "+r.Header.Get("X-Config")+"\n")
+	}))
+	defer backend.Close()
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v0")
+	r := startWorkerRun(t, cfgPath, admin)
+	roots := testRoots(t)
+
+	const perClient = 80
+	var failed, done atomic.Int64
+	var wg sync.WaitGroup
+	// Two clients open a connection per request; two keep theirs.
+	for ci := 0; ci < 4; ci++ {
+		keep := ci >= 2
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := &http.Transport{DisableKeepAlives: !keep, DialTLS: func(_, addr string) (net.Conn, error) {
+				raw, err := net.DialTimeout("tcp", listen, 10*time.Second)
+				if err != nil {
+					return nil, err
+				}
+				c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+				if err := c.Handshake(); err != nil {
+					raw.Close()
+					return nil, err
+				}
+				return c, nil
+			}}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+			for i := 0; i < perClient; i++ {
+				resp, err := hc.Get("https://localhost/traffic")
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("client %d: request %d: %v", ci, i, err)
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(string(b), "config v") {
+					failed.Add(1)
+					t.Errorf("client %d: request %d: %d %q %v", ci, i, resp.StatusCode, b, err)
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	// Four reloads while the traffic flows, alternately by signal and by
+	// the admin endpoint; each is complete when both workers count it.
+	for i := 1; i <= 4; i++ {
+		deadline := time.Now().Add(30 * time.Second)
+		for done.Load() < int64(i*4*perClient/6) {
+			if time.Now().After(deadline) {
+				t.Fatalf("reload %d: only %d requests done in 30 s", i, done.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", fmt.Sprintf("v%d", i))
+		if i%2 == 1 {
+			r.cmd.Process.Signal(syscall.SIGHUP)
+		} else {
+			resp, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("POST /reload: %d %s", resp.StatusCode, b)
+			}
+		}
+		r.waitFor(fmt.Sprintf("reload %d in both workers", i), func() bool {
+			return r.workerCounter(0, "gmproxy_config_reloads_total", `result="success"`) == float64(i+1) &&
+				r.workerCounter(1, "gmproxy_config_reloads_total", `result="success"`) == float64(i+1)
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed across reloads", n, 4*perClient)
+	}
+	// Both workers answer with the last configuration: new connections
+	// until each has served one.
+	seen := [2]bool{}
+	for try := 0; try < 40 && !(seen[0] && seen[1]); try++ {
+		before := [2]float64{r.workerCounter(0, "gmproxy_handshakes_total", ""), r.workerCounter(1, "gmproxy_handshakes_total", "")}
+		read, err := tlcpGet(roots, listen, "/after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, body, err := read(); code != 200 || body != "config v4\n" || err != nil {
+			t.Errorf("after the reloads: %d %q %v", code, body, err)
+		}
+		for i := range seen {
+			if r.workerCounter(i, "gmproxy_handshakes_total", "") > before[i] {
+				seen[i] = true
+			}
+		}
+	}
+	if !seen[0] || !seen[1] {
+		t.Errorf("40 connections after the reloads did not reach both workers: %v", seen)
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d", code)
+	}
+}
+
+// TestWorkersAccessLog: both workers write whole lines to one access log
+// file, and SIGUSR1 to the supervisor makes both reopen it after it was
+// moved away (log rotation): the old file keeps the lines written before,
+// the new one gets those written after.
+func TestWorkersAccessLog(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	logFile := filepath.Join(filepath.Dir(cfgPath), "access.log")
+	writeSiteConfig(t, cfgPath, "workers: 2\nlog: {level: info}\n", listen, admin, "hi")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), `access_log: {path: "off"}`, fmt.Sprintf("access_log: {path: %q, format: combined}", logFile), 1))
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startWorkerRun(t, cfgPath, admin)
+	roots := testRoots(t)
+
+	// requests makes GET /<prefix>-N on new connections until both workers
+	// have served one; it returns how many it made.
+	requests := func(prefix string) int {
+		t.Helper()
+		before := [2]float64{r.workerCounter(0, "gmproxy_handshakes_total", ""), r.workerCounter(1, "gmproxy_handshakes_total", "")}
+		for n := 1; n <= 40; n++ {
+			read, err := tlcpGet(roots, listen, fmt.Sprintf("/%s-%d", prefix, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, body, err := read(); code != 200 || body != "hi" || err != nil {
+				t.Fatalf("GET: %d %q %v", code, body, err)
+			}
+			if n >= 2 && r.workerCounter(0, "gmproxy_handshakes_total", "") > before[0] && r.workerCounter(1, "gmproxy_handshakes_total", "") > before[1] {
+				return n
+			}
+		}
+		t.Fatalf("40 connections did not reach both workers")
+		return 0
+	}
+	// lines reads file's lines, each a whole combined-format line.
+	lines := func(file string) []string {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if l == "" {
+				continue
+			}
+			if !strings.HasPrefix(l, "127.0.0.1 - - [") || !strings.Contains(l, `" 200 2 "-" "Go-http-client/1.1"`) {
+				t.Errorf("%s: malformed line %q", filepath.Base(file), l)
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	// count is how many of ls request a path starting with /prefix-.
+	count := func(ls []string, prefix string) int {
+		n := 0
+		for _, l := range ls {
+			if strings.Contains(l, `"GET /`+prefix+"-") {
+				n++
+			}
+		}
+		return n
+	}
+
+	nBefore := requests("before")
+	r.waitFor("the access log lines", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Count(string(b), "\n") == nBefore
+	})
+	if err := os.Rename(logFile, logFile+".1"); err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Process.Signal(syscall.SIGUSR1)
+	r.waitFor("both workers reopening the access log", func() bool {
+		return strings.Count(r.logs.String(), "reopening the access log") == 2
+	})
+	r.waitFor("the new access log", func() bool { _, err := os.Stat(logFile); return err == nil })
+	time.Sleep(200 * time.Millisecond) // each worker logs before it reopens
+	nAfter := requests("after")
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.exitCode(30 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	old, now := lines(logFile+".1"), lines(logFile)
+	if len(old) != nBefore || count(old, "before") != nBefore {
+		t.Errorf("rotated file: %d lines, %d of the %d before the rotation:\n%s", len(old), count(old, "before"), nBefore, strings.Join(old, "\n"))
+	}
+	if len(now) != nAfter || count(now, "after") != nAfter {
+		t.Errorf("new file: %d lines, %d of the %d after the rotation:\n%s", len(now), count(now, "after"), nAfter, strings.Join(now, "\n"))
+	}
+}
