@@ -101,22 +101,27 @@
 //     of a random session ID misses the TLB on most new handshakes. How much
 //     that costs depends on the machine: in profiles on a paravirtualised VM
 //     the table's share of a new TLCP handshake fell from about 28 µs to 7
-//     µs with 2 MiB pages; on a KVM guest it was about 3 µs with either.
-//     Limits and pools are each worker's own: a worker applies
-//     max_connections, max_handshakes, the per-client limits,
+//     µs with 2 MiB pages; on a KVM guest it was about 3 µs with either. The
+//     per-client limits (max_connections_per_client,
+//     max_handshakes_per_client) bound a client over all the workers together:
+//     the workers count each client's connections and handshakes in memory
+//     they share (65536 client addresses with connections open at once, 8
+//     bytes plus 8 per worker each: 1.5 MiB for 2 workers; a client beyond
+//     that, or on a kernel without memfd, is counted by each worker alone),
+//     and a worker that dies takes its counts with it. Other limits and pools
+//     are each worker's own: a worker applies max_connections, max_handshakes,
 //     max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
 //     own health checks to what it serves, so with N workers the totals can
-//     reach N times each figure (the kernel spreads one client's connections
-//     over the workers, so per-client totals too). Divide them by N where the
-//     total matters. 1 is one process that serves everything itself with as
-//     many threads as CPUs. Default auto on Linux (where a single CPU makes it
-//     1), 1 elsewhere: the worker mode needs Linux's SO_REUSEPORT. One Go
-//     process per CPU costs no more CPU per handshake or request than one
-//     process with as many threads, and less for resumptions and keep-alive
-//     requests (measured side by side on 2 CPUs, medians of 5 rounds:
-//     0.82–1.01 of one process's CPU per operation under full load, 0.95 for
-//     new TLCP handshakes paced at about half the peak rate). Changing it
-//     needs a restart.
+//     reach N times each figure. Divide them by N where the total matters. 1
+//     is one process that serves everything itself with as many threads as
+//     CPUs. Default auto on Linux (where a single CPU makes it 1), 1
+//     elsewhere: the worker mode needs Linux's SO_REUSEPORT. One Go process
+//     per CPU costs no more CPU per handshake or request than one process with
+//     as many threads, and less for resumptions and keep-alive requests
+//     (measured side by side on 2 CPUs, medians of 5 rounds: 0.82–1.01 of
+//     one process's CPU per operation under full load, 0.95 for new TLCP
+//     handshakes paced at about half the peak rate). Changing it needs a
+//     restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.
@@ -166,7 +171,8 @@
 //     address after PROXY protocol, IPv6 addresses counted by /64. Further
 //     connections from that client are refused at once (metric reason
 //     max_handshakes_per_client), so that one address cannot take the
-//     listener's handshake slots from everyone else. 0 means unlimited.
+//     listener's handshake slots from everyone else. With several workers the
+//     limit holds over all of them together (see workers). 0 means unlimited.
 //     Default 64 (1/16 of the default max_handshakes).
 //   - max_connections_per_client (integer): max_connections_per_client is the
 //     number of open connections from one client address (counted like

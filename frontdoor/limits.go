@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gmproxy/gmproxy/internal/clientshare"
 )
 
 // peerHeader is implemented by connections whose client address arrives in
@@ -39,10 +41,13 @@ func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
 	return ip, true
 }
 
-// client is one client address's share of a listener.
+// client is one client address's share of a listener: counted in this
+// process's table, or in the workers' shared one (shared, in slot).
 type client struct {
 	key               netip.Addr
 	handshakes, conns int
+	shared            *clientshare.View
+	slot              int
 }
 
 // clientTable counts the handshakes and connections of each client address
@@ -63,6 +68,17 @@ func (t *clientTable) admit(cfg *ListenerConfig, addr net.Addr) (*client, string
 	key, ok := ClientKey(addr)
 	if !ok {
 		return nil, ""
+	}
+	if sh := cfg.SharedClients; sh != nil {
+		switch slot, v := sh.Admit(cfg.Name, key, cfg.MaxConnsPerClient, cfg.MaxHandshakesPerClient); v {
+		case clientshare.Admitted:
+			return &client{shared: sh, slot: slot}, ""
+		case clientshare.TooManyConns:
+			return nil, RefuseMaxConnectionsPerClient
+		case clientshare.TooManyHandshakes:
+			return nil, RefuseMaxHandshakesPerClient
+		}
+		// No room in the shared table: counted here alone.
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -87,6 +103,10 @@ func (t *clientTable) admit(cfg *ListenerConfig, addr net.Addr) (*client, string
 // release gives back c's handshake and/or connection (nil c: nothing).
 func (t *clientTable) release(c *client, handshake, conn bool) {
 	if c == nil {
+		return
+	}
+	if c.shared != nil {
+		c.shared.Release(c.slot, handshake, conn)
 		return
 	}
 	t.mu.Lock()

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/clientshare"
 )
 
 func TestClientKey(t *testing.T) {
@@ -323,4 +325,57 @@ func TestServerGaugesReturnToZero(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServerPerClientShared: two servers (as two worker processes) that
+// share a client table hold one client to max_connections_per_client
+// together, and give its connections back as they close.
+func TestServerPerClientShared(t *testing.T) {
+	if !clientshare.Supported {
+		t.Skip("no shared client table on this platform")
+	}
+	f, err := clientshare.Create(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	table, err := clientshare.Map(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites, pool := tlsSites(t)
+	var addrs [2]string
+	var releases [2]func()
+	var obs [2]*gaugeObserver
+	for w := range 2 {
+		view, err := table.Worker(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs[w] = newGaugeObserver()
+		_, addrs[w], releases[w] = startHoldingServer(t, &ListenerConfig{Name: "l", TLS: true, MaxConnsPerClient: 2, SharedClients: view, Sites: sites}, obs[w])
+	}
+	dial := func(w int) error {
+		c := tls.Client(dialFrom(t, "127.0.0.4", addrs[w]), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+		if err := c.Handshake(); err != nil {
+			return err
+		}
+		_, err := c.Read(make([]byte, 3))
+		return err
+	}
+	for w := range 2 {
+		if err := dial(w); err != nil {
+			t.Fatalf("server %d: %v", w, err)
+		}
+	}
+	for w := range 2 {
+		if dial(w) == nil {
+			t.Fatalf("server %d served a third connection of one client", w)
+		}
+		if n := obs[w].refusedCount(RefuseMaxConnectionsPerClient); n != 1 {
+			t.Errorf("server %d refused %d for max_connections_per_client, want 1", w, n)
+		}
+	}
+	releases[1]() // server 1's connection closes
+	waitFor(t, "server 1's connection given back", func() bool { return dial(0) == nil })
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/clientshare"
 )
 
 // TLCPInTLSPolicy says what a listener does with a TLS-record ClientHello
@@ -60,6 +61,10 @@ type ListenerConfig struct {
 	// the address after PROXY protocol, IPv6 by /64); 0: unlimited. Excess
 	// connections are closed at once.
 	MaxHandshakesPerClient, MaxConnsPerClient int
+	// SharedClients, when set, counts the per-client limits with the other
+	// worker processes (a worker's view of their shared table), so that
+	// they bound a client over all workers; nil: this process alone.
+	SharedClients *clientshare.View
 	// MaxHandshakeBytes bounds the bytes of first flights buffered by the
 	// handshakes in progress together (default 16 MiB); a hello that would
 	// cross it is closed.

@@ -128,6 +128,9 @@ func newRunner(o runFlags, wk *worker, cfg *conf.Config, isDev bool, stderr io.W
 // it; the caller closes r.env.
 func (r *runner) newEnv() {
 	r.env = &daemon.Env{Logger: r.log}
+	if r.wk != nil {
+		r.env.SharedClients = r.wk.clients
+	}
 	if newTelemetry != nil {
 		r.tel = newTelemetry(r.log, r.env)
 	}

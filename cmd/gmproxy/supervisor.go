@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/clientshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
@@ -62,11 +63,16 @@ type supervisor struct {
 	cacheSize int
 	// shm is the shared memory session store every worker maps (nil: the
 	// socket store in dir serves them).
-	shm  *os.File
-	log  *slog.Logger
-	out  io.Writer // the workers' stdout
-	errw io.Writer // the workers' stderr
-	hc   *http.Client
+	shm *os.File
+	// clients is the table of per-client counts every worker maps (nil
+	// where there is none: each worker counts alone), and clientsTable
+	// the supervisor's own mapping of it, to clear a dead worker's counts.
+	clients      *os.File
+	clientsTable *clientshare.Table
+	log          *slog.Logger
+	out          io.Writer // the workers' stdout
+	errw         io.Writer // the workers' stderr
+	hc           *http.Client
 
 	mu       sync.Mutex
 	procs    []*workerProc
@@ -145,6 +151,20 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	} else {
 		s.log.Info("workers: session store", "type", shmstore.Type, "entries", entries, "bytes", shmstore.Size(entries), "huge_pages", shmstore.HugePages())
 	}
+	if clientshare.Supported {
+		f, err := clientshare.Create(s.n)
+		if err == nil {
+			if s.clientsTable, err = clientshare.Map(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			s.log.Warn("workers: no shared per-client counts, each worker applies the per-client limits alone", "error", err)
+		} else {
+			s.clients = f
+			s.log.Info("workers: per-client counts shared", "slots", clientshare.Slots, "bytes", clientshare.Size(s.n))
+		}
+	}
 	exits = make(chan workerExit, s.n)
 	s.procs = make([]*workerProc, s.n)
 	for i := range s.n {
@@ -167,14 +187,19 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
 	env := make([]string, 0, len(os.Environ())+3)
 	for _, e := range os.Environ() {
-		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir && k != envWorkerShm {
+		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir && k != envWorkerShm && k != envWorkerClients {
 			env = append(env, e)
 		}
 	}
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, "GOMAXPROCS=1")
+	// Inherited files: descriptor 3 is ExtraFiles[0].
 	if s.shm != nil {
-		cmd.ExtraFiles = []*os.File{s.shm}
-		cmd.Env = append(cmd.Env, envWorkerShm+"="+strconv.Itoa(shmFD))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.shm)
+		cmd.Env = append(cmd.Env, envWorkerShm+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+	}
+	if s.clients != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.clients)
+		cmd.Env = append(cmd.Env, envWorkerClients+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	}
 	cmd.Stdout, cmd.Stderr = s.out, s.errw
 	dieWithParent(cmd)
@@ -542,6 +567,11 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 	s.mu.Unlock()
 	if stopping {
 		return
+	}
+	if s.clientsTable != nil {
+		// Its connections closed with it; a client's count must not
+		// keep them.
+		s.clientsTable.ClearWorker(i)
 	}
 	p, err := s.spawn(i, exits)
 	if err != nil {

@@ -517,3 +517,115 @@ func TestWorkersAccessLog(t *testing.T) {
 		t.Errorf("new file: %d lines, %d of the %d after the rotation:\n%s", len(now), count(now, "after"), nAfter, strings.Join(now, "\n"))
 	}
 }
+
+// TestWorkersPerClientLimit: max_connections_per_client bounds a client's
+// connections over both workers together (the kernel spreads them over
+// the workers; counted by each alone, a client could hold twice the
+// limit); the counts of a worker that dies go with it, so its replacement
+// does not inherit connections that no longer exist.
+func TestWorkersPerClientLimit(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeSiteConfig(t, cfgPath, "workers: 2\n", listen, admin, "hi")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "    protocols: [tlcp]\n", "    protocols: [tlcp]\n    max_connections_per_client: 3\n", 1))
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startWorkerRun(t, cfgPath, admin)
+	roots := testRoots(t)
+
+	// open makes connections until n are up or one is refused (reset or
+	// closed before its handshake ends); it returns those up.
+	type kept struct {
+		c  *tlcp.Conn
+		br *bufio.Reader
+	}
+	open := func(n int) []kept {
+		t.Helper()
+		var up []kept
+		for len(up) < n {
+			raw, err := net.DialTimeout("tcp", listen, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw.SetDeadline(time.Now().Add(20 * time.Second))
+			c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+			if err := c.Handshake(); err != nil {
+				raw.Close()
+				return up
+			}
+			up = append(up, kept{c, bufio.NewReader(c)})
+		}
+		return up
+	}
+	// alive reports whether k still gets an answer.
+	alive := func(k kept) bool {
+		req, _ := http.NewRequest("GET", "https://localhost/", nil)
+		if err := req.Write(k.c); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(k.br, req)
+		if err != nil {
+			return false
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	active := func(i int) float64 { return r.workerCounter(i, "gmproxy_connections_active", "") }
+	refused := func() float64 {
+		return r.workerCounter(0, "gmproxy_connections_refused_total", `reason="max_connections_per_client"`) +
+			r.workerCounter(1, "gmproxy_connections_refused_total", `reason="max_connections_per_client"`)
+	}
+
+	// Three connections, then refusals, whichever worker is asked: ten
+	// tries reach both workers but for a chance of 2⁻⁹.
+	up := open(3)
+	if len(up) != 3 {
+		t.Fatalf("only %d connections of the limit of 3 were served", len(up))
+	}
+	for i := 0; i < 7; i++ {
+		if more := open(1); len(more) != 0 {
+			t.Fatalf("connection %d served beyond the limit of 3 (workers hold %v and %v)", 4+i, active(0), active(1))
+		}
+	}
+	if got := refused(); got != 7 {
+		t.Errorf("%v refusals counted, want 7", got)
+	}
+
+	// Kill a worker that holds some of them: its connections end, and
+	// once it is back the client may open as many as it lost.
+	victim := 0
+	if active(0) == 0 {
+		victim = 1
+	}
+	ws := r.workers()
+	syscall.Kill(ws[victim].PID, syscall.SIGKILL)
+	r.waitFor("the worker restarted", func() bool {
+		ws := r.workers()
+		return len(ws) == 2 && ws[victim].PID != ws[1-victim].PID && ws[victim].Restarts == 1 && ws[victim].Ready
+	})
+	left := 0
+	for _, k := range up {
+		if alive(k) {
+			left++
+		}
+	}
+	if left == 3 {
+		t.Fatal("no connection ended with the killed worker")
+	}
+	more := open(3)
+	if len(more) != 3-left {
+		t.Errorf("after the worker holding %d of 3 connections died, %d more were served, want %d", 3-left, len(more), 3-left)
+	}
+	for _, k := range append(up, more...) {
+		k.c.Close()
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d", code)
+	}
+}

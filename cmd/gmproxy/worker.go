@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/clientshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
@@ -25,8 +26,12 @@ const (
 	// workers' admin sockets, the session store socket, the wrap key.
 	envWorkerDir = "GMPROXY_WORKER_DIR"
 	// envWorkerShm is the file descriptor of the shared memory session
-	// store (shmFD), when the supervisor made one.
+	// store, when the supervisor made one.
 	envWorkerShm = "GMPROXY_WORKER_SHM"
+	// envWorkerClients is the file descriptor of the per-client counts
+	// the workers share (package clientshare), when the supervisor made
+	// them.
+	envWorkerClients = "GMPROXY_WORKER_CLIENTS"
 )
 
 // unsetWorkersIsOne makes an unset workers setting one process: on
@@ -45,10 +50,6 @@ func workerCount(cfg *conf.Config) int {
 	return cfg.WorkerCount()
 }
 
-// shmFD is the shared memory store's descriptor in a worker (the first of
-// exec.Cmd's ExtraFiles).
-const shmFD = 3
-
 // Files in the supervisor's folder.
 const (
 	storeSocket = "store.sock"
@@ -65,6 +66,9 @@ type worker struct {
 	dir   string
 	wrap  []ticket.Key // the key that seals the shared ticket keys
 	shm   string       // the shared memory store's descriptor, or ""
+	// clients is this worker's view of the shared per-client counts, or
+	// nil.
+	clients *clientshare.View
 }
 
 // workerFromEnv returns the worker this process is, or nil when it is not
@@ -93,6 +97,15 @@ func workerFromEnv() (*worker, error) {
 			return nil, err
 		}
 		w.shm = fd
+	}
+	if fd := os.Getenv(envWorkerClients); fd != "" {
+		t, err := clientshare.OpenFD(fd)
+		if err != nil {
+			return nil, err
+		}
+		if w.clients, err = t.Worker(i); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }

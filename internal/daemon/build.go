@@ -11,6 +11,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/clientshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/keyoffload"
@@ -35,6 +36,9 @@ type Env struct {
 	// sessions.store instead of the backend its type names (tests; a
 	// worker mode sharing one machine's store).
 	OpenStore func(*conf.SessionStore) sessionstore.Store
+	// SharedClients, in a worker, counts every listener's per-client
+	// limits with the other workers (nil: this process alone).
+	SharedClients *clientshare.View
 
 	mu sync.Mutex
 	// engine is the private-key engine of the latest build; retired ones
@@ -360,6 +364,7 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 		HandshakeTimeout:       l.HandshakeTimeout,
 		MaxConnsPerClient:      l.MaxConnectionsPerClient,
 		MaxHandshakesPerClient: l.MaxHandshakesPerClient,
+		SharedClients:          env.SharedClients,
 		MaxHandshakeBytes:      handshakeBytes(l),
 		RedirectHTTP:           l.PlainHTTP == "redirect",
 		Sites:                  frontdoor.NewSites(list, def),

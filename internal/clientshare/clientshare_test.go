@@ -1,0 +1,221 @@
+package clientshare
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// newTable is a table for workers workers in this process's memory (the
+// layout and the atomics are the same as in a shared mapping).
+func newTable(t *testing.T, workers int) *Table {
+	t.Helper()
+	mem := make([]byte, Size(workers))
+	format(mem, workers, [16]byte{1, 2, 3})
+	tb, err := open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func views(t *testing.T, tb *Table) []*View {
+	t.Helper()
+	var vs []*View
+	for w := 0; w < tb.Workers(); w++ {
+		v, err := tb.Worker(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+var (
+	clientA = netip.MustParseAddr("192.0.2.1")
+	clientB = netip.MustParseAddr("2001:db8::")
+)
+
+// TestLimitsAcrossWorkers: a client's connections and handshakes are
+// bounded by their sum over the workers, whichever worker admits them.
+func TestLimitsAcrossWorkers(t *testing.T) {
+	vs := views(t, newTable(t, 3))
+	var slots []int
+	for i := 0; i < 5; i++ {
+		s, v := vs[i%3].Admit("l", clientA, 5, 0)
+		if v != Admitted {
+			t.Fatalf("connection %d: %v", i, v)
+		}
+		slots = append(slots, s)
+	}
+	for w, v := range vs {
+		if _, got := v.Admit("l", clientA, 5, 0); got != TooManyConns {
+			t.Errorf("worker %d admitted a 6th connection: %v", w, got)
+		}
+	}
+	// Other clients, and the same client on another listener, have
+	// counts of their own.
+	if _, got := vs[0].Admit("l", clientB, 5, 0); got != Admitted {
+		t.Errorf("another client: %v", got)
+	}
+	if _, got := vs[0].Admit("other", clientA, 5, 0); got != Admitted {
+		t.Errorf("another listener: %v", got)
+	}
+	vs[1].Release(slots[1], true, true) // worker 1's connection closes
+	if _, got := vs[2].Admit("l", clientA, 5, 0); got != Admitted {
+		t.Errorf("after a release: %v", got)
+	}
+
+	// Handshakes: a finished handshake frees a handshake, not the
+	// connection.
+	vs = views(t, newTable(t, 2))
+	s0, _ := vs[0].Admit("l", clientA, 3, 2)
+	vs[1].Admit("l", clientA, 3, 2)
+	if _, got := vs[1].Admit("l", clientA, 3, 2); got != TooManyHandshakes {
+		t.Errorf("a 3rd handshake: %v", got)
+	}
+	vs[0].Release(s0, true, false)
+	if _, got := vs[1].Admit("l", clientA, 3, 2); got != Admitted {
+		t.Errorf("after a handshake ended: %v", got)
+	}
+	if _, got := vs[0].Admit("l", clientA, 3, 0); got != TooManyConns {
+		t.Errorf("a 4th connection: %v", got)
+	}
+}
+
+// TestClearWorker: the counts of a worker that died are cleared before
+// its replacement starts; the others' stay.
+func TestClearWorker(t *testing.T) {
+	tb := newTable(t, 2)
+	vs := views(t, tb)
+	vs[0].Admit("l", clientA, 3, 0)
+	vs[1].Admit("l", clientA, 3, 0)
+	vs[1].Admit("l", clientA, 3, 0)
+	if _, got := vs[0].Admit("l", clientA, 3, 0); got != TooManyConns {
+		t.Fatalf("a 4th connection: %v", got)
+	}
+	tb.ClearWorker(1)
+	for i := 0; i < 2; i++ {
+		if _, got := vs[0].Admit("l", clientA, 3, 0); got != Admitted {
+			t.Fatalf("after worker 1's counts were cleared, connection %d: %v", i, got)
+		}
+	}
+	if _, got := vs[1].Admit("l", clientA, 3, 0); got != TooManyConns {
+		t.Errorf("worker 0's 3 connections not counted: %v", got)
+	}
+}
+
+// TestNoRoom: a client whose slots are all held by other clients is not
+// counted here (NoRoom); a slot whose counts fell to zero is taken over.
+func TestNoRoom(t *testing.T) {
+	tb := newTable(t, 2)
+	v := views(t, tb)[0]
+	id := tb.key("l", clientA)
+	start := int(id>>1) % Slots
+	for j := 0; j < probeLen; j++ {
+		s := (start + j) % Slots
+		tb.id(s).Store(uint64(1000+2*j) | 1)
+		tb.counter(s, 1).Store(conn)
+	}
+	if _, got := v.Admit("l", clientA, 3, 0); got != NoRoom {
+		t.Fatalf("a full window: %v", got)
+	}
+	last := (start + probeLen - 1) % Slots
+	tb.counter(last, 1).Store(0) // that client closed its connection
+	s, got := v.Admit("l", clientA, 3, 0)
+	if got != Admitted || s != last || tb.id(last).Load() != id {
+		t.Fatalf("an idle slot not taken over: %v, slot %d (want %d)", got, s, last)
+	}
+}
+
+// TestConcurrent: workers admitting and releasing one client at once never
+// hold more than the limit together, and leave nothing counted.
+func TestConcurrent(t *testing.T) {
+	tb := newTable(t, 4)
+	vs := views(t, tb)
+	const limit = 3
+	var held, most atomic.Int64
+	var wg sync.WaitGroup
+	for _, v := range vs {
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 2000; i++ {
+					s, got := v.Admit("l", clientA, limit, 0)
+					if got == NoRoom {
+						t.Error("NoRoom in an empty table")
+						return
+					}
+					if got != Admitted {
+						continue
+					}
+					n := held.Add(1)
+					for {
+						m := most.Load()
+						if n <= m || most.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					held.Add(-1)
+					v.Release(s, true, true)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if m := most.Load(); m > limit {
+		t.Errorf("%d connections held at once, limit %d", m, limit)
+	}
+	for s := 0; s < Slots; s++ {
+		if !tb.idle(s) {
+			t.Fatalf("slot %d still counts after every release", s)
+		}
+	}
+}
+
+// TestOpenChecksLayout: a table of another layout is refused.
+func TestOpenChecksLayout(t *testing.T) {
+	good := make([]byte, Size(2))
+	format(good, 2, [16]byte{})
+	if _, err := open(good); err != nil {
+		t.Fatal(err)
+	}
+	for name, mem := range map[string][]byte{
+		"short":     good[:headerSize-1],
+		"truncated": good[:len(good)-8],
+		"magic":     append([]byte{0}, good[1:]...),
+	} {
+		if _, err := open(mem); err == nil {
+			t.Errorf("%s: opened", name)
+		}
+	}
+	if _, err := (&Table{workers: 2}).Worker(2); err == nil {
+		t.Error("worker 2 of 2")
+	}
+}
+
+// BenchmarkAdmitRelease is one connection's cost in the table: Admit and
+// Release of one client among many.
+//
+//	go test ./internal/clientshare -run '^$' -bench AdmitRelease
+func BenchmarkAdmitRelease(b *testing.B) {
+	mem := make([]byte, Size(2))
+	format(mem, 2, [16]byte{4})
+	tb, _ := open(mem)
+	v, _ := tb.Worker(0)
+	clients := make([]netip.Addr, 1024)
+	for i := range clients {
+		clients[i] = netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s, got := v.Admit("127.0.0.1:443", clients[i%len(clients)], 1024, 64)
+		if got != Admitted {
+			b.Fatal(got)
+		}
+		v.Release(s, true, true)
+	}
+}
