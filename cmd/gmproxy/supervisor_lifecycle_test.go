@@ -138,34 +138,13 @@ func (r *workerRun) exitCode(limit time.Duration) int {
 	return -1
 }
 
-// writeProxyConfig writes a 2-worker TLCP site that proxies to backend.
+// writeProxyConfig writes a 2-worker TLCP site that proxies to backend,
+// adding the request header X-Config: header.
 func writeProxyConfig(t *testing.T, path, listen, admin, backend, grace, header string) {
 	t.Helper()
-	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
-	y := fmt.Sprintf(`workers: 2
-listeners:
-  - address: %[1]s
-    protocols: [tlcp]
-sites:
-  - name: s
-    server_names: [localhost]
-    tlcp:
-      sign_cert: %[3]s/server_sign.crt
-      sign_key: %[3]s/server_sign.key
-      enc_cert: %[3]s/server_enc.crt
-      enc_key: %[3]s/server_enc.key
-    routes:
-      - path_prefix: /
-        upstream: app
-        request_headers: {set: {X-Config: %[6]q}}
-upstreams: [{name: app, targets: [%[2]s]}]
-admin: {address: %[4]s}
-access_log: {path: "off"}
-shutdown_grace: %[5]s
-`, listen, backend, pki, admin, grace, header)
-	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	routes := fmt.Sprintf("[{path_prefix: /, upstream: app, request_headers: {set: {X-Config: %q}}}]", header)
+	writeConfig(t, path, "workers: 2\n", listen, admin, routes,
+		fmt.Sprintf("upstreams: [{name: app, targets: [%s]}]\nshutdown_grace: %s\n", backend, grace))
 }
 
 // testRoots is the test PKI's CA.

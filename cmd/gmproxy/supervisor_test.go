@@ -64,6 +64,13 @@ func workersConfig(t *testing.T, path, listen, admin, body string) {
 // settings head.
 func writeSiteConfig(t *testing.T, path, head, listen, admin, body string) {
 	t.Helper()
+	writeConfig(t, path, head, listen, admin, "[{respond: {status: 200, body: "+body+"}}]", "shutdown_grace: 5s\n")
+}
+
+// writeConfig writes a TLCP site on listen with routes (a YAML flow
+// list), the top-level settings head before and tail after.
+func writeConfig(t *testing.T, path, head, listen, admin, routes, tail string) {
+	t.Helper()
 	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
 	y := head + fmt.Sprintf(`listeners:
   - address: %[1]s
@@ -76,12 +83,11 @@ sites:
       sign_key: %[3]s/server_sign.key
       enc_cert: %[3]s/server_enc.crt
       enc_key: %[3]s/server_enc.key
-    routes: [{respond: {status: 200, body: %[2]s}}]
+    routes: %[2]s
 admin:
   address: %[4]s
 access_log: {path: "off"}
-shutdown_grace: 5s
-`, listen, body, pki, admin)
+`, listen, routes, pki, admin) + tail
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}
