@@ -174,7 +174,8 @@ func (s *Server) Handshaking() int64 { return s.handshaking.Load() }
 func (s *Server) HandshakeBytes() int64 { return s.handshakeBytes.Load() }
 
 // Clients returns the number of client addresses with a connection counted
-// by the per-client limits.
+// by the per-client limits in this process's own table (not those counted
+// in the workers' shared one: ListenerConfig.SharedClients).
 func (s *Server) Clients() int { return s.clients.len() }
 
 // Serve accepts on ln until it is closed or Close is called.
