@@ -159,26 +159,32 @@ func testRoots(t *testing.T) *smx509.CertPool {
 	return roots
 }
 
-// tlcpGet makes a TLCP connection to addr and sends GET path on it; the
-// response is read by the returned function.
-func tlcpGet(roots *smx509.CertPool, addr, path string) (read func() (int, string, error), err error) {
+// plainTLCP is a TLCP client configuration trusting roots, ECC-SM4-GCM.
+func plainTLCP(roots *smx509.CertPool) *tlcp.Config {
+	return &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}}
+}
+
+// tlcpGet makes a TLCP connection to addr with cfg and sends GET path on
+// it; the response is read by the returned function, which closes the
+// connection.
+func tlcpGet(cfg *tlcp.Config, addr, path string) (c *tlcp.Conn, read func() (int, string, error), err error) {
 	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raw.SetDeadline(time.Now().Add(30 * time.Second))
-	c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+	c = tlcp.Client(raw, cfg)
 	if err := c.Handshake(); err != nil {
 		raw.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	req, _ := http.NewRequest("GET", "https://localhost"+path, nil)
 	req.Close = true
 	if err := req.Write(c); err != nil {
 		raw.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return func() (int, string, error) {
+	return c, func() (int, string, error) {
 		defer raw.Close()
 		resp, err := http.ReadResponse(bufio.NewReader(c), req)
 		if err != nil {
@@ -222,7 +228,7 @@ func TestWorkersShutdown(t *testing.T) {
 			// spreads connections over the workers' sockets.
 			var reads []func() (int, string, error)
 			for len(reads) < 40 {
-				read, err := tlcpGet(roots, listen, "/slow")
+				_, read, err := tlcpGet(plainTLCP(roots), listen, "/slow")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -314,7 +320,7 @@ func TestWorkersReloadUnderTraffic(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+				c := tlcp.Client(raw, plainTLCP(roots))
 				if err := c.Handshake(); err != nil {
 					raw.Close()
 					return nil, err
@@ -378,7 +384,7 @@ func TestWorkersReloadUnderTraffic(t *testing.T) {
 	seen := [2]bool{}
 	for try := 0; try < 40 && !(seen[0] && seen[1]); try++ {
 		before := [2]float64{r.workerCounter(0, "gmproxy_handshakes_total", ""), r.workerCounter(1, "gmproxy_handshakes_total", "")}
-		read, err := tlcpGet(roots, listen, "/after")
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/after")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +431,7 @@ func TestWorkersAccessLog(t *testing.T) {
 		t.Helper()
 		before := [2]float64{r.workerCounter(0, "gmproxy_handshakes_total", ""), r.workerCounter(1, "gmproxy_handshakes_total", "")}
 		for n := 1; n <= 40; n++ {
-			read, err := tlcpGet(roots, listen, fmt.Sprintf("/%s-%d", prefix, n))
+			_, read, err := tlcpGet(plainTLCP(roots), listen, fmt.Sprintf("/%s-%d", prefix, n))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -531,7 +537,7 @@ func TestWorkersPerClientLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			raw.SetDeadline(time.Now().Add(20 * time.Second))
-			c := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+			c := tlcp.Client(raw, plainTLCP(roots))
 			if err := c.Handshake(); err != nil {
 				raw.Close()
 				return up

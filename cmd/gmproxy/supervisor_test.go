@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -147,30 +146,13 @@ func TestWorkers(t *testing.T) {
 		for i := range before {
 			before[i], _ = counts(i)
 		}
-		raw, err := net.Dial("tcp", listen)
+		c, read, err := tlcpGet(cfg, listen, "/")
 		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
-		raw.SetDeadline(time.Now().Add(20 * time.Second))
-		c := tlcp.Client(raw, cfg)
-		if err := c.Handshake(); err != nil {
-			t.Fatalf("handshake: %v", err)
+			t.Fatalf("TLCP GET: %v", err)
 		}
 		made++
-		req, _ := http.NewRequest("GET", "https://localhost/", nil)
-		req.Close = true
-		if err := req.Write(c); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != wantBody {
-			t.Errorf("body %q, want %q", b, wantBody)
+		if code, body, err := read(); code != 200 || body != wantBody || err != nil {
+			t.Errorf("GET: %d %q %v, want %q", code, body, err, wantBody)
 		}
 		served := -1
 		for i := range before {
@@ -238,7 +220,7 @@ func TestWorkers(t *testing.T) {
 		_, r1 := counts(1)
 		return r0 == 2 && r1 == 2
 	})
-	plain := &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}}
+	plain := plainTLCP(roots)
 	fetch(plain, "two")
 
 	// A configuration the workers would refuse is refused by POST /reload,
