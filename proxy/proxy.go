@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -44,10 +43,15 @@ type Proxy struct {
 	h2base *http.Server
 	h2     *http2.Server
 
+	// tracked holds the h2 connections, tunnels and TCP streams. Once
+	// Shutdown has drained the HTTP/1.1 connections, idle is made and is
+	// closed when tracked becomes empty; from then on closed refuses
+	// new ones, so nothing starts after Shutdown reported it drained.
 	mu      sync.Mutex
-	tracked map[io.Closer]struct{} // h2 connections, tunnels, TCP streams
-	active  sync.WaitGroup         // h2 connections, tunnels, TCP streams
-	closed  atomic.Bool
+	tracked map[io.Closer]struct{}
+	idle    chan struct{}
+	drained bool // idle is closed
+	closed  bool
 }
 
 // New builds a Proxy from cfg. obs may be nil (no events) and logger nil
@@ -362,42 +366,32 @@ func (p *Proxy) ReopenLogs() error {
 // AccessLog returns the access log, or nil when it is off.
 func (p *Proxy) AccessLog() *AccessLog { return p.accessLog }
 
-// track registers closers (tunnel ends) so that Close can cut them; the
-// returned func unregisters them.
-func (p *Proxy) track(cs ...io.Closer) func() {
-	for _, c := range cs {
-		if !p.trackAdd(c) {
-			for _, c := range cs {
-				c.Close()
-			}
-			return func() {}
-		}
-	}
-	return func() {
-		for _, c := range cs {
-			p.trackDone(c)
-		}
-	}
-}
-
+// trackAdd registers c (an h2 connection, a tunnel end, a TCP stream end)
+// for Shutdown to wait for and Close to cut. It returns false once Close
+// ran or Shutdown found nothing left; the caller then closes c.
 func (p *Proxy) trackAdd(c io.Closer) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed.Load() {
+	if p.closed {
 		return false
 	}
 	p.tracked[c] = struct{}{}
-	p.active.Add(1)
 	return true
 }
 
 func (p *Proxy) trackDone(c io.Closer) {
 	p.mu.Lock()
-	_, ok := p.tracked[c]
+	defer p.mu.Unlock()
 	delete(p.tracked, c)
-	p.mu.Unlock()
-	if ok {
-		p.active.Done()
+	p.closeIdleLocked()
+}
+
+// closeIdleLocked closes idle, and refuses new connections, when Shutdown
+// waits and nothing is tracked any more.
+func (p *Proxy) closeIdleLocked() {
+	if p.idle != nil && !p.drained && len(p.tracked) == 0 {
+		p.closed, p.drained = true, true
+		close(p.idle)
 	}
 }
 
@@ -409,10 +403,15 @@ func (p *Proxy) trackDone(c io.Closer) {
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.h2base.Shutdown(ctx) // GOAWAY to the h2 connections (tracked below)
 	err := p.h1.Shutdown(ctx)
-	done := make(chan struct{})
-	go func() { p.active.Wait(); close(done) }()
+	p.mu.Lock()
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	p.closeIdleLocked()
+	idle := p.idle
+	p.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 	case <-ctx.Done():
 		if err == nil {
 			err = ctx.Err()
@@ -432,7 +431,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 // Close cuts every connection, tunnel and stream at once.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	p.closed.Store(true)
+	p.closed = true
 	cs := make([]io.Closer, 0, len(p.tracked))
 	for c := range p.tracked {
 		cs = append(cs, c)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -192,5 +193,161 @@ func TestH2MaxConcurrentStreamsAdvertised(t *testing.T) {
 	}
 	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 7 {
 		t.Fatalf("MAX_CONCURRENT_STREAMS %d (%v), want 7", v, ok)
+	}
+}
+
+// TestShutdownWaitsForUpgradeInFlight: a WebSocket upgrade that the
+// backend answers after Shutdown started becomes a tunnel that Shutdown
+// waits for. The HTTP/1.1 server stops counting the connection when the
+// handler hijacks it, so the tunnel must be counted before that; counted
+// after, Shutdown finds nothing to wait for in between and closes the
+// upstreams and the access log under a live tunnel. The front holds the
+// 101's write (inside that window) until Shutdown returns or 100 ms pass.
+func TestShutdownWaitsForUpgradeInFlight(t *testing.T) {
+	for round := range 3 {
+		entered := make(chan struct{}, 1)
+		release := make(chan struct{})
+		echo := websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) })
+		b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entered <- struct{}{}
+			<-release
+			echo.ServeHTTP(w, r)
+		}))
+		returned := make(chan struct{})
+		hold := func(ln net.Listener) net.Listener { return holdListener{ln, returned} }
+		f := newFront(t, proxyTo(addrOf(b)), frontOpts{wrap: hold})
+		dialed := make(chan *websocket.Conn, 1)
+		go func() {
+			ws, err := websocket.Dial("ws://"+f.addr+"/ws", "", "http://"+f.addr)
+			if err != nil {
+				t.Errorf("round %d: dial during shutdown: %v", round, err)
+			}
+			dialed <- ws
+		}()
+		testpeer.Recv(t, entered, "upgrade at the backend")
+		shut := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			shut <- f.p.Shutdown(ctx)
+			close(returned)
+		}()
+		for i := 0; i < 200; i++ { // until Shutdown refuses new connections
+			a, bb := net.Pipe()
+			a.Close()
+			err := f.p.ServeHTTP1(a)
+			bb.Close()
+			if err != nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(release)
+		ws := testpeer.Recv(t, dialed, "101 through the proxy")
+		if ws == nil {
+			t.FailNow()
+		}
+		wsEcho(t, ws, "during shutdown")
+		select {
+		case err := <-shut:
+			t.Fatalf("round %d: Shutdown returned (%v) with a tunnel open", round, err)
+		default:
+		}
+		ws.Close()
+		if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
+			t.Fatalf("round %d: Shutdown: %v", round, err)
+		}
+		b.Close()
+	}
+}
+
+// holdListener's connections hold a write of a 101 response until
+// returned is closed or 100 ms pass.
+type holdListener struct {
+	net.Listener
+	returned chan struct{}
+}
+
+func (l holdListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return holdConn{c, l.returned}, nil
+}
+
+type holdConn struct {
+	net.Conn
+	returned chan struct{}
+}
+
+func (c holdConn) Write(b []byte) (int, error) {
+	if bytes.HasPrefix(b, []byte("HTTP/1.1 101 ")) {
+		select {
+		case <-c.returned:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// tunnelEnd stands for a tracked tunnel end: Close cuts it, and its owner
+// then calls trackDone, as pipe's callers do.
+type tunnelEnd struct {
+	p   *Proxy
+	cut chan struct{}
+}
+
+func newTunnelEnd(p *Proxy) *tunnelEnd { return &tunnelEnd{p: p, cut: make(chan struct{})} }
+
+func (e *tunnelEnd) Close() error {
+	close(e.cut)
+	go e.p.trackDone(e)
+	return nil
+}
+
+// TestShutdownTracking: Shutdown waits for what is tracked and still takes
+// tunnels of requests in flight; once it found nothing left nothing new is
+// taken (its upstreams and log are closed); Close during a Shutdown cuts
+// what is tracked and lets Shutdown return.
+func TestShutdownTracking(t *testing.T) {
+	p, err := New(proxyTo("127.0.0.1:1"), nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown with nothing tracked: %v", err)
+	}
+	if p.trackAdd(newTunnelEnd(p)) {
+		t.Fatal("a tunnel was taken after Shutdown reported it drained")
+	}
+
+	p, err = New(proxyTo("127.0.0.1:1"), nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newTunnelEnd(p), newTunnelEnd(p)
+	if !p.trackAdd(first) {
+		t.Fatal("trackAdd refused before any Shutdown")
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- p.Shutdown(context.Background()) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) with a tunnel tracked", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if !p.trackAdd(second) {
+		t.Fatal("a Shutdown still waiting refused a new tunnel of a request in flight")
+	}
+	p.trackDone(newTunnelEnd(p)) // never tracked: changes nothing
+	p.Close()
+	testpeer.Recv(t, first.cut, "Close cutting the first tunnel")
+	testpeer.Recv(t, second.cut, "Close cutting the second tunnel")
+	if err := testpeer.Recv(t, shut, "end of Shutdown after Close"); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if p.trackAdd(newTunnelEnd(p)) {
+		t.Fatal("a tunnel was taken after Close")
 	}
 }

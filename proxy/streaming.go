@@ -161,6 +161,14 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 		return
 	}
 	defer backConn.Close()
+	// The tunnel is tracked before the hijack: from the hijack on, the
+	// HTTP/1.1 server no longer counts this connection, and Shutdown must
+	// not find nothing to wait for in between.
+	if !s.p.trackAdd(backConn) {
+		s.errorResponse(rs, r, http.StatusServiceUnavailable, "shutting down", "the proxy closed before the protocol switch")
+		return
+	}
+	defer s.p.trackDone(backConn)
 	conn, brw, err := http.NewResponseController(rs.w.rw).Hijack()
 	if err != nil {
 		s.errorResponse(rs, r, http.StatusInternalServerError, "protocol switch failed", "cannot hijack client connection: "+err.Error())
@@ -184,8 +192,10 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 	if n := brw.Reader.Buffered(); n > 0 {
 		client = &prefixConn{Conn: conn, r: io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn)}
 	}
-	untrack := s.p.track(conn, backConn)
-	defer untrack()
+	if !s.p.trackAdd(conn) {
+		return
+	}
+	defer s.p.trackDone(conn)
 	in, out := pipe(client, backConn, 0, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
 	rs.bytesIn += in
 	rs.w.bytes += out
@@ -248,8 +258,10 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	rt.resOps.apply(dst)
 	rs.w.WriteHeader(http.StatusOK)
 	rs.w.Flush()
-	untrack := s.p.track(backConn)
-	defer untrack()
+	if !s.p.trackAdd(backConn) {
+		return
+	}
+	defer s.p.trackDone(backConn)
 	var in atomic.Int64
 	done := make(chan struct{})
 	go func() {

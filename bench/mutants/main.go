@@ -246,6 +246,12 @@ var mutants = []mutant{
 		"TestSignNonceIsHedged"},
 
 	// ---- proxy ----
+	{"proxy: a WebSocket tunnel counted only once the connection is hijacked", "proxy/streaming.go",
+		"\tif !s.p.trackAdd(backConn) {\n\t\ts.errorResponse(rs, r, http.StatusServiceUnavailable", "\tif false {\n\t\ts.errorResponse(rs, r, http.StatusServiceUnavailable",
+		"TestShutdownWaitsForUpgradeInFlight"},
+	{"proxy: a drained Shutdown still takes new tunnels", "proxy/proxy.go",
+		"p.closed, p.drained = true, true", "p.drained = true",
+		"TestShutdownTracking"},
 	{"proxy: a PROXY header accepted from an untrusted source", "proxy/proxyproto.go",
 		"if !l.trusted(c.RemoteAddr()) {", "if false && !l.trusted(c.RemoteAddr()) {",
 		"TestProxyProtocolListener"},

@@ -182,6 +182,14 @@ func (s *httpSet) retire(onIdle func()) {
 	s.checkIdle()
 }
 
+// stop refuses new connections: the listener is closing. A pending onIdle
+// stays.
+func (s *httpSet) stop() {
+	s.mu.Lock()
+	s.retired = true
+	s.mu.Unlock()
+}
+
 // setHTTP applies new HTTP limits to new connections.
 func (l *listener) setHTTP(lim HTTPLimits) {
 	l.setsMu.Lock()
@@ -363,6 +371,9 @@ func (l *listener) shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, s := range l.httpSets() {
+		// A handshake that outlived WaitHandshakes (ctx ended) finds the
+		// set stopped: no h2 connection is added while h2wg is waited on.
+		s.stop()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -395,6 +406,7 @@ func (l *listener) close() {
 	l.closed = true
 	l.setsMu.Unlock()
 	for _, s := range l.httpSets() {
+		s.stop()
 		s.h2base.Close()
 		s.h1.Close()
 		s.mu.Lock()
