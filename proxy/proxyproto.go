@@ -380,7 +380,7 @@ func (c *ProxyConn) ProxyHeader() (*ProxyHeader, error) {
 }
 
 // AppendProxyHeaderV1 appends a v1 header for src→dst (UNKNOWN when they
-// are not both TCP addresses of one family).
+// are not both TCP addresses; TCP6 when one of them is IPv6).
 func AppendProxyHeaderV1(b []byte, src, dst net.Addr) []byte {
 	s, d, ok := tcpPair(src, dst)
 	if !ok {
@@ -403,7 +403,7 @@ func AppendProxyHeaderV1(b []byte, src, dst net.Addr) []byte {
 }
 
 // AppendProxyHeaderV2 appends a v2 PROXY header for src→dst (LOCAL when
-// they are not both TCP addresses of one family).
+// they are not both TCP addresses; IPv6 when one of them is).
 func AppendProxyHeaderV2(b []byte, src, dst net.Addr) []byte {
 	b = append(b, proxyV2Sig...)
 	s, d, ok := tcpPair(src, dst)
@@ -434,8 +434,15 @@ func tcpPair(src, dst net.Addr) (netip.AddrPort, netip.AddrPort, bool) {
 	s, d := st.AddrPort(), dt.AddrPort()
 	s = netip.AddrPortFrom(s.Addr().Unmap().WithZone(""), s.Port())
 	d = netip.AddrPortFrom(d.Addr().Unmap().WithZone(""), d.Port())
-	if !s.Addr().IsValid() || !d.Addr().IsValid() || s.Addr().Is4() != d.Addr().Is4() {
+	if !s.Addr().IsValid() || !d.Addr().IsValid() {
 		return netip.AddrPort{}, netip.AddrPort{}, false
+	}
+	if s.Addr().Is4() != d.Addr().Is4() {
+		// One IPv4 and one IPv6 address (a v2 header of family AF_INET6
+		// may carry an IPv4-mapped one): both go as IPv6, the IPv4 one
+		// mapped, so that the client's address is not lost to LOCAL.
+		s = netip.AddrPortFrom(netip.AddrFrom16(s.Addr().As16()), s.Port())
+		d = netip.AddrPortFrom(netip.AddrFrom16(d.Addr().As16()), d.Port())
 	}
 	return s, d, true
 }
