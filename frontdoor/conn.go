@@ -31,12 +31,29 @@ type Conn struct {
 	start    time.Time
 	cl       *client
 
+	// unsettled: Serve's WaitHandshakes still counts the connection,
+	// until its handler has taken it (Settled).
+	unsettled atomic.Bool
+
 	rx, tx    atomic.Uint64
 	closeOnce sync.Once
 
 	lastFlush atomic.Int64 // monoNow of the last report; 0 before the first I/O
 	flushMu   sync.Mutex
 	reported  [4]uint64 // rx, tx, rxRecords, txRecords already reported; guarded by flushMu
+}
+
+// Settled tells the Server the connection came through that its handler
+// has taken it: counted it where the handler's own shutdown will find it.
+// Until then WaitHandshakes waits for the connection as for a handshake,
+// so that a shutdown starting between the end of the handshake and the
+// handler's counting does not miss it. Serve settles the connection when
+// the handler returns, for handlers that never do; calling Settled again
+// does nothing.
+func (c *Conn) Settled() {
+	if c.unsettled.CompareAndSwap(true, false) {
+		c.srv.wg.Done()
+	}
 }
 
 // ConnState implements StateConn.

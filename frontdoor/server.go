@@ -121,7 +121,9 @@ func (c *ListenerConfig) maxHandshakeBytes() int64 {
 
 // Server accepts connections on one or more net.Listeners, sniffs and
 // handshakes them, and hands each established *Conn to the handler in its
-// own goroutine. The handler owns the Conn and must close it.
+// own goroutine. The handler owns the Conn and must close it; it calls
+// Conn.Settled once it has counted the connection for its own shutdown
+// (see WaitHandshakes).
 type Server struct {
 	cfg     atomic.Pointer[ListenerConfig]
 	obs     Observer
@@ -306,12 +308,13 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 	s.mu.Lock()
 	delete(s.raw, raw)
 	s.mu.Unlock()
-	s.wg.Done()
 	switch {
 	case why != "":
+		s.wg.Done()
 		s.refuse(raw, cfg.Name, why)
 		return
 	case err != nil:
+		s.wg.Done()
 		raw.Close()
 		s.clients.release(cl, false, true)
 		s.conns.Add(-1)
@@ -319,7 +322,9 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 		return
 	}
 	c.cl = cl
+	c.unsettled.Store(true) // s.wg's count passes to c (Settled)
 	s.handler(c)
+	c.Settled()
 }
 
 // Handshake sniffs raw, selects the site and runs the chosen handshake under
@@ -529,7 +534,9 @@ func (s *Server) StopAccepting() {
 	s.mu.Unlock()
 }
 
-// WaitHandshakes waits for handshakes in progress to end (or ctx).
+// WaitHandshakes waits for handshakes in progress to end, and for the
+// handlers of the connections whose handshake ended to take them
+// (Conn.Settled), or for ctx.
 func (s *Server) WaitHandshakes(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

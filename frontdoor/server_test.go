@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // testCert makes a self-signed ECDSA certificate for names.
@@ -335,5 +338,66 @@ func TestServerMaxConns(t *testing.T) {
 	}
 	if s.Conns() != 1 {
 		t.Errorf("Conns() = %d, want 1", s.Conns())
+	}
+}
+
+// TestWaitHandshakesUntilSettled: a connection whose handshake ended is
+// still waited for until its handler has taken it (Settled), so that a
+// shutdown does not stop the handler's servers in between; a handler that
+// returns without settling lets go of it too.
+func TestWaitHandshakesUntilSettled(t *testing.T) {
+	sites, pool := tlsSites(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, settle, end := make(chan string, 2), make(chan struct{}), make(chan struct{})
+	s := NewServer(&ListenerConfig{Name: "l", TLS: true, Sites: sites}, nil, func(c *Conn) {
+		defer c.Close()
+		if c.ConnState().Site == "b" { // returns without settling
+			entered <- "b"
+			<-end
+			return
+		}
+		entered <- "a"
+		<-settle
+		c.Settled()
+		c.Settled() // a second call does nothing
+		<-end
+	})
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	dial := func(name string) *tls.Conn {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: name, RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	wait := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return s.WaitHandshakes(ctx)
+	}
+	dial("a.example.cn")
+	if got := testpeer.Recv(t, entered, "handler of a"); got != "a" {
+		t.Fatalf("handler of %q", got)
+	}
+	if err := wait(100 * time.Millisecond); err == nil {
+		t.Fatal("WaitHandshakes returned while a handler had not taken its connection")
+	}
+	close(settle)
+	if err := wait(20 * time.Second); err != nil {
+		t.Fatalf("WaitHandshakes after Settled: %v", err)
+	}
+	dial("x.b.example.cn")
+	testpeer.Recv(t, entered, "handler of b")
+	if err := wait(100 * time.Millisecond); err == nil {
+		t.Fatal("WaitHandshakes returned while a handler had not taken its connection")
+	}
+	close(end) // both handlers return; b's is settled by the Server
+	if err := wait(20 * time.Second); err != nil {
+		t.Fatalf("WaitHandshakes after the handlers returned: %v", err)
 	}
 }

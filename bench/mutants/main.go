@@ -178,6 +178,15 @@ var mutants = []mutant{
 		"TestMisbehavingPeer"},
 
 	// ---- frontdoor ----
+	{"frontdoor: WaitHandshakes lets go of a connection before its handler took it", "frontdoor/server.go",
+		"\tc.unsettled.Store(true) // s.wg's count passes to c (Settled)", "\ts.wg.Done()",
+		"TestWaitHandshakesUntilSettled"},
+	{"h1server: ServeConnCounted reports before the server counts the connection", "internal/h1server/server.go",
+		"\tok := s.track(cc)\n\tif counted != nil {\n\t\tcounted()\n\t}", "\tif counted != nil {\n\t\tcounted()\n\t}\n\tok := s.track(cc)",
+		"TestServeConnCounted"},
+	{"h1server: a pooled connection starts out in the state its last use ended in", "internal/h1server/conn.go",
+		"\tc.state.Store(stateNew) // a pooled conn ended in another state\n", "",
+		"TestServeConnCounted"},
 	{"frontdoor: handshake_timeout not applied", "frontdoor/server.go",
 		"raw.SetDeadline(deadline)", "raw.SetDeadline(deadline.Add(time.Hour))",
 		"TestServerHandshakeDeadline"},

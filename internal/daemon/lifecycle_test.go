@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -355,4 +358,80 @@ func TestReloadKeepsLongRequests(t *testing.T) {
 			t.Errorf("request across reload: %q %v", r.body, r.err)
 		}
 	}
+}
+
+// TestShutdownServesHandshakeInFlight: a connection whose TLCP handshake is
+// in progress when shutdown starts finishes it and has its HTTP/1.1 request
+// answered (with Connection: close): its handler counts it before the HTTP
+// servers are stopped (frontdoor Conn.Settled). (An h2 connection in the
+// same place is sent GOAWAY at once by x/net/http2, which tells its client
+// that no stream was processed.)
+func TestShutdownServesHandshakeInFlight(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	raw, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	held := &secondFlightHold{Conn: raw, holding: make(chan struct{}), release: make(chan struct{})}
+	p := testPKI(t)
+	roots := smx509.NewCertPool()
+	roots.AddCert(p.CA.Cert)
+	c := tlcp.Client(held, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+	hs := make(chan error, 1)
+	go func() { hs <- c.Handshake() }()
+	testpeer.Recv(t, held.holding, "the client's second flight")
+	shut := make(chan error, 1)
+	go func() { shut <- d.Shutdown(context.Background()) }()
+	for i := 0; ; i++ { // until the listener is closed
+		c, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if i > 1000 {
+			t.Fatal("listener still accepting during shutdown")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(held.release)
+	if err := testpeer.Recv(t, hs, "end of the handshake"); err != nil {
+		t.Fatalf("handshake in flight at shutdown: %v", err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	req, _ := http.NewRequest("GET", "https://localhost/inflight", nil)
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		t.Fatalf("request on a connection handshaken during shutdown: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.HasPrefix(string(body), "path=/inflight") || !res.Close {
+		t.Fatalf("answer: %d %q (close %v)", res.StatusCode, body, res.Close)
+	}
+	if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// secondFlightHold holds the client's second write (its ClientKeyExchange
+// flight) until release is closed.
+type secondFlightHold struct {
+	net.Conn
+	writes  int
+	holding chan struct{}
+	release chan struct{}
+}
+
+func (h *secondFlightHold) Write(b []byte) (int, error) {
+	h.writes++
+	if h.writes == 2 {
+		close(h.holding)
+		<-h.release
+	}
+	return h.Conn.Write(b)
 }

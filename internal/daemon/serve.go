@@ -35,7 +35,9 @@ type HTTPLimits struct {
 }
 
 // ConnHandler takes over a connection instead of HTTP (TCP stream sites).
-// It returns false when the connection is not for it.
+// It returns false when the connection is not for it, and calls c.Settled
+// once it has taken it (else shutdown waits for the connection to end
+// before it stops the HTTP servers).
 type ConnHandler func(c *frontdoor.Conn) bool
 
 // listener is one listening socket with its handshake server and the HTTP
@@ -323,7 +325,11 @@ func (ref *serveRef) serveInflight(w http.ResponseWriter, r *http.Request) {
 
 // dispatch receives each established connection.
 func (l *listener) dispatch(c *frontdoor.Conn) {
+	// c.Settled: the connection is counted where shutdown finds it (an
+	// HTTP set, or, for TCP streams, the proxy) and no longer holds up
+	// WaitHandshakes.
 	if ref := l.gen.Load(); ref != nil && ref.serve != nil && ref.blocking != nil && ref.blocking(c.ConnState()) {
+		c.Settled()
 		ref.serve(c)
 		return
 	}
@@ -340,6 +346,7 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 			continue
 		}
 		if h2 {
+			c.Settled()
 			defer set.releaseH2(c)
 			// The proxy's guard bounds the client's stream resets
 			// (http2_max_reset_rate: rapid reset floods).
@@ -351,7 +358,7 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 			c.Close()
 			return
 		}
-		set.h1.ServeConn(c) // closes c
+		set.h1.ServeConnCounted(c, c.Settled) // closes c
 		set.release()
 		return
 	}

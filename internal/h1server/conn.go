@@ -65,6 +65,7 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	}
 	c.srv, c.rwc = s, rwc
 	c.started = time.Now().UnixNano()
+	c.state.Store(stateNew) // a pooled conn ended in another state
 	c.wdl = time.Time{}
 	c.r = connReader{c: c}
 	c.body.c = c

@@ -72,9 +72,19 @@ var ErrServerClosed = http.ErrServerClosed
 // ServeConn serves c until it closes, the client or a handler ends it,
 // or the server shuts down. It runs on the caller's goroutine and closes
 // c before it returns, unless a handler hijacked it.
-func (s *Server) ServeConn(c net.Conn) error {
+func (s *Server) ServeConn(c net.Conn) error { return s.ServeConnCounted(c, nil) }
+
+// ServeConnCounted is ServeConn that calls counted (when not nil) once the
+// server counts c, or has refused it, and before it reads from c: a
+// Shutdown starting after counted returned finds c among the connections
+// it waits for.
+func (s *Server) ServeConnCounted(c net.Conn, counted func()) error {
 	cc := newConn(s, c)
-	if !s.track(cc) {
+	ok := s.track(cc)
+	if counted != nil {
+		counted()
+	}
+	if !ok {
 		c.Close()
 		putConn(cc)
 		return ErrServerClosed

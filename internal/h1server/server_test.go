@@ -909,3 +909,60 @@ func TestWriteFields(t *testing.T) {
 		t.Errorf("HEAD response:\n%s", rest)
 	}
 }
+
+// TestServeConnCounted: counted runs once the server counts the
+// connection and before it reads from it, so a Shutdown that starts
+// there waits for the connection and answers its request (with
+// Connection: close), even when the connection's state comes from the
+// pool; after Shutdown, counted still runs and the connection is refused.
+func TestServeConnCounted(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") }),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// A connection served to its end first leaves a conn in the pool that
+	// ended idle; the next connection must not start out idle (Shutdown
+	// would close it at once).
+	s.ServeConn(&sinkConn{fuzzConn{in: []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), step: 64}})
+	a, b := net.Pipe()
+	defer b.Close()
+	go io.WriteString(b, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	shut := make(chan error, 1)
+	served := make(chan error, 1)
+	calls := 0
+	go func() {
+		served <- s.ServeConnCounted(a, func() {
+			calls++
+			s.mu.Lock()
+			n := len(s.conns)
+			s.mu.Unlock()
+			if n != 1 {
+				t.Errorf("counted ran with %d connections counted, want 1", n)
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), testpeer.WaitLimit)
+				defer cancel()
+				shut <- s.Shutdown(ctx)
+			}()
+			for i := 0; i < 2000 && !s.shutting.Load(); i++ {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}()
+	out, _ := io.ReadAll(b)
+	if !strings.Contains(string(out), "Connection: close\r\n") || !strings.HasSuffix(string(out), "served") {
+		t.Errorf("a connection counted before Shutdown started: %q, want its answer", out)
+	}
+	if err := testpeer.Recv(t, served, "end of ServeConnCounted"); err != nil {
+		t.Errorf("ServeConnCounted: %v", err)
+	}
+	if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
+		t.Fatal(err)
+	}
+	a2, b2 := net.Pipe()
+	defer b2.Close()
+	if err := s.ServeConnCounted(a2, func() { calls++ }); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("ServeConnCounted after Shutdown: %v", err)
+	}
+	if calls != 2 {
+		t.Errorf("counted ran %d times, want 2", calls)
+	}
+}
