@@ -351,53 +351,49 @@ func TestWaitHandshakesUntilSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entered, settle, end := make(chan string, 2), make(chan struct{}), make(chan struct{})
+	entered := make(chan string, 2)
+	settleA, endA, endB := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	s := NewServer(&ListenerConfig{Name: "l", TLS: true, Sites: sites}, nil, func(c *Conn) {
 		defer c.Close()
 		if c.ConnState().Site == "b" { // returns without settling
 			entered <- "b"
-			<-end
+			<-endB
 			return
 		}
 		entered <- "a"
-		<-settle
+		<-settleA
 		c.Settled()
 		c.Settled() // a second call does nothing
-		<-end
+		<-endA
 	})
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
-	dial := func(name string) *tls.Conn {
+	for _, name := range []string{"a.example.cn", "x.b.example.cn"} {
 		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: name, RootCAs: pool})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		return c
+		testpeer.Recv(t, entered, "handler of "+name)
 	}
+	// As a shutdown does: nothing new is accepted while WaitHandshakes
+	// waits (its WaitGroup is not added to while waited on).
+	s.StopAccepting()
 	wait := func(d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		return s.WaitHandshakes(ctx)
 	}
-	dial("a.example.cn")
-	if got := testpeer.Recv(t, entered, "handler of a"); got != "a" {
-		t.Fatalf("handler of %q", got)
-	}
 	if err := wait(100 * time.Millisecond); err == nil {
-		t.Fatal("WaitHandshakes returned while a handler had not taken its connection")
+		t.Fatal("WaitHandshakes returned while two handlers had not taken their connections")
 	}
-	close(settle)
-	if err := wait(20 * time.Second); err != nil {
-		t.Fatalf("WaitHandshakes after Settled: %v", err)
-	}
-	dial("x.b.example.cn")
-	testpeer.Recv(t, entered, "handler of b")
+	close(settleA)
 	if err := wait(100 * time.Millisecond); err == nil {
-		t.Fatal("WaitHandshakes returned while a handler had not taken its connection")
+		t.Fatal("WaitHandshakes returned while a handler had neither settled nor returned")
 	}
-	close(end) // both handlers return; b's is settled by the Server
+	close(endB) // b's handler returns; the Server settles its connection
 	if err := wait(20 * time.Second); err != nil {
-		t.Fatalf("WaitHandshakes after the handlers returned: %v", err)
+		t.Fatalf("WaitHandshakes with a settled connection still held: %v", err)
 	}
+	close(endA)
 }
