@@ -15,6 +15,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
@@ -361,60 +362,80 @@ func TestReloadKeepsLongRequests(t *testing.T) {
 }
 
 // TestShutdownServesHandshakeInFlight: a connection whose TLCP handshake is
-// in progress when shutdown starts finishes it and has its HTTP/1.1 request
-// answered (with Connection: close): its handler counts it before the HTTP
-// servers are stopped (frontdoor Conn.Settled). (An h2 connection in the
-// same place is sent GOAWAY at once by x/net/http2, which tells its client
-// that no stream was processed.)
+// in progress when shutdown starts finishes it and is served: an HTTP/1.1
+// request is answered (with Connection: close), a TCP stream site echoes.
+// Its handler counts it (in an HTTP server, or in the generation's
+// in-flight count) before the servers are stopped (frontdoor
+// Conn.Settled). (An h2 connection in the same place is sent GOAWAY at once
+// by x/net/http2, which tells its client that no stream was processed.)
 func TestShutdownServesHandshakeInFlight(t *testing.T) {
-	b := newBackend(t)
-	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
-	raw, err := net.Dial("tcp", d.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	held := &secondFlightHold{Conn: raw, holding: make(chan struct{}), release: make(chan struct{})}
-	p := testPKI(t)
-	roots := smx509.NewCertPool()
-	roots.AddCert(p.CA.Cert)
-	c := tlcp.Client(held, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
-	hs := make(chan error, 1)
-	go func() { hs <- c.Handshake() }()
-	testpeer.Recv(t, held.holding, "the client's second flight")
-	shut := make(chan error, 1)
-	go func() { shut <- d.Shutdown(context.Background()) }()
-	for i := 0; ; i++ { // until the listener is closed
-		c, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+	for _, stream := range []bool{false, true} {
+		b := newBackend(t)
+		cfg := testConfig(t, b.Listener.Addr().String())
+		serverName := "localhost"
+		if stream {
+			cfg.Sites[1].Routes = nil
+			cfg.Sites[1].Stream = &conf.Stream{Target: echoServer(t), IdleTimeout: time.Minute, ConnectTimeout: 5 * time.Second}
+			serverName = "x.b.example.cn"
+		}
+		d := startDaemon(t, cfg)
+		raw, err := net.Dial("tcp", d.addr)
 		if err != nil {
-			break
+			t.Fatal(err)
 		}
-		c.Close()
-		if i > 1000 {
-			t.Fatal("listener still accepting during shutdown")
+		defer raw.Close()
+		held := &secondFlightHold{Conn: raw, holding: make(chan struct{}), release: make(chan struct{})}
+		p := testPKI(t)
+		roots := smx509.NewCertPool()
+		roots.AddCert(p.CA.Cert)
+		c := tlcp.Client(held, &tlcp.Config{RootCAs: roots, ServerName: serverName, CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+		hs := make(chan error, 1)
+		go func() { hs <- c.Handshake() }()
+		testpeer.Recv(t, held.holding, "the client's second flight")
+		shut := make(chan error, 1)
+		go func() { shut <- d.Shutdown(context.Background()) }()
+		for i := 0; ; i++ { // until the listener is closed
+			c, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+			if err != nil {
+				break
+			}
+			c.Close()
+			if i > 1000 {
+				t.Fatal("listener still accepting during shutdown")
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	close(held.release)
-	if err := testpeer.Recv(t, hs, "end of the handshake"); err != nil {
-		t.Fatalf("handshake in flight at shutdown: %v", err)
-	}
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	req, _ := http.NewRequest("GET", "https://localhost/inflight", nil)
-	if err := req.Write(c); err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.ReadResponse(bufio.NewReader(c), req)
-	if err != nil {
-		t.Fatalf("request on a connection handshaken during shutdown: %v", err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !strings.HasPrefix(string(body), "path=/inflight") || !res.Close {
-		t.Fatalf("answer: %d %q (close %v)", res.StatusCode, body, res.Close)
-	}
-	if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
-		t.Fatalf("shutdown: %v", err)
+		close(held.release)
+		if err := testpeer.Recv(t, hs, "end of the handshake"); err != nil {
+			t.Fatalf("stream=%v: handshake in flight at shutdown: %v", stream, err)
+		}
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if stream {
+			msg := "line after shutdown started\n"
+			io.WriteString(c, msg)
+			buf := make([]byte, len(msg))
+			if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+				t.Fatalf("stream site on a connection handshaken during shutdown: %q %v", buf, err)
+			}
+			c.Close()
+		} else {
+			req, _ := http.NewRequest("GET", "https://localhost/inflight", nil)
+			if err := req.Write(c); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.ReadResponse(bufio.NewReader(c), req)
+			if err != nil {
+				t.Fatalf("request on a connection handshaken during shutdown: %v", err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || !strings.HasPrefix(string(body), "path=/inflight") || !res.Close {
+				t.Fatalf("answer: %d %q (close %v)", res.StatusCode, body, res.Close)
+			}
+		}
+		if err := testpeer.Recv(t, shut, "end of Shutdown"); err != nil {
+			t.Fatalf("stream=%v: shutdown: %v", stream, err)
+		}
 	}
 }
 

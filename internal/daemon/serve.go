@@ -256,7 +256,7 @@ func (l *listener) start() {
 // request is given to the generation current when it arrives and counted
 // in flight, so that retiring a generation (after a reload) waits for its
 // requests and never drops a connection. TCP stream connections go to the
-// generation's ServeConn for their whole life.
+// generation's ServeConn for their whole life, counted in flight too.
 type serveRef struct {
 	handler  http.Handler
 	serve    func(net.Conn) error
@@ -274,7 +274,19 @@ func (r *serveRef) retire() {
 	r.mu.Unlock()
 }
 
-// wait waits for the generation's in-flight requests, or ctx.
+// enter counts a request or a TCP stream in r.inflight; false once r is
+// retired.
+func (r *serveRef) enter() bool {
+	r.mu.RLock()
+	ok := !r.retired
+	if ok {
+		r.inflight.Add(1)
+	}
+	r.mu.RUnlock()
+	return ok
+}
+
+// wait waits for the generation's in-flight requests and streams, or ctx.
 func (r *serveRef) wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { r.inflight.Wait(); close(done) }()
@@ -292,17 +304,13 @@ func (l *listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if ref == nil || ref.handler == nil {
 			break
 		}
-		ref.mu.RLock()
-		if ref.retired {
-			ref.mu.RUnlock()
+		if !ref.enter() {
 			if l.gen.Load() == ref {
 				http.Error(w, "shutting down", http.StatusServiceUnavailable)
 				return
 			}
 			continue // a reload is in progress: use the new generation
 		}
-		ref.inflight.Add(1)
-		ref.mu.RUnlock()
 		ref.serveInflight(w, r)
 		return
 	}
@@ -312,6 +320,13 @@ func (l *listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	(*h).ServeHTTP(w, r)
+}
+
+// serveStream serves a TCP stream connection counted in ref.inflight (Add
+// done by the caller) for its whole life.
+func (ref *serveRef) serveStream(c net.Conn) {
+	defer ref.inflight.Done()
+	ref.serve(c)
 }
 
 // serveInflight serves one request counted in ref.inflight (Add done by the
@@ -326,11 +341,22 @@ func (ref *serveRef) serveInflight(w http.ResponseWriter, r *http.Request) {
 // dispatch receives each established connection.
 func (l *listener) dispatch(c *frontdoor.Conn) {
 	// c.Settled: the connection is counted where shutdown finds it (an
-	// HTTP set, or, for TCP streams, the proxy) and no longer holds up
-	// WaitHandshakes.
-	if ref := l.gen.Load(); ref != nil && ref.serve != nil && ref.blocking != nil && ref.blocking(c.ConnState()) {
+	// HTTP set, or, for TCP streams, the generation's in-flight count) and
+	// no longer holds up WaitHandshakes.
+	for {
+		ref := l.gen.Load()
+		if ref == nil || ref.serve == nil || ref.blocking == nil || !ref.blocking(c.ConnState()) {
+			break
+		}
+		if !ref.enter() {
+			if l.gen.Load() == ref {
+				c.Close() // shutting down
+				return
+			}
+			continue // a reload is in progress: use the new generation
+		}
 		c.Settled()
-		ref.serve(c)
+		ref.serveStream(c)
 		return
 	}
 	if sp := l.stream.Load(); sp != nil && (*sp)(c) {

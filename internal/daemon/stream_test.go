@@ -13,24 +13,10 @@ import (
 // TestStreamSite: a site in TCP stream mode splices the decrypted TLCP
 // connection to a TCP echo backend, next to HTTP sites on the same port.
 func TestStreamSite(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
 	b := newBackend(t)
 	cfg := testConfig(t, b.Listener.Addr().String())
 	cfg.Sites[1].Routes = nil
-	cfg.Sites[1].Stream = &conf.Stream{Target: echo.Addr().String(), IdleTimeout: time.Minute, ConnectTimeout: 5 * time.Second}
+	cfg.Sites[1].Stream = &conf.Stream{Target: echoServer(t), IdleTimeout: time.Minute, ConnectTimeout: 5 * time.Second}
 	d := startDaemon(t, cfg)
 
 	c := dialTLCP(t, d.addr, &tlcp.Config{ServerName: "x.b.example.cn"})
@@ -47,4 +33,24 @@ func TestStreamSite(t *testing.T) {
 	if body, _ := get(t, tlsClient(t, d.addr, "localhost", false), "https://localhost/h"); body == "" {
 		t.Error("HTTP site silent")
 	}
+}
+
+// echoServer is a TCP echo server on loopback until the test ends; it
+// returns its address.
+func echoServer(t testing.TB) string {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return echo.Addr().String()
 }
