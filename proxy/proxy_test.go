@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -350,4 +351,66 @@ func TestShutdownTracking(t *testing.T) {
 	if p.trackAdd(newTunnelEnd(p)) {
 		t.Fatal("a tunnel was taken after Close")
 	}
+}
+
+// TestUpgrade101WriteFails: when the 101 cannot be written to the client,
+// no tunnel is made: the backend's upgraded connection is closed at once
+// rather than left spliced to a client that never saw the switch (which,
+// with no idle timeout on WebSocket tunnels, would hold both ends open).
+func TestUpgrade101WriteFails(t *testing.T) {
+	backEnd := make(chan error, 1)
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			backEnd <- err
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		backEnd <- err
+	}))
+	defer b.Close()
+	fail := func(ln net.Listener) net.Listener { return fail101Listener{ln} }
+	f := newFront(t, proxyTo(addrOf(b)), frontOpts{wrap: fail})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	err = testpeer.Recv(t, backEnd, "the backend's upgraded connection ending")
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the backend's upgraded connection stayed open after the 101 could not be written")
+	}
+	if err != io.EOF {
+		t.Fatalf("backend read: %v, want EOF", err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("client: %v after %d bytes, want the connection closed", err, n)
+	}
+}
+
+// fail101Listener's connections fail every write of a 101 response.
+type fail101Listener struct{ net.Listener }
+
+func (l fail101Listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return fail101Conn{c}, nil
+}
+
+type fail101Conn struct{ net.Conn }
+
+func (c fail101Conn) Write(b []byte) (int, error) {
+	if bytes.HasPrefix(b, []byte("HTTP/1.1 101 ")) {
+		return 0, errors.New("test: write of the 101 fails")
+	}
+	return c.Conn.Write(b)
 }

@@ -180,7 +180,7 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 	rt.resOps.apply(hdr)
 	res.Header = hdr
 	res.Body = nil
-	if err := res.Write(brw); err == nil {
+	if err = res.Write(brw); err == nil {
 		err = brw.Flush()
 	}
 	rs.w.wroteHeader, rs.w.status = true, http.StatusSwitchingProtocols
