@@ -301,7 +301,7 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 	var c *Conn
 	var err error
 	if why == "" {
-		c, err = s.handshake(nil, cfg, raw, start)
+		c, err = s.handshake(nil, cfg, raw, start) //lint:ignore SA1012 nil selects handshake's allocation-free deadline context
 	}
 	s.handshaking.Add(-1)
 	s.clients.release(cl, true, false)

@@ -56,7 +56,6 @@ type route struct {
 	hosts     []string
 	prefix    string
 	exact     string
-	hasPath   bool
 	hdrName   string
 	hdrValue  string
 	up        *Upstream

@@ -12,12 +12,11 @@ import (
 // non-HTTP services), with an idle timeout, byte counters and optionally a
 // PROXY protocol header towards the target.
 type streamSite struct {
-	p       *Proxy
-	site    string
-	up      *Upstream
-	idle    time.Duration
-	ppVer   int
-	timeout time.Duration
+	p     *Proxy
+	site  string
+	up    *Upstream
+	idle  time.Duration
+	ppVer int
 }
 
 func newStreamSite(p *Proxy, site string, sc *StreamConfig) (*streamSite, error) {

@@ -160,11 +160,10 @@ func verifyChain(leaf *smx509.Certificate, others []*smx509.Certificate, roots *
 
 // certAlert maps a verification error to an alert.
 func certAlert(err error) Alert {
-	switch err.(type) {
+	switch e := err.(type) {
 	case smx509.UnknownAuthorityError:
 		return AlertUnknownCA
 	case smx509.CertificateInvalidError:
-		e := err.(smx509.CertificateInvalidError)
 		if e.Reason == smx509.Expired {
 			return AlertCertificateExpired
 		}

@@ -86,10 +86,6 @@ const (
 	sessionIDLen       = 32
 )
 
-// scsvRenegotiation is TLS_EMPTY_RENEGOTIATION_INFO_SCSV, appended by
-// Tongsuo clients; TLCP has no renegotiation, so it is ignored.
-const scsvRenegotiation = 0x00ff
-
 // ClientAuthType declares the server's policy for client certificates, with
 // the meaning it has in crypto/tls. ECDHE suites always require and verify a
 // client certificate pair (GB/T 38636 §6.4.5.8 as cited by gotlcp).

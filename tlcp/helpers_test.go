@@ -67,9 +67,6 @@ func (p *testPKI) clientConfig() *Config {
 	return &Config{RootCAs: p.pool, ServerName: "localhost", Certificates: []Certificate{p.client}}
 }
 
-// unhex decodes a hexadecimal test vector.
-var unhex = testpeer.Unhex
-
 // tcpPair returns two ends of a loopback TCP connection (dialled end first).
 var tcpPair = testpeer.TCPPair
 

@@ -72,18 +72,10 @@ type Certificate struct {
 	// crypto.Signer (smkey.ContextSigner for offload) producing SM2
 	// signatures for smkey.SM2SignerOpts.
 	PrivateKey crypto.Signer
-	// Leaf is the parsed leaf; filled by X509KeyPair and on first use.
+	// Leaf is the parsed leaf, filled by X509KeyPair, for the caller (the
+	// daemon reads names and expiry from it); the handshake sends
+	// Certificate and does not read Leaf.
 	Leaf *smx509.Certificate
-}
-
-func (c *Certificate) leaf() (*smx509.Certificate, error) {
-	if c.Leaf != nil {
-		return c.Leaf, nil
-	}
-	if len(c.Certificate) == 0 {
-		return nil, errors.New("tls13sm: empty certificate")
-	}
-	return smx509.ParseCertificate(c.Certificate[0])
 }
 
 // X509KeyPair parses a PEM certificate chain (leaf first) and a PEM private

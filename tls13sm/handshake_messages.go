@@ -794,10 +794,3 @@ func (m *keyUpdateMsg) unmarshal(data []byte) bool {
 	}
 	return true
 }
-
-// endOfEarlyDataMsg is never accepted (no 0-RTT); only its framing is checked.
-type endOfEarlyDataMsg struct{}
-
-func (m *endOfEarlyDataMsg) unmarshal(data []byte) bool {
-	return len(data) == 4 && data[0] == typeEndOfEarlyData
-}

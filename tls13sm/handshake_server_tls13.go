@@ -635,9 +635,9 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 	if hs.requestClientCert() {
 		cr := &certificateRequestMsg{signatureAlgorithms: []uint16{SM2SigSM3}}
 		if hs.config.ClientCAs != nil {
-			for _, s := range hs.config.ClientCAs.Subjects() { //nolint:staticcheck // raw subjects are what we need
-				cr.certificateAuths = append(cr.certificateAuths, s)
-			}
+			// Subjects is deprecated for system pools only; ClientCAs is the
+			// configured pool, whose raw subjects are what the message carries.
+			cr.certificateAuths = hs.config.ClientCAs.Subjects()
 		}
 		raw, err := cr.marshal()
 		if err != nil {

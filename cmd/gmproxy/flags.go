@@ -67,5 +67,5 @@ func passwordSource(spec string) ([]byte, error) {
 		line, _, _ := strings.Cut(string(b), "\n")
 		return []byte(strings.TrimSuffix(line, "\r")), nil
 	}
-	return nil, fmt.Errorf("password source %q: want pass:, env: or file:", kind+":")
+	return nil, fmt.Errorf("password source %q: want pass:PASSWORD, env:VARIABLE or file:PATH", kind+":")
 }

@@ -7,7 +7,9 @@ import (
 
 func TestGate(t *testing.T) {
 	var g Gate
-	if !g.Enter() || !g.Enter() {
+	first := g.Enter()
+	second := g.Enter()
+	if !first || !second {
 		t.Fatal("an open gate refused a Write")
 	}
 	g.Leave()

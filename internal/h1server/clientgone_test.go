@@ -70,7 +70,7 @@ func TestOnClientGoneStopsAndEnds(t *testing.T) {
 				t.Error("a replaced hook still stops, or its replacement does not")
 			}
 			for _, other := range []context.Context{
-				context.WithValue(ctx, struct{}{}, 1),
+				context.WithValue(ctx, otherKey{}, 1),
 				context.Background(),
 			} {
 				if _, ok := OnClientGone(other, func() {}); ok {
@@ -169,3 +169,6 @@ func TestOnClientGoneConnContextCanEnd(t *testing.T) {
 		t.Error("OnClientGone accepted a request whose connection context can end by itself")
 	}
 }
+
+// otherKey derives a context that is not the request's own.
+type otherKey struct{}

@@ -13,7 +13,6 @@ package h1server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -218,5 +217,3 @@ func (s *Server) idleTimeout() time.Duration {
 	}
 	return s.ReadTimeout
 }
-
-var errHijacked = errors.New("h1server: connection hijacked")

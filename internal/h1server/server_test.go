@@ -161,7 +161,7 @@ func TestChunkedRequestAndResponse(t *testing.T) {
 			return
 		}
 		w.Header().Set("Trailer", "X-Sum")
-		io.WriteString(w, string(b))
+		w.Write(b)
 		io.WriteString(w, big)
 		w.Header().Set("X-Sum", strconv.Itoa(len(b)))
 		w.Header().Set(http.TrailerPrefix+"X-Late", "late")

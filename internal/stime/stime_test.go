@@ -33,7 +33,7 @@ func newTestServer(t *testing.T, maxVersion uint16) *testServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/1k", func(w http.ResponseWriter, r *http.Request) { w.Write(bytes.Repeat([]byte("a"), 1024)) })
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 256<<10)) })
-	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 503) })
+	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusServiceUnavailable) })
 	ts.Server = httptest.NewUnstartedServer(mux)
 	ts.Server.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateNew {
