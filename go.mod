@@ -1,6 +1,6 @@
 module github.com/gmproxy/gmproxy
 
-go 1.26.0
+go 1.27.3
 
 require (
 	filippo.io/bigmod v0.1.0
@@ -11,7 +11,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/tjfoc/gmsm v1.4.1
 	golang.org/x/crypto v0.59.0
-	golang.org/x/net v0.62.0
+	golang.org/x/net v0.63.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1

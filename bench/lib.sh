@@ -1,6 +1,10 @@
 # bench/lib.sh: shell functions shared by bench/run.sh and bench/edge.sh.
 # Source it after setting ROOT (the repository) and WORK (a scratch folder).
 
+# go.mod asks for Go 1.27.3: a go command told to stay local (or set to
+# nothing) fetches it instead of refusing to build.
+[[ ${GOTOOLCHAIN:-local} == local ]] && export GOTOOLCHAIN=auto
+
 die() { echo "bench: $*" >&2; exit 1; }
 log() { echo "bench: $*" >&2; }
 

@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
@@ -356,43 +357,82 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	backend := wsEchoBackend(t)
 	cfg := proxyTo(addrOf(backend))
 	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
-	t.Cleanup(tr.CloseIdleConnections)
-	// Extended CONNECT needs the server's SETTINGS first: a plain request
-	// opens the connection.
-	if res, err := tr.RoundTrip(mustReq(t, "GET", f.url+"/", nil)); err == nil {
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-	}
-	pr, pw := io.Pipe()
-	req := mustReq(t, "CONNECT", f.url+"/ws", pr)
-	req.Header.Set(":protocol", "websocket")
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	req.Header.Set("Origin", "http://"+f.addr)
-	res, err := tr.RoundTrip(req)
+	// A client of raw frames: net/http's Transport (which x/net/http2's
+	// wraps since Go 1.27) refuses a :protocol header field.
+	c, err := net.Dial("tcp", f.addr)
 	if err != nil {
-		t.Fatalf("extended CONNECT: %v", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("extended CONNECT status %d", res.StatusCode)
-	}
-	// One masked text frame "hi" from the client; the echo comes back unmasked.
-	frame := []byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}
-	if _, err := pw.Write(frame); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, 4)
-	if _, err := io.ReadFull(res.Body, got); err != nil {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings()
+	// Extended CONNECT may be sent once the server's SETTINGS allow it.
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the server's SETTINGS: %v", err)
+		}
+		if sf, ok := fm.(*http2.SettingsFrame); ok && !sf.IsAck() {
+			if v, _ := sf.Value(http2.SettingEnableConnectProtocol); v != 1 {
+				t.Fatalf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", v)
+			}
+			fr.WriteSettingsAck()
+			break
+		}
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", "CONNECT"}, {":protocol", "websocket"}, {":scheme", "http"},
+		{":path", "/ws"}, {":authority", f.addr}, {"sec-websocket-version", "13"}, {"origin", "http://" + f.addr}} {
+		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
 		t.Fatal(err)
+	}
+	// The response's HEADERS, then one masked text frame "hi" from the
+	// client; the echo comes back unmasked.
+	var status string
+	var got []byte
+	dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) {
+		if hf.Name == ":status" {
+			status = hf.Value
+		}
+	})
+	for len(got) < 4 {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("extended CONNECT: %v (status %q, %d bytes of the echo)", err, status, len(got))
+		}
+		switch fm := fm.(type) {
+		case *http2.HeadersFrame:
+			if fm.StreamID != 1 {
+				continue
+			}
+			if _, err := dec.Write(fm.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+			if status != "200" {
+				t.Fatalf("extended CONNECT status %q", status)
+			}
+			if err := fr.WriteData(1, false, []byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}); err != nil {
+				t.Fatal(err)
+			}
+		case *http2.DataFrame:
+			if fm.StreamID == 1 {
+				got = append(got, fm.Data()...)
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset: %v", fm.ErrCode)
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY: %v", fm.ErrCode)
+		}
 	}
 	if string(got) != "\x81\x02hi" {
 		t.Fatalf("echo frame %q", got)
 	}
-	pw.Close()
+	fr.WriteData(1, true, nil)
 }
 
 func mustReq(t testing.TB, method, url string, body io.Reader) *http.Request {

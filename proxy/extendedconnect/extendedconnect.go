@@ -2,9 +2,9 @@
 // CONNECT (WebSockets over HTTP/2) in golang.org/x/net/http2 servers, and
 // adds it to a process environment.
 //
-// x/net/http2 (v0.62) keeps extended CONNECT off unless the process
-// environment's GODEBUG contains http2xconnect=1 when that package
-// initialises, which is before main runs. Setting the variable from an init
+// x/net/http2 (v0.63; on Go 1.27 the net/http HTTP/2 server it wraps)
+// keeps extended CONNECT off unless the process environment's GODEBUG
+// contains http2xconnect=1 when that package initialises, which is before main runs. Setting the variable from an init
 // function would depend on the order in which Go initialises packages, so
 // nothing here does: the setting must be in the environment the process
 // starts with. gmproxy's main re-executes itself once with Environ's
