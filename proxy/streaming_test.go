@@ -435,14 +435,6 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	fr.WriteData(1, true, nil)
 }
 
-func mustReq(t testing.TB, method, url string, body io.Reader) *http.Request {
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
-}
-
 // TestWebSocketToH2CUpstream: an h2c upstream has no Upgrade, so WebSocket
 // requests to it go over HTTP/1.1 to the same target.
 func TestWebSocketToH2CUpstream(t *testing.T) {
