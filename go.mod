@@ -1,6 +1,8 @@
 module github.com/gmproxy/gmproxy
 
-go 1.27.3
+go 1.26.0
+
+toolchain go1.27.3
 
 require (
 	filippo.io/bigmod v0.1.0

@@ -1,8 +1,8 @@
 # bench/lib.sh: shell functions shared by bench/run.sh and bench/edge.sh.
 # Source it after setting ROOT (the repository) and WORK (a scratch folder).
 
-# go.mod asks for Go 1.27.3: a go command told to stay local (or set to
-# nothing) fetches it instead of refusing to build.
+# Measure what is deployed: go.mod's toolchain (Go 1.27.3), fetched when a
+# go command told to stay local (or set to nothing) is older.
 [[ ${GOTOOLCHAIN:-local} == local ]] && export GOTOOLCHAIN=auto
 
 die() { echo "bench: $*" >&2; exit 1; }

@@ -8,7 +8,7 @@
 #   bench/workers.sh                      # 3 rounds, 4 s per measurement, N=2
 #   BENCH_ROUNDS=5 BENCH_TIME=2 WORKERS=4 bench/workers.sh
 set -euo pipefail
-# go.mod asks for Go 1.27.3: fetch it rather than refuse to build.
+# Measure what is deployed: go.mod's toolchain (Go 1.27.3), fetched when older.
 [[ ${GOTOOLCHAIN:-local} == local ]] && export GOTOOLCHAIN=auto
 cd "$(dirname "$0")/.."
 ROUNDS=${BENCH_ROUNDS:-3} TIME=${BENCH_TIME:-4} CONC=${BENCH_CONC:-2} N=${WORKERS:-2}

@@ -336,12 +336,10 @@ func (p *Proxy) ServeHTTP2(c net.Conn) error {
 		return net.ErrClosed
 	}
 	defer p.trackDone(c)
-	// No BaseConfig: h2base, bound to p.h2 by ConfigureServer, serves the
-	// connection and its limits apply; given a BaseConfig, x/net/http2 on
-	// Go 1.27 serves from a copy that h2base.Shutdown does not reach.
 	p.h2.ServeConn(GuardHTTP2(c, &p.limits, p.logger), &http2.ServeConnOpts{
-		Context: ConnContext(context.Background(), c),
-		Handler: p,
+		Context:    ConnContext(context.Background(), c),
+		BaseConfig: H2BaseConfig(p.h2base),
+		Handler:    p,
 	})
 	return nil
 }

@@ -376,13 +376,10 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 			defer set.releaseH2(c)
 			// The proxy's guard bounds the client's stream resets
 			// (http2_max_reset_rate: rapid reset floods).
-			// No BaseConfig: the connection is served by h2base, which
-			// ConfigureServer bound to set.h2, so that h2base.Shutdown
-			// reaches it (given a BaseConfig, x/net/http2 on Go 1.27 serves
-			// the connection from a copy that no Shutdown reaches).
 			set.h2.ServeConn(proxy.GuardHTTP2(c, &set.proxyLim, l.log), &http2.ServeConnOpts{
-				Context: set.connContext(context.Background(), c),
-				Handler: http.HandlerFunc(l.serveHTTP),
+				Context:    set.connContext(context.Background(), c),
+				BaseConfig: proxy.H2BaseConfig(set.h2base),
+				Handler:    http.HandlerFunc(l.serveHTTP),
 			})
 			c.Close()
 			return
