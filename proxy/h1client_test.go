@@ -37,7 +37,9 @@ func newRawBackend(t *testing.T, answer func(conn int64, w *bufio.Writer, r *htt
 	}
 	b := &rawBackend{ln: ln}
 	var open sync.Map
+	accepting := make(chan struct{})
 	go func() {
+		defer close(accepting)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -65,6 +67,8 @@ func newRawBackend(t *testing.T, answer func(conn int64, w *bufio.Writer, r *htt
 	}()
 	t.Cleanup(func() {
 		ln.Close()
+		// The accept loop adds to wg; it must have ended before Wait.
+		<-accepting
 		open.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
 		b.wg.Wait()
 	})
