@@ -24,6 +24,7 @@
 #                             GMPROXY_BASE_BIN set to the same binary
 #   GMPROXY_ENV               extra environment for gmproxy, e.g. "GOMAXPROCS=1"
 #   GMPROXY_LISTENER_YAML     one more key of gmproxy's listener, e.g. "defer_accept: 0s"
+#   GMPROXY_ADMIN_YAML        one more key of gmproxy's admin listener, e.g. "pprof: true"
 #   BENCH_TENGINE_LISTEN      more parameters of Tengine's listen directives, e.g. "deferred"
 #   BENCH_PIN=S:C             pin the servers to CPUs S and the client and backend to CPUs C
 #                             (taskset lists, e.g. 0:1); unset: no pinning
@@ -44,6 +45,10 @@
 #                             read by bench/kernelsplit (needs perf and the right to profile)
 #   BENCH_PERF_OPS="..."      the operations measured so (default: new TLCP ECC-GCM, resumed TLCP
 #                             by session ID, keep-alive over TLCP)
+#   BENCH_PGO_OUT=FILE        instead of measuring: profile gmproxy (one process with one P, as
+#                             one worker of `workers: auto`) for BENCH_TIME seconds under each
+#                             operation and write the merged CPU profile to FILE, the input of
+#                             profile-guided optimisation (go build -pgo=FILE); needs curl
 set -euo pipefail
 
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -59,6 +64,7 @@ BENCH_LATENCY_OPS=${BENCH_LATENCY_OPS:-tlcp_ecc_gcm_new tls13sm_new tlcp_resumed
 BENCH_PERF=${BENCH_PERF:-0}
 BENCH_PERF_OPS=${BENCH_PERF_OPS:-tlcp_ecc_gcm_new tlcp_resumed_id tlcp_keepalive_1k}
 BENCH_PIN=${BENCH_PIN:-}
+BENCH_PGO_OUT=${BENCH_PGO_OUT:-}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gmproxy-edge.XXXXXX")
@@ -96,6 +102,16 @@ if [[ -n ${BENCH_PIN:-} ]]; then
 	CLI_RUN=(taskset -c "${BENCH_PIN##*:}")
 fi
 
+if [[ -n $BENCH_PGO_OUT ]]; then
+	command -v curl >/dev/null || die "BENCH_PGO_OUT needs curl (apt-get install curl)"
+	[[ -z ${GMPROXY_BASE_BIN:-}${GMPROXY_TENGINE_BIN:-} ]] || die "BENCH_PGO_OUT profiles gmproxy alone: unset GMPROXY_BASE_BIN and GMPROXY_TENGINE_BIN"
+	# One serving process with one P, as each worker of `workers: auto`
+	# runs, with pprof on its admin listener (loopback).
+	GMPROXY_EXTRA_YAML="workers: 1"
+	GMPROXY_ADMIN_YAML="pprof: true"
+	GMPROXY_ENV="${GMPROXY_ENV:-} GOMAXPROCS=1"
+fi
+
 build_binaries
 make_pki
 start_backend
@@ -104,7 +120,7 @@ if [[ -n ${BENCH_PIN:-} ]]; then
 fi
 
 # ---- servers ----
-declare -A SPID SPORT # by server name; SPORT by "name listener"
+declare -A SPID SPORT SADMIN # by server name; SPORT by "name listener"
 SERVERS=()
 
 # start_gmproxy NAME BINARY EXTRA: one gmproxy listener for every protocol;
@@ -120,6 +136,7 @@ start_gmproxy() {
 	PIDS+=("$pid")
 	wait_port "$port" 30 || die "$name did not listen (see $WORK/$name.log)"
 	SPID[$name]=$pid
+	SADMIN[$name]=$admin
 	for l in ntls ntls_auth tls13sm; do SPORT[$name $l]=$port; done
 	SERVERS+=("$name")
 	log "$name ($bin) pid $pid on 127.0.0.1:$port"
@@ -252,6 +269,35 @@ s_time_args() {
 	# shellcheck disable=SC2086
 	echo -connect "127.0.0.1:$(server_port "$2" "$lst")" -servername localhost -CAfile "$PKI/ca.crt" -c "$c" -n "$n" $args
 }
+
+# ---- a CPU profile for profile-guided optimisation ----
+# pgo_profile FILE: BENCH_TIME seconds of gmproxy's CPU profile under each
+# operation (equal time each, so that every path is represented), merged.
+pgo_profile() {
+	local op name args profiles=() i=0 spid
+	for op in "${OPS[@]}"; do
+		name=${op%%|*}
+		i=$((i + 1))
+		read -ra args <<<"$(s_time_args "$op" gmproxy 100000000)"
+		"${CLI_RUN[@]}" "$GMPROXY" s_time -time "$((BENCH_TIME + 1))" "${args[@]}" >"$WORK/pgo-$name.s_time" 2>&1 &
+		spid=$!
+		sleep 0.5
+		if curl -fsS -o "$WORK/pgo-$i-$name.pprof" "http://127.0.0.1:${SADMIN[gmproxy]}/debug/pprof/profile?seconds=$BENCH_TIME"; then
+			profiles+=("$WORK/pgo-$i-$name.pprof")
+			log "pgo: profiled $name"
+		else
+			log "pgo: no profile for $name"
+		fi
+		wait "$spid" || log "pgo: s_time for $name failed: $(tail -n 3 "$WORK/pgo-$name.s_time")"
+	done
+	((${#profiles[@]} > 0)) || die "pgo: no profiles"
+	(cd "$ROOT" && go tool pprof -proto "${profiles[@]}") >"$1" 2>"$WORK/pgo.err" || die "pgo: merging the profiles failed: $(head -c 300 "$WORK/pgo.err")"
+	log "pgo: wrote $1 from ${#profiles[@]} profiles"
+}
+if [[ -n $BENCH_PGO_OUT ]]; then
+	pgo_profile "$BENCH_PGO_OUT"
+	exit 0
+fi
 
 RESULTS=$WORK/edge.jsonl
 : >"$RESULTS"

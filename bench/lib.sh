@@ -173,6 +173,7 @@ gmproxy_config() {
 		    targets: ["$BACKEND"]
 		admin:
 		  address: 127.0.0.1:$3
+		  ${GMPROXY_ADMIN_YAML:-}
 		access_log:
 		  path: "off"
 		log:
