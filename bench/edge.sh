@@ -106,8 +106,10 @@ if [[ -n $BENCH_PGO_OUT ]]; then
 	command -v curl >/dev/null || die "BENCH_PGO_OUT needs curl (apt-get install curl)"
 	[[ -z ${GMPROXY_BASE_BIN:-}${GMPROXY_TENGINE_BIN:-} ]] || die "BENCH_PGO_OUT profiles gmproxy alone: unset GMPROXY_BASE_BIN and GMPROXY_TENGINE_BIN"
 	# One serving process with one P, as each worker of `workers: auto`
-	# runs, with pprof on its admin listener (loopback).
-	GMPROXY_EXTRA_YAML="workers: 1"
+	# runs, with pprof on its admin listener (loopback). The workers key
+	# is this mode's own, so it goes after what the caller gave.
+	GMPROXY_EXTRA_YAML="${GMPROXY_EXTRA_YAML:-}
+workers: 1"
 	GMPROXY_ADMIN_YAML="pprof: true"
 	GMPROXY_ENV="${GMPROXY_ENV:-} GOMAXPROCS=1"
 fi
@@ -274,16 +276,15 @@ s_time_args() {
 # pgo_profile FILE: BENCH_TIME seconds of gmproxy's CPU profile under each
 # operation (equal time each, so that every path is represented), merged.
 pgo_profile() {
-	local op name args profiles=() i=0 spid
+	local op name args profiles=() spid
 	for op in "${OPS[@]}"; do
 		name=${op%%|*}
-		i=$((i + 1))
 		read -ra args <<<"$(s_time_args "$op" gmproxy 100000000)"
 		"${CLI_RUN[@]}" "$GMPROXY" s_time -time "$((BENCH_TIME + 1))" "${args[@]}" >"$WORK/pgo-$name.s_time" 2>&1 &
 		spid=$!
 		sleep 0.5
-		if curl -fsS -o "$WORK/pgo-$i-$name.pprof" "http://127.0.0.1:${SADMIN[gmproxy]}/debug/pprof/profile?seconds=$BENCH_TIME"; then
-			profiles+=("$WORK/pgo-$i-$name.pprof")
+		if curl -fsS -o "$WORK/pgo-$name.pprof" "http://127.0.0.1:${SADMIN[gmproxy]}/debug/pprof/profile?seconds=$BENCH_TIME"; then
+			profiles+=("$WORK/pgo-$name.pprof")
 			log "pgo: profiled $name"
 		else
 			log "pgo: no profile for $name"
