@@ -83,6 +83,18 @@ row(["---"] + ($servers | map("---:")) + ($pairs | map("---:")) + ["---:", "---:
   row(["operation", "server", "user", "kernel", "of which wake-ups", "kernel by system call"]),
   row(["---", "---", "---:", "---:", "---:", "---"]),
   ($doc.kernel[] | row([($doc.labels[.op] // .op), .server, (.user_us | f(0)), (.kernel_us | f(0)), (.wakeups_us | f(0)),
-                        (.syscalls | to_entries | sort_by(-.value) | map("\(.key) \(.value | f(1))") | join(", "))]))
+                        (.syscalls | to_entries | sort_by(-.value) | map("\(.key) \(.value | f(1))") | join(", "))])),
+  (([$doc.kernel[] | .user_parts // empty][0] // []) | map(.part)) as $parts
+  | if ($parts | length) > 0 then
+    "",
+    "### Where the user time goes (the same samples; µs per operation by what the sampled function is part of)",
+    "",
+    "sm2: SM2, elliptic-curve and big-number arithmetic; sm3, sm4: those ciphers (GCM included); tls: the rest of the TLS/TLCP library (for Tengine, all of Tongsuo that is not the SM crypto); http: the code of the server itself, connections, HTTP and proxy (nginx; gmproxy with the Go standard library outside crypto); runtime: the Go scheduler, collector and allocator, or the glibc allocator and memory functions; stubs: system-call stubs and the vDSO (on a paravirtualised VM the cost of the system-call instruction itself lands here). Rules: `bench/kernelsplit/userparts.go`.",
+    "",
+    row(["operation", "server", "user"] + $parts),
+    row(["---", "---"] + ([$parts[], "user"] | map("---:"))),
+    ($doc.kernel[] | select(.user_parts != null) | (.user_parts | map({(.part): .us}) | add) as $u
+     | row([($doc.labels[.op] // .op), .server, (.user_us | f(0))] + ($parts | map($u[.] | f(1)))))
+    else empty end
  else empty end)
 ' "$1"

@@ -40,7 +40,8 @@
 #   BENCH_LATENCY_OPS="..."   the operations measured so (default: new and resumed TLCP ECC and
 #                             TLS 1.3-SM handshakes)
 #   BENCH_PERF=0              1: split each server's CPU per operation by where the kernel spent it
-#                             (system call, waking other tasks), from `perf record -g` on the
+#                             (system call, waking other tasks) and its user time by part (SM
+#                             crypto, TLS library, HTTP code, runtime), from `perf record -g` on the
 #                             server's processes during one bounded run per operation and server,
 #                             read by bench/kernelsplit (needs perf and the right to profile)
 #   BENCH_PERF_OPS="..."      the operations measured so (default: new TLCP ECC-GCM, resumed TLCP

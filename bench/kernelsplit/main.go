@@ -1,5 +1,6 @@
 // Command kernelsplit splits a server's CPU time per operation by where the
-// kernel spent it, from the call-graph samples of `perf record -g`.
+// kernel spent it, and its user-space time by part (crypto, TLS library,
+// server code, runtime), from the call-graph samples of `perf record -g`.
 //
 // /proc gives a process's kernel time as one figure (stime). To see whether
 // two servers that make similar system calls pay the kernel alike, and for
@@ -15,6 +16,13 @@
 //     the kernel's syscall entry, e.g. write, read, close, accept4), plus
 //     "entry and exit" for the entry's own work and "interrupts" for kernel
 //     samples outside any system call;
+//   - user_parts: user time per operation by what the sampled function is
+//     part of: sm2, sm3, sm4 (the SM crypto, elliptic-curve and big-number
+//     arithmetic under sm2), tls (the rest of the TLS/TLCP library), http
+//     (the server's own code: connections, HTTP, proxy; for Go the standard
+//     library outside crypto too), runtime (Go's runtime; glibc's allocator
+//     and memory functions), stubs (system-call stubs and the vDSO), other;
+//     userparts.go has the rules;
 //   - wakeups_us: the part of the kernel time spent waking another task
 //     (try_to_wake_up and the socket and epoll callbacks that call it). On
 //     loopback the writer's kernel delivers the data to the receiver and
@@ -44,6 +52,7 @@ type sample struct {
 
 type frame struct {
 	sym    string
+	dso    string // the object's path, "[kernel.kallsyms]" or "[vdso]"
 	kernel bool
 }
 
@@ -55,6 +64,16 @@ type Split struct {
 	KernelUS  float64            `json:"kernel_us"`
 	WakeupsUS float64            `json:"wakeups_us"`
 	Syscalls  map[string]float64 `json:"syscalls"`
+	// UserParts is the user-space time by what the sampled function is
+	// part of (userparts.go), every part in the order of UserParts, so that
+	// a report takes its columns from here.
+	UserParts []PartTime `json:"user_parts"`
+}
+
+// PartTime is the user-space time per operation of one part.
+type PartTime struct {
+	Part string  `json:"part"`
+	US   float64 `json:"us"`
 }
 
 // readSamples parses perf script's output: a sample starts with an
@@ -84,7 +103,11 @@ func readSamples(r io.Reader, each func(sample)) error {
 				continue
 			}
 			sym, _, _ := strings.Cut(f[1], "+")
-			cur.frames = append(cur.frames, frame{sym: sym, kernel: strings.Contains(line, "[kernel.kallsyms]")})
+			dso := ""
+			if i := strings.LastIndex(line, " ("); i >= 0 && strings.HasSuffix(line, ")") {
+				dso = line[i+2 : len(line)-1]
+			}
+			cur.frames = append(cur.frames, frame{sym: sym, dso: dso, kernel: strings.Contains(line, "[kernel.kallsyms]")})
 		}
 	}
 	flush()
@@ -135,7 +158,7 @@ var wakeupFrames = map[string]bool{
 func split(r io.Reader, comm string, ops, hz float64) (Split, error) {
 	s := Split{Ops: ops, Syscalls: map[string]float64{}}
 	var user, kernel, wake int
-	calls := map[string]int{}
+	calls, parts := map[string]int{}, map[string]int{}
 	err := readSamples(r, func(x sample) {
 		if len(x.frames) == 0 || !strings.HasPrefix(x.comm, comm) {
 			return
@@ -143,6 +166,7 @@ func split(r io.Reader, comm string, ops, hz float64) (Split, error) {
 		s.Samples++
 		if !x.frames[0].kernel {
 			user++
+			parts[userPart(x.frames[0])]++
 			return
 		}
 		kernel++
@@ -166,6 +190,9 @@ func split(r io.Reader, comm string, ops, hz float64) (Split, error) {
 	s.UserUS, s.KernelUS, s.WakeupsUS = us(user), us(kernel), us(wake)
 	for name, n := range calls {
 		s.Syscalls[name] = us(n)
+	}
+	for _, name := range UserParts {
+		s.UserParts = append(s.UserParts, PartTime{Part: name, US: us(parts[name])})
 	}
 	return s, nil
 }

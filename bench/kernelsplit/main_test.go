@@ -70,6 +70,20 @@ func TestSplit(t *testing.T) {
 	if len(s.Syscalls) != 3 {
 		t.Errorf("syscalls = %v, want write, close and interrupts", s.Syscalls)
 	}
+	// The user-space sample's leaf is gmsm's field multiplication.
+	if len(s.UserParts) != len(UserParts) {
+		t.Fatalf("user parts = %v, want every part of %v", s.UserParts, UserParts)
+	}
+	for i, p := range s.UserParts {
+		want := 0.0
+		if p.Part == partSM2 {
+			want = 500
+		}
+		if p.Part != UserParts[i] {
+			t.Errorf("user part %d is %s, want %s", i, p.Part, UserParts[i])
+		}
+		near("user part "+p.Part, p.US, want)
+	}
 }
 
 func TestSyscallName(t *testing.T) {
@@ -117,4 +131,64 @@ func FuzzReadSamples(f *testing.F) {
 			t.Fatalf("%d samples from %d lines", n, strings.Count(in, "\n")+1)
 		}
 	})
+}
+
+func TestUserPart(t *testing.T) {
+	const gm, ng, libc = "/usr/local/bin/gmproxy", "/usr/local/sbin/nginx", "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	for _, tt := range []struct {
+		sym, dso, want string
+	}{
+		// gmproxy (Go, gmsm)
+		{"sm2P256MulInternal", gm, partSM2},
+		{"github.com/emmansun/gmsm/internal/sm2ec.p256PointDoubleAsm.abi0", gm, partSM2},
+		{"github.com/gmproxy/gmproxy/internal/sm2sign.(*Key).Sign", gm, partSM2},
+		{"github.com/emmansun/gmsm/internal/bigmod.(*Nat).montgomeryMul", gm, partSM2},
+		{"github.com/emmansun/gmsm/internal/sm3.blockAVX2.abi0", gm, partSM3},
+		{"github.com/gmproxy/gmproxy/internal/sm3state.(*Compressor).Compress", gm, partSM3},
+		{"github.com/emmansun/gmsm/internal/sm4.gcmSm4Enc.abi0", gm, partSM4},
+		{"github.com/gmproxy/gmproxy/tlcp.(*halfConn).decrypt", gm, partTLS},
+		{"github.com/gmproxy/gmproxy/internal/record.(*Reader).fill", gm, partTLS},
+		{"golang.org/x/crypto/cryptobyte.(*String).readLengthPrefixed", gm, partTLS},
+		{"crypto/x509.parseCertificate", gm, partTLS},
+		{"github.com/gmproxy/gmproxy/proxy.(*h1Conn).roundTrip", gm, partHTTP},
+		{"github.com/gmproxy/gmproxy/internal/h1head.(*fields).count", gm, partHTTP},
+		{"bufio.(*Reader).fill", gm, partHTTP},
+		{"github.com/prometheus/client_golang/prometheus.(*histogram).findBucket", gm, partHTTP},
+		{"runtime.mallocgcSmallNoscan", gm, partRuntime},
+		{"internal/runtime/maps.(*Map).getWithoutKeySmallFastStr", gm, partRuntime},
+		{"aeshashbody", gm, partRuntime},
+		{"internal/runtime/syscall/linux.Syscall6", gm, partStubs},
+		{"syscall.RawSyscall6", gm, partStubs},
+		{"__vdso_clock_gettime", "[vdso]", partStubs},
+		{"[unknown]", "[vdso]", partStubs},
+		{"[unknown]", "[unknown]", partOther},
+		// Tengine with Tongsuo linked in, and glibc
+		{"ecp_sm2p256_mul_mont", ng, partSM2},
+		{"smallfelem_square", ng, partSM2},
+		{"point_double", ng, partSM2}, // ec_sm2p_64_gcc_128's curve arithmetic
+		{"batch_mul", ng, partSM2},
+		{"BN_mod_inverse", ng, partSM2},
+		{"ossl_sm3_block_data_order", ng, partSM3},
+		{"ossl_sm4_encrypt", ng, partSM4},
+		{"gcm_ghash_avx", ng, partSM4},
+		{"CRYPTO_gcm128_encrypt", ng, partSM4},
+		{"OPENSSL_cleanse", ng, partTLS},
+		{"do_ssl3_write", ng, partTLS},
+		{"state_machine_ntls", ng, partTLS},
+		{"asn1_item_embed_d2i.isra.0", ng, partTLS},
+		{"ngx_epoll_process_events", ng, partHTTP},
+		{"ngx_http_parse_header_line", ng, partHTTP},
+		{"malloc", libc, partRuntime},
+		{"__memmove_avx512_unaligned_erms", libc, partRuntime},
+		{"cfree@GLIBC_2.2.5", libc, partRuntime},
+		{"read", libc, partStubs},
+		{"__GI___libc_write", libc, partStubs},
+		{"__libc_recv", libc, partStubs},
+		{"clock_gettime@@GLIBC_2.17", libc, partStubs},
+		{"epoll_wait", libc, partStubs},
+	} {
+		if got := userPart(frame{sym: tt.sym, dso: tt.dso}); got != tt.want {
+			t.Errorf("userPart(%s in %s) = %s, want %s", tt.sym, tt.dso, got, tt.want)
+		}
+	}
 }
