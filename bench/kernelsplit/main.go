@@ -107,7 +107,7 @@ func readSamples(r io.Reader, each func(sample)) error {
 			if i := strings.LastIndex(line, " ("); i >= 0 && strings.HasSuffix(line, ")") {
 				dso = line[i+2 : len(line)-1]
 			}
-			cur.frames = append(cur.frames, frame{sym: sym, dso: dso, kernel: strings.Contains(line, "[kernel.kallsyms]")})
+			cur.frames = append(cur.frames, frame{sym: sym, dso: dso, kernel: dso == "[kernel.kallsyms]"})
 		}
 	}
 	flush()
