@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path"
 	"regexp"
 	"strings"
 )
@@ -21,7 +22,7 @@ const (
 	partSM4     = "sm4"     // SM4 and its modes (GCM's GHASH included)
 	partTLS     = "tls"     // the rest of the TLS/TLCP library: handshake, records, ASN.1, X.509, the crypto framework (for a C server, all code that is neither the server's nor glibc's)
 	partHTTP    = "http"    // the server's own code: connections, HTTP, proxy, metrics (nginx's ngx_ functions; for Go, the standard library outside crypto too)
-	partOther   = "other"   // unresolved addresses and anything else
+	partOther   = "other"   // unresolved addresses
 )
 
 // UserParts lists the parts in the order reports print them.
@@ -43,7 +44,8 @@ var (
 // userPart is the part a user-space leaf frame belongs to.
 func userPart(f frame) string {
 	sym, _, _ := strings.Cut(f.sym, "@") // glibc's symbol versions: clock_gettime@@GLIBC_2.17
-	libc := strings.HasPrefix(baseName(f.dso), "libc.so") || strings.HasPrefix(baseName(f.dso), "libc-")
+	lib := path.Base(f.dso)
+	libc := strings.HasPrefix(lib, "libc.so") || strings.HasPrefix(lib, "libc-")
 	switch {
 	case f.dso == "[vdso]" || goStubs.MatchString(sym) || libc && libcStubs.MatchString(sym):
 		return partStubs
@@ -64,12 +66,4 @@ func userPart(f frame) string {
 	}
 	// A C function outside glibc and nginx: Tongsuo or OpenSSL linked in.
 	return partTLS
-}
-
-// baseName is the file name of a DSO path.
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }
