@@ -679,7 +679,15 @@ type Retries struct {
 // Sessions configures resumption.
 type Sessions struct {
 	// CacheSize is the number of sessions kept per protocol for session-ID
-	// resumption; 0 disables the cache. Default 20480.
+	// resumption; 0 disables the cache. Default 20480. The cache keeps the
+	// sessions' states in 128-byte pieces of memory that grows with use up
+	// to 1 KiB per session of cache_size (20 MiB at the default) and that
+	// the Go garbage collector does not scan, so a large cache costs no
+	// collector time. A session without client certificates takes one
+	// piece; one with a client certificate chain takes several (a chain of
+	// 2 KiB, 17), so when most sessions carry chains the memory bound, not
+	// the count, decides how many are kept: the least recently used make
+	// room. A state over 16 KiB is not kept.
 	CacheSize int `yaml:"cache_size"`
 	// Lifetime bounds how long a session can be resumed. Default 5m.
 	Lifetime time.Duration `yaml:"lifetime"`

@@ -4,12 +4,13 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
-	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/sessioncache"
 )
 
 // sessionStore is the server-side TLCP session-ID cache: an in-memory LRU
-// bounded by count and lifetime that reports lookups, size and evictions to
-// a SessionObserver. It implements tlcp.SessionStore; a shared store (for
+// bounded by count, bytes and lifetime (sessioncache: memory the garbage
+// collector does not scan) that reports lookups, size and evictions to a
+// SessionObserver. It implements tlcp.SessionStore; a shared store (for
 // several instances) can replace it behind the same interface. A hit means
 // the store held a live session for the ID; tlcp may still refuse to resume
 // it (another site's identity, another suite, a client-certificate policy).
@@ -17,47 +18,30 @@ import (
 // Config.OnTicket (ticketObserver).
 type sessionStore struct {
 	family string
-	c      *lru.Cache[string, sessionEntry]
+	c      *sessioncache.Cache
 	obs    frontdoor.SessionObserver
-	now    func() time.Time
-}
-
-type sessionEntry struct {
-	state   []byte
-	expires time.Time
 }
 
 func newSessionStore(family string, size int, lifetime time.Duration, obs frontdoor.SessionObserver) *sessionStore {
-	return &sessionStore{family: family, c: lru.New[string, sessionEntry](size, lifetime), obs: obs, now: time.Now}
+	return &sessionStore{family: family, c: sessioncache.New(size, lifetime), obs: obs}
 }
 
 func (s *sessionStore) Get(id string) ([]byte, bool) {
 	n := s.c.Len()
-	e, ok := s.c.Get(id)
-	if ok && !e.expires.IsZero() && !s.now().Before(e.expires) {
-		s.c.Delete(id)
-		ok = false
-	}
+	state, ok := s.c.Get(id)
 	if s.obs != nil {
 		s.obs.SessionLookup(s.family, ok)
 	}
-	if !ok {
-		// An expired entry was dropped (here or by the cache's TTL): keep
-		// the size gauge in step.
-		if s.c.Len() != n {
-			s.report()
-		}
-		return nil, false
+	// An expired entry was dropped by the lookup: keep the size gauge in
+	// step.
+	if !ok && s.c.Len() != n {
+		s.report()
 	}
-	return e.state, true
+	return state, ok
 }
 
 func (s *sessionStore) Put(id string, state []byte, lifetime time.Duration) {
-	e := sessionEntry{state: state}
-	if lifetime > 0 {
-		e.expires = s.now().Add(lifetime)
-	}
-	s.c.Put(id, e)
+	s.c.Put(id, state, lifetime)
 	s.report()
 }
 

@@ -36,7 +36,7 @@ func TestSessionStore(t *testing.T) {
 	obs := &sessObs{}
 	s := newSessionStore("tlcp", 2, time.Hour, obs)
 	now := time.Unix(1000, 0)
-	s.now = func() time.Time { return now }
+	s.c.SetClock(func() time.Time { return now })
 	s.Put("a", []byte("A"), time.Minute)
 	s.Put("b", []byte("B"), 0)
 	if v, ok := s.Get("a"); !ok || string(v) != "A" {
