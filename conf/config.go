@@ -687,7 +687,7 @@ type Sessions struct {
 	// piece; one with a client certificate chain takes several (a chain of
 	// 2 KiB, 17), so when most sessions carry chains the memory bound, not
 	// the count, decides how many are kept: the least recently used make
-	// room. A state over 16 KiB is not kept.
+	// room. A state over 16 KiB is not kept. At most 16777216.
 	CacheSize int `yaml:"cache_size"`
 	// Lifetime bounds how long a session can be resumed. Default 5m.
 	Lifetime time.Duration `yaml:"lifetime"`

@@ -679,7 +679,7 @@
 //     takes one piece; one with a client certificate chain takes several (a
 //     chain of 2 KiB, 17), so when most sessions carry chains the memory
 //     bound, not the count, decides how many are kept: the least recently used
-//     make room. A state over 16 KiB is not kept.
+//     make room. A state over 16 KiB is not kept. At most 16777216.
 //   - lifetime (duration): lifetime bounds how long a session can be resumed.
 //     Default 5m.
 //   - tickets (boolean): tickets enables session tickets (TLCP RFC 5077 style

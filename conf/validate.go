@@ -21,6 +21,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/proxy/balance"
@@ -163,6 +164,9 @@ func (v *validator) validate() {
 	s := &c.Sessions
 	if s.CacheSize < 0 {
 		v.errf("sessions.cache_size", "use 0 to disable the cache", "cache_size must not be negative")
+	}
+	if s.CacheSize > sessioncache.MaxCapacity {
+		v.errf("sessions.cache_size", fmt.Sprintf("use at most %d", sessioncache.MaxCapacity), "cache_size %d is more sessions than one cache holds", s.CacheSize)
 	}
 	if s.Lifetime <= 0 {
 		v.errf("sessions.lifetime", "write a duration such as 5m", "lifetime must be positive")

@@ -42,6 +42,9 @@ const (
 	BudgetPerSession = 1024
 	// MaxState bounds one stored state.
 	MaxState = 16 << 10
+	// MaxCapacity bounds the sessions of one cache (its arena's budget is
+	// then 16 GiB), so that slot and chunk numbers fit in 32 bits.
+	MaxCapacity = 1 << 24
 )
 
 // id is a session ID as a fixed-size, pointer-free map key.
@@ -94,11 +97,12 @@ type Cache struct {
 	evictions uint64
 }
 
-// New returns a cache of at most capacity sessions (at least 1), each kept
+// New returns a cache of at most capacity sessions (at least 1, at most
+// MaxCapacity), each kept
 // at most ttl (0: until evicted) or the lifetime its Put gives, whichever
 // ends first.
 func New(capacity int, ttl time.Duration) *Cache {
-	capacity = max(capacity, 1)
+	capacity = min(max(capacity, 1), MaxCapacity)
 	return &Cache{
 		capacity:  capacity,
 		maxChunks: max(capacity*BudgetPerSession/ChunkSize, MaxState/ChunkSize),

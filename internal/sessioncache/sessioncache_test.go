@@ -131,6 +131,9 @@ func TestLimits(t *testing.T) {
 	mustGet(t, c, "ab", state(3, 'x'))
 	mustGet(t, c, "ab\x00", state(3, 'y'))
 	mustMiss(t, c, "a")
+	if n := New(MaxCapacity+1, 0).capacity; n != MaxCapacity {
+		t.Errorf("capacity %d, want at most %d", n, MaxCapacity)
+	}
 }
 
 func TestCopies(t *testing.T) {
