@@ -467,6 +467,17 @@ var mutants = []mutant{
 		"return k.ad[p][:]", "return k.ad[0][:]",
 		"TestProtocolLabel"},
 
+	// ---- session-ID cache ----
+	{"sessioncache: an expired session still resumes", "internal/sessioncache/sessioncache.go",
+		"if s.expires != 0 && c.now().UnixNano() >= s.expires {", "if false && s.expires != 0 && c.now().UnixNano() >= s.expires {",
+		"TestLifetime"},
+	{"sessioncache: a freed state's master secret left in the arena", "internal/sessioncache/sessioncache.go",
+		"c.chunks[ch] = [ChunkSize]byte{}", "_ = c.chunks[ch]",
+		"TestFreedChunksZeroed"},
+	{"sessioncache: a state over MaxState stored", "internal/sessioncache/sessioncache.go",
+		"if !ok || len(state) > MaxState {", "if !ok {",
+		"TestLimits"},
+
 	// ---- conf and its mapping onto the runtime ----
 	{"daemon: a reload leaves a kept socket's defer_accept as it was", "internal/daemon/daemon.go",
 		"\t\t\tln = l.ln.Listener\n", "\t\t\t_ = l\n",
