@@ -394,6 +394,11 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 // shutdown stops accepting, lets in-flight requests finish within ctx, then
 // closes everything.
 func (l *listener) shutdown(ctx context.Context) error {
+	// Responses from here on close their connections, also those of the
+	// handshakes WaitHandshakes waits for.
+	for _, s := range l.httpSets() {
+		s.h1.Drain()
+	}
 	l.hs.StopAccepting()
 	<-l.done
 	l.hs.WaitHandshakes(ctx)

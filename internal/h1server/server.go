@@ -120,13 +120,22 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Unlock()
 }
 
+// Drain makes every response written from now on end its connection
+// (Connection: close, and the connection closes after it) while requests
+// are still served: the first one of a new connection and the next one of
+// an idle connection. Shutdown drains too, and closes idle connections.
+// A caller that must wait for something else before Shutdown (handshakes
+// that end as shutdown starts) drains first, so that no response in
+// between promises a kept-alive connection.
+func (s *Server) Drain() { s.shutting.Store(true) }
+
 // Shutdown stops taking connections, closes the idle ones at once and
 // lets busy ones finish their request (answered with Connection: close)
 // and close. It returns when every connection is closed or hijacked, or
 // with ctx's error when ctx ends first (the remaining connections stay
 // open; Close cuts them).
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.shutting.Store(true)
+	s.Drain()
 	s.mu.Lock()
 	s.closed = true
 	var drained chan struct{}

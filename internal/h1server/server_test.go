@@ -525,6 +525,33 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// After Drain every response closes its connection, and requests are
+// still served: the next one of a kept-alive connection, the first of a
+// new one.
+func TestDrain(t *testing.T) {
+	s, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	kept := dial(t, addr)
+	kbr := bufio.NewReader(kept)
+	io.WriteString(kept, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if res := readResponses(t, kbr, "GET")[0]; res.Close {
+		t.Fatal("a response before Drain closed its connection")
+	}
+	s.Drain()
+	io.WriteString(kept, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if res := readResponses(t, kbr, "GET")[0]; !res.Close {
+		t.Error("the kept-alive connection's next response after Drain did not close it")
+	}
+	if _, err := kbr.ReadByte(); err != io.EOF {
+		t.Errorf("kept-alive connection after its last response: %v, want EOF", err)
+	}
+	out := exchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if !strings.Contains(out, "Connection: close\r\n") || !strings.HasSuffix(out, "ok") {
+		t.Errorf("a new connection after Drain: %q", out)
+	}
+}
+
 // A client that goes away while a slow handler runs cancels the request
 // context.
 func TestClientGoneCancelsContext(t *testing.T) {
