@@ -98,9 +98,8 @@ type Cache struct {
 }
 
 // New returns a cache of at most capacity sessions (at least 1, at most
-// MaxCapacity), each kept
-// at most ttl (0: until evicted) or the lifetime its Put gives, whichever
-// ends first.
+// MaxCapacity), each kept at most ttl (0: until evicted) or the lifetime
+// its Put gives, whichever ends first.
 func New(capacity int, ttl time.Duration) *Cache {
 	capacity = min(max(capacity, 1), MaxCapacity)
 	return &Cache{
