@@ -27,15 +27,14 @@ func newSessionStore(family string, size int, lifetime time.Duration, obs frontd
 }
 
 func (s *sessionStore) Get(id string) ([]byte, bool) {
-	n := s.c.Len()
 	state, ok := s.c.Get(id)
 	if s.obs != nil {
 		s.obs.SessionLookup(s.family, ok)
-	}
-	// An expired entry was dropped by the lookup: keep the size gauge in
-	// step.
-	if !ok && s.c.Len() != n {
-		s.report()
+		if !ok {
+			// The lookup may have dropped an expired entry: keep the
+			// size gauge in step.
+			s.report()
+		}
 	}
 	return state, ok
 }
@@ -52,6 +51,7 @@ func (s *sessionStore) Delete(id string) {
 
 func (s *sessionStore) report() {
 	if s.obs != nil {
-		s.obs.SessionCacheSize(s.family, s.c.Len(), s.c.Evictions())
+		n, evictions := s.c.Stats()
+		s.obs.SessionCacheSize(s.family, n, evictions)
 	}
 }

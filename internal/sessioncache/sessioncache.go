@@ -224,11 +224,12 @@ func (c *Cache) Len() int {
 	return len(c.index)
 }
 
-// Evictions returns how many sessions were dropped to make room.
-func (c *Cache) Evictions() uint64 {
+// Stats returns, under one lock, the number of sessions held (as Len) and
+// how many sessions were dropped to make room.
+func (c *Cache) Stats() (sessions int, evictions uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.evictions
+	return len(c.index), c.evictions
 }
 
 // reserve makes sure need chunks are free, growing the arena within its

@@ -44,13 +44,13 @@ func TestRecencyAndCapacity(t *testing.T) {
 	mustMiss(t, c, "b")
 	mustGet(t, c, "a", state(108, 'a'))
 	mustGet(t, c, "c", state(1, 'c'))
-	if c.Len() != 2 || c.Evictions() != 1 {
-		t.Fatalf("len %d evictions %d, want 2 and 1", c.Len(), c.Evictions())
+	if n, ev := c.Stats(); n != 2 || ev != 1 {
+		t.Fatalf("len %d evictions %d, want 2 and 1", n, ev)
 	}
 	c.Put("a", state(700, 'A'), 0) // replaced, not evicted
 	mustGet(t, c, "a", state(700, 'A'))
-	if c.Len() != 2 || c.Evictions() != 1 {
-		t.Fatalf("after replacing: len %d evictions %d", c.Len(), c.Evictions())
+	if n, ev := c.Stats(); n != 2 || ev != 1 {
+		t.Fatalf("after replacing: len %d evictions %d", n, ev)
 	}
 	c.Delete("a")
 	mustMiss(t, c, "a")
@@ -96,8 +96,8 @@ func TestByteBudget(t *testing.T) {
 	for i := range 10 {
 		c.Put(fmt.Sprint(i), state(big, byte(i)), 0)
 	}
-	if c.Len() != 10 || c.Evictions() != 0 {
-		t.Fatalf("len %d evictions %d, want 10 and 0", c.Len(), c.Evictions())
+	if n, ev := c.Stats(); n != 10 || ev != 0 {
+		t.Fatalf("len %d evictions %d, want 10 and 0", n, ev)
 	}
 	mustGet(t, c, "0", state(big, 0)) // 1 is now the least recent
 	c.Put("small", state(100, 's'), 0)
@@ -108,8 +108,8 @@ func TestByteBudget(t *testing.T) {
 	mustGet(t, c, "max", state(MaxState, 'm'))
 	mustMiss(t, c, "2")
 	mustGet(t, c, "3", state(big, 3))
-	if c.Evictions() != 2 {
-		t.Fatalf("evictions %d, want 2", c.Evictions())
+	if _, ev := c.Stats(); ev != 2 {
+		t.Fatalf("evictions %d, want 2", ev)
 	}
 	if len(c.chunks) > 100*BudgetPerSession/ChunkSize {
 		t.Fatalf("arena of %d chunks is over its budget", len(c.chunks))
@@ -294,8 +294,8 @@ func runOps(t *testing.T, capacity int, ops []byte) {
 			c.Delete(id)
 			m.drop(id)
 		}
-		if c.Len() != len(m.states) || c.Evictions() != m.evictions {
-			t.Fatalf("len %d evictions %d; the model has %d and %d", c.Len(), c.Evictions(), len(m.states), m.evictions)
+		if n, ev := c.Stats(); n != len(m.states) || ev != m.evictions {
+			t.Fatalf("len %d evictions %d; the model has %d and %d", n, ev, len(m.states), m.evictions)
 		}
 		if used := len(c.chunks) - c.freeCount; used != m.used() {
 			t.Fatalf("%d chunks in use; the model's states take %d", used, m.used())
