@@ -80,15 +80,19 @@ const (
 	recordHeaderLen    = record.HeaderLen
 	maxHandshake       = 65536 // largest handshake message accepted
 	maxCertChain       = 10    // certificates in one Certificate message
-	defaultMaxEmpty    = 32    // empty records in a row
+	defaultMaxEmpty    = 32    // empty records and warning alerts in a row
 	masterSecretLength = 48
 	finishedVerifyLen  = 12
 	sessionIDLen       = 32
 )
 
 // ClientAuthType declares the server's policy for client certificates, with
-// the meaning it has in crypto/tls. ECDHE suites always require and verify a
-// client certificate pair (GB/T 38636 §6.4.5.8 as cited by gotlcp).
+// the meaning it has in crypto/tls. ECDHE suites always require a client
+// certificate pair, whose encryption key takes part in the key exchange
+// (GB/T 38636 §6.4.5.8 as cited by gotlcp), and verify it against
+// Config.ClientCAs when that is set; with no ClientCAs and NoClientCert the
+// pair only serves the key exchange and identifies no one:
+// ConnectionState.VerifiedChains stays empty.
 type ClientAuthType int
 
 const (
@@ -295,7 +299,8 @@ type Config struct {
 	// a TLS record (03 01 / 03 03) with client_version 03 03 that offers TLCP
 	// suites, answering in TLCP (the 360-browser pattern).
 	AllowTLSRecordHello bool
-	// MaxEmptyRecords bounds empty records in a row; default 32.
+	// MaxEmptyRecords bounds records that carry nothing (empty application
+	// data records and warning alerts) in a row; default 32.
 	MaxEmptyRecords int
 
 	// OnHandshake, if set, is called once per handshake with its outcome.

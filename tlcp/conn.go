@@ -31,7 +31,8 @@ type Conn struct {
 
 	// Input side.
 	in                    halfConn
-	empty                 int  // empty records in a row
+	useless               int  // empty records and warning alerts in a row
+	ccsRead               bool // readRecord processed a ChangeCipherSpec
 	renegotiationRefusals int  // ClientHellos answered with no_renegotiation
 	firstH                bool // the first record has been read
 
@@ -83,10 +84,15 @@ func (c *Conn) NetConn() net.Conn { return c.core.Raw }
 func (c *Conn) Stats() Stats { return c.core.Stats() }
 
 // readRecord reads and processes one record. expectCCS says a
-// ChangeCipherSpec is acceptable now.
+// ChangeCipherSpec is acceptable now. It must not be called while
+// application data is pending: that data is a slice of the record reader's
+// buffer, which reading the next record reuses.
 func (c *Conn) readRecord(expectCCS bool) error {
 	if c.in.err != nil {
 		return c.in.err
+	}
+	if len(c.core.Input) != 0 {
+		return c.in.setErr(errors.New("tlcp: internal error: readRecord with pending application data"))
 	}
 	t, vers, n, err := c.core.Rd.Header(c.core.Raw)
 	if err != nil {
@@ -139,8 +145,11 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		c.sendAlert(AlertRecordOverflow)
 		return c.in.setErr(errorf(AlertRecordOverflow, "plaintext of %d bytes", len(data)))
 	}
-	if typ != recordTypeApplicationData || len(data) > 0 {
-		c.empty = 0
+	// Records that carry nothing (empty application data, warning alerts)
+	// are bounded together, MaxEmptyRecords in a row, so that a peer
+	// cannot keep a read going on them forever.
+	if typ != recordTypeAlert && (typ != recordTypeApplicationData || len(data) > 0) {
+		c.useless = 0
 	}
 
 	switch typ {
@@ -157,8 +166,9 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			if a == AlertNoRenegotiation && c.isClient {
 				return c.in.setErr(&AlertError{Alert: a, Remote: true})
 			}
-			// Other warnings are ignored (TLS 1.2 practice).
-			return nil
+			// Other warnings are ignored (TLS 1.2 practice), up to the
+			// bound on records that carry nothing.
+			return c.uselessRecord("warning alerts and empty records")
 		}
 		return c.in.setErr(&AlertError{Alert: a, Remote: true})
 
@@ -171,6 +181,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(err)
 		}
+		c.ccsRead = true
 
 	case recordTypeApplicationData:
 		if !c.core.HandshakeComplete() || expectCCS {
@@ -179,12 +190,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		}
 		c.core.Counters.RecordIn()
 		if len(data) == 0 {
-			c.empty++
-			if c.empty > c.config.maxEmpty() {
-				c.sendAlert(AlertUnexpectedMessage)
-				return c.in.setErr(errorf(AlertUnexpectedMessage, "too many empty records"))
-			}
-			return nil
+			return c.uselessRecord("empty records")
 		}
 		c.core.Input = data
 
@@ -198,6 +204,17 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data too large"))
 		}
 		c.core.Hand = appendHandshake(c.core.Hand, data)
+	}
+	return nil
+}
+
+// uselessRecord counts a record that carried nothing and fails the
+// connection when there were more than MaxEmptyRecords in a row.
+func (c *Conn) uselessRecord(what string) error {
+	c.useless++
+	if c.useless > c.config.maxEmpty() {
+		c.sendAlert(AlertUnexpectedMessage)
+		return c.in.setErr(errorf(AlertUnexpectedMessage, "too many %s in a row", what))
 	}
 	return nil
 }
@@ -223,7 +240,7 @@ const handshakeSlack = 256
 // readHandshake returns the next complete handshake message (header included).
 func (c *Conn) readHandshake() ([]byte, error) {
 	for len(c.core.Hand) < 4 {
-		if err := c.readRecord(false); err != nil {
+		if err := c.readHandshakeRecord(); err != nil {
 			return nil, err
 		}
 	}
@@ -233,7 +250,7 @@ func (c *Conn) readHandshake() ([]byte, error) {
 		return nil, c.in.setErr(errorf(AlertIllegalParameter, "handshake message of %d bytes exceeds %d", n, maxHandshake))
 	}
 	for len(c.core.Hand) < 4+n {
-		if err := c.readRecord(false); err != nil {
+		if err := c.readHandshakeRecord(); err != nil {
 			return nil, err
 		}
 	}
@@ -244,13 +261,38 @@ func (c *Conn) readHandshake() ([]byte, error) {
 	return msg, nil
 }
 
-// readChangeCipherSpec reads records until a ChangeCipherSpec was processed.
+// readHandshakeRecord reads one more record of a handshake message. A
+// handshake message after the handshake (a ClientHello asking for
+// renegotiation) may not have application data inside it: the data would
+// stay pending while the rest of the message is read, and the next record
+// reuses the buffer it is in. crypto/tls and tls13sm refuse it too.
+func (c *Conn) readHandshakeRecord() error {
+	if err := c.readRecord(false); err != nil {
+		return err
+	}
+	if len(c.core.Input) != 0 {
+		c.sendAlert(AlertUnexpectedMessage)
+		return c.in.setErr(errorf(AlertUnexpectedMessage, "application data inside a handshake message"))
+	}
+	return nil
+}
+
+// readChangeCipherSpec reads records until a ChangeCipherSpec was
+// processed. Only warning alerts (bounded) may come before it: Finished
+// must follow the ChangeCipherSpec, under the new keys (GB/T 38636-2020
+// 6.4.5.10; RFC 5246 §7.1), so any other record is unexpected.
 func (c *Conn) readChangeCipherSpec() error {
 	if len(c.core.Hand) > 0 {
 		c.sendAlert(AlertUnexpectedMessage)
 		return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data before ChangeCipherSpec"))
 	}
-	return c.readRecord(true)
+	c.ccsRead = false
+	for !c.ccsRead {
+		if err := c.readRecord(true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ---- output ----

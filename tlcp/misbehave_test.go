@@ -1,6 +1,7 @@
 package tlcp
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"testing"
@@ -111,6 +112,30 @@ func TestMisbehavingPeer(t *testing.T) {
 			}
 			return b
 		}, alert: AlertUnexpectedMessage},
+		{name: "warning-alerts-flood", records: func(c *Conn) []byte {
+			var b []byte
+			for range defaultMaxEmpty + 1 {
+				b = append(b, seal(c, recordTypeAlert, []byte{record.AlertLevelWarning, byte(AlertUserCanceled)}, 0)...)
+			}
+			return b
+		}, alert: AlertUnexpectedMessage},
+		// Warning alerts do not restart the count of empty records: they
+		// are counted with them.
+		{name: "empty-records-between-warning-alerts", records: func(c *Conn) []byte {
+			var b []byte
+			for range 4 {
+				for range defaultMaxEmpty / 2 {
+					b = append(b, seal(c, recordTypeApplicationData, nil, 0)...)
+				}
+				b = append(b, seal(c, recordTypeAlert, []byte{record.AlertLevelWarning, byte(AlertUserCanceled)}, 0)...)
+			}
+			return b
+		}, alert: AlertUnexpectedMessage},
+		// Application data inside a post-handshake handshake message (the
+		// first byte of a ClientHello, data, the rest) would stay pending in
+		// the record reader's buffer while the rest is read into it.
+		{name: "application-data-inside-renegotiation-hello", records: appDataInsideHello(6000), alert: AlertUnexpectedMessage},
+		{name: "application-data-inside-small-renegotiation-hello", records: appDataInsideHello(40), alert: AlertUnexpectedMessage},
 		{name: "records-after-close-notify", records: func(c *Conn) []byte {
 			b := seal(c, recordTypeAlert, []byte{record.AlertLevelWarning, byte(AlertCloseNotify)}, 0)
 			return append(b, seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
@@ -195,6 +220,18 @@ func firstCertificateOnly(m []byte) []byte {
 
 // ---- raw records ----
 
+// appDataInsideHello returns records that carry a ClientHello of n body
+// bytes (zeros: the server refuses it before parsing) in two fragments,
+// with an application data record between them.
+func appDataInsideHello(n int) func(c *Conn) []byte {
+	return func(c *Conn) []byte {
+		hello := append([]byte{typeClientHello, byte(n >> 16), byte(n >> 8), byte(n)}, make([]byte, n)...)
+		b := seal(c, recordTypeHandshake, hello[:1], 0)
+		b = append(b, seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
+		return append(b, seal(c, recordTypeHandshake, hello[1:], 0)...)
+	}
+}
+
 // seal protects data as one record of c's write side (recSize 0: the
 // normal limit; larger values make oversize records).
 func seal(c *Conn, typ recordType, data []byte, recSize int) []byte {
@@ -253,4 +290,71 @@ func cbcRecordBad(c *Conn, frag []byte, badPadding, badMAC bool) []byte {
 	}
 	hc.incSeq()
 	return rec
+}
+
+// TestChangeCipherSpecReplacedByWarning: the misbehaving side sends a
+// warning alert where its ChangeCipherSpec belongs, then its Finished and
+// everything after it unprotected. A ChangeCipherSpec must come before
+// Finished (GB/T 38636-2020 6.4.5.10; RFC 5246 §7.1), so the honest side
+// must fail with unexpected_message instead of taking the warning for it
+// and reading the rest without the new keys.
+func TestChangeCipherSpecReplacedByWarning(t *testing.T) {
+	for _, server := range []bool{false, true} {
+		name := "client"
+		if server {
+			name = "server"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := loadPKI(t)
+			scfg, ccfg := p.serverConfig(), p.clientConfig()
+			c1, c2 := tcpPair(t)
+			deadline := time.Now().Add(10 * time.Second)
+			c1.SetDeadline(deadline)
+			c2.SetDeadline(deadline)
+			cli, srv := Client(c1, ccfg), Server(c2, scfg)
+			defer cli.Close()
+			defer srv.Close()
+			bad, badCfg, honest := cli, ccfg, srv
+			if server {
+				bad, badCfg, honest = srv, scfg, cli
+			}
+			plain := func(typ recordType, body []byte) []byte {
+				return append([]byte{byte(typ), VersionTLCP >> 8, VersionTLCP & 0xff, byte(len(body) >> 8), byte(len(body))}, body...)
+			}
+			badCfg.testHandshakeOut = func(msg []byte) []byte {
+				if msg[0] != typeFinished {
+					return msg
+				}
+				// The flight ends with the ChangeCipherSpec, sent before the
+				// new keys: swap it for a warning and go on unprotected.
+				bad.outMu.Lock()
+				defer bad.outMu.Unlock()
+				buf := bad.core.Flight.Room(64)
+				ccs := plain(recordTypeChangeCipherSpec, ccsBody)
+				if !bytes.HasSuffix(buf, ccs) {
+					t.Error("the flight does not end with a ChangeCipherSpec")
+					return msg
+				}
+				buf = append(buf[:len(buf)-len(ccs)], plain(recordTypeAlert, []byte{record.AlertLevelWarning, byte(AlertUserCanceled)})...)
+				bad.core.Flight.Set(append(buf, plain(recordTypeHandshake, msg)...))
+				bad.out.cipher = nil
+				return nil
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- bad.Handshake() }()
+			herr := honest.Handshake()
+			if herr == nil {
+				go bad.Write([]byte(misSecret))
+				b := make([]byte, 64)
+				n, err := honest.Read(b)
+				t.Fatalf("handshake completed without the peer's ChangeCipherSpec; then read %q, %v", b[:n], err)
+			}
+			if a, ok := alertOf(herr); !ok || a != AlertUnexpectedMessage {
+				t.Fatalf("honest side: %v, want unexpected_message", herr)
+			}
+			bad.Close()
+			<-errc
+		})
+	}
 }
