@@ -19,9 +19,12 @@ type Config struct {
 	// Upstreams are named pools of backends that routes forward to.
 	Upstreams []Upstream `yaml:"upstreams"`
 	// TrustedProxies lists the addresses (IPs or CIDRs) of proxies in front
-	// of gmproxy whose X-Forwarded-For / X-Forwarded-Proto / X-Forwarded-Host /
-	// X-Real-IP headers are kept and appended to; from every other client
-	// those headers are replaced. Default: none (always replaced).
+	// of gmproxy whose X-Forwarded-For / X-Forwarded-Proto / X-Forwarded-Host
+	// headers are kept and appended to; from every other client those
+	// headers are replaced. X-Real-IP is always set by gmproxy: the
+	// right-most X-Forwarded-For address that is not a trusted proxy's
+	// (the peer's address when none is trusted), never the client's own
+	// X-Real-IP. Default: none (always replaced).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Sessions configures session resumption for TLCP and TLS 1.3-SM.
 	Sessions Sessions `yaml:"sessions"`
@@ -383,6 +386,10 @@ type ClientAuth struct {
 // Route is one routing rule of a site. Its matchers (host, path_prefix,
 // path, header) must all match; a route without matchers matches every
 // request. Exactly one of upstream, respond and redirect says what happens.
+// Paths are matched percent-decoded and normalised: dot segments removed
+// and runs of slashes merged ("/x/../admin/", "/./admin/" and "//admin/"
+// are "/admin/"), and the upstream receives the normalised path, so a route
+// that answers a path itself cannot be passed by spelling it otherwise.
 type Route struct {
 	// Name identifies the route in logs and metrics. Default "route<N>"
 	// (N counting from 1 within the site).

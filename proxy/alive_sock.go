@@ -14,6 +14,9 @@ import (
 // reported dead, so that the request goes on a fresh one.
 func alive(c net.Conn) bool {
 	for {
+		if a, ok := c.(interface{ Alive() bool }); ok {
+			return a.Alive() // rawsock's: the same peek, without allocating
+		}
 		nc, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
 			break

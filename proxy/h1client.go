@@ -149,7 +149,7 @@ func (cl *h1Client) roundTripHead(req *http.Request, passOn bool) (*http.Respons
 	ctx := req.Context()
 	replay := replayable(req)
 	for try := 0; ; try++ {
-		pc, reused, err := cl.get(ctx, req.URL.Host, !replay)
+		pc, reused, err := cl.get(ctx, req.URL.Host)
 		if err != nil {
 			return nil, err
 		}
@@ -164,9 +164,13 @@ func (cl *h1Client) roundTripHead(req *http.Request, passOn bool) (*http.Respons
 	}
 }
 
-// get returns an idle connection to addr, or dials one. checkAlive: an
-// idle connection is taken only if alive says so.
-func (cl *h1Client) get(ctx context.Context, addr string, checkAlive bool) (*h1Conn, bool, error) {
+// get returns an idle connection to addr, or dials one. An idle connection
+// is taken only if alive says so: the backend has neither closed it nor
+// sent anything on it since its last response. Bytes nobody asked for (a
+// body after a HEAD response, a second response) would otherwise be read
+// as the next request's response; net/http's Transport closes such a
+// connection too ("Unsolicited response received on idle HTTP channel").
+func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error) {
 	cl.mu.Lock()
 	for l := cl.idle[addr]; len(l) > 0; l = cl.idle[addr] {
 		pc := l[len(l)-1]
@@ -175,7 +179,7 @@ func (cl *h1Client) get(ctx context.Context, addr string, checkAlive bool) (*h1C
 		if !pc.timer.Stop() {
 			continue // the idle timer fired and is closing it
 		}
-		if checkAlive && !alive(pc.c) {
+		if !alive(pc.c) {
 			pc.c.Close()
 			continue
 		}
@@ -326,7 +330,13 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		pc.c.SetReadDeadline(time.Time{})
 		pc.hdrArmed = 0
 	}
-	keep := !res.Close && !req.Close
+	// After a 101 the connection speaks another protocol (RFC 9110
+	// §15.2.2); the proxy only tunnels it for a request that asked for
+	// the switch, which this client never carries. An HTTP/1.0 response
+	// ends its connection too, as in nginx: its framing ignores
+	// Transfer-Encoding, which must then be taken as faulty (RFC 9112
+	// §6.1).
+	keep := !res.Close && !req.Close && res.StatusCode != http.StatusSwitchingProtocols && res.ProtoAtLeast(1, 1)
 	passed := false
 	if res.Header == nil {
 		// Read with passOn: passed on only as a final response with a

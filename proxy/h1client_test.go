@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
@@ -84,7 +85,15 @@ func testH1Client(t *testing.T, mod func(*http.Transport)) *h1Client {
 		mod(tr)
 	}
 	var d net.Dialer
-	cl := newH1Client(tr, d.DialContext)
+	// Connections as the proxy's transports dial them (newTransport).
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawsock.Wrap(c), nil
+	}
+	cl := newH1Client(tr, dial)
 	t.Cleanup(cl.CloseIdleConnections)
 	return cl
 }
@@ -228,27 +237,34 @@ func TestAlive(t *testing.T) {
 		}
 	}
 
-	c, _ := pair()
-	if !alive(c) {
-		t.Error("open idle connection: dead")
-	}
-	if !alive(tls.Client(c, &tls.Config{})) {
-		t.Error("open idle connection under TLS: dead")
-	}
-	c, s := pair()
-	s.Close()
-	settle(c)
-	if alive(c) {
-		t.Error("connection closed by its peer: alive")
-	}
-	if alive(tls.Client(c, &tls.Config{})) {
-		t.Error("connection closed by its peer, under TLS: alive")
-	}
-	c, s = pair()
-	s.Write([]byte("x"))
-	settle(c)
-	if alive(c) {
-		t.Error("connection with stray bytes: alive")
+	// rawsock's connections (as the proxy dials them) peek with their own
+	// Alive, others through their RawConn.
+	for _, wrap := range []func(net.Conn) net.Conn{func(c net.Conn) net.Conn { return c }, rawsock.Wrap} {
+		c, _ := pair()
+		c = wrap(c)
+		if !alive(c) {
+			t.Error("open idle connection: dead")
+		}
+		if !alive(tls.Client(c, &tls.Config{})) {
+			t.Error("open idle connection under TLS: dead")
+		}
+		c, s := pair()
+		c = wrap(c)
+		s.Close()
+		settle(c)
+		if alive(c) {
+			t.Error("connection closed by its peer: alive")
+		}
+		if alive(tls.Client(c, &tls.Config{})) {
+			t.Error("connection closed by its peer, under TLS: alive")
+		}
+		c, s = pair()
+		c = wrap(c)
+		s.Write([]byte("x"))
+		settle(c)
+		if alive(c) {
+			t.Error("connection with stray bytes: alive")
+		}
 	}
 	if alive(pipeConn{}) {
 		t.Error("connection without a socket: alive")
@@ -638,5 +654,100 @@ func TestH1ClientHeaderTimeoutKept(t *testing.T) {
 	}
 	if n := b.conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+// TestH1ClientSwitchedConnectionNotPooled: a 101 to a request that asked
+// for no switch leaves the connection speaking another protocol (RFC 9110
+// §15.2.2); it must not carry the next request. Through the proxy, the
+// client that got the 101 gets 502 and the next client's request goes on
+// a new connection.
+func TestH1ClientSwitchedConnectionNotPooled(t *testing.T) {
+	answer := func(conn int64, w *bufio.Writer, r *http.Request) bool {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/switch"):
+			io.WriteString(w, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: other\r\n\r\n")
+		case conn == 1: // the switched connection answers in "other"
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\nother-protocol")
+		default:
+			io.WriteString(w, okResponse)
+		}
+		return true
+	}
+	b := newRawBackend(t, answer)
+	cl := testH1Client(t, nil)
+	req, _ := http.NewRequest("GET", "http://"+b.addr()+"/switch", nil)
+	req.Body = nil
+	res, err := cl.RoundTrip(req)
+	if err != nil || res.StatusCode != 101 {
+		t.Fatalf("switch: %v, %v", res, err)
+	}
+	res.Body.Close()
+	if got, err := h1Get(t, cl, context.Background(), "GET", b.addr()); got != "200 OK ok" || err != nil || b.conns.Load() != 2 {
+		t.Fatalf("after a 101: %q, %v over %d connections; want \"200 OK ok\" over a second one", got, err, b.conns.Load())
+	}
+
+	b = newRawBackend(t, answer)
+	f := newFront(t, proxyTo(b.addr()), frontOpts{})
+	if res, _, _ := rawExchange(t, f.addr, "GET /switch HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n"); res.StatusCode != http.StatusBadGateway {
+		t.Fatalf("a 101 nobody asked for: %d, want 502", res.StatusCode)
+	}
+	if st, body, _ := get(t, testClient(t), f.url+"/next", "Host", "example.test"); st != 200 || body != "ok" {
+		t.Fatalf("the next client's request: %d %q, want 200 \"ok\" (not the switched connection's)", st, body)
+	}
+}
+
+// TestH1ClientHTTP10ResponseNotPooled: an HTTP/1.0 response ends its
+// connection even when it says keep-alive. Its framing ignores
+// Transfer-Encoding, which RFC 9112 §6.1 says makes it faulty; here the
+// body the backend framed as chunked is read by Content-Length.
+func TestH1ClientHTTP10ResponseNotPooled(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		if r.URL.Path == "/te10" {
+			io.WriteString(w, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nok")
+			return true
+		}
+		io.WriteString(w, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	cl := testH1Client(t, nil)
+	for i, path := range []string{"/te10", "/plain", "/plain"} {
+		req, _ := http.NewRequest("GET", "http://"+b.addr()+path, nil)
+		req.Body = nil
+		if got, err := h1Do(t, cl, req); err != nil || got != "ok" {
+			t.Fatalf("%s: %q, %v", path, got, err)
+		}
+		if n := b.conns.Load(); n != int64(i+1) {
+			t.Fatalf("after %d HTTP/1.0 responses, %d connections: one was reused", i+1, n)
+		}
+	}
+}
+
+// TestH1ClientStrayBytesOnIdleConnection: bytes a backend sends on an idle
+// pooled connection (here a body after its HEAD response, which has none:
+// RFC 9110 §9.3.2) are not the next request's response: the connection is
+// dropped before reuse, for a GET as for a POST.
+func TestH1ClientStrayBytesOnIdleConnection(t *testing.T) {
+	const stray = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\npoison"
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		if r.Method == http.MethodHead {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(stray))+"\r\n\r\n")
+			w.Flush()
+			time.Sleep(20 * time.Millisecond) // after the client read the head
+			io.WriteString(w, stray)
+			return true
+		}
+		io.WriteString(w, okResponse)
+		return true
+	})
+	cl := testH1Client(t, nil)
+	for _, method := range []string{"GET", "POST"} {
+		if got, err := h1Get(t, cl, context.Background(), "HEAD", b.addr()); err != nil {
+			t.Fatal(got, err)
+		}
+		time.Sleep(100 * time.Millisecond) // the stray bytes reach the idle connection
+		if got, err := h1Get(t, cl, context.Background(), method, b.addr()); got != "200 OK ok" || err != nil {
+			t.Fatalf("%s after the stray bytes: %q, %v; want \"200 OK ok\"", method, got, err)
+		}
 	}
 }

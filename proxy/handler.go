@@ -347,6 +347,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rs.ci = ci
 	p.initSend(rs, r)
 	host := reqHost(r, ci)
+	if np, changed := normalPath(r.URL.Path); changed {
+		u := *r.URL
+		u.Path, u.RawPath = np, ""
+		r.URL = &u
+	}
 	rt := s.match(r, host)
 	rs.route = rt
 	switch {

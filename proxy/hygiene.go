@@ -81,7 +81,15 @@ func isSetHeaderName(k string) bool {
 // fields, fields that must not be trailers (RFC 9110 §6.5.1), and the
 // fields the route's request_headers edit.
 func (rt *route) trailerAllowed(k string) bool {
-	if !rt.allowTrailers || isSetHeaderName(k) || !httpguts.ValidTrailerHeader(k) {
+	return rt.allowTrailers && !isSetHeaderName(k) && validTrailer(k) && !rt.reqOps.names(k)
+}
+
+// validTrailer reports whether a trailer k may be passed on, a backend's
+// response trailer to the client among them (declared or not): not a
+// hop-by-hop field, and not one that must not be a trailer (RFC 9110
+// §6.5.1), such as Content-Length, Host or Authorization.
+func validTrailer(k string) bool {
+	if !httpguts.ValidTrailerHeader(k) {
 		return false
 	}
 	for _, h := range hopHeaders {
@@ -89,7 +97,7 @@ func (rt *route) trailerAllowed(k string) bool {
 			return false
 		}
 	}
-	return !rt.reqOps.names(k)
+	return true
 }
 
 // outgoingTrailer returns the trailer map for the request sent upstream:

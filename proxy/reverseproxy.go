@@ -564,9 +564,13 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announc
 	if n := len(res.Trailer); n > 0 {
 		announced = make([]string, 0, n)
 		for k := range res.Trailer {
-			announced = append(announced, k)
+			if validTrailer(k) {
+				announced = append(announced, k)
+			}
 		}
-		dst["Trailer"] = []string{strings.Join(announced, ", ")}
+		if len(announced) > 0 {
+			dst["Trailer"] = []string{strings.Join(announced, ", ")}
+		}
 	}
 	if !rt.resOps.empty() {
 		rt.resOps.apply(dst)
@@ -616,6 +620,9 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if len(res.Trailer) > 0 {
 		rs.w.Flush()
 		for k, vv := range res.Trailer {
+			if !validTrailer(k) {
+				continue
+			}
 			if !slices.Contains(announced, k) {
 				k = http.TrailerPrefix + k
 			}

@@ -266,6 +266,58 @@ func TestRequestTrailers(t *testing.T) {
 	}
 }
 
+// TestResponseTrailersFiltered: a backend's response trailers reach the
+// client, declared or not, except fields that must not be trailers (RFC
+// 9110 §6.5.1: Content-Length, Host, Authorization...) and hop-by-hop
+// ones, which are neither announced in Trailer nor sent, over HTTP/1.1
+// and h2.
+func TestResponseTrailersFiltered(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nTrailer: X-Sum, Host, Authorization\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"4\r\nbody\r\n0\r\nX-Sum: 1\r\nContent-Length: 99\r\nHost: evil.test\r\nX-Undeclared: u\r\nAuthorization: Basic eA==\r\nKeep-Alive: timeout=1\r\nUpgrade: other\r\n\r\n")
+		return true
+	})
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("h2=", h2), func(t *testing.T) {
+			f, c := frontFor(t, proxyTo(b.addr()), h2)
+			req, _ := http.NewRequest("GET", f.url+"/", nil)
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if string(body) != "body" {
+				t.Fatalf("body %q", body)
+			}
+			if got := res.Trailer.Get("X-Sum"); got != "1" {
+				t.Errorf("declared trailer X-Sum %q, want 1", got)
+			}
+			if got := res.Trailer.Get("X-Undeclared"); got != "u" {
+				t.Errorf("undeclared trailer X-Undeclared %q, want u", got)
+			}
+			for _, k := range []string{"Content-Length", "Host", "Authorization", "Keep-Alive", "Upgrade"} {
+				if v, ok := res.Trailer[k]; ok {
+					t.Errorf("trailer %s: %q reached the client", k, v)
+				}
+			}
+		})
+	}
+	// The announcement, on the wire.
+	f := newFront(t, proxyTo(b.addr()), frontOpts{})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
+	wire, _ := io.ReadAll(c)
+	if !strings.Contains(string(wire), "\r\nTrailer: X-Sum\r\n") {
+		t.Errorf("the response does not announce X-Sum alone:\n%s", wire)
+	}
+}
+
 func TestWebSocketEcho(t *testing.T) {
 	backend := wsEchoBackend(t)
 	obs := newEventObserver()
@@ -549,4 +601,22 @@ func TestContentLengthWithTransferEncoding(t *testing.T) {
 			}
 		})
 	}
+	// HTTP/1.0 with Transfer-Encoding: its framing is faulty (RFC 9112
+	// §6.1); net/http's parser would take an empty body and read the
+	// chunked one, and what follows, as the next requests.
+	t.Run("TE in HTTP/1.0", func(t *testing.T) {
+		smuggled.Store(0)
+		res, c, br := rawExchange(t, f.addr, "POST / HTTP/1.0\r\nHost: example.test\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"+next)
+		if res.StatusCode != 400 || !res.Close {
+			t.Errorf("first response: status %d close %v, want 400 close", res.StatusCode, res.Close)
+		}
+		if res2, err := http.ReadResponse(br, nil); err == nil {
+			res2.Body.Close()
+			t.Errorf("the request behind it was answered: %d", res2.StatusCode)
+		}
+		c.Close()
+		if smuggled.Load() != 0 {
+			t.Errorf("the request behind it reached the backend")
+		}
+	})
 }

@@ -161,6 +161,7 @@ var (
 	errMalformedHost   = &statusError{http.StatusBadRequest, "malformed Host header"}
 	errFieldName       = &statusError{http.StatusBadRequest, "invalid header name"}
 	errVersion         = &statusError{http.StatusHTTPVersionNotSupported, "unsupported protocol version"}
+	errTE10            = &statusError{http.StatusBadRequest, "Transfer-Encoding in an HTTP/1.0 request"}
 	errExpectationFail = &statusError{http.StatusExpectationFailed, ""}
 )
 
@@ -271,6 +272,14 @@ func (c *conn) readRequest() (*http.Request, error) {
 	c.r.remain = noLimit
 	if req.ProtoMajor != 1 {
 		return nil, errVersion
+	}
+	// RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
+	// framing. ReadRequest ignores the field in HTTP/1.0 (and frames the
+	// body by Content-Length, or as empty), so the chunked body that
+	// follows would be read as the next request: refuse it and close, as
+	// nginx does.
+	if req.ProtoMinor == 0 && c.scan.te {
+		return nil, errTE10
 	}
 	c.lastPOST = req.Method == http.MethodPost
 	if c.scan.hosts == 0 {

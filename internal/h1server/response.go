@@ -528,7 +528,10 @@ func appendChunkLine(b []byte, n int) []byte {
 }
 
 // appendChunkedEnd appends the last chunk and the trailers: the fields
-// declared in Trailer and those set with http.TrailerPrefix.
+// declared in Trailer and those set with http.TrailerPrefix, but none that
+// may not be a trailer (RFC 9110 §6.5.1: framing, routing, authentication,
+// caching controls...; httpguts.ValidTrailerHeader), as net/http drops
+// them.
 func (w *response) appendChunkedEnd(b []byte) []byte {
 	b = append(b, "0\r\n"...)
 	for _, k := range w.sortedKeys() {
@@ -539,7 +542,7 @@ func (w *response) appendChunkedEnd(b []byte) []byte {
 			}
 			name = k
 		}
-		if !httpguts.ValidHeaderFieldName(name) {
+		if !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidTrailerHeader(name) {
 			continue
 		}
 		for _, v := range w.header[k] {

@@ -158,6 +158,9 @@ func TestChunkedRequestAndResponse(t *testing.T) {
 		if r.URL.Path == "/undeclared" {
 			w.(http.Flusher).Flush()
 			w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+			// Fields that may not be trailers (RFC 9110 §6.5.1).
+			w.Header().Set(http.TrailerPrefix+"Content-Length", "99")
+			w.Header().Set(http.TrailerPrefix+"Host", "evil.test")
 			return
 		}
 		w.Header().Set("Trailer", "X-Sum")
@@ -186,8 +189,8 @@ func TestChunkedRequestAndResponse(t *testing.T) {
 	// none declared.
 	io.WriteString(c, "GET /undeclared HTTP/1.1\r\nHost: a\r\n\r\n")
 	r = readResponses(t, bufio.NewReader(c), "GET")[0]
-	if r.Trailer.Get("X-Late") != "late" {
-		t.Errorf("undeclared trailer: %v", r.Trailer)
+	if r.Trailer.Get("X-Late") != "late" || r.Trailer.Get("Content-Length") != "" || r.Trailer.Get("Host") != "" {
+		t.Errorf("undeclared trailers: %v, want X-Late alone", r.Trailer)
 	}
 }
 
@@ -305,6 +308,10 @@ func TestBadRequests(t *testing.T) {
 		{"gzip TE", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 Not Implemented"},
 		{"two TEs", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 501 Not Implemented"},
 		{"two Content-Lengths", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", "HTTP/1.1 400 Bad Request"},
+		// RFC 9112 §6.1: faulty framing. ReadRequest would frame the body
+		// as empty and read the chunked body as the next request.
+		{"TE in HTTP/1.0", "POST /x HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 400 Bad Request: Transfer-Encoding in an HTTP/1.0 request"},
+		{"TE and CL in HTTP/1.0", "POST /x HTTP/1.0\r\nContent-Length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request: Transfer-Encoding in an HTTP/1.0 request"},
 	} {
 		out := exchange(t, addr, tc.req)
 		if !strings.HasPrefix(out, tc.want) || !strings.Contains(out, "Connection: close") {

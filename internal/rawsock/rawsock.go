@@ -40,6 +40,11 @@ type Conn struct {
 	// at once (net.Conn allows concurrent calls); the callers of one
 	// direction take turns, as netFD's own lock makes them do.
 	r, w call
+
+	// Alive's peek: its callback (made once) and result.
+	peekFn   func(fd uintptr)
+	peekLive bool
+	peekBuf  [1]byte
 }
 
 // Wrap returns c with raw reads and writes when the platform supports
@@ -59,6 +64,7 @@ func Wrap(c net.Conn) net.Conn {
 	rs := &Conn{TCPConn: tc, rc: rc}
 	rs.r.fn = rs.doRead
 	rs.w.fn = rs.doWrite
+	rs.peekFn = rs.doPeek
 	return rs
 }
 
@@ -98,6 +104,17 @@ func (c *Conn) run(k *call, p []byte, write bool) (int, error) {
 		return n, &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: k.err}
 	}
 	return n, nil
+}
+
+// Alive reports whether the connection is open with nothing to read: the
+// peer has neither closed it nor sent anything since the last Read. It
+// peeks without waiting and without allocating, so that a pool can check
+// an idle connection before every reuse. It takes the read side's turn.
+func (c *Conn) Alive() bool {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	c.peekLive = false
+	return c.rc.Control(c.peekFn) == nil && c.peekLive
 }
 
 // Read implements net.Conn.

@@ -50,3 +50,17 @@ func (c *Conn) doWrite(fd uintptr) bool {
 	}
 	return true
 }
+
+// doPeek is Alive's RawConn.Control callback: one recv(2) of a byte with
+// MSG_PEEK|MSG_DONTWAIT; only EAGAIN says the connection is alive (data,
+// an end of stream or an error all say it cannot carry a request).
+func (c *Conn) doPeek(fd uintptr) {
+	for {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		c.peekLive = e == syscall.EAGAIN
+		return
+	}
+}

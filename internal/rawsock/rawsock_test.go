@@ -250,3 +250,43 @@ func TestConcurrentReads(t *testing.T) {
 		t.Fatalf("readers got %d bytes summing to %d, want %d summing to %d", count, sum, total, total/4*10)
 	}
 }
+
+// TestAlive: Alive is true while the peer keeps the connection open and
+// sends nothing; unread bytes or the peer's close make it false, and it
+// allocates nothing.
+func TestAlive(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw system calls are Linux-only")
+	}
+	s, c := pair(t)
+	rs := s.(*Conn)
+	if !rs.Alive() {
+		t.Fatal("open idle connection: not alive")
+	}
+	if n := testing.AllocsPerRun(100, func() { rs.Alive() }); n != 0 {
+		t.Errorf("Alive: %.1f allocations, want 0", n)
+	}
+	wait := func(want bool) {
+		t.Helper()
+		for i := 0; i < 500 && rs.Alive() != want; i++ {
+			time.Sleep(time.Millisecond)
+		}
+		if rs.Alive() != want {
+			t.Fatalf("Alive %v, want %v", !want, want)
+		}
+	}
+	c.Write([]byte("x"))
+	wait(false)
+	if rs.Alive() {
+		t.Fatal("alive with a byte unread")
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(s, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !rs.Alive() {
+		t.Fatal("not alive once the byte was read")
+	}
+	c.Close()
+	wait(false)
+}

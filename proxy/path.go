@@ -1,0 +1,25 @@
+package proxy
+
+import (
+	"path"
+	"strings"
+)
+
+// normalPath returns p, an origin-form request path (already
+// percent-decoded), with its dot segments removed (RFC 3986 §5.2.4, the
+// normalisation RFC 9110 §4.2.3 describes for comparing URIs) and runs of
+// slashes merged (as nginx's merge_slashes), and whether that changed it.
+// Routes match the normal form and the upstream receives it: a route that
+// answers /admin/ itself cannot be passed by /x/../admin/, /./admin/ or
+// //admin/, which a backend that normalises would serve as /admin/. A
+// trailing slash, or a final dot segment (which stands for one), is kept.
+func normalPath(p string) (string, bool) {
+	if !strings.HasPrefix(p, "/") || !strings.Contains(p, "/.") && !strings.Contains(p, "//") {
+		return p, false
+	}
+	c := path.Clean(p)
+	if c != "/" && (strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..")) {
+		c += "/"
+	}
+	return c, c != p
+}
