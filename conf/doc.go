@@ -963,9 +963,11 @@
 //   - name (string): name identifies the client in the audit log and the
 //     metrics. Required, unique.
 //   - subject (string): subject matches the client certificate's subject,
-//     written as Go's crypto/x509 prints it (RFC 2253 order, for example
-//     "CN=edge-1,O=Example"; gmproxy keyserver logs the subject of refused
-//     clients). Set subject, spki_sha256 or both (then both must match).
+//     written in RFC 2253 form from every attribute of the subject in the
+//     certificate's order (for example "CN=edge-1,O=Example"; gmproxy
+//     keyserver logs the subject of refused clients in this form). A
+//     certificate whose subject has another attribute, such as a second CN,
+//     does not match. Set subject, spki_sha256 or both (then both must match).
 //   - spki_sha256 (string): spki_sha256 matches the SHA-256 of the client
 //     certificate's SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout
 //     | openssl pkey -pubin -outform der | sha256sum); it survives re-issuing

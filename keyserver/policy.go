@@ -3,6 +3,8 @@ package keyserver
 import (
 	"crypto/sha256"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -90,7 +92,8 @@ type Limits struct {
 	// Rate is set).
 	Burst int
 	// MaxInFlight bounds the client's operations in progress, over all its
-	// connections; 0 means unlimited.
+	// connections, answers not yet written included (a client that does not
+	// read its answers gets no more than this many run); 0 means unlimited.
 	MaxInFlight int
 }
 
@@ -99,7 +102,11 @@ type Grant struct {
 	// Name identifies the client in logs and metrics.
 	Name string
 	// Subject matches the certificate subject, in the RFC 2253 form of
-	// crypto/x509's pkix.Name.String (for example "CN=edge-1,O=Example").
+	// crypto/x509 (for example "CN=edge-1,O=Example") written from every
+	// attribute of the subject in the certificate's order (pkix.RDNSequence
+	// String): a subject with a second CN or its attributes in another
+	// order does not match, where pkix.Name.String would drop or reorder
+	// them. For an ordinary certificate both forms are the same.
 	Subject string
 	// SPKISHA256 matches the SHA-256 of the certificate's
 	// SubjectPublicKeyInfo. A grant sets Subject or SPKISHA256 (or both:
@@ -146,9 +153,19 @@ type clientPolicy struct {
 	spki  string // hex, "" when not matched
 	allow map[*servedKey]bool
 	state *clientState
+	// local: the grant of Unix-socket clients (Policy.Local), which a TLS
+	// client never gets, whatever its name.
+	local bool
 }
 
-func compilePolicy(p *Policy, states map[string]*clientState) (*policy, error) {
+// stateKey names a client's limits state, kept across reloads: the Local
+// grant's is its own even when a TLS client has the same name.
+type stateKey struct {
+	name  string
+	local bool
+}
+
+func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error) {
 	cp := &policy{keys: map[[32]byte]*servedKey{}}
 	byName := map[string]*servedKey{}
 	for _, k := range p.Keys {
@@ -170,11 +187,11 @@ func compilePolicy(p *Policy, states map[string]*clientState) (*policy, error) {
 		byName[k.Name] = sk
 		cp.keys[id] = sk
 	}
-	compile := func(c *Grant) (*clientPolicy, error) {
+	compile := func(c *Grant, local bool) (*clientPolicy, error) {
 		if c.Name == "" {
 			return nil, errors.New("client without a name")
 		}
-		ccp := &clientPolicy{Grant: *c, allow: map[*servedKey]bool{}}
+		ccp := &clientPolicy{Grant: *c, allow: map[*servedKey]bool{}, local: local}
 		if len(c.SPKISHA256) > 0 {
 			ccp.spki = hex.EncodeToString(c.SPKISHA256)
 		}
@@ -185,10 +202,11 @@ func compilePolicy(p *Policy, states map[string]*clientState) (*policy, error) {
 			}
 			ccp.allow[sk] = true
 		}
-		st := states[c.Name]
+		sk := stateKey{c.Name, local}
+		st := states[sk]
 		if st == nil {
 			st = &clientState{name: c.Name}
-			states[c.Name] = st
+			states[sk] = st
 		}
 		st.setLimits(c.Limits)
 		ccp.state = st
@@ -199,14 +217,14 @@ func compilePolicy(p *Policy, states map[string]*clientState) (*policy, error) {
 		if c.Subject == "" && len(c.SPKISHA256) == 0 {
 			return nil, fmt.Errorf("client %q: no subject or SPKI hash to match", c.Name)
 		}
-		ccp, err := compile(c)
+		ccp, err := compile(c, false)
 		if err != nil {
 			return nil, err
 		}
 		cp.clients = append(cp.clients, ccp)
 	}
 	if p.Local != nil {
-		ccp, err := compile(p.Local)
+		ccp, err := compile(p.Local, true)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +239,7 @@ func (p *policy) identify(cert *x509.Certificate) *clientPolicy {
 	if cert == nil {
 		return p.local
 	}
-	subject := cert.Subject.String()
+	subject := SubjectString(cert)
 	h := SPKIHash(cert)
 	spki := hex.EncodeToString(h[:])
 	for _, c := range p.clients {
@@ -232,10 +250,21 @@ func (p *policy) identify(cert *x509.Certificate) *clientPolicy {
 	return nil
 }
 
+// SubjectString returns the subject of cert as Grant.Subject matches it:
+// every attribute, in the certificate's order (RFC 2253 form), or "" when
+// the subject does not parse.
+func SubjectString(cert *x509.Certificate) string {
+	var rdns pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(cert.RawSubject, &rdns); err != nil || len(rest) != 0 {
+		return ""
+	}
+	return rdns.String()
+}
+
 // peerName describes cert for the log of a refused connection.
 func peerName(cert *x509.Certificate) string {
 	h := SPKIHash(cert)
-	return fmt.Sprintf("subject %q, spki_sha256 %s", cert.Subject.String(), hex.EncodeToString(h[:]))
+	return fmt.Sprintf("subject %q, spki_sha256 %s", SubjectString(cert), hex.EncodeToString(h[:]))
 }
 
 // clientState is a client's rate limiter and in-flight count; it

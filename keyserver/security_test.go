@@ -3,8 +3,15 @@ package keyserver
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/binary"
 	"errors"
+	"math/big"
 	"net"
 	"os"
 	"strings"
@@ -256,3 +263,163 @@ func TestConnectionBound(t *testing.T) {
 		t.Errorf("held connection: %v", err)
 	}
 }
+
+// TestLocalGrantNotForTLSClients: the Local (Unix-socket) grant is never a
+// TLS client's, whatever its name: neither when a TLS client's grant has
+// the same name, nor after a reload leaves only a Local grant of that
+// name while the TLS connection is still open.
+func TestLocalGrantNotForTLSClients(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	ctx := context.Background()
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("pre-master"))
+
+	ks := startServer(t, pki, &Policy{Keys: keys,
+		Clients: []Grant{{Name: "edge", Subject: "CN=edge,O=test", Keys: []string{"sign"}}},
+		Local:   &Grant{Name: "edge", Keys: []string{"sign", "enc"}},
+	}, nil)
+	kc := newClient(t, cliTLS, ks.addr)
+	if _, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+		t.Fatalf("granted key: %v", err)
+	}
+	if pt, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrForbidden) {
+		t.Errorf("TLS client named like the Local grant decrypted: %q, %v", pt, err)
+	}
+
+	// A reload that turns the file into a Unix-socket key server: conf
+	// then gives the Local grant (all keys) the name of the old client.
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Local: &Grant{Name: "edge", Keys: []string{"sign", "enc"}, Limits: DefaultLimits}}); err != nil {
+		t.Fatal(err)
+	}
+	if pt, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); err == nil {
+		t.Errorf("open TLS connection decrypted under the Local grant after the reload: %q", pt)
+	}
+}
+
+// TestSubjectMatchesEveryAttribute: a grant's subject matches the
+// certificate's whole subject, not pkix.Name.String, which keeps the last
+// CN only and reorders attributes: a certificate for "O=test, CN=edge-2,
+// CN=edge" is not the client "CN=edge,O=test".
+func TestSubjectMatchesEveryAttribute(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cp, err := compilePolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, map[stateKey]*clientState{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := func(rdns pkix.RDNSequence) *x509.Certificate {
+		raw, err := asn1.Marshal(rdns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), RawSubject: raw, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, pki.ca, &k.PublicKey, pki.caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	o := pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 10}, Value: "test"}
+	cn := func(v string) pkix.AttributeTypeAndValue {
+		return pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: v}
+	}
+	if c := cp.identify(cert(pkix.RDNSequence{{o}, {cn("edge")}})); c == nil || c.Name != "edge" {
+		t.Fatalf("the client's own certificate: %v", c)
+	}
+	for _, rdns := range []pkix.RDNSequence{
+		{{o}, {cn("edge-2")}, {cn("edge")}},
+		{{o}, {cn("edge"), cn("edge-2")}},
+		{{cn("edge")}, {o}},
+	} {
+		c := cert(rdns)
+		if got := cp.identify(c); got != nil {
+			t.Errorf("subject %s (pkix.Name %q) identified as %q", SubjectString(c), c.Subject.String(), got.Name)
+		}
+	}
+}
+
+// TestUnreadAnswersHoldTheirSlots: a client that sends requests and never
+// reads the answers has at most MaxInFlight operations run and waiting to
+// be written; the rest are refused, and the server stops reading from it
+// instead of keeping one answer per request in memory.
+func TestUnreadAnswersHoldTheirSlots(t *testing.T) {
+	keys := testKeys(t)
+	obs := newRecObserver()
+	s := &Server{Observer: obs}
+	if err := s.SetPolicy(&Policy{Keys: keys, Local: &Grant{Name: "local", Keys: []string{"sign", "enc"}, Limits: Limits{MaxInFlight: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	ln := &pipeListener{ch: make(chan net.Conn), closed: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	c, sc := net.Pipe() // synchronous: an answer nobody reads is not written
+	ln.ch <- sc
+	t.Cleanup(func() {
+		c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		<-served
+	})
+	if _, err := c.Write(appendHello(nil, Version)); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := readHello(c); err != nil || v != Version {
+		t.Fatalf("hello: %d %v", v, err)
+	}
+	id, _ := KeyID(keys[1].Private.Public())
+	ct, err := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, make([]byte, 4<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		for i := uint32(1); i <= 300; i++ {
+			b := binary.BigEndian.AppendUint32(nil, uint32(headerLen-4+32+len(ct)))
+			b = binary.BigEndian.AppendUint32(b, i)
+			b = append(append(append(b, byte(OpDecrypt)), id[:]...), ct...)
+			if _, err := c.Write(b); err != nil {
+				break
+			}
+			n++
+		}
+		sent <- n
+	}()
+	done := func() int { return obs.get(func(r *recObserver) int { return r.ops["local/enc/decrypt/ok"] }) }
+	eventually(t, "two operations done", func() bool { return done() >= 2 })
+	time.Sleep(200 * time.Millisecond) // what else the server would do
+	if n := done(); n > 2 {
+		t.Errorf("%d operations ran for a client with MaxInFlight 2 that reads no answer", n)
+	}
+	select {
+	case n := <-sent:
+		t.Errorf("the server read all %d requests of a client that reads no answer", n)
+	default:
+	}
+}
+
+// pipeListener hands out the server ends of net.Pipe connections.
+type pipeListener struct {
+	ch     chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "unix"} }

@@ -78,7 +78,7 @@ type Server struct {
 
 	policy atomic.Pointer[policy]
 	smu    sync.Mutex
-	states map[string]*clientState
+	states map[stateKey]*clientState
 
 	audit audit
 	// runHook, when set (tests), runs before each admitted operation.
@@ -99,7 +99,7 @@ func (s *Server) SetPolicy(p *Policy) error {
 	s.smu.Lock()
 	defer s.smu.Unlock()
 	if s.states == nil {
-		s.states = map[string]*clientState{}
+		s.states = map[stateKey]*clientState{}
 	}
 	cp, err := compilePolicy(p, s.states)
 	if err != nil {
@@ -412,10 +412,6 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			start := time.Now()
 			out, err := r.run()
-			state.release()
-			if s.Observer != nil {
-				s.Observer.InFlight(client, -1)
-			}
 			switch {
 			case errors.Is(err, errMalformedKA):
 				r.code, r.detail = CodeMalformed, err.Error()
@@ -424,10 +420,21 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			s.finish(client, r, time.Since(start))
 			if r.code != CodeOK {
-				w.write(id, byte(r.code), []byte(r.detail), nil)
-				return
+				out = []byte(r.detail)
 			}
-			w.write(id, byte(CodeOK), out, nil)
+			// The operation holds its in-flight slot until its answer is
+			// written: a client that does not read its answers has at
+			// most MaxInFlight of them waiting (then it is refused busy),
+			// not one per request it sends. An answer that cannot be
+			// written ends the connection.
+			werr := w.write(id, byte(r.code), out, nil)
+			state.release()
+			if s.Observer != nil {
+				s.Observer.InFlight(client, -1)
+			}
+			if werr != nil {
+				c.Close()
+			}
 		}()
 	}
 }
@@ -440,8 +447,14 @@ func isEOF(err error) bool {
 // client returns the entry of the current policy for the client cp of
 // an older one (the same pointer when the policy did not change).
 func (p *policy) client(cp *clientPolicy) *clientPolicy {
-	if p.local != nil && (p.local == cp || p.local.Name == cp.Name) {
-		return p.local
+	if cp.local {
+		// A Unix-socket client keeps the Local grant, and a TLS client
+		// never takes it: a TLS client named like it (or left on a
+		// listener after a reload to a Unix socket) must not get its keys.
+		if p.local != nil && (p.local == cp || p.local.Name == cp.Name) {
+			return p.local
+		}
+		return nil
 	}
 	for _, c := range p.clients {
 		if c == cp || (c.Name == cp.Name && c.Subject == cp.Subject && c.spki == cp.spki) {

@@ -24,7 +24,7 @@ const Supported = true
 // worker maps it, or as it is written for a table over populateMax (see
 // mapFD).
 func Create(entries int) (*os.File, error) {
-	fd, err := unix.MemfdCreate("gmproxy-sessions", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("gmproxy-sessions", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("shmstore: memfd_create: %w", err)
 	}
@@ -33,6 +33,13 @@ func Create(entries int) (*os.File, error) {
 	if err := f.Truncate(size); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("shmstore: %w", err)
+	}
+	// Its size is fixed for good: a worker that shrank the file (a bug, or
+	// one taken over) would make every other worker's next access past
+	// the new end a SIGBUS, not a miss. The seal itself is sealed.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shmstore: sealing the table's size: %w", err)
 	}
 	mem, err := unix.Mmap(fd, 0, headerSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

@@ -253,3 +253,30 @@ func BenchmarkHandshake(b *testing.B) {
 		}
 	}
 }
+
+// TestSizeSealed: the table's file cannot be shrunk or grown by a worker
+// holding its descriptor (a shrink would make every other worker's next
+// access past the end a SIGBUS), and the seals cannot be lifted.
+func TestSizeSealed(t *testing.T) {
+	f, s, _ := newMapped(t, 1000)
+	size := Size(1000)
+	if err := f.Truncate(headerSize); err == nil {
+		t.Error("the table's file was shrunk")
+	}
+	if err := f.Truncate(2 * size); err == nil {
+		t.Error("the table's file was grown")
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_WRITE); err == nil {
+		t.Error("a seal could be added")
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != size {
+		t.Fatalf("size %v, %v; want %d", fi, err, size)
+	}
+	ctx := context.Background()
+	if err := s.Set(ctx, "k", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.Get(ctx, "k"); !ok || err != nil || string(v) != "v" {
+		t.Fatalf("Get: %q %v %v", v, ok, err)
+	}
+}
