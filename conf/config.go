@@ -226,11 +226,14 @@ type HTTPServer struct {
 	// A kept-alive HTTP/1.1 connection keeps its send deadline between
 	// requests.
 	SendTimeout time.Duration `yaml:"send_timeout"`
-	// HTTP2MaxResetRate bounds the stream resets (RST_STREAM) an HTTP/2
-	// client may send per second, on average, with bursts of twice the
-	// rate or twice max_concurrent_streams, whichever is larger (HTTP/2
-	// "rapid reset"). A client resetting faster gets GOAWAY with
-	// ENHANCE_YOUR_CALM and is disconnected. Default 100.
+	// HTTP2MaxResetRate bounds the stream resets of an HTTP/2 client per
+	// second, on average, with bursts of twice the rate or twice
+	// max_concurrent_streams, whichever is larger: the RST_STREAMs it sends
+	// (HTTP/2 "rapid reset") and those the server sends for its protocol
+	// errors on a stream ("MadeYouReset": PROTOCOL_ERROR,
+	// FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM).
+	// A client over it gets GOAWAY with ENHANCE_YOUR_CALM and is
+	// disconnected. Default 100.
 	HTTP2MaxResetRate int `yaml:"http2_max_reset_rate"`
 }
 

@@ -19,6 +19,14 @@ import (
 // connection with a token bucket and, past it, sends GOAWAY with
 // ENHANCE_YOUR_CALM (RFC 9113 §5.4.1, §7) and ends the connection.
 //
+// A client can also make the server reset its streams ("MadeYouReset",
+// CVE-2025-8671): a frame that is a stream error (a WINDOW_UPDATE of 0, a
+// DATA frame on a stream it ended...) frees the stream's slot as a
+// RST_STREAM of its own would, while the handler already started. Those
+// resets, the server's RST_STREAMs with an error code that blames the
+// client (PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED,
+// FRAME_SIZE_ERROR, REFUSED_STREAM), take tokens from the same bucket.
+//
 // resetGuard sits between the HTTP/2 server and the connection. It follows
 // the frame boundaries of both directions (a 9-octet header, then the
 // payload, RFC 9113 §4.1) without decoding payloads, so that the GOAWAY it
@@ -46,6 +54,11 @@ type frameScanner struct {
 	hdr   [h2FrameHeaderLen]byte
 	hdrN  int
 	onHdr func(hdr *[h2FrameHeaderLen]byte)
+	// onRST, when set, gets the stream and error code of every
+	// RST_STREAM frame (the code is the frame's 4-octet payload).
+	onRST func(stream, code uint32)
+	code  [4]byte
+	codeN int // octets of the RST_STREAM payload still to collect: 4..1, 0 none
 }
 
 // scan consumes b and calls onHdr for every complete frame header.
@@ -53,6 +66,12 @@ func (s *frameScanner) scan(b []byte) {
 	for len(b) > 0 {
 		if s.skip > 0 {
 			n := min(s.skip, len(b))
+			if s.codeN > 0 {
+				k := copy(s.code[4-s.codeN:], b[:n])
+				if s.codeN -= k; s.codeN == 0 {
+					s.onRST(binary.BigEndian.Uint32(s.hdr[5:])&0x7fffffff, binary.BigEndian.Uint32(s.code[:]))
+				}
+			}
 			s.skip -= n
 			b = b[n:]
 			continue
@@ -67,6 +86,9 @@ func (s *frameScanner) scan(b []byte) {
 		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
 		if s.onHdr != nil {
 			s.onHdr(&s.hdr)
+		}
+		if s.onRST != nil && s.hdr[3] == h2FrameRSTStream && s.skip == 4 {
+			s.codeN = 4
 		}
 	}
 }
@@ -110,12 +132,14 @@ func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
 type resetGuard struct {
 	net.Conn
 	in     frameScanner // client → server, only the server's reader uses it
-	rate   float64      // resets per second
+	onTrip func()
+	flood  atomic.Bool
+
+	bucket sync.Mutex // the reader's and the writers' resets take tokens
+	rate   float64    // resets per second
 	burst  float64
 	tokens float64
 	last   time.Time
-	flood  bool
-	onTrip func()
 
 	lastStream uint32 // highest stream the client opened (GOAWAY's last-stream-id)
 
@@ -130,7 +154,37 @@ func newResetGuard(c net.Conn, rate, burst int, onTrip func()) *resetGuard {
 	g := &resetGuard{Conn: c, rate: float64(rate), burst: float64(burst), tokens: float64(burst), onTrip: onTrip}
 	g.in.skip = len(h2ClientPreface)
 	g.in.onHdr = g.clientFrame
+	g.out.onRST = g.serverReset
 	return g
+}
+
+// reset takes a token for a stream reset; with none left the client is
+// flooding.
+func (g *resetGuard) reset() {
+	g.bucket.Lock()
+	defer g.bucket.Unlock()
+	now := time.Now()
+	if !g.last.IsZero() {
+		g.tokens = min(g.burst, g.tokens+now.Sub(g.last).Seconds()*g.rate)
+	}
+	g.last = now
+	g.tokens--
+	if g.tokens < 0 {
+		g.flood.Store(true)
+	}
+}
+
+// serverReset counts the server's resets of client streams that the
+// client caused (RFC 9113 §7 codes of its protocol errors, and streams it
+// opened past the concurrency limit).
+func (g *resetGuard) serverReset(stream, code uint32) {
+	if stream&1 == 0 {
+		return
+	}
+	switch code {
+	case 0x1, 0x3, 0x5, 0x6, 0x7: // PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM
+		g.reset()
+	}
 }
 
 func (g *resetGuard) clientFrame(h *[h2FrameHeaderLen]byte) {
@@ -141,34 +195,33 @@ func (g *resetGuard) clientFrame(h *[h2FrameHeaderLen]byte) {
 			g.lastStream = id
 		}
 	case h2FrameRSTStream:
-		now := time.Now()
-		if !g.last.IsZero() {
-			g.tokens = min(g.burst, g.tokens+now.Sub(g.last).Seconds()*g.rate)
-		}
-		g.last = now
-		g.tokens--
-		if g.tokens < 0 {
-			g.flood = true
-		}
+		g.reset()
 	}
 }
 
 func (g *resetGuard) Read(p []byte) (int, error) {
-	if g.flood {
-		return 0, errResetFlood
+	if g.flood.Load() { // tripped before, or by the server's resets
+		return 0, g.trip()
 	}
 	n, err := g.Conn.Read(p)
 	g.in.scan(p[:n])
-	if g.flood {
-		// Nothing more of this client reaches the server: GOAWAY, and
-		// the read error ends the connection.
+	if g.flood.Load() {
+		return 0, g.trip()
+	}
+	return n, err
+}
+
+// trip ends a flooding client's connection: nothing more of it reaches
+// the server; GOAWAY (once), and the read error ends the connection. Only
+// the reader calls it.
+func (g *resetGuard) trip() error {
+	if !g.pending.Load() {
 		g.goAway()
 		if g.onTrip != nil {
 			g.onTrip()
 		}
-		return 0, errResetFlood
 	}
-	return n, err
+	return errResetFlood
 }
 
 // goAway writes GOAWAY(ENHANCE_YOUR_CALM) now if the server is between

@@ -32,13 +32,37 @@ func TestHTTP2RapidReset(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	sent := testpeer.ExpectCalm(t, c, "http", "example.test", 2000)
+	sent := testpeer.ExpectCalm(t, c, "http", "example.test", 2000, testpeer.Cancel)
 	// Let handlers already running finish before counting.
 	f.p.Shutdown(context.Background())
 	if n := seen.Load(); n > 200 {
 		t.Errorf("backend got %d requests from %d reset streams; want only a few", n, sent)
 	}
 	t.Logf("sent %d pairs, backend saw %d requests", sent, seen.Load())
+}
+
+// TestHTTP2MadeYouReset: a client that makes the server reset each
+// stream it opens (a WINDOW_UPDATE of 0 on it, a stream error) instead of
+// resetting it itself is held to the same rate: GOAWAY(ENHANCE_YOUR_CALM)
+// and a few requests upstream.
+func TestHTTP2MadeYouReset(t *testing.T) {
+	seen := new(atomic.Int64)
+	backend := countingBackend(t, "b", seen)
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.HTTP2MaxResetRate = 10
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	sent := testpeer.ExpectCalm(t, c, "http", "example.test", 5000, testpeer.ProvokeReset)
+	f.p.Shutdown(context.Background())
+	if n := seen.Load(); n > 1000 {
+		t.Errorf("backend got %d requests from %d streams the server reset; want a bounded number", n, sent)
+	}
+	t.Logf("sent %d streams, backend saw %d requests", sent, seen.Load())
 }
 
 // TestResetStreamNotForwarded: a request whose stream is already gone

@@ -79,7 +79,7 @@ func TestListenerLimits(t *testing.T) {
 			t.Fatalf("ALPN %q", c.ConnectionState().NegotiatedProtocol)
 		}
 		before := seen.Load()
-		sent := testpeer.ExpectCalm(t, c, "https", "localhost", 2000)
+		sent := testpeer.ExpectCalm(t, c, "https", "localhost", 2000, testpeer.Cancel)
 		time.Sleep(200 * time.Millisecond) // handlers already started finish
 		if n := seen.Load() - before; n > 200 {
 			t.Errorf("backend got %d requests from %d reset streams; want only a few", n, sent)

@@ -11,14 +11,32 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
+// Ender ends a stream that a flooding client just opened.
+type Ender func(fr *http2.Framer, stream uint32) error
+
+var (
+	// Cancel resets the stream itself, RST_STREAM(CANCEL): "rapid reset"
+	// (CVE-2023-44487).
+	Cancel Ender = func(fr *http2.Framer, stream uint32) error {
+		return fr.WriteRSTStream(stream, http2.ErrCodeCancel)
+	}
+	// ProvokeReset sends a WINDOW_UPDATE of 0 on the stream, a stream error
+	// (RFC 9113 §6.9) that the server answers with a RST_STREAM of its own:
+	// "MadeYouReset" (CVE-2025-8671).
+	ProvokeReset Ender = func(fr *http2.Framer, stream uint32) error {
+		fr.AllowIllegalWrites = true
+		return fr.WriteWindowUpdate(stream, 0)
+	}
+)
+
 // ExpectCalm runs ResetFlood on c and fails t unless the server answered
 // with GOAWAY(ENHANCE_YOUR_CALM) and ended the connection. It returns the
 // pairs sent.
-func ExpectCalm(t testing.TB, c net.Conn, scheme, authority string, pairs int) (sent int) {
+func ExpectCalm(t testing.TB, c net.Conn, scheme, authority string, pairs int, end Ender) (sent int) {
 	t.Helper()
-	code, goAway, sent, ended := ResetFlood(c, scheme, authority, pairs)
+	code, goAway, sent, ended := ResetFlood(c, scheme, authority, pairs, end)
 	if !goAway {
-		t.Fatalf("no GOAWAY after %d HEADERS+RST_STREAM pairs", sent)
+		t.Fatalf("no GOAWAY after %d streams opened and ended", sent)
 	}
 	if code != http2.ErrCodeEnhanceYourCalm {
 		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
@@ -29,14 +47,14 @@ func ExpectCalm(t testing.TB, c net.Conn, scheme, authority string, pairs int) (
 	return sent
 }
 
-// ResetFlood is an HTTP/2 "rapid reset" client on c (CVE-2023-44487): the
-// client preface, then pairs of HEADERS (GET scheme://authority/, ending
-// the stream) and RST_STREAM(CANCEL) as fast as the connection takes them,
-// up to pairs, then a PING. It returns the error code of the server's
+// ResetFlood is an HTTP/2 reset flood client on c: the client preface,
+// then pairs of HEADERS (GET scheme://authority/, ending the stream) and
+// end's frame (Cancel: RST_STREAM, "rapid reset") as fast as the
+// connection takes them, up to pairs, then a PING. It returns the error code of the server's
 // GOAWAY (goAway false when the PING's answer or the connection's end came
 // first), the pairs sent, and whether the connection then ended (false:
 // a read met c's deadline, which the caller sets).
-func ResetFlood(c net.Conn, scheme, authority string, pairs int) (code http2.ErrCode, goAway bool, sent int, ended bool) {
+func ResetFlood(c net.Conn, scheme, authority string, pairs int, end Ender) (code http2.ErrCode, goAway bool, sent int, ended bool) {
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()
@@ -68,7 +86,7 @@ func ResetFlood(c net.Conn, scheme, authority string, pairs int) (code http2.Err
 	for i := range pairs {
 		id := uint32(2*i + 1)
 		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}) != nil ||
-			fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+			end(fr, id) != nil {
 			break // the server hung up
 		}
 		sent++
