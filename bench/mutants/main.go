@@ -360,7 +360,7 @@ var mutants = []mutant{
 		"TestWriteFields"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
-		"TestHTTP2MadeYouReset"},
+		"TestHTTP2ResetFloods"},
 	{"proxy: a GOAWAY for a reset flood seen during a server write never sent", "proxy/h2reset.go",
 		"if g.pending.Load() {\n\t\tg.goAway()\n\t}\n\treturn n, err", "return n, err",
 		"TestResetGuardGoAwayWhileWriting"},
