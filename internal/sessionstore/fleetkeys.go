@@ -128,9 +128,18 @@ func (f *FleetKeys) TicketKeys() []ticket.Key {
 		return s.keys
 	}
 	if _, ok := s.byEpoch[ep]; !ok {
-		// The store has not been reached since the epoch turned: the
-		// newest key known keeps encrypting.
-		return s.keys
+		// The store has not given this epoch's key since the epoch
+		// turned (unreachable, or what it holds does not open). The key
+		// of the epoch before keeps encrypting for this one; later the
+		// instance's own rotating keys do, so that no key encrypts for
+		// more than two rotations (someone who can write junk into the
+		// store must not pin one), and the fleet's keys still decrypt.
+		if _, ok := s.byEpoch[ep-1]; ok {
+			return s.keys
+		}
+		f.usedFb.Store(true)
+		fb := f.fallback.TicketKeys()
+		return append(slices.Clip(fb), s.keys...)
 	}
 	n := f.snapshot(ep, s.byEpoch)
 	f.snap.CompareAndSwap(s, n)

@@ -346,3 +346,44 @@ func TestFleetKeysRefuseAKeyMovedToAnotherEpoch(t *testing.T) {
 		t.Fatalf("a key moved to another epoch: refresh = %v; want errWrap", err)
 	}
 }
+
+// TestFleetKeysKeepRotatingPastJunk: someone who can write to the store
+// puts junk (no TTL) under the names of the coming epochs, so every
+// refresh fails. No key encrypts for more than two rotations: after one
+// overdue epoch the instance encrypts with its own rotating keys, and the
+// fleet's tickets issued before still open.
+func TestFleetKeysKeepRotatingPastJunk(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0).Truncate(time.Hour).Add(10 * time.Minute)
+	mem := NewMemory()
+	mem.SetClock(func() time.Time { return now })
+	f := newTestFleet(t, mem, 9, &now)
+	if err := f.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ticket.Seal(nil, f, ticket.TLCP, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := f.epochOf(now)
+	for e := ep + 2; e < ep+60; e++ {
+		mem.Set(context.Background(), f.storeKey(e), []byte("junk junk junk junk junk junk junk junk junk junk"), 0)
+	}
+	names := map[[16]byte]bool{}
+	for h := 1; h <= 48; h++ {
+		now = now.Add(time.Hour)
+		f.Refresh(context.Background())
+		k := f.TicketKeys()[0]
+		if age := now.Sub(k.Created); age > 2*f.rotation {
+			t.Fatalf("hour %d: the encrypting key was made %s ago (rotation %s): rotation stopped", h, age, f.rotation)
+		}
+		names[k.Name] = true
+		if h == 1 {
+			if _, ok, _ := ticket.Open(f, ticket.TLCP, before); !ok {
+				t.Fatal("a ticket of the fleet's key no longer opens")
+			}
+		}
+	}
+	if len(names) < 40 {
+		t.Errorf("%d encrypting keys in 48 rotations", len(names))
+	}
+}
