@@ -321,7 +321,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 	outreq := rs.newOutgoing(r, actx)
 	if r.ContentLength != 0 && !noBody {
-		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs)}
+		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs, r)}
 		if outreq.Trailer = rt.outgoingTrailer(r.Trailer); outreq.Trailer != nil {
 			body.trailerIn, body.trailerOut = r, outreq.Trailer
 		}

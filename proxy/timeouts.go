@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/h1server"
 	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
@@ -77,10 +78,12 @@ func (b *bodyDeadline) arm() {
 // client that goes away) must not inherit the per-read deadline.
 func (b *bodyDeadline) release() { b.rw.SetReadDeadline(b.limit) }
 
-// bodyDeadline returns the read deadline keeper for a request body; its
+// bodyDeadline returns the read deadline keeper for the body of r; its
 // rw is nil when the body timeout is off or the writer has no read
-// deadlines.
-func (p *Proxy) bodyDeadline(rs *reqState) bodyDeadline {
+// deadlines. The whole-request bound counts from when the HTTP/1.1 server
+// began reading r's head, as the deadline it set does (read_timeout bounds
+// the whole request), else from the handler's start.
+func (p *Proxy) bodyDeadline(rs *reqState, r *http.Request) bodyDeadline {
 	l := p.limitsOf(rs.ci)
 	d := l.BodyTimeout
 	rd, ok := rs.w.rw.(readDeadliner)
@@ -89,7 +92,11 @@ func (p *Proxy) bodyDeadline(rs *reqState) bodyDeadline {
 	}
 	b := bodyDeadline{opDeadline: opDeadline{d: d}, rw: rd}
 	if t := l.ReadTimeout; t > 0 {
-		b.limit = rs.start.Add(t)
+		start, ok := h1server.RequestStart(r.Context())
+		if !ok {
+			start = rs.start
+		}
+		b.limit = start.Add(t)
 	}
 	return b
 }

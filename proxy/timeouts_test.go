@@ -83,6 +83,49 @@ func TestBodyTimeout(t *testing.T) {
 	}
 }
 
+// TestReadTimeoutCountsFromTheHead: read_timeout bounds the whole request
+// from the first byte of its head: after a head trickled over longer than
+// it (read_header_timeout allows that) the body gets no more time,
+// although body_timeout, which the body's reads arm, would let a body
+// trickled byte by byte go on.
+func TestReadTimeoutCountsFromTheHead(t *testing.T) {
+	backend := countingBackend(t, "b", new(atomic.Int64))
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.ReadTimeout = time.Second
+	cfg.Limits.ReadHeaderTimeout = 4 * time.Second
+	cfg.Limits.BodyTimeout = time.Second
+	f := newFront(t, cfg, frontOpts{})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	head := "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 1000\r\n\r\n"
+	start := time.Now()
+	for i := range 15 { // the head over 1.5 s
+		c.Write([]byte(head[i*len(head)/15 : (i+1)*len(head)/15]))
+		time.Sleep(100 * time.Millisecond)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		io.Copy(io.Discard, c) // until the proxy closes
+	}()
+	for i := 0; i < 40; i++ { // the body, a byte every 100 ms
+		select {
+		case <-done:
+			i = 40
+		case <-time.After(100 * time.Millisecond):
+			c.Write([]byte("b"))
+		}
+	}
+	<-done
+	if took := time.Since(start); took > 2100*time.Millisecond { // 2.5 s when counted from the handler's start
+		t.Errorf("read_timeout 1s: the request was cut %v after its first byte", took.Round(100*time.Millisecond))
+	}
+}
+
 // TestSendTimeout: a client that stops reading a long response is cut
 // after send_timeout instead of holding the request (and its upstream
 // connection) for ever.

@@ -3,6 +3,7 @@ package h1server
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // connScope is the parent of a connection's request context: it carries
@@ -13,6 +14,11 @@ type connScope struct {
 	context.Context                 // ConnContext's
 	reqCtx          context.Context // the requests' context (conn.ctx)
 	canEnd          bool            // ConnContext's context can end by itself: no hooks
+
+	// start is when the server began reading the head of the request
+	// being served (RequestStart); written and read on the connection's
+	// goroutine, which runs the handler.
+	start time.Time
 
 	mu    sync.Mutex
 	gen   uint64 // counts the hooks set
@@ -109,4 +115,17 @@ func (g ClientGone) Stop() bool {
 	s.hook = nil
 	s.gen++ // a second Stop reports false, as with context.AfterFunc
 	return true
+}
+
+// RequestStart returns when the server began reading the head of the
+// request whose handler has ctx (its context or one made from it), the
+// instant Server.ReadTimeout counts from; false when ctx is not of a
+// request this package's Server is handling. Call it from the handler's
+// goroutine.
+func RequestStart(ctx context.Context) (time.Time, bool) {
+	s, _ := ctx.Value(scopeKey{}).(*connScope)
+	if s == nil || s.start.IsZero() {
+		return time.Time{}, false
+	}
+	return s.start, true
 }

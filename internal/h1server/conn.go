@@ -241,6 +241,7 @@ func (c *conn) end() {
 func (c *conn) readRequest() (*http.Request, error) {
 	s := c.srv
 	t0 := time.Now()
+	c.scope.start = t0
 	if c.lastPOST {
 		// RFC 9112 §2.2: tolerate the CRLF some old clients send after a
 		// POST body.
