@@ -302,8 +302,11 @@ type TransportConfig struct {
 	// MaxIdleConns is the idle pool size per target. Default 64; negative
 	// disables keep-alive (every request gets a new connection).
 	MaxIdleConns int
-	// MaxConnsPerTarget caps connections (and in-flight requests) per
-	// target; a saturated target is skipped by balancing. Default 0: none.
+	// MaxConnsPerTarget caps connections, idle and busy (and in-flight
+	// requests), per target; a saturated target is skipped by balancing.
+	// With a cap every request goes through net/http's Transport, the
+	// pool that enforces it, instead of the lighter HTTP/1.1 client.
+	// Default 0: none.
 	MaxConnsPerTarget int
 }
 

@@ -145,7 +145,13 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	u.upgrades = u.transport
 	switch uc.Protocol {
 	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:
-		u.h1 = newH1Client(u.transport, u.dial)
+		// A cap on connections per target is the Transport's
+		// (MaxConnsPerHost, idle and busy): with one, every request goes
+		// through it, since a second pool beside it would keep
+		// connections of its own past the cap.
+		if uc.Transport.MaxConnsPerTarget <= 0 {
+			u.h1 = newH1Client(u.transport, u.dial)
+		}
 	}
 	if uc.Protocol == upstreamproto.H2C {
 		u.upgrades = u.transport.Clone()
