@@ -496,7 +496,9 @@ type Stream struct {
 	// IdleTimeout closes a spliced connection idle in both directions for
 	// this long. Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// ConnectTimeout bounds connecting to the backend. Default 5s.
+	// ConnectTimeout bounds connecting to the backend, also a target of
+	// upstream (instead of that upstream's connect timeout; its handshake
+	// timeout still follows for an encrypted one). Default 5s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// SendProxyProtocol sends a PROXY header with the client address to the
 	// backend: "", "v1" or "v2". Default "" (none).

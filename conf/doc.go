@@ -503,7 +503,9 @@
 //   - idle_timeout (duration): idle_timeout closes a spliced connection idle in
 //     both directions for this long. Default 5m.
 //   - connect_timeout (duration): connect_timeout bounds connecting to the
-//     backend. Default 5s.
+//     backend, also a target of upstream (instead of that upstream's connect
+//     timeout; its handshake timeout still follows for an encrypted one).
+//     Default 5s.
 //   - send_proxy_protocol (string): send_proxy_protocol sends a PROXY header
 //     with the client address to the backend: "", "v1" or "v2". Default ""
 //     (none).

@@ -205,6 +205,10 @@ type StreamConfig struct {
 	// ProxyProtocol sends a PROXY protocol header to the target: "" (off),
 	// "v1" or "v2".
 	ProxyProtocol string
+	// ConnectTimeout bounds connecting to a target (then the upstream's
+	// handshake timeout, for an encrypted upstream). Default: the
+	// upstream's connect timeout.
+	ConnectTimeout time.Duration
 }
 
 // UpstreamConfig is a named pool of targets.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // streamSite is a site in TCP stream mode: after the handshake the
@@ -12,11 +14,12 @@ import (
 // non-HTTP services), with an idle timeout, byte counters and optionally a
 // PROXY protocol header towards the target.
 type streamSite struct {
-	p     *Proxy
-	site  string
-	up    *Upstream
-	idle  time.Duration
-	ppVer int
+	p           *Proxy
+	site        string
+	up          *Upstream
+	idle        time.Duration
+	ppVer       int
+	dialTimeout time.Duration
 }
 
 func newStreamSite(p *Proxy, site string, sc *StreamConfig) (*streamSite, error) {
@@ -24,6 +27,13 @@ func newStreamSite(p *Proxy, site string, sc *StreamConfig) (*streamSite, error)
 	s.up = p.upstreams[sc.Upstream]
 	if s.up == nil {
 		return nil, fmt.Errorf("stream: unknown upstream %q", sc.Upstream)
+	}
+	s.dialTimeout = s.up.dialTimeout
+	if sc.ConnectTimeout > 0 {
+		s.dialTimeout = sc.ConnectTimeout
+		if upstreamproto.Encrypted(s.up.protocol) {
+			s.dialTimeout += s.up.hsTimeout
+		}
 	}
 	switch sc.ProxyProtocol {
 	case "":
@@ -61,7 +71,7 @@ func (s *streamSite) serve(c net.Conn) error {
 		}
 		tried[n] = t
 		n++
-		ctx, cancel := context.WithTimeout(context.Background(), u.dialTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.dialTimeout)
 		var err error
 		back, err = u.dial(ctx, "tcp", t.Addr)
 		cancel()

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,4 +172,65 @@ func TestStreamBytesReportedWhileOpen(t *testing.T) {
 	c.Close()
 	// ... and to all of them once it ended.
 	obs.waitStreamTotal(t, [2]int64{5, 5})
+}
+
+// TestTCPStreamConnectTimeout: a stream's connect timeout bounds the dial
+// to a target of a named upstream too (instead of the upstream's own, 10s
+// here): a target that never completes the TCP handshake (a listener whose
+// queue is full drops the SYN) fails the stream within it.
+func TestTCPStreamConnectTimeout(t *testing.T) {
+	addr := fullListener(t)
+	u := upstream("legacy", addr)
+	u.Transport.ConnectTimeout = 10 * time.Second
+	u.HealthCheck.Passive.MaxFails = -1
+	cfg := Config{
+		Upstreams: []UpstreamConfig{u},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ConnectTimeout: 300 * time.Millisecond}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(8 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("want the connection closed, got %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the stream gave up after %v, want about its 300ms connect timeout", took.Round(100*time.Millisecond))
+	}
+}
+
+// fullListener returns the address of a loopback listener with a backlog
+// of 0 whose queue is full and never accepted from: a connection to it
+// never completes (its SYNs are dropped).
+func fullListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for i := 0; i < 8; i++ { // fill the queue; later dials hang
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the listener's queue never filled: cannot make a connect that hangs here")
+	return ""
 }

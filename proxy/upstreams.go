@@ -35,7 +35,8 @@ type Upstream struct {
 	scheme string
 	// dial opens a raw (possibly encrypted) connection for TCP stream mode.
 	dial        DialFunc
-	dialTimeout time.Duration
+	dialTimeout time.Duration // connect + handshake
+	hsTimeout   time.Duration // handshake
 
 	passive PassiveHealthConfig
 	active  ActiveHealthConfig
@@ -133,7 +134,8 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	if u.policy, err = newSelectionPolicy(uc); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
-	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
+	u.hsTimeout = durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
+	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + u.hsTimeout
 	var connected func(time.Duration, error)
 	if co, ok := obs.(UpstreamConnectObserver); ok {
 		name := uc.Name

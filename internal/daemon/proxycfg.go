@@ -55,7 +55,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 					Transport: proxy.TransportConfig{ConnectTimeout: st.ConnectTimeout},
 				})
 			}
-			sc.Stream = &proxy.StreamConfig{Upstream: up, IdleTimeout: st.IdleTimeout, ProxyProtocol: st.SendProxyProtocol}
+			sc.Stream = &proxy.StreamConfig{Upstream: up, IdleTimeout: st.IdleTimeout, ProxyProtocol: st.SendProxyProtocol, ConnectTimeout: st.ConnectTimeout}
 		}
 		pc.Sites = append(pc.Sites, sc)
 	}
