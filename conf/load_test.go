@@ -2,6 +2,7 @@ package conf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -85,15 +86,21 @@ func TestMaterial(t *testing.T) {
 	if portal.TLSMinVersion != tls.VersionTLS13 {
 		t.Errorf("min version %x", portal.TLSMinVersion)
 	}
-	if len(portal.ClientCAs) != 1 || portal.ClientCAPool() == nil {
+	if len(portal.ClientCAs) != 2 || portal.ClientCAPool() == nil {
 		t.Error("client CAs not loaded")
 	}
 	tc := portal.TLS.TLSCertificate()
 	if len(tc.Certificate) != 1 || tc.PrivateKey == nil {
 		t.Error("TLSCertificate")
 	}
-	if X509Pool(portal.ClientCAs) != nil {
-		t.Error("X509Pool holds an SM2 CA")
+	// TLS gets the ECDSA CA of the two; an SM2-only CA file gives it an
+	// empty pool, never nil (which crypto/tls would take for the system
+	// roots).
+	if _, n := X509Pool(portal.ClientCAs); n != 1 {
+		t.Errorf("X509Pool holds %d CAs, want the ECDSA one", n)
+	}
+	if p, n := X509Pool(portal.ClientCAs[:1]); p == nil || n != 0 || !p.Equal(x509.NewCertPool()) {
+		t.Errorf("X509Pool of an SM2 CA: %v, %d; want an empty pool", p, n)
 	}
 	up := cfg.Upstreams[0].Material
 	if up.Sign == nil || up.Enc == nil || len(up.RootCAs) != 1 || len(up.Suites) != 4 {
@@ -369,5 +376,31 @@ sites:
 		if got := cfg.Sites[0].TLCP.AcceptRawCertificateVerify; got != c.want {
 			t.Errorf("%q: accept_raw_certificate_verify = %v, want %v", c.extra, got, c.want)
 		}
+	}
+}
+
+// TestSM2OnlyClientCAWithTLS: a site that verifies client certificates over
+// TLS too, with a CA file of SM2 CAs only, is warned about (no TLS client
+// can authenticate), and its TLS pool is empty, not nil (the system roots
+// for crypto/tls).
+func TestSM2OnlyClientCAWithTLS(t *testing.T) {
+	b, err := os.ReadFile("testdata/good/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.Replace(string(b), "ca: ../pki/client_cas.crt", "ca: ../pki/ca.crt", 1)
+	cfg, err := Parse("testdata/good/sm2only.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, w := range cfg.Warnings {
+		warned = warned || strings.Contains(w.String(), "sites[0].client_auth.ca: the client CA file holds SM2 CAs only")
+	}
+	if !warned {
+		t.Errorf("no warning for an SM2-only client CA file on a site with tls; warnings: %v", cfg.Warnings)
+	}
+	if p, n := X509Pool(cfg.Sites[0].Material.ClientCAs); p == nil || n != 0 {
+		t.Errorf("X509Pool: %v, %d; want an empty pool", p, n)
 	}
 }

@@ -115,20 +115,22 @@ func SMPool(certs []*smx509.Certificate) *smx509.CertPool {
 }
 
 // X509Pool returns a crypto/x509 pool holding the certificates of certs that
-// crypto/x509 can use (RSA, ECDSA, Ed25519); nil for none.
-func X509Pool(certs []*smx509.Certificate) *x509.CertPool {
-	var p *x509.CertPool
+// crypto/x509 can use (RSA, ECDSA, Ed25519), and how many. The pool is
+// never nil, also when it is empty: crypto/tls takes a nil ClientCAs for
+// the system roots, which would let any publicly issued certificate
+// authenticate on a site whose CA file lists SM2 CAs only.
+func X509Pool(certs []*smx509.Certificate) (*x509.CertPool, int) {
+	p := x509.NewCertPool()
+	n := 0
 	for _, c := range certs {
 		xc, err := x509.ParseCertificate(c.Raw)
 		if err != nil || xc.PublicKeyAlgorithm == x509.UnknownPublicKeyAlgorithm {
 			continue
 		}
-		if p == nil {
-			p = x509.NewCertPool()
-		}
 		p.AddCert(xc)
+		n++
 	}
-	return p
+	return p, n
 }
 
 // KeyServerMaterial is what a key_servers entry's files contain.

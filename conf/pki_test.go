@@ -120,4 +120,15 @@ func TestGenerateTestPKI(t *testing.T) {
 	}
 	write(t, "ticket.key", secret)
 	write(t, "ticket_bad.key", secret[:20])
+	// The client CAs of a site that takes TLCP, TLS 1.3-SM and TLS
+	// clients: the SM2 CA and the ECDSA one.
+	var bundle []byte
+	for _, n := range []string{"ca.crt", "ecdsa_ca.crt"} {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle = append(bundle, b...)
+	}
+	write(t, "client_cas.crt", bundle)
 }

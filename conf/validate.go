@@ -1174,6 +1174,9 @@ func (v *validator) clientAuth(s *Site, p string) {
 			}
 		}
 		s.Material.ClientCAs = certs
+		if _, n := X509Pool(certs); n == 0 && ca.Mode != ClientAuthNone && s.TLS != nil && len(certs) > 0 {
+			v.warnf(p+".ca", "add the RSA/ECDSA CA that issues the TLS clients' certificates to this file, or remove the site's tls section", "the client CA file holds SM2 CAs only: no TLS (RSA/ECDSA) client certificate can authenticate on this site")
+		}
 	} else if ca.Mode != ClientAuthNone {
 		v.errf(p+".ca", "add ca: FILE with the CA certificates that issue client certificates", "client_auth mode %s needs a ca", ca.Mode)
 	}

@@ -70,7 +70,7 @@ func NewSites(sites []*Site, def *Site) *Sites {
 	s := &Sites{exact: map[string]*Site{}, wildcard: map[string]*Site{}, def: def, all: sites}
 	for _, site := range sites {
 		for _, n := range site.ServerNames {
-			n = normalizeName(n)
+			n = NormalizeName(n)
 			if rest, ok := strings.CutPrefix(n, "*."); ok {
 				if _, dup := s.wildcard[rest]; !dup {
 					s.wildcard[rest] = site
@@ -98,7 +98,7 @@ func (s *Sites) Lookup(sni string) *Site {
 		return nil
 	}
 	if sni != "" {
-		n := normalizeName(sni)
+		n := NormalizeName(sni)
 		if site, ok := s.exact[n]; ok {
 			return site
 		}
@@ -111,6 +111,9 @@ func (s *Sites) Lookup(sni string) *Site {
 	return s.def
 }
 
-func normalizeName(n string) string {
+// NormalizeName is a host name as sites are matched by it (SNI here, the
+// Host header in the proxy): lower case, without a final dot (a fully
+// qualified "localhost." names localhost).
+func NormalizeName(n string) string {
 	return strings.TrimSuffix(strings.ToLower(n), ".")
 }

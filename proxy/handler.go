@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // Header names set by the proxy. Incoming copies are always removed so that
@@ -147,7 +149,7 @@ func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) ==
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM, clientAuth: sc.ClientAuth}
 	for _, n := range sc.ServerNames {
-		s.names = append(s.names, strings.ToLower(n))
+		s.names = append(s.names, frontdoor.NormalizeName(n))
 	}
 	if s.name == "" && len(s.names) > 0 {
 		s.name = s.names[0]
@@ -211,7 +213,7 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 		return nil, fmt.Errorf("route %s: path_prefix and path are exclusive", rt.name)
 	}
 	for _, h := range rc.Hosts {
-		rt.hosts = append(rt.hosts, strings.ToLower(h))
+		rt.hosts = append(rt.hosts, frontdoor.NormalizeName(h))
 	}
 	if rc.Header != nil {
 		rt.hdrName = http.CanonicalHeaderKey(rc.Header.Name)
@@ -271,7 +273,10 @@ func hostOnly(h string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
 		h = h[:i]
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	// A fully qualified name's final dot names the same host
+	// ("localhost." is localhost), as for SNI (frontdoor.NormalizeName):
+	// kept, it matched no site and got past misdirectedHost.
+	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), ".")
 }
 
 // matchName matches a host against an exact or "*.suffix" pattern
@@ -377,7 +382,8 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // misdirected answers 421 to a request whose Host names the site other
-// while the connection's handshake was made for s (Proxy.misdirectedHost).
+// while the connection's handshake was made for s (Proxy.misdirectedHost),
+// or (other == s) to a request on a connection whose site is gone.
 func (s *site) misdirected(w http.ResponseWriter, r *http.Request, other *site) {
 	rs := getReqState(w)
 	rs.start = time.Now()
@@ -385,8 +391,11 @@ func (s *site) misdirected(w http.ResponseWriter, r *http.Request, other *site) 
 	s.p.obs.RequestStarted(s.name)
 	defer s.finish(rs, r)
 	rs.ci = connInfoFrom(r.Context())
-	s.errorResponse(rs, r, http.StatusMisdirectedRequest, "this connection cannot serve that host; connect with its name",
-		"Host names site "+other.name+" on a connection made for site "+s.name+", and one of them authenticates clients")
+	why := "Host names site " + other.name + " on a connection made for site " + s.name + ", and one of them authenticates clients"
+	if other == s {
+		why = "the connection was made for a site a reload removed or renamed, and a site authenticates clients"
+	}
+	s.errorResponse(rs, r, http.StatusMisdirectedRequest, "this connection cannot serve that host; connect with its name", why)
 }
 
 // finish reports the request to the observer and the access log.

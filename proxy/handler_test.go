@@ -392,6 +392,15 @@ func TestMisdirectedToClientAuthSite(t *testing.T) {
 		{"open", "unknown.test", true, 200},
 		{"secure", "secure.test", true, 200},
 		{"open", "secure.test", false, 200}, // no client auth anywhere: the handshake's site serves
+		// A final dot names the same host.
+		{"open", "secure.test.", true, 421},
+		{"open", "api.secure.test.:8443", true, 421},
+		{"secure", "secure.test.", true, 200},
+		// A connection made for a site a reload removed or renamed: its
+		// handshake met no site's policy that still exists.
+		{"gone", "open.test", true, 421},
+		{"gone", "secure.test", true, 421},
+		{"gone", "secure.test", false, 200},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/auth=%v", tc.connSite, tc.host, tc.secureAuth), func(t *testing.T) {
 			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: sites(tc.secureAuth)}
@@ -399,6 +408,36 @@ func TestMisdirectedToClientAuthSite(t *testing.T) {
 			code, body, _ := get(t, testClient(t), f.url+"/", "Host", tc.host)
 			if code != tc.want {
 				t.Errorf("status %d (%q), want %d", code, body, tc.want)
+			}
+		})
+	}
+}
+
+// TestMisdirectedSiteNames: the 421 rule sees a site's names as frontdoor
+// does when it picks a handshake's site: a configured final dot does not
+// count, and an exact name is another site's even where a wildcard of the
+// connection's site would match it.
+func TestMisdirectedSiteNames(t *testing.T) {
+	e := echoBackend(t)
+	for _, tc := range []struct {
+		name           string
+		open, secure   string
+		connSite, host string
+		want           int
+	}{
+		{"configured final dot", "open.test", "secure.test.", "open", "secure.test", 421},
+		{"exact name behind a wildcard", "*.example.test", "secure.example.test", "open", "secure.example.test", 421},
+		{"wildcard's own name", "*.example.test", "secure.example.test", "open", "www.example.test", 200},
+		{"exact name on its own site", "*.example.test", "secure.example.test", "secure", "secure.example.test", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: []SiteConfig{
+				{Name: "open", ServerNames: []string{tc.open}, Routes: []RouteConfig{{Upstream: "e"}}},
+				{Name: "secure", ServerNames: []string{tc.secure}, ClientAuth: true, Routes: []RouteConfig{{Upstream: "e"}}},
+			}}
+			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: tc.connSite, Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3"}})
+			if code, body, _ := get(t, testClient(t), f.url+"/", "Host", tc.host); code != tc.want {
+				t.Errorf("Host %s on a connection for %s: status %d (%.100q), want %d", tc.host, tc.connSite, code, body, tc.want)
 			}
 		})
 	}

@@ -255,6 +255,13 @@ func (p *Proxy) siteFor(r *http.Request) (*site, *site) {
 		if s := p.siteByName[ci.state.Site]; s != nil {
 			return s, p.misdirectedHost(s, r, ci)
 		}
+		if p.anyClientAuth && len(p.sites) > 1 {
+			// The connection's site is gone (a reload renamed or removed
+			// it): nothing says which site's policy its handshake met, so
+			// it serves no site where one authenticates clients; the
+			// client connects again, under today's configuration.
+			return p.sites[0], p.sites[0]
+		}
 	}
 	if len(p.sites) > 1 {
 		if s := p.siteByHost(reqHost(r, ci)); s != nil {
@@ -264,8 +271,18 @@ func (p *Proxy) siteFor(r *http.Request) (*site, *site) {
 	return p.sites[0], nil
 }
 
-// siteByHost returns the first site one of whose names matches host.
+// siteByHost returns the site whose name is host, else the first site
+// one of whose wildcard names matches it: an exact name wins over a
+// wildcard whatever the order of the sites, as when frontdoor picks a
+// handshake's site by SNI.
 func (p *Proxy) siteByHost(host string) *site {
+	for _, s := range p.sites {
+		for _, n := range s.names {
+			if !strings.HasPrefix(n, "*.") && strings.EqualFold(n, host) {
+				return s
+			}
+		}
+	}
 	for _, s := range p.sites {
 		if s.matchesHost(host) {
 			return s
@@ -291,9 +308,6 @@ func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
 		return nil
 	}
 	host := reqHost(r, ci)
-	if s.matchesHost(host) {
-		return nil
-	}
 	if h := p.siteByHost(host); h != nil && h != s && (s.clientAuth || h.clientAuth) {
 		return h
 	}

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
 // echoServer accepts one connection on a fresh listener, handshakes and
@@ -433,6 +435,28 @@ func TestClientAuthRequiredButMissing(t *testing.T) {
 	if _, r := echoRound(t, srvCfg, cliCfg); r.err != nil || len(r.state.PeerCertificates) != 0 {
 		t.Fatal(r.err)
 	}
+}
+
+// TestEncryptionCertificateDoesNotAuthenticate: a client that presents
+// its SM2 encryption certificate (key usage without digitalSignature,
+// Tongsuo's PKI) and signs CertificateVerify with its key is refused with
+// bad_certificate, as TLCP refuses it: whoever holds an escrowed
+// encryption key must not authenticate as its owner.
+func TestEncryptionCertificateDoesNotAuthenticate(t *testing.T) {
+	dir, err := transcript.PKIDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := LoadX509KeyPair(filepath.Join(dir, "client_enc.crt"), filepath.Join(dir, "client_enc.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCfg, cliCfg := testConfigs(t)
+	srvCfg.ClientAuth = RequireAndVerifyClientCert
+	cliCfg.Certificates = []Certificate{enc}
+	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertBadCertificate, true)
+	wantAlert(t, serr, AlertBadCertificate, false)
 }
 
 func TestBadBinder(t *testing.T) {

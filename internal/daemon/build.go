@@ -491,7 +491,7 @@ func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Clie
 		case conf.ClientAuthRequire:
 			tc.ClientAuth = tls.RequireAndVerifyClientCert
 		}
-		tc.ClientCAs = conf.X509Pool(m.ClientCAs)
+		tc.ClientCAs, _ = conf.X509Pool(m.ClientCAs)
 		if !cfg.Sessions.Tickets {
 			tc.SessionTicketsDisabled = true
 		}
