@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
@@ -481,8 +482,11 @@ func appendJSON(b []byte, e *LogEntry) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendEscaped writes s for a text log line: '"', '\\', control bytes
-// and invalid UTF-8 become \xHH (nginx style), so a client cannot inject
-// line breaks or fake quoted fields.
+// and invalid UTF-8 become \xHH (nginx style), and so do the bytes of a
+// character that is not printable (C1 controls such as NEL U+0085 and CSI
+// U+009B, the line and paragraph separators U+2028/U+2029, bidirectional
+// overrides such as U+202E), so a client cannot inject line breaks,
+// terminal escapes or text that reads otherwise, nor fake quoted fields.
 func appendEscaped(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -493,8 +497,15 @@ func appendEscaped(b []byte, s string) []byte {
 		}
 		if c >= 0x80 {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size > 1 {
+			if (r != utf8.RuneError || size > 1) && unicode.IsPrint(r) {
 				b = append(b, s[i:i+size]...)
+				i += size
+				continue
+			}
+			if size > 1 { // a valid character that is not printable: all its bytes
+				for _, c := range []byte(s[i : i+size]) {
+					b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+				}
 				i += size
 				continue
 			}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -182,4 +183,34 @@ func FuzzAccessLogTemplate(f *testing.F) {
 			t.Fatalf("uri %q came back as %q", value, m["uri"])
 		}
 	})
+}
+
+// TestAccessLogEscapesUnprintable: in the text formats a client's string
+// cannot carry a character that breaks or disguises the line: C0 and C1
+// controls (NEL U+0085, CSI U+009B), the line and paragraph separators and
+// bidirectional overrides are written as \xHH of their bytes; printable
+// non-ASCII text stays as it is.
+func TestAccessLogEscapesUnprintable(t *testing.T) {
+	for _, format := range []string{"combined", "template"} {
+		var buf bytes.Buffer
+		l, err := NewAccessLogWriter(&buf, AccessLogConfig{Format: format, Template: "{user_agent}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ua := "curl\u0085127.0.0.1 - - [fake] \u009b31m\u2028x\u2029\u202e\r\n\x00 密评"
+		l.Log(&LogEntry{Client: "192.0.2.1", Method: "GET", URI: "/", Proto: "HTTP/1.1", Status: 200, UserAgent: ua, HandshakeTime: -1})
+		l.Close()
+		line := buf.String()
+		for _, bad := range []string{"\u0085", "\u009b", "\u2028", "\u2029", "\u202e", "\r", "\x00"} {
+			if strings.Contains(line, bad) {
+				t.Errorf("%s: the line holds a raw %U: %q", format, []rune(bad)[0], line)
+			}
+		}
+		if !strings.Contains(line, `\xc2\x85`) || !strings.Contains(line, `\xe2\x80\xae`) || !strings.Contains(line, " 密评") {
+			t.Errorf("%s: %q, want NEL as \\xc2\\x85, U+202E as \\xe2\\x80\\xae and printable text kept", format, line)
+		}
+		if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
+			t.Errorf("%s: %q is not one line", format, line)
+		}
+	}
 }

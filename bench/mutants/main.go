@@ -551,6 +551,12 @@ var mutants = []mutant{
 		"TestLimits"},
 
 	// ---- conf and its mapping onto the runtime ----
+	{"daemon: a refused reload's proxy left as the one the next build inherits health from", "internal/daemon/build.go",
+		"if env.proxy == px {\n\t\t\t\tenv.proxy = prev", "if env.proxy == nil {\n\t\t\t\tenv.proxy = prev",
+		"TestRefusedReloadKeepsTargetHealth"},
+	{"proxy: an unprintable character written raw to the access log", "proxy/accesslog.go",
+		"(r != utf8.RuneError || size > 1) && unicode.IsPrint(r) {", "(r != utf8.RuneError || size > 1) && unicode.IsPrint(r) || size > 1 {",
+		"TestAccessLogEscapesUnprintable"},
 	{"daemon: a reload leaves a kept socket's defer_accept as it was", "internal/daemon/daemon.go",
 		"\t\t\tln = l.ln.Listener\n", "\t\t\t_ = l\n",
 		"TestReloadAppliesDeferAccept"},

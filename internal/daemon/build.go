@@ -263,7 +263,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		release()
 		return nil, err
 	}
-	px, err := buildProxy(env, cfg)
+	px, prev, err := buildProxy(env, cfg)
 	if err != nil {
 		release()
 		return nil, err
@@ -280,7 +280,22 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	}
 	stopProbes := probeRemoteKeys(env.Logger, cfg, keys)
 	var closeOnce sync.Once
-	gen.Close = func() { closeOnce.Do(func() { stopProbes(); px.Close(); release() }) }
+	gen.Close = func() {
+		closeOnce.Do(func() {
+			// A generation closed without having served (its build or
+			// its apply failed: a refused reload) gives the running
+			// one's proxy back as the one the next build inherits
+			// target health from.
+			env.mu.Lock()
+			if env.proxy == px {
+				env.proxy = prev
+			}
+			env.mu.Unlock()
+			stopProbes()
+			px.Close()
+			release()
+		})
+	}
 	if len(errs) > 0 {
 		gen.Close()
 		return nil, errors.Join(errs...)
@@ -306,27 +321,29 @@ func buildSites(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Cli
 }
 
 // buildProxy builds the generation's proxy, taking over the previous
-// generation's target health, and makes it env's current proxy.
-func buildProxy(env *Env, cfg *conf.Config) (*proxy.Proxy, error) {
+// generation's target health, and makes it env's current proxy; it also
+// returns the previous one.
+func buildProxy(env *Env, cfg *conf.Config) (px, prev *proxy.Proxy, err error) {
 	pc := proxyConfig(cfg)
 	if err := wireUpstreamDialers(env, cfg, &pc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var pobs proxy.Observer
 	if o, ok := env.ProxyObserver.(proxy.Observer); ok {
 		pobs = o
 	}
 	env.mu.Lock()
-	pc.Previous = env.proxy
+	prev = env.proxy
 	env.mu.Unlock()
-	px, err := proxy.New(pc, pobs, env.Logger)
+	pc.Previous = prev
+	px, err = proxy.New(pc, pobs, env.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, nil, fmt.Errorf("proxy: %w", err)
 	}
 	env.mu.Lock()
 	env.proxy = px
 	env.mu.Unlock()
-	return px, nil
+	return px, prev, nil
 }
 
 // serveWith makes px serve the generation's connections; connections of

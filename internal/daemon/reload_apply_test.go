@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -465,6 +466,53 @@ func TestReloadListenFailureKeepsRunning(t *testing.T) {
 	}
 	if body, _ := get(t, tlsClient(t, d.addr, "x.b.example.cn", false), "https://x.b.example.cn/"); body != "other site\n" {
 		t.Errorf("the failed reload's configuration is partly in force: %q", body)
+	}
+}
+
+// TestRefusedReloadKeepsTargetHealth: a target the running proxy marked
+// down stays down over a refused reload (its apply failed: a busy address)
+// and the good reload after it, which inherits health from the proxy that
+// was serving, not from the refused generation's.
+func TestRefusedReloadKeepsTargetHealth(t *testing.T) {
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }))
+	defer bad.Close()
+	cfg := testConfig(t, bad.Listener.Addr().String())
+	cfg.Upstreams[0].HealthChecks.Passive = conf.PassiveHealth{MaxFails: 1, FailWindow: time.Minute, CoolDown: 10 * time.Minute, UnhealthyStatus: []int{502}}
+	d := startDaemon(t, cfg)
+	running := d.Daemon.gen.Proxy
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	refused := *cfg
+	refused.Listeners = append(append([]conf.Listener{}, cfg.Listeners...), cfg.Listeners[0])
+	refused.Listeners[1].Address = busy.Addr().String()
+	d.setConfig(&refused)
+	if err := d.Reload(); err == nil {
+		t.Fatal("reload onto a busy address succeeded")
+	}
+	d.env.mu.Lock()
+	cur := d.env.proxy
+	d.env.mu.Unlock()
+	if cur != running || d.Daemon.gen.Proxy != running {
+		t.Fatalf("after a refused reload the proxy builds inherit from is %p, the serving one %p", cur, running)
+	}
+	c := tlsClient(t, d.addr, "localhost", false)
+	for range 2 {
+		if res, err := c.Get("https://localhost/x"); err == nil {
+			res.Body.Close()
+		}
+	}
+	if running.Upstream("app").Targets()[0].Healthy() {
+		t.Fatal("the 502s did not mark the target down")
+	}
+	d.setConfig(cfg)
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Daemon.gen.Proxy.Upstream("app").Targets()[0].Healthy() {
+		t.Error("a target down before the reloads is up after them (health inherited from the refused generation)")
 	}
 }
 
