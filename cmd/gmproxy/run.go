@@ -208,7 +208,7 @@ func loadRunConfig(o *runFlags, stderr io.Writer, bootL *slog.Logger) (cfg *conf
 			fmt.Fprintln(stderr, "gmproxy run: this build cannot load configuration files")
 			return nil, nil, false
 		}
-		cfg, err := loadConfigFile(o.file)
+		cfg, err := readConfigFile(o.file)
 		if err != nil {
 			reportUnusable(stderr, "run", o.file, err)
 			return nil, nil, false
@@ -267,7 +267,7 @@ func (r *runner) build() (*daemon.Generation, error) {
 	c := r.current
 	if r.o.file != "" && c == nil {
 		var err error
-		if c, err = loadConfigFile(r.o.file); err != nil {
+		if c, err = readConfigFile(r.o.file); err != nil {
 			return nil, err
 		}
 		if r.o.adminAddr != "" {

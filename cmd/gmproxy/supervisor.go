@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,9 @@ const (
 	// (metrics scrape; a reload is bounded by workerReloadTimeout).
 	workerCallTimeout   = 5 * time.Second
 	workerReloadTimeout = 2 * time.Minute
+	// workerKillMargin is how long after shutdown_grace a worker that
+	// has not exited (hung) is killed.
+	workerKillMargin = 10 * time.Second
 )
 
 // supervisor runs the worker mode's main process: it serves no traffic; it
@@ -73,6 +77,8 @@ type supervisor struct {
 	out          io.Writer // the workers' stdout
 	errw         io.Writer // the workers' stderr
 	hc           *http.Client
+	// grace is shutdown_grace of the configuration in force (ns).
+	grace atomic.Int64
 
 	mu       sync.Mutex
 	procs    []*workerProc
@@ -108,6 +114,7 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 		return nil, fmt.Errorf("workers: %w", err)
 	}
 	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr}
+	s.grace.Store(int64(cfg.ShutdownGrace))
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			host, _, _ := net.SplitHostPort(addr)
@@ -129,6 +136,13 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	wrap := make([]byte, 32)
 	rand.Read(wrap)
 	if err := os.WriteFile(filepath.Join(s.dir, wrapKeyFile), wrap, 0o600); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.file)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.saveConfig(data); err != nil {
 		return nil, err
 	}
 	// Sessions of every worker plus the ticket keys: in memory the
@@ -187,11 +201,11 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
 	env := make([]string, 0, len(os.Environ())+3)
 	for _, e := range os.Environ() {
-		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir && k != envWorkerShm && k != envWorkerClients {
+		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir && k != envWorkerShm && k != envWorkerClients && k != envWorkerConfig {
 			env = append(env, e)
 		}
 	}
-	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, "GOMAXPROCS=1")
+	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, envWorkerConfig+"="+filepath.Join(s.dir, workerConfigFile), "GOMAXPROCS=1")
 	// Inherited files: descriptor 3 is ExtraFiles[0].
 	if s.shm != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, s.shm)
@@ -277,12 +291,35 @@ func (s *supervisor) live() []*workerProc {
 	return out
 }
 
+// saveConfig writes data as the configuration workers read (at start,
+// after a crash, at a reload): envWorkerConfig.
+func (s *supervisor) saveConfig(data []byte) error {
+	tmp := filepath.Join(s.dir, workerConfigFile+".new")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.dir, workerConfigFile))
+}
+
 // reload checks the configuration file, then has every worker reload it;
 // it fails when the file is refused (no worker is asked) or when any
-// worker refused it.
+// worker refused it. The workers read the text checked here, and keep
+// the one before when a worker refused it (a worker started again after
+// a crash then runs what the others run).
 func (s *supervisor) reload() (*conf.Config, error) {
-	cfg, err := loadConfigFile(s.file)
+	data, err := os.ReadFile(s.file)
 	if err != nil {
+		return nil, err
+	}
+	cfg, err := conf.Parse(s.file, data)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.saveConfig(data); err != nil {
 		return nil, err
 	}
 	if s.adminFlag != "" {
@@ -306,6 +343,13 @@ func (s *supervisor) reload() (*conf.Config, error) {
 		}()
 	}
 	wg.Wait()
+	if len(errs) > 0 {
+		if err := s.saveConfig(prev); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		s.grace.Store(int64(cfg.ShutdownGrace))
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -622,6 +666,20 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 	procs := s.procs
 	s.mu.Unlock()
 	s.signalAll(syscall.SIGTERM)
+	// A worker that has not exited workerKillMargin after its grace period
+	// is hung (its own shutdown ends by then): it is killed, so that
+	// shutdown ends, with status 1.
+	kill := time.AfterFunc(time.Duration(s.grace.Load())+workerKillMargin, func() {
+		for _, p := range procs {
+			select {
+			case <-p.exited:
+			default:
+				s.log.Error("worker still running after the shutdown grace period: killing it", "worker", p.index, "pid", p.cmd.Process.Pid)
+				p.cmd.Process.Kill()
+			}
+		}
+	})
+	defer kill.Stop()
 	err := drain(func() error {
 		var errs []error
 		for _, p := range procs {

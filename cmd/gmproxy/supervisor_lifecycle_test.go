@@ -614,3 +614,62 @@ func TestWorkersPerClientLimit(t *testing.T) {
 		t.Errorf("SIGTERM: exit %d", code)
 	}
 }
+
+// TestWorkerRestartAfterRefusedReload: a worker started again after a
+// crash runs the configuration the others run, not the file a reload
+// refused since (it would fail to start, and after maxQuickDeaths the
+// supervisor would stop every worker).
+func TestWorkerRestartAfterRefusedReload(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	workersConfig(t, cfgPath, listen, admin, "one")
+	r := startWorkerRun(t, cfgPath, admin)
+	ws := r.workers()
+	if err := os.WriteFile(cfgPath, []byte("workers: 2\nlisteners: [{address: "+listen+"}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("reload of a bad file: %d, want 422", res.StatusCode)
+	}
+	old := ws[0].PID
+	syscall.Kill(old, syscall.SIGKILL)
+	r.waitFor("worker 0 started again and ready", func() bool {
+		ws := r.workers()
+		return len(ws) == 2 && ws[0].PID != old && ws[0].Ready
+	})
+	if code, _ := r.get("/readyz"); code != 200 {
+		t.Errorf("/readyz %d after the restart", code)
+	}
+}
+
+// TestWorkersShutdownKillsHungWorker: a worker that does not stop (here
+// stopped with SIGSTOP, as a deadlock would leave it) is killed
+// workerKillMargin after the grace period, and gmproxy exits with 1
+// instead of waiting for ever.
+func TestWorkersShutdownKillsHungWorker(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	defer backend.Close()
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "300ms", "v1")
+	r := startWorkerRun(t, cfgPath, admin)
+	ws := r.workers()
+	if err := syscall.Kill(ws[0].PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.exitCode(workerKillMargin + 20*time.Second); code != 1 {
+		t.Errorf("exit status %d with a hung worker, want 1", code)
+	}
+	if took := time.Since(start); took > workerKillMargin+10*time.Second {
+		t.Errorf("shutdown took %v", took)
+	}
+	if !strings.Contains(r.logs.String(), "killing it") {
+		t.Errorf("the kill is not logged:\n%s", r.logs.String())
+	}
+}

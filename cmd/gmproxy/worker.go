@@ -32,7 +32,28 @@ const (
 	// the workers share (package clientshare), when the supervisor made
 	// them.
 	envWorkerClients = "GMPROXY_WORKER_CLIENTS"
+	// envWorkerConfig is the supervisor's copy of the configuration it
+	// last accepted (at start, or a reload every worker applied): a
+	// worker reads it, parsed as the configuration file (whose folder
+	// relative paths start from), so that one started again after a crash
+	// runs what the others run, not a file a reload refused since.
+	envWorkerConfig = "GMPROXY_WORKER_CONFIG"
+	// workerConfigFile is that copy's name in the supervisor's folder.
+	workerConfigFile = "config.yaml"
 )
+
+// readConfigFile loads the configuration file at path; a worker reads the
+// supervisor's copy of it (envWorkerConfig) instead.
+func readConfigFile(path string) (*conf.Config, error) {
+	if snap := os.Getenv(envWorkerConfig); snap != "" && os.Getenv(envWorker) != "" {
+		data, err := os.ReadFile(snap)
+		if err != nil {
+			return nil, err
+		}
+		return conf.Parse(path, data)
+	}
+	return loadConfigFile(path)
+}
 
 // unsetWorkersIsOne makes an unset workers setting one process: on
 // platforms without the worker mode, and in this command's own tests,
