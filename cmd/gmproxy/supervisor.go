@@ -79,6 +79,8 @@ type supervisor struct {
 	hc           *http.Client
 	// grace is shutdown_grace of the configuration in force (ns).
 	grace atomic.Int64
+	// counted keeps the merged counters monotonic over worker restarts.
+	counted cumulative
 
 	mu       sync.Mutex
 	procs    []*workerProc
@@ -380,6 +382,7 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 		}()
 	}
 	wg.Wait()
+	all = s.counted.update(procs, all)
 	s.mu.Lock()
 	restarts := s.restarts
 	s.mu.Unlock()

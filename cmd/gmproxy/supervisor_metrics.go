@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -142,4 +143,68 @@ func writeFamilies(w io.Writer, fams []*dto.MetricFamily) error {
 		}
 	}
 	return nil
+}
+
+// cumulative keeps the supervisor's sums of counters, histograms and
+// summaries from going down when a worker dies (a restarted worker counts
+// from zero) or misses a scrape: Prometheus would take the drop for a
+// reset and count the surviving workers' totals again in rate() and
+// increase(). It remembers each worker's last exposition of those types;
+// a worker that is gone leaves it in retired, which is added to every
+// later sum (what a worker counted between its last scrape and its death
+// is not known).
+type cumulative struct {
+	mu      sync.Mutex
+	last    map[*workerProc]map[string]*dto.MetricFamily
+	retired map[string]*dto.MetricFamily
+}
+
+// update takes the expositions of the live workers procs (nil where a
+// scrape failed) and returns what to merge: each live worker's current
+// exposition, or its last one when the scrape failed, and the retired sums.
+func (c *cumulative) update(procs []*workerProc, scraped []map[string]*dto.MetricFamily) []map[string]*dto.MetricFamily {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[*workerProc]map[string]*dto.MetricFamily{}
+	}
+	live := map[*workerProc]bool{}
+	out := make([]map[string]*dto.MetricFamily, 0, len(procs)+1)
+	for i, p := range procs {
+		live[p] = true
+		if scraped[i] == nil {
+			out = append(out, c.last[p])
+			continue
+		}
+		c.last[p] = cumulativeOnly(scraped[i])
+		out = append(out, scraped[i])
+	}
+	for p, fams := range c.last {
+		if !live[p] {
+			c.retired = mergeIndex(mergeFamilies([]map[string]*dto.MetricFamily{c.retired, fams}))
+			delete(c.last, p)
+		}
+	}
+	return append(out, c.retired)
+}
+
+// cumulativeOnly returns the families of fams whose values only grow.
+func cumulativeOnly(fams map[string]*dto.MetricFamily) map[string]*dto.MetricFamily {
+	out := map[string]*dto.MetricFamily{}
+	for name, f := range fams {
+		switch f.GetType() {
+		case dto.MetricType_COUNTER, dto.MetricType_HISTOGRAM, dto.MetricType_SUMMARY:
+			out[name] = f
+		}
+	}
+	return out
+}
+
+// mergeIndex indexes merged families by name.
+func mergeIndex(fams []*dto.MetricFamily) map[string]*dto.MetricFamily {
+	out := make(map[string]*dto.MetricFamily, len(fams))
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestMergedCountersNeverDecrease: the supervisor's sums of counters and
+// histograms stay monotonic when a worker restarts (its successor counts
+// from zero) or misses a scrape; gauges are the live workers' only.
+func TestMergedCountersNeverDecrease(t *testing.T) {
+	expo := func(handshakes, seconds float64, inFlight int) map[string]*dto.MetricFamily {
+		var b strings.Builder
+		b.WriteString("# TYPE gmproxy_handshakes_total counter\n")
+		b.WriteString("gmproxy_handshakes_total{protocol=\"tlcp\"} " + ftoa(handshakes) + "\n")
+		b.WriteString("# TYPE gmproxy_request_duration_seconds histogram\n")
+		b.WriteString("gmproxy_request_duration_seconds_bucket{le=\"1\"} " + ftoa(seconds) + "\n")
+		b.WriteString("gmproxy_request_duration_seconds_bucket{le=\"+Inf\"} " + ftoa(seconds) + "\n")
+		b.WriteString("gmproxy_request_duration_seconds_sum " + ftoa(seconds/2) + "\n")
+		b.WriteString("gmproxy_request_duration_seconds_count " + ftoa(seconds) + "\n")
+		b.WriteString("# TYPE gmproxy_connections gauge\n")
+		b.WriteString("gmproxy_connections " + ftoa(float64(inFlight)) + "\n")
+		f, err := parseMetrics(strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	var c cumulative
+	w0, w1 := &workerProc{index: 0}, &workerProc{index: 1}
+	check := func(step string, procs []*workerProc, scraped []map[string]*dto.MetricFamily, handshakes, count, conns float64) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies(c.update(procs, scraped))); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		if h := sumSeries(t, got, "gmproxy_handshakes_total", ""); h != handshakes {
+			t.Errorf("%s: handshakes %v, want %v", step, h, handshakes)
+		}
+		fams, _ := parseMetrics(strings.NewReader(got))
+		if n := float64(fams["gmproxy_request_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleCount()); n != count {
+			t.Errorf("%s: histogram count %v, want %v", step, n, count)
+		}
+		if g := sumSeries(t, got, "gmproxy_connections", ""); g != conns {
+			t.Errorf("%s: connections %v, want %v", step, g, conns)
+		}
+	}
+	check("both workers", []*workerProc{w0, w1}, []map[string]*dto.MetricFamily{expo(6, 4, 2), expo(3, 2, 1)}, 9, 6, 3)
+	// Worker 1 misses a scrape: its last counts stay in the sums.
+	check("a missed scrape", []*workerProc{w0, w1}, []map[string]*dto.MetricFamily{expo(7, 5, 2), nil}, 10, 7, 2)
+	// Worker 0 dies; its successor starts from zero.
+	w0b := &workerProc{index: 0}
+	check("worker 0 restarted", []*workerProc{w0b, w1}, []map[string]*dto.MetricFamily{expo(1, 1, 1), expo(4, 3, 1)}, 12, 9, 2)
+	check("later", []*workerProc{w0b, w1}, []map[string]*dto.MetricFamily{expo(2, 2, 0), expo(5, 4, 1)}, 14, 11, 1)
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
