@@ -61,29 +61,37 @@ type frameScanner struct {
 	codeN int // octets of the RST_STREAM payload still to collect: 4..1, 0 none
 }
 
-// scan consumes b and calls onHdr for every complete frame header.
-func (s *frameScanner) scan(b []byte) {
-	for len(b) > 0 {
+// scan consumes b and calls onHdr for every complete frame header. It
+// returns the offset in b just past the last frame that b completes, or
+// -1 when b completes none.
+func (s *frameScanner) scan(b []byte) (end int) {
+	end = -1
+	for off := 0; off < len(b); {
 		if s.skip > 0 {
-			n := min(s.skip, len(b))
+			n := min(s.skip, len(b)-off)
 			if s.codeN > 0 {
-				k := copy(s.code[4-s.codeN:], b[:n])
+				k := copy(s.code[4-s.codeN:], b[off:off+n])
 				if s.codeN -= k; s.codeN == 0 {
 					s.onRST(binary.BigEndian.Uint32(s.hdr[5:])&0x7fffffff, binary.BigEndian.Uint32(s.code[:]))
 				}
 			}
 			s.skip -= n
-			b = b[n:]
+			if off += n; s.skip == 0 {
+				end = off
+			}
 			continue
 		}
-		n := copy(s.hdr[s.hdrN:], b)
+		n := copy(s.hdr[s.hdrN:], b[off:])
 		s.hdrN += n
-		b = b[n:]
+		off += n
 		if s.hdrN < h2FrameHeaderLen {
-			return
+			return end
 		}
 		s.hdrN = 0
 		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
+		if s.skip == 0 {
+			end = off
+		}
 		if s.onHdr != nil {
 			s.onHdr(&s.hdr)
 		}
@@ -91,30 +99,7 @@ func (s *frameScanner) scan(b []byte) {
 			s.codeN = 4
 		}
 	}
-}
-
-// atBoundary reports whether the next octet starts a frame.
-func (s *frameScanner) atBoundary() bool { return s.skip == 0 && s.hdrN == 0 }
-
-// untilBoundary is how many octets of b finish the current frame (0 at a
-// boundary; len(b) or less).
-func (s *frameScanner) untilBoundary(b []byte) int {
-	if s.atBoundary() {
-		return 0
-	}
-	need := s.skip
-	if s.hdrN > 0 {
-		// Rest of a header, then its payload.
-		rest := h2FrameHeaderLen - s.hdrN
-		if len(b) < rest {
-			return len(b)
-		}
-		var h [h2FrameHeaderLen]byte
-		copy(h[:], s.hdr[:s.hdrN])
-		copy(h[s.hdrN:], b[:rest])
-		need = rest + (int(h[0])<<16 | int(h[1])<<8 | int(h[2]))
-	}
-	return min(need, len(b))
+	return end
 }
 
 // GuardHTTP2 returns the connection an HTTP/2 server should serve instead
@@ -145,6 +130,7 @@ type resetGuard struct {
 
 	wmu     sync.Mutex
 	out     frameScanner // server → client, under wmu
+	held    []byte       // under wmu: the start of a frame the server's last Write ended in
 	sent    bool         // under wmu
 	pending atomic.Bool  // GOAWAY to write at the next frame boundary
 	wentOut atomic.Bool  // the GOAWAY was written (Close lingers)
@@ -224,17 +210,17 @@ func (g *resetGuard) trip() error {
 	return errResetFlood
 }
 
-// goAway writes GOAWAY(ENHANCE_YOUR_CALM) now if the server is between
-// frames and not writing, else the server's writer does as soon as its
-// current frame is out (the reader never waits for the writer: a client
-// that does not read could hold it).
+// goAway writes GOAWAY(ENHANCE_YOUR_CALM) now if the server is not
+// writing, else the server's writer does as soon as its current write is
+// out (the reader never waits for the writer: a client that does not read
+// could hold it).
 func (g *resetGuard) goAway() {
 	g.pending.Store(true)
 	if !g.wmu.TryLock() {
 		return
 	}
 	defer g.wmu.Unlock()
-	if !g.sent && g.out.atBoundary() {
+	if !g.sent {
 		g.writeGoAwayLocked()
 	}
 }
@@ -276,7 +262,7 @@ func (g *resetGuard) Close() error {
 	if g.pending.Load() && !g.wentOut.Load() {
 		g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 		g.wmu.Lock()
-		if !g.sent && g.out.atBoundary() {
+		if !g.sent {
 			g.writeGoAwayLocked()
 		}
 		g.wmu.Unlock()
@@ -299,25 +285,39 @@ func (g *resetGuard) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// write passes on the frames p completes and holds the start of a frame
+// it ends in until a later Write completes it, so that the connection is
+// always between two frames and a GOAWAY can go out at once. The server
+// fills a 4 KiB buffer and writes it out when full, often in the middle
+// of a frame, and ends a connection without writing the rest when its
+// reader fails: the GOAWAY for a flood would then have no place to go.
 func (g *resetGuard) write(p []byte) (int, error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	if g.sent || !g.pending.Load() {
-		g.out.scan(p)
-		return g.Conn.Write(p)
+	end := g.out.scan(p)
+	if end < 0 {
+		g.held = append(g.held, p...)
+		return len(p), nil
 	}
-	// Finish the current frame, then GOAWAY, then the rest.
-	k := g.out.untilBoundary(p)
-	g.out.scan(p[:k])
-	n, err := g.Conn.Write(p[:k])
-	if err != nil || !g.out.atBoundary() {
-		return n, err
+	out := p[:end]
+	if len(g.held) > 0 {
+		g.held = append(g.held, out...)
+		out = g.held
 	}
-	g.writeGoAwayLocked()
-	g.out.scan(p[k:])
-	m, err := g.Conn.Write(p[k:])
-	return n + m, err
+	_, err := g.Conn.Write(out)
+	if cap(g.held) > heldKeep {
+		g.held = nil // a large frame's start: do not keep its buffer
+	}
+	g.held = append(g.held[:0], p[end:]...)
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
+
+// heldKeep is the largest buffer for held frame starts that a connection
+// keeps between writes.
+const heldKeep = 4 << 10
 
 // resetBurst is the bucket size for a rate: twice the rate or twice the
 // stream limit (a browser may cancel every open stream at once).

@@ -234,3 +234,68 @@ func TestResetGuardCloseWaitsForGoAway(t *testing.T) {
 		t.Errorf("closed after %d of the %d bytes written", c.closedAt, len(c.out))
 	}
 }
+
+// TestResetGuardHoldsFrameStarts: the guard passes on only whole frames;
+// the start of a frame that a server Write ends in (the server's 4 KiB
+// buffer fills mid-frame) waits for the Write that completes it. So when
+// the server stops writing in the middle of a frame, as it does when its
+// reader fails on a flood, the GOAWAY still goes out between two frames.
+func TestResetGuardHoldsFrameStarts(t *testing.T) {
+	rst := func(stream uint32) []byte {
+		f := make([]byte, h2FrameHeaderLen+4)
+		f[2], f[3] = 4, h2FrameRSTStream
+		binary.BigEndian.PutUint32(f[5:], stream)
+		binary.BigEndian.PutUint32(f[9:], 0x1)
+		return f
+	}
+	c := &blockingConn{started: make(chan struct{}), release: make(chan struct{}), closedAt: -1}
+	close(c.release) // writes do not block
+	c.in = []byte(h2ClientPreface)
+	for _, id := range []uint32{1, 3} {
+		h := make([]byte, h2FrameHeaderLen+3)
+		h[2], h[3] = 3, h2FrameHeaders
+		binary.BigEndian.PutUint32(h[5:], id)
+		c.in = append(c.in, h...)
+		c.in = append(c.in, rst(id)...)
+	}
+	g := newResetGuard(c, 1, 1, nil)
+	whole, next := rst(2), rst(4)
+	// One frame and 5 octets of the next; then 2 more octets of it.
+	for _, p := range [][]byte{append(append([]byte(nil), whole...), next[:5]...), next[5:7]} {
+		if n, err := g.Write(p); n != len(p) || err != nil {
+			t.Fatalf("Write(%d octets) = %d, %v", len(p), n, err)
+		}
+	}
+	c.mu.Lock()
+	if !bytes.Equal(c.out, whole) {
+		t.Fatalf("on the wire after a frame and a part of the next: % x, want only the whole frame", c.out)
+	}
+	c.mu.Unlock()
+	buf := make([]byte, 4096)
+	for {
+		_, err := g.Read(buf)
+		if errors.Is(err, errResetFlood) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read ended with %v before the flood was seen", err)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	checkGoAwayAfter(t, c.out, whole)
+
+	// A held start goes out with the rest of its frame.
+	c2 := &blockingConn{started: make(chan struct{}), release: make(chan struct{})}
+	close(c2.release)
+	g2 := newResetGuard(c2, 1, 1, nil)
+	for _, p := range [][]byte{next[:3], next[3:10], append(append([]byte(nil), next[10:]...), whole...)} {
+		g2.Write(p)
+	}
+	if want := append(append([]byte(nil), next...), whole...); !bytes.Equal(c2.out, want) {
+		t.Errorf("frames split over three writes came out as % x, want % x", c2.out, want)
+	}
+}
