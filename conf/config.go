@@ -635,6 +635,16 @@ type Timeouts struct {
 	ResponseHeader time.Duration `yaml:"response_header"`
 	// Idle closes pooled connections idle for this long. Default 90s.
 	Idle time.Duration `yaml:"idle"`
+	// Read is the longest wait between two successive reads of a response
+	// body from a target (like nginx proxy_read_timeout); past it the
+	// response is cut, so the client sees it end early, and the target
+	// counts a failure. 0 means no limit. Default 60s. The wait allowed
+	// is between the value and 9/8 of it.
+	Read time.Duration `yaml:"read"`
+	// TunnelIdle closes a WebSocket or other upgraded tunnel (HTTP/1.1
+	// Upgrade, HTTP/2 extended CONNECT) after this long without data in
+	// either direction. 0 means no limit. Default 10m.
+	TunnelIdle time.Duration `yaml:"tunnel_idle"`
 }
 
 // HealthChecks configures passive and active health checking.
@@ -1056,6 +1066,12 @@ type KeyServerClient struct {
 	// connections; beyond it operations are refused (busy). 0 means
 	// unlimited. Default 256.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxConnections bounds the client's open connections, so that one
+	// client cannot take all of the key server's max_connections; one
+	// more is refused (busy) and closed. An edge opens pool_size
+	// connections per key server address in each worker. 0 means
+	// unlimited. Default 64.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Resolve returns the file name p as gmproxy uses it: unchanged when

@@ -37,6 +37,8 @@ const (
 	DefaultConnectTimeout          = 5 * time.Second
 	DefaultResponseHeader          = 60 * time.Second
 	DefaultUpstreamIdle            = 90 * time.Second
+	DefaultUpstreamRead            = 60 * time.Second
+	DefaultTunnelIdle              = 10 * time.Minute
 	DefaultKeepaliveMaxIdle        = 32
 	DefaultPassiveMaxFails         = 3
 	DefaultPassiveFailWindow       = 10 * time.Second
@@ -147,6 +149,8 @@ func (u *Upstream) setDefaults() {
 	u.Timeouts.Connect = DefaultConnectTimeout
 	u.Timeouts.ResponseHeader = DefaultResponseHeader
 	u.Timeouts.Idle = DefaultUpstreamIdle
+	u.Timeouts.Read = DefaultUpstreamRead
+	u.Timeouts.TunnelIdle = DefaultTunnelIdle
 	u.HealthChecks.Passive.setDefaults()
 	u.Retries.setDefaults()
 }
@@ -200,7 +204,7 @@ func (k *KeyServer) setDefaults() {
 
 func (c *KeyServerClient) setDefaults() {
 	l := keyserver.DefaultLimits
-	c.Rate, c.Burst, c.MaxInFlight = int(l.Rate), l.Burst, l.MaxInFlight
+	c.Rate, c.Burst, c.MaxInFlight, c.MaxConnections = int(l.Rate), l.Burst, l.MaxInFlight, l.MaxConns
 }
 
 // finish fills the defaults that depend on other values, after decoding.

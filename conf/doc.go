@@ -632,6 +632,14 @@
 //     so the wait allowed is between the value and 9/8 of it.
 //   - idle (duration): idle closes pooled connections idle for this long.
 //     Default 90s.
+//   - read (duration): read is the longest wait between two successive reads of
+//     a response body from a target (like nginx proxy_read_timeout); past it
+//     the response is cut, so the client sees it end early, and the target
+//     counts a failure. 0 means no limit. Default 60s. The wait allowed is
+//     between the value and 9/8 of it.
+//   - tunnel_idle (duration): tunnel_idle closes a WebSocket or other upgraded
+//     tunnel (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
+//     without data in either direction. 0 means no limit. Default 10m.
 //
 // # upstreams[].health_checks
 //
@@ -998,6 +1006,11 @@
 //   - max_in_flight (integer): max_in_flight bounds the client's operations in
 //     progress, over all its connections; beyond it operations are refused
 //     (busy). 0 means unlimited. Default 256.
+//   - max_connections (integer): max_connections bounds the client's open
+//     connections, so that one client cannot take all of the key server's
+//     max_connections; one more is refused (busy) and closed. An edge opens
+//     pool_size connections per key server address in each worker. 0 means
+//     unlimited. Default 64.
 //
 // # keyserver.log
 //

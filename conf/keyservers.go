@@ -435,7 +435,7 @@ func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[s
 	for i := range f.Clients {
 		c := &f.Clients[i]
 		p := fmt.Sprintf("clients[%d]", i)
-		g := keyserver.Grant{Name: c.Name, Subject: c.Subject, Limits: keyserver.Limits{Rate: float64(c.Rate), Burst: c.Burst, MaxInFlight: c.MaxInFlight}}
+		g := keyserver.Grant{Name: c.Name, Subject: c.Subject, Limits: keyserver.Limits{Rate: float64(c.Rate), Burst: c.Burst, MaxInFlight: c.MaxInFlight, MaxConns: c.MaxConnections}}
 		ok := v.uniqueName(p, c.Name, "client", "add name: NAME (it labels the client in the audit log and the metrics)", seen)
 		if c.SPKISHA256 != "" {
 			h, err := hex.DecodeString(strings.ReplaceAll(c.SPKISHA256, ":", ""))
@@ -474,6 +474,10 @@ func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[s
 		}
 		if c.MaxInFlight < 0 {
 			v.errf(p+".max_in_flight", "use 0 for unlimited, or for example 256", "max_in_flight must not be negative")
+			ok = false
+		}
+		if c.MaxConnections < 0 {
+			v.errf(p+".max_connections", "use 0 for unlimited, or for example 64", "max_connections must not be negative")
 			ok = false
 		}
 		g.Keys = c.Keys

@@ -39,7 +39,7 @@ func TestKeyServerFile(t *testing.T) {
 		t.Errorf("policy keys %+v", pol.Keys)
 	}
 	if len(pol.Clients) != 2 || pol.Clients[0].Subject != "CN=edge,O=Example" || pol.Clients[0].Limits != keyserver.DefaultLimits ||
-		len(pol.Clients[1].SPKISHA256) != 32 || pol.Clients[1].Limits != (keyserver.Limits{Rate: 50, Burst: 10, MaxInFlight: 4}) || pol.Local != nil {
+		len(pol.Clients[1].SPKISHA256) != 32 || pol.Clients[1].Limits != (keyserver.Limits{Rate: 50, Burst: 10, MaxInFlight: 4, MaxConns: 8}) || pol.Local != nil {
 		t.Errorf("policy clients %+v", pol.Clients)
 	}
 	if f.HandshakeTimeout != 2*time.Second || f.MaxConnections != 100 || f.AuditInterval != 30*time.Second || f.MetricsAddress != "127.0.0.1:9101" {

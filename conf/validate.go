@@ -1451,10 +1451,16 @@ func (v *validator) validateAdmin() {
 			a.Token = tok
 		}
 	}
+	// An address is exposed unless it is a loopback address or the
+	// name localhost (RFC 6761 §6.3); any other host name may resolve to
+	// a network address.
 	exposed := func(addr string) bool {
 		host, _, _ := net.SplitHostPort(addr)
-		ip := net.ParseIP(host)
-		return host == "" || (ip != nil && !ip.IsLoopback())
+		if ip := net.ParseIP(host); ip != nil {
+			return !ip.IsLoopback()
+		}
+		host = strings.ToLower(strings.TrimSuffix(host, "."))
+		return host != "localhost" && !strings.HasSuffix(host, ".localhost")
 	}
 	reloadHere := a.ControlAddress == ""
 	if a.Address != "off" && v.hostPort("admin.address", a.Address, true) && exposed(a.Address) {

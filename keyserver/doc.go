@@ -76,7 +76,8 @@
 //     client from the allow-list (a reload) ends it, also on open
 //     connections.
 //   - Resources: a bound on open connections (further ones are closed at
-//     once), a short deadline for the TLS handshake and the greeting, an
+//     once) and one per client (Limits.MaxConns: one more gets CodeBusy
+//     after the greeting, so one client cannot take them all), a short deadline for the TLS handshake and the greeting, an
 //     idle timeout, bounded frames (MaxFrame) and malformed input answered
 //     with CodeMalformed, never a panic.
 //   - Not covered: the channel carries the TLCP ECDHE ephemeral private

@@ -82,7 +82,7 @@ type Key struct {
 
 // DefaultLimits are the limits of a client that sets none (gmproxy
 // keyserver's clients[] defaults and its Unix-socket client).
-var DefaultLimits = Limits{Rate: 10000, Burst: 1000, MaxInFlight: 256}
+var DefaultLimits = Limits{Rate: 10000, Burst: 1000, MaxInFlight: 256, MaxConns: 64}
 
 // Limits bound what one client may ask.
 type Limits struct {
@@ -95,6 +95,11 @@ type Limits struct {
 	// connections, answers not yet written included (a client that does not
 	// read its answers gets no more than this many run); 0 means unlimited.
 	MaxInFlight int
+	// MaxConns bounds the client's open connections: one more is refused
+	// after the greeting (CodeBusy, then closed), so that one client
+	// cannot take all of Server.MaxConns from the others; 0 means
+	// unlimited.
+	MaxConns int
 }
 
 // Grant is a client identity allowed to use some keys.
@@ -272,6 +277,7 @@ func peerName(cert *x509.Certificate) string {
 type clientState struct {
 	name     string
 	inFlight atomic.Int64
+	conns    atomic.Int64
 
 	mu     sync.Mutex
 	limits Limits
@@ -316,3 +322,18 @@ func (s *clientState) admit(now time.Time) Code {
 }
 
 func (s *clientState) release() { s.inFlight.Add(-1) }
+
+// addConn counts a connection of the client; false, and not counted, when
+// the client already has MaxConns open.
+func (s *clientState) addConn() bool {
+	s.mu.Lock()
+	limit := s.limits.MaxConns
+	s.mu.Unlock()
+	if n := s.conns.Add(1); limit > 0 && n > int64(limit) {
+		s.conns.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *clientState) doneConn() { s.conns.Add(-1) }

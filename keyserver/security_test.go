@@ -1,11 +1,13 @@
 package keyserver
 
 import (
+	"bufio"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -423,3 +425,69 @@ func (l *pipeListener) Accept() (net.Conn, error) {
 }
 func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
 func (l *pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "unix"} }
+
+// TestClientConnectionBound: a client with its Limits.MaxConns connections
+// open gets busy on the next one, which is closed, while another client
+// still connects; once one of its connections closes, it may open one
+// again.
+func TestClientConnectionBound(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	obs := newRecObserver()
+	edge := grantAll("edge", keys)
+	edge.MaxConns = 2
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge, grantAll("other", keys)}}, func(s *Server) { s.Observer = obs })
+	edgeTLS, _ := pki.client(t, "edge")
+	otherTLS, _ := pki.client(t, "other")
+	// greeted opens a connection and greets; it returns the connection
+	// and the reader of the server's frames.
+	greeted := func(cfg *tls.Config) (net.Conn, *frameReader) {
+		t.Helper()
+		c, err := tls.Dial("tcp", ks.addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := c.Write(appendHello(nil, Version)); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		if _, _, err := readHello(br); err != nil {
+			t.Fatal(err)
+		}
+		return c, &frameReader{br: br}
+	}
+	// open reports whether c is open and served: a ping is answered.
+	open := func(c net.Conn, fr *frameReader) bool {
+		t.Helper()
+		if err := newFrameWriter(c, time.Second).write(1, byte(OpPing), nil, nil); err != nil {
+			return false
+		}
+		id, code, _, err := fr.next()
+		return err == nil && id == 1 && code == byte(CodeOK)
+	}
+	first, firstR := greeted(edgeTLS)
+	second, secondR := greeted(edgeTLS)
+	if !open(first, firstR) || !open(second, secondR) {
+		t.Fatal("the client's first two connections are not served")
+	}
+	third, thirdR := greeted(edgeTLS)
+	third.SetDeadline(time.Now().Add(5 * time.Second))
+	if id, code, detail, err := thirdR.next(); err != nil || id != 0 || code != byte(CodeBusy) {
+		t.Fatalf("third connection: frame %d code %d %q, %v; want busy", id, code, detail, err)
+	}
+	if _, err := third.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("third connection still open after busy: %v", err)
+	}
+	eventually(t, "one client_limit refusal reported", func() bool { return obs.get(func(r *recObserver) int { return r.refused[RefusedClient] }) == 1 })
+	if c, r := greeted(otherTLS); !open(c, r) {
+		t.Error("another client was refused")
+	}
+	first.Close()
+	eventually(t, "a connection of the client again after one closed", func() bool {
+		c, r := greeted(edgeTLS)
+		defer c.Close()
+		return open(c, r)
+	})
+}

@@ -32,14 +32,15 @@ const (
 
 // Refusal reasons reported to Observer.Refused.
 const (
-	RefusedLimit     = "limit"     // MaxConns reached
-	RefusedHandshake = "handshake" // TLS handshake or greeting failed or timed out
-	RefusedVersion   = "version"   // the peer speaks another protocol version
-	RefusedIdentity  = "identity"  // the peer's certificate is in no allow-list entry
+	RefusedLimit     = "limit"        // MaxConns reached
+	RefusedHandshake = "handshake"    // TLS handshake or greeting failed or timed out
+	RefusedVersion   = "version"      // the peer speaks another protocol version
+	RefusedIdentity  = "identity"     // the peer's certificate is in no allow-list entry
+	RefusedClient    = "client_limit" // the client has its Limits.MaxConns open
 )
 
 // RefusedReasons lists the refusal reasons (a bounded label set).
-var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity}
+var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity, RefusedClient}
 
 // Observer receives the server's events (package metrics implements it).
 // Methods are called concurrently and must not block.
@@ -364,6 +365,15 @@ func (s *Server) serveConn(c net.Conn) {
 	client := cp.Name
 	fr := &frameReader{br: br}
 	w := newFrameWriter(c, writeTimeout)
+	// Counted on the state the greeting found: a reload keeps a client's
+	// state (policy.client), and the count goes back where it was taken.
+	held := cp.state
+	if !held.addConn() {
+		s.refused(RefusedClient, c, client)
+		w.write(0, byte(CodeBusy), []byte("client has its max_connections open"), nil)
+		return
+	}
+	defer held.doneConn()
 	var ops sync.WaitGroup
 	defer ops.Wait()
 	idle := orDefault(s.IdleTimeout, DefaultIdleTimeout)

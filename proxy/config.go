@@ -303,6 +303,17 @@ type TransportConfig struct {
 	ResponseHeaderTimeout time.Duration
 	// IdleTimeout closes pooled idle connections. Default 90s.
 	IdleTimeout time.Duration
+	// ReadTimeout is the longest wait between two successive reads of a
+	// response body from a target, like nginx's proxy_read_timeout; past
+	// it the response is cut (the client sees it end early) and the
+	// target counts a failure. Default DefaultUpstreamReadTimeout (60s);
+	// negative: no limit.
+	ReadTimeout time.Duration
+	// TunnelIdleTimeout closes a WebSocket or other upgraded tunnel
+	// (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
+	// without data in either direction. Default DefaultTunnelIdleTimeout
+	// (10m); negative: no limit.
+	TunnelIdleTimeout time.Duration
 	// MaxIdleConns is the idle pool size per target. Default 64; negative
 	// disables keep-alive (every request gets a new connection).
 	MaxIdleConns int

@@ -40,18 +40,23 @@ type h1Client struct {
 	maxIdle        int
 	idleTimeout    time.Duration
 	headerTimeout  time.Duration
+	readTimeout    time.Duration // between two reads of a body; 0: none
 	maxHeaderBytes int64
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn // by target address, most recent last
 }
 
-func newH1Client(t *http.Transport, dial DialFunc) *h1Client {
+// newH1Client makes the client of an upstream whose Transport is t;
+// readTimeout bounds the wait for each read of a response body (0: none),
+// as Upstream.readTimeout does on the Transport's responses.
+func newH1Client(t *http.Transport, dial DialFunc, readTimeout time.Duration) *h1Client {
 	return &h1Client{
 		dial:           dial,
 		maxIdle:        t.MaxIdleConnsPerHost,
 		idleTimeout:    t.IdleConnTimeout,
 		headerTimeout:  t.ResponseHeaderTimeout,
+		readTimeout:    readTimeout,
 		maxHeaderBytes: t.MaxResponseHeaderBytes,
 		idle:           map[string][]*h1Conn{},
 	}
@@ -322,12 +327,22 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		fresh = fresh && !gotBytes && !isTimeout(err)
 		return nil, err, fresh
 	}
-	// The body is read without the header timeout. A body already
-	// buffered whole (or none) needs no more reads: the deadline may stay
-	// until the next exchange sets its own (an idle pooled connection is
-	// not read), one deadline change less per request.
-	if pc.cl.headerTimeout > 0 && !(res.Body == http.NoBody || res.Body == nil && int64(pc.br.Buffered()) >= res.ContentLength) {
-		pc.c.SetReadDeadline(time.Time{})
+	// The body is read under the read timeout, not the header timeout. A
+	// body already buffered whole (or none) needs no more reads: the
+	// deadline may stay until the next exchange sets its own (an idle
+	// pooled connection is not read), one deadline change less per
+	// request.
+	var rd opDeadline
+	if !(res.Body == http.NoBody || res.Body == nil && int64(pc.br.Buffered()) >= res.ContentLength) {
+		if rd.d = pc.cl.readTimeout; rd.d > 0 {
+			dl, _ := rd.due()
+			pc.c.SetReadDeadline(dl)
+			if ctx.Err() != nil {
+				pc.interrupt() // the watcher may have run before the line above
+			}
+		} else if pc.cl.headerTimeout > 0 {
+			pc.c.SetReadDeadline(time.Time{})
+		}
 		pc.hdrArmed = 0
 	}
 	// After a 101 the connection speaks another protocol (RFC 9110
@@ -353,7 +368,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		}
 		return res, nil, false
 	}
-	b := &h1Body{rc: res.Body, pc: pc, watch: w, keep: keep}
+	b := &h1Body{rc: res.Body, pc: pc, watch: w, keep: keep, rd: rd, ctx: ctx}
 	if res.Body == nil { // h1head's: the next ContentLength bytes
 		b.remain = res.ContentLength
 	}
@@ -447,6 +462,8 @@ type h1Body struct {
 	watch  exchangeWatch
 	keep   bool
 	done   bool
+	rd     opDeadline      // the read timeout's deadline (d 0: none)
+	ctx    context.Context // the exchange's (watch interrupts it)
 	// head is the response's fields when it came without a Header map
 	// (roundTripHead), until the body is read.
 	head *h1head.Head
@@ -476,12 +493,23 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
+	if b.rd.d > 0 {
+		if dl, ok := b.rd.due(); ok {
+			b.pc.c.SetReadDeadline(dl)
+			if b.ctx.Err() != nil {
+				b.pc.interrupt() // the watcher may have run before the line above
+			}
+		}
+	}
 	var n int
 	var err error
 	if b.rc != nil {
 		n, err = b.rc.Read(p)
 	} else {
 		n, err = b.readLength(p)
+	}
+	if err != nil && b.rd.d > 0 && isTimeout(err) {
+		err = &readTimeoutError{b.rd.d}
 	}
 	if err == io.EOF {
 		b.finish(true)

@@ -93,7 +93,7 @@ func testH1Client(t *testing.T, mod func(*http.Transport)) *h1Client {
 		}
 		return rawsock.Wrap(c), nil
 	}
-	cl := newH1Client(tr, dial)
+	cl := newH1Client(tr, dial, 0)
 	t.Cleanup(cl.CloseIdleConnections)
 	return cl
 }
@@ -554,7 +554,7 @@ func TestH1ClientCancelBodyWrite(t *testing.T) {
 		<-release
 	}()
 	d := net.Dialer{Control: small(syscall.SO_SNDBUF)}
-	cl := newH1Client(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, d.DialContext)
+	cl := newH1Client(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, d.DialContext, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	body := strings.Repeat("b", maxH1Body)
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+ln.Addr().String()+"/", io.NopCloser(strings.NewReader(body)))

@@ -601,8 +601,12 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if fi < 0 || len(announced) > 0 {
 		rs.w.Flush() // streams: the client gets the headers now, not with the first data
 	}
-	err := copyBody(&rs.w, res.Body, fi, res.ContentLength)
-	res.Body.Close()
+	body := res.Body
+	if _, own := body.(*h1Body); !own && u.readTimeout > 0 && body != http.NoBody {
+		body = watchBody(body, u.readTimeout) // h1Body has its own
+	}
+	err := copyBody(&rs.w, body, fi, res.ContentLength)
+	body.Close()
 	if err != nil {
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {
 			rs.clientGone = true

@@ -151,7 +151,8 @@ func (l *latencyWriter) stop() {
 }
 
 // handleUpgrade turns a 101 response into a two-way tunnel between the
-// hijacked client connection and the backend connection.
+// hijacked client connection and the backend connection, closed after
+// the upstream's tunnel idle timeout without data either way.
 func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http.Response, reqUp string) {
 	resUp := upgradeType(res.Header)
 	backConn, ok := res.Body.(io.ReadWriteCloser)
@@ -196,7 +197,7 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 		return
 	}
 	defer s.p.trackDone(conn)
-	in, out := pipe(client, backConn, 0, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
+	in, out := pipe(client, backConn, rt.up.tunnelIdle, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
 	rs.bytesIn += in
 	rs.w.bytes += out
 }
@@ -262,26 +263,30 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 		return
 	}
 	defer s.p.trackDone(backConn)
-	var in atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n, _ := io.Copy(backConn, r.Body)
-		in.Store(n)
-		if cw, ok := backConn.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-	}()
-	err := copyBody(&rs.w, backConn, -1, -1)
-	backConn.Close()
-	r.Body.Close()
-	<-done
-	rs.bytesIn += in.Load()
-	s.p.obs.StreamBytes(s.name, rt.up.name, in.Load(), rs.w.bytes)
-	if err != nil {
-		s.p.logger.Debug("extended CONNECT tunnel ended", "error", err)
-	}
+	in, _ := pipe(streamSide{r.Body, &rs.w}, backConn, rt.up.tunnelIdle, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
+	rs.bytesIn += in
 }
+
+// streamSide is the client's side of an extended CONNECT tunnel for
+// pipe: the request body in, the response out, flushed after every
+// write. Closing it closes the request body, which fails a blocked read;
+// the stream ends when the handler returns.
+type streamSide struct {
+	body io.ReadCloser
+	w    *respWriter
+}
+
+func (s streamSide) Read(p []byte) (int, error) { return s.body.Read(p) }
+
+func (s streamSide) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err == nil {
+		s.w.Flush()
+	}
+	return n, err
+}
+
+func (s streamSide) Close() error { return s.body.Close() }
 
 // prefixConn reads buffered bytes first.
 type prefixConn struct {

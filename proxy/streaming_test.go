@@ -408,6 +408,8 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	}
 	backend := wsEchoBackend(t)
 	cfg := proxyTo(addrOf(backend))
+	const idle = 300 * time.Millisecond
+	cfg.Upstreams[0].Transport.TunnelIdleTimeout = idle
 	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
 	// A client of raw frames: net/http's Transport (which x/net/http2's
 	// wraps since Go 1.27) refuses a :protocol header field.
@@ -484,7 +486,24 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	if string(got) != "\x81\x02hi" {
 		t.Fatalf("echo frame %q", got)
 	}
-	fr.WriteData(1, true, nil)
+	// Then nothing either way: the tunnel ends after the idle timeout
+	// (the stream ends, well before the connection's 20 s deadline).
+	idleFrom := time.Now()
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the idle tunnel's stream did not end: %v", err)
+		}
+		if fm.Header().StreamID != 1 {
+			continue
+		}
+		if _, ok := fm.(*http2.RSTStreamFrame); ok || fm.Header().Flags.Has(http2.FlagDataEndStream) {
+			break
+		}
+	}
+	if d := time.Since(idleFrom); d < idle {
+		t.Errorf("the tunnel ended after %v idle, before the idle timeout %v", d, idle)
+	}
 }
 
 // TestWebSocketToH2CUpstream: an h2c upstream has no Upgrade, so WebSocket

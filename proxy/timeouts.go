@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/h1server"
@@ -22,10 +24,14 @@ import (
 // deadline update per read or write.
 
 // DefaultBodyTimeout and DefaultSendTimeout are the defaults of
-// LimitsConfig.BodyTimeout and SendTimeout.
+// LimitsConfig.BodyTimeout and SendTimeout; DefaultUpstreamReadTimeout and
+// DefaultTunnelIdleTimeout those of TransportConfig.ReadTimeout and
+// TunnelIdleTimeout.
 const (
-	DefaultBodyTimeout = 60 * time.Second
-	DefaultSendTimeout = 60 * time.Second
+	DefaultBodyTimeout         = 60 * time.Second
+	DefaultSendTimeout         = 60 * time.Second
+	DefaultUpstreamReadTimeout = 60 * time.Second
+	DefaultTunnelIdleTimeout   = 10 * time.Minute
 )
 
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
@@ -150,4 +156,57 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 		}
 	}
 	sd.arm()
+}
+
+// readTimeoutError ends a response body whose target sent nothing for the
+// upstream's read timeout.
+type readTimeoutError struct{ d time.Duration }
+
+func (e *readTimeoutError) Error() string {
+	return "no response body data from the target for " + e.d.String() + " (read_timeout)"
+}
+
+func (e *readTimeoutError) Timeout() bool { return true }
+
+// watchedBody bounds the wait for each read of a response body that
+// http.Transport delivered (h1Client's bodies use the connection's read
+// deadline instead): a timer, moved at most every eighth of the timeout,
+// closes the body when no read returned for the timeout, which fails a
+// blocked Read. net/http's bodies may be closed while a Read is blocked
+// (HTTP/1.1: the Transport closes the connection; HTTP/2: the stream is
+// reset).
+type watchedBody struct {
+	rc      io.ReadCloser
+	d       time.Duration
+	last    int64 // monoclock ns of the last timer move
+	t       *time.Timer
+	expired atomic.Bool
+}
+
+func watchBody(rc io.ReadCloser, d time.Duration) *watchedBody {
+	b := &watchedBody{rc: rc, d: d, last: monoclock.Now()}
+	b.t = time.AfterFunc(d+d/8, b.expire)
+	return b
+}
+
+func (b *watchedBody) expire() {
+	b.expired.Store(true)
+	b.rc.Close()
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	if n := monoclock.Now(); n-b.last >= int64(b.d/8) {
+		b.last = n
+		b.t.Reset(b.d + b.d/8)
+	}
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.expired.Load() {
+		err = &readTimeoutError{b.d}
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.t.Stop()
+	return b.rc.Close()
 }

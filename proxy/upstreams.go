@@ -37,6 +37,8 @@ type Upstream struct {
 	dial        DialFunc
 	dialTimeout time.Duration // connect + handshake
 	hsTimeout   time.Duration // handshake
+	readTimeout time.Duration // between two reads of a response body; 0: none
+	tunnelIdle  time.Duration // a tunnel without data either way; 0: none
 
 	passive PassiveHealthConfig
 	active  ActiveHealthConfig
@@ -136,6 +138,8 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	}
 	u.hsTimeout = durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
 	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + u.hsTimeout
+	u.readTimeout = max(durOr(uc.Transport.ReadTimeout, DefaultUpstreamReadTimeout), 0)
+	u.tunnelIdle = max(durOr(uc.Transport.TunnelIdleTimeout, DefaultTunnelIdleTimeout), 0)
 	var connected func(time.Duration, error)
 	if co, ok := obs.(UpstreamConnectObserver); ok {
 		name := uc.Name
@@ -152,7 +156,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		// through it, since a second pool beside it would keep
 		// connections of its own past the cap.
 		if uc.Transport.MaxConnsPerTarget <= 0 {
-			u.h1 = newH1Client(u.transport, u.dial)
+			u.h1 = newH1Client(u.transport, u.dial, u.readTimeout)
 		}
 	}
 	if uc.Protocol == upstreamproto.H2C {

@@ -125,6 +125,8 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			ConnectTimeout:        u.Timeouts.Connect,
 			ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 			IdleTimeout:           u.Timeouts.Idle,
+			ReadTimeout:           offIfZero(u.Timeouts.Read),
+			TunnelIdleTimeout:     offIfZero(u.Timeouts.TunnelIdle),
 			MaxIdleConns:          u.Keepalive.MaxIdle,
 			MaxConnsPerTarget:     u.Keepalive.MaxConns,
 		},

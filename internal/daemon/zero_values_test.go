@@ -33,6 +33,7 @@ upstreams:
   - name: app
     targets: [127.0.0.1:8080]
     keepalive: {max_idle: 0, max_conns: 0}
+    timeouts: {read: 0, tunnel_idle: 0}
     health_checks: {passive: {max_fails: 0}, active: {path: /, expect_status: 0}}
 `))
 	if err != nil {
@@ -56,6 +57,8 @@ upstreams:
 		{"http.write_timeout: 0 is no limit", l.WriteTimeout == 0, l.WriteTimeout},
 		{"max_body: 0 is unlimited", pc.Sites[0].Routes[0].MaxBodyBytes == 0, pc.Sites[0].Routes[0].MaxBodyBytes},
 		{"keepalive.max_idle: 0 disables keep-alive (negative MaxIdleConns)", u.Transport.MaxIdleConns < 0, u.Transport.MaxIdleConns},
+		{"timeouts.read: 0 is no limit (negative ReadTimeout)", u.Transport.ReadTimeout < 0, u.Transport.ReadTimeout},
+		{"timeouts.tunnel_idle: 0 is no limit (negative TunnelIdleTimeout)", u.Transport.TunnelIdleTimeout < 0, u.Transport.TunnelIdleTimeout},
 		{"keepalive.max_conns: 0 is unlimited", u.Transport.MaxConnsPerTarget == 0, u.Transport.MaxConnsPerTarget},
 		{"passive.max_fails: 0 disables passive checks (negative MaxFails)", u.HealthCheck.Passive.MaxFails < 0, u.HealthCheck.Passive.MaxFails},
 		{"active.expect_status: 0 is any 2xx or 3xx", u.HealthCheck.Active.ExpectStatus == 0, u.HealthCheck.Active.ExpectStatus},

@@ -1,0 +1,194 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stallingBackend answers every request on a raw connection with a
+// response of 100 body bytes, sent as chunks of 10 bytes every gap, of
+// which only the first `sent` chunks ever come (the rest never: the
+// backend stalls, keeping the connection open). closed receives one value
+// per connection that the proxy closed.
+func stallingBackend(t *testing.T, sent int, gap time.Duration) (addr string, closed <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n")
+				for i := range min(sent, 10) {
+					if i > 0 {
+						time.Sleep(gap)
+					}
+					io.WriteString(c, strings.Repeat(fmt.Sprint(i), 10))
+				}
+				// Stall: wait for the proxy to close (bounded).
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				if _, err := io.Copy(io.Discard, c); err == nil {
+					ch <- struct{}{}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// TestUpstreamReadTimeout: a target that stops sending a response body
+// has its response cut after read_timeout (the client sees the body end
+// early, and the proxy closes the target's connection); a target that
+// sends slowly, with every gap under the timeout but the whole body
+// taking several times it, is passed on whole. Both for the HTTP/1.1
+// client's connections (a read deadline) and http.Transport's, HTTP/1.1
+// (max_conns) and h2c (a timer that closes the body).
+func TestUpstreamReadTimeout(t *testing.T) {
+	const timeout = 150 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		setup func(*UpstreamConfig)
+	}{
+		{"h1 client", func(*UpstreamConfig) {}},
+		{"transport", func(uc *UpstreamConfig) { uc.Transport.MaxConnsPerTarget = 4 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mk := func(addr string) *front {
+				cfg := proxyTo(addr)
+				cfg.Upstreams[0].Transport.ReadTimeout = timeout
+				tc.setup(&cfg.Upstreams[0])
+				return newFront(t, cfg, frontOpts{})
+			}
+			t.Run("stalled", func(t *testing.T) {
+				addr, closed := stallingBackend(t, 2, 0)
+				f := mk(addr)
+				start := time.Now()
+				expectCut(t, f)
+				if d := time.Since(start); d < timeout {
+					t.Errorf("cut after %v, before the read timeout %v", d, timeout)
+				}
+				select {
+				case <-closed:
+				case <-time.After(10 * time.Second):
+					t.Error("the proxy kept the stalled target's connection open")
+				}
+			})
+			t.Run("slow", func(t *testing.T) {
+				addr, _ := stallingBackend(t, 10, timeout*2/5)
+				f := mk(addr)
+				status, body, _ := get(t, testClient(t), f.url+"/")
+				if status != 200 || len(body) != 100 {
+					t.Fatalf("status %d, %d bytes; want the whole body sent in gaps under the timeout", status, len(body))
+				}
+			})
+		})
+	}
+	t.Run("h2c", func(t *testing.T) {
+		stall := make(chan struct{})
+		defer close(stall)
+		gone := make(chan struct{}, 1)
+		h2c := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			io.WriteString(w, strings.Repeat("x", 20))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				gone <- struct{}{}
+			case <-stall:
+			case <-time.After(20 * time.Second):
+			}
+		})}
+		h2c.Protocols = new(http.Protocols)
+		h2c.Protocols.SetUnencryptedHTTP2(true)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go h2c.Serve(ln)
+		defer h2c.Close()
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Protocol: "h2c", Targets: []TargetConfig{{Address: ln.Addr().String()}},
+				Transport: TransportConfig{ReadTimeout: timeout}}},
+			Sites: oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		expectCut(t, f)
+		select {
+		case <-gone: // the proxy reset the stream
+		case <-time.After(10 * time.Second):
+			t.Error("the stalled h2c stream was never ended")
+		}
+	})
+}
+
+// expectCut fails t unless a GET to f fails within 10 s: no response,
+// or a body that ends early (the proxy had buffered the head with the
+// first bytes). The targets of the tests stall for 20 s.
+func expectCut(t *testing.T, f *front) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		res, err := testClient(t).Get(f.url + "/")
+		if err != nil {
+			done <- nil
+			return
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err == nil {
+			err = fmt.Errorf("status %d and a complete body of %d bytes; want the response cut", res.StatusCode, len(body))
+		} else {
+			err = nil
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the response from a stalled target was not cut within 10s")
+	}
+}
+
+// TestTunnelIdleTimeout: a WebSocket tunnel with no data either way for
+// the upstream's tunnel idle timeout is closed; one with traffic in gaps
+// under it stays open past it.
+func TestTunnelIdleTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	backend := wsEchoBackend(t)
+	cfg := proxyTo(addrOf(backend))
+	cfg.Upstreams[0].Transport.TunnelIdleTimeout = idle
+	f := newFront(t, cfg, frontOpts{})
+	ws := dialWS(t, f)
+	for i := range 8 { // 8 gaps of idle/2: twice the timeout in all
+		wsEcho(t, ws, fmt.Sprint("message ", i))
+		time.Sleep(idle / 2)
+	}
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	if n, err := ws.Read(b[:]); err == nil {
+		t.Fatalf("read %d bytes from an idle tunnel; want it closed", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the idle tunnel stayed open for 10s (idle timeout %v)", idle)
+	}
+}
