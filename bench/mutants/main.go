@@ -2,7 +2,9 @@
 // applies each mutant of a curated list of security-relevant bugs (a
 // Finished check removed, a record limit off by one, a forged header let
 // through...), one at a time, to a scratch copy of the module, and runs
-// the tests meant to catch it; every mutant must make them fail.
+// the tests meant to catch it; every mutant must make them fail. With
+// -j (default 2), that many copies test mutants at once: many tests wait
+// on timeouts, which the other copy's build and tests fill.
 //
 // Mutants are exact search/replace strings on source lines: when the code
 // moves and a search string is no longer found exactly once, the run stops
@@ -13,7 +15,7 @@
 //
 // Usage, from the module root (.ci/run runs it):
 //
-//	go run ./bench/mutants [-v] [-only regexp]
+//	go run ./bench/mutants [-v] [-only regexp] [-j N]
 //
 // It prints one line per mutant and "caught X of Y", and exits non-zero
 // when a mutant survives (its tests pass three times) or the list is
@@ -34,6 +36,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -385,6 +388,30 @@ var mutants = []mutant{
 	{"proxy: the reset guard passes on the start of a frame that a server write ends in", "proxy/h2reset.go",
 		"end := g.out.scan(p)\n", "g.out.scan(p)\n\tend := len(p)\n",
 		"TestResetGuardHoldsFrameStarts"},
+	{"proxy: a body from the HTTP/1.1 client's connection read without the read timeout", "proxy/h1client.go",
+		"if rd.d = pc.cl.readTimeout; rd.d > 0 {", "if rd.d = 0; rd.d > 0 {",
+		"TestUpstreamReadTimeout"},
+	{"proxy: the read timeout's deadline not moved while a slow body is read", "proxy/h1client.go",
+		"if dl, ok := b.rd.due(); ok {", "if dl, ok := b.rd.due(); ok && false {",
+		"TestUpstreamReadTimeout"},
+	{"proxy: http.Transport's response bodies read without the read timeout", "proxy/reverseproxy.go",
+		"if _, own := body.(*h1Body); !own && u.readTimeout > 0", "if _, own := body.(*h1Body); false && !own && u.readTimeout > 0",
+		"TestUpstreamReadTimeout"},
+	{"proxy: an HTTP/1.1 Upgrade tunnel without the idle timeout", "proxy/streaming.go",
+		"in, out := pipe(client, backConn, rt.up.tunnelIdle,", "in, out := pipe(client, backConn, 0,",
+		"TestTunnelIdleTimeout"},
+	{"proxy: an extended CONNECT tunnel without the idle timeout", "proxy/streaming.go",
+		"pipe(streamSide{r.Body, &rs.w}, backConn, rt.up.tunnelIdle,", "pipe(streamSide{r.Body, &rs.w}, backConn, 0,",
+		"TestWebSocketOverH2ExtendedConnect"},
+	{"keyserver: a client's connections not bounded by its max_connections", "keyserver/server.go",
+		"if !held.addConn() {", "if !held.addConn() && false {",
+		"TestClientConnectionBound"},
+	{"conf: a key server client's max_connections not passed on", "conf/keyservers.go",
+		"MaxInFlight: c.MaxInFlight, MaxConns: c.MaxConnections}}", "MaxInFlight: c.MaxInFlight}}",
+		"TestKeyServerFile"},
+	{"daemon: timeouts.read 0 taken as the default instead of no limit", "internal/daemon/proxycfg.go",
+		"ReadTimeout:           offIfZero(u.Timeouts.Read),", "ReadTimeout:           u.Timeouts.Read,",
+		"TestZeroMeansOffOrUnlimited"},
 	{"daemon: HTTP/2 served without the stream-reset guard (rapid reset)", "internal/daemon/serve.go",
 		"set.h2.ServeConn(proxy.GuardHTTP2(c, &set.proxyLim, l.log), ", "set.h2.ServeConn(c, ",
 		"TestListenerLimits"},
@@ -644,6 +671,9 @@ var mutants = []mutant{
 	{"gmproxy run: workers not given the shared client table", "cmd/gmproxy/run.go",
 		"\t\tr.env.SharedClients = r.wk.clients\n", "\t\t_ = r.wk.clients\n",
 		"TestWorkersPerClientLimit"},
+	{"conf: an admin address given by a host name taken as loopback", "conf/validate.go",
+		"return host != \"localhost\" && !strings.HasSuffix(host, \".localhost\")", "return false",
+		"TestBadConfigs"},
 	{"conf: negative keepalive.max_idle accepted", "conf/validate.go",
 		"if u.Keepalive.MaxIdle < 0 {", "if u.Keepalive.MaxIdle < -1 {",
 		"."},
@@ -652,14 +682,15 @@ var mutants = []mutant{
 func main() {
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
 	only := flag.String("only", "", "run only the mutants whose name matches this regular expression")
+	jobs := flag.Int("j", 2, "mutants tested at once, each in its own copy of the module")
 	flag.Parse()
-	if err := run(*verbose, *only); err != nil {
+	if err := run(*verbose, *only, max(*jobs, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
 	}
 }
 
-func run(verbose bool, only string) error {
+func run(verbose bool, only string, jobs int) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -685,16 +716,23 @@ func run(verbose bool, only string) error {
 		}
 	}
 
-	scratch, err := os.MkdirTemp("", "gmproxy-mutants-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(scratch)
-	if err := copyModule(root, scratch); err != nil {
-		return err
+	// One copy of the module per job: a mutant is applied to its copy
+	// alone.
+	jobs = min(jobs, max(len(list), 1))
+	scratches := make([]string, jobs)
+	for i := range scratches {
+		dir, err := os.MkdirTemp("", "gmproxy-mutants-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if err := copyModule(root, dir); err != nil {
+			return err
+		}
+		scratches[i] = dir
 	}
 	env := os.Environ()
-	bin := filepath.Join(scratch, ".mutants-bin")
+	binOf := func(dir string) string { return filepath.Join(dir, ".mutants-bin") }
 
 	// Baseline: the selected tests of each package pass unmutated.
 	filters := map[string][]string{}
@@ -708,7 +746,7 @@ func run(verbose bool, only string) error {
 	sort.Strings(pkgs)
 	for _, p := range pkgs {
 		start := time.Now()
-		out, failed, err := testPackage(scratch, env, bin, p, strings.Join(filters[p], "|"))
+		out, failed, err := testPackage(scratches[0], env, binOf(scratches[0]), p, strings.Join(filters[p], "|"))
 		if err != nil {
 			return fmt.Errorf("baseline %s: %v\n%s", p, err, out)
 		}
@@ -718,55 +756,52 @@ func run(verbose bool, only string) error {
 		fmt.Printf("baseline ok  %-34s %5.1fs\n", p, time.Since(start).Seconds())
 	}
 
-	caught := 0
-	var survived, timing []string
-	for _, m := range list {
-		path := filepath.Join(scratch, m.file)
-		orig, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.old), []byte(m.new), 1), 0o644); err != nil {
-			return err
-		}
-		start := time.Now()
-		out, failed, err := testPackage(scratch, env, bin, pkgOf(m), m.run)
-		if werr := os.WriteFile(path, orig, 0o644); werr != nil {
-			return werr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %v (a mutant must compile)\n%s", m.name, err, out)
-		}
-		// A survivor is run again (reruns times, the same binary): a test
-		// that catches it only sometimes depends on timing. It counts as
-		// caught, but is named at the end so that the test is made
-		// deterministic; CI is not failed by a scheduling accident.
-		rerun := 0
-		for !failed && rerun < reruns {
-			rerun++
-			var rout string
-			rout, failed, err = runTests(scratch, env, bin, pkgOf(m), m.run)
-			if err != nil {
-				return fmt.Errorf("%s: rerun: %v\n%s", m.name, err, rout)
+	var (
+		mu                     sync.Mutex // the counts, the lists and stdout
+		caught                 int
+		survived, timing, errs []string
+		next                   = make(chan mutant)
+		wg                     sync.WaitGroup
+	)
+	for _, dir := range scratches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range next {
+				r, err := try(m, dir, env, binOf(dir))
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, err.Error())
+				case r.failed:
+					caught++
+					if r.rerun > 0 {
+						timing = append(timing, fmt.Sprintf("%s (run %d of %d)", m.name, r.rerun+1, reruns+1))
+					}
+				default:
+					survived = append(survived, m.name)
+				}
+				if err == nil {
+					state := "SURVIVED"
+					if r.failed {
+						state = "caught  "
+					}
+					fmt.Printf("%s %-70s %5.1fs\n", state, m.name, r.took.Seconds())
+					if verbose {
+						fmt.Println(indent(r.out))
+					}
+				}
+				mu.Unlock()
 			}
-			out += rout
-		}
-		state := "SURVIVED"
-		switch {
-		case failed && rerun > 0:
-			state = "caught  "
-			caught++
-			timing = append(timing, fmt.Sprintf("%s (run %d of %d)", m.name, rerun+1, reruns+1))
-		case failed:
-			state = "caught  "
-			caught++
-		default:
-			survived = append(survived, m.name)
-		}
-		fmt.Printf("%s %-70s %5.1fs\n", state, m.name, time.Since(start).Seconds())
-		if verbose {
-			fmt.Println(indent(out))
-		}
+		}()
+	}
+	for _, m := range list {
+		next <- m
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
 	}
 	fmt.Printf("caught %d of %d\n", caught, len(list))
 	if len(timing) > 0 {
@@ -777,6 +812,50 @@ func run(verbose bool, only string) error {
 		os.Exit(1)
 	}
 	return nil
+}
+
+// result is what testing one mutant found.
+type result struct {
+	failed bool // its tests failed: caught
+	rerun  int  // reruns it took to fail
+	out    string
+	took   time.Duration
+}
+
+// try applies m to the module copy in dir, runs its tests and puts the
+// file back.
+func try(m mutant, dir string, env []string, bin string) (result, error) {
+	path := filepath.Join(dir, m.file)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		return result{}, err
+	}
+	if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.old), []byte(m.new), 1), 0o644); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	out, failed, err := testPackage(dir, env, bin, pkgOf(m), m.run)
+	if werr := os.WriteFile(path, orig, 0o644); werr != nil {
+		return result{}, werr
+	}
+	if err != nil {
+		return result{}, fmt.Errorf("%s: %v (a mutant must compile)\n%s", m.name, err, out)
+	}
+	// A survivor is run again (reruns times, the same binary): a test
+	// that catches it only sometimes depends on timing. It counts as
+	// caught, but is named at the end so that the test is made
+	// deterministic; CI is not failed by a scheduling accident.
+	rerun := 0
+	for !failed && rerun < reruns {
+		rerun++
+		var rout string
+		rout, failed, err = runTests(dir, env, bin, pkgOf(m), m.run)
+		if err != nil {
+			return result{}, fmt.Errorf("%s: rerun: %v\n%s", m.name, err, rout)
+		}
+		out += rout
+	}
+	return result{failed: failed, rerun: rerun, out: out, took: time.Since(start)}, nil
 }
 
 // pkgOf is the package directory of m's file ("./tlcp").
