@@ -50,6 +50,14 @@ const (
 	// workerKillMargin is how long after shutdown_grace a worker that
 	// has not exited (hung) is killed.
 	workerKillMargin = 10 * time.Second
+	// A running worker's admin socket is probed every workerProbeInterval;
+	// a worker that gives no answer within workerProbeTimeout to
+	// workerProbeMisses probes in a row (stopped, deadlocked, its memory
+	// swapped out) is killed, and started again as after a crash. An
+	// answer of any status counts: a busy worker is not killed for it.
+	workerProbeInterval = 2 * time.Second
+	workerProbeTimeout  = 2 * time.Second
+	workerProbeMisses   = 3
 )
 
 // supervisor runs the worker mode's main process: it serves no traffic; it
@@ -98,6 +106,7 @@ type workerProc struct {
 	quick    int // deaths in a row within restartReset of the start
 	restarts int
 	ready    bool
+	misses   int // probes in a row without an answer (watch only)
 }
 
 // workerExit reports a worker that exited.
@@ -499,6 +508,9 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		return 1
 	}
 	log.Info("workers running", "workers", s.n)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go s.watch(stopWatch)
 
 	reloadReq, adminReload := adminReloadRequests()
 	servers, reloads, err := s.listenAdmin(cfg, adminReload)
@@ -524,6 +536,59 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		sigs = mergeReloads(sigs, reloadReq, reload)
 	}
 	return s.supervise(exits, sigs, reload)
+}
+
+// watch probes the running workers' admin sockets until stop is closed
+// or the supervisor stops, and kills a worker that no longer answers
+// (workerProbeMisses); its exit then goes the way of a crash (died).
+func (s *supervisor) watch(stop <-chan struct{}) {
+	tick := time.NewTicker(workerProbeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		for _, p := range s.live() {
+			s.mu.Lock()
+			ready, stopping := p.ready, s.stopping
+			s.mu.Unlock()
+			if stopping {
+				return
+			}
+			if !ready {
+				continue // starting: waitReady bounds that
+			}
+			if s.answers(p.index, workerProbeTimeout) {
+				p.misses = 0
+				continue
+			}
+			if p.misses++; p.misses >= workerProbeMisses {
+				s.log.Error("worker not answering: killing it", "worker", p.index, "pid", p.cmd.Process.Pid,
+					"probes", p.misses, "timeout", workerProbeTimeout)
+				p.cmd.Process.Kill()
+			}
+		}
+	}
+}
+
+// answers reports whether worker i's admin socket answers GET /readyz,
+// with any status, within timeout.
+func (s *supervisor) answers(i int, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://worker"+strconv.Itoa(i)+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	return true
 }
 
 // killAll kills every worker started so far and waits for them: the

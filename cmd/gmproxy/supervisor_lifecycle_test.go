@@ -673,3 +673,35 @@ func TestWorkersShutdownKillsHungWorker(t *testing.T) {
 		t.Errorf("the kill is not logged:\n%s", r.logs.String())
 	}
 }
+
+// TestWorkersHungWorkerReplaced: a worker that stops answering while
+// running (here stopped with SIGSTOP) is killed after workerProbeMisses
+// probes and started again; the other worker keeps serving, and the
+// supervisor is ready again with a new process in its place.
+func TestWorkersHungWorkerReplaced(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	defer backend.Close()
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "300ms", "v1")
+	r := startWorkerRun(t, cfgPath, admin)
+	hung := r.workers()[0]
+	if err := syscall.Kill(hung.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(hung.PID, syscall.SIGKILL)
+	// Bounded by waitFor's 30 s: the kill comes after about
+	// workerProbeMisses × (workerProbeInterval + workerProbeTimeout).
+	r.waitFor("the hung worker replaced", func() bool {
+		ws := r.workers()
+		return len(ws) == 2 && ws[0].PID != hung.PID && ws[0].Ready && ws[0].Restarts == hung.Restarts+1
+	})
+	if code, _ := r.get("/readyz"); code != 200 {
+		t.Errorf("/readyz %d after the replacement, want 200", code)
+	}
+	if !strings.Contains(r.logs.String(), "worker not answering: killing it") {
+		t.Errorf("the kill is not logged:\n%s", r.logs.String())
+	}
+	if err := syscall.Kill(hung.PID, 0); err == nil {
+		t.Errorf("the hung worker %d still exists", hung.PID)
+	}
+}
