@@ -381,22 +381,44 @@ func TestUnreadAnswersHoldTheirSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	request := func(i uint32) error {
+		b := binary.BigEndian.AppendUint32(nil, uint32(headerLen-4+32+len(ct)))
+		b = binary.BigEndian.AppendUint32(b, i)
+		b = append(append(append(b, byte(OpDecrypt)), id[:]...), ct...)
+		_, err := c.Write(b)
+		return err
+	}
+	// Two operations run, and their answers are not read.
+	for i := uint32(1); i <= 2; i++ {
+		if err := request(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := func() int { return obs.get(func(r *recObserver) int { return r.ops["local/enc/decrypt/ok"] }) }
+	busy := func() int { return obs.get(func(r *recObserver) int { return r.ops["local/enc/decrypt/busy"] }) }
+	eventually(t, "two operations done", func() bool { return done() >= 2 })
+	time.Sleep(50 * time.Millisecond) // the rest of their goroutines' work
+	// A third, once both are done: their slots are still held by their
+	// unwritten answers, so it is refused busy, not run.
+	if err := request(3); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the third operation run or refused", func() bool { return done()+busy() >= 3 })
+	if d, b := done(), busy(); d != 2 || b != 1 {
+		t.Errorf("%d operations ran and %d were refused busy for a client with MaxInFlight 2 that reads no answer; want 2 and 1", d, b)
+	}
+	// The refusal is not read either: the server reads no more requests.
 	sent := make(chan int, 1)
 	go func() {
-		n := 0
-		for i := uint32(1); i <= 300; i++ {
-			b := binary.BigEndian.AppendUint32(nil, uint32(headerLen-4+32+len(ct)))
-			b = binary.BigEndian.AppendUint32(b, i)
-			b = append(append(append(b, byte(OpDecrypt)), id[:]...), ct...)
-			if _, err := c.Write(b); err != nil {
+		n := 3
+		for i := uint32(4); i <= 300; i++ {
+			if request(i) != nil {
 				break
 			}
 			n++
 		}
 		sent <- n
 	}()
-	done := func() int { return obs.get(func(r *recObserver) int { return r.ops["local/enc/decrypt/ok"] }) }
-	eventually(t, "two operations done", func() bool { return done() >= 2 })
 	time.Sleep(200 * time.Millisecond) // what else the server would do
 	if n := done(); n > 2 {
 		t.Errorf("%d operations ran for a client with MaxInFlight 2 that reads no answer", n)
