@@ -15,7 +15,7 @@
 //
 // Usage, from the module root (.ci/run runs it):
 //
-//	go run ./bench/mutants [-v] [-only regexp] [-j N]
+//	go run ./bench/mutants [-v] [-only regexp] [-j N] [-check]
 //
 // It prints one line per mutant and "caught X of Y", and exits non-zero
 // when a mutant survives (its tests pass three times) or the list is
@@ -359,7 +359,7 @@ var mutants = []mutant{
 		"pc.interrupt = func() { c.SetDeadline(aLongTimeAgo) }", "pc.interrupt = func() { c.SetReadDeadline(aLongTimeAgo) }",
 		"TestH1ClientCancelBodyWrite"},
 	{"proxy: the response header timeout left on a body still to come", "proxy/h1client.go",
-		"if pc.cl.headerTimeout > 0 && !(res.Body == http.NoBody", "if false && pc.cl.headerTimeout > 0 && !(res.Body == http.NoBody",
+		"if !(res.Body == http.NoBody || res.Body == nil && int64(pc.br.Buffered()) >= res.ContentLength) {", "if false {",
 		"TestH1ClientHeaderTimeoutSpansHeadOnly"},
 	{"proxy: a header-timeout deadline cleared for a body taken as still set", "proxy/h1client.go",
 		"\t\tpc.hdrArmed = 0\n", "\n",
@@ -633,14 +633,20 @@ var mutants = []mutant{
 		"s.log.Error(\"shutdown\", \"err\", err)\n\t\treturn 1", "s.log.Error(\"shutdown\", \"err\", err)\n\t\treturn 0",
 		"TestWorkersShutdown"},
 	{"gmproxy run: a reload reaches only the first worker", "cmd/gmproxy/supervisor.go",
-		"for _, p := range s.live() {\n\t\twg.Add(1)", "for _, p := range s.live()[:1] {\n\t\twg.Add(1)",
+		"for _, p := range workers {\n\t\twg.Add(1)", "for _, p := range workers[:1] {\n\t\twg.Add(1)",
 		"TestWorkersReloadUnderTraffic"},
 	{"gmproxy run: a worker started again after a crash reads the file a reload refused", "cmd/gmproxy/worker.go",
 		"if snap := os.Getenv(envWorkerConfig); snap != \"\" && os.Getenv(envWorker) != \"\" {", "if snap := os.Getenv(envWorkerConfig); false && snap != \"\" {",
 		"TestWorkerRestartAfterRefusedReload"},
 	{"gmproxy run: a hung worker never killed at shutdown", "cmd/gmproxy/supervisor.go",
-		"\t\t\t\tp.cmd.Process.Kill()\n", "\t\t\t\t_ = p\n",
+		"killing it\", \"worker\", p.index, \"pid\", p.cmd.Process.Pid)\n\t\t\t\tp.cmd.Process.Kill()\n", "killing it\", \"worker\", p.index, \"pid\", p.cmd.Process.Pid)\n\t\t\t\t_ = p\n",
 		"TestWorkersShutdownKillsHungWorker"},
+	{"gmproxy run: a reload made by the workers that could while another refused it", "cmd/gmproxy/supervisor.go",
+		"errs := s.step(workers, \"/reload/prepare\")", "errs := s.step(workers, \"/reload\")",
+		"TestWorkersReloadAllOrNone"},
+	{"daemon: Abort leaves a prepared reload's listeners open", "internal/daemon/daemon.go",
+		"\td.mu.Unlock()\n\tif st != nil {\n\t\tst.drop()\n\t}", "\td.mu.Unlock()\n\t_ = st",
+		"TestPrepareCommitAbort"},
 	{"gmproxy run: a running worker that no longer answers never replaced", "cmd/gmproxy/supervisor.go",
 		"\tgo s.watch(stopWatch)\n", "\t_ = s.watch\n",
 		"TestWorkersHungWorkerReplaced"},
@@ -686,14 +692,15 @@ func main() {
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
 	only := flag.String("only", "", "run only the mutants whose name matches this regular expression")
 	jobs := flag.Int("j", 2, "mutants tested at once, each in its own copy of the module")
+	check := flag.Bool("check", false, "only check that every search text is found exactly once")
 	flag.Parse()
-	if err := run(*verbose, *only, max(*jobs, 1)); err != nil {
+	if err := run(*verbose, *only, max(*jobs, 1), *check); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
 	}
 }
 
-func run(verbose bool, only string, jobs int) error {
+func run(verbose bool, only string, jobs int, checkOnly bool) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -717,6 +724,10 @@ func run(verbose bool, only string, jobs int) error {
 		if n := bytes.Count(b, []byte(m.old)); n != 1 {
 			return fmt.Errorf("%s: search text found %d times in %s (want exactly once): update the mutant list\n\t%q", m.name, n, m.file, m.old)
 		}
+	}
+	if checkOnly {
+		fmt.Printf("%d search texts found once each\n", len(list))
+		return nil
 	}
 
 	// One copy of the module per job: a mutant is applied to its copy

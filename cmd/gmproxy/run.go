@@ -158,6 +158,7 @@ func (r *runner) startDaemon() error {
 // when a listener cannot start.
 func (r *runner) startAdminAndControl(stderr io.Writer, sigs <-chan os.Signal) (_ <-chan os.Signal, ok bool) {
 	reloadReq, adminReload := adminReloadRequests()
+	r.reqs = reloadReq
 	adminReloads, ok := r.startAdmin(stderr, adminReload)
 	if !ok {
 		return sigs, false
@@ -240,8 +241,12 @@ func loadRunConfig(o *runFlags, stderr io.Writer, bootL *slog.Logger) (cfg *conf
 // runner is a running gmproxy: its daemon, the configuration in force,
 // and the admin and control listeners.
 type runner struct {
-	o        runFlags
-	wk       *worker // nil unless this process is a worker
+	o  runFlags
+	wk *worker // nil unless this process is a worker
+	// reqs carries admin requests to the main loop; prepared is set
+	// between a worker's prepare and its commit or abort.
+	reqs     chan reloadSignal
+	prepared bool
 	isDev    bool
 	log      *slog.Logger
 	logLevel *slog.LevelVar
@@ -306,6 +311,78 @@ func (r *runner) reload() error {
 	return err
 }
 
+// reloadSteps adds to a worker's admin handler the steps of a reload that
+// the supervisor makes in every worker together: POST /reload/prepare
+// (build and open listeners; what can fail fails here), then
+// /reload/commit when every worker prepared, else /reload/abort. Each
+// runs on the main loop, as a reload does.
+func (r *runner) reloadSteps(admin http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", admin)
+	for path, step := range map[string]func() error{
+		"/reload/prepare": onMainLoop(r.reqs, "preparing a reload", r.prepare),
+		"/reload/commit":  onMainLoop(r.reqs, "committing the prepared reload", r.commit),
+		"/reload/abort":   onMainLoop(r.reqs, "dropping the prepared reload", func() error { r.abort(); return nil }),
+	} {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, _ *http.Request) {
+			if err := step(); err != nil {
+				http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+				return
+			}
+			io.WriteString(w, "ok\n")
+		})
+	}
+	return mux
+}
+
+// prepare is the first step of a reload made in every worker (see
+// reloadSteps): it reads the file and builds and stages its generation;
+// on failure the configuration in force stays and nothing is pending.
+func (r *runner) prepare() error {
+	r.abort()
+	if r.o.file != "" {
+		r.current = nil // re-read the file
+	}
+	if err := r.d.Prepare(); err != nil {
+		r.current = r.cfg
+		if r.tel != nil {
+			r.tel.Reloaded(false, r.cfg)
+		}
+		return err
+	}
+	r.prepared = true
+	return nil
+}
+
+// commit serves the generation prepare staged.
+func (r *runner) commit() error {
+	if !r.prepared {
+		return errors.New("no reload prepared")
+	}
+	r.prepared = false
+	prev := r.cfg
+	if err := r.d.Commit(); err != nil {
+		r.current = prev
+		return err
+	}
+	r.cfg = r.current
+	r.logWarnings()
+	applyReloaded(r.log, r.logLevel, r.o.logLevel, r.o.logFormat, prev, r.cfg, r.adminBound)
+	if r.tel != nil {
+		r.tel.Reloaded(true, r.cfg)
+	}
+	return nil
+}
+
+// abort drops what prepare staged, if anything.
+func (r *runner) abort() {
+	if r.prepared {
+		r.d.Abort()
+		r.prepared = false
+		r.current = r.cfg
+	}
+}
+
 // startAdmin starts the admin listener if one is configured; it serves
 // reloads unless a control address does. ok is false (daemon closed,
 // reason on stderr) when it cannot listen outside the development setup.
@@ -318,7 +395,11 @@ func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads
 	if cfg.Admin.ControlAddress == "" {
 		onAdmin = adminReload
 	}
-	admin := &http.Server{Handler: r.tel.AdminHandler(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
+	handler := r.tel.AdminHandler(cfg, onAdmin)
+	if r.wk != nil && onAdmin != nil {
+		handler = r.reloadSteps(handler)
+	}
+	admin := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := listenControl(cfg.Admin.Address) // a worker's is a Unix socket
 	switch {
 	case err != nil && r.isDev:
@@ -370,7 +451,7 @@ func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloa
 func (r *runner) serveSignals(sigs <-chan os.Signal) int {
 	for sig := range sigs {
 		if rs, ok := sig.(reloadSignal); ok {
-			r.log.Info("admin: reloading configuration")
+			r.log.Info(rs.describe())
 			rs.res <- rs.reload()
 			continue
 		}
@@ -450,11 +531,18 @@ func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) erro
 // adminReloadRequests returns the channel of admin reload requests, for
 // mergeReloads, and the reload function the admin and control handlers
 // call: it hands a request to the main loop and waits for its result.
-func adminReloadRequests() (chan chan error, func() error) {
-	reqs := make(chan chan error)
-	return reqs, func() error {
+func adminReloadRequests() (chan reloadSignal, func() error) {
+	reqs := make(chan reloadSignal)
+	return reqs, onMainLoop(reqs, "", nil)
+}
+
+// onMainLoop returns a function that has fn run on the main loop through
+// reqs, as an admin reload is (logged as "admin: "+what), and returns its
+// result; fn nil is the reload mergeReloads was given.
+func onMainLoop(reqs chan<- reloadSignal, what string, fn func() error) func() error {
+	return func() error {
 		res := make(chan error, 1)
-		reqs <- res
+		reqs <- reloadSignal{res: res, reload: fn, what: what}
 		return <-res
 	}
 }
@@ -462,7 +550,7 @@ func adminReloadRequests() (chan chan error, func() error) {
 // mergeReloads turns admin reload requests into calls on the main loop:
 // the returned channel forwards sigs; reloads requested over HTTP run
 // reload on the signal goroutine's behalf and report the result.
-func mergeReloads(sigs <-chan os.Signal, reqs chan chan error, reload func() error) <-chan os.Signal {
+func mergeReloads(sigs <-chan os.Signal, reqs chan reloadSignal, reload func() error) <-chan os.Signal {
 	out := make(chan os.Signal)
 	go func() {
 		defer close(out)
@@ -473,18 +561,31 @@ func mergeReloads(sigs <-chan os.Signal, reqs chan chan error, reload func() err
 					return
 				}
 				out <- s
-			case res := <-reqs:
-				out <- reloadSignal{res: res, reload: reload}
+			case rq := <-reqs:
+				if rq.reload == nil {
+					rq.reload = reload
+				}
+				out <- rq
 			}
 		}
 	}()
 	return out
 }
 
-// reloadSignal is an admin reload carried through the signal loop.
+// reloadSignal is an admin reload (or a step of one: what) carried
+// through the signal loop.
 type reloadSignal struct {
 	res    chan error
 	reload func() error
+	what   string // "": a reload
+}
+
+// describe is the log line of the request.
+func (rs reloadSignal) describe() string {
+	if rs.what == "" {
+		return "admin: reloading configuration"
+	}
+	return "admin: " + rs.what
 }
 
 func (reloadSignal) String() string { return "admin reload" }

@@ -312,8 +312,11 @@ func (s *supervisor) saveConfig(data []byte) error {
 	return os.Rename(tmp, filepath.Join(s.dir, workerConfigFile))
 }
 
-// reload checks the configuration file, then has every worker reload it;
-// it fails when the file is refused (no worker is asked) or when any
+// reload checks the configuration file, then has every worker reload it,
+// all or none: every worker prepares it (builds it and opens its new
+// listeners, where what can fail fails), and only when all did do they
+// commit it; otherwise every worker drops it and keeps the running one.
+// It fails when the file is refused (no worker is asked) or when any
 // worker refused it. The workers read the text checked here, and keep
 // the one before when a worker refused it (a worker started again after
 // a crash then runs what the others run).
@@ -339,14 +342,35 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	if n := workerCount(cfg); n != s.n {
 		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
 	}
+	workers := s.live()
+	errs := s.step(workers, "/reload/prepare")
+	if len(errs) > 0 {
+		s.step(workers, "/reload/abort")
+		if err := s.saveConfig(prev); err != nil {
+			errs = append(errs, err)
+		}
+		return cfg, errors.Join(errs...)
+	}
+	// Every worker prepared it; a commit fails only in a worker that
+	// is stopping or died meanwhile.
+	errs = s.step(workers, "/reload/commit")
+	if len(errs) == 0 {
+		s.grace.Store(int64(cfg.ShutdownGrace))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// step makes the same reload step (POST path) in every one of workers at
+// once and returns their refusals.
+func (s *supervisor) step(workers []*workerProc, path string) []error {
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, p := range s.live() {
+	for _, p := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.call(p.index, http.MethodPost, "/reload", workerReloadTimeout); err != nil {
+			if _, err := s.call(p.index, http.MethodPost, path, workerReloadTimeout); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("worker %d: %w", p.index, err))
 				mu.Unlock()
@@ -354,14 +378,7 @@ func (s *supervisor) reload() (*conf.Config, error) {
 		}()
 	}
 	wg.Wait()
-	if len(errs) > 0 {
-		if err := s.saveConfig(prev); err != nil {
-			errs = append(errs, err)
-		}
-	} else {
-		s.grace.Store(int64(cfg.ShutdownGrace))
-	}
-	return cfg, errors.Join(errs...)
+	return errs
 }
 
 // signalAll sends sig to every live worker.
@@ -703,7 +720,7 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 // the supervisor stops, and then the exit status.
 func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func() error) (code int, stop bool) {
 	if rs, ok := sig.(reloadSignal); ok {
-		s.log.Info("admin: reloading configuration in every worker")
+		s.log.Info(rs.describe() + " in every worker")
 		rs.res <- rs.reload()
 		return 0, false
 	}

@@ -705,3 +705,54 @@ func TestWorkersHungWorkerReplaced(t *testing.T) {
 		t.Errorf("the hung worker %d still exists", hung.PID)
 	}
 }
+
+// TestWorkersReloadAllOrNone: a reload that one worker cannot make (here
+// it hangs, and is killed and started again meanwhile) is made by none:
+// the other worker, which could, keeps the running configuration too, so
+// that every worker serves the same one.
+func TestWorkersReloadAllOrNone(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "config "+r.Header.Get("X-Config")+"\n")
+	}))
+	defer backend.Close()
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v1")
+	r := startWorkerRun(t, cfgPath, admin)
+	hung := r.workers()[0]
+	if err := syscall.Kill(hung.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(hung.PID, syscall.SIGKILL)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v2")
+	res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("reload with a hung worker: %d %s, want 422", res.StatusCode, body)
+	}
+	r.waitFor("the hung worker replaced", func() bool {
+		ws := r.workers()
+		return len(ws) == 2 && ws[0].PID != hung.PID && ws[0].Ready && ws[1].Ready
+	})
+	// New connections spread over both workers (SO_REUSEPORT): 40 of
+	// them miss one worker with odds of 2^-39.
+	roots := testRoots(t)
+	seen := map[string]int{}
+	for range 40 {
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/which")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, b, err := read()
+		if err != nil || code != 200 {
+			t.Fatalf("GET: %d %q %v", code, b, err)
+		}
+		seen[strings.TrimSpace(b)]++
+	}
+	if len(seen) != 1 || seen["config v1"] == 0 {
+		t.Errorf("after a refused reload the workers serve %v, want config v1 only", seen)
+	}
+}

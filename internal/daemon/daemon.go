@@ -101,7 +101,10 @@ type Daemon struct {
 	listeners map[string]*listener
 	ref       *serveRef
 	stopped   bool
-	retiring  sync.WaitGroup
+	// pending is the generation Prepare made ready, until Commit
+	// installs it or Abort (or another Prepare) drops it.
+	pending  *staged
+	retiring sync.WaitGroup
 	// stopCtx bounds the retirement of old generations: they drain without
 	// a deadline (a reload never cuts requests, tunnels or streams) until
 	// shutdown's grace period ends or Close is called.
@@ -158,41 +161,74 @@ func (d *Daemon) Addr(addr string) string {
 	return ""
 }
 
-// apply installs gen: existing addresses get the new config, new addresses
-// start listening, removed addresses drain in the background.
-func (d *Daemon) apply(gen *Generation) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
-		return errors.New("daemon: stopped")
+// staged is a generation whose PROXY protocol settings were checked and
+// whose new listening sockets are open: installing it cannot fail.
+type staged struct {
+	gen    *Generation
+	pps    map[string]*proxy.ProxyProtocolListener
+	opened map[string]net.Listener
+}
+
+// drop closes what stage opened and the generation.
+func (st *staged) drop() {
+	for _, o := range st.opened {
+		o.Close()
 	}
-	// Check the PROXY protocol settings and open every new socket first so
-	// that a failure changes nothing.
-	pps := map[string]*proxy.ProxyProtocolListener{}
+	if st.gen.Close != nil {
+		st.gen.Close()
+	}
+}
+
+// stage checks gen's PROXY protocol settings and opens the sockets of its
+// new addresses, so that a failure changes nothing (d.mu held).
+func (d *Daemon) stage(gen *Generation) (*staged, error) {
+	if d.stopped {
+		return nil, errors.New("daemon: stopped")
+	}
+	st := &staged{gen: gen, pps: map[string]*proxy.ProxyProtocolListener{}, opened: map[string]net.Listener{}}
 	for _, ls := range gen.Listeners {
 		if ls.ProxyProtocol == nil {
 			continue
 		}
 		pp, err := proxy.NewProxyProtocolListener(nil, ls.ProxyProtocol, ls.ProxyProtocolTimeout, false)
 		if err != nil {
-			return fmt.Errorf("listener %s: %w", ls.Address, err)
+			return nil, fmt.Errorf("listener %s: %w", ls.Address, err)
 		}
-		pps[ls.Address] = pp
+		st.pps[ls.Address] = pp
 	}
-	opened := map[string]net.Listener{}
 	for _, ls := range gen.Listeners {
 		if _, ok := d.listeners[ls.Address]; ok {
 			continue
 		}
 		ln, err := d.opts.Listen(ls.Address)
 		if err != nil {
-			for _, o := range opened {
+			for _, o := range st.opened {
 				o.Close()
 			}
-			return fmt.Errorf("listen %s: %w", ls.Address, err)
+			return nil, fmt.Errorf("listen %s: %w", ls.Address, err)
 		}
-		opened[ls.Address] = ln
+		st.opened[ls.Address] = ln
 	}
+	return st, nil
+}
+
+// apply installs gen: existing addresses get the new config, new addresses
+// start listening, removed addresses drain in the background.
+func (d *Daemon) apply(gen *Generation) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, err := d.stage(gen)
+	if err != nil {
+		return err
+	}
+	d.install(st)
+	return nil
+}
+
+// install serves a staged generation in place of the running one (d.mu
+// held).
+func (d *Daemon) install(st *staged) {
+	gen, pps, opened := st.gen, st.pps, st.opened
 	// Socket options, on new and kept sockets alike (a reload may change
 	// them); a refusal is logged, not fatal: the option only saves work.
 	for _, ls := range gen.Listeners {
@@ -250,7 +286,6 @@ func (d *Daemon) apply(gen *Generation) error {
 		}()
 	}
 	d.gen, d.ref = gen, ref
-	return nil
 }
 
 // retireCtx shuts a retired generation down once its in-flight requests
@@ -298,6 +333,65 @@ func (d *Daemon) Reload() error {
 	return nil
 }
 
+// Prepare is the first half of a reload that several processes make
+// together (the workers of gmproxy run): it builds a new generation and
+// opens its new listeners, without serving it; Commit then serves it, or
+// Abort drops it. What can fail fails here, so that either every process
+// commits or every one aborts. A generation already pending is dropped.
+func (d *Daemon) Prepare() error {
+	gen, err := d.build()
+	if err != nil {
+		d.log.Error("reload refused: configuration invalid, keeping the running one", "err", err)
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, err := d.stage(gen)
+	if err != nil {
+		if gen.Close != nil {
+			gen.Close()
+		}
+		d.log.Error("reload failed, keeping the running configuration", "err", err)
+		return err
+	}
+	if d.pending != nil {
+		d.pending.drop()
+	}
+	d.pending = st
+	return nil
+}
+
+// Commit serves the generation Prepare made ready.
+func (d *Daemon) Commit() error {
+	d.mu.Lock()
+	st := d.pending
+	d.pending = nil
+	switch {
+	case st == nil:
+		d.mu.Unlock()
+		return errors.New("daemon: no reload prepared")
+	case d.stopped:
+		d.mu.Unlock()
+		st.drop()
+		return errors.New("daemon: stopped")
+	}
+	d.install(st)
+	d.mu.Unlock()
+	d.log.Info("configuration reloaded", append([]any{"listeners", d.Addrs()}, st.gen.Info...)...)
+	return nil
+}
+
+// Abort drops the generation Prepare made ready, if any.
+func (d *Daemon) Abort() {
+	d.mu.Lock()
+	st := d.pending
+	d.pending = nil
+	d.mu.Unlock()
+	if st != nil {
+		st.drop()
+	}
+}
+
 // Shutdown stops accepting, waits for in-flight requests up to ctx (or the
 // generation's grace period when ctx has no deadline), then closes
 // everything. It returns nil when every connection drained in time.
@@ -308,6 +402,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	d.stopped = true
+	if d.pending != nil {
+		d.pending.drop()
+		d.pending = nil
+	}
 	ls := make([]*listener, 0, len(d.listeners))
 	for _, l := range d.listeners {
 		ls = append(ls, l)
@@ -363,6 +461,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 func (d *Daemon) Close() {
 	d.mu.Lock()
 	d.stopped = true
+	if d.pending != nil {
+		d.pending.drop()
+		d.pending = nil
+	}
 	d.mu.Unlock()
 	d.stopCancel()
 	d.closeAll()

@@ -456,3 +456,58 @@ func (h *secondFlightHold) Write(b []byte) (int, error) {
 	}
 	return h.Conn.Write(b)
 }
+
+// TestPrepareCommitAbort: Prepare builds a reload and opens its new
+// listeners without serving them; Abort closes them and keeps the running
+// configuration; Commit serves what Prepare made, once.
+func TestPrepareCommitAbort(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := probe.Addr().String()
+	probe.Close()
+	cfg2 := testConfig(t, b.Listener.Addr().String())
+	l2 := cfg2.Listeners[0]
+	l2.Address = second
+	cfg2.Listeners = append(cfg2.Listeners, l2)
+	d.mu.Lock()
+	d.cfg = cfg2
+	d.mu.Unlock()
+	served := func() bool { _, ok := d.Addrs()[second]; return ok }
+
+	if err := d.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if ln, err := net.Listen("tcp", second); err == nil {
+		ln.Close()
+		t.Fatal("Prepare did not open the new listener")
+	}
+	if served() {
+		t.Fatal("a prepared listener is served before Commit")
+	}
+	d.Abort()
+	ln, err := net.Listen("tcp", second)
+	if err != nil {
+		t.Fatalf("Abort left the new listener open: %v", err)
+	}
+	ln.Close()
+	if served() {
+		t.Fatal("served after Abort")
+	}
+
+	if err := d.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := get(t, tlsClient(t, second, "localhost", false), "https://localhost/c"); !strings.HasPrefix(body, "path=/c") {
+		t.Errorf("after Commit, %s: %q", second, body)
+	}
+	if err := d.Commit(); err == nil {
+		t.Error("a second Commit without Prepare succeeded")
+	}
+}
