@@ -657,10 +657,7 @@ func TestWorkersShutdownKillsHungWorker(t *testing.T) {
 	cfgPath, listen, admin := workersTestPaths(t)
 	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "300ms", "v1")
 	r := startWorkerRun(t, cfgPath, admin)
-	ws := r.workers()
-	if err := syscall.Kill(ws[0].PID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	r.hang(0)
 	start := time.Now()
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	if code := r.exitCode(workerKillMargin + 20*time.Second); code != 1 {
@@ -684,11 +681,7 @@ func TestWorkersHungWorkerReplaced(t *testing.T) {
 	cfgPath, listen, admin := workersTestPaths(t)
 	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "300ms", "v1")
 	r := startWorkerRun(t, cfgPath, admin)
-	hung := r.workers()[0]
-	if err := syscall.Kill(hung.PID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(hung.PID, syscall.SIGKILL)
+	hung := r.hang(0)
 	// Bounded by waitFor's 30 s: the kill comes after about
 	// workerProbeMisses × (workerProbeInterval + workerProbeTimeout).
 	r.waitFor("the hung worker replaced", func() bool {
@@ -718,11 +711,7 @@ func TestWorkersReloadAllOrNone(t *testing.T) {
 	cfgPath, listen, admin := workersTestPaths(t)
 	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v1")
 	r := startWorkerRun(t, cfgPath, admin)
-	hung := r.workers()[0]
-	if err := syscall.Kill(hung.PID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(hung.PID, syscall.SIGKILL)
+	hung := r.hang(0)
 	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v2")
 	res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
 	if err != nil {
@@ -755,4 +744,16 @@ func TestWorkersReloadAllOrNone(t *testing.T) {
 	if len(seen) != 1 || seen["config v1"] == 0 {
 		t.Errorf("after a refused reload the workers serve %v, want config v1 only", seen)
 	}
+}
+
+// hang stops worker i with SIGSTOP, as a deadlock would leave it (it is
+// killed at the test's end), and returns its status from before.
+func (r *workerRun) hang(i int) workerStatus {
+	r.t.Helper()
+	w := r.workers()[i]
+	if err := syscall.Kill(w.PID, syscall.SIGSTOP); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { syscall.Kill(w.PID, syscall.SIGKILL) })
+	return w
 }

@@ -251,22 +251,7 @@ func TestReloadListeners(t *testing.T) {
 	cfg := testConfig(t, b.Listener.Addr().String())
 	d := startDaemon(t, cfg)
 	first := d.addr
-
-	// A free port for the second listener.
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := probe.Addr().String()
-	probe.Close()
-
-	cfg2 := testConfig(t, b.Listener.Addr().String())
-	l2 := cfg2.Listeners[0]
-	l2.Address = second
-	cfg2.Listeners = append(cfg2.Listeners, l2)
-	d.mu.Lock()
-	d.cfg = cfg2
-	d.mu.Unlock()
+	second := d.addSecondListener(t, b.Listener.Addr().String())
 	if err := d.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -463,19 +448,7 @@ func (h *secondFlightHold) Write(b []byte) (int, error) {
 func TestPrepareCommitAbort(t *testing.T) {
 	b := newBackend(t)
 	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := probe.Addr().String()
-	probe.Close()
-	cfg2 := testConfig(t, b.Listener.Addr().String())
-	l2 := cfg2.Listeners[0]
-	l2.Address = second
-	cfg2.Listeners = append(cfg2.Listeners, l2)
-	d.mu.Lock()
-	d.cfg = cfg2
-	d.mu.Unlock()
+	second := d.addSecondListener(t, b.Listener.Addr().String())
 	served := func() bool { _, ok := d.Addrs()[second]; return ok }
 
 	if err := d.Prepare(); err != nil {
@@ -510,4 +483,23 @@ func TestPrepareCommitAbort(t *testing.T) {
 	if err := d.Commit(); err == nil {
 		t.Error("a second Commit without Prepare succeeded")
 	}
+}
+
+// addSecondListener makes the configuration the next reload builds the
+// test configuration (to backend) with a second listener on a free port,
+// and returns that port's address.
+func (d *testDaemon) addSecondListener(t *testing.T, backend string) string {
+	t.Helper()
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := probe.Addr().String()
+	probe.Close()
+	cfg := testConfig(t, backend)
+	l2 := cfg.Listeners[0]
+	l2.Address = second
+	cfg.Listeners = append(cfg.Listeners, l2)
+	d.setConfig(cfg)
+	return second
 }
