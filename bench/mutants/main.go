@@ -204,7 +204,7 @@ var mutants = []mutant{
 		"TestServeConnCounted"},
 	{"h1server: a pooled connection starts out in the state its last use ended in", "internal/h1server/conn.go",
 		"\tc.state.Store(stateNew) // a pooled conn ended in another state\n", "",
-		"TestServeConnCounted"},
+		"TestServeConnCounted|TestNewConnStartsNew"},
 	{"frontdoor: handshake_timeout not applied", "frontdoor/server.go",
 		"raw.SetDeadline(deadline)", "raw.SetDeadline(deadline.Add(time.Hour))",
 		"TestServerHandshakeDeadline"},

@@ -1000,3 +1000,26 @@ func TestServeConnCounted(t *testing.T) {
 		t.Errorf("counted ran %d times, want 2", calls)
 	}
 }
+
+// TestNewConnStartsNew: a conn taken from the pool starts out new, not in
+// the state its last connection ended in (an idle one would be closed at
+// once by Shutdown). TestServeConnCounted sees this only when the pool
+// hands the same conn back, which depends on scheduling; here the conn
+// is put and taken on one goroutine until the pool returns it.
+func TestNewConnStartsNew(t *testing.T) {
+	s := &Server{}
+	for range 100 { // the pool may drop what is put (always possible; often under -race)
+		old := newConn(s, nil)
+		old.state.Store(stateIdle)
+		putConn(old)
+		c := newConn(s, nil)
+		if c != old {
+			continue
+		}
+		if st := c.state.Load(); st != stateNew {
+			t.Fatalf("a pooled conn starts out in state %d, want %d (new)", st, stateNew)
+		}
+		return
+	}
+	t.Fatal("the pool never returned the conn put in it in 100 tries")
+}
