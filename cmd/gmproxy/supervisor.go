@@ -343,27 +343,48 @@ func (s *supervisor) reload() (*conf.Config, error) {
 		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
 	}
 	workers := s.live()
-	errs := s.step(workers, "/reload/prepare")
-	if len(errs) > 0 {
+	if errs := s.step(workers, "/reload/prepare"); len(errs) > 0 {
 		s.step(workers, "/reload/abort")
-		if err := s.saveConfig(prev); err != nil {
-			errs = append(errs, err)
+		var refused []error
+		for _, e := range errs {
+			refused = append(refused, e)
 		}
-		return cfg, errors.Join(errs...)
+		if err := s.saveConfig(prev); err != nil {
+			refused = append(refused, err)
+		}
+		return cfg, errors.Join(refused...)
 	}
 	// Every worker prepared it; a commit fails only in a worker that
-	// is stopping or died meanwhile.
-	errs = s.step(workers, "/reload/commit")
-	if len(errs) == 0 {
+	// is stopping or died meanwhile. One that died does not fail the
+	// reload: its replacement starts on the text saved above, so the
+	// workers still all run it.
+	var refused []error
+	for _, e := range s.step(workers, "/reload/commit") {
+		if s.diedDuring(e.p) {
+			s.log.Warn("worker died during the reload; it is started again on the new configuration", "worker", e.p.index)
+			continue
+		}
+		refused = append(refused, e)
+	}
+	if len(refused) == 0 {
 		s.grace.Store(int64(cfg.ShutdownGrace))
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, errors.Join(refused...)
 }
+
+// stepError is one worker's refusal of a reload step.
+type stepError struct {
+	p   *workerProc
+	err error
+}
+
+func (e stepError) Error() string { return fmt.Sprintf("worker %d: %s", e.p.index, e.err) }
+func (e stepError) Unwrap() error { return e.err }
 
 // step makes the same reload step (POST path) in every one of workers at
 // once and returns their refusals.
-func (s *supervisor) step(workers []*workerProc, path string) []error {
-	var errs []error
+func (s *supervisor) step(workers []*workerProc, path string) []stepError {
+	var errs []stepError
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, p := range workers {
@@ -372,13 +393,30 @@ func (s *supervisor) step(workers []*workerProc, path string) []error {
 			defer wg.Done()
 			if _, err := s.call(p.index, http.MethodPost, path, workerReloadTimeout); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("worker %d: %w", p.index, err))
+				errs = append(errs, stepError{p, err})
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	return errs
+}
+
+// workerExitWait is how long after a failed call the supervisor waits
+// for the worker's exit to be seen: its admin socket closes with the
+// process, a moment before the process is waited for.
+const workerExitWait = 2 * time.Second
+
+// diedDuring reports whether worker p has exited (or exits within
+// workerExitWait), so that its failed reload step is its death's, not a
+// refusal.
+func (s *supervisor) diedDuring(p *workerProc) bool {
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(workerExitWait):
+		return false
+	}
 }
 
 // signalAll sends sig to every live worker.
