@@ -147,6 +147,16 @@ func writeProxyConfig(t *testing.T, path, listen, admin, backend, grace, header 
 		fmt.Sprintf("upstreams: [{name: app, targets: [%s]}]\nshutdown_grace: %s\n", backend, grace))
 }
 
+// configEchoBackend starts a backend that answers "config " and the
+// request's X-Config header (writeProxyConfig), and returns its address.
+func configEchoBackend(t *testing.T) string {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "config "+r.Header.Get("X-Config")+"\n")
+	}))
+	t.Cleanup(backend.Close)
+	return backend.Listener.Addr().String()
+}
+
 // testRoots is the test PKI's CA.
 func testRoots(t *testing.T) *smx509.CertPool {
 	t.Helper()
@@ -297,12 +307,9 @@ func TestWorkersShutdown(t *testing.T) {
 // a bounded number of requests, on new and on kept-alive connections: no
 // request fails, and both workers apply the new configuration.
 func TestWorkersReloadUnderTraffic(t *testing.T) {
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "config "+r.Header.Get("X-Config")+"\n")
-	}))
-	defer backend.Close()
+	backend := configEchoBackend(t)
 	cfgPath, listen, admin := workersTestPaths(t)
-	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v0")
+	writeProxyConfig(t, cfgPath, listen, admin, backend, "5s", "v0")
 	r := startWorkerRun(t, cfgPath, admin)
 	roots := testRoots(t)
 
@@ -356,7 +363,7 @@ func TestWorkersReloadUnderTraffic(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", fmt.Sprintf("v%d", i))
+		writeProxyConfig(t, cfgPath, listen, admin, backend, "5s", fmt.Sprintf("v%d", i))
 		if i%2 == 1 {
 			r.cmd.Process.Signal(syscall.SIGHUP)
 		} else {
@@ -704,15 +711,12 @@ func TestWorkersHungWorkerReplaced(t *testing.T) {
 // the other worker, which could, keeps the running configuration too, so
 // that every worker serves the same one.
 func TestWorkersReloadAllOrNone(t *testing.T) {
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "config "+r.Header.Get("X-Config")+"\n")
-	}))
-	defer backend.Close()
+	backend := configEchoBackend(t)
 	cfgPath, listen, admin := workersTestPaths(t)
-	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v1")
+	writeProxyConfig(t, cfgPath, listen, admin, backend, "5s", "v1")
 	r := startWorkerRun(t, cfgPath, admin)
 	hung := r.hang(0)
-	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "5s", "v2")
+	writeProxyConfig(t, cfgPath, listen, admin, backend, "5s", "v2")
 	res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
