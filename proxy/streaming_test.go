@@ -338,10 +338,25 @@ func TestWebSocketEcho(t *testing.T) {
 	}
 }
 
+// h2cBackend serves h over cleartext HTTP/2 on loopback until the test
+// ends, and returns its address.
+func h2cBackend(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
 // TestH2BidiStreaming relays a gRPC-style stream over h2 on both sides: each
 // message is answered before the next is sent.
 func TestH2BidiStreaming(t *testing.T) {
-	h2c := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/grpc")
 		w.Header().Set("Trailer", "Grpc-Status")
 		w.WriteHeader(200)
@@ -352,17 +367,9 @@ func TestH2BidiStreaming(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 		w.Header().Set("Grpc-Status", "0")
-	})}
-	h2c.Protocols = new(http.Protocols)
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go h2c.Serve(ln)
-	t.Cleanup(func() { h2c.Close() })
+	}))
 	cfg := Config{
-		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: ln.Addr().String()}}, Protocol: "h2c"}},
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addr}}, Protocol: "h2c"}},
 		Sites:     oneSite(RouteConfig{Upstream: "u"}),
 	}
 	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})

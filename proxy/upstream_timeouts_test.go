@@ -107,7 +107,7 @@ func TestUpstreamReadTimeout(t *testing.T) {
 		stall := make(chan struct{})
 		defer close(stall)
 		gone := make(chan struct{}, 1)
-		h2c := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "100")
 			io.WriteString(w, strings.Repeat("x", 20))
 			w.(http.Flusher).Flush()
@@ -117,17 +117,9 @@ func TestUpstreamReadTimeout(t *testing.T) {
 			case <-stall:
 			case <-time.After(20 * time.Second):
 			}
-		})}
-		h2c.Protocols = new(http.Protocols)
-		h2c.Protocols.SetUnencryptedHTTP2(true)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go h2c.Serve(ln)
-		defer h2c.Close()
+		}))
 		cfg := Config{
-			Upstreams: []UpstreamConfig{{Name: "u", Protocol: "h2c", Targets: []TargetConfig{{Address: ln.Addr().String()}},
+			Upstreams: []UpstreamConfig{{Name: "u", Protocol: "h2c", Targets: []TargetConfig{{Address: addr}},
 				Transport: TransportConfig{ReadTimeout: timeout}}},
 			Sites: oneSite(RouteConfig{Upstream: "u"}),
 		}
