@@ -75,26 +75,39 @@ func FuzzClientConn(f *testing.F) {
 		// unauthenticated record headers) completes the handshake; anything
 		// else fails with an alert or at the end of the input.
 		if err := Client(rc, deterministicClient(p, v.suite, v.mutual)).Handshake(); err != nil {
-			checkFuzzedHandshake(t, err, rc.last)
+			checkFuzzedHandshake(t, err, rc)
 		}
 	})
 }
 
-// lastWriteConn is a replayConn that keeps its last write.
+// lastWriteConn is a replayConn that keeps its last write, and whether
+// that write was encrypted: made after a ChangeCipherSpec record.
 type lastWriteConn struct {
 	replayConn
-	last []byte
+	last          []byte
+	lastEncrypted bool
+	encrypting    bool
 }
 
 func (c *lastWriteConn) Write(b []byte) (int, error) {
 	c.last = append(c.last[:0], b...)
+	c.lastEncrypted = c.encrypting
+	for rest := b; len(rest) >= recordHeaderLen; {
+		if rest[0] == byte(recordTypeChangeCipherSpec) {
+			c.encrypting = true
+		}
+		n := recordHeaderLen + (int(rest[3])<<8 | int(rest[4]))
+		rest = rest[min(n, len(rest)):]
+	}
 	return len(b), nil
 }
 
 // checkFuzzedHandshake asserts how a handshake on fuzzed input failed:
-// with an alert received, at the end of the input, or with an alert sent;
-// an alert sent in plaintext is the last record written.
-func checkFuzzedHandshake(t *testing.T, err error, last []byte) {
+// with an alert received, at the end of the input, or with an alert sent.
+// An alert sent is the last record written: in plaintext, it is that
+// alert; encrypted (after this side's ChangeCipherSpec), it is an alert
+// record longer than the plaintext one.
+func checkFuzzedHandshake(t *testing.T, err error, c *lastWriteConn) {
 	t.Helper()
 	if _, ok := peerAlertOf(err); ok || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return
@@ -103,7 +116,17 @@ func checkFuzzedHandshake(t *testing.T, err error, last []byte) {
 	if !ok {
 		t.Fatalf("handshake failed without an alert: %v", err)
 	}
-	if len(last) > 0 && last[0] == byte(recordTypeAlert) && (len(last) != recordHeaderLen+2 || Alert(last[6]) != a) {
+	last := c.last
+	if len(last) == 0 || last[0] != byte(recordTypeAlert) {
+		return
+	}
+	if c.lastEncrypted {
+		if len(last) <= recordHeaderLen+2 {
+			t.Fatalf("handshake failed with %v after ChangeCipherSpec but the last record written is a plaintext alert %x", a, last)
+		}
+		return
+	}
+	if len(last) != recordHeaderLen+2 || Alert(last[6]) != a {
 		t.Fatalf("handshake failed with %v but the last record written is %x", a, last)
 	}
 }

@@ -276,6 +276,6 @@ func FuzzServerConn(f *testing.F) {
 		if err == nil {
 			t.Fatal("handshake succeeded on fuzzed input")
 		}
-		checkFuzzedHandshake(t, err, rc.last)
+		checkFuzzedHandshake(t, err, rc)
 	})
 }
