@@ -171,6 +171,14 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }
 // Close so that a failed attempt does not close it under a retry. With a
 // body timeout it bounds the wait for each read (bodyDeadline); at EOF it
 // fills the allowed trailers of the outgoing request.
+//
+// http.Transport writes the body from its own goroutine, which may still
+// read after the response came and the handler returned (a target that
+// answers before reading the body). The request and its ResponseWriter
+// are the server's again then: x/net's SetReadDeadline dereferences
+// state it has cleared, and an HTTP/1.1 connection serves its next
+// request. So once the handler ends (handlerDone), a read returns
+// errHandlerDone and touches neither.
 type reqBody struct {
 	rc io.ReadCloser
 	n  atomic.Int64
@@ -180,23 +188,48 @@ type reqBody struct {
 
 	trailerIn  *http.Request // the client's request (its Trailer is complete at EOF)
 	trailerOut http.Header   // the outgoing request's Trailer, nil when none
+
+	mu   sync.Mutex // held while dl or trailerIn is used, never across a read
+	done bool       // under mu: the handler returned
+}
+
+// errHandlerDone ends a read of the client's body after its handler
+// returned.
+var errHandlerDone = errors.New("proxy: request body read after its handler returned")
+
+// handlerDone marks the handler's end; a read in progress finishes, no
+// other starts.
+func (b *reqBody) handlerDone() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return 0, errHandlerDone
+	}
 	if b.dl.rw != nil {
 		b.dl.arm()
 	}
+	b.mu.Unlock()
 	n, err := b.rc.Read(p)
 	b.n.Add(int64(n))
 	switch {
 	case err == nil:
 	case err == io.EOF:
-		if b.dl.rw != nil {
-			b.dl.release()
+		b.mu.Lock()
+		if !b.done {
+			if b.dl.rw != nil {
+				b.dl.release()
+			}
+			if b.trailerOut != nil {
+				fillTrailer(b.trailerOut, b.trailerIn.Trailer)
+			}
 		}
-		if b.trailerOut != nil {
-			fillTrailer(b.trailerOut, b.trailerIn.Trailer)
-		}
+		b.mu.Unlock()
 	case b.dl.rw != nil && isTimeout(err):
 		b.timedOut.Store(true)
 	}
@@ -326,6 +359,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 			body.trailerIn, body.trailerOut = r, outreq.Trailer
 		}
 		outreq.Body = body
+		defer body.handlerDone()
 	}
 	if rt.host == hostFixed {
 		outreq.Host = rt.hostValue
