@@ -231,9 +231,11 @@ type HTTPServer struct {
 	// max_concurrent_streams, whichever is larger: the RST_STREAMs it sends
 	// (HTTP/2 "rapid reset") and those the server sends for its protocol
 	// errors on a stream ("MadeYouReset": PROTOCOL_ERROR,
-	// FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM).
-	// A client over it gets GOAWAY with ENHANCE_YOUR_CALM and is
-	// disconnected. Default 100.
+	// FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM;
+	// not STREAM_CLOSED for a stream whose response was already sent or
+	// reset, which a client's DATA frames still in flight after an early
+	// answer to its upload get). A client over it gets GOAWAY with
+	// ENHANCE_YOUR_CALM and is disconnected. Default 100.
 	HTTP2MaxResetRate int `yaml:"http2_max_reset_rate"`
 }
 

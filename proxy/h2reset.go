@@ -27,21 +27,34 @@ import (
 // client (PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED,
 // FRAME_SIZE_ERROR, REFUSED_STREAM), take tokens from the same bucket.
 //
+// A STREAM_CLOSED reset of a stream the server had already ended (its
+// response sent whole, or reset) is not counted: a client whose upload the
+// server answered early has DATA frames in flight, each answered so, and
+// its stream freed no slot and started no work.
+//
 // resetGuard sits between the HTTP/2 server and the connection. It follows
 // the frame boundaries of both directions (a 9-octet header, then the
 // payload, RFC 9113 §4.1) without decoding payloads, so that the GOAWAY it
-// writes lands between two of the server's frames.
+// writes lands between two of the server's frames, and not inside a header
+// block (HEADERS or PUSH_PROMISE, then CONTINUATION frames up to the one
+// with END_HEADERS), which no other frame may interrupt (§6.10).
 
 // DefaultHTTP2MaxResetRate is the default of LimitsConfig.HTTP2MaxResetRate.
 const DefaultHTTP2MaxResetRate = 100
 
 const (
-	h2FrameHeaderLen  = 9
-	h2ClientPreface   = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-	h2FrameHeaders    = 0x1
-	h2FrameRSTStream  = 0x3
-	h2FrameGoAway     = 0x7
-	h2EnhanceYourCalm = 0xb
+	h2FrameHeaderLen    = 9
+	h2ClientPreface     = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	h2FrameData         = 0x0
+	h2FrameHeaders      = 0x1
+	h2FrameRSTStream    = 0x3
+	h2FramePushPromise  = 0x5
+	h2FrameGoAway       = 0x7
+	h2FrameContinuation = 0x9
+	h2FlagEndStream     = 0x1
+	h2FlagEndHeaders    = 0x4
+	h2StreamClosed      = 0x5
+	h2EnhanceYourCalm   = 0xb
 )
 
 // errResetFlood ends the server's reading of a connection that reset
@@ -59,11 +72,15 @@ type frameScanner struct {
 	onRST func(stream, code uint32)
 	code  [4]byte
 	codeN int // octets of the RST_STREAM payload still to collect: 4..1, 0 none
+	// inBlock: inside a header block, which ends with the frame that
+	// carries END_HEADERS; the frames before it end no unit.
+	inBlock bool
 }
 
 // scan consumes b and calls onHdr for every complete frame header. It
-// returns the offset in b just past the last frame that b completes, or
-// -1 when b completes none.
+// returns the offset in b just past the last frame that b completes
+// outside a header block (or that completes one), or -1 when b completes
+// none.
 func (s *frameScanner) scan(b []byte) (end int) {
 	end = -1
 	for off := 0; off < len(b); {
@@ -76,7 +93,7 @@ func (s *frameScanner) scan(b []byte) (end int) {
 				}
 			}
 			s.skip -= n
-			if off += n; s.skip == 0 {
+			if off += n; s.skip == 0 && !s.inBlock {
 				end = off
 			}
 			continue
@@ -89,7 +106,11 @@ func (s *frameScanner) scan(b []byte) (end int) {
 		}
 		s.hdrN = 0
 		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
-		if s.skip == 0 {
+		switch s.hdr[3] {
+		case h2FrameHeaders, h2FramePushPromise, h2FrameContinuation:
+			s.inBlock = s.hdr[4]&h2FlagEndHeaders == 0
+		}
+		if s.skip == 0 && !s.inBlock {
 			end = off
 		}
 		if s.onHdr != nil {
@@ -129,11 +150,13 @@ type resetGuard struct {
 	lastStream uint32 // highest stream the client opened (GOAWAY's last-stream-id)
 
 	wmu     sync.Mutex
-	out     frameScanner // server → client, under wmu
-	held    []byte       // under wmu: the start of a frame the server's last Write ended in
-	sent    bool         // under wmu
-	pending atomic.Bool  // GOAWAY to write at the next frame boundary
-	wentOut atomic.Bool  // the GOAWAY was written (Close lingers)
+	out     frameScanner      // server → client, under wmu
+	ended   [endedKeep]uint32 // under wmu: client streams the server ended last, a ring
+	endedN  int               // under wmu: streams put in ended
+	held    []byte            // under wmu: the start of a frame the server's last Write ended in
+	sent    bool              // under wmu
+	pending atomic.Bool       // GOAWAY to write at the next frame boundary
+	wentOut atomic.Bool       // the GOAWAY was written (Close lingers)
 }
 
 func newResetGuard(c net.Conn, rate, burst int, onTrip func()) *resetGuard {
@@ -141,6 +164,7 @@ func newResetGuard(c net.Conn, rate, burst int, onTrip func()) *resetGuard {
 	g.in.skip = len(h2ClientPreface)
 	g.in.onHdr = g.clientFrame
 	g.out.onRST = g.serverReset
+	g.out.onHdr = g.serverFrame
 	return g
 }
 
@@ -163,14 +187,51 @@ func (g *resetGuard) reset() {
 // serverReset counts the server's resets of client streams that the
 // client caused (RFC 9113 §7 codes of its protocol errors, and streams it
 // opened past the concurrency limit).
+// A STREAM_CLOSED reset of a stream the server had ended is not.
 func (g *resetGuard) serverReset(stream, code uint32) {
 	if stream&1 == 0 {
 		return
 	}
 	switch code {
-	case 0x1, 0x3, 0x5, 0x6, 0x7: // PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM
+	case h2StreamClosed:
+		if g.endedLately(stream) {
+			return
+		}
+		g.reset()
+	case 0x1, 0x3, 0x6, 0x7: // PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, REFUSED_STREAM
 		g.reset()
 	}
+	g.streamEnded(stream)
+}
+
+// endedKeep is how many streams the server ended a connection remembers,
+// for the client's frames still in flight on them.
+const endedKeep = 128
+
+// serverFrame notes a server frame that ends a client stream: DATA or
+// HEADERS with END_STREAM (an RST_STREAM is noted by serverReset).
+func (g *resetGuard) serverFrame(h *[h2FrameHeaderLen]byte) {
+	if (h[3] == h2FrameData || h[3] == h2FrameHeaders) && h[4]&h2FlagEndStream != 0 {
+		if id := binary.BigEndian.Uint32(h[5:]) & 0x7fffffff; id&1 == 1 {
+			g.streamEnded(id)
+		}
+	}
+}
+
+func (g *resetGuard) streamEnded(id uint32) {
+	g.ended[g.endedN%endedKeep] = id
+	g.endedN++
+}
+
+// endedLately tells whether id is among the streams the server ended
+// last.
+func (g *resetGuard) endedLately(id uint32) bool {
+	for _, e := range g.ended[:min(g.endedN, endedKeep)] {
+		if e == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *resetGuard) clientFrame(h *[h2FrameHeaderLen]byte) {
