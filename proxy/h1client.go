@@ -77,6 +77,9 @@ type h1Conn struct {
 	// hdrArmed is when the header timeout's read deadline was set (unix
 	// ns; 0: none in place).
 	hdrArmed int64
+	// bodyArmed: a body read deadline (the read timeout) may be left on
+	// the connection, which an exchange without a header timeout clears.
+	bodyArmed bool
 	// head holds the fields of the last response read with passOn, until
 	// its body is read (the connection is not reused before).
 	head h1head.Head
@@ -297,6 +300,9 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 				pc.interrupt() // the watcher may have run before the line above
 			}
 		}
+	} else if pc.bodyArmed {
+		pc.c.SetReadDeadline(time.Time{})
+		pc.bodyArmed = false
 	}
 	pc.lr.n = pc.cl.maxHeaderBytes
 	if pc.lr.n <= 0 {
@@ -337,6 +343,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		if rd.d = pc.cl.readTimeout; rd.d > 0 {
 			dl, _ := rd.due()
 			pc.c.SetReadDeadline(dl)
+			pc.bodyArmed = true
 			if ctx.Err() != nil {
 				pc.interrupt() // the watcher may have run before the line above
 			}
