@@ -217,6 +217,7 @@ func (d *Daemon) stage(gen *Generation) (*staged, error) {
 func (d *Daemon) apply(gen *Generation) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.dropPending()
 	st, err := d.stage(gen)
 	if err != nil {
 		return err
@@ -346,6 +347,7 @@ func (d *Daemon) Prepare() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.dropPending() // first: it may hold the sockets of new addresses
 	st, err := d.stage(gen)
 	if err != nil {
 		if gen.Close != nil {
@@ -354,11 +356,18 @@ func (d *Daemon) Prepare() error {
 		d.log.Error("reload failed, keeping the running configuration", "err", err)
 		return err
 	}
-	if d.pending != nil {
-		d.pending.drop()
-	}
 	d.pending = st
 	return nil
+}
+
+// dropPending drops a generation Prepare staged (d.mu held): a new
+// Prepare replaces it, and a Reload, which stages against the listeners
+// it changes, makes it stale.
+func (d *Daemon) dropPending() {
+	if d.pending != nil {
+		d.pending.drop()
+		d.pending = nil
+	}
 }
 
 // Commit serves the generation Prepare made ready.

@@ -503,3 +503,65 @@ func (d *testDaemon) addSecondListener(t *testing.T, backend string) string {
 	d.setConfig(cfg)
 	return second
 }
+
+// TestPrepareTwice: a second Prepare replaces the pending one (as its doc
+// says): the first still held the new listener's port, so the second
+// could not listen on it while it was kept.
+func TestPrepareTwice(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	second := d.addSecondListener(t, b.Listener.Addr().String())
+	if err := d.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(); err != nil {
+		t.Fatalf("second Prepare: %v, want the pending one replaced", err)
+	}
+	if err := d.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := get(t, tlsClient(t, second, "localhost", false), "https://localhost/c"); !strings.HasPrefix(body, "path=/c") {
+		t.Errorf("after Commit, %s: %q", second, body)
+	}
+}
+
+// TestCommitAfterReload: a Reload between Prepare and Commit changes the
+// listeners Prepare staged against (here it moves the only listener), so
+// the prepared generation is dropped: Commit is refused and the Reload's
+// configuration stays. Committing the stale staging used to find no
+// socket for the listener it kept and dereference nil.
+func TestCommitAfterReload(t *testing.T) {
+	b := newBackend(t)
+	d := startDaemon(t, testConfig(t, b.Listener.Addr().String()))
+	if err := d.Prepare(); err != nil { // keeps the running listener
+		t.Fatal(err)
+	}
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := probe.Addr().String()
+	probe.Close()
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Listeners[0].Address = other
+	d.setConfig(cfg)
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				d.Daemon.mu.TryLock() // install panicked holding it: released,
+				d.Daemon.mu.Unlock()  // so that the test's Close does not hang
+				t.Fatalf("Commit after a Reload panicked: %v", r)
+			}
+		}()
+		err = d.Commit()
+	}()
+	if err == nil {
+		t.Fatal("Commit of a generation prepared before a Reload succeeded, want it refused")
+	}
+	if addrs := d.Addrs(); addrs[other] == "" || len(addrs) != 1 {
+		t.Errorf("after the refused Commit the daemon listens on %v, want the Reload's %s only", addrs, other)
+	}
+}
