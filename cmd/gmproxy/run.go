@@ -71,6 +71,9 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		defer dev.Close()
 	}
 	r := newRunner(o, wk, cfg, dev != nil, stderr)
+	if wk != nil {
+		sigs = workerSignals(sigs, r.log)
+	}
 	if o.pidFile != "" && wk == nil {
 		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			fmt.Fprintf(stderr, "gmproxy run: pid file: %s\n", err)

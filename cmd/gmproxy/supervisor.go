@@ -814,7 +814,7 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 		return errors.Join(errs...)
 	}, func(sig os.Signal) {
 		s.log.Warn("second signal during graceful shutdown: workers close every connection now", "signal", sig.String())
-		s.signalAll(syscall.SIGTERM)
+		s.signalAll(forceSignal)
 	}, sigs)
 	if err != nil {
 		s.log.Error("shutdown", "err", err)

@@ -761,3 +761,101 @@ func (r *workerRun) hang(i int) workerStatus {
 	r.t.Cleanup(func() { syscall.Kill(w.PID, syscall.SIGKILL) })
 	return w
 }
+
+// TestWorkersStopWholeGroup: systemd's default KillMode=control-group
+// (deploy/systemd/gmproxy.service does not change it) sends SIGTERM to
+// every process of the service at once, supervisor and workers alike, as
+// a Ctrl-C in a terminal sends SIGINT to the whole process group. That is
+// one stop request: in-flight requests must drain and gmproxy exit 0. A
+// worker must not take the supervisor's forwarded SIGTERM for a second
+// signal and cut every connection.
+func TestWorkersStopWholeGroup(t *testing.T) {
+	roots := testRoots(t)
+	started := make(chan struct{}, 64)
+	release := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(60 * time.Second):
+		}
+		io.WriteString(w, "slow done\n")
+	}))
+	defer backend.Close()
+	defer close(release)
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "30s", "v1")
+	r := startWorkerRun(t, cfgPath, admin)
+	var reads []func() (int, string, error)
+	for len(reads) < 40 {
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/slow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads = append(reads, read)
+		<-started
+		if r.workerCounter(0, "gmproxy_handshakes_total", "") > 0 && r.workerCounter(1, "gmproxy_handshakes_total", "") > 0 {
+			break
+		}
+	}
+	if len(reads) == 40 {
+		t.Fatal("40 connections all went to one worker")
+	}
+	ws := r.workers()
+	// As systemd's control-group kill: every process of the unit.
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	for _, w := range ws {
+		syscall.Kill(w.PID, syscall.SIGTERM)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for range reads {
+		select {
+		case release <- struct{}{}:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	for i, read := range reads {
+		if code, body, err := read(); code != 200 || body != "slow done\n" || err != nil {
+			t.Errorf("in-flight request %d after one stop request: %d %q %v", i, code, body, err)
+		}
+	}
+	if code := r.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("exit %d after one stop request to the whole group, want 0", code)
+	}
+}
+
+// standInWorker answers the reload steps on worker i's admin socket as a
+// worker does: prepare reads the supervisor's copy of the configuration,
+// commit runs it; running is the text it runs.
+type standInWorker struct {
+	mu       sync.Mutex
+	running  string
+	pending  string
+	prepDur  time.Duration
+}
+
+func (w *standInWorker) get() string { w.mu.Lock(); defer w.mu.Unlock(); return w.running }
+
+func (w *standInWorker) serve(t *testing.T, s *supervisor, i int) {
+	ln, err := net.Listen("unix", workerSocket(s.dir, i))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch r.URL.Path {
+		case "/reload/prepare":
+			time.Sleep(w.prepDur)
+			b, _ := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
+			w.pending = string(b)
+		case "/reload/commit":
+			w.running = w.pending
+		case "/reload/abort":
+			w.pending = ""
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}

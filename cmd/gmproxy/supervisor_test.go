@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -337,4 +338,39 @@ func sumSeries(t *testing.T, exposition, name, match string) float64 {
 		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 	}
 	return sum
+}
+
+// TestWorkerSignals: a worker acts on a stop request once however many
+// copies reach it (SIGTERM and SIGINT alike), ignores SIGHUP (reloads come
+// from its supervisor), and takes forceSignal for the second request.
+func TestWorkerSignals(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	in := make(chan os.Signal, 8)
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGTERM, reopenSignal} {
+		in <- sig
+	}
+	out := workerSignals(in, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	next := func() os.Signal {
+		select {
+		case sig := <-out:
+			return sig
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		}
+	}
+	if got := []os.Signal{next(), next(), next()}; got[0] != syscall.SIGTERM || got[1] != reopenSignal || got[2] != nil {
+		t.Fatalf("worker acted on %v, want one SIGTERM, then %v, then nothing", got, reopenSignal)
+	}
+	if err := syscall.Kill(os.Getpid(), forceSignal.(syscall.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	if sig := next(); sig != syscall.SIGTERM {
+		t.Fatalf("after forceSignal: %v, want the second SIGTERM", sig)
+	}
+	close(in)
+	if _, ok := <-out; ok {
+		t.Fatal("output open after the input closed")
+	}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -162,4 +165,51 @@ func (w *worker) adjust(c *conf.Config) {
 			s.TicketKeys = &conf.FleetTicketKeys{Store: s.Store.Type, WrapKeys: w.wrap}
 		}
 	}
+}
+
+// workerSignals turns the signals a worker receives into those it acts
+// on, so that a worker acts on one stop request once. A stop request
+// reaches a worker from its supervisor and, with systemd's default
+// KillMode=control-group or a terminal's Ctrl-C (the whole process
+// group), straight from the sender too: a repeated SIGTERM or SIGINT is
+// therefore the same request, not a second one. The supervisor orders
+// the second one (close every connection now) with forceSignal. SIGHUP
+// is ignored: every worker makes a reload together, through the
+// supervisor; a worker reloading alone would serve a configuration the
+// others do not, and drop a reload prepared meanwhile.
+func workerSignals(in <-chan os.Signal, log *slog.Logger) <-chan os.Signal {
+	force := make(chan os.Signal, 1)
+	signal.Notify(force, forceSignal)
+	out := make(chan os.Signal, 4)
+	go func() {
+		defer signal.Stop(force)
+		defer close(out)
+		stopping := false
+		for {
+			select {
+			case sig, ok := <-in:
+				if !ok {
+					return
+				}
+				switch sig {
+				case syscall.SIGHUP:
+					log.Info("SIGHUP ignored: a worker reloads when its supervisor asks")
+					continue
+				case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+					if stopping {
+						continue
+					}
+					stopping = true
+				}
+				out <- sig
+			case <-force:
+				if !stopping {
+					stopping = true
+					out <- syscall.SIGTERM
+				}
+				out <- syscall.SIGTERM // the second stop request
+			}
+		}
+	}()
+	return out
 }
