@@ -828,10 +828,10 @@ func TestWorkersStopWholeGroup(t *testing.T) {
 // worker does: prepare reads the supervisor's copy of the configuration,
 // commit runs it; running is the text it runs.
 type standInWorker struct {
-	mu       sync.Mutex
-	running  string
-	pending  string
-	prepDur  time.Duration
+	mu      sync.Mutex
+	running string
+	pending string
+	prepDur time.Duration
 }
 
 func (w *standInWorker) get() string { w.mu.Lock(); defer w.mu.Unlock(); return w.running }
