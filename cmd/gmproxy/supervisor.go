@@ -85,6 +85,9 @@ type supervisor struct {
 	out          io.Writer // the workers' stdout
 	errw         io.Writer // the workers' stderr
 	hc           *http.Client
+	// startTimeout bounds a worker's start (workerStartTimeout; tests
+	// shorten it).
+	startTimeout time.Duration
 	// grace is shutdown_grace of the configuration in force (ns).
 	grace atomic.Int64
 	// counted keeps the merged counters monotonic over worker restarts.
@@ -124,7 +127,7 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr}
+	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
 	s.grace.Store(int64(cfg.ShutdownGrace))
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
@@ -246,7 +249,7 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 // waitReady polls the worker's /readyz until it answers 200, the worker
 // exits, or workerStartTimeout passes.
 func (s *supervisor) waitReady(p *workerProc) error {
-	deadline := time.Now().Add(workerStartTimeout)
+	deadline := time.Now().Add(s.startTimeout)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.exited:
@@ -332,6 +335,19 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	prev, err := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
 	if err != nil {
 		return nil, err
+	}
+	// A worker started again after a crash reads the copy while it
+	// starts: it must have read the running one before the copy changes,
+	// else a refused reload would leave it alone on the new one.
+	for _, p := range s.live() {
+		s.mu.Lock()
+		ready := p.ready
+		s.mu.Unlock()
+		if !ready {
+			if err := s.waitReady(p); err != nil {
+				return nil, fmt.Errorf("worker %d is starting and not ready: %w", p.index, err)
+			}
+		}
 	}
 	if err := s.saveConfig(data); err != nil {
 		return nil, err
@@ -751,7 +767,19 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 	s.procs[i] = p
 	s.restarts++
 	s.mu.Unlock()
-	go s.waitReady(p)
+	// A worker that does not get ready (hung in its start) is killed:
+	// its exit then goes the way of a crash (died). The watchdog leaves
+	// starting workers alone.
+	go func() {
+		if err := s.waitReady(p); err != nil {
+			select {
+			case <-p.exited:
+			default:
+				s.log.Error("worker started again but not ready: killing it", "worker", i, "pid", p.cmd.Process.Pid, "err", err)
+				p.cmd.Process.Kill()
+			}
+		}
+	}()
 }
 
 // onSignal acts on a signal or an admin reload request. It reports whether

@@ -823,39 +823,3 @@ func TestWorkersStopWholeGroup(t *testing.T) {
 		t.Errorf("exit %d after one stop request to the whole group, want 0", code)
 	}
 }
-
-// standInWorker answers the reload steps on worker i's admin socket as a
-// worker does: prepare reads the supervisor's copy of the configuration,
-// commit runs it; running is the text it runs.
-type standInWorker struct {
-	mu      sync.Mutex
-	running string
-	pending string
-	prepDur time.Duration
-}
-
-func (w *standInWorker) get() string { w.mu.Lock(); defer w.mu.Unlock(); return w.running }
-
-func (w *standInWorker) serve(t *testing.T, s *supervisor, i int) {
-	ln, err := net.Listen("unix", workerSocket(s.dir, i))
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		switch r.URL.Path {
-		case "/reload/prepare":
-			time.Sleep(w.prepDur)
-			b, _ := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
-			w.pending = string(b)
-		case "/reload/commit":
-			w.running = w.pending
-		case "/reload/abort":
-			w.pending = ""
-		}
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-}

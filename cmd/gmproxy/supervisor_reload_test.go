@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,4 +110,146 @@ func TestReloadCommitOutcome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReloadDuringWorkerStart: a reload (SIGHUP, POST /reload) that comes
+// while a worker started again after a crash is still starting. The
+// starting worker reads the supervisor's copy of the configuration when
+// it starts; whatever the reload's outcome, every worker must end up on
+// the configuration the supervisor keeps (the copy), else a worker serves
+// a configuration the others do not and the supervisor does not know of.
+func TestReloadDuringWorkerStart(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	cfgPath := filepath.Join(t.TempDir(), "gmproxy.yaml")
+	writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: 5s\n")
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Parse(cfgPath, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSupervisor(cfgPath, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	if err := s.saveConfig(data); err != nil {
+		t.Fatal(err)
+	}
+	// Worker 0 runs; preparing takes it a moment (building the sites).
+	w0 := &standInWorker{running: string(data), prepDur: 300 * time.Millisecond}
+	s.procs = append(s.procs, &workerProc{index: 0, exited: make(chan struct{}), ready: true})
+	w0.serve(t, s, 0)
+	// Worker 1 was just started again (restartWorker): not ready yet.
+	s.procs = append(s.procs, &workerProc{index: 1, exited: make(chan struct{})})
+	w1 := &standInWorker{}
+	writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: 7s\n")
+	go func() {
+		// Worker 1's start: it reads the copy, then opens its admin socket.
+		time.Sleep(100 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
+		w1.mu.Lock()
+		w1.running = string(b)
+		w1.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		w1.serve(t, s, 1)
+	}()
+	if _, err := s.reload(); err != nil {
+		t.Errorf("reload while a worker starts: %v, want it made once the worker is ready", err)
+	}
+	saved, _ := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
+	if w0.get() != string(saved) {
+		t.Errorf("worker 0 runs a configuration other than the supervisor's copy")
+	}
+	if w1.get() != string(saved) {
+		t.Errorf("worker 1 (starting during the reload) runs shutdown_grace 7s: a configuration other than the supervisor's copy (the refused reload's), which worker 0 does not run")
+	}
+}
+
+// TestRestartedWorkerHungAtStart: a worker started again after a crash
+// that never gets ready (hung in its start: no admin socket), which the
+// watchdog leaves alone as starting, is killed once its start timeout
+// passes (and so started again as after a crash), rather than left not
+// ready for ever with the supervisor's /readyz answering 503.
+func TestRestartedWorkerHungAtStart(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "hung-worker")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &conf.Config{Workers: "2"}
+	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	s.exe = exe
+	s.startTimeout = time.Second
+	dead := &workerProc{index: 0, exited: make(chan struct{}), ready: true}
+	close(dead.exited)
+	s.procs = []*workerProc{dead}
+	exits := make(chan workerExit, 4)
+	var restarts sync.WaitGroup
+	restarts.Add(1)
+	var once sync.Once
+	s.restartWorker(0, exits, func(i int, after time.Duration) { once.Do(restarts.Done) })
+	s.mu.Lock()
+	p := s.procs[0]
+	s.mu.Unlock()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	stop := make(chan struct{})
+	defer close(stop)
+	go s.watch(stop)
+	select {
+	case <-p.exited:
+		t.Logf("hung starting worker ended (status %d)", p.exitCode)
+	case <-time.After(10 * time.Second):
+		s.mu.Lock()
+		ready := p.ready
+		s.mu.Unlock()
+		t.Errorf("worker hung in its start still running 10 s after its restart (start timeout 1 s, ready %v): never killed nor restarted", ready)
+	}
+}
+
+// standInWorker answers the reload steps on worker i's admin socket as a
+// worker does: prepare reads the supervisor's copy of the configuration,
+// commit runs it; running is the text it runs.
+type standInWorker struct {
+	mu      sync.Mutex
+	running string
+	pending string
+	prepDur time.Duration
+}
+
+func (w *standInWorker) get() string { w.mu.Lock(); defer w.mu.Unlock(); return w.running }
+
+func (w *standInWorker) serve(t *testing.T, s *supervisor, i int) {
+	ln, err := net.Listen("unix", workerSocket(s.dir, i))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch r.URL.Path {
+		case "/reload/prepare":
+			time.Sleep(w.prepDur)
+			b, _ := os.ReadFile(filepath.Join(s.dir, workerConfigFile))
+			w.pending = string(b)
+		case "/reload/commit":
+			w.running = w.pending
+		case "/reload/abort":
+			w.pending = ""
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
 }
