@@ -240,6 +240,9 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 	go func() {
 		cmd.Wait()
 		p.exitCode = cmd.ProcessState.ExitCode()
+		s.mu.Lock()
+		p.ready = false // GET /workers and /readyz until its replacement runs
+		s.mu.Unlock()
 		close(p.exited)
 		exits <- workerExit{p}
 	}()

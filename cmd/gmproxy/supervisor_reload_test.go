@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,4 +253,43 @@ func (w *standInWorker) serve(t *testing.T, s *supervisor, i int) {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// TestDeadWorkerNotReady: a worker that exited is reported not ready (GET
+// /workers, and so the supervisor's /readyz) from its exit on, not only
+// once its replacement starts after the back-off.
+func TestDeadWorkerNotReady(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "worker")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, &conf.Config{Workers: "1"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	s.exe = exe
+	p, err := s.spawn(0, make(chan workerExit, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	p.ready = true // as waitReady leaves it
+	s.procs = []*workerProc{p}
+	s.mu.Unlock()
+	p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("killed worker not seen exiting")
+	}
+	rec := httptest.NewRecorder()
+	s.status(rec, nil)
+	if got := rec.Body.String(); !strings.Contains(got, `"ready":false`) {
+		t.Errorf("GET /workers after the worker died: %s, want it not ready", got)
+	}
 }
