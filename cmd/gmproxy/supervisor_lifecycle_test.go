@@ -206,6 +206,44 @@ func tlcpGet(cfg *tlcp.Config, addr, path string) (c *tlcp.Conn, read func() (in
 	}, nil
 }
 
+// slowRequestsInBothWorkers starts gmproxy with 2 workers and the given
+// shutdown_grace in front of a target that answers "slow done" to a
+// request once release gets a value (or is closed, at the test's end),
+// and opens requests until both workers hold one in flight (the kernel
+// spreads connections over the workers' sockets). It returns the run, its
+// listener, release and each request's read.
+func slowRequestsInBothWorkers(t *testing.T, roots *smx509.CertPool, grace string) (r *workerRun, listen string, release chan struct{}, reads []func() (int, string, error)) {
+	t.Helper()
+	started := make(chan struct{}, 64)
+	release = make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(60 * time.Second):
+		}
+		io.WriteString(w, "slow done\n")
+	}))
+	t.Cleanup(backend.Close)
+	t.Cleanup(func() { close(release) })
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), grace, "v1")
+	r = startWorkerRun(t, cfgPath, admin)
+	for len(reads) < 40 {
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/slow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads = append(reads, read)
+		<-started
+		if r.workerCounter(0, "gmproxy_handshakes_total", "") > 0 && r.workerCounter(1, "gmproxy_handshakes_total", "") > 0 {
+			return r, listen, release, reads
+		}
+	}
+	t.Fatal("40 connections all went to one worker")
+	return
+}
+
 // TestWorkersShutdown: SIGTERM to the supervisor stops both workers'
 // listeners, lets requests in flight in both workers finish and exits 0;
 // when the grace period ends first, or a second signal comes, the cut
@@ -218,40 +256,7 @@ func TestWorkersShutdown(t *testing.T) {
 		twice       bool // a second signal during the drain
 	}{{"drained", "30s", true, false}, {"grace-over", "300ms", false, false}, {"second-signal", "30s", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			started := make(chan struct{}, 64)
-			release := make(chan struct{})
-			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				started <- struct{}{}
-				select {
-				case <-release:
-				case <-time.After(60 * time.Second):
-				}
-				io.WriteString(w, "slow done\n")
-			}))
-			defer backend.Close()
-			defer close(release)
-			cfgPath, listen, admin := workersTestPaths(t)
-			writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), tc.grace, "v1")
-			r := startWorkerRun(t, cfgPath, admin)
-
-			// Requests in flight until both workers hold one: the kernel
-			// spreads connections over the workers' sockets.
-			var reads []func() (int, string, error)
-			for len(reads) < 40 {
-				_, read, err := tlcpGet(plainTLCP(roots), listen, "/slow")
-				if err != nil {
-					t.Fatal(err)
-				}
-				reads = append(reads, read)
-				<-started
-				if r.workerCounter(0, "gmproxy_handshakes_total", "") > 0 && r.workerCounter(1, "gmproxy_handshakes_total", "") > 0 {
-					break
-				}
-			}
-			if len(reads) == 40 {
-				t.Fatal("40 connections all went to one worker")
-			}
-
+			r, listen, release, reads := slowRequestsInBothWorkers(t, roots, tc.grace)
 			r.cmd.Process.Signal(syscall.SIGTERM)
 			for i := 0; ; i++ { // new connections are refused by both workers
 				c, err := net.DialTimeout("tcp", listen, 5*time.Second)
@@ -770,37 +775,7 @@ func (r *workerRun) hang(i int) workerStatus {
 // worker must not take the supervisor's forwarded SIGTERM for a second
 // signal and cut every connection.
 func TestWorkersStopWholeGroup(t *testing.T) {
-	roots := testRoots(t)
-	started := make(chan struct{}, 64)
-	release := make(chan struct{})
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		select {
-		case <-release:
-		case <-time.After(60 * time.Second):
-		}
-		io.WriteString(w, "slow done\n")
-	}))
-	defer backend.Close()
-	defer close(release)
-	cfgPath, listen, admin := workersTestPaths(t)
-	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "30s", "v1")
-	r := startWorkerRun(t, cfgPath, admin)
-	var reads []func() (int, string, error)
-	for len(reads) < 40 {
-		_, read, err := tlcpGet(plainTLCP(roots), listen, "/slow")
-		if err != nil {
-			t.Fatal(err)
-		}
-		reads = append(reads, read)
-		<-started
-		if r.workerCounter(0, "gmproxy_handshakes_total", "") > 0 && r.workerCounter(1, "gmproxy_handshakes_total", "") > 0 {
-			break
-		}
-	}
-	if len(reads) == 40 {
-		t.Fatal("40 connections all went to one worker")
-	}
+	r, _, release, reads := slowRequestsInBothWorkers(t, testRoots(t), "30s")
 	ws := r.workers()
 	// As systemd's control-group kill: every process of the unit.
 	r.cmd.Process.Signal(syscall.SIGTERM)

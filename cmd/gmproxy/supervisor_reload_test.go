@@ -38,24 +38,7 @@ func TestReloadCommitOutcome(t *testing.T) {
 		{"refused", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfgPath := filepath.Join(t.TempDir(), "gmproxy.yaml")
-			writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: 5s\n")
-			data, err := os.ReadFile(cfgPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := conf.Parse(cfgPath, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := newSupervisor(cfgPath, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(s.dir) })
-			if err := s.saveConfig(data); err != nil {
-				t.Fatal(err)
-			}
+			s, _, setGrace := reloadTestSupervisor(t)
 			var commits atomic.Int32
 			for i := range 2 {
 				p := &workerProc{index: i, exited: make(chan struct{})}
@@ -82,7 +65,7 @@ func TestReloadCommitOutcome(t *testing.T) {
 				go srv.Serve(ln)
 				t.Cleanup(func() { srv.Close() })
 			}
-			writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: 7s\n")
+			setGrace("7s")
 			next, err := s.reload()
 			if commits.Load() != 2 {
 				t.Fatalf("%d commits, want 2", commits.Load())
@@ -123,24 +106,7 @@ func TestReloadDuringWorkerStart(t *testing.T) {
 	if !workersSupported {
 		t.Skip("worker mode needs Linux")
 	}
-	cfgPath := filepath.Join(t.TempDir(), "gmproxy.yaml")
-	writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: 5s\n")
-	data, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := conf.Parse(cfgPath, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSupervisor(cfgPath, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(s.dir) })
-	if err := s.saveConfig(data); err != nil {
-		t.Fatal(err)
-	}
+	s, data, setGrace := reloadTestSupervisor(t)
 	// Worker 0 runs; preparing takes it a moment (building the sites).
 	w0 := &standInWorker{running: string(data), prepDur: 300 * time.Millisecond}
 	s.procs = append(s.procs, &workerProc{index: 0, exited: make(chan struct{}), ready: true})
@@ -148,7 +114,7 @@ func TestReloadDuringWorkerStart(t *testing.T) {
 	// Worker 1 was just started again (restartWorker): not ready yet.
 	s.procs = append(s.procs, &workerProc{index: 1, exited: make(chan struct{})})
 	w1 := &standInWorker{}
-	writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: 7s\n")
+	setGrace("7s")
 	go func() {
 		// Worker 1's start: it reads the copy, then opens its admin socket.
 		time.Sleep(100 * time.Millisecond)
@@ -180,18 +146,7 @@ func TestRestartedWorkerHungAtStart(t *testing.T) {
 	if !workersSupported {
 		t.Skip("worker mode needs Linux")
 	}
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "hung-worker")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := &conf.Config{Workers: "2"}
-	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(s.dir) })
-	s.exe = exe
+	s := sleeperSupervisor(t)
 	s.startTimeout = time.Second
 	dead := &workerProc{index: 0, exited: make(chan struct{}), ready: true}
 	close(dead.exited)
@@ -262,17 +217,7 @@ func TestDeadWorkerNotReady(t *testing.T) {
 	if !workersSupported {
 		t.Skip("worker mode needs Linux")
 	}
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "worker")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, &conf.Config{Workers: "1"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(s.dir) })
-	s.exe = exe
+	s := sleeperSupervisor(t)
 	p, err := s.spawn(0, make(chan workerExit, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -292,4 +237,52 @@ func TestDeadWorkerNotReady(t *testing.T) {
 	if got := rec.Body.String(); !strings.Contains(got, `"ready":false`) {
 		t.Errorf("GET /workers after the worker died: %s, want it not ready", got)
 	}
+}
+
+// reloadTestSupervisor returns a supervisor, with no workers yet, of a
+// 2-worker configuration file with shutdown_grace 5s, whose copy is saved
+// as at start, and that text; setGrace rewrites the file with another
+// shutdown_grace, for a reload.
+func reloadTestSupervisor(t *testing.T) (s *supervisor, data []byte, setGrace func(string)) {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "gmproxy.yaml")
+	setGrace = func(grace string) {
+		writeConfig(t, cfgPath, "workers: 2\n", "127.0.0.1:1", "127.0.0.1:2", "[{respond: {status: 200}}]", "shutdown_grace: "+grace+"\n")
+	}
+	setGrace("5s")
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Parse(cfgPath, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = newSupervisor(cfgPath, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	if err := s.saveConfig(data); err != nil {
+		t.Fatal(err)
+	}
+	return s, data, setGrace
+}
+
+// sleeperSupervisor returns a supervisor whose workers are a script that
+// sleeps: a worker that starts and never gets ready.
+func sleeperSupervisor(t *testing.T) *supervisor {
+	t.Helper()
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "sleeper")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	s.exe = exe
+	return s
 }
