@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"testing"
@@ -102,36 +100,16 @@ func TestHTTP2InFlightDataAfterEarlyResponse(t *testing.T) {
 // server writes each frame with its own Write, so a flood seen between
 // them must not put the GOAWAY there.
 func TestResetGuardGoAwayNotInsideHeaderBlock(t *testing.T) {
-	frame := func(typ, flags byte, stream uint32, payload int) []byte {
-		f := make([]byte, h2FrameHeaderLen+payload)
-		f[0], f[1], f[2] = byte(payload>>16), byte(payload>>8), byte(payload)
-		f[3], f[4] = typ, flags
-		binary.BigEndian.PutUint32(f[5:], stream)
-		return f
-	}
 	c := &blockingConn{started: make(chan struct{}), release: make(chan struct{}), closedAt: -1}
 	close(c.release)
-	c.in = []byte(h2ClientPreface)
-	for _, id := range []uint32{1, 3} {
-		c.in = append(c.in, frame(h2FrameHeaders, 0x4, id, 3)...)
-		c.in = append(c.in, frame(h2FrameRSTStream, 0, id, 4)...)
-	}
+	c.in = twoStreamsReset()
 	g := newResetGuard(c, 1, 1, nil)
-	headers := frame(h2FrameHeaders, 0 /* no END_HEADERS */, 1, 100)
-	continuation := frame(0x9 /* CONTINUATION */, 0x4 /* END_HEADERS */, 1, 100)
+	headers := h2Frame(h2FrameHeaders, 0 /* no END_HEADERS */, 1, 100)
+	continuation := h2Frame(0x9 /* CONTINUATION */, 0x4 /* END_HEADERS */, 1, 100)
 	if _, err := g.Write(headers); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 4096)
-	for {
-		_, err := g.Read(buf)
-		if errors.Is(err, errResetFlood) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read ended with %v before the flood was seen", err)
-		}
-	}
+	readUntilFlood(t, g)
 	if _, err := g.Write(continuation); err != nil {
 		t.Fatal(err)
 	}

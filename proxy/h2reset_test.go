@@ -150,31 +150,48 @@ func (c *blockingConn) Close() error {
 // guard, the frame being written and the writer's result.
 func floodWhileWriting(t *testing.T, c *blockingConn) (g *resetGuard, response []byte, wrote <-chan error) {
 	t.Helper()
-	frame := func(typ byte, stream uint32, payload int) []byte {
-		f := make([]byte, h2FrameHeaderLen+payload)
-		f[0], f[1], f[2] = byte(payload>>16), byte(payload>>8), byte(payload)
-		f[3] = typ
-		binary.BigEndian.PutUint32(f[5:], stream)
-		return f
-	}
-	c.in = []byte(h2ClientPreface)
-	for _, id := range []uint32{1, 3} {
-		c.in = append(c.in, frame(h2FrameHeaders, id, 3)...)
-		c.in = append(c.in, frame(h2FrameRSTStream, id, 4)...)
-	}
+	c.in = twoStreamsReset()
 	g = newResetGuard(c, 1, 1, nil)
-	response = frame(0x0 /* DATA */, 1, 5)
+	response = h2Frame(h2FrameData, 0, 1, 5)
 	result := make(chan error, 1)
 	go func() {
 		_, err := g.Write(response)
 		result <- err
 	}()
 	<-c.started // the server's writer holds the write side
+	readUntilFlood(t, g)
+	return g, response, result
+}
+
+// h2Frame returns a frame of the given type, flags and stream with a
+// zero payload of the given length.
+func h2Frame(typ, flags byte, stream uint32, payload int) []byte {
+	f := make([]byte, h2FrameHeaderLen+payload)
+	f[0], f[1], f[2] = byte(payload>>16), byte(payload>>8), byte(payload)
+	f[3], f[4] = typ, flags
+	binary.BigEndian.PutUint32(f[5:], stream)
+	return f
+}
+
+// twoStreamsReset is a client's preface, then streams 1 and 3 each
+// opened and reset: a flood for a guard with a burst of 1.
+func twoStreamsReset() []byte {
+	in := []byte(h2ClientPreface)
+	for _, id := range []uint32{1, 3} {
+		in = append(in, h2Frame(h2FrameHeaders, h2FlagEndHeaders, id, 3)...)
+		in = append(in, h2Frame(h2FrameRSTStream, 0, id, 4)...)
+	}
+	return in
+}
+
+// readUntilFlood reads g until it reports the flood.
+func readUntilFlood(t *testing.T, g *resetGuard) {
+	t.Helper()
 	buf := make([]byte, 4096)
 	for {
 		_, err := g.Read(buf)
 		if errors.Is(err, errResetFlood) {
-			return g, response, result
+			return
 		}
 		if err != nil {
 			t.Fatalf("read ended with %v before the flood was seen", err)
@@ -241,25 +258,11 @@ func TestResetGuardCloseWaitsForGoAway(t *testing.T) {
 // the server stops writing in the middle of a frame, as it does when its
 // reader fails on a flood, the GOAWAY still goes out between two frames.
 func TestResetGuardHoldsFrameStarts(t *testing.T) {
-	rst := func(stream uint32) []byte {
-		f := make([]byte, h2FrameHeaderLen+4)
-		f[2], f[3] = 4, h2FrameRSTStream
-		binary.BigEndian.PutUint32(f[5:], stream)
-		binary.BigEndian.PutUint32(f[9:], 0x1)
-		return f
-	}
 	c := &blockingConn{started: make(chan struct{}), release: make(chan struct{}), closedAt: -1}
 	close(c.release) // writes do not block
-	c.in = []byte(h2ClientPreface)
-	for _, id := range []uint32{1, 3} {
-		h := make([]byte, h2FrameHeaderLen+3)
-		h[2], h[3] = 3, h2FrameHeaders
-		binary.BigEndian.PutUint32(h[5:], id)
-		c.in = append(c.in, h...)
-		c.in = append(c.in, rst(id)...)
-	}
+	c.in = twoStreamsReset()
 	g := newResetGuard(c, 1, 1, nil)
-	whole, next := rst(2), rst(4)
+	whole, next := h2Frame(h2FrameRSTStream, 0, 2, 4), h2Frame(h2FrameRSTStream, 0, 4, 4)
 	// One frame and 5 octets of the next; then 2 more octets of it.
 	for _, p := range [][]byte{append(append([]byte(nil), whole...), next[:5]...), next[5:7]} {
 		if n, err := g.Write(p); n != len(p) || err != nil {
@@ -271,16 +274,7 @@ func TestResetGuardHoldsFrameStarts(t *testing.T) {
 		t.Fatalf("on the wire after a frame and a part of the next: % x, want only the whole frame", c.out)
 	}
 	c.mu.Unlock()
-	buf := make([]byte, 4096)
-	for {
-		_, err := g.Read(buf)
-		if errors.Is(err, errResetFlood) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read ended with %v before the flood was seen", err)
-		}
-	}
+	readUntilFlood(t, g)
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
