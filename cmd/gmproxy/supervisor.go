@@ -812,12 +812,25 @@ func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func(
 
 // stop forwards SIGTERM to every worker and waits for all of them; a
 // further SIGTERM or SIGINT meanwhile is forwarded too (the workers then
-// close every connection at once). It returns 0 when every worker exited
-// with status 0 (drained in time), else 1: today's exit codes.
+// close every connection at once). It returns 0 when every worker running
+// at the stop exited with status 0 (drained in time), else 1: today's exit
+// codes. A worker that had died before the stop (its restart still in its
+// back-off) had nothing to drain: it is logged, not counted.
 func (s *supervisor) stop(sigs <-chan os.Signal) int {
 	s.mu.Lock()
 	s.stopping = true
-	procs := s.procs
+	var procs []*workerProc
+	for _, p := range s.procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.exited:
+			s.log.Warn("worker not running at shutdown: it had died, its restart was pending", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode)
+		default:
+			procs = append(procs, p)
+		}
+	}
 	s.mu.Unlock()
 	s.signalAll(syscall.SIGTERM)
 	// A worker that has not exited workerKillMargin after its grace period

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,6 +240,58 @@ func TestDeadWorkerNotReady(t *testing.T) {
 	}
 }
 
+// TestStopAfterWorkerDied: a worker that died shortly before a clean
+// shutdown, its restart still in its back-off, does not make the shutdown
+// fail: it had nothing to drain. The worker still running must drain:
+// the same worker exiting 1 at the stop still fails it.
+func TestStopAfterWorkerDied(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	for _, tc := range []struct {
+		name     string
+		onTerm   string
+		wantCode int
+	}{
+		{"drained", "exit 0", 0},
+		{"not drained", "exit 1", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A stand-in worker that waits for SIGTERM, then exits as told
+			// (its sleep must not hold the output pipes cmd.Wait waits for).
+			// It says it is ready once its trap is set.
+			s := scriptSupervisor(t, "trap 'kill $!; "+tc.onTerm+"' TERM\nsleep 300 >/dev/null 2>&1 &\ntouch \"$0.$"+envWorker+"\"\nwait")
+			exits := make(chan workerExit, 2)
+			var procs []*workerProc
+			for i := range 2 {
+				p, err := s.spawn(i, exits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				procs = append(procs, p)
+			}
+			s.mu.Lock()
+			s.procs = procs
+			s.mu.Unlock()
+			for i := range 2 {
+				waitFor(t, func() bool { _, err := os.Stat(s.exe + "." + strconv.Itoa(i)); return err == nil })
+			}
+			procs[0].cmd.Process.Kill()
+			<-procs[0].exited
+			done := make(chan int, 1)
+			go func() { done <- s.stop(nil) }()
+			select {
+			case code := <-done:
+				if code != tc.wantCode {
+					t.Errorf("stop with worker 0 dead and worker 1 exiting %q: status %d, want %d", tc.onTerm, code, tc.wantCode)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("stop did not return")
+			}
+		})
+	}
+}
+
 // reloadTestSupervisor returns a supervisor, with no workers yet, of a
 // 2-worker configuration file with shutdown_grace 5s, whose copy is saved
 // as at start, and that text; setGrace rewrites the file with another
@@ -273,9 +326,16 @@ func reloadTestSupervisor(t *testing.T) (s *supervisor, data []byte, setGrace fu
 // sleeps: a worker that starts and never gets ready.
 func sleeperSupervisor(t *testing.T) *supervisor {
 	t.Helper()
+	return scriptSupervisor(t, "exec sleep 300")
+}
+
+// scriptSupervisor returns a supervisor whose workers run the shell
+// script body.
+func scriptSupervisor(t *testing.T, body string) *supervisor {
+	t.Helper()
 	dir := t.TempDir()
-	exe := filepath.Join(dir, "sleeper")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
+	exe := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
