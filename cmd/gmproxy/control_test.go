@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 )
 
@@ -79,5 +82,32 @@ access_log: {path: "off"}
 	}
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, r.stderr.String())
+	}
+}
+
+// TestControlReloadOutcome: POST /reload says what became of the
+// configuration: refused (the running one is kept, 422), made in part (a
+// worker refused to commit what the others switched to: the new one is in
+// force, 500), abandoned by a shutdown (503), or made (200).
+func TestControlReloadOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		wantStatus int
+		wantBody   string
+	}{
+		{nil, http.StatusOK, "reloaded"},
+		{errors.New("gmproxy.yaml:3:5: bad"), http.StatusUnprocessableEntity, "the running configuration is kept"},
+		{&splitReloadError{errors.New("worker 1: stopping")}, http.StatusInternalServerError, "the new configuration is in force"},
+		{errReloadAbandoned, http.StatusServiceUnavailable, "shutting down"},
+	} {
+		h := controlHandler(&conf.Config{}, "127.0.0.1:9", func() error { return tc.err })
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1:9/reload", nil))
+		if rec.Code != tc.wantStatus || !strings.Contains(rec.Body.String(), tc.wantBody) {
+			t.Errorf("reload error %v: %d %q, want %d and %q", tc.err, rec.Code, rec.Body.String(), tc.wantStatus, tc.wantBody)
+		}
+		if strings.Contains(rec.Body.String(), "kept") != (tc.wantStatus == http.StatusUnprocessableEntity) {
+			t.Errorf("reload error %v: %q says the running configuration is kept only when it is", tc.err, rec.Body.String())
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,8 +64,20 @@ func controlHandler(cfg *conf.Config, addr string, reload func() error) http.Han
 	return metrics.GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := reload(); err != nil {
-			w.WriteHeader(http.StatusUnprocessableEntity)
-			fmt.Fprintf(w, "reload refused, the running configuration is kept:\n%s\n", err)
+			var split *splitReloadError
+			switch {
+			case errors.As(err, &split):
+				// The new configuration is in force; a worker's
+				// refusal is reported as a server error.
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprintf(w, "reload made in part, the new configuration is in force:\n%s\n", err)
+			case errors.Is(err, errReloadAbandoned):
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "%s\n", err)
+			default:
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				fmt.Fprintf(w, "reload refused, the running configuration is kept:\n%s\n", err)
+			}
 			return
 		}
 		io.WriteString(w, "reloaded\n")

@@ -88,6 +88,10 @@ type supervisor struct {
 	// startTimeout bounds a worker's start (workerStartTimeout; tests
 	// shorten it).
 	startTimeout time.Duration
+	// reloadCtx bounds every reload's calls to the workers;
+	// abandonReloads ends it when the supervisor stops during a reload.
+	reloadCtx      context.Context
+	abandonReloads context.CancelFunc
 	// grace is shutdown_grace of the configuration in force (ns).
 	grace atomic.Int64
 	// counted keeps the merged counters monotonic over worker restarts.
@@ -129,6 +133,7 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	}
 	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
 	s.grace.Store(int64(cfg.ShutdownGrace))
+	s.reloadCtx, s.abandonReloads = context.WithCancel(context.Background())
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			host, _, _ := net.SplitHostPort(addr)
@@ -203,7 +208,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 		s.procs[i] = p
 	}
 	for _, p := range s.procs {
-		if err := s.waitReady(p); err != nil {
+		if err := s.waitReady(context.Background(), p); err != nil {
 			return exits, fmt.Errorf("worker %d did not start: %w", p.index, err)
 		}
 	}
@@ -250,16 +255,18 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 }
 
 // waitReady polls the worker's /readyz until it answers 200, the worker
-// exits, or workerStartTimeout passes.
-func (s *supervisor) waitReady(p *workerProc) error {
+// exits, s.startTimeout passes or ctx is done.
+func (s *supervisor) waitReady(ctx context.Context, p *workerProc) error {
 	deadline := time.Now().Add(s.startTimeout)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.exited:
 			return fmt.Errorf("exited with status %d", p.exitCode)
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
-		if _, err := s.call(p.index, http.MethodGet, "/readyz", workerCallTimeout); err == nil {
+		if _, err := s.call(ctx, p.index, http.MethodGet, "/readyz", workerCallTimeout); err == nil {
 			s.mu.Lock()
 			p.ready = true
 			s.mu.Unlock()
@@ -269,10 +276,10 @@ func (s *supervisor) waitReady(p *workerProc) error {
 	return errors.New("not ready in time")
 }
 
-// call makes one request to worker i's admin socket and returns the body
-// of a 200 answer.
-func (s *supervisor) call(i int, method, path string, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// call makes one request to worker i's admin socket, within timeout and
+// while ctx lasts, and returns the body of a 200 answer.
+func (s *supervisor) call(ctx context.Context, i int, method, path string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://worker"+strconv.Itoa(i)+path, nil)
 	if err != nil {
@@ -347,7 +354,7 @@ func (s *supervisor) reload() (*conf.Config, error) {
 		ready := p.ready
 		s.mu.Unlock()
 		if !ready {
-			if err := s.waitReady(p); err != nil {
+			if err := s.waitReady(s.reloadCtx, p); err != nil {
 				return nil, fmt.Errorf("worker %d is starting and not ready: %w", p.index, err)
 			}
 		}
@@ -376,20 +383,35 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	// Every worker prepared it; a commit fails only in a worker that
 	// is stopping or died meanwhile. One that died does not fail the
 	// reload: its replacement starts on the text saved above, so the
-	// workers still all run it.
+	// workers still all run it. One that refused it keeps the previous
+	// configuration while the others switched: it is stopped
+	// gracefully, so that its replacement runs the new one too.
 	var refused []error
 	for _, e := range s.step(workers, "/reload/commit") {
 		if s.diedDuring(e.p) {
 			s.log.Warn("worker died during the reload; it is started again on the new configuration", "worker", e.p.index)
 			continue
 		}
+		s.log.Error("worker refused to commit a reload the others made: stopping it gracefully, its replacement runs the new configuration", "worker", e.p.index, "err", e.err)
+		e.p.cmd.Process.Signal(syscall.SIGTERM)
 		refused = append(refused, e)
 	}
-	if len(refused) == 0 {
-		s.grace.Store(int64(cfg.ShutdownGrace))
+	s.grace.Store(int64(cfg.ShutdownGrace))
+	if len(refused) > 0 {
+		return cfg, &splitReloadError{errors.Join(refused...)}
 	}
-	return cfg, errors.Join(refused...)
+	return cfg, nil
 }
+
+// splitReloadError is a reload that some workers committed and others
+// refused: the configuration is the new one, and the workers that
+// refused are being replaced.
+type splitReloadError struct{ err error }
+
+func (e *splitReloadError) Error() string {
+	return "reload made in part: the workers that refused to commit it are replaced: " + e.err.Error()
+}
+func (e *splitReloadError) Unwrap() error { return e.err }
 
 // stepError is one worker's refusal of a reload step.
 type stepError struct {
@@ -410,7 +432,7 @@ func (s *supervisor) step(workers []*workerProc, path string) []stepError {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.call(p.index, http.MethodPost, path, workerReloadTimeout); err != nil {
+			if _, err := s.call(s.reloadCtx, p.index, http.MethodPost, path, workerReloadTimeout); err != nil {
 				mu.Lock()
 				errs = append(errs, stepError{p, err})
 				mu.Unlock()
@@ -455,7 +477,7 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, err := s.call(p.index, http.MethodGet, "/metrics", workerCallTimeout)
+			body, err := s.call(context.Background(), p.index, http.MethodGet, "/metrics", workerCallTimeout)
 			if err == nil {
 				all[k], err = parseMetrics(strings.NewReader(string(body)))
 			}
@@ -505,7 +527,7 @@ func (s *supervisor) workerMetrics(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	body, err := s.call(i, http.MethodGet, "/metrics", workerCallTimeout)
+	body, err := s.call(context.Background(), i, http.MethodGet, "/metrics", workerCallTimeout)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -600,7 +622,8 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 	}
 	reload := func() error {
 		next, err := s.reload()
-		if next != nil && err == nil {
+		var split *splitReloadError
+		if next != nil && (err == nil || errors.As(err, &split)) {
 			applyReloaded(log, lv, levelFlag, formatFlag, cfg, next, cfg.Admin.Address)
 			cfg = next
 		}
@@ -774,7 +797,7 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 	// its exit then goes the way of a crash (died). The watchdog leaves
 	// starting workers alone.
 	go func() {
-		if err := s.waitReady(p); err != nil {
+		if err := s.waitReady(context.Background(), p); err != nil {
 			select {
 			case <-p.exited:
 			default:
@@ -788,19 +811,10 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 // onSignal acts on a signal or an admin reload request. It reports whether
 // the supervisor stops, and then the exit status.
 func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func() error) (code int, stop bool) {
-	if rs, ok := sig.(reloadSignal); ok {
-		s.log.Info(rs.describe() + " in every worker")
-		rs.res <- rs.reload()
-		return 0, false
+	if isReloadRequest(sig) {
+		return s.reloading([]os.Signal{sig}, sigs, reload)
 	}
 	switch sig {
-	case syscall.SIGHUP:
-		s.log.Info("SIGHUP: reloading configuration in every worker")
-		if err := reload(); err != nil {
-			s.log.Error("reload failed", "err", err)
-		} else {
-			s.log.Info("reload succeeded in every worker")
-		}
 	case reopenSignal:
 		s.signalAll(reopenSignal)
 	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
@@ -808,6 +822,86 @@ func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func(
 		return s.stop(sigs), true
 	}
 	return 0, false
+}
+
+// isReloadRequest reports whether sig asks for a reload: SIGHUP or an
+// admin reload.
+func isReloadRequest(sig os.Signal) bool {
+	_, admin := sig.(reloadSignal)
+	return admin || sig == syscall.SIGHUP
+}
+
+// errReloadAbandoned answers a reload cut short by a shutdown.
+var errReloadAbandoned = errors.New("reload abandoned: gmproxy is shutting down")
+
+// reloading makes the reload asked by the requests in asked (SIGHUP, admin
+// reloads) while it goes on answering signals. A reload asked meanwhile is
+// made once more after it, for every request that came; SIGUSR1 is
+// forwarded. SIGTERM or SIGINT (or sigs closing) abandons the reload: the
+// calls to the workers are cut at once, rather than when a worker hung in
+// a reload step answers (workerReloadTimeout), and the supervisor stops.
+func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload func() error) (code int, stop bool) {
+	for len(asked) > 0 {
+		for _, sig := range asked {
+			if rs, ok := sig.(reloadSignal); ok {
+				s.log.Info(rs.describe() + " in every worker")
+			} else {
+				s.log.Info("SIGHUP: reloading configuration in every worker")
+			}
+		}
+		done := make(chan error, 1)
+		go func() { done <- reload() }()
+		var next []os.Signal
+		var err error
+	wait:
+		for {
+			select {
+			case err = <-done:
+				break wait
+			case sig, ok := <-sigs:
+				switch {
+				case ok && isReloadRequest(sig):
+					next = append(next, sig)
+				case ok && sig == reopenSignal:
+					s.signalAll(reopenSignal)
+				case !ok || sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt:
+					s.log.Warn("shutdown requested during a reload: the reload is abandoned; graceful shutdown of every worker", "signal", fmt.Sprint(sig))
+					s.abandonReloads()
+					<-done
+					answerReloads(s.log, asked, errReloadAbandoned)
+					answerReloads(s.log, next, errReloadAbandoned)
+					if !ok {
+						sigs = nil
+					}
+					return s.stop(sigs), true
+				}
+			}
+		}
+		answerReloads(s.log, asked, err)
+		asked = next
+	}
+	return 0, false
+}
+
+// answerReloads gives the outcome of a reload to the requests that asked
+// for it: an admin request gets err; a SIGHUP's is logged.
+func answerReloads(log *slog.Logger, asked []os.Signal, err error) {
+	logged := false
+	for _, sig := range asked {
+		if rs, ok := sig.(reloadSignal); ok {
+			rs.res <- err
+			continue
+		}
+		if logged {
+			continue
+		}
+		logged = true
+		if err != nil {
+			log.Error("reload failed", "err", err)
+		} else {
+			log.Info("reload succeeded in every worker")
+		}
+	}
 }
 
 // stop forwards SIGTERM to every worker and waits for all of them; a

@@ -1,17 +1,20 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,10 +22,12 @@ import (
 )
 
 // TestReloadCommitOutcome: when a worker's commit of a prepared reload
-// fails, the reload fails only if the worker still runs (it refused). A
-// worker that died between prepare and commit does not fail it: its
-// replacement starts on the new configuration, which the supervisor
-// saved before the prepare, so the supervisor takes it on too
+// fails, the reload is reported made in part only if the worker still
+// runs (it refused), and that worker is stopped gracefully so that its
+// replacement runs what the others switched to. A worker that died
+// between prepare and commit does not fail it: its replacement starts on
+// the new configuration, which the supervisor saved before the prepare.
+// Either way the supervisor takes on the new configuration too
 // (shutdown_grace here). The workers are stand-ins answering on the
 // workers' admin sockets, so that the death falls exactly between the
 // two steps.
@@ -41,8 +46,18 @@ func TestReloadCommitOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, setGrace := reloadTestSupervisor(t)
 			var commits atomic.Int32
+			var ended []chan error // each process's end
 			for i := range 2 {
-				p := &workerProc{index: i, exited: make(chan struct{})}
+				// Its process, to see the signals it gets.
+				cmd := exec.Command("sleep", "300")
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				end := make(chan error, 1)
+				go func() { end <- cmd.Wait() }()
+				ended = append(ended, end)
+				t.Cleanup(func() { cmd.Process.Kill() })
+				p := &workerProc{index: i, cmd: cmd, exited: make(chan struct{})}
 				s.procs = append(s.procs, p)
 				ln, err := net.Listen("unix", workerSocket(s.dir, i))
 				if err != nil {
@@ -71,16 +86,25 @@ func TestReloadCommitOutcome(t *testing.T) {
 			if commits.Load() != 2 {
 				t.Fatalf("%d commits, want 2", commits.Load())
 			}
+			var split *splitReloadError
 			if tc.wantErr {
-				if err == nil || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "cannot switch") {
-					t.Fatalf("reload refused by a live worker: err %v, want worker 1's refusal", err)
+				if !errors.As(err, &split) || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "cannot switch") {
+					t.Fatalf("commit refused by a live worker: err %v, want a reload made in part with worker 1's refusal", err)
 				}
-				if got := time.Duration(s.grace.Load()); got != 5*time.Second {
-					t.Errorf("shutdown_grace %v after a refused commit, want the previous 5s", got)
+				for i := range s.procs {
+					select {
+					case err := <-ended[i]:
+						var ee *exec.ExitError
+						if i == 0 || !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+							t.Errorf("worker %d ended by %v after worker 1 refused its commit, want only worker 1 stopped by SIGTERM", i, err)
+						}
+					case <-time.After(time.Second):
+						if i == 1 {
+							t.Errorf("worker 1 refused its commit and was not stopped: it runs a configuration the others do not")
+						}
+					}
 				}
-				return
-			}
-			if err != nil {
+			} else if err != nil {
 				t.Fatalf("reload with a worker that died before its commit: %v, want success", err)
 			}
 			if next == nil || next.ShutdownGrace != 7*time.Second {
@@ -257,25 +281,8 @@ func TestStopAfterWorkerDied(t *testing.T) {
 		{"not drained", "exit 1", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A stand-in worker that waits for SIGTERM, then exits as told
-			// (its sleep must not hold the output pipes cmd.Wait waits for).
-			// It says it is ready once its trap is set.
-			s := scriptSupervisor(t, "trap 'kill $!; "+tc.onTerm+"' TERM\nsleep 300 >/dev/null 2>&1 &\ntouch \"$0.$"+envWorker+"\"\nwait")
-			exits := make(chan workerExit, 2)
-			var procs []*workerProc
-			for i := range 2 {
-				p, err := s.spawn(i, exits)
-				if err != nil {
-					t.Fatal(err)
-				}
-				procs = append(procs, p)
-			}
-			s.mu.Lock()
-			s.procs = procs
-			s.mu.Unlock()
-			for i := range 2 {
-				waitFor(t, func() bool { _, err := os.Stat(s.exe + "." + strconv.Itoa(i)); return err == nil })
-			}
+			s := sleeperSupervisor(t)
+			procs := termWorkers(t, s, tc.onTerm, make(chan workerExit, 2))
 			procs[0].cmd.Process.Kill()
 			<-procs[0].exited
 			done := make(chan int, 1)
@@ -334,15 +341,180 @@ func sleeperSupervisor(t *testing.T) *supervisor {
 func scriptSupervisor(t *testing.T, body string) *supervisor {
 	t.Helper()
 	dir := t.TempDir()
-	exe := filepath.Join(dir, "worker.sh")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	s, err := newSupervisor(filepath.Join(dir, "gmproxy.yaml"), nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(s.dir) })
-	s.exe = exe
+	s.exe = workerScript(t, body)
 	return s
+}
+
+// workerScript writes the shell script body as a stand-in worker program.
+func workerScript(t *testing.T, body string) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "worker.sh")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// termWorkers starts s's two workers as stand-ins that wait for SIGTERM,
+// then exit with status 0 (onTerm "exit 0") or as onTerm says, and
+// returns them once their trap is set.
+func termWorkers(t *testing.T, s *supervisor, onTerm string, exits chan workerExit) []*workerProc {
+	t.Helper()
+	// The sleep must not hold the output pipes cmd.Wait waits for; the
+	// script says it is ready once its trap is set.
+	s.exe = workerScript(t, "trap 'kill $!; "+onTerm+"' TERM\nsleep 300 >/dev/null 2>&1 &\ntouch \"$0.$"+envWorker+"\"\nwait")
+	var procs []*workerProc
+	for i := range 2 {
+		p, err := s.spawn(i, exits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.cmd.Process.Kill() })
+		procs = append(procs, p)
+	}
+	for i := range 2 {
+		waitFor(t, func() bool { _, err := os.Stat(s.exe + "." + strconv.Itoa(i)); return err == nil })
+	}
+	s.mu.Lock()
+	s.procs = procs
+	for _, p := range procs {
+		p.ready = true
+	}
+	s.mu.Unlock()
+	return procs
+}
+
+// gatedSteps serves the reload steps on s's workers' admin sockets as
+// stand-ins whose prepare waits until release is closed (or the
+// supervisor gives up the call: cut counts those); it counts the steps
+// made.
+type gatedSteps struct {
+	prepares, commits, cut atomic.Int32
+	release                chan struct{}
+}
+
+func serveGatedSteps(t *testing.T, s *supervisor) *gatedSteps {
+	g := &gatedSteps{release: make(chan struct{})}
+	for i := range 2 {
+		ln, err := net.Listen("unix", workerSocket(s.dir, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/reload/prepare":
+				g.prepares.Add(1)
+				select {
+				case <-g.release:
+				case <-r.Context().Done():
+					g.cut.Add(1)
+				}
+			case "/reload/commit":
+				g.commits.Add(1)
+			}
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+	return g
+}
+
+// sendDuringReload sends sig to the supervisor's main loop while a
+// reload is held in its prepare; the loop must take it at once.
+func sendDuringReload(t *testing.T, sigs chan<- os.Signal, sig os.Signal, g *gatedSteps) {
+	t.Helper()
+	select {
+	case sigs <- sig:
+	case <-time.After(5 * time.Second):
+		close(g.release)
+		t.Fatalf("%v not taken in 5 s during a reload: the supervisor answers no signal while it reloads", sig)
+	}
+}
+
+// TestStopDuringReload: SIGTERM while a worker is slow to prepare a
+// reload (its admin socket answers, its step does not end) abandons the
+// reload at once and shuts down gracefully, rather than after the
+// reload step's timeout (2 min) with the signal unanswered meanwhile.
+func TestStopDuringReload(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	s, _, setGrace := reloadTestSupervisor(t)
+	exits := make(chan workerExit, 2)
+	termWorkers(t, s, "exit 0", exits)
+	g := serveGatedSteps(t, s)
+	sigs := make(chan os.Signal)
+	code := make(chan int, 1)
+	go func() {
+		code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
+	}()
+	setGrace("7s")
+	sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return g.prepares.Load() == 2 })
+	res := make(chan error, 1)
+	sendDuringReload(t, sigs, reloadSignal{res: res}, g)
+	sendDuringReload(t, sigs, syscall.SIGTERM, g)
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("graceful shutdown during a reload: status %d, want 0", c)
+		}
+	case <-time.After(15 * time.Second):
+		close(g.release)
+		t.Fatal("SIGTERM during a slow reload step not answered in 15 s")
+	}
+	if err := <-res; !errors.Is(err, errReloadAbandoned) {
+		t.Errorf("admin reload asked during the abandoned one: %v, want %v", err, errReloadAbandoned)
+	}
+	if n := g.cut.Load(); n != 2 {
+		t.Errorf("%d of the 2 slow prepare calls cut by the shutdown", n)
+	}
+	if n := g.commits.Load(); n != 0 {
+		t.Errorf("%d commits of an abandoned reload", n)
+	}
+}
+
+// TestReloadDuringReload: reloads asked (SIGHUP, POST /reload) while one
+// is being made are made together once more after it, and the admin
+// request gets that reload's outcome.
+func TestReloadDuringReload(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	s, _, setGrace := reloadTestSupervisor(t)
+	exits := make(chan workerExit, 2)
+	termWorkers(t, s, "exit 0", exits)
+	g := serveGatedSteps(t, s)
+	sigs := make(chan os.Signal)
+	code := make(chan int, 1)
+	go func() {
+		code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
+	}()
+	setGrace("7s")
+	sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return g.prepares.Load() == 2 })
+	res := make(chan error, 1)
+	sendDuringReload(t, sigs, syscall.SIGHUP, g)
+	sendDuringReload(t, sigs, reloadSignal{res: res}, g)
+	close(g.release)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Errorf("admin reload asked during another: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("admin reload asked during another not answered")
+	}
+	if p, c := g.prepares.Load(), g.commits.Load(); p != 4 || c != 4 {
+		t.Errorf("%d prepares and %d commits, want 4 and 4: the reload, then one for the two asked during it", p, c)
+	}
+	sigs <- syscall.SIGTERM
+	if c := <-code; c != 0 {
+		t.Errorf("shutdown: status %d", c)
+	}
 }
