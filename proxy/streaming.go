@@ -270,7 +270,9 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 // streamSide is the client's side of an extended CONNECT tunnel for
 // pipe: the request body in, the response out, flushed after every
 // write. Closing it closes the request body, which fails a blocked read;
-// the stream ends when the handler returns.
+// the stream ends when the handler returns. A tunnel cut (abort) also
+// fails a blocked write, so that the handler returns at once rather than
+// when send_timeout passes.
 type streamSide struct {
 	body io.ReadCloser
 	w    *respWriter
@@ -287,6 +289,19 @@ func (s streamSide) Write(p []byte) (int, error) {
 }
 
 func (s streamSide) Close() error { return s.body.Close() }
+
+// abort is pipe's end of the tunnel for an idle timeout or an error: the
+// write deadline set to now fails a write blocked on a client that no
+// longer reads, and x/net/http2 resets the stream.
+func (s streamSide) abort() {
+	if wd, ok := s.w.rw.(writeDeadliner); ok {
+		wd.SetWriteDeadline(time.Now())
+	}
+}
+
+// aborter is a side of a tunnel that ends differently when the tunnel is
+// cut (idle, error) than when it ends in order.
+type aborter interface{ abort() }
 
 // prefixConn reads buffered bytes first.
 type prefixConn struct {
@@ -311,8 +326,18 @@ var streamReportInterval = 5 * time.Second
 func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)) (ab, ba int64) {
 	var last, nab, nba atomic.Int64
 	last.Store(time.Now().UnixNano())
+	// end closes both sides once; aborted (an idle timeout or an error,
+	// not an orderly end) tells a that can tell (aborter).
 	var closeOnce sync.Once
-	closeBoth := func() { closeOnce.Do(func() { a.Close(); b.Close() }) }
+	end := func(aborted bool) {
+		closeOnce.Do(func() {
+			if ab, ok := a.(aborter); ok && aborted {
+				ab.abort()
+			}
+			a.Close()
+			b.Close()
+		})
+	}
 	var reported [2]int64
 	flush := func() {
 		x, y := nab.Load(), nba.Load()
@@ -339,7 +364,7 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 					return
 				case now := <-tick.C:
 					if idle > 0 && now.UnixNano()-last.Load() >= int64(idle) {
-						closeBoth()
+						end(true)
 						return
 					}
 					if report != nil && now.Sub(lastReport) >= streamReportInterval {
@@ -355,17 +380,21 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := copyDir(a, b, &last, &nba); err != nil || !closeWrite(a) {
-			closeBoth()
+		if _, err := copyDir(a, b, &last, &nba); err != nil {
+			end(true)
+		} else if !closeWrite(a) {
+			end(false)
 		}
 	}()
-	if _, err := copyDir(b, a, &last, &nab); err != nil || !closeWrite(b) {
-		closeBoth()
+	if _, err := copyDir(b, a, &last, &nab); err != nil {
+		end(true)
+	} else if !closeWrite(b) {
+		end(false)
 	}
 	<-done
 	close(stop)
 	<-watch
-	closeBoth()
+	end(false)
 	flush()
 	return nab.Load(), nba.Load()
 }
@@ -401,6 +430,11 @@ func copyDir(dst io.Writer, src io.Reader, last, n *atomic.Int64) (int64, error)
 		if nr > 0 {
 			last.Store(time.Now().UnixNano())
 			w, werr := dst.Write(buf[:nr])
+			if w > 0 {
+				// A write to a slow reader moves data until it
+				// returns: the idle time counts from its end.
+				last.Store(time.Now().UnixNano())
+			}
 			total += int64(w)
 			n.Add(int64(w))
 			if werr != nil {

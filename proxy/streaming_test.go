@@ -418,40 +418,7 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	cfg.Upstreams[0].Transport.TunnelIdleTimeout = idle
 	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
-	// A client of raw frames: net/http's Transport (which x/net/http2's
-	// wraps since Go 1.27) refuses a :protocol header field.
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	io.WriteString(c, http2.ClientPreface)
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
-	// Extended CONNECT may be sent once the server's SETTINGS allow it.
-	for {
-		fm, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the server's SETTINGS: %v", err)
-		}
-		if sf, ok := fm.(*http2.SettingsFrame); ok && !sf.IsAck() {
-			if v, _ := sf.Value(http2.SettingEnableConnectProtocol); v != 1 {
-				t.Fatalf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", v)
-			}
-			fr.WriteSettingsAck()
-			break
-		}
-	}
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, hf := range [][2]string{{":method", "CONNECT"}, {":protocol", "websocket"}, {":scheme", "http"},
-		{":path", "/ws"}, {":authority", f.addr}, {"sec-websocket-version", "13"}, {"origin", "http://" + f.addr}} {
-		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
+	fr := extendedConnect(t, f.addr)
 	// The response's HEADERS, then one masked text frame "hi" from the
 	// client; the echo comes back unmasked.
 	var status string
@@ -513,6 +480,141 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 	if d := time.Since(idleFrom); d < idle/2 {
 		t.Errorf("the tunnel ended after %v idle, well before the idle timeout %v", d, idle)
 	}
+}
+
+// extendedConnect opens an HTTP/2 connection to addr as a client of raw
+// frames (net/http's Transport, which x/net/http2's wraps since Go 1.27,
+// refuses a :protocol header field) and sends a WebSocket extended
+// CONNECT (RFC 8441) on stream 1 once the server's SETTINGS allow it.
+// The client's windows are the default 64 KiB.
+func extendedConnect(t *testing.T, addr string) *http2.Framer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings()
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the server's SETTINGS: %v", err)
+		}
+		if sf, ok := fm.(*http2.SettingsFrame); ok && !sf.IsAck() {
+			if v, _ := sf.Value(http2.SettingEnableConnectProtocol); v != 1 {
+				t.Fatalf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", v)
+			}
+			fr.WriteSettingsAck()
+			break
+		}
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", "CONNECT"}, {":protocol", "websocket"}, {":scheme", "http"},
+		{":path", "/ws"}, {":authority", addr}, {"sec-websocket-version", "13"}, {"origin", "http://" + addr}} {
+		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	return fr
+}
+
+// TestExtendedConnectIdleEndsBlockedWrite: an extended CONNECT tunnel
+// whose client stopped reading (its flow-control window used up, no
+// WINDOW_UPDATE) while the target keeps sending ends once it has been
+// idle for the tunnel idle timeout, its handler included: the stream is
+// reset then, not when the blocked write reaches send_timeout.
+func TestExtendedConnectIdleEndsBlockedWrite(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectIdleEndsBlockedWrite", "GODEBUG=http2xconnect=1")
+		return
+	}
+	cfg := proxyTo(addrOf(upgradeBackend(t, make([]byte, 1<<20))))
+	const idle = 300 * time.Millisecond
+	cfg.Upstreams[0].Transport.TunnelIdleTimeout = idle
+	cfg.Limits.SendTimeout = 15 * time.Second
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	fr := extendedConnect(t, f.addr)
+	start := time.Now()
+	var got int
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the stream did not end (%d bytes received, %v): %v", got, time.Since(start), err)
+		}
+		if fm.Header().StreamID != 1 {
+			continue
+		}
+		if df, ok := fm.(*http2.DataFrame); ok {
+			got += len(df.Data())
+		}
+		if _, ok := fm.(*http2.RSTStreamFrame); ok || fm.Header().Flags.Has(http2.FlagDataEndStream) {
+			break
+		}
+	}
+	if got > 65535 {
+		t.Fatalf("%d bytes received within a 64 KiB window", got)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the tunnel blocked on its client ended after %v: its handler waited for send_timeout (15 s), not the idle timeout (%v)", d, idle)
+	}
+}
+
+// TestExtendedConnectTargetEnds: a tunnel whose target ends it in order
+// ends the client's stream in order too: the data, then END_STREAM, not a
+// reset (which tells the client the tunnel broke).
+func TestExtendedConnectTargetEnds(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectTargetEnds", "GODEBUG=http2xconnect=1")
+		return
+	}
+	backend := upgradeBackend(t, []byte("bye"))
+	cfg := proxyTo(addrOf(backend))
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	fr := extendedConnect(t, f.addr)
+	var got []byte
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the stream did not end (%q received): %v", got, err)
+		}
+		if fm.Header().StreamID != 1 {
+			continue
+		}
+		if rst, ok := fm.(*http2.RSTStreamFrame); ok {
+			t.Fatalf("stream reset (%v) after %q, want END_STREAM: the target ended the tunnel in order", rst.ErrCode, got)
+		}
+		if df, ok := fm.(*http2.DataFrame); ok {
+			got = append(got, df.Data()...)
+		}
+		if fm.Header().Flags.Has(http2.FlagDataEndStream) {
+			break
+		}
+	}
+	if string(got) != "bye" {
+		t.Errorf("tunnel data %q, want %q", got, "bye")
+	}
+}
+
+// upgradeBackend is a target that switches protocols, sends data and
+// closes the connection.
+func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		brw.Flush()
+		c.Write(data)
+	}))
+	t.Cleanup(backend.Close)
+	return backend
 }
 
 // TestWebSocketToH2CUpstream: an h2c upstream has no Upgrade, so WebSocket
