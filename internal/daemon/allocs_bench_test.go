@@ -47,7 +47,7 @@ func BenchmarkServing(b *testing.B) {
 	dm := startDaemon(b, benchConfig(b, be), func(e *Env) {
 		e.Observer, e.KeyOps, e.Sessions, e.ProxyObserver = m, m, m, m
 	})
-	for _, mode := range []string{"tlcp-new-get", "tlcp-resume-get", "tlcp-ticket-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
+	for _, mode := range []string{"tlcp-new-get", "tlcp-resume-get", "tlcp-ticket-get", "tls13sm-resume-get", "tlcp-keepalive-get", "tls13sm-keepalive-get", "tlcp-resume-get+metrics", "tlcp-keepalive-get+metrics"} {
 		d := d
 		if strings.HasSuffix(mode, "+metrics") {
 			d = dm
@@ -218,7 +218,7 @@ func servingClient(mode, addr, count string) error {
 	}
 	var ka net.Conn
 	var kabr *bufio.Reader
-	if mode == "tlcp-keepalive-get" {
+	if strings.HasSuffix(mode, "-keepalive-get") {
 		if ka, err = dial(true); err != nil {
 			return err
 		}
