@@ -387,7 +387,12 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	// configuration while the others switched: it is stopped
 	// gracefully, so that its replacement runs the new one too.
 	var refused []error
-	for _, e := range s.step(workers, "/reload/commit") {
+	errs := s.step(workers, "/reload/commit")
+	if len(errs) > 0 && s.reloadCtx.Err() != nil {
+		// Cut by a shutdown: the workers are about to stop.
+		return cfg, errReloadAbandoned
+	}
+	for _, e := range errs {
 		if s.diedDuring(e.p) {
 			s.log.Warn("worker died during the reload; it is started again on the new configuration", "worker", e.p.index)
 			continue

@@ -390,15 +390,15 @@ func termWorkers(t *testing.T, s *supervisor, onTerm string, exits chan workerEx
 }
 
 // gatedSteps serves the reload steps on s's workers' admin sockets as
-// stand-ins whose prepare waits until release is closed (or the
-// supervisor gives up the call: cut counts those); it counts the steps
-// made.
+// stand-ins whose step gate (a path) waits until release is closed (or
+// the supervisor gives up the call: cut counts those); it counts the
+// steps asked.
 type gatedSteps struct {
 	prepares, commits, cut atomic.Int32
 	release                chan struct{}
 }
 
-func serveGatedSteps(t *testing.T, s *supervisor) *gatedSteps {
+func serveGatedSteps(t *testing.T, s *supervisor, gate string) *gatedSteps {
 	g := &gatedSteps{release: make(chan struct{})}
 	for i := range 2 {
 		ln, err := net.Listen("unix", workerSocket(s.dir, i))
@@ -409,13 +409,16 @@ func serveGatedSteps(t *testing.T, s *supervisor) *gatedSteps {
 			switch r.URL.Path {
 			case "/reload/prepare":
 				g.prepares.Add(1)
-				select {
-				case <-g.release:
-				case <-r.Context().Done():
-					g.cut.Add(1)
-				}
 			case "/reload/commit":
 				g.commits.Add(1)
+			}
+			if r.URL.Path != gate {
+				return
+			}
+			select {
+			case <-g.release:
+			case <-r.Context().Done():
+				g.cut.Add(1)
 			}
 		})}
 		go srv.Serve(ln)
@@ -436,46 +439,60 @@ func sendDuringReload(t *testing.T, sigs chan<- os.Signal, sig os.Signal, g *gat
 	}
 }
 
-// TestStopDuringReload: SIGTERM while a worker is slow to prepare a
-// reload (its admin socket answers, its step does not end) abandons the
-// reload at once and shuts down gracefully, rather than after the
-// reload step's timeout (2 min) with the signal unanswered meanwhile.
+// TestStopDuringReload: SIGTERM while the workers are slow to prepare
+// or to commit a reload (their admin sockets answer, the step does not
+// end) abandons the reload at once and shuts down gracefully, rather than
+// after the reload step's timeout (2 min) with the signal unanswered
+// meanwhile; commits cut by the shutdown are not taken for refusals.
 func TestStopDuringReload(t *testing.T) {
 	if !workersSupported {
 		t.Skip("worker mode needs Linux")
 	}
-	s, _, setGrace := reloadTestSupervisor(t)
-	exits := make(chan workerExit, 2)
-	termWorkers(t, s, "exit 0", exits)
-	g := serveGatedSteps(t, s)
-	sigs := make(chan os.Signal)
-	code := make(chan int, 1)
-	go func() {
-		code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
-	}()
-	setGrace("7s")
-	sigs <- syscall.SIGHUP
-	waitFor(t, func() bool { return g.prepares.Load() == 2 })
-	res := make(chan error, 1)
-	sendDuringReload(t, sigs, reloadSignal{res: res}, g)
-	sendDuringReload(t, sigs, syscall.SIGTERM, g)
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Errorf("graceful shutdown during a reload: status %d, want 0", c)
-		}
-	case <-time.After(15 * time.Second):
-		close(g.release)
-		t.Fatal("SIGTERM during a slow reload step not answered in 15 s")
-	}
-	if err := <-res; !errors.Is(err, errReloadAbandoned) {
-		t.Errorf("admin reload asked during the abandoned one: %v, want %v", err, errReloadAbandoned)
-	}
-	if n := g.cut.Load(); n != 2 {
-		t.Errorf("%d of the 2 slow prepare calls cut by the shutdown", n)
-	}
-	if n := g.commits.Load(); n != 0 {
-		t.Errorf("%d commits of an abandoned reload", n)
+	for _, gate := range []string{"/reload/prepare", "/reload/commit"} {
+		t.Run(gate, func(t *testing.T) {
+			s, _, setGrace := reloadTestSupervisor(t)
+			logs := &lockedBuffer{}
+			s.log = slog.New(slog.NewTextHandler(logs, nil))
+			exits := make(chan workerExit, 2)
+			termWorkers(t, s, "exit 0", exits)
+			g := serveGatedSteps(t, s, gate)
+			sigs := make(chan os.Signal)
+			code := make(chan int, 1)
+			go func() {
+				code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
+			}()
+			setGrace("7s")
+			sigs <- syscall.SIGHUP
+			held := &g.prepares
+			if gate == "/reload/commit" {
+				held = &g.commits
+			}
+			waitFor(t, func() bool { return held.Load() == 2 })
+			res := make(chan error, 1)
+			sendDuringReload(t, sigs, reloadSignal{res: res}, g)
+			sendDuringReload(t, sigs, syscall.SIGTERM, g)
+			select {
+			case c := <-code:
+				if c != 0 {
+					t.Errorf("graceful shutdown during a reload: status %d, want 0", c)
+				}
+			case <-time.After(15 * time.Second):
+				close(g.release)
+				t.Fatal("SIGTERM during a slow reload step not answered in 15 s")
+			}
+			if err := <-res; !errors.Is(err, errReloadAbandoned) {
+				t.Errorf("admin reload asked during the abandoned one: %v, want %v", err, errReloadAbandoned)
+			}
+			if n := g.cut.Load(); n != 2 {
+				t.Errorf("%d of the 2 slow %s calls cut by the shutdown", n, gate)
+			}
+			if n := g.commits.Load(); gate == "/reload/prepare" && n != 0 {
+				t.Errorf("%d commits of a reload abandoned before its commit", n)
+			}
+			if strings.Contains(logs.String(), "refused to commit") {
+				t.Errorf("commits cut by the shutdown taken for refusals:\n%s", logs.String())
+			}
+		})
 	}
 }
 
@@ -489,7 +506,7 @@ func TestReloadDuringReload(t *testing.T) {
 	s, _, setGrace := reloadTestSupervisor(t)
 	exits := make(chan workerExit, 2)
 	termWorkers(t, s, "exit 0", exits)
-	g := serveGatedSteps(t, s)
+	g := serveGatedSteps(t, s, "/reload/prepare")
 	sigs := make(chan os.Signal)
 	code := make(chan int, 1)
 	go func() {
