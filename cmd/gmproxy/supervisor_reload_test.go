@@ -427,6 +427,33 @@ func serveGatedSteps(t *testing.T, s *supervisor, gate string) *gatedSteps {
 	return g
 }
 
+// reloadHeldAt runs the main loop of a supervisor with two stand-in
+// workers whose reload step gate is held (serveGatedSteps), and has it
+// reload (SIGHUP) a changed file; it returns once both workers hold the
+// step, with the loop's signals, its exit status to come and its log.
+func reloadHeldAt(t *testing.T, gate string) (g *gatedSteps, sigs chan os.Signal, code chan int, logs *lockedBuffer) {
+	t.Helper()
+	s, _, setGrace := reloadTestSupervisor(t)
+	logs = &lockedBuffer{}
+	s.log = slog.New(slog.NewTextHandler(logs, nil))
+	exits := make(chan workerExit, 2)
+	termWorkers(t, s, "exit 0", exits)
+	g = serveGatedSteps(t, s, gate)
+	sigs = make(chan os.Signal)
+	code = make(chan int, 1)
+	go func() {
+		code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
+	}()
+	setGrace("7s")
+	sigs <- syscall.SIGHUP
+	held := &g.prepares
+	if gate == "/reload/commit" {
+		held = &g.commits
+	}
+	waitFor(t, func() bool { return held.Load() == 2 })
+	return g, sigs, code, logs
+}
+
 // sendDuringReload sends sig to the supervisor's main loop while a
 // reload is held in its prepare; the loop must take it at once.
 func sendDuringReload(t *testing.T, sigs chan<- os.Signal, sig os.Signal, g *gatedSteps) {
@@ -450,24 +477,7 @@ func TestStopDuringReload(t *testing.T) {
 	}
 	for _, gate := range []string{"/reload/prepare", "/reload/commit"} {
 		t.Run(gate, func(t *testing.T) {
-			s, _, setGrace := reloadTestSupervisor(t)
-			logs := &lockedBuffer{}
-			s.log = slog.New(slog.NewTextHandler(logs, nil))
-			exits := make(chan workerExit, 2)
-			termWorkers(t, s, "exit 0", exits)
-			g := serveGatedSteps(t, s, gate)
-			sigs := make(chan os.Signal)
-			code := make(chan int, 1)
-			go func() {
-				code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
-			}()
-			setGrace("7s")
-			sigs <- syscall.SIGHUP
-			held := &g.prepares
-			if gate == "/reload/commit" {
-				held = &g.commits
-			}
-			waitFor(t, func() bool { return held.Load() == 2 })
+			g, sigs, code, logs := reloadHeldAt(t, gate)
 			res := make(chan error, 1)
 			sendDuringReload(t, sigs, reloadSignal{res: res}, g)
 			sendDuringReload(t, sigs, syscall.SIGTERM, g)
@@ -482,6 +492,11 @@ func TestStopDuringReload(t *testing.T) {
 			}
 			if err := <-res; !errors.Is(err, errReloadAbandoned) {
 				t.Errorf("admin reload asked during the abandoned one: %v, want %v", err, errReloadAbandoned)
+			}
+			// The stand-ins see a cut call end a moment after the
+			// supervisor gave it up.
+			for deadline := time.Now().Add(10 * time.Second); g.cut.Load() != 2 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
 			}
 			if n := g.cut.Load(); n != 2 {
 				t.Errorf("%d of the 2 slow %s calls cut by the shutdown", n, gate)
@@ -503,18 +518,7 @@ func TestReloadDuringReload(t *testing.T) {
 	if !workersSupported {
 		t.Skip("worker mode needs Linux")
 	}
-	s, _, setGrace := reloadTestSupervisor(t)
-	exits := make(chan workerExit, 2)
-	termWorkers(t, s, "exit 0", exits)
-	g := serveGatedSteps(t, s, "/reload/prepare")
-	sigs := make(chan os.Signal)
-	code := make(chan int, 1)
-	go func() {
-		code <- s.supervise(exits, sigs, func() error { _, err := s.reload(); return err })
-	}()
-	setGrace("7s")
-	sigs <- syscall.SIGHUP
-	waitFor(t, func() bool { return g.prepares.Load() == 2 })
+	g, sigs, code, _ := reloadHeldAt(t, "/reload/prepare")
 	res := make(chan error, 1)
 	sendDuringReload(t, sigs, syscall.SIGHUP, g)
 	sendDuringReload(t, sigs, reloadSignal{res: res}, g)
