@@ -82,12 +82,7 @@ func TestForgedHeadersNeverReachBackend(t *testing.T) {
 // backend saw.
 func forgedRequest(t *testing.T, addr string, proxied bool) http.Header {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := dialRaw(t, addr)
 	var b strings.Builder
 	if proxied {
 		src, _ := net.ResolveTCPAddr("tcp", "203.0.113.7:54321")

@@ -394,10 +394,9 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
 
-// rawExchange writes raw (an HTTP/1.1 request as bytes) on a new
-// connection to addr and returns the response with its body read, and the
-// connection (closed when the test ends) for what follows.
-func rawExchange(t testing.TB, addr, raw string) (*http.Response, net.Conn, *bufio.Reader) {
+// dialRaw connects to addr over TCP for a test that writes its own bytes:
+// the connection has a 20 s deadline and is closed when the test ends.
+func dialRaw(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -405,6 +404,15 @@ func rawExchange(t testing.TB, addr, raw string) (*http.Response, net.Conn, *buf
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c
+}
+
+// rawExchange writes raw (an HTTP/1.1 request as bytes) on a new
+// connection to addr and returns the response with its body read, and the
+// connection (closed when the test ends) for what follows.
+func rawExchange(t testing.TB, addr, raw string) (*http.Response, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c := dialRaw(t, addr)
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}

@@ -489,12 +489,7 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 // The client's windows are the default 64 KiB.
 func extendedConnect(t *testing.T, addr string) *http2.Framer {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := dialRaw(t, addr)
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()
