@@ -377,20 +377,21 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 	} else {
 		close(watch)
 	}
+	// half copies one direction; an error cuts the tunnel, and a side
+	// that cannot take a half close ends it in order.
+	half := func(dst, src io.ReadWriteCloser, n *atomic.Int64) {
+		if _, err := copyDir(dst, src, &last, n); err != nil {
+			end(true)
+		} else if !closeWrite(dst) {
+			end(false)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := copyDir(a, b, &last, &nba); err != nil {
-			end(true)
-		} else if !closeWrite(a) {
-			end(false)
-		}
+		half(a, b, &nba)
 	}()
-	if _, err := copyDir(b, a, &last, &nab); err != nil {
-		end(true)
-	} else if !closeWrite(b) {
-		end(false)
-	}
+	half(b, a, &nab)
 	<-done
 	close(stop)
 	<-watch
