@@ -663,7 +663,9 @@ type HealthChecks struct {
 type PassiveHealth struct {
 	// MaxFails failures (connect errors, timeouts, 5xx listed in
 	// unhealthy_status) within fail_window mark the target down; 0 disables
-	// passive checks. Default 3.
+	// passive checks. Default 3. A client's fault is never counted: a
+	// request body that stalls (408), is malformed (400) or is cut short
+	// by the client (logged 499) does not charge the target.
 	MaxFails int `yaml:"max_fails"`
 	// FailWindow is the window in which failures are counted. Default 10s.
 	FailWindow time.Duration `yaml:"fail_window"`

@@ -658,7 +658,9 @@
 //
 //   - max_fails (integer): max_fails failures (connect errors, timeouts, 5xx
 //     listed in unhealthy_status) within fail_window mark the target down; 0
-//     disables passive checks. Default 3.
+//     disables passive checks. Default 3. A client's fault is never counted: a
+//     request body that stalls (408), is malformed (400) or is cut short by
+//     the client (logged 499) does not charge the target.
 //   - fail_window (duration): fail_window is the window in which failures are
 //     counted. Default 10s.
 //   - cool_down (duration): cool_down is how long a target stays down before it

@@ -402,8 +402,9 @@ func (s *site) misdirected(w http.ResponseWriter, r *http.Request, other *site) 
 func (s *site) finish(rs *reqState, r *http.Request) {
 	rs.w.send.arm() // what the server still flushes after the handler
 	if v := recover(); v != nil {
-		// An aborted copy (panic(http.ErrAbortHandler)) still gets logged.
-		if rs.w.status == 0 {
+		// An aborted copy (panic(http.ErrAbortHandler)) still gets
+		// logged: 502, or 499 for a client gone mid-body.
+		if rs.w.status == 0 && !rs.clientGone {
 			rs.w.status = 502
 		}
 		s.report(rs, r)

@@ -256,6 +256,19 @@ func newEventObserver() *eventObserver {
 	return &eventObserver{healthC: make(chan string, 64), streamC: make(chan [2]int64, 16)}
 }
 
+// downs returns the health events that marked a target down.
+func (o *eventObserver) downs() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var d []string
+	for _, h := range o.health {
+		if strings.HasSuffix(h, " down") {
+			d = append(d, h)
+		}
+	}
+	return d
+}
+
 func (o *eventObserver) UpstreamHealth(up, target string, healthy bool) {
 	s := up + " " + target + " down"
 	if healthy {

@@ -183,8 +183,9 @@ type reqBody struct {
 	rc io.ReadCloser
 	n  atomic.Int64
 
-	dl       bodyDeadline // dl.rw nil: no body timeout
-	timedOut atomic.Bool  // a read hit the body timeout
+	dl       bodyDeadline          // dl.rw nil: no body timeout
+	timedOut atomic.Bool           // a read hit the body timeout
+	readErr  atomic.Pointer[error] // the first other read error: a malformed or cut body
 
 	trailerIn  *http.Request // the client's request (its Trailer is complete at EOF)
 	trailerOut http.Header   // the outgoing request's Trailer, nil when none
@@ -232,8 +233,22 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 	case b.dl.rw != nil && isTimeout(err):
 		b.timedOut.Store(true)
+	default:
+		b.readErr.CompareAndSwap(nil, &err)
 	}
 	return n, err
+}
+
+// readError returns the first error of a read of the client's body other
+// than EOF and the body timeout (b may be nil: no body).
+func (b *reqBody) readError() error {
+	if b == nil {
+		return nil
+	}
+	if e := b.readErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 func (b *reqBody) Close() error { return nil }
@@ -556,6 +571,12 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
+			return nil, nil
+		}
+		if berr := body.readError(); berr != nil {
+			// The client's body was malformed or cut short: the
+			// target is not charged and nothing is retried.
+			s.bodyFailed(rs, r, berr) // panics (abort) for a cut body
 			return nil, nil
 		}
 

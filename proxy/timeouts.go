@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -111,6 +113,22 @@ func (p *Proxy) bodyDeadline(rs *reqState, r *http.Request) bodyDeadline {
 // timeout: 408, and the HTTP/1.1 connection closes after it.
 func (s *site) bodyTimedOut(rs *reqState, r *http.Request) {
 	s.errorResponse(rs, r, http.StatusRequestTimeout, "request body timed out", "no request body data for body_timeout")
+}
+
+// bodyFailed answers a request whose body could not be read (err, the
+// first read error). A body cut short (the client closed, half-closed or
+// reset its connection) is a client gone: the connection ends with no
+// response (logged 499), since any status would claim an upload that did
+// not arrive. Anything else is a malformed body: 400 (RFC 9112 §7.1),
+// and the server closes the connection, whose rest cannot be framed.
+func (s *site) bodyFailed(rs *reqState, r *http.Request, err error) {
+	var ne net.Error
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne) {
+		rs.clientGone = true
+		s.p.logger.Debug("client went away during its request body", "site", s.name, "uri", r.RequestURI, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	s.errorResponse(rs, r, http.StatusBadRequest, "malformed request body", "request body: "+err.Error())
 }
 
 // sendDeadline bounds the writes of one response.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,12 +75,8 @@ func TestBodyTimeout(t *testing.T) {
 			t.Errorf("stalled h2 body: status %d, want 408", res.StatusCode)
 		}
 	})
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	for _, h := range obs.health {
-		if strings.HasSuffix(h, " down") {
-			t.Errorf("health event %q: a slow client counted against the backend", h)
-		}
+	if d := obs.downs(); len(d) > 0 {
+		t.Errorf("health events %q: a slow client counted against the backend", d)
 	}
 }
 
@@ -312,5 +309,67 @@ func TestOpDeadlineFirstArming(t *testing.T) {
 	}
 	if _, ok := o.due(); ok {
 		t.Error("a deadline armed just now was armed again")
+	}
+}
+
+// A request whose body the client breaks (malformed chunked framing) or
+// cuts short (closes mid-body) is the client's failure: a malformed body
+// gets 400 and close, a cut one nothing, and neither marks the target
+// down (MaxFails 1: one charged failure would) nor is retried. Both
+// upstream paths are covered: h1Client (small Content-Length) and
+// net/http's Transport (chunked, large Content-Length).
+func TestClientBodyErrorNotTargetFailure(t *testing.T) {
+	hits := new(atomic.Int64)
+	backend := countingBackend(t, "b", hits)
+	obs := newEventObserver()
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{obs: obs})
+	const head = "POST /up HTTP/1.1\r\nHost: example.test\r\n"
+	for _, tc := range []struct {
+		name, raw string
+		cut       bool // the client half-closes after raw: its body ends early
+	}{
+		{"bad chunk size", head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", false},
+		{"chunk size overflow", head + "Transfer-Encoding: chunked\r\n\r\n10000000000000003\r\nabc\r\n0\r\n\r\n", false},
+		{"chunk line with bare LF", head + "Transfer-Encoding: chunked\r\n\r\n3\nabc\n0\n\n", false},
+		{"chunk data overrun", head + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n", false},
+		{"short body, h1Client", head + "Content-Length: 100\r\n\r\nabc", true},
+		{"short body, Transport", head + "Content-Length: 1000000\r\n\r\nabc", true},
+		{"cut chunked body", head + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, f.addr)
+			io.WriteString(c, tc.raw)
+			if tc.cut {
+				c.(*net.TCPConn).CloseWrite()
+			}
+			out, _ := io.ReadAll(c)
+			first, _, _ := strings.Cut(string(out), "\r\n")
+			switch {
+			case tc.cut && len(out) != 0:
+				t.Errorf("cut body answered %q, want nothing (client gone)", out)
+			case !tc.cut && (first != "HTTP/1.1 400 Bad Request" || !strings.Contains(string(out), "Connection: close\r\n")):
+				t.Errorf("malformed body answered %q, want 400 and close", out)
+			}
+			res, _, _ := rawExchange(t, f.addr, "GET /innocent HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
+			if res.StatusCode != http.StatusOK {
+				t.Errorf("next request: %s, want 200 (the target was charged for the client's body)", res.Status)
+			}
+		})
+	}
+	if d := obs.downs(); len(d) > 0 {
+		t.Errorf("a client's body error marked a target down: %q", d)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	// Logged as what they were: 400 for a malformed body, 499 (client
+	// gone) for a cut one, not 502.
+	var got []int
+	for _, ev := range obs.done {
+		if ev.Method == http.MethodPost {
+			got = append(got, ev.Status)
+		}
+	}
+	if want := []int{400, 400, 400, 400, 499, 499, 499}; !slices.Equal(got, want) {
+		t.Errorf("logged statuses %v, want %v", got, want)
 	}
 }
