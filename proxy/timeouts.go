@@ -122,8 +122,8 @@ func (s *site) bodyTimedOut(rs *reqState, r *http.Request) {
 // not arrive. Anything else is a malformed body: 400 (RFC 9112 §7.1),
 // and the server closes the connection, whose rest cannot be framed.
 func (s *site) bodyFailed(rs *reqState, r *http.Request, err error) {
-	var ne net.Error
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne) {
+	var ne net.Error // net.ErrClosed is one too
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
 		rs.clientGone = true
 		s.p.logger.Debug("client went away during its request body", "site", s.name, "uri", r.RequestURI, "error", err)
 		panic(http.ErrAbortHandler)

@@ -315,7 +315,7 @@ func TestOpDeadlineFirstArming(t *testing.T) {
 // A request whose body the client breaks (malformed chunked framing) or
 // cuts short (closes mid-body) is the client's failure: a malformed body
 // gets 400 and close, a cut one nothing, and neither marks the target
-// down (MaxFails 1: one charged failure would) nor is retried. Both
+// down (MaxFails 1: one charged failure would). Both
 // upstream paths are covered: h1Client (small Content-Length) and
 // net/http's Transport (chunked, large Content-Length).
 func TestClientBodyErrorNotTargetFailure(t *testing.T) {
