@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,20 +144,31 @@ access_log: {path: "off"}
 	if m == nil {
 		t.Fatalf("no metrics listener in the log:\n%s", ks.stderr.String())
 	}
-	resp, err := http.Get("http://" + m[1] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{
+	wants := []string{
 		`gmproxy_keyserver_operations_total{client="edge",key="server_sign",op="sign",result="ok"}`,
 		`gmproxy_keyserver_operations_total{client="edge",key="server_enc",op="decrypt",result="ok"}`,
 		`gmproxy_keyserver_operations_total{client="edge",key="server_enc",op="key_agreement",result="ok"}`,
 		`gmproxy_keyserver_operation_duration_seconds_count{op="sign"}`,
 		`gmproxy_keyserver_operations_in_flight{client="edge"} 0`,
 		`gmproxy_keyserver_connections_active`,
-	} {
+	}
+	// An operation leaves the in-flight gauge just after its answer is
+	// written, so the client may see the answer first: read the metrics
+	// again for up to 5 s before calling a line missing.
+	var body []byte
+	for try := 0; try < 50; try++ {
+		resp, err := http.Get("http://" + m[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !slices.ContainsFunc(wants, func(w string) bool { return !strings.Contains(string(body), w) }) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range wants {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}
