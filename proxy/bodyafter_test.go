@@ -38,29 +38,21 @@ func (c *slowFirstWrite) Write(p []byte) (int, error) {
 // the process (about every other run of 16×800 such requests on a 2-CPU
 // machine without the slowed write; every run with it).
 func TestH2BodyReadAfterHandler(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go acceptLoop(ln, func(c net.Conn) {
-		go func() {
-			defer c.Close()
-			br := bufio.NewReader(c)
-			for {
-				l, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if l == "\r\n" {
-					break
-				}
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
 			}
-			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-			io.Copy(io.Discard, br)
-		}()
+			if l == "\r\n" {
+				break
+			}
+		}
+		io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		io.Copy(io.Discard, br)
 	})
-	f, client := frontFor(t, proxyTo(ln.Addr().String()), true)
+	f, client := frontFor(t, proxyTo(addr), true)
 	tr := f.p.upstreams["u"].transport
 	dial := tr.DialContext
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {

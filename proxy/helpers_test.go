@@ -94,6 +94,25 @@ func acceptLoop(ln net.Listener, serve func(net.Conn)) {
 	}
 }
 
+// connBackend listens on loopback until the test ends and serves each
+// connection with serve on its own goroutine, closing it after; it
+// returns the address.
+func connBackend(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go acceptLoop(ln, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			serve(c)
+		}()
+	})
+	return ln.Addr().String()
+}
+
 // serveProxy serves the connections accepted on ln with p (a listener
 // that does the client handshake itself, or plain TCP); ln and p are closed
 // when the test ends.

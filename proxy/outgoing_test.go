@@ -260,22 +260,13 @@ func TestAccessLogShowsClientRequest(t *testing.T) {
 // dropAfterHeader is a target that reads one request header, records it,
 // and closes the connection without answering.
 func dropAfterHeader(t *testing.T, rec *headerRecorder) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go acceptLoop(ln, func(c net.Conn) {
-		go func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			r, err := http.ReadRequest(bufio.NewReader(c))
-			if err == nil {
-				rec.record(r)
-			}
-		}()
+	return connBackend(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		r, err := http.ReadRequest(bufio.NewReader(c))
+		if err == nil {
+			rec.record(r)
+		}
 	})
-	return ln.Addr().String()
 }
 
 // TestRetrySendsSameRequest: when the first target took the request and

@@ -672,6 +672,15 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 			// stalled: not the target's failure.
 			panic(http.ErrAbortHandler)
 		}
+		if berr := rs.body.readError(); berr != nil {
+			// Cut because the client's body broke (malformed or cut
+			// short) while the target was answering: not the target's
+			// failure either. The status is out: the response ends
+			// broken.
+			s.p.logger.Debug("client's request body failed during the response", "site", s.name, "uri", r.RequestURI, "error", berr)
+			rs.clientGone = isClientGone(berr)
+			panic(http.ErrAbortHandler)
+		}
 		u.fail(t, "body: "+err.Error())
 		s.p.logger.Warn("upstream body copy failed", "site", s.name, "upstream", u.name, "target", t.Addr, "uri", r.RequestURI, "error", err)
 		panic(http.ErrAbortHandler) // the client must see a broken response, not a short one

@@ -19,36 +19,21 @@ import (
 // echoTCP is a TCP echo server; with withPP it first reads a PROXY header
 // and reports it on hdrs.
 func echoTCP(t *testing.T, withPP bool, hdrs chan<- *ProxyHeader) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
+	return connBackend(t, func(c net.Conn) {
+		var r io.Reader = c
+		if withPP {
+			br := bufio.NewReader(c)
+			h, err := ReadProxyHeader(br)
 			if err != nil {
+				t.Logf("echo: PROXY header: %v", err)
+				hdrs <- nil
 				return
 			}
-			go func() {
-				defer c.Close()
-				var r io.Reader = c
-				if withPP {
-					br := bufio.NewReader(c)
-					h, err := ReadProxyHeader(br)
-					if err != nil {
-						t.Logf("echo: PROXY header: %v", err)
-						hdrs <- nil
-						return
-					}
-					hdrs <- h
-					r = br
-				}
-				io.Copy(c, r)
-			}()
+			hdrs <- h
+			r = br
 		}
-	}()
-	return ln.Addr().String()
+		io.Copy(c, r)
+	})
 }
 
 func TestTCPStreamEcho(t *testing.T) {

@@ -350,10 +350,7 @@ func TestClientBodyErrorNotTargetFailure(t *testing.T) {
 			case !tc.cut && (first != "HTTP/1.1 400 Bad Request" || !strings.Contains(string(out), "Connection: close\r\n")):
 				t.Errorf("malformed body answered %q, want 400 and close", out)
 			}
-			res, _, _ := rawExchange(t, f.addr, "GET /innocent HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("next request: %s, want 200 (the target was charged for the client's body)", res.Status)
-			}
+			nextRequestServed(t, f.addr)
 		})
 	}
 	if d := obs.downs(); len(d) > 0 {
@@ -371,5 +368,95 @@ func TestClientBodyErrorNotTargetFailure(t *testing.T) {
 	}
 	if want := []int{400, 400, 400, 400, 499, 499, 499}; !slices.Equal(got, want) {
 		t.Errorf("logged statuses %v, want %v", got, want)
+	}
+}
+
+// duplexBackend answers POST /duplex at once with the head and first
+// chunk ("start") of a chunked response, signals answered, then reads the
+// request body to its end or error and closes; any other request gets a
+// short 200 after its body.
+func duplexBackend(t *testing.T) (addr string, answered <-chan struct{}) {
+	ch := make(chan struct{}, 16)
+	addr = connBackend(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if req.URL.Path == "/duplex" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nstart\r\n")
+				ch <- struct{}{}
+				io.Copy(io.Discard, req.Body)
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	return addr, ch
+}
+
+// TestClientBodyErrorFullDuplex: a target that answers while it still
+// reads the request body (full duplex) is not charged when the client's
+// body then breaks (malformed, cut short or stalled past body_timeout):
+// the client's response ends broken, and the target stays in service
+// (MaxFails 1: one charge would take it down).
+func TestClientBodyErrorFullDuplex(t *testing.T) {
+	addr, answered := duplexBackend(t)
+	obs := newEventObserver()
+	cfg := proxyTo(addr)
+	cfg.Limits.BodyTimeout = 300 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	for _, tc := range []struct {
+		name, breakWith string // breakWith "": half-close; "stall": send nothing more
+	}{
+		{"malformed chunk", "zz\r\n"},
+		{"cut", ""},
+		{"stalled", "stall"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, f.addr)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "POST /duplex HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+			select {
+			case <-answered:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request never reached the backend while its body was open")
+			}
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := make([]byte, 5)
+			if _, err := io.ReadFull(res.Body, first); err != nil || string(first) != "start" {
+				t.Fatalf("first chunk %q (%v), want start: the target's answer did not come before the body ended", first, err)
+			}
+			switch tc.breakWith {
+			case "stall":
+			case "":
+				c.(*net.TCPConn).CloseWrite()
+			default:
+				io.WriteString(c, tc.breakWith)
+			}
+			if rest, err := io.ReadAll(res.Body); err == nil {
+				t.Errorf("response ended cleanly after %q although its exchange was cut", rest)
+			}
+			nextRequestServed(t, f.addr)
+		})
+	}
+	if d := obs.downs(); len(d) > 0 {
+		t.Errorf("a client's body error marked a target down: %q", d)
+	}
+}
+
+// nextRequestServed checks that a plain GET through the front at addr
+// gets 200: the only target was not charged for the client's body before.
+func nextRequestServed(t *testing.T, addr string) {
+	t.Helper()
+	res, _, _ := rawExchange(t, addr, "GET /innocent HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("next request: %s, want 200 (the target was charged for the client's body)", res.Status)
 	}
 }

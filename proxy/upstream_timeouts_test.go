@@ -18,40 +18,26 @@ import (
 // per connection that the proxy closed.
 func stallingBackend(t *testing.T, sent int, gap time.Duration) (addr string, closed <-chan struct{}) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	ch := make(chan struct{}, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, err := http.ReadRequest(br); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n")
-				for i := range min(sent, 10) {
-					if i > 0 {
-						time.Sleep(gap)
-					}
-					io.WriteString(c, strings.Repeat(fmt.Sprint(i), 10))
-				}
-				// Stall: wait for the proxy to close (bounded).
-				c.SetReadDeadline(time.Now().Add(20 * time.Second))
-				if _, err := io.Copy(io.Discard, c); err == nil {
-					ch <- struct{}{}
-				}
-			}()
+	addr = connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String(), ch
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n")
+		for i := range min(sent, 10) {
+			if i > 0 {
+				time.Sleep(gap)
+			}
+			io.WriteString(c, strings.Repeat(fmt.Sprint(i), 10))
+		}
+		// Stall: wait for the proxy to close (bounded).
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err == nil {
+			ch <- struct{}{}
+		}
+	})
+	return addr, ch
 }
 
 // TestUpstreamReadTimeout: a target that stops sending a response body
