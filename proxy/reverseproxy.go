@@ -675,10 +675,9 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		if berr := rs.body.readError(); berr != nil {
 			// Cut because the client's body broke (malformed or cut
 			// short) while the target was answering: not the target's
-			// failure either. The status is out: the response ends
-			// broken.
+			// failure either. The status is out (logged as sent): the
+			// response ends broken.
 			s.p.logger.Debug("client's request body failed during the response", "site", s.name, "uri", r.RequestURI, "error", berr)
-			rs.clientGone = isClientGone(berr)
 			panic(http.ErrAbortHandler)
 		}
 		u.fail(t, "body: "+err.Error())

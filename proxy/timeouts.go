@@ -122,20 +122,13 @@ func (s *site) bodyTimedOut(rs *reqState, r *http.Request) {
 // not arrive. Anything else is a malformed body: 400 (RFC 9112 §7.1),
 // and the server closes the connection, whose rest cannot be framed.
 func (s *site) bodyFailed(rs *reqState, r *http.Request, err error) {
-	if isClientGone(err) {
+	var ne net.Error // net.ErrClosed is one too
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
 		rs.clientGone = true
 		s.p.logger.Debug("client went away during its request body", "site", s.name, "uri", r.RequestURI, "error", err)
 		panic(http.ErrAbortHandler)
 	}
 	s.errorResponse(rs, r, http.StatusBadRequest, "malformed request body", "request body: "+err.Error())
-}
-
-// isClientGone reports whether err, from a read of the client's body,
-// means the body was cut short (the client closed, half-closed or reset
-// its connection) rather than malformed.
-func isClientGone(err error) bool {
-	var ne net.Error // net.ErrClosed is one too
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
 }
 
 // sendDeadline bounds the writes of one response.
