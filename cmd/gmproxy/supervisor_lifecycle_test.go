@@ -777,11 +777,17 @@ func (r *workerRun) hang(i int) workerStatus {
 func TestWorkersStopWholeGroup(t *testing.T) {
 	r, _, release, reads := slowRequestsInBothWorkers(t, testRoots(t), "30s")
 	ws := r.workers()
-	// As systemd's control-group kill: every process of the unit.
-	r.cmd.Process.Signal(syscall.SIGTERM)
+	// As systemd's control-group kill: every process of the unit. The
+	// workers' own signal goes first and is taken before the supervisor
+	// forwards its stop, so that the two cannot merge into one pending
+	// signal: the forwarded one always arrives as a second SIGTERM.
+	const took = "signal received: graceful shutdown"
+	before := strings.Count(r.logs.String(), took)
 	for _, w := range ws {
 		syscall.Kill(w.PID, syscall.SIGTERM)
 	}
+	r.waitFor("the workers to take their SIGTERM", func() bool { return strings.Count(r.logs.String(), took) >= before+len(ws) })
+	r.cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(500 * time.Millisecond)
 	for range reads {
 		select {
