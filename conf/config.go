@@ -462,7 +462,9 @@ type Route struct {
 	// Upgrades lists the protocols a client may switch to through an
 	// HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT), e.g. [websocket];
 	// other Upgrade requests are forwarded as ordinary requests without
-	// it. h2c is never tunnelled. Default [websocket].
+	// it, as is one with a request body. h2c is never tunnelled. CONNECT
+	// other than an extended one is answered 501: gmproxy opens no
+	// tunnels to a client's choice of host. Default [websocket].
 	Upgrades []string `yaml:"upgrades"`
 }
 

@@ -152,8 +152,11 @@ type RouteConfig struct {
 	AllowTrailers bool
 	// Upgrades lists the protocols a client may switch to through an
 	// HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT); other Upgrade
-	// requests go to the backend as ordinary requests without it. "h2c" is
-	// never tunnelled. Default (nil): DefaultUpgrades, ["websocket"]; an
+	// requests go to the backend as ordinary requests without it, as does
+	// an Upgrade request with a body (the body is sent, then the answer
+	// is an ordinary one: a tunnel would read the client's connection
+	// while the body is still being copied from it). "h2c" is never
+	// tunnelled. Default (nil): DefaultUpgrades, ["websocket"]; an
 	// empty non-nil list allows none.
 	Upgrades []string
 }

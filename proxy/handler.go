@@ -360,6 +360,17 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := s.match(r, host)
 	rs.route = rt
 	switch {
+	case r.Method == http.MethodConnect && !isExtendedConnect(r):
+		// RFC 9110 §9.3.6: CONNECT asks for a tunnel to the authority, which
+		// a reverse proxy does not open. Forwarded, its content would reach
+		// the target unframed (net/http writes a CONNECT body as is), where
+		// a target that refused it would read it as the next request.
+		s.errorResponse(rs, r, http.StatusNotImplemented, "CONNECT is not supported", "CONNECT to "+r.Host+": a reverse proxy opens no tunnels")
+	case r.Header[":protocol"] != nil && r.Method != http.MethodConnect:
+		// RFC 8441 §4: :protocol only on CONNECT; such a request is
+		// malformed. (Copied upstream, the field name would fail every
+		// attempt as if the targets were down.)
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", ":protocol pseudo-header on a "+r.Method+" request")
 	case rt == nil:
 		s.errorResponse(rs, r, http.StatusNotFound, "no route matches", "no route matches host "+host+" path "+r.URL.Path)
 	case rt.respond != nil:
@@ -471,8 +482,10 @@ func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, wh
 	clear(h)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if code == http.StatusRequestTimeout && r.ProtoMajor == 1 {
-		h.Set("Connection", "close") // the rest of the body is not read
+	if (code == http.StatusRequestTimeout || r.Method == http.MethodConnect) && r.ProtoMajor == 1 {
+		// The rest of the body is not read; a CONNECT's client may already
+		// be sending what it meant for the tunnel.
+		h.Set("Connection", "close")
 	}
 	rs.w.WriteHeader(code)
 	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), public)

@@ -307,6 +307,19 @@ func upgradeType(h http.Header) string {
 	return h.Get("Upgrade")
 }
 
+// hasBody reports whether r comes with content: a Content-Length other
+// than 0, or a body of unknown length.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
+// isExtendedConnect reports whether r is an RFC 8441 extended CONNECT: an
+// HTTP/2 CONNECT with a :protocol pseudo-header (a WebSocket over an h2
+// stream).
+func isExtendedConnect(r *http.Request) bool {
+	return r.Method == http.MethodConnect && r.ProtoMajor == 2 && r.Header.Get(":protocol") != ""
+}
+
 func idempotent(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
@@ -331,8 +344,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		return
 	}
 
-	// Extended CONNECT (RFC 8441) carrying a WebSocket over h2.
-	if r.Method == http.MethodConnect && r.ProtoMajor == 2 && r.Header.Get(":protocol") != "" {
+	if isExtendedConnect(r) {
 		s.forwardExtendedConnect(rs, r, rt)
 		return
 	}
@@ -399,8 +411,10 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 // nothing in the common case (TestOwnPathAllocs).
 func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientIP, upType string) {
 	in := r.Header
-	if upType = upgradeType(in); upType != "" {
+	if upType = upgradeType(in); upType != "" && !hasBody(r) {
 		upType = rt.allowedUpgrade(upType)
+	} else {
+		upType = ""
 	}
 	keepTE := httpguts.HeaderValuesContainsToken(in["Te"], "trailers")
 	h := rs.outgoingHeader(in)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,14 +240,19 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 		return
 	}
 	defer t.inflight.Add(-1)
-	if res.StatusCode != http.StatusSwitchingProtocols {
+	// Any 2xx answer to a CONNECT opens the tunnel (RFC 9110 §9.3.6, RFC
+	// 8441 §5): only the target's switch to the protocol asked for may
+	// become one. A refusal (4xx, 5xx, 3xx) goes to the client as it is.
+	if sc := res.StatusCode; sc != http.StatusSwitchingProtocols && (sc < 200 || sc > 299) {
 		s.handleResponse(rs, r, rt, t, res, "")
 		return
 	}
+	resUp := upgradeType(res.Header)
 	backConn, ok := res.Body.(io.ReadWriteCloser)
-	if !ok {
+	if res.StatusCode != http.StatusSwitchingProtocols || !strings.EqualFold(resUp, proto) || !ok {
 		res.Body.Close()
-		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed", "backend upgrade without a connection")
+		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed",
+			"extended CONNECT to "+proto+": backend answered "+res.Status+" switching to "+strconv.Quote(resUp))
 		return
 	}
 	defer backConn.Close()

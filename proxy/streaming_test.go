@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -489,30 +488,13 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 // The client's windows are the default 64 KiB.
 func extendedConnect(t *testing.T, addr string) *http2.Framer {
 	t.Helper()
-	c := dialRaw(t, addr)
-	io.WriteString(c, http2.ClientPreface)
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
-	for {
-		fm, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the server's SETTINGS: %v", err)
-		}
-		if sf, ok := fm.(*http2.SettingsFrame); ok && !sf.IsAck() {
-			if v, _ := sf.Value(http2.SettingEnableConnectProtocol); v != 1 {
-				t.Fatalf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", v)
-			}
-			fr.WriteSettingsAck()
-			break
-		}
+	fr, sf := rawH2(t, addr)
+	if v, _ := sf.Value(http2.SettingEnableConnectProtocol); v != 1 {
+		t.Fatalf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", v)
 	}
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, hf := range [][2]string{{":method", "CONNECT"}, {":protocol", "websocket"}, {":scheme", "http"},
-		{":path", "/ws"}, {":authority", addr}, {"sec-websocket-version", "13"}, {"origin", "http://" + addr}} {
-		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+	block := h2Block(":method", "CONNECT", ":protocol", "websocket", ":scheme", "http",
+		":path", "/ws", ":authority", addr, "sec-websocket-version", "13", "origin", "http://"+addr)
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
 	return fr
@@ -610,6 +592,84 @@ func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
 	}))
 	t.Cleanup(backend.Close)
 	return backend
+}
+
+// TestExtendedConnectNeedsTheSwitch: an extended CONNECT (RFC 8441) is
+// a tunnel only once its target switched to the protocol asked for. Any
+// 2xx answer to a CONNECT means the tunnel is open (RFC 9110 §9.3.6, RFC
+// 8441 §5), so a target's ordinary 200 page (a backend without WebSocket
+// on that path) or a 101 to another protocol must not pass as one: 502,
+// as the HTTP/1.1 Upgrade path answers a switch to another protocol. A
+// refusal (403) reaches the client as it is.
+func TestExtendedConnectNeedsTheSwitch(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectNeedsTheSwitch", "GODEBUG=http2xconnect=1")
+		return
+	}
+	for _, tc := range []struct{ name, answer, want string }{
+		{"page", "HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\n<html>not a websocket endpoint</html>\n", "502"},
+		{"other protocol", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", "502"},
+		{"no protocol", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", "502"},
+		{"refused", "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "403"},
+		{"switched", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "200"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, tc.answer)
+				io.Copy(io.Discard, c)
+			})
+			f := newFront(t, proxyTo(addr), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+			if got := h2Status(t, extendedConnect(t, f.addr), 1); got != tc.want {
+				t.Errorf("extended CONNECT answered %s after the target's %.40q, want %s", got, tc.answer, tc.want)
+			}
+		})
+	}
+}
+
+// TestUpgradeRequestWithBody: an HTTP/1.1 Upgrade request with a body
+// (here chunked, arriving slowly) goes to the target as an ordinary
+// request, without Upgrade, its body whole. Were it tunnelled, the
+// transport would still be copying the body from the client's
+// connection when a 101 came, while the tunnel read the same connection
+// too: two readers of one bufio.Reader (a data race), the body's bytes
+// split between the two copies.
+func TestUpgradeRequestWithBody(t *testing.T) {
+	type seen struct{ upgrade, body string }
+	got := make(chan seen, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.Header.Get("Upgrade"), string(body)}
+		io.WriteString(w, "plain")
+	}))
+	t.Cleanup(backend.Close)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel")
+	for range 20 {
+		time.Sleep(2 * time.Millisecond)
+		io.WriteString(c, "lo\r\n5\r\nhel")
+	}
+	io.WriteString(c, "lo\r\n0\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || string(b) != "plain" {
+		t.Errorf("Upgrade request with a body: %d %q, want the target's ordinary 200", res.StatusCode, b)
+	}
+	select {
+	case s := <-got:
+		if want := strings.Repeat("hello", 21); s.upgrade != "" || s.body != want {
+			t.Errorf("the target got Upgrade %q and a body of %d bytes; want no Upgrade and %d bytes", s.upgrade, len(s.body), len(want))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the target")
+	}
 }
 
 // TestWebSocketToH2CUpstream: an h2c upstream has no Upgrade, so WebSocket

@@ -112,6 +112,14 @@ func startGmproxy(t *testing.T, logs *lockedBuffer, cfgPath string, env ...strin
 	cmd.Env = append(append(os.Environ(), envTestMain+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.WaitDelay = 10 * time.Second // the workers hold the output pipe too
+	// gmproxy and its workers get a process group of their own, led by a
+	// process whose parent (this test) is outside it: the group is never
+	// orphaned while gmproxy runs, so the kernel's SIGHUP and SIGCONT to an
+	// orphaned group with a stopped member (POSIX; here when whatever
+	// started go test exits or is reparented) cannot wake a worker a test
+	// stopped on purpose. Pdeathsig ends gmproxy with a test killed
+	// before its clean-ups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
