@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/rand"
+	"crypto/sha1"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -229,6 +230,13 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	}
 	clientIP := s.setForwarded(h, r, rs.ci, &rs.hdrVals)
 	rt.reqOps.apply(h)
+	// The WebSocket handshake with the target is the proxy's own (RFC
+	// 8441 §5 has none on the h2 side), so the proxy checks its answer
+	// as a client must (RFC 6455 §4.1).
+	var wantAccept string
+	if key := h.Get("Sec-Websocket-Key"); key != "" && strings.EqualFold(proto, "websocket") {
+		wantAccept = websocketAccept(key)
+	}
 	rs.url = *r.URL
 	rs.url.Scheme = rt.up.scheme
 	outreq := rs.newOutgoing(r, nil)
@@ -255,6 +263,12 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 			"extended CONNECT to "+proto+": backend answered "+res.Status+" switching to "+strconv.Quote(resUp))
 		return
 	}
+	if wantAccept != "" && res.Header.Get("Sec-Websocket-Accept") != wantAccept {
+		backConn.Close()
+		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed",
+			"extended CONNECT to websocket: the backend's Sec-WebSocket-Accept does not answer the key sent")
+		return
+	}
 	defer backConn.Close()
 	dst := rs.w.Header()
 	for _, k := range []string{"Sec-Websocket-Protocol", "Sec-Websocket-Extensions"} {
@@ -271,6 +285,13 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	defer s.p.trackDone(backConn)
 	in, _ := pipe(streamSide{r.Body, &rs.w}, backConn, rt.up.tunnelIdle, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
 	rs.bytesIn += in
+}
+
+// websocketAccept is the Sec-WebSocket-Accept that answers key (RFC 6455
+// §4.2.2): base64 of the SHA-1 of key and the protocol's GUID.
+func websocketAccept(key string) string {
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // streamSide is the client's side of an extended CONNECT tunnel for

@@ -586,7 +586,7 @@ func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
 			return
 		}
 		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
 		brw.Flush()
 		c.Write(data)
 	}))
@@ -600,7 +600,11 @@ func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
 // 8441 §5), so a target's ordinary 200 page (a backend without WebSocket
 // on that path) or a 101 to another protocol must not pass as one: 502,
 // as the HTTP/1.1 Upgrade path answers a switch to another protocol. A
-// refusal (403) reaches the client as it is.
+// refusal (403) reaches the client as it is. The WebSocket handshake
+// with the target is the proxy's (the h2 client has none, RFC 8441 §5):
+// a Sec-WebSocket-Accept that does not answer the proxy's key is a 502
+// too (RFC 6455 §4.1). The backend's answers below have their
+// Sec-WebSocket-Accept (ACCEPT) filled in from the request's key.
 func TestExtendedConnectNeedsTheSwitch(t *testing.T) {
 	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
 		runChild(t, "TestExtendedConnectNeedsTheSwitch", "GODEBUG=http2xconnect=1")
@@ -611,15 +615,18 @@ func TestExtendedConnectNeedsTheSwitch(t *testing.T) {
 		{"other protocol", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", "502"},
 		{"no protocol", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", "502"},
 		{"refused", "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "403"},
-		{"switched", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "200"},
+		{"switched", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ACCEPT\r\n\r\n", "200"},
+		{"wrong accept", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n", "502"},
+		{"no accept", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "502"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := connBackend(t, func(c net.Conn) {
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+				r, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
 					return
 				}
-				io.WriteString(c, tc.answer)
+				io.WriteString(c, strings.Replace(tc.answer, "ACCEPT", websocketAccept(r.Header.Get("Sec-Websocket-Key")), 1))
 				io.Copy(io.Discard, c)
 			})
 			f := newFront(t, proxyTo(addr), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
