@@ -954,8 +954,11 @@ type KeyServer struct {
 // keyserver -c FILE), a separate program from the proxy: it holds SM2
 // private keys and answers the key operations of gmproxy instances whose
 // key_servers entry points at it. Run it on a host that only the edge
-// proxies can reach. SIGHUP re-reads the file and replaces the served keys
-// (listen, tls and idle_timeout need a restart).
+// proxies can reach. SIGHUP re-reads the file and its files and replaces
+// the served keys, the clients and the TLS certificate and client CA
+// (connections already open are checked against the new clients and CA
+// before their next request); listen, metrics_address and the timeouts
+// and limits need a restart.
 type KeyServerFile struct {
 	// Listen is host:port to accept gmproxy's connections on, over mutual
 	// TLS, or unix:/path/to/socket for a Unix socket (created with mode

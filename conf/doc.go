@@ -452,7 +452,9 @@
 //   - upgrades (list of strings): upgrades lists the protocols a client may
 //     switch to through an HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT),
 //     e.g. [websocket]; other Upgrade requests are forwarded as ordinary
-//     requests without it. h2c is never tunnelled. Default [websocket].
+//     requests without it, as is one with a request body. h2c is never
+//     tunnelled. CONNECT other than an extended one is answered 501: gmproxy
+//     opens no tunnels to a client's choice of host. Default [websocket].
 //
 // # sites[].routes[].respond
 //
@@ -899,8 +901,10 @@
 // keyserver -c FILE), a separate program from the proxy: it holds SM2 private
 // keys and answers the key operations of gmproxy instances whose key_servers
 // entry points at it. Run it on a host that only the edge proxies can reach.
-// SIGHUP re-reads the file and replaces the served keys (listen, tls and
-// idle_timeout need a restart).
+// SIGHUP re-reads the file and its files and replaces the served keys, the
+// clients and the TLS certificate and client CA (connections already open are
+// checked against the new clients and CA before their next request); listen,
+// metrics_address and the timeouts and limits need a restart.
 //
 //   - listen (string): listen is host:port to accept gmproxy's connections on,
 //     over mutual TLS, or unix:/path/to/socket for a Unix socket (created with

@@ -559,7 +559,7 @@ func (v *validator) validateKeyServerFile(f *KeyServerFile) {
 		} else if pool, n := x509Pool(b); n == 0 {
 			v.errf("tls.client_ca", "the file must hold PEM RSA or ECDSA CA certificates", "no usable CA certificate in %q", t.ClientCA)
 		} else {
-			m.ClientCAs = pool
+			m.Policy.ClientCAs = pool
 		}
 		if kp := v.pair("tls", "cert", "key", t.Cert, t.Key, t.KeyPassword); kp != nil {
 			if isSM2(kp) {

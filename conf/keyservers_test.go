@@ -25,7 +25,7 @@ func TestKeyServerFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := f.Material
-	if m.Network != "tcp" || m.Addr != "127.0.0.1:7443" || m.Cert == nil || m.ClientCAs == nil {
+	if m.Network != "tcp" || m.Addr != "127.0.0.1:7443" || m.Cert == nil || m.Policy.ClientCAs == nil {
 		t.Errorf("material %+v", m)
 	}
 	// server_sign.enc.key is server_sign.key encrypted: served once.

@@ -160,12 +160,11 @@ type KeyServerFileMaterial struct {
 	Network, Addr string
 	// Cert is the key server's certificate with its key (tcp only).
 	Cert *tls.Certificate
-	// ClientCAs verify the clients' certificates (tcp only).
-	ClientCAs *x509.CertPool
 	// Keys are the served keys.
 	Keys []ServedKeyMaterial
-	// Policy is the keys with their names and roles, and the allowed
-	// clients (for a Unix socket: Local, allowed every key).
+	// Policy is the keys with their names and roles, the allowed clients
+	// (for a Unix socket: Local, allowed every key) and the CAs that
+	// verify the clients' certificates (tcp only).
 	Policy keyserver.Policy
 }
 

@@ -138,6 +138,12 @@ func (c *Client) call(ctx context.Context, op Op, keyID []byte, payload []byte) 
 	if len(c.eps) == 0 {
 		return nil, errors.New("key server: no endpoints")
 	}
+	if frameSize(keyID, payload) > MaxFrame {
+		// Refused here, alone: a peer's oversized input (a TLCP client's
+		// ClientKeyExchange ciphertext takes up to 64 KiB) must not fail
+		// the connection that other operations share, nor the endpoint.
+		return nil, errRequestTooLarge
+	}
 	parent := ctx
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -176,6 +182,8 @@ func (c *Client) call(ctx context.Context, op Op, keyID []byte, payload []byte) 
 	}
 	return nil, last
 }
+
+var errRequestTooLarge = fmt.Errorf("key server: request larger than a frame (%d bytes)", MaxFrame)
 
 // expired reports whether ctx is done or its deadline (also set on the
 // connections) has passed just before ctx noticed.
@@ -601,7 +609,14 @@ func (mc *muxConn) do(ctx context.Context, op Op, keyID, payload []byte) ([]byte
 	mc.pending[id] = ch
 	reads := mc.reads.Load()
 	mc.mu.Unlock()
-	if err := mc.w.write(id, byte(op), keyID, payload); err != nil {
+	// The request is written within the operation's own deadline, not
+	// only the writer's timeout: a key server that stopped reading holds
+	// no caller past its timeout.
+	deadline := time.Now().Add(mc.w.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := mc.w.writeBy(deadline, id, byte(op), keyID, payload); err != nil {
 		mc.close(err)
 	}
 	select {

@@ -131,6 +131,12 @@ type Policy struct {
 	// Local is the client of connections without TLS (Unix sockets, which
 	// file permissions protect); nil refuses them.
 	Local *Grant
+	// ClientCAs, when set, are the CAs the TLS clients' certificates
+	// chain to (the listener's tls.Config should verify new connections
+	// against the same pool): after SetPolicy, an open connection's
+	// certificate is verified against the new pool before its next
+	// request, so that a CA no longer trusted cuts its clients off.
+	ClientCAs *x509.CertPool
 }
 
 // SPKIHash returns the SHA-256 of cert's SubjectPublicKeyInfo, as matched
@@ -141,9 +147,10 @@ func SPKIHash(cert *x509.Certificate) [32]byte {
 
 // policy is a compiled Policy.
 type policy struct {
-	keys    map[[32]byte]*servedKey
-	clients []*clientPolicy
-	local   *clientPolicy
+	keys      map[[32]byte]*servedKey
+	clients   []*clientPolicy
+	local     *clientPolicy
+	clientCAs *x509.CertPool
 }
 
 type servedKey struct {
@@ -171,7 +178,7 @@ type stateKey struct {
 }
 
 func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error) {
-	cp := &policy{keys: map[[32]byte]*servedKey{}}
+	cp := &policy{keys: map[[32]byte]*servedKey{}, clientCAs: p.ClientCAs}
 	byName := map[string]*servedKey{}
 	for _, k := range p.Keys {
 		if k.Private == nil {
@@ -253,6 +260,21 @@ func (p *policy) identify(cert *x509.Certificate) *clientPolicy {
 		}
 	}
 	return nil
+}
+
+// verifies reports whether chain (a client's certificates as sent, leaf
+// first) chains to the policy's ClientCAs for client authentication; true
+// when the policy has none.
+func (p *policy) verifies(chain []*x509.Certificate) bool {
+	if p.clientCAs == nil {
+		return true
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: p.clientCAs, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
 }
 
 // SubjectString returns the subject of cert as Grant.Subject matches it:

@@ -217,9 +217,19 @@ func newFrameWriter(c net.Conn, timeout time.Duration) *frameWriter {
 	return &frameWriter{c: c, timeout: timeout, bw: bufio.NewWriterSize(c, 16<<10)}
 }
 
-// write sends the frame id, typ, a || b.
+// frameSize is the length field of a frame whose body is a || b.
+func frameSize(a, b []byte) int { return headerLen - 4 + len(a) + len(b) }
+
+// write sends the frame id, typ, a || b within the writer's timeout.
 func (w *frameWriter) write(id uint32, typ byte, a, b []byte) error {
-	n := headerLen - 4 + len(a) + len(b)
+	return w.writeBy(time.Now().Add(w.timeout), id, typ, a, b)
+}
+
+// writeBy sends the frame id, typ, a || b, by deadline at the latest.
+// A writer waiting for the lock behind a blocked one waits as long as
+// that one's deadline at most: then the writer has failed for all.
+func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []byte) error {
+	n := frameSize(a, b)
 	if n > MaxFrame {
 		return errors.New("frame too large")
 	}
@@ -231,12 +241,15 @@ func (w *frameWriter) write(id uint32, typ byte, a, b []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
+		// The deadline is set before the frame is buffered: a frame that
+		// overflows the buffer is written then, not at the flush, and must
+		// not go out under an old deadline or none (a new connection's).
+		w.c.SetWriteDeadline(deadline)
 		w.bw.Write(h[:])
 		w.bw.Write(a)
 		w.bw.Write(b)
 	}
 	if w.waiting.Add(-1) == 0 && w.err == nil {
-		w.c.SetWriteDeadline(time.Now().Add(w.timeout))
 		w.err = w.bw.Flush()
 	}
 	return w.err

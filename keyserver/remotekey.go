@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/emmansun/gmsm/ecdh"
@@ -67,8 +68,17 @@ func (k *RemoteKey) SignContext(ctx context.Context, _ io.Reader, digest []byte,
 	case *sm2.SM2SignerOption:
 		return nil, errGMSMOption
 	}
-	return k.client.call(ctx, OpSign, k.id[:], e)
+	sig, err := k.client.call(ctx, OpSign, k.id[:], e)
+	// A signature that does not verify (a key server serving another key
+	// under this one's ID, a corrupt answer) fails here, naming the key
+	// server, not at the peer as a failed handshake.
+	if err == nil && !sm2.VerifyASN1(k.pub, e, sig) {
+		return nil, errBadSignature
+	}
+	return sig, err
 }
+
+var errBadSignature = errors.New("key server: the signature answered does not verify under the key's public key")
 
 // Decrypt implements crypto.Decrypter.
 func (k *RemoteKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
@@ -90,5 +100,9 @@ func (k *RemoteKey) SM2KeyAgree(ctx context.Context, ephemeral *ecdh.PrivateKey,
 		return nil, errors.New("key server: bad key agreement arguments")
 	}
 	a := &keyAgreementArgs{eph: ephemeral, peerStatic: peerStatic, peerEph: peerEphemeral, responder: responder, keyLen: keyLen, uid: uid, peerUID: peerUID}
-	return k.client.call(ctx, OpKeyAgreement, k.id[:], appendKeyAgreement(make([]byte, 0, 32+65+65+1+2+4+len(uid)+len(peerUID)), a))
+	out, err := k.client.call(ctx, OpKeyAgreement, k.id[:], appendKeyAgreement(make([]byte, 0, 32+65+65+1+2+4+len(uid)+len(peerUID)), a))
+	if err == nil && len(out) != keyLen {
+		return nil, fmt.Errorf("key server: key agreement answered %d bytes, %d asked", len(out), keyLen)
+	}
+	return out, err
 }

@@ -297,44 +297,51 @@ func (s *Server) refused(reason string, c net.Conn, detail string) {
 }
 
 // greet runs the TLS handshake and the greeting within HandshakeTimeout
-// and returns the connection's client, or nil after refusing it.
-func (s *Server) greet(c net.Conn, br *bufio.Reader) *clientPolicy {
+// and returns the connection's client with the policy that named it and
+// its verified certificate chain as sent (nil on a Unix socket), or nil
+// after refusing it.
+func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []*x509.Certificate) {
 	deadline := time.Now().Add(orDefault(s.HandshakeTimeout, DefaultHandshakeTimeout))
 	c.SetDeadline(deadline)
 	var cert *x509.Certificate
+	var chain []*x509.Certificate
 	if tc, ok := c.(*tls.Conn); ok {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
 			s.refused(RefusedHandshake, c, err.Error())
-			return nil
+			return nil, nil, nil
 		}
-		certs := tc.ConnectionState().PeerCertificates
-		if len(certs) == 0 {
-			s.refused(RefusedIdentity, c, "no client certificate")
-			return nil
+		// The identity is taken from a certificate the TLS layer verified
+		// only: a tls.Config that asks for a certificate without verifying
+		// it (RequireAnyClientCert) must not let any self-made one in.
+		st := tc.ConnectionState()
+		if len(st.PeerCertificates) == 0 || len(st.VerifiedChains) == 0 {
+			s.refused(RefusedIdentity, c, "no verified client certificate")
+			return nil, nil, nil
 		}
-		cert = certs[0]
+		chain = st.PeerCertificates
+		cert = chain[0]
 	}
 	v, _, err := readHello(br)
 	switch {
 	case errors.Is(err, errV1):
 		s.refused(RefusedVersion, c, "protocol version 1 client")
 		c.Write(appendV1Error(nil, fmt.Sprintf("key server protocol version %d: this client speaks version 1; upgrade gmproxy to the key server's release", Version)))
-		return nil
+		return nil, nil, nil
 	case err != nil:
 		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
-		return nil
+		return nil, nil, nil
 	}
 	if v != Version {
 		s.refused(RefusedVersion, c, fmt.Sprintf("client speaks protocol version %d, server %d", v, Version))
 		c.Write(appendHello(nil, Version))
-		return nil
+		return nil, nil, nil
 	}
 	if _, err := c.Write(appendHello(nil, Version)); err != nil {
 		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
-		return nil
+		return nil, nil, nil
 	}
 	p := s.policy.Load()
 	var cp *clientPolicy
@@ -349,18 +356,22 @@ func (s *Server) greet(c net.Conn, br *bufio.Reader) *clientPolicy {
 		s.refused(RefusedIdentity, c, who)
 		w := newFrameWriter(c, writeTimeout)
 		w.write(0, byte(CodeForbidden), []byte("client identity not in the key server's allow-list"), nil)
-		return nil
+		return nil, nil, nil
 	}
 	c.SetDeadline(time.Time{})
-	return cp
+	return cp, p, chain
 }
 
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 16<<10)
-	cp := s.greet(c, br)
+	cp, pol, chain := s.greet(c, br)
 	if cp == nil {
 		return
+	}
+	var cert *x509.Certificate
+	if len(chain) > 0 {
+		cert = chain[0]
 	}
 	client := cp.Name
 	fr := &frameReader{br: br}
@@ -392,14 +403,41 @@ func (s *Server) serveConn(c net.Conn) {
 		if id == 0 {
 			return // IDs start at 1: a confused peer
 		}
-		// The policy may have changed since the greeting: use the current
-		// one's entry for this client (dropped clients lose access).
-		p := s.policy.Load()
-		cp = p.client(cp)
-		if cp == nil {
-			w.write(id, byte(CodeForbidden), []byte("client removed from the allow-list"), nil)
+		// The policy may have changed since the greeting: the connection's
+		// certificate is matched against the current allow-list as a new
+		// connection's would be (a reload that gives it another, narrower
+		// grant or none applies to it too), and verified against the new
+		// ClientCAs; a connection without TLS takes the current Local
+		// grant (a TLS client never does: identify).
+		why := ""
+		if p := s.policy.Load(); p != pol {
+			pol = p
+			if cert != nil && !p.verifies(chain) {
+				cp, why = nil, "client certificate no longer chains to the key server's client CAs"
+			} else {
+				cp = p.identify(cert)
+			}
+			if cp != nil {
+				client = cp.Name
+			}
+		}
+		switch {
+		case why != "":
+		case cp == nil:
+			why = "client removed from the allow-list"
+		case cert != nil && time.Now().After(cert.NotAfter):
+			// Verified at the handshake; a connection does not outlive it.
+			why = "client certificate expired"
+		}
+		if why != "" {
+			s.finish(client, request{op: Op(typ), keyName: "unknown", code: CodeForbidden}, 0)
+			if s.Logger != nil {
+				s.Logger.Warn("key server request refused: connection closed", "client", client, "remote", c.RemoteAddr().String(), "reason", why)
+			}
+			w.write(id, byte(CodeForbidden), []byte(why), nil)
 			return
 		}
+		p := pol
 		r := s.admit(p, cp, Op(typ), body)
 		if r.code != CodeOK {
 			s.finish(client, r, 0)
@@ -452,26 +490,6 @@ func (s *Server) serveConn(c net.Conn) {
 func isEOF(err error) bool {
 	var ne net.Error
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// client returns the entry of the current policy for the client cp of
-// an older one (the same pointer when the policy did not change).
-func (p *policy) client(cp *clientPolicy) *clientPolicy {
-	if cp.local {
-		// A Unix-socket client keeps the Local grant, and a TLS client
-		// never takes it: a TLS client named like it (or left on a
-		// listener after a reload to a Unix socket) must not get its keys.
-		if p.local != nil && (p.local == cp || p.local.Name == cp.Name) {
-			return p.local
-		}
-		return nil
-	}
-	for _, c := range p.clients {
-		if c == cp || (c.Name == cp.Name && c.Subject == cp.Subject && c.spki == cp.spki) {
-			return c
-		}
-	}
-	return nil
 }
 
 // request is an admitted (or refused) request.

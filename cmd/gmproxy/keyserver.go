@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,12 +80,14 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		return 1
 	}
 	defer stopMetrics()
-	ln, err := keyServerListen(&cfg.Material)
+	var tlsCfg atomic.Pointer[tls.Config]
+	tlsCfg.Store(keyServerTLS(&cfg.Material))
+	ln, err := keyServerListen(&cfg.Material, &tlsCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
 		return 1
 	}
-	return serveKeyServer(log, *file, cfg, ks, ln, sigs, ready)
+	return serveKeyServer(log, *file, cfg, ks, ln, sigs, ready, &tlsCfg)
 }
 
 // newKeyServer builds the key server for cfg and logs the keys it serves.
@@ -103,9 +106,10 @@ func newKeyServer(log *slog.Logger, cfg *conf.KeyServerFile) (*keyserver.Server,
 }
 
 // serveKeyServer serves ln until the listener fails or a shutdown signal
-// arrives on sigs, reloading the keys from file on SIGHUP, and returns the
-// exit status.
-func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *keyserver.Server, ln net.Listener, sigs <-chan os.Signal, ready func(addr string)) int {
+// arrives on sigs, reloading the keys, the clients and the TLS material
+// (into tlsCfg, which ln's handshakes read) from file on SIGHUP, and
+// returns the exit status.
+func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *keyserver.Server, ln net.Listener, sigs <-chan os.Signal, ready func(addr string), tlsCfg *atomic.Pointer[tls.Config]) int {
 	served := make(chan error, 1)
 	go func() { served <- ks.Serve(ln) }()
 	addr := ln.Addr().String()
@@ -125,7 +129,7 @@ func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *
 				continue
 			}
 			if sig == syscall.SIGHUP {
-				reloadKeys(log, file, cfg, ks)
+				reloadKeys(log, file, cfg, ks, tlsCfg)
 				continue
 			}
 			log.Info("signal received: graceful shutdown", "signal", sig.String(), "grace", cfg.ShutdownGrace)
@@ -154,10 +158,12 @@ func shutdownKeyServer(log *slog.Logger, cfg *conf.KeyServerFile, ks *keyserver.
 }
 
 // reloadKeys re-reads the configuration file and replaces the served keys
-// (SIGHUP) and the allowed clients with their roles and limits. An
-// invalid file keeps the running ones; listen, tls, metrics_address and
-// the server's timeouts and limits need a restart.
-func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *keyserver.Server) {
+// (SIGHUP), the allowed clients with their roles and limits, and the TLS
+// certificate and client CAs (the files are read again: a CA replaced in
+// the same file is applied, to open connections too). An invalid file
+// keeps the running ones; listen, metrics_address and the server's
+// timeouts and limits need a restart.
+func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *keyserver.Server, tlsCfg *atomic.Pointer[tls.Config]) {
 	log.Info("SIGHUP: reloading the keys")
 	cfg, err := conf.LoadKeyServer(file)
 	if err != nil {
@@ -174,16 +180,35 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 		log.Error("reload refused, keeping the running keys", "err", err)
 		return
 	}
-	if cfg.Listen != running.Listen || cfg.TLS != running.TLS || cfg.IdleTimeout != running.IdleTimeout || cfg.HandshakeTimeout != running.HandshakeTimeout ||
+	if cfg.Material.Network == "tcp" {
+		tlsCfg.Store(keyServerTLS(&cfg.Material))
+	}
+	if cfg.Listen != running.Listen || cfg.IdleTimeout != running.IdleTimeout || cfg.HandshakeTimeout != running.HandshakeTimeout ||
 		cfg.MaxConnections != running.MaxConnections || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
-		log.Warn("listen, tls, metrics_address or a timeout or limit of the key server changed: restart it to apply them")
+		log.Warn("listen, metrics_address or a timeout or limit of the key server changed: restart it to apply them")
 	}
 	log.Info("keys reloaded", "keys", ks.Len(), "clients", len(cfg.Material.Policy.Clients))
 }
 
-// keyServerListen opens the key server's socket: mutual TLS 1.3 on TCP, or
-// a Unix socket with mode 0600 (a stale socket file is replaced).
-func keyServerListen(m *conf.KeyServerFileMaterial) (net.Listener, error) {
+// keyServerTLS is the TLS configuration of a key server on TCP: mutual
+// TLS 1.3, clients verified against m's client CAs (nil on a Unix socket).
+func keyServerTLS(m *conf.KeyServerFileMaterial) *tls.Config {
+	if m.Network != "tcp" {
+		return nil
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{*m.Cert},
+		ClientCAs:    m.Policy.ClientCAs,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS13,
+	}
+}
+
+// keyServerListen opens the key server's socket: mutual TLS 1.3 on TCP
+// with the configuration in tlsCfg when each handshake starts (a reload
+// replaces it), or a Unix socket with mode 0600 (a stale socket file is
+// replaced).
+func keyServerListen(m *conf.KeyServerFileMaterial, tlsCfg *atomic.Pointer[tls.Config]) (net.Listener, error) {
 	if m.Network == "unix" {
 		if fi, err := os.Lstat(m.Addr); err == nil {
 			if fi.Mode()&fs.ModeSocket == 0 {
@@ -200,10 +225,10 @@ func keyServerListen(m *conf.KeyServerFileMaterial) (net.Listener, error) {
 		return ln, nil
 	}
 	tc := &tls.Config{
-		Certificates: []tls.Certificate{*m.Cert},
-		ClientCAs:    m.ClientCAs,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
+		MinVersion: tls.VersionTLS13,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return tlsCfg.Load(), nil
+		},
 	}
 	// The server runs the TLS handshakes itself, within its
 	// handshake_timeout.

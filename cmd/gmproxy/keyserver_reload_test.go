@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/keyserver"
+)
+
+// TestKeyServerReloadsClientCA: the operator replaces the contents of
+// tls.client_ca (to stop trusting a compromised CA) and sends SIGHUP. The
+// new CA is applied at once: a certificate of the old CA is refused on a
+// new connection and on the connection it already had open (its next
+// request is forbidden), and a certificate of the new CA with the same
+// subject is served.
+func TestKeyServerReloadsClientCA(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	ksFile := filepath.Join(dir, "keyserver.yaml")
+	if err := os.WriteFile(ksFile, []byte(`listen: 127.0.0.1:0
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys: [{key: server_sign.key, cert: server_sign.crt}]
+clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ks := startKeyServerCmd(t, "-c", ksFile)
+	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key server's own certificate comes from the same CA.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	oldCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "keyserver_client.crt"), filepath.Join(dir, "keyserver_client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(cert tls.Certificate) *keyserver.Client {
+		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+		kc := &keyserver.Client{Timeout: 5 * time.Second, Conns: 1, Endpoints: []keyserver.Endpoint{{Address: ks.addr, Dial: func(ctx context.Context) (net.Conn, error) {
+			return (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", ks.addr)
+		}}}}
+		t.Cleanup(kc.Close)
+		return kc
+	}
+	open := client(oldCert)
+	if err := open.Ping(context.Background()); err != nil {
+		t.Fatalf("client of the configured CA: %v", err)
+	}
+
+	// Another CA replaces the old one in the same file, and issues a
+	// client certificate with the subject the grant names.
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "new key server client CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, _ := x509.ParseCertificate(caDER)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "gmproxy", Organization: []string{"gmproxy test PKI"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+	newCert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	if err := client(newCert).Ping(context.Background()); err == nil {
+		t.Fatal("a certificate of a CA not yet configured was served")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "keyserver_ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ks.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return strings.Contains(ks.stderr.String(), "keys reloaded") })
+
+	if err := client(oldCert).Ping(context.Background()); err == nil {
+		t.Error("after the reload, a new connection with a certificate of the replaced CA is served")
+	}
+	if err := open.Ping(context.Background()); !errors.Is(err, keyserver.ErrForbidden) {
+		t.Errorf("after the reload, the connection the replaced CA's certificate had open: %v, want forbidden", err)
+	}
+	if err := client(newCert).Ping(context.Background()); err != nil {
+		t.Errorf("after the reload, a certificate of the new CA: %v", err)
+	}
+}

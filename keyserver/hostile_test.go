@@ -1,0 +1,426 @@
+package keyserver
+
+// Hostile clients, hostile key servers and stalled peers: each test is
+// one way a peer misbehaves, and the check that stops it.
+
+import (
+	"bufio"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// TestOversizedRequestFailsAlone: one request too large for a frame (an
+// SM2 "ciphertext" a TLCP client put in its ClientKeyExchange, up to 64
+// KiB there) fails alone, before anything is sent: the operation in
+// flight on the same shared connection is answered once, and the
+// endpoint is not marked down.
+func TestOversizedRequestFailsAlone(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	started, release := make(chan struct{}, 8), make(chan struct{})
+	var runs atomic.Int32
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.runHook = func(op Op, p []byte) {
+			if op == OpSign && p[0] == 1 {
+				runs.Add(1)
+				started <- struct{}{}
+				<-release
+			}
+		}
+	})
+	buf := &testpeer.SyncBuffer{}
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns, kc.Logger = 1, bufLogger(buf)
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		d := make([]byte, 32)
+		d[0] = 1
+		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, d, crypto.Hash(0))
+		errc <- err
+	}()
+	testpeer.Recv(t, started, "operation held on the key server")
+	// A hostile TLS client's oversized ciphertext, decrypted through the
+	// same client.
+	big := make([]byte, MaxFrame)
+	big[0] = 0x30
+	if _, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, big, nil); err == nil {
+		t.Fatal("oversized ciphertext decrypted")
+	}
+	close(release)
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("operation in flight on the same connection failed: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("operation in flight not answered")
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the operation in flight ran %d times on the key server: its connection was closed under it", n)
+	}
+	if strings.Contains(buf.String(), "endpoint down") {
+		t.Errorf("one oversized request marked the key server down:\n%s", buf.String())
+	}
+}
+
+// TestReloadReidentifiesOpenConnections: a reload that makes a
+// certificate match another, narrower grant (first in the list) applies
+// to the connections already open with it, not only to new ones: health
+// pings keep a connection open indefinitely.
+func TestReloadReidentifiesOpenConnections(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, cert := pki.client(t, "edge")
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns = 1
+	ctx := context.Background()
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("pre-master"))
+	if _, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); err != nil {
+		t.Fatal(err)
+	}
+	// This one certificate (say, of a compromised edge) is pinned to a
+	// grant of the signing key only, ahead of the subject grant.
+	h := SPKIHash(cert)
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{
+		{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}},
+		grantAll("edge", keys),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newClient(t, cliTLS, ks.addr)
+	if _, err := remote(t, fresh, keys[1]).DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("new connection: err = %v, want forbidden", err)
+	}
+	if pt, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrForbidden) {
+		t.Errorf("open connection of the same certificate still decrypts after the reload: %q, %v", pt, err)
+	}
+}
+
+// TestExpiredCertificateEndsAccess: the client certificate is verified
+// at the handshake, and a connection does not outlive it: a request after
+// its NotAfter is refused.
+func TestExpiredCertificateEndsAccess(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	notAfter := time.Now().Add(2 * time.Second)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(99), Subject: pkix.Name{CommonName: "edge", Organization: []string{"test"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, pki.ca, &k.PublicKey, pki.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliTLS := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: k}}, RootCAs: pki.pool, ServerName: "keyserver", MinVersion: tls.VersionTLS13}
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns = 1
+	rk := remote(t, kc, keys[0])
+	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(notAfter) + 500*time.Millisecond)
+	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err == nil {
+		t.Error("a connection whose client certificate has expired still signs")
+	}
+}
+
+// TestRemovedClientRefusalAudited: a request of a client that a reload
+// removed is refused (forbidden), the connection closed, and the refusal
+// counted in the metrics and the audit like any other.
+func TestRemovedClientRefusalAudited(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Observer = obs })
+	kc := newClient(t, cliTLS, ks.addr)
+	rk := remote(t, kc, keys[0])
+	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("other", keys)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("removed client: err = %v", err)
+	}
+	n := obs.get(func(r *recObserver) int {
+		s := 0
+		for k, v := range r.ops {
+			if strings.HasSuffix(k, "/forbidden") {
+				s += v
+			}
+		}
+		return s
+	})
+	if n == 0 {
+		t.Error("the refused request of a removed client is neither counted nor audited")
+	}
+}
+
+// TestFrameWriterFreshDeadline: two answers written in one burst (the
+// second writer already waiting, so the first does not flush) that
+// overflow the 16 KiB buffer are written when buffered, under a deadline
+// set then, not under the previous flush's, long past on an idle
+// connection: a peer that reads everything gets them.
+func TestFrameWriterFreshDeadline(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	go io.Copy(io.Discard, c2) // a peer that reads everything at once
+	w := newFrameWriter(c1, 100*time.Millisecond)
+	if err := w.write(1, 0, nil, nil); err != nil { // sets the deadline
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // an idle connection
+	// Two answers arrive while a third write holds the writer.
+	w.mu.Lock()
+	errc := make(chan error, 2)
+	for i := range 2 {
+		go func() { errc <- w.write(uint32(2+i), 0, make([]byte, 10<<10), nil) }()
+	}
+	for i := 0; w.waiting.Load() < 2 && i < 500; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Unlock()
+	for range 2 {
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Errorf("answer to a reading peer failed: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("write hangs")
+		}
+	}
+}
+
+// fakeKeyServer is a hostile key server on loopback: it greets, then
+// answers every request with code ok and body.
+func fakeKeyServer(t *testing.T, body []byte) Endpoint {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for range 16 {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				if _, _, err := readHello(br); err != nil {
+					return
+				}
+				c.Write(appendHello(nil, Version))
+				fr := &frameReader{br: br}
+				w := newFrameWriter(c, time.Second)
+				for range 100 {
+					id, _, _, err := fr.next()
+					if err != nil {
+						return
+					}
+					w.write(id, byte(CodeOK), body, nil)
+				}
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	return Endpoint{Address: addr, Dial: func(ctx context.Context) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}}
+}
+
+// TestRemoteKeyAgreementLengthChecked: a key server answering a
+// key_agreement of keyLen 48 with one byte is not believed: that byte
+// would be the TLCP pre-master secret.
+func TestRemoteKeyAgreementLengthChecked(t *testing.T) {
+	kc := &Client{Endpoints: []Endpoint{fakeKeyServer(t, []byte{7})}, Timeout: 5 * time.Second}
+	t.Cleanup(kc.Close)
+	priv, _ := sm2.GenerateKey(rand.Reader)
+	rk, err := NewRemoteKey(kc, &priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eph, _ := ecdh.P256().GenerateKey(rand.Reader)
+	out, err := rk.SM2KeyAgree(context.Background(), eph, eph.PublicKey(), eph.PublicKey(), false, 48, nil, nil)
+	if err == nil && len(out) != 48 {
+		t.Errorf("key agreement of 48 bytes returned %d bytes without error", len(out))
+	}
+}
+
+// TestRemoteSignatureVerified: a key server answering a signature request
+// with bytes that are no signature of the digest under the key is not
+// believed: the error names the key server, rather than the handshake
+// failing at the peer.
+func TestRemoteSignatureVerified(t *testing.T) {
+	kc := &Client{Endpoints: []Endpoint{fakeKeyServer(t, []byte("not a signature"))}, Timeout: 5 * time.Second}
+	t.Cleanup(kc.Close)
+	priv, _ := sm2.GenerateKey(rand.Reader)
+	rk, err := NewRemoteKey(kc, &priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := make([]byte, 32)
+	sig, err := rk.SignContext(context.Background(), nil, digest, crypto.Hash(0))
+	if err == nil && !sm2.VerifyASN1(&priv.PublicKey, digest, sig) {
+		t.Errorf("a signature that does not verify was accepted: %q", sig)
+	}
+}
+
+// TestStalledWriteBoundedByTimeout: on a key server connection that stops
+// reading (a stalled or black-holed peer with full buffers), an operation
+// returns within the Client's Timeout (3 s by default in gmproxy), not
+// after the writer's own 10 s.
+func TestStalledWriteBoundedByTimeout(t *testing.T) {
+	ep := Endpoint{Address: "stalled", Dial: func(ctx context.Context) (net.Conn, error) {
+		c, s := net.Pipe()
+		go func() {
+			br := bufio.NewReader(s)
+			if _, _, err := readHello(br); err != nil {
+				return
+			}
+			s.Write(appendHello(nil, Version))
+			// Then reads nothing: the request write blocks.
+			time.Sleep(15 * time.Second)
+			s.Close()
+		}()
+		return c, nil
+	}}
+	kc := &Client{Endpoints: []Endpoint{ep}, Timeout: 300 * time.Millisecond}
+	t.Cleanup(kc.Close)
+	priv, _ := sm2.GenerateKey(rand.Reader)
+	rk, err := NewRemoteKey(kc, &priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("operation with a 300ms timeout returned after %s (%v)", d.Round(time.Millisecond), err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("operation never returned")
+	}
+}
+
+// TestUnverifiedCertificateRefused: behind a tls.Config that asks for a
+// client certificate without verifying it (RequireAnyClientCert, a
+// misconfigured embedding), a self-signed certificate naming
+// "CN=edge,O=test" does not get edge's keys: the identity comes from a
+// verified chain only.
+func TestUnverifiedCertificateRefused(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	pki.server.ClientAuth = tls.RequireAnyClientCert // a misconfigured embedding
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(5), Subject: pkix.Name{CommonName: "edge", Organization: []string{"test"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k) // self-signed
+	own := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	cfg := &tls.Config{GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return own, nil },
+		RootCAs: pki.pool, ServerName: "keyserver", MinVersion: tls.VersionTLS13}
+	rk := remote(t, newClient(t, cfg, ks.addr), keys[0])
+	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err == nil {
+		t.Error("a self-signed certificate was identified as the client edge and signed")
+	}
+}
+
+// TestFrameWriterDeadlineBeforeFirstFlush: on a new connection (greet
+// clears the deadline) a burst of answers that overflows the buffer
+// before the first flush is written under a deadline too: a peer that
+// stops reading cannot block the writer, and the read loop behind its
+// lock, for ever.
+func TestFrameWriterDeadlineBeforeFirstFlush(t *testing.T) {
+	c1, c2 := net.Pipe() // c2 never reads
+	w := newFrameWriter(c1, 100*time.Millisecond)
+	w.mu.Lock()
+	errc := make(chan error, 2)
+	for i := range 2 {
+		go func() { errc <- w.write(uint32(1+i), 0, make([]byte, 10<<10), nil) }()
+	}
+	for i := 0; w.waiting.Load() < 2 && i < 500; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Unlock()
+	defer func() { c1.Close(); c2.Close() }() // unblocks the writers
+	for range 2 {
+		select {
+		case <-errc:
+		case <-time.After(3 * time.Second):
+			t.Fatal("a write to a peer that does not read is still blocked after 30x the write timeout")
+		}
+	}
+}
+
+// TestReloadedClientCAsCutOpenConnections: a reload whose ClientCAs no
+// longer hold the CA of an open connection's certificate (a CA no longer
+// trusted) refuses that connection's next request; one whose ClientCAs
+// still hold it keeps the connection serving.
+func TestReloadedClientCAsCutOpenConnections(t *testing.T) {
+	keys := testKeys(t)
+	pki, other := newTestPKI(t), newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	policy := func(cas *x509.CertPool) *Policy {
+		return &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}, ClientCAs: cas}
+	}
+	ks := startServer(t, pki, policy(pki.pool), nil)
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns = 1
+	rk := remote(t, kc, keys[0])
+	sign := func() error {
+		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		return err
+	}
+	if err := sign(); err != nil {
+		t.Fatal(err)
+	}
+	both := other.pool.Clone()
+	both.AddCert(pki.ca)
+	if err := ks.s.SetPolicy(policy(both)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sign(); err != nil {
+		t.Errorf("after a reload that keeps its CA: %v", err)
+	}
+	if err := ks.s.SetPolicy(policy(other.pool)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sign(); !errors.Is(err, ErrForbidden) {
+		t.Errorf("after a reload that drops its CA, the open connection: %v, want forbidden", err)
+	}
+}
