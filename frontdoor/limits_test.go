@@ -1,6 +1,8 @@
 package frontdoor
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -280,8 +282,9 @@ func TestServerGaugesReturnToZero(t *testing.T) {
 		{"malformed_hello", ListenerConfig{MaxHandshakesPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
 			c := dial("127.0.0.1")
 			c.Write([]byte{0x16, 3, 1, 0, 4, typeClientHello, 0, 0, 0})
-			if !refusedNow(t, c) {
-				t.Fatal("not closed")
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if got, err := io.ReadAll(c); err != nil || !bytes.Equal(got, alertRecord(0x0303, alertDecodeError)) {
+				t.Fatalf("answered %x (%v), want a decode_error alert and the close", got, err)
 			}
 		}, "", ReasonProtocolError},
 		{"proxy_protocol", ListenerConfig{MaxHandshakesPerClient: 5}, true, func(t *testing.T, s *Server, dial dialer) {
@@ -378,4 +381,62 @@ func TestServerPerClientShared(t *testing.T) {
 	}
 	releases[1]() // server 1's connection closes
 	waitFor(t, "server 1's connection given back", func() bool { return dial(0) == nil })
+}
+
+// TestHandshakeConnCloseGivesNothingBack: a Conn returned by the public
+// Server.Handshake (not through Serve) was never counted in Conns nor
+// reported to ConnAccepted, so its Close gives back nothing: were it to
+// take one off Conns and report ConnClosed, each such close would let
+// Serve admit one connection more than MaxConns, and the gauges would go
+// negative.
+func TestHandshakeConnCloseGivesNothingBack(t *testing.T) {
+	sites, pool := tlsSites(t)
+	obs := newGaugeObserver()
+	cfg := &ListenerConfig{Name: "l", TLS: true, MaxConns: 1, Sites: sites}
+	s, addr, release := startHoldingServer(t, cfg, obs)
+	defer release()
+
+	// One connection handshaken by hand through the public Handshake.
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go func() {
+		c := tls.Client(b, &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+		if c.Handshake() == nil {
+			io.Copy(io.Discard, c) // take the close_notify
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := s.Handshake(ctx, cfg, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if n := s.Conns(); n != 0 {
+		t.Errorf("Conns() = %d after closing a Handshake() connection that Serve never counted, want 0", n)
+	}
+	obs.mu.Lock()
+	acc, cl := obs.accepted, obs.closed
+	obs.mu.Unlock()
+	if cl != acc {
+		t.Errorf("observer: %d ConnAccepted, %d ConnClosed", acc, cl)
+	}
+
+	// MaxConns is 1: while one Serve connection is held, a second one must
+	// be refused.
+	dial := func() error {
+		c := tls.Client(dialFrom(t, "127.0.0.1", addr), &tls.Config{ServerName: "a.example.cn", RootCAs: pool})
+		if err := c.Handshake(); err != nil {
+			return err
+		}
+		_, err := c.Read(make([]byte, 3))
+		return err
+	}
+	if err := dial(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(); err == nil {
+		t.Errorf("MaxConns 1: a second concurrent connection was served")
+	}
 }

@@ -321,7 +321,7 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 		s.obs.ConnClosed(cfg.Name)
 		return
 	}
-	c.cl = cl
+	c.srv, c.cl = s, cl
 	c.unsettled.Store(true) // s.wg's count passes to c (Settled)
 	s.handler(c)
 	c.Settled()
@@ -374,6 +374,9 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	if err != nil {
 		if sn.kind == KindTLS || sn.kind == KindTLCP {
 			st.Family = familyOf(sn.kind)
+			if desc, ok := sniffAlert(err); ok {
+				raw.Write(alertRecord(alertVersion(sn.kind), desc))
+			}
 		}
 		if errors.Is(err, errHandshakeBytes) {
 			s.obs.ConnRefused(cfg.Name, RefuseMaxHandshakeBytes)
@@ -396,7 +399,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		st.SNI = sn.hello.ServerName
 		site = cfg.Sites.Lookup(st.SNI)
 		if !cfg.TLCP || site == nil || site.TLCP == nil {
-			raw.Write(alertRecord(versionTLCP, alertHandshakeFailure))
+			raw.Write(alertRecord(alertVersion(KindTLCP), alertHandshakeFailure))
 			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: TLCP not served here")))
 		}
 		hs = site.TLCP
@@ -405,7 +408,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		st.SNI = h.ServerName
 		site = cfg.Sites.Lookup(st.SNI)
 		if site == nil {
-			raw.Write(alertRecord(0x0303, alertHandshakeFailure))
+			raw.Write(alertRecord(alertVersion(KindTLS), alertHandshakeFailure))
 			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: no site")))
 		}
 		tlsOK := cfg.TLS && site.TLS != nil && !h.OffersOnlyGMSuites()
@@ -419,13 +422,13 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 				break
 			}
 			st.Family = FamilyTLCP
-			raw.Write(alertRecord(0x0303, alertHandshakeFailure))
+			raw.Write(alertRecord(alertVersion(KindTLS), alertHandshakeFailure))
 			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: TLS hello with TLCP suites refused so the client falls back to TLCP")))
 		case tlsOK:
 			st.Family, hs = FamilyTLS, site.TLS
 		default:
 			st.Family = FamilyTLS
-			raw.Write(alertRecord(0x0303, alertHandshakeFailure))
+			raw.Write(alertRecord(alertVersion(KindTLS), alertHandshakeFailure))
 			return fail(Reasoned(ReasonNoSharedCipher, errors.New("handshake: no protocol of this listener matches the hello")))
 		}
 	default:
@@ -451,7 +454,9 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	}
 	ps.HandshakeDuration = time.Since(start)
 	s.obs.HandshakeDone(HandshakeEvent{State: ps})
-	c := &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs, srv: s, listener: cfg.Name, start: start}
+	// srv (what Close gives back: the count, the client's share) is set
+	// by Serve, which took them; a Handshake caller's Conn has none.
+	c := &Conn{Conn: est.Conn, state: ps, stats: est.Stats, obs: s.obs, listener: cfg.Name, start: start}
 	if est.Stats == nil {
 		c.rec, _ = est.Conn.(recordStats)
 	}

@@ -254,12 +254,39 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// alertVersion is the record version of the front door's alerts to a
+// first flight of kind (TLS or TLCP).
+func alertVersion(kind Kind) uint16 {
+	if kind == KindTLCP {
+		return versionTLCP
+	}
+	return 0x0303
+}
+
 // alertRecord builds a fatal alert record with the given record version.
 func alertRecord(vers uint16, desc byte) []byte {
 	return []byte{recordTypeAlert, byte(vers >> 8), byte(vers), 0, 2, 2, desc}
 }
 
+// sniffAlert is the fatal alert that answers a first flight the sniffer
+// refused with err, as the stacks behind it answer such a message (RFC
+// 8446 §6.2, GB/T 38636 §6.4.2): false for errors that are not the
+// peer's message (a read that failed, the listener's byte bound).
+func sniffAlert(err error) (byte, bool) {
+	switch {
+	case errors.Is(err, errBadHello):
+		return alertDecodeError, true
+	case errors.Is(err, errNotHello), errors.Is(err, errBadRecord):
+		return alertUnexpectedMessage, true
+	case errors.Is(err, errHelloTooLarge):
+		return alertIllegalParameter, true // as OpenSSL and Tongsuo answer an excessive message
+	}
+	return 0, false
+}
+
 const (
+	alertUnexpectedMessage  = 10
+	alertDecodeError        = 50
 	alertHandshakeFailure   = 40
 	alertProtocolVersion    = 70
 	alertUnrecognizedName   = 112

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"golang.org/x/crypto/cryptobyte"
 
@@ -294,5 +295,54 @@ func TestSniffDeclaredLengthTooLarge(t *testing.T) {
 	_, err := sniff(bytes.NewReader(in), nil)
 	if !errors.Is(err, errHelloTooLarge) {
 		t.Fatalf("err = %v, want errHelloTooLarge before the rest of the hello", err)
+	}
+}
+
+// TestMalformedHelloGetsAlert: a first flight the sniffer cannot parse
+// gets the fatal alert the stacks behind it would send (RFC 8446 §6.2),
+// in a record of its protocol's version, before the close: decode_error
+// for a ClientHello whose session_id is 33 bytes (over the 32 of RFC 8446
+// §4.1.2; TLS and TLCP), unexpected_message for a handshake message that
+// is not a ClientHello and for an alert record in its place.
+func TestMalformedHelloGetsAlert(t *testing.T) {
+	sites, _ := tlsSites(t)
+	for _, tc := range []struct {
+		name   string
+		flight []byte
+		want   []byte // the alert record
+	}{
+		{"session_id_33", func() []byte {
+			body := []byte{3, 3}
+			body = append(body, make([]byte, 32)...) // random
+			body = append(body, 33)                  // session_id length 33
+			body = append(body, make([]byte, 33)...)
+			body = append(body, 0, 2, 0x13, 0x01, 1, 0)
+			msg := append([]byte{typeClientHello, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+			return append([]byte{recordTypeHandshake, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
+		}(), alertRecord(0x0303, alertDecodeError)},
+		{"not_a_client_hello", []byte{recordTypeHandshake, 3, 1, 0, 4, 2, 0, 0, 0}, alertRecord(0x0303, alertUnexpectedMessage)},
+		{"tlcp_alert_record", []byte{recordTypeHandshake, 1, 1, 0, 2, 1, 0, recordTypeAlert, 1, 1, 0, 2, 2, 40}, alertRecord(versionTLCP, alertUnexpectedMessage)},
+		{"tlcp_session_id_33", func() []byte {
+			body := []byte{1, 1}
+			body = append(body, make([]byte, 32)...)
+			body = append(body, 33)
+			body = append(body, make([]byte, 33)...)
+			body = append(body, 0, 2, 0xe0, 0x13, 1, 0)
+			msg := append([]byte{typeClientHello, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+			return append([]byte{recordTypeHandshake, 1, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
+		}(), alertRecord(versionTLCP, alertDecodeError)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, TLCP: true, Sites: sites}, nil)
+			c := dialFrom(t, "127.0.0.1", addr)
+			if _, err := c.Write(tc.flight); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			got, _ := io.ReadAll(io.LimitReader(c, 64))
+			if !bytes.Equal(got, tc.want) {
+				t.Fatalf("server answered %x before closing, want the alert %x", got, tc.want)
+			}
+		})
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 )
@@ -366,6 +369,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the target unframed (net/http writes a CONNECT body as is), where
 		// a target that refused it would read it as the next request.
 		s.errorResponse(rs, r, http.StatusNotImplemented, "CONNECT is not supported", "CONNECT to "+r.Host+": a reverse proxy opens no tunnels")
+	case r.ProtoMajor == 2 && !httpguts.ValidHostHeader(r.Host):
+		// An h2 :authority no Host field may hold (RFC 9110 §7.2) is refused
+		// as the HTTP/1.1 server refuses such a Host: it would reach the
+		// target in X-Forwarded-Host, which backends build links from.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "invalid :authority "+strconv.Quote(r.Host))
 	case r.Header[":protocol"] != nil && r.Method != http.MethodConnect:
 		// RFC 8441 §4: :protocol only on CONNECT; such a request is
 		// malformed. (Copied upstream, the field name would fail every

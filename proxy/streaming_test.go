@@ -488,11 +488,17 @@ func TestWebSocketOverH2ExtendedConnect(t *testing.T) {
 // The client's windows are the default 64 KiB.
 func extendedConnect(t *testing.T, addr string) *http2.Framer {
 	t.Helper()
+	return extendedConnectTo(t, addr, "websocket")
+}
+
+// extendedConnectTo is extendedConnect with :protocol proto.
+func extendedConnectTo(t *testing.T, addr, proto string) *http2.Framer {
+	t.Helper()
 	fr, sf := rawH2(t, addr)
 	if v, _ := sf.Value(http2.SettingEnableConnectProtocol); v != 1 {
 		t.Fatalf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d, want 1", v)
 	}
-	block := h2Block(":method", "CONNECT", ":protocol", "websocket", ":scheme", "http",
+	block := h2Block(":method", "CONNECT", ":protocol", proto, ":scheme", "http",
 		":path", "/ws", ":authority", addr, "sec-websocket-version", "13", "origin", "http://"+addr)
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true}); err != nil {
 		t.Fatal(err)
@@ -603,21 +609,28 @@ func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
 // refusal (403) reaches the client as it is. The WebSocket handshake
 // with the target is the proxy's (the h2 client has none, RFC 8441 §5):
 // a Sec-WebSocket-Accept that does not answer the proxy's key is a 502
-// too (RFC 6455 §4.1). The backend's answers below have their
+// too (RFC 6455 §4.1). A protocol without WebSocket's key and accept
+// ("other", allowed on the route) has only the status and the Upgrade
+// field to go by. The backend's answers below have their
 // Sec-WebSocket-Accept (ACCEPT) filled in from the request's key.
 func TestExtendedConnectNeedsTheSwitch(t *testing.T) {
 	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
 		runChild(t, "TestExtendedConnectNeedsTheSwitch", "GODEBUG=http2xconnect=1")
 		return
 	}
-	for _, tc := range []struct{ name, answer, want string }{
-		{"page", "HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\n<html>not a websocket endpoint</html>\n", "502"},
-		{"other protocol", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", "502"},
-		{"no protocol", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", "502"},
-		{"refused", "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "403"},
-		{"switched", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ACCEPT\r\n\r\n", "200"},
-		{"wrong accept", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n", "502"},
-		{"no accept", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "502"},
+	for _, tc := range []struct{ name, proto, answer, want string }{
+		{"page", "websocket", "HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\n<html>not a websocket endpoint</html>\n", "502"},
+		{"other protocol", "websocket", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", "502"},
+		{"no protocol", "websocket", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", "502"},
+		{"refused", "websocket", "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "403"},
+		{"switched", "websocket", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ACCEPT\r\n\r\n", "200"},
+		{"wrong accept", "websocket", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n", "502"},
+		{"no accept", "websocket", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "502"},
+		// A protocol without WebSocket's key and accept: only the
+		// status and the Upgrade field tell a switch.
+		{"other/page", "other", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\npage\n", "502"},
+		{"other/another protocol", "other", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", "502"},
+		{"other/switched", "other", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: other\r\n\r\n", "200"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := connBackend(t, func(c net.Conn) {
@@ -629,8 +642,10 @@ func TestExtendedConnectNeedsTheSwitch(t *testing.T) {
 				io.WriteString(c, strings.Replace(tc.answer, "ACCEPT", websocketAccept(r.Header.Get("Sec-Websocket-Key")), 1))
 				io.Copy(io.Discard, c)
 			})
-			f := newFront(t, proxyTo(addr), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
-			if got := h2Status(t, extendedConnect(t, f.addr), 1); got != tc.want {
+			cfg := proxyTo(addr)
+			cfg.Sites[0].Routes[0].Upgrades = []string{"websocket", "other"}
+			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+			if got := h2Status(t, extendedConnectTo(t, f.addr, tc.proto), 1); got != tc.want {
 				t.Errorf("extended CONNECT answered %s after the target's %.40q, want %s", got, tc.answer, tc.want)
 			}
 		})
