@@ -404,9 +404,9 @@ func TestRemoteKeyServerVerified(t *testing.T) {
 	if _, err := testPKI(t).WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	writeMTLS(t, dir) // the CA and client certificate gmproxy is configured with
+	legit := writeMTLS(t, dir) // the CA and client certificate gmproxy is configured with
 	impostor := writeMTLS(t, t.TempDir())
-	impostor.ClientAuth = tls.RequireAnyClientCert // takes gmproxy's certificate without checking it
+	impostor.ClientCAs = legit.ClientCAs // verifies and takes gmproxy's certificate
 	obs := &countingKeyObserver{}
 	ks := startKeyServer(t, impostor, func(s *keyserver.Server) { s.Observer = obs })
 	b := newBackend(t)
