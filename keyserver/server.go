@@ -437,8 +437,7 @@ func (s *Server) serveConn(c net.Conn) {
 			w.write(id, byte(CodeForbidden), []byte(why), nil)
 			return
 		}
-		p := pol
-		r := s.admit(p, cp, Op(typ), body)
+		r := s.admit(pol, cp, Op(typ), body)
 		if r.code != CodeOK {
 			s.finish(client, r, 0)
 			w.write(id, byte(r.code), []byte(r.detail), nil)
