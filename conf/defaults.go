@@ -57,16 +57,18 @@ const (
 	// both client CertificateVerify forms are accepted.
 	DefaultAcceptRawCertificateVerify = true
 
-	DefaultKeyServerConnectTimeout = 2 * time.Second
-	DefaultKeyServerTimeout        = 3 * time.Second
-	DefaultKeyServerPoolSize       = 2
-	DefaultKeyServerMaxInFlight    = 64
-	DefaultKeyServerHealthInterval = keyserver.DefaultHealthInterval
-	DefaultKeyServerIdleTimeout    = keyserver.DefaultIdleTimeout
-	DefaultKeyServerHandshake      = keyserver.DefaultHandshakeTimeout
-	DefaultKeyServerMaxConnections = keyserver.DefaultMaxConns
-	DefaultKeyServerAuditInterval  = keyserver.DefaultAuditInterval
-	DefaultKeyServerShutdownGrace  = 10 * time.Second
+	DefaultKeyServerConnectTimeout          = 2 * time.Second
+	DefaultKeyServerTimeout                 = 3 * time.Second
+	DefaultKeyServerPoolSize                = 2
+	DefaultKeyServerMaxInFlight             = 64
+	DefaultKeyServerHealthInterval          = keyserver.DefaultHealthInterval
+	DefaultKeyServerIdleTimeout             = keyserver.DefaultIdleTimeout
+	DefaultKeyServerHandshake               = keyserver.DefaultHandshakeTimeout
+	DefaultKeyServerMaxConnections          = keyserver.DefaultMaxConns
+	DefaultKeyServerMaxHandshakes           = keyserver.DefaultMaxHandshakes
+	DefaultKeyServerMaxHandshakesPerAddress = keyserver.DefaultMaxHandshakesPerAddr
+	DefaultKeyServerAuditInterval           = keyserver.DefaultAuditInterval
+	DefaultKeyServerShutdownGrace           = 10 * time.Second
 )
 
 // Default TLCP suites (Tongsuo names), in preference order.
@@ -278,6 +280,8 @@ func (f *KeyServerFile) setDefaults() {
 	f.IdleTimeout = DefaultKeyServerIdleTimeout
 	f.HandshakeTimeout = DefaultKeyServerHandshake
 	f.MaxConnections = DefaultKeyServerMaxConnections
+	f.MaxHandshakes = DefaultKeyServerMaxHandshakes
+	f.MaxHandshakesPerAddress = DefaultKeyServerMaxHandshakesPerAddress
 	f.AuditInterval = DefaultKeyServerAuditInterval
 	f.ShutdownGrace = DefaultKeyServerShutdownGrace
 	f.Log.setDefaults()

@@ -925,6 +925,16 @@
 //     and the protocol greeting of a new connection. Default 5s.
 //   - max_connections (integer): max_connections bounds open connections;
 //     further ones are closed at once. Default 1024.
+//   - max_handshakes (integer): max_handshakes bounds the connections whose
+//     client is not yet identified (TLS handshake and greeting,
+//     handshake_timeout at most each), within max_connections: peers that
+//     never present an allowed certificate cannot hold more than this many,
+//     and the rest stay for the clients. Further ones are closed at once.
+//     Default 256 (at most max_connections).
+//   - max_handshakes_per_address (integer): max_handshakes_per_address bounds
+//     those handshakes from one IP address, so that one host cannot take all
+//     of max_handshakes; raise it when many edges reach the key server through
+//     one NAT address. Default 32.
 //   - audit_interval (duration): audit_interval is the period of the audit log:
 //     one info line per client and key that was used, with its counts by
 //     operation and result. Default 1m.

@@ -580,6 +580,12 @@ func (v *validator) validateKeyServerFile(f *KeyServerFile) {
 	if f.MaxConnections < 1 {
 		v.errf("max_connections", "use for example 1024", "max_connections must be at least 1")
 	}
+	if f.MaxHandshakes < 1 {
+		v.errf("max_handshakes", "use for example 256", "max_handshakes must be at least 1")
+	}
+	if f.MaxHandshakesPerAddress < 1 {
+		v.errf("max_handshakes_per_address", "use for example 32", "max_handshakes_per_address must be at least 1")
+	}
 	if f.AuditInterval <= 0 {
 		v.errf("audit_interval", "write a duration such as 1m", "audit_interval must be positive")
 	}

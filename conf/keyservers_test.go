@@ -42,7 +42,7 @@ func TestKeyServerFile(t *testing.T) {
 		len(pol.Clients[1].SPKISHA256) != 32 || pol.Clients[1].Limits != (keyserver.Limits{Rate: 50, Burst: 10, MaxInFlight: 4, MaxConns: 8}) || pol.Local != nil {
 		t.Errorf("policy clients %+v", pol.Clients)
 	}
-	if f.HandshakeTimeout != 2*time.Second || f.MaxConnections != 100 || f.AuditInterval != 30*time.Second || f.MetricsAddress != "127.0.0.1:9101" {
+	if f.HandshakeTimeout != 2*time.Second || f.MaxConnections != 100 || f.MaxHandshakes != 20 || f.MaxHandshakesPerAddress != 4 || f.AuditInterval != 30*time.Second || f.MetricsAddress != "127.0.0.1:9101" {
 		t.Errorf("limits not read: %+v", f)
 	}
 	if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].String(), "already served") {

@@ -9,11 +9,11 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 func TestClientKey(t *testing.T) {
@@ -96,24 +96,8 @@ func (o *gaugeObserver) zero(t *testing.T, s *Server) {
 	t.Fatalf("gauges did not return to zero: %s", state)
 }
 
-// dialFrom dials addr from the loopback address from (127.0.0.x works on
-// Linux without setup). A refusal (close with linger 0) may reset the
-// connect itself: that returns a closed connection.
-func dialFrom(t *testing.T, from, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 20 * time.Second}
-	c, err := d.Dial("tcp", addr)
-	if errors.Is(err, syscall.ECONNRESET) {
-		a, b := net.Pipe()
-		b.Close()
-		return a
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+// dialFrom dials addr from the loopback address from.
+func dialFrom(t *testing.T, from, addr string) net.Conn { return testpeer.DialFrom(t, from, addr) }
 
 // refusedNow reports whether the server closed c without a word.
 func refusedNow(t *testing.T, c net.Conn) bool {

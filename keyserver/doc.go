@@ -69,17 +69,26 @@
 //     keys it may use; an unknown identity is refused at connection time,
 //     a key outside its list with CodeForbidden.
 //   - An edge that is compromised can still use its own keys while it is:
-//     per-client rate limits (CodeRateLimited) and in-flight bounds
-//     (CodeBusy) cap how fast, an info-level audit line per client and key
-//     and interval (counts by operation and result, not one line per
-//     operation) and the metrics by client show it, and removing the
-//     client from the allow-list (a reload) ends it, also on open
-//     connections.
+//     per-client rate limits (CodeRateLimited), which every request but a
+//     ping draws on, refused ones too (probing which keys the server holds
+//     is no faster than signing), and in-flight bounds (CodeBusy) cap how
+//     fast; an info-level audit line per client and key and interval
+//     (counts by operation and result, not one line per operation) and
+//     the metrics by client show it; removing the client from the
+//     allow-list (a reload) ends it, also on open connections. Refusals
+//     name neither the key nor the client.
 //   - Resources: a bound on open connections (further ones are closed at
-//     once) and one per client (Limits.MaxConns: one more gets CodeBusy
-//     after the greeting, so one client cannot take them all), a short deadline for the TLS handshake and the greeting, an
-//     idle timeout, bounded frames (MaxFrame) and malformed input answered
-//     with CodeMalformed, never a panic.
+//     once); within it, a bound on the connections not yet identified, in
+//     all and per remote address (Server.MaxHandshakes,
+//     MaxHandshakesPerAddr), so that peers without an allowed certificate
+//     cannot hold the places of the clients; one bound per client
+//     (Limits.MaxConns: one more gets CodeBusy after the greeting, so one
+//     client cannot take them all; a reload that lowers it closes the
+//     client's newest connections once their operations are answered); a
+//     short deadline for the TLS handshake and the greeting; an idle
+//     timeout; bounded frames (MaxFrame) and malformed input answered with
+//     CodeMalformed, never a panic; at most one log line a second per
+//     reason of refused connections (the metrics count every one).
 //   - Not covered: the channel carries the TLCP ECDHE ephemeral private
 //     key and decrypted pre-master secrets, so its confidentiality matters
 //     as much as the keys' (mutual TLS or a local socket only); a

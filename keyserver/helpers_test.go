@@ -1,6 +1,7 @@
 package keyserver
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -214,4 +215,33 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%s: not reached in 10s", what)
+}
+
+// greetedConn opens a TLS connection to addr with cfg and greets; it
+// returns the connection and the reader of the server's frames.
+func greetedConn(t testing.TB, addr string, cfg *tls.Config) (net.Conn, *frameReader) {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write(appendHello(nil, Version)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	if _, _, err := readHello(br); err != nil {
+		t.Fatal(err)
+	}
+	return c, &frameReader{br: br}
+}
+
+// served reports whether c is open and served: a ping is answered.
+func served(c net.Conn, fr *frameReader) bool {
+	if err := newFrameWriter(c, time.Second).write(1, byte(OpPing), nil, nil); err != nil {
+		return false
+	}
+	id, code, _, err := fr.next()
+	return err == nil && id == 1 && code == byte(CodeOK)
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,7 +179,15 @@ type stateKey struct {
 	local bool
 }
 
+// compilePolicy compiles p, taking each client's state from states (new
+// ones are added); the clients' new limits apply only once all of p
+// compiled: a policy refused leaves every client as it was.
 func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error) {
+	type staged struct {
+		st *clientState
+		l  Limits
+	}
+	var limits []staged
 	cp := &policy{keys: map[[32]byte]*servedKey{}, clientCAs: p.ClientCAs}
 	byName := map[string]*servedKey{}
 	for _, k := range p.Keys {
@@ -220,7 +230,7 @@ func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error)
 			st = &clientState{name: c.Name}
 			states[sk] = st
 		}
-		st.setLimits(c.Limits)
+		limits = append(limits, staged{st, c.Limits})
 		ccp.state = st
 		return ccp, nil
 	}
@@ -241,6 +251,9 @@ func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error)
 			return nil, err
 		}
 		cp.local = ccp
+	}
+	for _, s := range limits {
+		s.st.setLimits(s.l)
 	}
 	return cp, nil
 }
@@ -294,19 +307,26 @@ func peerName(cert *x509.Certificate) string {
 	return fmt.Sprintf("subject %q, spki_sha256 %s", SubjectString(cert), hex.EncodeToString(h[:]))
 }
 
-// clientState is a client's rate limiter and in-flight count; it
-// outlives policy changes that keep the client's name.
+// clientState is a client's rate limiter, in-flight count and open
+// connections; it outlives policy changes that keep the client's name.
 type clientState struct {
 	name     string
 	inFlight atomic.Int64
-	conns    atomic.Int64
 
 	mu     sync.Mutex
 	limits Limits
 	tokens float64
 	last   time.Time
+	// open are the client's connections, oldest first; shed those closed
+	// because a reload lowered MaxConns below their number.
+	open []net.Conn
+	shed map[net.Conn]bool
 }
 
+// setLimits applies l. When l.MaxConns is below the connections open,
+// the newest beyond it are shed: marked, and their reads woken, so that
+// each stops taking requests and closes once its operations in progress
+// are answered (as on Shutdown).
 func (s *clientState) setLimits(l Limits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -314,29 +334,54 @@ func (s *clientState) setLimits(l Limits) {
 		l.Burst = 1
 	}
 	if s.limits != l {
+		if s.limits.Rate != l.Rate || s.limits.Burst != l.Burst {
+			s.tokens, s.last = float64(l.Burst), time.Time{}
+		}
 		s.limits = l
-		s.tokens, s.last = float64(l.Burst), time.Time{}
+	}
+	if l.MaxConns <= 0 {
+		return
+	}
+	for _, c := range s.open[min(l.MaxConns, len(s.open)):] {
+		if s.shed == nil {
+			s.shed = map[net.Conn]bool{}
+		}
+		if !s.shed[c] {
+			s.shed[c] = true
+			c.SetReadDeadline(time.Unix(1, 0))
+		}
 	}
 }
 
-// admit takes a token and an in-flight slot for one operation; release
-// gives the slot back. The code is CodeOK or the refusal.
-func (s *clientState) admit(now time.Time) Code {
+// rate takes a token for one request: every request but a ping, refused
+// or not, so that a client cannot probe keys or send malformed requests
+// faster than it may run operations. The code is CodeOK or
+// CodeRateLimited.
+func (s *clientState) rate(now time.Time) Code {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	l := s.limits
-	if l.Rate > 0 {
-		if !s.last.IsZero() {
-			s.tokens = min(float64(l.Burst), s.tokens+now.Sub(s.last).Seconds()*l.Rate)
-		}
-		s.last = now
-		if s.tokens < 1 {
-			s.mu.Unlock()
-			return CodeRateLimited
-		}
-		s.tokens--
+	if l.Rate <= 0 {
+		return CodeOK
 	}
+	if !s.last.IsZero() {
+		s.tokens = min(float64(l.Burst), s.tokens+now.Sub(s.last).Seconds()*l.Rate)
+	}
+	s.last = now
+	if s.tokens < 1 {
+		return CodeRateLimited
+	}
+	s.tokens--
+	return CodeOK
+}
+
+// enter takes an in-flight slot for one operation; release gives it
+// back. The code is CodeOK or CodeBusy.
+func (s *clientState) enter() Code {
+	s.mu.Lock()
+	limit := s.limits.MaxInFlight
 	s.mu.Unlock()
-	if n := s.inFlight.Add(1); l.MaxInFlight > 0 && n > int64(l.MaxInFlight) {
+	if n := s.inFlight.Add(1); limit > 0 && n > int64(limit) {
 		s.inFlight.Add(-1)
 		return CodeBusy
 	}
@@ -345,17 +390,33 @@ func (s *clientState) admit(now time.Time) Code {
 
 func (s *clientState) release() { s.inFlight.Add(-1) }
 
-// addConn counts a connection of the client; false, and not counted, when
-// the client already has MaxConns open.
-func (s *clientState) addConn() bool {
+// addConn counts c as a connection of the client; false, and not counted,
+// when the client already has MaxConns open.
+func (s *clientState) addConn(c net.Conn) bool {
 	s.mu.Lock()
-	limit := s.limits.MaxConns
-	s.mu.Unlock()
-	if n := s.conns.Add(1); limit > 0 && n > int64(limit) {
-		s.conns.Add(-1)
+	defer s.mu.Unlock()
+	if limit := s.limits.MaxConns; limit > 0 && len(s.open) >= limit {
 		return false
 	}
+	s.open = append(s.open, c)
 	return true
 }
 
-func (s *clientState) doneConn() { s.conns.Add(-1) }
+// doneConn forgets c; it reports whether c was shed.
+func (s *clientState) doneConn(c net.Conn) (shed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.open, c); i >= 0 {
+		s.open = slices.Delete(s.open, i, i+1)
+	}
+	shed = s.shed[c]
+	delete(s.shed, c)
+	return shed
+}
+
+// isShed reports whether c was shed.
+func (s *clientState) isShed(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shed[c]
+}

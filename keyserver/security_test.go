@@ -1,7 +1,6 @@
 package keyserver
 
 import (
-	"bufio"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -174,6 +173,7 @@ func TestConnectionBoundAndHandshakeDeadline(t *testing.T) {
 	const silent, bound = 1000, 1000
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
 		s.HandshakeTimeout, s.MaxConns, s.Observer = 300*time.Millisecond, bound, obs
+		s.MaxHandshakes, s.MaxHandshakesPerAddr = bound, bound
 	})
 	conns := make([]net.Conn, 0, silent)
 	defer func() {
@@ -464,34 +464,8 @@ func TestClientConnectionBound(t *testing.T) {
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge, grantAll("other", keys)}}, func(s *Server) { s.Observer = obs })
 	edgeTLS, _ := pki.client(t, "edge")
 	otherTLS, _ := pki.client(t, "other")
-	// greeted opens a connection and greets; it returns the connection
-	// and the reader of the server's frames.
-	greeted := func(cfg *tls.Config) (net.Conn, *frameReader) {
-		t.Helper()
-		c, err := tls.Dial("tcp", ks.addr, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(20 * time.Second))
-		if _, err := c.Write(appendHello(nil, Version)); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(c)
-		if _, _, err := readHello(br); err != nil {
-			t.Fatal(err)
-		}
-		return c, &frameReader{br: br}
-	}
-	// open reports whether c is open and served: a ping is answered.
-	open := func(c net.Conn, fr *frameReader) bool {
-		t.Helper()
-		if err := newFrameWriter(c, time.Second).write(1, byte(OpPing), nil, nil); err != nil {
-			return false
-		}
-		id, code, _, err := fr.next()
-		return err == nil && id == 1 && code == byte(CodeOK)
-	}
+	greeted := func(cfg *tls.Config) (net.Conn, *frameReader) { return greetedConn(t, ks.addr, cfg) }
+	open := served
 	first, firstR := greeted(edgeTLS)
 	second, secondR := greeted(edgeTLS)
 	if !open(first, firstR) || !open(second, secondR) {

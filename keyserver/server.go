@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,11 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultMaxConns         = 1024
-	DefaultAuditInterval    = time.Minute
-	writeTimeout            = 10 * time.Second
+	// A connection counts as a handshake until its client is identified.
+	DefaultMaxHandshakes        = 256
+	DefaultMaxHandshakesPerAddr = 32
+	DefaultAuditInterval        = time.Minute
+	writeTimeout                = 10 * time.Second
 )
 
 // Refusal reasons reported to Observer.Refused.
@@ -37,10 +41,12 @@ const (
 	RefusedVersion   = "version"      // the peer speaks another protocol version
 	RefusedIdentity  = "identity"     // the peer's certificate is in no allow-list entry
 	RefusedClient    = "client_limit" // the client has its Limits.MaxConns open
+	// MaxHandshakes or MaxHandshakesPerAddr reached.
+	RefusedHandshakeLimit = "handshake_limit"
 )
 
 // RefusedReasons lists the refusal reasons (a bounded label set).
-var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity, RefusedClient}
+var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity, RefusedClient, RefusedHandshakeLimit}
 
 // Observer receives the server's events (package metrics implements it).
 // Methods are called concurrently and must not block.
@@ -73,6 +79,18 @@ type Server struct {
 	// MaxConns bounds open connections; beyond it new ones are closed at
 	// once (default DefaultMaxConns).
 	MaxConns int
+	// MaxHandshakes bounds the connections not yet identified (TLS
+	// handshake and greeting in progress, HandshakeTimeout at most each),
+	// counted within MaxConns: peers that never present an allowed
+	// certificate hold no more than this many of MaxConns, and the rest
+	// stay for the clients. Beyond it new connections are closed at once
+	// (default DefaultMaxHandshakes; at most MaxConns).
+	MaxHandshakes int
+	// MaxHandshakesPerAddr bounds the handshakes from one remote IP
+	// address, so that one host cannot take all of MaxHandshakes (default
+	// DefaultMaxHandshakesPerAddr). Unix-socket peers have no address and
+	// only MaxHandshakes applies.
+	MaxHandshakesPerAddr int
 	// AuditInterval is the period of the audit lines (default
 	// DefaultAuditInterval).
 	AuditInterval time.Duration
@@ -88,9 +106,14 @@ type Server struct {
 	cmu       sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
-	closing   bool
-	done      chan struct{} // closed by Shutdown
-	wg        sync.WaitGroup
+	// handshakes counts the connections not yet identified, byAddr those
+	// per remote IP address.
+	handshakes int
+	byAddr     map[netip.Addr]int
+	closing    bool
+	refusals   refusalLog
+	done       chan struct{} // closed by Shutdown
+	wg         sync.WaitGroup
 }
 
 // SetPolicy replaces the served keys and the allowed clients (a reload);
@@ -145,19 +168,28 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		switch s.track(c) {
+		addr := remoteIP(c)
+		switch s.track(c, addr) {
 		case trackClosing:
 			c.Close()
 			continue
 		case trackFull:
 			c.Close()
-			s.refused(RefusedLimit, c, "too many connections")
+			s.refused(RefusedLimit, c, "too many connections (max_connections)")
+			continue
+		case trackHandshakes:
+			c.Close()
+			s.refused(RefusedHandshakeLimit, c, "too many connections in their handshake (max_handshakes)")
+			continue
+		case trackAddr:
+			c.Close()
+			s.refused(RefusedHandshakeLimit, c, "too many connections in their handshake from this address (max_handshakes_per_address)")
 			continue
 		}
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(c)
-			s.serveConn(c)
+			s.serveConn(c, func() { s.identified(addr) })
 		}()
 	}
 }
@@ -181,19 +213,43 @@ const (
 	trackOK = iota
 	trackClosing
 	trackFull
+	trackHandshakes
+	trackAddr
 )
 
-func (s *Server) track(c net.Conn) int {
+// remoteIP is the IP address of c's peer; the zero Addr when it has none
+// (a Unix socket).
+func remoteIP(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// track admits c, from addr, as a connection in its handshake.
+func (s *Server) track(c net.Conn, addr netip.Addr) int {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if s.closing {
 		return trackClosing
 	}
-	if len(s.conns) >= orDefault(s.MaxConns, DefaultMaxConns) {
+	maxConns := orDefault(s.MaxConns, DefaultMaxConns)
+	if len(s.conns) >= maxConns {
 		return trackFull
+	}
+	if s.handshakes >= min(orDefault(s.MaxHandshakes, DefaultMaxHandshakes), maxConns) {
+		return trackHandshakes
+	}
+	if addr.IsValid() && s.byAddr[addr] >= orDefault(s.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr) {
+		return trackAddr
 	}
 	if s.conns == nil {
 		s.conns = map[net.Conn]struct{}{}
+		s.byAddr = map[netip.Addr]int{}
+	}
+	s.handshakes++
+	if addr.IsValid() {
+		s.byAddr[addr]++
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
@@ -201,6 +257,19 @@ func (s *Server) track(c net.Conn) int {
 		s.Observer.Conns(1)
 	}
 	return trackOK
+}
+
+// identified ends the handshake of a connection from addr (identified,
+// refused or failed).
+func (s *Server) identified(addr netip.Addr) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.handshakes--
+	if addr.IsValid() {
+		if s.byAddr[addr]--; s.byAddr[addr] <= 0 {
+			delete(s.byAddr, addr)
+		}
+	}
 }
 
 func (s *Server) untrack(c net.Conn) {
@@ -287,13 +356,46 @@ func (s *Server) refused(reason string, c net.Conn, detail string) {
 	if s.Observer != nil {
 		s.Observer.Refused(reason)
 	}
-	if s.Logger != nil {
-		lvl := slog.LevelWarn
-		if reason == RefusedHandshake {
-			lvl = slog.LevelDebug // scanners and health checks of load balancers
-		}
-		s.Logger.Log(context.Background(), lvl, "key server connection refused", "reason", reason, "remote", c.RemoteAddr().String(), "detail", detail)
+	if s.Logger == nil {
+		return
 	}
+	lvl := slog.LevelWarn
+	if reason == RefusedHandshake {
+		lvl = slog.LevelDebug // scanners and health checks of load balancers
+	}
+	if !s.Logger.Enabled(context.Background(), lvl) {
+		return
+	}
+	if suppressed, ok := s.refusals.allow(reason, time.Now()); ok {
+		s.Logger.Log(context.Background(), lvl, "key server connection refused", "reason", reason, "remote", c.RemoteAddr().String(), "detail", detail, "suppressed", suppressed)
+	}
+}
+
+// refusalLog keeps the log of refused connections to one line per reason
+// a second: a flood of connections is not also a flood of log lines (the
+// lines not written are counted in the next one, and all are in the
+// metrics).
+type refusalLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+	held map[string]int
+}
+
+// allow reports whether a line for reason may be written at now, with the
+// number of lines held back since the last one.
+func (l *refusalLog) allow(reason string, now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last, l.held = map[string]time.Time{}, map[string]int{}
+	}
+	if now.Sub(l.last[reason]) < time.Second {
+		l.held[reason]++
+		return 0, false
+	}
+	n := l.held[reason]
+	l.last[reason], l.held[reason] = now, 0
+	return n, true
 }
 
 // greet runs the TLS handshake and the greeting within HandshakeTimeout
@@ -362,10 +464,12 @@ func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []
 	return cp, p, chain
 }
 
-func (s *Server) serveConn(c net.Conn) {
+// serveConn serves c; identified is called once the greeting ends.
+func (s *Server) serveConn(c net.Conn, identified func()) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 16<<10)
 	cp, pol, chain := s.greet(c, br)
+	identified()
 	if cp == nil {
 		return
 	}
@@ -379,18 +483,24 @@ func (s *Server) serveConn(c net.Conn) {
 	// Counted on the state the greeting found: a reload keeps a client's
 	// state (policy.client), and the count goes back where it was taken.
 	held := cp.state
-	if !held.addConn() {
+	if !held.addConn(c) {
 		s.refused(RefusedClient, c, client)
 		w.write(0, byte(CodeBusy), []byte("client has its max_connections open"), nil)
 		return
 	}
-	defer held.doneConn()
+	defer func() {
+		if held.doneConn(c) && s.Logger != nil {
+			s.Logger.Info("key server connection closed: the client's max_connections was lowered", "client", client, "remote", c.RemoteAddr().String())
+		}
+	}()
 	var ops sync.WaitGroup
 	defer ops.Wait()
 	idle := orDefault(s.IdleTimeout, DefaultIdleTimeout)
 	for {
 		c.SetReadDeadline(time.Now().Add(idle))
-		if s.isClosing() {
+		// Checked after the deadline is set: Shutdown and a shed (which
+		// set the deadline in the past after their mark) are not missed.
+		if s.isClosing() || held.isShed(c) {
 			return
 		}
 		id, typ, body, err := fr.next()
@@ -501,8 +611,9 @@ type request struct {
 	detail  string
 }
 
-// admit parses a request and applies the policy: known operation and key,
-// the client's allow-list, the key's role, then the client's limits.
+// admit parses a request and applies the policy: the client's rate (every
+// request but a ping), known operation and key, the client's allow-list,
+// the key's role, then its in-flight bound.
 func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request {
 	r := request{op: op, keyName: "unknown"}
 	refuse := func(c Code, detail string) request { r.code, r.detail = c, detail; return r }
@@ -514,7 +625,12 @@ func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request 
 		return r
 	case OpSign, OpDecrypt, OpKeyAgreement:
 	default:
-		r.op = 0
+		r.op = 0 // not audited: the label set stays bounded
+	}
+	if c := cp.state.rate(time.Now()); c != CodeOK {
+		return refuse(c, "this client exceeds its rate")
+	}
+	if r.op == 0 {
 		return refuse(CodeUnknownOp, fmt.Sprintf("operation %d", op))
 	}
 	if len(body) < 32 {
@@ -528,14 +644,16 @@ func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request 
 		return refuse(CodeUnknownKey, "no key with this ID")
 	}
 	r.keyName = r.key.Name
+	// The answers name neither the key nor the client: the audit log and
+	// the metrics do, for the key server's operator.
 	if !cp.allow[r.key] {
-		return refuse(CodeForbidden, "client "+cp.Name+" may not use key "+r.key.Name)
+		return refuse(CodeForbidden, "this client may not use this key")
 	}
 	if !r.key.Roles.allows(op) {
-		return refuse(CodeWrongRole, "key "+r.key.Name+" has role "+r.key.Roles.String()+", not "+op.String())
+		return refuse(CodeWrongRole, "the key's roles are "+r.key.Roles.String()+", not "+op.String())
 	}
-	if c := cp.state.admit(time.Now()); c != CodeOK {
-		return refuse(c, "client "+cp.Name)
+	if c := cp.state.enter(); c != CodeOK {
+		return refuse(c, "this client has its max_in_flight operations in progress")
 	}
 	return r
 }

@@ -93,7 +93,8 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 // newKeyServer builds the key server for cfg and logs the keys it serves.
 func newKeyServer(log *slog.Logger, cfg *conf.KeyServerFile) (*keyserver.Server, error) {
 	ks := &keyserver.Server{Logger: log, IdleTimeout: cfg.IdleTimeout, HandshakeTimeout: cfg.HandshakeTimeout,
-		MaxConns: cfg.MaxConnections, AuditInterval: cfg.AuditInterval}
+		MaxConns: cfg.MaxConnections, MaxHandshakes: cfg.MaxHandshakes, MaxHandshakesPerAddr: cfg.MaxHandshakesPerAddress,
+		AuditInterval: cfg.AuditInterval}
 	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {
 		return nil, err
 	}
@@ -184,7 +185,8 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 		tlsCfg.Store(keyServerTLS(&cfg.Material))
 	}
 	if cfg.Listen != running.Listen || cfg.IdleTimeout != running.IdleTimeout || cfg.HandshakeTimeout != running.HandshakeTimeout ||
-		cfg.MaxConnections != running.MaxConnections || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
+		cfg.MaxConnections != running.MaxConnections || cfg.MaxHandshakes != running.MaxHandshakes ||
+		cfg.MaxHandshakesPerAddress != running.MaxHandshakesPerAddress || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
 		log.Warn("listen, metrics_address or a timeout or limit of the key server changed: restart it to apply them")
 	}
 	log.Info("keys reloaded", "keys", ks.Len(), "clients", len(cfg.Material.Policy.Clients))

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/keyserver"
 )
 
@@ -29,18 +30,7 @@ import (
 // request is forbidden), and a certificate of the new CA with the same
 // subject is served.
 func TestKeyServerReloadsClientCA(t *testing.T) {
-	dir := t.TempDir()
-	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
-		t.Fatalf("certs: exit %d: %s", code, errs)
-	}
-	ksFile := filepath.Join(dir, "keyserver.yaml")
-	if err := os.WriteFile(ksFile, []byte(`listen: 127.0.0.1:0
-tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
-keys: [{key: server_sign.key, cert: server_sign.crt}]
-clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, ksFile := keyServerFiles(t, "")
 	ks := startKeyServerCmd(t, "-c", ksFile)
 	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
 	if err != nil {
@@ -97,4 +87,52 @@ clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_s
 	if err := client(newCert).Ping(context.Background()); err != nil {
 		t.Errorf("after the reload, a certificate of the new CA: %v", err)
 	}
+}
+
+// TestKeyServerHandshakeLimits: max_handshakes and
+// max_handshakes_per_address reach the key server: with one silent
+// connection per address allowed and two in all, a second from the same
+// address and a third from another are closed at once, long before the
+// minute of handshake_timeout.
+func TestKeyServerHandshakeLimits(t *testing.T) {
+	_, ksFile := keyServerFiles(t, `handshake_timeout: 1m
+max_handshakes: 2
+max_handshakes_per_address: 1
+`)
+	ks := startKeyServerCmd(t, "-c", ksFile)
+	silentFrom := func(ip string) net.Conn { return testpeer.DialFrom(t, ip, ks.addr) }
+	closedAtOnce := func(c net.Conn) bool { return testpeer.ClosedWithin(c, 10*time.Second) }
+	// The server accepts in order: each is tracked before the next.
+	silentFrom("127.0.0.1")
+	if !closedAtOnce(silentFrom("127.0.0.1")) {
+		t.Error("a second handshake from one address was not closed at once (max_handshakes_per_address: 1)")
+	}
+	silentFrom("127.0.0.2")
+	if !closedAtOnce(silentFrom("127.0.0.3")) {
+		t.Error("a third handshake in all was not closed at once (max_handshakes: 2)")
+	}
+	if !strings.Contains(ks.stderr.String(), "handshake_limit") {
+		t.Errorf("refusals not logged:\n%s", ks.stderr.String())
+	}
+}
+
+// keyServerFiles writes the test PKI of gmproxy certs -keyserver and a
+// key server configuration serving its signing key to the gmproxy client
+// certificate, with extra YAML lines appended; it returns the folder and
+// the configuration file.
+func keyServerFiles(t *testing.T, extra string) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	file = filepath.Join(dir, "keyserver.yaml")
+	if err := os.WriteFile(file, []byte(`listen: 127.0.0.1:0
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys: [{key: server_sign.key, cert: server_sign.crt}]
+clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
+`+extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
 }

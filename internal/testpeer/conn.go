@@ -2,10 +2,14 @@ package testpeer
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // WriteCounter is a net.Conn that counts the Writes made on it (a flight
@@ -86,4 +90,32 @@ func CheckWriteLast(t testing.TB, size int, srv LastWriter, cli net.Conn, w *Wri
 		t.Errorf("%d bytes: Close wrote again after WriteLast", size)
 	}
 	cli.Close()
+}
+
+// DialFrom dials addr over TCP from the loopback address from (127.0.0.x
+// works on Linux without setup); the connection is closed with the test.
+// A refusal that resets the connect itself (a close with linger 0) gives
+// a closed connection.
+func DialFrom(t testing.TB, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 20 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		a, b := net.Pipe()
+		b.Close()
+		return a
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ClosedWithin reports whether the peer closed c (end of file or a
+// reset) within d, reading and discarding what it sent before.
+func ClosedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -1,0 +1,302 @@
+package keyserver
+
+import (
+	"crypto"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// TestHandshakeBound: connections that never get identified hold at
+// most MaxHandshakesPerAddr handshakes from one address and MaxHandshakes
+// in all; a connection over either bound is closed at once, and
+// identified clients, which no longer count, are served beyond it.
+func TestHandshakeBound(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.HandshakeTimeout, s.MaxConns, s.Observer = time.Minute, 20, obs
+		s.MaxHandshakes, s.MaxHandshakesPerAddr = 4, 2
+	})
+	conns := func() int { return obs.get(func(r *recObserver) int { return r.conns }) }
+	limited := func() int { return obs.get(func(r *recObserver) int { return r.refused[RefusedHandshakeLimit] }) }
+	// silentFrom opens a TCP connection from ip that never says anything.
+	silentFrom := func(ip string) net.Conn { return testpeer.DialFrom(t, ip, ks.addr) }
+	// closedAtOnce reports whether the server closed c, long before its
+	// minute of HandshakeTimeout.
+	closedAtOnce := func(c net.Conn) bool { return testpeer.ClosedWithin(c, 5*time.Second) }
+
+	// Six identified connections, more than MaxHandshakes: a connection
+	// stops counting as a handshake once its client is identified.
+	clients := servedConns(t, ks.addr, edgeTLS, 6)
+
+	silentFrom("127.0.0.2")
+	silentFrom("127.0.0.2")
+	eventually(t, "two silent connections from 127.0.0.2 tracked", func() bool { return conns() == 8 })
+	if c := silentFrom("127.0.0.2"); !closedAtOnce(c) {
+		t.Error("a third handshake from one address was not closed at once")
+	}
+	eventually(t, "the third refused for the handshake limit", func() bool { return limited() == 1 })
+
+	other := silentFrom("127.0.0.3")
+	silentFrom("127.0.0.3")
+	eventually(t, "two more from 127.0.0.3 tracked", func() bool { return conns() == 10 })
+	if c := silentFrom("127.0.0.4"); !closedAtOnce(c) {
+		t.Error("a fifth handshake in all was not closed at once")
+	}
+	eventually(t, "the fifth refused for the handshake limit", func() bool { return limited() == 2 })
+
+	for i, g := range clients {
+		if !served(g.c, g.fr) {
+			t.Errorf("identified connection %d not served while the handshakes are full", i+1)
+		}
+	}
+	// A handshake that ends (here, its peer leaves) gives its place back.
+	other.Close()
+	eventually(t, "the closed one untracked", func() bool { return conns() == 9 })
+	silentFrom("127.0.0.4")
+	eventually(t, "a handshake from 127.0.0.4 tracked in the freed place", func() bool { return conns() == 10 })
+	if n := limited(); n != 2 {
+		t.Errorf("handshake_limit refusals = %d, want 2", n)
+	}
+}
+
+// greeted is a greeted connection and the reader of its frames.
+type greeted struct {
+	c  net.Conn
+	fr *frameReader
+}
+
+// servedConns opens n greeted connections, one after the other, each
+// served.
+func servedConns(t *testing.T, addr string, cfg *tls.Config, n int) []greeted {
+	t.Helper()
+	var gs []greeted
+	for i := range n {
+		c, fr := greetedConn(t, addr, cfg)
+		if !served(c, fr) {
+			t.Fatalf("connection %d not served", i+1)
+		}
+		gs = append(gs, greeted{c, fr})
+	}
+	return gs
+}
+
+// TestEveryRequestCharged: requests the key server refuses (a key the
+// client may not use, a key it does not hold, an operation that does not
+// exist) take from the client's rate like operations do, so that a
+// client probes no faster than it may sign; the refusals name neither
+// the key nor the client.
+func TestEveryRequestCharged(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	edge := Grant{Name: "edge", Subject: "CN=edge,O=test", Keys: []string{"sign"}, Limits: Limits{Rate: 0.001, Burst: 3}}
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge}}, nil)
+	c, fr := greetedConn(t, ks.addr, edgeTLS)
+	w := newFrameWriter(c, 5*time.Second)
+	signID, _ := KeyID(keys[0].Private.Public())
+	encID, _ := KeyID(keys[1].Private.Public())
+	var id uint32
+	ask := func(op Op, keyID [32]byte, payload []byte) (Code, string) {
+		t.Helper()
+		id++
+		if err := w.write(id, byte(op), keyID[:], payload); err != nil {
+			t.Fatal(err)
+		}
+		got, code, body, err := fr.next()
+		if err != nil || got != id {
+			t.Fatalf("answer %d: id %d, %v", id, got, err)
+		}
+		return Code(code), string(body)
+	}
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("secret"))
+	code, detail := ask(OpDecrypt, encID, ct)
+	if code != CodeForbidden {
+		t.Fatalf("key outside the allow-list: %v %q", code, detail)
+	}
+	for _, name := range []string{"enc", "edge", keys[1].Name} {
+		if strings.Contains(detail, name) {
+			t.Errorf("refusal %q names %q", detail, name)
+		}
+	}
+	if code, detail := ask(OpSign, [32]byte{1}, make([]byte, 32)); code != CodeUnknownKey {
+		t.Fatalf("unknown key: %v %q", code, detail)
+	}
+	if code, detail := ask(Op(9), signID, make([]byte, 32)); code != CodeUnknownOp {
+		t.Fatalf("unknown operation: %v %q", code, detail)
+	}
+	// The burst of three went on refusals: the allowed key is now limited.
+	if code, detail := ask(OpSign, signID, make([]byte, 32)); code != CodeRateLimited {
+		t.Errorf("allowed sign after three refused requests: %v %q, want rate_limited", code, detail)
+	}
+}
+
+// TestPingNotCharged: health checks do not take from the rate.
+func TestPingNotCharged(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	edge := grantAll("edge", keys)
+	edge.Limits = Limits{Rate: 0.001, Burst: 1}
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge}}, nil)
+	c, fr := greetedConn(t, ks.addr, edgeTLS)
+	for range 5 {
+		if !served(c, fr) {
+			t.Fatal("ping refused")
+		}
+	}
+	if _, err := remote(t, newClient(t, edgeTLS, ks.addr), keys[0]).Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+		t.Errorf("the one operation of the burst after pings: %v", err)
+	}
+}
+
+// TestLoweredMaxConnsShedsNewest: a reload that lowers a client's
+// MaxConns below its open connections closes the newest ones, each once
+// its operations in progress are answered; the oldest stay served.
+func TestLoweredMaxConnsShedsNewest(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	edge := grantAll("edge", keys)
+	edge.MaxConns = 4
+	buf := &testpeer.SyncBuffer{}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge}}, func(s *Server) {
+		s.Logger = bufLogger(buf)
+		s.runHook = func(op Op, _ []byte) {
+			if op == OpSign {
+				entered <- struct{}{}
+				<-release
+			}
+		}
+	})
+	open := servedConns(t, ks.addr, edgeTLS, 4)
+	// The newest has a signature in progress when the reload comes.
+	signID, _ := KeyID(keys[0].Private.Public())
+	if err := newFrameWriter(open[3].c, 5*time.Second).write(7, byte(OpSign), signID[:], make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	edge.MaxConns = 2
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{edge}}); err != nil {
+		t.Fatal(err)
+	}
+	// closed reports whether the server closed g (EOF or reset).
+	closed := func(g greeted) bool {
+		g.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, _, err := g.fr.next()
+		return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	if !closed(open[2]) {
+		t.Error("the second newest connection is still open after MaxConns went from 4 to 2")
+	}
+	close(release)
+	open[3].c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if id, code, _, err := open[3].fr.next(); err != nil || id != 7 || Code(code) != CodeOK {
+		t.Errorf("the signature in progress on the shed connection: frame %d code %d, %v; want its answer", id, code, err)
+	}
+	if !closed(open[3]) {
+		t.Error("the newest connection is still open after its answer")
+	}
+	for i, g := range open[:2] {
+		if !served(g.c, g.fr) {
+			t.Errorf("old connection %d not served after the reload", i+1)
+		}
+	}
+	eventually(t, "both sheds logged", func() bool {
+		return strings.Count(buf.String(), "max_connections was lowered") == 2
+	})
+	// Two are open, the new bound: one more is refused busy.
+	c, fr := greetedConn(t, ks.addr, edgeTLS)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if id, code, _, err := fr.next(); err != nil || id != 0 || Code(code) != CodeBusy {
+		t.Errorf("a third connection after the reload: frame %d code %d, %v; want busy", id, code, err)
+	}
+}
+
+// TestRefusedPolicyChangesNoLimits: a policy SetPolicy refuses leaves
+// every client's limits as they were, including those of the clients it
+// compiled before the error.
+func TestRefusedPolicyChangesNoLimits(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	edge := grantAll("edge", keys)
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge}}, nil)
+	strict := edge
+	strict.Limits = Limits{Rate: 0.001, Burst: 1}
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{strict, {Name: "typo", Subject: "CN=typo", Keys: []string{"no-such-key"}}}}); err == nil {
+		t.Fatal("a policy naming an unknown key was accepted")
+	}
+	rk := remote(t, newClient(t, edgeTLS, ks.addr), keys[0])
+	for i := range 5 {
+		if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+			t.Fatalf("operation %d under the limits the refused policy did not change: %v", i+1, err)
+		}
+	}
+}
+
+// TestRefusalLogBounded: a flood of refused connections writes about one
+// log line per reason a second; the metrics count every refusal.
+func TestRefusalLogBounded(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	buf := &testpeer.SyncBuffer{}
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys}, func(s *Server) {
+		s.HandshakeTimeout, s.MaxConns, s.Logger, s.Observer = time.Minute, 1, bufLogger(buf), obs
+	})
+	hold, err := net.Dial("tcp", ks.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	eventually(t, "one connection tracked", func() bool { return obs.get(func(r *recObserver) int { return r.conns }) == 1 })
+	const flood = 50
+	for range flood {
+		c, err := net.Dial("tcp", ks.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.Read(make([]byte, 1))
+		c.Close()
+	}
+	eventually(t, "every refusal counted", func() bool {
+		return obs.get(func(r *recObserver) int { return r.refused[RefusedLimit] }) == flood
+	})
+	if n := strings.Count(buf.String(), "key server connection refused"); n < 1 || n > 10 {
+		t.Errorf("%d log lines for %d refused connections", n, flood)
+	}
+}
+
+func TestRefusalLogHoldsBack(t *testing.T) {
+	var l refusalLog
+	t0 := time.Unix(1000, 0)
+	if n, ok := l.allow(RefusedLimit, t0); !ok || n != 0 {
+		t.Fatalf("first line: %d %v", n, ok)
+	}
+	for i := range 10 {
+		if _, ok := l.allow(RefusedLimit, t0.Add(time.Duration(i+1)*50*time.Millisecond)); ok {
+			t.Fatalf("line %d within the second written", i+2)
+		}
+	}
+	if _, ok := l.allow(RefusedHandshakeLimit, t0.Add(100*time.Millisecond)); !ok {
+		t.Error("another reason held back by the first")
+	}
+	if n, ok := l.allow(RefusedLimit, t0.Add(1100*time.Millisecond)); !ok || n != 10 {
+		t.Errorf("line after the second: %d held back, %v; want 10, true", n, ok)
+	}
+}
