@@ -6,21 +6,34 @@
 // connections over the workers' SO_REUSEPORT sockets; counted by each
 // worker alone, a client could hold N times each limit.
 //
-// The table is a fixed array of slots. A slot holds an ID (a keyed hash
-// of the listener and the client address; 0: free) and one counter word
-// per worker: the connections (high 32 bits) and handshakes (low 32 bits)
-// that worker holds for the client. A worker writes only its own word, so
-// the counts of a worker that dies are known: the supervisor clears its
-// word in every slot (ClearWorker) before it starts the replacement. No
-// lock is taken; every access is atomic:
+// The table is a fixed array of slots. A slot holds a tag word (a keyed
+// hash of the listener and the client address in the high 48 bits, a
+// version in the low 16; 0: free) and one counter word per worker: the
+// connections (high 32 bits) and handshakes (low 32 bits) that worker
+// holds for the client. A worker writes only its own counter word, so the
+// counts of a worker that dies are known: the supervisor clears its word
+// in every slot (ClearWorker) before it starts the replacement. No lock
+// is taken; every access is atomic:
 //   - Admit finds the client's slot among probeLen slots from its hash, or
-//     claims a free one (ID 0, or an ID whose counters are all zero) with a
-//     compare-and-swap of the ID; adds one connection and one handshake to
-//     its own word; checks that the slot still holds the ID (a slot
-//     reclaimed for another client in between is undone and retried); and
-//     sums every worker's word: over a limit, it takes its counts back and
-//     refuses. Adding before summing means two workers admitting at once
-//     may both refuse, never both pass a limit.
+//     claims a free one (tag word 0, or a tag whose counters are all zero)
+//     with a compare-and-swap of the tag word it read before checking the
+//     counters; adds one connection and one handshake to its own word;
+//     then bumps the slot's version with a compare-and-swap that fails if
+//     the slot was reclaimed for another client in between (its count is
+//     then undone and retried); and sums every worker's word: over a
+//     limit, it takes its counts back and refuses. Adding before summing
+//     means two workers admitting at once may both refuse, never both pass
+//     a limit.
+//   - The version closes the window between a reclaimer's check that a
+//     slot is idle and its compare-and-swap: an admission of the slot's
+//     client that completes in that window has bumped the version, so the
+//     reclaim fails instead of taking over a slot with a count in it
+//     (which would leave that count to the wrong client and let the right
+//     one start again from zero elsewhere).
+//   - A worker that claims a slot looks again for the client earlier in
+//     its window: two workers claiming different slots for one client at
+//     once (one reclaimed while the other scanned) would each count only
+//     their own; the later gives its slot back and counts in the first.
 //   - A client whose probeLen slots are all held by others (the table is
 //     full there) gets NoRoom: the caller counts it in its own process, as
 //     before the table existed.
@@ -64,7 +77,7 @@ const probeLen = 16
 const maxWorkers = 256
 
 const (
-	magic      = 0x31746e6c63706d67 // "gmpclnt1", little-endian
+	magic      = 0x32746e6c63706d67 // "gmpclnt2", little-endian
 	headerSize = 64
 	hs         = 1       // a handshake in a counter word
 	conn       = 1 << 32 // a connection
@@ -114,8 +127,28 @@ func (t *Table) word(off int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&t.mem[off]))
 }
 
-// id is slot s's ID word; counter(s, w) is worker w's counter word in it.
+// id is slot s's tag word; counter(s, w) is worker w's counter word in
+// it.
 func (t *Table) id(s int) *atomic.Uint64 { return t.word(headerSize + s*slotSize(t.workers)) }
+
+// A tag word: the client's tag in the high 48 bits, the slot's version in
+// the low 16.
+const versionBits = 16
+
+func tagOf(word uint64) uint64 { return word >> versionBits }
+
+// bumped is word with its version advanced (wrapping) and its tag kept.
+func bumped(word uint64) uint64 {
+	const mask = 1<<versionBits - 1
+	return word&^mask | (word+1)&mask
+}
+
+// claimed is the tag word of a slot claimed for tag from word: a new
+// version, so that one who read word before cannot take it back unseen.
+func claimed(tag, word uint64) uint64 { return tag<<versionBits | (word+1)&(1<<versionBits-1) }
+
+// testHook, when set (tests), runs at the named points of Admit.
+var testHook func(point string)
 func (t *Table) counter(s, w int) *atomic.Uint64 {
 	return t.word(headerSize + s*slotSize(t.workers) + 8*(1+w))
 }
@@ -153,9 +186,9 @@ type View struct {
 	w int
 }
 
-// key is the slot ID of client on listener: a hash keyed with the table's
+// key is the slot tag of client on listener: a hash keyed with the table's
 // seed, so that clients cannot choose addresses that crowd one client's
-// slots; never 0.
+// slots; 48 bits, never 0.
 func (t *Table) key(listener string, client netip.Addr) uint64 {
 	var in [16 + 8 + 16]byte
 	copy(in[:16], t.seed[:])
@@ -165,7 +198,7 @@ func (t *Table) key(listener string, client netip.Addr) uint64 {
 	a := client.As16()
 	copy(in[24:], a[:])
 	sum := sha256.Sum256(in[:])
-	return binary.LittleEndian.Uint64(sum[:]) | 1
+	return binary.LittleEndian.Uint64(sum[:])>>versionBits | 1
 }
 
 // Admit counts one connection with its handshake from client on listener,
@@ -174,16 +207,16 @@ func (t *Table) key(listener string, client netip.Addr) uint64 {
 // what Release takes.
 func (v *View) Admit(listener string, client netip.Addr, maxConns, maxHandshakes int) (slot int, _ Verdict) {
 	t := v.t
-	id := t.key(listener, client)
-	start := int(id>>1) % Slots
+	tag := t.key(listener, client)
+	start := int(tag>>1) % Slots
 	for try := 0; try < 8; try++ {
-		s, ok := t.find(id, start)
+		s, ok := t.find(tag, start)
 		if !ok {
 			return 0, NoRoom
 		}
 		own := t.counter(s, v.w)
 		own.Add(conn + hs)
-		if t.id(s).Load() != id { // reclaimed for another client meanwhile
+		if !t.bump(s, tag) { // reclaimed for another client meanwhile
 			sub(own, conn+hs)
 			continue
 		}
@@ -206,32 +239,72 @@ func (v *View) Admit(listener string, client netip.Addr, maxConns, maxHandshakes
 	return 0, NoRoom
 }
 
-// find returns the slot holding id among the probeLen slots from start,
+// bump advances slot s's version if it still holds tag; false when it
+// was reclaimed for another client.
+func (t *Table) bump(s int, tag uint64) bool {
+	w := t.id(s)
+	for {
+		word := w.Load()
+		if tagOf(word) != tag {
+			return false
+		}
+		if w.CompareAndSwap(word, bumped(word)) {
+			return true
+		}
+	}
+}
+
+// holder returns the first of the probeLen slots from start that holds
+// tag, or -1.
+func (t *Table) holder(tag uint64, start int) int {
+	for j := 0; j < probeLen; j++ {
+		if s := (start + j) % Slots; tagOf(t.id(s).Load()) == tag {
+			return s
+		}
+	}
+	return -1
+}
+
+// find returns the slot holding tag among the probeLen slots from start,
 // or claims the first free one for it; false when every one is held by
 // another client.
-func (t *Table) find(id uint64, start int) (int, bool) {
-	free, freeID := -1, uint64(0)
-	for j := 0; j < probeLen; j++ {
-		s := (start + j) % Slots
-		got := t.id(s).Load()
-		if got == id {
-			return s, true
-		}
-		if free < 0 && (got == 0 || t.idle(s)) {
-			free, freeID = s, got
-		}
-	}
-	if free < 0 || !t.id(free).CompareAndSwap(freeID, id) {
-		// Taken meanwhile, perhaps by another worker for this client:
-		// look once more.
+func (t *Table) find(tag uint64, start int) (int, bool) {
+	for try := 0; try < 4; try++ {
+		free, freeWord := -1, uint64(0)
 		for j := 0; j < probeLen; j++ {
-			if s := (start + j) % Slots; t.id(s).Load() == id {
+			s := (start + j) % Slots
+			// The word is read before the counters: a count added after
+			// the check below comes with a version bump that fails the
+			// claim.
+			got := t.id(s).Load()
+			if got != 0 && tagOf(got) == tag {
 				return s, true
 			}
+			if free < 0 && (got == 0 || t.idle(s)) {
+				free, freeWord = s, got
+			}
 		}
-		return 0, false
+		if free < 0 {
+			return 0, false
+		}
+		if testHook != nil {
+			testHook("claim")
+		}
+		word := claimed(tag, freeWord)
+		if !t.id(free).CompareAndSwap(freeWord, word) {
+			continue // taken or used meanwhile, perhaps for this client: look again
+		}
+		// Another worker may have claimed another slot for the client at
+		// the same time: the first in the window is the client's, and
+		// this one goes back (unless someone counts in it already: then
+		// both stay, each counted, until that count drains).
+		if s := t.holder(tag, start); s >= 0 && s != free {
+			t.id(free).CompareAndSwap(word, 0)
+			return s, true
+		}
+		return free, true
 	}
-	return free, true
+	return 0, false
 }
 
 // Release gives back what Admit counted in slot: its handshake (when the

@@ -116,7 +116,7 @@ func TestNoRoom(t *testing.T) {
 	start := int(id>>1) % Slots
 	for j := 0; j < probeLen; j++ {
 		s := (start + j) % Slots
-		tb.id(s).Store(uint64(1000+2*j) | 1)
+		tb.id(s).Store((uint64(1000+2*j) | 1) << versionBits)
 		tb.counter(s, 1).Store(conn)
 	}
 	if _, got := v.Admit("l", clientA, 3, 0); got != NoRoom {
@@ -125,7 +125,7 @@ func TestNoRoom(t *testing.T) {
 	last := (start + probeLen - 1) % Slots
 	tb.counter(last, 1).Store(0) // that client closed its connection
 	s, got := v.Admit("l", clientA, 3, 0)
-	if got != Admitted || s != last || tb.id(last).Load() != id {
+	if got != Admitted || s != last || tagOf(tb.id(last).Load()) != id {
 		t.Fatalf("an idle slot not taken over: %v, slot %d (want %d)", got, s, last)
 	}
 }
@@ -217,5 +217,95 @@ func BenchmarkAdmitRelease(b *testing.B) {
 			b.Fatal(got)
 		}
 		v.Release(s, true, true)
+	}
+}
+
+// sameStart returns n client addresses whose slot windows on listener
+// start at the same slot.
+func sameStart(t *testing.T, tb *Table, listener string, n int) []netip.Addr {
+	t.Helper()
+	byStart := map[int][]netip.Addr{}
+	for i := range 1 << 22 {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		st := int(tb.key(listener, a)>>1) % Slots
+		byStart[st] = append(byStart[st], a)
+		if len(byStart[st]) == n {
+			return byStart[st]
+		}
+	}
+	t.Fatal("no addresses with one start")
+	return nil
+}
+
+// onceAt runs f the first time Admit reaches point (the hook is removed
+// with the test).
+func onceAt(t *testing.T, point string, f func()) {
+	var done bool
+	testHook = func(p string) {
+		if p == point && !done {
+			done = true
+			f()
+		}
+	}
+	t.Cleanup(func() { testHook = nil })
+}
+
+// TestReclaimLosesToAnAdmission: a worker reclaiming an idle slot for
+// another client, while the slot's own client is admitted between the
+// idle check and the claim, does not take the slot over: the admitted
+// connection stays counted for its client, whose limit then holds.
+func TestReclaimLosesToAnAdmission(t *testing.T) {
+	tb := newTable(t, 2)
+	vs := views(t, tb)
+	cs := sameStart(t, tb, "l", 2)
+	x, y := cs[0], cs[1]
+	s, got := vs[0].Admit("l", x, 1, 0)
+	if got != Admitted {
+		t.Fatal(got)
+	}
+	vs[0].Release(s, true, true) // x's slot is idle, still tagged x
+	onceAt(t, "claim", func() {
+		// Worker 1 has found x's slot idle and is about to claim it for
+		// y: worker 0 admits x there first.
+		if _, got := vs[0].Admit("l", x, 1, 0); got != Admitted {
+			t.Errorf("x in its own slot: %v", got)
+		}
+	})
+	ys, got := vs[1].Admit("l", y, 1, 0)
+	if got != Admitted {
+		t.Fatalf("y: %v", got)
+	}
+	if ys == s {
+		t.Error("y took over x's slot with x's connection counted in it")
+	}
+	if _, got := vs[1].Admit("l", x, 1, 0); got != TooManyConns {
+		t.Errorf("x's second connection with a limit of one: %v", got)
+	}
+}
+
+// TestOneSlotPerClient: two workers claiming slots for one client at the
+// same moment (one scanning while a slot before the other's frees up)
+// end up counting in one slot, so the limit holds over both.
+func TestOneSlotPerClient(t *testing.T) {
+	tb := newTable(t, 2)
+	vs := views(t, tb)
+	cs := sameStart(t, tb, "l", 3)
+	z, x, c := cs[0], cs[1], cs[2]
+	zs, _ := vs[0].Admit("l", z, 0, 0) // the window's first slot: busy
+	xs, _ := vs[0].Admit("l", x, 0, 0) // its second
+	vs[0].Release(xs, true, true)      // idle
+	onceAt(t, "claim", func() {
+		// Worker 1 chose x's idle slot for c; meanwhile z leaves and
+		// worker 0 admits c in z's slot, now the first free one.
+		vs[0].Release(zs, true, true)
+		if _, got := vs[0].Admit("l", c, 1, 0); got != Admitted {
+			t.Errorf("c on worker 0: %v", got)
+		}
+	})
+	if _, got := vs[1].Admit("l", c, 1, 0); got != TooManyConns {
+		t.Errorf("c's second connection, on worker 1, with a limit of one: %v", got)
+	}
+	if w := tb.id(xs).Load(); w != 0 && tagOf(w) == tb.key("l", c) {
+		t.Error("the second slot claimed for c kept")
 	}
 }
