@@ -75,7 +75,8 @@
 //     fast; an info-level audit line per client and key and interval
 //     (counts by operation and result, not one line per operation) and
 //     the metrics by client show it; removing the client from the
-//     allow-list (a reload) ends it, also on open connections. Refusals
+//     allow-list (a reload) ends it: its open connections are closed at
+//     once, after their operations in progress are answered. Refusals
 //     name neither the key nor the client.
 //   - Resources: a bound on open connections (further ones are closed at
 //     once); within it, a bound on the connections not yet identified, in

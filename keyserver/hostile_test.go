@@ -147,9 +147,11 @@ func TestExpiredCertificateEndsAccess(t *testing.T) {
 	}
 }
 
-// TestRemovedClientRefusalAudited: a request of a client that a reload
-// removed is refused (forbidden), the connection closed, and the refusal
-// counted in the metrics and the audit like any other.
+// TestRemovedClientRefusalAudited: a request on a connection whose
+// certificate a reload took out of the allow-list (here the grant's name
+// stays, its subject changes) is refused (forbidden), the connection
+// closed, and the refusal counted in the metrics and the audit like any
+// other.
 func TestRemovedClientRefusalAudited(t *testing.T) {
 	keys := testKeys(t)
 	pki := newTestPKI(t)
@@ -161,11 +163,13 @@ func TestRemovedClientRefusalAudited(t *testing.T) {
 	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("other", keys)}}); err != nil {
+	moved := grantAll("edge", keys)
+	moved.Subject = "CN=edge-2,O=test"
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{moved}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("removed client: err = %v", err)
+		t.Fatalf("removed certificate: err = %v", err)
 	}
 	n := obs.get(func(r *recObserver) int {
 		s := 0

@@ -226,6 +226,44 @@ func TestLoweredMaxConnsShedsNewest(t *testing.T) {
 	}
 }
 
+// TestRemovedClientConnectionsClosed: a reload that removes a client
+// closes its idle connections at once (not at their next request or
+// after the idle timeout: they hold places of MaxConns); another
+// client's stay served.
+func TestRemovedClientConnectionsClosed(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	otherTLS, _ := pki.client(t, "other")
+	buf := &testpeer.SyncBuffer{}
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys), grantAll("other", keys)}}, func(s *Server) {
+		s.Logger = bufLogger(buf)
+	})
+	edge := servedConns(t, ks.addr, edgeTLS, 2)
+	other := servedConns(t, ks.addr, otherTLS, 1)
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("other", keys)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range edge {
+		if !testpeer.ClosedWithin(g.c, 10*time.Second) {
+			t.Errorf("connection %d of the removed client still open", i+1)
+		}
+	}
+	if !served(other[0].c, other[0].fr) {
+		t.Error("the remaining client's connection not served after the reload")
+	}
+	eventually(t, "both closes logged", func() bool {
+		return strings.Count(buf.String(), "removed from the allow-list") == 2
+	})
+	// Reloads that rename clients do not pile up their states.
+	ks.s.smu.Lock()
+	n := len(ks.s.states)
+	ks.s.smu.Unlock()
+	if n != 1 {
+		t.Errorf("%d client states kept for a policy of one client", n)
+	}
+}
+
 // TestRefusedPolicyChangesNoLimits: a policy SetPolicy refuses leaves
 // every client's limits as they were, including those of the clients it
 // compiled before the error.

@@ -255,6 +255,15 @@ func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error)
 	for _, s := range limits {
 		s.st.setLimits(s.l)
 	}
+	// A client the policy no longer names loses its connections now
+	// rather than at their next request (their places count in
+	// Server.MaxConns), and its state is forgotten.
+	for k, st := range states {
+		if !slices.ContainsFunc(limits, func(s staged) bool { return s.st == st }) {
+			st.shedAll()
+			delete(states, k)
+		}
+	}
 	return cp, nil
 }
 
@@ -318,15 +327,19 @@ type clientState struct {
 	tokens float64
 	last   time.Time
 	// open are the client's connections, oldest first; shed those closed
-	// because a reload lowered MaxConns below their number.
+	// by a reload, with the reason.
 	open []net.Conn
-	shed map[net.Conn]bool
+	shed map[net.Conn]string
 }
 
+// Reasons a reload sheds a connection.
+const (
+	shedLowered = "the client's max_connections was lowered"
+	shedRemoved = "the client was removed from the allow-list"
+)
+
 // setLimits applies l. When l.MaxConns is below the connections open,
-// the newest beyond it are shed: marked, and their reads woken, so that
-// each stops taking requests and closes once its operations in progress
-// are answered (as on Shutdown).
+// the newest beyond it are shed.
 func (s *clientState) setLimits(l Limits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -342,12 +355,26 @@ func (s *clientState) setLimits(l Limits) {
 	if l.MaxConns <= 0 {
 		return
 	}
-	for _, c := range s.open[min(l.MaxConns, len(s.open)):] {
+	s.shedLocked(s.open[min(l.MaxConns, len(s.open)):], shedLowered)
+}
+
+// shedAll sheds every connection of the client (a reload removed it).
+func (s *clientState) shedAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shedLocked(s.open, shedRemoved)
+}
+
+// shedLocked marks conns shed for why and wakes their reads, so that
+// each stops taking requests and closes once its operations in progress
+// are answered (as on Shutdown); s.mu is held.
+func (s *clientState) shedLocked(conns []net.Conn, why string) {
+	for _, c := range conns {
 		if s.shed == nil {
-			s.shed = map[net.Conn]bool{}
+			s.shed = map[net.Conn]string{}
 		}
-		if !s.shed[c] {
-			s.shed[c] = true
+		if s.shed[c] == "" {
+			s.shed[c] = why
 			c.SetReadDeadline(time.Unix(1, 0))
 		}
 	}
@@ -402,8 +429,8 @@ func (s *clientState) addConn(c net.Conn) bool {
 	return true
 }
 
-// doneConn forgets c; it reports whether c was shed.
-func (s *clientState) doneConn(c net.Conn) (shed bool) {
+// doneConn forgets c; it returns why c was shed ("" when it was not).
+func (s *clientState) doneConn(c net.Conn) (shed string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if i := slices.Index(s.open, c); i >= 0 {
@@ -418,5 +445,5 @@ func (s *clientState) doneConn(c net.Conn) (shed bool) {
 func (s *clientState) isShed(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.shed[c]
+	return s.shed[c] != ""
 }

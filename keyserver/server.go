@@ -489,8 +489,8 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 		return
 	}
 	defer func() {
-		if held.doneConn(c) && s.Logger != nil {
-			s.Logger.Info("key server connection closed: the client's max_connections was lowered", "client", client, "remote", c.RemoteAddr().String())
+		if why := held.doneConn(c); why != "" && s.Logger != nil {
+			s.Logger.Info("key server connection closed by a reload: "+why, "client", client, "remote", c.RemoteAddr().String())
 		}
 	}()
 	var ops sync.WaitGroup
