@@ -956,9 +956,10 @@ type KeyServer struct {
 // key_servers entry points at it. Run it on a host that only the edge
 // proxies can reach. SIGHUP re-reads the file and its files and replaces
 // the served keys, the clients and the TLS certificate and client CA
-// (connections already open are checked against the new clients and CA
-// before their next request); listen, metrics_address and the timeouts
-// and limits need a restart.
+// (the connections of a removed client, and those beyond a lowered
+// clients[].max_connections, are closed at once; the others are checked
+// against the new clients and CA before their next request); listen,
+// metrics_address and the server's timeouts and limits need a restart.
 type KeyServerFile struct {
 	// Listen is host:port to accept gmproxy's connections on, over mutual
 	// TLS, or unix:/path/to/socket for a Unix socket (created with mode
