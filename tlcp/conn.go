@@ -21,9 +21,16 @@ type Conn struct {
 	config   *Config
 
 	// State after the handshake.
-	vers             uint16
-	suite            *cipherSuite
-	didResume        bool
+	vers      uint16
+	suite     *cipherSuite
+	didResume bool
+	// storedID[:storedIDLen] is the server's SessionStore key of the
+	// connection's session (none when storedIDLen is 0), deleted on a
+	// fatal alert; under storedMu (the reader and the writer may both
+	// end the connection).
+	storedMu         sync.Mutex
+	storedID         [32]byte
+	storedIDLen      int
 	serverName       string
 	alpn             string
 	peerCertificates []*smx509.Certificate
@@ -170,6 +177,7 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			// bound on records that carry nothing.
 			return c.uselessRecord("warning alerts and empty records")
 		}
+		c.forgetSession()
 		return c.in.setErr(&AlertError{Alert: a, Remote: true})
 
 	case recordTypeChangeCipherSpec:
@@ -323,7 +331,34 @@ func (c *Conn) sendAlertLocked(a Alert) error {
 	if a == AlertCloseNotify {
 		return err
 	}
+	c.forgetSession()
 	return c.out.setErr(&AlertError{Alert: a})
+}
+
+// rememberSessionID records, on the server, the session ID under which
+// the connection's session is in the SessionStore (stored or resumed).
+func (c *Conn) rememberSessionID(id []byte) {
+	c.storedMu.Lock()
+	c.storedIDLen = copy(c.storedID[:], id)
+	c.storedMu.Unlock()
+}
+
+// forgetSession deletes the connection's session from the SessionStore:
+// a connection that ends with a fatal alert, sent or received, must not
+// be resumed (RFC 5246 §7.2 and §7.2.2, which TLCP follows: "the session
+// identifier MUST be invalidated"). A ticket cannot be taken back; its
+// session ends with its lifetime.
+func (c *Conn) forgetSession() {
+	c.storedMu.Lock()
+	id := string(c.storedID[:c.storedIDLen])
+	c.storedIDLen = 0
+	c.storedMu.Unlock()
+	if id == "" {
+		return
+	}
+	if store := c.config.sessionStore(); store != nil {
+		store.Delete(id)
+	}
 }
 
 // writeAlertLocked writes an alert record with body.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -26,6 +28,12 @@ type clientHandshakeState struct {
 	ticketLifetime time.Duration
 	serverCerts    []*smx509.Certificate
 	chains         [][]*smx509.Certificate
+	// validFrom and validUntil bound the validity of the verified chains.
+	validFrom, validUntil time.Time
+	// rechecked holds the chains of the session offered, verified again
+	// against RootCAs when the session's were verified against another
+	// pool (trusted).
+	rechecked *ClientSessionState
 }
 
 func (c *Conn) clientHandshake(ctx context.Context) error {
@@ -59,6 +67,9 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 			return err
 		}
 		c.peerCertificates, c.verifiedChains = hs.session.serverCerts, hs.session.verifiedChains
+		if hs.rechecked != nil {
+			c.verifiedChains = hs.rechecked.verifiedChains
+		}
 	} else {
 		if err := hs.doFullHandshake(); err != nil {
 			return err
@@ -140,12 +151,7 @@ func (hs *clientHandshakeState) usable(s *ClientSessionState) bool {
 	if s.lifetime > 0 && hs.config.time().After(s.receivedAt.Add(s.lifetime)) {
 		return false
 	}
-	for _, id := range hs.config.cipherSuites() {
-		if id == s.cipherSuite {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(hs.config.cipherSuites(), s.cipherSuite) && hs.trusted(s)
 }
 
 func (hs *clientHandshakeState) readServerHello() error {
@@ -282,15 +288,76 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	return hs.establishKeys()
 }
 
-// serverEnc returns the server's encryption certificate: normally the second
-// certificate; TASSL 1.1.1k puts it last, so classify by key usage.
-func (hs *clientHandshakeState) serverEnc() *smx509.Certificate {
-	for _, c := range hs.serverCerts[1:] {
+// serverEnc returns the server's encryption certificate.
+func (hs *clientHandshakeState) serverEnc() *smx509.Certificate { return serverEncCert(hs.serverCerts) }
+
+// serverEncCert returns the encryption certificate of the server's list
+// certs (at least two): normally the second certificate; TASSL 1.1.1k puts
+// it last, so classify by key usage.
+func serverEncCert(certs []*smx509.Certificate) *smx509.Certificate {
+	for _, c := range certs[1:] {
 		if isEncCert(c) {
 			return c
 		}
 	}
-	return hs.serverCerts[1]
+	return certs[1]
+}
+
+// verifyServerPair verifies the server's signing certificate for
+// cfg.ServerName and its encryption certificate against cfg.RootCAs at
+// cfg's time, certs being the list as sent; it returns the signing
+// certificate's chains and the time window in which both first chains
+// stay valid.
+func verifyServerPair(cfg *Config, certs []*smx509.Certificate) (chains [][]*smx509.Certificate, from, until time.Time, err error) {
+	sign, enc := certs[0], serverEncCert(certs)
+	var others []*smx509.Certificate
+	for _, c := range certs[1:] {
+		if c != enc {
+			others = append(others, c)
+		}
+	}
+	chains, err = verifyChain(sign, others, cfg.RootCAs, cfg.ServerName, cfg.time(), smx509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return nil, from, until, wrapErr(certAlert(err), "server signing certificate does not verify", err)
+	}
+	encChains, err := verifyChain(enc, others, cfg.RootCAs, "", cfg.time(), smx509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return nil, from, until, wrapErr(certAlert(err), "server encryption certificate does not verify", err)
+	}
+	from, until = chainWindow(chains[0], time.Time{}, time.Unix(1<<62, 0))
+	from, until = chainWindow(encChains[0], from, until)
+	return chains, from, until, nil
+}
+
+// trusted reports whether s may be resumed under cfg's verification
+// settings as they are now, as crypto/tls checks a session before
+// offering it: with InsecureSkipVerify off, the session's certificates
+// must have been verified (a session made with verification off is not),
+// for this ServerName, and still be valid; when RootCAs is another pool
+// than the one they were verified against (a reload), they are verified
+// again against it. Otherwise a session would carry a server the
+// current settings refuse past them for as long as it is resumed.
+func (hs *clientHandshakeState) trusted(s *ClientSessionState) bool {
+	cfg := hs.config
+	if cfg.InsecureSkipVerify {
+		return true
+	}
+	if len(s.verifiedChains) == 0 || len(s.serverCerts) < 2 || !strings.EqualFold(s.serverName, cfg.ServerName) {
+		return false
+	}
+	now := cfg.time()
+	if now.Before(s.validFrom) || now.After(s.validUntil) {
+		return false
+	}
+	if s.roots == cfg.RootCAs {
+		return true
+	}
+	chains, from, until, err := verifyServerPair(cfg, s.serverCerts)
+	if err != nil {
+		return false
+	}
+	hs.rechecked = &ClientSessionState{verifiedChains: chains, roots: cfg.RootCAs, validFrom: from, validUntil: until}
+	return true
 }
 
 func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
@@ -303,7 +370,7 @@ func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
 		return err
 	}
 	hs.serverCerts = certs
-	sign, enc := certs[0], hs.serverEnc()
+	enc := hs.serverEnc()
 	if _, err := sm2Public(enc); err != nil {
 		return wrapErr(AlertUnsupportedCertificate, "server encryption certificate", err)
 	}
@@ -311,20 +378,10 @@ func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
 		return wrapErr(AlertBadCertificate, "server certificate", err)
 	}
 	if !cfg.InsecureSkipVerify {
-		var others []*smx509.Certificate
-		for _, c := range certs[1:] {
-			if c != enc {
-				others = append(others, c)
-			}
-		}
-		chains, err := verifyChain(sign, others, cfg.RootCAs, cfg.ServerName, cfg.time(), smx509.ExtKeyUsageServerAuth)
+		hs.chains, hs.validFrom, hs.validUntil, err = verifyServerPair(cfg, certs)
 		if err != nil {
-			return wrapErr(certAlert(err), "server signing certificate does not verify", err)
+			return err
 		}
-		if _, err := verifyChain(enc, others, cfg.RootCAs, "", cfg.time(), smx509.ExtKeyUsageServerAuth); err != nil {
-			return wrapErr(certAlert(err), "server encryption certificate does not verify", err)
-		}
-		hs.chains = chains
 	}
 	return cfg.verifyPeerHook(raw, hs.chains)
 }
@@ -382,10 +439,16 @@ func (hs *clientHandshakeState) saveSession() {
 		lifetime:    hs.config.lifetime(),
 	}
 	if hs.resumed() {
-		s.serverCerts, s.verifiedChains = hs.session.serverCerts, hs.session.verifiedChains
-		s.ticket, s.sessionID = hs.session.ticket, hs.session.sessionID
+		s.serverCerts, s.serverName, s.ticket, s.sessionID = hs.session.serverCerts, hs.session.serverName, hs.session.ticket, hs.session.sessionID
+		s.verifiedChains, s.roots, s.validFrom, s.validUntil = hs.session.verifiedChains, hs.session.roots, hs.session.validFrom, hs.session.validUntil
+		if r := hs.rechecked; r != nil {
+			s.verifiedChains, s.roots, s.validFrom, s.validUntil = r.verifiedChains, r.roots, r.validFrom, r.validUntil
+		}
 	} else {
-		s.serverCerts, s.verifiedChains = hs.serverCerts, hs.chains
+		s.serverCerts, s.verifiedChains, s.serverName = hs.serverCerts, hs.chains, hs.config.ServerName
+		if hs.chains != nil {
+			s.roots, s.validFrom, s.validUntil = hs.config.RootCAs, hs.validFrom, hs.validUntil
+		}
 	}
 	switch {
 	case len(hs.ticket) > 0:

@@ -493,6 +493,9 @@ func (hs *serverHandshakeState) checkForResumption() {
 		return
 	}
 	hs.session = s
+	if !byTicket {
+		hs.c.rememberSessionID(hello.sessionID)
+	}
 	// Echo the client's session ID (RFC 5077 §3.4 for tickets).
 	hs.sh.sessionID = hello.sessionID
 	// A resumed session gets a new ticket only when the client's was
@@ -884,8 +887,10 @@ func (hs *serverHandshakeState) storeSession() {
 		}
 		if p, ok := newPreparedSession(b, &st, hs.peerCerts, key); ok {
 			ps.putPrepared(string(hs.sh.sessionID), b, p, hs.config.lifetime())
+			hs.c.rememberSessionID(hs.sh.sessionID)
 			return
 		}
 	}
 	store.Put(string(hs.sh.sessionID), b, hs.config.lifetime())
+	hs.c.rememberSessionID(hs.sh.sessionID)
 }

@@ -243,6 +243,13 @@ type ClientSessionState struct {
 	verifiedChains [][]*smx509.Certificate
 	receivedAt     time.Time
 	lifetime       time.Duration
+	// What the server's certificates were verified for (ClientHandshake
+	// checks them against the Config's before resuming): the ServerName,
+	// the RootCAs pool (nil with verification off, or the system roots)
+	// and the window in which their chains are valid.
+	serverName            string
+	roots                 *smx509.CertPool
+	validFrom, validUntil time.Time
 }
 
 // ClientSessionCache keeps client sessions by server key (ServerName or the

@@ -180,6 +180,15 @@ type Config struct {
 	// handshake. Default: a digest of ClientCAs' subject names, which does
 	// not see a CA replaced by another of the same name.
 	ClientCAsFingerprint []byte
+	// ResumeNeedsClientChain declines a ticket whose client certificate
+	// chain this process does not hold (another instance sharing the
+	// ticket keys issued it, or a restart or eviction emptied the cache):
+	// the client makes a full handshake and presents its certificate again
+	// (RFC 8446 §4.2.11 lets a server decline any PSK). Set it when the
+	// application needs the certificates themselves (a proxy forwarding
+	// the client's subject and issuer), not only the identity a ticket
+	// carries (ConnectionState's ClientCertificate, ClientVerified).
+	ResumeNeedsClientChain bool
 
 	// ServerName is checked against the server certificate and sent as SNI
 	// (client side).
@@ -355,6 +364,35 @@ type ClientSessionState struct {
 	alpn             string
 	peerCertificates []*smx509.Certificate
 	verifiedChains   [][]*smx509.Certificate
+	// trust is what verifiedChains were verified for (the client checks
+	// it against its Config before offering the ticket).
+	trust serverTrust
+}
+
+// serverTrust is what a client verified the server's certificate for:
+// the ServerName, the RootCAs pool (nil: the system roots) and the window
+// in which the verified chain is valid.
+type serverTrust struct {
+	serverName  string
+	roots       *smx509.CertPool
+	from, until time.Time
+}
+
+// trustOf is the serverTrust of chains verified under cfg.
+func trustOf(cfg *Config, chains [][]*smx509.Certificate) serverTrust {
+	t := serverTrust{serverName: cfg.ServerName, roots: cfg.RootCAs, until: time.Unix(1<<62, 0)}
+	if len(chains) == 0 {
+		return serverTrust{}
+	}
+	for _, c := range chains[0] {
+		if c.NotBefore.After(t.from) {
+			t.from = c.NotBefore
+		}
+		if c.NotAfter.Before(t.until) {
+			t.until = c.NotAfter
+		}
+	}
+	return t
 }
 
 // ClientSessionCache stores client sessions by server key (SNI or address).

@@ -106,7 +106,9 @@ type Conn struct {
 	alpn             string
 	peerCertificates []*smx509.Certificate
 	verifiedChains   [][]*smx509.Certificate
-	client           clientIdentity // server: the client certificate, from the handshake or the ticket
+	// serverTrust is what a client verified verifiedChains for.
+	serverTrust serverTrust
+	client      clientIdentity // server: the client certificate, from the handshake or the ticket
 
 	// client: resumption master secret and cache key for NewSessionTicket.
 	resumptionSecret resumptionMasterSecret

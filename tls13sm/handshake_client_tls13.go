@@ -8,11 +8,13 @@ import (
 	"hash"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	gmecdh "github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
@@ -29,6 +31,10 @@ type clientHandshakeState struct {
 	x25519Key *ecdh.PrivateKey
 	session   *ClientSessionState
 	sentCCS   bool
+	// chains and trust are the session's verified chains and what they
+	// were verified for, verified again when RootCAs changed (trusted).
+	chains [][]*smx509.Certificate
+	trust  serverTrust
 
 	serverHello *serverHelloMsg
 	suite       *cipherSuite
@@ -220,10 +226,49 @@ func (hs *clientHandshakeState) loadSession() {
 		cfg.ClientSessionCache.Put(hs.c.sessionCacheKey, nil)
 		return
 	}
+	if !hs.trusted(cs) {
+		return
+	}
 	age := uint32(now.Sub(cs.receivedAt) / time.Millisecond)
 	hs.session = cs
 	hs.hello.pskIdentities = []pskIdentity{{label: cs.ticket, obfuscatedTicketAge: age + cs.ageAdd}}
 	hs.hello.pskBinders = [][]byte{make([]byte, hashSize)}
+}
+
+// trusted reports whether cs may be offered under cfg's verification
+// settings as they are now, as crypto/tls checks a session before
+// offering it: with InsecureSkipVerify off, the server's certificate must
+// have been verified (a session made with verification off is not), for
+// this ServerName, and still be valid; when RootCAs is another pool than
+// the one it was verified against (a reload), it is verified again
+// against it. Otherwise a ticket would carry a server the current
+// settings refuse past them for as long as it is renewed. It sets
+// hs.chains and hs.trust for the connection if it resumes.
+func (hs *clientHandshakeState) trusted(cs *ClientSessionState) bool {
+	cfg := hs.config
+	hs.chains, hs.trust = cs.verifiedChains, cs.trust
+	if cfg.InsecureSkipVerify {
+		return true
+	}
+	t := cs.trust
+	now := cfg.time()
+	if len(cs.verifiedChains) == 0 || len(cs.peerCertificates) == 0 || !strings.EqualFold(t.serverName, cfg.ServerName) ||
+		now.Before(t.from) || now.After(t.until) {
+		return false
+	}
+	if t.roots == cfg.RootCAs {
+		return true
+	}
+	raw := make([][]byte, len(cs.peerCertificates))
+	for i, c := range cs.peerCertificates {
+		raw[i] = c.Raw
+	}
+	_, chains, _, err := verifyChain(cfg, raw, true, true)
+	if err != nil {
+		return false
+	}
+	hs.chains, hs.trust = chains, trustOf(cfg, chains)
+	return true
 }
 
 // computeBinders marshals the hello and fills in the PSK binder over the
@@ -344,7 +389,7 @@ func (hs *clientHandshakeState) processServerHello() error {
 		}
 		hs.usingPSK = true
 		c.didResume = true
-		c.peerCertificates, c.verifiedChains = hs.session.peerCertificates, hs.session.verifiedChains
+		c.peerCertificates, c.verifiedChains, c.serverTrust = hs.session.peerCertificates, hs.chains, hs.trust
 	}
 	if sh.serverShare.group == 0 {
 		if !hs.usingPSK || !slices.Contains(hs.hello.pskModes, pskModePlain) {
@@ -493,7 +538,7 @@ func (hs *clientHandshakeState) readServerCertificate() error {
 		return err
 	}
 	hs.transcript.Write(msg)
-	c.peerCertificates, c.verifiedChains = certs, chains
+	c.peerCertificates, c.verifiedChains, c.serverTrust = certs, chains, trustOf(hs.config, chains)
 	return nil
 }
 
@@ -582,7 +627,7 @@ func (c *Conn) handleNewSessionTicket(m *newSessionTicketMsg) error {
 	cs := &ClientSessionState{
 		ticket: append([]byte(nil), m.label...), suite: c.cipherSuite, receivedAt: cfg.time(),
 		lifetime: life, ageAdd: m.ageAdd, alpn: c.alpn,
-		peerCertificates: c.peerCertificates, verifiedChains: c.verifiedChains,
+		peerCertificates: c.peerCertificates, verifiedChains: c.verifiedChains, trust: c.serverTrust,
 	}
 	var ks keySchedule
 	ks.resumptionPSK(&cs.secret, &c.resumptionSecret, m.nonce)

@@ -389,7 +389,10 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		created := time.Unix(int64(ss.createdAt), 0)
 		age := now.Sub(created)
 		life := time.Duration(ss.lifetime) * time.Second
-		if age < -maxTicketAgeSkew || age > life || age > hs.config.ticketLifetime() {
+		// The session, not only this ticket, must be younger than the
+		// lifetime: renewed tickets keep its start (authAt).
+		sessionAge := now.Sub(time.Unix(int64(ss.authAt), 0))
+		if age < -maxTicketAgeSkew || age > life || age > hs.config.ticketLifetime() || sessionAge > hs.config.ticketLifetime() {
 			reject(TicketReasonExpired)
 			continue
 		}
@@ -409,7 +412,7 @@ func (hs *serverHandshakeState) checkForResumption() error {
 			continue
 		}
 		chains, cached, ok := hs.resumedClient(&ss.client)
-		if !ok {
+		if !ok || (ss.client.presented && !cached && hs.config.ResumeNeedsClientChain) {
 			reject(TicketReasonClientCert)
 			continue
 		}
@@ -768,10 +771,21 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 	ks.m.LoadState(&hs.masterState)
 	ks.resumptionMasterKeyed(resMaster, hs.transcriptHash())
 	var nonce = []byte{0}
+	now := hs.config.time()
 	ss := &sessionState{
-		suite: hs.suite.id, createdAt: unixTime(hs.config.time()),
+		suite: hs.suite.id, createdAt: unixTime(now), authAt: unixTime(now),
 		lifetime: uint32(hs.config.ticketLifetime() / time.Second), alpn: c.alpn,
 		site: hs.siteBinding(), client: hs.client,
+	}
+	if hs.usingPSK && hs.session != nil {
+		// A resumed session keeps its start, and the new ticket lasts no
+		// longer than what is left of it.
+		ss.authAt = hs.session.authAt
+		left := time.Unix(int64(ss.authAt), 0).Add(hs.config.ticketLifetime()).Sub(now)
+		if left < time.Second {
+			return nil
+		}
+		ss.lifetime = min(ss.lifetime, uint32(left/time.Second))
 	}
 	var rnd [4]byte
 	if _, err := io.ReadFull(hs.config.rand(), rnd[:]); err != nil {

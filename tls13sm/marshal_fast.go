@@ -177,6 +177,8 @@ func (s *sessionState) marshalFast(b []byte) []byte {
 	b = appendU16(b, s.suite)
 	b = appendU32(b, uint32(s.createdAt>>32))
 	b = appendU32(b, uint32(s.createdAt))
+	b = appendU32(b, uint32(s.authAt>>32))
+	b = appendU32(b, uint32(s.authAt))
 	b = appendU32(b, s.lifetime)
 	b = appendU32(b, s.ageAdd)
 	b = append(b, s.secret[:]...)

@@ -12,18 +12,24 @@ import (
 )
 
 // sessionState is what a ticket carries (sealed with internal/ticket as a
-// ticket.TLS13SM ticket). It is kept small — at most 189 bytes (125 plus an
-// ALPN name of up to 64), 233 sealed, under the 256-byte limit — whatever
+// ticket.TLS13SM ticket). It is kept small — at most 197 bytes (133 plus an
+// ALPN name of up to 64), 241 sealed, under the 256-byte limit — whatever
 // the client sent: a client certificate chain is never stored in it, only
 // what the resumed connection must know about the client (clientIdentity),
 // with the verified chain kept in a bounded per-process cache (GmSSL's
 // tls13_client crashes on tickets above ~450 bytes).
 type sessionState struct {
 	suite     uint16
-	createdAt uint64 // Unix seconds
-	lifetime  uint32 // seconds
-	ageAdd    uint32
-	secret    resumptionPSK
+	createdAt uint64 // Unix seconds: when this ticket was issued
+	// authAt is when the session began, in the full handshake that
+	// authenticated it (Unix seconds): tickets issued on resumption keep
+	// it, so that the session ends TicketLifetime after it however often
+	// it is resumed (§4.6.1: "the server MAY ... limit the total
+	// lifetime"; sessions.lifetime promises that bound).
+	authAt   uint64
+	lifetime uint32 // seconds
+	ageAdd   uint32
+	secret   resumptionPSK
 	// site binds the ticket to the server identity that issued it (see
 	// serverHandshakeState.siteBinding): a ticket key set shared by several
 	// sites never resumes one site's session on another.
@@ -44,18 +50,19 @@ type clientIdentity struct {
 }
 
 // sessionStateVersion 3 added the site and client-auth bindings (and the
-// ticket's protocol label); older tickets are not accepted (full handshake).
-const sessionStateVersion = 3
+// ticket's protocol label), 4 the session's start (authAt); older tickets
+// are not accepted (full handshake).
+const sessionStateVersion = 4
 
 // maxTicketALPN bounds the ALPN name kept in a ticket (it is only
 // informational: ALPN is negotiated afresh on resumption).
 const maxTicketALPN = 64
 
 // maxSessionState is the largest encoded sessionState: version, suite,
-// created, lifetime, age_add, secret, site, client flag, leaf hash,
+// created, authenticated, lifetime, age_add, secret, site, client flag, leaf hash,
 // not_after, client-auth binding, ALPN length and name. Sealed, it takes
 // ticket.Overhead more, at most maxTicketSize.
-const maxSessionState = 1 + 2 + 8 + 4 + 4 + hashSize + bindingSize + 1 + hashSize + 8 + bindingSize + 1 + maxTicketALPN
+const maxSessionState = 1 + 2 + 8 + 8 + 4 + 4 + hashSize + bindingSize + 1 + hashSize + 8 + bindingSize + 1 + maxTicketALPN
 
 // maxTicketSize is the most a ticket this server issues can take (GmSSL's
 // and Tongsuo's clients keep tickets of up to 256 bytes).
@@ -90,6 +97,7 @@ func (s *sessionState) marshal() ([]byte, error) {
 	b.AddUint8(sessionStateVersion)
 	b.AddUint16(s.suite)
 	b.AddUint64(s.createdAt)
+	b.AddUint64(s.authAt)
 	b.AddUint32(s.lifetime)
 	b.AddUint32(s.ageAdd)
 	b.AddBytes(s.secret[:])
@@ -110,7 +118,7 @@ func (s *sessionState) unmarshal(data []byte) bool {
 	var v, flag uint8
 	var alpn []byte
 	if !in.ReadUint8(&v) || v != sessionStateVersion || !in.ReadUint16(&s.suite) || !in.ReadUint64(&s.createdAt) ||
-		!in.ReadUint32(&s.lifetime) || !in.ReadUint32(&s.ageAdd) || !in.CopyBytes(s.secret[:]) ||
+		!in.ReadUint64(&s.authAt) || !in.ReadUint32(&s.lifetime) || !in.ReadUint32(&s.ageAdd) || !in.CopyBytes(s.secret[:]) ||
 		!in.CopyBytes(s.site[:]) || !in.ReadUint8(&flag) {
 		return false
 	}
@@ -200,7 +208,9 @@ const (
 	// TicketReasonClientCert: the session has a client certificate checked
 	// under other client-auth settings (ClientAuth, ClientCAs; a reload
 	// changed them) and this process cannot verify its chain again against
-	// the current ClientCAs, or it no longer verifies.
+	// the current ClientCAs, or it no longer verifies; or
+	// ResumeNeedsClientChain is set and this process does not hold the
+	// chain.
 	TicketReasonClientCert = record.TicketReasonClientCert
 	// TicketReasonSuite: Strict mode and the ticket's suite differs from the
 	// negotiated one.

@@ -149,6 +149,7 @@ func claimed(tag, word uint64) uint64 { return tag<<versionBits | (word+1)&(1<<v
 
 // testHook, when set (tests), runs at the named points of Admit.
 var testHook func(point string)
+
 func (t *Table) counter(s, w int) *atomic.Uint64 {
 	return t.word(headerSize + s*slotSize(t.workers) + 8*(1+w))
 }

@@ -51,6 +51,8 @@ type Env struct {
 	// builds use: rotator, plus the keys of a rotator replaced by a reload
 	// that changed sessions.ticket_rotation.
 	rotation time.Duration
+	// lifetime is the sessions.lifetime rotator keeps keys for.
+	lifetime time.Duration
 	keys     ticket.Source
 	// stores holds per-protocol session stores created by the engine files.
 	stores map[string]any
@@ -169,24 +171,29 @@ func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rot := cfg.Sessions.TicketRotation
+	rot := durOr(cfg.Sessions.TicketRotation, time.Hour)
+	// A key encrypts for one interval, and its last ticket stays valid
+	// for the session lifetime after that: it is kept that long and no
+	// longer (RFC 5077 §5.5, §5.6).
+	keep := rot + cfg.Sessions.Lifetime
 	switch {
 	case e.rotator == nil:
-		e.rotator = ticket.NewRotator(rot, 0)
+		e.rotator = ticket.NewRotator(rot, keep)
 		e.keys = e.rotator
 	case rot != e.rotation:
 		// A new interval: a new rotator encrypts; the old keys keep
-		// opening tickets for the old lifetime (12 intervals, see
-		// ticket.NewRotator).
-		keep := 12 * durOr(e.rotation, time.Hour)
+		// opening the tickets they sealed while those are valid.
+		oldKeep := e.rotation + e.lifetime
 		if prev, ok := e.keys.(*rotatedKeys); ok {
-			keep = max(keep, prev.keep)
+			oldKeep = max(oldKeep, prev.keep)
 		}
 		old := e.keys.TicketKeys()
-		e.rotator = ticket.NewRotator(rot, 0)
-		e.keys = &rotatedKeys{cur: e.rotator, old: old, keep: keep}
+		e.rotator = ticket.NewRotator(rot, keep)
+		e.keys = &rotatedKeys{cur: e.rotator, old: old, keep: oldKeep}
+	default:
+		e.rotator.SetLifetime(keep)
 	}
-	e.rotation = rot
+	e.rotation, e.lifetime = rot, cfg.Sessions.Lifetime
 	return e.keys, nil
 }
 

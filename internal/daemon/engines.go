@@ -106,9 +106,24 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		TicketLifetime:         b.sessionLifetime(),
 		Strict:                 b.site.TLS13SM != nil && b.site.TLS13SM.Strict,
 		OnTicket:               ticketObserver(b.env.Sessions, frontdoor.FamilyTLS13SM),
+		// The identity headers are made from the certificate itself: a
+		// ticket whose chain this process does not hold (another
+		// instance's, or from before a restart) is declined.
+		ResumeNeedsClientChain: forwardsClientCert(b.site),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
 	return frontdoor.TLS13SMHandshaker(cfg), nil
+}
+
+// forwardsClientCert reports whether a route of site forwards the client
+// certificate's details (client_cert_headers, client_cert_pem).
+func forwardsClientCert(site *conf.Site) bool {
+	for _, r := range site.Routes {
+		if r.ClientCertHeaders || r.ClientCertPEM {
+			return true
+		}
+	}
+	return false
 }
 
 // clientAuthType maps a site's client_auth mode onto a protocol package's

@@ -170,9 +170,12 @@ type Static []Key
 // TicketKeys implements Source.
 func (s Static) TicketKeys() []Key { return s }
 
-// Rotator keeps in-memory keys: a new random key every Interval, keeping keys
-// for Lifetime so tickets issued with them still open. Keys set with SetKeys
-// (for example read from a shared key file) replace the random ones.
+// Rotator keeps in-memory keys: a new random key every interval, keeping each
+// key until it is lifetime old so that tickets issued with it still open,
+// and no longer: a key that can open no valid ticket has no use left, only
+// risk (RFC 5077 §5.5, §5.6). For tickets valid for L after they are
+// issued, lifetime is interval + L. Keys set with SetKeys (for example read
+// from a shared key file) replace the random ones.
 type Rotator struct {
 	interval, lifetime time.Duration
 	now                func() time.Time
@@ -191,6 +194,14 @@ func NewRotator(interval, lifetime time.Duration) *Rotator {
 		lifetime = 12 * interval
 	}
 	return &Rotator{interval: interval, lifetime: lifetime, now: time.Now}
+}
+
+// SetLifetime changes how old a key may grow before it is dropped (at
+// least the interval).
+func (r *Rotator) SetLifetime(lifetime time.Duration) {
+	r.mu.Lock()
+	r.lifetime = max(lifetime, r.interval)
+	r.mu.Unlock()
 }
 
 // SetClock replaces the clock (tests).
@@ -230,6 +241,16 @@ func (r *Rotator) TicketKeys() []Key {
 				r.keys = keys
 			}
 		}
+	}
+	// Keys past their lifetime go at once, not at the next rotation.
+	if n := len(r.keys); n > 1 && now.Sub(r.keys[n-1].Created) >= r.lifetime {
+		keys := make([]Key, 0, n)
+		for i, k := range r.keys {
+			if i == 0 || now.Sub(k.Created) < r.lifetime {
+				keys = append(keys, k)
+			}
+		}
+		r.keys = keys
 	}
 	return r.keys
 }

@@ -192,3 +192,27 @@ func TestProtocolLabel(t *testing.T) {
 		t.Error("Seal with an unknown protocol succeeded")
 	}
 }
+
+// TestRotatorDropsKeysPastTheirLifetime: a key is dropped as soon as it is
+// lifetime old (for tickets valid L after they are issued, lifetime is
+// interval + L), not at the next rotation.
+func TestRotatorDropsKeysPastTheirLifetime(t *testing.T) {
+	r := NewRotator(time.Hour, time.Hour+5*time.Minute)
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	r.SetClock(func() time.Time { return now })
+	first := r.TicketKeys()[0]
+	now = t0.Add(time.Hour) // rotates; first still opens its last tickets
+	if keys := r.TicketKeys(); len(keys) != 2 || keys[1].Name != first.Name {
+		t.Fatalf("after one interval: %d keys", len(keys))
+	}
+	now = t0.Add(time.Hour + 6*time.Minute)
+	if keys := r.TicketKeys(); len(keys) != 1 || keys[0].Name == first.Name {
+		t.Errorf("%d keys held when the first is past its lifetime, want the current one only", len(keys))
+	}
+	r.SetLifetime(3 * time.Hour) // a reload lengthened sessions.lifetime
+	now = t0.Add(2 * time.Hour)
+	if keys := r.TicketKeys(); len(keys) != 2 {
+		t.Errorf("%d keys after the lifetime grew, want 2", len(keys))
+	}
+}
