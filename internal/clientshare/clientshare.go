@@ -130,6 +130,9 @@ func (t *Table) word(off int) *atomic.Uint64 {
 // id is slot s's tag word; counter(s, w) is worker w's counter word in
 // it.
 func (t *Table) id(s int) *atomic.Uint64 { return t.word(headerSize + s*slotSize(t.workers)) }
+func (t *Table) counter(s, w int) *atomic.Uint64 {
+	return t.word(headerSize + s*slotSize(t.workers) + 8*(1+w))
+}
 
 // A tag word: the client's tag in the high 48 bits, the slot's version in
 // the low 16.
@@ -150,9 +153,6 @@ func claimed(tag, word uint64) uint64 { return tag<<versionBits | (word+1)&(1<<v
 // testHook, when set (tests), runs at the named points of Admit.
 var testHook func(point string)
 
-func (t *Table) counter(s, w int) *atomic.Uint64 {
-	return t.word(headerSize + s*slotSize(t.workers) + 8*(1+w))
-}
 
 // idle reports whether no worker counts anything in slot s.
 func (t *Table) idle(s int) bool {
