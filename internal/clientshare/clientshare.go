@@ -153,7 +153,6 @@ func claimed(tag, word uint64) uint64 { return tag<<versionBits | (word+1)&(1<<v
 // testHook, when set (tests), runs at the named points of Admit.
 var testHook func(point string)
 
-
 // idle reports whether no worker counts anything in slot s.
 func (t *Table) idle(s int) bool {
 	for w := 0; w < t.workers; w++ {
