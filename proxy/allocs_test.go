@@ -111,7 +111,7 @@ func TestOwnPathAllocs(t *testing.T) {
 					rs.start = time.Now()
 					rs.site = s
 					rs.ci = connInfoFrom(r.Context())
-					rt := s.match(r, reqHost(r, rs.ci))
+					rt := s.match(r, reqHost(r, rs.ci), r.URL.Path)
 					if rt == nil || rt.up == nil {
 						panic("route did not match")
 					}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
@@ -295,7 +293,8 @@ func matchName(pattern, host string) bool {
 	return strings.EqualFold(pattern, host)
 }
 
-func (rt *route) match(r *http.Request, host string) bool {
+// match reports whether rt takes r, for host and the path p.
+func (rt *route) match(r *http.Request, host, p string) bool {
 	if len(rt.hosts) > 0 {
 		ok := false
 		for _, h := range rt.hosts {
@@ -308,7 +307,6 @@ func (rt *route) match(r *http.Request, host string) bool {
 			return false
 		}
 	}
-	p := r.URL.Path
 	if rt.exact != "" && p != rt.exact {
 		return false
 	}
@@ -324,9 +322,9 @@ func (rt *route) match(r *http.Request, host string) bool {
 	return true
 }
 
-func (s *site) match(r *http.Request, host string) *route {
+func (s *site) match(r *http.Request, host, p string) *route {
 	for _, rt := range s.routes {
-		if rt.match(r, host) {
+		if rt.match(r, host, p) {
 			return rt
 		}
 	}
@@ -360,20 +358,28 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.Path, u.RawPath = np, ""
 		r.URL = &u
 	}
-	rt := s.match(r, host)
+	rt := s.match(r, host, r.URL.Path)
 	rs.route = rt
 	switch {
+	case strings.IndexByte(r.URL.Path, ';') >= 0 && s.match(r, host, paramlessPath(r.URL.Path)) != rt:
+		// Servlet containers and Spring drop ";params" from each segment
+		// ("/admin;x/", "/x/..;/admin/" are /admin/ to them): a path whose
+		// route changes without them would pass a route that answers or
+		// denies their path itself.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "path parameters (;) route "+strconv.Quote(r.URL.Path)+" elsewhere")
 	case r.Method == http.MethodConnect && !isExtendedConnect(r):
 		// RFC 9110 §9.3.6: CONNECT asks for a tunnel to the authority, which
 		// a reverse proxy does not open. Forwarded, its content would reach
 		// the target unframed (net/http writes a CONNECT body as is), where
 		// a target that refused it would read it as the next request.
 		s.errorResponse(rs, r, http.StatusNotImplemented, "CONNECT is not supported", "CONNECT to "+r.Host+": a reverse proxy opens no tunnels")
-	case r.ProtoMajor == 2 && !httpguts.ValidHostHeader(r.Host):
-		// An h2 :authority no Host field may hold (RFC 9110 §7.2) is refused
-		// as the HTTP/1.1 server refuses such a Host: it would reach the
-		// target in X-Forwarded-Host, which backends build links from.
-		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "invalid :authority "+strconv.Quote(r.Host))
+	case r.Host != "" && !ValidAuthority(r.Host):
+		// A Host, absolute-form authority or h2 :authority that names no
+		// host as a site could (RFC 9110 §7.2) is refused: it would
+		// reach the target in Host and X-Forwarded-Host, which backends
+		// route and build links from, past the site checks (misdirected
+		// requests, hosts of routes) that read it another way.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "invalid host "+strconv.Quote(r.Host))
 	case r.Header[":protocol"] != nil && r.Method != http.MethodConnect:
 		// RFC 8441 §4: :protocol only on CONNECT; such a request is
 		// malformed. (Copied upstream, the field name would fail every

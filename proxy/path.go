@@ -23,3 +23,24 @@ func normalPath(p string) (string, bool) {
 	}
 	return c, c != p
 }
+
+// paramlessPath is p with the parameters of each segment (";..." up to the
+// next slash) removed and then normalised: the path as servlet containers
+// and Spring resolve it ("/x/..;/admin/" is /admin/ to them).
+func paramlessPath(p string) string {
+	var b strings.Builder
+	b.Grow(len(p))
+	for len(p) > 0 {
+		seg, rest, slash := strings.Cut(p, "/")
+		if i := strings.IndexByte(seg, ';'); i >= 0 {
+			seg = seg[:i]
+		}
+		b.WriteString(seg)
+		if slash {
+			b.WriteByte('/')
+		}
+		p = rest
+	}
+	np, _ := normalPath(b.String())
+	return np
+}

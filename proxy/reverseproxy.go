@@ -46,8 +46,9 @@ type reqState struct {
 	// out's header map, kept (empty) across requests.
 	out    http.Request
 	outHdr http.Header
-	// outHeld: a transport may still read out after its RoundTrip failed
-	// (see roundTrip), so putReqState leaves this state to the GC.
+	// outHeld: a net/http transport may still read out after its
+	// RoundTrip returned (see roundTrip), so putReqState leaves this state
+	// to the GC.
 	outHeld bool
 }
 
@@ -274,15 +275,31 @@ func removeHopByHop(h http.Header) {
 
 // removeConnectionOptions deletes from h the fields that the Connection
 // field values conn name (RFC 9110 §7.6.1).
-func removeConnectionOptions(h http.Header, conn []string) {
+func removeConnectionOptions(h http.Header, conn []string) (walks int) {
+	n := 0
 	for _, f := range conn {
 		for sf := range strings.SplitSeq(f, ",") {
-			if sf = strings.TrimSpace(sf); sf != "" {
+			if sf = strings.TrimSpace(sf); sf == "" {
+				continue
+			}
+			// The first few options (close, keep-alive, Upgrade: the
+			// ordinary ones) are found without allocating; past them, by
+			// their canonical key, so that a head of thousands of options
+			// and fields costs their sum, not their product.
+			if n++; n <= maxFoldOptions {
 				deleteFold(h, sf)
+				walks++
+			} else {
+				delete(h, http.CanonicalHeaderKey(sf))
 			}
 		}
 	}
+	return walks
 }
+
+// maxFoldOptions is how many Connection options deleteFold removes, each
+// with a walk over the header.
+const maxFoldOptions = 8
 
 // deleteFold deletes the field named by a Connection option. For a valid
 // token that is the key equal to it ignoring case (the key
@@ -554,6 +571,13 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			res, err = h1.roundTripHead(outreq, rs.passOn)
 		} else {
 			res, err = tr.RoundTrip(outreq)
+			// net/http's transports return the response as soon as it
+			// comes, and fail as soon as they see why, while their own
+			// goroutine may still be writing the request (its header,
+			// its URL): this state is not pooled (putReqState), or the
+			// next request would reuse memory they read. h1Client
+			// returns only when done.
+			rs.outHeld = true
 		}
 		rs.upDur += time.Since(ustart)
 		if err == nil {
@@ -564,13 +588,6 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		lastErr = err
 		var de *dialError
 		isDial := errors.As(err, &de)
-		if tr != http.RoundTripper(u.h1) && !isDial {
-			// net/http's transports may go on reading a request (its
-			// header, its URL) in their own goroutines after RoundTrip
-			// failed; h1Client returns only when done, and a failed dial
-			// sent nothing.
-			rs.outHeld = true
-		}
 		if body != nil && body.timedOut.Load() {
 			// The client, not the target, stalled (net/http also
 			// cancels the request's context then): 408 and close.

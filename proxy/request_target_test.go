@@ -1,0 +1,179 @@
+package proxy
+
+// What a client may put in a request target and Host: hosts a site could
+// name, and paths that route as the backends behind will read them.
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+)
+
+// TestAbsoluteFormAuthorityValidated: a request in absolute form (RFC 9112
+// §3.2.2) takes its Host from the target's authority, whatever the Host
+// field says; an authority that is no valid host ('"', '<', '>') gets 400
+// (RFC 9112 §3.2) and nothing goes upstream: it would reach the backend in
+// X-Forwarded-Host, or blank its Host.
+func TestAbsoluteFormAuthorityValidated(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "fixed", PathPrefix: "/fixed/", Upstream: "u", HostHeader: "backend.internal"},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for _, raw := range []string{
+		// Host field present and valid, authority invalid.
+		"GET http://x\"<svg>/fixed/a HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n",
+		// HTTP/1.0 without any Host field: validHost is not even called.
+		"GET http://x\"<svg>/fixed/a HTTP/1.0\r\n\r\n",
+		// Default host handling: the backend gets "Host: " (empty).
+		"GET http://x\"<svg>/a HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n",
+	} {
+		wantNotForwarded(t, f.addr, rec, raw, "400")
+	}
+}
+
+// TestHostWithInvalidPortRefused: Host = uri-host [":" port], port =
+// *DIGIT (RFC 9110 §7.2, RFC 3986 §3.2.3). "a.example:1:1" names no site
+// as the proxy reads it (up to the last colon), but a.example to backends
+// that read up to the first: sent on a connection made for site b, it would
+// reach a backend shared with the client-authenticated site a past the 421
+// that guards it. It gets 400, as does "a.example:443:".
+func TestHostWithInvalidPortRefused(t *testing.T) {
+	addr, rec := siteBFront(t)
+	wantNotForwarded(t, addr, rec, "GET /secret HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n", "421")
+	for _, host := range []string{"a.example:1:1", "a.example:443:"} {
+		wantNotForwarded(t, addr, rec, "GET /secret HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n", "400")
+	}
+}
+
+// TestPathParametersDoNotPassDenyRoute: servlet containers and Spring drop
+// ";params" from each segment before normalising, so they serve
+// /x/..;/admin/ and /admin;x/ as /admin/. A request whose path routes
+// elsewhere once its parameters are removed is refused (400), so it cannot
+// pass a route that denies /admin/; a path whose parameters do not change
+// the route is forwarded as sent.
+func TestPathParametersDoNotPassDenyRoute(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "deny", PathPrefix: "/admin/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	if st := statusOf(rawRoundTrip(t, f.addr, "GET /x/../admin/ HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 403 ") {
+		t.Fatalf("control /x/../admin/: got %q, want 403", st)
+	}
+	for _, p := range []string{"/x/..;/admin/", "/admin;x/", "/.;/admin/"} {
+		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400", "403")
+	}
+	// Parameters that leave the route as it is go through as sent.
+	n := len(rec.all())
+	if st := statusOf(rawRoundTrip(t, f.addr, "GET /app;jsessionid=1/page HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
+		t.Errorf("GET /app;jsessionid=1/page: got %q, want 200", st)
+	}
+	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], "GET /app;jsessionid=1/page ") {
+		t.Errorf("the backend got %q, want the path as sent", got)
+	}
+}
+
+// connectionOptionsRequest builds a request of about 62 KB (within the
+// default 64 KiB max_header_bytes): headers distinct fields "hNNNN" and a
+// Connection field listing tokens options, each the token tok.
+func connectionOptionsRequest(headers, tokens int, tok string) string {
+	var b strings.Builder
+	b.WriteString("GET /a HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n")
+	for i := 0; i < headers; i++ {
+		b.WriteString("h")
+		b.WriteString(strconv.Itoa(10000 + i)[1:])
+		b.WriteString(":\r\n")
+	}
+	b.WriteString("Connection: ")
+	b.WriteString(strings.Repeat(tok+",", tokens))
+	b.WriteString("\r\n\r\n")
+	return b.String()
+}
+
+// TestConnectionOptionsCostLinear: removing the fields a Connection field
+// names (RFC 9110 §7.6.1) walks the header map for a few options at most:
+// a head of thousands of options over thousands of fields (within
+// max_header_bytes) costs their sum, not their product; every named field
+// is still removed.
+func TestConnectionOptionsCostLinear(t *testing.T) {
+	h := http.Header{}
+	var opts []string
+	for i := range 3000 {
+		name := fmt.Sprintf("X-F%d", i)
+		h[name] = []string{"v"}
+		if i%2 == 0 {
+			opts = append(opts, strings.ToLower(name))
+		}
+	}
+	h["Keep"] = []string{"v"}
+	walks := removeConnectionOptions(h, []string{strings.Join(opts, ", ")})
+	if walks > maxFoldOptions {
+		t.Errorf("%d walks over the header for %d options, want at most %d", walks, len(opts), maxFoldOptions)
+	}
+	if len(h) != 1501 || h["Keep"] == nil {
+		t.Errorf("%d fields left, want the 1500 not named and Keep", len(h))
+	}
+	// The end-to-end path: such a head is answered and the named fields
+	// do not reach the target.
+	rec := newRawRecorder(t)
+	f := newFront(t, proxyTo(rec.addr), frontOpts{})
+	if resp := rawRoundTrip(t, f.addr, connectionOptionsRequest(2000, 2500, "zzzzz"), 20*time.Second); !strings.Contains(statusOf(resp), " 200 ") {
+		t.Fatalf("got %q, want 200", statusOf(resp))
+	}
+}
+
+// TestHostListRefused: a reg-name may hold ',' (RFC 3986 §3.2.2), but
+// "Host: a.example,b.example" names no origin a site serves, and backends
+// that read X-Forwarded-Host as a list take its first member (a.example):
+// forwarded on a connection made for site b, it would reach site a's shared
+// backend past the 421. It gets 400.
+func TestHostListRefused(t *testing.T) {
+	addr, rec := siteBFront(t)
+	wantNotForwarded(t, addr, rec, "GET /secret HTTP/1.1\r\nHost: a.example,b.example\r\nConnection: close\r\n\r\n", "400")
+}
+
+// wantNotForwarded sends raw to the front at addr and checks that the
+// answer has one of the statuses and that rec received nothing.
+func wantNotForwarded(t *testing.T, addr string, rec *rawRecorder, raw string, statuses ...string) {
+	t.Helper()
+	n := len(rec.all())
+	st := statusOf(rawRoundTrip(t, addr, raw, 3*time.Second))
+	ok := false
+	for _, want := range statuses {
+		ok = ok || strings.Contains(st, " "+want+" ")
+	}
+	if !ok {
+		t.Errorf("request %q: got %q, want %v", raw, st, statuses)
+	}
+	for _, got := range rec.all()[n:] {
+		t.Errorf("request %q reached the backend as:\n%q", raw, got)
+	}
+}
+
+// siteBFront serves sites a (client certificates required) and b, both
+// to one recorded backend, on connections whose handshake was made for
+// site b without a client certificate.
+func siteBFront(t *testing.T) (addr string, rec *rawRecorder) {
+	rec = newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: []SiteConfig{
+			{Name: "a", ServerNames: []string{"a.example"}, ClientAuth: true, Routes: []RouteConfig{{Upstream: "u"}}},
+			{Name: "b", ServerNames: []string{"b.example"}, Routes: []RouteConfig{{Upstream: "u"}}},
+		},
+	}
+	st := &frontdoor.ConnState{Site: "b", SNI: "b.example", Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256"}
+	return newFront(t, cfg, frontOpts{state: st}).addr, rec
+}
