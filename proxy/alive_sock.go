@@ -14,6 +14,11 @@ import (
 // reported dead, so that the request goes on a fresh one.
 func alive(c net.Conn) bool {
 	for {
+		if b, ok := c.(interface{ Buffered() int }); ok && b.Buffered() > 0 {
+			// A TLCP or TLS 1.3-SM connection whose record layer holds
+			// bytes already read from the socket: the peek would miss them.
+			return false
+		}
 		if a, ok := c.(interface{ Alive() bool }); ok {
 			return a.Alive() // rawsock's: the same peek, without allocating
 		}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -580,6 +581,13 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			rs.outHeld = true
 		}
 		rs.upDur += time.Since(ustart)
+		if err == nil && (res.StatusCode < 100 || res.StatusCode > 599) {
+			// RFC 9110 §15: a status is 1xx to 5xx. The parsers take
+			// any three digits, and WriteHeader panics below 100: a
+			// malformed response, as a broken status line is.
+			res.Body.Close()
+			res, err = nil, fmt.Errorf("malformed response: status %d", res.StatusCode)
+		}
 		if err == nil {
 			rs.upStatus = res.StatusCode
 			return res, t

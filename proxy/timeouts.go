@@ -189,35 +189,52 @@ func (e *readTimeoutError) Timeout() bool { return true }
 // watchedBody bounds the wait for each read of a response body that
 // http.Transport delivered (h1Client's bodies use the connection's read
 // deadline instead): a timer, moved at most every eighth of the timeout,
-// closes the body when no read returned for the timeout, which fails a
-// blocked Read. net/http's bodies may be closed while a Read is blocked
-// (HTTP/1.1: the Transport closes the connection; HTTP/2: the stream is
-// reset).
+// closes the body when a Read has waited for the timeout, which fails
+// it. Only a wait in Read counts: when the timer fires between reads (the
+// proxy was writing to a slow client, which send_timeout bounds), it is
+// set again, so that a slow client does not make a target that answers
+// at once look silent (charged, then marked down). net/http's bodies may
+// be closed while a Read is blocked (HTTP/1.1: the Transport closes the
+// connection; HTTP/2: the stream is reset).
 type watchedBody struct {
 	rc      io.ReadCloser
 	d       time.Duration
-	last    int64 // monoclock ns of the last timer move
+	last    atomic.Int64 // monoclock ns of the last timer move
 	t       *time.Timer
 	expired atomic.Bool
+	reading atomic.Bool // a Read is in progress
 }
 
 func watchBody(rc io.ReadCloser, d time.Duration) *watchedBody {
-	b := &watchedBody{rc: rc, d: d, last: monoclock.Now()}
+	b := &watchedBody{rc: rc, d: d}
+	b.last.Store(monoclock.Now())
 	b.t = time.AfterFunc(d+d/8, b.expire)
 	return b
 }
 
 func (b *watchedBody) expire() {
+	if !b.reading.Load() {
+		// Between reads: the target is not the one waited for.
+		b.t.Reset(b.d + b.d/8)
+		return
+	}
+	if waited := time.Duration(monoclock.Now() - b.last.Load()); waited < b.d {
+		// A Read began (and moved the timer) as it fired.
+		b.t.Reset(b.d - waited + b.d/8)
+		return
+	}
 	b.expired.Store(true)
 	b.rc.Close()
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	if n := monoclock.Now(); n-b.last >= int64(b.d/8) {
-		b.last = n
+	if n := monoclock.Now(); n-b.last.Load() >= int64(b.d/8) {
+		b.last.Store(n)
 		b.t.Reset(b.d + b.d/8)
 	}
+	b.reading.Store(true)
 	n, err := b.rc.Read(p)
+	b.reading.Store(false)
 	if err != nil && err != io.EOF && b.expired.Load() {
 		err = &readTimeoutError{b.d}
 	}

@@ -87,6 +87,12 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.core.SetWriteDeadl
 // NetConn returns the underlying connection.
 func (c *Conn) NetConn() net.Conn { return c.core.Raw }
 
+// Buffered is the number of bytes received that Read has not returned yet
+// (decrypted, or not yet decrypted): a client that pools idle connections
+// drops one with any (its server sent what nobody asked for), which a peek
+// at the socket alone does not see.
+func (c *Conn) Buffered() int { return c.core.Buffered() }
+
 // Stats returns application-data counters.
 func (c *Conn) Stats() Stats { return c.core.Stats() }
 

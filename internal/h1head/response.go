@@ -88,13 +88,11 @@ func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n
 	return res, n, true
 }
 
-// Fill gives res, read by ResponseHead into h, its Header map, as
-// Response does: the Connection field is removed when it says "close" in
-// HTTP/1.1.
+// Fill gives res, read by ResponseHead into h, its Header map. Unlike
+// http.ReadResponse, which drops a Connection field that says "close"
+// in HTTP/1.1, it keeps that field whole: the other fields it names are
+// hop-by-hop too (RFC 9110 §7.6.1), and a proxy that no longer saw them
+// named would pass them on.
 func (h *Head) Fill(res *http.Response) {
-	hdr := h.fs.header(h.text, nil)
-	if res.Close && res.ProtoMinor == 1 {
-		delete(hdr, "Connection")
-	}
-	res.Header = hdr
+	res.Header = h.fs.header(h.text, nil)
 }

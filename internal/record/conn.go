@@ -56,6 +56,16 @@ type Conn struct {
 	handshakeDone atomic.Bool
 }
 
+// Buffered is the number of bytes the connection holds that a Read has
+// not returned: decrypted application data, handshake bytes and raw input
+// not yet taken as records. A pooled idle connection with any is not idle:
+// its peer sent something nobody asked for.
+func (c *Conn) Buffered() int {
+	c.InMu.Lock()
+	defer c.InMu.Unlock()
+	return len(c.Input) + len(c.Hand) + c.Rd.Buffered()
+}
+
 // LocalAddr returns the local network address.
 func (c *Conn) LocalAddr() net.Addr { return c.Raw.LocalAddr() }
 

@@ -51,6 +51,10 @@ type Reader struct {
 	pos, end int     // unread bytes are buf[pos:end]
 }
 
+// Buffered is the number of bytes read from the connection and not yet
+// taken as records.
+func (r *Reader) Buffered() int { return r.end - r.pos }
+
 // errBadRead is returned for a net.Conn whose Read reported an impossible
 // count.
 var errBadRead = errors.New("record: invalid Read result")

@@ -1,0 +1,266 @@
+package proxy
+
+// What a hostile or broken backend can do to the proxy and to the other
+// clients: responses nobody asked for, hop-by-hop fields, impossible
+// statuses, and timeouts a slow client could trip on the backend's behalf.
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// readWholeRequest reads one request (head and body) from br, bounded by c's
+// deadline.
+func readWholeRequest(c net.Conn, br *bufio.Reader) (*http.Request, error) {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, req.Body)
+	return req, nil
+}
+
+// TestConnectionCloseOptionsRemoved: a backend's "Connection: close,
+// X-Internal-Hop" names X-Internal-Hop as hop-by-hop (RFC 9110 §7.6.1):
+// the proxy removes it, although http.ReadResponse drops a Connection
+// field that says "close" (h1head.Fill keeps it for that reason).
+func TestConnectionCloseOptionsRemoved(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readWholeRequest(c, br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close, X-Internal-Hop\r\nX-Internal-Hop: backend-secret\r\nContent-Length: 2\r\n\r\nok")
+	})
+	f := newFront(t, proxyTo(addr), frontOpts{})
+	for _, method := range []string{"GET", "HEAD"} {
+		c := testClient(t)
+		req, _ := http.NewRequest(method, f.url+"/", nil)
+		req.Host = "example.test"
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if v := res.Header.Get("X-Internal-Hop"); v != "" {
+			t.Errorf("%s: status %d: the client got X-Internal-Hop: %q, a field the backend's Connection field marked hop-by-hop; want it removed", method, res.StatusCode, v)
+		}
+	}
+}
+
+// heldWrites lets a test backend put several TLS records in one TCP
+// write (as any server does that writes its response's head and body
+// with two calls under Nagle, or coalesces writes): while held, writes
+// are buffered; flush sends them at once.
+type heldWrites struct {
+	net.Conn
+	mu   sync.Mutex
+	hold bool
+	buf  bytes.Buffer
+}
+
+func (h *heldWrites) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hold {
+		return h.buf.Write(b)
+	}
+	return h.Conn.Write(b)
+}
+
+func (h *heldWrites) setHold(on bool) {
+	h.mu.Lock()
+	h.hold = on
+	h.mu.Unlock()
+}
+
+func (h *heldWrites) flush() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := h.Conn.Write(h.buf.Bytes())
+	h.buf.Reset()
+	return err
+}
+
+// staleSMBackend serves, on the first TLS-style connection made by
+// wrap, a first request with two responses, each in its own record and both in
+// one TCP write: the answer, then a second response nobody asked for
+// (a backend that took one request for two, or answered a HEAD with a
+// body). Later requests get "fresh:" and their path.
+func staleSMBackend(t *testing.T, inner net.Listener, wrap func(net.Conn) net.Conn) string {
+	t.Cleanup(func() { inner.Close() })
+	var conns atomic.Int32
+	go acceptLoop(inner, func(raw net.Conn) {
+		first := conns.Add(1) == 1
+		go func() {
+			defer raw.Close()
+			hc := &heldWrites{Conn: raw}
+			c := wrap(hc)
+			defer c.Close()
+			br := bufio.NewReader(c)
+			for i := 0; i < 4; i++ {
+				req, err := readWholeRequest(c, br)
+				if err != nil {
+					return
+				}
+				if i == 0 && first {
+					hc.setHold(true)
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfirst\n")
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\nstale, answered to request 1")
+					hc.setHold(false)
+					hc.flush()
+					continue
+				}
+				body := "fresh:" + req.URL.Path
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+			}
+		}()
+	})
+	return inner.Addr().String()
+}
+
+// TestSMUnsolicitedResponseNotReused: a response nobody asked for is never
+// read as the next request's answer. Over TLCP and TLS 1.3-SM the extra
+// bytes may sit in the record layer's buffer, read with the answer's last
+// record, where a peek at the socket does not see them: an idle connection
+// that holds any (Conn.Buffered) is not reused, and the next client, on
+// a fresh connection, gets its own answer.
+func TestSMUnsolicitedResponseNotReused(t *testing.T) {
+	p, _, inner0 := smBackendFixture(t)
+	inner0.Close()
+	var inner net.Listener
+	for _, proto := range []string{"tlcp", "tls13sm"} {
+		t.Run(proto, func(t *testing.T) {
+			var addr string
+			var tls *UpstreamTLSConfig
+			if proto == "tlcp" {
+				_, _, inner = smBackendFixture(t)
+				cert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := &tlcp.Config{Certificates: []tlcp.Certificate{cert}}
+				addr = staleSMBackend(t, inner, func(c net.Conn) net.Conn { return tlcp.Server(c, cfg) })
+				tls = &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost"}
+			} else {
+				_, _, inner = smBackendFixture(t)
+				cert, err := tls13sm.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{cert}}
+				addr = staleSMBackend(t, inner, func(c net.Conn) net.Conn { return tls13sm.Server(c, cfg) })
+				tls = &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost"}
+			}
+			f := newFront(t, smProxyTo("gm", proto, addr, tls), frontOpts{})
+			code, body, _ := get(t, testClient(t), f.url+"/first", "Host", "example.test")
+			if code != 200 || body != "first\n" {
+				t.Fatalf("first client: %d %q", code, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+			code, body, _ = get(t, testClient(t), f.url+"/second", "Host", "example.test")
+			if body != "fresh:/second" {
+				t.Errorf("second client (its own connection): %d %q; want 200 \"fresh:/second\": it got the backend's unsolicited second answer to the FIRST client's request", code, body)
+			}
+		})
+	}
+}
+
+// TestStatusOutOfRangeIs502: a backend status outside 100-599 ("HTTP/1.1
+// 099 OK"; RFC 9110 §15) is a malformed response: 502, as a broken status
+// line is (http.ReadResponse takes any three digits, and WriteHeader
+// panics below 100: the client lost its connection without an answer).
+func TestStatusOutOfRangeIs502(t *testing.T) {
+	for _, status := range []string{"000", "099", "042", "600", "999"} {
+		t.Run(status, func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				if _, err := readWholeRequest(c, br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 "+status+" Odd\r\nContent-Length: 2\r\n\r\nok")
+				time.Sleep(200 * time.Millisecond)
+			})
+			f := newFront(t, proxyTo(addr), frontOpts{})
+			c := dialRaw(t, f.addr)
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("backend status %s: the client got no response at all (%v): the handler panicked; want 502 Bad Gateway", status, err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadGateway {
+				t.Fatalf("backend status %s: client got %d, want 502", status, res.StatusCode)
+			}
+		})
+	}
+}
+
+// TestSlowClientDoesNotChargeBackend: the upstream read_timeout bounds the
+// wait for the backend, not for the client: a client that reads slowly
+// (within send_timeout) gets the whole body, and the target, which never
+// stalled, stays up, on both upstream paths (h1Client and, with
+// max_conns_per_target, net/http's Transport).
+func TestSlowClientDoesNotChargeBackend(t *testing.T) {
+	const size = 32 << 20
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	srv := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for i := 0; i < size/len(chunk); i++ {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	for _, path := range []string{"h1client", "transport"} {
+		t.Run(path, func(t *testing.T) {
+			cfg := proxyTo(srv)
+			cfg.Upstreams[0].Transport.ReadTimeout = 300 * time.Millisecond
+			if path == "transport" {
+				cfg.Upstreams[0].Transport.MaxConnsPerTarget = 4 // the http.Transport path
+			}
+			f := newFront(t, cfg, frontOpts{})
+
+			c := dialRaw(t, f.addr)
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+			br := bufio.NewReaderSize(c, 4096)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond) // a slow reader, well within send_timeout (60s)
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			n, err := io.Copy(io.Discard, res.Body)
+			if n != size {
+				t.Errorf("slow client: got %d of %d body bytes (%v); want the whole body: the backend never stalled", n, size, err)
+			}
+			status, _, _ := get(t, testClient(t), f.url+"/", "Host", "example.test")
+			if status != 200 {
+				t.Errorf("next client: status %d; want 200: a slow client must not get the healthy target marked down", status)
+			}
+		})
+	}
+}
+
+// httptestServer serves h on loopback until the test ends; it returns
+// the address.
+func httptestServer(t *testing.T, h http.Handler) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().String()
+}
