@@ -725,9 +725,20 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	}
 	hs.transcript.Write(msg)
 	c.peerCertificates, c.verifiedChains = certs, chains
+	// The identity ends with the first certificate of its verified chain
+	// to expire, the leaf or a CA (RFC 5280 §6.1.3(a)(2)): a resumption
+	// after that is refused as a full handshake would be.
+	notAfter := certs[0].NotAfter
+	if len(chains) > 0 {
+		for _, ca := range chains[0] {
+			if ca.NotAfter.Before(notAfter) {
+				notAfter = ca.NotAfter
+			}
+		}
+	}
 	hs.client = clientIdentity{
 		presented: true, verified: verify && len(chains) > 0,
-		leafHash: leafHash(cm.certificates[0]), notAfter: unixTime(certs[0].NotAfter),
+		leafHash: leafHash(cm.certificates[0]), notAfter: unixTime(notAfter),
 	}
 	hs.client.auth = hs.config.clientAuthBinding()
 	c.client = hs.client

@@ -1,10 +1,19 @@
 package tls13sm
 
 import (
-	"github.com/emmansun/gmsm/smx509"
+	"crypto"
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
 // TestRenewedTicketKeepsSessionStart: a TLS 1.3-SM session made by one
@@ -135,4 +144,88 @@ func sharedClock(cfgs ...*Config) (advance func(time.Duration)) {
 		c.Time = clock
 	}
 	return func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+}
+
+// chainWithIntermediate issues root CA → intermediate CA (valid until interUntil) →
+// client leaf (valid 30 days) with SM2 keys; it returns the client
+// Certificate (leaf and intermediate) and a pool holding the root only.
+func chainWithIntermediate(t *testing.T, interUntil time.Time) (Certificate, *smx509.CertPool) {
+	t.Helper()
+	now := time.Now()
+	serial := int64(1000)
+	mk := func(tmpl, parent *smx509.Certificate, pub any, signer crypto.Signer) *smx509.Certificate {
+		serial++
+		tmpl.SerialNumber = big.NewInt(serial)
+		der, err := smx509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := smx509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	rootKey, _ := sm2.GenerateKey(rand.Reader)
+	interKey, _ := sm2.GenerateKey(rand.Reader)
+	leafKey, _ := sm2.GenerateKey(rand.Reader)
+	rootT := &smx509.Certificate{Subject: pkix.Name{CommonName: "test root"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(365 * 24 * time.Hour),
+		KeyUsage: smx509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	root := mk(rootT, rootT, rootKey.Public(), rootKey)
+	inter := mk(&smx509.Certificate{Subject: pkix.Name{CommonName: "test intermediate"}, NotBefore: now.Add(-time.Hour), NotAfter: interUntil,
+		KeyUsage: smx509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}, root, interKey.Public(), rootKey)
+	leaf := mk(&smx509.Certificate{Subject: pkix.Name{CommonName: "test client"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
+		KeyUsage: smx509.KeyUsageDigitalSignature, ExtKeyUsage: []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth}}, inter, leafKey.Public(), interKey)
+	pool := smx509.NewCertPool()
+	pool.AddCert(root)
+	return Certificate{Certificate: [][]byte{leaf.Raw, inter.Raw}, PrivateKey: leafKey, Leaf: leaf}, pool
+}
+
+// TestResumptionEndsWithTheChain: a TLS 1.3-SM session whose client chain
+// verified does not resume once a CA of that chain has expired, though
+// the leaf has not: a full handshake at that instant is refused, and the
+// ticket must not keep the client authenticated (RFC 5280 §6.1.3(a)(2);
+// crypto/tls checks every certificate of the verified chain, and the TLCP
+// server verifies the chain again).
+func TestResumptionEndsWithTheChain(t *testing.T) {
+	p := loadPKI(t)
+	start := time.Now()
+	clientCert, roots := chainWithIntermediate(t, start.Add(time.Hour))
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	srv := &Config{Certificates: []Certificate{p.server}, ClientCAs: roots, ClientAuth: RequireAndVerifyClientCert,
+		TicketKeys: ticket.Static(mustKeys(t, 1)), TicketLifetime: 24 * time.Hour, Time: clock}
+	cli := &Config{RootCAs: p.roots, ServerName: "localhost", Certificates: []Certificate{clientCert},
+		ClientSessionCache: NewLRUClientSessionCache(8), Time: clock}
+	if _, r := echoRound(t, srv, cli); r.err != nil || r.state.DidResume || len(r.state.VerifiedChains) == 0 {
+		t.Fatalf("full handshake: err %v resumed %v chains %d", r.err, r.state.DidResume, len(r.state.VerifiedChains))
+	}
+	mu.Lock()
+	now = start.Add(2 * time.Hour)
+	mu.Unlock()
+
+	// Control: a fresh client (no ticket) is refused now.
+	fresh := cli.Clone()
+	fresh.ClientSessionCache = nil
+	if cerr, serr := handshakeErrs(t, srv, fresh); serr == nil {
+		t.Fatalf("control: a full handshake with an expired intermediate succeeded (client %v)", cerr)
+	}
+
+	addr, res := echoServer(t, srv)
+	c, err := dialTest(t, addr, cli)
+	if err != nil {
+		<-res
+		return // refused: correct
+	}
+	// In TLS 1.3 the client's handshake ends before the server has
+	// checked its flight: a refusal shows on the first read.
+	c.Write([]byte("ping"))
+	_, rerr := io.ReadFull(c, make([]byte, 4))
+	c.Close()
+	r := <-res
+	if rerr == nil && r.err == nil && r.state.DidResume {
+		t.Errorf("a ticket resumed 1h after the intermediate CA of the client's chain expired (full handshake refused): ClientVerified %v, %d verified chains, leaf %q",
+			r.state.ClientVerified, len(r.state.VerifiedChains), clientCert.Leaf.Subject.CommonName)
+	}
 }

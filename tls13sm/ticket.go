@@ -43,7 +43,7 @@ type clientIdentity struct {
 	presented bool           // a client certificate was presented
 	verified  bool           // its chain verified against ClientCAs
 	leafHash  [hashSize]byte // SM3 of the leaf's DER
-	notAfter  uint64         // the leaf's NotAfter, Unix seconds
+	notAfter  uint64         // the earliest NotAfter of the verified chain (else the leaf's), Unix seconds
 	// auth is the client-auth binding (Config.clientAuthBinding) the
 	// certificate was checked under: ClientAuth and ClientCAs.
 	auth [bindingSize]byte
