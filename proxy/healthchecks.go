@@ -100,8 +100,13 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	// A probe is whole: a body that stalls past the timeout or is cut
+	// short fails it, as it would fail a client (the first 64 KiB are read).
+	_, berr := io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	res.Body.Close()
+	if berr != nil {
+		return fmt.Errorf("body: %w", berr)
+	}
 	if want := u.active.ExpectStatus; want != 0 {
 		if res.StatusCode != want {
 			return fmt.Errorf("status %d, want %d", res.StatusCode, want)

@@ -264,3 +264,71 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(s.Close)
 	return s.Listener.Addr().String()
 }
+
+// TestHealthProbeNeedsItsWholeBody: an active probe whose response body
+// stalls past the probe timeout, or is cut short, fails: a target that
+// sends a status line and then hangs is marked down (and a probe like that
+// does not end a passive cool-down).
+func TestHealthProbeNeedsItsWholeBody(t *testing.T) {
+	for _, mode := range []string{"stall", "cut"} {
+		t.Run(mode, func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				if _, err := readWholeRequest(c, br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+				if mode == "stall" {
+					// Hold until the proxy gives up (bounded).
+					c.SetReadDeadline(time.Now().Add(3 * time.Second))
+					io.Copy(io.Discard, c)
+				}
+			})
+			cfg := proxyTo(addr)
+			cfg.Upstreams[0].HealthCheck.Active = ActiveHealthConfig{
+				Path: "/healthz", Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond, Fall: 1, Rise: 1,
+			}
+			f := newFront(t, cfg, frontOpts{})
+			tg := f.p.Upstream("u").Targets()[0]
+			deadline := time.Now().Add(2 * time.Second)
+			for time.Now().Before(deadline) && tg.Healthy() {
+				time.Sleep(25 * time.Millisecond)
+			}
+			if tg.Healthy() {
+				t.Errorf("target still healthy after 2s of probes (fall 1, timeout 200ms) whose responses carried 3 of 100 body bytes and then %s; want it marked down", map[string]string{"stall": "stalled", "cut": "closed the connection"}[mode])
+			}
+		})
+	}
+}
+
+// TestUpgradeResponseHopByHopRemoved: a 101 passes on Connection: Upgrade
+// and Upgrade only; the other hop-by-hop fields (Keep-Alive,
+// Proxy-Authenticate) and those the backend's Connection field names are
+// removed, as for any response (RFC 9110 §7.6.1).
+func TestUpgradeResponseHopByHopRemoved(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readWholeRequest(c, br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade, X-Internal-Hop\r\nX-Internal-Hop: backend-secret\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic realm=\"internal\"\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.Copy(io.Discard, c)
+	})
+	f := newFront(t, proxyTo(addr), frontOpts{})
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 101 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	for _, k := range []string{"X-Internal-Hop", "Keep-Alive", "Proxy-Authenticate"} {
+		if v := res.Header.Get(k); v != "" {
+			t.Errorf("101 to the client carries %s: %q, a hop-by-hop field of the backend's; want it removed", k, v)
+		}
+	}
+}

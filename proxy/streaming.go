@@ -180,6 +180,12 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 	defer conn.Close()
 	conn.SetDeadline(time.Time{})
 	hdr := res.Header.Clone()
+	// Only the switch itself is hop-by-hop that goes on (RFC 9110 §7.6.1,
+	// §7.8): the other fields the backend named in Connection, Keep-Alive
+	// and the like are removed as for any response.
+	upgrade := hdr["Upgrade"]
+	removeHopByHop(hdr)
+	hdr["Connection"], hdr["Upgrade"] = []string{"Upgrade"}, upgrade
 	rt.resOps.apply(hdr)
 	res.Header = hdr
 	res.Body = nil
