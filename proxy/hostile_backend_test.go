@@ -7,6 +7,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -329,6 +330,45 @@ func TestUpgradeResponseHopByHopRemoved(t *testing.T) {
 	for _, k := range []string{"X-Internal-Hop", "Keep-Alive", "Proxy-Authenticate"} {
 		if v := res.Header.Get(k); v != "" {
 			t.Errorf("101 to the client carries %s: %q, a hop-by-hop field of the backend's; want it removed", k, v)
+		}
+	}
+}
+
+// TestUntypedResponseNotSniffed: a backend response without Content-Type
+// reaches the client without one, on both fronts. The proxy is not the
+// origin: a type sniffed from the body (both servers would add
+// "text/html; charset=utf-8" for markup) would make a browser render as
+// HTML an upload the backend serves untyped with "nosniff".
+func TestUntypedResponseNotSniffed(t *testing.T) {
+	const upload = "<html><body><script>alert(document.domain)</script></body></html>"
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for range 4 {
+			if _, err := readWholeRequest(c, br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Content-Type-Options: nosniff\r\nContent-Length: "+strconv.Itoa(len(upload))+"\r\n\r\n"+upload)
+		}
+	})
+	for _, h2 := range []bool{false, true} {
+		for _, edit := range []bool{false, true} { // with a response edit: the Header map path
+			t.Run(fmt.Sprintf("h2=%v/edit=%v", h2, edit), func(t *testing.T) {
+				cfg := proxyTo(addr)
+				if edit {
+					cfg.Sites[0].Routes[0].ResponseHeaders.Set = map[string]string{"X-Edited": "1"}
+				}
+				f, c := frontFor(t, cfg, h2)
+				code, body, hdr := get(t, c, f.url+"/uploads/1", "Host", "example.test")
+				if code != 200 || body != upload {
+					t.Fatalf("status %d body %q", code, body)
+				}
+				if ct, ok := hdr["Content-Type"]; ok {
+					t.Errorf("the client got Content-Type %q for a backend response that had none; want none", ct)
+				}
+				if edit && hdr.Get("X-Edited") != "1" {
+					t.Errorf("the route's response edit was not applied: %v", hdr)
+				}
+			})
 		}
 	}
 }

@@ -644,7 +644,7 @@ func errString(err error) string {
 }
 
 // copyResponseHeader copies the backend's response header (minus
-// hop-by-hop fields) to dst, announces its trailers and applies the route's
+// hop-by-hop fields, and without a Content-Type when it has none) to dst, announces its trailers and applies the route's
 // response edits. It returns the announced trailer names.
 func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announced []string) {
 	removeHopByHop(res.Header)
@@ -654,6 +654,13 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announc
 		} else {
 			dst[k] = vv
 		}
+	}
+	if _, typed := dst["Content-Type"]; !typed {
+		// The backend gave no type: neither server may sniff one from the
+		// body (a nil value tells both not to; nothing is sent). An
+		// upload served untyped with "nosniff" would otherwise reach the
+		// browser as text/html.
+		dst["Content-Type"] = nil
 	}
 	if n := len(res.Trailer); n > 0 {
 		announced = make([]string, 0, n)

@@ -169,7 +169,9 @@ type Fields interface {
 // WriteFields is WriteHeader(code) for a response of contentLength bytes
 // whose header is f instead of the Header map: f's lines go out as they
 // are, with what the server adds (Date unless f has one; Connection:
-// close when the connection ends). It does nothing and reports false when
+// close when the connection ends) but never a Content-Type: f is a head
+// made elsewhere (a proxy's backend's), whose lack of a type is not the
+// server's to fill by sniffing the body. It does nothing and reports false when
 // the response does not fit that: a status was already written, the
 // Header map is not empty, code is not a final status with a body (2xx to
 // 5xx but 204 and 304), contentLength is negative, the request is HEAD or
@@ -190,7 +192,7 @@ func (w *response) WriteFields(code int, contentLength int64, f Fields) bool {
 	w.status = code
 	w.contentLength = contentLength
 	w.te, w.hasTE, w.trailers = "", false, false
-	_, w.hasCT = f.Get("Content-Type")
+	w.hasCT = true // no sniffed type: f is complete as it is
 	ce, _ := f.Get("Content-Encoding")
 	w.hasCE = ce != ""
 	_, w.hasDate = f.Get("Date")
