@@ -547,6 +547,14 @@ type Upstream struct {
 	HealthChecks HealthChecks `yaml:"health_checks"`
 	// Retries is the retry policy.
 	Retries Retries `yaml:"retries"`
+	// MaxResponseHeaderBytes bounds a target's response head (status line
+	// and fields); a larger one is refused as malformed: the client gets
+	// 502 and the target counts a failure (nginx: "upstream sent too big
+	// header"). Default 64KiB, at least 1KiB.
+	MaxResponseHeaderBytes ByteSize `yaml:"max_response_header_bytes"`
+	// MaxResponseHeaderFields bounds the field lines of a target's
+	// response head; more is refused as malformed (502). Default 256.
+	MaxResponseHeaderFields int `yaml:"max_response_header_fields"`
 
 	// Material is what was loaded from the files named in tls.
 	Material UpstreamMaterial `yaml:"-"`
@@ -645,6 +653,12 @@ type Timeouts struct {
 	// counts a failure. 0 means no limit. Default 60s. The wait allowed
 	// is between the value and 9/8 of it.
 	Read time.Duration `yaml:"read"`
+	// Write is the longest a target may go without taking more of a
+	// request, its head or body (like nginx proxy_send_timeout): a target
+	// that stops reading a request body would otherwise hold the exchange
+	// with no answer to the client. Past it the client gets 504 and the
+	// target counts a failure. 0 means no limit. Default 60s.
+	Write time.Duration `yaml:"write"`
 	// TunnelIdle closes a WebSocket or other upgraded tunnel (HTTP/1.1
 	// Upgrade, HTTP/2 extended CONNECT) after this long without data in
 	// either direction. 0 means no limit. Default 10m.

@@ -38,6 +38,9 @@ const (
 	DefaultResponseHeader          = 60 * time.Second
 	DefaultUpstreamIdle            = 90 * time.Second
 	DefaultUpstreamRead            = 60 * time.Second
+	DefaultUpstreamWrite           = 60 * time.Second
+	DefaultMaxResponseHeaderBytes  = 64 << 10
+	DefaultMaxResponseHeaderFields = 256
 	DefaultTunnelIdle              = 10 * time.Minute
 	DefaultKeepaliveMaxIdle        = 32
 	DefaultPassiveMaxFails         = 3
@@ -152,6 +155,9 @@ func (u *Upstream) setDefaults() {
 	u.Timeouts.ResponseHeader = DefaultResponseHeader
 	u.Timeouts.Idle = DefaultUpstreamIdle
 	u.Timeouts.Read = DefaultUpstreamRead
+	u.Timeouts.Write = DefaultUpstreamWrite
+	u.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
+	u.MaxResponseHeaderFields = DefaultMaxResponseHeaderFields
 	u.Timeouts.TunnelIdle = DefaultTunnelIdle
 	u.HealthChecks.Passive.setDefaults()
 	u.Retries.setDefaults()

@@ -550,6 +550,13 @@
 //   - health_checks (section, see upstreams[].health_checks): health_checks
 //     mark targets down and up again.
 //   - retries (section, see upstreams[].retries): retries is the retry policy.
+//   - max_response_header_bytes (size): max_response_header_bytes bounds a
+//     target's response head (status line and fields); a larger one is refused
+//     as malformed: the client gets 502 and the target counts a failure
+//     (nginx: "upstream sent too big header"). Default 64KiB, at least 1KiB.
+//   - max_response_header_fields (integer): max_response_header_fields bounds
+//     the field lines of a target's response head; more is refused as
+//     malformed (502). Default 256.
 //
 // # upstreams[].targets[]
 //
@@ -641,6 +648,11 @@
 //     the response is cut, so the client sees it end early, and the target
 //     counts a failure. 0 means no limit. Default 60s. The wait allowed is
 //     between the value and 9/8 of it.
+//   - write (duration): write is the longest a target may go without taking
+//     more of a request, its head or body (like nginx proxy_send_timeout): a
+//     target that stops reading a request body would otherwise hold the
+//     exchange with no answer to the client. Past it the client gets 504 and
+//     the target counts a failure. 0 means no limit. Default 60s.
 //   - tunnel_idle (duration): tunnel_idle closes a WebSocket or other upgraded
 //     tunnel (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
 //     without data in either direction. 0 means no limit. Default 10m.

@@ -1304,8 +1304,8 @@ func (v *validator) upstreamBalance(u *Upstream, p string) {
 	}
 }
 
-// upstreamConnections checks the keep-alive pool and the connect and
-// response header timeouts.
+// upstreamConnections checks the keep-alive pool, the connect and
+// response header timeouts and the bounds of a response head.
 func (v *validator) upstreamConnections(u *Upstream, p string) {
 	if u.Keepalive.MaxIdle < 0 {
 		v.errf(p+".keepalive.max_idle", "use 0 to disable keep-alive", "max_idle must not be negative")
@@ -1318,6 +1318,12 @@ func (v *validator) upstreamConnections(u *Upstream, p string) {
 	}
 	if u.Timeouts.ResponseHeader <= 0 {
 		v.errf(p+".timeouts.response_header", "write a duration such as 60s", "response_header timeout must be positive")
+	}
+	if u.MaxResponseHeaderBytes < 1<<10 {
+		v.errf(p+".max_response_header_bytes", "write a size such as 64KiB", "max_response_header_bytes must be at least 1KiB")
+	}
+	if u.MaxResponseHeaderFields < 1 {
+		v.errf(p+".max_response_header_fields", "write a count such as 256", "max_response_header_fields must be positive")
 	}
 }
 

@@ -312,6 +312,22 @@ type TransportConfig struct {
 	// target counts a failure. Default DefaultUpstreamReadTimeout (60s);
 	// negative: no limit.
 	ReadTimeout time.Duration
+	// WriteTimeout is the longest a target may go without taking more of
+	// a request (its head or body), like nginx's proxy_send_timeout: a
+	// target that stops reading a request body holds the exchange, and
+	// the client gets no answer, until it passes; then the client gets
+	// 504 and the target counts a failure. Default
+	// DefaultUpstreamWriteTimeout (60s); negative: no limit.
+	WriteTimeout time.Duration
+	// MaxResponseHeaderBytes bounds a response head from a target (status
+	// line and fields); a larger one is refused as malformed (502), as
+	// nginx does past proxy_buffer_size. Default
+	// DefaultMaxResponseHeaderBytes (64 KiB).
+	MaxResponseHeaderBytes int64
+	// MaxResponseHeaderFields bounds the field lines of a response head
+	// from a target (informational responses included); more is refused
+	// as malformed (502). Default DefaultMaxResponseHeaderFields (256).
+	MaxResponseHeaderFields int
 	// TunnelIdleTimeout closes a WebSocket or other upgraded tunnel
 	// (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
 	// without data in either direction. Default DefaultTunnelIdleTimeout
@@ -401,7 +417,7 @@ func durOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-func intOr(v, def int) int {
+func intOr[T int | int64](v, def T) T {
 	if v == 0 {
 		return def
 	}

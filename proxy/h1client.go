@@ -41,6 +41,7 @@ type h1Client struct {
 	idleTimeout    time.Duration
 	headerTimeout  time.Duration
 	readTimeout    time.Duration // between two reads of a body; 0: none
+	writeTimeout   time.Duration // a write of the request taking no byte; 0: none
 	maxHeaderBytes int64
 
 	mu   sync.Mutex
@@ -48,15 +49,17 @@ type h1Client struct {
 }
 
 // newH1Client makes the client of an upstream whose Transport is t;
-// readTimeout bounds the wait for each read of a response body (0: none),
-// as Upstream.readTimeout does on the Transport's responses.
-func newH1Client(t *http.Transport, dial DialFunc, readTimeout time.Duration) *h1Client {
+// readTimeout bounds the wait for each read of a response body and
+// writeTimeout that for each write of a request (0: none), as
+// Upstream.readTimeout and writeTimeout do on the Transport's exchanges.
+func newH1Client(t *http.Transport, dial DialFunc, readTimeout, writeTimeout time.Duration) *h1Client {
 	return &h1Client{
 		dial:           dial,
 		maxIdle:        t.MaxIdleConnsPerHost,
 		idleTimeout:    t.IdleConnTimeout,
 		headerTimeout:  t.ResponseHeaderTimeout,
 		readTimeout:    readTimeout,
+		writeTimeout:   writeTimeout,
 		maxHeaderBytes: t.MaxResponseHeaderBytes,
 		idle:           map[string][]*h1Conn{},
 	}
@@ -75,8 +78,8 @@ type h1Conn struct {
 	// ended); made once per connection rather than once per exchange.
 	interrupt func()
 	// hdrArmed is when the header timeout's read deadline was set (unix
-	// ns; 0: none in place).
-	hdrArmed int64
+	// ns; 0: none in place); wrArmed when the write timeout's was.
+	hdrArmed, wrArmed int64
 	// bodyArmed: a body read deadline (the read timeout) may be left on
 	// the connection, which an exchange without a header timeout clears.
 	bodyArmed bool
@@ -271,6 +274,16 @@ func (cl *h1Client) CloseIdleConnections() {
 // on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
 func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool) (res *http.Response, err error, fresh bool) {
+	if d := pc.cl.writeTimeout; d > 0 {
+		// A target that takes none of the request for d (its receive
+		// window full) fails the exchange: 504. Armed as the header
+		// timeout is (below), before the watcher can interrupt.
+		now := time.Now()
+		if n := now.UnixNano(); n-pc.wrArmed >= int64(d/8) {
+			pc.c.SetWriteDeadline(now.Add(d + d/8))
+			pc.wrArmed = n
+		}
+	}
 	// One watcher for the whole exchange: the context's end interrupts
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.

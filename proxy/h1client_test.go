@@ -93,7 +93,7 @@ func testH1Client(t *testing.T, mod func(*http.Transport)) *h1Client {
 		}
 		return rawsock.Wrap(c), nil
 	}
-	cl := newH1Client(tr, dial, 0)
+	cl := newH1Client(tr, dial, 0, 0)
 	t.Cleanup(cl.CloseIdleConnections)
 	return cl
 }
@@ -531,6 +531,26 @@ func (r iotestErr) Read([]byte) (int, error) { return 0, r.err }
 // ends, whether the body's write or the response's read is blocked (the
 // socket buffers are made small so that the write blocks).
 func TestH1ClientCancelBodyWrite(t *testing.T) {
+	addr, dial := nonReadingTarget(t)
+	cl := newH1Client(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, dial, 0, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	body := strings.Repeat("b", maxH1Body)
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/", io.NopCloser(strings.NewReader(body)))
+	req.ContentLength = int64(len(body))
+	done := make(chan error, 1)
+	go func() { _, err := cl.RoundTrip(req); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := testpeer.Recv(t, done, "cancelled exchange"); err == nil {
+		t.Fatal("exchange succeeded")
+	}
+}
+
+// nonReadingTarget is a target that accepts a connection and reads
+// nothing, with socket buffers small enough (4 KiB each way) that a
+// request body of maxH1Body blocks; dial dials it with the small send
+// buffer.
+func nonReadingTarget(t *testing.T) (addr string, dial DialFunc) {
 	small := func(opt int) func(_, _ string, rc syscall.RawConn) error {
 		return func(_, _ string, rc syscall.RawConn) error {
 			rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4096) })
@@ -542,9 +562,8 @@ func TestH1ClientCancelBodyWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	release := make(chan struct{})
-	defer close(release)
+	t.Cleanup(func() { close(release); ln.Close() })
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -554,17 +573,28 @@ func TestH1ClientCancelBodyWrite(t *testing.T) {
 		<-release
 	}()
 	d := net.Dialer{Control: small(syscall.SO_SNDBUF)}
-	cl := newH1Client(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, d.DialContext, 0)
-	ctx, cancel := context.WithCancel(context.Background())
+	return ln.Addr().String(), d.DialContext
+}
+
+// TestH1ClientWriteTimeout: a target that takes none of a request's body
+// for writeTimeout fails the exchange with a timeout (504 for the proxy);
+// without one the write would wait as long as the client.
+func TestH1ClientWriteTimeout(t *testing.T) {
+	addr, dial := nonReadingTarget(t)
+	cl := newH1Client(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, dial, 0, 200*time.Millisecond)
 	body := strings.Repeat("b", maxH1Body)
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+ln.Addr().String()+"/", io.NopCloser(strings.NewReader(body)))
+	req, _ := http.NewRequest("POST", "http://"+addr+"/", io.NopCloser(strings.NewReader(body)))
 	req.ContentLength = int64(len(body))
 	done := make(chan error, 1)
+	start := time.Now()
 	go func() { _, err := cl.RoundTrip(req); done <- err }()
-	time.Sleep(100 * time.Millisecond)
-	cancel()
-	if err := testpeer.Recv(t, done, "cancelled exchange"); err == nil {
-		t.Fatal("exchange succeeded")
+	select {
+	case err := <-done:
+		if !isTimeout(err) {
+			t.Fatalf("after %v: error %v; want a timeout", time.Since(start), err)
+		}
+	case <-time.After(5 * time.Second): // 25 times the timeout
+		t.Fatal("the exchange still waits after 5s for a target that reads nothing (write timeout 200ms)")
 	}
 }
 

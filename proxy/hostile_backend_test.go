@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -370,5 +371,72 @@ func TestUntypedResponseNotSniffed(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// padFields is n filler field lines (a head of more than h1head.MaxFields
+// fields is left to http.ReadResponse).
+func padFields(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString("X-Pad-" + strconv.Itoa(i) + ": v\r\n")
+	}
+	return b.String()
+}
+
+// TestResponseHeadBounded: a target's response head is bounded in bytes
+// (max_response_header_bytes) and in field lines
+// (max_response_header_fields), on every path a head is read by (h1head,
+// http.ReadResponse in the HTTP/1.1 client, net/http's Transport): past
+// either the client gets 502. A head of a million empty fields was taken
+// whole and cost tens of MiB per response.
+func TestResponseHeadBounded(t *testing.T) {
+	var huge strings.Builder
+	for i := 0; huge.Len() < (1<<20)-200; i++ {
+		huge.WriteString("X" + strconv.Itoa(i) + ":\r\n")
+	}
+	cases := []struct {
+		name      string
+		fields    string
+		maxFields int  // 0: default
+		transport bool // max_conns_per_target: the Transport's path
+		want      int
+	}{
+		{"1MiB", huge.String(), 0, false, 502},
+		{"100KiB-of-10-fields", strings.Repeat("X-Big: "+strings.Repeat("v", 10<<10)+"\r\n", 10), 0, false, 502},
+		{"100KiB-of-10-fields-transport", strings.Repeat("X-Big: "+strings.Repeat("v", 10<<10)+"\r\n", 10), 0, true, 502},
+		{"60KiB-of-6-fields", strings.Repeat("X-Big: "+strings.Repeat("v", 10<<10)+"\r\n", 6), 0, false, 200},
+		{"1MiB-transport", huge.String(), 0, true, 502},
+		{"257-fields", padFields(DefaultMaxResponseHeaderFields), 0, false, 502}, // + Content-Length
+		{"257-fields-transport", padFields(DefaultMaxResponseHeaderFields), 0, true, 502},
+		{"256-fields", padFields(DefaultMaxResponseHeaderFields - 1), 0, false, 200},
+		{"256-fields-transport", padFields(DefaultMaxResponseHeaderFields - 1), 0, true, 200},
+		{"passed-on-head-over-4", padFields(4), 4, false, 502}, // h1head's, without a Header map
+		{"passed-on-head-of-4", padFields(3), 4, false, 200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			head := "HTTP/1.1 200 OK\r\n" + tc.fields + "Content-Length: 2\r\n\r\nok"
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				if _, err := readWholeRequest(c, br); err != nil {
+					return
+				}
+				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, head)
+				c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				io.Copy(io.Discard, c)
+			})
+			cfg := proxyTo(addr)
+			cfg.Upstreams[0].Transport.MaxResponseHeaderFields = tc.maxFields
+			if tc.transport {
+				cfg.Upstreams[0].Transport.MaxConnsPerTarget = 4
+			}
+			f := newFront(t, cfg, frontOpts{})
+			code, body, _ := get(t, testClient(t), f.url+"/", "Host", "example.test")
+			if code != tc.want || code == 200 && body != "ok" {
+				t.Errorf("a head of %d bytes and %d fields: status %d (body %q); want %d", len(head), strings.Count(head, "\r\n")-2, code, body, tc.want)
+			}
+		})
 	}
 }

@@ -28,6 +28,16 @@ func (e *dialError) Unwrap() error { return e.err }
 // DialFunc dials a backend connection.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
+// DefaultMaxResponseHeaderBytes and DefaultMaxResponseHeaderFields are
+// the defaults of TransportConfig.MaxResponseHeaderBytes and
+// MaxResponseHeaderFields: a client's head is bounded too, and a backend
+// head of a million empty fields (1 MiB) cost tens of MiB of heap per
+// response. Envoy's are 60 KiB and 100 fields, nginx's 4 or 8 KiB.
+const (
+	DefaultMaxResponseHeaderBytes  = 64 << 10
+	DefaultMaxResponseHeaderFields = 256
+)
+
 // newTransport builds the keep-alive pool of an upstream. One
 // http.Transport per upstream keeps one pool per target address (it keys
 // connections by host:port), with MaxIdleConnsPerHost, IdleConnTimeout and
@@ -55,7 +65,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		TLSHandshakeTimeout:    durOr(tc.HandshakeTimeout, 10*time.Second),
 		ExpectContinueTimeout:  time.Second,
 		DisableCompression:     true,
-		MaxResponseHeaderBytes: 1 << 20,
+		MaxResponseHeaderBytes: max(intOr(tc.MaxResponseHeaderBytes, DefaultMaxResponseHeaderBytes), 1<<10),
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
 	}

@@ -51,6 +51,9 @@ type reqState struct {
 	// RoundTrip returned (see roundTrip), so putReqState leaves this state
 	// to the GC.
 	outHeld bool
+	// send is the write_timeout watch of the attempt whose response is
+	// being copied (net/http's Transport only); ended with the handler.
+	send *sendWatch
 }
 
 var reqStatePool = sync.Pool{New: func() any {
@@ -189,6 +192,8 @@ type reqBody struct {
 	timedOut atomic.Bool           // a read hit the body timeout
 	readErr  atomic.Pointer[error] // the first other read error: a malformed or cut body
 
+	send atomic.Pointer[sendWatch] // the Transport's attempt's write_timeout; nil: none
+
 	trailerIn  *http.Request // the client's request (its Trailer is complete at EOF)
 	trailerOut http.Header   // the outgoing request's Trailer, nil when none
 
@@ -218,7 +223,14 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		b.dl.arm()
 	}
 	b.mu.Unlock()
+	sw := b.send.Load()
+	if sw != nil {
+		sw.readStarts()
+	}
 	n, err := b.rc.Read(p)
+	if sw != nil {
+		sw.readEnds()
+	}
 	b.n.Add(int64(n))
 	switch {
 	case err == nil:
@@ -411,6 +423,9 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
+	if rs.send != nil {
+		defer rs.send.end()
+	}
 	if body != nil {
 		defer func() { rs.bytesIn = body.n.Load() }()
 		rs.body = body
@@ -571,7 +586,24 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		if h1, ok := tr.(*h1Client); ok {
 			res, err = h1.roundTripHead(outreq, rs.passOn)
 		} else {
-			res, err = tr.RoundTrip(outreq)
+			req := outreq
+			var sw *sendWatch
+			if body != nil && u.writeTimeout > 0 {
+				req, sw = watchSend(outreq, u.writeTimeout)
+				body.send.Store(sw)
+			}
+			res, err = tr.RoundTrip(req)
+			if sw != nil {
+				sw.stop()
+				if err != nil {
+					if sw.stalled.Load() {
+						err = errSendTimeout
+					}
+					sw.end()
+				} else {
+					rs.send = sw // its context is the response's
+				}
+			}
 			// net/http's transports return the response as soon as it
 			// comes, and fail as soon as they see why, while their own
 			// goroutine may still be writing the request (its header,
@@ -587,6 +619,15 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			// malformed response, as a broken status line is.
 			res.Body.Close()
 			res, err = nil, fmt.Errorf("malformed response: status %d", res.StatusCode)
+		}
+		if err == nil {
+			if n := responseFields(res); n > u.maxFields {
+				// Bounded in bytes already (MaxResponseHeaderBytes); a
+				// head of thousands of tiny fields is still refused, as
+				// a client's would be.
+				res.Body.Close()
+				res, err = nil, fmt.Errorf("malformed response: %d header fields, over the upstream's max_response_header_fields (%d)", n, u.maxFields)
+			}
 		}
 		if err == nil {
 			rs.upStatus = res.StatusCode
@@ -641,6 +682,18 @@ func errString(err error) string {
 		return "no target left to try"
 	}
 	return err.Error()
+}
+
+// responseFields is the number of field lines of res's head.
+func responseFields(res *http.Response) int {
+	if h := passOnHead(res); h != nil {
+		return h.Len()
+	}
+	n := 0
+	for _, vv := range res.Header {
+		n += len(vv)
+	}
+	return n
 }
 
 // copyResponseHeader copies the backend's response header (minus

@@ -26,14 +26,15 @@ import (
 // deadline update per read or write.
 
 // DefaultBodyTimeout and DefaultSendTimeout are the defaults of
-// LimitsConfig.BodyTimeout and SendTimeout; DefaultUpstreamReadTimeout and
-// DefaultTunnelIdleTimeout those of TransportConfig.ReadTimeout and
-// TunnelIdleTimeout.
+// LimitsConfig.BodyTimeout and SendTimeout; DefaultUpstreamReadTimeout,
+// DefaultUpstreamWriteTimeout and DefaultTunnelIdleTimeout those of
+// TransportConfig.ReadTimeout, WriteTimeout and TunnelIdleTimeout.
 const (
-	DefaultBodyTimeout         = 60 * time.Second
-	DefaultSendTimeout         = 60 * time.Second
-	DefaultUpstreamReadTimeout = 60 * time.Second
-	DefaultTunnelIdleTimeout   = 10 * time.Minute
+	DefaultBodyTimeout          = 60 * time.Second
+	DefaultSendTimeout          = 60 * time.Second
+	DefaultUpstreamReadTimeout  = 60 * time.Second
+	DefaultUpstreamWriteTimeout = 60 * time.Second
+	DefaultTunnelIdleTimeout    = 10 * time.Minute
 )
 
 type readDeadliner interface{ SetReadDeadline(time.Time) error }

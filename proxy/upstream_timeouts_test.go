@@ -172,3 +172,109 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		t.Fatalf("the idle tunnel stayed open for 10s (idle timeout %v)", idle)
 	}
 }
+
+// TestUpstreamWriteTimeout: a target that reads a request's head and
+// then stops reading its body fails the exchange after write_timeout
+// (504) on every path a body takes: net/http's Transport (a body over
+// h1Client's 64 KiB, or any body with max_conns_per_target) and h2c. A
+// client that pauses between parts of its body for longer than the
+// timeout is not the target's stall: that exchange succeeds.
+func TestUpstreamWriteTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		h2c      bool
+		maxConns int // with a cap every body goes on the Transport
+		size     int
+	}{
+		{"transport", false, 0, 64 << 20}, // more than both sockets' buffers take
+		{"transport-capped", false, 4, 64 << 20},
+		{"h2c", true, 0, 16 << 20}, // more than the stream's flow-control window
+	} {
+		t.Run("target-stops-reading/"+tc.name, func(t *testing.T) {
+			held := make(chan struct{})
+			t.Cleanup(func() { close(held) })
+			wait := func() { // read no body; hold the exchange (bounded)
+				select {
+				case <-held:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			var addr string
+			if tc.h2c {
+				addr = h2cBackend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { wait() }))
+			} else {
+				addr = connBackend(t, func(c net.Conn) {
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+						wait()
+					}
+				})
+			}
+			cfg := proxyTo(addr)
+			if tc.h2c {
+				cfg.Upstreams[0].Protocol = "h2c"
+			}
+			cfg.Upstreams[0].Transport.MaxConnsPerTarget = tc.maxConns
+			cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+			cfg.Upstreams[0].HealthCheck.Passive.MaxFails = -1
+			f := newFront(t, cfg, frontOpts{})
+			c := dialRaw(t, f.addr)
+			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(tc.size)+"\r\n\r\n")
+			go func() { // the client sends as fast as the proxy takes it
+				chunk := make([]byte, 64<<10)
+				c.SetWriteDeadline(time.Now().Add(8 * time.Second))
+				for sent := 0; sent < tc.size; sent += len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				t.Fatalf("no response within 5s (%v) while the target reads none of the body; want 504 after write_timeout (300ms)", err)
+			}
+			if !strings.HasPrefix(line, "HTTP/1.1 504") {
+				t.Errorf("got %q; want 504", strings.TrimSpace(line))
+			}
+		})
+	}
+	t.Run("client-pauses", func(t *testing.T) {
+		addr := connBackend(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			req, err := readWholeRequest(c, br)
+			if err != nil {
+				return
+			}
+			// The response's body comes after a pause: its reads use the
+			// attempt's context, which outlives the watch.
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(2*len(req.Method))+"\r\n\r\n")
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(c, req.Method)
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(c, req.Method)
+		})
+		cfg := proxyTo(addr)
+		cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+		f := newFront(t, cfg, frontOpts{})
+		c := dialRaw(t, f.addr)
+		part := strings.Repeat("p", 40<<10)
+		// 120 KiB: over h1Client's bodies, so on the Transport.
+		io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(3*len(part))+"\r\n\r\n"+part)
+		for range 2 {
+			time.Sleep(700 * time.Millisecond)
+			io.WriteString(c, part)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 200 {
+			t.Fatalf("status %d for a client pausing 700ms between parts (write_timeout 300ms); want 200: the client's pauses are not the target's", res.StatusCode)
+		}
+		if b, err := io.ReadAll(res.Body); string(b) != "POSTPOST" || err != nil {
+			t.Errorf("response body %q (%v); want POSTPOST", b, err)
+		}
+	})
+}

@@ -38,7 +38,10 @@ type Upstream struct {
 	dialTimeout time.Duration // connect + handshake
 	hsTimeout   time.Duration // handshake
 	readTimeout time.Duration // between two reads of a response body; 0: none
-	tunnelIdle  time.Duration // a tunnel without data either way; 0: none
+	// writeTimeout: the longest a target may take no more of a request; 0: none
+	writeTimeout time.Duration
+	maxFields    int           // field lines of a response head
+	tunnelIdle   time.Duration // a tunnel without data either way; 0: none
 
 	passive PassiveHealthConfig
 	active  ActiveHealthConfig
@@ -139,6 +142,8 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	u.hsTimeout = durOr(uc.Transport.HandshakeTimeout, 10*time.Second)
 	u.dialTimeout = durOr(uc.Transport.ConnectTimeout, 5*time.Second) + u.hsTimeout
 	u.readTimeout = max(durOr(uc.Transport.ReadTimeout, DefaultUpstreamReadTimeout), 0)
+	u.writeTimeout = max(durOr(uc.Transport.WriteTimeout, DefaultUpstreamWriteTimeout), 0)
+	u.maxFields = max(intOr(uc.Transport.MaxResponseHeaderFields, DefaultMaxResponseHeaderFields), 1)
 	u.tunnelIdle = max(durOr(uc.Transport.TunnelIdleTimeout, DefaultTunnelIdleTimeout), 0)
 	var connected func(time.Duration, error)
 	if co, ok := obs.(UpstreamConnectObserver); ok {
@@ -156,7 +161,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		// through it, since a second pool beside it would keep
 		// connections of its own past the cap.
 		if uc.Transport.MaxConnsPerTarget <= 0 {
-			u.h1 = newH1Client(u.transport, u.dial, u.readTimeout)
+			u.h1 = newH1Client(u.transport, u.dial, u.readTimeout, u.writeTimeout)
 		}
 	}
 	if uc.Protocol == upstreamproto.H2C {

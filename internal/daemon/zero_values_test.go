@@ -33,7 +33,9 @@ upstreams:
   - name: app
     targets: [127.0.0.1:8080]
     keepalive: {max_idle: 0, max_conns: 0}
-    timeouts: {read: 0, tunnel_idle: 0}
+    timeouts: {read: 0, write: 0, tunnel_idle: 0}
+    max_response_header_bytes: 8KiB
+    max_response_header_fields: 50
     health_checks: {passive: {max_fails: 0}, active: {path: /, expect_status: 0}}
 `))
 	if err != nil {
@@ -58,6 +60,9 @@ upstreams:
 		{"max_body: 0 is unlimited", pc.Sites[0].Routes[0].MaxBodyBytes == 0, pc.Sites[0].Routes[0].MaxBodyBytes},
 		{"keepalive.max_idle: 0 disables keep-alive (negative MaxIdleConns)", u.Transport.MaxIdleConns < 0, u.Transport.MaxIdleConns},
 		{"timeouts.read: 0 is no limit (negative ReadTimeout)", u.Transport.ReadTimeout < 0, u.Transport.ReadTimeout},
+		{"timeouts.write: 0 is no limit (negative WriteTimeout)", u.Transport.WriteTimeout < 0, u.Transport.WriteTimeout},
+		{"max_response_header_bytes: 8KiB (not a zero, passed on)", u.Transport.MaxResponseHeaderBytes == 8<<10, u.Transport.MaxResponseHeaderBytes},
+		{"max_response_header_fields: 50 (not a zero, passed on)", u.Transport.MaxResponseHeaderFields == 50, u.Transport.MaxResponseHeaderFields},
 		{"timeouts.tunnel_idle: 0 is no limit (negative TunnelIdleTimeout)", u.Transport.TunnelIdleTimeout < 0, u.Transport.TunnelIdleTimeout},
 		{"keepalive.max_conns: 0 is unlimited", u.Transport.MaxConnsPerTarget == 0, u.Transport.MaxConnsPerTarget},
 		{"passive.max_fails: 0 disables passive checks (negative MaxFails)", u.HealthCheck.Passive.MaxFails < 0, u.HealthCheck.Passive.MaxFails},

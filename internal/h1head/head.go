@@ -255,6 +255,9 @@ type Head struct {
 	fs   fields
 }
 
+// Len returns the number of field lines.
+func (h *Head) Len() int { return h.fs.n }
+
 // Get returns the first value of the field named name (compared ignoring
 // ASCII case).
 func (h *Head) Get(name string) (string, bool) {

@@ -12,8 +12,8 @@ import "net/http"
 // The response's Body is http.NoBody when it has none (RFC 9112 §6.3:
 // HEAD, 1xx, 204, 304, Content-Length 0); otherwise it is nil and the
 // body is the ContentLength bytes after the head, for the caller to
-// deliver. As http.ReadResponse, Close comes from the Connection field,
-// which is removed when it says "close" in HTTP/1.1.
+// deliver. As http.ReadResponse, Close comes from the Connection field
+// (which the map keeps: see Fill).
 func Response(buf []byte, req *http.Request) (res *http.Response, n int, ok bool) {
 	var h Head
 	if res, n, ok = ResponseHead(buf, req, &h); ok {

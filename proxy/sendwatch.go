@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// sendWatch bounds how long a target may go without taking more of a
+// request body that net/http's Transport writes (write_timeout, nginx's
+// proxy_send_timeout). The Transport has no write timeout: its response
+// header timeout starts once the request is written, so a target that
+// reads the head and then stops reading the body (its receive window
+// full) held the exchange, with no answer to the client, for as long as
+// the client waited. h1Client, which owns its connections, sets a write
+// deadline instead.
+//
+// The Transport reads the body between its writes, so while it is not
+// in a read of the body, it is writing (or waiting to write) to the
+// target: when that lasts d, the watch cancels the attempt's context
+// with errSendTimeout. A read in progress is the client's to finish
+// (body_timeout). The watch ends once the request is written
+// (WroteRequest) or the attempt returns; the context, which the response
+// body's reads go on using, only when the handler ends (end).
+type sendWatch struct {
+	d       time.Duration
+	cancel  context.CancelCauseFunc
+	reading atomic.Bool
+	last    atomic.Int64 // unix ns: when the last read of the body returned
+	stalled atomic.Bool  // the watch cancelled the attempt
+
+	mu      sync.Mutex
+	stopped bool // under mu
+	timer   *time.Timer
+}
+
+// errSendTimeout is why a sendWatch cancelled an attempt: a timeout
+// (504).
+var errSendTimeout error = sendTimeoutError{}
+
+type sendTimeoutError struct{}
+
+func (sendTimeoutError) Error() string {
+	return "proxy: the target took no more of the request body for write_timeout"
+}
+func (sendTimeoutError) Timeout() bool   { return true }
+func (sendTimeoutError) Temporary() bool { return true } // a net.Error, as isTimeout wants
+
+// watchSend returns req under a context the watch cancels, and the
+// watch, started.
+func watchSend(req *http.Request, d time.Duration) (*http.Request, *sendWatch) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	w := &sendWatch{d: d, cancel: cancel}
+	w.last.Store(time.Now().UnixNano())
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { w.stop() },
+	})
+	w.mu.Lock()
+	w.timer = time.AfterFunc(d, w.check)
+	w.mu.Unlock()
+	return req.WithContext(ctx), w
+}
+
+// readStarts and readEnds bracket a read of the body.
+func (w *sendWatch) readStarts() { w.reading.Store(true) }
+func (w *sendWatch) readEnds() {
+	w.last.Store(time.Now().UnixNano())
+	w.reading.Store(false)
+}
+
+// check runs when d may have passed without a read of the body.
+func (w *sendWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	idle := time.Since(time.Unix(0, w.last.Load()))
+	switch {
+	case w.reading.Load():
+		w.timer.Reset(w.d)
+	case idle < w.d:
+		w.timer.Reset(w.d - idle)
+	default:
+		w.stopped = true
+		w.stalled.Store(true)
+		w.cancel(errSendTimeout)
+	}
+}
+
+// stop ends the watch (the request is written, or the attempt is over).
+func (w *sendWatch) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.timer.Stop()
+	w.mu.Unlock()
+}
+
+// end ends the watch and releases its context: the exchange is over.
+func (w *sendWatch) end() {
+	w.stop()
+	w.cancel(nil)
+}
