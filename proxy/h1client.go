@@ -86,13 +86,17 @@ type h1Conn struct {
 	// head holds the fields of the last response read with passOn, until
 	// its body is read (the connection is not reused before).
 	head h1head.Head
+	// scan finds the Connection fields of a head read by http.ReadResponse.
+	scan h1head.ConnectionScan
 }
 
 // headerLimitReader bounds the bytes read from the connection while a
-// response header is parsed (n < 0: no bound).
+// response header is parsed (n < 0: no bound), and gives them to scan
+// while one is set.
 type headerLimitReader struct {
-	c net.Conn
-	n int64
+	c    net.Conn
+	n    int64
+	scan *h1head.ConnectionScan
 }
 
 var errResponseHeaderTooLarge = errors.New("proxy: upstream response header too large")
@@ -109,6 +113,9 @@ func (r *headerLimitReader) Read(p []byte) (int, error) {
 	}
 	n, err := r.c.Read(p)
 	r.n -= int64(n)
+	if r.scan != nil {
+		r.scan.Write(p[:n])
+	}
 	return n, err
 }
 
@@ -427,7 +434,7 @@ func (pc *h1Conn) writeBody(req *http.Request) error {
 
 // readResponse reads a response head: a plain one complete in the buffer
 // is parsed by h1head (with passOn into pc.head, without a Header map),
-// any other by http.ReadResponse.
+// any other by http.ReadResponse, with its Connection field kept whole.
 func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, error) {
 	if pc.br.Buffered() == 0 {
 		if _, err := pc.br.Peek(1); err != nil {
@@ -447,7 +454,18 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 		pc.br.Discard(n)
 		return res, nil
 	}
-	return http.ReadResponse(pc.br, req)
+	// http.ReadResponse drops a Connection field that says "close", and
+	// the fields it names would reach the client: the scan, given the
+	// head's bytes buffered and those read for it, keeps the field.
+	pc.scan.Reset()
+	pc.scan.Write(b)
+	pc.lr.scan = &pc.scan
+	res, err := http.ReadResponse(pc.br, req)
+	pc.lr.scan = nil
+	if v := pc.scan.Values(); err == nil && len(v) > 0 && len(res.Header["Connection"]) == 0 {
+		res.Header["Connection"] = v
+	}
+	return res, err
 }
 
 // exchangeWatch interrupts an exchange when its request's context ends.

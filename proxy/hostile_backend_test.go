@@ -440,3 +440,58 @@ func TestResponseHeadBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectionCloseOptionsRemovedEverywhere: the fields a backend's
+// "Connection: close, X-Internal-Hop" names are removed also on the paths
+// that read a response head with http.ReadResponse, which drops a
+// Connection field saying "close": a chunked response, a head of more
+// than h1head.MaxFields fields, a head that comes in pieces, on h1Client
+// and on net/http's Transport (after an informational response too).
+func TestConnectionCloseOptionsRemovedEverywhere(t *testing.T) {
+	cases := []struct {
+		name  string
+		head  string // after the status line and Connection, before the blank line
+		body  string
+		split     bool // the head comes in two writes, the Connection field in the second
+		transport bool // max_conns_per_target: net/http's Transport reads the head
+	}{
+		{"chunked", "Transfer-Encoding: chunked\r\n", "2\r\nok\r\n0\r\n\r\n", false, false},
+		{"33-fields", padFields(33) + "Content-Length: 2\r\n", "ok", false, false},
+		{"chunked-in-pieces", "Transfer-Encoding: chunked\r\n", "2\r\nok\r\n0\r\n\r\n", true, false},
+		{"transport", "Content-Length: 2\r\n", "ok", false, true},
+		{"transport-in-pieces", "Content-Length: 2\r\n", "ok", true, true},
+		{"transport-after-100", "Content-Length: 2\r\n", "ok", false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				if _, err := readWholeRequest(c, br); err != nil {
+					return
+				}
+				if strings.HasSuffix(tc.name, "-after-100") {
+					io.WriteString(c, "HTTP/1.1 100 Continue\r\nConnection: X-Not-This\r\n\r\n")
+				}
+				if tc.split {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Early: 1\r\nConn")
+					time.Sleep(50 * time.Millisecond)
+				} else {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nConn")
+				}
+				io.WriteString(c, "ection: close, X-Internal-Hop\r\nX-Internal-Hop: backend-secret\r\n"+tc.head+"\r\n"+tc.body)
+			})
+			cfg := proxyTo(addr)
+			if tc.transport {
+				cfg.Upstreams[0].Transport.MaxConnsPerTarget = 4
+			}
+			f := newFront(t, cfg, frontOpts{})
+			code, body, hdr := get(t, testClient(t), f.url+"/", "Host", "example.test")
+			if code != 200 || body != "ok" {
+				t.Fatalf("status %d body %q", code, body)
+			}
+			if v := hdr.Get("X-Internal-Hop"); v != "" {
+				t.Errorf("the client got X-Internal-Hop: %q, a field the backend's Connection field marked hop-by-hop; want it removed", v)
+			}
+		})
+	}
+}

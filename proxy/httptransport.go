@@ -115,7 +115,29 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		t.DialContext = timedDial(t.DialContext, connected)
 		dial = timedDial(dial, connected)
 	}
+	if scansHeads(uc.Protocol) {
+		// The Transport speaks HTTP/1.1 on connections this dials (not
+		// under its own TLS): they keep the Connection fields it drops.
+		// h1Client's (dial) scan with their own reader.
+		if t.DialTLSContext != nil {
+			t.DialTLSContext = scanning(t.DialTLSContext)
+		} else {
+			t.DialContext = scanning(t.DialContext)
+		}
+	}
 	return t, scheme, dial, nil
+}
+
+// scansHeads reports whether the Transport of an upstream speaking proto
+// reads HTTP/1.1 response heads from connections the proxy dials (see
+// scanConn): plain HTTP and the SM protocols. Over tls the Transport
+// runs TLS itself; h2c and h2 have no Connection field.
+func scansHeads(proto string) bool {
+	switch proto {
+	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:
+		return true
+	}
+	return false
 }
 
 // timedDial reports how long each dial took to connected.

@@ -592,7 +592,14 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 				req, sw = watchSend(outreq, u.writeTimeout)
 				body.send.Store(sw)
 			}
+			var x exchangeConn
+			if u.scansHeads {
+				req = traceConn(req, &x)
+			}
 			res, err = tr.RoundTrip(req)
+			if err == nil {
+				x.keepConnectionField(res)
+			}
 			if sw != nil {
 				sw.stop()
 				if err != nil {

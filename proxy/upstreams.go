@@ -40,8 +40,11 @@ type Upstream struct {
 	readTimeout time.Duration // between two reads of a response body; 0: none
 	// writeTimeout: the longest a target may take no more of a request; 0: none
 	writeTimeout time.Duration
-	maxFields    int           // field lines of a response head
-	tunnelIdle   time.Duration // a tunnel without data either way; 0: none
+	maxFields    int // field lines of a response head
+	// scansHeads: the Transport's HTTP/1.1 connections keep the
+	// Connection fields of their heads (scanConn).
+	scansHeads bool
+	tunnelIdle time.Duration // a tunnel without data either way; 0: none
 
 	passive PassiveHealthConfig
 	active  ActiveHealthConfig
@@ -154,6 +157,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
 	u.upgrades = u.transport
+	u.scansHeads = scansHeads(uc.Protocol)
 	switch uc.Protocol {
 	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:
 		// A cap on connections per target is the Transport's

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+
+	"github.com/gmproxy/gmproxy/internal/h1head"
+)
+
+// scanConn is an HTTP/1.1 connection of net/http's Transport that keeps
+// the Connection fields of the response heads read on it. The Transport
+// reads heads with http.ReadResponse, which drops a Connection field that
+// says "close", and with it the names of the other fields it makes
+// hop-by-hop (RFC 9110 §7.6.1): the proxy would pass those on. A request
+// marks the start of its exchange (begin, from the GotConn trace hook:
+// the previous response was read whole, and the Transport does not
+// pipeline); the bytes read from then on are scanned up to the end of
+// the final (not 1xx, or 101) head, whose Connection values the proxy
+// takes back once RoundTrip returns (connectionValues). Bodies are not
+// scanned.
+type scanConn struct {
+	net.Conn
+	mu     sync.Mutex
+	active bool // scanning a head of the current exchange
+	scan   h1head.ConnectionScan
+	final  []string // the Connection values of the exchange's final head
+}
+
+// NetConn returns the connection scanned (for closeWrite and alive).
+func (c *scanConn) NetConn() net.Conn { return c.Conn }
+
+func (c *scanConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		for b := p[:n]; c.active && len(b) > 0; {
+			b = b[c.scan.Write(b):]
+			if !c.scan.Done() {
+				break
+			}
+			if code := c.scan.StatusCode(); code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+				c.scan.Reset() // an informational head; the final one follows
+				continue
+			}
+			c.final, c.active = c.scan.Values(), false
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// begin starts the scan of an exchange's response.
+func (c *scanConn) begin() {
+	c.mu.Lock()
+	c.scan.Reset()
+	c.active, c.final = true, nil
+	c.mu.Unlock()
+}
+
+// connectionValues returns the Connection values of the exchange's final
+// head.
+func (c *scanConn) connectionValues() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.final
+}
+
+// scanning makes dial's connections scanConns.
+func scanning(dial DialFunc) DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &scanConn{Conn: c}, nil
+	}
+}
+
+// exchangeConn records the connection a Transport request went out on.
+type exchangeConn struct{ c *scanConn }
+
+// traceConn returns req under a context whose trace begins the scan of
+// the connection the Transport gives it; the connection is in x after
+// RoundTrip.
+func traceConn(req *http.Request, x *exchangeConn) *http.Request {
+	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) {
+			if c, ok := i.Conn.(*scanConn); ok {
+				c.begin()
+				x.c = c
+			}
+		},
+	})
+	return req.WithContext(ctx)
+}
+
+// keepConnectionField gives res back the Connection field
+// http.ReadResponse dropped, from the connection's scan.
+func (x *exchangeConn) keepConnectionField(res *http.Response) {
+	if x.c == nil || res.ProtoMajor != 1 || len(res.Header["Connection"]) > 0 {
+		return
+	}
+	if v := x.c.connectionValues(); len(v) > 0 {
+		res.Header["Connection"] = v
+	}
+}
