@@ -449,9 +449,9 @@ func TestResponseHeadBounded(t *testing.T) {
 // and on net/http's Transport (after an informational response too).
 func TestConnectionCloseOptionsRemovedEverywhere(t *testing.T) {
 	cases := []struct {
-		name  string
-		head  string // after the status line and Connection, before the blank line
-		body  string
+		name      string
+		head      string // after the status line and Connection, before the blank line
+		body      string
 		split     bool // the head comes in two writes, the Connection field in the second
 		transport bool // max_conns_per_target: net/http's Transport reads the head
 	}{

@@ -24,8 +24,8 @@ type ConnectionScan struct {
 	// field is the field line being read, with its continuations (nil:
 	// none); fieldBuf keeps its storage.
 	field, fieldBuf []byte
-	done    bool
-	vals    []string
+	done            bool
+	vals            []string
 }
 
 // Reset makes s ready for a new head.
