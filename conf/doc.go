@@ -67,7 +67,12 @@
 //     from every other client those headers are replaced. X-Real-IP is always
 //     set by gmproxy: the right-most X-Forwarded-For address that is not a
 //     trusted proxy's (the peer's address when none is trusted), never the
-//     client's own X-Real-IP. Default: none (always replaced).
+//     client's own X-Real-IP. Headers that backends read as a proxy's account
+//     of the client (True-Client-IP, CF-Connecting-IP, X-Client-IP,
+//     X-Forwarded-Port, X-Forwarded-Prefix, X-Original-URL, X-Rewrite-URL and
+//     the others of proxy.TrustedOnlyRequestHeaders) pass only from these
+//     proxies; a client's copy is removed. Default: none (always replaced or
+//     removed).
 //   - sessions (section, see sessions): sessions configures session resumption
 //     for TLCP and TLS 1.3-SM.
 //   - admin (section, see admin): admin is the admin/metrics HTTP listener.

@@ -110,3 +110,50 @@ func forgedRequest(t *testing.T, addr string, proxied bool) http.Header {
 	}
 	return decodeSeen(t, string(body)).Header
 }
+
+// TestTrustedOnlyHeadersFromClients: a client's copy of a header that
+// backends read as what a proxy in front of them saw (its address, port,
+// scheme, the URL before a rewrite) never reaches a backend, in any case
+// or spelled with '_'; the same headers from a trusted proxy pass as
+// they came.
+func TestTrustedOnlyHeadersFromClients(t *testing.T) {
+	e := echoBackend(t)
+	for _, trusted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "client", true: "trusted-proxy"}[trusted], func(t *testing.T) {
+			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: oneSite(RouteConfig{Upstream: "e"})}
+			if trusted {
+				cfg.TrustedProxies = []string{"127.0.0.0/8"}
+			}
+			f := newFront(t, cfg, frontOpts{})
+			c := dialRaw(t, f.addr)
+			var b strings.Builder
+			b.WriteString("GET / HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n")
+			for _, k := range TrustedOnlyRequestHeaders {
+				b.WriteString(k + ": " + forgedValue + "\r\n")
+				b.WriteString(strings.ToLower(k) + ": " + forgedValue + "\r\n")
+				b.WriteString(strings.ReplaceAll(k, "-", "_") + ": " + forgedValue + "\r\n")
+			}
+			b.WriteString("\r\n")
+			io.WriteString(c, b.String())
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			seen := decodeSeen(t, string(body)).Header
+			for _, k := range TrustedOnlyRequestHeaders {
+				got := seen[k]
+				if trusted && len(got) != 2 {
+					t.Errorf("%s from a trusted proxy: the backend saw %q; want both copies", k, got)
+				}
+				if !trusted && len(got) > 0 {
+					t.Errorf("a client's %s reached the backend: %q", k, got)
+				}
+				if u := seen[http.CanonicalHeaderKey(strings.ReplaceAll(k, "-", "_"))]; len(u) > 0 {
+					t.Errorf("%s spelled with '_' reached the backend: %q", k, u)
+				}
+			}
+		})
+	}
+}

@@ -526,12 +526,18 @@ func (p *Proxy) trusted(ip string) bool {
 // setForwarded sets the forwarded and TLS headers on h, the outgoing
 // request's header from outgoingHeader (which left the client's copies of
 // the headers set here out, except the X-Forwarded-* ones that a trusted
-// proxy's values extend). It returns the client IP used for balancing
+// proxy's values extend), and removes TrustedOnlyRequestHeaders unless the
+// peer is a trusted proxy. It returns the client IP used for balancing
 // (X-Real-IP).
-func (s *site) setForwarded(h http.Header, r *http.Request, ci *connInfo, vals *[4]string) string {
-	p := s.p
+func (s *site) setForwarded(rs *reqState, h http.Header, r *http.Request) string {
+	p, ci, vals := s.p, rs.ci, &rs.hdrVals
 	peer := clientAddr(r)
 	trusted := p.trusted(peer)
+	if !trusted && rs.trustedOnly {
+		for _, k := range TrustedOnlyRequestHeaders {
+			delete(h, k)
+		}
+	}
 	real := peer
 	prior := h[HeaderForwardedFor]
 	if trusted && len(prior) > 0 {

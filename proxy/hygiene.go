@@ -39,14 +39,33 @@ var alwaysStripped = []string{
 	HeaderForwarded,
 }
 
-// setHeaderFold holds the names of SetRequestHeaders and Forwarded in lower
-// case with '_' written as '-'.
+// TrustedOnlyRequestHeaders lists, in canonical form, request headers
+// gmproxy does not set but that backends and frameworks take as what a
+// proxy in front of them saw: the client's address (True-Client-IP,
+// CF-Connecting-IP...), the original port, scheme or path prefix
+// (X-Forwarded-Port: Spring, Tomcat's RemoteIpValve; X-Forwarded-Prefix),
+// the URL before a rewrite (X-Original-URL, X-Rewrite-URL: IIS, older
+// Symfony and Zend, which route by them, past the proxy's path rules).
+// They reach a backend only from a trusted proxy (trusted_proxies): a
+// client's copy is removed, as is any of them spelled with '_'.
+var TrustedOnlyRequestHeaders = []string{
+	"X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl",
+	"X-Forwarded-Prefix", "X-Forwarded-Uri", "X-Original-Url", "X-Rewrite-Url",
+	"True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip",
+	"Fastly-Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr",
+}
+
+// setHeaderFold holds the names of SetRequestHeaders, Forwarded and
+// TrustedOnlyRequestHeaders in lower case with '_' written as '-'.
 var setHeaderFold = func() map[string]bool {
-	m := make(map[string]bool, len(SetRequestHeaders)+1)
+	m := make(map[string]bool, len(SetRequestHeaders)+1+len(TrustedOnlyRequestHeaders))
 	for _, k := range SetRequestHeaders {
 		m[foldName(k)] = true
 	}
 	m[foldName(HeaderForwarded)] = true
+	for _, k := range TrustedOnlyRequestHeaders {
+		m[foldName(k)] = true
+	}
 	return m
 }()
 
@@ -55,7 +74,8 @@ func foldName(k string) string {
 }
 
 // isSetHeaderName reports whether k names a header gmproxy sets (or
-// Forwarded), ignoring case and the difference between '_' and '-'.
+// Forwarded, or one of TrustedOnlyRequestHeaders), ignoring case and the
+// difference between '_' and '-'.
 func isSetHeaderName(k string) bool {
 	if len(k) > 64 {
 		return false // longer than any of them; spares the folding

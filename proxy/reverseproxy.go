@@ -51,6 +51,9 @@ type reqState struct {
 	// RoundTrip returned (see roundTrip), so putReqState leaves this state
 	// to the GC.
 	outHeld bool
+	// trustedOnly: the outgoing header holds one of
+	// TrustedOnlyRequestHeaders (outgoingHeader).
+	trustedOnly bool
 	// send is the write_timeout watch of the attempt whose response is
 	// being copied (net/http's Transport only); ended with the handler.
 	send *sendWatch
@@ -461,7 +464,7 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // do not let the transport add Go's
 	}
-	clientIP = s.setForwarded(h, r, rs.ci, &rs.hdrVals)
+	clientIP = s.setForwarded(rs, h, r)
 	rt.reqOps.apply(h)
 
 	rs.url = *r.URL
@@ -476,7 +479,9 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 // outgoingHeader returns rs.outHdr (made on first use, empty when pooled)
 // holding the fields of the inbound header in that may reach a backend:
 // all but the hop-by-hop ones (hopHeaders and those Connection names),
-// alwaysStripped, and the names of SetRequestHeaders spelled with '_'
+// alwaysStripped, TrustedOnlyRequestHeaders when the peer is not a trusted
+// proxy (setForwarded removes those), and the names of SetRequestHeaders
+// (and TrustedOnlyRequestHeaders) spelled with '_'
 // (many backends — CGI, WSGI, PHP — map both spellings to one variable,
 // so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify);
 // setForwarded sets or extends the rest of SetRequestHeaders. One pass
@@ -491,7 +496,13 @@ func (rs *reqState) outgoingHeader(in http.Header) http.Header {
 		rs.outHdr = h
 	}
 	for k, v := range in {
-		if !droppedOnCopy[k] && !(strings.IndexByte(k, '_') >= 0 && isSetHeaderName(k)) {
+		switch onCopy[k] {
+		case copyDropped:
+			continue
+		case copyIfTrusted:
+			rs.trustedOnly = true // setForwarded removes them unless the peer is trusted
+		}
+		if !(strings.IndexByte(k, '_') >= 0 && isSetHeaderName(k)) {
 			h[k] = v
 		}
 	}
@@ -499,15 +510,25 @@ func (rs *reqState) outgoingHeader(in http.Header) http.Header {
 	return h
 }
 
-// droppedOnCopy holds the names outgoingHeader leaves out as they are:
-// hopHeaders and alwaysStripped.
-var droppedOnCopy = func() map[string]bool {
-	m := make(map[string]bool, len(hopHeaders)+len(alwaysStripped))
+// What outgoingHeader does with a field (onCopy): copy it (the zero
+// value), drop it (hopHeaders and alwaysStripped), or copy it and note
+// that setForwarded must remove it unless the peer is a trusted proxy
+// (TrustedOnlyRequestHeaders).
+const (
+	copyDropped = 1 + iota
+	copyIfTrusted
+)
+
+var onCopy = func() map[string]int8 {
+	m := make(map[string]int8, len(hopHeaders)+len(alwaysStripped)+len(TrustedOnlyRequestHeaders))
 	for _, k := range hopHeaders {
-		m[k] = true
+		m[k] = copyDropped
 	}
 	for _, k := range alwaysStripped {
-		m[k] = true
+		m[k] = copyDropped
+	}
+	for _, k := range TrustedOnlyRequestHeaders {
+		m[k] = copyIfTrusted
 	}
 	return m
 }()

@@ -234,7 +234,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 			h["Sec-Websocket-Version"] = []string{"13"}
 		}
 	}
-	clientIP := s.setForwarded(h, r, rs.ci, &rs.hdrVals)
+	clientIP := s.setForwarded(rs, h, r)
 	rt.reqOps.apply(h)
 	// The WebSocket handshake with the target is the proxy's own (RFC
 	// 8441 §5 has none on the h2 side), so the proxy checks its answer
