@@ -19,14 +19,15 @@ import (
 // the previous response was read whole, and the Transport does not
 // pipeline); the bytes read from then on are scanned up to the end of
 // the final (not 1xx, or 101) head, whose Connection values the proxy
-// takes back once RoundTrip returns (connectionValues). Bodies are not
-// scanned.
+// takes back once RoundTrip returns (check), refusing the head if it
+// had both Content-Length and Transfer-Encoding. Bodies are not scanned.
 type scanConn struct {
 	net.Conn
 	mu     sync.Mutex
 	active bool // scanning a head of the current exchange
-	scan   h1head.ConnectionScan
+	scan   h1head.HeadScan
 	final  []string // the Connection values of the exchange's final head
+	both   bool     // that head had Content-Length and Transfer-Encoding
 }
 
 // NetConn returns the connection scanned (for closeWrite and alive).
@@ -45,7 +46,7 @@ func (c *scanConn) Read(p []byte) (int, error) {
 				c.scan.Reset() // an informational head; the final one follows
 				continue
 			}
-			c.final, c.active = c.scan.Values(), false
+			c.final, c.both, c.active = c.scan.Connection(), c.scan.LengthAndCoding(), false
 		}
 		c.mu.Unlock()
 	}
@@ -56,16 +57,16 @@ func (c *scanConn) Read(p []byte) (int, error) {
 func (c *scanConn) begin() {
 	c.mu.Lock()
 	c.scan.Reset()
-	c.active, c.final = true, nil
+	c.active, c.final, c.both = true, nil, false
 	c.mu.Unlock()
 }
 
-// connectionValues returns the Connection values of the exchange's final
-// head.
-func (c *scanConn) connectionValues() []string {
+// finalHead returns the Connection values of the exchange's final head
+// and whether it had both Content-Length and Transfer-Encoding.
+func (c *scanConn) finalHead() (connection []string, both bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.final
+	return c.final, c.both
 }
 
 // scanning makes dial's connections scanConns.
@@ -97,13 +98,19 @@ func traceConn(req *http.Request, x *exchangeConn) *http.Request {
 	return req.WithContext(ctx)
 }
 
-// keepConnectionField gives res back the Connection field
-// http.ReadResponse dropped, from the connection's scan.
-func (x *exchangeConn) keepConnectionField(res *http.Response) {
-	if x.c == nil || res.ProtoMajor != 1 || len(res.Header["Connection"]) > 0 {
-		return
+// check gives res back the Connection field http.ReadResponse dropped,
+// and refuses a head that had both Content-Length and Transfer-Encoding
+// (errLengthAndCoding), from the connection's scan.
+func (x *exchangeConn) check(res *http.Response) error {
+	if x.c == nil || res.ProtoMajor != 1 {
+		return nil
 	}
-	if v := x.c.connectionValues(); len(v) > 0 {
+	v, both := x.c.finalHead()
+	if both {
+		return errLengthAndCoding
+	}
+	if len(v) > 0 && len(res.Header["Connection"]) == 0 {
 		res.Header["Connection"] = v
 	}
+	return nil
 }

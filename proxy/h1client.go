@@ -87,7 +87,7 @@ type h1Conn struct {
 	// its body is read (the connection is not reused before).
 	head h1head.Head
 	// scan finds the Connection fields of a head read by http.ReadResponse.
-	scan h1head.ConnectionScan
+	scan h1head.HeadScan
 }
 
 // headerLimitReader bounds the bytes read from the connection while a
@@ -96,7 +96,7 @@ type h1Conn struct {
 type headerLimitReader struct {
 	c    net.Conn
 	n    int64
-	scan *h1head.ConnectionScan
+	scan *h1head.HeadScan
 }
 
 var errResponseHeaderTooLarge = errors.New("proxy: upstream response header too large")
@@ -455,18 +455,31 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 		return res, nil
 	}
 	// http.ReadResponse drops a Connection field that says "close", and
-	// the fields it names would reach the client: the scan, given the
-	// head's bytes buffered and those read for it, keeps the field.
+	// the fields it names would reach the client, and a Content-Length
+	// beside Transfer-Encoding: the scan, given the head's bytes buffered
+	// and those read for it, notes both.
 	pc.scan.Reset()
 	pc.scan.Write(b)
 	pc.lr.scan = &pc.scan
 	res, err := http.ReadResponse(pc.br, req)
 	pc.lr.scan = nil
-	if v := pc.scan.Values(); err == nil && len(v) > 0 && len(res.Header["Connection"]) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	if pc.scan.LengthAndCoding() {
+		return nil, errLengthAndCoding
+	}
+	if v := pc.scan.Connection(); len(v) > 0 && len(res.Header["Connection"]) == 0 {
 		res.Header["Connection"] = v
 	}
-	return res, err
+	return res, nil
 }
+
+// errLengthAndCoding refuses a response head with both Content-Length and
+// Transfer-Encoding: net/http reads it as chunked, but the two framings
+// may be a backend's response splitting (RFC 9112 §6.3: handled as an
+// error); nginx answers 502 too.
+var errLengthAndCoding = errors.New("malformed response: both Content-Length and Transfer-Encoding")
 
 // exchangeWatch interrupts an exchange when its request's context ends.
 // A request h1server is handling is watched through its client-gone hook,

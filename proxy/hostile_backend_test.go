@@ -495,3 +495,37 @@ func TestConnectionCloseOptionsRemovedEverywhere(t *testing.T) {
 		})
 	}
 }
+
+// TestLengthAndCodingRefused: a backend response with both
+// Content-Length and Transfer-Encoding is refused (502) on h1Client and
+// on net/http's Transport. net/http reads it as chunked and drops
+// Content-Length, and the connection went back to the pool; the two
+// framings disagreeing is how a backend (or what it echoes) splits a
+// response, and RFC 9112 §6.3 has it handled as an error.
+func TestLengthAndCodingRefused(t *testing.T) {
+	for _, transport := range []bool{false, true} {
+		t.Run(map[bool]string{false: "h1client", true: "transport"}[transport], func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				for range 2 {
+					if _, err := readWholeRequest(c, br); err != nil {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 45\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+				}
+			})
+			cfg := proxyTo(addr)
+			if transport {
+				cfg.Upstreams[0].Transport.MaxConnsPerTarget = 4
+			}
+			cfg.Upstreams[0].HealthCheck.Passive.MaxFails = -1
+			f := newFront(t, cfg, frontOpts{})
+			for i := range 2 {
+				code, body, _ := get(t, testClient(t), f.url+"/", "Host", "example.test")
+				if code != 502 {
+					t.Errorf("request %d: status %d body %q for a response with Content-Length and Transfer-Encoding; want 502", i, code, body)
+				}
+			}
+		})
+	}
+}

@@ -619,7 +619,10 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			}
 			res, err = tr.RoundTrip(req)
 			if err == nil {
-				x.keepConnectionField(res)
+				if err = x.check(res); err != nil {
+					res.Body.Close()
+					res = nil
+				}
 			}
 			if sw != nil {
 				sw.stop()

@@ -9,21 +9,21 @@ import (
 	"testing"
 )
 
-// scanInPieces feeds head to a ConnectionScan split at cut and returns
+// scanInPieces feeds head to a HeadScan split at cut and returns
 // the values and how many bytes it took.
 func scanInPieces(head string, cut int) ([]string, int, bool) {
-	var s ConnectionScan
+	var s HeadScan
 	cut = min(max(cut, 0), len(head))
 	n := s.Write([]byte(head[:cut]))
 	if n == cut {
 		n += s.Write([]byte(head[cut:]))
 	}
-	return s.Values(), n, s.Done()
+	return s.Connection(), n, s.Done()
 }
 
-// TestConnectionScan: the Connection fields of a head, however it is
-// split, without the bytes after it.
-func TestConnectionScan(t *testing.T) {
+// TestHeadScan: the Connection fields of a head, however it is
+// split, without the bytes after it; and whether it has both framings.
+func TestHeadScan(t *testing.T) {
 	for _, tc := range []struct {
 		head string
 		want []string
@@ -38,9 +38,9 @@ func TestConnectionScan(t *testing.T) {
 		if end < 4 {
 			end = strings.Index(tc.head, "\n\n") + 2
 		}
-		var s ConnectionScan
-		if s.Write([]byte(tc.head)); s.StatusCode() != 200 {
-			t.Errorf("%q: status %d", tc.head, s.StatusCode())
+		var s HeadScan
+		if s.Write([]byte(tc.head)); s.StatusCode() != 200 || s.LengthAndCoding() {
+			t.Errorf("%q: status %d, both framings %v", tc.head, s.StatusCode(), s.LengthAndCoding())
 		}
 		for cut := range len(tc.head) + 1 {
 			got, n, done := scanInPieces(tc.head, cut)
@@ -51,13 +51,14 @@ func TestConnectionScan(t *testing.T) {
 	}
 }
 
-// FuzzConnectionScan: for every head net/textproto reads, the scan finds
+// FuzzHeadScan: for every head net/textproto reads, the scan finds
 // the Connection values it does (before net/http drops them), however
 // the head is split.
-func FuzzConnectionScan(f *testing.F) {
+func FuzzHeadScan(f *testing.F) {
 	f.Add("HTTP/1.1 200 OK\r\nConnection: close, X-Hop\r\nX-Hop: a\r\n\r\n", 10)
 	f.Add("HTTP/1.1 200 OK\r\nConnection: close,\r\n X-Folded\r\n\r\n", 30)
 	f.Add("HTTP/1.1 200 OK\nconnection:\n\nx", 3)
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 20)
 	f.Fuzz(func(t *testing.T, head string, cut int) {
 		r := textproto.NewReader(bufio.NewReader(strings.NewReader(head)))
 		if _, err := r.ReadLine(); err != nil {
@@ -69,14 +70,39 @@ func FuzzConnectionScan(f *testing.F) {
 		}
 		got, _, done := scanInPieces(head, cut)
 		if res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(head)), nil); err == nil {
-			var s ConnectionScan
+			var s HeadScan
 			s.Write([]byte(head))
 			if s.StatusCode() != res.StatusCode {
 				t.Errorf("%q: status %d; http.ReadResponse's %d", head, s.StatusCode(), res.StatusCode)
 			}
 		}
+		var whole HeadScan
+		whole.Write([]byte(head))
+		_, cl := h["Content-Length"]
+		_, te := h["Transfer-Encoding"]
+		if whole.LengthAndCoding() != (cl && te) {
+			t.Errorf("%q: LengthAndCoding %v; textproto has Content-Length %v, Transfer-Encoding %v", head, whole.LengthAndCoding(), cl, te)
+		}
 		if want := h["Connection"]; !done || !slices.Equal(got, want) {
 			t.Fatalf("%q: scan found %q (done %v); textproto %q", head, got, done, want)
 		}
 	})
+}
+
+// TestHeadScanBothFramings: a head with both Content-Length and
+// Transfer-Encoding, in any case and order, is noted; one with either
+// alone, or with them in the body after it, is not.
+func TestHeadScanBothFramings(t *testing.T) {
+	for head, want := range map[string]bool{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n":       true,
+		"HTTP/1.1 200 OK\r\ntransfer-encoding:chunked\r\nX: 1\r\ncontent-length:2\r\n\r\n": true,
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nContent-Length: 2\r\n\r\n":   false,
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Transfer-Encoding: chunked\r\n\r\n":     false,
+	} {
+		var s HeadScan
+		s.Write([]byte(head))
+		if s.LengthAndCoding() != want {
+			t.Errorf("%q: LengthAndCoding %v; want %v", head, s.LengthAndCoding(), want)
+		}
+	}
 }

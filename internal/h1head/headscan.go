@@ -6,18 +6,23 @@ import (
 	"strconv"
 )
 
-// ConnectionScan collects the values of the Connection fields of one
-// message head given to it in pieces (Write), from the head's first byte
-// on; it takes no byte past the empty line that ends the head.
+// HeadScan notes what net/http's readers drop of one message head given
+// to it in pieces (Write), from the head's first byte on; it takes no
+// byte past the empty line that ends the head:
+//   - the values of its Connection fields: http.ReadResponse drops a
+//     Connection field that says "close" in HTTP/1.1, and with it the
+//     other fields the field names as hop-by-hop (RFC 9110 §7.6.1), which
+//     a proxy must then remove;
+//   - whether it has both Content-Length and Transfer-Encoding, which
+//     net/http reads as chunked, dropping Content-Length, where RFC 9112
+//     §6.3 has a proxy take it as an error (request smuggling, response
+//     splitting).
 //
-// It is for heads left to net/http: http.ReadResponse drops a Connection
-// field that says "close" in HTTP/1.1, and with it the other fields the
-// field names as hop-by-hop (RFC 9110 §7.6.1), which a proxy must then
-// remove. Fed the bytes http.ReadResponse reads, it recovers them. Lines
+// Fed the bytes http.ReadResponse reads, it recovers them. Lines
 // end at LF (a CR before it is dropped), as net/textproto reads them; a
 // line starting with SP or HTAB continues the field before it (obs-fold,
 // RFC 9112 §5.2).
-type ConnectionScan struct {
+type HeadScan struct {
 	line    []byte // the current line so far
 	started bool   // past the start line
 	code    int    // the status line's code; 0: none (a request line)
@@ -26,30 +31,36 @@ type ConnectionScan struct {
 	field, fieldBuf []byte
 	done            bool
 	vals            []string
+	length, coding  bool // a Content-Length, a Transfer-Encoding field
 }
 
 // Reset makes s ready for a new head.
-func (s *ConnectionScan) Reset() {
+func (s *HeadScan) Reset() {
 	s.line = s.line[:0]
 	s.started, s.done = false, false
 	s.code = 0
 	s.field = nil
 	s.vals = nil
+	s.length, s.coding = false, false
 }
 
 // Done reports whether the head's end was seen.
-func (s *ConnectionScan) Done() bool { return s.done }
+func (s *HeadScan) Done() bool { return s.done }
 
 // StatusCode returns the code of the head's status line ("HTTP/1.x
 // 3DIGIT"), or 0.
-func (s *ConnectionScan) StatusCode() int { return s.code }
+func (s *HeadScan) StatusCode() int { return s.code }
 
-// Values returns the Connection fields' values, in order.
-func (s *ConnectionScan) Values() []string { return s.vals }
+// Connection returns the Connection fields' values, in order.
+func (s *HeadScan) Connection() []string { return s.vals }
+
+// LengthAndCoding reports whether the head has both a Content-Length and
+// a Transfer-Encoding field.
+func (s *HeadScan) LengthAndCoding() bool { return s.length && s.coding }
 
 // Write scans p, the head's next bytes, and returns how many belong to
 // the head.
-func (s *ConnectionScan) Write(p []byte) int {
+func (s *HeadScan) Write(p []byte) int {
 	if s.done {
 		return 0
 	}
@@ -74,7 +85,7 @@ func (s *ConnectionScan) Write(p []byte) int {
 // continuations are joined as net/textproto joins them: each trimmed of
 // spaces and tabs, with one space between (an empty continuation too),
 // the value then trimmed on its left.
-func (s *ConnectionScan) endLine(line []byte) {
+func (s *HeadScan) endLine(line []byte) {
 	switch {
 	case !s.started:
 		s.started = true // the status or request line
@@ -94,13 +105,19 @@ func (s *ConnectionScan) endLine(line []byte) {
 }
 
 // endField takes the field line gathered in s.field.
-func (s *ConnectionScan) endField() {
+func (s *HeadScan) endField() {
 	if s.field == nil {
 		return
 	}
 	name, value, ok := bytes.Cut(s.field, []byte(":"))
-	if ok && len(name) == len("Connection") && equalFold(string(name), "Connection") {
+	switch {
+	case !ok:
+	case len(name) == len("Connection") && equalFold(string(name), "Connection"):
 		s.vals = append(s.vals, string(bytes.TrimLeft(value, " \t")))
+	case len(name) == len("Content-Length") && equalFold(string(name), "Content-Length"):
+		s.length = true
+	case len(name) == len("Transfer-Encoding") && equalFold(string(name), "Transfer-Encoding"):
+		s.coding = true
 	}
 	s.fieldBuf, s.field = s.field[:0], nil
 }
