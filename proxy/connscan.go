@@ -106,7 +106,7 @@ func (x *exchangeConn) check(res *http.Response) error {
 		return nil
 	}
 	v, both := x.c.finalHead()
-	if both {
+	if both && res.ProtoAtLeast(1, 1) {
 		return errLengthAndCoding
 	}
 	if len(v) > 0 && len(res.Header["Connection"]) == 0 {

@@ -466,7 +466,7 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 	if err != nil {
 		return nil, err
 	}
-	if pc.scan.LengthAndCoding() {
+	if pc.scan.LengthAndCoding() && res.ProtoAtLeast(1, 1) {
 		return nil, errLengthAndCoding
 	}
 	if v := pc.scan.Connection(); len(v) > 0 && len(res.Header["Connection"]) == 0 {
@@ -475,10 +475,11 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 	return res, nil
 }
 
-// errLengthAndCoding refuses a response head with both Content-Length and
-// Transfer-Encoding: net/http reads it as chunked, but the two framings
-// may be a backend's response splitting (RFC 9112 §6.3: handled as an
-// error); nginx answers 502 too.
+// errLengthAndCoding refuses an HTTP/1.1 response head with both
+// Content-Length and Transfer-Encoding: net/http reads it as chunked, but
+// the two framings may be a backend's response splitting (RFC 9112 §6.3:
+// handled as an error); nginx answers 502 too. (An HTTP/1.0 response is
+// read by its Content-Length and ends its connection: RFC 9112 §6.1.)
 var errLengthAndCoding = errors.New("malformed response: both Content-Length and Transfer-Encoding")
 
 // exchangeWatch interrupts an exchange when its request's context ends.
