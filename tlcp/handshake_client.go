@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmproxy/gmproxy/internal/validity"
 )
 
 // clientHandshakeState is one client handshake (GB/T 38636 §6.4.3).
@@ -324,8 +325,8 @@ func verifyServerPair(cfg *Config, certs []*smx509.Certificate) (chains [][]*smx
 	if err != nil {
 		return nil, from, until, wrapErr(certAlert(err), "server encryption certificate does not verify", err)
 	}
-	from, until = chainWindow(chains[0], time.Time{}, time.Unix(1<<62, 0))
-	from, until = chainWindow(encChains[0], from, until)
+	from, until = validity.Of(chains[0])
+	from, until = validity.Narrow(encChains[0], from, until)
 	return chains, from, until, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/validity"
 )
 
 // Client-chain verification cache.
@@ -66,19 +67,6 @@ func clientChainKey(raw [][]byte, hasEnc bool) chainCacheKey {
 	return k
 }
 
-// chainWindow narrows [nb, na] to the validity of every certificate of chain.
-func chainWindow(chain []*smx509.Certificate, nb, na time.Time) (time.Time, time.Time) {
-	for _, c := range chain {
-		if c.NotBefore.After(nb) {
-			nb = c.NotBefore
-		}
-		if c.NotAfter.Before(na) {
-			na = c.NotAfter
-		}
-	}
-	return nb, na
-}
-
 // verifyClientChains verifies the client's signing certificate (certs[0],
 // the others as intermediates) and, when enc is set (certs[1]), the
 // encryption certificate (certs[2:] as intermediates) against roots at now
@@ -102,7 +90,7 @@ func verifyClientChainsKeyed(key chainCacheKey, certs []*smx509.Certificate, enc
 	if len(chains) == 0 {
 		return nil, false, errors.New("no chain")
 	}
-	nb, na := chainWindow(chains[0], time.Time{}, time.Unix(1<<62, 0))
+	nb, na := validity.Of(chains[0])
 	if enc != nil {
 		encChains, err := verifyChain(enc, certs[2:], roots, "", now, smx509.ExtKeyUsageClientAuth)
 		if err != nil {
@@ -111,7 +99,7 @@ func verifyClientChainsKeyed(key chainCacheKey, certs []*smx509.Certificate, enc
 		if len(encChains) == 0 {
 			return nil, true, errors.New("no chain")
 		}
-		nb, na = chainWindow(encChains[0], nb, na)
+		nb, na = validity.Narrow(encChains[0], nb, na)
 	}
 	verifiedChainCache.Put(key, verifiedChainEntry{roots: roots, chains: copyChains(chains), notBefore: nb, notAfter: na})
 	return chains, false, nil

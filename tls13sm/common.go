@@ -24,6 +24,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/internal/validity"
 )
 
 // Limits.
@@ -380,18 +381,11 @@ type serverTrust struct {
 
 // trustOf is the serverTrust of chains verified under cfg.
 func trustOf(cfg *Config, chains [][]*smx509.Certificate) serverTrust {
-	t := serverTrust{serverName: cfg.ServerName, roots: cfg.RootCAs, until: time.Unix(1<<62, 0)}
 	if len(chains) == 0 {
 		return serverTrust{}
 	}
-	for _, c := range chains[0] {
-		if c.NotBefore.After(t.from) {
-			t.from = c.NotBefore
-		}
-		if c.NotAfter.Before(t.until) {
-			t.until = c.NotAfter
-		}
-	}
+	t := serverTrust{serverName: cfg.ServerName, roots: cfg.RootCAs}
+	t.from, t.until = validity.Of(chains[0])
 	return t
 }
 

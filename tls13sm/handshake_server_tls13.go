@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/internal/validity"
 )
 
 // serverHandshakeState holds the state of one server handshake (RFC 8446
@@ -730,11 +731,7 @@ func (hs *serverHandshakeState) readClientCertificate() error {
 	// after that is refused as a full handshake would be.
 	notAfter := certs[0].NotAfter
 	if len(chains) > 0 {
-		for _, ca := range chains[0] {
-			if ca.NotAfter.Before(notAfter) {
-				notAfter = ca.NotAfter
-			}
-		}
+		_, notAfter = validity.Narrow(chains[0], time.Time{}, notAfter)
 	}
 	hs.client = clientIdentity{
 		presented: true, verified: verify && len(chains) > 0,
