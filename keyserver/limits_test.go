@@ -338,3 +338,35 @@ func TestRefusalLogHoldsBack(t *testing.T) {
 		t.Errorf("line after the second: %d held back, %v; want 10, true", n, ok)
 	}
 }
+
+// TestServerLimitsChangeWhileServing: SetServerLimits (a reload) applies
+// to the connections that come after it: a raised
+// MaxHandshakesPerAddr admits a handshake the old bound refused, and a
+// shortened HandshakeTimeout closes a silent connection accepted after
+// it, while one accepted before keeps its minute.
+func TestServerLimitsChangeWhileServing(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys}, func(s *Server) {
+		s.HandshakeTimeout, s.MaxConns, s.Observer = time.Minute, 20, obs
+		s.MaxHandshakes, s.MaxHandshakesPerAddr = 8, 1
+	})
+	conns := func() int { return obs.get(func(r *recObserver) int { return r.conns }) }
+	silentFrom := func(ip string) net.Conn { return testpeer.DialFrom(t, ip, ks.addr) }
+
+	before := silentFrom("127.0.0.2")
+	eventually(t, "a silent connection tracked", func() bool { return conns() == 1 })
+	if c := silentFrom("127.0.0.2"); !testpeer.ClosedWithin(c, 5*time.Second) {
+		t.Fatal("a second handshake from one address was not closed at once (MaxHandshakesPerAddr 1)")
+	}
+	ks.s.SetServerLimits(ServerLimits{HandshakeTimeout: 300 * time.Millisecond, MaxConns: 20, MaxHandshakes: 8, MaxHandshakesPerAddr: 3})
+	after := silentFrom("127.0.0.2")
+	eventually(t, "a second silent connection from 127.0.0.2 tracked under the raised bound", func() bool { return conns() == 2 })
+	if !testpeer.ClosedWithin(after, 5*time.Second) {
+		t.Error("a silent connection accepted after the timeout was shortened to 300ms is still open after 5s")
+	}
+	if testpeer.ClosedWithin(before, 200*time.Millisecond) {
+		t.Error("the silent connection accepted before the change lost its minute of handshake timeout")
+	}
+}

@@ -70,6 +70,9 @@ type Server struct {
 	Logger *slog.Logger
 	// Observer receives the metrics events (nil: none).
 	Observer Observer
+	// The timeouts and bounds below are set before Serve;
+	// SetServerLimits changes them while it serves.
+
 	// IdleTimeout closes a connection with no request for this long
 	// (default DefaultIdleTimeout).
 	IdleTimeout time.Duration
@@ -114,6 +117,31 @@ type Server struct {
 	refusals   refusalLog
 	done       chan struct{} // closed by Shutdown
 	wg         sync.WaitGroup
+}
+
+// ServerLimits are the server's timeouts and connection bounds (the
+// Server fields of the same names; zero: the default).
+type ServerLimits struct {
+	IdleTimeout, HandshakeTimeout                 time.Duration
+	MaxConns, MaxHandshakes, MaxHandshakesPerAddr int
+}
+
+// SetServerLimits replaces the server's timeouts and connection bounds
+// while it serves (a reload): connections are admitted under the new
+// bounds from now on, and those accepted from now on get the new
+// timeouts; open connections over a lowered MaxConns stay open.
+func (s *Server) SetServerLimits(l ServerLimits) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.IdleTimeout, s.HandshakeTimeout = l.IdleTimeout, l.HandshakeTimeout
+	s.MaxConns, s.MaxHandshakes, s.MaxHandshakesPerAddr = l.MaxConns, l.MaxHandshakes, l.MaxHandshakesPerAddr
+}
+
+// timeouts returns the handshake and idle timeouts in force.
+func (s *Server) timeouts() (handshake, idle time.Duration) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return orDefault(s.HandshakeTimeout, DefaultHandshakeTimeout), orDefault(s.IdleTimeout, DefaultIdleTimeout)
 }
 
 // SetPolicy replaces the served keys and the allowed clients (a reload);
@@ -403,7 +431,8 @@ func (l *refusalLog) allow(reason string, now time.Time) (int, bool) {
 // its verified certificate chain as sent (nil on a Unix socket), or nil
 // after refusing it.
 func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []*x509.Certificate) {
-	deadline := time.Now().Add(orDefault(s.HandshakeTimeout, DefaultHandshakeTimeout))
+	hsTimeout, _ := s.timeouts()
+	deadline := time.Now().Add(hsTimeout)
 	c.SetDeadline(deadline)
 	var cert *x509.Certificate
 	var chain []*x509.Certificate
@@ -495,7 +524,7 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 	}()
 	var ops sync.WaitGroup
 	defer ops.Wait()
-	idle := orDefault(s.IdleTimeout, DefaultIdleTimeout)
+	_, idle := s.timeouts()
 	for {
 		c.SetReadDeadline(time.Now().Add(idle))
 		// Checked after the deadline is set: Shutdown and a shed (which

@@ -92,9 +92,8 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 
 // newKeyServer builds the key server for cfg and logs the keys it serves.
 func newKeyServer(log *slog.Logger, cfg *conf.KeyServerFile) (*keyserver.Server, error) {
-	ks := &keyserver.Server{Logger: log, IdleTimeout: cfg.IdleTimeout, HandshakeTimeout: cfg.HandshakeTimeout,
-		MaxConns: cfg.MaxConnections, MaxHandshakes: cfg.MaxHandshakes, MaxHandshakesPerAddr: cfg.MaxHandshakesPerAddress,
-		AuditInterval: cfg.AuditInterval}
+	ks := &keyserver.Server{Logger: log, AuditInterval: cfg.AuditInterval}
+	ks.SetServerLimits(keyServerLimits(cfg))
 	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {
 		return nil, err
 	}
@@ -161,9 +160,10 @@ func shutdownKeyServer(log *slog.Logger, cfg *conf.KeyServerFile, ks *keyserver.
 // reloadKeys re-reads the configuration file and replaces the served keys
 // (SIGHUP), the allowed clients with their roles and limits, and the TLS
 // certificate and client CAs (the files are read again: a CA replaced in
-// the same file is applied, to open connections too). An invalid file
-// keeps the running ones; listen, metrics_address and the server's
-// timeouts and limits need a restart.
+// the same file is applied, to open connections too), and the server's
+// timeouts and connection limits (for the connections accepted after).
+// An invalid file keeps the running ones; listen, metrics_address and
+// audit_interval need a restart.
 func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *keyserver.Server, tlsCfg *atomic.Pointer[tls.Config]) {
 	log.Info("SIGHUP: reloading the keys")
 	cfg, err := conf.LoadKeyServer(file)
@@ -184,12 +184,17 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 	if cfg.Material.Network == "tcp" {
 		tlsCfg.Store(keyServerTLS(&cfg.Material))
 	}
-	if cfg.Listen != running.Listen || cfg.IdleTimeout != running.IdleTimeout || cfg.HandshakeTimeout != running.HandshakeTimeout ||
-		cfg.MaxConnections != running.MaxConnections || cfg.MaxHandshakes != running.MaxHandshakes ||
-		cfg.MaxHandshakesPerAddress != running.MaxHandshakesPerAddress || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
-		log.Warn("listen, metrics_address or a timeout or limit of the key server changed: restart it to apply them")
+	ks.SetServerLimits(keyServerLimits(cfg))
+	if cfg.Listen != running.Listen || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
+		log.Warn("listen, metrics_address or audit_interval of the key server changed: restart it to apply them")
 	}
 	log.Info("keys reloaded", "keys", ks.Len(), "clients", len(cfg.Material.Policy.Clients))
+}
+
+// keyServerLimits are the timeouts and connection limits of cfg.
+func keyServerLimits(cfg *conf.KeyServerFile) keyserver.ServerLimits {
+	return keyserver.ServerLimits{IdleTimeout: cfg.IdleTimeout, HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxConns: cfg.MaxConnections, MaxHandshakes: cfg.MaxHandshakes, MaxHandshakesPerAddr: cfg.MaxHandshakesPerAddress}
 }
 
 // keyServerTLS is the TLS configuration of a key server on TCP: mutual

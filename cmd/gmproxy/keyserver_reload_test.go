@@ -136,3 +136,38 @@ clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_s
 	}
 	return dir, file
 }
+
+// TestKeyServerReloadsLimits: SIGHUP applies a changed
+// max_handshakes_per_address (and the other timeouts and connection
+// limits) to the connections that come after it: a second silent
+// connection from one address, closed at once under 1, is held under 2.
+func TestKeyServerReloadsLimits(t *testing.T) {
+	_, ksFile := keyServerFiles(t, `handshake_timeout: 1m
+max_handshakes_per_address: 1
+`)
+	ks := startKeyServerCmd(t, "-c", ksFile)
+	silentFrom := func(ip string) net.Conn { return testpeer.DialFrom(t, ip, ks.addr) }
+	silentFrom("127.0.0.1")
+	if !testpeer.ClosedWithin(silentFrom("127.0.0.1"), 10*time.Second) {
+		t.Fatal("a second handshake from one address was not closed at once (max_handshakes_per_address: 1)")
+	}
+	b, err := os.ReadFile(ksFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := strings.Replace(string(b), "max_handshakes_per_address: 1", "max_handshakes_per_address: 2", 1)
+	if raised == string(b) {
+		t.Fatal("the test's file has no max_handshakes_per_address: 1")
+	}
+	if err := os.WriteFile(ksFile, []byte(raised), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ks.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool { return strings.Contains(ks.stderr.String(), "keys reloaded") })
+	if strings.Contains(ks.stderr.String(), "restart it to apply") {
+		t.Errorf("the reload asked for a restart for a limit it applies:\n%s", ks.stderr.String())
+	}
+	if testpeer.ClosedWithin(silentFrom("127.0.0.1"), time.Second) {
+		t.Error("after the reload to max_handshakes_per_address: 2, a second silent connection from one address was closed")
+	}
+}
