@@ -229,7 +229,9 @@ type HTTPServer struct {
 	// SendTimeout move their deadline at most every eighth of their
 	// value, so a client is cut after between the value and 9/8 of it.
 	// A kept-alive HTTP/1.1 connection keeps its send deadline between
-	// requests.
+	// requests. An HTTP/2 connection that takes no byte for this long is
+	// closed, with all its streams (a client that stops reading its socket
+	// would otherwise hold them).
 	SendTimeout time.Duration `yaml:"send_timeout"`
 	// HTTP2MaxResetRate bounds the stream resets of an HTTP/2 client per
 	// second, on average, with bursts of twice the rate or twice

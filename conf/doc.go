@@ -242,7 +242,10 @@
 //     past it the response is cut. 0 means no limit. Default 60s. BodyTimeout
 //     and SendTimeout move their deadline at most every eighth of their value,
 //     so a client is cut after between the value and 9/8 of it. A kept-alive
-//     HTTP/1.1 connection keeps its send deadline between requests.
+//     HTTP/1.1 connection keeps its send deadline between requests. An HTTP/2
+//     connection that takes no byte for this long is closed, with all its
+//     streams (a client that stops reading its socket would otherwise hold
+//     them).
 //   - http2_max_reset_rate (integer): http2_max_reset_rate bounds the stream
 //     resets of an HTTP/2 client per second, on average, with bursts of twice
 //     the rate or twice max_concurrent_streams, whichever is larger: the

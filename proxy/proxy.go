@@ -154,6 +154,16 @@ func (l LimitsConfig) WithDefaults() LimitsConfig {
 	return l
 }
 
+// H2WriteByteTimeout is the http2.Server.WriteByteTimeout for limits l:
+// send_timeout (0 when it is off). A stream's write deadline (send_timeout)
+// only queues a reset behind the connection's frame write, which waits as
+// long as the client does not read its socket; this closes a connection
+// that takes no byte for that long, with its streams and their upstream
+// exchanges.
+func H2WriteByteTimeout(l LimitsConfig) time.Duration {
+	return max(l.SendTimeout, 0)
+}
+
 // newServers sets up the HTTP/1.1 and HTTP/2 servers with p.limits.
 func (p *Proxy) newServers() error {
 	l := p.limits
@@ -182,6 +192,7 @@ func (p *Proxy) newServers() error {
 		MaxConcurrentStreams: l.MaxConcurrentStreams,
 		IdleTimeout:          l.IdleTimeout,
 		MaxReadFrameSize:     1 << 20,
+		WriteByteTimeout:     H2WriteByteTimeout(l),
 	}
 	return http2.ConfigureServer(p.h2base, p.h2)
 }

@@ -122,7 +122,8 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		ConnContext:       s.connContext,
 		ErrorLog:          slog.NewLogLogger(l.log.Handler(), slog.LevelDebug),
 	}
-	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout}
+	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout,
+		WriteByteTimeout: proxy.H2WriteByteTimeout(s.proxyLim)}
 	// Registers h2 graceful shutdown (GOAWAY) with h2base.Shutdown.
 	if err := http2.ConfigureServer(s.h2base, s.h2); err != nil {
 		l.log.Error("configuring http2", "err", err)
