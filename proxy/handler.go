@@ -391,6 +391,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h := rs.w.Header()
 		h["Content-Type"] = rt.respondCT
 		rt.resOps.apply(h)
+		noSniff(h)
 		rs.w.WriteHeader(rt.respond.Status)
 		if r.Method != http.MethodHead {
 			if len(rt.respondB) > 0 {

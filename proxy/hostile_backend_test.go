@@ -529,3 +529,34 @@ func TestLengthAndCodingRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovedContentTypeNotSniffed: a Content-Type the route removes
+// (response_headers remove, to drop a backend's wrong label) is absent at
+// the client, on a proxied and on a fixed (respond) response, as one the
+// backend never sent: both fronts sniffed the body once the key was gone.
+func TestRemovedContentTypeNotSniffed(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		io.WriteString(w, "<html><script>alert(document.cookie)</script></html>")
+	}))
+	t.Cleanup(be.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", addrOf(be))},
+		Sites: oneSite(
+			// The same with a fixed response (respond).
+			RouteConfig{Path: "/fixed", Respond: &RespondConfig{Body: "<html><script>alert(1)</script></html>"},
+				ResponseHeaders: HeaderOps{Remove: []string{"Content-Type"}}},
+			RouteConfig{Upstream: "u",
+				ResponseHeaders: HeaderOps{Remove: []string{"Content-Type"}}}),
+	}
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		for _, path := range []string{"/", "/fixed"} {
+			status, _, h := get(t, c, f.url+path, "Host", "example.test")
+			if ct, ok := h["Content-Type"]; ok {
+				t.Errorf("h2 front %v, %s: status %d with Content-Type %q; the route removed Content-Type and want none: the front sniffed the body", h2, path, status, ct)
+			}
+		}
+	}
+}

@@ -728,7 +728,7 @@ func responseFields(res *http.Response) int {
 }
 
 // copyResponseHeader copies the backend's response header (minus
-// hop-by-hop fields, and without a Content-Type when it has none) to dst, announces its trailers and applies the route's
+// hop-by-hop fields; noSniff) to dst, announces its trailers and applies the route's
 // response edits. It returns the announced trailer names.
 func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announced []string) {
 	removeHopByHop(res.Header)
@@ -738,13 +738,6 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announc
 		} else {
 			dst[k] = vv
 		}
-	}
-	if _, typed := dst["Content-Type"]; !typed {
-		// The backend gave no type: neither server may sniff one from the
-		// body (a nil value tells both not to; nothing is sent). An
-		// upload served untyped with "nosniff" would otherwise reach the
-		// browser as text/html.
-		dst["Content-Type"] = nil
 	}
 	if n := len(res.Trailer); n > 0 {
 		announced = make([]string, 0, n)
@@ -760,7 +753,19 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announc
 	if !rt.resOps.empty() {
 		rt.resOps.apply(dst)
 	}
+	noSniff(dst)
 	return announced
+}
+
+// noSniff marks a response header without Content-Type (the backend gave
+// none, or the route removed it) so that neither server sniffs one from
+// the body: a nil value tells both not to, and sends nothing. An upload
+// served untyped with "nosniff" would otherwise reach the browser as
+// text/html.
+func noSniff(h http.Header) {
+	if _, typed := h["Content-Type"]; !typed {
+		h["Content-Type"] = nil
+	}
 }
 
 // handleResponse copies the backend's response to the client.
