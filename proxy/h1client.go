@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/h1head"
@@ -78,8 +79,13 @@ type h1Conn struct {
 	// ended); made once per connection rather than once per exchange.
 	interrupt func()
 	// hdrArmed is when the header timeout's read deadline was set (unix
-	// ns; 0: none in place); wrArmed when the write timeout's was.
-	hdrArmed, wrArmed int64
+	// ns; 0: none in place).
+	hdrArmed int64
+	// sw bounds the writes of requests by the write timeout (bw writes
+	// through it when there is one); interrupted tells it an interrupt
+	// put the deadlines in the past.
+	sw          sendTimed
+	interrupted atomic.Bool
 	// bodyArmed: a body read deadline (the read timeout) may be left on
 	// the connection, which an exchange without a header timeout clears.
 	bodyArmed bool
@@ -214,10 +220,20 @@ func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error)
 		return nil, false, err
 	}
 	pc := &h1Conn{cl: cl, addr: addr, c: c}
-	pc.interrupt = func() { c.SetDeadline(aLongTimeAgo) }
+	pc.interrupt = func() {
+		pc.interrupted.Store(true)
+		c.SetDeadline(aLongTimeAgo)
+	}
 	pc.lr = headerLimitReader{c: c, n: -1}
 	pc.br = bufio.NewReaderSize(&pc.lr, 32<<10)
-	pc.bw = bufio.NewWriterSize(c, 4<<10)
+	if d := cl.writeTimeout; d > 0 {
+		// A target that takes none of a request for d (its receive
+		// window full) fails the exchange: 504.
+		pc.sw = sendTimed{c: c, d: d, stop: &pc.interrupted}
+		pc.bw = bufio.NewWriterSize(&pc.sw, 4<<10)
+	} else {
+		pc.bw = bufio.NewWriterSize(c, 4<<10)
+	}
 	return pc, false, nil
 }
 
@@ -281,16 +297,6 @@ func (cl *h1Client) CloseIdleConnections() {
 // on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
 func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool) (res *http.Response, err error, fresh bool) {
-	if d := pc.cl.writeTimeout; d > 0 {
-		// A target that takes none of the request for d (its receive
-		// window full) fails the exchange: 504. Armed as the header
-		// timeout is (below), before the watcher can interrupt.
-		now := time.Now()
-		if n := now.UnixNano(); n-pc.wrArmed >= int64(d/8) {
-			pc.c.SetWriteDeadline(now.Add(d + d/8))
-			pc.wrArmed = n
-		}
-	}
 	// One watcher for the whole exchange: the context's end interrupts
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.

@@ -115,6 +115,15 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		t.DialContext = timedDial(t.DialContext, connected)
 		dial = timedDial(dial, connected)
 	}
+	if wt := max(durOr(tc.WriteTimeout, DefaultUpstreamWriteTimeout), 0); wt > 0 {
+		// write_timeout on every connection the Transport writes
+		// (h1Client's and stream mode's, dial, have their own).
+		if t.DialTLSContext != nil {
+			t.DialTLSContext = sendTimeouts(t.DialTLSContext, wt)
+		} else {
+			t.DialContext = sendTimeouts(t.DialContext, wt)
+		}
+	}
 	if scansHeads(uc.Protocol) {
 		// The Transport speaks HTTP/1.1 on connections this dials (not
 		// under its own TLS): they keep the Connection fields it drops.

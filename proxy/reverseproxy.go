@@ -609,7 +609,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		} else {
 			req := outreq
 			var sw *sendWatch
-			if body != nil && u.writeTimeout > 0 {
+			if body != nil && u.writeTimeout > 0 && u.speaksH2 {
 				req, sw = watchSend(outreq, u.writeTimeout)
 				body.send.Store(sw)
 			}

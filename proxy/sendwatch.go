@@ -9,32 +9,33 @@ import (
 	"time"
 )
 
-// sendWatch bounds how long a target may go without taking more of a
-// request body that net/http's Transport writes (write_timeout, nginx's
-// proxy_send_timeout). The Transport has no write timeout: its response
-// header timeout starts once the request is written, so a target that
-// reads the head and then stops reading the body (its receive window
-// full) held the exchange, with no answer to the client, for as long as
-// the client waited. h1Client, which owns its connections, sets a write
-// deadline instead.
+// sendWatch ends an exchange over HTTP/2 on net/http's Transport whose
+// target stops taking the request body (write_timeout). There the body
+// waits for the stream's flow-control window, not in a write a deadline
+// could bound (sendTimed bounds the writes of HTTP/1.1 connections): a
+// target that grants no window held the exchange, with no answer to the
+// client, for as long as the client waited.
 //
-// The Transport reads the body between its writes, so while it is not
-// in a read of the body, it is writing (or waiting to write) to the
-// target: when that lasts d, the watch cancels the attempt's context
-// with errSendTimeout. A read in progress is the client's to finish
-// (body_timeout). The watch ends once the request is written
-// (WroteRequest) or the attempt returns; the context, which the response
-// body's reads go on using, only when the handler ends (end).
+// The Transport reads the body between its writes, so once it has read
+// some and is not in a read, it is sending (or waiting to send): when
+// that lasts d, the watch cancels the attempt's context with
+// errSendTimeout. The watch starts at the first read of the body (a dial,
+// a handshake, a wait for 100 Continue are not the target's stall); a
+// read in progress is the client's to finish (body_timeout). It ends once
+// the request is written (WroteRequest) or the attempt returns; the
+// context, which the response body's reads go on using, only when the
+// handler ends (end).
 type sendWatch struct {
 	d       time.Duration
 	cancel  context.CancelCauseFunc
 	reading atomic.Bool
 	last    atomic.Int64 // unix ns: when the last read of the body returned
 	stalled atomic.Bool  // the watch cancelled the attempt
+	started atomic.Bool  // the first read of the body came
 
 	mu      sync.Mutex
-	stopped bool // under mu
-	timer   *time.Timer
+	stopped bool        // under mu
+	timer   *time.Timer // under mu; nil until the first read
 }
 
 // errSendTimeout is why a sendWatch cancelled an attempt: a timeout
@@ -58,14 +59,23 @@ func watchSend(req *http.Request, d time.Duration) (*http.Request, *sendWatch) {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { w.stop() },
 	})
-	w.mu.Lock()
-	w.timer = time.AfterFunc(d, w.check)
-	w.mu.Unlock()
 	return req.WithContext(ctx), w
 }
 
-// readStarts and readEnds bracket a read of the body.
-func (w *sendWatch) readStarts() { w.reading.Store(true) }
+// readStarts and readEnds bracket a read of the body; the first starts
+// the watch.
+func (w *sendWatch) readStarts() {
+	w.reading.Store(true)
+	if w.started.Load() {
+		return
+	}
+	w.mu.Lock()
+	if !w.stopped && w.timer == nil {
+		w.timer = time.AfterFunc(w.d, w.check)
+	}
+	w.started.Store(true)
+	w.mu.Unlock()
+}
 func (w *sendWatch) readEnds() {
 	w.last.Store(time.Now().UnixNano())
 	w.reading.Store(false)
@@ -95,7 +105,9 @@ func (w *sendWatch) check() {
 func (w *sendWatch) stop() {
 	w.mu.Lock()
 	w.stopped = true
-	w.timer.Stop()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 	w.mu.Unlock()
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -239,42 +240,236 @@ func TestUpstreamWriteTimeout(t *testing.T) {
 			}
 		})
 	}
-	t.Run("client-pauses", func(t *testing.T) {
-		addr := connBackend(t, func(c net.Conn) {
-			br := bufio.NewReader(c)
+	for _, h2c := range []bool{false, true} {
+		t.Run(map[bool]string{false: "client-pauses/transport", true: "client-pauses/h2c"}[h2c], func(t *testing.T) {
+			var addr string
+			if h2c {
+				addr = h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Length", fmt.Sprint(2*len(r.Method)))
+					w.WriteHeader(200)
+					for range 2 {
+						w.(http.Flusher).Flush()
+						time.Sleep(100 * time.Millisecond)
+						io.WriteString(w, r.Method)
+					}
+				}))
+			} else {
+				addr = connBackend(t, func(c net.Conn) {
+					br := bufio.NewReader(c)
+					req, err := readWholeRequest(c, br)
+					if err != nil {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(2*len(req.Method))+"\r\n\r\n")
+					for range 2 {
+						time.Sleep(100 * time.Millisecond)
+						io.WriteString(c, req.Method)
+					}
+				})
+			}
+			// The response's body comes after pauses: its reads use the
+			// attempt's context, which outlives the write_timeout watch.
+			cfg := proxyTo(addr)
+			if h2c {
+				cfg.Upstreams[0].Protocol = "h2c"
+			}
+			cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+			f := newFront(t, cfg, frontOpts{})
+			c := dialRaw(t, f.addr)
+			part := strings.Repeat("p", 40<<10)
+			// 120 KiB: over h1Client's bodies, so on the Transport.
+			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(3*len(part))+"\r\n\r\n"+part)
+			for range 2 {
+				time.Sleep(700 * time.Millisecond)
+				io.WriteString(c, part)
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != 200 {
+				t.Fatalf("status %d for a client pausing 700ms between parts (write_timeout 300ms); want 200: the client's pauses are not the target's", res.StatusCode)
+			}
+			if b, err := io.ReadAll(res.Body); string(b) != "POSTPOST" || err != nil {
+				t.Errorf("response body %q (%v); want POSTPOST", b, err)
+			}
+		})
+	}
+}
+
+// TestWriteTimeoutNotChargedWithClientPauses: on h1Client (bodies up to
+// 64 KiB of known length) a client that uploads slowly, each pause within
+// body_timeout but the whole upload longer than write_timeout, reaches a
+// target that reads everything: 200. The write deadline is moved before
+// each write to the target, not set once per exchange (which answered 504
+// and charged the target the client's pauses).
+func TestWriteTimeoutNotChargedWithClientPauses(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
 			req, err := readWholeRequest(c, br)
 			if err != nil {
 				return
 			}
-			// The response's body comes after a pause: its reads use the
-			// attempt's context, which outlives the watch.
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(2*len(req.Method))+"\r\n\r\n")
-			time.Sleep(100 * time.Millisecond)
-			io.WriteString(c, req.Method)
-			time.Sleep(100 * time.Millisecond)
-			io.WriteString(c, req.Method)
-		})
-		cfg := proxyTo(addr)
-		cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
-		f := newFront(t, cfg, frontOpts{})
-		c := dialRaw(t, f.addr)
-		part := strings.Repeat("p", 40<<10)
-		// 120 KiB: over h1Client's bodies, so on the Transport.
-		io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(3*len(part))+"\r\n\r\n"+part)
-		for range 2 {
-			time.Sleep(700 * time.Millisecond)
-			io.WriteString(c, part)
-		}
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.StatusCode != 200 {
-			t.Fatalf("status %d for a client pausing 700ms between parts (write_timeout 300ms); want 200: the client's pauses are not the target's", res.StatusCode)
-		}
-		if b, err := io.ReadAll(res.Body); string(b) != "POSTPOST" || err != nil {
-			t.Errorf("response body %q (%v); want POSTPOST", b, err)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
 		}
 	})
+	cfg := proxyTo(addr)
+	cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{})
+	c := dialRaw(t, f.addr)
+	part := strings.Repeat("p", 5000)
+	// 15000 bytes: a body h1Client carries (known length, under 64 KiB),
+	// written to the target in pieces as they come (4 KiB buffer).
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: 15000\r\n\r\n"+part)
+	for range 2 {
+		time.Sleep(500 * time.Millisecond)
+		io.WriteString(c, part)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d (%q) for a 15000-byte upload paused 500ms twice by the client (write_timeout 300ms, body_timeout 60s) to a target that reads everything; want 200: the client's pauses are not the target's stall", res.StatusCode, b)
+	}
+}
+
+// TestWriteTimeoutNotChargedWithDial: a new connection that takes longer
+// than write_timeout to establish (connect and handshake have their own
+// timeouts) does not fail the request as a write timeout: 200.
+func TestWriteTimeoutNotChargedWithDial(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if req, err := readWholeRequest(c, br); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
+		}
+	})
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
+			// A handshake that takes 700ms (the hook returns a plain
+			// connection: HTTP/1.1 over "the caller's encryption").
+			DialTLSContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+				select {
+				case <-time.After(700 * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, a)
+			},
+			Transport: TransportConfig{WriteTimeout: 300 * time.Millisecond}}},
+		Sites: oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := dialRaw(t, f.addr)
+	body := strings.Repeat("b", 100<<10) // over h1Client's 64 KiB: the Transport's
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d (%q) for a POST whose new connection took 700ms to establish (write_timeout 300ms, connect+handshake timeouts 15s); want 200: write_timeout bounds the target taking the body, not the dial", res.StatusCode, b)
+	}
+}
+
+// TestWriteTimeoutNotChargedWithExpectContinue: a forwarded "Expect:
+// 100-continue" makes net/http's Transport write the head and wait up to
+// a second for the target's 100 before it sends the body; a target that
+// sends no 100 (RFC 9110 §10.1.1 lets it) and reads the body once it
+// comes is not stalling, with a write_timeout under that second: 200.
+func TestWriteTimeoutNotChargedWithExpectContinue(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if req, err := readWholeRequest(c, br); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
+		}
+	})
+	cfg := proxyTo(addr)
+	cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{})
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	for err == nil && res.StatusCode == http.StatusContinue {
+		res, err = http.ReadResponse(br, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d (%q) for an Expect: 100-continue upload to a target that reads the body but sends no 100 (write_timeout 300ms); want 200: the Transport's ExpectContinueTimeout wait is not the target's stall", res.StatusCode, b)
+	}
+}
+
+// trickleConn writes in pieces of 1 KiB, one every gap: a path to the
+// target that takes bytes steadily, but slowly.
+type trickleConn struct {
+	net.Conn
+	gap time.Duration
+}
+
+func (c trickleConn) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), 1<<10)
+		m, err := c.Conn.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+		time.Sleep(c.gap)
+	}
+	return n, nil
+}
+
+// TestWriteTimeoutKeepsSteadyProgress: write_timeout runs between two
+// writes to the target (nginx's proxy_send_timeout): a target that takes
+// a body steadily but slowly (1 KiB every 20ms, 50 KiB/s, a slow link)
+// keeps its exchange although one of the Transport's 32 KiB buffers takes
+// it 640ms, more than the 300ms timeout: writes are bounded per 4 KiB.
+func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if req, err := readWholeRequest(c, br); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
+		}
+	})
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
+			DialTLSContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+				var d net.Dialer
+				c, err := d.DialContext(ctx, network, a)
+				if err != nil {
+					return nil, err
+				}
+				return trickleConn{c, 20 * time.Millisecond}, nil
+			},
+			Transport: TransportConfig{WriteTimeout: 300 * time.Millisecond, MaxConnsPerTarget: 4}}},
+		Sites: oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := dialRaw(t, f.addr)
+	body := strings.Repeat("b", 100<<10) // about 2s at 50 KiB/s
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d (%q) for a POST to a target taking 1 KiB every 20ms (write_timeout 300ms); want 200: the target never went 300ms without taking more of the request", res.StatusCode, b)
+	}
 }

@@ -44,6 +44,10 @@ type Upstream struct {
 	// scansHeads: the Transport's HTTP/1.1 connections keep the
 	// Connection fields of their heads (scanConn).
 	scansHeads bool
+	// speaksH2: the Transport may speak HTTP/2 to the targets (h2c, h2,
+	// tls by ALPN), where a request body waits for flow control
+	// (sendWatch) rather than in a write (sendTimed).
+	speaksH2   bool
 	tunnelIdle time.Duration // a tunnel without data either way; 0: none
 
 	passive PassiveHealthConfig
@@ -158,6 +162,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	}
 	u.upgrades = u.transport
 	u.scansHeads = scansHeads(uc.Protocol)
+	u.speaksH2 = !u.scansHeads
 	switch uc.Protocol {
 	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:
 		// A cap on connections per target is the Transport's
