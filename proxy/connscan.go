@@ -81,7 +81,12 @@ func scanning(dial DialFunc) DialFunc {
 }
 
 // exchangeConn records the connection a Transport request went out on.
-type exchangeConn struct{ c *scanConn }
+// watch, when set, is the request's HTTP/2 write_timeout watch: a
+// scanConn speaks HTTP/1.1, whose writes sendTimed bounds instead.
+type exchangeConn struct {
+	c     *scanConn
+	watch *sendWatch
+}
 
 // traceConn returns req under a context whose trace begins the scan of
 // the connection the Transport gives it; the connection is in x after
@@ -92,6 +97,9 @@ func traceConn(req *http.Request, x *exchangeConn) *http.Request {
 			if c, ok := i.Conn.(*scanConn); ok {
 				c.begin()
 				x.c = c
+				if x.watch != nil {
+					x.watch.stop()
+				}
 			}
 		},
 	})

@@ -7,6 +7,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -558,5 +559,59 @@ func TestRemovedContentTypeNotSniffed(t *testing.T) {
 				t.Errorf("h2 front %v, %s: status %d with Content-Type %q; the route removed Content-Type and want none: the front sniffed the body", h2, path, status, ct)
 			}
 		}
+	}
+}
+
+// tlsConnBackend is connBackend over TLS (httptest's certificate; the
+// proxy is told to skip verification).
+func tlsConnBackend(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	s := httptest.NewUnstartedServer(http.NotFoundHandler())
+	s.StartTLS()
+	certs := s.TLS.Certificates
+	s.Close()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: certs, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go acceptLoop(ln, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			serve(c)
+		}()
+	})
+	return ln.Addr().String()
+}
+
+// TestConnectionCloseOptionsRemovedOverTLS: the fields a backend's
+// "Connection: close, X-Internal-Hop" names are removed on the tls and h2
+// protocols too, when the target speaks HTTP/1.1 (ALPN): net/http's
+// Transport made those TLS connections itself, out of the proxy's sight,
+// and X-Internal-Hop reached the client (RFC 9110 §7.6.1).
+func TestConnectionCloseOptionsRemovedOverTLS(t *testing.T) {
+	addr := tlsConnBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readWholeRequest(c, br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close, X-Internal-Hop\r\nX-Internal-Hop: backend-secret\r\nContent-Length: 2\r\n\r\nok")
+	})
+	for _, proto := range []string{"tls", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			cfg := Config{
+				Upstreams: []UpstreamConfig{{Name: "u", Protocol: proto, Targets: []TargetConfig{{Address: addr}},
+					TLS: &UpstreamTLSConfig{InsecureSkipVerify: true}}},
+				Sites: oneSite(RouteConfig{Upstream: "u"}),
+			}
+			f := newFront(t, cfg, frontOpts{})
+			status, body, h := get(t, testClient(t), f.url+"/", "Host", "example.test")
+			if status != 200 || body != "ok" {
+				t.Fatalf("status %d, body %q; want 200 ok", status, body)
+			}
+			if v := h.Get("X-Internal-Hop"); v != "" {
+				t.Errorf("upstream protocol %s: the client got X-Internal-Hop: %q, a field the backend's \"Connection: close, X-Internal-Hop\" marked hop-by-hop; want it removed", proto, v)
+			}
+		})
 	}
 }

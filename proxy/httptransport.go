@@ -74,6 +74,8 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 	}
 	scheme := "http"
 	dial := DialFunc(t.DialContext)
+	wt := max(durOr(tc.WriteTimeout, DefaultUpstreamWriteTimeout), 0)
+	var ownTLS DialFunc // the Transport's TLS connections (alpnDialer), if the proxy makes them
 	switch uc.Protocol {
 	case "", upstreamproto.HTTP:
 		t.Protocols = new(http.Protocols)
@@ -93,7 +95,8 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 			t.DialTLSContext = handshakeDialer(uc.DialTLSContext, tc)
 		} else {
 			td := &tls.Dialer{NetDialer: d, Config: cfg}
-			dial = handshakeDialer(td.DialContext, tc)
+			dial = handshakeDialer(td.DialContext, tc) // stream mode's
+			ownTLS = handshakeDialer(alpnDialer(d, cfg, wt), tc)
 		}
 	case upstreamproto.TLCP, upstreamproto.TLS13SM:
 		scheme = "https"
@@ -115,7 +118,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		t.DialContext = timedDial(t.DialContext, connected)
 		dial = timedDial(dial, connected)
 	}
-	if wt := max(durOr(tc.WriteTimeout, DefaultUpstreamWriteTimeout), 0); wt > 0 {
+	if wt > 0 {
 		// write_timeout on every connection the Transport writes
 		// (h1Client's and stream mode's, dial, have their own).
 		if t.DialTLSContext != nil {
@@ -134,13 +137,68 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 			t.DialContext = scanning(t.DialContext)
 		}
 	}
+	if ownTLS != nil {
+		// Set last: alpnDialer bounds writes and scans heads itself,
+		// under TLS and for HTTP/1.1 only.
+		t.DialTLSContext = timedDial(ownTLS, connected)
+	}
 	return t, scheme, dial, nil
 }
 
+// http1Only marks the context of a request that needs HTTP/1.1 (a
+// WebSocket upgrade): net/http's Transport dials a connection of its own
+// for it, with the request's context values, which alpnDialer offers
+// http/1.1 only, as the Transport does when it makes the TLS connection.
+type http1Only struct{}
+
+// alpnDialer makes the TLS connections of net/http's Transport for the
+// tls and h2 protocols (which it would otherwise make itself, out of the
+// proxy's sight), offering h2 and http/1.1 as it does: a connection that
+// speaks HTTP/2 is returned as the *tls.Conn the Transport needs to see
+// to speak it; one that speaks HTTP/1.1 as a scanConn, so that its heads
+// keep the Connection fields http.ReadResponse drops. Writes go through
+// sendTimed (write_timeout d, 0: none) under TLS.
+func alpnDialer(d *net.Dialer, base *tls.Config, wt time.Duration) DialFunc {
+	offer := func(protos ...string) func(addr string) *tls.Config {
+		cfg := base.Clone()
+		cfg.NextProtos = protos
+		return perServerName(cfg.ServerName, func(name string) *tls.Config {
+			c := cfg.Clone()
+			c.ServerName = name
+			return c
+		}, cfg)
+	}
+	both, h1 := offer("h2", "http/1.1"), offer("http/1.1")
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		configs := both
+		if ctx.Value(http1Only{}) != nil {
+			configs = h1
+		}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, &dialError{err}
+		}
+		var c net.Conn = rawsock.Wrap(raw)
+		if wt > 0 {
+			c = newSendTimedConn(c, wt)
+		}
+		tc := tls.Client(c, configs(addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, &dialError{fmt.Errorf("tls handshake with %s: %w", addr, err)}
+		}
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return tc, nil
+		}
+		return &scanConn{Conn: tc}, nil
+	}
+}
+
 // scansHeads reports whether the Transport of an upstream speaking proto
-// reads HTTP/1.1 response heads from connections the proxy dials (see
-// scanConn): plain HTTP and the SM protocols. Over tls the Transport
-// runs TLS itself; h2c and h2 have no Connection field.
+// reads HTTP/1.1 response heads from connections the proxy dials, which
+// newTransport wraps in scanConn: plain HTTP and the SM protocols. Over
+// tls and h2, alpnDialer wraps those that speak HTTP/1.1; h2c has no
+// Connection field.
 func scansHeads(proto string) bool {
 	switch proto {
 	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
@@ -161,5 +162,53 @@ func TestMaxConnsPerTarget(t *testing.T) {
 	close(release)
 	if code := <-done; code != 200 {
 		t.Errorf("first request: %d", code)
+	}
+}
+
+// TestTLSUpstreamUpgradeOverHTTP1: to a tls upstream whose target speaks
+// HTTP/2 (ALPN), plain requests go over HTTP/2, and a WebSocket upgrade,
+// which needs HTTP/1.1, gets a connection that offers only http/1.1 and
+// switches: the proxy makes the Transport's TLS connections itself
+// (alpnDialer), so the Transport cannot drop h2 from the offer for it.
+func TestTLSUpstreamUpgradeOverHTTP1(t *testing.T) {
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			io.WriteString(w, r.Proto)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\nbye")
+		brw.Flush()
+	}))
+	backend.EnableHTTP2 = true
+	backend.StartTLS()
+	t.Cleanup(backend.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "t", Protocol: upstreamproto.TLS, Targets: []TargetConfig{{Address: addrOf(backend)}},
+			TLS: &UpstreamTLSConfig{CA: caFile(t, backend), ServerName: "example.com"}}},
+		Sites: oneSite(RouteConfig{Upstream: "t"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	if code, body, _ := get(t, testClient(t), f.url+"/"); code != 200 || body != "HTTP/2.0" {
+		t.Errorf("plain request: %d %q; want 200 over HTTP/2.0", code, body)
+	}
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 101 {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("WebSocket upgrade to a tls upstream that speaks h2: status %d (%q); want 101", res.StatusCode, b)
+	}
+	if got, _ := io.ReadAll(br); string(got) != "bye" {
+		t.Errorf("tunnel data %q; want \"bye\"", got)
 	}
 }

@@ -613,7 +613,10 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 				req, sw = watchSend(outreq, u.writeTimeout)
 				body.send.Store(sw)
 			}
-			var x exchangeConn
+			if u.ownTLS && len(outreq.Header["Upgrade"]) > 0 {
+				req = req.WithContext(context.WithValue(req.Context(), http1Only{}, true))
+			}
+			x := exchangeConn{watch: sw}
 			if u.scansHeads {
 				req = traceConn(req, &x)
 			}

@@ -75,8 +75,13 @@ func sendTimeouts(dial DialFunc, d time.Duration) DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		sc := &sendTimedConn{Conn: c}
-		sc.w = sendTimed{c: c, d: d}
-		return sc, nil
+		return newSendTimedConn(c, d), nil
 	}
+}
+
+// newSendTimedConn returns c with its writes bounded by d.
+func newSendTimedConn(c net.Conn, d time.Duration) *sendTimedConn {
+	sc := &sendTimedConn{Conn: c}
+	sc.w = sendTimed{c: c, d: d}
+	return sc
 }

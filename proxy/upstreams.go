@@ -41,13 +41,15 @@ type Upstream struct {
 	// writeTimeout: the longest a target may take no more of a request; 0: none
 	writeTimeout time.Duration
 	maxFields    int // field lines of a response head
-	// scansHeads: the Transport's HTTP/1.1 connections keep the
-	// Connection fields of their heads (scanConn).
+	// scansHeads: the Transport's HTTP/1.1 connections may keep the
+	// Connection fields of their heads (scanConn; every protocol but h2c).
 	scansHeads bool
 	// speaksH2: the Transport may speak HTTP/2 to the targets (h2c, h2,
 	// tls by ALPN), where a request body waits for flow control
 	// (sendWatch) rather than in a write (sendTimed).
-	speaksH2   bool
+	speaksH2 bool
+	// ownTLS: alpnDialer makes the Transport's TLS connections (tls, h2).
+	ownTLS     bool
 	tunnelIdle time.Duration // a tunnel without data either way; 0: none
 
 	passive PassiveHealthConfig
@@ -161,8 +163,9 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
 	u.upgrades = u.transport
-	u.scansHeads = scansHeads(uc.Protocol)
-	u.speaksH2 = !u.scansHeads
+	u.scansHeads = uc.Protocol != upstreamproto.H2C
+	u.speaksH2 = !scansHeads(uc.Protocol)
+	u.ownTLS = (uc.Protocol == upstreamproto.TLS || uc.Protocol == upstreamproto.H2) && uc.DialTLSContext == nil
 	switch uc.Protocol {
 	case "", upstreamproto.HTTP, upstreamproto.TLCP, upstreamproto.TLS13SM:
 		// A cap on connections per target is the Transport's
