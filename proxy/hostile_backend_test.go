@@ -615,3 +615,51 @@ func TestConnectionCloseOptionsRemovedOverTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseTrailerBounded: a backend's trailer section is bounded as
+// its head is (max_response_header_fields): one of 1000 fields, after a
+// chunked body or an h2 stream, cuts the response instead of reaching the
+// client whole.
+func TestResponseTrailerBounded(t *testing.T) {
+	const n = 1000
+	var tr strings.Builder
+	for i := range n {
+		fmt.Fprintf(&tr, "T%d: v\r\n", i)
+	}
+	trailer := tr.String()
+	check := func(t *testing.T, f *front) {
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReaderSize(c, 1<<20), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(res.Body)
+		if got := len(res.Trailer); err == nil || got > 0 {
+			t.Errorf("status %d, body error %v: the client got %d trailer fields from the backend; want the response cut (over max_response_header_fields, %d)", res.StatusCode, err, got, DefaultMaxResponseHeaderFields)
+		}
+	}
+	t.Run("http", func(t *testing.T) {
+		addr := connBackend(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			if _, err := readWholeRequest(c, br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n2\r\nok\r\n0\r\n"+trailer+"\r\n")
+		})
+		check(t, newFront(t, proxyTo(addr), frontOpts{}))
+	})
+	t.Run("h2c", func(t *testing.T) {
+		addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "ok")
+			w.(http.Flusher).Flush() // no Content-Length: the proxy's client gets chunks and trailers
+			for i := range n {
+				w.Header().Set(http.TrailerPrefix+fmt.Sprint("T", i), "v")
+			}
+		}))
+		cfg := proxyTo(addr)
+		cfg.Upstreams[0].Protocol = "h2c"
+		check(t, newFront(t, cfg, frontOpts{}))
+	})
+}

@@ -723,8 +723,13 @@ func responseFields(res *http.Response) int {
 	if h := passOnHead(res); h != nil {
 		return h.Len()
 	}
+	return fieldCount(res.Header)
+}
+
+// fieldCount is the number of field lines of h.
+func fieldCount(h http.Header) int {
 	n := 0
-	for _, vv := range res.Header {
+	for _, vv := range h {
 		n += len(vv)
 	}
 	return n
@@ -823,6 +828,13 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		panic(http.ErrAbortHandler) // the client must see a broken response, not a short one
 	}
 	if len(res.Trailer) > 0 {
+		if n := fieldCount(res.Trailer); n > u.maxFields {
+			// Bounded as a head is (max_response_header_fields): the
+			// response ends broken rather than pass them on.
+			u.fail(t, fmt.Sprintf("%d trailer fields, over max_response_header_fields (%d)", n, u.maxFields))
+			s.p.logger.Warn("upstream trailer refused", "site", s.name, "upstream", u.name, "target", t.Addr, "uri", r.RequestURI, "fields", n)
+			panic(http.ErrAbortHandler)
+		}
 		rs.w.Flush()
 		for k, vv := range res.Trailer {
 			if !validTrailer(k) {
