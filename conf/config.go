@@ -560,7 +560,8 @@ type Upstream struct {
 	// header"). Default 64KiB, at least 1KiB.
 	MaxResponseHeaderBytes ByteSize `yaml:"max_response_header_bytes"`
 	// MaxResponseHeaderFields bounds the field lines of a target's
-	// response head; more is refused as malformed (502). Default 256.
+	// response head, and of its trailer section; more is refused as
+	// malformed (502; a trailer over it cuts the response). Default 256.
 	MaxResponseHeaderFields int `yaml:"max_response_header_fields"`
 
 	// Material is what was loaded from the files named in tls.

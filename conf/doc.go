@@ -563,8 +563,9 @@
 //     as malformed: the client gets 502 and the target counts a failure
 //     (nginx: "upstream sent too big header"). Default 64KiB, at least 1KiB.
 //   - max_response_header_fields (integer): max_response_header_fields bounds
-//     the field lines of a target's response head; more is refused as
-//     malformed (502). Default 256.
+//     the field lines of a target's response head, and of its trailer section;
+//     more is refused as malformed (502; a trailer over it cuts the response).
+//     Default 256.
 //
 // # upstreams[].targets[]
 //

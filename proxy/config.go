@@ -325,8 +325,9 @@ type TransportConfig struct {
 	// DefaultMaxResponseHeaderBytes (64 KiB).
 	MaxResponseHeaderBytes int64
 	// MaxResponseHeaderFields bounds the field lines of a response head
-	// from a target (informational responses included); more is refused
-	// as malformed (502). Default DefaultMaxResponseHeaderFields (256).
+	// from a target, and of its trailer section; more is refused as
+	// malformed (502; a trailer over it cuts the response). Default
+	// DefaultMaxResponseHeaderFields (256).
 	MaxResponseHeaderFields int
 	// TunnelIdleTimeout closes a WebSocket or other upgraded tunnel
 	// (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
