@@ -38,9 +38,10 @@ func (k Kind) String() string {
 // shares push them past 1 KiB.
 const maxHelloBytes = 64 << 10
 
-// growStep is how far the sniffer's buffer may grow past the bytes it already
-// holds toward a record length the client claimed: a client pays for the
-// memory it makes the listener hold with bytes it actually sent.
+// growStep is how far past the bytes it already holds the sniffer's buffer
+// is grown to the exact length a record claims; a claim further away only
+// doubles the buffer: a client pays for the memory it makes the listener
+// hold with bytes it actually sent (at most about twice them).
 const growStep = 4 << 10
 
 // firstRead is the size of the sniffer's first buffer: one read of a
@@ -212,15 +213,16 @@ func (s *sniffed) fill(r io.Reader, n int) error {
 }
 
 // grow makes room toward need bytes. Small steps double the buffer (a hello
-// in 1-byte records costs amortised linear time); a large claimed record gets
-// at most growStep or the bytes already held more, so an exact-size buffer is
-// allocated for an honest hello while a client that claims 16 KiB and sends
-// five bytes holds a few KiB. The first buffer holds firstRead bytes.
+// in 1-byte records costs amortised linear time); a claimed record within
+// growStep of the bytes held gets an exact-size buffer (an honest hello);
+// one further away only doubles it, so a client that claims 16 KiB and
+// sends 512 bytes holds 1 KiB, not 4.5. The first buffer holds firstRead
+// bytes.
 func (s *sniffed) grow(need int) error {
 	have := len(s.buf)
 	c := max(need, 2*have)
 	if need-have > growStep {
-		c = max(have+growStep, 2*have)
+		c = 2 * have
 	}
 	c = min(max(c, firstRead), maxHelloBytes)
 	if c <= have {
