@@ -661,7 +661,10 @@
 //     more of a request, its head or body (like nginx proxy_send_timeout): a
 //     target that stops reading a request body would otherwise hold the
 //     exchange with no answer to the client. Past it the client gets 504 and
-//     the target counts a failure. 0 means no limit. Default 60s.
+//     the target counts a failure. It runs between two writes, so a client's
+//     own pauses and a target taking bytes slowly but steadily are not
+//     charged; it also bounds writes into a WebSocket tunnel's target (as
+//     nginx's does). 0 means no limit. Default 60s.
 //   - tunnel_idle (duration): tunnel_idle closes a WebSocket or other upgraded
 //     tunnel (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
 //     without data in either direction. 0 means no limit. Default 10m.
