@@ -229,7 +229,7 @@ func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error)
 	if d := cl.writeTimeout; d > 0 {
 		// A target that takes none of a request for d (its receive
 		// window full) fails the exchange: 504.
-		pc.sw = sendTimed{c: c, d: d, stop: &pc.interrupted}
+		pc.sw = newSendTimed(c, d, &pc.interrupted)
 		pc.bw = bufio.NewWriterSize(&pc.sw, 4<<10)
 	} else {
 		pc.bw = bufio.NewWriterSize(c, 4<<10)

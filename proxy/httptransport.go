@@ -122,7 +122,12 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		// write_timeout on every connection the Transport writes
 		// (h1Client's and stream mode's, dial, have their own).
 		if t.DialTLSContext != nil {
-			t.DialTLSContext = sendTimeouts(t.DialTLSContext, wt)
+			// A hook's connection for tls or h2 may be the *tls.Conn
+			// the Transport must see to speak HTTP/2: left as it is
+			// (sendWatch bounds its bodies).
+			if scansHeads(uc.Protocol) {
+				t.DialTLSContext = sendTimeouts(t.DialTLSContext, wt)
+			}
 		} else {
 			t.DialContext = sendTimeouts(t.DialContext, wt)
 		}

@@ -212,3 +212,29 @@ func TestTLSUpstreamUpgradeOverHTTP1(t *testing.T) {
 		t.Errorf("tunnel data %q; want \"bye\"", got)
 	}
 }
+
+// TestDialTLSHookKeepsHTTP2: a DialTLSContext hook's *tls.Conn that
+// negotiated ALPN h2 is spoken HTTP/2 to: the write_timeout wrapper, which
+// hides the connection's ConnectionState from net/http's Transport, is not
+// put on a tls or h2 hook's connection (it was: every request 502).
+func TestDialTLSHookKeepsHTTP2(t *testing.T) {
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	be.EnableHTTP2 = true
+	be.StartTLS()
+	t.Cleanup(be.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "hook", Protocol: upstreamproto.H2, Targets: []TargetConfig{{Address: addrOf(be)}},
+			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}}
+				return d.DialContext(ctx, network, addr)
+			}}},
+		Sites: oneSite(RouteConfig{Upstream: "hook"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	code, body, _ := get(t, testClient(t), f.url+"/")
+	if code != 200 || body != "HTTP/2.0" {
+		t.Fatalf("h2 upstream through a DialTLSContext hook whose *tls.Conn negotiated ALPN h2: got %d %q; want 200 \"HTTP/2.0\" (the sendTimedConn wrapper hides the connection's ConnectionState, so the Transport speaks HTTP/1.1 on an h2 connection)", code, body)
+	}
+}

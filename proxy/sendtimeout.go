@@ -3,50 +3,81 @@ package proxy
 import (
 	"context"
 	"net"
+
+	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"sync/atomic"
 	"time"
 )
 
-// sendChunk is the most written to a target under one write deadline.
-const sendChunk = 4 << 10
+// sendChunk is the most written to a target under one write deadline
+// when a write that timed out cannot be resumed (a TLCP or TLS 1.3-SM
+// connection latches the error): one full record.
+const sendChunk = 16 << 10
 
 // sendTimed bounds every write to a target by write_timeout (d), like
 // nginx's proxy_send_timeout, which runs between two successive writes:
-// before each piece of at most sendChunk bytes the write deadline is
-// moved d ahead (set d + d/8 ahead and kept while at least d is left, so
-// a fast transfer does not pay a deadline per write). A target that takes
-// none of a request for d fails it with a timeout (504); one that takes
-// bytes slowly but steadily keeps its exchange; and time spent between
-// writes (the client's pauses, a wait for 100 Continue, a dial) is never
-// counted.
+// before a write the deadline is moved d ahead (set d + d/8 ahead and
+// kept while at least d is left, so a fast transfer does not pay a
+// deadline per write). On a TCP connection (resume) a write goes whole,
+// and one that times out after the target took some of it goes on under
+// a new deadline; on another connection writes go in pieces of at most
+// sendChunk. A target that takes none of a request for d fails it with a
+// timeout (504); one that takes bytes slowly but steadily keeps its
+// exchange; time spent between writes (the client's pauses, a wait for
+// 100 Continue, a dial) is never counted.
 type sendTimed struct {
-	c     net.Conn
-	d     time.Duration
-	armed atomic.Int64 // unix ns: when the deadline in place was set
+	c      net.Conn
+	d      time.Duration
+	resume bool         // c is TCP: a timed-out write can go on
+	armed  atomic.Int64 // unix ns: when the deadline in place was set
 	// stop, when set, is an interrupt's (h1Client's): once it is true the
 	// deadline the interrupt put in the past is kept there.
 	stop *atomic.Bool
 }
 
+func newSendTimed(c net.Conn, d time.Duration, stop *atomic.Bool) sendTimed {
+	return sendTimed{c: c, d: d, stop: stop, resume: isTCP(c)}
+}
+
+// isTCP reports whether c is a TCP connection, on which a write that
+// timed out may be resumed.
+func isTCP(c net.Conn) bool {
+	switch c.(type) {
+	case *rawsock.Conn, *net.TCPConn:
+		return true
+	}
+	return false
+}
+
 func (w *sendTimed) Write(p []byte) (n int, err error) {
+	force := false
 	for len(p) > 0 {
-		k := min(len(p), sendChunk)
-		w.arm()
+		k := len(p)
+		if !w.resume {
+			k = min(k, sendChunk)
+		}
+		w.arm(force)
 		m, err := w.c.Write(p[:k])
 		n += m
+		p = p[m:]
 		if err != nil {
+			if w.resume && m > 0 && isTimeout(err) && (w.stop == nil || !w.stop.Load()) {
+				force = true // the target took some within d: a new d for the rest
+				continue
+			}
 			return n, err
 		}
-		p = p[k:]
+		force = false
 	}
 	return n, nil
 }
 
-// arm moves the write deadline d ahead unless the one in place is recent.
-func (w *sendTimed) arm() {
+// arm moves the write deadline d ahead unless the one in place is recent
+// (and force is false).
+func (w *sendTimed) arm(force bool) {
 	now := time.Now()
 	t := now.UnixNano()
-	if t-w.armed.Load() < int64(w.d/8) {
+	if !force && t-w.armed.Load() < int64(w.d/8) {
 		return
 	}
 	w.c.SetWriteDeadline(now.Add(w.d + w.d/8))
@@ -82,6 +113,6 @@ func sendTimeouts(dial DialFunc, d time.Duration) DialFunc {
 // newSendTimedConn returns c with its writes bounded by d.
 func newSendTimedConn(c net.Conn, d time.Duration) *sendTimedConn {
 	sc := &sendTimedConn{Conn: c}
-	sc.w = sendTimed{c: c, d: d}
+	sc.w = newSendTimed(c, d, nil)
 	return sc
 }

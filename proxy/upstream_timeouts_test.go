@@ -436,9 +436,10 @@ func (c trickleConn) Write(p []byte) (int, error) {
 
 // TestWriteTimeoutKeepsSteadyProgress: write_timeout runs between two
 // writes to the target (nginx's proxy_send_timeout): a target that takes
-// a body steadily but slowly (1 KiB every 20ms, 50 KiB/s, a slow link)
+// a body steadily but slowly (1 KiB every 12ms, 83 KiB/s, a slow link)
 // keeps its exchange although one of the Transport's 32 KiB buffers takes
-// it 640ms, more than the 300ms timeout: writes are bounded per 4 KiB.
+// it 384ms, more than the 300ms timeout: on a connection whose timed-out
+// write cannot resume, writes are bounded per 16 KiB record.
 func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
 	addr := connBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
@@ -454,14 +455,14 @@ func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return trickleConn{c, 20 * time.Millisecond}, nil
+				return trickleConn{c, 12 * time.Millisecond}, nil
 			},
 			Transport: TransportConfig{WriteTimeout: 300 * time.Millisecond, MaxConnsPerTarget: 4}}},
 		Sites: oneSite(RouteConfig{Upstream: "u"}),
 	}
 	f := newFront(t, cfg, frontOpts{})
 	c := dialRaw(t, f.addr)
-	body := strings.Repeat("b", 100<<10) // about 2s at 50 KiB/s
+	body := strings.Repeat("b", 100<<10) // about 1.2s at 83 KiB/s
 	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -470,6 +471,6 @@ func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode != 200 {
-		t.Fatalf("status %d (%q) for a POST to a target taking 1 KiB every 20ms (write_timeout 300ms); want 200: the target never went 300ms without taking more of the request", res.StatusCode, b)
+		t.Fatalf("status %d (%q) for a POST to a target taking 1 KiB every 12ms (write_timeout 300ms); want 200: the target never went 300ms without taking more of the request", res.StatusCode, b)
 	}
 }

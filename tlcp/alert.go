@@ -42,6 +42,7 @@ const (
 	AlertInternalError          = record.AlertInternalError
 	AlertUserCanceled           = record.AlertUserCanceled
 	AlertNoRenegotiation        = record.AlertNoRenegotiation
+	AlertNoApplicationProtocol  = record.AlertNoApplicationProtocol
 	AlertUnsupportedExtension   = record.AlertUnsupportedExtension
 	AlertUnsupportedSite2Site   = record.AlertUnsupportedSite2Site
 	AlertNoArea                 = record.AlertNoArea

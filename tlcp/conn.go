@@ -599,20 +599,21 @@ func (c *Conn) readAnyRecord() error { return c.readRecord(false) }
 const maxRenegotiationRefusals = 3
 
 // handlePostHandshake handles a handshake message after the handshake. A
-// server answers a ClientHello with a no_renegotiation warning and goes on
-// with the connection (RFC 5246 §7.2.2: the client may continue; OpenSSL
-// and Tongsuo NTLS do the same), up to maxRenegotiationRefusals times;
-// anything else is unexpected.
+// server answers a ClientHello, and a client an empty HelloRequest, with a
+// no_renegotiation warning and goes on with the connection (RFC 5246
+// §7.2.2 and §7.4.1.1: the peer may continue; OpenSSL and Tongsuo NTLS do
+// the same), up to maxRenegotiationRefusals times; anything else is
+// unexpected.
 func (c *Conn) handlePostHandshake() error {
 	msg, err := c.readHandshake()
 	if err != nil {
 		return err
 	}
-	if !c.isClient && msg[0] == typeClientHello {
+	if !c.isClient && msg[0] == typeClientHello || c.isClient && msg[0] == typeHelloRequest && len(msg) == 4 {
 		c.renegotiationRefusals++
 		if c.renegotiationRefusals > maxRenegotiationRefusals {
 			c.sendAlert(AlertUnexpectedMessage)
-			return c.in.setErr(errorf(AlertUnexpectedMessage, "client kept attempting renegotiation (%d times)", c.renegotiationRefusals))
+			return c.in.setErr(errorf(AlertUnexpectedMessage, "peer kept asking for renegotiation (%d times)", c.renegotiationRefusals))
 		}
 		return c.sendWarning(AlertNoRenegotiation)
 	}

@@ -315,6 +315,10 @@ func (hs *serverHandshakeState) readClientHello() error {
 				}
 			}
 		}
+		if hs.sh.alpnProtocol == "" {
+			// RFC 7301 §3.2 (as crypto/tls and tls13sm do).
+			return errorf(AlertNoApplicationProtocol, "client offered ALPN %q, none of %q", hello.alpnProtocols, hs.config.NextProtos)
+		}
 	}
 	c.alpn = hs.sh.alpnProtocol
 	hs.clientAuth = hs.config.ClientAuth

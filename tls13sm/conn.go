@@ -125,6 +125,7 @@ type Conn struct {
 	earlyDataSkip   int  // bytes of undecryptable early data still to skip
 	skipAppData     bool // after HRR: skip plaintext-type 23 records (rejected early data)
 	ccsSeen         bool
+	helloRead       bool // a server read the first ClientHello
 	useless         int
 	keyUpdatesNoApp int
 
@@ -256,10 +257,13 @@ func (c *Conn) readRecord() error {
 	}
 	payload := rec[recordHeaderLen:]
 
-	// §5: a ChangeCipherSpec of one byte 0x01 may appear any time during the
-	// handshake and is dropped; anything else is unexpected.
+	// §5: a ChangeCipherSpec of one byte 0x01 may appear during the
+	// handshake, after the first ClientHello, and is dropped; anything
+	// else is unexpected, one between the records of a handshake message
+	// too (§5.1).
 	if typ == recordTypeChangeCipherSpec {
-		if c.core.HandshakeComplete() || n != 1 || payload[0] != 1 || c.ccsSeen && c.isClient {
+		if c.core.HandshakeComplete() || n != 1 || payload[0] != 1 || c.ccsSeen && c.isClient ||
+			len(c.core.Hand) != 0 || !c.isClient && !c.helloRead {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "unexpected ChangeCipherSpec"))
 		}
 		c.ccsSeen = true

@@ -479,7 +479,10 @@ func (hs *clientHandshakeState) readServerParameters() error {
 	}
 	// §4.2: an extension response the client did not request aborts the
 	// handshake with unsupported_extension.
-	if ee.unknownExtensions {
+	if ee.forbidden {
+		return c.fail(AlertIllegalParameter, "server sent an extension EncryptedExtensions may not carry (§4.3.1)")
+	}
+	if ee.unknownExtensions || ee.serverNameAck && hs.hello.serverName == "" {
 		return c.fail(AlertUnsupportedExtension, "server sent an extension in EncryptedExtensions that was not offered")
 	}
 	if ee.alpnProtocol != "" {

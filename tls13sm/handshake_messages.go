@@ -198,6 +198,7 @@ type clientHelloMsg struct {
 	hasSupportedVers    bool
 	hasSigAlgs          bool
 	hasGroups           bool
+	pskNotLast          bool // unmarshal failed: an extension after pre_shared_key
 
 	// Backing arrays of the lists above, so that parsing a usual
 	// ClientHello allocates nothing for them (longer lists spill to the
@@ -329,7 +330,8 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 // parseExtension reads one ClientHello extension (§4.2).
 func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 	if m.pskIdentities != nil {
-		return false // pre_shared_key must be the last extension
+		m.pskNotLast = true
+		return false // pre_shared_key must be the last extension (§4.2.11)
 	}
 	switch et {
 	case extServerName:
@@ -537,6 +539,8 @@ type encryptedExtensionsMsg struct {
 	alpnProtocol      string
 	earlyData         bool
 	unknownExtensions bool
+	forbidden         bool // an extension §4.2 does not allow in this message
+	serverNameAck     bool
 }
 
 func (m *encryptedExtensionsMsg) marshal() ([]byte, error) {
@@ -565,8 +569,14 @@ func (m *encryptedExtensionsMsg) unmarshal(data []byte) bool {
 			}
 		case extEarlyData:
 			m.earlyData = true
-		case extServerName, extSupportedGroups:
-			return true // acknowledgements / informational, allowed
+		case extServerName:
+			m.serverNameAck = true
+			return true
+		case extSupportedGroups:
+			return true // informational, allowed
+		case extKeyShare, extSupportedVersions, extPreSharedKey, extPSKModes, extCookie, extSignatureAlgorithms:
+			m.forbidden = true // §4.2's table: not in EncryptedExtensions
+			return true
 		default:
 			m.unknownExtensions = true
 			return true

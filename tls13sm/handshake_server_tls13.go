@@ -152,10 +152,14 @@ func (hs *serverHandshakeState) readClientHello() error {
 		return err
 	}
 	hs.helloRaw = msg
+	c.helloRead = true
 	if msg[0] != typeClientHello {
 		return c.fail(AlertUnexpectedMessage, "expected ClientHello, got message type %d", msg[0])
 	}
 	if !hs.hello.unmarshal(msg) {
+		if hs.hello.pskNotLast {
+			return c.fail(AlertIllegalParameter, "pre_shared_key not the last extension of the ClientHello")
+		}
 		return c.fail(AlertDecodeError, "malformed ClientHello")
 	}
 	if hs.config.GetConfigForClient != nil {
@@ -191,6 +195,15 @@ func (hs *serverHandshakeState) processClientHello() error {
 	}
 	if len(h.compressionMethods) != 1 || h.compressionMethods[0] != 0 {
 		return c.fail(AlertIllegalParameter, "TLS 1.3 ClientHello with compression")
+	}
+	// §9.2 (and §4.2.9): the extensions a TLS 1.3 ClientHello must carry.
+	switch psk := len(h.pskIdentities) > 0; {
+	case psk && len(h.pskModes) == 0:
+		return c.fail(AlertMissingExtension, "pre_shared_key without psk_key_exchange_modes")
+	case h.hasGroups != h.hasKeyShareExt:
+		return c.fail(AlertMissingExtension, "supported_groups and key_share not both present")
+	case !psk && (!h.hasSigAlgs || !h.hasGroups):
+		return c.fail(AlertMissingExtension, "no pre_shared_key, and no signature_algorithms or supported_groups")
 	}
 	c.serverName = h.serverName
 	for _, id := range hs.config.cipherSuites() {
@@ -324,8 +337,7 @@ func (hs *serverHandshakeState) doHelloRetryRequest() error {
 	if h2.earlyData {
 		return c.fail(AlertIllegalParameter, "early_data in the second ClientHello")
 	}
-	if !slices.Contains(h2.cipherSuites, hs.suite.id) || !slices.Contains(h2.supportedVersions, VersionTLS13) ||
-		!bytes.Equal(h2.sessionID, hs.hello.sessionID) || h2.serverName != hs.hello.serverName {
+	if !sameClientHello(hs.hello, h2) {
 		return c.fail(AlertIllegalParameter, "second ClientHello inconsistent with the first")
 	}
 	hs.hello = h2
@@ -816,3 +828,16 @@ func (hs *serverHandshakeState) sendSessionTickets() error {
 }
 
 var _ = smx509.SM2WithSM3
+
+// sameClientHello reports whether the ClientHello after a
+// HelloRetryRequest, b, is the first, a, but for what §4.1.2 lets change:
+// key_share, early_data, cookie, pre_shared_key (and padding). What
+// GetConfigForClient saw, and the suite and group chosen from it, hold.
+func sameClientHello(a, b *clientHelloMsg) bool {
+	return a.vers == b.vers && bytes.Equal(a.random, b.random) && bytes.Equal(a.sessionID, b.sessionID) &&
+		slices.Equal(a.cipherSuites, b.cipherSuites) && bytes.Equal(a.compressionMethods, b.compressionMethods) &&
+		a.serverName == b.serverName && slices.Equal(a.supportedGroups, b.supportedGroups) &&
+		slices.Equal(a.signatureAlgorithms, b.signatureAlgorithms) && slices.Equal(a.sigAlgsCert, b.sigAlgsCert) &&
+		slices.Equal(a.alpnProtocols, b.alpnProtocols) && slices.Equal(a.supportedVersions, b.supportedVersions) &&
+		bytes.Equal(a.pskModes, b.pskModes)
+}

@@ -1,0 +1,387 @@
+package tls13sm
+
+// Hostile protocol review (rev-d): misbehaving-client tests that FAIL on
+// the current code, each for a real defect. Every test drives a real
+// Server over loopback TCP with raw records and looks at the server's
+// first reply record: a plaintext ServerHello / HelloRetryRequest (the
+// server went on) or an alert (and which one).
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	gmecdh "github.com/emmansun/gmsm/ecdh"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+)
+
+// zzReply is the server's first reply record, classified.
+type zzReply struct {
+	typ   uint8  // record type (21 alert, 22 handshake)
+	alert Alert  // when typ == 21
+	hrr   bool   // a HelloRetryRequest (typ 22)
+	body  []byte // record body
+}
+
+func (r zzReply) String() string {
+	switch {
+	case r.typ == recordTypeAlert:
+		return fmt.Sprintf("alert %q (%d)", r.alert, uint8(r.alert))
+	case r.typ == recordTypeHandshake && r.hrr:
+		return "HelloRetryRequest"
+	case r.typ == recordTypeHandshake && len(r.body) > 0 && r.body[0] == typeServerHello:
+		return "ServerHello (handshake goes on)"
+	case r.typ == 0:
+		return "nothing (connection closed or timed out)"
+	}
+	return fmt.Sprintf("record type %d", r.typ)
+}
+
+// zzReadRecord reads one record from b.
+func zzReadRecord(t *testing.T, b io.Reader) (zzReply, bool) {
+	t.Helper()
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(b, hdr); err != nil {
+		return zzReply{}, false
+	}
+	body := make([]byte, binary.BigEndian.Uint16(hdr[3:]))
+	if _, err := io.ReadFull(b, body); err != nil {
+		return zzReply{}, false
+	}
+	r := zzReply{typ: hdr[0], body: body}
+	if r.typ == recordTypeAlert && len(body) == 2 {
+		r.alert = Alert(body[1])
+	}
+	if r.typ == recordTypeHandshake && len(body) >= 4+2+32 && body[0] == typeServerHello {
+		r.hrr = string(body[6:38]) == string(helloRetryRequestRandom[:])
+	}
+	return r, true
+}
+
+// zzServer starts a Server on one end of a loopback pair and returns the
+// other end (deadline 10 s) and a channel with the server's handshake error.
+func zzServer(t *testing.T, cfg *Config) (io.ReadWriter, <-chan error) {
+	t.Helper()
+	a, b := tcpPair(t)
+	dl := time.Now().Add(10 * time.Second)
+	a.SetDeadline(dl)
+	b.SetDeadline(dl)
+	done := make(chan error, 1)
+	go func() {
+		s := Server(a, cfg)
+		err := s.Handshake()
+		a.Close()
+		done <- err
+	}()
+	t.Cleanup(func() { b.Close(); <-done })
+	return b, done
+}
+
+// zzFirstReply writes the raw records and returns the server's first
+// reply record, CCS records skipped.
+func zzFirstReply(t *testing.T, cfg *Config, writes ...[]byte) zzReply {
+	t.Helper()
+	b, _ := zzServer(t, cfg)
+	for _, w := range writes {
+		if _, err := b.Write(w); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	for range 4 {
+		r, ok := zzReadRecord(t, b)
+		if !ok {
+			return zzReply{}
+		}
+		if r.typ != recordTypeChangeCipherSpec {
+			return r
+		}
+	}
+	return zzReply{}
+}
+
+// zzHello builds an honest client's first ClientHello (curveSM2 share,
+// no session ID), lets edit change it, and marshals it.
+func zzHello(t *testing.T, edit func(h *clientHelloMsg)) []byte {
+	t.Helper()
+	_, cliCfg := testConfigs(t)
+	cliCfg.ClientSessionCache = nil
+	cliCfg.DisableMiddleboxCompat = true
+	hs := &clientHandshakeState{c: &Conn{config: cliCfg}, config: cliCfg}
+	if err := hs.makeClientHello(); err != nil {
+		t.Fatal(err)
+	}
+	h := hs.hello
+	if edit != nil {
+		edit(h)
+	}
+	h.raw = nil
+	raw, err := h.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// zzRecord frames a handshake message, TLS 1.0 record version as on a
+// first ClientHello.
+func zzRecord(typ uint8, body []byte) []byte {
+	return append([]byte{typ, 3, 1, byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+var zzCCS = []byte{recordTypeChangeCipherSpec, 3, 3, 0, 1, 1}
+
+// TestMandatoryExtensionsChecked — RFC 8446 §9.2 (Mandatory-to-Implement
+// Extensions): a TLS 1.3 ClientHello
+//   - with pre_shared_key MUST also contain psk_key_exchange_modes,
+//   - without pre_shared_key MUST contain signature_algorithms and
+//     supported_groups,
+//   - with supported_groups MUST contain key_share, and vice versa;
+//
+// "Servers receiving a ClientHello which does not conform to these
+// requirements MUST abort the handshake with a missing_extension alert."
+// (§4.2.9 repeats it for psk_key_exchange_modes.)
+//
+// The server never enforces this: clientHelloMsg records hasKeyShareExt,
+// hasGroups and hasSigAlgs but nothing reads them, and a pre_shared_key
+// without psk_key_exchange_modes is silently ignored (pskMode 0xff). So a
+// non-conforming client is answered with a ServerHello / HelloRetryRequest
+// (a full handshake, or a retry it should never get) or with the wrong
+// alert (illegal_parameter, handshake_failure), which hides the client's
+// real fault from it and from the logs (alert metrics). A pre_shared_key
+// without psk_key_exchange_modes in particular is a broken or probing
+// client that the server must refuse, not serve with a full handshake.
+func TestMandatoryExtensionsChecked(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	for _, tc := range []struct {
+		name string
+		edit func(h *clientHelloMsg)
+	}{
+		{"pre_shared_key-without-psk_key_exchange_modes", func(h *clientHelloMsg) {
+			h.pskModes = nil
+			h.pskIdentities = []pskIdentity{{label: make([]byte, 48), obfuscatedTicketAge: 1}}
+			h.pskBinders = [][]byte{make([]byte, hashSize)}
+		}},
+		{"supported_groups-without-key_share", func(h *clientHelloMsg) {
+			h.keyShares = nil // no key_share extension at all (not an empty list)
+		}},
+		{"key_share-without-supported_groups", func(h *clientHelloMsg) {
+			h.supportedGroups = nil
+		}},
+		{"no-signature_algorithms-no-psk", func(h *clientHelloMsg) {
+			h.signatureAlgorithms = nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := zzFirstReply(t, srvCfg, zzRecord(recordTypeHandshake, zzHello(t, tc.edit)))
+			if r.typ != recordTypeAlert || r.alert != AlertMissingExtension {
+				t.Fatalf("server answered a ClientHello violating RFC 8446 §9.2 (%s) with %v; want a fatal missing_extension alert", tc.name, r)
+			}
+		})
+	}
+}
+
+// TestChangeCipherSpecOutsideItsWindow — RFC 8446 §5.1: "Handshake
+// messages MUST NOT be interleaved with other record types. That is, if
+// a handshake message is split over two or more records, there MUST NOT
+// be any other records between them." And §5: the compatibility
+// change_cipher_spec may be dropped only "at any time after the first
+// ClientHello message has been sent or received and before the peer's
+// Finished"; any other is unexpected_message.
+//
+// readRecord drops a CCS without looking at c.core.Hand (tlcp's readRecord
+// refuses a CCS while a handshake message is incomplete, and so does
+// crypto/tls: "Handshake messages are not allowed to fragment across the
+// CCS"), and the server also drops a CCS that arrives before any
+// ClientHello (crypto/tls: unexpected_message, no version negotiated
+// yet). A peer can thus splice a CCS into the middle of
+// its ClientHello, or open the connection with one, and the server goes on
+// with the handshake instead of failing with unexpected_message.
+func TestChangeCipherSpecOutsideItsWindow(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	hello := zzHello(t, nil)
+	t.Run("inside-a-fragmented-ClientHello", func(t *testing.T) {
+		half := len(hello) / 2
+		r := zzFirstReply(t, srvCfg,
+			zzRecord(recordTypeHandshake, hello[:half]), zzCCS, zzRecord(recordTypeHandshake, hello[half:]))
+		if r.typ != recordTypeAlert || r.alert != AlertUnexpectedMessage {
+			t.Fatalf("ClientHello split over two records with a ChangeCipherSpec between them: server answered %v; want unexpected_message (RFC 8446 §5.1)", r)
+		}
+	})
+	t.Run("before-the-ClientHello", func(t *testing.T) {
+		r := zzFirstReply(t, srvCfg, zzCCS, zzRecord(recordTypeHandshake, hello))
+		if r.typ != recordTypeAlert || r.alert != AlertUnexpectedMessage {
+			t.Fatalf("ChangeCipherSpec before any ClientHello: server answered %v; want unexpected_message (RFC 8446 §5)", r)
+		}
+	})
+}
+
+// TestSecondClientHelloMustMatchFirst — RFC 8446 §4.1.2: after a
+// HelloRetryRequest "the client MUST send the same ClientHello without
+// modification, except" for key_share, early_data, cookie,
+// pre_shared_key and padding. crypto/tls (illegalClientHelloChange),
+// BoGo and OpenSSL abort with illegal_parameter when anything else
+// changes.
+//
+// doHelloRetryRequest only compares the session ID, server_name,
+// supported_versions (contains 1.3) and that the chosen suite is still
+// offered; the random, the cipher suite list, ALPN, supported_groups and
+// signature_algorithms may all change. GetConfigForClient ran on the first
+// ClientHello, but ALPN, the certificate (GetCertificate) and the
+// signature scheme are then chosen from the second: a client can show one
+// hello to the callbacks that select the configuration and have another
+// negotiated.
+func TestSecondClientHelloMustMatchFirst(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	srvCfg.NextProtos = []string{"h2", "http/1.1"}
+	sm2Share := func(t *testing.T) []byte {
+		k, err := gmecdh.P256().GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.PublicKey().Bytes()
+	}
+	// The first hello offers curveSM2 and X25519 but shares X25519 only:
+	// the server (preferring curveSM2) answers with a HelloRetryRequest.
+	var first *clientHelloMsg
+	ch1 := zzHello(t, func(h *clientHelloMsg) {
+		h.alpnProtocols = []string{"http/1.1"}
+		h.supportedGroups = []uint16{CurveSM2, X25519}
+		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
+		h.keyShares[0].data[0] = 9
+		first = h
+	})
+	for _, tc := range []struct {
+		name string
+		edit func(h *clientHelloMsg)
+	}{
+		{"random", func(h *clientHelloMsg) { h.random = make([]byte, 32); h.random[0] = 0x5a }},
+		{"alpn", func(h *clientHelloMsg) { h.alpnProtocols = []string{"h2"} }},
+		{"cipher-suites", func(h *clientHelloMsg) { h.cipherSuites = append(h.cipherSuites, 0x00ff) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := zzServer(t, srvCfg)
+			if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
+				t.Fatal(err)
+			}
+			r, ok := zzReadRecord(t, b)
+			if !ok || !r.hrr {
+				t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
+			}
+			h2 := *first
+			h2.random = append([]byte(nil), first.random...)
+			h2.keyShares = []keyShare{{group: CurveSM2, data: sm2Share(t)}}
+			tc.edit(&h2)
+			h2.raw = nil
+			ch2, err := h2.marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Write(rawRecord(recordTypeHandshake, ch2)); err != nil {
+				t.Fatal(err)
+			}
+			r, _ = zzReadRecord(t, b)
+			if r.typ != recordTypeAlert || r.alert != AlertIllegalParameter {
+				t.Fatalf("second ClientHello with a changed %s: server answered %v; want illegal_parameter (RFC 8446 §4.1.2)", tc.name, r)
+			}
+		})
+	}
+}
+
+// TestPreSharedKeyNotLastAlert — RFC 8446 §4.2.11: pre_shared_key "MUST
+// be the last extension in the ClientHello ... Servers MUST check that it
+// is the last extension and otherwise fail the handshake with an
+// "illegal_parameter" alert."
+//
+// clientHelloMsg.parseExtension turns an extension after pre_shared_key
+// into a parse failure, so readClientHello answers decode_error
+// ("malformed ClientHello"): the server refuses, but with the wrong alert,
+// which tells the peer (and the logs, metrics by alert) that its hello was
+// garbled rather than that it broke the PSK placement rule.
+func TestPreSharedKeyNotLastAlert(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	hello := zzHello(t, func(h *clientHelloMsg) {
+		h.pskModes = []uint8{pskModeDHE}
+		h.pskIdentities = []pskIdentity{{label: make([]byte, 48), obfuscatedTicketAge: 1}}
+		h.pskBinders = [][]byte{make([]byte, hashSize)}
+	})
+	// Append an empty extension of an unassigned type after pre_shared_key
+	// and fix the lengths of the extensions block and of the message.
+	hello = append(hello, 0x7a, 0x7a, 0, 0)
+	n := len(hello) - 4
+	hello[1], hello[2], hello[3] = byte(n>>16), byte(n>>8), byte(n)
+	p := 4 + 2 + 32
+	p += 1 + int(hello[p])                                        // legacy_session_id
+	p += 2 + int(binary.BigEndian.Uint16(hello[p:]))              // cipher_suites
+	p += 1 + int(hello[p])                                        // legacy_compression_methods
+	binary.BigEndian.PutUint16(hello[p:], uint16(len(hello)-p-2)) // extensions
+	var m clientHelloMsg
+	if m.unmarshal(hello) {
+		t.Fatal("test setup: the hello with an extension after pre_shared_key parses")
+	}
+	r := zzFirstReply(t, srvCfg, zzRecord(recordTypeHandshake, hello))
+	if r.typ != recordTypeAlert || r.alert != AlertIllegalParameter {
+		t.Fatalf("ClientHello with an extension after pre_shared_key: server answered %v; want illegal_parameter (RFC 8446 §4.2.11)", r)
+	}
+}
+
+// TestForbiddenExtensionInEncryptedExtensions — RFC 8446 §4.3.1: "The
+// client MUST check EncryptedExtensions for the presence of any forbidden
+// extensions and if any are found MUST abort the handshake with an
+// "illegal_parameter" alert" (and §4.2: an extension an implementation
+// recognizes in a message it is not specified for gets illegal_parameter).
+// key_share, pre_shared_key and supported_versions belong to ServerHello
+// only.
+//
+// encryptedExtensionsMsg.unmarshal lumps every extension but ALPN,
+// early_data, server_name and supported_groups into unknownExtensions,
+// and readServerParameters answers unsupported_extension — the alert for
+// an extension the client never offered, which these were (the client did
+// send key_share, pre_shared_key and supported_versions). The misbehaving
+// server thus learns the wrong reason. The server rewrites its
+// EncryptedExtensions before hashing, so both transcripts agree.
+func TestForbiddenExtensionInEncryptedExtensions(t *testing.T) {
+	for _, ext := range []struct {
+		name string
+		typ  uint16
+	}{{"key_share", extKeyShare}, {"supported_versions", extSupportedVersions}, {"pre_shared_key", extPreSharedKey}} {
+		t.Run(ext.name, func(t *testing.T) {
+			runMisbehaving(t, misCase{
+				name: "server-encrypted-extensions-with-" + ext.name, server: true, beforeHash: true,
+				msgs: onType(typeEncryptedExtensions, eeWith(ext.typ)), alert: AlertIllegalParameter,
+			})
+		})
+	}
+}
+
+// TestUnsolicitedServerNameAckRefused — RFC 8446 §4.2: "Implementations
+// MUST NOT send extension responses if the remote endpoint did not send
+// the corresponding extension requests ... Upon receiving such an
+// extension, an endpoint MUST abort the handshake with an
+// "unsupported_extension" alert." (RFC 6066 §3: the server's empty
+// server_name is an acknowledgement of the client's.)
+//
+// encryptedExtensionsMsg.unmarshal accepts a server_name acknowledgement
+// unconditionally ("acknowledgements / informational, allowed"), so a
+// client that sent no SNI (an IP address or no ServerName) lets a server
+// claim it used a name the client never gave. Here the client has no
+// ServerName (InsecureSkipVerify), and the server's EncryptedExtensions
+// carry server_name (rewritten before hashing: transcripts agree).
+func TestUnsolicitedServerNameAckRefused(t *testing.T) {
+	scfg, ccfg := testConfigs(t)
+	ccfg.ServerName, ccfg.InsecureSkipVerify = "", true
+	scfg.testHandshakeOut, scfg.testRewriteBeforeHash = onType(typeEncryptedExtensions, eeWith(extServerName)), true
+	a, b := tcpPair(t)
+	dl := time.Now().Add(10 * time.Second)
+	a.SetDeadline(dl)
+	b.SetDeadline(dl)
+	srv, cli := Server(a, scfg), Client(b, ccfg)
+	herr, merr, done := testpeer.RunMisbehaving(t, cli, srv, nil, 4, false)
+	if done {
+		return
+	}
+	testpeer.WantAlerts(t, herr, merr, AlertUnsupportedExtension, false)
+}
