@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,15 +53,7 @@ func h2Get(t *testing.T, fr *http2.Framer, stream uint32, path string) {
 // (http2.Server.WriteByteTimeout = send_timeout) closes it. HTTP/1.1 is
 // cut after send_timeout too (TestSendTimeout).
 func TestH2SendTimeoutClientNotReading(t *testing.T) {
-	chunk := strings.Repeat("x", 32<<10)
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for range 8192 { // up to 256 MiB
-			if _, err := io.WriteString(w, chunk); err != nil {
-				return
-			}
-		}
-	}))
-	t.Cleanup(backend.Close)
+	backend := longResponseBackend(t)
 	obs := newEventObserver()
 	cfg := proxyTo(addrOf(backend))
 	cfg.Limits.SendTimeout = 300 * time.Millisecond

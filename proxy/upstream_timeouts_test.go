@@ -306,16 +306,7 @@ func TestUpstreamWriteTimeout(t *testing.T) {
 // each write to the target, not set once per exchange (which answered 504
 // and charged the target the client's pauses).
 func TestWriteTimeoutNotChargedWithClientPauses(t *testing.T) {
-	addr := connBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := readWholeRequest(c, br)
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
-		}
-	})
+	addr := methodBackend(t)
 	cfg := proxyTo(addr)
 	cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
 	f := newFront(t, cfg, frontOpts{})
@@ -343,12 +334,7 @@ func TestWriteTimeoutNotChargedWithClientPauses(t *testing.T) {
 // than write_timeout to establish (connect and handshake have their own
 // timeouts) does not fail the request as a write timeout: 200.
 func TestWriteTimeoutNotChargedWithDial(t *testing.T) {
-	addr := connBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if req, err := readWholeRequest(c, br); err == nil {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
-		}
-	})
+	addr := methodBackend(t)
 	cfg := Config{
 		Upstreams: []UpstreamConfig{{Name: "u", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
 			// A handshake that takes 700ms (the hook returns a plain
@@ -386,12 +372,7 @@ func TestWriteTimeoutNotChargedWithDial(t *testing.T) {
 // sends no 100 (RFC 9110 §10.1.1 lets it) and reads the body once it
 // comes is not stalling, with a write_timeout under that second: 200.
 func TestWriteTimeoutNotChargedWithExpectContinue(t *testing.T) {
-	addr := connBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if req, err := readWholeRequest(c, br); err == nil {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
-		}
-	})
+	addr := methodBackend(t)
 	cfg := proxyTo(addr)
 	cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
 	f := newFront(t, cfg, frontOpts{})
@@ -441,12 +422,7 @@ func (c trickleConn) Write(p []byte) (int, error) {
 // it 384ms, more than the 300ms timeout: on a connection whose timed-out
 // write cannot resume, writes are bounded per 16 KiB record.
 func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
-	addr := connBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if req, err := readWholeRequest(c, br); err == nil {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
-		}
-	})
+	addr := methodBackend(t)
 	cfg := Config{
 		Upstreams: []UpstreamConfig{{Name: "u", Protocol: "tlcp", Targets: []TargetConfig{{Address: addr}},
 			DialTLSContext: func(ctx context.Context, network, a string) (net.Conn, error) {
@@ -473,4 +449,19 @@ func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("status %d (%q) for a POST to a target taking 1 KiB every 12ms (write_timeout 300ms); want 200: the target never went 300ms without taking more of the request", res.StatusCode, b)
 	}
+}
+
+// methodBackend answers every request, once its body is read whole, with
+// the request's method as the body.
+func methodBackend(t *testing.T) string {
+	return connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := readWholeRequest(c, br)
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
+		}
+	})
 }
