@@ -103,6 +103,13 @@ func connBackend(t testing.TB, serve func(net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveConns(t, ln, serve)
+}
+
+// serveConns serves each connection accepted on ln with serve on its own
+// goroutine, closing it after, until the test ends; it returns ln's
+// address.
+func serveConns(t testing.TB, ln net.Listener, serve func(net.Conn)) string {
 	t.Cleanup(func() { ln.Close() })
 	go acceptLoop(ln, func(c net.Conn) {
 		go func() {

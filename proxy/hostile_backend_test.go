@@ -574,14 +574,7 @@ func tlsConnBackend(t *testing.T, serve func(net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go acceptLoop(ln, func(c net.Conn) {
-		go func() {
-			defer c.Close()
-			serve(c)
-		}()
-	})
-	return ln.Addr().String()
+	return serveConns(t, ln, serve)
 }
 
 // TestConnectionCloseOptionsRemovedOverTLS: the fields a backend's

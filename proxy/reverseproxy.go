@@ -607,37 +607,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		if h1, ok := tr.(*h1Client); ok {
 			res, err = h1.roundTripHead(outreq, rs.passOn)
 		} else {
-			req := outreq
-			var sw *sendWatch
-			if body != nil && u.writeTimeout > 0 && u.speaksH2 {
-				req, sw = watchSend(outreq, u.writeTimeout)
-				body.send.Store(sw)
-			}
-			if u.ownTLS && len(outreq.Header["Upgrade"]) > 0 {
-				req = req.WithContext(context.WithValue(req.Context(), http1Only{}, true))
-			}
-			x := exchangeConn{watch: sw}
-			if u.scansHeads {
-				req = traceConn(req, &x)
-			}
-			res, err = tr.RoundTrip(req)
-			if err == nil {
-				if err = x.check(res); err != nil {
-					res.Body.Close()
-					res = nil
-				}
-			}
-			if sw != nil {
-				sw.stop()
-				if err != nil {
-					if sw.stalled.Load() {
-						err = errSendTimeout
-					}
-					sw.end()
-				} else {
-					rs.send = sw // its context is the response's
-				}
-			}
+			res, err = u.viaTransport(rs, tr, outreq, body)
 			// net/http's transports return the response as soon as it
 			// comes, and fail as soon as they see why, while their own
 			// goroutine may still be writing the request (its header,
@@ -716,6 +686,48 @@ func errString(err error) string {
 		return "no target left to try"
 	}
 	return err.Error()
+}
+
+// viaTransport sends outreq with net/http's transport tr. It bounds an
+// HTTP/2 target's taking of the body (sendWatch; its context, which the
+// response's body reads go on using, is ended with the handler through
+// rs.send), asks an alpnDialer for an HTTP/1.1 connection for an Upgrade,
+// and gives the response back the framing fields http.ReadResponse drops
+// (exchangeConn.check), refusing one with both Content-Length and
+// Transfer-Encoding.
+func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody) (*http.Response, error) {
+	req := outreq
+	var sw *sendWatch
+	if body != nil && u.writeTimeout > 0 && u.speaksH2 {
+		req, sw = watchSend(outreq, u.writeTimeout)
+		body.send.Store(sw)
+	}
+	if u.ownTLS && len(outreq.Header["Upgrade"]) > 0 {
+		req = req.WithContext(context.WithValue(req.Context(), http1Only{}, true))
+	}
+	x := exchangeConn{watch: sw}
+	if u.scansHeads {
+		req = traceConn(req, &x)
+	}
+	res, err := tr.RoundTrip(req)
+	if err == nil {
+		if err = x.check(res); err != nil {
+			res.Body.Close()
+			res = nil
+		}
+	}
+	if sw != nil {
+		sw.stop()
+		if err != nil {
+			if sw.stalled.Load() {
+				err = errSendTimeout
+			}
+			sw.end()
+		} else {
+			rs.send = sw // its context is the response's
+		}
+	}
+	return res, err
 }
 
 // responseFields is the number of field lines of res's head.
