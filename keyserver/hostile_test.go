@@ -391,6 +391,49 @@ func TestFrameWriterDeadlineBeforeFirstFlush(t *testing.T) {
 	}
 }
 
+// TestFrameWriterReturnsAfterItsFrameIsSent: of two writers in one burst,
+// the first buffers its frame and leaves the flush to the second; it does
+// not return (and the server does not release its in-flight slot) while
+// that flush is blocked on a peer that does not read, and both return once
+// the peer reads.
+func TestFrameWriterReturnsAfterItsFrameIsSent(t *testing.T) {
+	c1, c2 := net.Pipe() // c2 reads only when told
+	defer c1.Close()
+	defer c2.Close()
+	w := newFrameWriter(c1, 5*time.Second)
+	w.mu.Lock()
+	errc := make(chan error, 2)
+	for i := range 2 {
+		go func() { errc <- w.write(uint32(1+i), 0, make([]byte, 100), nil) }()
+	}
+	for i := 0; w.waiting.Load() < 2 && i < 500; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	if w.waiting.Load() != 2 {
+		t.Fatal("the two writers did not queue")
+	}
+	w.mu.Unlock()
+	select {
+	case err := <-errc:
+		t.Fatalf("a write returned (%v) while the flush carrying its frame is blocked", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	got := make([]byte, 2*(headerLen+100))
+	if _, err := io.ReadFull(c2, got); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Errorf("write to a peer that read it: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a write still blocked after the peer read both frames")
+		}
+	}
+}
+
 // TestReloadedClientCAsCutOpenConnections: a reload whose ClientCAs no
 // longer hold the CA of an open connection's certificate (a CA no longer
 // trusted) refuses that connection's next request; one whose ClientCAs

@@ -203,18 +203,26 @@ func (r *frameReader) next() (id uint32, typ byte, body []byte, err error) {
 
 // frameWriter writes frames from many goroutines: each frame is written
 // whole into a buffer, and the last writer of a burst flushes it, so
-// pipelined frames share TLS records and system calls.
+// pipelined frames share TLS records and system calls. A write returns
+// when the flush carrying its frame has ended, not when its frame is
+// buffered: a caller that holds something until its frame is sent (the
+// server's in-flight slot) holds it while another writer's flush of that
+// frame is blocked.
 type frameWriter struct {
 	c       net.Conn
 	timeout time.Duration // per flush
 	waiting atomic.Int32
 	mu      sync.Mutex
+	flushed sync.Cond // broadcast, under mu, when a flush ends
+	gen     uint64    // flushes ended; the buffer holds frames of flush gen+1
 	bw      *bufio.Writer
 	err     error
 }
 
 func newFrameWriter(c net.Conn, timeout time.Duration) *frameWriter {
-	return &frameWriter{c: c, timeout: timeout, bw: bufio.NewWriterSize(c, 16<<10)}
+	w := &frameWriter{c: c, timeout: timeout, bw: bufio.NewWriterSize(c, 16<<10)}
+	w.flushed.L = &w.mu
+	return w
 }
 
 // frameSize is the length field of a frame whose body is a || b.
@@ -226,8 +234,8 @@ func (w *frameWriter) write(id uint32, typ byte, a, b []byte) error {
 }
 
 // writeBy sends the frame id, typ, a || b, by deadline at the latest.
-// A writer waiting for the lock behind a blocked one waits as long as
-// that one's deadline at most: then the writer has failed for all.
+// A writer waiting behind a blocked one waits as long as that one's
+// deadline at most: then the writer has failed for all.
 func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []byte) error {
 	n := frameSize(a, b)
 	if n > MaxFrame {
@@ -240,6 +248,7 @@ func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []by
 	w.waiting.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	gen := w.gen
 	if w.err == nil {
 		// The deadline is set before the frame is buffered: a frame that
 		// overflows the buffer is written then, not at the flush, and must
@@ -250,7 +259,16 @@ func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []by
 		w.bw.Write(b)
 	}
 	if w.waiting.Add(-1) == 0 && w.err == nil {
+		// The last writer of the burst: it flushes for all of them.
 		w.err = w.bw.Flush()
+		w.gen++
+		w.flushed.Broadcast()
+		return w.err
+	}
+	// A writer that took the lock after this one is to flush this frame
+	// (waiting counted it before this one buffered), or a flush failed.
+	for w.gen == gen && w.err == nil {
+		w.flushed.Wait()
 	}
 	return w.err
 }
