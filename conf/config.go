@@ -244,6 +244,18 @@ type HTTPServer struct {
 	// answer to its upload get). A client over it gets GOAWAY with
 	// ENHANCE_YOUR_CALM and is disconnected. Default 100.
 	HTTP2MaxResetRate int `yaml:"http2_max_reset_rate"`
+	// MaxRequestsPerClient bounds the requests in progress at once from one
+	// client address (counted like max_connections_per_client: the address
+	// after PROXY protocol, IPv6 by /64) over all its connections on this
+	// listener and all their HTTP/2 streams, WebSocket and other upgraded
+	// connections included; a request beyond it is answered 429 at once,
+	// before its body is read, so that one address cannot hold the
+	// upstream connections and handlers of max_connections_per_client
+	// times max_concurrent_streams requests. The count survives reloads.
+	// With several workers each worker counts its own (a client can then
+	// have N times as many). 0 means unlimited. Default 1024 (as many as
+	// the default max_connections_per_client allows over HTTP/1.1).
+	MaxRequestsPerClient int `yaml:"max_requests_per_client"`
 }
 
 // Site is one virtual host: certificates per protocol, client

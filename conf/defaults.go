@@ -31,6 +31,7 @@ const (
 	DefaultReadHeaderTimeout       = 30 * time.Second
 	DefaultHTTPIdleTimeout         = 2 * time.Minute
 	DefaultMaxStreams              = 250
+	DefaultMaxRequestsPerClient    = 1024
 	DefaultBodyTimeout             = 60 * time.Second
 	DefaultSendTimeout             = 60 * time.Second
 	DefaultHTTP2MaxResetRate       = 100
@@ -125,6 +126,7 @@ func (h *HTTPServer) setDefaults() {
 	h.BodyTimeout = DefaultBodyTimeout
 	h.SendTimeout = DefaultSendTimeout
 	h.HTTP2MaxResetRate = DefaultHTTP2MaxResetRate
+	h.MaxRequestsPerClient = DefaultMaxRequestsPerClient
 }
 
 func (s *Site) setDefaults() { s.ClientAuth.Mode = ClientAuthNone }

@@ -256,6 +256,18 @@
 //     which a client's DATA frames still in flight after an early answer to
 //     its upload get). A client over it gets GOAWAY with ENHANCE_YOUR_CALM and
 //     is disconnected. Default 100.
+//   - max_requests_per_client (integer): max_requests_per_client bounds the
+//     requests in progress at once from one client address (counted like
+//     max_connections_per_client: the address after PROXY protocol, IPv6 by
+//     /64) over all its connections on this listener and all their HTTP/2
+//     streams, WebSocket and other upgraded connections included; a request
+//     beyond it is answered 429 at once, before its body is read, so that one
+//     address cannot hold the upstream connections and handlers of
+//     max_connections_per_client times max_concurrent_streams requests. The
+//     count survives reloads. With several workers each worker counts its own
+//     (a client can then have N times as many). 0 means unlimited. Default
+//     1024 (as many as the default max_connections_per_client allows over
+//     HTTP/1.1).
 //
 // # sites[]
 //

@@ -370,6 +370,9 @@ func (v *validator) listenerHTTP(h *HTTPServer, p string) {
 	if h.HTTP2MaxResetRate < 1 {
 		v.errf(p+".http2_max_reset_rate", "use for example 100", "http2_max_reset_rate must be at least 1")
 	}
+	if h.MaxRequestsPerClient < 0 {
+		v.errf(p+".max_requests_per_client", "use 0 for unlimited", "max_requests_per_client must not be negative")
+	}
 }
 
 // listenerSites checks the sites served on a listener and warns about listed

@@ -65,6 +65,7 @@ func benchLoopBody(b *testing.B, url string, body []byte) {
 // returns its address.
 func benchProxy(b *testing.B, be *httptest.Server) string {
 	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addrOf(be))}, Sites: oneSite(RouteConfig{PathPrefix: "/", Upstream: "u"})}
+	cfg.Limits.MaxRequestsPerClient = 1024 // the daemon's default
 	p, err := New(cfg, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)

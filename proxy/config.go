@@ -66,6 +66,14 @@ type LimitsConfig struct {
 	// GOAWAY (ENHANCE_YOUR_CALM) and is disconnected. Default
 	// DefaultHTTP2MaxResetRate (100).
 	HTTP2MaxResetRate int
+	// MaxRequestsPerClient bounds the requests in progress at once from
+	// one client address (frontdoor.ClientKey), over all its connections
+	// and HTTP/2 streams; a request beyond it gets 429 at once, before its
+	// body is read. 0 (the default) means unlimited.
+	MaxRequestsPerClient int
+	// ClientRequests is the table MaxRequestsPerClient counts in (shared by
+	// every configuration of a listener); nil: the proxy's own.
+	ClientRequests *ClientRequests
 }
 
 // SiteConfig is one virtual host.

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net"
 	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ type connInfo struct {
 	// limits are the limits of the connection's listener, nil: the
 	// proxy's own (ConnContextLimits).
 	limits *LimitsConfig
+	// client is the address max_requests_per_client counts the
+	// connection's requests by (valid when the peer address is IP).
+	client netip.Addr
 
 	tlsOnce sync.Once
 	tlsVals tlsValues
@@ -174,6 +178,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if sc, ok := c.(frontdoor.StateConn); ok {
 		ci.state, ci.hasState = sc.ConnState(), true
 	}
+	ci.client, _ = frontdoor.ClientKey(c.RemoteAddr())
 	return newConnContext(ctx, ci)
 }
 

@@ -352,6 +352,16 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ci := connInfoFrom(r.Context())
 	rs.ci = ci
 	p.initSend(rs, r)
+	if ci != nil && ci.client.IsValid() {
+		if l := p.limitsOf(ci); l.MaxRequestsPerClient > 0 {
+			if !l.ClientRequests.acquire(ci.client, l.MaxRequestsPerClient) {
+				s.errorResponse(rs, r, http.StatusTooManyRequests, "too many requests in progress from this address",
+					"client "+ci.client.String()+" has max_requests_per_client ("+strconv.Itoa(l.MaxRequestsPerClient)+") requests in progress")
+				return
+			}
+			defer l.ClientRequests.release(ci.client)
+		}
+	}
 	host := reqHost(r, ci)
 	if np, changed := normalPath(r.URL.Path); changed {
 		u := *r.URL

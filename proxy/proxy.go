@@ -151,6 +151,9 @@ func (l LimitsConfig) WithDefaults() LimitsConfig {
 	if l.MaxConcurrentStreams == 0 {
 		l.MaxConcurrentStreams = 250
 	}
+	if l.MaxRequestsPerClient > 0 && l.ClientRequests == nil {
+		l.ClientRequests = new(ClientRequests)
+	}
 	return l
 }
 

@@ -419,6 +419,7 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 			BodyTimeout:          offIfZero(l.HTTP.BodyTimeout),
 			SendTimeout:          offIfZero(l.HTTP.SendTimeout),
 			HTTP2MaxResetRate:    l.HTTP.HTTP2MaxResetRate,
+			MaxRequestsPerClient: l.HTTP.MaxRequestsPerClient,
 		},
 	}, err
 }

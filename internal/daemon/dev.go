@@ -105,6 +105,10 @@ func devConfig(dir, listen, backend string, p *devpki.PKI) *conf.Config {
 			ReadHeaderTimeout:    conf.DefaultReadHeaderTimeout,
 			IdleTimeout:          conf.DefaultHTTPIdleTimeout,
 			MaxConcurrentStreams: conf.DefaultMaxStreams,
+			BodyTimeout:          conf.DefaultBodyTimeout,
+			SendTimeout:          conf.DefaultSendTimeout,
+			HTTP2MaxResetRate:    conf.DefaultHTTP2MaxResetRate,
+			MaxRequestsPerClient: conf.DefaultMaxRequestsPerClient,
 		},
 	}}
 	cfg.Upstreams = []conf.Upstream{{

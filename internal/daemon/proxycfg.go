@@ -27,6 +27,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 			BodyTimeout:          offIfZero(h.BodyTimeout),
 			SendTimeout:          offIfZero(h.SendTimeout),
 			HTTP2MaxResetRate:    h.HTTP2MaxResetRate,
+			MaxRequestsPerClient: h.MaxRequestsPerClient,
 		}
 	}
 	if p := cfg.AccessLog.Path; p != "" && p != "off" {

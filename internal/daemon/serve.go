@@ -32,6 +32,9 @@ type HTTPLimits struct {
 	// applied to the requests of this listener's connections.
 	BodyTimeout, SendTimeout time.Duration
 	HTTP2MaxResetRate        int
+	// MaxRequestsPerClient is proxy.LimitsConfig's, counted in the
+	// listener's table (which outlives the sets).
+	MaxRequestsPerClient int
 }
 
 // ConnHandler takes over a connection instead of HTTP (TCP stream sites).
@@ -62,6 +65,10 @@ type listener struct {
 	sets   map[*httpSet]struct{} // every set with connections (or current)
 	closed bool
 	done   chan struct{} // closed when Serve returned
+
+	// requests counts the requests in progress of each client over every
+	// set (max_requests_per_client).
+	requests proxy.ClientRequests
 }
 
 // httpSet is one pair of HTTP servers with the same limits.
@@ -100,6 +107,7 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout,
 		MaxConcurrentStreams: lim.MaxConcurrentStreams,
 		BodyTimeout:          lim.BodyTimeout, SendTimeout: lim.SendTimeout, HTTP2MaxResetRate: lim.HTTP2MaxResetRate,
+		MaxRequestsPerClient: lim.MaxRequestsPerClient, ClientRequests: &l.requests,
 	}.WithDefaults()
 	s.h1 = &h1server.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),
