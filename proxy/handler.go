@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
@@ -363,6 +365,15 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	host := reqHost(r, ci)
+	if r.Host == "" {
+		// HTTP/1.0 without Host, an empty Host, h2 without :authority:
+		// the backend gets the host the request was routed by (SNI, else
+		// the site's first name; RFC 9112 §3.3), never its own address.
+		if host == "" {
+			host = s.firstName()
+		}
+		r.Host = host
+	}
 	if np, changed := normalPath(r.URL.Path); changed {
 		u := *r.URL
 		u.Path, u.RawPath = np, ""
@@ -383,6 +394,14 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the target unframed (net/http writes a CONNECT body as is), where
 		// a target that refused it would read it as the next request.
 		s.errorResponse(rs, r, http.StatusNotImplemented, "CONNECT is not supported", "CONNECT to "+r.Host+": a reverse proxy opens no tunnels")
+	case !httpguts.ValidHeaderFieldName(r.Method):
+		// x/net/http2 takes any :method; one with a space or a '/' would
+		// write another request line to the target than the one routed.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "method "+strconv.Quote(r.Method)+" is not a token (RFC 9110 §9.1)")
+	case !targetOK(r):
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "request target "+strconv.Quote(r.RequestURI)+" is not an absolute path (RFC 9112 §3.2)")
+	case r.Host == "" && rt != nil && rt.up != nil:
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "the request names no host and the site has no name to give the target")
 	case r.Host != "" && !ValidAuthority(r.Host):
 		// A Host, absolute-form authority or h2 :authority that names no
 		// host as a site could (RFC 9110 §7.2) is refused: it would
@@ -415,6 +434,42 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.forward(rs, r, rt)
 	}
+}
+
+// targetOK reports whether r's request-target may go to a target: an
+// absolute path (origin-form, or absolute-form with one; RFC 9112 §3.2.1),
+// or "*" for OPTIONS (§3.2.4), without a byte a request line cannot carry
+// (space, controls, DEL: an h2 :path may hold them). An opaque target
+// ("x:admin/secret", "http:admin") has no path to route by, and frameworks
+// read it as the path the routes did not see.
+func targetOK(r *http.Request) bool {
+	u := r.URL
+	switch {
+	case u.Opaque != "":
+		return false
+	case u.Path == "*":
+		if r.Method != http.MethodOptions {
+			return false
+		}
+	case u.Path != "" && u.Path[0] != '/':
+		return false
+	}
+	for i := 0; i < len(r.RequestURI); i++ {
+		if c := r.RequestURI[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// firstName returns the site's first exact server name, "" without one.
+func (s *site) firstName() string {
+	for _, n := range s.names {
+		if !strings.HasPrefix(n, "*.") {
+			return n
+		}
+	}
+	return ""
 }
 
 // misdirected answers 421 to a request whose Host names the site other

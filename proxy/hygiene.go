@@ -42,17 +42,27 @@ var alwaysStripped = []string{
 // TrustedOnlyRequestHeaders lists, in canonical form, request headers
 // gmproxy does not set but that backends and frameworks take as what a
 // proxy in front of them saw: the client's address (True-Client-IP,
-// CF-Connecting-IP...), the original port, scheme or path prefix
-// (X-Forwarded-Port: Spring, Tomcat's RemoteIpValve; X-Forwarded-Prefix),
-// the URL before a rewrite (X-Original-URL, X-Rewrite-URL: IIS, older
-// Symfony and Zend, which route by them, past the proxy's path rules).
-// They reach a backend only from a trusted proxy (trusted_proxies): a
-// client's copy is removed, as is any of them spelled with '_'.
+// CF-Connecting-IP, Client-IP: the common PHP get_client_ip idiom reads it
+// first; WL-Proxy-Client-IP: WebLogic behind its proxy plugin...), the
+// client's certificate and cipher (Tomcat's SSLValve: ssl_client_cert,
+// ssl_cipher...; Envoy's X-Forwarded-Client-Cert, Traefik's
+// X-Forwarded-Tls-Client-Cert, IIS ARR's X-ARR-ClientCert), the original
+// port, scheme or path prefix (X-Forwarded-Port: Spring, Tomcat's
+// RemoteIpValve; X-Forwarded-Prefix), the URL before a rewrite
+// (X-Original-URL, X-Rewrite-URL: IIS, older Symfony and Zend, which route
+// by them, past the proxy's path rules). They reach a backend only from a
+// trusted proxy (trusted_proxies): a client's copy is removed, as is any
+// of them spelled with '_'.
 var TrustedOnlyRequestHeaders = []string{
 	"X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl",
 	"X-Forwarded-Prefix", "X-Forwarded-Uri", "X-Original-Url", "X-Rewrite-Url",
+	"X-Forwarded", "Forwarded-For", "X-Forwarded-By",
 	"True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip",
 	"Fastly-Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr",
+	"Client-Ip", "Cluster-Client-Ip", "Proxy-Client-Ip", "Wl-Proxy-Client-Ip", "X-Proxyuser-Ip",
+	"Ssl-Client-Cert", "Ssl-Cipher", "Ssl-Session-Id", "Ssl-Cipher-Usekeysize",
+	"X-Forwarded-Client-Cert", "X-Forwarded-Tls-Client-Cert", "X-Forwarded-Tls-Client-Cert-Info",
+	"X-Arr-Clientcert", "X-Ssl-Cert", "X-Client-Cert",
 }
 
 // setHeaderFold holds the names of SetRequestHeaders, Forwarded and
