@@ -98,4 +98,3 @@ func (b *lenientBackend) all() []string {
 	defer b.mu.Unlock()
 	return append([]string(nil), b.reqs...)
 }
-
