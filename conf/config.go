@@ -874,7 +874,8 @@ type Admin struct {
 	// Address is host:port, or "off" to disable the admin listener.
 	// Default 127.0.0.1:9100.
 	Address string `yaml:"address"`
-	// Pprof serves /debug/pprof/. Default false.
+	// Pprof serves /debug/pprof/ (with workers, the supervisor's own, and
+	// worker N's under /workers/N/debug/pprof/). Default false.
 	Pprof bool `yaml:"pprof"`
 	// ControlAddress, when set, serves POST /reload on this address only
 	// (host:port, or unix:/path for a Unix socket) and not on Address, so

@@ -839,7 +839,9 @@
 //
 //   - address (string): address is host:port, or "off" to disable the admin
 //     listener. Default 127.0.0.1:9100.
-//   - pprof (boolean): pprof serves /debug/pprof/. Default false.
+//   - pprof (boolean): pprof serves /debug/pprof/ (with workers, the
+//     supervisor's own, and worker N's under /workers/N/debug/pprof/). Default
+//     false.
 //   - control_address (string): ControlAddress, when set, serves POST /reload
 //     on this address only (host:port, or unix:/path for a Unix socket) and
 //     not on Address, so that whoever may scrape /metrics cannot reload.

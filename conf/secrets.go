@@ -87,3 +87,19 @@ func envPassword(name string) ([]byte, bool) {
 	}
 	return append([]byte{}, pw...), true
 }
+
+// PasswordEnviron returns the key passwords this process took from its
+// environment (and removed from it), as NAME=value entries for the
+// environment of a process it starts to read the same configuration: the
+// supervisor gives them to each worker it starts, which takes them from
+// its own environment in turn. Only the variables read are passed, not
+// every one the configuration could name later.
+func PasswordEnviron() []string {
+	envPasswords.mu.Lock()
+	defer envPasswords.mu.Unlock()
+	env := make([]string, 0, len(envPasswords.m))
+	for name, pw := range envPasswords.m {
+		env = append(env, name+"="+string(pw))
+	}
+	return env
+}

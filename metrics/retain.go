@@ -17,6 +17,27 @@ type ConfigNames struct {
 	KeyServers []string
 }
 
+// Keep returns what Retain keeps of the series for configuration n: a
+// series whose listener, site, route, upstream, target or key_server label
+// has a value n does not name (other than Other and None) is dropped. A
+// process that sums other processes' series (the supervisor of workers)
+// drops what it kept of theirs by it.
+func (n ConfigNames) Keep() func(label, value string) bool {
+	var upstreams, targets []string
+	for u, ts := range n.Upstreams {
+		upstreams = append(upstreams, u)
+		targets = append(targets, ts...)
+	}
+	sets := map[string]map[string]bool{
+		"listener": set(n.Listeners...), "site": set(n.Sites...), "route": set(n.Routes...),
+		"upstream": set(upstreams...), "target": set(targets...), "key_server": set(n.KeyServers...),
+	}
+	return func(label, value string) bool {
+		s, named := sets[label]
+		return !named || value == Other || value == None || s[value]
+	}
+}
+
 // Retain makes the exported series follow a new configuration: series
 // whose listener, site, route, upstream, target or key_server label names
 // something the configuration no longer has are deleted (and the name no

@@ -28,6 +28,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 // Restart back-off of a worker that died: it doubles from restartMin up to
@@ -225,6 +226,10 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 		}
 	}
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, envWorkerConfig+"="+filepath.Join(s.dir, workerConfigFile), "GOMAXPROCS=1")
+	// The key passwords the supervisor took from its environment
+	// (key_password_env) when it read the configuration: the worker reads
+	// the same configuration, and removes them from its environment too.
+	cmd.Env = append(cmd.Env, conf.PasswordEnviron()...)
 	// Inherited files: descriptor 3 is ExtraFiles[0].
 	if s.shm != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, s.shm)
@@ -566,7 +571,59 @@ func (s *supervisor) adminMux(cfg *conf.Config, reload func() error) *http.Serve
 	if reload != nil {
 		mux.Handle("POST /reload", controlHandler(cfg, cfg.Admin.Address, reload))
 	}
+	if cfg.Admin.Pprof {
+		// The supervisor's own, and each worker's (which serves the
+		// requests) under /workers/N/.
+		metrics.MountPprof(mux)
+		mux.HandleFunc("GET /workers/{i}/debug/pprof/{what...}", s.workerPprof)
+	}
 	return mux
+}
+
+// maxProfileSeconds bounds the seconds of a worker's CPU profile or trace
+// asked through the supervisor.
+const maxProfileSeconds = 600
+
+// workerPprof answers GET /workers/N/debug/pprof/...: worker N's
+// /debug/pprof/... with the same query, within the seconds a profile or
+// trace asks for (30 by default, as net/http/pprof) and 30 more.
+func (s *supervisor) workerPprof(w http.ResponseWriter, r *http.Request) {
+	i, err := strconv.Atoi(r.PathValue("i"))
+	if err != nil || i < 0 || i >= s.n {
+		http.NotFound(w, r)
+		return
+	}
+	sec := 30
+	if v := r.URL.Query().Get("seconds"); v != "" {
+		if sec, err = strconv.Atoi(v); err != nil || sec < 0 || sec > maxProfileSeconds {
+			http.Error(w, "seconds: want 0 to "+strconv.Itoa(maxProfileSeconds), http.StatusBadRequest)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(sec+30)*time.Second)
+	defer cancel()
+	u := "http://worker" + strconv.Itoa(i) + "/debug/pprof/" + r.PathValue("what")
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for _, k := range []string{"Content-Type", "Content-Disposition", "X-Content-Type-Options"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, io.LimitReader(resp.Body, 256<<20))
 }
 
 // died handles a worker's exit: during shutdown it is expected; otherwise
@@ -587,6 +644,11 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 		return false
 	}
 	delay := min(restartMin<<max(quick-1, 0), restartMax)
+	if s.clientsTable != nil {
+		// Its connections closed with it: other workers must not refuse
+		// a client for them while the restart waits (up to restartMax).
+		s.clientsTable.ClearWorker(p.index)
+	}
 	s.log.Error("worker died: restarting it", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode, "after", delay)
 	p.quick = quick
 	restart(p.index, delay)
@@ -631,6 +693,7 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		if next != nil && (err == nil || errors.As(err, &split)) {
 			applyReloaded(log, lv, levelFlag, formatFlag, cfg, next, cfg.Admin.Address)
 			cfg = next
+			s.counted.retain(configNames(next))
 		}
 		return err
 	}

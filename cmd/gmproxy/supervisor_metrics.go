@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 // mergeRule says how the values of one series from several workers
@@ -186,6 +188,45 @@ func (c *cumulative) update(procs []*workerProc, scraped []map[string]*dto.Metri
 		}
 	}
 	return append(out, c.retired)
+}
+
+// retain drops from the sums kept of workers (gone ones, and the last
+// exposition of live ones) the series of listeners, sites, routes,
+// upstreams, targets and key servers that configuration n no longer has,
+// as each worker's metrics.Retain does with its own. The maps are
+// replaced, not changed: an update's result may still be being merged.
+func (c *cumulative) retain(n metrics.ConfigNames) {
+	keep := n.Keep()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired != nil {
+		c.retired = keptFamilies(c.retired, keep)
+	}
+	for p, fams := range c.last {
+		c.last[p] = keptFamilies(fams, keep)
+	}
+}
+
+// keptFamilies returns the series of fams whose every label keep keeps,
+// in new families (fams is not changed).
+func keptFamilies(fams map[string]*dto.MetricFamily, keep func(label, value string) bool) map[string]*dto.MetricFamily {
+	out := make(map[string]*dto.MetricFamily, len(fams))
+	for name, f := range fams {
+		var ms []*dto.Metric
+	series:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if !keep(lp.GetName(), lp.GetValue()) {
+					continue series
+				}
+			}
+			ms = append(ms, m)
+		}
+		if len(ms) > 0 {
+			out[name] = &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type, Unit: f.Unit, Metric: ms}
+		}
+	}
+	return out
 }
 
 // cumulativeOnly returns the families of fams whose values only grow.

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/metrics"
+)
+
+// TestWorkersTakeKeyPasswordFromEnv: a site whose encrypted keys take
+// their password from key_password_env starts in worker mode, as with
+// workers: 1. The supervisor reads the configuration first, which removes
+// the variable from its environment; the workers get the password from
+// it. With admin.pprof, a worker's profiles are served through the
+// supervisor under /workers/N/debug/pprof/.
+func TestWorkersTakeKeyPasswordFromEnv(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "pki-tongsuo"))
+	y := fmt.Sprintf(`workers: 2
+listeners:
+  - address: %[1]s
+    protocols: [tlcp]
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp:
+      sign_cert: %[3]s/server_sign.crt
+      sign_key: %[3]s/server_sign.gmssl.key.pem
+      enc_cert: %[3]s/server_enc.crt
+      enc_key: %[3]s/server_enc.gmssl.key.pem
+      key_password_env: GMPROXY_TEST_KEY_PW
+    routes: [{respond: {status: 200, body: ok}}]
+admin:
+  address: %[2]s
+  pprof: true
+access_log: {path: "off"}
+shutdown_grace: 2s
+`, listen, admin, pki)
+	if err := os.WriteFile(cfgPath, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cmd := startGmproxy(t, &logs, cfgPath, "GMPROXY_TEST_KEY_PW=P@ssw0rd")
+	exited := make(chan struct{})
+	var werr error
+	go func() { werr = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	ready := false
+	for deadline := time.Now().Add(30 * time.Second); !ready && time.Now().Before(deadline); {
+		select {
+		case <-exited:
+			t.Fatalf("gmproxy (workers: 2) with key_password_env exited (%v) instead of serving:\n%s", werr, lastLines(logs.String(), 8))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := hc.Get("http://" + admin + "/readyz"); err == nil {
+			resp.Body.Close()
+			ready = resp.StatusCode == 200
+		}
+	}
+	if !ready {
+		t.Fatalf("gmproxy not ready in 30 s:\n%s", lastLines(logs.String(), 8))
+	}
+	for _, path := range []string{"/debug/pprof/cmdline", "/workers/1/debug/pprof/cmdline"} {
+		resp, err := hc.Get("http://" + admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "run") {
+			t.Errorf("GET %s with admin.pprof: %d %q, want 200 and the command line", path, resp.StatusCode, b)
+		}
+	}
+	resp, err := hc.Get("http://" + admin + "/workers/1/debug/pprof/profile?seconds=100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a worker profile of 100000 s: %d, want 400", resp.StatusCode)
+	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// TestSupervisorPprofOnlyWhenOn: the supervisor's admin listener serves
+// /debug/pprof/ when admin.pprof is on, and not otherwise.
+func TestSupervisorPprofOnlyWhenOn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		cfg := conf.Default()
+		cfg.Admin.Address = "127.0.0.1:9100"
+		cfg.Admin.Pprof = on
+		s := &supervisor{n: 2}
+		mux := s.adminMux(cfg, nil)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1:9100/debug/pprof/", nil))
+		if want := map[bool]int{false: 404, true: 200}[on]; rec.Code != want {
+			t.Errorf("GET /debug/pprof/ with admin.pprof %v: %d, want %d", on, rec.Code, want)
+		}
+	}
+}
+
+// TestRetiredSeriesFollowReload: the sums the supervisor keeps of dead
+// workers lose the series of a site a reload removed, as the live
+// workers' own do, and keep the others.
+func TestRetiredSeriesFollowReload(t *testing.T) {
+	old := `# TYPE gmproxy_http_requests_total counter
+gmproxy_http_requests_total{site="old",route="/",method="GET",code="2xx"} 5
+gmproxy_http_requests_total{site="kept",route="/",method="GET",code="2xx"} 1
+`
+	after := `# TYPE gmproxy_http_requests_total counter
+gmproxy_http_requests_total{site="kept",route="/",method="GET",code="2xx"} 3
+`
+	parse := func(s string) map[string]*dto.MetricFamily {
+		f, err := parseMetrics(strings.NewReader(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	var c cumulative
+	a, b := &workerProc{index: 0}, &workerProc{index: 1}
+	c.update([]*workerProc{a, b}, []map[string]*dto.MetricFamily{parse(old), parse(old)})
+	// Worker a dies and is replaced; its counts are kept.
+	a2 := &workerProc{index: 0}
+	c.update([]*workerProc{a2, b}, []map[string]*dto.MetricFamily{parse(after), parse(old)})
+	// A reload removes site "old".
+	c.retain(metrics.ConfigNames{Sites: []string{"kept"}, Routes: []string{"/"}})
+	var sb strings.Builder
+	writeFamilies(&sb, mergeFamilies(c.update([]*workerProc{a2, b}, []map[string]*dto.MetricFamily{parse(after), parse(after)})))
+	got := sb.String()
+	if strings.Contains(got, `site="old"`) {
+		t.Errorf("a site removed by a reload still exported by the supervisor:\n%s", got)
+	}
+	// kept: 3 + 3 from the live workers, 1 from the dead one.
+	if !strings.Contains(got, `gmproxy_http_requests_total{site="kept",route="/",method="GET",code="2xx"} 7`) {
+		t.Errorf("the kept site's sum lost the dead worker's count:\n%s", got)
+	}
+}
+
+// TestDeadWorkerCountsClearedAtDeath: a worker that dies has no
+// connections left: its per-client counts leave the shared table when its
+// death is seen, not when its replacement starts (up to restartMax later),
+// so other workers do not refuse a client for connections that are gone.
+func TestDeadWorkerCountsClearedAtDeath(t *testing.T) {
+	if !clientshare.Supported {
+		t.Skip("no shared client table here")
+	}
+	f, err := clientshare.Create(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := clientshare.Map(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, _ := tab.Worker(0)
+	w1, _ := tab.Worker(1)
+	client := netip.MustParseAddr("192.0.2.7")
+	if _, v := w0.Admit("l", client, 1, 0); v != clientshare.Admitted {
+		t.Fatalf("first admit: %v", v)
+	}
+	if _, v := w1.Admit("l", client, 1, 0); v != clientshare.TooManyConns {
+		t.Fatalf("second connection of a client with max 1 on another worker: %v, want refused", v)
+	}
+	dead := &workerProc{index: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}, started: time.Now().Add(-time.Hour), exited: make(chan struct{})}
+	close(dead.exited)
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), clientsTable: tab, procs: []*workerProc{dead, {index: 1}}}
+	var due time.Duration
+	if !s.died(dead, func(i int, after time.Duration) { due = after }) {
+		t.Fatal("supervisor gave up")
+	}
+	if _, v := w1.Admit("l", client, 1, 0); v != clientshare.Admitted {
+		t.Fatalf("after worker 0 died (restart due in %v), worker 1 refuses the client (%v): the dead worker's connection still counts", due, v)
+	}
+}
+
+// TestWorkersReloadDropsRetiredSeries: the supervisor's /metrics keeps a
+// dead worker's counts (totals do not go down), but a reload that removes
+// a route drops that route's series from them too, as the live workers
+// drop their own.
+func TestWorkersReloadDropsRetiredSeries(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeConfig(t, cfgPath, "workers: 2\n", listen, admin, "[{name: gone, path_prefix: /, respond: {status: 200, body: a}}]", "shutdown_grace: 5s\n")
+	r := startWorkerRun(t, cfgPath, admin)
+	roots := testRoots(t)
+	for i := 0; r.workerCounter(0, "gmproxy_http_requests_total", `route="gone"`) == 0; i++ {
+		if i == 40 {
+			t.Fatal("40 requests, none served by worker 0")
+		}
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, _, err := read(); err != nil || code != 200 {
+			t.Fatalf("GET /: %d %v", code, err)
+		}
+	}
+	merged := func() string {
+		code, body := r.get("/metrics")
+		if code != 200 {
+			t.Fatalf("/metrics: %d %s", code, body)
+		}
+		return body
+	}
+	merged() // the supervisor sees worker 0's count
+	old := r.workers()[0].PID
+	syscall.Kill(old, syscall.SIGKILL)
+	r.waitFor("worker 0 started again and ready", func() bool {
+		ws := r.workers()
+		return len(ws) == 2 && ws[0].PID != old && ws[0].Ready
+	})
+	if !strings.Contains(merged(), `route="gone"`) {
+		t.Fatal("the dead worker's requests of route gone are not in the supervisor's /metrics")
+	}
+	writeConfig(t, cfgPath, "workers: 2\n", listen, admin, "[{name: kept, path_prefix: /, respond: {status: 200, body: b}}]", "shutdown_grace: 5s\n")
+	res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("reload: %d", res.StatusCode)
+	}
+	if m := merged(); strings.Contains(m, `route="gone"`) {
+		t.Errorf("route gone, removed by the reload, still in the supervisor's /metrics:\n%s", grepLines(m, `route="gone"`))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
