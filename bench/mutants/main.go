@@ -1247,16 +1247,40 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		pkgs = append(pkgs, p)
 	}
 	sort.Strings(pkgs)
+	// The baselines, one package per copy at a time.
+	var (
+		bmu   sync.Mutex
+		berrs []string
+		bnext = make(chan string)
+		bwg   sync.WaitGroup
+	)
+	for _, dir := range scratches {
+		bwg.Add(1)
+		go func() {
+			defer bwg.Done()
+			for p := range bnext {
+				start := time.Now()
+				out, failed, err := testPackage(dir, env, binOf(dir), p, strings.Join(filters[p], "|"))
+				bmu.Lock()
+				switch {
+				case err != nil:
+					berrs = append(berrs, fmt.Sprintf("baseline %s: %v\n%s", p, err, out))
+				case failed:
+					berrs = append(berrs, fmt.Sprintf("baseline %s: the selected tests fail without a mutant:\n%s", p, out))
+				default:
+					fmt.Printf("baseline ok  %-34s %5.1fs\n", p, time.Since(start).Seconds())
+				}
+				bmu.Unlock()
+			}
+		}()
+	}
 	for _, p := range pkgs {
-		start := time.Now()
-		out, failed, err := testPackage(scratches[0], env, binOf(scratches[0]), p, strings.Join(filters[p], "|"))
-		if err != nil {
-			return fmt.Errorf("baseline %s: %v\n%s", p, err, out)
-		}
-		if failed {
-			return fmt.Errorf("baseline %s: the selected tests fail without a mutant:\n%s", p, out)
-		}
-		fmt.Printf("baseline ok  %-34s %5.1fs\n", p, time.Since(start).Seconds())
+		bnext <- p
+	}
+	close(bnext)
+	bwg.Wait()
+	if len(berrs) > 0 {
+		return errors.New(strings.Join(berrs, "\n"))
 	}
 
 	var (
