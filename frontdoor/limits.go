@@ -19,7 +19,11 @@ type peerHeader interface {
 
 // ClientKey is the address per-client limits count by: the IPv4 address, or
 // the /64 prefix of an IPv6 address (one subscriber usually holds a whole
-// /64). ok is false for addresses that are not IP (pipes, Unix sockets).
+// /64), except that an address of the NAT64 well-known prefix
+// 64:ff9b::/96 (RFC 6052, an IPv6-only edge behind a NAT64 or SIIT-DC
+// translator) counts as the IPv4 client it embeds, not as one /64 of all
+// of them. ok is false for addresses that are not IP (pipes, Unix
+// sockets).
 func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
 	var ap netip.AddrPort
 	switch a := a.(type) {
@@ -35,11 +39,18 @@ func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
 		return netip.Addr{}, false
 	}
 	if ip.Is6() {
+		if nat64WellKnown.Contains(ip) {
+			b := ip.As16()
+			return netip.AddrFrom4([4]byte(b[12:])), true
+		}
 		p, _ := ip.Prefix(64)
 		ip = p.Addr()
 	}
 	return ip, true
 }
+
+// nat64WellKnown is RFC 6052's well-known prefix, 64:ff9b::/96.
+var nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
 
 // client is one client address's share of a listener: counted in this
 // process's table, or in the workers' shared one (shared, in slot).

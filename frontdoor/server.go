@@ -434,7 +434,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	default:
 		return fail(Reasoned(ReasonUnknownProto, fmt.Errorf("handshake: unrecognised first bytes (%s)", sn.kind)))
 	}
-	st.Site = site.Name
+	st.Site, st.ClientAuthPolicy = site.Name, site.ClientAuthPolicy
 
 	est, err := hs.Handshake(ctx, rc, sn.hello)
 	// rc lives as long as the connection: let the first flight go.
@@ -445,7 +445,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	raw.SetDeadline(time.Time{})
 	est.Conn.SetDeadline(time.Time{})
 	ps := est.State
-	ps.Listener, ps.Site, ps.HandshakeStart = st.Listener, st.Site, start
+	ps.Listener, ps.Site, ps.ClientAuthPolicy, ps.HandshakeStart = st.Listener, st.Site, st.ClientAuthPolicy, start
 	if ps.Family == "" {
 		ps.Family = st.Family
 	}

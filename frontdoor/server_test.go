@@ -150,7 +150,8 @@ func tlsSites(t *testing.T) (*Sites, *x509.CertPool) {
 	pool.AddCert(certB.Leaf)
 	pool.AddCert(certD.Leaf)
 	mk := func(name string, c tls.Certificate, names ...string) *Site {
-		return &Site{Name: name, ServerNames: names, TLS: TLSHandshaker(&tls.Config{Certificates: []tls.Certificate{c}, NextProtos: []string{"h2", "http/1.1"}})}
+		return &Site{Name: name, ServerNames: names, TLS: TLSHandshaker(&tls.Config{Certificates: []tls.Certificate{c}, NextProtos: []string{"h2", "http/1.1"}}),
+			ClientAuthPolicy: "policy of " + name}
 	}
 	def := mk("default", certD, "default.example.cn")
 	return NewSites([]*Site{mk("a", certA, "a.example.cn"), mk("b", certB, "*.b.example.cn"), def}, def), pool
@@ -187,6 +188,10 @@ func TestServerTLSBySNI(t *testing.T) {
 			ev := obs.next(t)
 			if ev.Err != nil || ev.State.Site != tt.want || ev.State.Cipher == "" {
 				t.Errorf("event %+v", ev)
+			}
+			// The connection carries its site's client authentication.
+			if ev.State.ClientAuthPolicy != "policy of "+tt.want {
+				t.Errorf("ClientAuthPolicy %q, want that of site %s", ev.State.ClientAuthPolicy, tt.want)
 			}
 		})
 	}

@@ -53,6 +53,11 @@ type Site struct {
 	TLS13SMStrict bool
 	// TLS answers every other TLS hello (crypto/tls, RSA/ECDSA certificates).
 	TLS Handshaker
+	// ClientAuthPolicy names the site's client authentication (its mode
+	// and CAs; "" without one): connections carry the value their
+	// handshake met (ConnState.ClientAuthPolicy), so that what serves
+	// them after a reload can tell whether the site still asks the same.
+	ClientAuthPolicy string
 }
 
 // Sites selects a site by SNI: exact names first, then one-label wildcards,

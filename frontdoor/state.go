@@ -50,6 +50,10 @@ type ConnState struct {
 
 	HandshakeStart    time.Time
 	HandshakeDuration time.Duration
+
+	// ClientAuthPolicy is the client authentication the handshake met:
+	// the site's Site.ClientAuthPolicy then.
+	ClientAuthPolicy string
 }
 
 // StateConn is implemented by connections that carry a ConnState.

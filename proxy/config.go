@@ -104,6 +104,13 @@ type SiteConfig struct {
 	// client certificates. A request whose Host names another site than
 	// the handshake's gets 421 when either of them has ClientAuth.
 	ClientAuth bool
+	// ClientAuthPolicy names the site's client authentication as
+	// frontdoor.Site.ClientAuthPolicy does. With ClientAuth, a request on
+	// a connection whose handshake met another policy (a reload changed
+	// the mode or the CAs since) gets 421 and the connection is closed:
+	// the client connects again and its certificate is checked as the
+	// site now asks.
+	ClientAuthPolicy string
 }
 
 // RouteConfig matches requests and says what to do with them. Exactly one

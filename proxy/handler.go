@@ -45,6 +45,8 @@ type site struct {
 	// clientAuth: the site's handshakes request or require client
 	// certificates.
 	clientAuth bool
+	// clientAuthPolicy: SiteConfig.ClientAuthPolicy.
+	clientAuthPolicy string
 }
 
 type hostMode uint8
@@ -150,7 +152,7 @@ func (o *headerOps) names(k string) bool {
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
-	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM, clientAuth: sc.ClientAuth}
+	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy}
 	for _, n := range sc.ServerNames {
 		s.names = append(s.names, frontdoor.NormalizeName(n))
 	}
@@ -472,20 +474,15 @@ func (s *site) firstName() string {
 	return ""
 }
 
-// misdirected answers 421 to a request whose Host names the site other
-// while the connection's handshake was made for s (Proxy.misdirectedHost),
-// or (other == s) to a request on a connection whose site is gone.
-func (s *site) misdirected(w http.ResponseWriter, r *http.Request, other *site) {
+// misdirected answers 421 to a request the connection's handshake cannot
+// serve (Proxy.ServeHTTP), for the reason why.
+func (s *site) misdirected(w http.ResponseWriter, r *http.Request, why string) {
 	rs := getReqState(w)
 	rs.start = time.Now()
 	rs.site = s
 	s.p.obs.RequestStarted(s.name)
 	defer s.finish(rs, r)
 	rs.ci = connInfoFrom(r.Context())
-	why := "Host names site " + other.name + " on a connection made for site " + s.name + ", and one of them authenticates clients"
-	if other == s {
-		why = "the connection was made for a site a reload removed or renamed, and a site authenticates clients"
-	}
 	s.errorResponse(rs, r, http.StatusMisdirectedRequest, "this connection cannot serve that host; connect with its name", why)
 }
 
@@ -562,9 +559,10 @@ func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, wh
 	clear(h)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if (code == http.StatusRequestTimeout || r.Method == http.MethodConnect) && r.ProtoMajor == 1 {
+	if (code == http.StatusRequestTimeout || code == http.StatusMisdirectedRequest || r.Method == http.MethodConnect) && r.ProtoMajor == 1 {
 		// The rest of the body is not read; a CONNECT's client may already
-		// be sending what it meant for the tunnel.
+		// be sending what it meant for the tunnel; a misdirected request's
+		// client is to connect again.
 		h.Set("Connection", "close")
 	}
 	rs.w.WriteHeader(code)

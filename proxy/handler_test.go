@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -397,10 +398,11 @@ func TestMisdirectedToClientAuthSite(t *testing.T) {
 		{"open", "api.secure.test.:8443", true, 421},
 		{"secure", "secure.test.", true, 200},
 		// A connection made for a site a reload removed or renamed: its
-		// handshake met no site's policy that still exists.
+		// handshake met no site's policy that still exists, and which
+		// listener's sites it may reach is not known either.
 		{"gone", "open.test", true, 421},
 		{"gone", "secure.test", true, 421},
-		{"gone", "secure.test", false, 200},
+		{"gone", "secure.test", false, 421},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/auth=%v", tc.connSite, tc.host, tc.secureAuth), func(t *testing.T) {
 			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: sites(tc.secureAuth)}
@@ -438,6 +440,43 @@ func TestMisdirectedSiteNames(t *testing.T) {
 			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: tc.connSite, Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3"}})
 			if code, body, _ := get(t, testClient(t), f.url+"/", "Host", tc.host); code != tc.want {
 				t.Errorf("Host %s on a connection for %s: status %d (%.100q), want %d", tc.host, tc.connSite, code, body, tc.want)
+			}
+		})
+	}
+}
+
+// TestClientAuthPolicyChangedGets421: a connection whose handshake met
+// another client authentication than its site has now (a reload changed
+// the mode or the CAs) gets 421 and, over HTTP/1.1, is closed; one that
+// met the same is served, as is any connection of a site that no longer
+// authenticates clients.
+func TestClientAuthPolicyChangedGets421(t *testing.T) {
+	e := echoBackend(t)
+	for _, tc := range []struct {
+		name             string
+		siteAuth         bool
+		sitePolicy, conn string
+		want             int
+	}{
+		{"same policy", true, "require:aa", "require:aa", 200},
+		{"CAs changed", true, "require:bb", "require:aa", 421},
+		{"auth added", true, "require:bb", "", 421},
+		{"auth removed", false, "", "require:aa", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+				Sites: []SiteConfig{{Name: "s", ServerNames: []string{"s.test"}, ClientAuth: tc.siteAuth, ClientAuthPolicy: tc.sitePolicy, Routes: []RouteConfig{{Upstream: "e"}}}}}
+			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "s", ClientAuthPolicy: tc.conn, Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3"}})
+			res, c, br := rawExchange(t, f.addr, "GET / HTTP/1.1\r\nHost: s.test\r\n\r\n")
+			if res.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", res.StatusCode, tc.want)
+			}
+			if tc.want != 421 {
+				return
+			}
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: s.test\r\n\r\n")
+			if _, err := http.ReadResponse(br, nil); err == nil {
+				t.Errorf("the connection serves another request after its 421")
 			}
 		})
 	}

@@ -248,41 +248,48 @@ func (p *Proxy) Handler(site string) http.Handler {
 // ServeHTTP dispatches to the site named by the connection's handshake
 // state, else the first site whose names match Host, else the first site.
 //
-// A request whose Host names another configured site than the one the
-// handshake chose gets 421 (Misdirected Request, RFC 9110 §15.5.20) when
-// either site has client authentication: the handshake checked (or did
-// not ask for) a client certificate under the first site's policy only.
+// Misdirected requests get 421 (Misdirected Request, RFC 9110
+// §15.5.20), after which the client connects again: a request whose Host
+// names another configured site than the one the handshake chose, when
+// either site has client authentication (the handshake checked, or did
+// not ask for, a client certificate under the first site's policy only);
+// a request on a connection whose site a reload removed or renamed
+// (nothing says which of today's sites, on which listener, the handshake
+// was made for); and one on a connection whose site's client
+// authentication a reload changed (its certificate, or its lack of one,
+// was checked under the old mode or CAs).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s, other := p.siteFor(r)
-	if other != nil {
-		s.misdirected(w, r, other)
+	s, why := p.siteFor(r)
+	if why != "" {
+		s.misdirected(w, r, why)
 		return
 	}
 	s.ServeHTTP(w, r)
 }
 
-// siteFor returns the site that serves r, and the other site Host names
-// when r must be refused as misdirected (misdirectedHost).
-func (p *Proxy) siteFor(r *http.Request) (*site, *site) {
+// siteFor returns the site that serves r, and why r must be refused as
+// misdirected ("" when it is not).
+func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 	ci := connInfoFrom(r.Context())
 	if ci != nil && ci.state.Site != "" {
-		if s := p.siteByName[ci.state.Site]; s != nil {
-			return s, p.misdirectedHost(s, r, ci)
+		s := p.siteByName[ci.state.Site]
+		switch {
+		case s == nil:
+			return p.sites[0], "the connection was made for a site a reload removed or renamed"
+		case s.clientAuth && s.clientAuthPolicy != ci.state.ClientAuthPolicy:
+			return s, "the site's client authentication changed (a reload) after this connection's handshake"
 		}
-		if p.anyClientAuth && len(p.sites) > 1 {
-			// The connection's site is gone (a reload renamed or removed
-			// it): nothing says which site's policy its handshake met, so
-			// it serves no site where one authenticates clients; the
-			// client connects again, under today's configuration.
-			return p.sites[0], p.sites[0]
+		if h := p.misdirectedHost(s, r, ci); h != nil {
+			return s, "Host names site " + h.name + " on a connection made for site " + s.name + ", and one of them authenticates clients"
 		}
+		return s, ""
 	}
 	if len(p.sites) > 1 {
 		if s := p.siteByHost(reqHost(r, ci)); s != nil {
-			return s, nil
+			return s, ""
 		}
 	}
-	return p.sites[0], nil
+	return p.sites[0], ""
 }
 
 // siteByHost returns the site whose name is host, else the first site

@@ -475,7 +475,7 @@ func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Clie
 		alpn = []string{"h2", "http/1.1"}
 	}
 	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys}
-	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames}
+	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s)}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {
 			env.Logger.Warn("TLCP is configured but this build has no TLCP engine", "site", s.Name)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -166,4 +167,15 @@ func ticketObserver(obs frontdoor.SessionObserver, family string) func(record.Ti
 			}
 		}
 	}
+}
+
+// clientAuthPolicy names site s's client authentication, its mode and
+// CAs ("" without one): after a reload that changes it, a connection whose
+// handshake met the old one gets 421 and connects again
+// (proxy.SiteConfig.ClientAuthPolicy).
+func clientAuthPolicy(s *conf.Site) string {
+	if s.ClientAuth.Mode == conf.ClientAuthNone || s.ClientAuth.Mode == "" {
+		return ""
+	}
+	return s.ClientAuth.Mode + ":" + hex.EncodeToString(tls13sm.CertificatesFingerprint(s.Material.ClientCAs))
 }

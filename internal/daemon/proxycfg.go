@@ -38,7 +38,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone}
+		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone, ClientAuthPolicy: clientAuthPolicy(s)}
 		for _, r := range s.Routes {
 			sc.TLSInfoHeaders = sc.TLSInfoHeaders || r.TLSInfoHeaders
 			sc.ClientCertHeaders = sc.ClientCertHeaders || r.ClientCertHeaders
