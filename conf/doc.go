@@ -1015,9 +1015,11 @@
 //
 //   - name (string): name identifies the key in clients[].keys, the audit log
 //     and the metrics. Default: the key file's name without folder and
-//     extension (a second key in the same file gets "-2", and so on).
-//   - key (string): key is a PEM file of SM2 private keys (PKCS#8, SEC 1 or
-//     encrypted PKCS#8; several keys in one file are all served). Required.
+//     extension.
+//   - key (string): key is a PEM file of one SM2 private key (PKCS#8, SEC 1 or
+//     encrypted PKCS#8). A file of several keys is refused: the roles given
+//     here would be every key's, and a signing key beside an encryption key
+//     would decrypt. Required.
 //   - cert (string): cert is the certificate of the key, checked to match when
 //     given. Default: none.
 //   - roles (list of strings): roles are the operations the key may run: sign,

@@ -287,6 +287,12 @@ func (v *validator) servedKeys(f *KeyServerFile) map[string]bool {
 			continue
 		}
 		keys := v.servedKeyFile(k, p)
+		if len(keys) > 1 {
+			// The roles (from cert or roles) would be every key's: a
+			// signing key beside an encryption key would decrypt.
+			v.errf(p+".key", "put each key in its own file, in its own keys[] entry with its cert or roles", "key file %q holds %d keys; a keys[] entry serves one key, with the roles given for it", k.Key, len(keys))
+			keys = nil
+		}
 		if keys == nil {
 			if k.Name != "" {
 				known[k.Name] = true
@@ -311,17 +317,14 @@ func (v *validator) servedKeys(f *KeyServerFile) map[string]bool {
 		if base == "" {
 			base = strings.TrimSuffix(filepath.Base(k.Key), filepath.Ext(k.Key))
 		}
-		for j, sk := range keys {
+		for _, sk := range keys {
 			id := string(sk.PublicKey.X.Bytes()) + "|" + string(sk.PublicKey.Y.Bytes())
 			if prev, dup := seen[id]; dup {
-				v.warnf(p+".key", "remove the repetition", "key %d of %q is already served (%s)", j+1, k.Key, prev)
+				v.warnf(p+".key", "remove the repetition", "the key of %q is already served (%s)", k.Key, prev)
 				continue
 			}
 			seen[id] = p
 			name := base
-			if j > 0 {
-				name = fmt.Sprintf("%s-%d", base, j+1)
-			}
 			if prev, dup := names[name]; dup {
 				v.errf(p+".name", "give every key a distinct name: name: NAME", "key name %q is also used by %s", name, prev)
 				continue

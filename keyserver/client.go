@@ -163,8 +163,17 @@ func (c *Client) call(ctx context.Context, op Op, keyID []byte, payload []byte) 
 		defer func() { <-c.slots }()
 	}
 	var last error
-	for _, e := range c.order() {
-		out, err := e.call(ctx, op, keyID, payload)
+	eps := c.order()
+	for i, e := range eps {
+		// With a healthy endpoint to fail over to, an attempt has half
+		// the time left: one that answers pings but not operations
+		// (stuck, overloaded) must leave time for the next.
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok && i+1 < len(eps) && !eps[i+1].isDown() {
+			actx, cancel = context.WithDeadlineCause(ctx, time.Now().Add(time.Until(dl)/2), errAttemptTimeout)
+		}
+		out, err := e.call(actx, op, keyID, payload)
+		cancel()
 		if err == nil || !failover(err) {
 			return out, err
 		}
@@ -252,6 +261,15 @@ func (c *Client) ctxErr(parent, ctx context.Context, what string) error {
 // errDial marks a failure to connect.
 var errDial = errors.New("connecting")
 
+// errAttemptTimeout ends an attempt on one endpoint that took half an
+// operation's time, so that the next endpoint gets the rest.
+var errAttemptTimeout = errors.New("key server: no answer within half the operation's time")
+
+// errNoAnswer is the failure of an operation whose answer did not come
+// within its time (or its attempt's): its endpoint is marked down, and
+// its connection closed when nothing at all came back on it meanwhile.
+var errNoAnswer = errors.New("no answer from the key server")
+
 // endpoint is one address with its connections and health.
 type endpoint struct {
 	Endpoint
@@ -264,6 +282,12 @@ type endpoint struct {
 	down     bool
 	failures int
 	retry    time.Time
+}
+
+func (e *endpoint) isDown() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.down
 }
 
 func (e *endpoint) retryAt() time.Time {
@@ -285,7 +309,7 @@ func (e *endpoint) call(ctx context.Context, op Op, keyID, payload []byte) ([]by
 		if errors.As(err, &te) && !fresh && attempt == 0 && ctx.Err() == nil {
 			continue // a stale connection (say, closed for idleness)
 		}
-		if errors.As(err, &te) && ctx.Err() == nil {
+		if errors.As(err, &te) && (ctx.Err() == nil || errors.Is(err, errNoAnswer)) {
 			e.markDown(err)
 		}
 		return out, err
@@ -637,10 +661,16 @@ func (mc *muxConn) do(ctx context.Context, op Op, keyID, payload []byte) ([]byte
 		if waiting {
 			answerChans.Put(ch) // no answer will be sent on it
 		}
-		if mc.reads.Load() == reads && context.Cause(ctx) == ErrTimeout {
-			// Nothing came back on this connection while the operation
-			// waited for its whole timeout: it is stuck.
-			mc.close(os.ErrDeadlineExceeded)
+		if cause := context.Cause(ctx); cause == ErrTimeout || cause == errAttemptTimeout {
+			if mc.reads.Load() == reads {
+				// Nothing came back on this connection while the
+				// operation waited for its whole time: it is stuck.
+				mc.close(os.ErrDeadlineExceeded)
+			}
+			// Either way its endpoint left an operation unanswered (one
+			// that answers pings only is no better): marked down, so
+			// that operations go to the others first.
+			return nil, &transportError{errNoAnswer}
 		}
 		return nil, ctx.Err()
 	}

@@ -91,7 +91,14 @@ func (k *RemoteKey) DecryptContext(ctx context.Context, _ io.Reader, msg []byte,
 	if opts != nil {
 		return nil, errors.New("key server: only default SM2 decryption options are supported")
 	}
-	return k.client.call(ctx, OpDecrypt, k.id[:], msg)
+	out, err := k.client.call(ctx, OpDecrypt, k.id[:], msg)
+	var ke *Error
+	if err != nil && !(errors.As(err, &ke) && ke.Code == CodeFailed) && !errors.Is(err, errRequestTooLarge) {
+		// Not the key server's verdict on the ciphertext (CodeFailed),
+		// nor its length: the key could not be used.
+		err = fmt.Errorf("%w: %w", smkey.ErrKeyUnavailable, err)
+	}
+	return out, err
 }
 
 // SM2KeyAgree implements smkey.KeyAgreement.

@@ -430,19 +430,20 @@ func (l *refusalLog) allow(reason string, now time.Time) (int, bool) {
 // and returns the connection's client with the policy that named it and
 // its verified certificate chain as sent (nil on a Unix socket), or nil
 // after refusing it.
-func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []*x509.Certificate) {
+func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []*x509.Certificate, time.Time) {
 	hsTimeout, _ := s.timeouts()
 	deadline := time.Now().Add(hsTimeout)
 	c.SetDeadline(deadline)
 	var cert *x509.Certificate
 	var chain []*x509.Certificate
+	var notAfter time.Time
 	if tc, ok := c.(*tls.Conn); ok {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
 			s.refused(RefusedHandshake, c, err.Error())
-			return nil, nil, nil
+			return nil, nil, nil, time.Time{}
 		}
 		// The identity is taken from a certificate the TLS layer verified
 		// only: a tls.Config that asks for a certificate without verifying
@@ -450,34 +451,41 @@ func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []
 		st := tc.ConnectionState()
 		if len(st.PeerCertificates) == 0 || len(st.VerifiedChains) == 0 {
 			s.refused(RefusedIdentity, c, "no verified client certificate")
-			return nil, nil, nil
+			return nil, nil, nil, time.Time{}
 		}
 		chain = st.PeerCertificates
 		cert = chain[0]
+		notAfter = chainsEnd(st.VerifiedChains)
 	}
 	v, _, err := readHello(br)
 	switch {
 	case errors.Is(err, errV1):
 		s.refused(RefusedVersion, c, "protocol version 1 client")
 		c.Write(appendV1Error(nil, fmt.Sprintf("key server protocol version %d: this client speaks version 1; upgrade gmproxy to the key server's release", Version)))
-		return nil, nil, nil
+		return nil, nil, nil, time.Time{}
 	case err != nil:
 		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
-		return nil, nil, nil
+		return nil, nil, nil, time.Time{}
 	}
 	if v != Version {
 		s.refused(RefusedVersion, c, fmt.Sprintf("client speaks protocol version %d, server %d", v, Version))
 		c.Write(appendHello(nil, Version))
-		return nil, nil, nil
+		return nil, nil, nil, time.Time{}
 	}
 	if _, err := c.Write(appendHello(nil, Version)); err != nil {
 		s.refused(RefusedHandshake, c, "greeting: "+err.Error())
-		return nil, nil, nil
+		return nil, nil, nil, time.Time{}
 	}
 	p := s.policy.Load()
 	var cp *clientPolicy
 	if p != nil {
 		cp = p.identify(cert)
+	}
+	if cp != nil && cert != nil && !p.verifies(chain) {
+		// The TLS layer verified the chain against the client CAs of
+		// the policy its handshake began under; a reload since may have
+		// distrusted that CA.
+		cp = nil
 	}
 	if cp == nil {
 		who := "a connection without TLS"
@@ -487,17 +495,36 @@ func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []
 		s.refused(RefusedIdentity, c, who)
 		w := newFrameWriter(c, writeTimeout)
 		w.write(0, byte(CodeForbidden), []byte("client identity not in the key server's allow-list"), nil)
-		return nil, nil, nil
+		return nil, nil, nil, time.Time{}
 	}
 	c.SetDeadline(time.Time{})
-	return cp, p, chain
+	return cp, p, chain, notAfter
+}
+
+// chainsEnd returns when the longest-lasting of the verified chains stops
+// being valid: when the first of its certificates, a CA's included,
+// expires.
+func chainsEnd(chains [][]*x509.Certificate) time.Time {
+	var end time.Time
+	for _, chain := range chains {
+		e := chain[0].NotAfter
+		for _, c := range chain[1:] {
+			if c.NotAfter.Before(e) {
+				e = c.NotAfter
+			}
+		}
+		if e.After(end) {
+			end = e
+		}
+	}
+	return end
 }
 
 // serveConn serves c; identified is called once the greeting ends.
 func (s *Server) serveConn(c net.Conn, identified func()) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 16<<10)
-	cp, pol, chain := s.greet(c, br)
+	cp, pol, chain, notAfter := s.greet(c, br)
 	identified()
 	if cp == nil {
 		return
@@ -564,9 +591,10 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 		case why != "":
 		case cp == nil:
 			why = "client removed from the allow-list"
-		case cert != nil && time.Now().After(cert.NotAfter):
-			// Verified at the handshake; a connection does not outlive it.
-			why = "client certificate expired"
+		case cert != nil && time.Now().After(notAfter):
+			// Verified at the handshake; a connection does not outlive
+			// its chain, the CAs' certificates included.
+			why = "client certificate or one of its CAs expired"
 		}
 		if why != "" {
 			s.finish(client, request{op: Op(typ), keyName: "unknown", code: CodeForbidden}, 0)

@@ -140,6 +140,11 @@ func (ka *serverKeyAgreement) processClientKeyExchange(ctx context.Context, rand
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if errors.Is(err, smkey.ErrKeyUnavailable) {
+		// The key could not be used, whatever the ciphertext (a remote
+		// key server down or refusing): no oracle to hide.
+		return nil, wrapErr(AlertInternalError, "decrypting the ClientKeyExchange", err)
+	}
 	good := 0
 	if err == nil && len(pm) == 48 {
 		good = subtle.ConstantTimeByteEq(pm[0], VersionTLCP>>8) & subtle.ConstantTimeByteEq(pm[1], VersionTLCP&0xff)

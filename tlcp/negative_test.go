@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/x509/pkix"
@@ -18,6 +19,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/record"
+	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
 // genCA makes a throwaway SM2 CA.
@@ -557,5 +559,44 @@ func TestECCPreMasterNoOracle(t *testing.T) {
 	got, err := ka.processClientKeyExchange(context.Background(), rand.Reader, u16Vector(bytes.Repeat([]byte{0x30}, 150)), nil)
 	if err != nil || len(got) != 48 {
 		t.Fatalf("garbage: %v", err)
+	}
+}
+
+// failingDecrypter is an encryption key whose decryptions fail with err.
+type failingDecrypter struct {
+	crypto.Signer
+	err error
+}
+
+func (k failingDecrypter) Decrypt(io.Reader, []byte, crypto.DecrypterOpts) ([]byte, error) {
+	return nil, k.err
+}
+
+// TestECCDecryptKeyUnavailable: an ECC ClientKeyExchange whose
+// decryption fails because the key cannot be used (smkey.ErrKeyUnavailable:
+// a remote key server down) fails the handshake with internal_error; any
+// other decryption failure, which may say something of the ciphertext,
+// goes on with a random pre-master and fails at Finished.
+func TestECCDecryptKeyUnavailable(t *testing.T) {
+	p := loadPKI(t)
+	for _, tc := range []struct {
+		name     string
+		err      error
+		internal bool
+	}{
+		{"key unavailable", fmt.Errorf("%w: key server down", smkey.ErrKeyUnavailable), true},
+		{"decryption failed", errors.New("sm2: decryption error"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cert := p.server
+			cert.EncKey = failingDecrypter{Signer: p.server.EncKey.(crypto.Signer), err: tc.err}
+			scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
+			cerr, serr := handshakePair(t, scfg, p.clientConfig())
+			var ae *AlertError
+			internal := errors.As(serr, &ae) && !ae.Remote && ae.Alert == AlertInternalError
+			if serr == nil || internal != tc.internal {
+				t.Errorf("server error %v (client %v): internal_error %v, want %v", serr, cerr, internal, tc.internal)
+			}
+		})
 	}
 }

@@ -62,6 +62,14 @@ func Sign(ctx context.Context, k crypto.Signer, rand io.Reader, digest []byte, o
 	return k.Sign(rand, digest, opts)
 }
 
+// ErrKeyUnavailable is wrapped by a decryption error that says nothing of
+// the ciphertext: the key could not be used (a remote key server down,
+// refusing, too slow). A TLCP server fails the handshake with
+// internal_error then, instead of going on with a random pre-master as
+// after a bad ciphertext, which would report a key server that is down as
+// a client's bad Finished.
+var ErrKeyUnavailable = errors.New("the private key is unavailable")
+
 // Decrypt calls DecryptContext when k implements ContextDecrypter, else k.Decrypt.
 func Decrypt(ctx context.Context, k crypto.Decrypter, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	if cd, ok := k.(ContextDecrypter); ok {
