@@ -251,7 +251,7 @@ var mutants = []mutant{
 		"if p := s.policy.Load(); p != pol {", "if p := s.policy.Load(); false && p != pol {",
 		"TestReloadReidentifiesOpenConnections"},
 	{"keyserver: an open connection outlives its client certificate", "keyserver/server.go",
-		"case cert != nil && time.Now().After(cert.NotAfter):", "case false && cert != nil && time.Now().After(cert.NotAfter):",
+		"case cert != nil && time.Now().After(notAfter):", "case false && cert != nil && time.Now().After(notAfter):",
 		"TestExpiredCertificateEndsAccess"},
 	{"keyserver: a removed client's refused request not audited", "keyserver/server.go",
 		"s.finish(client, request{op: Op(typ), keyName: \"unknown\", code: CodeForbidden}, 0)", "",
