@@ -115,6 +115,14 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		if err == io.ErrUnexpectedEOF {
 			c.sendAlert(AlertDecodeError)
 		}
+		if err == io.EOF && c.isClient {
+			// The stream ended without close_notify (RFC 5246 §7.2.1): a
+			// truncation, which a client must not take for the end of what
+			// the server sent (RFC 9112 §9.8: a response delimited by the
+			// close is complete only after close_notify). A server keeps
+			// io.EOF: its clients' requests delimit themselves.
+			err = io.ErrUnexpectedEOF
+		}
 		return c.in.setErr(err)
 	}
 	typ := recordType(t)

@@ -455,7 +455,9 @@ func (hs *clientHandshakeState) saveSession() {
 	case len(hs.ticket) > 0:
 		s.ticket, s.sessionID = hs.ticket, nil
 		if hs.ticketLifetime > 0 {
-			s.lifetime = hs.ticketLifetime
+			// The server's hint may shorten the client's own bound on
+			// resumption, never lengthen it (RFC 5077 §3.3: a hint).
+			s.lifetime = min(hs.ticketLifetime, s.lifetime)
 		}
 	case len(hs.sh.sessionID) > 0 && !hs.resumed():
 		s.sessionID, s.ticket = hs.sh.sessionID, nil

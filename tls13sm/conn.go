@@ -238,7 +238,11 @@ func (c *Conn) readRecord() error {
 	}
 	typ, vers, n, err := c.core.Rd.Header(c.core.Raw)
 	if err != nil {
-		if err == io.EOF && !c.core.HandshakeComplete() {
+		if err == io.EOF && (!c.core.HandshakeComplete() || c.isClient) {
+			// Before the handshake ends, or on a client (RFC 8446 §6.1,
+			// RFC 9112 §9.8: a response delimited by the close is
+			// complete only after close_notify), the stream's end without
+			// close_notify is a truncation.
 			err = io.ErrUnexpectedEOF
 		}
 		return c.readFailed(err)
@@ -270,9 +274,12 @@ func (c *Conn) readRecord() error {
 		return c.useless1()
 	}
 
-	// A plaintext alert is accepted only during the handshake (a peer that
-	// failed before deriving keys sends one).
-	if c.in.aead != nil && (typ != recordTypeAlert || c.core.HandshakeComplete()) {
+	// A plaintext alert is accepted under keys only by a server during the
+	// handshake before any protected record came (a client that failed on
+	// the ServerHello sends one before deriving keys); a client's peer
+	// protects everything after its ServerHello (§5.2, §6).
+	plainAlertOK := typ == recordTypeAlert && !c.isClient && !c.core.HandshakeComplete() && c.in.seq == 0
+	if c.in.aead != nil && !plainAlertOK {
 		if typ != recordTypeApplicationData {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "plaintext record of type %d after keys were set", typ))
 		}

@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/proxy"
@@ -49,7 +52,7 @@ func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
 			if c.NoClientExtensions {
 				c.NextProtos = nil
 			}
-			c.ClientSessionCache = env.store("tlcp-client/"+u.Name, func() any { return tlcp.NewLRUClientSessionCache(256) }).(tlcp.ClientSessionCache)
+			c.ClientSessionCache = env.store("tlcp-client/"+u.Name+"/"+presentedIdentity(m.Sign, m.Enc), func() any { return tlcp.NewLRUClientSessionCache(256) }).(tlcp.ClientSessionCache)
 			if m.Sign != nil && m.Enc != nil {
 				c.Certificates = []tlcp.Certificate{{
 					SignCertificate: m.Sign.DER(), SignKey: m.Sign.Key,
@@ -72,7 +75,7 @@ func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
 				CipherSuites:       m.Suites,
 				NextProtos:         []string{"http/1.1"},
 			}
-			c.ClientSessionCache = env.store("tls13sm-client/"+u.Name, func() any { return tls13sm.NewLRUClientSessionCache(256) }).(tls13sm.ClientSessionCache)
+			c.ClientSessionCache = env.store("tls13sm-client/"+u.Name+"/"+presentedIdentity(m.ClientCert), func() any { return tls13sm.NewLRUClientSessionCache(256) }).(tls13sm.ClientSessionCache)
 			if kp := m.ClientCert; kp != nil {
 				c.Certificates = []tls13sm.Certificate{{Certificate: kp.DER(), PrivateKey: kp.Key, Leaf: kp.Leaf()}}
 			}
@@ -112,4 +115,22 @@ func smDial(connect time.Duration, client func(raw net.Conn, host string) handsh
 		}
 		return c, nil
 	}
+}
+
+// presentedIdentity names the client certificates an upstream presents (""
+// without any): its client session cache outlives reloads under the
+// upstream's name and this, so that a session made with one identity is
+// never resumed after a reload changed or removed it (the backend would
+// still see the old certificate).
+func presentedIdentity(pairs ...*conf.KeyPair) string {
+	var certs []*smx509.Certificate
+	for _, kp := range pairs {
+		if l := kp.Leaf(); l != nil {
+			certs = append(certs, l)
+		}
+	}
+	if len(certs) == 0 {
+		return ""
+	}
+	return hex.EncodeToString(tls13sm.CertificatesFingerprint(certs))
 }

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
+)
+
+// truncatingSMBackend serves one close-delimited HTTP/1.1 response per
+// connection (no Content-Length, no chunked coding, "Connection: close")
+// over TLCP or TLS 1.3-SM. With notify the TLS layer is closed properly
+// (close_notify); without, the TCP connection is closed under it, as an
+// on-path attacker injecting a FIN would do: the response is truncated.
+func truncatingSMBackend(t *testing.T, proto string, notify bool) (string, *UpstreamTLSConfig) {
+	p, caPool, inner := smBackendFixture(t)
+	var wrap func(net.Conn) interface {
+		net.Conn
+		Handshake() error
+	}
+	var ctls *UpstreamTLSConfig
+	switch proto {
+	case "tlcp":
+		cert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &tlcp.Config{Certificates: []tlcp.Certificate{cert}, ClientCAs: caPool, ClientAuth: tlcp.RequireAndVerifyClientCert}
+		wrap = func(c net.Conn) interface {
+			net.Conn
+			Handshake() error
+		} {
+			return tlcp.Server(c, cfg)
+		}
+		ctls = tlcpClientTLS(p)
+	default:
+		cert, err := tls13sm.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{cert}, ClientCAs: caPool, ClientAuth: tls13sm.RequireAndVerifyClientCert}
+		wrap = func(c net.Conn) interface {
+			net.Conn
+			Handshake() error
+		} {
+			return tls13sm.Server(c, cfg)
+		}
+		ctls = tls13smClientTLS(p, "TLS_SM4_GCM_SM3")
+	}
+	addr := serveConns(t, inner, func(raw net.Conn) {
+		raw.SetDeadline(time.Now().Add(10 * time.Second))
+		c := wrap(raw)
+		if err := c.Handshake(); err != nil {
+			return
+		}
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n")
+		io.WriteString(c, "balance: 100") // the real body would go on: "0000 CNY"
+		time.Sleep(50 * time.Millisecond)
+		if notify {
+			c.Close()
+		} else {
+			raw.Close() // TCP FIN, no close_notify
+		}
+	})
+	return addr, ctls
+}
+
+// TestTruncatedUpstreamResponseNotCompleted: a response with neither
+// chunked coding nor Content-Length is complete only if close_notify came
+// (RFC 9112 §9.8). A TLCP or TLS 1.3-SM target whose TCP connection ends
+// without it (an injected FIN) gives a truncated body: the proxy's client
+// sees its response cut, not a complete 200 ("balance: 100" of "balance:
+// 1000000 CNY"); with close_notify the same response is complete.
+func TestTruncatedUpstreamResponseNotCompleted(t *testing.T) {
+	for _, proto := range []string{"tlcp", "tls13sm"} {
+		t.Run(proto, func(t *testing.T) {
+			// Control: with close_notify the same response is complete.
+			{
+				addr, ctls := truncatingSMBackend(t, proto, true)
+				f := newFront(t, smProxyTo("gm", proto, addr, ctls), frontOpts{})
+				if code, body, _ := get(t, testClient(t), f.url+"/"); code != 200 || body != "balance: 100" {
+					t.Fatalf("control (close_notify sent): %d %q", code, body)
+				}
+			}
+			addr, ctls := truncatingSMBackend(t, proto, false)
+			f := newFront(t, smProxyTo("gm", proto, addr, ctls), frontOpts{})
+			c := testClient(t)
+			res, err := c.Get(f.url + "/")
+			if err != nil {
+				return // refused before the head: not completed either
+			}
+			defer res.Body.Close()
+			body, rerr := io.ReadAll(res.Body)
+			if rerr == nil {
+				t.Errorf("%s target closed the TCP connection without close_notify in a close-delimited body; the proxy passed the truncated body %q on as a complete %d response", proto, body, res.StatusCode)
+			}
+		})
+	}
+}
