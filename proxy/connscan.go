@@ -33,6 +33,10 @@ type scanConn struct {
 // NetConn returns the connection scanned (for closeWrite and alive).
 func (c *scanConn) NetConn() net.Conn { return c.Conn }
 
+// CloseWrite half-closes the connection underneath: net/http's upgraded
+// body calls it, and a tunnel passes a client's half-close on so.
+func (c *scanConn) CloseWrite() error { return closeWriteOf(c.Conn) }
+
 func (c *scanConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {

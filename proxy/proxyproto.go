@@ -364,6 +364,17 @@ func (c *ProxyConn) RemoteAddr() net.Addr {
 	return c.Conn.RemoteAddr()
 }
 
+// LocalAddr is the address the client connected to, from the header when
+// there was one (the load balancer's, not this socket's): a TCP stream's
+// PROXY header towards its target names it as the destination.
+func (c *ProxyConn) LocalAddr() net.Addr {
+	c.once.Do(c.readHeader)
+	if c.hdr != nil && !c.hdr.Local && c.hdr.Destination != nil {
+		return c.hdr.Destination
+	}
+	return c.Conn.LocalAddr()
+}
+
 // ReadPeerHeader reads the header if that was not done yet and returns the
 // error reading it failed with (frontdoor.Server reads it this way before
 // applying per-client limits to the address it names).

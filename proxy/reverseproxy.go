@@ -412,7 +412,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 			actx = httptrace.WithClientTrace(ctx, rs.trace.t)
 		}
 	}
-	outreq := rs.newOutgoing(r, actx)
+	outreq := rs.newOutgoing(r, rt, actx)
 	if r.ContentLength != 0 && !noBody {
 		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs, r)}
 		if outreq.Trailer = rt.outgoingTrailer(r.Trailer); outreq.Trailer != nil {
@@ -421,10 +421,6 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		outreq.Body = body
 		defer body.handlerDone()
 	}
-	if rt.host == hostFixed {
-		outreq.Host = rt.hostValue
-	}
-
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if rs.send != nil {
 		defer rs.send.end()
@@ -467,13 +463,19 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 	clientIP = s.setForwarded(rs, h, r)
 	rt.reqOps.apply(h)
 
+	rs.setURL(r, rt)
+	return clientIP, upType
+}
+
+// setURL sets rs.url to r's URL on rt's upstream, with the route's
+// strip_prefix removed.
+func (rs *reqState) setURL(r *http.Request, rt *route) {
 	rs.url = *r.URL
 	rs.url.Scheme = rt.up.scheme
 	if rt.strip != "" && strings.HasPrefix(rs.url.Path, rt.strip) {
 		rs.url.Path = stripPrefix(rs.url.Path, rt.strip)
 		rs.url.RawPath = ""
 	}
-	return clientIP, upType
 }
 
 // outgoingHeader returns rs.outHdr (made on first use, empty when pooled)
@@ -534,11 +536,12 @@ var onCopy = func() map[string]int8 {
 }()
 
 // newOutgoing returns rs.out, the request sent upstream: a shallow copy of
-// the inbound r (method, host, protocol, context) with the header
-// prepareRequest built, URL rs.url, no body and no trailer (the caller
-// adds them), and ctx as its context when not nil (then a new request).
+// the inbound r (method, host or rt's fixed host_header, protocol,
+// context) with the header prepareRequest built, URL rs.url, no body and
+// no trailer (the caller adds them), and ctx as its context when not nil
+// (then a new request).
 // The transport reads it, never r.
-func (rs *reqState) newOutgoing(r *http.Request, ctx context.Context) *http.Request {
+func (rs *reqState) newOutgoing(r *http.Request, rt *route, ctx context.Context) *http.Request {
 	out := &rs.out
 	if ctx != nil {
 		out = r.WithContext(ctx)
@@ -552,6 +555,9 @@ func (rs *reqState) newOutgoing(r *http.Request, ctx context.Context) *http.Requ
 	// A nil Body (not NoBody) lets the transport retry a request on a
 	// stale keep-alive connection and spares it its body-copy path.
 	out.Body, out.Trailer = nil, nil
+	if rt.host == hostFixed {
+		out.Host = rt.hostValue
+	}
 	return out
 }
 
@@ -663,6 +669,13 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			s.bodyFailed(rs, r, berr) // panics (abort) for a cut body
 			return nil, nil
 		}
+		if requestHeadersTooLarge(err) {
+			// The client's header is over what the HTTP/2 target takes:
+			// not the target's failure (one client would mark every
+			// target down), nor one another target would not repeat.
+			s.errorResponse(rs, r, http.StatusRequestHeaderFieldsTooLarge, "request header fields too large", "the target "+t.Addr+" of upstream "+u.name+" takes a smaller request header: "+err.Error())
+			return nil, nil
+		}
 
 		u.fail(t, err.Error())
 		bodyUntouched := body == nil || body.n.Load() == 0
@@ -679,6 +692,15 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 	}
 	s.errorResponse(rs, r, http.StatusBadGateway, "no upstream target answered", "no target of upstream "+u.name+" answered: "+errString(lastErr))
 	return nil, nil
+}
+
+// requestHeadersTooLarge reports whether err is an HTTP/2 transport's
+// refusal to send a request whose header list is over the limit its
+// target advertised (SETTINGS_MAX_HEADER_LIST_SIZE). Neither net/http nor
+// x/net/http2 exports that error: its text is matched, and
+// TestH2TargetHeaderListLimit fails when a release changes it.
+func requestHeadersTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "request header list larger than peer's advertised limit")
 }
 
 func errString(err error) string {

@@ -99,6 +99,9 @@ func (c *sendTimedConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 // NetConn returns the connection written (for closeWrite and alive).
 func (c *sendTimedConn) NetConn() net.Conn { return c.Conn }
 
+// CloseWrite half-closes the connection underneath (see scanConn's).
+func (c *sendTimedConn) CloseWrite() error { return closeWriteOf(c.Conn) }
+
 // sendTimeouts makes dial's connections bound their writes by d.
 func sendTimeouts(dial DialFunc, d time.Duration) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {

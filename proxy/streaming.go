@@ -243,9 +243,8 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	if key := h.Get("Sec-Websocket-Key"); key != "" && strings.EqualFold(proto, "websocket") {
 		wantAccept = websocketAccept(key)
 	}
-	rs.url = *r.URL
-	rs.url.Scheme = rt.up.scheme
-	outreq := rs.newOutgoing(r, nil)
+	rs.setURL(r, rt)
+	outreq := rs.newOutgoing(r, rt, nil)
 	outreq.Method = http.MethodGet
 	outreq.ContentLength = 0
 	outreq.Proto, outreq.ProtoMajor, outreq.ProtoMinor = "HTTP/1.1", 1, 1
@@ -435,6 +434,14 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 
 // closeWrite half-closes c, looking through wrappers (prefixConn, and
 // connections with NetConn such as frontdoor.Conn) for a CloseWrite.
+// closeWriteOf is closeWrite as a CloseWrite method's error.
+func closeWriteOf(c io.Closer) error {
+	if !closeWrite(c) {
+		return errors.ErrUnsupported
+	}
+	return nil
+}
+
 func closeWrite(c io.Closer) bool {
 	for range 4 {
 		if pc, ok := c.(*prefixConn); ok {
