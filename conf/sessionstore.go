@@ -3,6 +3,7 @@ package conf
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -45,6 +46,17 @@ func (v *validator) validateSessionStore() {
 		}
 		if st.TLS != nil {
 			v.storeTLS(st.TLS)
+		} else {
+			// A public address over plain TCP (private and loopback
+			// ones are taken for a link the operator controls).
+			for i, a := range st.Addresses {
+				host, _, _ := net.SplitHostPort(a)
+				if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() && !ip.IsPrivate() && !ip.IsLinkLocalUnicast() {
+					v.warnf(fmt.Sprintf("sessions.store.addresses[%d]", i), "add sessions.store.tls (Redis 6 and later speak TLS), or reach the store over a private link",
+						"the store at %s, a public address, is reached over plain TCP: the password, sealed sessions and ticket keys cross the network in clear, and anyone on the path can answer in the store's place", a)
+					break
+				}
+			}
 		}
 		if s.TicketKeys == nil && s.TicketKeyFile == "" {
 			v.errf("sessions.store", "add sessions.ticket_keys: {store: redis, wrap_key_file: FILE}, or a sessions.ticket_key_file copied to every instance",

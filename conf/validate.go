@@ -1460,16 +1460,9 @@ func (v *validator) validateAdmin() {
 			a.Token = tok
 		}
 	}
-	// An address is exposed unless it is a loopback address or the
-	// name localhost (RFC 6761 §6.3); any other host name may resolve to
-	// a network address.
 	exposed := func(addr string) bool {
 		host, _, _ := net.SplitHostPort(addr)
-		if ip := net.ParseIP(host); ip != nil {
-			return !ip.IsLoopback()
-		}
-		host = strings.ToLower(strings.TrimSuffix(host, "."))
-		return host != "localhost" && !strings.HasSuffix(host, ".localhost")
+		return !isLoopbackHost(host)
 	}
 	reloadHere := a.ControlAddress == ""
 	if a.Address != "off" && v.hostPort("admin.address", a.Address, true) && exposed(a.Address) {
@@ -1500,4 +1493,15 @@ func (v *validator) validateAdmin() {
 			v.errf("admin.control_address", "use another port, e.g. 127.0.0.1:9101", "control_address is the admin address")
 		}
 	}
+}
+
+// isLoopbackHost reports whether host is a loopback address or the name
+// localhost (RFC 6761 §6.3); any other host name may resolve to a network
+// address.
+func isLoopbackHost(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }

@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,7 +54,8 @@ var setLogger sync.Once
 
 // Store is a sessionstore.Store on Redis.
 type Store struct {
-	c redis.UniversalClient
+	c        redis.UniversalClient
+	plainGet atomic.Bool // GETRANGE refused (refusedRange)
 }
 
 var _ sessionstore.Store = (*Store)(nil)
@@ -93,32 +96,87 @@ func New(o Options) *Store {
 	return &Store{c: c}
 }
 
+// MaxValue bounds the bytes read of one value: a sealed session (a few
+// KiB with a long client chain) or ticket key is far smaller. Values are
+// read with GETRANGE up to it, so that whoever can write gmproxy's keys
+// cannot make a lookup allocate what they stored (up to 512 MiB); a longer
+// value comes back cut, fails to open, and counts as absent. A missing key
+// reads as empty (no value gmproxy stores is).
+const MaxValue = 64 << 10
+
+// read is GETRANGE key 0 MaxValue-1, or GET where an ACL refused GETRANGE.
+func (s *Store) read(ctx context.Context, c redis.Cmdable, key string) *redis.StringCmd {
+	if s.plainGet.Load() {
+		return c.Get(ctx, key)
+	}
+	return c.GetRange(ctx, key, 0, MaxValue-1)
+}
+
+// refusedRange reports (once) that the server refused GETRANGE: an ACL
+// written for earlier releases (+get +set +del, without +getrange). Values
+// are read whole with GET from then on, and a warning says what to grant.
+func (s *Store) refusedRange(err error) bool {
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(strings.ToLower(err.Error()), "getrange") {
+		return false
+	}
+	if !s.plainGet.Swap(true) {
+		slog.Warn("session store: the Redis user may not run GETRANGE; values are read whole with GET. Grant +getrange so that a value planted in the store cannot make a lookup read more than 64 KiB", "err", err)
+	}
+	return true
+}
+
+// errMalformed is a reply go-redis could not take (it panicked: a length
+// it cannot allocate, from a rogue server or someone on a plain link).
+var errMalformed = errors.New("redis: malformed reply")
+
+// recovered turns a panic of go-redis reading a reply into errMalformed:
+// lookups run on the handshake's goroutine, where a panic would end the
+// process.
+func recovered(err *error) {
+	if v := recover(); v != nil {
+		*err = fmt.Errorf("%w (%v)", errMalformed, v)
+	}
+}
+
 // Get implements sessionstore.Store.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	b, err := s.c.Get(ctx, key).Bytes()
+func (s *Store) Get(ctx context.Context, key string) (b []byte, ok bool, err error) {
+	defer recovered(&err)
+	b, err = s.read(ctx, s.c, key).Bytes()
+	if s.refusedRange(err) {
+		b, err = s.read(ctx, s.c, key).Bytes()
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
+	if len(b) == 0 {
+		return nil, false, nil
+	}
 	return b, true, nil
 }
 
 // Set implements sessionstore.Store (SET key val PX ttl).
-func (s *Store) Set(ctx context.Context, key string, val []byte, ttl time.Duration) error {
+func (s *Store) Set(ctx context.Context, key string, val []byte, ttl time.Duration) (err error) {
+	defer recovered(&err)
 	return s.c.Set(ctx, key, val, ttl).Err()
 }
 
 // AddOrGet implements sessionstore.Store: SET key val NX PX ttl and GET key
 // in one pipeline (one round trip; the key is in one Cluster slot).
-func (s *Store) AddOrGet(ctx context.Context, key string, val []byte, ttl time.Duration) ([]byte, error) {
+func (s *Store) AddOrGet(ctx context.Context, key string, val []byte, ttl time.Duration) (b []byte, err error) {
+	defer recovered(&err)
 	var get *redis.StringCmd
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.SetNX(ctx, key, val, ttl)
-		get = p.Get(ctx, key)
+		get = s.read(ctx, p, key)
 		return nil
 	})
+	if s.refusedRange(err) {
+		get = s.read(ctx, s.c, key)
+		err = get.Err()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,22 +185,27 @@ func (s *Store) AddOrGet(ctx context.Context, key string, val []byte, ttl time.D
 
 // GetMany implements sessionstore.Store with one GET per key in a pipeline
 // (keys may lie in different Cluster slots, which MGET refuses).
-func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+func (s *Store) GetMany(ctx context.Context, keys []string) (out [][]byte, err error) {
+	defer recovered(&err)
 	cmds := make([]*redis.StringCmd, len(keys))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	pipe := func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.Get(ctx, k)
+			cmds[i] = s.read(ctx, p, k)
 		}
 		return nil
-	})
+	}
+	_, err = s.c.Pipelined(ctx, pipe)
+	if s.refusedRange(err) {
+		_, err = s.c.Pipelined(ctx, pipe)
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	out := make([][]byte, len(keys))
+	out = make([][]byte, len(keys))
 	for i, c := range cmds {
 		b, err := c.Bytes()
 		switch {
-		case errors.Is(err, redis.Nil):
+		case errors.Is(err, redis.Nil), err == nil && len(b) == 0:
 		case err != nil:
 			return nil, err
 		default:
@@ -153,7 +216,8 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 }
 
 // Delete implements sessionstore.Store.
-func (s *Store) Delete(ctx context.Context, key string) error {
+func (s *Store) Delete(ctx context.Context, key string) (err error) {
+	defer recovered(&err)
 	return s.c.Del(ctx, key).Err()
 }
 

@@ -85,11 +85,19 @@ func BenchmarkGet(b *testing.B) {
 }
 
 // TestStoreWithACLUser: the ACL user of deploy/examples/fleet/redis.conf
-// (its key prefix, GET, SET, DEL) is enough for everything gmproxy does,
-// and nothing outside the prefix is reachable.
+// (its key prefix, GET, GETRANGE, SET, DEL) is enough for everything
+// gmproxy does, and nothing outside the prefix is reachable; so is the
+// ACL of earlier releases, without GETRANGE (values are then read with
+// GET).
 func TestStoreWithACLUser(t *testing.T) {
+	for _, acl := range []string{"+get +getrange +set +del +ping +auth +hello +select", "+get +set +del +ping +auth +hello +select"} {
+		t.Run(acl, func(t *testing.T) { testStoreWithACL(t, acl) })
+	}
+}
+
+func testStoreWithACL(t *testing.T, acl string) {
 	srv := redistest.Start(t)
-	if r, err := srv.Command("ACL SETUSER gmproxy on >pw ~gmproxy:* +get +set +del +ping +auth +hello +select"); err != nil || r != "+OK" {
+	if r, err := srv.Command("ACL SETUSER gmproxy on >pw ~gmproxy:* " + acl); err != nil || r != "+OK" {
 		t.Fatalf("ACL SETUSER: %q %v", r, err)
 	}
 	s := New(Options{Addresses: []string{srv.Addr}, Username: "gmproxy", Password: "pw", Timeout: time.Second})
@@ -97,6 +105,12 @@ func TestStoreWithACLUser(t *testing.T) {
 	ctx := context.Background()
 	if err := s.Set(ctx, "gmproxy:tlcp:00", []byte("x"), time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	if b, ok, err := s.Get(ctx, "gmproxy:tlcp:00"); err != nil || !ok || string(b) != "x" {
+		t.Fatalf("Get of a stored value: %q %v %v", b, ok, err)
+	}
+	if _, ok, err := s.Get(ctx, "gmproxy:tlcp:01"); err != nil || ok {
+		t.Fatalf("Get of a missing key: %v %v", ok, err)
 	}
 	if _, err := s.AddOrGet(ctx, "gmproxy:ticket-key:1", []byte("k"), time.Minute); err != nil {
 		t.Fatal(err)
