@@ -202,21 +202,40 @@ type reqBody struct {
 
 	mu   sync.Mutex // held while dl or trailerIn is used, never across a read
 	done bool       // under mu: the handler returned
+
+	// reading is held across a Read: the server reuses rc (the
+	// connection's body, then the next request's) once the handler
+	// returns, so handlerDone waits for a read that net/http's Transport
+	// is still making after the target answered early.
+	reading sync.Mutex
+	// rd ends such a read at once (a past read deadline); nil when the
+	// connection has no read deadlines.
+	rd readDeadliner
 }
 
 // errHandlerDone ends a read of the client's body after its handler
 // returned.
 var errHandlerDone = errors.New("proxy: request body read after its handler returned")
 
-// handlerDone marks the handler's end; a read in progress finishes, no
-// other starts.
+// handlerDone marks the handler's end: no read starts after it, and one
+// in progress is ended (a past read deadline on the client's connection,
+// which is then not kept alive: its body was not read) and waited for.
 func (b *reqBody) handlerDone() {
 	b.mu.Lock()
 	b.done = true
 	b.mu.Unlock()
+	if !b.reading.TryLock() {
+		if b.rd != nil {
+			b.rd.SetReadDeadline(time.Now())
+		}
+		b.reading.Lock()
+	}
+	b.reading.Unlock()
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
+	b.reading.Lock()
+	defer b.reading.Unlock()
 	b.mu.Lock()
 	if b.done {
 		b.mu.Unlock()
@@ -415,6 +434,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	outreq := rs.newOutgoing(r, rt, actx)
 	if r.ContentLength != 0 && !noBody {
 		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs, r)}
+		body.rd, _ = rs.w.rw.(readDeadliner)
 		if outreq.Trailer = rt.outgoingTrailer(r.Trailer); outreq.Trailer != nil {
 			body.trailerIn, body.trailerOut = r, outreq.Trailer
 		}
