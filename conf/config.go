@@ -709,7 +709,10 @@ type PassiveHealth struct {
 	// FailWindow is the window in which failures are counted. Default 10s.
 	FailWindow time.Duration `yaml:"fail_window"`
 	// CoolDown is how long a target stays down before it is tried again.
-	// Default 30s.
+	// While no target of the upstream is available, the one whose
+	// cool-down ends first is tried anyway (not one an active check says
+	// is down), so that a lone target that restarted, or targets a client
+	// made fail, do not turn into 503 for everyone. Default 30s.
 	CoolDown time.Duration `yaml:"cool_down"`
 	// UnhealthyStatus are response codes counted as failures. Default
 	// [502, 503, 504].

@@ -702,7 +702,10 @@
 //   - fail_window (duration): fail_window is the window in which failures are
 //     counted. Default 10s.
 //   - cool_down (duration): cool_down is how long a target stays down before it
-//     is tried again. Default 30s.
+//     is tried again. While no target of the upstream is available, the one
+//     whose cool-down ends first is tried anyway (not one an active check says
+//     is down), so that a lone target that restarted, or targets a client made
+//     fail, do not turn into 503 for everyone. Default 30s.
 //   - unhealthy_status (list of integers): unhealthy_status are response codes
 //     counted as failures. Default [502, 503, 504].
 //

@@ -154,6 +154,9 @@ type RouteConfig struct {
 	// sent, when the target failed without a response. Requests that were
 	// never written are always retried. Default false.
 	RetryIdempotent bool
+	// Retries, when set, replaces the upstream's retry policy for this
+	// route's requests.
+	Retries *RetryConfig
 	// FlushInterval is how often the response body is flushed to the
 	// client while copying. 0 (default): only when buffers fill, except
 	// event streams, gRPC and bodies of unknown length, which are always
@@ -407,6 +410,10 @@ type RetryConfig struct {
 	Tries int
 	// Duration bounds the total time spent retrying. Default 0: only Tries.
 	Duration time.Duration
+	// NonIdempotent also retries, after a failure without a response,
+	// requests whose headers reached the target when their method is not
+	// idempotent (POST, PATCH). Default false.
+	NonIdempotent bool
 }
 
 // AccessLogConfig configures the access log.

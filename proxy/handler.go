@@ -78,7 +78,10 @@ type route struct {
 	resOps    headerOps
 	maxBody   int64
 	retryIdem bool
-	flush     time.Duration
+	// retry is the route's own retry policy (RouteConfig.Retries), nil:
+	// the upstream's.
+	retry *RetryConfig
+	flush time.Duration
 	// allowTrailers passes request trailers (filtered, trailerAllowed).
 	allowTrailers bool
 	// upgrades are the protocols tunnelled through Upgrade (allowedUpgrade).
@@ -203,6 +206,7 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 		resOps:    compileHeaderOps(rc.ResponseHeaders),
 		maxBody:   rc.MaxBodyBytes,
 		retryIdem: rc.RetryIdempotent,
+		retry:     rc.Retries,
 		flush:     rc.FlushInterval,
 
 		allowTrailers: rc.AllowTrailers,

@@ -423,7 +423,8 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	var wrote *atomic.Bool
 	var actx context.Context // nil: the request's own
 	connTrace := r.ProtoMajor == 1 && rs.ci != nil
-	if !(rt.retryIdem && idempotent(r.Method)) {
+	_, _, retryAll := rt.retryPolicy()
+	if !(rt.retryIdem && idempotent(r.Method)) && !retryAll {
 		if connTrace {
 			wrote = &rs.ci.wrote
 		} else {
@@ -699,8 +700,9 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 
 		u.fail(t, err.Error())
 		bodyUntouched := body == nil || body.n.Load() == 0
-		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)))
-		if !retry || attempt >= u.tries || (u.tryDur > 0 && time.Since(rs.start) >= u.tryDur) {
+		tries, tryDur, retryAll := rt.retryPolicy()
+		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)) || retryAll)
+		if !retry || attempt >= tries || (tryDur > 0 && time.Since(rs.start) >= tryDur) {
 			break
 		}
 		u.obs.UpstreamRetry(u.name)
@@ -721,6 +723,16 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 // TestH2TargetHeaderListLimit fails when a release changes it.
 func requestHeadersTooLarge(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "request header list larger than peer's advertised limit")
+}
+
+// retryPolicy returns the tries, total time and non-idempotent retrying
+// of rt's requests: the route's own policy, else its upstream's.
+func (rt *route) retryPolicy() (tries int, dur time.Duration, all bool) {
+	u := rt.up
+	if p := rt.retry; p != nil {
+		return min(max(intOr(p.Tries, u.tries), 1), maxTries), p.Duration, p.NonIdempotent
+	}
+	return u.tries, u.tryDur, u.retryAll
 }
 
 func errString(err error) string {

@@ -125,9 +125,15 @@ func TestBackupOnlyWhenPrimariesDown(t *testing.T) {
 	if got := u.pick(nil, "", nil); got == nil || got.Addr != "z:1" {
 		t.Fatalf("picked %v, want the backup", got)
 	}
+	// Nothing available: the passively down target is tried rather
+	// than none; one an active check took out is not.
 	u.targets[2].activeDn.Store(true)
+	if got := u.pick(nil, "", nil); got == nil || got.Addr != "b:1" {
+		t.Fatalf("picked %v with every target down, want b:1 (passively down)", got)
+	}
+	u.targets[1].activeDn.Store(true)
 	if got := u.pick(nil, "", nil); got != nil {
-		t.Fatalf("picked %s with everything down", got.Addr)
+		t.Fatalf("picked %s with every target down by active checks", got.Addr)
 	}
 }
 

@@ -52,11 +52,12 @@ type Upstream struct {
 	ownTLS     bool
 	tunnelIdle time.Duration // a tunnel without data either way; 0: none
 
-	passive PassiveHealthConfig
-	active  ActiveHealthConfig
-	tries   int
-	tryDur  time.Duration
-	maxConn int64
+	passive  PassiveHealthConfig
+	active   ActiveHealthConfig
+	tries    int
+	tryDur   time.Duration
+	retryAll bool // RetryConfig.NonIdempotent
+	maxConn  int64
 
 	obs    Observer
 	logger *slog.Logger
@@ -105,6 +106,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		active:     uc.HealthCheck.Active,
 		tries:      intOr(uc.Retries.Tries, 3),
 		tryDur:     uc.Retries.Duration,
+		retryAll:   uc.Retries.NonIdempotent,
 		maxConn:    int64(uc.Transport.MaxConnsPerTarget),
 		obs:        obs,
 		logger:     logger.With("upstream", uc.Name),
@@ -290,15 +292,40 @@ func (u *Upstream) unhealthyStatus(code int) bool {
 }
 
 // pick selects a target not in tried: primaries first, backups only when
-// no primary is available.
+// no primary is available, then (soonestBack) one passively down.
 func (u *Upstream) pick(r *http.Request, clientIP string, tried []*Target) *Target {
 	if t := u.policy.selectTarget(u, u.targets[:u.nPrimary], r, clientIP, tried); t != nil {
 		return t
 	}
-	if u.nPrimary == len(u.targets) {
-		return nil
+	if u.nPrimary < len(u.targets) {
+		if t := u.policy.selectTarget(u, u.targets[u.nPrimary:], r, clientIP, tried); t != nil {
+			return t
+		}
 	}
-	return u.policy.selectTarget(u, u.targets[u.nPrimary:], r, clientIP, tried)
+	return u.soonestBack(tried)
+}
+
+// soonestBack returns, when no target is available, the one taken out by
+// passive checks whose cool-down ends first (within its connection cap,
+// not in tried), or nil: rather than refuse every request for a whole
+// cool-down (a lone target that restarted, or targets that failed
+// requests a client made them fail), the proxy tries one, as nginx never
+// takes its only server out and Envoy's panic threshold spreads traffic
+// when too few are healthy. Targets an active check says are down are
+// not tried.
+func (u *Upstream) soonestBack(tried []*Target) *Target {
+	var best *Target
+	var bestUntil int64
+	for _, t := range u.targets {
+		until := t.downUntil.Load()
+		if until == 0 || t.activeDn.Load() || excluded(t, tried) || (u.maxConn > 0 && t.inflight.Load() >= u.maxConn) {
+			continue
+		}
+		if best == nil || until < bestUntil {
+			best, bestUntil = t, until
+		}
+	}
+	return best
 }
 
 func (u *Upstream) close() {

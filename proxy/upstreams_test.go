@@ -84,3 +84,29 @@ func TestMaxConnsPerTargetOverAllRequests(t *testing.T) {
 		t.Errorf("the target saw %d connections open at once with a cap of 2", peak)
 	}
 }
+
+// TestLoneTargetTriedDuringCoolDown: a single target that failed (it
+// restarted) and was taken out by passive checks is tried again while no
+// other is available, instead of every request getting 503 for the whole
+// cool-down; once it is back, requests succeed.
+func TestLoneTargetTriedDuringCoolDown(t *testing.T) {
+	r := newRestartable(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: r.addr}},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, Cooldown: time.Hour}}}},
+		Sites: oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	r.stop()
+	if code, _, _ := get(t, c, f.url+"/"); code != http.StatusBadGateway {
+		t.Fatalf("target stopped: %d, want 502", code)
+	}
+	if f.p.Upstream("u").Targets()[0].Healthy() {
+		t.Fatal("the failed target is not taken out (test premise)")
+	}
+	r.start()
+	if code, body, _ := get(t, c, f.url+"/"); code != 200 || body != "ok" {
+		t.Errorf("the lone target, back, during its cool-down: %d %q, want 200", code, body)
+	}
+}

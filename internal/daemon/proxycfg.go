@@ -88,6 +88,10 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		// conf: idempotent requests are retried after a failure regardless.
 		RetryIdempotent: true,
 	}
+	if r.Retries != nil {
+		rp := retryConfig(r.Retries)
+		rc.Retries = &rp
+	}
 	switch r.HostHeader {
 	case "", "passthrough":
 	case "upstream":
@@ -134,7 +138,7 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			MaxIdleConns:            u.Keepalive.MaxIdle,
 			MaxConnsPerTarget:       u.Keepalive.MaxConns,
 		},
-		Retries: proxy.RetryConfig{Tries: u.Retries.Tries, Duration: u.Retries.TotalTime},
+		Retries: retryConfig(&u.Retries),
 	}
 	if u.Keepalive.MaxIdle == 0 {
 		uc.Transport.MaxIdleConns = -1 // conf: 0 disables keep-alive
@@ -171,4 +175,9 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			Interval: a.Interval, Timeout: a.Timeout, Rise: a.Rise, Fall: a.Fall}
 	}
 	return uc
+}
+
+// retryConfig maps a retry policy (an upstream's or a route's).
+func retryConfig(r *conf.Retries) proxy.RetryConfig {
+	return proxy.RetryConfig{Tries: r.Tries, Duration: r.TotalTime, NonIdempotent: r.RetryNonIdempotent}
 }
