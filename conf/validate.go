@@ -1281,6 +1281,8 @@ func (v *validator) upstreamTargets(u *Upstream, p string) {
 		}
 		if t.Weight < 1 {
 			v.errf(tp+".weight", "use a weight of 1 or more (mark spare targets with backup: true)", "weight must be at least 1")
+		} else if t.Weight > balance.MaxWeight {
+			v.errf(tp+".weight", fmt.Sprintf("use a weight of at most %d (weights count relative to each other)", balance.MaxWeight), "weight %d is too large", t.Weight)
 		}
 		if !t.Backup {
 			primaries++

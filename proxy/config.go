@@ -272,7 +272,7 @@ type UpstreamConfig struct {
 type TargetConfig struct {
 	// Address is host:port.
 	Address string
-	// Weight for balancing. Default 1.
+	// Weight for balancing, at most balance.MaxWeight. Default 1.
 	Weight int
 	// Backup targets receive traffic only when every primary is down.
 	Backup bool

@@ -134,6 +134,10 @@ func (u *Upstream) inheritHealth(prev *Upstream) {
 			continue
 		}
 		t.downUntil.Store(o.downUntil.Load())
+		if left := time.Until(time.Unix(0, t.downUntil.Load())); t.downUntil.Load() != 0 && left > 0 {
+			// The previous generation's report of its end stops with it.
+			u.reportCoolDownEnd(t, left)
+		}
 		if u.active.Path != "" && prev.active.Path != "" {
 			t.activeDn.Store(o.activeDn.Load())
 		}

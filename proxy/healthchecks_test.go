@@ -358,3 +358,45 @@ func TestPassiveCooldownEndReported(t *testing.T) {
 	obs.waitHealth(t, "app "+addrOf(b)+" down")
 	obs.waitHealth(t, "app "+addrOf(b)+" up") // no request in between
 }
+
+// TestCoolDownEndReportedAfterReload: a target in its passive cool-down
+// when a reload makes a new generation is reported up by the new one when
+// the cool-down ends, without a request (the old generation's report
+// stopped with it, and the health gauge stayed at 0: a false alert).
+func TestCoolDownEndReportedAfterReload(t *testing.T) {
+	b := nameBackend(t, "b")
+	passive := HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, FailWindow: time.Minute, Cooldown: 200 * time.Millisecond}}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: addrOf(b)}}, HealthCheck: passive}},
+		Sites:     oneSite(RouteConfig{Upstream: "app"}),
+	}
+	old, err := New(cfg, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := old.upstreams["app"]
+	u.fail(u.targets[0], "test")
+	next := cfg
+	next.Previous = old
+	obs := newEventObserver()
+	p, err := New(next, obs, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	old.Close() // the daemon retires the old generation
+	want := "app " + addrOf(b) + " up"
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case s := <-obs.healthC:
+			if s == want {
+				return
+			}
+		case <-deadline:
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			t.Fatalf("a cool-down of 200ms ended long ago, no request since: events %v; the new generation never reported the target up", obs.health)
+		}
+	}
+}

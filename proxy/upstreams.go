@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmproxy/gmproxy/proxy/balance"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
@@ -126,8 +127,8 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		if _, _, err := net.SplitHostPort(tc.Address); err != nil {
 			return nil, fmt.Errorf("upstream %q: target %d %q: %w", uc.Name, i, tc.Address, err)
 		}
-		if tc.Weight < 0 {
-			return nil, fmt.Errorf("upstream %q: target %q: negative weight", uc.Name, tc.Address)
+		if tc.Weight < 0 || tc.Weight > balance.MaxWeight {
+			return nil, fmt.Errorf("upstream %q: target %q: weight %d out of 0..%d", uc.Name, tc.Address, tc.Weight, balance.MaxWeight)
 		}
 		h := fnv.New64a()
 		h.Write([]byte(tc.Address))
@@ -258,16 +259,21 @@ func (u *Upstream) fail(t *Target, why string) {
 	if trip {
 		t.downUntil.Store(now + int64(u.passive.Cooldown))
 		u.reportState(t, "passive: "+strconv.Itoa(len(t.fails))+" failure(s) within "+u.passive.FailWindow.String()+", last: "+why)
-		// Report the end of the cool-down when it comes, not at the
-		// next request (a health gauge would otherwise stay at 0).
-		time.AfterFunc(u.passive.Cooldown, func() {
-			select {
-			case <-u.stopHealth: // this generation is gone
-			default:
-				t.Healthy()
-			}
-		})
+		u.reportCoolDownEnd(t, u.passive.Cooldown)
 	}
+}
+
+// reportCoolDownEnd reports the end of t's cool-down, after d, when it
+// comes, not at the next request (a health gauge would otherwise stay at
+// 0), unless this generation is gone by then.
+func (u *Upstream) reportCoolDownEnd(t *Target, d time.Duration) {
+	time.AfterFunc(d, func() {
+		select {
+		case <-u.stopHealth:
+		default:
+			t.Healthy()
+		}
+	})
 }
 
 // passedProbe ends a passive cool-down early: an active probe that

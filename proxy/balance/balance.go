@@ -14,3 +14,8 @@ const (
 
 // Names returns every policy.
 func Names() []string { return []string{RoundRobin, LeastConn, IPHash, Hash} }
+
+// MaxWeight bounds a target's weight: least_conn compares requests in
+// flight times weights, which must not overflow (weights count relative
+// to each other; nginx's stay in the hundreds).
+const MaxWeight = 1 << 20
