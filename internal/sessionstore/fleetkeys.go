@@ -135,7 +135,14 @@ func (f *FleetKeys) TicketKeys() []ticket.Key {
 		// more than two rotations (someone who can write junk into the
 		// store must not pin one), and the fleet's keys still decrypt.
 		if _, ok := s.byEpoch[ep-1]; ok {
-			return s.keys
+			if s.epoch == ep-1 {
+				return s.keys
+			}
+			// A snapshot older than the epoch before (no handshake
+			// since): the epoch before's key encrypts, not its own.
+			n := f.snapshot(ep-1, s.byEpoch)
+			f.snap.CompareAndSwap(s, n)
+			return n.keys
 		}
 		f.usedFb.Store(true)
 		fb := f.fallback.TicketKeys()
