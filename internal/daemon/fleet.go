@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -31,12 +34,35 @@ type fleetState struct {
 }
 
 // storeID identifies a store configuration: equal IDs share connections.
-func storeID(st *conf.SessionStore) string {
+// The TLS files count by their content (a digest), so that a reload after
+// a renewed client certificate or CA file uses them.
+func storeID(cfg *conf.Config) string {
+	st := cfg.Sessions.Store
 	var tlsID string
 	if t := st.TLS; t != nil {
-		tlsID = strings.Join([]string{t.CA, t.Cert, t.Key, t.ServerName}, "|")
+		h := sha256.New()
+		for _, f := range []string{t.CA, t.Cert, t.Key} {
+			if f != "" {
+				b, _ := os.ReadFile(cfg.Resolve(f))
+				h.Write(b)
+				h.Write([]byte{0})
+			}
+		}
+		tlsID = strings.Join([]string{t.CA, t.Cert, t.Key, t.ServerName, hex.EncodeToString(h.Sum(nil))}, "|")
 	}
 	return fmt.Sprintf("%s|%q|%s|%s|%s|%s|%s|%d", st.Type, st.Addresses, st.MasterName, st.Username, st.Password, tlsID, st.Timeout, st.PoolSize)
+}
+
+// wrapKeysID names the wrap keys of sessions.ticket_keys by their key
+// names (derived from the keys, not secret), so that a reload after the
+// file was rewritten uses the new keys.
+func wrapKeysID(keys []ticket.Key) string {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(hex.EncodeToString(k.Name[:]))
+		b.WriteByte(',')
+	}
+	return b.String()
 }
 
 // sharedStore returns the shared store of cfg (nil without sessions.store).
@@ -46,7 +72,7 @@ func (e *Env) sharedStore(cfg *conf.Config) *sessionstore.Shared {
 	if st == nil {
 		return nil
 	}
-	id := storeID(st)
+	id := storeID(cfg)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.fleet.shared != nil && e.fleet.storeID == id {
@@ -98,7 +124,7 @@ func (e *Env) openStore(st *conf.SessionStore) sessionstore.Store {
 func (e *Env) fleetKeys(cfg *conf.Config) ticket.Source {
 	s := &cfg.Sessions
 	shared := e.sharedStore(cfg)
-	id := fmt.Sprintf("%p|%s|%s|%s|%s", shared, s.TicketKeys.WrapKeyFile, s.TicketRotation, s.Lifetime, s.Store.KeyPrefix)
+	id := fmt.Sprintf("%p|%s|%s|%s|%s|%s", shared, s.TicketKeys.WrapKeyFile, wrapKeysID(s.TicketKeys.WrapKeys), s.TicketRotation, s.Lifetime, s.Store.KeyPrefix)
 	e.mu.Lock()
 	if e.fleet.keys != nil && e.fleet.keysID == id {
 		k := e.fleet.keys
