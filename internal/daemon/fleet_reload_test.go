@@ -56,15 +56,21 @@ func TestFleetReloadFollowsFileContents(t *testing.T) {
 	if k, _ := e.TicketKeys(fleetConfig(t, dir, oldWrap)); k != k1 || opened != 1 {
 		t.Fatalf("a reload with the same files rebuilt the fleet keys (%v) or opened the store again (%d times)", k != k1, opened)
 	}
-	write("redis-client.pem", "cert 2") // renewed
-	k2, err := e.TicketKeys(fleetConfig(t, dir, newWrap))
+	k2, err := e.TicketKeys(fleetConfig(t, dir, newWrap)) // the wrap key rotated
 	if err != nil {
+		t.Fatal(err)
+	}
+	if k2 == k1 {
+		t.Errorf("after the wrap key file was rotated in place the fleet keeps the key set sealed with the old wrap key")
+	}
+	if opened != 1 {
+		t.Errorf("a reload that rotated only the wrap key opened the store again (%d times)", opened)
+	}
+	write("redis-client.pem", "cert 2") // renewed
+	if _, err := e.TicketKeys(fleetConfig(t, dir, newWrap)); err != nil {
 		t.Fatal(err)
 	}
 	if opened != 2 {
 		t.Errorf("after the store's client certificate file was renewed the store was opened %d times, want 2", opened)
-	}
-	if k2 == k1 {
-		t.Errorf("after the wrap key file was rotated in place the fleet keeps the key set sealed with the old wrap key")
 	}
 }
