@@ -359,8 +359,13 @@ func TestUnverifiedCertificateRefused(t *testing.T) {
 	cfg := &tls.Config{GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return own, nil },
 		RootCAs: pki.pool, ServerName: "keyserver", MinVersion: tls.VersionTLS13}
 	rk := remote(t, newClient(t, cfg, ks.addr), keys[0])
-	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err == nil {
-		t.Error("a self-signed certificate was identified as the client edge and signed")
+	_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+	if err == nil {
+		t.Fatal("a self-signed certificate was identified as the client edge and signed")
+	}
+	// Refused at the greeting (no verified identity), not by a later check.
+	if !strings.Contains(err.Error(), "greeting") {
+		t.Errorf("a self-signed certificate: %v, want the connection refused at the greeting", err)
 	}
 }
 
