@@ -845,11 +845,8 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 	if stopping {
 		return
 	}
-	if s.clientsTable != nil {
-		// Its connections closed with it; a client's count must not
-		// keep them.
-		s.clientsTable.ClearWorker(i)
-	}
+	// The dead worker's per-client counts were cleared when its death was
+	// seen (died).
 	p, err := s.spawn(i, exits)
 	if err != nil {
 		s.log.Error("worker not restarted", "worker", i, "err", err)
