@@ -34,6 +34,8 @@ func (v *validator) validateSessionStore() {
 		}
 		if st.KeyPrefix == "" {
 			v.errf("sessions.store.key_prefix", "write a prefix such as gmproxy: (it keeps gmproxy's keys apart from other users of the store)", "key_prefix is empty")
+		} else if len(st.KeyPrefix) > MaxKeyPrefix {
+			v.errf("sessions.store.key_prefix", "write a shorter prefix such as gmproxy:", "key_prefix is %d bytes long, over %d", len(st.KeyPrefix), MaxKeyPrefix)
 		}
 		if st.PasswordFile != "" {
 			b, err := os.ReadFile(v.resolve(st.PasswordFile))

@@ -132,9 +132,15 @@ func (e *Env) fleetKeys(cfg *conf.Config) ticket.Source {
 		return k
 	}
 	old := e.fleet.keys
-	fk := sessionstore.NewFleetKeys(shared, sessionstore.FleetKeysConfig{
+	fc := sessionstore.FleetKeysConfig{
 		Prefix: s.Store.KeyPrefix, Rotation: s.TicketRotation, Lifetime: s.Lifetime, Wrap: ticket.Static(s.TicketKeys.WrapKeys),
-	})
+	}
+	if old != nil {
+		// The tickets the replaced set sealed keep resuming (a new
+		// rotation or prefix names other store keys).
+		fc.Previous, fc.PreviousUntil = old.Retiring()
+	}
+	fk := sessionstore.NewFleetKeys(shared, fc)
 	e.fleet.keys, e.fleet.keysID = fk, id
 	e.mu.Unlock()
 	if old != nil {

@@ -74,3 +74,40 @@ func TestFleetReloadFollowsFileContents(t *testing.T) {
 		t.Errorf("after the store's client certificate file was renewed the store was opened %d times, want 2", opened)
 	}
 }
+
+// TestFleetReloadKeepsOpeningTickets: a reload that changes the ticket
+// rotation (the store's epochs are numbered anew) or the key prefix builds
+// new fleet keys; the tickets sealed before it still resume.
+func TestFleetReloadKeepsOpeningTickets(t *testing.T) {
+	e := &Env{OpenStore: func(*conf.SessionStore) sessionstore.Store { return sessionstore.NewMemory() }}
+	defer e.closeFleet()
+	wrap := bytes.Repeat([]byte{1, 2}, 16)
+	cfg := fleetConfig(t, t.TempDir(), wrap)
+	cfg.Sessions.Store.TLS = nil
+	k1, err := e.TicketKeys(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := ticket.Seal(nil, k1, ticket.TLCP, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sessions.TicketRotation = 3 * time.Hour
+	k2, err := e.TicketKeys(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sessions.Store.KeyPrefix = "u:"
+	k3, err := e.TicketKeys(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k2 == k1 || k3 == k2 {
+		t.Fatal("test setup: the reloads did not build new fleet keys")
+	}
+	for i, k := range []ticket.Source{k2, k3} {
+		if _, ok, _ := ticket.Open(k, ticket.TLCP, tk); !ok {
+			t.Errorf("after reload %d a ticket sealed before it does not open", i+1)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 
 // FleetKeys is a ticket-key set that the instances of a fleet agree on
 // through a Store, with no leader. Time is cut into epochs of Rotation;
-// the key of epoch e lives in the store under prefix+"ticket-key:"+e and is
+// the key of epoch e lives in the store under prefix+"ticket-key-v2:"+e and is
 // created by whichever instance first needs it, with AddOrGet (SET NX):
 // every instance reads back the one value that won, so there is never more
 // than one key per epoch. The key of the current epoch encrypts; the next
@@ -42,6 +42,10 @@ type FleetKeys struct {
 	now      func() time.Time
 	fallback *ticket.Rotator
 	usedFb   atomic.Bool
+	// prev are the keys of the set this one replaced (a reload), which
+	// open tickets until prevUntil and never encrypt.
+	prev      []ticket.Key
+	prevUntil time.Time
 
 	snap atomic.Pointer[keySnap]
 
@@ -56,6 +60,7 @@ type keySnap struct {
 	epoch   int64
 	byEpoch map[int64]fleetKey
 	keys    []ticket.Key // epoch's key first (if known), newest first
+	prev    bool         // keys ends with the previous set's keys
 }
 
 // fleetKey is one epoch's key and its sealed form in the store.
@@ -78,11 +83,27 @@ type FleetKeysConfig struct {
 	// RefreshTimeout bounds one refresh (default 2s): refreshes run in the
 	// background, never on a handshake.
 	RefreshTimeout time.Duration
+	// Previous and PreviousUntil are what Retiring gave of the key set
+	// this one replaces (a reload that changed the rotation, the lifetime,
+	// the key prefix, the wrap key or the store): those keys open the
+	// tickets they sealed until PreviousUntil, as if no reload had
+	// happened, and never encrypt. (A new rotation numbers the epochs
+	// anew, so the store's keys of the old numbering are never read
+	// again.)
+	Previous      []ticket.Key
+	PreviousUntil time.Time
 }
 
 // wrapLabel starts the plaintext of a sealed ticket-key secret, followed by
-// the epoch (8 bytes, big endian) and the secret.
-const wrapLabel = "gmproxy fleet ticket key v1\x00"
+// the epoch (8 bytes, big endian), the key prefix's length (2 bytes) and
+// the prefix, then the secret: a sealed key opens only as the key of its
+// own epoch and of its own fleet (key prefix), so that someone who can
+// write to a store two fleets share with one wrap key cannot make one
+// fleet encrypt with the other's key (its tickets would resume on the
+// other's sites). Version 1 had no prefix; its keys are under other names
+// (storeKey), so instances of both versions share a store during an
+// upgrade, each with its own keys.
+const wrapLabel = "gmproxy fleet ticket key v2\x00"
 
 // NewFleetKeys returns the fleet's key set. It does not talk to the store:
 // call Refresh once (bounded) and Start to keep it fresh.
@@ -98,6 +119,7 @@ func NewFleetKeys(shared *Shared, cfg FleetKeysConfig) *FleetKeys {
 	}
 	return &FleetKeys{
 		shared: shared, wrap: cfg.Wrap, prefix: cfg.Prefix, rotation: rot, keep: keep, timeout: t,
+		prev: slices.Clone(cfg.Previous), prevUntil: cfg.PreviousUntil,
 		now:      time.Now,
 		fallback: ticket.NewRotator(rot, time.Duration(keep+1)*rot),
 		stop:     make(chan struct{}), done: make(chan struct{}),
@@ -113,19 +135,49 @@ func (f *FleetKeys) SetClock(now func() time.Time) {
 func (f *FleetKeys) epochOf(t time.Time) int64 { return t.UnixNano() / int64(f.rotation) }
 
 func (f *FleetKeys) storeKey(epoch int64) string {
-	return f.prefix + "ticket-key:" + strconv.FormatInt(epoch, 10)
+	return f.prefix + "ticket-key-v2:" + strconv.FormatInt(epoch, 10)
+}
+
+// Retiring returns the keys that open this set's tickets now, and when
+// the last ticket they sealed stops being valid (a key encrypts for a
+// rotation at most, and a ticket lives Lifetime): the set that replaces
+// this one at a reload takes them as FleetKeysConfig.Previous and
+// PreviousUntil.
+func (f *FleetKeys) Retiring() ([]ticket.Key, time.Time) {
+	now := f.now()
+	until := now.Add(time.Duration(f.keep) * f.rotation)
+	if f.prevUntil.After(until) {
+		until = f.prevUntil
+	}
+	return slices.Clone(f.TicketKeys()), until
+}
+
+// prevLive reports whether the previous set's keys still open tickets.
+func (f *FleetKeys) prevLive(now time.Time) bool {
+	return len(f.prev) > 0 && now.Before(f.prevUntil)
 }
 
 // TicketKeys implements ticket.Source.
 func (f *FleetKeys) TicketKeys() []ticket.Key {
 	s := f.snap.Load()
+	now := f.now()
 	if s == nil {
 		f.usedFb.Store(true)
-		return f.fallback.TicketKeys()
+		fb := f.fallback.TicketKeys()
+		if f.prevLive(now) {
+			return append(slices.Clip(fb), f.prev...)
+		}
+		return fb
 	}
-	ep := f.epochOf(f.now())
-	if ep == s.epoch {
+	ep := f.epochOf(now)
+	if ep == s.epoch && (!s.prev || f.prevLive(now)) {
 		return s.keys
+	}
+	if ep == s.epoch {
+		// The previous set's keys expired within the epoch.
+		n := f.snapshot(ep, s.byEpoch)
+		f.snap.CompareAndSwap(s, n)
+		return n.keys
 	}
 	if _, ok := s.byEpoch[ep]; !ok {
 		// The store has not given this epoch's key since the epoch
@@ -183,6 +235,10 @@ func (f *FleetKeys) snapshot(ep int64, byEpoch map[int64]fleetKey) *keySnap {
 	}
 	if f.usedFb.Load() {
 		s.keys = append(s.keys, f.fallback.TicketKeys()...)
+	}
+	if f.prevLive(f.now()) {
+		s.keys = append(s.keys, f.prev...)
+		s.prev = true
 	}
 	return s
 }
@@ -265,9 +321,11 @@ func (f *FleetKeys) refresh(ctx context.Context) error {
 }
 
 func (f *FleetKeys) sealSecret(epoch int64, secret []byte) ([]byte, error) {
-	pt := make([]byte, 0, len(wrapLabel)+8+len(secret))
+	pt := make([]byte, 0, len(wrapLabel)+8+2+len(f.prefix)+len(secret))
 	pt = append(pt, wrapLabel...)
 	pt = binary.BigEndian.AppendUint64(pt, uint64(epoch))
+	pt = binary.BigEndian.AppendUint16(pt, uint16(len(f.prefix)))
+	pt = append(pt, f.prefix...)
 	pt = append(pt, secret...)
 	return ticket.Seal(nil, f.wrap, ticket.WrappedKey, pt)
 }
@@ -277,9 +335,11 @@ var errWrap = errors.New("the stored ticket key does not open with this instance
 
 func (f *FleetKeys) openSecret(epoch int64, sealed []byte) (ticket.Key, error) {
 	pt, ok, _ := ticket.Open(f.wrap, ticket.WrappedKey, sealed)
-	head := len(wrapLabel) + 8
+	head := len(wrapLabel) + 8 + 2 + len(f.prefix)
 	if !ok || len(pt) != head+ticket.KeySize || string(pt[:len(wrapLabel)]) != wrapLabel ||
-		binary.BigEndian.Uint64(pt[len(wrapLabel):head]) != uint64(epoch) {
+		binary.BigEndian.Uint64(pt[len(wrapLabel):]) != uint64(epoch) ||
+		int(binary.BigEndian.Uint16(pt[len(wrapLabel)+8:])) != len(f.prefix) ||
+		string(pt[len(wrapLabel)+10:head]) != f.prefix {
 		return ticket.Key{}, fmt.Errorf("epoch %d: %w", epoch, errWrap)
 	}
 	return ticket.NewKey(pt[head:], time.Unix(0, epoch*int64(f.rotation)))
