@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -13,14 +14,18 @@ import (
 //   - passive: Upstream.fail records transport failures (and configured bad
 //     statuses) seen by real requests; MaxFails of them within FailWindow
 //     take the target out for Cooldown (upstreams.go);
-//   - active: a goroutine per upstream probes every target over the
-//     upstream's own transport (so TLCP backends are probed over TLCP);
+//   - active: a goroutine per upstream probes all its targets at once,
+//     every interval, over the upstream's own transport (so TLCP backends are probed over TLCP);
 //     Fall consecutive failures mark it down, Rise successes mark it up,
 //     and one success that started after a passive trip ends that
 //     cool-down early.
 //
 // Every change of a target's combined state is logged and reported through
 // Observer.UpstreamHealth.
+
+// maxProbesAtOnce bounds the active probes of one upstream in progress at
+// once.
+const maxProbesAtOnce = 16
 
 func (u *Upstream) startActiveChecks() {
 	if u.active.Path == "" {
@@ -43,10 +48,22 @@ func (u *Upstream) activeLoop() {
 	}
 	tick := time.NewTicker(u.active.Interval)
 	defer tick.Stop()
+	sem := make(chan struct{}, maxProbesAtOnce)
+	var wg sync.WaitGroup
 	for {
+		// The targets are probed at once (at most maxProbesAtOnce): one
+		// that does not answer holds its probe for the timeout, not the
+		// round, so another target's failure is seen an interval after
+		// it, not a timeout per silent target later. A round ends with
+		// its last probe: a target has one probe at a time.
 		for _, t := range u.targets {
-			u.probe(client, t)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				u.probe(client, t)
+			})
 		}
+		wg.Wait()
 		select {
 		case <-u.stopHealth:
 			return

@@ -400,3 +400,47 @@ func TestCoolDownEndReportedAfterReload(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveProbesRunAtOnce: the targets of an upstream are probed at
+// the same time, so that targets that do not answer do not delay, one
+// probe timeout each, the probes of the others. Each target's health
+// handler waits until all three probes are in progress at once: probed
+// one after the other, each probe times out alone and they never are.
+func TestActiveProbesRunAtOnce(t *testing.T) {
+	const n = 3
+	var mu sync.Mutex
+	inProgress := 0
+	allAtOnce := make(chan struct{})
+	var targets []TargetConfig
+	for range n {
+		b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			inProgress++
+			if inProgress == n {
+				close(allAtOnce)
+			}
+			mu.Unlock()
+			defer func() { mu.Lock(); inProgress--; mu.Unlock() }()
+			select {
+			case <-allAtOnce:
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(b.Close)
+		targets = append(targets, TargetConfig{Address: addrOf(b)})
+	}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: targets,
+			HealthCheck: HealthCheckConfig{
+				Passive: PassiveHealthConfig{MaxFails: -1},
+				Active:  ActiveHealthConfig{Path: "/healthz", Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond, Rise: 1, Fall: 1},
+			}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	newFront(t, cfg, frontOpts{})
+	select {
+	case <-allAtOnce:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the targets' probes were never in progress at the same time (probed one after the other)")
+	}
+}
