@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/gmproxy/gmproxy/internal/h1head"
 )
@@ -36,6 +39,19 @@ func (c *scanConn) NetConn() net.Conn { return c.Conn }
 // CloseWrite half-closes the connection underneath: net/http's upgraded
 // body calls it, and a tunnel passes a client's half-close on so.
 func (c *scanConn) CloseWrite() error { return closeWriteOf(c.Conn) }
+
+// Write holds back for earlyAnswerWait the error of a write the target
+// reset or closed: a target that answers a request before reading its
+// body (a 413) and closes the connection resets it, and net/http's
+// Transport fails the exchange on the write's error unless its reader
+// has returned the answer first, which the wait lets it do.
+func (c *scanConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		time.Sleep(earlyAnswerWait)
+	}
+	return n, err
+}
 
 func (c *scanConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)

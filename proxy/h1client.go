@@ -86,6 +86,10 @@ type h1Conn struct {
 	// put the deadlines in the past.
 	sw          sendTimed
 	interrupted atomic.Bool
+	// cw is what bw writes to (the connection, or sw): it keeps the
+	// error of a failed write, the target's doing, which a failed copy
+	// of the body does not tell from the client's.
+	cw connWriter
 	// bodyArmed: a body read deadline (the read timeout) may be left on
 	// the connection, which an exchange without a header timeout clears.
 	bodyArmed bool
@@ -230,10 +234,11 @@ func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error)
 		// A target that takes none of a request for d (its receive
 		// window full) fails the exchange: 504.
 		pc.sw = newSendTimed(c, d, &pc.interrupted)
-		pc.bw = bufio.NewWriterSize(&pc.sw, 4<<10)
+		pc.cw.w = &pc.sw
 	} else {
-		pc.bw = bufio.NewWriterSize(c, 4<<10)
+		pc.cw.w = c
 	}
+	pc.bw = bufio.NewWriterSize(&pc.cw, 4<<10)
 	return pc, false, nil
 }
 
@@ -308,13 +313,23 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
+	var early error
 	if err != nil {
-		w.stop()
-		pc.c.Close()
-		// Fresh unless a body was (perhaps partly) read from the client.
-		return nil, err, req.Body == nil
+		if pc.cw.err == nil || req.Body == nil || ctx.Err() != nil {
+			w.stop()
+			pc.c.Close()
+			// Fresh unless a body was (perhaps partly) read from the client.
+			return nil, err, req.Body == nil
+		}
+		// The target stopped taking the body: it may have answered
+		// before reading it (a 413, a 401) and closed, resetting the
+		// connection. Its answer, already received, is read as any
+		// other and passed on; without one the write's error stands.
+		early = err
+		pc.c.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+		pc.hdrArmed = 0 // not the header timeout's deadline
 	}
-	if d := pc.cl.headerTimeout; d > 0 {
+	if d := pc.cl.headerTimeout; d > 0 && early == nil {
 		// The deadline is set d + d/8 ahead and kept while it is at
 		// least d away: a busy connection sets one every d/8, not one
 		// per exchange, and the wait allowed is between d and 9/8 of it.
@@ -354,6 +369,9 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr, false
 		}
+		if early != nil {
+			return nil, early, false
+		}
 		// Fresh: nothing at all came back (http.ReadResponse reports a
 		// connection closed before the status line as ErrUnexpectedEOF).
 		fresh = fresh && !gotBytes && !isTimeout(err)
@@ -384,7 +402,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 	// ends its connection too, as in nginx: its framing ignores
 	// Transfer-Encoding, which must then be taken as faulty (RFC 9112
 	// §6.1).
-	keep := !res.Close && !req.Close && res.StatusCode != http.StatusSwitchingProtocols && res.ProtoAtLeast(1, 1)
+	keep := early == nil && !res.Close && !req.Close && res.StatusCode != http.StatusSwitchingProtocols && res.ProtoAtLeast(1, 1)
 	passed := false
 	if res.Header == nil {
 		// Read with passOn: passed on only as a final response with a
@@ -410,6 +428,25 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 	}
 	res.Body = b
 	return res, nil, false
+}
+
+// earlyAnswerWait bounds the wait for the answer of a target that stopped
+// taking a request's body: the answer came before the failure, so it is
+// normally received already.
+const earlyAnswerWait = 100 * time.Millisecond
+
+// connWriter writes to w and keeps the error of a failed write.
+type connWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (cw *connWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	if err != nil {
+		cw.err = err
+	}
+	return n, err
 }
 
 // writeBody writes the request's body of ContentLength bytes after its
