@@ -650,7 +650,11 @@ type Keepalive struct {
 	// keep-alive. Default 32.
 	MaxIdle int `yaml:"max_idle"`
 	// MaxConns bounds the connections per target (idle and busy); 0 means
-	// unlimited. With a bound every request to the upstream goes through
+	// unlimited. A target at the bound is skipped by balancing. Over HTTP/2
+	// (protocol h2, h2c, or tls when the target picks h2) one connection
+	// carries many requests, and the bound is on the requests in progress
+	// per target, as HAProxy's server maxconn is. With a bound every
+	// request to the upstream goes through
 	// net/http's Transport, the pool that enforces it, which costs more CPU
 	// per request than gmproxy's own HTTP/1.1 pool. Default 0.
 	MaxConns int `yaml:"max_conns"`
@@ -714,8 +718,11 @@ type PassiveHealth struct {
 	// is down), so that a lone target that restarted, or targets a client
 	// made fail, do not turn into 503 for everyone. Default 30s.
 	CoolDown time.Duration `yaml:"cool_down"`
-	// UnhealthyStatus are response codes counted as failures. Default
-	// [502, 503, 504].
+	// UnhealthyStatus are response codes counted as failures, for example
+	// [502, 504]. Default none, as in nginx: a response is the
+	// application's answer (a 503 of a rate limit or of maintenance, a 504
+	// of a service behind the target), and counting it lets a client that
+	// asks for such a URL again and again mark every target down.
 	UnhealthyStatus []int `yaml:"unhealthy_status"`
 }
 
@@ -746,7 +753,10 @@ type Retries struct {
 	// Tries is the total number of attempts, the first included; 1 disables
 	// retries. Default 3.
 	Tries int `yaml:"tries"`
-	// TotalTime bounds all attempts of one request together. Default 15s.
+	// TotalTime is how long after the request began another attempt may
+	// still start, as nginx's proxy_next_upstream_timeout: no retry begins
+	// after it; an attempt in progress is bounded by the upstream's
+	// timeouts, not by it. Default 15s.
 	TotalTime time.Duration `yaml:"total_time"`
 	// RetryNonIdempotent also retries requests that may have reached the
 	// target when their method is not idempotent (POST, PATCH). Requests
@@ -822,7 +832,9 @@ type SessionStore struct {
 	// TLS connects over TLS when present. Default none (plain TCP).
 	TLS *StoreTLS `yaml:"tls"`
 	// KeyPrefix starts every key gmproxy writes, so that fleets (or other
-	// programs) can share one Redis. Default "gmproxy:".
+	// programs) can share one Redis; at most 256 bytes. Fleets that share a
+	// store and a wrap key still keep their ticket keys apart by it (each
+	// sealed key names its prefix). Default "gmproxy:".
 	KeyPrefix string `yaml:"key_prefix"`
 	// Timeout bounds one round trip to the store; past it the handshake
 	// goes on as a full one. After 5 failures in a row the store is not

@@ -32,6 +32,8 @@ const (
 	DefaultHTTPIdleTimeout         = 2 * time.Minute
 	DefaultMaxStreams              = 250
 	DefaultMaxRequestsPerClient    = 1024
+	// MaxKeyPrefix bounds sessions.store.key_prefix (bytes).
+	MaxKeyPrefix = 256
 	DefaultBodyTimeout             = 60 * time.Second
 	DefaultSendTimeout             = 60 * time.Second
 	DefaultHTTP2MaxResetRate       = 100
@@ -171,7 +173,6 @@ func (p *PassiveHealth) setDefaults() {
 	p.MaxFails = DefaultPassiveMaxFails
 	p.FailWindow = DefaultPassiveFailWindow
 	p.CoolDown = DefaultPassiveCoolDown
-	p.UnhealthyStatus = []int{502, 503, 504}
 }
 
 func (a *ActiveHealth) setDefaults() {

@@ -517,8 +517,10 @@
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. Default 3.
-//   - total_time (duration): total_time bounds all attempts of one request
-//     together. Default 15s.
+//   - total_time (duration): total_time is how long after the request began
+//     another attempt may still start, as nginx's proxy_next_upstream_timeout:
+//     no retry begins after it; an attempt in progress is bounded by the
+//     upstream's timeouts, not by it. Default 15s.
 //   - retry_non_idempotent (boolean): retry_non_idempotent also retries
 //     requests that may have reached the target when their method is not
 //     idempotent (POST, PATCH). Requests with idempotent methods (GET, HEAD,
@@ -648,9 +650,13 @@
 //   - max_idle (integer): max_idle is the number of idle connections kept per
 //     target; 0 disables keep-alive. Default 32.
 //   - max_conns (integer): max_conns bounds the connections per target (idle
-//     and busy); 0 means unlimited. With a bound every request to the upstream
-//     goes through net/http's Transport, the pool that enforces it, which
-//     costs more CPU per request than gmproxy's own HTTP/1.1 pool. Default 0.
+//     and busy); 0 means unlimited. A target at the bound is skipped by
+//     balancing. Over HTTP/2 (protocol h2, h2c, or tls when the target picks
+//     h2) one connection carries many requests, and the bound is on the
+//     requests in progress per target, as HAProxy's server maxconn is. With a
+//     bound every request to the upstream goes through net/http's Transport,
+//     the pool that enforces it, which costs more CPU per request than
+//     gmproxy's own HTTP/1.1 pool. Default 0.
 //
 // # upstreams[].timeouts
 //
@@ -707,7 +713,11 @@
 //     is down), so that a lone target that restarted, or targets a client made
 //     fail, do not turn into 503 for everyone. Default 30s.
 //   - unhealthy_status (list of integers): unhealthy_status are response codes
-//     counted as failures. Default [502, 503, 504].
+//     counted as failures, for example [502, 504]. Default none, as in nginx:
+//     a response is the application's answer (a 503 of a rate limit or of
+//     maintenance, a 504 of a service behind the target), and counting it lets
+//     a client that asks for such a URL again and again mark every target
+//     down.
 //
 // # upstreams[].health_checks.active
 //
@@ -733,8 +743,10 @@
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. Default 3.
-//   - total_time (duration): total_time bounds all attempts of one request
-//     together. Default 15s.
+//   - total_time (duration): total_time is how long after the request began
+//     another attempt may still start, as nginx's proxy_next_upstream_timeout:
+//     no retry begins after it; an attempt in progress is bounded by the
+//     upstream's timeouts, not by it. Default 15s.
 //   - retry_non_idempotent (boolean): retry_non_idempotent also retries
 //     requests that may have reached the target when their method is not
 //     idempotent (POST, PATCH). Requests with idempotent methods (GET, HEAD,
@@ -802,7 +814,9 @@
 //   - tls (optional section, see sessions.store.tls): tls connects over TLS
 //     when present. Default none (plain TCP).
 //   - key_prefix (string): key_prefix starts every key gmproxy writes, so that
-//     fleets (or other programs) can share one Redis. Default "gmproxy:".
+//     fleets (or other programs) can share one Redis; at most 256 bytes.
+//     Fleets that share a store and a wrap key still keep their ticket keys
+//     apart by it (each sealed key names its prefix). Default "gmproxy:".
 //   - timeout (duration): timeout bounds one round trip to the store; past it
 //     the handshake goes on as a full one. After 5 failures in a row the store
 //     is not asked for 1s (circuit breaker). Default 5ms.

@@ -357,6 +357,7 @@ type TransportConfig struct {
 	MaxIdleConns int
 	// MaxConnsPerTarget caps connections, idle and busy (and in-flight
 	// requests), per target; a saturated target is skipped by balancing.
+	// Over HTTP/2 the cap is on the requests in flight per target.
 	// With a cap every request goes through net/http's Transport, the
 	// pool that enforces it, instead of the lighter HTTP/1.1 client.
 	// Default 0: none.
@@ -408,7 +409,9 @@ type RetryConfig struct {
 	// Tries is the maximum number of targets tried per request, the first
 	// included. Default 3, at most 8; 1 disables retries.
 	Tries int
-	// Duration bounds the total time spent retrying. Default 0: only Tries.
+	// Duration is how long after the request began another attempt may
+	// still start (an attempt in progress is bounded by the upstream's
+	// timeouts). Default 0: only Tries.
 	Duration time.Duration
 	// NonIdempotent also retries, after a failure without a response,
 	// requests whose headers reached the target when their method is not
