@@ -33,7 +33,7 @@ const (
 	DefaultMaxStreams              = 250
 	DefaultMaxRequestsPerClient    = 1024
 	// MaxKeyPrefix bounds sessions.store.key_prefix (bytes).
-	MaxKeyPrefix = 256
+	MaxKeyPrefix                   = 256
 	DefaultBodyTimeout             = 60 * time.Second
 	DefaultSendTimeout             = 60 * time.Second
 	DefaultHTTP2MaxResetRate       = 100

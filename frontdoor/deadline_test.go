@@ -13,6 +13,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/record"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -38,7 +39,7 @@ func TestDeadlineContext(t *testing.T) {
 		}
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Bound(10 * time.Second)):
 			t.Fatal("Done not closed at the deadline")
 		}
 		if err := c.Err(); err != context.DeadlineExceeded {
@@ -122,7 +123,7 @@ func TestServeHandshakeDeadlineEndsKeyWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(5 * time.Second)) // the server's 300 ms, with room for a slow machine
+	raw.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second))) // the server's 300 ms, with room for a slow machine
 	start := time.Now()
 	cc := tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECDHE_SM4_GCM_SM3, tlcp.ECC_SM4_GCM_SM3}})
 	if err := cc.Handshake(); err == nil {
@@ -136,7 +137,7 @@ func TestServeHandshakeDeadlineEndsKeyWait(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("key wait ended with %v, want the deadline", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound(5 * time.Second)):
 		t.Fatal("the key operation's wait did not end at the handshake deadline")
 	}
 	if ev := obs.next(t); ev.Reason != ReasonTimeout {

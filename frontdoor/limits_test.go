@@ -14,6 +14,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/clientshare"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 func TestClientKey(t *testing.T) {
@@ -82,7 +83,7 @@ func (o *gaugeObserver) refusedCount(why string) int {
 func (o *gaugeObserver) zero(t *testing.T, s *Server) {
 	t.Helper()
 	var state string
-	for range 2000 {
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
 		o.mu.Lock()
 		active, inProgress := o.accepted-o.closed, o.started-o.ended
 		o.mu.Unlock()
@@ -102,7 +103,7 @@ func dialFrom(t *testing.T, from, addr string) net.Conn { return testpeer.DialFr
 // refusedNow reports whether the server closed c without a word.
 func refusedNow(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	_, err := c.Read(make([]byte, 1))
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -266,7 +267,7 @@ func TestServerGaugesReturnToZero(t *testing.T) {
 		{"malformed_hello", ListenerConfig{MaxHandshakesPerClient: 5}, false, func(t *testing.T, s *Server, dial dialer) {
 			c := dial("127.0.0.1")
 			c.Write([]byte{0x16, 3, 1, 0, 4, typeClientHello, 0, 0, 0})
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			if got, err := io.ReadAll(c); err != nil || !bytes.Equal(got, alertRecord(0x0303, alertDecodeError)) {
 				t.Fatalf("answered %x (%v), want a decode_error alert and the close", got, err)
 			}

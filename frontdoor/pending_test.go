@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // countingListener counts the bytes the server read from its connections.
@@ -33,10 +35,10 @@ func (c countingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// waitFor polls cond every 10 ms, at most 2,000 times (20 s).
+// waitFor polls cond every 10 ms for up to 20 s (testwait).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for range 2000 {
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
 		if cond() {
 			return
 		}

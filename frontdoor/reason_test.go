@@ -14,6 +14,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // decryptingECDSA is an ECDSA key that claims to decrypt, as the offload
@@ -39,8 +41,8 @@ func TestClassifyTLSKeyFailure(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	a.SetDeadline(time.Now().Add(10 * time.Second))
-	b.SetDeadline(time.Now().Add(10 * time.Second))
+	a.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	b.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	errc := make(chan error, 1)
 	go func() {
 		c := tls.Client(b, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12})

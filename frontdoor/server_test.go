@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // testCert makes a self-signed ECDSA certificate for names.
@@ -92,7 +93,7 @@ func (o *recObserver) next(t *testing.T) HandshakeEvent {
 	select {
 	case ev := <-o.doneCh:
 		return ev
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Bound(20 * time.Second)):
 		t.Fatal("no handshake event")
 	}
 	return HandshakeEvent{}
@@ -209,7 +210,7 @@ func TestServer360Pattern(t *testing.T) {
 	}
 	defer c.Close()
 	c.Write(helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0xe013, 0xe053, 0x00ff}, sni: "a.example.cn"}.flight())
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	got, _ := io.ReadAll(c)
 	if want := string(alertRecord(0x0303, alertHandshakeFailure)); string(got) != want {
 		t.Fatalf("got % x, want handshake_failure alert", got)
@@ -231,7 +232,7 @@ func TestServerRejectsUnknownAndRedirectsHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		io.WriteString(c, in)
 		b, _ := io.ReadAll(c)
 		return string(b)
@@ -271,7 +272,7 @@ func TestServerHandshakeDeadline(t *testing.T) {
 	defer c.Close()
 	// Send a partial hello and then nothing.
 	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x40})
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("silent connection: read err = %v, want EOF (closed by the server)", err)
 	}
@@ -291,13 +292,13 @@ func TestServerMaxHandshakes(t *testing.T) {
 	defer first.Close()
 	select {
 	case <-obs.startCh:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Bound(20 * time.Second)):
 		t.Fatal("first handshake not started")
 	}
 	// The refusal (close with linger 0) may even reset the connect.
 	if second, err := net.Dial("tcp", addr); err == nil {
 		defer second.Close()
-		second.SetDeadline(time.Now().Add(20 * time.Second))
+		second.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		if _, err := second.Read(make([]byte, 1)); err == nil {
 			t.Fatal("second connection was not refused")
 		}
@@ -338,7 +339,7 @@ func TestServerMaxConns(t *testing.T) {
 	}
 	// The refused connection is closed before its count is released: the
 	// client may see the close first. Wait (bounded) for the count.
-	for deadline := time.Now().Add(5 * time.Second); s.Conns() != 1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testwait.Bound(5 * time.Second)); s.Conns() != 1 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if s.Conns() != 1 {

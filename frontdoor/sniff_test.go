@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/cryptobyte"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
@@ -338,7 +339,7 @@ func TestMalformedHelloGetsAlert(t *testing.T) {
 			if _, err := c.Write(tc.flight); err != nil {
 				t.Fatal(err)
 			}
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			got, _ := io.ReadAll(io.LimitReader(c, 64))
 			if !bytes.Equal(got, tc.want) {
 				t.Fatalf("server answered %x before closing, want the alert %x", got, tc.want)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestPipelining: one connection carries many operations at once and the
@@ -221,7 +223,7 @@ func TestVersionMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	id, _ := KeyID(keys[0].Private.Public())
 	req := binary.BigEndian.AppendUint32(nil, 1+32+32)
 	req = append(append(append(req, byte(OpSign)), id[:]...), make([]byte, 32)...)
@@ -247,7 +249,7 @@ func TestVersionMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c3.Close()
-	c3.SetDeadline(time.Now().Add(20 * time.Second))
+	c3.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c3.Write(appendHello(nil, 3))
 	br := bufio.NewReader(c3)
 	if v, _, err := readHello(br); err != nil || v != Version {

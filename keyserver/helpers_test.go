@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -205,16 +206,16 @@ func (r *recObserver) get(f func(r *recObserver) int) int {
 	return f(r)
 }
 
-// eventually polls cond every 10ms, at most 10s.
+// eventually polls cond every 10ms for up to 10s (testwait).
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); time.Now().Before(deadline); {
 		if cond() {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%s: not reached in 10s", what)
+	t.Fatalf("%s: not reached in %v", what, testwait.Bound(10*time.Second))
 }
 
 // greetedConn opens a TLS connection to addr with cfg and greets; it
@@ -226,7 +227,7 @@ func greetedConn(t testing.TB, addr string, cfg *tls.Config) (net.Conn, *frameRe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := c.Write(appendHello(nil, Version)); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestOversizedRequestFailsAlone: one request too large for a frame (an
@@ -73,7 +74,7 @@ func TestOversizedRequestFailsAlone(t *testing.T) {
 		if err != nil {
 			t.Errorf("operation in flight on the same connection failed: %v", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(testwait.Bound(15 * time.Second)):
 		t.Fatal("operation in flight not answered")
 	}
 	if n := runs.Load(); n != 1 {
@@ -216,7 +217,7 @@ func TestFrameWriterFreshDeadline(t *testing.T) {
 			if err != nil {
 				t.Errorf("answer to a reading peer failed: %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Bound(5 * time.Second)):
 			t.Fatal("write hangs")
 		}
 	}
@@ -238,7 +239,7 @@ func fakeKeyServer(t *testing.T, body []byte) Endpoint {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(20 * time.Second))
+				c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 				br := bufio.NewReader(c)
 				if _, _, err := readHello(br); err != nil {
 					return
@@ -336,7 +337,7 @@ func TestStalledWriteBoundedByTimeout(t *testing.T) {
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("operation with a 300ms timeout returned after %s (%v)", d.Round(time.Millisecond), err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Bound(20 * time.Second)):
 		t.Fatal("operation never returned")
 	}
 }
@@ -433,7 +434,7 @@ func TestFrameWriterReturnsAfterItsFrameIsSent(t *testing.T) {
 			if err != nil {
 				t.Errorf("write to a peer that read it: %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Bound(5 * time.Second)):
 			t.Fatal("a write still blocked after the peer read both frames")
 		}
 	}

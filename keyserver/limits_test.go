@@ -14,6 +14,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestHandshakeBound: connections that never get identified hold at
@@ -195,7 +196,7 @@ func TestLoweredMaxConnsShedsNewest(t *testing.T) {
 	}
 	// closed reports whether the server closed g (EOF or reset).
 	closed := func(g greeted) bool {
-		g.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		g.c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		_, _, _, err := g.fr.next()
 		return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 	}
@@ -203,7 +204,7 @@ func TestLoweredMaxConnsShedsNewest(t *testing.T) {
 		t.Error("the second newest connection is still open after MaxConns went from 4 to 2")
 	}
 	close(release)
-	open[3].c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	open[3].c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	if id, code, _, err := open[3].fr.next(); err != nil || id != 7 || Code(code) != CodeOK {
 		t.Errorf("the signature in progress on the shed connection: frame %d code %d, %v; want its answer", id, code, err)
 	}
@@ -220,7 +221,7 @@ func TestLoweredMaxConnsShedsNewest(t *testing.T) {
 	})
 	// Two are open, the new bound: one more is refused busy.
 	c, fr := greetedConn(t, ks.addr, edgeTLS)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	if id, code, _, err := fr.next(); err != nil || id != 0 || Code(code) != CodeBusy {
 		t.Errorf("a third connection after the reload: frame %d code %d, %v; want busy", id, code, err)
 	}
@@ -308,7 +309,7 @@ func TestRefusalLogBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		c.Read(make([]byte, 1))
 		c.Close()
 	}

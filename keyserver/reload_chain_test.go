@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // dialAndPing dials addr with cfg, greets, pings; it returns whether the
@@ -25,7 +27,7 @@ func dialAndPing(t *testing.T, addr string, cfg *tls.Config) (resumed, ok bool) 
 		return false, false
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	if _, err := c.Write(appendHello(nil, Version)); err != nil {
 		return c.ConnectionState().DidResume, false
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // Each test here is a misbehaving (or merely curious) client that must be
@@ -204,7 +205,7 @@ func TestConnectionBoundAndHandshakeDeadline(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			_, err := c.Read(make([]byte, 1))
 			var ne net.Error
 			if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
@@ -256,7 +257,7 @@ func TestConnectionBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("third connection: read err = %v, want it closed", err)
 	}
@@ -472,7 +473,7 @@ func TestClientConnectionBound(t *testing.T) {
 		t.Fatal("the client's first two connections are not served")
 	}
 	third, thirdR := greeted(edgeTLS)
-	third.SetDeadline(time.Now().Add(5 * time.Second))
+	third.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	if id, code, detail, err := thirdR.next(); err != nil || id != 0 || code != byte(CodeBusy) {
 		t.Fatalf("third connection: frame %d code %d %q, %v; want busy", id, code, detail, err)
 	}

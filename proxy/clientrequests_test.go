@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestMaxRequestsPerClient: one address holds at most
@@ -62,7 +63,7 @@ func TestMaxRequestsPerClient(t *testing.T) {
 	for range 2 {
 		select {
 		case <-arrived:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Bound(10 * time.Second)):
 			t.Fatal("the held requests did not reach the target")
 		}
 	}
@@ -90,7 +91,7 @@ func TestMaxRequestsPerClient(t *testing.T) {
 			if code != http.StatusOK {
 				t.Errorf("held request: %d, want 200", code)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Bound(10 * time.Second)):
 			t.Fatal("held requests not answered after release")
 		}
 	}
@@ -146,7 +147,7 @@ func TestMaxRequestsPerClientHTTP1(t *testing.T) {
 	io.WriteString(c1, "GET /hold HTTP/1.1\r\nHost: example.test\r\n\r\n")
 	select {
 	case <-arrived:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("held request did not reach the target")
 	}
 	res, c2, br := rawExchange(t, f.addr, "POST /x HTTP/1.1\r\nHost: example.test\r\nContent-Length: 3\r\n\r\nabc")

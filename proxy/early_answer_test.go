@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // blockedBody is a client body whose Read blocks until released.
@@ -75,7 +77,7 @@ func TestHandlerDoneWaitsForBodyRead(t *testing.T) {
 			if !finished {
 				t.Errorf("deadline %v: handlerDone returned before the read in progress ended", withDeadline)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Bound(5 * time.Second)):
 			t.Fatalf("deadline %v: handlerDone never returned", withDeadline)
 		}
 		if _, err := body.Read(make([]byte, 8)); !errors.Is(err, errHandlerDone) {

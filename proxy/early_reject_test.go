@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestEarlyRejectionPassedOn: a target that answers an upload before
@@ -44,12 +46,12 @@ func TestEarlyRejectionPassedOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 			first := 8 << 10
 			fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", size, strings.Repeat("a", first))
 			select {
 			case <-closed:
-			case <-time.After(10 * time.Second):
+			case <-time.After(testwait.Bound(10 * time.Second)):
 				t.Fatal("the request never reached the target")
 			}
 			time.Sleep(20 * time.Millisecond) // the reset reaches the proxy

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // rawBackend accepts loopback connections and answers each request read
@@ -231,7 +232,7 @@ func TestAlive(t *testing.T) {
 		return c, s
 	}
 	settle := func(c net.Conn) { // wait until something is readable
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 		for i := 0; i < 500 && alive(c); i++ {
 			time.Sleep(time.Millisecond)
 		}
@@ -283,7 +284,7 @@ func waitConnClosed(t *testing.T, cl *h1Client, addr string) {
 		t.Fatalf("%d pooled connections, want 1", len(l))
 	}
 	c := l[0].c
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("pooled connection: %v, want EOF", err)
 	}
@@ -593,7 +594,7 @@ func TestH1ClientWriteTimeout(t *testing.T) {
 		if !isTimeout(err) {
 			t.Fatalf("after %v: error %v; want a timeout", time.Since(start), err)
 		}
-	case <-time.After(5 * time.Second): // 25 times the timeout
+	case <-time.After(testwait.Bound(5 * time.Second)): // 25 times the timeout
 		t.Fatal("the exchange still waits after 5s for a target that reads nothing (write timeout 200ms)")
 	}
 }
@@ -679,7 +680,7 @@ func TestH1ClientHeaderTimeoutKept(t *testing.T) {
 		if !isTimeout(err) {
 			t.Errorf("silent backend on a reused connection: %v, want a timeout", err)
 		}
-	case <-time.After(10 * time.Second): // ten times the header timeout
+	case <-time.After(testwait.Bound(10 * time.Second)): // ten times the header timeout
 		t.Fatal("a silent backend on a reused connection did not time out")
 	}
 	if n := b.conns.Load(); n != 1 {

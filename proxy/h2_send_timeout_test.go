@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // h2RawClient opens a raw HTTP/2 connection to addr: the preface,
@@ -24,7 +25,7 @@ func h2RawClient(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestHTTP2InFlightDataAfterEarlyResponse: a well-behaved client uploads a
@@ -31,7 +32,7 @@ func TestHTTP2InFlightDataAfterEarlyResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestHTTP2ResetFloods: a client that opens streams and ends each at once,
@@ -42,7 +43,7 @@ func TestHTTP2ResetFloods(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(15 * time.Second))
+			c.SetDeadline(time.Now().Add(testwait.Bound(15 * time.Second)))
 			sent := testpeer.ExpectCalm(t, c, "http", "example.test", tc.streams, tc.end)
 			// Let handlers already running finish before counting.
 			f.p.Shutdown(context.Background())

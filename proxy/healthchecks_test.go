@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestPassiveHealthEjectionAndRecovery kills a backend, checks that the
@@ -440,7 +442,7 @@ func TestActiveProbesRunAtOnce(t *testing.T) {
 	newFront(t, cfg, frontOpts{})
 	select {
 	case <-allAtOnce:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("the targets' probes were never in progress at the same time (probed one after the other)")
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // testLogger discards unless -v.
@@ -364,7 +365,7 @@ func (o *eventObserver) waitStreamTotal(t testing.TB, want [2]int64) {
 // waitHealth waits (bounded) for a specific health event.
 func (o *eventObserver) waitHealth(t testing.TB, want string) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(testwait.Bound(20 * time.Second))
 	for {
 		select {
 		case s := <-o.healthC:
@@ -442,7 +443,7 @@ func dialRaw(t testing.TB, addr string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	return c
 }
 

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -27,7 +28,7 @@ import (
 // readWholeRequest reads one request (head and body) from br, bounded by c's
 // deadline.
 func readWholeRequest(c net.Conn, br *bufio.Reader) (*http.Request, error) {
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return nil, err
@@ -201,7 +202,7 @@ func TestStatusOutOfRangeIs502(t *testing.T) {
 			f := newFront(t, proxyTo(addr), frontOpts{})
 			c := dialRaw(t, f.addr)
 			io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Fatalf("backend status %s: the client got no response at all (%v): the handler panicked; want 502 Bad Gateway", status, err)
@@ -247,7 +248,7 @@ func TestSlowClientDoesNotChargeBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond) // a slow reader, well within send_timeout (60s)
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			n, err := io.Copy(io.Discard, res.Body)
 			if n != size {
 				t.Errorf("slow client: got %d of %d body bytes (%v); want the whole body: the backend never stalled", n, size, err)
@@ -321,7 +322,7 @@ func TestUpgradeResponseHopByHopRemoved(t *testing.T) {
 	f := newFront(t, proxyTo(addr), frontOpts{})
 	c := dialRaw(t, f.addr)
 	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +424,7 @@ func TestResponseHeadBounded(t *testing.T) {
 				if _, err := readWholeRequest(c, br); err != nil {
 					return
 				}
-				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				c.SetWriteDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 				io.WriteString(c, head)
 				c.SetReadDeadline(time.Now().Add(3 * time.Second))
 				io.Copy(io.Discard, c)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
@@ -198,7 +199,7 @@ func TestTLSUpstreamUpgradeOverHTTP1(t *testing.T) {
 	}
 	c := dialRaw(t, f.addr)
 	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {

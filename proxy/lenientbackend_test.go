@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // lenientBackend records each request it parses leniently (request line,
@@ -22,7 +24,7 @@ type lenientBackend struct {
 func newLenientBackend(t testing.TB) *lenientBackend {
 	b := &lenientBackend{}
 	b.addr = connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		br := bufio.NewReader(c)
 		for i := 0; i < 32; i++ {
 			var head strings.Builder

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // Requests that a reverse proxy must not forward as they come: CONNECT
@@ -92,7 +93,7 @@ func h2Status(t *testing.T, fr *http2.Framer, id uint32) string {
 // It reports every request on seen.
 func keepAliveBackend(t *testing.T, answer func(*http.Request) int, seen chan<- string) string {
 	return connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		br := bufio.NewReader(c)
 		for {
 			r, err := http.ReadRequest(br)

@@ -19,6 +19,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // The request sent upstream is built beside the inbound one (issue 14,
@@ -261,7 +262,7 @@ func TestAccessLogShowsClientRequest(t *testing.T) {
 // and closes the connection without answering.
 func dropAfterHeader(t *testing.T, rec *headerRecorder) string {
 	return connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		r, err := http.ReadRequest(bufio.NewReader(c))
 		if err == nil {
 			rec.record(r)

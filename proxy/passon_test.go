@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestPassOnHeader: a backend's plain response goes to an HTTP/1.1
@@ -46,7 +48,7 @@ func TestPassOnHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	br := bufio.NewReader(c)
 	// head sends a request and returns the response head's lines.
 	head := func(method, path, proto string) []string {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestPipeIdleCountsFromWriteEnd: a tunnel's idle time counts from the
@@ -37,16 +39,16 @@ func TestPipeIdleCountsFromWriteEnd(t *testing.T) {
 	time.Sleep(1200 * time.Millisecond)
 	// 2.4 s after the read from the target, 1.2 s after the write to the
 	// client ended.
-	target.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	target.SetWriteDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	if _, err := target.Write([]byte("second")); err != nil {
 		t.Fatalf("the tunnel was cut as idle 1.2 s after its last write ended (idle timeout %v): %v", idle, err)
 	}
-	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	client.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	if n, err := io.ReadAtLeast(client, b, 6); err != nil || string(b[:n]) != "second" {
 		t.Fatalf("second read: %q %v", b[:n], err)
 	}
 	// Then idle for real: cut.
-	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	client.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	if n, err := client.Read(b); err == nil {
 		t.Fatalf("read %q from a tunnel idle past its timeout", b[:n])
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {

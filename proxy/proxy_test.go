@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -97,7 +98,7 @@ func TestCloseCutsTunnels(t *testing.T) {
 	wsEcho(t, ws, "still there") // the tunnel is not cut by Shutdown
 	// ... Close cuts it.
 	f.p.Close()
-	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	var s string
 	if err := websocket.Message.Receive(ws, &s); err == nil {
 		t.Fatal("tunnel survived Close")
@@ -126,7 +127,7 @@ func TestClientLimits(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n"))
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := io.ReadAll(conn); err != nil {
 		t.Fatalf("slow headers: %v, want the proxy to close", err)
 	}
@@ -179,7 +180,7 @@ func TestH2MaxConcurrentStreamsAdvertised(t *testing.T) {
 	srv, cli := net.Pipe()
 	defer cli.Close()
 	go px.ServeHTTP2(srv)
-	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	cli.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	go func() {
 		io.WriteString(cli, http2.ClientPreface)
 		http2.NewFramer(cli, nil).WriteSettings()
@@ -368,7 +369,7 @@ func TestUpgrade101WriteFails(t *testing.T) {
 		defer conn.Close()
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 		brw.Flush()
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		conn.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 		_, err = conn.Read(make([]byte, 1))
 		backEnd <- err
 	}))
@@ -389,7 +390,7 @@ func TestUpgrade101WriteFails(t *testing.T) {
 	if err != io.EOF {
 		t.Fatalf("backend read: %v, want EOF", err)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	if n, err := io.Copy(io.Discard, c); err != nil {
 		t.Fatalf("client: %v after %d bytes, want the connection closed", err, n)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // rawRecorder is a backend that reads HTTP/1.1 requests with
@@ -29,7 +31,7 @@ func newRawRecorder(t testing.TB) *rawRecorder {
 	t.Helper()
 	r := &rawRecorder{got: make(chan string, 64)}
 	r.addr = connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		var tee bytes.Buffer
 		br := bufio.NewReader(io.TeeReader(c, &tee))
 		for i := 0; i < 64; i++ {

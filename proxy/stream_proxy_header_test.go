@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestStreamProxyHeaderDestination: a TCP stream site behind a load
@@ -18,7 +19,7 @@ import (
 func TestStreamProxyHeaderDestination(t *testing.T) {
 	got := make(chan string, 1)
 	addr := connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 		l, _ := bufio.NewReader(c).ReadString('\n')
 		got <- l
 	})

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // patternReader yields n bytes of a repeating pattern without allocating.
@@ -183,7 +184,7 @@ func TestSSEFlushedBeforeStreamEnds(t *testing.T) {
 					if l != fmt.Sprintf("data: %d\n", i) {
 						t.Fatalf("event %d: %q", i, l)
 					}
-				case <-time.After(20 * time.Second):
+				case <-time.After(testwait.Bound(20 * time.Second)):
 					t.Fatalf("event %d not delivered before the backend sent the next: buffered", i)
 				}
 				next <- struct{}{}
@@ -309,7 +310,7 @@ func TestResponseTrailersFiltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
 	wire, _ := io.ReadAll(c)
 	if !strings.Contains(string(wire), "\r\nTrailer: X-Sum\r\n") {
@@ -332,7 +333,7 @@ func TestWebSocketEcho(t *testing.T) {
 		if b[0] < 10000 || b[1] < 10000 {
 			t.Fatalf("tunnel bytes in/out %v", b)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testwait.Bound(20 * time.Second)):
 		t.Fatal("no StreamBytes for the tunnel")
 	}
 }
@@ -634,7 +635,7 @@ func TestExtendedConnectNeedsTheSwitch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := connBackend(t, func(c net.Conn) {
-				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 				r, err := http.ReadRequest(bufio.NewReader(c))
 				if err != nil {
 					return
@@ -689,7 +690,7 @@ func TestUpgradeRequestWithBody(t *testing.T) {
 		if want := strings.Repeat("hello", 21); s.upgrade != "" || s.body != want {
 			t.Errorf("the target got Upgrade %q and a body of %d bytes; want no Upgrade and %d bytes", s.upgrade, len(s.body), len(want))
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound(5 * time.Second)):
 		t.Fatal("the request did not reach the target")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // echoTCP is a TCP echo server; with withPP it first reads a PROXY header
@@ -106,7 +107,7 @@ func TestTCPStreamIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Silent now: the proxy must close the stream by itself.
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if n, err := c.Read(b); err != io.EOF {
 		t.Fatalf("read after idle: %d %v, want EOF from the proxy", n, err)
 	}
@@ -123,7 +124,7 @@ func TestTCPStreamAllTargetsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("want the connection closed, got %v", err)
 	}

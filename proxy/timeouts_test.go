@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestBodyTimeout: a body dribbled with pauses shorter than body_timeout
@@ -33,7 +35,7 @@ func TestBodyTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: %d\r\n\r\n", len(body))
 		for i := range len(body) { // 20 pauses of 50ms: longer than the timeout in all
 			time.Sleep(50 * time.Millisecond)
@@ -97,7 +99,7 @@ func TestReadTimeoutCountsFromTheHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	head := "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 1000\r\n\r\n"
 	start := time.Now()
 	for i := range 15 { // the head over 1.5 s
@@ -151,7 +153,7 @@ func TestSendTimeout(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	got, _ := io.Copy(io.Discard, c)
 	if got >= 256<<20 {
 		t.Errorf("the whole response (%d bytes) was delivered", got)
@@ -188,7 +190,7 @@ func TestSendTimeoutKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(30 * time.Second)))
 	br := bufio.NewReader(c)
 	get := func(req string, want string) {
 		t.Helper()
@@ -370,7 +372,7 @@ func TestClientBodyErrorNotTargetFailure(t *testing.T) {
 func duplexBackend(t *testing.T) (addr string, answered <-chan struct{}) {
 	ch := make(chan struct{}, 16)
 	addr = connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		br := bufio.NewReader(c)
 		for {
 			req, err := http.ReadRequest(br)
@@ -410,11 +412,11 @@ func TestClientBodyErrorFullDuplex(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialRaw(t, f.addr)
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 			io.WriteString(c, "POST /duplex HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
 			select {
 			case <-answered:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Bound(5 * time.Second)):
 				t.Fatal("the request never reached the backend while its body was open")
 			}
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)

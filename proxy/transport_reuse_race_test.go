@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestRequestStateNotPooledWhileTransportWrites: a request that goes
@@ -39,7 +41,7 @@ func TestRequestStateNotPooledWhileTransportWrites(t *testing.T) {
 	go acceptLoop(ln, func(c net.Conn) {
 		go func() {
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
+			c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			br := bufio.NewReaderSize(c, 4096)
 			line, _ := br.ReadString('\n')
 			if strings.HasPrefix(line, "GET /other") {

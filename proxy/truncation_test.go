@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -53,7 +54,7 @@ func truncatingSMBackend(t *testing.T, proto string, notify bool) (string, *Upst
 		ctls = tls13smClientTLS(p, "TLS_SM4_GCM_SM3")
 	}
 	addr := serveConns(t, inner, func(raw net.Conn) {
-		raw.SetDeadline(time.Now().Add(10 * time.Second))
+		raw.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		c := wrap(raw)
 		if err := c.Handshake(); err != nil {
 			return

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // halfCloseBackend switches to websocket, reads the tunnel until the
@@ -25,7 +26,7 @@ func halfCloseBackend(t *testing.T, reply string) *httptest.Server {
 			return
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
 		brw.Flush()
 		io.Copy(io.Discard, brw) // until the client's half-close reaches us
@@ -65,7 +66,7 @@ func TestUpgradeTunnelClientHalfClose(t *testing.T) {
 // TestTCPStreamClientHalfClose: the same exchange on a TCP stream site.
 func TestTCPStreamClientHalfClose(t *testing.T) {
 	addr := connBackend(t, func(c net.Conn) {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 		io.Copy(io.Discard, c)
 		c.Write([]byte("answer-after-eof"))
 	})

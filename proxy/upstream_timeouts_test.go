@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // stallingBackend answers every request on a raw connection with a
@@ -33,7 +35,7 @@ func stallingBackend(t *testing.T, sent int, gap time.Duration) (addr string, cl
 			io.WriteString(c, strings.Repeat(fmt.Sprint(i), 10))
 		}
 		// Stall: wait for the proxy to close (bounded).
-		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		if _, err := io.Copy(io.Discard, c); err == nil {
 			ch <- struct{}{}
 		}
@@ -74,7 +76,7 @@ func TestUpstreamReadTimeout(t *testing.T) {
 				}
 				select {
 				case <-closed:
-				case <-time.After(10 * time.Second):
+				case <-time.After(testwait.Bound(10 * time.Second)):
 					t.Error("the proxy kept the stalled target's connection open")
 				}
 			})
@@ -102,7 +104,7 @@ func TestUpstreamReadTimeout(t *testing.T) {
 			case <-r.Context().Done():
 				gone <- struct{}{}
 			case <-stall:
-			case <-time.After(20 * time.Second):
+			case <-time.After(testwait.Bound(20 * time.Second)):
 			}
 		}))
 		cfg := Config{
@@ -114,7 +116,7 @@ func TestUpstreamReadTimeout(t *testing.T) {
 		expectCut(t, f)
 		select {
 		case <-gone: // the proxy reset the stream
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Bound(10 * time.Second)):
 			t.Error("the stalled h2c stream was never ended")
 		}
 	})
@@ -146,7 +148,7 @@ func expectCut(t *testing.T, f *front) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("the response from a stalled target was not cut within 10s")
 	}
 }
@@ -165,7 +167,7 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		wsEcho(t, ws, fmt.Sprint("message ", i))
 		time.Sleep(idle / 4)
 	}
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	var b [1]byte
 	if n, err := ws.Read(b[:]); err == nil {
 		t.Fatalf("read %d bytes from an idle tunnel; want it closed", n)
@@ -197,7 +199,7 @@ func TestUpstreamWriteTimeout(t *testing.T) {
 			wait := func() { // read no body; hold the exchange (bounded)
 				select {
 				case <-held:
-				case <-time.After(10 * time.Second):
+				case <-time.After(testwait.Bound(10 * time.Second)):
 				}
 			}
 			var addr string
@@ -205,7 +207,7 @@ func TestUpstreamWriteTimeout(t *testing.T) {
 				addr = h2cBackend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { wait() }))
 			} else {
 				addr = connBackend(t, func(c net.Conn) {
-					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
 						wait()
 					}
@@ -223,14 +225,14 @@ func TestUpstreamWriteTimeout(t *testing.T) {
 			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(tc.size)+"\r\n\r\n")
 			go func() { // the client sends as fast as the proxy takes it
 				chunk := make([]byte, 64<<10)
-				c.SetWriteDeadline(time.Now().Add(8 * time.Second))
+				c.SetWriteDeadline(time.Now().Add(testwait.Bound(8 * time.Second)))
 				for sent := 0; sent < tc.size; sent += len(chunk) {
 					if _, err := c.Write(chunk); err != nil {
 						return
 					}
 				}
 			}()
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 			line, err := bufio.NewReader(c).ReadString('\n')
 			if err != nil {
 				t.Fatalf("no response within 5s (%v) while the target reads none of the body; want 504 after write_timeout (300ms)", err)
@@ -284,7 +286,7 @@ func TestUpstreamWriteTimeout(t *testing.T) {
 				time.Sleep(700 * time.Millisecond)
 				io.WriteString(c, part)
 			}
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -319,7 +321,7 @@ func TestWriteTimeoutNotChargedWithClientPauses(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		io.WriteString(c, part)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +373,7 @@ func TestWriteTimeoutNotChargedWithExpectContinue(t *testing.T) {
 	f := newFront(t, cfg, frontOpts{})
 	c := dialRaw(t, f.addr)
 	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: example.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)
 	for err == nil && res.StatusCode == http.StatusContinue {

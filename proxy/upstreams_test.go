@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestMaxConnsPerTargetOverAllRequests: the cap on connections per target
@@ -67,7 +69,7 @@ func TestMaxConnsPerTargetOverAllRequests(t *testing.T) {
 		for range 2 {
 			select {
 			case <-started:
-			case <-time.After(10 * time.Second):
+			case <-time.After(testwait.Bound(10 * time.Second)):
 				t.Fatal("backend not reached")
 			}
 		}

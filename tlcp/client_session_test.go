@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -58,8 +59,8 @@ func TestClientTruncationIsUnexpectedEOF(t *testing.T) {
 	p := loadPKI(t)
 	for _, notify := range []bool{true, false} {
 		a, b := tcpPair(t)
-		a.SetDeadline(time.Now().Add(10 * time.Second))
-		b.SetDeadline(time.Now().Add(10 * time.Second))
+		a.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		b.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		srv, cli := Server(a, p.serverConfig()), Client(b, p.clientConfig())
 		go func() {
 			if srv.Handshake() != nil {

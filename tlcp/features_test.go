@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -384,7 +385,7 @@ func TestConcurrent(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
+			c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			data := bytes.Repeat([]byte{byte(i)}, 200000)
 			werr := make(chan error, 1)
 			go func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // Misbehaving-peer tests in the manner of BoGo's shim tests: one in-repo
@@ -167,7 +168,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	bad.testHandshakeOut, bad.testRewriteBeforeHash = mc.msgs, mc.beforeHash
 
 	c1, c2 := tcpPair(t)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
 	c1.SetDeadline(deadline)
 	c2.SetDeadline(deadline)
 	cli, srv := Client(c1, ccfg), Server(c2, scfg)
@@ -309,7 +310,7 @@ func TestChangeCipherSpecReplacedByWarning(t *testing.T) {
 			p := loadPKI(t)
 			scfg, ccfg := p.serverConfig(), p.clientConfig()
 			c1, c2 := tcpPair(t)
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(testwait.Bound(10 * time.Second))
 			c1.SetDeadline(deadline)
 			c2.SetDeadline(deadline)
 			cli, srv := Client(c1, ccfg), Server(c2, scfg)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // genCA makes a throwaway SM2 CA.
@@ -460,7 +461,7 @@ func readRawRecord(t *testing.T, c *Conn) (recordType, []byte) {
 	t.Helper()
 	c.core.InMu.Lock()
 	defer c.core.InMu.Unlock()
-	c.core.Raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.core.Raw.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	defer c.core.Raw.SetReadDeadline(time.Time{})
 	var hdr [recordHeaderLen]byte
 	if _, err := io.ReadFull(c.core.Raw, hdr[:]); err != nil {

@@ -3,6 +3,7 @@ package tlcp
 import (
 	"crypto/rand"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"net"
 	"testing"
@@ -56,8 +57,8 @@ func fatalAlertThenResume(t *testing.T, fail func(cli *Conn, raw net.Conn)) {
 
 	// Resume, then end the connection with a fatal alert.
 	c1, c2 := tcpPair(t)
-	c1.SetDeadline(time.Now().Add(10 * time.Second))
-	c2.SetDeadline(time.Now().Add(10 * time.Second))
+	c1.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	c2.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	cli, srv := Client(c1, ccfg), Server(c2, scfg)
 	errc := make(chan error, 1)
 	go func() {

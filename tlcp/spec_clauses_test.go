@@ -8,6 +8,8 @@ package tlcp
 import (
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestClientAnswersHelloRequestWithoutFatalAlert — RFC 5246 §7.4.1.1
@@ -34,7 +36,7 @@ func TestClientAnswersHelloRequestWithoutFatalAlert(t *testing.T) {
 	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
 	defer cli.Close()
 	defer srv.Close()
-	dl := time.Now().Add(10 * time.Second)
+	dl := time.Now().Add(testwait.Bound(10 * time.Second))
 	c1.SetDeadline(dl)
 	c2.SetDeadline(dl)
 	errc := make(chan error, 1)

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // alertInjectConn returns, after the first record read (the plaintext
@@ -46,8 +48,8 @@ func TestClientRefusesPlaintextAlertUnderHandshakeKeys(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	cliCfg.ClientSessionCache = nil
 	a, b := tcpPair(t)
-	a.SetDeadline(time.Now().Add(10 * time.Second))
-	b.SetDeadline(time.Now().Add(10 * time.Second))
+	a.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	b.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	srv, cli := Server(a, srvCfg), Client(&alertInjectConn{Conn: b}, cliCfg)
 	defer srv.Close()
 	defer cli.Close()
@@ -67,8 +69,8 @@ func TestClientTruncationIsUnexpectedEOF(t *testing.T) {
 	srvCfg, cliCfg := testConfigs(t)
 	for _, notify := range []bool{true, false} {
 		a, b := tcpPair(t)
-		a.SetDeadline(time.Now().Add(10 * time.Second))
-		b.SetDeadline(time.Now().Add(10 * time.Second))
+		a.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		b.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		srv, cli := Server(a, srvCfg), Client(b, cliCfg)
 		go func() {
 			if srv.Handshake() != nil {
@@ -94,8 +96,8 @@ func TestClientTruncationIsUnexpectedEOF(t *testing.T) {
 	}
 	// The server side: a client gone without close_notify is an EOF.
 	a, b := tcpPair(t)
-	a.SetDeadline(time.Now().Add(10 * time.Second))
-	b.SetDeadline(time.Now().Add(10 * time.Second))
+	a.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	b.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
 	go func() {
 		if cli.Handshake() == nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
@@ -41,7 +42,7 @@ func echoServer(t *testing.T, cfg *Config) (string, <-chan serverResult) {
 			ch <- serverResult{err: err}
 			return
 		}
-		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		c := Server(raw, cfg)
 		defer c.Close()
 		if err := c.Handshake(); err != nil {
@@ -60,7 +61,7 @@ func dialTest(t *testing.T, addr string, cfg *Config) (*Conn, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c := Client(raw, cfg)
 	if err := c.Handshake(); err != nil {
 		raw.Close()
@@ -142,8 +143,8 @@ func wantAlert(t *testing.T, err error, a Alert, remote bool) {
 // with unexpected_message (each costs the receiver a key derivation).
 func TestKeyUpdateFloodRefused(t *testing.T) {
 	srv, cli := handshakenPair(t)
-	srv.SetDeadline(time.Now().Add(20 * time.Second))
-	cli.SetDeadline(time.Now().Add(20 * time.Second))
+	srv.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+	cli.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	burst := func(n int, data bool) error {
 		for range n {
 			if err := cli.SendKeyUpdate(false); err != nil {
@@ -506,7 +507,7 @@ func TestTamperedAndOversizeRecords(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw.SetDeadline(time.Now().Add(10 * time.Second))
+			raw.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 			tc2 := &tamperConn{Conn: raw, extra: tc.extra}
 			c := Client(tc2, cliCfg)
 			if err := c.Handshake(); err != nil {
@@ -709,7 +710,7 @@ func fakeServer(t *testing.T, sh *serverHelloMsg) string {
 			return
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		s := Server(c, &Config{})
 		msg, err := s.readHandshakeBytes()
 		if err != nil {

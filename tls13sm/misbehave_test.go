@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // Misbehaving-peer tests in the manner of BoGo's shim tests: one in-repo
@@ -171,7 +172,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	bad.testHandshakeOut, bad.testRewriteBeforeHash = mc.msgs, mc.beforeHash
 
 	a, b := tcpPair(t)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
 	a.SetDeadline(deadline)
 	b.SetDeadline(deadline)
 	srv, cli := Server(a, scfg), Client(b, ccfg)

@@ -17,6 +17,7 @@ import (
 	gmecdh "github.com/emmansun/gmsm/ecdh"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // zzReply is the server's first reply record, classified.
@@ -67,7 +68,7 @@ func zzReadRecord(t *testing.T, b io.Reader) (zzReply, bool) {
 func zzServer(t *testing.T, cfg *Config) (io.ReadWriter, <-chan error) {
 	t.Helper()
 	a, b := tcpPair(t)
-	dl := time.Now().Add(10 * time.Second)
+	dl := time.Now().Add(testwait.Bound(10 * time.Second))
 	a.SetDeadline(dl)
 	b.SetDeadline(dl)
 	done := make(chan error, 1)
@@ -375,7 +376,7 @@ func TestUnsolicitedServerNameAckRefused(t *testing.T) {
 	ccfg.ServerName, ccfg.InsecureSkipVerify = "", true
 	scfg.testHandshakeOut, scfg.testRewriteBeforeHash = onType(typeEncryptedExtensions, eeWith(extServerName)), true
 	a, b := tcpPair(t)
-	dl := time.Now().Add(10 * time.Second)
+	dl := time.Now().Add(testwait.Bound(10 * time.Second))
 	a.SetDeadline(dl)
 	b.SetDeadline(dl)
 	srv, cli := Server(a, scfg), Client(b, ccfg)

@@ -17,6 +17,11 @@
 //
 //	go run ./bench/mutants [-v] [-only regexp] [-j N] [-check]
 //
+// The tests run with GMPROXY_TEST_WAIT=0.3 (unless the environment sets
+// it): their waits for what should happen soon are shortened
+// (internal/testwait), since a mutant that stops the awaited event costs
+// the whole wait; the baselines run so too.
+//
 // It prints one line per mutant and "caught X of Y", and exits non-zero
 // when a mutant survives (its tests pass three times) or the list is
 // stale; a mutant caught only on a rerun is named as a timing-dependent
@@ -55,6 +60,10 @@ const perMutant = 120 * time.Second
 
 // reruns is how many more times a surviving mutant's tests run.
 const reruns = 2
+
+// testWait is the scale of the tests' waits (GMPROXY_TEST_WAIT) unless
+// the environment sets one.
+const testWait = "0.3"
 
 var mutants = []mutant{
 	// ---- tlcp ----
@@ -917,7 +926,7 @@ var mutants = []mutant{
 		"if pc.cw.err == nil || req.Body == nil || ctx.Err() != nil {", "if true {",
 		"TestEarlyRejectionPassedOn"},
 	{"proxy: a reset write's error raced against net/http's reading of the early answer", "proxy/connscan.go",
-		"\t\ttime.Sleep(earlyAnswerWait)", "\t\t_ = earlyAnswerWait",
+		"\t\ttime.Sleep(earlyAnswerWait)", "\t\ttime.Sleep(0)",
 		"TestResetWriteErrorHeldBack"},
 	{"sessionstore: another fleet's sealed ticket key (another key prefix) opens", "internal/sessionstore/fleetkeys.go",
 		"string(pt[len(wrapLabel)+10:head]) != f.prefix {", "false {",
@@ -1367,6 +1376,12 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		scratches[i] = dir
 	}
 	env := os.Environ()
+	if os.Getenv("GMPROXY_TEST_WAIT") == "" {
+		// The tests run alone here: their waits for what a mutant
+		// stops are shortened (internal/testwait), or each caught
+		// mutant of such a test costs its whole wait.
+		env = append(env, "GMPROXY_TEST_WAIT="+testWait)
+	}
 	binOf := func(dir string) string { return filepath.Join(dir, ".mutants-bin") }
 
 	// Baseline: the selected tests of each package pass unmutated.
@@ -1528,7 +1543,8 @@ func testPackage(dir string, env []string, bin, pkg, run string) (out string, fa
 	// -vet=off: a mutant must compile, and vet found nothing of use in
 	// one (the README's go vet covers the code as it is); vet was about
 	// a quarter of each build.
-	build := exec.Command("go", "test", "-c", "-vet=off", "-o", bin, pkg)
+	// -ldflags=-w: no DWARF, a fifth of each link.
+	build := exec.Command("go", "test", "-c", "-vet=off", "-ldflags=-w", "-o", bin, pkg)
 	build.Dir, build.Env = dir, env
 	if b, err := build.CombinedOutput(); err != nil {
 		return string(b), false, fmt.Errorf("go test -c %s: %v", pkg, err)

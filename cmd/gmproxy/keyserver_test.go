@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // ksRunning is gmproxy keyserver running in-process.
@@ -37,7 +38,7 @@ func startKeyServerCmd(t *testing.T, args ...string) *ksRunning {
 	case <-ready:
 	case code := <-r.exit:
 		t.Fatalf("keyserver exited with %d before serving:\n%s", code, r.stderr.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(testwait.Bound(60 * time.Second)):
 		t.Fatal("keyserver did not start")
 	}
 	t.Cleanup(func() {
@@ -55,7 +56,7 @@ func (r *ksRunning) stop(t *testing.T) int {
 	select {
 	case code := <-r.exit:
 		return code
-	case <-time.After(60 * time.Second):
+	case <-time.After(testwait.Bound(60 * time.Second)):
 		t.Fatal("keyserver did not stop")
 	}
 	return -1
@@ -101,7 +102,7 @@ metrics_address: 127.0.0.1:0
 	pool.AppendCertsFromPEM(caPEM)
 	anon, err := tls.Dial("tcp", ks.addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
 	if err == nil {
-		anon.SetReadDeadline(time.Now().Add(10 * time.Second))
+		anon.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		var b [1]byte
 		_, err = anon.Read(b[:])
 		anon.Close()

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestNginxSpellings: gmproxy -t -c FILE tests a configuration, and a
@@ -69,7 +71,7 @@ func TestReloadCommand(t *testing.T) {
 	}
 	select {
 	case <-hup:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound(5 * time.Second)):
 		t.Fatal("no SIGHUP arrived")
 	}
 

@@ -25,6 +25,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // syncBuffer is a goroutine-safe bytes.Buffer.
@@ -53,7 +54,7 @@ func startRun(t *testing.T, args ...string) *running {
 	case <-ready:
 	case code := <-r.exit:
 		t.Fatalf("run exited with %d before serving:\n%s", code, r.stderr.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(testwait.Bound(60 * time.Second)):
 		t.Fatal("run did not start")
 	}
 	t.Cleanup(func() {
@@ -70,7 +71,7 @@ func (r *running) stop(t *testing.T) int {
 	select {
 	case code := <-r.exit:
 		return code
-	case <-time.After(60 * time.Second):
+	case <-time.After(testwait.Bound(60 * time.Second)):
 		t.Fatal("run did not stop")
 	}
 	return -1
@@ -237,7 +238,7 @@ access_log: {path: "off"}
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for i := 0; i < 20000; i++ {
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
 		if cond() {
 			return
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -92,11 +93,11 @@ func (r *workerRun) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls ok for up to 30 s; it fails the test when gmproxy exits
-// first or the time runs out.
+// waitFor polls ok for up to 30 s (testwait); it fails the test when
+// gmproxy exits first or the time runs out.
 func (r *workerRun) waitFor(what string, ok func() bool) {
 	r.t.Helper()
-	for i := 0; i < 600; i++ {
+	for deadline := time.Now().Add(testwait.Bound(30 * time.Second)); time.Now().Before(deadline); {
 		if ok() {
 			return
 		}
@@ -182,7 +183,7 @@ func tlcpGet(cfg *tlcp.Config, addr, path string) (c *tlcp.Conn, read func() (in
 	if err != nil {
 		return nil, nil, err
 	}
-	raw.SetDeadline(time.Now().Add(30 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(30 * time.Second)))
 	c = tlcp.Client(raw, cfg)
 	if err := c.Handshake(); err != nil {
 		raw.Close()
@@ -220,7 +221,7 @@ func slowRequestsInBothWorkers(t *testing.T, roots *smx509.CertPool, grace strin
 		started <- struct{}{}
 		select {
 		case <-release:
-		case <-time.After(60 * time.Second):
+		case <-time.After(testwait.Bound(60 * time.Second)):
 		}
 		io.WriteString(w, "slow done\n")
 	}))
@@ -278,7 +279,7 @@ func TestWorkersShutdown(t *testing.T) {
 						t.Errorf("in-flight request %d: %d %q %v", i, code, body, err)
 					}
 				}
-				if code := r.exitCode(30 * time.Second); code != 0 {
+				if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 					t.Errorf("exit %d after a drained shutdown", code)
 				}
 				return
@@ -288,7 +289,7 @@ func TestWorkersShutdown(t *testing.T) {
 				// forwarded the first signal and waits for them.
 				r.cmd.Process.Signal(syscall.SIGINT)
 			}
-			if code := r.exitCode(30 * time.Second); code != 1 {
+			if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 1 {
 				t.Errorf("exit %d, want 1: requests were cut", code)
 			}
 			if tc.twice && !strings.Contains(r.logs.String(), "second signal") {
@@ -361,7 +362,7 @@ func TestWorkersReloadUnderTraffic(t *testing.T) {
 	// Four reloads while the traffic flows, alternately by signal and by
 	// the admin endpoint; each is complete when both workers count it.
 	for i := 1; i <= 4; i++ {
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(testwait.Bound(30 * time.Second))
 		for done.Load() < int64(i*4*perClient/6) {
 			if time.Now().After(deadline) {
 				t.Fatalf("reload %d: only %d requests done in 30 s", i, done.Load())
@@ -413,7 +414,7 @@ func TestWorkersReloadUnderTraffic(t *testing.T) {
 		t.Errorf("40 connections after the reloads did not reach both workers: %v", seen)
 	}
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.exitCode(30 * time.Second); code != 0 {
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 		t.Errorf("SIGTERM: exit %d", code)
 	}
 }
@@ -503,7 +504,7 @@ func TestWorkersAccessLog(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // each worker logs before it reopens
 	nAfter := requests("after")
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.exitCode(30 * time.Second); code != 0 {
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
 	old, now := lines(logFile+".1"), lines(logFile)
@@ -548,7 +549,7 @@ func TestWorkersPerClientLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw.SetDeadline(time.Now().Add(20 * time.Second))
+			raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			c := tlcp.Client(raw, plainTLCP(roots))
 			if err := c.Handshake(); err != nil {
 				raw.Close()
@@ -622,7 +623,7 @@ func TestWorkersPerClientLimit(t *testing.T) {
 		k.c.Close()
 	}
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.exitCode(30 * time.Second); code != 0 {
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 		t.Errorf("SIGTERM: exit %d", code)
 	}
 }
@@ -672,7 +673,7 @@ func TestWorkersShutdownKillsHungWorker(t *testing.T) {
 	r.hang(0)
 	start := time.Now()
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.exitCode(workerKillMargin + 20*time.Second); code != 1 {
+	if code := r.exitCode(workerKillMargin + testwait.Bound(20*time.Second)); code != 1 {
 		t.Errorf("exit status %d with a hung worker, want 1", code)
 	}
 	if took := time.Since(start); took > workerKillMargin+10*time.Second {
@@ -792,7 +793,7 @@ func TestWorkersStopWholeGroup(t *testing.T) {
 	for range reads {
 		select {
 		case release <- struct{}{}:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Bound(5 * time.Second)):
 		}
 	}
 	for i, read := range reads {
@@ -800,7 +801,7 @@ func TestWorkersStopWholeGroup(t *testing.T) {
 			t.Errorf("in-flight request %d after one stop request: %d %q %v", i, code, body, err)
 		}
 	}
-	if code := r.exitCode(30 * time.Second); code != 0 {
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 		t.Errorf("exit %d after one stop request to the whole group, want 0", code)
 	}
 }

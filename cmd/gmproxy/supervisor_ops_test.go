@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/metrics"
 )
 
@@ -69,7 +70,7 @@ shutdown_grace: 2s
 	}()
 	hc := &http.Client{Timeout: 5 * time.Second}
 	ready := false
-	for deadline := time.Now().Add(30 * time.Second); !ready && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testwait.Bound(30 * time.Second)); !ready && time.Now().Before(deadline); {
 		select {
 		case <-exited:
 			t.Fatalf("gmproxy (workers: 2) with key_password_env exited (%v) instead of serving:\n%s", werr, lastLines(logs.String(), 8))

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestReloadCommitOutcome: when a worker's commit of a prepared reload
@@ -191,7 +192,7 @@ func TestRestartedWorkerHungAtStart(t *testing.T) {
 	select {
 	case <-p.exited:
 		t.Logf("hung starting worker ended (status %d)", p.exitCode)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound(10 * time.Second)):
 		s.mu.Lock()
 		ready := p.ready
 		s.mu.Unlock()
@@ -254,7 +255,7 @@ func TestDeadWorkerNotReady(t *testing.T) {
 	p.cmd.Process.Kill()
 	select {
 	case <-p.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("killed worker not seen exiting")
 	}
 	rec := httptest.NewRecorder()
@@ -292,7 +293,7 @@ func TestStopAfterWorkerDied(t *testing.T) {
 				if code != tc.wantCode {
 					t.Errorf("stop with worker 0 dead and worker 1 exiting %q: status %d, want %d", tc.onTerm, code, tc.wantCode)
 				}
-			case <-time.After(20 * time.Second):
+			case <-time.After(testwait.Bound(20 * time.Second)):
 				t.Fatal("stop did not return")
 			}
 		})
@@ -460,7 +461,7 @@ func sendDuringReload(t *testing.T, sigs chan<- os.Signal, sig os.Signal, g *gat
 	t.Helper()
 	select {
 	case sigs <- sig:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound(5 * time.Second)):
 		close(g.release)
 		t.Fatalf("%v not taken in 5 s during a reload: the supervisor answers no signal while it reloads", sig)
 	}
@@ -486,7 +487,7 @@ func TestStopDuringReload(t *testing.T) {
 				if c != 0 {
 					t.Errorf("graceful shutdown during a reload: status %d, want 0", c)
 				}
-			case <-time.After(15 * time.Second):
+			case <-time.After(testwait.Bound(15 * time.Second)):
 				close(g.release)
 				t.Fatal("SIGTERM during a slow reload step not answered in 15 s")
 			}
@@ -495,7 +496,7 @@ func TestStopDuringReload(t *testing.T) {
 			}
 			// The stand-ins see a cut call end a moment after the
 			// supervisor gave it up.
-			for deadline := time.Now().Add(10 * time.Second); g.cut.Load() != 2 && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); g.cut.Load() != 2 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 			if n := g.cut.Load(); n != 2 {
@@ -528,7 +529,7 @@ func TestReloadDuringReload(t *testing.T) {
 		if err != nil {
 			t.Errorf("admin reload asked during another: %v", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(testwait.Bound(15 * time.Second)):
 		t.Fatal("admin reload asked during another not answered")
 	}
 	if p, c := g.prepares.Load(), g.commits.Load(); p != 4 || c != 4 {

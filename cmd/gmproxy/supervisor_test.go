@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -274,7 +275,7 @@ func TestWorkers(t *testing.T) {
 
 	last := workers()
 	cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.exitCode(30 * time.Second); code != 0 {
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
 	for _, w := range last {
@@ -321,7 +322,7 @@ func TestWorkersByDefault(t *testing.T) {
 		t.Errorf("workers = %+v, want 2 processes other than the supervisor %d", ws, r.cmd.Process.Pid)
 	}
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.exitCode(30 * time.Second); code != 0 {
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestMaxRequestsPerClientAcrossReload: a listener's
@@ -49,7 +51,7 @@ func TestMaxRequestsPerClientAcrossReload(t *testing.T) {
 	for range 2 {
 		select {
 		case <-b.slowStarted:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testwait.Bound(10 * time.Second)):
 			t.Fatal("held requests did not reach the backend")
 		}
 	}

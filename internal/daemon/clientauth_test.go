@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -152,7 +153,7 @@ func fetchWithIdentity(t *testing.T, addr, proto string, id *clientIdentity) (in
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { raw.Close() })
-		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		tc := tls.Client(raw, cfg)
 		if err := tc.Handshake(); err != nil {
 			return 0, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -67,11 +68,11 @@ func metricValue(t *testing.T, m *metrics.Metrics, name string, parts ...string)
 	return sum
 }
 
-// waitMetric waits (at most 20 s) for cond on name's value.
+// waitMetric waits (at most 20 s, testwait) for cond on name's value.
 func waitMetric(t *testing.T, m *metrics.Metrics, what string, cond func(float64) bool, name string, parts ...string) {
 	t.Helper()
 	var v float64
-	for range 2000 {
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
 		if v = metricValue(t, m, name, parts...); cond(v) {
 			return
 		}
@@ -189,7 +190,7 @@ func TestPerClientLimitsAfterProxyProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	raw.Write(proxy.AppendProxyHeaderV2(nil, &net.TCPAddr{IP: net.ParseIP("198.51.100.1"), Port: 1000}, &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 443}))
 	fetchXFF(t, raw, "198.51.100.1")
 
@@ -198,7 +199,7 @@ func TestPerClientLimitsAfterProxyProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bad.Close()
-	bad.SetDeadline(time.Now().Add(20 * time.Second))
+	bad.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	io.WriteString(bad, "PROXY TCP4 300.0.0.1 127.0.0.1 1 2\r\n")
 	bad.Read(make([]byte, 1))
 	waitMetric(t, m, "bad PROXY header refused", func(v float64) bool { return v == 1 }, refused, "reason="+frontdoor.RefuseProxyProtocol)

@@ -20,6 +20,7 @@ import (
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -153,7 +154,7 @@ backend gm
 	startProcess(t, haproxyBin, "-db", "-f", path)
 	// Ready when a request goes through (a bare TCP probe would reach an
 	// instance and close without a handshake).
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
 	for i := 0; ; i++ {
 		_, _, _, err := f.fetch(f.clients()["tls13sm-psk"], "/r")
 		if err == nil {
@@ -268,7 +269,7 @@ func (f *fleet) fetch(mk clientConn, path string) (body string, resumed bool, ha
 		return "", false, nil, err
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c, resumed, err := mk(raw)
 	if err != nil {
 		return "", false, err, err
@@ -414,7 +415,7 @@ func (l *loadRun) end() {
 func (l *loadRun) waitConns(t *testing.T, n int64) {
 	t.Helper()
 	target := l.conns.Load() + n
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testwait.Bound(30 * time.Second))
 	for l.conns.Load() < target {
 		if time.Now().After(deadline) {
 			t.Fatalf("the load run stalled at %d connections", l.conns.Load())
@@ -543,7 +544,7 @@ func (f *fleet) testKillInstance(t *testing.T) {
 	for i := range slow {
 		select {
 		case <-f.backend.slowStarted:
-		case <-time.After(20 * time.Second):
+		case <-time.After(testwait.Bound(20 * time.Second)):
 			t.Fatalf("only %d of %d slow requests reached the backend", i, slow)
 		}
 	}
@@ -566,7 +567,7 @@ func (f *fleet) testKillInstance(t *testing.T) {
 			if r.err != nil {
 				failed++
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(testwait.Bound(20 * time.Second)):
 			t.Fatal("a slow request never finished")
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestH2SendTimeoutClientNotReading: on the daemon's own wiring
@@ -41,7 +43,7 @@ func TestH2SendTimeoutClientNotReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c := tls.Client(raw, &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", NextProtos: []string{"h2"}})
 	if err := c.Handshake(); err != nil {
 		t.Fatal(err)
@@ -65,7 +67,7 @@ func TestH2SendTimeoutClientNotReading(t *testing.T) {
 	start := time.Now()
 	select {
 	case <-ended:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Bound(5 * time.Second)):
 		t.Fatalf("h2 client that stopped reading: its response (and the upstream exchange) still running %v later with send_timeout 300ms; want it cut after send_timeout", time.Since(start).Round(time.Millisecond))
 	}
 }

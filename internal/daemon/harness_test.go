@@ -22,6 +22,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -278,7 +279,7 @@ func dialTLCP(t testing.TB, addr string, cfg *tlcp.Config) *tlcp.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	return tlcp.Client(raw, cfg)
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -223,7 +224,7 @@ func TestHostileFirstFlights(t *testing.T) {
 	waitIdle(t, m)
 
 	var g1 int
-	for range 2000 {
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
 		if g1 = runtime.NumGoroutine(); g1 <= g0 {
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // blockingSigner holds every Sign until release is closed.
@@ -40,7 +41,7 @@ func TestKeyQueueLen(t *testing.T) {
 		}()
 	}
 	testpeer.Recv(t, bs.started, "first signature started") // the one worker is busy; the other two wait in the queue
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Bound(5 * time.Second))
 	for env.KeyQueueLen() != 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("queue length %d, want 2", env.KeyQueueLen())

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/keyserver"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -352,7 +353,7 @@ func handshakeOnly(t *testing.T, addr, proto string, suite uint16) error {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if proto == "tlcp" {
 		return tlcp.Client(raw, &tlcp.Config{RootCAs: testRoots(t), ServerName: "localhost", CipherSuites: []uint16{suite},
 			Certificates: []tlcp.Certificate{{SignCertificate: [][]byte{p.ClientSign.Cert.Raw}, SignKey: p.ClientSign.Key,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -181,7 +182,7 @@ func TestHandshakeDeadlineAndPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("silent connection: %v, want EOF", err)
 	}
@@ -194,7 +195,7 @@ func TestHandshakeDeadlineAndPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		c.Write(hello360)
 		buf := make([]byte, 16)
 		n, _ := io.ReadAtLeast(c, buf, 6)
@@ -394,7 +395,7 @@ func TestShutdownServesHandshakeInFlight(t *testing.T) {
 		if err := testpeer.Recv(t, hs, "end of the handshake"); err != nil {
 			t.Fatalf("stream=%v: handshake in flight at shutdown: %v", stream, err)
 		}
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		if stream {
 			msg := "line after shutdown started\n"
 			io.WriteString(c, msg)

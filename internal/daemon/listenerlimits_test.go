@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestListenerLimits: a listener's own http limits apply to the requests
@@ -55,7 +56,7 @@ func TestListenerLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(30 * time.Second))
+		c.SetDeadline(time.Now().Add(testwait.Bound(30 * time.Second)))
 		return c
 	}
 
@@ -63,7 +64,7 @@ func TestListenerLimits(t *testing.T) {
 		c := dial("http/1.1")
 		io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		time.Sleep(2 * time.Second) // read nothing for a while
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		got, err := io.Copy(io.Discard, c)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

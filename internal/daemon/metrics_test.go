@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -43,7 +44,7 @@ func TestMetricsWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Write([]byte("\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00")) // not a ClientHello
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	c.Read(make([]byte, 1))
 	c.Close()
 	d.Close() // closes connections: bytes are reported on close

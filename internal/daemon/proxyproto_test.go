@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestProxyProtocolListener: behind a trusted L4 balancer, the PROXY v1
@@ -26,7 +28,7 @@ func TestProxyProtocolListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	io.WriteString(raw, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n")
 	fetchXFF(t, raw, "203.0.113.7")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -39,7 +40,7 @@ func dialProto(t *testing.T, addr, proto, alpn, header string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
-	raw.SetDeadline(time.Now().Add(60 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(60 * time.Second)))
 	if header != "" {
 		io.WriteString(raw, header)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -27,7 +28,7 @@ func fetchOver(t *testing.T, addr string, mk func(net.Conn) (net.Conn, func() bo
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c, resumed := mk(raw)
 	req, _ := http.NewRequest("GET", "https://localhost/r", nil)
 	req.Close = true

@@ -5,8 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
-	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/devpki"
 	"io"
 	"net"
 	"net/http"
@@ -21,9 +21,10 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 
-	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
+	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
@@ -157,7 +158,7 @@ func TestResumedIdentityHeadersAcrossInstances(t *testing.T) {
 	var addr2 string
 	select {
 	case addr2 = <-addrc:
-	case <-time.After(60 * time.Second):
+	case <-time.After(testwait.Bound(60 * time.Second)):
 		t.Fatal("the second instance did not start")
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -60,7 +61,7 @@ func smFetch(t *testing.T, addr, sni string, client *conf.KeyPair, cache tls13sm
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c := tls13sm.Client(raw, cfg)
 	if err := c.Handshake(); err != nil {
 		return smResult{err: err}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tjfoc/gmsm/gmtls"
 	tjx509 "github.com/tjfoc/gmsm/x509"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestE2ETjfocClient: tjfoc's gmtls client (a third-party TLCP stack,
@@ -31,7 +33,7 @@ func TestE2ETjfocClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	raw.SetDeadline(time.Now().Add(20 * time.Second))
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c := gmtls.Client(raw, &gmtls.Config{
 		GMSupport:    &gmtls.GMSupport{},
 		ServerName:   "localhost",

@@ -17,6 +17,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // rsaServerPair is a self-signed RSA server certificate for localhost.
@@ -76,7 +77,7 @@ func TestTLS12WithECDSAAndRSACertificates(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer raw.Close()
-			raw.SetDeadline(time.Now().Add(20 * time.Second))
+			raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 			conn := tls.Client(raw, tc)
 			if err := conn.Handshake(); err != nil {
 				return nil, err
@@ -138,7 +139,7 @@ func TestTLSBelow12Refused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer raw.Close()
-		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 		return tls.Client(raw, &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", MinVersion: minV, MaxVersion: maxV}).Handshake()
 	}
 	if err := try(tls.VersionTLS10, tls.VersionTLS11); err == nil || !strings.Contains(err.Error(), "protocol version") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestOnClientGone: the hook a handler sets runs when its client goes
@@ -92,7 +93,7 @@ func TestOnClientGoneStopsAndEnds(t *testing.T) {
 			// until it has taken the hook, if any: a stale hook has fired
 			// by then and its Stop reports false.
 			s := ctx.Value(scopeKey{}).(*connScope)
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(testwait.Bound(5 * time.Second)); ; time.Sleep(time.Millisecond) {
 				s.mu.Lock()
 				gone := s.gone
 				s.mu.Unlock()

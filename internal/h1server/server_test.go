@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // testServer serves h on loopback with s's settings; it is closed when
@@ -59,7 +60,7 @@ func dial(t testing.TB, addr string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(3 * time.Second))
+	c.SetDeadline(time.Now().Add(testwait.Bound(3 * time.Second)))
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -474,7 +475,7 @@ func TestTimeoutsClose(t *testing.T) {
 		br = bufio.NewReader(c)
 		readResponses(t, br, tc.method)
 		io.WriteString(c, tc.then)
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 		if _, err := br.ReadByte(); err != io.EOF {
 			t.Errorf("%q after a %s: %v, want EOF from the header timeout", tc.then, tc.method, err)
 		}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // WriteCounter is a net.Conn that counts the Writes made on it (a flight
@@ -113,9 +115,10 @@ func DialFrom(t testing.TB, from, addr string) net.Conn {
 }
 
 // ClosedWithin reports whether the peer closed c (end of file or a
-// reset) within d, reading and discarding what it sent before.
+// reset) within d (testwait.Bound), reading and discarding what it sent
+// before.
 func ClosedWithin(c net.Conn, d time.Duration) bool {
-	c.SetReadDeadline(time.Now().Add(d))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(d)))
 	_, err := io.Copy(io.Discard, c)
 	return !errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // Environment variables naming the peer binaries.
@@ -285,7 +287,7 @@ func TCPPair(t testing.TB) (dialed, accepted net.Conn) {
 	if accepted == nil {
 		t.Fatal("accept failed")
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testwait.Bound(20 * time.Second))
 	dialed.SetDeadline(deadline)
 	accepted.SetDeadline(deadline)
 	return dialed, accepted
@@ -346,8 +348,9 @@ func (r *ReadRecorder) Recorded() []byte {
 	return bytes.Clone(r.buf.Bytes())
 }
 
-// WaitLimit bounds every wait of a test on another goroutine (Recv).
-const WaitLimit = 30 * time.Second
+// WaitLimit bounds every wait of a test on another goroutine (Recv): 30 s,
+// scaled by testwait.
+var WaitLimit = testwait.Bound(30 * time.Second)
 
 // Recv receives from ch and fails the test when nothing arrives within
 // WaitLimit; what names the awaited event in the failure.
