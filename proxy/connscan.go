@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -95,6 +96,22 @@ func scanning(dial DialFunc) DialFunc {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		return &scanConn{Conn: c}, nil
+	}
+}
+
+// scanningHTTP1 makes dial's connections scanConns, except a *tls.Conn
+// that negotiated h2, which net/http's Transport must see as it is to
+// speak HTTP/2 on it.
+func scanningHTTP1(dial DialFunc) DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return c, nil
 		}
 		return &scanConn{Conn: c}, nil
 	}

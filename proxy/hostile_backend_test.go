@@ -7,6 +7,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -591,12 +592,22 @@ func TestConnectionCloseOptionsRemovedOverTLS(t *testing.T) {
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close, X-Internal-Hop\r\nX-Internal-Hop: backend-secret\r\nContent-Length: 2\r\n\r\nok")
 	})
-	for _, proto := range []string{"tls", "h2"} {
-		t.Run(proto, func(t *testing.T) {
+	for _, c := range []struct {
+		proto string
+		hook  bool // connections made by an embedding program's DialTLSContext
+	}{{"tls", false}, {"h2", false}, {"tls", true}, {"h2", true}} {
+		proto := c.proto
+		t.Run(fmt.Sprintf("%s/hook=%v", proto, c.hook), func(t *testing.T) {
 			cfg := Config{
 				Upstreams: []UpstreamConfig{{Name: "u", Protocol: proto, Targets: []TargetConfig{{Address: addr}},
 					TLS: &UpstreamTLSConfig{InsecureSkipVerify: true}}},
 				Sites: oneSite(RouteConfig{Upstream: "u"}),
+			}
+			if c.hook {
+				cfg.Upstreams[0].DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}}
+					return d.DialContext(ctx, network, addr)
+				}
 			}
 			f := newFront(t, cfg, frontOpts{})
 			status, body, h := get(t, testClient(t), f.url+"/", "Host", "example.test")
