@@ -90,21 +90,10 @@ func (c *scanConn) finalHead() (connection []string, both bool) {
 	return c.final, c.both
 }
 
-// scanning makes dial's connections scanConns.
+// scanning makes dial's connections scanConns, except a *tls.Conn that
+// negotiated h2 (a tls or h2 hook's), which net/http's Transport must see
+// as it is to speak HTTP/2 on it.
 func scanning(dial DialFunc) DialFunc {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &scanConn{Conn: c}, nil
-	}
-}
-
-// scanningHTTP1 makes dial's connections scanConns, except a *tls.Conn
-// that negotiated h2, which net/http's Transport must see as it is to
-// speak HTTP/2 on it.
-func scanningHTTP1(dial DialFunc) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {

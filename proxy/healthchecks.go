@@ -15,7 +15,8 @@ import (
 //     statuses) seen by real requests; MaxFails of them within FailWindow
 //     take the target out for Cooldown (upstreams.go);
 //   - active: a goroutine per upstream probes all its targets at once,
-//     every interval, over the upstream's own transport (so TLCP backends are probed over TLCP);
+//     every interval, over the upstream's own transport (so TLCP backends
+//     are probed over TLCP);
 //     Fall consecutive failures mark it down, Rise successes mark it up,
 //     and one success that started after a passive trip ends that
 //     cool-down early.

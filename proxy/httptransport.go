@@ -145,7 +145,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		// A tls or h2 hook's connections: those that speak HTTP/1.1
 		// are scanned as alpnDialer's are; a *tls.Conn that negotiated
 		// h2 is left for the Transport to see.
-		t.DialTLSContext = scanningHTTP1(t.DialTLSContext)
+		t.DialTLSContext = scanning(t.DialTLSContext)
 	}
 	if ownTLS != nil {
 		// Set last: alpnDialer bounds writes and scans heads itself,

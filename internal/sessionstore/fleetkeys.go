@@ -170,14 +170,14 @@ func (f *FleetKeys) TicketKeys() []ticket.Key {
 		return fb
 	}
 	ep := f.epochOf(now)
-	if ep == s.epoch && (!s.prev || f.prevLive(now)) {
-		return s.keys
-	}
 	if ep == s.epoch {
-		// The previous set's keys expired within the epoch.
-		n := f.snapshot(ep, s.byEpoch)
-		f.snap.CompareAndSwap(s, n)
-		return n.keys
+		if s.prev && !f.prevLive(now) {
+			// The previous set's keys expired within the epoch.
+			n := f.snapshot(ep, s.byEpoch)
+			f.snap.CompareAndSwap(s, n)
+			return n.keys
+		}
+		return s.keys
 	}
 	if _, ok := s.byEpoch[ep]; !ok {
 		// The store has not given this epoch's key since the epoch
@@ -338,8 +338,7 @@ func (f *FleetKeys) openSecret(epoch int64, sealed []byte) (ticket.Key, error) {
 	head := len(wrapLabel) + 8 + 2 + len(f.prefix)
 	if !ok || len(pt) != head+ticket.KeySize || string(pt[:len(wrapLabel)]) != wrapLabel ||
 		binary.BigEndian.Uint64(pt[len(wrapLabel):]) != uint64(epoch) ||
-		int(binary.BigEndian.Uint16(pt[len(wrapLabel)+8:])) != len(f.prefix) ||
-		string(pt[len(wrapLabel)+10:head]) != f.prefix {
+		string(pt[len(wrapLabel)+10:head]) != f.prefix { // (a prefix of another length: another total length)
 		return ticket.Key{}, fmt.Errorf("epoch %d: %w", epoch, errWrap)
 	}
 	return ticket.NewKey(pt[head:], time.Unix(0, epoch*int64(f.rotation)))
