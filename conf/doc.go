@@ -99,8 +99,10 @@
 //     cache_size, taken at start up to 12 workers and as sessions are stored
 //     beyond; a session whose sealed state passes 872 bytes, with a long
 //     client certificate chain, resumes only on its own worker), or, on a
-//     kernel without memfd, a store the supervisor serves on a Unix socket.
-//     That memory asks for 2 MiB pages, which Linux gives only where
+//     kernel without memfd, a store the supervisor serves on a Unix socket. A
+//     session that ends with a fatal alert on one worker is forgotten by the
+//     others within 50 ms (through the same memory; not with the socket
+//     store). That memory asks for 2 MiB pages, which Linux gives only where
 //     transparent huge pages for shared memory are allowed (echo advise >
 //     /sys/kernel/mm/transparent_hugepage/shmem_enabled before gmproxy starts;
 //     most distributions ship never; the supervisor's log line "workers:
@@ -807,6 +809,12 @@
 //     Required.
 //   - master_name (string): master_name is the name of the master that the
 //     Sentinels at addresses watch. Default none (no Sentinel).
+//   - cluster (boolean): cluster says the store is a Redis Cluster also when
+//     addresses has one entry (a configuration endpoint such as ElastiCache's,
+//     or a Service in front of the nodes): gmproxy then learns the nodes from
+//     it and follows MOVED and ASK redirections. Two or more addresses without
+//     master_name are taken for a Cluster anyway. Not with master_name.
+//     Default false.
 //   - username (string): username is the Redis ACL user. Default none (the
 //     default user).
 //   - password_file (string): password_file holds the password (a trailing

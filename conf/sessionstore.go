@@ -26,6 +26,9 @@ func (v *validator) validateSessionStore() {
 		for i, a := range st.Addresses {
 			v.hostPort(fmt.Sprintf("sessions.store.addresses[%d]", i), a, false)
 		}
+		if st.Cluster && st.MasterName != "" {
+			v.errf("sessions.store.cluster", "remove cluster (Sentinel watches one master) or master_name (a Cluster has no Sentinel)", "cluster and master_name are both set")
+		}
 		if st.Timeout <= 0 {
 			v.errf("sessions.store.timeout", "write a duration such as 5ms", "timeout must be positive")
 		}

@@ -50,7 +50,7 @@ type mutant struct {
 	name     string
 	file     string // relative to the module root
 	old, new string // exact text; old must occur exactly once in file
-	run      string // -test.run filter of the tests of file's package
+	run      string // -test.run filter of the tests of file's package, or "./pkg:filter" for another package's
 }
 
 // perMutant bounds one mutant's test run; a mutant that makes a test hang
@@ -940,6 +940,60 @@ var mutants = []mutant{
 	{"proxy: a hook's h2 *tls.Conn hidden from the Transport by the head scan", "proxy/connscan.go",
 		"if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == \"h2\" {", "if tc, ok := c.(*tls.Conn); ok && tc == nil {",
 		"TestDialTLSHookKeepsHTTP2"},
+	{"sessionstore: a session ended with a fatal alert not announced to the fleet", "internal/sessionstore/ended.go",
+		"\treturn b.Publish(ctx, endedChannel(t.prefix), msg)", "\t_, _ = b, msg\n\treturn nil",
+		"./internal/daemon:TestFleet$"},
+	{"sessionstore: an announced ended session kept by the other instances", "internal/sessionstore/ended.go",
+		"\tt.local.Delete(string(pt[len(endedLabel):]))", "\t_ = pt",
+		"./internal/sessionstore/redisstore:TestEndedSessionForgottenByTheFleet"},
+	{"sessionstore: an ended-session message opened without its label", "internal/sessionstore/ended.go",
+		" || string(pt[:len(endedLabel)]) != endedLabel {", " {",
+		"./internal/sessionstore/redisstore:TestEndedSessionForgottenByTheFleet"},
+	{"sessionstore: oversized ended-session messages opened", "internal/sessionstore/ended.go",
+		"\tif len(msg) > maxEnded {", "\tif false {",
+		"./internal/sessionstore/redisstore:TestEndedSessionForgottenByTheFleet"},
+	{"sessionstore: a cache that may have missed ended sessions kept", "internal/sessionstore/ended.go",
+		"\t\tc.Clear()", "\t\t_ = c",
+		"./internal/sessionstore/redisstore:TestEndedSessionForgottenByTheFleet"},
+	{"redisstore: one address of a Cluster taken for a server", "internal/sessionstore/redisstore/redisstore.go",
+		"\t\tIsClusterMode: o.Cluster,", "\t\tIsClusterMode: false,",
+		"TestClusterThroughOneAddress"},
+	{"redisstore: a resubscription does not report the messages it may have missed", "internal/sessionstore/redisstore/redisstore.go",
+		"\t\t\t\tif !*clean {\n\t\t\t\t\tlost()", "\t\t\t\tif false {\n\t\t\t\t\tlost()",
+		"TestSubscriptionSurvivesARestart"},
+	{"redisstore: a silently dropped subscription never noticed", "internal/sessionstore/redisstore/redisstore.go",
+		"\t\t\tpinged = true\n\t\t\tcontinue", "\t\t\tpinged = false\n\t\t\tcontinue",
+		"TestSubscriptionNoticesASilentDrop"},
+	{"redisstore: stop waits for the subscription's read in progress", "internal/sessionstore/redisstore/redisstore.go",
+		"\t\tif current != nil {\n\t\t\tcurrent.Close()", "\t\tif false {\n\t\t\tcurrent.Close()",
+		"TestSubscriptionSurvivesARestart"},
+	{"redisstore: a refused PUBLISH counts as a store failure", "internal/sessionstore/redisstore/redisstore.go",
+		"\tif refused(err) {\n\t\tif !s.noPublish.Swap(true) {", "\tif false {\n\t\tif !s.noPublish.Swap(true) {",
+		"TestEndedSessionsWithoutChannels"},
+	{"shmstore: a worker's message never reaches the others", "internal/sessionstore/shmstore/broadcast.go",
+		"\treturn s.t.publish(ctx, channel, msg)", "\t_, _ = channel, msg\n\treturn nil",
+		"./cmd/gmproxy:TestWorkers$"},
+	{"shmstore: a reader a ring behind not told it lost messages", "internal/sessionstore/shmstore/broadcast.go",
+		"\tif count-seen > ringSlots {\n\t\tlost = true", "\tif count-seen > ringSlots {\n\t\tlost = false",
+		"TestRing|TestSubscribe"},
+	{"shmstore: a damaged ring entry read as a message", "internal/sessionstore/shmstore/broadcast.go",
+		"\t\tif seq.Load() != n {\n\t\t\tlost = true\n\t\t\tcontinue\n\t\t}", "\t\t_ = seq",
+		"TestRing"},
+	{"shmstore: messages of other channels delivered", "internal/sessionstore/shmstore/broadcast.go",
+		"\t\tif ch == h && l <= RingMax {", "\t\tif (ch == h || true) && l <= RingMax {",
+		"TestRing"},
+	{"daemon: the session cache not emptied after a broken subscription", "internal/daemon/sessions.go",
+		"\ts.c.Clear()\n\ts.report()", "\ts.report()",
+		"TestSessionStore$"},
+	{"daemon: a reload that sets sessions.store.cluster keeps the old store", "internal/daemon/fleet.go",
+		"st.MasterName, st.Cluster, st.Username", "st.MasterName, false, st.Username",
+		"TestStoreIDNamesEverySetting"},
+	{"conf: cluster with master_name accepted", "conf/sessionstore.go",
+		"\t\tif st.Cluster && st.MasterName != \"\" {", "\t\tif false {",
+		"TestBadConfigs"},
+	{"sessioncache: Clear keeps the sessions", "internal/sessioncache/sessioncache.go",
+		"\tfor c.head != none {\n\t\tc.remove(c.head)\n\t}", "",
+		"TestClear"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
@@ -1393,7 +1447,7 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 	// Baseline: the selected tests of each package pass unmutated.
 	filters := map[string][]string{}
 	for _, m := range list {
-		filters[pkgOf(m)] = append(filters[pkgOf(m)], m.run)
+		filters[pkgOf(m)] = append(filters[pkgOf(m)], runOf(m))
 	}
 	pkgs := make([]string, 0, len(filters))
 	for p := range filters {
@@ -1514,7 +1568,7 @@ func try(m mutant, dir string, env []string, bin string) (result, error) {
 		return result{}, err
 	}
 	start := time.Now()
-	out, failed, err := testPackage(dir, env, bin, pkgOf(m), m.run)
+	out, failed, err := testPackage(dir, env, bin, pkgOf(m), runOf(m))
 	if werr := os.WriteFile(path, orig, 0o644); werr != nil {
 		return result{}, werr
 	}
@@ -1529,7 +1583,7 @@ func try(m mutant, dir string, env []string, bin string) (result, error) {
 	for !failed && rerun < reruns {
 		rerun++
 		var rout string
-		rout, failed, err = runTests(dir, env, bin, pkgOf(m), m.run)
+		rout, failed, err = runTests(dir, env, bin, pkgOf(m), runOf(m))
 		if err != nil {
 			return result{}, fmt.Errorf("%s: rerun: %v\n%s", m.name, err, rout)
 		}
@@ -1538,8 +1592,22 @@ func try(m mutant, dir string, env []string, bin string) (result, error) {
 	return result{failed: failed, rerun: rerun, out: out, took: time.Since(start)}, nil
 }
 
-// pkgOf is the package directory of m's file ("./tlcp").
-func pkgOf(m mutant) string { return "./" + filepath.ToSlash(filepath.Dir(m.file)) }
+// pkgOf is the package directory whose tests catch m: its file's ("./tlcp")
+// unless its run filter names another ("./internal/daemon:TestFleet").
+func pkgOf(m mutant) string {
+	if pkg, _, ok := strings.Cut(m.run, ":"); ok && strings.HasPrefix(pkg, "./") {
+		return pkg
+	}
+	return "./" + filepath.ToSlash(filepath.Dir(m.file))
+}
+
+// runOf is m's -test.run filter (without a package).
+func runOf(m mutant) string {
+	if pkg, run, ok := strings.Cut(m.run, ":"); ok && strings.HasPrefix(pkg, "./") {
+		return run
+	}
+	return m.run
+}
 
 // testPackage builds the test binary of pkg in dir (an error when it does
 // not compile) and runs the tests matching run in

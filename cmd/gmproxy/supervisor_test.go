@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
@@ -127,6 +128,27 @@ func startGmproxy(t *testing.T, logs *lockedBuffer, cfgPath string, env ...strin
 	return cmd
 }
 
+// frozenSession is a client session cache that keeps the first session
+// it is given and offers it on every connection.
+type frozenSession struct {
+	mu sync.Mutex
+	cs *tlcp.ClientSessionState
+}
+
+func (f *frozenSession) Get(string) (*tlcp.ClientSessionState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cs, f.cs != nil
+}
+
+func (f *frozenSession) Put(_ string, cs *tlcp.ClientSessionState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cs == nil && cs != nil {
+		f.cs = cs
+	}
+}
+
 // TestWorkers runs gmproxy with workers: 2 as separate processes: both
 // workers serve; the supervisor's /metrics sums their handshakes; a
 // TLCP ticket and a TLCP session ID made on one worker resume on the
@@ -198,6 +220,56 @@ func TestWorkers(t *testing.T) {
 		ClientSessionCache: tlcp.NewLRUClientSessionCache(4)})
 	resumeAcross("session ID", &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3},
 		SessionTicketsDisabled: true, ClientSessionCache: tlcp.NewLRUClientSessionCache(4)})
+
+	// A session that both workers hold in their own caches ends with a
+	// fatal alert on one of them (a record failing its MAC; RFC 5246 §7.2:
+	// it must not be resumed): no worker resumes it afterwards, the other
+	// one included (the worker that ended it tells it through the memory
+	// they share). The client offers the same session every time.
+	frozen := &frozenSession{}
+	endCfg := &tlcp.Config{RootCAs: roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3},
+		SessionTicketsDisabled: true, ClientSessionCache: frozen}
+	first, _ := fetch(endCfg, "one")
+	held := map[int]bool{first: true}
+	for try := 0; len(held) < 2; try++ {
+		if try == 40 {
+			t.Fatalf("40 connections all went to worker %d", first)
+		}
+		w, resumed := fetch(endCfg, "one")
+		if !resumed {
+			t.Fatalf("worker %d did not resume the session", w)
+		}
+		held[w] = true
+	}
+	raw, err := net.DialTimeout("tcp", listen, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetDeadline(time.Now().Add(testwait.Bound(30 * time.Second)))
+	bad := &testpeer.CorruptWrites{Conn: raw}
+	c := tlcp.Client(bad, endCfg)
+	if err := c.Handshake(); err != nil || !c.ConnectionState().DidResume {
+		t.Fatalf("the connection to end the session: resumed=%v err=%v", c.ConnectionState().DidResume, err)
+	}
+	made++
+	bad.On.Store(true)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	if _, err := io.ReadAll(c); err == nil || !strings.Contains(err.Error(), "bad record MAC") {
+		t.Fatalf("a record failing its MAC: err=%v, want the worker's bad_record_mac alert", err)
+	}
+	raw.Close()
+	time.Sleep(500 * time.Millisecond) // the workers look for news every 50 ms
+	served := map[int]bool{}
+	for try := 0; len(served) < 2; try++ {
+		if try == 40 {
+			t.Fatalf("40 connections all went to one worker: %v", served)
+		}
+		w, resumed := fetch(endCfg, "one")
+		if resumed {
+			t.Fatalf("worker %d resumed a session that had ended with a fatal alert", w)
+		}
+		served[w] = true
+	}
 
 	_, merged := get("/metrics")
 	// The session ID went through the store the workers share: memory

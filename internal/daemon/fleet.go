@@ -50,7 +50,7 @@ func storeID(cfg *conf.Config) string {
 		}
 		tlsID = strings.Join([]string{t.CA, t.Cert, t.Key, t.ServerName, hex.EncodeToString(h.Sum(nil))}, "|")
 	}
-	return fmt.Sprintf("%s|%q|%s|%s|%s|%s|%s|%d", st.Type, st.Addresses, st.MasterName, st.Username, st.Password, tlsID, st.Timeout, st.PoolSize)
+	return fmt.Sprintf("%s|%q|%s|%t|%s|%s|%s|%s|%d", st.Type, st.Addresses, st.MasterName, st.Cluster, st.Username, st.Password, tlsID, st.Timeout, st.PoolSize)
 }
 
 // wrapKeysID names the wrap keys of sessions.ticket_keys by their key
@@ -109,7 +109,7 @@ func (e *Env) openStore(st *conf.SessionStore) sessionstore.Store {
 		return s
 	}
 	o := redisstore.Options{
-		Addresses: st.Addresses, MasterName: st.MasterName, Username: st.Username, Password: st.Password,
+		Addresses: st.Addresses, MasterName: st.MasterName, Cluster: st.Cluster, Username: st.Username, Password: st.Password,
 		PoolSize: st.PoolSize, Timeout: st.Timeout,
 	}
 	if st.TLS != nil {

@@ -19,7 +19,9 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/sessionstore/redisstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -50,6 +52,7 @@ func TestFleet(t *testing.T) {
 	f := startFleet(t, redistest.Start(t), haproxyBin)
 
 	t.Run("resumption", f.testResumption)
+	t.Run("ended-session", f.testEndedSession)
 	t.Run("redis-down", f.testRedisDown)
 	t.Run("keyserver-failover", f.testKeyServerFailover)
 	t.Run("kill-instance", f.testKillInstance)
@@ -336,6 +339,56 @@ func (f *fleet) testResumption(t *testing.T) {
 	}
 }
 
+// testEndedSession: a TLCP session that every instance has resumed (and
+// so holds in its own cache) ends with a fatal alert on one of them (a
+// record that fails its MAC; RFC 5246 §7.2: the session must not be
+// resumed). The next connection, which the balancer sends to another
+// instance, does not resume it: the instance that ended it told the
+// others through the store's channel.
+func (f *fleet) testEndedSession(t *testing.T) {
+	mk := f.clients()["tlcp-session-id"]
+	for i := range fleetSize + 1 {
+		if _, resumed, _, err := f.fetch(mk, "/r"); err != nil || resumed != (i > 0) {
+			t.Fatalf("connection %d: resumed=%v err=%v", i, resumed, err)
+		}
+	}
+	// The test hears the channel as the instances do.
+	heard := make(chan struct{}, 16)
+	probe := redisstore.New(redisstore.Options{Addresses: []string{f.redis.Addr}, Timeout: time.Second})
+	defer probe.Close()
+	stop := probe.Subscribe("fleet:tlcp:ended", func([]byte) { heard <- struct{}{} }, func() {})
+	defer stop()
+	time.Sleep(testwait.Bound(200 * time.Millisecond)) // the probe's subscription confirmed
+
+	raw, err := f.clientDial.Dial("tcp", f.lbAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+	w := &testpeer.CorruptWrites{Conn: raw}
+	c, resumed, err := mk(w)
+	if err != nil || !resumed {
+		t.Fatalf("the connection to end the session: resumed=%v err=%v", resumed, err)
+	}
+	w.On.Store(true)
+	io.WriteString(c, "GET /r HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	if _, err := io.ReadAll(c); err == nil || !strings.Contains(err.Error(), "bad record MAC") {
+		t.Fatalf("a record failing its MAC: err=%v, want the server's bad_record_mac alert", err)
+	}
+	select {
+	case <-heard:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("no instance announced the ended session on fleet:tlcp:ended")
+	}
+	// The other instances read the same message from their own
+	// subscriptions; a moment for them to act on it.
+	time.Sleep(100 * time.Millisecond)
+	if _, resumed, _, err := f.fetch(mk, "/r"); err != nil || resumed {
+		t.Fatalf("after the session ended on one instance, another resumed it: resumed=%v err=%v", resumed, err)
+	}
+}
+
 // servedBy returns the instance whose handshake count moved from before
 // to now (-1 for none).
 func servedBy(now, before []int) int {
@@ -593,5 +646,36 @@ func TestFleetExampleHAProxyConfig(t *testing.T) {
 	out, err := exec.Command(bin, "-c", "-f", "../../deploy/examples/fleet/haproxy.cfg").CombinedOutput()
 	if err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+}
+
+// TestStoreIDNamesEverySetting: a reload that changes any setting of
+// sessions.store opens a new store (a different ID), and one that changes
+// nothing keeps the connections (the same ID).
+func TestStoreIDNamesEverySetting(t *testing.T) {
+	base := func() *conf.Config {
+		return &conf.Config{Sessions: conf.Sessions{Store: &conf.SessionStore{
+			Type: sessionstore.TypeRedis, Addresses: []string{"10.0.0.1:6379"}, KeyPrefix: "gmproxy:",
+			Timeout: 5 * time.Millisecond,
+		}}}
+	}
+	if a, b := base(), base(); storeID(a) != storeID(b) {
+		t.Fatal("the same settings give different IDs")
+	}
+	for name, change := range map[string]func(*conf.SessionStore){
+		"addresses":   func(s *conf.SessionStore) { s.Addresses = append(s.Addresses, "10.0.0.2:6379") },
+		"master_name": func(s *conf.SessionStore) { s.MasterName = "m" },
+		"cluster":     func(s *conf.SessionStore) { s.Cluster = true },
+		"username":    func(s *conf.SessionStore) { s.Username = "u" },
+		"password":    func(s *conf.SessionStore) { s.Password = "p" },
+		"tls":         func(s *conf.SessionStore) { s.TLS = &conf.StoreTLS{ServerName: "redis"} },
+		"timeout":     func(s *conf.SessionStore) { s.Timeout = time.Second },
+		"pool_size":   func(s *conf.SessionStore) { s.PoolSize = 3 },
+	} {
+		c := base()
+		change(c.Sessions.Store)
+		if storeID(c) == storeID(base()) {
+			t.Errorf("a change of %s keeps the store", name)
+		}
 	}
 }

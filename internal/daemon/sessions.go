@@ -49,6 +49,13 @@ func (s *sessionStore) Delete(id string) {
 	s.report()
 }
 
+// Clear forgets every session (the shared store's subscription was broken:
+// sessions ended on other instances meanwhile went unheard).
+func (s *sessionStore) Clear() {
+	s.c.Clear()
+	s.report()
+}
+
 func (s *sessionStore) report() {
 	if s.obs != nil {
 		n, evictions := s.c.Stats()

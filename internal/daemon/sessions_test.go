@@ -54,4 +54,17 @@ func TestSessionStore(t *testing.T) {
 	if obs.hits != 1 || obs.misses != 2 || obs.size != 1 || obs.evictions != 1 {
 		t.Errorf("observed %+v", obs)
 	}
+	// Clear (the shared store's subscription was broken) forgets all, and
+	// the gauge follows.
+	s.Put("d", []byte("D"), 0)
+	s.Clear()
+	if _, ok := s.Get("c"); ok {
+		t.Error("c survived Clear")
+	}
+	if _, ok := s.Get("d"); ok {
+		t.Error("d survived Clear")
+	}
+	if obs.size != 0 {
+		t.Errorf("size gauge %d after Clear", obs.size)
+	}
 }

@@ -216,6 +216,16 @@ func (c *Cache) Delete(sessionID string) {
 	}
 }
 
+// Clear forgets every session (their chunks zeroed); the capacity and the
+// eviction count stay.
+func (c *Cache) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.head != none {
+		c.remove(c.head)
+	}
+}
+
 // Len returns the number of sessions held (expired ones included until a
 // lookup or eviction drops them).
 func (c *Cache) Len() int {

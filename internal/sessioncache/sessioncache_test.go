@@ -147,6 +147,32 @@ func TestCopies(t *testing.T) {
 	mustGet(t, c, "s", state(200, 7))
 }
 
+// TestClear: every session goes, its chunks zeroed and free for new ones;
+// the cache works on as before.
+func TestClear(t *testing.T) {
+	c := New(3, 0)
+	c.Put("a", state(2*ChunkSize, 0xAA), 0)
+	c.Put("b", state(1, 0xBB), 0)
+	c.Clear()
+	if n := c.Len(); n != 0 {
+		t.Fatalf("Len after Clear = %d", n)
+	}
+	if _, ok := c.Get("a"); ok {
+		t.Fatal("a survived Clear")
+	}
+	for i := range c.chunks {
+		for _, v := range c.chunks[i] {
+			if v == 0xAA || v == 0xBB {
+				t.Fatalf("chunk %d still holds a cleared state's bytes", i)
+			}
+		}
+	}
+	c.Put("c", state(1, 0xCC), 0)
+	if v, ok := c.Get("c"); !ok || len(v) != 1 || v[0] != 0xCC {
+		t.Fatalf("Get after Clear and Put = %x %v", v, ok)
+	}
+}
+
 func TestFreedChunksZeroed(t *testing.T) {
 	c := New(2, 0)
 	secret := state(3*ChunkSize-5, 0xAA)

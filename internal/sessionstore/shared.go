@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -14,6 +15,10 @@ type Shared struct {
 	br      *breaker
 	obs     Observer
 	now     func() time.Time
+
+	followMu     sync.Mutex
+	followers    map[string]*follower // by channel (followEnded)
+	followClosed bool
 }
 
 // NewShared guards store: calls time out after timeout (DefaultTimeout when
@@ -28,8 +33,11 @@ func NewShared(store Store, timeout time.Duration, obs Observer) *Shared {
 // Store returns the guarded store.
 func (s *Shared) Store() Store { return s.store }
 
-// Close closes the store.
-func (s *Shared) Close() error { return s.store.Close() }
+// Close ends the subscriptions and closes the store.
+func (s *Shared) Close() error {
+	s.stopFollowing()
+	return s.store.Close()
+}
 
 // BreakerOpen reports whether calls are being skipped now.
 func (s *Shared) BreakerOpen() bool { return s.br.open() }

@@ -55,6 +55,23 @@ type Store interface {
 	Close() error
 }
 
+// Broadcaster is a Store that also carries messages to every process
+// sharing it (Redis PUBLISH and SUBSCRIBE). Tiered uses it to tell the
+// other instances that a session ended, so that their in-process caches
+// forget it too.
+type Broadcaster interface {
+	// Publish sends msg to the subscribers of channel, the publisher's
+	// own included.
+	Publish(ctx context.Context, channel string, msg []byte) error
+	// Subscribe calls deliver with each message on channel, one at a time
+	// from a goroutine of its own, until stop is called (stop returns
+	// after the last call). Messages sent while the subscription was
+	// broken are lost: lost is called each time that may have happened
+	// (the connection failed and is up again). Both callbacks must not
+	// block for long.
+	Subscribe(channel string, deliver func(msg []byte), lost func()) (stop func())
+}
+
 // Results of a store call (the result label of the store metrics).
 const (
 	ResultHit     = "hit"     // a lookup found a usable entry

@@ -25,7 +25,8 @@ type Local interface {
 //     timeout; a store hit is opened and kept in Local for the next time.
 //   - Put keeps the session in Local and writes it, sealed, to the store
 //     (one round trip, bounded by the timeout, on full handshakes only).
-//   - Delete forgets the session in both.
+//   - Delete forgets the session in both, and tells the other instances
+//     to forget it (ended.go).
 //
 // So a resumption costs no round trip when this instance has seen the
 // session, one when another instance made it, and a full handshake when
@@ -49,6 +50,7 @@ const sealLabel = "gmproxy session-id state v1\x00"
 // configured key prefix and the protocol, e.g. "gmproxy:tlcp:"); lifetime
 // bounds sessions kept in Local after a store hit.
 func NewTiered(local Local, shared *Shared, keys ticket.Source, prefix string, lifetime time.Duration) *Tiered {
+	shared.followEnded(prefix, local, keys)
 	return &Tiered{local: local, shared: shared, keys: keys, prefix: prefix, lifetime: lifetime}
 }
 
@@ -99,7 +101,12 @@ func (t *Tiered) Put(id string, state []byte, lifetime time.Duration) {
 func (t *Tiered) Delete(id string) {
 	t.local.Delete(id)
 	key := t.key(id)
-	t.shared.write(OpDelete, func(ctx context.Context) error { return t.shared.store.Delete(ctx, key) })
+	t.shared.write(OpDelete, func(ctx context.Context) error {
+		if err := t.shared.store.Delete(ctx, key); err != nil {
+			return err
+		}
+		return t.publishEnded(ctx, id)
+	})
 }
 
 // seal returns the store form of a session.

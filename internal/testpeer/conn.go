@@ -29,6 +29,21 @@ func (w *WriteCounter) Write(b []byte) (int, error) {
 // Writes returns the number of Writes so far.
 func (w *WriteCounter) Writes() int { return int(w.n.Load()) }
 
+// CorruptWrites is a client connection whose writes, once On is set,
+// arrive with their last byte flipped: a record that fails its MAC.
+type CorruptWrites struct {
+	net.Conn
+	On atomic.Bool
+}
+
+func (c *CorruptWrites) Write(b []byte) (int, error) {
+	if c.On.Load() && len(b) > 0 {
+		b = append([]byte(nil), b...)
+		b[len(b)-1] ^= 1
+	}
+	return c.Conn.Write(b)
+}
+
 // Handshaker is a connection of either SM stack.
 type Handshaker interface {
 	Handshake() error

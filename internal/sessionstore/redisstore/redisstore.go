@@ -39,6 +39,12 @@ type Options struct {
 	PoolSize int
 	// Timeout bounds one command when the caller's context has no deadline.
 	Timeout time.Duration
+	// Cluster says that the addresses are of a Redis Cluster also when
+	// there is one (a configuration endpoint, or one node of a cluster):
+	// then keys on another node's slots follow its MOVED and ASK
+	// redirections. Two or more addresses without MasterName are taken
+	// for a Cluster anyway.
+	Cluster bool
 }
 
 // debugLog sends go-redis's own messages (one per failed dial while a
@@ -54,11 +60,16 @@ var setLogger sync.Once
 
 // Store is a sessionstore.Store on Redis.
 type Store struct {
-	c        redis.UniversalClient
-	plainGet atomic.Bool // GETRANGE refused (refusedRange)
+	c          redis.UniversalClient
+	plainGet   atomic.Bool // GETRANGE refused (refusedRange)
+	noPublish  atomic.Bool // PUBLISH refused (refusedPubSub)
+	noChannels atomic.Bool // SUBSCRIBE refused
 }
 
-var _ sessionstore.Store = (*Store)(nil)
+var (
+	_ sessionstore.Store       = (*Store)(nil)
+	_ sessionstore.Broadcaster = (*Store)(nil)
+)
 
 // New returns a Store; it connects lazily (a down server is not an error
 // here: calls fail until it is back).
@@ -71,10 +82,13 @@ func New(o Options) *Store {
 	c := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:      o.Addresses,
 		MasterName: o.MasterName,
-		Username:   o.Username,
-		Password:   o.Password,
-		TLSConfig:  o.TLS,
-		PoolSize:   o.PoolSize,
+		// With a master name this would ask for a Sentinel-managed
+		// cluster client instead: conf refuses cluster with master_name.
+		IsClusterMode: o.Cluster,
+		Username:      o.Username,
+		Password:      o.Password,
+		TLSConfig:     o.TLS,
+		PoolSize:      o.PoolSize,
 		// Connections are opened ahead of need so that a lookup does not
 		// pay for a dial (and TLS) within its few milliseconds.
 		MinIdleConns: 2,
@@ -223,3 +237,139 @@ func (s *Store) Delete(ctx context.Context, key string) (err error) {
 
 // Close implements sessionstore.Store.
 func (s *Store) Close() error { return s.c.Close() }
+
+// Publish implements sessionstore.Broadcaster (PUBLISH; in a Cluster the
+// message reaches the subscribers of every node). Where the Redis user may
+// not publish on channel (an ACL without +publish or without the channel),
+// a warning says so once and Publish does nothing from then on: the store's
+// other uses go on.
+func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (err error) {
+	if s.noPublish.Load() {
+		return nil
+	}
+	defer recovered(&err)
+	err = s.c.Publish(ctx, channel, msg).Err()
+	if refused(err) {
+		if !s.noPublish.Swap(true) {
+			slog.Warn("session store: the Redis user may not publish; a session ended on this instance stays resumable from the other instances' memory until it expires there. Grant +publish +subscribe and the channel (e.g. &gmproxy:*)", "channel", channel, "err", err)
+		}
+		return nil
+	}
+	return err
+}
+
+// refused reports an ACL refusal.
+func refused(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "NOPERM")
+}
+
+// followCheck is how long a subscription may stay silent before it is
+// pinged; a ping unanswered for as long again counts as a broken
+// connection. followRetry bounds the wait between attempts to subscribe
+// while the store is down.
+var (
+	followCheck = 15 * time.Second
+	followRetry = 2 * time.Second
+)
+
+// Subscribe implements sessionstore.Broadcaster. The subscription has a
+// connection of its own (a node's in a Cluster), checked with a ping after
+// followCheck of silence; a broken one is replaced, and lost is called once
+// the new one is confirmed.
+func (s *Store) Subscribe(channel string, deliver func([]byte), lost func()) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var current *redis.PubSub // closed by stop: a read in progress ends
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		clean := true // no message can have been missed yet
+		retry := 100 * time.Millisecond
+		for {
+			mu.Lock()
+			if ctx.Err() != nil {
+				mu.Unlock()
+				return
+			}
+			ps := s.c.Subscribe(ctx, channel)
+			current = ps
+			mu.Unlock()
+			again, confirmed := s.followOn(ctx, ps, &clean, deliver, lost)
+			ps.Close()
+			if !again {
+				return
+			}
+			clean = false
+			if confirmed {
+				retry = 100 * time.Millisecond
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(retry):
+			}
+			retry = min(2*retry, followRetry)
+		}
+	}()
+	return func() {
+		mu.Lock()
+		cancel()
+		if current != nil {
+			current.Close()
+		}
+		mu.Unlock()
+		<-done
+	}
+}
+
+// followOn reads ps until its connection looks broken (again: subscribe
+// anew) or ctx ends or the server refused the channel; confirmed tells
+// whether the subscription was confirmed on the way.
+func (s *Store) followOn(ctx context.Context, ps *redis.PubSub, clean *bool, deliver func([]byte), lost func()) (again, confirmed bool) {
+	pinged := false
+	for {
+		m, err := receive(ctx, ps, followCheck)
+		switch {
+		case ctx.Err() != nil:
+			return false, confirmed
+		case refused(err):
+			if !s.noChannels.Swap(true) {
+				slog.Warn("session store: the Redis user may not subscribe; this instance does not hear of sessions ended on others. Grant +subscribe and the channel (e.g. &gmproxy:*)", "err", err)
+			}
+			return false, confirmed
+		case err != nil && isTimeout(err) && !pinged:
+			if ps.Ping(ctx) != nil {
+				return true, confirmed
+			}
+			pinged = true
+			continue
+		case err != nil:
+			// Down, a reply that could not be read, or no answer to
+			// the ping: a new connection.
+			return true, confirmed
+		}
+		pinged = false
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				if !*clean {
+					lost()
+				}
+				*clean, confirmed = false, true
+			}
+		case *redis.Message:
+			deliver([]byte(m.Payload))
+		}
+	}
+}
+
+// receive is ps.ReceiveTimeout with go-redis's panics on a malformed
+// reply turned into errors.
+func receive(ctx context.Context, ps *redis.PubSub, d time.Duration) (m any, err error) {
+	defer recovered(&err)
+	return ps.ReceiveTimeout(ctx, d)
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

@@ -85,12 +85,17 @@ func BenchmarkGet(b *testing.B) {
 }
 
 // TestStoreWithACLUser: the ACL user of deploy/examples/fleet/redis.conf
-// (its key prefix, GET, GETRANGE, SET, DEL) is enough for everything
-// gmproxy does, and nothing outside the prefix is reachable; so is the
-// ACL of earlier releases, without GETRANGE (values are then read with
-// GET).
+// (its key prefix and channels, GET, GETRANGE, SET, DEL, PUBLISH,
+// SUBSCRIBE) is enough for everything gmproxy does, and nothing outside the
+// prefix is reachable; so are the ACLs of earlier releases, without the
+// channels (Publish then does nothing) or without GETRANGE (values are
+// then read with GET).
 func TestStoreWithACLUser(t *testing.T) {
-	for _, acl := range []string{"+get +getrange +set +del +ping +auth +hello +select", "+get +set +del +ping +auth +hello +select"} {
+	for _, acl := range []string{
+		"&gmproxy:* +get +getrange +set +del +publish +subscribe +ping +auth +hello +select",
+		"+get +getrange +set +del +ping +auth +hello +select",
+		"+get +set +del +ping +auth +hello +select",
+	} {
 		t.Run(acl, func(t *testing.T) { testStoreWithACL(t, acl) })
 	}
 }
@@ -120,6 +125,32 @@ func testStoreWithACL(t *testing.T, acl string) {
 	}
 	if err := s.Delete(ctx, "gmproxy:tlcp:00"); err != nil {
 		t.Fatal(err)
+	}
+	// Sessions ended elsewhere: heard where the ACL grants the channel;
+	// where it does not, publishing is no error (the store's other uses
+	// go on, and no circuit breaker opens) and the subscription ends.
+	heard := make(chan []byte, 1)
+	stop := s.Subscribe("gmproxy:tlcp:ended", func(m []byte) { heard <- m }, func() {})
+	defer stop()
+	mayPublish := strings.Contains(acl, "+publish")
+	var got []byte
+	for i := 0; i < 100 && got == nil; i++ {
+		if err := s.Publish(ctx, "gmproxy:tlcp:ended", []byte("m")); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		select {
+		case got = <-heard:
+		case <-time.After(50 * time.Millisecond):
+		}
+		if !mayPublish && i == 3 {
+			break
+		}
+	}
+	if mayPublish != (string(got) == "m") {
+		t.Fatalf("message heard: %q, with the channel granted: %v", got, mayPublish)
+	}
+	if !mayPublish && (!s.noPublish.Load() || !s.noChannels.Load()) {
+		t.Fatalf("the refusals were not noted: publish %v subscribe %v", s.noPublish.Load(), s.noChannels.Load())
 	}
 	if err := s.Set(ctx, "other:key", []byte("x"), time.Minute); err == nil {
 		t.Fatal("the ACL user wrote outside its key prefix")

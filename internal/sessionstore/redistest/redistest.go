@@ -26,6 +26,7 @@ type Server struct {
 	dir  string
 	port int
 	cmd  *exec.Cmd
+	args []string // more server arguments (a Cluster node's)
 }
 
 // Start starts a server, or skips tb when redis-server is not installed.
@@ -40,6 +41,56 @@ func Start(tb testing.TB) *Server {
 	s.Restart()
 	tb.Cleanup(s.Stop)
 	return s
+}
+
+// StartCluster starts a Redis Cluster of n masters (no replicas) on
+// loopback, the 16384 hash slots split evenly between them, and waits
+// until every node reports the cluster ok; it skips tb as Start does.
+func StartCluster(tb testing.TB, n int) []*Server {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	nodes := make([]*Server, n)
+	for i := range nodes {
+		s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), port: FreePort(tb)}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		// The bus port is chosen too: port+10000, Redis's default,
+		// may lie past 65535.
+		s.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(FreePort(tb)), "--cluster-node-timeout", "2000"}
+		s.Restart()
+		tb.Cleanup(s.Stop)
+		nodes[i] = s
+	}
+	const slots = 16384
+	for i, s := range nodes {
+		first, last := i*slots/n, (i+1)*slots/n-1
+		if r, err := s.Command(fmt.Sprintf("CLUSTER ADDSLOTSRANGE %d %d", first, last)); err != nil || r != "+OK" {
+			tb.Fatalf("CLUSTER ADDSLOTSRANGE on %s: %q %v", s.Addr, r, err)
+		}
+		if i > 0 {
+			bus := s.args[5]
+			if r, err := nodes[0].Command(fmt.Sprintf("CLUSTER MEET 127.0.0.1 %d %s", s.port, bus)); err != nil || r != "+OK" {
+				tb.Fatalf("CLUSTER MEET %s: %q %v", s.Addr, r, err)
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range nodes {
+		for {
+			info, err := s.Command("CLUSTER INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("the cluster did not come up: %s: %q %v", s.Addr, info, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nodes
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
@@ -59,6 +110,7 @@ func (s *Server) Restart() {
 	s.tb.Helper()
 	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning", "--protected-mode", "yes")
+	cmd.Args = append(cmd.Args, s.args...)
 	if testing.Verbose() {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}

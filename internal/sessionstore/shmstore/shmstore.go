@@ -7,7 +7,8 @@
 // costs a wake-up of the supervisor per full handshake; shmstore takes
 // its place on Linux.)
 //
-// Layout. A header page (magic, geometry, hash seed), then the buckets. A
+// Layout. A header page (magic, geometry, hash seed, and the ring of the
+// workers' messages: broadcast.go), then the buckets. A
 // bucket is a 64-byte header holding its lock word, then Ways slots of
 // SlotSize bytes. A key lives in the bucket its hash names; a full bucket
 // gives up the entry that expires first. A slot is

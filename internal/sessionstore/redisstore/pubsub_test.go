@@ -1,0 +1,235 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
+	"github.com/gmproxy/gmproxy/internal/testwait"
+)
+
+// heard collects a subscription's messages and losses.
+type heard struct {
+	msgs chan string
+	lost atomic.Int32
+}
+
+func subscribe(s *Store, channel string) (*heard, func()) {
+	h := &heard{msgs: make(chan string, 16)}
+	stop := s.Subscribe(channel, func(m []byte) { h.msgs <- string(m) }, func() { h.lost.Add(1) })
+	return h, stop
+}
+
+// publishUntilHeard publishes msg (from p) until h hears it: a subscription
+// is confirmed asynchronously, so the first messages may precede it.
+func publishUntilHeard(t *testing.T, p *Store, channel, msg string, h *heard) {
+	t.Helper()
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+	for time.Now().Before(deadline) {
+		if err := p.Publish(context.Background(), channel, []byte(msg)); err != nil {
+			t.Logf("Publish: %v", err)
+		}
+		select {
+		case m := <-h.msgs:
+			if m == msg {
+				return
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%q on %s was not heard", msg, channel)
+}
+
+// TestSubscriptionSurvivesARestart: a subscriber hears another client's
+// messages; when the server restarts (its subscriptions gone), the
+// subscription comes back by itself and reports that messages may have
+// been lost meanwhile; stop ends it at once, also while a read waits.
+func TestSubscriptionSurvivesARestart(t *testing.T) {
+	srv := redistest.Start(t)
+	sub := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	defer sub.Close()
+	pub := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	defer pub.Close()
+	h, stop := subscribe(sub, "gmproxy:tlcp:ended")
+	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "one", h)
+	if n := h.lost.Load(); n != 0 {
+		t.Fatalf("lost called %d times on a subscription never broken", n)
+	}
+	if err := pub.Publish(context.Background(), "gmproxy:other", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	srv.Restart()
+	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "two", h)
+	if n := h.lost.Load(); n != 1 {
+		t.Fatalf("lost called %d times after one restart, want 1", n)
+	}
+	select {
+	case m := <-h.msgs:
+		if m != "two" { // repeats of "two" may still be in flight
+			t.Fatalf("heard %q: a message on another channel, or a stale one", m)
+		}
+	default:
+	}
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > followCheck/2 {
+		t.Fatalf("stop took %v: it waited for the read in progress", d)
+	}
+}
+
+// TestClusterThroughOneAddress: with Cluster set, one node's address is
+// enough to reach every key of a Redis Cluster (go-redis learns the slots
+// and follows MOVED); without it, keys on the other node fail. A message
+// published through one node reaches a subscriber on another.
+func TestClusterThroughOneAddress(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound(30*time.Second))
+	defer cancel()
+	keys := make([]string, 32)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("gmproxy:tlcp:%02x", i)
+	}
+
+	plain := New(Options{Addresses: []string{nodes[0].Addr}, Timeout: time.Second})
+	defer plain.Close()
+	moved := 0
+	for _, k := range keys {
+		if err := plain.Set(ctx, k, []byte("v"), time.Minute); err != nil {
+			if !strings.Contains(err.Error(), "MOVED") {
+				t.Fatalf("Set %s without Cluster: %v", k, err)
+			}
+			moved++
+		}
+	}
+	if moved == 0 || moved == len(keys) {
+		t.Fatalf("%d of %d keys were on the other node: the slots are not split", moved, len(keys))
+	}
+
+	s := New(Options{Addresses: []string{nodes[0].Addr}, Cluster: true, Timeout: time.Second})
+	defer s.Close()
+	for _, k := range keys {
+		if err := s.Set(ctx, k, []byte("v-"+k), time.Minute); err != nil {
+			t.Fatalf("Set %s: %v", k, err)
+		}
+	}
+	for _, k := range keys {
+		if v, ok, err := s.Get(ctx, k); err != nil || !ok || string(v) != "v-"+k {
+			t.Fatalf("Get %s = %q %v %v", k, v, ok, err)
+		}
+	}
+	vals, err := s.GetMany(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if string(v) != "v-"+keys[i] {
+			t.Fatalf("GetMany[%d] = %q", i, v)
+		}
+	}
+	if v, err := s.AddOrGet(ctx, keys[1], []byte("other"), time.Minute); err != nil || string(v) != "v-"+keys[1] {
+		t.Fatalf("AddOrGet of a held key = %q %v", v, err)
+	}
+
+	h, stop := subscribe(s, "gmproxy:tlcp:ended")
+	defer stop()
+	other := New(Options{Addresses: []string{nodes[1].Addr}, Timeout: time.Second})
+	defer other.Close()
+	publishUntilHeard(t, other, "gmproxy:tlcp:ended", "via node 1", h)
+	publishUntilHeard(t, plain, "gmproxy:tlcp:ended", "via node 0", h)
+}
+
+// freezer forwards TCP connections to addr until frozen: then the
+// connections it carries stay open and carry nothing (a NAT or firewall
+// that dropped them without a word); new connections go through.
+type freezer struct {
+	ln     net.Listener
+	frozen atomic.Bool
+	mu     sync.Mutex
+	held   []net.Conn
+}
+
+func newFreezer(t *testing.T, addr string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln}
+	t.Cleanup(func() {
+		ln.Close()
+		f.mu.Lock()
+		for _, c := range f.held {
+			c.Close()
+		}
+		f.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.held = append(f.held, c, up)
+			f.mu.Unlock()
+			frozen := f.frozen.Load() // a connection made after freezing flows
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 4096)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						return
+					}
+					if !frozen && f.frozen.Load() {
+						continue // dropped, the connection left open
+					}
+					dst.Write(buf[:n])
+				}
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	return f
+}
+
+// TestSubscriptionNoticesASilentDrop: a subscription whose connection
+// stops carrying anything without closing (dropped by a NAT or firewall) is
+// noticed by the unanswered ping after a silence of followCheck, replaced,
+// and lost is called, so the cache does not go on trusting a subscription
+// that hears nothing.
+func TestSubscriptionNoticesASilentDrop(t *testing.T) {
+	defer func(d time.Duration) { followCheck = d }(followCheck)
+	followCheck = 200 * time.Millisecond
+	srv := redistest.Start(t)
+	fr := newFreezer(t, srv.Addr)
+	sub := New(Options{Addresses: []string{fr.ln.Addr().String()}, Timeout: time.Second})
+	defer sub.Close()
+	pub := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	defer pub.Close()
+	h, stop := subscribe(sub, "gmproxy:tlcp:ended")
+	defer stop()
+	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "before", h)
+	// Quiet for several checks: answered pings keep it.
+	time.Sleep(5 * followCheck)
+	if n := h.lost.Load(); n != 0 {
+		t.Fatalf("lost called %d times on a healthy, quiet subscription", n)
+	}
+	fr.frozen.Store(true)
+	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "after", h)
+	if n := h.lost.Load(); n != 1 {
+		t.Fatalf("lost called %d times after the silent drop, want 1", n)
+	}
+}
