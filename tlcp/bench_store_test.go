@@ -36,6 +36,7 @@ func BenchmarkResumeSharedStore(b *testing.B) {
 	rs := redisstore.New(redisstore.Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
 	defer rs.Close()
 	shared := sessionstore.NewShared(rs, time.Second, nil)
+	defer shared.Close()
 	k, err := ticket.NewKey(make([]byte, 32), time.Now())
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +153,9 @@ func BenchmarkSharedStoreMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			rec := &recordingLocal{}
-			store := sessionstore.NewTiered(rec, sessionstore.NewShared(rs, time.Second, nil), ticket.Static{k}, "gmproxy:tlcp:", time.Hour)
+			shared := sessionstore.NewShared(rs, time.Second, nil)
+			defer shared.Close()
+			store := sessionstore.NewTiered(rec, shared, ticket.Static{k}, "gmproxy:tlcp:", time.Hour)
 			scfg := p.serverConfig()
 			scfg.CipherSuites = []uint16{c.suite}
 			scfg.SessionTicketsDisabled = true

@@ -19,10 +19,16 @@ import (
 //
 // The message is sealed with the fleet's ticket keys like a stored session
 // (label endedLabel, then the ID), so that whoever may publish on the
-// store but does not hold the keys cannot make the instances drop
-// sessions. When the subscription was broken (the store restarted, a
-// failover), messages may have been lost: the in-process cache is then
-// emptied, since any of its sessions may have ended meanwhile.
+// store but does not hold the keys cannot make the instances drop a
+// session of their choice. When a subscription was broken (the store
+// restarted, the connection dropped), messages may have been lost: the
+// in-process cache is then emptied, since any of its sessions may have
+// ended meanwhile. Emptied, it costs a store round trip on the next
+// resumption of each session, not a full handshake: the store still holds
+// them. So one who may publish on the channel and gets the subscriptions
+// disconnected (a message over the server's output buffer limit for
+// subscribers does it) costs the fleet those round trips; grant the
+// channels to gmproxy's user alone (deploy/examples/fleet/redis.conf).
 
 // endedLabel starts the plaintext of an ended-session message.
 const endedLabel = "gmproxy session-id ended v1\x00"
@@ -38,16 +44,34 @@ func endedChannel(prefix string) string { return prefix + "ended" }
 // cache can).
 type clearer interface{ Clear() }
 
-// follower delivers one channel's messages to the newest Tiered cache
-// made for it (a reload makes new ones; they share the channel).
+// follower delivers one channel's messages to the caches of the Tiered
+// stores made for it. Every build of the daemon's configuration makes new
+// Tiered stores, and a build may still be refused (a reload that fails):
+// so a follower does not trust the newest alone but keeps the last
+// maxTargets distinct (cache, keys) pairs, opens a message with any of
+// their keys and drops the session from every one of their caches.
 type follower struct {
-	target atomic.Pointer[endedTarget]
-	stop   func()
+	targets atomic.Pointer[[]endedTarget] // newest first
+	stop    func()
 }
+
+// maxTargets bounds the pairs a follower keeps.
+const maxTargets = 8
 
 type endedTarget struct {
 	local Local
 	keys  ticket.Source
+	names string // the keys' names when registered: pairs differ by them
+}
+
+// keyNames identifies a key source by the names of its keys.
+func keyNames(src ticket.Source) string {
+	ks := src.TicketKeys()
+	b := make([]byte, 0, len(ks)*len(ticket.Key{}.Name))
+	for i := range ks {
+		b = append(b, ks[i].Name[:]...)
+	}
+	return string(b)
 }
 
 // followEnded makes sure the channel of prefix is followed for local.
@@ -57,6 +81,7 @@ func (s *Shared) followEnded(prefix string, local Local, keys ticket.Source) {
 		return
 	}
 	channel := endedChannel(prefix)
+	t := endedTarget{local: local, keys: keys, names: keyNames(keys)}
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
 	if s.followClosed {
@@ -65,15 +90,21 @@ func (s *Shared) followEnded(prefix string, local Local, keys ticket.Source) {
 	f := s.followers[channel]
 	if f == nil {
 		f = &follower{}
+		f.targets.Store(&[]endedTarget{t})
 		if s.followers == nil {
 			s.followers = map[string]*follower{}
 		}
 		s.followers[channel] = f
-		f.target.Store(&endedTarget{local: local, keys: keys})
 		f.stop = b.Subscribe(channel, f.deliver, f.lost)
 		return
 	}
-	f.target.Store(&endedTarget{local: local, keys: keys})
+	ts := []endedTarget{t}
+	for _, o := range *f.targets.Load() {
+		if len(ts) < maxTargets && (o.local != t.local || o.names != t.names) {
+			ts = append(ts, o)
+		}
+	}
+	f.targets.Store(&ts)
 }
 
 // stopFollowing ends the subscriptions (Shared.Close).
@@ -92,22 +123,43 @@ func (s *Shared) stopFollowing() {
 
 // deliver forgets the session a message names, if it opens.
 func (f *follower) deliver(msg []byte) {
-	t := f.target.Load()
 	if len(msg) > maxEnded {
 		return
 	}
-	pt, ok, _ := ticket.Open(t.keys, ticket.StoredSession, msg)
-	if !ok || len(pt) <= len(endedLabel) || string(pt[:len(endedLabel)]) != endedLabel {
+	ts := *f.targets.Load()
+	for _, t := range ts {
+		pt, ok, _ := ticket.Open(t.keys, ticket.StoredSession, msg)
+		if !ok || len(pt) <= len(endedLabel) || string(pt[:len(endedLabel)]) != endedLabel {
+			continue
+		}
+		id := string(pt[len(endedLabel):])
+		for i, u := range ts {
+			if !seenLocal(ts[:i], u.local) {
+				u.local.Delete(id)
+			}
+		}
 		return
 	}
-	t.local.Delete(string(pt[len(endedLabel):]))
 }
 
-// lost empties the cache: any of its sessions may have ended unheard.
+// lost empties the caches: any of their sessions may have ended unheard.
 func (f *follower) lost() {
-	if c, ok := f.target.Load().local.(clearer); ok {
-		c.Clear()
+	ts := *f.targets.Load()
+	for i, t := range ts {
+		if c, ok := t.local.(clearer); ok && !seenLocal(ts[:i], t.local) {
+			c.Clear()
+		}
 	}
+}
+
+// seenLocal reports whether one of ts has local.
+func seenLocal(ts []endedTarget, local Local) bool {
+	for _, t := range ts {
+		if t.local == local {
+			return true
+		}
+	}
+	return false
 }
 
 // publishEnded tells the instances following the channel of t that id

@@ -63,6 +63,7 @@ func TestStoredValueReadCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	shared := sessionstore.NewShared(s, time.Second, nil)
+	defer shared.Close()
 	tr := sessionstore.NewTiered(&memLocal{m: map[string][]byte{}}, shared, staticKeys(t), "gmproxy:tlcp:", time.Minute)
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -152,6 +153,6 @@ func TestRogueReplyIsAnError(t *testing.T) {
 				t.Errorf("bulk length %s: GetMany = %v, want errMalformed", n, err)
 			}
 		}()
-		s.Close()
+		shared.Close() // the store too
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,12 @@ type heard struct {
 
 func subscribe(s *Store, channel string) (*heard, func()) {
 	h := &heard{msgs: make(chan string, 16)}
-	stop := s.Subscribe(channel, func(m []byte) { h.msgs <- string(m) }, func() { h.lost.Add(1) })
+	stop := s.Subscribe(channel, func(m []byte) {
+		select {
+		case h.msgs <- string(m):
+		default: // a test not reading them: dropped
+		}
+	}, func() { h.lost.Add(1) })
 	return h, stop
 }
 
@@ -78,10 +84,19 @@ func TestSubscriptionSurvivesARestart(t *testing.T) {
 		}
 	default:
 	}
-	start := time.Now()
+	// stop ends the read in progress: the server has no subscriber left
+	// at once, not after the read's followCheck.
 	stop()
-	if d := time.Since(start); d > followCheck/2 {
-		t.Fatalf("stop took %v: it waited for the read in progress", d)
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+	for {
+		info, err := srv.Command("INFO stats")
+		if err == nil && strings.Contains(info, "pubsub_channels:0\r") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscription outlived stop: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -232,4 +247,138 @@ func TestSubscriptionNoticesASilentDrop(t *testing.T) {
 	if n := h.lost.Load(); n != 1 {
 		t.Fatalf("lost called %d times after the silent drop, want 1", n)
 	}
+}
+
+// aclStore starts a server with the gmproxy user of acl and returns a
+// Store of that user and one of the default user.
+func aclStore(t *testing.T, acl string) (srv *redistest.Server, user, admin *Store) {
+	t.Helper()
+	srv = redistest.Start(t)
+	if r, err := srv.Command("ACL SETUSER gmproxy on >pw ~gmproxy:* " + acl); err != nil || r != "+OK" {
+		t.Fatalf("ACL SETUSER: %q %v", r, err)
+	}
+	user = New(Options{Addresses: []string{srv.Addr}, Username: "gmproxy", Password: "pw", Timeout: time.Second})
+	t.Cleanup(func() { user.Close() })
+	admin = New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	t.Cleanup(func() { admin.Close() })
+	return srv, user, admin
+}
+
+// TestRefusedChannelsTriedAgain: a subscription or PUBLISH the ACL refuses
+// is tried again (every refusedRetry), so granting the channel later is
+// enough, without a restart; the subscription then reports that messages
+// may have been missed.
+func TestRefusedChannelsTriedAgain(t *testing.T) {
+	defer func(d time.Duration) { refusedRetry = d }(refusedRetry)
+	refusedRetry = 200 * time.Millisecond
+	srv, user, admin := aclStore(t, "resetchannels +get +getrange +set +del +publish +subscribe +ping +auth +hello +select")
+	h, stop := subscribe(user, "gmproxy:tlcp:ended")
+	defer stop()
+	hAdmin, stopAdmin := subscribe(admin, "gmproxy:tlcp:ended")
+	defer stopAdmin()
+	publishUntilHeard(t, admin, "gmproxy:tlcp:ended", "setup", hAdmin)
+	if err := user.Publish(context.Background(), "gmproxy:tlcp:ended", []byte("refused")); err != nil {
+		t.Fatalf("a refused PUBLISH is an error: %v", err)
+	}
+	select {
+	case m := <-h.msgs:
+		t.Fatalf("heard %q on a channel the ACL refuses", m)
+	case <-time.After(3 * refusedRetry):
+	}
+	if r, err := srv.Command("ACL SETUSER gmproxy &gmproxy:*"); err != nil || r != "+OK" {
+		t.Fatalf("ACL SETUSER: %q %v", r, err)
+	}
+	publishUntilHeard(t, admin, "gmproxy:tlcp:ended", "granted", h)
+	if n := h.lost.Load(); n != 1 {
+		t.Fatalf("lost called %d times after the refusals, want 1", n)
+	}
+	time.Sleep(refusedRetry)
+	publishUntilHeard(t, user, "gmproxy:tlcp:ended", "published again", hAdmin)
+}
+
+// TestRefusedPingKeepsTheSubscription: an ACL without +ping refuses the
+// health check; the subscription goes on (it hears later messages and
+// reports no loss), only without that check.
+func TestRefusedPingKeepsTheSubscription(t *testing.T) {
+	defer func(d time.Duration) { followCheck = d }(followCheck)
+	followCheck = 100 * time.Millisecond
+	_, user, admin := aclStore(t, "&gmproxy:* +get +getrange +set +del +publish +subscribe +auth +hello +select")
+	h, stop := subscribe(user, "gmproxy:tlcp:ended")
+	defer stop()
+	publishUntilHeard(t, admin, "gmproxy:tlcp:ended", "first", h)
+	time.Sleep(6 * followCheck)
+	publishUntilHeard(t, admin, "gmproxy:tlcp:ended", "after the refused pings", h)
+	if n := h.lost.Load(); n != 0 {
+		t.Fatalf("lost called %d times: a refused PING was taken for a broken connection", n)
+	}
+}
+
+// TestStopDuringDial: stop ends a subscription whose connection is still
+// being made (a server that accepts and never answers), without waiting
+// for the dial and AUTH timeouts.
+func TestStopDuringDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	st := New(Options{Addresses: []string{ln.Addr().String()}, Password: "pw", Timeout: 3 * time.Second})
+	defer st.Close()
+	stop := st.Subscribe("gmproxy:tlcp:ended", func([]byte) {}, func() {})
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("stop took %v: it waited for the dial", d)
+	}
+}
+
+// TestClosedStoreEndsSubscriptions: closing the Store ends its
+// subscriptions' goroutines (they do not go on retrying a closed client),
+// without stop.
+func TestClosedStoreEndsSubscriptions(t *testing.T) {
+	srv := redistest.Start(t)
+	pub := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	defer pub.Close()
+	st := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	h, _ := subscribe(st, "gmproxy:tlcp:ended")
+	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "one", h)
+	if !subscriptionRunning() {
+		t.Fatal("no subscription goroutine found: the test cannot see it end")
+	}
+	st.Close()
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+	for subscriptionRunning() {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription of a closed Store still runs")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// subscriptionRunning reports whether a Subscribe goroutine runs.
+func subscriptionRunning() bool {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return strings.Contains(string(buf[:n]), "redisstore.(*Store).Subscribe.func")
 }

@@ -60,10 +60,9 @@ var setLogger sync.Once
 
 // Store is a sessionstore.Store on Redis.
 type Store struct {
-	c          redis.UniversalClient
-	plainGet   atomic.Bool // GETRANGE refused (refusedRange)
-	noPublish  atomic.Bool // PUBLISH refused (refusedPubSub)
-	noChannels atomic.Bool // SUBSCRIBE refused
+	c              redis.UniversalClient
+	plainGet       atomic.Bool  // GETRANGE refused (refusedRange)
+	publishRefused atomic.Int64 // Unix ns until which Publish does nothing after a refusal; 0: none
 }
 
 var (
@@ -241,19 +240,23 @@ func (s *Store) Close() error { return s.c.Close() }
 // Publish implements sessionstore.Broadcaster (PUBLISH; in a Cluster the
 // message reaches the subscribers of every node). Where the Redis user may
 // not publish on channel (an ACL without +publish or without the channel),
-// a warning says so once and Publish does nothing from then on: the store's
-// other uses go on.
+// a warning says so and Publish does nothing for refusedRetry, then tries
+// again: the store's other uses go on, and a refusal is no store failure.
 func (s *Store) Publish(ctx context.Context, channel string, msg []byte) (err error) {
-	if s.noPublish.Load() {
+	if until := s.publishRefused.Load(); until != 0 && time.Now().UnixNano() < until {
 		return nil
 	}
 	defer recovered(&err)
 	err = s.c.Publish(ctx, channel, msg).Err()
-	if refused(err) {
-		if !s.noPublish.Swap(true) {
-			slog.Warn("session store: the Redis user may not publish; a session ended on this instance stays resumable from the other instances' memory until it expires there. Grant +publish +subscribe and the channel (e.g. &gmproxy:*)", "channel", channel, "err", err)
+	switch {
+	case refused(err):
+		if s.publishRefused.Swap(time.Now().Add(refusedRetry).UnixNano()) == 0 {
+			slog.Warn("session store: the Redis user may not publish; a session ended on this instance stays resumable from the other instances' memory until it expires there. Grant +publish +subscribe +ping and the channel (e.g. &gmproxy:*); gmproxy tries again every minute", "channel", channel, "err", err)
 		}
 		return nil
+	case err == nil && s.publishRefused.Load() != 0:
+		s.publishRefused.Store(0)
+		slog.Info("session store: publishing ended sessions again", "channel", channel)
 	}
 	return err
 }
@@ -266,98 +269,174 @@ func refused(err error) bool {
 // followCheck is how long a subscription may stay silent before it is
 // pinged; a ping unanswered for as long again counts as a broken
 // connection. followRetry bounds the wait between attempts to subscribe
-// while the store is down.
+// while the store is down; refusedRetry is the wait after the server
+// refused (an ACL), for the operator to grant what is missing.
 var (
-	followCheck = 15 * time.Second
-	followRetry = 2 * time.Second
+	followCheck  = 15 * time.Second
+	followRetry  = 2 * time.Second
+	refusedRetry = time.Minute
 )
 
 // Subscribe implements sessionstore.Broadcaster. The subscription has a
 // connection of its own (a node's in a Cluster), checked with a ping after
 // followCheck of silence; a broken one is replaced, and lost is called once
-// the new one is confirmed.
+// the new one is confirmed. It ends with stop or when the Store is closed.
+// stop does not wait for a connection being made (go-redis holds the
+// subscription's lock while it dials and authenticates): the goroutine
+// ends when that attempt does, and calls nothing after stop.
 func (s *Store) Subscribe(channel string, deliver func([]byte), lost func()) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	var current *redis.PubSub // closed by stop: a read in progress ends
-	done := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		current *redis.PubSub // closed by stop: a read in progress ends
+		stopped bool          // under mu: deliver and lost are not called
+	)
+	guarded := func(call func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			call()
+		}
+	}
+	f := &follow{
+		channel:     channel,
+		deliver:     func(m []byte) { guarded(func() { deliver(m) }) },
+		lost:        func() { guarded(lost) },
+		clean:       true,
+		check:       followCheck,
+		refusedWait: refusedRetry,
+	}
 	go func() {
-		defer close(done)
-		clean := true // no message can have been missed yet
 		retry := 100 * time.Millisecond
 		for {
 			mu.Lock()
-			if ctx.Err() != nil {
+			if stopped {
 				mu.Unlock()
 				return
 			}
-			ps := s.c.Subscribe(ctx, channel)
+			ps := s.c.Subscribe(ctx) // no channel yet: no connection
 			current = ps
 			mu.Unlock()
-			again, confirmed := s.followOn(ctx, ps, &clean, deliver, lost)
+			next := f.on(ctx, ps)
 			ps.Close()
-			if !again {
+			var wait time.Duration
+			switch next {
+			case followEnd:
 				return
-			}
-			clean = false
-			if confirmed {
+			case followRefused:
+				wait = f.refusedWait
+			case followConfirmed:
 				retry = 100 * time.Millisecond
+				wait = retry
+			default:
+				wait = retry
+				retry = min(2*retry, followRetry)
 			}
+			f.clean = false
 			select {
 			case <-ctx.Done():
-			case <-time.After(retry):
+				return
+			case <-time.After(wait):
 			}
-			retry = min(2*retry, followRetry)
 		}
 	}()
 	return func() {
 		mu.Lock()
+		stopped = true
 		cancel()
-		if current != nil {
-			current.Close()
-		}
+		ps := current
 		mu.Unlock()
-		<-done
+		if ps != nil {
+			go ps.Close() // blocks while a dial holds the subscription's lock
+		}
 	}
 }
 
-// followOn reads ps until its connection looks broken (again: subscribe
-// anew) or ctx ends or the server refused the channel; confirmed tells
-// whether the subscription was confirmed on the way.
-func (s *Store) followOn(ctx context.Context, ps *redis.PubSub, clean *bool, deliver func([]byte), lost func()) (again, confirmed bool) {
+// follow is the state of one subscription across its connections.
+type follow struct {
+	channel string
+	deliver func([]byte)
+	lost    func()
+	check   time.Duration
+	// refusedWait is the wait after a refusal.
+	refusedWait time.Duration
+	clean       bool // no message can have been missed yet
+	refused     bool // the last attempt was refused (warned)
+	noPing      bool // PING refused: silence is not checked (warned)
+}
+
+// What follow.on ends with.
+const (
+	followBroken    = iota // the connection failed before a confirmation
+	followConfirmed        // it failed after one
+	followRefused          // the server refused the subscription
+	followEnd              // stopped, or the Store closed
+)
+
+// on subscribes on ps and reads it until its connection looks broken, ctx
+// ends, the Store is closed or the server refuses the channel.
+func (f *follow) on(ctx context.Context, ps *redis.PubSub) int {
+	confirmed := false
+	broken := func(err error) int {
+		switch {
+		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
+			return followEnd
+		case confirmed:
+			return followConfirmed
+		}
+		return followBroken
+	}
+	if err := ps.Subscribe(ctx, f.channel); err != nil {
+		return broken(err)
+	}
 	pinged := false
 	for {
-		m, err := receive(ctx, ps, followCheck)
+		m, err := receive(ctx, ps, f.check)
 		switch {
 		case ctx.Err() != nil:
-			return false, confirmed
-		case refused(err):
-			if !s.noChannels.Swap(true) {
-				slog.Warn("session store: the Redis user may not subscribe; this instance does not hear of sessions ended on others. Grant +subscribe and the channel (e.g. &gmproxy:*)", "err", err)
+			return followEnd
+		case refused(err) && !confirmed:
+			if !f.refused {
+				f.refused = true
+				slog.Warn("session store: the Redis user may not subscribe; this instance does not hear of sessions ended on others. Grant +subscribe +ping and the channel (e.g. &gmproxy:*); gmproxy tries again every minute", "channel", f.channel, "err", err)
 			}
-			return false, confirmed
+			return followRefused
+		case refused(err) && pinged:
+			if !f.noPing {
+				f.noPing = true
+				slog.Warn("session store: the Redis user may not PING; a subscription dropped without a word (a NAT or firewall timeout) goes unnoticed. Grant +ping", "err", err)
+			}
+			pinged = false
+			continue
 		case err != nil && isTimeout(err) && !pinged:
-			if ps.Ping(ctx) != nil {
-				return true, confirmed
+			if f.noPing {
+				continue
+			}
+			if err := ps.Ping(ctx); err != nil {
+				return broken(err)
 			}
 			pinged = true
 			continue
 		case err != nil:
-			// Down, a reply that could not be read, or no answer to
-			// the ping: a new connection.
-			return true, confirmed
+			// Down, closed, a reply that could not be read, or no
+			// answer to the ping: a new connection.
+			return broken(err)
 		}
 		pinged = false
 		switch m := m.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				if !*clean {
-					lost()
+				if f.refused {
+					f.refused = false
+					slog.Info("session store: subscribed to ended sessions", "channel", f.channel)
 				}
-				*clean, confirmed = false, true
+				if !f.clean {
+					f.lost()
+				}
+				f.clean, confirmed = false, true
 			}
 		case *redis.Message:
-			deliver([]byte(m.Payload))
+			f.deliver([]byte(m.Payload))
 		}
 	}
 }

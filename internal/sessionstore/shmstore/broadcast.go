@@ -92,16 +92,22 @@ func (t *table) read(channel string, seen uint64) (msgs [][]byte, last uint64, l
 		seen = count - ringSlots
 	}
 	h := t.hash(channel)
-	for n := seen + 1; n <= count; n++ {
+	// At most ringSlots entries, counted apart from the numbers: a
+	// damaged count near 2^64 must not make n wrap around.
+	for i := uint64(1); i <= count-seen; i++ {
+		n := seen + i
 		seq := t.entrySeq(n)
 		if seq.Load() != n {
 			lost = true
 			continue
 		}
-		e := t.mem[ringOff+int(n%ringSlots)*ringEntry:][:ringEntry]
+		e := t.mem[ringOff+int(n%ringSlots)*ringEntry:][:ringEntry:ringEntry]
 		ch := binary.LittleEndian.Uint64(e[8:])
 		l := int(binary.LittleEndian.Uint16(e[16:]))
-		if ch == h && l <= RingMax {
+		switch {
+		case l > RingMax:
+			lost = true // damaged
+		case ch == h:
 			msgs = append(msgs, append([]byte(nil), e[ringHead:ringHead+l]...))
 		}
 	}

@@ -2,8 +2,10 @@ package shmstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,11 +60,46 @@ func TestRing(t *testing.T) {
 		t.Fatalf("a damaged entry: %q, lost %v", msgs, lost)
 	}
 
+	// A damaged length is not read past its entry.
+	last += 1
+	a.Publish(ctx, "p:tlcp:ended", []byte("y"))
+	binary.LittleEndian.PutUint16(a.t.mem[ringOff+int((last+1)%ringSlots)*ringEntry+16:], 0xffff)
+	if msgs, _, lost := b.t.read("p:tlcp:ended", last); !lost || len(msgs) != 0 {
+		t.Fatalf("a damaged length: %d messages, lost %v", len(msgs), lost)
+	}
+
 	if err := a.Publish(ctx, "c", make([]byte, RingMax+1)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Publish of %d bytes: %v, want ErrTooLarge", RingMax+1, err)
 	}
 	if err := a.Publish(ctx, "c", make([]byte, 104)); err != nil {
 		t.Fatalf("a sealed session ID's size (104 bytes) does not fit: %v", err)
+	}
+}
+
+// TestDamagedRingCount: a count near 2^64 (any worker can write the
+// header) costs a bounded read that reports the loss; it neither spins nor
+// keeps the ring locked, and publishing goes on.
+func TestDamagedRingCount(t *testing.T) {
+	a, b := twoWorkers(t)
+	ctx := context.Background()
+	a.Publish(ctx, "p:tlcp:ended", []byte("x"))
+	a.t.ringCount().Store(math.MaxUint64)
+	done := make(chan struct{})
+	var lost bool
+	go func() {
+		defer close(done)
+		_, _, lost = b.t.read("p:tlcp:ended", 1)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read of a damaged ring count did not return")
+	}
+	if !lost {
+		t.Fatal("a damaged ring count did not count as lost messages")
+	}
+	if err := a.Publish(ctx, "p:tlcp:ended", []byte("y")); err != nil {
+		t.Fatalf("Publish after the damaged count was read: %v", err)
 	}
 }
 
