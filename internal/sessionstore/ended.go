@@ -2,8 +2,10 @@ package sessionstore
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
@@ -53,6 +55,7 @@ type clearer interface{ Clear() }
 type follower struct {
 	targets atomic.Pointer[[]endedTarget] // newest first
 	stop    func()
+	logged  atomic.Int64 // Unix ns of lost's last log line
 }
 
 // maxTargets bounds the pairs a follower keeps.
@@ -143,7 +146,12 @@ func (f *follower) deliver(msg []byte) {
 }
 
 // lost empties the caches: any of their sessions may have ended unheard.
+// It says so in the log, at most once a minute.
 func (f *follower) lost() {
+	if now := time.Now().UnixNano(); now-f.logged.Load() >= int64(time.Minute) {
+		f.logged.Store(now)
+		slog.Info("session store: the subscription to ended sessions may have missed messages (the store restarted, the connection dropped, or more ended at once than it holds); the in-process session cache was emptied, its sessions resume from the store")
+	}
 	ts := *f.targets.Load()
 	for i, t := range ts {
 		if c, ok := t.local.(clearer); ok && !seenLocal(ts[:i], t.local) {
