@@ -24,7 +24,8 @@ import (
 // pipeline); the bytes read from then on are scanned up to the end of
 // the final (not 1xx, or 101) head, whose Connection values the proxy
 // takes back once RoundTrip returns (check), refusing the head if it
-// had both Content-Length and Transfer-Encoding. Bodies are not scanned.
+// had both Content-Length and Transfer-Encoding; a 204 head with either
+// closes the connection. Bodies are not scanned.
 type scanConn struct {
 	net.Conn
 	mu     sync.Mutex
@@ -68,6 +69,14 @@ func (c *scanConn) Read(p []byte) (int, error) {
 				continue
 			}
 			c.final, c.both, c.active = c.scan.Connection(), c.scan.LengthAndCoding(), false
+			if c.scan.StatusCode() == http.StatusNoContent && c.scan.Framed() {
+				// A 204 that announces a body (RFC 9110 §8.6): the
+				// Transport would pool the connection at once, and
+				// what the target writes next would be read as the
+				// next exchange's response. The bytes read are
+				// returned; the next read fails.
+				c.Conn.Close()
+			}
 		}
 		c.mu.Unlock()
 	}

@@ -512,6 +512,11 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 	if pc.scan.LengthAndCoding() && res.ProtoAtLeast(1, 1) {
 		return nil, errLengthAndCoding
 	}
+	if res.StatusCode == http.StatusNoContent && pc.scan.Framed() {
+		// It announced a body it must not have: what the target writes
+		// next could be read as the next exchange's response.
+		res.Close = true
+	}
 	if v := pc.scan.Connection(); len(v) > 0 && len(res.Header["Connection"]) == 0 {
 		res.Header["Connection"] = v
 	}

@@ -506,15 +506,27 @@ func TestConnectionCloseOptionsRemovedEverywhere(t *testing.T) {
 // framings disagreeing is how a backend (or what it echoes) splits a
 // response, and RFC 9112 §6.3 has it handled as an error.
 func TestLengthAndCodingRefused(t *testing.T) {
-	for _, transport := range []bool{false, true} {
-		t.Run(map[bool]string{false: "h1client", true: "transport"}[transport], func(t *testing.T) {
+	for _, tc := range []struct {
+		name, length string
+		transport    bool
+	}{
+		{"h1client", "Content-Length", false},
+		{"transport", "Content-Length", true},
+		// A space before the colon: no valid name, but net/http keeps
+		// it as "Content-Length " and frames by the chunks; forwarded,
+		// the space would go (RFC 9112 §5.1) and the head frame twice.
+		{"h1client/space-before-colon", "Content-Length ", false},
+		{"transport/space-before-colon", "Content-Length ", true},
+	} {
+		transport := tc.transport
+		t.Run(tc.name, func(t *testing.T) {
 			addr := connBackend(t, func(c net.Conn) {
 				br := bufio.NewReader(c)
 				for range 2 {
 					if _, err := readWholeRequest(c, br); err != nil {
 						return
 					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 45\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+					io.WriteString(c, "HTTP/1.1 200 OK\r\n"+tc.length+": 45\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
 				}
 			})
 			cfg := proxyTo(addr)
@@ -528,6 +540,48 @@ func TestLengthAndCodingRefused(t *testing.T) {
 				if code != 502 {
 					t.Errorf("request %d: status %d body %q for a response with Content-Length and Transfer-Encoding; want 502", i, code, body)
 				}
+			}
+		})
+	}
+}
+
+// TestNoContentWithLengthNotReused: a 204 that announces a body (RFC 9110
+// §8.6: it must not) and writes it a moment later, when the next request
+// is already on its way: the connection is not reused, so those bytes
+// never become the next client's response (response queue poisoning), on
+// gmproxy's HTTP/1.1 client and on net/http's Transport.
+func TestNoContentWithLengthNotReused(t *testing.T) {
+	for _, transport := range []bool{false, true} {
+		t.Run(map[bool]string{false: "h1client", true: "transport"}[transport], func(t *testing.T) {
+			var conns atomic.Int32
+			addr := connBackend(t, func(c net.Conn) {
+				n := conns.Add(1)
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					if _, err := readWholeRequest(c, br); err != nil {
+						return
+					}
+					if n == 1 && i == 0 {
+						io.WriteString(c, "HTTP/1.1 204 No Content\r\nContent-Length: 44\r\n\r\n")
+						time.Sleep(200 * time.Millisecond) // the next request has gone out by then
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+						continue
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood")
+				}
+			})
+			cfg := proxyTo(addr)
+			cfg.Upstreams[0].HealthCheck.Passive.MaxFails = -1
+			if transport {
+				cfg.Upstreams[0].Transport.MaxConnsPerTarget = 4
+			}
+			f := newFront(t, cfg, frontOpts{})
+			if out := rawRoundTrip(t, f.addr, "GET /a HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 2*time.Second); !strings.Contains(statusOf(out), " 204 ") {
+				t.Fatalf("the 204 reached the client as %q", statusOf(out))
+			}
+			out := rawRoundTrip(t, f.addr, "GET /b HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 2*time.Second)
+			if !strings.HasSuffix(out, "good") {
+				t.Errorf("the next client got %q: the bytes written after the 204", out)
 			}
 		})
 	}

@@ -16,7 +16,9 @@ import (
 //   - whether it has both Content-Length and Transfer-Encoding, which
 //     net/http reads as chunked, dropping Content-Length, where RFC 9112
 //     §6.3 has a proxy take it as an error (request smuggling, response
-//     splitting).
+//     splitting), and whether it has either (Framed);
+//
+// a field name followed by spaces before its colon counts as the name.
 //
 // Fed the bytes http.ReadResponse reads, it recovers them. Lines
 // end at LF (a CR before it is dropped), as net/textproto reads them; a
@@ -57,6 +59,12 @@ func (s *HeadScan) Connection() []string { return s.vals }
 // LengthAndCoding reports whether the head has both a Content-Length and
 // a Transfer-Encoding field.
 func (s *HeadScan) LengthAndCoding() bool { return s.length && s.coding }
+
+// Framed reports whether the head has a Content-Length or a
+// Transfer-Encoding field: a 204 response that has one announces a body
+// it must not have (RFC 9110 §8.6, RFC 9112 §6.1), and whatever the
+// sender then writes may be read as the next response.
+func (s *HeadScan) Framed() bool { return s.length || s.coding }
 
 // Write scans p, the head's next bytes, and returns how many belong to
 // the head.
@@ -110,6 +118,10 @@ func (s *HeadScan) endField() {
 		return
 	}
 	name, value, ok := bytes.Cut(s.field, []byte(":"))
+	// "Content-Length :" is no field name (RFC 9112 §5.1), but
+	// net/http keeps it under that name; a proxy that forwarded it would
+	// have to remove the space, and then it frames the message.
+	name = bytes.TrimRight(name, " \t")
 	switch {
 	case !ok:
 	case len(name) == len("Connection") && equalFold(string(name), "Connection"):

@@ -6,8 +6,9 @@ import "net/http"
 // req, and returns it with the head's length. Besides the cases the
 // package lists, it leaves to http.ReadResponse a status line other than
 // "HTTP/1.x SP 3DIGIT [SP reason]" (RFC 9112 §4) with a code from 100 to
-// 599 and a reason free of control characters, and a response whose body
-// runs to the connection's close (no Content-Length where one is due).
+// 599 and a reason free of control characters, a response whose body
+// runs to the connection's close (no Content-Length where one is due), and
+// a 1xx or 204 response with a Content-Length.
 //
 // The response's Body is http.NoBody when it has none (RFC 9112 §6.3:
 // HEAD, 1xx, 204, 304, Content-Length 0); otherwise it is nil and the
@@ -76,6 +77,10 @@ func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n
 	switch {
 	case req != nil && req.Method == http.MethodHead:
 		res.ContentLength, res.Body = cl, http.NoBody
+	case (code/100 == 1 || code == http.StatusNoContent) && cl >= 0:
+		// A body announced where none may be (RFC 9110 §8.6): left to
+		// the caller's slower path, which does not reuse the connection.
+		return nil, 0, false
 	case code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified:
 		res.ContentLength, res.Body = 0, http.NoBody
 	case cl < 0:
