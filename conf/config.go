@@ -233,7 +233,9 @@ type HTTPServer struct {
 	// A kept-alive HTTP/1.1 connection keeps its send deadline between
 	// requests. An HTTP/2 connection that takes no byte for this long is
 	// closed, with all its streams (a client that stops reading its socket
-	// would otherwise hold them).
+	// would otherwise hold them). It also bounds each write into the
+	// client's side of an HTTP/1.1 Upgrade (WebSocket) tunnel: a client
+	// that reads nothing, even while it sends now and then, is cut.
 	SendTimeout time.Duration `yaml:"send_timeout"`
 	// HTTP2MaxResetRate bounds the stream resets of an HTTP/2 client per
 	// second, on average, with bursts of twice the rate or twice
@@ -528,7 +530,9 @@ type Stream struct {
 	// Target is a single host:port backend.
 	Target string `yaml:"target"`
 	// IdleTimeout closes a spliced connection idle in both directions for
-	// this long. Default 5m.
+	// this long, and one whose client takes no byte of a write for this
+	// long (a client that reads nothing, even while it sends now and
+	// then). Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ConnectTimeout bounds connecting to the backend, also a target of
 	// upstream (instead of that upstream's connect timeout; its handshake
@@ -690,7 +694,11 @@ type Timeouts struct {
 	Write time.Duration `yaml:"write"`
 	// TunnelIdle closes a WebSocket or other upgraded tunnel (HTTP/1.1
 	// Upgrade, HTTP/2 extended CONNECT) after this long without data in
-	// either direction. 0 means no limit. Default 10m.
+	// either direction. 0 means no limit. Default 10m. Half-closes go
+	// through an HTTP/1.1 tunnel in either direction; over HTTP/2 the
+	// target's end of sending ends the tunnel both ways (the stream ends
+	// when the proxy stops reading it), so bytes the client sends after
+	// that do not reach the target.
 	TunnelIdle time.Duration `yaml:"tunnel_idle"`
 }
 

@@ -247,7 +247,9 @@
 //     HTTP/1.1 connection keeps its send deadline between requests. An HTTP/2
 //     connection that takes no byte for this long is closed, with all its
 //     streams (a client that stops reading its socket would otherwise hold
-//     them).
+//     them). It also bounds each write into the client's side of an HTTP/1.1
+//     Upgrade (WebSocket) tunnel: a client that reads nothing, even while it
+//     sends now and then, is cut.
 //   - http2_max_reset_rate (integer): http2_max_reset_rate bounds the stream
 //     resets of an HTTP/2 client per second, on average, with bursts of twice
 //     the rate or twice max_concurrent_streams, whichever is larger: the
@@ -538,7 +540,9 @@
 //     upstream and target is required.
 //   - target (string): target is a single host:port backend.
 //   - idle_timeout (duration): idle_timeout closes a spliced connection idle in
-//     both directions for this long. Default 5m.
+//     both directions for this long, and one whose client takes no byte of a
+//     write for this long (a client that reads nothing, even while it sends
+//     now and then). Default 5m.
 //   - connect_timeout (duration): connect_timeout bounds connecting to the
 //     backend, also a target of upstream (instead of that upstream's connect
 //     timeout; its handshake timeout still follows for an encrypted one).
@@ -688,6 +692,10 @@
 //   - tunnel_idle (duration): tunnel_idle closes a WebSocket or other upgraded
 //     tunnel (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
 //     without data in either direction. 0 means no limit. Default 10m.
+//     Half-closes go through an HTTP/1.1 tunnel in either direction; over
+//     HTTP/2 the target's end of sending ends the tunnel both ways (the stream
+//     ends when the proxy stops reading it), so bytes the client sends after
+//     that do not reach the target.
 //
 // # upstreams[].health_checks
 //

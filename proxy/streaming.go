@@ -201,6 +201,11 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http
 	if n := brw.Reader.Buffered(); n > 0 {
 		client = &prefixConn{Conn: conn, r: io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn)}
 	}
+	if d := s.p.limits.SendTimeout; d > 0 {
+		// A client that stops reading would otherwise hold the tunnel
+		// (and its target) for as long as it sends a byte now and then.
+		client = &sendBounded{ReadWriteCloser: client, conn: conn, d: d}
+	}
 	if !s.p.trackAdd(conn) {
 		return
 	}
@@ -334,6 +339,30 @@ func (s streamSide) abort() {
 // aborter is a side of a tunnel that ends differently when the tunnel is
 // cut (idle, error) than when it ends in order.
 type aborter interface{ abort() }
+
+// sendBounded is the client's side of a tunnel whose writes must each go
+// out within d (send_timeout; a stream site's idle_timeout): the write
+// deadline is moved at most every eighth of d, so a write that takes no
+// byte fails after between d and 9/8 of d and cuts the tunnel. The idle
+// watchdog alone would not: a client that reads nothing but sends a byte
+// now and then keeps the tunnel busy.
+type sendBounded struct {
+	io.ReadWriteCloser
+	conn net.Conn // the connection underneath, for its deadline and half-close
+	d    time.Duration
+	set  int64 // Unix ns when the deadline was last moved
+}
+
+func (c *sendBounded) Write(p []byte) (int, error) {
+	if now := time.Now().UnixNano(); now-c.set >= int64(c.d/8) {
+		c.set = now
+		c.conn.SetWriteDeadline(time.Unix(0, now).Add(c.d))
+	}
+	return c.ReadWriteCloser.Write(p)
+}
+
+// NetConn returns the connection underneath (closeWrite looks through it).
+func (c *sendBounded) NetConn() net.Conn { return c.conn }
 
 // prefixConn reads buffered bytes first.
 type prefixConn struct {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -112,7 +113,13 @@ func (s *streamSite) serve(c net.Conn) error {
 			return fmt.Errorf("stream %s: proxy header: %w", s.site, err)
 		}
 	}
-	in, out := pipe(c, back, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
+	client := io.ReadWriteCloser(c)
+	if s.idle > 0 {
+		// A write to the client that takes no byte for idle_timeout ends
+		// the stream, also while the client sends a byte now and then.
+		client = &sendBounded{ReadWriteCloser: c, conn: c, d: s.idle}
+	}
+	in, out := pipe(client, back, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
 	if p.accessLog != nil {
 		p.accessLog.logStream(s.site, u.name, t.Addr, c, in, out, time.Since(start))
 	}

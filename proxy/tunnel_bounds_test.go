@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+)
+
+// floodUntilCut writes to c until a write fails or n writes are done and
+// reports the failure (nil: all went through).
+func floodUntilCut(c net.Conn, n int) error {
+	c.SetWriteDeadline(time.Now().Add(4 * time.Second))
+	buf := make([]byte, 64<<10)
+	for range n {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trickle sends one byte every 100 ms to c, reading nothing, until ended
+// has a value or 10 s passed; it returns how long the tunnel lasted.
+func trickle(t *testing.T, c net.Conn, ended <-chan error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for range 100 {
+		select {
+		case err := <-ended:
+			if err == nil {
+				t.Fatal("the target wrote 128 MiB to a client that reads nothing")
+			}
+			return time.Since(start)
+		default:
+		}
+		c.Write([]byte("x"))
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the tunnel to a client that reads nothing was still open after 10 s")
+	return 0
+}
+
+// TestUpgradeTunnelSendTimeout: a WebSocket tunnel whose client stops
+// reading, while it sends a byte now and then (which keeps the idle
+// watchdog quiet), is cut after send_timeout, as a response would be, and
+// not only when the target gives up (its own write deadline, 4 s here).
+func TestUpgradeTunnelSendTimeout(t *testing.T) {
+	ended := make(chan error, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
+		brw.Flush()
+		go io.Copy(io.Discard, c)
+		ended <- floodUntilCut(c, 2000)
+	}))
+	t.Cleanup(backend.Close)
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.SendTimeout = 300 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{})
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	if d := trickle(t, c, ended); d > 3*time.Second {
+		t.Fatalf("the tunnel was cut after %v, by the target's own write deadline: send_timeout (300ms) not applied", d)
+	}
+}
+
+// TestStreamSlowReaderCut: the same for a TCP stream site, whose bound is
+// its idle_timeout.
+func TestStreamSlowReaderCut(t *testing.T) {
+	ended := make(chan error, 1)
+	addr := connBackend(t, func(c net.Conn) {
+		go io.Copy(io.Discard, c)
+		ended <- floodUntilCut(c, 2000)
+	})
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addr)},
+		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Stream: &StreamConfig{Upstream: "u", IdleTimeout: 300 * time.Millisecond}}}}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{SNI: "example.test", Site: "s"}})
+	c := dialRaw(t, f.addr)
+	if d := trickle(t, c, ended); d > 3*time.Second {
+		t.Fatalf("the stream was cut after %v, by the target's own write deadline: a stalled write to the client not bounded", d)
+	}
+}
+
+// TestTunnelTargetHalfClose: a target that half-closes (FIN) after its
+// last bytes still gets what the client sends afterwards, over an
+// HTTP/1.1 Upgrade tunnel (also with send_timeout's wrapper in the way)
+// and a TCP stream: half-closes go through, in order.
+func TestTunnelTargetHalfClose(t *testing.T) {
+	serve := func(got chan<- string) func(net.Conn) {
+		return func(c net.Conn) {
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.Write([]byte("bye"))
+			c.(*net.TCPConn).CloseWrite()
+			b, _ := io.ReadAll(c)
+			got <- string(b)
+		}
+	}
+	check := func(t *testing.T, c net.Conn, r io.Reader, got <-chan string) {
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if b, _ := io.ReadAll(r); string(b) != "bye" {
+			t.Fatalf("the client read %q, want the target's bytes and its end", b)
+		}
+		io.WriteString(c, "late-client-bytes")
+		c.(*net.TCPConn).CloseWrite()
+		select {
+		case s := <-got:
+			if s != "late-client-bytes" {
+				t.Fatalf("the target got %q after its half-close", s)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the target never saw the client's end")
+		}
+	}
+	t.Run("upgrade", func(t *testing.T) {
+		got := make(chan string, 1)
+		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
+			brw.Flush()
+			serve(got)(c)
+		}))
+		t.Cleanup(backend.Close)
+		cfg := proxyTo(addrOf(backend))
+		cfg.Limits.SendTimeout = time.Minute
+		f := newFront(t, cfg, frontOpts{})
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		br := bufio.NewReader(c)
+		if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 101 {
+			t.Fatalf("upgrade: %v %v", res, err)
+		}
+		check(t, c, br, got)
+	})
+	t.Run("stream", func(t *testing.T) {
+		got := make(chan string, 1)
+		addr := connBackend(t, serve(got))
+		cfg := Config{Upstreams: []UpstreamConfig{upstream("u", addr)},
+			Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Stream: &StreamConfig{Upstream: "u", IdleTimeout: time.Minute}}}}
+		f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{SNI: "example.test", Site: "s"}})
+		c := dialRaw(t, f.addr)
+		check(t, c, c, got)
+	})
+}
