@@ -587,6 +587,12 @@ func TestExtendedConnectTargetEnds(t *testing.T) {
 // upgradeBackend is a target that switches protocols, sends data and
 // closes the connection.
 func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
+	return switchingBackend(t, func(c net.Conn) { c.Write(data) })
+}
+
+// switchingBackend is a target that switches to websocket and then hands
+// the connection to serve (closed when serve returns).
+func switchingBackend(t *testing.T, serve func(c net.Conn)) *httptest.Server {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -595,7 +601,7 @@ func upgradeBackend(t *testing.T, data []byte) *httptest.Server {
 		defer c.Close()
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
 		brw.Flush()
-		c.Write(data)
+		serve(c)
 	}))
 	t.Cleanup(backend.Close)
 	return backend

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -52,18 +51,10 @@ func trickle(t *testing.T, c net.Conn, ended <-chan error) time.Duration {
 // not only when the target gives up (its own write deadline, 4 s here).
 func TestUpgradeTunnelSendTimeout(t *testing.T) {
 	ended := make(chan error, 1)
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
-		brw.Flush()
+	backend := switchingBackend(t, func(c net.Conn) {
 		go io.Copy(io.Discard, c)
 		ended <- floodUntilCut(c, 2000)
-	}))
-	t.Cleanup(backend.Close)
+	})
 	cfg := proxyTo(addrOf(backend))
 	cfg.Limits.SendTimeout = 300 * time.Millisecond
 	f := newFront(t, cfg, frontOpts{})
@@ -123,18 +114,7 @@ func TestTunnelTargetHalfClose(t *testing.T) {
 	}
 	t.Run("upgrade", func(t *testing.T) {
 		got := make(chan string, 1)
-		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, brw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + websocketAccept(r.Header.Get("Sec-Websocket-Key")) + "\r\n\r\n")
-			brw.Flush()
-			serve(got)(c)
-		}))
-		t.Cleanup(backend.Close)
-		cfg := proxyTo(addrOf(backend))
+		cfg := proxyTo(addrOf(switchingBackend(t, serve(got))))
 		cfg.Limits.SendTimeout = time.Minute
 		f := newFront(t, cfg, frontOpts{})
 		c := dialRaw(t, f.addr)
