@@ -109,14 +109,16 @@ func resultOf(err error) string {
 	switch {
 	case err == nil:
 		return ResultOK
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+	case errors.Is(err, context.DeadlineExceeded) || IsTimeout(err):
 		return ResultTimeout
 	default:
 		return ResultError
 	}
 }
 
-func isTimeout(err error) bool {
+// IsTimeout reports whether err says it is a timeout (a net.Error's
+// deadline, for one).
+func IsTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
 }

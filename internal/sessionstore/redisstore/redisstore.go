@@ -408,7 +408,7 @@ func (f *follow) on(ctx context.Context, ps *redis.PubSub) int {
 			}
 			pinged = false
 			continue
-		case err != nil && isTimeout(err) && !pinged:
+		case err != nil && sessionstore.IsTimeout(err) && !pinged:
 			if f.noPing {
 				continue
 			}
@@ -446,9 +446,4 @@ func (f *follow) on(ctx context.Context, ps *redis.PubSub) int {
 func receive(ctx context.Context, ps *redis.PubSub, d time.Duration) (m any, err error) {
 	defer recovered(&err)
 	return ps.ReceiveTimeout(ctx, d)
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }
