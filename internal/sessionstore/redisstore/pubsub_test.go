@@ -13,6 +13,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
 	"github.com/gmproxy/gmproxy/internal/testwait"
+	"github.com/redis/go-redis/v9"
 )
 
 // heard collects a subscription's messages and losses.
@@ -222,30 +223,50 @@ func newFreezer(t *testing.T, addr string) *freezer {
 
 // TestSubscriptionNoticesASilentDrop: a subscription whose connection
 // stops carrying anything without closing (dropped by a NAT or firewall) is
-// noticed by the unanswered ping after a silence of followCheck, replaced,
-// and lost is called, so the cache does not go on trusting a subscription
-// that hears nothing.
+// noticed by the check after followCheck (its probe unheard, or, where the
+// ACL refuses the probe's PUBLISH, its PING unanswered), replaced, and lost
+// is called, so the cache does not go on trusting a subscription that
+// hears nothing.
 func TestSubscriptionNoticesASilentDrop(t *testing.T) {
 	defer func(d time.Duration) { followCheck = d }(followCheck)
 	followCheck = 200 * time.Millisecond
-	srv := redistest.Start(t)
-	fr := newFreezer(t, srv.Addr)
-	sub := New(Options{Addresses: []string{fr.ln.Addr().String()}, Timeout: time.Second})
-	defer sub.Close()
-	pub := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
-	defer pub.Close()
-	h, stop := subscribe(sub, "gmproxy:tlcp:ended")
-	defer stop()
-	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "before", h)
-	// Quiet for several checks: answered pings keep it.
-	time.Sleep(5 * followCheck)
-	if n := h.lost.Load(); n != 0 {
-		t.Fatalf("lost called %d times on a healthy, quiet subscription", n)
-	}
-	fr.frozen.Store(true)
-	publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "after", h)
-	if n := h.lost.Load(); n != 1 {
-		t.Fatalf("lost called %d times after the silent drop, want 1", n)
+	for _, tc := range []struct{ name, acl string }{
+		{"probe", "+@all"},
+		{"ping", "+@all -publish"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			if r, err := srv.Command("ACL SETUSER gmproxy on >pw ~gmproxy:* &gmproxy:* " + tc.acl); err != nil || r != "+OK" {
+				t.Fatalf("ACL SETUSER: %q %v", r, err)
+			}
+			fr := newFreezer(t, srv.Addr)
+			sub := New(Options{Addresses: []string{fr.ln.Addr().String()}, Username: "gmproxy", Password: "pw", Timeout: time.Second})
+			defer sub.Close()
+			pub := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+			defer pub.Close()
+			h, stop := subscribe(sub, "gmproxy:tlcp:ended")
+			defer stop()
+			// Another instance's subscription, whose probes sub hears
+			// and must not deliver.
+			_, stopOther := subscribe(pub, "gmproxy:tlcp:ended")
+			defer stopOther()
+			publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "before", h)
+			// Quiet for several checks: answered checks keep it.
+			time.Sleep(5 * followCheck)
+			if n := h.lost.Load(); n != 0 {
+				t.Fatalf("lost called %d times on a healthy, quiet subscription", n)
+			}
+			for len(h.msgs) > 0 {
+				if m := <-h.msgs; strings.HasPrefix(m, probePrefix) {
+					t.Fatalf("a probe was delivered: %q", m)
+				}
+			}
+			fr.frozen.Store(true)
+			publishUntilHeard(t, pub, "gmproxy:tlcp:ended", "after", h)
+			if n := h.lost.Load(); n != 1 {
+				t.Fatalf("lost called %d times after the silent drop, want 1", n)
+			}
+		})
 	}
 }
 
@@ -296,13 +317,13 @@ func TestRefusedChannelsTriedAgain(t *testing.T) {
 	publishUntilHeard(t, user, "gmproxy:tlcp:ended", "published again", hAdmin)
 }
 
-// TestRefusedPingKeepsTheSubscription: an ACL without +ping refuses the
-// health check; the subscription goes on (it hears later messages and
-// reports no loss), only without that check.
+// TestRefusedPingKeepsTheSubscription: an ACL without +publish and +ping
+// refuses both checks (the probe and the PING); the subscription goes on
+// (it hears later messages and reports no loss), only without them.
 func TestRefusedPingKeepsTheSubscription(t *testing.T) {
 	defer func(d time.Duration) { followCheck = d }(followCheck)
 	followCheck = 100 * time.Millisecond
-	_, user, admin := aclStore(t, "&gmproxy:* +get +getrange +set +del +publish +subscribe +auth +hello +select")
+	_, user, admin := aclStore(t, "&gmproxy:* +get +getrange +set +del +subscribe +auth +hello +select")
 	h, stop := subscribe(user, "gmproxy:tlcp:ended")
 	defer stop()
 	publishUntilHeard(t, admin, "gmproxy:tlcp:ended", "first", h)
@@ -381,4 +402,72 @@ func subscriptionRunning() bool {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	return strings.Contains(string(buf[:n]), "redisstore.(*Store).Subscribe.func")
+}
+
+// TestSubscriptionFollowsASentinelFailover: a Sentinel failover while the
+// old master stays up and reachable for this instance (a partition cut it
+// off from the Sentinels only, so they could not turn it into a replica).
+// The instances switch to the new master and publish there; a
+// subscription left on the old master would hear nothing, with every
+// ping answered. Its probe, published like any command (so on the new
+// master), goes unheard: the subscription moves to the new master and
+// reports that messages may have been missed.
+func TestSubscriptionFollowsASentinelFailover(t *testing.T) {
+	defer func(d time.Duration) { followCheck = d }(followCheck)
+	followCheck = 200 * time.Millisecond
+	old := redistest.Start(t)
+	replica := redistest.StartReplica(t, old)
+	for _, s := range []*redistest.Server{old, replica} {
+		if r, err := s.Command("ACL SETUSER gmproxy on >pw ~gmproxy:* &gmproxy:* +@all"); err != nil || r != "+OK" {
+			t.Fatalf("ACL SETUSER on %s: %q %v", s.Addr, r, err)
+		}
+	}
+	sentinel := redistest.StartSentinel(t, "gm", old, 1)
+	o := Options{Addresses: []string{sentinel.Addr}, MasterName: "gm", Username: "gmproxy", Password: "pw", Timeout: time.Second}
+	sub := New(o)
+	defer sub.Close()
+	pub := New(o)
+	defer pub.Close()
+	const channel = "gmproxy:tlcp:ended"
+	h, stop := subscribe(sub, channel)
+	defer stop()
+	publishUntilHeard(t, pub, channel, "before", h)
+
+	// The old master shuts out the Sentinel and the replica (the default
+	// user), not gmproxy's user: the Sentinel takes it for down and
+	// promotes the replica, and cannot make the old master a replica.
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: old.Addr, Username: "gmproxy", Password: "pw", Protocol: 2})
+	defer admin.Close()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "USER", "default").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testwait.Bound(20 * time.Second))
+	for {
+		info, err := replica.Command("INFO replication")
+		if err == nil && strings.Contains(info, "role:master") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica was not promoted: %q %v", info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Once what pub publishes reaches the new master (a client of its
+	// own hears it there), pub has followed the failover.
+	direct := New(Options{Addresses: []string{replica.Addr}, Username: "gmproxy", Password: "pw", Timeout: time.Second})
+	defer direct.Close()
+	hNew, stopNew := subscribe(direct, channel)
+	defer stopNew()
+	publishUntilHeard(t, pub, channel, "on the new master", hNew)
+	publishUntilHeard(t, pub, channel, "after the failover", h)
+	if info, err := admin.Info(ctx, "replication").Result(); err != nil || !strings.Contains(info, "role:master") {
+		t.Fatalf("the old master was made a replica (%q %v): the test did not partition it", info, err)
+	}
+	if n := h.lost.Load(); n != 1 {
+		t.Fatalf("lost called %d times after the subscription moved, want 1", n)
+	}
 }

@@ -8,7 +8,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -266,11 +268,17 @@ func refused(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "NOPERM")
 }
 
-// followCheck is how long a subscription may stay silent before it is
-// pinged; a ping unanswered for as long again counts as a broken
-// connection. followRetry bounds the wait between attempts to subscribe
-// while the store is down; refusedRetry is the wait after the server
-// refused (an ACL), for the operator to grant what is missing.
+// followCheck is the interval of a subscription's checks: each publishes
+// a probe on the channel through the Store's client, as a PUBLISH of an
+// ended session goes, and the subscription must hear it before the next
+// check. One that does not is replaced: its connection went silent (a NAT
+// or firewall that dropped it without a word), or it stayed on a server
+// that no longer hears the others' messages (a Sentinel failover that
+// could not make the old master a replica). Where the ACL refuses the
+// probe, a PING checks the connection alone. followRetry bounds the wait
+// between attempts to subscribe while the store is down; refusedRetry is
+// the wait after the server refused (an ACL), for the operator to grant
+// what is missing.
 var (
 	followCheck  = 15 * time.Second
 	followRetry  = 2 * time.Second
@@ -278,12 +286,13 @@ var (
 )
 
 // Subscribe implements sessionstore.Broadcaster. The subscription has a
-// connection of its own (a node's in a Cluster), checked with a ping after
-// followCheck of silence; a broken one is replaced, and lost is called once
-// the new one is confirmed. It ends with stop or when the Store is closed.
-// stop does not wait for a connection being made (go-redis holds the
-// subscription's lock while it dials and authenticates): the goroutine
-// ends when that attempt does, and calls nothing after stop.
+// connection of its own (a node's in a Cluster), checked every
+// followCheck (a probe it must hear); a connection that fails a check or
+// breaks is replaced, and lost is called once the new one is confirmed. It
+// ends with stop or when the Store is closed. stop does not wait for a
+// connection being made (go-redis holds the subscription's lock while it
+// dials and authenticates): the goroutine ends when that attempt does,
+// and calls nothing after stop.
 func (s *Store) Subscribe(channel string, deliver func([]byte), lost func()) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -305,6 +314,10 @@ func (s *Store) Subscribe(channel string, deliver func([]byte), lost func()) (st
 		clean:       true,
 		check:       followCheck,
 		refusedWait: refusedRetry,
+		probe: func(ctx context.Context, msg string) (err error) {
+			defer recovered(&err)
+			return s.c.Publish(ctx, channel, msg).Err()
+		},
 	}
 	go func() {
 		retry := 100 * time.Millisecond
@@ -357,12 +370,16 @@ type follow struct {
 	channel string
 	deliver func([]byte)
 	lost    func()
-	check   time.Duration
+	// probe publishes msg on the channel through the Store's client.
+	probe func(ctx context.Context, msg string) error
+	check time.Duration
 	// refusedWait is the wait after a refusal.
 	refusedWait time.Duration
-	clean       bool // no message can have been missed yet
-	refused     bool // the last attempt was refused (warned)
-	noPing      bool // PING refused: silence is not checked (warned)
+	clean       bool      // no message can have been missed yet
+	refused     bool      // the last attempt was refused (warned)
+	noPing      bool      // PING refused: a check without a probe only reads (warned)
+	noProbe     time.Time // probes refused (warned): PINGs until then
+	warnedProbe bool
 }
 
 // What follow.on ends with.
@@ -373,8 +390,17 @@ const (
 	followEnd              // stopped, or the Store closed
 )
 
-// on subscribes on ps and reads it until its connection looks broken, ctx
-// ends, the Store is closed or the server refuses the channel.
+// probePrefix begins the probes, which no subscriber delivers (each
+// instance hears the others' too). A sealed message beginning with it is
+// as likely as a collision of 20 random bytes.
+const probePrefix = "gmproxy subscription probe "
+
+// awaitPong stands for the answer to a PING in follow.on's awaited.
+const awaitPong = "\x00pong"
+
+// on subscribes on ps and reads it until its connection fails a check or
+// looks broken, ctx ends, the Store is closed or the server refuses the
+// channel.
 func (f *follow) on(ctx context.Context, ps *redis.PubSub) int {
 	confirmed := false
 	broken := func(err error) int {
@@ -389,9 +415,12 @@ func (f *follow) on(ctx context.Context, ps *redis.PubSub) int {
 	if err := ps.Subscribe(ctx, f.channel); err != nil {
 		return broken(err)
 	}
-	pinged := false
+	var (
+		awaited string // the probe (or awaitPong) of the last check, until heard
+		next    = time.Now().Add(f.check)
+	)
 	for {
-		m, err := receive(ctx, ps, f.check)
+		m, err := receive(ctx, ps, max(time.Until(next), time.Millisecond))
 		switch {
 		case ctx.Err() != nil:
 			return followEnd
@@ -401,44 +430,92 @@ func (f *follow) on(ctx context.Context, ps *redis.PubSub) int {
 				slog.Warn("session store: the Redis user may not subscribe; this instance does not hear of sessions ended on others. Grant +subscribe +ping and the channel (e.g. &gmproxy:*); gmproxy tries again every minute", "channel", f.channel, "err", err)
 			}
 			return followRefused
-		case refused(err) && pinged:
+		case refused(err) && awaited == awaitPong:
 			if !f.noPing {
 				f.noPing = true
-				slog.Warn("session store: the Redis user may not PING; a subscription dropped without a word (a NAT or firewall timeout) goes unnoticed. Grant +ping", "err", err)
+				slog.Warn("session store: the Redis user may not PING or PUBLISH; a subscription dropped without a word (a NAT or firewall timeout) goes unnoticed. Grant +publish +ping", "err", err)
 			}
-			pinged = false
-			continue
-		case err != nil && sessionstore.IsTimeout(err) && !pinged:
-			if f.noPing {
-				continue
-			}
-			if err := ps.Ping(ctx); err != nil {
-				return broken(err)
-			}
-			pinged = true
-			continue
+			awaited = ""
+		case err != nil && sessionstore.IsTimeout(err):
+			// A check is due.
 		case err != nil:
-			// Down, closed, a reply that could not be read, or no
-			// answer to the ping: a new connection.
+			// Down, closed, or a reply that could not be read: a new
+			// connection.
+			return broken(err)
+		default:
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					if f.refused {
+						f.refused = false
+						slog.Info("session store: subscribed to ended sessions", "channel", f.channel)
+					}
+					if !f.clean {
+						f.lost()
+					}
+					f.clean, confirmed = false, true
+				}
+			case *redis.Message:
+				switch {
+				case m.Payload == awaited:
+					awaited = ""
+				case strings.HasPrefix(m.Payload, probePrefix):
+				default:
+					f.deliver([]byte(m.Payload))
+				}
+			case *redis.Pong:
+				if awaited == awaitPong {
+					awaited = ""
+				}
+			}
+		}
+		if time.Now().Before(next) {
+			continue
+		}
+		if awaited != "" {
+			// The last check went unanswered for a whole interval.
+			return broken(nil)
+		}
+		next = time.Now().Add(f.check)
+		if awaited, err = f.checkPath(ctx, ps); err != nil {
 			return broken(err)
 		}
-		pinged = false
-		switch m := m.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				if f.refused {
-					f.refused = false
-					slog.Info("session store: subscribed to ended sessions", "channel", f.channel)
-				}
-				if !f.clean {
-					f.lost()
-				}
-				f.clean, confirmed = false, true
-			}
-		case *redis.Message:
-			f.deliver([]byte(m.Payload))
-		}
 	}
+}
+
+// checkPath starts a check of the subscription on ps: it publishes a
+// probe and returns it, or (probes refused by the ACL, or the Store's
+// client failing) sends a PING and returns awaitPong, or (PING refused
+// too) returns "": nothing to wait for.
+func (f *follow) checkPath(ctx context.Context, ps *redis.PubSub) (awaited string, err error) {
+	if time.Now().After(f.noProbe) {
+		var nonce [20]byte
+		rand.Read(nonce[:])
+		msg := probePrefix + hex.EncodeToString(nonce[:])
+		switch err := f.probe(ctx, msg); {
+		case err == nil:
+			if f.warnedProbe {
+				f.warnedProbe = false
+				slog.Info("session store: the subscription's probes are published again", "channel", f.channel)
+			}
+			return msg, nil
+		case refused(err):
+			f.noProbe = time.Now().Add(f.refusedWait)
+			if !f.warnedProbe {
+				f.warnedProbe = true
+				slog.Warn("session store: the Redis user may not publish, so a subscription is checked with PING only, which misses a Sentinel failover that left it on the old master. Grant +publish and the channel (e.g. &gmproxy:*); gmproxy tries again every minute", "channel", f.channel, "err", err)
+			}
+		}
+		// Otherwise the Store's client fails (its server down): the
+		// subscription's own connection is checked.
+	}
+	if f.noPing {
+		return "", nil
+	}
+	if err := ps.Ping(ctx); err != nil {
+		return "", err
+	}
+	return awaitPong, nil
 }
 
 // receive is ps.ReceiveTimeout with go-redis's panics on a malformed

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ type Server struct {
 	port int
 	cmd  *exec.Cmd
 	args []string // more server arguments (a Cluster node's)
+	conf string   // a configuration file (a Sentinel's), the first argument
 }
 
 // Start starts a server, or skips tb when redis-server is not installed.
@@ -93,6 +95,58 @@ func StartCluster(tb testing.TB, n int) []*Server {
 	return nodes
 }
 
+// StartReplica starts a server replicating master (no persistence, as
+// Start) and waits until its link to master is up; it skips tb as Start
+// does.
+func StartReplica(tb testing.TB, master *Server) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, bin: master.bin, dir: tb.TempDir(), port: FreePort(tb)}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s.args = []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.port)}
+	s.Restart()
+	tb.Cleanup(s.Stop)
+	s.waitFor("INFO replication", "master_link_status:up")
+	return s
+}
+
+// StartSentinel starts a Redis Sentinel that watches master under name
+// with a quorum of one, takes it for down after 500 ms without a valid
+// answer, and waits until it knows of replicas replicas of it.
+func StartSentinel(tb testing.TB, name string, master *Server, replicas int) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, bin: master.bin, dir: tb.TempDir(), port: FreePort(tb)}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	// Sentinel rewrites its file with what it learns.
+	s.conf = filepath.Join(s.dir, "sentinel.conf")
+	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds %s 500\n"+
+		"sentinel failover-timeout %s 5000\n", name, master.port, name, name)
+	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	s.args = []string{"--sentinel"}
+	s.Restart()
+	tb.Cleanup(s.Stop)
+	s.waitFor("SENTINEL replicas "+name, fmt.Sprintf("*%d", replicas))
+	return s
+}
+
+// waitFor waits (at most 20 s) until cmd's reply contains want.
+func (s *Server) waitFor(cmd, want string) {
+	s.tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := s.Command(cmd)
+		if err == nil && strings.Contains(r, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("%s on %s: %q %v, want %q in it", cmd, s.Addr, r, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
@@ -108,8 +162,12 @@ func FreePort(tb testing.TB) int {
 // persistence), and waits until it answers PING.
 func (s *Server) Restart() {
 	s.tb.Helper()
-	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning", "--protected-mode", "yes")
+	var conf []string
+	if s.conf != "" {
+		conf = []string{s.conf}
+	}
+	cmd := exec.Command(s.bin, append(conf, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning", "--protected-mode", "yes")...)
 	cmd.Args = append(cmd.Args, s.args...)
 	if testing.Verbose() {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
