@@ -1085,6 +1085,9 @@
 //     keyserver logs the subject of refused clients in this form). A
 //     certificate whose subject has another attribute, such as a second CN,
 //     does not match. Set subject, spki_sha256 or both (then both must match).
+//     The first entry that matches a certificate applies: put a narrower entry
+//     (subject and spki_sha256) before a broader one (the same subject alone);
+//     an entry that only matches what an earlier one matches is refused.
 //   - spki_sha256 (string): spki_sha256 matches the SHA-256 of the client
 //     certificate's SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout
 //     | openssl pkey -pubin -outform der | sha256sum); it survives re-issuing

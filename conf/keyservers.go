@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/x509"
@@ -435,6 +436,14 @@ func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[s
 		return
 	}
 	seen := map[string]string{}
+	// The key server takes the first entry that matches a certificate;
+	// an entry that matches only certificates an earlier one matches
+	// never applies.
+	type identity struct {
+		at, name, subject string
+		spki              []byte
+	}
+	var earlier []identity
 	for i := range f.Clients {
 		c := &f.Clients[i]
 		p := fmt.Sprintf("clients[%d]", i)
@@ -451,6 +460,18 @@ func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[s
 		if c.Subject == "" && c.SPKISHA256 == "" {
 			v.errf(p, "add subject: \"CN=...,O=...\" or spki_sha256: HEX to identify the client certificate", "client %q has no identity", c.Name)
 			ok = false
+		} else if ok {
+			for _, e := range earlier {
+				if (e.subject == "" || e.subject == c.Subject) && (e.spki == nil || bytes.Equal(e.spki, g.SPKISHA256)) {
+					v.errf(p, "merge it into "+e.at+", or put it before "+e.at+" if it is the narrower one (the first entry that matches a certificate applies)",
+						"client %q can never apply: every certificate it matches matches %s (%q) first", c.Name, e.at, e.name)
+					ok = false
+					break
+				}
+			}
+			if ok {
+				earlier = append(earlier, identity{at: p, name: c.Name, subject: c.Subject, spki: g.SPKISHA256})
+			}
 		}
 		if len(c.Keys) == 0 {
 			v.errf(p+".keys", "add keys: [NAME, ...] with names of keys[] entries", "client %q may use no key", c.Name)

@@ -1468,10 +1468,11 @@ func (v *validator) validateAdmin() {
 	}
 	reloadHere := a.ControlAddress == ""
 	if a.Address != "off" && v.hostPort("admin.address", a.Address, true) && exposed(a.Address) {
-		switch {
-		case reloadHere && a.TokenFile == "":
+		if reloadHere && a.TokenFile == "" {
 			v.warnf("admin.address", "set control_address: 127.0.0.1:9101 (or a unix: socket) for POST /reload, or a token_file, or bind address to 127.0.0.1", "POST /reload is reachable from the network without a token")
-		case a.Pprof:
+		}
+		// Whatever guards /reload: the token does not guard pprof.
+		if a.Pprof {
 			v.warnf("admin.pprof", "bind address to 127.0.0.1 or turn pprof off", "the admin endpoint with pprof is reachable from the network")
 		}
 	}

@@ -498,9 +498,19 @@ func (e *endpoint) check(stop <-chan struct{}, timeout time.Duration) {
 		if time.Now().Before(retry) {
 			return
 		}
+		// Its connection may have lived on (an operation went
+		// unanswered while pings were answered): an answered ping on
+		// it, as on a new one, brings it back.
 		if mc, fresh, err := e.conn(ctx); err == nil {
-			if _, err := mc.do(ctx, OpPing, nil, nil); err != nil && !fresh {
-				mc.close(err)
+			if _, err := mc.do(ctx, OpPing, nil, nil); err != nil {
+				if !fresh {
+					mc.close(err)
+				}
+				if !stopped(stop) {
+					e.markDown(err)
+				}
+			} else {
+				e.markUp()
 			}
 		}
 		return

@@ -170,3 +170,85 @@ func TestRemoteDecryptUnavailableIsInternalError(t *testing.T) {
 		})
 	}
 }
+
+// TestEndpointMarkedDownComesBackUp: an endpoint that left one operation
+// unanswered for its attempt's time (marked down, "operations go to the
+// others first") while its connection stayed alive (the health pings were
+// answered meanwhile, so the connection is not closed) comes back up once
+// the health check pings it after the back-off and it answers; before,
+// only a new connection brought it back, and it stayed down for as long as
+// that connection lived, every operation going to the other endpoint.
+func TestEndpointMarkedDownComesBackUp(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	pol := &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}
+	var stall atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	obsA := newRecObserver()
+	a := startServer(t, pki, pol, func(s *Server) {
+		s.Observer = obsA
+		s.runHook = func(op Op, _ []byte) {
+			if op == OpSign && stall.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+		}
+	})
+	b := startServer(t, pki, pol, nil)
+	kc := newClient(t, cliTLS, a.addr, b.addr)
+	kc.Conns = 1
+	kc.Timeout = 600 * time.Millisecond
+	kc.HealthInterval = 50 * time.Millisecond
+	kc.BackoffMin, kc.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	rk := remote(t, kc, keys[0])
+	ctx := context.Background()
+	sign := func() error { _, err := rk.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); return err }
+
+	// Both endpoints connected and up.
+	for range 4 {
+		if err := sign(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One operation stalls on A (an overloaded moment): it fails over to B
+	// and A is marked down.
+	stall.Store(true)
+	hit := false
+	for i := 0; i < 4 && !hit; i++ {
+		if err := sign(); err != nil {
+			t.Fatalf("operation with a healthy second endpoint: %v", err)
+		}
+		select {
+		case <-entered:
+			hit = true
+		default:
+		}
+	}
+	if !hit {
+		t.Fatal("no operation reached A")
+	}
+	eventually(t, "A marked down", func() bool { return !kc.Healthy()[a.addr] })
+	// A recovers at once.
+	stall.Store(false)
+	close(release)
+	aOps := func() int {
+		return obsA.get(func(r *recObserver) int { return r.ops["edge/sign/sign/ok"] })
+	}
+	// Its back-off is at most 100ms and the health check runs every
+	// 50ms.
+	eventually(t, "A marked up again", func() bool { return kc.Healthy()[a.addr] })
+	before := aOps()
+	for range 20 {
+		if err := sign(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := aOps() - before; got == 0 {
+		t.Errorf("of 20 operations after A recovered, none went to A: every operation goes to B while A's connection lives")
+	}
+}

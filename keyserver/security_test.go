@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -490,4 +491,69 @@ func TestClientConnectionBound(t *testing.T) {
 		defer c.Close()
 		return open(c, r)
 	})
+}
+
+// TestInFlightMetricBalancedAcrossReidentification: an operation admitted
+// for client "edge" reports InFlight("edge", +1) when it starts; when a
+// reload re-identifies its connection as another grant while it runs (the
+// quarantine of TestReloadReidentifiesOpenConnections), its -1 and its
+// result are reported under "edge" too. Before, the operation's goroutine
+// read the read loop's variable, rewritten meanwhile: the gauge of "edge"
+// stayed at 1 for ever and the other went negative.
+func TestInFlightMetricBalancedAcrossReidentification(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, cert := pki.client(t, "edge")
+	obs := newRecObserver()
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once atomic.Bool
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.Observer = obs
+		s.runHook = func(op Op, _ []byte) {
+			if op == OpSign && once.CompareAndSwap(false, true) {
+				entered <- struct{}{}
+				<-release
+			}
+		}
+	})
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns = 1
+	kc.HealthInterval = time.Hour
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0))
+		done <- err
+	}()
+	<-entered
+	h := SPKIHash(cert)
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{
+		{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}},
+		grantAll("edge", keys),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// A request on the same connection: its read loop re-identifies it.
+	if err := kc.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "operation finished", func() bool {
+		return obs.get(func(r *recObserver) int { return len(r.ops) }) > 0
+	})
+	time.Sleep(50 * time.Millisecond)
+	in := obs.get(func(r *recObserver) int { return r.inFlight["edge"] })
+	inQ := obs.get(func(r *recObserver) int { return r.inFlight["edge-quarantined"] })
+	if in != 0 || inQ != 0 {
+		t.Errorf("in-flight after the only operation finished: edge %d, edge-quarantined %d; want 0 and 0", in, inQ)
+	}
+	if n := obs.get(func(r *recObserver) int { return r.ops["edge/sign/sign/ok"] }); n != 1 {
+		obs.mu.Lock()
+		t.Errorf("the operation admitted for edge was reported for another client: %v", obs.ops)
+		obs.mu.Unlock()
+	}
 }

@@ -615,6 +615,9 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 			continue
 		}
 		ops.Add(1)
+		// The name the operation was admitted under: a reload may
+		// identify the connection anew while it runs.
+		client := client
 		if s.Observer != nil {
 			s.Observer.InFlight(client, 1)
 		}

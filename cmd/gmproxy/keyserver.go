@@ -162,8 +162,9 @@ func shutdownKeyServer(log *slog.Logger, cfg *conf.KeyServerFile, ks *keyserver.
 // certificate and client CAs (the files are read again: a CA replaced in
 // the same file is applied, to open connections too), and the server's
 // timeouts and connection limits (for the connections accepted after).
-// An invalid file keeps the running ones; listen, metrics_address and
-// audit_interval need a restart.
+// An invalid file keeps the running ones, as does a listen moved between
+// TCP and a Unix socket; listen, metrics_address and audit_interval need
+// a restart.
 func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *keyserver.Server, tlsCfg *atomic.Pointer[tls.Config]) {
 	log.Info("SIGHUP: reloading the keys")
 	cfg, err := conf.LoadKeyServer(file)
@@ -175,6 +176,12 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 			}
 		}
 		log.Error("reload refused: configuration invalid, keeping the running keys", "err", err)
+		return
+	}
+	if cfg.Material.Network != running.Material.Network {
+		// A Unix socket's policy (a local grant, no clients or TLS)
+		// does not fit a TCP listener's connections, nor the reverse.
+		log.Error("reload refused: listen moved between a TCP address and a Unix socket, whose clients differ; restart the key server to apply it, keeping the running keys", "listen", cfg.Listen, "running", running.Listen)
 		return
 	}
 	if err := ks.SetPolicy(&cfg.Material.Policy); err != nil {

@@ -171,3 +171,62 @@ max_handshakes_per_address: 1
 		t.Error("after the reload to max_handshakes_per_address: 2, a second silent connection from one address was closed")
 	}
 }
+
+// TestKeyServerReloadOfListenKeepsServing: listen needs a restart, so a
+// SIGHUP with listen moved from host:port to unix:/path is refused and the
+// running TCP listener goes on serving its clients, open connections and
+// new ones. Before, the reload installed the Unix-socket configuration's
+// policy (no clients[], a local grant) on the running TCP listener, and
+// every edge was refused as "not in the allow-list" until the restart.
+func TestKeyServerReloadOfListenKeepsServing(t *testing.T) {
+	dir, ksFile := keyServerFiles(t, "")
+	ks := startKeyServerCmd(t, "-c", ksFile)
+	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "keyserver_client.crt"), filepath.Join(dir, "keyserver_client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	newClient := func() *keyserver.Client {
+		kc := &keyserver.Client{Timeout: 5 * time.Second, Conns: 1, Endpoints: []keyserver.Endpoint{{Address: ks.addr, Dial: func(ctx context.Context) (net.Conn, error) {
+			return (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", ks.addr)
+		}}}}
+		t.Cleanup(kc.Close)
+		return kc
+	}
+	open := newClient()
+	if err := open.Ping(context.Background()); err != nil {
+		t.Fatalf("before the reload: %v", err)
+	}
+
+	// The operator prepares the move to a Unix socket (to apply at the
+	// next restart); a SIGHUP comes first (log rotation, config management).
+	sock := filepath.Join(dir, "ks.sock")
+	b, err := os.ReadFile(ksFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.Replace(string(b), "listen: 127.0.0.1:0", "listen: unix:"+sock, 1)
+	if err := os.WriteFile(ksFile, []byte(moved), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ks.sigs <- syscall.SIGHUP
+	waitFor(t, func() bool {
+		s := ks.stderr.String()
+		return strings.Contains(s, "keys reloaded") || strings.Contains(s, "reload refused")
+	})
+	if s := ks.stderr.String(); !strings.Contains(s, "reload refused: listen moved") {
+		t.Errorf("the reload was not refused for its listen:\n%s", s)
+	}
+	if err := open.Ping(context.Background()); err != nil {
+		t.Errorf("after a reload that changed only listen (needs a restart), the open connection: %v", err)
+	}
+	if err := newClient().Ping(context.Background()); err != nil {
+		t.Errorf("after a reload that changed only listen (needs a restart), a new connection on the running listener: %v", err)
+	}
+}

@@ -160,26 +160,42 @@ func (e *Env) store(key string, mk func() any) any {
 // across reloads; a changed sessions.ticket_rotation starts a new one whose
 // predecessor's keys still open tickets).
 func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
+	src, use, err := e.ticketKeys(cfg)
+	if err == nil {
+		use()
+	}
+	return src, err
+}
+
+// ticketKeys is TicketKeys without changing what the running generation
+// uses: the in-memory rotator's new retention, or the new rotator of a
+// changed interval, is made the Env's by use, called once the generation
+// serves (a refused reload leaves the running keys' retention as it was).
+func (e *Env) ticketKeys(cfg *conf.Config) (src ticket.Source, use func(), err error) {
+	none := func() {}
 	if cfg.Sessions.TicketKeyFile != "" {
 		if len(cfg.TicketKeys) == 0 {
-			return nil, fmt.Errorf("sessions.ticket_key_file %s: no keys were loaded", cfg.Sessions.TicketKeyFile)
+			return nil, nil, fmt.Errorf("sessions.ticket_key_file %s: no keys were loaded", cfg.Sessions.TicketKeyFile)
 		}
-		return ticket.Static(cfg.TicketKeys), nil
+		return ticket.Static(cfg.TicketKeys), none, nil
 	}
 	if cfg.Sessions.TicketKeys != nil {
-		return e.fleetKeys(cfg), nil
+		return e.fleetKeys(cfg), none, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rot := durOr(cfg.Sessions.TicketRotation, time.Hour)
+	rot, life := durOr(cfg.Sessions.TicketRotation, time.Hour), cfg.Sessions.Lifetime
 	// A key encrypts for one interval, and its last ticket stays valid
 	// for the session lifetime after that: it is kept that long and no
 	// longer (RFC 5077 §5.5, §5.6).
-	keep := rot + cfg.Sessions.Lifetime
+	keep := rot + life
 	switch {
 	case e.rotator == nil:
+		// The first build: nothing runs yet.
 		e.rotator = ticket.NewRotator(rot, keep)
 		e.keys = e.rotator
+		e.rotation, e.lifetime = rot, life
+		return e.keys, none, nil
 	case rot != e.rotation:
 		// A new interval: a new rotator encrypts; the old keys keep
 		// opening the tickets they sealed while those are valid.
@@ -187,14 +203,25 @@ func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
 		if prev, ok := e.keys.(*rotatedKeys); ok {
 			oldKeep = max(oldKeep, prev.keep)
 		}
-		old := e.keys.TicketKeys()
-		e.rotator = ticket.NewRotator(rot, keep)
-		e.keys = &rotatedKeys{cur: e.rotator, old: old, keep: oldKeep}
+		r := ticket.NewRotator(rot, keep)
+		keys := &rotatedKeys{cur: r, old: e.keys.TicketKeys(), keep: oldKeep}
+		return keys, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.rotator, e.keys = r, keys
+			e.rotation, e.lifetime = rot, life
+		}, nil
 	default:
-		e.rotator.SetLifetime(keep)
+		r := e.rotator
+		return e.keys, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.rotator == r {
+				r.SetLifetime(keep)
+				e.lifetime = life
+			}
+		}, nil
 	}
-	e.rotation, e.lifetime = rot, cfg.Sessions.Lifetime
-	return e.keys, nil
 }
 
 // rotatedKeys is a rotator plus the keys of the one it replaced, which
@@ -239,6 +266,8 @@ type siteBuild struct {
 	site *conf.Site
 	alpn []string
 	keys map[string]*keyserver.Client // key server clients by name
+	// tickets are the generation's ticket keys (Env.ticketKeys).
+	tickets ticket.Source
 }
 
 // Hooks filled in by the protocol and proxy integration files.
@@ -265,7 +294,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 			time.AfterFunc(delay, func() { env.releaseKeyClients(kcs) })
 		}
 	}
-	sites, err := buildSites(env, eng.o, keys, cfg)
+	tickets, useTickets, err := env.ticketKeys(cfg)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	sites, err := buildSites(env, eng.o, keys, tickets, cfg)
 	if err != nil {
 		release()
 		return nil, err
@@ -275,7 +309,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		release()
 		return nil, err
 	}
-	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace}
+	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace, Installed: useTickets}
 	gen.serveWith(px, cfg)
 	var errs []error
 	for i := range cfg.Listeners {
@@ -312,12 +346,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 }
 
 // buildSites builds the handshake site of every configured site, by name.
-func buildSites(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
+func buildSites(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
 	var errs []error
 	sites := map[string]*frontdoor.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, off, keys, cfg, s)
+		hs, err := buildSite(env, off, keys, tickets, cfg, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
@@ -468,13 +502,13 @@ func handshakeBytes(l *conf.Listener) int64 {
 	return int64(l.MaxHandshakeBytes)
 }
 
-func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
+func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
-	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys}
+	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets}
 	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s)}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {

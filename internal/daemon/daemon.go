@@ -63,6 +63,11 @@ type Generation struct {
 	Proxy *proxy.Proxy
 	// Info is logged after a successful start or reload.
 	Info []any
+	// Installed, when set, is called once the generation serves (a
+	// start, a Reload or a Commit), not for one refused: what the build
+	// prepared in state shared with the running generation is applied
+	// here.
+	Installed func()
 }
 
 // ListenTCP opens a TCP listening socket whose accepted connections get no
@@ -287,6 +292,9 @@ func (d *Daemon) install(st *staged) {
 		}()
 	}
 	d.gen, d.ref = gen, ref
+	if gen.Installed != nil {
+		gen.Installed()
+	}
 }
 
 // retireCtx shuts a retired generation down once its in-flight requests

@@ -46,10 +46,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 		Leaf:            m.TLCPSign.Leaf(),
 		EncLeaf:         m.TLCPEnc.Leaf(),
 	}
-	keys, err := b.env.TicketKeys(b.cfg)
-	if err != nil {
-		return nil, nil, err
-	}
+	keys := b.tickets
 	cfg := &tlcp.Config{
 		Certificates:               []tlcp.Certificate{cert},
 		CipherSuites:               m.TLCPSuites,
@@ -84,10 +81,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 	m := &b.site.Material
 	off := b.off
-	keys, err := b.env.TicketKeys(b.cfg)
-	if err != nil {
-		return nil, err
-	}
+	keys := b.tickets
 	key, err := b.siteKey(m.TLS13SM)
 	if err != nil {
 		return nil, err

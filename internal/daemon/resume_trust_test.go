@@ -318,3 +318,76 @@ func TestUpstreamSessionAfterVerificationReload(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedReloadKeepsTicketKeyRetention: a reload that is refused
+// ("reload failed, keeping the running configuration": here its new
+// listener cannot bind) leaves the running ticket keys' retention as it
+// was. Before, the build of the refused configuration had set its
+// sessions.lifetime (24h) on the running rotator: a ticket the running
+// configuration (rotation 1h + lifetime 5m) no longer accepts past +1h05m
+// still decrypted at +2h (the retention TestTicketKeysDroppedWithTheirTickets
+// calls a defect), until the next successful reload.
+func TestRefusedReloadKeepsTicketKeyRetention(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	td := startDaemon(t, cfg)
+	if cfg.Sessions.Lifetime != 5*time.Minute || cfg.Sessions.TicketRotation != time.Hour || cfg.Sessions.TicketKeyFile != "" {
+		t.Fatalf("defaults changed: lifetime %v rotation %v", cfg.Sessions.Lifetime, cfg.Sessions.TicketRotation)
+	}
+	td.env.mu.Lock()
+	rot, src := td.env.rotator, td.env.keys
+	td.env.mu.Unlock()
+	if rot == nil {
+		t.Fatal("no in-memory rotator")
+	}
+	start := time.Now()
+	now := start
+	rot.SetClock(func() time.Time { return now })
+	tk, err := ticket.Seal(nil, src, ticket.TLCP, []byte("session state with the master secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The refused reload: sessions.lifetime 24h, and a new listener on an
+	// address already in use.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	next := testConfig(t, b.Listener.Addr().String())
+	next.Sessions.Lifetime = 24 * time.Hour
+	extra := next.Listeners[0]
+	extra.Address = busy.Addr().String()
+	next.Listeners = append(next.Listeners, extra)
+	td.setConfig(next)
+	if err := td.Reload(); err == nil {
+		t.Fatal("reload with a listener on a busy address was not refused")
+	}
+	td.setConfig(cfg)
+
+	// Running configuration: the key is dropped 1h05m after its creation.
+	now = start.Add(2 * time.Hour)
+	src.TicketKeys()
+	if _, ok, _ := ticket.Open(src, ticket.TLCP, tk); ok {
+		t.Errorf("after a refused reload (sessions.lifetime 24h), a ticket sealed at +0h still decrypts at +2h with the running ticket keys; the running configuration (rotation %v + lifetime %v) drops its key at +1h05m",
+			cfg.Sessions.TicketRotation, cfg.Sessions.Lifetime)
+	}
+
+	// The same lifetime in a reload that succeeds is applied.
+	tk2, err := ticket.Seal(nil, src, ticket.TLCP, []byte("a later session"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := testConfig(t, b.Listener.Addr().String())
+	longer.Sessions.Lifetime = 24 * time.Hour
+	td.setConfig(longer)
+	if err := td.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	now = start.Add(4 * time.Hour)
+	src.TicketKeys()
+	if _, ok, _ := ticket.Open(src, ticket.TLCP, tk2); !ok {
+		t.Error("after a reload to sessions.lifetime 24h, a ticket sealed 2h before no longer decrypts: the new retention was not applied")
+	}
+}
