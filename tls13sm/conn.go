@@ -299,6 +299,11 @@ func (c *Conn) readRecord() error {
 		if err := c.in.incSeq(); err != nil {
 			return c.in.setErrorLocked(c.sendAlert(AlertInternalError, err))
 		}
+		// §5.4: the whole TLSInnerPlaintext, padding included, is at
+		// most 2^14 + 1 bytes.
+		if len(plain) > maxPlaintext+1 {
+			return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "inner plaintext of %d bytes", len(plain)))
+		}
 		// Strip padding: the content type is the last non-zero byte (§5.4).
 		i := len(plain) - 1
 		for i >= 0 && plain[i] == 0 {
@@ -308,9 +313,6 @@ func (c *Conn) readRecord() error {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "record with no content type"))
 		}
 		typ, payload = plain[i], plain[:i]
-		if len(payload) > maxPlaintext {
-			return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "plaintext of %d bytes", len(payload)))
-		}
 	} else if typ == recordTypeApplicationData && c.skipAppData && c.earlyDataSkip >= n {
 		// Early data sent before a HelloRetryRequest's second ClientHello.
 		c.earlyDataSkip -= n
@@ -319,6 +321,11 @@ func (c *Conn) readRecord() error {
 
 	switch typ {
 	case recordTypeAlert:
+		// §5.1: no record of another type between the records of a
+		// handshake message.
+		if len(c.core.Hand) != 0 {
+			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "alert inside a handshake message"))
+		}
 		if len(payload) != 2 {
 			return c.in.setErrorLocked(c.fail(AlertDecodeError, "alert of %d bytes", len(payload)))
 		}

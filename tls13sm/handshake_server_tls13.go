@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"slices"
@@ -191,7 +192,7 @@ func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
 func (hs *serverHandshakeState) processClientHello() error {
 	c, h := hs.c, hs.hello
 	if !slices.Contains(h.supportedVersions, VersionTLS13) {
-		return c.fail(AlertProtocolVersion, "client does not offer TLS 1.3 (supported_versions %x)", h.supportedVersions)
+		return c.fail(AlertProtocolVersion, "client does not offer TLS 1.3 (supported_versions %s)", offeredList(h.supportedVersions, "%x"))
 	}
 	if len(h.compressionMethods) != 1 || h.compressionMethods[0] != 0 {
 		return c.fail(AlertIllegalParameter, "TLS 1.3 ClientHello with compression")
@@ -213,7 +214,7 @@ func (hs *serverHandshakeState) processClientHello() error {
 		}
 	}
 	if hs.suite == nil {
-		return c.fail(AlertHandshakeFailure, "no shared cipher suite (client offers %x)", h.cipherSuites)
+		return c.fail(AlertHandshakeFailure, "no shared cipher suite (client offers %s)", offeredList(h.cipherSuites, "%x"))
 	}
 	c.cipherSuite = hs.suite.id
 	if hs.config.Strict {
@@ -251,7 +252,7 @@ func (hs *serverHandshakeState) processClientHello() error {
 		if hs.pskMode == pskModePlain && len(h.pskIdentities) > 0 && !hs.config.SessionTicketsDisabled {
 			return nil // psk_ke may still succeed; checked in checkForResumption
 		}
-		return c.fail(AlertHandshakeFailure, "no shared key exchange group (client offers %x)", h.supportedGroups)
+		return c.fail(AlertHandshakeFailure, "no shared key exchange group (client offers %s)", offeredList(h.supportedGroups, "%x"))
 	}
 	if needHRR {
 		if err := hs.doHelloRetryRequest(); err != nil {
@@ -262,9 +263,26 @@ func (hs *serverHandshakeState) processClientHello() error {
 }
 
 // checkKeyShares applies §4.2.8: every share must be for an offered group,
-// and no group twice.
+// and no group twice. Past maxScannedShares shares it takes time linear in
+// the lists (a hostile hello may carry thousands of groups and shares,
+// whose pairwise scans would take tens of milliseconds).
 func (hs *serverHandshakeState) checkKeyShares() error {
 	h := hs.hello
+	if len(h.keyShares) > maxScannedShares {
+		offered, shared := new(codeSet), new(codeSet)
+		for _, g := range h.supportedGroups {
+			offered.add(g)
+		}
+		for _, ks := range h.keyShares {
+			if !offered.has(ks.group) {
+				return hs.c.fail(AlertIllegalParameter, "key share for group %#04x not in supported_groups", ks.group)
+			}
+			if !shared.add(ks.group) {
+				return hs.c.fail(AlertIllegalParameter, "two key shares for group %#04x", ks.group)
+			}
+		}
+		return nil
+	}
 	for i, ks := range h.keyShares {
 		if !slices.Contains(h.supportedGroups, ks.group) {
 			return hs.c.fail(AlertIllegalParameter, "key share for group %#04x not in supported_groups", ks.group)
@@ -276,6 +294,19 @@ func (hs *serverHandshakeState) checkKeyShares() error {
 		}
 	}
 	return nil
+}
+
+// maxScannedShares bounds the key shares checked by scans (real clients
+// send one to three).
+const maxScannedShares = 8
+
+// offeredList formats a client's list for an error message: the first 16
+// entries (a hostile hello offers up to 32 000).
+func offeredList[T any](list []T, verb string) string {
+	if len(list) <= 16 {
+		return fmt.Sprintf(verb, list)
+	}
+	return fmt.Sprintf(verb+"… (%d in all)", list[:16], len(list))
 }
 
 // doHelloRetryRequest sends HRR for hs.group and reads the second
@@ -629,7 +660,7 @@ func (hs *serverHandshakeState) sendServerParameters() error {
 			}
 		}
 		if ee.alpnProtocol == "" {
-			return c.fail(AlertNoApplicationProtocol, "no shared ALPN protocol (client offers %q)", h.alpnProtocols)
+			return c.fail(AlertNoApplicationProtocol, "no shared ALPN protocol (client offers %s)", offeredList(h.alpnProtocols, "%q"))
 		}
 	}
 	c.alpn = ee.alpnProtocol

@@ -101,6 +101,11 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "oversize-inner-plaintext-from-server", server: true, records: func(c *Conn) []byte {
 			return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext+1), 0)
 		}, alert: AlertRecordOverflow},
+		// §5.4: the padding counts; 2^14 bytes of content with 200 of
+		// padding is within the ciphertext limit, not the inner one.
+		{name: "inner-plaintext-padded-over-limit", records: func(c *Conn) []byte {
+			return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext), 200)
+		}, alert: AlertRecordOverflow},
 		{name: "oversize-ciphertext-header", records: func(c *Conn) []byte {
 			hdr := []byte{recordTypeApplicationData, 3, 3, 0, 0}
 			binary.BigEndian.PutUint16(hdr[3:], maxCiphertext+1)
@@ -119,6 +124,14 @@ func TestMisbehavingPeer(t *testing.T) {
 		}, alert: AlertUnexpectedMessage},
 		{name: "change-cipher-spec-after-handshake", records: func(c *Conn) []byte { return []byte{recordTypeChangeCipherSpec, 3, 3, 0, 1, 1} }, alert: AlertUnexpectedMessage},
 		{name: "alert-of-three-bytes", records: func(c *Conn) []byte { return seal(c, recordTypeAlert, []byte{2, 10, 0}, 0) }, alert: AlertDecodeError},
+		// §5.1: no other record type between a handshake message's
+		// records; a warning alert (user_canceled) is no exception.
+		{name: "alert-inside-handshake-message", records: func(c *Conn) []byte {
+			ku := []byte{typeKeyUpdate, 0, 0, 1, 0}
+			b := seal(c, recordTypeHandshake, ku[:2], 0)
+			b = append(b, seal(c, recordTypeAlert, []byte{1, byte(AlertUserCanceled)}, 0)...)
+			return append(b, seal(c, recordTypeHandshake, ku[2:], 0)...)
+		}, alert: AlertUnexpectedMessage},
 		{name: "key-update-bad-request", records: func(c *Conn) []byte {
 			return seal(c, recordTypeHandshake, []byte{typeKeyUpdate, 0, 0, 1, 2}, 0)
 		}, alert: AlertIllegalParameter},
