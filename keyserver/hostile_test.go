@@ -119,6 +119,46 @@ func TestReloadReidentifiesOpenConnections(t *testing.T) {
 	}
 }
 
+// TestReidentifiedConnectionsCountAgainstTheirGrant: the open connections
+// a reload gives another grant count against that grant's
+// max_connections: of two connections of a certificate quarantined to one,
+// the second is refused (busy) at its next request. Before, they stayed
+// counted against the old grant, and the quarantine's bound did not apply
+// to them.
+func TestReidentifiedConnectionsCountAgainstTheirGrant(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, cert := pki.client(t, "edge")
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	ctx := context.Background()
+	kc1, kc2 := newClient(t, cliTLS, ks.addr), newClient(t, cliTLS, ks.addr) // two connections
+	kc1.Conns, kc2.Conns = 1, 1
+	sign := func(kc *Client) error {
+		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0))
+		return err
+	}
+	for _, kc := range []*Client{kc1, kc2} {
+		if err := sign(kc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := SPKIHash(cert)
+	quarantined := Grant{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}}
+	quarantined.MaxConns = 1
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{quarantined, grantAll("edge", keys)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sign(kc1); err != nil {
+		t.Fatalf("the first connection under the quarantine: %v", err)
+	}
+	if err := sign(kc2); !errors.Is(err, ErrBusy) {
+		t.Errorf("a second connection under a grant of max_connections 1: err = %v, want busy", err)
+	}
+	if err := sign(kc1); err != nil {
+		t.Errorf("the first connection after the second was refused: %v", err)
+	}
+}
+
 // TestExpiredCertificateEndsAccess: the client certificate is verified
 // at the handshake, and a connection does not outlive it: a request after
 // its NotAfter is refused.

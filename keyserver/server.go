@@ -585,6 +585,18 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 			}
 			if cp != nil {
 				client = cp.Name
+				if cp.state != held {
+					// The connection counts against its new grant's
+					// max_connections (a quarantine's tighter one),
+					// no longer against the old one's.
+					if !cp.state.addConn(c) {
+						s.refused(RefusedClient, c, client)
+						w.write(id, byte(CodeBusy), []byte("client has its max_connections open"), nil)
+						return
+					}
+					held.doneConn(c)
+					held = cp.state
+				}
 			}
 		}
 		switch {
