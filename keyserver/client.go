@@ -73,8 +73,8 @@ type Client struct {
 // Client.Timeout.
 var ErrTimeout = errors.New("key server: operation timed out")
 
-// errClosed is returned after Close.
-var errClosed = errors.New("key server: client closed")
+// ErrClosed is what a Client's operations return after Close.
+var ErrClosed = errors.New("key server: client closed")
 
 func (c *Client) init() {
 	c.once.Do(func() {
@@ -133,7 +133,7 @@ func (c *Client) call(ctx context.Context, op Op, keyID []byte, payload []byte) 
 		return nil, err
 	}
 	if c.closed.Load() {
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	if len(c.eps) == 0 {
 		return nil, errors.New("key server: no endpoints")
@@ -352,7 +352,7 @@ func (e *endpoint) conn(ctx context.Context) (*muxConn, bool, error) {
 	close(wait)
 	if err == nil {
 		if old := e.conns[i]; old != nil {
-			old.close(errClosed)
+			old.close(ErrClosed)
 		}
 		e.conns[i] = mc
 	}
@@ -370,7 +370,7 @@ func (e *endpoint) conn(ctx context.Context) (*muxConn, bool, error) {
 // dial opens and greets a connection.
 func (e *endpoint) dial(ctx context.Context) (*muxConn, error) {
 	if e.c.closed.Load() {
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	nc, err := e.Dial(ctx)
 	if err != nil {
@@ -448,7 +448,7 @@ func (e *endpoint) closeAll() {
 	defer e.mu.Unlock()
 	for i, mc := range e.conns {
 		if mc != nil {
-			mc.close(errClosed)
+			mc.close(ErrClosed)
 			e.conns[i] = nil
 		}
 	}

@@ -41,9 +41,11 @@ type Env struct {
 	SharedClients *clientshare.View
 
 	mu sync.Mutex
-	// engine is the private-key engine of the latest build; retired ones
-	// (after a reload changed offload.workers or offload.queue) keep
-	// serving the handshakes of their generations until those are over.
+	// engine is the private-key engine of the serving generation; the
+	// others in engines (retired by a reload that changed
+	// offload.workers or offload.queue, or built for a reload not yet
+	// served) serve the handshakes of their generations until those are
+	// over.
 	engine  *engine
 	engines map[*engine]struct{}
 	rotator *ticket.Rotator
@@ -56,9 +58,11 @@ type Env struct {
 	keys     ticket.Source
 	// stores holds per-protocol session stores created by the engine files.
 	stores map[string]any
-	// keyClients are the clients of the key servers of the latest build,
-	// by name (keyservers.go).
-	keyClients map[string]*keyClient
+	// keyClients are the clients of the key servers of the serving
+	// generation, by name; allKeyClients holds those and the ones of
+	// retired or not yet served generations (keyservers.go).
+	keyClients    map[string]*keyClient
+	allKeyClients map[*keyClient]struct{}
 	// fleet is the shared session store and fleet ticket keys (fleet.go).
 	fleet fleetState
 	// proxy is the proxy of the latest build: the next build's targets
@@ -77,26 +81,40 @@ type engine struct {
 // has the same size, else a new one that becomes current.
 func (e *Env) Offload(cfg conf.Offload) *keyoffload.Engine {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.engineLocked(cfg).o
+	eng := e.engineLocked(cfg)
+	e.mu.Unlock()
+	e.useEngine(eng)
+	return eng.o
 }
 
+// engineLocked returns the current engine when it has cfg's size, else a
+// new one, current once its generation serves (useEngine).
 func (e *Env) engineLocked(cfg conf.Offload) *engine {
 	if e.engine != nil && e.engine.cfg == cfg {
 		return e.engine
-	}
-	if old := e.engine; old != nil && old.refs == 0 {
-		// Built but never used by a generation (a refused reload).
-		delete(e.engines, old)
-		go old.o.Close()
 	}
 	eng := &engine{cfg: cfg, o: keyoffload.New(keyoffload.Config{Workers: cfg.Workers, Queue: cfg.Queue}, e.KeyOps)}
 	if e.engines == nil {
 		e.engines = map[*engine]struct{}{}
 	}
 	e.engines[eng] = struct{}{}
-	e.engine = eng
 	return eng
+}
+
+// useEngine makes eng, the engine of a generation that now serves, the
+// current one; the one it replaces stops once no generation uses it.
+func (e *Env) useEngine(eng *engine) {
+	e.mu.Lock()
+	old := e.engine
+	e.engine = eng
+	stop := old != nil && old != eng && old.refs <= 0
+	if stop {
+		delete(e.engines, old)
+	}
+	e.mu.Unlock()
+	if stop {
+		old.o.Close()
+	}
 }
 
 // acquireEngine returns the engine for cfg, counted as used by one more
@@ -111,8 +129,9 @@ func (e *Env) acquireEngine(cfg conf.Offload) *engine {
 
 // releaseEngine drops a generation's use of eng after delay (the longest
 // handshake deadline of the generation: a handshake accepted under it may
-// still need the engine that long). A retired engine with no user left
-// runs its queued operations and stops.
+// still need the engine that long). An engine not current (retired, or
+// built for a refused reload) with no user left runs its queued
+// operations and stops.
 func (e *Env) releaseEngine(eng *engine, delay time.Duration) {
 	time.AfterFunc(delay, func() {
 		e.mu.Lock()
@@ -309,7 +328,14 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		release()
 		return nil, err
 	}
-	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace, Installed: useTickets}
+	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace, Installed: func() {
+		// Made current only now: a refused reload leaves the running
+		// generation's ticket key retention, engine and key server
+		// clients current, and what it built stops when released.
+		useTickets()
+		env.useEngine(eng)
+		env.useKeyClients(kcs)
+	}}
 	gen.serveWith(px, cfg)
 	var errs []error
 	for i := range cfg.Listeners {

@@ -376,22 +376,45 @@ func TestKeyClientsAcrossReloads(t *testing.T) {
 	cfg3 := remoteKeyConfig(t, dir, "127.0.0.1:1", "127.0.0.1:2", "1s")
 	env := &Env{}
 	defer env.Close()
+	closed := func(kc *keyClient) bool {
+		return errors.Is(kc.c.Ping(context.Background()), keyserver.ErrClosed)
+	}
 	a := env.acquireKeyClients(cfg1)
+	env.useKeyClients(a)
 	b := env.acquireKeyClients(cfg2)
 	if a[0] != b[0] || a[0].refs != 2 {
 		t.Fatalf("same settings: new client (refs %d)", a[0].refs)
 	}
-	c := env.acquireKeyClients(cfg3)
-	if c[0] == a[0] {
-		t.Fatal("changed timeout: same client")
+	env.useKeyClients(b)
+	// A refused reload's client with other settings is not current, and
+	// closes when its generation is released.
+	refused := env.acquireKeyClients(cfg3)
+	if refused[0] == a[0] || env.keyClients["vault"] != a[0] {
+		t.Fatal("changed timeout: same client, or the new one current before its generation serves")
 	}
+	env.releaseKeyClients(refused)
+	if !closed(refused[0]) {
+		t.Error("the client of a refused reload still runs")
+	}
+	c := env.acquireKeyClients(cfg3)
+	env.useKeyClients(c)
 	env.releaseKeyClients(a)
 	env.releaseKeyClients(b)
-	if a[0].refs != 0 || env.keyClients["vault"] != c[0] {
-		t.Errorf("old client refs %d; current replaced", a[0].refs)
+	if a[0].refs != 0 || env.keyClients["vault"] != c[0] || !closed(a[0]) || closed(c[0]) {
+		t.Errorf("old client refs %d, closed %v; current replaced: %v", a[0].refs, closed(a[0]), env.keyClients["vault"] != c[0])
 	}
 	if c[0].c.Timeout != time.Second || c[0].c.MaxInFlight != conf.DefaultKeyServerMaxInFlight || c[0].c.Conns != conf.DefaultKeyServerPoolSize {
 		t.Errorf("client settings: timeout %v, max in flight %d, conns %d", c[0].c.Timeout, c[0].c.MaxInFlight, c[0].c.Conns)
+	}
+	// A reload without the key server: its client closes with the last
+	// generation that used it.
+	env.useKeyClients(nil)
+	if closed(c[0]) {
+		t.Error("a client still used closed")
+	}
+	env.releaseKeyClients(c)
+	if !closed(c[0]) {
+		t.Error("the client of a key server no longer configured still runs")
 	}
 }
 

@@ -38,30 +38,52 @@ type keyClient struct {
 }
 
 // acquireKeyClients returns the clients of cfg's key servers by name,
-// counted as used by one more generation until releaseKeyClients.
+// counted as used by one more generation until releaseKeyClients: the
+// current client of a name when its settings are the same, else a new one,
+// current once its generation serves (useKeyClients).
 func (e *Env) acquireKeyClients(cfg *conf.Config) []*keyClient {
 	if len(cfg.KeyServers) == 0 {
 		return nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.keyClients == nil {
-		e.keyClients = map[string]*keyClient{}
+	if e.allKeyClients == nil {
+		e.allKeyClients = map[*keyClient]struct{}{}
 	}
 	var out []*keyClient
 	for _, ks := range cfg.KeyServers {
 		kc := e.keyClients[ks.Name]
 		if kc == nil || !sameKeyServer(&kc.cfg, &ks) {
-			if kc != nil && kc.refs == 0 {
-				kc.c.Close()
-			}
 			kc = &keyClient{cfg: ks, c: newKeyClient(&ks, e.logger())}
-			e.keyClients[ks.Name] = kc
+			e.allKeyClients[kc] = struct{}{}
 		}
 		kc.refs++
 		out = append(out, kc)
 	}
 	return out
+}
+
+// useKeyClients makes kcs, the clients of a generation that now serves,
+// the current ones: a client they replace, or of a key server no longer
+// configured, closes once no generation uses it.
+func (e *Env) useKeyClients(kcs []*keyClient) {
+	e.mu.Lock()
+	cur := make(map[string]*keyClient, len(kcs))
+	for _, kc := range kcs {
+		cur[kc.cfg.Name] = kc
+	}
+	var done []*keyClient
+	for name, old := range e.keyClients {
+		if cur[name] != old && old.refs <= 0 {
+			delete(e.allKeyClients, old)
+			done = append(done, old)
+		}
+	}
+	e.keyClients = cur
+	e.mu.Unlock()
+	for _, kc := range done {
+		kc.c.Close()
+	}
 }
 
 // logger returns the Env's logger (slog's default before Build sets it).
@@ -73,25 +95,33 @@ func (e *Env) logger() *slog.Logger {
 }
 
 // releaseKeyClients drops a generation's use of its key clients; a client
-// no longer current and no longer used closes its connections.
+// not current (replaced, of a key server no longer configured, or built
+// for a refused reload) and no longer used closes its connections.
 func (e *Env) releaseKeyClients(kcs []*keyClient) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	var done []*keyClient
 	for _, kc := range kcs {
 		kc.refs--
 		if kc.refs <= 0 && e.keyClients[kc.cfg.Name] != kc {
-			kc.c.Close()
+			if _, live := e.allKeyClients[kc]; live {
+				delete(e.allKeyClients, kc)
+				done = append(done, kc)
+			}
 		}
+	}
+	e.mu.Unlock()
+	for _, kc := range done {
+		kc.c.Close()
 	}
 }
 
 // closeKeyClients closes every key client (Env.Close).
 func (e *Env) closeKeyClients() {
 	e.mu.Lock()
-	kcs := e.keyClients
-	e.keyClients = nil
+	kcs := e.allKeyClients
+	e.keyClients, e.allKeyClients = nil, nil
 	e.mu.Unlock()
-	for _, kc := range kcs {
+	for kc := range kcs {
 		kc.c.Close()
 	}
 }

@@ -326,7 +326,8 @@ func TestUpstreamSessionAfterVerificationReload(t *testing.T) {
 // sessions.lifetime (24h) on the running rotator: a ticket the running
 // configuration (rotation 1h + lifetime 5m) no longer accepts past +1h05m
 // still decrypted at +2h (the retention TestTicketKeysDroppedWithTheirTickets
-// calls a defect), until the next successful reload.
+// calls a defect), until the next successful reload. Its private-key
+// engine (other offload settings) does not become the current one either.
 func TestRefusedReloadKeepsTicketKeyRetention(t *testing.T) {
 	b := newBackend(t)
 	cfg := testConfig(t, b.Listener.Addr().String())
@@ -355,8 +356,10 @@ func TestRefusedReloadKeepsTicketKeyRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	engine := td.env.CurrentOffload()
 	next := testConfig(t, b.Listener.Addr().String())
 	next.Sessions.Lifetime = 24 * time.Hour
+	next.Offload.Workers = cfg.Offload.Workers + 2
 	extra := next.Listeners[0]
 	extra.Address = busy.Addr().String()
 	next.Listeners = append(next.Listeners, extra)
@@ -365,6 +368,9 @@ func TestRefusedReloadKeepsTicketKeyRetention(t *testing.T) {
 		t.Fatal("reload with a listener on a busy address was not refused")
 	}
 	td.setConfig(cfg)
+	if td.env.CurrentOffload() != engine {
+		t.Error("a refused reload's private-key engine became the current one")
+	}
 
 	// Running configuration: the key is dropped 1h05m after its creation.
 	now = start.Add(2 * time.Hour)
