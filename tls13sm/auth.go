@@ -220,6 +220,11 @@ func verifyChain(cfg *Config, raw [][]byte, server bool, verify bool) ([]*smx509
 			opts.DNSName = cfg.ServerName
 			opts.KeyUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth}
 		} else {
+			// Not the system pool: a certificate any public CA issued
+			// would identify a client (TLCP refuses this too).
+			if cfg.ClientCAs == nil {
+				return nil, nil, AlertUnknownCA, errors.New("client certificate cannot be verified: Config.ClientAuth verifies but Config.ClientCAs is nil")
+			}
 			opts.Roots = cfg.ClientCAs
 			opts.KeyUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth}
 		}

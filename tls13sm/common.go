@@ -168,7 +168,9 @@ type Config struct {
 	// RootCAs verify server chains (client side); nil means the system pool.
 	RootCAs *smx509.CertPool
 	// ClientCAs verify client chains (server side) and are listed in
-	// certificate_authorities of the CertificateRequest.
+	// certificate_authorities of the CertificateRequest. Unlike RootCAs,
+	// nil is not the system pool: a ClientAuth that verifies refuses every
+	// client certificate without ClientCAs.
 	ClientCAs *smx509.CertPool
 	// ClientAuth is the server's client-certificate policy; default NoClientCert.
 	ClientAuth ClientAuthType

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,3 +209,21 @@ func TestHandshakeMatrix(t *testing.T) {
 
 var _ = context.Background
 var _ = errors.New
+
+// TestClientCAsRequiredToVerify: a server whose ClientAuth verifies but
+// which has no ClientCAs refuses the client's certificate (unknown_ca)
+// instead of verifying it against the system pool, where a certificate
+// from any public CA would identify a client.
+func TestClientCAsRequiredToVerify(t *testing.T) {
+	for _, auth := range []ClientAuthType{RequireAndVerifyClientCert, VerifyClientCertIfGiven} {
+		srvCfg, cliCfg := testConfigs(t)
+		srvCfg.ClientAuth, srvCfg.ClientCAs = auth, nil
+		_, _, serr, _ := runPair(t, srvCfg, cliCfg)
+		var ae *AlertError
+		// The system pool refuses this test CA with unknown_ca too: the
+		// message tells the refusal without a pool apart.
+		if !errors.As(serr, &ae) || ae.Alert != AlertUnknownCA || !strings.Contains(serr.Error(), "ClientCAs is nil") {
+			t.Errorf("ClientAuth %v without ClientCAs: server err %v, want unknown_ca for the missing ClientCAs", auth, serr)
+		}
+	}
+}
