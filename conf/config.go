@@ -451,7 +451,8 @@ type Route struct {
 
 	// RequestHeaders edits the request before it is forwarded.
 	RequestHeaders HeaderEdits `yaml:"request_headers"`
-	// ResponseHeaders edits the response before it is returned.
+	// ResponseHeaders edits the response before it is returned. A field
+	// it removes, sets or adds is also dropped from the backend's trailers.
 	ResponseHeaders HeaderEdits `yaml:"response_headers"`
 	// StripPrefix removes this prefix from the path before forwarding
 	// (usually equal to path_prefix without its trailing slash).

@@ -449,7 +449,8 @@
 //   - request_headers (section, see sites[].routes[].request_headers):
 //     request_headers edits the request before it is forwarded.
 //   - response_headers (section, see sites[].routes[].response_headers):
-//     response_headers edits the response before it is returned.
+//     response_headers edits the response before it is returned. A field it
+//     removes, sets or adds is also dropped from the backend's trailers.
 //   - strip_prefix (string): strip_prefix removes this prefix from the path
 //     before forwarding (usually equal to path_prefix without its trailing
 //     slash).

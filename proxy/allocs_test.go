@@ -123,7 +123,7 @@ func TestOwnPathAllocs(t *testing.T) {
 					}
 					rs.target = tgt
 					rs.url.Host = tgt.Addr
-					copyResponseHeader(rs.w.Header(), res, rt)
+					copyResponseHeader(rs.w.Header(), res, rt, res.Header["Connection"])
 					rs.w.WriteHeader(res.StatusCode)
 					s.report(rs, r)
 					if check != nil {

@@ -144,7 +144,8 @@ type RouteConfig struct {
 	HostHeader string
 	// RequestHeaders edits the request sent upstream.
 	RequestHeaders HeaderOps
-	// ResponseHeaders edits the response sent to the client.
+	// ResponseHeaders edits the response sent to the client. A field it
+	// removes, sets or adds is also dropped from the backend's trailers.
 	ResponseHeaders HeaderOps
 	// MaxBodyBytes limits the request body; larger bodies get 413.
 	// Default 0: no limit.

@@ -722,3 +722,74 @@ func TestResponseTrailerBounded(t *testing.T) {
 		check(t, newFront(t, cfg, frontOpts{}))
 	})
 }
+
+// trailerBackend answers every request with a chunked response whose head
+// has the fields head (after the status line) and whose trailer section
+// is trailer.
+func trailerBackend(t *testing.T, head, trailer string) string {
+	return connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readWholeRequest(c, br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n"+head+"Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"+trailer+"\r\n")
+	})
+}
+
+// trailerGet sends one HTTP/1.1 request to the front and returns the
+// response, its body and trailer read.
+func trailerGet(t *testing.T, f *front) *http.Response {
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil || string(body) != "ok" {
+		t.Fatalf("status %d, body %q, error %v; want 200 ok", res.StatusCode, body, err)
+	}
+	return res
+}
+
+// TestResponseTrailersEditedAsTheHead: a backend's response trailers get
+// the filtering its head gets. A trailer its Connection field names is
+// hop-by-hop (RFC 9110 §7.6.1: removed, header or trailer alike), declared
+// or not; one the route's response_headers remove or set does not reach
+// the client either, as request_headers does for request trailers. Others
+// pass.
+func TestResponseTrailersEditedAsTheHead(t *testing.T) {
+	t.Run("connection-option", func(t *testing.T) {
+		addr := trailerBackend(t, "Connection: X-Internal-Hop, X-Other-Hop\r\nTrailer: X-Internal-Hop, X-Kept\r\n",
+			"X-Internal-Hop: backend-secret\r\nX-Other-Hop: undeclared\r\nX-Kept: yes\r\n")
+		f := newFront(t, proxyTo(addr), frontOpts{})
+		res := trailerGet(t, f)
+		for _, k := range []string{"X-Internal-Hop", "X-Other-Hop"} {
+			if v := res.Trailer.Get(k); v != "" {
+				t.Errorf("the client got the trailer %s: %q, which the backend's Connection field made hop-by-hop", k, v)
+			}
+		}
+		if v := res.Trailer.Get("X-Kept"); v != "yes" {
+			t.Errorf("trailer X-Kept = %q, want yes", v)
+		}
+	})
+	t.Run("response-headers", func(t *testing.T) {
+		addr := trailerBackend(t, "Trailer: X-Backend-Secret, X-Set\r\n", "X-Backend-Secret: s3cr3t\r\nX-Set: backend\r\nX-Kept: yes\r\n")
+		cfg := Config{
+			Upstreams: []UpstreamConfig{upstream("u", addr)},
+			Sites: oneSite(RouteConfig{Upstream: "u",
+				ResponseHeaders: HeaderOps{Remove: []string{"X-Backend-Secret"}, Set: map[string]string{"X-Set": "edge"}}}),
+		}
+		f := newFront(t, cfg, frontOpts{})
+		res := trailerGet(t, f)
+		if v := res.Trailer.Get("X-Backend-Secret"); v != "" {
+			t.Errorf("the client got X-Backend-Secret: %q as a trailer; the route's response_headers remove it", v)
+		}
+		if v := res.Trailer.Get("X-Set"); v != "" || res.Header.Get("X-Set") != "edge" {
+			t.Errorf("X-Set: header %q, trailer %q; want the route's edge in the head alone", res.Header.Get("X-Set"), v)
+		}
+		if v := res.Trailer.Get("X-Kept"); v != "yes" {
+			t.Errorf("trailer X-Kept = %q, want yes", v)
+		}
+	})
+}

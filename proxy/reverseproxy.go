@@ -803,8 +803,9 @@ func fieldCount(h http.Header) int {
 
 // copyResponseHeader copies the backend's response header (minus
 // hop-by-hop fields; noSniff) to dst, announces its trailers and applies the route's
-// response edits. It returns the announced trailer names.
-func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announced []string) {
+// response edits. It returns the announced trailer names. conn is the
+// backend's Connection field (responseTrailer).
+func copyResponseHeader(dst http.Header, res *http.Response, rt *route, conn []string) (announced []string) {
 	removeHopByHop(res.Header)
 	for k, vv := range res.Header {
 		if old, ok := dst[k]; ok {
@@ -816,7 +817,7 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announc
 	if n := len(res.Trailer); n > 0 {
 		announced = make([]string, 0, n)
 		for k := range res.Trailer {
-			if validTrailer(k) {
+			if responseTrailer(rt, conn, k) {
 				announced = append(announced, k)
 			}
 		}
@@ -829,6 +830,27 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route) (announc
 	}
 	noSniff(dst)
 	return announced
+}
+
+// responseTrailer reports whether a backend's response trailer k goes to
+// the client: a valid trailer (validTrailer); not named by the backend's
+// Connection field conn (RFC 9110 §7.6.1: an intermediary removes the
+// header and trailer fields a connection option names); and none of the
+// fields the route's response_headers edit (one removed from the head or
+// set in it does not come back as a trailer, as request_headers does for
+// request trailers).
+func responseTrailer(rt *route, conn []string, k string) bool {
+	if !validTrailer(k) || rt.resOps.names(k) {
+		return false
+	}
+	for _, f := range conn {
+		for opt := range strings.SplitSeq(f, ",") {
+			if strings.EqualFold(strings.TrimSpace(opt), k) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // noSniff marks a response header without Content-Type (the backend gave
@@ -853,12 +875,16 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		u.fail(t, "status "+res.Status)
 	}
 	dst := rs.w.Header()
-	var announced []string
+	var (
+		announced []string
+		conn      []string // the backend's Connection field (none on the pass-on path)
+	)
 	if h := passOnHead(res); h == nil || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
 		if h != nil {
 			h.Fill(res)
 		}
-		announced = copyResponseHeader(dst, res, rt)
+		conn = res.Header["Connection"]
+		announced = copyResponseHeader(dst, res, rt, conn)
 		rs.w.WriteHeader(res.StatusCode)
 	}
 	fi := flushInterval(res, rt)
@@ -903,7 +929,7 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		}
 		rs.w.Flush()
 		for k, vv := range res.Trailer {
-			if !validTrailer(k) {
+			if !responseTrailer(rt, conn, k) {
 				continue
 			}
 			if !slices.Contains(announced, k) {
