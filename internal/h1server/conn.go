@@ -199,6 +199,16 @@ func (c *conn) serve() {
 			if !c.headBuffered() {
 				setReadTimeout(c.rwc, s.readHeaderTimeout())
 			}
+		} else if first && c.br.Buffered() == 0 {
+			// New until its first byte: Shutdown closes a connection
+			// that sent nothing within newConnGrace (as net/http does).
+			// (readRequest counts what this reads against the head's
+			// limit.)
+			c.r.remain = s.maxHeaderBytes() + 4096
+			if _, err := c.br.Peek(1); err != nil {
+				c.refuse(err)
+				return
+			}
 		}
 		c.state.Store(stateActive)
 		req, err := c.readRequest()
@@ -253,7 +263,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 			c.br.Discard(n)
 		}
 	}
-	c.r.remain = s.maxHeaderBytes() + 4096 // bufio's read-ahead slack, as net/http
+	// bufio's read-ahead slack, as net/http; what is buffered already (a
+	// pipelined request, or what the wait for the first byte read) counts.
+	c.r.remain = s.maxHeaderBytes() + 4096 - int64(c.br.Buffered())
 	c.scan.reset()
 	if b, _ := c.br.Peek(c.br.Buffered()); len(b) > 0 {
 		c.scan.feed(b)

@@ -533,6 +533,50 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// readSignalConn reports its first Read: the server waits for the
+// connection's first request.
+type readSignalConn struct {
+	net.Conn
+	once    sync.Once
+	reading chan struct{}
+}
+
+func (c *readSignalConn) Read(p []byte) (int, error) {
+	c.once.Do(func() { close(c.reading) })
+	return c.Conn.Read(p)
+}
+
+// TestShutdownClosesSilentNewConn: Shutdown closes a connection that has
+// sent nothing for longer than newConnGrace (net/http closes a StateNew
+// connection older than 5 s): a peer that connects and stays silent does
+// not hold a graceful shutdown until read_header_timeout, or for ever
+// without one. Before, a connection was marked active before its first
+// byte.
+func TestShutdownClosesSilentNewConn(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srvSide, cli := net.Pipe()
+	defer cli.Close()
+	rc := &readSignalConn{Conn: srvSide, reading: make(chan struct{})}
+	go s.ServeConn(rc)
+	testpeer.Recv(t, rc.reading, "the server's first read")
+	// The connection has been silent for longer than newConnGrace.
+	s.mu.Lock()
+	for c := range s.conns {
+		c.started = time.Now().Add(-2 * newConnGrace).UnixNano()
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), testpeer.WaitLimit)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown = %v: a connection that never sent a byte, silent for 2×newConnGrace, was not closed", err)
+	}
+	cli.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+	if _, err := cli.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("silent connection after Shutdown: read err %v, want it closed", err)
+	}
+}
+
 // After Drain every response closes its connection, and requests are
 // still served: the next one of a kept-alive connection, the first of a
 // new one.
