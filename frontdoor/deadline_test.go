@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,5 +147,58 @@ func TestServeHandshakeDeadlineEndsKeyWait(t *testing.T) {
 	}
 	if el := time.Since(start); el > 4*time.Second {
 		t.Errorf("handshake ended after %v", el)
+	}
+}
+
+// TestHandshakePanicEndsOneConnection: a panic in a site's handshake (a
+// defect of a protocol stack on one connection's input) fails that
+// handshake and closes its connection; the server goes on serving the
+// next connection.
+func TestHandshakePanicEndsOneConnection(t *testing.T) {
+	p, err := devpki.Generate(devpki.Options{SkipECDSA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := TLCPHandshaker(&tlcp.Config{
+		Certificates: []tlcp.Certificate{{
+			SignCertificate: [][]byte{p.ServerSign.Cert.Raw}, SignKey: p.ServerSign.Key,
+			EncCertificate: p.ServerEnc.Cert.Raw, EncKey: p.ServerEnc.Key,
+		}},
+		SessionTicketsDisabled: true,
+	})
+	var calls int
+	var mu sync.Mutex
+	site := &Site{Name: "s", TLCP: HandshakerFunc(func(ctx context.Context, conn net.Conn, hello *ClientHello) (*Established, error) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			var m map[string]int
+			m["hostile"]++ // a nil map write: a runtime panic
+		}
+		return good.Handshake(ctx, conn, hello)
+	})}
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLCP: true, HandshakeTimeout: testwait.Bound(5 * time.Second), Sites: NewSites([]*Site{site}, nil)}, obs)
+	roots := smx509.NewCertPool()
+	roots.AddCert(p.CA.Cert)
+	dial := func() error {
+		raw, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		raw.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+		return tlcp.Client(raw, &tlcp.Config{RootCAs: roots, ServerName: "localhost"}).Handshake()
+	}
+	if err := dial(); err == nil {
+		t.Fatal("the handshake that panicked succeeded")
+	}
+	if ev := obs.next(t); ev.Err == nil || !strings.Contains(ev.Err.Error(), "panic") {
+		t.Errorf("the panicked handshake reported as %v", ev.Err)
+	}
+	if err := dial(); err != nil {
+		t.Fatalf("the next connection after a handshake panic: %v", err)
 	}
 }

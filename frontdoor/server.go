@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -436,7 +437,7 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	}
 	st.Site, st.ClientAuthPolicy = site.Name, site.ClientAuthPolicy
 
-	est, err := hs.Handshake(ctx, rc, sn.hello)
+	est, err := runHandshake(ctx, hs, rc, sn.hello, cfg)
 	// rc lives as long as the connection: let the first flight go.
 	scratch.sn = sniffed{}
 	if err != nil {
@@ -461,6 +462,22 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		c.rec, _ = est.Conn.(recordStats)
 	}
 	return c, nil
+}
+
+// runHandshake runs hs on rc. A panic in it (a defect of a protocol
+// stack, met on one connection's input) fails that handshake, logged with
+// its stack, instead of ending the process and every other connection
+// with it, as net/http recovers a panic in crypto/tls's handshake.
+func runHandshake(ctx context.Context, hs Handshaker, rc net.Conn, hello *ClientHello, cfg *ListenerConfig) (est *Established, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			est, err = nil, fmt.Errorf("handshake: panic: %v", p)
+			if cfg.Logger != nil {
+				cfg.Logger.Error("handshake panicked: a defect, please report it; the connection is closed", "listener", cfg.Name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	return hs.Handshake(ctx, rc, hello)
 }
 
 // handshakeScratch is one allocation for what a handshake needs beside
