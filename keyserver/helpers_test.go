@@ -246,3 +246,16 @@ func served(c net.Conn, fr *frameReader) bool {
 	id, code, _, err := fr.next()
 	return err == nil && id == 1 && code == byte(CodeOK)
 }
+
+// quarantine reloads ks's policy with cert (say, of a compromised edge)
+// pinned to a grant of the signing key only, "edge-quarantined" with
+// maxConns, ahead of the subject grant of "edge".
+func quarantine(t *testing.T, ks *running, keys []Key, cert *x509.Certificate, maxConns int) {
+	t.Helper()
+	h := SPKIHash(cert)
+	q := Grant{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}}
+	q.MaxConns = maxConns
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{q, grantAll("edge", keys)}}); err != nil {
+		t.Fatal(err)
+	}
+}

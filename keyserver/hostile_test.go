@@ -101,15 +101,7 @@ func TestReloadReidentifiesOpenConnections(t *testing.T) {
 	if _, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); err != nil {
 		t.Fatal(err)
 	}
-	// This one certificate (say, of a compromised edge) is pinned to a
-	// grant of the signing key only, ahead of the subject grant.
-	h := SPKIHash(cert)
-	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{
-		{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}},
-		grantAll("edge", keys),
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	quarantine(t, ks, keys, cert, 0)
 	fresh := newClient(t, cliTLS, ks.addr)
 	if _, err := remote(t, fresh, keys[1]).DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("new connection: err = %v, want forbidden", err)
@@ -142,12 +134,7 @@ func TestReidentifiedConnectionsCountAgainstTheirGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := SPKIHash(cert)
-	quarantined := Grant{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}}
-	quarantined.MaxConns = 1
-	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{quarantined, grantAll("edge", keys)}}); err != nil {
-		t.Fatal(err)
-	}
+	quarantine(t, ks, keys, cert, 1)
 	if err := sign(kc1); err != nil {
 		t.Fatalf("the first connection under the quarantine: %v", err)
 	}

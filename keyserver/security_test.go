@@ -527,13 +527,7 @@ func TestInFlightMetricBalancedAcrossReidentification(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	h := SPKIHash(cert)
-	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{
-		{Name: "edge-quarantined", SPKISHA256: h[:], Keys: []string{"sign"}},
-		grantAll("edge", keys),
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	quarantine(t, ks, keys, cert, 0)
 	// A request on the same connection: its read loop re-identifies it.
 	if err := kc.Ping(ctx); err != nil {
 		t.Fatal(err)

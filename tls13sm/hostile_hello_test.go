@@ -54,9 +54,9 @@ func keySharesHello(groups, shares []uint16) []byte {
 }
 
 // answerHello sends hello (in records of at most 2^14 bytes) to a server
-// with the test configuration and returns its handshake error and the
-// alert it sent (0: none).
-func answerHello(t testing.TB, hello []byte) (error, Alert) {
+// with the test configuration and returns the alert it sent (0: none) and
+// its handshake error.
+func answerHello(t testing.TB, hello []byte) (Alert, error) {
 	t.Helper()
 	scfg, _ := testConfigs(t)
 	a, b := tcpPair(t)
@@ -81,9 +81,9 @@ func answerHello(t testing.TB, hello []byte) (error, Alert) {
 	a.Close()
 	out := <-got
 	if len(out) >= 7 && out[0] == recordTypeAlert {
-		return err, Alert(out[6])
+		return Alert(out[6]), err
 	}
-	return err, 0
+	return 0, err
 }
 
 func groupRange(from, n int) []uint16 {
@@ -116,7 +116,7 @@ func TestManyKeyShares(t *testing.T) {
 			if len(hello) > maxHandshakeMsg {
 				t.Fatalf("hello of %d bytes", len(hello))
 			}
-			err, alert := answerHello(t, hello)
+			alert, err := answerHello(t, hello)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || alert != tc.alert {
 				t.Fatalf("err %.200v, alert %v; want %q and alert %v", err, alert, tc.want, tc.alert)
 			}
@@ -151,7 +151,7 @@ func TestExtensionSet(t *testing.T) {
 		exts = appendExtension(exts, uint16(0x100+i), nil)
 	}
 	exts = appendExtension(exts, 0x100+2500, nil)
-	if err, alert := answerHello(t, helloWith(exts)); err == nil || alert != AlertDecodeError && alert != AlertIllegalParameter {
+	if alert, err := answerHello(t, helloWith(exts)); err == nil || alert != AlertDecodeError && alert != AlertIllegalParameter {
 		t.Errorf("a hello with a duplicate extension among 3000: err %v, alert %v", err, alert)
 	}
 }

@@ -32,25 +32,9 @@ import (
 func TestKeyServerReloadsClientCA(t *testing.T) {
 	dir, ksFile := keyServerFiles(t, "")
 	ks := startKeyServerCmd(t, "-c", ksFile)
-	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The key server's own certificate comes from the same CA.
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	oldCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "keyserver_client.crt"), filepath.Join(dir, "keyserver_client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := func(cert tls.Certificate) *keyserver.Client {
-		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
-		kc := &keyserver.Client{Timeout: 5 * time.Second, Conns: 1, Endpoints: []keyserver.Endpoint{{Address: ks.addr, Dial: func(ctx context.Context) (net.Conn, error) {
-			return (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", ks.addr)
-		}}}}
-		t.Cleanup(kc.Close)
-		return kc
-	}
+	pool, oldCert := keyServerClientPKI(t, dir)
+	client := func(cert tls.Certificate) *keyserver.Client { return keyServerTLSClient(t, ks.addr, pool, cert) }
 	open := client(oldCert)
 	if err := open.Ping(context.Background()); err != nil {
 		t.Fatalf("client of the configured CA: %v", err)
@@ -181,24 +165,8 @@ max_handshakes_per_address: 1
 func TestKeyServerReloadOfListenKeepsServing(t *testing.T) {
 	dir, ksFile := keyServerFiles(t, "")
 	ks := startKeyServerCmd(t, "-c", ksFile)
-	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "keyserver_client.crt"), filepath.Join(dir, "keyserver_client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
-	newClient := func() *keyserver.Client {
-		kc := &keyserver.Client{Timeout: 5 * time.Second, Conns: 1, Endpoints: []keyserver.Endpoint{{Address: ks.addr, Dial: func(ctx context.Context) (net.Conn, error) {
-			return (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", ks.addr)
-		}}}}
-		t.Cleanup(kc.Close)
-		return kc
-	}
+	pool, cert := keyServerClientPKI(t, dir)
+	newClient := func() *keyserver.Client { return keyServerTLSClient(t, ks.addr, pool, cert) }
 	open := newClient()
 	if err := open.Ping(context.Background()); err != nil {
 		t.Fatalf("before the reload: %v", err)
@@ -229,4 +197,33 @@ func TestKeyServerReloadOfListenKeepsServing(t *testing.T) {
 	if err := newClient().Ping(context.Background()); err != nil {
 		t.Errorf("after a reload that changed only listen (needs a restart), a new connection on the running listener: %v", err)
 	}
+}
+
+// keyServerClientPKI returns the CA of the test key server's files in dir
+// (it issued the key server's certificate too) and the client
+// certificate it issued.
+func keyServerClientPKI(t *testing.T, dir string) (*x509.CertPool, tls.Certificate) {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "keyserver_client.crt"), filepath.Join(dir, "keyserver_client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, cert
+}
+
+// keyServerTLSClient is a key server client of one connection to addr,
+// presenting cert and trusting pool, closed when the test ends.
+func keyServerTLSClient(t *testing.T, addr string, pool *x509.CertPool, cert tls.Certificate) *keyserver.Client {
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	kc := &keyserver.Client{Timeout: 5 * time.Second, Conns: 1, Endpoints: []keyserver.Endpoint{{Address: addr, Dial: func(ctx context.Context) (net.Conn, error) {
+		return (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	}}}}
+	t.Cleanup(kc.Close)
+	return kc
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net/http"
 	"os"
@@ -94,12 +93,7 @@ metrics_address: 127.0.0.1:0
 
 	// A TLS client without a certificate is refused in the handshake: it
 	// never reads the key server's greeting.
-	caPEM, err := os.ReadFile(filepath.Join(dir, "keyserver_ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool, _ := keyServerClientPKI(t, dir)
 	anon, err := tls.Dial("tcp", ks.addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
 	if err == nil {
 		anon.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
