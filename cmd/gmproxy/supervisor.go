@@ -204,6 +204,10 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	for i := range s.n {
 		p, err := s.spawn(i, exits)
 		if err != nil {
+			// The workers started so far, for killAll.
+			s.mu.Lock()
+			s.procs = s.procs[:i]
+			s.mu.Unlock()
 			return exits, err
 		}
 		s.procs[i] = p

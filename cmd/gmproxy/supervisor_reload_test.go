@@ -540,3 +540,29 @@ func TestReloadDuringReload(t *testing.T) {
 		t.Errorf("shutdown: status %d", c)
 	}
 }
+
+// TestStartFailureKillsWhatStarted: when a worker cannot be spawned (the
+// program cannot be executed), killAll stops the workers started so far
+// and returns. Before, it met the places of the workers never started and
+// panicked: the exit was a Go panic instead of status 1, and
+// runSupervisor's removal of its folder (which holds the ticket wrap key)
+// was skipped.
+func TestStartFailureKillsWhatStarted(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	s := sleeperSupervisor(t)
+	if err := os.WriteFile(s.file, []byte("workers: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.exe = filepath.Join(t.TempDir(), "no-such-gmproxy")
+	if _, err := s.start(); err == nil {
+		t.Fatal("start with a program that cannot be executed succeeded")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("killAll after a failed spawn panicked: %v", r)
+		}
+	}()
+	s.killAll()
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/keyserver"
@@ -560,12 +561,19 @@ func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Clie
 	if m.TLS != nil {
 		cert := m.TLS.TLSCertificate()
 		// ECDSA/RSA signatures (and RSA decryption) go through the same
-		// bounded engine as the SM2 operations.
-		cert.PrivateKey = off.Wrap(m.TLS.Key, frontdoor.FamilyTLS)
+		// bounded engine as the SM2 operations, with the handshake's
+		// context (crypto/tls calls Sign and Decrypt, which have none):
+		// an operation queued for a handshake past its deadline is
+		// dropped, not computed.
+		key := off.Wrap(m.TLS.Key, frontdoor.FamilyTLS)
 		tc := &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			MinVersion:   m.TLSMinVersion,
-			NextProtos:   alpn,
+			GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				c := cert
+				c.PrivateKey = smkey.WithContext(hi.Context(), key)
+				return &c, nil
+			},
+			MinVersion: m.TLSMinVersion,
+			NextProtos: alpn,
 		}
 		if tc.MinVersion == 0 {
 			tc.MinVersion = tls.VersionTLS12

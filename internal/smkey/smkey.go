@@ -81,6 +81,39 @@ func Decrypt(ctx context.Context, k crypto.Decrypter, rand io.Reader, msg []byte
 	return k.Decrypt(rand, msg, opts)
 }
 
+// WithContext returns k bound to ctx, for callers that know only
+// crypto.Signer and crypto.Decrypter (crypto/tls): its Sign, and its
+// Decrypt when k decrypts, go through Sign and Decrypt with ctx, so that an
+// operation queued for a handshake that gave up ends with ctx's error
+// instead of running.
+func WithContext(ctx context.Context, k crypto.Signer) crypto.Signer {
+	b := boundKey{ctx: ctx, k: k}
+	if d, ok := k.(crypto.Decrypter); ok {
+		return boundDecrypter{b, d}
+	}
+	return b
+}
+
+type boundKey struct {
+	ctx context.Context
+	k   crypto.Signer
+}
+
+func (b boundKey) Public() crypto.PublicKey { return b.k.Public() }
+
+func (b boundKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	return Sign(b.ctx, b.k, rand, digest, opts)
+}
+
+type boundDecrypter struct {
+	boundKey
+	d crypto.Decrypter
+}
+
+func (b boundDecrypter) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	return Decrypt(b.ctx, b.d, rand, msg, opts)
+}
+
 // LocalKeyAgreement adapts an in-process *sm2.PrivateKey to KeyAgreement.
 type LocalKeyAgreement struct{ Key *sm2.PrivateKey }
 

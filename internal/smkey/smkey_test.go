@@ -7,7 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/hex"
+	"errors"
+	"io"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -187,5 +190,61 @@ func TestSM2Point(t *testing.T) {
 	}
 	if _, ok := SM2Point(nil); ok {
 		t.Fatal("nil accepted")
+	}
+}
+
+// countingKey is an RSA key that counts its signatures and decryptions.
+type countingKey struct {
+	*rsa.PrivateKey
+	signs, decrypts int
+}
+
+func (k *countingKey) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, error) {
+	k.signs++
+	return k.PrivateKey.Sign(r, d, o)
+}
+
+func (k *countingKey) Decrypt(r io.Reader, m []byte, o crypto.DecrypterOpts) ([]byte, error) {
+	k.decrypts++
+	return k.PrivateKey.Decrypt(r, m, o)
+}
+
+// TestWithContext: a key bound to a context that is done neither signs
+// nor decrypts (crypto/tls, which calls Sign and Decrypt, then gets the
+// context's error); bound to a live one it does both, and it still
+// decrypts only when the key does.
+func TestWithContext(t *testing.T) {
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &countingKey{PrivateKey: rk}
+	digest := make([]byte, 32)
+	ct, err := rsa.EncryptPKCS1v15(rand.Reader, &rk.PublicKey, []byte("pre-master"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	bound := WithContext(ctx, k)
+	if _, err := bound.Sign(rand.Reader, digest, crypto.SHA256); err != nil || k.signs != 1 {
+		t.Fatalf("live context: Sign err %v, %d signatures", err, k.signs)
+	}
+	d, ok := bound.(crypto.Decrypter)
+	if !ok {
+		t.Fatal("a decrypting key bound to a context does not decrypt")
+	}
+	if pt, err := d.Decrypt(rand.Reader, ct, nil); err != nil || string(pt) != "pre-master" {
+		t.Fatalf("live context: Decrypt %q %v", pt, err)
+	}
+	cancel()
+	if _, err := bound.Sign(rand.Reader, digest, crypto.SHA256); !errors.Is(err, context.Canceled) || k.signs != 1 {
+		t.Errorf("done context: Sign err %v, %d signatures (want the context's error and none more)", err, k.signs)
+	}
+	if _, err := d.Decrypt(rand.Reader, ct, nil); !errors.Is(err, context.Canceled) || k.decrypts != 1 {
+		t.Errorf("done context: Decrypt err %v, %d decryptions", err, k.decrypts)
+	}
+	ek, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, ok := WithContext(ctx, ek).(crypto.Decrypter); ok {
+		t.Error("an ECDSA key bound to a context decrypts")
 	}
 }
