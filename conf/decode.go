@@ -2,7 +2,9 @@ package conf
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"regexp"
@@ -33,6 +35,17 @@ type decoder struct {
 	failed map[string]bool
 	depth  int // current nesting, bounded by maxDepth
 	nodes  int // nodes visited, bounded by maxNodes (alias bombs)
+	// reported holds the problems added, by position and message: an
+	// alias decoded many times reports each of its problems once.
+	reported map[problemKey]bool
+	// merging holds the mappings being decoded, so that a merge key
+	// (<<) that refers to one of them is reported, not expanded.
+	merging map[*yaml.Node]bool
+}
+
+type problemKey struct {
+	line, col int
+	msg       string
 }
 
 // Limits on what a configuration file may make the decoder do.
@@ -42,14 +55,18 @@ const (
 )
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, valPos: map[string]pos{}, keyPos: map[string]pos{}, failed: map[string]bool{}}
+	return &decoder{file: file, valPos: map[string]pos{}, keyPos: map[string]pos{}, failed: map[string]bool{},
+		reported: map[problemKey]bool{}, merging: map[*yaml.Node]bool{}}
 }
 
 func (d *decoder) addAt(sev Severity, p pos, path, msg, fix string) {
 	if sev == SeverityError {
 		d.failed[path] = true
 	}
-	d.probs = append(d.probs, Problem{File: d.file, Line: p.line, Column: p.col, Path: path, Severity: sev, Message: msg, Fix: fix})
+	if k := (problemKey{p.line, p.col, msg}); !d.reported[k] {
+		d.reported[k] = true
+		d.probs = append(d.probs, Problem{File: d.file, Line: p.line, Column: p.col, Path: path, Severity: sev, Message: msg, Fix: fix})
+	}
 }
 
 func nodePos(n *yaml.Node) pos { return pos{n.Line, n.Column} }
@@ -60,7 +77,12 @@ var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 // KeyServerFile, already defaulted).
 func (d *decoder) decodeFile(data []byte, cfg any) {
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	yd := yaml.NewDecoder(bytes.NewReader(data))
+	err := yd.Decode(&root)
+	if errors.Is(err, io.EOF) {
+		err = nil // an empty file: reported below
+	}
+	if err != nil {
 		p := pos{}
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
@@ -73,6 +95,16 @@ func (d *decoder) decodeFile(data []byte, cfg any) {
 	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Tag == "!!null" {
 		d.addAt(SeverityError, pos{1, 1}, "", "the configuration is empty", "start from deploy/examples/edge.yaml or run gmproxy without arguments for the development setup")
 		return
+	}
+	// A second document ("---") would be ignored: the sections in it
+	// would silently not apply.
+	var next yaml.Node
+	if err := yd.Decode(&next); !errors.Is(err, io.EOF) {
+		p := pos{next.Line, next.Column}
+		if err != nil || p.line == 0 {
+			p = pos{}
+		}
+		d.addAt(SeverityError, p, "", "the file holds more than one YAML document (a line \"---\" starts another)", "put every section in one document: remove the \"---\" line and merge the sections")
 	}
 	d.decode(root.Content[0], reflect.ValueOf(cfg).Elem(), "")
 }
@@ -259,9 +291,17 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	m := reflect.MakeMap(v.Type())
+	seen := map[string]pos{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		kp := joinPath(path, k.Value)
+		// The names are header field names: X-Tenant and x-tenant are
+		// one, and the last would silently win.
+		if prev, dup := seen[strings.ToLower(k.Value)]; dup {
+			d.addAt(SeverityError, nodePos(k), kp, fmt.Sprintf("name %q appears twice in this mapping (first at line %d)", k.Value, prev.line), "keep only one of them")
+			continue
+		}
+		seen[strings.ToLower(k.Value)] = nodePos(k)
 		d.keyPos[kp] = nodePos(k)
 		ev := reflect.New(v.Type().Elem()).Elem()
 		d.decode(val, ev, kp)
@@ -323,11 +363,13 @@ func parseBool(n *yaml.Node) (bool, bool) {
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	fields := structFields(v.Type())
 	seen := map[string]pos{}
+	d.merging[n] = true
+	defer delete(d.merging, n)
 	// Merge keys ("<<: *anchor") first, so that explicit keys override them.
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "<<" && n.Content[i].Tag == "!!merge" {
 			val := n.Content[i+1]
-			for val.Kind == yaml.AliasNode {
+			for val.Kind == yaml.AliasNode && val.Alias != nil {
 				val = val.Alias
 			}
 			srcs := []*yaml.Node{val}
@@ -335,6 +377,14 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 				srcs = val.Content
 			}
 			for _, s := range srcs {
+				src := s
+				for src.Kind == yaml.AliasNode && src.Alias != nil {
+					src = src.Alias
+				}
+				if d.merging[src] {
+					d.addAt(SeverityError, nodePos(s), path, "a merge key (<<) refers to the mapping it is in", "remove it from the merge key's list")
+					continue
+				}
 				d.decode(s, v, path)
 			}
 		}

@@ -38,6 +38,10 @@ func secretsConfig(t *testing.T, perm os.FileMode, ticketKey []byte) string {
 		t.Fatal(err)
 	}
 	os.Chmod(filepath.Join(dir, "ticket.key"), perm)
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte("0123456789abcdef0123456789abcdef\n"), perm); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(dir, "admin.token"), perm)
 	cfg := `listeners: [{address: "127.0.0.1:0"}]
 sites:
   - tlcp:
@@ -50,6 +54,7 @@ sites:
 sessions:
   tickets: true
   ticket_key_file: ticket.key
+admin: {address: 127.0.0.1:9100, token_file: admin.token}
 `
 	path := filepath.Join(dir, "gmproxy.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -81,7 +86,8 @@ func randomishKey() []byte {
 }
 
 // TestSecretFileModes: check warns, at the key's position, about each
-// private key, password file and ticket key file readable by others or by
+// private key, password file, ticket key file and admin token file
+// readable by others or by
 // a group gmproxy is not in, and says nothing when only the owner and
 // gmproxy's own group can read them.
 func TestSecretFileModes(t *testing.T) {
@@ -105,7 +111,7 @@ func TestSecretFileModes(t *testing.T) {
 		}
 		path := secretsConfig(t, c.perm, randomishKey())
 		if c.gid >= 0 {
-			for _, n := range []string{"server_sign.enc.key", "server_enc.key", "password.txt", "ticket.key"} {
+			for _, n := range []string{"server_sign.enc.key", "server_enc.key", "password.txt", "ticket.key", "admin.token"} {
 				if err := os.Chown(filepath.Join(filepath.Dir(path), n), -1, c.gid); err != nil {
 					t.Fatal(err)
 				}
@@ -132,6 +138,7 @@ func TestSecretFileModes(t *testing.T) {
 			`gmproxy.yaml:7:16: warning: sites[0].tlcp.enc_key: private key file "server_enc.key" is ` + c.who,
 			`gmproxy.yaml:8:26: warning: sites[0].tlcp.key_password_file: password file "password.txt" is ` + c.who,
 			`gmproxy.yaml:12:20: warning: sessions.ticket_key_file: ticket key file "ticket.key" is ` + c.who,
+			`gmproxy.yaml:13:46: warning: admin.token_file: admin token file "admin.token" is ` + c.who,
 		}
 		if len(got) != len(want) {
 			t.Fatalf("%04o: warnings\n%s\nwant %d", c.perm, strings.Join(got, "\n"), len(want))

@@ -1460,6 +1460,8 @@ func (v *validator) validateAdmin() {
 			v.errf("admin.token_file", "put at least 16 random characters in it, e.g. head -c 32 /dev/urandom | base64", "the token in %q is shorter than 16 characters", a.TokenFile)
 		default:
 			a.Token = tok
+			// Whoever reads it may reload the configuration.
+			v.secretMode("admin.token_file", a.TokenFile, "admin token file")
 		}
 	}
 	exposed := func(addr string) bool {
