@@ -87,9 +87,8 @@ func randomishKey() []byte {
 
 // TestSecretFileModes: check warns, at the key's position, about each
 // private key, password file, ticket key file and admin token file
-// readable by others or by
-// a group gmproxy is not in, and says nothing when only the owner and
-// gmproxy's own group can read them.
+// readable by others or by a group gmproxy is not in, and says nothing
+// when only the owner and gmproxy's own group can read them.
 func TestSecretFileModes(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("permission bits")
