@@ -1,8 +1,11 @@
 package conf
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,9 +14,11 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/transcript"
 )
 
@@ -403,4 +408,64 @@ func TestSM2OnlyClientCAWithTLS(t *testing.T) {
 	if p, n := X509Pool(cfg.Sites[0].Material.ClientCAs); p == nil || n != 0 {
 		t.Errorf("X509Pool: %v, %d; want an empty pool", p, n)
 	}
+}
+
+// TestSameKeyForSignAndEnc: an encryption certificate issued for the
+// signing certificate's key pair (the enc key file a copy of the sign key)
+// is warned about at enc_cert: TLCP's double certificates are two key
+// pairs.
+func TestSameKeyForSignAndEnc(t *testing.T) {
+	caCerts, err := smkey.LoadCertificatesFile("testdata/pki/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := smkey.LoadPrivateKeyFile("testdata/pki/ca.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signKey, err := smkey.LoadPrivateKeyFile("testdata/pki/server_sign.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := smkey.LoadCertificatesFile("testdata/pki/server_sign.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &smx509.Certificate{
+		SerialNumber: big.NewInt(0x7a6b5c4d3e), Subject: sc[0].Subject, DNSNames: sc[0].DNSNames, IPAddresses: sc[0].IPAddresses,
+		NotBefore: sc[0].NotBefore, NotAfter: sc[0].NotAfter,
+		KeyUsage:    smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement,
+		ExtKeyUsage: []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth},
+	}
+	der, err := smx509.CreateCertificate(rand.Reader, tmpl, caCerts[0], signKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, src := range map[string]string{"server_sign.crt": "server_sign.crt", "server_sign.key": "server_sign.key", "same_enc.key": "server_sign.key"} {
+		b, err := os.ReadFile(filepath.Join("testdata/pki", src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "same_enc.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(filepath.Join(dir, "gmproxy.yaml"), []byte(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: same_enc.crt, enc_key: same_enc.key}
+    routes: [{respond: {}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Warnings {
+		if w.Path == "sites[0].tlcp.enc_cert" && strings.Contains(w.Message, "same key pair") {
+			return
+		}
+	}
+	t.Errorf("one key pair for the sign and enc certificates not warned about; warnings: %v", cfg.Warnings)
 }

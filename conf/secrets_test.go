@@ -188,3 +188,39 @@ sites:
 		}
 	}
 }
+
+// TestSwappedKeysOnReloadWithEnvPassword: swapped sign and enc keys are
+// named as such on a reload too, when their password comes from
+// key_password_env (which the first load took out of the environment):
+// before, the reload read the variable again, found nothing, and reported
+// two mismatches instead.
+func TestSwappedKeysOnReloadWithEnvPassword(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"server_sign.crt", "server_sign.enc.key", "server_enc.crt", "server_enc.key"} {
+		b, err := os.ReadFile(filepath.Join("testdata/pki", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(signKey, encKey string) []byte {
+		return []byte(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tlcp: {sign_cert: server_sign.crt, sign_key: ` + signKey + `, enc_cert: server_enc.crt, enc_key: ` + encKey + `, key_password_env: GMPROXY_TEST_SWAP_PW}
+    routes: [{respond: {}}]
+`)
+	}
+	t.Setenv("GMPROXY_TEST_SWAP_PW", "secret")
+	path := filepath.Join(dir, "gmproxy.yaml")
+	if _, err := Parse(path, config("server_sign.enc.key", "server_enc.key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := os.LookupEnv("GMPROXY_TEST_SWAP_PW"); ok {
+		t.Fatal("the password variable is still in the environment: the test does not reproduce a reload")
+	}
+	if _, err := Parse(path, config("server_enc.key", "server_sign.enc.key")); err == nil || !strings.Contains(err.Error(), "swapped") {
+		t.Errorf("reload with the keys swapped: %v, want them named swapped", err)
+	}
+}

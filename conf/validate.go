@@ -965,6 +965,12 @@ func (v *validator) tlcpPair(sign, enc *KeyPair, p, signCert, encCert string, wa
 		v.errf(p+"."+encCert, "use the separate encryption certificate issued with the signing certificate", "sign and enc certificates are the same certificate")
 		return
 	}
+	if bytes.Equal(a.RawSubjectPublicKeyInfo, b.RawSubjectPublicKeyInfo) {
+		// TLCP's double certificates are two key pairs: the encryption
+		// key may be escrowed by a key management centre, the signing
+		// key never.
+		v.warnf(p+"."+encCert, "issue the encryption certificate for a key pair of its own", "sign and enc certificates certify the same key pair: TLCP needs two, one that signs and one that decrypts")
+	}
 	if !bytes.Equal(a.RawSubject, b.RawSubject) {
 		v.warnf(p+"."+encCert, "issue both certificates for the same subject", "sign and enc certificates have different subjects (%q vs %q); GmSSL peers reject the pair", a.Subject.String(), b.Subject.String())
 	}
@@ -1094,8 +1100,12 @@ func (v *validator) swapped(t *SiteTLCP) bool {
 	if t.KeyPasswordFile != "" {
 		b, _ := os.ReadFile(v.resolve(t.KeyPasswordFile))
 		pw = bytes.TrimRight(b, "\r\n")
+		defer clear(b)
 	} else if t.KeyPasswordEnv != "" {
-		pw = []byte(os.Getenv(t.KeyPasswordEnv))
+		// As pair reads it: gmproxy took the variable out of its
+		// environment at the first load, and keeps it for reloads.
+		pw, _ = envPassword(t.KeyPasswordEnv)
+		defer clear(pw)
 	}
 	sk, err1 := smkey.LoadPrivateKeyFile(v.resolve(t.SignKey), pw)
 	ek, err2 := smkey.LoadPrivateKeyFile(v.resolve(t.EncKey), pw)
