@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -83,6 +84,11 @@ func (d *decoder) decodeFile(data []byte, cfg any) {
 		err = nil // an empty file: reported below
 	}
 	if err != nil {
+		if p, what, ok := badCharacter(data); ok {
+			// The YAML reader names no line for these.
+			d.addAt(SeverityError, p, "", "the file has "+what, "remove it, and save the file as UTF-8 text")
+			return
+		}
 		p := pos{}
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
@@ -107,6 +113,28 @@ func (d *decoder) decodeFile(data []byte, cfg any) {
 		d.addAt(SeverityError, p, "", "the file holds more than one YAML document (a line \"---\" starts another)", "put every section in one document: remove the \"---\" line and merge the sections")
 	}
 	d.decode(root.Content[0], reflect.ValueOf(cfg).Elem(), "")
+}
+
+// badCharacter finds the first byte sequence of data that is not UTF-8 or
+// is a control character YAML does not allow (all but tab, line feed and
+// carriage return; DEL and the C1 controls but NEL too), and its position.
+func badCharacter(data []byte) (p pos, what string, ok bool) {
+	p = pos{1, 1}
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			return p, "a byte sequence that is not UTF-8", true
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0x7f, r >= 0x80 && r <= 0x9f && r != 0x85:
+			return p, fmt.Sprintf("a control character (U+%04X)", r), true
+		case r == '\n':
+			p.line, p.col = p.line+1, 1
+		default:
+			p.col++
+		}
+		i += n
+	}
+	return pos{}, "", false
 }
 
 // nodeDecoder is implemented by types with their own YAML forms.

@@ -688,12 +688,21 @@ func (v *validator) password(kp KeyPassword, p string) ([]byte, bool) {
 			return nil, false
 		}
 		v.secretMode(p+".key_password_file", kp.KeyPasswordFile, "password file")
-		return bytes.TrimRight(b, "\r\n"), true
+		pw := bytes.TrimRight(b, "\r\n")
+		if len(pw) == 0 {
+			v.errf(p+".key_password_file", "write the keys' password in it (one line)", "password file %q is empty", kp.KeyPasswordFile)
+			return nil, false
+		}
+		return pw, true
 	}
 	if kp.KeyPasswordEnv != "" {
 		pw, ok := envPassword(kp.KeyPasswordEnv)
-		if !ok {
+		switch {
+		case !ok:
 			v.errf(p+".key_password_env", "export the variable before starting gmproxy, or use key_password_file", "environment variable %s is not set", kp.KeyPasswordEnv)
+			return nil, false
+		case len(pw) == 0:
+			v.errf(p+".key_password_env", "set it to the keys' password", "environment variable %s is empty", kp.KeyPasswordEnv)
 			return nil, false
 		}
 		return pw, true

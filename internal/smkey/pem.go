@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
@@ -15,6 +16,10 @@ import (
 
 // ErrNeedPassword is returned for an encrypted key when no password was given.
 var ErrNeedPassword = errors.New("the key is encrypted and no password was given")
+
+// ErrLegacyEncryption is returned for a key encrypted the old PEM way
+// (Proc-Type: 4,ENCRYPTED), which gmproxy does not read.
+var ErrLegacyEncryption = errors.New("the key is encrypted the legacy PEM way (Proc-Type: 4,ENCRYPTED), which is not supported; convert it to encrypted PKCS#8: openssl pkcs8 -topk8 -v2 aes-256-cbc -in KEY -out KEY.p8")
 
 // ParsePrivateKeyPEM parses the first private key in pemData: PKCS#8
 // ("PRIVATE KEY"), SEC 1 ("EC PRIVATE KEY") or encrypted PKCS#8 ("ENCRYPTED
@@ -28,6 +33,11 @@ func ParsePrivateKeyPEM(pemData, password []byte) (crypto.Signer, error) {
 		block, rest = pem.Decode(rest)
 		if block == nil {
 			return nil, errors.New("no PEM private key block found")
+		}
+		if strings.Contains(block.Headers["Proc-Type"], "ENCRYPTED") {
+			// RFC 1421 encryption ("openssl ec -aes256" and older
+			// tools): parsed as a plain key it fails as garbage.
+			return nil, ErrLegacyEncryption
 		}
 		switch block.Type {
 		case "PRIVATE KEY":

@@ -8,7 +8,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"io"
 	"math/big"
@@ -246,5 +248,29 @@ func TestWithContext(t *testing.T) {
 	ek, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if _, ok := WithContext(ctx, ek).(crypto.Decrypter); ok {
 		t.Error("an ECDSA key bound to a context decrypts")
+	}
+}
+
+// TestLegacyEncryptedPEM: a key encrypted the RFC 1421 way (Proc-Type:
+// 4,ENCRYPTED, what "openssl ec -aes256" writes) is refused as such, with
+// or without a password, instead of failing as a garbled SEC 1 key.
+func TestLegacyEncryptedPEM(t *testing.T) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1019 the legacy format, made on purpose
+	blk, err := x509.EncryptPEMBlock(rand.Reader, "EC PRIVATE KEY", der, []byte("secret"), x509.PEMCipherAES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range [][]byte{nil, []byte("secret")} {
+		if _, err := ParsePrivateKeyPEM(pem.EncodeToMemory(blk), pw); !errors.Is(err, ErrLegacyEncryption) {
+			t.Errorf("password %q: err %v, want ErrLegacyEncryption", pw, err)
+		}
 	}
 }
