@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"os"
@@ -468,4 +469,73 @@ sites:
 		}
 	}
 	t.Errorf("one key pair for the sign and enc certificates not warned about; warnings: %v", cfg.Warnings)
+}
+
+// TestExpiredChainCA: a CA certificate in a certificate file's chain that
+// has expired is warned about at the certificate (clients that build the
+// chain through it refuse the certificate); before, only the leaf was
+// checked.
+func TestExpiredChainCA(t *testing.T) {
+	caCerts, err := smkey.LoadCertificatesFile("testdata/pki/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := smkey.LoadPrivateKeyFile("testdata/pki/ca.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signKey, err := smkey.LoadPrivateKeyFile("testdata/pki/server_sign.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := smkey.LoadCertificatesFile("testdata/pki/server_sign.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	interKey, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(tmpl, parent *smx509.Certificate, pub any, key any) []byte {
+		der, err := smx509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	inter := &smx509.Certificate{SerialNumber: big.NewInt(0x1234567890), Subject: pkix.Name{CommonName: "expired intermediate"},
+		NotBefore: testNow.AddDate(-2, 0, 0), NotAfter: testNow.AddDate(0, -1, 0),
+		KeyUsage: smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true}
+	interPEM := issue(inter, caCerts[0], interKey.Public(), caKey)
+	interCert, err := smkey.ParseCertificatesPEM(interPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &smx509.Certificate{SerialNumber: big.NewInt(0x55667788), Subject: sc[0].Subject, DNSNames: sc[0].DNSNames,
+		NotBefore: testNow.AddDate(-1, 0, 0), NotAfter: testNow.AddDate(2, 0, 0), KeyUsage: sc[0].KeyUsage, ExtKeyUsage: sc[0].ExtKeyUsage}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "chain.crt"), append(issue(leaf, interCert[0], signKey.Public(), interKey), interPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("testdata/pki/server_sign.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "server_sign.key"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(filepath.Join(dir, "gmproxy.yaml"), []byte(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tls13sm: {cert: chain.crt, key: server_sign.key}
+    routes: [{respond: {}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Warnings {
+		if w.Path == "sites[0].tls13sm.cert" && strings.Contains(w.Message, `"expired intermediate" expired`) {
+			return
+		}
+	}
+	t.Errorf("an expired CA certificate in the chain not warned about; warnings: %v", cfg.Warnings)
 }

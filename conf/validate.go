@@ -873,6 +873,14 @@ func (v *validator) validity(kp *KeyPair, path string) {
 	if v.now.Before(leaf.NotBefore) {
 		v.warnf(path, "check the system clock or wait", "certificate %q is not valid before %s", leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
+	// The CA certificates sent with it: clients refuse a chain through
+	// an expired one (one they do not need, a cross-signed root they
+	// hold anyway, is harmless: a warning).
+	for _, ca := range kp.Chain[1:] {
+		if v.now.After(ca.NotAfter) {
+			v.warnf(path, "put the CA's current certificate in the file, or remove it if clients do not need it", "the chain's CA certificate %q expired on %s; clients that build the chain through it refuse the certificate", ca.Subject.CommonName, ca.NotAfter.UTC().Format(time.DateOnly))
+		}
+	}
 }
 
 // serial warns about serial numbers GmSSL rejects.
