@@ -111,3 +111,39 @@ func TestControlReloadOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestListenControlKeepsALiveSocket: a control socket left by a process
+// that ended is replaced, one another process still listens on is not:
+// a second gmproxy started by mistake fails instead of silently taking
+// the running one's POST /reload.
+func TestListenControlKeepsALiveSocket(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	again, err := listenControl(conf.UnixPrefix + stale)
+	if err != nil {
+		t.Fatalf("a stale socket not replaced: %v", err)
+	}
+	again.Close()
+
+	live := filepath.Join(dir, "live.sock")
+	running, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Close()
+	if second, err := listenControl(conf.UnixPrefix + live); err == nil {
+		second.Close()
+		t.Fatal("a socket another process listens on was taken over")
+	}
+	c, err := net.Dial("unix", live)
+	if err != nil {
+		t.Fatalf("the running process's socket after the refused takeover: %v", err)
+	}
+	c.Close()
+}

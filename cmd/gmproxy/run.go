@@ -653,6 +653,13 @@ func listenControl(addr string) (net.Listener, error) {
 		return net.Listen("tcp", addr)
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// A socket left by a process that ended is replaced; one that
+		// answers belongs to a running gmproxy, whose control a second
+		// one must not silently take.
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen unix %s: another process listens on it (a gmproxy already running?)", path)
+		}
 		os.Remove(path)
 	}
 	old := umask(0o177)
