@@ -190,9 +190,13 @@ func (o *Engine) do(ctx context.Context, op, family, loc string, fn func() ([]by
 	}
 	enqueued := time.Now()
 	if err := s.acquire(ctx, o.wait); err != nil {
-		if errors.Is(err, ErrBusy) {
-			o.observe(op, family, loc, 0, 0, err)
+		// Refused (busy), or its handshake gave up while it waited:
+		// counted as failed, with its wait.
+		var waited time.Duration
+		if !errors.Is(err, ErrBusy) {
+			waited = time.Since(enqueued)
 		}
+		o.observe(op, family, loc, waited, 0, err)
 		return nil, err
 	}
 	defer s.release()

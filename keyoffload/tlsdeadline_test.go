@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -45,7 +46,8 @@ func (g *gatedSigner) Sign(r io.Reader, d []byte, o crypto.SignerOpts) ([]byte, 
 // signature once its context is done: crypto/tls calls Sign, which alone
 // has no context, and the operation used to run anyway when a slot freed.
 func TestTLSHandshakeDeadlineDropsQueuedKeyOp(t *testing.T) {
-	o := New(Config{Workers: 1, Queue: 8}, nil)
+	rec := &keyOpRec{}
+	o := New(Config{Workers: 1, Queue: 8}, rec)
 	defer o.Close()
 
 	// Occupy the engine's only slot.
@@ -86,4 +88,14 @@ func TestTLSHandshakeDeadlineDropsQueuedKeyOp(t *testing.T) {
 	if n := inner.n.Load(); n != 0 {
 		t.Errorf("the cancelled handshake's queued signature was computed (%d signatures); want it dropped", n)
 	}
+	// The dropped operation is counted (as failed, before its Sign
+	// returned), not lost from the metrics.
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, err := range rec.err {
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+	}
+	t.Errorf("the dropped operation was not reported to the observer: %v", rec.err)
 }

@@ -302,7 +302,7 @@ func (m *Metrics) build() {
 	m.storeOps = counter("session", "store_operations_total", "Calls to the shared session store, by op (get, set, delete, ticket_keys) and result (hit, miss, ok, error, timeout, skipped while the circuit breaker is open).", "op", "result")
 	m.storeDuration = histogram("session", "store_duration_seconds", "Round trips to the shared session store (calls that were not skipped).", KeyOpBuckets, "op")
 
-	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error and key location local or remote (key server).", "op", "protocol", "result", "location")
+	m.keyOps = counter("", "key_operations_total", "Private-key operations (sign, decrypt, key_agreement), by result ok or error (refused with the queue full, or dropped when their handshake gave up while they waited, included) and key location local or remote (key server).", "op", "protocol", "result", "location")
 	m.keyOpQueue = histogram("", "key_operation_queue_seconds", "Time private-key operations waited for an offload worker (remote keys: for a remote slot).", KeyOpBuckets, "op", "protocol", "location")
 	m.keyOpDuration = histogram("", "key_operation_duration_seconds", "Execution time of private-key operations, queue wait excluded (remote keys: the round trip to the key server).", KeyOpBuckets, "op", "protocol", "location")
 	m.keyQueueLen = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "key_operation_queue_length",
