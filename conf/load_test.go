@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"crypto"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -416,29 +417,14 @@ func TestSM2OnlyClientCAWithTLS(t *testing.T) {
 // is warned about at enc_cert: TLCP's double certificates are two key
 // pairs.
 func TestSameKeyForSignAndEnc(t *testing.T) {
-	caCerts, err := smkey.LoadCertificatesFile("testdata/pki/ca.crt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := smkey.LoadPrivateKeyFile("testdata/pki/ca.key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signKey, err := smkey.LoadPrivateKeyFile("testdata/pki/server_sign.key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := smkey.LoadCertificatesFile("testdata/pki/server_sign.crt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caCert, caKey, signKey, signCert := testPKIFiles(t)
 	tmpl := &smx509.Certificate{
-		SerialNumber: big.NewInt(0x7a6b5c4d3e), Subject: sc[0].Subject, DNSNames: sc[0].DNSNames, IPAddresses: sc[0].IPAddresses,
-		NotBefore: sc[0].NotBefore, NotAfter: sc[0].NotAfter,
+		SerialNumber: big.NewInt(0x7a6b5c4d3e), Subject: signCert.Subject, DNSNames: signCert.DNSNames, IPAddresses: signCert.IPAddresses,
+		NotBefore: signCert.NotBefore, NotAfter: signCert.NotAfter,
 		KeyUsage:    smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement,
 		ExtKeyUsage: []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth},
 	}
-	der, err := smx509.CreateCertificate(rand.Reader, tmpl, caCerts[0], signKey.Public(), caKey)
+	der, err := smx509.CreateCertificate(rand.Reader, tmpl, caCert, signKey.Public(), caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,22 +462,7 @@ sites:
 // chain through it refuse the certificate); before, only the leaf was
 // checked.
 func TestExpiredChainCA(t *testing.T) {
-	caCerts, err := smkey.LoadCertificatesFile("testdata/pki/ca.crt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := smkey.LoadPrivateKeyFile("testdata/pki/ca.key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signKey, err := smkey.LoadPrivateKeyFile("testdata/pki/server_sign.key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := smkey.LoadCertificatesFile("testdata/pki/server_sign.crt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caCert, caKey, signKey, signCert := testPKIFiles(t)
 	interKey, err := sm2.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -506,13 +477,13 @@ func TestExpiredChainCA(t *testing.T) {
 	inter := &smx509.Certificate{SerialNumber: big.NewInt(0x1234567890), Subject: pkix.Name{CommonName: "expired intermediate"},
 		NotBefore: testNow.AddDate(-2, 0, 0), NotAfter: testNow.AddDate(0, -1, 0),
 		KeyUsage: smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true}
-	interPEM := issue(inter, caCerts[0], interKey.Public(), caKey)
+	interPEM := issue(inter, caCert, interKey.Public(), caKey)
 	interCert, err := smkey.ParseCertificatesPEM(interPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := &smx509.Certificate{SerialNumber: big.NewInt(0x55667788), Subject: sc[0].Subject, DNSNames: sc[0].DNSNames,
-		NotBefore: testNow.AddDate(-1, 0, 0), NotAfter: testNow.AddDate(2, 0, 0), KeyUsage: sc[0].KeyUsage, ExtKeyUsage: sc[0].ExtKeyUsage}
+	leaf := &smx509.Certificate{SerialNumber: big.NewInt(0x55667788), Subject: signCert.Subject, DNSNames: signCert.DNSNames,
+		NotBefore: testNow.AddDate(-1, 0, 0), NotAfter: testNow.AddDate(2, 0, 0), KeyUsage: signCert.KeyUsage, ExtKeyUsage: signCert.ExtKeyUsage}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "chain.crt"), append(issue(leaf, interCert[0], signKey.Public(), interKey), interPEM...), 0o600); err != nil {
 		t.Fatal(err)
@@ -538,4 +509,25 @@ sites:
 		}
 	}
 	t.Errorf("an expired CA certificate in the chain not warned about; warnings: %v", cfg.Warnings)
+}
+
+// testPKIFiles loads the test PKI's CA certificate and key, and the
+// server's signing key and certificate.
+func testPKIFiles(t *testing.T) (caCert *smx509.Certificate, caKey, signKey crypto.Signer, signCert *smx509.Certificate) {
+	t.Helper()
+	load := func(name string) *smx509.Certificate {
+		c, err := smkey.LoadCertificatesFile(filepath.Join("testdata/pki", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c[0]
+	}
+	key := func(name string) crypto.Signer {
+		k, err := smkey.LoadPrivateKeyFile(filepath.Join("testdata/pki", name), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	return load("ca.crt"), key("ca.key"), key("server_sign.key"), load("server_sign.crt")
 }
