@@ -114,7 +114,10 @@ type workerProc struct {
 	quick    int // deaths in a row within restartReset of the start
 	restarts int
 	ready    bool
-	misses   int // probes in a row without an answer (watch only)
+	// reopen: a reopenSignal waits until the worker is ready (a signal
+	// that reaches it before its handler is installed ends it).
+	reopen bool
+	misses int // probes in a row without an answer (watch only)
 }
 
 // workerExit reports a worker that exited.
@@ -276,9 +279,7 @@ func (s *supervisor) waitReady(ctx context.Context, p *workerProc) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if _, err := s.call(ctx, p.index, http.MethodGet, "/readyz", workerCallTimeout); err == nil {
-			s.mu.Lock()
-			p.ready = true
-			s.mu.Unlock()
+			s.markReady(p)
 			return nil
 		}
 	}
@@ -475,6 +476,34 @@ func (s *supervisor) diedDuring(p *workerProc) bool {
 }
 
 // signalAll sends sig to every live worker.
+// markReady records that p answers, and gives it the reopenSignal that
+// waited for that.
+func (s *supervisor) markReady(p *workerProc) {
+	s.mu.Lock()
+	p.ready = true
+	reopen := p.reopen
+	p.reopen = false
+	s.mu.Unlock()
+	if reopen {
+		p.cmd.Process.Signal(reopenSignal)
+	}
+}
+
+// reopenLogs passes reopenSignal on to the ready workers; a worker still
+// starting gets it once ready (it may have opened its log before the
+// rotation that asked for this).
+func (s *supervisor) reopenLogs() {
+	for _, p := range s.live() {
+		s.mu.Lock()
+		ready := p.ready
+		p.reopen = !ready
+		s.mu.Unlock()
+		if ready {
+			p.cmd.Process.Signal(reopenSignal)
+		}
+	}
+}
+
 func (s *supervisor) signalAll(sig os.Signal) {
 	for _, p := range s.live() {
 		p.cmd.Process.Signal(sig)
@@ -885,7 +914,7 @@ func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func(
 	}
 	switch sig {
 	case reopenSignal:
-		s.signalAll(reopenSignal)
+		s.reopenLogs()
 	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
 		s.log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
 		return s.stop(sigs), true
@@ -932,7 +961,7 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 				case ok && isReloadRequest(sig):
 					next = append(next, sig)
 				case ok && sig == reopenSignal:
-					s.signalAll(reopenSignal)
+					s.reopenLogs()
 				case !ok || sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt:
 					s.log.Warn("shutdown requested during a reload: the reload is abandoned; graceful shutdown of every worker", "signal", fmt.Sprint(sig))
 					s.abandonReloads()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -565,4 +566,45 @@ func TestStartFailureKillsWhatStarted(t *testing.T) {
 		}
 	}()
 	s.killAll()
+}
+
+// TestReopenWaitsForReadyWorkers: the access-log reopen signal reaches the
+// ready workers at once and a worker still starting once it is ready,
+// not before (a SIGUSR1 that arrives before a worker installs its handler
+// ends it).
+func TestReopenWaitsForReadyWorkers(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	s := sleeperSupervisor(t)
+	dir := t.TempDir()
+	start := func(i int) (*workerProc, string) {
+		got := filepath.Join(dir, fmt.Sprint("reopened-", i))
+		up := filepath.Join(dir, fmt.Sprint("up-", i))
+		cmd := exec.Command("sh", "-c", `trap 'echo x >> `+got+`' USR1; : > `+up+`; while :; do sleep 0.02; done`)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &workerProc{index: i, cmd: cmd, exited: make(chan struct{})}
+		go func() { cmd.Wait(); close(p.exited) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-p.exited })
+		waitFor(t, func() bool { _, err := os.Stat(up); return err == nil }) // its trap is set
+		return p, got
+	}
+	ready, readyGot := start(0)
+	ready.ready = true
+	starting, startingGot := start(1)
+	s.procs = []*workerProc{ready, starting}
+	reopened := func(file string) bool { _, err := os.Stat(file); return err == nil }
+
+	s.reopenLogs()
+	waitFor(t, func() bool { return reopened(readyGot) })
+	// Both run the same loop: one signalled with the other has taken it
+	// within a few of its 20 ms sleeps.
+	time.Sleep(200 * time.Millisecond)
+	if reopened(startingGot) {
+		t.Fatal("a worker not yet ready was signalled")
+	}
+	s.markReady(starting)
+	waitFor(t, func() bool { return reopened(startingGot) })
 }
