@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -765,7 +766,33 @@ func (r *workerRun) hang(i int) workerStatus {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { syscall.Kill(w.PID, syscall.SIGKILL) })
+	// kill returns once the signal is queued: Linux wakes one thread of
+	// the worker, which stops the others when it runs. On a busy machine
+	// (CI's mutation baseline) another thread answered a reload request
+	// sent after the kill. The test's next step must find it stopped.
+	r.waitFor(fmt.Sprintf("worker %d (pid %d) stopped", i, w.PID), func() bool { return processStopped(w.PID) })
 	return w
+}
+
+// processStopped reports whether every thread of process pid is stopped
+// by a signal (state T in /proc/pid/task/*/stat).
+func processStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // TestWorkersStopWholeGroup: systemd's default KillMode=control-group
