@@ -286,6 +286,11 @@ func (s *supervisor) waitReady(ctx context.Context, p *workerProc) error {
 	return errors.New("not ready in time")
 }
 
+// maxWorkerAnswer bounds the body of a worker's answer read by call: a
+// metrics exposition of every site, upstream and listener stays far
+// below it.
+var maxWorkerAnswer = 64 << 20
+
 // call makes one request to worker i's admin socket, within timeout and
 // while ctx lasts, and returns the body of a 200 answer.
 func (s *supervisor) call(ctx context.Context, i int, method, path string, timeout time.Duration) ([]byte, error) {
@@ -300,9 +305,14 @@ func (s *supervisor) call(ctx context.Context, i int, method, path string, timeo
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxWorkerAnswer)+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(body) > maxWorkerAnswer {
+		// A cut answer (metrics text above all) would be taken for a
+		// whole one: refused instead.
+		return nil, fmt.Errorf("%s %s: answer longer than %d bytes", method, path, maxWorkerAnswer)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s", strings.TrimSpace(string(body)))

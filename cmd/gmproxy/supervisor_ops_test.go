@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,4 +270,35 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestWorkerAnswerTooLong: an answer from a worker longer than
+// maxWorkerAnswer is refused, not cut and taken for a whole one (a cut
+// metrics text would be summed as if complete).
+func TestWorkerAnswerTooLong(t *testing.T) {
+	defer func(n int) { maxWorkerAnswer = n }(maxWorkerAnswer)
+	maxWorkerAnswer = 1000
+	s := sleeperSupervisor(t)
+	ln, err := net.Listen("unix", workerSocket(s.dir, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Write(bytes.Repeat([]byte("x"), n))
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{999, true}, {1000, true}, {1001, false}, {100000, false}} {
+		body, err := s.call(t.Context(), 0, http.MethodGet, "/metrics?n="+strconv.Itoa(tc.n), 10*time.Second)
+		if tc.ok && (err != nil || len(body) != tc.n) {
+			t.Errorf("answer of %d bytes: %d bytes, %v", tc.n, len(body), err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "longer than 1000 bytes")) {
+			t.Errorf("answer of %d bytes: %d bytes, error %v, want refused", tc.n, len(body), err)
+		}
+	}
 }
