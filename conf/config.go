@@ -300,7 +300,9 @@ type Site struct {
 }
 
 // KeyPassword says where the password of an encrypted private key comes
-// from. It is never written in the YAML itself.
+// from. It is never written in the YAML itself. A key file of the section
+// that holds its key in the clear, although a password is set, is warned
+// about: the password protects nothing there.
 type KeyPassword struct {
 	// KeyPasswordFile is a file whose content (trailing newline removed) is
 	// the password of the encrypted private keys of this section. Like the

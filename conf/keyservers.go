@@ -356,6 +356,7 @@ func (v *validator) servedKeyFile(k *ServedKey, p string) []*sm2.PrivateKey {
 	}
 	defer clear(b)
 	v.secretMode(p+".key", k.Key, "private key file")
+	v.passwordUnused(p+".key", k.Key, b, pw, "entry")
 	keys, err := smkey.ParseAllPrivateKeysPEM(b, pw)
 	switch {
 	case errors.Is(err, smkey.ErrNeedPassword):

@@ -531,3 +531,62 @@ func testPKIFiles(t *testing.T) (caCert *smx509.Certificate, caKey, signKey cryp
 	}
 	return load("ca.crt"), key("ca.key"), key("server_sign.key"), load("server_sign.crt")
 }
+
+// TestPasswordForUnencryptedKey: a password configured for a key file that
+// holds its key in the clear is warned about at that key, not at the
+// encrypted one beside it (the operator believes the key encrypted at
+// rest); in a site and in a key server's keys entry.
+func TestPasswordForUnencryptedKey(t *testing.T) {
+	site := func(encKey string) []Problem {
+		t.Helper()
+		cfg, err := Parse("testdata/pki/gmproxy.yaml", []byte(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.enc.key, enc_cert: server_enc.crt, enc_key: `+encKey+`, key_password_file: password.txt}
+    routes: [{respond: {}}]
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Warnings
+	}
+	const said = "stored unencrypted: the configured password protects nothing"
+	var found []string
+	for _, w := range site("server_enc.key") {
+		if strings.Contains(w.Message, said) {
+			found = append(found, w.String())
+		}
+	}
+	if len(found) != 1 || !strings.Contains(found[0], `sites[0].tlcp.enc_key: private key "server_enc.key"`) {
+		t.Errorf("unencrypted enc key with a password: warnings %q, want one at enc_key", found)
+	}
+	for _, w := range site("server_enc.enc.key") {
+		if strings.Contains(w.Message, said) {
+			t.Errorf("both keys encrypted: %s", w)
+		}
+	}
+
+	pki, err := filepath.Abs("testdata/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "keyserver.yaml")
+	if err := os.WriteFile(path, []byte(`listen: 127.0.0.1:7443
+tls: {cert: `+pki+`/server_ecdsa.crt, key: `+pki+`/server_ecdsa.key, client_ca: `+pki+`/ecdsa_ca.crt}
+keys:
+  - {key: `+pki+`/server_sign.key, cert: `+pki+`/server_sign.crt, key_password_file: `+pki+`/password.txt}
+clients:
+  - {name: edge, subject: "CN=edge,O=Example", keys: [server_sign]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, probs := CheckKeyServer(path)
+	if f == nil || probs.HasErrors() {
+		t.Fatalf("key server file refused: %v", probs)
+	}
+	for _, p := range probs {
+		if p.Path == "keys[0].key" && strings.Contains(p.Message, said) {
+			return
+		}
+	}
+	t.Errorf("key server: unencrypted key with a password not warned about: %v", probs)
+}

@@ -113,6 +113,11 @@ func TestGenerateTestPKI(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, "server_sign.enc.key", pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: der}))
+	// And the server encryption key, with the same password.
+	if der, err = pkcs8.MarshalPrivateKey(p.ServerEnc.Key, []byte("secret"), pkcs8.DefaultOpts); err != nil {
+		t.Fatal(err)
+	}
+	write(t, "server_enc.enc.key", pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: der}))
 	write(t, "password.txt", []byte("secret\n"))
 	secret := make([]byte, 64)
 	if _, err := rand.Read(secret); err != nil {

@@ -814,6 +814,7 @@ func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyP
 	}
 	defer clear(b) // the key, possibly unencrypted
 	v.secretMode(keyPath, keyFile, "private key file")
+	v.passwordUnused(keyPath, keyFile, b, password, "section")
 	var key crypto.Signer
 	if keyIdx < 0 {
 		key, err = smkey.ParsePrivateKeyPEM(b, password)
@@ -850,6 +851,18 @@ func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyP
 		return nil
 	}
 	return &KeyPair{Chain: certs, Key: key, CertFile: v.resolve(certFile), KeyFile: v.resolve(keyFile)}
+}
+
+// passwordUnused warns that a password is configured for the key file
+// keyFile (PEM text pemData) although it holds a key in the clear: the
+// operator believes the key encrypted at rest, and it is not. where
+// names the place of the password setting in the fix.
+func (v *validator) passwordUnused(keyPath, keyFile string, pemData, password []byte, where string) {
+	if len(password) == 0 || !smkey.HasUnencryptedKey(pemData) {
+		return
+	}
+	v.warnf(keyPath, "encrypt the key (openssl pkcs8 -topk8 -v2 sm4-cbc -v2prf hmacWithSM3, or GmSSL's sm2keygen -pass) or remove key_password_file / key_password_env from this "+where,
+		"private key %q is stored unencrypted: the configured password protects nothing", keyFile)
 }
 
 func isSM2(kp *KeyPair) bool {

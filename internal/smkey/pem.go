@@ -34,39 +34,8 @@ func ParsePrivateKeyPEM(pemData, password []byte) (crypto.Signer, error) {
 		if block == nil {
 			return nil, errors.New("no PEM private key block found")
 		}
-		if strings.Contains(block.Headers["Proc-Type"], "ENCRYPTED") {
-			// RFC 1421 encryption ("openssl ec -aes256" and older
-			// tools): parsed as a plain key it fails as garbage.
-			return nil, ErrLegacyEncryption
-		}
-		switch block.Type {
-		case "PRIVATE KEY":
-			k, err := smx509.ParsePKCS8PrivateKey(block.Bytes)
-			if err != nil {
-				return nil, fmt.Errorf("parse PKCS#8 key: %w", err)
-			}
-			return asSigner(k)
-		case "EC PRIVATE KEY", "SM2 PRIVATE KEY":
-			k, err := smx509.ParseTypedECPrivateKey(block.Bytes)
-			if err != nil {
-				return nil, fmt.Errorf("parse SEC 1 key: %w", err)
-			}
-			return asSigner(k)
-		case "ENCRYPTED PRIVATE KEY":
-			if len(password) == 0 {
-				return nil, ErrNeedPassword
-			}
-			k, _, err := pkcs8.ParsePrivateKey(block.Bytes, password)
-			if err != nil {
-				return nil, fmt.Errorf("decrypt PKCS#8 key (wrong password?): %w", err)
-			}
-			return asSigner(k)
-		case "RSA PRIVATE KEY":
-			k, err := smx509.ParsePKCS1PrivateKey(block.Bytes)
-			if err != nil {
-				return nil, fmt.Errorf("parse PKCS#1 key: %w", err)
-			}
-			return k, nil
+		if isKeyBlock(block) {
+			return parseKeyBlock(block, password)
 		}
 	}
 }
@@ -82,10 +51,10 @@ func ParseAllPrivateKeysPEM(pemData, password []byte) ([]crypto.Signer, error) {
 		if block == nil {
 			break
 		}
-		if block.Type != "PRIVATE KEY" && block.Type != "EC PRIVATE KEY" && block.Type != "ENCRYPTED PRIVATE KEY" && block.Type != "SM2 PRIVATE KEY" && block.Type != "RSA PRIVATE KEY" {
+		if !isKeyBlock(block) {
 			continue
 		}
-		k, err := ParsePrivateKeyPEM(pem.EncodeToMemory(block), password)
+		k, err := parseKeyBlock(block, password)
 		if err != nil {
 			return nil, fmt.Errorf("key %d: %w", len(out)+1, err)
 		}
@@ -95,6 +64,79 @@ func ParseAllPrivateKeysPEM(pemData, password []byte) ([]crypto.Signer, error) {
 		return nil, errors.New("no PEM private key block found")
 	}
 	return out, nil
+}
+
+// HasUnencryptedKey reports whether pemData holds a private key block
+// stored in the clear (any but "ENCRYPTED PRIVATE KEY" and the legacy
+// Proc-Type encryption): a password configured for such a file protects
+// nothing.
+func HasUnencryptedKey(pemData []byte) bool {
+	rest := pemData
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return false
+		}
+		encrypted := block.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(block.Headers["Proc-Type"], "ENCRYPTED")
+		if isKeyBlock(block) && !encrypted {
+			clear(block.Bytes)
+			return true
+		}
+		clear(block.Bytes)
+	}
+}
+
+// isKeyBlock reports whether block is of a private key type
+// parseKeyBlock reads.
+func isKeyBlock(block *pem.Block) bool {
+	switch block.Type {
+	case "PRIVATE KEY", "EC PRIVATE KEY", "SM2 PRIVATE KEY", "ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY":
+		return true
+	}
+	return false
+}
+
+// parseKeyBlock parses one private key block (isKeyBlock), then clears
+// its decoded bytes: the key in the clear, or its encrypted form, has no
+// copy left but the parsed key.
+func parseKeyBlock(block *pem.Block, password []byte) (crypto.Signer, error) {
+	defer clear(block.Bytes)
+	if strings.Contains(block.Headers["Proc-Type"], "ENCRYPTED") {
+		// RFC 1421 encryption ("openssl ec -aes256" and older
+		// tools): parsed as a plain key it fails as garbage.
+		return nil, ErrLegacyEncryption
+	}
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err := smx509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse PKCS#8 key: %w", err)
+		}
+		return asSigner(k)
+	case "EC PRIVATE KEY", "SM2 PRIVATE KEY":
+		k, err := smx509.ParseTypedECPrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse SEC 1 key: %w", err)
+		}
+		return asSigner(k)
+	case "ENCRYPTED PRIVATE KEY":
+		if len(password) == 0 {
+			return nil, ErrNeedPassword
+		}
+		k, _, err := pkcs8.ParsePrivateKey(block.Bytes, password)
+		if err != nil {
+			return nil, fmt.Errorf("decrypt PKCS#8 key (wrong password?): %w", err)
+		}
+		return asSigner(k)
+	case "RSA PRIVATE KEY":
+		k, err := smx509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse PKCS#1 key: %w", err)
+		}
+		return k, nil
+	}
+	return nil, fmt.Errorf("unsupported PEM block %q", block.Type)
 }
 
 func asSigner(k any) (crypto.Signer, error) {

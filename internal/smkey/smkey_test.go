@@ -274,3 +274,50 @@ func TestLegacyEncryptedPEM(t *testing.T) {
 		}
 	}
 }
+
+// TestHasUnencryptedKey: a file with any private key in the clear
+// (whatever else it holds) has one; encrypted keys (PKCS#8 or the legacy
+// PEM way) and certificates are not.
+func TestHasUnencryptedKey(t *testing.T) {
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(pki(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	plain, enc, cert := read("server_sign.key"), read("server_sign.gmssl.key.pem"), read("server_sign.crt")
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1019 the legacy format, made on purpose
+	blk, err := x509.EncryptPEMBlock(rand.Reader, "EC PRIVATE KEY", der, []byte("secret"), x509.PEMCipherAES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := pem.EncodeToMemory(blk)
+	for _, c := range []struct {
+		name string
+		pem  []byte
+		want bool
+	}{
+		{"plain PKCS#8", plain, true},
+		{"plain SEC 1", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), true},
+		{"encrypted PKCS#8", enc, false},
+		{"legacy encrypted", legacy, false},
+		{"certificate", cert, false},
+		{"certificate then encrypted key", append(append([]byte{}, cert...), enc...), false},
+		{"encrypted then plain key", append(append([]byte{}, enc...), plain...), true},
+		{"empty", nil, false},
+	} {
+		if got := HasUnencryptedKey(c.pem); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
