@@ -31,7 +31,7 @@ func newBreaker(threshold int, cooldown time.Duration, now func() time.Time) *br
 }
 
 // allow reports whether a call may go to the store; a true answer must be
-// followed by done.
+// followed by done or release.
 func (b *breaker) allow() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -58,6 +58,15 @@ func (b *breaker) done(ok bool) {
 	if b.fails >= b.threshold || !b.openUntil.IsZero() {
 		b.openUntil = b.now().Add(b.cooldown)
 	}
+}
+
+// release ends an allowed call that says nothing of the store's health
+// (it refused a value for its size): a probe's turn passes to the next
+// call, and the count of failures stays.
+func (b *breaker) release() {
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
 }
 
 // open reports whether the breaker is refusing calls now.

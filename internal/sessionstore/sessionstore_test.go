@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -385,5 +386,40 @@ func TestFleetKeysKeepRotatingPastJunk(t *testing.T) {
 	}
 	if len(names) < 40 {
 		t.Errorf("%d encrypting keys in 48 rotations", len(names))
+	}
+}
+
+// tooLargeStore refuses every write for its size and fails every lookup.
+type tooLargeStore struct{ failingStore }
+
+func (s *tooLargeStore) Set(context.Context, string, []byte, time.Duration) error {
+	return fmt.Errorf("test store: %w", ErrTooLarge)
+}
+
+// TestSharedSizeRefusalIsNoOutcome: a write refused for its size neither
+// closes the breaker in its probe (the store said nothing of its health)
+// nor counts as a failure: the next call probes.
+func TestSharedSizeRefusalIsNoOutcome(t *testing.T) {
+	st := &tooLargeStore{}
+	rec := &recorder{}
+	sh := NewShared(st, time.Second, rec)
+	now := time.Unix(1000, 0)
+	sh.br.now = func() time.Time { return now }
+	tr := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute)
+	for range BreakerThreshold {
+		tr.Get("id")
+	}
+	if !sh.BreakerOpen() {
+		t.Fatal("the breaker did not open")
+	}
+	now = now.Add(BreakerCooldown)
+	tr.Put("big", []byte("state"), time.Minute) // the probe's turn, refused for its size
+	if rec.get("set/error") != 1 {
+		t.Fatalf("observed %v; want the refused write counted as an error", rec.n)
+	}
+	tr.Get("id") // the probe, failing
+	if st.calls != BreakerThreshold+1 || !sh.BreakerOpen() {
+		t.Fatalf("after a size refusal in the half-open breaker: %d lookups (want %d), open %v (want the failed probe to reopen it)",
+			st.calls, BreakerThreshold+1, sh.BreakerOpen())
 	}
 }

@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -53,6 +54,16 @@ func (s *Shared) report(op, result string, start time.Time) {
 	s.obs.StoreOp(op, result, d)
 }
 
+// settle records the outcome of a call the breaker allowed: a refusal of
+// a value for its size (ErrTooLarge) is none.
+func (s *Shared) settle(err error) {
+	if errors.Is(err, ErrTooLarge) {
+		s.br.release()
+		return
+	}
+	s.br.done(err == nil)
+}
+
 // get looks key up. val is nil unless found; the result is ResultHit,
 // ResultMiss, or why the store did not answer. A hit is reported by the
 // caller (which may still find the value unusable) through reportGet.
@@ -65,7 +76,7 @@ func (s *Shared) get(key string) (val []byte, result string, start time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	v, found, err := s.store.Get(ctx, key)
 	cancel()
-	s.br.done(err == nil)
+	s.settle(err)
 	switch {
 	case err != nil:
 		result = resultOf(err)
@@ -88,6 +99,6 @@ func (s *Shared) write(op string, f func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	err := f(ctx)
 	cancel()
-	s.br.done(err == nil)
+	s.settle(err)
 	s.report(op, resultOf(err), start)
 }

@@ -72,6 +72,16 @@ type Broadcaster interface {
 	Subscribe(channel string, deliver func(msg []byte), lost func()) (stop func())
 }
 
+// ErrTooLarge is what a Store returns (wrapped) when it refuses a key or
+// value for its size alone, as the workers' shared table does for what
+// does not fit its fixed slots (a TLCP session with a client certificate
+// chain): the session then resumes only where it was made. Such a refusal
+// says nothing of the store's health, so it is no failure for the circuit
+// breaker; were it one, a few mutual-TLS handshakes in a row would stop
+// every other session, and every ended-session message, from reaching the
+// store.
+var ErrTooLarge = errors.New("sessionstore: key or value too large for the store")
+
 // Results of a store call (the result label of the store metrics).
 const (
 	ResultHit     = "hit"     // a lookup found a usable entry

@@ -41,12 +41,15 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/gmproxy/gmproxy/internal/sessionstore"
 )
 
 // Type is the sessions.store type of the worker mode's shared memory
@@ -82,8 +85,9 @@ const (
 )
 
 var (
-	// ErrTooLarge refuses a key or value that does not fit a slot.
-	ErrTooLarge = errors.New("shmstore: entry larger than a slot")
+	// ErrTooLarge refuses a key or value that does not fit a slot; it is
+	// a sessionstore.ErrTooLarge, no failure of the store.
+	ErrTooLarge = fmt.Errorf("shmstore: entry larger than a slot: %w", sessionstore.ErrTooLarge)
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("shmstore: store closed")
 	errBusy   = errors.New("shmstore: bucket locked by a live process for too long")
