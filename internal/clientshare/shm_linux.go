@@ -19,7 +19,7 @@ func Create(workers int) (*os.File, error) {
 	if workers < 1 || workers > maxWorkers {
 		return nil, fmt.Errorf("clientshare: %d workers", workers)
 	}
-	fd, err := unix.MemfdCreate("gmproxy-clients", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("gmproxy-clients", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("clientshare: memfd_create: %w", err)
 	}
@@ -27,6 +27,15 @@ func Create(workers int) (*os.File, error) {
 	if err := f.Truncate(int64(Size(workers))); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("clientshare: %w", err)
+	}
+	// Its size is fixed for good, as the session table's (shmstore): a
+	// worker that shrank the file (a bug, or one taken over) would make
+	// the next access past the new end by any other process a SIGBUS,
+	// the supervisor's ClearWorker of that worker included. The seal
+	// itself is sealed.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("clientshare: sealing the table's size: %w", err)
 	}
 	mem, err := unix.Mmap(fd, 0, headerSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
