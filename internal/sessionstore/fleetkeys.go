@@ -67,6 +67,28 @@ type keySnap struct {
 type fleetKey struct {
 	key    ticket.Key
 	sealed []byte
+	// displaced are keys this instance held for the epoch before the
+	// store gave another (it lost its keys, and an instance that held
+	// none made the epoch's first): they open the tickets sealed with
+	// them for as long as the epoch's key would, and never encrypt.
+	displaced []ticket.Key
+}
+
+// maxDisplaced bounds the displaced keys kept per epoch.
+const maxDisplaced = 4
+
+// withHeld is k, the epoch's key as the store gave it, keeping held, what
+// this instance had for the epoch before: a key other than the store's
+// is displaced, not dropped.
+func withHeld(k, held fleetKey) fleetKey {
+	k.displaced = held.displaced
+	if held.key.Name != k.key.Name {
+		k.displaced = append(slices.Clip(held.displaced), held.key)
+		if n := len(k.displaced); n > maxDisplaced {
+			k.displaced = k.displaced[n-maxDisplaced:]
+		}
+	}
+	return k
 }
 
 // FleetKeysConfig configures FleetKeys.
@@ -232,6 +254,7 @@ func (f *FleetKeys) snapshot(ep int64, byEpoch map[int64]fleetKey) *keySnap {
 	})
 	for _, e := range epochs {
 		s.keys = append(s.keys, s.byEpoch[e].key)
+		s.keys = append(s.keys, s.byEpoch[e].displaced...)
 	}
 	if f.usedFb.Load() {
 		s.keys = append(s.keys, f.fallback.TicketKeys()...)
@@ -288,7 +311,12 @@ func (f *FleetKeys) refresh(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		byEpoch[e] = fleetKey{k, got}
+		byEpoch[e] = fleetKey{key: k, sealed: got}
+		if old != nil {
+			if held, ok := old.byEpoch[e]; ok {
+				byEpoch[e] = withHeld(byEpoch[e], held)
+			}
+		}
 	}
 	past := make([]string, 0, f.keep)
 	for e := ep - f.keep; e < ep; e++ {
@@ -304,7 +332,12 @@ func (f *FleetKeys) refresh(ctx context.Context) error {
 			continue
 		}
 		if k, err := f.openSecret(e, v); err == nil {
-			byEpoch[e] = fleetKey{k, v}
+			byEpoch[e] = fleetKey{key: k, sealed: v}
+			if old != nil {
+				if held, ok := old.byEpoch[e]; ok {
+					byEpoch[e] = withHeld(byEpoch[e], held)
+				}
+			}
 		}
 	}
 	if old != nil {

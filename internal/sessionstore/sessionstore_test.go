@@ -423,3 +423,53 @@ func TestSharedSizeRefusalIsNoOutcome(t *testing.T) {
 			st.calls, BreakerThreshold+1, sh.BreakerOpen())
 	}
 }
+
+// TestFleetKeysKeepTheirKeyWhenANewcomerReseeds: the store lost its keys
+// (Redis restarted without persistence) and an instance that holds none
+// (it just started) refreshes first: its new key wins the epoch. An
+// instance that held the epoch's old key takes the store's to encrypt, as
+// the fleet must agree, but keeps the old one to open the tickets it
+// sealed with it: they stay valid for their lifetime.
+func TestFleetKeysKeepTheirKeyWhenANewcomerReseeds(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0).Truncate(time.Hour).Add(10 * time.Minute)
+	mem := NewMemory()
+	a := newTestFleet(t, mem, 9, &now)
+	if err := a.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := ticket.Seal(nil, a, ticket.TLCP, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emptied := NewMemory()
+	a.shared.store = emptied
+	c := newTestFleet(t, emptied, 9, &now)
+	for _, f := range []*FleetKeys{c, a} {
+		if err := f.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.TicketKeys()[0].Name != c.TicketKeys()[0].Name {
+		t.Fatal("the instances disagree on the encrypting key")
+	}
+	if _, ok, stale := ticket.Open(a, ticket.TLCP, tk); !ok || !stale {
+		t.Fatalf("a ticket sealed with the displaced key: ok=%v stale=%v; want it to open, as stale", ok, stale)
+	}
+	// Through the epochs it stays as long as its epoch's key would.
+	for range 2 {
+		now = now.Add(time.Hour)
+		if err := a.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := ticket.Open(a, ticket.TLCP, tk); !ok {
+		t.Fatal("the displaced key was dropped before its epoch's tickets expired")
+	}
+	now = now.Add(time.Hour)
+	if err := a.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := ticket.Open(a, ticket.TLCP, tk); ok {
+		t.Fatal("the displaced key outlived its epoch's retention")
+	}
+}
