@@ -218,8 +218,10 @@ func (e *Env) ticketKeys(cfg *conf.Config) (src ticket.Source, use func(), err e
 		return e.keys, none, nil
 	case rot != e.rotation:
 		// A new interval: a new rotator encrypts; the old keys keep
-		// opening the tickets they sealed while those are valid.
-		oldKeep := e.rotation + e.lifetime
+		// opening the tickets they sealed while those are valid, which
+		// from now on the new lifetime judges: a longer one keeps their
+		// tickets valid longer.
+		oldKeep := e.rotation + max(e.lifetime, life)
 		if prev, ok := e.keys.(*rotatedKeys); ok {
 			oldKeep = max(oldKeep, prev.keep)
 		}

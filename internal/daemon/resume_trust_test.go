@@ -397,3 +397,56 @@ func TestRefusedReloadKeepsTicketKeyRetention(t *testing.T) {
 		t.Error("after a reload to sessions.lifetime 24h, a ticket sealed 2h before no longer decrypts: the new retention was not applied")
 	}
 }
+
+// TestTicketRotationReloadKeepsOldKeysForTheNewLifetime: a reload that
+// changes ticket_rotation and raises lifetime keeps the replaced
+// rotator's keys as long as their tickets are valid under the new
+// lifetime (old rotation + new lifetime), not the old one: tickets are
+// judged by the lifetime now in force, so dropping the key earlier makes
+// valid tickets fail (a full handshake where a resumption was due).
+func TestTicketRotationReloadKeepsOldKeysForTheNewLifetime(t *testing.T) {
+	mk := func(rot, life time.Duration) *conf.Config {
+		cfg := conf.Default()
+		cfg.Sessions.TicketRotation, cfg.Sessions.Lifetime = rot, life
+		return cfg
+	}
+	env := &Env{}
+	old, err := env.TicketKeys(mk(time.Hour, 5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The running rotator's key was made 2 hours ago, and it sealed a
+	// ticket then: past the old retention (1h05m), within the new
+	// lifetime (3h).
+	env.rotator.SetClock(func() time.Time { return time.Now().Add(-2 * time.Hour) })
+	tk, err := ticket.Seal(nil, old, ticket.TLCP, []byte("session state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := env.TicketKeys(mk(2*time.Hour, 3*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := ticket.Open(src, ticket.TLCP, tk); !ok {
+		t.Error("a ticket sealed 2h ago, valid under the new 3h lifetime, no longer opens after the reload")
+	}
+	// Control: a reload that shortens nothing keeps the old retention,
+	// after which the key is dropped.
+	env2 := &Env{}
+	old2, err := env2.TicketKeys(mk(time.Hour, 5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2.rotator.SetClock(func() time.Time { return time.Now().Add(-2 * time.Hour) })
+	tk2, err := ticket.Seal(nil, old2, ticket.TLCP, []byte("session state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src2, err := env2.TicketKeys(mk(2*time.Hour, 5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := ticket.Open(src2, ticket.TLCP, tk2); ok {
+		t.Error("control: a ticket sealed 2h ago, past rotation 1h + lifetime 5m, still opens after the reload")
+	}
+}
