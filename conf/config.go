@@ -299,6 +299,12 @@ type Site struct {
 	Material SiteMaterial `yaml:"-"`
 }
 
+// Bounds of the sessions section.
+const (
+	MaxSessionLifetime = 7 * 24 * time.Hour
+	MaxTicketRotation  = 7 * 24 * time.Hour
+)
+
 // KeyPassword says where the password of an encrypted private key comes
 // from. It is never written in the YAML itself. A key file of the section
 // that holds its key in the clear, although a password is set, is warned
@@ -791,7 +797,8 @@ type Sessions struct {
 	// the count, decides how many are kept: the least recently used make
 	// room. A state over 16 KiB is not kept. At most 16777216.
 	CacheSize int `yaml:"cache_size"`
-	// Lifetime bounds how long a session can be resumed. Default 5m.
+	// Lifetime bounds how long a session can be resumed. Default 5m, at
+	// most 168h (7 days, the cap RFC 8446 §4.6.1 sets on a ticket).
 	Lifetime time.Duration `yaml:"lifetime"`
 	// Tickets enables session tickets (TLCP RFC 5077 style and TLS 1.3 PSK
 	// tickets). Default true.
@@ -805,7 +812,7 @@ type Sessions struct {
 	TicketKeyFile string `yaml:"ticket_key_file"`
 	// TicketRotation is the lifetime of a random ticket key before a new one
 	// encrypts (old ones still decrypt for a while); with ticket_keys, how
-	// long each fleet key encrypts. Default 1h.
+	// long each fleet key encrypts. Default 1h, at most 168h.
 	TicketRotation time.Duration `yaml:"ticket_rotation"`
 	// Store is a store shared by the instances of a fleet: a TLCP session
 	// made on one instance resumes by session ID on any other. The

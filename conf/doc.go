@@ -779,7 +779,8 @@
 //     bound, not the count, decides how many are kept: the least recently used
 //     make room. A state over 16 KiB is not kept. At most 16777216.
 //   - lifetime (duration): lifetime bounds how long a session can be resumed.
-//     Default 5m.
+//     Default 5m, at most 168h (7 days, the cap RFC 8446 §4.6.1 sets on a
+//     ticket).
 //   - tickets (boolean): tickets enables session tickets (TLCP RFC 5077 style
 //     and TLS 1.3 PSK tickets). Default true.
 //   - ticket_key_file (string): ticket_key_file holds ticket keys shared by
@@ -790,7 +791,8 @@
 //     random in-memory keys rotated every ticket_rotation.
 //   - ticket_rotation (duration): ticket_rotation is the lifetime of a random
 //     ticket key before a new one encrypts (old ones still decrypt for a
-//     while); with ticket_keys, how long each fleet key encrypts. Default 1h.
+//     while); with ticket_keys, how long each fleet key encrypts. Default 1h,
+//     at most 168h.
 //   - store (optional section, see sessions.store): store is a store shared by
 //     the instances of a fleet: a TLCP session made on one instance resumes by
 //     session ID on any other. The in-process cache (cache_size) stays in

@@ -171,8 +171,14 @@ func (v *validator) validate() {
 	if s.Lifetime <= 0 {
 		v.errf("sessions.lifetime", "write a duration such as 5m", "lifetime must be positive")
 	}
+	if s.Lifetime > MaxSessionLifetime {
+		v.errf("sessions.lifetime", "use at most 168h (RFC 8446 §4.6.1 caps a ticket's lifetime at 7 days; RFC 5246 advises 24h for session IDs)", "lifetime %v is longer than 7 days", s.Lifetime)
+	}
 	if s.TicketRotation <= 0 {
 		v.errf("sessions.ticket_rotation", "write a duration such as 1h", "ticket_rotation must be positive")
+	}
+	if s.TicketRotation > MaxTicketRotation {
+		v.errf("sessions.ticket_rotation", "use at most 168h: a key that encrypts longer exposes more recorded sessions when it leaks (RFC 5077 §5.5)", "ticket_rotation %v is longer than 7 days", s.TicketRotation)
 	}
 	if s.TicketKeyFile != "" {
 		b, err := os.ReadFile(v.resolve(s.TicketKeyFile))
