@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -471,5 +472,22 @@ func TestFleetKeysKeepTheirKeyWhenANewcomerReseeds(t *testing.T) {
 	}
 	if _, ok, _ := ticket.Open(a, ticket.TLCP, tk); ok {
 		t.Fatal("the displaced key outlived its epoch's retention")
+	}
+}
+
+// TestTieredSkipsOversizedStates: a state over sessioncache.MaxState is
+// not written to the store (no instance keeps it locally, and past the
+// store's read bound it could never be read back); one at the bound is.
+func TestTieredSkipsOversizedStates(t *testing.T) {
+	mem := NewMemory()
+	rec := &recorder{}
+	tr := NewTiered(newMapLocal(), NewShared(mem, time.Second, rec), ticket.Static{testKey(t, 1)}, "p:", time.Minute)
+	tr.Put("big", make([]byte, sessioncache.MaxState+1), time.Minute)
+	if mem.Len() != 0 || rec.get("set/ok") != 0 {
+		t.Errorf("a %d-byte state was written to the store (%d entries, observed %v)", sessioncache.MaxState+1, mem.Len(), rec.n)
+	}
+	tr.Put("limit", make([]byte, sessioncache.MaxState), time.Minute)
+	if mem.Len() != 1 || rec.get("set/ok") != 1 {
+		t.Errorf("a state of MaxState bytes was not written (%d entries, observed %v)", mem.Len(), rec.n)
 	}
 }

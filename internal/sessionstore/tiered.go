@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
@@ -83,8 +84,15 @@ func (t *Tiered) Get(id string) ([]byte, bool) {
 	return st, true
 }
 
-// Put implements tlcp.SessionStore.
+// Put implements tlcp.SessionStore. A state over sessioncache.MaxState
+// (a client chain of many kilobytes) is not kept, in Local nor in the
+// store: no instance would keep it after a store hit, and one over the
+// store's read bound (redisstore.MaxValue) would be written but never
+// read back.
 func (t *Tiered) Put(id string, state []byte, lifetime time.Duration) {
+	if len(state) > sessioncache.MaxState {
+		return
+	}
 	t.local.Put(id, state, lifetime)
 	sealed, err := t.seal(id, state)
 	if err != nil {
