@@ -815,17 +815,23 @@ func (hs *serverHandshakeState) sendSessionTicket() error {
 		return wrapErr(AlertInternalError, "sealing session ticket", err)
 	}
 	n := len(b) - hdr
+	lifetime := uint32(hs.config.lifetime() / time.Second)
 	if n > 0xffff {
-		return errorf(AlertInternalError, "session ticket of %d bytes is too large", n)
+		// The session (a client chain near the 64 KiB a Certificate
+		// message may hold) does not fit a ticket: "If the server
+		// determines that it does not want to include a ticket after it
+		// has included the SessionTicket extension in the ServerHello,
+		// then it sends a zero-length ticket" (RFC 5077 §3.3).
+		b, n, lifetime = b[:hdr], 0, 0
 	}
 	b[0] = typeNewSessionTicket
 	b[1], b[2], b[3] = byte((n+6)>>16), byte((n+6)>>8), byte(n+6)
-	binary.BigEndian.PutUint32(b[4:], uint32(hs.config.lifetime()/time.Second))
+	binary.BigEndian.PutUint32(b[4:], lifetime)
 	b[8], b[9] = byte(n>>8), byte(n)
 	if err := hs.c.sendHandshake(hs.tr, b); err != nil {
 		return err
 	}
-	hs.ticketSent = true
+	hs.ticketSent = n > 0
 	return nil
 }
 
