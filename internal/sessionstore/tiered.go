@@ -12,7 +12,8 @@ import (
 )
 
 // Local is the in-process level of a Tiered cache (the daemon's LRU; the
-// method set of tlcp.SessionStore).
+// method set of tlcp.SessionStore). Its dynamic type must be comparable
+// (a pointer): the followers of ended sessions tell caches apart with ==.
 type Local interface {
 	Get(id string) ([]byte, bool)
 	Put(id string, state []byte, lifetime time.Duration)
