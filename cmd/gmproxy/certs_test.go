@@ -70,3 +70,42 @@ func TestCertsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestCertsKeyServerKeysPrivate: -force -keyserver over a folder whose key
+// server key is world-readable, or a symbolic link elsewhere, leaves a new
+// key readable by its owner only, in the folder, and the link's target
+// untouched.
+func TestCertsKeyServerKeysPrivate(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-no-ecdsa", "-keyserver", "keys.test"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	caKey := filepath.Join(dir, fileKSCAKey)
+	if err := os.Chmod(caKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "not-a-key")
+	if err := os.WriteFile(elsewhere, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clientKey := filepath.Join(dir, fileKSClientKey)
+	os.Remove(clientKey)
+	if err := os.Symlink(elsewhere, clientKey); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := ccRun("certs", "-out", dir, "-no-ecdsa", "-keyserver", "keys.test", "-force"); code != 0 {
+		t.Fatalf("-force: exit %d: %s", code, errs)
+	}
+	for _, k := range []string{fileKSCAKey, fileKSServerKey, fileKSClientKey} {
+		st, err := os.Lstat(filepath.Join(dir, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want a regular file with 0600", k, st.Mode())
+		}
+	}
+	if b, _ := os.ReadFile(elsewhere); string(b) != "keep me" {
+		t.Errorf("the symbolic link's target was overwritten: %q", b)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
 )
 
 // Files of the key server's mutual-TLS PKI (gmproxy certs -keyserver).
@@ -30,7 +32,7 @@ const (
 // into dir, for the mutual TLS between gmproxy and gmproxy keyserver. It
 // returns the files written.
 func writeKeyServerMTLS(dir string, hosts []string, validity time.Duration) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	w := &mtlsWriter{dir: dir, now: time.Now(), validity: validity}
@@ -56,10 +58,12 @@ type mtlsWriter struct {
 	written  []string // the files written so far
 }
 
-// write writes der as a PEM block of type typ into the file name.
+// write writes der as a PEM block of type typ into the file name, replacing
+// the file (see devpki.WriteFile: a key never inherits the mode of a file
+// already there, nor follows a symbolic link).
 func (w *mtlsWriter) write(name, typ string, der []byte, perm os.FileMode) error {
 	p := filepath.Join(w.dir, name)
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), perm); err != nil {
+	if err := devpki.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), perm); err != nil {
 		return err
 	}
 	w.written = append(w.written, p)

@@ -369,11 +369,11 @@ func (p *PKI) WriteFiles(dir string) ([]string, error) {
 		}
 		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 		cp, kp := filepath.Join(dir, f.cert), filepath.Join(dir, f.key)
-		if err := writeFile(cp, certPEM, 0o644); err != nil {
+		if err := WriteFile(cp, certPEM, 0o644); err != nil {
 			return written, err
 		}
 		written = append(written, cp)
-		if err := writeFile(kp, keyPEM, 0o600); err != nil {
+		if err := WriteFile(kp, keyPEM, 0o600); err != nil {
 			return written, err
 		}
 		written = append(written, kp)
@@ -381,8 +381,13 @@ func (p *PKI) WriteFiles(dir string) ([]string, error) {
 	return written, nil
 }
 
-// writeFile replaces path atomically (temporary file + rename) with mode perm.
-func writeFile(path string, data []byte, perm os.FileMode) error {
+// WriteFile replaces path atomically with data and mode perm: it writes a
+// temporary file in the same folder, created readable by its owner only,
+// and renames it over path. Unlike os.WriteFile it never follows a
+// symbolic link at path and never keeps the mode of a file already there,
+// so a private key cannot land in a world-readable file or outside the
+// folder.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
