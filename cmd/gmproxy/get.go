@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -444,6 +445,13 @@ func (o *getOptions) request(ctx context.Context, u *url.URL) (*http.Request, er
 	return req, nil
 }
 
+// maxResponseHeaderBytes bounds an HTTP/1.1 response head (status line and
+// header fields), as net/http's Transport bounds it with
+// MaxResponseHeaderBytes: without it a server that never ends a line would
+// have get buffer it until the timeout. (HTTP/2 heads are bounded by
+// http2.Transport's MaxHeaderListSize.)
+const maxResponseHeaderBytes = 1 << 20
+
 // exchange sends req over c (HTTP/1.1, or h2 when asked and agreed).
 func (o *getOptions) exchange(c stateConn, state func() frontdoor.ConnState, req *http.Request) (*http.Response, error) {
 	if o.h2 {
@@ -464,11 +472,36 @@ func (o *getOptions) exchange(c stateConn, state func() frontdoor.ConnState, req
 	if err := req.Write(c); err != nil {
 		return nil, fmt.Errorf("writing the request: %w", err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	lr := &headLimitReader{r: c, n: maxResponseHeaderBytes}
+	resp, err := http.ReadResponse(bufio.NewReader(lr), req)
 	if err != nil {
+		if lr.n <= 0 {
+			return nil, fmt.Errorf("reading the response: response head larger than %d bytes", maxResponseHeaderBytes)
+		}
 		return nil, fmt.Errorf("reading the response: %w", err)
 	}
+	lr.n = math.MaxInt64 // the body is bounded by -o or the terminal, and by -timeout
 	return resp, nil
+}
+
+// headLimitReader reads at most n bytes from r, then fails. It counts what
+// the bufio.Reader above it fetched, which may include the start of the
+// body; the caller lifts the limit once the head is parsed.
+type headLimitReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *headLimitReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errors.New("response head too large")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // writeHeaderLines prints a request or response head as curl -v does.

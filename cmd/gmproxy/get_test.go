@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -128,5 +130,63 @@ func TestEveryCommandHelp(t *testing.T) {
 				t.Errorf("%s %s: no usage:\n%s%s", name, h, out.String(), errb.String())
 			}
 		}
+	}
+}
+
+// rawServer is a TLS server on loopback that reads each request's head and
+// answers with whatever respond writes, then closes the connection: a
+// hostile or broken server.
+func rawServer(t *testing.T, respond func(w io.Writer)) (port string) {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(nil)
+	ts.StartTLS()
+	cfg := ts.TLS.Clone()
+	ts.Close()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "\r\n" {
+						break
+					}
+				}
+				bw := bufio.NewWriter(c)
+				respond(bw)
+				bw.Flush()
+			}()
+		}
+	}()
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// TestGetResponseHeadBounded: a response head larger than
+// maxResponseHeaderBytes is refused, not read into memory however long
+// the server keeps sending it.
+func TestGetResponseHeadBounded(t *testing.T) {
+	port := rawServer(t, func(w io.Writer) {
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nX-Big: ")
+		io.WriteString(w, strings.Repeat("a", 2*maxResponseHeaderBytes))
+		io.WriteString(w, "\r\nContent-Length: 2\r\n\r\nok")
+	})
+	var out, errb bytes.Buffer
+	code := runGet([]string{"-tls", "-k", "-q", "https://127.0.0.1:" + port + "/"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "response head larger than") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and the head refused", code, out.String(), errb.String())
 	}
 }
