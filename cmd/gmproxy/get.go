@@ -445,11 +445,11 @@ func (o *getOptions) request(ctx context.Context, u *url.URL) (*http.Request, er
 	return req, nil
 }
 
-// maxResponseHeaderBytes bounds an HTTP/1.1 response head (status line and
-// header fields), as net/http's Transport bounds it with
-// MaxResponseHeaderBytes: without it a server that never ends a line would
-// have get buffer it until the timeout. (HTTP/2 heads are bounded by
-// http2.Transport's MaxHeaderListSize.)
+// maxResponseHeaderBytes bounds the HTTP/1.1 response heads (status lines
+// and header fields, informational responses included), as net/http's
+// Transport bounds them with MaxResponseHeaderBytes: without it a server
+// that never ends a line would have get buffer it until the timeout.
+// (HTTP/2 heads are bounded by http2.Transport's MaxHeaderListSize.)
 const maxResponseHeaderBytes = 1 << 20
 
 // exchange sends req over c (HTTP/1.1, or h2 when asked and agreed).
@@ -473,15 +473,26 @@ func (o *getOptions) exchange(c stateConn, state func() frontdoor.ConnState, req
 		return nil, fmt.Errorf("writing the request: %w", err)
 	}
 	lr := &headLimitReader{r: c, n: maxResponseHeaderBytes}
-	resp, err := http.ReadResponse(bufio.NewReader(lr), req)
-	if err != nil {
-		if lr.n <= 0 {
-			return nil, fmt.Errorf("reading the response: response head larger than %d bytes", maxResponseHeaderBytes)
+	br := bufio.NewReader(lr)
+	for {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			if lr.n <= 0 {
+				return nil, fmt.Errorf("reading the response: response head larger than %d bytes", maxResponseHeaderBytes)
+			}
+			return nil, fmt.Errorf("reading the response: %w", err)
 		}
-		return nil, fmt.Errorf("reading the response: %w", err)
+		// Informational (1xx) responses precede the final one (RFC 9110,
+		// section 15.2), for example 103 Early Hints passed on by a
+		// reverse proxy; they are skipped as net/http's Transport skips
+		// them, and count against the same head limit, so that endless
+		// ones end too. 101 would be final, but get asks for no upgrade.
+		if resp.StatusCode >= 100 && resp.StatusCode <= 199 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		lr.n = math.MaxInt64 // the body is bounded by -o or the terminal, and by -timeout
+		return resp, nil
 	}
-	lr.n = math.MaxInt64 // the body is bounded by -o or the terminal, and by -timeout
-	return resp, nil
 }
 
 // headLimitReader reads at most n bytes from r, then fails. It counts what

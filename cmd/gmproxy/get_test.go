@@ -190,3 +190,35 @@ func TestGetResponseHeadBounded(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and the head refused", code, out.String(), errb.String())
 	}
 }
+
+// TestGetSkipsInformationalResponses: 1xx heads (103 Early Hints, which a
+// reverse proxy passes on) come before the response; get prints the final
+// response, and endless 1xx heads are bounded like one large head.
+func TestGetSkipsInformationalResponses(t *testing.T) {
+	port := rawServer(t, func(w io.Writer) {
+		io.WriteString(w, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+		io.WriteString(w, "HTTP/1.1 100 Continue\r\n\r\n")
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+	})
+	var out, errb bytes.Buffer
+	if code := runGet([]string{"-tls", "-k", "https://127.0.0.1:" + port + "/"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if out.String() != "hello" || !strings.Contains(errb.String(), " status=200 ") {
+		t.Errorf("stdout %q, stderr %q; want the 200 response's body and status", out.String(), errb.String())
+	}
+
+	endless := rawServer(t, func(w io.Writer) {
+		for range maxResponseHeaderBytes / 10 {
+			if _, err := io.WriteString(w, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+				return
+			}
+		}
+	})
+	out.Reset()
+	errb.Reset()
+	code := runGet([]string{"-tls", "-k", "https://127.0.0.1:" + endless + "/"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "response head larger than") {
+		t.Errorf("endless 1xx: exit %d, stderr %q", code, errb.String())
+	}
+}
