@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/net/http2"
@@ -88,10 +90,34 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := doGet(&o, fs.Arg(0), stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
+		fmt.Fprintf(stderr, "gmproxy get: %s\n", printable(err.Error()))
 		return 1
 	}
 	return 0
+}
+
+// printable escapes the control characters (C0, DEL, C1; tab aside) and the
+// bytes that are not UTF-8 in s, which holds text a server chose: a reason
+// phrase, a header value, or the names of its certificate in a
+// verification error. Printed raw, they would be escape sequences to the
+// operator's terminal (a lone 0x9b is CSI to an 8-bit terminal).
+func printable(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r == '\t' || !unicode.IsControl(r):
+			b.WriteString(s[:size])
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		s = s[size:]
+	}
+	return b.String()
 }
 
 // chooseProtocol settles on one of -ntls (the default), -tls13sm and -tls
@@ -225,8 +251,12 @@ func (o *getOptions) writeResponse(resp *http.Response, stdout, stderr io.Writer
 		writeHeaderLines(stderr, "< ", resp.Proto+" "+resp.Status, "", resp.Header)
 	}
 	if o.include {
-		fmt.Fprintf(stdout, "%s %s\r\n", resp.Proto, resp.Status)
-		resp.Header.Write(stdout)
+		fmt.Fprintf(stdout, "%s %s\r\n", resp.Proto, printable(resp.Status))
+		for _, k := range slices.Sorted(maps.Keys(resp.Header)) {
+			for _, v := range resp.Header[k] {
+				fmt.Fprintf(stdout, "%s: %s\r\n", k, printable(v))
+			}
+		}
 		fmt.Fprint(stdout, "\r\n")
 	}
 	body := stdout
@@ -515,15 +545,17 @@ func (l *headLimitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// writeHeaderLines prints a request or response head as curl -v does.
+// writeHeaderLines prints a request or response head as curl -v does, the
+// server's text made printable (header names are tokens, but a reason
+// phrase can hold any byte and a value any obs-text byte).
 func writeHeaderLines(w io.Writer, prefix, first, host string, h http.Header) {
-	fmt.Fprintf(w, "%s%s\n", prefix, first)
+	fmt.Fprintf(w, "%s%s\n", prefix, printable(first))
 	if host != "" && host != "Host: " {
-		fmt.Fprintf(w, "%s%s\n", prefix, host)
+		fmt.Fprintf(w, "%s%s\n", prefix, printable(host))
 	}
 	for _, k := range slices.Sorted(maps.Keys(h)) {
 		for _, v := range h[k] {
-			fmt.Fprintf(w, "%s%s: %s\n", prefix, k, v)
+			fmt.Fprintf(w, "%s%s: %s\n", prefix, k, printable(v))
 		}
 	}
 	fmt.Fprintf(w, "%s\n", prefix)

@@ -3,9 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // echoServer answers with the method, Host, X-Test header and body it got.
@@ -220,5 +227,62 @@ func TestGetSkipsInformationalResponses(t *testing.T) {
 	code := runGet([]string{"-tls", "-k", "https://127.0.0.1:" + endless + "/"}, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), "response head larger than") {
 		t.Errorf("endless 1xx: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestGetEscapesServerText: text a server chooses (the reason phrase, the
+// names in its certificate) reaches the terminal with its control
+// characters escaped, so that it cannot send escape sequences to it.
+func TestGetEscapesServerText(t *testing.T) {
+	port := rawServer(t, func(w io.Writer) {
+		io.WriteString(w, "HTTP/1.1 200 OK\x1b]0;owned\x07\x9b2J\r\nX-Obs-Text: a\x9bb\r\nContent-Length: 2\r\n\r\nok")
+	})
+	var out, errb bytes.Buffer
+	if code := runGet([]string{"-tls", "-k", "-v", "-i", "https://127.0.0.1:" + port + "/"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	head, _, _ := strings.Cut(out.String(), "\r\n\r\n")
+	for name, s := range map[string]string{"-v": errb.String(), "-i": head} {
+		if strings.ContainsAny(s, "\x1b\x07\x9b") {
+			t.Errorf("%s printed the server's control characters: %q", name, s)
+		}
+		if !strings.Contains(s, `200 OK\x1b]0;owned\x07\x9b2J`) || !strings.Contains(s, `X-Obs-Text: a\x9bb`) {
+			t.Errorf("%s lacks the escaped reason phrase or header: %q", name, s)
+		}
+	}
+
+	// A certificate for a name with an escape sequence, refused for
+	// another name: the error names it.
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"evil\x1b[2J.test"}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	errb.Reset()
+	code := runGet([]string{"-tls", "--cacert", caFile, "-connect", ln.Addr().String(), "https://victim.test/"}, &out, &errb)
+	if code != 1 || strings.Contains(errb.String(), "\x1b") || !strings.Contains(errb.String(), `evil\x1b[2J.test`) {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the name escaped", code, errb.String())
 	}
 }
