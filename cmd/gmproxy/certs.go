@@ -55,7 +55,7 @@ func parseCertsFlags(args []string, stderr io.Writer) (o certsOptions, code int,
 	hosts := fset.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IP addresses of the server certificates")
 	fset.IntVar(&o.days, "days", 825, "validity of every certificate in days")
 	fset.BoolVar(&o.noECDSA, "no-ecdsa", false, "leave out the ECDSA CA and server certificate for ordinary TLS")
-	fset.BoolVar(&o.force, "force", false, "replace a PKI already in the folder")
+	fset.BoolVar(&o.force, "force", false, "replace the files of a PKI already in the folder (without it, certs writes nothing when any of them exists)")
 	fset.StringVar(&o.ksHost, "keyserver", "", "also write ECDSA certificates for the mutual TLS between gmproxy and gmproxy keyserver, the key server's certificate for `host` (name or IP)")
 	if code, ok := parseFlags(fset, args); !ok {
 		return o, code, false
@@ -77,14 +77,38 @@ func parseCertsFlags(args []string, stderr io.Writer) (o certsOptions, code int,
 		fmt.Fprintln(stderr, "gmproxy certs: -hosts is empty")
 		return o, 2, false
 	}
-	if _, err := os.Stat(filepath.Join(o.out, devpki.FileCACert)); err == nil && !o.force {
-		fmt.Fprintf(stderr, "gmproxy certs: %s already holds a PKI (%s); use -force to replace it\n", o.out, devpki.FileCACert)
-		return o, 1, false
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
-		return o, 1, false
+	if o.force {
+		return o, 0, true
+	}
+	// Any file certs would write counts, not only the CA: the names are
+	// the usual ones, and a folder may hold an operator's own
+	// server_sign.key. Lstat, so that a symbolic link counts too.
+	for _, name := range o.files() {
+		if _, err := os.Lstat(filepath.Join(o.out, name)); err == nil {
+			fmt.Fprintf(stderr, "gmproxy certs: %s already holds %s; use -force to replace the files certs writes\n", o.out, name)
+			return o, 1, false
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "gmproxy certs: %v\n", err)
+			return o, 1, false
+		}
 	}
 	return o, 0, true
+}
+
+// files lists the names of the files certs writes with these options.
+func (o *certsOptions) files() []string {
+	names := []string{
+		devpki.FileCACert, devpki.FileCAKey, devpki.FileServerSignCert, devpki.FileServerSignKey,
+		devpki.FileServerEncCert, devpki.FileServerEncKey, devpki.FileClientSignCert, devpki.FileClientSignKey,
+		devpki.FileClientEncCert, devpki.FileClientEncKey,
+	}
+	if !o.noECDSA {
+		names = append(names, devpki.FileECDSACACert, devpki.FileECDSACAKey, devpki.FileECDSAServerCert, devpki.FileECDSAServerKey)
+	}
+	if o.ksHost != "" {
+		names = append(names, fileKSCACert, fileKSCAKey, fileKSServerCert, fileKSServerKey, fileKSClientCert, fileKSClientKey)
+	}
+	return names
 }
 
 // write generates the PKI (and the key server's mutual-TLS certificates

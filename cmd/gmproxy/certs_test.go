@@ -109,3 +109,22 @@ func TestCertsKeyServerKeysPrivate(t *testing.T) {
 		t.Errorf("the symbolic link's target was overwritten: %q", b)
 	}
 }
+
+// TestCertsKeepsOtherFiles: a folder that holds any file certs would write
+// (not only ca.crt) is left alone without -force.
+func TestCertsKeepsOtherFiles(t *testing.T) {
+	for _, name := range []string{devpki.FileServerSignKey, devpki.FileECDSAServerKey, fileKSCAKey} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("the operator's own key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs := ccRun("certs", "-out", dir, "-keyserver", "keys.test")
+		if b, _ := os.ReadFile(p); string(b) != "the operator's own key" {
+			t.Errorf("%s was replaced without -force (exit %d)", name, code)
+		}
+		if code != 1 || !strings.Contains(errs, name) || !strings.Contains(errs, "-force") {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and advice to use -force", name, code, errs)
+		}
+	}
+}
