@@ -71,8 +71,14 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 
 // reportUnusable prints why configuration file could not be loaded, like
 // `gmproxy check`: each problem on its own line as file:line:column, then a
-// summary; cmd names the subcommand.
+// summary that says what did not happen; cmd names the subcommand.
 func reportUnusable(stderr io.Writer, cmd, file string, err error) {
+	outcome := "nothing started"
+	if cmd == "reload" {
+		// The running gmproxy is untouched: say so rather than
+		// "nothing started", which reads as if it had stopped.
+		outcome = "no reload was asked for, the running gmproxy keeps its configuration"
+	}
 	var probs conf.Problems
 	if !errors.As(err, &probs) {
 		fmt.Fprintf(stderr, "gmproxy %s: %s\n", cmd, err)
@@ -81,8 +87,8 @@ func reportUnusable(stderr io.Writer, cmd, file string, err error) {
 	for _, p := range probs {
 		fmt.Fprintln(stderr, p.String())
 	}
-	fmt.Fprintf(stderr, "gmproxy %s: configuration file %s is not usable (%s, %s); nothing started\n", cmd, file,
-		plural(probs.Count(conf.SeverityError), "error"), plural(probs.Count(conf.SeverityWarning), "warning"))
+	fmt.Fprintf(stderr, "gmproxy %s: configuration file %s is not usable (%s, %s); %s\n", cmd, file,
+		plural(probs.Count(conf.SeverityError), "error"), plural(probs.Count(conf.SeverityWarning), "warning"), outcome)
 }
 
 func plural(n int, word string) string {

@@ -125,3 +125,14 @@ func TestReloadControlSocketAndToken(t *testing.T) {
 		t.Errorf("wrong token: exit %d: %s", code, errb.String())
 	}
 }
+
+// TestReloadUnusableFile: reload -c of a file with errors says that no
+// reload was asked for, not that "nothing started" (the running gmproxy
+// is untouched and keeps serving).
+func TestReloadUnusableFile(t *testing.T) {
+	bad := filepath.Join("..", "..", "conf", "testdata", "bad", "listeners.yaml")
+	code, _, errs := ccRun("reload", "-c", bad)
+	if code != 1 || strings.Contains(errs, "nothing started") || !strings.Contains(errs, "no reload was asked for") {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+}
