@@ -530,7 +530,7 @@ func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool, due time.
 	if _, err := io.WriteString(conn, req); err != nil {
 		return false, err
 	}
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := readFinalResponse(br)
 	if err != nil {
 		return false, err
 	}
@@ -552,6 +552,28 @@ func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool, due time.
 	r.req.add(d)
 	r.mu.Unlock()
 	return keepAlive && !resp.Close, nil
+}
+
+// maxInformational bounds the informational responses read before a
+// response, as a server could send them for ever.
+const maxInformational = 16
+
+// readFinalResponse reads a response, skipping the informational (1xx)
+// ones before it (RFC 9110, section 15.2), such as the 103 Early Hints a
+// reverse proxy passes on: taken for the response, a 103 would count as a
+// success whatever the status that follows, end the request's latency
+// early, and leave the real response to be read as the next request's.
+func readFinalResponse(br *bufio.Reader) (*http.Response, error) {
+	for range maxInformational + 1 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+	}
+	return nil, fmt.Errorf("malformed HTTP response: more than %d informational responses", maxInformational)
 }
 
 func (r *run) handshakeOK(info ConnInfo, d time.Duration) {

@@ -1,6 +1,7 @@
 package stime
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -34,6 +35,16 @@ func newTestServer(t *testing.T, maxVersion uint16) *testServer {
 	mux.HandleFunc("/1k", func(w http.ResponseWriter, r *http.Request) { w.Write(bytes.Repeat([]byte("a"), 1024)) })
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 256<<10)) })
 	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusServiceUnavailable) })
+	// 103 Early Hints before the response, as a reverse proxy passes it on.
+	mux.HandleFunc("/hint-1k", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Write(bytes.Repeat([]byte("a"), 1024))
+	})
+	mux.HandleFunc("/hint-fail", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusEarlyHints)
+		http.Error(w, "no", http.StatusServiceUnavailable)
+	})
 	ts.Server = httptest.NewUnstartedServer(mux)
 	ts.Server.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -83,6 +94,11 @@ func TestCounts(t *testing.T) {
 			{"www", Config{Handshake: TLS(ts.clientConfig(false)), Concurrency: 3, Total: 10, Path: "/1k"}, 10, 0, 10, 10240, 0},
 			{"reuse-www", Config{Handshake: TLS(ts.clientConfig(true)), Reuse: true, Total: 5, Path: "/1k"}, 5, 5, 5, 5120, 0},
 			{"fail-status", Config{Handshake: TLS(ts.clientConfig(false)), Total: 4, Path: "/fail"}, 4, 0, 0, -1, 4},
+			// An informational response is not the response: a 503
+			// after a 103 is an error, and the body is the 200's.
+			{"hint-fail", Config{Handshake: TLS(ts.clientConfig(false)), Total: 4, Path: "/hint-fail"}, 4, 0, 0, -1, 4},
+			{"hint-www", Config{Handshake: TLS(ts.clientConfig(false)), Total: 3, Path: "/hint-1k"}, 3, 0, 3, 3072, 0},
+			{"hint-keepalive", Config{Handshake: TLS(ts.clientConfig(false)), Total: 6, Path: "/hint-1k", KeepAlive: true}, 1, 0, 6, 6144, 0},
 		}
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s/%s", tls.VersionName(v), tt.name), func(t *testing.T) {
@@ -306,5 +322,19 @@ func TestProgressReports(t *testing.T) {
 		Progress: func(el time.Duration, conns, reqs, errs int64) { calls.Add(1) }})
 	if calls.Load() == 0 {
 		t.Error("no progress report during a 1.5 s run")
+	}
+}
+
+// TestEndlessInformationalResponses: a server that sends only 1xx
+// responses gets a bad_response error, not an endless read.
+func TestEndlessInformationalResponses(t *testing.T) {
+	heads := strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxInformational+1) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+	_, err := readFinalResponse(bufio.NewReader(strings.NewReader(heads)))
+	if err == nil || Classify(&stageError{"request", err}) != "request/bad_response" {
+		t.Errorf("error %v, want a request/bad_response", err)
+	}
+	heads = strings.Repeat("HTTP/1.1 103 Early Hints\r\n\r\n", maxInformational) + "HTTP/1.1 204 No Content\r\n\r\n"
+	if resp, err := readFinalResponse(bufio.NewReader(strings.NewReader(heads))); err != nil || resp.StatusCode != 204 {
+		t.Errorf("%d informational responses: %v, %v; want the 204", maxInformational, resp, err)
 	}
 }
