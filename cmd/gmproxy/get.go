@@ -332,12 +332,8 @@ func (o *getOptions) tlcpConn(raw net.Conn, sni string, alpn []string, pass []by
 	if cfg.RootCAs, err = smPool(o.caFile); err != nil {
 		return nil, nil, err
 	}
-	if o.cipher != "" {
-		id, err := tlcp.ParseCipherSuite(o.cipher)
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.CipherSuites = []uint16{id}
+	if cfg.CipherSuites, err = parseSuites(o.cipher, tlcp.ParseCipherSuite); err != nil {
+		return nil, nil, err
 	}
 	if o.signCert != "" || o.encCert != "" {
 		cert, err := tlcp.LoadX509KeyPair(o.signCert, o.signKey, o.encCert, o.encKey, pass)
@@ -359,12 +355,8 @@ func (o *getOptions) tls13smConn(raw net.Conn, sni string, alpn []string, pass [
 	if cfg.RootCAs, err = smPool(o.caFile); err != nil {
 		return nil, nil, err
 	}
-	if o.cipher != "" {
-		id, err := tls13sm.ParseCipherSuite(o.cipher)
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.CipherSuites = []uint16{id}
+	if cfg.CipherSuites, err = parseSuites(o.cipher, tls13sm.ParseCipherSuite); err != nil {
+		return nil, nil, err
 	}
 	if o.cert != "" {
 		cert, err := tls13sm.LoadX509KeyPair(o.cert, o.key, pass)

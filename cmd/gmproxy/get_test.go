@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +285,27 @@ func TestGetEscapesServerText(t *testing.T) {
 	code := runGet([]string{"-tls", "--cacert", caFile, "-connect", ln.Addr().String(), "https://victim.test/"}, &out, &errb)
 	if code != 1 || strings.Contains(errb.String(), "\x1b") || !strings.Contains(errb.String(), `evil\x1b[2J.test`) {
 		t.Errorf("exit %d, stderr %q; want exit 1 and the name escaped", code, errb.String())
+	}
+}
+
+// TestGetCipherList: -cipher takes a list, comma or colon separated, for
+// -ntls and -tls13sm as its help says; the server picks one of them.
+func TestGetCipherList(t *testing.T) {
+	for _, tc := range []struct {
+		flag, list string
+		srv        func(*testing.T) *stimeServer
+	}{
+		{"-ntls", "ECC-SM2-SM4-CBC-SM3,ECC-SM2-SM4-GCM-SM3", func(t *testing.T) *stimeServer { return newTLCPServer(t, false) }},
+		{"-ntls", "ECC-SM2-SM4-CBC-SM3", func(t *testing.T) *stimeServer { return newTLCPServer(t, false) }},
+		{"-tls13sm", "TLS_SM4_CCM_SM3:TLS_SM4_GCM_SM3", newTLS13SMServer},
+		{"-tls13sm", "TLS_SM4_CCM_SM3", newTLS13SMServer},
+	} {
+		s := tc.srv(t)
+		var out, errb bytes.Buffer
+		code := runGet([]string{tc.flag, "-cipher", tc.list, "--cacert", pkiPath(t, "ca.crt"), "-connect", s.addr, "https://localhost/1k"}, &out, &errb)
+		fields := strings.Fields(errb.String())
+		if code != 0 || len(fields) < 3 || !slices.Contains(strings.FieldsFunc(tc.list, func(r rune) bool { return r == ',' || r == ':' }), fields[2]) {
+			t.Errorf("%s -cipher %s: exit %d: %s", tc.flag, tc.list, code, errb.String())
+		}
 	}
 }
