@@ -323,7 +323,7 @@ func (o *getOptions) clientConn(raw net.Conn, sni string, pass []byte) (stateCon
 	case o.tls13:
 		return o.tls13smConn(raw, sni, alpn, pass)
 	}
-	return o.tlsConn(raw, sni, alpn)
+	return o.tlsConn(raw, sni, alpn, pass)
 }
 
 func (o *getOptions) tlcpConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() frontdoor.ConnState, error) {
@@ -372,7 +372,7 @@ func (o *getOptions) tls13smConn(raw net.Conn, sni string, alpn []string, pass [
 	}, nil
 }
 
-func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn, func() frontdoor.ConnState, error) {
+func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string, pass []byte) (stateConn, func() frontdoor.ConnState, error) {
 	cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: o.insecure, NextProtos: alpn}
 	if err := o.tlsVersion.apply(cfg, o.cipher); err != nil {
 		return nil, nil, err
@@ -385,7 +385,7 @@ func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn
 		cfg.RootCAs = pool
 	}
 	if o.cert != "" {
-		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+		cert, err := loadTLSKeyPair(o.cert, o.key, pass)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -402,6 +402,28 @@ func (o *getOptions) tlsConn(raw net.Conn, sni string, alpn []string) (stateConn
 		}
 		return st
 	}, nil
+}
+
+// loadTLSKeyPair loads a client certificate chain and its key for ordinary
+// TLS. Unlike tls.LoadX509KeyPair it takes the key encrypted in PKCS #8
+// too, with the -pass password, as the TLCP and TLS 1.3-SM clients do.
+func loadTLSKeyPair(certFile, keyFile string, pass []byte) (tls.Certificate, error) {
+	certs, err := smkey.LoadCertificatesFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := smkey.LoadPrivateKeyFile(keyFile, pass)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s: %w", keyFile, err)
+	}
+	if !smkey.PublicKeysEqual(key, certs[0].PublicKey) {
+		return tls.Certificate{}, fmt.Errorf("%s does not hold the key of %s", keyFile, certFile)
+	}
+	var chain [][]byte
+	for _, c := range certs {
+		chain = append(chain, c.Raw)
+	}
+	return tls.Certificate{Certificate: chain, PrivateKey: key}, nil
 }
 
 // x509Pool reads a CA file for ordinary TLS. A file of SM2 certificates

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,6 +22,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/pkcs8"
+
+	"github.com/gmproxy/gmproxy/internal/smkey"
 )
 
 // echoServer answers with the method, Host, X-Test header and body it got.
@@ -307,5 +312,41 @@ func TestGetCipherList(t *testing.T) {
 		if code != 0 || len(fields) < 3 || !slices.Contains(strings.FieldsFunc(tc.list, func(r rune) bool { return r == ',' || r == ':' }), fields[2]) {
 			t.Errorf("%s -cipher %s: exit %d: %s", tc.flag, tc.list, code, errb.String())
 		}
+	}
+}
+
+// TestGetTLSEncryptedClientKey: -pass decrypts the -key of -tls too, as
+// its help says ("password of encrypted client keys"), for get and s_time.
+func TestGetTLSEncryptedClientKey(t *testing.T) {
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "client certificates: %d", len(r.TLS.PeerCertificates))
+	}))
+	ts.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.StartTLS()
+	defer ts.Close()
+	pki := filepath.Join("..", "..", "conf", "testdata", "pki")
+	key, err := smkey.LoadPrivateKeyFile(filepath.Join(pki, "server_ecdsa.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := pkcs8.MarshalPrivateKey(key, []byte("pw"), pkcs8.DefaultOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encKey := filepath.Join(t.TempDir(), "client.key")
+	os.WriteFile(encKey, pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: der}), 0o600)
+	var out, errb bytes.Buffer
+	code := runGet([]string{"-tls", "-k", "-q", "-cert", filepath.Join(pki, "server_ecdsa.crt"), "-key", encKey, "-pass", "pass:pw", ts.URL + "/"}, &out, &errb)
+	if code != 0 || out.String() != "client certificates: 1" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	// s_time -tls takes it the same way.
+	out.Reset()
+	errb.Reset()
+	code = runSTime([]string{"-tls", "-new", "-n", "1", "-www", "/", "-connect", ts.Listener.Addr().String(),
+		"-cert", filepath.Join(pki, "server_ecdsa.crt"), "-key", encKey, "-pass", "pass:pw"}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "1 connections") || !strings.Contains(out.String(), "errors                 0") {
+		t.Errorf("s_time: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }

@@ -262,7 +262,7 @@ func stimeHandshaker(proto string, o stimeOptions, reuse bool) (stime.Handshaker
 		hs, err := stimeTLS13SM(o, alpn, pass, reuse)
 		return hs, "tls13sm", err
 	default:
-		hs, err := stimeTLS(o, alpn, reuse)
+		hs, err := stimeTLS(o, alpn, pass, reuse)
 		return hs, "tls", err
 	}
 }
@@ -341,7 +341,7 @@ func stimeTLS13SM(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime
 }
 
 // stimeTLS builds a crypto/tls client.
-func stimeTLS(o stimeOptions, alpn []string, reuse bool) (stime.Handshaker, error) {
+func stimeTLS(o stimeOptions, alpn []string, pass []byte, reuse bool) (stime.Handshaker, error) {
 	cfg := &tls.Config{ServerName: o.serverName, NextProtos: alpn}
 	if o.caFile != "" {
 		pem, err := os.ReadFile(o.caFile)
@@ -359,7 +359,7 @@ func stimeTLS(o stimeOptions, alpn []string, reuse bool) (stime.Handshaker, erro
 		return nil, err
 	}
 	if o.cert != "" || o.key != "" {
-		c, err := tls.LoadX509KeyPair(o.cert, o.key)
+		c, err := loadTLSKeyPair(o.cert, o.key, pass)
 		if err != nil {
 			return nil, err
 		}
