@@ -85,6 +85,12 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if o.timeout <= 0 {
+		// A context that has already expired would fail the dial as
+		// "i/o timeout", which reads as an unreachable server.
+		fmt.Fprintln(stderr, "gmproxy get: -timeout must be positive")
+		return 2
+	}
 	if err := o.chooseProtocol(); err != nil {
 		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
 		return 2

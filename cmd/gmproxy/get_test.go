@@ -350,3 +350,16 @@ func TestGetTLSEncryptedClientKey(t *testing.T) {
 		t.Errorf("s_time: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
+
+// TestGetTimeoutMustBePositive: -timeout 0 is a usage error, not a
+// connection that "timed out" before it was tried.
+func TestGetTimeoutMustBePositive(t *testing.T) {
+	_, port := echoServer(t)
+	for _, v := range []string{"0", "-1s"} {
+		var out, errb bytes.Buffer
+		code := runGet([]string{"-tls", "-k", "-timeout", v, "https://127.0.0.1:" + port + "/"}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "-timeout must be positive") {
+			t.Errorf("-timeout %s: exit %d, stderr %q", v, code, errb.String())
+		}
+	}
+}
