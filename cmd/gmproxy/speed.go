@@ -295,6 +295,15 @@ func tcpPair(ln net.Listener) (client, server net.Conn, err error) {
 		ch <- res{c, err}
 	}()
 	client, err = net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	if err != nil {
+		// Nothing will arrive to accept (a dial fails when the process
+		// is out of descriptors or ports): end the Accept, which would
+		// otherwise wait for ever, or take the next pair's connection.
+		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok {
+			d.SetDeadline(time.Now())
+			defer d.SetDeadline(time.Time{})
+		}
+	}
 	r := <-ch
 	if err != nil || r.err != nil {
 		if client != nil {

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gmproxy/gmproxy/internal/speed"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 func runSpeedJSON(t *testing.T, args ...string) (speed.Report, int, string) {
@@ -106,4 +109,50 @@ func TestSpeedTableAndFlags(t *testing.T) {
 	if code := dispatch([]string{"speed", "-list"}, &o, &e); code != 0 || !strings.Contains(o.String(), "tlcp-sm4-cbc") || !strings.Contains(o.String(), "sm4-xts") {
 		t.Errorf("-list: %d\n%s", code, o.String())
 	}
+}
+
+// misdirectedListener accepts on a loopback listener but reports the
+// address of a closed port, so that every dial to it fails, as a dial does
+// when the process is out of descriptors or ports.
+type misdirectedListener struct {
+	*net.TCPListener
+	addr net.Addr
+}
+
+func (l misdirectedListener) Addr() net.Addr { return l.addr }
+
+// TestTCPPairDialFails: when the dial fails, tcpPair returns the error
+// instead of waiting for ever for a connection to accept, and the next
+// pair is still accepted by its own call.
+func TestTCPPairDialFails(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr()
+	closed.Close()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := tcpPair(misdirectedListener{ln, closedAddr})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("tcpPair to a closed port succeeded")
+		}
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("tcpPair waits for ever after a failed dial")
+	}
+	c, s, err := tcpPair(ln)
+	if err != nil {
+		t.Fatalf("the next pair: %v", err)
+	}
+	c.Close()
+	s.Close()
 }
