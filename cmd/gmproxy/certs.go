@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,9 +161,13 @@ func describeWritten(stdout io.Writer, written []string) {
 }
 
 // printCertsSnippet prints a configuration that serves the PKI in abs
-// and a Tongsuo command line that tries it.
+// and a Tongsuo command line that tries it. The host and the paths are
+// quoted in both: a wildcard host (*.example.cn) unquoted is a YAML alias,
+// and a folder name may hold " #" or ": ", which YAML reads as a comment
+// or a mapping.
 func printCertsSnippet(stdout io.Writer, o *certsOptions, abs string) {
-	p := func(name string) string { return filepath.Join(abs, name) }
+	p := func(name string) string { return strconv.Quote(filepath.Join(abs, name)) }
+	sh := func(name string) string { return shellQuote(filepath.Join(abs, name)) }
 	fmt.Fprintf(stdout, `
 Configuration snippet (check it with: gmproxy check -c FILE):
 
@@ -176,7 +182,7 @@ sites:
       enc_cert: %s
       enc_key: %s
     tls13sm: {}          # reuses the TLCP signing certificate
-`, map[bool]string{true: "", false: ", tls"}[o.noECDSA], o.hosts[0], p(devpki.FileServerSignCert), p(devpki.FileServerSignKey), p(devpki.FileServerEncCert), p(devpki.FileServerEncKey))
+`, map[bool]string{true: "", false: ", tls"}[o.noECDSA], strconv.Quote(o.hosts[0]), p(devpki.FileServerSignCert), p(devpki.FileServerSignKey), p(devpki.FileServerEncCert), p(devpki.FileServerEncKey))
 	if !o.noECDSA {
 		fmt.Fprintf(stdout, `    tls:
       cert: %s
@@ -189,7 +195,16 @@ sites:
 upstreams:
   - {name: app, targets: [127.0.0.1:8080]}
 
-Try it with Tongsuo: openssl s_client -enable_ntls -ntls -connect %s:443 \
+Try it with Tongsuo: openssl s_client -enable_ntls -ntls -connect %s \
     -CAfile %s -sign_cert %s -sign_key %s -enc_cert %s -enc_key %s
-`, p(devpki.FileCACert), o.hosts[0], p(devpki.FileCACert), p(devpki.FileClientSignCert), p(devpki.FileClientSignKey), p(devpki.FileClientEncCert), p(devpki.FileClientEncKey))
+`, p(devpki.FileCACert), shellQuote(net.JoinHostPort(o.hosts[0], "443")), sh(devpki.FileCACert), sh(devpki.FileClientSignCert), sh(devpki.FileClientSignKey), sh(devpki.FileClientEncCert), sh(devpki.FileClientEncKey))
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// characters that need no quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

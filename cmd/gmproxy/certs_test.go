@@ -128,3 +128,26 @@ func TestCertsKeepsOtherFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestCertsSnippetQuoted: the printed configuration passes check also
+// for a wildcard first host and a folder whose name YAML would misread
+// unquoted (" #" starts a comment, ": " a mapping).
+func TestCertsSnippetQuoted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki #1: test")
+	code, out, errs := ccRun("certs", "-out", dir, "-hosts", "*.example.test,localhost", "-days", "30")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	i := strings.Index(out, "\nlisteners:")
+	j := strings.Index(out, "\nTry it")
+	if i < 0 || j < i {
+		t.Fatalf("no snippet in output:\n%s", out)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "gmproxy.yaml")
+	if err := os.WriteFile(cfgFile, []byte(out[i+1:j]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, cout, cerr := ccRun("check", "-no-bind", "-c", cfgFile); code != 0 {
+		t.Errorf("snippet fails check: %s%s\n%s", cout, cerr, out[i+1:j])
+	}
+}
