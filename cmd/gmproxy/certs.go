@@ -79,6 +79,12 @@ func parseCertsFlags(args []string, stderr io.Writer) (o certsOptions, code int,
 		fmt.Fprintln(stderr, "gmproxy certs: -hosts is empty")
 		return o, 2, false
 	}
+	for _, h := range append([]string{o.ksHost}, o.hosts...) {
+		if h != "" && !validCertHost(h) {
+			fmt.Fprintf(stderr, "gmproxy certs: %q is neither a DNS name nor an IP address (write IPv6 addresses without brackets, and names without a scheme or port)\n", h)
+			return o, 2, false
+		}
+	}
 	if o.force {
 		return o, 0, true
 	}
@@ -95,6 +101,32 @@ func parseCertsFlags(args []string, stderr io.Writer) (o certsOptions, code int,
 		}
 	}
 	return o, 0, true
+}
+
+// validCertHost reports whether h can be a subjectAltName of a server
+// certificate: an IP address, or a DNS name (RFC 1034 labels of letters,
+// digits, hyphens and, as names in the wild have them, underscores), with
+// a leading "*." for a wildcard. Anything else (a URL, host:port, [::1])
+// would become a dNSName no client matches.
+func validCertHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	name := strings.TrimPrefix(h, "*.")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // files lists the names of the files certs writes with these options.

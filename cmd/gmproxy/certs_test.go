@@ -151,3 +151,29 @@ func TestCertsSnippetQuoted(t *testing.T) {
 		t.Errorf("snippet fails check: %s%s\n%s", cout, cerr, out[i+1:j])
 	}
 }
+
+// TestCertsRefusesBadHosts: a host that is neither an IP address nor a
+// DNS name (brackets, a port, a URL) is refused instead of becoming a
+// dNSName SAN no client can match.
+func TestCertsRefusesBadHosts(t *testing.T) {
+	for _, args := range [][]string{
+		{"-hosts", "localhost,[::1]"},
+		{"-hosts", "localhost:8443"},
+		{"-hosts", "https://gm.example.test"},
+		{"-hosts", "bad name.test"},
+		{"-hosts", "localhost", "-keyserver", "keys.test:7443"},
+	} {
+		dir := t.TempDir()
+		code, _, errs := ccRun(append([]string{"certs", "-out", dir}, args...)...)
+		if code != 2 || !strings.Contains(errs, "neither a DNS name nor an IP address") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+		if _, err := os.Stat(filepath.Join(dir, devpki.FileCACert)); err == nil {
+			t.Errorf("%v: a PKI was written", args)
+		}
+	}
+	// Wildcards, IPv6 and IPv4 addresses are fine.
+	if code, _, errs := ccRun("certs", "-out", t.TempDir(), "-no-ecdsa", "-hosts", "*.example.test,gm-1.example.test,::1,127.0.0.1", "-keyserver", "10.0.0.1"); code != 0 {
+		t.Errorf("good hosts: exit %d: %s", code, errs)
+	}
+}
