@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -82,12 +83,36 @@ func reloadByPID(file string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gmproxy reload: %s does not hold a process ID\n", file)
 		return 1
 	}
+	if exe, ok := otherProgram(pid); !ok {
+		fmt.Fprintf(stderr, "gmproxy reload: process %d (from %s) runs %s, not gmproxy: the pid file is stale (gmproxy stopped and the ID was reused); nothing was signalled\n", pid, file, exe)
+		return 1
+	}
 	if err := signalReload(pid); err != nil {
 		fmt.Fprintf(stderr, "gmproxy reload: signalling process %d: %s\n", pid, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "sent SIGHUP to gmproxy (pid %d); its log says whether the configuration was taken\n", pid)
 	return 0
+}
+
+// otherProgram reports (ok false) when process pid runs a program other
+// than this one, by the executable's file name, so that a stale pid file
+// does not get SIGHUP, whose default action ends the process, sent to
+// whatever process took the ID. A renamed or replaced executable (an
+// upgrade: " (deleted)") still counts by its name. Where the executable
+// cannot be read (no /proc, or another user's process, which kill then
+// refuses anyway) it does not decide.
+func otherProgram(pid int) (exe string, ok bool) {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return "", true
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return exe, true
+	}
+	name := filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+	return exe, name == filepath.Base(self) || name == "gmproxy"
 }
 
 // reloadByAdmin posts /reload to addr (host:port, or unix:/path), with the

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -134,5 +136,32 @@ func TestReloadUnusableFile(t *testing.T) {
 	code, _, errs := ccRun("reload", "-c", bad)
 	if code != 1 || strings.Contains(errs, "nothing started") || !strings.Contains(errs, "no reload was asked for") {
 		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+}
+
+// TestReloadStalePIDFile: a pid file naming a process that runs another
+// program (gmproxy stopped, the ID reused) is refused: SIGHUP would end
+// that process.
+func TestReloadStalePIDFile(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the program of a process is read from /proc")
+	}
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Skip("no sleep program:", err)
+	}
+	defer other.Process.Kill()
+	pidFile := filepath.Join(t.TempDir(), "gmproxy.pid")
+	os.WriteFile(pidFile, []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o644)
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"reload", "-pid", pidFile}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "not gmproxy") {
+		t.Errorf("pid file of a sleep process: exit %d, %s%s; want 1 and the stale file named", code, out.String(), errb.String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- other.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("the other process ended (%v): it was signalled", err)
+	case <-time.After(200 * time.Millisecond):
 	}
 }
