@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,9 +150,10 @@ func (m *Metrics) connDurationFor(listener, family string) prometheus.Observer {
 	})
 }
 
-// reset empties the cache (after series were deleted, its children are stale).
-func (c *childCache[K, V]) reset() {
+// evict drops the entries whose key stale reports (their children were
+// deleted, or the key maps to other labels now).
+func (c *childCache[K, V]) evict(stale func(K) bool) {
 	c.mu.Lock()
-	clear(c.m)
+	maps.DeleteFunc(c.m, func(k K, _ V) bool { return stale(k) })
 	c.mu.Unlock()
 }

@@ -175,30 +175,55 @@ func validName(v string) bool {
 }
 
 // admitter admits configuration-derived names up to a cap; later names and
-// malformed ones map to "other". Admitted names stay admitted.
+// malformed ones map to "other". Admitted names stay admitted until retain
+// forgets them.
 type admitter struct {
 	max  int
 	mu   sync.RWMutex
 	seen map[string]struct{}
+	// retired are the names retain forgot (at most maxRetired): the
+	// caches of resolved series keep their deleted children, into which
+	// the events of a removed name still draining land unseen, until a
+	// configuration names them again.
+	retired map[string]struct{}
 }
 
+// maxRetired bounds admitter.retired; past it, retain asks for every cached
+// series of the label to be resolved again.
+const maxRetired = 4096
+
 func newAdmitter(max int) *admitter {
-	return &admitter{max: max, seen: make(map[string]struct{})}
+	return &admitter{max: max, seen: make(map[string]struct{}), retired: make(map[string]struct{})}
 }
 
 // retain forgets every admitted name not in keep and returns the names
-// forgotten.
-func (a *admitter) retain(keep map[string]bool) []string {
+// forgotten, and the names of keep whose cached series must be resolved
+// again (back): the names retired before and the names not admitted (which
+// may be cached under "other"). all reports that the retired names
+// overflowed and every cached series of the label must be resolved again.
+func (a *admitter) retain(keep map[string]bool) (gone []string, back map[string]bool, all bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var gone []string
+	back = make(map[string]bool)
+	for v := range keep {
+		_, retired := a.retired[v]
+		if _, ok := a.seen[v]; retired || !ok {
+			back[v] = true
+			delete(a.retired, v)
+		}
+	}
 	for v := range a.seen {
 		if !keep[v] {
 			delete(a.seen, v)
 			gone = append(gone, v)
+			a.retired[v] = struct{}{}
 		}
 	}
-	return gone
+	if len(a.retired) > maxRetired {
+		clear(a.retired)
+		all = true
+	}
+	return gone, back, all
 }
 
 func (a *admitter) label(v string) string {

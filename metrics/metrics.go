@@ -390,9 +390,11 @@ func (m *Metrics) HandshakeDone(ev frontdoor.HandshakeEvent) {
 		listener := m.listeners.label(st.Listener)
 		protocol, version, cipher, resumed := protocolLabel(st.Family), fixed(versions, st.Protocol), cipherLabel(st.Cipher), boolLabel(st.Resumed)
 		res := fixed(handshakeResults, result)
+		// inProgress is the listener's own gauge, which HandshakeStarted
+		// raised (and which Retain keeps cached for a removed listener).
 		hc := handshakeChildren{
 			count:      m.handshakes.WithLabelValues(listener, protocol, version, cipher, resumed, res),
-			inProgress: m.handshakesInProgress.WithLabelValues(listener),
+			inProgress: m.listener(st.Listener).inProgress,
 		}
 		siteResult := "failure"
 		if res == "success" {

@@ -13,8 +13,11 @@ import (
 const maxCachedRoutes = 4096
 
 // routeObs are the request metrics of one (site, route), resolved once so
-// that a request costs no label hashing or vector lookups: the children of
-// the metric vectors stay valid because request metrics are never reset.
+// that a request costs no label hashing or vector lookups. Retain deletes
+// the series of a removed site, route or upstream but leaves its observers
+// here, so that the requests the old generation still drains land in the
+// deleted children, unseen, and bring no series back; it evicts them when
+// a configuration names the site, route or upstream again.
 type routeObs struct {
 	inFlight prometheus.Gauge
 	duration prometheus.Observer
@@ -34,6 +37,34 @@ type reqCache struct {
 	routes sync.Map // routeKey -> *routeObs
 	ups    sync.Map // upstream name -> *upObs
 	n      atomic.Int64
+}
+
+// evict drops the observers of the sites, routes and upstreams stale
+// reports (kind is "site", "route" or "upstream").
+func (c *reqCache) evict(stale func(kind, name string) bool) {
+	drop := func(m *sync.Map, k any) {
+		if _, ok := m.LoadAndDelete(k); ok {
+			c.n.Add(-1)
+		}
+	}
+	c.sites.Range(func(k, _ any) bool {
+		if stale("site", k.(string)) {
+			drop(&c.sites, k)
+		}
+		return true
+	})
+	c.routes.Range(func(k, _ any) bool {
+		if rk := k.(routeKey); stale("site", rk.site) || stale("route", rk.route) {
+			drop(&c.routes, k)
+		}
+		return true
+	})
+	c.ups.Range(func(k, _ any) bool {
+		if stale("upstream", k.(string)) {
+			drop(&c.ups, k)
+		}
+		return true
+	})
 }
 
 func (c *reqCache) admit() bool {

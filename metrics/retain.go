@@ -43,7 +43,11 @@ func (n ConfigNames) Keep() func(label, value string) bool {
 // something the configuration no longer has are deleted (and the name no
 // longer counts against its label cap), and the counters whose label sets
 // the configuration makes known start at 0, so that rates and alerts see
-// 0 instead of no data. Call it after every successful load or reload.
+// 0 instead of no data. The connections and requests of a removed name
+// that the old generation still drains move no series (the removed
+// listener's connections_active does not come back at -1); a name that a
+// later configuration brings back reports into new series. Call it after
+// every successful load or reload.
 func (m *Metrics) Retain(n ConfigNames) {
 	var targets []string
 	for _, ts := range n.Upstreams {
@@ -53,12 +57,19 @@ func (m *Metrics) Retain(n ConfigNames) {
 	for u := range n.Upstreams {
 		upstreams = append(upstreams, u)
 	}
+	// The caches of resolved series keep the deleted children of a
+	// removed name, so that the connections and requests the old
+	// generation drains move no series (a gauge would come back at -1);
+	// they are evicted when a configuration names it again.
+	back := map[string]func(string) bool{}
 	drop := func(a *admitter, keep []string, label string, vecs ...deleter) {
-		for _, gone := range a.retain(set(keep...)) {
+		gone, again, all := a.retain(set(keep...))
+		for _, g := range gone {
 			for _, v := range vecs {
-				v.DeletePartialMatch(prometheus.Labels{label: gone})
+				v.DeletePartialMatch(prometheus.Labels{label: g})
 			}
 		}
+		back[label] = func(v string) bool { return all || again[v] }
 	}
 	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
 		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration)
@@ -69,9 +80,10 @@ func (m *Metrics) Retain(n ConfigNames) {
 		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.upstreamCerts)
 	drop(m.targets, targets, "target", m.upstreamHealthy)
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
-	m.listenerCache.reset()
-	m.handshakeCache.reset()
-	m.connDurationCache.reset()
+	m.listenerCache.evict(back["listener"])
+	m.handshakeCache.evict(func(k handshakeKey) bool { return back["listener"](k.listener) || back["site"](k.site) })
+	m.connDurationCache.evict(func(k connDurationKey) bool { return back["listener"](k.listener) })
+	m.cache.evict(func(kind, name string) bool { return back[kind](name) })
 
 	for _, p := range []string{frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM} {
 		m.sessionHits.WithLabelValues(p)

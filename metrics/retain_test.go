@@ -165,3 +165,74 @@ func TestUpstreamEvents(t *testing.T) {
 		t.Errorf("reset left %v", s)
 	}
 }
+
+// A site, route and upstream that a reload removes and a later reload
+// brings back report into live series again, not into the deleted
+// children the request observers resolved before.
+func TestRetainRequestObserversFollowNamesBack(t *testing.T) {
+	m, reg := newTest(t)
+	with := ConfigNames{Sites: []string{"www"}, Routes: []string{"/api"}, Upstreams: map[string][]string{"app": {"127.0.0.1:1"}}}
+	req := func() {
+		m.RequestStarted("www")
+		m.RequestDone(proxy.RequestEvent{Site: "www", Route: "/api", Method: "GET", Status: 200,
+			BytesIn: 1, BytesOut: 2, Upstream: "app", UpstreamStatus: 200})
+	}
+	m.Retain(with)
+	req()
+	m.Retain(ConfigNames{})
+	m.Retain(with)
+	req()
+	for name, frag := range map[string][]string{
+		"gmproxy_http_requests_total":      {`value:"www"`, `value:"/api"`, `value:"2xx"`, "value:1"},
+		"gmproxy_http_bytes_total":         {`value:"www"`, `value:"tx"`, "value:2"},
+		"gmproxy_http_requests_in_flight":  {`value:"www"`, "value:0"},
+		"gmproxy_upstream_responses_total": {`value:"app"`, `value:"2xx"`, "value:1"},
+	} {
+		if s := series(t, reg, name, frag...); len(s) != 1 {
+			t.Errorf("%s %v after the names came back: %v", name, frag, s)
+		}
+	}
+	for name, l := range map[string]map[string]string{
+		"gmproxy_http_request_duration_seconds": {"site": "www", "route": "/api"},
+		"gmproxy_upstream_response_seconds":     {"upstream": "app"},
+	} {
+		if n := histCount(t, reg, name, l); n != 1 {
+			t.Errorf("%s %v after the names came back: count %d, want 1", name, l, n)
+		}
+	}
+}
+
+// A request of a site that a reload removed, still in flight at the
+// reload (the old generation drains it), does not bring the site's series
+// back when it ends: no in-flight gauge at -1 for a site that is gone.
+func TestRetainRequestInFlightAcrossRemoval(t *testing.T) {
+	m, reg := newTest(t)
+	m.Retain(ConfigNames{Sites: []string{"old"}, Routes: []string{"/"}})
+	m.RequestStarted("old")
+	m.RequestDone(proxy.RequestEvent{Site: "old", Route: "/", Method: "GET", Status: 200})
+	m.RequestStarted("old")
+	m.Retain(ConfigNames{})
+	m.RequestDone(proxy.RequestEvent{Site: "old", Route: "/", Method: "GET", Status: 200})
+	if s := series(t, reg, "gmproxy_http_requests_in_flight", `value:"old"`); len(s) != 0 {
+		t.Errorf("in-flight series of a removed site: %v", s)
+	}
+}
+
+// Connections and handshakes of a listener that a reload removed, still
+// open at the reload (the old generation drains them), do not bring the
+// listener's gauges back at -1 when they end.
+func TestRetainListenerGaugesAcrossRemoval(t *testing.T) {
+	m, reg := newTest(t)
+	const gone = "127.0.0.1:9443"
+	m.Retain(ConfigNames{Listeners: []string{gone}})
+	m.ConnAccepted(gone)
+	m.HandshakeStarted(gone)
+	m.Retain(ConfigNames{Listeners: []string{"127.0.0.1:8443"}})
+	m.HandshakeDone(frontdoor.HandshakeEvent{State: frontdoor.ConnState{Listener: gone, Family: "tlcp"}})
+	m.ConnClosed(gone)
+	for _, name := range []string{"gmproxy_connections_active", "gmproxy_handshakes_in_progress"} {
+		if s := series(t, reg, name, `value:"`+gone+`"`); len(s) != 0 {
+			t.Errorf("%s of a removed listener: %v", name, s)
+		}
+	}
+}
