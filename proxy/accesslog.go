@@ -231,7 +231,19 @@ func (l *AccessLog) Flush() error {
 	if l.closed {
 		return nil
 	}
-	return l.bw.Flush()
+	return l.flush()
+}
+
+// flush writes the buffer out (l.mu held). A bufio.Writer that failed once
+// fails every later write, so after an error (a disk full for a while) the
+// lines buffered then are dropped and the buffer starts over: the log
+// loses those lines, not every line until the next Reopen.
+func (l *AccessLog) flush() error {
+	err := l.bw.Flush()
+	if err != nil {
+		l.bw.Reset(l.w)
+	}
+	return err
 }
 
 // Reopen flushes and reopens the log file (after logrotate moved it).
@@ -298,9 +310,11 @@ func (l *AccessLog) Log(e *LogEntry) {
 		// Keep lines whole per write(2): with O_APPEND, two generations of
 		// the proxy (during a reload) may share the file.
 		if len(b) > l.bw.Available() && l.bw.Buffered() > 0 {
-			l.bw.Flush()
+			l.flush()
 		}
-		l.bw.Write(b)
+		if _, err := l.bw.Write(b); err != nil {
+			l.bw.Reset(l.w) // a line longer than the buffer failed
+		}
 	}
 	l.mu.Unlock()
 	*bp = b

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,5 +214,60 @@ func TestAccessLogEscapesUnprintable(t *testing.T) {
 		if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
 			t.Errorf("%s: %q is not one line", format, line)
 		}
+	}
+}
+
+// failingWriter fails its writes while fail is set (a full disk), then
+// records them.
+type failingWriter struct {
+	syncBuffer
+	fail atomic.Bool
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.fail.Load() {
+		return 0, syscall.ENOSPC
+	}
+	return w.syncBuffer.Write(p)
+}
+
+// A write error (the disk was full for a while) loses the lines buffered
+// then, not every later line: the log writes again once the writer does.
+func TestAccessLogRecoversAfterWriteError(t *testing.T) {
+	w := &failingWriter{}
+	l, err := NewAccessLogWriter(w, AccessLogConfig{Format: "template", Template: "{uri}", FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w.fail.Store(true)
+	l.Log(&LogEntry{URI: "/lost"})
+	if err := l.Flush(); err == nil {
+		t.Error("Flush reported no error while the writer failed")
+	}
+	w.fail.Store(false)
+	l.Log(&LogEntry{URI: "/after"})
+	if err := l.Flush(); err != nil {
+		t.Errorf("Flush after the writer recovered: %v", err)
+	}
+	if got := w.String(); got != "/after\n" {
+		t.Errorf("written after the writer recovered: %q, want %q", got, "/after\n")
+	}
+
+	// Lines longer than the buffer go to the writer directly.
+	w = &failingWriter{}
+	l, err = NewAccessLogWriter(w, AccessLogConfig{Format: "template", Template: "{uri}", BufferSize: 16, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	long := "/" + strings.Repeat("x", 40)
+	w.fail.Store(true)
+	l.Log(&LogEntry{URI: long + "lost"})
+	w.fail.Store(false)
+	l.Log(&LogEntry{URI: long})
+	l.Flush()
+	if got := w.String(); got != long+"\n" {
+		t.Errorf("long line written after the writer recovered: %q, want %q", got, long+"\n")
 	}
 }
