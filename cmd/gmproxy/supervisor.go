@@ -97,6 +97,11 @@ type supervisor struct {
 	grace atomic.Int64
 	// counted keeps the merged counters monotonic over worker restarts.
 	counted cumulative
+	// scrapes takes the scrapes of the merged /metrics one at a time: of
+	// two at once (two Prometheus servers), the one whose worker readings
+	// are older could finish last and leave them as the ones counted
+	// keeps, below what the other already returned.
+	scrapes sync.Mutex
 
 	mu       sync.Mutex
 	procs    []*workerProc
@@ -523,6 +528,7 @@ func (s *supervisor) signalAll(sig os.Signal) {
 // metrics scrapes every live worker and writes the merged exposition plus
 // the supervisor's own series.
 func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
+	s.scrapes.Lock()
 	procs := s.live()
 	all := make([]map[string]*dto.MetricFamily, len(procs))
 	var wg sync.WaitGroup
@@ -541,6 +547,7 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	wg.Wait()
 	all = s.counted.update(procs, all)
+	s.scrapes.Unlock() // not held while a slow client reads the answer
 	s.mu.Lock()
 	restarts := s.restarts
 	s.mu.Unlock()

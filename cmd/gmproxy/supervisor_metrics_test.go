@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -60,3 +66,67 @@ func TestMergedCountersNeverDecrease(t *testing.T) {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestOverlappingScrapesKeepCountersMonotonic: two scrapes of the merged
+// /metrics at once (two Prometheus servers) must not leave the older
+// reading of a worker as the one kept: when that worker dies, the sum
+// would fall below what the other scrape already returned.
+func TestOverlappingScrapesKeepCountersMonotonic(t *testing.T) {
+	release := make(chan struct{})
+	firstIn := make(chan struct{})
+	var calls atomic.Int32
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		// The worker's counter reads 5 at the first call, 10 later;
+		// the first answer arrives late.
+		v := "10"
+		if calls.Add(1) == 1 {
+			close(firstIn)
+			<-release
+			v = "5"
+		}
+		body := "# TYPE gmproxy_handshakes_total counter\ngmproxy_handshakes_total " + v + "\n"
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	})
+	w := &workerProc{index: 0, exited: make(chan struct{})}
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), hc: &http.Client{Transport: rt}, procs: []*workerProc{w}}
+	scrape := func() float64 {
+		rec := httptest.NewRecorder()
+		s.metrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		fams, err := parseMetrics(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fams["gmproxy_handshakes_total"].GetMetric()[0].GetCounter().GetValue()
+	}
+	var first float64
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		first = scrape()
+	}()
+	<-firstIn
+	second := make(chan float64, 1)
+	go func() { second <- scrape() }()
+	// Let the second scrape finish first if it can (it cannot when
+	// scrapes are taken one at a time); no outcome depends on how long.
+	var seen float64
+	select {
+	case seen = <-second:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	<-firstDone
+	if seen == 0 {
+		seen = <-second
+	}
+	seen = max(seen, first)
+	close(w.exited) // the worker dies: its counts stay in the sum
+	if after := scrape(); after < seen {
+		t.Errorf("gmproxy_handshakes_total after the worker died: %v, below %v already returned", after, seen)
+	}
+}
