@@ -743,7 +743,7 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		if next != nil && (err == nil || errors.As(err, &split)) {
 			applyReloaded(log, lv, levelFlag, formatFlag, cfg, next, cfg.Admin.Address)
 			cfg = next
-			s.counted.retain(configNames(next))
+			s.retainSeries(configNames(next))
 		}
 		return err
 	}

@@ -249,3 +249,13 @@ func mergeIndex(fams []*dto.MetricFamily) map[string]*dto.MetricFamily {
 	}
 	return out
 }
+
+// retainSeries drops from what counted keeps the series configuration n
+// no longer has (cumulative.retain), after the scrape in progress if any:
+// that scrape read the workers before they reloaded, and what it keeps
+// would bring the removed series back.
+func (s *supervisor) retainSeries(n metrics.ConfigNames) {
+	s.scrapes.Lock()
+	defer s.scrapes.Unlock()
+	s.counted.retain(n)
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 // TestMergedCountersNeverDecrease: the supervisor's sums of counters and
@@ -128,5 +130,56 @@ func TestOverlappingScrapesKeepCountersMonotonic(t *testing.T) {
 	close(w.exited) // the worker dies: its counts stay in the sum
 	if after := scrape(); after < seen {
 		t.Errorf("gmproxy_handshakes_total after the worker died: %v, below %v already returned", after, seen)
+	}
+}
+
+// TestReloadDuringScrapeDropsRemovedSeries: a scrape in progress when a
+// reload removes a site read the workers before the reload; what it keeps
+// of them must still lose the site, or a worker dying later leaves the
+// site in the merged /metrics for good.
+func TestReloadDuringScrapeDropsRemovedSeries(t *testing.T) {
+	release := make(chan struct{})
+	firstIn := make(chan struct{})
+	var calls atomic.Int32
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		body := "# TYPE gmproxy_http_requests_total counter\n" +
+			`gmproxy_http_requests_total{site="kept"} 1` + "\n"
+		if calls.Add(1) == 1 {
+			close(firstIn)
+			<-release
+			body += `gmproxy_http_requests_total{site="old"} 1` + "\n"
+		}
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	})
+	w := &workerProc{index: 0, exited: make(chan struct{})}
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), hc: &http.Client{Transport: rt}, procs: []*workerProc{w}}
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		s.metrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		scrape()
+	}()
+	<-firstIn
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		s.retainSeries(metrics.ConfigNames{Sites: []string{"kept"}})
+	}()
+	// Let the reload's retain run first if it can (it cannot while a
+	// scrape is in progress); no outcome depends on how long.
+	select {
+	case <-retained:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	<-scraped
+	<-retained
+	close(w.exited) // the worker dies: its counts stay in the sum
+	if got := scrape(); strings.Contains(got, `site="old"`) {
+		t.Errorf("a site the reload removed is still in the merged metrics:\n%s", got)
 	}
 }
