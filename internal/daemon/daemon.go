@@ -110,6 +110,10 @@ type Daemon struct {
 	// installs it or Abort (or another Prepare) drops it.
 	pending  *staged
 	retiring sync.WaitGroup
+	// retired are the generations retiring: still serving what was in
+	// flight at their reload, and writing its access-log lines, so
+	// ReopenLogs reopens their logs too.
+	retired map[*Generation]struct{}
 	// stopCtx bounds the retirement of old generations: they drain without
 	// a deadline (a reload never cuts requests, tunnels or streams) until
 	// shutdown's grace period ends or Close is called.
@@ -285,10 +289,17 @@ func (d *Daemon) install(st *staged) {
 		if oldRef != nil {
 			oldRef.retire()
 		}
+		if d.retired == nil {
+			d.retired = make(map[*Generation]struct{})
+		}
+		d.retired[old] = struct{}{}
 		d.retiring.Add(1)
 		go func() {
 			defer d.retiring.Done()
 			d.retireCtx(d.stopCtx, old, oldRef)
+			d.mu.Lock()
+			delete(d.retired, old)
+			d.mu.Unlock()
 		}()
 	}
 	d.gen, d.ref = gen, ref
@@ -509,13 +520,23 @@ func (d *Daemon) closeGenerations() {
 	}
 }
 
-// ReopenLogs reopens the access log of the running generation (SIGUSR1).
+// ReopenLogs reopens the access logs (SIGUSR1) of the running generation
+// and of the retired ones still draining, which log what they serve.
 func (d *Daemon) ReopenLogs() error {
 	d.mu.Lock()
-	gen := d.gen
-	d.mu.Unlock()
-	if gen == nil || gen.Proxy == nil {
-		return nil
+	gens := make([]*Generation, 0, 1+len(d.retired))
+	if d.gen != nil {
+		gens = append(gens, d.gen)
 	}
-	return gen.Proxy.ReopenLogs()
+	for g := range d.retired {
+		gens = append(gens, g)
+	}
+	d.mu.Unlock()
+	var err error
+	for _, g := range gens {
+		if g.Proxy != nil {
+			err = errors.Join(err, g.Proxy.ReopenLogs())
+		}
+	}
+	return err
 }
