@@ -390,6 +390,18 @@ func (p *Proxy) ServeStream(c net.Conn, site string) error {
 	return s.stream.serve(c)
 }
 
+// Retire tells p that a newer proxy took its place (a reload): p still
+// serves what it has in flight, and its health checks still steer that,
+// but it no longer reports its targets' health to the observer. The newer
+// proxy reports the targets in force; p's view of them, or of targets the
+// reload removed, would overwrite it (a removed target would come back in
+// the metrics, down, for good).
+func (p *Proxy) Retire() {
+	for _, u := range p.upstreams {
+		u.retired.Store(true)
+	}
+}
+
 // ReopenLogs reopens the access log file (SIGUSR1 rotation).
 func (p *Proxy) ReopenLogs() error {
 	if p.accessLog == nil {

@@ -62,6 +62,9 @@ type Upstream struct {
 
 	obs    Observer
 	logger *slog.Logger
+	// retired is set once a newer proxy took this upstream's place
+	// (Proxy.Retire): its targets' health is the newer one's to report.
+	retired atomic.Bool
 
 	rrMu sync.Mutex // guards Target.cw for smooth weighted round robin
 	seq  atomic.Uint64
@@ -232,7 +235,9 @@ func (u *Upstream) reportState(t *Target, why string) {
 	} else {
 		u.logger.Info("upstream target up", "target", t.Addr, "reason", why)
 	}
-	u.obs.UpstreamHealth(u.name, t.Addr, !down)
+	if !u.retired.Load() {
+		u.obs.UpstreamHealth(u.name, t.Addr, !down)
+	}
 }
 
 // fail records a passive failure and marks the target down for the

@@ -289,6 +289,9 @@ func (d *Daemon) install(st *staged) {
 		if oldRef != nil {
 			oldRef.retire()
 		}
+		if old.Proxy != nil {
+			old.Proxy.Retire()
+		}
 		if d.retired == nil {
 			d.retired = make(map[*Generation]struct{})
 		}

@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/metrics"
+)
+
+// TestRetiredGenerationReportsNoHealth: a generation a reload retired
+// still probes its targets while it drains what was in flight; its view
+// of a target is no longer the one in force, and a target the reload
+// removed must not come back in gmproxy_upstream_target_healthy.
+func TestRetiredGenerationReportsNoHealth(t *testing.T) {
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status atomic.Int32
+	status.Store(200)
+	var probes atomic.Int32
+	checked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		w.WriteHeader(int(status.Load()))
+	}))
+	t.Cleanup(checked.Close)
+	target := checked.Listener.Addr().String()
+
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Upstreams = append(cfg.Upstreams, conf.Upstream{Name: "checked", Targets: []conf.Target{{Address: target, Weight: 1}},
+		HealthChecks: conf.HealthChecks{Active: &conf.ActiveHealth{Path: "/", Interval: 10 * time.Millisecond, Timeout: time.Second, Rise: 1, Fall: 1}}})
+	cfg.Sites[0].Routes = append([]conf.Route{{Name: "checked", PathPrefix: "/checked", Upstream: "checked"}}, cfg.Sites[0].Routes...)
+	td := &testDaemon{cfg: cfg}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	td.env = &Env{Logger: log, ProxyObserver: m}
+	d, err := New(func() (*Generation, error) {
+		td.mu.Lock()
+		defer td.mu.Unlock()
+		return Build(td.cfg, td.env)
+	}, Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); td.env.Close() })
+	addr := d.Addr(cfg.Listeners[0].Address)
+
+	// A request that keeps the first generation serving after the reload.
+	c := tlsClient(t, addr, "localhost", true)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Get("https://localhost/slow")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	testpeer.Recv(t, b.slowStarted, "slow request at the backend")
+	t.Cleanup(func() { close(b.release); <-done })
+
+	// The reload removes the checked upstream.
+	next := testConfig(t, b.Listener.Addr().String())
+	td.mu.Lock()
+	td.cfg = next
+	td.mu.Unlock()
+	if err := d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	m.Retain(metrics.ConfigNames{Listeners: []string{next.Listeners[0].Address}, Sites: []string{"main", "other"},
+		Routes: []string{"all", "fixed"}, Upstreams: map[string][]string{"app": {b.Listener.Addr().String()}}})
+
+	// The target fails its checks; the retired generation probes it.
+	status.Store(500)
+	for i, n := 0, probes.Load()+3; probes.Load() < n && i < 2000; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "gmproxy_upstream_target_healthy" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetValue() == "checked" || l.GetValue() == target {
+					t.Errorf("health of a target the reload removed: %v", mt)
+				}
+			}
+		}
+	}
+}
