@@ -31,6 +31,12 @@ type Config struct {
 	// that stay (same upstream name and address) keep their health state:
 	// a target that was down stays down until its checks say otherwise.
 	Previous *Proxy
+	// Standby keeps the new proxy's target health from the observer until
+	// Activate: a reload builds the proxy before it knows whether it will
+	// serve (a refused reload never does), and only the proxy in force
+	// reports the targets' health. Without it, New reports every target's
+	// state at once.
+	Standby bool
 }
 
 // LimitsConfig holds client-side limits for HTTP serving.

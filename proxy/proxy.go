@@ -103,7 +103,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		p.closeUpstreams()
 		return nil, fmt.Errorf("http2: %w", err)
 	}
-	p.startHealthChecks(cfg.Previous)
+	p.startHealthChecks(cfg.Previous, cfg.Standby)
 	return p, nil
 }
 
@@ -201,15 +201,16 @@ func (p *Proxy) newServers() error {
 }
 
 // startHealthChecks takes over the health state of the targets of prev
-// (the proxy this one replaces, or nil), reports each target's state, and
-// starts the active health checks.
-func (p *Proxy) startHealthChecks(prev *Proxy) {
+// (the proxy this one replaces, or nil), reports each target's state
+// (unless standby: Activate does), and starts the active health checks.
+func (p *Proxy) startHealthChecks(prev *Proxy, standby bool) {
 	for _, u := range p.upstreams {
 		if prev != nil {
 			u.inheritHealth(prev.upstreams[u.name])
 		}
-		for _, t := range u.targets {
-			p.obs.UpstreamHealth(u.name, t.Addr, !t.reported.Load()) // initial state; changes follow
+		u.quiet.Store(true)
+		if !standby {
+			u.setQuiet(false) // initial state; changes follow
 		}
 		u.startActiveChecks()
 	}
@@ -390,15 +391,23 @@ func (p *Proxy) ServeStream(c net.Conn, site string) error {
 	return s.stream.serve(c)
 }
 
+// Activate makes p, built with Config.Standby, the proxy in force: it
+// reports every target's state, and then the changes.
+func (p *Proxy) Activate() {
+	for _, u := range p.upstreams {
+		u.setQuiet(false)
+	}
+}
+
 // Retire tells p that a newer proxy took its place (a reload): p still
 // serves what it has in flight, and its health checks still steer that,
 // but it no longer reports its targets' health to the observer. The newer
 // proxy reports the targets in force; p's view of them, or of targets the
 // reload removed, would overwrite it (a removed target would come back in
-// the metrics, down, for good).
+// the metrics, down).
 func (p *Proxy) Retire() {
 	for _, u := range p.upstreams {
-		u.retired.Store(true)
+		u.setQuiet(true)
 	}
 }
 

@@ -62,9 +62,12 @@ type Upstream struct {
 
 	obs    Observer
 	logger *slog.Logger
-	// retired is set once a newer proxy took this upstream's place
-	// (Proxy.Retire): its targets' health is the newer one's to report.
-	retired atomic.Bool
+	// quiet keeps the targets' health from the observer while the proxy
+	// is not the one in force (Config.Standby until Activate, and after
+	// Retire). reportMu orders the reports of a change with those of
+	// Activate.
+	quiet    atomic.Bool
+	reportMu sync.Mutex
 
 	rrMu sync.Mutex // guards Target.cw for smooth weighted round robin
 	seq  atomic.Uint64
@@ -227,6 +230,11 @@ func (t *Target) InFlight() int64 { return t.inflight.Load() }
 // reportState logs and reports a change of the target's combined state.
 func (u *Upstream) reportState(t *Target, why string) {
 	down := t.activeDn.Load() || t.downUntil.Load() > time.Now().UnixNano()
+	if t.reported.Load() == down {
+		return
+	}
+	u.reportMu.Lock()
+	defer u.reportMu.Unlock()
 	if t.reported.Swap(down) == down {
 		return
 	}
@@ -235,8 +243,21 @@ func (u *Upstream) reportState(t *Target, why string) {
 	} else {
 		u.logger.Info("upstream target up", "target", t.Addr, "reason", why)
 	}
-	if !u.retired.Load() {
+	if !u.quiet.Load() {
 		u.obs.UpstreamHealth(u.name, t.Addr, !down)
+	}
+}
+
+// setQuiet starts or stops the health reports of u's targets; started,
+// they report every target's current state.
+func (u *Upstream) setQuiet(quiet bool) {
+	u.reportMu.Lock()
+	defer u.reportMu.Unlock()
+	if u.quiet.Swap(quiet) == quiet || quiet {
+		return
+	}
+	for _, t := range u.targets {
+		u.obs.UpstreamHealth(u.name, t.Addr, !t.reported.Load())
 	}
 }
 

@@ -338,6 +338,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		useTickets()
 		env.useEngine(eng)
 		env.useKeyClients(kcs)
+		px.Activate()
 	}}
 	gen.serveWith(px, cfg)
 	var errs []error
@@ -406,6 +407,7 @@ func buildProxy(env *Env, cfg *conf.Config) (px, prev *proxy.Proxy, err error) {
 	prev = env.proxy
 	env.mu.Unlock()
 	pc.Previous = prev
+	pc.Standby = true // Activate once installed: a refused reload reports nothing
 	px, err = proxy.New(pc, pobs, env.Logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("proxy: %w", err)

@@ -99,3 +99,65 @@ func TestRetiredGenerationReportsNoHealth(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedReloadReportsNoHealth: a reload whose generation is built
+// and then refused (here a listener address already in use) never served:
+// the targets of its upstreams must not appear in
+// gmproxy_upstream_target_healthy (an alert would watch a target that is
+// not configured).
+func TestRefusedReloadReportsNoHealth(t *testing.T) {
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	td := &testDaemon{cfg: cfg}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	td.env = &Env{Logger: log, ProxyObserver: m}
+	d, err := New(func() (*Generation, error) {
+		td.mu.Lock()
+		defer td.mu.Unlock()
+		return Build(td.cfg, td.env)
+	}, Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); td.env.Close() })
+
+	next := testConfig(t, b.Listener.Addr().String())
+	next.Upstreams = append(next.Upstreams, conf.Upstream{Name: "extra", Targets: []conf.Target{{Address: "127.0.0.1:1", Weight: 1}}})
+	next.Sites[0].Routes = append([]conf.Route{{Name: "extra", PathPrefix: "/extra", Upstream: "extra"}}, next.Sites[0].Routes...)
+	busy := next.Listeners[0]
+	busy.Address = b.Listener.Addr().String() // taken by the backend
+	next.Listeners = append(next.Listeners, busy)
+	td.mu.Lock()
+	td.cfg = next
+	td.mu.Unlock()
+	if err := d.Reload(); err == nil {
+		t.Fatal("reload onto an address in use succeeded")
+	}
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "gmproxy_upstream_target_healthy" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				switch l.GetValue() {
+				case "extra":
+					t.Errorf("health of a target of a refused reload: %v", mt)
+				case "app":
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("the running generation's target health is not reported")
+	}
+}
