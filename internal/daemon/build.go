@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -59,6 +60,9 @@ type Env struct {
 	keys     ticket.Source
 	// stores holds per-protocol session stores created by the engine files.
 	stores map[string]any
+	// evicted counts, per protocol family, the evictions of all its
+	// session stores (sessionStore.evicted).
+	evicted map[string]*atomic.Uint64
 	// keyClients are the clients of the key servers of the serving
 	// generation, by name; allKeyClients holds those and the ones of
 	// retired or not yet served generations (keyservers.go).
@@ -172,6 +176,22 @@ func (e *Env) store(key string, mk func() any) any {
 		e.stores[key] = v
 	}
 	return v
+}
+
+// evictions returns the eviction count shared by the session stores of
+// family.
+func (e *Env) evictions(family string) *atomic.Uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.evicted == nil {
+		e.evicted = map[string]*atomic.Uint64{}
+	}
+	c := e.evicted[family]
+	if c == nil {
+		c = new(atomic.Uint64)
+		e.evicted[family] = c
+	}
+	return c
 }
 
 // TicketKeys returns the ticket key source for cfg: the keys conf read from

@@ -61,8 +61,9 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
 	if b.cfg.Sessions.CacheSize > 0 {
 		size, life := b.cfg.Sessions.CacheSize, b.sessionLifetime()
+		evicted := b.env.evictions(frontdoor.FamilyTLCP)
 		local := b.env.store(fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
-			return tlcp.SessionStore(newSessionStore(frontdoor.FamilyTLCP, size, life, b.env.Sessions))
+			return tlcp.SessionStore(newSessionStore(frontdoor.FamilyTLCP, size, life, b.env.Sessions, evicted))
 		}).(tlcp.SessionStore)
 		cfg.SessionStore = b.env.tieredStore(b.cfg, frontdoor.FamilyTLCP, local, keys, life)
 	} else {

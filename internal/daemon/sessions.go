@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
@@ -20,10 +21,22 @@ type sessionStore struct {
 	family string
 	c      *sessioncache.Cache
 	obs    frontdoor.SessionObserver
+	// evicted counts the evictions of every store of the family (one per
+	// sessions.cache_size and lifetime a reload made, and a reload back
+	// makes an earlier one serve again): the observer is told that sum,
+	// which only grows, not this cache's own count. seen is the part of
+	// this cache's count already added to it.
+	evicted *atomic.Uint64
+	seen    atomic.Uint64
 }
 
-func newSessionStore(family string, size int, lifetime time.Duration, obs frontdoor.SessionObserver) *sessionStore {
-	return &sessionStore{family: family, c: sessioncache.New(size, lifetime), obs: obs}
+// newSessionStore makes a store whose evictions add to evicted (nil: its
+// own count alone).
+func newSessionStore(family string, size int, lifetime time.Duration, obs frontdoor.SessionObserver, evicted *atomic.Uint64) *sessionStore {
+	if evicted == nil {
+		evicted = new(atomic.Uint64)
+	}
+	return &sessionStore{family: family, c: sessioncache.New(size, lifetime), obs: obs, evicted: evicted}
 }
 
 func (s *sessionStore) Get(id string) ([]byte, bool) {
@@ -57,8 +70,19 @@ func (s *sessionStore) Clear() {
 }
 
 func (s *sessionStore) report() {
-	if s.obs != nil {
-		n, evictions := s.c.Stats()
-		s.obs.SessionCacheSize(s.family, n, evictions)
+	if s.obs == nil {
+		return
 	}
+	n, evictions := s.c.Stats()
+	for {
+		prev := s.seen.Load()
+		if evictions <= prev {
+			break // counted (a concurrent report got a later count)
+		}
+		if s.seen.CompareAndSwap(prev, evictions) {
+			s.evicted.Add(evictions - prev)
+			break
+		}
+	}
+	s.obs.SessionCacheSize(s.family, n, s.evicted.Load())
 }

@@ -34,7 +34,7 @@ func (o *sessObs) TicketRejected(string) {}
 
 func TestSessionStore(t *testing.T) {
 	obs := &sessObs{}
-	s := newSessionStore("tlcp", 2, time.Hour, obs)
+	s := newSessionStore("tlcp", 2, time.Hour, obs, nil)
 	now := time.Unix(1000, 0)
 	s.c.SetClock(func() time.Time { return now })
 	s.Put("a", []byte("A"), time.Minute)
