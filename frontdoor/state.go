@@ -164,6 +164,10 @@ type ConnDurationObserver interface {
 // SessionObserver receives session-cache and ticket events per protocol family.
 type SessionObserver interface {
 	SessionLookup(family string, hit bool)
+	// SessionCacheSize reports the size of the family's session cache
+	// and the family's cumulative count of evictions, which never goes
+	// down (not even when a reload makes a new cache); concurrent reports
+	// may arrive out of order.
 	SessionCacheSize(family string, size int, evictions uint64)
 	TicketIssued(family string)
 	TicketAccepted(family string)

@@ -479,19 +479,20 @@ func (m *Metrics) SessionLookup(family string, hit bool) {
 }
 
 // SessionCacheSize implements frontdoor.SessionObserver. evictions is the
-// cache's cumulative eviction count; the counter moves by its increase (a
-// smaller value means a new cache, whose count is added whole).
+// family's cumulative eviction count (over every cache a reload made); the
+// counter moves by its increase. A smaller value is a report that raced
+// with a later one and arrived after it (the caches report outside their
+// locks): it is counted already, and moves nothing.
 func (m *Metrics) SessionCacheSize(family string, size int, evictions uint64) {
 	p, c := protocolLabel(family), m.cacheSize(family)
 	c.size.Set(float64(size))
 	m.evictMu.Lock()
-	last := m.lastEvictions[p]
-	m.lastEvictions[p] = evictions
-	m.evictMu.Unlock()
-	delta := evictions
-	if evictions >= last {
+	var delta uint64
+	if last := m.lastEvictions[p]; evictions > last {
 		delta = evictions - last
+		m.lastEvictions[p] = evictions
 	}
+	m.evictMu.Unlock()
 	if delta > 0 {
 		c.evictions.Add(float64(delta))
 	}
