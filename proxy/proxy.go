@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -42,6 +43,10 @@ type Proxy struct {
 	h1     *h1server.Server
 	h2base *http.Server
 	h2     *http2.Server
+
+	// shutting is set when Shutdown begins, before h2base's graceful
+	// shutdown (H2LateGoAway).
+	shutting atomic.Bool
 
 	// tracked holds the h2 connections, tunnels and TCP streams. Once
 	// Shutdown has drained the HTTP/1.1 connections, idle is made and is
@@ -167,6 +172,26 @@ func H2WriteByteTimeout(l LimitsConfig) time.Duration {
 	return max(l.SendTimeout, 0)
 }
 
+// H2LateGoAway returns the http.Server.ConnState hook of base, an h2
+// server's BaseConfig bound by http2.ConfigureServer, that sends GOAWAY to
+// a connection that starts once shutting reports true. base.Shutdown
+// sends GOAWAY only to the connections x/net/http2 has registered when it
+// runs; one handed to ServeConn just before (its handshake ended as
+// shutdown began) registers after, and was served as usual: no GOAWAY
+// until its first requests were done or its idle timeout, and the drain
+// waited for it until its context ended. The hook runs once the
+// connection is registered (StateActive: its preface was read, and on
+// each new stream): calling base.Shutdown again then reaches it (a
+// connection's graceful shutdown happens once). shutting must turn true
+// before base.Shutdown is first called.
+func H2LateGoAway(base *http.Server, shutting func() bool) func(net.Conn, http.ConnState) {
+	return func(_ net.Conn, st http.ConnState) {
+		if st == http.StateActive && shutting() {
+			base.Shutdown(context.Background()) // returns at once: base serves no HTTP/1.1 connection
+		}
+	}
+}
+
 // newServers sets up the HTTP/1.1 and HTTP/2 servers with p.limits.
 func (p *Proxy) newServers() error {
 	l := p.limits
@@ -191,6 +216,7 @@ func (p *Proxy) newServers() error {
 		ConnContext:       ConnContext,
 		ErrorLog:          slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug),
 	}
+	p.h2base.ConnState = H2LateGoAway(p.h2base, p.shutting.Load)
 	p.h2 = &http2.Server{
 		MaxConcurrentStreams: l.MaxConcurrentStreams,
 		IdleTimeout:          l.IdleTimeout,
@@ -457,6 +483,7 @@ func (p *Proxy) closeIdleLocked() {
 // ctx.Err() if connections remained (the log then stays open for them);
 // call Close to cut them.
 func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.shutting.Store(true)
 	p.h2base.Shutdown(ctx) // GOAWAY to the h2 connections (tracked below)
 	err := p.h1.Shutdown(ctx)
 	p.mu.Lock()

@@ -84,6 +84,9 @@ type httpSet struct {
 	h2     *http2.Server
 	h2wg   sync.WaitGroup
 
+	// stopped is set by stop, before h2base.Shutdown (proxy.H2LateGoAway).
+	stopped atomic.Bool
+
 	mu      sync.Mutex
 	retired bool
 	active  int                   // HTTP/1.1 and h2 connections
@@ -130,6 +133,9 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		ConnContext:       s.connContext,
 		ErrorLog:          slog.NewLogLogger(l.log.Handler(), slog.LevelDebug),
 	}
+	// An h2 connection acquired just before shutdown stops the set may
+	// register with x/net/http2 after h2base.Shutdown sent its GOAWAYs.
+	s.h2base.ConnState = proxy.H2LateGoAway(s.h2base, s.stopped.Load)
 	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout,
 		WriteByteTimeout: proxy.H2WriteByteTimeout(s.proxyLim)}
 	// Registers h2 graceful shutdown (GOAWAY) with h2base.Shutdown.
@@ -196,6 +202,7 @@ func (s *httpSet) retire(onIdle func()) {
 // stop refuses new connections: the listener is closing. A pending onIdle
 // stays.
 func (s *httpSet) stop() {
+	s.stopped.Store(true)
 	s.mu.Lock()
 	s.retired = true
 	s.mu.Unlock()
