@@ -422,6 +422,13 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", ":protocol pseudo-header on a "+r.Method+" request")
 	case rt == nil:
 		s.errorResponse(rs, r, http.StatusNotFound, "no route matches", "no route matches host "+host+" path "+r.URL.Path)
+	case rt.respond != nil && rt.respond.Status < 300 && isExtendedConnect(r):
+		// A 2xx to a CONNECT opens the tunnel (RFC 9110 §9.3.6, RFC
+		// 8441 §5): the route's answer would be taken for a WebSocket
+		// that is not there, its body for the first bytes. Refused as a
+		// protocol the route does not tunnel is (forwardExtendedConnect).
+		s.errorResponse(rs, r, http.StatusNotImplemented, "protocol not supported",
+			"extended CONNECT to protocol "+r.Header.Get(":protocol")+" on a route that answers "+strconv.Itoa(rt.respond.Status)+" itself and opens no tunnel")
 	case rt.respond != nil:
 		h := rs.w.Header()
 		h["Content-Type"] = rt.respondCT

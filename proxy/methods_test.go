@@ -238,3 +238,35 @@ func TestH2InvalidAuthorityRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestExtendedConnectToRespondRoute: an RFC 8441 extended CONNECT (a
+// WebSocket over an h2 stream) that reaches a route answering by itself
+// (respond) is refused, 501 as for a protocol the route does not tunnel:
+// any 2xx to a CONNECT tells the client that the tunnel is open (RFC 9110
+// §9.3.6, RFC 8441 §5), and the route's 200 with its body went out as
+// the opening of a WebSocket that is not there, the body as its first
+// bytes. Over HTTP/1.1 the same route's 200 is no switch (101) and the
+// client's handshake fails. A route's own refusal (a 403) goes out as it
+// is.
+func TestExtendedConnectToRespondRoute(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectToRespondRoute", "GODEBUG=http2xconnect=1")
+		return
+	}
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/deny", Respond: &RespondConfig{Status: 403, Body: "no"}},
+		RouteConfig{Respond: &RespondConfig{Body: "ok"}},
+	)}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	for path, want := range map[string]string{"/ws": "501", "/deny": "403"} {
+		fr, _ := rawH2(t, f.addr)
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true,
+			BlockFragment: h2Block(":method", "CONNECT", ":protocol", "websocket", ":scheme", "https", ":path", path,
+				":authority", "example.test", "sec-websocket-version", "13")}); err != nil {
+			t.Fatal(err)
+		}
+		if status := h2Status(t, fr, 1); status != want {
+			t.Errorf("extended CONNECT to a respond route at %s: %s, want %s", path, status, want)
+		}
+	}
+}
