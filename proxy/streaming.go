@@ -287,6 +287,19 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 		}
 	}
 	rt.resOps.apply(dst)
+	// The tunnel outlives its request: read_timeout and write_timeout
+	// bound a request and its response, and the HTTP/1.1 server's
+	// deadlines are cleared at the hijack (handleUpgrade). Here the
+	// tunnel is the request's stream, whose deadlines would cut it:
+	// they go, and send_timeout (armed anew, without the write_timeout
+	// bound) still bounds each write, the idle timeout the tunnel.
+	if rd, ok := rs.w.rw.(readDeadliner); ok {
+		rd.SetReadDeadline(time.Time{})
+	}
+	if wd, ok := rs.w.rw.(writeDeadliner); ok {
+		wd.SetWriteDeadline(time.Time{})
+	}
+	rs.w.send.limit, rs.w.send.last = time.Time{}, 0
 	rs.w.WriteHeader(http.StatusOK)
 	rs.w.Flush()
 	if !s.p.trackAdd(backConn) {

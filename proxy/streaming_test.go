@@ -834,3 +834,81 @@ func TestContentLengthWithTransferEncoding(t *testing.T) {
 		}
 	})
 }
+
+// TestExtendedConnectOutlivesRequestTimeouts: read_timeout and
+// write_timeout bound a request and its response, not the WebSocket a
+// request opened. Over HTTP/1.1 the tunnel is the hijacked connection,
+// whose deadlines are cleared; over h2 (RFC 8441, which browsers use
+// once the server allows it) the tunnel is the request's stream, and the
+// stream's own deadlines cut every WebSocket of an h2 client after
+// read_timeout (or write_timeout), while the same WebSocket over
+// HTTP/1.1 lived on.
+func TestExtendedConnectOutlivesRequestTimeouts(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectOutlivesRequestTimeouts", "GODEBUG=http2xconnect=1")
+		return
+	}
+	for _, lim := range []string{"read_timeout", "write_timeout"} {
+		backend := wsEchoBackend(t)
+		cfg := proxyTo(addrOf(backend))
+		const d = 200 * time.Millisecond
+		if lim == "read_timeout" {
+			cfg.Limits.ReadTimeout = d
+		} else {
+			cfg.Limits.WriteTimeout = d
+		}
+		f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+		fr := extendedConnect(t, f.addr)
+		status := ""
+		dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) {
+			if hf.Name == ":status" {
+				status = hf.Value
+			}
+		})
+		// echo sends one masked text frame "hi" and reads its echo.
+		echo := func(when string) {
+			t.Helper()
+			if err := fr.WriteData(1, false, []byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2}); err != nil {
+				t.Fatalf("%s, %s: %v", lim, when, err)
+			}
+			var got []byte
+			for len(got) < 4 {
+				fm, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatalf("%s, %s: %v", lim, when, err)
+				}
+				switch fm := fm.(type) {
+				case *http2.DataFrame:
+					if fm.StreamID == 1 {
+						got = append(got, fm.Data()...)
+						if fm.StreamEnded() && len(got) < 4 {
+							t.Fatalf("%s, %s: the tunnel ended", lim, when)
+						}
+					}
+				case *http2.RSTStreamFrame:
+					t.Fatalf("%s, %s: stream reset %v", lim, when, fm.ErrCode)
+				case *http2.GoAwayFrame:
+					t.Fatalf("%s, %s: GOAWAY %v", lim, when, fm.ErrCode)
+				}
+			}
+			if string(got) != "\x81\x02hi" {
+				t.Fatalf("%s, %s: echo %q", lim, when, got)
+			}
+		}
+		for status == "" {
+			fm, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("%s: extended CONNECT: %v", lim, err)
+			}
+			if hf, ok := fm.(*http2.HeadersFrame); ok && hf.StreamID == 1 {
+				dec.Write(hf.HeaderBlockFragment())
+			}
+		}
+		if status != "200" {
+			t.Fatalf("%s: extended CONNECT status %q", lim, status)
+		}
+		echo("at once")
+		time.Sleep(3 * d)
+		echo("after " + lim + " passed")
+	}
+}
