@@ -75,7 +75,14 @@ type frameScanner struct {
 	// inBlock: inside a header block, which ends with the frame that
 	// carries END_HEADERS; the frames before it end no unit.
 	inBlock bool
+	// hdrFrame: inside the payload of a HEADERS, PUSH_PROMISE or
+	// CONTINUATION frame.
+	hdrFrame bool
 }
+
+// inHeaders reports whether the frames scanned end inside a header block
+// (one begun and not yet complete).
+func (s *frameScanner) inHeaders() bool { return s.inBlock || s.hdrFrame }
 
 // scan consumes b and calls onHdr for every complete frame header. It
 // returns the offset in b just past the last frame that b completes
@@ -93,6 +100,9 @@ func (s *frameScanner) scan(b []byte) (end int) {
 				}
 			}
 			s.skip -= n
+			if s.skip == 0 {
+				s.hdrFrame = false
+			}
 			if off += n; s.skip == 0 && !s.inBlock {
 				end = off
 			}
@@ -109,6 +119,7 @@ func (s *frameScanner) scan(b []byte) (end int) {
 		switch s.hdr[3] {
 		case h2FrameHeaders, h2FramePushPromise, h2FrameContinuation:
 			s.inBlock = s.hdr[4]&h2FlagEndHeaders == 0
+			s.hdrFrame = s.skip > 0
 		}
 		if s.skip == 0 && !s.inBlock {
 			end = off
@@ -126,12 +137,16 @@ func (s *frameScanner) scan(b []byte) (end int) {
 // GuardHTTP2 returns the connection an HTTP/2 server should serve instead
 // of c: one that bounds the client's stream resets by l's
 // HTTP2MaxResetRate (l with defaults applied, LimitsConfig.WithDefaults)
-// and answers a flood with GOAWAY(ENHANCE_YOUR_CALM), logged to logger.
+// and answers a flood with GOAWAY(ENHANCE_YOUR_CALM), logged to logger,
+// and that bounds the reading of each header block by l's
+// ReadHeaderTimeout.
 func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
 	rate := l.HTTP2MaxResetRate
-	return newResetGuard(c, rate, resetBurst(rate, l.MaxConcurrentStreams), func() {
+	g := newResetGuard(c, rate, resetBurst(rate, l.MaxConcurrentStreams), func() {
 		logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", rate)
 	})
+	g.hdrTimeout = l.ReadHeaderTimeout
+	return g
 }
 
 // resetGuard is the connection the HTTP/2 server sees.
@@ -148,6 +163,12 @@ type resetGuard struct {
 	last   time.Time
 
 	lastStream uint32 // highest stream the client opened (GOAWAY's last-stream-id)
+
+	// hdrTimeout bounds the reading of a header block (0: none);
+	// hdrArmed: the read deadline for the block in progress is set.
+	// Only the server's reader uses them.
+	hdrTimeout time.Duration
+	hdrArmed   bool
 
 	wmu     sync.Mutex
 	out     frameScanner      // server → client, under wmu
@@ -255,7 +276,29 @@ func (g *resetGuard) Read(p []byte) (int, error) {
 	if g.flood.Load() {
 		return 0, g.trip()
 	}
+	if g.hdrTimeout > 0 && g.in.inHeaders() != g.hdrArmed {
+		g.armHeaders()
+	}
 	return n, err
+}
+
+// armHeaders sets the read deadline when a header block begins and
+// clears it when the block is complete. read_header_timeout bounds an
+// HTTP/1.1 head; x/net/http2 bounds no header block, and a client that
+// began one (HEADERS without END_HEADERS, or a HEADERS frame short of its
+// payload) and sent no more held the connection until its idle timeout,
+// or for as long as another of its streams was open. The read that
+// passes the deadline fails, which ends the connection. x/net/http2
+// reads a frame's header, then its payload, and a header block's
+// CONTINUATION frames right after its HEADERS, so the time counted is
+// the client's; an ordinary request (one HEADERS frame) arms and clears
+// the deadline once, a runtime timer change each.
+func (g *resetGuard) armHeaders() {
+	if g.hdrArmed = !g.hdrArmed; g.hdrArmed {
+		g.Conn.SetReadDeadline(time.Now().Add(g.hdrTimeout))
+	} else {
+		g.Conn.SetReadDeadline(time.Time{})
+	}
 }
 
 // trip ends a flooding client's connection: nothing more of it reaches
