@@ -280,11 +280,19 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 		return
 	}
 	defer backConn.Close()
+	// The switch's fields go to the client in the 200 that opens its
+	// tunnel (a cookie set in the handshake among them), as
+	// handleUpgrade passes them in a 101, less what belongs to the
+	// proxy's own handshake with the target: the hop-by-hop fields and
+	// those Connection names, Sec-WebSocket-Accept (none over h2, RFC
+	// 8441 §5), and Content-Length, which a 2xx to a CONNECT must not
+	// carry (RFC 9110 §9.3.6).
+	removeHopByHop(res.Header)
+	delete(res.Header, "Sec-Websocket-Accept")
+	delete(res.Header, "Content-Length")
 	dst := rs.w.Header()
-	for _, k := range []string{"Sec-Websocket-Protocol", "Sec-Websocket-Extensions"} {
-		if v := res.Header[k]; len(v) > 0 {
-			dst[k] = v
-		}
+	for k, vv := range res.Header {
+		dst[k] = vv
 	}
 	rt.resOps.apply(dst)
 	// The tunnel outlives its request: read_timeout and write_timeout

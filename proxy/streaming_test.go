@@ -912,3 +912,57 @@ func TestExtendedConnectOutlivesRequestTimeouts(t *testing.T) {
 		echo("after " + lim + " passed")
 	}
 }
+
+// TestExtendedConnectPassesSwitchFields: the target's fields in its
+// switch (101) reach an h2 client in the 200 that opens its WebSocket
+// (RFC 8441 §5), as they reach an HTTP/1.1 client in the 101
+// (handleUpgrade): a session or affinity cookie a target sets in the
+// handshake (RFC 6455 §4.1: the client processes it) was dropped, every
+// field but the subprotocol and extensions. What belongs to the
+// proxy's own handshake with the target stays out: the hop-by-hop
+// fields and those Connection names, Sec-WebSocket-Accept (none over h2),
+// and Content-Length, which a 2xx to a CONNECT must not carry (RFC 9110
+// §9.3.6).
+func TestExtendedConnectPassesSwitchFields(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectPassesSwitchFields", "GODEBUG=http2xconnect=1")
+		return
+	}
+	addr := connBackend(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		r, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade, X-Hop\r\nUpgrade: websocket\r\n"+
+			"Sec-WebSocket-Accept: "+websocketAccept(r.Header.Get("Sec-Websocket-Key"))+"\r\n"+
+			"Sec-WebSocket-Protocol: chat\r\nSet-Cookie: affinity=t1; Path=/\r\nX-Hop: internal\r\nKeep-Alive: timeout=5\r\nContent-Length: 0\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
+	f := newFront(t, proxyTo(addr), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	fr := extendedConnect(t, f.addr)
+	got := map[string]string{}
+	dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) { got[hf.Name] = hf.Value })
+	for got[":status"] == "" {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("extended CONNECT: %v", err)
+		}
+		if hf, ok := fm.(*http2.HeadersFrame); ok && hf.StreamID == 1 {
+			dec.Write(hf.HeaderBlockFragment())
+		}
+	}
+	if got[":status"] != "200" {
+		t.Fatalf("extended CONNECT status %q", got[":status"])
+	}
+	for k, want := range map[string]string{"set-cookie": "affinity=t1; Path=/", "sec-websocket-protocol": "chat"} {
+		if got[k] != want {
+			t.Errorf("%s: %q, want %q (fields %v)", k, got[k], want, got)
+		}
+	}
+	for _, k := range []string{"x-hop", "keep-alive", "sec-websocket-accept", "content-length", "connection", "upgrade"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("%s reached the client: %q", k, v)
+		}
+	}
+}
