@@ -10,12 +10,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/keyserver"
@@ -265,8 +263,8 @@ func keyServerMetrics(log *slog.Logger, addr string, ks *keyserver.Server) (stop
 		return nil, err
 	}
 	ks.Observer = m
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
-	go srv.Serve(ln)
+	srv := adminServer(m.Handler())
+	serveAdmin(srv, ln)
 	log.Info("key server metrics listening", "address", ln.Addr().String())
 	return func() { srv.Close() }, nil
 }

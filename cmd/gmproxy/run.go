@@ -402,7 +402,7 @@ func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads
 	if r.wk != nil && onAdmin != nil {
 		handler = r.reloadSteps(handler)
 	}
-	admin := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	admin := adminServer(handler)
 	ln, err := listenControl(cfg.Admin.Address) // a worker's is a Unix socket
 	switch {
 	case err != nil && r.isDev:
@@ -414,7 +414,7 @@ func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads
 		return false, false
 	}
 	r.admin = admin
-	go admin.Serve(ln)
+	serveAdmin(admin, ln)
 	r.adminBound = ln.Addr().String()
 	where := "POST /reload"
 	if onAdmin == nil {
@@ -443,8 +443,8 @@ func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloa
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /reload", controlHandler(r.cfg, ca, adminReload))
-	r.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go r.control.Serve(ln)
+	r.control = adminServer(mux)
+	serveAdmin(r.control, ln)
 	r.log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
 	return true, true
 }

@@ -154,6 +154,10 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 			return d.DialContext(ctx, "unix", workerSocket(s.dir, i))
 		},
 		MaxIdleConnsPerHost: 2,
+		// Sooner than the worker's adminIdleTimeout: a request is
+		// never sent on a connection the worker is closing (a reload
+		// step, not idempotent, would fail).
+		IdleConnTimeout: workerIdleConnTimeout,
 	}}
 	return s, nil
 }
@@ -290,6 +294,10 @@ func (s *supervisor) waitReady(ctx context.Context, p *workerProc) error {
 	}
 	return errors.New("not ready in time")
 }
+
+// workerIdleConnTimeout is how long the supervisor keeps an idle
+// connection to a worker's admin socket.
+const workerIdleConnTimeout = 30 * time.Second
 
 // maxWorkerAnswer bounds the body of a worker's answer read by call: a
 // metrics exposition of every site, upstream and listener stays far
@@ -835,8 +843,8 @@ func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func() error) (se
 		if err != nil {
 			return servers, reloads, fmt.Errorf("admin listener: %w", err)
 		}
-		srv := &http.Server{Handler: s.adminMux(cfg, onAdmin), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
+		srv := adminServer(s.adminMux(cfg, onAdmin))
+		serveAdmin(srv, ln)
 		servers = append(servers, srv)
 		s.log.Info("admin listening", "address", ln.Addr().String(), "workers", s.n)
 		reloads = onAdmin != nil
@@ -848,8 +856,8 @@ func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func() error) (se
 		}
 		mux := http.NewServeMux()
 		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
+		srv := adminServer(mux)
+		serveAdmin(srv, ln)
 		servers = append(servers, srv)
 		s.log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
 		reloads = true
