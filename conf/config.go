@@ -407,11 +407,13 @@ const (
 	ClientAuthRequire = "require"
 )
 
-// ClientAuth configures client certificates. When any site authenticates
-// clients, a connection made for one site (its handshake chose it by SNI,
-// or as the listener's default) does not carry requests whose Host names
-// another site where either of the two authenticates clients: they get 421
-// Misdirected Request, and the client connects again with that name. Host
+// ClientAuth configures client certificates. A connection made for one
+// site (its handshake chose it by SNI, or as the listener's default) does
+// not carry requests whose Host names another site where either of the
+// two authenticates clients: they get 421 Misdirected Request, and the
+// client connects again with that name (as do requests for another site
+// on a connection whose SNI chose its site, whatever the client
+// authentication). Host
 // is matched as SNI is: case and a final dot do not count, and an exact
 // name wins over a wildcard. A connection made for a site a reload removed
 // or renamed gets 421 too. The CA file may mix SM2 CAs (TLCP and TLS

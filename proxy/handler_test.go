@@ -130,6 +130,37 @@ func TestSiteSelection(t *testing.T) {
 	}
 }
 
+// TestCoalescedRequestForAnotherSite: a client whose SNI chose site one
+// asking for site two on the same connection (an HTTP/2 client reusing a
+// connection for another name its certificate covers) gets 421, so that
+// it opens a connection for site two (RFC 9113 §9.1.2), not site one's
+// routes. A client that sent no SNI, or one no site has, is served by the
+// handshake's site as before: it could not do better on a new connection.
+func TestCoalescedRequestForAnotherSite(t *testing.T) {
+	cfg := Config{Sites: []SiteConfig{
+		{Name: "one", ServerNames: []string{"one.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "one"}}}},
+		{Name: "two", ServerNames: []string{"*.two.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "two"}}}},
+	}}
+	for _, c := range []struct {
+		sni, host string
+		code      int
+		body      string
+	}{
+		{"one.test", "x.two.test", 421, ""},
+		{"one.test", "one.test", 200, "one"},
+		{"one.test", "unknown.test", 200, "one"},
+		{"", "x.two.test", 200, "one"},
+		{"unknown.test", "x.two.test", 200, "one"},
+	} {
+		st := frontdoor.ConnState{Site: "one", SNI: c.sni, Protocol: frontdoor.ProtoTLCP}
+		f := newFront(t, cfg, frontOpts{state: &st})
+		code, body, _ := get(t, testClient(t), f.url+"/", "Host", c.host)
+		if code != c.code || (c.body != "" && body != c.body) {
+			t.Errorf("SNI %q, Host %s: %d %q, want %d %q", c.sni, c.host, code, body, c.code, c.body)
+		}
+	}
+}
+
 func TestHeaderEditsHostAndStrip(t *testing.T) {
 	e := echoBackend(t)
 	cfg := Config{

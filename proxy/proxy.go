@@ -33,9 +33,7 @@ type Proxy struct {
 	upstreams   map[string]*Upstream
 	trustedNets []netip.Prefix
 	accessLog   *AccessLog
-	// anyClientAuth: some site has client authentication (misdirectedHost).
-	anyClientAuth bool
-	limits        LimitsConfig
+	limits      LimitsConfig
 
 	// h1 serves HTTP/1.1 on the connection's goroutine; h2base is the
 	// configuration x/net/http2 takes its limits from, and its Shutdown
@@ -140,7 +138,6 @@ func (p *Proxy) addSites(scs []SiteConfig) error {
 		}
 		p.sites = append(p.sites, s)
 		p.siteByName[s.name] = s
-		p.anyClientAuth = p.anyClientAuth || s.clientAuth
 	}
 	return nil
 }
@@ -307,7 +304,7 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 			return s, "the site's client authentication changed (a reload) after this connection's handshake"
 		}
 		if h := p.misdirectedHost(s, r, ci); h != nil {
-			return s, "Host names site " + h.name + " on a connection made for site " + s.name + ", and one of them authenticates clients"
+			return s, "Host names site " + h.name + " on a connection made for site " + s.name
 		}
 		return s, ""
 	}
@@ -349,14 +346,32 @@ func (s *site) matchesHost(host string) bool {
 }
 
 // misdirectedHost returns the site r's Host names when it is not s, the
-// site of the connection's handshake, and either of them has client
-// authentication; else nil.
+// site of the connection's handshake, and r must not be served on this
+// connection (421, so that the client opens one for that site; RFC 9110
+// §15.5.20, RFC 9113 §9.1.2); else nil. That is so when
+//   - either site authenticates clients: the handshake checked (or did
+//     not ask for) what the other requires; or
+//   - the client's SNI chose s: it can name the other site in a new
+//     handshake, and asking for it here is an HTTP/2 client reusing the
+//     connection for another name its certificate covers (RFC 9113
+//     §9.1.1, browsers with a wildcard certificate shared by two sites),
+//     which s's routes would answer.
+//
+// A client that sent no SNI, or one no site has, keeps being served by
+// the handshake's site (the first one): it could not do better on a new
+// connection.
 func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
-	if !p.anyClientAuth || len(p.sites) < 2 {
+	if len(p.sites) < 2 {
 		return nil
 	}
-	host := reqHost(r, ci)
-	if h := p.siteByHost(host); h != nil && h != s && (s.clientAuth || h.clientAuth) {
+	h := p.siteByHost(reqHost(r, ci))
+	if h == nil || h == s {
+		return nil
+	}
+	if s.clientAuth || h.clientAuth {
+		return h
+	}
+	if sni := ci.state.SNI; sni != "" && p.siteByHost(sni) == s {
 		return h
 	}
 	return nil
