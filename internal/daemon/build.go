@@ -58,8 +58,13 @@ type Env struct {
 	// lifetime is the sessions.lifetime rotator keeps keys for.
 	lifetime time.Duration
 	keys     ticket.Source
-	// stores holds per-protocol session stores created by the engine files.
-	stores map[string]any
+	// stores holds the session stores and upstream client session caches
+	// of the generations, by what they depend on (size, lifetime,
+	// upstream and identity): a reload that keeps those keeps the
+	// sessions. builds numbers the builds (Build); an entry no build
+	// since the installed one asked for is dropped at its installation.
+	stores map[string]*storeEntry
+	builds uint64
 	// evicted counts, per protocol family, the evictions of all its
 	// session stores (sessionStore.evicted).
 	evicted map[string]*atomic.Uint64
@@ -163,19 +168,50 @@ func (e *Env) CurrentOffload() *keyoffload.Engine {
 	return e.engine.o
 }
 
-// store returns the value kept under key, creating it with mk.
-func (e *Env) store(key string, mk func() any) any {
+// storeEntry is one of Env.stores: the value, and the last build that
+// asked for it.
+type storeEntry struct {
+	v     any
+	build uint64
+}
+
+// beginBuild numbers a new build.
+func (e *Env) beginBuild() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.builds++
+	return e.builds
+}
+
+// store returns the value kept under key for build, creating it with mk.
+func (e *Env) store(build uint64, key string, mk func() any) any {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stores == nil {
-		e.stores = map[string]any{}
+		e.stores = map[string]*storeEntry{}
 	}
-	v, ok := e.stores[key]
-	if !ok {
-		v = mk()
-		e.stores[key] = v
+	se := e.stores[key]
+	if se == nil {
+		se = &storeEntry{v: mk()}
+		e.stores[key] = se
 	}
-	return v
+	se.build = max(se.build, build)
+	return se.v
+}
+
+// pruneStores drops the stores that neither build, which now serves, nor
+// a later one asked for: a reload that changed sessions.cache_size or
+// lifetime, or an upstream's client certificate, leaves the old store to
+// the generations still draining, which release it when they end, instead
+// of keeping it, and its sessions, for the life of the process.
+func (e *Env) pruneStores(build uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, se := range e.stores {
+		if se.build < build {
+			delete(e.stores, k)
+		}
+	}
 }
 
 // evictions returns the eviction count shared by the session stores of
@@ -302,12 +338,13 @@ func (e *Env) Close() {
 
 // siteBuild is what the protocol hooks get for one site.
 type siteBuild struct {
-	env  *Env
-	off  *keyoffload.Engine
-	cfg  *conf.Config
-	site *conf.Site
-	alpn []string
-	keys map[string]*keyserver.Client // key server clients by name
+	env   *Env
+	build uint64 // Env.beginBuild's number, for Env.store
+	off   *keyoffload.Engine
+	cfg   *conf.Config
+	site  *conf.Site
+	alpn  []string
+	keys  map[string]*keyserver.Client // key server clients by name
 	// tickets are the generation's ticket keys (Env.ticketKeys).
 	tickets ticket.Source
 }
@@ -326,6 +363,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	if env.Logger == nil {
 		env.Logger = slog.Default()
 	}
+	build := env.beginBuild()
 	eng := env.acquireEngine(cfg.Offload)
 	kcs := env.acquireKeyClients(cfg)
 	keys := keyClientMap(kcs)
@@ -341,12 +379,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		release()
 		return nil, err
 	}
-	sites, err := buildSites(env, eng.o, keys, tickets, cfg)
+	sites, err := buildSites(env, build, eng.o, keys, tickets, cfg)
 	if err != nil {
 		release()
 		return nil, err
 	}
-	px, prev, err := buildProxy(env, cfg)
+	px, prev, err := buildProxy(env, build, cfg)
 	if err != nil {
 		release()
 		return nil, err
@@ -358,6 +396,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		useTickets()
 		env.useEngine(eng)
 		env.useKeyClients(kcs)
+		env.pruneStores(build)
 		px.Activate()
 	}}
 	gen.serveWith(px, cfg)
@@ -396,12 +435,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 }
 
 // buildSites builds the handshake site of every configured site, by name.
-func buildSites(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
+func buildSites(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
 	var errs []error
 	sites := map[string]*frontdoor.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, off, keys, tickets, cfg, s)
+		hs, err := buildSite(env, build, off, keys, tickets, cfg, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
@@ -414,9 +453,9 @@ func buildSites(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Cli
 // buildProxy builds the generation's proxy, taking over the previous
 // generation's target health, and makes it env's current proxy; it also
 // returns the previous one.
-func buildProxy(env *Env, cfg *conf.Config) (px, prev *proxy.Proxy, err error) {
+func buildProxy(env *Env, build uint64, cfg *conf.Config) (px, prev *proxy.Proxy, err error) {
 	pc := proxyConfig(cfg)
-	if err := wireUpstreamDialers(env, cfg, &pc); err != nil {
+	if err := wireUpstreamDialers(env, build, cfg, &pc); err != nil {
 		return nil, nil, err
 	}
 	var pobs proxy.Observer
@@ -553,13 +592,13 @@ func handshakeBytes(l *conf.Listener) int64 {
 	return int64(l.MaxHandshakeBytes)
 }
 
-func buildSite(env *Env, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
+func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
-	b := &siteBuild{env: env, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets}
+	b := &siteBuild{env: env, build: build, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets}
 	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s)}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {

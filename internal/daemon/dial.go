@@ -20,7 +20,7 @@ import (
 // upstreams that re-encrypt (protocol tlcp / tls13sm), with the material
 // conf loaded (CA, client certificates, suites, GmSSL options). Client
 // session caches live in env so resumption to backends survives reloads.
-func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
+func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Config) error {
 	for i := range pc.Upstreams {
 		uc := &pc.Upstreams[i]
 		var u *conf.Upstream
@@ -52,7 +52,7 @@ func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
 			if c.NoClientExtensions {
 				c.NextProtos = nil
 			}
-			c.ClientSessionCache = env.store("tlcp-client/"+u.Name+"/"+presentedIdentity(m.Sign, m.Enc), func() any { return tlcp.NewLRUClientSessionCache(256) }).(tlcp.ClientSessionCache)
+			c.ClientSessionCache = env.store(build, "tlcp-client/"+u.Name+"/"+presentedIdentity(m.Sign, m.Enc), func() any { return tlcp.NewLRUClientSessionCache(256) }).(tlcp.ClientSessionCache)
 			if m.Sign != nil && m.Enc != nil {
 				c.Certificates = []tlcp.Certificate{{
 					SignCertificate: m.Sign.DER(), SignKey: m.Sign.Key,
@@ -75,7 +75,7 @@ func wireUpstreamDialers(env *Env, cfg *conf.Config, pc *proxy.Config) error {
 				CipherSuites:       m.Suites,
 				NextProtos:         []string{"http/1.1"},
 			}
-			c.ClientSessionCache = env.store("tls13sm-client/"+u.Name+"/"+presentedIdentity(m.ClientCert), func() any { return tls13sm.NewLRUClientSessionCache(256) }).(tls13sm.ClientSessionCache)
+			c.ClientSessionCache = env.store(build, "tls13sm-client/"+u.Name+"/"+presentedIdentity(m.ClientCert), func() any { return tls13sm.NewLRUClientSessionCache(256) }).(tls13sm.ClientSessionCache)
 			if kp := m.ClientCert; kp != nil {
 				c.Certificates = []tls13sm.Certificate{{Certificate: kp.DER(), PrivateKey: kp.Key, Leaf: kp.Leaf()}}
 			}

@@ -62,7 +62,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 	if b.cfg.Sessions.CacheSize > 0 {
 		size, life := b.cfg.Sessions.CacheSize, b.sessionLifetime()
 		evicted := b.env.evictions(frontdoor.FamilyTLCP)
-		local := b.env.store(fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
+		local := b.env.store(b.build, fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
 			return tlcp.SessionStore(newSessionStore(frontdoor.FamilyTLCP, size, life, b.env.Sessions, evicted))
 		}).(tlcp.SessionStore)
 		cfg.SessionStore = b.env.tieredStore(b.cfg, frontdoor.FamilyTLCP, local, keys, life)
