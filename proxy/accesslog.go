@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -141,7 +142,17 @@ type AccessLog struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
+
+	// Write errors are logged, at most once per accessLogErrorEvery,
+	// with the bytes lost since the last report.
+	logger    *slog.Logger
+	lost      int64
+	lastError time.Time
 }
+
+// accessLogErrorEvery spaces the reports of failed access log writes (a
+// full disk fails every flush).
+var accessLogErrorEvery = time.Minute
 
 // NewAccessLog opens the access log described by cfg.
 func NewAccessLog(cfg AccessLogConfig) (*AccessLog, error) {
@@ -204,6 +215,10 @@ func (l *AccessLog) init(cfg AccessLogConfig) error {
 	default:
 		return fmt.Errorf("access log: unknown format %q (want combined, json or template)", cfg.Format)
 	}
+	l.logger = cfg.Logger
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
 	l.bw = bufio.NewWriterSize(l.w, intOr(cfg.BufferSize, 64<<10))
 	l.stop, l.done = make(chan struct{}), make(chan struct{})
 	go l.flushLoop(durOr(cfg.FlushInterval, time.Second))
@@ -239,11 +254,24 @@ func (l *AccessLog) Flush() error {
 // lines buffered then are dropped and the buffer starts over: the log
 // loses those lines, not every line until the next Reopen.
 func (l *AccessLog) flush() error {
+	n := l.bw.Buffered()
 	err := l.bw.Flush()
 	if err != nil {
 		l.bw.Reset(l.w)
+		l.failed(err, n)
 	}
 	return err
+}
+
+// failed reports a write error that lost up to n bytes of lines (l.mu
+// held): the log would otherwise lose them without a trace.
+func (l *AccessLog) failed(err error, n int) {
+	l.lost += int64(n)
+	if now := time.Now(); now.Sub(l.lastError) >= accessLogErrorEvery {
+		l.lastError = now
+		l.logger.Error("access log: write failed, lines lost", "path", l.path, "err", err, "bytes_lost", l.lost)
+		l.lost = 0
+	}
 }
 
 // Reopen flushes and reopens the log file (after logrotate moved it).
@@ -312,8 +340,10 @@ func (l *AccessLog) Log(e *LogEntry) {
 		if len(b) > l.bw.Available() && l.bw.Buffered() > 0 {
 			l.flush()
 		}
+		n := l.bw.Buffered()
 		if _, err := l.bw.Write(b); err != nil {
 			l.bw.Reset(l.w) // a line longer than the buffer failed
+			l.failed(err, n+len(b))
 		}
 	}
 	l.mu.Unlock()

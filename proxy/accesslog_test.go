@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -269,5 +270,35 @@ func TestAccessLogRecoversAfterWriteError(t *testing.T) {
 	l.Flush()
 	if got := w.String(); got != long+"\n" {
 		t.Errorf("long line written after the writer recovered: %q, want %q", got, long+"\n")
+	}
+}
+
+// TestAccessLogReportsWriteErrors: failed writes are logged with the
+// bytes lost, at most once per accessLogErrorEvery (a full disk fails
+// every flush), the later losses added to the next report.
+func TestAccessLogReportsWriteErrors(t *testing.T) {
+	defer func(d time.Duration) { accessLogErrorEvery = d }(accessLogErrorEvery)
+	accessLogErrorEvery = time.Hour
+	var logs bytes.Buffer
+	w := &failingWriter{}
+	l, err := NewAccessLogWriter(w, AccessLogConfig{Format: "template", Template: "{uri}", FlushInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w.fail.Store(true)
+	l.Log(&LogEntry{URI: "/lost"}) // 6 bytes
+	l.Flush()
+	l.Log(&LogEntry{URI: "/lost2"}) // 7 more, not reported yet
+	l.Flush()
+	if n := strings.Count(logs.String(), "access log: write failed"); n != 1 || !strings.Contains(logs.String(), "bytes_lost=6") {
+		t.Fatalf("%d reports, want 1 with bytes_lost=6:\n%s", n, logs.String())
+	}
+	accessLogErrorEvery = 0
+	l.Log(&LogEntry{URI: "/x"}) // 3 more
+	l.Flush()
+	if !strings.Contains(logs.String(), "bytes_lost=10") {
+		t.Errorf("the second report does not carry the bytes lost since the first (7 + 3):\n%s", logs.String())
 	}
 }

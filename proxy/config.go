@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"time"
 )
@@ -442,6 +443,10 @@ type AccessLogConfig struct {
 	BufferSize int
 	// FlushInterval of buffered lines. Default 1s.
 	FlushInterval time.Duration
+	// Logger gets the failed writes (a full disk), at most one report a
+	// minute with the bytes lost since the last. Default: the proxy's
+	// logger (slog.Default without one).
+	Logger *slog.Logger
 }
 
 func durOr(d, def time.Duration) time.Duration {

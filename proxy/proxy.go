@@ -94,6 +94,9 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		return nil, err
 	}
 	if cfg.AccessLog.Path != "" {
+		if cfg.AccessLog.Logger == nil {
+			cfg.AccessLog.Logger = p.logger
+		}
 		al, err := NewAccessLog(cfg.AccessLog)
 		if err != nil {
 			p.closeUpstreams()
