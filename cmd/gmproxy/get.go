@@ -212,7 +212,11 @@ func doGet(o *getOptions, rawURL string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.verbose {
-		writeHeaderLines(stderr, "> ", fmt.Sprintf("%s %s HTTP/1.1", req.Method, req.URL.RequestURI()), "Host: "+req.Host, req.Header)
+		proto := "HTTP/1.1"
+		if o.h2 {
+			proto = "HTTP/2"
+		}
+		writeHeaderLines(stderr, "> ", fmt.Sprintf("%s %s %s", req.Method, req.URL.RequestURI(), proto), "Host: "+req.Host, req.Header)
 	}
 	resp, err := o.exchange(c, state, req)
 	if err != nil {
@@ -478,6 +482,12 @@ func (o *getOptions) request(ctx context.Context, u *url.URL) (*http.Request, er
 	}
 	req.ContentLength = length
 	req.Header.Set("User-Agent", "gmproxy-get/"+version)
+	if u.User != nil {
+		// As curl does: the URL's user and password as Basic
+		// credentials (req.Write and the h2 transport send neither).
+		pw, _ := u.User.Password()
+		req.SetBasicAuth(u.User.Username(), pw)
+	}
 	if o.data != "" {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}

@@ -363,3 +363,32 @@ func TestGetTimeoutMustBePositive(t *testing.T) {
 		}
 	}
 }
+
+// TestGetURLCredentials: a user and password in the URL are sent as Basic
+// credentials, as curl sends them (they were dropped); -v -h2 shows the
+// request as HTTP/2.
+func TestGetURLCredentials(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pw, ok := r.BasicAuth()
+		fmt.Fprintf(w, "%v %s %s %s", ok, user, pw, r.Proto)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "https://", "https://ops:p%40ss@", 1) + "/"
+	for _, c := range []struct {
+		args       []string
+		body, line string
+	}{
+		{[]string{"-tls", "-k", "-v"}, "true ops p@ss HTTP/1.1", "> GET / HTTP/1.1"},
+		{[]string{"-tls", "-k", "-v", "-h2"}, "true ops p@ss HTTP/2.0", "> GET / HTTP/2"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runGet(append(c.args, u), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errb.String())
+		}
+		if out.String() != c.body || !strings.Contains(errb.String(), c.line+"\n") {
+			t.Errorf("%v: server saw %q, want %q; -v request line %q in:\n%s", c.args, out.String(), c.body, c.line, errb.String())
+		}
+	}
+}

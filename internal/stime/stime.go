@@ -387,8 +387,7 @@ func (r *run) prime(ctx context.Context) error {
 	}
 	defer conn.Close()
 	if r.cfg.Path != "" {
-		br := bufio.NewReader(conn)
-		if _, err := r.request(conn, br, false, time.Time{}); err != nil {
+		if _, err := r.request(conn, newResponseReader(conn), false, time.Time{}); err != nil {
 			return err
 		}
 		return nil
@@ -461,8 +460,7 @@ func (r *run) connWorker() {
 		}
 		if r.cfg.Path != "" {
 			conn.SetDeadline(r.opDeadline())
-			br := bufio.NewReader(conn)
-			if _, err := r.request(conn, br, false, time.Time{}); err != nil && !r.done() {
+			if _, err := r.request(conn, newResponseReader(conn), false, time.Time{}); err != nil && !r.done() {
 				r.fail(&stageError{"request", err})
 			}
 		}
@@ -475,7 +473,7 @@ func (r *run) connWorker() {
 func (r *run) keepAliveWorker() {
 	var (
 		conn net.Conn
-		br   *bufio.Reader
+		br   *responseReader
 	)
 	w := r.waiter()
 	defer func() {
@@ -499,7 +497,7 @@ func (r *run) keepAliveWorker() {
 			if c == nil {
 				continue
 			}
-			conn, br = c, bufio.NewReader(c)
+			conn, br = c, newResponseReader(c)
 		}
 		conn.SetDeadline(r.opDeadline())
 		keep, err := r.request(conn, br, true, due)
@@ -520,7 +518,7 @@ func (r *run) keepAliveWorker() {
 // request sends one GET and reads the response; it reports whether the
 // connection may carry another request. With Rate, a kept-alive request's
 // latency runs from due, its scheduled start.
-func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool, due time.Time) (bool, error) {
+func (r *run) request(conn net.Conn, br *responseReader, keepAlive bool, due time.Time) (bool, error) {
 	connHdr := "close"
 	if keepAlive {
 		connHdr = "keep-alive"
@@ -558,14 +556,57 @@ func (r *run) request(conn net.Conn, br *bufio.Reader, keepAlive bool, due time.
 // response, as a server could send them for ever.
 const maxInformational = 16
 
+// maxResponseHead bounds the bytes read from a connection while a
+// response head (informational ones included) is read, as net/http's
+// Transport bounds a head: a server that never ends one would otherwise
+// be buffered until the operation's timeout.
+const maxResponseHead = 1 << 20
+
+// responseReader reads the responses of one connection; its budget for
+// the bytes of a head is refilled before each.
+type responseReader struct {
+	*bufio.Reader
+	budget headBudget
+}
+
+func newResponseReader(c io.Reader) *responseReader {
+	rr := &responseReader{budget: headBudget{r: c}}
+	rr.Reader = bufio.NewReader(&rr.budget)
+	return rr
+}
+
+// headBudget passes reads through while n lasts, when on.
+type headBudget struct {
+	r  io.Reader
+	n  int64
+	on bool
+}
+
+func (h *headBudget) Read(p []byte) (int, error) {
+	if !h.on {
+		return h.r.Read(p)
+	}
+	if h.n <= 0 {
+		return 0, fmt.Errorf("malformed HTTP response: head longer than %d bytes", maxResponseHead)
+	}
+	if int64(len(p)) > h.n {
+		p = p[:h.n]
+	}
+	n, err := h.r.Read(p)
+	h.n -= int64(n)
+	return n, err
+}
+
 // readFinalResponse reads a response, skipping the informational (1xx)
 // ones before it (RFC 9110, section 15.2), such as the 103 Early Hints a
 // reverse proxy passes on: taken for the response, a 103 would count as a
 // success whatever the status that follows, end the request's latency
 // early, and leave the real response to be read as the next request's.
-func readFinalResponse(br *bufio.Reader) (*http.Response, error) {
+func readFinalResponse(br *responseReader) (*http.Response, error) {
+	br.budget.n, br.budget.on = maxResponseHead, true
+	defer func() { br.budget.on = false }()
 	for range maxInformational + 1 {
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(br.Reader, nil)
 		if err != nil {
 			return nil, err
 		}

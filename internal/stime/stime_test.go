@@ -1,7 +1,6 @@
 package stime
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -14,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -329,12 +329,37 @@ func TestProgressReports(t *testing.T) {
 // responses gets a bad_response error, not an endless read.
 func TestEndlessInformationalResponses(t *testing.T) {
 	heads := strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxInformational+1) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
-	_, err := readFinalResponse(bufio.NewReader(strings.NewReader(heads)))
+	_, err := readFinalResponse(newResponseReader(strings.NewReader(heads)))
 	if err == nil || Classify(&stageError{"request", err}) != "request/bad_response" {
 		t.Errorf("error %v, want a request/bad_response", err)
 	}
 	heads = strings.Repeat("HTTP/1.1 103 Early Hints\r\n\r\n", maxInformational) + "HTTP/1.1 204 No Content\r\n\r\n"
-	if resp, err := readFinalResponse(bufio.NewReader(strings.NewReader(heads))); err != nil || resp.StatusCode != 204 {
+	if resp, err := readFinalResponse(newResponseReader(strings.NewReader(heads))); err != nil || resp.StatusCode != 204 {
 		t.Errorf("%d informational responses: %v, %v; want the 204", maxInformational, resp, err)
+	}
+}
+
+// TestResponseHeadBounded: a response head longer than maxResponseHead (a
+// server that never ends a header line) is a bad_response error, not
+// buffered until the timeout; the body after a head is not bounded, and
+// the next response on the connection gets a fresh budget.
+func TestResponseHeadBounded(t *testing.T) {
+	huge := "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 4*maxResponseHead) + "\r\nContent-Length: 0\r\n\r\n"
+	_, err := readFinalResponse(newResponseReader(strings.NewReader(huge)))
+	if err == nil || !strings.Contains(err.Error(), "head longer than") || Classify(&stageError{"request", err}) != "request/bad_response" {
+		t.Fatalf("a 4 MiB head: error %v, want a request/bad_response for its length", err)
+	}
+	body := strings.Repeat("b", 2*maxResponseHead)
+	one := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	rr := newResponseReader(strings.NewReader(one + one))
+	for i := range 2 {
+		resp, err := readFinalResponse(rr)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err != nil || n != int64(len(body)) {
+			t.Fatalf("response %d body: %d bytes, %v", i, n, err)
+		}
 	}
 }
