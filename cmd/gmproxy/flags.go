@@ -13,32 +13,50 @@ import (
 // fs.Args() holds the positional arguments in order. When parsing ends the
 // command, ok is false and code is its exit status: 0 after -h or -help
 // (the usage went to the command's stderr), 2 for a bad flag.
+//
+// The arguments are first split as the flag package reads them: "-x" or
+// "--x" is a flag, which takes the next argument as its value unless it
+// is a boolean flag or written "-x=v"; a "--" in a flag's place ends the
+// flags; anything else is positional. So a value that looks like "--"
+// (-d --) is a value, not the end of the flags.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0, false
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			name := strings.TrimPrefix(a[1:], "-")
+			if strings.Contains(name, "=") {
+				continue
 			}
-			return 2, false
+			if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+		default:
+			pos = append(pos, a)
 		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
+	}
+	if err := fs.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
 		}
-		// flag stops at the first non-flag or after "--"; a "--" it
-		// consumed means the rest is positional.
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+		return 2, false
 	}
 	if err := fs.Parse(append([]string{"--"}, pos...)); err != nil {
 		return 2, false
 	}
 	return 0, true
+}
+
+// isBoolFlag reports whether f takes no value (-k, not -k VALUE).
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // passwordSource reads a password given as openssl does: pass:TEXT,
