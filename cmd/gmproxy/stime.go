@@ -171,6 +171,9 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 	if o.seconds < 0 || o.total < 0 || o.timeout <= 0 || o.rate < 0 {
 		return "", nil, errors.New("-time, -n, -rate and -timeout must be positive")
 	}
+	if !(o.seconds <= maxStimeSeconds && o.timeout <= maxStimeSeconds) { // NaN too
+		return "", nil, errors.New("-time and -timeout must be numbers of at most 1e9 seconds")
+	}
 	if o.download {
 		o.keepalive = true
 	}
@@ -213,6 +216,11 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 
 // stimePhase runs one phase: new sessions, or resumed ones with reuse. On a
 // terminal it shows the progress on stderr.
+// maxStimeSeconds bounds -time and -timeout: past it a number of
+// seconds overflows a time.Duration, which read as no -time at all (the
+// default phase).
+const maxStimeSeconds = 1e9
+
 func stimePhase(ctx context.Context, proto string, o stimeOptions, reuse bool, stderr io.Writer) (*stime.Result, error) {
 	hs, name, err := stimeHandshaker(proto, o, reuse)
 	if err != nil {

@@ -300,6 +300,8 @@ func TestSTimeErrorsAndFlags(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-tls", "-loadgen"}, "-loadgen is for -ntls and -tls13sm"},
 		{[]string{"-loadgen", "-CAfile", "ca.crt"}, "drop -CAfile"},
+		{[]string{"-time", "1e12"}, "-time and -timeout must be numbers of at most 1e9 seconds"},
+		{[]string{"-timeout", "NaN"}, "-time and -timeout must be numbers of at most 1e9 seconds"},
 	} {
 		var o, e bytes.Buffer
 		if code := dispatch(append([]string{"s_time", "-connect", "127.0.0.1:1", "-n", "1"}, tt.args...), &o, &e); code == 0 || !strings.Contains(e.String(), tt.want) {
