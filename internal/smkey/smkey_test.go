@@ -255,21 +255,9 @@ func TestWithContext(t *testing.T) {
 // 4,ENCRYPTED, what "openssl ec -aes256" writes) is refused as such, with
 // or without a password, instead of failing as a garbled SEC 1 key.
 func TestLegacyEncryptedPEM(t *testing.T) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	//lint:ignore SA1019 the legacy format, made on purpose
-	blk, err := x509.EncryptPEMBlock(rand.Reader, "EC PRIVATE KEY", der, []byte("secret"), x509.PEMCipherAES256)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, legacy := ecKeyPEMs(t)
 	for _, pw := range [][]byte{nil, []byte("secret")} {
-		if _, err := ParsePrivateKeyPEM(pem.EncodeToMemory(blk), pw); !errors.Is(err, ErrLegacyEncryption) {
+		if _, err := ParsePrivateKeyPEM(legacy, pw); !errors.Is(err, ErrLegacyEncryption) {
 			t.Errorf("password %q: err %v, want ErrLegacyEncryption", pw, err)
 		}
 	}
@@ -288,6 +276,32 @@ func TestHasUnencryptedKey(t *testing.T) {
 		return b
 	}
 	plain, enc, cert := read("server_sign.key"), read("server_sign.gmssl.key.pem"), read("server_sign.crt")
+	sec1, legacy := ecKeyPEMs(t)
+	for _, c := range []struct {
+		name string
+		pem  []byte
+		want bool
+	}{
+		{"plain PKCS#8", plain, true},
+		{"plain SEC 1", sec1, true},
+		{"encrypted PKCS#8", enc, false},
+		{"legacy encrypted", legacy, false},
+		{"certificate", cert, false},
+		{"certificate then encrypted key", append(append([]byte{}, cert...), enc...), false},
+		{"encrypted then plain key", append(append([]byte{}, enc...), plain...), true},
+		{"empty", nil, false},
+	} {
+		if got := HasUnencryptedKey(c.pem); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// ecKeyPEMs returns a new P-256 key as SEC 1 PEM, in the clear and
+// encrypted the legacy PEM way (Proc-Type: 4,ENCRYPTED, password
+// "secret").
+func ecKeyPEMs(t *testing.T) (plain, legacy []byte) {
+	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -301,23 +315,5 @@ func TestHasUnencryptedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy := pem.EncodeToMemory(blk)
-	for _, c := range []struct {
-		name string
-		pem  []byte
-		want bool
-	}{
-		{"plain PKCS#8", plain, true},
-		{"plain SEC 1", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), true},
-		{"encrypted PKCS#8", enc, false},
-		{"legacy encrypted", legacy, false},
-		{"certificate", cert, false},
-		{"certificate then encrypted key", append(append([]byte{}, cert...), enc...), false},
-		{"encrypted then plain key", append(append([]byte{}, enc...), plain...), true},
-		{"empty", nil, false},
-	} {
-		if got := HasUnencryptedKey(c.pem); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
-	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(blk)
 }
