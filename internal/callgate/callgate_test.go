@@ -13,18 +13,22 @@ func TestGate(t *testing.T) {
 		t.Fatal("an open gate refused a Write")
 	}
 	g.Leave()
-	if !g.Close() {
-		t.Fatal("first Close refused")
+	if first, writing := g.Close(); !first || !writing {
+		t.Fatalf("first Close with a Write under way: first %v, writing %v", first, writing)
 	}
 	if g.Enter() {
 		t.Fatal("a closed gate let a Write in")
 	}
-	if g.Close() {
+	if first, _ := g.Close(); first {
 		t.Fatal("second Close accepted")
 	}
 	g.Leave() // the Write entered before Close ends normally
-	if g.Enter() || g.Close() {
-		t.Fatal("gate reopened after the last Write left")
+	if first, writing := g.Close(); g.Enter() || first || writing {
+		t.Fatalf("gate reopened after the last Write left (Close: first %v, writing %v)", first, writing)
+	}
+	var idle Gate
+	if first, writing := idle.Close(); !first || writing {
+		t.Fatalf("Close with no Write: first %v, writing %v", first, writing)
 	}
 
 	// Concurrent Writes and one Close: exactly one Close wins.
@@ -42,7 +46,7 @@ func TestGate(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			if h.Close() {
+			if first, _ := h.Close(); first {
 				mu.Lock()
 				closes++
 				mu.Unlock()
@@ -51,6 +55,6 @@ func TestGate(t *testing.T) {
 	}
 	wg.Wait()
 	if closes != 1 || h.Enter() {
-		t.Fatalf("%d Closes won; gate open after: %v", closes, !h.Close())
+		t.Fatalf("%d Closes won; gate open after", closes)
 	}
 }

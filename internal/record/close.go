@@ -23,9 +23,19 @@ func SendCloseNotify(conn net.Conn, send func() error) error {
 
 // closeSequence is Conn.Close: gate refuses a second Close, complete says
 // whether to notify, stack names the stack in the error.
+//
+// A Close while a Write is under way only closes conn, as crypto/tls's
+// does: io.Writer and io.Closer are not meant to be used concurrently, so
+// such a Close is there to break the Write (a peer that reads nothing, a
+// shutdown). notify would wait for the stack's output lock, which the
+// Write holds until it ends, which may be never.
 func closeSequence(gate *callgate.Gate, conn net.Conn, complete bool, notify func() error, stack string) error {
-	if !gate.Close() {
+	first, writing := gate.Close()
+	if !first {
 		return net.ErrClosed
+	}
+	if writing {
+		return conn.Close()
 	}
 	var alertErr error
 	if complete {

@@ -48,9 +48,17 @@ func TestClose(t *testing.T) {
 	if err := closeSequence(&g, c, true, func() error { notified++; return nil }, "tlcp"); err != net.ErrClosed || notified != 1 || c.closed != 1 {
 		t.Fatalf("second Close: %v, notified %d, closed %d", err, notified, c.closed)
 	}
+	// A Close during a Write closes at once: notify would wait for the
+	// Write, which holds the output side.
+	var g3 callgate.Gate
+	g3.Enter()
+	if err := closeSequence(&g3, c, true, func() error { notified++; return nil }, "tlcp"); err != nil || notified != 1 || c.closed != 2 {
+		t.Fatalf("Close during a Write: %v, notified %d, closed %d", err, notified, c.closed)
+	}
+	g3.Leave()
 	// Before the handshake completed there is nothing to notify.
 	var g2 callgate.Gate
-	if err := closeSequence(&g2, c, false, func() error { notified++; return nil }, "tls13sm"); err != nil || notified != 1 || c.closed != 2 {
+	if err := closeSequence(&g2, c, false, func() error { notified++; return nil }, "tls13sm"); err != nil || notified != 1 || c.closed != 3 {
 		t.Fatalf("Close before the handshake: %v, notified %d", err, notified)
 	}
 }

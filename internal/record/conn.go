@@ -208,8 +208,9 @@ func (c *Conn) CloseNotify(send func() error) error {
 }
 
 // Close is the close sequence of both stacks' Conn.Close, interlocked with
-// Writes as crypto/tls does: a second Close fails with net.ErrClosed; when
-// the handshake completed, notify sends close_notify; then Raw is closed,
+// Writes as crypto/tls does: a second Close fails with net.ErrClosed; a
+// Close during a Write closes Raw at once (which fails the Write); else,
+// when the handshake completed, notify sends close_notify; then Raw is closed,
 // and a failure to send close_notify is returned although the connection
 // was closed anyway.
 // The input buffer goes back to its pool once no Read holds it.
