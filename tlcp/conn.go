@@ -575,7 +575,7 @@ func (c *Conn) WriteLast(b []byte) (int, error) {
 	}
 	return c.writing(func() (int, error) {
 		recs := 0
-		err := c.core.CloseNotify(func() error {
+		err := c.core.LastNotify(func() error {
 			closeNotify := [2]byte{AlertCloseNotify.Level(), byte(AlertCloseNotify)}
 			var err error
 			recs, err = c.writeAppLocked(b, closeNotify[:])

@@ -85,3 +85,17 @@ func TestWriteLastOneWrite(t *testing.T) {
 		testpeer.CheckWriteLast(t, size, srv, cli, sw)
 	}
 }
+
+// TestWriteLastUnderCallersDeadline: WriteLast's data and close_notify go
+// under the caller's write deadline (testpeer.CheckWriteLastDeadline).
+func TestWriteLastUnderCallersDeadline(t *testing.T) {
+	p := loadPKI(t)
+	srvCfg, cliCfg := p.serverConfig(), p.clientConfig()
+	a, b := tcpPair(t)
+	sw := &testpeer.WriteDeadlines{Conn: a}
+	srv, cli := Server(sw, srvCfg), Client(b, cliCfg)
+	if cerr, serr := testpeer.HandshakeBoth(cli, srv); cerr != nil || serr != nil {
+		t.Fatal(cerr, serr)
+	}
+	testpeer.CheckWriteLastDeadline(t, srv, cli, sw)
+}

@@ -602,7 +602,7 @@ func (c *Conn) WriteLast(b []byte) (int, error) {
 			c.core.Flight.Drop()
 			return 0, err
 		}
-		if err := c.core.CloseNotify(func() error { return c.sendAlertLocked(AlertCloseNotify) }); err != nil {
+		if err := c.core.LastNotify(func() error { return c.sendAlertLocked(AlertCloseNotify) }); err != nil {
 			return 0, err
 		}
 		c.core.Counters.Out(0, len(b))

@@ -37,3 +37,16 @@ func TestWriteLastOneWrite(t *testing.T) {
 		testpeer.CheckWriteLast(t, size, srv, cli, sw)
 	}
 }
+
+// TestWriteLastUnderCallersDeadline: WriteLast's data and close_notify go
+// under the caller's write deadline (testpeer.CheckWriteLastDeadline).
+func TestWriteLastUnderCallersDeadline(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	a, b := tcpPair(t)
+	sw := &testpeer.WriteDeadlines{Conn: a}
+	srv, cli := Server(sw, srvCfg), Client(b, cliCfg)
+	if cerr, serr := testpeer.HandshakeBoth(cli, srv); cerr != nil || serr != nil {
+		t.Fatal(cerr, serr)
+	}
+	testpeer.CheckWriteLastDeadline(t, srv, cli, sw)
+}

@@ -62,3 +62,22 @@ func TestClose(t *testing.T) {
 		t.Fatalf("Close before the handshake: %v, notified %d", err, notified)
 	}
 }
+
+// TestLastNotify: the close_notify that follows WriteLast's data runs once
+// and leaves the write deadline alone (the caller's bounds the data).
+func TestLastNotify(t *testing.T) {
+	c := &deadlineConn{}
+	core := Conn{Raw: c}
+	sent := 0
+	for range 2 {
+		if err := core.LastNotify(func() error { sent++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent != 1 || !core.CloseNotifySent() || len(c.deadlines) != 0 {
+		t.Fatalf("sent %d times, marked %v, deadlines set %v", sent, core.CloseNotifySent(), c.deadlines)
+	}
+	if err := core.CloseNotify(func() error { sent++; return nil }); err != nil || sent != 1 {
+		t.Fatalf("close_notify after LastNotify: %v, sent %d times", err, sent)
+	}
+}

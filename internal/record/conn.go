@@ -207,6 +207,20 @@ func (c *Conn) CloseNotify(send func() error) error {
 	return c.closeNotifyErr
 }
 
+// LastNotify is CloseNotify for a stack's WriteLast, whose send writes
+// the connection's last application data with close_notify behind it: it
+// runs under the caller's write deadline, which bounds a Write, and not
+// under SendCloseNotify's short one, meant for an alert alone (a slow
+// client would see its last response cut after a few seconds, and the
+// caller's deadline would be gone). The stack's output lock is held.
+func (c *Conn) LastNotify(send func() error) error {
+	if !c.closeNotifySent {
+		c.closeNotifyErr = send()
+		c.closeNotifySent = true
+	}
+	return c.closeNotifyErr
+}
+
 // Close is the close sequence of both stacks' Conn.Close, interlocked with
 // Writes as crypto/tls does: a second Close fails with net.ErrClosed; a
 // Close during a Write closes Raw at once (which fails the Write); else,

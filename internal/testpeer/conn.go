@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -107,6 +108,76 @@ func CheckWriteLast(t testing.TB, size int, srv LastWriter, cli net.Conn, w *Wri
 		t.Errorf("%d bytes: Close wrote again after WriteLast", size)
 	}
 	cli.Close()
+}
+
+// WriteDeadlines is a net.Conn that records the write deadline in place
+// at each of its Writes.
+type WriteDeadlines struct {
+	net.Conn
+	mu      sync.Mutex
+	current time.Time
+	at      []time.Time
+}
+
+func (c *WriteDeadlines) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.current = t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *WriteDeadlines) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.current = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *WriteDeadlines) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.at = append(c.at, c.current)
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// Since returns the deadlines of the Writes after the first n.
+func (c *WriteDeadlines) Since(n int) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Time(nil), c.at[n:]...)
+}
+
+// CheckWriteLastDeadline has srv, whose writes w records, WriteLast a
+// response of 1000 bytes to cli (both after their handshake) under a
+// write deadline an hour ahead: the write that carries the data must be
+// bounded by that deadline, not by the few seconds Close allows
+// close_notify alone (a slow client would see its response cut), and
+// the deadline must still be in place afterwards.
+func CheckWriteLastDeadline(t testing.TB, srv LastWriter, cli net.Conn, w *WriteDeadlines) {
+	t.Helper()
+	go io.Copy(io.Discard, cli)
+	before := len(w.Since(0))
+	deadline := time.Now().Add(time.Hour)
+	srv.SetWriteDeadline(deadline)
+	if _, err := srv.WriteLast(bytes.Repeat([]byte("x"), 1000)); err != nil {
+		t.Fatalf("WriteLast: %v", err)
+	}
+	at := w.Since(before)
+	if len(at) == 0 {
+		t.Fatal("WriteLast wrote nothing")
+	}
+	for _, d := range at {
+		if !d.Equal(deadline) {
+			t.Fatalf("WriteLast wrote under the deadline %v, want the caller's %v", d, deadline)
+		}
+	}
+	w.mu.Lock()
+	after := w.current
+	w.mu.Unlock()
+	if !after.Equal(deadline) {
+		t.Fatalf("after WriteLast the write deadline is %v, want the caller's %v", after, deadline)
+	}
+	srv.Close()
 }
 
 // DialFrom dials addr over TCP from the loopback address from (127.0.0.x
