@@ -114,8 +114,12 @@ func (b *body) finish() bool {
 	return false
 }
 
-// sawEOF reports whether the body was read to its end.
+// sawEOF reports whether the body was read to its end; a request without
+// one (nil) has nothing more to read.
 func (b *body) sawEOF() bool {
+	if b == nil {
+		return true
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.eof

@@ -42,8 +42,13 @@ type conn struct {
 	lastPOST bool
 	hijacked bool
 
-	w    response // the current request's writer
-	body body     // the current request's body, when it has one
+	w response // the current request's writer
+	// body is the current request's body, when it has one: a new one for
+	// each request, never reused, since a reader the handler left behind
+	// (a transport still sending the body upstream) may read it after the
+	// handler returned; it must fail then, not read the next request's
+	// bytes, or, once the connection's state is pooled, another client's.
+	body *body
 	// wdl is the write deadline a handler set that is in place (zero:
 	// none): it stays for the next request (see response.WriteDeadline).
 	wdl time.Time
@@ -68,7 +73,6 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	c.state.Store(stateNew) // a pooled conn ended in another state
 	c.wdl = time.Time{}
 	c.r = connReader{c: c}
-	c.body.c = c
 	c.w.c = c
 	return c
 }
@@ -87,7 +91,7 @@ func putConn(c *conn) {
 	c.srv, c.rwc, c.ctx, c.cancel, c.scope, c.br = nil, nil, nil, nil, nil, nil
 	c.remoteAddr, c.lastPOST, c.hijacked = "", false, false
 	c.scan = headScan{host: scanHost[:0]}
-	c.body = body{}
+	c.body = nil
 	connPool.Put(c)
 }
 
@@ -460,9 +464,11 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	w.expectContinue = expectContinue
+	c.body = nil
 	if hasBody {
+		c.body = &body{c: c}
 		c.body.start(req.Body, expectContinue)
-		req.Body = &c.body
+		req.Body = c.body
 	}
 	if !c.wdl.IsZero() && time.Until(c.wdl) < minKeptWrite {
 		// A kept deadline about to pass would fail a handler that sets
