@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -89,6 +90,39 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		if got := s["AmbientCapabilities"]; len(got) > 1 || len(got) == 1 && got[0] != want.caps {
 			t.Errorf("%s: AmbientCapabilities=%q, want %q", path, got, want.caps)
+		}
+	}
+}
+
+// TestSystemdConfigFolderReadable: the units run as a DynamicUser, which owns
+// nothing under /etc, and systemd leaves the mode of an existing
+// ConfigurationDirectory as it finds it. The folder that the install lines
+// in the units' comments create must therefore let others in, or the
+// service cannot read its own configuration (ExecStartPre's check fails with
+// "permission denied" and the service never starts).
+func TestSystemdConfigFolderReadable(t *testing.T) {
+	for _, path := range []string{"systemd/gmproxy.service", "systemd/gmproxy-keyserver.service"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "#"))
+			if len(f) < 5 || f[0] != "install" || f[1] != "-d" || f[2] != "-m" || f[4] != "/etc/gmproxy" {
+				continue
+			}
+			found = true
+			mode, err := strconv.ParseUint(f[3], 8, 32)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", path, line, err)
+			}
+			if mode&0o005 != 0o005 {
+				t.Errorf("%s: %q: mode %04o keeps the service's DynamicUser out of /etc/gmproxy", path, strings.TrimSpace(line), mode)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no install -d -m MODE /etc/gmproxy line", path)
 		}
 	}
 }
