@@ -1040,8 +1040,10 @@ type KeyServer struct {
 // the served keys, the clients and the TLS certificate and client CA
 // (the connections of a removed client, and those beyond a lowered
 // clients[].max_connections, are closed at once; the others are checked
-// against the new clients and CA before their next request); listen,
-// metrics_address and the server's timeouts and limits need a restart.
+// against the new clients and CA before their next request), and the
+// server's timeouts and connection limits (for the connections accepted
+// after it); listen, metrics_address, audit_interval, shutdown_grace and
+// log need a restart.
 type KeyServerFile struct {
 	// Listen is host:port to accept gmproxy's connections on, over mutual
 	// TLS, or unix:/path/to/socket for a Unix socket (created with mode
