@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -184,8 +183,8 @@ type runFlags struct {
 // parseRunFlags parses run's arguments; ok is false when run must exit
 // with code.
 func parseRunFlags(args []string, stderr io.Writer) (o runFlags, code int, ok bool) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("run", stderr, "usage: gmproxy run [-c FILE] [-log-format text|json] [-log-level LEVEL] [-admin ADDR|off] [-pid FILE]",
+		"                   [-dev-dir DIR] [-listen ADDR]   (no -c: the embedded development setup)")
 	fs.StringVar(&o.file, "c", "", "configuration `file` (YAML); without it the embedded development setup runs")
 	fs.StringVar(&o.devDir, "dev-dir", "", "development setup: folder of the throwaway PKI (default "+daemon.DefaultDevDir()+")")
 	fs.StringVar(&o.listen, "listen", daemon.DevListen, "development setup: listen `address`")

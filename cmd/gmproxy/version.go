@@ -14,6 +14,14 @@ var version = "dev"
 
 func init() {
 	register("version", "print the version and build information", func(args []string, stdout, stderr io.Writer) int {
+		fs := newFlags("version", stderr, "usage: gmproxy version")
+		if code, ok := parseFlags(fs, args); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			fs.Usage()
+			return 2
+		}
 		gmsm, rev := "unknown", "unknown (no VCS stamp: built outside a git checkout or with -buildvcs=false)"
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, d := range bi.Deps {
