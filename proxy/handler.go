@@ -441,7 +441,10 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	case rt.redirTo != "":
-		to := strings.NewReplacer("{host}", host, "{uri}", r.RequestURI).Replace(rt.redirTo)
+		// {path} is the normalised path the route matched (escaped, as
+		// it goes into a URL), {uri} the request target as sent.
+		to := strings.NewReplacer("{host}", host, "{path}", r.URL.EscapedPath(), "{query}", r.URL.RawQuery,
+			"{uri}", r.RequestURI).Replace(rt.redirTo)
 		rt.resOps.apply(rs.w.Header())
 		http.Redirect(&rs.w, r, to, rt.redirCode)
 	default:

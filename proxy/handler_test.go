@@ -512,3 +512,31 @@ func TestClientAuthPolicyChangedGets421(t *testing.T) {
 		})
 	}
 }
+
+// TestRedirectPlaceholders: a redirect's to replaces {host}, {path},
+// {query} and {uri} from the request, as conf documents (the edge example
+// redirects with {path}); {path} is the normalised path the route matched.
+func TestRedirectPlaceholders(t *testing.T) {
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/p/", Redirect: &RedirectConfig{To: "https://new.test{path}", Status: 301}},
+		RouteConfig{PathPrefix: "/q/", Redirect: &RedirectConfig{To: "https://{host}/search?{query}", Status: 302}},
+		RouteConfig{PathPrefix: "/u/", Redirect: &RedirectConfig{To: "https://new.test{uri}", Status: 308}},
+	)}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for path, want := range map[string]string{
+		"/p/a%20b?x=1":     "https://new.test/p/a%20b",
+		"/p/x/../y":        "https://new.test/p/y",
+		"/q/a?x=1&y=%2F":   "https://h.test/search?x=1&y=%2F",
+		"/u/a%20b?x=1&y=2": "https://new.test/u/a%20b?x=1&y=2",
+	} {
+		code, _, h := get(t, c, f.url+path, "Host", "h.test")
+		if code < 300 || code > 308 {
+			t.Errorf("%s: status %d, want a redirect", path, code)
+			continue
+		}
+		if got := h.Get("Location"); got != want {
+			t.Errorf("%s: Location %q, want %q", path, got, want)
+		}
+	}
+}
