@@ -84,6 +84,8 @@ type Config struct {
 	// max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
 	// own health checks to what it serves, so with N workers the totals can
 	// reach N times each figure. Divide them by N where the total matters.
+	// A GOMEMLIMIT in gmproxy's environment is divided by the supervisor:
+	// each worker gets 1/N of it.
 	// 1 is one process that serves everything
 	// itself with as many threads as CPUs. Default auto on Linux (where a
 	// single CPU makes it 1), 1 elsewhere: the worker mode needs Linux's

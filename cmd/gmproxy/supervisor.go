@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -232,15 +234,36 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	return exits, nil
 }
 
-// spawn starts worker i; its exit is reported on exits.
-func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) {
-	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
-	env := make([]string, 0, len(os.Environ())+3)
-	for _, e := range os.Environ() {
-		if k, _, _ := strings.Cut(e, "="); k != "GOMAXPROCS" && k != envWorker && k != envWorkerDir && k != envWorkerShm && k != envWorkerClients && k != envWorkerConfig {
+// workerEnv is the environment a worker inherits from the supervisor's
+// environ, less what spawn sets for each worker. Under a memory limit
+// (GOMEMLIMIT, which the Kubernetes manifests set from the container's
+// limit) each of the n workers gets an nth of it: each worker's collector
+// keeps only its own heap under its GOMEMLIMIT, so n workers passed the
+// whole limit could together grow to n times what the container has.
+func workerEnv(environ []string, memLimit int64, n int) []string {
+	limited := memLimit != math.MaxInt64 && n > 0
+	env := make([]string, 0, len(environ)+8)
+	for _, e := range environ {
+		switch k, _, _ := strings.Cut(e, "="); k {
+		case "GOMAXPROCS", envWorker, envWorkerDir, envWorkerShm, envWorkerClients, envWorkerConfig:
+		case "GOMEMLIMIT":
+			if !limited {
+				env = append(env, e)
+			}
+		default:
 			env = append(env, e)
 		}
 	}
+	if limited {
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(memLimit/int64(n), 10))
+	}
+	return env
+}
+
+// spawn starts worker i; its exit is reported on exits.
+func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) {
+	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
+	env := workerEnv(os.Environ(), debug.SetMemoryLimit(-1), s.n)
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, envWorkerConfig+"="+filepath.Join(s.dir, workerConfigFile), "GOMAXPROCS=1")
 	// The key passwords the supervisor took from its environment
 	// (key_password_env) when it read the configuration: the worker reads

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -453,5 +455,24 @@ func TestWorkerSignals(t *testing.T) {
 	close(in)
 	if _, ok := <-out; ok {
 		t.Fatal("output open after the input closed")
+	}
+}
+
+// TestWorkerEnvSharesMemoryLimit: under GOMEMLIMIT (the Kubernetes
+// manifests set it from the container's memory limit) each of n workers
+// gets an nth of it, so that the collectors keep the workers together under
+// the limit; passed on unchanged, n workers could each grow to all of it.
+// Without a limit the environment is passed on as it is, less the
+// variables the supervisor sets for each worker.
+func TestWorkerEnvSharesMemoryLimit(t *testing.T) {
+	environ := []string{"PATH=/bin", "GOMEMLIMIT=512MiB", "GOMAXPROCS=8", envWorker + "=3"}
+	got := workerEnv(environ, 512<<20, 4)
+	want := []string{"PATH=/bin", "GOMEMLIMIT=134217728"}
+	if !slices.Equal(got, want) {
+		t.Errorf("512 MiB over 4 workers: %q, want %q", got, want)
+	}
+	got = workerEnv([]string{"PATH=/bin", "GOMAXPROCS=8"}, math.MaxInt64, 4)
+	if want := []string{"PATH=/bin"}; !slices.Equal(got, want) {
+		t.Errorf("no limit: %q, want %q", got, want)
 	}
 }
