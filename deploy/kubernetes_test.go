@@ -306,8 +306,16 @@ func checkConfig(t *testing.T, c *corev1.Container, volumes map[string]corev1.Vo
 	if err := os.WriteFile(cfg, bytes.ReplaceAll([]byte(text), []byte("/etc/gmproxy/"), []byte(root+"/etc/gmproxy/")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, probs := conf.Check(cfg)
+	parsed, probs := conf.Check(cfg)
 	for _, p := range probs {
 		t.Errorf("gmproxy check on the ConfigMap's configuration: %s", p)
+	}
+	// workers: auto is one worker per CPU Go may use: without a CPU limit,
+	// every CPU of the node, while the memory limit stays what it is. Each
+	// worker maps the shared session table (21 MiB at the default
+	// cache_size, for up to 12 workers at start) besides its own heap, so a
+	// large node would take the pod past its memory limit.
+	if parsed != nil && c.Resources.Limits.Cpu().IsZero() && (parsed.Workers == "" || parsed.Workers == "auto") {
+		t.Errorf("workers: %q with no CPU limit: as many workers as the node has CPUs under a fixed memory limit of %s; set workers", parsed.Workers, c.Resources.Limits.Memory())
 	}
 }
