@@ -119,6 +119,12 @@ func otherProgram(pid int) (exe string, ok bool) {
 // bearer token when there is one.
 func reloadByAdmin(addr string, token []byte, timeout time.Duration, stdout, stderr io.Writer) int {
 	client := &http.Client{Timeout: timeout}
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		// ":9100" listens on every address, loopback included; its
+		// Host would be ":9100", which the control endpoint refuses
+		// (it takes an IP address or localhost only).
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
 	url := "http://" + addr + "/reload"
 	if path, ok := strings.CutPrefix(addr, conf.UnixPrefix); ok {
 		url = "http://localhost/reload"

@@ -92,6 +92,22 @@ func TestReloadCommand(t *testing.T) {
 	}
 }
 
+// TestReloadAdminWithoutHost: an admin address without a host (":9100",
+// every address) is reached on loopback with a Host the control endpoint
+// takes; sent as is, the Host ":9100" was refused with 403 and gmproxy
+// reload -c FILE could not reload such a configuration.
+func TestReloadAdminWithoutHost(t *testing.T) {
+	r := startRun(t, "-dev-dir", t.TempDir(), "-listen", "127.0.0.1:0", "-admin", ":0")
+	_, port, err := net.SplitHostPort(r.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"reload", "-admin", ":" + port}, &out, &errb); code != 0 || !strings.Contains(out.String(), "reloaded") {
+		t.Errorf("reload -admin :%s: exit %d: %s%s", port, code, out.String(), errb.String())
+	}
+}
+
 func TestVersionRevision(t *testing.T) {
 	got := vcsRevision([]debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-12-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}})
 	if got != "abc123 2026-12-01T00:00:00Z (modified)" {
