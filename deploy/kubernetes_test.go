@@ -192,6 +192,27 @@ func TestManifestsDeploy(t *testing.T) {
 					}
 				}
 			}
+			// The worker mode's supervisor keeps its private folder (the
+			// workers' sockets, the configuration they run) in the
+			// temporary folder, which a read-only root file system makes
+			// read-only: gmproxy would exit at start with workers above 1.
+			if sc := c.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+				tmp := "/tmp"
+				for _, e := range c.Env {
+					if e.Name == "TMPDIR" {
+						tmp = e.Value
+					}
+				}
+				writable := false
+				for _, m := range c.VolumeMounts {
+					if m.MountPath == tmp && !m.ReadOnly && volumes[m.Name].EmptyDir != nil {
+						writable = true
+					}
+				}
+				if !writable {
+					t.Errorf("readOnlyRootFilesystem with no emptyDir mounted at %s: the worker mode cannot make its folder there", tmp)
+				}
+			}
 			for _, v := range pod.Volumes {
 				if s := v.Secret; s != nil && (s.DefaultMode == nil || *s.DefaultMode&0o040 == 0) {
 					t.Errorf("secret volume %s: the mode must let the fsGroup read it", v.Name)
