@@ -1049,8 +1049,16 @@ type KeyServer struct {
 type KeyServerFile struct {
 	// Listen is host:port to accept gmproxy's connections on, over mutual
 	// TLS, or unix:/path/to/socket for a Unix socket (created with mode
-	// 0600; no TLS). Required.
+	// 0600, so that only the key server's user may connect, unless
+	// listen_group is set; no TLS). Required.
 	Listen string `yaml:"listen"`
+	// ListenGroup, with a unix: listen, is a group (name or number) whose
+	// members may connect too: the socket gets that group and mode 0660.
+	// The key server's user must be a member, and so must gmproxy's: with
+	// the systemd units, whose users are made at start (DynamicUser),
+	// create the group (groupadd gmproxy-keys) and add
+	// SupplementaryGroups=gmproxy-keys to both units. Default: none.
+	ListenGroup string `yaml:"listen_group"`
 	// TLS is the server side of mutual TLS. Required for host:port.
 	TLS KeyServerTLS `yaml:"tls"`
 	// Keys are the SM2 private keys served; gmproxy finds each by the

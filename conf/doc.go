@@ -987,7 +987,14 @@
 //
 //   - listen (string): listen is host:port to accept gmproxy's connections on,
 //     over mutual TLS, or unix:/path/to/socket for a Unix socket (created with
-//     mode 0600; no TLS). Required.
+//     mode 0600, so that only the key server's user may connect, unless
+//     listen_group is set; no TLS). Required.
+//   - listen_group (string): ListenGroup, with a unix: listen, is a group (name
+//     or number) whose members may connect too: the socket gets that group and
+//     mode 0660. The key server's user must be a member, and so must
+//     gmproxy's: with the systemd units, whose users are made at start
+//     (DynamicUser), create the group (groupadd gmproxy-keys) and add
+//     SupplementaryGroups=gmproxy-keys to both units. Default: none.
 //   - tls (section, see keyserver.tls): tls is the server side of mutual TLS.
 //     Required for host:port.
 //   - keys (list of sections, see keyserver.keys[]): keys are the SM2 private

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/emmansun/gmsm/sm2"
@@ -558,6 +560,15 @@ func checkKeyServer(path, dir string, data []byte) (*KeyServerFile, Problems) {
 
 func (v *validator) validateKeyServerFile(f *KeyServerFile) {
 	m := &f.Material
+	if f.ListenGroup != "" {
+		if !strings.HasPrefix(f.Listen, unixPrefix) {
+			v.errf("listen_group", "remove it, or listen on unix:/path/to/socket", "listen_group applies to a Unix socket only")
+		} else if gid, err := lookupGroup(f.ListenGroup); err != nil {
+			v.errf("listen_group", "create the group (groupadd "+f.ListenGroup+") or name an existing one", "group %q: %s", f.ListenGroup, err)
+		} else {
+			m.SocketGID = &gid
+		}
+	}
 	switch {
 	case f.Listen == "":
 		v.errf("listen", "add listen: host:port (mutual TLS) or listen: unix:/path/to/socket", "no listen address")
@@ -623,4 +634,15 @@ func (v *validator) validateKeyServerFile(f *KeyServerFile) {
 	v.oneOf("log.level", f.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", f.Log.Format, "text", "json")
 	v.keyServerClients(f, m.Network == "unix", v.servedKeys(f))
+}
+
+// lookupGroup returns the ID of the group named (or numbered) name.
+func lookupGroup(name string) (int, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		if g, err = user.LookupGroupId(name); err != nil {
+			return 0, errors.New("no such group")
+		}
+	}
+	return strconv.Atoi(g.Gid)
 }

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +160,29 @@ func FuzzKeyServerFile(f *testing.F) {
 			t.Fatalf("config %v with problems %v", ks != nil, probs)
 		}
 	})
+}
+
+// TestKeyServerListenGroup: listen_group names an existing group (by name
+// or number) for a Unix socket; a missing group is an error at its line.
+func TestKeyServerListenGroup(t *testing.T) {
+	pki, err := filepath.Abs("testdata/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(group string) (*KeyServerFile, Problems) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "keyserver.yaml")
+		body := "listen: unix:/run/ks.sock\nlisten_group: \"" + group + "\"\nkeys: [{key: " + pki + "/server_sign.key, cert: " + pki + "/server_sign.crt}]\n"
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return CheckKeyServer(path)
+	}
+	gid := strconv.Itoa(os.Getgid())
+	if f, probs := check(gid); probs.HasErrors() || f.Material.SocketGID == nil || strconv.Itoa(*f.Material.SocketGID) != gid {
+		t.Errorf("listen_group %s: %v", gid, probs)
+	}
+	if _, probs := check("no-such-group-gmproxy"); !probs.HasErrors() || !strings.Contains(probs[0].String(), `keyserver.yaml:2:15: error: listen_group: group "no-such-group-gmproxy": no such group`) {
+		t.Errorf("a missing group: %v", probs)
+	}
 }

@@ -148,6 +148,9 @@ type KeyServerEndpoint struct {
 	// Network is "tcp" (mutual TLS) or "unix"; Addr is host:port or the
 	// socket path.
 	Network, Addr string
+	// SocketGID is listen_group's group ID for the Unix socket, nil when
+	// none is set.
+	SocketGID *int
 	// ServerName is the name checked in the key server's certificate.
 	ServerName string
 }
@@ -158,6 +161,9 @@ type KeyServerFileMaterial struct {
 	// Network is "tcp" (mutual TLS) or "unix"; Addr is host:port or the
 	// socket path.
 	Network, Addr string
+	// SocketGID is listen_group's group ID for the Unix socket, nil when
+	// none is set.
+	SocketGID *int
 	// Cert is the key server's certificate with its key (tcp only).
 	Cert *tls.Certificate
 	// Keys are the served keys.

@@ -218,8 +218,8 @@ func keyServerTLS(m *conf.KeyServerFileMaterial) *tls.Config {
 
 // keyServerListen opens the key server's socket: mutual TLS 1.3 on TCP
 // with the configuration in tlsCfg when each handshake starts (a reload
-// replaces it), or a Unix socket with mode 0600 (a stale socket file is
-// replaced).
+// replaces it), or a Unix socket with mode 0600, or 0660 with
+// listen_group's group (a stale socket file is replaced).
 func keyServerListen(m *conf.KeyServerFileMaterial, tlsCfg *atomic.Pointer[tls.Config]) (net.Listener, error) {
 	if m.Network == "unix" {
 		if fi, err := os.Lstat(m.Addr); err == nil {
@@ -233,6 +233,17 @@ func keyServerListen(m *conf.KeyServerFileMaterial, tlsCfg *atomic.Pointer[tls.C
 		umask(old)
 		if err != nil {
 			return nil, err
+		}
+		if gid := m.SocketGID; gid != nil {
+			// Made 0600 above, opened to the group only once it has it.
+			if err := os.Chown(m.Addr, -1, *gid); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("listen_group: giving the socket group %d: %w (the key server's user must be a member of the group)", *gid, err)
+			}
+			if err := os.Chmod(m.Addr, 0o660); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("listen_group: %w", err)
+			}
 		}
 		return ln, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
@@ -253,4 +254,25 @@ access_log: {path: "off"}
 		t.Error("socket file left behind")
 	}
 	r.stop(t)
+}
+
+// TestKeyServerSocketGroup: with listen_group the key server's Unix socket
+// gets the group and mode 0660, so that a gmproxy of another user in the
+// group (the systemd units' separate users) may connect.
+func TestKeyServerSocketGroup(t *testing.T) {
+	gid := os.Getgid()
+	sock := filepath.Join(t.TempDir(), "ks.sock")
+	ln, err := keyServerListen(&conf.KeyServerFileMaterial{Network: "unix", Addr: sock, SocketGID: &gid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != 0o660 || st == nil || int(st.Gid) != gid {
+		t.Errorf("socket mode %v, group %v; want 0660 and group %d", fi.Mode().Perm(), st, gid)
+	}
 }
