@@ -67,7 +67,8 @@ func Classify(err error) string {
 	case isTLSKeyFailure(msg):
 		return ReasonInternal
 	case strings.Contains(msg, "no cipher suite supported"), strings.Contains(msg, "no mutually supported"),
-		strings.Contains(msg, "no shared"), strings.Contains(msg, "unsupported versions"):
+		strings.Contains(msg, "no shared"), strings.Contains(msg, "unsupported versions"),
+		isTLSNegotiationFailure(msg):
 		return ReasonNoSharedCipher
 	case strings.Contains(msg, "certificate"):
 		return ReasonBadCertificate
@@ -97,6 +98,26 @@ var tlsKeyFailures = []string{
 	"unsupported signing key type",
 	"does not implement crypto.",
 	"failed to sign",
+}
+
+// tlsNegotiationFailures are crypto/tls's texts for a hello that has
+// nothing in common with the site besides the suites: no key exchange
+// group, no signature algorithm the certificate can sign with (it sends
+// handshake_failure), no application protocol (no_application_protocol).
+// They are checked before the word "certificate", which the second holds.
+var tlsNegotiationFailures = []string{
+	"no key exchanges supported by both",
+	"doesn't support any of the certificate's signature algorithms",
+	"unsupported application protocols",
+}
+
+func isTLSNegotiationFailure(msg string) bool {
+	for _, f := range tlsNegotiationFailures {
+		if strings.Contains(msg, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func isTLSKeyFailure(msg string) bool {
