@@ -44,7 +44,13 @@ func ClientCertReason(err error) string {
 		return ClientCertExpired
 	case sent && alert == 48: // unknown_ca
 		return ClientCertUnknownCA
-	case sent && (alert == 42 || alert == 43 || alert == 44 || alert == 46): // bad, unsupported, revoked, unknown
+	case sent && (alert == 42 || alert == 43 || alert == 44 || alert == 46), // bad, unsupported, revoked, unknown
+		// crypto/tls's texts for a certificate it cannot parse or use
+		// (it sends decode_error, unsupported_certificate or
+		// bad_certificate): an SM2 certificate from a TLS client, say.
+		strings.Contains(msg, "failed to parse client certificate"),
+		strings.Contains(msg, "client certificate contains an unsupported public key"),
+		strings.Contains(msg, "client sent certificate containing"):
 		return ClientCertOther
 	}
 	return ""

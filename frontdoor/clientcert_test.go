@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,11 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -91,6 +95,68 @@ func TestClientCertReason(t *testing.T) {
 	} {
 		if got := ClientCertReason(tc.err); got != tc.want {
 			t.Errorf("%s: ClientCertReason(%v) = %q, want %q", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestClientCertReasonTLSUnusableCertificate: crypto/tls refusing a client
+// certificate it cannot use (an SM2 one, which crypto/x509 does not parse,
+// sent by a TLS client) is a client certificate refused, counted as
+// "other" as TLCP counts a bad or unsupported certificate; it was not
+// counted at all.
+func TestClientCertReasonTLSUnusableCertificate(t *testing.T) {
+	pki, err := devpki.Generate(devpki.Options{Hosts: []string{"a.example.cn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(pki.ECDSACA.Cert.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	srv := tls.Certificate{Certificate: [][]byte{pki.ECDSAServer.Cert.Raw}, PrivateKey: pki.ECDSAServer.Key}
+	sm2Client := &tls.Certificate{Certificate: [][]byte{pki.ClientSign.Cert.Raw}, PrivateKey: pki.ClientSign.Key}
+	for _, mode := range []tls.ClientAuthType{tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert} {
+		t.Run(mode.String(), func(t *testing.T) {
+			hs := TLSHandshaker(&tls.Config{Certificates: []tls.Certificate{srv}, ClientAuth: mode, ClientCAs: roots})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+				tls.Client(c, &tls.Config{ServerName: "a.example.cn", RootCAs: roots,
+					GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return sm2Client, nil },
+				}).Handshake()
+			}()
+			raw, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			raw.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+			_, serr := hs.Handshake(context.Background(), raw, nil)
+			if serr == nil {
+				t.Fatal("handshake succeeded")
+			}
+			if got := ClientCertReason(serr); got != ClientCertOther {
+				t.Errorf("ClientCertReason(%q) = %q, want %q", serr, got, ClientCertOther)
+			}
+		})
+	}
+	for _, msg := range []string{
+		"tls: client certificate contains an unsupported public key of type *dsa.PublicKey",
+		"tls: client sent certificate containing RSA key larger than 8192 bits",
+	} {
+		if got := ClientCertReason(errors.New(msg)); got != ClientCertOther {
+			t.Errorf("ClientCertReason(%q) = %q, want %q", msg, got, ClientCertOther)
 		}
 	}
 }
