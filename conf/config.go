@@ -392,7 +392,8 @@ type SiteTLS13SM struct {
 
 // SiteTLS is a site's ordinary TLS identity (served by crypto/tls).
 type SiteTLS struct {
-	// Cert is the RSA or ECDSA certificate chain (PEM). Required.
+	// Cert is the RSA (1024 bits or more) or ECDSA (P-256, P-384 or
+	// P-521) certificate chain (PEM). Required.
 	Cert string `yaml:"cert"`
 	// Key is its private key. Required.
 	Key string `yaml:"key"`

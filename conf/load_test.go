@@ -2,11 +2,15 @@ package conf
 
 import (
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -589,4 +593,102 @@ clients:
 		}
 	}
 	t.Errorf("key server: unencrypted key with a password not warned about: %v", probs)
+}
+
+// smallRSAKey builds an RSA key of bits bits, which rsa.GenerateKey
+// refuses under 1024.
+func smallRSAKey(t *testing.T, bits int) *rsa.PrivateKey {
+	t.Helper()
+	for {
+		p, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := big.NewInt(1)
+		n := new(big.Int).Mul(p, q)
+		phi := new(big.Int).Mul(new(big.Int).Sub(p, one), new(big.Int).Sub(q, one))
+		d := new(big.Int).ModInverse(big.NewInt(65537), phi)
+		if d == nil || n.BitLen() != bits {
+			continue
+		}
+		k := &rsa.PrivateKey{PublicKey: rsa.PublicKey{N: n, E: 65537}, D: d, Primes: []*big.Int{p, q}}
+		k.Precompute()
+		return k
+	}
+}
+
+// TestTLSCertificateKeyCryptoTLSCannotSign: a tls certificate whose key
+// crypto/tls cannot sign handshakes with (RSA under 1024 bits, ECDSA
+// P-224) is refused at its cert, with its position; it passed, and every
+// TLS handshake of the site then failed ("768-bit keys are insecure",
+// "unsupported certificate curve").
+func TestTLSCertificateKeyCryptoTLSCannotSign(t *testing.T) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p224, err := ecdsa.GenerateKey(elliptic.P224(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		key  crypto.Signer
+		bad  bool
+	}{
+		{"rsa768", smallRSAKey(t, 768), true},
+		{"p224", p224, true},
+		{"p384", p384, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl := &x509.Certificate{SerialNumber: big.NewInt(0x4455), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
+				NotBefore: testNow.AddDate(0, -1, 0), NotAfter: testNow.AddDate(1, 0, 0),
+				KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+			der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, tc.key.Public(), caKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keyDER, err := x509.MarshalPKCS8PrivateKey(tc.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(filepath.Join(dir, "gmproxy.yaml"), []byte(`listeners: [{address: "127.0.0.1:0", protocols: [tls]}]
+sites:
+  - server_names: [localhost]
+    tls: {cert: tls.crt, key: tls.key}
+    routes: [{respond: {}}]
+`))
+			if !tc.bad {
+				if err != nil {
+					t.Fatalf("a %s tls certificate refused: %v", tc.name, err)
+				}
+				return
+			}
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("a %s tls certificate accepted (err %v): every TLS handshake of the site fails", tc.name, err)
+			}
+			for _, p := range probs {
+				if p.Path == "sites[0].tls.cert" && p.Line == 4 {
+					return
+				}
+			}
+			t.Errorf("no problem at sites[0].tls.cert (line 4): %v", probs)
+		})
+	}
 }

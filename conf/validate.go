@@ -3,6 +3,9 @@ package conf
 import (
 	"bytes"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -1204,9 +1207,33 @@ func (v *validator) siteTLS(s *Site, p string) {
 		v.errf(p+".cert", "ordinary TLS clients cannot use SM2; move this certificate to tls13sm and put an RSA/ECDSA certificate here", "the tls certificate has an SM2 key")
 		return
 	}
+	if why := tlsKeyUnusable(kp.Leaf().PublicKey); why != "" {
+		v.errf(p+".cert", "issue the certificate for an RSA key of 2048 bits or more, or an ECDSA P-256 or P-384 key", "crypto/tls cannot sign handshakes with the tls certificate's key (%s): every TLS handshake would fail", why)
+		return
+	}
 	v.validity(kp, p+".cert")
 	v.eku(kp, p+".cert", "the TLS certificate", smx509.ExtKeyUsageServerAuth)
 	s.Material.TLS = kp
+}
+
+// tlsKeyUnusable says why crypto/tls cannot sign a handshake with the key
+// of a certificate for pub ("" when it can): an RSA key under 1024 bits,
+// which crypto/rsa refuses to use, or an ECDSA key on a curve that no TLS
+// signature scheme names (RFC 8446 §4.2.3 has P-256, P-384 and P-521).
+func tlsKeyUnusable(pub crypto.PublicKey) string {
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < 1024 {
+			return fmt.Sprintf("a %d-bit RSA key; crypto/rsa refuses keys under 1024 bits", n)
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+		default:
+			return fmt.Sprintf("an ECDSA key on %s, a curve no TLS signature scheme uses", k.Curve.Params().Name)
+		}
+	}
+	return ""
 }
 
 func (v *validator) clientAuth(s *Site, p string) {
