@@ -182,6 +182,15 @@ func (h *ClientHello) OffersTLS13SMStrict() bool {
 	return h.OffersTLS13SM() && slices.Contains(h.SignatureSchemes, 0x0708) && slices.Contains(h.SupportedGroups, 0x0029)
 }
 
+// refusesSM2Signatures reports a hello whose signature_algorithms list
+// lacks sm2sig_sm3: its client cannot verify a CertificateVerify by an SM2
+// certificate, the only signature RFC 8998 §3.3 pairs with the SM suites,
+// so TLS 1.3-SM can answer it only by resuming a session. A hello without
+// the extension (PSK only, RFC 8446 §4.2.3) is not one.
+func (h *ClientHello) refusesSM2Signatures() bool {
+	return len(h.SignatureSchemes) > 0 && !slices.Contains(h.SignatureSchemes, 0x0708)
+}
+
 // OffersTLCPSuites reports a hello listing TLCP suites (the 360-browser
 // pattern when it arrives in a TLS record).
 func (h *ClientHello) OffersTLCPSuites() bool {

@@ -414,7 +414,8 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		}
 		tlsOK := cfg.TLS && site.TLS != nil && !h.OffersOnlyGMSuites()
 		switch {
-		case cfg.TLS13SM && site.TLS13SM != nil && h.OffersTLS13SM() && (!site.TLS13SMStrict || h.OffersTLS13SMStrict()):
+		case cfg.TLS13SM && site.TLS13SM != nil && h.OffersTLS13SM() && (!site.TLS13SMStrict || h.OffersTLS13SMStrict()) &&
+			!(tlsOK && h.refusesSM2Signatures()):
 			st.Family, hs = FamilyTLS13SM, site.TLS13SM
 		case !tlsOK && h.OffersTLCPSuites() && cfg.TLCP:
 			// 360-browser pattern (protocol-notes §10.2, §10.3 rule 4).

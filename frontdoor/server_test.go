@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -402,4 +403,50 @@ func TestWaitHandshakesUntilSettled(t *testing.T) {
 		t.Fatalf("WaitHandshakes with a settled connection still held: %v", err)
 	}
 	close(endA)
+}
+
+// TestServerTLS13SMHelloWithoutSM2Signatures: a TLS 1.3 hello that offers
+// RFC 8998 suites beside AES ones but no sm2sig_sm3 among its signature
+// algorithms goes to ordinary TLS on a site that has a TLS certificate:
+// TLS 1.3-SM cannot sign for it with the site's SM2 certificate and
+// failed the handshake ("client does not offer sm2sig_sm3"), while
+// crypto/tls could answer it. With sm2sig_sm3, without signature
+// algorithms (a PSK-only hello), or with SM suites only, it still goes to
+// TLS 1.3-SM.
+func TestServerTLS13SMHelloWithoutSM2Signatures(t *testing.T) {
+	stub := func(family string) Handshaker {
+		return HandshakerFunc(func(context.Context, net.Conn, *ClientHello) (*Established, error) {
+			return nil, Reasoned(ReasonNoSharedCipher, errors.New(family+" stub"))
+		})
+	}
+	site := &Site{Name: "s", ServerNames: []string{"a.example.cn"}, TLS13SM: stub(FamilyTLS13SM), TLS: stub(FamilyTLS)}
+	obs := newRecObserver()
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, TLS13SM: true, TLCP: true, Sites: NewSites([]*Site{site}, nil)}, obs)
+	const ecdsaP256, rsaPSS, sm2sig = 0x0403, 0x0804, 0x0708
+	for _, tc := range []struct {
+		name    string
+		suites  []uint16
+		sigAlgs []uint16
+		want    string
+	}{
+		{"SM and AES suites, no sm2sig_sm3", []uint16{0x00c6, 0x1301, 0x1302}, []uint16{ecdsaP256, rsaPSS}, FamilyTLS},
+		{"SM and AES suites, sm2sig_sm3", []uint16{0x00c6, 0x1301}, []uint16{ecdsaP256, sm2sig}, FamilyTLS13SM},
+		{"SM and AES suites, no signature_algorithms", []uint16{0x00c6, 0x1301}, nil, FamilyTLS13SM},
+		{"SM suites only, no sm2sig_sm3", []uint16{0x00c6, 0x00c7}, []uint16{ecdsaP256}, FamilyTLS13SM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+			c.Write(helloSpec{recVers: 0x0301, vers: 0x0303, suites: tc.suites, sni: "a.example.cn", supVers: []uint16{0x0304, 0x0303}, sigAlgs: tc.sigAlgs}.flight())
+			io.Copy(io.Discard, c)
+			ev := obs.next(t)
+			if ev.State.Family != tc.want || ev.Err == nil || !strings.Contains(ev.Err.Error(), tc.want+" stub") {
+				t.Errorf("hello went to %s (%v), want %s", ev.State.Family, ev.Err, tc.want)
+			}
+		})
+	}
 }

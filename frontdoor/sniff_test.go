@@ -37,6 +37,7 @@ type helloSpec struct {
 	sni           string
 	alpn          []string
 	supVers       []uint16
+	sigAlgs       []uint16 // signature_algorithms (none when empty)
 	noExtensions  bool
 	fragment      int // split the handshake message into records of this size (0: one record)
 }
@@ -70,6 +71,16 @@ func (h helloSpec) body() []byte {
 					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 						for _, p := range h.alpn {
 							b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(p)) })
+						}
+					})
+				})
+			}
+			if len(h.sigAlgs) > 0 {
+				b.AddUint16(extSignatureAlgs)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						for _, v := range h.sigAlgs {
+							b.AddUint16(v)
 						}
 					})
 				})
