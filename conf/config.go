@@ -393,7 +393,8 @@ type SiteTLS13SM struct {
 // SiteTLS is a site's ordinary TLS identity (served by crypto/tls).
 type SiteTLS struct {
 	// Cert is the RSA (1024 bits or more) or ECDSA (P-256, P-384 or
-	// P-521) certificate chain (PEM). Required.
+	// P-521) certificate chain (PEM); a keyUsage extension in the leaf
+	// must allow digitalSignature. Required.
 	Cert string `yaml:"cert"`
 	// Key is its private key. Required.
 	Key string `yaml:"key"`

@@ -387,7 +387,8 @@
 // This section is a site's ordinary TLS identity (served by crypto/tls).
 //
 //   - cert (string): cert is the RSA (1024 bits or more) or ECDSA (P-256, P-384
-//     or P-521) certificate chain (PEM). Required.
+//     or P-521) certificate chain (PEM); a keyUsage extension in the leaf must
+//     allow digitalSignature. Required.
 //   - key (string): key is its private key. Required.
 //   - min_version (string): min_version is the lowest TLS version accepted:
 //     "1.2" or "1.3". Default "1.2".

@@ -692,3 +692,68 @@ sites:
 		})
 	}
 }
+
+// TestTLSCertificateWithoutDigitalSignature: a tls certificate whose
+// keyUsage leaves out digitalSignature is refused at its cert: crypto/tls
+// signs every handshake with it (RFC 8446 §4.4.2.2, RFC 5246 §7.4.2), and
+// curl refused such an ECDSA certificate in TLS 1.2 ("ecc cert not for
+// signing") while check passed it. Without a keyUsage extension it passes.
+func TestTLSCertificateWithoutDigitalSignature(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ku   x509.KeyUsage
+		bad  bool
+	}{
+		{"keyAgreement only", x509.KeyUsageKeyAgreement, true},
+		{"keyEncipherment only", x509.KeyUsageKeyEncipherment, true},
+		{"digitalSignature", x509.KeyUsageDigitalSignature, false},
+		{"no keyUsage", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl := &x509.Certificate{SerialNumber: big.NewInt(0x4456), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
+				NotBefore: testNow.AddDate(0, -1, 0), NotAfter: testNow.AddDate(1, 0, 0),
+				KeyUsage: tc.ku, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+			der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(filepath.Join(dir, "gmproxy.yaml"), []byte(`listeners: [{address: "127.0.0.1:0", protocols: [tls]}]
+sites:
+  - server_names: [localhost]
+    tls: {cert: tls.crt, key: tls.key}
+    routes: [{respond: {}}]
+`))
+			if !tc.bad {
+				if err != nil {
+					t.Fatalf("a tls certificate with %s refused: %v", tc.name, err)
+				}
+				return
+			}
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("a tls certificate with %s accepted (err %v)", tc.name, err)
+			}
+			for _, p := range probs {
+				if p.Path == "sites[0].tls.cert" && p.Line == 4 && strings.Contains(p.Message, "digitalSignature") {
+					return
+				}
+			}
+			t.Errorf("no problem about digitalSignature at sites[0].tls.cert (line 4): %v", probs)
+		})
+	}
+}

@@ -1211,6 +1211,13 @@ func (v *validator) siteTLS(s *Site, p string) {
 		v.errf(p+".cert", "issue the certificate for an RSA key of 2048 bits or more, or an ECDSA P-256 or P-384 key", "crypto/tls cannot sign handshakes with the tls certificate's key (%s): every TLS handshake would fail", why)
 		return
 	}
+	// crypto/tls signs every handshake with the key (it offers no RSA key
+	// transport), so a keyUsage extension must allow digitalSignature
+	// (RFC 8446 §4.4.2.2, RFC 5246 §7.4.2); OpenSSL refuses an ECDSA
+	// certificate without it in TLS 1.2.
+	if ku := kp.Leaf().KeyUsage; ku != 0 && ku&smx509.KeyUsageDigitalSignature == 0 {
+		v.errf(p+".cert", "reissue it with keyUsage digitalSignature", "the tls certificate lacks keyUsage digitalSignature (has %s): TLS servers sign with it", usageNames(ku))
+	}
 	v.validity(kp, p+".cert")
 	v.eku(kp, p+".cert", "the TLS certificate", smx509.ExtKeyUsageServerAuth)
 	s.Material.TLS = kp
