@@ -650,6 +650,8 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 		tc.ClientCAs, _ = conf.X509Pool(m.ClientCAs)
 		if !cfg.Sessions.Tickets {
 			tc.SessionTicketsDisabled = true
+		} else if tickets != nil {
+			sealTLSSessions(tc, tickets, tlsSessionBinding(s.Name, cert.Certificate[0], hs.ClientAuthPolicy), b.sessionLifetime(), time.Now)
 		}
 		hs.TLS = frontdoor.TLSHandshaker(tc)
 	}

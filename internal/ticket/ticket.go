@@ -46,6 +46,8 @@ const (
 	// WrappedKey is not a ticket: a fleet ticket-key secret sealed with the
 	// fleet's wrap key for the shared store (package sessionstore).
 	WrappedKey
+	// TLS tickets hold ordinary TLS sessions (crypto/tls's SessionState).
+	TLS
 	numProtocols
 )
 
