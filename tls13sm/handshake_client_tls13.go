@@ -324,7 +324,12 @@ func (hs *clientHandshakeState) readServerHello() error {
 	if hs.suite != nil && hs.suite.id != sh.cipherSuite {
 		return c.fail(AlertIllegalParameter, "ServerHello suite differs from HelloRetryRequest")
 	}
+	// Config.CipherSuites may list an ID this package does not implement
+	// (it is offered as given); a server choosing it cannot be followed.
 	hs.suite = cipherSuiteByID(sh.cipherSuite)
+	if hs.suite == nil {
+		return c.fail(AlertIllegalParameter, "server chose cipher suite %#04x, which this client does not implement", sh.cipherSuite)
+	}
 	hs.serverHello = sh
 	return nil
 }
