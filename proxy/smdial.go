@@ -17,7 +17,8 @@ import (
 // Re-encryption to SM backends (like Tengine's proxy_enable_ntls): the
 // upstream's pool dials TCP, runs our TLCP or TLS 1.3-SM client handshake
 // and keeps the encrypted connection for HTTP/1.1 keep-alive reuse. Client
-// sessions are cached per upstream so that new pooled connections resume.
+// sessions are cached per upstream and target so that new pooled
+// connections resume.
 
 const smClientSessionCacheSize = 256
 
@@ -64,9 +65,10 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 		if cfg.CipherSuites, err = parseCiphers(upstreamproto.TLCP, tc.Ciphers, tlcp.ParseCipherSuite); err != nil {
 			return nil, err
 		}
-		return smHandshakeDialer(d, upstreamproto.TLCP, cfg, cfg.ServerName, func(c *tlcp.Config, name string) *tlcp.Config {
+		return smHandshakeDialer(d, upstreamproto.TLCP, cfg, cfg.ServerName, func(c *tlcp.Config, name, addr string) *tlcp.Config {
 			c = c.Clone()
 			c.ServerName = name
+			c.ClientSessionCache = TargetSessions[*tlcp.ClientSessionState]{Cache: c.ClientSessionCache, Target: addr}
 			return c
 		}, func(raw net.Conn, c *tlcp.Config) handshaker { return tlcp.Client(raw, c) }), nil
 	case upstreamproto.TLS13SM:
@@ -87,9 +89,10 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 		if cfg.CipherSuites, err = parseCiphers(upstreamproto.TLS13SM, tc.Ciphers, tls13sm.ParseCipherSuite); err != nil {
 			return nil, err
 		}
-		return smHandshakeDialer(d, upstreamproto.TLS13SM, cfg, cfg.ServerName, func(c *tls13sm.Config, name string) *tls13sm.Config {
+		return smHandshakeDialer(d, upstreamproto.TLS13SM, cfg, cfg.ServerName, func(c *tls13sm.Config, name, addr string) *tls13sm.Config {
 			c = c.Clone()
 			c.ServerName = name
+			c.ClientSessionCache = TargetSessions[*tls13sm.ClientSessionState]{Cache: c.ClientSessionCache, Target: addr}
 			return c
 		}, func(raw net.Conn, c *tls13sm.Config) handshaker { return tls13sm.Client(raw, c) }), nil
 	}
@@ -116,10 +119,27 @@ type handshaker interface {
 }
 
 // smHandshakeDialer dials TCP and runs the client handshake of proto with
-// the config for the target (see perServerName); failures are dial errors.
+// the config for the target, which withTarget makes of base for the
+// server name (serverName, or else the target's host) and the target's
+// address; failures are dial errors.
 func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName string,
-	withName func(base *C, name string) *C, client func(net.Conn, *C) handshaker) DialFunc {
-	configs := perServerName(serverName, func(name string) *C { return withName(base, name) }, base)
+	withTarget func(base *C, name, addr string) *C, client func(net.Conn, *C) handshaker) DialFunc {
+	var m sync.Map // target address → *C
+	configs := func(addr string) *C {
+		if c, ok := m.Load(addr); ok {
+			return c.(*C)
+		}
+		name := serverName
+		if name == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			name = host
+		}
+		c, _ := m.LoadOrStore(addr, withTarget(base, name, addr))
+		return c.(*C)
+	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {
@@ -153,3 +173,25 @@ func perServerName[C any](fixed string, withName func(string) *C, base *C) func(
 		return c.(*C)
 	}
 }
+
+// TargetSessions is the view of an upstream's client session cache
+// (tlcp.ClientSessionCache, tls13sm.ClientSessionCache) that the
+// connections to one target use: tlcp and tls13sm key sessions by server
+// name, which all the targets share when tls.server_name is set, so that
+// in one cache entry each new connection found the session of the target
+// dialed last and resumed only when that was the same target. Keys get
+// Target in front.
+type TargetSessions[S any] struct {
+	Cache interface {
+		Get(key string) (S, bool)
+		Put(key string, s S)
+	}
+	Target string
+}
+
+// Get returns the target's session for key.
+func (t TargetSessions[S]) Get(key string) (S, bool) { return t.Cache.Get(t.Target + " " + key) }
+
+// Put stores (or, as the caches do with a nil state, deletes) the
+// target's session for key.
+func (t TargetSessions[S]) Put(key string, s S) { t.Cache.Put(t.Target+" "+key, s) }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -19,7 +20,8 @@ import (
 // wireUpstreamDialers plugs our TLCP and TLS 1.3-SM clients into the
 // upstreams that re-encrypt (protocol tlcp / tls13sm), with the material
 // conf loaded (CA, client certificates, suites, GmSSL options). Client
-// session caches live in env so resumption to backends survives reloads.
+// session caches live in env so resumption to backends survives reloads;
+// each target has its own sessions in them (proxy.TargetSessions).
 func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Config) error {
 	for i := range pc.Upstreams {
 		uc := &pc.Upstreams[i]
@@ -59,14 +61,12 @@ func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Con
 					EncCertificate: m.Enc.Leaf().Raw, EncKey: m.Enc.Key,
 				}}
 			}
-			uc.DialTLSContext = smDial(connect, func(raw net.Conn, host string) handshaker {
-				cc := c
-				if cc.ServerName == "" {
-					cc = c.Clone()
-					cc.ServerName = host
-				}
-				return tlcp.Client(raw, cc)
-			})
+			uc.DialTLSContext = smDial(connect, perTarget(func(name, addr string) *tlcp.Config {
+				cc := c.Clone()
+				cc.ServerName = name
+				cc.ClientSessionCache = proxy.TargetSessions[*tlcp.ClientSessionState]{Cache: c.ClientSessionCache, Target: addr}
+				return cc
+			}, t.ServerName), func(raw net.Conn, cc *tlcp.Config) handshaker { return tlcp.Client(raw, cc) })
 		case upstreamproto.TLS13SM:
 			c := &tls13sm.Config{
 				RootCAs:            conf.SMPool(m.RootCAs),
@@ -79,14 +79,12 @@ func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Con
 			if kp := m.ClientCert; kp != nil {
 				c.Certificates = []tls13sm.Certificate{{Certificate: kp.DER(), PrivateKey: kp.Key, Leaf: kp.Leaf()}}
 			}
-			uc.DialTLSContext = smDial(connect, func(raw net.Conn, host string) handshaker {
-				cc := c
-				if cc.ServerName == "" {
-					cc = c.Clone()
-					cc.ServerName = host
-				}
-				return tls13sm.Client(raw, cc)
-			})
+			uc.DialTLSContext = smDial(connect, perTarget(func(name, addr string) *tls13sm.Config {
+				cc := c.Clone()
+				cc.ServerName = name
+				cc.ClientSessionCache = proxy.TargetSessions[*tls13sm.ClientSessionState]{Cache: c.ClientSessionCache, Target: addr}
+				return cc
+			}, t.ServerName), func(raw net.Conn, cc *tls13sm.Config) handshaker { return tls13sm.Client(raw, cc) })
 		}
 	}
 	return nil
@@ -97,18 +95,36 @@ type handshaker interface {
 	HandshakeContext(context.Context) error
 }
 
-func smDial(connect time.Duration, client func(raw net.Conn, host string) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// perTarget returns a lookup of the config for a target address, made
+// once per address by mk with the server name (serverName, or else the
+// target's host) and the address.
+func perTarget[C any](mk func(name, addr string) *C, serverName string) func(addr string) *C {
+	var m sync.Map // target address → *C
+	return func(addr string) *C {
+		if c, ok := m.Load(addr); ok {
+			return c.(*C)
+		}
+		name := serverName
+		if name == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			name = host
+		}
+		c, _ := m.LoadOrStore(addr, mk(name, addr))
+		return c.(*C)
+	}
+}
+
+func smDial[C any](connect time.Duration, configs func(addr string) *C, client func(raw net.Conn, c *C) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			host = addr
-		}
-		c := client(raw, host)
+		c := client(raw, configs(addr))
 		if err := c.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, fmt.Errorf("handshake with %s: %w", addr, err)
