@@ -37,7 +37,7 @@ type clientHandshakeState struct {
 	rechecked *ClientSessionState
 }
 
-func (c *Conn) clientHandshake(ctx context.Context) error {
+func (c *Conn) clientHandshake(ctx context.Context) (err error) {
 	cfg := c.config
 	if cfg.ServerName == "" && !cfg.InsecureSkipVerify && cfg.VerifyPeerCertificate == nil {
 		return errorf(AlertInternalError, "either ServerName or InsecureSkipVerify must be set")
@@ -51,6 +51,18 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	}()
 	if err := hs.sendClientHello(); err != nil {
 		return err
+	}
+	if hs.session != nil {
+		// A handshake that offered a session and failed drops it (RFC
+		// 5246 §7.2.2: a session of a connection ended by a fatal alert
+		// is not resumed), as crypto/tls does: a server that failed it,
+		// resuming, would otherwise fail every connection the same way
+		// for as long as the session lasts.
+		defer func() {
+			if err != nil {
+				cfg.ClientSessionCache.Put(hs.cacheKey, nil)
+			}
+		}()
 	}
 	if err := hs.readServerHello(); err != nil {
 		return err
