@@ -91,3 +91,64 @@ func TestClientRefusesSuiteItCannotRun(t *testing.T) {
 		t.Fatalf("server read %x after its ServerHello, want an illegal_parameter alert", after)
 	}
 }
+
+// TestClientDropsTicketOfFailedResumption: a server whose resumed
+// handshakes always fail (its Finished is wrong when it accepts the PSK,
+// as a backend with broken resumption would do) while its full
+// handshakes succeed. The client drops the ticket it offered when the
+// handshake fails (crypto/tls does the same, RFC 8446 §4.2.11 lets a
+// server abort on a PSK), so the next connection makes a full handshake;
+// keeping it failed every connection to the server for as long as the
+// ticket lasted.
+func TestClientDropsTicketOfFailedResumption(t *testing.T) {
+	scfg, ccfg := testConfigs(t)
+	// Flip the server's Finished in handshakes without a Certificate,
+	// the resumed ones.
+	var full bool
+	scfg.testHandshakeOut = func(m []byte) []byte {
+		switch m[0] {
+		case typeServerHello:
+			full = false
+		case typeCertificate:
+			full = true
+		case typeFinished:
+			if !full {
+				m = append([]byte(nil), m...)
+				m[len(m)-1] ^= 1
+			}
+		}
+		return m
+	}
+	handshake := func() (resumed bool, err error) {
+		a, b := tcpPair(t)
+		deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+		a.SetDeadline(deadline)
+		b.SetDeadline(deadline)
+		srv, cli := Server(a, scfg), Client(b, ccfg)
+		defer cli.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer srv.Close()
+			if srv.Handshake() == nil {
+				srv.Write([]byte{1}) // after the tickets
+			}
+		}()
+		if err = cli.Handshake(); err == nil {
+			_, err = cli.Read(make([]byte, 1))
+		} else {
+			b.Close()
+		}
+		<-done
+		return cli.ConnectionState().DidResume, err
+	}
+	if resumed, err := handshake(); err != nil || resumed {
+		t.Fatalf("first handshake: resumed %v, %v", resumed, err)
+	}
+	if _, err := handshake(); err == nil {
+		t.Fatal("resumption with a wrong server Finished succeeded")
+	}
+	if resumed, err := handshake(); err != nil || resumed {
+		t.Fatalf("after the failed resumption: resumed %v, %v; want a full handshake", resumed, err)
+	}
+}

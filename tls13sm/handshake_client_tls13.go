@@ -52,7 +52,7 @@ type clientHandshakeState struct {
 
 func (hs *clientHandshakeState) transcriptHash() []byte { return hs.transcript.Sum(hs.th[:0]) }
 
-func (c *Conn) clientHandshake(ctx context.Context) error {
+func (c *Conn) clientHandshake(ctx context.Context) (err error) {
 	cfg := c.config
 	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
 		return errors.New("tls13sm: either ServerName or InsecureSkipVerify must be set in the client Config")
@@ -65,6 +65,18 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		return err
 	}
 	hs.loadSession()
+	if hs.session != nil {
+		// A handshake that offered a ticket and failed drops it, as
+		// crypto/tls does: a server that fails it, resuming (a corrupted
+		// PSK, a broken backend; §4.2.11 has it abort on a wrong binder),
+		// would otherwise fail every connection the same way for as long
+		// as the ticket lasts.
+		defer func() {
+			if err != nil {
+				cfg.ClientSessionCache.Put(c.sessionCacheKey, nil)
+			}
+		}()
+	}
 	if err := hs.computeBinders(); err != nil {
 		return err
 	}
