@@ -218,8 +218,8 @@ type Config struct {
 	// keeps this one.
 	GetConfigForClient func(*ClientHelloInfo) (*Config, error)
 
-	// RootCAs verify server certificates (client); nil means no trusted roots
-	// (use InsecureSkipVerify or VerifyPeerCertificate).
+	// RootCAs verify server certificates (client); nil means the system
+	// pool, which rarely holds SM2 roots.
 	RootCAs *smx509.CertPool
 	// ClientCAs verify client certificates (server); their subjects are
 	// listed in CertificateRequest (GmSSL clients require them).

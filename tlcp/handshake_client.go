@@ -39,7 +39,11 @@ type clientHandshakeState struct {
 
 func (c *Conn) clientHandshake(ctx context.Context) (err error) {
 	cfg := c.config
-	if cfg.ServerName == "" && !cfg.InsecureSkipVerify && cfg.VerifyPeerCertificate == nil {
+	// Verification checks the certificate for ServerName: without one it
+	// would accept any server RootCAs vouch for, under any name. A
+	// VerifyPeerCertificate hook runs after verification and is no
+	// substitute (crypto/tls refuses this configuration too).
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
 		return errorf(AlertInternalError, "either ServerName or InsecureSkipVerify must be set")
 	}
 	hs := &clientHandshakeState{c: c, ctx: ctx, config: cfg, tr: newTranscript()}
