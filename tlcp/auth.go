@@ -1,6 +1,7 @@
 package tlcp
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -115,8 +116,16 @@ func checkEncUsage(c *smx509.Certificate) error {
 // parsedCerts caches parsed peer certificates by their DER: clients and
 // servers present the same certificates again and again, and parsing (with
 // the SM2 point checks) costs more than the lookup. Parsed certificates are
-// never modified, so sharing them is safe.
+// never modified, so sharing them is safe. Only certificates up to
+// maxCachedCert bytes are kept, each parsed from a copy of its own (a
+// parsed certificate points into the bytes it was parsed from, here the
+// handshake flight): the cache holds unverified certificates any peer can
+// send, so 1024 of them stay within a few megabytes.
 var parsedCerts = lru.New[string, *smx509.Certificate](1024, time.Hour)
+
+// maxCachedCert bounds the certificates parsedCerts keeps; real ones are
+// well under it.
+const maxCachedCert = 4096
 
 // parseCertificates parses a peer's certificate list, bounded in count.
 func parseCertificates(raw [][]byte) ([]*smx509.Certificate, error) {
@@ -129,11 +138,17 @@ func parseCertificates(raw [][]byte) ([]*smx509.Certificate, error) {
 			certs[i] = c
 			continue
 		}
+		cacheable := len(r) <= maxCachedCert
+		if cacheable {
+			r = bytes.Clone(r)
+		}
 		c, err := smx509.ParseCertificate(r)
 		if err != nil {
 			return nil, fmt.Errorf("certificate %d: %w", i, err)
 		}
-		parsedCerts.Put(string(r), c)
+		if cacheable {
+			parsedCerts.Put(string(r), c)
+		}
 		certs[i] = c
 	}
 	return certs, nil
