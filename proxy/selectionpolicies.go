@@ -66,8 +66,14 @@ type leastConn struct{}
 func (leastConn) selectTarget(u *Upstream, cands []*Target, _ *http.Request, _ string, tried []*Target) *Target {
 	var best *Target
 	var bestN int64
-	start := int(u.seq.Add(1))
 	n := len(cands)
+	if n == 0 {
+		return nil
+	}
+	// The modulo is taken in uint64: converted first, the count goes
+	// negative (after 2^31 picks where int has 32 bits) and so would the
+	// index.
+	start := int(u.seq.Add(1) % uint64(n))
 	for i := 0; i < n; i++ {
 		t := cands[(start+i)%n]
 		if excluded(t, tried) || !t.available() {

@@ -157,3 +157,19 @@ func TestBalancingDistribution(t *testing.T) {
 		t.Fatalf("distribution %v, want a=10 b=20 c=30", count)
 	}
 }
+
+// TestLeastConnRotationWraps: least_conn's tie-breaking rotation counts
+// picks in a uint64 that, converted to int before the modulo, went
+// negative (after 2^31 picks where int has 32 bits, GOARCH=arm or 386) and
+// indexed the targets with a negative number: a panic on every request.
+func TestLeastConnRotationWraps(t *testing.T) {
+	u := testUpstream(t, "least_conn", TargetConfig{Address: "a:1"}, TargetConfig{Address: "b:1"}, TargetConfig{Address: "c:1"})
+	for _, seq := range []uint64{1<<31 - 1, 1<<63 - 1, 1<<64 - 2} {
+		u.seq.Store(seq)
+		for range 3 {
+			if got := u.pick(nil, "", nil); got == nil {
+				t.Fatalf("after %d picks: no target", seq)
+			}
+		}
+	}
+}
