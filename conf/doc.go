@@ -666,7 +666,9 @@
 //     requests in progress per target, as HAProxy's server maxconn is. With a
 //     bound every request to the upstream goes through net/http's Transport,
 //     the pool that enforces it, which costs more CPU per request than
-//     gmproxy's own HTTP/1.1 pool. Default 0.
+//     gmproxy's own HTTP/1.1 pool. Active health probes have a connection of
+//     their own beside the bound, so that a target busy at it is not taken for
+//     down. Default 0.
 //
 // # upstreams[].timeouts
 //

@@ -369,7 +369,8 @@ type TransportConfig struct {
 	// Over HTTP/2 the cap is on the requests in flight per target.
 	// With a cap every request goes through net/http's Transport, the
 	// pool that enforces it, instead of the lighter HTTP/1.1 client.
-	// Default 0: none.
+	// Active health probes have a connection of their own beside the
+	// cap. Default 0: none.
 	MaxConnsPerTarget int
 }
 

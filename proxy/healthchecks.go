@@ -15,8 +15,9 @@ import (
 //     statuses) seen by real requests; MaxFails of them within FailWindow
 //     take the target out for Cooldown (upstreams.go);
 //   - active: a goroutine per upstream probes all its targets at once,
-//     every interval, over the upstream's own transport (so TLCP backends
-//     are probed over TLCP);
+//     every interval, over the upstream's transport (so TLCP backends
+//     are probed over TLCP), in a pool of their own beside a cap on
+//     connections per target;
 //     Fall consecutive failures mark it down, Rise successes mark it up,
 //     and one success that started after a passive trip ends that
 //     cool-down early.
@@ -43,8 +44,19 @@ func (u *Upstream) startActiveChecks() {
 
 func (u *Upstream) activeLoop() {
 	defer u.healthWG.Done()
+	// With max_conns_per_target the probes have a pool of their own,
+	// outside the cap (as nginx's and Caddy's checks open their own
+	// connections): in the requests' pool a probe of a target whose
+	// connections all serve long requests waited for one until it timed
+	// out, and the target's own traffic marked it down.
+	tr := u.transport
+	if tr.MaxConnsPerHost > 0 {
+		tr = tr.Clone()
+		tr.MaxConnsPerHost = 0
+		defer tr.CloseIdleConnections()
+	}
 	client := &http.Client{
-		Transport:     u.transport,
+		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	tick := time.NewTicker(u.active.Interval)

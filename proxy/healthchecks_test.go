@@ -446,3 +446,70 @@ func TestActiveProbesRunAtOnce(t *testing.T) {
 		t.Fatal("the targets' probes were never in progress at the same time (probed one after the other)")
 	}
 }
+
+// TestActiveProbeNotQueuedBehindConnCap: with max_conns_per_target, a
+// target whose connections all serve long requests (downloads, long
+// polls) is busy, not down. The probes went through the requests' pool
+// and waited there for a connection until they timed out: the target was
+// marked down by its own traffic, and stayed out rise intervals after.
+func TestActiveProbeNotQueuedBehindConnCap(t *testing.T) {
+	release := make(chan struct{})
+	slow := make(chan struct{}, 1)
+	var probes atomic.Int64
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			probes.Add(1)
+			return
+		}
+		slow <- struct{}{}
+		<-release
+		io.WriteString(w, "done")
+	}))
+	t.Cleanup(b.Close)
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: addrOf(b)}},
+			Transport: TransportConfig{MaxConnsPerTarget: 1},
+			HealthCheck: HealthCheckConfig{
+				Passive: PassiveHealthConfig{MaxFails: -1},
+				Active:  ActiveHealthConfig{Path: "/healthz", Interval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond, Rise: 1, Fall: 2},
+			}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	c := testClient(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest("GET", f.url+"/slow", nil)
+		req.Host = "example.test"
+		if res, err := c.Do(req); err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}()
+	select {
+	case <-slow:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("the slow request never reached the target")
+	}
+	// The probes that start now find the only connection busy.
+	from := probes.Load()
+	for i := 0; probes.Load() < from+4; i++ {
+		if downs := obs.downs(); len(downs) > 0 {
+			t.Fatalf("a busy target was marked down by its probes: %v", downs)
+		}
+		if i == 2000 {
+			t.Fatalf("%d probes reached the target while its only connection was busy, want 4", probes.Load()-from)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if downs := obs.downs(); len(downs) > 0 {
+		t.Fatalf("a busy target was marked down by its probes: %v", downs)
+	}
+	unblock()
+	<-done
+}
