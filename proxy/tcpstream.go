@@ -82,9 +82,12 @@ func (s *streamSite) serve(c net.Conn) error {
 		lastErr = err
 		back = nil
 		u.fail(t, err.Error())
-		if n < u.tries {
-			p.obs.UpstreamRetry(u.name)
+		// retries.total_time bounds a stream's retries as a request's
+		// (roundTrip): no attempt starts after it.
+		if n >= u.tries || (u.tryDur > 0 && time.Since(start) >= u.tryDur) {
+			break
 		}
+		p.obs.UpstreamRetry(u.name)
 	}
 	if back == nil {
 		why := "every target is down"

@@ -220,3 +220,33 @@ func fullListener(t *testing.T) string {
 	t.Skip("the listener's queue never filled: cannot make a connect that hangs here")
 	return ""
 }
+
+// TestTCPStreamRetriesBoundedByTotalTime: retries.total_time bounds a
+// stream's retries as it does a request's (no attempt starts after it):
+// stream mode went on to tries targets, one connect (and handshake)
+// timeout each. Here the first dead target's failure is already past
+// the total time, so no second target is dialled.
+func TestTCPStreamRetriesBoundedByTotalTime(t *testing.T) {
+	u := UpstreamConfig{Name: "legacy",
+		Targets:     []TargetConfig{{Address: deadAddr(t)}, {Address: deadAddr(t)}, {Address: deadAddr(t)}},
+		HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}},
+		Retries:     RetryConfig{Tries: 3, Duration: time.Nanosecond}}
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{u},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &frontdoor.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("want the connection closed, got %v", err)
+	}
+	if n := obs.retryCount(); n != 0 {
+		t.Errorf("%d retries after the total time was over, want 0", n)
+	}
+}
