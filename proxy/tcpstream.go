@@ -72,6 +72,10 @@ func (s *streamSite) serve(c net.Conn) error {
 		}
 		tried[n] = t
 		n++
+		// The stream counts against t from now, as a request does from
+		// its pick: over a slow connect or handshake, least_conn and
+		// max_conns_per_target would see t idle.
+		t.inflight.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), s.dialTimeout)
 		var err error
 		back, err = u.dial(ctx, "tcp", t.Addr)
@@ -79,6 +83,7 @@ func (s *streamSite) serve(c net.Conn) error {
 		if err == nil {
 			break
 		}
+		t.inflight.Add(-1)
 		lastErr = err
 		back = nil
 		u.fail(t, err.Error())
@@ -97,13 +102,12 @@ func (s *streamSite) serve(c net.Conn) error {
 		p.logger.Warn("stream: no target answered", "site", s.site, "upstream", u.name, "client", c.RemoteAddr().String(), "reason", why)
 		return fmt.Errorf("stream %s: %s", s.site, why)
 	}
+	defer t.inflight.Add(-1)
 	if !p.trackAdd(back) {
 		back.Close()
 		return net.ErrClosed
 	}
 	defer p.trackDone(back)
-	t.inflight.Add(1)
-	defer t.inflight.Add(-1)
 	if s.ppVer != 0 {
 		var hdr []byte
 		if s.ppVer == 1 {

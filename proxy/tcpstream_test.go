@@ -250,3 +250,43 @@ func TestTCPStreamRetriesBoundedByTotalTime(t *testing.T) {
 		t.Errorf("%d retries after the total time was over, want 0", n)
 	}
 }
+
+// TestTCPStreamCountedWhileDialling: a stream counts against its target
+// (least_conn, max_conns_per_target) from the moment it is sent there,
+// as a request does, not only once the connection is up: during a slow
+// connect or handshake every new stream saw the target idle, and a burst
+// of them all went past the cap.
+func TestTCPStreamCountedWhileDialling(t *testing.T) {
+	addr := fullListener(t)
+	u := upstream("legacy", addr)
+	u.HealthCheck.Passive.MaxFails = -1
+	u.Transport.MaxConnsPerTarget = 1
+	cfg := Config{
+		Upstreams: []UpstreamConfig{u},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ConnectTimeout: testwait.Bound(20 * time.Second)}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg := f.p.Upstream("legacy").Targets()[0]
+	for i := 0; tg.InFlight() != 1; i++ {
+		if i == 1000 {
+			t.Fatalf("a stream connecting to the target: %d in flight there, want 1", tg.InFlight())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Another stream finds the target at its cap and is refused.
+	c2, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c2.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	if _, err := c2.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a second stream past the cap: %v, want the connection closed", err)
+	}
+	c.Close()
+}
