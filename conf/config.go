@@ -733,9 +733,9 @@ type HealthChecks struct {
 type PassiveHealth struct {
 	// MaxFails failures (connect errors, timeouts, 5xx listed in
 	// unhealthy_status) within fail_window mark the target down; 0 disables
-	// passive checks. Default 3. A client's fault is never counted: a
-	// request body that stalls (408), is malformed (400) or is cut short
-	// by the client (logged 499) does not charge the target.
+	// passive checks. At most 1000. Default 3. A client's fault is never
+	// counted: a request body that stalls (408), is malformed (400) or is
+	// cut short by the client (logged 499) does not charge the target.
 	MaxFails int `yaml:"max_fails"`
 	// FailWindow is the window in which failures are counted. Default 10s.
 	FailWindow time.Duration `yaml:"fail_window"`
@@ -778,7 +778,7 @@ type ActiveHealth struct {
 // always retried on another target within the limits below.
 type Retries struct {
 	// Tries is the total number of attempts, the first included; 1 disables
-	// retries. Default 3.
+	// retries. At most 8. Default 3.
 	Tries int `yaml:"tries"`
 	// TotalTime is how long after the request began another attempt may
 	// still start, as nginx's proxy_next_upstream_timeout: no retry begins

@@ -524,7 +524,7 @@
 // is always retried on another target within the limits below.
 //
 //   - tries (integer): tries is the total number of attempts, the first
-//     included; 1 disables retries. Default 3.
+//     included; 1 disables retries. At most 8. Default 3.
 //   - total_time (duration): total_time is how long after the request began
 //     another attempt may still start, as nginx's proxy_next_upstream_timeout:
 //     no retry begins after it; an attempt in progress is bounded by the
@@ -718,9 +718,9 @@
 //
 //   - max_fails (integer): max_fails failures (connect errors, timeouts, 5xx
 //     listed in unhealthy_status) within fail_window mark the target down; 0
-//     disables passive checks. Default 3. A client's fault is never counted: a
-//     request body that stalls (408), is malformed (400) or is cut short by
-//     the client (logged 499) does not charge the target.
+//     disables passive checks. At most 1000. Default 3. A client's fault is
+//     never counted: a request body that stalls (408), is malformed (400) or
+//     is cut short by the client (logged 499) does not charge the target.
 //   - fail_window (duration): fail_window is the window in which failures are
 //     counted. Default 10s.
 //   - cool_down (duration): cool_down is how long a target stays down before it
@@ -758,7 +758,7 @@
 // is always retried on another target within the limits below.
 //
 //   - tries (integer): tries is the total number of attempts, the first
-//     included; 1 disables retries. Default 3.
+//     included; 1 disables retries. At most 8. Default 3.
 //   - total_time (duration): total_time is how long after the request began
 //     another attempt may still start, as nginx's proxy_next_upstream_timeout:
 //     no retry begins after it; an attempt in progress is bounded by the

@@ -678,6 +678,8 @@ func (v *validator) stream(st *Stream, p string, upstreams, used map[string]bool
 func (v *validator) retries(r *Retries, p string) {
 	if r.Tries < 1 {
 		v.errf(p+".tries", "use 1 to disable retries", "tries must be at least 1")
+	} else if r.Tries > balance.MaxTries {
+		v.errf(p+".tries", fmt.Sprintf("use at most %d tries", balance.MaxTries), "tries %d is too large", r.Tries)
 	}
 	if r.TotalTime <= 0 {
 		v.errf(p+".total_time", "write a duration such as 15s", "total_time must be positive")
@@ -1416,6 +1418,8 @@ func (v *validator) upstreamConnections(u *Upstream, p string) {
 func (v *validator) passiveHealth(ph *PassiveHealth, pp string) {
 	if ph.MaxFails < 0 {
 		v.errf(pp+".max_fails", "use 0 to disable passive health checks", "max_fails must not be negative")
+	} else if ph.MaxFails > balance.MaxFails {
+		v.errf(pp+".max_fails", fmt.Sprintf("use at most %d failures within fail_window", balance.MaxFails), "max_fails %d is too large", ph.MaxFails)
 	}
 	if ph.MaxFails > 0 && ph.FailWindow <= 0 {
 		v.errf(pp+".fail_window", "write a duration such as 10s", "fail_window must be positive")

@@ -384,8 +384,8 @@ type HealthCheckConfig struct {
 
 // PassiveHealthConfig marks a target down after failed requests.
 type PassiveHealthConfig struct {
-	// MaxFails failures within FailWindow mark the target down. Default 1;
-	// negative disables passive checks.
+	// MaxFails failures within FailWindow mark the target down. Default 1,
+	// at most balance.MaxFails; negative disables passive checks.
 	MaxFails int
 	// FailWindow is the window counting failures. Default 10s.
 	FailWindow time.Duration
@@ -417,7 +417,8 @@ type ActiveHealthConfig struct {
 // RetryConfig bounds retries.
 type RetryConfig struct {
 	// Tries is the maximum number of targets tried per request, the first
-	// included. Default 3, at most 8; 1 disables retries.
+	// included. Default 3, at most balance.MaxTries (8); 1 disables
+	// retries.
 	Tries int
 	// Duration is how long after the request began another attempt may
 	// still start (an attempt in progress is bounded by the upstream's

@@ -16,7 +16,7 @@ import (
 )
 
 // maxTries bounds RetryConfig.Tries.
-const maxTries = 8
+const maxTries = balance.MaxTries
 
 // Upstream is a named pool of targets with its balancing policy, health
 // state, transport and retry budget.
@@ -123,8 +123,8 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	if u.passive.MaxFails == 0 {
 		u.passive.MaxFails = 1
 	}
-	if u.passive.MaxFails > 1000 {
-		u.passive.MaxFails = 1000
+	if u.passive.MaxFails > balance.MaxFails {
+		u.passive.MaxFails = balance.MaxFails
 	}
 	u.passive.FailWindow = durOr(u.passive.FailWindow, 10*time.Second)
 	u.passive.Cooldown = durOr(u.passive.Cooldown, 10*time.Second)

@@ -1,6 +1,7 @@
 // Package balance names the policies with which the proxy picks a target
-// in an upstream. The proxy package implements them; conf validates
-// upstreams' balance against these names. It imports nothing so that conf
+// in an upstream, and the bounds of its weights, retries and passive
+// health counts. The proxy package implements them; conf validates
+// upstreams against these names and bounds. It imports nothing so that conf
 // can use it without pulling in the proxy.
 package balance
 
@@ -19,3 +20,12 @@ func Names() []string { return []string{RoundRobin, LeastConn, IPHash, Hash} }
 // flight times weights, which must not overflow (weights count relative
 // to each other; nginx's stay in the hundreds).
 const MaxWeight = 1 << 20
+
+// MaxTries bounds the attempts of a request or stream (retries.tries),
+// the first included: each may wait a connect, handshake and response
+// timeout.
+const MaxTries = 8
+
+// MaxFails bounds the failures a target may count within the failure
+// window (passive max_fails): each target keeps the time of each.
+const MaxFails = 1000
