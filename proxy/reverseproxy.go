@@ -612,6 +612,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			}
 			break
 		}
+		if attempt > 1 {
+			// Counted once there is a target to retry on: a lone one
+			// that failed leaves none.
+			u.obs.UpstreamRetry(u.name)
+		}
 		tried = append(tried, t)
 		rs.target = t
 		rs.url.Host = t.Addr
@@ -705,8 +710,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		if !retry || attempt >= tries || (tryDur > 0 && time.Since(rs.start) >= tryDur) {
 			break
 		}
-		u.obs.UpstreamRetry(u.name)
-		s.p.logger.Debug("retrying on another target", "upstream", u.name, "target", t.Addr, "error", err)
+		s.p.logger.Debug("looking for another target", "upstream", u.name, "target", t.Addr, "error", err)
 	}
 	if isTimeout(lastErr) {
 		s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream timed out", "upstream "+u.name+" timed out: "+errString(lastErr))

@@ -162,6 +162,22 @@ func TestRetryRules(t *testing.T) {
 			t.Fatalf("%d retries after the retry duration was spent", obs2.retryCount())
 		}
 	})
+	t.Run("no retry counted without a target left", func(t *testing.T) {
+		// A lone target (the most common upstream) that fails leaves
+		// nothing to retry on: the retries metric counted one anyway.
+		obs := newEventObserver()
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: deadAddr(t)}}, Retries: RetryConfig{Tries: 3}}},
+			Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		}
+		f := newFront(t, cfg, frontOpts{obs: obs})
+		if code, _ := doReq(t, testClient(t), "GET", f.url+"/", ""); code != 502 {
+			t.Fatalf("status %d", code)
+		}
+		if n := obs.retryCount(); n != 0 {
+			t.Fatalf("%d retries reported, none made (one target)", n)
+		}
+	})
 }
 
 func TestErrorStatuses(t *testing.T) {

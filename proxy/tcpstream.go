@@ -70,6 +70,9 @@ func (s *streamSite) serve(c net.Conn) error {
 		if t == nil {
 			break
 		}
+		if n > 0 {
+			p.obs.UpstreamRetry(u.name) // a target is left to retry on
+		}
 		tried[n] = t
 		n++
 		// The stream counts against t from now, as a request does from
@@ -92,7 +95,6 @@ func (s *streamSite) serve(c net.Conn) error {
 		if n >= u.tries || (u.tryDur > 0 && time.Since(start) >= u.tryDur) {
 			break
 		}
-		p.obs.UpstreamRetry(u.name)
 	}
 	if back == nil {
 		why := "every target is down"

@@ -290,3 +290,27 @@ func TestTCPStreamCountedWhileDialling(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestTCPStreamNoRetryCountedWithoutTarget: a stream whose lone target
+// fails is not retried, and no retry is reported (the metric counted one
+// before looking for another target).
+func TestTCPStreamNoRetryCountedWithoutTarget(t *testing.T) {
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("legacy", deadAddr(t))},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &frontdoor.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("want the connection closed, got %v", err)
+	}
+	if n := obs.retryCount(); n != 0 {
+		t.Errorf("%d retries reported, none made (one target)", n)
+	}
+}
