@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -512,4 +513,52 @@ func TestActiveProbeNotQueuedBehindConnCap(t *testing.T) {
 	}
 	unblock()
 	<-done
+}
+
+// TestCoolDownEndOneTimerPerTarget: every trip of a target's passive
+// check scheduled the report of its cool-down's end with a timer of its
+// own, kept for the whole cool-down. While every target is down, each
+// request still goes to one (soonestBack) and fails, so the timers, some
+// 160 bytes each, grew with the request rate times the cool-down. The
+// report is scheduled by one timer per target, moved at each trip.
+func TestCoolDownEndOneTimerPerTarget(t *testing.T) {
+	u := testUpstream(t, "round_robin", TargetConfig{Address: "a:1"})
+	u.passive = PassiveHealthConfig{MaxFails: 1, FailWindow: time.Hour, Cooldown: time.Hour}
+	tg := u.targets[0]
+	const n = 200000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		u.fail(tg, "refused")
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 8<<20 {
+		t.Fatalf("%d failures of a down target keep %d bytes for the cool-down", n, grew)
+	}
+	if tg.Healthy() {
+		t.Fatal("the target is not down (test premise)")
+	}
+}
+
+// TestCoolDownEndReportedAfterRetrip: a target tripped again during its
+// cool-down is reported up when the later cool-down ends.
+func TestCoolDownEndReportedAfterRetrip(t *testing.T) {
+	obs := newEventObserver()
+	u, err := newUpstream(&UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "a:1"}},
+		HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, FailWindow: time.Hour, Cooldown: 100 * time.Millisecond}}}, obs, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(u.close)
+	tg := u.targets[0]
+	u.fail(tg, "refused")
+	obs.waitHealth(t, "u a:1 down")
+	time.Sleep(50 * time.Millisecond)
+	u.fail(tg, "refused") // extends the cool-down
+	obs.waitHealth(t, "u a:1 up")
+	if tg.downUntil.Load() != 0 {
+		t.Fatal("reported up while down")
+	}
 }

@@ -94,6 +94,9 @@ type Target struct {
 	failMu sync.Mutex
 	fails  []int64 // ring of failure times (unix ns), len MaxFails
 	failN  int
+	// coolEnd reports the end of the passive cool-down
+	// (reportCoolDownEnd); under failMu.
+	coolEnd *time.Timer
 
 	// active check counters, only touched by the checker goroutine
 	okRun, failRun int
@@ -291,9 +294,18 @@ func (u *Upstream) fail(t *Target, why string) {
 
 // reportCoolDownEnd reports the end of t's cool-down, after d, when it
 // comes, not at the next request (a health gauge would otherwise stay at
-// 0), unless this generation is gone by then.
+// 0), unless this generation is gone by then. One timer per target, moved
+// by each trip: while every target is down each request still fails on
+// one (soonestBack), and a timer per trip, kept for the cool-down, would
+// grow with the request rate.
 func (u *Upstream) reportCoolDownEnd(t *Target, d time.Duration) {
-	time.AfterFunc(d, func() {
+	t.failMu.Lock()
+	defer t.failMu.Unlock()
+	if t.coolEnd != nil {
+		t.coolEnd.Reset(d) // runs it again if it ran already
+		return
+	}
+	t.coolEnd = time.AfterFunc(d, func() {
 		select {
 		case <-u.stopHealth:
 		default:
