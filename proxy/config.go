@@ -404,9 +404,9 @@ type ActiveHealthConfig struct {
 	Host string
 	// ExpectStatus is the healthy status. Default: any 2xx or 3xx.
 	ExpectStatus int
-	// Interval between probes. Default 10s.
+	// Interval between probes. Default 10s; must not be negative.
 	Interval time.Duration
-	// Timeout of one probe. Default 5s.
+	// Timeout of one probe. Default 5s; must not be negative.
 	Timeout time.Duration
 	// Rise consecutive successes mark a down target up. Default 2.
 	Rise int

@@ -123,6 +123,11 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		stopHealth: make(chan struct{}),
 	}
 	u.tries = min(max(u.tries, 1), maxTries)
+	if a := u.active; a.Path != "" && (a.Interval < 0 || a.Timeout < 0) {
+		// time.NewTicker panics on the first (in the checker's
+		// goroutine); the second fails every probe at once.
+		return nil, fmt.Errorf("upstream %q: active health check interval %v and timeout %v must not be negative", uc.Name, a.Interval, a.Timeout)
+	}
 	if u.passive.MaxFails == 0 {
 		u.passive.MaxFails = 1
 	}

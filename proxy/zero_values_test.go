@@ -64,3 +64,26 @@ func TestKeepaliveOff(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveHealthNegativeDurations: a negative interval or timeout of
+// the active checks is refused by New. The interval went to
+// time.NewTicker in the checker's goroutine, whose panic ended the
+// process; a negative timeout failed every probe at once and took every
+// target out.
+func TestActiveHealthNegativeDurations(t *testing.T) {
+	for _, a := range []ActiveHealthConfig{
+		{Path: "/healthz", Interval: -time.Second},
+		{Path: "/healthz", Timeout: -time.Second},
+	} {
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: "127.0.0.1:1"}},
+				HealthCheck: HealthCheckConfig{Active: a}}},
+			Sites: oneSite(RouteConfig{Upstream: "app"}),
+		}
+		p, err := New(cfg, NopObserver{}, testLogger(t))
+		if err == nil {
+			p.Close()
+			t.Errorf("interval %v, timeout %v: accepted", a.Interval, a.Timeout)
+		}
+	}
+}
