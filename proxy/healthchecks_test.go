@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -560,5 +562,43 @@ func TestCoolDownEndReportedAfterRetrip(t *testing.T) {
 	obs.waitHealth(t, "u a:1 up")
 	if tg.downUntil.Load() != 0 {
 		t.Fatal("reported up while down")
+	}
+}
+
+// TestUnaskedSwitchIsTargetFailure: a target that answers a request with
+// a switch to a protocol the request did not ask for (RFC 9110 §15.2.2)
+// breaks it (502), as a malformed response does, and the passive check
+// counts it: the failure was not counted, and such a target kept its
+// share of requests, every one of them failed.
+func TestUnaskedSwitchIsTargetFailure(t *testing.T) {
+	bad := connBackend(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: sneaky\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
+	good := nameBackend(t, "good")
+	obs := newEventObserver()
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: bad}, {Address: addrOf(good)}},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, FailWindow: time.Minute, Cooldown: time.Hour}}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	f := newFront(t, cfg, frontOpts{obs: obs})
+	c := testClient(t)
+	failed := 0
+	for range 6 {
+		if code, _, _ := get(t, c, f.url+"/", "Host", "example.test"); code != 200 {
+			failed++
+		}
+	}
+	if failed > 1 {
+		t.Fatalf("%d of 6 requests failed: the target that switches unasked stays in rotation", failed)
+	}
+	if downs := obs.downs(); len(downs) != 1 || downs[0] != "app "+bad+" down" {
+		t.Fatalf("health events %v, want the switching target down", downs)
 	}
 }

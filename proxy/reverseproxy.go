@@ -872,7 +872,7 @@ func noSniff(h http.Header) {
 func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Target, res *http.Response, upType string) {
 	u := rt.up
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		s.handleUpgrade(rs, r, rt, res, upType)
+		s.handleUpgrade(rs, r, rt, t, res, upType)
 		return
 	}
 	if len(u.passive.UnhealthyStatus) > 0 && u.unhealthyStatus(res.StatusCode) {

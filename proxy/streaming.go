@@ -152,14 +152,24 @@ func (l *latencyWriter) stop() {
 	}
 }
 
-// handleUpgrade turns a 101 response into a two-way tunnel between the
-// hijacked client connection and the backend connection, closed after
-// the upstream's tunnel idle timeout without data either way.
-func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, res *http.Response, reqUp string) {
+// handleUpgrade turns a 101 response of target t into a two-way tunnel
+// between the hijacked client connection and the backend connection,
+// closed after the upstream's tunnel idle timeout without data either way.
+func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, t *Target, res *http.Response, reqUp string) {
 	resUp := upgradeType(res.Header)
 	backConn, ok := res.Body.(io.ReadWriteCloser)
 	if reqUp == "" || !strings.EqualFold(reqUp, resUp) || !ok {
 		res.Body.Close()
+		if reqUp == "" {
+			// The target switched protocols although the request sent
+			// it asked for none (RFC 9110 §15.2.2: a server switches
+			// only to a protocol the client listed): its failure, as a
+			// malformed response is, which no client can provoke. A
+			// switch to another protocol than asked is not charged: a
+			// version the client added to the name ("websocket/13")
+			// may be left out of a conforming answer.
+			rt.up.fail(t, "switched to protocol "+strconv.Quote(resUp)+" unasked")
+		}
 		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed", "backend switched to protocol "+resUp+" but "+reqUp+" was requested")
 		return
 	}
