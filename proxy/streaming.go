@@ -285,6 +285,9 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	}
 	if wantAccept != "" && res.Header.Get("Sec-Websocket-Accept") != wantAccept {
 		backConn.Close()
+		// The key is the proxy's, not the client's: a wrong answer is
+		// the target's failure, which no client can provoke.
+		rt.up.fail(t, "Sec-WebSocket-Accept does not answer the key sent")
 		s.errorResponse(rs, r, http.StatusBadGateway, "upstream protocol switch failed",
 			"extended CONNECT to websocket: the backend's Sec-WebSocket-Accept does not answer the key sent")
 		return

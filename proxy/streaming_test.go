@@ -966,3 +966,35 @@ func TestExtendedConnectPassesSwitchFields(t *testing.T) {
 		}
 	}
 }
+
+// TestExtendedConnectWrongAcceptIsTargetFailure: the WebSocket handshake
+// of an extended CONNECT with the target is the proxy's own, with a key
+// it chose: a Sec-WebSocket-Accept that does not answer it is the
+// target's fault alone (RFC 6455 §4.1), which no client can provoke, and
+// the passive check counts it. It was not counted, and such a target kept
+// its share of the tunnels, every one refused with 502.
+func TestExtendedConnectWrongAcceptIsTargetFailure(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestExtendedConnectWrongAcceptIsTargetFailure", "GODEBUG=http2xconnect=1")
+		return
+	}
+	addr := connBackend(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
+	cfg := proxyTo(addr)
+	cfg.Upstreams[0].HealthCheck.Passive = PassiveHealthConfig{MaxFails: 1, FailWindow: time.Minute, Cooldown: time.Hour}
+	cfg.Sites[0].Routes[0].Upgrades = []string{"websocket"}
+	obs := newEventObserver()
+	f := newFront(t, cfg, frontOpts{obs: obs, state: &frontdoor.ConnState{ALPN: "h2"}})
+	if got := h2Status(t, extendedConnectTo(t, f.addr, "websocket"), 1); got != "502" {
+		t.Fatalf("extended CONNECT answered %s, want 502", got)
+	}
+	if downs := obs.downs(); len(downs) != 1 || downs[0] != "u "+addr+" down" {
+		t.Fatalf("health events %v, want the target down", downs)
+	}
+}
