@@ -727,10 +727,10 @@
 //     is tried again. While no target of the upstream is available, the one
 //     whose cool-down ends first is tried anyway (not one an active check says
 //     is down), so that a lone target that restarted, or targets a client made
-//     fail, do not turn into 503 for everyone. With an active check
-//     (health_check.path), a probe that passes ends the cool-down at once: a
-//     target whose health path answers while its application fails comes back
-//     within one interval of each trip. Default 30s.
+//     fail, do not turn into 503 for everyone. With active checks
+//     (health_checks.active), a probe that passes ends the cool-down at once:
+//     a target whose health path answers while its application fails comes
+//     back within one interval of each trip. Default 30s.
 //   - unhealthy_status (list of integers): unhealthy_status are response codes
 //     counted as failures, for example [502, 504]. Default none, as in nginx:
 //     a response is the application's answer (a 503 of a rate limit or of
