@@ -118,14 +118,12 @@ type handshaker interface {
 	HandshakeContext(ctx context.Context) error
 }
 
-// smHandshakeDialer dials TCP and runs the client handshake of proto with
-// the config for the target, which withTarget makes of base for the
-// server name (serverName, or else the target's host) and the target's
-// address; failures are dial errors.
-func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName string,
-	withTarget func(base *C, name, addr string) *C, client func(net.Conn, *C) handshaker) DialFunc {
+// TargetConfigs returns a lookup of the client config for a target
+// address, made once per address by mk with the server name (serverName,
+// or else the target's host) and the address.
+func TargetConfigs[C any](mk func(name, addr string) *C, serverName string) func(addr string) *C {
 	var m sync.Map // target address → *C
-	configs := func(addr string) *C {
+	return func(addr string) *C {
 		if c, ok := m.Load(addr); ok {
 			return c.(*C)
 		}
@@ -137,9 +135,18 @@ func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName s
 			}
 			name = host
 		}
-		c, _ := m.LoadOrStore(addr, withTarget(base, name, addr))
+		c, _ := m.LoadOrStore(addr, mk(name, addr))
 		return c.(*C)
 	}
+}
+
+// smHandshakeDialer dials TCP and runs the client handshake of proto with
+// the config for the target, which withTarget makes of base for the
+// server name (serverName, or else the target's host) and the target's
+// address; failures are dial errors.
+func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName string,
+	withTarget func(base *C, name, addr string) *C, client func(net.Conn, *C) handshaker) DialFunc {
+	configs := TargetConfigs(func(name, addr string) *C { return withTarget(base, name, addr) }, serverName)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // of an honest one (suite, session ID and a curveSM2 key share taken
 // from the hello). It returns the client's handshake error and what the
 // server read after its ServerHello (the client's alert, if any).
-func fakeServerHello(t *testing.T, ccfg *Config, edit func(ch *clientHelloMsg, sh *serverHelloMsg)) (cerr error, afterHello []byte) {
+func fakeServerHello(t *testing.T, ccfg *Config, edit func(ch *clientHelloMsg, sh *serverHelloMsg)) (afterHello []byte, cerr error) {
 	t.Helper()
 	a, b := tcpPair(t)
 	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
@@ -53,7 +53,7 @@ func fakeServerHello(t *testing.T, ccfg *Config, edit func(ch *clientHelloMsg, s
 	cli := Client(b, ccfg)
 	cerr = cli.Handshake()
 	cli.Close()
-	return cerr, <-done
+	return <-done, cerr
 }
 
 // readPlainHandshake reads one plaintext handshake record holding a
@@ -82,7 +82,7 @@ func TestClientRefusesSuiteItCannotRun(t *testing.T) {
 	_, ccfg := testConfigs(t)
 	const aes128 = 0x1301 // TLS_AES_128_GCM_SHA256
 	ccfg.CipherSuites = []uint16{aes128, TLS_SM4_GCM_SM3}
-	cerr, after := fakeServerHello(t, ccfg, func(_ *clientHelloMsg, sh *serverHelloMsg) { sh.cipherSuite = aes128 })
+	after, cerr := fakeServerHello(t, ccfg, func(_ *clientHelloMsg, sh *serverHelloMsg) { sh.cipherSuite = aes128 })
 	var ae *AlertError
 	if !errors.As(cerr, &ae) || ae.Alert != AlertIllegalParameter {
 		t.Fatalf("client: %v, want it to send illegal_parameter", cerr)

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -61,7 +60,7 @@ func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Con
 					EncCertificate: m.Enc.Leaf().Raw, EncKey: m.Enc.Key,
 				}}
 			}
-			uc.DialTLSContext = smDial(connect, perTarget(func(name, addr string) *tlcp.Config {
+			uc.DialTLSContext = smDial(connect, proxy.TargetConfigs(func(name, addr string) *tlcp.Config {
 				cc := c.Clone()
 				cc.ServerName = name
 				cc.ClientSessionCache = proxy.TargetSessions[*tlcp.ClientSessionState]{Cache: c.ClientSessionCache, Target: addr}
@@ -79,7 +78,7 @@ func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Con
 			if kp := m.ClientCert; kp != nil {
 				c.Certificates = []tls13sm.Certificate{{Certificate: kp.DER(), PrivateKey: kp.Key, Leaf: kp.Leaf()}}
 			}
-			uc.DialTLSContext = smDial(connect, perTarget(func(name, addr string) *tls13sm.Config {
+			uc.DialTLSContext = smDial(connect, proxy.TargetConfigs(func(name, addr string) *tls13sm.Config {
 				cc := c.Clone()
 				cc.ServerName = name
 				cc.ClientSessionCache = proxy.TargetSessions[*tls13sm.ClientSessionState]{Cache: c.ClientSessionCache, Target: addr}
@@ -93,28 +92,6 @@ func wireUpstreamDialers(env *Env, build uint64, cfg *conf.Config, pc *proxy.Con
 type handshaker interface {
 	net.Conn
 	HandshakeContext(context.Context) error
-}
-
-// perTarget returns a lookup of the config for a target address, made
-// once per address by mk with the server name (serverName, or else the
-// target's host) and the address.
-func perTarget[C any](mk func(name, addr string) *C, serverName string) func(addr string) *C {
-	var m sync.Map // target address → *C
-	return func(addr string) *C {
-		if c, ok := m.Load(addr); ok {
-			return c.(*C)
-		}
-		name := serverName
-		if name == "" {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				host = addr
-			}
-			name = host
-		}
-		c, _ := m.LoadOrStore(addr, mk(name, addr))
-		return c.(*C)
-	}
 }
 
 func smDial[C any](connect time.Duration, configs func(addr string) *C, client func(raw net.Conn, c *C) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
