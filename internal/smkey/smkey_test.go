@@ -317,3 +317,23 @@ func ecKeyPEMs(t *testing.T) (plain, legacy []byte) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(blk)
 }
+
+// TestTongsuoEncryptedKey: a key Tongsuo encrypted with PBKDF2-HMAC-SM3
+// under OpenSSL's object identifier for hmacWithSM3 (which gmsm's own
+// PBKDF2 refuses) loads, with the right password only.
+func TestTongsuoEncryptedKey(t *testing.T) {
+	plain, err := LoadPrivateKeyFile(pki(t, "server_sign.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadPrivateKeyFile(pki(t, "server_sign.tongsuo-sm3.key.pem"), []byte("P@ssw0rd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plain.(*sm2.PrivateKey).Equal(k) {
+		t.Error("the Tongsuo-encrypted key differs from the plain one")
+	}
+	if _, err := LoadPrivateKeyFile(pki(t, "server_sign.tongsuo-sm3.key.pem"), []byte("wrong")); err == nil {
+		t.Error("loaded with a wrong password")
+	}
+}
