@@ -25,6 +25,21 @@ func TestContainerfile(t *testing.T) {
 			t.Errorf("no label %s", l)
 		}
 	}
+	// .git is not in the context, so `gmproxy version` knows the commit only
+	// if the build stage passes REVISION to the linker (cmd/gmproxy's
+	// main.revision).
+	build := regexp.MustCompile(`(?s)AS build\n(.*?)\nFROM `).FindStringSubmatch(cf)
+	if build == nil || !regexp.MustCompile(`(?m)^ARG REVISION=`).MatchString(build[1]) ||
+		!regexp.MustCompile(`(?m)^RUN .*go build .*-X main\.revision=\$\{REVISION\}`).MatchString(build[1]) {
+		t.Error("the build stage does not stamp REVISION into the binary (ARG REVISION and -ldflags -X main.revision=${REVISION})")
+	}
+	src, err := os.ReadFile("../cmd/gmproxy/version.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^var revision = `).Match(src) {
+		t.Error("cmd/gmproxy has no package-level string revision for -X main.revision")
+	}
 	if !strings.Contains(cf, `CMD ["run", "-c", "/etc/gmproxy/config/gmproxy.yaml"`) {
 		t.Error("the default command does not read /etc/gmproxy/config/gmproxy.yaml, where the manifests mount the ConfigMap")
 	}

@@ -109,9 +109,17 @@ func TestReloadAdminWithoutHost(t *testing.T) {
 }
 
 func TestVersionRevision(t *testing.T) {
-	got := vcsRevision([]debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-12-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}})
+	got := vcsRevision([]debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-12-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"}}, "ffff")
 	if got != "abc123 2026-12-01T00:00:00Z (modified)" {
 		t.Errorf("got %q", got)
+	}
+	// A container build has no .git in its context: the revision comes in
+	// through -ldflags "-X main.revision=..." (deploy/container/Containerfile).
+	if got := vcsRevision([]debug.BuildSetting{{Key: "-trimpath", Value: "true"}}, "cafe01"); got != "cafe01 (from -ldflags)" {
+		t.Errorf("without a VCS stamp, with main.revision: got %q", got)
+	}
+	if got := vcsRevision(nil, ""); !strings.HasPrefix(got, "unknown") {
+		t.Errorf("without either: got %q", got)
 	}
 	var out bytes.Buffer
 	dispatch([]string{"version"}, &out, &out)

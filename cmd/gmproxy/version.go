@@ -12,6 +12,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// revision is the commit the binary was built from when the build had no
+// git checkout to stamp (a container build's context leaves .git out), set
+// with -ldflags "-X main.revision=..."; the toolchain's own VCS stamp wins
+// when there is one.
+var revision = ""
+
 func init() {
 	register("version", "print the version and build information", func(args []string, stdout, stderr io.Writer) int {
 		fs := newFlags("version", stderr, "usage: gmproxy version")
@@ -29,7 +35,9 @@ func init() {
 					gmsm = d.Version
 				}
 			}
-			rev = vcsRevision(bi.Settings)
+			rev = vcsRevision(bi.Settings, revision)
+		} else if revision != "" {
+			rev = revision + " (from -ldflags)"
 		}
 		fmt.Fprintf(stdout, "gmproxy %s (%s, gmsm %s)\n", version, runtime.Version(), gmsm)
 		fmt.Fprintf(stdout, "revision: %s\n", rev)
@@ -39,13 +47,17 @@ func init() {
 }
 
 // vcsRevision describes the commit the binary was built from, as the Go
-// toolchain records it (vcs.revision, vcs.time, vcs.modified).
-func vcsRevision(settings []debug.BuildSetting) string {
+// toolchain records it (vcs.revision, vcs.time, vcs.modified), or else as
+// the build passed it in stamped (main.revision).
+func vcsRevision(settings []debug.BuildSetting, stamped string) string {
 	kv := map[string]string{}
 	for _, s := range settings {
 		kv[s.Key] = s.Value
 	}
 	rev := kv["vcs.revision"]
+	if rev == "" && stamped != "" {
+		return stamped + " (from -ldflags)"
+	}
 	if rev == "" {
 		return "unknown (no VCS stamp: built outside a git checkout or with -buildvcs=false)"
 	}
