@@ -78,7 +78,7 @@ func (u *Upstream) activeLoop() {
 		}
 		wg.Wait()
 		select {
-		case <-u.stopHealth:
+		case <-u.stopProbes:
 			return
 		case <-tick.C:
 		}
@@ -113,7 +113,7 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 	defer cancel()
 	go func() {
 		select {
-		case <-u.stopHealth:
+		case <-u.stopProbes:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -150,6 +150,8 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 // inheritHealth copies the health state of prev's targets to u's targets
 // with the same address (a reload keeps what the checks learnt). Passive
 // failure counts are kept only when the failure window has the same size.
+// The in-flight counter is shared, not copied: requests and streams the
+// old generation still serves keep counting against the target.
 func (u *Upstream) inheritHealth(prev *Upstream) {
 	if prev == nil {
 		return
@@ -158,10 +160,18 @@ func (u *Upstream) inheritHealth(prev *Upstream) {
 	for _, t := range prev.targets {
 		old[t.Addr] = t
 	}
+	seen := make(map[string]int, len(u.targets))
+	for _, t := range u.targets {
+		seen[t.Addr]++
+	}
 	for _, t := range u.targets {
 		o := old[t.Addr]
 		if o == nil {
 			continue
+		}
+		if seen[t.Addr] == 1 {
+			// An address listed twice keeps a counter per entry.
+			t.inflight = o.inflight
 		}
 		t.downUntil.Store(o.downUntil.Load())
 		if left := time.Until(time.Unix(0, t.downUntil.Load())); t.downUntil.Load() != 0 && left > 0 {

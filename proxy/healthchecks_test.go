@@ -602,3 +602,96 @@ func TestUnaskedSwitchIsTargetFailure(t *testing.T) {
 		t.Fatalf("health events %v, want the switching target down", downs)
 	}
 }
+
+// TestRetiredProxyFollowsNextChecks: a proxy a reload retired stops its
+// active checks (one generation per reload, draining WebSockets for hours,
+// would each probe on); the traffic it still steers follows the checks of
+// the proxy in force for the same target, and what it has in flight on a
+// target counts in the newer proxy's in-flight figure (least_conn,
+// max_conns_per_target).
+func TestRetiredProxyFollowsNextChecks(t *testing.T) {
+	var status atomic.Int32
+	status.Store(200)
+	var mu sync.Mutex
+	probes := map[string]int{}
+	checked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		probes[r.Host]++
+		mu.Unlock()
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer checked.Close()
+	count := func(host string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return probes[host]
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	active := func(host string) HealthCheckConfig {
+		return HealthCheckConfig{Active: ActiveHealthConfig{Path: "/", Host: host, Interval: 5 * time.Millisecond, Timeout: time.Second, Rise: 1, Fall: 1}}
+	}
+	targets := []TargetConfig{{Address: addrOf(checked)}, {Address: "127.0.0.1:1"}}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: targets, HealthCheck: active("old")}},
+		Sites:     oneSite(RouteConfig{Upstream: "app"}),
+	}
+	oldObs := newEventObserver()
+	old, err := New(cfg, oldObs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	waitFor("the old proxy's probes", func() bool { return count("old") >= 2 })
+
+	next := cfg
+	next.Upstreams = []UpstreamConfig{{Name: "app", Targets: targets, HealthCheck: active("new")}}
+	next.Previous = old
+	p, err := New(next, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	oldT, newT := old.upstreams["app"].targets[0], p.upstreams["app"].targets[0]
+
+	// In flight on the old generation counts for the new one.
+	oldT.inflight.Add(1)
+	if got := newT.InFlight(); got != 1 {
+		t.Errorf("the new proxy's target has %d in flight, want the old generation's 1", got)
+	}
+	oldT.inflight.Add(-1)
+
+	old.Retire(p)
+	// At most the probe in progress at Retire ends after it.
+	stopped := count("old")
+	base := count("new")
+	waitFor("the new proxy's probes", func() bool { return count("new") >= base+10 })
+	if n := count("old") - stopped; n > 1 {
+		t.Errorf("the retired proxy probed %d more times", n)
+	}
+
+	// The new proxy's checks take the target down: the retired proxy's
+	// traffic avoids it, though the retired proxy's own checks last saw
+	// it up; and back up with them.
+	status.Store(500)
+	waitFor("the new proxy's checks to take the target down", func() bool { return !newT.Healthy() })
+	if oldT.Healthy() {
+		t.Error("the retired proxy still sends traffic to a target the checks in force say is down")
+	}
+	status.Store(200)
+	waitFor("the new proxy's checks to bring the target back", func() bool { return newT.Healthy() })
+	if !oldT.Healthy() {
+		t.Error("the retired proxy does not follow the target back up")
+	}
+	for _, d := range oldObs.downs() {
+		if d == "app "+addrOf(checked)+" down" {
+			t.Errorf("the retired proxy reported health: %v", d)
+		}
+	}
+}

@@ -443,15 +443,24 @@ func (p *Proxy) Activate() {
 	}
 }
 
-// Retire tells p that a newer proxy took its place (a reload): p still
-// serves what it has in flight, and its health checks still steer that,
-// but it no longer reports its targets' health to the observer. The newer
-// proxy reports the targets in force; p's view of them, or of targets the
-// reload removed, would overwrite it (a removed target would come back in
-// the metrics, down).
-func (p *Proxy) Retire() {
-	for _, u := range p.upstreams {
+// Retire tells p that next, a newer proxy, took its place (a reload): p
+// still serves what it has in flight, but it no longer reports its
+// targets' health to the observer, and its active health checks stop.
+// The newer proxy reports the targets in force; p's view of them, or of
+// targets the reload removed, would overwrite it (a removed target would
+// come back in the metrics, down). For the traffic p still steers (the
+// requests of kept-alive connections, retries), its targets follow next's
+// active checks of the same upstream and address: probing on for every
+// generation still draining (a WebSocket can hold one for hours) would
+// multiply the probes with each reload.
+func (p *Proxy) Retire(next *Proxy) {
+	for name, u := range p.upstreams {
 		u.setQuiet(true)
+		var nu *Upstream
+		if next != nil {
+			nu = next.upstreams[name]
+		}
+		u.retire(nu)
 	}
 }
 

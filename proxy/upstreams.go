@@ -74,6 +74,11 @@ type Upstream struct {
 
 	stopHealth chan struct{}
 	healthWG   sync.WaitGroup
+	// stopProbes ends the active checks: at close, or when a reload
+	// retires the upstream (Proxy.Retire), whose targets then follow the
+	// newer generation's checks (Target.next).
+	stopProbes     chan struct{}
+	stopProbesOnce sync.Once
 }
 
 // Target is one backend address of an upstream.
@@ -86,10 +91,18 @@ type Target struct {
 	hashSeed uint64
 	cw       int // current weight for smooth weighted round robin
 
-	inflight  atomic.Int64
+	// inflight counts the requests, tunnels and streams the target is
+	// serving. A reload's target with the same address shares the
+	// counter (inheritHealth): what the old generation still has in
+	// flight on it counts for least_conn and max_conns_per_target.
+	inflight  *atomic.Int64
 	downUntil atomic.Int64 // unix nanoseconds; 0 when passively healthy
 	activeDn  atomic.Bool  // active checks say down
 	reported  atomic.Bool  // last reported state: true = down
+	// next is the target with the same address in the generation that
+	// retired this one's (Proxy.Retire); its active checks stand for the
+	// ones this generation stopped.
+	next atomic.Pointer[Target]
 
 	failMu sync.Mutex
 	fails  []int64 // ring of failure times (unix ns), len MaxFails
@@ -121,6 +134,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		obs:        obs,
 		logger:     logger.With("upstream", uc.Name),
 		stopHealth: make(chan struct{}),
+		stopProbes: make(chan struct{}),
 	}
 	u.tries = min(max(u.tries, 1), maxTries)
 	if a := u.active; a.Path != "" && (a.Interval < 0 || a.Timeout < 0) {
@@ -146,7 +160,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		}
 		h := fnv.New64a()
 		h.Write([]byte(tc.Address))
-		t := &Target{Addr: tc.Address, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64())}
+		t := &Target{Addr: tc.Address, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64()), inflight: new(atomic.Int64)}
 		if u.passive.MaxFails > 0 {
 			t.fails = make([]int64, u.passive.MaxFails)
 		}
@@ -210,7 +224,7 @@ func (u *Upstream) Targets() []*Target { return u.targets }
 // Healthy reports whether the target is eligible (active and passive
 // checks both say up). It also notices the end of a passive cool-down.
 func (t *Target) Healthy() bool {
-	if t.activeDn.Load() {
+	if t.activeDown() {
 		return false
 	}
 	if d := t.downUntil.Load(); d != 0 {
@@ -222,6 +236,15 @@ func (t *Target) Healthy() bool {
 		}
 	}
 	return true
+}
+
+// activeDown reports whether the active checks say t is down: the checks
+// of the generation in force when a reload retired t's (next).
+func (t *Target) activeDown() bool {
+	for n := t.next.Load(); n != nil; n = n.next.Load() {
+		t = n
+	}
+	return t.activeDn.Load()
 }
 
 // available is Healthy plus the per-target connection cap.
@@ -367,7 +390,7 @@ func (u *Upstream) soonestBack(tried []*Target) *Target {
 	var bestUntil int64
 	for _, t := range u.targets {
 		until := t.downUntil.Load()
-		if until == 0 || t.activeDn.Load() || excluded(t, tried) || (u.maxConn > 0 && t.inflight.Load() >= u.maxConn) {
+		if until == 0 || t.activeDown() || excluded(t, tried) || (u.maxConn > 0 && t.inflight.Load() >= u.maxConn) {
 			continue
 		}
 		if best == nil || until < bestUntil {
@@ -378,6 +401,7 @@ func (u *Upstream) soonestBack(tried []*Target) *Target {
 }
 
 func (u *Upstream) close() {
+	u.endProbes()
 	select {
 	case <-u.stopHealth:
 	default:
@@ -385,6 +409,31 @@ func (u *Upstream) close() {
 	}
 	u.healthWG.Wait()
 	u.closeIdleConns()
+}
+
+// endProbes stops the active checks (once).
+func (u *Upstream) endProbes() {
+	u.stopProbesOnce.Do(func() { close(u.stopProbes) })
+}
+
+// retire stops u's active checks for good: its targets follow those of
+// the same address in next, the upstream of the same name in the
+// generation that took over (nil when the reload removed it). Targets
+// next lacks keep the state last seen.
+func (u *Upstream) retire(next *Upstream) {
+	u.endProbes()
+	if next == nil {
+		return
+	}
+	now := make(map[string]*Target, len(next.targets))
+	for _, t := range next.targets {
+		now[t.Addr] = t
+	}
+	for _, t := range u.targets {
+		if n := now[t.Addr]; n != nil && n != t {
+			t.next.Store(n)
+		}
+	}
 }
 
 // closeIdleConns closes every pooled backend connection.

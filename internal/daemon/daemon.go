@@ -290,7 +290,7 @@ func (d *Daemon) install(st *staged) {
 			oldRef.retire()
 		}
 		if old.Proxy != nil {
-			old.Proxy.Retire()
+			old.Proxy.Retire(gen.Proxy)
 		}
 		if d.retired == nil {
 			d.retired = make(map[*Generation]struct{})

@@ -15,9 +15,10 @@ import (
 )
 
 // TestRetiredGenerationReportsNoHealth: a generation a reload retired
-// still probes its targets while it drains what was in flight; its view
-// of a target is no longer the one in force, and a target the reload
-// removed must not come back in gmproxy_upstream_target_healthy.
+// stops probing while it drains what was in flight (its traffic follows
+// the checks in force); its view of a target is no longer the one in
+// force, and a target the reload removed must not come back in
+// gmproxy_upstream_target_healthy.
 func TestRetiredGenerationReportsNoHealth(t *testing.T) {
 	m, err := metrics.New(nil)
 	if err != nil {
@@ -66,8 +67,14 @@ func TestRetiredGenerationReportsNoHealth(t *testing.T) {
 	testpeer.Recv(t, b.slowStarted, "slow request at the backend")
 	t.Cleanup(func() { close(b.release); <-done })
 
-	// The reload removes the checked upstream.
+	// The reload removes the checked upstream; the next generation probes
+	// another, which keeps time.
+	var ticks atomic.Int32
+	clock := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ticks.Add(1) }))
+	t.Cleanup(clock.Close)
 	next := testConfig(t, b.Listener.Addr().String())
+	next.Upstreams = append(next.Upstreams, conf.Upstream{Name: "clock", Targets: []conf.Target{{Address: clock.Listener.Addr().String(), Weight: 1}},
+		HealthChecks: conf.HealthChecks{Active: &conf.ActiveHealth{Path: "/", Interval: 10 * time.Millisecond, Timeout: time.Second, Rise: 1, Fall: 1}}})
 	td.mu.Lock()
 	td.cfg = next
 	td.mu.Unlock()
@@ -77,10 +84,19 @@ func TestRetiredGenerationReportsNoHealth(t *testing.T) {
 	m.Retain(metrics.ConfigNames{Listeners: []string{next.Listeners[0].Address}, Sites: []string{"main", "other"},
 		Routes: []string{"all", "fixed"}, Upstreams: map[string][]string{"app": {b.Listener.Addr().String()}}})
 
-	// The target fails its checks; the retired generation probes it.
+	// The target would fail its checks, but the retired generation no
+	// longer probes it: at most the probe under way at the reload ends
+	// while the next generation probes ten times.
 	status.Store(500)
-	for i, n := 0, probes.Load()+3; probes.Load() < n && i < 2000; i++ {
+	stopped := probes.Load()
+	for i, n := 0, ticks.Load()+10; ticks.Load() < n; i++ {
+		if i == 4000 {
+			t.Fatal("the next generation does not probe")
+		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if n := probes.Load() - stopped; n > 1 {
+		t.Errorf("the retired generation probed %d more times", n)
 	}
 	mfs, err := m.Gatherer().Gather()
 	if err != nil {
