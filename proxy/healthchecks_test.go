@@ -689,6 +689,12 @@ func TestRetiredProxyFollowsNextChecks(t *testing.T) {
 	if !oldT.Healthy() {
 		t.Error("the retired proxy does not follow the target back up")
 	}
+	// A failure the retired proxy's traffic meets still takes the target
+	// out of its picks, but is not reported: the proxy in force reports.
+	old.upstreams["app"].fail(oldT, "test")
+	if oldT.Healthy() {
+		t.Error("a passive failure in the retired proxy did not take the target out")
+	}
 	for _, d := range oldObs.downs() {
 		if d == "app "+addrOf(checked)+" down" {
 			t.Errorf("the retired proxy reported health: %v", d)
