@@ -201,16 +201,18 @@ func verifyChain(cfg *Config, raw [][]byte, server bool, verify bool) ([]*smx509
 	if cfg.Strict && certs[0].SignatureAlgorithm != smx509.SM2WithSM3 {
 		return nil, nil, AlertBadCertificate, errors.New("strict mode: peer certificate not signed with SM2-with-SM3")
 	}
+	// The peer proves its identity with a signature (CertificateVerify,
+	// RFC 8446 §4.4.3): a leaf whose key usage leaves out digitalSignature
+	// (the encryption certificate of an SM2 pair, whose key a key
+	// management centre may hold in escrow) does not authenticate it (RFC
+	// 5280 §4.2.1.3). The check stands without chain verification too
+	// (InsecureSkipVerify, client certificates only requested), as in TLCP:
+	// it is about the key, not about trusting its issuer.
+	if ku := certs[0].KeyUsage; ku != 0 && ku&smx509.KeyUsageDigitalSignature == 0 {
+		return nil, nil, AlertBadCertificate, errors.New("peer certificate's key usage does not allow digital signatures (an encryption certificate?)")
+	}
 	var chains [][]*smx509.Certificate
 	if verify {
-		// The peer proves its identity with a signature (CertificateVerify,
-		// RFC 8446 §4.4.3): a leaf whose key usage leaves out
-		// digitalSignature (the encryption certificate of an SM2 pair,
-		// whose key a key management centre may hold in escrow) does not
-		// authenticate it (RFC 5280 §4.2.1.3; TLCP refuses it too).
-		if ku := certs[0].KeyUsage; ku != 0 && ku&smx509.KeyUsageDigitalSignature == 0 {
-			return nil, nil, AlertBadCertificate, errors.New("peer certificate's key usage does not allow digital signatures (an encryption certificate?)")
-		}
 		opts := smx509.VerifyOptions{CurrentTime: cfg.time(), Intermediates: smx509.NewCertPool()}
 		for _, c := range certs[1:] {
 			opts.Intermediates.AddCert(c)

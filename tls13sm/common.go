@@ -196,7 +196,8 @@ type Config struct {
 	// ServerName is checked against the server certificate and sent as SNI
 	// (client side).
 	ServerName string
-	// InsecureSkipVerify disables server chain verification (client side; tests only).
+	// InsecureSkipVerify disables server chain verification (client side;
+	// tests only). The leaf's key-usage check remains.
 	InsecureSkipVerify bool
 	// VerifyPeerCertificate, if set, is called after chain verification
 	// with the raw certificates and the verified chains.

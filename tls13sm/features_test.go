@@ -458,6 +458,33 @@ func TestEncryptionCertificateDoesNotAuthenticate(t *testing.T) {
 	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
 	wantAlert(t, cerr, AlertBadCertificate, true)
 	wantAlert(t, serr, AlertBadCertificate, false)
+
+	// Only requested, not verified: the key still may not authenticate.
+	srvCfg.ClientAuth = RequireAnyClientCert
+	cerr, serr = handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertBadCertificate, true)
+	wantAlert(t, serr, AlertBadCertificate, false)
+}
+
+// TestServerEncryptionCertificateRefusedWithoutVerification: a client
+// that skips chain verification (InsecureSkipVerify) still refuses a
+// server that authenticates with its encryption certificate, as the TLCP
+// client does: the key-usage check is about the key, not the issuer.
+func TestServerEncryptionCertificateRefusedWithoutVerification(t *testing.T) {
+	dir, err := transcript.PKIDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := LoadX509KeyPair(filepath.Join(dir, "server_enc.crt"), filepath.Join(dir, "server_enc.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCfg, cliCfg := testConfigs(t)
+	srvCfg.Certificates = []Certificate{enc}
+	cliCfg.InsecureSkipVerify = true
+	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
+	wantAlert(t, cerr, AlertBadCertificate, false)
+	wantAlert(t, serr, AlertBadCertificate, true)
 }
 
 func TestBadBinder(t *testing.T) {
