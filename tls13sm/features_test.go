@@ -444,14 +444,7 @@ func TestClientAuthRequiredButMissing(t *testing.T) {
 // bad_certificate, as TLCP refuses it: whoever holds an escrowed
 // encryption key must not authenticate as its owner.
 func TestEncryptionCertificateDoesNotAuthenticate(t *testing.T) {
-	dir, err := transcript.PKIDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := LoadX509KeyPair(filepath.Join(dir, "client_enc.crt"), filepath.Join(dir, "client_enc.key"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := peerPKIPair(t, "client_enc")
 	srvCfg, cliCfg := testConfigs(t)
 	srvCfg.ClientAuth = RequireAndVerifyClientCert
 	cliCfg.Certificates = []Certificate{enc}
@@ -471,20 +464,27 @@ func TestEncryptionCertificateDoesNotAuthenticate(t *testing.T) {
 // server that authenticates with its encryption certificate, as the TLCP
 // client does: the key-usage check is about the key, not the issuer.
 func TestServerEncryptionCertificateRefusedWithoutVerification(t *testing.T) {
-	dir, err := transcript.PKIDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := LoadX509KeyPair(filepath.Join(dir, "server_enc.crt"), filepath.Join(dir, "server_enc.key"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := peerPKIPair(t, "server_enc")
 	srvCfg, cliCfg := testConfigs(t)
 	srvCfg.Certificates = []Certificate{enc}
 	cliCfg.InsecureSkipVerify = true
 	cerr, serr := handshakeErrs(t, srvCfg, cliCfg)
 	wantAlert(t, cerr, AlertBadCertificate, false)
 	wantAlert(t, serr, AlertBadCertificate, true)
+}
+
+// peerPKIPair loads NAME.crt and NAME.key of the Tongsuo-made PKI.
+func peerPKIPair(t *testing.T, name string) Certificate {
+	t.Helper()
+	dir, err := transcript.PKIDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestBadBinder(t *testing.T) {
