@@ -342,6 +342,14 @@ func (m *HMAC) Wipe() {
 	*m = HMAC{c: c}
 	m.c.spare = Hasher{}
 	clear(m.c.st[4:])
+	// gmsm's digest keeps the chaining value of the last compression: the
+	// last MAC itself (an SM2 signature's nonce, which with the signature
+	// gives the private key) or, after SetKey, the keyed outer state.
+	// Reset puts SM3's IV in its place; its block buffer is never written
+	// (Compress hands it whole blocks only).
+	if m.c.d != nil {
+		m.c.d.Reset()
+	}
 }
 
 // Begin starts a MAC under the current key.

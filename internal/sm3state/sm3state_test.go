@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
+	"encoding"
 	"encoding/hex"
 	"io"
 	"testing"
@@ -401,4 +402,29 @@ func BenchmarkSM3x(b *testing.B) {
 			m.SetKey(key)
 		}
 	})
+}
+
+// TestWipeClearsDigest checks that Wipe also clears the chaining value
+// left in gmsm's digest by the last compression: after a MAC that is the
+// MAC itself (sm2sign's nonce), after SetKey the keyed outer state.
+func TestWipeClearsDigest(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		if direct && !Direct() {
+			continue
+		}
+		var m HMAC
+		m.c.init(direct)
+		m.SetKey([]byte("key"))
+		mac := make([]byte, 32)
+		m.MAC(mac, []byte("message"))
+		m.Wipe()
+		got, err := m.c.d.(encoding.BinaryAppender).AppendBinary(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := sm3.New().(encoding.BinaryAppender).AppendBinary(nil)
+		if !bytes.Equal(got, want) {
+			t.Errorf("direct=%v: Wipe left gmsm's digest state %x (MAC %x)", direct, got, mac)
+		}
+	}
 }
