@@ -4,7 +4,10 @@
 // which on the per-request path is measurable.
 package monoclock
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // base anchors Now; instants before it are negative.
 var base = time.Now()
@@ -14,5 +17,14 @@ var base = time.Now()
 func Now() int64 { return int64(time.Since(base)) + 1 }
 
 // Of returns t on Now's scale: t's monotonic reading when it has one
-// (time.Now and its Add results do), else its wall clock.
-func Of(t time.Time) int64 { return int64(t.Sub(base)) + 1 }
+// (time.Now and its Add results do), else its wall clock. An instant
+// further from the start than a Duration reaches maps to the earliest or
+// the latest value (time.Time.Sub saturates; the +1 must not carry the
+// latest over to the earliest).
+func Of(t time.Time) int64 {
+	n := int64(t.Sub(base))
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
+}

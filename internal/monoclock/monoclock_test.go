@@ -27,3 +27,17 @@ func TestNowAndOf(t *testing.T) {
 		t.Errorf("Of of a wall-clock time off by %v", time.Duration(d)-time.Minute)
 	}
 }
+
+// TestOfFarFuture: an instant further away than a Duration reaches (a
+// "never" deadline) maps to the latest instant, not past the earliest.
+func TestOfFarFuture(t *testing.T) {
+	now := Now()
+	for _, at := range []time.Time{time.Now().Add(1<<63 - 1), time.Unix(1<<62, 0)} {
+		if o := Of(at); o <= now {
+			t.Errorf("Of(%v) = %d, not after Now() = %d", at, o, now)
+		}
+	}
+	if o := Of(time.Time{}); o >= now {
+		t.Errorf("Of(zero time) = %d, not before Now() = %d", o, now)
+	}
+}
