@@ -116,6 +116,11 @@ func (k *Key) SignContext(ctx context.Context, rand io.Reader, digest []byte, op
 // source repeats no nonce across different digests.
 func (k *Key) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
 	if _, gm := opts.(*sm2.SM2SignerOption); gm || rand == nil {
+		// gmsm does not know smkey's options: without their gmsm
+		// equivalent it would sign the message as if it were e.
+		if o, ok := opts.(*smkey.SM2SignerOpts); ok {
+			opts = o.GMSM()
+		}
 		return k.priv.Sign(rand, digest, opts)
 	}
 	if o, ok := opts.(*smkey.SM2SignerOpts); ok {

@@ -330,3 +330,22 @@ func TestSignConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestSignMessageWithNilRand: with a nil rand (gmsm's deterministic
+// signature) the options still mean a message and its ID, as with a
+// random source; gmsm, not knowing smkey's options, would sign the
+// message as if it were e.
+func TestSignMessageWithNilRand(t *testing.T) {
+	priv, k := newKey(t)
+	uid := []byte("other id")
+	for _, msg := range [][]byte{[]byte("a message"), digestOf(t, 3)} {
+		sig, err := k.Sign(nil, msg, smkey.DefaultSM2SignerOpts)
+		if err != nil || !sm2.VerifyASN1WithSM2(&priv.PublicKey, nil, msg, sig) {
+			t.Errorf("default ID, %d-byte message: %v, signature does not verify", len(msg), err)
+		}
+		sig, err = k.SignContext(context.Background(), nil, msg, smkey.NewSM2SignerOpts(uid))
+		if err != nil || !sm2.VerifyASN1WithSM2(&priv.PublicKey, uid, msg, sig) {
+			t.Errorf("other ID, %d-byte message: %v, signature does not verify", len(msg), err)
+		}
+	}
+}
