@@ -38,10 +38,12 @@ func Add(env []string, key, value string) ([]string, bool) {
 	return out, true
 }
 
-// Has reports whether the GODEBUG value g sets key.
+// Has reports whether the GODEBUG value g sets key, as Go reads it: Go
+// trims no spaces, so " key=0" sets a key named " key", not key, and taking
+// it for the operator's choice would leave key unset.
 func Has(g, key string) bool {
 	for _, f := range strings.Split(g, ",") {
-		if strings.HasPrefix(strings.TrimSpace(f), key+"=") {
+		if strings.HasPrefix(f, key+"=") {
 			return true
 		}
 	}

@@ -15,7 +15,9 @@ func TestAdd(t *testing.T) {
 		{[]string{"GODEBUG="}, []string{"GODEBUG=k=1"}, true},
 		{[]string{"GODEBUG=netdns=go", "HOME=/"}, []string{"GODEBUG=netdns=go,k=1", "HOME=/"}, true},
 		{[]string{"GODEBUG=k=0"}, []string{"GODEBUG=k=0"}, false},
-		{[]string{"GODEBUG=netdns=go, k=1"}, []string{"GODEBUG=netdns=go, k=1"}, false},
+		{[]string{"GODEBUG=netdns=go,k=1"}, []string{"GODEBUG=netdns=go,k=1"}, false},
+		// Go trims no spaces: " k=0" is not k (it would be left unset).
+		{[]string{"GODEBUG=netdns=go, k=0"}, []string{"GODEBUG=netdns=go, k=0,k=1"}, true},
 		{[]string{"GODEBUG=kk=0"}, []string{"GODEBUG=kk=0,k=1"}, true},
 		{[]string{"GODEBUG=a=1", "GODEBUG=b=1"}, []string{"GODEBUG=a=1,k=1", "GODEBUG=b=1"}, true},
 		{[]string{"GODEBUG=a=1", "GODEBUG=k=0"}, []string{"GODEBUG=a=1,k=1", "GODEBUG=k=0"}, true},
