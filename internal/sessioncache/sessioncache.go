@@ -164,17 +164,22 @@ func (c *Cache) Put(sessionID string, state []byte, lifetime time.Duration) {
 		c.remove(i)
 	}
 	need := (len(state) + ChunkSize - 1) / ChunkSize
+	now := c.now()
 	for len(c.index) >= c.capacity || !c.reserve(need) {
 		if c.tail == none {
 			return // cannot happen: an empty cache has room for MaxState
 		}
+		// An expired session dropped to make room is no eviction: the
+		// count says live sessions were lost for want of room, and
+		// expired ones stay until a lookup or this drops them.
+		if e := c.slots[c.tail].expires; e == 0 || now.UnixNano() < e {
+			c.evictions++
+		}
 		c.remove(c.tail)
-		c.evictions++
 	}
 	i := c.newSlot()
 	s := &c.slots[i]
 	*s = slot{id: k, first: none, size: int32(len(state))}
-	now := c.now()
 	for _, d := range []time.Duration{c.ttl, lifetime} {
 		if d > 0 {
 			if e := now.Add(d).UnixNano(); s.expires == 0 || e < s.expires {
@@ -235,7 +240,8 @@ func (c *Cache) Len() int {
 }
 
 // Stats returns, under one lock, the number of sessions held (as Len) and
-// how many sessions were dropped to make room.
+// how many live sessions were dropped to make room (expired ones dropped
+// for it do not count).
 func (c *Cache) Stats() (sessions int, evictions uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

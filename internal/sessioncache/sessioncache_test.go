@@ -420,3 +420,30 @@ func BenchmarkCollector(b *testing.B) {
 		b.ReportMetric(gcNS, "gc-ns")
 	})
 }
+
+// TestExpiredNotCountedAsEvicted: a full cache whose least recent
+// sessions have expired makes room by dropping them, and that is no
+// eviction: the count (gmproxy_session_cache_evictions_total) says that
+// live sessions were lost for want of room, and a cache that only ever
+// holds a few live sessions must not report it on every new one.
+func TestExpiredNotCountedAsEvicted(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := New(3, time.Minute)
+	c.SetClock(func() time.Time { return now })
+	c.Put("a", state(10, 1), 0)
+	c.Put("b", state(10, 2), 0)
+	c.Put("c", state(10, 3), 0)
+	now = now.Add(time.Minute)
+	c.Put("d", state(10, 4), 0) // a expired: dropped, not evicted
+	c.Put("e", state(10, 5), 0) // b likewise
+	if n, ev := c.Stats(); n != 3 || ev != 0 {
+		t.Fatalf("len %d evictions %d, want 3 and 0", n, ev)
+	}
+	c.Put("f", state(10, 6), time.Hour) // c likewise; the cache's ttl bounds f
+	c.Put("g", state(10, 7), 0)         // d is live: evicted
+	mustMiss(t, c, "d")
+	mustGet(t, c, "e", state(10, 5))
+	if n, ev := c.Stats(); n != 3 || ev != 1 {
+		t.Fatalf("len %d evictions %d, want 3 and 1", n, ev)
+	}
+}
