@@ -14,7 +14,7 @@ import (
 // ringSlots entries in the header page, after the geometry.
 //
 //	ringCount u64 at ringCountOff: messages published so far
-//	ring lock u32 at ringLockOff: the publishers' lock word (as a bucket's)
+//	ring lock u64 at ringLockOff: the publishers' lock word (as a bucket's)
 //	entry i at ringOff + i*ringEntry:
 //	  seq u64 (the message's number; 0 while written) || channel hash u64 ||
 //	  len u16 || message (ringMax bytes)

@@ -20,17 +20,22 @@
 // is refused (ErrTooLarge): such a session resumes only on the worker that
 // made it.
 //
-// Locking. A bucket's lock word holds the process ID of its holder (0:
-// free), taken with compare-and-swap. Every critical section is a copy of
-// at most one slot. A process that died holding a lock (killed in the
-// middle of a write) is noticed after a millisecond of waiting and its
-// lock taken over; the slot it was writing may then hold anything, which
-// costs nothing but a miss: values are sealed by their writers
-// (sessionstore.Tiered, FleetKeys) and whatever is read back is
+// Locking. A bucket's lock word (u64) holds the process ID of its holder
+// in its low 32 bits (0: free) and the number of times the lock was taken
+// in its high 32 bits, taken with compare-and-swap. Every critical section
+// is a copy of at most one slot. A process that died holding a lock
+// (killed in the middle of a write) is noticed after a millisecond of
+// waiting and its lock taken over; the slot it was writing may then hold
+// anything, which costs nothing but a miss: values are sealed by their
+// writers (sessionstore.Tiered, FleetKeys) and whatever is read back is
 // bounds-checked. A holder that is alive but slow past the call's timeout
 // makes the call fail (the handshake goes on without the store, as with
-// a slow Redis). The goroutines of one process wait for each other on
-// mutexes, not on the lock word.
+// a slow Redis); but one acquisition seen held for staleHold is taken
+// over even from a live process: that is no worker copying a slot but one
+// that died holding the lock and whose process ID was given to another
+// process since, which would otherwise keep the bucket (or the ring)
+// refusing every call for as long as it lives. The goroutines of one
+// process wait for each other on mutexes, not on the lock word.
 //
 // The mapping lives as long as the process: Close refuses later calls but
 // keeps the memory mapped, because a handshake that still holds the store
@@ -84,6 +89,11 @@ const (
 	lockWait  = 50 * time.Millisecond
 )
 
+// staleHold is how long one acquisition of a lock may be seen held by a
+// live process before it is taken over (see Locking in the package
+// comment): far longer than any critical section, even descheduled.
+const staleHold = time.Second
+
 var (
 	// ErrTooLarge refuses a key or value that does not fit a slot; it is
 	// a sessionstore.ErrTooLarge, no failure of the store.
@@ -110,9 +120,26 @@ type table struct {
 	nbuckets uint32
 	seed     uint64
 	pid      uint32
-	stripes  [64]sync.Mutex
+	stripes  [64]stripe
 	now      func() time.Time
 	alive    func(pid uint32) bool
+}
+
+// stripe is one of a process's mutexes in front of the lock words, with
+// what its holder knows of the lock words of its buckets.
+type stripe struct {
+	mu   sync.Mutex
+	held uint64 // the lock word as this process took it (one at a time)
+	// seen are the lock words this process waited for in vain, by bucket,
+	// and when each was first seen: a word seen for staleHold is one
+	// acquisition that has held its lock that long. An entry goes when
+	// its bucket's lock is taken.
+	seen map[int]seenLock
+}
+
+type seenLock struct {
+	word  uint64
+	since time.Time
 }
 
 // format writes the header of a table of Size(entries) bytes in mem (the
@@ -158,24 +185,43 @@ func (t *table) bucket(h uint64) int {
 	return headerSize + int(h%uint64(t.nbuckets))*bucketSize
 }
 
-func (t *table) lockWord(b int) *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(&t.mem[b]))
+func (t *table) lockWord(b int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&t.mem[b]))
 }
+
+func (t *table) stripe(b int) *stripe { return &t.stripes[(b/bucketSize)%len(t.stripes)] }
+
+// acquired is the lock word of lock word w taken by pid: one more
+// acquisition, held by pid.
+func acquired(w uint64, pid uint32) uint64 { return (w>>32+1)<<32 | uint64(pid) }
 
 // lock takes bucket b's lock: first the stripe of this process's own
 // mutexes that b falls in, so that the goroutines of one process queue on
 // a mutex and only processes spin on the word; then the word. A word
 // holding this process's ID under the stripe is a dead process's whose
 // ID came back; one holding a dead process's ID is taken over after
-// deadCheck; a live holder is waited for until ctx ends or lockWait.
+// deadCheck, and so is one acquisition seen held for staleHold; a live
+// holder is otherwise waited for until ctx ends or lockWait.
 func (t *table) lock(ctx context.Context, b int) error {
-	mu := &t.stripes[(b/bucketSize)%len(t.stripes)]
-	mu.Lock()
+	st := t.stripe(b)
+	st.mu.Lock()
 	w := t.lockWord(b)
+	take := func(word uint64) bool {
+		nw := acquired(word, t.pid)
+		if !w.CompareAndSwap(word, nw) {
+			return false
+		}
+		st.held = nw
+		if len(st.seen) > 0 {
+			delete(st.seen, b)
+		}
+		return true
+	}
 	var start time.Time
 	for i := 0; ; i++ {
-		holder := w.Load()
-		if holder == 0 && w.CompareAndSwap(0, t.pid) || holder == t.pid {
+		word := w.Load()
+		holder := uint32(word)
+		if (holder == 0 || holder == t.pid) && take(word) {
 			return nil
 		}
 		if i < 64 {
@@ -190,19 +236,34 @@ func (t *table) lock(ctx context.Context, b int) error {
 			continue
 		}
 		waited := time.Since(start)
-		if waited >= deadCheck && !t.alive(holder) && w.CompareAndSwap(holder, t.pid) {
+		if waited >= deadCheck && holder != 0 && (!t.alive(holder) || st.stale(b, word, t.now())) && take(word) {
 			return nil
 		}
 		if waited >= lockWait || ctx.Err() != nil {
-			mu.Unlock()
+			st.mu.Unlock()
 			return errBusy
 		}
 	}
 }
 
+// stale reports whether lock word word of bucket b was first seen at
+// least staleHold before now; it remembers the word when it is new.
+func (st *stripe) stale(b int, word uint64, now time.Time) bool {
+	if s, ok := st.seen[b]; ok && s.word == word {
+		return now.Sub(s.since) >= staleHold
+	}
+	if st.seen == nil {
+		st.seen = map[int]seenLock{}
+	}
+	st.seen[b] = seenLock{word: word, since: now}
+	return false
+}
+
+// unlock lets bucket b's lock go, unless it was taken over meanwhile.
 func (t *table) unlock(b int) {
-	t.lockWord(b).Store(0)
-	t.stripes[(b/bucketSize)%len(t.stripes)].Unlock()
+	st := t.stripe(b)
+	t.lockWord(b).CompareAndSwap(st.held, st.held&^(1<<32-1))
+	st.mu.Unlock()
 }
 
 // slot returns the offset of slot i of bucket b.

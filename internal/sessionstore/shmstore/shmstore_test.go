@@ -243,3 +243,45 @@ func FuzzDamagedBucket(f *testing.F) {
 		s.Delete(ctx, key)
 	})
 }
+
+// TestStuckLockTakenOver: a lock seen held by the same acquisition of a
+// live process for staleHold is taken over. That holder is no gmproxy
+// worker in a critical section (a copy of one slot): it is one whose
+// worker died holding the lock and whose ID another process was given
+// since, and without the takeover its bucket (or the ring) would refuse
+// every call for as long as that process lives. A holder that let go and
+// took the lock again in between is not stuck.
+func TestStuckLockTakenOver(t *testing.T) {
+	s, now := memTable(t, Ways)
+	const other = 4_000_002
+	s.t.alive = func(uint32) bool { return true }
+	b := s.t.bucket(s.t.hash("k"))
+	set := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer cancel()
+		return s.Set(ctx, "k", []byte("v"), time.Minute)
+	}
+	s.t.lockWord(b).Store(7<<32 | other) // its 7th acquisition
+	if err := set(); !errors.Is(err, errBusy) {
+		t.Fatalf("Set with the lock just seen held by a live process: %v, want errBusy", err)
+	}
+	*now = now.Add(staleHold / 2)
+	s.t.lockWord(b).Store(8<<32 | other) // let go, and took it again
+	if err := set(); !errors.Is(err, errBusy) {
+		t.Fatalf("Set with the lock held anew: %v, want errBusy", err)
+	}
+	*now = now.Add(staleHold / 2)
+	if err := set(); !errors.Is(err, errBusy) {
+		t.Fatalf("Set with the lock held for half of staleHold: %v, want errBusy", err)
+	}
+	*now = now.Add(staleHold / 2)
+	if err := set(); err != nil {
+		t.Fatalf("Set with the lock held by one acquisition for staleHold: %v", err)
+	}
+	if w := s.t.lockWord(b).Load(); w != 9<<32 {
+		t.Errorf("lock word %#x after the call, want free after the 9th acquisition", w)
+	}
+	if v, ok, err := s.Get(context.Background(), "k"); !ok || err != nil || string(v) != "v" {
+		t.Fatalf("Get: %q %v %v", v, ok, err)
+	}
+}
