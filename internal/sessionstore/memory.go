@@ -2,22 +2,27 @@ package sessionstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/sessioncache"
 )
 
 // Memory is a Store in this process's memory: what one process's workers
 // would share, and the store of tests. Expired entries are dropped when
 // read; a Memory made by NewMemory does not bound its size, one made by
-// NewBoundedMemory holds at most its limit of entries.
+// NewBoundedMemory holds at most its limit of entries and a byte budget.
 type Memory struct {
-	now   func() time.Time
-	limit int // 0: unbounded
-	swept time.Time
+	now    func() time.Time
+	limit  int // 0: unbounded
+	budget int // bytes of keys and values, with limit
+	swept  time.Time
 
-	mu sync.Mutex
-	m  map[string]memEntry
+	mu    sync.Mutex
+	m     map[string]memEntry
+	bytes int // of the keys and values in m
 }
 
 type memEntry struct {
@@ -29,13 +34,22 @@ type memEntry struct {
 func NewMemory() *Memory { return &Memory{now: time.Now, m: map[string]memEntry{}} }
 
 // NewBoundedMemory returns an empty Memory store that holds at most limit
-// entries: a write into a full store first drops the expired entries, then
-// (when none were) an arbitrary one.
+// entries, and at most sessioncache.BudgetPerSession bytes of keys and
+// values per entry of limit (as the in-process cache bounds its sessions'
+// bytes; at least room for two of the largest sessions): a store of
+// sessions with long client certificate chains holds fewer of them, not
+// more memory than its limit was planned for. A write into a full store
+// first drops the expired entries, then (when none were) arbitrary ones;
+// a key and value over the whole budget are refused (ErrTooLarge).
 func NewBoundedMemory(limit int) *Memory {
 	m := NewMemory()
 	m.limit = max(limit, 1)
+	m.budget = max(m.limit*sessioncache.BudgetPerSession, 2*sessioncache.MaxState)
 	return m
 }
+
+// errOverBudget refuses a write over a bounded Memory's whole budget.
+var errOverBudget = fmt.Errorf("sessionstore: entry over the memory store's byte budget: %w", ErrTooLarge)
 
 // SetClock replaces the clock (tests).
 func (s *Memory) SetClock(now func() time.Time) {
@@ -58,21 +72,39 @@ func (s *Memory) getLocked(key string) ([]byte, bool) {
 		return nil, false
 	}
 	if !e.expires.IsZero() && !s.now().Before(e.expires) {
-		delete(s.m, key)
+		s.deleteLocked(key)
 		return nil, false
 	}
 	return slices.Clone(e.val), true
 }
 
-func (s *Memory) setLocked(key string, val []byte, ttl time.Duration) {
-	if _, ok := s.m[key]; !ok && s.limit > 0 && len(s.m) >= s.limit {
-		s.makeRoomLocked()
+// deleteLocked removes key, keeping the byte count.
+func (s *Memory) deleteLocked(key string) {
+	if e, ok := s.m[key]; ok {
+		s.bytes -= len(key) + len(e.val)
+		delete(s.m, key)
+	}
+}
+
+func (s *Memory) setLocked(key string, val []byte, ttl time.Duration) error {
+	size := len(key) + len(val)
+	if s.limit > 0 {
+		if size > s.budget {
+			return errOverBudget
+		}
+		s.deleteLocked(key)
+		for len(s.m) > 0 && (len(s.m) >= s.limit || s.bytes+size > s.budget) {
+			s.makeRoomLocked()
+		}
 	}
 	e := memEntry{val: slices.Clone(val)}
 	if ttl > 0 {
 		e.expires = s.now().Add(ttl)
 	}
+	s.deleteLocked(key)
 	s.m[key] = e
+	s.bytes += size
+	return nil
 }
 
 // makeRoomLocked drops the expired entries (at most once a second: the
@@ -84,7 +116,7 @@ func (s *Memory) makeRoomLocked() {
 		s.swept = now
 		for k, e := range s.m {
 			if !e.expires.IsZero() && !now.Before(e.expires) {
-				delete(s.m, k)
+				s.deleteLocked(k)
 			}
 		}
 	}
@@ -92,7 +124,7 @@ func (s *Memory) makeRoomLocked() {
 		return
 	}
 	for k := range s.m {
-		delete(s.m, k)
+		s.deleteLocked(k)
 		return
 	}
 }
@@ -115,8 +147,7 @@ func (s *Memory) Set(ctx context.Context, key string, val []byte, ttl time.Durat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.setLocked(key, val, ttl)
-	return nil
+	return s.setLocked(key, val, ttl)
 }
 
 // AddOrGet implements Store.
@@ -129,7 +160,9 @@ func (s *Memory) AddOrGet(ctx context.Context, key string, val []byte, ttl time.
 	if v, ok := s.getLocked(key); ok {
 		return v, nil
 	}
-	s.setLocked(key, val, ttl)
+	if err := s.setLocked(key, val, ttl); err != nil {
+		return nil, err
+	}
 	return slices.Clone(val), nil
 }
 
@@ -154,7 +187,7 @@ func (s *Memory) Delete(ctx context.Context, key string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, key)
+	s.deleteLocked(key)
 	return nil
 }
 
