@@ -353,20 +353,32 @@ func (c *Client) AddOrGet(ctx context.Context, key string, val []byte, ttl time.
 	return resp.fields[0], nil
 }
 
-// GetMany implements sessionstore.Store.
+// GetMany implements sessionstore.Store. Like the other stores it takes
+// any number of keys: they are asked for in requests of at most maxFields
+// keys and MaxMessage/2 bytes each (FleetKeys asks for every past epoch
+// that may still open a ticket: lifetime/rotation of them, 10081 with
+// ticket_rotation 1m and lifetime 168h).
 func (c *Client) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
-	req := message{code: opGetMany, fields: make([][]byte, len(keys))}
-	for i, k := range keys {
-		req.fields[i] = []byte(k)
+	out := make([][]byte, 0, len(keys))
+	for len(out) < len(keys) {
+		req := message{code: opGetMany}
+		for size := 0; len(out)+len(req.fields) < len(keys) && len(req.fields) < maxFields; {
+			k := keys[len(out)+len(req.fields)]
+			if size += 4 + len(k); size > MaxMessage/2 && len(req.fields) > 0 {
+				break
+			}
+			req.fields = append(req.fields, []byte(k))
+		}
+		resp, err := c.call(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.fields) != len(req.fields) {
+			return nil, errBadMessage
+		}
+		out = append(out, resp.fields...)
 	}
-	resp, err := c.call(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.fields) != len(keys) {
-		return nil, errBadMessage
-	}
-	return resp.fields, nil
+	return out, nil
 }
 
 // Delete implements sessionstore.Store.

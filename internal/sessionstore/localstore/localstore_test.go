@@ -3,6 +3,7 @@ package localstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -142,4 +143,37 @@ func FuzzReadMessage(f *testing.F) {
 			t.Fatalf("re-marshalled %x, read %x", out, b[:len(out)])
 		}
 	})
+}
+
+// TestGetManyOfManyKeys: GetMany takes any number of keys, as the other
+// stores do, though one message holds at most maxFields: FleetKeys asks
+// for the key of every past epoch that may still open a ticket (10081 of
+// them with ticket_rotation 1m and lifetime 168h), and one refused
+// request would fail every refresh, leaving each worker its own keys.
+func TestGetManyOfManyKeys(t *testing.T) {
+	c := NewClient(serve(t, sessionstore.NewMemory()))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	keys := make([]string, 3*maxFields+5)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+		if i%7 == 0 {
+			if err := c.Set(ctx, keys[i], []byte(keys[i]), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	vals, err := c.GetMany(ctx, keys)
+	if err != nil || len(vals) != len(keys) {
+		t.Fatalf("GetMany of %d keys: %d values, %v", len(keys), len(vals), err)
+	}
+	for i, v := range vals {
+		if (i%7 == 0) != (v != nil) || v != nil && string(v) != keys[i] {
+			t.Fatalf("value %d of GetMany: %q", i, v)
+		}
+	}
+	if vals, err := c.GetMany(ctx, nil); err != nil || len(vals) != 0 {
+		t.Fatalf("GetMany of no keys: %q %v", vals, err)
+	}
 }
