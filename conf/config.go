@@ -305,6 +305,11 @@ type Site struct {
 const (
 	MaxSessionLifetime = 7 * 24 * time.Hour
 	MaxTicketRotation  = 7 * 24 * time.Hour
+	// MaxTicketKeys bounds lifetime / ticket_rotation, the number of keys
+	// that still open tickets: each is kept, looked up by a fleet's
+	// refresh and tried by resumptions (168h allows rotations from about
+	// 10 minutes).
+	MaxTicketKeys = 1024
 )
 
 // KeyPassword says where the password of an encrypted private key comes
@@ -823,7 +828,8 @@ type Sessions struct {
 	TicketKeyFile string `yaml:"ticket_key_file"`
 	// TicketRotation is the lifetime of a random ticket key before a new one
 	// encrypts (old ones still decrypt for a while); with ticket_keys, how
-	// long each fleet key encrypts. Default 1h, at most 168h.
+	// long each fleet key encrypts. Default 1h, at most 168h, and at least
+	// lifetime / 1024 (every key that still opens a ticket is kept).
 	TicketRotation time.Duration `yaml:"ticket_rotation"`
 	// Store is a store shared by the instances of a fleet: a TLCP session
 	// made on one instance resumes by session ID on any other. The

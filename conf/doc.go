@@ -800,7 +800,8 @@
 //   - ticket_rotation (duration): ticket_rotation is the lifetime of a random
 //     ticket key before a new one encrypts (old ones still decrypt for a
 //     while); with ticket_keys, how long each fleet key encrypts. Default 1h,
-//     at most 168h.
+//     at most 168h, and at least lifetime / 1024 (every key that still opens a
+//     ticket is kept).
 //   - store (optional section, see sessions.store): store is a store shared by
 //     the instances of a fleet: a TLCP session made on one instance resumes by
 //     session ID on any other. The in-process cache (cache_size) stays in

@@ -183,6 +183,11 @@ func (v *validator) validate() {
 	if s.TicketRotation > MaxTicketRotation {
 		v.errf("sessions.ticket_rotation", "use at most 168h: a key that encrypts longer exposes more recorded sessions when it leaks (RFC 5077 §5.5)", "ticket_rotation %v is longer than 7 days", s.TicketRotation)
 	}
+	if s.TicketRotation > 0 && s.Lifetime > 0 && s.Lifetime/s.TicketRotation >= MaxTicketKeys {
+		least := (s.Lifetime + MaxTicketKeys - 1) / MaxTicketKeys
+		v.errf("sessions.ticket_rotation", fmt.Sprintf("use at least %v (lifetime / %d), or a shorter lifetime", least.Round(time.Second)+time.Second, MaxTicketKeys),
+			"ticket_rotation %v keeps %d ticket keys for a lifetime of %v (every key that still opens a ticket is kept and tried)", s.TicketRotation, s.Lifetime/s.TicketRotation+1, s.Lifetime)
+	}
 	if s.TicketKeyFile != "" {
 		b, err := os.ReadFile(v.resolve(s.TicketKeyFile))
 		switch {
