@@ -236,18 +236,24 @@ func (e *Env) evictions(family string) *atomic.Uint64 {
 // across reloads; a changed sessions.ticket_rotation starts a new one whose
 // predecessor's keys still open tickets).
 func (e *Env) TicketKeys(cfg *conf.Config) (ticket.Source, error) {
-	src, use, err := e.ticketKeys(cfg)
-	if err == nil {
-		use()
+	fl := e.buildFleet(cfg)
+	src, use, err := e.ticketKeys(cfg, fl)
+	if err != nil {
+		e.dropFleet(fl)
+		return nil, err
 	}
-	return src, err
+	use()
+	e.useFleet(fl)
+	return src, nil
 }
 
 // ticketKeys is TicketKeys without changing what the running generation
 // uses: the in-memory rotator's new retention, or the new rotator of a
 // changed interval, is made the Env's by use, called once the generation
 // serves (a refused reload leaves the running keys' retention as it was).
-func (e *Env) ticketKeys(cfg *conf.Config) (src ticket.Source, use func(), err error) {
+// fl is the build's fleet (buildFleet), whose keys sessions.ticket_keys
+// uses.
+func (e *Env) ticketKeys(cfg *conf.Config, fl fleetState) (src ticket.Source, use func(), err error) {
 	none := func() {}
 	if cfg.Sessions.TicketKeyFile != "" {
 		if len(cfg.TicketKeys) == 0 {
@@ -256,7 +262,7 @@ func (e *Env) ticketKeys(cfg *conf.Config) (src ticket.Source, use func(), err e
 		return ticket.Static(cfg.TicketKeys), none, nil
 	}
 	if cfg.Sessions.TicketKeys != nil {
-		return e.fleetKeys(cfg), none, nil
+		return fl.keys, none, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -347,6 +353,8 @@ type siteBuild struct {
 	keys  map[string]*keyserver.Client // key server clients by name
 	// tickets are the generation's ticket keys (Env.ticketKeys).
 	tickets ticket.Source
+	// fleet is the generation's shared store and fleet keys.
+	fleet fleetState
 }
 
 // Hooks filled in by the protocol and proxy integration files.
@@ -367,19 +375,24 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	eng := env.acquireEngine(cfg.Offload)
 	kcs := env.acquireKeyClients(cfg)
 	keys := keyClientMap(kcs)
+	fl := env.buildFleet(cfg)
+	var installed atomic.Bool
 	release := func() {
+		if !installed.Load() {
+			env.dropFleet(fl) // a refused reload: the running fleet stays
+		}
 		delay := maxHandshakeTimeout(cfg) + time.Second
 		env.releaseEngine(eng, delay)
 		if len(kcs) > 0 {
 			time.AfterFunc(delay, func() { env.releaseKeyClients(kcs) })
 		}
 	}
-	tickets, useTickets, err := env.ticketKeys(cfg)
+	tickets, useTickets, err := env.ticketKeys(cfg, fl)
 	if err != nil {
 		release()
 		return nil, err
 	}
-	sites, err := buildSites(env, build, eng.o, keys, tickets, cfg)
+	sites, err := buildSites(env, build, eng.o, keys, tickets, fl, cfg)
 	if err != nil {
 		release()
 		return nil, err
@@ -391,9 +404,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	}
 	gen := &Generation{ShutdownGrace: cfg.ShutdownGrace, Installed: func() {
 		// Made current only now: a refused reload leaves the running
-		// generation's ticket key retention, engine and key server
-		// clients current, and what it built stops when released.
+		// generation's ticket key retention, shared session store and
+		// fleet keys, engine and key server clients current, and what
+		// it built stops when released.
+		installed.Store(true)
 		useTickets()
+		env.useFleet(fl)
 		env.useEngine(eng)
 		env.useKeyClients(kcs)
 		env.pruneStores(build)
@@ -435,12 +451,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 }
 
 // buildSites builds the handshake site of every configured site, by name.
-func buildSites(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
+func buildSites(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, fl fleetState, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
 	var errs []error
 	sites := map[string]*frontdoor.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, build, off, keys, tickets, cfg, s)
+		hs, err := buildSite(env, build, off, keys, tickets, fl, cfg, s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
@@ -592,13 +608,13 @@ func handshakeBytes(l *conf.Listener) int64 {
 	return int64(l.MaxHandshakeBytes)
 }
 
-func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
+func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, fl fleetState, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
-	b := &siteBuild{env: env, build: build, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets}
+	b := &siteBuild{env: env, build: build, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets, fleet: fl}
 	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s)}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {

@@ -65,7 +65,7 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 		local := b.env.store(b.build, fmt.Sprintf("tlcp-sessions/%d/%s", size, life), func() any {
 			return tlcp.SessionStore(newSessionStore(frontdoor.FamilyTLCP, size, life, b.env.Sessions, evicted))
 		}).(tlcp.SessionStore)
-		cfg.SessionStore = b.env.tieredStore(b.cfg, frontdoor.FamilyTLCP, local, keys, life)
+		cfg.SessionStore = tieredStore(b.cfg, b.fleet.shared, frontdoor.FamilyTLCP, local, keys, life)
 	} else {
 		cfg.SessionCacheDisabled = true
 	}

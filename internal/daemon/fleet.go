@@ -19,18 +19,28 @@ import (
 
 // The fleet: the shared session store (sessions.store) and the ticket keys
 // agreed on through it (sessions.ticket_keys). Both live in the Env, so a
-// reload keeps their connections and keys; a reload that changes the
-// store's settings opens a new one and closes the old one after
-// retireDelay (handshakes in flight may still use it).
+// reload keeps their connections and keys. A build whose settings differ
+// from the serving generation's opens a store (or makes a key set) of its
+// own, which becomes the Env's only once the generation serves
+// (useFleet): the replaced store closes after retireDelay (handshakes in
+// flight may still use it), the replaced keys stop refreshing at once. A
+// build that never serves (a refused reload) closes what it opened
+// (dropFleet) and leaves the running generation's store and keys alone.
 
-const retireDelay = time.Minute
+// retireDelay is how long a replaced store stays open (a variable for
+// tests).
+var retireDelay = time.Minute
 
-// fleetState is the Env's current store and fleet keys.
+// fleetState is a generation's store and fleet keys (Env.fleet: the
+// serving generation's).
 type fleetState struct {
 	storeID string
 	shared  *sessionstore.Shared
 	keysID  string
 	keys    *sessionstore.FleetKeys
+	// newStore and newKeys tell that the build opened shared and made
+	// keys, rather than reusing the serving generation's (dropFleet).
+	newStore, newKeys bool
 }
 
 // storeID identifies a store configuration: equal IDs share connections.
@@ -65,26 +75,59 @@ func wrapKeysID(keys []ticket.Key) string {
 	return b.String()
 }
 
-// sharedStore returns the shared store of cfg (nil without sessions.store).
-// Caller holds no lock.
-func (e *Env) sharedStore(cfg *conf.Config) *sessionstore.Shared {
+// buildFleet returns the store and fleet keys of cfg for a build: the
+// serving generation's where the settings are the same, else new ones,
+// the Env's once the build serves (useFleet) and closed if it never does
+// (dropFleet). Without sessions.store it is empty.
+func (e *Env) buildFleet(cfg *conf.Config) fleetState {
 	st := cfg.Sessions.Store
 	if st == nil {
-		return nil
+		return fleetState{}
 	}
-	id := storeID(cfg)
+	var f fleetState
+	f.storeID = storeID(cfg)
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.fleet.shared != nil && e.fleet.storeID == id {
-		return e.fleet.shared
+	cur := e.fleet
+	e.mu.Unlock()
+	if cur.shared != nil && cur.storeID == f.storeID {
+		f.shared = cur.shared
+	} else {
+		obs, _ := e.Sessions.(sessionstore.Observer)
+		f.shared = sessionstore.NewShared(e.openStore(st), st.Timeout, obs)
+		f.newStore = true
 	}
-	if old := e.fleet.shared; old != nil {
-		time.AfterFunc(retireDelay, func() { old.Close() })
+	if cfg.Sessions.TicketKeys != nil {
+		f.keys, f.keysID = e.fleetKeys(cfg, f.shared, cur.keys, cur.keysID)
+		f.newKeys = f.keys != cur.keys
 	}
-	obs, _ := e.Sessions.(sessionstore.Observer)
-	e.fleet.shared = sessionstore.NewShared(e.openStore(st), st.Timeout, obs)
-	e.fleet.storeID = id
-	return e.fleet.shared
+	return f
+}
+
+// useFleet makes f, the fleet of a generation that now serves, the Env's:
+// a store it replaces closes after retireDelay, replaced keys stop
+// refreshing (their tickets still open with f's keys: Previous).
+func (e *Env) useFleet(f fleetState) {
+	e.mu.Lock()
+	old := e.fleet
+	e.fleet = f
+	e.mu.Unlock()
+	if old.keys != nil && old.keys != f.keys {
+		old.keys.Close()
+	}
+	if s := old.shared; s != nil && s != f.shared {
+		time.AfterFunc(retireDelay, func() { s.Close() })
+	}
+}
+
+// dropFleet closes what buildFleet opened for a build that never served
+// (what it reused belongs to the serving generation).
+func (e *Env) dropFleet(f fleetState) {
+	if f.newKeys {
+		f.keys.Close()
+	}
+	if f.newStore {
+		f.shared.Close()
+	}
 }
 
 // openStore opens the backend of st.
@@ -118,34 +161,26 @@ func (e *Env) openStore(st *conf.SessionStore) sessionstore.Store {
 	return redisstore.New(o)
 }
 
-// fleetKeys returns the ticket keys agreed on through the store. A store
-// that does not answer does not stop the build: the keys fall back to
-// random ones of this instance until it answers (sessionstore.FleetKeys).
-func (e *Env) fleetKeys(cfg *conf.Config) ticket.Source {
+// fleetKeys returns the ticket keys of cfg agreed on through shared: cur
+// (the serving generation's, named curID) when the settings are the same,
+// else a new set that keeps opening cur's tickets. A store that does not
+// answer does not stop the build: the keys fall back to random ones of
+// this instance until it answers (sessionstore.FleetKeys).
+func (e *Env) fleetKeys(cfg *conf.Config, shared *sessionstore.Shared, cur *sessionstore.FleetKeys, curID string) (*sessionstore.FleetKeys, string) {
 	s := &cfg.Sessions
-	shared := e.sharedStore(cfg)
 	id := fmt.Sprintf("%p|%s|%s|%s|%s|%s", shared, s.TicketKeys.WrapKeyFile, wrapKeysID(s.TicketKeys.WrapKeys), s.TicketRotation, s.Lifetime, s.Store.KeyPrefix)
-	e.mu.Lock()
-	if e.fleet.keys != nil && e.fleet.keysID == id {
-		k := e.fleet.keys
-		e.mu.Unlock()
-		return k
+	if cur != nil && curID == id {
+		return cur, id
 	}
-	old := e.fleet.keys
 	fc := sessionstore.FleetKeysConfig{
 		Prefix: s.Store.KeyPrefix, Rotation: s.TicketRotation, Lifetime: s.Lifetime, Wrap: ticket.Static(s.TicketKeys.WrapKeys),
 	}
-	if old != nil {
+	if cur != nil {
 		// The tickets the replaced set sealed keep resuming (a new
 		// rotation or prefix names other store keys).
-		fc.Previous, fc.PreviousUntil = old.Retiring()
+		fc.Previous, fc.PreviousUntil = cur.Retiring()
 	}
 	fk := sessionstore.NewFleetKeys(shared, fc)
-	e.fleet.keys, e.fleet.keysID = fk, id
-	e.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
 	log := e.Logger
 	if err := fk.Refresh(context.Background()); err != nil && log != nil {
 		log.Warn("fleet ticket keys: the store did not answer; tickets resume on this instance only until it does", "err", err)
@@ -155,13 +190,12 @@ func (e *Env) fleetKeys(cfg *conf.Config) ticket.Source {
 			log.Warn("fleet ticket keys: refresh failed", "err", err)
 		}
 	})
-	return fk
+	return fk, id
 }
 
-// tieredStore puts the shared store of cfg behind a protocol's in-process
-// session cache (local itself without sessions.store).
-func (e *Env) tieredStore(cfg *conf.Config, family string, local sessionstore.Local, keys ticket.Source, lifetime time.Duration) sessionstore.Local {
-	shared := e.sharedStore(cfg)
+// tieredStore puts shared, the store of cfg's build, behind a protocol's
+// in-process session cache (local itself without sessions.store).
+func tieredStore(cfg *conf.Config, shared *sessionstore.Shared, family string, local sessionstore.Local, keys ticket.Source, lifetime time.Duration) sessionstore.Local {
 	if shared == nil {
 		return local
 	}
