@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -104,8 +105,12 @@ type Daemon struct {
 	mu        sync.Mutex
 	gen       *Generation
 	listeners map[string]*listener
-	ref       *serveRef
-	stopped   bool
+	// draining are the listeners a reload removed, still draining within
+	// that generation's grace period; each maps to a channel closed when
+	// it is done. Close cuts them, Shutdown bounds them by its own ctx.
+	draining map[*listener]chan struct{}
+	ref      *serveRef
+	stopped  bool
 	// pending is the generation Prepare made ready, until Commit
 	// installs it or Abort (or another Prepare) drops it.
 	pending  *staged
@@ -132,7 +137,7 @@ func New(build Builder, opts Options) (*Daemon, error) {
 	if opts.Listen == nil {
 		opts.Listen = ListenTCP
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, build: build, listeners: map[string]*listener{}}
+	d := &Daemon{opts: opts, log: opts.Logger, build: build, listeners: map[string]*listener{}, draining: map[*listener]chan struct{}{}}
 	d.stopCtx, d.stopCancel = context.WithCancel(context.Background())
 	gen, err := build()
 	if err != nil {
@@ -276,10 +281,16 @@ func (d *Daemon) install(st *staged) {
 		if !keep[addr] {
 			delete(d.listeners, addr)
 			grace := gen.ShutdownGrace
+			done := make(chan struct{})
+			d.draining[l] = done
 			go func() {
+				defer close(done)
 				ctx, cancel := context.WithTimeout(context.Background(), durOr(grace, 30*time.Second))
 				defer cancel()
 				l.shutdown(ctx)
+				d.mu.Lock()
+				delete(d.draining, l)
+				d.mu.Unlock()
 			}()
 		}
 	}
@@ -441,6 +452,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	for _, l := range d.listeners {
 		ls = append(ls, l)
 	}
+	draining := maps.Clone(d.draining)
 	grace := 30 * time.Second
 	if d.gen != nil && d.gen.ShutdownGrace > 0 {
 		grace = d.gen.ShutdownGrace
@@ -462,6 +474,15 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// Listeners removed by a reload get no longer than the others.
+	for l, done := range draining {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			l.close()
+			errs = append(errs, fmt.Errorf("listener %s removed by a reload: %w", l.addr, ctx.Err()))
+		}
+	}
 	d.mu.Lock()
 	gen, ref := d.gen, d.ref
 	d.gen, d.ref = nil, nil
@@ -502,10 +523,15 @@ func (d *Daemon) Close() {
 	d.closeGenerations()
 }
 
+// closeAll closes the listeners, also those a reload removed that are
+// still draining.
 func (d *Daemon) closeAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, l := range d.listeners {
+		l.close()
+	}
+	for l := range d.draining {
 		l.close()
 	}
 }

@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestCloseCutsRemovedListener: Close closes everything at once, also the
+// connections of a listener a reload removed that are still draining (a
+// handshake in progress here), instead of leaving them to that listener's
+// own grace period after the daemon is gone.
+func TestCloseCutsRemovedListener(t *testing.T) {
+	testRemovedListenerCut(t, func(td *testDaemon) { td.Close() })
+}
+
+// TestShutdownBoundsRemovedListener: Shutdown's ctx bounds the draining
+// of a listener a reload removed as it bounds the others: at its end the
+// listener's connections are closed and Shutdown reports them.
+func TestShutdownBoundsRemovedListener(t *testing.T) {
+	testRemovedListenerCut(t, func(td *testDaemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := td.Shutdown(ctx); err == nil {
+			t.Error("Shutdown reported every connection drained while one of the removed listener was open")
+		}
+	})
+}
+
+// testRemovedListenerCut starts a daemon with two listeners, opens a
+// connection to the second (a handshake in progress, allowed an hour),
+// reloads without that listener, runs stop and checks that the connection
+// was closed.
+func testRemovedListenerCut(t *testing.T, stop func(*testDaemon)) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	two := cfg.Listeners[0]
+	two.Address = "localhost:0" // another key, another loopback socket
+	two.HandshakeTimeout = time.Hour
+	cfg.Listeners = append(cfg.Listeners, two)
+	cfg.ShutdownGrace = time.Hour
+	td := startDaemon(t, cfg, func(*Env) {})
+	addr := td.Addr(two.Address)
+	if addr == "" {
+		t.Fatal("test setup: the second listener is not up")
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	one := *cfg
+	one.Listeners = cfg.Listeners[:1]
+	td.setConfig(&one)
+	if err := td.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if td.Addr(two.Address) != "" {
+		t.Fatal("test setup: the reload kept the second listener")
+	}
+	stop(td)
+	// Closed: the read ends at once with EOF or a reset. Still open: it
+	// waits for the deadline (the handshake has an hour).
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("after the daemon stopped a connection of the listener the reload removed is still open")
+	}
+}
