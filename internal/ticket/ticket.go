@@ -187,14 +187,17 @@ type Rotator struct {
 	fixed bool
 }
 
-// NewRotator returns a Rotator; interval and lifetime default to 1h and 12h.
+// NewRotator returns a Rotator; interval and lifetime default to 1h and 12
+// intervals, and a lifetime shorter than the interval is raised to it (as
+// SetLifetime does).
 func NewRotator(interval, lifetime time.Duration) *Rotator {
 	if interval <= 0 {
 		interval = time.Hour
 	}
-	if lifetime < interval {
+	if lifetime <= 0 {
 		lifetime = 12 * interval
 	}
+	lifetime = max(lifetime, interval)
 	return &Rotator{interval: interval, lifetime: lifetime, now: time.Now}
 }
 

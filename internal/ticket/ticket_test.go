@@ -216,3 +216,27 @@ func TestRotatorDropsKeysPastTheirLifetime(t *testing.T) {
 		t.Errorf("%d keys after the lifetime grew, want 2", len(keys))
 	}
 }
+
+// TestRotatorShortLifetime: a lifetime shorter than the interval is
+// raised to the interval, as SetLifetime raises it, not to twelve
+// intervals: the keys of a site whose sessions last minutes must not open
+// tickets for half a day.
+func TestRotatorShortLifetime(t *testing.T) {
+	for _, set := range []bool{false, true} {
+		r := NewRotator(time.Hour, 10*time.Minute)
+		if set {
+			r = NewRotator(time.Hour, 0)
+			r.SetLifetime(10 * time.Minute)
+		}
+		t0 := time.Unix(1_000_000, 0)
+		now := t0
+		r.SetClock(func() time.Time { return now })
+		r.TicketKeys()
+		now = t0.Add(time.Hour)
+		r.TicketKeys()
+		now = t0.Add(2*time.Hour + time.Minute)
+		if keys := r.TicketKeys(); len(keys) != 1 {
+			t.Errorf("SetLifetime %v: %d keys two intervals on, want the current one only", set, len(keys))
+		}
+	}
+}
