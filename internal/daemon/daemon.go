@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -219,11 +220,29 @@ func (d *Daemon) stage(gen *Generation) (*staged, error) {
 			for _, o := range st.opened {
 				o.Close()
 			}
+			if holder := d.samePort(ls.Address); holder != "" && errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("listen %s: %w: the running listener %s holds that port; a reload opens new listeners before it closes old ones, so a port cannot move to another way of writing its address (another IP, a host name, \":port\") by reload: keep %s, or restart gmproxy", ls.Address, err, holder, holder)
+			}
 			return nil, fmt.Errorf("listen %s: %w", ls.Address, err)
 		}
 		st.opened[ls.Address] = ln
 	}
 	return st, nil
+}
+
+// samePort returns the address, as configured, of a running listener
+// bound to the port of addr, or "".
+func (d *Daemon) samePort(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	for a, l := range d.listeners {
+		if _, p, err := net.SplitHostPort(l.ln.Addr().String()); err == nil && p == port {
+			return a
+		}
+	}
+	return ""
 }
 
 // apply installs gen: existing addresses get the new config, new addresses

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
 )
 
 // TestCloseCutsRemovedListener: Close closes everything at once, also the
@@ -68,5 +71,35 @@ func testRemovedListenerCut(t *testing.T, stop func(*testDaemon)) {
 	_, err = c.Read(make([]byte, 1))
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("after the daemon stopped a connection of the listener the reload removed is still open")
+	}
+}
+
+// TestReloadMovingAPortSaysWhy: a reload that writes a running
+// listener's port another way (here a host name for the same loopback
+// address) cannot bind it while the running listener holds it; the
+// refusal names that listener and what to do, instead of a bare "address
+// already in use", and the running listener keeps serving.
+func TestReloadMovingAPortSaysWhy(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	td := startDaemon(t, cfg, func(*Env) {})
+	addr := td.Addr(cfg.Listeners[0].Address)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := *cfg
+	moved.Listeners = []conf.Listener{cfg.Listeners[0]}
+	moved.Listeners[0].Address = "localhost:" + port
+	td.setConfig(&moved)
+	err = td.Reload()
+	if err == nil {
+		t.Fatal("the reload bound a port the running listener holds")
+	}
+	if want := "the running listener " + cfg.Listeners[0].Address + " holds that port"; !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal %q does not say %q", err, want)
+	}
+	if td.Addr(cfg.Listeners[0].Address) != addr {
+		t.Error("the refused reload closed the running listener")
 	}
 }
