@@ -85,7 +85,8 @@ const maxPooledMsgBuf = 8192
 func newServerHandshakeState(c *Conn, ctx context.Context) *serverHandshakeState {
 	hs := serverStates.Get().(*serverHandshakeState)
 	// The HMAC keeps its compressor (and so gmsm's digest) across
-	// handshakes; Wipe drops everything key- or message-derived.
+	// handshakes. release wiped the state when it was pooled; wiping
+	// again is cheap and holds for states pooled by other code (tests).
 	mac, buf, raw := hs.ks.m, hs.msgBuf, hs.helloRaw
 	*hs = serverHandshakeState{c: c, ctx: ctx, config: c.config, msgBuf: buf[:0], helloRaw: raw[:0]}
 	hs.ks.m = mac
@@ -95,19 +96,32 @@ func newServerHandshakeState(c *Conn, ctx context.Context) *serverHandshakeState
 	return hs
 }
 
+// release wipes hs and returns it to serverStates, on every path out of
+// the handshake: a pooled state is idle for an unbounded time, and may be
+// reachable from a heap or core dump, so it must not keep the key
+// schedule's HMAC key, the derived secrets, the (EC)DHE shared secret,
+// record keys or the plaintext of the ticket it issued (its resumption
+// PSK). Only the SM3 compressor (wiped by HMAC.Wipe) and the message
+// buffers, which hold no secret, are kept.
+func (hs *serverHandshakeState) release() {
+	clear(hs.sharedKey)
+	// Wiped before it is copied out, so that the copy holds no key.
+	hs.ks.m.Wipe()
+	mac, buf, raw := hs.ks.m, hs.msgBuf, hs.helloRaw
+	if cap(buf) > maxPooledMsgBuf {
+		buf = nil
+	}
+	if cap(raw) > maxPooledMsgBuf {
+		raw = nil
+	}
+	*hs = serverHandshakeState{msgBuf: buf[:0], helloRaw: raw[:0]}
+	hs.ks.m = mac
+	serverStates.Put(hs)
+}
+
 func (c *Conn) serverHandshake(ctx context.Context) error {
 	hs := newServerHandshakeState(c, ctx)
-	defer func() {
-		hs.c, hs.ctx, hs.config, hs.hello, hs.cert, hs.session = nil, nil, nil, nil, nil, nil
-		hs.clientAppAEAD = nil
-		if cap(hs.msgBuf) > maxPooledMsgBuf {
-			hs.msgBuf = nil
-		}
-		if cap(hs.helloRaw) > maxPooledMsgBuf {
-			hs.helloRaw = nil
-		}
-		serverStates.Put(hs)
-	}()
+	defer hs.release()
 	if err := hs.readClientHello(); err != nil {
 		return err
 	}
