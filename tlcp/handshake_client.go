@@ -285,6 +285,11 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	if err != nil {
 		return err
 	}
+	if !cfg.InsecureLoadGenerator {
+		// As on the server: the pre-master serves only to derive the
+		// master secret. (The load generator reuses its pre-masters.)
+		defer clear(preMaster)
+	}
 	if err := hs.queue(&clientKeyExchangeMsg{ciphertext: ckeBody}); err != nil {
 		return err
 	}

@@ -701,6 +701,10 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err != nil {
 		return err
 	}
+	// The pre-master serves only to derive the master secret (which the
+	// pooled key schedule wipes): wipe it too, whether or not the
+	// handshake goes on, rather than leave it in freed memory.
+	defer clear(preMaster)
 	if len(hs.peerCerts) > 0 {
 		if err := hs.readCertificateVerify(); err != nil {
 			return err
