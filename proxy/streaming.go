@@ -211,9 +211,11 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, t *Target
 	if n := brw.Reader.Buffered(); n > 0 {
 		client = &prefixConn{Conn: conn, r: io.MultiReader(io.LimitReader(brw.Reader, int64(n)), conn)}
 	}
-	if d := s.p.limits.SendTimeout; d > 0 {
+	if d := s.p.limitsOf(rs.ci).SendTimeout; d > 0 {
 		// A client that stops reading would otherwise hold the tunnel
 		// (and its target) for as long as it sends a byte now and then.
+		// The bound is the connection's listener's, as for its
+		// responses, not the proxy's own.
 		client = &sendBounded{ReadWriteCloser: client, conn: conn, d: d}
 	}
 	if !s.p.trackAdd(conn) {

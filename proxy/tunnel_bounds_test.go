@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/h1server"
 )
 
 // floodUntilCut writes to c until a write fails or n writes are done and
@@ -134,4 +136,38 @@ func TestTunnelTargetHalfClose(t *testing.T) {
 		c := dialRaw(t, f.addr)
 		check(t, c, c, got)
 	})
+}
+
+// TestUpgradeTunnelSendTimeoutOfListener: the send_timeout that bounds a
+// WebSocket tunnel is the one of the connection's listener
+// (ConnContextLimits), as for every response, not the proxy's own (the
+// daemon's first listener's): here the proxy has none and the listener
+// 300 ms.
+func TestUpgradeTunnelSendTimeoutOfListener(t *testing.T) {
+	ended := make(chan error, 1)
+	backend := switchingBackend(t, func(c net.Conn) {
+		go io.Copy(io.Discard, c)
+		ended <- floodUntilCut(c, 2000)
+	})
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.SendTimeout = -1 // off
+	p, err := New(cfg, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := LimitsConfig{SendTimeout: 300 * time.Millisecond}.WithDefaults()
+	srv := &h1server.Server{Handler: p, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+		return ConnContextLimits(ctx, c, &lim)
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); srv.Close(); p.Close() })
+	go acceptLoop(ln, func(c net.Conn) { go srv.ServeConn(c) })
+	c := dialRaw(t, ln.Addr().String())
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	if d := trickle(t, c, ended); d > 3*time.Second {
+		t.Fatalf("the tunnel was cut after %v, by the target's own write deadline: the listener's send_timeout (300ms) not applied", d)
+	}
 }
