@@ -469,3 +469,17 @@ func longResponseBackend(t *testing.T) *httptest.Server {
 	t.Cleanup(backend.Close)
 	return backend
 }
+
+// TestWatchedBodyCloseStopsTimer: a watched body closed while its timer's
+// function runs (it fired between reads, as the proxy wrote to a slow
+// client) is not watched again: the timer does not re-arm itself after
+// Close, which would keep the body, and its timer, alive for good, firing
+// every read_timeout.
+func TestWatchedBodyCloseStopsTimer(t *testing.T) {
+	b := watchBody(io.NopCloser(strings.NewReader("x")), time.Hour)
+	b.Close()
+	b.expire() // the timer's function, already running when Close stopped it
+	if b.t.Stop() {
+		t.Fatal("the timer of a closed body was armed again")
+	}
+}
