@@ -378,8 +378,9 @@ type aborter interface{ abort() }
 
 // sendBounded is the client's side of a tunnel whose writes must each go
 // out within d (send_timeout; a stream site's idle_timeout): the write
-// deadline is moved at most every eighth of d, so a write that takes no
-// byte fails after between d and 9/8 of d and cuts the tunnel. The idle
+// deadline is moved 9/8 of d ahead at most every eighth of d, so a write
+// that takes no byte fails after between d and 9/8 of d (never before d)
+// and cuts the tunnel. The idle
 // watchdog alone would not: a client that reads nothing but sends a byte
 // now and then keeps the tunnel busy.
 type sendBounded struct {
@@ -392,7 +393,7 @@ type sendBounded struct {
 func (c *sendBounded) Write(p []byte) (int, error) {
 	if now := time.Now().UnixNano(); now-c.set >= int64(c.d/8) {
 		c.set = now
-		c.conn.SetWriteDeadline(time.Unix(0, now).Add(c.d))
+		c.conn.SetWriteDeadline(time.Unix(0, now).Add(c.d + c.d/8))
 	}
 	return c.ReadWriteCloser.Write(p)
 }

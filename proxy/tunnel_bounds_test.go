@@ -171,3 +171,31 @@ func TestUpgradeTunnelSendTimeoutOfListener(t *testing.T) {
 		t.Fatalf("the tunnel was cut after %v, by the target's own write deadline: the listener's send_timeout (300ms) not applied", d)
 	}
 }
+
+// deadlineConn records the write deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	wdl time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error { c.wdl = t; return nil }
+func (c *deadlineConn) Write(p []byte) (int, error)        { return len(p), nil }
+
+// TestSendBoundedNotBeforeTimeout: a tunnel's write to the client (under
+// send_timeout, or a stream's idle_timeout) is never cut before the
+// timeout: a write that starts while the deadline in place is kept (moved
+// at most every eighth of the timeout) still has the whole timeout ahead
+// of it, as the documentation promises (cut after between the value and
+// 9/8 of it).
+func TestSendBoundedNotBeforeTimeout(t *testing.T) {
+	const d = time.Hour
+	dc := &deadlineConn{}
+	c := &sendBounded{ReadWriteCloser: dc, conn: dc, d: d}
+	c.Write([]byte("a"))
+	time.Sleep(10 * time.Millisecond) // well within d/8: the deadline stays
+	start := time.Now()
+	c.Write([]byte("b"))
+	if left := dc.wdl.Sub(start); left < d {
+		t.Fatalf("a write began with %v left before its deadline, less than the timeout (%v): the client would be cut early", left, d)
+	}
+}
