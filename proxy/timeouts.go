@@ -206,7 +206,9 @@ type watchedBody struct {
 	reading atomic.Bool // a Read is in progress
 	// closed stops the timer's function from arming it again: Close's
 	// Stop does not reach a function already running, which would
-	// otherwise keep the body, and its timer, for good.
+	// otherwise keep the body, and its timer, for good. (A function that
+	// passed the check as Close came arms it once more; that firing
+	// sees closed.)
 	closed atomic.Bool
 }
 
@@ -223,26 +225,16 @@ func (b *watchedBody) expire() {
 	}
 	if !b.reading.Load() {
 		// Between reads: the target is not the one waited for.
-		b.rearm(b.d + b.d/8)
+		b.t.Reset(b.d + b.d/8)
 		return
 	}
 	if waited := time.Duration(monoclock.Now() - b.last.Load()); waited < b.d {
 		// A Read began (and moved the timer) as it fired.
-		b.rearm(b.d - waited + b.d/8)
+		b.t.Reset(b.d - waited + b.d/8)
 		return
 	}
 	b.expired.Store(true)
 	b.rc.Close()
-}
-
-// rearm sets the timer again from its own function, unless Close came
-// meanwhile: Close sets closed before it stops the timer, so either this
-// sees closed or Close's Stop comes after the Reset.
-func (b *watchedBody) rearm(d time.Duration) {
-	b.t.Reset(d)
-	if b.closed.Load() {
-		b.t.Stop()
-	}
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
