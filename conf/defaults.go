@@ -32,6 +32,8 @@ const (
 	DefaultHTTPIdleTimeout         = 2 * time.Minute
 	DefaultMaxStreams              = 250
 	DefaultMaxRequestsPerClient    = 1024
+	DefaultRequestBuffer           = 64 << 10
+	MaxRequestBuffer               = 16 << 20
 	// MaxKeyPrefix bounds sessions.store.key_prefix (bytes).
 	MaxKeyPrefix                   = 256
 	DefaultBodyTimeout             = 60 * time.Second
@@ -129,6 +131,7 @@ func (h *HTTPServer) setDefaults() {
 	h.SendTimeout = DefaultSendTimeout
 	h.HTTP2MaxResetRate = DefaultHTTP2MaxResetRate
 	h.MaxRequestsPerClient = DefaultMaxRequestsPerClient
+	h.RequestBuffer = DefaultRequestBuffer
 }
 
 func (s *Site) setDefaults() { s.ClientAuth.Mode = ClientAuthNone }

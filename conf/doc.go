@@ -273,6 +273,15 @@
 //     (a client can then have N times as many). 0 means unlimited. Default
 //     1024 (as many as the default max_connections_per_client allows over
 //     HTTP/1.1).
+//   - request_buffer (size): RequestBuffer: a request body whose length the
+//     client declares (Content-Length) and that is at most this size is read
+//     whole before the request goes to a target (as nginx's
+//     proxy_request_buffering), so that a slow upload, a form posted over a
+//     poor mobile link, holds no target connection and no backend worker while
+//     it trickles in. Longer bodies, and bodies of undeclared length (chunked;
+//     HTTP/2 without content-length: streaming protocols, which a buffer would
+//     stall), go to the target as they arrive. 0 turns it off. Default 64KiB,
+//     at most 16MiB (memory held per request while its body arrives).
 //
 // # sites[]
 //

@@ -387,6 +387,9 @@ func (v *validator) listenerHTTP(h *HTTPServer, p string) {
 	if h.MaxRequestsPerClient < 0 {
 		v.errf(p+".max_requests_per_client", "use 0 for unlimited", "max_requests_per_client must not be negative")
 	}
+	if h.RequestBuffer < 0 || h.RequestBuffer > MaxRequestBuffer {
+		v.errf(p+".request_buffer", "use for example 64KiB, or 0 to stream every body", "request_buffer %d is not between 0 and 16MiB", h.RequestBuffer)
+	}
 }
 
 // listenerSites checks the sites served on a listener and warns about listed

@@ -78,6 +78,12 @@ type LimitsConfig struct {
 	// and HTTP/2 streams; a request beyond it gets 429 at once, before its
 	// body is read. 0 (the default) means unlimited.
 	MaxRequestsPerClient int
+	// RequestBuffer is the largest request body of declared length
+	// (Content-Length) read whole before the request goes to a target, so
+	// that a slow upload holds no target connection; longer bodies and
+	// bodies of undeclared length stream. Default DefaultRequestBuffer
+	// (64 KiB); negative: every body streams.
+	RequestBuffer int
 	// ClientRequests is the table MaxRequestsPerClient counts in (shared by
 	// every configuration of a listener); nil: the proxy's own.
 	ClientRequests *ClientRequests

@@ -40,6 +40,7 @@ func TestEarlyRejectionPassedOn(t *testing.T) {
 			})
 			cfg := proxyTo(backend)
 			cfg.Upstreams[0].HealthCheck.Passive = PassiveHealthConfig{MaxFails: 1, Cooldown: time.Hour}
+			cfg.Limits.RequestBuffer = -1 // streamed: the target answers mid-body
 			f := newFront(t, cfg, frontOpts{})
 			c, err := net.Dial("tcp", f.addr)
 			if err != nil {

@@ -153,6 +153,7 @@ func (l LimitsConfig) WithDefaults() LimitsConfig {
 	l.HTTP2MaxResetRate = intOr(l.HTTP2MaxResetRate, DefaultHTTP2MaxResetRate)
 	l.BodyTimeout = durOr(l.BodyTimeout, DefaultBodyTimeout)
 	l.SendTimeout = durOr(l.SendTimeout, DefaultSendTimeout)
+	l.RequestBuffer = intOr(l.RequestBuffer, DefaultRequestBuffer)
 	if l.MaxConcurrentStreams == 0 {
 		l.MaxConcurrentStreams = 250
 	}

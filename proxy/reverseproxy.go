@@ -211,6 +211,25 @@ type reqBody struct {
 	// rd ends such a read at once (a past read deadline); nil when the
 	// connection has no read deadlines.
 	rd readDeadliner
+
+	// pre is the body read whole before a target was picked (bufferBody),
+	// served from preOff on (atomic: an attempt's transport may read in a
+	// goroutine of its own); preEOF: the client's body ended there.
+	pre    []byte
+	preOff atomic.Int64
+	preEOF bool
+}
+
+// untouched reports whether no byte of b went to a target yet, so that
+// another attempt may send it (b may be nil: no body).
+func (b *reqBody) untouched() bool {
+	if b == nil {
+		return true
+	}
+	if b.pre != nil {
+		return b.preOff.Load() == 0
+	}
+	return b.n.Load() == 0
 }
 
 // errHandlerDone ends a read of the client's body after its handler
@@ -234,6 +253,20 @@ func (b *reqBody) handlerDone() {
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
+	if off := int(b.preOff.Load()); off < len(b.pre) {
+		n := copy(p, b.pre[off:])
+		b.preOff.Store(int64(off + n))
+		return n, nil
+	}
+	if b.preEOF {
+		return 0, io.EOF
+	}
+	return b.readClient(p)
+}
+
+// readClient reads the client's body under the body timeout, counting
+// it, and copies the trailer at its end.
+func (b *reqBody) readClient(p []byte) (int, error) {
 	b.reading.Lock()
 	defer b.reading.Unlock()
 	b.mu.Lock()
@@ -442,6 +475,9 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		outreq.Body = body
 		defer body.handlerDone()
 	}
+	if body != nil && r.ContentLength > 0 && r.ContentLength <= int64(s.p.limitsOf(rs.ci).RequestBuffer) && !s.bufferBody(rs, r, body) {
+		return
+	}
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if rs.send != nil {
 		defer rs.send.end()
@@ -454,6 +490,63 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		defer t.inflight.Add(-1)
 		s.handleResponse(rs, r, rt, t, res, upType)
 	}
+}
+
+// bufferBody reads b, a body of declared length within the listener's
+// request_buffer, whole before a target is picked: a slow upload then holds
+// the client's connection only, not a target connection and a backend
+// worker for as long as it trickles in (nginx's proxy_request_buffering).
+// The body timeout bounds each read as it would upstream. It answers the
+// request itself, and returns false, when the body stalls, is cut short or
+// is malformed: no target sees such a request.
+func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
+	// The buffer grows with what arrives, not with what the client
+	// declares: a declared length costs nothing until its bytes come.
+	size := int(r.ContentLength)
+	buf := make([]byte, 0, min(size, 4<<10))
+	var err error
+	for len(buf) < size && err == nil {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(size, 2*cap(buf))-len(buf))
+		}
+		var n int
+		n, err = b.readClient(buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF && len(buf) < size {
+			err = io.ErrUnexpectedEOF
+		} else if err == io.EOF {
+			b.preEOF, err = true, nil
+		}
+	}
+	if err == nil && !b.preEOF {
+		// The end, read now: it releases the body timeout's deadline on
+		// the client's connection, which must not run while the target
+		// answers.
+		var one [1]byte
+		var n int
+		switch n, err = b.readClient(one[:]); {
+		case err == io.EOF:
+			b.preEOF, err = true, nil
+		case err == nil && n > 0:
+			err = errors.New("request body longer than its Content-Length")
+		}
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case b.timedOut.Load():
+			s.bodyTimedOut(rs, r)
+		case errors.As(err, &mbe):
+			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
+		case r.Context().Err() != nil:
+			rs.clientGone = true
+		default:
+			s.bodyFailed(rs, r, err) // panics (abort) for a cut body
+		}
+		return false
+	}
+	b.pre = buf
+	return true
 }
 
 // prepareRequest builds the outgoing request's header in rs.outHdr from
@@ -704,7 +797,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 
 		u.fail(t, err.Error())
-		bodyUntouched := body == nil || body.n.Load() == 0
+		bodyUntouched := body.untouched()
 		tries, tryDur, retryAll := rt.retryPolicy()
 		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)) || retryAll)
 		if !retry || attempt >= tries || (tryDur > 0 && time.Since(rs.start) >= tryDur) {

@@ -37,6 +37,9 @@ const (
 	DefaultTunnelIdleTimeout    = 10 * time.Minute
 )
 
+// DefaultRequestBuffer is the default of LimitsConfig.RequestBuffer.
+const DefaultRequestBuffer = 64 << 10
+
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }

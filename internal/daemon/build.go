@@ -560,6 +560,7 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 			SendTimeout:          offIfZero(l.HTTP.SendTimeout),
 			HTTP2MaxResetRate:    l.HTTP.HTTP2MaxResetRate,
 			MaxRequestsPerClient: l.HTTP.MaxRequestsPerClient,
+			RequestBuffer:        offIfZeroSize(l.HTTP.RequestBuffer),
 		},
 	}, err
 }

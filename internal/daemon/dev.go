@@ -109,6 +109,7 @@ func devConfig(dir, listen, backend string, p *devpki.PKI) *conf.Config {
 			SendTimeout:          conf.DefaultSendTimeout,
 			HTTP2MaxResetRate:    conf.DefaultHTTP2MaxResetRate,
 			MaxRequestsPerClient: conf.DefaultMaxRequestsPerClient,
+			RequestBuffer:        conf.DefaultRequestBuffer,
 		},
 	}}
 	cfg.Upstreams = []conf.Upstream{{

@@ -28,6 +28,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 			SendTimeout:          offIfZero(h.SendTimeout),
 			HTTP2MaxResetRate:    h.HTTP2MaxResetRate,
 			MaxRequestsPerClient: h.MaxRequestsPerClient,
+			RequestBuffer:        offIfZeroSize(h.RequestBuffer),
 		}
 	}
 	if p := cfg.AccessLog.Path; p != "" && p != "off" {
@@ -70,6 +71,14 @@ func offIfZero(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// offIfZeroSize is offIfZero for sizes.
+func offIfZeroSize(n conf.ByteSize) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
 }
 
 func routeConfig(r conf.Route) proxy.RouteConfig {

@@ -35,6 +35,8 @@ type HTTPLimits struct {
 	// MaxRequestsPerClient is proxy.LimitsConfig's, counted in the
 	// listener's table (which outlives the sets).
 	MaxRequestsPerClient int
+	// RequestBuffer is proxy.LimitsConfig's (negative: off).
+	RequestBuffer int
 }
 
 // ConnHandler takes over a connection instead of HTTP (TCP stream sites).
@@ -111,6 +113,7 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 		MaxConcurrentStreams: lim.MaxConcurrentStreams,
 		BodyTimeout:          lim.BodyTimeout, SendTimeout: lim.SendTimeout, HTTP2MaxResetRate: lim.HTTP2MaxResetRate,
 		MaxRequestsPerClient: lim.MaxRequestsPerClient, ClientRequests: &l.requests,
+		RequestBuffer: lim.RequestBuffer,
 	}.WithDefaults()
 	s.h1 = &h1server.Server{
 		Handler:           http.HandlerFunc(l.serveHTTP),

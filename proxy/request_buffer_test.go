@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
+)
+
+// sendHead sends a POST head with Expect: 100-continue and waits for the
+// proxy's 100 Continue: the proxy's handler is then reading the body.
+func sendHead(t *testing.T, c net.Conn, br *bufio.Reader, length int) {
+	t.Helper()
+	fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", length)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
+		t.Fatalf("100 Continue not followed by an empty line: %q %v", blank, err)
+	}
+}
+
+// TestSlowUploadHoldsNoTarget: a body of declared length within
+// request_buffer is read whole before a target is picked: while it
+// trickles in, no target connection is taken and the backend sees
+// nothing; once whole it goes through as sent.
+func TestSlowUploadHoldsNoTarget(t *testing.T) {
+	var hits atomic.Int64
+	backend := countingBackend(t, "b", &hits)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	br := bufio.NewReader(c)
+	body := strings.Repeat("x", 40<<10)
+	sendHead(t, c, br, len(body))
+	io.WriteString(c, body[:len(body)/2])
+	target := f.p.Upstream("u").Targets()[0]
+	for range 5 { // the proxy reads what came, and waits
+		time.Sleep(5 * time.Millisecond)
+		if n := target.InFlight(); n != 0 || hits.Load() != 0 {
+			t.Fatalf("half a body in: %d request(s) on the target, %d at the backend", n, hits.Load())
+		}
+	}
+	io.WriteString(c, body[len(body)/2:])
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || string(got) != "b:"+body {
+		t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
+	}
+}
+
+// TestBufferedUploadFailures: a buffered body that stalls past
+// body_timeout gets 408, and one cut short ends the connection with no
+// answer; neither reaches the backend or is charged to the target.
+func TestBufferedUploadFailures(t *testing.T) {
+	for _, stall := range []bool{true, false} {
+		t.Run(fmt.Sprint("stall=", stall), func(t *testing.T) {
+			var hits atomic.Int64
+			backend := countingBackend(t, "b", &hits)
+			cfg := proxyTo(addrOf(backend))
+			cfg.Limits.BodyTimeout = 100 * time.Millisecond
+			cfg.Upstreams[0].HealthCheck.Passive = PassiveHealthConfig{MaxFails: 1, Cooldown: time.Hour}
+			f := newFront(t, cfg, frontOpts{})
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+			br := bufio.NewReader(c)
+			sendHead(t, c, br, 1000)
+			io.WriteString(c, "partial")
+			if stall {
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.StatusCode != http.StatusRequestTimeout {
+					t.Errorf("stalled body: %d, want 408", res.StatusCode)
+				}
+			} else {
+				c.(*net.TCPConn).CloseWrite()
+				if res, err := http.ReadResponse(br, nil); err == nil {
+					t.Errorf("a body cut short was answered %d", res.StatusCode)
+				}
+			}
+			if hits.Load() != 0 {
+				t.Error("the backend got a request whose body never came whole")
+			}
+			if !f.p.Upstream("u").Targets()[0].Healthy() {
+				t.Error("the client's failure was charged to the target")
+			}
+		})
+	}
+}
+
+// TestBufferedUploadRetried: a buffered body goes again to the next
+// target after a connect failure (nothing of it was sent), whole.
+func TestBufferedUploadRetried(t *testing.T) {
+	var hits atomic.Int64
+	live := countingBackend(t, "live", &hits)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: deadAddr(t)}, {Address: addrOf(live)}},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}}}},
+		Sites: oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	body := strings.Repeat("y", 10<<10)
+	for range 2 {
+		if code, got := doReq(t, c, "POST", f.url+"/", body); code != 200 || got != "live:"+body {
+			t.Fatalf("POST: %d, %d bytes", code, len(got))
+		}
+	}
+}
