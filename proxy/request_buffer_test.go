@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,5 +127,23 @@ func TestBufferedUploadRetried(t *testing.T) {
 		if code, got := doReq(t, c, "POST", f.url+"/", body); code != 200 || got != "live:"+body {
 			t.Fatalf("POST: %d, %d bytes", code, len(got))
 		}
+	}
+}
+
+// TestBufferedUploadSlowTarget: once a buffered body is whole, the body
+// timeout no longer runs on the client's connection: a target that takes
+// longer than body_timeout to answer still gets its answer through.
+func TestBufferedUploadSlowTarget(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(400 * time.Millisecond)
+		w.Write(b)
+	}))
+	t.Cleanup(backend.Close)
+	cfg := proxyTo(addrOf(backend))
+	cfg.Limits.BodyTimeout = 100 * time.Millisecond
+	f := newFront(t, cfg, frontOpts{})
+	if code, got := doReq(t, testClient(t), "POST", f.url+"/", "payload"); code != 200 || got != "payload" {
+		t.Errorf("got %d %q, want 200 and the body echoed", code, got)
 	}
 }

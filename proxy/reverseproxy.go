@@ -518,19 +518,6 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 			b.preEOF, err = true, nil
 		}
 	}
-	if err == nil && !b.preEOF {
-		// The end, read now: it releases the body timeout's deadline on
-		// the client's connection, which must not run while the target
-		// answers.
-		var one [1]byte
-		var n int
-		switch n, err = b.readClient(one[:]); {
-		case err == io.EOF:
-			b.preEOF, err = true, nil
-		case err == nil && n > 0:
-			err = errors.New("request body longer than its Content-Length")
-		}
-	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
