@@ -53,7 +53,7 @@ func TestOwnPathAllocs(t *testing.T) {
 						Routes: []RouteConfig{
 							{PathPrefix: "/other", Respond: &RespondConfig{Body: "no"}},
 							{
-								Hosts: []string{"*.test"}, PathPrefix: "/api/", Header: &HeaderMatch{Name: "x-user"},
+								Hosts: []string{"*.test"}, PathPrefix: "/api/", Headers: []HeaderMatch{{Name: "x-user"}},
 								Upstream: "u", StripPrefix: "/api",
 								RequestHeaders:  HeaderOps{Set: map[string]string{"x-env": "prod"}, Add: map[string]string{"x-tag": "a"}, Remove: []string{"cookie"}},
 								ResponseHeaders: HeaderOps{Set: map[string]string{"x-frame-options": "DENY"}, Remove: []string{"server"}},

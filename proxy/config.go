@@ -139,8 +139,8 @@ type RouteConfig struct {
 	// Path matches exactly this path. PathPrefix and Path are exclusive;
 	// with neither set every path matches.
 	Path string
-	// Header, when set, additionally requires a request header.
-	Header *HeaderMatch
+	// Headers additionally requires request headers: every one of them.
+	Headers []HeaderMatch
 
 	// Upstream names the upstream pool that serves this route.
 	Upstream string

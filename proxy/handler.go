@@ -63,8 +63,7 @@ type route struct {
 	hosts     []string
 	prefix    string
 	exact     string
-	hdrName   string
-	hdrValue  string
+	hdrs      []HeaderMatch // canonical names; all must match
 	up        *Upstream
 	respond   *RespondConfig
 	respondCT []string // Content-Type of respond, shared (len == cap == 1)
@@ -224,9 +223,8 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 	for _, h := range rc.Hosts {
 		rt.hosts = append(rt.hosts, frontdoor.NormalizeName(h))
 	}
-	if rc.Header != nil {
-		rt.hdrName = http.CanonicalHeaderKey(rc.Header.Name)
-		rt.hdrValue = rc.Header.Value
+	for _, m := range rc.Headers {
+		rt.hdrs = append(rt.hdrs, HeaderMatch{Name: http.CanonicalHeaderKey(m.Name), Value: m.Value})
 	}
 	switch rc.HostHeader {
 	case "":
@@ -321,9 +319,9 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 	if rt.prefix != "" && !strings.HasPrefix(p, rt.prefix) {
 		return false
 	}
-	if rt.hdrName != "" {
-		v, ok := r.Header[rt.hdrName]
-		if !ok || (rt.hdrValue != "" && (len(v) == 0 || v[0] != rt.hdrValue)) {
+	for _, m := range rt.hdrs {
+		v, ok := r.Header[m.Name]
+		if !ok || (m.Value != "" && (len(v) == 0 || v[0] != m.Value)) {
 			return false
 		}
 	}

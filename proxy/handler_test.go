@@ -58,7 +58,7 @@ func TestRouting(t *testing.T) {
 				{Name: "health", Path: "/healthz", Respond: &RespondConfig{Body: "ok\n"}},
 				{Name: "teapot", Path: "/tea", Respond: &RespondConfig{Status: 418, Body: "short and stout"}},
 				{Name: "old", PathPrefix: "/old/", Redirect: &RedirectConfig{To: "https://{host}{uri}", Status: 301}},
-				{Name: "canary", Header: &HeaderMatch{Name: "X-Canary", Value: "1"}, Upstream: "b"},
+				{Name: "canary", Headers: []HeaderMatch{{Name: "X-Canary", Value: "1"}}, Upstream: "b"},
 				{Name: "api-host", Hosts: []string{"api.example.test"}, Upstream: "b"},
 				{Name: "b-prefix", PathPrefix: "/b/", Upstream: "b"},
 				{Name: "default", PathPrefix: "/", Upstream: "a"},

@@ -108,17 +108,18 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 	default:
 		rc.HostHeader = r.HostHeader
 	}
-	if len(r.Header) > 0 {
-		names := make([]string, 0, len(r.Header))
-		for n := range r.Header {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		v := r.Header[names[0]]
+	// Every header matcher must match (conf.Route), in a fixed order.
+	names := make([]string, 0, len(r.Header))
+	for n := range r.Header {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v := r.Header[n]
 		if v == "*" {
 			v = ""
 		}
-		rc.Header = &proxy.HeaderMatch{Name: names[0], Value: v}
+		rc.Headers = append(rc.Headers, proxy.HeaderMatch{Name: n, Value: v})
 	}
 	if r.Respond != nil {
 		rc.Respond = &proxy.RespondConfig{Status: r.Respond.Status, Body: r.Respond.Body, ContentType: r.Respond.ContentType}

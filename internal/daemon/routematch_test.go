@@ -1,0 +1,45 @@
+package daemon
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/gmproxy/gmproxy/conf"
+)
+
+// TestRouteHeaderMatchesAll: a route's header matchers must all match
+// (conf.Route): with {X-A: 1, X-B: 2} a request with X-A: 1 alone, or
+// with X-B wrong, is not the route's and falls through to the next.
+func TestRouteHeaderMatchesAll(t *testing.T) {
+	cfg := &conf.Config{
+		Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Routes: []conf.Route{
+			{Name: "both", PathPrefix: "/", Header: map[string]string{"X-A": "1", "X-B": "2"}, Respond: &conf.Respond{Status: 200}},
+			{Name: "rest", PathPrefix: "/", Respond: &conf.Respond{Status: 404}},
+		}}},
+	}
+	url := plainProxy(t, cfg)
+	tr := &http.Transport{DisableKeepAlives: true}
+	for _, tc := range []struct {
+		hdr  map[string]string
+		want int
+	}{
+		{map[string]string{"X-A": "1", "X-B": "2"}, 200},
+		{map[string]string{"X-A": "1"}, 404},
+		{map[string]string{"X-A": "1", "X-B": "3"}, 404},
+		{map[string]string{"X-B": "2"}, 404},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, url+"/", nil)
+		req.Host = "localhost"
+		for k, v := range tc.hdr {
+			req.Header.Set(k, v)
+		}
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("headers %v: status %d, want %d", tc.hdr, res.StatusCode, tc.want)
+		}
+	}
+}
