@@ -176,6 +176,10 @@ type RouteConfig struct {
 	// event streams, gRPC and bodies of unknown length, which are always
 	// flushed immediately. Negative: flush after every write.
 	FlushInterval time.Duration
+	// TLSInfoHeaders, ClientCertHeaders and ClientCertPEM add the
+	// headers SiteConfig's fields of those names add, to this route's
+	// requests only (a site's apply to all its routes). Default false.
+	TLSInfoHeaders, ClientCertHeaders, ClientCertPEM bool
 	// AllowTrailers passes the client's request trailers to the backend:
 	// those it declared in its Trailer header, except the headers gmproxy
 	// sets or strips (SetRequestHeaders, also spelled with '_'), hop-by-hop

@@ -34,14 +34,11 @@ const (
 
 // site is one virtual host: its routes and header policy.
 type site struct {
-	p       *Proxy
-	name    string
-	names   []string
-	routes  []*route
-	tlsInfo bool
-	certHdr bool
-	certPEM bool
-	stream  *streamSite
+	p      *Proxy
+	name   string
+	names  []string
+	routes []*route
+	stream *streamSite
 	// clientAuth: the site's handshakes request or require client
 	// certificates.
 	clientAuth bool
@@ -59,24 +56,27 @@ const (
 
 // route is a compiled RouteConfig.
 type route struct {
-	name      string
-	hosts     []string
-	prefix    string
-	exact     string
-	hdrs      []HeaderMatch // canonical names; all must match
-	up        *Upstream
-	respond   *RespondConfig
-	respondCT []string // Content-Type of respond, shared (len == cap == 1)
-	respondB  []byte   // body of respond, read-only
-	redirTo   string
-	redirCode int
-	strip     string
-	host      hostMode
-	hostValue string
-	reqOps    headerOps
-	resOps    headerOps
-	maxBody   int64
-	retryIdem bool
+	name   string
+	hosts  []string
+	prefix string
+	exact  string
+	hdrs   []HeaderMatch // canonical names; all must match
+	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
+	// this route's requests get (its own or its site's settings).
+	tlsInfo, certHdr, certPEM bool
+	up                        *Upstream
+	respond                   *RespondConfig
+	respondCT                 []string // Content-Type of respond, shared (len == cap == 1)
+	respondB                  []byte   // body of respond, read-only
+	redirTo                   string
+	redirCode                 int
+	strip                     string
+	host                      hostMode
+	hostValue                 string
+	reqOps                    headerOps
+	resOps                    headerOps
+	maxBody                   int64
+	retryIdem                 bool
 	// retry is the route's own retry policy (RouteConfig.Retries), nil:
 	// the upstream's.
 	retry *RetryConfig
@@ -154,7 +154,7 @@ func (o *headerOps) names(k string) bool {
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
-	s := &site{p: p, name: sc.Name, tlsInfo: sc.TLSInfoHeaders, certHdr: sc.ClientCertHeaders, certPEM: sc.ClientCertPEM, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy}
+	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy}
 	for _, n := range sc.ServerNames {
 		s.names = append(s.names, frontdoor.NormalizeName(n))
 	}
@@ -172,10 +172,14 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		s.stream = st
 	}
 	for i := range sc.Routes {
-		rt, err := compileRoute(p, &sc.Routes[i])
+		rc := &sc.Routes[i]
+		rt, err := compileRoute(p, rc)
 		if err != nil {
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
+		rt.tlsInfo = sc.TLSInfoHeaders || rc.TLSInfoHeaders
+		rt.certHdr = sc.ClientCertHeaders || rc.ClientCertHeaders
+		rt.certPEM = sc.ClientCertPEM || rc.ClientCertPEM
 		s.routes = append(s.routes, rt)
 	}
 	return s, nil
@@ -599,13 +603,13 @@ func (p *Proxy) trusted(ip string) bool {
 	return err == nil && inPrefixes(p.trustedNets, a)
 }
 
-// setForwarded sets the forwarded and TLS headers on h, the outgoing
+// setForwarded sets the forwarded and TLS headers (those rt asks for) on h, the outgoing
 // request's header from outgoingHeader (which left the client's copies of
 // the headers set here out, except the X-Forwarded-* ones that a trusted
 // proxy's values extend), and removes TrustedOnlyRequestHeaders unless the
 // peer is a trusted proxy. It returns the client IP used for balancing
 // (X-Real-IP).
-func (s *site) setForwarded(rs *reqState, h http.Header, r *http.Request) string {
+func (s *site) setForwarded(rs *reqState, rt *route, h http.Header, r *http.Request) string {
 	p, ci, vals := s.p, rs.ci, &rs.hdrVals
 	peer := clientAddr(r)
 	trusted := p.trusted(peer)
@@ -651,8 +655,8 @@ func (s *site) setForwarded(rs *reqState, h http.Header, r *http.Request) string
 	if !trusted || len(h[HeaderForwardedHost]) == 0 {
 		setHeader(h, HeaderForwardedHost, r.Host, vals[3:4:4])
 	}
-	if ci != nil && ci.hasState && (s.tlsInfo || s.certHdr) {
-		s.setTLSHeaders(h, ci)
+	if ci != nil && ci.hasState && (rt.tlsInfo || rt.certHdr) {
+		rt.setTLSHeaders(h, ci)
 	}
 	return real
 }
@@ -667,14 +671,14 @@ func setHeader(h http.Header, k, v string, store []string) {
 
 // setTLSHeaders sets the TLS information and client-certificate headers
 // from the connection's precomputed values (no per-request work).
-func (s *site) setTLSHeaders(h http.Header, ci *connInfo) {
+func (rt *route) setTLSHeaders(h http.Header, ci *connInfo) {
 	v := ci.tls()
-	if s.tlsInfo {
+	if rt.tlsInfo {
 		h[HeaderSSLProtocol] = v.protocol
 		h[HeaderSSLCipher] = v.cipher
 		h[HeaderSSLReused] = v.reused
 	}
-	if !s.certHdr {
+	if !rt.certHdr {
 		return
 	}
 	h[HeaderClientVerify] = v.verify
@@ -686,7 +690,7 @@ func (s *site) setTLSHeaders(h http.Header, ci *connInfo) {
 	if v.serial != nil {
 		h[HeaderClientSerial] = v.serial
 	}
-	if s.certPEM {
+	if rt.certPEM {
 		h[HeaderClientCert] = ci.certPEM()
 	}
 }

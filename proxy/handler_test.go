@@ -540,3 +540,39 @@ func TestRedirectPlaceholders(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteTLSHeaders: tls_info_headers, client_cert_headers and
+// client_cert_pem are a route's: the client's certificate and the
+// connection's TLS details reach the upstream of the route that asks for
+// them, not those of the site's other routes.
+func TestRouteTLSHeaders(t *testing.T) {
+	e := echoBackend(t)
+	cert := testClientCert(t)
+	st := frontdoor.ConnState{
+		Site: "s", Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3",
+		SNI: "example.test", ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert},
+	}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Routes: []RouteConfig{
+			{PathPrefix: "/id/", Upstream: "e", TLSInfoHeaders: true, ClientCertHeaders: true, ClientCertPEM: true},
+			{PathPrefix: "/", Upstream: "e"},
+		}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &st})
+	c := testClient(t)
+	_, body, _ := get(t, c, f.url+"/id/", "Host", "example.test")
+	h := decodeSeen(t, body).Header
+	for _, k := range []string{"X-Ssl-Protocol", "X-Ssl-Client-Verify", "X-Ssl-Client-S-Dn", "X-Ssl-Client-Cert"} {
+		if h.Get(k) == "" {
+			t.Errorf("route with the TLS and certificate headers: %s missing", k)
+		}
+	}
+	_, body, _ = get(t, c, f.url+"/other", "Host", "example.test")
+	h = decodeSeen(t, body).Header
+	for _, k := range []string{"X-Ssl-Protocol", "X-Ssl-Cipher", "X-Ssl-Client-Verify", "X-Ssl-Client-S-Dn", "X-Ssl-Client-Cert"} {
+		if v := h.Get(k); v != "" {
+			t.Errorf("route without them: %s = %q reached its upstream", k, v)
+		}
+	}
+}

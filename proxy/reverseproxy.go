@@ -561,7 +561,7 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // do not let the transport add Go's
 	}
-	clientIP = s.setForwarded(rs, h, r)
+	clientIP = s.setForwarded(rs, rt, h, r)
 	rt.reqOps.apply(h)
 
 	rs.setURL(r, rt)

@@ -251,7 +251,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 			h["Sec-Websocket-Version"] = []string{"13"}
 		}
 	}
-	clientIP := s.setForwarded(rs, h, r)
+	clientIP := s.setForwarded(rs, rt, h, r)
 	rt.reqOps.apply(h)
 	// The WebSocket handshake with the target is the proxy's own (RFC
 	// 8441 §5 has none on the h2 side), so the proxy checks its answer

@@ -41,9 +41,6 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 		s := &cfg.Sites[i]
 		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone, ClientAuthPolicy: clientAuthPolicy(s)}
 		for _, r := range s.Routes {
-			sc.TLSInfoHeaders = sc.TLSInfoHeaders || r.TLSInfoHeaders
-			sc.ClientCertHeaders = sc.ClientCertHeaders || r.ClientCertHeaders
-			sc.ClientCertPEM = sc.ClientCertPEM || r.ClientCertPEM
 			sc.Routes = append(sc.Routes, routeConfig(r))
 		}
 		if st := s.Stream; st != nil {
@@ -93,7 +90,12 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		ResponseHeaders: proxy.HeaderOps{Set: r.ResponseHeaders.Set, Add: r.ResponseHeaders.Add, Remove: r.ResponseHeaders.Remove},
 		MaxBodyBytes:    int64(r.MaxBody),
 		AllowTrailers:   r.AllowTrailers,
-		Upgrades:        r.Upgrades,
+		// The route's own: the site's other routes do not send the
+		// client's certificate to their upstreams.
+		TLSInfoHeaders:    r.TLSInfoHeaders,
+		ClientCertHeaders: r.ClientCertHeaders,
+		ClientCertPEM:     r.ClientCertPEM,
+		Upgrades:          r.Upgrades,
 		// conf: idempotent requests are retried after a failure regardless.
 		RetryIdempotent: true,
 	}

@@ -43,3 +43,28 @@ func TestRouteHeaderMatchesAll(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteTLSHeadersPerRoute: tls_info_headers, client_cert_headers and
+// client_cert_pem are settings of a route (conf.Route): the proxy gets
+// them on that route, not on the site, where every route's upstream
+// would receive the client's certificate.
+func TestRouteTLSHeadersPerRoute(t *testing.T) {
+	cfg := &conf.Config{
+		Upstreams: []conf.Upstream{defaultsUpstream("id", "127.0.0.1:1"), defaultsUpstream("app", "127.0.0.1:1")},
+		Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Routes: []conf.Route{
+			{Name: "id", PathPrefix: "/id/", Upstream: "id", TLSInfoHeaders: true, ClientCertHeaders: true, ClientCertPEM: true},
+			{Name: "app", PathPrefix: "/", Upstream: "app"},
+		}}},
+	}
+	sc := proxyConfig(cfg).Sites[0]
+	if sc.TLSInfoHeaders || sc.ClientCertHeaders || sc.ClientCertPEM {
+		t.Errorf("site-wide TLS/certificate headers (info %v, cert %v, pem %v): route app's upstream gets them too",
+			sc.TLSInfoHeaders, sc.ClientCertHeaders, sc.ClientCertPEM)
+	}
+	if r := sc.Routes[0]; !r.TLSInfoHeaders || !r.ClientCertHeaders || !r.ClientCertPEM {
+		t.Errorf("route id: info %v, cert %v, pem %v; want all", r.TLSInfoHeaders, r.ClientCertHeaders, r.ClientCertPEM)
+	}
+	if r := sc.Routes[1]; r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM {
+		t.Errorf("route app: info %v, cert %v, pem %v; want none", r.TLSInfoHeaders, r.ClientCertHeaders, r.ClientCertPEM)
+	}
+}
