@@ -444,9 +444,10 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case rt.redirTo != "":
 		// {path} is the normalised path the route matched (escaped, as
-		// it goes into a URL), {uri} the request target as sent.
+		// it goes into a URL), {uri} the request target as sent, in
+		// origin form.
 		to := strings.NewReplacer("{host}", host, "{path}", r.URL.EscapedPath(), "{query}", r.URL.RawQuery,
-			"{uri}", r.RequestURI).Replace(rt.redirTo)
+			"{uri}", originForm(r.RequestURI)).Replace(rt.redirTo)
 		rt.resOps.apply(rs.w.Header())
 		http.Redirect(&rs.w, r, to, rt.redirCode)
 	default:
@@ -478,6 +479,27 @@ func targetOK(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// originForm returns a request target (targetOK) as its path and query
+// (RFC 9112 §3.2.1): an absolute-form target ("http://h.test/a?x",
+// §3.2.2) without its scheme and authority, "/" for an empty path.
+func originForm(target string) string {
+	if strings.HasPrefix(target, "/") || target == "*" {
+		return target
+	}
+	_, rest, ok := strings.Cut(target, "://")
+	if !ok {
+		return target
+	}
+	i := strings.IndexAny(rest, "/?")
+	switch {
+	case i < 0:
+		return "/"
+	case rest[i] == '?':
+		return "/" + rest[i:]
+	}
+	return rest[i:]
 }
 
 // firstName returns the site's first exact server name, "" without one.

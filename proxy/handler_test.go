@@ -576,3 +576,28 @@ func TestRouteTLSHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectURIOfAbsoluteForm: {uri} is the path and query (conf), also
+// of a request in absolute form (RFC 9112 §3.2.2), whose request target
+// holds a scheme and authority too: "https://new.test{uri}" must not
+// become "https://new.testhttp://h.test/u/a".
+func TestRedirectURIOfAbsoluteForm(t *testing.T) {
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/u/", Redirect: &RedirectConfig{To: "https://new.test{uri}", Status: 308}},
+		RouteConfig{Redirect: &RedirectConfig{To: "https://new.test{uri}", Status: 308}},
+	)}
+	f := newFront(t, cfg, frontOpts{})
+	for target, want := range map[string]string{
+		"http://h.test/u/a?x=1": "https://new.test/u/a?x=1",
+		"http://h.test/u/a":     "https://new.test/u/a",
+		"http://h.test":         "https://new.test/",
+		"http://h.test?x=1":     "https://new.test/?x=1",
+		"/u/a?x=1":              "https://new.test/u/a?x=1",
+	} {
+		res, c, _ := rawExchange(t, f.addr, "GET "+target+" HTTP/1.1\r\nHost: h.test\r\nConnection: close\r\n\r\n")
+		c.Close()
+		if got := res.Header.Get("Location"); res.StatusCode != 308 || got != want {
+			t.Errorf("GET %s: %d Location %q, want 308 %q", target, res.StatusCode, got, want)
+		}
+	}
+}
