@@ -20,6 +20,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // echoBackend answers with the request it saw, as JSON.
@@ -598,6 +599,43 @@ func TestRedirectURIOfAbsoluteForm(t *testing.T) {
 		c.Close()
 		if got := res.Header.Get("Location"); res.StatusCode != 308 || got != want {
 			t.Errorf("GET %s: %d Location %q, want 308 %q", target, res.StatusCode, got, want)
+		}
+	}
+}
+
+// TestStripPrefixKeepsEscapes: strip_prefix removes the prefix and leaves
+// the rest of the path as the client escaped it: an encoded slash in a
+// name ("group%2Fproject", as GitLab's API takes it) stays one, as it does
+// on a route without strip_prefix, rather than become a path separator.
+func TestStripPrefixKeepsEscapes(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{PathPrefix: "/gl/", StripPrefix: "/gl", Upstream: "u"},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for target, want := range map[string]string{
+		"/gl/api/projects/group%2Fproject?x=1": "GET /api/projects/group%2Fproject?x=1 ",
+		"/gl/a%2Fb":                            "GET /a%2Fb ",
+		"/gl/a%20b":                            "GET /a%20b ",
+		"/plain/group%2Fproject":               "GET /plain/group%2Fproject ",
+	} {
+		res, c, _ := rawExchange(t, f.addr, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
+		c.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("GET %s: status %d", target, res.StatusCode)
+			continue
+		}
+		select {
+		case got := <-rec.got:
+			if !strings.HasPrefix(got, want) {
+				line, _, _ := strings.Cut(got, "\r\n")
+				t.Errorf("GET %s reached the target as %q, want %q", target, line, want)
+			}
+		case <-time.After(testwait.Bound(10 * time.Second)):
+			t.Fatalf("GET %s: nothing reached the target", target)
 		}
 	}
 }

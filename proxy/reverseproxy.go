@@ -569,13 +569,21 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 }
 
 // setURL sets rs.url to r's URL on rt's upstream, with the route's
-// strip_prefix removed.
+// strip_prefix removed. The rest keeps the client's escaping when the
+// prefix is written the same in it: an escaped slash ("a%2Fb") stays one,
+// as on a route that strips nothing.
 func (rs *reqState) setURL(r *http.Request, rt *route) {
 	rs.url = *r.URL
 	rs.url.Scheme = rt.up.scheme
 	if rt.strip != "" && strings.HasPrefix(rs.url.Path, rt.strip) {
+		raw := ""
+		if rs.url.RawPath != "" {
+			if esc := rs.url.EscapedPath(); strings.HasPrefix(esc, rt.strip) {
+				raw = stripPrefix(esc, rt.strip) // dropped by EscapedPath unless it encodes Path
+			}
+		}
 		rs.url.Path = stripPrefix(rs.url.Path, rt.strip)
-		rs.url.RawPath = ""
+		rs.url.RawPath = raw
 	}
 }
 
