@@ -523,7 +523,8 @@ type Route struct {
 
 // Respond is a fixed response.
 type Respond struct {
-	// Status is the HTTP status code. Default 200.
+	// Status is the HTTP status code, that of a final response: 200 to
+	// 599. Default 200.
 	Status int `yaml:"status"`
 	// Body is the response body. Default empty.
 	Body string `yaml:"body"`

@@ -497,7 +497,8 @@
 //
 // This section is a fixed response.
 //
-//   - status (integer): status is the HTTP status code. Default 200.
+//   - status (integer): status is the HTTP status code, that of a final
+//     response: 200 to 599. Default 200.
 //   - body (string): body is the response body. Default empty.
 //   - content_type (string): content_type is the Content-Type header. Default
 //     "text/plain; charset=utf-8".

@@ -552,8 +552,11 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 	}
 	if r.Respond != nil {
 		actions++
-		if r.Respond.Status < 100 || r.Respond.Status > 599 {
-			v.errf(p+".respond.status", "use an HTTP status code from 100 to 599", "invalid status %d", r.Respond.Status)
+		// A final status (RFC 9110 §15): a 1xx is informational; the
+		// client would get it and then an implicit 200, or after a 101
+		// take the connection as switched to no protocol.
+		if r.Respond.Status < 200 || r.Respond.Status > 599 {
+			v.errf(p+".respond.status", "use the status code of a final response, 200 to 599", "invalid status %d", r.Respond.Status)
 		}
 	}
 	if r.Redirect != nil {

@@ -217,7 +217,7 @@ type HeaderOps struct {
 
 // RespondConfig is a fixed response.
 type RespondConfig struct {
-	// Status code. Default 200.
+	// Status code, that of a final response: 200 to 599. Default 200.
 	Status int
 	// Body text.
 	Body string

@@ -251,8 +251,11 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 		if r.Status == 0 {
 			r.Status = http.StatusOK
 		}
-		if r.Status < 100 || r.Status > 999 {
-			return nil, fmt.Errorf("route %s: bad respond status %d", rt.name, r.Status)
+		if r.Status < 200 || r.Status > 599 {
+			// A final status (RFC 9110 §15): a 1xx is informational, so
+			// the client would get it and then an implicit 200, or after
+			// a 101 take the connection as switched to no protocol.
+			return nil, fmt.Errorf("route %s: bad respond status %d: want 200 to 599", rt.name, r.Status)
 		}
 		if r.ContentType == "" {
 			r.ContentType = "text/plain; charset=utf-8"

@@ -333,6 +333,12 @@ func TestConfigErrors(t *testing.T) {
 		"bad protocol":     {Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: "127.0.0.1:1"}}, Protocol: "gopher"}}, Sites: oneSite(RouteConfig{Upstream: "u"})},
 		"bad trusted":      {TrustedProxies: []string{"not-an-ip"}, Sites: oneSite(RouteConfig{Respond: &RespondConfig{}})},
 		"no sites":         {},
+		// An informational status is no final response (RFC 9110
+		// §15.2): 101 would switch the connection to no protocol, 103
+		// goes out ahead of an implicit 200.
+		"respond 101": {Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 101}})},
+		"respond 103": {Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 103, Body: "x"}})},
+		"respond 600": {Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 600}})},
 	} {
 		if p, err := New(cfg, nil, testLogger(t)); err == nil {
 			p.Close()
