@@ -446,10 +446,15 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	case rt.redirTo != "":
-		// {path} is the normalised path the route matched (escaped, as
-		// it goes into a URL), {uri} the request target as sent, in
-		// origin form.
-		to := strings.NewReplacer("{host}", host, "{path}", r.URL.EscapedPath(), "{query}", r.URL.RawQuery,
+		// {host} is the host without port, as it goes into a URL;
+		// {path} the normalised path the route matched (escaped, as it
+		// goes into a URL), {uri} the request target as sent, in origin
+		// form.
+		uhost := host
+		if strings.Contains(uhost, ":") {
+			uhost = "[" + uhost + "]" // an IPv6 literal (RFC 3986 §3.2.2)
+		}
+		to := strings.NewReplacer("{host}", uhost, "{path}", r.URL.EscapedPath(), "{query}", r.URL.RawQuery,
 			"{uri}", originForm(r.RequestURI)).Replace(rt.redirTo)
 		rt.resOps.apply(rs.w.Header())
 		http.Redirect(&rs.w, r, to, rt.redirCode)

@@ -645,3 +645,24 @@ func TestStripPrefixKeepsEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectHostIPv6: {host} of a request to an IPv6 literal
+// ("Host: [::1]:8443") keeps its brackets (RFC 3986 §3.2.2):
+// "https://{host}{uri}" must give https://[::1]/a, not https://::1/a,
+// which names no host.
+func TestRedirectHostIPv6(t *testing.T) {
+	cfg := Config{Sites: oneSite(RouteConfig{Redirect: &RedirectConfig{To: "https://{host}{uri}", Status: 308}})}
+	f := newFront(t, cfg, frontOpts{})
+	for host, want := range map[string]string{
+		"[::1]:8443":     "https://[::1]/a?b",
+		"[::1]":          "https://[::1]/a?b",
+		"127.0.0.1:8443": "https://127.0.0.1/a?b",
+		"example.test":   "https://example.test/a?b",
+	} {
+		res, c, _ := rawExchange(t, f.addr, "GET /a?b HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		c.Close()
+		if got := res.Header.Get("Location"); res.StatusCode != 308 || got != want {
+			t.Errorf("Host %s: %d Location %q, want 308 %q", host, res.StatusCode, got, want)
+		}
+	}
+}
