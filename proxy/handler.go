@@ -399,6 +399,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// route changes without them would pass a route that answers or
 		// denies their path itself.
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "path parameters (;) route "+strconv.Quote(r.URL.Path)+" elsewhere")
+	case strings.IndexByte(r.URL.Path, '\\') >= 0 && s.routesElsewhere(r, host, backslashPath(r.URL.Path), rt):
+		// IIS, ASP.NET and other Windows backends read '\' (as is or
+		// %5C) as '/' ("/x/..\admin/" and "/admin\" are /admin/ to
+		// them), servlet containers then drop ";params" too.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "backslashes route "+strconv.Quote(r.URL.Path)+" elsewhere")
 	case r.Method == http.MethodConnect && !isExtendedConnect(r):
 		// RFC 9110 §9.3.6: CONNECT asks for a tunnel to the authority, which
 		// a reverse proxy does not open. Forwarded, its content would reach
@@ -461,6 +466,13 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.forward(rs, r, rt)
 	}
+}
+
+// routesElsewhere reports whether the path p, a reading of r's path by
+// some backend, or p without its path parameters (paramlessPath), goes to
+// another route than rt.
+func (s *site) routesElsewhere(r *http.Request, host, p string, rt *route) bool {
+	return s.match(r, host, p) != rt || strings.IndexByte(p, ';') >= 0 && s.match(r, host, paramlessPath(p)) != rt
 }
 
 // targetOK reports whether r's request-target may go to a target: an

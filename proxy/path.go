@@ -44,3 +44,11 @@ func paramlessPath(p string) string {
 	np, _ := normalPath(b.String())
 	return np
 }
+
+// backslashPath is p with each '\' read as '/' and then normalised: the
+// path as IIS, ASP.NET and other Windows backends resolve it
+// ("/x/..\admin/" and "/admin\" are /admin/ to them).
+func backslashPath(p string) string {
+	np, _ := normalPath(strings.ReplaceAll(p, `\`, "/"))
+	return np
+}

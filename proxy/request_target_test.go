@@ -177,3 +177,30 @@ func siteBFront(t *testing.T) (addr string, rec *rawRecorder) {
 	st := &frontdoor.ConnState{Site: "b", SNI: "b.example", Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3", Cipher: "TLS_AES_128_GCM_SHA256"}
 	return newFront(t, cfg, frontOpts{state: st}).addr, rec
 }
+
+// TestBackslashDoesNotPassDenyRoute: IIS, ASP.NET and other Windows
+// backends read '\' (sent as is or as %5C) as '/', so they serve
+// /x/..\admin/ as /admin/. A request whose path routes elsewhere with its
+// backslashes read as slashes is refused (400), so it cannot pass a route
+// that denies /admin/; a backslash that leaves the route as it is goes
+// through as sent.
+func TestBackslashDoesNotPassDenyRoute(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "deny", PathPrefix: "/admin/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for _, p := range []string{`/x/..\admin/`, `/x/..%5Cadmin/`, `/x/..%5cadmin/`, `\admin\`, `/admin\`, `/.\admin/`} {
+		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400", "403")
+	}
+	n := len(rec.all())
+	if st := statusOf(rawRoundTrip(t, f.addr, "GET /files/a%5Cb HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
+		t.Errorf("GET /files/a%%5Cb: got %q, want 200", st)
+	}
+	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], "GET /files/a%5Cb ") {
+		t.Errorf("the backend got %q, want the path as sent", got)
+	}
+}
