@@ -487,8 +487,9 @@ type Route struct {
 	// (usually equal to path_prefix without its trailing slash).
 	StripPrefix string `yaml:"strip_prefix"`
 	// HostHeader is the Host sent upstream: "passthrough" keeps the
-	// client's, "upstream" uses the target's address, anything else is sent
-	// as given. Default passthrough.
+	// client's, "upstream" uses the target's address, anything else (a
+	// host name or IP address with an optional :port) is sent as given.
+	// Default passthrough.
 	HostHeader string `yaml:"host_header"`
 	// MaxBody bounds the request body (e.g. 10MiB); larger requests get 413.
 	// 0 means unlimited. Default 0.

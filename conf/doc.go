@@ -468,7 +468,8 @@
 //     slash).
 //   - host_header (string): host_header is the Host sent upstream:
 //     "passthrough" keeps the client's, "upstream" uses the target's address,
-//     anything else is sent as given. Default passthrough.
+//     anything else (a host name or IP address with an optional :port) is sent
+//     as given. Default passthrough.
 //   - max_body (size): max_body bounds the request body (e.g. 10MiB); larger
 //     requests get 413. 0 means unlimited. Default 0.
 //   - retries (optional section, see sites[].routes[].retries): retries

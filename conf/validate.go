@@ -136,6 +136,49 @@ func validHostName(s string) bool {
 	return len(s) <= 253 && hostLabelRE.MatchString(s)
 }
 
+// validHostPort reports whether s is a host name or IP address (IPv6 in
+// brackets) with an optional ":port", as a Host field holds (RFC 9110
+// §7.2).
+func validHostPort(s string) bool {
+	host, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return false
+		}
+		a, err := netip.ParseAddr(s[1:end])
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return false
+		}
+		if port = s[end+1:]; port != "" {
+			if port[0] != ':' {
+				return false
+			}
+			port = port[1:]
+			if port == "" {
+				return false
+			}
+		}
+	} else {
+		if i := strings.IndexByte(s, ':'); i >= 0 {
+			host, port = s[:i], s[i+1:]
+			if port == "" {
+				return false
+			}
+		}
+		if !validHostName(host) || strings.HasPrefix(host, "*") {
+			return false // a wildcard names no host
+		}
+	}
+	if port != "" {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 var tokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func (v *validator) prefixes(path string, list []string) {
@@ -612,8 +655,16 @@ func (v *validator) routeRewrites(r *Route, p string) {
 			v.warnf(p+".strip_prefix", "make strip_prefix a prefix of path_prefix", "strip_prefix %q is not a prefix of path_prefix %q, so it never applies to all matched requests", r.StripPrefix, r.PathPrefix)
 		}
 	}
-	if r.HostHeader == "" {
+	switch r.HostHeader {
+	case "":
 		v.errf(p+".host_header", "use passthrough, upstream or a host name", "host_header is empty")
+	case "passthrough", "upstream":
+	default:
+		// Sent as every request's Host: one that names no host would
+		// go out empty or as a list.
+		if !validHostPort(r.HostHeader) {
+			v.errf(p+".host_header", "use passthrough, upstream or a host name with an optional :port", "invalid host_header %q", r.HostHeader)
+		}
 	}
 }
 

@@ -235,6 +235,11 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 	case "{upstream}":
 		rt.host = hostUpstream
 	default:
+		if !ValidAuthority(rc.HostHeader) {
+			// Sent as every request's Host: one that names no host
+			// goes out empty or as a list.
+			return nil, fmt.Errorf("route %s: host_header %q is not a host[:port]", rt.name, rc.HostHeader)
+		}
 		rt.host, rt.hostValue = hostFixed, rc.HostHeader
 	}
 	actions := 0

@@ -339,6 +339,10 @@ func TestConfigErrors(t *testing.T) {
 		"respond 101": {Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 101}})},
 		"respond 103": {Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 103, Body: "x"}})},
 		"respond 600": {Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 600}})},
+		// Sent as the Host of every request: one that names no host
+		// reached the target empty or as a list.
+		"host_header with a space": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", HostHeader: "backend internal"})},
+		"host_header list":         {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", HostHeader: "a.example,b.example"})},
 	} {
 		if p, err := New(cfg, nil, testLogger(t)); err == nil {
 			p.Close()
