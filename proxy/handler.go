@@ -420,7 +420,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// write another request line to the target than the one routed.
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "method "+strconv.Quote(r.Method)+" is not a token (RFC 9110 §9.1)")
 	case !targetOK(r):
-		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "request target "+strconv.Quote(r.RequestURI)+" is not an absolute path (RFC 9112 §3.2)")
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "request target "+strconv.Quote(r.RequestURI)+" is not an absolute path (RFC 9112 §3.2) without NUL")
 	case r.Host == "" && rt != nil && rt.up != nil:
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "the request names no host and the site has no name to give the target")
 	case r.Host != "" && !ValidAuthority(r.Host):
@@ -485,11 +485,16 @@ func (s *site) routesElsewhere(r *http.Request, host, p string, rt *route) bool 
 // or "*" for OPTIONS (§3.2.4), without a byte a request line cannot carry
 // (space, controls, DEL: an h2 :path may hold them). An opaque target
 // ("x:admin/secret", "http:admin") has no path to route by, and frameworks
-// read it as the path the routes did not see.
+// read it as the path the routes did not see. Nor may its decoded path
+// hold a NUL (%00, refused by nginx too): backends in C and file APIs end
+// the path there, so "/admin%00" would be /admin to them, past a route
+// that matches /admin.
 func targetOK(r *http.Request) bool {
 	u := r.URL
 	switch {
 	case u.Opaque != "":
+		return false
+	case strings.IndexByte(u.Path, 0) >= 0:
 		return false
 	case u.Path == "*":
 		if r.Method != http.MethodOptions {

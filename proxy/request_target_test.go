@@ -204,3 +204,21 @@ func TestBackslashDoesNotPassDenyRoute(t *testing.T) {
 		t.Errorf("the backend got %q, want the path as sent", got)
 	}
 }
+
+// TestNULInPathRefused: a NUL in the decoded path (%00) is refused (400),
+// as nginx does: backends in C and many file APIs end the path at it, so
+// "/admin%00" would reach such a backend as /admin past a route that
+// denies /admin exactly, and "/admin/%00.png" past routes by suffix.
+func TestNULInPathRefused(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "deny", Path: "/admin", Respond: &RespondConfig{Status: 403, Body: "no"}},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for _, p := range []string{"/admin%00", "/admin%00.png", "/x%00/y"} {
+		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400")
+	}
+}
