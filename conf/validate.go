@@ -22,6 +22,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/sessioncache"
@@ -697,11 +698,21 @@ func (v *validator) headerEdits(h *HeaderEdits, p string) {
 			v.errf(kp, "header names are letters, digits and -", "invalid header name %q", name)
 		}
 	}
-	for name := range h.Set {
-		check(p+".set."+name, name)
+	// A value with a line break or another control byte (but HTAB) is
+	// no field value (RFC 9110 §5.5): the proxy would fail or alter every
+	// request or response it is set on.
+	checkValue := func(kp, value string) {
+		if !httpguts.ValidHeaderFieldValue(value) {
+			v.errf(kp, "remove the line break or control character (a | block ends with one: use a quoted string)", "invalid header value %q", value)
+		}
 	}
-	for name := range h.Add {
+	for name, value := range h.Set {
+		check(p+".set."+name, name)
+		checkValue(p+".set."+name, value)
+	}
+	for name, value := range h.Add {
 		check(p+".add."+name, name)
+		checkValue(p+".add."+name, value)
 	}
 	for i, name := range h.Remove {
 		check(fmt.Sprintf("%s.remove[%d]", p, i), name)

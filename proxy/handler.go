@@ -100,10 +100,21 @@ type headerKV struct {
 	val []string
 }
 
-func compileHeaderOps(o HeaderOps) headerOps {
+// compileHeaderOps compiles o, refusing a value that is no field value
+// (RFC 9110 §5.5: a line break or another control byte but HTAB): sent,
+// http.Transport would refuse every request (502, its target charged
+// with the failure) and an HTTP/1.1 writer alter the value.
+func compileHeaderOps(o HeaderOps) (headerOps, error) {
 	var h headerOps
 	for _, k := range o.Remove {
 		h.remove = append(h.remove, http.CanonicalHeaderKey(k))
+	}
+	for _, m := range []map[string]string{o.Set, o.Add} {
+		for k, v := range m {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return headerOps{}, fmt.Errorf("header %s: value %q has a control character", k, v)
+			}
+		}
 	}
 	for k, v := range o.Set {
 		h.set = append(h.set, headerKV{http.CanonicalHeaderKey(k), []string{v}})
@@ -111,7 +122,7 @@ func compileHeaderOps(o HeaderOps) headerOps {
 	for k, v := range o.Add {
 		h.add = append(h.add, headerKV{http.CanonicalHeaderKey(k), []string{v}})
 	}
-	return h
+	return h, nil
 }
 
 func (o *headerOps) apply(h http.Header) {
@@ -205,8 +216,6 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 		prefix:    rc.PathPrefix,
 		exact:     rc.Path,
 		strip:     rc.StripPrefix,
-		reqOps:    compileHeaderOps(rc.RequestHeaders),
-		resOps:    compileHeaderOps(rc.ResponseHeaders),
 		maxBody:   rc.MaxBodyBytes,
 		retryIdem: rc.RetryIdempotent,
 		retry:     rc.Retries,
@@ -220,6 +229,13 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 	}
 	if rt.name == "" {
 		rt.name = RouteLabel(rc)
+	}
+	var err error
+	if rt.reqOps, err = compileHeaderOps(rc.RequestHeaders); err != nil {
+		return nil, fmt.Errorf("route %s: request_headers: %w", rt.name, err)
+	}
+	if rt.resOps, err = compileHeaderOps(rc.ResponseHeaders); err != nil {
+		return nil, fmt.Errorf("route %s: response_headers: %w", rt.name, err)
 	}
 	if rt.prefix != "" && rt.exact != "" {
 		return nil, fmt.Errorf("route %s: path_prefix and path are exclusive", rt.name)

@@ -342,7 +342,12 @@ func TestConfigErrors(t *testing.T) {
 		// Sent as the Host of every request: one that names no host
 		// reached the target empty or as a list.
 		"host_header with a space": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", HostHeader: "backend internal"})},
-		"host_header list":         {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", HostHeader: "a.example,b.example"})},
+		// A value with a line break or other control byte: http.Transport
+		// refuses the request (502, the target charged), an HTTP/1.1
+		// writer alters it.
+		"request_headers value with a line break": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Set: map[string]string{"X-Token": "abc\n"}}})},
+		"response_headers value with a control":   {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, ResponseHeaders: HeaderOps{Add: map[string]string{"X-A": "a\x01b"}}})},
+		"host_header list":                        {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", HostHeader: "a.example,b.example"})},
 	} {
 		if p, err := New(cfg, nil, testLogger(t)); err == nil {
 			p.Close()
