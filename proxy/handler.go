@@ -688,8 +688,13 @@ func (s *site) setForwarded(rs *reqState, rt *route, h http.Header, r *http.Requ
 	}
 	real := peer
 	prior := h[HeaderForwardedFor]
+	var xff string
 	if trusted && len(prior) > 0 {
-		xff := strings.Join(prior, ", ")
+		// An empty field (a hop that had no address to add) is no chain:
+		// ", peer" would read as a first hop with no address.
+		xff = strings.TrimSpace(strings.Join(prior, ", "))
+	}
+	if xff != "" {
 		// X-Real-IP: the right-most address not from a trusted proxy.
 		rest := xff
 		for rest != "" {

@@ -293,6 +293,11 @@ func TestForwardedAndTLSHeaders(t *testing.T) {
 		if got := decodeSeen(t, body).Header.Get("X-Real-Ip"); got != "10.1.1.1" {
 			t.Errorf("X-Real-IP with a non-address hop: %q, want the last valid trusted hop", got)
 		}
+		// An empty X-Forwarded-For from a trusted hop is no chain.
+		_, body, _ = get(t, testClient(t), f.url+"/", "Host", "example.test", "X-Forwarded-For", " ")
+		if got := decodeSeen(t, body).Header.Get("X-Forwarded-For"); got != "127.0.0.1" {
+			t.Errorf("X-Forwarded-For after an empty one: %q, want the peer only", got)
+		}
 	})
 	t.Run("no client cert", func(t *testing.T) {
 		st2 := st
