@@ -371,3 +371,44 @@ func TestServerLimitsChangeWhileServing(t *testing.T) {
 		t.Error("the silent connection accepted before the change lost its minute of handshake timeout")
 	}
 }
+
+// TestTighterRateKeepsUsedTokens: a reload that tightens a client's rate
+// does not hand the client, throttled on an open connection, a fresh
+// burst: what it used under the old limits stays used.
+func TestTighterRateKeepsUsedTokens(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	edge := grantAll("edge", keys)
+	edge.Limits = Limits{Rate: 0.002, Burst: 2}
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge}}, nil)
+	rk := remote(t, newClient(t, edgeTLS, ks.addr), keys[0])
+	for i := range 2 {
+		if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+			t.Fatalf("operation %d within the burst: %v", i+1, err)
+		}
+	}
+	if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("beyond the burst: %v, want rate_limited", err)
+	}
+	tighter := edge
+	tighter.Limits = Limits{Rate: 0.001, Burst: 1}
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{tighter}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("after a reload to a tighter rate: %v, want rate_limited", err)
+	}
+	// A client that had no rate starts with its whole burst.
+	free := edge
+	free.Limits = Limits{}
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{free}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{tighter}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+		t.Errorf("the burst of a rate set on an unlimited client: %v", err)
+	}
+}

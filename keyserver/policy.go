@@ -348,7 +348,7 @@ func (s *clientState) setLimits(l Limits) {
 	}
 	if s.limits != l {
 		if s.limits.Rate != l.Rate || s.limits.Burst != l.Burst {
-			s.tokens, s.last = float64(l.Burst), time.Time{}
+			s.retoken(l, time.Now())
 		}
 		s.limits = l
 	}
@@ -356,6 +356,21 @@ func (s *clientState) setLimits(l Limits) {
 		return
 	}
 	s.shedLocked(s.open[min(l.MaxConns, len(s.open)):], shedLowered)
+}
+
+// retoken moves the token bucket to the rate and burst of l at now; s.mu
+// is held. What the client used under the old rate stays used (its tokens,
+// refilled up to now, carry over, at most the new burst): a reload that
+// tightens the rate must not hand a throttled client a fresh burst. A
+// client that had no rate, or sent nothing yet, starts with its burst.
+func (s *clientState) retoken(l Limits, now time.Time) {
+	old := s.limits
+	if old.Rate <= 0 || s.last.IsZero() {
+		s.tokens, s.last = float64(l.Burst), time.Time{}
+		return
+	}
+	t := min(float64(old.Burst), s.tokens+now.Sub(s.last).Seconds()*old.Rate)
+	s.tokens, s.last = min(t, float64(l.Burst)), now
 }
 
 // shedAll sheds every connection of the client (a reload removed it).
