@@ -350,6 +350,14 @@ func (e *endpoint) conn(ctx context.Context) (*muxConn, bool, error) {
 	e.mu.Lock()
 	e.dialing[i] = nil
 	close(wait)
+	if err == nil && e.c.closed.Load() {
+		// Close ran during the dial: its closeAll (under e.mu, after
+		// closed was set) did not see this connection, so it is closed
+		// here rather than kept, with its reader, until the key server's
+		// idle timeout.
+		mc.close(ErrClosed)
+		mc, err = nil, ErrClosed
+	}
 	if err == nil {
 		if old := e.conns[i]; old != nil {
 			old.close(ErrClosed)

@@ -292,3 +292,54 @@ func TestVersionMismatch(t *testing.T) {
 		}
 	}
 }
+
+// closeRecConn records that its connection was closed.
+type closeRecConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *closeRecConn) Close() error { c.closed.Store(true); return c.Conn.Close() }
+
+// TestCloseDuringDial: a connection whose dial was under way when the
+// Client closed is closed too, not kept (with its reader goroutine) until
+// the key server's idle timeout, and the operation that dialed it fails
+// with ErrClosed.
+func TestCloseDuringDial(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	e := tlsEndpoint(cliTLS, ks.addr)
+	dial := e.Dial
+	dialing, release := make(chan struct{}), make(chan struct{})
+	var conn atomic.Pointer[closeRecConn]
+	e.Dial = func(ctx context.Context) (net.Conn, error) {
+		close(dialing)
+		<-release
+		c, err := dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rc := &closeRecConn{Conn: c}
+		conn.Store(rc)
+		return rc, nil
+	}
+	kc := &Client{Endpoints: []Endpoint{e}, Timeout: 10 * time.Second, HealthInterval: time.Hour}
+	rk := remote(t, kc, keys[0])
+	errc := make(chan error, 1)
+	go func() {
+		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), nil)
+		errc <- err
+	}()
+	<-dialing
+	kc.Close()
+	close(release)
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Errorf("operation whose dial outlived Close: err = %v, want ErrClosed", err)
+	}
+	eventually(t, "connection dialed across Close closed", func() bool {
+		c := conn.Load()
+		return c != nil && c.closed.Load()
+	})
+}
