@@ -658,7 +658,21 @@ func (mc *muxConn) do(ctx context.Context, op Op, keyID, payload []byte) ([]byte
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	if err := mc.w.writeBy(deadline, id, byte(op), keyID, payload); err != nil {
+	if err := mc.w.writeBy(deadline, id, byte(op), keyID, payload); errors.Is(err, errFrameLate) {
+		// The operation's time ended before its request went out: it
+		// fails alone, its connection (and endpoint) not blamed.
+		mc.mu.Lock()
+		_, waiting := mc.pending[id]
+		delete(mc.pending, id)
+		mc.mu.Unlock()
+		if waiting {
+			answerChans.Put(ch)
+		}
+		if err := context.Cause(ctx); err != nil {
+			return nil, err
+		}
+		return nil, context.DeadlineExceeded // its deadline passed, not yet noticed by ctx
+	} else if err != nil {
 		mc.close(err)
 	}
 	select {

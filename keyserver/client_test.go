@@ -343,3 +343,44 @@ func TestCloseDuringDial(t *testing.T) {
 		return c != nil && c.closed.Load()
 	})
 }
+
+// TestExpiredCallerSparesSharedConnection: an operation whose context
+// ended before its request went out fails alone; it does not fail the
+// shared connection (a flush under a deadline already past), and with it
+// the operations of other handshakes waiting on it.
+func TestExpiredCallerSparesSharedConnection(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	release := make(chan struct{})
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.Observer = obs
+		s.runHook = func(Op, []byte) { <-release }
+	})
+	kc := newClient(t, cliTLS, ks.addr)
+	kc.Conns = 1
+	rk := remote(t, kc, keys[0])
+	errc := make(chan error, 1)
+	go func() {
+		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		errc <- err
+	}()
+	eventually(t, "operation in flight", func() bool { return obs.get(func(r *recObserver) int { return r.inFlight["edge"] }) == 1 })
+	kc.eps[0].mu.Lock()
+	mc := kc.eps[0].conns[0]
+	kc.eps[0].mu.Unlock()
+	// As when the deadline passes between call's check and the write.
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := mc.do(ctx, OpPing, nil, nil); err == nil {
+		t.Error("operation with an expired context succeeded")
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Errorf("operation on the shared connection: %v", err)
+	}
+	if mc.isDead() {
+		t.Error("the shared connection was closed")
+	}
+}

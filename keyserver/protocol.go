@@ -233,9 +233,16 @@ func (w *frameWriter) write(id uint32, typ byte, a, b []byte) error {
 	return w.writeBy(time.Now().Add(w.timeout), id, typ, a, b)
 }
 
+// errFrameLate is writeBy's error for a frame whose deadline had passed
+// when its turn came: it was not sent, and the writer is still usable.
+var errFrameLate = errors.New("deadline passed before the frame was sent")
+
 // writeBy sends the frame id, typ, a || b, by deadline at the latest.
 // A writer waiting behind a blocked one waits as long as that one's
-// deadline at most: then the writer has failed for all.
+// deadline at most: then the writer has failed for all. A frame whose
+// deadline has already passed is not sent (errFrameLate): a flush under
+// it would fail at once and fail the writer, and with it the other
+// requests of a shared connection, for one caller that ran out of time.
 func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []byte) error {
 	n := frameSize(a, b)
 	if n > MaxFrame {
@@ -249,7 +256,8 @@ func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []by
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	gen := w.gen
-	if w.err == nil {
+	late := !time.Now().Before(deadline)
+	if w.err == nil && !late {
 		// The deadline is set before the frame is buffered: a frame that
 		// overflows the buffer is written then, not at the flush, and must
 		// not go out under an old deadline or none (a new connection's).
@@ -259,11 +267,20 @@ func (w *frameWriter) writeBy(deadline time.Time, id uint32, typ byte, a, b []by
 		w.bw.Write(b)
 	}
 	if w.waiting.Add(-1) == 0 && w.err == nil {
-		// The last writer of the burst: it flushes for all of them.
+		// The last writer of the burst: it flushes for all of them (a
+		// late one under the deadline of the last frame buffered).
 		w.err = w.bw.Flush()
 		w.gen++
 		w.flushed.Broadcast()
+		if late && w.err == nil {
+			return errFrameLate
+		}
 		return w.err
+	}
+	if late && w.err == nil {
+		// Not buffered: the frames of the burst are another writer's
+		// to flush, and their fate is not this one's.
+		return errFrameLate
 	}
 	// A writer that took the lock after this one is to flush this frame
 	// (waiting counted it before this one buffered), or a flush failed.
