@@ -183,6 +183,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.cmu.Unlock()
 	}()
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -190,12 +191,21 @@ func (s *Server) Serve(ln net.Listener) error {
 				return nil
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// Like net/http: back off on resource exhaustion (EMFILE,
+				// ENFILE, ENOBUFS: a flood of connections) rather than
+				// stop serving every edge for good.
+				if backoff == 0 {
+					backoff = 5 * time.Millisecond
+				} else if backoff *= 2; backoff > time.Second {
+					backoff = time.Second
+				}
+				time.Sleep(backoff)
 				continue
 			}
 			return err
 		}
+		backoff = 0
 		addr := remoteIP(c)
 		switch s.track(c, addr) {
 		case trackClosing:
@@ -220,6 +230,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.serveConn(c, func() { s.identified(addr) })
 		}()
 	}
+}
+
+// isTemporary reports whether err says so (the accept errors of resource
+// exhaustion do).
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
 }
 
 func (s *Server) addListener(ln net.Listener) bool {

@@ -5,9 +5,13 @@ import (
 	"context"
 	"crypto"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"math/big"
 	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/emmansun/gmsm/ecdh"
@@ -210,5 +214,50 @@ func TestShutdown(t *testing.T) {
 	// The audit counts are logged at shutdown.
 	if log := buf.String(); !bytes.Contains([]byte(log), []byte(`msg="key server audit" client=edge key=sign`)) || !bytes.Contains([]byte(log), []byte("sign.ok=1")) {
 		t.Errorf("no audit line at shutdown:\n%s", log)
+	}
+}
+
+// emfileListener fails its first Accepts as a process out of file
+// descriptors does, then accepts from the listener it wraps.
+type emfileListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeSurvivesAcceptExhaustion: running out of file descriptors
+// (a flood of connections) makes Accept fail for a while; the key server
+// backs off and keeps serving, as net/http does, instead of Serve
+// returning and the key server exiting.
+func TestServeSurvivesAcceptExhaustion(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	s := &Server{}
+	if err := s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &emfileListener{Listener: tls.NewListener(raw, pki.server)}
+	ln.fails.Store(3)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	defer func() {
+		s.Shutdown(context.Background())
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	if _, err := remote(t, newClient(t, cliTLS, raw.Addr().String()), keys[0]).SignContext(context.Background(), rand.Reader, make([]byte, 32), nil); err != nil {
+		t.Errorf("operation after Accept ran out of file descriptors: %v", err)
 	}
 }
