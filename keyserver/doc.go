@@ -48,7 +48,8 @@
 // the plaintext, the agreed key, or nothing for ping) as body, or an error
 // code with a short UTF-8 explanation (at most 256 bytes, for logs). An
 // answer with request ID 0 refuses the whole connection (for example
-// CodeForbidden for a client in no allow-list entry); the server then
+// CodeForbidden for a client in no allow-list entry, CodeMalformed for a
+// frame length out of range or a request with ID 0); the server then
 // closes it.
 //
 // # Threat model

@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/big"
@@ -502,5 +503,38 @@ func TestReloadedClientCAsCutOpenConnections(t *testing.T) {
 	}
 	if err := sign(); !errors.Is(err, ErrForbidden) {
 		t.Errorf("after a reload that drops its CA, the open connection: %v, want forbidden", err)
+	}
+}
+
+// TestBadFramingAnswered: a frame longer than MaxFrame, or with request
+// ID 0, is answered with CodeMalformed on ID 0 (the whole connection,
+// as the package documentation specifies) and the connection closed,
+// so that a confused peer learns why instead of seeing a bare close.
+func TestBadFramingAnswered(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"length over MaxFrame", append(binary.BigEndian.AppendUint32(nil, MaxFrame+1), 0, 0, 0, 1, byte(OpSign))},
+		{"length under a header", append(binary.BigEndian.AppendUint32(nil, 4), 0, 0, 0, 1, byte(OpPing))},
+		{"request ID 0", []byte{0, 0, 0, 5, 0, 0, 0, 0, byte(OpPing)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fr := greetedConn(t, ks.addr, cliTLS)
+			if _, err := c.Write(tc.frame); err != nil {
+				t.Fatal(err)
+			}
+			id, code, body, err := fr.next()
+			if err != nil || id != 0 || Code(code) != CodeMalformed {
+				t.Fatalf("answer: id %d, code %d %q, %v; want id 0, malformed", id, code, body, err)
+			}
+			if _, _, _, err := fr.next(); err == nil {
+				t.Error("connection still open after the refusal")
+			}
+		})
 	}
 }

@@ -178,6 +178,11 @@ func appendV1Error(b []byte, text string) []byte {
 	return append(b, text...)
 }
 
+// errFrameLength is the error of a frame whose length field is out of
+// range: the stream cannot be read on (the next frame's start is
+// unknown).
+var errFrameLength = errors.New("frame length out of range")
+
 // frameReader reads frames from a connection.
 type frameReader struct {
 	br  *bufio.Reader
@@ -191,7 +196,7 @@ func (r *frameReader) next() (id uint32, typ byte, body []byte, err error) {
 	}
 	n := binary.BigEndian.Uint32(r.hdr[:4])
 	if n < headerLen-4 || n > MaxFrame {
-		return 0, 0, nil, fmt.Errorf("frame length %d out of range", n)
+		return 0, 0, nil, fmt.Errorf("%w: %d", errFrameLength, n)
 	}
 	id, typ = binary.BigEndian.Uint32(r.hdr[4:8]), r.hdr[8]
 	body = make([]byte, n-(headerLen-4))

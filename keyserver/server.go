@@ -581,10 +581,18 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 			if s.Logger != nil && !isEOF(err) {
 				s.Logger.Debug("key server connection closed", "client", client, "remote", c.RemoteAddr().String(), "err", err)
 			}
+			if errors.Is(err, errFrameLength) {
+				// The stream is lost: refused as a whole (ID 0), so that
+				// the peer learns why its connection ends.
+				w.write(0, byte(CodeMalformed), []byte(err.Error()), nil)
+			}
 			return
 		}
 		if id == 0 {
-			return // IDs start at 1: a confused peer
+			// IDs start at 1: a confused peer, whose answers could not
+			// be told from a refusal of the connection.
+			w.write(0, byte(CodeMalformed), []byte("request ID 0"), nil)
+			return
 		}
 		// The policy may have changed since the greeting: the connection's
 		// certificate is matched against the current allow-list as a new
