@@ -416,6 +416,12 @@ func (v *validator) keyRoles(k *ServedKey, p string, cert *smx509.Certificate) (
 		v.errf(p+".roles", "add roles: [sign] or roles: [decrypt, key_agreement]", "the certificate %q has no key usage to take the roles from", k.Cert)
 		return 0, false
 	}
+	if roles&keyserver.RoleSign != 0 && roles&^keyserver.RoleSign != 0 {
+		// The same dual use as roles written out: a certificate whose key
+		// usage allows both must not give it silently.
+		v.warnf(p+".cert", "add roles: [sign] or roles: [decrypt, key_agreement] to serve the key for one use, or serve the signing and the encryption key as separate keys",
+			"the key usage of %q lets the key sign and also decrypt or agree keys: a client may use one for the other", k.Cert)
+	}
 	return roles, true
 }
 
