@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -190,10 +191,33 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 		tlsCfg.Store(keyServerTLS(&cfg.Material))
 	}
 	ks.SetServerLimits(keyServerLimits(cfg))
-	if cfg.Listen != running.Listen || cfg.AuditInterval != running.AuditInterval || cfg.MetricsAddress != running.MetricsAddress {
-		log.Warn("listen, metrics_address or audit_interval of the key server changed: restart it to apply them")
+	if changed := restartOnlyChanges(running, cfg); len(changed) > 0 {
+		log.Warn("settings of the key server that a reload does not apply changed: restart it to apply them", "settings", strings.Join(changed, ", "))
 	}
 	log.Info("keys reloaded", "keys", ks.Len(), "clients", len(cfg.Material.Policy.Clients))
+}
+
+// restartOnlyChanges names the settings that differ between the running
+// key server file and next and that only a restart applies (the sockets,
+// the audit loop, shutdown and logging are set up once).
+func restartOnlyChanges(running, next *conf.KeyServerFile) []string {
+	var out []string
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"listen", next.Listen != running.Listen},
+		{"listen_group", next.ListenGroup != running.ListenGroup},
+		{"metrics_address", next.MetricsAddress != running.MetricsAddress},
+		{"audit_interval", next.AuditInterval != running.AuditInterval},
+		{"shutdown_grace", next.ShutdownGrace != running.ShutdownGrace},
+		{"log", next.Log != running.Log},
+	} {
+		if f.changed {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // keyServerLimits are the timeouts and connection limits of cfg.

@@ -14,11 +14,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/keyserver"
 )
@@ -226,4 +228,22 @@ func keyServerTLSClient(t *testing.T, addr string, pool *x509.CertPool, cert tls
 	}}}}
 	t.Cleanup(kc.Close)
 	return kc
+}
+
+// TestKeyServerRestartOnlyChanges: every key server setting a reload does
+// not apply is named when it changes (listen_group, shutdown_grace and log
+// went unmentioned, silently not applied), and nothing else is.
+func TestKeyServerRestartOnlyChanges(t *testing.T) {
+	running := &conf.KeyServerFile{Listen: "/run/ks.sock", ShutdownGrace: time.Second, Log: conf.Log{Level: "info"}}
+	next := *running
+	next.ListenGroup = "gmproxy"
+	next.ShutdownGrace = time.Minute
+	next.Log.Level = "debug"
+	next.MaxConnections = 5 // applied by a reload
+	if got, want := restartOnlyChanges(running, &next), []string{"listen_group", "shutdown_grace", "log"}; !slices.Equal(got, want) {
+		t.Errorf("changes %v, want %v", got, want)
+	}
+	if got := restartOnlyChanges(running, running); len(got) != 0 {
+		t.Errorf("no change named %v", got)
+	}
 }
