@@ -455,3 +455,45 @@ func (o *countingKeyObserver) Operation(client, key, op, result string, d time.D
 func (o *countingKeyObserver) InFlight(string, int) {}
 func (o *countingKeyObserver) Conns(int)            {}
 func (o *countingKeyObserver) Refused(string)       {}
+
+// TestRemoteEncKeyForKeyAgreementOnly: an encryption key the key server
+// serves for key agreement only (an ECDHE-only site) is reported as such
+// at start, not as a key that is not usable: ECDHE handshakes work, and
+// ECC ones, which need decryption, fail as the log says.
+func TestRemoteEncKeyForKeyAgreementOnly(t *testing.T) {
+	dir := t.TempDir()
+	p := testPKI(t)
+	if _, err := p.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	srvTLS := writeMTLS(t, dir)
+	ks := startKeyServer(t, srvTLS)
+	if err := ks.ks.SetPolicy(&keyserver.Policy{
+		Keys: []keyserver.Key{{Name: "sign", Private: p.ServerSign.Key.(*sm2.PrivateKey), Roles: keyserver.RoleSign},
+			{Name: "enc", Private: p.ServerEnc.Key.(*sm2.PrivateKey), Roles: keyserver.RoleKeyAgreement}},
+		Clients: []keyserver.Grant{{Name: "edge", Subject: "CN=gmproxy.test", Keys: []string{"sign", "enc"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t)
+	cfg := remoteKeyConfig(t, dir, ks.addr, b.Listener.Addr().String(), "2s")
+	logBuf := &testpeer.SyncBuffer{}
+	td := startDaemon(t, cfg, func(e *Env) {
+		e.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logBuf, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	for i := 0; !strings.Contains(logBuf.String(), "serves key agreement only"); i++ {
+		if i == 200 {
+			t.Fatal("no log line about the key served for key agreement only")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(logBuf.String(), "role=enc") && strings.Contains(logBuf.String(), "remote key not usable") {
+		t.Error("the key served for key agreement was reported not usable")
+	}
+	if err := handshakeOnly(t, td.addr, "tlcp", tlcp.ECDHE_SM4_GCM_SM3); err != nil {
+		t.Errorf("ECDHE handshake: %v", err)
+	}
+	if err := handshakeOnly(t, td.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3); err == nil {
+		t.Error("ECC handshake succeeded with a key the key server does not decrypt with")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	gmecdh "github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -246,6 +247,11 @@ func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*keyser
 			if ctx.Err() != nil {
 				return // the generation is closed
 			}
+			if errors.Is(err, errKeyAgreementOnly) {
+				log.Info("remote encryption key serves key agreement only: ECDHE handshakes use it, ECC handshakes (TLCP ECC_* suites) fail",
+					"site", p.site, "key_server", p.kp.KeyServer, "cert", p.kp.CertFile)
+				continue
+			}
 			if err != nil {
 				log.Warn("remote key not usable: handshakes that need it will fail", "site", p.site, "role", p.role,
 					"key_server", p.kp.KeyServer, "cert", p.kp.CertFile, "err", err)
@@ -255,6 +261,25 @@ func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*keyser
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// errKeyAgreementOnly: an encryption key the key server serves for key
+// agreement (ECDHE) and not for decryption (ECC), a deliberate choice.
+var errKeyAgreementOnly = errors.New("the key serves key agreement only")
+
+// probeKeyAgreement asks the key server for one SM2 key agreement with
+// rk, as responder, with throwaway peer keys.
+func probeKeyAgreement(ctx context.Context, rk *keyserver.RemoteKey) error {
+	var keys [3]*gmecdh.PrivateKey
+	for i := range keys {
+		k, err := gmecdh.P256().GenerateKey(rand.Reader)
+		if err != nil {
+			return err
+		}
+		keys[i] = k
+	}
+	_, err := rk.SM2KeyAgree(ctx, keys[0], keys[1].PublicKey(), keys[2].PublicKey(), true, 16, nil, nil)
+	return err
 }
 
 func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *keyserver.Client) error {
@@ -280,6 +305,9 @@ func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *keyserver.
 			return err
 		}
 		pt, err := rk.DecryptContext(ctx, rand.Reader, ct, nil)
+		if ke := (*keyserver.Error)(nil); errors.As(err, &ke) && ke.Code == keyserver.CodeWrongRole && probeKeyAgreement(ctx, rk) == nil {
+			return errKeyAgreementOnly
+		}
 		if err != nil {
 			return err
 		}
