@@ -26,6 +26,7 @@ import (
 	"github.com/emmansun/gmsm/pkcs8"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // echoServer answers with the method, Host, X-Test header and body it got.
@@ -156,32 +157,22 @@ func rawServer(t *testing.T, respond func(w io.Writer)) (port string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	addr := testpeer.ServeConns(t, ln, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if line == "\r\n" {
-						break
-					}
-				}
-				bw := bufio.NewWriter(c)
-				respond(bw)
-				bw.Flush()
-			}()
+			if line == "\r\n" {
+				break
+			}
 		}
-	}()
-	_, port, _ = net.SplitHostPort(ln.Addr().String())
+		bw := bufio.NewWriter(c)
+		respond(bw)
+		bw.Flush()
+	})
+	_, port, _ = net.SplitHostPort(addr)
 	return port
 }
 

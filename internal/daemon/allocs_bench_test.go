@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/metrics"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -105,35 +106,20 @@ var cannedResponse = append([]byte("HTTP/1.1 200 OK\r\nContent-Type: application
 // address; it stops when the benchmark ends.
 func rawBackend(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
+	return testpeer.ServeLoopback(tb, func(c net.Conn) {
+		r := bufio.NewReaderSize(c, 4096)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadSlice('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReaderSize(c, 4096)
-				for {
-					line, err := r.ReadSlice('\n')
-					if err != nil {
-						return
-					}
-					if len(bytes.TrimRight(line, "\r\n")) == 0 { // end of a request's header
-						if _, err := c.Write(cannedResponse); err != nil {
-							return
-						}
-					}
+			if len(bytes.TrimRight(line, "\r\n")) == 0 { // end of a request's header
+				if _, err := c.Write(cannedResponse); err != nil {
+					return
 				}
-			}()
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestServingClientHelper is the client process of BenchmarkServing: it

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -34,26 +35,11 @@ func defaultsUpstream(name string, addrs ...string) conf.Upstream {
 // dropBackend reads one request per connection and closes without an
 // answer (the request reached the target; its fate is unknown).
 func dropBackend(t *testing.T, hits *atomic.Int64) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					hits.Add(1)
-				}
-			}()
+	return testpeer.ServeLoopback(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			hits.Add(1)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func okBackend(t *testing.T, hits *atomic.Int64) string {

@@ -27,17 +27,11 @@ func TicketKeys(t testing.TB, b byte) ticket.Static {
 	return ticket.Static{k}
 }
 
-// ServeHandshakes listens on loopback until the test ends and, on every
-// connection, handshakes with wrap and writes one byte (the client reads
-// it after any tickets), then waits for the client to close. It returns
-// the address.
-func ServeHandshakes(t testing.TB, wrap func(net.Conn) ServerConn) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+// ServeConns serves ln until the test ends: each connection goes to
+// handle in a goroutine of its own and is closed when handle returns. It
+// returns ln's address.
+func ServeConns(tb testing.TB, ln net.Listener, handle func(net.Conn)) string {
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -46,15 +40,36 @@ func ServeHandshakes(t testing.TB, wrap func(net.Conn) ServerConn) string {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-				if sc := wrap(c); sc.HandshakeContext(context.Background()) == nil {
-					sc.Write([]byte{1})
-					sc.Read(make([]byte, 1)) // until the client closes
-				}
+				handle(c)
 			}()
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// ServeLoopback is ServeConns on a new TCP listener on 127.0.0.1.
+func ServeLoopback(tb testing.TB, handle func(net.Conn)) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ServeConns(tb, ln, handle)
+}
+
+// ServeHandshakes listens on loopback until the test ends and, on every
+// connection, handshakes with wrap and writes one byte (the client reads
+// it after any tickets), then waits for the client to close. It returns
+// the address.
+func ServeHandshakes(t testing.TB, wrap func(net.Conn) ServerConn) string {
+	t.Helper()
+	return ServeLoopback(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		if sc := wrap(c); sc.HandshakeContext(context.Background()) == nil {
+			sc.Write([]byte{1})
+			sc.Read(make([]byte, 1)) // until the client closes
+		}
+	})
 }
 
 // DialInTurn dials a, b, a, b, a with dial (two servers that share no
