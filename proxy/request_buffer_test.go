@@ -147,3 +147,50 @@ func TestBufferedUploadSlowTarget(t *testing.T) {
 		t.Errorf("got %d %q, want 200 and the body echoed", code, got)
 	}
 }
+
+// TestBufferedUploadBytesIn: a request whose body stalls is reported with
+// the body bytes that did arrive, buffered (request_buffer) or streamed
+// alike: the access log and metrics count what the client sent.
+func TestBufferedUploadBytesIn(t *testing.T) {
+	for _, buffer := range []int{0, -1} {
+		t.Run(fmt.Sprint("request_buffer=", buffer), func(t *testing.T) {
+			var hits atomic.Int64
+			backend := countingBackend(t, "b", &hits)
+			cfg := proxyTo(addrOf(backend))
+			cfg.Limits.BodyTimeout = 100 * time.Millisecond
+			cfg.Limits.RequestBuffer = buffer
+			obs := newEventObserver()
+			f := newFront(t, cfg, frontOpts{obs: obs})
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+			br := bufio.NewReader(c)
+			sendHead(t, c, br, 1000)
+			io.WriteString(c, "partial")
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != http.StatusRequestTimeout {
+				t.Fatalf("stalled body: %d, want 408", res.StatusCode)
+			}
+			var ev []RequestEvent
+			deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+			for len(ev) == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+				obs.mu.Lock()
+				ev = append(ev[:0], obs.done...)
+				obs.mu.Unlock()
+			}
+			if len(ev) != 1 {
+				t.Fatalf("%d request events, want 1", len(ev))
+			}
+			if ev[0].BytesIn != int64(len("partial")) {
+				t.Errorf("BytesIn %d, want %d", ev[0].BytesIn, len("partial"))
+			}
+		})
+	}
+}

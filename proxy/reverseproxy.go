@@ -474,6 +474,10 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		}
 		outreq.Body = body
 		defer body.handlerDone()
+		// Counted however the request ends: a buffered body that
+		// stalls or is cut short is answered before any attempt.
+		defer func() { rs.bytesIn = body.n.Load() }()
+		rs.body = body
 	}
 	if body != nil && r.ContentLength > 0 && r.ContentLength <= int64(s.p.limitsOf(rs.ci).RequestBuffer) && !s.bufferBody(rs, r, body) {
 		return
@@ -481,10 +485,6 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if rs.send != nil {
 		defer rs.send.end()
-	}
-	if body != nil {
-		defer func() { rs.bytesIn = body.n.Load() }()
-		rs.body = body
 	}
 	if res != nil {
 		defer t.inflight.Add(-1)
