@@ -99,6 +99,14 @@ func (u *Upstream) probe(client *http.Client, t *Target) {
 		}
 		return
 	}
+	select {
+	case <-u.stopProbes:
+		// Cut by a reload that retired u (or by its close): no verdict
+		// on the target, whose retired generation may still steer
+		// traffic to it on the state last seen.
+		return
+	default:
+	}
 	t.okRun = 0
 	t.failRun++
 	u.logger.Debug("health probe failed", "target", t.Addr, "error", err)

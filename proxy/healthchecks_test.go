@@ -701,3 +701,50 @@ func TestRetiredProxyFollowsNextChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestRetireCutsNoProbeIntoDown: a probe in progress when a reload retires
+// its proxy is cut, and that is no verdict on the target: a target the
+// newer generation no longer has (so the retired proxy keeps the state it
+// last saw) stays up for the traffic the retired proxy still steers.
+func TestRetireCutsNoProbeIntoDown(t *testing.T) {
+	var hold atomic.Bool
+	entered := make(chan struct{}, 16)
+	release := make(chan struct{})
+	checked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold.Load() {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer checked.Close()
+	defer close(release)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "app", Targets: []TargetConfig{{Address: addrOf(checked)}},
+			HealthCheck: HealthCheckConfig{Active: ActiveHealthConfig{Path: "/", Interval: 5 * time.Millisecond, Timeout: time.Minute, Rise: 1, Fall: 1}}}},
+		Sites: oneSite(RouteConfig{Upstream: "app"}),
+	}
+	old, err := New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	hold.Store(true)
+	select {
+	case <-entered:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("no probe reached the backend")
+	}
+	oldT := old.upstreams["app"].targets[0]
+	if !oldT.Healthy() {
+		t.Fatal("the target is down before the reload")
+	}
+	old.Retire(nil) // the reload removed the upstream
+	// The cut probe ends the active loop: wait for it.
+	old.upstreams["app"].healthWG.Wait()
+	if !oldT.Healthy() {
+		t.Error("the probe the reload cut took the target down")
+	}
+}
