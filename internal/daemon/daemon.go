@@ -231,16 +231,26 @@ func (d *Daemon) stage(gen *Generation) (*staged, error) {
 }
 
 // samePort returns the address, as configured, of a running listener
-// bound to the port of addr, or "".
+// bound to the port of addr whose bind may be what took addr, or "". Two
+// distinct IP addresses given literally share a port number without
+// conflict: the socket holding addr is then someone else's, and blaming
+// the listener would send the operator the wrong way. (A host name may
+// resolve to the listener's IP: it is not ruled out.)
 func (d *Daemon) samePort(addr string) string {
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return ""
 	}
+	ip := net.ParseIP(host)
 	for a, l := range d.listeners {
-		if _, p, err := net.SplitHostPort(l.ln.Addr().String()); err == nil && p == port {
-			return a
+		h, p, err := net.SplitHostPort(l.ln.Addr().String())
+		if err != nil || p != port {
+			continue
 		}
+		if bound := net.ParseIP(h); ip != nil && bound != nil && !ip.IsUnspecified() && !bound.IsUnspecified() && !ip.Equal(bound) {
+			continue
+		}
+		return a
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,5 +102,39 @@ func TestReloadMovingAPortSaysWhy(t *testing.T) {
 	}
 	if td.Addr(cfg.Listeners[0].Address) != addr {
 		t.Error("the refused reload closed the running listener")
+	}
+}
+
+// TestReloadPortTakenElsewhereNotBlamedOnListener: a new listener whose
+// address is taken by another socket on another IP (the running listener
+// shares only its port number, which the kernel allows) is refused with
+// the bind's own error: the running listener does not hold that address,
+// and keeping it or restarting would not help.
+func TestReloadPortTakenElsewhereNotBlamedOnListener(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	td := startDaemon(t, cfg, func(*Env) {})
+	_, port, err := net.SplitHostPort(td.Addr(cfg.Listeners[0].Address))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := net.Listen("tcp", "127.0.0.2:"+port)
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	defer other.Close()
+	more := *cfg
+	more.Listeners = []conf.Listener{cfg.Listeners[0], cfg.Listeners[0]}
+	more.Listeners[1].Address = "127.0.0.2:" + port
+	td.setConfig(&more)
+	err = td.Reload()
+	if err == nil {
+		t.Fatal("the reload bound a port another socket holds")
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("refusal %v, want address in use", err)
+	}
+	if strings.Contains(err.Error(), "running listener") {
+		t.Errorf("refusal %q blames the running listener on another IP", err)
 	}
 }
