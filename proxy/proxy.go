@@ -453,7 +453,10 @@ func (p *Proxy) Activate() {
 // requests of kept-alive connections, retries), its targets follow next's
 // active checks of the same upstream and address: probing on for every
 // generation still draining (a WebSocket can hold one for hours) would
-// multiply the probes with each reload.
+// multiply the probes with each reload. A proxy still draining at a later
+// reload is retired again with the newest: its targets then follow that
+// one's straight, not through the proxies retired in between (which
+// would stay reachable for as long as p drains).
 func (p *Proxy) Retire(next *Proxy) {
 	for name, u := range p.upstreams {
 		u.setQuiet(true)

@@ -332,6 +332,15 @@ func (d *Daemon) install(st *staged) {
 		if old.Proxy != nil {
 			old.Proxy.Retire(gen.Proxy)
 		}
+		// The generations still draining follow gen's checks too, each
+		// straight, not through the ones retired since: a chain would
+		// keep every generation a reload retired while the oldest
+		// drains (a WebSocket: hours), and be walked on each pick.
+		for g := range d.retired {
+			if g.Proxy != nil {
+				g.Proxy.Retire(gen.Proxy)
+			}
+		}
 		if d.retired == nil {
 			d.retired = make(map[*Generation]struct{})
 		}

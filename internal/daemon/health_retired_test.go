@@ -5,12 +5,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/metrics"
 )
 
@@ -175,5 +178,54 @@ func TestRefusedReloadReportsNoHealth(t *testing.T) {
 	}
 	if !found {
 		t.Error("the running generation's target health is not reported")
+	}
+}
+
+// TestDrainingGenerationHoldsNoLaterOne: a generation that drains across
+// several reloads (a long request) follows the checks in force without
+// keeping the generations retired after it: one that has drained is
+// freed, however long the first one drains.
+func TestDrainingGenerationHoldsNoLaterOne(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	td := startDaemon(t, cfg)
+	c := tlsClient(t, td.Addr(cfg.Listeners[0].Address), "localhost", true)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Get("https://localhost/slow")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	testpeer.Recv(t, b.slowStarted, "slow request at the backend")
+	t.Cleanup(func() { close(b.release); <-done })
+
+	if err := td.Reload(); err != nil { // the slow request's generation drains
+		t.Fatal(err)
+	}
+	td.Daemon.mu.Lock()
+	second := td.Daemon.gen
+	td.Daemon.mu.Unlock()
+	w := weak.Make(second.Proxy.Upstream(cfg.Upstreams[0].Name))
+	second = nil
+	for range 2 {
+		if err := td.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second generation served nothing: it is closed at once, and
+	// nothing should keep it.
+	deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+	for {
+		runtime.GC()
+		if w.Value() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a generation that drained is kept alive by one still draining")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
