@@ -536,10 +536,11 @@
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. At most 8. Default 3.
-//   - total_time (duration): total_time is how long after the request began
-//     another attempt may still start, as nginx's proxy_next_upstream_timeout:
-//     no retry begins after it; an attempt in progress is bounded by the
-//     upstream's timeouts, not by it. Default 15s.
+//   - total_time (duration): total_time is how long after the first attempt
+//     began another attempt may still start, as nginx's
+//     proxy_next_upstream_timeout: no retry begins after it; an attempt in
+//     progress is bounded by the upstream's timeouts, not by it. A body read
+//     whole first (request_buffer) is not counted. Default 15s.
 //   - retry_non_idempotent (boolean): retry_non_idempotent also retries
 //     requests that may have reached the target when their method is not
 //     idempotent (POST, PATCH). Requests with idempotent methods (GET, HEAD,
@@ -773,10 +774,11 @@
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. At most 8. Default 3.
-//   - total_time (duration): total_time is how long after the request began
-//     another attempt may still start, as nginx's proxy_next_upstream_timeout:
-//     no retry begins after it; an attempt in progress is bounded by the
-//     upstream's timeouts, not by it. Default 15s.
+//   - total_time (duration): total_time is how long after the first attempt
+//     began another attempt may still start, as nginx's
+//     proxy_next_upstream_timeout: no retry begins after it; an attempt in
+//     progress is bounded by the upstream's timeouts, not by it. A body read
+//     whole first (request_buffer) is not counted. Default 15s.
 //   - retry_non_idempotent (boolean): retry_non_idempotent also retries
 //     requests that may have reached the target when their method is not
 //     idempotent (POST, PATCH). Requests with idempotent methods (GET, HEAD,

@@ -430,9 +430,10 @@ type RetryConfig struct {
 	// included. Default 3, at most balance.MaxTries (8); 1 disables
 	// retries.
 	Tries int
-	// Duration is how long after the request began another attempt may
-	// still start (an attempt in progress is bounded by the upstream's
-	// timeouts). Default 0: only Tries.
+	// Duration is how long after the first attempt began another attempt
+	// may still start (an attempt in progress is bounded by the upstream's
+	// timeouts; a body buffered before it is not counted). Default 0: only
+	// Tries.
 	Duration time.Duration
 	// NonIdempotent also retries, after a failure without a response,
 	// requests whose headers reached the target when their method is not

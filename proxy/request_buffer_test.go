@@ -194,3 +194,42 @@ func TestBufferedUploadBytesIn(t *testing.T) {
 		})
 	}
 }
+
+// TestBufferedUploadRetryDuration: retries.duration bounds the time spent
+// on attempts, not the client's upload: a buffered body that took longer
+// than it to arrive still goes to the next target after a connect
+// failure, as it did when it streamed (the connect failure came before
+// the upload).
+func TestBufferedUploadRetryDuration(t *testing.T) {
+	var hits atomic.Int64
+	live := countingBackend(t, "live", &hits)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: deadAddr(t)}, {Address: addrOf(live)}},
+			Retries:     RetryConfig{Duration: 50 * time.Millisecond},
+			HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}}}},
+		Sites: oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	body := strings.Repeat("z", 1000)
+	for i := range 2 { // round robin: one of the two tries the dead target first
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		br := bufio.NewReader(c)
+		sendHead(t, c, br, len(body))
+		io.WriteString(c, body[:10])
+		time.Sleep(200 * time.Millisecond) // a slow client: longer than retries.duration
+		io.WriteString(c, body[10:])
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		c.Close()
+		if res.StatusCode != 200 || string(got) != "live:"+body {
+			t.Errorf("request %d: %d, %d bytes; want 200 from the live target", i, res.StatusCode, len(got))
+		}
+	}
+}

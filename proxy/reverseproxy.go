@@ -689,6 +689,10 @@ func stripPrefix(path, prefix string) string {
 func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.Request, clientIP string, body *reqBody, wrote *atomic.Bool) (*http.Response, *Target) {
 	u := rt.up
 	ctx := r.Context()
+	// retries.duration counts from the first attempt: a body buffered
+	// before it (request_buffer) took the client's time, not the
+	// targets'.
+	begun := time.Now()
 	tried := rs.tried[:0]
 	var lastErr error
 	for attempt := 1; ; attempt++ {
@@ -795,7 +799,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		bodyUntouched := body.untouched()
 		tries, tryDur, retryAll := rt.retryPolicy()
 		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)) || retryAll)
-		if !retry || attempt >= tries || (tryDur > 0 && time.Since(rs.start) >= tryDur) {
+		if !retry || attempt >= tries || (tryDur > 0 && time.Since(begun) >= tryDur) {
 			break
 		}
 		s.p.logger.Debug("looking for another target", "upstream", u.name, "target", t.Addr, "error", err)
