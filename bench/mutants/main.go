@@ -689,7 +689,7 @@ var mutants = []mutant{
 		"\ts.IdleTimeout, s.HandshakeTimeout = l.IdleTimeout, l.HandshakeTimeout\n", "",
 		"TestServerLimitsChangeWhileServing"},
 	{"gmproxy keyserver: SIGHUP leaves the limits as they were", "cmd/gmproxy/keyserver.go",
-		"\tks.SetServerLimits(keyServerLimits(cfg))\n\tif cfg.Listen", "\tif cfg.Listen",
+		"\tks.SetServerLimits(keyServerLimits(cfg))\n\tif changed", "\tif changed",
 		"TestKeyServerReloadsLimits"},
 	{"proxy: an HTTP/2 client that stops reading its connection holds it past send_timeout", "proxy/proxy.go",
 		"\t\tWriteByteTimeout:     H2WriteByteTimeout(l),\n", "",
