@@ -32,10 +32,10 @@ import (
 // errors as *dialError, 1xx responses other than 101 skipped, and one
 // transparent retry on a fresh connection when a reused one turns out to
 // be closed before any response byte (replayable requests only, as
-// http.Transport does). A request that may not be sent twice (one with a
-// body, a POST) takes a pooled connection only after checking that the
-// backend has not closed it (alive): http.Transport learns that from its
-// read goroutine, which this client does not have.
+// http.Transport does). Every request takes a pooled connection only
+// after checking that the backend has neither closed it nor sent anything
+// on it (alive): http.Transport learns both from its read goroutine, which
+// this client does not have.
 type h1Client struct {
 	dial           DialFunc
 	maxIdle        int
