@@ -233,3 +233,37 @@ func TestBufferedUploadRetryDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferedUploadExpectNotForwarded: a client's Expect: 100-continue
+// is answered by the proxy reading the body; the buffered body goes to the
+// target whole, without the Expect field that would make it wait for a
+// 100 of its own.
+func TestBufferedUploadExpectNotForwarded(t *testing.T) {
+	expect := make(chan string, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		expect <- r.Header.Get("Expect")
+		io.Copy(w, r.Body)
+	}))
+	t.Cleanup(backend.Close)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	br := bufio.NewReader(c)
+	sendHead(t, c, br, 5)
+	io.WriteString(c, "hello")
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || string(got) != "hello" {
+		t.Errorf("got %d %q", res.StatusCode, got)
+	}
+	if e := <-expect; e != "" {
+		t.Errorf("the target got Expect: %s for a body the proxy had whole", e)
+	}
+}

@@ -479,8 +479,15 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		defer func() { rs.bytesIn = body.n.Load() }()
 		rs.body = body
 	}
-	if body != nil && r.ContentLength > 0 && r.ContentLength <= int64(s.p.limitsOf(rs.ci).RequestBuffer) && !s.bufferBody(rs, r, body) {
-		return
+	if body != nil && r.ContentLength > 0 && r.ContentLength <= int64(s.p.limitsOf(rs.ci).RequestBuffer) {
+		if !s.bufferBody(rs, r, body) {
+			return
+		}
+		// The client's 100-continue was answered by reading its body;
+		// the whole body goes at once, with nothing to wait for from the
+		// target (which would hold it up to a second for a 100 that
+		// many servers never send).
+		delete(outreq.Header, "Expect")
 	}
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if rs.send != nil {
