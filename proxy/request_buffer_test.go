@@ -267,3 +267,52 @@ func TestBufferedUploadExpectNotForwarded(t *testing.T) {
 		t.Errorf("the target got Expect: %s for a body the proxy had whole", e)
 	}
 }
+
+// TestBufferedUploadsBoundedInTotal: past the process's bound on buffered
+// bodies (RequestBufferTotal, nearly all taken here, as by many clients
+// each trickling uploads), a body streams to the target as with buffering
+// off instead of growing memory; it arrives whole, and what it took of the
+// bound comes back.
+func TestBufferedUploadsBoundedInTotal(t *testing.T) {
+	held := RequestBufferTotal - 8<<10
+	if !bodyBuffers.take(held) {
+		t.Fatal("test setup: the bound is in use")
+	}
+	t.Cleanup(func() { bodyBuffers.give(held) })
+	before := bodyBuffers.left.Load()
+	var hits atomic.Int64
+	backend := countingBackend(t, "b", &hits)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	br := bufio.NewReader(c)
+	body := strings.Repeat("z", 40<<10)
+	sendHead(t, c, br, len(body))
+	io.WriteString(c, body[:20<<10])
+	target := f.p.Upstream("u").Targets()[0]
+	for i := 0; target.InFlight() == 0; i++ {
+		if i == 2000 {
+			t.Fatal("with the bound taken, the upload waited to be whole instead of streaming")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	io.WriteString(c, body[20<<10:])
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || string(got) != "b:"+body {
+		t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
+	}
+	for i := 0; bodyBuffers.left.Load() != before; i++ {
+		if i == 2000 {
+			t.Fatalf("the bound has %d bytes left after the request, want %d back", bodyBuffers.left.Load(), before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

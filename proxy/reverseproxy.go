@@ -218,7 +218,40 @@ type reqBody struct {
 	pre    []byte
 	preOff atomic.Int64
 	preEOF bool
+	// budgeted is what pre holds of bodyBuffers, given back when the
+	// handler returns.
+	budgeted int
 }
+
+// bodyBuffers bounds the bytes of request bodies buffered at once in the
+// process (request_buffer): one request holds at most its listener's
+// request_buffer, but a client may keep max_requests_per_client of them
+// waiting for their last byte, and many clients more. Past the bound a
+// body streams, as with buffering off.
+var bodyBuffers = newByteBudget(RequestBufferTotal)
+
+// RequestBufferTotal is the bound of bodyBuffers.
+const RequestBufferTotal = 64 << 20
+
+// byteBudget is a count of bytes that may still be taken.
+type byteBudget struct{ left atomic.Int64 }
+
+func newByteBudget(n int64) *byteBudget {
+	b := &byteBudget{}
+	b.left.Store(n)
+	return b
+}
+
+// take takes n bytes, or reports that fewer are left.
+func (b *byteBudget) take(n int) bool {
+	if b.left.Add(-int64(n)) < 0 {
+		b.left.Add(int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *byteBudget) give(n int) { b.left.Add(int64(n)) }
 
 // untouched reports whether no byte of b went to a target yet, so that
 // another attempt may send it (b may be nil: no body).
@@ -240,6 +273,10 @@ var errHandlerDone = errors.New("proxy: request body read after its handler retu
 // in progress is ended (a past read deadline on the client's connection,
 // which is then not kept alive: its body was not read) and waited for.
 func (b *reqBody) handlerDone() {
+	if b.budgeted > 0 {
+		bodyBuffers.give(b.budgeted)
+		b.budgeted = 0
+	}
 	b.mu.Lock()
 	b.done = true
 	b.mu.Unlock()
@@ -483,11 +520,13 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		if !s.bufferBody(rs, r, body) {
 			return
 		}
-		// The client's 100-continue was answered by reading its body;
-		// the whole body goes at once, with nothing to wait for from the
-		// target (which would hold it up to a second for a 100 that
-		// many servers never send).
-		delete(outreq.Header, "Expect")
+		if len(body.pre) == int(r.ContentLength) {
+			// The client's 100-continue was answered by reading its
+			// body; the whole body goes at once, with nothing to wait
+			// for from the target (which would hold it up to a second
+			// for a 100 that many servers never send).
+			delete(outreq.Header, "Expect")
+		}
 	}
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
 	if rs.send != nil {
@@ -500,7 +539,8 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 }
 
 // bufferBody reads b, a body of declared length within the listener's
-// request_buffer, whole before a target is picked: a slow upload then holds
+// request_buffer, whole before a target is picked (or as much as the
+// process's bound on buffered bodies allows): a slow upload then holds
 // the client's connection only, not a target connection and a backend
 // worker for as long as it trickles in (nginx's proxy_request_buffering).
 // The body timeout bounds each read as it would upstream. It answers the
@@ -509,12 +549,18 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 	// The buffer grows with what arrives, not with what the client
 	// declares: a declared length costs nothing until its bytes come.
+	// Past the process's bound (bodyBuffers) the rest streams.
 	size := int(r.ContentLength)
-	buf := make([]byte, 0, min(size, 4<<10))
+	var buf []byte
 	var err error
 	for len(buf) < size && err == nil {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(size, 2*cap(buf))-len(buf))
+			grow := min(size, max(2*cap(buf), 4<<10)) - len(buf)
+			if !bodyBuffers.take(grow) {
+				break
+			}
+			b.budgeted += grow
+			buf = slices.Grow(buf, grow)
 		}
 		var n int
 		n, err = b.readClient(buf[len(buf):min(cap(buf), size)])
