@@ -29,7 +29,9 @@ func TestEnviron(t *testing.T) {
 		{[]string{"GODEBUG="}, []string{"GODEBUG=http2xconnect=1"}, true},
 		{[]string{"GODEBUG=netdns=go", "HOME=/"}, []string{"GODEBUG=netdns=go,http2xconnect=1", "HOME=/"}, true},
 		{[]string{"GODEBUG=http2xconnect=0"}, []string{"GODEBUG=http2xconnect=0"}, false},
-		{[]string{"GODEBUG=netdns=go, http2xconnect=1"}, []string{"GODEBUG=netdns=go, http2xconnect=1"}, false},
+		{[]string{"GODEBUG=netdns=go,http2xconnect=1"}, []string{"GODEBUG=netdns=go,http2xconnect=1"}, false},
+		// Go trims no spaces: " http2xconnect=1" leaves it unset.
+		{[]string{"GODEBUG=netdns=go, http2xconnect=1"}, []string{"GODEBUG=netdns=go, http2xconnect=1,http2xconnect=1"}, true},
 		{[]string{"GODEBUG=a=1", "GODEBUG=b=1"}, []string{"GODEBUG=a=1,http2xconnect=1", "GODEBUG=b=1"}, true},
 		{[]string{"XGODEBUG=http2xconnect=0"}, []string{"XGODEBUG=http2xconnect=0", "GODEBUG=http2xconnect=1"}, true},
 	} {
