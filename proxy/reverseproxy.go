@@ -508,6 +508,13 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		body.rd, _ = rs.w.rw.(readDeadliner)
 		if outreq.Trailer = rt.outgoingTrailer(r.Trailer); outreq.Trailer != nil {
 			body.trailerIn, body.trailerOut = r, outreq.Trailer
+			// An h2 client may declare both a content-length and
+			// trailers; HTTP/1.1 carries trailers only after a chunked
+			// body (RFC 9112 §7.1.2), and net/http's Transport sends a
+			// body of known length with Content-Length and drops them.
+			// Of undeclared length, the body goes chunked to an
+			// HTTP/1.1 target, trailers included.
+			outreq.ContentLength = -1
 		}
 		outreq.Body = body
 		defer body.handlerDone()

@@ -203,8 +203,9 @@ func h2cClient(t testing.TB) *http.Client {
 
 // TestRequestTrailers: request trailers reach the backend only where the
 // route allows them, and never under a name gmproxy sets or strips
-// (forged identity through a trailer), over HTTP/1.1 chunked and h2.
-// Response trailers always pass.
+// (forged identity through a trailer), over HTTP/1.1 chunked and h2, an h2
+// body of declared length (content-length) too, buffered (request_buffer)
+// or streamed. Response trailers always pass.
 func TestRequestTrailers(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -235,11 +236,17 @@ func TestRequestTrailers(t *testing.T) {
 		if allow {
 			wantSeen, wantSum = "X-Req-Trailer=t1", wantSum+" t1"
 		}
-		for _, h2 := range []bool{false, true} {
-			t.Run(fmt.Sprint("allow=", allow, "/h2=", h2), func(t *testing.T) {
-				f, c := frontFor(t, cfg, h2)
+		for _, v := range []struct {
+			h2     bool
+			length int64 // -1: undeclared
+			buffer int   // request_buffer
+		}{{false, -1, 0}, {true, -1, 0}, {true, 5, 0}, {true, 5, -1}} {
+			t.Run(fmt.Sprint("allow=", allow, "/h2=", v.h2, "/length=", v.length, "/request_buffer=", v.buffer), func(t *testing.T) {
+				cfg := cfg
+				cfg.Limits.RequestBuffer = v.buffer
+				f, c := frontFor(t, cfg, v.h2)
 				req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
-				req.ContentLength = -1
+				req.ContentLength = v.length
 				req.Trailer = forged.Clone()
 				res, err := c.Do(req)
 				if err != nil {
