@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
@@ -314,5 +317,44 @@ func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 			t.Fatalf("the bound has %d bytes left after the request, want %d back", bodyBuffers.left.Load(), before)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestBufferedUploadWaitsForEndStream: an HTTP/2 body is whole when its
+// stream ends (END_STREAM, on a DATA frame or on the trailers after
+// them), not when its declared length is in: a client that sends its
+// content-length in DATA and then holds the end of its stream, or its
+// trailers, holds no target connection meanwhile.
+func TestBufferedUploadWaitsForEndStream(t *testing.T) {
+	for _, trailers := range []bool{false, true} {
+		t.Run(fmt.Sprint("trailers=", trailers), func(t *testing.T) {
+			var hits atomic.Int64
+			backend := countingBackend(t, "b", &hits)
+			cfg := proxyTo(addrOf(backend))
+			cfg.Sites[0].Routes[0].AllowTrailers = true
+			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+			fr, _ := rawH2(t, f.addr)
+			fields := []string{":method", "POST", ":scheme", "https", ":authority", "example.test", ":path", "/", "content-length", "5"}
+			if trailers {
+				fields = append(fields, "trailer", "x-sum")
+			}
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h2Block(fields...), EndHeaders: true})
+			fr.WriteData(1, false, []byte("hello"))
+			target := f.p.Upstream("u").Targets()[0]
+			for range 50 { // the proxy reads the body, and waits for its end
+				time.Sleep(5 * time.Millisecond)
+				if n := target.InFlight(); n != 0 || hits.Load() != 0 {
+					t.Fatalf("stream not ended: %d request(s) on the target, %d at the backend", n, hits.Load())
+				}
+			}
+			if trailers {
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h2Block("x-sum", "1"), EndHeaders: true, EndStream: true})
+			} else {
+				fr.WriteData(1, true, nil)
+			}
+			if st := h2Status(t, fr, 1); st != "200" || hits.Load() != 1 {
+				t.Errorf("stream ended: %s, %d request(s) at the backend; want 200 and 1", st, hits.Load())
+			}
+		})
 	}
 }

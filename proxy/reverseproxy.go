@@ -578,6 +578,21 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 			b.preEOF, err = true, nil
 		}
 	}
+	if err == nil && len(buf) == size && !b.preEOF {
+		// The declared length is in, but an HTTP/2 body ends with its
+		// stream (END_STREAM, maybe on trailers after the DATA frames),
+		// which its reads report apart: the body is whole then, not
+		// before, or a client that holds the end of its stream would
+		// hold a target connection meanwhile. A byte past the declared
+		// length is a stream error the server reports as a read error.
+		var extra [1]byte
+		var n int
+		if n, err = b.readClient(extra[:]); err == io.EOF {
+			b.preEOF, err = true, nil
+		} else if err == nil && n > 0 {
+			err = errors.New("request body longer than its declared length")
+		}
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
