@@ -14,6 +14,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/h1head"
 	"github.com/gmproxy/gmproxy/internal/h1server"
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // h1Client is the upstream HTTP/1.1 client of the common request: one
@@ -78,8 +79,10 @@ type h1Conn struct {
 	// interrupt fails a blocked read or write (the request's context
 	// ended); made once per connection rather than once per exchange.
 	interrupt func()
-	// hdrArmed is when the header timeout's read deadline was set (unix
-	// ns; 0: none in place).
+	// hdrArmed is when the header timeout's read deadline was set
+	// (monoclock ns; 0: none in place). The deadline runs on the
+	// monotonic clock, and so must its age: on the wall clock, a step
+	// back kept a deadline long past, failing the next request at once.
 	hdrArmed int64
 	// sw bounds the writes of requests by the write timeout (bw writes
 	// through it when there is one); interrupted tells it an interrupt
@@ -333,9 +336,8 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 		// The deadline is set d + d/8 ahead and kept while it is at
 		// least d away: a busy connection sets one every d/8, not one
 		// per exchange, and the wait allowed is between d and 9/8 of it.
-		now := time.Now()
-		if n := now.UnixNano(); n-pc.hdrArmed >= int64(d/8) {
-			pc.c.SetReadDeadline(now.Add(d + d/8))
+		if n := monoclock.Now(); pc.hdrArmed == 0 || n-pc.hdrArmed >= int64(d/8) {
+			pc.c.SetReadDeadline(time.Now().Add(d + d/8))
 			pc.hdrArmed = n
 			if ctx.Err() != nil {
 				pc.interrupt() // the watcher may have run before the line above

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
@@ -780,5 +781,48 @@ func TestH1ClientStrayBytesOnIdleConnection(t *testing.T) {
 		if got, err := h1Get(t, cl, context.Background(), method, b.addr()); got != "200 OK ok" || err != nil {
 			t.Fatalf("%s after the stray bytes: %q, %v; want \"200 OK ok\"", method, got, err)
 		}
+	}
+}
+
+// TestH1ClientDeadlinesOnMonotonicClock: a pooled connection keeps the
+// header and write deadlines in place while they were set less than an
+// eighth of the timeout ago. The deadlines run on the monotonic clock, so
+// that age must be read on it too: read on the wall clock, a step back
+// (NTP, a resumed VM) made every pooled connection keep a deadline long
+// past, and its next request failed at once with a timeout (504, the
+// target charged). The instants recorded must be monoclock readings.
+func TestH1ClientDeadlinesOnMonotonicClock(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, _ *http.Request) bool {
+		io.WriteString(w, okResponse)
+		return true
+	})
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: time.Minute, MaxResponseHeaderBytes: 1 << 20}
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawsock.Wrap(c), nil
+	}
+	cl := newH1Client(tr, dial, 0, time.Minute)
+	defer cl.CloseIdleConnections()
+	before := monoclock.Now()
+	if got, err := h1Get(t, cl, context.Background(), "GET", b.addr()); err != nil || got != "200 OK ok" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	after := monoclock.Now()
+	cl.mu.Lock()
+	idle := cl.idle[b.addr()]
+	cl.mu.Unlock()
+	if len(idle) != 1 {
+		t.Fatalf("%d pooled connections, want 1", len(idle))
+	}
+	pc := idle[0]
+	if a := pc.hdrArmed; a < before || a > after {
+		t.Errorf("header deadline armed at %d, not a monotonic reading within [%d, %d]", a, before, after)
+	}
+	if a := pc.sw.armed.Load(); a < before || a > after {
+		t.Errorf("write deadline armed at %d, not a monotonic reading within [%d, %d]", a, before, after)
 	}
 }

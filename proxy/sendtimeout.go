@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"github.com/gmproxy/gmproxy/internal/rawsock"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,7 @@ type sendTimed struct {
 	c      net.Conn
 	d      time.Duration
 	resume bool         // c is TCP: a timed-out write can go on
-	armed  atomic.Int64 // unix ns: when the deadline in place was set
+	armed  atomic.Int64 // monoclock ns: when the deadline in place was set (its clock)
 	// stop, when set, is an interrupt's (h1Client's): once it is true the
 	// deadline the interrupt put in the past is kept there.
 	stop *atomic.Bool
@@ -75,12 +76,11 @@ func (w *sendTimed) Write(p []byte) (n int, err error) {
 // arm moves the write deadline d ahead unless the one in place is recent
 // (and force is false).
 func (w *sendTimed) arm(force bool) {
-	now := time.Now()
-	t := now.UnixNano()
-	if !force && t-w.armed.Load() < int64(w.d/8) {
+	t := monoclock.Now()
+	if a := w.armed.Load(); !force && a != 0 && t-a < int64(w.d/8) {
 		return
 	}
-	w.c.SetWriteDeadline(now.Add(w.d + w.d/8))
+	w.c.SetWriteDeadline(time.Now().Add(w.d + w.d/8))
 	w.armed.Store(t)
 	if w.stop != nil && w.stop.Load() {
 		w.c.SetWriteDeadline(aLongTimeAgo) // the interrupt may have run before the line above
