@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // Health checking has two halves, as in Caddy's healthchecks.go:
@@ -182,14 +184,14 @@ func (u *Upstream) inheritHealth(prev *Upstream) {
 			t.inflight = o.inflight
 		}
 		t.downUntil.Store(o.downUntil.Load())
-		if left := time.Until(time.Unix(0, t.downUntil.Load())); t.downUntil.Load() != 0 && left > 0 {
+		if left := time.Duration(t.downUntil.Load() - monoclock.Now()); t.downUntil.Load() != 0 && left > 0 {
 			// The previous generation's report of its end stops with it.
 			u.reportCoolDownEnd(t, left)
 		}
 		if u.active.Path != "" && prev.active.Path != "" {
 			t.activeDn.Store(o.activeDn.Load())
 		}
-		t.reported.Store(t.activeDn.Load() || t.downUntil.Load() > time.Now().UnixNano())
+		t.reported.Store(t.activeDn.Load() || t.downUntil.Load() > monoclock.Now())
 		o.failMu.Lock()
 		if len(o.fails) == len(t.fails) {
 			copy(t.fails, o.fails)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
@@ -746,5 +747,45 @@ func TestRetireCutsNoProbeIntoDown(t *testing.T) {
 	old.upstreams["app"].healthWG.Wait()
 	if !oldT.Healthy() {
 		t.Error("the probe the reload cut took the target down")
+	}
+}
+
+// TestPassiveStateOnMonotonicClock: a passive cool-down and the failure
+// window are durations, kept on the monotonic clock. On the wall clock a
+// step back (NTP, a resumed VM) kept a target out of balancing for the
+// length of the step on top of its cool-down, and counted failures older
+// than the window; a step forward ended cool-downs at once. The instants
+// recorded must be monoclock readings.
+func TestPassiveStateOnMonotonicClock(t *testing.T) {
+	u := testUpstream(t, "round_robin", TargetConfig{Address: "a:1"}, TargetConfig{Address: "b:1"})
+	u.passive = PassiveHealthConfig{MaxFails: 2, FailWindow: time.Hour, Cooldown: time.Hour}
+	tg := u.targets[0]
+	tg.fails = make([]int64, 2)
+	before := monoclock.Now()
+	u.fail(tg, "x")
+	after := monoclock.Now()
+	tg.failMu.Lock()
+	f := tg.fails[0]
+	tg.failMu.Unlock()
+	if f < before || f > after {
+		t.Errorf("failure recorded at %d, not a monotonic reading within [%d, %d]", f, before, after)
+	}
+	u.fail(tg, "x")
+	if tg.Healthy() {
+		t.Fatal("up after 2 of 2 failures")
+	}
+	after = monoclock.Now()
+	if d := tg.downUntil.Load(); d < before+int64(time.Hour) || d > after+int64(time.Hour) {
+		t.Errorf("down until %d, not a monotonic reading an hour after [%d, %d]", d, before, after)
+	}
+	// An active probe that started after the target was taken out ends
+	// the cool-down; one that started before does not.
+	u.passedProbe(tg, time.Now().Add(-time.Minute))
+	if tg.Healthy() {
+		t.Error("a probe started before the failures ended the cool-down")
+	}
+	u.passedProbe(tg, time.Now())
+	if !tg.Healthy() {
+		t.Error("a probe started after the failures did not end the cool-down")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"github.com/gmproxy/gmproxy/proxy/balance"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
@@ -95,17 +96,20 @@ type Target struct {
 	// serving. A reload's target with the same address shares the
 	// counter (inheritHealth): what the old generation still has in
 	// flight on it counts for least_conn and max_conns_per_target.
-	inflight  *atomic.Int64
-	downUntil atomic.Int64 // unix nanoseconds; 0 when passively healthy
-	activeDn  atomic.Bool  // active checks say down
-	reported  atomic.Bool  // last reported state: true = down
+	inflight *atomic.Int64
+	// downUntil is when a passive cool-down ends (monoclock ns; 0 when
+	// passively healthy): cool-downs and failure windows are durations,
+	// which a step of the wall clock must neither stretch nor end.
+	downUntil atomic.Int64
+	activeDn  atomic.Bool // active checks say down
+	reported  atomic.Bool // last reported state: true = down
 	// next is the target with the same address in the generation that
 	// retired this one's (Proxy.Retire); its active checks stand for the
 	// ones this generation stopped.
 	next atomic.Pointer[Target]
 
 	failMu sync.Mutex
-	fails  []int64 // ring of failure times (unix ns), len MaxFails
+	fails  []int64 // ring of failure times (monoclock ns), len MaxFails
 	failN  int
 	// coolEnd reports the end of the passive cool-down
 	// (reportCoolDownEnd); under failMu.
@@ -228,7 +232,7 @@ func (t *Target) Healthy() bool {
 		return false
 	}
 	if d := t.downUntil.Load(); d != 0 {
-		if time.Now().UnixNano() < d {
+		if monoclock.Now() < d {
 			return false
 		}
 		if t.downUntil.CompareAndSwap(d, 0) {
@@ -260,7 +264,7 @@ func (t *Target) InFlight() int64 { return t.inflight.Load() }
 
 // reportState logs and reports a change of the target's combined state.
 func (u *Upstream) reportState(t *Target, why string) {
-	down := t.activeDn.Load() || t.downUntil.Load() > time.Now().UnixNano()
+	down := t.activeDn.Load() || t.downUntil.Load() > monoclock.Now()
 	if t.reported.Load() == down {
 		return
 	}
@@ -298,7 +302,7 @@ func (u *Upstream) fail(t *Target, why string) {
 	if u.passive.MaxFails < 0 || len(t.fails) == 0 {
 		return
 	}
-	now := time.Now().UnixNano()
+	now := monoclock.Now()
 	t.failMu.Lock()
 	t.fails[t.failN%len(t.fails)] = now
 	t.failN++
@@ -346,7 +350,7 @@ func (u *Upstream) reportCoolDownEnd(t *Target, d time.Duration) {
 // started after the target was taken out succeeded.
 func (u *Upstream) passedProbe(t *Target, started time.Time) {
 	d := t.downUntil.Load()
-	if d == 0 || started.UnixNano() < d-int64(u.passive.Cooldown) {
+	if d == 0 || monoclock.Of(started) < d-int64(u.passive.Cooldown) {
 		return
 	}
 	if t.downUntil.CompareAndSwap(d, 0) {
