@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // sendWatch ends an exchange over HTTP/2 on net/http's Transport whose
@@ -29,7 +31,7 @@ type sendWatch struct {
 	d       time.Duration
 	cancel  context.CancelCauseFunc
 	reading atomic.Bool
-	last    atomic.Int64 // unix ns: when the last read of the body returned
+	last    atomic.Int64 // monoclock ns: when the last read of the body returned
 	stalled atomic.Bool  // the watch cancelled the attempt
 	started atomic.Bool  // the first read of the body came
 
@@ -55,7 +57,7 @@ func (sendTimeoutError) Temporary() bool { return true } // a net.Error, as isTi
 func watchSend(req *http.Request, d time.Duration) (*http.Request, *sendWatch) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	w := &sendWatch{d: d, cancel: cancel}
-	w.last.Store(time.Now().UnixNano())
+	w.last.Store(monoclock.Now())
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { w.stop() },
 	})
@@ -77,7 +79,7 @@ func (w *sendWatch) readStarts() {
 	w.mu.Unlock()
 }
 func (w *sendWatch) readEnds() {
-	w.last.Store(time.Now().UnixNano())
+	w.last.Store(monoclock.Now())
 	w.reading.Store(false)
 }
 
@@ -88,7 +90,9 @@ func (w *sendWatch) check() {
 	if w.stopped {
 		return
 	}
-	idle := time.Since(time.Unix(0, w.last.Load()))
+	// On the monotonic clock: a step of the wall clock is no time the
+	// target took.
+	idle := time.Duration(monoclock.Now() - w.last.Load())
 	switch {
 	case w.reading.Load():
 		w.timer.Reset(w.d)

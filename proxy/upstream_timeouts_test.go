@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
@@ -452,4 +453,31 @@ func methodBackend(t *testing.T) string {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(req.Method))+"\r\n\r\n"+req.Method)
 		}
 	})
+}
+
+// TestSendWatchOnMonotonicClock: the write_timeout watch of an HTTP/2
+// target measures the time since the last read of the body on the
+// monotonic clock. On the wall clock a step forward of more than
+// write_timeout cancelled uploads in progress (504, the target charged),
+// and a step back stretched the timeout by the step. The instants
+// recorded must be monoclock readings.
+func TestSendWatchOnMonotonicClock(t *testing.T) {
+	req, err := http.NewRequest("POST", "http://127.0.0.1:1/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := monoclock.Now()
+	_, w := watchSend(req, time.Hour)
+	defer w.end()
+	after := monoclock.Now()
+	if l := w.last.Load(); l < before || l > after {
+		t.Errorf("watch started at %d, not a monotonic reading within [%d, %d]", l, before, after)
+	}
+	w.readStarts()
+	before = monoclock.Now()
+	w.readEnds()
+	after = monoclock.Now()
+	if l := w.last.Load(); l < before || l > after {
+		t.Errorf("last read ended at %d, not a monotonic reading within [%d, %d]", l, before, after)
+	}
 }
