@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // Streaming, as in Caddy's streaming.go: bodies are copied through one
@@ -387,13 +389,15 @@ type sendBounded struct {
 	io.ReadWriteCloser
 	conn net.Conn // the connection underneath, for its deadline and half-close
 	d    time.Duration
-	set  int64 // Unix ns when the deadline was last moved
+	set  int64 // monoclock ns when the deadline was last moved; 0: never
 }
 
 func (c *sendBounded) Write(p []byte) (int, error) {
-	if now := time.Now().UnixNano(); now-c.set >= int64(c.d/8) {
+	// Aged on the monotonic clock the deadline runs on: after a step
+	// back of the wall clock, a deadline long past was kept.
+	if now := monoclock.Now(); c.set == 0 || now-c.set >= int64(c.d/8) {
 		c.set = now
-		c.conn.SetWriteDeadline(time.Unix(0, now).Add(c.d + c.d/8))
+		c.conn.SetWriteDeadline(time.Now().Add(c.d + c.d/8))
 	}
 	return c.ReadWriteCloser.Write(p)
 }
@@ -422,8 +426,10 @@ var streamReportInterval = 5 * time.Second
 // report, if set, receives the bytes moved since its previous call
 // every streamReportInterval and once at the end.
 func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)) (ab, ba int64) {
+	// last is when data last moved (monoclock ns): idle is a duration, which
+	// a step of the wall clock must neither end nor stretch.
 	var last, nab, nba atomic.Int64
-	last.Store(time.Now().UnixNano())
+	last.Store(monoclock.Now())
 	// end closes both sides once; aborted (an idle timeout or an error,
 	// not an orderly end) tells a that can tell (aborter).
 	var closeOnce sync.Once
@@ -461,7 +467,7 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 				case <-stop:
 					return
 				case now := <-tick.C:
-					if idle > 0 && now.UnixNano()-last.Load() >= int64(idle) {
+					if idle > 0 && monoclock.Now()-last.Load() >= int64(idle) {
 						end(true)
 						return
 					}
@@ -535,12 +541,12 @@ func copyDir(dst io.Writer, src io.Reader, last, n *atomic.Int64) (int64, error)
 	for {
 		nr, err := src.Read(buf)
 		if nr > 0 {
-			last.Store(time.Now().UnixNano())
+			last.Store(monoclock.Now())
 			w, werr := dst.Write(buf[:nr])
 			if w > 0 {
 				// A write to a slow reader moves data until it
 				// returns: the idle time counts from its end.
-				last.Store(time.Now().UnixNano())
+				last.Store(monoclock.Now())
 			}
 			total += int64(w)
 			n.Add(int64(w))

@@ -6,11 +6,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/h1server"
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // floodUntilCut writes to c until a write fails or n writes are done and
@@ -197,5 +200,38 @@ func TestSendBoundedNotBeforeTimeout(t *testing.T) {
 	c.Write([]byte("b"))
 	if left := dc.wdl.Sub(start); left < d {
 		t.Fatalf("a write began with %v left before its deadline, less than the timeout (%v): the client would be cut early", left, d)
+	}
+}
+
+// TestTunnelTimesOnMonotonicClock: a tunnel's idle timeout (tunnel_idle,
+// a stream's idle_timeout) and the send bound of its client side are
+// durations since the last data, measured on the monotonic clock. On the
+// wall clock a step forward past the idle timeout cut every tunnel and
+// stream at once, and a step back kept an idle one for the step longer
+// and stopped moving the send deadline until the wall clock caught up,
+// cutting busy ones when it passed. The instants recorded must be
+// monoclock readings.
+func TestTunnelTimesOnMonotonicClock(t *testing.T) {
+	var last, n atomic.Int64
+	before := monoclock.Now()
+	if _, err := copyDir(io.Discard, strings.NewReader("data"), &last, &n); err != nil {
+		t.Fatal(err)
+	}
+	after := monoclock.Now()
+	if l := last.Load(); l < before || l > after {
+		t.Errorf("tunnel data moved at %d, not a monotonic reading within [%d, %d]", l, before, after)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go io.Copy(io.Discard, b)
+	sb := &sendBounded{ReadWriteCloser: a, conn: a, d: time.Hour}
+	before = monoclock.Now()
+	if _, err := sb.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	after = monoclock.Now()
+	if sb.set < before || sb.set > after {
+		t.Errorf("send deadline moved at %d, not a monotonic reading within [%d, %d]", sb.set, before, after)
 	}
 }
