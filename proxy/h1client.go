@@ -309,8 +309,8 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.
 	w := watchExchange(ctx, pc.interrupt)
-	err = writeRequest(pc.bw, req)
-	if err == nil && req.Body != nil {
+	sent, err := writeRequest(pc.bw, req)
+	if err == nil && req.Body != nil && !sent {
 		err = pc.writeBody(req)
 	}
 	if err == nil {

@@ -14,15 +14,17 @@ import (
 // writeRequest writes req to w as http.Request.Write does, without its
 // per-request allocations (fmt formatting, the transfer writer) on the
 // common case: a GET or HEAD without body, or a request with a body of
-// known length, with an ASCII host, a plain origin-form target, clean
-// header values and no client trace beyond WroteHeaders. Of a request
-// with a body it writes the head only: the caller writes the body
-// (h1Conn.writeBody). Any other request is written, body included, by
-// http.Request.Write itself; TestWriteRequestSameBytes holds the two to
-// the same bytes.
-func writeRequest(w *bufio.Writer, req *http.Request) error {
+// known length, with an ASCII host, a plain origin-form target, at most
+// 32 clean header fields and no client trace beyond WroteHeaders. Of a
+// request with a body it writes the head only: the caller writes the
+// body (h1Conn.writeBody). Any other request is written, body included,
+// by http.Request.Write itself, and body reports that: a request
+// writesPlainly admits may still be one (its fields are looked at only
+// here), and a body written twice would find the client's read already.
+// TestWriteRequestSameBytes holds the two to the same bytes.
+func writeRequest(w *bufio.Writer, req *http.Request) (body bool, err error) {
 	if !writesPlainly(req) {
-		return req.Write(w)
+		return true, req.Write(w)
 	}
 	host := req.Host
 	if host == "" {
@@ -36,11 +38,11 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 			continue
 		}
 		if n == len(keys) || !httpguts.ValidHeaderFieldName(k) {
-			return req.Write(w)
+			return true, req.Write(w)
 		}
 		for _, v := range vv {
 			if !plainValue(v) {
-				return req.Write(w)
+				return true, req.Write(w)
 			}
 		}
 		keys[n] = k
@@ -53,11 +55,11 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 			ua = vv[0]
 		}
 		if !plainValue(ua) {
-			return req.Write(w)
+			return true, req.Write(w)
 		}
 	}
 	if !plainTarget(ruri) { // the host passed ValidHostHeader
-		return req.Write(w)
+		return true, req.Write(w)
 	}
 	w.WriteString(req.Method)
 	w.WriteByte(' ')
@@ -86,14 +88,13 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 			w.WriteString("\r\n")
 		}
 	}
-	_, err := w.WriteString("\r\n")
-	if err != nil {
-		return err
+	if _, err = w.WriteString("\r\n"); err != nil {
+		return false, err
 	}
 	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteHeaders != nil {
 		trace.WroteHeaders()
 	}
-	return nil
+	return false, nil
 }
 
 // writesPlainly reports whether writeRequest may write req itself.
