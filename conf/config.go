@@ -85,7 +85,9 @@ type Config struct {
 	// own health checks to what it serves, so with N workers the totals can
 	// reach N times each figure. Divide them by N where the total matters.
 	// A GOMEMLIMIT in gmproxy's environment is divided by the supervisor:
-	// each worker gets 1/N of it.
+	// each worker gets 1/N of what the shared session table and
+	// per-client counts leave of it (they are memory no worker's
+	// collector counts).
 	// 1 is one process that serves everything
 	// itself with as many threads as CPUs. Default auto on Linux (where a
 	// single CPU makes it 1), 1 elsewhere: the worker mode needs Linux's

@@ -123,15 +123,16 @@
 //     own health checks to what it serves, so with N workers the totals can
 //     reach N times each figure. Divide them by N where the total matters. A
 //     GOMEMLIMIT in gmproxy's environment is divided by the supervisor: each
-//     worker gets 1/N of it. 1 is one process that serves everything itself
-//     with as many threads as CPUs. Default auto on Linux (where a single CPU
-//     makes it 1), 1 elsewhere: the worker mode needs Linux's SO_REUSEPORT.
-//     One Go process per CPU costs no more CPU per handshake or request than
-//     one process with as many threads, and less for resumptions and
-//     keep-alive requests (measured side by side on 2 CPUs, medians of 5
-//     rounds: 0.82–1.01 of one process's CPU per operation under full load,
-//     0.95 for new TLCP handshakes paced at about half the peak rate).
-//     Changing it needs a restart.
+//     worker gets 1/N of what the shared session table and per-client counts
+//     leave of it (they are memory no worker's collector counts). 1 is one
+//     process that serves everything itself with as many threads as CPUs.
+//     Default auto on Linux (where a single CPU makes it 1), 1 elsewhere: the
+//     worker mode needs Linux's SO_REUSEPORT. One Go process per CPU costs no
+//     more CPU per handshake or request than one process with as many threads,
+//     and less for resumptions and keep-alive requests (measured side by side
+//     on 2 CPUs, medians of 5 rounds: 0.82–1.01 of one process's CPU per
+//     operation under full load, 0.95 for new TLCP handshakes paced at about
+//     half the peak rate). Changing it needs a restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.

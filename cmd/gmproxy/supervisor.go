@@ -240,6 +240,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 // limit) each of the n workers gets an nth of it: each worker's collector
 // keeps only its own heap under its GOMEMLIMIT, so n workers passed the
 // whole limit could together grow to n times what the container has.
+// memLimit is the workers' part of the limit (workersMemLimit).
 func workerEnv(environ []string, memLimit int64, n int) []string {
 	limited := memLimit != math.MaxInt64 && n > 0
 	env := make([]string, 0, len(environ)+8)
@@ -260,10 +261,35 @@ func workerEnv(environ []string, memLimit int64, n int) []string {
 	return env
 }
 
+// workersMemLimit is the memory limit the workers' heaps share: the
+// supervisor's (GOMEMLIMIT), less the shared memory files every worker
+// maps (the session table, the per-client counts). Those are charged to
+// the service's memory as a heap is, but no worker's collector counts
+// them: split whole, the heaps could together grow to the limit with the
+// tables on top. Tables that would leave less than half the limit (a
+// limit far too small for the cache_size) take no more than half, so
+// that a worker still gets a limit its collector can keep.
+func (s *supervisor) workersMemLimit() int64 {
+	limit := debug.SetMemoryLimit(-1)
+	if limit == math.MaxInt64 {
+		return limit
+	}
+	var shared int64
+	for _, f := range []*os.File{s.shm, s.clients} {
+		if f == nil {
+			continue
+		}
+		if st, err := f.Stat(); err == nil {
+			shared += st.Size()
+		}
+	}
+	return max(limit-shared, limit/2)
+}
+
 // spawn starts worker i; its exit is reported on exits.
 func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) {
 	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
-	env := workerEnv(os.Environ(), debug.SetMemoryLimit(-1), s.n)
+	env := workerEnv(os.Environ(), s.workersMemLimit(), s.n)
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, envWorkerConfig+"="+filepath.Join(s.dir, workerConfigFile), "GOMAXPROCS=1")
 	// The key passwords the supervisor took from its environment
 	// (key_password_env) when it read the configuration: the worker reads

@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -474,5 +476,47 @@ func TestWorkerEnvSharesMemoryLimit(t *testing.T) {
 	got = workerEnv([]string{"PATH=/bin", "GOMAXPROCS=8"}, math.MaxInt64, 4)
 	if want := []string{"PATH=/bin"}; !slices.Equal(got, want) {
 		t.Errorf("no limit: %q, want %q", got, want)
+	}
+}
+
+// TestWorkerMemoryLimitLeavesSharedTables: the workers' session table
+// and per-client counts are shared memory, charged to the container's
+// memory like a heap but outside every worker's GOMEMLIMIT (which counts
+// only the Go runtime's memory). Under a limit, the workers' shares are
+// what is left of it once those tables are taken out: split whole, the
+// heaps could together reach the limit with the tables on top of it.
+func TestWorkerMemoryLimitLeavesSharedTables(t *testing.T) {
+	if !shmstore.Supported {
+		t.Skip("no shared memory session store here")
+	}
+	s := scriptSupervisor(t, `echo "$GOMEMLIMIT" > "$0.$`+envWorker+`"`)
+	f, err := shmstore.Create(2*conf.DefaultSessionCacheSize + 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.shm = f
+	const limit = 512 << 20
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	exits := make(chan workerExit, 1)
+	if _, err := s.spawn(0, exits); err != nil {
+		t.Fatal(err)
+	}
+	<-exits
+	out, err := os.ReadFile(s.exe + ".0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatalf("worker's GOMEMLIMIT %q: %v", out, err)
+	}
+	if want := (limit - st.Size()) / 2; got != want {
+		t.Errorf("worker's GOMEMLIMIT %d (%d MiB) under a 512 MiB limit with a %d MiB shared table, want %d: the table is outside every heap limit",
+			got, got>>20, st.Size()>>20, want)
 	}
 }
