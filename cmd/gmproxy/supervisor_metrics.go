@@ -38,6 +38,27 @@ func gaugeRule(name string) mergeRule {
 	return mergeSum
 }
 
+// namespaceCounters are counters a worker's process collector reads from
+// the network namespace (/proc/PID/net/netstat), not from its own process:
+// every worker reports the same totals, and one started again reports the
+// whole total at once. Summed, they would count the traffic once per
+// worker and again at every restart; the merge keeps the largest reading.
+var namespaceCounters = map[string]bool{
+	"process_network_receive_bytes_total":  true,
+	"process_network_transmit_bytes_total": true,
+}
+
+// ruleFor is how the series of family name, of type t, combine.
+func ruleFor(name string, t dto.MetricType) mergeRule {
+	switch {
+	case t == dto.MetricType_GAUGE:
+		return gaugeRule(name)
+	case t == dto.MetricType_COUNTER && namespaceCounters[name]:
+		return mergeMax
+	}
+	return mergeSum
+}
+
 // parseMetrics reads one worker's text exposition.
 func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
@@ -59,7 +80,7 @@ func labelKey(m *dto.Metric) string {
 // mergeFamilies combines the workers' families: series with the same
 // labels are summed (counters, untyped values, histogram buckets, counts
 // and sums, summary counts and sums; summary quantiles do not add up and
-// are dropped) or combined by gaugeRule.
+// are dropped) or combined by ruleFor.
 func mergeFamilies(all []map[string]*dto.MetricFamily) []*dto.MetricFamily {
 	merged := map[string]*dto.MetricFamily{}
 	series := map[string]map[string]*dto.Metric{}
@@ -77,7 +98,7 @@ func mergeFamilies(all []map[string]*dto.MetricFamily) []*dto.MetricFamily {
 			for _, m := range f.GetMetric() {
 				k := labelKey(m)
 				if cur, ok := series[name][k]; ok {
-					addMetric(cur, m, mf.GetType(), gaugeRule(name))
+					addMetric(cur, m, mf.GetType(), ruleFor(name, mf.GetType()))
 					continue
 				}
 				c := proto.Clone(m).(*dto.Metric)
@@ -109,7 +130,7 @@ func combine(a, b float64, r mergeRule) float64 {
 func addMetric(cur, m *dto.Metric, t dto.MetricType, rule mergeRule) {
 	switch t {
 	case dto.MetricType_COUNTER:
-		cur.Counter.Value = proto.Float64(cur.GetCounter().GetValue() + m.GetCounter().GetValue())
+		cur.Counter.Value = proto.Float64(combine(cur.GetCounter().GetValue(), m.GetCounter().GetValue(), rule))
 	case dto.MetricType_GAUGE:
 		cur.Gauge.Value = proto.Float64(combine(cur.GetGauge().GetValue(), m.GetGauge().GetValue(), rule))
 	case dto.MetricType_UNTYPED:

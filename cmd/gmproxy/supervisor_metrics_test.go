@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -182,4 +183,47 @@ func TestReloadDuringScrapeDropsRemovedSeries(t *testing.T) {
 	if got := scrape(); strings.Contains(got, `site="old"`) {
 		t.Errorf("a site the reload removed is still in the merged metrics:\n%s", got)
 	}
+}
+
+// TestMergedNetworkCountersNotMultiplied: process_network_*_bytes_total,
+// which every worker's process collector exports, read the network
+// namespace's totals (/proc/PID/net/netstat), the same in every worker:
+// summed, the supervisor reported n times the traffic, and a restarted
+// worker, whose first reading is the whole total again, made the sum jump
+// by all of it. They are the largest of the workers' readings.
+func TestMergedNetworkCountersNotMultiplied(t *testing.T) {
+	fams, err := metrics.MustNew(nil).Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := false
+	for _, f := range fams {
+		exported = exported || f.GetName() == "process_network_receive_bytes_total"
+	}
+	if !exported && runtime.GOOS == "linux" {
+		t.Fatal("a worker's registry exports no process_network_receive_bytes_total: the test shows nothing")
+	}
+	expo := func(rx float64) map[string]*dto.MetricFamily {
+		f, err := parseMetrics(strings.NewReader("# TYPE process_network_receive_bytes_total counter\nprocess_network_receive_bytes_total " + ftoa(rx) + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	var c cumulative
+	w0, w1 := &workerProc{index: 0}, &workerProc{index: 1}
+	check := func(step string, procs []*workerProc, scraped []map[string]*dto.MetricFamily, want float64) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies(c.update(procs, scraped))); err != nil {
+			t.Fatal(err)
+		}
+		if got := sumSeries(t, out.String(), "process_network_receive_bytes_total", ""); got != want {
+			t.Errorf("%s: process_network_receive_bytes_total %v, want %v (the namespace's)", step, got, want)
+		}
+	}
+	check("two workers", []*workerProc{w0, w1}, []map[string]*dto.MetricFamily{expo(1000), expo(1000)}, 1000)
+	w0b := &workerProc{index: 0}
+	check("worker 0 restarted", []*workerProc{w0b, w1}, []map[string]*dto.MetricFamily{expo(1100), expo(1100)}, 1100)
+	check("worker 1 missed a scrape", []*workerProc{w0b, w1}, []map[string]*dto.MetricFamily{expo(1200), nil}, 1200)
 }
