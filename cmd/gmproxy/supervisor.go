@@ -27,6 +27,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
@@ -97,6 +98,9 @@ type supervisor struct {
 	abandonReloads context.CancelFunc
 	// grace is shutdown_grace of the configuration in force (ns).
 	grace atomic.Int64
+	// listening are the listener addresses of the configuration in force
+	// (reload's goroutine only, once the workers run).
+	listening []string
 	// counted keeps the merged counters monotonic over worker restarts.
 	counted cumulative
 	// scrapes takes the scrapes of the merged /metrics one at a time: of
@@ -144,6 +148,7 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	}
 	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
 	s.grace.Store(int64(cfg.ShutdownGrace))
+	s.listening = listenerAddrs(cfg)
 	s.reloadCtx, s.abandonReloads = context.WithCancel(context.Background())
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
@@ -177,6 +182,9 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 		return nil, err
 	}
 	if err := s.saveConfig(data); err != nil {
+		return nil, err
+	}
+	if err := portsFree(s.listening); err != nil {
 		return nil, err
 	}
 	// Sessions of every worker plus the ticket keys: in memory the
@@ -428,6 +436,9 @@ func (s *supervisor) reload() (*conf.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := portsFree(newPorts(s.listening, listenerAddrs(cfg))); err != nil {
+		return nil, err
+	}
 	// A worker started again after a crash reads the copy while it
 	// starts: it must have read the running one before the copy changes,
 	// else a refused reload would leave it alone on the new one.
@@ -484,10 +495,58 @@ func (s *supervisor) reload() (*conf.Config, error) {
 		refused = append(refused, e)
 	}
 	s.grace.Store(int64(cfg.ShutdownGrace))
+	s.listening = listenerAddrs(cfg)
 	if len(refused) > 0 {
 		return cfg, &splitReloadError{errors.Join(refused...)}
 	}
 	return cfg, nil
+}
+
+// listenerAddrs returns the addresses of cfg's listeners.
+func listenerAddrs(cfg *conf.Config) []string {
+	addrs := make([]string, 0, len(cfg.Listeners))
+	for _, l := range cfg.Listeners {
+		addrs = append(addrs, l.Address)
+	}
+	return addrs
+}
+
+// newPorts returns the addresses of next on a port that no address of
+// running is on: those the workers do not hold yet. (A port a running
+// listener holds may move to another way of writing its address: the
+// workers' sockets share it.)
+func newPorts(running, next []string) []string {
+	held := map[string]bool{}
+	for _, a := range running {
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			held[port] = true
+		}
+	}
+	var out []string
+	for _, a := range next {
+		if _, port, err := net.SplitHostPort(a); err != nil || !held[port] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// portsFree checks that no other process listens on addrs, by listening
+// on each for a moment without SO_REUSEPORT. The workers listen with
+// SO_REUSEPORT, which the kernel grants as well to any other process of
+// the same user that sets it: a second gmproxy started on the ports of a
+// running one (another configuration, a test run) would start, and take
+// a share of its connections, where a single process fails with "address
+// already in use". A bind without it fails on a port so held.
+func portsFree(addrs []string) error {
+	for _, a := range addrs {
+		ln, err := daemon.ListenTCP(a)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", a, err)
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 // splitReloadError is a reload that some workers committed and others

@@ -832,3 +832,77 @@ func TestWorkersStopWholeGroup(t *testing.T) {
 		t.Errorf("exit %d after one stop request to the whole group, want 0", code)
 	}
 }
+
+// TestWorkersRefusePortTakenByAnother: the workers listen with
+// SO_REUSEPORT, which the kernel also grants to any other process of the
+// same user that sets it: a second gmproxy started by mistake on a port
+// the service serves (another configuration, a test run) would start and
+// silently take a share of its connections. Like a single process, a
+// supervisor whose listener's port is already taken does not start.
+func TestWorkersRefusePortTakenByAnother(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	other, err := listenReusePort(listen) // another gmproxy's worker
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	workersConfig(t, cfgPath, listen, admin, "w")
+	r := &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
+	r.cmd = startGmproxy(t, &r.logs, cfgPath)
+	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.exited:
+		default:
+			r.workers()
+			r.cmd.Process.Kill()
+			<-r.exited
+			for _, pid := range r.pids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if t.Failed() {
+			t.Logf("gmproxy output:\n%s", r.logs.String())
+		}
+	})
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 1 {
+		t.Fatalf("exit status %d, want 1", code)
+	}
+	if out := r.logs.String(); !strings.Contains(out, "address already in use") || !strings.Contains(out, listen) {
+		t.Errorf("no word of the taken port %s:\n%s", listen, out)
+	}
+}
+
+// TestWorkersReloadRefusesPortTakenByAnother: a reload that adds a
+// listener on a port another process holds with SO_REUSEPORT is refused,
+// as in a single process, rather than having the workers share that
+// process's port.
+func TestWorkersReloadRefusesPortTakenByAnother(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	workersConfig(t, cfgPath, listen, admin, "w")
+	r := startWorkerRun(t, cfgPath, admin)
+	taken := freePort(t)
+	other, err := listenReusePort(taken) // another gmproxy's worker
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	workersConfig(t, cfgPath, listen+"\n    protocols: [tlcp]\n  - address: "+taken, admin, "w")
+	res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK || !strings.Contains(string(body), "address already in use") {
+		t.Errorf("reload adding a listener on %s, held by another process: %d %s, want a refusal", taken, res.StatusCode, body)
+	}
+	// No worker holds the port: once the other process lets it go, a
+	// socket without SO_REUSEPORT gets it.
+	other.Close()
+	ln, err := net.Listen("tcp", taken)
+	if err != nil {
+		t.Fatalf("a worker kept %s: %v", taken, err)
+	}
+	ln.Close()
+}
