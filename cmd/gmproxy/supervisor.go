@@ -113,6 +113,10 @@ type supervisor struct {
 	procs    []*workerProc
 	stopping bool
 	restarts uint64
+	// reloadFailed: the last reload failed (reloadDone); refusedReloads
+	// counts those refused before any worker was asked.
+	reloadFailed   bool
+	refusedReloads uint64
 }
 
 // workerProc is one running (or dead) worker.
@@ -423,7 +427,9 @@ func (s *supervisor) saveConfig(data []byte) error {
 // worker refused it. The workers read the text checked here, and keep
 // the one before when a worker refused it (a worker started again after
 // a crash then runs what the others run).
-func (s *supervisor) reload() (*conf.Config, error) {
+func (s *supervisor) reload() (_ *conf.Config, err error) {
+	asked := false
+	defer func() { s.reloadDone(err, asked) }()
 	data, err := os.ReadFile(s.file)
 	if err != nil {
 		return nil, err
@@ -462,6 +468,7 @@ func (s *supervisor) reload() (*conf.Config, error) {
 		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
 	}
 	workers := s.live()
+	asked = true
 	if errs := s.step(workers, "/reload/prepare"); len(errs) > 0 {
 		s.step(workers, "/reload/abort")
 		var refused []error
@@ -547,6 +554,23 @@ func portsFree(addrs []string) error {
 		ln.Close()
 	}
 	return nil
+}
+
+// reloadDone records the outcome of a reload for the merged /metrics
+// (gmproxy_config_last_reload_successful, gmproxy_config_reloads_total):
+// a worker records the reloads it makes or refuses, but not one the
+// supervisor refused before asking it (a file that does not parse), nor
+// one another worker refused or that timed out in it. A reload made in
+// part put the new configuration in force, in every worker once those
+// that refused it are replaced: it is not a failure.
+func (s *supervisor) reloadDone(err error, asked bool) {
+	var split *splitReloadError
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reloadFailed = err != nil && !errors.As(err, &split)
+	if err != nil && !asked {
+		s.refusedReloads++
+	}
 }
 
 // splitReloadError is a reload that some workers committed and others
@@ -665,9 +689,18 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 	all = s.counted.update(procs, all)
 	s.scrapes.Unlock() // not held while a slow client reads the answer
 	s.mu.Lock()
-	restarts := s.restarts
+	restarts, refused, lastOK := s.restarts, s.refusedReloads, 1.0
+	if s.reloadFailed {
+		lastOK = 0
+	}
 	s.mu.Unlock()
 	own := map[string]*dto.MetricFamily{
+		// Merged with the workers' own (a minimum, a sum): see reloadDone.
+		"gmproxy_config_last_reload_successful": {Name: proto.String("gmproxy_config_last_reload_successful"), Help: proto.String("1 when the last configuration reload succeeded, else 0."),
+			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(lastOK)}}}},
+		"gmproxy_config_reloads_total": {Name: proto.String("gmproxy_config_reloads_total"), Help: proto.String("Configuration reloads, by result success or failure."),
+			Type: dto.MetricType_COUNTER.Enum(), Metric: []*dto.Metric{{Label: []*dto.LabelPair{{Name: proto.String("result"), Value: proto.String("failure")}},
+				Counter: &dto.Counter{Value: proto.Float64(float64(refused))}}}},
 		"gmproxy_workers": {Name: proto.String("gmproxy_workers"), Help: proto.String("Worker processes running."),
 			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(float64(len(procs)))}}}},
 		"gmproxy_worker_restarts_total": {Name: proto.String("gmproxy_worker_restarts_total"), Help: proto.String("Workers restarted after they died."),

@@ -906,3 +906,53 @@ func TestWorkersReloadRefusesPortTakenByAnother(t *testing.T) {
 	}
 	ln.Close()
 }
+
+// TestWorkersRefusedReloadInMetrics: a reload the supervisor refuses
+// before asking any worker (a file that does not parse, the commonest
+// refusal) shows in the merged /metrics as one refused by a single
+// process does: gmproxy_config_last_reload_successful 0 and one more
+// gmproxy_config_reloads_total{result="failure"}; the next reload that
+// works sets it back to 1.
+func TestWorkersRefusedReloadInMetrics(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	workersConfig(t, cfgPath, listen, admin, "w")
+	r := startWorkerRun(t, cfgPath, admin)
+	reload := func() int {
+		t.Helper()
+		res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	scrape := func() (ok, failures float64) {
+		t.Helper()
+		code, body := r.get("/metrics")
+		if code != 200 {
+			t.Fatalf("/metrics: %d %s", code, body)
+		}
+		return sumSeries(t, body, "gmproxy_config_last_reload_successful", ""),
+			sumSeries(t, body, "gmproxy_config_reloads_total", `result="failure"`)
+	}
+	if ok, failures := scrape(); ok != 1 || failures != 0 {
+		t.Fatalf("at start: last_reload_successful %v, failures %v; want 1, 0", ok, failures)
+	}
+	if err := os.WriteFile(cfgPath, []byte("listeners: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := reload(); code == http.StatusOK {
+		t.Fatal("a file that does not parse reloaded")
+	}
+	if ok, failures := scrape(); ok != 0 || failures != 1 {
+		t.Errorf("after a refused reload: last_reload_successful %v, failures %v; want 0, 1", ok, failures)
+	}
+	workersConfig(t, cfgPath, listen, admin, "w2")
+	if code := reload(); code != http.StatusOK {
+		t.Fatalf("reload: %d", code)
+	}
+	if ok, failures := scrape(); ok != 1 || failures != 1 {
+		t.Errorf("after a reload that worked: last_reload_successful %v, failures %v; want 1, 1", ok, failures)
+	}
+}
