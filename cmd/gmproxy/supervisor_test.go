@@ -115,7 +115,9 @@ func workersTestPaths(t *testing.T) (cfgPath, listen, admin string) {
 func startGmproxy(t *testing.T, logs *lockedBuffer, cfgPath string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "run", "-c", cfgPath)
-	cmd.Env = append(append(os.Environ(), envTestMain+"=1"), env...)
+	// The supervisor's private folder goes in a folder of the test's:
+	// a gmproxy the test kills (SIGKILL) cannot remove it itself.
+	cmd.Env = append(append(os.Environ(), envTestMain+"=1", "TMPDIR="+t.TempDir()), env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.WaitDelay = 10 * time.Second // the workers hold the output pipe too
 	// gmproxy and its workers get a process group of their own, led by a
