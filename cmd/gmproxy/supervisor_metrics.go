@@ -27,10 +27,12 @@ const (
 )
 
 // gaugeRule: a gauge is summed unless its name says it is a point in time,
-// an info metric, or a per-worker yes/no.
+// an info metric, a setting every worker has alike (GOGC), or a per-worker
+// yes/no.
 func gaugeRule(name string) mergeRule {
 	switch {
-	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"):
+	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"),
+		name == "go_gc_gogc_percent":
 		return mergeMax
 	case strings.HasSuffix(name, "_healthy"), strings.HasSuffix(name, "_successful"):
 		return mergeMin

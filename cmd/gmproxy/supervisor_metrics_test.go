@@ -227,3 +227,20 @@ func TestMergedNetworkCountersNotMultiplied(t *testing.T) {
 	check("worker 0 restarted", []*workerProc{w0b, w1}, []map[string]*dto.MetricFamily{expo(1100), expo(1100)}, 1100)
 	check("worker 1 missed a scrape", []*workerProc{w0b, w1}, []map[string]*dto.MetricFamily{expo(1200), nil}, 1200)
 }
+
+// TestMergedGOGCNotSummed: go_gc_gogc_percent is a setting, the same in
+// every worker (GOGC), not an amount: two workers at GOGC=100 are 100,
+// not 200.
+func TestMergedGOGCNotSummed(t *testing.T) {
+	one, err := parseMetrics(strings.NewReader("# TYPE go_gc_gogc_percent gauge\ngo_gc_gogc_percent 100\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeFamilies(&out, mergeFamilies([]map[string]*dto.MetricFamily{one, one})); err != nil {
+		t.Fatal(err)
+	}
+	if got := sumSeries(t, out.String(), "go_gc_gogc_percent", ""); got != 100 {
+		t.Errorf("go_gc_gogc_percent of two workers at 100: %v", got)
+	}
+}
