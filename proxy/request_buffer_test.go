@@ -18,10 +18,19 @@ import (
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
-// sendHead sends a POST head with Expect: 100-continue and waits for the
-// proxy's 100 Continue: the proxy's handler is then reading the body.
-func sendHead(t *testing.T, c net.Conn, br *bufio.Reader, length int) {
+// startUpload connects to addr and sends a POST head of length with
+// Expect: 100-continue, and waits for the proxy's 100 Continue: the proxy's
+// handler is then reading the body. The connection closes when the test
+// ends.
+func startUpload(t *testing.T, addr string, length int) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	br := bufio.NewReader(c)
 	fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", length)
 	line, err := br.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
@@ -30,6 +39,7 @@ func sendHead(t *testing.T, c net.Conn, br *bufio.Reader, length int) {
 	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
 		t.Fatalf("100 Continue not followed by an empty line: %q %v", blank, err)
 	}
+	return c, br
 }
 
 // TestSlowUploadHoldsNoTarget: a body of declared length within
@@ -40,15 +50,8 @@ func TestSlowUploadHoldsNoTarget(t *testing.T) {
 	var hits atomic.Int64
 	backend := countingBackend(t, "b", &hits)
 	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-	br := bufio.NewReader(c)
 	body := strings.Repeat("x", 40<<10)
-	sendHead(t, c, br, len(body))
+	c, br := startUpload(t, f.addr, len(body))
 	io.WriteString(c, body[:len(body)/2])
 	target := f.p.Upstream("u").Targets()[0]
 	for range 5 { // the proxy reads what came, and waits
@@ -80,14 +83,7 @@ func TestBufferedUploadFailures(t *testing.T) {
 			cfg.Limits.BodyTimeout = 100 * time.Millisecond
 			cfg.Upstreams[0].HealthCheck.Passive = PassiveHealthConfig{MaxFails: 1, Cooldown: time.Hour}
 			f := newFront(t, cfg, frontOpts{})
-			c, err := net.Dial("tcp", f.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-			br := bufio.NewReader(c)
-			sendHead(t, c, br, 1000)
+			c, br := startUpload(t, f.addr, 1000)
 			io.WriteString(c, "partial")
 			if stall {
 				res, err := http.ReadResponse(br, nil)
@@ -164,14 +160,7 @@ func TestBufferedUploadBytesIn(t *testing.T) {
 			cfg.Limits.RequestBuffer = buffer
 			obs := newEventObserver()
 			f := newFront(t, cfg, frontOpts{obs: obs})
-			c, err := net.Dial("tcp", f.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-			br := bufio.NewReader(c)
-			sendHead(t, c, br, 1000)
+			c, br := startUpload(t, f.addr, 1000)
 			io.WriteString(c, "partial")
 			res, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -215,13 +204,7 @@ func TestBufferedUploadRetryDuration(t *testing.T) {
 	f := newFront(t, cfg, frontOpts{})
 	body := strings.Repeat("z", 1000)
 	for i := range 2 { // round robin: one of the two tries the dead target first
-		c, err := net.Dial("tcp", f.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-		br := bufio.NewReader(c)
-		sendHead(t, c, br, len(body))
+		c, br := startUpload(t, f.addr, len(body))
 		io.WriteString(c, body[:10])
 		time.Sleep(200 * time.Millisecond) // a slow client: longer than retries.duration
 		io.WriteString(c, body[10:])
@@ -249,14 +232,7 @@ func TestBufferedUploadExpectNotForwarded(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-	br := bufio.NewReader(c)
-	sendHead(t, c, br, 5)
+	c, br := startUpload(t, f.addr, 5)
 	io.WriteString(c, "hello")
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -286,15 +262,8 @@ func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 	var hits atomic.Int64
 	backend := countingBackend(t, "b", &hits)
 	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-	br := bufio.NewReader(c)
 	body := strings.Repeat("z", 40<<10)
-	sendHead(t, c, br, len(body))
+	c, br := startUpload(t, f.addr, len(body))
 	io.WriteString(c, body[:20<<10])
 	target := f.p.Upstream("u").Targets()[0]
 	for i := 0; target.InFlight() == 0; i++ {
