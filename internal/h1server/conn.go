@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/h1head"
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -29,7 +30,7 @@ const (
 type conn struct {
 	srv        *Server
 	rwc        net.Conn
-	started    int64 // unix ns
+	started    int64 // monoclock ns: Shutdown's grace for a first request is not moved by a wall clock step
 	state      atomic.Int32
 	remoteAddr string
 	ctx        context.Context // the requests' context, a child of scope
@@ -69,7 +70,7 @@ func newConn(s *Server, rwc net.Conn) *conn {
 		c.watch.cond.L = &c.watch.mu
 	}
 	c.srv, c.rwc = s, rwc
-	c.started = time.Now().UnixNano()
+	c.started = monoclock.Now()
 	c.state.Store(stateNew) // a pooled conn ended in another state
 	c.wdl = time.Time{}
 	c.r = connReader{c: c}

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 )
 
 // Server serves HTTP/1.x on connections handed to ServeConn. Its fields
@@ -174,7 +176,7 @@ const newConnGrace = 5 * time.Second
 func (s *Server) closeIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := monoclock.Now()
 	for c := range s.conns {
 		switch c.state.Load() {
 		case stateIdle:

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/monoclock"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
@@ -563,7 +564,7 @@ func TestShutdownClosesSilentNewConn(t *testing.T) {
 	// The connection has been silent for longer than newConnGrace.
 	s.mu.Lock()
 	for c := range s.conns {
-		c.started = time.Now().Add(-2 * newConnGrace).UnixNano()
+		c.started = monoclock.Now() - int64(2*newConnGrace)
 	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), testpeer.WaitLimit)
@@ -1068,4 +1069,19 @@ func TestNewConnStartsNew(t *testing.T) {
 		return
 	}
 	t.Fatal("the pool never returned the conn put in it in 100 tries")
+}
+
+// TestConnStartOnMonotonicClock: a connection's start, which Shutdown's
+// grace for its first request counts from, is a monotonic reading, so a
+// wall clock step neither cuts a new connection at once nor keeps it.
+func TestConnStartOnMonotonicClock(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	before := monoclock.Now()
+	c := newConn(&Server{}, a)
+	after := monoclock.Now()
+	if c.started < before || c.started > after {
+		t.Errorf("connection started at %d, not a monotonic reading within [%d, %d]", c.started, before, after)
+	}
 }
