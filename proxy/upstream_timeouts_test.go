@@ -312,6 +312,7 @@ func TestWriteTimeoutNotChargedWithClientPauses(t *testing.T) {
 	addr := methodBackend(t)
 	cfg := proxyTo(addr)
 	cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+	cfg.Limits.RequestBuffer = -1 // streamed: the client's pauses fall within the write to the target
 	f := newFront(t, cfg, frontOpts{})
 	c := dialRaw(t, f.addr)
 	part := strings.Repeat("p", 5000)
