@@ -219,8 +219,8 @@ type HTTPServer struct {
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// WriteTimeout bounds writing a response; 0 means no limit. Default 0.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// IdleTimeout closes keep-alive connections idle for this long.
-	// Default 2m.
+	// IdleTimeout closes keep-alive connections idle for this long; it
+	// must be positive. Default 2m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConcurrentStreams bounds the concurrent streams of one HTTP/2
 	// connection. Default 250.
@@ -713,7 +713,8 @@ type Timeouts struct {
 	// connection keeps its deadline while it is recent, so the wait
 	// allowed is between the value and 9/8 of it.
 	ResponseHeader time.Duration `yaml:"response_header"`
-	// Idle closes pooled connections idle for this long. Default 90s.
+	// Idle closes pooled connections idle for this long; it must be
+	// positive. Default 90s.
 	Idle time.Duration `yaml:"idle"`
 	// Read is the longest wait between two successive reads of a response
 	// body from a target (like nginx proxy_read_timeout); past it the

@@ -234,7 +234,7 @@
 //   - write_timeout (duration): write_timeout bounds writing a response; 0
 //     means no limit. Default 0.
 //   - idle_timeout (duration): idle_timeout closes keep-alive connections idle
-//     for this long. Default 2m.
+//     for this long; it must be positive. Default 2m.
 //   - max_concurrent_streams (integer): max_concurrent_streams bounds the
 //     concurrent streams of one HTTP/2 connection. Default 250.
 //   - body_timeout (duration): body_timeout is the longest wait between two
@@ -695,8 +695,8 @@
 //     response headers after the request was written; exceeded → 504.
 //     Default 60s. A pooled connection keeps its deadline while it is recent,
 //     so the wait allowed is between the value and 9/8 of it.
-//   - idle (duration): idle closes pooled connections idle for this long.
-//     Default 90s.
+//   - idle (duration): idle closes pooled connections idle for this long; it
+//     must be positive. Default 90s.
 //   - read (duration): read is the longest wait between two successive reads of
 //     a response body from a target (like nginx proxy_read_timeout); past it
 //     the response is cut, so the client sees it end early, and the target

@@ -419,6 +419,11 @@ func (v *validator) listenerHTTP(h *HTTPServer, p string) {
 	if h.ReadHeaderTimeout <= 0 {
 		v.errf(p+".read_header_timeout", "write a duration such as 30s", "read_header_timeout must be positive")
 	}
+	// 0 is not "no limit" here: the proxy would put its own default in its
+	// place, neither the documented 2m nor unbounded.
+	if h.IdleTimeout <= 0 {
+		v.errf(p+".idle_timeout", "write a duration such as 2m", "idle_timeout must be positive")
+	}
 	if h.BodyTimeout < 0 {
 		v.errf(p+".body_timeout", "write a duration such as 60s, or 0 for no limit", "body_timeout must not be negative")
 	}
@@ -1478,6 +1483,11 @@ func (v *validator) upstreamConnections(u *Upstream, p string) {
 	}
 	if u.Timeouts.ResponseHeader <= 0 {
 		v.errf(p+".timeouts.response_header", "write a duration such as 60s", "response_header timeout must be positive")
+	}
+	// As for a listener's idle_timeout: the transport reads 0 as its own
+	// default (90s), not as "no limit".
+	if u.Timeouts.Idle <= 0 {
+		v.errf(p+".timeouts.idle", "write a duration such as 90s", "idle timeout must be positive")
 	}
 	if u.MaxResponseHeaderBytes < 1<<10 {
 		v.errf(p+".max_response_header_bytes", "write a size such as 64KiB", "max_response_header_bytes must be at least 1KiB")
