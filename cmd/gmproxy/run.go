@@ -234,9 +234,6 @@ func loadRunConfig(o *runFlags, stderr io.Writer, bootL *slog.Logger) (cfg *conf
 			return nil, nil, false
 		}
 	}
-	if dev.ConfigErr != nil {
-		bootL.Warn("embedded configuration not usable, running the built-in equivalent", "err", dev.ConfigErr)
-	}
 	return dev.Config, dev, true
 }
 

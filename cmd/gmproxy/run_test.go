@@ -750,3 +750,40 @@ access_log: {path: "off"}
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// TestEmbeddedDefaultRefusesUnusableFolder: a development folder whose
+// files devpki accepts but the embedded configuration refuses (here the
+// signing and encryption pairs swapped by hand) stops `gmproxy run` with
+// what is wrong and how to fix it; no other configuration is served in its
+// place.
+func TestEmbeddedDefaultRefusesUnusableFolder(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".crt", ".key"} {
+		sign, enc := filepath.Join(dir, "server_sign"+ext), filepath.Join(dir, "server_enc"+ext)
+		tmp := sign + ".tmp"
+		if err := os.Rename(sign, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(enc, sign); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, enc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb syncBuffer
+	sigs := make(chan os.Signal, 1)
+	code := runMain([]string{"-dev-dir", dir, "-listen", "127.0.0.1:0", "-admin", "off"}, &out, &errb, sigs, &runHooks{ready: func(*daemon.Daemon, string, string) {
+		t.Error("served a folder the embedded configuration refuses")
+		sigs <- syscall.SIGTERM
+	}})
+	if code == 0 {
+		t.Fatalf("exit 0:\n%s", errb.String())
+	}
+	if msg := errb.String(); !strings.Contains(msg, dir) || !strings.Contains(msg, "remove the folder") || !strings.Contains(msg, "sign_cert") {
+		t.Errorf("the refusal does not say what is wrong and how to fix it:\n%s", msg)
+	}
+}

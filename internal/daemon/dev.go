@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 )
 
@@ -42,9 +41,6 @@ type DevSetup struct {
 	backend *http.Server
 	// BackendAddr is the demo backend's loopback address.
 	BackendAddr string
-	// ConfigErr is why the embedded YAML could not be used (the built-in
-	// equivalent then runs); nil normally.
-	ConfigErr error
 }
 
 // NewDevSetup creates (or reuses) the PKI in dir and starts the demo backend.
@@ -64,17 +60,19 @@ func NewDevSetup(dir, listen string) (*DevSetup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo backend: %w", err)
 	}
-	d := &DevSetup{Dir: dir, PKI: p, BackendAddr: ln.Addr().String()}
+	// The embedded YAML (conf.DevConfig) is the only description of the
+	// development setup, read as a user's file is, defaults included. A
+	// folder whose files devpki accepts but conf refuses (a user swapped
+	// or replaced them) is reported rather than served another way.
+	backendAddr := ln.Addr().String()
+	cfg, err := conf.DevConfig(dir, backendAddr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("the development configuration cannot use the files in %s (remove the folder and a new development PKI is made at the next start): %w", dir, err)
+	}
+	d := &DevSetup{Dir: dir, PKI: p, BackendAddr: backendAddr}
 	d.backend = &http.Server{Handler: http.HandlerFunc(demoHandler), ReadHeaderTimeout: 10 * time.Second}
 	go d.backend.Serve(ln)
-	// The embedded YAML (conf.DevConfig) is the same configuration a user
-	// would write; the built-in one is a fallback for a PKI folder whose
-	// files conf cannot use.
-	cfg, err := conf.DevConfig(dir, d.BackendAddr)
-	if err != nil {
-		d.ConfigErr = err
-		cfg = devConfig(dir, listen, d.BackendAddr, p)
-	}
 	cfg.Listeners[0].Address = listen
 	d.Config = cfg
 	return d, nil
@@ -85,65 +83,6 @@ func (d *DevSetup) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d.backend.Shutdown(ctx)
-}
-
-func devConfig(dir, listen, backend string, p *devpki.PKI) *conf.Config {
-	f := func(n string) string { return filepath.Join(dir, n) }
-	cfg := conf.Default()
-	cfg.Admin.Address = "off"
-	cfg.ShutdownGrace = 10 * time.Second
-	cfg.Listeners = []conf.Listener{{
-		Address:              listen,
-		Protocols:            family.Names(),
-		TLCPSuitesInTLSHello: "reject",
-		HandshakeTimeout:     conf.DefaultHandshakeTimeout,
-		MaxHandshakes:        conf.DefaultMaxHandshakes,
-		MaxConnections:       conf.DefaultMaxConnections,
-		PlainHTTP:            "redirect",
-		HTTP: conf.HTTPServer{
-			MaxHeaderBytes:       conf.DefaultMaxHeaderBytes,
-			ReadHeaderTimeout:    conf.DefaultReadHeaderTimeout,
-			IdleTimeout:          conf.DefaultHTTPIdleTimeout,
-			MaxConcurrentStreams: conf.DefaultMaxStreams,
-			BodyTimeout:          conf.DefaultBodyTimeout,
-			SendTimeout:          conf.DefaultSendTimeout,
-			HTTP2MaxResetRate:    conf.DefaultHTTP2MaxResetRate,
-			MaxRequestsPerClient: conf.DefaultMaxRequestsPerClient,
-			RequestBuffer:        conf.DefaultRequestBuffer,
-		},
-	}}
-	cfg.Upstreams = []conf.Upstream{{
-		Name:    "demo",
-		Targets: []conf.Target{{Address: backend, Weight: 1}},
-		Timeouts: conf.Timeouts{
-			Connect: conf.DefaultConnectTimeout, ResponseHeader: conf.DefaultResponseHeader, Idle: conf.DefaultUpstreamIdle,
-		},
-		Keepalive: conf.Keepalive{MaxIdle: conf.DefaultKeepaliveMaxIdle},
-		Retries:   conf.Retries{Tries: conf.DefaultRetryTries, TotalTime: conf.DefaultRetryTotalTime},
-	}}
-	site := conf.Site{
-		Name:        "dev",
-		ServerNames: []string{"localhost"},
-		TLCP: &conf.SiteTLCP{
-			SignCert: f(devpki.FileServerSignCert), SignKey: f(devpki.FileServerSignKey),
-			EncCert: f(devpki.FileServerEncCert), EncKey: f(devpki.FileServerEncKey),
-			AcceptRawCertificateVerify: conf.DefaultAcceptRawCertificateVerify,
-		},
-		TLS13SM: &conf.SiteTLS13SM{Cert: f(devpki.FileServerSignCert), Key: f(devpki.FileServerSignKey)},
-		Routes: []conf.Route{{Name: "demo", PathPrefix: "/", Upstream: "demo", TLSInfoHeaders: true,
-			Retries: &conf.Retries{Tries: 1, TotalTime: conf.DefaultRetryTotalTime}}},
-		Material: conf.SiteMaterial{
-			TLCPSign: &conf.KeyPair{Chain: []*smxCertificate{p.ServerSign.Cert}, Key: p.ServerSign.Key},
-			TLCPEnc:  &conf.KeyPair{Chain: []*smxCertificate{p.ServerEnc.Cert}, Key: p.ServerEnc.Key},
-			TLS13SM:  &conf.KeyPair{Chain: []*smxCertificate{p.ServerSign.Cert}, Key: p.ServerSign.Key},
-		},
-	}
-	if p.ECDSAServer != nil {
-		site.TLS = &conf.SiteTLS{Cert: f(devpki.FileECDSAServerCert), Key: f(devpki.FileECDSAServerKey), MinVersion: "1.2"}
-		site.Material.TLS = &conf.KeyPair{Chain: []*smxCertificate{p.ECDSAServer.Cert}, Key: p.ECDSAServer.Key}
-	}
-	cfg.Sites = []conf.Site{site}
-	return cfg
 }
 
 // demoHandler is the built-in backend: it shows what the client negotiated,
