@@ -15,6 +15,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -535,6 +536,78 @@ func TestBadFramingAnswered(t *testing.T) {
 			}
 			if _, _, _, err := fr.next(); err == nil {
 				t.Error("connection still open after the refusal")
+			}
+		})
+	}
+}
+
+// failingWrites is a listener whose connections' writes fail once fail is
+// set: the connection's write side is gone (a client that stopped reading,
+// seen after the write timeout) while its requests still arrive.
+type failingWrites struct {
+	net.Listener
+	fail atomic.Bool
+}
+
+func (l *failingWrites) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &failingWriteConn{Conn: c, l: l}, nil
+}
+
+type failingWriteConn struct {
+	net.Conn
+	l *failingWrites
+}
+
+func (c *failingWriteConn) Write(b []byte) (int, error) {
+	if c.l.fail.Load() {
+		return 0, errors.New("test: write side gone")
+	}
+	return c.Conn.Write(b)
+}
+
+// TestUnwritableConnectionEnds: an answer the key server cannot write ends
+// the connection, for pings and refusals as for operations; before, the
+// read loop went on reading a client that does not read (pings keep it
+// open for ever), with each answer failing.
+func TestUnwritableConnectionEnds(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	for _, tc := range []struct {
+		name    string
+		typ     Op
+		payload []byte
+	}{
+		{"ping", OpPing, nil},
+		{"refusal", OpSign, []byte{0xff}}, // no such key: refused, not run
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{IdleTimeout: time.Hour}
+			if err := s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}); err != nil {
+				t.Fatal(err)
+			}
+			tcp, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := &failingWrites{Listener: tcp}
+			go s.Serve(tls.NewListener(ln, pki.server))
+			t.Cleanup(func() { s.Close() })
+			c, fr := greetedConn(t, tcp.Addr().String(), cliTLS)
+			if !served(c, fr) {
+				t.Fatal("not served before the writes fail")
+			}
+			ln.fail.Store(true)
+			if err := newFrameWriter(c, time.Second).write(2, byte(tc.typ), tc.payload, nil); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+			if _, _, _, err := fr.next(); !errors.Is(err, io.EOF) && !strings.Contains(fmt.Sprint(err), "reset") {
+				t.Errorf("after an answer that could not be written: %v, want the connection closed", err)
 			}
 		})
 	}

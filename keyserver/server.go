@@ -641,14 +641,21 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 			w.write(id, byte(CodeForbidden), []byte(why), nil)
 			return
 		}
+		// An answer that cannot be written (the client stopped reading
+		// for writeTimeout) ends the connection, as an operation's does:
+		// reading on would serve a client that pings for ever.
 		r := s.admit(pol, cp, Op(typ), body)
 		if r.code != CodeOK {
 			s.finish(client, r, 0)
-			w.write(id, byte(r.code), []byte(r.detail), nil)
+			if w.write(id, byte(r.code), []byte(r.detail), nil) != nil {
+				return
+			}
 			continue
 		}
 		if r.op == OpPing {
-			w.write(id, byte(CodeOK), nil, nil)
+			if w.write(id, byte(CodeOK), nil, nil) != nil {
+				return
+			}
 			continue
 		}
 		ops.Add(1)
