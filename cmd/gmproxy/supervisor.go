@@ -36,8 +36,8 @@ import (
 
 // Restart back-off of a worker that died: it doubles from restartMin up to
 // restartMax, and starts over once a worker has run for restartReset. After
-// maxQuickDeaths deaths in a row, each within restartReset of its start,
-// the supervisor gives up and stops (a worker that cannot run is a
+// maxQuickDeaths deaths in a row, each within restartReset of its start or
+// before the worker got ready, the supervisor gives up and stops (a worker that cannot run is a
 // configuration or host problem, not a transient one).
 const (
 	restartMin     = 100 * time.Millisecond
@@ -113,10 +113,13 @@ type supervisor struct {
 	procs    []*workerProc
 	stopping bool
 	restarts uint64
-	// reloadFailed: the last reload failed (reloadDone); refusedReloads
-	// counts those refused before any worker was asked.
-	reloadFailed   bool
-	refusedReloads uint64
+	// reloadFailed: the last reload failed (reloadDone); reloads and
+	// failedReloads count the loads that put a configuration in force
+	// (the start's included, as a single process counts it) and those
+	// refused (see reloadDone).
+	reloadFailed  bool
+	reloads       uint64
+	failedReloads uint64
 }
 
 // workerProc is one running (or dead) worker.
@@ -126,9 +129,13 @@ type workerProc struct {
 	started  time.Time
 	exited   chan struct{} // closed when the process has been waited for
 	exitCode int
-	quick    int // deaths in a row within restartReset of the start
+	quick    int // deaths in a row within restartReset of the start, or before ready
 	restarts int
 	ready    bool
+	// served: the worker answered ready once. One that never did failed
+	// its start however long it took (a start that hangs is killed after
+	// startTimeout, past restartReset), and counts as a quick death.
+	served bool
 	// reopen: a reopenSignal waits until the worker is ready (a signal
 	// that reaches it before its handler is installed ends it).
 	reopen bool
@@ -243,6 +250,9 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 			return exits, fmt.Errorf("worker %d did not start: %w", p.index, err)
 		}
 	}
+	s.mu.Lock()
+	s.reloads = 1 // the configuration loaded at start, as a single process counts it
+	s.mu.Unlock()
 	return exits, nil
 }
 
@@ -428,8 +438,7 @@ func (s *supervisor) saveConfig(data []byte) error {
 // the one before when a worker refused it (a worker started again after
 // a crash then runs what the others run).
 func (s *supervisor) reload() (_ *conf.Config, err error) {
-	asked := false
-	defer func() { s.reloadDone(err, asked) }()
+	defer func() { s.reloadDone(err) }()
 	data, err := os.ReadFile(s.file)
 	if err != nil {
 		return nil, err
@@ -468,7 +477,6 @@ func (s *supervisor) reload() (_ *conf.Config, err error) {
 		s.log.Warn("workers changed: restart gmproxy to apply it", "running", s.n, "configured", n)
 	}
 	workers := s.live()
-	asked = true
 	if errs := s.step(workers, "/reload/prepare"); len(errs) > 0 {
 		s.step(workers, "/reload/abort")
 		var refused []error
@@ -557,19 +565,23 @@ func portsFree(addrs []string) error {
 }
 
 // reloadDone records the outcome of a reload for the merged /metrics
-// (gmproxy_config_last_reload_successful, gmproxy_config_reloads_total):
-// a worker records the reloads it makes or refuses, but not one the
-// supervisor refused before asking it (a file that does not parse), nor
-// one another worker refused or that timed out in it. A reload made in
-// part put the new configuration in force, in every worker once those
-// that refused it are replaced: it is not a failure.
-func (s *supervisor) reloadDone(err error, asked bool) {
+// (gmproxy_config_last_reload_successful, gmproxy_config_reloads_total).
+// The supervisor counts reloads, once each, as a single process does: the
+// workers' own counts are not merged, since every worker counts each
+// reload, its start (a worker started again after a crash would count one
+// more success) and only the refusals it saw itself (not a file the
+// supervisor refused before asking it, nor one another worker refused). A
+// reload made in part put the new configuration in force, in every
+// worker once those that refused it are replaced: it is not a failure.
+func (s *supervisor) reloadDone(err error) {
 	var split *splitReloadError
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reloadFailed = err != nil && !errors.As(err, &split)
-	if err != nil && !asked {
-		s.refusedReloads++
+	if s.reloadFailed {
+		s.failedReloads++
+	} else {
+		s.reloads++
 	}
 }
 
@@ -635,7 +647,7 @@ func (s *supervisor) diedDuring(p *workerProc) bool {
 // waited for that.
 func (s *supervisor) markReady(p *workerProc) {
 	s.mu.Lock()
-	p.ready = true
+	p.ready, p.served = true, true
 	reopen := p.reopen
 	p.reopen = false
 	s.mu.Unlock()
@@ -687,9 +699,12 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	wg.Wait()
 	all = s.counted.update(procs, all)
+	for _, fams := range all {
+		delete(fams, "gmproxy_config_reloads_total") // counted by the supervisor: see reloadDone
+	}
 	s.scrapes.Unlock() // not held while a slow client reads the answer
 	s.mu.Lock()
-	restarts, refused, lastOK := s.restarts, s.refusedReloads, 1.0
+	restarts, reloads, failed, lastOK := s.restarts, s.reloads, s.failedReloads, 1.0
 	if s.reloadFailed {
 		lastOK = 0
 	}
@@ -700,7 +715,9 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(lastOK)}}}},
 		"gmproxy_config_reloads_total": {Name: proto.String("gmproxy_config_reloads_total"), Help: proto.String("Configuration reloads, by result success or failure."),
 			Type: dto.MetricType_COUNTER.Enum(), Metric: []*dto.Metric{{Label: []*dto.LabelPair{{Name: proto.String("result"), Value: proto.String("failure")}},
-				Counter: &dto.Counter{Value: proto.Float64(float64(refused))}}}},
+				Counter: &dto.Counter{Value: proto.Float64(float64(failed))}},
+				{Label: []*dto.LabelPair{{Name: proto.String("result"), Value: proto.String("success")}},
+					Counter: &dto.Counter{Value: proto.Float64(float64(reloads))}}}},
 		"gmproxy_workers": {Name: proto.String("gmproxy_workers"), Help: proto.String("Worker processes running."),
 			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(float64(len(procs)))}}}},
 		"gmproxy_worker_restarts_total": {Name: proto.String("gmproxy_worker_restarts_total"), Help: proto.String("Workers restarted after they died."),
@@ -835,7 +852,7 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 		return true
 	}
 	quick := 0
-	if time.Since(p.started) < restartReset {
+	if time.Since(p.started) < restartReset || !p.served {
 		quick = p.quick + 1
 	}
 	if quick >= maxQuickDeaths {

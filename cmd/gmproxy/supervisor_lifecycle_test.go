@@ -927,17 +927,20 @@ func TestWorkersRefusedReloadInMetrics(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
-	scrape := func() (ok, failures float64) {
+	scrape := func() (ok, successes, failures float64) {
 		t.Helper()
 		code, body := r.get("/metrics")
 		if code != 200 {
 			t.Fatalf("/metrics: %d %s", code, body)
 		}
 		return sumSeries(t, body, "gmproxy_config_last_reload_successful", ""),
+			sumSeries(t, body, "gmproxy_config_reloads_total", `result="success"`),
 			sumSeries(t, body, "gmproxy_config_reloads_total", `result="failure"`)
 	}
-	if ok, failures := scrape(); ok != 1 || failures != 0 {
-		t.Fatalf("at start: last_reload_successful %v, failures %v; want 1, 0", ok, failures)
+	// The start counts one success, as in a single process (not one per
+	// worker).
+	if ok, successes, failures := scrape(); ok != 1 || successes != 1 || failures != 0 {
+		t.Fatalf("at start: last_reload_successful %v, successes %v, failures %v; want 1, 1, 0", ok, successes, failures)
 	}
 	if err := os.WriteFile(cfgPath, []byte("listeners: [\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -945,14 +948,26 @@ func TestWorkersRefusedReloadInMetrics(t *testing.T) {
 	if code := reload(); code == http.StatusOK {
 		t.Fatal("a file that does not parse reloaded")
 	}
-	if ok, failures := scrape(); ok != 0 || failures != 1 {
-		t.Errorf("after a refused reload: last_reload_successful %v, failures %v; want 0, 1", ok, failures)
+	if ok, successes, failures := scrape(); ok != 0 || successes != 1 || failures != 1 {
+		t.Errorf("after a refused reload: last_reload_successful %v, successes %v, failures %v; want 0, 1, 1", ok, successes, failures)
 	}
 	workersConfig(t, cfgPath, listen, admin, "w2")
 	if code := reload(); code != http.StatusOK {
 		t.Fatalf("reload: %d", code)
 	}
-	if ok, failures := scrape(); ok != 1 || failures != 1 {
-		t.Errorf("after a reload that worked: last_reload_successful %v, failures %v; want 1, 1", ok, failures)
+	if ok, successes, failures := scrape(); ok != 1 || successes != 2 || failures != 1 {
+		t.Errorf("after a reload that worked: last_reload_successful %v, successes %v, failures %v; want 1, 2, 1", ok, successes, failures)
+	}
+	// A worker started again after a crash is no reload.
+	old := r.workers()[0].PID
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("worker 0 started again and ready", func() bool {
+		ws := r.workers()
+		return ws[0].PID != old && ws[0].Ready
+	})
+	if ok, successes, failures := scrape(); ok != 1 || successes != 2 || failures != 1 {
+		t.Errorf("after a worker was started again: last_reload_successful %v, successes %v, failures %v; want 1, 2, 1", ok, successes, failures)
 	}
 }

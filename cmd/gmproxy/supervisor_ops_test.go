@@ -302,3 +302,30 @@ func TestWorkerAnswerTooLong(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerFailingStartGivesUp: a worker that never gets ready (its start
+// hangs until the supervisor kills it after startTimeout, longer than
+// restartReset) is a failed start every time: after maxQuickDeaths of them
+// the supervisor gives up, as for workers that crash at once, instead of
+// restarting it for ever with /readyz 503. A worker that served and ran
+// past restartReset starts the count over.
+func TestWorkerFailingStartGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		served bool
+		want   bool
+	}{
+		{"never ready", false, false},
+		{"served for an hour", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dead := &workerProc{index: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}, started: time.Now().Add(-time.Hour),
+				exited: make(chan struct{}), quick: maxQuickDeaths - 1, served: tc.served}
+			close(dead.exited)
+			s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: []*workerProc{dead}}
+			if got := s.died(dead, func(int, time.Duration) {}); got != tc.want {
+				t.Errorf("after %d deaths in a row, the last an hour after its start: restarts %v, want %v", maxQuickDeaths, got, tc.want)
+			}
+		})
+	}
+}
