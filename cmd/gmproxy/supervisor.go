@@ -1044,7 +1044,7 @@ func (s *supervisor) supervise(exits chan workerExit, sigs <-chan os.Signal, rel
 			if !ok {
 				return s.stop(nil)
 			}
-			if code, stop := s.onSignal(sig, sigs, reload); stop {
+			if code, stop := s.onSignal(sig, sigs, reload, exits, restart); stop {
 				return code
 			}
 		}
@@ -1091,9 +1091,9 @@ func (s *supervisor) restartWorker(i int, exits chan<- workerExit, restart func(
 
 // onSignal acts on a signal or an admin reload request. It reports whether
 // the supervisor stops, and then the exit status.
-func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func() error) (code int, stop bool) {
+func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func() error, exits <-chan workerExit, restart func(i int, after time.Duration)) (code int, stop bool) {
 	if isReloadRequest(sig) {
-		return s.reloading([]os.Signal{sig}, sigs, reload)
+		return s.reloading([]os.Signal{sig}, sigs, reload, exits, restart)
 	}
 	switch sig {
 	case reopenSignal:
@@ -1121,8 +1121,15 @@ var errReloadAbandoned = errors.New("reload abandoned: gmproxy is shutting down"
 // forwarded. SIGTERM or SIGINT (or sigs closing) abandons the reload: the
 // calls to the workers are cut at once, rather than when a worker hung in
 // a reload step answers (workerReloadTimeout), and the supervisor stops.
-func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload func() error) (code int, stop bool) {
-	for len(asked) > 0 {
+//
+// A worker that dies meanwhile is seen at once (its clients no longer
+// count against the per-client limits of the others, its death is logged)
+// although its restart waits for the reload's end: started now, it would
+// read the configuration the reload is replacing. When it was the death
+// after which the supervisor gives up, it stops once the reload ends.
+func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload func() error, exits <-chan workerExit, restart func(i int, after time.Duration)) (code int, stop bool) {
+	giveUp := false
+	for len(asked) > 0 && !giveUp {
 		for _, sig := range asked {
 			if rs, ok := sig.(reloadSignal); ok {
 				s.log.Info(rs.describe() + " in every worker")
@@ -1139,6 +1146,10 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 			select {
 			case err = <-done:
 				break wait
+			case e := <-exits:
+				if !s.died(e.p, restart) {
+					giveUp = true
+				}
 			case sig, ok := <-sigs:
 				switch {
 				case ok && isReloadRequest(sig):
@@ -1160,6 +1171,11 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 		}
 		answerReloads(s.log, asked, err)
 		asked = next
+	}
+	if giveUp {
+		answerReloads(s.log, asked, errReloadAbandoned)
+		s.stop(sigs)
+		return 1, true
 	}
 	return 0, false
 }

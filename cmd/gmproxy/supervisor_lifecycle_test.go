@@ -971,3 +971,51 @@ func TestWorkersRefusedReloadInMetrics(t *testing.T) {
 		t.Errorf("after a worker was started again: last_reload_successful %v, successes %v, failures %v; want 1, 2, 1", ok, successes, failures)
 	}
 }
+
+// TestWorkersDeathSeenDuringReload: a worker that dies while a reload
+// waits on another (hung) worker is seen at once, not when the reload ends
+// (up to workerReloadTimeout later): its death is handled (logged, its
+// clients no longer counted against the others' per-client limits), and it
+// is started again once the reload ends.
+func TestWorkersDeathSeenDuringReload(t *testing.T) {
+	backend := configEchoBackend(t)
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend, "5s", "v1")
+	r := startWorkerRun(t, cfgPath, admin)
+	hung := r.hang(0)
+	victim := r.workers()[1]
+	writeProxyConfig(t, cfgPath, listen, admin, backend, "5s", "v2")
+	reloaded := make(chan int, 1)
+	go func() {
+		res, err := r.hc.Post("http://"+admin+"/reload", "text/plain", nil)
+		if err != nil {
+			reloaded <- 0
+			return
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		reloaded <- res.StatusCode
+	}()
+	r.waitFor("the reload waiting on the hung worker", func() bool {
+		return strings.Contains(r.logs.String(), "reloading configuration in every worker")
+	})
+	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	died := fmt.Sprintf(`msg="worker died: restarting it" worker=1 pid=%d `, victim.PID)
+	r.waitFor("worker 1's death seen", func() bool { return strings.Contains(r.logs.String(), died) })
+	select {
+	case code := <-reloaded:
+		t.Fatalf("the death was seen only after the reload ended (%d): the hung worker is killed by the watchdog after several seconds", code)
+	default:
+	}
+	select {
+	case <-reloaded:
+	case <-time.After(testwait.Bound(60 * time.Second)):
+		t.Fatal("the reload never answered")
+	}
+	r.waitFor("both workers replaced and ready", func() bool {
+		ws := r.workers()
+		return len(ws) == 2 && ws[0].PID != hung.PID && ws[1].PID != victim.PID && ws[0].Ready && ws[1].Ready
+	})
+}
