@@ -307,6 +307,14 @@ type Site struct {
 	// Routes are tried in order; the first match handles the request.
 	// A site has either routes or stream.
 	Routes []Route `yaml:"routes"`
+	// CaseInsensitivePaths matches the routes' path and path_prefix (and
+	// removes strip_prefix) without regard to letter case, as IIS, ASP.NET
+	// and other Windows backends read paths: with it off, "/ADMIN/" passes
+	// a route that denies "/admin/" and reaches such a backend as /admin/.
+	// Turn it on for sites whose backends ignore case; the path reaches
+	// the target as the client wrote it. Default false (paths are matched
+	// as written, as nginx's location does).
+	CaseInsensitivePaths bool `yaml:"case_insensitive_paths"`
 	// Stream splices the decrypted connection to a TCP backend instead of
 	// serving HTTP (for non-HTTP services).
 	Stream *Stream `yaml:"stream"`

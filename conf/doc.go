@@ -316,6 +316,13 @@
 //   - routes (list of sections, see sites[].routes[]): routes are tried in
 //     order; the first match handles the request. A site has either routes or
 //     stream.
+//   - case_insensitive_paths (boolean): case_insensitive_paths matches the
+//     routes' path and path_prefix (and removes strip_prefix) without regard
+//     to letter case, as IIS, ASP.NET and other Windows backends read paths:
+//     with it off, "/ADMIN/" passes a route that denies "/admin/" and reaches
+//     such a backend as /admin/. Turn it on for sites whose backends ignore
+//     case; the path reaches the target as the client wrote it. Default false
+//     (paths are matched as written, as nginx's location does).
 //   - stream (optional section, see sites[].stream): stream splices the
 //     decrypted connection to a TCP backend instead of serving HTTP (for
 //     non-HTTP services).

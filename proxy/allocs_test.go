@@ -193,7 +193,7 @@ func TestStripPrefix(t *testing.T) {
 		{"/api/", "/api/", "/"},
 		{"/api/x", "/api/", "/x"},
 	} {
-		if got := stripPrefix(c.path, c.prefix); got != c.want {
+		if got := stripPrefix(c.path, len(c.prefix)); got != c.want {
 			t.Errorf("stripPrefix(%q, %q) = %q, want %q", c.path, c.prefix, got, c.want)
 		}
 		// The old formula, which this must match.

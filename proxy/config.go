@@ -117,6 +117,11 @@ type SiteConfig struct {
 	// client certificates. A request whose Host names another site than
 	// the handshake's gets 421 when either of them has ClientAuth.
 	ClientAuth bool
+	// CaseInsensitivePaths matches the routes' Path and PathPrefix, and
+	// removes StripPrefix, without regard to letter case (each rune
+	// compared upper-cased, as Windows compares names), for backends that
+	// read paths so: otherwise "/ADMIN/" passes a route for "/admin/".
+	CaseInsensitivePaths bool
 	// ClientAuthPolicy names the site's client authentication as
 	// frontdoor.Site.ClientAuthPolicy does. With ClientAuth, a request on
 	// a connection whose handshake met another policy (a reload changed

@@ -60,7 +60,10 @@ type route struct {
 	hosts  []string
 	prefix string
 	exact  string
-	hdrs   []HeaderMatch // canonical names; all must match
+	// foldCase: prefix, exact and strip match regardless of letter case
+	// (SiteConfig.CaseInsensitivePaths).
+	foldCase bool
+	hdrs     []HeaderMatch // canonical names; all must match
 	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
 	// this route's requests get (its own or its site's settings).
 	tlsInfo, certHdr, certPEM bool
@@ -188,6 +191,7 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		if err != nil {
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
+		rt.foldCase = sc.CaseInsensitivePaths
 		rt.tlsInfo = sc.TLSInfoHeaders || rc.TLSInfoHeaders
 		rt.certHdr = sc.ClientCertHeaders || rc.ClientCertHeaders
 		rt.certPEM = sc.ClientCertPEM || rc.ClientCertPEM
@@ -327,6 +331,15 @@ func matchName(pattern, host string) bool {
 	return strings.EqualFold(pattern, host)
 }
 
+// pathPrefix reports whether p starts with prefix, as rt matches paths,
+// and the length in p of what matched.
+func (rt *route) pathPrefix(p, prefix string) (int, bool) {
+	if rt.foldCase {
+		return foldPrefix(p, prefix)
+	}
+	return len(prefix), strings.HasPrefix(p, prefix)
+}
+
 // match reports whether rt takes r, for host and the path p.
 func (rt *route) match(r *http.Request, host, p string) bool {
 	if len(rt.hosts) > 0 {
@@ -341,11 +354,15 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 			return false
 		}
 	}
-	if rt.exact != "" && p != rt.exact {
-		return false
+	if rt.exact != "" {
+		if n, ok := rt.pathPrefix(p, rt.exact); !ok || n != len(p) {
+			return false
+		}
 	}
-	if rt.prefix != "" && !strings.HasPrefix(p, rt.prefix) {
-		return false
+	if rt.prefix != "" {
+		if _, ok := rt.pathPrefix(p, rt.prefix); !ok {
+			return false
+		}
 	}
 	for _, m := range rt.hdrs {
 		v, ok := r.Header[m.Name]

@@ -3,6 +3,8 @@ package proxy
 import (
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // normalPath returns p, an origin-form request path (already
@@ -51,4 +53,23 @@ func paramlessPath(p string) string {
 func backslashPath(p string) string {
 	np, _ := normalPath(strings.ReplaceAll(p, `\`, "/"))
 	return np
+}
+
+// foldPrefix reports whether p starts with prefix when each rune is
+// compared upper-cased (as Windows compares file and URL names: IIS and
+// ASP.NET read "/ADMIN/" as "/admin/"), and the length in p of the part
+// that matched, which may differ from len(prefix) ("ı" is 'I' upper-cased).
+func foldPrefix(p, prefix string) (int, bool) {
+	i := 0
+	for _, pr := range prefix {
+		if i >= len(p) {
+			return 0, false
+		}
+		r, size := utf8.DecodeRuneInString(p[i:])
+		if r == utf8.RuneError && size == 1 || r != pr && unicode.ToUpper(r) != unicode.ToUpper(pr) {
+			return 0, false
+		}
+		i += size
+	}
+	return i, true
 }

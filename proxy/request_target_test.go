@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
@@ -221,4 +222,71 @@ func TestNULInPathRefused(t *testing.T) {
 	for _, p := range []string{"/admin%00", "/admin%00.png", "/x%00/y"} {
 		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400")
 	}
+}
+
+// TestCaseInsensitivePaths: on a site with CaseInsensitivePaths (backends
+// that read "/ADMIN/" as "/admin/": IIS, ASP.NET), a route that denies a
+// path or a prefix cannot be passed by changing letter case, strip_prefix
+// removes the prefix however it is cased, and the path reaches the target
+// as written; on a site without it, paths match as written.
+func TestCaseInsensitivePaths(t *testing.T) {
+	rec := newRawRecorder(t)
+	routes := []RouteConfig{
+		{Name: "deny", PathPrefix: "/admin/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+		{Name: "login", Path: "/login.aspx", Respond: &RespondConfig{Status: 403, Body: "no"}},
+		{Name: "api", PathPrefix: "/api/", StripPrefix: "/api", Upstream: "u"},
+		{Upstream: "u"},
+	}
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", rec.addr)}, Sites: oneSite(routes...)}
+	cfg.Sites[0].CaseInsensitivePaths = true
+	f := newFront(t, cfg, frontOpts{})
+	for _, p := range []string{"/ADMIN/", "/Admin/x", "/aDmIn%2F", "/LOGIN.ASPX", "/Login.Aspx", `/ADMIN\`} {
+		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "403", "400")
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/API/v1/Items", "GET /v1/Items "},
+		{"/Api/a%2Fb", "GET /a%2Fb "},
+		{"/Other/Page", "GET /Other/Page "},
+		{"/login.aspx.bak", "GET /login.aspx.bak "},
+	} {
+		n := len(rec.all())
+		if st := statusOf(rawRoundTrip(t, f.addr, "GET "+tc.path+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
+			t.Errorf("GET %s: %q, want 200", tc.path, st)
+		}
+		if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
+			t.Errorf("GET %s: the backend got %q, want %q", tc.path, got, tc.want)
+		}
+	}
+
+	// Without the setting, case counts (as nginx's location).
+	cfg.Sites[0].CaseInsensitivePaths = false
+	f = newFront(t, cfg, frontOpts{})
+	n := len(rec.all())
+	if st := statusOf(rawRoundTrip(t, f.addr, "GET /ADMIN/ HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
+		t.Errorf("GET /ADMIN/ on a case-sensitive site: %q, want 200 (forwarded)", st)
+	}
+	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], "GET /ADMIN/ ") {
+		t.Errorf("case-sensitive site: the backend got %q", got)
+	}
+}
+
+func FuzzFoldPrefix(f *testing.F) {
+	for _, s := range [][2]string{{"/ADMIN/x", "/admin/"}, {"/ıd", "/I"}, {"/\xff", "/\xff"}, {"/K", "/k"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, p, prefix string) {
+		n, ok := foldPrefix(p, prefix)
+		if !ok {
+			if strings.HasPrefix(p, prefix) && utf8.ValidString(prefix) {
+				t.Fatalf("foldPrefix(%q, %q) refused an exact prefix", p, prefix)
+			}
+			return
+		}
+		if n < 0 || n > len(p) {
+			t.Fatalf("foldPrefix(%q, %q) = %d out of range", p, prefix, n)
+		}
+		if !strings.EqualFold(strings.ToUpper(p[:n]), strings.ToUpper(prefix)) {
+			t.Fatalf("foldPrefix(%q, %q) matched %q", p, prefix, p[:n])
+		}
+	})
 }

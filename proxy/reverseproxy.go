@@ -650,14 +650,18 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 func (rs *reqState) setURL(r *http.Request, rt *route) {
 	rs.url = *r.URL
 	rs.url.Scheme = rt.up.scheme
-	if rt.strip != "" && strings.HasPrefix(rs.url.Path, rt.strip) {
+	if rt.strip == "" {
+		return
+	}
+	if n, ok := rt.pathPrefix(rs.url.Path, rt.strip); ok {
 		raw := ""
 		if rs.url.RawPath != "" {
-			if esc := rs.url.EscapedPath(); strings.HasPrefix(esc, rt.strip) {
-				raw = stripPrefix(esc, rt.strip) // dropped by EscapedPath unless it encodes Path
+			esc := rs.url.EscapedPath()
+			if m, ok := rt.pathPrefix(esc, rt.strip); ok {
+				raw = stripPrefix(esc, m) // dropped by EscapedPath unless it encodes Path
 			}
 		}
-		rs.url.Path = stripPrefix(rs.url.Path, rt.strip)
+		rs.url.Path = stripPrefix(rs.url.Path, n)
 		rs.url.RawPath = raw
 	}
 }
@@ -745,11 +749,12 @@ func (rs *reqState) newOutgoing(r *http.Request, rt *route, ctx context.Context)
 	return out
 }
 
-// stripPrefix removes prefix from path and returns the rest with exactly
-// one leading slash ("/api/v1" minus "/api" is "/v1", "/api//v1" gives
-// "/v1", "/apiv1" gives "/v1"), as a substring of path when it can be.
-func stripPrefix(path, prefix string) string {
-	rest := path[len(prefix):]
+// stripPrefix removes path's first n bytes (the prefix that matched) and
+// returns the rest with exactly one leading slash ("/api/v1" minus "/api"
+// is "/v1", "/api//v1" gives "/v1", "/apiv1" gives "/v1"), as a substring
+// of path when it can be.
+func stripPrefix(path string, n int) string {
+	rest := path[n:]
 	trimmed := strings.TrimLeft(rest, "/")
 	if n := len(rest) - len(trimmed); n > 0 {
 		return rest[n-1:]

@@ -39,7 +39,8 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone, ClientAuthPolicy: clientAuthPolicy(s)}
+		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone, ClientAuthPolicy: clientAuthPolicy(s),
+			CaseInsensitivePaths: s.CaseInsensitivePaths}
 		for _, r := range s.Routes {
 			sc.Routes = append(sc.Routes, routeConfig(r))
 		}

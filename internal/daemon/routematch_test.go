@@ -68,3 +68,27 @@ func TestRouteTLSHeadersPerRoute(t *testing.T) {
 		t.Errorf("route app: info %v, cert %v, pem %v; want none", r.TLSInfoHeaders, r.ClientCertHeaders, r.ClientCertPEM)
 	}
 }
+
+// TestSiteCaseInsensitivePaths: a site's case_insensitive_paths reaches its
+// routes: "/ADMIN/" is the route of "/admin/" there, and only there.
+func TestSiteCaseInsensitivePaths(t *testing.T) {
+	for _, fold := range []bool{true, false} {
+		cfg := &conf.Config{
+			Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, CaseInsensitivePaths: fold, Routes: []conf.Route{
+				{Name: "deny", PathPrefix: "/admin/", Respond: &conf.Respond{Status: 403}},
+				{Name: "rest", PathPrefix: "/", Respond: &conf.Respond{Status: 200}},
+			}}},
+		}
+		url := plainProxy(t, cfg)
+		req, _ := http.NewRequest(http.MethodGet, url+"/ADMIN/", nil)
+		req.Host = "localhost"
+		res, err := (&http.Transport{DisableKeepAlives: true}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if want := map[bool]int{true: 403, false: 200}[fold]; res.StatusCode != want {
+			t.Errorf("case_insensitive_paths %v: GET /ADMIN/ got %d, want %d", fold, res.StatusCode, want)
+		}
+	}
+}
