@@ -27,10 +27,19 @@ func TLSHandshaker(cfg *tls.Config) Handshaker {
 			ALPN:       cs.NegotiatedProtocol,
 			ClientAuth: len(cs.PeerCertificates) > 0 && len(cs.VerifiedChains) > 0,
 		}
+		// PeerCertificates[0] is the client's identity (the proxy's
+		// X-Ssl-Client-* headers, the access log), so the list is the
+		// leading run of certificates smx509 parses: one it cannot (a
+		// subject attribute crypto/x509 reads and smx509 does not) ends
+		// it. Skipping it would move up the next certificate the client
+		// sent, which crypto/tls only offered as an intermediate and
+		// which may be one the client made itself.
 		for _, c := range cs.PeerCertificates {
-			if sc, err := smx509.ParseCertificate(c.Raw); err == nil {
-				st.PeerCertificates = append(st.PeerCertificates, sc)
+			sc, err := smx509.ParseCertificate(c.Raw)
+			if err != nil {
+				break
 			}
+			st.PeerCertificates = append(st.PeerCertificates, sc)
 		}
 		return &Established{Conn: tc, State: st}, nil
 	})
