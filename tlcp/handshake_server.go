@@ -9,7 +9,6 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -555,8 +554,12 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 	if now.Sub(created) > cfg.lifetime() || now.Before(created.Add(-time.Minute)) {
 		return TicketReasonExpired
 	}
-	// Host names compare without regard to case (RFC 6066 §3, RFC 4343).
-	if h := hs.certHash(); !strings.EqualFold(s.serverName, hs.hello.serverName) || !bytes.Equal(s.serverCert, h[:]) {
+	// Host names compare without regard to ASCII case (RFC 6066 §3, RFC
+	// 4343 §3), not Unicode's: strings.EqualFold takes "ſecure.example"
+	// (U+017F) for "secure.example", where frontdoor, choosing a site by
+	// SNI, does not, so a session made for one site would resume on
+	// another that has the same certificate.
+	if h := hs.certHash(); !equalFoldASCII(s.serverName, hs.hello.serverName) || !bytes.Equal(s.serverCert, h[:]) {
 		return TicketReasonIdentity
 	}
 	if s.cipherSuite != hs.suite.id {
@@ -577,6 +580,27 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 		hs.peerCerts = certs
 	}
 	return hs.reverifyClientChains(s)
+}
+
+// equalFoldASCII reports whether a and b are equal ignoring the case of
+// ASCII letters only.
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // reverifyClientChains verifies a resumed session's client certificates

@@ -124,6 +124,12 @@ func TestTicketEvents(t *testing.T) {
 			client: func(c *Config) { c.ServerName = "127.0.0.2.example"; c.InsecureSkipVerify = true }, want: []TicketEvent{evRejected(TicketReasonIdentity), evIssued}},
 		{name: "sni_other_case", prime: server(k1), srv: server(k1),
 			client: func(c *Config) { c.ServerName = "LocalHost" }, want: []TicketEvent{evAccepted}, resume: true},
+		// Host names compare without regard to ASCII case only (RFC
+		// 4343): U+017F LATIN SMALL LETTER LONG S folds to 's' in
+		// Unicode, and frontdoor would pick another site for this name.
+		{name: "sni_unicode_fold", prime: server(k1), srv: server(k1),
+			client: func(c *Config) { c.ServerName = "localho\u017ft"; c.InsecureSkipVerify = true },
+			want:   []TicketEvent{evRejected(TicketReasonIdentity), evIssued}},
 		{name: "suite", prime: with(server(k1), func(c *Config) { c.CipherSuites = []uint16{ECC_SM4_GCM_SM3} }),
 			srv:  with(server(k1), func(c *Config) { c.CipherSuites = []uint16{ECC_SM4_CBC_SM3, ECC_SM4_GCM_SM3} }),
 			want: []TicketEvent{evRejected(TicketReasonSuite), evIssued}},
