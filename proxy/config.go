@@ -28,6 +28,15 @@ type Config struct {
 	Limits LimitsConfig
 	// AccessLog configures the access log. Default: off.
 	AccessLog AccessLogConfig
+	// ListenerSites names the sites each listener serves, by listener
+	// name (frontdoor.ConnState.Listener). A request on a connection
+	// whose listener is listed here without the connection's site gets
+	// 421 and the connection is closed: a reload took the site off that
+	// listener, where a new handshake no longer reaches it, so a
+	// kept-alive connection must not either. Listeners not listed (nil:
+	// none), such as one a reload removed whose connections drain, are
+	// not checked.
+	ListenerSites map[string][]string
 	// Previous is the proxy this one replaces on a reload, or nil. Targets
 	// that stay (same upstream name and address) keep their health state:
 	// a target that was down stays down until its checks say otherwise.

@@ -26,14 +26,16 @@ import (
 // Proxy on reload, sends new connections to it and shuts the old one down
 // gracefully (existing requests and tunnels finish on the old one).
 type Proxy struct {
-	obs         Observer
-	logger      *slog.Logger
-	sites       []*site
-	siteByName  map[string]*site
-	upstreams   map[string]*Upstream
-	trustedNets []netip.Prefix
-	accessLog   *AccessLog
-	limits      LimitsConfig
+	obs        Observer
+	logger     *slog.Logger
+	sites      []*site
+	siteByName map[string]*site
+	// listenerSites: Config.ListenerSites, as sets.
+	listenerSites map[string]map[string]bool
+	upstreams     map[string]*Upstream
+	trustedNets   []netip.Prefix
+	accessLog     *AccessLog
+	limits        LimitsConfig
 
 	// h1 serves HTTP/1.1 on the connection's goroutine; h2base is the
 	// configuration x/net/http2 takes its limits from, and its Shutdown
@@ -88,6 +90,16 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	}
 	if len(cfg.Sites) == 0 {
 		return nil, errors.New("no sites")
+	}
+	if len(cfg.ListenerSites) > 0 {
+		p.listenerSites = make(map[string]map[string]bool, len(cfg.ListenerSites))
+		for l, names := range cfg.ListenerSites {
+			set := make(map[string]bool, len(names))
+			for _, n := range names {
+				set[n] = true
+			}
+			p.listenerSites[l] = set
+		}
 	}
 	if err := p.addSites(cfg.Sites); err != nil {
 		p.closeUpstreams()
@@ -283,9 +295,10 @@ func (p *Proxy) Handler(site string) http.Handler {
 // not ask for, a client certificate under the first site's policy only);
 // a request on a connection whose site a reload removed or renamed
 // (nothing says which of today's sites, on which listener, the handshake
-// was made for); and one on a connection whose site's client
-// authentication a reload changed (its certificate, or its lack of one,
-// was checked under the old mode or CAs).
+// was made for), or took off the connection's listener; and one on a
+// connection whose site's client authentication a reload changed (its
+// certificate, or its lack of one, was checked under the old mode or
+// CAs).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s, why := p.siteFor(r)
 	if why != "" {
@@ -306,6 +319,8 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 			return p.sites[0], "the connection was made for a site a reload removed or renamed"
 		case s.clientAuth && s.clientAuthPolicy != ci.state.ClientAuthPolicy:
 			return s, "the site's client authentication changed (a reload) after this connection's handshake"
+		case !p.listenerServes(ci.state.Listener, s.name):
+			return s, "the connection's listener no longer serves site " + s.name + " (a reload)"
 		}
 		if h := p.misdirectedHost(s, r, ci); h != nil {
 			return s, "Host names site " + h.name + " on a connection made for site " + s.name
@@ -318,6 +333,13 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 		}
 	}
 	return p.sites[0], ""
+}
+
+// listenerServes reports whether the listener named listener still
+// serves site, true when it is not listed (Config.ListenerSites).
+func (p *Proxy) listenerServes(listener, site string) bool {
+	set, ok := p.listenerSites[listener]
+	return !ok || set[site]
 }
 
 // siteByHost returns the site whose name is host, else the first site

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -36,6 +37,20 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	}
 	for i := range cfg.Upstreams {
 		pc.Upstreams = append(pc.Upstreams, upstreamConfig(&cfg.Upstreams[i]))
+	}
+	// The sites of each listener, as listenerSpec gives them to its
+	// handshakes: a reload that takes a site off a listener reaches the
+	// connections made for it there too.
+	pc.ListenerSites = make(map[string][]string, len(cfg.Listeners))
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
+		var names []string
+		for _, s := range cfg.Sites {
+			if len(l.Sites) == 0 || slices.Contains(l.Sites, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+		pc.ListenerSites[l.Address] = names
 	}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]

@@ -140,3 +140,32 @@ func TestReloadKeepingClientAuthKeepsConnections(t *testing.T) {
 		t.Errorf("after a reload that renamed the connection's site: %d %q %v, want 421", st, strings.TrimSpace(body), err)
 	}
 }
+
+// TestReloadTakingSiteOffListenerReachesOpenConnections: a reload that
+// takes a site off a listener (listeners[].sites: the operator stops
+// exposing it on that address) reaches the connections already made for
+// it there: a new handshake on the listener gets another site now, and
+// the next request of a kept-alive connection gets 421 instead of
+// reaching the site through the listener that no longer serves it.
+func TestReloadTakingSiteOffListenerReachesOpenConnections(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	td := startDaemon(t, cfg)
+	c := dialTLCP(t, td.addr, &tlcp.Config{ServerName: "localhost", NextProtos: []string{"http/1.1"}, CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}})
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	if st, body, err := keepAliveGET(t, c, br, "/before"); err != nil || st != 200 || !strings.Contains(body, "path=/before") {
+		t.Fatalf("before reload: %d %q %v", st, body, err)
+	}
+
+	narrowed := testConfig(t, b.Listener.Addr().String())
+	narrowed.Listeners[0].Sites = []string{"other"}
+	td.reloadWith(t, narrowed)
+
+	st, body, err := keepAliveGET(t, c, br, "/after")
+	if err != nil || st != http.StatusMisdirectedRequest {
+		t.Errorf("after a reload took site main off the listener, its kept-alive connection there: %d %q %v, want 421", st, strings.TrimSpace(body), err)
+	}
+}
