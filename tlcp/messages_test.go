@@ -279,3 +279,52 @@ func FuzzServerConn(f *testing.F) {
 		checkFuzzedHandshake(t, err, rc)
 	})
 }
+
+// FuzzMessageEncoding: the handshake messages with one encoding
+// (everything but the hellos, whose extensions may come in any order)
+// parse only when their bytes are exactly what marshal writes for what
+// was read: no trailing or missing byte, no length that disagrees, is
+// taken; and a message cut short, or longer by a byte, does not parse.
+func FuzzMessageEncoding(f *testing.F) {
+	for _, typ := range []uint8{typeCertificate, typeServerKeyExchange, typeCertificateRequest, typeServerHelloDone,
+		typeClientKeyExchange, typeCertificateVerify, typeFinished, typeNewSessionTicket} {
+		addTranscriptSeeds(f, typ)
+	}
+	f.Add([]byte{typeNewSessionTicket, 0, 0, 6, 0, 0, 0x1c, 0x20, 0, 0})
+	f.Add([]byte{typeCertificateVerify, 0, 0, 3, 0, 1, 0x30})
+	kinds := []func() handshakeMessage{
+		func() handshakeMessage { return &certificateMsg{} },
+		func() handshakeMessage { return &serverKeyExchangeMsg{} },
+		func() handshakeMessage { return &certificateRequestMsg{} },
+		func() handshakeMessage { return &serverHelloDoneMsg{} },
+		func() handshakeMessage { return &clientKeyExchangeMsg{} },
+		func() handshakeMessage { return &certificateVerifyMsg{} },
+		func() handshakeMessage { return &finishedMsg{} },
+		func() handshakeMessage { return &newSessionTicketMsg{} },
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, newMsg := range kinds {
+			m := newMsg()
+			if !m.unmarshal(data) {
+				continue
+			}
+			b, err := m.marshal()
+			if err != nil {
+				t.Fatalf("%T: re-marshal: %v", m, err)
+			}
+			if !bytes.Equal(b, data) {
+				t.Fatalf("%T: %x parsed, marshals as %x", m, data, b)
+			}
+			m2 := newMsg()
+			if !m2.unmarshal(b) || !reflect.DeepEqual(m, m2) {
+				t.Fatalf("%T: %+v does not round trip: %+v", m, m, m2)
+			}
+			if newMsg().unmarshal(data[:len(data)-1]) {
+				t.Fatalf("%T: %x parsed without its last byte", m, data)
+			}
+			if newMsg().unmarshal(append(bytes.Clone(data), 0)) {
+				t.Fatalf("%T: %x parsed with a byte more", m, data)
+			}
+		}
+	})
+}
