@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"io"
+	"math"
 	"math/big"
 	"testing"
 	"time"
@@ -140,4 +143,83 @@ func TestTLSResumesAcrossReload(t *testing.T) {
 			t.Errorf("version %x: no resumption after a reload of the same configuration", vers)
 		}
 	}
+}
+
+// FuzzTLSSessionTicket: a TLS client's session ticket (any bytes) resumes
+// nothing unless it opens with the ticket keys; a sealed one resumes only
+// a session of this binding, issued within the lifetime (a minute of
+// clock skew allowed), whose state crypto/tls reads; and every session
+// WrapSession seals resumes again as itself.
+func FuzzTLSSessionTicket(f *testing.F) {
+	// Seeds (and in testdata: sessions crypto/tls made, TLS 1.2 and 1.3
+	// without a client certificate): ages in and out of the lifetime.
+	f.Add([]byte("ticket"), []byte{}, int64(0), true)
+	f.Add([]byte{}, []byte{3, 4, 1, 0x13, 1}, int64(-61), true)
+	f.Add(make([]byte, 64), []byte{}, int64(301), false)
+	f.Add([]byte{1}, []byte{}, int64(math.MinInt64), true)
+	secret := make([]byte, ticket.KeySize)
+	for i := range secret {
+		secret[i] = byte(i)
+	}
+	key, err := ticket.NewKey(secret, time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	keys := ticket.Static{key}
+	binding := tlsSessionBinding("site", []byte("cert"), "")
+	other := tlsSessionBinding("site", []byte("cert"), "require:00")
+	now := time.Unix(1_800_000_000, 0)
+	const lifetime = 5 * time.Minute
+	tc := &tls.Config{}
+	sealTLSSessions(tc, keys, binding, lifetime, func() time.Time { return now })
+	f.Fuzz(func(t *testing.T, identity, state []byte, age int64, bound bool) {
+		if ss, err := tc.UnwrapSession(identity, tls.ConnectionState{}); ss != nil || err != nil {
+			t.Fatalf("raw ticket %x: %v, %v", identity, ss, err)
+		}
+		b := other
+		if bound {
+			b = binding
+		}
+		issued := now.Unix() - age
+		pt := binary.BigEndian.AppendUint64(bytes.Clone(b[:]), uint64(issued))
+		pt = append(pt, state...)
+		sealed, err := ticket.Seal(nil, keys, ticket.TLS, pt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := tc.UnwrapSession(sealed, tls.ConnectionState{})
+		if err != nil {
+			t.Fatalf("UnwrapSession: %v (a failure must be a full handshake: nil, nil)", err)
+		}
+		_, perr := tls.ParseSessionState(state)
+		// (compared without subtracting: issued may be any int64)
+		inTime := issued >= now.Unix()-int64(lifetime/time.Second) && issued <= now.Unix()+60
+		if want := bound && inTime && perr == nil; (ss != nil) != want {
+			t.Fatalf("binding %v, issued %ds ago, state parses %v: resumed %v, want %v", bound, age, perr == nil, ss != nil, want)
+		}
+		if perr != nil {
+			return
+		}
+		orig, _ := tls.ParseSessionState(state)
+		ticketBytes, err := tc.WrapSession(tls.ConnectionState{}, orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := tc.UnwrapSession(ticketBytes, tls.ConnectionState{})
+		if again == nil || err != nil {
+			t.Fatalf("a session WrapSession sealed does not resume: %v", err)
+		}
+		if x, y := mustBytes(t, orig), mustBytes(t, again); !bytes.Equal(x, y) {
+			t.Fatalf("session %x resumes as %x", x, y)
+		}
+	})
+}
+
+func mustBytes(t *testing.T, ss *tls.SessionState) []byte {
+	t.Helper()
+	b, err := ss.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
