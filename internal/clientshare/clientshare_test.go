@@ -309,3 +309,79 @@ func TestOneSlotPerClient(t *testing.T) {
 		t.Error("the second slot claimed for c kept")
 	}
 }
+
+// FuzzDamagedSlots: whatever the slots around a client's hold (another
+// worker's counts, a worker killed mid-update, any writer of the shared
+// mapping), Admit returns; it admits only within the limits, summed over
+// every worker's word of the slot it chose; it changes no counter but its
+// own, and that by one connection and one handshake when it admits and
+// not at all when it refuses; and Release gives back exactly what it
+// counted.
+func FuzzDamagedSlots(f *testing.F) {
+	f.Add([]byte{}, []byte{192, 0, 2, 1}, uint8(1), uint8(1))
+	f.Add([]byte{0xff}, []byte{192, 0, 2, 1}, uint8(0), uint8(0))
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}, make([]byte, 16), uint8(2), uint8(0))
+	const workers = 2
+	mem := make([]byte, Size(workers))
+	f.Fuzz(func(t *testing.T, junk, addr []byte, maxConns, maxHandshakes uint8) {
+		client, ok := netip.AddrFromSlice(addr)
+		if !ok {
+			return
+		}
+		clear(mem)
+		format(mem, workers, [16]byte{1, 2, 3})
+		tb, err := open(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := int(tb.key("l", client)>>1) % Slots
+		if len(junk) > 0 {
+			for j := 0; j < probeLen*slotSize(workers); j++ {
+				s := (start + j/slotSize(workers)) % Slots
+				mem[headerSize+s*slotSize(workers)+j%slotSize(workers)] = junk[j%len(junk)]
+			}
+		}
+		v, _ := tb.Worker(0)
+		other := make([]uint64, probeLen)
+		for j := range other {
+			other[j] = tb.counter((start+j)%Slots, 1).Load()
+		}
+		own := make([]uint64, probeLen)
+		for j := range own {
+			own[j] = tb.counter((start+j)%Slots, 0).Load()
+		}
+		slot, verdict := v.Admit("l", client, int(maxConns), int(maxHandshakes))
+		for j := range probeLen {
+			s := (start + j) % Slots
+			if got := tb.counter(s, 1).Load(); got != other[j] {
+				t.Fatalf("slot %d: another worker's word went from %x to %x", s, other[j], got)
+			}
+			want := own[j]
+			if verdict == Admitted && s == slot {
+				want += conn + hs
+			}
+			if got := tb.counter(s, 0).Load(); got != want {
+				t.Fatalf("slot %d (%v in %d): own word %x, want %x", s, verdict, slot, got, want)
+			}
+		}
+		if verdict != Admitted {
+			return
+		}
+		if d := (slot - start + Slots) % Slots; d >= probeLen {
+			t.Fatalf("admitted in slot %d, %d past the client's first", slot, d)
+		}
+		var conns, handshakes uint64
+		for w := range workers {
+			c := tb.counter(slot, w).Load()
+			conns += c >> 32
+			handshakes += c & 0xffffffff
+		}
+		if maxConns > 0 && conns > uint64(maxConns) || maxHandshakes > 0 && handshakes > uint64(maxHandshakes) {
+			t.Fatalf("admitted with %d connections, %d handshakes (limits %d, %d)", conns, handshakes, maxConns, maxHandshakes)
+		}
+		v.Release(slot, true, true)
+		if got := tb.counter(slot, 0).Load(); got != own[(slot-start+Slots)%Slots] {
+			t.Fatalf("Release left %x, want %x", got, own[(slot-start+Slots)%Slots])
+		}
+	})
+}
