@@ -86,6 +86,13 @@ func (c *Conn) runHandshake(ctx context.Context) error {
 
 // endHandshake completes the handshake or ends its flight.
 func (c *Conn) endHandshake(err error) error {
+	if len(c.core.Hand) == 0 {
+		// The reassembly buffer grew to the largest message the peer
+		// sent (a padded ClientHello, a certificate chain: up to 64 KiB);
+		// an established connection, idle most of its life, keeps none.
+		// Post-handshake messages (KeyUpdate, NewSessionTicket) are small.
+		c.core.Hand = nil
+	}
 	c.core.Rd.ReleaseIdle(c.core.Input, c.core.Hand)
 	if err == nil {
 		c.core.SetHandshakeComplete()
