@@ -112,11 +112,14 @@ func (w *response) getBuf() {
 	}
 }
 
+// releaseBuf gives the response's buffer back: the pooled one to its
+// pool, one of a huge header's own (setHeaderBlock) to the collector, so
+// that neither stays with a connection waiting for its next request.
 func (w *response) releaseBuf() {
 	if w.bufp != nil {
 		bufPool.Put(w.bufp)
-		w.bufp, w.buf = nil, nil
 	}
+	w.bufp, w.buf = nil, nil
 }
 
 func (w *response) WriteHeader(code int) {
