@@ -185,6 +185,15 @@ func H2WriteByteTimeout(l LimitsConfig) time.Duration {
 	return max(l.SendTimeout, 0)
 }
 
+// H2MaxReadFrameSize is the largest HTTP/2 frame a client may send
+// (SETTINGS_MAX_FRAME_SIZE): the protocol's initial value (RFC 9113
+// §6.5.2), which nginx keeps too. x/net/http2 reads each frame into a
+// buffer the size of the largest one the connection has read and keeps
+// it for the connection's life; at its default of 1 MiB one frame of an
+// unknown type (ignored, §4.1) made each idle client connection hold
+// 1 MiB. A larger frame is a connection error (FRAME_SIZE_ERROR, §4.2).
+const H2MaxReadFrameSize = 16 << 10
+
 // H2LateGoAway returns the http.Server.ConnState hook of base, an h2
 // server's BaseConfig bound by http2.ConfigureServer, that sends GOAWAY to
 // a connection that starts once shutting reports true. base.Shutdown
@@ -233,7 +242,7 @@ func (p *Proxy) newServers() error {
 	p.h2 = &http2.Server{
 		MaxConcurrentStreams: l.MaxConcurrentStreams,
 		IdleTimeout:          l.IdleTimeout,
-		MaxReadFrameSize:     1 << 20,
+		MaxReadFrameSize:     H2MaxReadFrameSize,
 		WriteByteTimeout:     H2WriteByteTimeout(l),
 	}
 	return http2.ConfigureServer(p.h2base, p.h2)

@@ -140,7 +140,7 @@ func (l *listener) newHTTPSet(lim HTTPLimits) *httpSet {
 	// register with x/net/http2 after h2base.Shutdown sent its GOAWAYs.
 	s.h2base.ConnState = proxy.H2LateGoAway(s.h2base, s.stopped.Load)
 	s.h2 = &http2.Server{MaxConcurrentStreams: lim.MaxConcurrentStreams, IdleTimeout: s.h1.IdleTimeout,
-		WriteByteTimeout: proxy.H2WriteByteTimeout(s.proxyLim)}
+		MaxReadFrameSize: proxy.H2MaxReadFrameSize, WriteByteTimeout: proxy.H2WriteByteTimeout(s.proxyLim)}
 	// Registers h2 graceful shutdown (GOAWAY) with h2base.Shutdown.
 	if err := http2.ConfigureServer(s.h2base, s.h2); err != nil {
 		l.log.Error("configuring http2", "err", err)
