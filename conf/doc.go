@@ -460,8 +460,16 @@
 //     "/api/". Default: any.
 //   - path (string): path matches exactly this path. Default: any.
 //   - header (mapping of name: value): header matches request headers: name →
-//     value; the value "*" means the header is present with any value.
-//     Default: no header condition.
+//     value; the value "*" means the header is present with any value. The TLS
+//     headers the proxy derives (X-Ssl-Protocol, X-Ssl-Cipher,
+//     X-Ssl-Session-Reused, X-Ssl-Client-Verify, -S-Dn, -I-Dn, -Serial, -Cert)
+//     match the proxy's own values, never the client's copy:
+//     "X-Ssl-Client-Verify: SUCCESS" ahead of a route that answers 403 asks
+//     for a verified client certificate on some paths of a site whose
+//     client_auth is request. The other headers the proxy sets or removes
+//     (X-Forwarded-*, X-Real-IP, Forwarded, True-Client-IP and the like) are
+//     refused: a matcher could only read the client's forgeable copy. Default:
+//     no header condition.
 //   - upstream (string): upstream is the name of the upstream that serves the
 //     request.
 //   - respond (optional section, see sites[].routes[].respond): respond answers

@@ -28,6 +28,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
+	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/balance"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
@@ -645,6 +646,8 @@ func (v *validator) routeMatch(r *Route, p string) {
 	for name := range r.Header {
 		if !tokenRE.MatchString(name) {
 			v.errf(p+".header."+name, "header names are letters, digits and -", "invalid header name %q", name)
+		} else if err := proxy.CheckHeaderMatch(name); err != nil {
+			v.errf(p+".header."+name, "match on X-Ssl-Client-Verify: SUCCESS for verified client certificates; for client addresses use a site per network or a firewall", "%v", err)
 		}
 	}
 }

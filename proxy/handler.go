@@ -63,7 +63,7 @@ type route struct {
 	// foldCase: prefix, exact and strip match regardless of letter case
 	// (SiteConfig.CaseInsensitivePaths).
 	foldCase bool
-	hdrs     []HeaderMatch // canonical names; all must match
+	hdrs     []headerMatch // canonical names; all must match
 	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
 	// this route's requests get (its own or its site's settings).
 	tlsInfo, certHdr, certPEM bool
@@ -248,7 +248,11 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 		rt.hosts = append(rt.hosts, frontdoor.NormalizeName(h))
 	}
 	for _, m := range rc.Headers {
-		rt.hdrs = append(rt.hdrs, HeaderMatch{Name: http.CanonicalHeaderKey(m.Name), Value: m.Value})
+		if err := CheckHeaderMatch(m.Name); err != nil {
+			return nil, fmt.Errorf("route %s: %w", rt.name, err)
+		}
+		name := http.CanonicalHeaderKey(m.Name)
+		rt.hdrs = append(rt.hdrs, headerMatch{HeaderMatch: HeaderMatch{Name: name, Value: m.Value}, tls: slices.Contains(tlsHeaders, name)})
 	}
 	switch rc.HostHeader {
 	case "":
@@ -365,7 +369,16 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 		}
 	}
 	for _, m := range rt.hdrs {
-		v, ok := r.Header[m.Name]
+		var v []string
+		ok := false
+		if m.tls {
+			// The proxy's own value: the client's copy is never
+			// the one a backend sees (alwaysStripped).
+			v = tlsHeaderValue(m.Name, connInfoFrom(r.Context()))
+			ok = v != nil
+		} else {
+			v, ok = r.Header[m.Name]
+		}
 		if !ok || (m.Value != "" && (len(v) == 0 || v[0] != m.Value)) {
 			return false
 		}

@@ -290,3 +290,26 @@ func FuzzFoldPrefix(f *testing.F) {
 		}
 	})
 }
+
+// TestRouteHeaderMatchOnProxyHeaders: a route may not match on a header
+// the proxy sets or removes from clients (the matcher would read the
+// client's forgeable copy), spelled in any case or with '_'; the TLS
+// headers it derives itself are matched against its own values, so a
+// client's copy of one never matches.
+func TestRouteHeaderMatchOnProxyHeaders(t *testing.T) {
+	for _, name := range []string{"X-Real-IP", "x-forwarded-for", "Forwarded", "True-Client-IP", "X_Real_IP", "x_ssl_client_verify"} {
+		cfg := Config{Sites: oneSite(RouteConfig{Headers: []HeaderMatch{{Name: name, Value: "1"}}, Respond: &RespondConfig{Status: 200}})}
+		if p, err := New(cfg, nil, nil); err == nil {
+			p.Close()
+			t.Errorf("a route matching on %s accepted", name)
+		}
+	}
+	cfg := Config{Sites: oneSite(
+		RouteConfig{Name: "verified", Headers: []HeaderMatch{{Name: "x-ssl-client-verify", Value: "SUCCESS"}}, Respond: &RespondConfig{Status: 200, Body: "in"}},
+		RouteConfig{Respond: &RespondConfig{Status: 403, Body: "out"}})}
+	f := newFront(t, cfg, frontOpts{})
+	// Plain HTTP: no TLS, so no verified certificate, whatever the client says.
+	if st := statusOf(rawRoundTrip(t, f.addr, "GET / HTTP/1.1\r\nHost: example.test\r\nX-Ssl-Client-Verify: SUCCESS\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 403 ") {
+		t.Errorf("forged X-Ssl-Client-Verify: %q, want 403", st)
+	}
+}

@@ -174,3 +174,61 @@ func fetchWithIdentity(t *testing.T, addr, proto string, id *clientIdentity) (in
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
+
+// TestRouteMatchesVerifiedClientCertificate: a route's header matcher on
+// X-Ssl-Client-Verify reads the proxy's own verification result, not the
+// client's copy of the header: on a site with client_auth request, a
+// route that asks for "X-Ssl-Client-Verify: SUCCESS" ahead of one that
+// answers 403 lets in a client with a verified certificate and keeps out
+// one without, even when it sends the header itself.
+func TestRouteMatchesVerifiedClientCertificate(t *testing.T) {
+	p := testPKI(t)
+	own := clientIdentities(t, p)
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Sites[0].ClientAuth = conf.ClientAuth{Mode: conf.ClientAuthRequest, CA: "ca.crt"}
+	cfg.Sites[0].Material.ClientCAs = []*smx509.Certificate{p.CA.Cert, p.ECDSACA.Cert}
+	cfg.Sites[0].Routes = []conf.Route{
+		{Name: "admin", PathPrefix: "/admin/", Header: map[string]string{"X-Ssl-Client-Verify": "SUCCESS"}, Upstream: "app"},
+		{Name: "deny", PathPrefix: "/admin/", Respond: &conf.Respond{Status: 403}},
+		{Name: "rest", PathPrefix: "/", Upstream: "app"},
+	}
+	d := startDaemon(t, cfg)
+	get := func(id *clientIdentity, forged bool) int {
+		t.Helper()
+		tcfg := &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", NextProtos: []string{"http/1.1"}}
+		if id != nil {
+			tcfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &id.tls, nil }
+		}
+		c, err := tls.Dial("tcp", d.addr, tcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		req, _ := http.NewRequest("GET", "https://localhost/admin/x", nil)
+		req.Close = true
+		if forged {
+			req.Header.Set("X-Ssl-Client-Verify", "SUCCESS")
+		}
+		if err := req.Write(c); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := get(nil, true); got != 403 {
+		t.Errorf("no certificate, X-Ssl-Client-Verify: SUCCESS forged: %d, want 403", got)
+	}
+	if got := get(nil, false); got != 403 {
+		t.Errorf("no certificate: %d, want 403", got)
+	}
+	if got := get(own, false); got != 200 {
+		t.Errorf("verified certificate: %d, want 200", got)
+	}
+}

@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+)
+
+// headerMatch is a compiled HeaderMatch.
+type headerMatch struct {
+	HeaderMatch
+	// tls: Name is one of tlsHeaders, matched against the value the
+	// proxy derives from the connection, not against the client's copy.
+	tls bool
+}
+
+// tlsHeaders are the headers the proxy derives from the connection's
+// handshake (tls_info_headers, client_cert_headers). A route may match on
+// them: "X-Ssl-Client-Verify: SUCCESS" on a route, after a route that
+// answers 403, asks for a verified client certificate on some paths of a
+// site whose client_auth is "request", as nginx's
+// "if ($ssl_client_verify != SUCCESS)" in a location does.
+var tlsHeaders = []string{
+	HeaderSSLProtocol, HeaderSSLCipher, HeaderSSLReused,
+	HeaderClientVerify, HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert,
+}
+
+// CheckHeaderMatch reports whether a route may match on request header
+// name. The TLS headers (tlsHeaders) match the proxy's own values. Any
+// other header the proxy sets, or removes from clients (X-Forwarded-*,
+// X-Real-IP, Forwarded, TrustedOnlyRequestHeaders, and any of them
+// spelled with '_'), is refused: a matcher would read the client's copy,
+// which the client writes as it likes (a route for "X-Real-IP: 10.0.0.1"
+// would let anyone in), and which the backend never sees.
+func CheckHeaderMatch(name string) error {
+	if slices.Contains(tlsHeaders, http.CanonicalHeaderKey(name)) {
+		return nil
+	}
+	if isSetHeaderName(name) {
+		return fmt.Errorf("header %s is set or removed by the proxy: a matcher would read the client's own copy, which it may forge", name)
+	}
+	return nil
+}
+
+// tlsHeaderValue returns the value of TLS header k (one of tlsHeaders) the
+// proxy derives for ci's connection, whatever the route's
+// tls_info_headers and client_cert_headers say; nil when it has none (no
+// TLS, no verified client certificate).
+func tlsHeaderValue(k string, ci *connInfo) []string {
+	if ci == nil || !ci.hasState {
+		return nil
+	}
+	v := ci.tls()
+	switch k {
+	case HeaderSSLProtocol:
+		return v.protocol
+	case HeaderSSLCipher:
+		return v.cipher
+	case HeaderSSLReused:
+		return v.reused
+	case HeaderClientVerify:
+		return v.verify
+	case HeaderClientSDN:
+		return v.subjectDN
+	case HeaderClientIDN:
+		return v.issuerDN
+	case HeaderClientSerial:
+		return v.serial
+	case HeaderClientCert:
+		return ci.certPEM()
+	}
+	return nil
+}
