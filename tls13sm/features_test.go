@@ -522,7 +522,10 @@ func TestTamperedAndOversizeRecords(t *testing.T) {
 		want  Alert
 	}{
 		{"tampered", nil, AlertBadRecordMAC},
-		{"oversize", append([]byte{23, 3, 3, 0x41, 0x01}, make([]byte, 0x4101)...), AlertRecordOverflow},
+		// The header alone: the server refuses the record on its length,
+		// and a body it never reads would make its close a reset that
+		// may reach the client before the alert is read.
+		{"oversize", []byte{23, 3, 3, 0x41, 0x01}, AlertRecordOverflow},
 		{"short", []byte{23, 3, 3, 0, 3, 1, 2, 3}, AlertBadRecordMAC},
 		{"plaintext-handshake", []byte{22, 3, 3, 0, 1, 1}, AlertUnexpectedMessage},
 		{"ccs-after-handshake", []byte{20, 3, 3, 0, 1, 1}, AlertUnexpectedMessage},
