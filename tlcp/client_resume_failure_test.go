@@ -71,3 +71,54 @@ func TestClientDropsSessionOfFailedResumption(t *testing.T) {
 		})
 	}
 }
+
+// TestClientRefusesResumptionUnderAnotherSuite: a server that resumes the
+// client's session but selects another suite than the session's (both
+// offered) gets illegal_parameter (RFC 5246 §7.4.1.3: a resumed session
+// keeps its cipher suite), rather than a handshake that fails later on
+// mismatched keys or, worse, goes on under a suite the session was not
+// made with.
+func TestClientRefusesResumptionUnderAnotherSuite(t *testing.T) {
+	p := loadPKI(t)
+	scfg, ccfg := p.serverConfig(), p.clientConfig()
+	scfg.SessionStore = NewLRUSessionStore(8, time.Hour)
+	scfg.SessionTicketsDisabled = true
+	scfg.CipherSuites = []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3}
+	ccfg.CipherSuites = []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3}
+	ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
+	n := 0
+	scfg.testHandshakeOut = func(m []byte) []byte {
+		if m[0] == typeServerHello {
+			if n++; n == 2 {
+				m = append([]byte(nil), m...)
+				m[helloSessionEnd(m)+1] = byte(ECC_SM4_CBC_SM3 & 0xff)
+			}
+		}
+		return m
+	}
+	handshake := func() (resumed bool, suite uint16, cerr error) {
+		c1, c2 := tcpPair(t)
+		deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+		c1.SetDeadline(deadline)
+		c2.SetDeadline(deadline)
+		cli, srv := Client(c1, ccfg), Server(c2, scfg)
+		defer cli.Close()
+		defer srv.Close()
+		done := make(chan error, 1)
+		go func() { done <- srv.Handshake() }()
+		cerr = cli.Handshake()
+		if cerr != nil {
+			c1.Close()
+		}
+		<-done
+		st := cli.ConnectionState()
+		return st.DidResume, st.CipherSuite, cerr
+	}
+	if resumed, suite, err := handshake(); err != nil || resumed || suite != ECC_SM4_GCM_SM3 {
+		t.Fatalf("first handshake: resumed %v, suite %#04x, %v", resumed, suite, err)
+	}
+	_, _, err := handshake()
+	if a, ok := alertOf(err); !ok || a != AlertIllegalParameter {
+		t.Fatalf("resumption under another suite: client error %v, want illegal_parameter", err)
+	}
+}

@@ -61,6 +61,7 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "client-key-exchange-bad-sm2-ciphertext", msgs: onType(typeClientKeyExchange, flipAt(-5)), alert: AlertBadRecordMAC},
 		{name: "client-key-exchange-empty", msgs: onType(typeClientKeyExchange, func([]byte) []byte { return []byte{typeClientKeyExchange, 0, 0, 0} }), alert: AlertDecodeError},
 		{name: "client-key-exchange-bad-ecdhe-point", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeClientKeyExchange, badECDHEPoint), alert: AlertDecodeError},
+		{name: "client-key-exchange-ecdhe-trailing-byte", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, beforeHash: true, msgs: onType(typeClientKeyExchange, extend(1)), alert: AlertDecodeError},
 		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
 		{name: "client-certificate-without-enc-ecdhe", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeCertificate, firstCertificateOnly), alert: AlertHandshakeFailure},
@@ -71,6 +72,15 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "server-hello-tls12-version", server: true, msgs: onType(typeServerHello, setU16(4, versionTLS12)), alert: AlertProtocolVersion},
 		{name: "server-hello-suite-not-offered", server: true, msgs: onType(typeServerHello, testpeer.ServerHelloSuite(ECC_SM4_CBC_SM3)), alert: AlertIllegalParameter},
 		{name: "handshake-length-over-limit", msgs: onType(typeClientKeyExchange, testpeer.OverLength), alert: AlertIllegalParameter},
+		{name: "client-hello-without-null-compression", msgs: onType(typeClientHello, clientHelloCompression(1)), alert: AlertDecodeError},
+		{name: "server-hello-compression", server: true, msgs: onType(typeServerHello, serverHelloCompression(1)), alert: AlertIllegalParameter},
+		// Extensions the client did not offer (it offers neither tickets
+		// nor ALPN here): RFC 5246 §7.4.1.4.
+		{name: "server-hello-unsolicited-session-ticket", server: true, msgs: onType(typeServerHello, serverHelloExtension(extensionSessionTicket, nil)), alert: AlertUnsupportedExtension},
+		{name: "server-hello-unsolicited-alpn", server: true, msgs: onType(typeServerHello, serverHelloExtension(extensionALPN, []byte{0, 3, 2, 'h', '2'})), alert: AlertUnsupportedExtension},
+		// ---- certificates ----
+		{name: "server-certificate-without-enc", server: true, msgs: onType(typeCertificate, firstCertificateOnly), alert: AlertBadCertificate},
+		{name: "client-certificate-empty-required", clientAuth: true, msgs: chain(onType(typeCertificate, emptyCertificate), onType(typeCertificateVerify, drop)), alert: AlertHandshakeFailure},
 		// ---- order ----
 		{name: "client-key-exchange-before-certificate", clientAuth: true, msgs: swapNext(typeCertificate, typeClientKeyExchange), alert: AlertUnexpectedMessage},
 		{name: "client-certificate-verify-dropped", clientAuth: true, msgs: onType(typeCertificateVerify, drop), alert: AlertUnexpectedMessage},
@@ -101,6 +111,9 @@ func TestMisbehavingPeer(t *testing.T) {
 			return cbcRecordBad(c, []byte(misSecret), true, false)
 		}, alert: AlertBadRecordMAC},
 		{name: "record-unknown-type", records: func(c *Conn) []byte { return seal(c, 99, []byte(misSecret), 0) }, alert: AlertUnexpectedMessage},
+		{name: "empty-handshake-record", records: func(c *Conn) []byte {
+			return append(seal(c, recordTypeHandshake, nil, 0), seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
+		}, alert: AlertUnexpectedMessage},
 		{name: "change-cipher-spec-after-handshake", records: func(c *Conn) []byte { return seal(c, recordTypeChangeCipherSpec, []byte{1}, 0) }, alert: AlertUnexpectedMessage},
 		{name: "alert-of-three-bytes", records: func(c *Conn) []byte { return seal(c, recordTypeAlert, []byte{2, 10, 0}, 0) }, alert: AlertDecodeError},
 		{name: "server-finished-after-handshake", server: true, records: func(c *Conn) []byte {
@@ -217,6 +230,62 @@ func firstCertificateOnly(m []byte) []byte {
 	put24(out[1:], 3+len(first))
 	put24(out[4:], len(first))
 	return out
+}
+
+// chain applies the rewrites in turn (none after one dropped the message).
+func chain(fs ...testpeer.Rewrite) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		for _, f := range fs {
+			if m = f(m); m == nil {
+				return nil
+			}
+		}
+		return m
+	}
+}
+
+// emptyCertificate rewrites a Certificate message to an empty list: a
+// client that has no certificate to give.
+func emptyCertificate([]byte) []byte { return []byte{typeCertificate, 0, 0, 3, 0, 0, 0} }
+
+// helloSessionEnd is the offset past a hello's session_id (header,
+// version, random, session_id<1>).
+func helloSessionEnd(m []byte) int { return 4 + 2 + 32 + 1 + int(m[4+2+32]) }
+
+// serverHelloCompression rewrites the compression method a ServerHello selects.
+func serverHelloCompression(v byte) testpeer.Rewrite {
+	return func(m []byte) []byte { m[helloSessionEnd(m)+2] = v; return m }
+}
+
+// clientHelloCompression rewrites a ClientHello's one compression method.
+func clientHelloCompression(v byte) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		off := helloSessionEnd(m)
+		off += 2 + int(binary.BigEndian.Uint16(m[off:]))
+		if m[off] != 1 {
+			panic("ClientHello without exactly one compression method")
+		}
+		m[off+1] = v
+		return m
+	}
+}
+
+// serverHelloExtension adds an extension to a ServerHello (and the
+// extensions block when it has none).
+func serverHelloExtension(typ uint16, body []byte) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		end := helloSessionEnd(m) + 3 // cipher_suite, compression_method
+		ext := binary.BigEndian.AppendUint16(nil, typ)
+		ext = binary.BigEndian.AppendUint16(ext, uint16(len(body)))
+		ext = append(ext, body...)
+		var exts []byte
+		if len(m) > end {
+			exts = m[end+2:]
+		}
+		out := binary.BigEndian.AppendUint16(bytes.Clone(m[:end]), uint16(len(exts)+len(ext)))
+		out = append(append(out, exts...), ext...)
+		return testpeer.SetLen(out)
+	}
 }
 
 // ---- raw records ----
@@ -355,6 +424,64 @@ func TestChangeCipherSpecReplacedByWarning(t *testing.T) {
 				t.Fatalf("honest side: %v, want unexpected_message", herr)
 			}
 			bad.Close()
+			<-errc
+		})
+	}
+}
+
+// TestClientFlightBeforeFinishedAltered: the records the client sends
+// before its Finished, as the server reads them with expectCCS: a
+// ChangeCipherSpec whose one byte is not 1 (RFC 5246 §7.1), or
+// application data before it (before the handshake ended), is
+// unexpected_message, not a switch to the new keys or data taken.
+func TestClientFlightBeforeFinishedAltered(t *testing.T) {
+	ccs := []byte{byte(recordTypeChangeCipherSpec), VersionTLCP >> 8, VersionTLCP & 0xff, 0, 1, 1}
+	for name, alter := range map[string]func(flight []byte) []byte{
+		"change-cipher-spec-of-value-2": func(b []byte) []byte { b[len(b)-1] = 2; return b },
+		"application-data-before-change-cipher-spec": func(b []byte) []byte {
+			data := append([]byte{byte(recordTypeApplicationData), VersionTLCP >> 8, VersionTLCP & 0xff, 0, byte(len(misSecret))}, misSecret...)
+			return append(append(b[:len(b)-len(ccs):len(b)-len(ccs)], data...), ccs...)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := loadPKI(t)
+			scfg, ccfg := p.serverConfig(), p.clientConfig()
+			c1, c2 := tcpPair(t)
+			deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+			c1.SetDeadline(deadline)
+			c2.SetDeadline(deadline)
+			cli, srv := Client(c1, ccfg), Server(c2, scfg)
+			defer cli.Close()
+			defer srv.Close()
+			ccfg.testHandshakeOut = func(msg []byte) []byte {
+				if msg[0] == typeFinished {
+					// The flight ends with the ChangeCipherSpec; the
+					// Finished follows under the new keys.
+					cli.outMu.Lock()
+					defer cli.outMu.Unlock()
+					buf := cli.core.Flight.Room(len(misSecret) + recordHeaderLen)
+					if !bytes.HasSuffix(buf, ccs) {
+						t.Error("the flight does not end with a ChangeCipherSpec")
+						return msg
+					}
+					cli.core.Flight.Set(alter(buf))
+				}
+				return msg
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- cli.Handshake() }()
+			herr := srv.Handshake()
+			if herr == nil {
+				go cli.Write([]byte(misSecret))
+				b := make([]byte, 64)
+				n, err := srv.Read(b)
+				t.Fatalf("handshake completed; then read %q, %v", b[:n], err)
+			}
+			if a, ok := alertOf(herr); !ok || a != AlertUnexpectedMessage {
+				t.Fatalf("server: %v, want unexpected_message", herr)
+			}
+			cli.Close()
 			<-errc
 		})
 	}

@@ -199,6 +199,32 @@ func TestWrongKeyUsage(t *testing.T) {
 	if _, ok := peerAlertOf(cerr); !ok {
 		t.Fatalf("client error %v", cerr)
 	}
+	// Under ECDHE, a client encryption certificate without a key-exchange
+	// usage (its key agreement is what the server uses it for).
+	scfg = &Config{Certificates: []Certificate{good}, ClientAuth: RequireAndVerifyClientCert, ClientCAs: pool, CipherSuites: []uint16{ECDHE_SM4_GCM_SM3}}
+	ccfg = &Config{RootCAs: pool, ServerName: "localhost", Certificates: []Certificate{badEnc}, CipherSuites: []uint16{ECDHE_SM4_GCM_SM3}}
+	cerr, serr = handshakePair(t, scfg, ccfg)
+	if a, ok := alertOf(serr); !ok || a != AlertBadCertificate {
+		t.Fatalf("ECDHE client encryption certificate without key usage: server error %v, want bad_certificate", serr)
+	}
+	if a, ok := peerAlertOf(cerr); !ok || a != AlertBadCertificate {
+		t.Fatalf("client error %v, want bad_certificate from the server", cerr)
+	}
+}
+
+// A server that must verify client certificates but has no ClientCAs to
+// verify them against refuses them rather than take any certificate.
+func TestClientAuthWithoutClientCAs(t *testing.T) {
+	p := loadPKI(t)
+	scfg := p.serverConfig()
+	scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, nil
+	cerr, serr := handshakePair(t, scfg, p.clientConfig())
+	if a, ok := alertOf(serr); !ok || a != AlertUnknownCA {
+		t.Fatalf("server error %v, want unknown_ca", serr)
+	}
+	if a, ok := peerAlertOf(cerr); !ok || a != AlertUnknownCA {
+		t.Fatalf("client error %v, want unknown_ca from the server", cerr)
+	}
 }
 
 func TestECDHERequiresClientCert(t *testing.T) {
