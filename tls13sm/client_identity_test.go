@@ -104,6 +104,26 @@ func TestTicketClientPolicy(t *testing.T) {
 	if st := connect(strict); st.DidResume || !st.ClientVerified || lastReason() != TicketReasonClientAuth {
 		t.Fatalf("unverified ticket under RequireAndVerifyClientCert: resumed %v, reason %q", st.DidResume, lastReason())
 	}
+	// A ticket without a client certificate under RequireAnyClientCert,
+	// and an unverified one under VerifyClientCertIfGiven, do not resume
+	// either (each client with its own cache: the ticket is the one the
+	// first server issued).
+	for _, tc := range []struct{ issue, resume ClientAuthType }{
+		{NoClientCert, RequireAnyClientCert},
+		{RequestClientCert, VerifyClientCertIfGiven},
+	} {
+		cli := cliCfg.Clone()
+		cli.ClientSessionCache = NewLRUClientSessionCache(8)
+		issuer, resumer := srvCfg.Clone(), srvCfg.Clone()
+		issuer.ClientAuth, resumer.ClientAuth = tc.issue, tc.resume
+		if _, r := echoRound(t, issuer, cli); r.err != nil {
+			t.Fatal(r.err)
+		}
+		_, r := echoRound(t, resumer, cli)
+		if r.err != nil || r.state.DidResume || lastReason() != TicketReasonClientAuth {
+			t.Fatalf("ticket issued under ClientAuth %v, resumed under %v: %v, resumed %v, reason %q", tc.issue, tc.resume, r.err, r.state.DidResume, lastReason())
+		}
+	}
 
 	// Expiry of the verified client leaf: issue 30 minutes before its
 	// NotAfter, resume 30 minutes after (the ticket itself is still fresh).

@@ -29,6 +29,9 @@ type misCase struct {
 	// resume: a first, honest, handshake leaves a ticket that the
 	// misbehaving handshake offers.
 	resume bool
+	// hrr: the client shares X25519 only, so that the server (preferring
+	// curveSM2) answers with a HelloRetryRequest.
+	hrr bool
 	// msgs rewrites the misbehaving side's outgoing handshake messages,
 	// after hashing them unless beforeHash.
 	beforeHash bool
@@ -91,6 +94,28 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "server-unknown-message-type", server: true, msgs: onType(typeEncryptedExtensions, testpeer.SetType(99)), alert: AlertUnexpectedMessage},
 		{name: "handshake-length-over-limit", msgs: onType(typeFinished, testpeer.OverLength), alert: AlertIllegalParameter},
 		{name: "server-hello-legacy-version", server: true, msgs: onType(typeServerHello, testpeer.SetU16(4, 0x0302)), alert: AlertIllegalParameter},
+		// ServerHello fields the client did not offer or must see (§4.1.3, §4.2).
+		{name: "server-hello-without-key-share", server: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.serverShare = keyShare{} })), alert: AlertMissingExtension},
+		{name: "server-hello-key-share-not-shared", server: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.serverShare = keyShare{group: X25519, data: x25519Point} })), alert: AlertIllegalParameter},
+		{name: "server-hello-session-id-not-echoed", server: true, msgs: onType(typeServerHello, editServerHello(otherSessionID)), alert: AlertIllegalParameter},
+		{name: "server-hello-psk-identity-not-offered", server: true, resume: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.selectedIdentity = 1 })), alert: AlertIllegalParameter},
+		{name: "server-hello-cookie", server: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.cookie = []byte{1} })), alert: AlertUnsupportedExtension},
+		// HelloRetryRequest (§4.1.4).
+		{name: "hello-retry-request-changes-nothing", server: true, hrr: true, msgs: onType(typeServerHello, editHRR(true, func(sh *serverHelloMsg) { sh.selectedGroup = 0 })), alert: AlertIllegalParameter},
+		{name: "hello-retry-request-selects-psk", server: true, hrr: true, msgs: onType(typeServerHello, editHRR(true, func(sh *serverHelloMsg) { sh.hasSelectedIdent = true })), alert: AlertIllegalParameter},
+		{name: "hello-retry-request-group-already-shared", server: true, hrr: true, msgs: onType(typeServerHello, editHRR(true, func(sh *serverHelloMsg) { sh.selectedGroup = X25519 })), alert: AlertIllegalParameter},
+		{name: "hello-retry-request-twice", server: true, hrr: true, msgs: onType(typeServerHello, editHRR(false, func(sh *serverHelloMsg) {
+			sh.random, sh.serverShare, sh.selectedGroup = helloRetryRequestRandom[:], keyShare{}, CurveSM2
+		})), alert: AlertUnexpectedMessage},
+		{name: "server-hello-suite-other-than-hello-retry-request", server: true, hrr: true, msgs: onType(typeServerHello, editHRR(false, func(sh *serverHelloMsg) { sh.cipherSuite = TLS_SM4_CCM_SM3 })), alert: AlertIllegalParameter},
+		{name: "server-hello-unknown-extension", server: true, msgs: onType(typeServerHello, serverHelloExtension(0xff00)), alert: AlertUnsupportedExtension},
+		{name: "server-encrypted-extensions-alpn-not-offered", server: true, msgs: onType(typeEncryptedExtensions, eeWithBody(extALPN, []byte{0, 3, 2, 'h', '2'})), alert: AlertUnsupportedExtension},
+		{name: "server-encrypted-extensions-early-data-not-offered", server: true, msgs: onType(typeEncryptedExtensions, eeWith(extEarlyData)), alert: AlertUnsupportedExtension},
+		{name: "server-certificate-with-context", server: true, msgs: onType(typeCertificate, withRequestContext), alert: AlertDecodeError},
+		{name: "server-certificate-request-with-context", server: true, clientAuth: true, msgs: onType(typeCertificateRequest, withRequestContext), alert: AlertIllegalParameter},
+		{name: "server-certificate-verify-other-scheme", server: true, msgs: onType(typeCertificateVerify, testpeer.SetU16(4, 0x0403)), alert: AlertIllegalParameter},
+		{name: "client-certificate-with-context", clientAuth: true, msgs: onType(typeCertificate, withRequestContext), alert: AlertIllegalParameter},
+		{name: "client-hello-compression", msgs: onType(typeClientHello, clientHelloCompression(1)), alert: AlertIllegalParameter},
 		// ---- records after the handshake ----
 		{name: "oversize-inner-plaintext", records: func(c *Conn) []byte {
 			return seal(c, recordTypeApplicationData, make([]byte, maxPlaintext+1), 0)
@@ -122,6 +147,14 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "record-plaintext-handshake-after-keys", records: func(c *Conn) []byte {
 			return []byte{recordTypeHandshake, 3, 3, 0, 5, typeKeyUpdate, 0, 0, 1, 0}
 		}, alert: AlertUnexpectedMessage},
+		{name: "empty-handshake-record", records: func(c *Conn) []byte {
+			return append(seal(c, recordTypeHandshake, nil, 0), seal(c, recordTypeApplicationData, []byte(misSecret), 0)...)
+		}, alert: AlertUnexpectedMessage},
+		{name: "new-session-ticket-lifetime-over-seven-days", server: true, resume: true, records: func(c *Conn) []byte {
+			// lifetime 604801, age_add, nonce<1>, ticket<2>, extensions<2>
+			body := []byte{0, 9, 0x3a, 0x81, 0, 0, 0, 0, 1, 0, 0, 1, 7, 0, 0}
+			return seal(c, recordTypeHandshake, append([]byte{typeNewSessionTicket, 0, 0, byte(len(body))}, body...), 0)
+		}, alert: AlertIllegalParameter},
 		{name: "change-cipher-spec-after-handshake", records: func(c *Conn) []byte { return []byte{recordTypeChangeCipherSpec, 3, 3, 0, 1, 1} }, alert: AlertUnexpectedMessage},
 		{name: "alert-of-three-bytes", records: func(c *Conn) []byte { return seal(c, recordTypeAlert, []byte{2, 10, 0}, 0) }, alert: AlertDecodeError},
 		// §5.1: no other record type between a handshake message's
@@ -170,6 +203,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	if mc.clientAuth {
 		scfg.ClientAuth = RequireAndVerifyClientCert
 	}
+	ccfg.testShareX25519 = mc.hrr
 	if mc.resume {
 		if _, cs, serr, cerr := runPair(t, scfg, ccfg); serr != nil || cerr != nil || cs.DidResume {
 			t.Fatalf("first handshake: server %v, client %v", serr, cerr)
@@ -203,6 +237,94 @@ func runMisbehaving(t *testing.T, mc misCase) {
 		return
 	}
 	testpeer.WantAlerts(t, herr, merr, mc.alert, mc.diverged)
+}
+
+// editServerHello rewrites a ServerHello through edit.
+func editServerHello(edit func(*serverHelloMsg)) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		var sh serverHelloMsg
+		if !sh.unmarshal(m) {
+			panic("malformed ServerHello")
+		}
+		edit(&sh)
+		sh.raw = nil
+		b, err := sh.marshal()
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}
+}
+
+// x25519Point is a valid X25519 public value (the base point).
+var x25519Point = append([]byte{9}, make([]byte, 31)...)
+
+// editHRR is editServerHello applied to the HelloRetryRequest only (hrr)
+// or to the ServerHello after it only.
+func editHRR(hrr bool, edit func(*serverHelloMsg)) testpeer.Rewrite {
+	return editServerHello(func(sh *serverHelloMsg) {
+		if sh.isHRR() == hrr {
+			edit(sh)
+		}
+	})
+}
+
+// otherSessionID makes a ServerHello's legacy_session_id differ from the
+// client's.
+func otherSessionID(sh *serverHelloMsg) {
+	if len(sh.sessionID) == 0 {
+		sh.sessionID = []byte{1}
+		return
+	}
+	sh.sessionID = bytes.Clone(sh.sessionID)
+	sh.sessionID[0] ^= 1
+}
+
+// helloSessionEnd is the offset past a hello's legacy_session_id (header,
+// version, random, session_id<1>).
+func helloSessionEnd(m []byte) int { return 4 + 2 + 32 + 1 + int(m[4+2+32]) }
+
+// serverHelloExtension adds an empty extension of type typ to a ServerHello.
+func serverHelloExtension(typ uint16) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		off := helloSessionEnd(m) + 3 // cipher_suite, legacy_compression_method
+		n := binary.BigEndian.Uint16(m[off:])
+		binary.BigEndian.PutUint16(m[off:], n+4)
+		return testpeer.SetLen(append(bytes.Clone(m), byte(typ>>8), byte(typ), 0, 0))
+	}
+}
+
+// clientHelloCompression rewrites a ClientHello's one compression method.
+func clientHelloCompression(v byte) testpeer.Rewrite {
+	return func(m []byte) []byte {
+		off := helloSessionEnd(m)
+		off += 2 + int(binary.BigEndian.Uint16(m[off:]))
+		if m[off] != 1 {
+			panic("ClientHello without exactly one compression method")
+		}
+		m[off+1] = v
+		return m
+	}
+}
+
+// withRequestContext gives a Certificate or CertificateRequest (whose body
+// starts with certificate_request_context<0..255>, empty during the
+// handshake) a one-byte context.
+func withRequestContext(m []byte) []byte {
+	if m[4] != 0 {
+		panic("message already has a context")
+	}
+	out := append([]byte{m[0], 0, 0, 0, 1, 0x2a}, m[5:]...)
+	return testpeer.SetLen(out)
+}
+
+// eeWithBody makes EncryptedExtensions carry one extension, typ with body.
+func eeWithBody(typ uint16, body []byte) testpeer.Rewrite {
+	return func([]byte) []byte {
+		ext := append([]byte{byte(typ >> 8), byte(typ), byte(len(body) >> 8), byte(len(body))}, body...)
+		m := append([]byte{typeEncryptedExtensions, 0, 0, 0, byte(len(ext) >> 8), byte(len(ext))}, ext...)
+		return testpeer.SetLen(m)
+	}
 }
 
 // eeWith makes EncryptedExtensions carry one empty extension of type typ

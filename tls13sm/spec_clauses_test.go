@@ -262,6 +262,13 @@ func TestSecondClientHelloMustMatchFirst(t *testing.T) {
 		{"random", func(h *clientHelloMsg) { h.random = make([]byte, 32); h.random[0] = 0x5a }},
 		{"alpn", func(h *clientHelloMsg) { h.alpnProtocols = []string{"h2"} }},
 		{"cipher-suites", func(h *clientHelloMsg) { h.cipherSuites = append(h.cipherSuites, 0x00ff) }},
+		{"server-name", func(h *clientHelloMsg) { h.serverName = "other.example" }},
+		// §4.1.2: early_data is never in a second ClientHello.
+		{"early-data", func(h *clientHelloMsg) { h.earlyData = true }},
+		// §4.1.2: the one share of the group the HelloRetryRequest asked for.
+		{"two-key-shares", func(h *clientHelloMsg) {
+			h.keyShares = append(h.keyShares, keyShare{group: X25519, data: first.keyShares[0].data})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := zzServer(t, srvCfg)
@@ -385,4 +392,16 @@ func TestUnsolicitedServerNameAckRefused(t *testing.T) {
 		return
 	}
 	testpeer.WantAlerts(t, herr, merr, AlertUnsupportedExtension, false)
+}
+
+// TestHelloWithoutSM2SignaturesRefused: a full handshake needs the client
+// to accept sm2sig_sm3, the only scheme the server's certificate can sign
+// with (RFC 8998 §3.2; §4.2.3: no common scheme is handshake_failure).
+func TestHelloWithoutSM2SignaturesRefused(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	hello := zzHello(t, func(h *clientHelloMsg) { h.signatureAlgorithms = []uint16{0x0403} })
+	reply := rawExchange(t, srvCfg, [][]byte{zzRecord(recordTypeHandshake, hello)})
+	if string(reply) != string([]byte{21, 3, 3, 0, 2, 2, byte(AlertHandshakeFailure)}) {
+		t.Fatalf("server reply %x, want a handshake_failure alert", reply[:min(len(reply), 16)])
+	}
 }
