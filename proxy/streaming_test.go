@@ -270,6 +270,17 @@ func TestRequestTrailers(t *testing.T) {
 				t.Errorf("backend saw trailers %q, want %q", got, wantSeen)
 			}
 		})
+		// Declared fields that must not be trailers (RFC 9110 §6.5.1): a
+		// backend that merges trailers into the header would take them
+		// for the request's own Authorization or Host.
+		t.Run(fmt.Sprint("allow=", allow, "/raw chunked, forbidden trailers declared"), func(t *testing.T) {
+			f := newFront(t, cfg, frontOpts{})
+			res, _, _ := rawExchange(t, f.addr, "POST / HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\nTrailer: X-Req-Trailer, Authorization, Host\r\n\r\n"+
+				"5\r\nhello\r\n0\r\nX-Req-Trailer: t1\r\nAuthorization: Bearer forged\r\nHost: evil.test\r\n\r\n")
+			if got := res.Trailer.Get("X-Seen"); got != wantSeen {
+				t.Errorf("backend saw trailers %q, want %q", got, wantSeen)
+			}
+		})
 	}
 }
 
