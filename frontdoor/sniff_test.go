@@ -310,6 +310,21 @@ func TestSniffDeclaredLengthTooLarge(t *testing.T) {
 	}
 }
 
+// TestSniffEmptyOrOversizeRecord: a first flight whose records are empty
+// (RFC 8446 §5.1: no zero-length handshake fragments) or longer than a
+// record may be (2^14 + 2048, maxRecordPayload) is malformed, found on the
+// record header.
+func TestSniffEmptyOrOversizeRecord(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"empty":    {0x16, 0x03, 0x01, 0x00, 0x00, 0x16, 0x03, 0x01, 0x00, 0x04, typeClientHello, 0, 0, 0},
+		"oversize": {0x16, 0x03, 0x01, 0x48, 0x01, typeClientHello, 0, 0x48, 0},
+	} {
+		if _, err := sniff(bytes.NewReader(in), nil); !errors.Is(err, errBadRecord) {
+			t.Errorf("%s record: err = %v, want errBadRecord", name, err)
+		}
+	}
+}
+
 // TestMalformedHelloGetsAlert: a first flight the sniffer cannot parse
 // gets the fatal alert the stacks behind it would send (RFC 8446 §6.2),
 // in a record of its protocol's version, before the close: decode_error

@@ -240,3 +240,24 @@ func TestRotatorShortLifetime(t *testing.T) {
 		}
 	}
 }
+
+// TestNewKeyShortSecret: a secret under 16 bytes is refused (too little
+// to derive a name and an SM4 key from).
+func TestNewKeyShortSecret(t *testing.T) {
+	if _, err := NewKey(bytes.Repeat([]byte{7}, 15), time.Now()); err == nil {
+		t.Fatal("NewKey took a 15-byte secret")
+	}
+}
+
+// TestOpenShortTicket: a ticket shorter than the name, nonce and tag,
+// even one that starts with a key's name, does not open (and does not
+// panic: tickets come from the network).
+func TestOpenShortTicket(t *testing.T) {
+	k := mustKey(t, 1, time.Now())
+	for n := 0; n < Overhead; n++ {
+		tk := append(k.Name[:min(n, len(k.Name))], make([]byte, max(n-len(k.Name), 0))...)
+		if _, ok, _ := Open(Static{k}, TLS13SM, tk); ok {
+			t.Fatalf("a %d-byte ticket opened", n)
+		}
+	}
+}
