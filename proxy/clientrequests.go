@@ -24,11 +24,16 @@ type clientRequestShard struct {
 
 // shard returns the shard of the address b (netip.Addr.As16).
 func (t *ClientRequests) shard(b *[16]byte) *clientRequestShard {
+	return &t.shards[shardOf(b)]
+}
+
+// shardOf is the shard index of the address b (netip.Addr.As16).
+func shardOf(b *[16]byte) int {
 	var h byte
 	for _, x := range b {
 		h = h*31 + x
 	}
-	return &t.shards[h%clientRequestShards]
+	return int(h % clientRequestShards)
 }
 
 // acquire counts one more request of key, or returns false (nothing

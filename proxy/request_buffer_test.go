@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,7 +25,14 @@ import (
 // ends.
 func startUpload(t *testing.T, addr string, length int) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return startUploadFrom(t, "127.0.0.1", addr, length)
+}
+
+// startUploadFrom is startUpload from the loopback address from.
+func startUploadFrom(t *testing.T, from, addr string, length int) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +262,11 @@ func TestBufferedUploadExpectNotForwarded(t *testing.T) {
 // bound comes back.
 func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 	held := RequestBufferTotal - 8<<10
-	if !bodyBuffers.take(held) {
+	if !bodyBuffers.total.take(held) {
 		t.Fatal("test setup: the bound is in use")
 	}
-	t.Cleanup(func() { bodyBuffers.give(held) })
-	before := bodyBuffers.left.Load()
+	t.Cleanup(func() { bodyBuffers.total.give(held) })
+	before := bodyBuffers.total.left.Load()
 	var hits atomic.Int64
 	backend := countingBackend(t, "b", &hits)
 	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
@@ -281,9 +289,9 @@ func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 	if res.StatusCode != 200 || string(got) != "b:"+body {
 		t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
 	}
-	for i := 0; bodyBuffers.left.Load() != before; i++ {
+	for i := 0; bodyBuffers.total.left.Load() != before; i++ {
 		if i == 2000 {
-			t.Fatalf("the bound has %d bytes left after the request, want %d back", bodyBuffers.left.Load(), before)
+			t.Fatalf("the bound has %d bytes left after the request, want %d back", bodyBuffers.total.left.Load(), before)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -326,4 +334,65 @@ func TestBufferedUploadWaitsForEndStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBufferedUploadsBoundedPerClient: one client address may hold
+// RequestBufferPerClient of the process's bound on buffered bodies: past
+// its share its uploads stream, while another address's are still
+// buffered (before, one address with max_requests_per_client uploads one
+// byte short took the whole bound, and buffering was off for everyone).
+// What a request took is given back to its address.
+func TestBufferedUploadsBoundedPerClient(t *testing.T) {
+	greedy := netip.MustParseAddr("127.0.0.1")
+	held := RequestBufferPerClient - 8<<10
+	if !bodyBuffers.take(greedy, held) {
+		t.Fatal("test setup: the share is in use")
+	}
+	t.Cleanup(func() { bodyBuffers.give(greedy, held) })
+	var hits atomic.Int64
+	backend := countingBackend(t, "b", &hits)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	target := f.p.Upstream("u").Targets()[0]
+	body := strings.Repeat("z", 40<<10)
+
+	// Another address: buffered, no target while its body is not whole.
+	other, obr := startUploadFrom(t, "127.0.0.2", f.addr, len(body))
+	io.WriteString(other, body[:20<<10])
+	for range 40 {
+		time.Sleep(5 * time.Millisecond)
+		if n := target.InFlight(); n != 0 {
+			t.Fatalf("an upload of another address took a target before it was whole (%d in flight)", n)
+		}
+	}
+	// The greedy address, past its share: streams at once.
+	c, br := startUploadFrom(t, "127.0.0.1", f.addr, len(body))
+	io.WriteString(c, body[:20<<10])
+	for i := 0; target.InFlight() == 0; i++ {
+		if i == 2000 {
+			t.Fatal("past its share, the address's upload waited to be whole instead of streaming")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, u := range []struct {
+		c  net.Conn
+		br *bufio.Reader
+	}{{c, br}, {other, obr}} {
+		io.WriteString(u.c, body[20<<10:])
+		res, err := http.ReadResponse(u.br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 || string(got) != "b:"+body {
+			t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
+		}
+	}
+	other2 := netip.MustParseAddr("127.0.0.2")
+	for i := 0; !bodyBuffers.take(other2, RequestBufferPerClient); i++ {
+		if i == 2000 {
+			t.Fatal("127.0.0.2's share not given back after its request")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	bodyBuffers.give(other2, RequestBufferPerClient)
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -218,20 +219,83 @@ type reqBody struct {
 	pre    []byte
 	preOff atomic.Int64
 	preEOF bool
-	// budgeted is what pre holds of bodyBuffers, given back when the
-	// handler returns.
+	// budgeted is what pre holds of bodyBuffers, taken for client (the
+	// zero Addr: none known), given back when the handler returns.
 	budgeted int
+	client   netip.Addr
 }
 
 // bodyBuffers bounds the bytes of request bodies buffered at once in the
 // process (request_buffer): one request holds at most its listener's
 // request_buffer, but a client may keep max_requests_per_client of them
 // waiting for their last byte, and many clients more. Past the bound a
-// body streams, as with buffering off.
-var bodyBuffers = newByteBudget(RequestBufferTotal)
+// body streams, as with buffering off. Each client address
+// (frontdoor.ClientKey) may hold RequestBufferPerClient of it, so that one
+// address cannot take it all and turn buffering off for everyone else.
+var bodyBuffers = newBodyBudget(RequestBufferTotal, RequestBufferPerClient)
 
-// RequestBufferTotal is the bound of bodyBuffers.
-const RequestBufferTotal = 64 << 20
+// RequestBufferTotal is the bound of bodyBuffers; RequestBufferPerClient
+// is what one client address may hold of it (64 bodies of 64 KiB).
+const (
+	RequestBufferTotal     = 64 << 20
+	RequestBufferPerClient = RequestBufferTotal / 16
+)
+
+// bodyBudget is a byteBudget of the process with a share per client.
+type bodyBudget struct {
+	total     byteBudget
+	perClient int64
+	shards    [clientRequestShards]clientBytesShard
+}
+
+type clientBytesShard struct {
+	mu sync.Mutex
+	m  map[[16]byte]int64
+}
+
+func newBodyBudget(total, perClient int64) *bodyBudget {
+	b := &bodyBudget{perClient: perClient}
+	b.total.left.Store(total)
+	return b
+}
+
+// take takes n bytes for client (the zero Addr: the process's bound only),
+// or reports that the client's share or the process's bound has fewer.
+func (b *bodyBudget) take(client netip.Addr, n int) bool {
+	if !client.IsValid() {
+		return b.total.take(n)
+	}
+	k := client.As16()
+	s := &b.shards[shardOf(&k)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.m[k]
+	if held+int64(n) > b.perClient || !b.total.take(n) {
+		return false
+	}
+	if s.m == nil {
+		s.m = map[[16]byte]int64{}
+	}
+	s.m[k] = held + int64(n)
+	return true
+}
+
+// give gives back n bytes client took.
+func (b *bodyBudget) give(client netip.Addr, n int) {
+	b.total.give(n)
+	if !client.IsValid() {
+		return
+	}
+	k := client.As16()
+	s := &b.shards[shardOf(&k)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held := s.m[k] - int64(n); held > 0 {
+		s.m[k] = held
+	} else {
+		delete(s.m, k)
+	}
+}
 
 // byteBudget is a count of bytes that may still be taken.
 type byteBudget struct{ left atomic.Int64 }
@@ -274,7 +338,7 @@ var errHandlerDone = errors.New("proxy: request body read after its handler retu
 // which is then not kept alive: its body was not read) and waited for.
 func (b *reqBody) handlerDone() {
 	if b.budgeted > 0 {
-		bodyBuffers.give(b.budgeted)
+		bodyBuffers.give(b.client, b.budgeted)
 		b.budgeted = 0
 	}
 	b.mu.Lock()
@@ -556,14 +620,18 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 	// The buffer grows with what arrives, not with what the client
 	// declares: a declared length costs nothing until its bytes come.
-	// Past the process's bound (bodyBuffers) the rest streams.
+	// Past the process's bound or the client's share of it (bodyBuffers)
+	// the rest streams.
+	if rs.ci != nil {
+		b.client = rs.ci.client
+	}
 	size := int(r.ContentLength)
 	var buf []byte
 	var err error
 	for len(buf) < size && err == nil {
 		if len(buf) == cap(buf) {
 			grow := min(size, max(2*cap(buf), 4<<10)) - len(buf)
-			if !bodyBuffers.take(grow) {
+			if !bodyBuffers.take(b.client, grow) {
 				break
 			}
 			b.budgeted += grow

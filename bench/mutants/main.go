@@ -1856,6 +1856,12 @@ var mutants = []mutant{
 		"if hdr[0] != typeClientHello {", "if false {",
 		"TestSniff|TestMalformedHelloGetsAlert|TestServerHandshakeBytes|TestHandshakeBytesPerHelloBound"},
 
+	{"proxy: one client address may take the whole bound on buffered bodies", "proxy/reverseproxy.go",
+		"\tif held+int64(n) > b.perClient || !b.total.take(n) {", "\tif !b.total.take(n) {",
+		"TestBufferedUploadsBoundedPerClient"},
+	{"proxy: a client's share of buffered bodies never given back", "proxy/reverseproxy.go",
+		"\tif held := s.m[k] - int64(n); held > 0 {", "\tif held := s.m[k]; held > 0 {",
+		"TestBufferedUploadsBoundedPerClient"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
