@@ -454,6 +454,9 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 	} else {
 		ks.extractHandshakeNoPSK(&hs.handshakeSecret, shared)
 	}
+	if sh.serverShare.group != 0 {
+		clear(shared) // the (EC)DHE output, in the handshake secret now (as the server's release)
+	}
 	ks.handshakeTrafficSecrets(&hs.clientHSSecret, &hs.serverHSSecret, &hs.derivedHS, &hs.handshakeSecret, hs.transcriptHash())
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
