@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"strings"
+
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 )
 
 // Established is what a protocol handshaker returns: the encrypted
@@ -117,8 +119,10 @@ func (s *Sites) Lookup(sni string) *Site {
 }
 
 // NormalizeName is a host name as sites are matched by it (SNI here, the
-// Host header in the proxy): lower case, without a final dot (a fully
-// qualified "localhost." names localhost).
+// Host header in the proxy): ASCII letters lower-cased (not Unicode: the
+// Kelvin sign would become "k", so "\u212aey.example" would reach the
+// site of key.example), without a final dot (a fully qualified
+// "localhost." names localhost).
 func NormalizeName(n string) string {
-	return strings.TrimSuffix(strings.ToLower(n), ".")
+	return strings.TrimSuffix(asciifold.LowerString(n), ".")
 }

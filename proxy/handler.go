@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 )
 
 // Header names set by the proxy. Incoming copies are always removed so that
@@ -323,16 +324,17 @@ func hostOnly(h string) string {
 }
 
 // matchName matches a host against an exact or "*.suffix" pattern
-// (patterns are lower-case).
+// (patterns are lower-case), ignoring ASCII case only, as frontdoor picks
+// a handshake's site by SNI.
 func matchName(pattern, host string) bool {
 	if strings.HasPrefix(pattern, "*.") {
 		suf := pattern[1:]
-		if len(host) <= len(suf) || !strings.EqualFold(host[len(host)-len(suf):], suf) {
+		if len(host) <= len(suf) || !asciifold.Equal(host[len(host)-len(suf):], suf) {
 			return false
 		}
 		return !strings.Contains(host[:len(host)-len(suf)], ".")
 	}
-	return strings.EqualFold(pattern, host)
+	return asciifold.Equal(pattern, host)
 }
 
 // pathPrefix reports whether p starts with prefix, as rt matches paths,

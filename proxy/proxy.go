@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/h1server"
 )
 
@@ -358,7 +359,7 @@ func (p *Proxy) listenerServes(listener, site string) bool {
 func (p *Proxy) siteByHost(host string) *site {
 	for _, s := range p.sites {
 		for _, n := range s.names {
-			if !strings.HasPrefix(n, "*.") && strings.EqualFold(n, host) {
+			if !strings.HasPrefix(n, "*.") && asciifold.Equal(n, host) {
 				return s
 			}
 		}

@@ -6,10 +6,10 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/validity"
 )
 
@@ -364,7 +364,7 @@ func (hs *clientHandshakeState) trusted(s *ClientSessionState) bool {
 	if cfg.InsecureSkipVerify {
 		return true
 	}
-	if len(s.verifiedChains) == 0 || len(s.serverCerts) < 2 || !strings.EqualFold(s.serverName, cfg.ServerName) {
+	if len(s.verifiedChains) == 0 || len(s.serverCerts) < 2 || !asciifold.Equal(s.serverName, cfg.ServerName) {
 		return false
 	}
 	now := cfg.time()

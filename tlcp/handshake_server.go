@@ -15,6 +15,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/lru"
 	"github.com/gmproxy/gmproxy/internal/sm3state"
 	"github.com/gmproxy/gmproxy/internal/smkey"
@@ -559,7 +560,7 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 	// (U+017F) for "secure.example", where frontdoor, choosing a site by
 	// SNI, does not, so a session made for one site would resume on
 	// another that has the same certificate.
-	if h := hs.certHash(); !equalFoldASCII(s.serverName, hs.hello.serverName) || !bytes.Equal(s.serverCert, h[:]) {
+	if h := hs.certHash(); !asciifold.Equal(s.serverName, hs.hello.serverName) || !bytes.Equal(s.serverCert, h[:]) {
 		return TicketReasonIdentity
 	}
 	if s.cipherSuite != hs.suite.id {
@@ -580,27 +581,6 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 		hs.peerCerts = certs
 	}
 	return hs.reverifyClientChains(s)
-}
-
-// equalFoldASCII reports whether a and b are equal ignoring the case of
-// ASCII letters only.
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // reverifyClientChains verifies a resumed session's client certificates

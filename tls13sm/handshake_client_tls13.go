@@ -8,7 +8,6 @@ import (
 	"hash"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/sm3state"
 )
 
@@ -264,7 +264,7 @@ func (hs *clientHandshakeState) trusted(cs *ClientSessionState) bool {
 	}
 	t := cs.trust
 	now := cfg.time()
-	if len(cs.verifiedChains) == 0 || len(cs.peerCertificates) == 0 || !strings.EqualFold(t.serverName, cfg.ServerName) ||
+	if len(cs.verifiedChains) == 0 || len(cs.peerCertificates) == 0 || !asciifold.Equal(t.serverName, cfg.ServerName) ||
 		now.Before(t.from) || now.After(t.until) {
 		return false
 	}

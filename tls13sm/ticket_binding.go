@@ -7,6 +7,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/lru"
 )
 
@@ -62,7 +63,7 @@ func (hs *serverHandshakeState) computeSiteBinding() (b [bindingSize]byte) {
 		n := copy(buf[:], siteBindingLabel)
 		n += copy(buf[n:], cert[:])
 		for i := 0; i < len(name); i++ {
-			buf[n] = lowerASCII(name[i])
+			buf[n] = asciifold.Lower(name[i])
 			n++
 		}
 		sum = sm3.Sum(buf[:n])
@@ -70,18 +71,15 @@ func (hs *serverHandshakeState) computeSiteBinding() (b [bindingSize]byte) {
 		h := sm3.New()
 		h.Write([]byte(siteBindingLabel))
 		h.Write(cert[:])
-		h.Write(bytes.ToLower([]byte(name)))
+		lower := []byte(name)
+		for i, c := range lower {
+			lower[i] = asciifold.Lower(c) // not bytes.ToLower: Unicode folds "K" (Kelvin) to "k"
+		}
+		h.Write(lower)
 		h.Sum(sum[:0])
 	}
 	copy(b[:], sum[:])
 	return b
-}
-
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }
 
 // certHashes caches SM3 of server leaf certificates by the address of

@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"net/http"
 
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -269,7 +270,7 @@ func (h *Head) Get(name string) (string, bool) {
 // name, and the first one's value.
 func (fs *fields) count(text, name string) (n int, first string) {
 	for _, f := range fs.f[:fs.n] {
-		if equalFold(text[f.name.start:f.name.end], name) {
+		if asciifold.Equal(text[f.name.start:f.name.end], name) {
 			if n == 0 {
 				first = text[f.value.start:f.value.end]
 			}
@@ -282,7 +283,7 @@ func (fs *fields) count(text, name string) (n int, first string) {
 // appendValues appends the values of the fields named name.
 func (fs *fields) appendValues(vs []string, text, name string) []string {
 	for _, f := range fs.f[:fs.n] {
-		if equalFold(text[f.name.start:f.name.end], name) {
+		if asciifold.Equal(text[f.name.start:f.name.end], name) {
 			vs = append(vs, text[f.value.start:f.value.end])
 		}
 	}
@@ -312,26 +313,6 @@ func (h *Head) AppendFields(b []byte) []byte {
 		b = append(b, "\r\n"...)
 	}
 	return b
-}
-
-// equalFold reports whether a and b are equal ignoring ASCII case.
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // contentLength checks the framing fields: no Transfer-Encoding and at

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+
+	"github.com/gmproxy/gmproxy/internal/asciifold"
 )
 
 // HeadScan notes what net/http's readers drop of one message head given
@@ -124,11 +126,11 @@ func (s *HeadScan) endField() {
 	name = bytes.TrimRight(name, " \t")
 	switch {
 	case !ok:
-	case len(name) == len("Connection") && equalFold(string(name), "Connection"):
+	case len(name) == len("Connection") && asciifold.Equal(string(name), "Connection"):
 		s.vals = append(s.vals, string(bytes.TrimLeft(value, " \t")))
-	case len(name) == len("Content-Length") && equalFold(string(name), "Content-Length"):
+	case len(name) == len("Content-Length") && asciifold.Equal(string(name), "Content-Length"):
 		s.length = true
-	case len(name) == len("Transfer-Encoding") && equalFold(string(name), "Transfer-Encoding"):
+	case len(name) == len("Transfer-Encoding") && asciifold.Equal(string(name), "Transfer-Encoding"):
 		s.coding = true
 	}
 	s.fieldBuf, s.field = s.field[:0], nil
