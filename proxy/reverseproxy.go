@@ -300,12 +300,6 @@ func (b *bodyBudget) give(client netip.Addr, n int) {
 // byteBudget is a count of bytes that may still be taken.
 type byteBudget struct{ left atomic.Int64 }
 
-func newByteBudget(n int64) *byteBudget {
-	b := &byteBudget{}
-	b.left.Store(n)
-	return b
-}
-
 // take takes n bytes, or reports that fewer are left.
 func (b *byteBudget) take(n int) bool {
 	if b.left.Add(-int64(n)) < 0 {
