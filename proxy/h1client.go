@@ -454,7 +454,7 @@ func (cw *connWriter) Write(p []byte) (int, error) {
 // writeBody writes the request's body of ContentLength bytes after its
 // head and closes it, as http.Request.Write does: a body that ends early
 // or goes on is an error. An error reading the body (the client's: a
-// timeout, max_body_bytes) is returned as it is, for the proxy to answer.
+// timeout, max_body) is returned as it is, for the proxy to answer.
 func (pc *h1Conn) writeBody(req *http.Request) error {
 	defer req.Body.Close()
 	n, err := io.CopyN(pc.bw, req.Body, req.ContentLength)

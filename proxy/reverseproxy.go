@@ -520,7 +520,7 @@ func isTimeout(err error) bool {
 func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	ctx := r.Context()
 	if rt.maxBody > 0 && r.ContentLength > rt.maxBody {
-		s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
+		s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body")
 		return
 	}
 
@@ -661,7 +661,7 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 		case b.timedOut.Load():
 			s.bodyTimedOut(rs, r)
 		case errors.As(err, &mbe):
-			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
+			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body")
 		case r.Context().Err() != nil:
 			rs.clientGone = true
 		default:
@@ -920,7 +920,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body_bytes")
+			s.errorResponse(rs, r, http.StatusRequestEntityTooLarge, "request body too large", "request body over the route's max_body")
 			return nil, nil
 		}
 		if berr := body.readError(); berr != nil {

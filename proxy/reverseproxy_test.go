@@ -232,7 +232,8 @@ func TestErrorStatuses(t *testing.T) {
 			Upstreams: []UpstreamConfig{upstream("u", addrOf(live))},
 			Sites:     oneSite(RouteConfig{Upstream: "u", MaxBodyBytes: 10}),
 		}
-		f := newFront(t, cfg, frontOpts{})
+		var logs syncBuffer
+		f := newFront(t, cfg, frontOpts{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		c := testClient(t)
 		if code, _ := doReq(t, c, "POST", f.url+"/", "0123456789abc"); code != 413 {
 			t.Fatalf("content-length over limit: %d", code)
@@ -250,6 +251,15 @@ func TestErrorStatuses(t *testing.T) {
 		}
 		if code, body := doReq(t, c, "POST", f.url+"/", "small"); code != 200 || body != "live:small" {
 			t.Fatalf("small body: %d %q", code, body)
+		}
+		// The log names the limit by its configuration key (max_body), so
+		// that an operator can find the setting it reports.
+		l := logs.String()
+		if n := strings.Count(l, "status=413"); n != 2 {
+			t.Fatalf("%d 413 log lines, want 2:\n%s", n, l)
+		}
+		if strings.Count(l, "route's max_body\"") != 2 {
+			t.Errorf("413 log lines do not name the route's max_body:\n%s", l)
 		}
 	})
 }
