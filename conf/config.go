@@ -963,8 +963,10 @@ type FleetTicketKeys struct {
 
 // Admin is the admin HTTP listener (/metrics, /healthz, /readyz) and the
 // control endpoint POST /reload. The control endpoint refuses requests
-// carrying an Origin header (browsers) and requests whose Host is not an
-// IP address or localhost with the listener's port (DNS rebinding).
+// carrying an Origin header (browsers) and requests whose Host, whatever
+// its port, is not an IP address, localhost or the host name written in
+// the listener's own address (DNS rebinding: a name an attacker controls
+// is refused; on a unix: control_address the Host is not checked).
 type Admin struct {
 	// Address is host:port, or "off" to disable the admin listener.
 	// Default 127.0.0.1:9100.
