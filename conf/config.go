@@ -343,12 +343,13 @@ type KeyPassword struct {
 	// KeyPasswordFile is a file whose content (trailing newline removed) is
 	// the password of the encrypted private keys of this section. Like the
 	// key files, it should be readable by gmproxy only (check and start warn
-	// when others, or a group gmproxy is not in, can read it).
+	// when others, or a group gmproxy is not in, can read it). Default:
+	// none.
 	KeyPasswordFile string `yaml:"key_password_file"`
 	// KeyPasswordEnv is the name of an environment variable holding the
 	// password of the encrypted private keys of this section. gmproxy
 	// removes the variable from its environment once read (processes it
-	// starts do not inherit it; reloads use the value read).
+	// starts do not inherit it; reloads use the value read). Default: none.
 	KeyPasswordEnv string `yaml:"key_password_env"`
 }
 
@@ -494,6 +495,7 @@ type Route struct {
 	Header map[string]string `yaml:"header"`
 
 	// Upstream is the name of the upstream that serves the request.
+	// Default: none (then respond or redirect).
 	Upstream string `yaml:"upstream"`
 	// Respond answers directly with a fixed response.
 	Respond *Respond `yaml:"respond"`
@@ -506,7 +508,8 @@ type Route struct {
 	// it removes, sets or adds is also dropped from the backend's trailers.
 	ResponseHeaders HeaderEdits `yaml:"response_headers"`
 	// StripPrefix removes this prefix from the path before forwarding
-	// (usually equal to path_prefix without its trailing slash).
+	// (usually equal to path_prefix without its trailing slash). Default:
+	// none (the path is forwarded as matched).
 	StripPrefix string `yaml:"strip_prefix"`
 	// HostHeader is the Host sent upstream: "passthrough" keeps the
 	// client's, "upstream" uses the target's address, anything else (a
@@ -567,11 +570,11 @@ type Redirect struct {
 
 // HeaderEdits changes headers: remove first, then set, then add.
 type HeaderEdits struct {
-	// Set replaces headers: name → value.
+	// Set replaces headers: name → value. Default: none.
 	Set map[string]string `yaml:"set"`
-	// Add appends header values: name → value.
+	// Add appends header values: name → value. Default: none.
 	Add map[string]string `yaml:"add"`
-	// Remove deletes headers by name.
+	// Remove deletes headers by name. Default: none.
 	Remove []string `yaml:"remove"`
 }
 
@@ -581,7 +584,7 @@ type Stream struct {
 	// connections (its balance and health checks apply). One of upstream and
 	// target is required.
 	Upstream string `yaml:"upstream"`
-	// Target is a single host:port backend.
+	// Target is a single host:port backend. Default: none (then upstream).
 	Target string `yaml:"target"`
 	// IdleTimeout closes a spliced connection idle in both directions for
 	// this long, and one whose client takes no byte of a write for this
@@ -653,9 +656,9 @@ type Target struct {
 
 // HashKey is the input of balance: hash. Exactly one of header and cookie.
 type HashKey struct {
-	// Header is a request header whose value is hashed.
+	// Header is a request header whose value is hashed. Default: none.
 	Header string `yaml:"header"`
-	// Cookie is a cookie whose value is hashed.
+	// Cookie is a cookie whose value is hashed. Default: none.
 	Cookie string `yaml:"cookie"`
 }
 
@@ -674,17 +677,18 @@ type UpstreamTLSConfig struct {
 	// Cert is the client certificate for h2, tls and tls13sm targets that
 	// require one. Default none.
 	Cert string `yaml:"cert"`
-	// Key is the private key of cert.
+	// Key is the private key of cert. Required with cert.
 	Key string `yaml:"key"`
 	// SignCert is the TLCP client signing certificate, for tlcp targets
 	// that require client authentication (always needed for ECDHE suites).
 	// Default none.
 	SignCert string `yaml:"sign_cert"`
-	// SignKey is the private key of sign_cert.
+	// SignKey is the private key of sign_cert. Required with sign_cert.
 	SignKey string `yaml:"sign_key"`
 	// EncCert is the TLCP client encryption certificate (with sign_cert).
+	// Default none.
 	EncCert string `yaml:"enc_cert"`
-	// EncKey is the private key of enc_cert.
+	// EncKey is the private key of enc_cert. Required with enc_cert.
 	EncKey string `yaml:"enc_key"`
 	// Ciphers are the suites offered: TLCP names for tlcp, TLS 1.3 SM names
 	// for tls13sm. Default: for tlcp [ECC-SM2-SM4-GCM-SM3,
@@ -936,7 +940,7 @@ type StoreTLS struct {
 	// Cert is a client certificate (PEM) for stores that ask for one.
 	// Default none.
 	Cert string `yaml:"cert"`
-	// Key is the private key of cert.
+	// Key is the private key of cert. Required with cert.
 	Key string `yaml:"key"`
 	// ServerName is the name checked in the store's certificate. Default:
 	// the host of each address.
@@ -1006,6 +1010,7 @@ type AccessLog struct {
 	Format string `yaml:"format"`
 	// Template is the line template for format: template, with {field}
 	// placeholders (see the proxy documentation for field names).
+	// Required with format template; default none.
 	Template string `yaml:"template"`
 }
 
@@ -1049,6 +1054,7 @@ type KeyServer struct {
 	// 10s). All must serve the same keys. Required (or address).
 	Addresses []string `yaml:"addresses"`
 	// Address is a single endpoint, the same as addresses with one entry.
+	// Default: none (addresses is used).
 	Address string `yaml:"address"`
 	// Cert is gmproxy's client certificate (PEM, RSA or ECDSA, with
 	// extendedKeyUsage clientAuth if it has any) presented to the key
@@ -1095,8 +1101,9 @@ type KeyServer struct {
 // clients[].max_connections, are closed at once; the others are checked
 // against the new clients and CA before their next request), and the
 // server's timeouts and connection limits (for the connections accepted
-// after it); listen, metrics_address, audit_interval, shutdown_grace and
-// log need a restart.
+// after it); listen, listen_group, metrics_address, audit_interval,
+// shutdown_grace and log need a restart (a reload logs a warning naming
+// them; one that moves listen between host:port and unix: is refused).
 type KeyServerFile struct {
 	// Listen is host:port to accept gmproxy's connections on, over mutual
 	// TLS, or unix:/path/to/socket for a Unix socket (created with mode
@@ -1216,12 +1223,14 @@ type KeyServerClient struct {
 	// spki_sha256 or both (then both must match). The first entry that
 	// matches a certificate applies: put a narrower entry (subject and
 	// spki_sha256) before a broader one (the same subject alone); an entry
-	// that only matches what an earlier one matches is refused.
+	// that only matches what an earlier one matches is refused. Default:
+	// none (any subject, when spki_sha256 is set).
 	Subject string `yaml:"subject"`
 	// SPKISHA256 matches the SHA-256 of the client certificate's
 	// SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout | openssl
 	// pkey -pubin -outform der | sha256sum); it survives re-issuing the
-	// certificate with the same key.
+	// certificate with the same key. Default: none (any key, when subject
+	// is set).
 	SPKISHA256 string `yaml:"spki_sha256"`
 	// Keys are the names of the keys (keys[].name) the client may use.
 	// Required.

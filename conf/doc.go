@@ -370,11 +370,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # sites[].tls13sm
 //
@@ -396,11 +397,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # sites[].tls
 //
@@ -416,11 +418,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # sites[].client_auth
 //
@@ -472,7 +475,7 @@
 //     refused: a matcher could only read the client's forgeable copy. Default:
 //     no header condition.
 //   - upstream (string): upstream is the name of the upstream that serves the
-//     request.
+//     request. Default: none (then respond or redirect).
 //   - respond (optional section, see sites[].routes[].respond): respond answers
 //     directly with a fixed response.
 //   - redirect (optional section, see sites[].routes[].redirect): redirect
@@ -484,7 +487,7 @@
 //     removes, sets or adds is also dropped from the backend's trailers.
 //   - strip_prefix (string): strip_prefix removes this prefix from the path
 //     before forwarding (usually equal to path_prefix without its trailing
-//     slash).
+//     slash). Default: none (the path is forwarded as matched).
 //   - host_header (string): host_header is the Host sent upstream:
 //     "passthrough" keeps the client's, "upstream" uses the target's address,
 //     anything else (a host name or IP address with an optional :port) is sent
@@ -536,16 +539,20 @@
 // This section changes headers: remove first, then set, then add.
 //
 //   - set (mapping of name: value): set replaces headers: name → value.
+//     Default: none.
 //   - add (mapping of name: value): add appends header values: name → value.
-//   - remove (list of strings): remove deletes headers by name.
+//     Default: none.
+//   - remove (list of strings): remove deletes headers by name. Default: none.
 //
 // # sites[].routes[].response_headers
 //
 // This section changes headers: remove first, then set, then add.
 //
 //   - set (mapping of name: value): set replaces headers: name → value.
+//     Default: none.
 //   - add (mapping of name: value): add appends header values: name → value.
-//   - remove (list of strings): remove deletes headers by name.
+//     Default: none.
+//   - remove (list of strings): remove deletes headers by name. Default: none.
 //
 // # sites[].routes[].retries
 //
@@ -573,7 +580,8 @@
 //   - upstream (string): upstream is the name of an upstream whose targets
 //     receive the connections (its balance and health checks apply). One of
 //     upstream and target is required.
-//   - target (string): target is a single host:port backend.
+//   - target (string): target is a single host:port backend. Default: none
+//     (then upstream).
 //   - idle_timeout (duration): idle_timeout closes a spliced connection idle in
 //     both directions for this long, and one whose client takes no byte of a
 //     write for this long (a client that reads nothing, even while it sends
@@ -638,7 +646,8 @@
 // cookie.
 //
 //   - header (string): header is a request header whose value is hashed.
-//   - cookie (string): cookie is a cookie whose value is hashed.
+//     Default: none.
+//   - cookie (string): cookie is a cookie whose value is hashed. Default: none.
 //
 // # upstreams[].tls
 //
@@ -653,14 +662,16 @@
 //     target's certificate (tests only). Default false.
 //   - cert (string): cert is the client certificate for h2, tls and tls13sm
 //     targets that require one. Default none.
-//   - key (string): key is the private key of cert.
+//   - key (string): key is the private key of cert. Required with cert.
 //   - sign_cert (string): sign_cert is the TLCP client signing certificate, for
 //     tlcp targets that require client authentication (always needed for ECDHE
 //     suites). Default none.
-//   - sign_key (string): sign_key is the private key of sign_cert.
+//   - sign_key (string): sign_key is the private key of sign_cert. Required
+//     with sign_cert.
 //   - enc_cert (string): enc_cert is the TLCP client encryption certificate
-//     (with sign_cert).
-//   - enc_key (string): enc_key is the private key of enc_cert.
+//     (with sign_cert). Default none.
+//   - enc_key (string): enc_key is the private key of enc_cert. Required with
+//     enc_cert.
 //   - ciphers (list of strings): ciphers are the suites offered: TLCP names for
 //     tlcp, TLS 1.3 SM names for tls13sm. Default: for tlcp
 //     [ECC-SM2-SM4-GCM-SM3, ECC-SM2-SM4-CBC-SM3] plus the two ECDHE suites
@@ -678,11 +689,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # upstreams[].keepalive
 //
@@ -891,7 +903,7 @@
 //     store's certificate. Default: the system roots.
 //   - cert (string): cert is a client certificate (PEM) for stores that ask for
 //     one. Default none.
-//   - key (string): key is the private key of cert.
+//   - key (string): key is the private key of cert. Required with cert.
 //   - server_name (string): server_name is the name checked in the store's
 //     certificate. Default: the host of each address.
 //
@@ -939,6 +951,7 @@
 //     or template. Default combined.
 //   - template (string): template is the line template for format: template,
 //     with {field} placeholders (see the proxy documentation for field names).
+//     Required with format template; default none.
 //
 // # log
 //
@@ -980,7 +993,7 @@
 //     back-off (up to 10s). All must serve the same keys. Required (or
 //     address).
 //   - address (string): address is a single endpoint, the same as addresses
-//     with one entry.
+//     with one entry. Default: none (addresses is used).
 //   - cert (string): cert is gmproxy's client certificate (PEM, RSA or ECDSA,
 //     with extendedKeyUsage clientAuth if it has any) presented to the key
 //     server. Required for host:port addresses.
@@ -1006,11 +1019,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # keyserver
 //
@@ -1023,8 +1037,10 @@
 // client, and those beyond a lowered clients[].max_connections, are closed at
 // once; the others are checked against the new clients and CA before their
 // next request), and the server's timeouts and connection limits (for the
-// connections accepted after it); listen, metrics_address, audit_interval,
-// shutdown_grace and log need a restart.
+// connections accepted after it); listen, listen_group, metrics_address,
+// audit_interval, shutdown_grace and log need a restart (a reload logs a
+// warning naming them; one that moves listen between host:port and unix: is
+// refused).
 //
 //   - listen (string): listen is host:port to accept gmproxy's connections on,
 //     over mutual TLS, or unix:/path/to/socket for a Unix socket (created with
@@ -1090,11 +1106,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # keyserver.keys[]
 //
@@ -1120,11 +1137,12 @@
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy
 //     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it).
+//     can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
 //     (processes it starts do not inherit it; reloads use the value read).
+//     Default: none.
 //
 // # keyserver.clients[]
 //
@@ -1142,10 +1160,12 @@
 //     The first entry that matches a certificate applies: put a narrower entry
 //     (subject and spki_sha256) before a broader one (the same subject alone);
 //     an entry that only matches what an earlier one matches is refused.
+//     Default: none (any subject, when spki_sha256 is set).
 //   - spki_sha256 (string): spki_sha256 matches the SHA-256 of the client
 //     certificate's SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout
 //     | openssl pkey -pubin -outform der | sha256sum); it survives re-issuing
-//     the certificate with the same key.
+//     the certificate with the same key. Default: none (any key, when subject
+//     is set).
 //   - keys (list of strings): keys are the names of the keys (keys[].name) the
 //     client may use. Required.
 //   - rate (integer): rate is the client's sustained operations per second;
