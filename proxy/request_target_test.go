@@ -77,13 +77,7 @@ func TestPathParametersDoNotPassDenyRoute(t *testing.T) {
 		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400", "403")
 	}
 	// Parameters that leave the route as it is go through as sent.
-	n := len(rec.all())
-	if st := statusOf(rawRoundTrip(t, f.addr, "GET /app;jsessionid=1/page HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
-		t.Errorf("GET /app;jsessionid=1/page: got %q, want 200", st)
-	}
-	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], "GET /app;jsessionid=1/page ") {
-		t.Errorf("the backend got %q, want the path as sent", got)
-	}
+	wantForwarded(t, f.addr, rec, "GET /app;jsessionid=1/page HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "GET /app;jsessionid=1/page ")
 }
 
 // connectionOptionsRequest builds a request of about 62 KB (within the
@@ -163,6 +157,19 @@ func wantNotForwarded(t *testing.T, addr string, rec *rawRecorder, raw string, s
 	}
 }
 
+// wantForwarded sends the request raw to addr and checks that it gets a 200
+// and reaches the backend once, with a request line starting with line.
+func wantForwarded(t *testing.T, addr string, rec *rawRecorder, raw, line string) {
+	t.Helper()
+	n := len(rec.all())
+	if st := statusOf(rawRoundTrip(t, addr, raw, 3*time.Second)); !strings.Contains(st, " 200 ") {
+		t.Errorf("request %q: got %q, want 200", raw, st)
+	}
+	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], line) {
+		t.Errorf("request %q: the backend got %q, want %q", raw, got, line)
+	}
+}
+
 // siteBFront serves sites a (client certificates required) and b, both
 // to one recorded backend, on connections whose handshake was made for
 // site b without a client certificate.
@@ -197,13 +204,7 @@ func TestBackslashDoesNotPassDenyRoute(t *testing.T) {
 	for _, p := range []string{`/x/..\admin/`, `/x/..%5Cadmin/`, `/x/..%5cadmin/`, `\admin\`, `/admin\`, `/.\admin/`} {
 		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400", "403")
 	}
-	n := len(rec.all())
-	if st := statusOf(rawRoundTrip(t, f.addr, "GET /files/a%5Cb HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
-		t.Errorf("GET /files/a%%5Cb: got %q, want 200", st)
-	}
-	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], "GET /files/a%5Cb ") {
-		t.Errorf("the backend got %q, want the path as sent", got)
-	}
+	wantForwarded(t, f.addr, rec, "GET /files/a%5Cb HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "GET /files/a%5Cb ")
 }
 
 // TestNULInPathRefused: a NUL in the decoded path (%00) is refused (400),
@@ -249,25 +250,13 @@ func TestCaseInsensitivePaths(t *testing.T) {
 		{"/Other/Page", "GET /Other/Page "},
 		{"/login.aspx.bak", "GET /login.aspx.bak "},
 	} {
-		n := len(rec.all())
-		if st := statusOf(rawRoundTrip(t, f.addr, "GET "+tc.path+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
-			t.Errorf("GET %s: %q, want 200", tc.path, st)
-		}
-		if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
-			t.Errorf("GET %s: the backend got %q, want %q", tc.path, got, tc.want)
-		}
+		wantForwarded(t, f.addr, rec, "GET "+tc.path+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", tc.want)
 	}
 
 	// Without the setting, case counts (as nginx's location).
 	cfg.Sites[0].CaseInsensitivePaths = false
 	f = newFront(t, cfg, frontOpts{})
-	n := len(rec.all())
-	if st := statusOf(rawRoundTrip(t, f.addr, "GET /ADMIN/ HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)); !strings.Contains(st, " 200 ") {
-		t.Errorf("GET /ADMIN/ on a case-sensitive site: %q, want 200 (forwarded)", st)
-	}
-	if got := rec.all()[n:]; len(got) != 1 || !strings.HasPrefix(got[0], "GET /ADMIN/ ") {
-		t.Errorf("case-sensitive site: the backend got %q", got)
-	}
+	wantForwarded(t, f.addr, rec, "GET /ADMIN/ HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "GET /ADMIN/ ")
 }
 
 func FuzzFoldPrefix(f *testing.F) {
