@@ -225,7 +225,11 @@ func loadRunConfig(o *runFlags, stderr io.Writer, bootL *slog.Logger) (cfg *conf
 	dev, err := daemon.NewDevSetup(dir, o.listen)
 	if err != nil {
 		// The home folder may be read-only: fall back to ./gmproxy-dev.
-		if o.devDir == "" {
+		// A default folder whose files the configuration refuses is
+		// reported instead: serving a new PKI from the working directory
+		// would hide it.
+		var refused *daemon.DevFolderRefused
+		if o.devDir == "" && !errors.As(err, &refused) {
 			bootL.Warn("dev folder not usable, trying ./gmproxy-dev", "dir", dir, "err", err)
 			dev, err = daemon.NewDevSetup("gmproxy-dev", o.listen)
 		}

@@ -758,6 +758,55 @@ access_log: {path: "off"}
 // place.
 func TestEmbeddedDefaultRefusesUnusableFolder(t *testing.T) {
 	dir := t.TempDir()
+	swapSignAndEnc(t, dir)
+	var out, errb syncBuffer
+	sigs := make(chan os.Signal, 1)
+	code := runMain([]string{"-dev-dir", dir, "-listen", "127.0.0.1:0", "-admin", "off"}, &out, &errb, sigs, &runHooks{ready: func(*daemon.Daemon, string, string) {
+		t.Error("served a folder the embedded configuration refuses")
+		sigs <- syscall.SIGTERM
+	}})
+	if code == 0 {
+		t.Fatalf("exit 0:\n%s", errb.String())
+	}
+	if msg := errb.String(); !strings.Contains(msg, dir) || !strings.Contains(msg, "remove the folder") || !strings.Contains(msg, "sign_cert") {
+		t.Errorf("the refusal does not say what is wrong and how to fix it:\n%s", msg)
+	}
+}
+
+// TestEmbeddedDefaultRefusesUnusableDefaultFolder: the same refusal for
+// the default folder (no -dev-dir). ./gmproxy-dev stands in for a default
+// folder that cannot be created (a read-only home), not for one whose
+// files the configuration refuses: run stops with the problem, and no
+// other PKI is made in the working directory and served in its place.
+func TestEmbeddedDefaultRefusesUnusableDefaultFolder(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	dir := daemon.DefaultDevDir()
+	swapSignAndEnc(t, dir)
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	var out, errb syncBuffer
+	sigs := make(chan os.Signal, 1)
+	code := runMain([]string{"-listen", "127.0.0.1:0", "-admin", "off"}, &out, &errb, sigs, &runHooks{ready: func(*daemon.Daemon, string, string) {
+		t.Error("served another folder in place of the default one the embedded configuration refuses")
+		sigs <- syscall.SIGTERM
+	}})
+	if code == 0 {
+		t.Errorf("exit 0:\n%s", errb.String())
+	}
+	if msg := errb.String(); !strings.Contains(msg, dir) || !strings.Contains(msg, "remove the folder") {
+		t.Errorf("the refusal does not say what is wrong and how to fix it:\n%s", msg)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "gmproxy-dev")); err == nil {
+		t.Error("a development PKI was made in ./gmproxy-dev in place of the refused default folder")
+	}
+}
+
+// swapSignAndEnc makes a development PKI in dir and swaps its signing and
+// encryption pairs: files devpki accepts and the embedded configuration
+// refuses.
+func swapSignAndEnc(t *testing.T, dir string) {
+	t.Helper()
 	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -773,17 +822,5 @@ func TestEmbeddedDefaultRefusesUnusableFolder(t *testing.T) {
 		if err := os.Rename(tmp, enc); err != nil {
 			t.Fatal(err)
 		}
-	}
-	var out, errb syncBuffer
-	sigs := make(chan os.Signal, 1)
-	code := runMain([]string{"-dev-dir", dir, "-listen", "127.0.0.1:0", "-admin", "off"}, &out, &errb, sigs, &runHooks{ready: func(*daemon.Daemon, string, string) {
-		t.Error("served a folder the embedded configuration refuses")
-		sigs <- syscall.SIGTERM
-	}})
-	if code == 0 {
-		t.Fatalf("exit 0:\n%s", errb.String())
-	}
-	if msg := errb.String(); !strings.Contains(msg, dir) || !strings.Contains(msg, "remove the folder") || !strings.Contains(msg, "sign_cert") {
-		t.Errorf("the refusal does not say what is wrong and how to fix it:\n%s", msg)
 	}
 }

@@ -43,6 +43,22 @@ type DevSetup struct {
 	BackendAddr string
 }
 
+// DevFolderRefused is NewDevSetup's error for a folder whose files devpki
+// accepts but the embedded configuration refuses. Unlike a folder that
+// cannot be made or written (a read-only home), it is not a reason to try
+// another folder: the user's files are there, and the way out is to fix or
+// remove them.
+type DevFolderRefused struct {
+	Dir string
+	Err error
+}
+
+func (e *DevFolderRefused) Error() string {
+	return fmt.Sprintf("the development configuration cannot use the files in %s (remove the folder and a new development PKI is made at the next start): %v", e.Dir, e.Err)
+}
+
+func (e *DevFolderRefused) Unwrap() error { return e.Err }
+
 // NewDevSetup creates (or reuses) the PKI in dir and starts the demo backend.
 // listen is the proxy's address (DevListen when empty).
 func NewDevSetup(dir, listen string) (*DevSetup, error) {
@@ -68,7 +84,7 @@ func NewDevSetup(dir, listen string) (*DevSetup, error) {
 	cfg, err := conf.DevConfig(dir, backendAddr)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("the development configuration cannot use the files in %s (remove the folder and a new development PKI is made at the next start): %w", dir, err)
+		return nil, &DevFolderRefused{Dir: dir, Err: err}
 	}
 	d := &DevSetup{Dir: dir, PKI: p, BackendAddr: backendAddr}
 	d.backend = &http.Server{Handler: http.HandlerFunc(demoHandler), ReadHeaderTimeout: 10 * time.Second}
