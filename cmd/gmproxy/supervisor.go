@@ -116,10 +116,12 @@ type supervisor struct {
 	// reloadFailed: the last reload failed (reloadDone); reloads and
 	// failedReloads count the loads that put a configuration in force
 	// (the start's included, as a single process counts it) and those
-	// refused (see reloadDone).
+	// refused (see reloadDone); reloadedAt is when the last of the former
+	// was made.
 	reloadFailed  bool
 	reloads       uint64
 	failedReloads uint64
+	reloadedAt    time.Time
 }
 
 // workerProc is one running (or dead) worker.
@@ -252,6 +254,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	}
 	s.mu.Lock()
 	s.reloads = 1 // the configuration loaded at start, as a single process counts it
+	s.reloadedAt = time.Now()
 	s.mu.Unlock()
 	return exits, nil
 }
@@ -565,14 +568,16 @@ func portsFree(addrs []string) error {
 }
 
 // reloadDone records the outcome of a reload for the merged /metrics
-// (gmproxy_config_last_reload_successful, gmproxy_config_reloads_total).
-// The supervisor counts reloads, once each, as a single process does: the
-// workers' own counts are not merged, since every worker counts each
-// reload, its start (a worker started again after a crash would count one
-// more success) and only the refusals it saw itself (not a file the
-// supervisor refused before asking it, nor one another worker refused). A
-// reload made in part put the new configuration in force, in every
-// worker once those that refused it are replaced: it is not a failure.
+// (gmproxy_config_last_reload_successful, gmproxy_config_reloads_total,
+// gmproxy_config_last_reload_success_timestamp_seconds). The supervisor
+// counts reloads, once each, and dates the last success, as a single
+// process does: the workers' own counts and times are not merged, since
+// every worker counts each reload, its start (a worker started again after
+// a crash would count one more success, and date it) and only the refusals
+// it saw itself (not a file the supervisor refused before asking it, nor
+// one another worker refused). A reload made in part put the new
+// configuration in force, in every worker once those that refused it are
+// replaced: it is not a failure.
 func (s *supervisor) reloadDone(err error) {
 	var split *splitReloadError
 	s.mu.Lock()
@@ -582,6 +587,7 @@ func (s *supervisor) reloadDone(err error) {
 		s.failedReloads++
 	} else {
 		s.reloads++
+		s.reloadedAt = time.Now()
 	}
 }
 
@@ -700,11 +706,14 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 	wg.Wait()
 	all = s.counted.update(procs, all)
 	for _, fams := range all {
-		delete(fams, "gmproxy_config_reloads_total") // counted by the supervisor: see reloadDone
+		// Counted and dated by the supervisor: see reloadDone.
+		delete(fams, "gmproxy_config_reloads_total")
+		delete(fams, "gmproxy_config_last_reload_success_timestamp_seconds")
 	}
 	s.scrapes.Unlock() // not held while a slow client reads the answer
 	s.mu.Lock()
 	restarts, reloads, failed, lastOK := s.restarts, s.reloads, s.failedReloads, 1.0
+	reloadedAt := float64(s.reloadedAt.UnixNano()) / 1e9
 	if s.reloadFailed {
 		lastOK = 0
 	}
@@ -718,6 +727,8 @@ func (s *supervisor) metrics(w http.ResponseWriter, _ *http.Request) {
 				Counter: &dto.Counter{Value: proto.Float64(float64(failed))}},
 				{Label: []*dto.LabelPair{{Name: proto.String("result"), Value: proto.String("success")}},
 					Counter: &dto.Counter{Value: proto.Float64(float64(reloads))}}}},
+		"gmproxy_config_last_reload_success_timestamp_seconds": {Name: proto.String("gmproxy_config_last_reload_success_timestamp_seconds"), Help: proto.String("Unix time of the last successful configuration load."),
+			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(reloadedAt)}}}},
 		"gmproxy_workers": {Name: proto.String("gmproxy_workers"), Help: proto.String("Worker processes running."),
 			Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(float64(len(procs)))}}}},
 		"gmproxy_worker_restarts_total": {Name: proto.String("gmproxy_worker_restarts_total"), Help: proto.String("Workers restarted after they died."),

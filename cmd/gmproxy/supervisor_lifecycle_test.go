@@ -958,6 +958,15 @@ func TestWorkersRefusedReloadInMetrics(t *testing.T) {
 	if ok, successes, failures := scrape(); ok != 1 || successes != 2 || failures != 1 {
 		t.Errorf("after a reload that worked: last_reload_successful %v, successes %v, failures %v; want 1, 2, 1", ok, successes, failures)
 	}
+	lastSuccess := func() float64 {
+		t.Helper()
+		_, body := r.get("/metrics")
+		return sumSeries(t, body, "gmproxy_config_last_reload_success_timestamp_seconds", "")
+	}
+	reloadedAt := lastSuccess()
+	if reloadedAt == 0 {
+		t.Fatal("no gmproxy_config_last_reload_success_timestamp_seconds after a reload that worked")
+	}
 	// A worker started again after a crash is no reload.
 	old := r.workers()[0].PID
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
@@ -969,6 +978,9 @@ func TestWorkersRefusedReloadInMetrics(t *testing.T) {
 	})
 	if ok, successes, failures := scrape(); ok != 1 || successes != 2 || failures != 1 {
 		t.Errorf("after a worker was started again: last_reload_successful %v, successes %v, failures %v; want 1, 2, 1", ok, successes, failures)
+	}
+	if at := lastSuccess(); at != reloadedAt {
+		t.Errorf("after a worker was started again: last_reload_success_timestamp_seconds %v, want the reload's %v", at, reloadedAt)
 	}
 }
 
