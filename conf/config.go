@@ -490,8 +490,10 @@ type Route struct {
 	// certificate on some paths of a site whose client_auth is request.
 	// The other headers the proxy sets or removes (X-Forwarded-*,
 	// X-Real-IP, Forwarded, True-Client-IP and the like) are refused: a
-	// matcher could only read the client's forgeable copy. Default: no
-	// header condition.
+	// matcher could only read the client's forgeable copy. So is Host,
+	// which is no header field of a request once read (a matcher on it
+	// would never match): match it with host. Default: no header
+	// condition.
 	Header map[string]string `yaml:"header"`
 
 	// Upstream is the name of the upstream that serves the request.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -31,9 +32,15 @@ var tlsHeaders = []string{
 // X-Real-IP, Forwarded, TrustedOnlyRequestHeaders, and any of them
 // spelled with '_'), is refused: a matcher would read the client's copy,
 // which the client writes as it likes (a route for "X-Real-IP: 10.0.0.1"
-// would let anyone in), and which the backend never sees.
+// would let anyone in), and which the backend never sees. So is Host,
+// which the server takes out of the header fields (Request.Host; h2's
+// :authority): a matcher on it would never match, and a route that denies
+// a host so would deny nothing. A route's host condition matches it.
 func CheckHeaderMatch(name string) error {
-	if slices.Contains(tlsHeaders, http.CanonicalHeaderKey(name)) {
+	switch k := http.CanonicalHeaderKey(name); {
+	case k == "Host":
+		return ErrHostHeaderMatch
+	case slices.Contains(tlsHeaders, k):
 		return nil
 	}
 	if isSetHeaderName(name) {
@@ -41,6 +48,9 @@ func CheckHeaderMatch(name string) error {
 	}
 	return nil
 }
+
+// ErrHostHeaderMatch is CheckHeaderMatch's error for Host.
+var ErrHostHeaderMatch = errors.New("header Host is not among a request's header fields (the request's host is): a matcher on it never matches")
 
 // tlsHeaderValue returns the value of TLS header k (one of tlsHeaders) the
 // proxy derives for ci's connection, whatever the route's

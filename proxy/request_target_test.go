@@ -302,3 +302,20 @@ func TestRouteHeaderMatchOnProxyHeaders(t *testing.T) {
 		t.Errorf("forged X-Ssl-Client-Verify: %q, want 403", st)
 	}
 }
+
+// TestRouteHeaderMatchOnHost: the server moves Host out of the request's
+// header fields (into Request.Host), so a matcher on it would never match:
+// a route that denies "Host: internal.example" would let every request
+// through. Such a matcher is refused; a route's host condition is the way.
+func TestRouteHeaderMatchOnHost(t *testing.T) {
+	cfg := Config{Sites: oneSite(
+		RouteConfig{Name: "deny", Headers: []HeaderMatch{{Name: "host", Value: "internal.example"}}, Respond: &RespondConfig{Status: 403, Body: "out"}},
+		RouteConfig{Respond: &RespondConfig{Status: 200, Body: "in"}})}
+	p, err := New(cfg, nil, nil)
+	if err == nil {
+		defer p.Close()
+		f := newFront(t, cfg, frontOpts{})
+		st := statusOf(rawRoundTrip(t, f.addr, "GET / HTTP/1.1\r\nHost: internal.example\r\nConnection: close\r\n\r\n", 3*time.Second))
+		t.Errorf("a route matching on Host accepted; a request for internal.example got %q", st)
+	}
+}
