@@ -275,7 +275,8 @@ type HTTPServer struct {
 	// most 16MiB (memory held per request while its body arrives). The
 	// bodies buffered at once in a process are bounded to 64MiB in all, of
 	// which one client address (an IPv4 address, an IPv6 /64) may hold
-	// 4MiB; past that, its bodies stream as with buffering off.
+	// 4MiB, or one body of up to request_buffer; past that, its bodies
+	// stream as with buffering off.
 	RequestBuffer ByteSize `yaml:"request_buffer"`
 }
 

@@ -345,7 +345,7 @@ func TestBufferedUploadWaitsForEndStream(t *testing.T) {
 func TestBufferedUploadsBoundedPerClient(t *testing.T) {
 	greedy := netip.MustParseAddr("127.0.0.1")
 	held := RequestBufferPerClient - 8<<10
-	if !bodyBuffers.take(greedy, held) {
+	if !bodyBuffers.take(greedy, 0, held) {
 		t.Fatal("test setup: the share is in use")
 	}
 	t.Cleanup(func() { bodyBuffers.give(greedy, held) })
@@ -388,11 +388,37 @@ func TestBufferedUploadsBoundedPerClient(t *testing.T) {
 		}
 	}
 	other2 := netip.MustParseAddr("127.0.0.2")
-	for i := 0; !bodyBuffers.take(other2, RequestBufferPerClient); i++ {
+	for i := 0; !bodyBuffers.take(other2, 0, RequestBufferPerClient); i++ {
 		if i == 2000 {
 			t.Fatal("127.0.0.2's share not given back after its request")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	bodyBuffers.give(other2, RequestBufferPerClient)
+}
+
+// TestBodyBudgetOneLargeBody: a client's share bounds what it holds with
+// many requests, not one body: its only buffering request may grow past
+// the share (up to the listener's request_buffer, at most 16 MiB), while
+// another request of the same address then gets nothing and streams.
+func TestBodyBudgetOneLargeBody(t *testing.T) {
+	b := newBodyBudget(64<<20, 4<<20)
+	c := netip.MustParseAddr("192.0.2.1")
+	mine := 0
+	for mine < 12<<20 {
+		if !b.take(c, mine, 1<<20) {
+			t.Fatalf("the client's only request refused at %d bytes (share 4 MiB)", mine)
+		}
+		mine += 1 << 20
+	}
+	if b.take(c, 0, 4<<10) {
+		t.Error("a second request of the same address took a share while the first holds 12 MiB")
+	}
+	if !b.take(netip.MustParseAddr("192.0.2.2"), 0, 4<<20) {
+		t.Error("another address refused its share")
+	}
+	b.give(c, mine)
+	if !b.take(c, 0, 4<<20) {
+		t.Error("the client's share not given back")
+	}
 }

@@ -259,9 +259,13 @@ func newBodyBudget(total, perClient int64) *bodyBudget {
 	return b
 }
 
-// take takes n bytes for client (the zero Addr: the process's bound only),
-// or reports that the client's share or the process's bound has fewer.
-func (b *bodyBudget) take(client netip.Addr, n int) bool {
+// take takes n more bytes for a request of client that holds mine already
+// (the zero Addr: the process's bound only), or reports that the client's
+// share or the process's bound has fewer. A request the client's only
+// one holding any may go past the share, up to its request_buffer (at
+// most 16 MiB): the share bounds what one address holds with many
+// requests, not how large one body a listener buffers may be.
+func (b *bodyBudget) take(client netip.Addr, mine, n int) bool {
 	if !client.IsValid() {
 		return b.total.take(n)
 	}
@@ -270,7 +274,8 @@ func (b *bodyBudget) take(client netip.Addr, n int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	held := s.m[k]
-	if held+int64(n) > b.perClient || !b.total.take(n) {
+	others := held - int64(mine)
+	if others > 0 && held+int64(n) > b.perClient || !b.total.take(n) {
 		return false
 	}
 	if s.m == nil {
@@ -625,7 +630,7 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 	for len(buf) < size && err == nil {
 		if len(buf) == cap(buf) {
 			grow := min(size, max(2*cap(buf), 4<<10)) - len(buf)
-			if !bodyBuffers.take(b.client, grow) {
+			if !bodyBuffers.take(b.client, b.budgeted, grow) {
 				break
 			}
 			b.budgeted += grow
