@@ -390,17 +390,18 @@ func TestWriteTimeoutNotChargedWithExpectContinue(t *testing.T) {
 	}
 }
 
-// trickleConn writes in pieces of 1 KiB, one every gap: a path to the
-// target that takes bytes steadily, but slowly.
+// trickleConn writes in pieces of piece bytes, one every gap: a path to
+// the target that takes bytes steadily, but slowly.
 type trickleConn struct {
 	net.Conn
-	gap time.Duration
+	piece int
+	gap   time.Duration
 }
 
 func (c trickleConn) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
-		k := min(len(p), 1<<10)
+		k := min(len(p), c.piece)
 		m, err := c.Conn.Write(p[:k])
 		n += m
 		if err != nil {
@@ -414,10 +415,18 @@ func (c trickleConn) Write(p []byte) (int, error) {
 
 // TestWriteTimeoutKeepsSteadyProgress: write_timeout runs between two
 // writes to the target (nginx's proxy_send_timeout): a target that takes
-// a body steadily but slowly (1 KiB every 12ms, 83 KiB/s, a slow link)
+// a body steadily but slowly (4 KiB every 110ms, 37 KiB/s, a slow link)
 // keeps its exchange although one of the Transport's 32 KiB buffers takes
-// it 384ms, more than the 300ms timeout: on a connection whose timed-out
-// write cannot resume, writes are bounded per 16 KiB record.
+// it 770ms (its last piece goes after 7 gaps), more than the 600ms
+// timeout (a deadline set 675ms ahead): on a connection whose timed-out
+// write cannot resume, writes are bounded per 16 KiB record, whose last
+// piece goes after 3 gaps, 330ms.
+//
+// The margins are wide on both sides: a record has 270ms to spare for
+// the scheduler's delays (90ms a gap; with 1 KiB every 12ms it had 10ms
+// a gap, which a loaded machine overran), and a 32 KiB write misses its
+// deadline by 95ms even if every gap is exact (a late gap only makes it
+// later).
 func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
 	addr := methodBackend(t)
 	cfg := Config{
@@ -428,16 +437,16 @@ func TestWriteTimeoutKeepsSteadyProgress(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return trickleConn{c, 12 * time.Millisecond}, nil
+				return trickleConn{c, 4 << 10, 110 * time.Millisecond}, nil
 			},
-			Transport: TransportConfig{WriteTimeout: 300 * time.Millisecond, MaxConnsPerTarget: 4}}},
+			Transport: TransportConfig{WriteTimeout: 600 * time.Millisecond, MaxConnsPerTarget: 4}}},
 		Sites: oneSite(RouteConfig{Upstream: "u"}),
 	}
 	f := newFront(t, cfg, frontOpts{})
-	body := strings.Repeat("b", 100<<10) // about 1.2s at 83 KiB/s
+	body := strings.Repeat("b", 48<<10) // one full 32 KiB buffer; about 1.3s at 37 KiB/s
 	res, _, _ := rawExchange(t, f.addr, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
 	if res.StatusCode != 200 {
-		t.Fatalf("status %d for a POST to a target taking 1 KiB every 12ms (write_timeout 300ms); want 200: the target never went 300ms without taking more of the request", res.StatusCode)
+		t.Fatalf("status %d for a POST to a target taking 4 KiB every 110ms (write_timeout 600ms); want 200: the target never went 600ms without taking more of the request", res.StatusCode)
 	}
 }
 
