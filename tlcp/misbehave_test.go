@@ -411,20 +411,7 @@ func TestChangeCipherSpecReplacedByWarning(t *testing.T) {
 				bad.out.cipher = nil
 				return nil
 			}
-			errc := make(chan error, 1)
-			go func() { errc <- bad.Handshake() }()
-			herr := honest.Handshake()
-			if herr == nil {
-				go bad.Write([]byte(misSecret))
-				b := make([]byte, 64)
-				n, err := honest.Read(b)
-				t.Fatalf("handshake completed without the peer's ChangeCipherSpec; then read %q, %v", b[:n], err)
-			}
-			if a, ok := alertOf(herr); !ok || a != AlertUnexpectedMessage {
-				t.Fatalf("honest side: %v, want unexpected_message", herr)
-			}
-			bad.Close()
-			<-errc
+			wantUnexpectedMessage(t, honest, bad)
 		})
 	}
 }
@@ -469,20 +456,29 @@ func TestClientFlightBeforeFinishedAltered(t *testing.T) {
 				}
 				return msg
 			}
-			errc := make(chan error, 1)
-			go func() { errc <- cli.Handshake() }()
-			herr := srv.Handshake()
-			if herr == nil {
-				go cli.Write([]byte(misSecret))
-				b := make([]byte, 64)
-				n, err := srv.Read(b)
-				t.Fatalf("handshake completed; then read %q, %v", b[:n], err)
-			}
-			if a, ok := alertOf(herr); !ok || a != AlertUnexpectedMessage {
-				t.Fatalf("server: %v, want unexpected_message", herr)
-			}
-			cli.Close()
-			<-errc
+			wantUnexpectedMessage(t, srv, cli)
 		})
 	}
+}
+
+// wantUnexpectedMessage runs the handshake of honest against bad, whose
+// flight a test altered, and requires honest to fail it with
+// unexpected_message; a handshake that completes is reported with what
+// bad's next write then delivers.
+func wantUnexpectedMessage(t *testing.T, honest, bad *Conn) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- bad.Handshake() }()
+	herr := honest.Handshake()
+	if herr == nil {
+		go bad.Write([]byte(misSecret))
+		b := make([]byte, 64)
+		n, err := honest.Read(b)
+		t.Fatalf("handshake completed despite the altered flight; then read %q, %v", b[:n], err)
+	}
+	if a, ok := alertOf(herr); !ok || a != AlertUnexpectedMessage {
+		t.Fatalf("honest side: %v, want unexpected_message", herr)
+	}
+	bad.Close()
+	<-errc
 }
