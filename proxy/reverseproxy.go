@@ -1138,7 +1138,7 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if _, own := body.(*h1Body); !own && u.readTimeout > 0 && body != http.NoBody {
 		body = watchBody(body, u.readTimeout) // h1Body has its own
 	}
-	err := copyBody(&rs.w, body, fi, res.ContentLength)
+	err := copyBody(&rs.w, body, fi, res.ContentLength, r.ProtoMajor == 2)
 	body.Close()
 	if err != nil {
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {

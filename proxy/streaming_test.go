@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -1014,5 +1015,54 @@ func TestExtendedConnectWrongAcceptIsTargetFailure(t *testing.T) {
 	}
 	if downs := obs.downs(); len(downs) != 1 || downs[0] != "u "+addr+" down" {
 		t.Fatalf("health events %v, want the target down", downs)
+	}
+}
+
+// writeSizes is a ResponseWriter that keeps the largest body write.
+type writeSizes struct {
+	h          http.Header
+	total, max int
+}
+
+func (w *writeSizes) Header() http.Header { return w.h }
+func (w *writeSizes) WriteHeader(int)     {}
+func (w *writeSizes) Write(b []byte) (int, error) {
+	w.total += len(b)
+	w.max = max(w.max, len(b))
+	return len(b), nil
+}
+
+// An HTTP/2 stream's response body goes through a 32 KiB buffer: a client
+// that keeps its stream's flow-control window at 0 blocks the handler in a
+// Write until send_timeout, holding the buffer it wrote from, and one
+// address may hold max_requests_per_client such streams. HTTP/1 keeps
+// 64 KiB writes (four full records per write).
+func TestH2ResponseBodyBuffer(t *testing.T) {
+	const size = 1 << 20
+	body := bytes.Repeat([]byte("x"), size)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(body)
+	}))
+	defer backend.Close()
+	p, err := New(proxyTo(addrOf(backend)), nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, major := range []int{1, 2} {
+		r := httptest.NewRequest("GET", "http://example.test/", nil)
+		r.ProtoMajor, r.ProtoMinor = major, 1-major/2
+		w := &writeSizes{h: http.Header{}}
+		p.ServeHTTP(w, r)
+		if w.total != size {
+			t.Fatalf("HTTP/%d: %d body bytes, want %d", major, w.total, size)
+		}
+		switch {
+		case major == 2 && w.max > 32<<10:
+			t.Errorf("HTTP/2: a body write of %d bytes, want at most 32 KiB", w.max)
+		case major == 1 && w.max <= 32<<10:
+			t.Errorf("HTTP/1.1: body writes of at most %d bytes, want the 64 KiB buffer's", w.max)
+		}
 	}
 }
