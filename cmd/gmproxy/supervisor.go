@@ -1137,7 +1137,9 @@ var errReloadAbandoned = errors.New("reload abandoned: gmproxy is shutting down"
 // count against the per-client limits of the others, its death is logged)
 // although its restart waits for the reload's end: started now, it would
 // read the configuration the reload is replacing. When it was the death
-// after which the supervisor gives up, it stops once the reload ends.
+// after which the supervisor gives up, the reload is abandoned as for
+// SIGTERM (rather than waited for: up to workerReloadTimeout when another
+// worker hangs in it) and the supervisor stops with status 1.
 func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload func() error, exits <-chan workerExit, restart func(i int, after time.Duration)) (code int, stop bool) {
 	giveUp := false
 	for len(asked) > 0 && !giveUp {
@@ -1160,6 +1162,11 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 			case e := <-exits:
 				if !s.died(e.p, restart) {
 					giveUp = true
+					s.log.Warn("giving up during a reload: the reload is abandoned; graceful shutdown of every worker")
+					s.abandonReloads()
+					<-done
+					err = errReloadAbandoned
+					break wait
 				}
 			case sig, ok := <-sigs:
 				switch {

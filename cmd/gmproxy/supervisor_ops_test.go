@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -327,5 +329,36 @@ func TestWorkerFailingStartGivesUp(t *testing.T) {
 				t.Errorf("after %d deaths in a row, the last an hour after its start: restarts %v, want %v", maxQuickDeaths, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestGiveUpDuringReloadAbandonsIt: the death after which the supervisor
+// gives up, seen while a reload waits on a worker hung in it, abandons the
+// reload at once (its calls to the workers cut, the request answered) and
+// stops with status 1, rather than waiting up to workerReloadTimeout for
+// the hung worker.
+func TestGiveUpDuringReloadAbandonsIt(t *testing.T) {
+	dead := &workerProc{index: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}, started: time.Now(),
+		exited: make(chan struct{}), quick: maxQuickDeaths - 1}
+	close(dead.exited)
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: []*workerProc{dead}}
+	s.reloadCtx, s.abandonReloads = context.WithCancel(context.Background())
+	reload := func() error {
+		select {
+		case <-s.reloadCtx.Done(): // what s.call does with it
+			return s.reloadCtx.Err()
+		case <-time.After(testwait.Bound(10 * time.Second)):
+			return errors.New("the reload was never abandoned")
+		}
+	}
+	exits := make(chan workerExit, 1)
+	exits <- workerExit{p: dead}
+	asked := reloadSignal{res: make(chan error, 1)}
+	code, stop := s.reloading([]os.Signal{asked}, make(chan os.Signal), reload, exits, func(int, time.Duration) {})
+	if code != 1 || !stop {
+		t.Errorf("reloading returned %d, %v: want 1, true (given up)", code, stop)
+	}
+	if err := <-asked.res; !errors.Is(err, errReloadAbandoned) {
+		t.Errorf("the reload request got %v, want %v", err, errReloadAbandoned)
 	}
 }
