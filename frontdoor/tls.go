@@ -25,7 +25,6 @@ func TLSHandshaker(cfg *tls.Config) Handshaker {
 			Resumed:    cs.DidResume,
 			SNI:        cs.ServerName,
 			ALPN:       cs.NegotiatedProtocol,
-			ClientAuth: len(cs.PeerCertificates) > 0 && len(cs.VerifiedChains) > 0,
 		}
 		// PeerCertificates[0] is the client's identity (the proxy's
 		// X-Ssl-Client-* headers, the access log), so the list is the
@@ -41,6 +40,10 @@ func TLSHandshaker(cfg *tls.Config) Handshaker {
 			}
 			st.PeerCertificates = append(st.PeerCertificates, sc)
 		}
+		// A verified leaf the proxy cannot read names no one (the
+		// headers say NONE): the handshake metric and the access log
+		// say no client authentication either.
+		st.ClientAuth = len(st.PeerCertificates) > 0 && len(cs.VerifiedChains) > 0
 		return &Established{Conn: tc, State: st}, nil
 	})
 }

@@ -24,7 +24,8 @@ import (
 // whose value is a BIT STRING, x500UniqueIdentifier, which crypto/x509
 // reads and smx509 does not) must not let the next certificate the client
 // sent, one it made itself, stand as the authenticated client: the
-// identity headers and the access log read PeerCertificates[0].
+// identity headers and the access log read PeerCertificates[0]. Nor may
+// the handshake count as client-authenticated while the headers say NONE.
 func TestTLSPeerCertificatesKeepTheLeaf(t *testing.T) {
 	now := time.Now()
 	newKey := func() *ecdsa.PrivateKey {
@@ -114,5 +115,10 @@ func TestTLSPeerCertificatesKeepTheLeaf(t *testing.T) {
 	st := est.State
 	if len(st.PeerCertificates) > 0 {
 		t.Fatalf("PeerCertificates[0] is %q, not the verified leaf (ClientAuth %v)", st.PeerCertificates[0].Subject, st.ClientAuth)
+	}
+	// The proxy names no client (X-Ssl-Client-Verify: NONE): the
+	// handshake metric's client_auth label must not say otherwise.
+	if st.ClientAuth {
+		t.Error("ClientAuth true with no certificate the proxy can name")
 	}
 }
