@@ -640,6 +640,8 @@ func TestStripPrefixKeepsEscapes(t *testing.T) {
 		"/gl/api/projects/group%2Fproject?x=1": "GET /api/projects/group%2Fproject?x=1 ",
 		"/gl/a%2Fb":                            "GET /a%2Fb ",
 		"/gl/a%20b":                            "GET /a%20b ",
+		"/%67l/a%2Fb":                          "GET /a%2Fb ", // the prefix escaped by the client
+		"/gl%2Fa%2Fb":                          "GET /a%2Fb ",
 		"/plain/group%2Fproject":               "GET /plain/group%2Fproject ",
 	} {
 		res, c, _ := rawExchange(t, f.addr, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")

@@ -6,6 +6,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -247,6 +248,7 @@ func TestCaseInsensitivePaths(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/API/v1/Items", "GET /v1/Items "},
 		{"/Api/a%2Fb", "GET /a%2Fb "},
+		{"/AP%49/a%2Fb", "GET /a%2Fb "}, // the prefix escaped by the client
 		{"/Other/Page", "GET /Other/Page "},
 		{"/login.aspx.bak", "GET /login.aspx.bak "},
 	} {
@@ -318,4 +320,28 @@ func TestRouteHeaderMatchOnHost(t *testing.T) {
 		st := statusOf(rawRoundTrip(t, f.addr, "GET / HTTP/1.1\r\nHost: internal.example\r\nConnection: close\r\n\r\n", 3*time.Second))
 		t.Errorf("a route matching on Host accepted; a request for internal.example got %q", st)
 	}
+}
+
+// FuzzEscapedPrefixLen: for any request path the client escaped and any
+// prefix length of its decoded form, the escaped remainder setURL keeps
+// decodes to the decoded remainder, or is dropped; never a panic.
+func FuzzEscapedPrefixLen(f *testing.F) {
+	for _, s := range []string{"/AP%49/a%2Fb", "/gl%2Fa%2Fb", "/%67l/a%20b", "/a", "/%41%42/%2F%2F/x"} {
+		f.Add(s, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, target string, cut uint8) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil || u.RawPath == "" {
+			return
+		}
+		n := min(int(cut), len(u.Path))
+		esc := u.EscapedPath()
+		m, ok := escapedPrefixLen(esc, n)
+		if !ok {
+			t.Fatalf("escapedPrefixLen(%q, %d) found no end for a prefix of %q", esc, n, u.Path)
+		}
+		if got, err := url.PathUnescape(esc[:m]); err != nil || got != u.Path[:n] {
+			t.Fatalf("%q[:%d] decodes to %q, %v; want %q", esc, m, got, err, u.Path[:n])
+		}
+	})
 }

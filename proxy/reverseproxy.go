@@ -711,9 +711,9 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 }
 
 // setURL sets rs.url to r's URL on rt's upstream, with the route's
-// strip_prefix removed. The rest keeps the client's escaping when the
-// prefix is written the same in it: an escaped slash ("a%2Fb") stays one,
-// as on a route that strips nothing.
+// strip_prefix removed. The rest keeps the client's escaping: an escaped
+// slash ("a%2Fb") stays one, as on a route that strips nothing, however
+// the client escaped the prefix itself ("/AP%49/a%2Fb" under /API).
 func (rs *reqState) setURL(r *http.Request, rt *route) {
 	rs.url = *r.URL
 	rs.url.Scheme = rt.up.scheme
@@ -723,14 +723,32 @@ func (rs *reqState) setURL(r *http.Request, rt *route) {
 	if n, ok := rt.pathPrefix(rs.url.Path, rt.strip); ok {
 		raw := ""
 		if rs.url.RawPath != "" {
+			// What goes is the prefix and the slashes after it:
+			// stripPrefix(Path, n) is "/" + Path[gone:].
+			gone := len(rs.url.Path) - len(strings.TrimLeft(rs.url.Path[n:], "/"))
 			esc := rs.url.EscapedPath()
-			if m, ok := rt.pathPrefix(esc, rt.strip); ok {
-				raw = stripPrefix(esc, m) // dropped by EscapedPath unless it encodes Path
+			if m, ok := escapedPrefixLen(esc, gone); ok {
+				raw = "/" + esc[m:] // dropped by EscapedPath unless it encodes Path
 			}
 		}
 		rs.url.Path = stripPrefix(rs.url.Path, n)
 		rs.url.RawPath = raw
 	}
+}
+
+// escapedPrefixLen returns the length of the leading part of the escaped
+// path esc that decodes to the first n bytes of its path; false when no
+// part ends there (n inside an escape cannot happen: each %XX is one byte).
+func escapedPrefixLen(esc string, n int) (int, bool) {
+	i := 0
+	for ; n > 0 && i < len(esc); n-- {
+		if esc[i] == '%' {
+			i += 3
+		} else {
+			i++
+		}
+	}
+	return i, n == 0 && i <= len(esc)
 }
 
 // outgoingHeader returns rs.outHdr (made on first use, empty when pooled)
