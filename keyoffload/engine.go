@@ -300,12 +300,21 @@ func (k decrypterKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterO
 	return k.DecryptContext(context.Background(), rand, msg, opts)
 }
 
-// DecryptContext implements smkey.ContextDecrypter.
+// DecryptContext implements smkey.ContextDecrypter. A decryption the
+// engine refuses (ErrBusy, ErrClosed) never saw the ciphertext, so its
+// error also wraps smkey.ErrKeyUnavailable: a TLCP server then fails the
+// handshake with internal_error, where a decryption error would have it go
+// on with a random pre-master (GB/T 38636 §6.4.5.8, RFC 5246 §7.4.7.1) and
+// report its own overload as the client's wrong Finished.
 func (k decrypterKey) DecryptContext(ctx context.Context, rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	d := k.key.(crypto.Decrypter) // checked by Wrap
-	return k.o.do(ctx, "decrypt", k.family, k.loc, func() ([]byte, error) {
+	out, err := k.o.do(ctx, "decrypt", k.family, k.loc, func() ([]byte, error) {
 		return smkey.Decrypt(ctx, d, rand, msg, opts)
 	})
+	if (errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed)) && !errors.Is(err, smkey.ErrKeyUnavailable) {
+		err = fmt.Errorf("%w: %w", smkey.ErrKeyUnavailable, err)
+	}
+	return out, err
 }
 
 // SM2KeyAgree implements smkey.KeyAgreement.

@@ -200,3 +200,51 @@ func TestWrapSignsSM2InProcessThroughSM2Sign(t *testing.T) {
 		t.Fatalf("ECDSA key signs through %T", k.signer)
 	}
 }
+
+// TestDecryptRefusedIsKeyUnavailable: a decryption the engine refuses
+// (queue full, engine closed) never looked at the ciphertext, so it must
+// say so (smkey.ErrKeyUnavailable): a TLCP server then fails the handshake
+// with internal_error instead of going on with a random pre-master and
+// blaming the client's Finished (decrypt_error) for its own overload.
+func TestDecryptRefusedIsKeyUnavailable(t *testing.T) {
+	key, _ := sm2.GenerateKey(rand.Reader)
+	ct, err := sm2.EncryptASN1(rand.Reader, &key.PublicKey, make([]byte, 48))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk := &blockingKey{Signer: key, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	o := New(Config{Workers: 1, Queue: 1}, nil)
+	blocker, d := o.Wrap(bk, family.TLCP), o.Wrap(key, family.TLCP).(smkey.ContextDecrypter)
+	results := make(chan error, 2)
+	go func() { _, err := blocker.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
+	testpeer.Recv(t, bk.entered, "signature at the worker")
+	go func() { _, err := blocker.SignContext(context.Background(), rand.Reader, nil, nil); results <- err }()
+	deadline := time.Now().Add(testpeer.WaitLimit)
+	for o.QueueLen() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue length %d, want 1", o.QueueLen())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, err = d.DecryptContext(context.Background(), rand.Reader, ct, nil)
+	if !errors.Is(err, ErrBusy) || !errors.Is(err, smkey.ErrKeyUnavailable) {
+		t.Errorf("queue full: err = %v, want ErrBusy and smkey.ErrKeyUnavailable", err)
+	}
+	bk.release <- struct{}{}
+	testpeer.Recv(t, bk.entered, "queued signature at the worker")
+	bk.release <- struct{}{}
+	for i := 0; i < 2; i++ {
+		if err := testpeer.Recv(t, results, "signature"); err != nil {
+			t.Errorf("signature: %v", err)
+		}
+	}
+	// A bad ciphertext is the key's verdict, not the key unavailable.
+	if _, err := d.DecryptContext(context.Background(), rand.Reader, ct[:len(ct)-1], nil); err == nil || errors.Is(err, smkey.ErrKeyUnavailable) {
+		t.Errorf("bad ciphertext: err = %v, want a decryption error that is not smkey.ErrKeyUnavailable", err)
+	}
+	o.Close()
+	_, err = d.DecryptContext(context.Background(), rand.Reader, ct, nil)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, smkey.ErrKeyUnavailable) {
+		t.Errorf("closed: err = %v, want ErrClosed and smkey.ErrKeyUnavailable", err)
+	}
+}

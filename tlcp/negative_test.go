@@ -21,6 +21,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testwait"
+	"github.com/gmproxy/gmproxy/keyoffload"
 )
 
 // genCA makes a throwaway SM2 CA.
@@ -625,5 +626,26 @@ func TestECCDecryptKeyUnavailable(t *testing.T) {
 				t.Errorf("server error %v (client %v): internal_error %v, want %v", serr, cerr, internal, tc.internal)
 			}
 		})
+	}
+}
+
+// TestECCDecryptEngineClosed: an encryption key behind a private-key
+// engine that refuses the decryption (here closed; a full queue is the same
+// refusal) fails the ECC handshake with internal_error, as a key server
+// down does, not at the client's Finished with decrypt_error.
+func TestECCDecryptEngineClosed(t *testing.T) {
+	p := loadPKI(t)
+	o := keyoffload.New(keyoffload.Config{Workers: 1, Queue: 1}, nil)
+	cert := p.server
+	cert.EncKey = o.Wrap(p.server.EncKey.(crypto.Signer), "tlcp")
+	o.Close()
+	scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
+	cerr, serr := handshakePair(t, scfg, p.clientConfig())
+	var se, ce *AlertError
+	if !errors.As(serr, &se) || se.Remote || se.Alert != AlertInternalError {
+		t.Errorf("server error %v, want internal_error sent", serr)
+	}
+	if !errors.As(cerr, &ce) || !ce.Remote || ce.Alert != AlertInternalError {
+		t.Errorf("client error %v, want internal_error received", cerr)
 	}
 }
