@@ -674,7 +674,7 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 			start := time.Now()
 			out, err := r.run()
 			switch {
-			case errors.Is(err, errMalformedKA):
+			case errors.Is(err, errMalformedKA), errors.Is(err, errMalformedSign):
 				r.code, r.detail = CodeMalformed, err.Error()
 			case err != nil:
 				r.code, r.detail = CodeFailed, err.Error()
@@ -762,13 +762,17 @@ func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request 
 	return r
 }
 
+// errMalformedSign is a sign request whose digest is not the 32 bytes of
+// e: a malformed request (CodeMalformed), not a failed signature.
+var errMalformedSign = errors.New("sign: digest must be 32 bytes")
+
 // run performs an admitted operation.
 func (r *request) run() ([]byte, error) {
 	k := r.key.Private
 	switch r.op {
 	case OpSign:
 		if len(r.payload) != sm3.Size {
-			return nil, errors.New("sign: digest must be 32 bytes")
+			return nil, errMalformedSign
 		}
 		// Not an SM2 signer option: the payload is the digest e.
 		return r.key.signer.Sign(rand.Reader, r.payload, crypto.Hash(0))

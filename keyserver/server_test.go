@@ -101,6 +101,11 @@ func TestOperations(t *testing.T) {
 	if sig, err := rs.SignContext(ctx, rand.Reader, e, crypto.Hash(0)); err != nil || !sm2.VerifyASN1WithSM2(&sk.PublicKey, nil, msg, sig) {
 		t.Errorf("digest signature: %v", err)
 	}
+	// A digest that is not 32 bytes is malformed input (package
+	// documentation), not a signature that failed.
+	if _, err := rs.SignContext(ctx, rand.Reader, e[:31], crypto.Hash(0)); !errors.Is(err, &Error{Code: CodeMalformed}) {
+		t.Errorf("31-byte digest: err = %v, want CodeMalformed", err)
+	}
 	if _, err := rs.SignContext(ctx, rand.Reader, msg, sm2.DefaultSM2SignerOpts); !errors.Is(err, errGMSMOption) {
 		t.Errorf("gmsm option: err = %v", err)
 	}
