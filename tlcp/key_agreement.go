@@ -181,7 +181,11 @@ func (ka *serverKeyAgreement) processECDHE(ctx context.Context, body []byte, cli
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, wrapErr(AlertHandshakeFailure, "SM2 key agreement", err)
+		// Both peer points passed the curve checks above, so the
+		// agreement fails for the server's own reasons (a key server
+		// down, the private-key queue full), as a signature can:
+		// internal_error, not handshake_failure.
+		return nil, wrapErr(AlertInternalError, "SM2 key agreement", err)
 	}
 	return pm, nil
 }

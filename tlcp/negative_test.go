@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
@@ -640,6 +641,38 @@ func TestECCDecryptEngineClosed(t *testing.T) {
 	cert.EncKey = o.Wrap(p.server.EncKey.(crypto.Signer), "tlcp")
 	o.Close()
 	scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
+	cerr, serr := handshakePair(t, scfg, p.clientConfig())
+	var se, ce *AlertError
+	if !errors.As(serr, &se) || se.Remote || se.Alert != AlertInternalError {
+		t.Errorf("server error %v, want internal_error sent", serr)
+	}
+	if !errors.As(cerr, &ce) || !ce.Remote || ce.Alert != AlertInternalError {
+		t.Errorf("client error %v, want internal_error received", cerr)
+	}
+}
+
+// failingKA is an encryption key whose SM2 key agreement fails as a key
+// server that is down, or a private-key engine that is full, fails it.
+type failingKA struct {
+	smkey.KeyAgreement
+	err error
+}
+
+func (k failingKA) SM2KeyAgree(context.Context, *ecdh.PrivateKey, *ecdh.PublicKey, *ecdh.PublicKey, bool, int, []byte, []byte) ([]byte, error) {
+	return nil, k.err
+}
+
+// TestECDHEKeyAgreementUnavailable: the server's SM2 key agreement runs on
+// points it has already checked (on the curve, not infinity), so when it
+// fails the fault is the server's (its key server down, its private-key
+// queue full): internal_error, as for a signature that fails, not
+// handshake_failure, which would tell the client and the alert metrics
+// that the two sides had nothing in common.
+func TestECDHEKeyAgreementUnavailable(t *testing.T) {
+	p := loadPKI(t)
+	cert := p.server
+	cert.EncKey = failingKA{KeyAgreement: smkey.AsKeyAgreement(p.server.EncKey), err: fmt.Errorf("%w: key server down", smkey.ErrKeyUnavailable)}
+	scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{ECDHE_SM4_GCM_SM3}}
 	cerr, serr := handshakePair(t, scfg, p.clientConfig())
 	var se, ce *AlertError
 	if !errors.As(serr, &se) || se.Remote || se.Alert != AlertInternalError {
