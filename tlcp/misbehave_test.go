@@ -65,6 +65,8 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
 		{name: "client-certificate-without-enc-ecdhe", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeCertificate, firstCertificateOnly), alert: AlertHandshakeFailure},
+		// The server's ephemeral point (last byte of Y: 4 header bytes, 03 00 29 41 04, X, Y) off the curve.
+		{name: "server-key-exchange-bad-ecdhe-point", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, server: true, msgs: onType(typeServerKeyExchange, flipAt(4+5+64-1)), alert: AlertDecodeError},
 		{name: "server-key-exchange-signature-wrong", beforeHash: true, server: true, msgs: onType(typeServerKeyExchange, flipAt(-3)), alert: AlertDecryptError},
 		{name: "server-certificate-signature-corrupt", server: true, msgs: onType(typeCertificate, flipAt(-20)), alert: AlertUnknownCA},
 		// ---- versions and parameters ----
