@@ -208,8 +208,12 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 	rc.mac.Write(payload[:dataLen])
 	sum := rc.mac.Finish(hc.macBuf[:0])
 	// Lucky13: make the SM3 compression count independent of the padding
-	// by compressing the blocks a minimal padding would have cost, one
-	// call per block as each would have been.
+	// by compressing the blocks a minimal padding would have cost. The
+	// number of Compress calls still differs by a few (the MAC hands its
+	// whole blocks over in one call, Burn one block per call): a few
+	// tens of ns against 0.2-0.3 us per block; decrypting a 288-byte
+	// record with bad padding, padding 0 and padding 255 took 5.46, 5.56
+	// and 5.55 us (noise).
 	maxData := n - macLen - 1
 	rc.mac.Compressor().Burn(sm3Blocks(maxData) - sm3Blocks(dataLen))
 	macOK := subtle.ConstantTimeCompare(sum, payload[dataLen:dataLen+macLen])
