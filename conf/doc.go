@@ -516,7 +516,8 @@
 //     e.g. [websocket]; other Upgrade requests are forwarded as ordinary
 //     requests without it, as is one with a request body. h2c is never
 //     tunnelled. CONNECT other than an extended one is answered 501: gmproxy
-//     opens no tunnels to a client's choice of host. Default [websocket].
+//     opens no tunnels to a client's choice of host. Default [websocket]; []
+//     tunnels nothing.
 //
 // # sites[].routes[].respond
 //

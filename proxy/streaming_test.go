@@ -1066,3 +1066,35 @@ func TestH2ResponseBodyBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradesEmptyListTunnelsNothing: a route's Upgrades of [] (YAML
+// `upgrades: []`) tunnels no protocol: a WebSocket Upgrade goes to the
+// target as an ordinary request without Upgrade; nil means the default
+// [websocket].
+func TestUpgradesEmptyListTunnelsNothing(t *testing.T) {
+	got := make(chan string, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Upgrade")
+		io.WriteString(w, "plain")
+	}))
+	t.Cleanup(backend.Close)
+	for _, tc := range []struct {
+		upgrades []string
+		want     string
+	}{{[]string{}, ""}, {nil, "websocket"}} {
+		cfg := proxyTo(addrOf(backend))
+		cfg.Sites[0].Routes[0].Upgrades = tc.upgrades
+		f := newFront(t, cfg, frontOpts{})
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		select {
+		case up := <-got:
+			if up != tc.want {
+				t.Errorf("Upgrades %#v: the target got Upgrade %q, want %q", tc.upgrades, up, tc.want)
+			}
+		case <-time.After(testwait.Bound(5 * time.Second)):
+			t.Fatalf("Upgrades %#v: the request did not reach the target", tc.upgrades)
+		}
+		c.Close()
+	}
+}

@@ -52,7 +52,7 @@ type certsOptions struct {
 // parseCertsFlags parses and checks certs' arguments; ok is false when
 // certs must exit with code.
 func parseCertsFlags(args []string, stderr io.Writer) (o certsOptions, code int, ok bool) {
-	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts localhost,127.0.0.1] [-days N] [-no-ecdsa] [-keyserver HOST] [-force]")
+	fset := newFlags("certs", stderr, "usage: gmproxy certs -out DIR [-hosts NAME,IP,...] [-days N] [-no-ecdsa] [-keyserver HOST] [-force]")
 	fset.StringVar(&o.out, "out", "", "`folder` to write the PKI into (created if missing)")
 	hosts := fset.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IP addresses of the server certificates")
 	fset.IntVar(&o.days, "days", 825, "validity of every certificate in days")

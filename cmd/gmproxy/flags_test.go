@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +42,32 @@ func TestParseFlags(t *testing.T) {
 		if ok && (*d != c.d || *k != c.k || !slices.Equal(fs.Args(), c.pos)) {
 			t.Errorf("%q: -d %q -k %v args %q, want %q %v %q", c.args, *d, *k, fs.Args(), c.d, c.k, c.pos)
 		}
+	}
+}
+
+// TestUsageAligned: `gmproxy help` lists every command with its summary
+// in one column, however long the longest name (keyserver's summary once
+// started a column to the right of the others').
+func TestUsageAligned(t *testing.T) {
+	var b strings.Builder
+	usage(&b)
+	col := -1
+	n := 0
+	for _, line := range strings.Split(b.String(), "\n") {
+		name, _, ok := strings.Cut(strings.TrimPrefix(line, "  "), " ")
+		if _, known := commands[name]; !strings.HasPrefix(line, "  ") || !ok || !known {
+			continue
+		}
+		n++
+		at := strings.Index(line, commands[name].summary)
+		if col < 0 {
+			col = at
+		}
+		if at != col || at <= 2+len(name) {
+			t.Errorf("%q: summary at column %d, want %d past the name", line, at, col)
+		}
+	}
+	if n != len(commands) {
+		t.Errorf("%d commands listed, want %d:\n%s", n, len(commands), b.String())
 	}
 }

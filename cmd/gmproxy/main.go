@@ -91,11 +91,13 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: gmproxy [command] [flags]   (no command: run the embedded development setup)")
 	fmt.Fprintln(w)
 	names := make([]string, 0, len(commands))
+	width := 0
 	for n := range commands {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, commands[n].summary)
 	}
 }
