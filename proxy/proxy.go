@@ -58,6 +58,12 @@ type Proxy struct {
 	idle    chan struct{}
 	drained bool // idle is closed
 	closed  bool
+
+	// cut ends when Close runs: the dials of TCP streams to their targets
+	// (which no tracked connection stands for yet) end with it rather
+	// than at their connect timeout, one per target tried.
+	cut      context.Context
+	cutDials context.CancelFunc
 }
 
 // New builds a Proxy from cfg. obs may be nil (no events) and logger nil
@@ -78,6 +84,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		upstreams:  make(map[string]*Upstream),
 		tracked:    make(map[io.Closer]struct{}),
 	}
+	p.cut, p.cutDials = context.WithCancel(context.Background())
 	for _, s := range cfg.TrustedProxies {
 		pfx, err := parsePrefix(s)
 		if err != nil {
@@ -576,6 +583,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 
 // Close cuts every connection, tunnel and stream at once.
 func (p *Proxy) Close() error {
+	p.cutDials()
 	p.mu.Lock()
 	p.closed = true
 	cs := make([]io.Closer, 0, len(p.tracked))

@@ -79,7 +79,7 @@ func (s *streamSite) serve(c net.Conn) error {
 		// its pick: over a slow connect or handshake, least_conn and
 		// max_conns_per_target would see t idle.
 		t.inflight.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), s.dialTimeout)
+		ctx, cancel := context.WithTimeout(p.cut, s.dialTimeout)
 		var err error
 		back, err = u.dial(ctx, "tcp", t.Addr)
 		cancel()
@@ -89,6 +89,9 @@ func (s *streamSite) serve(c net.Conn) error {
 		t.inflight.Add(-1)
 		lastErr = err
 		back = nil
+		if p.cut.Err() != nil {
+			break // Close: not the target's failure
+		}
 		u.fail(t, err.Error())
 		// retries.total_time bounds a stream's retries as a request's
 		// (roundTrip): no attempt starts after it.

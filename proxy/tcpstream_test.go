@@ -291,6 +291,42 @@ func TestTCPStreamCountedWhileDialling(t *testing.T) {
 	c.Close()
 }
 
+// TestTCPStreamDialCutByClose: Close ends a stream's dial to its target
+// at once, rather than at the stream's connect timeout (one per target
+// tried), and the cut dial is not the target's failure.
+func TestTCPStreamDialCutByClose(t *testing.T) {
+	addr := fullListener(t)
+	u := upstream("legacy", addr)
+	u.HealthCheck.Passive.MaxFails = 1
+	cfg := Config{
+		Upstreams: []UpstreamConfig{u},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ConnectTimeout: time.Minute}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg := f.p.Upstream("legacy").Targets()[0]
+	waitInFlight := func(want int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(testwait.Bound(10 * time.Second))
+		for tg.InFlight() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d streams in flight at the target, want %d", what, tg.InFlight(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitInFlight(1, "the stream dialling")
+	f.p.Close()
+	waitInFlight(0, "Close during the dial (connect timeout 1 min)")
+	if !tg.Healthy() {
+		t.Error("the dial Close cut counted as the target's failure (max_fails 1): target marked down")
+	}
+}
+
 // TestTCPStreamNoRetryCountedWithoutTarget: a stream whose lone target
 // fails is not retried, and no retry is reported (the metric counted one
 // before looking for another target).
