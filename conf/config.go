@@ -491,11 +491,21 @@ type Route struct {
 	// certificate on some paths of a site whose client_auth is request.
 	// The other headers the proxy sets or removes (X-Forwarded-*,
 	// X-Real-IP, Forwarded, True-Client-IP and the like) are refused: a
-	// matcher could only read the client's forgeable copy. So is Host,
+	// matcher could only read the client's forgeable copy (client_ip
+	// matches the client's address). So is Host,
 	// which is no header field of a request once read (a matcher on it
 	// would never match): match it with host. Default: no header
 	// condition.
 	Header map[string]string `yaml:"header"`
+	// ClientIP matches requests from these client addresses: IPs or CIDRs,
+	// e.g. [10.0.0.0/8, 192.0.2.7, "2001:db8::/32"]. The client's address
+	// is the one X-Real-IP carries: the connection's (after a trusted
+	// PROXY protocol header) or, from a trusted_proxies peer, the
+	// right-most X-Forwarded-For address that is not a trusted proxy's.
+	// Like nginx's allow and deny: a route with client_ip ahead of a route
+	// that answers 403 for the same paths lets only these addresses in.
+	// Default: any address.
+	ClientIP []string `yaml:"client_ip"`
 
 	// Upstream is the name of the upstream that serves the request.
 	// Default: none (then respond or redirect).

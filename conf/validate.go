@@ -643,13 +643,14 @@ func (v *validator) routeMatch(r *Route, p string) {
 			v.errf(fmt.Sprintf("%s.host[%d]", p, j), "write a host name or *.example.cn", "invalid host %q", h)
 		}
 	}
+	v.prefixes(p+".client_ip", r.ClientIP)
 	for name := range r.Header {
 		if !tokenRE.MatchString(name) {
 			v.errf(p+".header."+name, "header names are letters, digits and -", "invalid header name %q", name)
 		} else if err := proxy.CheckHeaderMatch(name); errors.Is(err, proxy.ErrHostHeaderMatch) {
 			v.errf(p+".header."+name, "match the host with the route's host: [name]", "%v", err)
 		} else if err != nil {
-			v.errf(p+".header."+name, "match on X-Ssl-Client-Verify: SUCCESS for verified client certificates; for client addresses use a site per network or a firewall", "%v", err)
+			v.errf(p+".header."+name, "match on X-Ssl-Client-Verify: SUCCESS for verified client certificates; match client addresses with client_ip", "%v", err)
 		}
 	}
 }

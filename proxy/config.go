@@ -155,6 +155,10 @@ type RouteConfig struct {
 	Path string
 	// Headers additionally requires request headers: every one of them.
 	Headers []HeaderMatch
+	// ClientIP additionally requires the client's address (X-Real-IP's:
+	// the peer's, or behind TrustedProxies the right-most X-Forwarded-For
+	// address not a trusted proxy's) in one of these IPs or CIDRs.
+	ClientIP []string
 
 	// Upstream names the upstream pool that serves this route.
 	Upstream string

@@ -65,6 +65,10 @@ type route struct {
 	// (SiteConfig.CaseInsensitivePaths).
 	foldCase bool
 	hdrs     []headerMatch // canonical names; all must match
+	// clientNets: the request's client (realClient) must be in one
+	// (RouteConfig.ClientIP); p answers realClient.
+	clientNets []netip.Prefix
+	p          *Proxy
 	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
 	// this route's requests get (its own or its site's settings).
 	tlsInfo, certHdr, certPEM bool
@@ -248,6 +252,16 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 	for _, h := range rc.Hosts {
 		rt.hosts = append(rt.hosts, frontdoor.NormalizeName(h))
 	}
+	for _, c := range rc.ClientIP {
+		pfx, err := parsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: client_ip %q: %w", rt.name, c, err)
+		}
+		rt.clientNets = append(rt.clientNets, pfx)
+	}
+	if len(rt.clientNets) > 0 {
+		rt.p = p
+	}
 	for _, m := range rc.Headers {
 		if err := CheckHeaderMatch(m.Name); err != nil {
 			return nil, fmt.Errorf("route %s: %w", rt.name, err)
@@ -382,6 +396,12 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 			v, ok = r.Header[m.Name]
 		}
 		if !ok || (m.Value != "" && (len(v) == 0 || v[0] != m.Value)) {
+			return false
+		}
+	}
+	if len(rt.clientNets) > 0 {
+		a, err := netip.ParseAddr(rt.p.realClient(r))
+		if err != nil || !inPrefixes(rt.clientNets, a) {
 			return false
 		}
 	}
@@ -695,6 +715,49 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
+// forwardedChain is the X-Forwarded-For chain of a trusted peer's fields.
+// An empty field (a hop that had no address to add) is no chain: ", peer"
+// would read as a first hop with no address.
+func forwardedChain(fields []string) string {
+	return strings.TrimSpace(strings.Join(fields, ", "))
+}
+
+// realClientIn is X-Real-IP for a trusted peer's X-Forwarded-For chain
+// xff: its right-most address not from a trusted proxy (peer when xff
+// holds no address).
+func (p *Proxy) realClientIn(peer, xff string) string {
+	real := peer
+	for rest := xff; rest != ""; {
+		i := strings.LastIndexByte(rest, ',')
+		cand := strings.TrimSpace(rest[i+1:])
+		rest = rest[:max(i, 0)]
+		if cand == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(cand); err != nil {
+			break // "unknown", obfuscated or forged: keep the last address we trust
+		}
+		real = cand
+		if !p.trusted(cand) {
+			break
+		}
+	}
+	return real
+}
+
+// realClient is the client's address as X-Real-IP gives it: the peer's
+// (after a trusted PROXY protocol header), or, when the peer is a trusted
+// proxy, the right-most X-Forwarded-For address not from a trusted proxy.
+func (p *Proxy) realClient(r *http.Request) string {
+	peer := clientAddr(r)
+	if fields := r.Header[HeaderForwardedFor]; len(fields) > 0 && p.trusted(peer) {
+		if xff := forwardedChain(fields); xff != "" {
+			return p.realClientIn(peer, xff)
+		}
+	}
+	return peer
+}
+
 func (p *Proxy) trusted(ip string) bool {
 	if len(p.trustedNets) == 0 {
 		return false
@@ -722,28 +785,10 @@ func (s *site) setForwarded(rs *reqState, rt *route, h http.Header, r *http.Requ
 	prior := h[HeaderForwardedFor]
 	var xff string
 	if trusted && len(prior) > 0 {
-		// An empty field (a hop that had no address to add) is no chain:
-		// ", peer" would read as a first hop with no address.
-		xff = strings.TrimSpace(strings.Join(prior, ", "))
+		xff = forwardedChain(prior)
 	}
 	if xff != "" {
-		// X-Real-IP: the right-most address not from a trusted proxy.
-		rest := xff
-		for rest != "" {
-			i := strings.LastIndexByte(rest, ',')
-			cand := strings.TrimSpace(rest[i+1:])
-			rest = rest[:max(i, 0)]
-			if cand == "" {
-				continue
-			}
-			if _, err := netip.ParseAddr(cand); err != nil {
-				break // "unknown", obfuscated or forged: keep the last address we trust
-			}
-			real = cand
-			if !p.trusted(cand) {
-				break
-			}
-		}
+		real = p.realClientIn(peer, xff)
 		setHeader(h, HeaderForwardedFor, xff+", "+peer, vals[0:1:1])
 	} else {
 		setHeader(h, HeaderForwardedFor, peer, vals[0:1:1])

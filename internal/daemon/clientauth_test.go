@@ -232,3 +232,45 @@ func TestRouteMatchesVerifiedClientCertificate(t *testing.T) {
 		t.Errorf("verified certificate: %d, want 200", got)
 	}
 }
+
+// TestRouteClientIP: conf's client_ip reaches the proxy's routes: over a
+// real TLS connection from 127.0.0.1, a route for 10.0.0.0/8 is passed
+// over (403 from the next route) and one for 127.0.0.0/8 serves.
+func TestRouteClientIP(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Sites[0].Routes = []conf.Route{
+		{Name: "office", PathPrefix: "/admin/", ClientIP: []string{"10.0.0.0/8"}, Upstream: "app"},
+		{Name: "local", PathPrefix: "/local/", ClientIP: []string{"127.0.0.0/8", "::1"}, Upstream: "app"},
+		{Name: "deny", PathPrefix: "/", Respond: &conf.Respond{Status: 403}},
+	}
+	d := startDaemon(t, cfg)
+	get := func(path string) int {
+		t.Helper()
+		c, err := tls.Dial("tcp", d.addr, &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		req, _ := http.NewRequest("GET", "https://localhost"+path, nil)
+		req.Close = true
+		req.Header.Set("X-Forwarded-For", "10.1.2.3") // no trusted proxy: ignored
+		if err := req.Write(c); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := get("/admin/x"); got != 403 {
+		t.Errorf("/admin/ (client_ip 10.0.0.0/8) from 127.0.0.1: %d, want 403", got)
+	}
+	if got := get("/local/x"); got != 200 {
+		t.Errorf("/local/ (client_ip 127.0.0.0/8) from 127.0.0.1: %d, want 200", got)
+	}
+}

@@ -98,6 +98,7 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 	rc := proxy.RouteConfig{
 		Name:            r.Name,
 		Hosts:           r.Host,
+		ClientIP:        r.ClientIP,
 		PathPrefix:      r.PathPrefix,
 		Path:            r.Path,
 		Upstream:        r.Upstream,

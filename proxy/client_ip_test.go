@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"testing"
+)
+
+// TestRouteClientIP: a route's ClientIP (nginx's allow) lets in only
+// clients whose address is in its list, ahead of a route that answers 403
+// for the same paths. The address is X-Real-IP's: the peer's own, where a
+// client's X-Forwarded-For counts for nothing, or, behind a trusted proxy,
+// the right-most X-Forwarded-For address that is not a trusted proxy's.
+func TestRouteClientIP(t *testing.T) {
+	rec := newRawRecorder(t)
+	routes := []RouteConfig{
+		{Name: "office", PathPrefix: "/admin/", ClientIP: []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32"}, Upstream: "u"},
+		{Name: "deny", PathPrefix: "/admin/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+		{Name: "local", PathPrefix: "/local/", ClientIP: []string{"127.0.0.0/8"}, Upstream: "u"},
+		{Name: "deny-local", PathPrefix: "/local/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+		{Upstream: "u"},
+	}
+	get := func(path, xff string) string {
+		r := "GET " + path + " HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n"
+		if xff != "" {
+			r += "X-Forwarded-For: " + xff + "\r\n"
+		}
+		return r + "\r\n"
+	}
+
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", rec.addr)}, Sites: oneSite(routes...)}
+	f := newFront(t, cfg, frontOpts{})
+	// The peer is 127.0.0.1, trusted by no one.
+	wantNotForwarded(t, f.addr, rec, get("/admin/x", ""), "403")
+	wantNotForwarded(t, f.addr, rec, get("/admin/x", "10.1.2.3"), "403") // forged
+	wantNotForwarded(t, f.addr, rec, get("/admin/x", "192.0.2.7, 10.1.2.3"), "403")
+	wantForwarded(t, f.addr, rec, get("/local/x", ""), "GET /local/x ")
+	wantForwarded(t, f.addr, rec, get("/other", ""), "GET /other ")
+
+	// Behind a trusted proxy (the peer), its X-Forwarded-For names the client.
+	cfg.TrustedProxies = []string{"127.0.0.1", "198.51.100.0/24"}
+	f = newFront(t, cfg, frontOpts{})
+	wantForwarded(t, f.addr, rec, get("/admin/x", "10.1.2.3"), "GET /admin/x ")
+	wantForwarded(t, f.addr, rec, get("/admin/x", "203.0.113.5, 192.0.2.7, 198.51.100.9"), "GET /admin/x ")
+	wantForwarded(t, f.addr, rec, get("/admin/x", "2001:db8::5"), "GET /admin/x ")
+	// The right-most address not a trusted proxy's is the client, not
+	// one further left that the client wrote itself.
+	wantNotForwarded(t, f.addr, rec, get("/admin/x", "10.1.2.3, 203.0.113.5"), "403")
+	wantNotForwarded(t, f.addr, rec, get("/admin/x", "10.1.2.3, unknown"), "403")
+	// No X-Forwarded-For: the trusted peer itself is the client.
+	wantNotForwarded(t, f.addr, rec, get("/admin/x", ""), "403")
+	wantForwarded(t, f.addr, rec, get("/local/x", ""), "GET /local/x ")
+	wantNotForwarded(t, f.addr, rec, get("/local/x", "10.1.2.3"), "403")
+}
+
+// TestRouteClientIPInvalid: New refuses an address it cannot read.
+func TestRouteClientIPInvalid(t *testing.T) {
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")},
+		Sites: oneSite(RouteConfig{ClientIP: []string{"10.0.0.0/33"}, Upstream: "u"})}
+	if p, err := New(cfg, nil, testLogger(t)); err == nil {
+		p.Close()
+		t.Fatal("client_ip 10.0.0.0/33 accepted")
+	}
+}
