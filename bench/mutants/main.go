@@ -3,15 +3,20 @@
 // Finished check removed, a record limit off by one, a forged header let
 // through...), one at a time, to a scratch copy of the module, and runs
 // the tests meant to catch it; every mutant must make them fail. With
-// -j (default 2), that many copies test mutants at once: many tests wait
-// on timeouts, which the other copy's build and tests fill.
+// -j (default 3), that many copies test mutants at once: many tests wait
+// on timeouts, which the other copies' builds and tests fill. The test
+// binaries are all built in one more copy, never changed, the mutant
+// given as an overlay: the packages it does not change are compiled once
+// for all the copies.
 //
 // Mutants are exact search/replace strings on source lines: when the code
 // moves and a search string is no longer found exactly once, the run stops
 // with an error, so that the list is updated rather than silently testing
-// nothing. Before the mutants, the selected tests must pass on the
-// unmutated copy (a test failing for another reason would otherwise pass
-// for a caught mutant); a mutant that does not compile is an error too.
+// nothing. The selected tests must pass on the unmutated copy (a test
+// failing for another reason would otherwise pass for a caught mutant):
+// these baselines run first, the mutants as the jobs are free of them,
+// and a failed one fails the run; a mutant that does not compile is an
+// error too.
 //
 // Usage, from the module root (.ci/run runs it):
 //
@@ -31,6 +36,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -2351,10 +2357,16 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		return nil
 	}
 
-	// One copy of the module per job: a mutant is applied to its copy
-	// alone.
+	// One copy of the module per job, where its tests run and a mutant
+	// is applied (for a test that reads the file), and one where every
+	// test binary is built, never changed: a mutant reaches the build as
+	// an overlay (go test -overlay). The build cache keys a package on
+	// its directory, so with one build directory the packages a mutant
+	// does not change are compiled once for all the jobs, where a build
+	// in each job's copy compiled the module again in each (10 to 20 s
+	// the first test binary of a package in a copy).
 	jobs = min(jobs, max(len(list), 1))
-	scratches := make([]string, jobs)
+	scratches := make([]string, jobs+1)
 	for i := range scratches {
 		dir, err := os.MkdirTemp("", "gmproxy-mutants-")
 		if err != nil {
@@ -2366,6 +2378,7 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		}
 		scratches[i] = dir
 	}
+	buildDir, scratches := scratches[0], scratches[1:]
 	env := os.Environ()
 	if os.Getenv("GMPROXY_TEST_WAIT") == "" {
 		// The tests run alone here: their waits for what a mutant
@@ -2373,7 +2386,6 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		// mutant of such a test costs its whole wait.
 		env = append(env, "GMPROXY_TEST_WAIT="+testWait)
 	}
-	binOf := func(dir string) string { return filepath.Join(dir, ".mutants-bin") }
 
 	// Baseline: the selected tests of each package pass unmutated.
 	filters := map[string][]string{}
@@ -2384,56 +2396,55 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 	for p := range filters {
 		pkgs = append(pkgs, p)
 	}
-	sort.Strings(pkgs)
-	// The baselines, one package per copy at a time.
-	var (
-		bmu   sync.Mutex
-		berrs []string
-		bnext = make(chan string)
-		bwg   sync.WaitGroup
-	)
-	for _, dir := range scratches {
-		bwg.Add(1)
-		go func() {
-			defer bwg.Done()
-			for p := range bnext {
-				start := time.Now()
-				out, failed, err := testPackage(dir, env, binOf(dir), p, strings.Join(filters[p], "|"))
-				bmu.Lock()
-				switch {
-				case err != nil:
-					berrs = append(berrs, fmt.Sprintf("baseline %s: %v\n%s", p, err, out))
-				case failed:
-					berrs = append(berrs, fmt.Sprintf("baseline %s: the selected tests fail without a mutant:\n%s", p, out))
-				default:
-					fmt.Printf("baseline ok  %-34s %5.1fs\n", p, time.Since(start).Seconds())
-				}
-				bmu.Unlock()
-			}
-		}()
-	}
-	for _, p := range pkgs {
-		bnext <- p
-	}
-	close(bnext)
-	bwg.Wait()
-	if len(berrs) > 0 {
-		return errors.New(strings.Join(berrs, "\n"))
-	}
+	// The packages with the most selected tests first: their baselines
+	// are the longest.
+	sort.Slice(pkgs, func(i, j int) bool {
+		if len(filters[pkgs[i]]) != len(filters[pkgs[j]]) {
+			return len(filters[pkgs[i]]) > len(filters[pkgs[j]])
+		}
+		return pkgs[i] < pkgs[j]
+	})
 
+	// The baselines and then the mutants, in one queue: the jobs that
+	// are done with the short baselines test mutants while the longest
+	// run (they waited for them, idle, for a minute). A failed baseline
+	// stops the queue, and the run fails on it whatever the mutants
+	// gave.
+	type task struct {
+		pkg string  // a baseline: pkg's selected tests, unmutated
+		m   *mutant // or a mutant
+	}
 	var (
-		mu                     sync.Mutex // the counts, the lists and stdout
+		mu                     sync.Mutex // what follows and stdout
 		caught                 int
 		survived, timing, errs []string
-		next                   = make(chan mutant)
+		berrs                  []string
+		next                   = make(chan task)
 		wg                     sync.WaitGroup
 	)
 	for _, dir := range scratches {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for m := range next {
-				r, err := try(m, dir, env, binOf(dir))
+			bin := filepath.Join(dir, ".mutants-bin")
+			for tk := range next {
+				if tk.m == nil {
+					start := time.Now()
+					out, failed, err := testPackage(buildDir, dir, "", env, bin, tk.pkg, strings.Join(filters[tk.pkg], "|"))
+					mu.Lock()
+					switch {
+					case err != nil:
+						berrs = append(berrs, fmt.Sprintf("baseline %s: %v\n%s", tk.pkg, err, out))
+					case failed:
+						berrs = append(berrs, fmt.Sprintf("baseline %s: the selected tests fail without a mutant:\n%s", tk.pkg, out))
+					default:
+						fmt.Printf("baseline ok  %-34s %5.1fs\n", tk.pkg, time.Since(start).Seconds())
+					}
+					mu.Unlock()
+					continue
+				}
+				m := *tk.m
+				r, err := try(m, buildDir, dir, env, bin)
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -2460,11 +2471,27 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 			}
 		}()
 	}
-	for _, m := range list {
-		next <- m
+	tasks := make([]task, 0, len(pkgs)+len(list))
+	for _, p := range pkgs {
+		tasks = append(tasks, task{pkg: p})
+	}
+	for i := range list {
+		tasks = append(tasks, task{m: &list[i]})
+	}
+	for _, tk := range tasks {
+		mu.Lock()
+		stop := len(berrs) > 0
+		mu.Unlock()
+		if stop {
+			break
+		}
+		next <- tk
 	}
 	close(next)
 	wg.Wait()
+	if len(berrs) > 0 {
+		return errors.New(strings.Join(berrs, "\n"))
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "\n"))
 	}
@@ -2487,22 +2514,48 @@ type result struct {
 	took   time.Duration
 }
 
-// try applies m to the module copy in dir, runs its tests and puts the
-// file back.
-func try(m mutant, dir string, env []string, bin string) (result, error) {
+// try applies m to the module copy in dir and, as an overlay, to the
+// build of its tests in buildDir, runs them in dir and puts the file
+// back.
+func try(m mutant, buildDir, dir string, env []string, bin string) (result, error) {
 	path := filepath.Join(dir, m.file)
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		return result{}, err
 	}
-	if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.old), []byte(m.new), 1), 0o644); err != nil {
+	mutated := bytes.Replace(orig, []byte(m.old), []byte(m.new), 1)
+	if err := os.WriteFile(path, mutated, 0o644); err != nil {
 		return result{}, err
 	}
-	start := time.Now()
-	out, failed, err := testPackage(dir, env, bin, pkgOf(m), runOf(m))
-	if werr := os.WriteFile(path, orig, 0o644); werr != nil {
-		return result{}, werr
+	// The overlay: buildDir's file read from the mutated one (of the
+	// same name: the compiler reports its errors under it).
+	ov := filepath.Join(dir, ".mutants-overlay")
+	src := filepath.Join(ov, filepath.Base(m.file))
+	overlay := filepath.Join(dir, ".mutants-overlay.json")
+	if err := os.MkdirAll(ov, 0o755); err != nil {
+		return result{}, err
 	}
+	if err := os.WriteFile(src, mutated, 0o644); err != nil {
+		return result{}, err
+	}
+	j, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(buildDir, m.file): src}})
+	if err != nil {
+		return result{}, err
+	}
+	if err := os.WriteFile(overlay, j, 0o644); err != nil {
+		return result{}, err
+	}
+	r, err := testMutant(m, buildDir, dir, overlay, env, bin)
+	if werr := os.WriteFile(path, orig, 0o644); werr != nil && err == nil {
+		err = werr
+	}
+	return r, err
+}
+
+// testMutant builds and runs m's tests, m applied to dir and in overlay.
+func testMutant(m mutant, buildDir, dir, overlay string, env []string, bin string) (result, error) {
+	start := time.Now()
+	out, failed, err := testPackage(buildDir, dir, overlay, env, bin, pkgOf(m), runOf(m))
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %v (a mutant must compile)\n%s", m.name, err, out)
 	}
@@ -2540,11 +2593,12 @@ func runOf(m mutant) string {
 	return m.run
 }
 
-// testPackage builds the test binary of pkg in dir (an error when it does
-// not compile) and runs the tests matching run in
-// the package's directory, stopping at the first failure; failed reports
-// whether any test failed (or the binary crashed or timed out).
-func testPackage(dir string, env []string, bin, pkg, run string) (out string, failed bool, err error) {
+// testPackage builds the test binary of pkg in buildDir, with overlay
+// (a go test -overlay file) if not empty, (an error when it does not
+// compile) and runs the tests matching run in the package's directory of
+// dir, stopping at the first failure; failed reports whether any test
+// failed (or the binary crashed or timed out).
+func testPackage(buildDir, dir, overlay string, env []string, bin, pkg, run string) (out string, failed bool, err error) {
 	// -vet=off: a mutant must compile, and vet found nothing of use in
 	// one (the README's go vet covers the code as it is); vet was about
 	// a quarter of each build.
@@ -2554,13 +2608,17 @@ func testPackage(dir string, env []string, bin, pkg, run string) (out string, fa
 	// without optimisation or inlining, a quarter less compile time. The
 	// baseline is built the same way, so a test that needs the
 	// optimiser (an allocation count) fails there, not as a false catch.
-	build := exec.Command("go", "test", "-c", "-vet=off", "-ldflags=-w", "-gcflags=-N -l", "-o", bin, pkg)
+	args := []string{"test", "-c", "-vet=off", "-ldflags=-w", "-gcflags=-N -l", "-o", bin}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	build := exec.Command("go", append(args, pkg)...)
 	// GOGC=off (bounded by GOMEMLIMIT) for the go command, the compiler
 	// and the linker only: the builds are most of the step's CPU (a
 	// proxy mutant: about 6 CPU-seconds of build, 1.5 of tests), and a
 	// quarter of a build was garbage collection. Peak memory per build
 	// goes from about 370 to 490 MB. The tests run with the default GC.
-	build.Dir, build.Env = dir, append(env[:len(env):len(env)], "GOGC=off", "GOMEMLIMIT=1GiB")
+	build.Dir, build.Env = buildDir, append(env[:len(env):len(env)], "GOGC=off", "GOMEMLIMIT=1GiB")
 	if b, err := build.CombinedOutput(); err != nil {
 		return string(b), false, fmt.Errorf("go test -c %s: %v", pkg, err)
 	}
