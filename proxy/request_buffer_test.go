@@ -274,8 +274,8 @@ func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 	c, br := startUpload(t, f.addr, len(body))
 	io.WriteString(c, body[:20<<10])
 	target := f.p.Upstream("u").Targets()[0]
-	for i := 0; target.InFlight() == 0; i++ {
-		if i == 2000 {
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
+		if time.Now().After(deadline) {
 			t.Fatal("with the bound taken, the upload waited to be whole instead of streaming")
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -289,8 +289,8 @@ func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 	if res.StatusCode != 200 || string(got) != "b:"+body {
 		t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
 	}
-	for i := 0; bodyBuffers.total.left.Load() != before; i++ {
-		if i == 2000 {
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); bodyBuffers.total.left.Load() != before; {
+		if time.Now().After(deadline) {
 			t.Fatalf("the bound has %d bytes left after the request, want %d back", bodyBuffers.total.left.Load(), before)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -367,8 +367,8 @@ func TestBufferedUploadsBoundedPerClient(t *testing.T) {
 	// The greedy address, past its share: streams at once.
 	c, br := startUploadFrom(t, "127.0.0.1", f.addr, len(body))
 	io.WriteString(c, body[:20<<10])
-	for i := 0; target.InFlight() == 0; i++ {
-		if i == 2000 {
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
+		if time.Now().After(deadline) {
 			t.Fatal("past its share, the address's upload waited to be whole instead of streaming")
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -388,8 +388,8 @@ func TestBufferedUploadsBoundedPerClient(t *testing.T) {
 		}
 	}
 	other2 := netip.MustParseAddr("127.0.0.2")
-	for i := 0; !bodyBuffers.take(other2, 0, RequestBufferPerClient); i++ {
-		if i == 2000 {
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !bodyBuffers.take(other2, 0, RequestBufferPerClient); {
+		if time.Now().After(deadline) {
 			t.Fatal("127.0.0.2's share not given back after its request")
 		}
 		time.Sleep(5 * time.Millisecond)
