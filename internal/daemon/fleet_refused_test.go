@@ -9,6 +9,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // closeStore is a memory store that records its Close.
@@ -79,7 +80,7 @@ func TestRefusedReloadKeepsRunningStore(t *testing.T) {
 		t.Fatalf("test setup: %d stores opened, want 2", len(s))
 	}
 	// The running store's close, if scheduled, runs after retireDelay (0).
-	for end := time.Now().Add(5 * time.Second); !s[0].isClosed() && !s[1].isClosed() && time.Now().Before(end); {
+	for end := time.Now().Add(testwait.Bound(5 * time.Second)); !s[0].isClosed() && !s[1].isClosed() && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if s[0].isClosed() {
@@ -115,7 +116,7 @@ func TestReloadWithoutStoreClosesIt(t *testing.T) {
 	if err := td.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); !st.isClosed() && time.Now().Before(end); {
+	for end := time.Now().Add(testwait.Bound(5 * time.Second)); !st.isClosed() && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !st.isClosed() {

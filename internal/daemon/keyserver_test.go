@@ -481,8 +481,8 @@ func TestRemoteEncKeyForKeyAgreementOnly(t *testing.T) {
 	td := startDaemon(t, cfg, func(e *Env) {
 		e.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logBuf, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	for i := 0; !strings.Contains(logBuf.String(), "serves key agreement only"); i++ {
-		if i == 200 {
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !strings.Contains(logBuf.String(), "serves key agreement only"); {
+		if time.Now().After(deadline) {
 			t.Fatal("no log line about the key served for key agreement only")
 		}
 		time.Sleep(50 * time.Millisecond)

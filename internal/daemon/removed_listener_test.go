@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestCloseCutsRemovedListener: Close closes everything at once, also the
@@ -68,7 +69,7 @@ func testRemovedListenerCut(t *testing.T, stop func(*testDaemon)) {
 	stop(td)
 	// Closed: the read ends at once with EOF or a reset. Still open: it
 	// waits for the deadline (the handshake has an hour).
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	_, err = c.Read(make([]byte, 1))
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("after the daemon stopped a connection of the listener the reload removed is still open")
