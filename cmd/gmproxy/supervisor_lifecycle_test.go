@@ -56,6 +56,10 @@ func startWorkerRun(t *testing.T, cfgPath, admin string, env ...string) *workerR
 		default:
 			r.workers() // the workers now, restarted ones included
 			r.cmd.Process.Kill()
+			// The workers hold the output pipe, which Wait waits for
+			// (up to WaitDelay): its process group goes now, not when
+			// the workers are done with their requests.
+			syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 			<-r.exited
 			for _, pid := range r.pids {
 				syscall.Kill(pid, syscall.SIGKILL)
