@@ -2373,6 +2373,7 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
+		defer os.RemoveAll(dir + "-overlay") // try's
 		if err := copyModule(root, dir); err != nil {
 			return err
 		}
@@ -2528,10 +2529,11 @@ func try(m mutant, buildDir, dir string, env []string, bin string) (result, erro
 		return result{}, err
 	}
 	// The overlay: buildDir's file read from the mutated one (of the
-	// same name: the compiler reports its errors under it).
-	ov := filepath.Join(dir, ".mutants-overlay")
+	// same name: the compiler reports its errors under it), beside the
+	// copy, not in it, where a test that walks the module would find it.
+	ov := dir + "-overlay"
 	src := filepath.Join(ov, filepath.Base(m.file))
-	overlay := filepath.Join(dir, ".mutants-overlay.json")
+	overlay := filepath.Join(ov, "overlay.json")
 	if err := os.MkdirAll(ov, 0o755); err != nil {
 		return result{}, err
 	}
