@@ -1482,7 +1482,7 @@ var mutants = []mutant{
 		"\t\t\tif !httpguts.ValidHeaderFieldValue(v) {\n\t\t\t\treturn headerOps{}", "\t\t\tif false {\n\t\t\t\treturn headerOps{}",
 		"TestConfigErrors"},
 	{"proxy: an empty X-Forwarded-For from a trusted hop extended as a chain", "proxy/handler.go",
-		"xff = strings.TrimSpace(strings.Join(prior, \", \"))", "xff = strings.Join(prior, \", \") + \" \"",
+		"return strings.TrimSpace(strings.Join(fields, \", \"))", "return strings.Join(fields, \", \") + \" \"",
 		"TestForwardedAndTLSHeaders"},
 	{"conf: a served key's dual use from its certificate not warned", "conf/keyservers.go",
 		"if roles&keyserver.RoleSign != 0 && roles&^keyserver.RoleSign != 0 {\n\t\t// The same dual use", "if false {\n\t\t// The same dual use",
