@@ -534,6 +534,10 @@ type Route struct {
 	MaxBody ByteSize `yaml:"max_body"`
 	// Retries overrides the upstream's retry policy for this route.
 	Retries *Retries `yaml:"retries"`
+	// RateLimit bounds how fast one client address may send requests to
+	// this route (a login form, an API), as nginx's limit_req with burst
+	// and nodelay. Default: no bound.
+	RateLimit *RateLimit `yaml:"rate_limit"`
 	// TLSInfoHeaders adds headers with the connection's protocol (e.g.
 	// NTLSv1.1), cipher and session-reused flag to the forwarded request.
 	// Default false.
@@ -832,6 +836,26 @@ type ActiveHealth struct {
 	Rise int `yaml:"rise"`
 	// Fall consecutive failures mark an up target down. Default 3.
 	Fall int `yaml:"fall"`
+}
+
+// RateLimit bounds a client's requests: it may send burst requests at
+// once, then one at the rate; a request beyond that is answered 429 Too Many Requests with
+// Retry-After, before anything else is done for it (the target never sees
+// it). The client is the address X-Real-IP carries (see client_ip), an
+// IPv6 address counted by its /64 as the per-client limits count. Each
+// route counts for itself; a reload starts the counts afresh; with workers
+// each worker counts alone, so a client whose connections the kernel
+// spreads over N workers may reach up to N times the rate. The counts of
+// at most 65536 client addresses are kept per route; the least recently
+// seen beyond that is forgotten and finds its whole burst again.
+type RateLimit struct {
+	// Rate is the steady rate: a number of requests per second, minute or
+	// hour, e.g. 10/s, 30/m or 500/h. Required.
+	Rate Rate `yaml:"rate"`
+	// Burst is the number of requests a client may send at once, after a
+	// pause of burst times the interval between requests. Default 1: one
+	// request, then one per interval.
+	Burst int `yaml:"burst"`
 }
 
 // Retries is a retry policy. A request that never reached a target (connect

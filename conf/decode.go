@@ -145,6 +145,7 @@ type nodeDecoder interface {
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	byteSizeType = reflect.TypeFor[ByteSize]()
+	rateType     = reflect.TypeFor[Rate]()
 )
 
 func kindName(n *yaml.Node) string {
@@ -614,6 +615,57 @@ type unitScalar struct {
 var unitScalars = map[reflect.Type]unitScalar{
 	durationType: {func(n *yaml.Node) (int64, error) { d, err := parseDuration(n); return int64(d), err }, "write a duration such as 500ms, 10s, 5m or 1h"},
 	byteSizeType: {func(n *yaml.Node) (int64, error) { b, err := parseByteSize(n); return int64(b), err }, "write a size such as 4096, 64KiB, 10MiB or 1GiB"},
+	rateType:     {func(n *yaml.Node) (int64, error) { r, err := parseRate(n); return int64(r), err }, "write a rate such as 10/s, 30/m or 500/h"},
+}
+
+// Rate is a number of requests per second, minute or hour, written as
+// 10/s, 30/m or 500/h; it holds the interval between two requests.
+type Rate time.Duration
+
+// Interval is the time between two requests at the rate.
+func (r Rate) Interval() time.Duration { return time.Duration(r) }
+
+var rateUnits = []struct {
+	suffix string
+	per    time.Duration
+}{{"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}}
+
+// maxRate bounds the count of a rate (a million per second: an interval of
+// a microsecond).
+const maxRate = 1_000_000
+
+func parseRate(n *yaml.Node) (Rate, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("expected a rate, got %s", kindName(n))
+	}
+	count, unit, ok := strings.Cut(strings.TrimSpace(n.Value), "/")
+	if !ok {
+		return 0, fmt.Errorf("rate %q has no unit", n.Value)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(count), 10, 64)
+	if err != nil || v <= 0 || v > maxRate {
+		return 0, fmt.Errorf("invalid rate %q (want a count from 1 to %d)", n.Value, maxRate)
+	}
+	for _, u := range rateUnits {
+		if strings.TrimSpace(unit) == u.suffix {
+			return Rate(u.per / time.Duration(v)), nil
+		}
+	}
+	return 0, fmt.Errorf("invalid rate %q (the unit is s, m or h)", n.Value)
+}
+
+// String writes the rate with the smallest unit that gives a whole count
+// for its interval.
+func (r Rate) String() string {
+	if r <= 0 {
+		return "0/s"
+	}
+	for _, u := range rateUnits {
+		if u.per%time.Duration(r) == 0 {
+			return strconv.FormatInt(int64(u.per/time.Duration(r)), 10) + "/" + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(time.Hour/time.Duration(r)), 10) + "/h"
 }
 
 func parseDuration(n *yaml.Node) (time.Duration, error) {
@@ -723,6 +775,9 @@ func encode(v reflect.Value) *yaml.Node {
 	}
 	if v.Type() == byteSizeType {
 		return scalar(ByteSize(v.Int()).String())
+	}
+	if v.Type() == rateType {
+		return scalar(Rate(v.Int()).String())
 	}
 	switch v.Kind() {
 	case reflect.Pointer:

@@ -208,6 +208,8 @@ func (g *refGen) describe(e ast.Expr) (string, string) {
 		return "duration", ""
 	case "ByteSize":
 		return "size", ""
+	case "Rate":
+		return "rate", ""
 	default:
 		if _, ok := g.structs[n]; ok {
 			return "section", n

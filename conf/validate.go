@@ -644,6 +644,14 @@ func (v *validator) routeMatch(r *Route, p string) {
 		}
 	}
 	v.prefixes(p+".client_ip", r.ClientIP)
+	if rl := r.RateLimit; rl != nil {
+		if rl.Rate <= 0 {
+			v.errf(p+".rate_limit.rate", "write a rate such as 10/s, 30/m or 500/h", "rate_limit without a rate")
+		}
+		if rl.Burst < 0 || rl.Burst > maxRate {
+			v.errf(p+".rate_limit.burst", fmt.Sprintf("write a number from 1 to %d (0 means 1)", maxRate), "burst %d out of range", rl.Burst)
+		}
+	}
 	for name := range r.Header {
 		if !tokenRE.MatchString(name) {
 			v.errf(p+".header."+name, "header names are letters, digits and -", "invalid header name %q", name)

@@ -34,19 +34,24 @@ func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
 	default:
 		return netip.Addr{}, false
 	}
-	ip := ap.Addr().Unmap().WithZone("")
-	if !ip.IsValid() {
+	if !ap.Addr().IsValid() {
 		return netip.Addr{}, false
 	}
+	return ClientKeyOf(ap.Addr()), true
+}
+
+// ClientKeyOf is ClientKey of a valid IP address.
+func ClientKeyOf(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
 		if nat64WellKnown.Contains(ip) {
 			b := ip.As16()
-			return netip.AddrFrom4([4]byte(b[12:])), true
+			return netip.AddrFrom4([4]byte(b[12:]))
 		}
 		p, _ := ip.Prefix(64)
 		ip = p.Addr()
 	}
-	return ip, true
+	return ip
 }
 
 // nat64WellKnown is RFC 6052's well-known prefix, 64:ff9b::/96.

@@ -19,12 +19,12 @@ func TLSHandshaker(cfg *tls.Config) Handshaker {
 		}
 		cs := tc.ConnectionState()
 		st := ConnState{
-			Family:     FamilyTLS,
-			Protocol:   tlsVersionName(cs.Version),
-			Cipher:     tls.CipherSuiteName(cs.CipherSuite),
-			Resumed:    cs.DidResume,
-			SNI:        cs.ServerName,
-			ALPN:       cs.NegotiatedProtocol,
+			Family:   FamilyTLS,
+			Protocol: tlsVersionName(cs.Version),
+			Cipher:   tls.CipherSuiteName(cs.CipherSuite),
+			Resumed:  cs.DidResume,
+			SNI:      cs.ServerName,
+			ALPN:     cs.NegotiatedProtocol,
 		}
 		// PeerCertificates[0] is the client's identity (the proxy's
 		// X-Ssl-Client-* headers, the access log), so the list is the

@@ -155,6 +155,9 @@ type RouteConfig struct {
 	Path string
 	// Headers additionally requires request headers: every one of them.
 	Headers []HeaderMatch
+	// RateLimit bounds how fast one client address may send requests to
+	// the route (nil: no bound).
+	RateLimit *RateLimitConfig
 	// ClientIP additionally requires the client's address (X-Real-IP's:
 	// the peer's, or behind TrustedProxies the right-most X-Forwarded-For
 	// address not a trusted proxy's) in one of these IPs or CIDRs.

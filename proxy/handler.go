@@ -69,6 +69,7 @@ type route struct {
 	// (RouteConfig.ClientIP); p answers realClient.
 	clientNets []netip.Prefix
 	p          *Proxy
+	rate       *rateLimiter // nil: no rate_limit
 	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
 	// this route's requests get (its own or its site's settings).
 	tlsInfo, certHdr, certPEM bool
@@ -261,6 +262,12 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 	}
 	if len(rt.clientNets) > 0 {
 		rt.p = p
+	}
+	if rl := rc.RateLimit; rl != nil {
+		if rl.Interval <= 0 || rl.Burst < 0 {
+			return nil, fmt.Errorf("route %s: rate_limit: interval %v, burst %d: want a positive interval and a burst of at least 0", rt.name, rl.Interval, rl.Burst)
+		}
+		rt.rate = newRateLimiter(*rl)
 	}
 	for _, m := range rc.Headers {
 		if err := CheckHeaderMatch(m.Name); err != nil {
@@ -505,6 +512,8 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", ":protocol pseudo-header on a "+r.Method+" request")
 	case rt == nil:
 		s.errorResponse(rs, r, http.StatusNotFound, "no route matches", "no route matches host "+host+" path "+r.URL.Path)
+	case rt.rate != nil && s.rateLimited(rs, r, rt):
+		// answered 429
 	case rt.respond != nil && rt.respond.Status < 300 && isExtendedConnect(r):
 		// A 2xx to a CONNECT opens the tunnel (RFC 9110 §9.3.6, RFC
 		// 8441 §5): the route's answer would be taken for a WebSocket
@@ -676,6 +685,12 @@ func (s *site) report(rs *reqState, r *http.Request) {
 // errorResponse writes a short error body (public, safe to show clients:
 // no backend addresses or error texts) and logs why in detail.
 func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, why string) {
+	s.errorResponseWith(rs, r, code, "", "", public, why)
+}
+
+// errorResponseWith is errorResponse with one more header field, name:
+// value (none when name is "").
+func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, value, public, why string) {
 	lvl := s.p.logger.Warn
 	if code < 500 {
 		lvl = s.p.logger.Debug
@@ -695,6 +710,9 @@ func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, wh
 	clear(h)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if name != "" {
+		h.Set(name, value)
+	}
 	if (code == http.StatusRequestTimeout || code == http.StatusMisdirectedRequest || r.Method == http.MethodConnect) && r.ProtoMajor == 1 {
 		// The rest of the body is not read; a CONNECT's client may already
 		// be sending what it meant for the tunnel; a misdirected request's

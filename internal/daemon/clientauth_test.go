@@ -235,13 +235,15 @@ func TestRouteMatchesVerifiedClientCertificate(t *testing.T) {
 
 // TestRouteClientIP: conf's client_ip reaches the proxy's routes: over a
 // real TLS connection from 127.0.0.1, a route for 10.0.0.0/8 is passed
-// over (403 from the next route) and one for 127.0.0.0/8 serves.
+// over (403 from the next route) and one for 127.0.0.0/8 serves; and so
+// does a route's rate_limit.
 func TestRouteClientIP(t *testing.T) {
 	b := newBackend(t)
 	cfg := testConfig(t, b.Listener.Addr().String())
 	cfg.Sites[0].Routes = []conf.Route{
 		{Name: "office", PathPrefix: "/admin/", ClientIP: []string{"10.0.0.0/8"}, Upstream: "app"},
 		{Name: "local", PathPrefix: "/local/", ClientIP: []string{"127.0.0.0/8", "::1"}, Upstream: "app"},
+		{Name: "limited", PathPrefix: "/limited/", RateLimit: &conf.RateLimit{Rate: conf.Rate(time.Hour)}, Upstream: "app"},
 		{Name: "deny", PathPrefix: "/", Respond: &conf.Respond{Status: 403}},
 	}
 	d := startDaemon(t, cfg)
@@ -269,6 +271,13 @@ func TestRouteClientIP(t *testing.T) {
 	}
 	if got := get("/admin/x"); got != 403 {
 		t.Errorf("/admin/ (client_ip 10.0.0.0/8) from 127.0.0.1: %d, want 403", got)
+	}
+	// conf's rate_limit reaches the proxy too: one request an hour.
+	if got := get("/limited/x"); got != 200 {
+		t.Errorf("/limited/ first request: %d, want 200", got)
+	}
+	if got := get("/limited/x"); got != 429 {
+		t.Errorf("/limited/ (rate_limit 1/h) second request: %d, want 429", got)
 	}
 	if got := get("/local/x"); got != 200 {
 		t.Errorf("/local/ (client_ip 127.0.0.0/8) from 127.0.0.1: %d, want 200", got)

@@ -94,6 +94,14 @@ func offIfZeroSize(n conf.ByteSize) int {
 	return int(n)
 }
 
+// rateLimitConfig is a route's rate_limit for the proxy; nil without one.
+func rateLimitConfig(r *conf.RateLimit) *proxy.RateLimitConfig {
+	if r == nil {
+		return nil
+	}
+	return &proxy.RateLimitConfig{Interval: r.Rate.Interval(), Burst: r.Burst}
+}
+
 func routeConfig(r conf.Route) proxy.RouteConfig {
 	rc := proxy.RouteConfig{
 		Name:            r.Name,
@@ -106,6 +114,7 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		RequestHeaders:  proxy.HeaderOps{Set: r.RequestHeaders.Set, Add: r.RequestHeaders.Add, Remove: r.RequestHeaders.Remove},
 		ResponseHeaders: proxy.HeaderOps{Set: r.ResponseHeaders.Set, Add: r.ResponseHeaders.Add, Remove: r.ResponseHeaders.Remove},
 		MaxBodyBytes:    int64(r.MaxBody),
+		RateLimit:       rateLimitConfig(r.RateLimit),
 		AllowTrailers:   r.AllowTrailers,
 		// The route's own: the site's other routes do not send the
 		// client's certificate to their upstreams.

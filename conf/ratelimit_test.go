@@ -1,0 +1,56 @@
+package conf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// TestRateParse: rates read as the interval between requests and write
+// back in the smallest unit with a whole count.
+func TestRateParse(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		iv   time.Duration
+		back string
+	}{
+		{"10/s", 100 * time.Millisecond, "10/s"},
+		{"30/m", 2 * time.Second, "30/m"},
+		{" 500 / h ", 7200 * time.Millisecond, "500/h"},
+		{"60/m", time.Second, "1/s"},
+		{"7/s", 142857142, "25200/h"},
+		{"1000000/s", time.Microsecond, "1000000/s"},
+	} {
+		r, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: c.in})
+		if err != nil || r.Interval() != c.iv || r.String() != c.back {
+			t.Errorf("%q: %v (%q), %v; want %v (%q)", c.in, r.Interval(), r.String(), err, c.iv, c.back)
+		}
+	}
+	for _, bad := range []string{"10", "0/s", "-1/s", "10/d", "1000001/s", "x/s", "10/"} {
+		if r, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: bad}); err == nil {
+			t.Errorf("%q accepted as %v", bad, r)
+		}
+	}
+}
+
+// TestRouteRateLimitParsed: a route's rate_limit reaches the configuration.
+func TestRouteRateLimitParsed(t *testing.T) {
+	path := filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "{path_prefix: /, upstream: app}", "{path_prefix: /, upstream: app, rate_limit: {rate: 30/m, burst: 5}}", 1)
+	cfg, err := Parse(path, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := cfg.Sites[0].Routes[0].RateLimit
+	if rl == nil || rl.Rate.Interval() != 2*time.Second || rl.Burst != 5 {
+		t.Fatalf("rate_limit %+v, want an interval of 2s and burst 5", rl)
+	}
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/monoclock"
+)
+
+// RateLimitConfig bounds how fast one client address may send requests to
+// a route, as nginx's limit_req with burst and nodelay: a client may send
+// Burst requests at once, then one per Interval; a request beyond that is
+// answered 429 with Retry-After, before anything else is done for it.
+type RateLimitConfig struct {
+	// Interval is the time between requests the rate allows (1s / rate).
+	Interval time.Duration
+	// Burst is the number of requests a client may send at once after a
+	// pause of Burst × Interval; default 1.
+	Burst int
+}
+
+// maxRateClients bounds the client addresses a route's limiter remembers;
+// past it the least recently seen is forgotten (its next request finds a
+// full allowance: a client can only gain from being forgotten).
+const maxRateClients = 65536
+
+// rateLimiter is a route's RateLimitConfig per client key (frontdoor's: an
+// IPv4 address, an IPv6 /64): the generic cell rate algorithm, one
+// theoretical arrival time per client.
+type rateLimiter struct {
+	interval  int64 // ns between requests
+	tolerance int64 // ns a client may run ahead: (burst-1) × interval
+	mu        sync.Mutex
+	tat       *lru.Cache[netip.Addr, int64] // on monoclock's scale
+	now       func() int64
+}
+
+func newRateLimiter(c RateLimitConfig) *rateLimiter {
+	burst := max(c.Burst, 1)
+	// An entry older than burst × interval says what a missing one
+	// does (its client has its whole allowance back): it may go.
+	ttl := time.Duration(burst) * c.Interval
+	return &rateLimiter{
+		interval:  int64(c.Interval),
+		tolerance: int64(burst-1) * int64(c.Interval),
+		tat:       lru.New[netip.Addr, int64](maxRateClients, ttl),
+		now:       monoclock.Now,
+	}
+}
+
+// allow takes one request of client from its allowance; when none is
+// left it returns false and how long until one is.
+func (l *rateLimiter) allow(client netip.Addr) (bool, time.Duration) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tat, ok := l.tat.Get(client)
+	if !ok || tat < now {
+		tat = now
+	}
+	if wait := tat - now - l.tolerance; wait > 0 {
+		return false, time.Duration(wait)
+	}
+	l.tat.Put(client, tat+l.interval)
+	return true, 0
+}
+
+// rateLimited answers 429 (with Retry-After) and reports true when r's
+// client has used up its allowance on rt. The client is the address
+// X-Real-IP names (realClient), counted by frontdoor's client key.
+func (s *site) rateLimited(rs *reqState, r *http.Request, rt *route) bool {
+	a, err := netip.ParseAddr(s.p.realClient(r))
+	if err != nil {
+		return false // not an IP client (a Unix socket): nothing to count by
+	}
+	key := frontdoor.ClientKeyOf(a)
+	ok, wait := rt.rate.allow(key)
+	if ok {
+		return false
+	}
+	secs := (wait + time.Second - 1) / time.Second // RFC 9110 §10.2.3: whole seconds
+	s.errorResponseWith(rs, r, http.StatusTooManyRequests, "Retry-After", strconv.FormatInt(int64(secs), 10),
+		"too many requests from this address", "client "+key.String()+" is over route "+rt.name+"'s rate_limit")
+	return true
+}

@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRateLimiterAllowance: a client may send Burst requests at once,
+// then one per Interval; the wait it is told is until its next one; other
+// clients have their own allowance; after a pause of Burst × Interval the
+// whole burst is back.
+func TestRateLimiterAllowance(t *testing.T) {
+	var now int64 = 1
+	l := newRateLimiter(RateLimitConfig{Interval: time.Second, Burst: 3})
+	l.now = func() int64 { return now }
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	want := func(c netip.Addr, ok bool, wait time.Duration) {
+		t.Helper()
+		if got, w := l.allow(c); got != ok || w != wait {
+			t.Fatalf("at %v, %v: allow = %v, %v; want %v, %v", time.Duration(now-1), c, got, w, ok, wait)
+		}
+	}
+	for range 3 {
+		want(a, true, 0)
+	}
+	want(a, false, time.Second)
+	want(b, true, 0) // its own allowance
+	now += int64(400 * time.Millisecond)
+	want(a, false, 600*time.Millisecond)
+	now += int64(600 * time.Millisecond)
+	want(a, true, 0)
+	want(a, false, time.Second)
+	now += int64(3 * time.Second)
+	for range 3 {
+		want(a, true, 0)
+	}
+	want(a, false, time.Second)
+
+	// Burst 0 is 1: one request, then one per interval.
+	l = newRateLimiter(RateLimitConfig{Interval: time.Minute})
+	l.now = func() int64 { return now }
+	want(a, true, 0)
+	want(a, false, time.Minute)
+}
+
+// TestRouteRateLimit: a route's rate_limit answers 429 with Retry-After
+// once a client address has used its allowance, before the request goes
+// anywhere; another client (behind a trusted proxy, its X-Forwarded-For
+// address) and another route are not affected.
+func TestRouteRateLimit(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		TrustedProxies: []string{"127.0.0.1"},
+		Upstreams:      []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "login", Path: "/login", RateLimit: &RateLimitConfig{Interval: time.Hour, Burst: 2}, Upstream: "u"},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	get := func(path, xff string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\nX-Forwarded-For: " + xff + "\r\n\r\n"
+	}
+	wantForwarded(t, f.addr, rec, get("/login", "198.51.100.7"), "GET /login ")
+	wantForwarded(t, f.addr, rec, get("/login", "198.51.100.7"), "GET /login ")
+	n := len(rec.all())
+	res := rawRoundTrip(t, f.addr, get("/login", "198.51.100.7"), 3*time.Second)
+	if st := statusOf(res); !strings.Contains(st, " 429 ") {
+		t.Fatalf("third request within the hour: %q, want 429", st)
+	}
+	if !strings.Contains(res, "\r\nRetry-After: 3600\r\n") {
+		t.Errorf("429 without Retry-After: 3600:\n%s", res)
+	}
+	if got := rec.all()[n:]; len(got) != 0 {
+		t.Errorf("a limited request reached the target: %q", got)
+	}
+	wantForwarded(t, f.addr, rec, get("/login", "198.51.100.8"), "GET /login ") // another client
+	wantForwarded(t, f.addr, rec, get("/other", "198.51.100.7"), "GET /other ") // another route
+	// The same /64 is one client.
+	wantForwarded(t, f.addr, rec, get("/login", "2001:db8::1"), "GET /login ")
+	wantForwarded(t, f.addr, rec, get("/login", "2001:db8::2"), "GET /login ")
+	wantNotForwarded(t, f.addr, rec, get("/login", "2001:db8::3"), "429")
+}
