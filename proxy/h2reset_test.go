@@ -47,8 +47,13 @@ func TestHTTP2ResetFloods(t *testing.T) {
 			sent := testpeer.ExpectCalm(t, c, "http", "example.test", tc.streams, tc.end)
 			// Let handlers already running finish before counting.
 			f.p.Shutdown(context.Background())
-			if n := seen.Load(); n > 200 {
-				t.Errorf("backend got %d requests from %d ended streams; want only a few", n, sent)
+			// The reset bucket lets 2×250 streams end before the
+			// GOAWAY; on a loaded machine the handlers of most of them
+			// may have started (209 of 5000 seen with four test runs
+			// at once on 2 cores). More than the bucket means the flood
+			// was not stopped.
+			if n := seen.Load(); n > 500 {
+				t.Errorf("backend got %d requests from %d ended streams; want at most the reset bucket's 500", n, sent)
 			}
 			t.Logf("sent %d streams, backend saw %d requests", sent, seen.Load())
 		})

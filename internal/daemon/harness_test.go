@@ -140,6 +140,23 @@ type countObserver struct {
 	mu       sync.Mutex
 	ok, fail map[string]int
 	reasons  []string
+	started  map[string]int // handshakes begun, by listener
+}
+
+func (o *countObserver) HandshakeStarted(listener string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.started == nil {
+		o.started = map[string]int{}
+	}
+	o.started[listener]++
+}
+
+// startedOn is the number of handshakes begun on listener.
+func (o *countObserver) startedOn(listener string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.started[listener]
 }
 
 func (o *countObserver) HandshakeDone(ev frontdoor.HandshakeEvent) {

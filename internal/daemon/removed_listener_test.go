@@ -57,6 +57,19 @@ func testRemovedListenerCut(t *testing.T, stop func(*testDaemon)) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The first byte of a TLS record: the kernel hands the connection
+	// over (defer_accept) and its handshake waits for the rest. The
+	// reload must come once the daemon holds it, not while it still sits
+	// in the listener's queue (the reload's close would reset it there,
+	// and Shutdown would rightly find nothing to drain).
+	if _, err := c.Write([]byte{0x16}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); td.obs.startedOn(two.Address) == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("test setup: the daemon never began the connection's handshake")
+		}
+	}
 	one := *cfg
 	one.Listeners = cfg.Listeners[:1]
 	td.setConfig(&one)
