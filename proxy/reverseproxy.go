@@ -1149,8 +1149,16 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		rs.w.WriteHeader(res.StatusCode)
 	}
 	fi := flushInterval(res, rt)
-	if fi < 0 || len(announced) > 0 {
-		rs.w.Flush() // streams: the client gets the headers now, not with the first data
+	if fi < 0 && res.ContentLength != 0 || len(announced) > 0 {
+		// Streams: the client gets the headers now, not with the first
+		// data. Not a response known to be empty: over HTTP/2 its
+		// headers then go with END_STREAM when the handler returns, as
+		// the backend sent them. A gRPC Trailers-Only response (its
+		// grpc-status in the only HEADERS frame) must stay one: flushed
+		// early, its stream would end on an empty DATA frame, which a
+		// gRPC client takes as an end without trailers (INTERNAL), not
+		// the backend's status.
+		rs.w.Flush()
 	}
 	body := res.Body
 	if _, own := body.(*h1Body); !own && u.readTimeout > 0 && body != http.NoBody {

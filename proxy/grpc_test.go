@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"net/http"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+)
+
+// gRPC through the proxy, spoken by hand: messages are 5-byte
+// length-prefixed (gRPC over HTTP/2, PROTOCOL-HTTP2.md), the status is
+// the grpc-status field of the trailers, or of the only HEADERS frame
+// of a Trailers-Only response (one that ends the stream).
+
+// grpcMsg frames payload as one uncompressed gRPC message.
+func grpcMsg(payload string) []byte {
+	b := make([]byte, 5+len(payload))
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(payload)))
+	copy(b[5:], payload)
+	return b
+}
+
+// h2Event is what a raw client saw of a stream: a field section (with
+// whether it ended the stream), DATA (its length and END_STREAM), or a
+// reset.
+type h2Event struct {
+	kind   string // "headers", "data", "rst"
+	fields map[string]string
+	n      int
+	end    bool
+	code   http2.ErrCode
+}
+
+// h2Events reads frames until stream id ends (END_STREAM or RST_STREAM)
+// or the connection does, and returns what the stream got. It answers
+// nothing: a test that needs WINDOW_UPDATEs sends them itself.
+func h2Events(t *testing.T, fr *http2.Framer, id uint32) []h2Event {
+	t.Helper()
+	var evs []h2Event
+	var cur map[string]string
+	dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) { cur[hf.Name] = hf.Value })
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			return append(evs, h2Event{kind: "conn " + err.Error()})
+		}
+		switch fm := fm.(type) {
+		case *http2.HeadersFrame:
+			cur = map[string]string{}
+			dec.Write(fm.HeaderBlockFragment())
+			if fm.StreamID != id {
+				continue
+			}
+			evs = append(evs, h2Event{kind: "headers", fields: cur, end: fm.StreamEnded()})
+			if fm.StreamEnded() {
+				return evs
+			}
+		case *http2.DataFrame:
+			if fm.StreamID != id {
+				continue
+			}
+			evs = append(evs, h2Event{kind: "data", n: len(fm.Data()), end: fm.StreamEnded()})
+			if fm.StreamEnded() {
+				return evs
+			}
+		case *http2.RSTStreamFrame:
+			if fm.StreamID == id {
+				return append(evs, h2Event{kind: "rst", code: fm.ErrCode})
+			}
+		case *http2.GoAwayFrame:
+			return append(evs, h2Event{kind: "goaway", code: fm.ErrCode})
+		}
+	}
+}
+
+// grpcStatus is the gRPC status a client takes from evs: the
+// grpc-status of the field section that ended the stream; "" when the
+// stream ended without one (grpc-go: INTERNAL, "server closed the stream
+// without sending trailers") or was reset.
+func grpcStatus(evs []h2Event) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	last := evs[len(evs)-1]
+	if last.kind != "headers" || !last.end {
+		return ""
+	}
+	return last.fields["grpc-status"]
+}
+
+// grpcFront starts a proxy for an h2c upstream at addr whose client
+// connections speak HTTP/2 (as after ALPN h2).
+func grpcFront(t *testing.T, addr string) *front {
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addr}}, Protocol: "h2c"}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+	}
+	return newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+}
+
+// grpcCall opens stream id on fr with a gRPC request for path; with msg
+// it sends that message and ends the stream.
+func grpcCall(t *testing.T, fr *http2.Framer, id uint32, addr, path string, msg []byte) {
+	t.Helper()
+	block := h2Block(":method", "POST", ":scheme", "http", ":path", path, ":authority", addr,
+		"content-type", "application/grpc", "te", "trailers")
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if msg != nil {
+		if err := fr.WriteData(id, true, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGRPCTrailersOnly: a backend's Trailers-Only answer (a single
+// HEADERS frame with END_STREAM carrying grpc-status, as every gRPC
+// server sends for an error before any message: UNIMPLEMENTED,
+// UNAUTHENTICATED...) reaches the client with its status in a field
+// section that ends the stream. Headers flushed early, then an empty
+// DATA frame with END_STREAM, would lose it: the client sees a stream
+// without trailers (INTERNAL), not the backend's error.
+func TestGRPCTrailersOnly(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Grpc-Status", "12")
+		w.Header().Set("Grpc-Message", "unknown method")
+		w.WriteHeader(http.StatusOK)
+	}))
+	f := grpcFront(t, addr)
+	fr, _ := rawH2(t, f.addr)
+	grpcCall(t, fr, 1, f.addr, "/svc.Echo/Nope", grpcMsg("hi"))
+	evs := h2Events(t, fr, 1)
+	if got := grpcStatus(evs); got != "12" {
+		t.Fatalf("grpc-status %q, want 12; the stream got %+v", got, evs)
+	}
+	if msg := evs[len(evs)-1].fields["grpc-message"]; !strings.Contains(msg, "unknown method") {
+		t.Errorf("grpc-message %q", msg)
+	}
+}
