@@ -2,14 +2,17 @@ package proxy
 
 import (
 	"encoding/binary"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // gRPC through the proxy, spoken by hand: messages are 5-byte
@@ -96,11 +99,16 @@ func grpcStatus(evs []h2Event) string {
 // grpcFront starts a proxy for an h2c upstream at addr whose client
 // connections speak HTTP/2 (as after ALPN h2).
 func grpcFront(t *testing.T, addr string) *front {
+	return grpcFrontObserved(t, addr, nil)
+}
+
+// grpcFrontObserved is grpcFront reporting to obs.
+func grpcFrontObserved(t *testing.T, addr string, obs Observer) *front {
 	cfg := Config{
 		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addr}}, Protocol: "h2c"}},
 		Sites:     oneSite(RouteConfig{Upstream: "u"}),
 	}
-	return newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	return newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}, obs: obs})
 }
 
 // grpcCall opens stream id on fr with a gRPC request for path; with msg
@@ -142,5 +150,117 @@ func TestGRPCTrailersOnly(t *testing.T) {
 	}
 	if msg := evs[len(evs)-1].fields["grpc-message"]; !strings.Contains(msg, "unknown method") {
 		t.Errorf("grpc-message %q", msg)
+	}
+}
+
+// TestGRPCBackendResetMidStream: a backend that fails after a message
+// (it resets its stream) makes the client's stream fail too (RST_STREAM),
+// never end in order, which a client would read as a complete stream.
+func TestGRPCBackendResetMidStream(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.WriteHeader(http.StatusOK)
+		w.Write(grpcMsg("one"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	f := grpcFront(t, addr)
+	fr, _ := rawH2(t, f.addr)
+	grpcCall(t, fr, 1, f.addr, "/svc.Feed/Watch", grpcMsg("hi"))
+	evs := h2Events(t, fr, 1)
+	if last := evs[len(evs)-1]; last.kind != "rst" {
+		t.Fatalf("the stream ended %+v, want a reset; got %+v", last, evs)
+	}
+}
+
+// TestGRPCClientResetCancelsUpstream: a client's RST_STREAM on a
+// server-streaming call ends the upstream stream (the backend's request
+// context), while the backend is idle between messages.
+func TestGRPCClientResetCancelsUpstream(t *testing.T) {
+	gone := make(chan struct{})
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		w.WriteHeader(http.StatusOK)
+		w.Write(grpcMsg("one"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(gone)
+	}))
+	f := grpcFront(t, addr)
+	fr, _ := rawH2(t, f.addr)
+	grpcCall(t, fr, 1, f.addr, "/svc.Feed/Watch", grpcMsg("hi"))
+	for {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := fm.(*http2.DataFrame); ok && d.StreamID == 1 && len(d.Data()) > 0 {
+			break
+		}
+	}
+	fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	select {
+	case <-gone:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("the backend's stream outlived the client's reset")
+	}
+}
+
+// TestGRPCEarlyAnswer: a backend that answers a client-streaming call
+// in full (message and trailers) before the client ended its stream, as
+// gRPC servers do for an error, gets its status to the client, whose
+// stream is still open.
+func TestGRPCEarlyAnswer(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b [7]byte
+		io.ReadFull(r.Body, b[:])
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+		w.WriteHeader(http.StatusOK)
+		w.Write(grpcMsg("no"))
+		w.Header().Set("Grpc-Status", "9")
+		w.Header().Set("Grpc-Message", "enough")
+	}))
+	f := grpcFront(t, addr)
+	fr, _ := rawH2(t, f.addr)
+	grpcCall(t, fr, 1, f.addr, "/svc.Up/Load", nil)
+	if err := fr.WriteData(1, false, grpcMsg("hi")); err != nil {
+		t.Fatal(err)
+	}
+	evs := h2Events(t, fr, 1)
+	if got := grpcStatus(evs); got != "9" {
+		t.Fatalf("grpc-status %q, want 9; the stream got %+v", got, evs)
+	}
+}
+
+// TestGRPCBackendResetMidBidi: a backend that fails mid-stream while the
+// client's half of a bidirectional call is still open makes the client's
+// stream fail at once, not when the client gives up; the target's
+// failure is charged to the target, not taken for the client's body
+// stalling.
+func TestGRPCBackendResetMidBidi(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b [7]byte
+		io.ReadFull(r.Body, b[:])
+		w.Header().Set("Content-Type", "application/grpc")
+		w.WriteHeader(http.StatusOK)
+		w.Write(grpcMsg("one"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	obs := newEventObserver()
+	f := grpcFrontObserved(t, addr, obs)
+	fr, _ := rawH2(t, f.addr)
+	grpcCall(t, fr, 1, f.addr, "/svc.Chat/Talk", nil)
+	if err := fr.WriteData(1, false, grpcMsg("hi")); err != nil {
+		t.Fatal(err)
+	}
+	evs := h2Events(t, fr, 1)
+	if last := evs[len(evs)-1]; last.kind != "rst" {
+		t.Fatalf("the stream ended %+v, want a reset; got %+v", last, evs)
+	}
+	if d := obs.downs(); len(d) != 1 {
+		t.Errorf("health events %v, want the target down", d)
 	}
 }

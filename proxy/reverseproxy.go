@@ -400,12 +400,22 @@ func (b *reqBody) readClient(p []byte) (int, error) {
 			}
 		}
 		b.mu.Unlock()
+	case b.ended():
+		// handlerDone cut this read (a past read deadline): not the
+		// client's stall nor its malformed body.
 	case b.dl.rw != nil && isTimeout(err):
 		b.timedOut.Store(true)
 	default:
 		b.readErr.CompareAndSwap(nil, &err)
 	}
 	return n, err
+}
+
+// ended reports whether handlerDone ran.
+func (b *reqBody) ended() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.done
 }
 
 // readError returns the first error of a read of the client's body other
@@ -1165,6 +1175,17 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		body = watchBody(body, u.readTimeout) // h1Body has its own
 	}
 	err := copyBody(&rs.w, body, fi, res.ContentLength, r.ProtoMajor == 2)
+	if rs.body != nil {
+		// The response is over, whole or broken: so is the exchange,
+		// and the client's body goes no further. Ended before the
+		// response body is closed, which over HTTP/2 waits for the
+		// Transport to stop writing the request: a write blocked on a
+		// client that still holds its half of the stream open (a gRPC
+		// call the target answered or failed before the client was
+		// done) would hold the handler, and the client's trailers or
+		// reset, until the client gave up.
+		rs.body.handlerDone()
+	}
 	body.Close()
 	if err != nil {
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {
