@@ -633,7 +633,7 @@ func (s *site) misdirected(w http.ResponseWriter, r *http.Request, why string) {
 
 // finish reports the request to the observer and the access log.
 func (s *site) finish(rs *reqState, r *http.Request) {
-	rs.w.send.arm() // what the server still flushes after the handler
+	rs.w.send.handlerEnds() // what the server still flushes after the handler
 	if v := recover(); v != nil {
 		// An aborted copy (panic(http.ErrAbortHandler)) still gets
 		// logged: 502, or 499 for a client gone mid-body.

@@ -114,6 +114,7 @@ func (w *respWriter) WriteHeader(code int) {
 	}
 	w.send.arm()
 	w.rw.WriteHeader(code)
+	w.send.wrote()
 }
 
 // fieldsWriter is a ResponseWriter that takes a header as field lines
@@ -159,6 +160,7 @@ func (w *respWriter) Write(b []byte) (int, error) {
 	}
 	w.send.arm()
 	n, err := w.rw.Write(b)
+	w.send.wrote()
 	w.bytes += int64(n)
 	return n, err
 }
@@ -171,6 +173,7 @@ func (w *respWriter) Flush() {
 	if f, ok := w.rw.(http.Flusher); ok {
 		f.Flush()
 	}
+	w.send.wrote()
 }
 
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }

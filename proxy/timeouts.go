@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // successive operations, not the whole transfer). Both work through the
 // deadlines of the server's ResponseWriter (internal/h1server and
 // x/net/http2 both have them), so any serving path that offers SetReadDeadline and
-// SetWriteDeadline gets them.
+// SetWriteDeadline gets them. Over HTTP/2 send_timeout is a watch that
+// sets a past write deadline (sendStall), as x/net/http2's deadline is a
+// timer that resets the stream even between writes.
 //
 // A deadline is re-armed at most every eighth of the timeout, so the
 // allowed silence is between the timeout and 9/8 of it: a client is never
@@ -139,9 +142,22 @@ func (s *site) bodyFailed(rs *reqState, r *http.Request, err error) {
 type sendDeadline struct {
 	opDeadline
 	ww writeDeadliner
+	// stall bounds the writes over HTTP/2 instead of a deadline armed
+	// ahead of them: x/net/http2's write deadline is a timer that resets
+	// the stream when it fires, whether a write waits or not, so one
+	// armed before a quiet spell (a slow upload, a target slow to
+	// answer, an event stream or gRPC stream between messages) cut a
+	// response that had nothing to send. nil over HTTP/1.1, whose
+	// deadline is the connection's and fails only a write.
+	stall *sendStall
 }
 
+// arm readies the bound for a write about to be made.
 func (s *sendDeadline) arm() {
+	if s.stall != nil {
+		s.stall.writeStarts()
+		return
+	}
 	if s.ww == nil {
 		return
 	}
@@ -150,8 +166,93 @@ func (s *sendDeadline) arm() {
 	}
 }
 
+// wrote tells that the write arm readied is over.
+func (s *sendDeadline) wrote() {
+	if s.stall != nil {
+		s.stall.writeEnds()
+	}
+}
+
+// handlerEnds stops the watch of an HTTP/2 response (the writer is the
+// server's again once the handler returns) and bounds what the server
+// still flushes after the handler by a deadline, as over HTTP/1.1.
+func (s *sendDeadline) handlerEnds() {
+	if s.stall == nil {
+		s.arm()
+		return
+	}
+	s.stall.stop()
+	if dl, ok := s.due(); ok {
+		s.ww.SetWriteDeadline(dl)
+	}
+}
+
+// sendStall cuts an HTTP/2 response whose write has waited d for the
+// client (its flow-control window, or its socket): it sets a write
+// deadline in the past, on which x/net/http2 resets the stream and fails
+// the write. A timer checks every d at most, and only a write in
+// progress counts, never the time between writes.
+type sendStall struct {
+	d       time.Duration
+	ww      writeDeadliner
+	writing atomic.Bool
+	since   atomic.Int64 // monoclock ns: when the write in progress began
+	started atomic.Bool  // the timer runs
+
+	mu      sync.Mutex
+	stopped bool        // under mu: the handler ended, or the stream was cut
+	timer   *time.Timer // under mu
+}
+
+func (s *sendStall) writeStarts() {
+	s.since.Store(monoclock.Now())
+	s.writing.Store(true)
+	if s.started.Load() {
+		return
+	}
+	s.mu.Lock()
+	if !s.stopped && s.timer == nil {
+		s.timer = time.AfterFunc(s.d, s.check)
+	}
+	s.started.Store(true)
+	s.mu.Unlock()
+}
+
+func (s *sendStall) writeEnds() { s.writing.Store(false) }
+
+// check runs when a write may have waited d.
+func (s *sendStall) check() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	next := s.d
+	if s.writing.Load() {
+		took := time.Duration(monoclock.Now() - s.since.Load())
+		if took >= s.d {
+			s.stopped = true
+			s.ww.SetWriteDeadline(aLongTimeAgo)
+			return
+		}
+		next = s.d - took
+	}
+	s.timer.Reset(next)
+}
+
+// stop ends the watch; no deadline is set after it returns.
+func (s *sendStall) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+}
+
 // initSend prepares the send deadline of a request and arms it, so that
-// every write of the response, a 100 Continue included, has it. A
+// every write of the response, a 100 Continue included, has it (over
+// HTTP/2 a sendStall, which only runs while a write waits). A
 // deadline a previous response of the connection armed stays in place
 // (deadlineKeeper): while it is at least the timeout away it is kept, as
 // if armed at that deadline less 9/8 of the timeout, so that a busy
@@ -170,7 +271,14 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	sd.ww = ww
 	if t := l.WriteTimeout; t > 0 {
 		sd.limit = rs.start.Add(t)
-	} else if k, ok := ww.(deadlineKeeper); ok {
+	}
+	if r.ProtoMajor == 2 {
+		// The stream's own write_timeout deadline is x/net/http2's
+		// (http.Server.WriteTimeout).
+		sd.stall = &sendStall{d: d, ww: ww}
+		return
+	}
+	if k, ok := ww.(deadlineKeeper); ok && sd.limit.IsZero() {
 		// Kept only when no further away than this timeout allows (a
 		// reload may have shortened it).
 		if dl := k.WriteDeadline(); !dl.IsZero() && dl.Sub(rs.start) <= d+d/8 {
