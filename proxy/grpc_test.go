@@ -222,7 +222,8 @@ func TestGRPCEarlyAnswer(t *testing.T) {
 		w.Header().Set("Grpc-Status", "9")
 		w.Header().Set("Grpc-Message", "enough")
 	}))
-	f := grpcFront(t, addr)
+	obs := newEventObserver()
+	f := grpcFrontObserved(t, addr, obs)
 	fr, _ := rawH2(t, f.addr)
 	grpcCall(t, fr, 1, f.addr, "/svc.Up/Load", nil)
 	if err := fr.WriteData(1, false, grpcMsg("hi")); err != nil {
@@ -231,6 +232,9 @@ func TestGRPCEarlyAnswer(t *testing.T) {
 	evs := h2Events(t, fr, 1)
 	if got := grpcStatus(evs); got != "9" {
 		t.Fatalf("grpc-status %q, want 9; the stream got %+v", got, evs)
+	}
+	if d := obs.downs(); len(d) != 0 {
+		t.Errorf("health events %v: an answer in full is no target failure", d)
 	}
 }
 
@@ -262,5 +266,33 @@ func TestGRPCBackendResetMidBidi(t *testing.T) {
 	}
 	if d := obs.downs(); len(d) != 1 {
 		t.Errorf("health events %v, want the target down", d)
+	}
+}
+
+// TestGRPCClientResetBeforeAnswer: a client's RST_STREAM while the
+// backend has not answered yet (its headers come with its first message)
+// ends the upstream stream too.
+func TestGRPCClientResetBeforeAnswer(t *testing.T) {
+	gone := make(chan struct{})
+	arrived := make(chan struct{})
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+		close(gone)
+	}))
+	f := grpcFront(t, addr)
+	fr, _ := rawH2(t, f.addr)
+	grpcCall(t, fr, 1, f.addr, "/svc.Feed/Watch", nil)
+	fr.WriteData(1, false, grpcMsg("hi"))
+	select {
+	case <-arrived:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("the call never reached the backend")
+	}
+	fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	select {
+	case <-gone:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("the backend's stream outlived the client's reset")
 	}
 }
