@@ -346,6 +346,9 @@ func (b *reqBody) handlerDone() {
 	b.mu.Lock()
 	b.done = true
 	b.mu.Unlock()
+	if b.dl.stall != nil {
+		b.dl.stall.stop()
+	}
 	if !b.reading.TryLock() {
 		if b.rd != nil {
 			b.rd.SetReadDeadline(time.Now())
@@ -389,6 +392,7 @@ func (b *reqBody) readClient(p []byte) (int, error) {
 	if sw != nil {
 		sw.readEnds()
 	}
+	b.dl.read()
 	b.n.Add(int64(n))
 	switch {
 	case err == nil:

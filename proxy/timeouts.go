@@ -20,8 +20,9 @@ import (
 // deadlines of the server's ResponseWriter (internal/h1server and
 // x/net/http2 both have them), so any serving path that offers SetReadDeadline and
 // SetWriteDeadline gets them. Over HTTP/2 send_timeout is a watch that
-// sets a past write deadline (sendStall), as x/net/http2's deadline is a
-// timer that resets the stream even between writes.
+// sets a past deadline (opStall), as x/net/http2's deadline is a timer that
+// resets the stream even between writes; body_timeout too, whose
+// deadline ends the body even between reads.
 //
 // A deadline is re-armed at most every eighth of the timeout, so the
 // allowed silence is between the timeout and 9/8 of it: a client is never
@@ -80,18 +81,45 @@ func (o *opDeadline) due() (time.Time, bool) {
 type bodyDeadline struct {
 	opDeadline
 	rw readDeadliner
+	// stall bounds the reads over HTTP/2 instead of a deadline armed
+	// ahead of them: x/net/http2's read deadline is a timer that ends
+	// the body when it fires, whether a read waits or not, so a target
+	// that took the body slower than body_timeout (its flow-control
+	// window shut while it answered, the Transport waiting to send what
+	// it had read) had it cut as if the client had stalled. nil over
+	// HTTP/1.1.
+	stall *opStall
 }
 
+// arm readies the bound for a read about to be made.
 func (b *bodyDeadline) arm() {
+	if b.stall != nil {
+		b.stall.starts()
+		return
+	}
 	if dl, ok := b.due(); ok {
 		b.rw.SetReadDeadline(dl)
 	}
 }
 
+// read tells that the read arm readied is over.
+func (b *bodyDeadline) read() {
+	if b.stall != nil {
+		b.stall.ends()
+	}
+}
+
 // release puts back the whole-request bound (or none) once the body is
 // read: the server's own reads (HTTP/1.1 watches the connection for a
-// client that goes away) must not inherit the per-read deadline.
-func (b *bodyDeadline) release() { b.rw.SetReadDeadline(b.limit) }
+// client that goes away) must not inherit the per-read deadline. Over
+// HTTP/2 the watch stops (the whole-request bound is x/net/http2's own).
+func (b *bodyDeadline) release() {
+	if b.stall != nil {
+		b.stall.stop()
+		return
+	}
+	b.rw.SetReadDeadline(b.limit)
+}
 
 // bodyDeadline returns the read deadline keeper for the body of r; its
 // rw is nil when the body timeout is off or the writer has no read
@@ -106,6 +134,10 @@ func (p *Proxy) bodyDeadline(rs *reqState, r *http.Request) bodyDeadline {
 		return bodyDeadline{}
 	}
 	b := bodyDeadline{opDeadline: opDeadline{d: d}, rw: rd}
+	if r.ProtoMajor == 2 {
+		b.stall = newOpStall(d, func() { rd.SetReadDeadline(aLongTimeAgo) })
+		return b
+	}
 	if t := l.ReadTimeout; t > 0 {
 		start, ok := h1server.RequestStart(r.Context())
 		if !ok {
@@ -149,13 +181,13 @@ type sendDeadline struct {
 	// answer, an event stream or gRPC stream between messages) cut a
 	// response that had nothing to send. nil over HTTP/1.1, whose
 	// deadline is the connection's and fails only a write.
-	stall *sendStall
+	stall *opStall
 }
 
 // arm readies the bound for a write about to be made.
 func (s *sendDeadline) arm() {
 	if s.stall != nil {
-		s.stall.writeStarts()
+		s.stall.starts()
 		return
 	}
 	if s.ww == nil {
@@ -169,7 +201,7 @@ func (s *sendDeadline) arm() {
 // wrote tells that the write arm readied is over.
 func (s *sendDeadline) wrote() {
 	if s.stall != nil {
-		s.stall.writeEnds()
+		s.stall.ends()
 	}
 }
 
@@ -187,26 +219,32 @@ func (s *sendDeadline) handlerEnds() {
 	}
 }
 
-// sendStall cuts an HTTP/2 response whose write has waited d for the
-// client (its flow-control window, or its socket): it sets a write
-// deadline in the past, on which x/net/http2 resets the stream and fails
-// the write. A timer checks every d at most, and only a write in
-// progress counts, never the time between writes.
-type sendStall struct {
+// opStall bounds the reads of a request body or the writes of a
+// response over HTTP/2, where a deadline is a timer that ends the stream's
+// body (reads) or resets the stream (writes) when it fires, whether an
+// operation waits or not: once an operation has waited d it runs cut,
+// which sets a deadline in the past (x/net/http2 fails the operation at
+// once). A timer checks every d at most, and only an operation in
+// progress counts, never the time between two: a target slow to take a
+// body it is sent, a target slow to answer, a stream quiet between
+// messages are no client's stall.
+type opStall struct {
 	d       time.Duration
-	ww      writeDeadliner
-	writing atomic.Bool
-	since   atomic.Int64 // monoclock ns: when the write in progress began
+	cut     func()
+	busy    atomic.Bool  // an operation is in progress
+	since   atomic.Int64 // monoclock ns: when it began
 	started atomic.Bool  // the timer runs
 
 	mu      sync.Mutex
-	stopped bool        // under mu: the handler ended, or the stream was cut
+	stopped bool        // under mu: stopped, or cut
 	timer   *time.Timer // under mu
 }
 
-func (s *sendStall) writeStarts() {
+func newOpStall(d time.Duration, cut func()) *opStall { return &opStall{d: d, cut: cut} }
+
+func (s *opStall) starts() {
 	s.since.Store(monoclock.Now())
-	s.writing.Store(true)
+	s.busy.Store(true)
 	if s.started.Load() {
 		return
 	}
@@ -218,21 +256,21 @@ func (s *sendStall) writeStarts() {
 	s.mu.Unlock()
 }
 
-func (s *sendStall) writeEnds() { s.writing.Store(false) }
+func (s *opStall) ends() { s.busy.Store(false) }
 
-// check runs when a write may have waited d.
-func (s *sendStall) check() {
+// check runs when an operation may have waited d.
+func (s *opStall) check() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return
 	}
 	next := s.d
-	if s.writing.Load() {
+	if s.busy.Load() {
 		took := time.Duration(monoclock.Now() - s.since.Load())
 		if took >= s.d {
 			s.stopped = true
-			s.ww.SetWriteDeadline(aLongTimeAgo)
+			s.cut()
 			return
 		}
 		next = s.d - took
@@ -240,8 +278,9 @@ func (s *sendStall) check() {
 	s.timer.Reset(next)
 }
 
-// stop ends the watch; no deadline is set after it returns.
-func (s *sendStall) stop() {
+// stop ends the watch: cut does not run after it returns (the
+// ResponseWriter is the server's again once the handler returns).
+func (s *opStall) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	if s.timer != nil {
@@ -252,7 +291,7 @@ func (s *sendStall) stop() {
 
 // initSend prepares the send deadline of a request and arms it, so that
 // every write of the response, a 100 Continue included, has it (over
-// HTTP/2 a sendStall, which only runs while a write waits). A
+// HTTP/2 an opStall, which only runs while a write waits). A
 // deadline a previous response of the connection armed stays in place
 // (deadlineKeeper): while it is at least the timeout away it is kept, as
 // if armed at that deadline less 9/8 of the timeout, so that a busy
@@ -275,7 +314,7 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		// The stream's own write_timeout deadline is x/net/http2's
 		// (http.Server.WriteTimeout).
-		sd.stall = &sendStall{d: d, ww: ww}
+		sd.stall = newOpStall(d, func() { ww.SetWriteDeadline(aLongTimeAgo) })
 		return
 	}
 	if k, ok := ww.(deadlineKeeper); ok && sd.limit.IsZero() {
