@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http/httptest"
 	"testing"
 )
 
@@ -58,5 +59,41 @@ func TestRouteClientIPInvalid(t *testing.T) {
 	if p, err := New(cfg, nil, testLogger(t)); err == nil {
 		p.Close()
 		t.Fatal("client_ip 10.0.0.0/33 accepted")
+	}
+}
+
+// serveFrom serves a GET of /x from peer on p and returns its status.
+func serveFrom(p *Proxy, peer string) int {
+	r := httptest.NewRequest("GET", "http://example.test/x", nil)
+	r.RemoteAddr = peer
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, r)
+	return w.Code
+}
+
+// TestRouteClientIPMapped: client_ip entries written as IPv4-mapped IPv6
+// (::ffff:203.0.113.0/120, as a dual-stack socket shows IPv4 peers) match
+// the IPv4 clients they name, whichever way the peer's address is
+// written. Matched against the unmapped client they matched no one: as
+// a deny list (client_ip ahead of a 403) they let the named clients in.
+func TestRouteClientIPMapped(t *testing.T) {
+	p, err := New(Config{Sites: oneSite(
+		RouteConfig{Name: "deny", ClientIP: []string{"::ffff:203.0.113.0/120", "::ffff:198.51.100.9"}, Respond: &RespondConfig{Status: 403, Body: "no"}},
+		RouteConfig{Name: "ok", Respond: &RespondConfig{Status: 200, Body: "ok"}},
+	)}, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for peer, want := range map[string]int{
+		"203.0.113.7:1000":          403,
+		"[::ffff:203.0.113.7]:1000": 403,
+		"198.51.100.9:1000":         403,
+		"198.51.100.10:1000":        200,
+		"[2001:db8::1]:1000":        200,
+	} {
+		if got := serveFrom(p, peer); got != want {
+			t.Errorf("from %s: %d, want %d", peer, got, want)
+		}
 	}
 }

@@ -272,10 +272,21 @@ func (p *Proxy) startHealthChecks(prev *Proxy, standby bool) {
 	}
 }
 
+// parsePrefix reads an IP or CIDR of trusted_proxies or client_ip. The
+// addresses matched against it are unmapped (inPrefixes), so an
+// IPv4-mapped one (::ffff:10.0.0.0/104, as a dual-stack socket shows IPv4
+// peers) is read as the IPv4 prefix it names: kept IPv6, it would match
+// no client at all.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		pfx, err := netip.ParsePrefix(s)
-		return pfx.Masked(), err
+		if err != nil {
+			return pfx, err
+		}
+		if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
+			pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96)
+		}
+		return pfx.Masked(), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
