@@ -97,3 +97,27 @@ func TestRouteClientIPMapped(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteClientIPZone: a link-local client's zone, which its interface
+// gives, not the operator, does not keep it out of a client_ip list that
+// names its address (netip.Prefix.Contains is false for any zoned
+// address): as a deny list the list let such clients in.
+func TestRouteClientIPZone(t *testing.T) {
+	p, err := New(Config{Sites: oneSite(
+		RouteConfig{Name: "deny", ClientIP: []string{"fe80::/10"}, Respond: &RespondConfig{Status: 403, Body: "no"}},
+		RouteConfig{Name: "ok", Respond: &RespondConfig{Status: 200, Body: "ok"}},
+	)}, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for peer, want := range map[string]int{
+		"[fe80::1%eth0]:1000": 403,
+		"[fe80::1]:1000":      403,
+		"[2001:db8::1]:1000":  200,
+	} {
+		if got := serveFrom(p, peer); got != want {
+			t.Errorf("from %s: %d, want %d", peer, got, want)
+		}
+	}
+}

@@ -262,10 +262,12 @@ func (l *ProxyProtocolListener) trusted(a net.Addr) bool {
 	return ok && inPrefixes(l.Trusted, ip)
 }
 
-// inPrefixes reports whether a (IPv4-mapped IPv6 taken as IPv4) is in one
-// of nets.
+// inPrefixes reports whether a (IPv4-mapped IPv6 taken as IPv4, without
+// its zone) is in one of nets. A prefix holds no zone (parsePrefix drops a
+// configured address's) and contains no zoned address, so a link-local
+// peer ("fe80::1%eth0") would match no list at all.
 func inPrefixes(nets []netip.Prefix, a netip.Addr) bool {
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
 	for _, n := range nets {
 		if n.Contains(a) {
 			return true
