@@ -654,15 +654,16 @@ func parseRate(n *yaml.Node) (Rate, error) {
 	return 0, fmt.Errorf("invalid rate %q (the unit is s, m or h)", n.Value)
 }
 
-// String writes the rate with the smallest unit that gives a whole count
-// for its interval.
+// String writes the rate with the smallest unit whose count reads back
+// (parseRate) as the same interval. A count must be one parseRate takes:
+// 998/s, an interval of 1002004 ns, is 3592800/h, which it refuses.
 func (r Rate) String() string {
 	if r <= 0 {
 		return "0/s"
 	}
 	for _, u := range rateUnits {
-		if u.per%time.Duration(r) == 0 {
-			return strconv.FormatInt(int64(u.per/time.Duration(r)), 10) + "/" + u.suffix
+		if n := u.per / time.Duration(r); n >= 1 && n <= maxRate && u.per/n == time.Duration(r) {
+			return strconv.FormatInt(int64(n), 10) + "/" + u.suffix
 		}
 	}
 	return strconv.FormatInt(int64(time.Hour/time.Duration(r)), 10) + "/h"

@@ -3,6 +3,7 @@ package conf
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 // TestRateParse: rates read as the interval between requests and write
-// back in the smallest unit with a whole count.
+// back in the smallest unit whose count reads as the same interval.
 func TestRateParse(t *testing.T) {
 	for _, c := range []struct {
 		in   string
@@ -22,7 +23,9 @@ func TestRateParse(t *testing.T) {
 		{"30/m", 2 * time.Second, "30/m"},
 		{" 500 / h ", 7200 * time.Millisecond, "500/h"},
 		{"60/m", time.Second, "1/s"},
-		{"7/s", 142857142, "25200/h"},
+		{"7/s", 142857142, "7/s"},
+		{"25200/h", 142857142, "7/s"},
+		{"998/s", 1002004, "998/s"},
 		{"1000000/s", time.Microsecond, "1000000/s"},
 	} {
 		r, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: c.in})
@@ -52,5 +55,34 @@ func TestRouteRateLimitParsed(t *testing.T) {
 	rl := cfg.Sites[0].Routes[0].RateLimit
 	if rl == nil || rl.Rate.Interval() != 2*time.Second || rl.Burst != 5 {
 		t.Fatalf("rate_limit %+v, want an interval of 2s and burst 5", rl)
+	}
+}
+
+// TestRateRoundTrip: every rate gmproxy accepts writes back (in check
+// -dump's normalised configuration) as a rate it accepts, with the same
+// interval: 976562/s (an interval of 1024 ns, a whole count only per
+// minute) was written 58593750/m, which the normalised configuration then
+// refused as above the largest count.
+func TestRateRoundTrip(t *testing.T) {
+	var counts []int
+	for c := 1; c <= maxRate; c += 997 {
+		counts = append(counts, c)
+	}
+	counts = append(counts, 976562, 300000, 700000, maxRate-1, maxRate)
+	bad := 0
+	for _, u := range []string{"s", "m", "h"} {
+		for _, c := range counts {
+			in := strconv.Itoa(c) + "/" + u
+			r, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: in})
+			if err != nil {
+				t.Fatalf("%s: %v", in, err)
+			}
+			back, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: r.String()})
+			if err != nil || back != r {
+				if bad++; bad <= 5 {
+					t.Errorf("%s (interval %d ns) writes as %s, which reads as %d ns, %v", in, r, r.String(), back, err)
+				}
+			}
+		}
 	}
 }
