@@ -2401,7 +2401,7 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 	jobs = min(jobs, max(len(list), 1))
 	scratches := make([]string, jobs+1)
 	for i := range scratches {
-		dir, err := os.MkdirTemp("", "gmproxy-mutants-")
+		dir, err := scratchDir()
 		if err != nil {
 			return err
 		}
@@ -2538,6 +2538,25 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		os.Exit(1)
 	}
 	return nil
+}
+
+// scratchDir makes a scratch directory, named by its real path. The go
+// command runs in it under that path (getwd resolves symbolic links), and
+// takes an -overlay's file names as written: under a TMPDIR reached through
+// a link (macOS's /var/folders is /private/var/folders), buildDir's name
+// in the overlay matched none of the files built, every mutant was built
+// unmutated and survived.
+func scratchDir() (string, error) {
+	dir, err := os.MkdirTemp("", "gmproxy-mutants-")
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return real, nil
 }
 
 // result is what testing one mutant found.
