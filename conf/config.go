@@ -536,7 +536,7 @@ type Route struct {
 	Retries *Retries `yaml:"retries"`
 	// RateLimit bounds how fast one client address may send requests to
 	// this route (a login form, an API), as nginx's limit_req with burst
-	// and nodelay. Default: no bound.
+	// and nodelay (the same rate and burst mean the same here). Default: no bound.
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// TLSInfoHeaders adds headers with the connection's protocol (e.g.
 	// NTLSv1.1), cipher and session-reused flag to the forwarded request.
@@ -838,8 +838,9 @@ type ActiveHealth struct {
 	Fall int `yaml:"fall"`
 }
 
-// RateLimit bounds a client's requests: it may send burst requests at
-// once, then one at the rate; a request beyond that is answered 429 Too Many Requests with
+// RateLimit bounds a client's requests: it may send burst requests beyond
+// the rate at once (1 + burst after a pause), then one at the rate; a
+// request beyond that is answered 429 Too Many Requests with
 // Retry-After, before anything else is done for it (the target never sees
 // it). The client is the address X-Real-IP carries (see client_ip), an
 // IPv6 address counted by its /64 as the per-client limits count. Each
@@ -852,9 +853,10 @@ type RateLimit struct {
 	// Rate is the steady rate: a number of requests per second, minute or
 	// hour, e.g. 10/s, 30/m or 500/h. Required.
 	Rate Rate `yaml:"rate"`
-	// Burst is the number of requests a client may send at once, after a
-	// pause of burst times the interval between requests. Default 1: one
-	// request, then one per interval.
+	// Burst is the number of requests a client may send beyond the rate,
+	// as nginx's burst with nodelay: after a pause of (1 + burst) times
+	// the interval between requests, 1 + burst requests pass at once.
+	// Default 0: one request, then one per interval.
 	Burst int `yaml:"burst"`
 }
 

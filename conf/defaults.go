@@ -186,8 +186,6 @@ func (a *ActiveHealth) setDefaults() {
 	a.Fall = DefaultActiveFall
 }
 
-func (r *RateLimit) setDefaults() { r.Burst = 1 }
-
 func (r *Retries) setDefaults() {
 	r.Tries = DefaultRetryTries
 	r.TotalTime = DefaultRetryTotalTime

@@ -510,7 +510,7 @@
 //   - rate_limit (optional section, see sites[].routes[].rate_limit):
 //     rate_limit bounds how fast one client address may send requests to this
 //     route (a login form, an API), as nginx's limit_req with burst and
-//     nodelay. Default: no bound.
+//     nodelay (the same rate and burst mean the same here). Default: no bound.
 //   - tls_info_headers (boolean): tls_info_headers adds headers with the
 //     connection's protocol (e.g. NTLSv1.1), cipher and session-reused flag to
 //     the forwarded request. Default false.
@@ -591,22 +591,24 @@
 //
 // # sites[].routes[].rate_limit
 //
-// This section bounds a client's requests: it may send burst requests at once,
-// then one at the rate; a request beyond that is answered 429 Too Many
-// Requests with Retry-After, before anything else is done for it (the target
-// never sees it). The client is the address X-Real-IP carries (see client_ip),
-// an IPv6 address counted by its /64 as the per-client limits count. Each
-// route counts for itself; a reload starts the counts afresh; with workers
-// each worker counts alone, so a client whose connections the kernel spreads
-// over N workers may reach up to N times the rate. The counts of at most 65536
-// client addresses are kept per route; the least recently seen beyond that is
-// forgotten and finds its whole burst again.
+// This section bounds a client's requests: it may send burst requests beyond
+// the rate at once (1 + burst after a pause), then one at the rate; a request
+// beyond that is answered 429 Too Many Requests with Retry-After, before
+// anything else is done for it (the target never sees it). The client is the
+// address X-Real-IP carries (see client_ip), an IPv6 address counted by its
+// /64 as the per-client limits count. Each route counts for itself; a reload
+// starts the counts afresh; with workers each worker counts alone, so a client
+// whose connections the kernel spreads over N workers may reach up to N times
+// the rate. The counts of at most 65536 client addresses are kept per route;
+// the least recently seen beyond that is forgotten and finds its whole burst
+// again.
 //
 //   - rate (rate): rate is the steady rate: a number of requests per second,
 //     minute or hour, e.g. 10/s, 30/m or 500/h. Required.
-//   - burst (integer): burst is the number of requests a client may send at
-//     once, after a pause of burst times the interval between requests.
-//     Default 1: one request, then one per interval.
+//   - burst (integer): burst is the number of requests a client may send beyond
+//     the rate, as nginx's burst with nodelay: after a pause of (1 + burst)
+//     times the interval between requests, 1 + burst requests pass at once.
+//     Default 0: one request, then one per interval.
 //
 // # sites[].stream
 //

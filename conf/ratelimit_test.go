@@ -88,8 +88,8 @@ func TestRateRoundTrip(t *testing.T) {
 }
 
 // TestRateLimitBurstDefault: a rate_limit without a burst has the
-// documented default of 1, which the normalised configuration (check
-// -dump, "every default filled in") shows: it showed burst: 0.
+// documented default of 0 (nginx's), which the normalised configuration
+// (check -dump, "every default filled in") shows.
 func TestRateLimitBurstDefault(t *testing.T) {
 	path := filepath.Join("testdata", "good", "minimal.yaml")
 	data, err := os.ReadFile(path)
@@ -101,14 +101,14 @@ func TestRateLimitBurstDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rl := cfg.Sites[0].Routes[0].RateLimit; rl == nil || rl.Burst != 1 {
-		t.Fatalf("rate_limit %+v, want burst 1", rl)
+	if rl := cfg.Sites[0].Routes[0].RateLimit; rl == nil || rl.Burst != 0 {
+		t.Fatalf("rate_limit %+v, want burst 0", rl)
 	}
 	norm, err := cfg.Normalized()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(norm), "rate: 30/m\n") || !strings.Contains(string(norm), "burst: 1\n") {
-		t.Errorf("normalised rate_limit without burst: 1:\n%s", norm)
+	if !strings.Contains(string(norm), "rate: 30/m\n") || !strings.Contains(string(norm), "burst: 0\n") {
+		t.Errorf("normalised rate_limit without burst: 0:\n%s", norm)
 	}
 }

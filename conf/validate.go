@@ -649,7 +649,7 @@ func (v *validator) routeMatch(r *Route, p string) {
 			v.errf(p+".rate_limit.rate", "write a rate such as 10/s, 30/m or 500/h", "rate_limit without a rate")
 		}
 		if rl.Burst < 0 || rl.Burst > maxRate {
-			v.errf(p+".rate_limit.burst", fmt.Sprintf("write a number from 1 to %d (0 means 1)", maxRate), "burst %d out of range", rl.Burst)
+			v.errf(p+".rate_limit.burst", fmt.Sprintf("write a number from 0 to %d", maxRate), "burst %d out of range", rl.Burst)
 		}
 	}
 	for name := range r.Header {

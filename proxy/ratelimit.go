@@ -14,13 +14,13 @@ import (
 
 // RateLimitConfig bounds how fast one client address may send requests to
 // a route, as nginx's limit_req with burst and nodelay: a client may send
-// Burst requests at once, then one per Interval; a request beyond that is
+// 1 + Burst requests at once, then one per Interval; a request beyond that is
 // answered 429 with Retry-After, before anything else is done for it.
 type RateLimitConfig struct {
 	// Interval is the time between requests the rate allows (1s / rate).
 	Interval time.Duration
-	// Burst is the number of requests a client may send at once after a
-	// pause of Burst × Interval; default 1.
+	// Burst is the number of requests a client may send beyond the rate
+	// (nginx's burst): 1 + Burst at once after a pause; default 0.
 	Burst int
 }
 
@@ -34,20 +34,20 @@ const maxRateClients = 65536
 // theoretical arrival time per client.
 type rateLimiter struct {
 	interval  int64 // ns between requests
-	tolerance int64 // ns a client may run ahead: (burst-1) × interval
+	tolerance int64 // ns a client may run ahead: burst × interval
 	mu        sync.Mutex
 	tat       *lru.Cache[netip.Addr, int64] // on monoclock's scale
 	now       func() int64
 }
 
 func newRateLimiter(c RateLimitConfig) *rateLimiter {
-	burst := max(c.Burst, 1)
-	// An entry older than burst × interval says what a missing one
-	// does (its client has its whole allowance back): it may go.
-	ttl := time.Duration(burst) * c.Interval
+	burst := max(c.Burst, 0)
+	// An entry older than (1 + burst) × interval says what a missing
+	// one does (its client has its whole allowance back): it may go.
+	ttl := time.Duration(burst+1) * c.Interval
 	return &rateLimiter{
 		interval:  int64(c.Interval),
-		tolerance: int64(burst-1) * int64(c.Interval),
+		tolerance: int64(burst) * int64(c.Interval),
 		tat:       lru.New[netip.Addr, int64](maxRateClients, ttl),
 		now:       monoclock.Now,
 	}

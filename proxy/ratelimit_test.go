@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// TestRateLimiterAllowance: a client may send Burst requests at once,
-// then one per Interval; the wait it is told is until its next one; other
-// clients have their own allowance; after a pause of Burst × Interval the
-// whole burst is back.
+// TestRateLimiterAllowance: a client may send 1 + Burst requests at once
+// (nginx's burst), then one per Interval; the wait it is told is until
+// its next one; other clients have their own allowance; after a pause of
+// (1 + Burst) × Interval the whole burst is back.
 func TestRateLimiterAllowance(t *testing.T) {
 	var now int64 = 1
-	l := newRateLimiter(RateLimitConfig{Interval: time.Second, Burst: 3})
+	l := newRateLimiter(RateLimitConfig{Interval: time.Second, Burst: 2})
 	l.now = func() int64 { return now }
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	want := func(c netip.Addr, ok bool, wait time.Duration) {
@@ -38,7 +38,7 @@ func TestRateLimiterAllowance(t *testing.T) {
 	}
 	want(a, false, time.Second)
 
-	// Burst 0 is 1: one request, then one per interval.
+	// Burst 0: one request, then one per interval.
 	l = newRateLimiter(RateLimitConfig{Interval: time.Minute})
 	l.now = func() int64 { return now }
 	want(a, true, 0)
@@ -55,7 +55,7 @@ func TestRouteRateLimit(t *testing.T) {
 		TrustedProxies: []string{"127.0.0.1"},
 		Upstreams:      []UpstreamConfig{upstream("u", rec.addr)},
 		Sites: oneSite(
-			RouteConfig{Name: "login", Path: "/login", RateLimit: &RateLimitConfig{Interval: time.Hour, Burst: 2}, Upstream: "u"},
+			RouteConfig{Name: "login", Path: "/login", RateLimit: &RateLimitConfig{Interval: time.Hour, Burst: 1}, Upstream: "u"},
 			RouteConfig{Upstream: "u"}),
 	}
 	f := newFront(t, cfg, frontOpts{})
