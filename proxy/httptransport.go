@@ -38,6 +38,16 @@ const (
 	DefaultMaxResponseHeaderFields = 256
 )
 
+// h2UpstreamStreamWindow is the receive window of a stream to an HTTP/2
+// target: what the target may send ahead of the client, which the proxy
+// then holds. Go's default, 4 MiB, let a client that reads nothing make the
+// proxy hold 4 MiB per stream, up to max_requests_per_client streams per
+// address, until send_timeout. 256 KiB still covers a target's bandwidth
+// at a data-centre round trip (256 MB/s at 1 ms); the connection's window
+// stays Go's large default, so that one stalled stream never stalls the
+// others sharing the target connection.
+const h2UpstreamStreamWindow = 256 << 10
+
 // newTransport builds the keep-alive pool of an upstream. One
 // http.Transport per upstream keeps one pool per target address (it keys
 // connections by host:port), with MaxIdleConnsPerHost, IdleConnTimeout and
@@ -68,6 +78,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		MaxResponseHeaderBytes: max(intOr(tc.MaxResponseHeaderBytes, DefaultMaxResponseHeaderBytes), 1<<10),
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
+		HTTP2:                  &http.HTTP2Config{MaxReceiveBufferPerStream: h2UpstreamStreamWindow},
 	}
 	if tc.MaxIdleConns < 0 {
 		t.DisableKeepAlives = true

@@ -23,7 +23,8 @@ import (
 // which the TLCP record layer seals as four full records side by side;
 // 32 KiB over HTTP/2, where a stream whose client keeps its flow-control
 // window at 0 holds its buffer until send_timeout, up to
-// max_requests_per_client of them per address; 32 KiB for the two
+// max_requests_per_client of them per address (with, from an HTTP/2
+// target, what the target sent ahead: h2UpstreamStreamWindow); 32 KiB for the two
 // directions of a tunnel, which may stay open for hours); event streams,
 // gRPC and bodies of unknown length are flushed after every write; Upgrade
 // responses (101) become two-way tunnels.
