@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
@@ -12,6 +13,14 @@ import (
 // owner only, as `gmproxy check` expects of a deployment (it warns otherwise).
 func TestMain(m *testing.M) {
 	if os.Getenv(envTestMain) == "1" {
+		if m := os.Getenv(envTestKillMargin); m != "" {
+			d, err := time.ParseDuration(m)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, envTestKillMargin+":", err)
+				os.Exit(2)
+			}
+			workerKillMargin = d
+		}
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	// The tests run gmproxy run in this process (runMain); a supervisor

@@ -51,9 +51,6 @@ const (
 	// (metrics scrape; a reload is bounded by workerReloadTimeout).
 	workerCallTimeout   = 5 * time.Second
 	workerReloadTimeout = 2 * time.Minute
-	// workerKillMargin is how long after shutdown_grace a worker that
-	// has not exited (hung) is killed.
-	workerKillMargin = 10 * time.Second
 	// A running worker's admin socket is probed every workerProbeInterval;
 	// a worker that gives no answer within workerProbeTimeout to
 	// workerProbeMisses probes in a row (stopped, deadlocked, its memory
@@ -63,6 +60,13 @@ const (
 	workerProbeTimeout  = 2 * time.Second
 	workerProbeMisses   = 3
 )
+
+// workerKillMargin is how long after shutdown_grace a worker that has not
+// exited (hung) is killed. It is a variable for the tests only: the test
+// of the kill (TestWorkersShutdownKillsHungWorker) runs gmproxy with a
+// shorter margin (envTestKillMargin, read by TestMain), so that it and
+// the mutants it catches do not wait the production 10 s each time.
+var workerKillMargin = 10 * time.Second
 
 // supervisor runs the worker mode's main process: it serves no traffic; it
 // starts workerCount(cfg) workers and keeps them running.

@@ -32,6 +32,11 @@ import (
 // the supervisor, which re-executes it as the workers; see TestMain).
 const envTestMain = "GMPROXY_TEST_AS_MAIN"
 
+// envTestKillMargin, with envTestMain, sets the supervisor's
+// workerKillMargin (a duration): the test of the kill of a hung worker
+// need not wait the production margin.
+const envTestKillMargin = "GMPROXY_TEST_KILL_MARGIN"
+
 // lockedBuffer collects a child's output from several goroutines.
 type lockedBuffer struct {
 	mu sync.Mutex
