@@ -334,22 +334,28 @@ func TestRemoteSignatureVerified(t *testing.T) {
 // returns within the Client's Timeout (3 s by default in gmproxy), not
 // after the writer's own 10 s.
 func TestStalledWriteBoundedByTimeout(t *testing.T) {
+	stop := make(chan struct{})
 	ep := Endpoint{Address: "stalled", Dial: func(ctx context.Context) (net.Conn, error) {
 		c, s := net.Pipe()
 		go func() {
+			defer s.Close()
 			br := bufio.NewReader(s)
 			if _, _, err := readHello(br); err != nil {
 				return
 			}
 			s.Write(appendHello(nil, Version))
-			// Then reads nothing: the request write blocks.
-			time.Sleep(15 * time.Second)
-			s.Close()
+			// Then reads nothing, until the test ends: the request write
+			// blocks.
+			<-stop
 		}()
 		return c, nil
 	}}
 	kc := &Client{Endpoints: []Endpoint{ep}, Timeout: 300 * time.Millisecond}
 	t.Cleanup(kc.Close)
+	// Before kc.Close (clean-ups run last first): the stalled peer goes,
+	// so that a write still blocked (the test failed) ends now, not at
+	// the writer's own 10 s bound, which kc.Close would wait for.
+	t.Cleanup(func() { close(stop) })
 	priv, _ := sm2.GenerateKey(rand.Reader)
 	rk, err := NewRemoteKey(kc, &priv.PublicKey)
 	if err != nil {
@@ -367,7 +373,7 @@ func TestStalledWriteBoundedByTimeout(t *testing.T) {
 		if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "after 300ms") {
 			t.Errorf("operation with a 300ms timeout on a stalled connection: %v, want ErrTimeout after 300ms", err)
 		}
-	case <-time.After(testwait.Bound(20 * time.Second)):
+	case <-time.After(testwait.Bound(10 * time.Second)): // the writer's own bound
 		t.Fatal("operation never returned")
 	}
 }
