@@ -153,7 +153,12 @@ func TestInFlightBound(t *testing.T) {
 		}()
 		<-started
 	}
-	if _, err := remote(t, kc1, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrBusy) {
+	// The refusal comes at once: an operation let through instead waits
+	// in runHook until its context ends, up to testwait.Bound(10s), not
+	// the Client's own Timeout (10 s even in the mutation check).
+	third, cancel := context.WithTimeout(ctx, testwait.Bound(10*time.Second))
+	defer cancel()
+	if _, err := remote(t, kc1, keys[0]).SignContext(third, nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrBusy) {
 		t.Errorf("third operation in flight: err = %v", err)
 	}
 	close(release)
