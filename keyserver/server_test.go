@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
@@ -22,6 +23,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -262,7 +264,12 @@ func TestServeSurvivesAcceptExhaustion(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	if _, err := remote(t, newClient(t, cliTLS, raw.Addr().String()), keys[0]).SignContext(context.Background(), rand.Reader, make([]byte, 32), nil); err != nil {
+	// Bounded by testwait, not the Client's 10 s Timeout: after a Serve
+	// that returned, the connection waits in the listen backlog for a
+	// handshake that never comes.
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound(10*time.Second))
+	defer cancel()
+	if _, err := remote(t, newClient(t, cliTLS, raw.Addr().String()), keys[0]).SignContext(ctx, rand.Reader, make([]byte, 32), nil); err != nil {
 		t.Errorf("operation after Accept ran out of file descriptors: %v", err)
 	}
 }
