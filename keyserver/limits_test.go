@@ -45,8 +45,9 @@ func TestHandshakeBound(t *testing.T) {
 	silentFrom("127.0.0.2")
 	silentFrom("127.0.0.2")
 	eventually(t, "two silent connections from 127.0.0.2 tracked", func() bool { return conns() == 8 })
+	// Fatal: the refusal's count would wait its whole bound too.
 	if c := silentFrom("127.0.0.2"); !closedAtOnce(c) {
-		t.Error("a third handshake from one address was not closed at once")
+		t.Fatal("a third handshake from one address was not closed at once")
 	}
 	eventually(t, "the third refused for the handshake limit", func() bool { return limited() == 1 })
 
@@ -54,7 +55,7 @@ func TestHandshakeBound(t *testing.T) {
 	silentFrom("127.0.0.3")
 	eventually(t, "two more from 127.0.0.3 tracked", func() bool { return conns() == 10 })
 	if c := silentFrom("127.0.0.4"); !closedAtOnce(c) {
-		t.Error("a fifth handshake in all was not closed at once")
+		t.Fatal("a fifth handshake in all was not closed at once")
 	}
 	eventually(t, "the fifth refused for the handshake limit", func() bool { return limited() == 2 })
 
@@ -247,7 +248,9 @@ func TestRemovedClientConnectionsClosed(t *testing.T) {
 	}
 	for i, g := range edge {
 		if !testpeer.ClosedWithin(g.c, 10*time.Second) {
-			t.Errorf("connection %d of the removed client still open", i+1)
+			// Fatal: the next waits (the other connection's, the log's)
+			// would each take their whole bound for the same cause.
+			t.Fatalf("connection %d of the removed client still open", i+1)
 		}
 	}
 	if !served(other[0].c, other[0].fr) {
