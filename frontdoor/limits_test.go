@@ -100,10 +100,12 @@ func (o *gaugeObserver) zero(t *testing.T, s *Server) {
 // dialFrom dials addr from the loopback address from.
 func dialFrom(t *testing.T, from, addr string) net.Conn { return testpeer.DialFrom(t, from, addr) }
 
-// refusedNow reports whether the server closed c without a word.
+// refusedNow reports whether the server closed c without a word. The
+// refusal comes at the accept: 10 s (testwait) is plenty, and is what a
+// mutant that lets the connection in costs.
 func refusedNow(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	_, err := c.Read(make([]byte, 1))
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
