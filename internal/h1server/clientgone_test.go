@@ -29,10 +29,12 @@ func TestOnClientGone(t *testing.T) {
 		case <-r.Context().Done():
 		case <-time.After(testpeer.WaitLimit):
 		}
+		// The hook runs with the cancellation just seen: 10 s (testwait),
+		// not WaitLimit, which a mutant that never runs it would cost.
 		select {
 		case <-ran:
 			result <- g.Stop()
-		case <-time.After(testpeer.WaitLimit):
+		case <-time.After(testwait.Bound(10 * time.Second)):
 			t.Error("the hook did not run when the client went away")
 			result <- true
 		}
