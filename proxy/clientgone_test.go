@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestClientGoneCancelsUpstream: an HTTP/1.1 client that goes away while
@@ -17,16 +18,20 @@ import (
 // logged with status 499, with or without a request body.
 func TestClientGoneCancelsUpstream(t *testing.T) {
 	entered, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
+	ended := make(chan struct{})
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // net/http watches the connection only after the body
 		entered <- struct{}{}
 		select {
 		case <-r.Context().Done():
 			cancelled <- struct{}{}
-		case <-time.After(testpeer.WaitLimit):
+		case <-ended:
 		}
 	}))
 	t.Cleanup(backend.Close)
+	// Before backend.Close, which waits for its handlers: a request never
+	// cancelled (the test failed) ends now.
+	t.Cleanup(func() { close(ended) })
 	obs := newEventObserver()
 	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{obs: obs})
 	for _, req := range []string{
@@ -42,7 +47,13 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		}
 		testpeer.Recv(t, entered, "request at the backend")
 		c.Close()
-		testpeer.Recv(t, cancelled, "cancellation at the backend")
+		// The cancellation follows the client's close at once: 10 s
+		// (testwait), not WaitLimit, is what a mutant that stops it costs.
+		select {
+		case <-cancelled:
+		case <-time.After(testwait.Bound(10 * time.Second)):
+			t.Fatalf("no cancellation at the backend within %v", testwait.Bound(10*time.Second))
+		}
 	}
 	// The proxy's report follows the backend's cancellation.
 	deadline := time.Now().Add(testpeer.WaitLimit)
