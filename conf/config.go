@@ -502,9 +502,10 @@ type Route struct {
 	// is the one X-Real-IP carries: the connection's (after a trusted
 	// PROXY protocol header) or, from a trusted_proxies peer, the
 	// right-most X-Forwarded-For address that is not a trusted proxy's.
-	// Like nginx's allow and deny: a route with client_ip ahead of a route
-	// that answers 403 for the same paths lets only these addresses in.
-	// Default: any address.
+	// A client behind a NAT64 translator (64:ff9b::/96) also matches as
+	// the IPv4 address it embeds. Like nginx's allow and deny: a route
+	// with client_ip ahead of a route that answers 403 for the same paths
+	// lets only these addresses in. Default: any address.
 	ClientIP []string `yaml:"client_ip"`
 
 	// Upstream is the name of the upstream that serves the request.

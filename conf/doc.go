@@ -481,10 +481,11 @@
 //     addresses: IPs or CIDRs, e.g. [10.0.0.0/8, 192.0.2.7, "2001:db8::/32"].
 //     The client's address is the one X-Real-IP carries: the connection's
 //     (after a trusted PROXY protocol header) or, from a trusted_proxies peer,
-//     the right-most X-Forwarded-For address that is not a trusted proxy's.
-//     Like nginx's allow and deny: a route with client_ip ahead of a route
-//     that answers 403 for the same paths lets only these addresses in.
-//     Default: any address.
+//     the right-most X-Forwarded-For address that is not a trusted proxy's. A
+//     client behind a NAT64 translator (64:ff9b::/96) also matches as the IPv4
+//     address it embeds. Like nginx's allow and deny: a route with client_ip
+//     ahead of a route that answers 403 for the same paths lets only these
+//     addresses in. Default: any address.
 //   - upstream (string): upstream is the name of the upstream that serves the
 //     request. Default: none (then respond or redirect).
 //   - respond (optional section, see sites[].routes[].respond): respond answers

@@ -44,14 +44,23 @@ func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
 func ClientKeyOf(ip netip.Addr) netip.Addr {
 	ip = ip.Unmap().WithZone("")
 	if ip.Is6() {
-		if nat64WellKnown.Contains(ip) {
-			b := ip.As16()
-			return netip.AddrFrom4([4]byte(b[12:]))
+		if v4, ok := NAT64Client(ip); ok {
+			return v4
 		}
 		p, _ := ip.Prefix(64)
 		ip = p.Addr()
 	}
 	return ip
+}
+
+// NAT64Client returns the IPv4 client an address of the NAT64 well-known
+// prefix embeds (RFC 6052 §2.2: its last 32 bits); false for any other.
+func NAT64Client(ip netip.Addr) (netip.Addr, bool) {
+	if !nat64WellKnown.Contains(ip.WithZone("")) {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	return netip.AddrFrom4([4]byte(b[12:])), true
 }
 
 // nat64WellKnown is RFC 6052's well-known prefix, 64:ff9b::/96.

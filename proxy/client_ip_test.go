@@ -121,3 +121,27 @@ func TestRouteClientIPZone(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteClientIPNAT64: a client behind a NAT64 / SIIT-DC translator
+// (64:ff9b::/96) matches client_ip as the IPv4 address it embeds, as the
+// per-client limits count it: an IPv4 deny list (client_ip ahead of a 403
+// route) must not let it in, nor an IPv4 allow list keep it out.
+func TestRouteClientIPNAT64(t *testing.T) {
+	p, err := New(Config{Sites: oneSite(
+		RouteConfig{Name: "deny", PathPrefix: "/x", ClientIP: []string{"203.0.113.0/24"}, Respond: &RespondConfig{Status: 403, Body: "no"}},
+		RouteConfig{Name: "ok", Respond: &RespondConfig{Status: 200, Body: "ok"}},
+	)}, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for peer, want := range map[string]int{
+		"[64:ff9b::203.0.113.7]:1000":  403,
+		"[64:ff9b::198.51.100.7]:1000": 200,
+		"[2001:db8::cb00:7107]:1000":   200, // the same last 32 bits, no translator
+	} {
+		if got := serveFrom(p, peer); got != want {
+			t.Errorf("client %s: %d, want %d", peer, got, want)
+		}
+	}
+}

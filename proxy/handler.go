@@ -408,7 +408,17 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 	}
 	if len(rt.clientNets) > 0 {
 		a, err := netip.ParseAddr(rt.p.realClient(r))
-		if err != nil || !inPrefixes(rt.clientNets, a) {
+		if err != nil {
+			return false
+		}
+		// A client behind a NAT64 / SIIT-DC translator (64:ff9b::/96)
+		// is the IPv4 client it embeds, as the per-client limits and
+		// rate_limit count it: an IPv4 deny list must not miss it.
+		ok := inPrefixes(rt.clientNets, a)
+		if v4, nat := frontdoor.NAT64Client(a); !ok && nat {
+			ok = inPrefixes(rt.clientNets, v4)
+		}
+		if !ok {
 			return false
 		}
 	}
