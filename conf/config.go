@@ -1050,8 +1050,15 @@ type AccessLog struct {
 	// Default combined.
 	Format string `yaml:"format"`
 	// Template is the line template for format: template, with {field}
-	// placeholders (see the proxy documentation for field names).
-	// Required with format template; default none.
+	// placeholders, e.g. "{time} {client} {status} {grpc_status}". The
+	// fields (also the keys of format json): time, time_local, client,
+	// site, route, host, method, uri, proto, status, bytes_in, bytes_out,
+	// request_time, upstream, upstream_addr, upstream_time, tls_protocol,
+	// cipher, session_reused, handshake_ms (the first request of a
+	// connection only), sni, client_s_dn, referer, user_agent and
+	// grpc_status (a gRPC response's grpc-status, from its trailers: gRPC
+	// calls fail with HTTP status 200). Required with format template;
+	// default none.
 	Template string `yaml:"template"`
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gmproxy/gmproxy/proxy"
 )
 
 // TestRateParse: rates read as the interval between requests and write
@@ -110,5 +112,21 @@ func TestRateLimitBurstDefault(t *testing.T) {
 	}
 	if !strings.Contains(string(norm), "rate: 30/m\n") || !strings.Contains(string(norm), "burst: 0\n") {
 		t.Errorf("normalised rate_limit without burst: 0:\n%s", norm)
+	}
+}
+
+// TestAccessLogFieldsDocumented: the access_log template's documentation
+// names every field the proxy writes.
+func TestAccessLogFieldsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## access\\_log")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, f := range proxy.AccessLogFields {
+		if !strings.Contains(section, strings.ReplaceAll(f, "_", "\\_")) {
+			t.Errorf("access log field %s not in conf/README.md's access_log section", f)
+		}
 	}
 }

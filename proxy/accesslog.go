@@ -44,6 +44,9 @@ type LogEntry struct {
 	ClientSubject string
 	Referer       string
 	UserAgent     string
+	// GRPCStatus is a gRPC response's grpc-status ("" for other
+	// responses): gRPC calls fail with HTTP status 200.
+	GRPCStatus string
 }
 
 type logField uint8
@@ -74,6 +77,7 @@ const (
 	fClientSDN
 	fReferer
 	fUserAgent
+	fGRPCStatus
 )
 
 // AccessLogFields are the names usable in templates, in JSON order.
@@ -81,7 +85,7 @@ var AccessLogFields = []string{
 	"time", "time_local", "client", "site", "route", "host", "method", "uri", "proto",
 	"status", "bytes_in", "bytes_out", "request_time", "upstream", "upstream_addr",
 	"upstream_time", "tls_protocol", "cipher", "session_reused", "handshake_ms", "sni",
-	"client_s_dn", "referer", "user_agent",
+	"client_s_dn", "referer", "user_agent", "grpc_status",
 }
 
 var fieldByName = func() map[string]logField {
@@ -351,7 +355,22 @@ func (l *AccessLog) Log(e *LogEntry) {
 	linePool.Put(bp)
 }
 
-func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo) {
+// grpcStatusOf is the grpc-status a gRPC response carried (in its
+// trailers, or in its only field section when it had no message: a
+// Trailers-Only response), read from the client's ResponseWriter header
+// once the response is over; "" for anything else. A gRPC call fails
+// with HTTP status 200, so this is what tells it in the access log.
+func grpcStatusOf(h http.Header) string {
+	if v := h["Grpc-Status"]; len(v) > 0 {
+		return v[0]
+	}
+	if v := h[http.TrailerPrefix+"Grpc-Status"]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, grpcStatus string) {
 	e := LogEntry{
 		Time:             time.Now(),
 		Client:           clientAddr(r),
@@ -371,6 +390,7 @@ func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo) 
 		HandshakeTime:    -1,
 		Referer:          r.Header.Get("Referer"),
 		UserAgent:        r.Header.Get("User-Agent"),
+		GRPCStatus:       grpcStatus,
 	}
 	l.fillTLS(&e, ci)
 	l.Log(&e)
@@ -441,6 +461,8 @@ func (e *LogEntry) stringField(f logField) (string, bool) {
 		return e.Referer, true
 	case fUserAgent:
 		return e.UserAgent, true
+	case fGRPCStatus:
+		return e.GRPCStatus, true
 	}
 	return "", false
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +296,58 @@ func TestGRPCClientResetBeforeAnswer(t *testing.T) {
 	case <-gone:
 	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("the backend's stream outlived the client's reset")
+	}
+}
+
+// TestAccessLogGRPCStatus: a gRPC call fails with HTTP status 200, so the
+// access log's grpc_status field gives its grpc-status: from the trailers,
+// from a Trailers-Only response's only field section, and "-" for a
+// response that is not gRPC.
+func TestAccessLogGRPCStatus(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/svc/Trailers":
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status")
+			w.WriteHeader(200)
+			w.Write(grpcMsg("reply"))
+			w.Header().Set("Grpc-Status", "5")
+		case "/svc/Undeclared": // a trailer the header did not announce
+			w.Header().Set("Content-Type", "application/grpc")
+			w.WriteHeader(200)
+			w.Write(grpcMsg("reply"))
+			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "7")
+		case "/svc/Only":
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "12")
+			w.WriteHeader(200)
+		default:
+			io.WriteString(w, "page")
+		}
+	}))
+	path := filepath.Join(t.TempDir(), "access.log")
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addr}}, Protocol: "h2c"}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+		AccessLog: AccessLogConfig{Path: path, Format: "template", Template: "{uri} {status} {grpc_status}"},
+	}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	c := h2cClient(t)
+	for _, p := range []string{"/svc/Trailers", "/svc/Undeclared", "/svc/Only", "/page"} {
+		req, _ := http.NewRequest("POST", f.url+p, strings.NewReader(string(grpcMsg("hi"))))
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Te", "trailers")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	f.p.AccessLog().Flush()
+	data, _ := os.ReadFile(path)
+	want := "/svc/Trailers 200 5\n/svc/Undeclared 200 7\n/svc/Only 200 12\n/page 200 -\n"
+	if string(data) != want {
+		t.Errorf("access log:\n%s\nwant:\n%s", data, want)
 	}
 }
