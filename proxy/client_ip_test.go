@@ -77,25 +77,13 @@ func serveFrom(p *Proxy, peer string) int {
 // written. Matched against the unmapped client they matched no one: as
 // a deny list (client_ip ahead of a 403) they let the named clients in.
 func TestRouteClientIPMapped(t *testing.T) {
-	p, err := New(Config{Sites: oneSite(
-		RouteConfig{Name: "deny", ClientIP: []string{"::ffff:203.0.113.0/120", "::ffff:198.51.100.9"}, Respond: &RespondConfig{Status: 403, Body: "no"}},
-		RouteConfig{Name: "ok", Respond: &RespondConfig{Status: 200, Body: "ok"}},
-	)}, nil, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	for peer, want := range map[string]int{
+	wantFromDenyList(t, []string{"::ffff:203.0.113.0/120", "::ffff:198.51.100.9"}, map[string]int{
 		"203.0.113.7:1000":          403,
 		"[::ffff:203.0.113.7]:1000": 403,
 		"198.51.100.9:1000":         403,
 		"198.51.100.10:1000":        200,
 		"[2001:db8::1]:1000":        200,
-	} {
-		if got := serveFrom(p, peer); got != want {
-			t.Errorf("from %s: %d, want %d", peer, got, want)
-		}
-	}
+	})
 }
 
 // TestRouteClientIPZone: a link-local client's zone, which its interface
@@ -103,23 +91,11 @@ func TestRouteClientIPMapped(t *testing.T) {
 // names its address (netip.Prefix.Contains is false for any zoned
 // address): as a deny list the list let such clients in.
 func TestRouteClientIPZone(t *testing.T) {
-	p, err := New(Config{Sites: oneSite(
-		RouteConfig{Name: "deny", ClientIP: []string{"fe80::/10"}, Respond: &RespondConfig{Status: 403, Body: "no"}},
-		RouteConfig{Name: "ok", Respond: &RespondConfig{Status: 200, Body: "ok"}},
-	)}, nil, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	for peer, want := range map[string]int{
+	wantFromDenyList(t, []string{"fe80::/10"}, map[string]int{
 		"[fe80::1%eth0]:1000": 403,
 		"[fe80::1]:1000":      403,
 		"[2001:db8::1]:1000":  200,
-	} {
-		if got := serveFrom(p, peer); got != want {
-			t.Errorf("from %s: %d, want %d", peer, got, want)
-		}
-	}
+	})
 }
 
 // TestRouteClientIPNAT64: a client behind a NAT64 / SIIT-DC translator
@@ -127,21 +103,29 @@ func TestRouteClientIPZone(t *testing.T) {
 // per-client limits count it: an IPv4 deny list (client_ip ahead of a 403
 // route) must not let it in, nor an IPv4 allow list keep it out.
 func TestRouteClientIPNAT64(t *testing.T) {
+	wantFromDenyList(t, []string{"203.0.113.0/24"}, map[string]int{
+		"[64:ff9b::203.0.113.7]:1000":  403,
+		"[64:ff9b::198.51.100.7]:1000": 200,
+		"[2001:db8::cb00:7107]:1000":   200, // the same last 32 bits, no translator
+	})
+}
+
+// wantFromDenyList serves a GET from each peer of want through a site
+// whose first route answers 403 to client_ip nets (a deny list) and whose
+// second answers 200, and fails where the status differs.
+func wantFromDenyList(t *testing.T, nets []string, want map[string]int) {
+	t.Helper()
 	p, err := New(Config{Sites: oneSite(
-		RouteConfig{Name: "deny", PathPrefix: "/x", ClientIP: []string{"203.0.113.0/24"}, Respond: &RespondConfig{Status: 403, Body: "no"}},
+		RouteConfig{Name: "deny", ClientIP: nets, Respond: &RespondConfig{Status: 403, Body: "no"}},
 		RouteConfig{Name: "ok", Respond: &RespondConfig{Status: 200, Body: "ok"}},
 	)}, nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	for peer, want := range map[string]int{
-		"[64:ff9b::203.0.113.7]:1000":  403,
-		"[64:ff9b::198.51.100.7]:1000": 200,
-		"[2001:db8::cb00:7107]:1000":   200, // the same last 32 bits, no translator
-	} {
-		if got := serveFrom(p, peer); got != want {
-			t.Errorf("client %s: %d, want %d", peer, got, want)
+	for peer, code := range want {
+		if got := serveFrom(p, peer); got != code {
+			t.Errorf("client %s: %d, want %d", peer, got, code)
 		}
 	}
 }

@@ -211,16 +211,7 @@ func TestRouteMatchesVerifiedClientCertificate(t *testing.T) {
 		if forged {
 			req.Header.Set("X-Ssl-Client-Verify", "SUCCESS")
 		}
-		if err := req.Write(c); err != nil {
-			t.Fatal(err)
-		}
-		res, err := http.ReadResponse(bufio.NewReader(c), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
+		return statusOn(t, c, req)
 	}
 	if got := get(nil, true); got != 403 {
 		t.Errorf("no certificate, X-Ssl-Client-Verify: SUCCESS forged: %d, want 403", got)
@@ -258,16 +249,7 @@ func TestRouteClientIP(t *testing.T) {
 		req, _ := http.NewRequest("GET", "https://localhost"+path, nil)
 		req.Close = true
 		req.Header.Set("X-Forwarded-For", "10.1.2.3") // no trusted proxy: ignored
-		if err := req.Write(c); err != nil {
-			t.Fatal(err)
-		}
-		res, err := http.ReadResponse(bufio.NewReader(c), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
+		return statusOn(t, c, req)
 	}
 	if got := get("/admin/x"); got != 403 {
 		t.Errorf("/admin/ (client_ip 10.0.0.0/8) from 127.0.0.1: %d, want 403", got)
@@ -282,4 +264,20 @@ func TestRouteClientIP(t *testing.T) {
 	if got := get("/local/x"); got != 200 {
 		t.Errorf("/local/ (client_ip 127.0.0.0/8) from 127.0.0.1: %d, want 200", got)
 	}
+}
+
+// statusOn writes req on c and returns the response's status, its body
+// read.
+func statusOn(t *testing.T, c net.Conn, req *http.Request) int {
+	t.Helper()
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
 }
