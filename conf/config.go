@@ -617,6 +617,12 @@ type Stream struct {
 	// SendProxyProtocol sends a PROXY header with the client address to the
 	// backend: "", "v1" or "v2". Default "" (none).
 	SendProxyProtocol string `yaml:"send_proxy_protocol"`
+	// ClientIP admits only clients from these addresses (IPs or CIDRs, as
+	// a route's client_ip: the connection's address after a trusted PROXY
+	// protocol header; a NAT64 client also as the IPv4 address it embeds);
+	// any other is closed after its handshake, before a backend is
+	// dialled. Default: any address.
+	ClientIP []string `yaml:"client_ip"`
 }
 
 // Upstream is a named pool of backend targets.

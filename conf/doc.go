@@ -631,6 +631,11 @@
 //   - send_proxy_protocol (string): send_proxy_protocol sends a PROXY header
 //     with the client address to the backend: "", "v1" or "v2". Default ""
 //     (none).
+//   - client_ip (list of strings): client_ip admits only clients from these
+//     addresses (IPs or CIDRs, as a route's client_ip: the connection's
+//     address after a trusted PROXY protocol header; a NAT64 client also as
+//     the IPv4 address it embeds); any other is closed after its handshake,
+//     before a backend is dialled. Default: any address.
 //
 // # upstreams[]
 //

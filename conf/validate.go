@@ -739,6 +739,7 @@ func (v *validator) headerEdits(h *HeaderEdits, p string) {
 }
 
 func (v *validator) stream(st *Stream, p string, upstreams, used map[string]bool) {
+	v.prefixes(p+".client_ip", st.ClientIP)
 	switch {
 	case st.Upstream == "" && st.Target == "":
 		v.errf(p, "add target: host:port or upstream: NAME", "stream has no target")

@@ -270,6 +270,10 @@ type StreamConfig struct {
 	// handshake timeout, for an encrypted upstream). Default: the
 	// upstream's connect timeout.
 	ConnectTimeout time.Duration
+	// ClientIP, when set, admits only clients whose address (the
+	// connection's, after a trusted PROXY protocol header) is in one of
+	// these IPs or CIDRs; others are closed before any target is dialled.
+	ClientIP []string
 }
 
 // UpstreamConfig is a named pool of targets.

@@ -411,14 +411,7 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 		if err != nil {
 			return false
 		}
-		// A client behind a NAT64 / SIIT-DC translator (64:ff9b::/96)
-		// is the IPv4 client it embeds, as the per-client limits and
-		// rate_limit count it: an IPv4 deny list must not miss it.
-		ok := inPrefixes(rt.clientNets, a)
-		if v4, nat := frontdoor.NAT64Client(a); !ok && nat {
-			ok = inPrefixes(rt.clientNets, v4)
-		}
-		if !ok {
+		if !clientIn(rt.clientNets, a) {
 			return false
 		}
 	}
@@ -741,6 +734,18 @@ func clientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// clientIn reports whether a client address is in nets (client_ip): a
+// client behind a NAT64 / SIIT-DC translator (64:ff9b::/96) also as the
+// IPv4 client it embeds, as the per-client limits and rate_limit count it,
+// so that an IPv4 deny list does not miss it.
+func clientIn(nets []netip.Prefix, a netip.Addr) bool {
+	if inPrefixes(nets, a) {
+		return true
+	}
+	v4, nat := frontdoor.NAT64Client(a)
+	return nat && inPrefixes(nets, v4)
 }
 
 // forwardedChain is the X-Forwarded-For chain of a trusted peer's fields.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
@@ -21,6 +22,7 @@ type streamSite struct {
 	idle        time.Duration
 	ppVer       int
 	dialTimeout time.Duration
+	clientNets  []netip.Prefix // StreamConfig.ClientIP; nil: any client
 }
 
 func newStreamSite(p *Proxy, site string, sc *StreamConfig) (*streamSite, error) {
@@ -45,7 +47,24 @@ func newStreamSite(p *Proxy, site string, sc *StreamConfig) (*streamSite, error)
 	default:
 		return nil, fmt.Errorf("stream: proxy_protocol %q (want v1 or v2)", sc.ProxyProtocol)
 	}
+	for _, c := range sc.ClientIP {
+		pfx, err := parsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("stream: client_ip %q: %w", c, err)
+		}
+		s.clientNets = append(s.clientNets, pfx)
+	}
 	return s, nil
+}
+
+// admits reports whether a client may use the stream (client_ip): its
+// address, or the IPv4 address a NAT64 one embeds, is in a listed range.
+func (s *streamSite) admits(clientIP string) bool {
+	if s.clientNets == nil {
+		return true
+	}
+	a, err := netip.ParseAddr(clientIP)
+	return err == nil && clientIn(s.clientNets, a)
 }
 
 // serve splices c to a target and blocks until both directions end.
@@ -60,6 +79,10 @@ func (s *streamSite) serve(c net.Conn) error {
 	start := time.Now()
 	u := s.up
 	clientIP, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	if !s.admits(clientIP) {
+		p.logger.Debug("stream: client not in client_ip", "site", s.site, "client", clientIP)
+		return fmt.Errorf("stream %s: client %s not in client_ip", s.site, clientIP)
+	}
 	var tried [maxTries]*Target
 	n := 0
 	var back net.Conn

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -348,5 +349,52 @@ func TestTCPStreamNoRetryCountedWithoutTarget(t *testing.T) {
 	}
 	if n := obs.retryCount(); n != 0 {
 		t.Errorf("%d retries reported, none made (one target)", n)
+	}
+}
+
+// TestTCPStreamClientIP: a stream site's client_ip admits only the listed
+// clients: one from another address is closed before any target is
+// dialled (the target sees no connection); a listed one is spliced.
+func TestTCPStreamClientIP(t *testing.T) {
+	var dialled atomic.Int64
+	target := connBackend(t, func(c net.Conn) {
+		dialled.Add(1)
+		io.Copy(c, c)
+	})
+	for _, tc := range []struct {
+		nets  []string
+		admit bool
+	}{{[]string{"10.0.0.0/8", "64:ff9b::10.0.0.0/104"}, false}, {[]string{"10.0.0.0/8", "127.0.0.0/8"}, true}} {
+		before := dialled.Load()
+		cfg := Config{
+			Upstreams: []UpstreamConfig{upstream("legacy", target)},
+			Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ClientIP: tc.nets}}},
+		}
+		f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		io.WriteString(c, "ping")
+		got := make([]byte, 4)
+		_, err = io.ReadFull(c, got)
+		c.Close()
+		switch {
+		case tc.admit && (err != nil || string(got) != "ping"):
+			t.Errorf("client_ip %v, client 127.0.0.1: echo %q, %v; want it spliced", tc.nets, got, err)
+		case !tc.admit && err == nil:
+			t.Errorf("client_ip %v, client 127.0.0.1: spliced; want it closed", tc.nets)
+		case !tc.admit && dialled.Load() != before:
+			t.Errorf("client_ip %v: the target was dialled for a client not admitted", tc.nets)
+		}
+	}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("legacy", target)},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ClientIP: []string{"10.0.0.0/33"}}}},
+	}
+	if p, err := New(cfg, nil, testLogger(t)); err == nil {
+		p.Close()
+		t.Error("stream client_ip 10.0.0.0/33 accepted")
 	}
 }

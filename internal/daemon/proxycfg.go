@@ -70,7 +70,8 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 					Transport: proxy.TransportConfig{ConnectTimeout: st.ConnectTimeout},
 				})
 			}
-			sc.Stream = &proxy.StreamConfig{Upstream: up, IdleTimeout: st.IdleTimeout, ProxyProtocol: st.SendProxyProtocol, ConnectTimeout: st.ConnectTimeout}
+			sc.Stream = &proxy.StreamConfig{Upstream: up, IdleTimeout: st.IdleTimeout, ProxyProtocol: st.SendProxyProtocol, ConnectTimeout: st.ConnectTimeout,
+				ClientIP: st.ClientIP}
 		}
 		pc.Sites = append(pc.Sites, sc)
 	}

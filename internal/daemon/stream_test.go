@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -53,4 +54,25 @@ func echoServer(t testing.TB) string {
 		}
 	}()
 	return echo.Addr().String()
+}
+
+// TestStreamSiteClientIP: conf's stream client_ip reaches the proxy: a
+// stream site for 10.0.0.0/8 closes a client from 127.0.0.1 after its
+// handshake instead of splicing it.
+func TestStreamSiteClientIP(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Sites[1].Routes = nil
+	cfg.Sites[1].Stream = &conf.Stream{Target: echoServer(t), IdleTimeout: time.Minute, ConnectTimeout: 5 * time.Second,
+		ClientIP: []string{"10.0.0.0/8"}}
+	d := startDaemon(t, cfg)
+	c := dialTLCP(t, d.addr, &tlcp.Config{ServerName: "x.b.example.cn"})
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	io.WriteString(c, "ping")
+	if n, err := io.ReadFull(c, make([]byte, 4)); err == nil {
+		t.Fatalf("a client outside client_ip spliced (%d bytes echoed)", n)
+	}
 }
