@@ -180,8 +180,7 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }
 
 // reqBody wraps the client's body: counts bytes, remembers whether the
 // transport started reading it (then a retry is impossible) and ignores
-// Close so that a failed attempt does not close it under a retry (but
-// for a read in progress, which Close ends: see Close). With a
+// Close so that a failed attempt does not close it under a retry. With a
 // body timeout it bounds the wait for each read (bodyDeadline); at EOF it
 // fills the allowed trailers of the outgoing request.
 //
@@ -326,10 +325,6 @@ func (b *reqBody) untouched() bool {
 	if b == nil {
 		return true
 	}
-	if !b.preEOF && b.ended() {
-		// Its rest can no longer be read (Close ended it).
-		return false
-	}
 	if b.pre != nil {
 		return b.preOff.Load() == 0
 	}
@@ -337,7 +332,7 @@ func (b *reqBody) untouched() bool {
 }
 
 // errHandlerDone ends a read of the client's body after its handler
-// returned (or Close ended its reads).
+// returned.
 var errHandlerDone = errors.New("proxy: request body read after its handler returned")
 
 // handlerDone marks the handler's end: no read starts after it, and one
@@ -413,7 +408,7 @@ func (b *reqBody) readClient(p []byte) (int, error) {
 		}
 		b.mu.Unlock()
 	case b.ended():
-		// handlerDone or Close cut this read (a past read deadline): not the
+		// handlerDone cut this read (a past read deadline): not the
 		// client's stall nor its malformed body.
 	case b.dl.rw != nil && isTimeout(err):
 		b.timedOut.Store(true)
@@ -423,7 +418,7 @@ func (b *reqBody) readClient(p []byte) (int, error) {
 	return n, err
 }
 
-// ended reports whether handlerDone ran, or Close ended the reads.
+// ended reports whether handlerDone ran.
 func (b *reqBody) ended() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -442,36 +437,7 @@ func (b *reqBody) readError() error {
 	return nil
 }
 
-// Close is a transport's end of an attempt's body: the body stays for a
-// retry, unless a read of the client's body is in progress. net/http's
-// transports close the body of an exchange they abort (the target reset
-// the stream, or answered 3xx-5xx before taking it) while their writer
-// may be blocked reading a client that holds its stream open, and over
-// HTTP/2 RoundTrip waits for that writer: the handler would wait for the
-// client up to body_timeout, then answer the target's failure as the
-// client's stall (408). That read is ended (a past read deadline), and
-// the body goes to no other target (untouched).
-func (b *reqBody) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	// Under mu, before handlerDone set done, the handler has not
-	// returned: the ResponseWriter's deadline is still its own.
-	if b.done {
-		return nil
-	}
-	if b.reading.TryLock() {
-		b.reading.Unlock() // no read in progress
-		return nil
-	}
-	b.done = true
-	if b.dl.stall != nil {
-		b.dl.stall.stop()
-	}
-	if b.rd != nil {
-		b.rd.SetReadDeadline(time.Now())
-	}
-	return nil
-}
+func (b *reqBody) Close() error { return nil }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1), removed in both directions.
 var hopHeaders = []string{
