@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // slowFirstWrite is an upstream connection whose first Write (the
@@ -110,5 +113,102 @@ func TestReqBodyAfterHandlerDone(t *testing.T) {
 	}
 	if dc.n != 0 || out.Get("X-Sum") != "" {
 		t.Fatalf("after the handler: %d deadlines set, trailer %q; want neither touched", dc.n, out.Get("X-Sum"))
+	}
+}
+
+// cutReader is a client's body whose Read blocks until a read deadline is
+// set, then fails as a passed deadline does.
+type cutReader struct {
+	cut  chan struct{}
+	once sync.Once
+}
+
+func newCutReader() *cutReader { return &cutReader{cut: make(chan struct{})} }
+
+func (c *cutReader) Read([]byte) (int, error) { <-c.cut; return 0, os.ErrDeadlineExceeded }
+func (c *cutReader) Close() error             { return nil }
+func (c *cutReader) SetReadDeadline(time.Time) error {
+	c.once.Do(func() { close(c.cut) })
+	return nil
+}
+
+func (c *cutReader) wasCut() bool {
+	select {
+	case <-c.cut:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestAttemptBodyClose: a transport's Close of one attempt's body ends
+// that attempt's read of the client in progress and every later read of
+// the attempt, cuts no other attempt's read, and leaves an untouched body
+// for a retry; a read in progress or one so cut makes the body touched
+// (no retry), and a cut read is neither the client's stall nor its
+// malformed body.
+func TestAttemptBodyClose(t *testing.T) {
+	cr := newCutReader()
+	b := &reqBody{rc: cr, rd: cr}
+	reading, other := &attemptBody{b: b}, &attemptBody{b: b}
+	if !b.untouched() {
+		t.Fatal("a fresh body is touched")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := reading.Read(make([]byte, 8))
+		done <- err
+	}()
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		started := b.reader == reading
+		b.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the attempt's read did not start")
+		}
+	}
+	if b.untouched() {
+		t.Error("a body whose read is in progress counts as untouched: another target could be sent it while the first reads on")
+	}
+	other.Close()
+	if cr.wasCut() {
+		t.Fatal("another attempt's Close cut the read in progress")
+	}
+	reading.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the closed attempt's read ended with %v, want its cut", err)
+		}
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("the closed attempt's read of the client went on")
+	}
+	if b.untouched() {
+		t.Error("a body whose read was cut counts as untouched")
+	}
+	if b.timedOut.Load() || b.readError() != nil {
+		t.Errorf("the cut read counted as the client's: timed out %v, error %v", b.timedOut.Load(), b.readError())
+	}
+	if _, err := reading.Read(make([]byte, 8)); !errors.Is(err, errAttemptClosed) {
+		t.Errorf("a read of the closed attempt: %v, want errAttemptClosed", err)
+	}
+
+	// Closed before reading (a failed dial): the body stays whole for
+	// the next attempt.
+	b = &reqBody{rc: io.NopCloser(strings.NewReader("body"))}
+	failed := &attemptBody{b: b}
+	failed.Close()
+	if _, err := failed.Read(make([]byte, 8)); !errors.Is(err, errAttemptClosed) {
+		t.Errorf("a read of an attempt closed before reading: %v, want errAttemptClosed", err)
+	}
+	if !b.untouched() {
+		t.Fatal("an attempt closed before reading touched the body")
+	}
+	got, err := io.ReadAll(&attemptBody{b: b})
+	if err != nil || string(got) != "body" {
+		t.Fatalf("the next attempt read %q, %v; want the whole body", got, err)
 	}
 }

@@ -180,7 +180,9 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }
 
 // reqBody wraps the client's body: counts bytes, remembers whether the
 // transport started reading it (then a retry is impossible) and ignores
-// Close so that a failed attempt does not close it under a retry. With a
+// Close so that a failed attempt does not close it under a retry (each
+// attempt through a net/http transport reads it through an attemptBody,
+// whose Close ends that attempt's reads). With a
 // body timeout it bounds the wait for each read (bodyDeadline); at EOF it
 // fills the allowed trailers of the outgoing request.
 //
@@ -206,6 +208,11 @@ type reqBody struct {
 
 	mu   sync.Mutex // held while dl or trailerIn is used, never across a read
 	done bool       // under mu: the handler returned
+	// under mu: the attempt whose read of the client is in progress
+	// (nil: none), and whether an attempt's Close cut one (the body is
+	// then touched: its rest may have been meant for that target).
+	reader *attemptBody
+	cut    bool
 
 	// reading is held across a Read: the server reuses rc (the
 	// connection's body, then the next request's) once the handler
@@ -320,10 +327,18 @@ func (b *byteBudget) take(n int) bool {
 func (b *byteBudget) give(n int) { b.left.Add(int64(n)) }
 
 // untouched reports whether no byte of b went to a target yet, so that
-// another attempt may send it (b may be nil: no body).
+// another attempt may send it (b may be nil: no body). A read in progress
+// (a failed attempt's transport still reading) or one an attempt's Close
+// cut counts as touched.
 func (b *reqBody) untouched() bool {
 	if b == nil {
 		return true
+	}
+	b.mu.Lock()
+	busy := b.reader != nil || b.cut
+	b.mu.Unlock()
+	if busy {
+		return false
 	}
 	if b.pre != nil {
 		return b.preOff.Load() == 0
@@ -358,7 +373,11 @@ func (b *reqBody) handlerDone() {
 	b.reading.Unlock()
 }
 
-func (b *reqBody) Read(p []byte) (int, error) {
+func (b *reqBody) Read(p []byte) (int, error) { return b.read(p, nil) }
+
+// read reads for attempt a (nil: h1Client's, which reads on the
+// handler's goroutine and never from a closed attempt).
+func (b *reqBody) read(p []byte, a *attemptBody) (int, error) {
 	if off := int(b.preOff.Load()); off < len(b.pre) {
 		n := copy(p, b.pre[off:])
 		b.preOff.Store(int64(off + n))
@@ -367,18 +386,26 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	if b.preEOF {
 		return 0, io.EOF
 	}
-	return b.readClient(p)
+	return b.readClient(p, a)
 }
 
 // readClient reads the client's body under the body timeout, counting
 // it, and copies the trailer at its end.
-func (b *reqBody) readClient(p []byte) (int, error) {
+func (b *reqBody) readClient(p []byte, a *attemptBody) (int, error) {
 	b.reading.Lock()
 	defer b.reading.Unlock()
 	b.mu.Lock()
 	if b.done {
 		b.mu.Unlock()
 		return 0, errHandlerDone
+	}
+	if a != nil {
+		if a.closed {
+			b.mu.Unlock()
+			return 0, errAttemptClosed
+		}
+		b.reader = a
+		defer b.endRead()
 	}
 	if b.dl.rw != nil {
 		b.dl.arm()
@@ -407,9 +434,10 @@ func (b *reqBody) readClient(p []byte) (int, error) {
 			}
 		}
 		b.mu.Unlock()
-	case b.ended():
-		// handlerDone cut this read (a past read deadline): not the
-		// client's stall nor its malformed body.
+	case b.ended() || a != nil && a.isClosed():
+		// handlerDone or the attempt's Close cut this read (a past
+		// read deadline): not the client's stall nor its malformed
+		// body.
 	case b.dl.rw != nil && isTimeout(err):
 		b.timedOut.Store(true)
 	default:
@@ -437,7 +465,60 @@ func (b *reqBody) readError() error {
 	return nil
 }
 
+// Close does nothing: h1Client closes the body once it has read it
+// whole, and net/http's transports close an attempt's attemptBody.
 func (b *reqBody) Close() error { return nil }
+
+func (b *reqBody) endRead() {
+	b.mu.Lock()
+	b.reader = nil
+	b.mu.Unlock()
+}
+
+// attemptBody is what one attempt through a net/http transport reads of
+// the client's body. A transport closes the body of an exchange it ends
+// (the target answered, reset the stream or sent a response the proxy
+// refused) while its own goroutine may be blocked reading a client that
+// holds its request stream open, and over HTTP/2 RoundTrip and the
+// response body's Close wait for that goroutine: the handler would wait
+// for the client up to body_timeout, then answer the target's failure as
+// the client's stall (408), or hold a gRPC call's trailers. Close ends
+// that read (a past read deadline) and every later one of the attempt;
+// the client's body itself stays for another attempt when untouched.
+type attemptBody struct {
+	b      *reqBody
+	closed bool // under b.mu
+}
+
+// errAttemptClosed ends a read of an attempt its transport closed.
+var errAttemptClosed = errors.New("proxy: request body read after its attempt ended")
+
+func (a *attemptBody) Read(p []byte) (int, error) { return a.b.read(p, a) }
+
+func (a *attemptBody) Close() error {
+	b := a.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a.closed = true
+	if b.reader == a && !b.done {
+		// Under mu, before handlerDone set done, the handler has not
+		// returned: the ResponseWriter's deadline is still its own.
+		b.cut = true
+		if b.dl.stall != nil {
+			b.dl.stall.stop()
+		}
+		if b.rd != nil {
+			b.rd.SetReadDeadline(time.Now())
+		}
+	}
+	return nil
+}
+
+func (a *attemptBody) isClosed() bool {
+	a.b.mu.Lock()
+	defer a.b.mu.Unlock()
+	return a.closed
+}
 
 // Hop-by-hop headers (RFC 9110 §7.6.1), removed in both directions.
 var hopHeaders = []string{
@@ -654,7 +735,7 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 			buf = slices.Grow(buf, grow)
 		}
 		var n int
-		n, err = b.readClient(buf[len(buf):min(cap(buf), size)])
+		n, err = b.readClient(buf[len(buf):min(cap(buf), size)], nil)
 		buf = buf[:len(buf)+n]
 		if err == io.EOF && len(buf) < size {
 			err = io.ErrUnexpectedEOF
@@ -671,7 +752,7 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 		// length is a stream error the server reports as a read error.
 		var extra [1]byte
 		var n int
-		if n, err = b.readClient(extra[:]); err == io.EOF {
+		if n, err = b.readClient(extra[:], nil); err == io.EOF {
 			b.preEOF, err = true, nil
 		} else if err == nil && n > 0 {
 			err = errors.New("request body longer than its declared length")
@@ -1041,6 +1122,13 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 	if u.scansHeads {
 		req = traceConn(req, &x)
 	}
+	if body != nil {
+		if req == outreq {
+			req = new(http.Request)
+			*req = *outreq
+		}
+		req.Body = &attemptBody{b: body}
+	}
 	res, err := tr.RoundTrip(req)
 	if err == nil {
 		if err = x.check(res); err != nil {
@@ -1182,17 +1270,11 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		body = watchBody(body, u.readTimeout) // h1Body has its own
 	}
 	err := copyBody(&rs.w, body, fi, res.ContentLength, r.ProtoMajor == 2)
-	if rs.body != nil {
-		// The response is over, whole or broken: so is the exchange,
-		// and the client's body goes no further. Ended before the
-		// response body is closed, which over HTTP/2 waits for the
-		// Transport to stop writing the request: a write blocked on a
-		// client that still holds its half of the stream open (a gRPC
-		// call the target answered or failed before the client was
-		// done) would hold the handler, and the client's trailers or
-		// reset, until the client gave up.
-		rs.body.handlerDone()
-	}
+	// Over HTTP/2 Close waits for the Transport to stop writing the
+	// request, which it ends by closing the attempt's body: a write
+	// blocked on a client that still holds its half of the stream open
+	// (a gRPC call the target answered or failed before the client was
+	// done) is cut then (attemptBody.Close).
 	body.Close()
 	if err != nil {
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {
