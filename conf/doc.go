@@ -597,12 +597,16 @@
 // beyond that is answered 429 Too Many Requests with Retry-After, before
 // anything else is done for it (the target never sees it). The client is the
 // address X-Real-IP carries (see client_ip), an IPv6 address counted by its
-// /64 as the per-client limits count. Each route counts for itself; a reload
-// starts the counts afresh; with workers each worker counts alone, so a client
-// whose connections the kernel spreads over N workers may reach up to N times
-// the rate. The counts of at most 65536 client addresses are kept per route;
-// the least recently seen beyond that is forgotten and finds its whole burst
-// again.
+// /64 as the per-client limits count. Each route counts for itself. A reload
+// keeps the counts of a route whose site, name (else path) and rate_limit stay
+// the same, and starts the others afresh. With workers (Linux) the workers
+// count together, in memory they share: a client whose connections the kernel
+// spreads over them has one allowance, as with one process. That memory holds
+// about 65536 counts of routes and clients at once (a count leaves once its
+// client has its whole burst back); where it is full, the count nearest to its
+// whole burst is forgotten, and its client finds its whole burst again. One
+// process keeps the counts of at most 65536 client addresses per route, and
+// forgets the least recently seen beyond that.
 //
 //   - rate (rate): rate is the steady rate: a number of requests per second,
 //     minute or hour, e.g. 10/s, 30/m or 500/h. Required.

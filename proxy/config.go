@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 )
 
 // Config is the whole reverse-proxy configuration of one daemon generation.
@@ -37,9 +39,14 @@ type Config struct {
 	// none), such as one a reload removed whose connections drain, are
 	// not checked.
 	ListenerSites map[string][]string
+	// SharedRates, in a worker, counts the routes' rate_limit with the
+	// other workers (package rateshare); nil: this process counts alone.
+	SharedRates *rateshare.View
 	// Previous is the proxy this one replaces on a reload, or nil. Targets
 	// that stay (same upstream name and address) keep their health state:
-	// a target that was down stays down until its checks say otherwise.
+	// a target that was down stays down until its checks say otherwise;
+	// routes that stay (same site, label and rate_limit) keep their
+	// clients' rate counts.
 	Previous *Proxy
 	// Standby keeps the new proxy's target health from the observer until
 	// Activate: a reload builds the proxy before it knows whether it will

@@ -191,9 +191,12 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		}
 		s.stream = st
 	}
+	seen := map[string]int{} // routes of each label so far
 	for i := range sc.Routes {
 		rc := &sc.Routes[i]
-		rt, err := compileRoute(p, rc)
+		label := RouteLabel(rc)
+		seen[label]++
+		rt, err := compileRoute(p, rc, s.name+"\x00"+label+"\x00"+strconv.Itoa(seen[label]))
 		if err != nil {
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
@@ -220,7 +223,10 @@ func RouteLabel(rc *RouteConfig) string {
 	return "/"
 }
 
-func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
+// compileRoute compiles rc; scope names it among the routes of every
+// generation (its site, label and rank among the routes of that label):
+// where its rate_limit counts.
+func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	rt := &route{
 		name:      rc.Name,
 		prefix:    rc.PathPrefix,
@@ -267,7 +273,7 @@ func compileRoute(p *Proxy, rc *RouteConfig) (*route, error) {
 		if rl.Interval <= 0 || rl.Burst < 0 {
 			return nil, fmt.Errorf("route %s: rate_limit: interval %v, burst %d: want a positive interval and a burst of at least 0", rt.name, rl.Interval, rl.Burst)
 		}
-		rt.rate = newRateLimiter(*rl)
+		rt.rate = p.rateLimiter(scope, *rl)
 	}
 	for _, m := range rc.Headers {
 		if err := CheckHeaderMatch(m.Name); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/h1server"
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 )
 
 // Proxy is one generation of the reverse proxy: sites, upstream pools with
@@ -58,6 +59,13 @@ type Proxy struct {
 	idle    chan struct{}
 	drained bool // idle is closed
 	closed  bool
+
+	// rates are the routes' rate limiters by route scope and rate, for
+	// the next generation to keep (prevRates: the previous generation's,
+	// while New builds); sharedRates is Config.SharedRates.
+	rates       map[string]*rateLimiter
+	prevRates   map[string]*rateLimiter
+	sharedRates *rateshare.View
 
 	// cut ends when Close runs: the dials of TCP streams to their targets
 	// (which no tracked connection stands for yet) end with it rather
@@ -109,7 +117,13 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 			p.listenerSites[l] = set
 		}
 	}
-	if err := p.addSites(cfg.Sites); err != nil {
+	p.sharedRates = cfg.SharedRates
+	if cfg.Previous != nil {
+		p.prevRates = cfg.Previous.rates
+	}
+	err := p.addSites(cfg.Sites)
+	p.prevRates = nil
+	if err != nil {
 		p.closeUpstreams()
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/lru"
 	"github.com/gmproxy/gmproxy/internal/monoclock"
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 )
 
 // RateLimitConfig bounds how fast one client address may send requests to
@@ -31,13 +32,37 @@ const maxRateClients = 65536
 
 // rateLimiter is a route's RateLimitConfig per client key (frontdoor's: an
 // IPv4 address, an IPv6 /64): the generic cell rate algorithm, one
-// theoretical arrival time per client.
+// theoretical arrival time per client, in the workers' shared table when
+// there is one (rateshare), else (or when its bucket is busy) in this
+// process.
 type rateLimiter struct {
 	interval  int64 // ns between requests
 	tolerance int64 // ns a client may run ahead: burst × interval
 	mu        sync.Mutex
 	tat       *lru.Cache[netip.Addr, int64] // on monoclock's scale
 	now       func() int64
+
+	shared *rateshare.View // nil: none
+	scope  uint64          // rateshare.Scope of the route's scope and rate
+}
+
+// rateLimiter returns the limiter of the route of scope with c: the
+// previous generation's when it had one for the same route and rate (a
+// reload keeps the counts), else a new one.
+func (p *Proxy) rateLimiter(scope string, c RateLimitConfig) *rateLimiter {
+	id := scope + "\x00" + strconv.FormatInt(int64(c.Interval), 10) + "/" + strconv.Itoa(c.Burst)
+	l := p.prevRates[id]
+	if l == nil {
+		l = newRateLimiter(c)
+		if p.sharedRates != nil {
+			l.shared, l.scope = p.sharedRates, rateshare.Scope(id)
+		}
+	}
+	if p.rates == nil {
+		p.rates = map[string]*rateLimiter{}
+	}
+	p.rates[id] = l
+	return l
 }
 
 func newRateLimiter(c RateLimitConfig) *rateLimiter {
@@ -56,6 +81,15 @@ func newRateLimiter(c RateLimitConfig) *rateLimiter {
 // allow takes one request of client from its allowance; when none is
 // left it returns false and how long until one is.
 func (l *rateLimiter) allow(client netip.Addr) (bool, time.Duration) {
+	if l.shared != nil {
+		switch v, wait := l.shared.Allow(l.shared.Key(l.scope, client), rateshare.Now(), l.interval, l.tolerance); v {
+		case rateshare.Allowed:
+			return true, 0
+		case rateshare.Limited:
+			return false, time.Duration(wait)
+		}
+		// Busy: counted here alone.
+	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -82,3 +82,28 @@ func TestRouteRateLimit(t *testing.T) {
 	wantForwarded(t, f.addr, rec, get("/login", "2001:db8::2"), "GET /login ")
 	wantNotForwarded(t, f.addr, rec, get("/login", "2001:db8::3"), "429")
 }
+
+// TestRouteRateLimitKeptOverReload: a reload keeps the counts of a route
+// whose site, label and rate stay; a changed rate or another route starts
+// afresh.
+func TestRouteRateLimitKeptOverReload(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := func(name string, burst int, prev *Proxy) Config {
+		return Config{
+			TrustedProxies: []string{"127.0.0.1"},
+			Upstreams:      []UpstreamConfig{upstream("u", rec.addr)},
+			Sites:          oneSite(RouteConfig{Name: name, RateLimit: &RateLimitConfig{Interval: time.Hour, Burst: burst}, Upstream: "u"}),
+			Previous:       prev,
+		}
+	}
+	get := "GET /x HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n"
+	f := newFront(t, cfg("r", 0, nil), frontOpts{})
+	wantForwarded(t, f.addr, rec, get, "GET /x ")
+	wantNotForwarded(t, f.addr, rec, get, "429")
+	g := newFront(t, cfg("r", 0, f.p), frontOpts{})
+	wantNotForwarded(t, g.addr, rec, get, "429") // kept
+	h := newFront(t, cfg("r", 1, g.p), frontOpts{})
+	wantForwarded(t, h.addr, rec, get, "GET /x ") // another rate: afresh
+	i := newFront(t, cfg("s", 1, h.p), frontOpts{})
+	wantForwarded(t, i.addr, rec, get, "GET /x ") // another route: afresh
+}

@@ -431,8 +431,13 @@ type prefixConn struct {
 func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // streamReportInterval is how often long tunnels and streams report the
-// bytes moved so far (Observer.StreamBytes takes deltas).
-var streamReportInterval = 5 * time.Second
+// bytes moved so far (Observer.StreamBytes takes deltas), in ns (tests
+// shorten it).
+var streamReportInterval = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(5 * time.Second))
+	return &d
+}()
 
 // pipe copies a→b and b→a until both directions end and returns the byte
 // counts (a→b, b→a). A direction ending with EOF half-closes the other
@@ -472,7 +477,8 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 	if idle > 0 || report != nil {
 		go func() {
 			defer close(watch)
-			period := streamReportInterval
+			every := time.Duration(streamReportInterval.Load())
+			period := every
 			if idle > 0 {
 				period = min(period, max(idle/4, 5*time.Millisecond))
 			}
@@ -488,7 +494,7 @@ func pipe(a, b io.ReadWriteCloser, idle time.Duration, report func(ab, ba int64)
 						end(true)
 						return
 					}
-					if report != nil && now.Sub(lastReport) >= streamReportInterval {
+					if report != nil && now.Sub(lastReport) >= every {
 						lastReport = now
 						flush()
 					}

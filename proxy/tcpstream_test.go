@@ -134,9 +134,9 @@ func TestTCPStreamAllTargetsDown(t *testing.T) {
 // TestStreamBytesReportedWhileOpen: long streams report progress before
 // they end (deltas every streamReportInterval).
 func TestStreamBytesReportedWhileOpen(t *testing.T) {
-	old := streamReportInterval
-	streamReportInterval = 10 * time.Millisecond
-	defer func() { streamReportInterval = old }()
+	old := streamReportInterval.Load()
+	streamReportInterval.Store(int64(10 * time.Millisecond))
+	defer streamReportInterval.Store(old)
 	target := echoTCP(t, false, nil)
 	obs := newEventObserver()
 	cfg := Config{

@@ -132,6 +132,7 @@ func (r *runner) newEnv() {
 	r.env = &daemon.Env{Logger: r.log}
 	if r.wk != nil {
 		r.env.SharedClients = r.wk.clients
+		r.env.SharedRates = r.wk.rates
 	}
 	if newTelemetry != nil {
 		r.tel = newTelemetry(r.log, r.env)

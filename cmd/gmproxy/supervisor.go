@@ -28,6 +28,7 @@ import (
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
 	"github.com/gmproxy/gmproxy/internal/daemon"
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
@@ -89,10 +90,16 @@ type supervisor struct {
 	// the supervisor's own mapping of it, to clear a dead worker's counts.
 	clients      *os.File
 	clientsTable *clientshare.Table
-	log          *slog.Logger
-	out          io.Writer // the workers' stdout
-	errw         io.Writer // the workers' stderr
-	hc           *http.Client
+	// rates is the table of the routes' rate_limit counts every worker
+	// maps (nil where there is none: each worker counts alone), and
+	// ratesTable the supervisor's mapping of it, to release the bucket a
+	// dead worker held.
+	rates      *os.File
+	ratesTable interface{ ClearWorker(w int) } // a *rateshare.Table
+	log        *slog.Logger
+	out        io.Writer // the workers' stdout
+	errw       io.Writer // the workers' stderr
+	hc         *http.Client
 	// startTimeout bounds a worker's start (workerStartTimeout; tests
 	// shorten it).
 	startTimeout time.Duration
@@ -238,6 +245,23 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 			s.log.Info("workers: per-client counts shared", "slots", clientshare.Slots, "bytes", clientshare.Size(s.n))
 		}
 	}
+	if rateshare.Supported {
+		f, err := rateshare.Create()
+		if err == nil {
+			var tab *rateshare.Table
+			if tab, err = rateshare.Map(f); err != nil {
+				f.Close()
+			} else {
+				s.ratesTable = tab
+			}
+		}
+		if err != nil {
+			s.log.Warn("workers: no shared rate_limit counts, each worker applies the routes' rate limits alone", "error", err)
+		} else {
+			s.rates = f
+			s.log.Info("workers: rate_limit counts shared", "entries", rateshare.Buckets*rateshare.SlotsPerBucket, "bytes", rateshare.Size)
+		}
+	}
 	exits = make(chan workerExit, s.n)
 	s.procs = make([]*workerProc, s.n)
 	for i := range s.n {
@@ -275,7 +299,7 @@ func workerEnv(environ []string, memLimit int64, n int) []string {
 	env := make([]string, 0, len(environ)+8)
 	for _, e := range environ {
 		switch k, _, _ := strings.Cut(e, "="); k {
-		case "GOMAXPROCS", envWorker, envWorkerDir, envWorkerShm, envWorkerClients, envWorkerConfig:
+		case "GOMAXPROCS", envWorker, envWorkerDir, envWorkerShm, envWorkerClients, envWorkerRates, envWorkerConfig:
 		case "GOMEMLIMIT":
 			if !limited {
 				env = append(env, e)
@@ -292,7 +316,7 @@ func workerEnv(environ []string, memLimit int64, n int) []string {
 
 // workersMemLimit is the memory limit the workers' heaps share: the
 // supervisor's (GOMEMLIMIT), less the shared memory files every worker
-// maps (the session table, the per-client counts). Those are charged to
+// maps (the session table, the per-client and rate_limit counts). Those are charged to
 // the service's memory as a heap is, but no worker's collector counts
 // them: split whole, the heaps could together grow to the limit with the
 // tables on top. Tables that would leave less than half the limit (a
@@ -304,7 +328,7 @@ func (s *supervisor) workersMemLimit() int64 {
 		return limit
 	}
 	var shared int64
-	for _, f := range []*os.File{s.shm, s.clients} {
+	for _, f := range []*os.File{s.shm, s.clients, s.rates} {
 		if f == nil {
 			continue
 		}
@@ -332,6 +356,10 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 	if s.clients != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, s.clients)
 		cmd.Env = append(cmd.Env, envWorkerClients+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+	}
+	if s.rates != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.rates)
+		cmd.Env = append(cmd.Env, envWorkerRates+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 	}
 	cmd.Stdout, cmd.Stderr = s.out, s.errw
 	dieWithParent(cmd)
@@ -879,6 +907,11 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 		// Its connections closed with it: other workers must not refuse
 		// a client for them while the restart waits (up to restartMax).
 		s.clientsTable.ClearWorker(p.index)
+	}
+	if s.ratesTable != nil {
+		// A rate_limit bucket it held locked (killed in the middle of a
+		// request's count) would stay Busy for every worker.
+		s.ratesTable.ClearWorker(p.index)
 	}
 	s.log.Error("worker died: restarting it", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode, "after", delay)
 	p.quick = quick

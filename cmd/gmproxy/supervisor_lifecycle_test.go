@@ -1042,3 +1042,33 @@ func TestWorkersDeathSeenDuringReload(t *testing.T) {
 		return len(ws) == 2 && ws[0].PID != hung.PID && ws[1].PID != victim.PID && ws[0].Ready && ws[1].Ready
 	})
 }
+
+// TestWorkersRateLimit: a route's rate_limit bounds a client over both
+// workers together (the kernel spreads its connections over them; counted
+// by each alone, it could send twice the burst).
+func TestWorkersRateLimit(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeConfig(t, cfgPath, "workers: 2\n", listen, admin, "[{respond: {status: 200, body: hi}, rate_limit: {rate: 1/h, burst: 4}}]", "shutdown_grace: 5s\n")
+	r := startWorkerRun(t, cfgPath, admin)
+	roots := testRoots(t)
+	codes := map[int]int{}
+	for range 20 {
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, err := read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes[code]++
+	}
+	served := func(i int) float64 { return r.workerCounter(i, "gmproxy_http_requests_total", "") }
+	// Twenty connections reach both workers but for a chance of 2⁻¹⁹.
+	if served(0) == 0 || served(1) == 0 {
+		t.Fatalf("one worker served every request (%v and %v): the test shows nothing", served(0), served(1))
+	}
+	if codes[200] != 5 || codes[429] != 15 {
+		t.Fatalf("answers %v over both workers, want 5 × 200 (1 + burst) and 15 × 429", codes)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,10 +202,14 @@ func TestDeadWorkerCountsClearedAtDeath(t *testing.T) {
 	}
 	dead := &workerProc{index: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}, started: time.Now().Add(-time.Hour), exited: make(chan struct{})}
 	close(dead.exited)
-	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), clientsTable: tab, procs: []*workerProc{dead, {index: 1}}}
+	rates := &clearRecorder{}
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), clientsTable: tab, ratesTable: rates, procs: []*workerProc{dead, {index: 1}}}
 	var due time.Duration
 	if !s.died(dead, func(i int, after time.Duration) { due = after }) {
 		t.Fatal("supervisor gave up")
+	}
+	if !slices.Equal(rates.cleared, []int{0}) {
+		t.Errorf("rate_limit buckets released for workers %v at worker 0's death, want [0] (a bucket it held locked stays busy for every worker)", rates.cleared)
 	}
 	if _, v := w1.Admit("l", client, 1, 0); v != clientshare.Admitted {
 		t.Fatalf("after worker 0 died (restart due in %v), worker 1 refuses the client (%v): the dead worker's connection still counts", due, v)
@@ -362,3 +367,8 @@ func TestGiveUpDuringReloadAbandonsIt(t *testing.T) {
 		t.Errorf("the reload request got %v, want %v", err, errReloadAbandoned)
 	}
 }
+
+// clearRecorder records the workers a table was told to clear.
+type clearRecorder struct{ cleared []int }
+
+func (c *clearRecorder) ClearWorker(w int) { c.cleared = append(c.cleared, w) }

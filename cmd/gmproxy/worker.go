@@ -12,6 +12,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
@@ -35,6 +36,10 @@ const (
 	// the workers share (package clientshare), when the supervisor made
 	// them.
 	envWorkerClients = "GMPROXY_WORKER_CLIENTS"
+	// envWorkerRates is the file descriptor of the routes' rate_limit
+	// counts the workers share (package rateshare), when the supervisor
+	// made them.
+	envWorkerRates = "GMPROXY_WORKER_RATES"
 	// envWorkerConfig is the supervisor's copy of the configuration it
 	// last accepted (at start, or a reload every worker applied): a
 	// worker reads it, parsed as the configuration file (whose folder
@@ -93,6 +98,8 @@ type worker struct {
 	// clients is this worker's view of the shared per-client counts, or
 	// nil.
 	clients *clientshare.View
+	// rates is this worker's view of the shared rate_limit counts, or nil.
+	rates *rateshare.View
 }
 
 // workerFromEnv returns the worker this process is, or nil when it is not
@@ -128,6 +135,15 @@ func workerFromEnv() (*worker, error) {
 			return nil, err
 		}
 		if w.clients, err = t.Worker(i); err != nil {
+			return nil, err
+		}
+	}
+	if fd := os.Getenv(envWorkerRates); fd != "" {
+		t, err := rateshare.OpenFD(fd)
+		if err != nil {
+			return nil, err
+		}
+		if w.rates, err = t.Worker(i); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
@@ -41,6 +42,9 @@ type Env struct {
 	// SharedClients, in a worker, counts every listener's per-client
 	// limits with the other workers (nil: this process alone).
 	SharedClients *clientshare.View
+	// SharedRates, in a worker, counts the routes' rate_limit with the
+	// other workers (nil: this process alone).
+	SharedRates *rateshare.View
 
 	mu sync.Mutex
 	// engine is the private-key engine of the serving generation; the
@@ -482,6 +486,7 @@ func buildProxy(env *Env, build uint64, cfg *conf.Config) (px, prev *proxy.Proxy
 	prev = env.proxy
 	env.mu.Unlock()
 	pc.Previous = prev
+	pc.SharedRates = env.SharedRates
 	pc.Standby = true // Activate once installed: a refused reload reports nothing
 	px, err = proxy.New(pc, pobs, env.Logger)
 	if err != nil {
