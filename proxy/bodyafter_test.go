@@ -117,15 +117,18 @@ func TestReqBodyAfterHandlerDone(t *testing.T) {
 }
 
 // cutReader is a client's body whose Read blocks until a read deadline is
-// set, then fails as a passed deadline does.
+// set, then fails with err (as a passed deadline does: os.ErrDeadlineExceeded).
 type cutReader struct {
 	cut  chan struct{}
 	once sync.Once
+	err  error
 }
 
-func newCutReader() *cutReader { return &cutReader{cut: make(chan struct{})} }
+func newCutReader() *cutReader {
+	return &cutReader{cut: make(chan struct{}), err: os.ErrDeadlineExceeded}
+}
 
-func (c *cutReader) Read([]byte) (int, error) { <-c.cut; return 0, os.ErrDeadlineExceeded }
+func (c *cutReader) Read([]byte) (int, error) { <-c.cut; return 0, c.err }
 func (c *cutReader) Close() error             { return nil }
 func (c *cutReader) SetReadDeadline(time.Time) error {
 	c.once.Do(func() { close(c.cut) })
@@ -159,17 +162,7 @@ func TestAttemptBodyClose(t *testing.T) {
 		_, err := reading.Read(make([]byte, 8))
 		done <- err
 	}()
-	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); ; time.Sleep(time.Millisecond) {
-		b.mu.Lock()
-		started := b.reader == reading
-		b.mu.Unlock()
-		if started {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the attempt's read did not start")
-		}
-	}
+	waitReading(t, b, reading)
 	if b.untouched() {
 		t.Error("a body whose read is in progress counts as untouched: another target could be sent it while the first reads on")
 	}
@@ -196,6 +189,24 @@ func TestAttemptBodyClose(t *testing.T) {
 		t.Errorf("a read of the closed attempt: %v, want errAttemptClosed", err)
 	}
 
+	// A read the cut ends with an error of the client's body itself
+	// (x/net's stream reset for more body than declared, at the same
+	// moment): the client's error, not the cut.
+	broken := newCutReader()
+	broken.err = errors.New("sender tried to send more than declared Content-Length of 5 bytes")
+	b = &reqBody{rc: broken, rd: broken}
+	reading = &attemptBody{b: b}
+	go func() {
+		_, err := reading.Read(make([]byte, 8))
+		done <- err
+	}()
+	waitReading(t, b, reading)
+	reading.Close()
+	<-done
+	if err := b.readError(); err != broken.err {
+		t.Errorf("the client's own error when its read was cut: readError %v, want %v", err, broken.err)
+	}
+
 	// Closed before reading (a failed dial): the body stays whole for
 	// the next attempt.
 	b = &reqBody{rc: io.NopCloser(strings.NewReader("body"))}
@@ -210,5 +221,21 @@ func TestAttemptBodyClose(t *testing.T) {
 	got, err := io.ReadAll(&attemptBody{b: b})
 	if err != nil || string(got) != "body" {
 		t.Fatalf("the next attempt read %q, %v; want the whole body", got, err)
+	}
+}
+
+// waitReading waits until attempt a's read of b's client is under way.
+func waitReading(t *testing.T, b *reqBody, a *attemptBody) {
+	t.Helper()
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		started := b.reader == a
+		b.mu.Unlock()
+		if started {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the attempt's read did not start")
+		}
 	}
 }

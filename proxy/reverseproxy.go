@@ -434,10 +434,10 @@ func (b *reqBody) readClient(p []byte, a *attemptBody) (int, error) {
 			}
 		}
 		b.mu.Unlock()
-	case b.ended() || a != nil && a.isClosed():
+	case isTimeout(err) && (b.ended() || a != nil && a.isClosed()):
 		// handlerDone or the attempt's Close cut this read (a past
-		// read deadline): not the client's stall nor its malformed
-		// body.
+		// read deadline): not the client's stall. (Another error is
+		// the client's body's own, which the cut did not cause.)
 	case b.dl.rw != nil && isTimeout(err):
 		b.timedOut.Store(true)
 	default:
@@ -1035,6 +1035,20 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			return nil, nil
 		}
 		if ctx.Err() != nil {
+			if body != nil {
+				// A read of the client's body may still be under way
+				// in the transport's goroutine: ended (and waited for)
+				// now, so that its error is known.
+				body.handlerDone()
+				if berr := body.readError(); berr != nil && overDeclaredLength(berr) {
+					// The client sent more body than it declared:
+					// x/net reset its stream (which ended the
+					// context), for a malformed request, not a
+					// client that went away.
+					s.bodyFailed(rs, r, berr)
+					return nil, nil
+				}
+			}
 			rs.clientGone = true
 			s.p.logger.Debug("client went away", "site", s.name, "uri", r.RequestURI, "error", err)
 			return nil, nil
@@ -1073,6 +1087,14 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 	}
 	s.errorResponse(rs, r, http.StatusBadGateway, "no upstream target answered", "no target of upstream "+u.name+" answered: "+errString(lastErr))
 	return nil, nil
+}
+
+// overDeclaredLength reports whether err is x/net/http2's end of a request
+// body longer than its content-length (RFC 9113 §8.1.1: a malformed
+// request, whose stream it resets with PROTOCOL_ERROR). x/net exports no
+// such error: its text is matched.
+func overDeclaredLength(err error) bool {
+	return strings.Contains(err.Error(), "more than declared Content-Length")
 }
 
 // requestHeadersTooLarge reports whether err is an HTTP/2 transport's
