@@ -9,13 +9,20 @@ import (
 	"unsafe"
 )
 
-// testTable is a table in this process's memory (8-byte aligned), as the
-// workers' mapping holds it.
+// testTable is a table in this process's memory, as the workers' mapping
+// holds it.
 func testTable(t *testing.T) *Table {
+	t.Helper()
+	return seededTable(t, [16]byte{1, 2, 3})
+}
+
+// seededTable is a table with the hash key seed, in memory aligned as a
+// mapping is (8 bytes at least).
+func seededTable(t testing.TB, seed [16]byte) *Table {
 	t.Helper()
 	words := make([]uint64, Size/8)
 	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), Size)
-	format(mem, [16]byte{1, 2, 3})
+	format(mem, seed)
 	tab, err := open(mem)
 	if err != nil {
 		t.Fatal(err)
@@ -241,11 +248,7 @@ func TestOpenChecksLayout(t *testing.T) {
 // BenchmarkKeyAllow: what a request to a route with rate_limit costs in
 // a worker: its key and its count.
 func BenchmarkKeyAllow(b *testing.B) {
-	words := make([]uint64, Size/8)
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), Size)
-	format(mem, [16]byte{1})
-	tab, _ := open(mem)
-	v, _ := tab.Worker(0)
+	v, _ := seededTable(b, [16]byte{1}).Worker(0)
 	scope := Scope("site\x00/login\x001")
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -258,14 +261,7 @@ func BenchmarkKeyAllow(b *testing.B) {
 // client cannot work out an address whose tag is another's.
 func TestKeySeeded(t *testing.T) {
 	a := view(t, testTable(t), 0)
-	words := make([]uint64, Size/8)
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), Size)
-	format(mem, [16]byte{9, 9, 9})
-	tab, err := open(mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := view(t, tab, 0)
+	b := view(t, seededTable(t, [16]byte{9, 9, 9}), 0)
 	if ka, kb := a.Key(Scope("s"), client), b.Key(Scope("s"), client); ka == kb {
 		t.Fatalf("two tables of different seeds key a client alike: %+v", ka)
 	}

@@ -4,10 +4,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gmproxy/gmproxy/internal/memfile"
 )
 
 // Supported reports whether this platform has the shared table.
@@ -17,30 +18,12 @@ const Supported = true
 // the file, for the workers to inherit (exec.Cmd's ExtraFiles) and map
 // with OpenFD, and the supervisor with Map.
 func Create() (*os.File, error) {
-	fd, err := unix.MemfdCreate("gmproxy-rates", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("rateshare: memfd_create: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "gmproxy-rates")
-	if err := f.Truncate(Size); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("rateshare: %w", err)
-	}
-	// Its size is fixed for good (as clientshare's table): a file shrunk
-	// under the others would make their next access a SIGBUS.
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("rateshare: sealing the table's size: %w", err)
-	}
-	mem, err := unix.Mmap(fd, 0, headerSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("rateshare: mmap: %w", err)
-	}
 	var seed [16]byte
 	rand.Read(seed[:])
-	format(mem, seed)
-	unix.Munmap(mem)
+	f, err := memfile.Create("gmproxy-rates", Size, headerSize, func(mem []byte) { format(mem, seed) })
+	if err != nil {
+		return nil, fmt.Errorf("rateshare: %w", err)
+	}
 	return f, nil
 }
 
@@ -50,29 +33,29 @@ func Map(f *os.File) (*Table, error) { return mapFD(int(f.Fd())) }
 // OpenFD maps the table in the inherited file descriptor fd (a decimal
 // number).
 func OpenFD(fd string) (*Table, error) {
-	n, err := strconv.Atoi(fd)
-	if err != nil || n < 0 {
-		return nil, fmt.Errorf("rateshare: %q is not a file descriptor", fd)
+	n, err := memfile.Descriptor(fd)
+	if err != nil {
+		return nil, fmt.Errorf("rateshare: %w", err)
 	}
 	return mapFD(n)
 }
 
 // mapFD maps the whole file fd, shared, with its pages present.
 func mapFD(fd int) (*Table, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("rateshare: fd %d: %w", fd, err)
+	size, err := memfile.Size(fd)
+	if err != nil {
+		return nil, fmt.Errorf("rateshare: %w", err)
 	}
-	if st.Size != Size {
+	if size != Size {
 		return nil, errLayout
 	}
-	mem, err := unix.Mmap(fd, 0, Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := memfile.Map(fd, Size, true)
 	if err != nil {
-		return nil, fmt.Errorf("rateshare: mmap: %w", err)
+		return nil, fmt.Errorf("rateshare: %w", err)
 	}
 	t, err := open(mem)
 	if err != nil {
-		unix.Munmap(mem)
+		memfile.Unmap(mem)
 		return nil, err
 	}
 	return t, nil

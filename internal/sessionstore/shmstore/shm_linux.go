@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gmproxy/gmproxy/internal/memfile"
 )
 
 // Supported reports whether this platform has the shared memory store.
@@ -24,32 +25,14 @@ const Supported = true
 // worker maps it, or as it is written for a table over populateMax (see
 // mapFD).
 func Create(entries int) (*os.File, error) {
-	fd, err := unix.MemfdCreate("gmproxy-sessions", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("shmstore: memfd_create: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "gmproxy-sessions")
-	size := Size(entries)
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shmstore: %w", err)
-	}
-	// Its size is fixed for good: a worker that shrank the file (a bug, or
-	// one taken over) would make every other worker's next access past
-	// the new end a SIGBUS, not a miss. The seal itself is sealed.
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shmstore: sealing the table's size: %w", err)
-	}
-	mem, err := unix.Mmap(fd, 0, headerSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shmstore: mmap: %w", err)
-	}
 	var seed [8]byte
 	rand.Read(seed[:])
-	format(mem, entries, binary.LittleEndian.Uint64(seed[:]))
-	unix.Munmap(mem)
+	f, err := memfile.Create("gmproxy-sessions", Size(entries), headerSize, func(mem []byte) {
+		format(mem, entries, binary.LittleEndian.Uint64(seed[:]))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shmstore: %w", err)
+	}
 	return f, nil
 }
 
@@ -68,9 +51,9 @@ func OpenFD(fd string) (*Store, error) {
 	if t, ok := byDesc[fd]; ok {
 		return &Store{t: t}, nil
 	}
-	n, err := strconv.Atoi(fd)
-	if err != nil || n < 0 {
-		return nil, fmt.Errorf("shmstore: %q is not a file descriptor", fd)
+	n, err := memfile.Descriptor(fd)
+	if err != nil {
+		return nil, fmt.Errorf("shmstore: %w", err)
 	}
 	mem, err := mapFD(n)
 	if err != nil {
@@ -78,7 +61,7 @@ func OpenFD(fd string) (*Store, error) {
 	}
 	t, err := open(mem)
 	if err != nil {
-		unix.Munmap(mem)
+		memfile.Unmap(mem)
 		return nil, err
 	}
 	byDesc[fd] = t
@@ -101,22 +84,22 @@ const populateMax = 256 << 20
 // with many workers does not build page tables for memory its sessions may
 // never fill.
 func mapFD(fd int) ([]byte, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("shmstore: fd %d: %w", fd, err)
+	size, err := memfile.Size(fd)
+	if err != nil {
+		return nil, fmt.Errorf("shmstore: %w", err)
 	}
-	if st.Size < headerSize || st.Size > 1<<32 {
+	if size < headerSize || size > 1<<32 {
 		return nil, errLayout
 	}
-	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := memfile.Map(fd, int(size), false)
 	if err != nil {
-		return nil, fmt.Errorf("shmstore: mmap: %w", err)
+		return nil, fmt.Errorf("shmstore: %w", err)
 	}
 	// The advice must come before the pages: a page already present
 	// stays a 4 KiB one. An error means a kernel without transparent huge
 	// pages, where the table works the same in 4 KiB pages.
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
-	if st.Size <= populateMax {
+	if size <= populateMax {
 		populate(mem)
 	}
 	return mem, nil
