@@ -539,6 +539,11 @@ type Route struct {
 	// this route (a login form, an API), as nginx's limit_req with burst
 	// and nodelay (the same rate and burst mean the same here). Default: no bound.
 	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Timeouts replaces, for this route's requests, the waits for a quiet
+	// peer that its upstream and listener set: a route of long-lived
+	// calls that stay quiet for minutes (gRPC streams, event streams,
+	// long polls) gets its own without a listener or upstream of its own.
+	Timeouts *RouteTimeouts `yaml:"timeouts"`
 	// TLSInfoHeaders adds headers with the connection's protocol (e.g.
 	// NTLSv1.1), cipher and session-reused flag to the forwarded request.
 	// Default false.
@@ -843,6 +848,22 @@ type ActiveHealth struct {
 	Rise int `yaml:"rise"`
 	// Fall consecutive failures mark an up target down. Default 3.
 	Fall int `yaml:"fall"`
+}
+
+// RouteTimeouts holds a route's own waits for a quiet peer, as nginx's
+// proxy_read_timeout / grpc_read_timeout and client_body_timeout in a
+// location. A key left out keeps the upstream's or the listener's value;
+// 0 means no limit.
+type RouteTimeouts struct {
+	// Read replaces the upstream's timeouts.read: the longest wait between
+	// two reads of a response body from a target (a server-streaming or
+	// bidirectional gRPC call, an event stream, between two messages).
+	Read *time.Duration `yaml:"read"`
+	// Body replaces the listener's http.body_timeout: the longest wait
+	// between two reads of the client's request body (a client-streaming
+	// or bidirectional gRPC call between two messages, a slow upload);
+	// past it the client gets 408.
+	Body *time.Duration `yaml:"body"`
 }
 
 // RateLimit bounds a client's requests: it may send burst requests beyond

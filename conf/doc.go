@@ -512,6 +512,11 @@
 //     rate_limit bounds how fast one client address may send requests to this
 //     route (a login form, an API), as nginx's limit_req with burst and
 //     nodelay (the same rate and burst mean the same here). Default: no bound.
+//   - timeouts (optional section, see sites[].routes[].timeouts): timeouts
+//     replaces, for this route's requests, the waits for a quiet peer that its
+//     upstream and listener set: a route of long-lived calls that stay quiet
+//     for minutes (gRPC streams, event streams, long polls) gets its own
+//     without a listener or upstream of its own.
 //   - tls_info_headers (boolean): tls_info_headers adds headers with the
 //     connection's protocol (e.g. NTLSv1.1), cipher and session-reused flag to
 //     the forwarded request. Default false.
@@ -614,6 +619,22 @@
 //     the rate, as nginx's burst with nodelay: after a pause of (1 + burst)
 //     times the interval between requests, 1 + burst requests pass at once.
 //     Default 0: one request, then one per interval.
+//
+// # sites[].routes[].timeouts
+//
+// This section holds a route's own waits for a quiet peer, as nginx's
+// proxy_read_timeout / grpc_read_timeout and client_body_timeout in a
+// location. A key left out keeps the upstream's or the listener's value; 0
+// means no limit.
+//
+//   - read (duration): read replaces the upstream's timeouts.read: the longest
+//     wait between two reads of a response body from a target (a
+//     server-streaming or bidirectional gRPC call, an event stream, between
+//     two messages).
+//   - body (duration): body replaces the listener's http.body_timeout: the
+//     longest wait between two reads of the client's request body (a
+//     client-streaming or bidirectional gRPC call between two messages, a slow
+//     upload); past it the client gets 408.
 //
 // # sites[].stream
 //

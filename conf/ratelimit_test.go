@@ -130,3 +130,35 @@ func TestAccessLogFieldsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteTimeoutsParsed: a route's timeouts reach the configuration,
+// a key left out as absent (the upstream's or listener's value), 0 as no
+// limit, and the normalised form keeps that difference.
+func TestRouteTimeoutsParsed(t *testing.T) {
+	path := filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "{path_prefix: /, upstream: app}", "{path_prefix: /, upstream: app, timeouts: {read: 10m, body: 0}}\n      - {path_prefix: /b, upstream: app, timeouts: {body: 90s}}", 1)
+	cfg, err := Parse(path, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		a, b := cfg.Sites[0].Routes[0].Timeouts, cfg.Sites[0].Routes[1].Timeouts
+		if a == nil || a.Read == nil || *a.Read != 10*time.Minute || a.Body == nil || *a.Body != 0 {
+			t.Fatalf("round %d: timeouts %+v, want read 10m and body 0 (no limit)", round, a)
+		}
+		if b == nil || b.Read != nil || b.Body == nil || *b.Body != 90*time.Second {
+			t.Fatalf("round %d: timeouts %+v, want read left out and body 90s", round, b)
+		}
+		norm, err := cfg.Normalized()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err = Parse(path, norm); err != nil {
+			t.Fatalf("the normalised form does not load: %v\n%s", err, norm)
+		}
+	}
+}

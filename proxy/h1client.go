@@ -169,14 +169,16 @@ func h1Carries(req *http.Request) bool {
 
 // RoundTrip sends a request h1Carries on a pooled connection.
 func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
-	return cl.roundTripHead(req, false)
+	return cl.roundTripHead(req, false, 0)
 }
 
 // roundTripHead is RoundTrip; with passOn a plain final response with a
 // body comes back without its Header map (nil) when it has no hop-by-hop
 // field: its fields are in the body's passOn head (h1Body.head), for the
 // proxy to write to its client as they are, or to fill the map from.
-func (cl *h1Client) roundTripHead(req *http.Request, passOn bool) (*http.Response, error) {
+// readTimeout, when not 0, replaces the client's for this exchange's
+// response body (negative: none; a route's own timeouts.read).
+func (cl *h1Client) roundTripHead(req *http.Request, passOn bool, readTimeout time.Duration) (*http.Response, error) {
 	ctx := req.Context()
 	replay := replayable(req)
 	for try := 0; ; try++ {
@@ -184,7 +186,7 @@ func (cl *h1Client) roundTripHead(req *http.Request, passOn bool) (*http.Respons
 		if err != nil {
 			return nil, err
 		}
-		res, err, fresh := pc.roundTrip(ctx, req, passOn)
+		res, err, fresh := pc.roundTrip(ctx, req, passOn, readTimeout)
 		if err == nil {
 			return res, nil
 		}
@@ -304,7 +306,7 @@ func (cl *h1Client) CloseIdleConnections() {
 // failure before any response byte arrived (the request may be sent again
 // on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
-func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool) (res *http.Response, err error, fresh bool) {
+func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool, readTimeout time.Duration) (res *http.Response, err error, fresh bool) {
 	// One watcher for the whole exchange: the context's end interrupts
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.
@@ -386,7 +388,11 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool)
 	// request.
 	var rd opDeadline
 	if !(res.Body == http.NoBody || res.Body == nil && int64(pc.br.Buffered()) >= res.ContentLength) {
-		if rd.d = pc.cl.readTimeout; rd.d > 0 {
+		rd.d = pc.cl.readTimeout
+		if readTimeout != 0 {
+			rd.d = readTimeout
+		}
+		if rd.d > 0 {
 			dl, _ := rd.due()
 			pc.c.SetReadDeadline(dl)
 			pc.bodyArmed = true

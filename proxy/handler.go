@@ -57,10 +57,13 @@ const (
 
 // route is a compiled RouteConfig.
 type route struct {
-	name   string
-	hosts  []string
-	prefix string
-	exact  string
+	name string
+	// readTimeout and bodyTimeout: RouteConfig's (0: the upstream's and
+	// the listener's; negative: none).
+	readTimeout, bodyTimeout time.Duration
+	hosts                    []string
+	prefix                   string
+	exact                    string
 	// foldCase: prefix, exact and strip match regardless of letter case
 	// (SiteConfig.CaseInsensitivePaths).
 	foldCase bool
@@ -239,6 +242,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 
 		allowTrailers: rc.AllowTrailers,
 		upgrades:      rc.Upgrades,
+
+		readTimeout: rc.ReadTimeout,
+		bodyTimeout: rc.BodyTimeout,
 	}
 	if rt.upgrades == nil {
 		rt.upgrades = DefaultUpgrades

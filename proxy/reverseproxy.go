@@ -665,7 +665,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 	}
 	outreq := rs.newOutgoing(r, rt, actx)
 	if r.ContentLength != 0 && !noBody {
-		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs, r)}
+		body = &reqBody{rc: inBody, dl: s.p.bodyDeadline(rs, r, rt.bodyTimeout)}
 		body.rd, _ = rs.w.rw.(readDeadliner)
 		if outreq.Trailer = rt.outgoingTrailer(r.Trailer); outreq.Trailer != nil {
 			body.trailerIn, body.trailerOut = r, outreq.Trailer
@@ -992,7 +992,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		var res *http.Response
 		var err error
 		if h1, ok := tr.(*h1Client); ok {
-			res, err = h1.roundTripHead(outreq, rs.passOn)
+			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout)
 		} else {
 			res, err = u.viaTransport(rs, tr, outreq, body)
 			// net/http's transports return the response as soon as it
@@ -1288,8 +1288,12 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		rs.w.Flush()
 	}
 	body := res.Body
-	if _, own := body.(*h1Body); !own && u.readTimeout > 0 && body != http.NoBody {
-		body = watchBody(body, u.readTimeout) // h1Body has its own
+	readTimeout := u.readTimeout
+	if rt.readTimeout != 0 {
+		readTimeout = rt.readTimeout // the route's own (negative: none)
+	}
+	if _, own := body.(*h1Body); !own && readTimeout > 0 && body != http.NoBody {
+		body = watchBody(body, readTimeout) // h1Body has its own
 	}
 	err := copyBody(&rs.w, body, fi, res.ContentLength, r.ProtoMajor == 2)
 	// Over HTTP/2 Close waits for the Transport to stop writing the

@@ -126,9 +126,12 @@ func (b *bodyDeadline) release() {
 // deadlines. The whole-request bound counts from when the HTTP/1.1 server
 // began reading r's head, as the deadline it set does (read_timeout bounds
 // the whole request), else from the handler's start.
-func (p *Proxy) bodyDeadline(rs *reqState, r *http.Request) bodyDeadline {
+func (p *Proxy) bodyDeadline(rs *reqState, r *http.Request, route time.Duration) bodyDeadline {
 	l := p.limitsOf(rs.ci)
 	d := l.BodyTimeout
+	if route != 0 {
+		d = route // the route's own timeouts.body (negative: none)
+	}
 	rd, ok := rs.w.rw.(readDeadliner)
 	if d <= 0 || !ok {
 		return bodyDeadline{}

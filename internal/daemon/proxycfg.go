@@ -95,6 +95,15 @@ func offIfZeroSize(n conf.ByteSize) int {
 	return int(n)
 }
 
+// routeTimeout is a route's own timeout for the proxy: 0 (the upstream's
+// or listener's) when left out, -1 (no limit) for 0.
+func routeTimeout(d *time.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return offIfZero(*d)
+}
+
 // rateLimitConfig is a route's rate_limit for the proxy; nil without one.
 func rateLimitConfig(r *conf.RateLimit) *proxy.RateLimitConfig {
 	if r == nil {
@@ -129,6 +138,9 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 	if r.Retries != nil {
 		rp := retryConfig(r.Retries)
 		rc.Retries = &rp
+	}
+	if t := r.Timeouts; t != nil {
+		rc.ReadTimeout, rc.BodyTimeout = routeTimeout(t.Read), routeTimeout(t.Body)
 	}
 	switch r.HostHeader {
 	case "", "passthrough":

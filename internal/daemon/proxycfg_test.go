@@ -1,0 +1,29 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/conf"
+)
+
+// TestRouteTimeoutsMapped: a route's timeouts reach the proxy as its own
+// (a key left out: 0, the upstream's or listener's; 0 in the file: no
+// limit, which the proxy takes as negative).
+func TestRouteTimeoutsMapped(t *testing.T) {
+	zero, ten := time.Duration(0), 10*time.Second
+	for _, c := range []struct {
+		in         *conf.RouteTimeouts
+		read, body time.Duration
+	}{
+		{nil, 0, 0},
+		{&conf.RouteTimeouts{Read: &ten}, ten, 0},
+		{&conf.RouteTimeouts{Read: &zero, Body: &ten}, -1, ten},
+		{&conf.RouteTimeouts{Body: &zero}, 0, -1},
+	} {
+		rc := routeConfig(conf.Route{Upstream: "u", Timeouts: c.in})
+		if rc.ReadTimeout != c.read || rc.BodyTimeout != c.body {
+			t.Errorf("%+v: read %v, body %v; want %v, %v", c.in, rc.ReadTimeout, rc.BodyTimeout, c.read, c.body)
+		}
+	}
+}
