@@ -239,3 +239,24 @@ func waitReading(t *testing.T, b *reqBody, a *attemptBody) {
 		}
 	}
 }
+
+// TestAttemptBodyClosePre: a closed attempt reads no more of a body
+// request_buffer read whole (pre) either: net/http's Transport closes an
+// attempt's body before RoundTrip returns its failure while its writer
+// may still go on to read it, and what that writer took of pre would be
+// missing from the next attempt's.
+func TestAttemptBodyClosePre(t *testing.T) {
+	b := &reqBody{pre: []byte("body"), preEOF: true}
+	failed := &attemptBody{b: b}
+	failed.Close()
+	if n, err := failed.Read(make([]byte, 2)); n != 0 || !errors.Is(err, errAttemptClosed) {
+		t.Errorf("a read of a closed attempt of a buffered body: %d, %v; want 0, errAttemptClosed", n, err)
+	}
+	if !b.untouched() {
+		t.Fatal("a closed attempt's late read touched the buffered body")
+	}
+	got, err := io.ReadAll(&attemptBody{b: b})
+	if err != nil || string(got) != "body" {
+		t.Fatalf("the next attempt read %q, %v; want the whole body", got, err)
+	}
+}

@@ -335,9 +335,8 @@ func (b *reqBody) untouched() bool {
 		return true
 	}
 	b.mu.Lock()
-	busy := b.reader != nil || b.cut
-	b.mu.Unlock()
-	if busy {
+	defer b.mu.Unlock()
+	if b.reader != nil || b.cut {
 		return false
 	}
 	if b.pre != nil {
@@ -378,7 +377,24 @@ func (b *reqBody) Read(p []byte) (int, error) { return b.read(p, nil) }
 // read reads for attempt a (nil: h1Client's, which reads on the
 // handler's goroutine and never from a closed attempt).
 func (b *reqBody) read(p []byte, a *attemptBody) (int, error) {
-	if off := int(b.preOff.Load()); off < len(b.pre) {
+	if a != nil && b.pre != nil {
+		// Under mu, as Close: net/http's Transport closes a failed
+		// attempt's body before RoundTrip returns while its writer
+		// may go on to read, and what it took of pre would be missing
+		// from the next attempt's.
+		b.mu.Lock()
+		if a.closed {
+			b.mu.Unlock()
+			return 0, errAttemptClosed
+		}
+		if off := int(b.preOff.Load()); off < len(b.pre) {
+			n := copy(p, b.pre[off:])
+			b.preOff.Store(int64(off + n))
+			b.mu.Unlock()
+			return n, nil
+		}
+		b.mu.Unlock()
+	} else if off := int(b.preOff.Load()); off < len(b.pre) {
 		n := copy(p, b.pre[off:])
 		b.preOff.Store(int64(off + n))
 		return n, nil
