@@ -26,13 +26,16 @@ type body struct {
 	err         error
 	// continueDue: the client waits for 100 Continue before sending.
 	continueDue bool
-	tooBig      bool // the drain gave up
+	tooBig      bool // the drain gave up, or would have to
+	// left is what the request declared (Content-Length) less what was
+	// read; -1 for a chunked body.
+	left int64
 }
 
 var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
-func (b *body) start(rc io.ReadCloser, expectContinue bool) {
-	b.rc = rc
+func (b *body) start(rc io.ReadCloser, length int64, expectContinue bool) {
+	b.rc, b.left = rc, length
 	b.eof, b.closed, b.err, b.tooBig = false, false, nil, false
 	b.continueDue = expectContinue
 	if expectContinue {
@@ -59,6 +62,9 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := b.rc.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+	}
 	switch {
 	case err == io.EOF:
 		b.eof = true
@@ -78,24 +84,43 @@ func (b *body) Close() error {
 	return nil
 }
 
-// finish ends the body after the handler: it reads up to maxDrainBytes of
-// what is left and reports whether the connection can read the next
-// request.
-func (b *body) finish() bool {
+// settle ends the body's reads after the handler and reports what is left
+// to do: nothing (done, with keep telling whether the connection can read
+// the next request), or a drain of the unread rest (done false: finish),
+// which waits for the client and so comes after the response is out.
+func (b *body) settle() (done, keep bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
 	b.c.w.continueArmed.Store(false)
 	switch {
 	case b.eof:
-		return true
+		return true, true
 	case b.err != nil:
-		return false
+		return true, false
 	case b.continueDue:
 		// 100 Continue was never sent: the client may or may not send
 		// the body; the next bytes cannot be trusted to be a request.
-		return false
+		return true, false
+	case b.left > maxDrainBytes:
+		// Known now to be more than a drain reads: the response says
+		// the connection closes, and the close lingers for the rest.
+		b.tooBig = true
+		return true, false
 	}
+	return false, false
+}
+
+// finish reads up to maxDrainBytes of what is left of a body settle left
+// unread and reports whether the connection can read the next request.
+func (b *body) finish() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.drainLocked()
+}
+
+// drainLocked is finish with b.mu held.
+func (b *body) drainLocked() bool {
 	if d := b.c.srv.idleTimeout(); d > 0 {
 		// A stalled body must not hold the connection longer than an
 		// idle one; ReadTimeout's deadline, when set, stays the bound.

@@ -468,7 +468,7 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	c.body = nil
 	if hasBody {
 		c.body = &body{c: c}
-		c.body.start(req.Body, expectContinue)
+		c.body.start(req.Body, req.ContentLength, expectContinue)
 		req.Body = c.body
 	}
 	if !c.wdl.IsZero() && time.Until(c.wdl) < minKeptWrite {
@@ -485,16 +485,27 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	if c.hijacked {
 		return false
 	}
+	// A body the handler left unread is read to its end (up to
+	// maxDrainBytes) to keep the connection, after the response is out:
+	// a client still sending it (a target answered 403 or 413 before
+	// reading it) must not wait for the drain, up to idle_timeout, for
+	// an answer that is ready. net/http's server flushes first too.
+	drain := false
 	if hasBody {
-		if !c.body.finish() {
+		done, keep := c.body.settle()
+		drain = !done
+		if done && !keep {
 			w.closeAfter = true
 		}
 	}
 	// A response after which the connection closes goes out with the
-	// protocol's close_notify, unless the close waits for the client's
-	// excess body first (linger).
-	w.lastWrite = !(hasBody && c.body.tooBig)
+	// protocol's close_notify, unless what is left of the body is still
+	// to be read or lingered for.
+	w.lastWrite = !drain && !(hasBody && c.body.tooBig)
 	w.finish()
+	if drain && !c.body.finish() {
+		w.closeAfter = true
+	}
 	if s.WriteTimeout > 0 {
 		// The server's own bound ends with the response. A deadline the
 		// handler set stays, as with net/http: the proxy's send_timeout

@@ -669,6 +669,37 @@ func TestUnreadBody(t *testing.T) {
 	}
 }
 
+// TestUnreadBodyStillSent: a handler that answers without reading a body
+// the client is still sending (a target's 403 or 413 before the upload)
+// has its response sent at once, not after the drain of the rest, which
+// waits for the client up to idle_timeout; once the client ends the body
+// the connection serves its next request.
+func TestUnreadBodyStillSent(t *testing.T) {
+	_, addr := testServer(t, &Server{IdleTimeout: time.Minute}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/upload" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		io.WriteString(w, "next")
+	}))
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	res, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatalf("no response while the client's body goes on (the drain held it): %v", err)
+	}
+	io.Copy(io.Discard, res.Body)
+	if res.StatusCode != http.StatusForbidden || res.Close {
+		t.Fatalf("status %d, close %v; want 403 on a kept connection", res.StatusCode, res.Close)
+	}
+	io.WriteString(c, "5\r\nworld\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+	if rs := readResponses(t, br, "GET"); rs[0].StatusCode != 200 {
+		t.Errorf("next request after the drained body: %d", rs[0].StatusCode)
+	}
+}
+
 func TestContentLengthMismatch(t *testing.T) {
 	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "4")
