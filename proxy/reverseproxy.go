@@ -1007,10 +1007,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		}
 		var res *http.Response
 		var err error
+		var ab *attemptBody // the attempt's body through a net/http transport
 		if h1, ok := tr.(*h1Client); ok {
 			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout)
 		} else {
-			res, err = u.viaTransport(rs, tr, outreq, body)
+			res, ab, err = u.viaTransport(rs, tr, outreq, body)
 			// net/http's transports return the response as soon as it
 			// comes, and fail as soon as they see why, while their own
 			// goroutine may still be writing the request (its header,
@@ -1041,6 +1042,15 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			return res, t
 		}
 		t.inflight.Add(-1)
+		if ab != nil {
+			// The exchange is over for the proxy, whatever the
+			// transport still does: its writer may go on reading the
+			// body after a response the proxy refused (or an error
+			// RoundTrip returned before its writer stopped). Closed
+			// now, a read under way counts as touched and none starts,
+			// so untouched below is final.
+			ab.Close()
+		}
 		lastErr = err
 		var de *dialError
 		isDial := errors.As(err, &de)
@@ -1146,7 +1156,7 @@ func errString(err error) string {
 // and gives the response back the framing fields http.ReadResponse drops
 // (exchangeConn.check), refusing one with both Content-Length and
 // Transfer-Encoding.
-func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody) (*http.Response, error) {
+func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody) (*http.Response, *attemptBody, error) {
 	req := outreq
 	var sw *sendWatch
 	if body != nil && u.writeTimeout > 0 && u.speaksH2 {
@@ -1160,12 +1170,14 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 	if u.scansHeads {
 		req = traceConn(req, &x)
 	}
+	var attempt *attemptBody
 	if body != nil {
 		if req == outreq {
 			req = new(http.Request)
 			*req = *outreq
 		}
-		req.Body = &attemptBody{b: body}
+		attempt = &attemptBody{b: body}
+		req.Body = attempt
 	}
 	res, err := tr.RoundTrip(req)
 	if err == nil {
@@ -1185,7 +1197,7 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 			rs.send = sw // its context is the response's
 		}
 	}
-	return res, err
+	return res, attempt, err
 }
 
 // responseFields is the number of field lines of res's head.
