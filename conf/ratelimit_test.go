@@ -44,16 +44,7 @@ func TestRateParse(t *testing.T) {
 
 // TestRouteRateLimitParsed: a route's rate_limit reaches the configuration.
 func TestRouteRateLimitParsed(t *testing.T) {
-	path := filepath.Join("testdata", "good", "minimal.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(data), "{path_prefix: /, upstream: app}", "{path_prefix: /, upstream: app, rate_limit: {rate: 30/m, burst: 5}}", 1)
-	cfg, err := Parse(path, []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := minimalWithRoutes(t, "{path_prefix: /, upstream: app, rate_limit: {rate: 30/m, burst: 5}}")
 	rl := cfg.Sites[0].Routes[0].RateLimit
 	if rl == nil || rl.Rate.Interval() != 2*time.Second || rl.Burst != 5 {
 		t.Fatalf("rate_limit %+v, want an interval of 2s and burst 5", rl)
@@ -135,16 +126,7 @@ func TestAccessLogFieldsDocumented(t *testing.T) {
 // a key left out as absent (the upstream's or listener's value), 0 as no
 // limit, and the normalised form keeps that difference.
 func TestRouteTimeoutsParsed(t *testing.T) {
-	path := filepath.Join("testdata", "good", "minimal.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(data), "{path_prefix: /, upstream: app}", "{path_prefix: /, upstream: app, timeouts: {read: 10m, body: 0}}\n      - {path_prefix: /b, upstream: app, timeouts: {body: 90s}}", 1)
-	cfg, err := Parse(path, []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, path := minimalWithRoutes(t, "{path_prefix: /, upstream: app, timeouts: {read: 10m, body: 0}}\n      - {path_prefix: /b, upstream: app, timeouts: {body: 90s}}")
 	for round := range 2 {
 		a, b := cfg.Sites[0].Routes[0].Timeouts, cfg.Sites[0].Routes[1].Timeouts
 		if a == nil || a.Read == nil || *a.Read != 10*time.Minute || a.Body == nil || *a.Body != 0 {
@@ -161,4 +143,22 @@ func TestRouteTimeoutsParsed(t *testing.T) {
 			t.Fatalf("the normalised form does not load: %v\n%s", err, norm)
 		}
 	}
+}
+
+// minimalWithRoutes is testdata/good/minimal.yaml with its route replaced
+// by routes (flow mappings, one per line at the routes' indentation),
+// parsed, and the path it was read from.
+func minimalWithRoutes(t *testing.T, routes string) (*Config, string) {
+	t.Helper()
+	path := filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "{path_prefix: /, upstream: app}", routes, 1)
+	cfg, err := Parse(path, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, path
 }

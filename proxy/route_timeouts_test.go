@@ -33,13 +33,7 @@ func TestRouteReadTimeout(t *testing.T) {
 			}
 		}
 	})
-	for _, tc := range []struct {
-		name  string
-		setup func(*UpstreamConfig)
-	}{
-		{"h1 client", func(*UpstreamConfig) {}},
-		{"transport", func(uc *UpstreamConfig) { uc.Transport.MaxConnsPerTarget = 4 }},
-	} {
+	for _, tc := range h1Clients {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := proxyTo(addr)
 			cfg.Upstreams[0].Transport.ReadTimeout = timeout

@@ -44,6 +44,17 @@ func stallingBackend(t *testing.T, sent int, gap time.Duration) (addr string, cl
 	return addr, ch
 }
 
+// h1Clients are the two ways the proxy talks HTTP/1.1 to a target, for
+// tests that check both: its own client, and net/http's Transport (which
+// max_conns_per_target selects).
+var h1Clients = []struct {
+	name  string
+	setup func(*UpstreamConfig)
+}{
+	{"h1 client", func(*UpstreamConfig) {}},
+	{"transport", func(uc *UpstreamConfig) { uc.Transport.MaxConnsPerTarget = 4 }},
+}
+
 // TestUpstreamReadTimeout: a target that stops sending a response body
 // has its response cut after read_timeout (the client sees the body end
 // early, and the proxy closes the target's connection); a target that
@@ -53,13 +64,7 @@ func stallingBackend(t *testing.T, sent int, gap time.Duration) (addr string, cl
 // (max_conns) and h2c (a timer that closes the body).
 func TestUpstreamReadTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	for _, tc := range []struct {
-		name  string
-		setup func(*UpstreamConfig)
-	}{
-		{"h1 client", func(*UpstreamConfig) {}},
-		{"transport", func(uc *UpstreamConfig) { uc.Transport.MaxConnsPerTarget = 4 }},
-	} {
+	for _, tc := range h1Clients {
 		t.Run(tc.name, func(t *testing.T) {
 			mk := func(addr string) *front {
 				cfg := proxyTo(addr)
