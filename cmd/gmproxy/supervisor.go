@@ -891,7 +891,22 @@ func (s *supervisor) workerPprof(w http.ResponseWriter, r *http.Request) {
 func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration)) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping || s.procs[p.index] != p {
+	if s.procs[p.index] != p {
+		return true
+	}
+	// What it held in the shared tables goes with it, also while the
+	// others drain at a stop or after giving up: its connections closed
+	// with it (other workers must not refuse a client for them while a
+	// restart waits, up to restartMax), and a rate_limit bucket it held
+	// locked (killed in the middle of a request's count) would stay Busy
+	// for every worker.
+	if s.clientsTable != nil {
+		s.clientsTable.ClearWorker(p.index)
+	}
+	if s.ratesTable != nil {
+		s.ratesTable.ClearWorker(p.index)
+	}
+	if s.stopping {
 		return true
 	}
 	quick := 0
@@ -903,16 +918,6 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 		return false
 	}
 	delay := min(restartMin<<max(quick-1, 0), restartMax)
-	if s.clientsTable != nil {
-		// Its connections closed with it: other workers must not refuse
-		// a client for them while the restart waits (up to restartMax).
-		s.clientsTable.ClearWorker(p.index)
-	}
-	if s.ratesTable != nil {
-		// A rate_limit bucket it held locked (killed in the middle of a
-		// request's count) would stay Busy for every worker.
-		s.ratesTable.ClearWorker(p.index)
-	}
 	s.log.Error("worker died: restarting it", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode, "after", delay)
 	p.quick = quick
 	restart(p.index, delay)

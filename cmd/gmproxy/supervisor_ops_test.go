@@ -211,6 +211,13 @@ func TestDeadWorkerCountsClearedAtDeath(t *testing.T) {
 	if !slices.Equal(rates.cleared, []int{0}) {
 		t.Errorf("rate_limit buckets released for workers %v at worker 0's death, want [0] (a bucket it held locked stays busy for every worker)", rates.cleared)
 	}
+	// Also while the others drain at a stop.
+	stopping := &clearRecorder{}
+	s = &supervisor{log: s.log, ratesTable: stopping, procs: []*workerProc{dead, {index: 1}}, stopping: true}
+	s.died(dead, func(int, time.Duration) { t.Error("a worker restarted during a stop") })
+	if !slices.Equal(stopping.cleared, []int{0}) {
+		t.Errorf("rate_limit buckets released for workers %v at a death during a stop, want [0]", stopping.cleared)
+	}
 	if _, v := w1.Admit("l", client, 1, 0); v != clientshare.Admitted {
 		t.Fatalf("after worker 0 died (restart due in %v), worker 1 refuses the client (%v): the dead worker's connection still counts", due, v)
 	}
