@@ -697,6 +697,11 @@ func (v *validator) routeForwarding(r *Route, p string) {
 			v.warnf(p+".retries", "remove it", "retries has no effect on a route without upstream")
 		}
 	}
+	if r.Timeouts != nil && r.Upstream == "" {
+		// A route that answers itself waits for no target and reads no
+		// body: its timeouts would look in force and never apply.
+		v.warnf(p+".timeouts", "remove it", "timeouts has no effect on a route without upstream")
+	}
 	for i, up := range r.Upgrades {
 		kp := fmt.Sprintf("%s.upgrades[%d]", p, i)
 		switch {
