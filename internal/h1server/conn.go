@@ -499,9 +499,11 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 		}
 	}
 	// A response after which the connection closes goes out with the
-	// protocol's close_notify, unless what is left of the body is still
-	// to be read or lingered for.
-	w.lastWrite = !drain && !(hasBody && c.body.tooBig)
+	// protocol's close_notify, unless the close lingers for the client's
+	// excess body. A drain that follows (the response closes the
+	// connection anyway: Connection: close, HTTP/1.0) only reads, which
+	// the protocols allow after close_notify.
+	w.lastWrite = !(hasBody && c.body.tooBig)
 	w.finish()
 	if drain && !c.body.finish() {
 		w.closeAfter = true

@@ -815,7 +815,8 @@ func (w *lastWriteConn) WriteLast(p []byte) (int, error) {
 
 // TestLastResponseWithClose: the response after which the connection
 // closes (Connection: close, HTTP/1.0) goes out through WriteLast, so a
-// TLS connection sends it with close_notify in one write; a kept-alive
+// TLS connection sends it with close_notify in one write, also when a
+// small body the handler left unread is drained after it; a kept-alive
 // response does not, nor one the server answers before lingering over a
 // large unread body.
 func TestLastResponseWithClose(t *testing.T) {
@@ -828,6 +829,7 @@ func TestLastResponseWithClose(t *testing.T) {
 	}{
 		{"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 1, 1},
 		{"GET / HTTP/1.0\r\n\r\n", 0, 1},
+		{"POST / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 10\r\n\r\n0123456789", 0, 1},
 		{"POST / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("x", 1<<20), 1, 0},
 	} {
 		a, b := net.Pipe()
