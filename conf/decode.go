@@ -687,8 +687,18 @@ func parseDuration(n *yaml.Node) (time.Duration, error) {
 	if dur < 0 {
 		return 0, fmt.Errorf("negative duration %q", s)
 	}
+	if dur > maxDuration {
+		return 0, fmt.Errorf("duration %q is over %s (100 years)", s, formatDuration(maxDuration))
+	}
 	return dur, nil
 }
+
+// maxDuration bounds every duration: the proxy arms its waits d + d/8
+// ahead (a deadline moved at most every eighth of it), which for a
+// duration near time.Duration's 292 years overflows to a negative wait
+// that fires at once (a timer spinning, or firing before it is stored).
+// No wait is meant to be longer; 0 is "no limit" where one is allowed.
+const maxDuration = 100 * 365 * 24 * time.Hour
 
 // ByteSize is a number of bytes. In YAML it is a number or a number with a
 // unit: B, K/KB/KiB, M/MB/MiB, G/GB/GiB (all units are powers of 1024).
