@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -368,7 +369,10 @@ type watchedBody struct {
 func watchBody(rc io.ReadCloser, d time.Duration) *watchedBody {
 	b := &watchedBody{rc: rc, d: d}
 	b.last.Store(monoclock.Now())
-	b.t = time.AfterFunc(d+d/8, b.expire)
+	// Stored before it is armed: expire moves it, and a timeout short
+	// enough (read: 1ns) fired before AfterFunc returned.
+	b.t = time.AfterFunc(math.MaxInt64, b.expire)
+	b.t.Reset(d + d/8)
 	return b
 }
 

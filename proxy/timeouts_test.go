@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -481,5 +482,24 @@ func TestWatchedBodyCloseStopsTimer(t *testing.T) {
 	b.expire() // the timer's function, already running when Close stopped it
 	if b.t.Stop() {
 		t.Fatal("the timer of a closed body was armed again")
+	}
+}
+
+// TestWatchedBodyTinyTimeout: a read timeout short enough for the timer to
+// fire before watchBody has stored it (read: 1ns in the configuration, a
+// route's timeouts.read included) ends a read that waits with the read
+// timeout's error; its function found no timer to move and crashed the
+// process.
+func TestWatchedBodyTinyTimeout(t *testing.T) {
+	for range 5000 {
+		pr, pw := io.Pipe()
+		b := watchBody(pr, 1)
+		_, err := b.Read(make([]byte, 1))
+		var rte *readTimeoutError
+		if !errors.As(err, &rte) {
+			t.Fatalf("a read past the timeout: %v, want the read timeout's error", err)
+		}
+		b.Close()
+		pw.Close()
 	}
 }
