@@ -489,7 +489,8 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	// maxDrainBytes) to keep the connection, after the response is out:
 	// a client still sending it (a target answered 403 or 413 before
 	// reading it) must not wait for the drain, up to idle_timeout, for
-	// an answer that is ready. net/http's server flushes first too.
+	// an answer that is ready. (net/http's server discards up to 256 KiB
+	// before its header instead.)
 	drain := false
 	if hasBody {
 		done, keep := c.body.settle()
@@ -505,8 +506,16 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	// the protocols allow after close_notify.
 	w.lastWrite = !(hasBody && c.body.tooBig)
 	w.finish()
-	if drain && !c.body.finish() {
+	linger := hasBody && c.body.tooBig
+	switch {
+	case drain && w.closeAfter:
+		// The connection closes whatever the rest of the body is: no
+		// need to wait for all of it (up to idle_timeout), only to let
+		// the response arrive before the close (linger).
+		linger = true
+	case drain && !c.body.finish():
 		w.closeAfter = true
+		linger = c.body.tooBig
 	}
 	if s.WriteTimeout > 0 {
 		// The server's own bound ends with the response. A deadline the
@@ -520,7 +529,7 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 		return false
 	}
 	if w.closeAfter {
-		if hasBody && c.body.tooBig {
+		if linger {
 			c.linger()
 		}
 		return false

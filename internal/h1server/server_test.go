@@ -700,6 +700,30 @@ func TestUnreadBodyStillSent(t *testing.T) {
 	}
 }
 
+// TestUnreadBodyClosing: a response that closes the connection whose
+// handler left a body unread that the client keeps sending closes after
+// a bounded linger, not after a drain that waits for the client up to
+// idle_timeout.
+func TestUnreadBodyClosing(t *testing.T) {
+	_, addr := testServer(t, &Server{IdleTimeout: time.Minute}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	c := dial(t, addr)
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: a\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	res, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusForbidden || !res.Close {
+		t.Fatalf("status %d, close %v; want 403 closing", res.StatusCode, res.Close)
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatalf("the connection was not closed while the client's body stayed open: %v", err)
+	}
+}
+
 func TestContentLengthMismatch(t *testing.T) {
 	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "4")
