@@ -333,6 +333,9 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool,
 		early = err
 		pc.c.SetReadDeadline(time.Now().Add(earlyAnswerWait))
 		pc.hdrArmed = 0 // not the header timeout's deadline
+		// Nor a body's: one a previous response armed is replaced, and
+		// must not be cleared below (the early answer's wait with it).
+		pc.bodyArmed = false
 	}
 	if d := pc.cl.headerTimeout; d > 0 && early == nil {
 		// The deadline is set d + d/8 ahead and kept while it is at
