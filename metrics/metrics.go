@@ -40,6 +40,7 @@
 //	gmproxy_http_request_duration_seconds     histogram {site, route}
 //	gmproxy_http_requests_in_flight           gauge     {site}
 //	gmproxy_http_bytes_total                  counter   {site, direction}
+//	gmproxy_http_rate_limited_total           counter   {site, route}
 //	gmproxy_upstream_response_seconds         histogram {upstream} (time to the response headers)
 //	gmproxy_upstream_connect_seconds          histogram {upstream} (TCP connect plus TLS/TLCP handshake)
 //	gmproxy_upstream_responses_total          counter   {upstream, code}
@@ -181,6 +182,7 @@ type Metrics struct {
 	upstreamRetries  *prometheus.CounterVec
 	streamBytes      *prometheus.CounterVec
 	httpBytes        *prometheus.CounterVec
+	rateLimited      *prometheus.CounterVec
 
 	// Configuration, certificates, build.
 	reloads           *prometheus.CounterVec
@@ -317,6 +319,7 @@ func (m *Metrics) build() {
 	m.requestDuration = histogram("http", "request_duration_seconds", "HTTP request duration, from request headers read to response finished.", RequestBuckets, "site", "route")
 	m.requestsInFlight = gauge("http", "requests_in_flight", "HTTP requests being served.", "site")
 	m.httpBytes = counter("http", "bytes_total", "HTTP body bytes, direction rx (request) or tx (response).", "site", "direction")
+	m.rateLimited = counter("http", "rate_limited_total", "HTTP requests a route's rate_limit answered 429 (also counted in requests_total).", "site", "route")
 	m.upstreamDuration = histogram("upstream", "response_seconds", "Upstream response time: time to the response headers (first byte), connect included.", RequestBuckets, "upstream")
 	m.upstreamConnect = histogram("upstream", "connect_seconds", "Time to open a new upstream connection: TCP connect plus the TLS or TLCP handshake; failed attempts included.", KeyOpBuckets, "upstream")
 	m.upstreamStatus = counter("upstream", "responses_total", "Responses received from upstream targets, by status class (errors gmproxy answered itself are not counted).", "upstream", "code")
@@ -340,7 +343,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
 		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected, m.storeOps, m.storeDuration,
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
-		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes,
+		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes, m.rateLimited,
 		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
 		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
@@ -547,7 +550,12 @@ func (m *Metrics) RequestDone(ev proxy.RequestEvent) {
 	if ev.BytesOut > 0 {
 		o.tx.Add(float64(ev.BytesOut))
 	}
-	if ev.Upstream != "" {
+	if ev.RateLimited {
+		m.rateLimited.WithLabelValues(o.site, o.route).Inc()
+	}
+	if ev.Upstream != "" && ev.Target != "" {
+		// A target was asked: a request the proxy answered before any
+		// (rate_limit, max_body, no target up) took no upstream time.
 		u := m.upstreamObserver(ev.Upstream)
 		u.duration.Observe(ev.UpstreamDuration.Seconds())
 		if ev.UpstreamStatus != 0 {

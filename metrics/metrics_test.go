@@ -508,10 +508,10 @@ func TestRequestObserversCached(t *testing.T) {
 	m, reg := newTest(t)
 	for _, method := range []string{"GET", "get", "GET", "FOO", "POST"} {
 		m.RequestStarted("www")
-		m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: method, Status: 200, BytesOut: 10, Upstream: "up", UpstreamStatus: 200})
+		m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: method, Status: 200, BytesOut: 10, Upstream: "up", Target: "10.0.0.1:80", UpstreamStatus: 200})
 	}
 	m.RequestStarted("www")
-	m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: "GET", Status: 503, Upstream: "up", UpstreamStatus: 503})
+	m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: "GET", Status: 503, Upstream: "up", Target: "10.0.0.1:80", UpstreamStatus: 503})
 	for i, tt := range []struct {
 		c    prometheus.Collector
 		want float64

@@ -46,7 +46,7 @@ func TestRetainDeletesRemovedNamesAndKeepsOthers(t *testing.T) {
 	m.Retain(before)
 	for _, site := range []string{"www", "old"} {
 		m.RequestStarted(site)
-		m.RequestDone(proxy.RequestEvent{Site: site, Route: "/legacy", Method: "GET", Status: 200, Upstream: "gone", UpstreamStatus: 200})
+		m.RequestDone(proxy.RequestEvent{Site: site, Route: "/legacy", Method: "GET", Status: 200, Upstream: "gone", Target: "10.0.0.1:80", UpstreamStatus: 200})
 		m.SetCertNotAfter(site, "sign", time.Now())
 	}
 	m.UpstreamHealth("app", "127.0.0.1:1", true)
@@ -138,9 +138,9 @@ func TestRetainStartsKnownCountersAtZero(t *testing.T) {
 func TestUpstreamEvents(t *testing.T) {
 	m, reg := newTest(t)
 	m.RequestStarted("www")
-	m.RequestDone(proxy.RequestEvent{Site: "www", Method: "GET", Status: 502, Upstream: "app", UpstreamStatus: 503})
+	m.RequestDone(proxy.RequestEvent{Site: "www", Method: "GET", Status: 502, Upstream: "app", Target: "10.0.0.1:80", UpstreamStatus: 503})
 	m.RequestStarted("www")
-	m.RequestDone(proxy.RequestEvent{Site: "www", Method: "GET", Status: 502, Upstream: "app"}) // no answer
+	m.RequestDone(proxy.RequestEvent{Site: "www", Method: "GET", Status: 502, Upstream: "app", Target: "10.0.0.1:80"}) // no answer
 	m.UpstreamConnect("app", 3*time.Millisecond, nil)
 	m.ConnDone("edge", "tlcp", 2*time.Second)
 	m.SetUpstreamCertNotAfter("app", "client_sign", time.Unix(2_000_000_000, 0))
@@ -175,7 +175,7 @@ func TestRetainRequestObserversFollowNamesBack(t *testing.T) {
 	req := func() {
 		m.RequestStarted("www")
 		m.RequestDone(proxy.RequestEvent{Site: "www", Route: "/api", Method: "GET", Status: 200,
-			BytesIn: 1, BytesOut: 2, Upstream: "app", UpstreamStatus: 200})
+			BytesIn: 1, BytesOut: 2, Upstream: "app", Target: "10.0.0.1:80", UpstreamStatus: 200})
 	}
 	m.Retain(with)
 	req()
@@ -234,5 +234,27 @@ func TestRetainListenerGaugesAcrossRemoval(t *testing.T) {
 		if s := series(t, reg, name, `value:"`+gone+`"`); len(s) != 0 {
 			t.Errorf("%s of a removed listener: %v", name, s)
 		}
+	}
+}
+
+// TestRateLimitedCounted: a request a route's rate_limit answered counts
+// in rate_limited_total and in requests_total, and not as an upstream
+// response time (no target was asked); the series leaves with its route.
+func TestRateLimitedCounted(t *testing.T) {
+	m, reg := newTest(t)
+	m.RequestStarted("www")
+	m.RequestDone(proxy.RequestEvent{Site: "www", Route: "/login", Method: "POST", Status: 429, Upstream: "app", RateLimited: true})
+	if got := testutil.ToFloat64(m.rateLimited.WithLabelValues("www", "/login")); got != 1 {
+		t.Errorf("rate_limited_total %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("www", "/login", "POST", "4xx")); got != 1 {
+		t.Errorf("requests_total 4xx %v, want 1", got)
+	}
+	if n := histCount(t, reg, "gmproxy_upstream_response_seconds", map[string]string{"upstream": "app"}); n != 0 {
+		t.Errorf("upstream response histogram count %d for a request no target was asked, want 0", n)
+	}
+	m.Retain(ConfigNames{Sites: []string{"www"}, Routes: []string{"/other"}})
+	if n := testutil.CollectAndCount(m.rateLimited); n != 0 {
+		t.Errorf("%d rate_limited_total series after its route was removed, want 0", n)
 	}
 }

@@ -681,6 +681,7 @@ func (s *site) report(rs *reqState, r *http.Request) {
 		UpstreamStatus:   rs.upStatus,
 		BytesIn:          rs.bytesIn,
 		BytesOut:         rs.w.bytes,
+		RateLimited:      rs.rateLimited,
 	}
 	if rs.route != nil {
 		ev.Route = rs.route.name

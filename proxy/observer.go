@@ -28,6 +28,9 @@ type RequestEvent struct {
 	UpstreamDuration    time.Duration
 	UpstreamStatus      int // status the target answered; 0 when none answered
 	BytesIn, BytesOut   int64
+	// RateLimited: the route's rate_limit answered it (429) before any
+	// target was asked.
+	RateLimited bool
 }
 
 // Observer receives proxy events; metrics implements it. Implementations must

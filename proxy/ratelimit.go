@@ -117,6 +117,7 @@ func (s *site) rateLimited(rs *reqState, r *http.Request, rt *route) bool {
 	if ok {
 		return false
 	}
+	rs.rateLimited = true
 	secs := (wait + time.Second - 1) / time.Second // RFC 9110 §10.2.3: whole seconds
 	s.errorResponseWith(rs, r, http.StatusTooManyRequests, "Retry-After", strconv.FormatInt(int64(secs), 10),
 		"too many requests from this address", "client "+key.String()+" is over route "+rt.name+"'s rate_limit")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,8 @@ func TestRouteRateLimit(t *testing.T) {
 			RouteConfig{Name: "login", Path: "/login", RateLimit: &RateLimitConfig{Interval: time.Hour, Burst: 1}, Upstream: "u"},
 			RouteConfig{Upstream: "u"}),
 	}
-	f := newFront(t, cfg, frontOpts{})
+	obs := newEventObserver()
+	f := newFront(t, cfg, frontOpts{obs: obs})
 	get := func(path, xff string) string {
 		return "GET " + path + " HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\nX-Forwarded-For: " + xff + "\r\n\r\n"
 	}
@@ -68,6 +70,18 @@ func TestRouteRateLimit(t *testing.T) {
 	res := rawRoundTrip(t, f.addr, get("/login", "198.51.100.7"), 3*time.Second)
 	if st := statusOf(res); !strings.Contains(st, " 429 ") {
 		t.Fatalf("third request within the hour: %q, want 429", st)
+	}
+	obs.mu.Lock()
+	var limited []bool
+	for _, ev := range obs.done {
+		limited = append(limited, ev.RateLimited)
+		if ev.RateLimited && (ev.Status != 429 || ev.Target != "") {
+			t.Errorf("the rate-limited request's event: status %d, target %q; want 429 and none asked", ev.Status, ev.Target)
+		}
+	}
+	obs.mu.Unlock()
+	if !slices.Equal(limited, []bool{false, false, true}) {
+		t.Errorf("RequestDone's RateLimited over the three requests: %v, want only the third", limited)
 	}
 	if !strings.Contains(res, "\r\nRetry-After: 3600\r\n") {
 		t.Errorf("429 without Retry-After: 3600:\n%s", res)

@@ -33,11 +33,13 @@ type reqState struct {
 	upStatus   int
 	bytesIn    int64
 	clientGone bool
-	tried      [maxTries]*Target
-	url        url.URL
-	hdrVals    [4]string
-	trace      attemptTrace
-	body       *reqBody // the client's body as sent upstream, nil without one
+	// rateLimited: answered 429 by the route's rate_limit.
+	rateLimited bool
+	tried       [maxTries]*Target
+	url         url.URL
+	hdrVals     [4]string
+	trace       attemptTrace
+	body        *reqBody // the client's body as sent upstream, nil without one
 	// passOn: a plain backend response may go to the client with its
 	// field lines as they came, without a Header map (passOnHeader).
 	passOn bool
