@@ -201,12 +201,7 @@ func TestGRPCClientResetCancelsUpstream(t *testing.T) {
 			break
 		}
 	}
-	fr.WriteRSTStream(1, http2.ErrCodeCancel)
-	select {
-	case <-gone:
-	case <-time.After(testwait.Bound(10 * time.Second)):
-		t.Fatal("the backend's stream outlived the client's reset")
-	}
+	resetAndWait(t, fr, gone)
 }
 
 // TestGRPCEarlyAnswer: a backend that answers a client-streaming call
@@ -291,12 +286,7 @@ func TestGRPCClientResetBeforeAnswer(t *testing.T) {
 	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("the call never reached the backend")
 	}
-	fr.WriteRSTStream(1, http2.ErrCodeCancel)
-	select {
-	case <-gone:
-	case <-time.After(testwait.Bound(10 * time.Second)):
-		t.Fatal("the backend's stream outlived the client's reset")
-	}
+	resetAndWait(t, fr, gone)
 }
 
 // TestAccessLogGRPCStatus: a gRPC call fails with HTTP status 200, so the
@@ -349,5 +339,17 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 	want := "/svc/Trailers 200 5\n/svc/Undeclared 200 7\n/svc/Only 200 12\n/page 200 -\n"
 	if string(data) != want {
 		t.Errorf("access log:\n%s\nwant:\n%s", data, want)
+	}
+}
+
+// resetAndWait cancels the client's stream 1 and waits until the backend's
+// handler saw its stream end (gone).
+func resetAndWait(t *testing.T, fr *http2.Framer, gone <-chan struct{}) {
+	t.Helper()
+	fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	select {
+	case <-gone:
+	case <-time.After(testwait.Bound(10 * time.Second)):
+		t.Fatal("the backend's stream outlived the client's reset")
 	}
 }
