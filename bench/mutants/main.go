@@ -1,8 +1,10 @@
 // Command mutants checks that the tests catch the bugs that matter. It
 // applies each mutant of a curated list of security-relevant bugs (a
 // Finished check removed, a record limit off by one, a forged header let
-// through...), one at a time, to a scratch copy of the module, and runs
-// the tests meant to catch it; every mutant must make them fail. With
+// through...), one at a time, and runs the tests meant to catch it; every
+// mutant must make them fail. Most mutants share one build, in which the
+// environment switches each on (schema.go); the others are applied alone
+// to a scratch copy of the module. With
 // -j (default 3), that many copies test mutants at once: many tests wait
 // on timeouts, which the other copies' builds and tests fill. The test
 // binaries are all built in one more copy, never changed, the mutant
@@ -20,7 +22,7 @@
 //
 // Usage, from the module root (.ci/run runs it):
 //
-//	go run ./bench/mutants [-v] [-only regexp] [-j N] [-check]
+//	go run ./bench/mutants [-v] [-only regexp] [-j N] [-check] [-alone] [-null]
 //
 // The tests run with GMPROXY_TEST_WAIT=0.3 (unless the environment sets
 // it): their waits for what should happen soon are shortened
@@ -2503,14 +2505,16 @@ func main() {
 	only := flag.String("only", "", "run only the mutants whose name matches this regular expression")
 	jobs := flag.Int("j", 3, "mutants tested at once, each in its own copy of the module (3 on 2 cores: a build leaves a core idle while it links and a test waits)")
 	check := flag.Bool("check", false, "only check that every search text is found exactly once")
+	alone := flag.Bool("alone", false, "build every mutant alone, none in a schema (schema.go)")
+	null := flag.Bool("null", false, "check the schema build itself: every mutant of a schema put in unchanged (its new text its old), which must survive")
 	flag.Parse()
-	if err := run(*verbose, *only, max(*jobs, 1), *check); err != nil {
+	if err := run(*verbose, *only, max(*jobs, 1), *check, !*alone, *null); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
 	}
 }
 
-func run(verbose bool, only string, jobs int, checkOnly bool) error {
+func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -2522,6 +2526,9 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 	var list []mutant
 	for _, m := range mutants {
 		if re.MatchString(m.name) {
+			if null {
+				m.new = m.old
+			}
 			list = append(list, m)
 		}
 	}
@@ -2571,6 +2578,18 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 		env = append(env, "GMPROXY_TEST_WAIT="+testWait)
 	}
 
+	// The schema build (schema.go): one test binary per package for
+	// all the mutants that can share it; the baselines run there.
+	var sb *schemaBuild
+	if useSchema {
+		sb, err = newSchemaBuild(buildDir, list)
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(sb.dir)
+		fmt.Printf("%d of %d mutants in a schema build\n", len(sb.s.ids), len(list))
+	}
+
 	// Baseline: the selected tests of each package pass unmutated.
 	filters := map[string][]string{}
 	for _, m := range list {
@@ -2591,30 +2610,79 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 
 	// The baselines and then the mutants, in one queue: the jobs that
 	// are done with the short baselines test mutants while the longest
-	// run (they waited for them, idle, for a minute). A failed baseline
-	// stops the queue, and the run fails on it whatever the mutants
-	// gave.
+	// run (they waited for them, idle, for a minute). A mutant of the
+	// schema build waits for its package's binary, built by the
+	// package's baseline; a job takes the first task it can run. A
+	// failed baseline stops the queue, and the run fails on it whatever
+	// the mutants gave.
 	type task struct {
-		pkg string  // a baseline: pkg's selected tests, unmutated
-		m   *mutant // or a mutant
+		pkg string // a baseline: pkg's selected tests, unmutated
+		id  int    // or a mutant: list[id-1]
 	}
 	var (
 		mu                     sync.Mutex // what follows and stdout
+		ready                  = sync.NewCond(&mu)
+		built                  = map[string]bool{} // schema binaries built (or failed)
+		pending                []task
 		caught                 int
 		survived, timing, errs []string
+		aloneOnly, caughtNames []string
 		berrs                  []string
-		next                   = make(chan task)
 		wg                     sync.WaitGroup
 	)
+	for _, p := range pkgs {
+		pending = append(pending, task{pkg: p})
+	}
+	for i := range list {
+		pending = append(pending, task{id: i + 1})
+	}
+	// take is the next task a job can run, false when none is left.
+	take := func() (task, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			if len(berrs) > 0 || len(pending) == 0 {
+				return task{}, false
+			}
+			for i, tk := range pending {
+				if tk.id != 0 && sb != nil && sb.s.ids[tk.id] && !built[pkgOf(list[tk.id-1])] {
+					continue
+				}
+				pending = append(pending[:i], pending[i+1:]...)
+				return tk, true
+			}
+			ready.Wait()
+		}
+	}
 	for _, dir := range scratches {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			bin := filepath.Join(dir, ".mutants-bin")
-			for tk := range next {
-				if tk.m == nil {
+			for {
+				tk, ok := take()
+				if !ok {
+					return
+				}
+				if tk.id == 0 {
 					start := time.Now()
-					out, failed, err := testPackage(buildDir, dir, "", env, bin, tk.pkg, strings.Join(filters[tk.pkg], "|"))
+					var (
+						out    string
+						failed bool
+						err    error
+					)
+					if sb != nil {
+						out, err = sb.build(tk.pkg)
+						mu.Lock()
+						built[tk.pkg] = true
+						ready.Broadcast()
+						mu.Unlock()
+						if err == nil {
+							out, failed, err = runTests(dir, env, sb.bin(tk.pkg), tk.pkg, strings.Join(filters[tk.pkg], "|"))
+						}
+					} else {
+						out, failed, err = testPackage(buildDir, dir, "", env, bin, tk.pkg, strings.Join(filters[tk.pkg], "|"))
+					}
 					mu.Lock()
 					switch {
 					case err != nil:
@@ -2624,17 +2692,49 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 					default:
 						fmt.Printf("baseline ok  %-34s %5.1fs\n", tk.pkg, time.Since(start).Seconds())
 					}
+					ready.Broadcast()
 					mu.Unlock()
 					continue
 				}
-				m := *tk.m
-				r, err := try(m, buildDir, dir, env, bin)
+				m := list[tk.id-1]
+				var (
+					r   result
+					err error
+				)
+				if sb != nil && sb.s.ids[tk.id] {
+					if sb.failed(pkgOf(m)) {
+						continue // its baseline's error fails the run
+					}
+					n := reruns
+					if null {
+						n = 0 // it is meant to survive
+					}
+					r, err = runMutant(m, dir, append(env[:len(env):len(env)], fmt.Sprintf("%s=%d", envMutant, tk.id)), sb.bin(pkgOf(m)), n)
+					if err == nil && !r.failed && !null {
+						// Built alone before it is called a
+						// survivor (schema.go).
+						var ra result
+						ra, err = try(m, buildDir, dir, env, bin)
+						if err == nil && ra.failed {
+							mu.Lock()
+							aloneOnly = append(aloneOnly, m.name)
+							mu.Unlock()
+						}
+						ra.took += r.took
+						r = ra
+					}
+				} else if !null {
+					r, err = try(m, buildDir, dir, env, bin)
+				} else {
+					continue // an unchanged file built alone is the baseline
+				}
 				mu.Lock()
 				switch {
 				case err != nil:
 					errs = append(errs, err.Error())
 				case r.failed:
 					caught++
+					caughtNames = append(caughtNames, m.name)
 					if r.rerun > 0 {
 						timing = append(timing, fmt.Sprintf("%s (run %d of %d)", m.name, r.rerun+1, reruns+1))
 					}
@@ -2655,23 +2755,6 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 			}
 		}()
 	}
-	tasks := make([]task, 0, len(pkgs)+len(list))
-	for _, p := range pkgs {
-		tasks = append(tasks, task{pkg: p})
-	}
-	for i := range list {
-		tasks = append(tasks, task{m: &list[i]})
-	}
-	for _, tk := range tasks {
-		mu.Lock()
-		stop := len(berrs) > 0
-		mu.Unlock()
-		if stop {
-			break
-		}
-		next <- tk
-	}
-	close(next)
 	wg.Wait()
 	if len(berrs) > 0 {
 		return errors.New(strings.Join(berrs, "\n"))
@@ -2679,9 +2762,21 @@ func run(verbose bool, only string, jobs int, checkOnly bool) error {
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "\n"))
 	}
+	if null {
+		// Each copy, unchanged, must behave as the function: a test
+		// that fails on one fails for the schema, not for a mutant.
+		if caught > 0 {
+			return fmt.Errorf("%d unchanged copies failed their tests (the schema build changes what they test): %s", caught, strings.Join(caughtNames, "; "))
+		}
+		fmt.Printf("%d unchanged copies passed their tests\n", len(survived))
+		return nil
+	}
 	fmt.Printf("caught %d of %d\n", caught, len(list))
 	if len(timing) > 0 {
 		fmt.Printf("caught only on a rerun (the test depends on timing; make it deterministic): %s\n", strings.Join(timing, "; "))
+	}
+	if len(aloneOnly) > 0 {
+		fmt.Printf("caught only when built alone (a test that drops %s, or reads the file): %s\n", envMutant, strings.Join(aloneOnly, "; "))
 	}
 	if len(survived) > 0 {
 		fmt.Fprintf(os.Stderr, "mutants: %d survived: %s\n", len(survived), strings.Join(survived, "; "))
@@ -2759,9 +2854,21 @@ func try(m mutant, buildDir, dir string, env []string, bin string) (result, erro
 // testMutant builds and runs m's tests, m applied to dir and in overlay.
 func testMutant(m mutant, buildDir, dir, overlay string, env []string, bin string) (result, error) {
 	start := time.Now()
-	out, failed, err := testPackage(buildDir, dir, overlay, env, bin, pkgOf(m), runOf(m))
+	out, err := buildTests(buildDir, overlay, env, bin, pkgOf(m))
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %v (a mutant must compile)\n%s", m.name, err, out)
+	}
+	r, err := runMutant(m, dir, env, bin, reruns)
+	r.took = time.Since(start)
+	return r, err
+}
+
+// runMutant runs m's tests with the test binary bin, built with m.
+func runMutant(m mutant, dir string, env []string, bin string, reruns int) (result, error) {
+	start := time.Now()
+	out, failed, err := runTests(dir, env, bin, pkgOf(m), runOf(m))
+	if err != nil {
+		return result{}, fmt.Errorf("%s: %v\n%s", m.name, err, out)
 	}
 	// A survivor is run again (reruns times, the same binary): a test
 	// that catches it only sometimes depends on timing. It counts as
@@ -2803,6 +2910,16 @@ func runOf(m mutant) string {
 // dir, stopping at the first failure; failed reports whether any test
 // failed (or the binary crashed or timed out).
 func testPackage(buildDir, dir, overlay string, env []string, bin, pkg, run string) (out string, failed bool, err error) {
+	if out, err := buildTests(buildDir, overlay, env, bin, pkg); err != nil {
+		return out, false, err
+	}
+	return runTests(dir, env, bin, pkg, run)
+}
+
+// buildTests builds the test binary bin of pkg in buildDir, with overlay
+// (a go test -overlay file) if not empty; out is the go command's output
+// when it fails.
+func buildTests(buildDir, overlay string, env []string, bin, pkg string) (out string, err error) {
 	// -vet=off: a mutant must compile, and vet found nothing of use in
 	// one (the README's go vet covers the code as it is); vet was about
 	// a quarter of each build.
@@ -2824,9 +2941,9 @@ func testPackage(buildDir, dir, overlay string, env []string, bin, pkg, run stri
 	// goes from about 370 to 490 MB. The tests run with the default GC.
 	build.Dir, build.Env = buildDir, append(env[:len(env):len(env)], "GOGC=off", "GOMEMLIMIT=1GiB")
 	if b, err := build.CombinedOutput(); err != nil {
-		return string(b), false, fmt.Errorf("go test -c %s: %v", pkg, err)
+		return string(b), fmt.Errorf("go test -c %s: %v", pkg, err)
 	}
-	return runTests(dir, env, bin, pkg, run)
+	return "", nil
 }
 
 // runTests runs the tests matching run of the test binary bin, built for

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -48,5 +49,127 @@ func TestMutantBuiltUnderLinkedTmp(t *testing.T) {
 	}
 	if !r.failed {
 		t.Fatalf("the mutant survived: its test binary was built without it\n%s", r.out)
+	}
+}
+
+// TestSchema: mutants put in one schema build (schema.go) each change
+// only their own run, none the unmutated one: a copy ends its function
+// (a function without results does not go on into the original body),
+// labels are renamed, the file keeps its line numbers, and a body whose
+// copy would shadow a result is left to a build of its own.
+func TestSchema(t *testing.T) {
+	files := map[string]string{
+		"go.mod": "module m\n\ngo 1.22\n",
+		"p/p.go": `package p
+
+import "runtime"
+
+func Add(a, b int) int {
+	return a + b
+}
+
+func Set(x *int) {
+	*x = 1
+}
+
+func First(xs []int) (n int) {
+outer:
+	for _, x := range xs {
+		for x > 0 {
+			n = x
+			break outer
+		}
+	}
+	return n
+}
+
+func Shadow() (err error) {
+	v, err := 1, error(nil)
+	_ = v
+	return
+}
+
+func Line() int {
+	_, _, l, _ := runtime.Caller(0)
+	return l + 0
+}
+`,
+		"p/p_test.go": `package p
+
+import "testing"
+
+func TestAdd(t *testing.T) {
+	if Add(2, 1) != 3 {
+		t.Fatal(Add(2, 1))
+	}
+}
+
+func TestSet(t *testing.T) {
+	var x int
+	Set(&x)
+	if x != 1 {
+		t.Fatal(x)
+	}
+}
+
+func TestFirst(t *testing.T) {
+	if n := First([]int{0, 5, 6}); n != 5 {
+		t.Fatal(n)
+	}
+}
+
+func TestLine(t *testing.T) {
+	if l := Line(); l != 31 {
+		t.Fatal(l)
+	}
+}
+`,
+	}
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := []mutant{
+		{name: "Add subtracts", file: "p/p.go", old: "return a + b", new: "return a - b", run: "^TestAdd$"},
+		{name: "Set sets 2", file: "p/p.go", old: "*x = 1", new: "*x = 2", run: "^TestSet$"},
+		{name: "First off by one", file: "p/p.go", old: "n = x\n", new: "n = x + 1\n", run: "^TestFirst$"},
+		{name: "Line off by one", file: "p/p.go", old: "return l + 0", new: "return l + 1", run: "^TestLine$"},
+		{name: "Shadow", file: "p/p.go", old: "_ = v", new: "_ = v + 1", run: "^TestAdd$"},
+	}
+	_, alone, err := makeSchema(dir, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alone) != 1 || alone[5] == "" {
+		t.Fatalf("left out of the schema: %v, want only the mutant of Shadow", alone)
+	}
+	sb, err := newSchemaBuild(dir, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sb.dir) })
+	if out, err := sb.build("./p"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, failed, err := runTests(dir, os.Environ(), sb.bin("./p"), "./p", "."); err != nil || failed {
+		t.Fatalf("unmutated: failed %v, %v\n%s", failed, err, out)
+	}
+	for id := 1; id <= 4; id++ {
+		env := append(os.Environ(), envMutant+"="+strconv.Itoa(id))
+		// Each mutant fails its own test and no other.
+		for j, m := range list[:4] {
+			out, failed, err := runTests(dir, env, sb.bin("./p"), "./p", m.run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if failed != (j+1 == id) {
+				t.Errorf("mutant %q: %s failed %v\n%s", list[id-1].name, m.run, failed, out)
+			}
+		}
 	}
 }

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// A mutant schema puts many mutants in one build, each switched on at
+// run time: the function a mutant changes gets, at the top of its body,
+// a copy of that body with the mutant applied, run instead of the rest
+// when the environment names the mutant,
+//
+//	func (c *Conn) readRecord() error {
+//		if gmproxyMutantID == 17 {
+//			...the body, mutated...
+//		}
+//		...the body...
+//	}
+//
+// so that a package's test binary is built once for all its mutants,
+// where a build per mutant was most of the mutation step's time (a
+// proxy mutant: about 6 CPU-seconds of build, 1.5 of tests). The copy
+// keeps the function's name (a test that looks for it in a stack still
+// finds it) and, with //line comments, the file's line numbers.
+//
+// A mutant is built alone as before (an overlay of its file) when its
+// text is not inside one function's body, or when the body, copied into
+// a block, would not mean the same: a ":=" at the body's top level that
+// names a parameter or result (in the function's own block it assigns
+// them, in the copy's it would declare new ones). A copy's labels are
+// renamed (labels are the function's: the copy would declare them twice). A mutant that
+// survives in its schema is built alone before it is called a survivor:
+// a test whose subprocess drops the environment would not see it.
+
+// envMutant names the mutant a schema build runs (its number in the
+// list, from 1); unset or 0, none.
+const envMutant = "GMPROXY_MUTANT"
+
+// schemaVar is the variable the copies test, one per package.
+const schemaVar = "gmproxyMutantID"
+
+// schemaFile is the file, added to every package with a schema, that
+// sets schemaVar from envMutant.
+const schemaFile = "gmproxy_mutant_id.go"
+
+// schema is the overlay of a schema build: the changed files and the
+// added ones, by their path in the build directory.
+type schema struct {
+	files map[string][]byte // relative to the module root
+	ids   map[int]bool      // the mutants (index+1) it holds
+}
+
+// makeSchema builds the schema of list (mutants numbered by index+1)
+// from the files in root, and says for each mutant left out why.
+func makeSchema(root string, list []mutant) (*schema, map[int]string, error) {
+	s := &schema{files: map[string][]byte{}, ids: map[int]bool{}}
+	alone := map[int]string{}
+	byFile := map[string][]int{}
+	for i, m := range list {
+		if !strings.HasSuffix(m.file, ".go") || strings.HasSuffix(m.file, "_test.go") {
+			alone[i+1] = "not a package's Go file"
+			continue
+		}
+		byFile[m.file] = append(byFile[m.file], i)
+	}
+	files := make([]string, 0, len(byFile))
+	for f := range byFile {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	pkgs := map[string]string{} // directory: package name
+	for _, f := range files {
+		src, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, nil, err
+		}
+		// The //line comments name the file as the build directory
+		// has it, which is where the build reads it from.
+		out, pkg, done, why := schemaOf(src, filepath.Join(root, f), list, byFile[f])
+		for id, w := range why {
+			alone[id] = w
+		}
+		if len(done) == 0 {
+			continue
+		}
+		s.files[f] = out
+		for _, id := range done {
+			s.ids[id] = true
+		}
+		pkgs[filepath.Dir(f)] = pkg
+	}
+	for dir, pkg := range pkgs {
+		s.files[filepath.Join(dir, schemaFile)] = []byte(fmt.Sprintf(`package %s
+
+import (
+	"os"
+	"strconv"
+)
+
+// %s is the mutant (bench/mutants) this build runs, 0 for none.
+var %s = func() int {
+	n, _ := strconv.Atoi(os.Getenv(%q))
+	return n
+}()
+`, pkg, schemaVar, schemaVar, envMutant))
+	}
+	return s, alone, nil
+}
+
+// schemaOf puts the mutants idx of list (all of file path, whose text is
+// src) into src as copies of the bodies they change. It returns the new
+// text, the package's name, the mutants it holds (index+1) and, for each
+// left out, why.
+func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pkg string, done []int, why map[int]string) {
+	why = map[int]string{}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		for _, i := range idx {
+			why[i+1] = "file does not parse: " + err.Error()
+		}
+		return nil, "", nil, why
+	}
+	tf := fset.File(f.Pos())
+	type insert struct {
+		at   int // offset in src: just after a body's "{"
+		id   int
+		text []byte
+	}
+	var ins []insert
+	for _, i := range idx {
+		m := list[i]
+		off := bytes.Index(src, []byte(m.old))
+		end := off + len(m.old)
+		fd := enclosingFunc(f, tf, off, end)
+		if fd == nil {
+			why[i+1] = "not inside a function's body"
+			continue
+		}
+		if w := notCopyable(fd); w != "" {
+			why[i+1] = w
+			continue
+		}
+		// The copy: the body with the mutant and its labels renamed
+		// (a function's labels are its own, declared once).
+		edits := []edit{{off, end, m.new}}
+		clash := false
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			var l *ast.Ident
+			switch n := n.(type) {
+			case *ast.LabeledStmt:
+				l = n.Label
+			case *ast.BranchStmt:
+				l = n.Label
+			}
+			if l != nil {
+				lo := tf.Offset(l.Pos())
+				if lo < end && off < lo+len(l.Name) {
+					clash = true
+				}
+				edits = append(edits, edit{lo, lo + len(l.Name), fmt.Sprintf("%s_m%d", l.Name, i+1)})
+			}
+			return true
+		})
+		if clash {
+			why[i+1] = "the mutant changes a label"
+			continue
+		}
+		sort.Slice(edits, func(a, b int) bool { return edits[a].from < edits[b].from })
+		lb, rb := tf.Offset(fd.Body.Lbrace), tf.Offset(fd.Body.Rbrace)
+		var mutated []byte
+		at := lb + 1
+		for _, e := range edits {
+			mutated = append(append(mutated, src[at:e.from]...), e.text...)
+			at = e.to
+		}
+		mutated = append(mutated, src[at:rb]...)
+		line := tf.Line(fd.Body.Lbrace)
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "\nif %s == %d {\n//line %s:%d\n%s", schemaVar, i+1, path, line, mutated)
+		if fd.Type.Results == nil || len(fd.Type.Results.List) == 0 {
+			// The body of a function without results may end
+			// without a return: the copy must not go on into
+			// the original.
+			b.WriteString("\nreturn")
+		}
+		b.WriteString("\n}")
+		ins = append(ins, insert{at: lb + 1, id: i + 1, text: b.Bytes()})
+		done = append(done, i+1)
+	}
+	if len(ins) == 0 {
+		return nil, f.Name.Name, nil, why
+	}
+	// From the end, so that the offsets before stay right; the copies
+	// of one function in the order of their mutants.
+	sort.SliceStable(ins, func(a, b int) bool {
+		if ins[a].at != ins[b].at {
+			return ins[a].at > ins[b].at
+		}
+		return ins[a].id > ins[b].id
+	})
+	out = append([]byte(nil), src...)
+	for k := 0; k < len(ins); {
+		at := ins[k].at
+		var block []byte
+		for ; k < len(ins) && ins[k].at == at; k++ {
+			block = append(ins[k].text, block...)
+		}
+		// The original body goes on at its own line numbers: the
+		// rest of the "{" line is that line.
+		line := tf.Line(tf.Pos(at - 1))
+		block = append(block, fmt.Sprintf("\n//line %s:%d\n", path, line)...)
+		out = append(out[:at:at], append(block, out[at:]...)...)
+	}
+	return out, f.Name.Name, done, why
+}
+
+// enclosingFunc is the function declaration whose body holds
+// src[off:end], or nil.
+func enclosingFunc(f *ast.File, tf *token.File, off, end int) *ast.FuncDecl {
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		if tf.Offset(fd.Body.Lbrace) < off && end <= tf.Offset(fd.Body.Rbrace) {
+			return fd
+		}
+	}
+	return nil
+}
+
+// notCopyable says why fd's body, copied into a block of itself, would
+// not compile or not mean the same, or "".
+func notCopyable(fd *ast.FuncDecl) string {
+	names := map[string]bool{}
+	for _, fl := range []*ast.FieldList{fd.Recv, fd.Type.Params, fd.Type.Results} {
+		if fl == nil {
+			continue
+		}
+		for _, field := range fl.List {
+			for _, n := range field.Names {
+				names[n.Name] = true
+			}
+		}
+	}
+	for _, st := range fd.Body.List {
+		as, ok := st.(*ast.AssignStmt)
+		if !ok || as.Tok != token.DEFINE {
+			continue
+		}
+		for _, e := range as.Lhs {
+			if id, ok := e.(*ast.Ident); ok && names[id.Name] {
+				return fmt.Sprintf("%q := at the body's top level assigns a parameter or result", id.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// edit replaces src[from:to] with text.
+type edit struct {
+	from, to int
+	text     string
+}
+
+// schemaBuild is a schema's overlay and the test binaries built with it.
+type schemaBuild struct {
+	s        *schema
+	buildDir string
+	dir      string // the overlay's files and the binaries
+	overlay  string // the go test -overlay file
+
+	mu  sync.Mutex
+	bad map[string]bool // packages whose binary did not build
+}
+
+// newSchemaBuild writes the schema of list, made from buildDir's files,
+// beside buildDir.
+func newSchemaBuild(buildDir string, list []mutant) (*schemaBuild, error) {
+	s, _, err := makeSchema(buildDir, list)
+	if err != nil {
+		return nil, err
+	}
+	sb := &schemaBuild{s: s, buildDir: buildDir, dir: buildDir + "-schema", bad: map[string]bool{}}
+	replace := map[string]string{}
+	for rel, text := range s.files {
+		// Beside the copies, not in them (a test that walks the
+		// module would find it), under the file's own name (the
+		// compiler reports errors under it).
+		src := filepath.Join(sb.dir, "src", rel)
+		if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(src, text, 0o644); err != nil {
+			return nil, err
+		}
+		replace[filepath.Join(buildDir, rel)] = src
+	}
+	j, err := json.Marshal(map[string]map[string]string{"Replace": replace})
+	if err != nil {
+		return nil, err
+	}
+	sb.overlay = filepath.Join(sb.dir, "overlay.json")
+	if err := os.WriteFile(sb.overlay, j, 0o644); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// bin is the test binary of pkg.
+func (sb *schemaBuild) bin(pkg string) string {
+	return filepath.Join(sb.dir, "bin", strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")+".test")
+}
+
+// build builds pkg's test binary with the schema.
+func (sb *schemaBuild) build(pkg string) (string, error) {
+	out, err := buildTests(sb.buildDir, sb.overlay, os.Environ(), sb.bin(pkg), pkg)
+	if err != nil {
+		sb.mu.Lock()
+		sb.bad[pkg] = true
+		sb.mu.Unlock()
+	}
+	return out, err
+}
+
+// failed reports whether pkg's binary did not build.
+func (sb *schemaBuild) failed(pkg string) bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.bad[pkg]
+}
