@@ -852,7 +852,8 @@ type ActiveHealth struct {
 
 // RouteTimeouts holds a route's own waits for a quiet peer, as nginx's
 // proxy_read_timeout / grpc_read_timeout and client_body_timeout in a
-// location. A key left out keeps the upstream's or the listener's value;
+// location (nginx's read timeout covers the response head too: here that
+// is response_header). A key left out keeps the upstream's or the listener's value;
 // 0 means no limit.
 type RouteTimeouts struct {
 	// Read replaces the upstream's timeouts.read: the longest wait between
@@ -864,6 +865,12 @@ type RouteTimeouts struct {
 	// or bidirectional gRPC call between two messages, a slow upload);
 	// past it the client gets 408.
 	Body *time.Duration `yaml:"body"`
+	// ResponseHeader replaces the upstream's timeouts.response_header: the
+	// longest wait for the response head once the request is written (a
+	// long poll whose target answers only when it has news, a report
+	// that takes minutes to start); past it the client gets 504 and the
+	// target counts a failure.
+	ResponseHeader *time.Duration `yaml:"response_header"`
 }
 
 // RateLimit bounds a client's requests: it may send burst requests beyond

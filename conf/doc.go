@@ -624,9 +624,10 @@
 // # sites[].routes[].timeouts
 //
 // This section holds a route's own waits for a quiet peer, as nginx's
-// proxy_read_timeout / grpc_read_timeout and client_body_timeout in a
-// location. A key left out keeps the upstream's or the listener's value; 0
-// means no limit.
+// proxy_read_timeout / grpc_read_timeout and client_body_timeout in a location
+// (nginx's read timeout covers the response head too: here that is
+// response_header). A key left out keeps the upstream's or the listener's
+// value; 0 means no limit.
 //
 //   - read (duration): read replaces the upstream's timeouts.read: the longest
 //     wait between two reads of a response body from a target (a
@@ -636,6 +637,11 @@
 //     longest wait between two reads of the client's request body (a
 //     client-streaming or bidirectional gRPC call between two messages, a slow
 //     upload); past it the client gets 408.
+//   - response_header (duration): response_header replaces the upstream's
+//     timeouts.response_header: the longest wait for the response head once
+//     the request is written (a long poll whose target answers only when it
+//     has news, a report that takes minutes to start); past it the client gets
+//     504 and the target counts a failure.
 //
 // # sites[].stream
 //

@@ -126,14 +126,14 @@ func TestAccessLogFieldsDocumented(t *testing.T) {
 // a key left out as absent (the upstream's or listener's value), 0 as no
 // limit, and the normalised form keeps that difference.
 func TestRouteTimeoutsParsed(t *testing.T) {
-	cfg, path := minimalWithRoutes(t, "{path_prefix: /, upstream: app, timeouts: {read: 10m, body: 0}}\n      - {path_prefix: /b, upstream: app, timeouts: {body: 90s}}")
+	cfg, path := minimalWithRoutes(t, "{path_prefix: /, upstream: app, timeouts: {read: 10m, body: 0}}\n      - {path_prefix: /b, upstream: app, timeouts: {body: 90s, response_header: 5m}}")
 	for round := range 2 {
 		a, b := cfg.Sites[0].Routes[0].Timeouts, cfg.Sites[0].Routes[1].Timeouts
-		if a == nil || a.Read == nil || *a.Read != 10*time.Minute || a.Body == nil || *a.Body != 0 {
-			t.Fatalf("round %d: timeouts %+v, want read 10m and body 0 (no limit)", round, a)
+		if a == nil || a.Read == nil || *a.Read != 10*time.Minute || a.Body == nil || *a.Body != 0 || a.ResponseHeader != nil {
+			t.Fatalf("round %d: timeouts %+v, want read 10m, body 0 (no limit) and response_header left out", round, a)
 		}
-		if b == nil || b.Read != nil || b.Body == nil || *b.Body != 90*time.Second {
-			t.Fatalf("round %d: timeouts %+v, want read left out and body 90s", round, b)
+		if b == nil || b.Read != nil || b.Body == nil || *b.Body != 90*time.Second || b.ResponseHeader == nil || *b.ResponseHeader != 5*time.Minute {
+			t.Fatalf("round %d: timeouts %+v, want read left out, body 90s and response_header 5m", round, b)
 		}
 		norm, err := cfg.Normalized()
 		if err != nil {

@@ -166,9 +166,10 @@ type RouteConfig struct {
 	// the route (nil: no bound).
 	RateLimit *RateLimitConfig
 	// ReadTimeout replaces the upstream's Transport.ReadTimeout for the
-	// route's requests, and BodyTimeout the listener's
+	// route's requests, ResponseHeaderTimeout its
+	// Transport.ResponseHeaderTimeout, and BodyTimeout the listener's
 	// LimitsConfig.BodyTimeout: 0 keeps theirs, negative means no limit.
-	ReadTimeout, BodyTimeout time.Duration
+	ReadTimeout, ResponseHeaderTimeout, BodyTimeout time.Duration
 	// ClientIP additionally requires the client's address (X-Real-IP's:
 	// the peer's, or behind TrustedProxies the right-most X-Forwarded-For
 	// address not a trusted proxy's) in one of these IPs or CIDRs.

@@ -93,9 +93,11 @@ type h1Conn struct {
 	// error of a failed write, the target's doing, which a failed copy
 	// of the body does not tell from the client's.
 	cw connWriter
-	// bodyArmed: a body read deadline (the read timeout) may be left on
-	// the connection, which an exchange without a header timeout clears.
-	bodyArmed bool
+	// otherArmed: a read deadline not hdrArmed's (a body's read timeout,
+	// a route's own header wait) may be left on the connection, which an
+	// exchange without a header timeout clears, and one with the
+	// client's replaces.
+	otherArmed bool
 	// head holds the fields of the last response read with passOn, until
 	// its body is read (the connection is not reused before).
 	head h1head.Head
@@ -169,16 +171,17 @@ func h1Carries(req *http.Request) bool {
 
 // RoundTrip sends a request h1Carries on a pooled connection.
 func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
-	return cl.roundTripHead(req, false, 0)
+	return cl.roundTripHead(req, false, 0, 0)
 }
 
 // roundTripHead is RoundTrip; with passOn a plain final response with a
 // body comes back without its Header map (nil) when it has no hop-by-hop
 // field: its fields are in the body's passOn head (h1Body.head), for the
 // proxy to write to its client as they are, or to fill the map from.
-// readTimeout, when not 0, replaces the client's for this exchange's
-// response body (negative: none; a route's own timeouts.read).
-func (cl *h1Client) roundTripHead(req *http.Request, passOn bool, readTimeout time.Duration) (*http.Response, error) {
+// readTimeout and headerTimeout, when not 0, replace the client's for
+// this exchange's response body and head (negative: none; a route's own
+// timeouts.read and timeouts.response_header).
+func (cl *h1Client) roundTripHead(req *http.Request, passOn bool, readTimeout, headerTimeout time.Duration) (*http.Response, error) {
 	ctx := req.Context()
 	replay := replayable(req)
 	for try := 0; ; try++ {
@@ -186,7 +189,7 @@ func (cl *h1Client) roundTripHead(req *http.Request, passOn bool, readTimeout ti
 		if err != nil {
 			return nil, err
 		}
-		res, err, fresh := pc.roundTrip(ctx, req, passOn, readTimeout)
+		res, err, fresh := pc.roundTrip(ctx, req, passOn, readTimeout, headerTimeout)
 		if err == nil {
 			return res, nil
 		}
@@ -306,7 +309,7 @@ func (cl *h1Client) CloseIdleConnections() {
 // failure before any response byte arrived (the request may be sent again
 // on another connection when it is replayable). writeRequest reports
 // WroteHeaders to the request's client trace, as http.Transport does.
-func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool, readTimeout time.Duration) (res *http.Response, err error, fresh bool) {
+func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool, readTimeout, headerTimeout time.Duration) (res *http.Response, err error, fresh bool) {
 	// One watcher for the whole exchange: the context's end interrupts
 	// the request's write (a body the backend does not read), the header
 	// read and, later, the body read.
@@ -333,24 +336,39 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool,
 		early = err
 		pc.c.SetReadDeadline(time.Now().Add(earlyAnswerWait))
 		pc.hdrArmed = 0 // not the header timeout's deadline
-		// Nor a body's: one a previous response armed is replaced, and
+		// Nor another: one a previous exchange armed is replaced, and
 		// must not be cleared below (the early answer's wait with it).
-		pc.bodyArmed = false
+		pc.otherArmed = false
 	}
-	if d := pc.cl.headerTimeout; d > 0 && early == nil {
+	hd := pc.cl.headerTimeout
+	if headerTimeout != 0 {
+		hd = max(headerTimeout, 0) // the route's
+	}
+	switch {
+	case early != nil:
+	case hd > 0 && headerTimeout != 0:
+		// A route's own wait, set for this exchange alone; the next
+		// one sets its own.
+		pc.c.SetReadDeadline(time.Now().Add(hd))
+		pc.hdrArmed, pc.otherArmed = 0, true
+		if ctx.Err() != nil {
+			pc.interrupt() // the watcher may have run before the line above
+		}
+	case hd > 0:
 		// The deadline is set d + d/8 ahead and kept while it is at
 		// least d away: a busy connection sets one every d/8, not one
 		// per exchange, and the wait allowed is between d and 9/8 of it.
-		if n := monoclock.Now(); pc.hdrArmed == 0 || n-pc.hdrArmed >= int64(d/8) {
-			pc.c.SetReadDeadline(time.Now().Add(d + d/8))
+		if n := monoclock.Now(); pc.hdrArmed == 0 || n-pc.hdrArmed >= int64(hd/8) {
+			pc.c.SetReadDeadline(time.Now().Add(hd + hd/8))
 			pc.hdrArmed = n
 			if ctx.Err() != nil {
 				pc.interrupt() // the watcher may have run before the line above
 			}
 		}
-	} else if pc.bodyArmed {
+	case pc.otherArmed || pc.hdrArmed != 0:
+		// No wait for this head: any deadline left goes.
 		pc.c.SetReadDeadline(time.Time{})
-		pc.bodyArmed = false
+		pc.otherArmed, pc.hdrArmed = false, 0
 	}
 	pc.lr.n = pc.cl.maxHeaderBytes
 	if pc.lr.n <= 0 {
@@ -398,12 +416,13 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool,
 		if rd.d > 0 {
 			dl, _ := rd.due()
 			pc.c.SetReadDeadline(dl)
-			pc.bodyArmed = true
+			pc.otherArmed = true
 			if ctx.Err() != nil {
 				pc.interrupt() // the watcher may have run before the line above
 			}
-		} else if pc.cl.headerTimeout > 0 {
+		} else if hd > 0 || early != nil {
 			pc.c.SetReadDeadline(time.Time{})
+			pc.otherArmed = false
 		}
 		pc.hdrArmed = 0
 	}

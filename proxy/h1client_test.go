@@ -453,7 +453,7 @@ func TestH1ClientAllocs(t *testing.T) {
 	// Without the Header map (passed on as field lines): the head string,
 	// the response and its body, the context watch.
 	passOn := func() {
-		res, err := cl.roundTripHead(req, true, 0)
+		res, err := cl.roundTripHead(req, true, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

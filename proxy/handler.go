@@ -58,12 +58,12 @@ const (
 // route is a compiled RouteConfig.
 type route struct {
 	name string
-	// readTimeout and bodyTimeout: RouteConfig's (0: the upstream's and
-	// the listener's; negative: none).
-	readTimeout, bodyTimeout time.Duration
-	hosts                    []string
-	prefix                   string
-	exact                    string
+	// readTimeout, headerTimeout and bodyTimeout: RouteConfig's (0: the
+	// upstream's and the listener's; negative: none).
+	readTimeout, headerTimeout, bodyTimeout time.Duration
+	hosts                                   []string
+	prefix                                  string
+	exact                                   string
 	// foldCase: prefix, exact and strip match regardless of letter case
 	// (SiteConfig.CaseInsensitivePaths).
 	foldCase bool
@@ -243,8 +243,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		allowTrailers: rc.AllowTrailers,
 		upgrades:      rc.Upgrades,
 
-		readTimeout: rc.ReadTimeout,
-		bodyTimeout: rc.BodyTimeout,
+		readTimeout:   rc.ReadTimeout,
+		headerTimeout: rc.ResponseHeaderTimeout,
+		bodyTimeout:   rc.BodyTimeout,
 	}
 	if rt.upgrades == nil {
 		rt.upgrades = DefaultUpgrades

@@ -58,8 +58,21 @@ type reqState struct {
 	// TrustedOnlyRequestHeaders (outgoingHeader).
 	trustedOnly bool
 	// send is the write_timeout watch of the attempt whose response is
-	// being copied (net/http's Transport only); ended with the handler.
-	send *sendWatch
+	// being copied (net/http's Transport only), and header its
+	// response_header watch; ended with the handler (endWatches).
+	send   *sendWatch
+	header *headerWatch
+}
+
+// endWatches releases the contexts of the watches of the attempt whose
+// response was copied: the handler is done with it.
+func (rs *reqState) endWatches() {
+	if rs.send != nil {
+		rs.send.end()
+	}
+	if rs.header != nil {
+		rs.header.end()
+	}
 }
 
 var reqStatePool = sync.Pool{New: func() any {
@@ -715,9 +728,7 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 		}
 	}
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, body, wrote)
-	if rs.send != nil {
-		defer rs.send.end()
-	}
+	defer rs.endWatches()
 	if res != nil {
 		defer t.inflight.Add(-1)
 		s.handleResponse(rs, r, rt, t, res, upType)
@@ -1011,9 +1022,13 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		var err error
 		var ab *attemptBody // the attempt's body through a net/http transport
 		if h1, ok := tr.(*h1Client); ok {
-			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout)
+			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout, rt.headerTimeout)
 		} else {
-			res, ab, err = u.viaTransport(rs, tr, outreq, body)
+			hd := u.headerTimeout
+			if rt.headerTimeout != 0 {
+				hd = max(rt.headerTimeout, 0) // the route's
+			}
+			res, ab, err = u.viaTransport(rs, tr, outreq, body, hd)
 			// net/http's transports return the response as soon as it
 			// comes, and fail as soon as they see why, while their own
 			// goroutine may still be writing the request (its header,
@@ -1158,7 +1173,7 @@ func errString(err error) string {
 // and gives the response back the framing fields http.ReadResponse drops
 // (exchangeConn.check), refusing one with both Content-Length and
 // Transfer-Encoding.
-func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody) (*http.Response, *attemptBody, error) {
+func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody, headerTimeout time.Duration) (*http.Response, *attemptBody, error) {
 	req := outreq
 	var sw *sendWatch
 	if body != nil && u.writeTimeout > 0 && u.speaksH2 {
@@ -1172,6 +1187,10 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 	if u.scansHeads {
 		req = traceConn(req, &x)
 	}
+	var hw *headerWatch
+	if headerTimeout > 0 {
+		req, hw = watchHeader(req, headerTimeout)
+	}
 	var attempt *attemptBody
 	if body != nil {
 		if req == outreq {
@@ -1182,10 +1201,29 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 		req.Body = attempt
 	}
 	res, err := tr.RoundTrip(req)
+	if hw != nil && hw.stop() {
+		// The wait was over first: its cancel made RoundTrip fail, or
+		// came just after the head (which is then not passed on).
+		if err == nil {
+			res.Body.Close()
+			res = nil
+		}
+		err = &headerTimeoutError{headerTimeout}
+	}
 	if err == nil {
 		if err = x.check(res); err != nil {
 			res.Body.Close()
 			res = nil
+		}
+	}
+	if hw != nil {
+		if err != nil {
+			hw.end()
+		} else {
+			if rs.header != nil {
+				rs.header.end() // an earlier attempt's, whose response was refused
+			}
+			rs.header = hw // its context is the response's
 		}
 	}
 	if sw != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testwait"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // TestRouteReadTimeout: a route's own read timeout replaces its
@@ -35,14 +36,10 @@ func TestRouteReadTimeout(t *testing.T) {
 	})
 	for _, tc := range h1Clients {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := proxyTo(addr)
-			cfg.Upstreams[0].Transport.ReadTimeout = timeout
-			tc.setup(&cfg.Upstreams[0])
-			cfg.Sites = oneSite(
-				RouteConfig{Path: "/longer", Upstream: "u", ReadTimeout: 10 * timeout},
-				RouteConfig{Path: "/none", Upstream: "u", ReadTimeout: -1},
-				RouteConfig{Upstream: "u"})
-			f := newFront(t, cfg, frontOpts{})
+			f := overridingRoutes(t, addr, func(uc *UpstreamConfig) {
+				uc.Transport.ReadTimeout = timeout
+				tc.setup(uc)
+			}, func(rc *RouteConfig, d time.Duration) { rc.ReadTimeout = d }, 10*timeout)
 			for _, path := range []string{"/longer", "/none"} {
 				status, body, _ := get(t, testClient(t), f.url+path)
 				if status != 200 || len(body) != 100 {
@@ -52,6 +49,20 @@ func TestRouteReadTimeout(t *testing.T) {
 			expectCut(t, f) // "/": the upstream's timeout
 		})
 	}
+}
+
+// overridingRoutes is a front to the target addr through upstream u,
+// which setup sets up, with a route /longer whose own timeout own sets to
+// longer, a route /none whose own it sets to -1 (none), and a route for
+// every other path with the upstream's.
+func overridingRoutes(t *testing.T, addr string, setup func(*UpstreamConfig), own func(*RouteConfig, time.Duration), longer time.Duration) *front {
+	cfg := proxyTo(addr)
+	setup(&cfg.Upstreams[0])
+	l, n := RouteConfig{Path: "/longer", Upstream: "u"}, RouteConfig{Path: "/none", Upstream: "u"}
+	own(&l, longer)
+	own(&n, -1)
+	cfg.Sites = oneSite(l, n, RouteConfig{Upstream: "u"})
+	return newFront(t, cfg, frontOpts{})
 }
 
 // TestRouteBodyTimeout: a route's own body timeout replaces the
@@ -91,5 +102,57 @@ func TestRouteBodyTimeout(t *testing.T) {
 	}
 	if st := post("/other"); !strings.Contains(st, " 408 ") {
 		t.Errorf("/other: %q; want 408 after the listener's body_timeout", st)
+	}
+}
+
+// TestRouteResponseHeaderTimeout: a route's own response_header replaces
+// its upstream's for the wait for a response head: a target that takes
+// three times the upstream's wait to answer is passed on by a route with
+// a longer one or none, and answered 504 on the site's other routes. For
+// the HTTP/1.1 client's connections (a read deadline, on one pooled
+// connection: the route's deadline must not outlive its exchange) and
+// net/http's transports, HTTP/1.1 and h2c (headerWatch: the transports
+// have none of their own, or it would cut the longer wait).
+func TestRouteResponseHeaderTimeout(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "late")
+	}))
+	clients := append(h1Clients[:len(h1Clients):len(h1Clients)], struct {
+		name  string
+		setup func(*UpstreamConfig)
+	}{"h2c", func(uc *UpstreamConfig) { uc.Protocol = upstreamproto.H2C }})
+	for _, tc := range clients {
+		t.Run(tc.name, func(t *testing.T) {
+			f := overridingRoutes(t, addr, func(uc *UpstreamConfig) {
+				uc.Transport.ResponseHeaderTimeout = timeout
+				tc.setup(uc)
+			}, func(rc *RouteConfig, d time.Duration) { rc.ResponseHeaderTimeout = d }, 10*timeout)
+			c := testClient(t)
+			// A target that never answers is given up on at the
+			// wait, not when it ends the exchange.
+			c.Timeout = testwait.Bound(5 * time.Second)
+			for _, tr := range []struct {
+				path string
+				want int
+			}{
+				{"/longer?d=300ms", 200},
+				// 1.2 s: past what is left of /longer's 1 s deadline,
+				// which a small body, read whole with its head, would
+				// leave on the pooled connection.
+				{"/none?d=1200ms", 200},
+				{"/other?d=1m", 504},
+			} {
+				if status, body, _ := get(t, c, f.url+tr.path); status != tr.want || tr.want == 200 && body != "late" {
+					t.Errorf("%s: %d %q, want %d", tr.path, status, body, tr.want)
+				}
+			}
+		})
 	}
 }

@@ -285,6 +285,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	outreq.ContentLength = 0
 	outreq.Proto, outreq.ProtoMajor, outreq.ProtoMinor = "HTTP/1.1", 1, 1
 	res, t := s.roundTrip(rs, r, rt, outreq, clientIP, nil, nil)
+	defer rs.endWatches()
 	if res == nil {
 		return
 	}

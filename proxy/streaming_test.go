@@ -357,12 +357,13 @@ func TestWebSocketEcho(t *testing.T) {
 	}
 }
 
-// h2cBackend serves h over cleartext HTTP/2 on loopback until the test
-// ends, and returns its address.
+// h2cBackend serves h over cleartext HTTP/2 (and HTTP/1.1) on loopback
+// until the test ends, and returns its address.
 func h2cBackend(t *testing.T, h http.Handler) string {
 	t.Helper()
 	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	srv.Protocols.SetHTTP1(true)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

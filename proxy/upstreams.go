@@ -40,6 +40,9 @@ type Upstream struct {
 	dialTimeout time.Duration // connect + handshake
 	hsTimeout   time.Duration // handshake
 	readTimeout time.Duration // between two reads of a response body; 0: none
+	// headerTimeout bounds the wait for a response head (the transport
+	// path's, headerWatch; h1Client has its own); 0: none.
+	headerTimeout time.Duration
 	// writeTimeout: the longest a target may take no more of a request; 0: none
 	writeTimeout time.Duration
 	maxFields    int // field lines of a response head
@@ -211,6 +214,11 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 			u.h1 = newH1Client(u.transport, u.dial, u.readTimeout, u.writeTimeout)
 		}
 	}
+	// The transport's exchanges are bounded by a headerWatch, with the
+	// route's wait or this one: a transport has one for all (h1Client
+	// took it above).
+	u.headerTimeout = max(u.transport.ResponseHeaderTimeout, 0)
+	u.transport.ResponseHeaderTimeout = 0
 	if uc.Protocol == upstreamproto.H2C {
 		u.upgrades = u.transport.Clone()
 		u.upgrades.Protocols = new(http.Protocols)

@@ -292,6 +292,9 @@ func newSchemaBuild(buildDir string, list []mutant) (*schemaBuild, error) {
 		return nil, err
 	}
 	sb := &schemaBuild{s: s, buildDir: buildDir, dir: buildDir + "-schema", bad: map[string]bool{}}
+	if err := os.MkdirAll(sb.dir, 0o755); err != nil { // none of list may be in it
+		return nil, err
+	}
 	replace := map[string]string{}
 	for rel, text := range s.files {
 		// Beside the copies, not in them (a test that walks the

@@ -13,17 +13,19 @@ import (
 func TestRouteTimeoutsMapped(t *testing.T) {
 	zero, ten := time.Duration(0), 10*time.Second
 	for _, c := range []struct {
-		in         *conf.RouteTimeouts
-		read, body time.Duration
+		in                 *conf.RouteTimeouts
+		read, body, header time.Duration
 	}{
-		{nil, 0, 0},
-		{&conf.RouteTimeouts{Read: &ten}, ten, 0},
-		{&conf.RouteTimeouts{Read: &zero, Body: &ten}, -1, ten},
-		{&conf.RouteTimeouts{Body: &zero}, 0, -1},
+		{nil, 0, 0, 0},
+		{&conf.RouteTimeouts{Read: &ten}, ten, 0, 0},
+		{&conf.RouteTimeouts{Read: &zero, Body: &ten}, -1, ten, 0},
+		{&conf.RouteTimeouts{Body: &zero}, 0, -1, 0},
+		{&conf.RouteTimeouts{ResponseHeader: &ten}, 0, 0, ten},
+		{&conf.RouteTimeouts{ResponseHeader: &zero, Read: &ten}, ten, 0, -1},
 	} {
 		rc := routeConfig(conf.Route{Upstream: "u", Timeouts: c.in})
-		if rc.ReadTimeout != c.read || rc.BodyTimeout != c.body {
-			t.Errorf("%+v: read %v, body %v; want %v, %v", c.in, rc.ReadTimeout, rc.BodyTimeout, c.read, c.body)
+		if rc.ReadTimeout != c.read || rc.BodyTimeout != c.body || rc.ResponseHeaderTimeout != c.header {
+			t.Errorf("%+v: read %v, body %v, response_header %v; want %v, %v, %v", c.in, rc.ReadTimeout, rc.BodyTimeout, rc.ResponseHeaderTimeout, c.read, c.body, c.header)
 		}
 	}
 }
