@@ -539,6 +539,10 @@ type Route struct {
 	// this route (a login form, an API), as nginx's limit_req with burst
 	// and nodelay (the same rate and burst mean the same here). Default: no bound.
 	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Compress gzip-encodes the responses of the listed types for the
+	// clients that accept it (Accept-Encoding), as nginx's gzip and
+	// Caddy's encode do. Default: off.
+	Compress *Compress `yaml:"compress"`
 	// Timeouts replaces, for this route's requests, the waits for a quiet
 	// peer that its upstream and listener set: a route of long-lived
 	// calls that stay quiet for minutes (gRPC streams, event streams,
@@ -871,6 +875,31 @@ type RouteTimeouts struct {
 	// that takes minutes to start); past it the client gets 504 and the
 	// target counts a failure.
 	ResponseHeader *time.Duration `yaml:"response_header"`
+}
+
+// Compress holds a route's response compression. A response is sent
+// gzip-encoded when the client accepts gzip, its type is listed and it is
+// not shorter than min_length; not a response to HEAD, a 204, 206 or 304,
+// one the target already encoded, or one marked Cache-Control:
+// no-transform. The encoded response has no Content-Length (it is sent
+// chunked over HTTP/1.1), no Accept-Ranges and a weak ETag; both variants
+// carry Vary: Accept-Encoding. A stream (no Content-Length) is flushed
+// through as it comes. Each response being compressed holds about 1 MiB;
+// past 128 at once in a process, responses go uncompressed. Do not
+// compress responses that mix a secret with text an attacker can put in
+// the same response (BREACH): the compressed length reveals it.
+type Compress struct {
+	// Types lists the media types compressed: the Content-Type without
+	// parameters, or type/* for all of a type. Default: text/html,
+	// text/plain, text/css, text/xml, text/javascript,
+	// application/javascript, application/json, application/xml,
+	// application/manifest+json, application/ld+json, image/svg+xml.
+	Types []string `yaml:"types"`
+	// MinLength: a response declaring a shorter Content-Length goes as it
+	// is. Default 1KiB.
+	MinLength ByteSize `yaml:"min_length"`
+	// Level is gzip's, 1 (fastest) to 9 (smallest). Default 5.
+	Level int `yaml:"level"`
 }
 
 // RateLimit bounds a client's requests: it may send burst requests beyond

@@ -2,11 +2,13 @@ package conf
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/keyserver"
+	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/balance"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
@@ -141,6 +143,12 @@ func (t *SiteTLS) setDefaults() { t.MinVersion = "1.2" }
 func (t *SiteTLCP) setDefaults() { t.AcceptRawCertificateVerify = DefaultAcceptRawCertificateVerify }
 
 func (r *Route) setDefaults() { r.HostHeader = "passthrough" }
+
+func (c *Compress) setDefaults() {
+	c.Types = slices.Clone(proxy.DefaultCompressTypes)
+	c.MinLength = proxy.DefaultCompressMinLength
+	c.Level = proxy.DefaultCompressLevel
+}
 
 func (r *Respond) setDefaults() {
 	r.Status = 200

@@ -513,6 +513,10 @@
 //     rate_limit bounds how fast one client address may send requests to this
 //     route (a login form, an API), as nginx's limit_req with burst and
 //     nodelay (the same rate and burst mean the same here). Default: no bound.
+//   - compress (optional section, see sites[].routes[].compress): compress
+//     gzip-encodes the responses of the listed types for the clients that
+//     accept it (Accept-Encoding), as nginx's gzip and Caddy's encode do.
+//     Default: off.
 //   - timeouts (optional section, see sites[].routes[].timeouts): timeouts
 //     replaces, for this route's requests, the waits for a quiet peer that its
 //     upstream and listener set: a route of long-lived calls that stay quiet
@@ -620,6 +624,29 @@
 //     the rate, as nginx's burst with nodelay: after a pause of (1 + burst)
 //     times the interval between requests, 1 + burst requests pass at once.
 //     Default 0: one request, then one per interval.
+//
+// # sites[].routes[].compress
+//
+// This section holds a route's response compression. A response is sent
+// gzip-encoded when the client accepts gzip, its type is listed and it is not
+// shorter than min_length; not a response to HEAD, a 204, 206 or 304, one the
+// target already encoded, or one marked Cache-Control: no-transform. The
+// encoded response has no Content-Length (it is sent chunked over HTTP/1.1),
+// no Accept-Ranges and a weak ETag; both variants carry Vary: Accept-Encoding.
+// A stream (no Content-Length) is flushed through as it comes. Each response
+// being compressed holds about 1 MiB; past 128 at once in a process, responses
+// go uncompressed. Do not compress responses that mix a secret with text an
+// attacker can put in the same response (BREACH): the compressed length
+// reveals it.
+//
+//   - types (list of strings): types lists the media types compressed: the
+//     Content-Type without parameters, or type/* for all of a type. Default:
+//     text/html, text/plain, text/css, text/xml, text/javascript,
+//     application/javascript, application/json, application/xml,
+//     application/manifest+json, application/ld+json, image/svg+xml.
+//   - min_length (size): MinLength: a response declaring a shorter
+//     Content-Length goes as it is. Default 1KiB.
+//   - level (integer): level is gzip's, 1 (fastest) to 9 (smallest). Default 5.
 //
 // # sites[].routes[].timeouts
 //

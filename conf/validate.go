@@ -697,6 +697,12 @@ func (v *validator) routeForwarding(r *Route, p string) {
 			v.warnf(p+".retries", "remove it", "retries has no effect on a route without upstream")
 		}
 	}
+	if c := r.Compress; c != nil {
+		v.compress(c, p+".compress")
+		if r.Upstream == "" {
+			v.warnf(p+".compress", "remove it", "compress has no effect on a route without upstream")
+		}
+	}
 	if r.Timeouts != nil && r.Upstream == "" {
 		// A route that answers itself waits for no target and reads no
 		// body: its timeouts would look in force and never apply.
@@ -713,6 +719,23 @@ func (v *validator) routeForwarding(r *Route, p string) {
 	}
 	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {
 		v.warnf(p, "remove them or forward the route to an upstream", "request headers, strip_prefix and client/TLS headers have no effect on a route without upstream")
+	}
+}
+
+// compress checks a route's compress: a level gzip has and media types
+// as a Content-Type names them.
+func (v *validator) compress(c *Compress, p string) {
+	if c.Level < 1 || c.Level > 9 {
+		v.errf(p+".level", "write a level from 1 (fastest) to 9 (smallest)", "level %d out of range", c.Level)
+	}
+	if len(c.Types) == 0 {
+		v.errf(p+".types", "list media types such as text/html, or leave types out for the default list", "types is empty")
+	}
+	for i, t := range c.Types {
+		main, sub, ok := strings.Cut(t, "/")
+		if !ok || main == "*" || !tokenRE.MatchString(main) || sub != "*" && !tokenRE.MatchString(sub) {
+			v.errf(fmt.Sprintf("%s.types[%d]", p, i), "write a media type such as text/html, or text/* for all text", "invalid media type %q", t)
+		}
 	}
 }
 

@@ -165,6 +165,9 @@ type RouteConfig struct {
 	// RateLimit bounds how fast one client address may send requests to
 	// the route (nil: no bound).
 	RateLimit *RateLimitConfig
+	// Compress, when not nil, gzip-encodes the route's responses for the
+	// clients that accept it.
+	Compress *CompressConfig
 	// ReadTimeout replaces the upstream's Transport.ReadTimeout for the
 	// route's requests, ResponseHeaderTimeout its
 	// Transport.ResponseHeaderTimeout, and BodyTimeout the listener's

@@ -87,6 +87,7 @@ type route struct {
 	hostValue                 string
 	reqOps                    headerOps
 	resOps                    headerOps
+	compress                  *compressor // nil: responses go as they come
 	maxBody                   int64
 	retryIdem                 bool
 	// retry is the route's own retry policy (RouteConfig.Retries), nil:
@@ -259,6 +260,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	}
 	if rt.resOps, err = compileHeaderOps(rc.ResponseHeaders); err != nil {
 		return nil, fmt.Errorf("route %s: response_headers: %w", rt.name, err)
+	}
+	if rt.compress, err = newCompressor(rc.Compress); err != nil {
+		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	if rt.prefix != "" && rt.exact != "" {
 		return nil, fmt.Errorf("route %s: path_prefix and path are exclusive", rt.name)

@@ -1334,16 +1334,29 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	var (
 		announced []string
 		conn      []string // the backend's Connection field (none on the pass-on path)
+		gz        *gzipBody
 	)
-	if h := passOnHead(res); h == nil || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
+	fi := flushInterval(res, rt)
+	// A response the route compresses varies with Accept-Encoding, and
+	// its header is edited: not passed on as it came.
+	varies := rt.compress != nil && r.Method != http.MethodHead && rt.compress.eligible(r, res)
+	if varies && acceptsGzip(r.Header) {
+		gz, _ = newGzipBody(rt.compress.level, fi != 0) // nil when too many are: uncompressed
+	}
+	if h := passOnHead(res); h == nil || varies || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
 		if h != nil {
 			h.Fill(res)
 		}
 		conn = res.Header["Connection"]
 		announced = copyResponseHeader(dst, res, rt, conn)
+		if varies {
+			addVary(dst)
+		}
+		if gz != nil {
+			encodeHeader(dst)
+		}
 		rs.w.WriteHeader(res.StatusCode)
 	}
-	fi := flushInterval(res, rt)
 	if fi < 0 && res.ContentLength != 0 || len(announced) > 0 {
 		// Streams: the client gets the headers now, not with the first
 		// data. Not a response known to be empty: over HTTP/2 its
@@ -1363,7 +1376,11 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if _, own := body.(*h1Body); !own && readTimeout > 0 && body != http.NoBody {
 		body = watchBody(body, readTimeout) // h1Body has its own
 	}
-	err := copyBody(&rs.w, body, fi, res.ContentLength, r.ProtoMajor == 2)
+	size := res.ContentLength
+	if gz != nil {
+		gz.src, body, size = body, gz, -1
+	}
+	err := copyBody(&rs.w, body, fi, size, r.ProtoMajor == 2)
 	// Over HTTP/2 Close waits for the Transport to stop writing the
 	// request, which it ends by closing the attempt's body: a write
 	// blocked on a client that still holds its half of the stream open

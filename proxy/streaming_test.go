@@ -195,7 +195,7 @@ func TestSSEFlushedBeforeStreamEnds(t *testing.T) {
 }
 
 func h2cClient(t testing.TB) *http.Client {
-	tr := &http.Transport{}
+	tr := &http.Transport{DisableCompression: true} // responses as the proxy sent them
 	tr.Protocols = new(http.Protocols)
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)

@@ -1895,7 +1895,7 @@ var mutants = []mutant{
 		"\t\tdelete(fams, \"gmproxy_config_last_reload_success_timestamp_seconds\")\n", "",
 		"TestWorkersRefusedReloadInMetrics"},
 	{"proxy: HTTP/2 streams copy response bodies through the 64 KiB buffer (a stalled stream holds twice as much)", "proxy/reverseproxy.go",
-		"copyBody(&rs.w, body, fi, res.ContentLength, r.ProtoMajor == 2)", "copyBody(&rs.w, body, fi, res.ContentLength, false)",
+		"copyBody(&rs.w, body, fi, size, r.ProtoMajor == 2)", "copyBody(&rs.w, body, fi, size, false)",
 		"^TestH2ResponseBodyBuffer$"},
 	{"supervisor: giving up during a reload waits for the reload (a hung worker holds the stop up to 2 min)", "cmd/gmproxy/supervisor.go",
 		"s.abandonReloads()\n\t\t\t\t\t<-done\n\t\t\t\t\terr = errReloadAbandoned\n\t\t\t\t\tbreak wait", "",
@@ -2140,6 +2140,33 @@ var mutants = []mutant{
 	{"proxy: an exchange the response_header wait ended not taken for a timeout", "proxy/reverseproxy.go",
 		"if hw != nil && hw.stop() {", "if hw != nil && hw.stop() && false {",
 		"TestRouteResponseHeaderTimeout"},
+	{"proxy: compress: the identity variant of a compressed response without Vary", "proxy/reverseproxy.go",
+		"if varies {\n\t\t\taddVary(dst)", "if false {\n\t\t\taddVary(dst)",
+		"^TestCompress$"},
+	{"proxy: compress: the target's head passed on as it came under a gzip body", "proxy/reverseproxy.go",
+		"h == nil || varies || !rs.w.writeFields(", "h == nil || !rs.w.writeFields(",
+		"^TestCompress$"},
+	{"proxy: compress: a response the target encoded encoded again", "proxy/compress.go",
+		"if ce, ok := fieldOf(res, \"Content-Encoding\"); ok && !strings.EqualFold", "if ce, ok := fieldOf(res, \"Content-Encoding\"); false && ok && !strings.EqualFold",
+		"^TestCompress$"},
+	{"proxy: compress: Cache-Control no-transform ignored", "proxy/compress.go",
+		"ok && hasToken(cc, \"no-transform\")", "ok && hasToken(cc, \"no-transform-x\")",
+		"^TestCompress$"},
+	{"proxy: compress: gzip;q=0 taken for gzip", "proxy/compress.go",
+		"return ok // an explicit gzip decides", "return true",
+		"^TestAcceptsGzip$"},
+	{"proxy: compress: a streamed response held in gzip's buffer", "proxy/compress.go",
+		"if b.flushEach {\n\t\t\t\tb.zw.Flush()", "if false {\n\t\t\t\tb.zw.Flush()",
+		"^TestCompressStream$"},
+	{"proxy: compress: a compressed response's place never given back", "proxy/compress.go",
+		"\t\tbodyBufPool.Put(b.in)\n\t\tcompressing.Add(-1)", "\t\tbodyBufPool.Put(b.in)",
+		"^TestCompressBusy$"},
+	{"proxy: compress: the identity's strong ETag kept on the encoding", "proxy/compress.go",
+		"dst[\"Etag\"] = []string{\"W/\" + et[0]}", "_ = et",
+		"^TestCompress$"},
+	{"proxy: compress: a 206's ranges compressed", "proxy/compress.go",
+		"sc == http.StatusPartialContent, ", "",
+		"^TestCompress$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
@@ -2694,6 +2721,11 @@ func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) e
 					)
 					if sb != nil {
 						out, err = sb.build(tk.pkg)
+						if err != nil {
+							// The file and line the compiler names
+							// are the mutant's (schema.go keeps them).
+							err = fmt.Errorf("%v: a mutant in the schema build does not compile (every mutant must)", err)
+						}
 						mu.Lock()
 						built[tk.pkg] = true
 						ready.Broadcast()

@@ -139,6 +139,10 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		rp := retryConfig(r.Retries)
 		rc.Retries = &rp
 	}
+	if c := r.Compress; c != nil {
+		// min_length 0: every length (the proxy's 0 is its default).
+		rc.Compress = &proxy.CompressConfig{Types: c.Types, MinLength: max(int64(c.MinLength), 1), Level: c.Level}
+	}
 	if t := r.Timeouts; t != nil {
 		rc.ReadTimeout, rc.BodyTimeout = routeTimeout(t.Read), routeTimeout(t.Body)
 		rc.ResponseHeaderTimeout = routeTimeout(t.ResponseHeader)

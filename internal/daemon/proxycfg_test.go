@@ -29,3 +29,18 @@ func TestRouteTimeoutsMapped(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressMapped: a route's compress reaches the proxy as written,
+// min_length 0 (every length) as 1 (the proxy's 0 is its default).
+func TestCompressMapped(t *testing.T) {
+	if rc := routeConfig(conf.Route{Upstream: "u"}); rc.Compress != nil {
+		t.Fatalf("compress %+v without one in the file", rc.Compress)
+	}
+	for _, min := range []conf.ByteSize{0, 2048} {
+		rc := routeConfig(conf.Route{Upstream: "u", Compress: &conf.Compress{Types: []string{"text/*"}, MinLength: min, Level: 3}})
+		c := rc.Compress
+		if c == nil || len(c.Types) != 1 || c.Types[0] != "text/*" || c.Level != 3 || c.MinLength != max(int64(min), 1) {
+			t.Errorf("min_length %d: %+v", min, c)
+		}
+	}
+}

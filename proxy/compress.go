@@ -1,0 +1,302 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Response compression: a route with a CompressConfig sends a target's
+// uncompressed responses gzip-encoded to the clients that accept it, as
+// nginx's gzip module and Caddy's encode do.
+
+// CompressConfig turns on gzip for a route's responses.
+type CompressConfig struct {
+	// Types lists the media types compressed: a response's Content-Type
+	// without parameters, "text/*" for every subtype. Default
+	// DefaultCompressTypes.
+	Types []string
+	// MinLength: a response that declares a shorter Content-Length goes
+	// as it is (one of unknown length is compressed). Default
+	// DefaultCompressMinLength.
+	MinLength int64
+	// Level is gzip's, 1 (fastest) to 9 (smallest). Default
+	// DefaultCompressLevel.
+	Level int
+}
+
+// DefaultCompressTypes are the media types compressed when CompressConfig
+// lists none: text and the text-based formats of the web (JSON, XML,
+// JavaScript, SVG, WebAssembly's text format is not served as such).
+var DefaultCompressTypes = []string{
+	"text/html", "text/plain", "text/css", "text/xml", "text/javascript",
+	"application/javascript", "application/json", "application/xml",
+	"application/manifest+json", "application/ld+json", "image/svg+xml",
+}
+
+const (
+	// DefaultCompressMinLength: below about 1 KiB gzip's framing (18
+	// bytes) and the lost TCP segment savings make compression not worth
+	// its CPU.
+	DefaultCompressMinLength = 1 << 10
+	// DefaultCompressLevel is a middle ground: Go's levels 4 to 9 share
+	// one matcher whose effort grows with the level.
+	DefaultCompressLevel = 5
+)
+
+// maxCompressing bounds the responses compressed at once in a process:
+// each holds a gzip writer of about 0.8 MiB (1.2 MiB at level 1), Go's
+// flate tables. Past it a response goes uncompressed, which every client
+// takes; 128 of them are about 100 MiB at most.
+var maxCompressing int64 = 128
+
+// compressing counts the responses being compressed (maxCompressing).
+var compressing atomic.Int64
+
+// gzipPools keep the writers of each level between responses: a new one
+// is most of compressing a small response.
+var gzipPools [gzip.BestCompression + 1]sync.Pool
+
+// compressor is a compiled CompressConfig.
+type compressor struct {
+	exact     map[string]bool // media types, lower case
+	prefixes  []string        // "text/" for "text/*"
+	minLength int64
+	level     int
+}
+
+func newCompressor(c *CompressConfig) (*compressor, error) {
+	if c == nil {
+		return nil, nil
+	}
+	z := &compressor{exact: map[string]bool{}, minLength: intOr(c.MinLength, DefaultCompressMinLength), level: intOr(c.Level, DefaultCompressLevel)}
+	if z.level < gzip.BestSpeed || z.level > gzip.BestCompression {
+		return nil, fmt.Errorf("compress: level %d, want 1 to 9", z.level)
+	}
+	types := c.Types
+	if len(types) == 0 {
+		types = DefaultCompressTypes
+	}
+	for _, t := range types {
+		t = strings.ToLower(strings.TrimSpace(t))
+		main, sub, ok := strings.Cut(t, "/")
+		if !ok || main == "" || sub == "" {
+			return nil, fmt.Errorf("compress: media type %q, want type/subtype or type/*", t)
+		}
+		if sub == "*" {
+			z.prefixes = append(z.prefixes, main+"/")
+		} else {
+			z.exact[t] = true
+		}
+	}
+	return z, nil
+}
+
+// fieldOf is the first value of the response field name (canonical form),
+// from res's Header or, on the pass-on path, its head.
+func fieldOf(res *http.Response, name string) (string, bool) {
+	if res.Header != nil {
+		if v := res.Header[name]; len(v) > 0 {
+			return v[0], true
+		}
+		return "", false
+	}
+	if h := passOnHead(res); h != nil {
+		return h.Get(name)
+	}
+	return "", false
+}
+
+// eligible reports whether res is one the route compresses for a client
+// that accepts gzip: then the response varies with Accept-Encoding. Not
+// a response that has or may have no body, an already encoded one, a
+// part of a representation (206: its ranges are the identity's), one its
+// target forbids transforming (Cache-Control: no-transform, RFC 9111
+// §5.2.2.6), one shorter than the minimum, or of a type not listed.
+func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
+	switch sc := res.StatusCode; {
+	case sc < 200, sc == http.StatusNoContent, sc == http.StatusPartialContent, sc == http.StatusNotModified:
+		return false
+	}
+	if res.ContentLength >= 0 && res.ContentLength < z.minLength {
+		return false
+	}
+	if ce, ok := fieldOf(res, "Content-Encoding"); ok && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+		return false
+	}
+	if cc, ok := fieldOf(res, "Cache-Control"); ok && hasToken(cc, "no-transform") {
+		return false
+	}
+	ct, ok := fieldOf(res, "Content-Type")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	if z.exact[ct] {
+		return true
+	}
+	for _, p := range z.prefixes {
+		if strings.HasPrefix(ct, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasToken reports whether the comma-separated list v holds tok (case
+// insensitively, parameters ignored).
+func hasToken(v, tok string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		if i := strings.IndexAny(part, ";="); i >= 0 {
+			part = part[:i]
+		}
+		if strings.EqualFold(strings.TrimSpace(part), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsGzip reports whether the request's Accept-Encoding takes gzip
+// (RFC 9110 §12.5.3): gzip or x-gzip, else *, with a weight above 0.
+func acceptsGzip(h http.Header) bool {
+	star := false
+	for _, line := range h["Accept-Encoding"] {
+		for part := range strings.SplitSeq(line, ",") {
+			name, params, _ := strings.Cut(part, ";")
+			name = strings.TrimSpace(name)
+			ok := weightAboveZero(params)
+			switch {
+			case strings.EqualFold(name, "gzip"), strings.EqualFold(name, "x-gzip"):
+				return ok // an explicit gzip decides
+			case name == "*":
+				star = ok
+			}
+		}
+	}
+	return star
+}
+
+// weightAboveZero reports whether the parameters of an Accept-Encoding
+// member leave it a weight above 0 (none: 1).
+func weightAboveZero(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "q") {
+			continue
+		}
+		q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return err == nil && q > 0
+	}
+	return true
+}
+
+// addVary adds Accept-Encoding to dst's Vary unless it is there (or *).
+func addVary(dst http.Header) {
+	for _, v := range dst["Vary"] {
+		if hasToken(v, "accept-encoding") || strings.TrimSpace(v) == "*" {
+			return
+		}
+	}
+	dst["Vary"] = append(dst["Vary"], "Accept-Encoding")
+}
+
+// encodeHeader makes dst, a copy of an eligible response's header,
+// that of its gzip encoding: Content-Encoding, no Content-Length (the
+// length is known at the end only: chunked, or the end of the stream),
+// no Accept-Ranges (ranges would be of the encoding), and a strong ETag
+// made weak, since the bytes differ from the identity's (as nginx does).
+func encodeHeader(dst http.Header) {
+	dst["Content-Encoding"] = []string{"gzip"}
+	delete(dst, "Content-Length")
+	delete(dst, "Accept-Ranges")
+	if et := dst["Etag"]; len(et) == 1 && strings.HasPrefix(et[0], `"`) {
+		dst["Etag"] = []string{"W/" + et[0]}
+	}
+}
+
+// gzipBody is a response body read gzip-encoded: the target's bytes go
+// through a pooled gzip writer into out, from which Read serves. With
+// flushEach, every read of the target's body is flushed through (a
+// stream's events reach the client as they come); else gzip keeps what
+// it needs to compress well until the end.
+type gzipBody struct {
+	src       io.ReadCloser // set before the first Read
+	zw        *gzip.Writer
+	level     int
+	out       bytes.Buffer
+	in        *[]byte
+	flushEach bool
+	done      bool
+}
+
+// errCompressBusy: maxCompressing responses are being compressed.
+var errCompressBusy = errors.New("compress: too many responses being compressed")
+
+// newGzipBody takes one of the maxCompressing places, or returns
+// errCompressBusy; Close gives it back. Its src is set before the first
+// Read.
+func newGzipBody(level int, flushEach bool) (*gzipBody, error) {
+	if compressing.Add(1) > maxCompressing {
+		compressing.Add(-1)
+		return nil, errCompressBusy
+	}
+	b := &gzipBody{level: level, flushEach: flushEach, in: bodyBufPool.Get().(*[]byte)}
+	if zw, ok := gzipPools[level].Get().(*gzip.Writer); ok {
+		zw.Reset(&b.out)
+		b.zw = zw
+	} else {
+		b.zw, _ = gzip.NewWriterLevel(&b.out, level) // level checked by newCompressor
+	}
+	return b, nil
+}
+
+func (b *gzipBody) Read(p []byte) (int, error) {
+	for b.out.Len() == 0 {
+		if b.done {
+			return 0, io.EOF
+		}
+		n, err := b.src.Read(*b.in)
+		if n > 0 {
+			b.zw.Write((*b.in)[:n]) // into out: never fails
+			if b.flushEach {
+				b.zw.Flush()
+			}
+		}
+		switch {
+		case err == io.EOF:
+			b.zw.Close() // the rest and gzip's trailer
+			b.done = true
+		case err != nil:
+			return 0, err
+		}
+	}
+	return b.out.Read(p)
+}
+
+// Close closes the target's body and gives the writer and the place
+// back.
+func (b *gzipBody) Close() error {
+	var err error
+	if b.src != nil {
+		err = b.src.Close()
+	}
+	if b.zw != nil {
+		b.zw.Reset(io.Discard)
+		gzipPools[b.level].Put(b.zw)
+		b.zw = nil
+		bodyBufPool.Put(b.in)
+		compressing.Add(-1)
+	}
+	return err
+}

@@ -1,0 +1,275 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
+)
+
+// compressBackend answers with the query's content type (ct), length
+// (n bytes of text, declared in Content-Length), status, ETag,
+// Content-Encoding (ce), Cache-Control (cc) and Vary.
+func compressBackend(t *testing.T) string {
+	return h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		n, _ := strconv.Atoi(q.Get("n"))
+		body := strings.Repeat("gmproxy compresses text ", n/24+1)[:n]
+		for _, f := range [][2]string{{"ct", "Content-Type"}, {"etag", "Etag"}, {"ce", "Content-Encoding"}, {"cc", "Cache-Control"}, {"vary", "Vary"}} {
+			if v := q.Get(f[0]); v != "" {
+				w.Header().Set(f[1], v)
+			}
+		}
+		if q.Get("ct") == "" {
+			w.Header()["Content-Type"] = nil // not sniffed
+		}
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		status := http.StatusOK
+		if s := q.Get("status"); s != "" {
+			status, _ = strconv.Atoi(s)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}))
+}
+
+// TestCompress: a route with compress sends the responses of the listed
+// types gzip-encoded to a client that accepts gzip, with Vary:
+// Accept-Encoding on both variants, no Content-Length or Accept-Ranges
+// and a weak ETag on the encoded one; and leaves as they are the
+// responses it must not touch. Over HTTP/1.1 (the target's head passed
+// on as it came unless the route edits it) and HTTP/2.
+func TestCompress(t *testing.T) {
+	addr := compressBackend(t)
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(
+		RouteConfig{PathPrefix: "/wild", Upstream: "u", Compress: &CompressConfig{Types: []string{"text/*"}}},
+		RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		for _, tc := range []struct {
+			name, query, accept string
+			gzip, vary          bool
+			method              string
+		}{
+			{name: "html", query: "ct=text/html%3B+charset=utf-8&n=5000&etag=%22v1%22", accept: "gzip, deflate, br", gzip: true, vary: true},
+			{name: "no accept-encoding", query: "ct=text/html&n=5000&etag=%22v1%22", vary: true},
+			{name: "gzip refused", query: "ct=application/json&n=5000", accept: "gzip;q=0, *", vary: true},
+			{name: "star", query: "ct=application/json&n=5000", accept: "br;q=1, *;q=0.5", gzip: true, vary: true},
+			{name: "x-gzip", query: "ct=text/css&n=5000", accept: "x-gzip", gzip: true, vary: true},
+			{name: "identity only", query: "ct=text/css&n=5000", accept: "identity", vary: true},
+			{name: "short", query: "ct=text/html&n=100", accept: "gzip"},
+			{name: "not listed", query: "ct=image/png&n=5000", accept: "gzip"},
+			{name: "no content type", query: "n=5000", accept: "gzip"},
+			{name: "already encoded", query: "ct=text/html&n=5000&ce=br", accept: "gzip"},
+			{name: "no-transform", query: "ct=text/html&n=5000&cc=public,+no-transform", accept: "gzip"},
+			{name: "partial", query: "ct=text/html&n=5000&status=206", accept: "gzip"},
+			{name: "HEAD", query: "ct=text/html&n=5000", accept: "gzip", method: "HEAD"},
+			{name: "target's vary kept", query: "ct=text/html&n=5000&vary=Origin", accept: "gzip", gzip: true, vary: true},
+			{name: "wildcard type", query: "ct=text/x-custom&n=5000", accept: "gzip", gzip: true, vary: true},
+		} {
+			path := "/?"
+			if tc.name == "wildcard type" {
+				path = "/wild?"
+			}
+			method := tc.method
+			if method == "" {
+				method = "GET"
+			}
+			req, _ := http.NewRequest(method, f.url+path+tc.query, nil)
+			req.Host = "example.test"
+			if tc.accept != "" {
+				req.Header.Set("Accept-Encoding", tc.accept)
+			}
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("h2 %v %s: %v", h2, tc.name, err)
+			}
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			name := tc.name
+			if h2 {
+				name += " (h2)"
+			}
+			n, _ := strconv.Atoi(req.URL.Query().Get("n"))
+			vary := strings.Join(res.Header.Values("Vary"), ", ")
+			if got := strings.Contains(vary, "Accept-Encoding"); got != tc.vary {
+				t.Errorf("%s: Vary %q, want Accept-Encoding: %v", name, vary, tc.vary)
+			}
+			if tc.name == "target's vary kept" && !strings.Contains(vary, "Origin") {
+				t.Errorf("%s: Vary %q lost the target's Origin", name, vary)
+			}
+			if !tc.gzip {
+				if ce := res.Header.Get("Content-Encoding"); ce != req.URL.Query().Get("ce") {
+					t.Errorf("%s: Content-Encoding %q, want the target's", name, ce)
+				}
+				if method == "GET" && len(raw) != n {
+					t.Errorf("%s: %d bytes, want the target's %d as they came", name, len(raw), n)
+				}
+				if et := req.URL.Query().Get("etag"); et != "" && res.Header.Get("Etag") != et {
+					t.Errorf("%s: ETag %q, want the target's %q", name, res.Header.Get("Etag"), et)
+				}
+				continue
+			}
+			if ce := res.Header.Get("Content-Encoding"); ce != "gzip" {
+				t.Errorf("%s: Content-Encoding %q, want gzip", name, ce)
+				continue
+			}
+			// A Content-Length, if any, is the encoding's (the server
+			// may count a response the handler wrote whole).
+			if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(raw)) || res.Header.Get("Accept-Ranges") != "" {
+				t.Errorf("%s: Content-Length %q, Accept-Ranges %q kept on the encoding", name, cl, res.Header.Get("Accept-Ranges"))
+			}
+			if et := req.URL.Query().Get("etag"); et != "" && res.Header.Get("Etag") != "W/"+et {
+				t.Errorf("%s: ETag %q, want W/%s", name, res.Header.Get("Etag"), et)
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(raw))
+			if err != nil {
+				t.Errorf("%s: not gzip: %v", name, err)
+				continue
+			}
+			plain, err := io.ReadAll(zr)
+			if err != nil || len(plain) != n || !strings.HasPrefix(string(plain), "gmproxy compresses text") {
+				t.Errorf("%s: %d bytes decoded (%v), want the target's %d", name, len(plain), err, n)
+			}
+			if len(raw) >= n/4 {
+				t.Errorf("%s: %d bytes for %d of repeated text: not compressed", name, len(raw), n)
+			}
+		}
+	}
+}
+
+// TestCompressStream: a streamed response (no Content-Length) is
+// compressed as it comes: what the target flushed reaches the client,
+// decodable, before the target ends the response.
+func TestCompressStream(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "first event\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, "last event\n")
+	}))
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{MinLength: 1}})
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	c.Timeout = testwait.Bound(5 * time.Second)
+	req, _ := http.NewRequest("GET", f.url+"/", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q, want gzip", res.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("first event\n"))
+	if _, err := io.ReadFull(zr, buf); err != nil || string(buf) != "first event\n" {
+		t.Fatalf("first event %q, %v: want it before the target's end", buf, err)
+	}
+}
+
+// TestCompressBusy: past maxCompressing responses being compressed, a
+// response goes uncompressed (still varying with Accept-Encoding), and a
+// compressed one gives its place back when it ends.
+func TestCompressBusy(t *testing.T) {
+	addr := compressBackend(t)
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	get := func() string {
+		req, _ := http.NewRequest("GET", f.url+"/?ct=text/html&n=5000", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if !strings.Contains(res.Header.Get("Vary"), "Accept-Encoding") {
+			t.Errorf("Vary %q, want Accept-Encoding", res.Header.Get("Vary"))
+		}
+		return res.Header.Get("Content-Encoding")
+	}
+	old := maxCompressing
+	t.Cleanup(func() { maxCompressing = old })
+	maxCompressing = 1
+	for i := range 3 {
+		if ce := get(); ce != "gzip" {
+			t.Fatalf("request %d: Content-Encoding %q; want gzip, the one place given back after each", i, ce)
+		}
+	}
+	maxCompressing = 0
+	if ce := get(); ce != "" {
+		t.Fatalf("Content-Encoding %q with no place left, want none", ce)
+	}
+}
+
+// TestAcceptsGzip: Accept-Encoding read as RFC 9110 §12.5.3 says.
+func TestAcceptsGzip(t *testing.T) {
+	for v, want := range map[string]bool{
+		"":                       false,
+		"gzip":                   true,
+		"GZIP;Q=0.1":             true,
+		"gzip;q=0":               false,
+		"gzip; q=0.000":          false,
+		"deflate, br":            false,
+		"*":                      true,
+		"*;q=0":                  false,
+		"gzip;q=0, *":            false,
+		"*, gzip;q=0":            false,
+		"br, x-gzip":             true,
+		"identity, *;q=0":        false,
+		"gzip;level=1":           true,
+		"gzip;q=nonsense":        false,
+		"deflate, gzip;q=1.0, *": true,
+	} {
+		if got := acceptsGzip(http.Header{"Accept-Encoding": {v}}); got != want {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestCompressConfigRefused: a level or media type gzip cannot take is
+// refused when the proxy is made.
+func TestCompressConfigRefused(t *testing.T) {
+	for _, c := range []CompressConfig{{Level: 10}, {Level: -1}, {Types: []string{"text"}}, {Types: []string{"/html"}}} {
+		if _, err := newCompressor(&c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// FuzzAcceptsGzip: any Accept-Encoding is read without a panic, and
+// white space around its members does not change the answer.
+func FuzzAcceptsGzip(f *testing.F) {
+	for _, s := range []string{"gzip", "gzip;q=0, *", "*;q=0.5", "x-gzip;q=1.0", "br;q=1, deflate"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := acceptsGzip(http.Header{"Accept-Encoding": {v}})
+		spaced := strings.ReplaceAll(v, ",", " , ")
+		if acceptsGzip(http.Header{"Accept-Encoding": {spaced}}) != got {
+			t.Errorf("%q and %q read differently", v, spaced)
+		}
+	})
+}
