@@ -515,6 +515,8 @@ type Route struct {
 	Respond *Respond `yaml:"respond"`
 	// Redirect answers with a redirect.
 	Redirect *Redirect `yaml:"redirect"`
+	// Files answers from a directory's files (a site's static assets).
+	Files *Files `yaml:"files"`
 
 	// RequestHeaders edits the request before it is forwarded.
 	RequestHeaders HeaderEdits `yaml:"request_headers"`
@@ -875,6 +877,28 @@ type RouteTimeouts struct {
 	// that takes minutes to start); past it the client gets 504 and the
 	// target counts a failure.
 	ResponseHeader *time.Duration `yaml:"response_header"`
+}
+
+// Files holds a route that serves a directory, as nginx's root and
+// Caddy's file_server do: GET and HEAD (other methods get 405), with
+// ranges, If-Modified-Since and If-None-Match against a strong ETag made
+// of the file's modification time and size. The request's path (after
+// strip_prefix) names a file under root; a path ending in / serves the
+// directory's index file, a directory without one is 404 (no listings),
+// and a directory's path without its / is redirected (301) to it. The
+// Content-Type follows the file's extension (application/octet-stream
+// when it has none known; never guessed from the content). Nothing outside
+// root is served: ".." and symbolic links that lead out are 404.
+type Files struct {
+	// Root is the directory served (relative paths are resolved against
+	// the folder of the configuration file). It must exist when the
+	// configuration is loaded.
+	Root string `yaml:"root"`
+	// Index is the file served for a path ending in /. Default index.html.
+	Index string `yaml:"index"`
+	// Hidden serves the files and directories whose names start with "."
+	// (.git, .env, .htpasswd). Default false: they are 404.
+	Hidden bool `yaml:"hidden"`
 }
 
 // Compress holds a route's response compression. A response is sent

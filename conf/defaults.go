@@ -144,6 +144,8 @@ func (t *SiteTLCP) setDefaults() { t.AcceptRawCertificateVerify = DefaultAcceptR
 
 func (r *Route) setDefaults() { r.HostHeader = "passthrough" }
 
+func (f *Files) setDefaults() { f.Index = "index.html" }
+
 func (c *Compress) setDefaults() {
 	c.Types = slices.Clone(proxy.DefaultCompressTypes)
 	c.MinLength = proxy.DefaultCompressMinLength

@@ -493,6 +493,8 @@
 //     directly with a fixed response.
 //   - redirect (optional section, see sites[].routes[].redirect): redirect
 //     answers with a redirect.
+//   - files (optional section, see sites[].routes[].files): files answers from
+//     a directory's files (a site's static assets).
 //   - request_headers (section, see sites[].routes[].request_headers):
 //     request_headers edits the request before it is forwarded.
 //   - response_headers (section, see sites[].routes[].response_headers):
@@ -560,6 +562,27 @@
 //   - to (string): to is the target URL; {host}, {path}, {query} and {uri}
 //     (path and query) are replaced from the request. Required.
 //   - status (integer): status is 301, 302, 303, 307 or 308. Default 302.
+//
+// # sites[].routes[].files
+//
+// This section holds a route that serves a directory, as nginx's root and
+// Caddy's file_server do: GET and HEAD (other methods get 405), with ranges,
+// If-Modified-Since and If-None-Match against a strong ETag made of the file's
+// modification time and size. The request's path (after strip_prefix) names a
+// file under root; a path ending in / serves the directory's index file, a
+// directory without one is 404 (no listings), and a directory's path without
+// its / is redirected (301) to it. The Content-Type follows the file's
+// extension (application/octet-stream when it has none known; never guessed
+// from the content). Nothing outside root is served: ".." and symbolic links
+// that lead out are 404.
+//
+//   - root (string): root is the directory served (relative paths are resolved
+//     against the folder of the configuration file). It must exist when the
+//     configuration is loaded.
+//   - index (string): index is the file served for a path ending in /. Default
+//     index.html.
+//   - hidden (boolean): hidden serves the files and directories whose names
+//     start with "." (.git, .env, .htpasswd). Default false: they are 404.
 //
 // # sites[].routes[].request_headers
 //

@@ -618,11 +618,15 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 			v.errf(p+".redirect.status", "use 301, 302, 303, 307 or 308", "invalid redirect status %d", r.Redirect.Status)
 		}
 	}
+	if f := r.Files; f != nil {
+		actions++
+		v.filesRoute(f, p+".files")
+	}
 	switch {
 	case actions == 0:
-		v.errf(p, "add upstream: NAME, respond: {status: 200} or redirect: {to: URL}", "route has no action")
+		v.errf(p, "add upstream: NAME, respond: {status: 200}, redirect: {to: URL} or files: {root: DIR}", "route has no action")
 	case actions > 1:
-		v.errf(p, "keep only one of upstream, respond and redirect", "route has more than one action")
+		v.errf(p, "keep only one of upstream, respond, redirect and files", "route has more than one action")
 	}
 }
 
@@ -717,8 +721,23 @@ func (v *validator) routeForwarding(r *Route, p string) {
 			v.errf(kp, "write a protocol name such as websocket", "invalid upgrade protocol %q", up)
 		}
 	}
-	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {
+	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" && r.Files == nil || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {
 		v.warnf(p, "remove them or forward the route to an upstream", "request headers, strip_prefix and client/TLS headers have no effect on a route without upstream")
+	}
+}
+
+// filesRoute checks a files route: a root that is a directory, an index that
+// is a file name.
+func (v *validator) filesRoute(f *Files, p string) {
+	if f.Root == "" {
+		v.errf(p+".root", "write the directory to serve, e.g. root: /var/www/static", "files without a root")
+	} else if fi, err := os.Stat(v.resolve(f.Root)); err != nil {
+		v.errf(p+".root", relFix, "root %q: %v", f.Root, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		v.errf(p+".root", "write the directory that holds the files", "root %q is not a directory", f.Root)
+	}
+	if f.Index == "" || f.Index == "." || f.Index == ".." || strings.ContainsAny(f.Index, `/\`) {
+		v.errf(p+".index", "write a file name such as index.html", "index %q is not a file name", f.Index)
 	}
 }
 

@@ -165,6 +165,9 @@ type RouteConfig struct {
 	// RateLimit bounds how fast one client address may send requests to
 	// the route (nil: no bound).
 	RateLimit *RateLimitConfig
+	// Files, when not nil, answers from a directory: an action, as
+	// Upstream, Respond and Redirect are.
+	Files *FilesConfig
 	// Compress, when not nil, gzip-encodes the route's responses for the
 	// clients that accept it.
 	Compress *CompressConfig

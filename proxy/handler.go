@@ -88,6 +88,7 @@ type route struct {
 	reqOps                    headerOps
 	resOps                    headerOps
 	compress                  *compressor // nil: responses go as they come
+	files                     *fileServer // a files route's
 	maxBody                   int64
 	retryIdem                 bool
 	// retry is the route's own retry policy (RouteConfig.Retries), nil:
@@ -344,8 +345,17 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 			return nil, fmt.Errorf("route %s: redirect without target", rt.name)
 		}
 	}
+	if rc.Files != nil {
+		actions++
+		if rt.files, err = newFileServer(rc.Files); err != nil {
+			return nil, fmt.Errorf("route %s: %w", rt.name, err)
+		}
+	}
 	if actions != 1 {
-		return nil, fmt.Errorf("route %s: needs exactly one of upstream, respond, redirect", rt.name)
+		if rt.files != nil {
+			rt.files.root.Close()
+		}
+		return nil, fmt.Errorf("route %s: needs exactly one of upstream, respond, redirect, files", rt.name)
 	}
 	return rt, nil
 }
@@ -552,6 +562,8 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				rs.w.Write(rt.respondB)
 			}
 		}
+	case rt.files != nil:
+		s.serveFile(rs, r, rt)
 	case rt.redirTo != "":
 		// {host} is the host without port, as it goes into a URL;
 		// {path} the normalised path the route matched (escaped, as it

@@ -310,9 +310,18 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
+// closeUpstreams closes the upstreams' pools and checks, and the
+// directories of the files routes: p serves no more requests.
 func (p *Proxy) closeUpstreams() {
 	for _, u := range p.upstreams {
 		u.close()
+	}
+	for _, s := range p.sites {
+		for _, rt := range s.routes {
+			if rt.files != nil {
+				rt.files.root.Close()
+			}
+		}
 	}
 }
 

@@ -57,7 +57,11 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone, ClientAuthPolicy: clientAuthPolicy(s),
 			CaseInsensitivePaths: s.CaseInsensitivePaths}
 		for _, r := range s.Routes {
-			sc.Routes = append(sc.Routes, routeConfig(r))
+			rc := routeConfig(r)
+			if rc.Files != nil {
+				rc.Files.Root = cfg.Resolve(rc.Files.Root)
+			}
+			sc.Routes = append(sc.Routes, rc)
 		}
 		if st := s.Stream; st != nil {
 			up := st.Upstream
@@ -138,6 +142,9 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 	if r.Retries != nil {
 		rp := retryConfig(r.Retries)
 		rc.Retries = &rp
+	}
+	if f := r.Files; f != nil {
+		rc.Files = &proxy.FilesConfig{Root: f.Root, Index: f.Index, Hidden: f.Hidden}
 	}
 	if c := r.Compress; c != nil {
 		// min_length 0: every length (the proxy's 0 is its default).

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// Static files: a route with a FilesConfig answers from a directory, as
+// nginx's root and Caddy's file_server do, for the assets an edge serves
+// beside what it proxies.
+
+// FilesConfig serves a directory's files.
+type FilesConfig struct {
+	// Root is the directory; a request's path (after StripPrefix) names a
+	// file under it. Nothing outside it is served, through ".." or a
+	// symbolic link that leads out (os.Root).
+	Root string
+	// Index is the file served for a path ending in "/". Default
+	// "index.html". A directory without one is 404: no listings.
+	Index string
+	// Hidden serves the files and directories whose names start with "."
+	// (.git, .env, .htpasswd). Default false: they are 404.
+	Hidden bool
+}
+
+// fileServer is a compiled FilesConfig.
+type fileServer struct {
+	root   *os.Root
+	index  string
+	hidden bool
+}
+
+func newFileServer(c *FilesConfig) (*fileServer, error) {
+	index := c.Index
+	if index == "" {
+		index = "index.html"
+	}
+	if strings.ContainsAny(index, `/\`) || index == "." || index == ".." {
+		return nil, fmt.Errorf("files: index %q is not a file name", index)
+	}
+	root, err := os.OpenRoot(c.Root)
+	if err != nil {
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	return &fileServer{root: root, index: index, hidden: c.Hidden}, nil
+}
+
+// serveFile answers r from the route's directory: GET and HEAD, with
+// ranges and conditional requests (http.ServeContent), a strong ETag made
+// of the file's modification time and size, as nginx's.
+func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
+	fsrv := rt.files
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.errorResponseWith(rs, r, http.StatusMethodNotAllowed, "Allow", "GET, HEAD", "method not allowed", "files route "+rt.name+" serves GET and HEAD only")
+		return
+	}
+	p := r.URL.Path
+	if rt.strip != "" {
+		p = strings.TrimPrefix(p, rt.strip)
+	}
+	name := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if name == "" {
+		name = "."
+	}
+	notFound := func(why string) {
+		s.errorResponse(rs, r, http.StatusNotFound, "not found", "files route "+rt.name+": "+strconv.Quote(name)+": "+why)
+	}
+	if !fsrv.hidden && hiddenPath(name) {
+		notFound("a hidden name (files.hidden is off)")
+		return
+	}
+	// Stat before Open: opening a FIFO or a device would block or act.
+	fi, err := fsrv.root.Stat(name)
+	if err == nil && fi.IsDir() {
+		if !strings.HasSuffix(r.URL.Path, "/") {
+			// Relative links in the index resolve against the
+			// directory only with its "/" (as net/http's FileServer).
+			to := r.URL.EscapedPath() + "/"
+			if r.URL.RawQuery != "" {
+				to += "?" + r.URL.RawQuery
+			}
+			rt.resOps.apply(rs.w.Header())
+			http.Redirect(&rs.w, r, to, http.StatusMovedPermanently)
+			return
+		}
+		name = path.Join(name, fsrv.index)
+		fi, err = fsrv.root.Stat(name)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		notFound("no such file")
+		return
+	case err != nil:
+		// Outside the root (a link leading out), not permitted, a
+		// name the system refuses.
+		notFound(err.Error())
+		return
+	case !fi.Mode().IsRegular():
+		notFound("not a regular file")
+		return
+	}
+	f, err := fsrv.root.Open(name)
+	if err != nil {
+		notFound(err.Error())
+		return
+	}
+	defer f.Close()
+	h := rs.w.Header()
+	h["Etag"] = []string{`"` + strconv.FormatInt(fi.ModTime().Unix(), 16) + "-" + strconv.FormatInt(fi.Size(), 16) + `"`}
+	// The type by the name's extension, else bytes: never sniffed from
+	// the content, which could make an uploaded file a page (nginx's
+	// types and default_type do the same).
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h["Content-Type"] = []string{ct}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	rt.resOps.apply(h)
+	http.ServeContent(&rs.w, r, name, fi.ModTime(), f)
+}
+
+// hiddenPath reports whether a segment of the clean relative path name
+// starts with ".".
+func hiddenPath(name string) bool {
+	for seg := range strings.SplitSeq(name, "/") {
+		if strings.HasPrefix(seg, ".") && seg != "." {
+			return true
+		}
+	}
+	return false
+}

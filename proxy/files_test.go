@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
+)
+
+// filesDir is a directory to serve: an index, a stylesheet, a file
+// without a known extension, hidden files, a directory with an index and
+// one without, links inside and out of it, a FIFO; and a secret beside it.
+func filesDir(t *testing.T) string {
+	base := t.TempDir()
+	root := filepath.Join(base, "www")
+	for name, text := range map[string]string{
+		"index.html":      "<h1>home</h1>",
+		"a.css":           "body { color: red }",
+		"data.unknownext": "<script>alert(1)</script>",
+		".env":            "SECRET=1",
+		".git/config":     "[core]",
+		"sub/index.html":  "sub home",
+		"empty/x.txt":     "x",
+		"../secret.txt":   "outside",
+	} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(root, "empty/x.txt"))
+	if err := os.Symlink(filepath.Join(base, "secret.txt"), filepath.Join(root, "out")); err != nil {
+		t.Skip(err)
+	}
+	if err := os.Symlink("a.css", filepath.Join(root, "in.css")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestFiles: a files route serves its directory's files by path, with
+// the type of their extension (never sniffed), an ETag and ranges; an
+// index for a directory's path with its "/", a redirect to it without;
+// and nothing outside the directory, hidden, or not a regular file.
+func TestFiles(t *testing.T) {
+	root := filesDir(t)
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/static/", StripPrefix: "/static", Files: &FilesConfig{Root: root}},
+		RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	c.Timeout = testwait.Bound(5 * time.Second) // a FIFO opened would block
+	for _, tc := range []struct {
+		path, method string
+		status       int
+		body, ctype  string
+	}{
+		{path: "/", status: 200, body: "<h1>home</h1>", ctype: "text/html; charset=utf-8"},
+		{path: "/index.html", status: 200, body: "<h1>home</h1>"},
+		{path: "/a.css", status: 200, body: "body { color: red }", ctype: "text/css; charset=utf-8"},
+		{path: "/static/a.css", status: 200, body: "body { color: red }"},
+		{path: "/a.css", method: "HEAD", status: 200},
+		{path: "/a.css", method: "POST", status: 405},
+		{path: "/data.unknownext", status: 200, body: "<script>alert(1)</script>", ctype: "application/octet-stream"},
+		{path: "/sub/", status: 200, body: "sub home"},
+		{path: "/sub", status: 301},
+		{path: "/empty/", status: 404},
+		{path: "/nothing", status: 404},
+		{path: "/.env", status: 404},
+		{path: "/.git/config", status: 404},
+		{path: "/static/.env", status: 404},
+		{path: "/out", status: 404},
+		{path: "/in.css", status: 200, body: "body { color: red }"},
+		{path: "/fifo", status: 404},
+		{path: "/%2e%2e/secret.txt", status: 404},
+		{path: "/sub/%2e%2e/%2e%2e/secret.txt", status: 404},
+	} {
+		method := tc.method
+		if method == "" {
+			method = "GET"
+		}
+		req, _ := http.NewRequest(method, f.url+tc.path, nil)
+		req.Host = "example.test"
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, tc.path, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || tc.body != "" && string(b) != tc.body {
+			t.Errorf("%s %s: %d %q, want %d %q", method, tc.path, res.StatusCode, b, tc.status, tc.body)
+		}
+		if tc.ctype != "" && res.Header.Get("Content-Type") != tc.ctype {
+			t.Errorf("%s: Content-Type %q, want %q", tc.path, res.Header.Get("Content-Type"), tc.ctype)
+		}
+		switch {
+		case tc.status == 405 && res.Header.Get("Allow") != "GET, HEAD":
+			t.Errorf("%s %s: Allow %q", method, tc.path, res.Header.Get("Allow"))
+		case tc.status == 301 && res.Header.Get("Location") != tc.path+"/":
+			t.Errorf("%s: Location %q, want %s/", tc.path, res.Header.Get("Location"), tc.path)
+		case method == "HEAD" && (len(b) != 0 || res.ContentLength != int64(len("body { color: red }"))):
+			t.Errorf("HEAD %s: %d bytes, Content-Length %d", tc.path, len(b), res.ContentLength)
+		}
+	}
+
+	// Conditional and range requests against the ETag.
+	status, _, h := get(t, c, f.url+"/a.css")
+	etag := h.Get("Etag")
+	if status != 200 || !strings.HasPrefix(etag, `"`) || h.Get("Last-Modified") == "" {
+		t.Fatalf("ETag %q, Last-Modified %q", etag, h.Get("Last-Modified"))
+	}
+	if status, body, _ := get(t, c, f.url+"/a.css", "If-None-Match", etag); status != 304 || body != "" {
+		t.Errorf("If-None-Match: %d %q, want 304", status, body)
+	}
+	if status, body, _ := get(t, c, f.url+"/a.css", "Range", "bytes=0-3"); status != 206 || body != "body" {
+		t.Errorf("Range: %d %q, want 206 \"body\"", status, body)
+	}
+}
+
+// TestFilesRawTraversal: a request target with ".." segments, as a
+// client that does not clean its paths sends it, stays in the directory.
+func TestFilesRawTraversal(t *testing.T) {
+	root := filesDir(t)
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}
+	f := newFront(t, cfg, frontOpts{})
+	for _, target := range []string{"/../secret.txt", "/sub/../../secret.txt", "/./../secret.txt"} {
+		conn, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+		io.WriteString(conn, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		conn.Close()
+		if strings.Contains(string(b), "outside") {
+			t.Errorf("%s: served the file outside the directory: %d %q", target, res.StatusCode, b)
+		}
+	}
+}
+
+// TestFilesHidden: hidden: true serves dot files.
+func TestFilesHidden(t *testing.T) {
+	root := filesDir(t)
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Hidden: true, Index: "a.css"}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	if status, body, _ := get(t, c, f.url+"/.env"); status != 200 || body != "SECRET=1" {
+		t.Errorf("/.env: %d %q, want it served", status, body)
+	}
+	if status, body, _ := get(t, c, f.url+"/"); status != 200 || body != "body { color: red }" {
+		t.Errorf("/ with index a.css: %d %q", status, body)
+	}
+}
