@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -170,6 +171,102 @@ func TestLine(t *testing.T) {
 			if failed != (j+1 == id) {
 				t.Errorf("mutant %q: %s failed %v\n%s", list[id-1].name, m.run, failed, out)
 			}
+		}
+	}
+}
+
+// TestSchemaMutantText: the copy is checked and its labels renamed as
+// the mutant leaves the body, not as it was: a mutant that names one of
+// the body's labels, or declares a result with ":=", builds and runs as
+// it does alone.
+func TestSchemaMutantText(t *testing.T) {
+	files := map[string]string{
+		"go.mod": "module m\n\ngo 1.22\n",
+		"p/p.go": `package p
+
+func Sum(xs [][]int) (n int) {
+outer:
+	for _, row := range xs {
+		if len(row) == 0 {
+			continue outer
+		}
+		for _, x := range row {
+			if x < 0 {
+				continue
+			}
+			n += x
+		}
+	}
+	return n
+}
+
+func Parse(s string) (v int, err error) {
+	w, e := len(s), error(nil)
+	v = w
+	_ = e
+	return
+}
+`,
+		"p/p_test.go": `package p
+
+import "testing"
+
+func TestSum(t *testing.T) {
+	if n := Sum([][]int{{1, -1, 2}, {3}}); n != 6 {
+		t.Fatal(n)
+	}
+}
+
+func TestParse(t *testing.T) {
+	if v, err := Parse("ab"); v != 2 || err != nil {
+		t.Fatal(v, err)
+	}
+}
+`,
+	}
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := []mutant{
+		// Alone, the row's rest skipped at the first negative.
+		{name: "Sum skips the row", file: "p/p.go", old: "continue\n", new: "continue outer\n", run: "^TestSum$"},
+		// Alone, err assigned: Parse fails.
+		{name: "Parse fails", file: "p/p.go", old: "w, e := len(s), error(nil)", new: "w, err := len(s), error(nil)\n\terr = errors.ErrUnsupported\n\te := err", run: "^TestParse$"},
+	}
+	// The second mutant needs errors imported.
+	b, _ := os.ReadFile(filepath.Join(dir, "p/p.go"))
+	b = bytes.Replace(b, []byte("package p\n"), []byte("package p\n\nimport \"errors\"\n\nvar _ = errors.New\n"), 1)
+	if err := os.WriteFile(filepath.Join(dir, "p/p.go"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := newSchemaBuild(dir, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sb.dir) })
+	if out, err := sb.build("./p"); err != nil {
+		t.Fatalf("the schema does not build: %v\n%s", err, out)
+	}
+	if out, failed, err := runTests(dir, os.Environ(), sb.bin("./p"), "./p", "."); err != nil || failed {
+		t.Fatalf("unmutated: failed %v, %v\n%s", failed, err, out)
+	}
+	for i, m := range list {
+		if !sb.s.ids[i+1] {
+			continue // built alone
+		}
+		env := append(os.Environ(), envMutant+"="+strconv.Itoa(i+1))
+		out, failed, err := runTests(dir, env, sb.bin("./p"), "./p", m.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !failed {
+			t.Errorf("mutant %q survived its schema build, not alone\n%s", m.name, out)
 		}
 	}
 }

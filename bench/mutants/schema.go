@@ -34,10 +34,11 @@ import (
 //
 // A mutant is built alone as before (an overlay of its file) when its
 // text is not inside one function's body, or when the body, copied into
-// a block, would not mean the same: a ":=" at the body's top level that
-// names a parameter or result (in the function's own block it assigns
-// them, in the copy's it would declare new ones). A copy's labels are
-// renamed (labels are the function's: the copy would declare them twice). A mutant that
+// a block, would not mean the same: a ":=" at the top level of the body,
+// as the mutant leaves it, that names a parameter or result (in the
+// function's own block it assigns them, in the copy's it would declare
+// new ones). A copy's labels, the mutant's among them, are renamed
+// (labels are the function's: the copy would declare them twice). A mutant that
 // survives in its schema is built alone before it is called a survivor:
 // a test whose subprocess drops the environment would not see it.
 
@@ -146,15 +147,32 @@ func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pk
 			why[i+1] = "not inside a function's body"
 			continue
 		}
-		if w := notCopyable(fd); w != "" {
+		// The copy is the body as the mutant leaves it, and is
+		// checked and has its labels renamed as such: a mutant's own
+		// text may declare a result with ":=", or name a label of the
+		// body (left as it was, it named the original's, and the
+		// package's schema did not compile).
+		msrc := append(append(append([]byte(nil), src[:off]...), m.new...), src[end:]...)
+		mfset := token.NewFileSet()
+		mast, err := parser.ParseFile(mfset, path, msrc, parser.SkipObjectResolution)
+		if err != nil {
+			why[i+1] = "the mutated file does not parse: " + err.Error()
+			continue
+		}
+		mf := mfset.File(mast.Pos())
+		mfd := enclosingFunc(mast, mf, off, off+len(m.new))
+		if mfd == nil || mf.Offset(mfd.Body.Lbrace) != tf.Offset(fd.Body.Lbrace) {
+			why[i+1] = "the mutant changes where its function's body starts or ends"
+			continue
+		}
+		if w := notCopyable(mfd); w != "" {
 			why[i+1] = w
 			continue
 		}
-		// The copy: the body with the mutant and its labels renamed
-		// (a function's labels are its own, declared once).
-		edits := []edit{{off, end, m.new}}
-		clash := false
-		ast.Inspect(fd.Body, func(n ast.Node) bool {
+		// Labels are the function's: the copy, in the same
+		// function, renames its own.
+		var edits []edit
+		ast.Inspect(mfd.Body, func(n ast.Node) bool {
 			var l *ast.Ident
 			switch n := n.(type) {
 			case *ast.LabeledStmt:
@@ -163,27 +181,20 @@ func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pk
 				l = n.Label
 			}
 			if l != nil {
-				lo := tf.Offset(l.Pos())
-				if lo < end && off < lo+len(l.Name) {
-					clash = true
-				}
+				lo := mf.Offset(l.Pos())
 				edits = append(edits, edit{lo, lo + len(l.Name), fmt.Sprintf("%s_m%d", l.Name, i+1)})
 			}
 			return true
 		})
-		if clash {
-			why[i+1] = "the mutant changes a label"
-			continue
-		}
 		sort.Slice(edits, func(a, b int) bool { return edits[a].from < edits[b].from })
-		lb, rb := tf.Offset(fd.Body.Lbrace), tf.Offset(fd.Body.Rbrace)
+		lb, rb := tf.Offset(fd.Body.Lbrace), mf.Offset(mfd.Body.Rbrace)
 		var mutated []byte
 		at := lb + 1
 		for _, e := range edits {
-			mutated = append(append(mutated, src[at:e.from]...), e.text...)
+			mutated = append(append(mutated, msrc[at:e.from]...), e.text...)
 			at = e.to
 		}
-		mutated = append(mutated, src[at:rb]...)
+		mutated = append(mutated, msrc[at:rb]...)
 		line := tf.Line(fd.Body.Lbrace)
 		var b bytes.Buffer
 		fmt.Fprintf(&b, "\nif %s == %d {\n//line %s:%d\n%s", schemaVar, i+1, path, line, mutated)
