@@ -270,3 +270,60 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaLabeledDefine: a ":=" that assigns a parameter is no less
+// one for a label in front of it; its body's copy would declare a new
+// variable where the function assigns the parameter, and a mutant that
+// changes nothing was caught.
+func TestSchemaLabeledDefine(t *testing.T) {
+	files := map[string]string{
+		"go.mod": "module m\n\ngo 1.22\n",
+		"p/p.go": `package p
+
+func Inc(n int) int {
+	p := &n
+again:
+	n, k := n+1, 0
+	if k > 0 || n < 0 {
+		goto again
+	}
+	return *p
+}
+`,
+		"p/p_test.go": `package p
+
+import "testing"
+
+func TestInc(t *testing.T) {
+	if n := Inc(1); n != 2 {
+		t.Fatal(n)
+	}
+}
+`,
+	}
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := []mutant{{name: "Inc unchanged", file: "p/p.go", old: "return *p", new: "return *p + 0", run: "^TestInc$"}}
+	sb, err := newSchemaBuild(dir, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sb.dir) })
+	if !sb.s.ids[1] {
+		return // built alone
+	}
+	if out, err := sb.build("./p"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	env := append(os.Environ(), envMutant+"=1")
+	if out, failed, err := runTests(dir, env, sb.bin("./p"), "./p", "."); err != nil || failed {
+		t.Fatalf("a mutant that changes nothing: failed %v, %v\n%s", failed, err, out)
+	}
+}

@@ -265,6 +265,15 @@ func notCopyable(fd *ast.FuncDecl) string {
 		}
 	}
 	for _, st := range fd.Body.List {
+		// A label does not open a block: "L: n, err := f()"
+		// declares in the function's as the statement alone does.
+		for {
+			l, ok := st.(*ast.LabeledStmt)
+			if !ok {
+				break
+			}
+			st = l.Stmt
+		}
 		as, ok := st.(*ast.AssignStmt)
 		if !ok || as.Tok != token.DEFINE {
 			continue
