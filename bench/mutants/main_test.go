@@ -327,3 +327,82 @@ func TestInc(t *testing.T) {
 		t.Fatalf("a mutant that changes nothing: failed %v, %v\n%s", failed, err, out)
 	}
 }
+
+// TestSchemaMissingReturn: a mutant that leaves a function with results
+// able to run off the end of its body does not compile alone ("missing
+// return"), which is an error in the list; its copy ran on into the
+// original body instead, doing the work twice, and was caught.
+func TestSchemaMissingReturn(t *testing.T) {
+	files := map[string]string{
+		"go.mod": "module m\n\ngo 1.22\n",
+		"p/p.go": `package p
+
+func Next(c *int) int {
+	*c++
+	if *c > 10 {
+		panic("overflow")
+	}
+	return *c
+}
+`,
+		"p/p_test.go": `package p
+
+import "testing"
+
+func TestNext(t *testing.T) {
+	var c int
+	if n := Next(&c); n != 1 {
+		t.Fatal(n)
+	}
+}
+`,
+	}
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := []mutant{{name: "Next without its return", file: "p/p.go", old: "return *c", new: "_ = c", run: "^TestNext$"}}
+	_, alone, err := makeSchema(dir, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone[1] == "" {
+		t.Fatal("a mutant that cannot compile alone put in the schema")
+	}
+	// Every way a body may end and not run off it stays in the schema.
+	ok := map[string]string{
+		"return":   "return 1",
+		"panic":    `panic("x")`,
+		"goto":     "goto L\nL:\n\tfor {\n\t}",
+		"if else":  "if *c > 0 {\n\t\treturn 1\n\t} else {\n\t\tpanic(0)\n\t}",
+		"for":      "for {\n\t\tif *c > 0 {\n\t\t\treturn 1\n\t\t}\n\t\tfor {\n\t\t\tbreak\n\t\t}\n\t}",
+		"switch":   "switch *c {\n\tcase 1:\n\t\tfallthrough\n\tdefault:\n\t\treturn 2\n\t}",
+		"select":   "select {}",
+		"block":    "{\n\t\treturn 1\n\t}",
+		"labelled": "L:\n\tfor {\n\t\tcontinue L\n\t}",
+	}
+	not := map[string]string{
+		"break":        "for {\n\t\tbreak\n\t}",
+		"break label":  "L:\n\tfor {\n\t\tfor {\n\t\t\tbreak L\n\t\t}\n\t}",
+		"no default":   "switch *c {\n\tcase 1:\n\t\treturn 2\n\t}",
+		"if":           "if *c > 0 {\n\t\treturn 1\n\t}",
+		"switch break": "switch {\n\tdefault:\n\t\tif *c > 0 {\n\t\t\tbreak\n\t\t}\n\t\treturn 1\n\t}",
+	}
+	for name, end := range ok {
+		m := []mutant{{name: name, file: "p/p.go", old: "return *c", new: end, run: "."}}
+		if _, alone, _ := makeSchema(dir, m); alone[1] != "" {
+			t.Errorf("%s: left out: %s", name, alone[1])
+		}
+	}
+	for name, end := range not {
+		m := []mutant{{name: name, file: "p/p.go", old: "return *c", new: end, run: "."}}
+		if _, alone, _ := makeSchema(dir, m); alone[1] == "" {
+			t.Errorf("%s: put in the schema", name)
+		}
+	}
+}

@@ -169,6 +169,13 @@ func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pk
 			why[i+1] = w
 			continue
 		}
+		// Alone, such a mutant does not compile ("missing return"),
+		// an error in the list; its copy would run on into the
+		// original body.
+		if fd.Type.Results != nil && len(fd.Type.Results.List) > 0 && !endsTerminating(mfd.Body.List) {
+			why[i+1] = "the mutated body can run off its end (missing return)"
+			continue
+		}
 		// Labels are the function's: the copy, in the same
 		// function, renames its own.
 		var edits []edit
@@ -285,6 +292,117 @@ func notCopyable(fd *ast.FuncDecl) string {
 		}
 	}
 	return ""
+}
+
+// endsTerminating reports whether list ends in a terminating statement
+// (The Go Programming Language Specification, "Terminating statements"),
+// as the body of a function with results must.
+func endsTerminating(list []ast.Stmt) bool {
+	for i := len(list) - 1; i >= 0; i-- {
+		if _, ok := list[i].(*ast.EmptyStmt); !ok {
+			return terminates(list[i], "")
+		}
+	}
+	return false
+}
+
+// terminates reports whether s, labelled label if not "", is a
+// terminating statement.
+func terminates(s ast.Stmt, label string) bool {
+	switch s := s.(type) {
+	case *ast.ReturnStmt:
+		return true
+	case *ast.BranchStmt:
+		return s.Tok == token.GOTO
+	case *ast.ExprStmt:
+		c, ok := s.X.(*ast.CallExpr)
+		if !ok {
+			return false
+		}
+		id, ok := ast.Unparen(c.Fun).(*ast.Ident)
+		return ok && id.Name == "panic"
+	case *ast.BlockStmt:
+		return endsTerminating(s.List)
+	case *ast.IfStmt:
+		return s.Else != nil && terminates(s.Body, "") && terminates(s.Else, "")
+	case *ast.ForStmt:
+		return s.Cond == nil && !breaks(s.Body.List, label)
+	case *ast.LabeledStmt:
+		return terminates(s.Stmt, s.Label.Name)
+	case *ast.SwitchStmt:
+		return clausesTerminate(s.Body, label, true)
+	case *ast.TypeSwitchStmt:
+		return clausesTerminate(s.Body, label, true)
+	case *ast.SelectStmt:
+		return clausesTerminate(s.Body, label, false)
+	}
+	return false
+}
+
+// clausesTerminate reports whether a switch's or select's clauses make it
+// a terminating statement: none breaks out of it, each ends in a
+// terminating statement or a fallthrough, and a switch has a default.
+func clausesTerminate(body *ast.BlockStmt, label string, needDefault bool) bool {
+	def := false
+	for _, c := range body.List {
+		var list []ast.Stmt
+		switch c := c.(type) {
+		case *ast.CaseClause:
+			list, def = c.Body, def || c.List == nil
+		case *ast.CommClause:
+			list = c.Body
+		}
+		if breaks(list, label) {
+			return false
+		}
+		if n := len(list); n > 0 {
+			last := list[n-1]
+			for {
+				l, ok := last.(*ast.LabeledStmt)
+				if !ok {
+					break
+				}
+				last = l.Stmt
+			}
+			if b, ok := last.(*ast.BranchStmt); ok && b.Tok == token.FALLTHROUGH {
+				continue
+			}
+		}
+		if !endsTerminating(list) {
+			return false
+		}
+	}
+	return def || !needDefault
+}
+
+// breaks reports whether list holds a break out of the statement it is
+// the body of, labelled label if not "": a break without a label not
+// inside another for, switch or select, or one naming label.
+func breaks(list []ast.Stmt, label string) bool {
+	found := false
+	var visit func(n ast.Node, inner bool)
+	visit = func(n ast.Node, inner bool) {
+		ast.Inspect(n, func(x ast.Node) bool {
+			switch x := x.(type) {
+			case *ast.FuncLit:
+				return false // its breaks are its own
+			case *ast.BranchStmt:
+				if x.Tok == token.BREAK && (x.Label == nil && !inner || x.Label != nil && x.Label.Name == label) {
+					found = true
+				}
+			case *ast.ForStmt, *ast.RangeStmt, *ast.SwitchStmt, *ast.TypeSwitchStmt, *ast.SelectStmt:
+				if !inner {
+					visit(x, true)
+					return false
+				}
+			}
+			return !found
+		})
+	}
+	for _, s := range list {
+		visit(s, false)
+	}
+	return found
 }
 
 // edit replaces src[from:to] with text.
