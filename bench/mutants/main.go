@@ -2636,13 +2636,7 @@ func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) e
 		scratches[i] = dir
 	}
 	buildDir, scratches := scratches[0], scratches[1:]
-	env := os.Environ()
-	if os.Getenv("GMPROXY_TEST_WAIT") == "" {
-		// The tests run alone here: their waits for what a mutant
-		// stops are shortened (internal/testwait), or each caught
-		// mutant of such a test costs its whole wait.
-		env = append(env, "GMPROXY_TEST_WAIT="+testWait)
-	}
+	env := testEnv(os.Environ())
 
 	// The schema build (schema.go): one test binary per package for
 	// all the mutants that can share it; the baselines run there.
@@ -2854,6 +2848,31 @@ func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) e
 		os.Exit(1)
 	}
 	return nil
+}
+
+// testEnv is the tests' environment, made from environ: without a
+// GMPROXY_MUTANT (set for a mutant's run only: a caller's, exported to
+// reproduce one, would switch its mutant on in the baselines), and with
+// the tests' waits shortened unless environ sets them (the tests run
+// alone here: each caught mutant of a test that waits for what the
+// mutant stops would cost its whole wait; internal/testwait).
+func testEnv(environ []string) []string {
+	env := make([]string, 0, len(environ)+1)
+	wait := false
+	for _, e := range environ {
+		k, v, _ := strings.Cut(e, "=")
+		switch k {
+		case envMutant:
+			continue
+		case "GMPROXY_TEST_WAIT":
+			wait = wait || v != ""
+		}
+		env = append(env, e)
+	}
+	if !wait {
+		env = append(env, "GMPROXY_TEST_WAIT="+testWait)
+	}
+	return env
 }
 
 // scratchDir makes a scratch directory, named by its real path. The go

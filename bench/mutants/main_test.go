@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -404,5 +405,19 @@ func TestNext(t *testing.T) {
 		if _, alone, _ := makeSchema(dir, m); alone[1] == "" {
 			t.Errorf("%s: put in the schema", name)
 		}
+	}
+}
+
+// TestTestEnv: the tests' environment does not carry a GMPROXY_MUTANT of
+// the caller's (one exported to reproduce a mutant): the baselines ran
+// with that mutant on in their schema build and failed.
+func TestTestEnv(t *testing.T) {
+	env := testEnv([]string{"HOME=/h", envMutant + "=3", "GMPROXY_TEST_WAIT=1"})
+	want := []string{"HOME=/h", "GMPROXY_TEST_WAIT=1"}
+	if strings.Join(env, " ") != strings.Join(want, " ") {
+		t.Fatalf("%q, want %q", env, want)
+	}
+	if env := testEnv([]string{"HOME=/h"}); strings.Join(env, " ") != "HOME=/h GMPROXY_TEST_WAIT="+testWait {
+		t.Fatalf("%q: no test wait", env)
 	}
 }
