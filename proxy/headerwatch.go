@@ -29,6 +29,7 @@ type headerWatch struct {
 	stopped bool        // under mu: the head came, or the attempt is over
 	fired   bool        // under mu: the wait was over first
 	timer   *time.Timer // under mu; nil until the request is written
+	writes  int         // under mu: the request's writes so far (whose wait timer runs)
 }
 
 // headerTimeoutError is why a headerWatch cancelled an attempt: a
@@ -47,24 +48,42 @@ func watchHeader(req *http.Request, d time.Duration) (*http.Request, *headerWatc
 	ctx, cancel := context.WithCancelCause(req.Context())
 	w := &headerWatch{d: d, cancel: cancel}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { w.start() },
+		WroteRequest: func(i httptrace.WroteRequestInfo) { w.start(i.Err) },
 	})
 	return req.WithContext(ctx), w
 }
 
-// start starts the wait: the request is written.
-func (w *headerWatch) start() {
-	w.mu.Lock()
-	if !w.stopped && w.timer == nil {
-		w.timer = time.AfterFunc(w.d, w.fire)
+// start starts the wait: the request is written (err nil). A transport
+// may write a request more than once in one RoundTrip: HTTP/1.1 sends it
+// again on a fresh connection when a pooled one turns out closed before
+// any answer, HTTP/2 when the target refused the stream (RFC 9113 §8.7).
+// Each write starts a wait of its own, as the transports' own
+// ResponseHeaderTimeout did per connection: the first one's, or a
+// failed write's, would count the redial (and under max_conns the wait
+// for a free connection) as the target's silence.
+func (w *headerWatch) start(err error) {
+	if err != nil {
+		return
 	}
-	w.mu.Unlock()
-}
-
-func (w *headerWatch) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.writes++
+	n := w.writes
+	w.timer = time.AfterFunc(w.d, func() { w.fire(n) })
+}
+
+// fire ends the wait that the request's n-th write started, unless a
+// later write started another.
+func (w *headerWatch) fire(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || n != w.writes {
 		return
 	}
 	w.stopped, w.fired = true, true

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +155,52 @@ func TestRouteResponseHeaderTimeout(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResponseHeaderTimeoutPerWrite: through net/http's Transport
+// (max_conns), the wait for a response head counts from each write of
+// the request, as the Transport's own ResponseHeaderTimeout did: a
+// pooled connection the target closes after taking the request without
+// an answer, which the Transport sends again on a fresh one, does not
+// eat into the second write's wait. Each wait here is under
+// response_header, both together over it.
+func TestResponseHeaderTimeoutPerWrite(t *testing.T) {
+	const timeout, pause = time.Second, 600 * time.Millisecond
+	var conns atomic.Int32
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if conns.Add(1) == 1 {
+			// The first connection answers one request, then takes
+			// the next and closes without a byte.
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			time.Sleep(pause)
+			return
+		}
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		time.Sleep(pause)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nlate")
+	})
+	cfg := proxyTo(addr)
+	cfg.Upstreams[0].Transport.MaxConnsPerTarget = 1
+	cfg.Upstreams[0].Transport.ResponseHeaderTimeout = timeout
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	if status, body, _ := get(t, c, f.url+"/a"); status != 200 || body != "first" {
+		t.Fatalf("/a: %d %q", status, body)
+	}
+	if status, body, _ := get(t, c, f.url+"/b"); status != 200 || body != "late" {
+		t.Errorf("/b: %d %q, want 200 \"late\" (each write waits response_header)", status, body)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the Transport's retry on a fresh one)", n)
 	}
 }
