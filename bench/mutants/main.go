@@ -2579,9 +2579,19 @@ func main() {
 	flag.Parse()
 	if err := run(*verbose, *only, max(*jobs, 1), *check, !*alone, *null); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
+		var s survivedError
+		if errors.As(err, &s) {
+			os.Exit(1)
+		}
 		os.Exit(2)
 	}
 }
+
+// survivedError is run's error when mutants survived (exit status 1;
+// other errors: 2).
+type survivedError string
+
+func (e survivedError) Error() string { return string(e) }
 
 func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) error {
 	root, err := moduleRoot()
@@ -2847,8 +2857,9 @@ func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) e
 		fmt.Printf("caught only when built alone (a test that drops %s, or reads the file): %s\n", envMutant, strings.Join(aloneOnly, "; "))
 	}
 	if len(survived) > 0 {
-		fmt.Fprintf(os.Stderr, "mutants: %d survived: %s\n", len(survived), strings.Join(survived, "; "))
-		os.Exit(1)
+		// Returned, not os.Exit here: the deferred removals of the
+		// scratch copies must run.
+		return survivedError(fmt.Sprintf("%d survived: %s", len(survived), strings.Join(survived, "; ")))
 	}
 	return nil
 }

@@ -460,7 +460,9 @@ func newSchemaBuild(buildDir string, list []mutant) (*schemaBuild, error) {
 
 // bin is the test binary of pkg.
 func (sb *schemaBuild) bin(pkg string) string {
-	return filepath.Join(sb.dir, "bin", strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")+".test")
+	// "_" doubled before "/" becomes one: ./a_b/c and ./a/b_c stay apart.
+	name := strings.NewReplacer("_", "__", "/", "_").Replace(strings.Trim(pkg, "./"))
+	return filepath.Join(sb.dir, "bin", name+".test")
 }
 
 // build builds pkg's test binary with the schema.
