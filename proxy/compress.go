@@ -99,19 +99,16 @@ func newCompressor(c *CompressConfig) (*compressor, error) {
 	return z, nil
 }
 
-// fieldOf is the first value of the response field name (canonical form),
-// from res's Header or, on the pass-on path, its head.
-func fieldOf(res *http.Response, name string) (string, bool) {
+// fieldOf is the values of the response field name (canonical form),
+// every line of it, from res's Header or, on the pass-on path, its head.
+func fieldOf(res *http.Response, name string) []string {
 	if res.Header != nil {
-		if v := res.Header[name]; len(v) > 0 {
-			return v[0], true
-		}
-		return "", false
+		return res.Header[name]
 	}
 	if h := passOnHead(res); h != nil {
-		return h.Get(name)
+		return h.Values(name)
 	}
-	return "", false
+	return nil
 }
 
 // eligible reports whether res is one the route compresses for a client
@@ -128,16 +125,25 @@ func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 	if res.ContentLength >= 0 && res.ContentLength < z.minLength {
 		return false
 	}
-	if ce, ok := fieldOf(res, "Content-Encoding"); ok && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+	// A list field's lines are one list (RFC 9110 §5.3): a coding or a
+	// no-transform on any line counts.
+	for _, ce := range fieldOf(res, "Content-Encoding") {
+		for c := range strings.SplitSeq(ce, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	for _, cc := range fieldOf(res, "Cache-Control") {
+		if hasToken(cc, "no-transform") {
+			return false
+		}
+	}
+	cts := fieldOf(res, "Content-Type")
+	if len(cts) == 0 {
 		return false
 	}
-	if cc, ok := fieldOf(res, "Cache-Control"); ok && hasToken(cc, "no-transform") {
-		return false
-	}
-	ct, ok := fieldOf(res, "Content-Type")
-	if !ok {
-		return false
-	}
+	ct := cts[0]
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}

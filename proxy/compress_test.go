@@ -273,3 +273,33 @@ func FuzzAcceptsGzip(f *testing.F) {
 		}
 	})
 }
+
+// TestCompressFieldLines: a field the target sends on several lines is
+// one list (RFC 9110 §5.3): a no-transform on the second Cache-Control
+// line keeps the response as it came, as on the first.
+func TestCompressFieldLines(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Add("Cache-Control", "public")
+		w.Header().Add("Cache-Control", "no-transform")
+		w.Header().Set("Content-Length", "5000")
+		io.WriteString(w, strings.Repeat("x", 5000))
+	}))
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		req, _ := http.NewRequest("GET", f.url+"/", nil)
+		req.Host = "example.test"
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if ce := res.Header.Get("Content-Encoding"); ce != "" || len(raw) != 5000 {
+			t.Errorf("h2 %v: Content-Encoding %q, %d bytes: want the no-transform response as it came", h2, ce, len(raw))
+		}
+	}
+}

@@ -266,6 +266,13 @@ func (h *Head) Get(name string) (string, bool) {
 	return v, n > 0
 }
 
+// Values returns the values of the fields named name (compared ignoring
+// ASCII case) in the order received, nil when there is none: the lines of
+// a list field (RFC 9110 §5.3), which are one list.
+func (h *Head) Values(name string) []string {
+	return h.fs.appendValues(nil, h.text, name)
+}
+
 // count returns how many fields of the head whose text is text are named
 // name, and the first one's value.
 func (fs *fields) count(text, name string) (n int, first string) {
