@@ -226,9 +226,51 @@ func encodeHeader(dst http.Header) {
 	dst["Content-Encoding"] = []string{"gzip"}
 	delete(dst, "Content-Length")
 	delete(dst, "Accept-Ranges")
+	weakenETag(dst)
+}
+
+// weakenETag makes dst's strong ETag weak.
+func weakenETag(dst http.Header) {
 	if et := dst["Etag"]; len(et) == 1 && strings.HasPrefix(et[0], `"`) {
 		dst["Etag"] = []string{"W/" + et[0]}
 	}
+}
+
+// revalidatesEncoding reports whether res, a 304 to r, revalidates the
+// gzip encoding the client holds: r accepts gzip and its If-None-Match
+// names the weak ETag encodeHeader made of res's strong one, not that
+// one itself. The target compared them weakly (RFC 9110 §13.1.2) and
+// answered with its strong ETag; but a 304 carries the ETag and Vary a
+// 200 to the same request would have (§15.4.5), the encoding's, and a
+// cache that took the strong one would give the encoded bytes the
+// identity's validator (RFC 9111 §4.3.4).
+func revalidatesEncoding(r *http.Request, res *http.Response) bool {
+	et := fieldOf(res, "Etag")
+	if len(et) != 1 || !strings.HasPrefix(et[0], `"`) || !acceptsGzip(r.Header) {
+		return false
+	}
+	weak, strong := false, false
+	for _, line := range r.Header["If-None-Match"] {
+		for s := line; ; {
+			s = strings.TrimLeft(s, " \t,")
+			w := strings.HasPrefix(s, "W/")
+			if w {
+				s = s[2:]
+			}
+			if len(s) < 2 || s[0] != '"' {
+				break // the end, * or malformed
+			}
+			i := strings.IndexByte(s[1:], '"')
+			if i < 0 {
+				break
+			}
+			if s[:i+2] == et[0] {
+				weak, strong = weak || w, strong || !w
+			}
+			s = s[i+2:]
+		}
+	}
+	return weak && !strong
 }
 
 // gzipBody is a response body read gzip-encoded: the target's bytes go

@@ -303,3 +303,75 @@ func TestCompressFieldLines(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressNotModified: the client that holds the encoded variant
+// revalidates it with the weak ETag it got; the target, comparing weakly
+// (RFC 9110 §13.1.2), answers 304 with its strong one. The 304 carries
+// the ETag and Vary a 200 to that request would (RFC 9110 §15.4.5): the
+// weak one, else the client's cache would give the encoded bytes the
+// identity's strong validator.
+func TestCompressNotModified(t *testing.T) {
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Etag", `"v1"`)
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(strings.Repeat("x", 5000)))
+	}))
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		for _, tc := range []struct {
+			name, accept, inm, etag string
+			vary                    bool
+		}{
+			{name: "encoded variant", accept: "gzip", inm: `W/"v1"`, etag: `W/"v1"`, vary: true},
+			{name: "identity variant", accept: "gzip", inm: `"v1"`, etag: `"v1"`},
+			{name: "no gzip now", inm: `W/"v1"`, etag: `"v1"`},
+		} {
+			req, _ := http.NewRequest("GET", f.url+"/", nil)
+			req.Host = "example.test"
+			if tc.accept != "" {
+				req.Header.Set("Accept-Encoding", tc.accept)
+			}
+			req.Header.Set("If-None-Match", tc.inm)
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			vary := strings.Contains(res.Header.Get("Vary"), "Accept-Encoding")
+			if res.StatusCode != http.StatusNotModified || res.Header.Get("Etag") != tc.etag || tc.vary && !vary {
+				t.Errorf("h2 %v, %s: %d, ETag %q, Vary %q; want 304, ETag %s, Vary Accept-Encoding %v", h2, tc.name, res.StatusCode, res.Header.Get("Etag"), res.Header.Get("Vary"), tc.etag, tc.vary)
+			}
+		}
+	}
+}
+
+// TestRevalidatesEncoding: If-None-Match read as a list of entity tags,
+// malformed ones without a panic.
+func TestRevalidatesEncoding(t *testing.T) {
+	res := &http.Response{StatusCode: http.StatusNotModified, Header: http.Header{"Etag": {`"v,1"`}}}
+	for inm, want := range map[string]bool{
+		`W/"v,1"`:              true,
+		`"a", W/"v,1"`:         true,
+		`W/"v,1", "v,1"`:       false,
+		`"v,1"`:                false,
+		`W/"v"`:                false,
+		`*`:                    false,
+		`W/`:                   false,
+		`W/"`:                  false,
+		`"`:                    false,
+		`W/"v,1`:               false,
+		"\t,W/\"v,1\"":         true,
+		`W/"x" W/"v,1"`:        true,
+		`W/W/"v,1"`:            false,
+		`"a",,W/"v,1",`:        true,
+		`W/"v,1";q=1, garbage`: true,
+	} {
+		r := &http.Request{Header: http.Header{"Accept-Encoding": {"gzip"}, "If-None-Match": {inm}}}
+		if got := revalidatesEncoding(r, res); got != want {
+			t.Errorf("If-None-Match %q: %v, want %v", inm, got, want)
+		}
+	}
+}

@@ -1343,7 +1343,11 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if varies && acceptsGzip(r.Header) {
 		gz, _ = newGzipBody(rt.compress.level, fi != 0) // nil when too many are: uncompressed
 	}
-	if h := passOnHead(res); h == nil || varies || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
+	// A 304 that revalidates the encoding gets the encoding's ETag and
+	// Vary (revalidatesEncoding); not one to HEAD, whose 200 would be the
+	// identity's.
+	encoded304 := rt.compress != nil && r.Method != http.MethodHead && res.StatusCode == http.StatusNotModified && revalidatesEncoding(r, res)
+	if h := passOnHead(res); h == nil || varies || encoded304 || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
 		if h != nil {
 			h.Fill(res)
 		}
@@ -1354,6 +1358,10 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		}
 		if gz != nil {
 			encodeHeader(dst)
+		}
+		if encoded304 {
+			addVary(dst)
+			weakenETag(dst)
 		}
 		rs.w.WriteHeader(res.StatusCode)
 	}
