@@ -57,6 +57,12 @@ const (
 // takes; 128 of them are about 100 MiB at most.
 var maxCompressing int64 = 128
 
+// maxCompressingPerConn bounds them per client connection: one HTTP/2
+// client reading many large responses slowly would otherwise hold every
+// place (each for up to send_timeout, or as long as it reads a trickle),
+// and compression would be off for every other client.
+var maxCompressingPerConn int32 = 4
+
 // compressing counts the responses being compressed (maxCompressing).
 var compressing atomic.Int64
 
@@ -148,6 +154,12 @@ func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 		ct = ct[:i]
 	}
 	ct = strings.ToLower(strings.TrimSpace(ct))
+	if ct == "text/event-stream" {
+		// Open for as long as its page is, each event flushed through
+		// alone: it would hold a writer's megabyte all that time for
+		// little gain (text/* would list it).
+		return false
+	}
 	if z.exact[ct] {
 		return true
 	}
@@ -280,6 +292,7 @@ func revalidatesEncoding(r *http.Request, res *http.Response) bool {
 // it needs to compress well until the end.
 type gzipBody struct {
 	src       io.ReadCloser // set before the first Read
+	conn      *atomic.Int32 // the connection's count of them, or nil
 	zw        *gzip.Writer
 	level     int
 	out       bytes.Buffer
@@ -288,18 +301,27 @@ type gzipBody struct {
 	done      bool
 }
 
-// errCompressBusy: maxCompressing responses are being compressed.
+// errCompressBusy: maxCompressing responses are being compressed, or
+// maxCompressingPerConn on the connection.
 var errCompressBusy = errors.New("compress: too many responses being compressed")
 
-// newGzipBody takes one of the maxCompressing places, or returns
-// errCompressBusy; Close gives it back. Its src is set before the first
-// Read.
-func newGzipBody(level int, flushEach bool) (*gzipBody, error) {
-	if compressing.Add(1) > maxCompressing {
-		compressing.Add(-1)
+// newGzipBody takes one of the maxCompressing places and, with conn (the
+// client connection's count), one of its maxCompressingPerConn, or
+// returns errCompressBusy; Close gives them back. Its src is set before
+// the first Read.
+func newGzipBody(level int, flushEach bool, conn *atomic.Int32) (*gzipBody, error) {
+	if conn != nil && conn.Add(1) > maxCompressingPerConn {
+		conn.Add(-1)
 		return nil, errCompressBusy
 	}
-	b := &gzipBody{level: level, flushEach: flushEach, in: bodyBufPool.Get().(*[]byte)}
+	if compressing.Add(1) > maxCompressing {
+		compressing.Add(-1)
+		if conn != nil {
+			conn.Add(-1)
+		}
+		return nil, errCompressBusy
+	}
+	b := &gzipBody{level: level, flushEach: flushEach, conn: conn, in: bodyBufPool.Get().(*[]byte)}
 	if zw, ok := gzipPools[level].Get().(*gzip.Writer); ok {
 		zw.Reset(&b.out)
 		b.zw = zw
@@ -345,6 +367,9 @@ func (b *gzipBody) Close() error {
 		b.zw = nil
 		bodyBufPool.Put(b.in)
 		compressing.Add(-1)
+		if b.conn != nil {
+			b.conn.Add(-1)
+		}
 	}
 	return err
 }

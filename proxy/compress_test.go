@@ -375,3 +375,64 @@ func TestRevalidatesEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressPerConnection: one client connection holds at most
+// maxCompressingPerConn of the places: a second response compressed at
+// once on the same HTTP/2 connection goes uncompressed, while another
+// connection still gets gzip; the place comes back when the first ends.
+// An event stream is never compressed (it would hold a place for as
+// long as its page is open), even where text/* lists it.
+func TestCompressPerConnection(t *testing.T) {
+	release := make(chan struct{})
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.URL.Query().Get("ct"))
+		io.WriteString(w, strings.Repeat("event data ", 200))
+		w.(http.Flusher).Flush()
+		if r.URL.Query().Get("hold") != "" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	old := maxCompressingPerConn
+	t.Cleanup(func() { maxCompressingPerConn = old })
+	maxCompressingPerConn = 1
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{Types: []string{"text/*"}}})
+	f, c := frontFor(t, cfg, true)
+	other := h2cClient(t)
+	open := func(c *http.Client, query string) *http.Response {
+		req, _ := http.NewRequest("GET", f.url+"/?"+query, nil)
+		req.Host = "example.test"
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	done := func(res *http.Response) string {
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.Header.Get("Content-Encoding")
+	}
+	first := open(c, "ct=text/plain&hold=1")
+	if ce := first.Header.Get("Content-Encoding"); ce != "gzip" {
+		t.Fatalf("first: Content-Encoding %q, want gzip", ce)
+	}
+	if ce := done(open(c, "ct=text/plain")); ce != "" {
+		t.Errorf("second on the same connection: Content-Encoding %q, want none (its one place is taken)", ce)
+	}
+	if ce := done(open(other, "ct=text/plain")); ce != "gzip" {
+		t.Errorf("another connection: Content-Encoding %q, want gzip", ce)
+	}
+	close(release)
+	done(first)
+	if ce := done(open(c, "ct=text/plain")); ce != "gzip" {
+		t.Errorf("after the first ended: Content-Encoding %q, want gzip (its place given back)", ce)
+	}
+	if ce := done(open(c, "ct=text/event-stream")); ce != "" {
+		t.Errorf("event stream: Content-Encoding %q, want none", ce)
+	}
+}

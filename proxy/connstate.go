@@ -41,6 +41,10 @@ type connInfo struct {
 	// connection's requests by (valid when the peer address is IP).
 	client netip.Addr
 
+	// compressing counts the connection's responses being compressed
+	// (maxCompressingPerConn).
+	compressing atomic.Int32
+
 	tlsOnce sync.Once
 	tlsVals tlsValues
 	pemOnce sync.Once

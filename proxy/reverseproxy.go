@@ -1341,7 +1341,11 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	// its header is edited: not passed on as it came.
 	varies := rt.compress != nil && r.Method != http.MethodHead && rt.compress.eligible(r, res)
 	if varies && acceptsGzip(r.Header) {
-		gz, _ = newGzipBody(rt.compress.level, fi != 0) // nil when too many are: uncompressed
+		var conn *atomic.Int32
+		if rs.ci != nil {
+			conn = &rs.ci.compressing
+		}
+		gz, _ = newGzipBody(rt.compress.level, fi != 0, conn) // nil when too many are: uncompressed
 	}
 	// A 304 that revalidates the encoding gets the encoding's ETag and
 	// Vary (revalidatesEncoding); not one to HEAD, whose 200 would be the
