@@ -903,7 +903,8 @@ type Files struct {
 
 // Compress holds a route's response compression. A response is sent
 // gzip-encoded when the client accepts gzip, its type is listed and it is
-// not shorter than min_length; not a response to HEAD, a 204, 206 or 304,
+// not shorter than min_length; not a response to HEAD or to an HTTP/1.0
+// request (whose caches ignore Vary), a 204, 206 or 304,
 // one the target already encoded, or one marked Cache-Control:
 // no-transform. The encoded response has no Content-Length (it is sent
 // chunked over HTTP/1.1), no Accept-Ranges and a weak ETag; both variants

@@ -652,11 +652,12 @@
 //
 // This section holds a route's response compression. A response is sent
 // gzip-encoded when the client accepts gzip, its type is listed and it is not
-// shorter than min_length; not a response to HEAD, a 204, 206 or 304, one the
-// target already encoded, or one marked Cache-Control: no-transform. The
-// encoded response has no Content-Length (it is sent chunked over HTTP/1.1),
-// no Accept-Ranges and a weak ETag; both variants carry Vary: Accept-Encoding.
-// A stream (no Content-Length) is flushed through as it comes; an event stream
+// shorter than min_length; not a response to HEAD or to an HTTP/1.0 request
+// (whose caches ignore Vary), a 204, 206 or 304, one the target already
+// encoded, or one marked Cache-Control: no-transform. The encoded response has
+// no Content-Length (it is sent chunked over HTTP/1.1), no Accept-Ranges and a
+// weak ETag; both variants carry Vary: Accept-Encoding. A stream (no
+// Content-Length) is flushed through as it comes; an event stream
 // (text/event-stream) is never compressed. Each response being compressed
 // holds about 1 MiB; past 128 at once in a process, or 4 on one client
 // connection, responses go uncompressed. Do not compress responses that mix a

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -434,5 +436,29 @@ func TestCompressPerConnection(t *testing.T) {
 	}
 	if ce := done(open(c, "ct=text/event-stream")); ce != "" {
 		t.Errorf("event stream: Content-Encoding %q, want none", ce)
+	}
+}
+
+// TestCompressNotHTTP10: an HTTP/1.0 request gets the response as the
+// target sent it, as with nginx's gzip_http_version 1.1 (its caches
+// ignore Vary).
+func TestCompressNotHTTP10(t *testing.T) {
+	cfg := proxyTo(compressBackend(t))
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	f := newFront(t, cfg, frontOpts{})
+	conn, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+	io.WriteString(conn, "GET /?ct=text/html&n=5000 HTTP/1.0\r\nHost: example.test\r\nAccept-Encoding: gzip\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.Header.Get("Content-Encoding") != "" || len(b) != 5000 {
+		t.Errorf("HTTP/1.0: Content-Encoding %q, %d bytes; want the target's 5000 as they came", res.Header.Get("Content-Encoding"), len(b))
 	}
 }

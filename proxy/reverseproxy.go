@@ -1339,7 +1339,10 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	fi := flushInterval(res, rt)
 	// A response the route compresses varies with Accept-Encoding, and
 	// its header is edited: not passed on as it came.
-	varies := rt.compress != nil && r.Method != http.MethodHead && rt.compress.eligible(r, res)
+	// Not for HTTP/1.0 clients, as nginx's gzip_http_version 1.1: the
+	// caches of that time ignore Vary and would give the encoding to
+	// clients that never asked for it.
+	varies := rt.compress != nil && r.Method != http.MethodHead && r.ProtoAtLeast(1, 1) && rt.compress.eligible(r, res)
 	if varies && acceptsGzip(r.Header) {
 		var conn *atomic.Int32
 		if rs.ci != nil {
