@@ -935,9 +935,11 @@ type Compress struct {
 // Retry-After, before anything else is done for it (the target never sees
 // it). The client is the address X-Real-IP carries (see client_ip), an
 // IPv6 address counted by its /64 as the per-client limits count. Each
-// route counts for itself. A reload keeps the counts of a route whose
-// site, name (else path) and rate_limit stay the same, and starts the
-// others afresh. With workers (Linux) the workers count together, in
+// route counts for itself, unless it names a zone: the routes of one zone
+// (in any site) count together, as the locations that use one nginx
+// limit_req_zone do. A reload keeps the counts of a route whose site,
+// name (else path) and rate_limit stay the same, and of a zone whose rate
+// and burst stay the same, and starts the others afresh. With workers (Linux) the workers count together, in
 // memory they share: a client whose connections the kernel spreads over
 // them has one allowance, as with one process. That memory holds about
 // 65536 counts of routes and clients at once (a count leaves once its
@@ -954,6 +956,11 @@ type RateLimit struct {
 	// the interval between requests, 1 + burst requests pass at once.
 	// Default 0: one request, then one per interval.
 	Burst int `yaml:"burst"`
+	// Zone, when set, names an allowance the routes that name it share: a
+	// client's requests to any of them count against one (a login form
+	// and its API behind two routes). Every route of a zone must give it
+	// the same rate and burst. Default: the route's own.
+	Zone string `yaml:"zone"`
 }
 
 // Retries is a retry policy. A request that never reached a target (connect

@@ -53,6 +53,15 @@ type validator struct {
 	// secretChecked are the secret files whose mode was checked (one
 	// warning per file).
 	secretChecked map[string]bool
+	// zones are the rate_limit zones met so far, by name: where each was
+	// first given and with what.
+	zones map[string]zoneUse
+}
+
+// zoneUse is where a rate_limit zone was first given, and its rate_limit.
+type zoneUse struct {
+	path string
+	rl   RateLimit
 }
 
 type loadedFile struct {
@@ -654,6 +663,18 @@ func (v *validator) routeMatch(r *Route, p string) {
 		}
 		if rl.Burst < 0 || rl.Burst > maxRate {
 			v.errf(p+".rate_limit.burst", fmt.Sprintf("write a number from 0 to %d", maxRate), "burst %d out of range", rl.Burst)
+		}
+		if rl.Zone != "" {
+			if !tokenRE.MatchString(rl.Zone) {
+				v.errf(p+".rate_limit.zone", "write a name such as login, without spaces", "invalid zone name %q", rl.Zone)
+			} else if first, ok := v.zones[rl.Zone]; !ok {
+				if v.zones == nil {
+					v.zones = map[string]zoneUse{}
+				}
+				v.zones[rl.Zone] = zoneUse{p, *rl}
+			} else if first.rl.Rate != rl.Rate || first.rl.Burst != rl.Burst {
+				v.errf(p+".rate_limit", "give every route of zone "+rl.Zone+" the rate and burst of "+first.path, "zone %q with another rate or burst than at %s", rl.Zone, first.path)
+			}
 		}
 	}
 	for name := range r.Header {

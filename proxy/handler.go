@@ -285,7 +285,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		if rl.Interval <= 0 || rl.Burst < 0 {
 			return nil, fmt.Errorf("route %s: rate_limit: interval %v, burst %d: want a positive interval and a burst of at least 0", rt.name, rl.Interval, rl.Burst)
 		}
-		rt.rate = p.rateLimiter(scope, *rl)
+		if rt.rate, err = p.rateLimiter(scope, *rl); err != nil {
+			return nil, fmt.Errorf("route %s: %w", rt.name, err)
+		}
 	}
 	for _, m := range rc.Headers {
 		if err := CheckHeaderMatch(m.Name); err != nil {

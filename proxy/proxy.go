@@ -64,6 +64,7 @@ type Proxy struct {
 	// the next generation to keep (prevRates: the previous generation's,
 	// while New builds); sharedRates is Config.SharedRates.
 	rates       map[string]*rateLimiter
+	zones       map[string]RateLimitConfig // the rate_limit zones, by name
 	prevRates   map[string]*rateLimiter
 	sharedRates *rateshare.View
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -23,6 +24,10 @@ type RateLimitConfig struct {
 	// Burst is the number of requests a client may send beyond the rate
 	// (nginx's burst): 1 + Burst at once after a pause; default 0.
 	Burst int
+	// Zone, when not "", names an allowance shared by the routes (of any
+	// site) that name it: one limiter for them all, which must all give
+	// it the same Interval and Burst.
+	Zone string
 }
 
 // maxRateClients bounds the client addresses a route's limiter remembers;
@@ -49,8 +54,21 @@ type rateLimiter struct {
 // rateLimiter returns the limiter of the route of scope with c: the
 // previous generation's when it had one for the same route and rate (a
 // reload keeps the counts), else a new one.
-func (p *Proxy) rateLimiter(scope string, c RateLimitConfig) *rateLimiter {
+func (p *Proxy) rateLimiter(scope string, c RateLimitConfig) (*rateLimiter, error) {
+	if c.Zone != "" {
+		if z, ok := p.zones[c.Zone]; ok && (z.Interval != c.Interval || z.Burst != c.Burst) {
+			return nil, fmt.Errorf("rate_limit zone %q: interval %v, burst %d, where another route gave it %v, %d", c.Zone, c.Interval, c.Burst, z.Interval, z.Burst)
+		}
+		if p.zones == nil {
+			p.zones = map[string]RateLimitConfig{}
+		}
+		p.zones[c.Zone] = c
+		scope = "\x00zone\x00" + c.Zone // no route's scope starts so
+	}
 	id := scope + "\x00" + strconv.FormatInt(int64(c.Interval), 10) + "/" + strconv.Itoa(c.Burst)
+	if l := p.rates[id]; l != nil {
+		return l, nil // another route of the zone
+	}
 	l := p.prevRates[id]
 	if l == nil {
 		l = newRateLimiter(c)
@@ -62,7 +80,7 @@ func (p *Proxy) rateLimiter(scope string, c RateLimitConfig) *rateLimiter {
 		p.rates = map[string]*rateLimiter{}
 	}
 	p.rates[id] = l
-	return l
+	return l, nil
 }
 
 func newRateLimiter(c RateLimitConfig) *rateLimiter {

@@ -121,3 +121,42 @@ func TestRouteRateLimitKeptOverReload(t *testing.T) {
 	i := newFront(t, cfg("s", 1, h.p), frontOpts{})
 	wantForwarded(t, i.addr, rec, get, "GET /x ") // another route: afresh
 }
+
+// TestRouteRateLimitZone: the routes that name one zone share a client's
+// allowance (one limiter, in whatever site), a route with the same rate
+// but no zone keeps its own, and routes that give one zone different
+// rates are refused.
+func TestRouteRateLimitZone(t *testing.T) {
+	rec := newRawRecorder(t)
+	zone := &RateLimitConfig{Interval: time.Hour, Burst: 1, Zone: "login"}
+	cfg := Config{
+		TrustedProxies: []string{"127.0.0.1"},
+		Upstreams:      []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Path: "/a", RateLimit: zone, Upstream: "u"},
+			RouteConfig{Path: "/b", RateLimit: zone, Upstream: "u"},
+			RouteConfig{Path: "/own", RateLimit: &RateLimitConfig{Interval: time.Hour, Burst: 1}, Upstream: "u"},
+			RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	status := func(path string) string {
+		return statusOf(rawRoundTrip(t, f.addr, "GET "+path+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n", 3*time.Second))
+	}
+	for i, tc := range []struct{ path, want string }{
+		{"/a", " 200 "}, {"/b", " 200 "}, // 1 + burst of the zone
+		{"/a", " 429 "}, {"/b", " 429 "},
+		{"/own", " 200 "}, {"/own", " 200 "}, {"/own", " 429 "},
+	} {
+		if st := status(tc.path); !strings.Contains(st, tc.want) {
+			t.Errorf("request %d, %s: %q, want%s", i+1, tc.path, st, tc.want)
+		}
+	}
+
+	cfg.Sites = oneSite(
+		RouteConfig{Path: "/a", RateLimit: zone, Upstream: "u"},
+		RouteConfig{Path: "/b", RateLimit: &RateLimitConfig{Interval: time.Minute, Burst: 1, Zone: "login"}, Upstream: "u"})
+	if p, err := New(cfg, NopObserver{}, testLogger(t)); err == nil {
+		p.Close()
+		t.Error("a zone given two rates accepted")
+	}
+}

@@ -113,7 +113,7 @@ func rateLimitConfig(r *conf.RateLimit) *proxy.RateLimitConfig {
 	if r == nil {
 		return nil
 	}
-	return &proxy.RateLimitConfig{Interval: r.Rate.Interval(), Burst: r.Burst}
+	return &proxy.RateLimitConfig{Interval: r.Rate.Interval(), Burst: r.Burst, Zone: r.Zone}
 }
 
 func routeConfig(r conf.Route) proxy.RouteConfig {

@@ -60,3 +60,11 @@ func TestFilesMapped(t *testing.T) {
 		t.Errorf("absolute root: %+v", f)
 	}
 }
+
+// TestRateLimitZoneMapped: a route's rate_limit zone reaches the proxy.
+func TestRateLimitZoneMapped(t *testing.T) {
+	rc := routeConfig(conf.Route{Upstream: "u", RateLimit: &conf.RateLimit{Rate: conf.Rate(6 * time.Second), Burst: 2, Zone: "login"}})
+	if r := rc.RateLimit; r == nil || r.Zone != "login" || r.Burst != 2 || r.Interval != 6*time.Second {
+		t.Errorf("rate_limit %+v", r)
+	}
+}
