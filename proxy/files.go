@@ -63,7 +63,12 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	}
 	p := r.URL.Path
 	if rt.strip != "" {
-		p = strings.TrimPrefix(p, rt.strip)
+		// Matched as the route's prefix is (pathPrefix): regardless of
+		// letter case on a site with case_insensitive_paths, as setURL
+		// strips it for an upstream.
+		if n, ok := rt.pathPrefix(p, rt.strip); ok {
+			p = p[n:]
+		}
 	}
 	name := strings.TrimPrefix(path.Clean("/"+p), "/")
 	if name == "" {

@@ -169,3 +169,22 @@ func TestFilesHidden(t *testing.T) {
 		t.Errorf("/ with index a.css: %d %q", status, body)
 	}
 }
+
+// TestFilesCaseInsensitiveStrip: on a site with case_insensitive_paths,
+// strip_prefix is removed whatever its letter case, as on a route to an
+// upstream: "/STATIC/a.css" is root/a.css, not root/STATIC/a.css.
+func TestFilesCaseInsensitiveStrip(t *testing.T) {
+	root := filesDir(t)
+	sites := oneSite(RouteConfig{PathPrefix: "/static/", StripPrefix: "/static", Files: &FilesConfig{Root: root}})
+	sites[0].CaseInsensitivePaths = true
+	f := newFront(t, Config{Sites: sites}, frontOpts{})
+	c := testClient(t)
+	for _, p := range []string{"/static/a.css", "/STATIC/a.css", "/Static/a.css"} {
+		if status, body, _ := get(t, c, f.url+p, "Host", "example.test"); status != 200 || body != "body { color: red }" {
+			t.Errorf("%s: %d %q, want root/a.css", p, status, body)
+		}
+	}
+	if status, _, h := get(t, c, f.url+"/STATIC/sub", "Host", "example.test"); status != 301 || h.Get("Location") != "/STATIC/sub/" {
+		t.Errorf("/STATIC/sub: %d to %q, want 301 to /STATIC/sub/", status, h.Get("Location"))
+	}
+}
