@@ -188,3 +188,44 @@ func TestFilesCaseInsensitiveStrip(t *testing.T) {
 		t.Errorf("/STATIC/sub: %d to %q, want 301 to /STATIC/sub/", status, h.Get("Location"))
 	}
 }
+
+// TestFilesRootClosedOnError: when New fails after a files route opened
+// its directory (a later route or site does not compile, a duplicate site),
+// the directory is closed, not left open until a collection finds it: a
+// reload retried against a broken configuration would pile them up.
+func TestFilesRootClosedOnError(t *testing.T) {
+	for name, sites := range map[string]func(files RouteConfig) []SiteConfig{
+		"later route": func(files RouteConfig) []SiteConfig {
+			return oneSite(files, RouteConfig{PathPrefix: "/x/", Upstream: "nope"})
+		},
+		"later site": func(files RouteConfig) []SiteConfig {
+			return append(oneSite(files), SiteConfig{Name: "t", ServerNames: []string{"t.test"}, Routes: []RouteConfig{{Upstream: "nope"}}})
+		},
+		"duplicate site": func(files RouteConfig) []SiteConfig { return append(oneSite(files), oneSite(files)...) },
+	} {
+		root := filesDir(t)
+		cfg := Config{Sites: sites(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}
+		if p, err := New(cfg, nil, testLogger(t)); err == nil {
+			p.Close()
+			t.Fatalf("%s: New succeeded", name)
+		}
+		if fds := openDirFDs(t, root); len(fds) > 0 {
+			t.Errorf("%s: %s still open (fds %v)", name, root, fds)
+		}
+	}
+}
+
+// openDirFDs lists the process's descriptors open on dir (Linux).
+func openDirFDs(t *testing.T, dir string) []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	var fds []string
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == dir {
+			fds = append(fds, e.Name())
+		}
+	}
+	return fds
+}

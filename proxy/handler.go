@@ -203,6 +203,7 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		seen[label]++
 		rt, err := compileRoute(p, rc, s.name+"\x00"+label+"\x00"+strconv.Itoa(seen[label]))
 		if err != nil {
+			s.closeFiles() // the site is dropped: nothing else will
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
 		rt.foldCase = sc.CaseInsensitivePaths
@@ -212,6 +213,17 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		s.routes = append(s.routes, rt)
 	}
 	return s, nil
+}
+
+// closeFiles closes the directories of s's files routes: s serves no more
+// requests (its proxy is done, or was never built). An open file keeps
+// serving: only the lookups of new requests fail.
+func (s *site) closeFiles() {
+	for _, rt := range s.routes {
+		if rt.files != nil {
+			rt.files.root.Close()
+		}
+	}
 }
 
 // RouteLabel names a route in logs and metrics: its name, else the path it

@@ -172,6 +172,7 @@ func (p *Proxy) addSites(scs []SiteConfig) error {
 			return err
 		}
 		if p.siteByName[s.name] != nil {
+			s.closeFiles() // not in p.sites: closeUpstreams would miss it
 			return fmt.Errorf("duplicate site %q", s.name)
 		}
 		p.sites = append(p.sites, s)
@@ -318,11 +319,7 @@ func (p *Proxy) closeUpstreams() {
 		u.close()
 	}
 	for _, s := range p.sites {
-		for _, rt := range s.routes {
-			if rt.files != nil {
-				rt.files.root.Close()
-			}
-		}
+		s.closeFiles()
 	}
 }
 
