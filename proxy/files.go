@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Static files: a route with a FilesConfig answers from a directory, as
@@ -111,12 +112,22 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 		notFound("not a regular file")
 		return
 	}
-	f, err := fsrv.root.Open(name)
+	if testHookFileOpen != nil {
+		testHookFileOpen(name)
+	}
+	// The name may be another file by now (replaced since the Stat): a
+	// FIFO opened without O_NONBLOCK would wait for a writer, so the file
+	// opened is checked again, and its own size and time make the ETag.
+	f, err := fsrv.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		notFound(err.Error())
 		return
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		notFound("not a regular file once opened")
+		return
+	}
 	h := rs.w.Header()
 	h["Etag"] = []string{`"` + strconv.FormatInt(fi.ModTime().Unix(), 16) + "-" + strconv.FormatInt(fi.Size(), 16) + `"`}
 	// The type by the name's extension, else bytes: never sniffed from
@@ -131,6 +142,10 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	rt.resOps.apply(h)
 	http.ServeContent(&rs.w, r, name, fi.ModTime(), f)
 }
+
+// testHookFileOpen, when not nil, runs before serveFile opens the file it
+// found (tests change the file there).
+var testHookFileOpen func(name string)
 
 // hiddenPath reports whether a segment of the clean relative path name
 // starts with ".".

@@ -229,3 +229,43 @@ func openDirFDs(t *testing.T, dir string) []string {
 	}
 	return fds
 }
+
+// TestFilesSwappedForFIFO: a file replaced by a FIFO between its lookup
+// and its opening (a deploy, a local user) is refused, not opened: the
+// open would wait for a writer, holding the request and its goroutine
+// for as long as none comes.
+func TestFilesSwappedForFIFO(t *testing.T) {
+	root := filesDir(t)
+	swap := filepath.Join(root, "swap.txt")
+	if err := os.WriteFile(swap, []byte("file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testHookFileOpen = func(name string) {
+		if name == "swap.txt" {
+			os.Remove(swap)
+			if err := syscall.Mkfifo(swap, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		testHookFileOpen = nil
+		// A reader waiting in open(2) goes on once a writer opens.
+		if w, err := os.OpenFile(swap, os.O_RDWR, 0); err == nil {
+			w.Close()
+		}
+	})
+	f := newFront(t, Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}, frontOpts{})
+	c := testClient(t)
+	c.Timeout = testwait.Bound(5 * time.Second) // the FIFO opened blocks
+	req, _ := http.NewRequest("GET", f.url+"/swap.txt", nil)
+	req.Host = "example.test"
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET /swap.txt (a FIFO by then): %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 404 {
+		t.Errorf("GET /swap.txt (a FIFO by then): %d, want 404", res.StatusCode)
+	}
+}
