@@ -84,8 +84,15 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	}
 	// Stat before Open: opening a FIFO or a device would block or act.
 	fi, err := fsrv.root.Stat(name)
+	dirPath := strings.HasSuffix(r.URL.Path, "/")
+	if err == nil && !fi.IsDir() && dirPath {
+		// A directory's path naming a file: ENOTDIR to open(2), 404 to
+		// nginx, not the file at a URL its relative links miss.
+		notFound("not a directory")
+		return
+	}
 	if err == nil && fi.IsDir() {
-		if !strings.HasSuffix(r.URL.Path, "/") {
+		if !dirPath {
 			// Relative links in the index resolve against the
 			// directory only with its "/" (as net/http's FileServer).
 			to := r.URL.EscapedPath() + "/"

@@ -269,3 +269,21 @@ func TestFilesSwappedForFIFO(t *testing.T) {
 		t.Errorf("GET /swap.txt (a FIFO by then): %d, want 404", res.StatusCode)
 	}
 }
+
+// TestFilesFileWithSlash: a path ending in "/" names a directory (its
+// index); a file's name with a "/" after it is 404, as open(2) and nginx
+// have it, not the file under a URL whose relative links resolve
+// elsewhere.
+func TestFilesFileWithSlash(t *testing.T) {
+	root := filesDir(t)
+	f := newFront(t, Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}, frontOpts{})
+	c := testClient(t)
+	for _, p := range []string{"/a.css/", "/sub/index.html/", "/in.css/"} {
+		if status, body, _ := get(t, c, f.url+p, "Host", "example.test"); status != 404 {
+			t.Errorf("%s: %d %q, want 404", p, status, body)
+		}
+	}
+	if status, body, _ := get(t, c, f.url+"/sub/", "Host", "example.test"); status != 200 || body != "sub home" {
+		t.Errorf("/sub/: %d %q, want its index", status, body)
+	}
+}
