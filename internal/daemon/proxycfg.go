@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -58,8 +59,11 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 			CaseInsensitivePaths: s.CaseInsensitivePaths}
 		for _, r := range s.Routes {
 			rc := routeConfig(r)
-			if rc.Files != nil {
-				rc.Files.Root = cfg.Resolve(rc.Files.Root)
+			if rc.Files != nil && !filepath.IsAbs(rc.Files.Root) {
+				// Against the configuration's folder, as validation
+				// checked it: not Resolve, which keeps the access
+				// log's words off, stdout and stderr as they are.
+				rc.Files.Root = filepath.Join(cfg.Dir, rc.Files.Root)
 			}
 			sc.Routes = append(sc.Routes, rc)
 		}

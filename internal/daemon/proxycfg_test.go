@@ -68,3 +68,18 @@ func TestRateLimitZoneMapped(t *testing.T) {
 		t.Errorf("rate_limit %+v", r)
 	}
 }
+
+// TestFilesRootNamedLikeALogWord: a root named off, stdout or stderr is a
+// folder beside the configuration file, as validation checked it, not a
+// folder of the working directory (those words mean something only to
+// the access log).
+func TestFilesRootNamedLikeALogWord(t *testing.T) {
+	for _, root := range []string{"off", "stdout", "stderr"} {
+		cfg := &conf.Config{Dir: "/etc/gmproxy", Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Routes: []conf.Route{
+			{Name: "r", PathPrefix: "/", Files: &conf.Files{Root: root, Index: "index.html"}},
+		}}}}
+		if f := proxyConfig(cfg).Sites[0].Routes[0].Files; f == nil || f.Root != "/etc/gmproxy/"+root {
+			t.Errorf("root %q: %+v, want /etc/gmproxy/%s", root, f, root)
+		}
+	}
+}
