@@ -888,7 +888,9 @@ type RouteTimeouts struct {
 // and a directory's path without its / is redirected (301) to it. The
 // Content-Type follows the file's extension (application/octet-stream
 // when it has none known; never guessed from the content). Nothing outside
-// root is served: ".." and symbolic links that lead out are 404.
+// root is served: ".." and symbolic links that lead out are 404. Root is
+// looked up for each request, as nginx's: a root that is a symbolic link a
+// deploy moves (current -> releases/N) serves the new files at once.
 type Files struct {
 	// Root is the directory served (relative paths are resolved against
 	// the folder of the configuration file). It must exist when the
@@ -897,7 +899,8 @@ type Files struct {
 	// Index is the file served for a path ending in /. Default index.html.
 	Index string `yaml:"index"`
 	// Hidden serves the files and directories whose names start with "."
-	// (.git, .env, .htpasswd). Default false: they are 404.
+	// (.git, .env, .htpasswd). Default false: they are 404, but for
+	// /.well-known/ (RFC 8615: ACME challenges, security.txt).
 	Hidden bool `yaml:"hidden"`
 }
 

@@ -574,7 +574,9 @@
 // its / is redirected (301) to it. The Content-Type follows the file's
 // extension (application/octet-stream when it has none known; never guessed
 // from the content). Nothing outside root is served: ".." and symbolic links
-// that lead out are 404.
+// that lead out are 404. Root is looked up for each request, as nginx's: a
+// root that is a symbolic link a deploy moves (current -> releases/N) serves
+// the new files at once.
 //
 //   - root (string): root is the directory served (relative paths are resolved
 //     against the folder of the configuration file). It must exist when the
@@ -582,7 +584,8 @@
 //   - index (string): index is the file served for a path ending in /. Default
 //     index.html.
 //   - hidden (boolean): hidden serves the files and directories whose names
-//     start with "." (.git, .env, .htpasswd). Default false: they are 404.
+//     start with "." (.git, .env, .htpasswd). Default false: they are 404, but
+//     for /.well-known/ (RFC 8615: ACME challenges, security.txt).
 //
 // # sites[].routes[].request_headers
 //

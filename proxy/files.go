@@ -27,13 +27,14 @@ type FilesConfig struct {
 	// "index.html". A directory without one is 404: no listings.
 	Index string
 	// Hidden serves the files and directories whose names start with "."
-	// (.git, .env, .htpasswd). Default false: they are 404.
+	// (.git, .env, .htpasswd). Default false: they are 404, but for
+	// /.well-known/ (RFC 8615).
 	Hidden bool
 }
 
 // fileServer is a compiled FilesConfig.
 type fileServer struct {
-	root   *os.Root
+	dir    string // Root, opened for each request
 	index  string
 	hidden bool
 }
@@ -50,7 +51,8 @@ func newFileServer(c *FilesConfig) (*fileServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("files: %w", err)
 	}
-	return &fileServer{root: root, index: index, hidden: c.Hidden}, nil
+	root.Close()
+	return &fileServer{dir: c.Root, index: index, hidden: c.Hidden}, nil
 }
 
 // serveFile answers r from the route's directory: GET and HEAD, with
@@ -82,8 +84,17 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 		notFound("a hidden name (files.hidden is off)")
 		return
 	}
+	// Opened for each request, as nginx looks its root up: a root that
+	// is a symbolic link a deploy moves (current -> releases/N) serves the
+	// new release at once, and a removed old one is not held open.
+	root, err := os.OpenRoot(fsrv.dir)
+	if err != nil {
+		notFound(err.Error())
+		return
+	}
+	defer root.Close()
 	// Stat before Open: opening a FIFO or a device would block or act.
-	fi, err := fsrv.root.Stat(name)
+	fi, err := root.Stat(name)
 	dirPath := strings.HasSuffix(r.URL.Path, "/")
 	if err == nil && !fi.IsDir() && dirPath {
 		// A directory's path naming a file: ENOTDIR to open(2), 404 to
@@ -104,7 +115,7 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 			return
 		}
 		name = path.Join(name, fsrv.index)
-		fi, err = fsrv.root.Stat(name)
+		fi, err = root.Stat(name)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -125,7 +136,7 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	// The name may be another file by now (replaced since the Stat): a
 	// FIFO opened without O_NONBLOCK would wait for a writer, so the file
 	// opened is checked again, and its own size and time make the ETag.
-	f, err := fsrv.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		notFound(err.Error())
 		return
@@ -155,10 +166,11 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 var testHookFileOpen func(name string)
 
 // hiddenPath reports whether a segment of the clean relative path name
-// starts with ".".
+// starts with ".", but for a leading .well-known: its URIs are meant to be
+// public (RFC 8615; an ACME HTTP-01 challenge, security.txt).
 func hiddenPath(name string) bool {
-	for seg := range strings.SplitSeq(name, "/") {
-		if strings.HasPrefix(seg, ".") && seg != "." {
+	for i, seg := range strings.Split(name, "/") {
+		if strings.HasPrefix(seg, ".") && seg != "." && !(i == 0 && seg == ".well-known") {
 			return true
 		}
 	}

@@ -287,3 +287,70 @@ func TestFilesFileWithSlash(t *testing.T) {
 		t.Errorf("/sub/: %d %q, want its index", status, body)
 	}
 }
+
+// TestFilesRootFollowsItsLink: a root that is a symbolic link a deploy
+// moves (current -> releases/N) serves the new release at once, without
+// a reload, and /.well-known/ is served though hidden names are not
+// (RFC 8615: an ACME challenge, security.txt).
+func TestFilesRootFollowsItsLink(t *testing.T) {
+	base := t.TempDir()
+	for _, rel := range []string{"r1", "r2"} {
+		for name, text := range map[string]string{"v.txt": rel, ".well-known/acme-challenge/tok": "proof-" + rel} {
+			p := filepath.Join(base, rel, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	current := filepath.Join(base, "current")
+	if err := os.Symlink("r1", current); err != nil {
+		t.Skip(err)
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: current}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	if status, body, _ := get(t, c, f.url+"/v.txt"); status != 200 || body != "r1" {
+		t.Fatalf("before the deploy: %d %q", status, body)
+	}
+	if err := os.Symlink("r2", current+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(current+".new", current); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(base, "r1")); err != nil {
+		t.Fatal(err)
+	}
+	if status, body, _ := get(t, c, f.url+"/v.txt"); status != 200 || body != "r2" {
+		t.Errorf("after the deploy: %d %q, want the new release's", status, body)
+	}
+	if status, body, _ := get(t, c, f.url+"/.well-known/acme-challenge/tok"); status != 200 || body != "proof-r2" {
+		t.Errorf("/.well-known/: %d %q, want it served", status, body)
+	}
+	if status, _, _ := get(t, c, f.url+"/x/.well-known/acme-challenge/tok"); status != 404 {
+		t.Errorf("a .well-known below the top: %d, want 404 (hidden)", status)
+	}
+}
+
+// TestFilesRootClosedAfterRequest: the directory a request opened (the
+// root is looked up for each) is closed when it is answered.
+func TestFilesRootClosedAfterRequest(t *testing.T) {
+	root := filesDir(t)
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, path := range []string{"/a.css", "/nothing", "/sub"} {
+		get(t, c, f.url+path)
+	}
+	// The handler closes it after the response is out: waited for.
+	deadline := time.Now().Add(testwait.Bound(5 * time.Second))
+	for fds := openDirFDs(t, root); len(fds) > 0; fds = openDirFDs(t, root) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still open after 3 requests (fds %v)", root, fds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

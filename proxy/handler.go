@@ -203,7 +203,6 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		seen[label]++
 		rt, err := compileRoute(p, rc, s.name+"\x00"+label+"\x00"+strconv.Itoa(seen[label]))
 		if err != nil {
-			s.closeFiles() // the site is dropped: nothing else will
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
 		rt.foldCase = sc.CaseInsensitivePaths
@@ -213,17 +212,6 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		s.routes = append(s.routes, rt)
 	}
 	return s, nil
-}
-
-// closeFiles closes the directories of s's files routes: s serves no more
-// requests (its proxy is done, or was never built). An open file keeps
-// serving: only the lookups of new requests fail.
-func (s *site) closeFiles() {
-	for _, rt := range s.routes {
-		if rt.files != nil {
-			rt.files.root.Close()
-		}
-	}
 }
 
 // RouteLabel names a route in logs and metrics: its name, else the path it
@@ -366,9 +354,6 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		}
 	}
 	if actions != 1 {
-		if rt.files != nil {
-			rt.files.root.Close()
-		}
 		return nil, fmt.Errorf("route %s: needs exactly one of upstream, respond, redirect, files", rt.name)
 	}
 	return rt, nil

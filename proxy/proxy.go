@@ -172,7 +172,6 @@ func (p *Proxy) addSites(scs []SiteConfig) error {
 			return err
 		}
 		if p.siteByName[s.name] != nil {
-			s.closeFiles() // not in p.sites: closeUpstreams would miss it
 			return fmt.Errorf("duplicate site %q", s.name)
 		}
 		p.sites = append(p.sites, s)
@@ -312,14 +311,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// closeUpstreams closes the upstreams' pools and checks, and the
-// directories of the files routes: p serves no more requests.
 func (p *Proxy) closeUpstreams() {
 	for _, u := range p.upstreams {
 		u.close()
-	}
-	for _, s := range p.sites {
-		s.closeFiles()
 	}
 }
 
