@@ -1344,11 +1344,11 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	// clients that never asked for it.
 	varies := rt.compress != nil && r.Method != http.MethodHead && r.ProtoAtLeast(1, 1) && rt.compress.eligible(r, res)
 	if varies && acceptsGzip(r.Header) {
-		var conn *atomic.Int32
+		var perConn *atomic.Int32
 		if rs.ci != nil {
-			conn = &rs.ci.compressing
+			perConn = &rs.ci.compressing
 		}
-		gz, _ = newGzipBody(rt.compress.level, fi != 0, conn) // nil when too many are: uncompressed
+		gz, _ = newGzipBody(rt.compress.level, fi != 0, perConn) // nil when too many are: uncompressed
 	}
 	// A 304 that revalidates the encoding gets the encoding's ETag and
 	// Vary (revalidatesEncoding); not one to HEAD, whose 200 would be the
