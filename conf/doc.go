@@ -586,6 +586,10 @@
 //   - hidden (boolean): hidden serves the files and directories whose names
 //     start with "." (.git, .env, .htpasswd). Default false: they are 404, but
 //     for /.well-known/ (RFC 8615: ACME challenges, security.txt).
+//   - precompressed (boolean): precompressed serves a file's name.gz sibling,
+//     when there is one, as its gzip encoding to the clients that accept it
+//     (nginx's gzip_static on), with Vary: Accept-Encoding on both: compressed
+//     once at deploy time (gzip -k), at no CPU per request. Default false.
 //
 // # sites[].routes[].request_headers
 //

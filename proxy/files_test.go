@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net"
 	"net/http"
@@ -352,5 +354,57 @@ func TestFilesRootClosedAfterRequest(t *testing.T) {
 			t.Fatalf("%s still open after 3 requests (fds %v)", root, fds)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFilesPrecompressed: with precompressed, a file's .gz sibling goes
+// as its gzip encoding to a client that accepts gzip (the file's type,
+// its own ETag), both variants with Vary: Accept-Encoding; a file without
+// one, or a route without precompressed, goes as it is, without Vary.
+func TestFilesPrecompressed(t *testing.T) {
+	root := t.TempDir()
+	js := strings.Repeat("console.log('gmproxy');\n", 100)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, js)
+	zw.Close()
+	for name, b := range map[string][]byte{"app.js": []byte(js), "app.js.gz": gz.Bytes(), "plain.css": []byte("p {}")} {
+		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/off/", StripPrefix: "/off", Files: &FilesConfig{Root: root}},
+		RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Precompressed: true}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	fetch := func(path string, gzipOK bool) (*http.Response, []byte) {
+		req, _ := http.NewRequest("GET", f.url+path, nil)
+		if gzipOK {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, b
+	}
+	res, b := fetch("/app.js", true)
+	if res.Header.Get("Content-Encoding") != "gzip" || !bytes.Equal(b, gz.Bytes()) || res.Header.Get("Vary") != "Accept-Encoding" ||
+		!strings.HasPrefix(res.Header.Get("Content-Type"), "text/javascript") {
+		t.Errorf("gzip accepted: Content-Encoding %q, Vary %q, Content-Type %q, %d bytes; want app.js.gz as app.js's encoding",
+			res.Header.Get("Content-Encoding"), res.Header.Get("Vary"), res.Header.Get("Content-Type"), len(b))
+	}
+	gzTag := res.Header.Get("Etag")
+	res, b = fetch("/app.js", false)
+	if res.Header.Get("Content-Encoding") != "" || string(b) != js || res.Header.Get("Vary") != "Accept-Encoding" || res.Header.Get("Etag") == gzTag {
+		t.Errorf("identity: Content-Encoding %q, Vary %q, ETag %q (encoding's %q), %d bytes", res.Header.Get("Content-Encoding"), res.Header.Get("Vary"), res.Header.Get("Etag"), gzTag, len(b))
+	}
+	for _, path := range []string{"/plain.css", "/off/app.js"} {
+		if res, b := fetch(path, true); res.Header.Get("Content-Encoding") != "" || res.Header.Get("Vary") != "" || len(b) == 0 || bytes.Equal(b, gz.Bytes()) {
+			t.Errorf("%s: Content-Encoding %q, Vary %q; want the file as it is", path, res.Header.Get("Content-Encoding"), res.Header.Get("Vary"))
+		}
 	}
 }
