@@ -14,7 +14,8 @@ import (
 
 // TestExamples loads deploy/examples/*.yaml with generated certificates in
 // place of the real ones: /etc/gmproxy/ is mapped to a temporary folder
-// holding devpki PKIs, and relative paths get one beside the copy.
+// holding devpki PKIs (and /srv/www/ to its www folder), and relative
+// paths get one beside the copy.
 func TestExamples(t *testing.T) {
 	defer func(old func() time.Time) { now = old }(now)
 	now = time.Now
@@ -31,6 +32,10 @@ func TestExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The static files the examples serve (/srv/www/).
+	if err := os.MkdirAll(filepath.Join(root, "www", "portal", "current"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	files, err := filepath.Glob("../deploy/examples/*.yaml")
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)
@@ -42,6 +47,7 @@ func TestExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			text := strings.ReplaceAll(string(b), "/etc/gmproxy/", root+"/")
+			text = strings.ReplaceAll(text, "/srv/www/", root+"/www/")
 			cfg, err := Parse(filepath.Join(root, filepath.Base(f)), []byte(text))
 			if err != nil {
 				t.Fatal(err)
