@@ -320,10 +320,31 @@ type Site struct {
 	// Stream splices the decrypted connection to a TCP backend instead of
 	// serving HTTP (for non-HTTP services).
 	Stream *Stream `yaml:"stream"`
+	// ErrorPages replace the short plain-text body of the answers gmproxy
+	// itself gives (no route matches, rate_limit, no target answered, a
+	// target timed out...) with a page of the site's, as nginx's
+	// error_page for its own errors: an answer a target gives goes as it
+	// is. Default: none.
+	ErrorPages []ErrorPage `yaml:"error_pages"`
 
 	// Material is what was loaded from the files named above.
 	Material SiteMaterial `yaml:"-"`
 }
+
+// ErrorPage is the page of some statuses, e.g. {status: [502, 503, 504],
+// file: errors/50x.html}: sent as text/html, read when the configuration
+// is loaded (and at each reload).
+type ErrorPage struct {
+	// Status lists the statuses, 400 to 599. Required.
+	Status []int `yaml:"status"`
+	// File is the page (relative paths are resolved against the folder of
+	// the configuration file), at most 64KiB. Required.
+	File string `yaml:"file"`
+}
+
+// MaxErrorPage bounds an error page's file: it is held in memory and sent
+// in place of a few bytes.
+const MaxErrorPage = 64 << 10
 
 // Bounds of the sessions section.
 const (

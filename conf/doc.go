@@ -329,6 +329,11 @@
 //   - stream (optional section, see sites[].stream): stream splices the
 //     decrypted connection to a TCP backend instead of serving HTTP (for
 //     non-HTTP services).
+//   - error_pages (list of sections, see sites[].error_pages[]): error_pages
+//     replace the short plain-text body of the answers gmproxy itself gives
+//     (no route matches, rate_limit, no target answered, a target timed
+//     out...) with a page of the site's, as nginx's error_page for its own
+//     errors: an answer a target gives goes as it is. Default: none.
 //
 // # sites[].tlcp
 //
@@ -733,6 +738,17 @@
 //     address after a trusted PROXY protocol header; a NAT64 client also as
 //     the IPv4 address it embeds); any other is closed after its handshake,
 //     before a backend is dialled. Default: any address.
+//
+// # sites[].error_pages[]
+//
+// This section is the page of some statuses, e.g. {status: [502, 503, 504],
+// file: errors/50x.html}: sent as text/html, read when the configuration is
+// loaded (and at each reload).
+//
+//   - status (list of integers): status lists the statuses, 400 to 599.
+//     Required.
+//   - file (string): file is the page (relative paths are resolved against the
+//     folder of the configuration file), at most 64KiB. Required.
 //
 // # upstreams[]
 //

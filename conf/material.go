@@ -85,6 +85,8 @@ type SiteMaterial struct {
 	TLSMinVersion uint16
 	// ClientCAs are the CA certificates of client_auth.ca.
 	ClientCAs []*smx509.Certificate
+	// ErrorPages are the pages of error_pages, by status.
+	ErrorPages map[int][]byte
 }
 
 // ClientCAPool returns ClientCAs as an smx509 pool (nil when there are none).

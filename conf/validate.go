@@ -565,6 +565,7 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 		if s.Stream != nil {
 			v.stream(s.Stream, p+".stream", upstreams, upstreamUsed)
 		}
+		v.errorPages(s, p)
 		catchAll := -1
 		routeNames := map[string]bool{}
 		for j := range s.Routes {
@@ -744,6 +745,49 @@ func (v *validator) routeForwarding(r *Route, p string) {
 	}
 	if r.Upstream == "" && (r.TLSInfoHeaders || r.ClientCertHeaders || r.ClientCertPEM || r.StripPrefix != "" && r.Files == nil || len(r.RequestHeaders.Set)+len(r.RequestHeaders.Add)+len(r.RequestHeaders.Remove) > 0) {
 		v.warnf(p, "remove them or forward the route to an upstream", "request headers, strip_prefix and client/TLS headers have no effect on a route without upstream")
+	}
+}
+
+// errorPages checks a site's error_pages and loads them into its
+// material.
+func (v *validator) errorPages(s *Site, p string) {
+	for i, ep := range s.ErrorPages {
+		kp := fmt.Sprintf("%s.error_pages[%d]", p, i)
+		if s.Stream != nil {
+			v.warnf(kp, "remove it", "error_pages has no effect on a stream site")
+		}
+		if len(ep.Status) == 0 {
+			v.errf(kp+".status", "list the statuses, e.g. status: [502, 503, 504]", "error page without a status")
+		}
+		var page []byte
+		switch fi, err := os.Stat(v.resolve(ep.File)); {
+		case ep.File == "":
+			v.errf(kp+".file", "write the page's file, e.g. file: errors/50x.html", "error page without a file")
+		case err != nil:
+			v.errf(kp+".file", relFix, "error page %q: %v", ep.File, errors.Unwrap(err))
+		case !fi.Mode().IsRegular():
+			v.errf(kp+".file", "name a file", "%s is not a file", ep.File)
+		case fi.Size() > MaxErrorPage:
+			v.errf(kp+".file", "keep the page under 64KiB (link its images and styles)", "%s is %d bytes, over 64KiB", ep.File, fi.Size())
+		default:
+			if page, err = os.ReadFile(v.resolve(ep.File)); err != nil {
+				v.errf(kp+".file", relFix, "%v", err)
+			}
+		}
+		for j, st := range ep.Status {
+			sp := fmt.Sprintf("%s.status[%d]", kp, j)
+			switch {
+			case st < 400 || st > 599:
+				v.errf(sp, "use an error status, 400 to 599", "status %d is not an error", st)
+			case s.Material.ErrorPages[st] != nil:
+				v.errf(sp, "give each status one page", "status %d has a page already", st)
+			case page != nil:
+				if s.Material.ErrorPages == nil {
+					s.Material.ErrorPages = map[int][]byte{}
+				}
+				s.Material.ErrorPages[st] = page
+			}
+		}
 	}
 }
 

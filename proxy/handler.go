@@ -40,6 +40,8 @@ type site struct {
 	names  []string
 	routes []*route
 	stream *streamSite
+	// errorPages are SiteConfig.ErrorPages (read only).
+	errorPages map[int][]byte
 	// clientAuth: the site's handshakes request or require client
 	// certificates.
 	clientAuth bool
@@ -179,7 +181,7 @@ func (o *headerOps) names(k string) bool {
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
-	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy}
+	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy, errorPages: sc.ErrorPages}
 	for _, n := range sc.ServerNames {
 		s.names = append(s.names, frontdoor.NormalizeName(n))
 	}
@@ -740,7 +742,12 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 	}
 	h := rs.w.Header()
 	clear(h)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
+	page, paged := s.errorPages[code]
+	if paged {
+		h.Set("Content-Type", "text/html; charset=utf-8")
+	} else {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
 	h.Set("X-Content-Type-Options", "nosniff")
 	if name != "" {
 		h.Set(name, value)
@@ -752,6 +759,10 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 		h.Set("Connection", "close")
 	}
 	rs.w.WriteHeader(code)
+	if paged {
+		rs.w.Write(page)
+		return
+	}
 	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), public)
 }
 

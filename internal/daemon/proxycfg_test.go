@@ -83,3 +83,13 @@ func TestFilesRootNamedLikeALogWord(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorPagesMapped: a site's loaded error pages reach the proxy.
+func TestErrorPagesMapped(t *testing.T) {
+	pages := map[int][]byte{502: []byte("<h1>soon</h1>")}
+	cfg := &conf.Config{Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Routes: []conf.Route{{PathPrefix: "/", Respond: &conf.Respond{Status: 200}}},
+		Material: conf.SiteMaterial{ErrorPages: pages}}}}
+	if got := proxyConfig(cfg).Sites[0].ErrorPages; string(got[502]) != "<h1>soon</h1>" {
+		t.Errorf("error pages %v", got)
+	}
+}

@@ -1,0 +1,53 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"testing"
+)
+
+// TestErrorPages: a site's error pages replace the body of the answers
+// the proxy itself gives with their statuses (no route, no target
+// answered, a files route's 404), sent as text/html with the status and
+// fields (Allow) the answer has; other statuses keep their line of text,
+// and a target's own error goes as it is.
+func TestErrorPages(t *testing.T) {
+	target := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "the target's own 404", http.StatusNotFound)
+	}))
+	sites := oneSite(
+		RouteConfig{Path: "/down", Upstream: "down"},
+		RouteConfig{Path: "/up", Upstream: "u"},
+		RouteConfig{PathPrefix: "/files/", Files: &FilesConfig{Root: t.TempDir()}},
+		RouteConfig{Path: "/only-get", Files: &FilesConfig{Root: t.TempDir()}})
+	sites[0].ErrorPages = map[int][]byte{404: []byte("<h1>not here</h1>"), 502: []byte("<h1>back soon</h1>"), 405: []byte("<h1>no</h1>")}
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("down", "127.0.0.1:1"), upstream("u", target)}, Sites: sites}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		body, ctype  string
+	}{
+		{"GET", "/nothing", 404, "<h1>not here</h1>", "text/html; charset=utf-8"},
+		{"GET", "/files/missing", 404, "<h1>not here</h1>", "text/html; charset=utf-8"},
+		{"GET", "/down", 502, "<h1>back soon</h1>", "text/html; charset=utf-8"},
+		{"POST", "/only-get", 405, "<h1>no</h1>", "text/html; charset=utf-8"},
+		{"GET", "/up", 404, "the target's own 404\n", "text/plain; charset=utf-8"},
+	} {
+		req, _ := http.NewRequest(tc.method, f.url+tc.path, nil)
+		req.Host = "example.test"
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || string(b) != tc.body || res.Header.Get("Content-Type") != tc.ctype {
+			t.Errorf("%s %s: %d %q (%s), want %d %q (%s)", tc.method, tc.path, res.StatusCode, b, res.Header.Get("Content-Type"), tc.status, tc.body, tc.ctype)
+		}
+		if tc.status == 405 && res.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("405 with a page: Allow %q", res.Header.Get("Allow"))
+		}
+	}
+}
