@@ -496,6 +496,11 @@ type Route struct {
 	// Name identifies the route in logs and metrics. Default "route<N>"
 	// (N counting from 1 within the site).
 	Name string `yaml:"name"`
+	// NameByPlace reports that Name is the default route<N>: it says
+	// where the route stands, not which route it is, so a reload that
+	// puts a route before it would give its name (and its rate_limit
+	// counts) to another. Such a route is known by its path instead.
+	NameByPlace bool `yaml:"-"`
 	// Host matches the request host (Host header, else SNI): exact names or
 	// "*.example.cn" wildcards. Default: any host.
 	Host []string `yaml:"host"`

@@ -265,6 +265,7 @@ func (c *Config) finish() {
 		for j := range s.Routes {
 			if s.Routes[j].Name == "" {
 				s.Routes[j].Name = fmt.Sprintf("route%d", j+1)
+				s.Routes[j].NameByPlace = true
 			}
 		}
 	}

@@ -45,8 +45,8 @@ type Config struct {
 	// Previous is the proxy this one replaces on a reload, or nil. Targets
 	// that stay (same upstream name and address) keep their health state:
 	// a target that was down stays down until its checks say otherwise;
-	// routes that stay (same site, label and rate_limit) keep their
-	// clients' rate counts.
+	// routes that stay (same site, label or RouteConfig.Key, and
+	// rate_limit) keep their clients' rate counts.
 	Previous *Proxy
 	// Standby keeps the new proxy's target health from the observer until
 	// Activate: a reload builds the proxy before it knows whether it will
@@ -156,6 +156,12 @@ type SiteConfig struct {
 type RouteConfig struct {
 	// Name labels the route in logs and metrics. Default "route<N>".
 	Name string
+	// Key, when not "", names the route across reloads in place of its
+	// label (RouteLabel): a reload keeps the rate_limit counts of a route
+	// whose site, key and rate_limit stay the same. For a route whose
+	// Name is only its place among the site's routes (conf's route<N>),
+	// which a route put before it would give to another.
+	Key string
 	// Hosts restricts the route to these Host values (exact or "*.suffix").
 	// Default: any host of the site.
 	Hosts []string

@@ -198,12 +198,15 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		}
 		s.stream = st
 	}
-	seen := map[string]int{} // routes of each label so far
+	seen := map[string]int{} // routes of each key so far
 	for i := range sc.Routes {
 		rc := &sc.Routes[i]
-		label := RouteLabel(rc)
-		seen[label]++
-		rt, err := compileRoute(p, rc, s.name+"\x00"+label+"\x00"+strconv.Itoa(seen[label]))
+		key := rc.Key
+		if key == "" {
+			key = RouteLabel(rc)
+		}
+		seen[key]++
+		rt, err := compileRoute(p, rc, s.name+"\x00"+key+"\x00"+strconv.Itoa(seen[key]))
 		if err != nil {
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
@@ -231,7 +234,8 @@ func RouteLabel(rc *RouteConfig) string {
 }
 
 // compileRoute compiles rc; scope names it among the routes of every
-// generation (its site, label and rank among the routes of that label):
+// generation (its site, key (RouteConfig.Key, else its label) and rank
+// among the routes of that key):
 // where its rate_limit counts.
 func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	rt := &route{

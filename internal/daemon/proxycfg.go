@@ -120,9 +120,20 @@ func rateLimitConfig(r *conf.RateLimit) *proxy.RateLimitConfig {
 	return &proxy.RateLimitConfig{Interval: r.Rate.Interval(), Burst: r.Burst, Zone: r.Zone}
 }
 
+// routeKey is the name a route keeps across reloads (its rate_limit
+// counts with it): "" (its name) for a route the file names, else its
+// path, as conf.RateLimit says, not the route<N> of its place.
+func routeKey(r *conf.Route) string {
+	if !r.NameByPlace {
+		return ""
+	}
+	return proxy.RouteLabel(&proxy.RouteConfig{Path: r.Path, PathPrefix: r.PathPrefix})
+}
+
 func routeConfig(r conf.Route) proxy.RouteConfig {
 	rc := proxy.RouteConfig{
 		Name:            r.Name,
+		Key:             routeKey(&r),
 		Hosts:           r.Host,
 		ClientIP:        r.ClientIP,
 		PathPrefix:      r.PathPrefix,
