@@ -920,7 +920,8 @@ type RouteTimeouts struct {
 type Files struct {
 	// Root is the directory served (relative paths are resolved against
 	// the folder of the configuration file). It must exist when the
-	// configuration is loaded.
+	// configuration is loaded, and must not hold the configuration file's
+	// folder (root: . would serve the keys beside it).
 	Root string `yaml:"root"`
 	// Index is the file served for a path ending in /. Default index.html.
 	Index string `yaml:"index"`

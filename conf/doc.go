@@ -585,7 +585,8 @@
 //
 //   - root (string): root is the directory served (relative paths are resolved
 //     against the folder of the configuration file). It must exist when the
-//     configuration is loaded.
+//     configuration is loaded, and must not hold the configuration file's
+//     folder (root: . would serve the keys beside it).
 //   - index (string): index is the file served for a path ending in /. Default
 //     index.html.
 //   - hidden (boolean): hidden serves the files and directories whose names

@@ -800,10 +800,26 @@ func (v *validator) filesRoute(f *Files, p string) {
 		v.errf(p+".root", relFix, "root %q: %v", f.Root, errors.Unwrap(err))
 	} else if !fi.IsDir() {
 		v.errf(p+".root", "write the directory that holds the files", "root %q is not a directory", f.Root)
+	} else if v.dir != "" && within(v.dir, v.resolve(f.Root)) {
+		// root: . (or /etc, or /) would serve this file, and the keys
+		// and passwords beside it, to anyone.
+		v.errf(p+".root", "serve a directory of its own, e.g. /srv/www/portal", "root %q holds the folder of this configuration file, whose keys and passwords it would serve", f.Root)
 	}
 	if f.Index == "" || f.Index == "." || f.Index == ".." || strings.ContainsAny(f.Index, `/\`) {
 		v.errf(p+".index", "write a file name such as index.html", "index %q is not a file name", f.Index)
 	}
+}
+
+// within reports whether the directory dir is the directory root or one
+// under it, symbolic links followed.
+func within(dir, root string) bool {
+	d, err1 := filepath.EvalSymlinks(dir)
+	r, err2 := filepath.EvalSymlinks(root)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(r, d)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // compress checks a route's compress: a level gzip has and media types
