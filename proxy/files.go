@@ -179,11 +179,27 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	if vary {
 		h["Vary"] = []string{"Accept-Encoding"}
 	}
-	if encoded {
-		h["Content-Encoding"] = []string{"gzip"}
-	}
 	rt.resOps.apply(h)
+	if encoded {
+		http.ServeContent(gzipFileWriter{&rs.w}, r, name, fi.ModTime(), f)
+		return
+	}
 	http.ServeContent(&rs.w, r, name, fi.ModTime(), f)
+}
+
+// gzipFileWriter is what http.ServeContent writes a precompressed sibling
+// through: Content-Encoding goes on the responses that carry its bytes
+// (200, 206) only, as ServeContent writes their status. Set before,
+// ServeContent would take the response for one compressed on the fly and
+// leave out its Content-Length (a file of known size sent chunked, a HEAD
+// without its length), and a 412 with no content would claim to be gzip.
+type gzipFileWriter struct{ *respWriter }
+
+func (w gzipFileWriter) WriteHeader(code int) {
+	if code == http.StatusOK || code == http.StatusPartialContent {
+		w.Header()["Content-Encoding"] = []string{"gzip"}
+	}
+	w.respWriter.WriteHeader(code)
 }
 
 // testHookFileOpen, when not nil, runs before serveFile opens the file it

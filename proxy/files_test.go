@@ -408,3 +408,48 @@ func TestFilesPrecompressed(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesPrecompressedLength: the .gz sibling goes with its length, as
+// the file itself does (not chunked, and a HEAD says it), and only the
+// responses that carry its bytes say Content-Encoding: gzip (not a 412).
+func TestFilesPrecompressedLength(t *testing.T) {
+	root := t.TempDir()
+	gz := make([]byte, 256<<10) // past any buffer that would find the length at the end
+	for i := range gz {
+		gz[i] = byte(i * 7919 >> 3)
+	}
+	for name, b := range map[string][]byte{"big.txt": []byte("identity"), "big.txt.gz": gz} {
+		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Precompressed: true}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, tc := range []struct {
+		method, cond string
+		status       int
+		length       int64
+		encoding     string
+	}{
+		{method: "GET", status: 200, length: int64(len(gz)), encoding: "gzip"},
+		{method: "HEAD", status: 200, length: int64(len(gz)), encoding: "gzip"},
+		{method: "GET", cond: `"nope"`, status: 412, length: 0},
+	} {
+		req, _ := http.NewRequest(tc.method, f.url+"/big.txt", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		if tc.cond != "" {
+			req.Header.Set("If-Match", tc.cond)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || res.ContentLength != tc.length || len(res.TransferEncoding) != 0 || res.Header.Get("Content-Encoding") != tc.encoding {
+			t.Errorf("%s If-Match %q: %d, Content-Length %d, Transfer-Encoding %q, Content-Encoding %q (%d bytes); want %d, %d, none, %q",
+				tc.method, tc.cond, res.StatusCode, res.ContentLength, res.TransferEncoding, res.Header.Get("Content-Encoding"), n, tc.status, tc.length, tc.encoding)
+		}
+	}
+}
