@@ -160,3 +160,35 @@ func TestRouteRateLimitZone(t *testing.T) {
 		t.Error("a zone given two rates accepted")
 	}
 }
+
+// TestRouteRateLimitZoneKeptOverReload: a reload keeps a zone's counts
+// while its rate and burst stay, whatever routes and sites name it; a
+// renamed zone starts afresh.
+func TestRouteRateLimitZoneKeptOverReload(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := func(zone string, prev *Proxy, sites ...SiteConfig) Config {
+		for i := range sites {
+			for j := range sites[i].Routes {
+				sites[i].Routes[j].RateLimit = &RateLimitConfig{Interval: time.Hour, Zone: zone}
+			}
+		}
+		return Config{
+			TrustedProxies: []string{"127.0.0.1"},
+			Upstreams:      []UpstreamConfig{upstream("u", rec.addr)},
+			Sites:          sites,
+			Previous:       prev,
+		}
+	}
+	get := func(host, path string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n"
+	}
+	a := SiteConfig{Name: "a", ServerNames: []string{"a.test"}, Routes: []RouteConfig{{Path: "/a", Upstream: "u"}}}
+	b := SiteConfig{Name: "b", ServerNames: []string{"b.test"}, Routes: []RouteConfig{{Path: "/b", Upstream: "u"}}}
+	f := newFront(t, cfg("login", nil, a), frontOpts{})
+	wantForwarded(t, f.addr, rec, get("a.test", "/a"), "GET /a ")
+	wantNotForwarded(t, f.addr, rec, get("a.test", "/a"), "429")
+	g := newFront(t, cfg("login", f.p, b), frontOpts{}) // another route in another site
+	wantNotForwarded(t, g.addr, rec, get("b.test", "/b"), "429")
+	h := newFront(t, cfg("signin", g.p, b), frontOpts{})
+	wantForwarded(t, h.addr, rec, get("b.test", "/b"), "GET /b ") // another zone: afresh
+}
