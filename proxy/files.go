@@ -176,10 +176,13 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	h["Etag"] = []string{`"` + strconv.FormatInt(fi.ModTime().Unix(), 16) + "-" + strconv.FormatInt(fi.Size(), 16) + `"`}
 	h["Content-Type"] = []string{ct}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
-	if vary {
-		h["Vary"] = []string{"Accept-Encoding"}
-	}
 	rt.resOps.apply(h)
+	if vary {
+		// After the route's edits, as on a compress route: a Vary they
+		// set (Origin, for fonts served with CORS) keeps Accept-Encoding,
+		// without which a cache would give either variant to any client.
+		addVary(h)
+	}
 	if encoded {
 		http.ServeContent(gzipFileWriter{&rs.w}, r, name, fi.ModTime(), f)
 		return

@@ -453,3 +453,33 @@ func TestFilesPrecompressedLength(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesPrecompressedVaryKept: a route's response_headers that set
+// Vary (Vary: Origin for fonts served with CORS) keep Accept-Encoding in
+// it on both variants, as on a compress route: without it a cache would
+// give the gzip bytes to clients that never took gzip.
+func TestFilesPrecompressedVaryKept(t *testing.T) {
+	root := t.TempDir()
+	for name, b := range map[string]string{"f.svg": "<svg/>", "f.svg.gz": "gzip bytes"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Precompressed: true},
+		ResponseHeaders: HeaderOps{Set: map[string]string{"Vary": "Origin"}}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, ae := range []string{"gzip", "identity"} {
+		req, _ := http.NewRequest("GET", f.url+"/f.svg", nil)
+		req.Header.Set("Accept-Encoding", ae)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		vary := strings.Join(res.Header.Values("Vary"), ", ")
+		if !strings.Contains(vary, "Origin") || !strings.Contains(vary, "Accept-Encoding") {
+			t.Errorf("Accept-Encoding %s: Vary %q, want Origin and Accept-Encoding", ae, vary)
+		}
+	}
+}
