@@ -914,7 +914,9 @@ type RouteTimeouts struct {
 // and a directory's path without its / is redirected (301) to it. The
 // Content-Type follows the file's extension (application/octet-stream
 // when it has none known; never guessed from the content). Nothing outside
-// root is served: ".." and symbolic links that lead out are 404. Root is
+// root is served: ".." and symbolic links that lead out are 404. A file
+// the process may not read is 403; a root that is gone, or the server out
+// of descriptors, 500. Root is
 // looked up for each request, as nginx's: a root that is a symbolic link a
 // deploy moves (current -> releases/N) serves the new files at once.
 type Files struct {

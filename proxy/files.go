@@ -86,6 +86,21 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	notFound := func(why string) {
 		s.errorResponse(rs, r, http.StatusNotFound, "not found", "files route "+rt.name+": "+strconv.Quote(name)+": "+why)
 	}
+	// failed answers a lookup that failed: 404 for what is not there or
+	// may not be reached (outside the root, not a directory), 403 for a
+	// file the process may not read, 500 (logged as a warning, and not
+	// cached as a 404 would be) for the server's own trouble: out of
+	// descriptors or memory, an I/O error.
+	failed := func(err error) {
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			s.errorResponse(rs, r, http.StatusForbidden, "forbidden", "files route "+rt.name+": "+strconv.Quote(name)+": "+err.Error())
+		case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM), errors.Is(err, syscall.EIO):
+			s.errorResponse(rs, r, http.StatusInternalServerError, "the file could not be read", "files route "+rt.name+": "+strconv.Quote(name)+": "+err.Error())
+		default:
+			notFound(err.Error())
+		}
+	}
 	if !fsrv.hidden && hiddenPath(name) {
 		notFound("a hidden name (files.hidden is off)")
 		return
@@ -95,7 +110,9 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	// new release at once, and a removed old one is not held open.
 	root, err := os.OpenRoot(fsrv.dir)
 	if err != nil {
-		notFound(err.Error())
+		// The configured directory itself: gone or unreadable is the
+		// server's trouble, not a missing file.
+		s.errorResponse(rs, r, http.StatusInternalServerError, "the file could not be read", "files route "+rt.name+": root: "+err.Error())
 		return
 	}
 	defer root.Close()
@@ -129,8 +146,8 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 		return
 	case err != nil:
 		// Outside the root (a link leading out), not permitted, a
-		// name the system refuses.
-		notFound(err.Error())
+		// name the system refuses, or the server's trouble.
+		failed(err)
 		return
 	case !fi.Mode().IsRegular():
 		notFound("not a regular file")
@@ -164,7 +181,7 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	// opened is checked again, and its own size and time make the ETag.
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		notFound(err.Error())
+		failed(err)
 		return
 	}
 	defer f.Close()

@@ -483,3 +483,21 @@ func TestFilesPrecompressedVaryKept(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesRootGone: a files route whose directory is gone answers 500,
+// the server's trouble (logged as a warning, and not cached downstream
+// as a 404 would be), not 404 for every file.
+func TestFilesRootGone(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "www")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}
+	f := newFront(t, cfg, frontOpts{})
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := get(t, testClient(t), f.url+"/app.css"); status != 500 {
+		t.Errorf("root gone: %d, want 500", status)
+	}
+}
