@@ -57,6 +57,9 @@ func exampleCertsCommands(text string) [][]string {
 
 var kubernetesManifest = regexp.MustCompile(`(?m)^apiVersion:`)
 
+// filesRoot finds the absolute roots of an example's files routes.
+var filesRoot = regexp.MustCompile(`files: \{root: (/[^,} ]+)`)
+
 // TestShippedExamplesCheck runs, for every deploy/examples file, the
 // `gmproxy certs` commands its comments give (under a temporary root instead
 // of /etc/gmproxy) and then `gmproxy check` (`gmproxy keyserver -check` for a
@@ -83,6 +86,14 @@ func TestShippedExamplesCheck(t *testing.T) {
 			}
 			root := t.TempDir()
 			text := strings.ReplaceAll(string(b), "/etc/gmproxy/", filepath.Join(root, "etc", "gmproxy")+"/")
+			// The directories its files routes serve (/srv/www/...),
+			// which a deploy makes.
+			text = strings.ReplaceAll(text, "/srv/www/", filepath.Join(root, "srv", "www")+"/")
+			for _, m := range filesRoot.FindAllStringSubmatch(text, -1) {
+				if err := os.MkdirAll(m[1], 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
 			dir := filepath.Join(root, "example")
 			cmds := exampleCertsCommands(text)
 			if len(cmds) == 0 {
