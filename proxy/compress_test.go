@@ -153,7 +153,7 @@ func TestCompress(t *testing.T) {
 // decodable, before the target ends the response.
 func TestCompressStream(t *testing.T) {
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	defer close(release) // before the front closes: its handler gives its place back
 	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "first event\n")
@@ -211,6 +211,15 @@ func TestCompressBusy(t *testing.T) {
 			t.Errorf("Vary %q, want Accept-Encoding", res.Header.Get("Vary"))
 		}
 		return res.Header.Get("Content-Encoding")
+	}
+	// The places are the process's: a response of an earlier test may
+	// still hold one as its handler ends.
+	deadline := time.Now().Add(testwait.Bound(5 * time.Second))
+	for compressing.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d places still taken before the test", compressing.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	old := maxCompressing
 	t.Cleanup(func() { maxCompressing = old })
