@@ -496,6 +496,26 @@ func (b *reqBody) readError() error {
 	return nil
 }
 
+// endError is the error the client's HTTP/2 body ended with when no read
+// of it met that error yet: x/net ends a stream's context as it closes the
+// stream, and closes its body with the reason (a body over its declared
+// content-length), which a read returns at once, after what was buffered;
+// the transport may have failed on the context before its read came.
+// Only after handlerDone (no read in progress, none to come), and only
+// for a request whose context ended.
+func (b *reqBody) endError() error {
+	var buf [512]byte
+	for range 64 { // a stream's buffered data is bounded; so is this
+		if _, err := b.rc.Read(buf[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // Close does nothing: h1Client closes the body once it has read it
 // whole, and net/http's transports close an attempt's attemptBody.
 func (b *reqBody) Close() error { return nil }
@@ -1083,7 +1103,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 				// in the transport's goroutine: ended (and waited for)
 				// now, so that its error is known.
 				body.handlerDone()
-				if berr := body.readError(); berr != nil && overDeclaredLength(berr) {
+				berr := body.readError()
+				if berr == nil && r.ProtoMajor == 2 {
+					berr = body.endError()
+				}
+				if berr != nil && overDeclaredLength(berr) {
 					// The client sent more body than it declared:
 					// x/net reset its stream (which ended the
 					// context), for a malformed request, not a
