@@ -594,9 +594,11 @@
 //     start with "." (.git, .env, .htpasswd). Default false: they are 404, but
 //     for /.well-known/ (RFC 8615: ACME challenges, security.txt).
 //   - precompressed (boolean): precompressed serves a file's name.gz sibling,
-//     when there is one, as its gzip encoding to the clients that accept it
-//     (nginx's gzip_static on), with Vary: Accept-Encoding on both: compressed
-//     once at deploy time (gzip -k), at no CPU per request. Default false.
+//     when there is one not older than the file, as its gzip encoding to the
+//     clients that accept it (nginx's gzip_static on), with Vary:
+//     Accept-Encoding on both: compressed once at deploy time (gzip -k), at no
+//     CPU per request. A .gz older than its file (the file changed since) is
+//     not served. Default false.
 //
 // # sites[].routes[].request_headers
 //

@@ -166,7 +166,9 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	// gzip encoding of this one, its own ETag and ranges of its bytes.
 	vary, encoded := false, false
 	if fsrv.precompressed {
-		if gfi, err := root.Stat(name + ".gz"); err == nil && gfi.Mode().IsRegular() {
+		// Not one older than the file: a deploy that changed the file
+		// and not its .gz would serve the old content to gzip clients.
+		if gfi, err := root.Stat(name + ".gz"); err == nil && gfi.Mode().IsRegular() && !gfi.ModTime().Before(fi.ModTime()) {
 			vary = true
 			if r.ProtoAtLeast(1, 1) && acceptsGzip(r.Header) {
 				name, encoded = name+".gz", true

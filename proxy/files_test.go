@@ -360,7 +360,8 @@ func TestFilesRootClosedAfterRequest(t *testing.T) {
 // TestFilesPrecompressed: with precompressed, a file's .gz sibling goes
 // as its gzip encoding to a client that accepts gzip (the file's type,
 // its own ETag), both variants with Vary: Accept-Encoding; a file without
-// one, or a route without precompressed, goes as it is, without Vary.
+// one, with one older than itself, or on a route without precompressed,
+// goes as it is, without Vary.
 func TestFilesPrecompressed(t *testing.T) {
 	root := t.TempDir()
 	js := strings.Repeat("console.log('gmproxy');\n", 100)
@@ -368,10 +369,16 @@ func TestFilesPrecompressed(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	io.WriteString(zw, js)
 	zw.Close()
-	for name, b := range map[string][]byte{"app.js": []byte(js), "app.js.gz": gz.Bytes(), "plain.css": []byte("p {}")} {
+	for name, b := range map[string][]byte{"app.js": []byte(js), "app.js.gz": gz.Bytes(), "plain.css": []byte("p {}"),
+		"stale.js": []byte(js), "stale.js.gz": gz.Bytes()} {
 		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// stale.js changed after its .gz was made: the .gz is not its encoding.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(root, "stale.js.gz"), old, old); err != nil {
+		t.Fatal(err)
 	}
 	cfg := Config{Sites: oneSite(
 		RouteConfig{PathPrefix: "/off/", StripPrefix: "/off", Files: &FilesConfig{Root: root}},
@@ -402,7 +409,7 @@ func TestFilesPrecompressed(t *testing.T) {
 	if res.Header.Get("Content-Encoding") != "" || string(b) != js || res.Header.Get("Vary") != "Accept-Encoding" || res.Header.Get("Etag") == gzTag {
 		t.Errorf("identity: Content-Encoding %q, Vary %q, ETag %q (encoding's %q), %d bytes", res.Header.Get("Content-Encoding"), res.Header.Get("Vary"), res.Header.Get("Etag"), gzTag, len(b))
 	}
-	for _, path := range []string{"/plain.css", "/off/app.js"} {
+	for _, path := range []string{"/plain.css", "/off/app.js", "/stale.js"} {
 		if res, b := fetch(path, true); res.Header.Get("Content-Encoding") != "" || res.Header.Get("Vary") != "" || len(b) == 0 || bytes.Equal(b, gz.Bytes()) {
 			t.Errorf("%s: Content-Encoding %q, Vary %q; want the file as it is", path, res.Header.Get("Content-Encoding"), res.Header.Get("Vary"))
 		}
