@@ -127,15 +127,7 @@ func TestLine(t *testing.T) {
 }
 `,
 	}
-	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeModule(t, files)
 	list := []mutant{
 		{name: "Add subtracts", file: "p/p.go", old: "return a + b", new: "return a - b", run: "^TestAdd$"},
 		{name: "Set sets 2", file: "p/p.go", old: "*x = 1", new: "*x = 2", run: "^TestSet$"},
@@ -225,15 +217,7 @@ func TestParse(t *testing.T) {
 }
 `,
 	}
-	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeModule(t, files)
 	list := []mutant{
 		// Alone, the row's rest skipped at the first negative.
 		{name: "Sum skips the row", file: "p/p.go", old: "continue\n", new: "continue outer\n", run: "^TestSum$"},
@@ -302,15 +286,7 @@ func TestInc(t *testing.T) {
 }
 `,
 	}
-	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeModule(t, files)
 	list := []mutant{{name: "Inc unchanged", file: "p/p.go", old: "return *p", new: "return *p + 0", run: "^TestInc$"}}
 	sb, err := newSchemaBuild(dir, list)
 	if err != nil {
@@ -358,15 +334,7 @@ func TestNext(t *testing.T) {
 }
 `,
 	}
-	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeModule(t, files)
 	list := []mutant{{name: "Next without its return", file: "p/p.go", old: "return *c", new: "_ = c", run: "^TestNext$"}}
 	_, alone, err := makeSchema(dir, list)
 	if err != nil {
@@ -420,4 +388,19 @@ func TestTestEnv(t *testing.T) {
 	if env := testEnv([]string{"HOME=/h"}); strings.Join(env, " ") != "HOME=/h GMPROXY_TEST_WAIT="+testWait {
 		t.Fatalf("%q: no test wait", env)
 	}
+}
+
+// writeModule writes files (path: text) into a new directory and returns
+// it.
+func writeModule(t *testing.T, files map[string]string) string {
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
