@@ -199,14 +199,7 @@ func TestCompressBusy(t *testing.T) {
 	f := newFront(t, cfg, frontOpts{})
 	c := testClient(t)
 	get := func() string {
-		req, _ := http.NewRequest("GET", f.url+"/?ct=text/html&n=5000", nil)
-		req.Header.Set("Accept-Encoding", "gzip")
-		res, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
+		res, _ := getAccepting(t, c, f.url+"/?ct=text/html&n=5000", "gzip")
 		if !strings.Contains(res.Header.Get("Vary"), "Accept-Encoding") {
 			t.Errorf("Vary %q, want Accept-Encoding", res.Header.Get("Vary"))
 		}
@@ -300,15 +293,7 @@ func TestCompressFieldLines(t *testing.T) {
 	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
 	for _, h2 := range []bool{false, true} {
 		f, c := frontFor(t, cfg, h2)
-		req, _ := http.NewRequest("GET", f.url+"/", nil)
-		req.Host = "example.test"
-		req.Header.Set("Accept-Encoding", "gzip")
-		res, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(res.Body)
-		res.Body.Close()
+		res, raw := getAccepting(t, c, f.url+"/", "gzip")
 		if ce := res.Header.Get("Content-Encoding"); ce != "" || len(raw) != 5000 {
 			t.Errorf("h2 %v: Content-Encoding %q, %d bytes: want the no-transform response as it came", h2, ce, len(raw))
 		}
@@ -470,4 +455,22 @@ func TestCompressNotHTTP10(t *testing.T) {
 	if res.Header.Get("Content-Encoding") != "" || len(b) != 5000 {
 		t.Errorf("HTTP/1.0: Content-Encoding %q, %d bytes; want the target's 5000 as they came", res.Header.Get("Content-Encoding"), len(b))
 	}
+}
+
+// getAccepting GETs url (Host example.test) from c with Accept-Encoding
+// accept ("": none) and returns the response, its body read whole.
+func getAccepting(t *testing.T, c *http.Client, url, accept string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Host = "example.test"
+	if accept != "" {
+		req.Header.Set("Accept-Encoding", accept)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, b
 }

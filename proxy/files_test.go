@@ -386,17 +386,11 @@ func TestFilesPrecompressed(t *testing.T) {
 	f := newFront(t, cfg, frontOpts{})
 	c := testClient(t)
 	fetch := func(path string, gzipOK bool) (*http.Response, []byte) {
-		req, _ := http.NewRequest("GET", f.url+path, nil)
+		accept := ""
 		if gzipOK {
-			req.Header.Set("Accept-Encoding", "gzip")
+			accept = "gzip"
 		}
-		res, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		return res, b
+		return getAccepting(t, c, f.url+path, accept)
 	}
 	res, b := fetch("/app.js", true)
 	if res.Header.Get("Content-Encoding") != "gzip" || !bytes.Equal(b, gz.Bytes()) || res.Header.Get("Vary") != "Accept-Encoding" ||
