@@ -569,7 +569,8 @@ type Route struct {
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// Compress gzip-encodes the responses of the listed types for the
 	// clients that accept it (Accept-Encoding), as nginx's gzip and
-	// Caddy's encode do. Default: off.
+	// Caddy's encode do: a target's, or a files route's files (those
+	// without a precompressed sibling). Default: off.
 	Compress *Compress `yaml:"compress"`
 	// Timeouts replaces, for this route's requests, the waits for a quiet
 	// peer that its upstream and listener set: a route of long-lived
@@ -945,7 +946,9 @@ type Files struct {
 // not shorter than min_length; not a response to HEAD or to an HTTP/1.0
 // request (whose caches ignore Vary), a 204, 206 or 304,
 // one the target already encoded, or one marked Cache-Control:
-// no-transform. The encoded response has no Content-Length (it is sent
+// no-transform. On a files route, a file's whole content (200) is
+// compressed as it is sent, unless precompressed serves its .gz; a range
+// of it goes as it is. The encoded response has no Content-Length (it is sent
 // chunked over HTTP/1.1), no Accept-Ranges and a weak ETag; both variants
 // carry Vary: Accept-Encoding. A stream (no Content-Length) is flushed
 // through as it comes; an event stream (text/event-stream) is never

@@ -522,8 +522,9 @@
 //     nodelay (the same rate and burst mean the same here). Default: no bound.
 //   - compress (optional section, see sites[].routes[].compress): compress
 //     gzip-encodes the responses of the listed types for the clients that
-//     accept it (Accept-Encoding), as nginx's gzip and Caddy's encode do.
-//     Default: off.
+//     accept it (Accept-Encoding), as nginx's gzip and Caddy's encode do: a
+//     target's, or a files route's files (those without a precompressed
+//     sibling). Default: off.
 //   - timeouts (optional section, see sites[].routes[].timeouts): timeouts
 //     replaces, for this route's requests, the waits for a quiet peer that its
 //     upstream and listener set: a route of long-lived calls that stay quiet
@@ -676,8 +677,10 @@
 // gzip-encoded when the client accepts gzip, its type is listed and it is not
 // shorter than min_length; not a response to HEAD or to an HTTP/1.0 request
 // (whose caches ignore Vary), a 204, 206 or 304, one the target already
-// encoded, or one marked Cache-Control: no-transform. The encoded response has
-// no Content-Length (it is sent chunked over HTTP/1.1), no Accept-Ranges and a
+// encoded, or one marked Cache-Control: no-transform. On a files route, a
+// file's whole content (200) is compressed as it is sent, unless precompressed
+// serves its .gz; a range of it goes as it is. The encoded response has no
+// Content-Length (it is sent chunked over HTTP/1.1), no Accept-Ranges and a
 // weak ETag; both variants carry Vary: Accept-Encoding. A stream (no
 // Content-Length) is flushed through as it comes; an event stream
 // (text/event-stream) is never compressed. Each response being compressed

@@ -725,8 +725,8 @@ func (v *validator) routeForwarding(r *Route, p string) {
 	}
 	if c := r.Compress; c != nil {
 		v.compress(c, p+".compress")
-		if r.Upstream == "" {
-			v.warnf(p+".compress", "remove it", "compress has no effect on a route without upstream")
+		if r.Upstream == "" && r.Files == nil {
+			v.warnf(p+".compress", "remove it", "compress has no effect on a route without upstream or files")
 		}
 	}
 	if r.Timeouts != nil && r.Upstream == "" {

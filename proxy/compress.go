@@ -14,8 +14,8 @@ import (
 )
 
 // Response compression: a route with a CompressConfig sends a target's
-// uncompressed responses gzip-encoded to the clients that accept it, as
-// nginx's gzip module and Caddy's encode do.
+// uncompressed responses, or a files route's files, gzip-encoded to the
+// clients that accept it, as nginx's gzip module and Caddy's encode do.
 
 // CompressConfig turns on gzip for a route's responses.
 type CompressConfig struct {
@@ -146,10 +146,12 @@ func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 		}
 	}
 	cts := fieldOf(res, "Content-Type")
-	if len(cts) == 0 {
-		return false
-	}
-	ct := cts[0]
+	return len(cts) > 0 && z.typeListed(cts[0])
+}
+
+// typeListed reports whether the Content-Type ct is one of the types
+// compressed.
+func (z *compressor) typeListed(ct string) bool {
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
@@ -310,25 +312,54 @@ var errCompressBusy = errors.New("compress: too many responses being compressed"
 // returns errCompressBusy; Close gives them back. Its src is set before
 // the first Read.
 func newGzipBody(level int, flushEach bool, conn *atomic.Int32) (*gzipBody, error) {
+	if !takeCompressPlace(conn) {
+		return nil, errCompressBusy
+	}
+	b := &gzipBody{level: level, flushEach: flushEach, conn: conn, in: bodyBufPool.Get().(*[]byte)}
+	b.zw = pooledGzipWriter(level, &b.out)
+	return b, nil
+}
+
+// takeCompressPlace takes one of the maxCompressing places and, with
+// conn (the client connection's count), one of its
+// maxCompressingPerConn; false: none is free, nothing taken.
+// releaseCompressPlace gives them back.
+func takeCompressPlace(conn *atomic.Int32) bool {
 	if conn != nil && conn.Add(1) > maxCompressingPerConn {
 		conn.Add(-1)
-		return nil, errCompressBusy
+		return false
 	}
 	if compressing.Add(1) > maxCompressing {
 		compressing.Add(-1)
 		if conn != nil {
 			conn.Add(-1)
 		}
-		return nil, errCompressBusy
+		return false
 	}
-	b := &gzipBody{level: level, flushEach: flushEach, conn: conn, in: bodyBufPool.Get().(*[]byte)}
+	return true
+}
+
+func releaseCompressPlace(conn *atomic.Int32) {
+	compressing.Add(-1)
+	if conn != nil {
+		conn.Add(-1)
+	}
+}
+
+// pooledGzipWriter is a writer of level into w, from gzipPools when one
+// is there; putGzipWriter returns it.
+func pooledGzipWriter(level int, w io.Writer) *gzip.Writer {
 	if zw, ok := gzipPools[level].Get().(*gzip.Writer); ok {
-		zw.Reset(&b.out)
-		b.zw = zw
-	} else {
-		b.zw, _ = gzip.NewWriterLevel(&b.out, level) // level checked by newCompressor
+		zw.Reset(w)
+		return zw
 	}
-	return b, nil
+	zw, _ := gzip.NewWriterLevel(w, level) // level checked by newCompressor
+	return zw
+}
+
+func putGzipWriter(level int, zw *gzip.Writer) {
+	zw.Reset(io.Discard) // not holding the response's writer
+	gzipPools[level].Put(zw)
 }
 
 func (b *gzipBody) Read(p []byte) (int, error) {
@@ -362,14 +393,64 @@ func (b *gzipBody) Close() error {
 		err = b.src.Close()
 	}
 	if b.zw != nil {
-		b.zw.Reset(io.Discard)
-		gzipPools[b.level].Put(b.zw)
+		putGzipWriter(b.level, b.zw)
 		b.zw = nil
 		bodyBufPool.Put(b.in)
-		compressing.Add(-1)
-		if b.conn != nil {
-			b.conn.Add(-1)
-		}
+		releaseCompressPlace(b.conn)
 	}
 	return err
+}
+
+// fileEligible reports whether a files route's response to r, a file of
+// type ct and size bytes, is one the route compresses for a client that
+// accepts gzip, as eligible does for a target's: then it varies with
+// Accept-Encoding. Its status is known only as http.ServeContent writes
+// it: gzipFileEncoder encodes a 200 (the whole file) only.
+func (z *compressor) fileEligible(r *http.Request, ct string, size int64) bool {
+	return r.Method == http.MethodGet && r.ProtoAtLeast(1, 1) && size >= z.minLength && z.typeListed(ct)
+}
+
+// gzipFileEncoder is what http.ServeContent writes a file through on a
+// compress route, for a client that accepts gzip: a 200 goes
+// gzip-encoded (encodeHeader: no Content-Length or Accept-Ranges, a weak
+// ETag), unless maxCompressing responses are (then as it is); a 304 that
+// revalidates the encoding gets its weak ETag (revalidatesEncoding); the
+// others (206: ranges of the identity, 412, 416) go as they are. finish
+// ends the encoding.
+type gzipFileEncoder struct {
+	*respWriter
+	r     *http.Request
+	level int
+	conn  *atomic.Int32 // the client connection's count, or nil
+	zw    *gzip.Writer  // while a 200 is being encoded
+}
+
+func (w *gzipFileEncoder) WriteHeader(code int) {
+	h := w.Header()
+	switch {
+	case code == http.StatusOK && w.zw == nil && takeCompressPlace(w.conn):
+		encodeHeader(h)
+		w.zw = pooledGzipWriter(w.level, w.respWriter)
+	case code == http.StatusNotModified && revalidatesEncoding(w.r, &http.Response{Header: h}):
+		weakenETag(h)
+	}
+	w.respWriter.WriteHeader(code)
+}
+
+func (w *gzipFileEncoder) Write(p []byte) (int, error) {
+	if w.zw != nil {
+		return w.zw.Write(p)
+	}
+	return w.respWriter.Write(p)
+}
+
+// finish writes the rest of the encoding and gzip's trailer and gives
+// the writer and the place back.
+func (w *gzipFileEncoder) finish() {
+	if w.zw != nil {
+		w.zw.Close()
+		putGzipWriter(w.level, w.zw)
+		w.zw = nil
+		releaseCompressPlace(w.conn)
+	}
 }

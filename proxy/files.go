@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -205,6 +206,21 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	if encoded {
 		http.ServeContent(gzipFileWriter{&rs.w}, r, name, fi.ModTime(), f)
 		return
+	}
+	if z := rt.compress; z != nil && z.fileEligible(r, ct, fi.Size()) {
+		// Compressed as it is sent (nginx's gzip after gzip_static): a
+		// file without a precompressed sibling.
+		addVary(h)
+		if acceptsGzip(r.Header) {
+			var perConn *atomic.Int32
+			if rs.ci != nil {
+				perConn = &rs.ci.compressing
+			}
+			enc := &gzipFileEncoder{respWriter: &rs.w, r: r, level: z.level, conn: perConn}
+			defer enc.finish()
+			http.ServeContent(enc, r, name, fi.ModTime(), f)
+			return
+		}
 	}
 	http.ServeContent(&rs.w, r, name, fi.ModTime(), f)
 }

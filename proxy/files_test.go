@@ -502,3 +502,110 @@ func TestFilesRootGone(t *testing.T) {
 		t.Errorf("root gone: %d, want 500", status)
 	}
 }
+
+// TestFilesCompressed: a files route with compress sends a file of a
+// listed type gzip-encoded, as it is sent, to the clients that take gzip
+// (a weak ETag, no Content-Length or Accept-Ranges), with Vary:
+// Accept-Encoding on both variants; ranges, HEAD, short files and other
+// types go as they are; a 304 that revalidates the encoding carries its
+// weak ETag; a precompressed sibling goes in place of compressing. Over
+// HTTP/1.1 and HTTP/2; the places taken are given back.
+func TestFilesCompressed(t *testing.T) {
+	root := t.TempDir()
+	css := strings.Repeat("body { color: red; margin: 0 }\n", 200)
+	for name, b := range map[string]string{"big.css": css, "small.css": "p {}", "pic.png": css, "pre.js": css, "pre.js.gz": "the sibling's bytes"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Precompressed: true}, Compress: &CompressConfig{}})}
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		do := func(method, path string, hdr ...string) (*http.Response, []byte) {
+			req, _ := http.NewRequest(method, f.url+path, nil)
+			req.Host = "example.test"
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("h2 %v: %s %s: %v", h2, method, path, err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			return res, b
+		}
+		varies := func(res *http.Response) bool { return strings.Contains(res.Header.Get("Vary"), "Accept-Encoding") }
+
+		res, plain := do("GET", "/big.css")
+		strong := res.Header.Get("Etag")
+		if res.StatusCode != 200 || string(plain) != css || res.Header.Get("Content-Encoding") != "" || !varies(res) || !strings.HasPrefix(strong, `"`) {
+			t.Errorf("h2 %v identity: %d, Content-Encoding %q, Vary %q, ETag %q, %d bytes", h2, res.StatusCode, res.Header.Get("Content-Encoding"), res.Header.Get("Vary"), strong, len(plain))
+		}
+		res, b := do("GET", "/big.css", "Accept-Encoding", "gzip")
+		if res.StatusCode != 200 || res.Header.Get("Content-Encoding") != "gzip" || !varies(res) || res.Header.Get("Etag") != "W/"+strong ||
+			res.Header.Get("Accept-Ranges") != "" || res.ContentLength > 0 && res.ContentLength != int64(len(b)) {
+			t.Errorf("h2 %v gzip: %d, Content-Encoding %q, Vary %q, ETag %q (identity's %q), Accept-Ranges %q, Content-Length %d of %d bytes",
+				h2, res.StatusCode, res.Header.Get("Content-Encoding"), res.Header.Get("Vary"), res.Header.Get("Etag"), strong, res.Header.Get("Accept-Ranges"), res.ContentLength, len(b))
+		} else if zr, err := gzip.NewReader(bytes.NewReader(b)); err != nil {
+			t.Errorf("h2 %v gzip: not gzip: %v", h2, err)
+		} else if d, err := io.ReadAll(zr); err != nil || string(d) != css || len(b) >= len(css)/4 {
+			t.Errorf("h2 %v gzip: %d bytes decoded to %d (%v), want the file's %d", h2, len(b), len(d), err, len(css))
+		}
+		// Ranges are of the identity's bytes (a 206 is never encoded).
+		res, b = do("GET", "/big.css", "Accept-Encoding", "gzip", "Range", "bytes=5-9")
+		if res.StatusCode != 206 || string(b) != css[5:10] || res.Header.Get("Content-Encoding") != "" || res.Header.Get("Etag") != strong {
+			t.Errorf("h2 %v range: %d %q, Content-Encoding %q, ETag %q; want 206 %q of the identity", h2, res.StatusCode, b, res.Header.Get("Content-Encoding"), res.Header.Get("Etag"), css[5:10])
+		}
+		// Revalidation: the encoding's weak ETag back for a client that
+		// holds the encoding, the strong one for one that holds the
+		// identity.
+		for _, tc := range []struct{ inm, want string }{{"W/" + strong, "W/" + strong}, {strong, strong}} {
+			res, _ = do("GET", "/big.css", "Accept-Encoding", "gzip", "If-None-Match", tc.inm)
+			if res.StatusCode != 304 || res.Header.Get("Etag") != tc.want || !varies(res) {
+				t.Errorf("h2 %v If-None-Match %s: %d, ETag %q, Vary %q; want 304 with %s", h2, tc.inm, res.StatusCode, res.Header.Get("Etag"), res.Header.Get("Vary"), tc.want)
+			}
+		}
+		res, b = do("HEAD", "/big.css", "Accept-Encoding", "gzip")
+		if res.StatusCode != 200 || res.Header.Get("Content-Encoding") != "" || res.ContentLength != int64(len(css)) {
+			t.Errorf("h2 %v HEAD: %d, Content-Encoding %q, Content-Length %d; want the identity's head", h2, res.StatusCode, res.Header.Get("Content-Encoding"), res.ContentLength)
+		}
+		for _, path := range []string{"/small.css", "/pic.png"} {
+			res, b = do("GET", path, "Accept-Encoding", "gzip")
+			if res.StatusCode != 200 || res.Header.Get("Content-Encoding") != "" || varies(res) || len(b) == 0 {
+				t.Errorf("h2 %v %s: %d, Content-Encoding %q, Vary %q; want the file as it is", h2, path, res.StatusCode, res.Header.Get("Content-Encoding"), res.Header.Get("Vary"))
+			}
+		}
+		res, b = do("GET", "/pre.js", "Accept-Encoding", "gzip")
+		if res.Header.Get("Content-Encoding") != "gzip" || string(b) != "the sibling's bytes" {
+			t.Errorf("h2 %v precompressed: Content-Encoding %q, %q; want the .gz sibling", h2, res.Header.Get("Content-Encoding"), b)
+		}
+	}
+	deadline := time.Now().Add(testwait.Bound(5 * time.Second))
+	for compressing.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d compression places still taken after the responses", compressing.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFilesCompressBusy: with no compression place free a file goes as
+// it is, with its length, still varying with Accept-Encoding.
+func TestFilesCompressBusy(t *testing.T) {
+	root := t.TempDir()
+	css := strings.Repeat("body { color: red }\n", 200)
+	if err := os.WriteFile(filepath.Join(root, "big.css"), []byte(css), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}, Compress: &CompressConfig{}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	old := maxCompressing
+	t.Cleanup(func() { maxCompressing = old })
+	maxCompressing = 0
+	res, b := getAccepting(t, c, f.url+"/big.css", "gzip")
+	if res.Header.Get("Content-Encoding") != "" || string(b) != css || res.ContentLength != int64(len(css)) || res.Header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("Content-Encoding %q, Content-Length %d, Vary %q, %d bytes; want the file as it is", res.Header.Get("Content-Encoding"), res.ContentLength, res.Header.Get("Vary"), len(b))
+	}
+}
