@@ -11,15 +11,19 @@ import (
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
-// blockedBody is a client body whose Read blocks until released.
+// blockedBody is a client body whose Read blocks until released;
+// returned is set as it returns, before the reqBody reading it lets go
+// of its lock.
 type blockedBody struct {
-	reading chan struct{}
-	release chan struct{}
+	reading  chan struct{}
+	release  chan struct{}
+	returned atomic.Bool
 }
 
 func (b *blockedBody) Read([]byte) (int, error) {
 	b.reading <- struct{}{}
 	<-b.release
+	b.returned.Store(true)
 	return 0, os.ErrDeadlineExceeded
 }
 
@@ -53,16 +57,15 @@ func TestHandlerDoneWaitsForBodyRead(t *testing.T) {
 		if withDeadline {
 			body.rd = &pastDeadline{b: bb}
 		}
-		var readDone atomic.Bool
-		go func() {
-			body.Read(make([]byte, 8))
-			readDone.Store(true)
-		}()
+		go body.Read(make([]byte, 8))
 		<-bb.reading
 		done := make(chan bool, 1)
 		go func() {
 			body.handlerDone()
-			done <- readDone.Load()
+			// The client's Read has returned: the store happened before
+			// reqBody let go of the lock handlerDone waits for (a flag
+			// set after body.Read returned could still be unset).
+			done <- bb.returned.Load()
 		}()
 		if !withDeadline {
 			select {
