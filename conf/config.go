@@ -326,6 +326,15 @@ type Site struct {
 	// error_page for its own errors: an answer a target gives goes as it
 	// is. Default: none.
 	ErrorPages []ErrorPage `yaml:"error_pages"`
+	// RequestID names the header that carries each request's ID, e.g.
+	// X-Request-ID, as nginx's $request_id: 32 random hex digits, or the
+	// ID a proxy of trusted_proxies in front sent in that header (at most
+	// 128 visible characters). It goes to the target in the header, back
+	// to the client in it (in place of a target's), into the access log
+	// (request_id) and into gmproxy's log line of a request that failed, so
+	// that a user's report can be followed through the logs. A client's
+	// own value is replaced. Default: none.
+	RequestID string `yaml:"request_id"`
 
 	// Material is what was loaded from the files named above.
 	Material SiteMaterial `yaml:"-"`
@@ -1199,10 +1208,11 @@ type AccessLog struct {
 	// site, route, host, method, uri, proto, status, bytes_in, bytes_out,
 	// request_time, upstream, upstream_addr, upstream_time, tls_protocol,
 	// cipher, session_reused, handshake_ms (the first request of a
-	// connection only), sni, client_s_dn, referer, user_agent and
+	// connection only), sni, client_s_dn, referer, user_agent,
 	// grpc_status (a gRPC response's grpc-status, from its trailers: gRPC
-	// calls fail with HTTP status 200). Required with format template;
-	// default none.
+	// calls fail with HTTP status 200) and request_id (see
+	// sites[].request_id; empty where a site gives none). Required with
+	// format template; default none.
 	Template string `yaml:"template"`
 }
 

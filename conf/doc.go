@@ -334,6 +334,14 @@
 //     (no route matches, rate_limit, no target answered, a target timed
 //     out...) with a page of the site's, as nginx's error_page for its own
 //     errors: an answer a target gives goes as it is. Default: none.
+//   - request_id (string): request_id names the header that carries each
+//     request's ID, e.g. X-Request-ID, as nginx's $request_id: 32 random hex
+//     digits, or the ID a proxy of trusted_proxies in front sent in that
+//     header (at most 128 visible characters). It goes to the target in the
+//     header, back to the client in it (in place of a target's), into the
+//     access log (request_id) and into gmproxy's log line of a request that
+//     failed, so that a user's report can be followed through the logs. A
+//     client's own value is replaced. Default: none.
 //
 // # sites[].tlcp
 //
@@ -1119,8 +1127,9 @@
 //     bytes_in, bytes_out, request_time, upstream, upstream_addr,
 //     upstream_time, tls_protocol, cipher, session_reused, handshake_ms (the
 //     first request of a connection only), sni, client_s_dn, referer,
-//     user_agent and grpc_status (a gRPC response's grpc-status, from its
-//     trailers: gRPC calls fail with HTTP status 200). Required with format
+//     user_agent, grpc_status (a gRPC response's grpc-status, from its
+//     trailers: gRPC calls fail with HTTP status 200) and request_id (see
+//     sites[].request_id; empty where a site gives none). Required with format
 //     template; default none.
 //
 // # log

@@ -566,6 +566,13 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			v.stream(s.Stream, p+".stream", upstreams, upstreamUsed)
 		}
 		v.errorPages(s, p)
+		if s.RequestID != "" {
+			if err := proxy.CheckRequestIDHeader(s.RequestID); err != nil {
+				v.errf(p+".request_id", "name a header of its own, such as X-Request-ID", "%v", err)
+			} else if s.Stream != nil {
+				v.warnf(p+".request_id", "remove it", "request_id has no effect on a stream site")
+			}
+		}
 		catchAll := -1
 		routeNames := map[string]bool{}
 		for j := range s.Routes {

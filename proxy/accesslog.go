@@ -47,6 +47,9 @@ type LogEntry struct {
 	// GRPCStatus is a gRPC response's grpc-status ("" for other
 	// responses): gRPC calls fail with HTTP status 200.
 	GRPCStatus string
+	// RequestID is the request's ID (SiteConfig.RequestIDHeader), "" when
+	// its site gives none.
+	RequestID string
 }
 
 type logField uint8
@@ -78,6 +81,7 @@ const (
 	fReferer
 	fUserAgent
 	fGRPCStatus
+	fRequestID
 )
 
 // AccessLogFields are the names usable in templates, in JSON order.
@@ -85,7 +89,7 @@ var AccessLogFields = []string{
 	"time", "time_local", "client", "site", "route", "host", "method", "uri", "proto",
 	"status", "bytes_in", "bytes_out", "request_time", "upstream", "upstream_addr",
 	"upstream_time", "tls_protocol", "cipher", "session_reused", "handshake_ms", "sni",
-	"client_s_dn", "referer", "user_agent", "grpc_status",
+	"client_s_dn", "referer", "user_agent", "grpc_status", "request_id",
 }
 
 var fieldByName = func() map[string]logField {
@@ -370,7 +374,7 @@ func grpcStatusOf(h http.Header) string {
 	return ""
 }
 
-func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, grpcStatus string) {
+func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, grpcStatus, reqID string) {
 	e := LogEntry{
 		Time:             time.Now(),
 		Client:           clientAddr(r),
@@ -391,6 +395,7 @@ func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, 
 		Referer:          r.Header.Get("Referer"),
 		UserAgent:        r.Header.Get("User-Agent"),
 		GRPCStatus:       grpcStatus,
+		RequestID:        reqID,
 	}
 	l.fillTLS(&e, ci)
 	l.Log(&e)
@@ -463,6 +468,8 @@ func (e *LogEntry) stringField(f logField) (string, bool) {
 		return e.UserAgent, true
 	case fGRPCStatus:
 		return e.GRPCStatus, true
+	case fRequestID:
+		return e.RequestID, true
 	}
 	return "", false
 }

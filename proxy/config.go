@@ -149,6 +149,13 @@ type SiteConfig struct {
 	// the client connects again and its certificate is checked as the
 	// site now asks.
 	ClientAuthPolicy string
+	// RequestIDHeader, when set, names the header that carries each
+	// request's ID (e.g. X-Request-ID): 32 random hex digits, or the ID a
+	// trusted proxy in front (TrustedProxies) sent in it. It goes to the
+	// target in the header, back to the client in it (replacing a
+	// target's), into the access log (request_id) and into the log line
+	// of a request that failed. A client's own value is replaced.
+	RequestIDHeader string
 }
 
 // RouteConfig matches requests and says what to do with them. Exactly one

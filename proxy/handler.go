@@ -47,6 +47,9 @@ type site struct {
 	clientAuth bool
 	// clientAuthPolicy: SiteConfig.ClientAuthPolicy.
 	clientAuthPolicy string
+	// reqIDHeader: SiteConfig.RequestIDHeader in canonical form ("":
+	// no request IDs).
+	reqIDHeader string
 }
 
 type hostMode uint8
@@ -78,21 +81,24 @@ type route struct {
 	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
 	// this route's requests get (its own or its site's settings).
 	tlsInfo, certHdr, certPEM bool
-	up                        *Upstream
-	respond                   *RespondConfig
-	respondCT                 []string // Content-Type of respond, shared (len == cap == 1)
-	respondB                  []byte   // body of respond, read-only
-	redirTo                   string
-	redirCode                 int
-	strip                     string
-	host                      hostMode
-	hostValue                 string
-	reqOps                    headerOps
-	resOps                    headerOps
-	compress                  *compressor // nil: responses go as they come
-	files                     *fileServer // a files route's
-	maxBody                   int64
-	retryIdem                 bool
+	// reqIDHeader: the site's (site.reqIDHeader): a target's copy of
+	// it is not passed on.
+	reqIDHeader string
+	up          *Upstream
+	respond     *RespondConfig
+	respondCT   []string // Content-Type of respond, shared (len == cap == 1)
+	respondB    []byte   // body of respond, read-only
+	redirTo     string
+	redirCode   int
+	strip       string
+	host        hostMode
+	hostValue   string
+	reqOps      headerOps
+	resOps      headerOps
+	compress    *compressor // nil: responses go as they come
+	files       *fileServer // a files route's
+	maxBody     int64
+	retryIdem   bool
 	// retry is the route's own retry policy (RouteConfig.Retries), nil:
 	// the upstream's.
 	retry *RetryConfig
@@ -182,6 +188,12 @@ func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) ==
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy, errorPages: sc.ErrorPages}
+	if sc.RequestIDHeader != "" {
+		if err := CheckRequestIDHeader(sc.RequestIDHeader); err != nil {
+			return nil, fmt.Errorf("site %q: %w", sc.Name, err)
+		}
+		s.reqIDHeader = http.CanonicalHeaderKey(sc.RequestIDHeader)
+	}
 	for _, n := range sc.ServerNames {
 		s.names = append(s.names, frontdoor.NormalizeName(n))
 	}
@@ -214,6 +226,7 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 		rt.tlsInfo = sc.TLSInfoHeaders || rc.TLSInfoHeaders
 		rt.certHdr = sc.ClientCertHeaders || rc.ClientCertHeaders
 		rt.certPEM = sc.ClientCertPEM || rc.ClientCertPEM
+		rt.reqIDHeader = s.reqIDHeader
 		s.routes = append(s.routes, rt)
 	}
 	return s, nil
@@ -480,6 +493,10 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ci := connInfoFrom(r.Context())
 	rs.ci = ci
 	p.initSend(rs, r)
+	if s.reqIDHeader != "" {
+		rs.reqID = s.requestIDOf(r)
+		rs.w.Header()[s.reqIDHeader] = []string{rs.reqID}
+	}
 	if ci != nil && ci.client.IsValid() {
 		if l := p.limitsOf(ci); l.MaxRequestsPerClient > 0 {
 			if !l.ClientRequests.acquire(ci.client, l.MaxRequestsPerClient) {
@@ -716,7 +733,7 @@ func (s *site) report(rs *reqState, r *http.Request) {
 	}
 	p.obs.RequestDone(ev)
 	if p.accessLog != nil {
-		p.accessLog.logRequest(&ev, r, rs.ci, grpcStatusOf(rs.w.Header()))
+		p.accessLog.logRequest(&ev, r, rs.ci, grpcStatusOf(rs.w.Header()), rs.reqID)
 	}
 }
 
@@ -740,12 +757,18 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 			args = append(args, "upstream", rs.route.up.name)
 		}
 	}
+	if rs.reqID != "" {
+		args = append(args, "request_id", rs.reqID)
+	}
 	lvl("request failed", args...)
 	if rs.w.wroteHeader {
 		return
 	}
 	h := rs.w.Header()
 	clear(h)
+	if rs.reqID != "" {
+		h[s.reqIDHeader] = []string{rs.reqID}
+	}
 	page, paged := s.errorPages[code]
 	if paged {
 		h.Set("Content-Type", "text/html; charset=utf-8")
@@ -872,6 +895,10 @@ func (s *site) setForwarded(rs *reqState, rt *route, h http.Header, r *http.Requ
 	}
 	vals[1] = real
 	h[HeaderRealIP] = vals[1:2:2]
+	if rs.reqID != "" {
+		// The client's own copies go: the ID is the proxy's.
+		setHeader(h, s.reqIDHeader, rs.reqID, vals[4:5:5])
+	}
 	if !trusted || len(h[HeaderForwardedProto]) == 0 {
 		proto := "http"
 		if ci != nil && ci.hasState {

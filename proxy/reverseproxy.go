@@ -37,7 +37,7 @@ type reqState struct {
 	rateLimited bool
 	tried       [maxTries]*Target
 	url         url.URL
-	hdrVals     [4]string
+	hdrVals     [5]string
 	trace       attemptTrace
 	body        *reqBody // the client's body as sent upstream, nil without one
 	// passOn: a plain backend response may go to the client with its
@@ -54,6 +54,9 @@ type reqState struct {
 	// RoundTrip returned (see roundTrip), so putReqState leaves this state
 	// to the GC.
 	outHeld bool
+	// reqID is the request's ID (requestIDOf), "" when its site gives
+	// none.
+	reqID string
 	// trustedOnly: the outgoing header holds one of
 	// TrustedOnlyRequestHeaders (outgoingHeader).
 	trustedOnly bool
@@ -1288,6 +1291,9 @@ func fieldCount(h http.Header) int {
 func copyResponseHeader(dst http.Header, res *http.Response, rt *route, conn []string) (announced []string) {
 	removeHopByHop(res.Header)
 	for k, vv := range res.Header {
+		if k == rt.reqIDHeader {
+			continue // the proxy's ID, set in dst, stays the only one
+		}
 		if old, ok := dst[k]; ok {
 			dst[k] = append(old, vv...)
 		} else {

@@ -93,3 +93,12 @@ func TestErrorPagesMapped(t *testing.T) {
 		t.Errorf("error pages %v", got)
 	}
 }
+
+// TestRequestIDMapped: a site's request_id reaches the proxy.
+func TestRequestIDMapped(t *testing.T) {
+	cfg := &conf.Config{Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, RequestID: "X-Trace",
+		Routes: []conf.Route{{PathPrefix: "/", Respond: &conf.Respond{Status: 200}}}}}}
+	if got := proxyConfig(cfg).Sites[0].RequestIDHeader; got != "X-Trace" {
+		t.Errorf("request ID header %q, want X-Trace", got)
+	}
+}
