@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +15,9 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 var generatedID = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -183,4 +188,74 @@ func TestCheckRequestIDHeader(t *testing.T) {
 			t.Errorf("%q accepted", name)
 		}
 	}
+}
+
+// TestRequestIDOnUpgrades: a protocol switch carries the proxy's ID to
+// the target and back to the client in place of the target's, over
+// HTTP/1.1 (101) and HTTP/2 (an extended CONNECT's 200).
+func TestRequestIDOnUpgrades(t *testing.T) {
+	if !strings.Contains(getenv("GODEBUG"), "http2xconnect=1") {
+		runChild(t, "TestRequestIDOnUpgrades", "GODEBUG=http2xconnect=1")
+		return
+	}
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		req, err := readWholeRequest(c, br)
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-Request-Id: the target's own\r\n"+
+			"Sec-WebSocket-Accept: "+websocketAccept(req.Header.Get("Sec-WebSocket-Key"))+"\r\nX-Got: "+
+			strings.Join(req.Header.Values("X-Request-Id"), "|")+"\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(2 * time.Second)))
+		io.Copy(io.Discard, c)
+	})
+	cfg := proxyTo(addr)
+	cfg.Sites[0].RequestIDHeader = "X-Request-ID"
+	check := func(proto string, id, got []string) {
+		t.Helper()
+		if len(id) != 1 || !generatedID.MatchString(id[0]) || len(got) != 1 || got[0] != id[0] {
+			t.Errorf("%s: the client got X-Request-Id %q, the target %q; want one new ID for both", proto, id, got)
+		}
+	}
+
+	f := newFront(t, cfg, frontOpts{})
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nX-Request-Id: forged\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != 101 {
+		t.Fatalf("HTTP/1.1 upgrade: %v %v", res, err)
+	}
+	check("HTTP/1.1", res.Header.Values("X-Request-Id"), res.Header.Values("X-Got"))
+
+	f2 := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	fr := extendedConnect(t, f2.addr)
+	var status string
+	var id, got []string
+	dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) {
+		switch hf.Name {
+		case ":status":
+			status = hf.Value
+		case "x-request-id":
+			id = append(id, hf.Value)
+		case "x-got":
+			got = append(got, hf.Value)
+		}
+	})
+	for status == "" {
+		fm, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("extended CONNECT: %v", err)
+		}
+		if hf, ok := fm.(*http2.HeadersFrame); ok && hf.StreamID == 1 {
+			if _, err := dec.Write(hf.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if status != "200" {
+		t.Fatalf("extended CONNECT: status %s", status)
+	}
+	check("HTTP/2", id, got)
 }

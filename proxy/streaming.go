@@ -215,6 +215,9 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, t *Target
 	upgrade := hdr["Upgrade"]
 	removeHopByHop(hdr)
 	hdr["Connection"], hdr["Upgrade"] = []string{"Upgrade"}, upgrade
+	if rs.reqID != "" {
+		hdr[rt.reqIDHeader] = []string{rs.reqID} // the proxy's, not the target's
+	}
 	rt.resOps.apply(hdr)
 	res.Header = hdr
 	res.Body = nil
@@ -327,7 +330,9 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	delete(res.Header, "Content-Length")
 	dst := rs.w.Header()
 	for k, vv := range res.Header {
-		dst[k] = vv
+		if k != rt.reqIDHeader { // the proxy's, set in dst, stays
+			dst[k] = vv
+		}
 	}
 	rt.resOps.apply(dst)
 	// The tunnel outlives its request: read_timeout and write_timeout
