@@ -193,7 +193,15 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 		return
 	}
 	h := rs.w.Header()
-	h["Etag"] = []string{`"` + strconv.FormatInt(fi.ModTime().Unix(), 16) + "-" + strconv.FormatInt(fi.Size(), 16) + `"`}
+	etag := strconv.FormatInt(fi.ModTime().Unix(), 16) + "-" + strconv.FormatInt(fi.Size(), 16)
+	if encoded {
+		// Marked as the encoding's: gzip -k gives the .gz the file's
+		// time, and a .gz of the file's size would otherwise have its
+		// strong ETag, which names one representation (RFC 9110 §8.8.3):
+		// the identity's validator would revalidate the encoding.
+		etag += "-gzip"
+	}
+	h["Etag"] = []string{`"` + etag + `"`}
 	h["Content-Type"] = []string{ct}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	rt.resOps.apply(h)

@@ -609,3 +609,40 @@ func TestFilesCompressBusy(t *testing.T) {
 		t.Errorf("Content-Encoding %q, Content-Length %d, Vary %q, %d bytes; want the file as it is", res.Header.Get("Content-Encoding"), res.ContentLength, res.Header.Get("Vary"), len(b))
 	}
 }
+
+// TestFilesPrecompressedETagDistinct: the .gz sibling's ETag is never the
+// file's, even when both have the same size and time (gzip -k keeps the
+// file's time on its .gz): a strong validator names one representation
+// (RFC 9110 §8.8.3), and a client or cache holding the identity would get
+// 304 for the gzip encoding's request, then use the wrong bytes (RFC 9111
+// §4.3.4 picks the stored response by the ETag).
+func TestFilesPrecompressedETagDistinct(t *testing.T) {
+	root := t.TempDir()
+	same := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for name, b := range map[string]string{"a.txt": "identity bytes 01234", "a.txt.gz": "gzip-ish bytes 56789"} {
+		p := filepath.Join(root, name)
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, same, same); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Precompressed: true}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	res, b := getAccepting(t, c, f.url+"/a.txt", "")
+	idTag := res.Header.Get("Etag")
+	if string(b) != "identity bytes 01234" || idTag == "" {
+		t.Fatalf("identity: %q, ETag %q", b, idTag)
+	}
+	res, b = getAccepting(t, c, f.url+"/a.txt", "gzip")
+	if gzTag := res.Header.Get("Etag"); string(b) != "gzip-ish bytes 56789" || gzTag == "" || gzTag == idTag {
+		t.Errorf("gzip: %q, ETag %q (identity's %q); want the .gz with an ETag of its own", b, gzTag, idTag)
+	}
+	// The identity's validator does not revalidate the encoding.
+	status, body, h := get(t, c, f.url+"/a.txt", "Host", "example.test", "Accept-Encoding", "gzip", "If-None-Match", idTag)
+	if status != 200 || body != "gzip-ish bytes 56789" || h.Get("Content-Encoding") != "gzip" {
+		t.Errorf("gzip, If-None-Match the identity's ETag: %d %q (Content-Encoding %q), want 200 with the .gz", status, body, h.Get("Content-Encoding"))
+	}
+}
