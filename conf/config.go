@@ -933,7 +933,9 @@ type Files struct {
 	// Root is the directory served (relative paths are resolved against
 	// the folder of the configuration file). It must exist when the
 	// configuration is loaded, and must not hold the configuration file's
-	// folder (root: . would serve the keys beside it).
+	// folder (root: . would serve the keys beside it), nor a key, password
+	// or token file the configuration names, but under a hidden name the
+	// route does not serve.
 	Root string `yaml:"root"`
 	// Index is the file served for a path ending in /. Default index.html.
 	Index string `yaml:"index"`

@@ -20,6 +20,12 @@ import (
 // how a key owned by another user (root, mode 0640) or a Kubernetes Secret
 // mounted with the pod's fsGroup (mode 0440) is meant to be read.
 func (v *validator) secretMode(path, file, what string) {
+	if full := v.resolve(file); file != "" && v.secrets[full].path == "" {
+		if v.secrets == nil {
+			v.secrets = map[string]secretUse{}
+		}
+		v.secrets[full] = secretUse{path, file, what} // for filesRootSecrets
+	}
 	if runtime.GOOS == "windows" {
 		return // permission bits do not describe Windows ACLs
 	}

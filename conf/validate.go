@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -56,6 +57,20 @@ type validator struct {
 	// zones are the rate_limit zones met so far, by name: where each was
 	// first given and with what.
 	zones map[string]zoneUse
+	// secrets are the key, password and token files named, by resolved
+	// path; filesRoots the files routes' roots, checked against them once
+	// all are known (filesRootSecrets).
+	secrets    map[string]secretUse
+	filesRoots []filesRootUse
+}
+
+// secretUse is where a secret file was named, as written, and what it is.
+type secretUse struct{ path, file, what string }
+
+// filesRootUse is a files route's root and where it was given.
+type filesRootUse struct {
+	path string
+	f    *Files
 }
 
 // zoneUse is where a rate_limit zone was first given, and its rate_limit.
@@ -264,6 +279,7 @@ func (v *validator) validate() {
 	v.validateSessionStore()
 
 	v.validateAdmin()
+	v.filesRootSecrets()
 
 	// access_log, log, offload
 	if c.AccessLog.Path == "" {
@@ -811,10 +827,56 @@ func (v *validator) filesRoute(f *Files, p string) {
 		// root: . (or /etc, or /) would serve this file, and the keys
 		// and passwords beside it, to anyone.
 		v.errf(p+".root", "serve a directory of its own, e.g. /srv/www/portal", "root %q holds the folder of this configuration file, whose keys and passwords it would serve", f.Root)
+	} else {
+		v.filesRoots = append(v.filesRoots, filesRootUse{p + ".root", f})
 	}
 	if f.Index == "" || f.Index == "." || f.Index == ".." || strings.ContainsAny(f.Index, `/\`) {
 		v.errf(p+".index", "write a file name such as index.html", "index %q is not a file name", f.Index)
 	}
+}
+
+// filesRootSecrets refuses a files root that holds a key, password or
+// token file of this configuration under a name the route serves: a GET
+// would hand it to anyone. Keys kept apart from the configuration file
+// (/srv/www/portal/certs/) escape the check on its folder.
+func (v *validator) filesRootSecrets() {
+	files := slices.Sorted(maps.Keys(v.secrets))
+	for _, fr := range v.filesRoots {
+		root, err := filepath.EvalSymlinks(v.resolve(fr.f.Root))
+		if err != nil {
+			continue
+		}
+		for _, full := range files {
+			// Where the file really is: a link to it from under the root
+			// leads out, which the route does not follow.
+			file, err := filepath.EvalSymlinks(full)
+			if err != nil {
+				continue
+			}
+			rel, err := filepath.Rel(root, file)
+			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				continue
+			}
+			if !fr.f.Hidden && hiddenRel(filepath.ToSlash(rel)) {
+				continue // 404 on a route without hidden
+			}
+			s := v.secrets[full]
+			v.errf(fr.path, "move the keys and passwords out of the directory served, or serve one without them",
+				"root %q holds the %s %q (%s), which the route would serve", fr.f.Root, s.what, s.file, s.path)
+		}
+	}
+}
+
+// hiddenRel reports whether the slash-separated relative path rel has a
+// name starting with "." that a files route without hidden does not serve
+// (all but a leading .well-known, as the proxy's hiddenPath).
+func hiddenRel(rel string) bool {
+	for i, seg := range strings.Split(rel, "/") {
+		if strings.HasPrefix(seg, ".") && seg != "." && !(i == 0 && seg == ".well-known") {
+			return true
+		}
+	}
+	return false
 }
 
 // within reports whether the directory dir is the directory root or one
