@@ -759,8 +759,10 @@
 // # sites[].error_pages[]
 //
 // This section is the page of some statuses, e.g. {status: [502, 503, 504],
-// file: errors/50x.html}: sent as text/html, read when the configuration is
-// loaded (and at each reload).
+// file: errors/50x.html}: sent as text/html, with charset=utf-8 when the page
+// is UTF-8 and else without a charset, so that the page's own <meta charset>
+// (a GBK page's) decides; read when the configuration is loaded (and at each
+// reload).
 //
 //   - status (list of integers): status lists the statuses, 400 to 599.
 //     Required.

@@ -133,9 +133,10 @@ type SiteConfig struct {
 	// client certificates. A request whose Host names another site than
 	// the handshake's gets 421 when either of them has ClientAuth.
 	ClientAuth bool
-	// ErrorPages are the bodies, sent as text/html, of the answers the
-	// proxy itself gives with these statuses (in place of a line of
-	// text); a target's answers go as they are.
+	// ErrorPages are the bodies, sent as text/html (charset=utf-8 when
+	// the page is UTF-8, else none: its own <meta charset> decides), of
+	// the answers the proxy itself gives with these statuses (in place of
+	// a line of text); a target's answers go as they are.
 	ErrorPages map[int][]byte
 	// CaseInsensitivePaths matches the routes' Path and PathPrefix, and
 	// removes StripPrefix, without regard to letter case (each rune

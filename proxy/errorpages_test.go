@@ -51,3 +51,29 @@ func TestErrorPages(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorPagesCharset: a page that is not UTF-8 (a portal's GBK page
+// with its <meta charset="gbk">) goes as text/html without a charset, so
+// that its own declaration decides, as nginx sends it; a header's
+// charset=utf-8 would override the page's (HTML's encoding sniffing puts
+// the transport's first) and garble it. A UTF-8 page keeps the charset.
+func TestErrorPagesCharset(t *testing.T) {
+	gbk := []byte("<meta charset=\"gbk\"><h1>\xd2\xb3\xc3\xe6\xb2\xbb\xb4\xe6\xd4\xda</h1>") // 页面不存在
+	sites := oneSite(RouteConfig{Path: "/down", Upstream: "down"})
+	sites[0].ErrorPages = map[int][]byte{404: gbk, 502: []byte("<h1>页面暂时无法访问</h1>")}
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("down", "127.0.0.1:1")}, Sites: sites}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, tc := range []struct {
+		path, ctype string
+		page        []byte
+	}{
+		{"/nothing", "text/html", gbk},
+		{"/down", "text/html; charset=utf-8", sites[0].ErrorPages[502]},
+	} {
+		status, body, h := get(t, c, f.url+tc.path, "Host", "example.test")
+		if body != string(tc.page) || h.Get("Content-Type") != tc.ctype {
+			t.Errorf("%s: %d %q as %q, want the page as %q", tc.path, status, body, h.Get("Content-Type"), tc.ctype)
+		}
+	}
+}

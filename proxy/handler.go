@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -40,8 +41,8 @@ type site struct {
 	names  []string
 	routes []*route
 	stream *streamSite
-	// errorPages are SiteConfig.ErrorPages (read only).
-	errorPages map[int][]byte
+	// errorPages are SiteConfig.ErrorPages with their types (read only).
+	errorPages map[int]errorPage
 	// clientAuth: the site's handshakes request or require client
 	// certificates.
 	clientAuth bool
@@ -187,7 +188,13 @@ func (o *headerOps) names(k string) bool {
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
-	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy, errorPages: sc.ErrorPages}
+	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy}
+	for code, page := range sc.ErrorPages {
+		if s.errorPages == nil {
+			s.errorPages = make(map[int]errorPage, len(sc.ErrorPages))
+		}
+		s.errorPages[code] = newErrorPage(page)
+	}
 	if sc.RequestIDHeader != "" {
 		if err := CheckRequestIDHeader(sc.RequestIDHeader); err != nil {
 			return nil, fmt.Errorf("site %q: %w", sc.Name, err)
@@ -737,6 +744,23 @@ func (s *site) report(rs *reqState, r *http.Request) {
 	}
 }
 
+// errorPage is a site's page for a status, and the type it goes as.
+type errorPage struct {
+	body  []byte
+	ctype string
+}
+
+// newErrorPage types page as text/html, in UTF-8 when it is: a page in
+// another encoding (a portal's GBK or GB18030 page, with its own <meta
+// charset>) gets no charset, which would override its own (the HTML
+// standard reads the transport's first) and garble it; nginx sends it so.
+func newErrorPage(page []byte) errorPage {
+	if utf8.Valid(page) {
+		return errorPage{page, "text/html; charset=utf-8"}
+	}
+	return errorPage{page, "text/html"}
+}
+
 // errorResponse writes a short error body (public, safe to show clients:
 // no backend addresses or error texts) and logs why in detail.
 func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, why string) {
@@ -771,7 +795,7 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 	}
 	page, paged := s.errorPages[code]
 	if paged {
-		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Type", page.ctype)
 	} else {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 	}
@@ -787,7 +811,7 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 	}
 	rs.w.WriteHeader(code)
 	if paged {
-		rs.w.Write(page)
+		rs.w.Write(page.body)
 		return
 	}
 	fmt.Fprintf(&rs.w, "%d %s: %s\n", code, http.StatusText(code), public)
