@@ -952,6 +952,12 @@ type Files struct {
 	// .gz older than its file (the file changed since) is not served.
 	// Default false.
 	Precompressed bool `yaml:"precompressed"`
+	// Charset is added to the Content-Type of text files (text/*,
+	// JavaScript, JSON, XML, SVG), as nginx's charset: e.g. utf-8 or gbk.
+	// Default none: the type goes without a charset, as nginx sends it,
+	// and a page's own <meta charset> decides (a charset in the header
+	// overrides the page's and would garble a GBK page).
+	Charset string `yaml:"charset"`
 }
 
 // Compress holds a route's response compression. A response is sent

@@ -610,6 +610,11 @@
 //     Accept-Encoding on both: compressed once at deploy time (gzip -k), at no
 //     CPU per request. A .gz older than its file (the file changed since) is
 //     not served. Default false.
+//   - charset (string): charset is added to the Content-Type of text files
+//     (text/*, JavaScript, JSON, XML, SVG), as nginx's charset: e.g. utf-8 or
+//     gbk. Default none: the type goes without a charset, as nginx sends it,
+//     and a page's own <meta charset> decides (a charset in the header
+//     overrides the page's and would garble a GBK page).
 //
 // # sites[].routes[].request_headers
 //

@@ -833,6 +833,9 @@ func (v *validator) filesRoute(f *Files, p string) {
 	if f.Index == "" || f.Index == "." || f.Index == ".." || strings.ContainsAny(f.Index, `/\`) {
 		v.errf(p+".index", "write a file name such as index.html", "index %q is not a file name", f.Index)
 	}
+	if f.Charset != "" && !proxy.ValidCharset(f.Charset) {
+		v.errf(p+".charset", "write a charset name such as utf-8 or gbk", "charset %q is not a charset name", f.Charset)
+	}
 }
 
 // filesRootSecrets refuses a files root that holds a key, password or

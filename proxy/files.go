@@ -36,6 +36,12 @@ type FilesConfig struct {
 	// (.git, .env, .htpasswd). Default false: they are 404, but for
 	// /.well-known/ (RFC 8615).
 	Hidden bool
+	// Charset is added to the Content-Type of the text files (text/*,
+	// JavaScript, JSON, XML), as nginx's charset: "utf-8", "gbk". Default
+	// none: the type goes without one, as nginx sends it, and a page's
+	// own <meta charset> (or a script's page's) decides; a charset in the
+	// header would override it and garble a GBK page.
+	Charset string
 }
 
 // fileServer is a compiled FilesConfig.
@@ -44,6 +50,7 @@ type fileServer struct {
 	index         string
 	hidden        bool
 	precompressed bool
+	charset       string
 }
 
 func newFileServer(c *FilesConfig) (*fileServer, error) {
@@ -59,7 +66,10 @@ func newFileServer(c *FilesConfig) (*fileServer, error) {
 		return nil, fmt.Errorf("files: %w", err)
 	}
 	root.Close()
-	return &fileServer{dir: c.Root, index: index, hidden: c.Hidden, precompressed: c.Precompressed}, nil
+	if c.Charset != "" && !ValidCharset(c.Charset) {
+		return nil, fmt.Errorf("files: charset %q is not a charset name", c.Charset)
+	}
+	return &fileServer{dir: c.Root, index: index, hidden: c.Hidden, precompressed: c.Precompressed, charset: c.Charset}, nil
 }
 
 // serveFile answers r from the route's directory: GET and HEAD, with
@@ -157,10 +167,7 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	// The type by the name's extension, else bytes: never sniffed from
 	// the content, which could make an uploaded file a page (nginx's
 	// types and default_type do the same).
-	ct := mime.TypeByExtension(path.Ext(name))
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
+	ct := fsrv.contentType(path.Ext(name))
 	// A precompressed sibling (name.gz, as nginx's gzip_static): the
 	// response varies with Accept-Encoding, and a client that takes gzip
 	// (HTTP/1.1 and later: older caches ignore Vary) gets that file as the
@@ -231,6 +238,52 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 		}
 	}
 	http.ServeContent(&rs.w, r, name, fi.ModTime(), f)
+}
+
+// contentType is the Content-Type of a file with extension ext: the
+// media type the system's table gives it (mime.TypeByExtension), without
+// the charset=utf-8 Go's own table adds to text, HTML, CSS and JavaScript,
+// with the route's charset on text types instead (nginx's charset and
+// charset_types); application/octet-stream for an extension the table
+// does not know.
+func (fsrv *fileServer) contentType(ext string) string {
+	ct := mime.TypeByExtension(ext)
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = strings.TrimSpace(ct[:i])
+	}
+	switch {
+	case ct == "":
+		return "application/octet-stream"
+	case fsrv.charset != "" && textType(ct):
+		return ct + "; charset=" + fsrv.charset
+	}
+	return ct
+}
+
+// textType reports whether the media type mt is text a charset applies
+// to: text/*, and JavaScript, JSON and XML under application/ (SVG is XML
+// too).
+func textType(mt string) bool {
+	switch mt {
+	case "application/javascript", "application/json", "application/xml", "application/manifest+json",
+		"application/ld+json", "application/rss+xml", "application/atom+xml", "image/svg+xml":
+		return true
+	}
+	return strings.HasPrefix(mt, "text/")
+}
+
+// ValidCharset reports whether name may be a charset parameter's value
+// unquoted: a token of letters, digits and - _ . : + (RFC 2978's names).
+func ValidCharset(name string) bool {
+	if name == "" || len(name) > 40 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:+", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // gzipFileWriter is what http.ServeContent writes a precompressed sibling

@@ -71,9 +71,9 @@ func TestFiles(t *testing.T) {
 		status       int
 		body, ctype  string
 	}{
-		{path: "/", status: 200, body: "<h1>home</h1>", ctype: "text/html; charset=utf-8"},
+		{path: "/", status: 200, body: "<h1>home</h1>", ctype: "text/html"},
 		{path: "/index.html", status: 200, body: "<h1>home</h1>"},
-		{path: "/a.css", status: 200, body: "body { color: red }", ctype: "text/css; charset=utf-8"},
+		{path: "/a.css", status: 200, body: "body { color: red }", ctype: "text/css"},
 		{path: "/static/a.css", status: 200, body: "body { color: red }"},
 		{path: "/a.css", method: "HEAD", status: 200},
 		{path: "/a.css", method: "POST", status: 405},
@@ -644,5 +644,45 @@ func TestFilesPrecompressedETagDistinct(t *testing.T) {
 	status, body, h := get(t, c, f.url+"/a.txt", "Host", "example.test", "Accept-Encoding", "gzip", "If-None-Match", idTag)
 	if status != 200 || body != "gzip-ish bytes 56789" || h.Get("Content-Encoding") != "gzip" {
 		t.Errorf("gzip, If-None-Match the identity's ETag: %d %q (Content-Encoding %q), want 200 with the .gz", status, body, h.Get("Content-Encoding"))
+	}
+}
+
+// TestFilesCharset: a text file's Content-Type carries no charset unless
+// the route names one (nginx's charset), so that a GBK page's own <meta
+// charset> decides; a named charset goes on text types only; one that is
+// not a charset name (it would add parameters) is refused.
+func TestFilesCharset(t *testing.T) {
+	root := t.TempDir()
+	gbkPage := "<meta charset=\"gbk\"><p>\xc4\xe3\xba\xc3</p>" // 你好 in GBK
+	for name, b := range map[string]string{"p.html": gbkPage, "app.js": "x()", "d.json": "{}", "i.png": "\x89PNG"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/gbk/", StripPrefix: "/gbk", Files: &FilesConfig{Root: root, Charset: "gbk"}},
+		RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for path, want := range map[string]string{
+		"/p.html": "text/html", "/i.png": "image/png",
+		"/gbk/p.html": "text/html; charset=gbk", "/gbk/d.json": "application/json; charset=gbk", "/gbk/i.png": "image/png",
+	} {
+		res, b := getAccepting(t, c, f.url+path, "")
+		if ct := res.Header.Get("Content-Type"); res.StatusCode != 200 || ct != want {
+			t.Errorf("%s: %d, Content-Type %q, want %q", path, res.StatusCode, ct, want)
+		}
+		if path == "/p.html" && string(b) != gbkPage {
+			t.Errorf("%s: the page's bytes changed", path)
+		}
+	}
+	res, _ := getAccepting(t, c, f.url+"/app.js", "")
+	if ct := res.Header.Get("Content-Type"); strings.Contains(ct, "charset") || !strings.Contains(ct, "javascript") {
+		t.Errorf("/app.js: Content-Type %q, want a JavaScript type without a charset", ct)
+	}
+	for _, bad := range []string{"utf-8; x=1", "utf 8", "\"utf-8\""} {
+		if _, err := New(Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Charset: bad}})}, NopObserver{}, testLogger(t)); err == nil {
+			t.Errorf("charset %q accepted", bad)
+		}
 	}
 }
