@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -161,4 +162,76 @@ func minimalWithRoutes(t *testing.T, routes string) (*Config, string) {
 		t.Fatal(err)
 	}
 	return cfg, path
+}
+
+// TestRateLimitZoneInvalidFirst: a zone whose first route gives an
+// invalid rate or burst is reported once, at that value; the routes of
+// the zone after it are compared with the first valid declaration, not
+// with the invalid one (which told the operator to copy a value gmproxy
+// refuses). A mismatch between valid declarations names the rate and
+// burst to give.
+func TestRateLimitZoneInvalidFirst(t *testing.T) {
+	path := filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := []string{
+		"{path: /a, upstream: app, rate_limit: {rate: 0/s, zone: z}}",
+		"{path: /b, upstream: app, rate_limit: {rate: 10/s, zone: z}}",
+		"{path: /c, upstream: app, rate_limit: {rate: 10/s, burst: -1, zone: y}}",
+		"{path: /d, upstream: app, rate_limit: {rate: 10/s, zone: y}}",
+		"{path: /e, upstream: app, rate_limit: {zone: x}}",
+		"{path: /f, upstream: app, rate_limit: {rate: 5/s, zone: x}}",
+		"{path: /g, upstream: app, rate_limit: {rate: 5/s, burst: 2, zone: x}}",
+	}
+	text := strings.Replace(string(data), "{path_prefix: /, upstream: app}", strings.Join(routes, "\n      - "), 1)
+	lineOf := func(s string) int {
+		for i, l := range strings.Split(text, "\n") {
+			if strings.Contains(l, s) {
+				return i + 1
+			}
+		}
+		t.Fatalf("%q not in the configuration", s)
+		return 0
+	}
+	_, err = Parse(path, []byte(text))
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("configuration accepted (err %v)", err)
+	}
+	type where struct {
+		path string
+		line int
+	}
+	got := map[where]string{}
+	for _, p := range probs {
+		if p.Severity == SeverityError {
+			got[where{p.Path, p.Line}] = p.String()
+		}
+	}
+	want := []where{
+		{"sites[0].routes[0].rate_limit.rate", lineOf("/a,")},
+		{"sites[0].routes[2].rate_limit.burst", lineOf("/c,")},
+		{"sites[0].routes[4].rate_limit.rate", lineOf("/e,")},
+		{"sites[0].routes[6].rate_limit", lineOf("/g,")},
+	}
+	for _, w := range want {
+		if _, ok := got[w]; !ok {
+			t.Errorf("no error at %s (line %d); errors: %v", w.path, w.line, probs)
+		}
+		delete(got, w)
+	}
+	for _, p := range got {
+		t.Errorf("unexpected error: %s", p)
+	}
+	mismatch := probs[len(probs)-1].String()
+	for _, p := range probs {
+		if p.Path == "sites[0].routes[6].rate_limit" {
+			mismatch = p.String()
+		}
+	}
+	if !strings.Contains(mismatch, "sites[0].routes[5]") || !strings.Contains(mismatch, "rate: 5/s") || !strings.Contains(mismatch, "burst: 0") {
+		t.Errorf("the mismatch does not name the first valid route of the zone and its rate and burst: %s", mismatch)
+	}
 }

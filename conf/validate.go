@@ -682,22 +682,29 @@ func (v *validator) routeMatch(r *Route, p string) {
 	}
 	v.prefixes(p+".client_ip", r.ClientIP)
 	if rl := r.RateLimit; rl != nil {
+		valid := true
 		if rl.Rate <= 0 {
 			v.errf(p+".rate_limit.rate", "write a rate such as 10/s, 30/m or 500/h", "rate_limit without a rate")
+			valid = false
 		}
 		if rl.Burst < 0 || rl.Burst > maxRate {
 			v.errf(p+".rate_limit.burst", fmt.Sprintf("write a number from 0 to %d", maxRate), "burst %d out of range", rl.Burst)
+			valid = false
 		}
+		// A zone's rate and burst are those of its first valid
+		// declaration: an invalid one is reported where it is, and the
+		// routes after it are not told to copy it.
 		if rl.Zone != "" {
 			if !tokenRE.MatchString(rl.Zone) {
 				v.errf(p+".rate_limit.zone", "write a name such as login, without spaces", "invalid zone name %q", rl.Zone)
-			} else if first, ok := v.zones[rl.Zone]; !ok {
+			} else if first, ok := v.zones[rl.Zone]; !ok && valid {
 				if v.zones == nil {
 					v.zones = map[string]zoneUse{}
 				}
 				v.zones[rl.Zone] = zoneUse{p, *rl}
-			} else if first.rl.Rate != rl.Rate || first.rl.Burst != rl.Burst {
-				v.errf(p+".rate_limit", "give every route of zone "+rl.Zone+" the rate and burst of "+first.path, "zone %q with another rate or burst than at %s", rl.Zone, first.path)
+			} else if ok && valid && (first.rl.Rate != rl.Rate || first.rl.Burst != rl.Burst) {
+				v.errf(p+".rate_limit", fmt.Sprintf("give every route of zone %s the rate and burst of %s (rate: %s, burst: %d), or name another zone", rl.Zone, first.path, first.rl.Rate, first.rl.Burst),
+					"zone %q with rate %s, burst %d, where %s gave it rate %s, burst %d", rl.Zone, rl.Rate, rl.Burst, first.path, first.rl.Rate, first.rl.Burst)
 			}
 		}
 	}
