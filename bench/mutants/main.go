@@ -2576,9 +2576,12 @@ var mutants = []mutant{
 		"TestLimits"},
 
 	// ---- conf and its mapping onto the runtime ----
-	{"daemon: a refused reload's proxy left as the one the next build inherits health from", "internal/daemon/build.go",
-		"if env.proxy == px {\n\t\t\t\tenv.proxy = prev", "if env.proxy == nil {\n\t\t\t\tenv.proxy = prev",
+	{"daemon: a proxy built but not served (a refused reload) the one the next build inherits health from", "internal/daemon/build.go",
+		"\treturn px, nil\n}", "\tenv.mu.Lock()\n\tenv.proxy = px\n\tenv.mu.Unlock()\n\treturn px, nil\n}",
 		"TestRefusedReloadKeepsTargetHealth"},
+	{"daemon: a prepared generation's proxy the one the next build takes rate_limit counts from", "internal/daemon/build.go",
+		"\treturn px, nil\n}", "\tenv.mu.Lock()\n\tenv.proxy = px\n\tenv.mu.Unlock()\n\treturn px, nil\n}",
+		"TestReloadAfterPrepareKeepsRateCounts"},
 	{"proxy: an unprintable character written raw to the access log", "proxy/accesslog.go",
 		"(r != utf8.RuneError || size > 1) && unicode.IsPrint(r) {", "(r != utf8.RuneError || size > 1) && unicode.IsPrint(r) || size > 1 {",
 		"TestAccessLogEscapesUnprintable"},

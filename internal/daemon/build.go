@@ -79,8 +79,11 @@ type Env struct {
 	allKeyClients map[*keyClient]struct{}
 	// fleet is the shared session store and fleet ticket keys (fleet.go).
 	fleet fleetState
-	// proxy is the proxy of the latest build: the next build's targets
-	// inherit its health state.
+	// proxy is the proxy of the serving generation, set when it is
+	// installed: the next build's targets inherit its health state, and
+	// its routes its rate_limit counts. A build not (yet) served, a
+	// pending Prepare or a refused reload, is not one to inherit from:
+	// another build replacing it would start from its fresh counts.
 	proxy *proxy.Proxy
 }
 
@@ -401,7 +404,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		release()
 		return nil, err
 	}
-	px, prev, err := buildProxy(env, build, cfg)
+	px, err := buildProxy(env, build, cfg)
 	if err != nil {
 		release()
 		return nil, err
@@ -417,6 +420,9 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		env.useEngine(eng)
 		env.useKeyClients(kcs)
 		env.pruneStores(build)
+		env.mu.Lock()
+		env.proxy = px
+		env.mu.Unlock()
 		px.Activate()
 	}}
 	gen.serveWith(px, cfg)
@@ -432,15 +438,6 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	var closeOnce sync.Once
 	gen.Close = func() {
 		closeOnce.Do(func() {
-			// A generation closed without having served (its build or
-			// its apply failed: a refused reload) gives the running
-			// one's proxy back as the one the next build inherits
-			// target health from.
-			env.mu.Lock()
-			if env.proxy == px {
-				env.proxy = prev
-			}
-			env.mu.Unlock()
 			stopProbes()
 			px.Close()
 			release()
@@ -470,32 +467,28 @@ func buildSites(env *Env, build uint64, off *keyoffload.Engine, keys map[string]
 	return sites, errors.Join(errs...)
 }
 
-// buildProxy builds the generation's proxy, taking over the previous
-// generation's target health, and makes it env's current proxy; it also
-// returns the previous one.
-func buildProxy(env *Env, build uint64, cfg *conf.Config) (px, prev *proxy.Proxy, err error) {
+// buildProxy builds the generation's proxy, taking over the serving
+// generation's target health and rate_limit counts (env.proxy, which the
+// generation's Installed replaces).
+func buildProxy(env *Env, build uint64, cfg *conf.Config) (*proxy.Proxy, error) {
 	pc := proxyConfig(cfg)
 	if err := wireUpstreamDialers(env, build, cfg, &pc); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var pobs proxy.Observer
 	if o, ok := env.ProxyObserver.(proxy.Observer); ok {
 		pobs = o
 	}
 	env.mu.Lock()
-	prev = env.proxy
+	pc.Previous = env.proxy
 	env.mu.Unlock()
-	pc.Previous = prev
 	pc.SharedRates = env.SharedRates
 	pc.Standby = true // Activate once installed: a refused reload reports nothing
-	px, err = proxy.New(pc, pobs, env.Logger)
+	px, err := proxy.New(pc, pobs, env.Logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	env.mu.Lock()
-	env.proxy = px
-	env.mu.Unlock()
-	return px, prev, nil
+	return px, nil
 }
 
 // serveWith makes px serve the generation's connections; connections of

@@ -60,3 +60,56 @@ func TestReloadKeepsUnnamedRouteCounts(t *testing.T) {
 		t.Errorf("/api after the reload: %d, want 429 (its counts kept)", st)
 	}
 }
+
+// TestReloadAfterPrepareKeepsRateCounts: a generation prepared but not
+// served (a worker's Prepare, then a Reload or another Prepare instead of
+// its Commit) is not what the next build takes the rate_limit counts
+// from: that is the serving one. The prepared generation gave /api
+// another rate, so it had fresh counts for it; the build after it, back
+// to the serving rate, took those (none for that rate) and let a client
+// that had used up its allowance start again.
+func TestReloadAfterPrepareKeepsRateCounts(t *testing.T) {
+	b := newBackend(t)
+	addr := b.Listener.Addr().String()
+	mk := func(rate string) *conf.Config {
+		cfg := testConfig(t, addr)
+		cfg.Sites[0].Routes = routesFromYAML(t, `      - {path: /api, rate_limit: {rate: `+rate+`}, upstream: app}
+      - {path_prefix: /, upstream: app}`)
+		return cfg
+	}
+	for _, next := range []struct {
+		name string
+		do   func(d *testDaemon) error
+	}{
+		{"Reload", func(d *testDaemon) error { return d.Reload() }},
+		{"Prepare", func(d *testDaemon) error {
+			if err := d.Prepare(); err != nil {
+				return err
+			}
+			return d.Commit()
+		}},
+	} {
+		t.Run(next.name, func(t *testing.T) {
+			d := startDaemon(t, mk("1/h"))
+			c := newH1Conn(t, d.addr, "tls", "")
+			if st, _ := c.do(t, "/api", 0); st != http.StatusOK {
+				t.Fatalf("first /api: %d", st)
+			}
+			if st, _ := c.do(t, "/api", 0); st != http.StatusTooManyRequests {
+				t.Fatalf("second /api: %d, want 429", st)
+			}
+			d.setConfig(mk("2/h"))
+			if err := d.Prepare(); err != nil {
+				t.Fatal(err)
+			}
+			d.setConfig(mk("1/h"))
+			if err := next.do(d); err != nil {
+				t.Fatal(err)
+			}
+			c = newH1Conn(t, d.addr, "tls", "")
+			if st, _ := c.do(t, "/api", 0); st != http.StatusTooManyRequests {
+				t.Errorf("/api after a prepared generation was replaced: %d, want 429 (the serving generation's counts kept)", st)
+			}
+		})
+	}
+}
