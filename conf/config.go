@@ -510,7 +510,8 @@ type Route struct {
 	// NameByPlace reports that Name is the default route<N>: it says
 	// where the route stands, not which route it is, so a reload that
 	// puts a route before it would give its name (and its rate_limit
-	// counts) to another. Such a route is known by its path instead.
+	// counts) to another. Such a route is known by what it matches
+	// instead (path, host, header, client_ip).
 	NameByPlace bool `yaml:"-"`
 	// Host matches the request host (Host header, else SNI): exact names or
 	// "*.example.cn" wildcards. Default: any host.
@@ -999,7 +1000,8 @@ type Compress struct {
 // route counts for itself, unless it names a zone: the routes of one zone
 // (in any site) count together, as the locations that use one nginx
 // limit_req_zone do. A reload keeps the counts of a route whose site,
-// name (else path) and rate_limit stay the same, and of a zone whose rate
+// name (else what it matches: path, host, header and client_ip) and
+// rate_limit stay the same, and of a zone whose rate
 // and burst stay the same, and starts the others afresh. With workers (Linux) the workers count together, in
 // memory they share: a client whose connections the kernel spreads over
 // them has one allowance, as with one process. That memory holds about

@@ -665,15 +665,16 @@
 // /64 as the per-client limits count. Each route counts for itself, unless it
 // names a zone: the routes of one zone (in any site) count together, as the
 // locations that use one nginx limit_req_zone do. A reload keeps the counts of
-// a route whose site, name (else path) and rate_limit stay the same, and of a
-// zone whose rate and burst stay the same, and starts the others afresh. With
-// workers (Linux) the workers count together, in memory they share: a client
-// whose connections the kernel spreads over them has one allowance, as with
-// one process. That memory holds about 65536 counts of routes and clients at
-// once (a count leaves once its client has its whole burst back); where it is
-// full, the count nearest to its whole burst is forgotten, and its client
-// finds its whole burst again. One process keeps the counts of at most 65536
-// client addresses per route, and forgets the least recently seen beyond that.
+// a route whose site, name (else what it matches: path, host, header and
+// client_ip) and rate_limit stay the same, and of a zone whose rate and burst
+// stay the same, and starts the others afresh. With workers (Linux) the
+// workers count together, in memory they share: a client whose connections the
+// kernel spreads over them has one allowance, as with one process. That memory
+// holds about 65536 counts of routes and clients at once (a count leaves once
+// its client has its whole burst back); where it is full, the count nearest to
+// its whole burst is forgotten, and its client finds its whole burst again.
+// One process keeps the counts of at most 65536 client addresses per route,
+// and forgets the least recently seen beyond that.
 //
 //   - rate (rate): rate is the steady rate: a number of requests per second,
 //     minute or hour, e.g. 10/s, 30/m or 500/h. Required.

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -121,13 +123,34 @@ func rateLimitConfig(r *conf.RateLimit) *proxy.RateLimitConfig {
 }
 
 // routeKey is the name a route keeps across reloads (its rate_limit
-// counts with it): "" (its name) for a route the file names, else its
-// path, as conf.RateLimit says, not the route<N> of its place.
+// counts with it): "" (its name) for a route the file names, else what it
+// matches, as conf.RateLimit says, not the route<N> of its place. The
+// path alone would not do: routes of one path told apart by host, header
+// or client_ip were known by their rank among the routes of that path,
+// which a reload removing one of them gave to another.
 func routeKey(r *conf.Route) string {
 	if !r.NameByPlace {
 		return ""
 	}
-	return proxy.RouteLabel(&proxy.RouteConfig{Path: r.Path, PathPrefix: r.PathPrefix})
+	k := []string{proxy.RouteLabel(&proxy.RouteConfig{Path: r.Path, PathPrefix: r.PathPrefix})}
+	if r.Path != "" {
+		k[0] = "=" + k[0] // an exact path, not the prefix that reads the same
+	}
+	add := func(kind string, vals []string) {
+		if len(vals) > 0 {
+			vals = slices.Clone(vals)
+			slices.Sort(vals) // the order they are written in matches the same
+			k = append(k, kind+strings.Join(vals, ","))
+		}
+	}
+	add("host=", r.Host)
+	add("client_ip=", r.ClientIP)
+	hs := make([]string, 0, len(r.Header))
+	for n, v := range r.Header {
+		hs = append(hs, strconv.Quote(strings.ToLower(n))+":"+strconv.Quote(v))
+	}
+	add("header=", hs)
+	return strings.Join(k, " ")
 }
 
 func routeConfig(r conf.Route) proxy.RouteConfig {

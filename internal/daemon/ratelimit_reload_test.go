@@ -27,7 +27,7 @@ upstreams: [{name: app, targets: [127.0.0.1:8080]}]
 
 // TestReloadKeepsUnnamedRouteCounts: a reload keeps the rate_limit counts
 // of a route without a name whose path and rate_limit stay the same, as
-// conf.RateLimit says ("name (else path)"), even when a route put before
+// conf.RateLimit says ("name (else what it matches)"), even when a route put before
 // it changes its place (and so the route<N> name conf gives it): its
 // counts do not go to another route, whose clients it never saw.
 func TestReloadKeepsUnnamedRouteCounts(t *testing.T) {
@@ -111,5 +111,37 @@ func TestReloadAfterPrepareKeepsRateCounts(t *testing.T) {
 				t.Errorf("/api after a prepared generation was replaced: %d, want 429 (the serving generation's counts kept)", st)
 			}
 		})
+	}
+}
+
+// TestReloadKeepsUnnamedRouteCountsByMatch: two routes without a name on
+// one path, told apart by what else they match (here a host), each keep
+// their own rate_limit counts over a reload that removes the other: the
+// path alone, and its rank among the routes of that path, named the
+// removed route's counts to the one left, which then had the counts of
+// clients it never saw and forgot its own.
+func TestReloadKeepsUnnamedRouteCountsByMatch(t *testing.T) {
+	b := newBackend(t)
+	addr := b.Listener.Addr().String()
+	mk := func(routes string) *conf.Config {
+		cfg := testConfig(t, addr)
+		cfg.Sites[0].Routes = routesFromYAML(t, routes)
+		return cfg
+	}
+	const api = `      - {path: /api, rate_limit: {rate: 1/h}, upstream: app}
+      - {path_prefix: /, upstream: app}`
+	d := startDaemon(t, mk(`      - {path: /api, host: [other.example.cn], rate_limit: {rate: 1/h}, upstream: app}
+`+api))
+	c := newH1Conn(t, d.addr, "tls", "")
+	if st, _ := c.do(t, "/api", 0); st != http.StatusOK {
+		t.Fatalf("first /api: %d", st)
+	}
+	if st, _ := c.do(t, "/api", 0); st != http.StatusTooManyRequests {
+		t.Fatalf("second /api: %d, want 429", st)
+	}
+	d.reloadWith(t, mk(api)) // the other host's route removed
+	c = newH1Conn(t, d.addr, "tls", "")
+	if st, _ := c.do(t, "/api", 0); st != http.StatusTooManyRequests {
+		t.Errorf("/api after the reload: %d, want 429 (its counts kept, not the removed route's)", st)
 	}
 }
