@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 )
 
@@ -146,4 +148,44 @@ func TestListenControlKeepsALiveSocket(t *testing.T) {
 		t.Fatalf("the running process's socket after the refused takeover: %v", err)
 	}
 	c.Close()
+}
+
+// TestWorkerRefusesLoneReload: a worker's admin socket serves the steps of
+// the reload its supervisor makes in every worker, not a reload of its
+// own (which it refuses, as it ignores SIGHUP): one worker would serve a
+// configuration the others do not, and one taken between a prepare and
+// its commit replaced the prepared generation behind the supervisor's
+// back (a refused one left it pending, and the commit after it served it
+// while the worker took the old configuration for the one in force).
+func TestWorkerRefusesLoneReload(t *testing.T) {
+	if newTelemetry == nil {
+		t.Skip("no telemetry in this build")
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "w.sock")
+	cfg := &conf.Config{}
+	cfg.Admin.Address = conf.UnixPrefix + sock
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := &runner{wk: &worker{dir: dir}, cfg: cfg, log: log, env: &daemon.Env{Logger: log}}
+	r.tel = newTelemetry(log, r.env)
+	reloads := 0
+	if _, ok := r.startAdmin(io.Discard, func() error { reloads++; return nil }); !ok || r.admin == nil {
+		t.Fatal("admin socket not started")
+	}
+	defer r.admin.Close()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	res, err := c.Post("http://localhost/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK || reloads != 0 {
+		t.Errorf("POST /reload on a worker's socket: %d %q, %d reloads; want it refused", res.StatusCode, body, reloads)
+	}
+	if !strings.Contains(string(body), "supervisor") {
+		t.Errorf("the refusal does not say where to reload: %q", body)
+	}
 }

@@ -319,10 +319,16 @@ func (r *runner) reload() error {
 // the supervisor makes in every worker together: POST /reload/prepare
 // (build and open listeners; what can fail fails here), then
 // /reload/commit when every worker prepared, else /reload/abort. Each
-// runs on the main loop, as a reload does.
+// runs on the main loop, as a reload does. POST /reload, a reload of this
+// worker alone, is refused.
 func (r *runner) reloadSteps(admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", admin)
+	// In place of admin's: a worker reloads with the others, in these
+	// steps (as it ignores SIGHUP), not on its own.
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "a worker does not reload alone, which would leave it serving a configuration the other workers do not: reload through the supervisor's admin address (gmproxy reload, or SIGHUP to the supervisor)", http.StatusForbidden)
+	})
 	for path, step := range map[string]func() error{
 		"/reload/prepare": onMainLoop(r.reqs, "preparing a reload", r.prepare),
 		"/reload/commit":  onMainLoop(r.reqs, "committing the prepared reload", r.commit),

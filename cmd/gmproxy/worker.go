@@ -153,7 +153,8 @@ func workerFromEnv() (*worker, error) {
 // adjust replaces what a worker does differently from a single process in
 // a configuration just loaded (at start and on every reload):
 //   - its admin listener is a Unix socket in the supervisor's folder, with
-//     POST /reload for the supervisor (the supervisor serves the
+//     the steps of the supervisor's reloads (POST /reload/prepare, commit,
+//     abort) and no reload of its own (the supervisor serves the
 //     configured admin and control addresses);
 //   - without sessions.store, the workers share a session store: memory
 //     they all map (shmstore, on Linux) or the supervisor's socket store
