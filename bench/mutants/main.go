@@ -2643,7 +2643,7 @@ var mutants = []mutant{
 		"killing it\", \"worker\", p.index, \"pid\", p.cmd.Process.Pid)\n\t\t\t\tp.cmd.Process.Kill()\n", "killing it\", \"worker\", p.index, \"pid\", p.cmd.Process.Pid)\n\t\t\t\t_ = p\n",
 		"TestWorkersShutdownKillsHungWorker"},
 	{"gmproxy run: a reload made by the workers that could while another refused it", "cmd/gmproxy/supervisor.go",
-		"errs := s.step(workers, \"/reload/prepare\"); len(errs)", "errs := s.step(workers, \"/reload\"); len(errs)",
+		"errs := s.step(workers, \"/reload/prepare\"); len(errs) > 0 {", "errs := s.step(workers, \"/reload/prepare\"); len(errs) > len(workers) {",
 		"TestWorkersReloadAllOrNone"},
 	{"proxy: the request body never marked done at the handler's end (the Transport's writer arms the body timeout on a finished h2 stream)", "proxy/reverseproxy.go",
 		"\tb.mu.Lock()\n\tb.done = true\n", "\tb.mu.Lock()\n",
