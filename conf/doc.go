@@ -610,6 +610,11 @@
 //     Accept-Encoding on both: compressed once at deploy time (gzip -k), at no
 //     CPU per request. A .gz older than its file (the file changed since) is
 //     not served. Default false.
+//   - fallback (string): fallback is the file served in place of one that does
+//     not exist, a path under root such as index.html: a single-page
+//     application whose own router owns its paths gets its page for any of
+//     them, as nginx's try_files $uri $uri/ /index.html. A hidden name stays
+//     404, a file the process may not read 403. Default none (404).
 //   - charset (string): charset is added to the Content-Type of text files
 //     (text/*, JavaScript, JSON, XML, SVG), as nginx's charset: e.g. utf-8 or
 //     gbk. Default none: the type goes without a charset, as nginx sends it,

@@ -840,6 +840,13 @@ func (v *validator) filesRoute(f *Files, p string) {
 	if f.Index == "" || f.Index == "." || f.Index == ".." || strings.ContainsAny(f.Index, `/\`) {
 		v.errf(p+".index", "write a file name such as index.html", "index %q is not a file name", f.Index)
 	}
+	if f.Fallback != "" {
+		if err := proxy.CheckFilesFallback(f.Fallback); err != nil {
+			v.errf(p+".fallback", "write the path of a file under root, such as index.html", "%v", err)
+		} else if fi, err := os.Stat(filepath.Join(v.resolve(f.Root), strings.TrimPrefix(f.Fallback, "/"))); f.Root != "" && (err != nil || !fi.Mode().IsRegular()) {
+			v.warnf(p+".fallback", "deploy it, or correct the path", "fallback %q is not a file under root now: the paths it stands for are 404 until it is", f.Fallback)
+		}
+	}
 	if f.Charset != "" && !proxy.ValidCharset(f.Charset) {
 		v.errf(p+".charset", "write a charset name such as utf-8 or gbk", "charset %q is not a charset name", f.Charset)
 	}

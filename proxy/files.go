@@ -36,6 +36,13 @@ type FilesConfig struct {
 	// (.git, .env, .htpasswd). Default false: they are 404, but for
 	// /.well-known/ (RFC 8615).
 	Hidden bool
+	// Fallback, when set, is the file (a path under Root, e.g.
+	// "index.html") served in place of one that does not exist, as
+	// nginx's try_files $uri $uri/ /index.html: a single-page
+	// application whose own router owns its paths (/orders/42) gets its
+	// page for any of them. Not for a hidden name or one the process may
+	// not read: those stay 404 and 403. Default none.
+	Fallback string
 	// Charset is added to the Content-Type of the text files (text/*,
 	// JavaScript, JSON, XML), as nginx's charset: "utf-8", "gbk". Default
 	// none: the type goes without one, as nginx sends it, and a page's
@@ -51,6 +58,7 @@ type fileServer struct {
 	hidden        bool
 	precompressed bool
 	charset       string
+	fallback      string // a clean relative path, "" for none
 }
 
 func newFileServer(c *FilesConfig) (*fileServer, error) {
@@ -69,7 +77,11 @@ func newFileServer(c *FilesConfig) (*fileServer, error) {
 	if c.Charset != "" && !ValidCharset(c.Charset) {
 		return nil, fmt.Errorf("files: charset %q is not a charset name", c.Charset)
 	}
-	return &fileServer{dir: c.Root, index: index, hidden: c.Hidden, precompressed: c.Precompressed, charset: c.Charset}, nil
+	if err := CheckFilesFallback(c.Fallback); c.Fallback != "" && err != nil {
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	return &fileServer{dir: c.Root, index: index, hidden: c.Hidden, precompressed: c.Precompressed, charset: c.Charset,
+		fallback: strings.TrimPrefix(c.Fallback, "/")}, nil
 }
 
 // serveFile answers r from the route's directory: GET and HEAD, with
@@ -149,6 +161,11 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 			return
 		}
 		name = path.Join(name, fsrv.index)
+		fi, err = root.Stat(name)
+	}
+	if fsrv.fallback != "" && errors.Is(err, fs.ErrNotExist) {
+		// A path the application's own router owns: its page.
+		name = fsrv.fallback
 		fi, err = root.Stat(name)
 	}
 	switch {
@@ -270,6 +287,21 @@ func textType(mt string) bool {
 		return true
 	}
 	return strings.HasPrefix(mt, "text/")
+}
+
+// CheckFilesFallback reports what is wrong with name as a
+// FilesConfig.Fallback: it must name a file under the root by a clean
+// path ("index.html", "/app/index.html"), not a hidden one (files.hidden
+// serves those to no one but by their own path).
+func CheckFilesFallback(name string) error {
+	rel := strings.TrimPrefix(name, "/")
+	switch {
+	case rel == "" || path.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") || strings.Contains(rel, "\\"):
+		return fmt.Errorf("fallback %q is not a clean path of a file under the root", name)
+	case hiddenPath(rel):
+		return fmt.Errorf("fallback %q is under a hidden name", name)
+	}
+	return nil
 }
 
 // ValidCharset reports whether name may be a charset parameter's value

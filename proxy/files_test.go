@@ -686,3 +686,66 @@ func TestFilesCharset(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesFallback: with a fallback, a path that names no file gets the
+// fallback's content (a single-page application's router owns it), with
+// the fallback's type and ETag and conditional requests against it; a
+// file that exists, a directory's index, a hidden name (404) and the
+// redirect of a directory's path without its "/" are as without one; a
+// fallback that is gone is 404 for them.
+func TestFilesFallback(t *testing.T) {
+	root := t.TempDir()
+	for name, b := range map[string]string{"index.html": "<app/>", "app.js": "x()", "docs/index.html": "docs", ".env": "SECRET=1"} {
+		p := filepath.Join(root, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Fallback: "/index.html"}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var appTag string
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/orders/42", 200, "<app/>"},
+		{"/nope.js", 200, "<app/>"},
+		{"/app.js", 200, "x()"},
+		{"/docs/", 200, "docs"},
+		{"/docs", 301, ""},
+		{"/.env", 404, ""},
+		{"/.git/config", 404, ""},
+	} {
+		res, b := getAccepting(t, c, f.url+tc.path, "")
+		if res.StatusCode != tc.status || tc.body != "" && string(b) != tc.body {
+			t.Errorf("%s: %d %q, want %d %q", tc.path, res.StatusCode, b, tc.status, tc.body)
+		}
+		if tc.path == "/orders/42" {
+			appTag = res.Header.Get("Etag")
+			if ct := res.Header.Get("Content-Type"); ct != "text/html" {
+				t.Errorf("%s: Content-Type %q, the fallback's text/html", tc.path, ct)
+			}
+		}
+	}
+	req, _ := http.NewRequest("GET", f.url+"/orders/43", nil)
+	req.Host = "example.test"
+	req.Header.Set("If-None-Match", appTag)
+	if res, err := c.Do(req); err != nil || res.StatusCode != 304 {
+		t.Errorf("If-None-Match the fallback's ETag %q: %v %v, want 304", appTag, res, err)
+	} else {
+		res.Body.Close()
+	}
+	os.Remove(filepath.Join(root, "index.html"))
+	if res, _ := getAccepting(t, c, f.url+"/orders/42", ""); res.StatusCode != 404 {
+		t.Errorf("fallback gone: %d, want 404", res.StatusCode)
+	}
+	for _, bad := range []string{"../x.html", "a/../../x", ".env", "/a/.git/x", "a\\b", "./index.html"} {
+		if err := CheckFilesFallback(bad); err == nil {
+			t.Errorf("fallback %q accepted", bad)
+		}
+	}
+}

@@ -182,7 +182,7 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		rc.Retries = &rp
 	}
 	if f := r.Files; f != nil {
-		rc.Files = &proxy.FilesConfig{Root: f.Root, Index: f.Index, Hidden: f.Hidden, Precompressed: f.Precompressed, Charset: f.Charset}
+		rc.Files = &proxy.FilesConfig{Root: f.Root, Index: f.Index, Hidden: f.Hidden, Precompressed: f.Precompressed, Charset: f.Charset, Fallback: f.Fallback}
 	}
 	if c := r.Compress; c != nil {
 		// min_length 0: every length (the proxy's 0 is its default).

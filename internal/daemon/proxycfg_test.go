@@ -49,11 +49,11 @@ func TestCompressMapped(t *testing.T) {
 // against the configuration file's folder, as every path in it is.
 func TestFilesMapped(t *testing.T) {
 	cfg := &conf.Config{Dir: "/etc/gmproxy", Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Routes: []conf.Route{
-		{Name: "rel", PathPrefix: "/a/", Files: &conf.Files{Root: "www", Index: "start.html", Hidden: true, Precompressed: true, Charset: "gbk"}},
+		{Name: "rel", PathPrefix: "/a/", Files: &conf.Files{Root: "www", Index: "start.html", Hidden: true, Precompressed: true, Charset: "gbk", Fallback: "app.html"}},
 		{Name: "abs", PathPrefix: "/", Files: &conf.Files{Root: "/srv/www", Index: "index.html"}},
 	}}}}
 	rs := proxyConfig(cfg).Sites[0].Routes
-	if f := rs[0].Files; f == nil || f.Root != "/etc/gmproxy/www" || f.Index != "start.html" || !f.Hidden || !f.Precompressed || f.Charset != "gbk" {
+	if f := rs[0].Files; f == nil || f.Root != "/etc/gmproxy/www" || f.Index != "start.html" || !f.Hidden || !f.Precompressed || f.Charset != "gbk" || f.Fallback != "app.html" {
 		t.Errorf("relative root: %+v", f)
 	}
 	if f := rs[1].Files; f == nil || f.Root != "/srv/www" || f.Hidden || f.Precompressed {
