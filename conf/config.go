@@ -1422,7 +1422,9 @@ type ServedKey struct {
 	// key_agreement. A TLCP signing key is [sign] (TLS 1.3-SM uses it too),
 	// a TLCP encryption key [decrypt, key_agreement]; the key server
 	// refuses any other operation, so that the signing key never decrypts
-	// and the encryption key never signs. Default: from cert's key usage
+	// and the encryption key never signs. decrypt answers TLCP pre-master
+	// secrets only: other data encrypted to the key is not decrypted for
+	// a client. Default: from cert's key usage
 	// (digitalSignature: sign; keyEncipherment or dataEncipherment:
 	// decrypt; keyAgreement: key_agreement); required without cert.
 	Roles       []string `yaml:"roles"`

@@ -1324,9 +1324,11 @@
 //     decrypt, key_agreement. A TLCP signing key is [sign] (TLS 1.3-SM uses it
 //     too), a TLCP encryption key [decrypt, key_agreement]; the key server
 //     refuses any other operation, so that the signing key never decrypts and
-//     the encryption key never signs. Default: from cert's key usage
-//     (digitalSignature: sign; keyEncipherment or dataEncipherment: decrypt;
-//     keyAgreement: key_agreement); required without cert.
+//     the encryption key never signs. decrypt answers TLCP pre-master secrets
+//     only: other data encrypted to the key is not decrypted for a client.
+//     Default: from cert's key usage (digitalSignature: sign; keyEncipherment
+//     or dataEncipherment: decrypt; keyAgreement: key_agreement); required
+//     without cert.
 //   - key_password_file (string): key_password_file is a file whose content
 //     (trailing newline removed) is the password of the encrypted private keys
 //     of this section. Like the key files, it should be readable by gmproxy

@@ -37,7 +37,7 @@
 // Request types (Op) and bodies:
 //
 //	1 sign           key ID (32) || e (32): the SM2 digest SM3(Z_A || M), computed by the client
-//	2 decrypt        key ID (32) || SM2 ciphertext (ASN.1, C1C3C2)
+//	2 decrypt        key ID (32) || SM2 ciphertext (ASN.1, C1C3C2) of a TLCP pre-master secret
 //	3 key_agreement  key ID (32) || ephemeral private key (32) || peer static key (65) ||
 //	                 peer ephemeral key (65) || responder (1: 0 or 1) || key length (2) ||
 //	                 uid (2-byte length || bytes) || peer uid (2-byte length || bytes)
@@ -68,7 +68,10 @@
 //     the encryption key never signs. Each client identity (certificate
 //     subject and/or SHA-256 of its SubjectPublicKeyInfo) is mapped to the
 //     keys it may use; an unknown identity is refused at connection time,
-//     a key outside its list with CodeForbidden.
+//     a key outside its list with CodeForbidden. Decryption answers TLCP
+//     pre-master secrets only (48 bytes beginning with version 1.1): any
+//     other plaintext is refused like a ciphertext that does not decrypt
+//     (CodeFailed), so that other data encrypted to the key stays sealed.
 //   - An edge that is compromised can still use its own keys while it is:
 //     per-client rate limits (CodeRateLimited), which every request but a
 //     ping draws on, refused ones too (probing which keys the server holds

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm2"
 )
 
 // FuzzRequest feeds request frames (type || body) to the server's
@@ -31,6 +32,8 @@ func FuzzRequest(f *testing.F) {
 	ka = append(ka, 0, 0, 48, 0, 0, 0, 1, 'x')
 	f.Add(ka)
 	f.Add(append([]byte{byte(OpDecrypt)}, eid[:]...))
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, preMaster(f))
+	f.Add(append(append([]byte{byte(OpDecrypt)}, eid[:]...), ct...))
 	f.Add([]byte{byte(OpPing)})
 	f.Fuzz(func(t *testing.T, req []byte) {
 		if len(req) == 0 {

@@ -99,7 +99,7 @@ func TestReloadReidentifiesOpenConnections(t *testing.T) {
 	kc := newClient(t, cliTLS, ks.addr)
 	kc.Conns = 1
 	ctx := context.Background()
-	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("pre-master"))
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, preMaster(t))
 	if _, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); err != nil {
 		t.Fatal(err)
 	}

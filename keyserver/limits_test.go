@@ -123,7 +123,7 @@ func TestEveryRequestCharged(t *testing.T) {
 		}
 		return Code(code), string(body)
 	}
-	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("secret"))
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, preMaster(t))
 	code, detail := ask(OpDecrypt, encID, ct)
 	if code != CodeForbidden {
 		t.Fatalf("key outside the allow-list: %v %q", code, detail)

@@ -44,7 +44,7 @@ func TestRoleEnforced(t *testing.T) {
 	rs, re := remote(t, kc, keys[0]), remote(t, kc, keys[1])
 	ctx := context.Background()
 
-	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[0].Private.PublicKey, []byte("recorded pre-master secret"))
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[0].Private.PublicKey, preMaster(t))
 	if pt, err := rs.DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("sign key decrypted: %q, err = %v", pt, err)
 	}
@@ -87,7 +87,8 @@ func TestAllowList(t *testing.T) {
 	if _, err := remote(t, edge, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
 		t.Errorf("allowed key: %v", err)
 	}
-	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("secret"))
+	pm := preMaster(t)
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, pm)
 	if _, err := remote(t, edge, keys[1]).DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrForbidden) {
 		t.Errorf("key outside the allow-list: err = %v", err)
 	}
@@ -101,7 +102,7 @@ func TestAllowList(t *testing.T) {
 	if !strings.Contains(buf.String(), `subject \"CN=stranger,O=test\"`) {
 		t.Errorf("refused identity not logged:\n%s", buf.String())
 	}
-	if pt, err := remote(t, newClient(t, pinnedTLS, ks.addr), keys[1]).DecryptContext(ctx, nil, ct, nil); err != nil || string(pt) != "secret" {
+	if pt, err := remote(t, newClient(t, pinnedTLS, ks.addr), keys[1]).DecryptContext(ctx, nil, ct, nil); err != nil || string(pt) != string(pm) {
 		t.Errorf("SPKI-pinned client: %q %v", pt, err)
 	}
 }
@@ -285,7 +286,7 @@ func TestLocalGrantNotForTLSClients(t *testing.T) {
 	pki := newTestPKI(t)
 	cliTLS, _ := pki.client(t, "edge")
 	ctx := context.Background()
-	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, []byte("pre-master"))
+	ct, _ := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, preMaster(t))
 
 	ks := startServer(t, pki, &Policy{Keys: keys,
 		Clients: []Grant{{Name: "edge", Subject: "CN=edge,O=test", Keys: []string{"sign"}}},
@@ -387,7 +388,7 @@ func TestUnreadAnswersHoldTheirSlots(t *testing.T) {
 		t.Fatalf("hello: %d %v", v, err)
 	}
 	id, _ := KeyID(keys[1].Private.Public())
-	ct, err := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, make([]byte, 4<<10))
+	ct, err := sm2.EncryptASN1(rand.Reader, &keys[1].Private.PublicKey, preMaster(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,5 +555,70 @@ func TestInFlightMetricBalancedAcrossReidentification(t *testing.T) {
 		obs.mu.Lock()
 		t.Errorf("the operation admitted for edge was reported for another client: %v", obs.ops)
 		obs.mu.Unlock()
+	}
+}
+
+// preMaster returns a TLCP pre-master secret: client_version 1.1 (0x0101)
+// and 46 random bytes.
+func preMaster(t testing.TB) []byte {
+	pm := make([]byte, 48)
+	if _, err := rand.Read(pm[2:]); err != nil {
+		t.Fatal(err)
+	}
+	pm[0], pm[1] = 1, 1
+	return pm
+}
+
+// TestDecryptOnlyPreMasterSecrets: the decrypt role decrypts TLCP
+// pre-master secrets, the only ciphertexts gmproxy sends, and nothing
+// else: an edge allowed the encryption key cannot use the key server to
+// read other data encrypted to that key (a digital envelope, a message of
+// another system using the same certificate). The refusal is the one of a
+// ciphertext that does not decrypt, so that it does not tell that the
+// ciphertext was valid.
+func TestDecryptOnlyPreMasterSecrets(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	re := remote(t, newClient(t, cliTLS, ks.addr), keys[1])
+	ctx := context.Background()
+	pub := &keys[1].Private.PublicKey
+
+	pm := preMaster(t)
+	ct, _ := sm2.EncryptASN1(rand.Reader, pub, pm)
+	if got, err := re.DecryptContext(ctx, nil, ct, nil); err != nil || string(got) != string(pm) {
+		t.Fatalf("a TLCP pre-master secret: %x, %v", got, err)
+	}
+	_, badErr := re.DecryptContext(ctx, nil, ct[:len(ct)-1], nil)
+	var bad *Error
+	if !errors.As(badErr, &bad) || bad.Code != CodeFailed {
+		t.Fatalf("a corrupt ciphertext: %v, want failed", badErr)
+	}
+	other := preMaster(t)
+	other[0], other[1] = 3, 3 // TLS 1.2's version
+	for _, c := range []struct {
+		name string
+		pt   []byte
+	}{
+		{"a short secret", []byte("database password")},
+		{"47 bytes", pm[:47]},
+		{"49 bytes", append(preMaster(t), 0)},
+		{"48 bytes of another version", other},
+		{"a large document", append(preMaster(t), make([]byte, 4<<10)...)},
+	} {
+		ct, err := sm2.EncryptASN1(rand.Reader, pub, c.pt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := re.DecryptContext(ctx, nil, ct, nil)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeFailed || len(got) != 0 {
+			t.Errorf("%s: decrypted to %d bytes, err %v; want failed and no plaintext", c.name, len(got), err)
+			continue
+		}
+		if e.Detail != bad.Detail {
+			t.Errorf("%s: refused with %q, a corrupt ciphertext with %q: the answer tells the ciphertext was valid", c.name, e.Detail, bad.Detail)
+		}
 	}
 }

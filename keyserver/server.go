@@ -766,6 +766,21 @@ func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request 
 // e: a malformed request (CodeMalformed), not a failed signature.
 var errMalformedSign = errors.New("sign: digest must be 32 bytes")
 
+// errNotPreMaster is the failure of every decryption that does not yield
+// a TLCP pre-master secret.
+var errNotPreMaster = errors.New("decrypt: not an SM2 ciphertext of a TLCP pre-master secret")
+
+// isPreMaster reports whether pt is a TLCP pre-master secret (GM/T 0024
+// ECC ClientKeyExchange): client_version 1.1 || 46 random bytes. It is
+// all gmproxy decrypts; the decrypt role answers nothing else, so that
+// an edge allowed the encryption key cannot read other data encrypted to
+// it (digital envelopes of other systems that use the same certificate).
+// A TLCP server treats a plaintext of another length or version as a
+// failed decryption anyway (random pre-master).
+func isPreMaster(pt []byte) bool {
+	return len(pt) == 48 && pt[0] == 1 && pt[1] == 1
+}
+
 // run performs an admitted operation.
 func (r *request) run() ([]byte, error) {
 	k := r.key.Private
@@ -777,7 +792,14 @@ func (r *request) run() ([]byte, error) {
 		// Not an SM2 signer option: the payload is the digest e.
 		return r.key.signer.Sign(rand.Reader, r.payload, crypto.Hash(0))
 	case OpDecrypt:
-		return k.Decrypt(nil, r.payload, nil)
+		pt, err := k.Decrypt(nil, r.payload, nil)
+		if err != nil || !isPreMaster(pt) {
+			// One answer for both: it does not tell a client that its
+			// ciphertext of something else was valid.
+			clear(pt)
+			return nil, errNotPreMaster
+		}
+		return pt, nil
 	default:
 		a, err := parseKeyAgreement(r.payload)
 		if err != nil {

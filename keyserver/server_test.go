@@ -111,8 +111,9 @@ func TestOperations(t *testing.T) {
 	if _, err := rs.SignContext(ctx, rand.Reader, msg, sm2.DefaultSM2SignerOpts); !errors.Is(err, errGMSMOption) {
 		t.Errorf("gmsm option: err = %v", err)
 	}
-	ct, _ := sm2.EncryptASN1(rand.Reader, &ek.PublicKey, []byte("secret"))
-	if pt, err := smkey.Decrypt(ctx, re, rand.Reader, ct, nil); err != nil || string(pt) != "secret" {
+	pm := preMaster(t)
+	ct, _ := sm2.EncryptASN1(rand.Reader, &ek.PublicKey, pm)
+	if pt, err := smkey.Decrypt(ctx, re, rand.Reader, ct, nil); err != nil || string(pt) != string(pm) {
 		t.Errorf("decrypt: %q %v", pt, err)
 	}
 	if _, err := re.DecryptContext(ctx, rand.Reader, ct[:len(ct)-1], nil); !errors.Is(err, &Error{Code: CodeFailed}) {

@@ -230,6 +230,22 @@ func TestRemoteKeys(t *testing.T) {
 		}
 	}
 	fetchAll("key server 1")
+	// The start-up probes of the remote keys pass, the decryption one
+	// included (it must send what the key server decrypts: a TLCP
+	// pre-master secret).
+	probed := func(role string) bool {
+		for _, l := range strings.Split(logBuf.String(), "\n") {
+			if strings.Contains(l, "remote key answers") && strings.Contains(l, "role="+role+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !probed("sign") || !probed("enc"); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(logBuf.String(), "remote key not usable") || time.Now().After(deadline) {
+			t.Fatalf("the probes of the remote keys did not both pass:\n%s", logBuf.String())
+		}
+	}
 	ops := keyOpSeries(t, m, "gmproxy_key_operations_total")
 	for _, want := range [][]string{
 		{"location=remote", "op=sign", "protocol=tlcp", "result=ok"},

@@ -215,8 +215,9 @@ func keyClientMap(kcs []*keyClient) map[string]*keyserver.Client {
 // cfg's sites answers on its key server, so that a key server that is
 // down or lacks a key shows up in the log at start and reload rather than
 // only as failing handshakes. Signing keys sign a random digest (the
-// signature is verified); encryption keys decrypt a random secret
-// encrypted to them. The probes bypass the offload engine, so they do not
+// signature is verified); encryption keys decrypt a random TLCP
+// pre-master secret encrypted to them (the key server decrypts nothing
+// else). The probes bypass the offload engine, so they do not
 // appear in the key-operation metrics. The returned stop cancels the
 // probes and waits for them (the generation's Close).
 func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*keyserver.Client) (stop func()) {
@@ -297,8 +298,9 @@ func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *keyserver.
 	// Longer than the client's own timeout, so that its error says so.
 	ctx, cancel := context.WithTimeout(ctx, durOr(kc.Timeout, conf.DefaultKeyServerTimeout)+time.Second)
 	defer cancel()
-	secret := make([]byte, 32)
+	secret := make([]byte, 48)
 	rand.Read(secret)
+	secret[0], secret[1] = 1, 1 // client_version TLCP 1.1: a pre-master secret
 	if role == "enc" {
 		ct, err := sm2.EncryptASN1(rand.Reader, pub, secret)
 		if err != nil {
