@@ -222,20 +222,31 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // returns the connection and the reader of the server's frames.
 func greetedConn(t testing.TB, addr string, cfg *tls.Config) (net.Conn, *frameReader) {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, cfg)
+	raw, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { raw.Close() })
+	c, fr, err := greetOn(raw, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fr
+}
+
+// greetOn runs the TLS handshake with cfg and the greeting on raw, an
+// open TCP connection to the key server.
+func greetOn(raw net.Conn, cfg *tls.Config) (net.Conn, *frameReader, error) {
+	c := tls.Client(raw, cfg)
 	c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	if _, err := c.Write(appendHello(nil, Version)); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	br := bufio.NewReader(c)
 	if _, _, err := readHello(br); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return c, &frameReader{br: br}
+	return c, &frameReader{br: br}, nil
 }
 
 // served reports whether c is open and served: a ping is answered.

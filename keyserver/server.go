@@ -105,6 +105,9 @@ type Server struct {
 	audit audit
 	// runHook, when set (tests), runs before each admitted operation.
 	runHook func(op Op, payload []byte)
+	// startHook, when set (tests), runs when the goroutine of an accepted
+	// connection starts.
+	startHook func()
 
 	cmu       sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -129,7 +132,9 @@ type ServerLimits struct {
 // SetServerLimits replaces the server's timeouts and connection bounds
 // while it serves (a reload): connections are admitted under the new
 // bounds from now on, and those accepted from now on get the new
-// timeouts; open connections over a lowered MaxConns stay open.
+// timeouts (a connection takes them when it is accepted, not when its
+// goroutine first runs); open connections over a lowered MaxConns stay
+// open.
 func (s *Server) SetServerLimits(l ServerLimits) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
@@ -137,12 +142,9 @@ func (s *Server) SetServerLimits(l ServerLimits) {
 	s.MaxConns, s.MaxHandshakes, s.MaxHandshakesPerAddr = l.MaxConns, l.MaxHandshakes, l.MaxHandshakesPerAddr
 }
 
-// timeouts returns the handshake and idle timeouts in force.
-func (s *Server) timeouts() (handshake, idle time.Duration) {
-	s.cmu.Lock()
-	defer s.cmu.Unlock()
-	return orDefault(s.HandshakeTimeout, DefaultHandshakeTimeout), orDefault(s.IdleTimeout, DefaultIdleTimeout)
-}
+// connTimeouts are the timeouts of a connection: those in force when it
+// was accepted.
+type connTimeouts struct{ handshake, idle time.Duration }
 
 // SetPolicy replaces the served keys and the allowed clients (a reload);
 // operations in progress finish under the policy they started with.
@@ -207,7 +209,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		addr := remoteIP(c)
-		switch s.track(c, addr) {
+		tracked, to := s.track(c, addr)
+		switch tracked {
 		case trackClosing:
 			c.Close()
 			continue
@@ -227,7 +230,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(c)
-			s.serveConn(c, func() { s.identified(addr) })
+			if s.startHook != nil {
+				s.startHook()
+			}
+			s.serveConn(c, to, func() { s.identified(addr) })
 		}()
 	}
 }
@@ -271,22 +277,25 @@ func remoteIP(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// track admits c, from addr, as a connection in its handshake.
-func (s *Server) track(c net.Conn, addr netip.Addr) int {
+// track admits c, from addr, as a connection in its handshake, and
+// returns its timeouts: those in force as it is admitted, under the lock
+// SetServerLimits takes, so that a connection admitted before a change
+// keeps the old ones however late its goroutine runs.
+func (s *Server) track(c net.Conn, addr netip.Addr) (int, connTimeouts) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if s.closing {
-		return trackClosing
+		return trackClosing, connTimeouts{}
 	}
 	maxConns := orDefault(s.MaxConns, DefaultMaxConns)
 	if len(s.conns) >= maxConns {
-		return trackFull
+		return trackFull, connTimeouts{}
 	}
 	if s.handshakes >= min(orDefault(s.MaxHandshakes, DefaultMaxHandshakes), maxConns) {
-		return trackHandshakes
+		return trackHandshakes, connTimeouts{}
 	}
 	if addr.IsValid() && s.byAddr[addr] >= orDefault(s.MaxHandshakesPerAddr, DefaultMaxHandshakesPerAddr) {
-		return trackAddr
+		return trackAddr, connTimeouts{}
 	}
 	if s.conns == nil {
 		s.conns = map[net.Conn]struct{}{}
@@ -301,7 +310,7 @@ func (s *Server) track(c net.Conn, addr netip.Addr) int {
 	if s.Observer != nil {
 		s.Observer.Conns(1)
 	}
-	return trackOK
+	return trackOK, connTimeouts{orDefault(s.HandshakeTimeout, DefaultHandshakeTimeout), orDefault(s.IdleTimeout, DefaultIdleTimeout)}
 }
 
 // identified ends the handshake of a connection from addr (identified,
@@ -443,12 +452,11 @@ func (l *refusalLog) allow(reason string, now time.Time) (int, bool) {
 	return n, true
 }
 
-// greet runs the TLS handshake and the greeting within HandshakeTimeout
-// and returns the connection's client with the policy that named it and
+// greet runs the TLS handshake and the greeting within hsTimeout and
+// returns the connection's client with the policy that named it and
 // its verified certificate chain as sent (nil on a Unix socket), or nil
 // after refusing it.
-func (s *Server) greet(c net.Conn, br *bufio.Reader) (*clientPolicy, *policy, []*x509.Certificate, time.Time) {
-	hsTimeout, _ := s.timeouts()
+func (s *Server) greet(c net.Conn, br *bufio.Reader, hsTimeout time.Duration) (*clientPolicy, *policy, []*x509.Certificate, time.Time) {
 	deadline := time.Now().Add(hsTimeout)
 	c.SetDeadline(deadline)
 	var cert *x509.Certificate
@@ -537,11 +545,12 @@ func chainsEnd(chains [][]*x509.Certificate) time.Time {
 	return end
 }
 
-// serveConn serves c; identified is called once the greeting ends.
-func (s *Server) serveConn(c net.Conn, identified func()) {
+// serveConn serves c with its timeouts to; identified is called once
+// the greeting ends.
+func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 16<<10)
-	cp, pol, chain, notAfter := s.greet(c, br)
+	cp, pol, chain, notAfter := s.greet(c, br, to.handshake)
 	identified()
 	if cp == nil {
 		return
@@ -568,9 +577,8 @@ func (s *Server) serveConn(c net.Conn, identified func()) {
 	}()
 	var ops sync.WaitGroup
 	defer ops.Wait()
-	_, idle := s.timeouts()
 	for {
-		c.SetReadDeadline(time.Now().Add(idle))
+		c.SetReadDeadline(time.Now().Add(to.idle))
 		// Checked after the deadline is set: Shutdown and a shed (which
 		// set the deadline in the past after their mark) are not missed.
 		if s.isClosing() || held.isShed(c) {
