@@ -1348,15 +1348,18 @@
 //   - name (string): name identifies the client in the audit log and the
 //     metrics. Required, unique.
 //   - subject (string): subject matches the client certificate's subject,
-//     written in RFC 2253 form from every attribute of the subject in the
-//     certificate's order (for example "CN=edge-1,O=Example"; gmproxy
-//     keyserver logs the subject of refused clients in this form). A
-//     certificate whose subject has another attribute, such as a second CN,
-//     does not match. Set subject, spki_sha256 or both (then both must match).
-//     The first entry that matches a certificate applies: put a narrower entry
-//     (subject and spki_sha256) before a broader one (the same subject alone);
-//     an entry that only matches what an earlier one matches is refused.
-//     Default: none (any subject, when spki_sha256 is set).
+//     written in RFC 2253 form from every attribute of the subject: the last
+//     RDN first, no spaces, types other than C, CN, L, O, OU, POSTALCODE,
+//     SERIALNUMBER, ST and STREET as dotted OIDs (for example
+//     "CN=edge-1,O=Example,C=CN"; gmproxy keyserver logs the subject of
+//     refused clients in this form, and a subject in another form, such as
+//     OpenSSL's "C = CN, O = ...", is refused as one that matches no
+//     certificate). A certificate whose subject has another attribute, such as
+//     a second CN, does not match. Set subject, spki_sha256 or both (then both
+//     must match). The first entry that matches a certificate applies: put a
+//     narrower entry (subject and spki_sha256) before a broader one (the same
+//     subject alone); an entry that only matches what an earlier one matches
+//     is refused. Default: none (any subject, when spki_sha256 is set).
 //   - spki_sha256 (string): spki_sha256 matches the SHA-256 of the client
 //     certificate's SubjectPublicKeyInfo, in hex (openssl x509 -pubkey -noout
 //     | openssl pkey -pubin -outform der | sha256sum); it survives re-issuing

@@ -466,6 +466,11 @@ func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[s
 			}
 			g.SPKISHA256 = h
 		}
+		if prob := subjectProblem(c.Subject); prob != "" {
+			v.errf(p+".subject", "write it as the key server's log line of a refused connection prints it, or as `openssl x509 -noout -subject -nameopt RFC2253` does with attributes other than "+strings.Join(mapKeys(subjectTypes), ", ")+" as dotted OIDs (for example CN=edge,O=Example,C=CN: the last RDN first, no spaces)",
+				"subject %q can match no client certificate: %s", c.Subject, prob)
+			ok = false
+		}
 		if c.Subject == "" && c.SPKISHA256 == "" {
 			v.errf(p, "add subject: \"CN=...,O=...\" or spki_sha256: HEX to identify the client certificate", "client %q has no identity", c.Name)
 			ok = false
@@ -518,6 +523,101 @@ func (v *validator) keyServerClients(f *KeyServerFile, unix bool, keyNames map[s
 			m.Policy.Clients = append(m.Policy.Clients, g)
 		}
 	}
+}
+
+// subjectTypes are the attribute types that the subject form the key
+// server matches (keyserver.SubjectString, pkix.RDNSequence String) names,
+// by OID; it writes any other type as its dotted OID.
+var subjectTypes = map[string]string{
+	"C": "2.5.4.6", "O": "2.5.4.10", "OU": "2.5.4.11", "CN": "2.5.4.3", "SERIALNUMBER": "2.5.4.5",
+	"L": "2.5.4.7", "ST": "2.5.4.8", "STREET": "2.5.4.9", "POSTALCODE": "2.5.4.17",
+}
+
+// subjectProblem says why subject, a clients[] entry's, can never equal a
+// certificate's subject as the key server writes it, "" when it can (or
+// is empty). That form has no space around '=' or after a separator
+// (a value's leading or trailing space is escaped), names only
+// subjectTypes and writes them by name: OpenSSL's default and
+// one-line forms, lower-case or long type names never match, and the
+// edge would be refused only once deployed.
+func subjectProblem(subject string) string {
+	if subject == "" {
+		return ""
+	}
+	if strings.HasPrefix(subject, "/") {
+		return "it is in OpenSSL's /TYPE=value/... form"
+	}
+	for _, attr := range splitDN(subject) {
+		typ, val, ok := strings.Cut(attr, "=")
+		if !ok || typ == "" {
+			return fmt.Sprintf("%q is not TYPE=value", attr)
+		}
+		// The value as written: its last character escaped or not, and
+		// the first special one left unescaped.
+		escaped, special := false, byte(0)
+		for i := 0; i < len(val); i++ {
+			escaped = val[i] == '\\'
+			if escaped {
+				i++
+			} else if strings.IndexByte(`"<>;`, val[i]) >= 0 && special == 0 {
+				special = val[i]
+			}
+		}
+		if strings.TrimSpace(typ) != typ || strings.HasPrefix(val, " ") || strings.HasSuffix(val, " ") && !escaped {
+			return "it has a space around '=' or a ',' (a value's own leading or trailing space is written \\ )"
+		}
+		if special != 0 {
+			return fmt.Sprintf("the %q in the value of %s is written \\%c (or it is not RFC 2253's separator ',')", special, typ, special)
+		}
+		if _, named := subjectTypes[typ]; named {
+			continue
+		}
+		if isDottedOID(typ) {
+			for name, oid := range subjectTypes {
+				if oid == typ {
+					return fmt.Sprintf("attribute %s is written %s", typ, name)
+				}
+			}
+			continue
+		}
+		if _, named := subjectTypes[strings.ToUpper(typ)]; named {
+			return fmt.Sprintf("attribute type %q is written %s", typ, strings.ToUpper(typ))
+		}
+		return fmt.Sprintf("attribute type %q is written as its dotted OID (only %s have names)", typ, strings.Join(mapKeys(subjectTypes), ", "))
+	}
+	return ""
+}
+
+// splitDN splits an RFC 2253 name at its unescaped ',' and '+' (between
+// RDNs and within a multi-valued one).
+func splitDN(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++ // the escaped character
+		case ',', '+':
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+// isDottedOID reports whether s is an OID in dotted decimal, such as
+// 1.2.840.113549.1.9.1.
+func isDottedOID(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 10, 32); err != nil || p == "" || p[0] == '+' {
+			return false
+		}
+	}
+	return true
 }
 
 // LoadKeyServer reads, validates and loads the gmproxy keyserver

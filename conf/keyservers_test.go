@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"math/big"
 	"os"
@@ -184,5 +185,38 @@ func TestKeyServerListenGroup(t *testing.T) {
 	}
 	if _, probs := check("no-such-group-gmproxy"); !probs.HasErrors() || !strings.Contains(probs[0].String(), `keyserver.yaml:2:15: error: listen_group: group "no-such-group-gmproxy": no such group`) {
 		t.Errorf("a missing group: %v", probs)
+	}
+}
+
+// TestSubjectProblemAcceptsCertificateSubjects: the check of
+// clients[].subject (bad.golden shows what it refuses) accepts every
+// subject as the key server writes a certificate's: values with the
+// characters it escapes, multi-valued RDNs, types it writes by OID, with
+// a string value or not.
+func TestSubjectProblemAcceptsCertificateSubjects(t *testing.T) {
+	tv := func(oid asn1.ObjectIdentifier, v any) pkix.AttributeTypeAndValue {
+		return pkix.AttributeTypeAndValue{Type: oid, Value: v}
+	}
+	cn, o, c := asn1.ObjectIdentifier{2, 5, 4, 3}, asn1.ObjectIdentifier{2, 5, 4, 10}, asn1.ObjectIdentifier{2, 5, 4, 6}
+	email, dc := asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 1}, asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 25}
+	for _, rdns := range []pkix.RDNSequence{
+		{{tv(c, "CN")}, {tv(o, "Example")}, {tv(cn, "edge-1")}},
+		{{tv(o, "Example, Inc.")}, {tv(cn, " edge ")}},
+		{{tv(cn, `a"b<c>d;e+f\g`)}, {tv(o, "#1")}},
+		{{tv(cn, `ends in a backslash \`)}, {tv(cn, `\ `)}},
+		{{tv(dc, "example")}, {tv(email, "ops@example.com")}, {tv(cn, "边缘节点"), tv(o, "示例")}},
+		{{tv(asn1.ObjectIdentifier{1, 2, 3, 4}, 42)}, {tv(cn, "x=y")}},
+	} {
+		der, err := asn1.Marshal(rdns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := keyserver.SubjectString(&x509.Certificate{RawSubject: der})
+		if s == "" {
+			t.Fatalf("%v: no subject string", rdns)
+		}
+		if p := subjectProblem(s); p != "" {
+			t.Errorf("subject %q of a certificate refused: %s", s, p)
+		}
 	}
 }

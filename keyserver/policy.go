@@ -110,7 +110,7 @@ type Grant struct {
 	Name string
 	// Subject matches the certificate subject, in the RFC 2253 form of
 	// crypto/x509 (for example "CN=edge-1,O=Example") written from every
-	// attribute of the subject in the certificate's order (pkix.RDNSequence
+	// attribute of the subject, the last RDN first (pkix.RDNSequence
 	// String): a subject with a second CN or its attributes in another
 	// order does not match, where pkix.Name.String would drop or reorder
 	// them. For an ordinary certificate both forms are the same.
@@ -300,8 +300,8 @@ func (p *policy) verifies(chain []*x509.Certificate) bool {
 }
 
 // SubjectString returns the subject of cert as Grant.Subject matches it:
-// every attribute, in the certificate's order (RFC 2253 form), or "" when
-// the subject does not parse.
+// every attribute, in RFC 2253 form (the last RDN first), or "" when the
+// subject does not parse.
 func SubjectString(cert *x509.Certificate) string {
 	var rdns pkix.RDNSequence
 	if rest, err := asn1.Unmarshal(cert.RawSubject, &rdns); err != nil || len(rest) != 0 {
