@@ -76,7 +76,8 @@
 //     per-client rate limits (CodeRateLimited), which every request but a
 //     ping draws on, refused ones too (probing which keys the server holds
 //     is no faster than signing), and in-flight bounds (CodeBusy) cap how
-//     fast; an info-level audit line per client and key and interval
+//     fast (pings, for health checks, are paced per connection instead:
+//     beyond 100 a second their answers wait); an info-level audit line per client and key and interval
 //     (counts by operation and result, not one line per operation) and
 //     the metrics by client show it; removing the client from the
 //     allow-list (a reload) ends it: its open connections are closed at

@@ -165,6 +165,50 @@ func TestPingNotCharged(t *testing.T) {
 	}
 }
 
+// TestPingsPaced: pings, not charged to the rate, are paced per
+// connection: a client that floods them has pingBurst answered at once,
+// then one each 1/pingRate, its connection's reader waiting, rather than
+// each answered as fast as it sends. The clock is the test's and moves
+// only when the server waits, so the count does not depend on speed.
+func TestPingsPaced(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	var mu sync.Mutex
+	clock := time.Now()
+	var waits []time.Duration
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return clock
+		}
+		s.sleep = func(d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			waits = append(waits, d)
+			clock = clock.Add(d)
+		}
+	})
+	c, fr := greetedConn(t, ks.addr, edgeTLS)
+	const n = 3 * pingBurst
+	for i := range n {
+		if !served(c, fr) {
+			t.Fatalf("ping %d not answered", i+1)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != n-pingBurst {
+		t.Fatalf("%d of %d pings sent at once waited, want %d (all beyond the burst of %d)", len(waits), n, n-pingBurst, pingBurst)
+	}
+	for i, d := range waits {
+		if want := time.Second / pingRate; d < want*99/100 || d > want*101/100 {
+			t.Errorf("ping %d waited %v, want %v", pingBurst+i+1, d, want)
+		}
+	}
+}
+
 // TestLoweredMaxConnsShedsNewest: a reload that lowers a client's
 // MaxConns below its open connections closes the newest ones, each once
 // its operations in progress are answered; the oldest stay served.

@@ -108,6 +108,10 @@ type Server struct {
 	// startHook, when set (tests), runs when the goroutine of an accepted
 	// connection starts.
 	startHook func()
+	// now and sleep, when set (tests), replace time.Now and time.Sleep in
+	// the pacing of pings.
+	now   func() time.Time
+	sleep func(time.Duration)
 
 	cmu       sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -577,6 +581,7 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 	}()
 	var ops sync.WaitGroup
 	defer ops.Wait()
+	var pings pingPacer
 	for {
 		c.SetReadDeadline(time.Now().Add(to.idle))
 		// Checked after the deadline is set: Shutdown and a shed (which
@@ -661,6 +666,9 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 			continue
 		}
 		if r.op == OpPing {
+			if d := pings.wait(s.clock()); d > 0 {
+				s.pause(d)
+			}
 			if w.write(id, byte(CodeOK), nil, nil) != nil {
 				return
 			}
@@ -706,6 +714,55 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 			}
 		}()
 	}
+}
+
+// Pings are not charged to the client's rate (a throttled client's health
+// checks still pass, and they take nothing from its operations), but each
+// connection gets pingRate a second of them, and pingBurst at once: a
+// client that floods pings waits for their answers, the connection's
+// reader paused, rather than have the server answer as fast as it sends
+// and take the CPU the other clients' operations need. A client's health
+// check sends one per connection each health_check_interval (2s by
+// default); an interval of 1/pingRate or more is never paced.
+const (
+	pingRate  = 100
+	pingBurst = 100
+)
+
+// pingPacer is a connection's token bucket of pings.
+type pingPacer struct {
+	tokens float64
+	last   time.Time
+}
+
+// wait takes a ping's token at now and returns how long to wait before
+// answering it: 0 within the bucket, else until the token is earned.
+func (p *pingPacer) wait(now time.Time) time.Duration {
+	if p.last.IsZero() {
+		p.tokens = pingBurst
+	} else {
+		p.tokens = min(pingBurst, p.tokens+now.Sub(p.last).Seconds()*pingRate)
+	}
+	p.last = now
+	if p.tokens--; p.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-p.tokens / pingRate * float64(time.Second))
+}
+
+func (s *Server) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+func (s *Server) pause(d time.Duration) {
+	if s.sleep != nil {
+		s.sleep(d)
+		return
+	}
+	time.Sleep(d)
 }
 
 func isEOF(err error) bool {
