@@ -313,6 +313,34 @@ func TestRemovedClientConnectionsClosed(t *testing.T) {
 	}
 }
 
+// TestClientRemovedWhileGreetedClosed: a reload that removes a client
+// between a connection's greeting (identified under the old policy) and
+// its counting among the client's connections closes it at once too, as
+// it does the client's connections counted before (the hook runs the
+// reload in that gap).
+func TestClientRemovedWhileGreetedClosed(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	edgeTLS, _ := pki.client(t, "edge")
+	buf := &testpeer.SyncBuffer{}
+	var once sync.Once
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.Logger, s.IdleTimeout = bufLogger(buf), time.Minute
+		s.greetedHook = func() {
+			once.Do(func() {
+				if err := s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{grantAll("other", keys)}}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	})
+	c, _ := greetedConn(t, ks.addr, edgeTLS)
+	if !testpeer.ClosedWithin(c, 10*time.Second) {
+		t.Fatal("the removed client's connection, greeted before the reload, still open")
+	}
+	eventually(t, "the close logged", func() bool { return strings.Contains(buf.String(), "removed from the allow-list") })
+}
+
 // TestRefusedPolicyChangesNoLimits: a policy SetPolicy refuses leaves
 // every client's limits as they were, including those of the clients it
 // compiled before the error.

@@ -330,6 +330,8 @@ type clientState struct {
 	// by a reload, with the reason.
 	open []net.Conn
 	shed map[net.Conn]string
+	// removed: a reload removed the client (its state is forgotten).
+	removed bool
 }
 
 // Reasons a reload sheds a connection.
@@ -377,6 +379,7 @@ func (s *clientState) retoken(l Limits, now time.Time) {
 func (s *clientState) shedAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.removed = true
 	s.shedLocked(s.open, shedRemoved)
 }
 
@@ -441,6 +444,13 @@ func (s *clientState) addConn(c net.Conn) bool {
 		return false
 	}
 	s.open = append(s.open, c)
+	if s.removed {
+		// Identified under a policy that a reload replaced, removing the
+		// client, before c was counted here: shed like the client's
+		// other connections, not left open until a request or the idle
+		// timeout.
+		s.shedLocked([]net.Conn{c}, shedRemoved)
+	}
 	return true
 }
 

@@ -108,6 +108,9 @@ type Server struct {
 	// startHook, when set (tests), runs when the goroutine of an accepted
 	// connection starts.
 	startHook func()
+	// greetedHook, when set (tests), runs when a connection's client is
+	// identified, before the connection is counted as the client's.
+	greetedHook func()
 	// now and sleep, when set (tests), replace time.Now and time.Sleep in
 	// the pacing of pings.
 	now   func() time.Time
@@ -569,6 +572,9 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 	// Counted on the state the greeting found: a reload keeps a client's
 	// state (policy.client), and the count goes back where it was taken.
 	held := cp.state
+	if s.greetedHook != nil {
+		s.greetedHook()
+	}
 	if !held.addConn(c) {
 		s.refused(RefusedClient, c, client)
 		w.write(0, byte(CodeBusy), []byte("client has its max_connections open"), nil)
