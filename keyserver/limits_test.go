@@ -341,6 +341,18 @@ func TestClientRemovedWhileGreetedClosed(t *testing.T) {
 	eventually(t, "the close logged", func() bool { return strings.Contains(buf.String(), "removed from the allow-list") })
 }
 
+// TestSameKeyTwiceRefused: a policy that serves one key under two names
+// is refused: requests name a key by its ID, so one entry would silently
+// replace the other, roles included.
+func TestSameKeyTwiceRefused(t *testing.T) {
+	keys := testKeys(t)
+	twice := append(keys, Key{Name: "enc-again", Private: keys[1].Private, Roles: RoleSign})
+	s := &Server{}
+	if err := s.SetPolicy(&Policy{Keys: twice, Clients: []Grant{grantAll("edge", twice)}}); err == nil || !strings.Contains(err.Error(), `"enc" and "enc-again" are the same key`) {
+		t.Errorf("SetPolicy = %v, want the duplicate named", err)
+	}
+}
+
 // TestRefusedPolicyChangesNoLimits: a policy SetPolicy refuses leaves
 // every client's limits as they were, including those of the clients it
 // compiled before the error.

@@ -206,6 +206,12 @@ func compilePolicy(p *Policy, states map[stateKey]*clientState) (*policy, error)
 		if _, dup := byName[k.Name]; dup {
 			return nil, fmt.Errorf("key name %q used twice", k.Name)
 		}
+		if prev := cp.keys[id]; prev != nil {
+			// Requests name a key by its ID: the later entry would replace
+			// the earlier one, its roles with it, and the grants of the
+			// earlier name would be refused.
+			return nil, fmt.Errorf("keys %q and %q are the same key; serve it once, with the roles of both", prev.Name, k.Name)
+		}
 		byName[k.Name] = sk
 		cp.keys[id] = sk
 	}
