@@ -520,6 +520,16 @@ type Route struct {
 	PathPrefix string `yaml:"path_prefix"`
 	// Path matches exactly this path. Default: any.
 	Path string `yaml:"path"`
+	// PathRegex matches the paths in which this regular expression finds
+	// a match, as nginx's location ~ (location ~* on a site with
+	// case_insensitive_paths): RE2 syntax (no backreferences or
+	// lookarounds; matching takes time linear in the path), unanchored, so
+	// write ^ and $ to anchor it, e.g. '\.(css|js|png)$' or '^/api/v[0-9]+/'.
+	// It is matched against the path as path_prefix is (decoded, with
+	// . and .. segments and repeated slashes resolved), the query not
+	// included. Only one of path, path_prefix and path_regex. At most 1024
+	// bytes. Default: any.
+	PathRegex string `yaml:"path_regex"`
 	// Header matches request headers: name → value; the value "*" means the
 	// header is present with any value. The TLS headers the proxy derives
 	// (X-Ssl-Protocol, X-Ssl-Cipher, X-Ssl-Session-Reused,

@@ -614,8 +614,8 @@ func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) b
 	v.routeMatch(r, p)
 	v.routeRewrites(r, p)
 	v.routeForwarding(r, p)
-	return len(r.Host) == 0 && r.PathPrefix == "" && r.Path == "" && len(r.Header) == 0 ||
-		(len(r.Host) == 0 && r.PathPrefix == "/" && len(r.Header) == 0)
+	anyRequest := len(r.Host) == 0 && len(r.Header) == 0 && len(r.ClientIP) == 0 && r.PathRegex == ""
+	return anyRequest && r.Path == "" && (r.PathPrefix == "" || r.PathPrefix == "/")
 }
 
 // routeAction checks that the route has exactly one valid action: an
@@ -674,6 +674,13 @@ func (v *validator) routeMatch(r *Route, p string) {
 	}
 	if r.Path != "" && r.PathPrefix != "" {
 		v.errf(p+".path", "keep only one of path and path_prefix", "path and path_prefix both set")
+	}
+	if r.PathRegex != "" {
+		if r.Path != "" || r.PathPrefix != "" {
+			v.errf(p+".path_regex", "keep only one of path, path_prefix and path_regex", "path_regex with path or path_prefix")
+		} else if _, err := proxy.CompilePathRegex(r.PathRegex, false); err != nil {
+			v.errf(p+".path_regex", "write an RE2 expression, e.g. '\\.(css|js)$' (no backreferences or lookarounds)", "%v", err)
+		}
 	}
 	for j, h := range r.Host {
 		if !validHostName(h) {

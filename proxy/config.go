@@ -178,6 +178,11 @@ type RouteConfig struct {
 	// Path matches exactly this path. PathPrefix and Path are exclusive;
 	// with neither set every path matches.
 	Path string
+	// PathRegex matches the paths in which this regular expression (RE2
+	// syntax, unanchored: ^ and $ anchor it) finds a match, as nginx's
+	// location ~ (location ~* on a site with CaseInsensitivePaths).
+	// Exclusive with Path and PathPrefix. At most MaxPathRegexLen bytes.
+	PathRegex string
 	// Headers additionally requires request headers: every one of them.
 	Headers []HeaderMatch
 	// RateLimit bounds how fast one client address may send requests to

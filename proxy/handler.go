@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,8 +71,9 @@ type route struct {
 	hosts                                   []string
 	prefix                                  string
 	exact                                   string
-	// foldCase: prefix, exact and strip match regardless of letter case
-	// (SiteConfig.CaseInsensitivePaths).
+	regex                                   *regexp.Regexp // PathRegex; nil: none
+	// foldCase: prefix, exact, strip and regex match regardless of
+	// letter case (SiteConfig.CaseInsensitivePaths).
 	foldCase bool
 	hdrs     []headerMatch // canonical names; all must match
 	// clientNets: the request's client (realClient) must be in one
@@ -230,6 +232,9 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 			return nil, fmt.Errorf("site %q: %w", s.name, err)
 		}
 		rt.foldCase = sc.CaseInsensitivePaths
+		if rt.regex, err = CompilePathRegex(rc.PathRegex, rt.foldCase); err != nil {
+			return nil, fmt.Errorf("site %q: route %s: %w", s.name, rt.name, err)
+		}
 		rt.tlsInfo = sc.TLSInfoHeaders || rc.TLSInfoHeaders
 		rt.certHdr = sc.ClientCertHeaders || rc.ClientCertHeaders
 		rt.certPEM = sc.ClientCertPEM || rc.ClientCertPEM
@@ -240,7 +245,7 @@ func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 }
 
 // RouteLabel names a route in logs and metrics: its name, else the path it
-// matches (path, else path_prefix, else "/").
+// matches (path, else path_prefix, else "~" and path_regex, else "/").
 func RouteLabel(rc *RouteConfig) string {
 	switch {
 	case rc.Name != "":
@@ -249,6 +254,8 @@ func RouteLabel(rc *RouteConfig) string {
 		return rc.Path
 	case rc.PathPrefix != "":
 		return rc.PathPrefix
+	case rc.PathRegex != "":
+		return "~" + rc.PathRegex
 	}
 	return "/"
 }
@@ -291,8 +298,8 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	if rt.compress, err = newCompressor(rc.Compress); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
-	if rt.prefix != "" && rt.exact != "" {
-		return nil, fmt.Errorf("route %s: path_prefix and path are exclusive", rt.name)
+	if rt.prefix != "" && rt.exact != "" || rc.PathRegex != "" && (rt.prefix != "" || rt.exact != "") {
+		return nil, fmt.Errorf("route %s: path_prefix, path and path_regex are exclusive", rt.name)
 	}
 	for _, h := range rc.Hosts {
 		rt.hosts = append(rt.hosts, frontdoor.NormalizeName(h))
@@ -442,6 +449,9 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 		if _, ok := rt.pathPrefix(p, rt.prefix); !ok {
 			return false
 		}
+	}
+	if rt.regex != nil && !rt.regex.MatchString(p) {
+		return false
 	}
 	for _, m := range rt.hdrs {
 		var v []string

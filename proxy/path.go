@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"fmt"
 	"path"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -72,4 +74,30 @@ func foldPrefix(p, prefix string) (int, bool) {
 		i += size
 	}
 	return i, true
+}
+
+// MaxPathRegexLen bounds a RouteConfig.PathRegex: RE2 matches in time
+// linear in the path, but compiles in time and memory that grow with the
+// expression (a{1000}{1000} is refused by the parser; long alternations
+// are not).
+const MaxPathRegexLen = 1024
+
+// CompilePathRegex compiles a RouteConfig.PathRegex (nil for ""), case
+// insensitive with fold (SiteConfig.CaseInsensitivePaths), or says what
+// is wrong with it.
+func CompilePathRegex(expr string, fold bool) (*regexp.Regexp, error) {
+	switch {
+	case expr == "":
+		return nil, nil
+	case len(expr) > MaxPathRegexLen:
+		return nil, fmt.Errorf("path_regex is %d bytes, over %d", len(expr), MaxPathRegexLen)
+	}
+	if fold {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("path_regex: %w", err)
+	}
+	return re, nil
 }

@@ -104,7 +104,7 @@ func configNames(cfg *conf.Config) metrics.ConfigNames {
 	for _, s := range cfg.Sites {
 		n.Sites = append(n.Sites, s.Name)
 		for _, r := range s.Routes {
-			n.Routes = append(n.Routes, proxy.RouteLabel(&proxy.RouteConfig{Name: r.Name, Path: r.Path, PathPrefix: r.PathPrefix}))
+			n.Routes = append(n.Routes, proxy.RouteLabel(&proxy.RouteConfig{Name: r.Name, Path: r.Path, PathPrefix: r.PathPrefix, PathRegex: r.PathRegex}))
 		}
 	}
 	for _, u := range cfg.Upstreams {

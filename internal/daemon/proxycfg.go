@@ -132,7 +132,7 @@ func routeKey(r *conf.Route) string {
 	if !r.NameByPlace {
 		return ""
 	}
-	k := []string{proxy.RouteLabel(&proxy.RouteConfig{Path: r.Path, PathPrefix: r.PathPrefix})}
+	k := []string{proxy.RouteLabel(&proxy.RouteConfig{Path: r.Path, PathPrefix: r.PathPrefix, PathRegex: r.PathRegex})}
 	if r.Path != "" {
 		k[0] = "=" + k[0] // an exact path, not the prefix that reads the same
 	}
@@ -161,6 +161,7 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		ClientIP:        r.ClientIP,
 		PathPrefix:      r.PathPrefix,
 		Path:            r.Path,
+		PathRegex:       r.PathRegex,
 		Upstream:        r.Upstream,
 		StripPrefix:     r.StripPrefix,
 		RequestHeaders:  proxy.HeaderOps{Set: r.RequestHeaders.Set, Add: r.RequestHeaders.Add, Remove: r.RequestHeaders.Remove},

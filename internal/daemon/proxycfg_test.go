@@ -102,3 +102,12 @@ func TestRequestIDMapped(t *testing.T) {
 		t.Errorf("request ID header %q, want X-Trace", got)
 	}
 }
+
+// TestPathRegexMapped: a route's path_regex reaches the proxy, and an
+// unnamed one is known across reloads by it (not as the catch-all "/").
+func TestPathRegexMapped(t *testing.T) {
+	rc := routeConfig(conf.Route{PathRegex: `\.php$`, NameByPlace: true, Respond: &conf.Respond{Status: 410}})
+	if rc.PathRegex != `\.php$` || rc.Key != `~\.php$` {
+		t.Errorf("path_regex %q, key %q", rc.PathRegex, rc.Key)
+	}
+}
