@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -369,8 +371,8 @@ func TestFilesPrecompressed(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	io.WriteString(zw, js)
 	zw.Close()
-	for name, b := range map[string][]byte{"app.js": []byte(js), "app.js.gz": gz.Bytes(), "plain.css": []byte("p {}"),
-		"stale.js": []byte(js), "stale.js.gz": gz.Bytes()} {
+	for name, b := range sortedFiles(map[string][]byte{"app.js": []byte(js), "app.js.gz": gz.Bytes(), "plain.css": []byte("p {}"),
+		"stale.js": []byte(js), "stale.js.gz": gz.Bytes()}) {
 		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +421,7 @@ func TestFilesPrecompressedLength(t *testing.T) {
 	for i := range gz {
 		gz[i] = byte(i * 7919 >> 3)
 	}
-	for name, b := range map[string][]byte{"big.txt": []byte("identity"), "big.txt.gz": gz} {
+	for name, b := range sortedFiles(map[string][]byte{"big.txt": []byte("identity"), "big.txt.gz": gz}) {
 		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -461,7 +463,7 @@ func TestFilesPrecompressedLength(t *testing.T) {
 // give the gzip bytes to clients that never took gzip.
 func TestFilesPrecompressedVaryKept(t *testing.T) {
 	root := t.TempDir()
-	for name, b := range map[string]string{"f.svg": "<svg/>", "f.svg.gz": "gzip bytes"} {
+	for name, b := range sortedFiles(map[string]string{"f.svg": "<svg/>", "f.svg.gz": "gzip bytes"}) {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -513,10 +515,15 @@ func TestFilesRootGone(t *testing.T) {
 func TestFilesCompressed(t *testing.T) {
 	root := t.TempDir()
 	css := strings.Repeat("body { color: red; margin: 0 }\n", 200)
-	for name, b := range map[string]string{"big.css": css, "small.css": "p {}", "pic.png": css, "pre.js": css, "pre.js.gz": "the sibling's bytes"} {
+	for name, b := range sortedFiles(map[string]string{"big.css": css, "small.css": "p {}", "pic.png": css, "pre.js": css, "pre.js.gz": "the sibling's bytes"}) {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The sibling no older than its file, whichever was written last.
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Join(root, "pre.js.gz"), later, later); err != nil {
+		t.Fatal(err)
 	}
 	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Precompressed: true}, Compress: &CompressConfig{}})}
 	for _, h2 := range []bool{false, true} {
@@ -619,7 +626,7 @@ func TestFilesCompressBusy(t *testing.T) {
 func TestFilesPrecompressedETagDistinct(t *testing.T) {
 	root := t.TempDir()
 	same := time.Now().Add(-time.Hour).Truncate(time.Second)
-	for name, b := range map[string]string{"a.txt": "identity bytes 01234", "a.txt.gz": "gzip-ish bytes 56789"} {
+	for name, b := range sortedFiles(map[string]string{"a.txt": "identity bytes 01234", "a.txt.gz": "gzip-ish bytes 56789"}) {
 		p := filepath.Join(root, name)
 		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
 			t.Fatal(err)
@@ -654,7 +661,7 @@ func TestFilesPrecompressedETagDistinct(t *testing.T) {
 func TestFilesCharset(t *testing.T) {
 	root := t.TempDir()
 	gbkPage := "<meta charset=\"gbk\"><p>\xc4\xe3\xba\xc3</p>" // 你好 in GBK
-	for name, b := range map[string]string{"p.html": gbkPage, "app.js": "x()", "d.json": "{}", "i.png": "\x89PNG"} {
+	for name, b := range sortedFiles(map[string]string{"p.html": gbkPage, "app.js": "x()", "d.json": "{}", "i.png": "\x89PNG"}) {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -695,7 +702,7 @@ func TestFilesCharset(t *testing.T) {
 // fallback that is gone is 404 for them.
 func TestFilesFallback(t *testing.T) {
 	root := t.TempDir()
-	for name, b := range map[string]string{"index.html": "<app/>", "app.js": "x()", "docs/index.html": "docs", ".env": "SECRET=1"} {
+	for name, b := range sortedFiles(map[string]string{"index.html": "<app/>", "app.js": "x()", "docs/index.html": "docs", ".env": "SECRET=1"}) {
 		p := filepath.Join(root, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
@@ -746,6 +753,19 @@ func TestFilesFallback(t *testing.T) {
 	for _, bad := range []string{"../x.html", "a/../../x", ".env", "/a/.git/x", "a\\b", "./index.html"} {
 		if err := CheckFilesFallback(bad); err == nil {
 			t.Errorf("fallback %q accepted", bad)
+		}
+	}
+}
+
+// sortedFiles yields m's names and contents in name order: a file before
+// its .gz sibling, which a precompressed route serves only when it is not
+// older than the file (written in map order, it sometimes was).
+func sortedFiles[V string | []byte](m map[string]V) func(func(string, V) bool) {
+	return func(yield func(string, V) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(k, m[k]) {
+				return
+			}
 		}
 	}
 }
