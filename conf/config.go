@@ -589,6 +589,10 @@ type Route struct {
 	// this route (a login form, an API), as nginx's limit_req with burst
 	// and nodelay (the same rate and burst mean the same here). Default: no bound.
 	RateLimit *RateLimit `yaml:"rate_limit"`
+	// BasicAuth asks for a user name and password before the route does
+	// anything for a request (after rate_limit), as nginx's auth_basic.
+	// Default: none.
+	BasicAuth *BasicAuth `yaml:"basic_auth"`
 	// Compress gzip-encodes the responses of the listed types for the
 	// clients that accept it (Accept-Encoding), as nginx's gzip and
 	// Caddy's encode do: a target's, or a files route's files (those
@@ -1006,6 +1010,40 @@ type Compress struct {
 	// Level is gzip's, 1 (fastest) to 9 (smallest). Default 5.
 	Level int `yaml:"level"`
 }
+
+// BasicAuth protects a route with HTTP Basic authentication (RFC 7617), as
+// nginx's auth_basic and auth_basic_user_file: a request without a user
+// and password of the users file gets 401 with a WWW-Authenticate
+// challenge (the site's error page for 401, if any). Serve it over TLCP
+// or TLS only: the password travels in every request. The Authorization
+// header goes on to the target, as nginx sends it (remove it with
+// request_headers). Each password check costs bcrypt's tens of
+// milliseconds: a password that passed is remembered (a hash of it, in
+// memory) for 5 minutes, at most 2 checks run at once in a process, and a
+// client address (its /64 for IPv6) that fails failures_per_minute times
+// gets 429 with Retry-After, checked for nothing, until its allowance
+// comes back (counted in each worker).
+type BasicAuth struct {
+	// Realm names the protected area in the browser's prompt. Default
+	// restricted.
+	Realm string `yaml:"realm"`
+	// UsersFile is an htpasswd file of user:hash lines with bcrypt hashes
+	// ($2y$, as htpasswd -B writes; MD5 $apr1$, {SHA} and crypt hashes
+	// are refused), read when the configuration is loaded and at each
+	// reload; blank lines and lines starting with # are skipped. Keep it
+	// readable by gmproxy only. Required.
+	UsersFile string `yaml:"users_file"`
+	// FailuresPerMinute is how many failed attempts a client address may
+	// make a minute (all at once after a pause, then one every
+	// minute/failures_per_minute). Default 10.
+	FailuresPerMinute int `yaml:"failures_per_minute"`
+
+	// Users are the users of UsersFile and their hashes, as loaded.
+	Users map[string][]byte `yaml:"-"`
+}
+
+// MaxUsersFile bounds a basic_auth users file: it is held in memory.
+const MaxUsersFile = 1 << 20
 
 // RateLimit bounds a client's requests: it may send burst requests beyond
 // the rate at once (1 + burst after a pause), then one at the rate; a

@@ -146,6 +146,11 @@ func (r *Route) setDefaults() { r.HostHeader = "passthrough" }
 
 func (f *Files) setDefaults() { f.Index = "index.html" }
 
+func (a *BasicAuth) setDefaults() {
+	a.Realm = "restricted"
+	a.FailuresPerMinute = proxy.DefaultBasicAuthFailures
+}
+
 func (c *Compress) setDefaults() {
 	c.Types = slices.Clone(proxy.DefaultCompressTypes)
 	c.MinLength = proxy.DefaultCompressMinLength

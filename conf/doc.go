@@ -537,6 +537,10 @@
 //     rate_limit bounds how fast one client address may send requests to this
 //     route (a login form, an API), as nginx's limit_req with burst and
 //     nodelay (the same rate and burst mean the same here). Default: no bound.
+//   - basic_auth (optional section, see sites[].routes[].basic_auth):
+//     basic_auth asks for a user name and password before the route does
+//     anything for a request (after rate_limit), as nginx's auth_basic.
+//     Default: none.
 //   - compress (optional section, see sites[].routes[].compress): compress
 //     gzip-encodes the responses of the listed types for the clients that
 //     accept it (Accept-Encoding), as nginx's gzip and Caddy's encode do: a
@@ -700,6 +704,31 @@
 //     share: a client's requests to any of them count against one (a login
 //     form and its API behind two routes). Every route of a zone must give it
 //     the same rate and burst. Default: the route's own.
+//
+// # sites[].routes[].basic_auth
+//
+// This section protects a route with HTTP Basic authentication (RFC 7617), as
+// nginx's auth_basic and auth_basic_user_file: a request without a user and
+// password of the users file gets 401 with a WWW-Authenticate challenge (the
+// site's error page for 401, if any). Serve it over TLCP or TLS only: the
+// password travels in every request. The Authorization header goes on to the
+// target, as nginx sends it (remove it with request_headers). Each password
+// check costs bcrypt's tens of milliseconds: a password that passed is
+// remembered (a hash of it, in memory) for 5 minutes, at most 2 checks run at
+// once in a process, and a client address (its /64 for IPv6) that fails
+// failures_per_minute times gets 429 with Retry-After, checked for nothing,
+// until its allowance comes back (counted in each worker).
+//
+//   - realm (string): realm names the protected area in the browser's prompt.
+//     Default restricted.
+//   - users_file (string): users_file is an htpasswd file of user:hash lines
+//     with bcrypt hashes ($2y$, as htpasswd -B writes; MD5 $apr1$, {SHA} and
+//     crypt hashes are refused), read when the configuration is loaded and at
+//     each reload; blank lines and lines starting with # are skipped. Keep it
+//     readable by gmproxy only. Required.
+//   - failures_per_minute (integer): failures_per_minute is how many failed
+//     attempts a client address may make a minute (all at once after a pause,
+//     then one every minute/failures_per_minute). Default 10.
 //
 // # sites[].routes[].compress
 //

@@ -612,6 +612,9 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 func (v *validator) route(r *Route, p string, upstreams, used map[string]bool) bool {
 	v.routeAction(r, p, upstreams, used)
 	v.routeMatch(r, p)
+	if r.BasicAuth != nil {
+		v.basicAuth(r.BasicAuth, p+".basic_auth")
+	}
 	v.routeRewrites(r, p)
 	v.routeForwarding(r, p)
 	anyRequest := len(r.Host) == 0 && len(r.Header) == 0 && len(r.ClientIP) == 0 && r.PathRegex == ""
@@ -1912,4 +1915,66 @@ func isLoopbackHost(host string) bool {
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// basicAuth checks a route's basic_auth and loads its users file.
+func (v *validator) basicAuth(a *BasicAuth, p string) {
+	if err := proxy.CheckBasicAuthRealm(a.Realm); err != nil {
+		v.errf(p+".realm", "write a name without quotes, backslashes or control characters", "%v", err)
+	}
+	if a.FailuresPerMinute < 1 || a.FailuresPerMinute > 6000 {
+		v.errf(p+".failures_per_minute", "write a number from 1 to 6000", "failures_per_minute %d out of range", a.FailuresPerMinute)
+	}
+	fp := p + ".users_file"
+	if a.UsersFile == "" {
+		v.errf(fp, "write the htpasswd file, e.g. users_file: /etc/gmproxy/admin.htpasswd (htpasswd -B -c FILE USER)", "basic_auth without a users_file")
+		return
+	}
+	v.secretMode(fp, a.UsersFile, "users file")
+	full := v.resolve(a.UsersFile)
+	fi, err := os.Stat(full)
+	switch {
+	case err != nil:
+		v.errf(fp, relFix, "users file %q: %v", a.UsersFile, errors.Unwrap(err))
+		return
+	case !fi.Mode().IsRegular():
+		v.errf(fp, "name a file", "%s is not a file", a.UsersFile)
+		return
+	case fi.Size() > MaxUsersFile:
+		v.errf(fp, "keep it under 1MiB", "%s is %d bytes, over 1MiB", a.UsersFile, fi.Size())
+		return
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		v.errf(fp, relFix, "%v", err)
+		return
+	}
+	users, bad := map[string][]byte{}, false
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, hash, ok := strings.Cut(line, ":")
+		where := fmt.Sprintf("%s line %d", a.UsersFile, i+1)
+		switch {
+		case !ok:
+			v.errf(fp, "write user:hash lines (htpasswd -B FILE USER)", "%s: not user:hash", where)
+			bad = true
+		case users[user] != nil:
+			v.errf(fp, "keep one line per user", "%s: user %q again", where, user)
+			bad = true
+		default:
+			if err := proxy.CheckBasicAuthUser(user, []byte(hash)); err != nil {
+				v.errf(fp, "regenerate the line with htpasswd -B FILE USER", "%s: %v", where, err)
+				bad = true
+				continue
+			}
+			users[user] = []byte(hash)
+		}
+	}
+	if len(users) == 0 && !bad {
+		v.errf(fp, "add a user with htpasswd -B FILE USER", "%s has no users", a.UsersFile)
+	}
+	a.Users = users
 }

@@ -178,6 +178,9 @@ type RouteConfig struct {
 	// Path matches exactly this path. PathPrefix and Path are exclusive;
 	// with neither set every path matches.
 	Path string
+	// BasicAuth, when set, asks for a user name and password (HTTP Basic)
+	// before anything else is done for a request (after RateLimit).
+	BasicAuth *BasicAuthConfig
 	// PathRegex matches the paths in which this regular expression (RE2
 	// syntax, unanchored: ^ and $ anchor it) finds a match, as nginx's
 	// location ~ (location ~* on a site with CaseInsensitivePaths).

@@ -81,6 +81,7 @@ type route struct {
 	clientNets []netip.Prefix
 	p          *Proxy
 	rate       *rateLimiter // nil: no rate_limit
+	auth       *basicAuth   // nil: no basic_auth
 	// tlsInfo, certHdr, certPEM: the TLS and client-certificate headers
 	// this route's requests get (its own or its site's settings).
 	tlsInfo, certHdr, certPEM bool
@@ -296,6 +297,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		return nil, fmt.Errorf("route %s: response_headers: %w", rt.name, err)
 	}
 	if rt.compress, err = newCompressor(rc.Compress); err != nil {
+		return nil, fmt.Errorf("route %s: %w", rt.name, err)
+	}
+	if rt.auth, err = newBasicAuth(rc.BasicAuth); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	if rt.prefix != "" && rt.exact != "" || rc.PathRegex != "" && (rt.prefix != "" || rt.exact != "") {
@@ -583,6 +587,8 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorResponse(rs, r, http.StatusNotFound, "no route matches", "no route matches host "+host+" path "+r.URL.Path)
 	case rt.rate != nil && s.rateLimited(rs, r, rt):
 		// answered 429
+	case rt.auth != nil && !s.authorized(rs, r, rt):
+		// answered 401, or 429 for a client over its failures
 	case rt.respond != nil && rt.respond.Status < 300 && isExtendedConnect(r):
 		// A 2xx to a CONNECT opens the tunnel (RFC 9110 §9.3.6, RFC
 		// 8441 §5): the route's answer would be taken for a WebSocket

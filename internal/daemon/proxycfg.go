@@ -185,6 +185,9 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 	if f := r.Files; f != nil {
 		rc.Files = &proxy.FilesConfig{Root: f.Root, Index: f.Index, Hidden: f.Hidden, Precompressed: f.Precompressed, Charset: f.Charset, Fallback: f.Fallback}
 	}
+	if a := r.BasicAuth; a != nil {
+		rc.BasicAuth = &proxy.BasicAuthConfig{Realm: a.Realm, Users: a.Users, FailuresPerMinute: a.FailuresPerMinute}
+	}
 	if c := r.Compress; c != nil {
 		// min_length 0: every length (the proxy's 0 is its default).
 		rc.Compress = &proxy.CompressConfig{Types: c.Types, MinLength: max(int64(c.MinLength), 1), Level: c.Level}

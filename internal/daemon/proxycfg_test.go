@@ -111,3 +111,13 @@ func TestPathRegexMapped(t *testing.T) {
 		t.Errorf("path_regex %q, key %q", rc.PathRegex, rc.Key)
 	}
 }
+
+// TestBasicAuthMapped: a route's basic_auth, its users as loaded, reaches
+// the proxy.
+func TestBasicAuthMapped(t *testing.T) {
+	users := map[string][]byte{"ops": []byte("$2y$10$x")}
+	rc := routeConfig(conf.Route{Upstream: "u", BasicAuth: &conf.BasicAuth{Realm: "r", Users: users, FailuresPerMinute: 7}})
+	if a := rc.BasicAuth; a == nil || a.Realm != "r" || string(a.Users["ops"]) != "$2y$10$x" || a.FailuresPerMinute != 7 {
+		t.Errorf("basic_auth %+v", a)
+	}
+}

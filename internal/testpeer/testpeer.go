@@ -378,7 +378,7 @@ func SecretModes(dir string) error {
 			return err
 		}
 		mode := os.FileMode(0o644)
-		if name := d.Name(); strings.Contains(name, "key") || strings.HasSuffix(name, ".pass") || strings.HasPrefix(name, "password") {
+		if name := d.Name(); strings.Contains(name, "key") || strings.HasSuffix(name, ".pass") || strings.HasSuffix(name, ".htpasswd") || strings.HasPrefix(name, "password") {
 			mode = 0o600
 		}
 		return os.Chmod(p, mode)

@@ -1,0 +1,203 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/lru"
+)
+
+// Basic authentication: a route with a BasicAuthConfig asks for a user
+// name and password (RFC 7617), as nginx's auth_basic with
+// auth_basic_user_file. Passwords are checked against bcrypt hashes, whose
+// cost (tens of milliseconds of CPU each) is what makes a stolen file hard
+// to crack and what a client sending wrong passwords would make the proxy
+// spend: each client address has a small allowance of failures, the
+// checks run a few at a time, and a password that passed is remembered (by
+// a hash of it) for a while, so that a browser's every request does not
+// cost a bcrypt.
+
+// BasicAuthConfig protects a route with HTTP Basic authentication.
+type BasicAuthConfig struct {
+	// Realm names the protected area in the browser's prompt. Default
+	// "restricted".
+	Realm string
+	// Users maps each user name to its bcrypt hash ($2a$, $2b$ or $2y$,
+	// as htpasswd -B writes).
+	Users map[string][]byte
+	// FailuresPerMinute bounds the failed attempts of a client address
+	// (its /64 for IPv6); beyond it the route answers 429 with
+	// Retry-After, checking nothing. Default DefaultBasicAuthFailures.
+	FailuresPerMinute int
+}
+
+const (
+	// DefaultBasicAuthFailures: ten tries a minute is plenty for a person
+	// who mistyped, and 14400 a day for a guesser.
+	DefaultBasicAuthFailures = 10
+	// basicAuthRemember is how long a user and password that passed go
+	// unchecked: a browser sends them with every request.
+	basicAuthRemember = 5 * time.Minute
+	// basicAuthRemembered bounds the passwords remembered per route.
+	basicAuthRemembered = 4096
+)
+
+// bcryptSlots bounds the bcrypt checks running at once in the process:
+// each takes a core for tens of milliseconds, and the other requests need
+// the cores too. A check waits for a slot as long as its request lives.
+var bcryptSlots = make(chan struct{}, 2)
+
+// bcryptChecks counts the bcrypt checks made (tests).
+var bcryptChecks atomic.Int64
+
+// basicAuth is a compiled BasicAuthConfig.
+type basicAuth struct {
+	challenge string // the WWW-Authenticate value
+	users     map[string][]byte
+	failures  *rateLimiter
+	passed    *lru.Cache[[sha256.Size]byte, struct{}]
+}
+
+func newBasicAuth(c *BasicAuthConfig) (*basicAuth, error) {
+	if c == nil {
+		return nil, nil
+	}
+	realm := c.Realm
+	if realm == "" {
+		realm = "restricted"
+	}
+	if err := CheckBasicAuthRealm(realm); err != nil {
+		return nil, err
+	}
+	if len(c.Users) == 0 {
+		return nil, errors.New("basic_auth: no users")
+	}
+	for u, h := range c.Users {
+		if err := CheckBasicAuthUser(u, h); err != nil {
+			return nil, err
+		}
+	}
+	per := c.FailuresPerMinute
+	if per <= 0 {
+		per = DefaultBasicAuthFailures
+	}
+	return &basicAuth{
+		challenge: `Basic realm="` + realm + `", charset="UTF-8"`,
+		users:     c.Users,
+		failures:  newRateLimiter(RateLimitConfig{Interval: time.Minute / time.Duration(per), Burst: per - 1}),
+		passed:    lru.New[[sha256.Size]byte, struct{}](basicAuthRemembered, basicAuthRemember),
+	}, nil
+}
+
+// CheckBasicAuthRealm reports what is wrong with realm: it goes in a
+// quoted string, so no quote, backslash or control character.
+func CheckBasicAuthRealm(realm string) error {
+	if strings.ContainsAny(realm, "\"\\") || strings.ContainsFunc(realm, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("basic_auth: realm %q holds a quote, backslash or control character", realm)
+	}
+	return nil
+}
+
+// CheckBasicAuthUser reports what is wrong with a user and its hash: a
+// name Basic authentication cannot carry (a colon, a control character,
+// RFC 7617 §2), or a hash that is not bcrypt's.
+func CheckBasicAuthUser(user string, hash []byte) error {
+	switch {
+	case user == "" || strings.ContainsFunc(user, func(r rune) bool { return r == ':' || r < ' ' || r == 0x7f }):
+		return fmt.Errorf("basic_auth: user %q: a name may not be empty or hold a colon or control character", user)
+	case len(hash) < 4 || hash[0] != '$' || hash[1] != '2' || (hash[2] != 'a' && hash[2] != 'b' && hash[2] != 'y') || hash[3] != '$':
+		return fmt.Errorf("basic_auth: user %q: not a bcrypt hash (MD5 $apr1$, {SHA} and crypt hashes are refused: regenerate it with htpasswd -B)", user)
+	}
+	if _, err := bcrypt.Cost(hash); err != nil {
+		return fmt.Errorf("basic_auth: user %q: %v", user, err)
+	}
+	return nil
+}
+
+// authorized reports whether r carries a user and password of rt's, or
+// answers it (401 with the challenge, or 429 for a client over its
+// failures) and returns false.
+func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
+	a := rt.auth
+	var client netip.Addr
+	if ip, err := netip.ParseAddr(s.p.realClient(r)); err == nil {
+		client = frontdoor.ClientKeyOf(ip)
+	}
+	if client.IsValid() {
+		if wait, over := a.failures.exhausted(client); over {
+			secs := (wait + time.Second - 1) / time.Second
+			s.errorResponseWith(rs, r, http.StatusTooManyRequests, "Retry-After", strconv.FormatInt(int64(secs), 10),
+				"too many failed logins from this address", "client "+client.String()+" is over route "+rt.name+"'s basic_auth failures")
+			return false
+		}
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required", "no credentials for route "+rt.name)
+		return false
+	}
+	if a.check(r, user, pass) {
+		return true
+	}
+	if client.IsValid() {
+		a.failures.allow(client) // one failure spent
+	}
+	s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required",
+		"wrong user or password for route "+rt.name+" (user "+strconv.Quote(user)+")")
+	return false
+}
+
+// check reports whether pass is user's password: remembered as passed,
+// or bcrypt's answer, taken in one of bcryptSlots (false when r ends
+// first).
+func (a *basicAuth) check(r *http.Request, user, pass string) bool {
+	hash, known := a.users[user]
+	if !known {
+		return false
+	}
+	// Remembered by a hash of user, password and bcrypt hash (a changed
+	// hash after a reload is another route anyway): never the password.
+	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
+	if _, ok := a.passed.Get(key); ok {
+		return true
+	}
+	select {
+	case bcryptSlots <- struct{}{}:
+	case <-r.Context().Done():
+		return false
+	}
+	err := bcrypt.CompareHashAndPassword(hash, []byte(pass))
+	<-bcryptSlots
+	bcryptChecks.Add(1)
+	if err != nil {
+		return false
+	}
+	a.passed.Put(key, struct{}{})
+	return true
+}
+
+// exhausted reports whether client has no allowance left (and how long
+// until it has), taking none.
+func (l *rateLimiter) exhausted(client netip.Addr) (time.Duration, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tat, ok := l.tat.Get(client)
+	if !ok {
+		return 0, false
+	}
+	if wait := tat - now - l.tolerance; wait > 0 {
+		return time.Duration(wait), true
+	}
+	return 0, false
+}
