@@ -38,13 +38,12 @@ func benchPipelining(b *testing.B, op Op) {
 	kc.Conns = 1
 	rk := remote(b, kc, keys[0])
 	ctx := context.Background()
-	digest := make([]byte, 32)
 	one := func() {
 		var err error
 		if op == OpPing {
 			err = kc.Ping(ctx)
 		} else {
-			_, err = rk.SignContext(ctx, nil, digest, crypto.Hash(0))
+			_, err = rk.SignContext(ctx, nil, testMsg, testOpts)
 		}
 		if err != nil {
 			b.Error(err)

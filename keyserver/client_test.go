@@ -3,10 +3,10 @@ package keyserver
 import (
 	"bufio"
 	"context"
-	"crypto"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -32,8 +32,8 @@ func TestPipelining(t *testing.T) {
 	release := make(chan struct{})
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
 		s.Observer = obs
-		s.runHook = func(_ Op, digest []byte) {
-			if digest[0] == 1 { // slow
+		s.runHook = func(_ Op, msg []byte) {
+			if msg[len(msg)-32] == 1 { // slow
 				<-release
 			}
 		}
@@ -53,8 +53,9 @@ func TestPipelining(t *testing.T) {
 				digest[0] = 1
 			}
 			digest[1] = byte(i)
-			sig, err := rk.SignContext(ctx, nil, digest, crypto.Hash(0))
-			if err == nil && !sm2.VerifyASN1(&keys[0].Private.PublicKey, digest, sig) {
+			msg := cvMsg(digest)
+			sig, err := rk.SignContext(ctx, nil, msg, testOpts)
+			if err == nil && !sm2.VerifyASN1WithSM2(&keys[0].Private.PublicKey, []byte("TLSv1.3+GM+Cipher+Suite"), msg, sig) {
 				err = errors.New("signature does not verify")
 			}
 			mu.Lock()
@@ -128,7 +129,7 @@ func TestFailover(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := rk.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+				if _, err := rk.SignContext(ctx, nil, testMsg, testOpts); err != nil {
 					failed.Add(1)
 					t.Errorf("operation failed: %v", err)
 				}
@@ -173,12 +174,12 @@ func TestTimeoutAndStaleConnection(t *testing.T) {
 	silent := newClient(t, cliTLS, hole.Addr().String())
 	silent.Timeout = 200 * time.Millisecond
 	rk := remote(t, silent, keys[0])
-	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), nil); !errors.Is(err, ErrTimeout) {
+	if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); !errors.Is(err, ErrTimeout) {
 		t.Errorf("silent key server: err = %v, want ErrTimeout", err)
 	}
 	// The caller's own deadline is reported as such.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err = rk.SignContext(ctx, nil, make([]byte, 32), nil)
+	_, err = rk.SignContext(ctx, nil, testMsg, testOpts)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
 		t.Errorf("caller deadline: err = %v", err)
@@ -195,7 +196,7 @@ func TestTimeoutAndStaleConnection(t *testing.T) {
 	defer kc.Close()
 	rk = remote(t, kc, keys[0])
 	for i := 0; i < 3; i++ {
-		if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), nil); err != nil {
+		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
 			t.Fatalf("operation %d after the server closed the idle connection: %v", i, err)
 		}
 		want := int32(i + 1)
@@ -208,8 +209,10 @@ func TestTimeoutAndStaleConnection(t *testing.T) {
 }
 
 // TestVersionMismatch: a version-1 client gets a version-1 error that
-// names the versions; this client, facing a version-1 or a version-3
-// server, returns ErrVersion naming both.
+// names the versions; a client of version 2 (the release that sent
+// digests to sign) or of a later version gets the server's hello and the
+// connection closed; this client, facing a server of version 1, 2 or a
+// later one, returns ErrVersion naming both.
 func TestVersionMismatch(t *testing.T) {
 	keys := testKeys(t)
 	pki := newTestPKI(t)
@@ -235,31 +238,33 @@ func TestVersionMismatch(t *testing.T) {
 		t.Fatalf("version-1 client got no answer: %v", err)
 	}
 	body := make([]byte, binary.BigEndian.Uint32(h[:]))
-	if _, err := io.ReadFull(c, body); err != nil || body[0] != 1 || !strings.Contains(string(body), "version 2") || !strings.Contains(string(body), "version 1") {
+	if _, err := io.ReadFull(c, body); err != nil || body[0] != 1 || !strings.Contains(string(body), fmt.Sprintf("version %d", Version)) || !strings.Contains(string(body), "version 1") {
 		t.Errorf("version-1 client: %q %v", body, err)
 	}
 	if obs.get(func(r *recObserver) int { return r.refused[RefusedVersion] }) != 1 {
 		t.Error("version refusal not reported")
 	}
 
-	// A client of version 3: the server answers its own version and
-	// closes the connection.
-	c3, err := tls.Dial("tcp", ks.addr, cliTLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	c3.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
-	c3.Write(appendHello(nil, 3))
-	br := bufio.NewReader(c3)
-	if v, _, err := readHello(br); err != nil || v != Version {
-		t.Errorf("version-3 client: server hello %d, %v", v, err)
-	}
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("version-3 client: connection not closed after the hello: %v", err)
-	}
-	if n := obs.get(func(r *recObserver) int { return r.refused[RefusedVersion] }); n != 2 {
-		t.Errorf("%d version refusals reported, want 2", n)
+	// Clients of version 2 and of a later version: the server answers its
+	// own version and closes the connection.
+	for i, v := range []uint16{2, Version + 1} {
+		c, err := tls.Dial("tcp", ks.addr, cliTLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		c.Write(appendHello(nil, v))
+		br := bufio.NewReader(c)
+		if sv, _, err := readHello(br); err != nil || sv != Version {
+			t.Errorf("version-%d client: server hello %d, %v", v, sv, err)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("version-%d client: connection not closed after the hello: %v", v, err)
+		}
+		if n := obs.get(func(r *recObserver) int { return r.refused[RefusedVersion] }); n != 2+i {
+			t.Errorf("%d version refusals reported, want %d", n, 2+i)
+		}
 	}
 
 	// Servers of other versions.
@@ -269,7 +274,8 @@ func TestVersionMismatch(t *testing.T) {
 		want   string
 	}{
 		{"version 1", appendV1Error(nil, "short request"), "protocol version 1"},
-		{"version 3", appendHello(nil, 3), "protocol version 3, this gmproxy version 2"},
+		{"version 2", appendHello(nil, 2), fmt.Sprintf("protocol version 2, this gmproxy version %d: run the same release on both", Version)},
+		{"later version", appendHello(nil, Version+1), fmt.Sprintf("protocol version %d, this gmproxy version %d: run the same release on both", Version+1, Version)},
 	} {
 		ln, err := tls.Listen("tcp", "127.0.0.1:0", pki.server)
 		if err != nil {
@@ -285,7 +291,7 @@ func TestVersionMismatch(t *testing.T) {
 			c.Write(srv.answer)
 			io.Copy(io.Discard, c)
 		}()
-		_, err = remote(t, newClient(t, cliTLS, ln.Addr().String()), keys[0]).SignContext(context.Background(), nil, make([]byte, 32), nil)
+		_, err = remote(t, newClient(t, cliTLS, ln.Addr().String()), keys[0]).SignContext(context.Background(), nil, testMsg, testOpts)
 		ln.Close()
 		if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), srv.want) {
 			t.Errorf("%s server: err = %v", srv.name, err)
@@ -329,7 +335,7 @@ func TestCloseDuringDial(t *testing.T) {
 	rk := remote(t, kc, keys[0])
 	errc := make(chan error, 1)
 	go func() {
-		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), nil)
+		_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
 		errc <- err
 	}()
 	<-dialing
@@ -363,7 +369,7 @@ func TestExpiredCallerSparesSharedConnection(t *testing.T) {
 	rk := remote(t, kc, keys[0])
 	errc := make(chan error, 1)
 	go func() {
-		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
 		errc <- err
 	}()
 	eventually(t, "operation in flight", func() bool { return obs.get(func(r *recObserver) int { return r.inFlight["edge"] }) == 1 })

@@ -9,7 +9,7 @@
 // (crypto/tls, TLS 1.3, client certificates required), or a Unix socket
 // protected by its file permissions.
 //
-// # Wire format (version 2)
+// # Wire format (version 3)
 //
 // Integers are big endian. A connection starts with one hello in each
 // direction, client first:
@@ -22,7 +22,12 @@
 // version-1 server answers it with an error frame and a version-1 client's
 // request is recognised (and answered, in version-1 framing, with an error
 // text telling to upgrade): a mismatch is always a clear error, never a
-// hang or garbage.
+// hang or garbage. Version 3 changed the sign operation (it takes the
+// message, where version 2 took a digest the client computed): a gmproxy
+// and a key server of versions 2 and 3 refuse each other at the greeting
+// ("run the same release on both"), which gmproxy's start-up probe of
+// each remote key logs, rather than each handshake failing on a refused
+// signature.
 //
 // Then both sides send frames:
 //
@@ -36,7 +41,8 @@
 //
 // Request types (Op) and bodies:
 //
-//	1 sign           key ID (32) || e (32): the SM2 digest SM3(Z_A || M), computed by the client
+//	1 sign           key ID (32) || M: a handshake message (see "What is signed"); the key
+//	                 server computes e = SM3(Z_A || M) with the ID M's protocol prescribes
 //	2 decrypt        key ID (32) || SM2 ciphertext (ASN.1, C1C3C2) of a TLCP pre-master secret
 //	3 key_agreement  key ID (32) || ephemeral private key (32) || peer static key (65) ||
 //	                 peer ephemeral key (65) || responder (1: 0 or 1) || key length (2) ||
@@ -51,6 +57,30 @@
 // CodeForbidden for a client in no allow-list entry, CodeMalformed for a
 // frame length out of range or a request with ID 0); the server then
 // closes it.
+//
+// # What is signed
+//
+// The sign operation signs the handshake messages of gmproxy's servers
+// and nothing else; any other M is refused with CodeNotHandshake (12,
+// "not_handshake"), counted in the metrics and the audit like the other
+// refusals. The client does not choose the SM2 ID: the key server takes
+// the one of M's protocol. The accepted M are exactly what the tlcp and
+// tls13sm packages sign:
+//
+//	TLS 1.3 server CertificateVerify (RFC 8446 §4.4.3, RFC 8998), ID "TLSv1.3+GM+Cipher+Suite":
+//	    0x20 × 64 || "TLS 1.3, server CertificateVerify" || 0x00 || transcript hash (32, SM3)
+//	TLCP ECDHE ServerKeyExchange (GB/T 38636-2020 §6.4.5.4), ID "1234567812345678":
+//	    client_random (32) || server_random (32) || 3 (named_curve) || 0x0029 (41, SM2) || 65 ||
+//	    uncompressed point (65) on the SM2 curve
+//	TLCP ECC ServerKeyExchange, ID "1234567812345678":
+//	    client_random (32) || server_random (32) || length (3) || DER of one X.509
+//	    certificate (exactly length bytes) with an SM2 public key and, when it has the
+//	    key usage extension, keyEncipherment, dataEncipherment or keyAgreement
+//
+// The client's CertificateVerify of either protocol is not signed (gmproxy
+// keeps no client key on a key server). The certificate of an ECC
+// ServerKeyExchange need not hold a key this key server serves: a site's
+// encryption key may be on another key server or on the edge.
 //
 // # Threat model
 //
@@ -72,6 +102,9 @@
 //     pre-master secrets only (48 bytes beginning with version 1.1): any
 //     other plaintext is refused like a ciphertext that does not decrypt
 //     (CodeFailed), so that other data encrypted to the key stays sealed.
+//     Signing answers handshake messages only (see "What is signed"): a
+//     client allowed the signing key cannot have it sign a document, a
+//     certificate, a digest or a message of another protocol.
 //   - An edge that is compromised can still use its own keys while it is:
 //     per-client rate limits (CodeRateLimited), which every request but a
 //     ping draws on, refused ones too (probing which keys the server holds
@@ -98,7 +131,17 @@
 //   - Not covered: the channel carries the TLCP ECDHE ephemeral private
 //     key and decrypted pre-master secrets, so its confidentiality matters
 //     as much as the keys' (mutual TLS or a local socket only); a
-//     compromised key server host yields the keys; signatures are over
-//     digests the client computed, so the key server cannot know what it
-//     signs.
+//     compromised key server host yields the keys. What a client allowed
+//     the signing key can still have signed: a TLS 1.3 server
+//     CertificateVerify over any transcript hash, a TLCP ECDHE
+//     ServerKeyExchange for any randoms and any point, and a TLCP ECC
+//     ServerKeyExchange for any randoms and any SM2 encryption
+//     certificate, one of its own making included. That is, it can
+//     authenticate as the site any handshake it runs while it is allowed;
+//     since the peer chooses client_random (and TLS 1.3 hashes it into
+//     the transcript), such a signature serves in the handshake it was
+//     asked for only, not as a lasting signed statement. The 64 bytes of
+//     randoms of a TLCP message are the client's choice: a verifier of
+//     another protocol whose signed data had the TLCP layouts above, with
+//     the default ID, would accept them.
 package keyserver

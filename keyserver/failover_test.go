@@ -3,7 +3,6 @@ package keyserver
 import (
 	"bufio"
 	"context"
-	"crypto"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -107,7 +106,7 @@ func TestStalledEndpointFailsOver(t *testing.T) {
 	failed := 0
 	const n = 10
 	for range n {
-		if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
 			failed++
 		}
 	}
@@ -207,7 +206,7 @@ func TestEndpointMarkedDownComesBackUp(t *testing.T) {
 	kc.BackoffMin, kc.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	rk := remote(t, kc, keys[0])
 	ctx := context.Background()
-	sign := func() error { _, err := rk.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); return err }
+	sign := func() error { _, err := rk.SignContext(ctx, nil, testMsg, testOpts); return err }
 
 	// Both endpoints connected and up.
 	for range 4 {

@@ -2,6 +2,7 @@ package keyserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,6 +20,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -269,4 +271,20 @@ func quarantine(t *testing.T, ks *running, keys []Key, cert *x509.Certificate, m
 	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{q, grantAll("edge", keys)}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testMsg is a message the key server signs, the content of a TLS 1.3
+// server CertificateVerify (with a zero transcript hash), and testOpts
+// the options a stack passes with it (RFC 8998's ID), for tests that need
+// any signature.
+var (
+	testMsg  = append(append(bytes.Repeat([]byte{0x20}, 64), "TLS 1.3, server CertificateVerify\x00"...), make([]byte, 32)...)
+	testOpts = smkey.NewSM2SignerOpts([]byte("TLSv1.3+GM+Cipher+Suite"))
+)
+
+// cvMsg returns the content of a TLS 1.3 server CertificateVerify with
+// transcript hash th (32 bytes), which a runHook finds at
+// payload[len(payload)-32:].
+func cvMsg(th []byte) []byte {
+	return append(bytes.Repeat([]byte{0x20}, 64), append([]byte("TLS 1.3, server CertificateVerify\x00"), th...)...)
 }

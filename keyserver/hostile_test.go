@@ -6,7 +6,6 @@ package keyserver
 import (
 	"bufio"
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -44,7 +43,7 @@ func TestOversizedRequestFailsAlone(t *testing.T) {
 	var runs atomic.Int32
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
 		s.runHook = func(op Op, p []byte) {
-			if op == OpSign && p[0] == 1 {
+			if op == OpSign && p[len(p)-32] == 1 {
 				runs.Add(1)
 				started <- struct{}{}
 				<-release
@@ -59,7 +58,7 @@ func TestOversizedRequestFailsAlone(t *testing.T) {
 	go func() {
 		d := make([]byte, 32)
 		d[0] = 1
-		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, d, crypto.Hash(0))
+		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, cvMsg(d), testOpts)
 		errc <- err
 	}()
 	testpeer.Recv(t, started, "operation held on the key server")
@@ -128,7 +127,7 @@ func TestReidentifiedConnectionsCountAgainstTheirGrant(t *testing.T) {
 	kc1, kc2 := newClient(t, cliTLS, ks.addr), newClient(t, cliTLS, ks.addr) // two connections
 	kc1.Conns, kc2.Conns = 1, 1
 	sign := func(kc *Client) error {
-		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0))
+		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, testMsg, testOpts)
 		return err
 	}
 	for _, kc := range []*Client{kc1, kc2} {
@@ -168,11 +167,11 @@ func TestExpiredCertificateEndsAccess(t *testing.T) {
 	kc := newClient(t, cliTLS, ks.addr)
 	kc.Conns = 1
 	rk := remote(t, kc, keys[0])
-	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(notAfter) + 500*time.Millisecond)
-	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err == nil {
+	if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err == nil {
 		t.Error("a connection whose client certificate has expired still signs")
 	}
 }
@@ -190,7 +189,7 @@ func TestRemovedClientRefusalAudited(t *testing.T) {
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Observer = obs })
 	kc := newClient(t, cliTLS, ks.addr)
 	rk := remote(t, kc, keys[0])
-	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
 		t.Fatal(err)
 	}
 	moved := grantAll("edge", keys)
@@ -198,7 +197,7 @@ func TestRemovedClientRefusalAudited(t *testing.T) {
 	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{moved}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrForbidden) {
+	if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("removed certificate: err = %v", err)
 	}
 	n := obs.get(func(r *recObserver) int {
@@ -322,9 +321,8 @@ func TestRemoteSignatureVerified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest := make([]byte, 32)
-	sig, err := rk.SignContext(context.Background(), nil, digest, crypto.Hash(0))
-	if err == nil && !sm2.VerifyASN1(&priv.PublicKey, digest, sig) {
+	sig, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
+	if err == nil && !sm2.VerifyASN1WithSM2(&priv.PublicKey, testOpts.UID(), testMsg, sig) {
 		t.Errorf("a signature that does not verify was accepted: %q", sig)
 	}
 }
@@ -363,7 +361,7 @@ func TestStalledWriteBoundedByTimeout(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
 		done <- err
 	}()
 	select {
@@ -396,7 +394,7 @@ func TestUnverifiedCertificateRefused(t *testing.T) {
 	cfg := &tls.Config{GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return own, nil },
 		RootCAs: pki.pool, ServerName: "keyserver", MinVersion: tls.VersionTLS13}
 	rk := remote(t, newClient(t, cfg, ks.addr), keys[0])
-	_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+	_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
 	if err == nil {
 		t.Fatal("a self-signed certificate was identified as the client edge and signed")
 	}
@@ -492,7 +490,7 @@ func TestReloadedClientCAsCutOpenConnections(t *testing.T) {
 	kc.Conns = 1
 	rk := remote(t, kc, keys[0])
 	sign := func() error {
-		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
 		return err
 	}
 	if err := sign(); err != nil {

@@ -1,7 +1,6 @@
 package keyserver
 
 import (
-	"crypto"
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
@@ -160,7 +159,7 @@ func TestPingNotCharged(t *testing.T) {
 			t.Fatal("ping refused")
 		}
 	}
-	if _, err := remote(t, newClient(t, edgeTLS, ks.addr), keys[0]).Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := remote(t, newClient(t, edgeTLS, ks.addr), keys[0]).Sign(rand.Reader, testMsg, testOpts); err != nil {
 		t.Errorf("the one operation of the burst after pings: %v", err)
 	}
 }
@@ -232,7 +231,7 @@ func TestLoweredMaxConnsShedsNewest(t *testing.T) {
 	open := servedConns(t, ks.addr, edgeTLS, 4)
 	// The newest has a signature in progress when the reload comes.
 	signID, _ := KeyID(keys[0].Private.Public())
-	if err := newFrameWriter(open[3].c, 5*time.Second).write(7, byte(OpSign), signID[:], make([]byte, 32)); err != nil {
+	if err := newFrameWriter(open[3].c, 5*time.Second).write(7, byte(OpSign), signID[:], testMsg); err != nil {
 		t.Fatal(err)
 	}
 	<-entered
@@ -369,7 +368,7 @@ func TestRefusedPolicyChangesNoLimits(t *testing.T) {
 	}
 	rk := remote(t, newClient(t, edgeTLS, ks.addr), keys[0])
 	for i := range 5 {
-		if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+		if _, err := rk.Sign(rand.Reader, testMsg, testOpts); err != nil {
 			t.Fatalf("operation %d under the limits the refused policy did not change: %v", i+1, err)
 		}
 	}
@@ -515,11 +514,11 @@ func TestTighterRateKeepsUsedTokens(t *testing.T) {
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{edge}}, nil)
 	rk := remote(t, newClient(t, edgeTLS, ks.addr), keys[0])
 	for i := range 2 {
-		if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+		if _, err := rk.Sign(rand.Reader, testMsg, testOpts); err != nil {
 			t.Fatalf("operation %d within the burst: %v", i+1, err)
 		}
 	}
-	if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrRateLimited) {
+	if _, err := rk.Sign(rand.Reader, testMsg, testOpts); !errors.Is(err, ErrRateLimited) {
 		t.Fatalf("beyond the burst: %v, want rate_limited", err)
 	}
 	tighter := edge
@@ -527,7 +526,7 @@ func TestTighterRateKeepsUsedTokens(t *testing.T) {
 	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{tighter}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrRateLimited) {
+	if _, err := rk.Sign(rand.Reader, testMsg, testOpts); !errors.Is(err, ErrRateLimited) {
 		t.Errorf("after a reload to a tighter rate: %v, want rate_limited", err)
 	}
 	// A client that had no rate starts with its whole burst.
@@ -539,7 +538,7 @@ func TestTighterRateKeepsUsedTokens(t *testing.T) {
 	if err := ks.s.SetPolicy(&Policy{Keys: keys, Clients: []Grant{tighter}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rk.Sign(rand.Reader, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := rk.Sign(rand.Reader, testMsg, testOpts); err != nil {
 		t.Errorf("the burst of a rate set on an unlimited client: %v", err)
 	}
 }

@@ -19,8 +19,9 @@ import (
 
 // Version is the protocol version this package speaks (see the package
 // documentation); the unversioned framing of earlier gmproxy releases is
-// version 1.
-const Version = 2
+// version 1. Version 3 signs messages, not digests: its sign operation
+// takes the handshake message, where version 2's took e.
+const Version = 3
 
 // MaxFrame bounds the bytes after a frame's length field.
 const MaxFrame = 16 << 10
@@ -76,12 +77,16 @@ const (
 	CodeUnavailable Code = 9  // the key server is shutting down
 	CodeVersion     Code = 10 // the peer speaks another protocol version
 	CodeInternal    Code = 11 // anything else
+	// CodeNotHandshake refuses to sign a message that is not a handshake
+	// message the key server signs (see the package documentation).
+	CodeNotHandshake Code = 12
 )
 
 var codeNames = [...]string{
 	CodeOK: "ok", CodeMalformed: "malformed", CodeUnknownOp: "unknown_op", CodeUnknownKey: "unknown_key",
 	CodeForbidden: "forbidden", CodeWrongRole: "wrong_role", CodeRateLimited: "rate_limited", CodeBusy: "busy",
 	CodeFailed: "failed", CodeUnavailable: "unavailable", CodeVersion: "version", CodeInternal: "internal",
+	CodeNotHandshake: "not_handshake",
 }
 
 // String returns the name of c used in metrics and logs (the result label).
@@ -125,6 +130,9 @@ var (
 	ErrRateLimited = &Error{Code: CodeRateLimited}
 	ErrBusy        = &Error{Code: CodeBusy}
 	ErrVersion     = &Error{Code: CodeVersion}
+	// ErrNotHandshake: the key server refused to sign a message that is
+	// not a handshake message.
+	ErrNotHandshake = &Error{Code: CodeNotHandshake}
 )
 
 // KeyID returns the identifier of a public key in the protocol: SM3 of its

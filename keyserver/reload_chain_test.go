@@ -3,7 +3,6 @@ package keyserver
 import (
 	"bufio"
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -75,7 +74,7 @@ func TestExpiredIntermediateEndsAccess(t *testing.T) {
 	kc.Conns = 1
 	rk := remote(t, kc, keys[0])
 	sign := func() error {
-		_, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0))
+		_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
 		return err
 	}
 	if err := sign(); err != nil {
@@ -84,7 +83,7 @@ func TestExpiredIntermediateEndsAccess(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	// A new connection with the same chain is refused now.
 	c2 := newClient(t, cli, ks.addr)
-	if _, err := remote(t, c2, keys[0]).SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err == nil {
+	if _, err := remote(t, c2, keys[0]).SignContext(context.Background(), nil, testMsg, testOpts); err == nil {
 		t.Fatal("new connection with an expired intermediate served (test premise)")
 	}
 	if err := sign(); err == nil {
@@ -146,7 +145,7 @@ func TestHandshakeAcrossReloadVerifiedUnderNewCAs(t *testing.T) {
 	kc.Conns = 1
 	rk := remote(t, kc, keys[0])
 	for i := range 3 {
-		if _, err := rk.SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err == nil {
+		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err == nil {
 			t.Errorf("sign %d: a certificate of the client CA removed by the reload is served on a connection whose handshake straddled the reload", i)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -52,33 +53,63 @@ func (k *RemoteKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) 
 	return k.SignContext(context.Background(), rand, digest, opts)
 }
 
-var errGMSMOption = errors.New("key server: sm2.SM2SignerOption cannot be read; pass smkey.SM2SignerOpts (a message) or crypto.Hash(0) (a digest)")
+var (
+	errGMSMOption = errors.New("key server: sm2.SM2SignerOption cannot be read; pass smkey.SM2SignerOpts with the message")
+	errDigestSign = errors.New("key server: a remote key signs handshake messages, not digests; pass the message with smkey.SM2SignerOpts")
+)
 
-// SignContext implements smkey.ContextSigner. With *smkey.SM2SignerOpts
-// the digest e = SM3(Z_A || msg) is computed here with the option's ID;
-// otherwise digest must already be the 32-byte e.
-func (k *RemoteKey) SignContext(ctx context.Context, _ io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
-	e := digest
-	switch o := opts.(type) {
-	case *smkey.SM2SignerOpts:
-		var err error
-		if e, err = sm2.CalculateSM2Hash(k.pub, digest, o.UID()); err != nil {
-			return nil, err
+// SignContext implements smkey.ContextSigner. opts must be an
+// *smkey.SM2SignerOpts and msg the message: the key server signs
+// handshake messages only (a TLS 1.3 server CertificateVerify, a TLCP
+// ServerKeyExchange; see the package documentation), computing e =
+// SM3(Z_A || msg) itself with the ID the message's protocol prescribes.
+// A digest is refused here, another message by the key server
+// (ErrNotHandshake).
+func (k *RemoteKey) SignContext(ctx context.Context, _ io.Reader, msg []byte, opts crypto.SignerOpts) ([]byte, error) {
+	o, ok := opts.(*smkey.SM2SignerOpts)
+	if !ok {
+		if _, gm := opts.(*sm2.SM2SignerOption); gm {
+			return nil, errGMSMOption
 		}
-	case *sm2.SM2SignerOption:
-		return nil, errGMSMOption
+		return nil, errDigestSign
 	}
-	sig, err := k.client.call(ctx, OpSign, k.id[:], e)
+	sig, err := k.client.call(ctx, OpSign, k.id[:], msg)
+	if err != nil {
+		return nil, err
+	}
 	// A signature that does not verify (a key server serving another key
-	// under this one's ID, a corrupt answer) fails here, naming the key
-	// server, not at the peer as a failed handshake.
-	if err == nil && !sm2.VerifyASN1(k.pub, e, sig) {
+	// under this one's ID, a corrupt answer, a stack asking for another
+	// ID than the key server's for this kind of message) fails here,
+	// naming the key server, not at the peer as a failed handshake.
+	e, err := sm2.CalculateSM2Hash(k.pub, msg, o.UID())
+	if err != nil {
+		return nil, err
+	}
+	if !sm2.VerifyASN1(k.pub, e, sig) {
 		return nil, errBadSignature
 	}
-	return sig, err
+	return sig, nil
 }
 
-var errBadSignature = errors.New("key server: the signature answered does not verify under the key's public key")
+var errBadSignature = errors.New("key server: the signature answered does not verify under the key's public key with the ID asked for")
+
+// ProbeSign has the key server sign a throwaway TLCP ECDHE
+// ServerKeyExchange (random randoms, a fresh point) with k and checks the
+// signature: a probe that the key is served and may sign, which signs
+// nothing a peer would accept.
+func (k *RemoteKey) ProbeSign(ctx context.Context) error {
+	eph, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	msg := make([]byte, randomsLen, randomsLen+4+65)
+	if _, err := rand.Read(msg); err != nil {
+		return err
+	}
+	msg = append(append(msg, 3, 0, tlcpCurveSM2, 65), eph.PublicKey().Bytes()...)
+	_, err = k.SignContext(ctx, nil, msg, tlcpSignOpts)
+	return err
+}
 
 // Decrypt implements crypto.Decrypter.
 func (k *RemoteKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {

@@ -2,7 +2,6 @@ package keyserver
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -48,7 +47,7 @@ func TestRoleEnforced(t *testing.T) {
 	if pt, err := rs.DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("sign key decrypted: %q, err = %v", pt, err)
 	}
-	if _, err := re.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrWrongRole) {
+	if _, err := re.SignContext(ctx, nil, testMsg, testOpts); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("enc key signed: err = %v", err)
 	}
 	peer, _ := sm2.GenerateKey(rand.Reader)
@@ -58,7 +57,7 @@ func TestRoleEnforced(t *testing.T) {
 		t.Errorf("sign key agreed a key: err = %v", err)
 	}
 	// The roles it has still work.
-	if _, err := rs.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := rs.SignContext(ctx, nil, testMsg, testOpts); err != nil {
 		t.Error(err)
 	}
 	if n := obs.get(func(r *recObserver) int { return r.ops["edge/sign/decrypt/wrong_role"] }); n != 1 {
@@ -84,7 +83,7 @@ func TestAllowList(t *testing.T) {
 	}}, func(s *Server) { s.Observer, s.Logger = obs, bufLogger(buf) })
 	ctx := context.Background()
 	edge := newClient(t, edgeTLS, ks.addr)
-	if _, err := remote(t, edge, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := remote(t, edge, keys[0]).SignContext(ctx, nil, testMsg, testOpts); err != nil {
 		t.Errorf("allowed key: %v", err)
 	}
 	pm := preMaster(t)
@@ -93,7 +92,7 @@ func TestAllowList(t *testing.T) {
 		t.Errorf("key outside the allow-list: err = %v", err)
 	}
 	stranger := newClient(t, strangerTLS, ks.addr)
-	if _, err := remote(t, stranger, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrForbidden) {
+	if _, err := remote(t, stranger, keys[0]).SignContext(ctx, nil, testMsg, testOpts); !errors.Is(err, ErrForbidden) {
 		t.Errorf("unknown identity: err = %v", err)
 	}
 	if n := obs.get(func(r *recObserver) int { return r.refused[RefusedIdentity] }); n == 0 {
@@ -120,14 +119,14 @@ func TestRateLimit(t *testing.T) {
 	ctx := context.Background()
 	rs := remote(t, newClient(t, slowTLS, ks.addr), keys[0])
 	for i := range 3 {
-		if _, err := rs.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+		if _, err := rs.SignContext(ctx, nil, testMsg, testOpts); err != nil {
 			t.Fatalf("operation %d within the burst: %v", i, err)
 		}
 	}
-	if _, err := rs.SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrRateLimited) {
+	if _, err := rs.SignContext(ctx, nil, testMsg, testOpts); !errors.Is(err, ErrRateLimited) {
 		t.Errorf("beyond the burst: err = %v", err)
 	}
-	if _, err := remote(t, newClient(t, otherTLS, ks.addr), keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := remote(t, newClient(t, otherTLS, ks.addr), keys[0]).SignContext(ctx, nil, testMsg, testOpts); err != nil {
 		t.Errorf("other client: %v", err)
 	}
 }
@@ -149,7 +148,7 @@ func TestInFlightBound(t *testing.T) {
 	errc := make(chan error, 2)
 	for _, kc := range []*Client{kc1, kc2} {
 		go func() {
-			_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0))
+			_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, testMsg, testOpts)
 			errc <- err
 		}()
 		<-started
@@ -159,7 +158,7 @@ func TestInFlightBound(t *testing.T) {
 	// the Client's own Timeout (10 s even in the mutation check).
 	third, cancel := context.WithTimeout(ctx, testwait.Bound(10*time.Second))
 	defer cancel()
-	if _, err := remote(t, kc1, keys[0]).SignContext(third, nil, make([]byte, 32), crypto.Hash(0)); !errors.Is(err, ErrBusy) {
+	if _, err := remote(t, kc1, keys[0]).SignContext(third, nil, testMsg, testOpts); !errors.Is(err, ErrBusy) {
 		t.Errorf("third operation in flight: err = %v", err)
 	}
 	close(release)
@@ -231,7 +230,7 @@ func TestConnectionBoundAndHandshakeDeadline(t *testing.T) {
 	eventually(t, fmt.Sprintf("at least %d refusals reported", silent), func() bool {
 		return obs.get(func(r *recObserver) int { return r.refused[RefusedHandshake] + r.refused[RefusedLimit] }) >= silent
 	})
-	if _, err := remote(t, newClient(t, cliTLS, ks.addr), keys[0]).SignContext(context.Background(), nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := remote(t, newClient(t, cliTLS, ks.addr), keys[0]).SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
 		t.Errorf("real client after the silent ones: %v", err)
 	}
 }
@@ -293,7 +292,7 @@ func TestLocalGrantNotForTLSClients(t *testing.T) {
 		Local:   &Grant{Name: "edge", Keys: []string{"sign", "enc"}},
 	}, nil)
 	kc := newClient(t, cliTLS, ks.addr)
-	if _, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0)); err != nil {
+	if _, err := remote(t, kc, keys[0]).SignContext(ctx, nil, testMsg, testOpts); err != nil {
 		t.Fatalf("granted key: %v", err)
 	}
 	if pt, err := remote(t, kc, keys[1]).DecryptContext(ctx, nil, ct, nil); !errors.Is(err, ErrForbidden) {
@@ -529,7 +528,7 @@ func TestInFlightMetricBalancedAcrossReidentification(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() {
-		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, make([]byte, 32), crypto.Hash(0))
+		_, err := remote(t, kc, keys[0]).SignContext(ctx, nil, testMsg, testOpts)
 		done <- err
 	}()
 	<-entered

@@ -3,7 +3,6 @@ package keyserver
 import (
 	"bufio"
 	"context"
-	"crypto"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -16,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/emmansun/gmsm/sm3"
 
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
@@ -696,8 +693,10 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 			start := time.Now()
 			out, err := r.run()
 			switch {
-			case errors.Is(err, errMalformedKA), errors.Is(err, errMalformedSign):
+			case errors.Is(err, errMalformedKA):
 				r.code, r.detail = CodeMalformed, err.Error()
+			case errors.Is(err, errNotHandshake):
+				r.code, r.detail = CodeNotHandshake, err.Error()
 			case err != nil:
 				r.code, r.detail = CodeFailed, err.Error()
 			}
@@ -833,10 +832,6 @@ func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request 
 	return r
 }
 
-// errMalformedSign is a sign request whose digest is not the 32 bytes of
-// e: a malformed request (CodeMalformed), not a failed signature.
-var errMalformedSign = errors.New("sign: digest must be 32 bytes")
-
 // errNotPreMaster is the failure of every decryption that does not yield
 // a TLCP pre-master secret.
 var errNotPreMaster = errors.New("decrypt: not an SM2 ciphertext of a TLCP pre-master secret")
@@ -857,11 +852,13 @@ func (r *request) run() ([]byte, error) {
 	k := r.key.Private
 	switch r.op {
 	case OpSign:
-		if len(r.payload) != sm3.Size {
-			return nil, errMalformedSign
+		// The payload is the message: signed only when it is a handshake
+		// message, with the ID its protocol prescribes (signed.go).
+		opts, err := handshakeSignOpts(r.payload)
+		if err != nil {
+			return nil, err
 		}
-		// Not an SM2 signer option: the payload is the digest e.
-		return r.key.signer.Sign(rand.Reader, r.payload, crypto.Hash(0))
+		return r.key.signer.Sign(rand.Reader, r.payload, opts)
 	case OpDecrypt:
 		pt, err := k.Decrypt(nil, r.payload, nil)
 		if err != nil || !isPreMaster(pt) {

@@ -76,8 +76,8 @@ func TestHandshakesWithRemoteKeys(t *testing.T) {
 }
 
 // TestOperations: every operation gives the same result as the local key;
-// unknown keys, clients without a certificate, gmsm's unreadable signer
-// option and cancelled contexts fail.
+// unknown keys, clients without a certificate, digests, gmsm's unreadable
+// signer option and cancelled contexts fail.
 func TestOperations(t *testing.T) {
 	keys := testKeys(t)
 	sk, ek := keys[0].Private, keys[1].Private
@@ -89,27 +89,42 @@ func TestOperations(t *testing.T) {
 	rs, re := remote(t, kc, keys[0]), remote(t, kc, keys[1])
 	ctx := context.Background()
 
-	msg := []byte("message")
-	for _, uid := range [][]byte{nil, []byte("TLSv1.3+GM+Cipher+Suite")} {
-		sig, err := smkey.Sign(ctx, rs, rand.Reader, msg, smkey.NewSM2SignerOpts(uid))
+	// Each kind of handshake message is signed with its protocol's ID:
+	// the signature verifies under the standard SM2 verification of the
+	// message.
+	p, err := devpki.Generate(devpki.Options{SkipECDSA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		msg  []byte
+		uid  []byte
+	}{
+		{"TLS 1.3 CertificateVerify", testMsg, []byte("TLSv1.3+GM+Cipher+Suite")},
+		{"TLCP ECDHE", ecdheMsg(t), nil},
+		{"TLCP ECC", eccMsg(p.ServerEnc.Cert.Raw), nil},
+	} {
+		sig, err := smkey.Sign(ctx, rs, rand.Reader, c.msg, smkey.NewSM2SignerOpts(c.uid))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", c.name, err)
 		}
-		if !sm2.VerifyASN1WithSM2(&sk.PublicKey, uid, msg, sig) {
-			t.Errorf("uid %q: remote signature does not verify", uid)
+		if !sm2.VerifyASN1WithSM2(&sk.PublicKey, c.uid, c.msg, sig) {
+			t.Errorf("%s: remote signature does not verify", c.name)
 		}
 	}
-	e, _ := sm2.CalculateSM2Hash(&sk.PublicKey, msg, nil)
-	if sig, err := rs.SignContext(ctx, rand.Reader, e, crypto.Hash(0)); err != nil || !sm2.VerifyASN1WithSM2(&sk.PublicKey, nil, msg, sig) {
-		t.Errorf("digest signature: %v", err)
+	// A digest is not sent: the key server signs messages.
+	e, _ := sm2.CalculateSM2Hash(&sk.PublicKey, testMsg, testOpts.UID())
+	if _, err := rs.SignContext(ctx, rand.Reader, e, crypto.Hash(0)); !errors.Is(err, errDigestSign) {
+		t.Errorf("digest: err = %v", err)
 	}
-	// A digest that is not 32 bytes is malformed input (package
-	// documentation), not a signature that failed.
-	if _, err := rs.SignContext(ctx, rand.Reader, e[:31], crypto.Hash(0)); !errors.Is(err, &Error{Code: CodeMalformed}) {
-		t.Errorf("31-byte digest: err = %v, want CodeMalformed", err)
-	}
-	if _, err := rs.SignContext(ctx, rand.Reader, msg, sm2.DefaultSM2SignerOpts); !errors.Is(err, errGMSMOption) {
+	if _, err := rs.SignContext(ctx, rand.Reader, testMsg, sm2.DefaultSM2SignerOpts); !errors.Is(err, errGMSMOption) {
 		t.Errorf("gmsm option: err = %v", err)
+	}
+	// A stack asking for another ID than the one the key server signs
+	// this kind of message with gets an error naming the key server.
+	if _, err := rs.SignContext(ctx, rand.Reader, testMsg, smkey.DefaultSM2SignerOpts); !errors.Is(err, errBadSignature) {
+		t.Errorf("TLS 1.3 CertificateVerify with the default ID: err = %v", err)
 	}
 	pm := preMaster(t)
 	ct, _ := sm2.EncryptASN1(rand.Reader, &ek.PublicKey, pm)
@@ -131,20 +146,20 @@ func TestOperations(t *testing.T) {
 
 	// A key the server does not hold.
 	ro, _ := NewRemoteKey(kc, &other.PublicKey)
-	if _, err := ro.SignContext(ctx, rand.Reader, make([]byte, 32), nil); !errors.Is(err, ErrUnknownKey) {
+	if _, err := ro.SignContext(ctx, rand.Reader, testMsg, testOpts); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("unknown key: err = %v", err)
 	}
 	// A client without a certificate is refused by mutual TLS.
 	noCert := cliTLS.Clone()
 	noCert.Certificates = nil
 	rb := remote(t, newClient(t, noCert, ks.addr), keys[0])
-	if _, err := rb.SignContext(ctx, rand.Reader, make([]byte, 32), nil); err == nil {
+	if _, err := rb.SignContext(ctx, rand.Reader, testMsg, testOpts); err == nil {
 		t.Error("client without certificate was served")
 	}
 	// A cancelled context returns at once.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := rs.SignContext(cctx, rand.Reader, make([]byte, 32), nil); err == nil {
+	if _, err := rs.SignContext(cctx, rand.Reader, testMsg, testOpts); err == nil {
 		t.Error("cancelled operation succeeded")
 	}
 }
@@ -159,7 +174,7 @@ func TestSetPolicy(t *testing.T) {
 	kc := newClient(t, cliTLS, ks.addr)
 	r1, r2 := remote(t, kc, keys[0]), remote(t, kc, Key{Private: keys[1].Private})
 	sign := func(r *RemoteKey) error {
-		_, err := r.SignContext(context.Background(), rand.Reader, make([]byte, 32), nil)
+		_, err := r.SignContext(context.Background(), rand.Reader, testMsg, testOpts)
 		return err
 	}
 	if sign(r1) != nil || !errors.Is(sign(r2), ErrUnknownKey) {
@@ -210,13 +225,13 @@ func TestShutdown(t *testing.T) {
 	buf := &testpeer.SyncBuffer{}
 	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Logger = bufLogger(buf) })
 	rk := remote(t, newClient(t, cliTLS, ks.addr), keys[0])
-	if _, err := rk.SignContext(context.Background(), rand.Reader, make([]byte, 32), nil); err != nil {
+	if _, err := rk.SignContext(context.Background(), rand.Reader, testMsg, testOpts); err != nil {
 		t.Fatal(err)
 	}
 	if err := ks.s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("shutdown with an idle connection: %v", err)
 	}
-	if _, err := rk.SignContext(context.Background(), rand.Reader, make([]byte, 32), nil); err == nil {
+	if _, err := rk.SignContext(context.Background(), rand.Reader, testMsg, testOpts); err == nil {
 		t.Error("operation succeeded after shutdown")
 	}
 	// The audit counts are logged at shutdown.
@@ -270,7 +285,7 @@ func TestServeSurvivesAcceptExhaustion(t *testing.T) {
 	// handshake that never comes.
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound(10*time.Second))
 	defer cancel()
-	if _, err := remote(t, newClient(t, cliTLS, raw.Addr().String()), keys[0]).SignContext(ctx, rand.Reader, make([]byte, 32), nil); err != nil {
+	if _, err := remote(t, newClient(t, cliTLS, raw.Addr().String()), keys[0]).SignContext(ctx, rand.Reader, testMsg, testOpts); err != nil {
 		t.Errorf("operation after Accept ran out of file descriptors: %v", err)
 	}
 }

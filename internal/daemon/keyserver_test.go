@@ -513,3 +513,48 @@ func TestRemoteEncKeyForKeyAgreementOnly(t *testing.T) {
 		t.Error("ECC handshake succeeded with a key the key server does not decrypt with")
 	}
 }
+
+// TestRemoteSigningKeyProbeSigns: the start-up probe of a remote signing
+// key asks for a signature the key server gives (it signs handshake
+// messages only, so a probe of another message would be refused and the
+// key reported not usable), and the key server counts it as a signature.
+func TestRemoteSigningKeyProbeSigns(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := testPKI(t).WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	obs := &resultKeyObserver{}
+	ks := startKeyServer(t, writeMTLS(t, dir), func(s *keyserver.Server) { s.Observer = obs })
+	b := newBackend(t)
+	logBuf := &testpeer.SyncBuffer{}
+	startDaemon(t, remoteKeyConfig(t, dir, ks.addr, b.Listener.Addr().String(), "2s"), func(e *Env) {
+		e.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logBuf, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !strings.Contains(logBuf.String(), "remote key answers") || !strings.Contains(logBuf.String(), "role=sign"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the signing key's probe did not succeed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(logBuf.String(), "remote key not usable") {
+		t.Error("a remote key was reported not usable")
+	}
+	if obs.signOK.Load() == 0 || obs.refused.Load() != 0 {
+		t.Errorf("the key server signed %d times and refused %d operations", obs.signOK.Load(), obs.refused.Load())
+	}
+}
+
+// resultKeyObserver counts a key server's signatures and refusals.
+type resultKeyObserver struct{ signOK, refused atomic.Int64 }
+
+func (o *resultKeyObserver) Operation(client, key, op, result string, d time.Duration) {
+	switch {
+	case op == "sign" && result == "ok":
+		o.signOK.Add(1)
+	case result != "ok":
+		o.refused.Add(1)
+	}
+}
+func (o *resultKeyObserver) InFlight(string, int) {}
+func (o *resultKeyObserver) Conns(int)            {}
+func (o *resultKeyObserver) Refused(string)       {}

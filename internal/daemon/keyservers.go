@@ -18,7 +18,6 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmproxy/gmproxy/conf"
-	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/keyserver"
 )
 
@@ -214,7 +213,8 @@ func keyClientMap(kcs []*keyClient) map[string]*keyserver.Client {
 // probeRemoteKeys checks, in the background, that every remote key of
 // cfg's sites answers on its key server, so that a key server that is
 // down or lacks a key shows up in the log at start and reload rather than
-// only as failing handshakes. Signing keys sign a random digest (the
+// only as failing handshakes. Signing keys sign a throwaway TLCP
+// ServerKeyExchange (the key server signs handshake messages only; the
 // signature is verified); encryption keys decrypt a random TLCP
 // pre-master secret encrypted to them (the key server decrypts nothing
 // else). The probes bypass the offload engine, so they do not
@@ -298,32 +298,27 @@ func probeKey(ctx context.Context, kp *conf.KeyPair, role string, kc *keyserver.
 	// Longer than the client's own timeout, so that its error says so.
 	ctx, cancel := context.WithTimeout(ctx, durOr(kc.Timeout, conf.DefaultKeyServerTimeout)+time.Second)
 	defer cancel()
+	if role != "enc" {
+		// A throwaway TLCP ServerKeyExchange: the key server signs
+		// handshake messages only. The signature is verified (RemoteKey).
+		return rk.ProbeSign(ctx)
+	}
 	secret := make([]byte, 48)
 	rand.Read(secret)
 	secret[0], secret[1] = 1, 1 // client_version TLCP 1.1: a pre-master secret
-	if role == "enc" {
-		ct, err := sm2.EncryptASN1(rand.Reader, pub, secret)
-		if err != nil {
-			return err
-		}
-		pt, err := rk.DecryptContext(ctx, rand.Reader, ct, nil)
-		if ke := (*keyserver.Error)(nil); errors.As(err, &ke) && ke.Code == keyserver.CodeWrongRole && probeKeyAgreement(ctx, rk) == nil {
-			return errKeyAgreementOnly
-		}
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(pt, secret) {
-			return errors.New("the key server decrypted to a wrong value")
-		}
-		return nil
-	}
-	sig, err := rk.SignContext(ctx, rand.Reader, secret, smkey.DefaultSM2SignerOpts)
+	ct, err := sm2.EncryptASN1(rand.Reader, pub, secret)
 	if err != nil {
 		return err
 	}
-	if !sm2.VerifyASN1WithSM2(pub, nil, secret, sig) {
-		return errors.New("the key server's signature does not verify")
+	pt, err := rk.DecryptContext(ctx, rand.Reader, ct, nil)
+	if ke := (*keyserver.Error)(nil); errors.As(err, &ke) && ke.Code == keyserver.CodeWrongRole && probeKeyAgreement(ctx, rk) == nil {
+		return errKeyAgreementOnly
+	}
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(pt, secret) {
+		return errors.New("the key server decrypted to a wrong value")
 	}
 	return nil
 }
