@@ -1233,19 +1233,25 @@ type FleetTicketKeys struct {
 // is refused; on a unix: control_address the Host is not checked).
 type Admin struct {
 	// Address is host:port, or "off" to disable the admin listener.
+	// Changing it needs a restart (each reload warns until then).
 	// Default 127.0.0.1:9100.
 	Address string `yaml:"address"`
 	// Pprof serves /debug/pprof/ (with workers, the supervisor's own, and
-	// worker N's under /workers/N/debug/pprof/). Default false.
+	// worker N's under /workers/N/debug/pprof/). A reload applies it.
+	// Default false.
 	Pprof bool `yaml:"pprof"`
 	// ControlAddress, when set, serves POST /reload on this address only
 	// (host:port, or unix:/path for a Unix socket) and not on Address, so
 	// that whoever may scrape /metrics cannot reload. Default: POST /reload
-	// on Address.
+	// on Address. Changing it needs a restart (each reload warns until
+	// then).
 	ControlAddress string `yaml:"control_address"`
 	// TokenFile names a file holding a secret that POST /reload must carry
 	// as "Authorization: Bearer <secret>" (surrounding white space is
-	// ignored). Default: no token.
+	// ignored). Every reload reads it again, and its token applies from
+	// the next request: to replace a leaked token, write the new one and
+	// reload with the old one (or SIGHUP), which is refused from then on.
+	// Default: no token.
 	TokenFile string `yaml:"token_file"`
 	// Token is the content of TokenFile, read when the configuration is
 	// loaded.

@@ -1153,17 +1153,22 @@
 // refused; on a unix: control_address the Host is not checked).
 //
 //   - address (string): address is host:port, or "off" to disable the admin
-//     listener. Default 127.0.0.1:9100.
+//     listener. Changing it needs a restart (each reload warns until then).
+//     Default 127.0.0.1:9100.
 //   - pprof (boolean): pprof serves /debug/pprof/ (with workers, the
-//     supervisor's own, and worker N's under /workers/N/debug/pprof/). Default
-//     false.
+//     supervisor's own, and worker N's under /workers/N/debug/pprof/). A
+//     reload applies it. Default false.
 //   - control_address (string): ControlAddress, when set, serves POST /reload
 //     on this address only (host:port, or unix:/path for a Unix socket) and
 //     not on Address, so that whoever may scrape /metrics cannot reload.
-//     Default: POST /reload on Address.
+//     Default: POST /reload on Address. Changing it needs a restart (each
+//     reload warns until then).
 //   - token_file (string): token_file names a file holding a secret that POST
 //     /reload must carry as "Authorization: Bearer <secret>" (surrounding
-//     white space is ignored). Default: no token.
+//     white space is ignored). Every reload reads it again, and its token
+//     applies from the next request: to replace a leaked token, write the new
+//     one and reload with the old one (or SIGHUP), which is refused from then
+//     on. Default: no token.
 //
 // # access_log
 //

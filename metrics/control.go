@@ -23,8 +23,11 @@ import (
 
 // ControlOptions configure GuardControl.
 type ControlOptions struct {
-	// Token, when set, must be presented as "Authorization: Bearer <Token>".
-	Token []byte
+	// Token, when set, returns the token that must be presented as
+	// "Authorization: Bearer <token>" (none when empty). It is called on
+	// every request, so that a reload that replaces a token (one that
+	// leaked) refuses the old one from the next request on.
+	Token func() []byte
 	// HostName is the host of the listener's configured address when it
 	// is a name (not an IP address); such a Host is accepted too.
 	HostName string
@@ -59,13 +62,21 @@ func CheckControl(r *http.Request, o ControlOptions) (int, string) {
 	if !unix && !controlHost(r.Host, o.HostName) {
 		return http.StatusForbidden, "Host must be an IP address or localhost"
 	}
-	if len(o.Token) > 0 {
+	if tok := o.token(); len(tok) > 0 {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), o.Token) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), tok) != 1 {
 			return http.StatusUnauthorized, "a bearer token is required"
 		}
 	}
 	return 0, ""
+}
+
+// token returns the token in force, if any.
+func (o ControlOptions) token() []byte {
+	if o.Token == nil {
+		return nil
+	}
+	return o.Token()
 }
 
 // controlHost reports whether a Host value names the listener as only a

@@ -21,7 +21,7 @@ func TestControlGuard(t *testing.T) {
 	reload := func() error { reloads.Add(1); return nil }
 	plain := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload}))
 	defer plain.Close()
-	withToken := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload, Control: ControlOptions{Token: []byte("s3cret-token-0123456789")}}))
+	withToken := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload, Control: ControlOptions{Token: func() []byte { return []byte("s3cret-token-0123456789") }}}))
 	defer withToken.Close()
 	named := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload, Control: ControlOptions{HostName: "admin.internal"}}))
 	defer named.Close()

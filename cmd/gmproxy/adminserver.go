@@ -3,9 +3,13 @@ package main
 import (
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 // The HTTP servers of gmproxy's own listeners (admin, control, a
@@ -35,4 +39,48 @@ func adminServer(h http.Handler) *http.Server {
 // until srv is closed.
 func serveAdmin(srv *http.Server, ln net.Listener) {
 	go srv.Serve(netutil.LimitListener(ln, adminMaxConns))
+}
+
+// adminState is the admin section in force, which the admin and control
+// handlers read on every request: a reload applies its token and pprof
+// to the next request (a leaked token is refused from then on), while its
+// addresses need a restart (see startedWith). The zero value is no token
+// and no pprof.
+type adminState struct{ a atomic.Pointer[conf.Admin] }
+
+// set makes a the admin section in force.
+func (s *adminState) set(a conf.Admin) { s.a.Store(&a) }
+
+// token is the bearer token POST /reload must carry, nil for none.
+func (s *adminState) token() []byte {
+	if a := s.a.Load(); a != nil {
+		return a.Token
+	}
+	return nil
+}
+
+// pprof reports whether /debug/pprof/ is served.
+func (s *adminState) pprof() bool {
+	a := s.a.Load()
+	return a != nil && a.Pprof
+}
+
+// whilePprof serves h while admin.pprof is on, else 404 as though it
+// were not mounted.
+func (s *adminState) whilePprof(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.pprof() {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// mountPprof serves net/http/pprof under /debug/pprof/ on mux while
+// admin.pprof is on.
+func (s *adminState) mountPprof(mux *http.ServeMux) {
+	pp := http.NewServeMux()
+	metrics.MountPprof(pp)
+	mux.Handle("/debug/pprof/", s.whilePprof(pp))
 }

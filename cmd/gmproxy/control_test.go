@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/daemon"
@@ -102,7 +103,7 @@ func TestControlReloadOutcome(t *testing.T) {
 		{&splitReloadError{errors.New("worker 1: stopping")}, http.StatusInternalServerError, "the new configuration is in force"},
 		{errReloadAbandoned, http.StatusServiceUnavailable, "shutting down"},
 	} {
-		h := controlHandler(&conf.Config{}, "127.0.0.1:9", func() error { return tc.err })
+		h := controlHandler(new(adminState), "127.0.0.1:9", func() error { return tc.err })
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1:9/reload", nil))
 		if rec.Code != tc.wantStatus || !strings.Contains(rec.Body.String(), tc.wantBody) {
@@ -187,5 +188,176 @@ func TestWorkerRefusesLoneReload(t *testing.T) {
 	}
 	if !strings.Contains(string(body), "supervisor") {
 		t.Errorf("the refusal does not say where to reload: %q", body)
+	}
+}
+
+// postReload posts /reload to the admin listener at addr with the bearer
+// token tok ("" for none) and returns the status.
+func postReload(t *testing.T, addr, tok string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/reload", nil)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	res, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// rotateTokenByReload checks that a token rotated (the old one leaked)
+// applies with the reload that reads it: token_file holds oldTok, in
+// force; it is rewritten with a new token and a reload made with the old
+// one; from then on the old token is refused and the new one accepted.
+func rotateTokenByReload(t *testing.T, admin, tokenFile, oldTok string) {
+	t.Helper()
+	if code := postReload(t, admin, oldTok); code != http.StatusOK {
+		t.Fatalf("reload with the token in force: %d", code)
+	}
+	const newTok = "rotated-token-fedcba9876543210"
+	if err := os.WriteFile(tokenFile, []byte(newTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := postReload(t, admin, oldTok); code != http.StatusOK {
+		t.Fatalf("the reload that reads the new token, made with the old one: %d", code)
+	}
+	if code := postReload(t, admin, oldTok); code != http.StatusUnauthorized {
+		t.Errorf("the old token after the reload that replaced it: %d, want 401", code)
+	}
+	if code := postReload(t, admin, newTok); code != http.StatusOK {
+		t.Errorf("the new token after the reload that read it: %d, want 200", code)
+	}
+	if code := postReload(t, admin, ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", code)
+	}
+}
+
+// TestAdminTokenTakenByReload: a new admin token (one rotated because the
+// old one leaked) applies with the reload that reads it, not at the next
+// restart: the old token is refused from then on.
+func TestAdminTokenTakenByReload(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	const oldTok = "first-token-0123456789abcdef"
+	tokenFile := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(oldTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	cfg := `listeners:
+  - address: 127.0.0.1:0
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes:
+      - {path: /, respond: {body: "ok"}}
+admin: {address: "127.0.0.1:0", token_file: admin.token}
+access_log: {path: "off"}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "-c", file)
+	rotateTokenByReload(t, r.admin, tokenFile, oldTok)
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, r.stderr.String())
+	}
+}
+
+// TestWorkersAdminTokenTakenByReload: as TestAdminTokenTakenByReload, on
+// the supervisor's admin listener in worker mode.
+func TestWorkersAdminTokenTakenByReload(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	const oldTok = "first-token-0123456789abcdef"
+	tokenFile := filepath.Join(filepath.Dir(cfgPath), "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(oldTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, cfgPath, "workers: 2\n", listen, admin+"\n  token_file: "+tokenFile, "[{respond: {status: 200}}]", "")
+	r := startWorkerRun(t, cfgPath, admin)
+	rotateTokenByReload(t, admin, tokenFile, oldTok)
+	if strings.Contains(r.logs.String(), "restart gmproxy to apply it") {
+		t.Error("a reload that changed the token alone warned of a restart")
+	}
+}
+
+// TestAdminReloadAppliesPprofWarnsAddress: a reload applies admin.pprof at
+// once and warns of no restart for it; a changed admin.address, which
+// needs one, is warned about on that reload and on every later one while
+// the process still listens on the old address, not only on the reload
+// that made the change.
+func TestAdminReloadAppliesPprofWarnsAddress(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	write := func(admin string) {
+		t.Helper()
+		cfg := `listeners:
+  - address: 127.0.0.1:0
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes:
+      - {path: /, respond: {body: "ok"}}
+admin: ` + admin + `
+access_log: {path: "off"}
+`
+		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{address: "127.0.0.1:0"}`)
+	r := startRun(t, "-c", file)
+	pprof := func() int {
+		t.Helper()
+		res, err := http.Get("http://" + r.admin + "/debug/pprof/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	restarts := func() int { return strings.Count(r.stderr.String(), "restart gmproxy to apply it") }
+	if code := pprof(); code != http.StatusNotFound {
+		t.Fatalf("pprof off: /debug/pprof/ %d", code)
+	}
+	write(`{address: "127.0.0.1:0", pprof: true}`)
+	if code := postReload(t, r.admin, ""); code != http.StatusOK {
+		t.Fatalf("reload: %d\n%s", code, r.stderr.String())
+	}
+	if code := pprof(); code != http.StatusOK {
+		t.Errorf("pprof turned on by a reload: /debug/pprof/ %d, want 200", code)
+	}
+	if n := restarts(); n != 0 {
+		t.Errorf("a reload that changed admin.pprof alone: %d warnings of a restart, want 0:\n%s", n, r.stderr.String())
+	}
+	write(`{address: "127.0.0.1:1", pprof: true}`)
+	for i := 1; i <= 2; i++ {
+		if code := postReload(t, r.admin, ""); code != http.StatusOK {
+			t.Fatalf("reload %d: %d\n%s", i, code, r.stderr.String())
+		}
+		if n := restarts(); n != i {
+			t.Errorf("after reload %d with admin.address changed: %d restart warnings, want %d:\n%s", i, n, i, r.stderr.String())
+		}
+	}
+	if !strings.Contains(r.stderr.String(), "admin.address") {
+		t.Errorf("the warning does not name admin.address:\n%s", r.stderr.String())
+	}
+	write(`{address: "127.0.0.1:0", pprof: true}`)
+	if code := postReload(t, r.admin, ""); code != http.StatusOK || restarts() != 2 {
+		t.Errorf("admin.address back to the running one: reload %d, %d restart warnings, want 2", code, restarts())
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, r.stderr.String())
 	}
 }

@@ -149,6 +149,12 @@ func reloadByAdmin(addr string, token []byte, timeout time.Duration, stdout, std
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		fmt.Fprintf(stderr, "gmproxy reload: %s: %s", resp.Status, body)
+		if resp.StatusCode == http.StatusUnauthorized && len(token) > 0 {
+			// A token file just rewritten (a rotation) holds the
+			// token the running gmproxy takes with this reload,
+			// not the one it checks it with.
+			fmt.Fprintln(stderr, "gmproxy reload: the running gmproxy holds another token: if the token file was rewritten since its last reload, reload with the previous token (-token-file) or by SIGHUP (-pid); the new token applies from then on")
+		}
 		return 1
 	}
 	stdout.Write(body)

@@ -147,8 +147,8 @@ func TestReloadControlSocketAndToken(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "wrong"), []byte("nope"), 0o600)
 	errb.Reset()
-	if code := dispatch([]string{"reload", "-admin", "unix:" + filepath.Join(dir, "ctl.sock"), "-token-file", filepath.Join(dir, "wrong")}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "401") {
-		t.Errorf("wrong token: exit %d: %s", code, errb.String())
+	if code := dispatch([]string{"reload", "-admin", "unix:" + filepath.Join(dir, "ctl.sock"), "-token-file", filepath.Join(dir, "wrong")}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "401") || !strings.Contains(errb.String(), "previous token") {
+		t.Errorf("wrong token: exit %d: %s; want the 401 and how to reload after a rotation", code, errb.String())
 	}
 }
 

@@ -45,8 +45,10 @@ var (
 
 // telemetry is what the metrics package provides to run.
 type telemetry interface {
-	// AdminHandler returns the admin mux; reload is mounted on it.
-	AdminHandler(cfg *conf.Config, reload func() error) http.Handler
+	// AdminHandler returns the admin mux of the listener at addr, which
+	// serves pprof while live says so; reload, if set, is mounted on it,
+	// guarded by live's token.
+	AdminHandler(addr string, live *adminState, reload func() error) http.Handler
 	SetReady(bool)
 	Reloaded(ok bool, cfg *conf.Config)
 }
@@ -116,7 +118,8 @@ func newRunner(o runFlags, wk *worker, cfg *conf.Config, isDev bool, stderr io.W
 	if wk != nil {
 		wk.adjust(cfg)
 	}
-	r := &runner{o: o, wk: wk, cfg: cfg, current: cfg, isDev: isDev}
+	r := &runner{o: o, wk: wk, cfg: cfg, current: cfg, isDev: isDev, started: started(cfg)}
+	r.live.set(cfg.Admin)
 	r.log, r.logLevel = newLogger(stderr, o.logFormat, o.logLevel, cfg.Log)
 	if wk != nil {
 		r.log = r.log.With("worker", wk.index)
@@ -259,7 +262,11 @@ type runner struct {
 	d        *daemon.Daemon
 	// cfg is the configuration in force; current is the one the next
 	// build uses (nil: re-read the file).
-	cfg, current   *conf.Config
+	cfg, current *conf.Config
+	// live is cfg's admin section, for the admin handlers; started is
+	// what only a restart changes.
+	live           adminState
+	started        startedWith
 	adminBound     string
 	admin, control *http.Server
 }
@@ -307,7 +314,8 @@ func (r *runner) reload() error {
 	} else {
 		r.cfg = r.current
 		r.logWarnings()
-		applyReloaded(r.log, r.logLevel, r.o.logLevel, r.o.logFormat, prev, r.cfg, r.adminBound)
+		applyReloaded(r.log, r.logLevel, r.o.logLevel, r.o.logFormat, r.started, r.cfg)
+		r.live.set(r.cfg.Admin)
 	}
 	if r.tel != nil {
 		r.tel.Reloaded(err == nil, r.cfg)
@@ -377,7 +385,8 @@ func (r *runner) commit() error {
 	}
 	r.cfg = r.current
 	r.logWarnings()
-	applyReloaded(r.log, r.logLevel, r.o.logLevel, r.o.logFormat, prev, r.cfg, r.adminBound)
+	applyReloaded(r.log, r.logLevel, r.o.logLevel, r.o.logFormat, r.started, r.cfg)
+	r.live.set(r.cfg.Admin)
 	if r.tel != nil {
 		r.tel.Reloaded(true, r.cfg)
 	}
@@ -405,7 +414,7 @@ func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads
 	if cfg.Admin.ControlAddress == "" {
 		onAdmin = adminReload
 	}
-	handler := r.tel.AdminHandler(cfg, onAdmin)
+	handler := r.tel.AdminHandler(cfg.Admin.Address, &r.live, onAdmin)
 	if r.wk != nil && onAdmin != nil {
 		handler = r.reloadSteps(handler)
 	}
@@ -449,7 +458,7 @@ func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloa
 		return false, false
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /reload", controlHandler(r.cfg, ca, adminReload))
+	mux.Handle("POST /reload", controlHandler(&r.live, ca, adminReload))
 	r.control = adminServer(mux)
 	serveAdmin(r.control, ln)
 	r.log.Info("control listening", "address", ln.Addr().String(), "reload", "POST /reload")
@@ -633,21 +642,38 @@ func parseLevel(level string) slog.Level {
 	}
 }
 
-// applyReloaded applies what a reload changes outside the daemon: the log
-// level (unless -log-level fixed it), and warns about settings that only a
-// restart applies.
-func applyReloaded(log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag string, prev, next *conf.Config, adminBound string) {
+// startedWith is what a reload does not change, as the process started
+// with it: the log format and the admin listeners' addresses.
+type startedWith struct {
+	logFormat, adminAddress, controlAddress string
+}
+
+// started is what cfg, the configuration at start, gives a startedWith.
+func started(cfg *conf.Config) startedWith {
+	return startedWith{logFormat: cfg.Log.Format, adminAddress: cfg.Admin.Address, controlAddress: cfg.Admin.ControlAddress}
+}
+
+// applyReloaded applies what a reload changes outside the daemon, the log
+// level (unless -log-level fixed it), and warns about the settings that
+// only a restart applies, on every reload while next differs from what
+// the process runs with: a warning given once scrolls away while the
+// setting stays unapplied. The rest of the admin section (token, pprof)
+// applies by the caller's adminState.
+func applyReloaded(log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag string, running startedWith, next *conf.Config) {
 	if levelFlag == "" {
 		if l := parseLevel(next.Log.Level); l != lv.Level() {
 			lv.Set(l)
 			log.Info("log level changed", "level", l.String())
 		}
 	}
-	if formatFlag == "" && !strings.EqualFold(prev.Log.Format, next.Log.Format) {
-		log.Warn("log.format changed: restart gmproxy to apply it", "running", prev.Log.Format, "configured", next.Log.Format)
+	if formatFlag == "" && !strings.EqualFold(running.logFormat, next.Log.Format) {
+		log.Warn("log.format changed: restart gmproxy to apply it", "running", running.logFormat, "configured", next.Log.Format)
 	}
-	if !prev.Admin.Equal(next.Admin) {
-		log.Warn("admin section changed: restart gmproxy to apply it", "running", adminBound)
+	if running.adminAddress != next.Admin.Address {
+		log.Warn("admin.address changed: restart gmproxy to apply it", "running", running.adminAddress, "configured", next.Admin.Address)
+	}
+	if running.controlAddress != next.Admin.ControlAddress {
+		log.Warn("admin.control_address changed: restart gmproxy to apply it", "running", running.controlAddress, "configured", next.Admin.ControlAddress)
 	}
 }
 

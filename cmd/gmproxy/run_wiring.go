@@ -49,17 +49,19 @@ func init() {
 // metricsTelemetry adapts the metrics package to run.
 type metricsTelemetry struct{ m *metrics.Metrics }
 
-func (t *metricsTelemetry) AdminHandler(cfg *conf.Config, reload func() error) http.Handler {
-	mux := t.m.AdminMux(metrics.AdminOptions{Pprof: cfg.Admin.Pprof})
+func (t *metricsTelemetry) AdminHandler(addr string, live *adminState, reload func() error) http.Handler {
+	mux := t.m.AdminMux(metrics.AdminOptions{})
+	live.mountPprof(mux)
 	if reload != nil {
-		mux.Handle("POST /reload", controlHandler(cfg, cfg.Admin.Address, reload))
+		mux.Handle("POST /reload", controlHandler(live, addr, reload))
 	}
 	return mux
 }
 
 // controlHandler is POST /reload for the listener at addr, guarded by
-// metrics.GuardControl (no Origin, a local Host, the token if any).
-func controlHandler(cfg *conf.Config, addr string, reload func() error) http.Handler {
+// metrics.GuardControl (no Origin, a local Host, the token in force if
+// any).
+func controlHandler(live *adminState, addr string, reload func() error) http.Handler {
 	host, _, _ := net.SplitHostPort(addr)
 	return metrics.GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -81,7 +83,7 @@ func controlHandler(cfg *conf.Config, addr string, reload func() error) http.Han
 			return
 		}
 		io.WriteString(w, "reloaded\n")
-	}), metrics.ControlOptions{Token: cfg.Admin.Token, HostName: host})
+	}), metrics.ControlOptions{Token: live.token, HostName: host})
 }
 
 func (t *metricsTelemetry) SetReady(ok bool) { t.m.SetReady(ok) }

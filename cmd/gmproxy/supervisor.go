@@ -32,7 +32,6 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/localstore"
 	"github.com/gmproxy/gmproxy/internal/sessionstore/shmstore"
-	"github.com/gmproxy/gmproxy/metrics"
 )
 
 // Restart back-off of a worker that died: it doubles from restartMin up to
@@ -109,6 +108,8 @@ type supervisor struct {
 	abandonReloads context.CancelFunc
 	// grace is shutdown_grace of the configuration in force (ns).
 	grace atomic.Int64
+	// admin is the admin section in force, for the admin handlers.
+	admin adminState
 	// listening are the listener addresses of the configuration in force
 	// (reload's goroutine only, once the workers run).
 	listening []string
@@ -807,7 +808,8 @@ func (s *supervisor) workerMetrics(w http.ResponseWriter, r *http.Request) {
 
 // adminMux is the supervisor's admin listener: merged /metrics, the
 // workers' own metrics, /healthz, /readyz (ready while every worker is),
-// GET /workers, and POST /reload when reload is set.
+// GET /workers, POST /reload when reload is set, and pprof while s.admin
+// says so.
 func (s *supervisor) adminMux(cfg *conf.Config, reload func() error) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.metrics)
@@ -828,14 +830,12 @@ func (s *supervisor) adminMux(cfg *conf.Config, reload func() error) *http.Serve
 		io.WriteString(w, "ready\n")
 	})
 	if reload != nil {
-		mux.Handle("POST /reload", controlHandler(cfg, cfg.Admin.Address, reload))
+		mux.Handle("POST /reload", controlHandler(&s.admin, cfg.Admin.Address, reload))
 	}
-	if cfg.Admin.Pprof {
-		// The supervisor's own, and each worker's (which serves the
-		// requests) under /workers/N/.
-		metrics.MountPprof(mux)
-		mux.HandleFunc("GET /workers/{i}/debug/pprof/{what...}", s.workerPprof)
-	}
+	// The supervisor's own, and each worker's (which serves the
+	// requests) under /workers/N/.
+	s.admin.mountPprof(mux)
+	mux.Handle("GET /workers/{i}/debug/pprof/{what...}", s.admin.whilePprof(http.HandlerFunc(s.workerPprof)))
 	return mux
 }
 
@@ -944,6 +944,8 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 	defer close(stopWatch)
 	go s.watch(stopWatch)
 
+	running := started(cfg)
+	s.admin.set(cfg.Admin)
 	reloadReq, adminReload := adminReloadRequests()
 	servers, reloads, err := s.listenAdmin(cfg, adminReload)
 	defer func() {
@@ -960,7 +962,8 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		next, err := s.reload()
 		var split *splitReloadError
 		if next != nil && (err == nil || errors.As(err, &split)) {
-			applyReloaded(log, lv, levelFlag, formatFlag, cfg, next, cfg.Admin.Address)
+			applyReloaded(log, lv, levelFlag, formatFlag, running, next)
+			s.admin.set(next.Admin)
 			cfg = next
 			s.retainSeries(configNames(next))
 		}
@@ -1066,7 +1069,7 @@ func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func() error) (se
 			return servers, reloads, fmt.Errorf("control listener: %w", err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("POST /reload", controlHandler(cfg, ca, adminReload))
+		mux.Handle("POST /reload", controlHandler(&s.admin, ca, adminReload))
 		srv := adminServer(mux)
 		serveAdmin(srv, ln)
 		servers = append(servers, srv)

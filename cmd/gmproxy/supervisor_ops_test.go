@@ -120,14 +120,16 @@ func lastLines(s string, n int) string {
 }
 
 // TestSupervisorPprofOnlyWhenOn: the supervisor's admin listener serves
-// /debug/pprof/ when admin.pprof is on, and not otherwise.
+// /debug/pprof/ while the admin.pprof in force is on, and not otherwise:
+// a reload that turns it on or off applies at once.
 func TestSupervisorPprofOnlyWhenOn(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		cfg := conf.Default()
-		cfg.Admin.Address = "127.0.0.1:9100"
+	cfg := conf.Default()
+	cfg.Admin.Address = "127.0.0.1:9100"
+	s := &supervisor{n: 2}
+	mux := s.adminMux(cfg, nil)
+	for _, on := range []bool{false, true, false} {
 		cfg.Admin.Pprof = on
-		s := &supervisor{n: 2}
-		mux := s.adminMux(cfg, nil)
+		s.admin.set(cfg.Admin)
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1:9100/debug/pprof/", nil))
 		if want := map[bool]int{false: 404, true: 200}[on]; rec.Code != want {
