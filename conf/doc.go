@@ -1164,11 +1164,12 @@
 //     Default: POST /reload on Address. Changing it needs a restart (each
 //     reload warns until then).
 //   - token_file (string): token_file names a file holding a secret that POST
-//     /reload must carry as "Authorization: Bearer <secret>" (surrounding
-//     white space is ignored). Every reload reads it again, and its token
-//     applies from the next request: to replace a leaked token, write the new
-//     one and reload with the old one (or SIGHUP), which is refused from then
-//     on. Default: no token.
+//     /reload must carry as "Authorization: Bearer <secret>": at least 16
+//     characters of printable ASCII without spaces, e.g. head -c 32
+//     /dev/urandom | base64 (surrounding white space is ignored). Every reload
+//     reads it again, and its token applies from the next request: to replace
+//     a leaked token, write the new one and reload with the old one (or
+//     SIGHUP), which is refused from then on. Default: no token.
 //
 // # access_log
 //

@@ -224,3 +224,49 @@ sites:
 		t.Errorf("reload with the keys swapped: %v, want them named swapped", err)
 	}
 }
+
+// TestAdminTokenMustBeText: a token file of raw random bytes (head -c 32
+// /dev/urandom without | base64) is refused with its position: no client
+// can carry it in an Authorization header (control bytes), so gmproxy
+// reload would fail only once the configuration runs. A text token with
+// surrounding white space is taken without it.
+func TestAdminTokenMustBeText(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		token []byte
+		ok    bool
+	}{
+		{"base64", []byte("c2VjcmV0LXRva2VuLWZvci1nbXByb3h5Cg==\n"), true},
+		{"hex with CRLF", []byte("  0123456789abcdef0123456789abcdef\r\n"), true},
+		{"raw bytes", []byte("\x8f\x01\xa3Zq\x00\x7f\xe2\x10\x9c\x44\x81\x02\xfe\x33\x19\x0b\xd7"), false},
+		{"line break inside", []byte("0123456789abcdef\n0123456789abcdef\n"), false},
+		{"non-ASCII", []byte("口令口令口令口令口令口令\n"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := secretsConfig(t, 0o600, randomishKey())
+			if err := os.WriteFile(filepath.Join(filepath.Dir(path), "admin.token"), tc.token, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(path)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("a text token refused: %v", err)
+				}
+				if want := string(bytes.TrimSpace(tc.token)); string(cfg.Admin.Token) != want {
+					t.Errorf("token %q, want %q", cfg.Admin.Token, want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("token %q taken", tc.token)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "gmproxy.yaml:13:") || !strings.Contains(msg, "admin.token_file") || !strings.Contains(msg, "base64") {
+				t.Errorf("error %q: want the file:line:column of token_file, its name and how to fix it", msg)
+			}
+			if strings.Contains(msg, string(bytes.TrimSpace(tc.token))) {
+				t.Errorf("the error shows the token: %q", msg)
+			}
+		})
+	}
+}

@@ -1864,6 +1864,13 @@ func (v *validator) validateAdmin() {
 			v.errf("admin.token_file", "create it, e.g. head -c 32 /dev/urandom | base64 > FILE; "+relFix, "cannot read token file %q: %s", a.TokenFile, errText(err))
 		case len(tok) < 16:
 			v.errf("admin.token_file", "put at least 16 random characters in it, e.g. head -c 32 /dev/urandom | base64", "the token in %q is shorter than 16 characters", a.TokenFile)
+		case !visibleASCII(tok):
+			// Raw random bytes (urandom without base64) hold control
+			// bytes that no client can send in a header: gmproxy
+			// reload would fail only once this configuration runs.
+			// RFC 6750 §2.1 (b64token) is stricter still.
+			v.errf("admin.token_file", "write the token as text, e.g. head -c 32 /dev/urandom | base64 > FILE",
+				"the token in %q holds white space, control characters or non-ASCII bytes, which an Authorization header cannot carry", a.TokenFile)
 		default:
 			a.Token = tok
 			// Whoever reads it may reload the configuration.
@@ -1904,6 +1911,16 @@ func (v *validator) validateAdmin() {
 			v.errf("admin.control_address", "use another port, e.g. 127.0.0.1:9101", "control_address is the admin address")
 		}
 	}
+}
+
+// visibleASCII reports whether b is printable ASCII without spaces.
+func visibleASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // isLoopbackHost reports whether host is a loopback address or the name
