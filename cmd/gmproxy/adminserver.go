@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -78,9 +79,31 @@ func (s *adminState) whilePprof(h http.Handler) http.Handler {
 }
 
 // mountPprof serves net/http/pprof under /debug/pprof/ on mux while
-// admin.pprof is on.
+// admin.pprof is on, a profile or trace of at most maxProfileSeconds.
 func (s *adminState) mountPprof(mux *http.ServeMux) {
 	pp := http.NewServeMux()
 	metrics.MountPprof(pp)
-	mux.Handle("/debug/pprof/", s.whilePprof(pp))
+	mux.Handle("/debug/pprof/", s.whilePprof(boundSeconds(pp)))
+}
+
+// maxProfileSeconds bounds the seconds of a CPU profile, a trace or a
+// delta profile.
+const maxProfileSeconds = 600
+
+// boundSeconds refuses a pprof request whose seconds exceed
+// maxProfileSeconds: net/http/pprof bounds them only by the server's
+// WriteTimeout, which the admin server has none of (a profile may take
+// long), so one request could keep the tracer on for days. They are read
+// as pprof reads them, from the query or a form body (FormValue), and as
+// the laxest of its parsers (the trace's float).
+func boundSeconds(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.FormValue("seconds"); v != "" {
+			if sec, err := strconv.ParseFloat(v, 64); err == nil && !(sec <= maxProfileSeconds) {
+				http.Error(w, "seconds: want at most "+strconv.Itoa(maxProfileSeconds), http.StatusBadRequest)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -2,12 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
@@ -84,4 +92,68 @@ func TestAdminServerBounds(t *testing.T) {
 		t.Fatalf("after one closed, the waiting connection: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestPprofSecondsBounded: a profile or trace asked of the admin
+// listener's own /debug/pprof/ (a single process, which serves the
+// traffic, or the supervisor) runs at most maxProfileSeconds, as a
+// worker's through the supervisor does: net/http/pprof bounds it only by
+// the server's WriteTimeout, which the admin server has none of, so a
+// client could keep the execution tracer on the traffic for days. The
+// seconds are checked wherever pprof reads them: query or form body.
+func TestPprofSecondsBounded(t *testing.T) {
+	if newTelemetry == nil {
+		t.Skip("no telemetry in this build")
+	}
+	var live adminState
+	cfg := conf.Default()
+	cfg.Admin.Pprof = true
+	live.set(cfg.Admin)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	single := newTelemetry(log, &daemon.Env{Logger: log}).AdminHandler("127.0.0.1:9100", &live, nil)
+	// The supervisor's workers are unreachable here: a worker's profile
+	// let through is 502.
+	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("no worker in this test")
+	})}}
+	s.admin.set(cfg.Admin)
+	sup := s.adminMux(cfg, nil)
+	type request struct {
+		method, target, form string
+		want                 int
+	}
+	own := []request{
+		{"GET", "/debug/pprof/profile?seconds=" + strconv.Itoa(maxProfileSeconds), "", 200},
+		{"GET", "/debug/pprof/profile?seconds=" + strconv.Itoa(maxProfileSeconds+1), "", 400},
+		{"GET", "/debug/pprof/trace?seconds=1e7", "", 400},
+		{"GET", "/debug/pprof/heap?seconds=100000", "", 400},
+		{"POST", "/debug/pprof/trace", "seconds=100000", 400},
+	}
+	for name, h := range map[string]http.Handler{"single process": single, "supervisor": sup} {
+		reqs := own
+		if h == sup {
+			reqs = append(reqs, request{"GET", "/workers/1/debug/pprof/profile?seconds=" + strconv.Itoa(maxProfileSeconds+1), "", 400},
+				request{"GET", "/workers/1/debug/pprof/profile?seconds=" + strconv.Itoa(maxProfileSeconds), "", 502})
+		}
+		for _, tc := range reqs {
+			// The request's context is done: a profile let through
+			// stops at once (pprof waits on it) rather than holding
+			// the test.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			var body io.Reader
+			if tc.form != "" {
+				body = strings.NewReader(tc.form)
+			}
+			req := httptest.NewRequestWithContext(ctx, tc.method, "http://127.0.0.1:9100"+tc.target, body)
+			if tc.form != "" {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Errorf("%s: %s %s %s: %d, want %d", name, tc.method, tc.target, tc.form, rec.Code, tc.want)
+			}
+		}
+	}
 }

@@ -839,10 +839,6 @@ func (s *supervisor) adminMux(cfg *conf.Config, reload func() error) *http.Serve
 	return mux
 }
 
-// maxProfileSeconds bounds the seconds of a worker's CPU profile or trace
-// asked through the supervisor.
-const maxProfileSeconds = 600
-
 // workerPprof answers GET /workers/N/debug/pprof/...: worker N's
 // /debug/pprof/... with the same query, within the seconds a profile or
 // trace asks for (30 by default, as net/http/pprof) and 30 more.
