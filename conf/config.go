@@ -3,6 +3,7 @@ package conf
 import (
 	"crypto/tls"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/ticket"
@@ -1243,7 +1244,8 @@ type Admin struct {
 	// ControlAddress, when set, serves POST /reload on this address only
 	// (host:port, or unix:/path for a Unix socket) and not on Address, so
 	// that whoever may scrape /metrics cannot reload. Default: POST /reload
-	// on Address. Changing it needs a restart (each reload warns until
+	// on Address. A relative unix: path is resolved against the
+	// configuration file's folder. Changing it needs a restart (each reload warns until
 	// then).
 	ControlAddress string `yaml:"control_address"`
 	// TokenFile names a file holding a secret that POST /reload must carry
@@ -1532,6 +1534,17 @@ type KeyServerClient struct {
 	// connections per key server address in each worker. 0 means
 	// unlimited. Default 64.
 	MaxConnections int `yaml:"max_connections"`
+}
+
+// ControlAddress returns admin.control_address as gmproxy listens on it:
+// a unix: socket's relative path joined to c.Dir, as every file named in
+// the configuration is (the working directory of a service is not the
+// operator's).
+func (c *Config) ControlAddress() string {
+	if path, ok := strings.CutPrefix(c.Admin.ControlAddress, UnixPrefix); ok && path != "" {
+		return UnixPrefix + c.Resolve(path)
+	}
+	return c.Admin.ControlAddress
 }
 
 // Resolve returns the file name p as gmproxy uses it: unchanged when

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -356,6 +357,51 @@ access_log: {path: "off"}
 	write(`{address: "127.0.0.1:0", pprof: true}`)
 	if code := postReload(t, r.admin, ""); code != http.StatusOK || restarts() != 2 {
 		t.Errorf("admin.address back to the running one: reload %d, %d restart warnings, want 2", code, restarts())
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, r.stderr.String())
+	}
+}
+
+// TestRelativeControlSocket: a relative unix: control_address is resolved
+// against the configuration file's folder, as every other path of the
+// configuration is, not against the working directory (which differs
+// between the service, e.g. / under systemd, and an operator's shell):
+// gmproxy run listens there and gmproxy reload -c, run from elsewhere,
+// finds it.
+func TestRelativeControlSocket(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	cfg := `listeners:
+  - address: 127.0.0.1:0
+sites:
+  - name: s
+    server_names: [localhost]
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes:
+      - {path: /, respond: {body: "ok"}}
+admin: {address: "127.0.0.1:0", control_address: "unix:ctl.sock"}
+access_log: {path: "off"}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The test runs in the package's folder: a socket made there is
+	// removed, and fails the test.
+	t.Cleanup(func() { os.Remove("ctl.sock") })
+	r := startRun(t, "-c", file)
+	if _, err := os.Stat("ctl.sock"); err == nil {
+		t.Error("the control socket was made in the working directory")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "ctl.sock")); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("no control socket next to the configuration file: %v", err)
+	}
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"reload", "-c", file}, &out, &errb); code != 0 || !strings.Contains(out.String(), "reloaded") {
+		t.Errorf("reload -c: exit %d: %s%s", code, out.String(), errb.String())
 	}
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, r.stderr.String())

@@ -45,7 +45,7 @@ func reloadMain(args []string, stdout, stderr io.Writer) int {
 			reportUnusable(stderr, "reload", *file, err)
 			return 1
 		}
-		*admin = cfg.Admin.ControlAddress
+		*admin = cfg.ControlAddress()
 		if *admin == "" {
 			*admin = cfg.Admin.Address
 		}

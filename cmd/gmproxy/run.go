@@ -444,7 +444,7 @@ func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads
 // configured. ok is false (daemon and admin closed, reason on stderr) when
 // it cannot listen.
 func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloads, ok bool) {
-	ca := r.cfg.Admin.ControlAddress
+	ca := r.cfg.ControlAddress()
 	if ca == "" {
 		return false, true
 	}
@@ -650,7 +650,7 @@ type startedWith struct {
 
 // started is what cfg, the configuration at start, gives a startedWith.
 func started(cfg *conf.Config) startedWith {
-	return startedWith{logFormat: cfg.Log.Format, adminAddress: cfg.Admin.Address, controlAddress: cfg.Admin.ControlAddress}
+	return startedWith{logFormat: cfg.Log.Format, adminAddress: cfg.Admin.Address, controlAddress: cfg.ControlAddress()}
 }
 
 // applyReloaded applies what a reload changes outside the daemon, the log
@@ -672,8 +672,8 @@ func applyReloaded(log *slog.Logger, lv *slog.LevelVar, levelFlag, formatFlag st
 	if running.adminAddress != next.Admin.Address {
 		log.Warn("admin.address changed: restart gmproxy to apply it", "running", running.adminAddress, "configured", next.Admin.Address)
 	}
-	if running.controlAddress != next.Admin.ControlAddress {
-		log.Warn("admin.control_address changed: restart gmproxy to apply it", "running", running.controlAddress, "configured", next.Admin.ControlAddress)
+	if running.controlAddress != next.ControlAddress() {
+		log.Warn("admin.control_address changed: restart gmproxy to apply it", "running", running.controlAddress, "configured", next.ControlAddress())
 	}
 }
 

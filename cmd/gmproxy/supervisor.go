@@ -1059,7 +1059,7 @@ func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func() error) (se
 		s.log.Info("admin listening", "address", ln.Addr().String(), "workers", s.n)
 		reloads = onAdmin != nil
 	}
-	if ca := cfg.Admin.ControlAddress; ca != "" {
+	if ca := cfg.ControlAddress(); ca != "" {
 		ln, err := listenControl(ca)
 		if err != nil {
 			return servers, reloads, fmt.Errorf("control listener: %w", err)
