@@ -1245,7 +1245,8 @@ type Admin struct {
 	// (host:port, or unix:/path for a Unix socket) and not on Address, so
 	// that whoever may scrape /metrics cannot reload. Default: POST /reload
 	// on Address. A relative unix: path is resolved against the
-	// configuration file's folder. Changing it needs a restart (each reload warns until
+	// configuration file's folder; Linux's abstract sockets (unix:@name),
+	// which have no file permissions, are refused. Changing it needs a restart (each reload warns until
 	// then).
 	ControlAddress string `yaml:"control_address"`
 	// TokenFile names a file holding a secret that POST /reload must carry

@@ -1162,8 +1162,9 @@
 //     on this address only (host:port, or unix:/path for a Unix socket) and
 //     not on Address, so that whoever may scrape /metrics cannot reload.
 //     Default: POST /reload on Address. A relative unix: path is resolved
-//     against the configuration file's folder. Changing it needs a restart
-//     (each reload warns until then).
+//     against the configuration file's folder; Linux's abstract sockets
+//     (unix:@name), which have no file permissions, are refused. Changing it
+//     needs a restart (each reload warns until then).
 //   - token_file (string): token_file names a file holding a secret that POST
 //     /reload must carry as "Authorization: Bearer <secret>": at least 16
 //     characters of printable ASCII without spaces, e.g. head -c 32

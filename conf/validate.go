@@ -1900,8 +1900,16 @@ func (v *validator) validateAdmin() {
 			v.warnf("admin.token_file", "remove it", "token_file is ignored because the admin listener is off")
 		}
 	case strings.HasPrefix(ca, UnixPrefix):
-		if strings.TrimPrefix(ca, UnixPrefix) == "" {
+		switch path := strings.TrimPrefix(ca, UnixPrefix); {
+		case path == "":
 			v.errf("admin.control_address", "write unix:/run/gmproxy/control.sock", "the Unix socket path is empty")
+		case path[0] == '@' || path[0] == 0:
+			// Go listens on Linux's abstract namespace for these.
+			v.errf("admin.control_address", "write a path, e.g. unix:/run/gmproxy/control.sock",
+				"%q is an abstract socket, which has no file permissions: every local user could reach POST /reload, where a unix: socket is its owner's only", path)
+		case len(v.resolve(path)) > maxUnixPath:
+			v.errf("admin.control_address", "use a shorter path, e.g. unix:/run/gmproxy/control.sock",
+				"the socket path is %d bytes long (relative paths are resolved against the folder of the configuration file); a Unix socket's address holds at most %d", len(v.resolve(path)), maxUnixPath)
 		}
 	case v.hostPort("admin.control_address", ca, true):
 		if exposed(ca) && a.TokenFile == "" {
@@ -1912,6 +1920,10 @@ func (v *validator) validateAdmin() {
 		}
 	}
 }
+
+// maxUnixPath is the longest path a Unix socket may listen on: Linux's
+// sun_path holds 108 bytes, the path's NUL included (bind fails past it).
+const maxUnixPath = 107
 
 // visibleASCII reports whether b is printable ASCII without spaces.
 func visibleASCII(b []byte) bool {
