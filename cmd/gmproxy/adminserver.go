@@ -31,9 +31,14 @@ var (
 // adminReadHeaderTimeout bounds a request's head.
 const adminReadHeaderTimeout = 10 * time.Second
 
+// adminMaxHeaderBytes bounds a request's head: its clients send a few
+// hundred bytes (net/http's default, 1 MiB, would let each connection
+// hold that much while its head arrives).
+const adminMaxHeaderBytes = 16 << 10
+
 // adminServer returns the server of one such listener.
 func adminServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: adminReadHeaderTimeout, IdleTimeout: adminIdleTimeout}
+	return &http.Server{Handler: h, ReadHeaderTimeout: adminReadHeaderTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: adminMaxHeaderBytes}
 }
 
 // serveAdmin serves srv on ln, at most adminMaxConns connections at once,

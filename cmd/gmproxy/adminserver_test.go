@@ -157,3 +157,36 @@ func TestPprofSecondsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminServerHeaderBound: an admin listener refuses a request head
+// past adminMaxHeaderBytes (431), well under net/http's 1 MiB default:
+// its clients (Prometheus, gmproxy reload, an operator's curl) send a few
+// hundred bytes, and each of its adminMaxConns connections may otherwise
+// hold a megabyte while its head arrives.
+func TestAdminServerHeaderBound(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := adminServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	serveAdmin(srv, ln)
+	defer srv.Close()
+	get := func(pad int) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/metrics", nil)
+		req.Header.Set("X-Pad", strings.Repeat("a", pad))
+		res, err := (&http.Client{Timeout: testwait.Bound(10 * time.Second)}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := get(1 << 10); code != http.StatusOK {
+		t.Errorf("a 1 KiB header: %d, want 200", code)
+	}
+	if code := get(2 * adminMaxHeaderBytes); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a header of %d bytes: %d, want 431", 2*adminMaxHeaderBytes, code)
+	}
+}
