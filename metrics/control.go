@@ -63,12 +63,23 @@ func CheckControl(r *http.Request, o ControlOptions) (int, string) {
 		return http.StatusForbidden, "Host must be an IP address or localhost"
 	}
 	if tok := o.token(); len(tok) > 0 {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearer(r.Header.Get("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), tok) != 1 {
 			return http.StatusUnauthorized, "a bearer token is required"
 		}
 	}
 	return 0, ""
+}
+
+// bearer returns the credentials of an Authorization value of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1: "bearer" and
+// "BEARER" are Bearer).
+func bearer(auth string) (string, bool) {
+	const scheme = "Bearer "
+	if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
+		return "", false
+	}
+	return auth[len(scheme):], true
 }
 
 // token returns the token in force, if any.

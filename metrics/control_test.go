@@ -46,6 +46,11 @@ func TestControlGuard(t *testing.T) {
 		{"token wrong", withToken, []string{"Authorization", "Bearer s3cret-token-0123456788"}, 401},
 		{"token as basic", withToken, []string{"Authorization", "Basic s3cret-token-0123456789"}, 401},
 		{"token right", withToken, []string{"Authorization", "Bearer s3cret-token-0123456789"}, 200},
+		// RFC 9110 §11.1: the scheme is case-insensitive.
+		{"token right, scheme in lower case", withToken, []string{"Authorization", "bearer s3cret-token-0123456789"}, 200},
+		{"token right, scheme in upper case", withToken, []string{"Authorization", "BEARER s3cret-token-0123456789"}, 200},
+		{"token as scheme", withToken, []string{"Authorization", "s3cret-token-0123456789"}, 401},
+		{"token after another scheme", withToken, []string{"Authorization", "Bearerx s3cret-token-0123456789"}, 401},
 		{"token right, foreign Origin", withToken, []string{"Authorization", "Bearer s3cret-token-0123456789", "Origin", "http://evil.example"}, 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
