@@ -1877,10 +1877,7 @@ func (v *validator) validateAdmin() {
 			v.secretMode("admin.token_file", a.TokenFile, "admin token file")
 		}
 	}
-	exposed := func(addr string) bool {
-		host, _, _ := net.SplitHostPort(addr)
-		return !isLoopbackHost(host)
-	}
+	exposed := NetworkReachable
 	reloadHere := a.ControlAddress == ""
 	if a.Address != "off" && v.hostPort("admin.address", a.Address, true) && exposed(a.Address) {
 		if reloadHere && a.TokenFile == "" {
@@ -1919,6 +1916,14 @@ func (v *validator) validateAdmin() {
 			v.errf("admin.control_address", "use another port, e.g. 127.0.0.1:9101", "control_address is the admin address")
 		}
 	}
+}
+
+// NetworkReachable reports whether a listener on addr (host:port) may be
+// reached from other hosts: its host is not a loopback address or
+// localhost (an empty host listens on every address).
+func NetworkReachable(addr string) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	return !isLoopbackHost(host)
 }
 
 // maxUnixPath is the longest path a Unix socket may listen on: Linux's

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
@@ -187,5 +188,28 @@ func TestReloadStalePIDFile(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the other process ended (%v): it was signalled", err)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestAdminFlagExposureWarned: -admin replaces admin.address after the
+// configuration's check, so it gets that check's warning itself: an
+// address open to the network (every address here) with POST /reload and
+// no token is warned about, a loopback one is not.
+func TestAdminFlagExposureWarned(t *testing.T) {
+	for _, tc := range []struct {
+		admin string
+		warn  bool
+	}{{":0", true}, {"127.0.0.1:0", false}} {
+		r := startRun(t, "-dev-dir", t.TempDir(), "-listen", "127.0.0.1:0", "-admin", tc.admin)
+		warned := strings.Contains(r.stderr.String(), "reachable from the network without a token")
+		if warned != tc.warn {
+			t.Errorf("-admin %s: warned %v, want %v:\n%s", tc.admin, warned, tc.warn, r.stderr.String())
+		}
+		if code := r.stop(t); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	}
+	if ws := adminFlagWarnings("0.0.0.0:9100", conf.Admin{Pprof: true, TokenFile: "t", Token: []byte("0123456789abcdef")}); len(ws) != 1 || !strings.Contains(ws[0], "pprof") {
+		t.Errorf("exposed with a token and pprof: %q, want the pprof warning only", ws)
 	}
 }

@@ -275,6 +275,28 @@ func (r *runner) logWarnings() {
 	for _, w := range r.cfg.Warnings {
 		r.log.Warn("configuration", "problem", w.String())
 	}
+	if r.wk == nil { // a worker's admin address is its socket
+		for _, w := range adminFlagWarnings(r.o.adminAddr, r.cfg.Admin) {
+			r.log.Warn("command line", "problem", w)
+		}
+	}
+}
+
+// adminFlagWarnings are the warnings the configuration check gives an
+// admin.address open to the network, for the -admin flag, which replaces
+// it once checked.
+func adminFlagWarnings(flag string, a conf.Admin) []string {
+	if flag == "" || flag == "off" || !conf.NetworkReachable(flag) {
+		return nil
+	}
+	var ws []string
+	if a.ControlAddress == "" && len(a.Token) == 0 {
+		ws = append(ws, "-admin "+flag+": POST /reload is reachable from the network without a token; set admin.control_address or admin.token_file, or give -admin a 127.0.0.1 address")
+	}
+	if a.Pprof {
+		ws = append(ws, "-admin "+flag+": the admin endpoint with pprof is reachable from the network; give -admin a 127.0.0.1 address or turn admin.pprof off")
+	}
+	return ws
 }
 
 // build is the daemon's generation builder: it builds r.current, reading
