@@ -27,12 +27,14 @@ const (
 )
 
 // gaugeRule: a gauge is summed unless its name says it is a point in time,
-// an info metric, a setting every worker has alike (GOGC), or a per-worker
+// an info metric, a setting every worker has alike (GOGC, and the
+// process's limits: each worker may open process_max_fds descriptors, the
+// workers together not N times as many; unlimited is -1), or a per-worker
 // yes/no.
 func gaugeRule(name string) mergeRule {
 	switch {
 	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"),
-		name == "go_gc_gogc_percent":
+		name == "go_gc_gogc_percent", name == "process_max_fds", name == "process_virtual_memory_max_bytes":
 		return mergeMax
 	case strings.HasSuffix(name, "_healthy"), strings.HasSuffix(name, "_successful"):
 		return mergeMin

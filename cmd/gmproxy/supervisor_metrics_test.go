@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -242,5 +243,29 @@ func TestMergedGOGCNotSummed(t *testing.T) {
 	}
 	if got := sumSeries(t, out.String(), "go_gc_gogc_percent", ""); got != 100 {
 		t.Errorf("go_gc_gogc_percent of two workers at 100: %v", got)
+	}
+}
+
+// TestMergedLimitsNotSummed: process_max_fds and
+// process_virtual_memory_max_bytes are each worker's limit, alike in
+// every worker (a setting, as GOGC), not amounts: two workers limited to
+// 1024 descriptors are not allowed 2048 between them, and two unlimited
+// (-1) are not -2.
+func TestMergedLimitsNotSummed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    float64
+	}{{"process_max_fds", 1024}, {"process_virtual_memory_max_bytes", -1}} {
+		one, err := parseMetrics(strings.NewReader(fmt.Sprintf("# TYPE %s gauge\n%s %v\n", tc.name, tc.name, tc.v)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies([]map[string]*dto.MetricFamily{one, one})); err != nil {
+			t.Fatal(err)
+		}
+		if got := sumSeries(t, out.String(), tc.name, ""); got != tc.v {
+			t.Errorf("%s of two workers at %v: %v", tc.name, tc.v, got)
+		}
 	}
 }
