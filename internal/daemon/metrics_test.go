@@ -51,7 +51,14 @@ func TestMetricsWiring(t *testing.T) {
 
 	// gather lists the label sets of name's series with a positive value.
 	gather := func(name string) string { return strings.Join(keyOpSeries(t, m, name), "\n") }
+	// The refused hello's handshake is counted once its goroutine has
+	// written the alert and returned, which may be after this client read
+	// the alert and Close returned: waited for, not raced.
 	hs := gather("gmproxy_handshakes_total")
+	for deadline := time.Now().Add(testwait.Bound(5 * time.Second)); !strings.Contains(hs, "result=protocol_error") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		hs = gather("gmproxy_handshakes_total")
+	}
 	for _, want := range []string{"protocol=tlcp", "protocol=tls13sm", "protocol=tls", "result=success", "result=protocol_error"} {
 		if !strings.Contains(hs, want) {
 			t.Errorf("handshakes_total lacks %s:\n%s", want, hs)
