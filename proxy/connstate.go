@@ -115,12 +115,37 @@ func (ci *connInfo) computeTLS() {
 		return
 	}
 	v.verify = verifyOK
-	v.subject = c.Subject.String()
-	v.subjectDN, v.issuerDN = one(v.subject), one(c.Issuer.String())
+	v.subject = dnString(c.Subject.String())
+	v.subjectDN, v.issuerDN = one(v.subject), one(dnString(c.Issuer.String()))
 	if c.SerialNumber != nil {
 		v.serial = one(strings.ToUpper(c.SerialNumber.Text(16)))
 	}
 }
+
+// dnString escapes the control characters of a distinguished name as
+// RDNSequence.String writes it (it leaves them as they are: a UTF8String
+// attribute may hold any) as RFC 4514 §2.4 hex pairs, "\00", as nginx's
+// $ssl_client_s_dn does. A header value cannot carry them (RFC 9110
+// §5.5): http.Transport refuses to send one, a target refuses it, and a
+// backend in C would take "CN=admin\x00.evil" for "CN=admin".
+func dnString(s string) string {
+	i := strings.IndexFunc(s, isCTL)
+	if i < 0 {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := []byte(s[:i])
+	for ; i < len(s); i++ {
+		if c := s[i]; isCTL(rune(c)) {
+			b = append(b, '\\', hex[c>>4], hex[c&0xf])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
 
 func (ci *connInfo) computePEM() {
 	if c := ci.peerCert(); c != nil && ci.state.ClientAuth {
