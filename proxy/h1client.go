@@ -15,6 +15,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/h1head"
 	"github.com/gmproxy/gmproxy/internal/h1server"
 	"github.com/gmproxy/gmproxy/internal/monoclock"
+	"golang.org/x/net/http/httpguts"
 )
 
 // h1Client is the upstream HTTP/1.1 client of the common request: one
@@ -182,6 +183,9 @@ func (cl *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 // this exchange's response body and head (negative: none; a route's own
 // timeouts.read and timeouts.response_header).
 func (cl *h1Client) roundTripHead(req *http.Request, passOn bool, readTimeout, headerTimeout time.Duration) (*http.Response, error) {
+	if err := checkFields(req.Header); err != nil {
+		return nil, err
+	}
 	ctx := req.Context()
 	replay := replayable(req)
 	for try := 0; ; try++ {
@@ -198,6 +202,27 @@ func (cl *h1Client) roundTripHead(req *http.Request, passOn bool, readTimeout, h
 		}
 		return nil, err
 	}
+}
+
+// checkFields refuses a header http.Transport refuses to send: a name
+// that is no token, a value with a control character but HTAB (RFC 9110
+// §5.5). http.Request.Write, which writeRequest follows, would send a NUL
+// as it is (a backend in C ends the value there), turn a line break into
+// a space and drop a bad name: the target would get another request than
+// the one the proxy made.
+func checkFields(h http.Header) error {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("proxy: invalid header field name %q", k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				// The value may be a secret: not in the error.
+				return fmt.Errorf("proxy: invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
 }
 
 // get returns an idle connection to addr, or dials one. An idle connection

@@ -893,3 +893,48 @@ func TestPostWithManyFieldsProxied(t *testing.T) {
 		}
 	}
 }
+
+// TestH1ClientRefusesInvalidFields: a request whose header has a field
+// that is no field (RFC 9110 §5.5: a NUL, a line break or another control
+// character in a value; a name that is no token) is refused before a
+// connection is taken, as http.Transport refuses it. The writer it
+// shares with http.Request.Write wrote the NUL as it was (a backend in C
+// ends the value there) and dropped the bad name, or turned the line
+// break into a space: the target got another request than the proxy's.
+func TestH1ClientRefusesInvalidFields(t *testing.T) {
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, _ *http.Request) bool {
+		io.WriteString(w, okResponse)
+		return true
+	})
+	cl := testH1Client(t, nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	for _, h := range []http.Header{
+		{"X-Id": {"admin\x00.evil"}},
+		{"X-Id": {"a\x01b"}},
+		{"X-Id": {"a\x7fb"}},
+		{"X-Id": {"a\r\nInjected: 1"}},
+		{"User-Agent": {"ua\x00"}},
+		{"Bad Name": {"v"}},
+		{"X-Ok": {"v"}, "X-Id": {"fine", "bad\x00"}},
+	} {
+		mk := func() *http.Request {
+			req, _ := http.NewRequest("GET", "http://"+b.addr()+"/x", nil)
+			req.Body, req.Header = nil, h
+			return req
+		}
+		if _, err := tr.RoundTrip(mk()); err == nil {
+			t.Fatalf("%q: http.Transport sent it; the reference changed", h)
+		}
+		if res, err := cl.RoundTrip(mk()); err == nil {
+			res.Body.Close()
+			t.Errorf("%q: sent, want it refused as http.Transport refuses it", h)
+		}
+		if n := b.conns.Load(); n != 0 {
+			t.Fatalf("%q: %d connections to the target, want none", h, n)
+		}
+	}
+	if got, err := h1Get(t, cl, context.Background(), "GET", b.addr()); got != "200 OK ok" || err != nil {
+		t.Fatalf("a plain request after them: %q, %v", got, err)
+	}
+}
