@@ -211,7 +211,8 @@ type ProxyProtocol struct {
 
 // HTTPServer holds limits of the HTTP server behind a listener.
 type HTTPServer struct {
-	// MaxHeaderBytes bounds the request line plus headers. Default 1MiB.
+	// MaxHeaderBytes bounds the request line plus headers, each field
+	// counting 32 bytes more, as in HTTP/2. Default 1MiB.
 	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
 	// ReadHeaderTimeout bounds reading a request's headers. Default 30s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`

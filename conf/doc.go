@@ -227,7 +227,7 @@
 // This section holds limits of the HTTP server behind a listener.
 //
 //   - max_header_bytes (size): max_header_bytes bounds the request line plus
-//     headers. Default 1MiB.
+//     headers, each field counting 32 bytes more, as in HTTP/2. Default 1MiB.
 //   - read_header_timeout (duration): read_header_timeout bounds reading a
 //     request's headers. Default 30s.
 //   - read_timeout (duration): read_timeout bounds reading a whole request,

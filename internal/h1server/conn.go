@@ -124,6 +124,13 @@ type connReader struct {
 
 const noLimit = 1<<63 - 1
 
+// fieldOverhead is what each field line costs against MaxHeaderBytes
+// beyond its bytes: the 32 bytes an HTTP/2 field costs against the same
+// limit (RFC 7541 §4.1, SETTINGS_MAX_HEADER_LIST_SIZE), so that a head of
+// tiny fields does not hold a map many times its size (a 5-byte line
+// costs some 100 bytes of header map) on HTTP/1.1 alone.
+const fieldOverhead = 32
+
 func (r *connReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -145,7 +152,9 @@ func (r *connReader) Read(p []byte) (int, error) {
 	}
 	r.remain -= int64(n)
 	if r.scanning {
+		f := r.c.scan.fields
 		r.c.scan.feed(p[:n])
+		r.remain -= fieldOverhead * int64(r.c.scan.fields-f)
 		r.scanning = !r.c.scan.done
 	}
 	return n, err
@@ -274,6 +283,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 	c.scan.reset()
 	if b, _ := c.br.Peek(c.br.Buffered()); len(b) > 0 {
 		c.scan.feed(b)
+		c.r.remain -= fieldOverhead * int64(c.scan.fields)
 	}
 	c.r.scanning = !c.scan.done
 	req, err := c.readHead(c.ctx)
@@ -286,6 +296,11 @@ func (c *conn) readRequest() (*http.Request, error) {
 			return nil, errUnsupportedTE
 		}
 		return nil, err
+	}
+	if c.r.remain < 0 {
+		// Over the limit only with the fields' overhead, counted once
+		// their bytes were read: the head was read whole all the same.
+		return nil, errTooLarge
 	}
 	c.r.remain = noLimit
 	if req.ProtoMajor != 1 {

@@ -30,6 +30,7 @@ type headScan struct {
 	cl, te bool
 	hosts  int
 	host   []byte // raw value of the first Host field (reused)
+	fields int    // field lines (continuations too) seen so far
 }
 
 var (
@@ -101,6 +102,7 @@ func (s *headScan) endLine() {
 		s.seen = true // the request line
 		return
 	}
+	s.fields++
 	line := s.prefix[:min(n, len(s.prefix))]
 	switch {
 	case hasPrefixFold(line, prefixCL):

@@ -29,7 +29,8 @@ type Server struct {
 	Handler http.Handler
 
 	// MaxHeaderBytes bounds the request line and header (default
-	// http.DefaultMaxHeaderBytes); a request over it gets 431.
+	// http.DefaultMaxHeaderBytes), each field line counting 32 bytes more
+	// (fieldOverhead); a request over it gets 431.
 	MaxHeaderBytes int
 	// ReadHeaderTimeout bounds the reading of a request's header from its
 	// first byte (0: ReadTimeout). ReadTimeout bounds the reading of a

@@ -1142,3 +1142,64 @@ func TestConnStartOnMonotonicClock(t *testing.T) {
 		t.Errorf("connection started at %d, not a monotonic reading within [%d, %d]", c.started, before, after)
 	}
 }
+
+// TestFieldLinesCountAsInHTTP2: max_header_bytes counts 32 bytes more for
+// each field line, as the HTTP/2 server counts the same limit (RFC 7541
+// §4.1, SETTINGS_MAX_HEADER_LIST_SIZE). Counted in bytes alone, a head of
+// tiny fields ("a1:", five bytes a line) held about 140,000 fields in the
+// default 1 MiB, some 14 MiB of header map while it was read: 14 times
+// what the client sent, on each of its connections.
+func TestFieldLinesCountAsInHTTP2(t *testing.T) {
+	served := make(chan int, 10)
+	_, addr := testServer(t, &Server{MaxHeaderBytes: 16 << 10}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served <- len(r.Header)
+	}))
+	head := func(fields int, value string) string {
+		var b strings.Builder
+		b.WriteString("GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n")
+		for i := range fields {
+			fmt.Fprintf(&b, "a%x:%s\r\n", i, value)
+		}
+		b.WriteString("\r\n")
+		return b.String()
+	}
+	// Under the limit in bytes (16 KiB and read-ahead), over it with 32
+	// bytes a field.
+	tiny := head(2000, "")
+	if len(tiny) > 16<<10 {
+		t.Fatalf("%d bytes", len(tiny))
+	}
+	if out := exchange(t, addr, tiny); !strings.HasPrefix(out, "HTTP/1.1 431 ") {
+		t.Errorf("2000 empty fields in %d bytes: %.40q, want 431", len(tiny), out)
+	}
+	// As many bytes in fewer, longer fields pass.
+	long := head(30, strings.Repeat("v", 400))
+	if out := exchange(t, addr, long); !strings.HasPrefix(out, "HTTP/1.1 200 ") {
+		t.Errorf("30 fields in %d bytes: %.40q, want 200", len(long), out)
+	}
+	if n := <-served; n != 31 {
+		t.Errorf("served with %d fields, want 31", n)
+	}
+	select {
+	case n := <-served:
+		t.Errorf("a head over the limit was served (%d fields)", n)
+	default:
+	}
+	// A head read whole in one read, over only with the overhead.
+	s := &Server{MaxHeaderBytes: 1 << 10, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served <- len(r.Header)
+	})}
+	c := &fuzzConn{in: []byte(head(300, "")), step: 4 << 10}
+	if len(c.in) > 4<<10 {
+		t.Fatalf("%d bytes", len(c.in))
+	}
+	s.ServeConn(c)
+	if out := c.out.String(); !strings.HasPrefix(out, "HTTP/1.1 431 ") {
+		t.Errorf("300 empty fields read at once: %.40q, want 431", out)
+	}
+	select {
+	case n := <-served:
+		t.Errorf("a head over the limit was served (%d fields)", n)
+	default:
+	}
+}
