@@ -40,7 +40,6 @@ type conn struct {
 	r        connReader
 	br       *bufio.Reader
 	scan     headScan
-	lastPOST bool
 	hijacked bool
 
 	w response // the current request's writer
@@ -90,7 +89,7 @@ func putConn(c *conn) {
 	c.w.reset()
 	c.hdr.Clear() // the last request's fields go; the storage stays
 	c.srv, c.rwc, c.ctx, c.cancel, c.scope, c.br = nil, nil, nil, nil, nil, nil
-	c.remoteAddr, c.lastPOST, c.hijacked = "", false, false
+	c.remoteAddr, c.hijacked = "", false
 	c.scan = headScan{host: scanHost[:0]}
 	c.body = nil
 	connPool.Put(c)
@@ -266,9 +265,12 @@ func (c *conn) readRequest() (*http.Request, error) {
 	s := c.srv
 	t0 := time.Now()
 	c.scope.start = t0
-	if c.lastPOST {
-		// RFC 9112 §2.2: tolerate the CRLF some old clients send after a
-		// POST body.
+	// RFC 9112 §2.2: ignore the empty lines some clients send before a
+	// request-line (after a body: a POST's, a PUT's), as nginx does
+	// before any request; net/http only after a POST. The first byte is
+	// buffered already (serve waited for it): only a line end waits for
+	// more.
+	if b, _ := c.br.Peek(1); len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
 		if b, _ := c.br.Peek(4); len(b) > 0 { // a request is longer: waiting is fine
 			n := 0
 			for n < len(b) && (b[n] == '\r' || b[n] == '\n') {
@@ -314,7 +316,6 @@ func (c *conn) readRequest() (*http.Request, error) {
 	if req.ProtoMinor == 0 && c.scan.te {
 		return nil, errTE10
 	}
-	c.lastPOST = req.Method == http.MethodPost
 	if c.scan.hosts == 0 {
 		if req.ProtoMinor >= 1 && req.Method != http.MethodConnect {
 			return nil, errMissingHost

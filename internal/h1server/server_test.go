@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1201,5 +1202,26 @@ func TestFieldLinesCountAsInHTTP2(t *testing.T) {
 	case n := <-served:
 		t.Errorf("a head over the limit was served (%d fields)", n)
 	default:
+	}
+}
+
+// TestEmptyLinesBeforeRequestLine: RFC 9112 §2.2 has a server ignore at
+// least one empty line before a request-line, as nginx does before any
+// request. Only those after a POST were (net/http's rule): a CRLF after a
+// PUT's body, or before a connection's first request, got 400 and the
+// connection's end.
+func TestEmptyLinesBeforeRequestLine(t *testing.T) {
+	var served []string
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		served = append(served, r.Method+" "+r.URL.Path+" "+string(b))
+	})}
+	c := &fuzzConn{in: []byte("\r\nGET /a HTTP/1.1\r\nHost: a\r\n\r\n" +
+		"PUT /b HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx\r\n" +
+		"PATCH /c HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\ny\n" +
+		"GET /d HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"), step: 3}
+	s.ServeConn(c)
+	if want := []string{"GET /a ", "PUT /b x", "PATCH /c y", "GET /d "}; !slices.Equal(served, want) {
+		t.Errorf("served %q, want %q\n%s", served, want, c.out.String())
 	}
 }
