@@ -57,6 +57,10 @@ const (
 // the cores too. A check waits for a slot as long as its request lives.
 var bcryptSlots = make(chan struct{}, 2)
 
+// testHookBcryptWait, when not nil, runs as a check starts waiting for a
+// slot (tests hold the slots).
+var testHookBcryptWait func()
+
 // bcryptChecks counts the bcrypt checks made (tests).
 var bcryptChecks atomic.Int64
 
@@ -135,9 +139,7 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 	}
 	if client.IsValid() {
 		if wait, over := a.failures.exhausted(client); over {
-			secs := (wait + time.Second - 1) / time.Second
-			s.errorResponseWith(rs, r, http.StatusTooManyRequests, "Retry-After", strconv.FormatInt(int64(secs), 10),
-				"too many failed logins from this address", "client "+client.String()+" is over route "+rt.name+"'s basic_auth failures")
+			s.authOver(rs, r, rt, client, wait)
 			return false
 		}
 	}
@@ -146,30 +148,47 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 		s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required", "no credentials for route "+rt.name)
 		return false
 	}
-	if a.check(r, user, pass) {
+	hash, known := a.users[user]
+	// Remembered by a hash of user, password and bcrypt hash (a changed
+	// hash after a reload is another route anyway): never the password.
+	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
+	if _, ok := a.passed.Get(key); ok {
 		return true
 	}
+	// A check counts as a failure until it passes, taken from the
+	// client's allowance before it waits for a slot: the wrong passwords
+	// a client sends at once cost no more checks than its failures
+	// allow, and those beyond wait for none.
 	if client.IsValid() {
-		a.failures.allow(client) // one failure spent
+		if ok, wait := a.failures.allow(client); !ok {
+			s.authOver(rs, r, rt, client, wait)
+			return false
+		}
+	}
+	if known && checkBcrypt(r, hash, pass) {
+		if client.IsValid() {
+			a.failures.giveBack(client)
+		}
+		a.passed.Put(key, struct{}{})
+		return true
 	}
 	s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required",
 		"wrong user or password for route "+rt.name+" (user "+strconv.Quote(user)+")")
 	return false
 }
 
-// check reports whether pass is user's password: remembered as passed,
-// or bcrypt's answer, taken in one of bcryptSlots (false when r ends
-// first).
-func (a *basicAuth) check(r *http.Request, user, pass string) bool {
-	hash, known := a.users[user]
-	if !known {
-		return false
-	}
-	// Remembered by a hash of user, password and bcrypt hash (a changed
-	// hash after a reload is another route anyway): never the password.
-	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
-	if _, ok := a.passed.Get(key); ok {
-		return true
+// authOver answers 429 to client, over its failures on rt for wait.
+func (s *site) authOver(rs *reqState, r *http.Request, rt *route, client netip.Addr, wait time.Duration) {
+	secs := (wait + time.Second - 1) / time.Second
+	s.errorResponseWith(rs, r, http.StatusTooManyRequests, "Retry-After", strconv.FormatInt(int64(secs), 10),
+		"too many failed logins from this address", "client "+client.String()+" is over route "+rt.name+"'s basic_auth failures")
+}
+
+// checkBcrypt reports whether pass is the password of hash, bcrypt's
+// answer, taken in one of bcryptSlots (false when r ends first).
+func checkBcrypt(r *http.Request, hash []byte, pass string) bool {
+	if testHookBcryptWait != nil {
+		testHookBcryptWait()
 	}
 	select {
 	case bcryptSlots <- struct{}{}:
@@ -179,11 +198,7 @@ func (a *basicAuth) check(r *http.Request, user, pass string) bool {
 	err := bcrypt.CompareHashAndPassword(hash, []byte(pass))
 	<-bcryptSlots
 	bcryptChecks.Add(1)
-	if err != nil {
-		return false
-	}
-	a.passed.Put(key, struct{}{})
-	return true
+	return err == nil
 }
 
 // exhausted reports whether client has no allowance left (and how long
@@ -200,4 +215,14 @@ func (l *rateLimiter) exhausted(client netip.Addr) (time.Duration, bool) {
 		return time.Duration(wait), true
 	}
 	return 0, false
+}
+
+// giveBack returns to client the request allow took last from its
+// allowance (a basic_auth check that passed is no failure).
+func (l *rateLimiter) giveBack(client netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if tat, ok := l.tat.Get(client); ok {
+		l.tat.Put(client, tat-l.interval)
+	}
 }

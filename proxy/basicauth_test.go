@@ -100,3 +100,74 @@ func TestBasicAuthRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBasicAuthConcurrentFailures: wrong passwords a client sends at once
+// cost no more bcrypt checks than its failures allow: each check is taken
+// from its allowance before it waits for a slot, and the requests beyond
+// it are answered 429 without waiting.
+func TestBasicAuthConcurrentFailures(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("open sesame"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const allowed, sent = 3, 10
+	cfg := Config{TrustedProxies: []string{"127.0.0.1", "::1"}, Sites: oneSite(
+		RouteConfig{PathPrefix: "/", Respond: &RespondConfig{Status: 200, Body: "in"},
+			BasicAuth: &BasicAuthConfig{Users: map[string][]byte{"ops": hash}, FailuresPerMinute: allowed}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+
+	// Both slots held: no check runs until every request has either
+	// started waiting for one or been answered.
+	for range cap(bcryptSlots) {
+		bcryptSlots <- struct{}{}
+	}
+	held := true
+	release := func() {
+		if held {
+			for range cap(bcryptSlots) {
+				<-bcryptSlots
+			}
+			held = false
+		}
+	}
+	defer release()
+	events := make(chan int, 2*sent) // 0: a check waits; else a status
+	testHookBcryptWait = func() { events <- 0 }
+	defer func() { testHookBcryptWait = nil }()
+	for range sent {
+		go func() {
+			req, _ := http.NewRequest("GET", f.url+"/x", nil)
+			req.Host = "example.test"
+			req.Header.Set("X-Forwarded-For", "192.0.2.9")
+			req.SetBasicAuth("ops", "guess")
+			res, err := c.Do(req)
+			if err != nil {
+				events <- -1
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			events <- res.StatusCode
+		}()
+	}
+	before := bcryptChecks.Load()
+	waiting, statuses := 0, map[int]int{}
+	for got := 0; got < sent; got++ {
+		if e := <-events; e == 0 {
+			waiting++
+		} else {
+			statuses[e]++
+		}
+	}
+	release()
+	for range waiting {
+		statuses[<-events]++
+	}
+	if n := bcryptChecks.Load() - before; n > allowed {
+		t.Errorf("%d bcrypt checks for %d wrong passwords sent at once, want at most %d (failures_per_minute)", n, sent, allowed)
+	}
+	if statuses[401] != allowed || statuses[429] != sent-allowed {
+		t.Errorf("statuses %v, want %d 401 and %d 429", statuses, allowed, sent-allowed)
+	}
+}
