@@ -68,8 +68,11 @@ var bcryptChecks atomic.Int64
 type basicAuth struct {
 	challenge string // the WWW-Authenticate value
 	users     map[string][]byte
-	failures  *rateLimiter
-	passed    *lru.Cache[[sha256.Size]byte, struct{}]
+	// decoy is the hash a name that is no user's is checked against
+	// (a user's, of the highest cost), its answer ignored.
+	decoy    []byte
+	failures *rateLimiter
+	passed   *lru.Cache[[sha256.Size]byte, struct{}]
 }
 
 func newBasicAuth(c *BasicAuthConfig) (*basicAuth, error) {
@@ -91,6 +94,13 @@ func newBasicAuth(c *BasicAuthConfig) (*basicAuth, error) {
 			return nil, err
 		}
 	}
+	var decoy []byte
+	decoyCost := 0
+	for _, h := range c.Users {
+		if cost, _ := bcrypt.Cost(h); cost > decoyCost || cost == decoyCost && string(h) < string(decoy) {
+			decoy, decoyCost = h, cost
+		}
+	}
 	per := c.FailuresPerMinute
 	if per <= 0 {
 		per = DefaultBasicAuthFailures
@@ -98,6 +108,7 @@ func newBasicAuth(c *BasicAuthConfig) (*basicAuth, error) {
 	return &basicAuth{
 		challenge: `Basic realm="` + realm + `", charset="UTF-8"`,
 		users:     c.Users,
+		decoy:     decoy,
 		failures:  newRateLimiter(RateLimitConfig{Interval: time.Minute / time.Duration(per), Burst: per - 1}),
 		passed:    lru.New[[sha256.Size]byte, struct{}](basicAuthRemembered, basicAuthRemember),
 	}, nil
@@ -165,7 +176,12 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 			return false
 		}
 	}
-	if known && checkBcrypt(r, hash, pass) {
+	if !known {
+		// Checked as a user's wrong password is: answered at once, a
+		// name that is no user's would tell the users' names apart by
+		// the time its 401 takes.
+		checkBcrypt(r, a.decoy, pass)
+	} else if checkBcrypt(r, hash, pass) {
 		if client.IsValid() {
 			a.failures.giveBack(client)
 		}

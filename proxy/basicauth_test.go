@@ -171,3 +171,36 @@ func TestBasicAuthConcurrentFailures(t *testing.T) {
 		t.Errorf("statuses %v, want %d 401 and %d 429", statuses, allowed, sent-allowed)
 	}
 }
+
+// TestBasicAuthUnknownUserChecked: a name that is no user's costs the
+// bcrypt check a user's wrong password does, and is refused even with a
+// user's password: answered at once, its 401 would tell the users'
+// names from others by its time.
+func TestBasicAuthUnknownUserChecked(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("open sesame"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Respond: &RespondConfig{Status: 200, Body: "in"},
+		BasicAuth: &BasicAuthConfig{Users: map[string][]byte{"ops": hash}}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, up := range [][2]string{{"ops", "wrong"}, {"root", "wrong"}, {"root", "open sesame"}} {
+		before := bcryptChecks.Load()
+		req, _ := http.NewRequest("GET", f.url+"/", nil)
+		req.Host = "example.test"
+		req.SetBasicAuth(up[0], up[1])
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 401 {
+			t.Errorf("%s:%s: %d, want 401", up[0], up[1], res.StatusCode)
+		}
+		if n := bcryptChecks.Load() - before; n != 1 {
+			t.Errorf("%s:%s: %d bcrypt checks, want 1 as for any wrong password", up[0], up[1], n)
+		}
+	}
+}
