@@ -430,6 +430,26 @@ func (rt *route) pathPrefix(p, prefix string) (int, bool) {
 	return len(prefix), strings.HasPrefix(p, prefix)
 }
 
+// regexMatch reports whether rt's path_regex matches p. On a site with
+// case-insensitive paths it matches p upper-cased too, as foldPrefix
+// compares: (?i) folds by Unicode's case orbits, which miss a letter whose
+// upper case is another's letter ("ı" is 'I' upper-cased, so /admın/ is
+// /ADMIN/ to IIS); only a non-ASCII path can hold one.
+func (rt *route) regexMatch(p string) bool {
+	if rt.regex.MatchString(p) {
+		return true
+	}
+	if !rt.foldCase {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] >= utf8.RuneSelf {
+			return rt.regex.MatchString(strings.ToUpper(p))
+		}
+	}
+	return false
+}
+
 // match reports whether rt takes r, for host and the path p.
 func (rt *route) match(r *http.Request, host, p string) bool {
 	if len(rt.hosts) > 0 {
@@ -454,7 +474,7 @@ func (rt *route) match(r *http.Request, host, p string) bool {
 			return false
 		}
 	}
-	if rt.regex != nil && !rt.regex.MatchString(p) {
+	if rt.regex != nil && !rt.regexMatch(p) {
 		return false
 	}
 	for _, m := range rt.hdrs {

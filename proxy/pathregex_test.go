@@ -78,3 +78,34 @@ func TestPathRegexRefused(t *testing.T) {
 		t.Errorf("label %q", got)
 	}
 }
+
+// TestPathRegexFoldsAsPrefix: on a site with CaseInsensitivePaths a
+// path_regex matches the paths a path_prefix of the same text does, those
+// whose letters match upper-cased as Windows compares names: "ı" (dotless
+// i) is 'I' upper-cased, so /admın/ is /ADMIN/ to IIS, and a regex route
+// that denies /admin/ takes it as the prefix route does.
+func TestPathRegexFoldsAsPrefix(t *testing.T) {
+	for _, deny := range []RouteConfig{
+		{PathPrefix: "/admin/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+		{PathRegex: `^/admin/`, Respond: &RespondConfig{Status: 403, Body: "no"}},
+	} {
+		cfg := Config{Sites: oneSite(deny, RouteConfig{Respond: &RespondConfig{Status: 200, Body: "rest"}})}
+		cfg.Sites[0].CaseInsensitivePaths = true
+		f := newFront(t, cfg, frontOpts{})
+		c := testClient(t)
+		for _, target := range []string{"/ADMIN/x", "/adm%C4%B1n/x", "/adm\u0131n/x"} {
+			req, _ := http.NewRequest("GET", f.url+"/", nil)
+			req.URL.Opaque = target
+			req.Host = "example.test"
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 403 {
+				t.Errorf("route %s, %s: %d %q, want 403", RouteLabel(&deny), target, res.StatusCode, b)
+			}
+		}
+	}
+}
