@@ -140,8 +140,8 @@ func CheckBasicAuthUser(user string, hash []byte) error {
 }
 
 // authorized reports whether r carries a user and password of rt's, or
-// answers it (401 with the challenge, or 429 for a client over its
-// failures) and returns false.
+// answers it (401 with the challenge, 429 for a client over its failures,
+// 400 for more than one Authorization) and returns false.
 func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 	a := rt.auth
 	var client netip.Addr
@@ -153,6 +153,13 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 			s.authOver(rs, r, rt, client, wait)
 			return false
 		}
+	}
+	if len(r.Header["Authorization"]) > 1 {
+		// One set of credentials (RFC 9110 §11.6.2), as nginx holds
+		// it: the first is checked here, and a target that read the
+		// last, or the list, would take the request for another user's.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "more than one Authorization field for route "+rt.name)
+		return false
 	}
 	user, pass, ok := r.BasicAuth()
 	if !ok {

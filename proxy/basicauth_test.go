@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/base64"
 	"io"
 	"net/http"
 	"testing"
@@ -203,4 +204,25 @@ func TestBasicAuthUnknownUserChecked(t *testing.T) {
 			t.Errorf("%s:%s: %d bcrypt checks, want 1 as for any wrong password", up[0], up[1], n)
 		}
 	}
+}
+
+// TestBasicAuthOneAuthorization: a request with more than one
+// Authorization field (RFC 9110 §11.6.2: one set of credentials) is
+// refused 400 on a basic_auth route and not forwarded: the proxy checks
+// the first, and a target that reads the last (or the joined list) would
+// take the request for another user's. With one, it is forwarded.
+func TestBasicAuthOneAuthorization(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("open sesame"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRawRecorder(t)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("u", rec.addr)}, Sites: oneSite(RouteConfig{Upstream: "u",
+		BasicAuth: &BasicAuthConfig{Users: map[string][]byte{"ops": hash}}})}
+	f := newFront(t, cfg, frontOpts{})
+	ops := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("ops:open sesame")) + "\r\n"
+	admin := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("admin:x")) + "\r\n"
+	wantForwarded(t, f.addr, rec, "GET /a HTTP/1.1\r\nHost: example.test\r\n"+ops+"Connection: close\r\n\r\n", "GET /a ")
+	wantNotForwarded(t, f.addr, rec, "GET /a HTTP/1.1\r\nHost: example.test\r\n"+ops+admin+"Connection: close\r\n\r\n", "400")
+	wantNotForwarded(t, f.addr, rec, "GET /a HTTP/1.1\r\nHost: example.test\r\n"+ops+"Authorization: \r\nConnection: close\r\n\r\n", "400")
 }
