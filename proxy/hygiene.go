@@ -109,10 +109,37 @@ func isSetHeaderName(k string) bool {
 // a route's allow_trailers none does. With it, a trailer passes when the
 // client declared it in its Trailer header and its name is none of: the
 // headers gmproxy sets or strips (also with '_' for '-'), hop-by-hop
-// fields, fields that must not be trailers (RFC 9110 §6.5.1), and the
-// fields the route's request_headers edit.
+// fields, fields that must not be trailers (RFC 9110 §6.5.1), the fields
+// the route's request_headers edit, and the site's request ID (any
+// spelling).
 func (rt *route) trailerAllowed(k string) bool {
-	return rt.allowTrailers && !isSetHeaderName(k) && validTrailer(k) && !rt.reqOps.names(k)
+	return rt.allowTrailers && !isSetHeaderName(k) && validTrailer(k) && !rt.reqOps.names(k) && !sameFieldName(k, rt.reqIDHeader)
+}
+
+// sameFieldName reports whether k is name ("" names nothing) to a backend
+// that ignores case and reads '_' as '-' (CGI, WSGI, PHP).
+func sameFieldName(k, name string) bool {
+	if len(k) != len(name) || name == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		a, b := k[i], name[i]
+		if a != b && foldByte(a) != foldByte(b) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldByte is c lower-cased, '_' read as '-'.
+func foldByte(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // validTrailer reports whether a trailer k may be passed on, a backend's

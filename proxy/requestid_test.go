@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -258,4 +260,49 @@ func TestRequestIDOnUpgrades(t *testing.T) {
 		t.Fatalf("extended CONNECT: status %s", status)
 	}
 	check("HTTP/2", id, got)
+}
+
+// TestRequestIDNotAround: the client's ID reaches the target neither
+// spelled with '_' (CGI, WSGI and PHP read X_Request_Id as X-Request-Id)
+// nor as a request trailer on a route that passes trailers, and the
+// target's own does not reach the client as a response trailer.
+func TestRequestIDNotAround(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		var got []string
+		for _, h := range []http.Header{r.Header, r.Trailer} {
+			for k, vv := range h {
+				if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), "x-request-id") {
+					got = append(got, vv...)
+				}
+			}
+		}
+		sort.Strings(got)
+		w.Header().Set("Trailer", "X-Request-Id")
+		io.WriteString(w, strings.Join(got, "|"))
+		w.Header().Set("X-Request-Id", "the target's own")
+	}))
+	t.Cleanup(backend.Close)
+	cfg := proxyTo(addrOf(backend))
+	cfg.Sites[0].RequestIDHeader = "X-Request-Id"
+	cfg.Sites[0].Routes[0].AllowTrailers = true
+	f := newFront(t, cfg, frontOpts{})
+	req, _ := http.NewRequest("POST", f.url+"/", io.NopCloser(strings.NewReader("hello")))
+	req.Host = "example.test"
+	req.ContentLength = -1
+	req.Header["X_request_id"] = []string{"forged-underscored"}
+	req.Trailer = http.Header{"X-Request-Id": {"forged-trailer"}}
+	res, err := testClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	id := res.Header.Get("X-Request-Id")
+	if !generatedID.MatchString(id) || string(b) != id {
+		t.Errorf("the target got request IDs %q, want only the proxy's %q", b, id)
+	}
+	if v := res.Trailer.Values("X-Request-Id"); len(v) != 0 {
+		t.Errorf("the target's ID %q reached the client as a trailer", v)
+	}
 }

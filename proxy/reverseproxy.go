@@ -842,7 +842,7 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 		upType = ""
 	}
 	keepTE := httpguts.HeaderValuesContainsToken(in["Te"], "trailers")
-	h := rs.outgoingHeader(in)
+	h := rs.outgoingHeader(in, rt.reqIDHeader)
 	if keepTE {
 		h["Te"] = teTrailers
 	}
@@ -908,13 +908,14 @@ func escapedPrefixLen(esc string, n int) (int, bool) {
 // proxy (setForwarded removes those), and the names of SetRequestHeaders
 // (and TrustedOnlyRequestHeaders) spelled with '_'
 // (many backends — CGI, WSGI, PHP — map both spellings to one variable,
-// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify);
+// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify), the request
+// ID's idName among them ("": none);
 // setForwarded sets or extends the rest of SetRequestHeaders. One pass
 // over in's few fields does it, rather than a delete per name. Its value
 // slices are the inbound header's: whoever edits the outgoing header
 // replaces a field's slice and never writes into one (setHeader,
 // headerOps.apply), so in stays as the client sent it.
-func (rs *reqState) outgoingHeader(in http.Header) http.Header {
+func (rs *reqState) outgoingHeader(in http.Header, idName string) http.Header {
 	h := rs.outHdr
 	if h == nil {
 		h = make(http.Header, len(in)+len(SetRequestHeaders))
@@ -927,7 +928,7 @@ func (rs *reqState) outgoingHeader(in http.Header) http.Header {
 		case copyIfTrusted:
 			rs.trustedOnly = true // setForwarded removes them unless the peer is trusted
 		}
-		if !(strings.IndexByte(k, '_') >= 0 && isSetHeaderName(k)) {
+		if !(strings.IndexByte(k, '_') >= 0 && (isSetHeaderName(k) || sameFieldName(k, idName))) {
 			h[k] = v
 		}
 	}
@@ -1326,7 +1327,7 @@ func copyResponseHeader(dst http.Header, res *http.Response, rt *route, conn []s
 // set in it does not come back as a trailer, as request_headers does for
 // request trailers).
 func responseTrailer(rt *route, conn []string, k string) bool {
-	if !validTrailer(k) || rt.resOps.names(k) {
+	if !validTrailer(k) || rt.resOps.names(k) || sameFieldName(k, rt.reqIDHeader) {
 		return false
 	}
 	for _, f := range conn {
