@@ -725,6 +725,9 @@ func (s *site) misdirected(w http.ResponseWriter, r *http.Request, why string) {
 	s.p.obs.RequestStarted(s.name)
 	defer s.finish(rs, r)
 	rs.ci = connInfoFrom(r.Context())
+	if s.reqIDHeader != "" {
+		rs.reqID = s.requestIDOf(r) // in the answer and the logs, as the site's others
+	}
 	s.errorResponse(rs, r, http.StatusMisdirectedRequest, "this connection cannot serve that host; connect with its name", why)
 }
 

@@ -306,3 +306,26 @@ func TestRequestIDNotAround(t *testing.T) {
 		t.Errorf("the target's ID %q reached the client as a trailer", v)
 	}
 }
+
+// TestRequestIDOnMisdirected: a 421 (a request for another site on a
+// connection made for this one) carries an ID like the site's other
+// answers, in the response and the access log.
+func TestRequestIDOnMisdirected(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	cfg := Config{Sites: []SiteConfig{
+		{Name: "one", ServerNames: []string{"one.test"}, RequestIDHeader: "X-Request-Id", Routes: []RouteConfig{{Respond: &RespondConfig{Body: "one"}}}},
+		{Name: "two", ServerNames: []string{"two.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "two"}}}},
+	}, AccessLog: AccessLogConfig{Path: logPath, Format: "json"}}
+	st := frontdoor.ConnState{Site: "one", SNI: "one.test", Protocol: frontdoor.ProtoTLCP}
+	f := newFront(t, cfg, frontOpts{state: &st})
+	code, _, h := get(t, testClient(t), f.url+"/", "Host", "two.test")
+	id := h.Get("X-Request-Id")
+	if code != 421 || !generatedID.MatchString(id) {
+		t.Fatalf("421: %d, X-Request-Id %q, want a new ID", code, id)
+	}
+	f.p.AccessLog().Flush()
+	data, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(data), `"request_id":"`+id+`"`) {
+		t.Errorf("the access log lacks request_id %s:\n%s", id, data)
+	}
+}
