@@ -1024,7 +1024,8 @@ type Compress struct {
 // memory) for 5 minutes, at most 2 checks run at once in a process, and a
 // client address (its /64 for IPv6) that fails failures_per_minute times
 // gets 429 with Retry-After, checked for nothing, until its allowance
-// comes back (counted in each worker).
+// comes back (counted in each worker). A reload keeps the remembered
+// passwords and the failures of a route it keeps, as rate_limit counts.
 type BasicAuth struct {
 	// Realm names the protected area in the browser's prompt. Default
 	// restricted.

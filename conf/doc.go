@@ -717,7 +717,9 @@
 // remembered (a hash of it, in memory) for 5 minutes, at most 2 checks run at
 // once in a process, and a client address (its /64 for IPv6) that fails
 // failures_per_minute times gets 429 with Retry-After, checked for nothing,
-// until its allowance comes back (counted in each worker).
+// until its allowance comes back (counted in each worker). A reload keeps the
+// remembered passwords and the failures of a route it keeps, as rate_limit
+// counts.
 //
 //   - realm (string): realm names the protected area in the browser's prompt.
 //     Default restricted.

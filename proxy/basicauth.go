@@ -114,6 +114,31 @@ func newBasicAuth(c *BasicAuthConfig) (*basicAuth, error) {
 	}, nil
 }
 
+// basicAuth compiles c for the route of scope (compileRoute), with the
+// state of the previous generation's route of that scope: a reload keeps
+// the clients' failures (a guesser's allowance does not come back with
+// it) while the allowance stays the same, and the passwords that passed
+// (each browser's next request would cost a check, queued behind all the
+// others'). Those are remembered with their user's hash: a user whose
+// hash changed, or who is gone, is checked afresh.
+func (p *Proxy) basicAuth(scope string, c *BasicAuthConfig) (*basicAuth, error) {
+	a, err := newBasicAuth(c)
+	if a == nil || err != nil {
+		return nil, err
+	}
+	if prev := p.prevAuths[scope]; prev != nil {
+		a.passed = prev.passed
+		if prev.failures.interval == a.failures.interval && prev.failures.tolerance == a.failures.tolerance {
+			a.failures = prev.failures
+		}
+	}
+	if p.auths == nil {
+		p.auths = map[string]*basicAuth{}
+	}
+	p.auths[scope] = a
+	return a, nil
+}
+
 // CheckBasicAuthRealm reports what is wrong with realm: it goes in a
 // quoted string, so no quote, backslash or control character.
 func CheckBasicAuthRealm(realm string) error {
@@ -167,10 +192,10 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 		return false
 	}
 	hash, known := a.users[user]
-	// Remembered by a hash of user, password and bcrypt hash (a changed
-	// hash after a reload is another route anyway): never the password.
+	// Remembered by a hash of user, password and bcrypt hash (kept
+	// across reloads: a changed hash is another key): never the password.
 	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
-	if _, ok := a.passed.Get(key); ok {
+	if _, ok := a.passed.Get(key); ok && known {
 		return true
 	}
 	// A check counts as a failure until it passes, taken from the

@@ -226,3 +226,59 @@ func TestBasicAuthOneAuthorization(t *testing.T) {
 	wantNotForwarded(t, f.addr, rec, "GET /a HTTP/1.1\r\nHost: example.test\r\n"+ops+admin+"Connection: close\r\n\r\n", "400")
 	wantNotForwarded(t, f.addr, rec, "GET /a HTTP/1.1\r\nHost: example.test\r\n"+ops+"Authorization: \r\nConnection: close\r\n\r\n", "400")
 }
+
+// TestBasicAuthKeptAcrossReload: a reload keeps a route's basic_auth
+// state: a client over its failures stays over (its allowance does not
+// come back with every reload), and a password that passed is not checked
+// again (every browser's next request would cost a bcrypt, queued behind
+// the others') unless its user's hash changed: then the old password is
+// refused.
+func TestBasicAuthKeptAcrossReload(t *testing.T) {
+	oldHash, _ := bcrypt.GenerateFromPassword([]byte("old"), bcrypt.MinCost)
+	newHash, _ := bcrypt.GenerateFromPassword([]byte("new"), bcrypt.MinCost)
+	cfg := func(hash []byte, prev *Proxy) Config {
+		return Config{TrustedProxies: []string{"127.0.0.1", "::1"}, Previous: prev, Sites: oneSite(
+			RouteConfig{PathPrefix: "/", Respond: &RespondConfig{Status: 200, Body: "in"},
+				BasicAuth: &BasicAuthConfig{Users: map[string][]byte{"ops": hash}, FailuresPerMinute: 1}})}
+	}
+	c := testClient(t)
+	do := func(f *front, client, pass string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", f.url+"/", nil)
+		req.Host = "example.test"
+		req.Header.Set("X-Forwarded-For", client)
+		req.SetBasicAuth("ops", pass)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	f := newFront(t, cfg(oldHash, nil), frontOpts{})
+	if st := do(f, "192.0.2.1", "guess"); st != 401 {
+		t.Fatalf("a wrong password: %d", st)
+	}
+	if st := do(f, "192.0.2.2", "old"); st != 200 {
+		t.Fatalf("the right password: %d", st)
+	}
+	g := newFront(t, cfg(oldHash, f.p), frontOpts{})
+	before := bcryptChecks.Load()
+	if st := do(g, "192.0.2.2", "old"); st != 200 {
+		t.Errorf("the right password after a reload: %d", st)
+	}
+	if n := bcryptChecks.Load() - before; n != 0 {
+		t.Errorf("%d bcrypt checks for a password that passed before the reload, want 0", n)
+	}
+	if st := do(g, "192.0.2.1", "guess"); st != 429 {
+		t.Errorf("a client over its failures after a reload: %d, want 429", st)
+	}
+	h := newFront(t, cfg(newHash, g.p), frontOpts{})
+	if st := do(h, "192.0.2.2", "old"); st != 401 {
+		t.Errorf("the old password after a reload that changed it: %d, want 401", st)
+	}
+	if st := do(h, "192.0.2.3", "new"); st != 200 {
+		t.Errorf("the new password: %d", st)
+	}
+}

@@ -46,7 +46,8 @@ type Config struct {
 	// that stay (same upstream name and address) keep their health state:
 	// a target that was down stays down until its checks say otherwise;
 	// routes that stay (same site, label or RouteConfig.Key, and
-	// rate_limit) keep their clients' rate counts.
+	// rate_limit) keep their clients' rate counts, and their basic_auth
+	// failures and remembered passwords.
 	Previous *Proxy
 	// Standby keeps the new proxy's target health from the observer until
 	// Activate: a reload builds the proxy before it knows whether it will

@@ -299,7 +299,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	if rt.compress, err = newCompressor(rc.Compress); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
-	if rt.auth, err = newBasicAuth(rc.BasicAuth); err != nil {
+	if rt.auth, err = p.basicAuth(scope, rc.BasicAuth); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
 	if rt.prefix != "" && rt.exact != "" || rc.PathRegex != "" && (rt.prefix != "" || rt.exact != "") {

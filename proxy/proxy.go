@@ -67,6 +67,9 @@ type Proxy struct {
 	zones       map[string]RateLimitConfig // the rate_limit zones, by name
 	prevRates   map[string]*rateLimiter
 	sharedRates *rateshare.View
+	// auths are the routes' basic_auth by route scope, for the next
+	// generation to keep from (prevAuths while New builds).
+	auths, prevAuths map[string]*basicAuth
 
 	// cut ends when Close runs: the dials of TCP streams to their targets
 	// (which no tracked connection stands for yet) end with it rather
@@ -120,10 +123,10 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	}
 	p.sharedRates = cfg.SharedRates
 	if cfg.Previous != nil {
-		p.prevRates = cfg.Previous.rates
+		p.prevRates, p.prevAuths = cfg.Previous.rates, cfg.Previous.auths
 	}
 	err := p.addSites(cfg.Sites)
-	p.prevRates = nil
+	p.prevRates, p.prevAuths = nil, nil
 	if err != nil {
 		p.closeUpstreams()
 		return nil, err
