@@ -1985,7 +1985,7 @@ func (v *validator) basicAuth(a *BasicAuth, p string) {
 	}
 	users, bad := map[string][]byte{}, false
 	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimRight(line, "\r")
+		line = strings.TrimRight(line, " \t\r") // a hash ends in none of them
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

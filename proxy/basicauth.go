@@ -161,8 +161,20 @@ func CheckBasicAuthUser(user string, hash []byte) error {
 	if _, err := bcrypt.Cost(hash); err != nil {
 		return fmt.Errorf("basic_auth: user %q: %v", user, err)
 	}
+	// bcrypt.Cost reads the prefix only: a hash cut short, or with a
+	// character out of bcrypt's alphabet in its salt or digest, matches no
+	// password, and its user would be refused with no word why.
+	if len(hash) != bcryptHashLen || strings.ContainsFunc(string(hash[7:]), func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '/')
+	}) {
+		return fmt.Errorf("basic_auth: user %q: not a whole bcrypt hash (%d characters, %s and then 53 of ./A-Za-z0-9): cut short or altered, it matches no password", user, bcryptHashLen, hash[:min(len(hash), 7)])
+	}
 	return nil
 }
+
+// bcryptHashLen is the length of a bcrypt hash: $2y$, the cost, '$', 22
+// characters of salt and 31 of digest.
+const bcryptHashLen = 60
 
 // authorized reports whether r carries a user and password of rt's, or
 // answers it (401 with the challenge, 429 for a client over its failures,

@@ -90,7 +90,9 @@ func TestBasicAuthRefused(t *testing.T) {
 		{Users: map[string][]byte{"ops": []byte("$apr1$abcdefgh$0123456789abcdefghijkl")}},
 		{Users: map[string][]byte{"ops": []byte("{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=")}},
 		{Users: map[string][]byte{"ops": []byte("$2y$")}},
-		{Users: map[string][]byte{"ops": append([]byte("$2x"), good[3:]...)}}, // crypt_blowfish's buggy-hash marker
+		{Users: map[string][]byte{"ops": append([]byte("$2x"), good[3:]...)}},                                              // crypt_blowfish's buggy-hash marker
+		{Users: map[string][]byte{"ops": good[:len(good)-1]}},                                                              // cut short: matches no password
+		{Users: map[string][]byte{"ops": append(append([]byte(nil), good[:10]...), append([]byte("!"), good[11:]...)...)}}, // not bcrypt's base64
 		{Users: map[string][]byte{}},
 		{Realm: `a"b`, Users: map[string][]byte{"ops": good}},
 		{Realm: "a\nb", Users: map[string][]byte{"ops": good}},
