@@ -1032,7 +1032,7 @@ type BasicAuth struct {
 	Realm string `yaml:"realm"`
 	// UsersFile is an htpasswd file of user:hash lines with bcrypt hashes
 	// ($2y$, as htpasswd -B writes; MD5 $apr1$, {SHA} and crypt hashes
-	// are refused), read when the configuration is loaded and at each
+	// are refused) of cost at most 14 (about a second a check), read when the configuration is loaded and at each
 	// reload; blank lines and lines starting with # are skipped. Keep it
 	// readable by gmproxy only. Required.
 	UsersFile string `yaml:"users_file"`

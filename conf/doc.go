@@ -725,9 +725,10 @@
 //     Default restricted.
 //   - users_file (string): users_file is an htpasswd file of user:hash lines
 //     with bcrypt hashes ($2y$, as htpasswd -B writes; MD5 $apr1$, {SHA} and
-//     crypt hashes are refused), read when the configuration is loaded and at
-//     each reload; blank lines and lines starting with # are skipped. Keep it
-//     readable by gmproxy only. Required.
+//     crypt hashes are refused) of cost at most 14 (about a second a check),
+//     read when the configuration is loaded and at each reload; blank lines
+//     and lines starting with # are skipped. Keep it readable by gmproxy only.
+//     Required.
 //   - failures_per_minute (integer): failures_per_minute is how many failed
 //     attempts a client address may make a minute (all at once after a pause,
 //     then one every minute/failures_per_minute). Default 10.

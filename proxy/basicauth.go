@@ -158,8 +158,12 @@ func CheckBasicAuthUser(user string, hash []byte) error {
 	case len(hash) < 4 || hash[0] != '$' || hash[1] != '2' || (hash[2] != 'a' && hash[2] != 'b' && hash[2] != 'y') || hash[3] != '$':
 		return fmt.Errorf("basic_auth: user %q: not a bcrypt hash (MD5 $apr1$, {SHA} and crypt hashes are refused: regenerate it with htpasswd -B)", user)
 	}
-	if _, err := bcrypt.Cost(hash); err != nil {
+	cost, err := bcrypt.Cost(hash)
+	if err != nil {
 		return fmt.Errorf("basic_auth: user %q: %v", user, err)
+	}
+	if cost > MaxBasicAuthCost {
+		return fmt.Errorf("basic_auth: user %q: bcrypt cost %d, over %d: each check would take a core for seconds, a request's wait and a client's failures the proxy's CPU (htpasswd -B -C 10)", user, cost, MaxBasicAuthCost)
 	}
 	// bcrypt.Cost reads the prefix only: a hash cut short, or with a
 	// character out of bcrypt's alphabet in its salt or digest, matches no
@@ -171,6 +175,13 @@ func CheckBasicAuthUser(user string, hash []byte) error {
 	}
 	return nil
 }
+
+// MaxBasicAuthCost bounds a users file's bcrypt cost: each step doubles
+// a check's time, tens of milliseconds at 10 (htpasswd -B writes 5), about
+// a second at 14. The failures allowed, the checks run at once and the
+// name that is no user's (checked at the highest cost) assume a check
+// takes a moment.
+const MaxBasicAuthCost = 14
 
 // bcryptHashLen is the length of a bcrypt hash: $2y$, the cost, '$', 22
 // characters of salt and 31 of digest.

@@ -91,6 +91,7 @@ func TestBasicAuthRefused(t *testing.T) {
 		{Users: map[string][]byte{"ops": []byte("{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=")}},
 		{Users: map[string][]byte{"ops": []byte("$2y$")}},
 		{Users: map[string][]byte{"ops": append([]byte("$2x"), good[3:]...)}},                                              // crypt_blowfish's buggy-hash marker
+		{Users: map[string][]byte{"ops": append([]byte("$2y$15"), good[6:]...)}},                                           // each check seconds of a core
 		{Users: map[string][]byte{"ops": good[:len(good)-1]}},                                                              // cut short: matches no password
 		{Users: map[string][]byte{"ops": append(append([]byte(nil), good[:10]...), append([]byte("!"), good[11:]...)...)}}, // not bcrypt's base64
 		{Users: map[string][]byte{}},
