@@ -731,7 +731,10 @@
 //     Required.
 //   - failures_per_minute (integer): failures_per_minute is how many failed
 //     attempts a client address may make a minute (all at once after a pause,
-//     then one every minute/failures_per_minute). Default 10.
+//     then one every minute/failures_per_minute). A check counts as a failure
+//     from when it starts until it passes, so that guesses sent at once cost
+//     no more checks: raise it for many users behind one address who log in at
+//     the same moment. Default 10.
 //
 // # sites[].routes[].compress
 //
