@@ -573,7 +573,7 @@ func TestFilesCompressed(t *testing.T) {
 				t.Errorf("h2 %v If-None-Match %s: %d, ETag %q, Vary %q; want 304 with %s", h2, tc.inm, res.StatusCode, res.Header.Get("Etag"), res.Header.Get("Vary"), tc.want)
 			}
 		}
-		res, b = do("HEAD", "/big.css", "Accept-Encoding", "gzip")
+		res, _ = do("HEAD", "/big.css", "Accept-Encoding", "gzip")
 		if res.StatusCode != 200 || res.Header.Get("Content-Encoding") != "" || res.ContentLength != int64(len(css)) {
 			t.Errorf("h2 %v HEAD: %d, Content-Encoding %q, Content-Length %d; want the identity's head", h2, res.StatusCode, res.Header.Get("Content-Encoding"), res.ContentLength)
 		}
