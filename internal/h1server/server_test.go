@@ -583,7 +583,12 @@ func TestShutdownClosesSilentNewConn(t *testing.T) {
 // still served: the next one of a kept-alive connection, the first of a
 // new one.
 func TestDrain(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
 	s, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			close(entered)
+			<-release
+		}
 		io.WriteString(w, "ok")
 	}))
 	kept := dial(t, addr)
@@ -592,8 +597,13 @@ func TestDrain(t *testing.T) {
 	if res := readResponses(t, kbr, "GET")[0]; res.Close {
 		t.Fatal("a response before Drain closed its connection")
 	}
+	// Drain while the connection's next request is being served: an
+	// idle one may be closed before it reads another (a kept-alive
+	// connection's client retries), so the request is in first.
+	io.WriteString(kept, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n")
+	testpeer.Recv(t, entered, "the second request")
 	s.Drain()
-	io.WriteString(kept, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	close(release)
 	if res := readResponses(t, kbr, "GET")[0]; !res.Close {
 		t.Error("the kept-alive connection's next response after Drain did not close it")
 	}
