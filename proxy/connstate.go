@@ -40,6 +40,10 @@ type connInfo struct {
 	// client is the address max_requests_per_client counts the
 	// connection's requests by (valid when the peer address is IP).
 	client netip.Addr
+	// conn is the client connection (ConnContext's; nil otherwise): an
+	// HTTP/2 response stalled past its send_timeout on a connection that
+	// takes nothing has it cut (initSend).
+	conn net.Conn
 
 	// compressing counts the connection's responses being compressed
 	// (maxCompressingPerConn).
@@ -208,6 +212,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		ci.state, ci.hasState = sc.ConnState(), true
 	}
 	ci.client, _ = frontdoor.ClientKey(c.RemoteAddr())
+	ci.conn = c
 	return newConnContext(ctx, ci)
 }
 

@@ -75,3 +75,22 @@ func TestH2SendTimeoutClientNotReading(t *testing.T) {
 	}
 	t.Fatalf("HTTP/2 response to a client that stopped reading its connection still running %v after it began, send_timeout 300ms: want it cut after send_timeout", time.Since(start).Round(time.Millisecond))
 }
+
+// TestH2WriteByteTimeoutSet: the HTTP/2 server closes a connection that
+// takes no byte for send_timeout (WriteByteTimeout), which also covers
+// what no stream's write waits on (the frames the server sends on its
+// own, what is left after a handler returned); the stall watch of a
+// response (initSend) cuts a connection only once a stream's write has
+// waited twice as long, so the end-to-end tests pass without this too.
+func TestH2WriteByteTimeoutSet(t *testing.T) {
+	cfg := Config{Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 200}})}
+	cfg.Limits.SendTimeout = 300 * time.Millisecond
+	p, err := New(cfg, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.h2.WriteByteTimeout; got != 300*time.Millisecond {
+		t.Errorf("http2.Server.WriteByteTimeout %v, want send_timeout 300ms", got)
+	}
+}

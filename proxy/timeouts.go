@@ -318,7 +318,31 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		// The stream's own write_timeout deadline is x/net/http2's
 		// (http.Server.WriteTimeout).
-		sd.stall = newOpStall(d, func() { ww.SetWriteDeadline(aLongTimeAgo) })
+		var conn net.Conn
+		if rs.ci != nil {
+			conn = rs.ci.conn
+		}
+		var st *opStall
+		st = newOpStall(d, func() {
+			// The stream is reset: its RST_STREAM goes before other
+			// frames, and its blocked write returns once it is written.
+			ww.SetWriteDeadline(aLongTimeAgo)
+			if conn == nil {
+				return
+			}
+			// When the connection itself takes nothing (a client that
+			// stopped reading with a small TCP window), the frame being
+			// written blocks and the reset never goes: the write is still
+			// blocked one more send_timeout later, and the connection is
+			// cut, as nginx closes one whose send_timeout passed.
+			since := st.since.Load()
+			time.AfterFunc(d, func() {
+				if st.busy.Load() && st.since.Load() == since {
+					conn.SetWriteDeadline(aLongTimeAgo)
+				}
+			})
+		})
+		sd.stall = st
 		return
 	}
 	if k, ok := ww.(deadlineKeeper); ok && sd.limit.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,12 @@ func TestH2SendTimeoutClientNotReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
+	// A small receive buffer: the proxy's connection takes nothing once
+	// a few KiB are in flight, and the frame being written blocks, so the
+	// stream's reset cannot go either (the connection is cut); with
+	// loopback's autotuned megabytes the test was that case only now and
+	// then, under load.
+	raw.(*net.TCPConn).SetReadBuffer(4 << 10)
 	raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
 	c := tls.Client(raw, &tls.Config{RootCAs: ecdsaRoots(t), ServerName: "localhost", NextProtos: []string{"h2"}})
 	if err := c.Handshake(); err != nil {
@@ -69,5 +76,16 @@ func TestH2SendTimeoutClientNotReading(t *testing.T) {
 	case <-ended:
 	case <-time.After(testwait.Bound(5 * time.Second)):
 		t.Fatalf("h2 client that stopped reading: its response (and the upstream exchange) still running %v later with send_timeout 300ms; want it cut after send_timeout", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestH2WriteByteTimeoutSet: a listener's HTTP/2 server closes a
+// connection that takes no byte for its send_timeout (see proxy's test of
+// the same name).
+func TestH2WriteByteTimeoutSet(t *testing.T) {
+	l := &listener{sets: map[*httpSet]struct{}{}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := l.newHTTPSet(HTTPLimits{SendTimeout: 300 * time.Millisecond})
+	if got := s.h2.WriteByteTimeout; got != 300*time.Millisecond {
+		t.Errorf("http2.Server.WriteByteTimeout %v, want send_timeout 300ms", got)
 	}
 }
