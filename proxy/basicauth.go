@@ -278,11 +278,7 @@ func (l *rateLimiter) exhausted(client netip.Addr) (time.Duration, bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tat, ok := l.tat.Get(client)
-	if !ok {
-		return 0, false
-	}
-	if wait := tat - now - l.tolerance; wait > 0 {
+	if _, wait := l.arrival(client, now); wait > 0 {
 		return time.Duration(wait), true
 	}
 	return 0, false

@@ -111,15 +111,23 @@ func (l *rateLimiter) allow(client netip.Addr) (bool, time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tat, ok := l.tat.Get(client)
-	if !ok || tat < now {
-		tat = now
-	}
-	if wait := tat - now - l.tolerance; wait > 0 {
+	tat, wait := l.arrival(client, now)
+	if wait > 0 {
 		return false, time.Duration(wait)
 	}
 	l.tat.Put(client, tat+l.interval)
 	return true, 0
+}
+
+// arrival returns client's theoretical arrival time (now when it has its
+// whole allowance) and the ns until it may send another request (≤ 0:
+// it may now). l.mu held.
+func (l *rateLimiter) arrival(client netip.Addr, now int64) (tat, wait int64) {
+	tat, ok := l.tat.Get(client)
+	if !ok || tat < now {
+		tat = now
+	}
+	return tat, tat - now - l.tolerance
 }
 
 // rateLimited answers 429 (with Retry-After) and reports true when r's

@@ -1946,7 +1946,7 @@ var mutants = []mutant{
 		"\t\tClientIP:        r.ClientIP,\n", "",
 		"^TestRouteClientIP$"},
 	{"proxy: a route's rate_limit never refuses (the allowance not checked)", "proxy/ratelimit.go",
-		"if wait := tat - now - l.tolerance; wait > 0 {", "if wait := tat - now - l.tolerance; wait > 1<<62 {",
+		"if wait > 0 {\n\t\treturn false, time.Duration(wait)", "if wait > 1<<62 {\n\t\treturn false, time.Duration(wait)",
 		"^TestRateLimiterAllowance$|^TestRouteRateLimit$"},
 	{"proxy: rate_limit's burst ignored (one request per interval only)", "proxy/ratelimit.go",
 		"tolerance: int64(burst) * int64(c.Interval),", "tolerance: 0,",
