@@ -26,6 +26,11 @@ var (
 	// adminMaxConns bounds the connections served at once; further ones
 	// wait in the listen queue.
 	adminMaxConns = 64
+	// adminWriteTimeout bounds the writing of an answer, from the end of
+	// its request's head: a scraper that stops reading /metrics gives its
+	// connection back instead of holding one of adminMaxConns for good
+	// (a profile or trace gets its seconds more: boundSeconds).
+	adminWriteTimeout = time.Minute
 )
 
 // adminReadHeaderTimeout bounds a request's head.
@@ -38,7 +43,17 @@ const adminMaxHeaderBytes = 16 << 10
 
 // adminServer returns the server of one such listener.
 func adminServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: adminReadHeaderTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: adminMaxHeaderBytes}
+	return &http.Server{Handler: writeBounded(h), ReadHeaderTimeout: adminReadHeaderTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: adminMaxHeaderBytes}
+}
+
+// writeBounded gives each request of h adminWriteTimeout to be answered.
+// Per request, not http.Server.WriteTimeout, so that a profile may
+// extend its own (boundSeconds).
+func writeBounded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(adminWriteTimeout))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serveAdmin serves srv on ln, at most adminMaxConns connections at once,
@@ -100,13 +115,18 @@ const maxProfileSeconds = 600
 // WriteTimeout, which the admin server has none of (a profile may take
 // long), so one request could keep the tracer on for days. They are read
 // as pprof reads them, from the query or a form body (FormValue), and as
-// the laxest of its parsers (the trace's float).
+// the laxest of its parsers (the trace's float). A request with seconds
+// has them on top of adminWriteTimeout to be answered.
 func boundSeconds(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.FormValue("seconds"); v != "" {
-			if sec, err := strconv.ParseFloat(v, 64); err == nil && !(sec <= maxProfileSeconds) {
+			sec, err := strconv.ParseFloat(v, 64)
+			if err == nil && !(sec <= maxProfileSeconds) {
 				http.Error(w, "seconds: want at most "+strconv.Itoa(maxProfileSeconds), http.StatusBadRequest)
 				return
+			}
+			if err == nil && sec > 0 {
+				http.NewResponseController(w).SetWriteDeadline(time.Now().Add(adminWriteTimeout + time.Duration(sec*float64(time.Second))))
 			}
 		}
 		h.ServeHTTP(w, r)

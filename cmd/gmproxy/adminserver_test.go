@@ -190,3 +190,92 @@ func TestAdminServerHeaderBound(t *testing.T) {
 		t.Errorf("a header of %d bytes: %d, want 431", 2*adminMaxHeaderBytes, code)
 	}
 }
+
+// TestAdminServerWriteBound: an answer the client stops reading (a stuck
+// scraper of a large /metrics) ends after adminWriteTimeout, giving its
+// connection back (the admin listener serves adminMaxConns at once), and
+// a profile's seconds come on top of it: a CPU profile of a second is
+// still answered whole when adminWriteTimeout is shorter.
+func TestAdminServerWriteBound(t *testing.T) {
+	defer func(d time.Duration) { adminWriteTimeout = d }(adminWriteTimeout)
+	adminWriteTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	srv := adminServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range (1 << 30) / len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+		ended <- nil
+	}))
+	serveAdmin(srv, ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("1 GiB written to a client that reads nothing")
+		}
+	case <-time.After(testwait.Bound(20 * time.Second)):
+		t.Fatalf("an answer the client does not read still being written %v after adminWriteTimeout (%v): the connection is held", testwait.Bound(20*time.Second), adminWriteTimeout)
+	}
+
+	// A worker's profile through the supervisor: its seconds too.
+	cfg := conf.Default()
+	cfg.Admin.Pprof = true
+	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(time.Second) // the profile's second
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("profile")), Request: r}, nil
+	})}}
+	s.admin.set(cfg.Admin)
+	ln3, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssrv := adminServer(s.adminMux(cfg, nil))
+	serveAdmin(ssrv, ln3)
+	defer ssrv.Close()
+	res, err := (&http.Client{Timeout: testwait.Bound(30 * time.Second)}).Get("http://" + ln3.Addr().String() + "/workers/1/debug/pprof/profile?seconds=1")
+	if err != nil {
+		t.Fatalf("worker 1's profile of 1 s through the supervisor with adminWriteTimeout %v: %v; want it answered (its seconds on top)", adminWriteTimeout, err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || string(body) != "profile" {
+		t.Fatalf("worker 1's profile of 1 s through the supervisor: %d %q, %v; want the worker's whole answer", res.StatusCode, body, err)
+	}
+
+	if newTelemetry == nil {
+		t.Skip("no telemetry in this build")
+	}
+	var live adminState
+	live.set(cfg.Admin)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	psrv := adminServer(newTelemetry(log, &daemon.Env{Logger: log}).AdminHandler(ln2.Addr().String(), &live, nil))
+	serveAdmin(psrv, ln2)
+	defer psrv.Close()
+	res, err = (&http.Client{Timeout: testwait.Bound(30 * time.Second)}).Get("http://" + ln2.Addr().String() + "/debug/pprof/profile?seconds=1")
+	if err != nil {
+		t.Fatalf("a profile of 1 s with adminWriteTimeout %v: %v; want it answered (its seconds on top)", adminWriteTimeout, err)
+	}
+	body, err = io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK || len(body) == 0 {
+		t.Fatalf("a profile of 1 s with adminWriteTimeout %v: %d, %d bytes, %v; want 200 and the whole profile", adminWriteTimeout, res.StatusCode, len(body), err)
+	}
+}

@@ -857,6 +857,8 @@ func (s *supervisor) workerPprof(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(sec+30)*time.Second)
 	defer cancel()
+	// Answered within the seconds too (writeBounded gave adminWriteTimeout).
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(adminWriteTimeout + time.Duration(sec)*time.Second))
 	u := "http://worker" + strconv.Itoa(i) + "/debug/pprof/" + r.PathValue("what")
 	if r.URL.RawQuery != "" {
 		u += "?" + r.URL.RawQuery
