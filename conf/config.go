@@ -1293,9 +1293,11 @@ type AccessLog struct {
 	// cipher, session_reused, handshake_ms (the first request of a
 	// connection only), sni, client_s_dn, referer, user_agent,
 	// grpc_status (a gRPC response's grpc-status, from its trailers: gRPC
-	// calls fail with HTTP status 200) and request_id (see
-	// sites[].request_id; empty where a site gives none). Required with
-	// format template; default none.
+	// calls fail with HTTP status 200), request_id (see
+	// sites[].request_id; empty where a site gives none) and remote_user
+	// (the user a route's basic_auth let in; empty for others, also for a
+	// name it refused). Combined is nginx's combined with remote_user.
+	// Required with format template; default none.
 	Template string `yaml:"template"`
 }
 

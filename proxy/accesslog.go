@@ -50,6 +50,10 @@ type LogEntry struct {
 	// RequestID is the request's ID (SiteConfig.RequestIDHeader), "" when
 	// its site gives none.
 	RequestID string
+	// RemoteUser is the user basic_auth let in (nginx's $remote_user),
+	// "" otherwise: a name that was refused is not logged (it may be a
+	// password typed in the wrong box).
+	RemoteUser string
 }
 
 type logField uint8
@@ -82,6 +86,7 @@ const (
 	fUserAgent
 	fGRPCStatus
 	fRequestID
+	fRemoteUser
 )
 
 // AccessLogFields are the names usable in templates, in JSON order.
@@ -89,7 +94,7 @@ var AccessLogFields = []string{
 	"time", "time_local", "client", "site", "route", "host", "method", "uri", "proto",
 	"status", "bytes_in", "bytes_out", "request_time", "upstream", "upstream_addr",
 	"upstream_time", "tls_protocol", "cipher", "session_reused", "handshake_ms", "sni",
-	"client_s_dn", "referer", "user_agent", "grpc_status", "request_id",
+	"client_s_dn", "referer", "user_agent", "grpc_status", "request_id", "remote_user",
 }
 
 var fieldByName = func() map[string]logField {
@@ -102,7 +107,7 @@ var fieldByName = func() map[string]logField {
 
 // CombinedTemplate is the "combined" format: nginx's combined log format
 // followed by the TLS and proxy fields.
-const CombinedTemplate = `{client} - - [{time_local}] "{method} {uri} {proto}" {status} {bytes_out} "{referer}" "{user_agent}"` +
+const CombinedTemplate = `{client} - {remote_user} [{time_local}] "{method} {uri} {proto}" {status} {bytes_out} "{referer}" "{user_agent}"` +
 	` {tls_protocol} {cipher} {session_reused} sni={sni} hs_ms={handshake_ms} rt={request_time}` +
 	` up={upstream_addr} ut={upstream_time} site={site} dn="{client_s_dn}"`
 
@@ -374,7 +379,7 @@ func grpcStatusOf(h http.Header) string {
 	return ""
 }
 
-func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, grpcStatus, reqID string) {
+func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, grpcStatus, reqID, user string) {
 	e := LogEntry{
 		Time:             time.Now(),
 		Client:           clientAddr(r),
@@ -396,6 +401,7 @@ func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, 
 		UserAgent:        r.Header.Get("User-Agent"),
 		GRPCStatus:       grpcStatus,
 		RequestID:        reqID,
+		RemoteUser:       user,
 	}
 	l.fillTLS(&e, ci)
 	l.Log(&e)
@@ -470,6 +476,8 @@ func (e *LogEntry) stringField(f logField) (string, bool) {
 		return e.GRPCStatus, true
 	case fRequestID:
 		return e.RequestID, true
+	case fRemoteUser:
+		return e.RemoteUser, true
 	}
 	return "", false
 }

@@ -219,6 +219,7 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 	// across reloads: a changed hash is another key): never the password.
 	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
 	if _, ok := a.passed.Get(key); ok && known {
+		rs.authUser = user
 		return true
 	}
 	// A check counts as a failure until it passes, taken from the
@@ -241,6 +242,7 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 			a.failures.giveBack(client)
 		}
 		a.passed.Put(key, struct{}{})
+		rs.authUser = user
 		return true
 	}
 	s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required",

@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -283,5 +286,46 @@ func TestBasicAuthKeptAcrossReload(t *testing.T) {
 	}
 	if st := do(h, "192.0.2.3", "new"); st != 200 {
 		t.Errorf("the new password: %d", st)
+	}
+}
+
+// TestBasicAuthRemoteUser: the access log names the user basic_auth let
+// in (remote_user, in the combined format where nginx's has it), for a
+// checked and for a remembered password, and no name for a request it
+// refused: the name of a failed login may be a password typed in the
+// wrong box.
+func TestBasicAuthRemoteUser(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("open sesame"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/ops/", Respond: &RespondConfig{Status: 200, Body: "in"},
+			BasicAuth: &BasicAuthConfig{Realm: "ops", Users: map[string][]byte{"ops": hash}}}),
+		AccessLog: AccessLogConfig{Path: logPath}}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for _, pass := range []string{"open sesame", "open sesame", "hunter2"} {
+		req, _ := http.NewRequest("GET", f.url+"/ops/x", nil)
+		req.Host = "example.test"
+		req.SetBasicAuth("ops", pass)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	f.p.AccessLog().Flush()
+	data, _ := os.ReadFile(logPath)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d access log lines for 3 requests:\n%s", len(lines), data)
+	}
+	for i, want := range []string{" - ops [", " - ops [", " - - ["} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], `"GET /ops/x HTTP/1.1" `+[]string{"200", "200", "401"}[i]) {
+			t.Errorf("request %d's line %q; want %q after the client, as nginx's combined", i, lines[i], want)
+		}
 	}
 }

@@ -57,6 +57,8 @@ type reqState struct {
 	// reqID is the request's ID (requestIDOf), "" when its site gives
 	// none.
 	reqID string
+	// authUser is the user the route's basic_auth let in, "" for none.
+	authUser string
 	// trustedOnly: the outgoing header holds one of
 	// TrustedOnlyRequestHeaders (outgoingHeader).
 	trustedOnly bool
