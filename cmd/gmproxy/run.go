@@ -23,7 +23,7 @@ import (
 func init() {
 	register("run", "serve: gmproxy run -c FILE (no -c: the embedded development setup on 127.0.0.1:8443)", func(args []string, stdout, stderr io.Writer) int {
 		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, reopenSignal)
+		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, reopenSignal)
 		defer signal.Stop(sigs)
 		return runMain(args, stdout, stderr, sigs, nil)
 	})
@@ -507,7 +507,7 @@ func (r *runner) serveSignals(sigs <-chan os.Signal) int {
 			if err := r.d.ReopenLogs(); err != nil {
 				r.log.Error("reopening the access log", "err", err)
 			}
-		case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+		case syscall.SIGTERM, syscall.SIGINT, os.Interrupt, syscall.SIGQUIT:
 			r.log.Info("signal received: graceful shutdown", "signal", sig.String())
 			if r.tel != nil {
 				r.tel.SetReady(false)
@@ -540,6 +540,8 @@ func shutdown(d *daemon.Daemon, sigs <-chan os.Signal, log *slog.Logger) error {
 
 // drain returns wait's error; meanwhile admin reloads are refused and a
 // second SIGTERM or SIGINT calls force, after which the error says so.
+// SIGQUIT, the graceful stop of nginx, asks for no more than the drain
+// under way.
 func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) error {
 	done := make(chan error, 1)
 	go func() { done <- wait() }()

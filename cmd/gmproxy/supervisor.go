@@ -1152,7 +1152,7 @@ func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func(
 	switch sig {
 	case reopenSignal:
 		s.reopenLogs()
-	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt, syscall.SIGQUIT:
 		s.log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
 		return s.stop(sigs), true
 	}
@@ -1172,7 +1172,7 @@ var errReloadAbandoned = errors.New("reload abandoned: gmproxy is shutting down"
 // reloading makes the reload asked by the requests in asked (SIGHUP, admin
 // reloads) while it goes on answering signals. A reload asked meanwhile is
 // made once more after it, for every request that came; SIGUSR1 is
-// forwarded. SIGTERM or SIGINT (or sigs closing) abandons the reload: the
+// forwarded. SIGTERM, SIGINT or SIGQUIT (or sigs closing) abandons the reload: the
 // calls to the workers are cut at once, rather than when a worker hung in
 // a reload step answers (workerReloadTimeout), and the supervisor stops.
 //
@@ -1217,7 +1217,7 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 					next = append(next, sig)
 				case ok && sig == reopenSignal:
 					s.reopenLogs()
-				case !ok || sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt:
+				case !ok || sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt || sig == syscall.SIGQUIT:
 					s.log.Warn("shutdown requested during a reload: the reload is abandoned; graceful shutdown of every worker", "signal", fmt.Sprint(sig))
 					s.abandonReloads()
 					<-done

@@ -1072,3 +1072,84 @@ func TestWorkersRateLimit(t *testing.T) {
 		t.Fatalf("answers %v over both workers, want 5 × 200 (1 + burst) and 15 × 429", codes)
 	}
 }
+
+// TestQuitIsGracefulShutdown: nginx and Tengine take SIGQUIT for their
+// graceful shutdown (`nginx -s quit`; the unit files of their packages
+// stop with it, KillSignal=SIGQUIT), and a migrated unit or script sends
+// it to gmproxy. It is a stop request like SIGTERM: in-flight requests
+// drain and gmproxy exits 0, one process or a supervisor and its workers
+// alike, also when it reaches every process of the service
+// (KillMode=control-group). Not handled, Go's default for it ends the
+// process at once with a dump of every goroutine (exit status 2),
+// cutting every connection.
+func TestQuitIsGracefulShutdown(t *testing.T) {
+	roots := testRoots(t)
+	t.Run("workers", func(t *testing.T) {
+		r, _, release, reads := slowRequestsInBothWorkers(t, roots, "30s")
+		r.workers()
+		if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGQUIT); err != nil { // the whole group
+			t.Fatal(err)
+		}
+		r.waitFor("the supervisor's graceful shutdown", func() bool { return strings.Contains(r.logs.String(), "graceful shutdown of every worker") })
+		for range reads {
+			select {
+			case release <- struct{}{}:
+			case <-time.After(testwait.Bound(5 * time.Second)):
+			}
+		}
+		for i, read := range reads {
+			if code, body, err := read(); code != 200 || body != "slow done\n" || err != nil {
+				t.Errorf("in-flight request %d after SIGQUIT: %d %q %v", i, code, body, err)
+			}
+		}
+		if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
+			t.Errorf("exit %d after SIGQUIT, want 0 (drained)", code)
+		}
+	})
+	t.Run("single", func(t *testing.T) {
+		started := make(chan struct{}, 4)
+		release := make(chan struct{})
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(release) }) }
+		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			started <- struct{}{}
+			<-release
+			io.WriteString(w, "slow done\n")
+		}))
+		defer backend.Close()
+		defer unblock() // before the backend's Close, which waits for its handlers
+		cfgPath, listen, admin := workersTestPaths(t)
+		routes := "[{path_prefix: /, upstream: app}]"
+		writeConfig(t, cfgPath, "workers: 1\n", listen, admin, routes,
+			fmt.Sprintf("upstreams: [{name: app, targets: [%s]}]\nshutdown_grace: 30s\n", backend.Listener.Addr()))
+		r := &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
+		r.cmd = startGmproxy(t, &r.logs, cfgPath)
+		go func() { r.err = r.cmd.Wait(); close(r.exited) }()
+		t.Cleanup(func() {
+			select {
+			case <-r.exited:
+			default:
+				r.cmd.Process.Kill()
+				<-r.exited
+			}
+			if t.Failed() {
+				t.Logf("gmproxy output:\n%s", r.logs.String())
+			}
+		})
+		r.waitFor("readiness", func() bool { code, _ := r.get("/readyz"); return code == 200 })
+		_, read, err := tlcpGet(plainTLCP(roots), listen, "/slow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		r.cmd.Process.Signal(syscall.SIGQUIT)
+		r.waitFor("the graceful shutdown", func() bool { return strings.Contains(r.logs.String(), "graceful shutdown") })
+		unblock()
+		if code, body, err := read(); code != 200 || body != "slow done\n" || err != nil {
+			t.Errorf("in-flight request after SIGQUIT: %d %q %v", code, body, err)
+		}
+		if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
+			t.Errorf("exit %d after SIGQUIT, want 0 (drained)", code)
+		}
+	})
+}

@@ -188,7 +188,8 @@ func (w *worker) adjust(c *conf.Config) {
 // on, so that a worker acts on one stop request once. A stop request
 // reaches a worker from its supervisor and, with systemd's default
 // KillMode=control-group or a terminal's Ctrl-C (the whole process
-// group), straight from the sender too: a repeated SIGTERM or SIGINT is
+// group), straight from the sender too: a repeated SIGTERM, SIGINT or
+// SIGQUIT (nginx's graceful stop, which gmproxy takes as SIGTERM) is
 // therefore the same request, not a second one. The supervisor orders
 // the second one (close every connection now) with forceSignal. SIGHUP
 // is ignored: every worker makes a reload together, through the
@@ -212,7 +213,7 @@ func workerSignals(in <-chan os.Signal, log *slog.Logger) <-chan os.Signal {
 				case syscall.SIGHUP:
 					log.Info("SIGHUP ignored: a worker reloads when its supervisor asks")
 					continue
-				case syscall.SIGTERM, syscall.SIGINT, os.Interrupt:
+				case syscall.SIGTERM, syscall.SIGINT, os.Interrupt, syscall.SIGQUIT:
 					if stopping {
 						continue
 					}
