@@ -1242,23 +1242,38 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 }
 
 // answerReloads gives the outcome of a reload to the requests that asked
-// for it: an admin request gets err; a SIGHUP's is logged.
+// for it, and logs it once: an admin request gets err, and its outcome is
+// in the log as a SIGHUP's is (a single process logs every reload), for
+// whoever reads the log after a deployment whose client only saw the
+// answer.
 func answerReloads(log *slog.Logger, asked []os.Signal, err error) {
-	logged := false
+	if len(asked) == 0 {
+		return
+	}
+	logReload(log, err)
 	for _, sig := range asked {
 		if rs, ok := sig.(reloadSignal); ok {
 			rs.res <- err
-			continue
 		}
-		if logged {
-			continue
+	}
+}
+
+// logReload logs the outcome of a reload made in every worker: a
+// configuration refused one problem a record with its file:line:column,
+// as gmproxy check and a single process print them.
+func logReload(log *slog.Logger, err error) {
+	var probs conf.Problems
+	switch {
+	case err == nil:
+		log.Info("reload succeeded in every worker")
+	case errors.As(err, &probs):
+		log.Error("reload refused: configuration invalid, keeping the running one",
+			"errors", probs.Count(conf.SeverityError), "warnings", probs.Count(conf.SeverityWarning))
+		for _, p := range probs {
+			log.Error("configuration", "problem", p.String())
 		}
-		logged = true
-		if err != nil {
-			log.Error("reload failed", "err", err)
-		} else {
-			log.Info("reload succeeded in every worker")
-		}
+	default:
+		log.Error("reload failed", "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -607,4 +608,69 @@ func TestReopenWaitsForReadyWorkers(t *testing.T) {
 	}
 	s.markReady(starting)
 	waitFor(t, func() bool { return reopened(startingGot) })
+}
+
+// TestAdminReloadOutcomeLogged: the outcome of a reload asked over the
+// admin or control endpoint (gmproxy reload, a deployment pipeline) is in
+// the supervisor's log, as a SIGHUP's is and as a single process logs
+// every reload: a refused file one problem a record, with its
+// file:line:column. Before, only the HTTP client was told: the log said
+// "reloading" and nothing more, and the one who reads the journal after a
+// failed deployment did not learn that the running configuration was
+// kept, nor why.
+func TestAdminReloadOutcomeLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gmproxy.yaml")
+	_, refusal := conf.Parse(path, []byte("workers: 2\nlisteners: [{address: 127.0.0.1:0}]\nnot_a_setting: 1\n"))
+	var probs conf.Problems
+	if !errors.As(refusal, &probs) || len(probs) == 0 {
+		t.Fatalf("the test's bad configuration gives %v, want configuration problems", refusal)
+	}
+	// want: a record whose message contains msg and, when attr is set,
+	// whose attribute attr is value.
+	type want struct{ msg, attr, value string }
+	refused := []want{{msg: "reload refused"}}
+	for _, p := range probs {
+		refused = append(refused, want{"configuration", "problem", p.String()})
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []want
+	}{
+		{"refused", refusal, refused},
+		{"worker refused", errors.New("worker 1: listen 127.0.0.1:1: address already in use"), []want{{"reload failed", "err", "worker 1: listen 127.0.0.1:1: address already in use"}}},
+		{"made", nil, []want{{msg: "reload succeeded in every worker"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			s := &supervisor{log: slog.New(slog.NewJSONHandler(&logs, nil))}
+			res := make(chan error, 1)
+			sigs := make(chan os.Signal)
+			_, stop := s.reloading([]os.Signal{reloadSignal{res: res}}, sigs, func() error { return tc.err }, nil, nil)
+			if stop {
+				t.Fatal("the supervisor stopped after a reload")
+			}
+			if err := <-res; fmt.Sprint(err) != fmt.Sprint(tc.err) {
+				t.Errorf("admin request answered %v, want %v", err, tc.err)
+			}
+			var records []map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				var r map[string]any
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("log line %q: %v", line, err)
+				}
+				records = append(records, r)
+			}
+			for _, w := range tc.want {
+				found := false
+				for _, r := range records {
+					msg, _ := r["msg"].(string)
+					found = found || strings.Contains(msg, w.msg) && (w.attr == "" || r[w.attr] == w.value)
+				}
+				if !found {
+					t.Errorf("no log record %+v in:\n%s", w, logs.String())
+				}
+			}
+		})
+	}
 }
