@@ -1086,10 +1086,17 @@ func TestQuitIsGracefulShutdown(t *testing.T) {
 	roots := testRoots(t)
 	t.Run("workers", func(t *testing.T) {
 		r, _, release, reads := slowRequestsInBothWorkers(t, roots, "30s")
-		r.workers()
-		if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGQUIT); err != nil { // the whole group
-			t.Fatal(err)
+		// Every process of the group, the workers first (as in
+		// TestWorkersStopWholeGroup), so that the supervisor's
+		// forwarded SIGTERM always comes second to a worker.
+		const took = "signal received: graceful shutdown"
+		before := strings.Count(r.logs.String(), took)
+		ws := r.workers()
+		for _, w := range ws {
+			syscall.Kill(w.PID, syscall.SIGQUIT)
 		}
+		r.waitFor("the workers to take their SIGQUIT", func() bool { return strings.Count(r.logs.String(), took) >= before+len(ws) })
+		r.cmd.Process.Signal(syscall.SIGQUIT)
 		r.waitFor("the supervisor's graceful shutdown", func() bool { return strings.Contains(r.logs.String(), "graceful shutdown of every worker") })
 		for range reads {
 			select {
