@@ -374,6 +374,9 @@ func (hs *serverHandshakeState) doHelloRetryRequest() error {
 	}
 	h2 := new(clientHelloMsg)
 	if !h2.unmarshal(msg) {
+		if h2.pskNotLast {
+			return c.fail(AlertIllegalParameter, "pre_shared_key not the last extension of the second ClientHello")
+		}
 		return c.fail(AlertDecodeError, "malformed second ClientHello")
 	}
 	if len(h2.keyShares) != 1 || h2.keyShares[0].group != hs.group {

@@ -316,8 +316,17 @@ func TestPreSharedKeyNotLastAlert(t *testing.T) {
 		h.pskIdentities = []pskIdentity{{label: make([]byte, 48), obfuscatedTicketAge: 1}}
 		h.pskBinders = [][]byte{make([]byte, hashSize)}
 	})
-	// Append an empty extension of an unassigned type after pre_shared_key
-	// and fix the lengths of the extensions block and of the message.
+	r := zzFirstReply(t, srvCfg, zzRecord(recordTypeHandshake, extensionAfterPSK(t, hello)))
+	if r.typ != recordTypeAlert || r.alert != AlertIllegalParameter {
+		t.Fatalf("ClientHello with an extension after pre_shared_key: server answered %v; want illegal_parameter (RFC 8446 §4.2.11)", r)
+	}
+}
+
+// extensionAfterPSK appends an empty extension of an unassigned type to a
+// marshalled ClientHello that ends with pre_shared_key, and fixes the
+// lengths of the extensions block and of the message.
+func extensionAfterPSK(t *testing.T, hello []byte) []byte {
+	t.Helper()
 	hello = append(hello, 0x7a, 0x7a, 0, 0)
 	n := len(hello) - 4
 	hello[1], hello[2], hello[3] = byte(n>>16), byte(n>>8), byte(n)
@@ -327,12 +336,59 @@ func TestPreSharedKeyNotLastAlert(t *testing.T) {
 	p += 1 + int(hello[p])                                        // legacy_compression_methods
 	binary.BigEndian.PutUint16(hello[p:], uint16(len(hello)-p-2)) // extensions
 	var m clientHelloMsg
-	if m.unmarshal(hello) {
+	if m.unmarshal(hello) || !m.pskNotLast {
 		t.Fatal("test setup: the hello with an extension after pre_shared_key parses")
 	}
-	r := zzFirstReply(t, srvCfg, zzRecord(recordTypeHandshake, hello))
+	return hello
+}
+
+// TestPreSharedKeyNotLastInSecondClientHello: §4.2.11's rule (an
+// extension after pre_shared_key is illegal_parameter) holds for the
+// ClientHello that answers a HelloRetryRequest too, which may carry a PSK
+// (§4.1.2 lets it update pre_shared_key). doHelloRetryRequest answered
+// such a hello decode_error ("malformed second ClientHello").
+func TestPreSharedKeyNotLastInSecondClientHello(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	psk := func(h *clientHelloMsg) {
+		h.pskModes = []uint8{pskModeDHE}
+		h.pskIdentities = []pskIdentity{{label: make([]byte, 48), obfuscatedTicketAge: 1}}
+		h.pskBinders = [][]byte{make([]byte, hashSize)}
+	}
+	// The first hello shares X25519 only: the server, preferring curveSM2,
+	// answers with a HelloRetryRequest.
+	var first *clientHelloMsg
+	ch1 := zzHello(t, func(h *clientHelloMsg) {
+		h.supportedGroups = []uint16{CurveSM2, X25519}
+		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
+		h.keyShares[0].data[0] = 9
+		psk(h)
+		first = h
+	})
+	b, _ := zzServer(t, srvCfg)
+	if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := zzReadRecord(t, b)
+	if !ok || !r.hrr {
+		t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
+	}
+	k, err := gmecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := *first
+	h2.keyShares = []keyShare{{group: CurveSM2, data: k.PublicKey().Bytes()}}
+	h2.raw = nil
+	ch2, err := h2.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write(rawRecord(recordTypeHandshake, extensionAfterPSK(t, ch2))); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = zzReadRecord(t, b)
 	if r.typ != recordTypeAlert || r.alert != AlertIllegalParameter {
-		t.Fatalf("ClientHello with an extension after pre_shared_key: server answered %v; want illegal_parameter (RFC 8446 §4.2.11)", r)
+		t.Fatalf("second ClientHello with an extension after pre_shared_key: server answered %v; want illegal_parameter (RFC 8446 §4.2.11)", r)
 	}
 }
 
