@@ -761,16 +761,21 @@ func fakeServer(t *testing.T, sh *serverHelloMsg) string {
 func TestClientDowngradeProtection(t *testing.T) {
 	_, cliCfg := testConfigs(t)
 	for _, tc := range []struct {
-		name   string
-		random string
-		want   Alert
+		name    string
+		random  string
+		version uint16 // in supported_versions (0: none)
+		want    Alert
 	}{
-		{"tls12-sentinel", "0123456789abcdef01234567" + downgradeTLS12, AlertIllegalParameter},
-		{"tls11-sentinel", "0123456789abcdef01234567" + downgradeTLS11, AlertIllegalParameter},
-		{"tls12-plain", "0123456789abcdef0123456789abcdef", AlertProtocolVersion},
+		{"tls12-sentinel", "0123456789abcdef01234567" + downgradeTLS12, 0, AlertIllegalParameter},
+		{"tls11-sentinel", "0123456789abcdef01234567" + downgradeTLS11, 0, AlertIllegalParameter},
+		{"tls12-plain", "0123456789abcdef0123456789abcdef", 0, AlertProtocolVersion},
+		// §4.2.1: supported_versions holding a version prior to TLS 1.3,
+		// or one the client did not offer, is illegal_parameter.
+		{"supported-versions-tls12", "0123456789abcdef0123456789abcdef", 0x0303, AlertIllegalParameter},
+		{"supported-versions-not-offered", "0123456789abcdef0123456789abcdef", 0x0305, AlertIllegalParameter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sh := &serverHelloMsg{vers: 0x0303, random: []byte(tc.random), cipherSuite: TLS_SM4_GCM_SM3}
+			sh := &serverHelloMsg{vers: 0x0303, random: []byte(tc.random), cipherSuite: TLS_SM4_GCM_SM3, supportedVersion: tc.version}
 			_, err := dialTest(t, fakeServer(t, sh), cliCfg)
 			wantAlert(t, err, tc.want, false)
 		})

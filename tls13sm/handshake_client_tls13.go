@@ -310,16 +310,19 @@ func (hs *clientHandshakeState) readServerHello() error {
 	if _, err := c.readHandshakeMsg(typeServerHello, sh.unmarshal, "ServerHello"); err != nil {
 		return err
 	}
-	if sh.supportedVersion != VersionTLS13 {
-		if sh.supportedVersion == 0 {
-			// The server negotiated TLS 1.2 or lower: check the downgrade
-			// sentinel (§4.1.3) before refusing the version.
-			tail := string(sh.random[24:])
-			if tail == downgradeTLS12 || tail == downgradeTLS11 {
-				return c.fail(AlertIllegalParameter, "downgrade attempt detected (ServerHello.random sentinel)")
-			}
+	if sh.supportedVersion == 0 {
+		// The server negotiated TLS 1.2 or lower: check the downgrade
+		// sentinel (§4.1.3) before refusing the version.
+		tail := string(sh.random[24:])
+		if tail == downgradeTLS12 || tail == downgradeTLS11 {
+			return c.fail(AlertIllegalParameter, "downgrade attempt detected (ServerHello.random sentinel)")
 		}
-		return c.fail(AlertProtocolVersion, "server selected version %#04x, not TLS 1.3", sh.supportedVersion)
+		return c.fail(AlertProtocolVersion, "server selected a version before TLS 1.3 (ServerHello without supported_versions)")
+	}
+	if sh.supportedVersion != VersionTLS13 {
+		// §4.2.1: a version prior to TLS 1.3 in supported_versions, or
+		// one that was not offered, is illegal_parameter.
+		return c.fail(AlertIllegalParameter, "server selected version %#04x, not TLS 1.3", sh.supportedVersion)
 	}
 	if sh.vers != 0x0303 || sh.compression != 0 {
 		return c.fail(AlertIllegalParameter, "bad legacy fields in ServerHello")
