@@ -412,8 +412,13 @@ func (hs *clientHandshakeState) processServerHello() error {
 		c.peerCertificates, c.verifiedChains, c.serverTrust = hs.session.peerCertificates, hs.chains, hs.trust
 	}
 	if sh.serverShare.group == 0 {
-		if !hs.usingPSK || !slices.Contains(hs.hello.pskModes, pskModePlain) {
+		if !hs.usingPSK {
 			return c.fail(AlertMissingExtension, "ServerHello without key_share")
+		}
+		if !slices.Contains(hs.hello.pskModes, pskModePlain) {
+			// §4.2.11: the PSK's mode, psk_dhe_ke (all this client
+			// offered), needs a key share.
+			return c.fail(AlertIllegalParameter, "ServerHello selects a PSK without the key_share psk_dhe_ke requires")
 		}
 		return nil
 	}

@@ -96,6 +96,9 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "server-hello-legacy-version", server: true, msgs: onType(typeServerHello, testpeer.SetU16(4, 0x0302)), alert: AlertIllegalParameter},
 		// ServerHello fields the client did not offer or must see (§4.1.3, §4.2).
 		{name: "server-hello-without-key-share", server: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.serverShare = keyShare{} })), alert: AlertMissingExtension},
+		// §4.2.11: a PSK selected without the key_share the client's
+		// psk_key_exchange_modes (psk_dhe_ke only) require.
+		{name: "server-hello-psk-without-key-share", server: true, resume: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.serverShare = keyShare{} })), alert: AlertIllegalParameter},
 		{name: "server-hello-key-share-not-shared", server: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.serverShare = keyShare{group: X25519, data: x25519Point} })), alert: AlertIllegalParameter},
 		{name: "server-hello-session-id-not-echoed", server: true, msgs: onType(typeServerHello, editServerHello(otherSessionID)), alert: AlertIllegalParameter},
 		{name: "server-hello-psk-identity-not-offered", server: true, resume: true, msgs: onType(typeServerHello, editServerHello(func(sh *serverHelloMsg) { sh.selectedIdentity = 1 })), alert: AlertIllegalParameter},
