@@ -29,18 +29,18 @@ import (
 
 // Limits.
 const (
-	maxPlaintext       = record.MaxPlaintext // 2^14 (RFC 8446 §5.1)
-	maxCiphertext      = maxPlaintext + 256  // 2^14 + 256 (§5.2)
-	recordHeaderLen    = record.HeaderLen
-	maxHandshakeMsg    = 65536 // largest handshake message accepted
-	maxCertChain       = 10    // certificates in a Certificate message
-	maxUselessRecords  = 16    // consecutive empty / CCS / warning records
-	maxEarlyDataSkip   = 1 << 16
-	maxTicketLifetime  = 7 * 24 * time.Hour // RFC 8446 §4.6.1
-	defaultTicketLife  = 2 * time.Hour
-	maxPSKIdentities   = 8
-	maxTicketAgeSkew   = 60 * time.Second
-	maxKeyUpdatesNoApp = 32
+	maxPlaintext          = record.MaxPlaintext // 2^14 (RFC 8446 §5.1)
+	maxCiphertext         = maxPlaintext + 256  // 2^14 + 256 (§5.2)
+	recordHeaderLen       = record.HeaderLen
+	maxHandshakeMsg       = 65536 // largest handshake message accepted
+	maxCertChain          = 10    // certificates in a Certificate message
+	maxUselessRecords     = 16    // consecutive empty / CCS / warning records
+	maxEarlyDataSkip      = 1 << 16
+	maxTicketLifetime     = 7 * 24 * time.Hour // RFC 8446 §4.6.1
+	defaultTicketLife     = 2 * time.Hour
+	maxPSKIdentities      = 8
+	maxTicketAgeSkew      = 60 * time.Second
+	maxPostHandshakeNoApp = 32
 )
 
 // sm2TLS13ID is the SM2 distinguishing ID for TLS 1.3 CertificateVerify

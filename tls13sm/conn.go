@@ -122,12 +122,12 @@ type Conn struct {
 	// ks is the key schedule scratch of post-handshake key updates.
 	ks *keySchedule
 
-	earlyDataSkip   int  // bytes of undecryptable early data still to skip
-	skipAppData     bool // after HRR: skip plaintext-type 23 records (rejected early data)
-	ccsSeen         bool
-	helloRead       bool // a server read the first ClientHello
-	useless         int
-	keyUpdatesNoApp int
+	earlyDataSkip      int  // bytes of undecryptable early data still to skip
+	skipAppData        bool // after HRR: skip plaintext-type 23 records (rejected early data)
+	ccsSeen            bool
+	helloRead          bool // a server read the first ClientHello
+	useless            int
+	postHandshakeNoApp int
 
 	sentHello bool // the first ClientHello record went out; guarded by out
 
@@ -362,7 +362,7 @@ func (c *Conn) readRecord() error {
 			return c.useless1()
 		}
 		c.useless = 0
-		c.keyUpdatesNoApp = 0
+		c.postHandshakeNoApp = 0
 		c.core.Counters.RecordIn()
 		c.core.Input = payload
 		return nil
@@ -633,6 +633,13 @@ func (c *Conn) handlePostHandshake() error {
 	if err != nil {
 		return err
 	}
+	// Each message costs a key derivation (and for a client a store in
+	// a session cache other connections share) for a few bytes of the
+	// peer's: a run of them without application data is bounded.
+	c.postHandshakeNoApp++
+	if c.postHandshakeNoApp > maxPostHandshakeNoApp {
+		return c.fail(AlertUnexpectedMessage, "too many post-handshake messages without data")
+	}
 	switch msg[0] {
 	case typeNewSessionTicket:
 		if !c.isClient {
@@ -660,10 +667,6 @@ func (c *Conn) handlePostHandshake() error {
 // handleKeyUpdate implements §4.6.3: switch the read key, and answer a
 // request with our own KeyUpdate.
 func (c *Conn) handleKeyUpdate(m *keyUpdateMsg) error {
-	c.keyUpdatesNoApp++
-	if c.keyUpdatesNoApp > maxKeyUpdatesNoApp {
-		return c.fail(AlertUnexpectedMessage, "too many KeyUpdate messages without data")
-	}
 	if err := c.checkKeyChangeBoundary(); err != nil {
 		return err
 	}

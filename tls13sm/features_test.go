@@ -138,7 +138,7 @@ func wantAlert(t *testing.T, err error, a Alert, remote bool) {
 	}
 }
 
-// TestKeyUpdateFloodRefused: a peer may send maxKeyUpdatesNoApp
+// TestKeyUpdateFloodRefused: a peer may send maxPostHandshakeNoApp
 // KeyUpdates without application data between them; one more is refused
 // with unexpected_message (each costs the receiver a key derivation).
 func TestKeyUpdateFloodRefused(t *testing.T) {
@@ -160,14 +160,56 @@ func TestKeyUpdateFloodRefused(t *testing.T) {
 		return nil
 	}
 	buf := make([]byte, 1)
-	if err := burst(maxKeyUpdatesNoApp, true); err != nil {
+	if err := burst(maxPostHandshakeNoApp, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.ReadFull(srv, buf); err != nil {
-		t.Fatalf("after %d KeyUpdates and data: %v", maxKeyUpdatesNoApp, err)
+		t.Fatalf("after %d KeyUpdates and data: %v", maxPostHandshakeNoApp, err)
 	}
-	go burst(maxKeyUpdatesNoApp+1, false) // its writes may fail once the server gave up
+	go burst(maxPostHandshakeNoApp+1, false) // its writes may fail once the server gave up
 	_, err := srv.Read(buf)
+	wantAlert(t, err, AlertUnexpectedMessage, false)
+}
+
+// TestNewSessionTicketFloodRefused: a server may send
+// maxPostHandshakeNoApp post-handshake messages without application data
+// between them; a client refuses one more NewSessionTicket with
+// unexpected_message. Each costs the client a key derivation, an
+// allocation and a store in the session cache its other connections
+// share, for about 40 bytes of the server's.
+func TestNewSessionTicketFloodRefused(t *testing.T) {
+	srv, cli := handshakenPair(t)
+	srv.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	cli.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	nst := (&newSessionTicketMsg{lifetime: 60, ageAdd: 1, nonce: []byte{1}, label: []byte("ticket")}).marshalFast()
+	burst := func(n int, data bool) error {
+		for range n {
+			if err := srv.writeHandshake(nst, nil); err != nil {
+				return err
+			}
+		}
+		if data {
+			_, err := srv.Write([]byte{1})
+			return err
+		}
+		return nil
+	}
+	buf := make([]byte, 1)
+	// The handshake's own ticket, then data: the count starts afresh.
+	if err := burst(0, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(cli, buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := burst(maxPostHandshakeNoApp, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(cli, buf); err != nil {
+		t.Fatalf("after %d NewSessionTickets and data: %v", maxPostHandshakeNoApp, err)
+	}
+	go burst(maxPostHandshakeNoApp+1, false) // its writes may fail once the client gave up
+	_, err := cli.Read(buf)
 	wantAlert(t, err, AlertUnexpectedMessage, false)
 }
 
