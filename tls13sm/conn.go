@@ -313,8 +313,9 @@ func (c *Conn) readRecord() error {
 			return c.in.setErrorLocked(c.fail(AlertUnexpectedMessage, "record with no content type"))
 		}
 		typ, payload = plain[i], plain[:i]
-	} else if typ == recordTypeApplicationData && c.skipAppData && c.earlyDataSkip >= n {
-		// Early data sent before a HelloRetryRequest's second ClientHello.
+	} else if typ == recordTypeApplicationData && c.skipAppData && n > aeadOver && c.earlyDataSkip >= n {
+		// Early data sent before a HelloRetryRequest's second ClientHello
+		// (protected: a shorter record is not early data).
 		c.earlyDataSkip -= n
 		return nil
 	}

@@ -461,3 +461,57 @@ func TestHelloWithoutSM2SignaturesRefused(t *testing.T) {
 		t.Fatalf("server reply %x, want a handshake_failure alert", reply[:min(len(reply), 16)])
 	}
 }
+
+// TestShortRecordAfterHelloRetryIsNotEarlyData: after a
+// HelloRetryRequest answering a ClientHello with early_data, the server
+// skips the client's 0-RTT records (§4.2.10), which are protected: at
+// least a content type and a 16-byte tag. A shorter application_data
+// record (empty, say) cannot be one; it was skipped anyway, without
+// counting against maxUselessRecords, so a client could send them without
+// end. It is unexpected_message, as application data before the
+// handshake is.
+func TestShortRecordAfterHelloRetryIsNotEarlyData(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	var first *clientHelloMsg
+	ch1 := zzHello(t, func(h *clientHelloMsg) {
+		h.supportedGroups = []uint16{CurveSM2, X25519}
+		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
+		h.keyShares[0].data[0] = 9
+		h.earlyData = true
+		first = h
+	})
+	for _, n := range []int{0, aeadOver} {
+		t.Run(fmt.Sprintf("%d-bytes", n), func(t *testing.T) {
+			b, _ := zzServer(t, srvCfg)
+			if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
+				t.Fatal(err)
+			}
+			r, ok := zzReadRecord(t, b)
+			if !ok || !r.hrr {
+				t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
+			}
+			// A 0-RTT-sized record is skipped; then the short one.
+			early := rawRecord(recordTypeApplicationData, make([]byte, aeadOver+1))
+			short := rawRecord(recordTypeApplicationData, make([]byte, n))
+			k, err := gmecdh.P256().GenerateKey(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h2 := *first
+			h2.earlyData = false
+			h2.keyShares = []keyShare{{group: CurveSM2, data: k.PublicKey().Bytes()}}
+			h2.raw = nil
+			ch2, err := h2.marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Write(append(append(early, short...), rawRecord(recordTypeHandshake, ch2)...)); err != nil {
+				t.Fatal(err)
+			}
+			r, _ = zzReadRecord(t, b)
+			if r.typ != recordTypeAlert || r.alert != AlertUnexpectedMessage {
+				t.Fatalf("%d-byte application_data record before the second ClientHello: server answered %v; want unexpected_message", n, r)
+			}
+		})
+	}
+}
