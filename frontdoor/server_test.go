@@ -262,6 +262,35 @@ func TestServerRejectsUnknownAndRedirectsHTTP(t *testing.T) {
 	}
 }
 
+// TestServerRedirectHTTPHeadBounded: the plain-HTTP redirect on a TLS
+// port reads at most 8 KiB of request head (as nginx's default
+// large_client_header_buffers): a longer head gets no redirect, so that
+// one connection cannot make the listener buffer a header line for as
+// long as its handshake deadline lets it send.
+func TestServerRedirectHTTPHeadBounded(t *testing.T) {
+	sites, _ := tlsSites(t)
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, RedirectHTTP: true, Sites: sites}, nil)
+	answer := func(pad int) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		// Written whole before the server answers or closes (it fits the
+		// loopback socket buffers); a reset may then fail the read.
+		io.WriteString(c, "GET /p HTTP/1.1\r\nHost: a.example.cn\r\nX-Pad: "+strings.Repeat("a", pad)+"\r\n\r\n")
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	if got := answer(1 << 10); !strings.HasPrefix(got, "HTTP/1.1 308") {
+		t.Fatalf("a 1 KiB request head: %q, want a 308 (the test's request is wrong)", got)
+	}
+	if got := answer(16 << 10); strings.Contains(got, "308") {
+		t.Errorf("a 16 KiB request head was read whole and redirected: %q", got)
+	}
+}
+
 func TestServerHandshakeDeadline(t *testing.T) {
 	sites, _ := tlsSites(t)
 	obs := newRecObserver()
