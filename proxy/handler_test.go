@@ -137,6 +137,7 @@ func TestSiteSelection(t *testing.T) {
 // it opens a connection for site two (RFC 9113 §9.1.2), not site one's
 // routes. A client that sent no SNI, or one no site has, is served by the
 // handshake's site as before: it could not do better on a new connection.
+// An SNI with a final dot chose its site as the name without it does.
 func TestCoalescedRequestForAnotherSite(t *testing.T) {
 	cfg := Config{Sites: []SiteConfig{
 		{Name: "one", ServerNames: []string{"one.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "one"}}}},
@@ -152,6 +153,10 @@ func TestCoalescedRequestForAnotherSite(t *testing.T) {
 		{"one.test", "unknown.test", 200, "one"},
 		{"", "x.two.test", 200, "one"},
 		{"unknown.test", "x.two.test", 200, "one"},
+		// A final dot (which the TLCP and TLS 1.3-SM stacks report as
+		// sent) names the host frontdoor chose the site by.
+		{"one.test.", "x.two.test", 421, ""},
+		{"ONE.test.", "x.two.test", 421, ""},
 	} {
 		st := frontdoor.ConnState{Site: "one", SNI: c.sni, Protocol: frontdoor.ProtoTLCP}
 		f := newFront(t, cfg, frontOpts{state: &st})

@@ -443,7 +443,9 @@ func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
 	if s.clientAuth || h.clientAuth {
 		return h
 	}
-	if sni := ci.state.SNI; sni != "" && p.siteByHost(sni) == s {
+	// The SNI as frontdoor read it choosing the site: the TLCP and TLS
+	// 1.3-SM stacks report a final dot the client sent.
+	if sni := ci.state.SNI; sni != "" && p.siteByHost(frontdoor.NormalizeName(sni)) == s {
 		return h
 	}
 	return nil
