@@ -40,7 +40,7 @@ type Config struct {
 	AccessLog AccessLog `yaml:"access_log"`
 	// Log is the program log (log/slog on standard error).
 	Log Log `yaml:"log"`
-	// ShutdownGrace is how long SIGTERM/SIGINT waits for in-flight requests
+	// ShutdownGrace is how long SIGTERM, SIGINT or SIGQUIT waits for in-flight requests
 	// before closing connections. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	// Workers is how many worker processes serve the listeners: a whole
@@ -52,7 +52,7 @@ type Config struct {
 	// the kernel spreads connections over them), forwards SIGHUP and POST
 	// /reload to every worker (a reload succeeds only when every worker
 	// took it), restarts a worker that dies (with back-off), forwards
-	// SIGTERM/SIGINT and waits for every worker, and serves the admin
+	// SIGTERM, SIGINT and SIGQUIT and waits for every worker, and serves the admin
 	// listener with /metrics summed over the workers. The workers share the
 	// ticket keys (the supervisor makes them once when ticket_key_file is
 	// not set) and, without sessions.store, a session-ID store, so a
@@ -1444,7 +1444,7 @@ type KeyServerFile struct {
 	// metrics at /metrics (operations by client, key, operation and result,
 	// latency, in-flight operations, connections). Default: none.
 	MetricsAddress string `yaml:"metrics_address"`
-	// ShutdownGrace is how long SIGTERM/SIGINT waits for operations in
+	// ShutdownGrace is how long SIGTERM, SIGINT or SIGQUIT waits for operations in
 	// progress before closing connections. Default 10s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	// Log is the program log (log/slog on standard error).

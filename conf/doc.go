@@ -80,8 +80,9 @@
 //   - access_log (section, see access_log): access_log is the HTTP access log.
 //   - log (section, see log): log is the program log (log/slog on standard
 //     error).
-//   - shutdown_grace (duration): shutdown_grace is how long SIGTERM/SIGINT
-//     waits for in-flight requests before closing connections. Default 30s.
+//   - shutdown_grace (duration): shutdown_grace is how long SIGTERM, SIGINT or
+//     SIGQUIT waits for in-flight requests before closing connections. Default
+//     30s.
 //   - workers (string): workers is how many worker processes serve the
 //     listeners: a whole number from 1 to 256, or auto: one per CPU gmproxy
 //     may use (as Go counts them for GOMAXPROCS: the CPU affinity and a
@@ -90,16 +91,16 @@
 //     with GOMAXPROCS=1; every worker binds every listener with SO_REUSEPORT,
 //     so the kernel spreads connections over them), forwards SIGHUP and POST
 //     /reload to every worker (a reload succeeds only when every worker took
-//     it), restarts a worker that dies (with back-off), forwards
-//     SIGTERM/SIGINT and waits for every worker, and serves the admin listener
-//     with /metrics summed over the workers. The workers share the ticket keys
-//     (the supervisor makes them once when ticket_key_file is not set) and,
-//     without sessions.store, a session-ID store, so a session made on one
-//     worker resumes on another: memory every worker maps (1 KiB per session,
-//     cache_size sessions per worker: 21 MiB per worker at the default
-//     cache_size, taken at start up to 12 workers and as sessions are stored
-//     beyond; a session whose sealed state passes 872 bytes, with a long
-//     client certificate chain, resumes only on its own worker), or, on a
+//     it), restarts a worker that dies (with back-off), forwards SIGTERM,
+//     SIGINT and SIGQUIT and waits for every worker, and serves the admin
+//     listener with /metrics summed over the workers. The workers share the
+//     ticket keys (the supervisor makes them once when ticket_key_file is not
+//     set) and, without sessions.store, a session-ID store, so a session made
+//     on one worker resumes on another: memory every worker maps (1 KiB per
+//     session, cache_size sessions per worker: 21 MiB per worker at the
+//     default cache_size, taken at start up to 12 workers and as sessions are
+//     stored beyond; a session whose sealed state passes 872 bytes, with a
+//     long client certificate chain, resumes only on its own worker), or, on a
 //     kernel without memfd, a store the supervisor serves on a Unix socket. A
 //     session that ends with a fatal alert on one worker is forgotten by the
 //     others within 50 ms (through the same memory; not with the socket
@@ -1335,9 +1336,9 @@
 //     listener serving Prometheus metrics at /metrics (operations by client,
 //     key, operation and result, latency, in-flight operations, connections).
 //     Default: none.
-//   - shutdown_grace (duration): shutdown_grace is how long SIGTERM/SIGINT
-//     waits for operations in progress before closing connections. Default
-//     10s.
+//   - shutdown_grace (duration): shutdown_grace is how long SIGTERM, SIGINT or
+//     SIGQUIT waits for operations in progress before closing connections.
+//     Default 10s.
 //   - log (section, see keyserver.log): log is the program log (log/slog on
 //     standard error).
 //

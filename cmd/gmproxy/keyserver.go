@@ -24,13 +24,14 @@ import (
 func init() {
 	register("keyserver", "serve SM2 private keys to gmproxy instances over mutual TLS: gmproxy keyserver -c FILE", func(args []string, stdout, stderr io.Writer) int {
 		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		// SIGQUIT, nginx's graceful stop, as SIGTERM (gmproxy run too).
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP)
 		defer signal.Stop(sigs)
 		return keyserverMain(args, stdout, stderr, sigs, nil)
 	})
 }
 
-// keyserverMain runs gmproxy keyserver until SIGTERM/SIGINT on sigs; ready,
+// keyserverMain runs gmproxy keyserver until SIGTERM, SIGINT or SIGQUIT on sigs; ready,
 // when set, is called with the bound address once it serves.
 func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, ready func(addr string)) int {
 	fs := newFlags("keyserver", stderr,
@@ -38,8 +39,8 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		"",
 		"Serves the SM2 private keys named in FILE (see conf/README.md, section keyserver) to",
 		"gmproxy instances whose key_servers entry points here: sign, decrypt and SM2 key",
-		"agreement over mutual TLS (or a Unix socket). SIGHUP reloads the keys; SIGTERM/SIGINT",
-		"stop it gracefully.",
+		"agreement over mutual TLS (or a Unix socket). SIGHUP reloads the keys; SIGTERM, SIGINT",
+		"and SIGQUIT stop it gracefully.",
 		"")
 	file := fs.String("c", "", "configuration `file` (YAML)")
 	checkOnly := fs.Bool("check", false, "check the configuration and the keys, then exit")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -274,5 +275,54 @@ func TestKeyServerSocketGroup(t *testing.T) {
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	if fi.Mode().Perm() != 0o660 || st == nil || int(st.Gid) != gid {
 		t.Errorf("socket mode %v, group %v; want 0660 and group %d", fi.Mode().Perm(), st, gid)
+	}
+}
+
+// TestKeyServerQuitIsGraceful: SIGQUIT (nginx's graceful stop, which
+// units written for it send) stops gmproxy keyserver as SIGTERM does,
+// exit 0 after its graceful shutdown, as gmproxy run takes it: left to
+// Go's default it ended the process at once with a goroutine dump and
+// status 2.
+func TestKeyServerQuitIsGraceful(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	ksFile := filepath.Join(dir, "keyserver.yaml")
+	if err := os.WriteFile(ksFile, []byte(`listen: 127.0.0.1:0
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys:
+  - {key: server_sign.key, cert: server_sign.crt}
+clients:
+  - {name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cmd := exec.Command(os.Args[0], "keyserver", "-c", ksFile)
+	cmd.Env = append(os.Environ(), envTestMain+"=1")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(testwait.Bound(30 * time.Second))
+	for !strings.Contains(logs.String(), "key server listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("keyserver not listening:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case err := <-exited:
+		if err != nil || !strings.Contains(logs.String(), "graceful shutdown") {
+			t.Fatalf("keyserver after SIGQUIT: %v; want exit 0 after a graceful shutdown:\n%s", err, logs.String())
+		}
+	case <-time.After(testwait.Bound(30 * time.Second)):
+		t.Fatalf("keyserver still running after SIGQUIT:\n%s", logs.String())
 	}
 }
