@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,7 +33,7 @@ func reloadMain(args []string, stdout, stderr io.Writer) int {
 	admin := fs.String("admin", "", "control `address` of the running gmproxy: host:port or unix:/path")
 	tokenFile := fs.String("token-file", "", "`file` holding the admin bearer token (admin.token_file)")
 	pidFile := fs.String("pid", "", "pid `file` written by gmproxy run -pid: send SIGHUP")
-	timeout := fs.Duration("timeout", 30*time.Second, "bound for the reload request")
+	timeout := fs.Duration("timeout", reloadTimeout, "bound for the wait for the reload's outcome")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -115,6 +116,13 @@ func otherProgram(pid int) (exe string, ok bool) {
 	return exe, name == filepath.Base(self) || name == "gmproxy"
 }
 
+// reloadTimeout is gmproxy reload's default wait for the outcome: longer
+// than the longest reload a supervisor makes (a worker still starting,
+// then the prepare and commit steps, each bounded by
+// workerReloadTimeout), so that the command does not report as failed a
+// reload that then succeeds.
+const reloadTimeout = workerStartTimeout + 2*workerReloadTimeout + 30*time.Second
+
 // reloadByAdmin posts /reload to addr (host:port, or unix:/path), with the
 // bearer token when there is one.
 func reloadByAdmin(addr string, token []byte, timeout time.Duration, stdout, stderr io.Writer) int {
@@ -143,6 +151,9 @@ func reloadByAdmin(addr string, token []byte, timeout time.Duration, stdout, std
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy reload: %s\n", err)
+		if te := (interface{ Timeout() bool })(nil); errors.As(err, &te) && te.Timeout() {
+			fmt.Fprintf(stderr, "gmproxy reload: no outcome within %v (-timeout): the reload may still be under way; gmproxy's log gives its outcome\n", timeout)
+		}
 		return 1
 	}
 	defer resp.Body.Close()

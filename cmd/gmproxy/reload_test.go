@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -211,5 +213,30 @@ func TestAdminFlagExposureWarned(t *testing.T) {
 	}
 	if ws := adminFlagWarnings("0.0.0.0:9100", conf.Admin{Pprof: true, TokenFile: "t", Token: []byte("0123456789abcdef")}); len(ws) != 1 || !strings.Contains(ws[0], "pprof") {
 		t.Errorf("exposed with a token and pprof: %q, want the pprof warning only", ws)
+	}
+}
+
+// TestReloadWaitsForTheOutcome: gmproxy reload waits, by default, longer
+// than the longest reload a supervisor makes (a starting worker waited
+// for, then the prepare and commit steps), so that it does not report as
+// failed a reload that then succeeds; when its -timeout passes first it
+// says the reload may still be under way.
+func TestReloadWaitsForTheOutcome(t *testing.T) {
+	if longest := workerStartTimeout + 2*workerReloadTimeout; reloadTimeout <= longest {
+		t.Errorf("gmproxy reload waits %v by default, a supervisor's reload may take %v", reloadTimeout, longest)
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	var out, errb bytes.Buffer
+	code := dispatch([]string{"reload", "-admin", srv.Listener.Addr().String(), "-timeout", "200ms"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "may still be under way") {
+		t.Errorf("a reload without an outcome within -timeout: exit %d, %q; want 1 and that it may still be under way", code, errb.String())
 	}
 }
