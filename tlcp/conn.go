@@ -247,11 +247,15 @@ func (c *Conn) uselessRecord(what string) error {
 // is started with some room to spare, so that a resumed handshake's two
 // client messages, or the small messages after a client Certificate
 // (ClientKeyExchange, CertificateVerify, Finished), share one allocation.
+// The new array also holds at least twice the bytes pending (up to the
+// largest message), so that a message cut into many small records is
+// copied a few times over in all, not once per record.
 func appendHandshake(hand, data []byte) []byte {
 	if cap(hand)-len(hand) >= len(data) {
 		return append(hand, data...)
 	}
-	nb := make([]byte, len(hand), len(hand)+len(data)+handshakeSlack)
+	size := max(len(hand)+len(data)+handshakeSlack, min(2*len(hand)+len(data), maxHandshake+4))
+	nb := make([]byte, len(hand), size)
 	copy(nb, hand)
 	return append(nb, data...)
 }

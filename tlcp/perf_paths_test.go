@@ -151,6 +151,31 @@ func TestAppendHandshake(t *testing.T) {
 	}
 }
 
+// TestAppendHandshakeSmallRecords: a handshake message that arrives in many
+// small records is gathered with copying linear in its size. A peer may cut
+// a 64 KiB ClientHello or Certificate into 100-byte records (105 bytes on
+// the wire each); growing the buffer by a record and some slack each time
+// made that 219 arrays, 7.8 MB allocated and copied and some 7 ms of CPU
+// for 69 KB sent, before any signature.
+func TestAppendHandshakeSmallRecords(t *testing.T) {
+	for _, size := range []int{1, 100, 1000} {
+		rec := make([]byte, size)
+		var hand []byte
+		allocated := 0
+		for len(hand) < maxHandshake+4 {
+			r := rec[:min(size, maxHandshake+4-len(hand))]
+			before := cap(hand)
+			hand = appendHandshake(hand, r)
+			if cap(hand) != before {
+				allocated += cap(hand)
+			}
+		}
+		if limit := 4 * (maxHandshake + 4); allocated > limit {
+			t.Errorf("a %d-byte message in %d-byte records allocated %d bytes, want at most %d", maxHandshake+4, size, allocated, limit)
+		}
+	}
+}
+
 // TestPreparedSessionStore: the in-memory store keeps sessions prepared
 // (parsed, HMAC states saved); they resume, with client certificates, and
 // a session past its lifetime does not.
