@@ -621,6 +621,11 @@ func (c *Conn) handlePostHandshake() error {
 	if err != nil {
 		return err
 	}
+	if len(c.core.Hand) == 0 {
+		// An empty slice of the array the message was gathered in (up to
+		// 64 KiB) would keep that array for the connection's life.
+		c.core.Hand = nil
+	}
 	if !c.isClient && msg[0] == typeClientHello || c.isClient && msg[0] == typeHelloRequest && len(msg) == 4 {
 		c.renegotiationRefusals++
 		if c.renegotiationRefusals > maxRenegotiationRefusals {

@@ -484,6 +484,61 @@ func TestRenegotiationRefused(t *testing.T) {
 	}
 }
 
+// TestRefusedRenegotiationKeepsNoBuffer: once a ClientHello after the
+// handshake is refused, the connection keeps none of the array it was
+// gathered in. A leftover empty slice of it pinned the whole array (up to
+// 64 KiB a connection, for a ClientHello of that size) for as long as the
+// connection lived, while the client went on with cheap requests.
+func TestRefusedRenegotiationKeepsNoBuffer(t *testing.T) {
+	p := loadPKI(t)
+	c1, c2 := tcpPair(t)
+	cli, srv := Client(c1, p.clientConfig()), Server(c2, p.serverConfig())
+	defer cli.Close()
+	defer srv.Close()
+	reads := make(chan error, 1)
+	got := make([]byte, 16)
+	go func() {
+		n, err := srv.Read(got)
+		if err == nil && string(got[:n]) != "after" {
+			err = fmt.Errorf("read %q", got[:n])
+		}
+		reads <- err
+	}()
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	// A ClientHello of some 60 KB (an unknown extension pads it), over
+	// four records.
+	hello := &clientHelloMsg{vers: VersionTLCP, random: make([]byte, 32), cipherSuites: []uint16{ECC_SM4_GCM_SM3}, compressionMethods: []byte{0}}
+	b, _ := hello.marshal()
+	pad := 60000
+	b = append(b, 0, 0, 0, 0, byte(pad>>8), byte(pad)) // extensions block: one extension 0 of pad bytes
+	b = append(b, make([]byte, pad)...)
+	ext := 4 + pad
+	b[len(b)-pad-6], b[len(b)-pad-5] = byte(ext>>8), byte(ext)
+	b[len(b)-pad-4], b[len(b)-pad-3] = 0xfe, 0xfe
+	n := len(b) - 4
+	b[1], b[2], b[3] = byte(n>>16), byte(n>>8), byte(n)
+	cli.outMu.Lock()
+	err := cli.writeRecordLocked(recordTypeHandshake, b)
+	cli.outMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Write([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-reads; err != nil {
+		t.Fatalf("server Read after the refused ClientHello: %v", err)
+	}
+	srv.core.InMu.Lock()
+	hand := srv.core.Hand
+	srv.core.InMu.Unlock()
+	if cap(hand) != 0 {
+		t.Fatalf("after the refusal the connection still holds a slice (cap %d) of the array its ClientHello was gathered in", cap(hand))
+	}
+}
+
 // readRawRecord reads one record on c's read side and decrypts it.
 func readRawRecord(t *testing.T, c *Conn) (recordType, []byte) {
 	t.Helper()
