@@ -502,6 +502,9 @@ func (hs *serverHandshakeState) checkForResumption() {
 	}
 	// Echo the client's session ID (RFC 5077 §3.4 for tickets).
 	hs.sh.sessionID = hello.sessionID
+	// "When resuming a session, the server MUST NOT include a
+	// server_name extension in the server hello" (RFC 6066 §3).
+	hs.sh.serverNameAck = false
 	// A resumed session gets a new ticket only when the client's was
 	// sealed under an older key, so that it outlives that key's
 	// retirement (RFC 5077 §3.3 leaves renewal to the server; OpenSSL,

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
+	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
 // TestClientAnswersHelloRequestWithoutFatalAlert — RFC 5246 §7.4.1.1
@@ -89,5 +91,41 @@ func TestNoSharedALPNRefused(t *testing.T) {
 	if a, ok := alertOf(r.serr); !ok || a != Alert(120) { // 120: no_application_protocol
 		t.Fatalf("client offered ALPN [h2], server supports [http/1.1]: server error %v, client error %v, negotiated %q/%q; want the server to refuse with no_application_protocol (RFC 7301 §3.2)",
 			r.serr, r.cerr, r.ss.NegotiatedProtocol, r.cs.NegotiatedProtocol)
+	}
+}
+
+// TestNoServerNameAckWhenResuming — RFC 6066 §3: "When resuming a
+// session, the server MUST NOT include a server_name extension in the
+// server hello." OpenSSL, and so Tongsuo's NTLS, leaves it out of a
+// resumed ServerHello.
+//
+// The TLCP server acknowledged the client's server_name in every
+// ServerHello, resumed ones (by session ID or by ticket) included.
+func TestNoServerNameAckWhenResuming(t *testing.T) {
+	p := loadPKI(t)
+	for _, tickets := range []bool{false, true} {
+		rec := &testpeer.Recorder{Type: typeServerHello}
+		scfg, ccfg := p.serverConfig(), p.clientConfig()
+		scfg.testHandshakeOut = rec.Out
+		scfg.SessionStore = NewLRUSessionStore(4, time.Hour)
+		scfg.SessionTicketsDisabled = !tickets
+		if tickets {
+			scfg.TicketKeys = ticket.Static{testTicketKey(t, 7)}
+		}
+		ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
+		for i, resumed := range []bool{false, true} {
+			r := runPair(t, scfg, ccfg, []byte("x"))
+			if r.cerr != nil || r.serr != nil || r.ss.DidResume != resumed {
+				t.Fatalf("tickets %v, handshake %d: %v / %v, resumed %v; want resumed %v", tickets, i, r.cerr, r.serr, r.ss.DidResume, resumed)
+			}
+			msgs := rec.Msgs()
+			sh := &serverHelloMsg{}
+			if len(msgs) != i+1 || !sh.unmarshal(msgs[i]) {
+				t.Fatalf("tickets %v, handshake %d: %d ServerHellos recorded, or the last does not parse", tickets, i, len(msgs))
+			}
+			if sh.serverNameAck == resumed {
+				t.Errorf("tickets %v, resumed %v: ServerHello has server_name %v, want %v (RFC 6066 §3)", tickets, resumed, sh.serverNameAck, !resumed)
+			}
+		}
 	}
 }
