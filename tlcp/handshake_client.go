@@ -197,6 +197,9 @@ func (hs *clientHandshakeState) readServerHello() error {
 	if sh.ticketSupported && !hs.hello.ticketSupported {
 		return errorf(AlertUnsupportedExtension, "server sent session_ticket that was not offered")
 	}
+	if sh.serverNameAck && hs.hello.serverName == "" {
+		return errorf(AlertUnsupportedExtension, "server acknowledged a server_name that was not sent")
+	}
 	if sh.alpnProtocol != "" {
 		ok := false
 		for _, p := range hs.hello.alpnProtocols {

@@ -28,6 +28,8 @@ type misCase struct {
 	suite uint16
 	// clientAuth: the server requires a client certificate.
 	clientAuth bool
+	// noClientExtensions: the client sends no extensions (no server_name).
+	noClientExtensions bool
 	// msgs rewrites the misbehaving side's outgoing handshake messages,
 	// after hashing them unless beforeHash.
 	beforeHash bool
@@ -80,6 +82,7 @@ func TestMisbehavingPeer(t *testing.T) {
 		// nor ALPN here): RFC 5246 §7.4.1.4.
 		{name: "server-hello-unsolicited-session-ticket", server: true, msgs: onType(typeServerHello, serverHelloExtension(extensionSessionTicket, nil)), alert: AlertUnsupportedExtension},
 		{name: "server-hello-unsolicited-alpn", server: true, msgs: onType(typeServerHello, serverHelloExtension(extensionALPN, []byte{0, 3, 2, 'h', '2'})), alert: AlertUnsupportedExtension},
+		{name: "server-hello-unsolicited-server-name", server: true, noClientExtensions: true, msgs: onType(typeServerHello, serverHelloExtension(extensionServerName, nil)), alert: AlertUnsupportedExtension},
 		// ---- certificates ----
 		{name: "server-certificate-without-enc", server: true, msgs: onType(typeCertificate, firstCertificateOnly), alert: AlertBadCertificate},
 		{name: "client-certificate-empty-required", clientAuth: true, msgs: chain(onType(typeCertificate, emptyCertificate), onType(typeCertificateVerify, drop)), alert: AlertHandshakeFailure},
@@ -176,6 +179,7 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	if mc.clientAuth {
 		scfg.ClientAuth = RequireAndVerifyClientCert
 	}
+	ccfg.NoClientExtensions = mc.noClientExtensions
 	bad := ccfg
 	if mc.server {
 		bad = scfg
