@@ -190,22 +190,33 @@ func (ka *serverKeyAgreement) processECDHE(ctx context.Context, body []byte, cli
 	return pm, nil
 }
 
-// ecdhKeys caches the SM2 key-agreement form of peer encryption
-// certificates' keys by certificate (parsed certificates are cached and
-// never modified): the conversion checks the point, which costs a few
-// microseconds per ECDHE handshake otherwise.
-var ecdhKeys = lru.New[*smx509.Certificate, *ecdh.PublicKey](1024, time.Hour)
+// ecdhKeys caches the SM2 key-agreement form of peer encryption keys: the
+// conversion checks the point, which costs a few microseconds per ECDHE
+// handshake otherwise. Entries are keyed by the public point itself
+// (smkey.SM2Point), not by the certificate: a certificate may be one that
+// parsedCerts does not keep (over maxCachedCert bytes, parsed anew in each
+// handshake and pointing into its flight), which the cache would then hold
+// for as long as the entry lives, for any peer that sends one.
+var ecdhKeys = lru.New[[65]byte, *ecdh.PublicKey](1024, time.Hour)
 
 // cachedECDHPublic is ecdhPublic through ecdhKeys.
 func cachedECDHPublic(c *smx509.Certificate) (*ecdh.PublicKey, error) {
-	if k, ok := ecdhKeys.Get(c); ok {
-		return k, nil
-	}
-	k, err := ecdhPublic(c)
+	ep, err := sm2Public(c)
 	if err != nil {
 		return nil, err
 	}
-	ecdhKeys.Put(c, k)
+	point, ok := smkey.SM2Point(ep)
+	if !ok {
+		return nil, errors.New("SM2 public key out of range")
+	}
+	if k, ok := ecdhKeys.Get(point); ok {
+		return k, nil
+	}
+	k, err := sm2.PublicKeyToECDH(ep)
+	if err != nil {
+		return nil, err
+	}
+	ecdhKeys.Put(point, k)
 	return k, nil
 }
 
