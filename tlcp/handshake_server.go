@@ -899,7 +899,7 @@ func (hs *serverHandshakeState) storeSession() {
 	if err != nil {
 		return
 	}
-	if ps, ok := store.(preparedStore); ok {
+	if ps, ok := store.(preparedStore); ok && !anyParsedInPlace(hs.peerCerts) {
 		var st sm3state.HMACState
 		hs.ks.masterState(&st) // keyed with the master secret
 		var key *chainCacheKey
@@ -914,4 +914,18 @@ func (hs *serverHandshakeState) storeSession() {
 	}
 	store.Put(string(hs.sh.sessionID), b, hs.config.lifetime())
 	hs.c.rememberSessionID(hs.sh.sessionID)
+}
+
+// anyParsedInPlace reports whether a certificate of certs was parsed in
+// place from its handshake flight (one over maxCachedCert bytes, which
+// parseCertificates neither copies nor caches) and so keeps the whole
+// flight: a prepared session must not hold such a certificate for its
+// lifetime, on top of the serialized state.
+func anyParsedInPlace(certs []*smx509.Certificate) bool {
+	for _, c := range certs {
+		if len(c.Raw) > maxCachedCert {
+			return true
+		}
+	}
+	return false
 }
