@@ -44,6 +44,7 @@ const (
 	AlertNoRenegotiation        = record.AlertNoRenegotiation
 	AlertNoApplicationProtocol  = record.AlertNoApplicationProtocol
 	AlertUnsupportedExtension   = record.AlertUnsupportedExtension
+	AlertUnrecognizedName       = record.AlertUnrecognizedName
 	AlertUnsupportedSite2Site   = record.AlertUnsupportedSite2Site
 	AlertNoArea                 = record.AlertNoArea
 	AlertUnsupportedAreaType    = record.AlertUnsupportedAreaType

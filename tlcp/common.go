@@ -85,6 +85,7 @@ const (
 	masterSecretLength = 48
 	finishedVerifyLen  = 12
 	sessionIDLen       = 32
+	maxServerName      = 255 // bytes of a server_name host name (RFC 1035 §2.3.4)
 )
 
 // ClientAuthType declares the server's policy for client certificates, with

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,6 +261,13 @@ func (hs *serverHandshakeState) readClientHello() error {
 	}
 	if !bytes.Contains(hello.compressionMethods, []byte{0}) {
 		return errorf(AlertDecodeError, "client does not support null compression")
+	}
+	// No DNS name is longer than 255 bytes (RFC 1035 §2.3.4) or holds a
+	// NUL; Tongsuo's NTLS server refuses such a server_name the same way
+	// (RFC 6066 §3 allows unrecognized_name), rather than keep up to 64
+	// KiB of it for the connection's life.
+	if len(hello.serverName) > maxServerName || strings.IndexByte(hello.serverName, 0) >= 0 {
+		return errorf(AlertUnrecognizedName, "server_name of %d bytes is no host name", len(hello.serverName))
 	}
 	// ClientHelloInfo is built only for the callbacks that want it.
 	var info *ClientHelloInfo

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,41 @@ func TestServerNameMismatch(t *testing.T) {
 	}
 	if cerr, serr := handshakePair(t, p.serverConfig(), p.clientConfig()); cerr != nil || serr != nil {
 		t.Fatalf("the right name: client %v, server %v", cerr, serr)
+	}
+}
+
+// TestServerNameBounded: a server_name that can be no DNS host name (over
+// 255 bytes, RFC 1035 §2.3.4, or holding a NUL byte) is refused with
+// unrecognized_name, as Tongsuo's NTLS server refuses it
+// (tls_parse_ctos_server_name_ntls) and RFC 6066 §3 allows. It was
+// accepted up to the extension's 64 KiB, and kept for the connection's
+// life (ConnectionState.ServerName, the front door's copy, the session).
+func TestServerNameBounded(t *testing.T) {
+	p := loadPKI(t)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{strings.Repeat("a", 255), true},
+		{strings.Repeat("a", 256), false},
+		{strings.Repeat("a", 60000), false},
+		{"local\x00host", false},
+	} {
+		ccfg := p.clientConfig()
+		ccfg.ServerName, ccfg.InsecureSkipVerify = tc.name, true
+		cerr, serr := handshakePair(t, p.serverConfig(), ccfg)
+		if tc.ok {
+			if cerr != nil || serr != nil {
+				t.Errorf("server_name of %d bytes: client %v, server %v", len(tc.name), cerr, serr)
+			}
+			continue
+		}
+		if a, ok := alertOf(serr); !ok || a != AlertUnrecognizedName {
+			t.Errorf("server_name %.20q (%d bytes): server error %v, want unrecognized_name", tc.name, len(tc.name), serr)
+		}
+		if a, ok := peerAlertOf(cerr); !ok || a != AlertUnrecognizedName {
+			t.Errorf("server_name %.20q (%d bytes): client error %v, want peer unrecognized_name", tc.name, len(tc.name), cerr)
+		}
 	}
 }
 
