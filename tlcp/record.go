@@ -196,12 +196,11 @@ func (hc *halfConn) decrypt(record []byte) ([]byte, error) {
 
 	n := len(payload)
 	padLen, good := cbcPadding(payload)
-	dataLen := n - macLen - padLen
-	// dataLen >= 0 because padLen <= n-1 with good, and n >= 48.
-	if dataLen < 0 {
-		dataLen = 0
-		good = 0
-	}
+	// A padding that reaches into the MAC is bad, and leaves no data:
+	// selected without a branch, which would time the padding byte.
+	over := subtle.ConstantTimeLessOrEq(n-macLen+1, padLen) // padLen > n-macLen
+	dataLen := subtle.ConstantTimeSelect(over, 0, n-macLen-padLen)
+	good &= byte(over - 1)
 	hc.setAAD(typ, dataLen)
 	rc.mac.Begin()
 	rc.mac.Write(hc.aad[:])

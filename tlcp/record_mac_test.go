@@ -2,8 +2,12 @@ package tlcp
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
+	"encoding/binary"
 	"testing"
+
+	"github.com/emmansun/gmsm/sm3"
 )
 
 // zeroReader is an allocation-free io.Reader of zeros (CBC IVs in tests).
@@ -110,4 +114,50 @@ func TestCBCRecordMACNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per CBC record round trip", allocs)
 	}
+}
+
+// TestCBCPaddingIntoMACRefused: a padding that reaches into the MAC is
+// bad even when its bytes are all right and what precedes it is the MAC
+// of an empty record: a 64-byte payload of the MAC of no data whose last
+// byte is 32, then 32 bytes of 32, reads as 33 bytes of padding over 31
+// of MAC; it is bad_record_mac, not an empty record.
+func TestCBCPaddingIntoMACRefused(t *testing.T) {
+	s := cipherSuiteByID(ECC_SM4_CBC_SM3)
+	keys := make([]byte, 64)
+	rand.Read(keys)
+	macKey := keys[:32]
+	wc, err := newRecordCipher(s, macKey, keys[32:48], keys[48:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := newRecordCipher(s, macKey, keys[32:48], keys[48:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, r := &halfConn{cipher: wc}, &halfConn{cipher: rc}
+	// A sequence number whose empty record's MAC ends in 32 (1 in 256).
+	for seq := uint64(0); seq < 1<<16; seq++ {
+		var hdr [13]byte
+		binary.BigEndian.PutUint64(hdr[:], seq)
+		hdr[8], hdr[9], hdr[10] = byte(recordTypeApplicationData), VersionTLCP>>8, VersionTLCP&0xff
+		h := hmac.New(sm3.New, macKey)
+		h.Write(hdr[:])
+		mac := h.Sum(nil)
+		if mac[macLen-1] != 32 {
+			continue
+		}
+		payload := append(mac, bytes.Repeat([]byte{32}, 32)...)
+		// The same MAC with a padding that fits is a genuine empty record.
+		fits := append(append([]byte(nil), mac...), bytes.Repeat([]byte{15}, 16)...)
+		binary.BigEndian.PutUint64(r.seq[:], seq)
+		if got, err := r.decrypt(cbcRecord(w, fits)); err != nil || len(got) != 0 {
+			t.Fatalf("seq %d: the empty record: %q, %v", seq, got, err)
+		}
+		binary.BigEndian.PutUint64(r.seq[:], seq)
+		if got, err := r.decrypt(cbcRecord(w, payload)); err != errBadRecordMAC {
+			t.Fatalf("seq %d: 33 bytes of padding over the MAC: %q, %v; want bad_record_mac", seq, got, err)
+		}
+		return
+	}
+	t.Fatal("no sequence number found")
 }
