@@ -602,7 +602,15 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 // connection gets the verified chains, as after a full handshake.
 func (hs *serverHandshakeState) reverifyClientChains(s *sessionState) string {
 	cfg := hs.config
-	if len(hs.peerCerts) == 0 || !hs.clientAuth.verifies() || cfg.ClientCAs == nil {
+	if len(hs.peerCerts) == 0 {
+		return ""
+	}
+	if cfg.ClientAuth.verifies() && cfg.ClientCAs == nil {
+		// As a full handshake: nothing to verify with (unknown_ca).
+		hs.peerCerts = nil
+		return TicketReasonClientCert
+	}
+	if !hs.clientAuth.verifies() || cfg.ClientCAs == nil {
 		return ""
 	}
 	certs := hs.peerCerts

@@ -251,6 +251,21 @@ func TestResumptionReverifiesClientCerts(t *testing.T) {
 		if got := log.take(); !slices.Equal(got, want) {
 			t.Fatalf("tickets=%v events %v, want %v", tickets, got, want)
 		}
+		// A server that verifies with no CAs at all refuses every
+		// client certificate in a full handshake (unknown_ca), and so
+		// a resumed one too.
+		ccfg.ClientSessionCache = &oneCache{}
+		if r := runPair(t, server(p.pool), ccfg, []byte("a")); r.cerr != nil || r.serr != nil || r.ss.DidResume {
+			t.Fatalf("tickets=%v priming again: %v %v resumed=%v", tickets, r.cerr, r.serr, r.ss.DidResume)
+		}
+		log.take()
+		r = runPair(t, server(nil), ccfg, []byte("a"))
+		if r.serr == nil || r.ss.DidResume {
+			t.Fatalf("tickets=%v verifying without CAs: server error %v, resumed=%v", tickets, r.serr, r.ss.DidResume)
+		}
+		if got := log.take(); !slices.Equal(got, want) {
+			t.Fatalf("tickets=%v verifying without CAs: events %v, want %v", tickets, got, want)
+		}
 	}
 }
 
