@@ -911,15 +911,31 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 	if time.Since(p.started) < restartReset || !p.served {
 		quick = p.quick + 1
 	}
-	if quick >= maxQuickDeaths {
+	if quick >= maxQuickDeaths && !s.othersServe(p) {
 		s.log.Error("worker keeps dying: giving up", "worker", p.index, "deaths", quick)
 		return false
 	}
+	// While another worker serves, one that keeps dying (a crash that
+	// comes back, a certificate file changed on disk and broken, which
+	// only a worker started again reads) is retried every restartMax:
+	// stopping the workers that serve would turn one worker's fault into
+	// an outage, which the service manager's restart would not mend
+	// while the files stay broken. /readyz says 503 meanwhile.
 	delay := min(restartMin<<max(quick-1, 0), restartMax)
 	s.log.Error("worker died: restarting it", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode, "after", delay)
 	p.quick = quick
 	restart(p.index, delay)
 	return true
+}
+
+// othersServe reports whether a worker other than p is ready (s.mu held).
+func (s *supervisor) othersServe(p *workerProc) bool {
+	for _, o := range s.procs {
+		if o != nil && o != p && o.ready {
+			return true
+		}
+	}
+	return false
 }
 
 // runSupervisor is gmproxy run with workers > 1.

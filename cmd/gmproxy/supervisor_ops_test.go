@@ -324,23 +324,34 @@ func TestWorkerAnswerTooLong(t *testing.T) {
 // restartReset) is a failed start every time: after maxQuickDeaths of them
 // the supervisor gives up, as for workers that crash at once, instead of
 // restarting it for ever with /readyz 503. A worker that served and ran
-// past restartReset starts the count over.
+// past restartReset starts the count over. While another worker serves,
+// the supervisor does not give up (stopping it would make one worker's
+// fault, such as a certificate file broken on disk that only a worker
+// started again reads, an outage): it retries every restartMax.
 func TestWorkerFailingStartGivesUp(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		served bool
-		want   bool
+		name        string
+		served      bool
+		otherServes bool
+		want        bool
 	}{
-		{"never ready", false, false},
-		{"served for an hour", true, true},
+		{"never ready", false, false, false},
+		{"never ready, the other worker not ready either", false, false, false},
+		{"served for an hour", true, false, true},
+		{"never ready, the other worker serving", false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dead := &workerProc{index: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}, started: time.Now().Add(-time.Hour),
 				exited: make(chan struct{}), quick: maxQuickDeaths - 1, served: tc.served}
 			close(dead.exited)
-			s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: []*workerProc{dead}}
-			if got := s.died(dead, func(int, time.Duration) {}); got != tc.want {
+			other := &workerProc{index: 1, ready: tc.otherServes, served: true}
+			s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: []*workerProc{dead, other}}
+			after := time.Duration(-1)
+			if got := s.died(dead, func(_ int, d time.Duration) { after = d }); got != tc.want {
 				t.Errorf("after %d deaths in a row, the last an hour after its start: restarts %v, want %v", maxQuickDeaths, got, tc.want)
+			}
+			if tc.want && !tc.served && after != restartMax {
+				t.Errorf("a worker that keeps dying while another serves restarted after %v, want restartMax (%v)", after, restartMax)
 			}
 		})
 	}
