@@ -88,6 +88,7 @@ func fakeRedis(t *testing.T, header string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	reply := []byte(header) // not converted at each write: tests count a lookup's allocations
 	go func() {
 		for range 16 {
 			c, err := l.Accept()
@@ -114,7 +115,7 @@ func fakeRedis(t *testing.T, header string) string {
 						args = append(args, strings.TrimSpace(a))
 					}
 					if len(args) > 0 && (strings.EqualFold(args[0], "GET") || strings.EqualFold(args[0], "GETRANGE")) {
-						io.WriteString(c, header)
+						c.Write(reply)
 					} else if len(args) > 0 && strings.EqualFold(args[0], "HELLO") {
 						io.WriteString(c, "*2\r\n$6\r\nserver\r\n$5\r\nredis\r\n")
 					} else {
@@ -154,5 +155,47 @@ func TestRogueReplyIsAnError(t *testing.T) {
 			}
 		}()
 		shared.Close() // the store too
+	}
+}
+
+// TestRogueLengthsBounded: a reply announcing a length or count that
+// go-redis can allocate, but that no reply gmproxy asks for comes near
+// (64 TiB of bulk string: the runtime's "out of memory" is a fatal
+// error that no recover catches, and it ended the process; 1 GiB, a
+// status line of 8 MiB, an array of 2^28 elements or arrays nested a
+// million deep: a lookup, or the subscription's read of a message,
+// allocated all of it), is refused as it is read: the call fails with
+// errMalformed and allocates next to nothing.
+func TestRogueLengthsBounded(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		reply  bool // read as any reply (as the subscription reads messages), not a string
+	}{
+		{"$70368744177664\r\n", false},
+		{"$1073741824\r\n", false},
+		{"+" + strings.Repeat("x", 8<<20) + "\r\n", false},
+		{"*268435456\r\n", true},
+		{strings.Repeat("*1\r\n", 1<<20), true},
+	} {
+		name := c.header[:min(len(c.header), 24)]
+		addr := fakeRedis(t, c.header)
+		s := New(Options{Addresses: []string{addr}, Timeout: 2 * time.Second})
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var err error
+		if c.reply {
+			err = s.c.Do(context.Background(), "GET", "x").Err()
+		} else {
+			_, _, err = s.Get(context.Background(), "x")
+		}
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, errMalformed) {
+			t.Errorf("%q: Get = %v, want errMalformed", name, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+			t.Errorf("%q: one lookup allocated %d MiB", name, got>>20)
+		}
+		s.Close()
 	}
 }

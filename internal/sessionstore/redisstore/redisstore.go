@@ -88,8 +88,10 @@ func New(o Options) *Store {
 		IsClusterMode: o.Cluster,
 		Username:      o.Username,
 		Password:      o.Password,
-		TLSConfig:     o.TLS,
-		PoolSize:      o.PoolSize,
+		// The dialer makes the TLS connections (with o.TLS) and bounds
+		// what a reply may announce (guard.go).
+		Dialer:   dialer(max(t, time.Second), o.TLS),
+		PoolSize: o.PoolSize,
 		// Connections are opened ahead of need so that a lookup does not
 		// pay for a dial (and TLS) within its few milliseconds.
 		MinIdleConns: 2,

@@ -95,6 +95,24 @@ func StartCluster(tb testing.TB, n int) []*Server {
 	return nodes
 }
 
+// StartTLS starts a server that also serves TLS, with the PEM
+// certificate and key files given, on the port it returns as TLSAddr
+// (clients are not asked for certificates); it skips tb as Start does.
+func StartTLS(tb testing.TB, certFile, keyFile string) (s *Server, tlsAddr string) {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	s = &Server{tb: tb, bin: bin, dir: tb.TempDir(), port: FreePort(tb)}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	tlsPort := FreePort(tb)
+	s.args = []string{"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-auth-clients", "no"}
+	s.Restart()
+	tb.Cleanup(s.Stop)
+	return s, net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+}
+
 // StartReplica starts a server replicating master (no persistence, as
 // Start) and waits until its link to master is up; it skips tb as Start
 // does.
