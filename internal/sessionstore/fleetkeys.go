@@ -61,6 +61,9 @@ type keySnap struct {
 	byEpoch map[int64]fleetKey
 	keys    []ticket.Key // epoch's key first (if known), newest first
 	prev    bool         // keys ends with the previous set's keys
+	// fallback says that the store gave neither epoch's key nor the one
+	// before: the instance's own rotating keys encrypt, ahead of keys.
+	fallback bool
 }
 
 // fleetKey is one epoch's key and its sealed form in the store.
@@ -192,7 +195,7 @@ func (f *FleetKeys) TicketKeys() []ticket.Key {
 		return fb
 	}
 	ep := f.epochOf(now)
-	if ep == s.epoch {
+	if ep == s.epoch && !s.fallback {
 		if s.prev && !f.prevLive(now) {
 			// The previous set's keys expired within the epoch.
 			n := f.snapshot(ep, s.byEpoch)
@@ -219,8 +222,16 @@ func (f *FleetKeys) TicketKeys() []ticket.Key {
 			return n.keys
 		}
 		f.usedFb.Store(true)
-		fb := f.fallback.TicketKeys()
-		return append(slices.Clip(fb), s.keys...)
+		if ep != s.epoch || (s.prev && !f.prevLive(now)) {
+			// Once an epoch, the keys too old to open a valid ticket
+			// go, as when the store answers: one snapshot would
+			// otherwise keep them for as long as the store is down.
+			n := f.snapshot(ep, s.byEpoch)
+			n.fallback = true
+			f.snap.CompareAndSwap(s, n)
+			s = n
+		}
+		return append(slices.Clip(f.fallback.TicketKeys()), s.keys...)
 	}
 	n := f.snapshot(ep, s.byEpoch)
 	f.snap.CompareAndSwap(s, n)
