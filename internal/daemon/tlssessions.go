@@ -27,7 +27,11 @@ import (
 // resumes only on the site, with the certificate and under the client
 // authentication its handshake had (crypto/tls itself checks none of
 // them). issued at bounds it by sessions.lifetime, as nginx's
-// ssl_session_timeout bounds each ticket.
+// ssl_session_timeout bounds each ticket. It is when the session's secret
+// was made: crypto/tls seals a TLS 1.2 session again in a new ticket on
+// every resumption, keeping that time (sessionCreated), and a ticket
+// stamped anew each time would keep one master secret resumable for as
+// long as its client came back within the lifetime.
 
 // tlsSessionBinding returns the binding of a site's TLS sessions.
 func tlsSessionBinding(site string, cert []byte, clientAuth string) [32]byte {
@@ -46,14 +50,18 @@ func tlsSessionBinding(site string, cert []byte, clientAuth string) [32]byte {
 // sealTLSSessions makes tc seal its sessions with keys, bound by binding
 // and valid for lifetime after they are issued (now: the clock).
 func sealTLSSessions(tc *tls.Config, keys ticket.Source, binding [32]byte, lifetime time.Duration, now func() time.Time) {
-	tc.WrapSession = func(_ tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+	tc.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
 		state, err := ss.Bytes()
 		if err != nil {
 			return nil, err
 		}
+		issued := now()
+		if created, ok := sessionCreated(state, cs); ok && created.Before(issued) {
+			issued = created
+		}
 		pt := make([]byte, 0, len(binding)+8+len(state))
 		pt = append(pt, binding[:]...)
-		pt = binary.BigEndian.AppendUint64(pt, uint64(now().Unix()))
+		pt = binary.BigEndian.AppendUint64(pt, uint64(issued.Unix()))
 		pt = append(pt, state...)
 		out, err := ticket.Seal(nil, keys, ticket.TLS, pt)
 		clear(pt) // the session's secret, in the clear
@@ -77,4 +85,18 @@ func sealTLSSessions(tc *tls.Config, keys ticket.Source, binding [32]byte, lifet
 		}
 		return ss, nil
 	}
+}
+
+// sessionCreated returns when the secret of a session, as ss.Bytes()
+// encodes it for connection cs, was made: for a TLS 1.2 session resumed,
+// its first full handshake. crypto/tls keeps the time unexported; its
+// encoding starts with the version (u16), a type (u8), the cipher suite
+// (u16) and that time (u64, Unix seconds). The version and suite must be
+// cs's: an encoding that changed gives false (the time of sealing then
+// stands in, as before).
+func sessionCreated(state []byte, cs tls.ConnectionState) (time.Time, bool) {
+	if len(state) < 13 || binary.BigEndian.Uint16(state) != cs.Version || binary.BigEndian.Uint16(state[3:]) != cs.CipherSuite {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(binary.BigEndian.Uint64(state[5:13])), 0), true
 }

@@ -223,3 +223,60 @@ func mustBytes(t *testing.T, ss *tls.SessionState) []byte {
 	}
 	return b
 }
+
+// TestTLS12ResumptionKeepsTheLifetime: crypto/tls renews a TLS 1.2
+// ticket on every resumption, sealing the same master secret again; the
+// new ticket must keep the session's creation time, so that the session
+// resumes for sessions.lifetime after its full handshake, as with nginx's
+// ssl_session_timeout, and no longer. Each new ticket was stamped with
+// the time it was sealed: a client resuming every 4 minutes kept one
+// master secret (and, with mutual TLS, one certificate check) for 7 days
+// under a lifetime of 5 minutes.
+func TestTLS12ResumptionKeepsTheLifetime(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"site.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	keys := ticket.Static{testTicketKey(t, 1)}
+	clock := time.Now()
+	now := func() time.Time { return clock }
+	srv := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, Time: now}
+	sealTLSSessions(srv, keys, tlsSessionBinding("site", der, ""), 5*time.Minute, now)
+	client := &tls.Config{RootCAs: roots, ServerName: "site.test", MaxVersion: tls.VersionTLS12,
+		ClientSessionCache: tls.NewLRUClientSessionCache(4), Time: now}
+	resumed := func() bool {
+		t.Helper()
+		c1, c2 := testpeer.TCPPair(t)
+		s := tls.Server(c2, srv)
+		go func() {
+			defer c2.Close()
+			s.Handshake()
+		}()
+		c := tls.Client(c1, client)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		return c.ConnectionState().DidResume
+	}
+	resumed()
+	clock = clock.Add(4 * time.Minute)
+	if !resumed() {
+		t.Fatal("no resumption 4 minutes after the full handshake (lifetime 5m)")
+	}
+	clock = clock.Add(4 * time.Minute)
+	if resumed() {
+		t.Fatal("a session resumed 8 minutes after its full handshake (lifetime 5m): the ticket its resumption renewed was stamped anew")
+	}
+}
