@@ -57,7 +57,7 @@ func TestStoredValueReadCapped(t *testing.T) {
 	defer cancel()
 	const size = 64 << 20
 	id := "\x01session-id-offered-by-client\x02"
-	s := New(Options{Addresses: []string{srv.Addr}, Timeout: time.Second})
+	s := New(Options{Addresses: []string{srv.Addr}, Timeout: 30 * time.Second}) // planting 64 MiB takes long on a busy machine; lookups are bounded by the Shared timeout
 	defer s.Close()
 	if err := s.Set(ctx, "gmproxy:tlcp:"+hex.EncodeToString([]byte(id)), bytes.Repeat([]byte{'x'}, size), time.Minute); err != nil {
 		t.Fatal(err)
