@@ -8,13 +8,13 @@ import (
 
 // guardScan runs a stream through a replyGuard in pieces of at most step
 // bytes, and says whether it was refused and where the guard ended up.
-func guardScan(stream []byte, step int) (err error, g replyGuard) {
+func guardScan(stream []byte, step int) (g replyGuard, err error) {
 	for len(stream) > 0 && err == nil {
 		n := min(step, len(stream))
 		err = g.scan(stream[:n])
 		stream = stream[n:]
 	}
-	return err, g
+	return g, err
 }
 
 // TestReplyGuardPassesReplies: replies of the sizes and shapes Redis and
@@ -38,7 +38,7 @@ func TestReplyGuardPassesReplies(t *testing.T) {
 	}
 	for _, r := range good {
 		for _, step := range []int{1, 3, len(r)} {
-			err, g := guardScan([]byte(r), step)
+			g, err := guardScan([]byte(r), step)
 			if err != nil {
 				t.Errorf("%.40q in pieces of %d: %v", r, step, err)
 			}
@@ -62,7 +62,7 @@ func TestReplyGuardPassesReplies(t *testing.T) {
 	}
 	for _, r := range bad {
 		for _, step := range []int{1, len(r)} {
-			if err, _ := guardScan([]byte(r), step); !errors.Is(err, errMalformed) {
+			if _, err := guardScan([]byte(r), step); !errors.Is(err, errMalformed) {
 				t.Errorf("%.40q in pieces of %d: %v, want errMalformed", r, step, err)
 			}
 		}
@@ -77,8 +77,8 @@ func FuzzReplyGuard(f *testing.F) {
 	f.Add([]byte("$16777217\r\n"), 2)
 	f.Fuzz(func(t *testing.T, stream []byte, step int) {
 		step = 1 + abs(step)%64
-		errWhole, gWhole := guardScan(stream, len(stream)+1)
-		errSplit, gSplit := guardScan(stream, step)
+		gWhole, errWhole := guardScan(stream, len(stream)+1)
+		gSplit, errSplit := guardScan(stream, step)
 		if (errWhole == nil) != (errSplit == nil) {
 			t.Fatalf("whole: %v, in pieces of %d: %v", errWhole, step, errSplit)
 		}
