@@ -207,6 +207,14 @@ type ProxyProtocol struct {
 	// without a header is served with its socket address. Required when
 	// enabled.
 	Trusted []string `yaml:"trusted"`
+	// Required closes a connection from a trusted address that does not
+	// start with a PROXY header, as nginx's and HAProxy's proxy_protocol
+	// listeners do: a balancer that relays a client without one would
+	// have the client counted, logged and matched by client_ip as the
+	// balancer's own address. Off, such a connection is served with its
+	// socket address (a balancer's own health checks without a header).
+	// Default false.
+	Required bool `yaml:"required"`
 }
 
 // HTTPServer holds limits of the HTTP server behind a listener.

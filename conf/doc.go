@@ -222,6 +222,13 @@
 //     PROXY header; a connection from anywhere else that sends one is closed,
 //     and one without a header is served with its socket address. Required
 //     when enabled.
+//   - required (boolean): required closes a connection from a trusted address
+//     that does not start with a PROXY header, as nginx's and HAProxy's
+//     proxy_protocol listeners do: a balancer that relays a client without one
+//     would have the client counted, logged and matched by client_ip as the
+//     balancer's own address. Off, such a connection is served with its socket
+//     address (a balancer's own health checks without a header). Default
+//     false.
 //
 // # listeners[].http
 //

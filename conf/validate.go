@@ -431,6 +431,9 @@ func (v *validator) listenerProxyProtocol(l *Listener, p string) {
 	if !l.ProxyProtocol.Enabled && len(l.ProxyProtocol.Trusted) > 0 {
 		v.warnf(p+".proxy_protocol.trusted", "set enabled: true", "proxy_protocol.trusted is ignored because proxy_protocol is not enabled")
 	}
+	if !l.ProxyProtocol.Enabled && l.ProxyProtocol.Required {
+		v.warnf(p+".proxy_protocol.required", "set enabled: true", "proxy_protocol.required is ignored because proxy_protocol is not enabled")
+	}
 	v.prefixes(p+".proxy_protocol.trusted", l.ProxyProtocol.Trusted)
 }
 

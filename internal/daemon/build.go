@@ -542,11 +542,12 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 		pp = append([]string{}, l.ProxyProtocol.Trusted...)
 	}
 	return ListenerSpec{
-		ProxyProtocol:        pp,
-		ProxyProtocolTimeout: l.HandshakeTimeout,
-		Address:              l.Address,
-		DeferAccept:          l.DeferAccept,
-		Handshake:            hcfg,
+		ProxyProtocol:         pp,
+		ProxyProtocolTimeout:  l.HandshakeTimeout,
+		ProxyProtocolRequired: l.ProxyProtocol.Enabled && l.ProxyProtocol.Required,
+		Address:               l.Address,
+		DeferAccept:           l.DeferAccept,
+		Handshake:             hcfg,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:       int(l.HTTP.MaxHeaderBytes),
 			ReadHeaderTimeout:    l.HTTP.ReadHeaderTimeout,

@@ -36,6 +36,9 @@ type ListenerSpec struct {
 	ProxyProtocol []string
 	// ProxyProtocolTimeout bounds reading a PROXY header.
 	ProxyProtocolTimeout time.Duration
+	// ProxyProtocolRequired closes a trusted source's connection that
+	// does not start with a PROXY header.
+	ProxyProtocolRequired bool
 	// DeferAccept is the listening socket's TCP_DEFER_ACCEPT
 	// (rawsock.SetDeferAccept; 0: off). A reload sets it again.
 	DeferAccept time.Duration
@@ -205,7 +208,7 @@ func (d *Daemon) stage(gen *Generation) (*staged, error) {
 		if ls.ProxyProtocol == nil {
 			continue
 		}
-		pp, err := proxy.NewProxyProtocolListener(nil, ls.ProxyProtocol, ls.ProxyProtocolTimeout, false)
+		pp, err := proxy.NewProxyProtocolListener(nil, ls.ProxyProtocol, ls.ProxyProtocolTimeout, ls.ProxyProtocolRequired)
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: %w", ls.Address, err)
 		}

@@ -56,3 +56,49 @@ func fetchXFF(t *testing.T, raw net.Conn, want string) {
 		t.Errorf("backend saw %q, want xff=%s", body, want)
 	}
 }
+
+// TestProxyProtocolRequired: with proxy_protocol.required, a connection
+// from a trusted balancer that does not start with a PROXY header is
+// closed rather than served as the balancer's own (its client would be
+// counted, logged and matched by client_ip as the balancer); one with a
+// header is served. Without it, the header-less connection is served
+// with its socket address.
+func TestProxyProtocolRequired(t *testing.T) {
+	b := newBackend(t)
+	for _, required := range []bool{true, false} {
+		cfg := testConfig(t, b.Listener.Addr().String())
+		cfg.Listeners[0].ProxyProtocol.Enabled = true
+		cfg.Listeners[0].ProxyProtocol.Trusted = []string{"127.0.0.1/32"}
+		cfg.Listeners[0].ProxyProtocol.Required = required
+		d := startDaemon(t, cfg)
+
+		raw, err := net.Dial("tcp", d.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		io.WriteString(raw, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n")
+		fetchXFF(t, raw, "203.0.113.7")
+		raw.Close()
+
+		raw, err = net.Dial("tcp", d.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		if !required {
+			fetchXFF(t, raw, "127.0.0.1")
+			raw.Close()
+			continue
+		}
+		p := testPKI(t)
+		pool := x509.NewCertPool()
+		ca, _ := x509.ParseCertificate(p.ECDSACA.Cert.Raw)
+		pool.AddCert(ca)
+		err = tls.Client(raw, &tls.Config{ServerName: "localhost", RootCAs: pool}).Handshake()
+		raw.Close()
+		if err == nil {
+			t.Errorf("required: a trusted connection without a PROXY header completed its handshake; want it closed")
+		}
+	}
+}
