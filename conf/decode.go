@@ -368,7 +368,19 @@ func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string) {
 		d.typeError(n, path, "a whole number", "")
 		return
 	}
-	i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	digits := strings.ReplaceAll(n.Value, "_", "")
+	// 010000 is 4096 to a YAML 1.1 reader (and to ParseInt's base 0) but
+	// 10000 to YAML 1.2 and to nginx: take neither reading.
+	if u := strings.TrimLeft(digits, "+-"); len(u) > 1 && u[0] == '0' && u[1] >= '0' && u[1] <= '9' {
+		dec := strings.TrimLeft(u, "0")
+		if dec == "" {
+			dec = "0"
+		}
+		d.addAt(SeverityError, nodePos(n), path, fmt.Sprintf("number %q starts with 0: YAML 1.1 reads it as octal, YAML 1.2 as decimal", n.Value),
+			fmt.Sprintf("write it without the leading 0: %s%s", digits[:len(digits)-len(u)], dec))
+		return
+	}
+	i, err := strconv.ParseInt(digits, 0, 64)
 	if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
 		d.typeError(n, path, "a whole number", "")
 		return
