@@ -116,3 +116,40 @@ func TestGoodConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeKeyListEarlierWins holds a merge key's list of mappings to the
+// YAML merge type (yaml.org/type/merge.html) as yaml.v3 reads it: a key in
+// a mapping earlier in the list overrides the same key in a later one, and
+// the mapping's own keys override both.
+func TestMergeKeyListEarlierWins(t *testing.T) {
+	const text = `
+listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - server_names: [portal.example.cn]
+    tlcp:
+      sign_cert: ../pki/server_sign.crt
+      sign_key: ../pki/server_sign.key
+      enc_cert: ../pki/server_enc.crt
+      enc_key: ../pki/server_enc.key
+    routes:
+      - {path_prefix: /a, upstream: a}
+      - {path_prefix: /b, upstream: b}
+      - {path_prefix: /, upstream: c}
+upstreams:
+  - {name: a, targets: [127.0.0.1:8080], timeouts: &a {connect: 1s, read: 10s}}
+  - {name: b, targets: [127.0.0.1:8080], timeouts: &b {connect: 2s, read: 20s, idle: 30s}}
+  - name: c
+    targets: [127.0.0.1:8080]
+    timeouts:
+      <<: [*a, *b]
+      read: 3s
+`
+	cfg, err := Parse("testdata/good/merge.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Upstreams[2].Timeouts
+	if got.Connect != time.Second || got.Read != 3*time.Second || got.Idle != 30*time.Second {
+		t.Errorf("connect %v, read %v, idle %v; want 1s (the first merged mapping's), 3s (its own), 30s (the second's)", got.Connect, got.Read, got.Idle)
+	}
+}

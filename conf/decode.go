@@ -406,7 +406,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	seen := map[string]pos{}
 	d.merging[n] = true
 	defer delete(d.merging, n)
-	// Merge keys ("<<: *anchor") first, so that explicit keys override them.
+	// Merge keys ("<<: *anchor") first, so that explicit keys override them;
+	// a list of mappings is decoded last to first, so that a key of an
+	// earlier one overrides the same key of a later one, as the YAML merge
+	// type has it (and yaml.v3's Unmarshal).
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "<<" && n.Content[i].Tag == "!!merge" {
 			val := n.Content[i+1]
@@ -417,7 +420,8 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			if val.Kind == yaml.SequenceNode {
 				srcs = val.Content
 			}
-			for _, s := range srcs {
+			for j := len(srcs) - 1; j >= 0; j-- {
+				s := srcs[j]
 				src := s
 				for src.Kind == yaml.AliasNode && src.Alias != nil {
 					src = src.Alias
