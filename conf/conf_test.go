@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,54 @@ upstreams:
 	got := cfg.Upstreams[2].Timeouts
 	if got.Connect != time.Second || got.Read != 3*time.Second || got.Idle != 30*time.Second {
 		t.Errorf("connect %v, read %v, idle %v; want 1s (the first merged mapping's), 3s (its own), 30s (the second's)", got.Connect, got.Read, got.Idle)
+	}
+}
+
+// TestShadowedRouteWarned: routes are tried in order, not by the longest
+// prefix as nginx's locations are, so a route written after one whose
+// path_prefix its path starts with, and that matches on nothing else,
+// never gets a request. An nginx configuration carried over in its order
+// (location /api, then location /api/v1) does that.
+func TestShadowedRouteWarned(t *testing.T) {
+	const text = `
+listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - server_names: [portal.example.cn]
+    tlcp:
+      sign_cert: ../pki/server_sign.crt
+      sign_key: ../pki/server_sign.key
+      enc_cert: ../pki/server_enc.crt
+      enc_key: ../pki/server_enc.key
+    routes:
+      - {path_prefix: /api, upstream: app}
+      - {path_prefix: /api/v1, upstream: app}
+      - {path: /api/health, respond: {status: 200}}
+      - {path: /login, upstream: app}
+      - {path: /login, host: [a.example.cn], upstream: app}
+      - {path_prefix: /login, upstream: app}
+      - {path_prefix: /static, host: [a.example.cn], upstream: app}
+      - {path_prefix: /static/img, upstream: app}
+      - {path_prefix: /ap, upstream: app}
+      - {path_prefix: /, upstream: app}
+upstreams:
+  - {name: app, targets: [127.0.0.1:8080]}
+`
+	cfg, err := Parse("testdata/good/shadow.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range cfg.Warnings {
+		if strings.Contains(p.Message, "never matches") {
+			got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Column, p.Path, p.Message))
+		}
+	}
+	want := []string{
+		"12:9 sites[0].routes[1]: route never matches: routes[0] before it (path_prefix /api) matches every request it would",
+		"13:9 sites[0].routes[2]: route never matches: routes[0] before it (path_prefix /api) matches every request it would",
+		"15:9 sites[0].routes[4]: route never matches: routes[3] before it (path /login) matches every request it would",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -316,7 +316,9 @@ type Site struct {
 	// ALPN are the application protocols offered, in preference order.
 	// Default [h2, http/1.1] for sites with routes, none for stream sites.
 	ALPN []string `yaml:"alpn"`
-	// Routes are tried in order; the first match handles the request.
+	// Routes are tried in order; the first match handles the request
+	// (not the longest prefix, as nginx's locations: put /api/v1 before
+	// /api; gmproxy check warns about a route an earlier one hides).
 	// A site has either routes or stream.
 	Routes []Route `yaml:"routes"`
 	// CaseInsensitivePaths matches the routes' path and path_prefix (and

@@ -326,8 +326,9 @@
 //     preference order. Default [h2, http/1.1] for sites with routes, none for
 //     stream sites.
 //   - routes (list of sections, see sites[].routes[]): routes are tried in
-//     order; the first match handles the request. A site has either routes or
-//     stream.
+//     order; the first match handles the request (not the longest prefix, as
+//     nginx's locations: put /api/v1 before /api; gmproxy check warns about a
+//     route an earlier one hides). A site has either routes or stream.
 //   - case_insensitive_paths (boolean): case_insensitive_paths matches the
 //     routes' path and path_prefix (and removes strip_prefix) without regard
 //     to letter case, as IIS, ASP.NET and other Windows backends read paths:

@@ -603,12 +603,36 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			routeNames[r.Name] = true
 			if catchAll >= 0 {
 				v.warnf(rp, "move it before the catch-all route or add matchers to that one", "route never matches: routes[%d] before it matches every request", catchAll)
+			} else if i, by := shadowedBy(s.Routes[:j], r); i >= 0 {
+				v.warnf(rp, "routes are tried in order, not by the longest prefix as nginx's locations are: move it before routes["+strconv.Itoa(i)+"]", "route never matches: routes[%d] before it (%s) matches every request it would", i, by)
 			}
 			if v.route(r, rp, upstreams, upstreamUsed) && catchAll < 0 {
 				catchAll = j
 			}
 		}
 	}
+}
+
+// shadowedBy returns the first of the routes before r that takes every
+// request r matches, and the matcher by which, or -1: a route that matches
+// on its path alone, an exact path equal to r's, or a prefix r's path or
+// prefix starts with. Matching is by plain prefix, so this holds on a site
+// with case_insensitive_paths too.
+func shadowedBy(before []Route, r *Route) (int, string) {
+	for i := range before {
+		e := &before[i]
+		if len(e.Host) > 0 || len(e.Header) > 0 || len(e.ClientIP) > 0 || e.PathRegex != "" {
+			continue
+		}
+		switch {
+		case e.Path != "" && e.PathPrefix == "" && r.Path == e.Path:
+			return i, "path " + e.Path
+		case e.PathPrefix != "" && e.Path == "" && (r.Path != "" && strings.HasPrefix(r.Path, e.PathPrefix) ||
+			r.PathPrefix != "" && strings.HasPrefix(r.PathPrefix, e.PathPrefix)):
+			return i, "path_prefix " + e.PathPrefix
+		}
+	}
+	return -1, ""
 }
 
 // route validates r and reports whether it matches every request.
