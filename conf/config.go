@@ -220,7 +220,7 @@ type ProxyProtocol struct {
 // HTTPServer holds limits of the HTTP server behind a listener.
 type HTTPServer struct {
 	// MaxHeaderBytes bounds the request line plus headers, each field
-	// counting 32 bytes more, as in HTTP/2. Default 1MiB.
+	// counting 32 bytes more, as in HTTP/2. Default 1MiB, at most 16MiB.
 	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
 	// ReadHeaderTimeout bounds reading a request's headers. Default 30s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -733,7 +733,7 @@ type Upstream struct {
 	// MaxResponseHeaderBytes bounds a target's response head (status line
 	// and fields); a larger one is refused as malformed: the client gets
 	// 502 and the target counts a failure (nginx: "upstream sent too big
-	// header"). Default 64KiB, at least 1KiB.
+	// header"). Default 64KiB, at least 1KiB, at most 16MiB.
 	MaxResponseHeaderBytes ByteSize `yaml:"max_response_header_bytes"`
 	// MaxResponseHeaderFields bounds the field lines of a target's
 	// response head, and of its trailer section; more is refused as

@@ -36,6 +36,10 @@ const (
 	DefaultMaxRequestsPerClient    = 1024
 	DefaultRequestBuffer           = 64 << 10
 	MaxRequestBuffer               = 16 << 20
+	// MaxHeadBytes bounds max_header_bytes and max_response_header_bytes:
+	// far below HTTP/2's 32-bit SETTINGS_MAX_HEADER_LIST_SIZE, which a
+	// value past 4GiB wraps, and a head one connection may hold.
+	MaxHeadBytes = 16 << 20
 	// MaxKeyPrefix bounds sessions.store.key_prefix (bytes).
 	MaxKeyPrefix                   = 256
 	DefaultBodyTimeout             = 60 * time.Second

@@ -236,7 +236,8 @@
 // This section holds limits of the HTTP server behind a listener.
 //
 //   - max_header_bytes (size): max_header_bytes bounds the request line plus
-//     headers, each field counting 32 bytes more, as in HTTP/2. Default 1MiB.
+//     headers, each field counting 32 bytes more, as in HTTP/2. Default 1MiB,
+//     at most 16MiB.
 //   - read_header_timeout (duration): read_header_timeout bounds reading a
 //     request's headers. Default 30s.
 //   - read_timeout (duration): read_timeout bounds reading a whole request,
@@ -864,7 +865,8 @@
 //   - max_response_header_bytes (size): max_response_header_bytes bounds a
 //     target's response head (status line and fields); a larger one is refused
 //     as malformed: the client gets 502 and the target counts a failure
-//     (nginx: "upstream sent too big header"). Default 64KiB, at least 1KiB.
+//     (nginx: "upstream sent too big header"). Default 64KiB, at least 1KiB,
+//     at most 16MiB.
 //   - max_response_header_fields (integer): max_response_header_fields bounds
 //     the field lines of a target's response head, and of its trailer section;
 //     more is refused as malformed (502; a trailer over it cuts the response).

@@ -441,6 +441,8 @@ func (v *validator) listenerProxyProtocol(l *Listener, p string) {
 func (v *validator) listenerHTTP(h *HTTPServer, p string) {
 	if h.MaxHeaderBytes <= 0 {
 		v.errf(p+".max_header_bytes", "use for example 1MiB", "max_header_bytes must be positive")
+	} else if h.MaxHeaderBytes > MaxHeadBytes {
+		v.errf(p+".max_header_bytes", "use for example 1MiB", "max_header_bytes %s is over %s (the head of one request, which one connection holds)", h.MaxHeaderBytes, ByteSize(MaxHeadBytes))
 	}
 	if h.MaxConcurrentStreams < 1 {
 		v.errf(p+".max_concurrent_streams", "use for example 250", "max_concurrent_streams must be at least 1")
@@ -1757,6 +1759,8 @@ func (v *validator) upstreamConnections(u *Upstream, p string) {
 	}
 	if u.MaxResponseHeaderBytes < 1<<10 {
 		v.errf(p+".max_response_header_bytes", "write a size such as 64KiB", "max_response_header_bytes must be at least 1KiB")
+	} else if u.MaxResponseHeaderBytes > MaxHeadBytes {
+		v.errf(p+".max_response_header_bytes", "write a size such as 64KiB", "max_response_header_bytes %s is over %s (the head of one response, which one request holds)", u.MaxResponseHeaderBytes, ByteSize(MaxHeadBytes))
 	}
 	if u.MaxResponseHeaderFields < 1 {
 		v.errf(p+".max_response_header_fields", "write a count such as 256", "max_response_header_fields must be positive")
