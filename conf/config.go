@@ -1373,7 +1373,8 @@ type KeyServer struct {
 	// on expiry the handshake fails. Default 3s.
 	Timeout time.Duration `yaml:"timeout"`
 	// PoolSize is the number of connections kept open to each address;
-	// each carries many operations at once. Default 2.
+	// each carries many operations at once. Default 2, at most 64 (what
+	// a key server takes from one client by default, max_connections).
 	PoolSize int `yaml:"pool_size"`
 	// MaxInFlight bounds the operations sent to the key server at once;
 	// further operations wait for one to finish, within timeout. 0 means

@@ -83,6 +83,11 @@ const (
 	DefaultKeyServerMaxHandshakesPerAddress = keyserver.DefaultMaxHandshakesPerAddr
 	DefaultKeyServerAuditInterval           = keyserver.DefaultAuditInterval
 	DefaultKeyServerShutdownGrace           = 10 * time.Second
+
+	// MaxKeyServerPoolSize bounds key_servers[].pool_size: a key server
+	// takes at most this many connections of one client by default
+	// (clients[].max_connections), each worker opening pool_size.
+	MaxKeyServerPoolSize = 64 // keyserver.DefaultLimits.MaxConns
 )
 
 // Default TLCP suites (Tongsuo names), in preference order.

@@ -1270,7 +1270,9 @@
 //     failing over to another address included (the handshake's own deadline
 //     applies too); on expiry the handshake fails. Default 3s.
 //   - pool_size (integer): pool_size is the number of connections kept open to
-//     each address; each carries many operations at once. Default 2.
+//     each address; each carries many operations at once. Default 2, at most
+//     64 (what a key server takes from one client by default,
+//     max_connections).
 //   - max_in_flight (integer): max_in_flight bounds the operations sent to the
 //     key server at once; further operations wait for one to finish, within
 //     timeout. 0 means unlimited. Default 64.

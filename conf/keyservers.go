@@ -57,6 +57,9 @@ func (v *validator) validateKeyServers() {
 		if k.PoolSize < 1 {
 			v.errf(p+".pool_size", "use 1 or more, for example 2 (each connection carries many operations at once)", "pool_size must be at least 1")
 			ok = false
+		} else if k.PoolSize > MaxKeyServerPoolSize {
+			v.errf(p+".pool_size", "use for example 2: each connection carries many operations at once", "pool_size %d is over %d, the connections a key server takes from one client by default (its clients' max_connections)", k.PoolSize, MaxKeyServerPoolSize)
+			ok = false
 		}
 		if k.HealthCheckInterval <= 0 {
 			v.errf(p+".health_check_interval", "write a duration such as 2s", "health_check_interval must be positive")

@@ -220,3 +220,11 @@ func TestSubjectProblemAcceptsCertificateSubjects(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyServerPoolSizeBound holds pool_size's bound to what a key server
+// takes from one client by default, which its error message names.
+func TestKeyServerPoolSizeBound(t *testing.T) {
+	if MaxKeyServerPoolSize != keyserver.DefaultLimits.MaxConns {
+		t.Errorf("MaxKeyServerPoolSize %d, keyserver.DefaultLimits.MaxConns %d", MaxKeyServerPoolSize, keyserver.DefaultLimits.MaxConns)
+	}
+}
