@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,5 +202,41 @@ upstreams:
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestMergeKeyInNameValueMapping: a merge key works in the mappings of
+// header names as in sections (one set of headers shared by routes), the
+// mapping's own names overriding merged ones whatever their letter case,
+// and an earlier merged mapping overriding a later one.
+func TestMergeKeyInNameValueMapping(t *testing.T) {
+	const text = `
+listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - server_names: [portal.example.cn]
+    tlcp:
+      sign_cert: ../pki/server_sign.crt
+      sign_key: ../pki/server_sign.key
+      enc_cert: ../pki/server_enc.crt
+      enc_key: ../pki/server_enc.key
+    routes:
+      - path_prefix: /a
+        upstream: app
+        request_headers: {set: &h {X-A: "1", X-B: "1"}, add: &g {X-A: "2", X-C: "2"}}
+      - path_prefix: /
+        upstream: app
+        request_headers:
+          set: {<<: [*h, *g], x-b: "3"}
+upstreams:
+  - {name: app, targets: [127.0.0.1:8080]}
+`
+	cfg, err := Parse("testdata/good/merge.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Sites[0].Routes[1].RequestHeaders.Set
+	want := map[string]string{"X-A": "1", "x-b": "3", "X-C": "2"}
+	if !maps.Equal(got, want) {
+		t.Errorf("set %v, want %v", got, want)
 	}
 }

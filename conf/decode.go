@@ -321,8 +321,13 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 	m := reflect.MakeMap(v.Type())
 	seen := map[string]pos{}
+	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
+		if k.Value == "<<" && k.Tag == "!!merge" {
+			merges = append(merges, val)
+			continue
+		}
 		kp := joinPath(path, k.Value)
 		// The names are header field names: X-Tenant and x-tenant are
 		// one, and the last would silently win.
@@ -336,7 +341,41 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 		d.decode(val, ev, kp)
 		m.SetMapIndex(reflect.ValueOf(k.Value), ev)
 	}
+	// Merge keys ("<<: *anchor") add the names this mapping does not
+	// give, in any letter case; of a list of mappings, the earlier one's.
+	d.merging[n] = true
+	defer delete(d.merging, n)
+	for _, val := range merges {
+		srcs := []*yaml.Node{val}
+		if r := resolveAlias(val); r.Kind == yaml.SequenceNode {
+			srcs = r.Content
+		}
+		for _, s := range srcs {
+			if d.merging[resolveAlias(s)] {
+				d.addAt(SeverityError, nodePos(s), path, "a merge key (<<) refers to the mapping it is in", "remove it from the merge key's list")
+				continue
+			}
+			src := reflect.New(v.Type()).Elem()
+			d.decode(s, src, path)
+			names := src.MapKeys()
+			sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+			for _, name := range names {
+				if _, dup := seen[strings.ToLower(name.String())]; !dup {
+					seen[strings.ToLower(name.String())] = nodePos(s)
+					m.SetMapIndex(name, src.MapIndex(name))
+				}
+			}
+		}
+	}
 	v.Set(m)
+}
+
+// resolveAlias returns the node an alias refers to, n if it is none.
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i <= maxDepth; i++ {
+		n = n.Alias
+	}
+	return n
 }
 
 // decodeString decodes a single value (null is the empty string).
