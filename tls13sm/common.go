@@ -39,7 +39,6 @@ const (
 	maxTicketLifetime     = 7 * 24 * time.Hour // RFC 8446 §4.6.1
 	defaultTicketLife     = 2 * time.Hour
 	maxPSKIdentities      = 8
-	maxServerName         = 255 // bytes of a server_name host name (RFC 1035 §2.3.4)
 	maxTicketAgeSkew      = 60 * time.Second
 	maxPostHandshakeNoApp = 32
 )

@@ -215,7 +215,7 @@ type clientHelloMsg struct {
 	sessionID           []byte
 	cipherSuites        []uint16
 	compressionMethods  []uint8
-	serverName          string // at most maxServerName bytes of printable ASCII
+	serverName          string
 	supportedGroups     []uint16
 	signatureAlgorithms []uint16
 	sigAlgsCert         []uint16
@@ -370,8 +370,8 @@ func (m *clientHelloMsg) parseExtension(et uint16, ed cryptobyte.String) bool {
 	case extServerName:
 		var n int
 		var ok bool
-		if m.serverName, n, ok = wire.ReadServerName(&ed); !ok || n > 1 || len(m.serverName) > maxServerName {
-			return false // malformed, several host names, or none a DNS name can be
+		if m.serverName, n, ok = wire.ReadServerName(&ed); !ok || n > 1 {
+			return false // malformed, or several host names
 		}
 		for _, c := range []byte(m.serverName) {
 			if c == 0 || c > 0x7e {

@@ -252,34 +252,3 @@ func TestSessionStateSize(t *testing.T) {
 		t.Fatal("version 1 session state accepted")
 	}
 }
-
-// TestClientHelloServerNameBounded: a server_name that can be no DNS host
-// name (over 255 bytes, RFC 1035 §2.3.4, a NUL, a byte outside printable
-// ASCII) makes the ClientHello malformed (decode_error) rather than a
-// name kept for the connection's life (up to the extension's 64 KiB); a
-// name of 255 bytes is taken, as TLCP's server takes it.
-func TestClientHelloServerNameBounded(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{strings.Repeat("a", 255), true},
-		{strings.Repeat("a", 256), false},
-		{strings.Repeat("a", 60000), false},
-		{"a\x00b.example", false},
-		{"caf\xc3\xa9.example", false},
-	} {
-		ch := &clientHelloMsg{vers: 0x0303, random: make([]byte, 32), sessionID: make([]byte, 32),
-			cipherSuites: []uint16{TLS_SM4_GCM_SM3}, compressionMethods: []uint8{0}, serverName: tc.name,
-			supportedGroups: []uint16{CurveSM2}, signatureAlgorithms: []uint16{SM2SigSM3},
-			supportedVersions: []uint16{VersionTLS13}, keyShares: []keyShare{{CurveSM2, make([]byte, 65)}}}
-		raw, err := ch.marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ch2 clientHelloMsg
-		if got := ch2.unmarshal(raw); got != tc.ok {
-			t.Errorf("server_name of %d bytes (%.12q…): parsed %v, want %v", len(tc.name), tc.name, got, tc.ok)
-		}
-	}
-}
