@@ -41,6 +41,7 @@ const (
 	maxPSKIdentities      = 8
 	maxTicketAgeSkew      = 60 * time.Second
 	maxPostHandshakeNoApp = 32
+	maxServerName         = 255 // bytes of a server_name host name (RFC 1035 §2.3.4)
 )
 
 // sm2TLS13ID is the SM2 distinguishing ID for TLS 1.3 CertificateVerify

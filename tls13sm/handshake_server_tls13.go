@@ -177,6 +177,12 @@ func (hs *serverHandshakeState) readClientHello() error {
 		}
 		return c.fail(AlertDecodeError, "malformed ClientHello")
 	}
+	// No DNS host name is longer (RFC 1035 §2.3.4); OpenSSL refuses such
+	// a name the same way (RFC 6066 §3 allows unrecognized_name), rather
+	// than keep up to 64 KiB of it for the connection's life.
+	if len(hs.hello.serverName) > maxServerName {
+		return c.fail(AlertUnrecognizedName, "server_name of %d bytes is no host name", len(hs.hello.serverName))
+	}
 	if hs.config.GetConfigForClient != nil {
 		cfg, err := hs.config.GetConfigForClient(hs.clientHelloInfo())
 		if err != nil {

@@ -9,8 +9,10 @@ package tls13sm
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -513,5 +515,38 @@ func TestShortRecordAfterHelloRetryIsNotEarlyData(t *testing.T) {
 				t.Fatalf("%d-byte application_data record before the second ClientHello: server answered %v; want unexpected_message", n, r)
 			}
 		})
+	}
+}
+
+// TestServerNameBounded: a server_name longer than a DNS host name can be
+// (255 bytes, RFC 1035 §2.3.4) is refused with unrecognized_name, as the
+// TLCP server and OpenSSL's refuse it (RFC 6066 §3 allows it), rather
+// than kept, up to the extension's 64 KiB, for the connection's life
+// (ConnectionState.ServerName, the front door's copy).
+func TestServerNameBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{strings.Repeat("a", 255), true},
+		{strings.Repeat("a", 256), false},
+		{strings.Repeat("a", 60000), false},
+	} {
+		srvCfg, cliCfg := testConfigs(t)
+		cliCfg.ServerName, cliCfg.InsecureSkipVerify = tc.name, true
+		ss, _, serr, cerr := runPair(t, srvCfg, cliCfg)
+		if tc.ok {
+			if serr != nil || cerr != nil || ss.ServerName != tc.name {
+				t.Errorf("server_name of %d bytes: server %v, client %v, name of %d bytes; want it served", len(tc.name), serr, cerr, len(ss.ServerName))
+			}
+			continue
+		}
+		var ae *AlertError
+		if !errors.As(serr, &ae) || ae.Alert != AlertUnrecognizedName || ae.Remote {
+			t.Errorf("server_name of %d bytes: server error %v, want unrecognized_name sent", len(tc.name), serr)
+		}
+		if !errors.As(cerr, &ae) || ae.Alert != AlertUnrecognizedName || !ae.Remote {
+			t.Errorf("server_name of %d bytes: client error %v, want unrecognized_name received", len(tc.name), cerr)
+		}
 	}
 }
