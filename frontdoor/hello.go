@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 
@@ -54,7 +55,14 @@ type ClientHello struct {
 	SignatureSchemes  []uint16
 }
 
-var errBadHello = errors.New("malformed ClientHello")
+var (
+	errBadHello      = errors.New("malformed ClientHello")
+	errBadServerName = errors.New("ClientHello server_name is no host name (over 255 bytes, or a NUL)")
+)
+
+// maxServerName bounds a server_name: the bytes of a DNS host name (RFC
+// 1035 §2.3.4).
+const maxServerName = 255
 
 // parseClientHello parses a ClientHello handshake message body (without the
 // 4-byte handshake header), RFC 8446 §4.1.2 / GB/T 38636 §6.4.5.2.1.
@@ -101,6 +109,12 @@ func parseClientHello(body []byte) (*ClientHello, error) {
 					return nil, errBadHello
 				}
 				if nameType == 0 && h.ServerName == "" {
+					// No DNS host name is longer (RFC 1035 §2.3.4) or
+					// holds a NUL: refused as OpenSSL refuses it, not
+					// kept (up to 64 KiB) for the connection's life.
+					if len(name) > maxServerName || bytes.IndexByte(name, 0) >= 0 {
+						return nil, errBadServerName
+					}
 					h.ServerName = string(name)
 				}
 			}

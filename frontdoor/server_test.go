@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -479,5 +480,54 @@ func TestServerTLS13SMHelloWithoutSM2Signatures(t *testing.T) {
 				t.Errorf("hello went to %s (%v), want %s", ev.State.Family, ev.Err, tc.want)
 			}
 		})
+	}
+}
+
+// TestServerNameNoHostNameRefused: a server_name that can be no DNS host
+// name (over 255 bytes, RFC 1035 §2.3.4, or holding a NUL) gets
+// unrecognized_name from the front door, in every family, as OpenSSL's
+// and Tongsuo's servers answer it (RFC 6066 §3 allows it): crypto/tls took
+// it, up to the extension's 64 KiB, and the connection kept it for its
+// life (ConnState.SNI, ConnectionState.ServerName). A 255-byte name is
+// served.
+func TestServerNameNoHostNameRefused(t *testing.T) {
+	sites, _ := tlsSites(t)
+	_, addr := startServer(t, &ListenerConfig{Name: "l", TLS: true, TLCP: true, TLS13SM: true, Sites: sites}, nil)
+	dial := func(name string) error {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: testwait.Bound(20 * time.Second)}, "tcp", addr, &tls.Config{ServerName: name, InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err == nil && line != "default tls TLSv1.3 h2\n" {
+			err = errors.New("served as " + line)
+		}
+		return err
+	}
+	if err := dial(strings.Repeat("a", 255)); err != nil {
+		t.Errorf("a server_name of 255 bytes: %v, want it served by the default site", err)
+	}
+	if err := dial(strings.Repeat("a", 256)); err == nil || !strings.Contains(err.Error(), "remote error: tls: unrecognized name") {
+		t.Errorf("a server_name of 256 bytes: %v, want unrecognized_name", err)
+	}
+	for _, tc := range []struct {
+		name string
+		h    helloSpec
+		want []byte
+	}{
+		{"tls_nul", helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0x1301}, sni: "a.example.cn\x00.evil"}, alertRecord(0x0303, alertUnrecognizedName)},
+		{"tls_60000", helloSpec{recVers: 0x0301, vers: 0x0303, suites: []uint16{0x1301}, sni: strings.Repeat("a", 60000), fragment: 16000}, alertRecord(0x0303, alertUnrecognizedName)},
+		{"tlcp_256", helloSpec{recVers: versionTLCP, vers: versionTLCP, suites: []uint16{0xe013}, sni: strings.Repeat("a", 256)}, alertRecord(versionTLCP, alertUnrecognizedName)},
+	} {
+		c := dialFrom(t, "127.0.0.1", addr)
+		if _, err := c.Write(tc.h.flight()); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		got, _ := io.ReadAll(io.LimitReader(c, 64))
+		if !bytes.Equal(got, tc.want) {
+			t.Errorf("%s: server answered %x before closing, want the alert %x", tc.name, got, tc.want)
+		}
 	}
 }

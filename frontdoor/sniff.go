@@ -280,6 +280,8 @@ func sniffAlert(err error) (byte, bool) {
 		return alertDecodeError, true
 	case errors.Is(err, errNotHello), errors.Is(err, errBadRecord):
 		return alertUnexpectedMessage, true
+	case errors.Is(err, errBadServerName):
+		return alertUnrecognizedName, true // RFC 6066 §3, as OpenSSL answers it
 	case errors.Is(err, errHelloTooLarge):
 		return alertIllegalParameter, true // as OpenSSL and Tongsuo answer an excessive message
 	}
