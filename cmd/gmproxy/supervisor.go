@@ -921,7 +921,9 @@ func (s *supervisor) died(p *workerProc, restart func(i int, after time.Duration
 	// stopping the workers that serve would turn one worker's fault into
 	// an outage, which the service manager's restart would not mend
 	// while the files stay broken. /readyz says 503 meanwhile.
-	delay := min(restartMin<<max(quick-1, 0), restartMax)
+	// The doubling stops at maxQuickDeaths: quick grows for ever while
+	// others serve, and a longer shift overflows to 0 or less.
+	delay := min(restartMin<<min(max(quick-1, 0), maxQuickDeaths), restartMax)
 	s.log.Error("worker died: restarting it", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode, "after", delay)
 	p.quick = quick
 	restart(p.index, delay)

@@ -392,3 +392,26 @@ func TestGiveUpDuringReloadAbandonsIt(t *testing.T) {
 type clearRecorder struct{ cleared []int }
 
 func (c *clearRecorder) ClearWorker(w int) { c.cleared = append(c.cleared, w) }
+
+// TestWorkerKeepsDyingBacksOff: a worker that keeps dying while another
+// serves is retried every restartMax however many times it died: the
+// doubling of restartMin, which went on past maxQuickDeaths once the
+// supervisor no longer gave up there, overflowed after some 40 deaths
+// (about 6 minutes of them) into a delay of zero or less, restarting the
+// worker at once, for ever: processes started back to back and a log
+// line each.
+func TestWorkerKeepsDyingBacksOff(t *testing.T) {
+	dead := &workerProc{index: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}, started: time.Now(), exited: make(chan struct{})}
+	close(dead.exited)
+	other := &workerProc{index: 1, ready: true, served: true}
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: []*workerProc{dead, other}}
+	for n := 1; n <= 200; n++ {
+		after := time.Duration(-1)
+		if !s.died(dead, func(_ int, d time.Duration) { after = d }) {
+			t.Fatalf("death %d, another worker serving: gave up", n)
+		}
+		if after < restartMin || after > restartMax || n > maxQuickDeaths && after != restartMax {
+			t.Fatalf("death %d in a row, another worker serving: restarted after %v, want between restartMin and restartMax, restartMax after %d deaths", n, after, maxQuickDeaths)
+		}
+	}
+}
