@@ -513,11 +513,13 @@ func (s *site) match(r *http.Request, host, p string) *route {
 	return nil
 }
 
-// reqHost is the host used for routing: the Host header, else the SNI.
+// reqHost is the host used for routing: the Host header, else the SNI as
+// frontdoor read it choosing the site (the TLCP and TLS 1.3-SM stacks
+// report a final dot the client sent).
 func reqHost(r *http.Request, ci *connInfo) string {
 	h := hostOnly(r.Host)
 	if h == "" && ci != nil {
-		h = ci.state.SNI
+		h = frontdoor.NormalizeName(ci.state.SNI)
 	}
 	return h
 }

@@ -177,6 +177,13 @@ func TestMissingHostGetsSiteHost(t *testing.T) {
 	n = len(be.all())
 	rawRoundTrip(t, sni.addr, "GET /page HTTP/1.0\r\n\r\n", 3*time.Second)
 	check("HTTP/1.0 without Host, SNI example.test", n)
+	// An SNI with a final dot (the TLCP and TLS 1.3-SM stacks report it
+	// as sent) names the host frontdoor chose the site by: the name
+	// without it, as a Host with one is read (hostOnly).
+	dot := newFront(t, denyAdminConfig(be.addr), frontOpts{state: &frontdoor.ConnState{SNI: "Example.Test."}})
+	n = len(be.all())
+	rawRoundTrip(t, dot.addr, "GET /page HTTP/1.0\r\n\r\n", 3*time.Second)
+	check("HTTP/1.0 without Host, SNI Example.Test.", n)
 	// A site without a name and no SNI: nothing to give the target.
 	cfg := denyAdminConfig(be.addr)
 	cfg.Sites[0].ServerNames = nil
