@@ -56,6 +56,14 @@ func writeBounded(h http.Handler) http.Handler {
 	})
 }
 
+// writeFromNow gives the answer of a request whose work took long
+// adminWriteTimeout from now to be written: a reload answers when it is
+// done, which may be minutes after its request (reloadTimeout), and the
+// supervisor reads a worker's reload steps to commit or abort.
+func writeFromNow(w http.ResponseWriter) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(adminWriteTimeout))
+}
+
 // serveAdmin serves srv on ln, at most adminMaxConns connections at once,
 // until srv is closed.
 func serveAdmin(srv *http.Server, ln net.Listener) {

@@ -279,3 +279,61 @@ func TestAdminServerWriteBound(t *testing.T) {
 		t.Fatalf("a profile of 1 s with adminWriteTimeout %v: %d, %d bytes, %v; want 200 and the whole profile", adminWriteTimeout, res.StatusCode, len(body), err)
 	}
 }
+
+// TestAdminReloadOutlivesWriteBound: a reload answers when it is done, and
+// may take longer than adminWriteTimeout (a supervisor's waits for every
+// worker, up to reloadTimeout; a worker's prepare step has
+// workerReloadTimeout): its answer still reaches the client, at the
+// supervisor's or a single process's POST /reload and at a worker's
+// reload steps, which the supervisor reads to decide to commit or abort.
+func TestAdminReloadOutlivesWriteBound(t *testing.T) {
+	defer func(d time.Duration) { adminWriteTimeout = d }(adminWriteTimeout)
+	adminWriteTimeout = 200 * time.Millisecond
+	slow := func() error {
+		time.Sleep(4 * adminWriteTimeout)
+		return nil
+	}
+	post := func(h http.Handler, path string) (int, string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := adminServer(h)
+		serveAdmin(srv, ln)
+		defer srv.Close()
+		res, err := (&http.Client{Timeout: testwait.Bound(30 * time.Second)}).Post("http://"+ln.Addr().String()+path, "text/plain", nil)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /reload", controlHandler(new(adminState), "127.0.0.1:9", slow))
+	if code, body, err := post(mux, "/reload"); err != nil || code != http.StatusOK || !strings.Contains(body, "reloaded") {
+		t.Errorf("POST /reload taking %v with adminWriteTimeout %v: %d %q, %v; want 200 reloaded", 4*adminWriteTimeout, adminWriteTimeout, code, body, err)
+	}
+
+	reqs := make(chan reloadSignal)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case rq := <-reqs:
+				rq.res <- slow() // the main loop making the step
+			case <-done:
+				return
+			}
+		}
+	}()
+	r := &runner{reqs: reqs}
+	steps := r.reloadSteps(http.NotFoundHandler())
+	for _, step := range []string{"/reload/prepare", "/reload/commit"} {
+		if code, body, err := post(steps, step); err != nil || code != http.StatusOK || body != "ok\n" {
+			t.Errorf("a worker's POST %s taking %v with adminWriteTimeout %v: %d %q, %v; want 200 ok", step, 4*adminWriteTimeout, adminWriteTimeout, code, body, err)
+		}
+	}
+}

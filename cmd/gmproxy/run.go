@@ -365,7 +365,9 @@ func (r *runner) reloadSteps(admin http.Handler) http.Handler {
 		"/reload/abort":   onMainLoop(r.reqs, "dropping the prepared reload", func() error { r.abort(); return nil }),
 	} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, _ *http.Request) {
-			if err := step(); err != nil {
+			err := step()
+			writeFromNow(w)
+			if err != nil {
 				http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 				return
 			}

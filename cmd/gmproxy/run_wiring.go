@@ -65,7 +65,9 @@ func controlHandler(live *adminState, addr string, reload func() error) http.Han
 	host, _, _ := net.SplitHostPort(addr)
 	return metrics.GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := reload(); err != nil {
+		err := reload()
+		writeFromNow(w)
+		if err != nil {
 			var split *splitReloadError
 			switch {
 			case errors.As(err, &split):
