@@ -124,7 +124,10 @@ func parseKeyBlock(block *pem.Block, password []byte) (crypto.Signer, error) {
 		if len(password) == 0 {
 			return nil, ErrNeedPassword
 		}
-		k, _, err := pkcs8.ParsePrivateKey(block.Bytes, password)
+		k, err := decryptPKCS8(block.Bytes, password)
+		if errors.Is(err, errMalformedEncryption) {
+			return nil, fmt.Errorf("encrypted PKCS#8 key: %w", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("decrypt PKCS#8 key (wrong password?): %w", err)
 		}
@@ -137,6 +140,26 @@ func parseKeyBlock(block *pem.Block, password []byte) (crypto.Signer, error) {
 		return k, nil
 	}
 	return nil, fmt.Errorf("unsupported PEM block %q", block.Type)
+}
+
+// errMalformedEncryption is the failure of an encrypted key whose cipher
+// parameters crypto/cipher refuses.
+var errMalformedEncryption = errors.New("malformed encryption parameters (an IV not of the cipher's block size, or a ciphertext not in whole blocks)")
+
+// decryptPKCS8 decrypts an EncryptedPrivateKeyInfo with gmsm's pkcs8.
+// gmsm hands the file's IV and ciphertext to crypto/cipher unchecked, which
+// panics on an IV not of the block size or a ciphertext not in whole
+// blocks; any password reaches that step, as it only feeds the key
+// derivation. Such a file is an error here: at a reload, a panic would end
+// the serving process.
+func decryptPKCS8(der, password []byte) (k any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			k, err = nil, errMalformedEncryption
+		}
+	}()
+	k, _, err = pkcs8.ParsePrivateKey(der, password)
+	return k, err
 }
 
 func asSigner(k any) (crypto.Signer, error) {
