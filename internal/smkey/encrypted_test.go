@@ -1,11 +1,17 @@
 package smkey
 
 import (
+	"crypto/rand"
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/emmansun/gmsm/pkcs"
+	"github.com/emmansun/gmsm/pkcs8"
+	"github.com/emmansun/gmsm/sm2"
 )
 
 // Object identifiers of the encrypted PKCS#8 keys the tests build by hand.
@@ -14,6 +20,8 @@ var (
 	oidMD5AndDESCBC  = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 3}
 	oidSM4CBC        = asn1.ObjectIdentifier{1, 2, 156, 10197, 1, 104, 2}
 	oidAES256CBC     = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 42}
+	oidTestSMPBKDF   = asn1.ObjectIdentifier{1, 2, 156, 10197, 6, 4, 1, 5, 1}
+	oidTestScrypt    = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11591, 4, 11}
 	hmacWithSM3PRF   = pkix.AlgorithmIdentifier{Algorithm: oidHMACWithSM3, Parameters: asn1.NullRawValue}
 	testKeyPassword  = []byte("P@ssw0rd")
 	sixteenZeroBytes = make([]byte, 16)
@@ -58,6 +66,11 @@ type testPBKDF2Params struct {
 	Salt       []byte
 	Iterations int
 	PRF        pkix.AlgorithmIdentifier `asn1:"optional"`
+}
+
+type testScryptParams struct {
+	Salt    []byte
+	N, R, P int
 }
 
 type testPBES1Params struct {
@@ -110,6 +123,74 @@ func TestMalformedEncryptedKeyRefused(t *testing.T) {
 	} {
 		if err := parseBoth(t, c.name, encryptedKeyPEM(t, c.alg, c.data)); err == nil {
 			t.Errorf("%s: parsed", c.name)
+		}
+	}
+}
+
+// TestEncryptedKeyWorkBounded: an encrypted key cannot make its loading
+// (at start, at each reload, at gmproxy check) take minutes of CPU or
+// gigabytes of memory, whichever key derivation it names: PBKDF2 under
+// RFC 8018's identifier or the SM one (1.2.156.10197.6.4.1.5.1, which
+// gmsm derived without a bound), scrypt (RFC 7914; gmsm allocated 128·N·r
+// bytes as the file asked) and PBES1. Each is refused before deriving,
+// the password right or wrong.
+func TestEncryptedKeyWorkBounded(t *testing.T) {
+	salt := []byte("saltsalt")
+	over := maxKDFIterations + 1
+	for _, c := range []struct {
+		name string
+		alg  pkix.AlgorithmIdentifier
+	}{
+		{"PBKDF2 HMAC-SM3", pbes2(t, oidPBKDF2, testPBKDF2Params{Salt: salt, Iterations: over, PRF: hmacWithSM3PRF}, oidSM4CBC, sixteenZeroBytes)},
+		{"SM PBKDF", pbes2(t, oidTestSMPBKDF, testPBKDF2Params{Salt: salt, Iterations: over}, oidSM4CBC, sixteenZeroBytes)},
+		// N·r·p of 2^21 in 256 KiB: the work is bounded, not only the
+		// memory.
+		{"scrypt p", pbes2(t, oidTestScrypt, testScryptParams{salt, 1 << 11, 1, 1 << 10}, oidSM4CBC, sixteenZeroBytes)},
+		{"scrypt N", pbes2(t, oidTestScrypt, testScryptParams{salt, 1 << 40, 1, 1}, oidSM4CBC, sixteenZeroBytes)},
+		{"scrypt r", pbes2(t, oidTestScrypt, testScryptParams{salt, 2, 1 << 30, 1}, oidSM4CBC, sixteenZeroBytes)},
+		{"PBES1 MD5 DES", pkix.AlgorithmIdentifier{Algorithm: oidMD5AndDESCBC, Parameters: raw(t, testPBES1Params{salt, over})}},
+	} {
+		err := parseBoth(t, c.name, encryptedKeyPEM(t, c.alg, make([]byte, 32)))
+		if !errors.Is(err, errKDFWork) {
+			t.Errorf("%s: err %v, want errKDFWork", c.name, err)
+		}
+	}
+}
+
+// TestEncryptedKeyDerivations: keys encrypted with each key derivation
+// gmsm writes (PBKDF2 under both identifiers, scrypt with OpenSSL's
+// parameters, PBES1) load, with the right password only.
+func TestEncryptedKeyDerivations(t *testing.T) {
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbes1, err := pkcs.NewPbeWithMD5AndDESCBC(rand.Reader, 8, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		enc  pkcs.PBESEncrypter
+	}{
+		{"PBKDF2 HMAC-SM3", pkcs.NewPBESEncrypter(pkcs.SM4CBC, pkcs.NewPBKDF2Opts(pkcs.SM3, 16, 2048))},
+		{"SM PBES", pkcs.NewSMPBESEncrypter(16, 2048)},
+		{"scrypt", pkcs.NewPBESEncrypter(pkcs.SM4CBC, pkcs.NewScryptOpts(16, 16384, 8, 1))},
+		{"PBES1 MD5 DES", pbes1},
+	} {
+		der, err := pkcs8.MarshalPrivateKey(key, testKeyPassword, c.enc)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		p := pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: der})
+		k, err := ParsePrivateKeyPEM(p, testKeyPassword)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		} else if !key.Equal(k) {
+			t.Errorf("%s: another key loaded", c.name)
+		}
+		if _, err := ParsePrivateKeyPEM(p, []byte("wrong")); err == nil {
+			t.Errorf("%s: loaded with a wrong password", c.name)
 		}
 	}
 }

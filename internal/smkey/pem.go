@@ -3,12 +3,15 @@ package smkey
 import (
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
+	"github.com/emmansun/gmsm/pkcs"
 	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
@@ -125,7 +128,7 @@ func parseKeyBlock(block *pem.Block, password []byte) (crypto.Signer, error) {
 			return nil, ErrNeedPassword
 		}
 		k, err := decryptPKCS8(block.Bytes, password)
-		if errors.Is(err, errMalformedEncryption) {
+		if errors.Is(err, errMalformedEncryption) || errors.Is(err, errKDFWork) {
 			return nil, fmt.Errorf("encrypted PKCS#8 key: %w", err)
 		}
 		if err != nil {
@@ -158,8 +161,32 @@ func decryptPKCS8(der, password []byte) (k any, err error) {
 			k, err = nil, errMalformedEncryption
 		}
 	}()
+	if err := checkPBES1(der); err != nil {
+		return nil, err
+	}
 	k, _, err = pkcs8.ParsePrivateKey(der, password)
 	return k, err
+}
+
+// checkPBES1 bounds the iterations of a key encrypted with PBES1 (RFC 8018
+// §6.1, OpenSSL 1.0's default), whose key derivation gmsm does not let
+// replace as it does PBES2's (pbkdf2.go).
+func checkPBES1(der []byte) error {
+	var info struct {
+		Algorithm pkix.AlgorithmIdentifier
+		Data      []byte
+	}
+	if _, err := asn1.Unmarshal(der, &info); err != nil || !pkcs.IsPBES1(info.Algorithm) {
+		return nil // not PBES1, or left for gmsm to refuse
+	}
+	var params struct {
+		Salt       []byte
+		Iterations int
+	}
+	if _, err := asn1.Unmarshal(info.Algorithm.Parameters.FullBytes, &params); err == nil && params.Iterations > maxKDFIterations {
+		return fmt.Errorf("PBES1 with %d iterations, at most %d: %w", params.Iterations, maxKDFIterations, errKDFWork)
+	}
+	return nil
 }
 
 func asSigner(k any) (crypto.Signer, error) {
