@@ -17,10 +17,11 @@ import (
 // daemon accepts: PKCS#8, SEC 1, GmSSL's encrypted PKCS#8 of 3.3 and 3.1.1,
 // PKCS#1). Parsing never panics; a key that parses signs, and its own
 // public key verifies the signature; every key ParseAllPrivateKeysPEM gives
-// is a usable signer too.
+// is a usable signer too; HasUnencryptedKey finds every key that parses
+// without a password.
 func FuzzParsePrivateKeyPEM(f *testing.F) {
 	if d, err := transcript.PKIDir(); err == nil {
-		for _, n := range []string{"server_sign.key", "server_enc.gmssl.key.pem", "client_sign.gmssl311.key.pem", "server_sign_enc_keys.gmssl.pem"} {
+		for _, n := range []string{"server_sign.key", "server_enc.gmssl.key.pem", "client_sign.gmssl311.key.pem", "server_sign_enc_keys.gmssl.pem", "server_sign.tongsuo-sm3.key.pem"} {
 			if b, err := os.ReadFile(filepath.Join(d, n)); err == nil {
 				f.Add(b)
 			}
@@ -41,6 +42,11 @@ func FuzzParsePrivateKeyPEM(f *testing.F) {
 			}
 		}
 		_, _ = ParseCertificatesPEM(data)
+		// A key that parses without a password is stored in the clear:
+		// conf's warning that a password protects nothing relies on it.
+		if _, err := ParsePrivateKeyPEM(data, nil); err == nil && !HasUnencryptedKey(data) {
+			t.Fatal("a key parsed without a password, but HasUnencryptedKey says the file has none in the clear")
+		}
 	})
 }
 
