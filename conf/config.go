@@ -385,9 +385,11 @@ const (
 // that holds its key in the clear, although a password is set, is warned
 // about: the password protects nothing there.
 type KeyPassword struct {
-	// KeyPasswordFile is a file whose content (trailing newline removed) is
-	// the password of the encrypted private keys of this section. Like the
-	// key files, it should be readable by gmproxy only (check and start warn
+	// KeyPasswordFile is a file whose one line (its trailing newline
+	// removed) is the password of the encrypted private keys of this
+	// section; a file of several lines is refused (gmproxy does not try
+	// each line in turn as nginx's ssl_password_file does). Like the key
+	// files, it should be readable by gmproxy only (check and start warn
 	// when others, or a group gmproxy is not in, can read it). Default:
 	// none.
 	KeyPasswordFile string `yaml:"key_password_file"`

@@ -392,11 +392,12 @@
 //     (GB/T 38636 §6.4.5.9, Tongsuo, GmSSL 3.1.1). Both are signatures by the
 //     client's key over this handshake's transcript. Default true; false
 //     accepts only the SM3 form.
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -419,11 +420,12 @@
 //     offers the complete SM combination (an SM suite, sm2sig_sm3 and
 //     curveSM2), like Tongsuo's enable_sm_tls13_strict; other hellos go to
 //     ordinary TLS. Default false.
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -440,11 +442,12 @@
 //   - key (string): key is its private key. Required.
 //   - min_version (string): min_version is the lowest TLS version accepted:
 //     "1.2" or "1.3". Default "1.2".
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -927,11 +930,12 @@
 //     bytes).
 //   - no_extensions (boolean): no_extensions sends a TLCP ClientHello without
 //     extensions (no SNI, no ALPN). Default false.
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -1279,11 +1283,12 @@
 //   - health_check_interval (duration): health_check_interval is how often
 //     every address is pinged (a silent or dead one is found before handshakes
 //     wait on it). Default 2s.
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -1366,11 +1371,12 @@
 //   - client_ca (string): client_ca is a PEM file of the CA certificates that
 //     issue the client certificates of the gmproxy instances allowed to use
 //     the keys. Required.
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read
@@ -1399,11 +1405,12 @@
 //     Default: from cert's key usage (digitalSignature: sign; keyEncipherment
 //     or dataEncipherment: decrypt; keyAgreement: key_agreement); required
 //     without cert.
-//   - key_password_file (string): key_password_file is a file whose content
-//     (trailing newline removed) is the password of the encrypted private keys
-//     of this section. Like the key files, it should be readable by gmproxy
-//     only (check and start warn when others, or a group gmproxy is not in,
-//     can read it). Default: none.
+//   - key_password_file (string): key_password_file is a file whose one line
+//     (its trailing newline removed) is the password of the encrypted private
+//     keys of this section; a file of several lines is refused (gmproxy does
+//     not try each line in turn as nginx's ssl_password_file does). Like the
+//     key files, it should be readable by gmproxy only (check and start warn
+//     when others, or a group gmproxy is not in, can read it). Default: none.
 //   - key_password_env (string): key_password_env is the name of an environment
 //     variable holding the password of the encrypted private keys of this
 //     section. gmproxy removes the variable from its environment once read

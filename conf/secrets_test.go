@@ -270,3 +270,38 @@ func TestAdminTokenMustBeText(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyPasswordFileOfSeveralLines: a password file of several lines
+// (nginx's ssl_password_file, whose lines nginx tries in turn) is refused
+// at key_password_file, saying gmproxy reads one password, instead of
+// its whole content being taken as the password and the key reported as
+// one whose password is wrong.
+func TestKeyPasswordFileOfSeveralLines(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"server_sign.crt", "server_sign.enc.key"} {
+		b, err := os.ReadFile(filepath.Join("testdata/pki", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pw := range []string{"secret\nother\n", "secret\r\nother", "other\nsecret\n"} {
+		if err := os.WriteFile(filepath.Join(dir, "pw.txt"), []byte(pw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Parse(filepath.Join(dir, "gmproxy.yaml"), []byte(`listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - tls13sm: {cert: server_sign.crt, key: server_sign.enc.key, key_password_file: pw.txt}
+    routes: [{respond: {}}]
+`))
+		if err == nil {
+			t.Errorf("%q: loaded", pw)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, `sites[0].tls13sm.key_password_file: password file "pw.txt" has more than one line`) || strings.Contains(msg, "wrong password") {
+			t.Errorf("%q: %s", pw, msg)
+		}
+	}
+}

@@ -1050,6 +1050,15 @@ func (v *validator) password(kp KeyPassword, p string) ([]byte, bool) {
 			v.errf(p+".key_password_file", "write the keys' password in it (one line)", "password file %q is empty", kp.KeyPasswordFile)
 			return nil, false
 		}
+		if bytes.ContainsAny(pw, "\r\n") {
+			// nginx's ssl_password_file tries each line in turn, and
+			// openssl -passin file: reads the first; taken whole, the
+			// lines would be reported as a wrong password at each key.
+			clear(b)
+			v.errf(p+".key_password_file", "write the one password of these keys in it, alone on its line (gmproxy does not try each line as nginx's ssl_password_file does)",
+				"password file %q has more than one line", kp.KeyPasswordFile)
+			return nil, false
+		}
 		return pw, true
 	}
 	if kp.KeyPasswordEnv != "" {
