@@ -265,6 +265,9 @@ var errDial = errors.New("connecting")
 // operation's time, so that the next endpoint gets the rest.
 var errAttemptTimeout = errors.New("key server: no answer within half the operation's time")
 
+// errCheckTimeout ends a health check that took its whole time.
+var errCheckTimeout = errors.New("key server: no answer within the health check's time")
+
 // errNoAnswer is the failure of an operation whose answer did not come
 // within its time (or its attempt's): its endpoint is marked down, and
 // its connection closed when nothing at all came back on it meanwhile.
@@ -366,13 +369,28 @@ func (e *endpoint) conn(ctx context.Context) (*muxConn, bool, error) {
 	}
 	e.mu.Unlock()
 	if err != nil {
-		if ctx.Err() == nil {
+		// A dial cut by the time its operation, attempt or health check
+		// gives the endpoint failed as much as a refused one: an address
+		// whose host is off (no answer at all) must go down too. One
+		// whose caller gave up says nothing of the endpoint.
+		if ctx.Err() == nil || timedOut(ctx) {
 			e.markDown(err)
 		}
 		return nil, false, err
 	}
 	e.markUp()
 	return mc, true, nil
+}
+
+// timedOut reports whether ctx ended for the time the client gives the
+// key server (an operation's Timeout, an attempt's half of it, a health
+// check's), not because its caller gave up.
+func timedOut(ctx context.Context) bool {
+	switch context.Cause(ctx) {
+	case ErrTimeout, errAttemptTimeout, errCheckTimeout:
+		return true
+	}
+	return false
 }
 
 // dial opens and greets a connection.
@@ -489,7 +507,7 @@ func (c *Client) healthLoop() {
 }
 
 func (e *endpoint) check(stop <-chan struct{}, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, errCheckTimeout)
 	defer cancel()
 	go func() {
 		select {
@@ -693,7 +711,7 @@ func (mc *muxConn) do(ctx context.Context, op Op, keyID, payload []byte) ([]byte
 		if waiting {
 			answerChans.Put(ch) // no answer will be sent on it
 		}
-		if cause := context.Cause(ctx); cause == ErrTimeout || cause == errAttemptTimeout {
+		if timedOut(ctx) {
 			if mc.reads.Load() == reads {
 				// Nothing came back on this connection while the
 				// operation waited for its whole time: it is stuck.

@@ -251,3 +251,62 @@ func TestEndpointMarkedDownComesBackUp(t *testing.T) {
 		t.Errorf("of 20 operations after A recovered, none went to A: every operation goes to B while A's connection lives")
 	}
 }
+
+// TestUnreachableEndpointFailsOver: of two addresses, one cannot be
+// reached (a host that is off or cut off: connection attempts go
+// unanswered, as with packets dropped, until the dial's context ends).
+// An attempt there gets half the operation's time, fails over to the
+// healthy one, and marks the address down, so that the operations after
+// it go to the healthy one first. Before, a dial cut by the attempt's
+// time marked nothing (the daemon's defaults, a 3 s timeout and a 2 s
+// connect timeout, give an attempt 1.5 s), and every other operation
+// waited for the unreachable address again; the health check, whose own
+// timeout also cuts its dial, did not mark it either.
+func TestUnreachableEndpointFailsOver(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	good := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	var dials atomic.Int32
+	unreachable := Endpoint{Address: "192.0.2.1:7000", Dial: func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+
+	// Operations alone: no health check runs during the test.
+	c := &Client{Timeout: 300 * time.Millisecond, HealthInterval: time.Hour,
+		BackoffMin: time.Minute, BackoffMax: time.Minute, // down for the whole test once marked
+		Endpoints: []Endpoint{unreachable, tlsEndpoint(cliTLS, good.addr)}}
+	t.Cleanup(c.Close)
+	rk := remote(t, c, keys[0])
+	failed := 0
+	const n = 10
+	for range n {
+		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d operations failed with a healthy second key server", failed, n)
+	}
+	if got := dials.Load(); got > 1 {
+		t.Errorf("the unreachable address was dialed by %d of %d operations: a dial cut by its attempt's time did not mark it down", got, n)
+	}
+	if c.Healthy()[unreachable.Address] {
+		t.Error("the unreachable address is reported up")
+	}
+
+	// The health check alone: its dial, cut by the check's timeout,
+	// marks the address down.
+	hc := &Client{Timeout: 300 * time.Millisecond, HealthInterval: 20 * time.Millisecond,
+		BackoffMin: time.Minute, BackoffMax: time.Minute,
+		Endpoints: []Endpoint{unreachable, tlsEndpoint(cliTLS, good.addr)}}
+	t.Cleanup(hc.Close)
+	hc.Healthy() // starts the health check
+	for deadline := time.Now().Add(5 * time.Second); hc.Healthy()[unreachable.Address]; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the health check did not mark the unreachable address down in 5 s")
+		}
+	}
+}
