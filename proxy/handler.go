@@ -811,8 +811,13 @@ func (s *site) errorResponse(rs *reqState, r *http.Request, code int, public, wh
 // errorResponseWith is errorResponse with one more header field, name:
 // value (none when name is "").
 func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, value, public, why string) {
+	// A warning is for what the operator must look into: the server's
+	// or a target's failures. A refused request (4xx) is the client's
+	// doing, and so is a 501, which answers what it asked for and gmproxy
+	// does not do (CONNECT, a protocol the route does not tunnel); over
+	// HTTP/2 it may ask that on every stream at no cost.
 	lvl := s.p.logger.Warn
-	if code < 500 {
+	if code < 500 || code == http.StatusNotImplemented {
 		lvl = s.p.logger.Debug
 	}
 	args := []any{"site", s.name, "status", code, "method", r.Method, "uri", r.RequestURI, "client", r.RemoteAddr, "reason", why}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -267,6 +268,58 @@ func TestExtendedConnectToRespondRoute(t *testing.T) {
 		}
 		if status := h2Status(t, fr, 1); status != want {
 			t.Errorf("extended CONNECT to a respond route at %s: %s, want %s", path, status, want)
+		}
+	}
+}
+
+// TestRefusedConnectNotLoggedAsFailure: a 501 answers what the client
+// asked for and gmproxy does not do (CONNECT, a protocol a route does not
+// tunnel). Over HTTP/2 a client may ask it on every stream of one
+// connection at no cost, so it is logged at debug level, as other
+// refusals of a client's request (4xx) are: at the default level each
+// would add a warning to the program log, one per stream, without bound.
+func TestRefusedConnectNotLoggedAsFailure(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var logs syncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))
+		f := newFront(t, proxyTo(deadAddr(t)), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}, logger: logger})
+		fr, _ := rawH2(t, f.addr)
+		// One decoder for the connection: the answers index its table.
+		var statuses []string
+		dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) {
+			if hf.Name == ":status" {
+				statuses = append(statuses, hf.Value)
+			}
+		})
+		const streams = 5
+		for i := range streams {
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), EndHeaders: true, EndStream: true,
+				BlockFragment: h2Block(":method", "CONNECT", ":authority", "example.test:443")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for len(statuses) < streams {
+			fm, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("after %d answers: %v", len(statuses), err)
+			}
+			if hf, ok := fm.(*http2.HeadersFrame); ok {
+				if _, err := dec.Write(hf.HeaderBlockFragment()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for i, s := range statuses {
+			if s != "501" {
+				t.Fatalf("CONNECT %d: %s, want 501", i, s)
+			}
+		}
+		n := strings.Count(logs.String(), "request failed")
+		switch {
+		case level == slog.LevelInfo && n != 0:
+			t.Errorf("%d refused CONNECTs logged at the default level, want none:\n%s", n, logs.String())
+		case level == slog.LevelDebug && n != streams:
+			t.Errorf("%d refused CONNECTs logged at debug level, want %d:\n%s", n, streams, logs.String())
 		}
 	}
 }
