@@ -99,9 +99,10 @@ func (t *metricsTelemetry) Reloaded(ok bool, cfg *conf.Config) {
 }
 
 // configNames are the label values cfg gives listeners, sites, routes,
-// upstreams, targets and key servers.
+// upstreams (a stream site's own for its single target too), targets and
+// key servers.
 func configNames(cfg *conf.Config) metrics.ConfigNames {
-	n := metrics.ConfigNames{Upstreams: map[string][]string{}}
+	n := metrics.ConfigNames{Upstreams: daemon.UpstreamTargets(cfg)}
 	for _, l := range cfg.Listeners {
 		n.Listeners = append(n.Listeners, l.Address)
 	}
@@ -109,11 +110,6 @@ func configNames(cfg *conf.Config) metrics.ConfigNames {
 		n.Sites = append(n.Sites, s.Name)
 		for _, r := range s.Routes {
 			n.Routes = append(n.Routes, proxy.RouteLabel(&proxy.RouteConfig{Name: r.Name, Path: r.Path, PathPrefix: r.PathPrefix, PathRegex: r.PathRegex}))
-		}
-	}
-	for _, u := range cfg.Upstreams {
-		for _, tg := range u.Targets {
-			n.Upstreams[u.Name] = append(n.Upstreams[u.Name], tg.Address)
 		}
 	}
 	for _, k := range cfg.KeyServers {

@@ -88,6 +88,24 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	return pc
 }
 
+// UpstreamTargets returns the upstreams of cfg as the proxy names them,
+// each with its targets' addresses: those of upstreams, and the upstream
+// of its own that a stream site with a single target (stream.target)
+// gets, which no entry of upstreams names. What reports by upstream
+// (metrics) keeps these series across a reload.
+func UpstreamTargets(cfg *conf.Config) map[string][]string {
+	ups := proxyConfig(cfg).Upstreams
+	out := make(map[string][]string, len(ups))
+	for _, u := range ups {
+		addrs := make([]string, 0, len(u.Targets))
+		for _, t := range u.Targets {
+			addrs = append(addrs, t.Address)
+		}
+		out[u.Name] = addrs
+	}
+	return out
+}
+
 // offIfZero maps conf's "0 means no limit" onto the proxy's "negative
 // means no limit" (its zero is the default).
 func offIfZero(d time.Duration) time.Duration {
