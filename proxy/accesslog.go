@@ -294,7 +294,7 @@ func (l *AccessLog) Reopen() error {
 	if l.closed {
 		return nil
 	}
-	l.bw.Flush()
+	l.flush() // a loss is reported; the new file starts with an empty buffer
 	if l.file == nil {
 		return nil
 	}
@@ -316,7 +316,7 @@ func (l *AccessLog) Close() error {
 		return nil
 	}
 	l.closed = true
-	err := l.bw.Flush()
+	err := l.flush()
 	if l.file != nil {
 		if cerr := l.file.Close(); err == nil {
 			err = cerr

@@ -302,3 +302,31 @@ func TestAccessLogReportsWriteErrors(t *testing.T) {
 		t.Errorf("the second report does not carry the bytes lost since the first (7 + 3):\n%s", logs.String())
 	}
 }
+
+// TestAccessLogReportsLinesLostAtReopenAndClose: the lines still buffered
+// when the log is reopened (SIGUSR1) or closed (a reload retired it) are
+// written then; when that write fails (a full disk) the loss is reported
+// as any other write error's, not dropped without a trace.
+func TestAccessLogReportsLinesLostAtReopenAndClose(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	defer func(d time.Duration) { accessLogErrorEvery = d }(accessLogErrorEvery)
+	accessLogErrorEvery = 0
+	for _, end := range []string{"reopen", "close"} {
+		var logs syncBuffer
+		l, err := NewAccessLog(AccessLogConfig{Path: "/dev/full", Format: "template", Template: "{uri}", FlushInterval: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Log(&LogEntry{URI: "/lost"}) // 6 bytes, buffered
+		if end == "reopen" {
+			l.Reopen()
+		}
+		l.Close()
+		if got := logs.String(); !strings.Contains(got, "access log: write failed") || !strings.Contains(got, "bytes_lost=6") {
+			t.Errorf("%s: the line lost is not reported:\n%s", end, got)
+		}
+	}
+}
