@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
@@ -597,21 +598,29 @@ func appendEscaped(b []byte, s string) []byte {
 	return b
 }
 
+// appendJSONString writes s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD; controls and the characters appendEscaped would escape (DEL, C1
+// controls, separators, bidirectional overrides) become \u escapes: valid
+// JSON may hold them raw, but a terminal showing the log (tail -f) or a
+// reader splitting lines at U+2028 would act on them.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0x7f {
 			b = append(b, c)
 			i++
 			continue
 		}
 		if c >= 0x80 {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
+			switch {
+			case r == utf8.RuneError && size == 1:
 				b = append(b, `\ufffd`...)
-			} else {
+			case unicode.IsPrint(r):
 				b = append(b, s[i:i+size]...)
+			default:
+				b = appendJSONEscape(b, r)
 			}
 			i += size
 			continue
@@ -626,9 +635,19 @@ func appendJSONString(b []byte, s string) []byte {
 		case '\t':
 			b = append(b, '\\', 't')
 		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			b = appendJSONEscape(b, rune(c))
 		}
 		i++
 	}
 	return append(b, '"')
+}
+
+// appendJSONEscape writes r as \uXXXX, a pair of them (UTF-16 surrogates)
+// beyond the BMP.
+func appendJSONEscape(b []byte, r rune) []byte {
+	if r > 0xffff {
+		r1, r2 := utf16.EncodeRune(r)
+		return appendJSONEscape(appendJSONEscape(b, r1), r2)
+	}
+	return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }

@@ -330,3 +330,41 @@ func TestAccessLogReportsLinesLostAtReopenAndClose(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLogJSONEscapesUnprintable: in the JSON format, as in the text
+// ones, a client's string carries no character that a terminal or a
+// reader of lines acts on (DEL, C1 controls such as CSI U+009B and NEL
+// U+0085, the line and paragraph separators, bidirectional overrides, a
+// format character beyond the BMP): they are written as \u escapes, so
+// that `tail -f` of the log shows the line as it is, and a JSON reader
+// still gets the client's string back exactly. Printable text stays as
+// it is.
+func TestAccessLogJSONEscapesUnprintable(t *testing.T) {
+	var buf syncBuffer
+	l, err := NewAccessLogWriter(&buf, AccessLogConfig{Format: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua := "curl\u0085x\x7f\u009b2J\u2028\u2029\u202e\U000e0001\r\n\x1b[31m 密评 é"
+	l.Log(&LogEntry{Client: "192.0.2.1", Method: "GET", URI: "/", Proto: "HTTP/1.1", Status: 200, UserAgent: ua, HandshakeTime: -1})
+	l.Close()
+	line := buf.String()
+	for _, bad := range []string{"\u0085", "\x7f", "\u009b", "\u2028", "\u2029", "\u202e", "\U000e0001", "\r", "\x1b"} {
+		if strings.Contains(line, bad) {
+			t.Errorf("the line holds a raw %U: %q", []rune(bad)[0], line)
+		}
+	}
+	if !strings.Contains(line, " 密评 é") {
+		t.Errorf("printable text escaped: %q", line)
+	}
+	if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
+		t.Errorf("%q is not one line", line)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatalf("json line %q: %v", line, err)
+	}
+	if m["user_agent"] != ua {
+		t.Errorf("user_agent read back %q, want %q", m["user_agent"], ua)
+	}
+}
