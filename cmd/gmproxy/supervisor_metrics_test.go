@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -266,6 +268,40 @@ func TestMergedLimitsNotSummed(t *testing.T) {
 		}
 		if got := sumSeries(t, out.String(), tc.name, ""); got != tc.v {
 			t.Errorf("%s of two workers at %v: %v", tc.name, tc.v, got)
+		}
+	}
+}
+
+// TestSupervisorMetricsDocumented: the series the supervisor of workers
+// adds to the workers' own are documented where operators look for the
+// metrics (README, or the list in metrics/metrics.go it points to), so
+// that one can alert on them (a worker that keeps dying).
+func TestSupervisorMetricsDocumented(t *testing.T) {
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	})
+	s := &supervisor{log: slog.New(slog.NewTextHandler(io.Discard, nil)), hc: &http.Client{Transport: rt},
+		procs: []*workerProc{{index: 0, exited: make(chan struct{})}}}
+	rec := httptest.NewRecorder()
+	s.metrics(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	fams, err := parseMetrics(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []byte
+	for _, f := range []string{"../../README.md", "../../metrics/metrics.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b...)
+	}
+	if len(fams) == 0 {
+		t.Fatal("the supervisor adds no series")
+	}
+	for name := range fams {
+		if !regexp.MustCompile(`\b` + name + `\b`).Match(docs) {
+			t.Errorf("%s is not documented in README.md or metrics/metrics.go", name)
 		}
 	}
 }
