@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -60,5 +61,47 @@ func TestReopenLogsReachesRetiredGenerations(t *testing.T) {
 	}
 	if !strings.Contains(string(cur), "/slow\n") {
 		t.Errorf("line of the request the retired generation served: current log %q, rotated log %q", cur, old)
+	}
+}
+
+// TestReopenLogsReachesPreparedGeneration: the workers of gmproxy run
+// reload in two steps (Prepare, then Commit once every worker prepared),
+// and the supervisor passes a rotation's SIGUSR1 on at once, also between
+// the two. The prepared generation opened its access log already: the
+// rotation must reopen it too, or once committed it writes every line
+// into the rotated file (compressed or removed by logrotate) until the
+// next rotation.
+func TestReopenLogsReachesPreparedGeneration(t *testing.T) {
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	path := filepath.Join(t.TempDir(), "access.log")
+	cfg.AccessLog.Path, cfg.AccessLog.Format, cfg.AccessLog.Template = path, "template", "{uri}"
+	d := startDaemon(t, cfg)
+	if err := d.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil { // logrotate
+		t.Fatal(err)
+	}
+	if err := d.ReopenLogs(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c := tlsClient(t, d.addr, "localhost", true)
+	resp, err := c.Get("https://localhost/after-rotation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err := d.Shutdown(context.Background()); err != nil { // closes the log: its lines written
+		t.Fatal(err)
+	}
+	cur, _ := os.ReadFile(path)
+	old, _ := os.ReadFile(path + ".1")
+	if !strings.Contains(string(cur), "/after-rotation\n") {
+		t.Errorf("line of a request after the rotation: current log %q, rotated log %q", cur, old)
 	}
 }

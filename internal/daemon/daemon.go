@@ -590,13 +590,19 @@ func (d *Daemon) closeGenerations() {
 	}
 }
 
-// ReopenLogs reopens the access logs (SIGUSR1) of the running generation
-// and of the retired ones still draining, which log what they serve.
+// ReopenLogs reopens the access logs (SIGUSR1) of the running generation,
+// of the retired ones still draining, which log what they serve, and of
+// the one Prepare made ready, which opened its log already and logs all
+// once committed (the supervisor of workers passes a rotation on between
+// Prepare and Commit).
 func (d *Daemon) ReopenLogs() error {
 	d.mu.Lock()
-	gens := make([]*Generation, 0, 1+len(d.retired))
+	gens := make([]*Generation, 0, 2+len(d.retired))
 	if d.gen != nil {
 		gens = append(gens, d.gen)
+	}
+	if d.pending != nil {
+		gens = append(gens, d.pending.gen)
 	}
 	for g := range d.retired {
 		gens = append(gens, g)
