@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 )
@@ -41,7 +44,8 @@ func (n ConfigNames) Keep() func(label, value string) bool {
 // Retain makes the exported series follow a new configuration: series
 // whose listener, site, route, upstream, target or key_server label names
 // something the configuration no longer has are deleted (and the name no
-// longer counts against its label cap), and the counters whose label sets
+// longer counts against its label cap), as is a target's health under an
+// upstream that no longer has it, and the counters whose label sets
 // the configuration makes known start at 0, so that rates and alerts see
 // 0 instead of no data. The connections and requests of a removed name
 // that the old generation still drains move no series (the removed
@@ -79,6 +83,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	drop(m.upstreams, upstreams, "upstream", m.upstreamDuration, m.upstreamConnect, m.upstreamStatus,
 		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.upstreamCerts)
 	drop(m.targets, targets, "target", m.upstreamHealthy)
+	m.dropMovedTargets(n.Upstreams)
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
 	m.listenerCache.evict(back["listener"])
 	m.handshakeCache.evict(func(k handshakeKey) bool { return back["listener"](k.listener) || back["site"](k.site) })
@@ -111,6 +116,41 @@ func (m *Metrics) Retain(n ConfigNames) {
 		for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 			m.upstreamStatus.WithLabelValues(u, c)
 		}
+	}
+}
+
+// dropMovedTargets deletes the health of each target an upstream of ups
+// no longer has. Retain keeps a target's label while any upstream has it,
+// so a target taken out of one upstream but still in another would keep
+// its last value under the first for good (a 0 holds a "target down"
+// alert). Series labelled other or none are left: their names are not
+// known.
+func (m *Metrics) dropMovedTargets(ups map[string][]string) {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		m.upstreamHealthy.Collect(ch)
+		close(ch)
+	}()
+	var stale []prometheus.Labels
+	for pm := range ch {
+		var d dto.Metric
+		if pm.Write(&d) != nil {
+			continue
+		}
+		l := prometheus.Labels{}
+		for _, lp := range d.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		u, t := l["upstream"], l["target"]
+		if u == Other || u == None || t == Other || t == None {
+			continue
+		}
+		if ts, ok := ups[u]; ok && !slices.Contains(ts, t) {
+			stale = append(stale, l)
+		}
+	}
+	for _, l := range stale {
+		m.upstreamHealthy.Delete(l)
 	}
 }
 

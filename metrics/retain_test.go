@@ -258,3 +258,27 @@ func TestRateLimitedCounted(t *testing.T) {
 		t.Errorf("%d rate_limited_total series after its route was removed, want 0", n)
 	}
 }
+
+// TestRetainDropsHealthOfTargetMovedOut: a target that a reload takes out
+// of one upstream but that another upstream still has keeps its label;
+// its health under the upstream that no longer has it must go all the
+// same: nothing reports it any more, and a 0 left there would hold a
+// "target down" alert for good.
+func TestRetainDropsHealthOfTargetMovedOut(t *testing.T) {
+	m, reg := newTest(t)
+	m.Retain(ConfigNames{Upstreams: map[string][]string{"app": {"10.0.0.1:80", "10.0.0.2:80"}, "ws": {"10.0.0.1:80"}}})
+	m.UpstreamHealth("app", "10.0.0.1:80", false)
+	m.UpstreamHealth("app", "10.0.0.2:80", true)
+	m.UpstreamHealth("ws", "10.0.0.1:80", true)
+	m.Retain(ConfigNames{Upstreams: map[string][]string{"app": {"10.0.0.2:80"}, "ws": {"10.0.0.1:80"}}})
+	const name = "gmproxy_upstream_target_healthy"
+	if s := series(t, reg, name, `value:"app"`, `value:"10.0.0.1:80"`); len(s) != 0 {
+		t.Errorf("health of a target its upstream no longer has: %v", s)
+	}
+	if s := series(t, reg, name, `value:"app"`, `value:"10.0.0.2:80"`); len(s) != 1 {
+		t.Errorf("health of a target the upstream keeps: %v, want one series", s)
+	}
+	if s := series(t, reg, name, `value:"ws"`, `value:"10.0.0.1:80"`); len(s) != 1 {
+		t.Errorf("health of the target under the upstream that keeps it: %v, want one series", s)
+	}
+}
