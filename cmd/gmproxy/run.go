@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
@@ -650,9 +652,58 @@ func newLogger(w io.Writer, format, level string, lc conf.Log) (*slog.Logger, *s
 	lv.Set(parseLevel(level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if strings.EqualFold(format, "json") {
+		opts.ReplaceAttr = printableAttr
 		return slog.New(slog.NewJSONHandler(w, opts)), lv
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), lv
+}
+
+// printableAttr keeps the JSON log's strings printable. slog's text
+// handler quotes a string with a character that is not (strconv.Quote),
+// but its JSON handler writes C1 controls (CSI U+009B: a terminal that
+// shows `tail -f` may take what follows for a command), DEL and the
+// bidirectional and other format characters as they come, and the log
+// names what clients send (a request's URI in a failed request's line,
+// a handshake's error). Such a string is written with those characters
+// as \uXXXX text; others are left as they are.
+func printableAttr(_ []string, a slog.Attr) slog.Attr {
+	var s string
+	switch v := a.Value.Resolve(); v.Kind() {
+	case slog.KindString:
+		s = v.String()
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			s = x.Error()
+		case fmt.Stringer:
+			s = x.String()
+		default:
+			return a
+		}
+	default:
+		return a
+	}
+	if !strings.ContainsFunc(s, unprintable) {
+		return a
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unprintable(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return slog.String(a.Key, b.String())
+}
+
+// unprintable reports whether the JSON handler would write r as it is
+// though a terminal or viewer may not show it as text: DEL, and any
+// character beyond ASCII that is not printable (C1 controls, line and
+// paragraph separators, bidirectional and zero-width format characters).
+// ASCII controls the handler escapes itself.
+func unprintable(r rune) bool {
+	return r == 0x7f || r >= 0x80 && r != utf8.RuneError && !unicode.IsPrint(r)
 }
 
 func parseLevel(level string) slog.Level {

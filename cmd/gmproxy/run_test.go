@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/daemon"
 	"github.com/gmproxy/gmproxy/internal/devpki"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
@@ -822,5 +824,31 @@ func swapSignAndEnc(t *testing.T, dir string) {
 		if err := os.Rename(tmp, enc); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestJSONLogPrintable: the JSON program log writes what a client sent
+// (a request's URI, an error naming it) without the characters slog's
+// JSON handler lets through raw that a terminal or viewer takes for
+// something other than text: a C1 CSI (U+009B), a right-to-left override
+// (U+202E), DEL; they come out as \uXXXX text. Other text, Chinese
+// included, is written as it is, and the text format is left to slog's
+// quoting.
+func TestJSONLogPrintable(t *testing.T) {
+	var buf bytes.Buffer
+	log, _ := newLogger(&buf, "json", "info", conf.Log{})
+	log.Warn("request failed", "uri", "/a\u009b2J\u202eb\x7f", "err", errors.New("bad \u009b[31m"), "site", "门户")
+	out := buf.String()
+	for _, raw := range []string{"\u009b", "\u202e", "\x7f"} {
+		if strings.Contains(out, raw) {
+			t.Errorf("the JSON log line holds %q raw:\n%s", raw, out)
+		}
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if rec["uri"] != `/a\u009b2J\u202eb\u007f` || rec["err"] != `bad \u009b[31m` || rec["site"] != "门户" {
+		t.Errorf("uri %q, err %q, site %q; want the unprintable characters as \\uXXXX text, the rest as sent", rec["uri"], rec["err"], rec["site"])
 	}
 }
