@@ -580,7 +580,10 @@ type Route struct {
 	// Files answers from a directory's files (a site's static assets).
 	Files *Files `yaml:"files"`
 
-	// RequestHeaders edits the request before it is forwarded.
+	// RequestHeaders edits the request before it is forwarded. A client's
+	// field it removes or sets does not reach the target spelled with '_'
+	// for '-' either (X_Remote_User for X-Remote-User), which backends
+	// that read headers as CGI variables take as the same field.
 	RequestHeaders HeaderEdits `yaml:"request_headers"`
 	// ResponseHeaders edits the response before it is returned. A field
 	// it removes, sets or adds is also dropped from the backend's trailers.

@@ -532,7 +532,10 @@
 //   - files (optional section, see sites[].routes[].files): files answers from
 //     a directory's files (a site's static assets).
 //   - request_headers (section, see sites[].routes[].request_headers):
-//     request_headers edits the request before it is forwarded.
+//     request_headers edits the request before it is forwarded. A client's
+//     field it removes or sets does not reach the target spelled with '_' for
+//     '-' either (X_Remote_User for X-Remote-User), which backends that read
+//     headers as CGI variables take as the same field.
 //   - response_headers (section, see sites[].routes[].response_headers):
 //     response_headers edits the response before it is returned. A field it
 //     removes, sets or adds is also dropped from the backend's trailers.

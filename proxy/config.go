@@ -221,7 +221,8 @@ type RouteConfig struct {
 	// client's Host through, "{upstream}" sends the target address, any
 	// other value is sent as is.
 	HostHeader string
-	// RequestHeaders edits the request sent upstream.
+	// RequestHeaders edits the request sent upstream. A client's field
+	// it removes or sets is dropped also when spelled with '_' for '-'.
 	RequestHeaders HeaderOps
 	// ResponseHeaders edits the response sent to the client. A field it
 	// removes, sets or adds is also dropped from the backend's trailers.

@@ -188,6 +188,24 @@ func (o *headerOps) names(k string) bool {
 	return false
 }
 
+// replaces reports whether the edits remove or set the header k, read as
+// a backend that ignores case and takes '_' for '-' reads it
+// (sameFieldName): the client's value of such a field must not reach the
+// backend in any spelling.
+func (o *headerOps) replaces(k string) bool {
+	for _, r := range o.remove {
+		if sameFieldName(k, r) {
+			return true
+		}
+	}
+	for _, kv := range o.set {
+		if sameFieldName(k, kv.key) {
+			return true
+		}
+	}
+	return false
+}
+
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {

@@ -687,3 +687,35 @@ func TestRedirectHostIPv6(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderEditsUnderscoreSpellings: a field the route's request_headers
+// remove or set does not reach the backend from the client spelled with
+// '_' for '-' either (CGI-style backends read X_Remote_User as
+// X-Remote-User; nginx drops such fields by default), while an unrelated
+// one and one the route only adds to are kept.
+func TestHeaderEditsUnderscoreSpellings(t *testing.T) {
+	e := echoBackend(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites: oneSite(RouteConfig{Upstream: "e", RequestHeaders: HeaderOps{
+			Set:    map[string]string{"X-Remote-User": "gateway"},
+			Remove: []string{"X-Internal-Token"},
+			Add:    map[string]string{"X-Tag": "route"},
+		}}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	_, body, _ := get(t, testClient(t), f.url+"/", "Host", "example.test",
+		"X_Remote_User", "forged", "x_internal_token", "forged", "X_Tag", "client", "X_Other", "kept")
+	h := decodeSeen(t, body).Header
+	for k, v := range h {
+		if strings.Contains(strings.Join(v, ","), "forged") {
+			t.Errorf("%s: %q reached the backend past the route's request_headers", k, v)
+		}
+	}
+	if got := h.Get("X-Remote-User"); got != "gateway" {
+		t.Errorf("X-Remote-User %q, want the route's", got)
+	}
+	if h.Get("X_other") != "kept" || h.Get("X_tag") != "client" {
+		t.Errorf("unrelated fields with '_' dropped: %v", h)
+	}
+}

@@ -844,7 +844,7 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 		upType = ""
 	}
 	keepTE := httpguts.HeaderValuesContainsToken(in["Te"], "trailers")
-	h := rs.outgoingHeader(in, rt.reqIDHeader)
+	h := rs.outgoingHeader(in, rt)
 	if keepTE {
 		h["Te"] = teTrailers
 	}
@@ -910,14 +910,14 @@ func escapedPrefixLen(esc string, n int) (int, bool) {
 // proxy (setForwarded removes those), and the names of SetRequestHeaders
 // (and TrustedOnlyRequestHeaders) spelled with '_'
 // (many backends — CGI, WSGI, PHP — map both spellings to one variable,
-// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify), the request
-// ID's idName among them ("": none);
+// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify), rt's request
+// ID and the fields rt's request_headers remove or set among them;
 // setForwarded sets or extends the rest of SetRequestHeaders. One pass
 // over in's few fields does it, rather than a delete per name. Its value
 // slices are the inbound header's: whoever edits the outgoing header
 // replaces a field's slice and never writes into one (setHeader,
 // headerOps.apply), so in stays as the client sent it.
-func (rs *reqState) outgoingHeader(in http.Header, idName string) http.Header {
+func (rs *reqState) outgoingHeader(in http.Header, rt *route) http.Header {
 	h := rs.outHdr
 	if h == nil {
 		h = make(http.Header, len(in)+len(SetRequestHeaders))
@@ -930,7 +930,7 @@ func (rs *reqState) outgoingHeader(in http.Header, idName string) http.Header {
 		case copyIfTrusted:
 			rs.trustedOnly = true // setForwarded removes them unless the peer is trusted
 		}
-		if !(strings.IndexByte(k, '_') >= 0 && (isSetHeaderName(k) || sameFieldName(k, idName))) {
+		if !(strings.IndexByte(k, '_') >= 0 && (isSetHeaderName(k) || sameFieldName(k, rt.reqIDHeader) || rt.reqOps.replaces(k))) {
 			h[k] = v
 		}
 	}

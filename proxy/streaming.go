@@ -261,7 +261,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 		s.errorResponse(rs, r, http.StatusNotImplemented, "protocol not supported", "extended CONNECT to protocol "+r.Header.Get(":protocol")+" that the route does not allow")
 		return
 	}
-	h := rs.outgoingHeader(r.Header, rt.reqIDHeader)
+	h := rs.outgoingHeader(r.Header, rt)
 	delete(h, ":protocol")
 	h["Connection"] = connUpgrade
 	h["Upgrade"] = []string{proto}
