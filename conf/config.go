@@ -640,7 +640,8 @@ type Route struct {
 	// Upgrades lists the protocols a client may switch to through an
 	// HTTP/1.1 Upgrade (or an HTTP/2 extended CONNECT), e.g. [websocket];
 	// other Upgrade requests are forwarded as ordinary requests without
-	// it, as is one with a request body. h2c is never tunnelled. CONNECT
+	// it, as is one with a request body or from an HTTP/1.0 client (RFC
+	// 9110 §7.8). h2c is never tunnelled. CONNECT
 	// other than an extended one is answered 501: gmproxy opens no
 	// tunnels to a client's choice of host. Default [websocket]; [] tunnels
 	// nothing.

@@ -838,7 +838,10 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 // nothing in the common case (TestOwnPathAllocs).
 func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientIP, upType string) {
 	in := r.Header
-	if upType = upgradeType(in); upType != "" && !hasBody(r) {
+	// An HTTP/1.0 request's Upgrade is ignored (RFC 9110 §7.8): a 1.0
+	// intermediary in front, which knows no Connection, would take the
+	// switched bytes for an ordinary response's body.
+	if upType = upgradeType(in); upType != "" && !hasBody(r) && r.ProtoAtLeast(1, 1) {
 		upType = rt.allowedUpgrade(upType)
 	} else {
 		upType = ""

@@ -1099,3 +1099,46 @@ func TestUpgradesEmptyListTunnelsNothing(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestUpgradeIgnoredFromHTTP10: an HTTP/1.0 request's Upgrade is ignored
+// (RFC 9110 §7.8: "A server MUST ignore an Upgrade header field that is
+// received in an HTTP/1.0 request"): it reaches the target as an
+// ordinary request without Upgrade, and the client gets the target's
+// ordinary answer, never a switch. An HTTP/1.0 intermediary in front,
+// which does not know Connection, would pass the switched connection's
+// bytes on as the body of a response it thinks ordinary.
+func TestUpgradeIgnoredFromHTTP10(t *testing.T) {
+	got := make(chan string, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Upgrade")
+		if up := r.Header.Get("Upgrade"); up != "" {
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", up)
+			w.Header().Set("Sec-WebSocket-Accept", websocketAccept(r.Header.Get("Sec-Websocket-Key")))
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			return
+		}
+		io.WriteString(w, "plain")
+	}))
+	t.Cleanup(backend.Close)
+	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
+	c := dialRaw(t, f.addr)
+	io.WriteString(c, "GET /ws HTTP/1.0\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || string(b) != "plain" {
+		t.Errorf("HTTP/1.0 Upgrade request: %d %q, want the target's ordinary 200", res.StatusCode, b)
+	}
+	select {
+	case up := <-got:
+		if up != "" {
+			t.Errorf("the target got Upgrade %q from an HTTP/1.0 request", up)
+		}
+	case <-time.After(testwait.Bound(5 * time.Second)):
+		t.Fatal("the request did not reach the target")
+	}
+}
