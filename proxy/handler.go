@@ -603,6 +603,12 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the target unframed (net/http writes a CONNECT body as is), where
 		// a target that refused it would read it as the next request.
 		s.errorResponse(rs, r, http.StatusNotImplemented, "CONNECT is not supported", "CONNECT to "+r.Host+": a reverse proxy opens no tunnels")
+	case r.Method == http.MethodTrace:
+		// A target that honours TRACE (RFC 9110 §9.3.8; Apache's default)
+		// echoes the request as it got it: with what the proxy added, a
+		// secret request_headers set for the backend, the client's
+		// certificate, the internal host_header. nginx refuses it too.
+		s.errorResponse(rs, r, http.StatusMethodNotAllowed, "TRACE is not allowed", "TRACE would echo the forwarded request's fields to the client")
 	case !httpguts.ValidHeaderFieldName(r.Method):
 		// x/net/http2 takes any :method; one with a space or a '/' would
 		// write another request line to the target than the one routed.

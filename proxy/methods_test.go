@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,5 +322,42 @@ func TestRefusedConnectNotLoggedAsFailure(t *testing.T) {
 		case level == slog.LevelDebug && n != streams:
 			t.Errorf("%d refused CONNECTs logged at debug level, want %d:\n%s", n, streams, logs.String())
 		}
+	}
+}
+
+// TestTraceRefused: TRACE is refused (405, as nginx refuses it), over
+// HTTP/1.1 and HTTP/2, and never reaches a target: one that honours it
+// (Apache's default TraceEnable on, RFC 9110 §9.3.8) echoes the request
+// it got, and so shows the client what the proxy added to it: a shared
+// secret a route's request_headers set for the backend, the client
+// certificate headers, the internal host_header.
+func TestTraceRefused(t *testing.T) {
+	var reached atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.Header().Set("Content-Type", "message/http")
+		r.Write(w) // the request as it came, as a TRACE target echoes it
+	}))
+	t.Cleanup(backend.Close)
+	cfg := proxyTo(addrOf(backend))
+	cfg.Sites[0].Routes[0].RequestHeaders.Set = map[string]string{"X-Backend-Token": "s3cret"}
+	f := newFront(t, cfg, frontOpts{})
+	req, _ := http.NewRequest(http.MethodTrace, f.url+"/", nil)
+	req.Host = "example.test"
+	res, err := testClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed || strings.Contains(string(b), "s3cret") {
+		t.Errorf("HTTP/1.1 TRACE: %d %q, want 405 and no echo", res.StatusCode, b)
+	}
+	f2 := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	if st := h2Send(t, f2.addr, ":method", "TRACE", ":scheme", "https", ":path", "/", ":authority", "example.test"); st != "405" {
+		t.Errorf("h2 TRACE: %s, want 405", st)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d TRACE requests reached the target", n)
 	}
 }
