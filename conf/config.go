@@ -669,7 +669,10 @@ type Redirect struct {
 	Status int `yaml:"status"`
 }
 
-// HeaderEdits changes headers: remove first, then set, then add.
+// HeaderEdits changes headers: remove first, then set, then add. The
+// fields that frame a message (Content-Length, Transfer-Encoding, Trailer)
+// are gmproxy's and cannot be edited; nor can a request's Host, which
+// host_header sets.
 type HeaderEdits struct {
 	// Set replaces headers: name → value. Default: none.
 	Set map[string]string `yaml:"set"`

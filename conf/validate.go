@@ -761,8 +761,8 @@ func (v *validator) routeMatch(r *Route, p string) {
 // routeRewrites checks the header edits, strip_prefix and host_header
 // applied to a matched request.
 func (v *validator) routeRewrites(r *Route, p string) {
-	v.headerEdits(&r.RequestHeaders, p+".request_headers")
-	v.headerEdits(&r.ResponseHeaders, p+".response_headers")
+	v.headerEdits(&r.RequestHeaders, p+".request_headers", true)
+	v.headerEdits(&r.ResponseHeaders, p+".response_headers", false)
 	if r.StripPrefix != "" {
 		if !strings.HasPrefix(r.StripPrefix, "/") {
 			v.errf(p+".strip_prefix", "write it as /"+r.StripPrefix, "strip_prefix must start with /")
@@ -964,10 +964,14 @@ func (v *validator) compress(c *Compress, p string) {
 	}
 }
 
-func (v *validator) headerEdits(h *HeaderEdits, p string) {
+func (v *validator) headerEdits(h *HeaderEdits, p string, request bool) {
 	check := func(kp, name string) {
 		if !tokenRE.MatchString(name) {
 			v.errf(kp, "header names are letters, digits and -", "invalid header name %q", name)
+		} else if err := proxy.CheckHeaderEdit(name, request); errors.Is(err, proxy.ErrHostHeaderEdit) {
+			v.errf(kp, "set the route's host_header: NAME instead (nginx's proxy_set_header Host)", "%v", err)
+		} else if err != nil {
+			v.errf(kp, "remove it: gmproxy writes each message's length and trailers itself", "%v", err)
 		}
 	}
 	// A value with a line break or another control byte (but HTAB) is

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -129,9 +130,22 @@ type headerKV struct {
 // compileHeaderOps compiles o, refusing a value that is no field value
 // (RFC 9110 §5.5: a line break or another control byte but HTAB): sent,
 // http.Transport would refuse every request (502, its target charged
-// with the failure) and an HTTP/1.1 writer alter the value.
-func compileHeaderOps(o HeaderOps) (headerOps, error) {
+// with the failure) and an HTTP/1.1 writer alter the value. It refuses
+// too an edit of a field it cannot edit (CheckHeaderEdit).
+func compileHeaderOps(o HeaderOps, request bool) (headerOps, error) {
 	var h headerOps
+	for _, m := range []map[string]string{o.Set, o.Add} {
+		for k := range m {
+			if err := CheckHeaderEdit(k, request); err != nil {
+				return headerOps{}, err
+			}
+		}
+	}
+	for _, k := range o.Remove {
+		if err := CheckHeaderEdit(k, request); err != nil {
+			return headerOps{}, err
+		}
+	}
 	for _, k := range o.Remove {
 		h.remove = append(h.remove, http.CanonicalHeaderKey(k))
 	}
@@ -149,6 +163,27 @@ func compileHeaderOps(o HeaderOps) (headerOps, error) {
 		h.add = append(h.add, headerKV{http.CanonicalHeaderKey(k), []string{v}})
 	}
 	return h, nil
+}
+
+// ErrHostHeaderEdit: request_headers edit Host, which goes out as the
+// route's host_header says, never from the header.
+var ErrHostHeaderEdit = errors.New("the Host sent to the target is host_header's, not an edited header field")
+
+// CheckHeaderEdit reports what is wrong with a header edit (request_headers
+// when request, else response_headers) of the field name: a field that
+// frames the message (Content-Length, Transfer-Encoding, Trailer), which
+// the proxy writes itself (edited, a request's was ignored and a
+// response's declared a length or trailers its body did not have), or a
+// request's Host (ErrHostHeaderEdit: the edit was ignored, the target got
+// the client's Host).
+func CheckHeaderEdit(name string, request bool) error {
+	switch k := http.CanonicalHeaderKey(name); {
+	case k == "Content-Length" || k == "Transfer-Encoding" || k == "Trailer":
+		return fmt.Errorf("header %s frames the message, which the proxy does itself", name)
+	case k == "Host" && request:
+		return ErrHostHeaderEdit
+	}
+	return nil
 }
 
 func (o *headerOps) apply(h http.Header) {
@@ -308,10 +343,10 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		rt.name = RouteLabel(rc)
 	}
 	var err error
-	if rt.reqOps, err = compileHeaderOps(rc.RequestHeaders); err != nil {
+	if rt.reqOps, err = compileHeaderOps(rc.RequestHeaders, true); err != nil {
 		return nil, fmt.Errorf("route %s: request_headers: %w", rt.name, err)
 	}
-	if rt.resOps, err = compileHeaderOps(rc.ResponseHeaders); err != nil {
+	if rt.resOps, err = compileHeaderOps(rc.ResponseHeaders, false); err != nil {
 		return nil, fmt.Errorf("route %s: response_headers: %w", rt.name, err)
 	}
 	if rt.compress, err = newCompressor(rc.Compress); err != nil {

@@ -358,6 +358,14 @@ func TestConfigErrors(t *testing.T) {
 		"request_headers value with a line break": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Set: map[string]string{"X-Token": "abc\n"}}})},
 		"response_headers value with a control":   {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, ResponseHeaders: HeaderOps{Add: map[string]string{"X-A": "a\x01b"}}})},
 		"host_header list":                        {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", HostHeader: "a.example,b.example"})},
+		// The Host sent is r.Host (host_header): an edit of the field was
+		// silently ignored, the target got the client's Host.
+		"request_headers set Host": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Set: map[string]string{"host": "internal.svc"}}})},
+		// Framing is the proxy's: a request's edit was ignored, a
+		// response's declared a length its body did not have.
+		"request_headers remove Transfer-Encoding": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Remove: []string{"Transfer-Encoding"}}})},
+		"response_headers set Content-Length":      {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, ResponseHeaders: HeaderOps{Set: map[string]string{"content-length": "3"}}})},
+		"response_headers add Trailer":             {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, ResponseHeaders: HeaderOps{Add: map[string]string{"Trailer": "X-A"}}})},
 	} {
 		if p, err := New(cfg, nil, testLogger(t)); err == nil {
 			p.Close()
