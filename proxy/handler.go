@@ -203,20 +203,14 @@ func (o *headerOps) apply(h http.Header) {
 	}
 }
 
-// names reports whether the edits name the header k (any case).
+// names reports whether the edits name the header k, in any case and
+// with '_' for '-' (sameFieldName).
 func (o *headerOps) names(k string) bool {
-	for _, r := range o.remove {
-		if strings.EqualFold(r, k) {
-			return true
-		}
-	}
-	for _, kv := range o.set {
-		if strings.EqualFold(kv.key, k) {
-			return true
-		}
+	if o.replaces(k) {
+		return true
 	}
 	for _, kv := range o.add {
-		if strings.EqualFold(kv.key, k) {
+		if sameFieldName(k, kv.key) {
 			return true
 		}
 	}

@@ -110,8 +110,8 @@ func isSetHeaderName(k string) bool {
 // client declared it in its Trailer header and its name is none of: the
 // headers gmproxy sets or strips (also with '_' for '-'), hop-by-hop
 // fields, fields that must not be trailers (RFC 9110 §6.5.1), the fields
-// the route's request_headers edit, and the site's request ID (any
-// spelling).
+// the route's request_headers edit and the site's request ID (these two
+// in any spelling).
 func (rt *route) trailerAllowed(k string) bool {
 	return rt.allowTrailers && !isSetHeaderName(k) && validTrailer(k) && !rt.reqOps.names(k) && !sameFieldName(k, rt.reqIDHeader)
 }

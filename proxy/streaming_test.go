@@ -204,7 +204,8 @@ func h2cClient(t testing.TB) *http.Client {
 
 // TestRequestTrailers: request trailers reach the backend only where the
 // route allows them, and never under a name gmproxy sets or strips
-// (forged identity through a trailer), over HTTP/1.1 chunked and h2, an h2
+// (forged identity through a trailer) or one the route's request_headers
+// edit (in any spelling), over HTTP/1.1 chunked and h2, an h2
 // body of declared length (content-length) too, buffered (request_buffer)
 // or streamed. Response trailers always pass.
 func TestRequestTrailers(t *testing.T) {
@@ -226,7 +227,7 @@ func TestRequestTrailers(t *testing.T) {
 	t.Cleanup(backend.Close)
 	forged := http.Header{
 		"X-Req-Trailer": {"t1"}, "X-Ssl-Client-Verify": {"SUCCESS"}, "X-Ssl-Client-S-Dn": {"CN=admin"},
-		"X_ssl_client_verify": {"SUCCESS"}, "X-Forwarded-For": {"6.6.6.6"}, "X-Env": {"forged"},
+		"X_ssl_client_verify": {"SUCCESS"}, "X-Forwarded-For": {"6.6.6.6"}, "X-Env": {"forged"}, "X_env": {"forged"},
 	}
 	sum := sha256.Sum256([]byte("hello"))
 	for _, allow := range []bool{false, true} {
