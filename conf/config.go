@@ -671,8 +671,9 @@ type Redirect struct {
 
 // HeaderEdits changes headers: remove first, then set, then add. The
 // fields that frame a message (Content-Length, Transfer-Encoding, Trailer)
-// are gmproxy's and cannot be edited; nor can a request's Host, which
-// host_header sets.
+// and those of each hop's connection (Connection, Upgrade, Keep-Alive,
+// Proxy-Connection, TE) are gmproxy's and cannot be edited; nor can a
+// request's Host, which host_header sets.
 type HeaderEdits struct {
 	// Set replaces headers: name → value. Default: none.
 	Set map[string]string `yaml:"set"`

@@ -654,9 +654,10 @@
 // # sites[].routes[].request_headers
 //
 // This section changes headers: remove first, then set, then add. The fields
-// that frame a message (Content-Length, Transfer-Encoding, Trailer) are
-// gmproxy's and cannot be edited; nor can a request's Host, which host_header
-// sets.
+// that frame a message (Content-Length, Transfer-Encoding, Trailer) and those
+// of each hop's connection (Connection, Upgrade, Keep-Alive, Proxy-Connection,
+// TE) are gmproxy's and cannot be edited; nor can a request's Host, which
+// host_header sets.
 //
 //   - set (mapping of name: value): set replaces headers: name → value.
 //     Default: none.
@@ -667,9 +668,10 @@
 // # sites[].routes[].response_headers
 //
 // This section changes headers: remove first, then set, then add. The fields
-// that frame a message (Content-Length, Transfer-Encoding, Trailer) are
-// gmproxy's and cannot be edited; nor can a request's Host, which host_header
-// sets.
+// that frame a message (Content-Length, Transfer-Encoding, Trailer) and those
+// of each hop's connection (Connection, Upgrade, Keep-Alive, Proxy-Connection,
+// TE) are gmproxy's and cannot be edited; nor can a request's Host, which
+// host_header sets.
 //
 //   - set (mapping of name: value): set replaces headers: name → value.
 //     Default: none.

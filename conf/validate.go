@@ -970,6 +970,8 @@ func (v *validator) headerEdits(h *HeaderEdits, p string, request bool) {
 			v.errf(kp, "header names are letters, digits and -", "invalid header name %q", name)
 		} else if err := proxy.CheckHeaderEdit(name, request); errors.Is(err, proxy.ErrHostHeaderEdit) {
 			v.errf(kp, "set the route's host_header: NAME instead (nginx's proxy_set_header Host)", "%v", err)
+		} else if errors.Is(err, proxy.ErrHopHeaderEdit) {
+			v.errf(kp, "remove it: gmproxy keeps target connections alive and passes WebSocket upgrades itself (nginx's proxy_set_header Connection and Upgrade are not needed)", "%v", err)
 		} else if err != nil {
 			v.errf(kp, "remove it: gmproxy writes each message's length and trailers itself", "%v", err)
 		}

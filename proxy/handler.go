@@ -165,21 +165,30 @@ func compileHeaderOps(o HeaderOps, request bool) (headerOps, error) {
 	return h, nil
 }
 
-// ErrHostHeaderEdit: request_headers edit Host, which goes out as the
-// route's host_header says, never from the header.
-var ErrHostHeaderEdit = errors.New("the Host sent to the target is host_header's, not an edited header field")
+// CheckHeaderEdit's errors: request_headers edit Host, which goes out as
+// the route's host_header says, never from the header; an edit names a
+// field of one hop's connection.
+var (
+	ErrHostHeaderEdit = errors.New("the Host sent to the target is host_header's, not an edited header field")
+	ErrHopHeaderEdit  = errors.New("the fields of each hop's connection (Connection, Upgrade, Keep-Alive, Proxy-Connection, TE) are the proxy's")
+)
 
 // CheckHeaderEdit reports what is wrong with a header edit (request_headers
 // when request, else response_headers) of the field name: a field that
 // frames the message (Content-Length, Transfer-Encoding, Trailer), which
 // the proxy writes itself (edited, a request's was ignored and a
-// response's declared a length or trailers its body did not have), or a
+// response's declared a length or trailers its body did not have); one of
+// a hop's connection (ErrHopHeaderEdit: the edits come after the proxy's
+// own, so nginx's keep-alive idiom, Connection "", took the Upgrade out of
+// every WebSocket handshake, and a response's edit out of the 101); or a
 // request's Host (ErrHostHeaderEdit: the edit was ignored, the target got
 // the client's Host).
 func CheckHeaderEdit(name string, request bool) error {
 	switch k := http.CanonicalHeaderKey(name); {
 	case k == "Content-Length" || k == "Transfer-Encoding" || k == "Trailer":
 		return fmt.Errorf("header %s frames the message, which the proxy does itself", name)
+	case k == "Connection" || k == "Upgrade" || k == "Keep-Alive" || k == "Proxy-Connection" || k == "Te":
+		return ErrHopHeaderEdit
 	case k == "Host" && request:
 		return ErrHostHeaderEdit
 	}

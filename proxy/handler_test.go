@@ -366,6 +366,13 @@ func TestConfigErrors(t *testing.T) {
 		"request_headers remove Transfer-Encoding": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Remove: []string{"Transfer-Encoding"}}})},
 		"response_headers set Content-Length":      {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, ResponseHeaders: HeaderOps{Set: map[string]string{"content-length": "3"}}})},
 		"response_headers add Trailer":             {Sites: oneSite(RouteConfig{Respond: &RespondConfig{}, ResponseHeaders: HeaderOps{Add: map[string]string{"Trailer": "X-A"}}})},
+		// Each hop's connection fields are the proxy's: nginx's
+		// keep-alive idiom (proxy_set_header Connection "") carried over
+		// replaced the Connection: Upgrade of every WebSocket handshake;
+		// a response's edit, that of the 101 to the client.
+		"request_headers set Connection":     {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Set: map[string]string{"Connection": ""}}})},
+		"request_headers add Upgrade":        {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", RequestHeaders: HeaderOps{Add: map[string]string{"upgrade": "websocket"}}})},
+		"response_headers remove Connection": {Upstreams: []UpstreamConfig{upstream("u", "127.0.0.1:1")}, Sites: oneSite(RouteConfig{Upstream: "u", ResponseHeaders: HeaderOps{Remove: []string{"Connection"}}})},
 	} {
 		if p, err := New(cfg, nil, testLogger(t)); err == nil {
 			p.Close()
