@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/authority"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
 )
 
@@ -505,7 +507,12 @@ func redirectHTTP(c net.Conn) {
 		return
 	}
 	host := req.Host
-	if host == "" || strings.ContainsAny(host, " \r\n/") {
+	if !authority.Valid(host) {
+		// "good.example@evil.example" would send the client to
+		// evil.example (the userinfo of the Location it makes), and
+		// "a.example:1:1", lists and quotes to who knows where: the
+		// request is malformed (RFC 9112 §3.2), as the proxy answers it.
+		io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 		return
 	}
 	loc := "https://" + host + req.URL.RequestURI()

@@ -246,6 +246,15 @@ func TestServerRejectsUnknownAndRedirectsHTTP(t *testing.T) {
 	if ev := obs.next(t); ev.Reason != ReasonUnknownProto {
 		t.Errorf("reason %q", ev.Reason)
 	}
+	// A Host that is no host a site could have is not made into a
+	// Location: with userinfo it would send the client elsewhere.
+	for _, host := range []string{"a.example.cn@evil.example", "a.example.cn:1:1", "a.example.cn,evil.example", `a"b`, ""} {
+		got := resp("GET /p HTTP/1.1\r\nHost: " + host + "\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 400") || strings.Contains(got, "Location") {
+			t.Errorf("Host %q: %q, want 400 without a Location", host, got)
+		}
+		obs.next(t)
+	}
 	if got := resp("\x00\x01\x02\x03\x04\x05"); got != "" {
 		t.Errorf("garbage answered with %q", got)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/asciifold"
+	"github.com/gmproxy/gmproxy/internal/authority"
 )
 
 // Header names set by the proxy. Incoming copies are always removed so that
@@ -394,7 +395,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	case "{upstream}":
 		rt.host = hostUpstream
 	default:
-		if !ValidAuthority(rc.HostHeader) {
+		if !authority.Valid(rc.HostHeader) {
 			// Sent as every request's Host: one that names no host
 			// goes out empty or as a list.
 			return nil, fmt.Errorf("route %s: host_header %q is not a host[:port]", rt.name, rc.HostHeader)
@@ -655,7 +656,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "request target "+strconv.Quote(r.RequestURI)+" is not an absolute path (RFC 9112 §3.2) without NUL")
 	case r.Host == "" && rt != nil && rt.up != nil:
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "the request names no host and the site has no name to give the target")
-	case r.Host != "" && !ValidAuthority(r.Host):
+	case r.Host != "" && !authority.Valid(r.Host):
 		// A Host, absolute-form authority or h2 :authority that names no
 		// host as a site could (RFC 9110 §7.2) is refused: it would
 		// reach the target in Host and X-Forwarded-Host, which backends
