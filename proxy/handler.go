@@ -96,6 +96,10 @@ type route struct {
 	respondB    []byte   // body of respond, read-only
 	redirTo     string
 	redirCode   int
+	// redirOnSite: redirTo begins with the request's own {uri} or
+	// {path}, a path on this site, which a request must not turn into
+	// a URL of another ("//evil.example/x").
+	redirOnSite bool
 	strip       string
 	host        hostMode
 	hostValue   string
@@ -431,6 +435,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	if rc.Redirect != nil {
 		actions++
 		rt.redirTo = rc.Redirect.To
+		rt.redirOnSite = strings.HasPrefix(rt.redirTo, "{uri}") || strings.HasPrefix(rt.redirTo, "{path}")
 		rt.redirCode = intOr(rc.Redirect.Status, http.StatusFound)
 		switch rt.redirCode {
 		case 301, 302, 303, 307, 308:
@@ -705,6 +710,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		to := strings.NewReplacer("{host}", uhost, "{path}", r.URL.EscapedPath(), "{query}", r.URL.RawQuery,
 			"{uri}", originForm(r.RequestURI)).Replace(rt.redirTo)
+		if rt.redirOnSite {
+			// One leading slash: browsers read "//" and "/\" as the
+			// start of another host.
+			to = "/" + strings.TrimLeft(to, "/\\")
+		}
 		rt.resOps.apply(rs.w.Header())
 		http.Redirect(&rs.w, r, to, rt.redirCode)
 	default:

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -732,5 +733,39 @@ func TestHeaderEditsUnderscoreSpellings(t *testing.T) {
 	}
 	if h.Get("X_other") != "kept" || h.Get("X_tag") != "client" {
 		t.Errorf("unrelated fields with '_' dropped: %v", h)
+	}
+}
+
+// TestRelativeRedirectStaysOnSite: a redirect whose to begins with the
+// request's own {uri} or {path} (a path on this site) cannot be turned by
+// the request into one to another site: a target of "//evil.example/x"
+// (or with a backslash, which browsers read as a slash) would give the
+// Location "//evil.example/x", a URL of evil.example for the browser; its
+// leading slashes become one. A to that names its host is left alone.
+func TestRelativeRedirectStaysOnSite(t *testing.T) {
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/p/", Redirect: &RedirectConfig{To: "{path}/", Status: 301}},
+		RouteConfig{PathPrefix: "/h/", Redirect: &RedirectConfig{To: "https://{host}{uri}", Status: 301}},
+		RouteConfig{PathPrefix: "/", Redirect: &RedirectConfig{To: "{uri}", Status: 301}})}
+	f := newFront(t, cfg, frontOpts{})
+	for target, want := range map[string]string{
+		"//evil.example/x":      "/evil.example/x",
+		"///evil.example/x?q=1": "/evil.example/x?q=1",
+		"/%5Cevil.example/x":    "/%5Cevil.example/x",
+		"/a/b?c=d":              "/a/b?c=d",
+		"/p//evil.example":      "/p/evil.example/",
+		"/h//x":                 "https://example.test/h//x",
+	} {
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		res.Body.Close()
+		if loc := res.Header.Get("Location"); loc != want {
+			t.Errorf("GET %s: %d Location %q, want %q", target, res.StatusCode, loc, want)
+		}
 	}
 }
