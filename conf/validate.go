@@ -673,6 +673,11 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 		if r.Respond.Status < 200 || r.Respond.Status > 599 {
 			v.errf(p+".respond.status", "use the status code of a final response, 200 to 599", "invalid status %d", r.Respond.Status)
 		}
+		// RFC 9110 §15.3.5, §15.4.5: these carry no content; the body
+		// would never be sent, with no word why.
+		if (r.Respond.Status == 204 || r.Respond.Status == 304) && r.Respond.Body != "" {
+			v.warnf(p+".respond.body", "remove the body, or answer 200", "a %d response has no body: this one is never sent", r.Respond.Status)
+		}
 	}
 	if r.Redirect != nil {
 		actions++
