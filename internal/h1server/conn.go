@@ -169,6 +169,7 @@ func (e *statusError) Error() string { return http.StatusText(e.code) + ": " + e
 
 var (
 	errTooLarge        = &statusError{http.StatusRequestHeaderFieldsTooLarge, ""}
+	errURITooLong      = &statusError{http.StatusRequestURITooLong, ""} // as nginx's large_client_header_buffers
 	errUnsupportedTE   = &statusError{http.StatusNotImplemented, ""}
 	errMissingHost     = &statusError{http.StatusBadRequest, "missing required Host header"}
 	errMalformedHost   = &statusError{http.StatusBadRequest, "malformed Host header"}
@@ -292,6 +293,9 @@ func (c *conn) readRequest() (*http.Request, error) {
 	c.r.scanning = false
 	if err != nil {
 		if c.r.remain <= 0 {
+			if !c.scan.seen {
+				return nil, errURITooLong // the request line did not end
+			}
 			return nil, errTooLarge
 		}
 		if c.scan.te && isUnsupportedTE(err) {
@@ -403,9 +407,9 @@ func (c *conn) refuse(err error) {
 	const hdrs = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 	var se *statusError
 	switch {
-	case err == errTooLarge:
-		const msg = "431 Request Header Fields Too Large"
-		c.rwc.Write([]byte("HTTP/1.1 " + msg + hdrs + msg))
+	case err == errTooLarge || err == errURITooLong:
+		line := err.(*statusError).statusLine()
+		c.rwc.Write([]byte(line + hdrs + line[len("HTTP/1.1 "):]))
 		c.linger()
 	case err == errUnsupportedTE:
 		c.rwc.Write([]byte("HTTP/1.1 501 Not Implemented" + hdrs + "Unsupported transfer encoding"))

@@ -305,6 +305,9 @@ func TestBadRequests(t *testing.T) {
 		{"empty field name", "GET /x HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n", "HTTP/1.1 400 Bad Request"},
 		{"bad field value", "GET /x HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", "HTTP/1.1 400 Bad Request"},
 		{"header too large", "GET /x HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 8<<10) + "\r\n\r\n", "HTTP/1.1 431 Request Header Fields Too Large"},
+		// The request line alone past the bound: the target is what is
+		// too long (RFC 9112 §3, RFC 9110 §15.5.15), as nginx answers it.
+		{"request line too large", "GET /" + strings.Repeat("a", 8<<10) + " HTTP/1.1\r\nHost: a\r\n\r\n", "HTTP/1.1 414 "},
 		{"HTTP/2.0", "GET /x HTTP/2.0\r\nHost: a\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported"},
 		{"HTTP/0.9", "GET /x HTTP/0.9\r\nHost: a\r\n\r\n", "HTTP/1.1 505"},
 		{"bad version", "GET /x HTTP/1.x\r\nHost: a\r\n\r\n", "HTTP/1.1 400 Bad Request"},
