@@ -909,7 +909,7 @@ var mutants = []mutant{
 		"TestStoredValueReadCapped"},
 	{"redisstore: a reply go-redis cannot allocate ends the process", "internal/sessionstore/redisstore/redisstore.go",
 		"\tif v := recover(); v != nil {\n\t\t*err = fmt.Errorf(\"%w (%v)\", errMalformed, v)", "\tif v := recover(); v != nil {\n\t\tpanic(v)",
-		"TestRogueReplyIsAnError"},
+		"TestRogueReplyIsAnError|TestRecoveredPanicIsErrMalformed"},
 	{"redisstore: an ACL without GETRANGE fails every lookup", "internal/sessionstore/redisstore/redisstore.go",
 		"\tif s.refusedRange(err) {\n\t\tb, err = s.read(ctx, s.c, key).Bytes()\n\t}", "",
 		"TestStoreWithACLUser"},

@@ -48,16 +48,18 @@ func staticKeys(t *testing.T) ticket.Source {
 
 // TestStoredValueReadCapped: whoever can write gmproxy's keys in Redis (a
 // tenant of a shared Redis without ACLs, a leaked password) plants a
-// 64 MiB value under the key of a session ID; a client offering that ID
+// value of 8 MiB under the key of a session ID; a client offering that ID
 // makes a lookup read at most MaxValue bytes of it (GETRANGE), not
 // allocate all of it, and the cut value does not resume.
 func TestStoredValueReadCapped(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const size = 64 << 20
+	// Under the reply guard's bound (maxReply), so that it is the read
+	// of at most MaxValue bytes (GETRANGE) that keeps the lookup small.
+	const size = maxReply / 2
 	id := "\x01session-id-offered-by-client\x02"
-	s := New(Options{Addresses: []string{srv.Addr}, Timeout: 30 * time.Second}) // planting 64 MiB takes long on a busy machine; lookups are bounded by the Shared timeout
+	s := New(Options{Addresses: []string{srv.Addr}, Timeout: 30 * time.Second}) // planting 8 MiB takes long on a busy machine; lookups are bounded by the Shared timeout
 	defer s.Close()
 	if err := s.Set(ctx, "gmproxy:tlcp:"+hex.EncodeToString([]byte(id)), bytes.Repeat([]byte{'x'}, size), time.Minute); err != nil {
 		t.Fatal(err)
@@ -155,6 +157,19 @@ func TestRogueReplyIsAnError(t *testing.T) {
 			}
 		}()
 		shared.Close() // the store too
+	}
+}
+
+// TestRecoveredPanicIsErrMalformed: a panic of go-redis while it reads a
+// reply (one the guard let through) is the lookup's errMalformed, not the
+// end of the process.
+func TestRecoveredPanicIsErrMalformed(t *testing.T) {
+	read := func() (err error) {
+		defer recovered(&err)
+		panic("runtime error: makeslice: len out of range")
+	}
+	if err := read(); !errors.Is(err, errMalformed) {
+		t.Fatalf("a panic while reading: %v, want errMalformed", err)
 	}
 }
 

@@ -148,7 +148,8 @@ var errMalformed = errors.New("redis: malformed reply")
 
 // recovered turns a panic of go-redis reading a reply into errMalformed:
 // lookups run on the handshake's goroutine, where a panic would end the
-// process.
+// process. The reply guard refuses the lengths go-redis cannot allocate
+// before it sees them; this stays for whatever else makes it panic.
 func recovered(err *error) {
 	if v := recover(); v != nil {
 		*err = fmt.Errorf("%w (%v)", errMalformed, v)
