@@ -2,6 +2,7 @@ package conf
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -153,6 +154,52 @@ upstreams:
 	got := cfg.Upstreams[2].Timeouts
 	if got.Connect != time.Second || got.Read != 3*time.Second || got.Idle != 30*time.Second {
 		t.Errorf("connect %v, read %v, idle %v; want 1s (the first merged mapping's), 3s (its own), 30s (the second's)", got.Connect, got.Read, got.Idle)
+	}
+}
+
+// TestSecondMergeKeyRefused: two merge keys in one mapping (a section,
+// or a mapping of header names) are a key given twice: refused at the
+// second, with the one-key form as the fix, instead of both applied in an
+// order no other YAML tool shares.
+func TestSecondMergeKeyRefused(t *testing.T) {
+	const text = `
+listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - server_names: [portal.example.cn]
+    tlcp:
+      sign_cert: ../pki/server_sign.crt
+      sign_key: ../pki/server_sign.key
+      enc_cert: ../pki/server_enc.crt
+      enc_key: ../pki/server_enc.key
+    routes:
+      - path_prefix: /
+        upstream: c
+        request_headers:
+          set:
+            <<: &h1 {X-A: a}
+            <<: &h2 {X-B: b}
+upstreams:
+  - {name: a, targets: [127.0.0.1:8080], timeouts: &a {connect: 1s}}
+  - {name: b, targets: [127.0.0.1:8080], timeouts: &b {connect: 2s}}
+  - name: c
+    targets: [127.0.0.1:8080]
+    timeouts:
+      <<: *a
+      <<: *b
+`
+	_, err := Parse("testdata/good/merge.yaml", []byte(text))
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("two merge keys in a mapping: %v, want problems", err)
+	}
+	var lines []int
+	for _, p := range probs {
+		if strings.Contains(p.String(), "second merge key") {
+			lines = append(lines, p.Line)
+		}
+	}
+	if !slices.Equal(lines, []int{16, 24}) {
+		t.Errorf("second merge keys reported at lines %v, want 16 and 24:\n%v", lines, err)
 	}
 }
 

@@ -325,6 +325,10 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if k.Value == "<<" && k.Tag == "!!merge" {
+			if len(merges) > 0 {
+				d.secondMerge(k, path)
+				continue
+			}
 			merges = append(merges, val)
 			continue
 		}
@@ -449,8 +453,14 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	// a list of mappings is decoded last to first, so that a key of an
 	// earlier one overrides the same key of a later one, as the YAML merge
 	// type has it (and yaml.v3's Unmarshal).
+	merged := false
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "<<" && n.Content[i].Tag == "!!merge" {
+			if merged {
+				d.secondMerge(n.Content[i], path)
+				continue
+			}
+			merged = true
 			val := n.Content[i+1]
 			for val.Kind == yaml.AliasNode && val.Alias != nil {
 				val = val.Alias
@@ -493,6 +503,13 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.valPos[kp] = nodePos(val)
 		d.decode(val, v.FieldByIndex(idx), kp)
 	}
+}
+
+// secondMerge reports a second merge key in one mapping: a key appears
+// once in a mapping (YAML 1.2 §3.2.1.1), and which of the two would win
+// is no rule any reader of the file could know.
+func (d *decoder) secondMerge(k *yaml.Node, path string) {
+	d.addAt(SeverityError, nodePos(k), path, "a second merge key (<<) in this mapping", "merge several mappings with one: <<: [*a, *b] (the earlier wins)")
 }
 
 func (d *decoder) unknownKey(k *yaml.Node, t reflect.Type, path string) {
