@@ -241,7 +241,11 @@ func slowRequestsInBothWorkers(t *testing.T, roots *smx509.CertPool, grace strin
 			t.Fatal(err)
 		}
 		reads = append(reads, read)
-		<-started
+		select {
+		case <-started:
+		case <-time.After(testwait.Bound(30 * time.Second)):
+			t.Fatal("a request never reached the target")
+		}
 		if r.workerCounter(0, "gmproxy_handshakes_total", "") > 0 && r.workerCounter(1, "gmproxy_handshakes_total", "") > 0 {
 			return r, listen, release, reads
 		}
@@ -264,14 +268,17 @@ func TestWorkersShutdown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, listen, release, reads := slowRequestsInBothWorkers(t, roots, tc.grace)
 			r.cmd.Process.Signal(syscall.SIGTERM)
-			for i := 0; ; i++ { // new connections are refused by both workers
+			// New connections are refused by both workers soon: how soon
+			// depends on the machine's load, so the bound is testwait's.
+			refuseBy := time.Now().Add(testwait.Bound(20 * time.Second))
+			for {
 				c, err := net.DialTimeout("tcp", listen, 5*time.Second)
 				if err != nil {
 					break
 				}
 				c.Close()
-				if i > 2000 {
-					t.Fatal("still accepting 2 s after SIGTERM")
+				if time.Now().After(refuseBy) {
+					t.Fatal("still accepting connections long after SIGTERM")
 				}
 				time.Sleep(time.Millisecond)
 			}
@@ -683,13 +690,11 @@ func TestWorkersShutdownKillsHungWorker(t *testing.T) {
 	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "300ms", "v1")
 	r := startWorkerRun(t, cfgPath, admin, envTestKillMargin+"="+hungKillMargin.String())
 	r.hang(0)
-	start := time.Now()
 	r.cmd.Process.Signal(syscall.SIGTERM)
+	// The wait is bounded by exitCode: without the kill, the hung worker
+	// keeps the supervisor waiting for good.
 	if code := r.exitCode(hungKillMargin + testwait.Bound(10*time.Second)); code != 1 {
 		t.Errorf("exit status %d with a hung worker, want 1", code)
-	}
-	if took := time.Since(start); took > hungKillMargin+10*time.Second {
-		t.Errorf("shutdown took %v", took)
 	}
 	if !strings.Contains(r.logs.String(), "killing it") {
 		t.Errorf("the kill is not logged:\n%s", r.logs.String())
