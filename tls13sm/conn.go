@@ -83,6 +83,15 @@ func (hc *halfConn) makeNonce() []byte {
 	return hc.nonce[:]
 }
 
+// keyUpdateAfterRecords is how many records a write key encrypts before
+// this side moves to the next one with KeyUpdate (§4.6.3). RFC 8446 §5.5
+// bounds the records one AES-GCM key may protect at 2^24.5; the analysis
+// depends on the 128-bit block and so holds for SM4-GCM (RFC 8998 §3), and
+// the CCM suite's bound is lower (2^23.5 in RFC 9147 §4.5.3 and the CFRG's
+// AEAD limits). 2^23 stays under both for either suite. A variable for the
+// tests.
+var keyUpdateAfterRecords uint64 = 1 << 23
+
 func (hc *halfConn) incSeq() error {
 	hc.seq++
 	if hc.seq == 0 {
@@ -429,6 +438,14 @@ func (c *Conn) writeRecordLocked(typ uint8, data []byte) error {
 		return c.out.err
 	}
 	for first := true; first || len(data) > 0; first = false {
+		if typ == recordTypeApplicationData && c.out.seq >= keyUpdateAfterRecords && c.core.HandshakeComplete() {
+			// §5.5: the key has protected as many records as it safely
+			// can; the next ones go under the next key. The KeyUpdate
+			// is written (or added to the flight) before this record.
+			if err := c.updateWriteKeyLocked(false); err != nil {
+				return err
+			}
+		}
 		m := len(data)
 		if m > maxPlaintext {
 			m = maxPlaintext

@@ -839,3 +839,78 @@ func TestHRRWithResumption(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyUpdateAtRecordLimit: a write key that has protected
+// keyUpdateAfterRecords records is replaced with KeyUpdate before the next
+// application-data record (RFC 8446 §5.5), in single-record writes, in a
+// write of many records and in WriteLast's flight; the peer reads every
+// byte, and no key of the writer ever protects more than the limit.
+func TestKeyUpdateAtRecordLimit(t *testing.T) {
+	defer func(n uint64) { keyUpdateAfterRecords = n }(keyUpdateAfterRecords)
+	keyUpdateAfterRecords = 3
+	srvCfg, cliCfg := testConfigs(t)
+	a, b := tcpPair(t)
+	srv, cli := Server(a, srvCfg), Client(b, cliCfg)
+	big := bytes.Repeat([]byte("k"), 5*maxPlaintext+100) // 6 records in one Write
+	var want bytes.Buffer
+	type result struct {
+		first, last trafficSecret
+		maxSeq      uint64
+		err         error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() { done <- r }()
+		if r.err = srv.Handshake(); r.err != nil {
+			return
+		}
+		r.first = srv.out.secret
+		for i := 0; i < 10; i++ {
+			if _, r.err = srv.Write([]byte{byte('a' + i)}); r.err != nil {
+				return
+			}
+			r.maxSeq = max(r.maxSeq, srv.out.seq)
+		}
+		if _, r.err = srv.Write(big); r.err != nil {
+			return
+		}
+		r.maxSeq = max(r.maxSeq, srv.out.seq)
+		for i := 0; i < 4; i++ {
+			if _, r.err = srv.Write([]byte{'x'}); r.err != nil {
+				return
+			}
+		}
+		_, r.err = srv.WriteLast([]byte("last"))
+		r.maxSeq = max(r.maxSeq, srv.out.seq)
+		r.last = srv.out.secret
+	}()
+	for i := 0; i < 10; i++ {
+		want.WriteByte(byte('a' + i))
+	}
+	want.Write(big)
+	want.WriteString("xxxxlast")
+	got, err := io.ReadAll(cli)
+	if err != nil {
+		t.Fatalf("client read: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("client read %d bytes, want %d", len(got), want.Len())
+	}
+	if r.first == r.last {
+		t.Fatal("the write key never changed")
+	}
+	// The KeyUpdate record itself is the key's last: at most limit+1.
+	if r.maxSeq > keyUpdateAfterRecords+1 {
+		t.Fatalf("a write key protected %d records, limit %d", r.maxSeq, keyUpdateAfterRecords)
+	}
+	if cli.in.secret != r.last {
+		t.Fatal("the client did not follow the server's key updates")
+	}
+	srv.Close()
+	cli.Close()
+}
