@@ -164,7 +164,36 @@ func (s *Server) SetPolicy(p *Policy) error {
 		return err
 	}
 	s.policy.Store(cp)
+	if r, ok := s.Observer.(NameRetainer); ok {
+		r.Retain(s.Names())
+	}
 	return nil
+}
+
+// NameRetainer is an Observer that learns the client and key names of
+// every policy SetPolicy applies, so that it can forget those of removed
+// clients and keys (the metrics' series).
+type NameRetainer interface {
+	Retain(clients, keys []string)
+}
+
+// Names returns the client names (the Unix-socket grant's included) and
+// the key names of the running policy.
+func (s *Server) Names() (clients, keys []string) {
+	p := s.policy.Load()
+	if p == nil {
+		return nil, nil
+	}
+	for _, c := range p.clients {
+		clients = append(clients, c.Name)
+	}
+	if p.local != nil {
+		clients = append(clients, p.local.Name)
+	}
+	for _, k := range p.keys {
+		keys = append(keys, k.Name)
+	}
+	return clients, keys
 }
 
 // Len returns the number of keys served.

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,10 +27,18 @@ import (
 // "unknown" for a key ID the server does not hold; op is sign, decrypt or
 // key_agreement; result is ok or an error code name (keyserver.Results);
 // the duration covers the operation itself, not refused requests; reason
-// is one of keyserver.RefusedReasons.
+// is one of keyserver.RefusedReasons. A reload that removes a client or a
+// key deletes its series (Retain).
 type KeyServer struct {
 	gatherer      prometheus.Gatherer
 	clients, keys *admitter
+	// names are the client and key names of the running policy (Retain);
+	// nil before the first. The events of a name no policy has any more
+	// (an operation of a removed client still finishing) are not
+	// exported: a series deleted by Retain would come back for good.
+	names atomic.Pointer[keyServerNames]
+	// mu orders the in-flight gauge's updates with Retain's deletions.
+	mu sync.Mutex
 
 	ops      *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -37,7 +47,13 @@ type KeyServer struct {
 	refused  *prometheus.CounterVec
 }
 
-var _ keyserver.Observer = (*KeyServer)(nil)
+var (
+	_ keyserver.Observer     = (*KeyServer)(nil)
+	_ keyserver.NameRetainer = (*KeyServer)(nil)
+)
+
+// keyServerNames are the names of one key-server policy.
+type keyServerNames struct{ clients, keys map[string]bool }
 
 var (
 	keyServerResults = set(keyserver.Results()...)
@@ -84,18 +100,47 @@ func (m *KeyServer) Handler() http.Handler {
 // Operation implements keyserver.Observer.
 func (m *KeyServer) Operation(client, key, op, result string, d time.Duration) {
 	op, result = fixed(keyOps, op), fixed(keyServerResults, result)
+	if result == "ok" || d > 0 {
+		m.duration.WithLabelValues(op).Observe(d.Seconds())
+	}
+	if n := m.names.Load(); n != nil && (!n.clients[client] || key != "unknown" && !n.keys[key]) {
+		return // a removed client's or key's: its series are gone
+	}
 	if key != "unknown" {
 		key = m.keys.label(key)
 	}
 	m.ops.WithLabelValues(m.clients.label(client), key, op, result).Inc()
-	if result == "ok" || d > 0 {
-		m.duration.WithLabelValues(op).Observe(d.Seconds())
-	}
 }
 
 // InFlight implements keyserver.Observer.
 func (m *KeyServer) InFlight(client string, delta int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.names.Load(); n != nil && !n.clients[client] {
+		return // a removed client's: its gauge is gone
+	}
 	m.inFlight.WithLabelValues(m.clients.label(client)).Add(float64(delta))
+}
+
+// Retain implements keyserver.NameRetainer: the series of clients and
+// keys the running policy no longer names are deleted (their label places
+// freed for new names), so that a key server reloaded many times exports
+// only what it serves. A removed client's in-flight gauge is deleted even
+// with operations still running: they end uncounted.
+func (m *KeyServer) Retain(clients, keys []string) {
+	n := &keyServerNames{clients: set(clients...), keys: set(keys...)}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.names.Store(n)
+	goneClients, _, _ := m.clients.retain(n.clients)
+	for _, c := range goneClients {
+		m.ops.DeletePartialMatch(prometheus.Labels{"client": c})
+		m.inFlight.DeleteLabelValues(c)
+	}
+	goneKeys, _, _ := m.keys.retain(n.keys)
+	for _, k := range goneKeys {
+		m.ops.DeletePartialMatch(prometheus.Labels{"key": k})
+	}
 }
 
 // Conns implements keyserver.Observer.

@@ -299,6 +299,7 @@ func keyServerMetrics(log *slog.Logger, addr string, ks *keyserver.Server) (stop
 		return nil, err
 	}
 	ks.Observer = m
+	m.Retain(ks.Names()) // and SetPolicy on every reload
 	srv := adminServer(m.Handler())
 	serveAdmin(srv, ln)
 	log.Info("key server metrics listening", "address", ln.Addr().String())

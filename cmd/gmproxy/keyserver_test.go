@@ -187,6 +187,17 @@ clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_s
 	if body, _ := getOut(t, "-tls13sm", "-CAfile", ca, "-connect", r.addr, "https://localhost/"); body != "remote keys\n" {
 		t.Errorf("tls13sm after reload: body %q", body)
 	}
+	// The removed key's series are gone from the metrics; the kept
+	// key's remain.
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), `key="server_enc"`) || !strings.Contains(string(body), `client="edge",key="server_sign"`) {
+		t.Errorf("metrics after the enc key's removal:\n%s", body)
+	}
 
 	if code := ks.stop(t); code != 0 {
 		t.Errorf("keyserver exit %d after SIGTERM:\n%s", code, ks.stderr.String())

@@ -1,0 +1,90 @@
+package metrics
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+)
+
+// keyServerText is m's exposition text, without the go_ and process_
+// families.
+func keyServerText(t *testing.T, m *KeyServer) string {
+	t.Helper()
+	var b bytes.Buffer
+	for _, mf := range gather(t, m.Gatherer()) {
+		if strings.HasPrefix(mf.GetName(), Namespace+"_keyserver") {
+			expfmt.MetricFamilyToText(&b, mf)
+		}
+	}
+	return b.String()
+}
+
+// TestKeyServerRetain: a reload's policy (Retain) deletes the series of
+// the clients and keys it no longer names, and the events of a removed
+// client's operations still running (their end, their count) do not bring
+// them back; the names kept, and names added, are exported as before.
+func TestKeyServerRetain(t *testing.T) {
+	m, err := NewKeyServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Retain([]string{"old", "kept"}, []string{"gone_key", "key"})
+	m.InFlight("old", 1)
+	m.Operation("old", "key", "sign", "ok", time.Millisecond)
+	m.Operation("kept", "gone_key", "decrypt", "ok", time.Millisecond)
+	m.Operation("kept", "key", "sign", "ok", time.Millisecond)
+	text := keyServerText(t, m)
+	for _, want := range []string{`client="old"`, `key="gone_key"`} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("before the reload: no %s:\n%s", want, text)
+		}
+	}
+
+	m.Retain([]string{"kept", "new"}, []string{"key"})
+	m.InFlight("old", -1) // the removed client's operation ends
+	m.Operation("old", "key", "sign", "ok", time.Millisecond)
+	m.Operation("kept", "gone_key", "decrypt", "ok", time.Millisecond)
+	m.Operation("new", "key", "sign", "ok", time.Millisecond)
+	text = keyServerText(t, m)
+	for _, gone := range []string{`client="old"`, `key="gone_key"`} {
+		if strings.Contains(text, gone) {
+			t.Errorf("after the reload: %s still exported:\n%s", gone, text)
+		}
+	}
+	for _, want := range []string{
+		`gmproxy_keyserver_operations_total{client="kept",key="key",op="sign",result="ok"} 1`,
+		`gmproxy_keyserver_operations_total{client="new",key="key",op="sign",result="ok"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("after the reload: no %s:\n%s", want, text)
+		}
+	}
+}
+
+// TestKeyServerRetainFreesPlaces: the label places of removed clients go
+// to new ones: a key server whose clients are renamed by reloads, more
+// than maxSites in all, exports every running client by its name, not as
+// "other".
+func TestKeyServerRetainFreesPlaces(t *testing.T) {
+	m, err := NewKeyServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gen := 0; gen < 3; gen++ {
+		var names []string
+		for i := 0; i < maxSites; i++ {
+			names = append(names, "c"+strconv.Itoa(gen)+"_"+strconv.Itoa(i))
+		}
+		m.Retain(names, []string{"key"})
+		for _, n := range names {
+			m.Operation(n, "key", "sign", "ok", time.Millisecond)
+		}
+	}
+	if text := keyServerText(t, m); strings.Contains(text, `client="other"`) {
+		t.Errorf("renamed clients exported as other:\n%.2000s", text)
+	}
+}
