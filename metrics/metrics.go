@@ -111,6 +111,12 @@ var HandshakeBuckets = prometheus.ExponentialBuckets(100e-6, 2, 18)
 // about 1.3 s (18 buckets).
 var KeyOpBuckets = prometheus.ExponentialBuckets(10e-6, 2, 18)
 
+// ConnectBuckets are the upstream connect buckets: 20 µs (a connect on
+// loopback) doubling up to about 10.5 s (20 buckets), past the default
+// connect timeout (5 s) and a handshake's on top: a target that times out
+// lands in a bucket of its own, not in +Inf with every connect over 1.3 s.
+var ConnectBuckets = prometheus.ExponentialBuckets(20e-6, 2, 20)
+
 // ConnBuckets are the connection lifetime buckets: 10 ms quadrupling up to
 // about 12 hours (16 buckets).
 var ConnBuckets = prometheus.ExponentialBuckets(10e-3, 4, 16)
@@ -321,7 +327,7 @@ func (m *Metrics) build() {
 	m.httpBytes = counter("http", "bytes_total", "HTTP body bytes, direction rx (request) or tx (response).", "site", "direction")
 	m.rateLimited = counter("http", "rate_limited_total", "HTTP requests a route's rate_limit answered 429 (also counted in requests_total).", "site", "route")
 	m.upstreamDuration = histogram("upstream", "response_seconds", "Upstream response time: time to the response headers (first byte), connect included.", RequestBuckets, "upstream")
-	m.upstreamConnect = histogram("upstream", "connect_seconds", "Time to open a new upstream connection: TCP connect plus the TLS or TLCP handshake; failed attempts included.", KeyOpBuckets, "upstream")
+	m.upstreamConnect = histogram("upstream", "connect_seconds", "Time to open a new upstream connection: TCP connect plus the TLS or TLCP handshake; failed attempts included.", ConnectBuckets, "upstream")
 	m.upstreamStatus = counter("upstream", "responses_total", "Responses received from upstream targets, by status class (errors gmproxy answered itself are not counted).", "upstream", "code")
 	m.upstreamHealthy = gauge("upstream", "target_healthy", "1 when the upstream target passes health checks, else 0.", "upstream", "target")
 	m.upstreamRetries = counter("upstream", "retries_total", "Requests retried on another upstream target.", "upstream")

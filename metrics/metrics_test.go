@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -555,5 +556,44 @@ func TestSessionEvictionsLateReport(t *testing.T) {
 	m.SessionCacheSize("tlcp", 100, 1002)
 	if got := testutil.ToFloat64(m.sessionEvictions.WithLabelValues("tlcp")); got != 1002 {
 		t.Errorf("evictions = %v, want 1002", got)
+	}
+}
+
+// TestUpstreamConnectBuckets: the upstream connect histogram tells a
+// loopback connect (50 µs) from a slow one (20 ms) from one that reached
+// the default connect timeout (5 s): each lands below a distinct finite
+// bucket bound, none only in +Inf.
+func TestUpstreamConnectBuckets(t *testing.T) {
+	m, reg := newTest(t)
+	times := []time.Duration{50 * time.Microsecond, 20 * time.Millisecond, 5 * time.Second}
+	for _, d := range times {
+		m.UpstreamConnect("app", d, nil)
+	}
+	var h *dto.Histogram
+	for _, mf := range gather(t, reg) {
+		if mf.GetName() == "gmproxy_upstream_connect_seconds" {
+			h = mf.GetMetric()[0].GetHistogram()
+		}
+	}
+	if h == nil {
+		t.Fatal("no gmproxy_upstream_connect_seconds")
+	}
+	// The smallest bucket holding each time: distinct, and finite.
+	var bounds []float64
+	for _, d := range times {
+		b := math.Inf(1)
+		for _, bk := range h.GetBucket() {
+			if bk.GetUpperBound() >= d.Seconds() {
+				b = bk.GetUpperBound()
+				break
+			}
+		}
+		if math.IsInf(b, 1) {
+			t.Errorf("a %v connect is only in +Inf", d)
+		}
+		if len(bounds) > 0 && b == bounds[len(bounds)-1] {
+			t.Errorf("a %v connect shares its bucket (%g) with a faster one", d, b)
+		}
+		bounds = append(bounds, b)
 	}
 }
