@@ -28,10 +28,14 @@ func peerBin(t *testing.T, env string) string {
 	return p
 }
 
+// helloResponse is httpishServer's answer.
+const helloResponse = "HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nhello tls13sm"
+
 // httpishServer serves connections on l: reads a request (up to a blank
-// line or 4 KiB), answers with a fixed response and closes. States of
-// completed handshakes go to the returned channel.
-func httpishServer(t *testing.T, cfg *Config) (string, <-chan ConnectionState, func()) {
+// line or 4 KiB), answers with a fixed response (helloResponse, or what
+// respond writes) and closes. States of completed handshakes go to the
+// returned channel.
+func httpishServer(t *testing.T, cfg *Config, respond ...func(*Conn)) (string, <-chan ConnectionState, func()) {
 	l, err := Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +62,11 @@ func httpishServer(t *testing.T, cfg *Config) (string, <-chan ConnectionState, f
 						break
 					}
 				}
-				io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nhello tls13sm")
+				if len(respond) > 0 {
+					respond[0](c)
+					return
+				}
+				io.WriteString(c, helloResponse)
 			}(c.(*Conn))
 		}
 	}()
@@ -323,5 +331,68 @@ func TestInteropClientToGmSSLServer(t *testing.T) {
 	}
 	if st := c.ConnectionState(); st.CipherSuite != TLS_SM4_GCM_SM3 || st.Group != CurveSM2 {
 		t.Fatalf("state %+v", st)
+	}
+}
+
+// TestInteropPeerClientsFollowKeyUpdate: Tongsuo's s_client and GmSSL's
+// tls13_client (master) read a response whose records cross the
+// server's automatic key updates (keyUpdateAfterRecords lowered to 2, the
+// response written a few bytes per record): a KeyUpdate they did not ask
+// for (RFC 8446 §4.6.3) is followed, not refused. GmSSL 3.1 cannot: the
+// test skips it.
+func TestInteropPeerClientsFollowKeyUpdate(t *testing.T) {
+	for _, env := range []string{"GMPROXY_TONGSUO_BIN", "GMPROXY_GMSSL_BIN"} {
+		t.Run(env, func(t *testing.T) {
+			bin := peerBin(t, env)
+			v31 := env == "GMPROXY_GMSSL_BIN" && testpeer.GmSSL31(t, bin)
+			if v31 {
+				// Its tls13_recv takes application data only: any other
+				// record after the handshake (a KeyUpdate, a
+				// NewSessionTicket) is an error (src/tls13.c, observed).
+				t.Skip("GmSSL 3.1 cannot follow a KeyUpdate: a connection to it ends after keyUpdateAfterRecords records (docs/protocol-notes.md §9)")
+			}
+			defer func(n uint64) { keyUpdateAfterRecords = n }(keyUpdateAfterRecords)
+			keyUpdateAfterRecords = 2
+			const chunk = 6
+			srv, _, dir := interopConfigs(t)
+			updated := make(chan bool, 1)
+			addr, _, stop := httpishServer(t, srv, func(c *Conn) {
+				c.out.Lock()
+				first := c.out.secret
+				c.out.Unlock()
+				for rest := helloResponse; rest != ""; rest = rest[min(len(rest), chunk):] {
+					if _, err := io.WriteString(c, rest[:min(len(rest), chunk)]); err != nil {
+						break
+					}
+				}
+				c.out.Lock()
+				updated <- c.out.secret != first
+				c.out.Unlock()
+			})
+			defer stop()
+			_, port, _ := net.SplitHostPort(addr)
+			var out string
+			var err error
+			switch {
+			case env == "GMPROXY_TONGSUO_BIN":
+				out, err = runPeer(t, dir, "GET / HTTP/1.0\r\n\r\n", bin, "s_client", "-connect", addr, "-servername", "localhost",
+					"-tls1_3", "-ciphersuites", "TLS_SM4_GCM_SM3", "-sigalgs", "sm2sig_sm3", "-groups", "curveSM2", "-enable_sm_tls13_strict",
+					"-CAfile", "ca.crt", "-verify_return_error", "-ign_eof")
+			default:
+				out, err = runPeer(t, dir, "", bin, "tls13_client", "-host", "127.0.0.1", "-port", port, "-server_name", "localhost",
+					"-cacert", "ca.crt", "-cipher_suite", "TLS_SM4_GCM_SM3", "-supported_group", "sm2p256v1", "-sig_alg", "sm2sig_sm3", "-get", "/")
+			}
+			if !strings.Contains(out, "hello tls13sm") {
+				t.Fatalf("the peer did not read the response across key updates: %v\n%s", err, out)
+			}
+			select {
+			case u := <-updated:
+				if !u {
+					t.Fatal("the server's write key never changed")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server never answered")
+			}
+		})
 	}
 }
