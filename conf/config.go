@@ -1361,7 +1361,12 @@ type KeyServer struct {
 	// protect it with the socket's file permissions). Operations go to the
 	// healthy ones in turn; one that fails is retried on the next, and a
 	// failed address is checked again with exponential back-off (up to
-	// 10s). All must serve the same keys. Required (or address).
+	// 10s). An operation answered "unknown key", "busy", "internal" or
+	// "unavailable" is retried on the next too (a key server not yet
+	// reloaded with a new key); a refusal of the request or of this client
+	// (the ciphertext does not decrypt, forbidden, wrong role, rate
+	// limited) is final. All should serve the same keys. Required (or
+	// address).
 	Addresses []string `yaml:"addresses"`
 	// Address is a single endpoint, the same as addresses with one entry.
 	// Default: none (addresses is used).

@@ -202,11 +202,22 @@ func expired(ctx context.Context) bool {
 }
 
 // failover reports whether an operation that failed with err may succeed
-// on another endpoint: a transport failure, or a key server going away.
+// on another endpoint: a transport failure, or an answer about that key
+// server's own state, which another need not share: going away, too busy,
+// an internal failure, or not holding the key (a server not yet reloaded
+// with a new key, or keys spread over servers). An answer about the
+// request or the client holds everywhere and is final: the ciphertext does
+// not decrypt (CodeFailed: a hostile client's must not cost every key
+// server a decryption), the request is malformed, or the client's policy
+// refuses it (forbidden, wrong role, rate limited).
 func failover(err error) bool {
 	var ke *Error
 	if errors.As(err, &ke) {
-		return ke.Code == CodeUnavailable
+		switch ke.Code {
+		case CodeUnavailable, CodeBusy, CodeInternal, CodeUnknownKey:
+			return true
+		}
+		return false
 	}
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -308,5 +309,73 @@ func TestUnreachableEndpointFailsOver(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the health check did not mark the unreachable address down in 5 s")
 		}
+	}
+}
+
+// TestAnsweredErrorsFailOver: of two key servers, the first answers every
+// operation with an error code. An answer about that server's state
+// (unknown key, busy, internal failure, going away) sends the operation to
+// the second, which holds the key and signs; an answer about the request
+// or the client (the operation failed, malformed, forbidden, wrong role,
+// rate limited) is final: the second server sees no operation.
+func TestAnsweredErrorsFailOver(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	good := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Observer = obs })
+	served := func() int {
+		return obs.get(func(r *recObserver) int {
+			n := 0
+			for _, v := range r.ops {
+				n += v
+			}
+			return n
+		})
+	}
+	for _, tc := range []struct {
+		code     Code
+		failover bool
+	}{
+		{CodeUnknownKey, true}, {CodeBusy, true}, {CodeInternal, true}, {CodeUnavailable, true},
+		{CodeFailed, false}, {CodeMalformed, false}, {CodeForbidden, false}, {CodeWrongRole, false}, {CodeRateLimited, false},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			answering := hostileServer(t, true, func(w net.Conn, id uint32, typ byte, _ []byte) {
+				if typ == byte(OpPing) {
+					w.Write(rawFrame(id, 0, nil))
+					return
+				}
+				w.Write(rawFrame(id, byte(tc.code), []byte("answered")))
+			})
+			c := &Client{Timeout: 5 * time.Second, Endpoints: []Endpoint{
+				{Address: answering, Dial: func(ctx context.Context) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "tcp", answering)
+				}},
+				tlsEndpoint(cliTLS, good.addr),
+			}}
+			t.Cleanup(c.Close)
+			rk := remote(t, c, keys[0])
+			before := served()
+			// Two operations: the client takes the endpoints in turn, so
+			// one of them starts at the answering server.
+			var errs []error
+			for range 2 {
+				_, err := rk.SignContext(context.Background(), nil, testMsg, testOpts)
+				errs = append(errs, err)
+			}
+			failed := slices.IndexFunc(errs, func(err error) bool { return err != nil }) >= 0
+			if tc.failover && failed {
+				t.Errorf("an answer %v did not fail over to the key server that holds the key: %v", tc.code, errs)
+			}
+			if !tc.failover {
+				if !failed {
+					t.Errorf("an answer %v was not final: every operation succeeded", tc.code)
+				}
+				if served()-before == 2 {
+					t.Errorf("an answer %v failed over: the second key server served both operations", tc.code)
+				}
+			}
+		})
 	}
 }
