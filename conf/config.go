@@ -25,7 +25,10 @@ type Config struct {
 	// headers are replaced. X-Real-IP is always set by gmproxy: the
 	// right-most X-Forwarded-For address that is not a trusted proxy's
 	// (the peer's address when none is trusted), never the client's own
-	// X-Real-IP. Headers that backends read as a proxy's account of the
+	// X-Real-IP; an address written with its port (203.0.113.9:51234,
+	// [2001:db8::9]:443, as some balancers write it) or an IPv6 address in
+	// brackets counts as the address.
+	// Headers that backends read as a proxy's account of the
 	// client (True-Client-IP, CF-Connecting-IP, X-Client-IP,
 	// X-Forwarded-Port, X-Forwarded-Prefix, X-Original-URL, X-Rewrite-URL
 	// and the others of proxy.TrustedOnlyRequestHeaders) pass only from

@@ -69,12 +69,14 @@
 //     from every other client those headers are replaced. X-Real-IP is always
 //     set by gmproxy: the right-most X-Forwarded-For address that is not a
 //     trusted proxy's (the peer's address when none is trusted), never the
-//     client's own X-Real-IP. Headers that backends read as a proxy's account
-//     of the client (True-Client-IP, CF-Connecting-IP, X-Client-IP,
-//     X-Forwarded-Port, X-Forwarded-Prefix, X-Original-URL, X-Rewrite-URL and
-//     the others of proxy.TrustedOnlyRequestHeaders) pass only from these
-//     proxies; a client's copy is removed. Default: none (always replaced or
-//     removed).
+//     client's own X-Real-IP; an address written with its port
+//     (203.0.113.9:51234, [2001:db8::9]:443, as some balancers write it) or an
+//     IPv6 address in brackets counts as the address. Headers that backends
+//     read as a proxy's account of the client (True-Client-IP,
+//     CF-Connecting-IP, X-Client-IP, X-Forwarded-Port, X-Forwarded-Prefix,
+//     X-Original-URL, X-Rewrite-URL and the others of
+//     proxy.TrustedOnlyRequestHeaders) pass only from these proxies; a
+//     client's copy is removed. Default: none (always replaced or removed).
 //   - sessions (section, see sessions): sessions configures session resumption
 //     for TLCP and TLS 1.3-SM.
 //   - admin (section, see admin): admin is the admin/metrics HTTP listener.

@@ -129,3 +129,39 @@ func wantFromDenyList(t *testing.T, nets []string, want map[string]int) {
 		}
 	}
 }
+
+// TestForwardedForWithPort: a trusted balancer that writes the client's
+// port into X-Forwarded-For ("203.0.113.9:51234", "[2001:db8::9]:443",
+// as Azure Application Gateway does; nginx's realip reads them), or an
+// IPv6 address in brackets, names the client by its address. Read as no address, the client became the
+// balancer itself: an internal client_ip list let every client of the
+// balancer in, and one client's failures and rate counted for all.
+func TestForwardedForWithPort(t *testing.T) {
+	p, err := New(Config{TrustedProxies: []string{"10.0.0.0/8"}, Sites: oneSite(
+		RouteConfig{Name: "internal", ClientIP: []string{"10.0.0.0/8"}, Respond: &RespondConfig{Status: 200, Body: "in"}},
+		RouteConfig{Name: "deny", Respond: &RespondConfig{Status: 403, Body: "no"}},
+	)}, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for xff, want := range map[string]int{
+		"203.0.113.9:51234":             403,
+		"[2001:db8::9]:443":             403,
+		"[2001:db8::9]":                 403,
+		"[203.0.113.9]":                 200, // no IPv4 address in brackets: the balancer's
+		"10.1.2.3, 203.0.113.9:51234":   403,
+		"203.0.113.9:51234, 10.0.0.7:1": 403, // a trusted hop with its port, then the client
+		"10.1.2.3:51234":                200,
+		"203.0.113.9, 10.1.2.3:80":      403,
+	} {
+		r := httptest.NewRequest("GET", "http://example.test/x", nil)
+		r.RemoteAddr = "10.0.0.1:1000"
+		r.Header.Set("X-Forwarded-For", xff)
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("X-Forwarded-For %q from a trusted balancer: %d, want %d", xff, w.Code, want)
+		}
+	}
+}

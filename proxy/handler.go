@@ -978,7 +978,18 @@ func (p *Proxy) realClientIn(peer, xff string) string {
 			continue
 		}
 		if _, err := netip.ParseAddr(cand); err != nil {
-			break // "unknown", obfuscated or forged: keep the last address we trust
+			// A balancer may write the client's port too (Azure's
+			// Application Gateway does; nginx's realip reads it), or an
+			// IPv6 address in brackets: read as no address, its clients
+			// would all be the balancer.
+			a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(cand, "["), "]"))
+			if ap, perr := netip.ParseAddrPort(cand); perr == nil {
+				a, err = ap.Addr(), nil
+			}
+			if err != nil || strings.HasPrefix(cand, "[") != a.Is6() {
+				break // "unknown", obfuscated or forged: keep the last address we trust
+			}
+			cand = a.String()
 		}
 		real = cand
 		if !p.trusted(cand) {
