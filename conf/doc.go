@@ -510,7 +510,9 @@
 //     match the proxy's own values, never the client's copy:
 //     "X-Ssl-Client-Verify: SUCCESS" ahead of a route that answers 403 asks
 //     for a verified client certificate on some paths of a site whose
-//     client_auth is request. The other headers the proxy sets or removes
+//     client_auth is request. X-Ssl-Client-Verify is SUCCESS or NONE,
+//     X-Ssl-Session-Reused r or ".": another value (none, Success) would never
+//     match and is refused. The other headers the proxy sets or removes
 //     (X-Forwarded-*, X-Real-IP, Forwarded, True-Client-IP and the like) are
 //     refused: a matcher could only read the client's forgeable copy
 //     (client_ip matches the client's address). So is Host, which is no header

@@ -759,6 +759,10 @@ func (v *validator) routeMatch(r *Route, p string) {
 			v.errf(p+".header."+name, "match the host with the route's host: [name]", "%v", err)
 		} else if err != nil {
 			v.errf(p+".header."+name, "match on X-Ssl-Client-Verify: SUCCESS for verified client certificates; match client addresses with client_ip", "%v", err)
+		} else if val := r.Header[name]; val != "*" {
+			if err := proxy.CheckHeaderMatchValue(name, val); err != nil {
+				v.errf(p+".header."+name, "write the value as the proxy does (upper case SUCCESS or NONE; r or . for reused), or \"*\" for any", "%v", err)
+			}
 		}
 	}
 }

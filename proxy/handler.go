@@ -391,6 +391,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		if err := CheckHeaderMatch(m.Name); err != nil {
 			return nil, fmt.Errorf("route %s: %w", rt.name, err)
 		}
+		if err := CheckHeaderMatchValue(m.Name, m.Value); err != nil {
+			return nil, fmt.Errorf("route %s: %w", rt.name, err)
+		}
 		name := http.CanonicalHeaderKey(m.Name)
 		rt.hdrs = append(rt.hdrs, headerMatch{HeaderMatch: HeaderMatch{Name: name, Value: m.Value}, tls: slices.Contains(tlsHeaders, name)})
 	}

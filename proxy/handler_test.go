@@ -769,3 +769,37 @@ func TestRelativeRedirectStaysOnSite(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSHeaderMatchValueRefused: a route matching X-Ssl-Client-Verify or
+// X-Ssl-Session-Reused on a value the proxy never derives is refused: the
+// matcher would never match, and a route that answers 403 to
+// "X-Ssl-Client-Verify: none" (for NONE) would turn no one away. The
+// values the proxy writes, and any value ("" for "*"), are accepted.
+func TestTLSHeaderMatchValueRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"X-Ssl-Client-Verify", "none", false},
+		{"x-ssl-client-verify", "Success", false},
+		{"X-Ssl-Client-Verify", "FAILED", false},
+		{"X-Ssl-Session-Reused", "yes", false},
+		{"X-Ssl-Client-Verify", "NONE", true},
+		{"x-ssl-client-verify", "SUCCESS", true},
+		{"X-Ssl-Session-Reused", "r", true},
+		{"X-Ssl-Session-Reused", ".", true},
+		{"X-Ssl-Client-Verify", "", true},
+		{"X-Ssl-Client-S-Dn", "CN=ops", true},
+	} {
+		cfg := Config{Sites: oneSite(
+			RouteConfig{Headers: []HeaderMatch{{Name: tc.name, Value: tc.value}}, Respond: &RespondConfig{Status: 403}},
+			RouteConfig{Respond: &RespondConfig{Status: 200}})}
+		p, err := New(cfg, nil, testLogger(t))
+		if p != nil {
+			p.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("match %s: %q: error %v, want accepted %v", tc.name, tc.value, err, tc.ok)
+		}
+	}
+}

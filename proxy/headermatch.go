@@ -49,6 +49,27 @@ func CheckHeaderMatch(name string) error {
 	return nil
 }
 
+// CheckHeaderMatchValue reports what is wrong with matching header name
+// on value ("" for any value): the TLS headers whose value the proxy takes
+// from a closed set, X-Ssl-Client-Verify (SUCCESS or NONE, as nginx's
+// $ssl_client_verify spells them) and X-Ssl-Session-Reused (r or .),
+// never hold another. A matcher on another value would never match, and
+// a route that answers 403 to "X-Ssl-Client-Verify: none" would let
+// every client without a certificate through.
+func CheckHeaderMatchValue(name, value string) error {
+	var want []string
+	switch http.CanonicalHeaderKey(name) {
+	case HeaderClientVerify:
+		want = []string{verifyOK[0], verifyNone[0]}
+	case HeaderSSLReused:
+		want = []string{reusedYes[0], reusedNo[0]}
+	}
+	if want == nil || value == "" || slices.Contains(want, value) {
+		return nil
+	}
+	return fmt.Errorf("header %s is one of %q, never %q: the matcher would never match", name, want, value)
+}
+
 // ErrHostHeaderMatch is CheckHeaderMatch's error for Host.
 var ErrHostHeaderMatch = errors.New("header Host is not among a request's header fields (the request's host is): a matcher on it never matches")
 
