@@ -803,3 +803,33 @@ func TestTLSHeaderMatchValueRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestHostWithEmptyLabel: a Host whose name has an empty label
+// ("secure.test..", "secure..test", ".secure.test") names no site, so a
+// connection made for a site without client authentication served it
+// and passed it on to that site's backend, past the 421 that
+// "secure.test" and "secure.test." get; a backend that trims the dots
+// ("secure.test..".rstrip(".")) took it for the site that asks for
+// certificates. Such a host is no name (RFC 1035 §3.1: only the root's
+// label is empty) and is refused with 400, as nginx refuses it.
+func TestHostWithEmptyLabel(t *testing.T) {
+	e := echoBackend(t)
+	cfg := Config{Upstreams: []UpstreamConfig{upstream("e", addrOf(e))}, Sites: []SiteConfig{
+		{Name: "open", ServerNames: []string{"open.test"}, Routes: []RouteConfig{{Upstream: "e"}}},
+		{Name: "secure", ServerNames: []string{"secure.test"}, ClientAuth: true, Routes: []RouteConfig{{Upstream: "e"}}},
+	}}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "open", SNI: "open.test", Family: frontdoor.FamilyTLS, Protocol: "TLSv1.3"}})
+	for host, want := range map[string]int{
+		"secure.test..":     400,
+		"secure.test..:443": 400,
+		"secure..test":      400,
+		".secure.test":      400,
+		".":                 400,
+		"secure.test.":      421,
+		"open.test.":        200,
+	} {
+		if code, body, _ := get(t, testClient(t), f.url+"/", "Host", host); code != want {
+			t.Errorf("Host %q on a connection for site open: %d (%.100q), want %d", host, code, body, want)
+		}
+	}
+}

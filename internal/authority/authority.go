@@ -10,7 +10,8 @@ import (
 
 // Valid reports whether h (a Host field, an absolute-form
 // target's authority or an h2 :authority) names a host as a site could:
-// a DNS name or IPv4 address (letters, digits, '-', '.', '_') or an IPv6
+// a DNS name or IPv4 address (letters, digits, '-', '.', '_'; no empty
+// label, a final dot allowed) or an IPv6
 // literal in brackets, then optionally ':' and a port of at most five
 // digits (RFC 9110 §7.2, RFC 3986 §3.2.2-3.2.3). http.ValidHostHeader lets
 // through what a reg-name may hold and more: "a.example:1:1" (routed as
@@ -47,6 +48,13 @@ func Valid(h string) bool {
 			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
 				return false
 			}
+		}
+		// No empty label (RFC 1035 §3.1), but for the root's after a
+		// final dot: "a.example.." or "a..example" is no site's name,
+		// yet a backend that trims or merges the dots reads it as one,
+		// past the checks that compare it with the sites' names.
+		if host[0] == '.' || strings.Contains(host, "..") {
+			return false
 		}
 	}
 	if len(port) > 5 {

@@ -33,6 +33,13 @@ func TestValid(t *testing.T) {
 		"例子.example":             false, // IDNs travel as A-labels
 		strings.Repeat("a", 300): true,  // length is the head's bound, not this
 		"a.example\r\nX-Evil: 1": false,
+		"a.example.":             true, // fully qualified
+		"a.example.:443":         true,
+		"a.example..":            false,
+		"a..example":             false,
+		".a.example":             false,
+		".":                      false,
+		"..:443":                 false,
 	} {
 		if got := Valid(h); got != want {
 			t.Errorf("Valid(%q) = %v, want %v", h, got, want)
