@@ -631,7 +631,9 @@ type Route struct {
 	TLSInfoHeaders bool `yaml:"tls_info_headers"`
 	// ClientCertHeaders adds the client certificate's subject DN, issuer DN,
 	// serial and verification result to the forwarded request (like
-	// Tengine's $ssl_client_s_dn). Default false.
+	// Tengine's $ssl_client_s_dn: each DN in RFC 2253 form, every
+	// attribute in the certificate's order, the last RDN first). Default
+	// false.
 	ClientCertHeaders bool `yaml:"client_cert_headers"`
 	// ClientCertPEM also adds the URL-escaped PEM of the client certificate.
 	// Default false.

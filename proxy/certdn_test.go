@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"io"
 	"math/big"
 	"net/http"
@@ -73,6 +74,53 @@ func TestClientCertDNControlCharacters(t *testing.T) {
 		for _, k := range []string{"X-Ssl-Client-S-Dn", "X-Ssl-Client-I-Dn"} {
 			if got := h.Get(k); got != want {
 				t.Errorf("%s: %s = %q, want %q", method, k, got, want)
+			}
+		}
+	}
+}
+
+// TestClientCertDNAsEncoded: X-Ssl-Client-S-Dn and -I-Dn (and what a
+// route's header matcher on them reads) hold every attribute of the
+// certificate's names in the certificate's order, last RDN first (RFC
+// 2253), as nginx's $ssl_client_s_dn does. pkix.Name.String, which they
+// came from, keeps only the last CN of a name with two ("CN=joe,
+// CN=admin,O=Bank" was "CN=joe,O=Bank": two certificates, one identity),
+// flattens a multi-valued RDN and puts the attributes in an order of its
+// own (a name written CN first came out CN first too), so that an nginx
+// route or backend that matches the DN matched another string, or none.
+func TestClientCertDNAsEncoded(t *testing.T) {
+	oid := func(n ...int) asn1.ObjectIdentifier { return asn1.ObjectIdentifier(append([]int{2, 5, 4}, n...)) }
+	c, st, l, o, ou, cn := oid(6), oid(8), oid(7), oid(10), oid(11), oid(3)
+	for _, tc := range []struct {
+		rdns pkix.RDNSequence
+		want string
+	}{
+		{pkix.RDNSequence{{{Type: o, Value: "Bank"}}, {{Type: cn, Value: "admin"}}, {{Type: cn, Value: "joe"}}}, "CN=joe,CN=admin,O=Bank"},
+		{pkix.RDNSequence{{{Type: c, Value: "CN"}}, {{Type: st, Value: "BJ"}}, {{Type: l, Value: "Haidian"}}, {{Type: o, Value: "Bank"}}, {{Type: ou, Value: "ops"}}, {{Type: cn, Value: "joe"}}},
+			"CN=joe,OU=ops,O=Bank,L=Haidian,ST=BJ,C=CN"},
+		// The most specific RDN first, as some CAs write them.
+		{pkix.RDNSequence{{{Type: cn, Value: "joe"}}, {{Type: ou, Value: "ops"}}, {{Type: o, Value: "Bank"}}, {{Type: c, Value: "CN"}}}, "C=CN,O=Bank,OU=ops,CN=joe"},
+		{pkix.RDNSequence{{{Type: o, Value: "Bank"}}, {{Type: cn, Value: "joe"}, {Type: ou, Value: "ops"}}}, "CN=joe+OU=ops,O=Bank"},
+	} {
+		raw, err := asn1.Marshal(tc.rdns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), RawSubject: raw, RawIssuer: raw,
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := smx509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci := &connInfo{hasState: true, state: frontdoor.ConnState{ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert}}}
+		for _, k := range []string{HeaderClientSDN, HeaderClientIDN} {
+			if got := tlsHeaderValue(k, ci); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("%s of %s: %q, want %q", k, tc.rdns, got, tc.want)
 			}
 		}
 	}

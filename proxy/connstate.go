@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"net"
 	"net/http/httptrace"
@@ -119,11 +121,26 @@ func (ci *connInfo) computeTLS() {
 		return
 	}
 	v.verify = verifyOK
-	v.subject = dnString(c.Subject.String())
-	v.subjectDN, v.issuerDN = one(v.subject), one(dnString(c.Issuer.String()))
+	v.subject = dnString(encodedDN(c.RawSubject, &c.Subject))
+	v.subjectDN, v.issuerDN = one(v.subject), one(dnString(encodedDN(c.RawIssuer, &c.Issuer)))
 	if c.SerialNumber != nil {
 		v.serial = one(strings.ToUpper(c.SerialNumber.Text(16)))
 	}
+}
+
+// encodedDN returns the name der (a certificate's RawSubject or
+// RawIssuer) in RFC 2253 form: every attribute, in the certificate's
+// order with the last RDN first, as nginx's $ssl_client_s_dn writes it.
+// pkix.Name.String (n, used when der does not parse) keeps the last of
+// two CNs only, flattens multi-valued RDNs and orders the attributes its
+// own way: two certificates ("CN=joe,CN=admin,O=Bank" and "CN=joe,O=Bank")
+// would show one identity.
+func encodedDN(der []byte, n *pkix.Name) string {
+	var rdns pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(der, &rdns); err == nil && len(rest) == 0 {
+		return rdns.String()
+	}
+	return n.String()
 }
 
 // dnString escapes the control characters of a distinguished name as
