@@ -632,7 +632,8 @@ type Route struct {
 	// ClientCertHeaders adds the client certificate's subject DN, issuer DN,
 	// serial and verification result to the forwarded request (like
 	// Tengine's $ssl_client_s_dn: each DN in RFC 2253 form, every
-	// attribute in the certificate's order, the last RDN first). Default
+	// attribute in the certificate's order, the last RDN first; the serial
+	// in upper-case hex, two digits a byte, as $ssl_client_serial). Default
 	// false.
 	ClientCertHeaders bool `yaml:"client_cert_headers"`
 	// ClientCertPEM also adds the URL-escaped PEM of the client certificate.

@@ -579,7 +579,8 @@
 //     certificate's subject DN, issuer DN, serial and verification result to
 //     the forwarded request (like Tengine's $ssl_client_s_dn: each DN in RFC
 //     2253 form, every attribute in the certificate's order, the last RDN
-//     first). Default false.
+//     first; the serial in upper-case hex, two digits a byte, as
+//     $ssl_client_serial). Default false.
 //   - client_cert_pem (boolean): client_cert_pem also adds the URL-escaped PEM
 //     of the client certificate. Default false.
 //   - allow_trailers (boolean): allow_trailers passes the client's request

@@ -125,3 +125,19 @@ func TestClientCertDNAsEncoded(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCertSerialAsNginx: X-Ssl-Client-Serial is the serial's bytes
+// in upper-case hex, two digits each, as nginx's $ssl_client_serial
+// (i2a_ASN1_INTEGER) writes it: a serial whose first byte is under 0x10
+// kept its leading 0 there and lost it here ("0A1B" was "A1B"), so a
+// backend's list of revoked or allowed serials, taken from nginx, missed
+// one certificate in sixteen.
+func TestClientCertSerialAsNginx(t *testing.T) {
+	for serial, want := range map[int64]string{0x0a1b: "0A1B", 0x1234abcd: "1234ABCD", 0x01: "01", 0x80: "80", 0: "00", -0x0a1b: "-0A1B"} {
+		ci := &connInfo{hasState: true, state: frontdoor.ConnState{ClientAuth: true,
+			PeerCertificates: []*smx509.Certificate{{SerialNumber: big.NewInt(serial)}}}}
+		if got := tlsHeaderValue(HeaderClientSerial, ci); len(got) != 1 || got[0] != want {
+			t.Errorf("serial %#x: %q, want %q", serial, got, want)
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/hex"
 	"encoding/pem"
+	"math/big"
 	"net"
 	"net/http/httptrace"
 	"net/netip"
@@ -124,8 +126,25 @@ func (ci *connInfo) computeTLS() {
 	v.subject = dnString(encodedDN(c.RawSubject, &c.Subject))
 	v.subjectDN, v.issuerDN = one(v.subject), one(dnString(encodedDN(c.RawIssuer, &c.Issuer)))
 	if c.SerialNumber != nil {
-		v.serial = one(strings.ToUpper(c.SerialNumber.Text(16)))
+		v.serial = one(serialHex(c.SerialNumber))
 	}
+}
+
+// serialHex writes a certificate serial as nginx's $ssl_client_serial
+// does (OpenSSL's i2a_ASN1_INTEGER): its bytes in upper-case hex, two
+// digits each ("0A1B", not big.Int's "A1B"; "00" for zero), a minus sign
+// before a negative one. A backend's list of serials taken from nginx
+// matches them so.
+func serialHex(n *big.Int) string {
+	b := n.Bytes()
+	if len(b) == 0 {
+		b = []byte{0}
+	}
+	h := strings.ToUpper(hex.EncodeToString(b))
+	if n.Sign() < 0 {
+		h = "-" + h
+	}
+	return h
 }
 
 // encodedDN returns the name der (a certificate's RawSubject or
