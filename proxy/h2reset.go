@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/lograte"
 )
 
 // HTTP/2 "rapid reset" (CVE-2023-44487): a client opens streams and resets
@@ -143,11 +145,18 @@ func (s *frameScanner) scan(b []byte) (end int) {
 func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
 	rate := l.HTTP2MaxResetRate
 	g := newResetGuard(c, rate, resetBurst(rate, l.MaxConcurrentStreams), func() {
-		logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", rate)
+		// A client may flood on connection after connection: one line
+		// a second, with the count of those held back.
+		if ok, held := resetFloodLog.Allow(); ok {
+			logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", rate, "suppressed", held)
+		}
 	})
 	g.hdrTimeout = l.ReadHeaderTimeout
 	return g
 }
+
+// resetFloodLog bounds GuardHTTP2's warnings over the process.
+var resetFloodLog = &lograte.Limiter{Interval: int64(time.Second)}
 
 // resetGuard is the connection the HTTP/2 server sees.
 type resetGuard struct {

@@ -6,14 +6,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/lograte"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
@@ -297,5 +300,26 @@ func TestResetGuardHoldsFrameStarts(t *testing.T) {
 	}
 	if want := append(append([]byte(nil), next...), whole...); !bytes.Equal(c2.out, want) {
 		t.Errorf("frames split over three writes came out as % x, want % x", c2.out, want)
+	}
+}
+
+// TestResetFloodWarningsBounded: the warning of a client's reset flood is
+// logged once per interval over all connections, however many flood: the
+// next one let through says how many were held back.
+func TestResetFloodWarningsBounded(t *testing.T) {
+	defer func(l *lograte.Limiter) { resetFloodLog = l }(resetFloodLog)
+	resetFloodLog = &lograte.Limiter{Interval: int64(time.Hour)}
+	var logs testpeer.SyncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	l := LimitsConfig{}.WithDefaults()
+	for i := 0; i < 50; i++ {
+		a, b := net.Pipe()
+		g := GuardHTTP2(a, &l, logger).(*resetGuard)
+		g.onTrip()
+		a.Close()
+		b.Close()
+	}
+	if n := strings.Count(logs.String(), "reset streams too fast"); n != 1 {
+		t.Fatalf("%d warnings for 50 floods within the interval, want 1:\n%s", n, logs.String())
 	}
 }
