@@ -662,6 +662,12 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "method "+strconv.Quote(r.Method)+" is not a token (RFC 9110 §9.1)")
 	case !targetOK(r):
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "request target "+strconv.Quote(r.RequestURI)+" is not an absolute path (RFC 9112 §3.2) without NUL")
+	case r.ProtoMajor == 2 && !lengthOK(r.Header["Content-Length"]):
+		// x/net/http2 takes a content-length that is no number for 0: the
+		// request would reach the target as one without content, the
+		// client's body dropped (RFC 9113 §8.1.1: malformed). HTTP/1.1's
+		// reader refuses such a value itself.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "invalid content-length "+strconv.Quote(strings.Join(r.Header["Content-Length"], ", ")))
 	case r.Host == "" && rt != nil && rt.up != nil:
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "the request names no host and the site has no name to give the target")
 	case r.Host != "" && !authority.Valid(r.Host):
@@ -730,6 +736,18 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // another route than rt.
 func (s *site) routesElsewhere(r *http.Request, host, p string, rt *route) bool {
 	return s.match(r, host, p) != rt || strings.IndexByte(p, ';') >= 0 && s.match(r, host, paramlessPath(p)) != rt
+}
+
+// lengthOK reports whether each of vv, the Content-Length fields of a
+// request, is a decimal number (RFC 9110 §8.6; x/net/http2 refuses fields
+// that differ).
+func lengthOK(vv []string) bool {
+	for _, v := range vv {
+		if _, err := strconv.ParseUint(v, 10, 63); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // targetOK reports whether r's request-target may go to a target: an

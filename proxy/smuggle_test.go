@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"testing"
+
+	"golang.org/x/net/http2"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+)
+
+// TestH2InvalidContentLengthRefused: an HTTP/2 request whose
+// content-length is not one number is malformed (RFC 9113 §8.1.1, RFC
+// 9110 §8.6) and refused with 400, as nginx refuses it. x/net/http2 takes
+// such a value for a length of 0: the request went to the target as a
+// POST with Content-Length: 0, the client's body dropped, and the client
+// got the target's answer to a request it never made.
+func TestH2InvalidContentLengthRefused(t *testing.T) {
+	for _, cl := range []string{"5, 5", "abc", "+5", "-5", "", "0x5"} {
+		b := newLenientBackend(t)
+		f := newFront(t, proxyTo(b.addr), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+		fr, _ := rawH2(t, f.addr)
+		// The body is not sent: the answer does not race its DATA.
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true,
+			BlockFragment: h2Block(":method", "POST", ":scheme", "https", ":authority", "example.test", ":path", "/pay", "content-length", cl)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := h2Status(t, fr, 1); got != "400" {
+			t.Errorf("content-length %q: got %q, want 400", cl, got)
+		}
+		if got := b.all(); len(got) > 0 {
+			t.Errorf("content-length %q: the target got %q; want nothing", cl, got)
+		}
+	}
+	// A valid length still goes through.
+	b := newLenientBackend(t)
+	f := newFront(t, proxyTo(b.addr), frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	fr, _ := rawH2(t, f.addr)
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true,
+		BlockFragment: h2Block(":method", "POST", ":scheme", "https", ":authority", "example.test", ":path", "/pay", "content-length", "5")})
+	fr.WriteData(1, true, []byte("hello"))
+	if got := h2Status(t, fr, 1); got != "200" {
+		t.Errorf("content-length 5: got %q, want 200", got)
+	}
+}
