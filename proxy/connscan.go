@@ -143,8 +143,12 @@ func traceConn(req *http.Request, x *exchangeConn) *http.Request {
 
 // check gives res back the Connection field http.ReadResponse dropped,
 // and refuses a head that had both Content-Length and Transfer-Encoding
-// (errLengthAndCoding), from the connection's scan.
+// (errLengthAndCoding), from the connection's scan, or a field name that
+// is no token (errFieldName).
 func (x *exchangeConn) check(res *http.Response) error {
+	if res.ProtoMajor == 1 && !fieldNamesValid(res.Header) {
+		return errFieldName
+	}
 	if x.c == nil || res.ProtoMajor != 1 {
 		return nil
 	}

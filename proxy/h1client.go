@@ -567,6 +567,9 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 	if pc.scan.LengthAndCoding() && res.ProtoAtLeast(1, 1) {
 		return nil, errLengthAndCoding
 	}
+	if !fieldNamesValid(res.Header) {
+		return nil, errFieldName
+	}
 	if res.StatusCode == http.StatusNoContent && pc.scan.Framed() {
 		// It announced a body it must not have: what the target writes
 		// next could be read as the next exchange's response.
@@ -584,6 +587,25 @@ func (pc *h1Conn) readResponse(req *http.Request, passOn bool) (*http.Response, 
 // handled as an error); nginx answers 502 too. (An HTTP/1.0 response is
 // read by its Content-Length and ends its connection: RFC 9112 §6.1.)
 var errLengthAndCoding = errors.New("malformed response: both Content-Length and Transfer-Encoding")
+
+// errFieldName refuses a response head with a field name that is no
+// token: net/http keeps "Cache-Control : no-store" (white space before
+// the colon or in the name) under its raw name, which no server writes,
+// so the field would be lost, where RFC 9112 §5.1 has a proxy remove the
+// white space and keep the field; a Cache-Control, Vary or Set-Cookie
+// dropped changes what a cache in front serves to others. nginx answers
+// 502 ("upstream sent invalid header"). (h1head never takes such a head.)
+var errFieldName = errors.New("malformed response: a field name that is no token")
+
+// fieldNamesValid reports whether every name in h is a token.
+func fieldNamesValid(h http.Header) bool {
+	for k := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+	}
+	return true
+}
 
 // exchangeWatch interrupts an exchange when its request's context ends.
 // A request h1server is handling is watched through its client-gone hook,

@@ -1,6 +1,10 @@
 package proxy
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -40,5 +44,40 @@ func TestH2InvalidContentLengthRefused(t *testing.T) {
 	fr.WriteData(1, true, []byte("hello"))
 	if got := h2Status(t, fr, 1); got != "200" {
 		t.Errorf("content-length 5: got %q, want 200", got)
+	}
+}
+
+// TestResponseFieldNameNotTokenRefused: a backend response field whose
+// name is no token ("Cache-Control : no-store", white space before the
+// colon or inside the name) is refused with 502, on h1Client and on
+// net/http's Transport, as nginx refuses it ("upstream sent invalid
+// header"). net/http keeps such a field under its raw name and the
+// servers then dropped it, so the response went on without it: RFC 9112
+// §5.1 has a proxy remove the white space, never the field, and a
+// Cache-Control, Vary or Set-Cookie left out changes what a cache in
+// front stores and serves to others.
+func TestResponseFieldNameNotTokenRefused(t *testing.T) {
+	for _, line := range []string{"Cache-Control : no-store", "Cache-Control\t: private", "Cache Control: no-store"} {
+		for _, transport := range []bool{false, true} {
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				for {
+					if _, err := readWholeRequest(c, br); err != nil {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\n"+line+"\r\nContent-Length: 6\r\n\r\nsecret")
+				}
+			})
+			cfg := proxyTo(addr)
+			cfg.Upstreams[0].HealthCheck.Passive.MaxFails = -1
+			if transport {
+				cfg.Upstreams[0].Transport.MaxConnsPerTarget = 4
+			}
+			f := newFront(t, cfg, frontOpts{})
+			code, body, hdr := get(t, testClient(t), f.url+"/", "Host", "example.test")
+			if code != http.StatusBadGateway {
+				t.Errorf("transport %v, %q: status %d, Cache-Control %q, body %q; want 502", transport, line, code, hdr.Get("Cache-Control"), body)
+			}
+		}
 	}
 }
