@@ -913,8 +913,8 @@ func escapedPrefixLen(esc string, n int) (int, bool) {
 // proxy (setForwarded removes those), and the names of SetRequestHeaders
 // (and TrustedOnlyRequestHeaders) spelled with '_'
 // (many backends — CGI, WSGI, PHP — map both spellings to one variable,
-// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify), rt's request
-// ID and the fields rt's request_headers remove or set among them;
+// so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify), the framing
+// fields spelled so (framingAlias), rt's request ID and the fields rt's request_headers remove or set among them;
 // setForwarded sets or extends the rest of SetRequestHeaders. One pass
 // over in's few fields does it, rather than a delete per name. Its value
 // slices are the inbound header's: whoever edits the outgoing header
@@ -933,12 +933,22 @@ func (rs *reqState) outgoingHeader(in http.Header, rt *route) http.Header {
 		case copyIfTrusted:
 			rs.trustedOnly = true // setForwarded removes them unless the peer is trusted
 		}
-		if !(strings.IndexByte(k, '_') >= 0 && (isSetHeaderName(k) || sameFieldName(k, rt.reqIDHeader) || rt.reqOps.replaces(k))) {
+		if !(strings.IndexByte(k, '_') >= 0 && (isSetHeaderName(k) || framingAlias(k) || sameFieldName(k, rt.reqIDHeader) || rt.reqOps.replaces(k))) {
 			h[k] = v
 		}
 	}
 	removeConnectionOptions(h, in["Connection"])
 	return h
+}
+
+// framingAlias reports whether k, a name with '_', is Content-Length or
+// Transfer-Encoding to a backend that reads '_' as '-' (Mongrel-derived
+// parsers, Puma before 4.3.5 among them). The proxy frames the request
+// itself and passes such a field on as an ordinary one: the backend would
+// frame the body another way, and read what the proxy sent as body as
+// the next request (request smuggling).
+func framingAlias(k string) bool {
+	return sameFieldName(k, "Content-Length") || sameFieldName(k, "Transfer-Encoding")
 }
 
 // What outgoingHeader does with a field (onCopy): copy it (the zero
