@@ -108,7 +108,8 @@ func isSetHeaderName(k string) bool {
 // a route's allow_trailers none does. With it, a trailer passes when the
 // client declared it in its Trailer header and its name is none of: the
 // headers gmproxy sets or strips (also with '_' for '-'), hop-by-hop
-// fields, fields that must not be trailers (RFC 9110 §6.5.1), the fields
+// fields, fields that must not be trailers (RFC 9110 §6.5.1; these too
+// with '_' for '-'), the fields
 // the route's request_headers edit and the site's request ID (these two
 // in any spelling).
 func (rt *route) trailerAllowed(k string) bool {
@@ -146,6 +147,11 @@ func foldByte(c byte) byte {
 // hop-by-hop field, and not one that must not be a trailer (RFC 9110
 // §6.5.1), such as Content-Length, Host or Authorization.
 func validTrailer(k string) bool {
+	if strings.IndexByte(k, '_') >= 0 {
+		// Judged as a backend that reads '_' as '-' (CGI, WSGI, Puma
+		// before 4.3.5) reads it: Transfer_Encoding is Transfer-Encoding.
+		k = strings.ReplaceAll(k, "_", "-")
+	}
 	if !httpguts.ValidTrailerHeader(k) {
 		return false
 	}

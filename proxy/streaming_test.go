@@ -283,6 +283,16 @@ func TestRequestTrailers(t *testing.T) {
 				t.Errorf("backend saw trailers %q, want %q", got, wantSeen)
 			}
 		})
+		// The same spelled with '_' for '-', as a backend that reads '_'
+		// as '-' (CGI, WSGI, Puma before 4.3.5) takes them.
+		t.Run(fmt.Sprint("allow=", allow, "/raw chunked, forbidden trailers declared with '_'"), func(t *testing.T) {
+			f := newFront(t, cfg, frontOpts{})
+			res, _, _ := rawExchange(t, f.addr, "POST / HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\nTrailer: X-Req-Trailer, Transfer_Encoding, Content_Length, Proxy_Authorization\r\n\r\n"+
+				"5\r\nhello\r\n0\r\nX-Req-Trailer: t1\r\nTransfer_Encoding: chunked\r\nContent_Length: 99\r\nProxy_Authorization: Basic Zm9yZ2Vk\r\n\r\n")
+			if got := res.Trailer.Get("X-Seen"); got != wantSeen {
+				t.Errorf("backend saw trailers %q, want %q", got, wantSeen)
+			}
+		})
 	}
 }
 
