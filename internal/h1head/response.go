@@ -75,12 +75,13 @@ func ResponseHead(buf []byte, req *http.Request, h *Head) (res *http.Response, n
 		Close:      closeAfter(minor, h.fs.appendValues(cv[:0], h.text, "Connection")),
 	}
 	switch {
+	case (code/100 == 1 || code == http.StatusNoContent) && cl >= 0:
+		// A body announced where none may be (RFC 9110 §8.6), also in
+		// answer to a HEAD: left to the caller's slower path, which
+		// does not reuse the connection.
+		return nil, 0, false
 	case req != nil && req.Method == http.MethodHead:
 		res.ContentLength, res.Body = cl, http.NoBody
-	case (code/100 == 1 || code == http.StatusNoContent) && cl >= 0:
-		// A body announced where none may be (RFC 9110 §8.6): left to
-		// the caller's slower path, which does not reuse the connection.
-		return nil, 0, false
 	case code/100 == 1 || code == http.StatusNoContent || code == http.StatusNotModified:
 		res.ContentLength, res.Body = 0, http.NoBody
 	case cl < 0:

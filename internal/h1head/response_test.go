@@ -41,6 +41,10 @@ var notPlainResponses = []string{
 	"HTTP/1.1\r\n\r\n",
 	"http/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\n" + strings.Repeat("X-A: 1\r\n", MaxFields+1) + "Content-Length: 0\r\n\r\n",
+	// A length where none may be (RFC 9110 §8.6), also answering a
+	// HEAD: the connection is not to be reused.
+	"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello",
+	"HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n\r\n",
 }
 
 // TestResponse: the plain responses are parsed as http.ReadResponse
