@@ -32,8 +32,14 @@ type Config struct {
 	// client (True-Client-IP, CF-Connecting-IP, X-Client-IP,
 	// X-Forwarded-Port, X-Forwarded-Prefix, X-Original-URL, X-Rewrite-URL
 	// and the others of proxy.TrustedOnlyRequestHeaders) pass only from
-	// these proxies; a client's copy is removed. Default: none (always
-	// replaced or removed).
+	// these proxies; a client's copy is removed. The per-client limits
+	// see through these proxies as nginx's limits do behind
+	// set_real_ip_from: max_requests_per_client counts a request from one
+	// by its X-Real-IP client, and their own connections are not held by
+	// max_connections_per_client or max_handshakes_per_client (one
+	// proxy's connections carry many clients; max_connections and
+	// max_handshakes still hold them). Default: none (always replaced or
+	// removed).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Sessions configures session resumption for TLCP and TLS 1.3-SM.
 	Sessions Sessions `yaml:"sessions"`
@@ -168,11 +174,14 @@ type Listener struct {
 	// refused at once (metric reason max_handshakes_per_client), so that one
 	// address cannot take the listener's handshake slots from everyone
 	// else. With several workers the limit holds over all of them together
-	// (see workers). 0 means unlimited. Default 64 (1/16 of the default
-	// max_handshakes).
+	// (see workers). A connection from an address of trusted_proxies is
+	// not counted: it carries many clients, whom max_requests_per_client
+	// counts each by X-Forwarded-For. 0 means unlimited. Default 64 (1/16
+	// of the default max_handshakes).
 	MaxHandshakesPerClient int `yaml:"max_handshakes_per_client"`
 	// MaxConnectionsPerClient is the number of open connections from one
-	// client address (counted like max_handshakes_per_client); further
+	// client address (counted like max_handshakes_per_client, a
+	// trusted_proxies address not at all); further
 	// connections from it are refused at once (metric reason
 	// max_connections_per_client). 0 means unlimited. Default 1024 (1/16 of
 	// the default max_connections).
@@ -267,7 +276,11 @@ type HTTPServer struct {
 	HTTP2MaxResetRate int `yaml:"http2_max_reset_rate"`
 	// MaxRequestsPerClient bounds the requests in progress at once from one
 	// client address (counted like max_connections_per_client: the address
-	// after PROXY protocol, IPv6 by /64) over all its connections on this
+	// after PROXY protocol, IPv6 by /64; a request from an address of
+	// trusted_proxies by the client that X-Real-IP names, so that each
+	// client behind such a proxy has a budget of its own and the proxy's
+	// other clients are served while one is over it; a client's own
+	// X-Forwarded-For counts for nothing) over all its connections on this
 	// listener and all their HTTP/2 streams, WebSocket and other upgraded
 	// connections included; a request beyond it is answered 429 at once,
 	// before its body is read, so that one address cannot hold the

@@ -76,7 +76,13 @@
 //     CF-Connecting-IP, X-Client-IP, X-Forwarded-Port, X-Forwarded-Prefix,
 //     X-Original-URL, X-Rewrite-URL and the others of
 //     proxy.TrustedOnlyRequestHeaders) pass only from these proxies; a
-//     client's copy is removed. Default: none (always replaced or removed).
+//     client's copy is removed. The per-client limits see through these
+//     proxies as nginx's limits do behind set_real_ip_from:
+//     max_requests_per_client counts a request from one by its X-Real-IP
+//     client, and their own connections are not held by
+//     max_connections_per_client or max_handshakes_per_client (one proxy's
+//     connections carry many clients; max_connections and max_handshakes still
+//     hold them). Default: none (always replaced or removed).
 //   - sessions (section, see sessions): sessions configures session resumption
 //     for TLCP and TLS 1.3-SM.
 //   - admin (section, see admin): admin is the admin/metrics HTTP listener.
@@ -188,13 +194,16 @@
 //     connections from that client are refused at once (metric reason
 //     max_handshakes_per_client), so that one address cannot take the
 //     listener's handshake slots from everyone else. With several workers the
-//     limit holds over all of them together (see workers). 0 means unlimited.
-//     Default 64 (1/16 of the default max_handshakes).
+//     limit holds over all of them together (see workers). A connection from
+//     an address of trusted_proxies is not counted: it carries many clients,
+//     whom max_requests_per_client counts each by X-Forwarded-For. 0 means
+//     unlimited. Default 64 (1/16 of the default max_handshakes).
 //   - max_connections_per_client (integer): max_connections_per_client is the
 //     number of open connections from one client address (counted like
-//     max_handshakes_per_client); further connections from it are refused at
-//     once (metric reason max_connections_per_client). 0 means unlimited.
-//     Default 1024 (1/16 of the default max_connections).
+//     max_handshakes_per_client, a trusted_proxies address not at all);
+//     further connections from it are refused at once (metric reason
+//     max_connections_per_client). 0 means unlimited. Default 1024 (1/16 of
+//     the default max_connections).
 //   - max_handshake_bytes (size): max_handshake_bytes bounds the bytes of
 //     ClientHellos held by the handshakes in progress on this listener
 //     together (each pending hello holds at most 64KiB, and no more than 512
@@ -278,15 +287,18 @@
 //   - max_requests_per_client (integer): max_requests_per_client bounds the
 //     requests in progress at once from one client address (counted like
 //     max_connections_per_client: the address after PROXY protocol, IPv6 by
-//     /64) over all its connections on this listener and all their HTTP/2
-//     streams, WebSocket and other upgraded connections included; a request
-//     beyond it is answered 429 at once, before its body is read, so that one
-//     address cannot hold the upstream connections and handlers of
-//     max_connections_per_client times max_concurrent_streams requests. The
-//     count survives reloads. With several workers each worker counts its own
-//     (a client can then have N times as many). 0 means unlimited. Default
-//     1024 (as many as the default max_connections_per_client allows over
-//     HTTP/1.1).
+//     /64; a request from an address of trusted_proxies by the client that
+//     X-Real-IP names, so that each client behind such a proxy has a budget of
+//     its own and the proxy's other clients are served while one is over it; a
+//     client's own X-Forwarded-For counts for nothing) over all its
+//     connections on this listener and all their HTTP/2 streams, WebSocket and
+//     other upgraded connections included; a request beyond it is answered 429
+//     at once, before its body is read, so that one address cannot hold the
+//     upstream connections and handlers of max_connections_per_client times
+//     max_concurrent_streams requests. The count survives reloads. With
+//     several workers each worker counts its own (a client can then have N
+//     times as many). 0 means unlimited. Default 1024 (as many as the default
+//     max_connections_per_client allows over HTTP/1.1).
 //   - request_buffer (size): RequestBuffer: a request body whose length the
 //     client declares (Content-Length) and that is at most this size is read
 //     whole before the request goes to a target (as nginx's

@@ -25,6 +25,15 @@ type peerHeader interface {
 // of them. ok is false for addresses that are not IP (pipes, Unix
 // sockets).
 func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
+	ip, ok := ipOf(a)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return ClientKeyOf(ip), true
+}
+
+// ipOf is the IP address of a, false for addresses that are not IP.
+func ipOf(a net.Addr) (netip.Addr, bool) {
 	var ap netip.AddrPort
 	switch a := a.(type) {
 	case *net.TCPAddr:
@@ -34,10 +43,7 @@ func ClientKey(a net.Addr) (key netip.Addr, ok bool) {
 	default:
 		return netip.Addr{}, false
 	}
-	if !ap.Addr().IsValid() {
-		return netip.Addr{}, false
-	}
-	return ClientKeyOf(ap.Addr()), true
+	return ap.Addr(), ap.Addr().IsValid()
 }
 
 // ClientKeyOf is ClientKey of a valid IP address.
@@ -85,15 +91,17 @@ type clientTable struct {
 
 // admit counts a new connection (and its handshake) from addr, or returns
 // the refusal reason when the client is at one of cfg's limits. It returns
-// nil without limits or for addresses that are not IP.
+// nil without limits, for addresses that are not IP and for a trusted
+// proxy's (cfg.TrustedProxies).
 func (t *clientTable) admit(cfg *ListenerConfig, addr net.Addr) (*client, string) {
 	if cfg.MaxHandshakesPerClient <= 0 && cfg.MaxConnsPerClient <= 0 {
 		return nil, ""
 	}
-	key, ok := ClientKey(addr)
-	if !ok {
+	ip, ok := ipOf(addr)
+	if !ok || cfg.trustedProxy(ip) {
 		return nil, ""
 	}
+	key := ClientKeyOf(ip)
 	if sh := cfg.SharedClients; sh != nil {
 		switch slot, v := sh.Admit(cfg.Name, key, cfg.MaxConnsPerClient, cfg.MaxHandshakesPerClient); v {
 		case clientshare.Admitted:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,39 @@ func TestClientKey(t *testing.T) {
 		}
 		if got != tt.want {
 			t.Errorf("ClientKey(%v) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+// TestAdmitTrustedProxy: the per-client limits do not count a trusted
+// proxy's connections, whether its address comes as IPv4, as a
+// dual-stack socket shows an IPv4 peer (::ffff:a.b.c.d) or as IPv6 with
+// a zone; another address, even in the proxy's /64, is still held.
+func TestAdmitTrustedProxy(t *testing.T) {
+	cfg := &ListenerConfig{MaxConnsPerClient: 1, MaxHandshakesPerClient: 1,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::1/128")}}
+	var tab clientTable
+	for _, a := range []*net.TCPAddr{
+		{IP: net.ParseIP("192.0.2.7").To4(), Port: 1},
+		{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 1},
+		{IP: net.ParseIP("2001:db8::1"), Port: 1, Zone: "eth0"},
+	} {
+		for i := range 3 {
+			if c, why := tab.admit(cfg, a); c != nil || why != "" {
+				t.Fatalf("connection %d from the trusted proxy %v: counted %v, refused %q", i, a, c != nil, why)
+			}
+		}
+	}
+	if n := tab.len(); n != 0 {
+		t.Fatalf("%d clients counted for the trusted proxy", n)
+	}
+	for _, ip := range []string{"198.51.100.1", "2001:db8::2"} {
+		a := &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}
+		if c, why := tab.admit(cfg, a); c == nil || why != "" {
+			t.Fatalf("first connection from %s: counted %v, refused %q", ip, c != nil, why)
+		}
+		if _, why := tab.admit(cfg, a); why != RefuseMaxConnectionsPerClient {
+			t.Errorf("second connection from %s: refused %q, want %s", ip, why, RefuseMaxConnectionsPerClient)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -64,6 +65,12 @@ type ListenerConfig struct {
 	// the address after PROXY protocol, IPv6 by /64); 0: unlimited. Excess
 	// connections are closed at once.
 	MaxHandshakesPerClient, MaxConnsPerClient int
+	// TrustedProxies are the HTTP proxies in front whose X-Forwarded-For
+	// the proxy reads (trusted_proxies). A connection from one carries
+	// the requests of many clients, which the proxy limits each by the
+	// address that header names: the per-client limits do not apply to
+	// it (MaxHandshakes and MaxConns do).
+	TrustedProxies []netip.Prefix
 	// SharedClients, when set, counts the per-client limits with the other
 	// worker processes (a worker's view of their shared table), so that
 	// they bound a client over all workers; nil: this process alone.
@@ -99,6 +106,18 @@ func (c *ListenerConfig) EnableFamilies(names []string) error {
 		}
 	}
 	return nil
+}
+
+// trustedProxy reports whether ip is in c.TrustedProxies, read as the
+// proxy reads a peer's address (IPv4-mapped as IPv4, without its zone).
+func (c *ListenerConfig) trustedProxy(ip netip.Addr) bool {
+	ip = ip.Unmap().WithZone("")
+	for _, p := range c.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *ListenerConfig) timeout() time.Duration {

@@ -91,8 +91,9 @@ type LimitsConfig struct {
 	// DefaultHTTP2MaxResetRate (100).
 	HTTP2MaxResetRate int
 	// MaxRequestsPerClient bounds the requests in progress at once from
-	// one client address (frontdoor.ClientKey), over all its connections
-	// and HTTP/2 streams; a request beyond it gets 429 at once, before its
+	// one client address (frontdoor.ClientKey; from a trusted proxy, of
+	// the client X-Real-IP names), over all its connections and HTTP/2
+	// streams; a request beyond it gets 429 at once, before its
 	// body is read. 0 (the default) means unlimited.
 	MaxRequestsPerClient int
 	// RequestBuffer is the largest request body of declared length

@@ -42,7 +42,8 @@ type connInfo struct {
 	// proxy's own (ConnContextLimits).
 	limits *LimitsConfig
 	// client is the address max_requests_per_client counts the
-	// connection's requests by (valid when the peer address is IP).
+	// connection's requests by (valid when the peer address is IP),
+	// except those a trusted proxy sends for its clients (requestClient).
 	client netip.Addr
 	// conn is the client connection (ConnContext's; nil otherwise): an
 	// HTTP/2 response stalled past its send_timeout on a connection that

@@ -607,12 +607,13 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ci != nil && ci.client.IsValid() {
 		if l := p.limitsOf(ci); l.MaxRequestsPerClient > 0 {
-			if !l.ClientRequests.acquire(ci.client, l.MaxRequestsPerClient) {
+			client := p.requestClient(r, ci)
+			if !l.ClientRequests.acquire(client, l.MaxRequestsPerClient) {
 				s.errorResponse(rs, r, http.StatusTooManyRequests, "too many requests in progress from this address",
-					"client "+ci.client.String()+" has max_requests_per_client ("+strconv.Itoa(l.MaxRequestsPerClient)+") requests in progress")
+					"client "+client.String()+" has max_requests_per_client ("+strconv.Itoa(l.MaxRequestsPerClient)+") requests in progress")
 				return
 			}
-			defer l.ClientRequests.release(ci.client)
+			defer l.ClientRequests.release(client)
 		}
 	}
 	host := reqHost(r, ci)
@@ -1031,6 +1032,25 @@ func (p *Proxy) realClient(r *http.Request) string {
 		}
 	}
 	return peer
+}
+
+// requestClient is the key max_requests_per_client counts r by: its
+// connection's (ci.client), or, from a trusted proxy, the client's that
+// X-Real-IP names (realClient), IPv6 by /64. A trusted proxy's
+// connections carry the requests of many clients: counted as the proxy's
+// one address they would share one budget, and one client could take it
+// from all the others (nginx's realip keys limit_req and limit_conn so).
+// A client's own X-Forwarded-For counts for nothing: realClient reads
+// only a trusted peer's.
+func (p *Proxy) requestClient(r *http.Request, ci *connInfo) netip.Addr {
+	if len(p.trustedNets) == 0 {
+		return ci.client
+	}
+	a, err := netip.ParseAddr(p.realClient(r))
+	if err != nil {
+		return ci.client
+	}
+	return frontdoor.ClientKeyOf(a)
 }
 
 func (p *Proxy) trusted(ip string) bool {

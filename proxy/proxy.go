@@ -97,13 +97,11 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		tracked:    make(map[io.Closer]struct{}),
 	}
 	p.cut, p.cutDials = context.WithCancel(context.Background())
-	for _, s := range cfg.TrustedProxies {
-		pfx, err := parsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("trusted_proxies: %w", err)
-		}
-		p.trustedNets = append(p.trustedNets, pfx)
+	nets, err := TrustedNets(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
 	}
+	p.trustedNets = nets
 	if err := p.addUpstreams(cfg.Upstreams); err != nil {
 		p.closeUpstreams()
 		return nil, err
@@ -125,7 +123,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	if cfg.Previous != nil {
 		p.prevRates, p.prevAuths = cfg.Previous.rates, cfg.Previous.auths
 	}
-	err := p.addSites(cfg.Sites)
+	err = p.addSites(cfg.Sites)
 	p.prevRates, p.prevAuths = nil, nil
 	if err != nil {
 		p.closeUpstreams()
@@ -288,6 +286,21 @@ func (p *Proxy) startHealthChecks(prev *Proxy, standby bool) {
 		}
 		u.startActiveChecks()
 	}
+}
+
+// TrustedNets reads Config.TrustedProxies as the proxy matches peers
+// against it, for the handshake server's exemption of these peers from
+// the per-client limits (frontdoor.ListenerConfig.TrustedProxies).
+func TrustedNets(list []string) ([]netip.Prefix, error) {
+	var nets []netip.Prefix
+	for _, s := range list {
+		pfx, err := parsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted_proxies: %w", err)
+		}
+		nets = append(nets, pfx)
+	}
+	return nets, nil
 }
 
 // parsePrefix reads an IP or CIDR of trusted_proxies or client_ip. The

@@ -536,6 +536,10 @@ func listenerSpec(env *Env, cfg *conf.Config, l *conf.Listener, sites map[string
 	if e := hcfg.EnableFamilies(l.Protocols); e != nil {
 		err = fmt.Errorf("listener %s: %w", l.Address, e)
 	}
+	// The proxy limits each client of a trusted proxy by the address its
+	// X-Forwarded-For names; the handshake server exempts the proxy's own.
+	nets, e := proxy.TrustedNets(cfg.TrustedProxies)
+	hcfg.TrustedProxies, err = nets, errors.Join(err, e)
 	hcfg.MaxHandshakes, hcfg.MaxConns = handshakeLimits(l)
 	var pp []string
 	if l.ProxyProtocol.Enabled {

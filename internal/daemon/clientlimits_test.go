@@ -208,3 +208,46 @@ func TestPerClientLimitsAfterProxyProtocol(t *testing.T) {
 	closeSlow()
 	waitIdle(t, m)
 }
+
+// TestPerClientLimitsExemptTrustedProxy: a connection from a proxy of
+// trusted_proxies carries many clients (the proxy limits each by its
+// X-Forwarded-For), so max_connections_per_client and
+// max_handshakes_per_client do not hold it: five connections from the
+// trusted 127.0.0.1 stay open past a limit of 2 and a request through it
+// is served, while the untrusted 127.0.0.2 is still held to 2.
+func TestPerClientLimitsExemptTrustedProxy(t *testing.T) {
+	for _, tc := range []struct {
+		reason            string
+		conns, handshakes int
+	}{
+		{frontdoor.RefuseMaxConnectionsPerClient, 2, 0},
+		{frontdoor.RefuseMaxHandshakesPerClient, 0, 2},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			b := newBackend(t)
+			cfg := testConfig(t, b.Listener.Addr().String())
+			cfg.TrustedProxies = []string{"127.0.0.1"}
+			l := &cfg.Listeners[0]
+			l.MaxConnectionsPerClient, l.MaxHandshakesPerClient = tc.conns, tc.handshakes
+			addr, m := startMetricsDaemon(t, cfg)
+
+			closeTrusted := slowConns(t, "127.0.0.1", addr, 5, nil)
+			waitMetric(t, m, "the trusted proxy's connections open", func(v float64) bool { return v == 5 }, "gmproxy_connections_active")
+			closeOther := slowConns(t, "127.0.0.2", addr, 5, nil)
+			const refused = "gmproxy_connections_refused_total"
+			waitMetric(t, m, "the untrusted address held to its limit", func(v float64) bool { return v == 3 }, refused, "reason="+tc.reason)
+
+			c := tlsClient(t, addr, "localhost", false)
+			c.Transport.(*http.Transport).DisableKeepAlives = true
+			if body, resp := get(t, c, "https://localhost/ok"); resp.StatusCode != 200 || !strings.HasPrefix(body, "path=/ok") {
+				t.Fatalf("request through the trusted proxy past its per-client limit: %d %q", resp.StatusCode, body)
+			}
+			if v := metricValue(t, m, refused, "reason="+tc.reason); v != 3 {
+				t.Errorf("refused for %s: %v, want the 3 of 127.0.0.2", tc.reason, v)
+			}
+			closeTrusted()
+			closeOther()
+			waitIdle(t, m)
+		})
+	}
+}
