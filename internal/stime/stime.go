@@ -333,7 +333,16 @@ func (r *run) take(w waiter) (time.Time, bool) {
 		return time.Now(), true
 	}
 	slot := r.slots.Add(1) - 1
-	due := r.start.Add(time.Duration(float64(slot) / r.cfg.Rate * float64(time.Second)))
+	off := float64(slot) / r.cfg.Rate * float64(time.Second)
+	if !(off < float64(r.cfg.Duration)) {
+		// Due after the run ends (at a very low rate, past what a
+		// time.Duration holds, which would read as a time long past
+		// and start it at once): the slot never comes.
+		w.wait(r.ctx, r.cfg.Duration)
+		r.giveBack()
+		return time.Time{}, false
+	}
+	due := r.start.Add(time.Duration(off))
 	if wait := time.Until(due); wait > 0 && !w.wait(r.ctx, wait) {
 		r.giveBack()
 		return time.Time{}, false

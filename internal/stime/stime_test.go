@@ -363,3 +363,20 @@ func TestResponseHeadBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowRateNotAFlood: a rate so low that the second slot is due past
+// the end of the run makes one connection in the run. The slot's offset
+// in nanoseconds (1e19 here) overflows a time.Duration, which became a
+// time in the past, so every later slot started at once: an unpaced flood
+// with latencies of 292 years.
+func TestSlowRateNotAFlood(t *testing.T) {
+	ts := newTestServer(t, 0)
+	res := mustRun(t, Config{Addr: ts.Listener.Addr().String(), Handshake: TLS(ts.clientConfig(false)),
+		Concurrency: 2, Rate: 1e-10, Duration: 300 * time.Millisecond})
+	if res.Connections != 1 || res.ErrorCount != 0 {
+		t.Fatalf("connections %d errors %v, want the one connection of slot 0", res.Connections, res.Errors)
+	}
+	if got := ts.accepted.Load(); got != 1 {
+		t.Errorf("server accepted %d connections, want 1", got)
+	}
+}
