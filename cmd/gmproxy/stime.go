@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -173,6 +174,11 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 	}
 	if !(o.seconds <= maxStimeSeconds && o.timeout <= maxStimeSeconds) { // NaN too
 		return "", nil, errors.New("-time and -timeout must be numbers of at most 1e9 seconds")
+	}
+	if math.IsNaN(o.rate) || math.IsInf(o.rate, 0) {
+		// NaN passes every comparison above and paced nothing; +Inf
+		// paced nothing either, and neither can be written as JSON.
+		return "", nil, errors.New("-rate must be a finite number of connections/s (0: as fast as possible)")
 	}
 	if o.download {
 		o.keepalive = true

@@ -302,6 +302,8 @@ func TestSTimeErrorsAndFlags(t *testing.T) {
 		{[]string{"-loadgen", "-CAfile", "ca.crt"}, "drop -CAfile"},
 		{[]string{"-time", "1e12"}, "-time and -timeout must be numbers of at most 1e9 seconds"},
 		{[]string{"-timeout", "NaN"}, "-time and -timeout must be numbers of at most 1e9 seconds"},
+		{[]string{"-rate", "NaN", "-new", "-time", "1"}, "-rate must be a finite number"},
+		{[]string{"-rate", "+Inf", "-new", "-time", "1"}, "-rate must be a finite number"},
 	} {
 		var o, e bytes.Buffer
 		if code := dispatch(append([]string{"s_time", "-connect", "127.0.0.1:1", "-n", "1"}, tt.args...), &o, &e); code == 0 || !strings.Contains(e.String(), tt.want) {
