@@ -52,7 +52,7 @@ func runSpeed(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if *seconds <= 0 || *seconds > 3600 {
+	if !(*seconds > 0 && *seconds <= 3600) { // NaN too: it timed one operation per row and printed "NaNs"
 		fmt.Fprintln(stderr, "speed: -seconds must be in (0, 3600]")
 		return 2
 	}

@@ -99,7 +99,7 @@ func TestSpeedTableAndFlags(t *testing.T) {
 	if !strings.Contains(errb.String(), "Doing sm3 for") {
 		t.Errorf("progress: %s", errb.String())
 	}
-	for _, args := range [][]string{{"rc4"}, {"-seconds", "0"}, {"-multi", "0"}, {"-bytes", "17"}} {
+	for _, args := range [][]string{{"rc4"}, {"-seconds", "0"}, {"-seconds", "NaN", "sm3"}, {"-multi", "0"}, {"-bytes", "17"}} {
 		var o, e bytes.Buffer
 		if code := dispatch(append([]string{"speed"}, args...), &o, &e); code != 2 {
 			t.Errorf("%v: exit %d", args, code)
