@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"io"
 	"slices"
@@ -69,5 +70,25 @@ func TestUsageAligned(t *testing.T) {
 	}
 	if n != len(commands) {
 		t.Errorf("%d commands listed, want %d:\n%s", n, len(commands), b.String())
+	}
+}
+
+// TestRunDevFlagsWithConfigRefused: the development setup's -listen and
+// -dev-dir next to -c were ignored (the file's listeners serve); they are
+// refused with what to do instead, before any configuration is read.
+func TestRunDevFlagsWithConfigRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-c", "gmproxy.yaml", "-listen", "0.0.0.0:443"},
+		{"-dev-dir", "/tmp/x", "-c", "gmproxy.yaml"},
+	} {
+		var errb bytes.Buffer
+		const want = "-listen and -dev-dir are for the development setup"
+		if _, code, ok := parseRunFlags(args, &errb); ok || code != 2 || !strings.Contains(errb.String(), want) {
+			t.Errorf("run %q: ok %v exit %d, %q; want exit 2 with %q", args, ok, code, errb.String(), want)
+		}
+	}
+	var errb bytes.Buffer
+	if _, _, ok := parseRunFlags([]string{"-listen", "127.0.0.1:0", "-dev-dir", "/tmp/x"}, &errb); !ok {
+		t.Errorf("run -listen -dev-dir refused: %s", errb.String())
 	}
 }

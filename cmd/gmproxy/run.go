@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -205,7 +206,19 @@ func parseRunFlags(args []string, stderr io.Writer) (o runFlags, code int, ok bo
 		fmt.Fprintf(stderr, "gmproxy run: unexpected arguments %q\n", fs.Args())
 		return o, 2, false
 	}
+	if o.file != "" && (isSet(fs, "listen") || isSet(fs, "dev-dir")) {
+		// They shape the embedded setup only: with a file they would
+		// be ignored, and the port served not the one asked for.
+		fmt.Fprintln(stderr, "gmproxy run: -listen and -dev-dir are for the development setup (no -c); with -c FILE set the file's listeners[].address")
+		return o, 2, false
+	}
 	return o, 0, true
+}
+
+// isSet reports whether the command line gave the flag name.
+func isSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // loadRunConfig loads the configuration file, or without one sets up the
