@@ -92,3 +92,30 @@ func TestRunDevFlagsWithConfigRefused(t *testing.T) {
 		t.Errorf("run -listen -dev-dir refused: %s", errb.String())
 	}
 }
+
+// TestLogFlagsChecked: a -log-format or -log-level of run or keyserver
+// that is not one was taken as text logs at info (a JSON log pipeline
+// then cannot read them); it is refused with the values there are.
+func TestLogFlagsChecked(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-log-format", "jsn"}, `-log-format "jsn": want text or json`},
+		{[]string{"-c", "gmproxy.yaml", "-log-level", "verbose"}, `-log-level "verbose": want debug, info, warn or error`},
+	} {
+		var errb bytes.Buffer
+		if _, code, ok := parseRunFlags(tt.args, &errb); ok || code != 2 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("run %q: ok %v exit %d, %q; want exit 2 with %q", tt.args, ok, code, errb.String(), tt.want)
+		}
+		var out bytes.Buffer
+		errb.Reset()
+		if code := keyserverMain(append([]string{"-c", "keyserver.yaml"}, tt.args...), &out, &errb, nil, nil); code != 2 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("keyserver %q: exit %d, %q; want exit 2 with %q", tt.args, code, errb.String(), tt.want)
+		}
+	}
+	var errb bytes.Buffer
+	if _, _, ok := parseRunFlags([]string{"-c", "gmproxy.yaml", "-log-format", "JSON", "-log-level", "warn"}, &errb); !ok {
+		t.Errorf("run -log-format JSON -log-level warn refused: %s", errb.String())
+	}
+}

@@ -53,6 +53,10 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		fs.Usage()
 		return 2
 	}
+	if err := checkLogFlags(*logFormat, *logLevel); err != nil {
+		fmt.Fprintf(stderr, "gmproxy keyserver: %s\n", err)
+		return 2
+	}
 	cfg, err := conf.LoadKeyServer(*file)
 	if err != nil {
 		reportUnusable(stderr, "keyserver", *file, err)

@@ -206,6 +206,10 @@ func parseRunFlags(args []string, stderr io.Writer) (o runFlags, code int, ok bo
 		fmt.Fprintf(stderr, "gmproxy run: unexpected arguments %q\n", fs.Args())
 		return o, 2, false
 	}
+	if err := checkLogFlags(o.logFormat, o.logLevel); err != nil {
+		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
+		return o, 2, false
+	}
 	if o.file != "" && (isSet(fs, "listen") || isSet(fs, "dev-dir")) {
 		// They shape the embedded setup only: with a file they would
 		// be ignored, and the port served not the one asked for.
@@ -213,6 +217,19 @@ func parseRunFlags(args []string, stderr io.Writer) (o runFlags, code int, ok bo
 		return o, 2, false
 	}
 	return o, 0, true
+}
+
+// checkLogFlags refuses a -log-format or -log-level that newLogger would
+// not know: it would fall back to text at info without a word.
+func checkLogFlags(format, level string) error {
+	if format != "" && !strings.EqualFold(format, "text") && !strings.EqualFold(format, "json") {
+		return fmt.Errorf("-log-format %q: want text or json", format)
+	}
+	switch strings.ToLower(level) {
+	case "", "debug", "info", "warn", "warning", "error":
+		return nil
+	}
+	return fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
 }
 
 // isSet reports whether the command line gave the flag name.
