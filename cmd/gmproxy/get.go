@@ -146,6 +146,9 @@ func (o *getOptions) chooseProtocol() error {
 	case n == 0:
 		o.ntls = true
 	}
+	if err := o.clientCertFlags.check(o.ntls); err != nil {
+		return err
+	}
 	if o.std {
 		return o.tlsVersion.apply(&tls.Config{}, o.cipher)
 	}
@@ -168,6 +171,28 @@ func (f *clientCertFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cert, "cert", "", "TLS 1.3-SM / TLS client certificate `file` (PEM)")
 	fs.StringVar(&f.key, "key", "", "TLS 1.3-SM / TLS client key `file` (PEM)")
 	fs.StringVar(&f.pass, "pass", "", "password of encrypted client keys, as openssl takes it: pass:TEXT, env:VARIABLE or file:PATH (`source`)")
+}
+
+// check refuses client certificate flags the chosen protocol would not
+// use (TLCP's four files with -tls13sm or -tls, -cert and -key with TLCP)
+// and half a set: the client would send no certificate, and the server's
+// "certificate required" would not say why.
+func (f *clientCertFlags) check(tlcpChosen bool) error {
+	tlcpFiles := []string{f.signCert, f.signKey, f.encCert, f.encKey}
+	someTLCP, allTLCP := slices.ContainsFunc(tlcpFiles, func(s string) bool { return s != "" }), !slices.Contains(tlcpFiles, "")
+	switch {
+	case tlcpChosen && (f.cert != "" || f.key != ""):
+		return errors.New("-cert and -key are for -tls13sm and -tls; TLCP's client certificates are -sign_cert, -sign_key, -enc_cert and -enc_key")
+	case tlcpChosen && someTLCP && !allTLCP:
+		return errors.New("TLCP client authentication needs -sign_cert, -sign_key, -enc_cert and -enc_key (the signing pair and the encryption pair)")
+	case !tlcpChosen && someTLCP:
+		return errors.New("-sign_cert, -sign_key, -enc_cert and -enc_key are for TLCP (-ntls); -tls13sm and -tls take -cert and -key")
+	case f.cert != "" && f.key == "":
+		return errors.New("-cert needs -key, the file of its private key")
+	case f.key != "" && f.cert == "":
+		return errors.New("-key needs -cert, the file of its certificate")
+	}
+	return nil
 }
 
 // stateConn is a client connection with a handshake and a state.

@@ -382,3 +382,33 @@ func TestGetURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCertFlagsOfAnotherProtocolRefused: get and s_time took the
+// client certificate flags of the protocol not chosen (-cert with TLCP,
+// -sign_cert with TLS 1.3-SM or TLS) and half a pair, and sent no
+// certificate at all; the server's "certificate required" then said
+// nothing of why. They are refused before any connection (127.0.0.1:1
+// is never dialled: a dial error would say something else).
+func TestClientCertFlagsOfAnotherProtocolRefused(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-cert", "c.crt", "-key", "c.key"}, "-cert and -key are for -tls13sm and -tls"},
+		{[]string{"-ntls", "-sign_key", "s.key"}, "TLCP client authentication needs -sign_cert, -sign_key, -enc_cert and -enc_key"},
+		{[]string{"-sign_cert", "s.crt", "-sign_key", "s.key"}, "TLCP client authentication needs -sign_cert, -sign_key, -enc_cert and -enc_key"},
+		{[]string{"-tls13sm", "-sign_cert", "s.crt", "-sign_key", "s.key"}, "-sign_cert, -sign_key, -enc_cert and -enc_key are for TLCP (-ntls)"},
+		{[]string{"-tls", "-enc_key", "e.key"}, "-sign_cert, -sign_key, -enc_cert and -enc_key are for TLCP (-ntls)"},
+		{[]string{"-tls13sm", "-cert", "c.crt"}, "-cert needs -key"},
+		{[]string{"-tls", "-key", "c.key"}, "-key needs -cert"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runGet(append(tt.args, "https://127.0.0.1:1/"), &out, &errb); code != 2 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("get %q: exit %d, %q; want exit 2 with %q", tt.args, code, errb.String(), tt.want)
+		}
+		errb.Reset()
+		if code := dispatch(append([]string{"s_time", "-connect", "127.0.0.1:1", "-new", "-n", "1", "-time", "1"}, tt.args...), &out, &errb); code == 0 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("s_time %q: exit %d, %q; want an error with %q", tt.args, code, errb.String(), tt.want)
+		}
+	}
+}

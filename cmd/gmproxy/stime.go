@@ -202,6 +202,9 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 	case o.tlsStd:
 		proto = "tls"
 	}
+	if err := o.clientCertFlags.check(proto == "ntls"); err != nil {
+		return "", nil, err
+	}
 	if o.loadgen && o.tlsStd {
 		return "", nil, errors.New("-loadgen is for -ntls and -tls13sm")
 	}
