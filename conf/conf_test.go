@@ -287,3 +287,50 @@ upstreams:
 		t.Errorf("set %v, want %v", got, want)
 	}
 }
+
+// TestMergedSectionReplacedWhole: a key of a mapping replaces the value a
+// merge key (<<) gave the same key wholly, nested sections included, as
+// YAML's merge type and yaml.v3's Unmarshal have it: passive: {max_fails:
+// 2} after a merged passive: {max_fails: 7, fail_window: 30s} leaves
+// fail_window at its default (as without the merge), not at 30s; and of
+// a merge key's list, the earlier mapping's section wins wholly too.
+func TestMergedSectionReplacedWhole(t *testing.T) {
+	const text = `
+listeners: [{address: "127.0.0.1:0"}]
+sites:
+  - server_names: [portal.example.cn]
+    tlcp:
+      sign_cert: ../pki/server_sign.crt
+      sign_key: ../pki/server_sign.key
+      enc_cert: ../pki/server_enc.crt
+      enc_key: ../pki/server_enc.key
+    routes:
+      - {path_prefix: /a, upstream: a}
+      - {path_prefix: /b, upstream: b}
+      - {path_prefix: /c, upstream: c}
+      - {path_prefix: /, upstream: d}
+upstreams:
+  - {name: a, targets: [127.0.0.1:8080], health_checks: &hc {passive: {max_fails: 7, fail_window: 30s}}}
+  - name: b
+    targets: [127.0.0.1:8080]
+    health_checks:
+      <<: *hc
+      passive: {max_fails: 2}
+  - {name: c, targets: [127.0.0.1:8080], health_checks: {passive: {max_fails: 2}}}
+  - name: d
+    targets: [127.0.0.1:8080]
+    health_checks:
+      <<: [{passive: {max_fails: 3}}, *hc]
+`
+	cfg, err := Parse("testdata/good/merge.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, plain, list := cfg.Upstreams[1].HealthChecks.Passive, cfg.Upstreams[2].HealthChecks.Passive, cfg.Upstreams[3].HealthChecks.Passive
+	if merged.MaxFails != 2 || merged.FailWindow != plain.FailWindow {
+		t.Errorf("passive after a merge: max_fails %d, fail_window %v; want 2 and %v (the default), the merged section replaced", merged.MaxFails, merged.FailWindow, plain.FailWindow)
+	}
+	if list.MaxFails != 3 || list.FailWindow != plain.FailWindow {
+		t.Errorf("passive from a merge list: max_fails %d, fail_window %v; want 3 and %v: the earlier mapping's section whole", list.MaxFails, list.FailWindow, plain.FailWindow)
+	}
+}

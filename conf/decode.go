@@ -42,6 +42,22 @@ type decoder struct {
 	// merging holds the mappings being decoded, so that a merge key
 	// (<<) that refers to one of them is reported, not expanded.
 	merging map[*yaml.Node]bool
+	// before holds what each struct field held before its first value
+	// (its default), so that a later value for the same field (a key
+	// after a merge key, an earlier mapping of a merge list) replaces the
+	// first one whole instead of being decoded into it (fresh).
+	before map[fieldKey]former
+}
+
+// former is a field's value before its first value from the file, and
+// the field's address, held so that the field's memory is not reused for
+// another field while the decoder runs (the key is the address).
+type former struct{ was, at reflect.Value }
+
+// fieldKey names one field of the configuration being decoded.
+type fieldKey struct {
+	addr uintptr
+	typ  reflect.Type
 }
 
 type problemKey struct {
@@ -501,8 +517,35 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.keyPos[kp] = nodePos(k)
 		d.valPos[kp] = nodePos(val)
-		d.decode(val, v.FieldByIndex(idx), kp)
+		f := v.FieldByIndex(idx)
+		d.fresh(f)
+		d.decode(val, f, kp)
 	}
+}
+
+// fresh readies struct field f for a value: a field that already has one
+// from this file (only merge keys give a field two) gets back what it held
+// before, so that the new value replaces the old one whole, nested
+// sections included, as a mapping's key replaces a merged one in YAML's
+// merge type (yaml.v3's Unmarshal too); decoded into the old one, a
+// section would keep the merged keys the new one leaves out. Slices and
+// maps are made anew by each decode, so the shallow copy is the field's
+// whole former value.
+func (d *decoder) fresh(f reflect.Value) {
+	if !f.CanAddr() {
+		return
+	}
+	k := fieldKey{f.Addr().Pointer(), f.Type()}
+	if old, ok := d.before[k]; ok {
+		f.Set(old.was)
+		return
+	}
+	if d.before == nil {
+		d.before = map[fieldKey]former{}
+	}
+	was := reflect.New(f.Type()).Elem()
+	was.Set(f)
+	d.before[k] = former{was: was, at: f.Addr()}
 }
 
 // secondMerge reports a second merge key in one mapping: a key appears
