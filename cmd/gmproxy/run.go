@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -79,11 +78,12 @@ func runMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, hoo
 		sigs = workerSignals(sigs, r.log)
 	}
 	if o.pidFile != "" && wk == nil {
-		if err := os.WriteFile(o.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		release, err := claimPIDFile(o.pidFile)
+		if err != nil {
 			fmt.Fprintf(stderr, "gmproxy run: pid file: %s\n", err)
 			return 1
 		}
-		defer os.Remove(o.pidFile)
+		defer release()
 	}
 	if wk == nil && dev == nil && workerCount(cfg) > 1 {
 		return runSupervisor(o.file, o.adminAddr, args, cfg, r.log, r.logLevel, o.logLevel, o.logFormat, stdout, stderr, sigs)
@@ -198,7 +198,7 @@ func parseRunFlags(args []string, stderr io.Writer) (o runFlags, code int, ok bo
 	fs.StringVar(&o.adminAddr, "admin", "", "admin listener `address` (overrides the config's admin.address; \"off\" disables it)")
 	fs.StringVar(&o.logFormat, "log-format", "", "log format: text or json (default: the config's log.format, else text)")
 	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn, error (default: the config's log.level, else info)")
-	fs.StringVar(&o.pidFile, "pid", "", "write the process ID to `file` while running (for gmproxy reload -pid)")
+	fs.StringVar(&o.pidFile, "pid", "", "write the process ID to `file` while running (for gmproxy reload -pid); refused when it names another gmproxy that runs")
 	if code, ok := parseFlags(fs, args); !ok {
 		return o, code, false
 	}

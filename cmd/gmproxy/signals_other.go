@@ -23,5 +23,9 @@ func signalReload(int) error {
 	return errors.New("signals are a Unix feature: reload through the admin listener (POST /reload)")
 }
 
+// processRunning does not know here: a pid file is never taken for a
+// running instance's.
+func processRunning(int) bool { return false }
+
 // umask does nothing: sockets' permissions come from the system here.
 func umask(int) int { return 0 }
