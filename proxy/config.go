@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"time"
@@ -381,6 +383,13 @@ type UpstreamTLSConfig struct {
 	InsecureSkipVerify bool
 	// Cert and Key are a client certificate ("h2", "tls", "tls13sm").
 	Cert, Key string
+	// RootCAs and Certificate, when set, stand for CA and Cert/Key with
+	// "h2" and "tls": the certificates as already loaded (the daemon's
+	// come from conf, which resolved the file names against the
+	// configuration's folder and decrypted the key), so that the files
+	// are not read again, relative to the working directory.
+	RootCAs     *x509.CertPool
+	Certificate *tls.Certificate
 	// KeyPassword decrypts encrypted PKCS#8 client keys ("tlcp",
 	// "tls13sm"). Not a YAML key: the daemon reads it from a file or an
 	// environment variable.

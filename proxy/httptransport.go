@@ -267,7 +267,11 @@ func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {
 	}
 	cfg.ServerName = u.ServerName
 	cfg.InsecureSkipVerify = u.InsecureSkipVerify
-	if u.CA != "" {
+	cfg.RootCAs = u.RootCAs
+	if u.Certificate != nil {
+		cfg.Certificates = []tls.Certificate{*u.Certificate}
+	}
+	if u.CA != "" && u.RootCAs == nil {
 		pem, err := os.ReadFile(u.CA)
 		if err != nil {
 			return nil, fmt.Errorf("tls ca: %w", err)
@@ -278,7 +282,7 @@ func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	if u.Cert != "" || u.Key != "" {
+	if (u.Cert != "" || u.Key != "") && u.Certificate == nil {
 		kp, err := tls.LoadX509KeyPair(u.Cert, u.Key)
 		if err != nil {
 			return nil, fmt.Errorf("tls client certificate: %w", err)

@@ -283,6 +283,21 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			NoClientExtensions:        t.NoExtensions || t.GmSSLCompat,
 			ClientECDHEParamsAsVector: t.ECDHEParamsAsVector || t.GmSSLCompat,
 		}
+		if uc.Protocol == upstreamproto.TLS || uc.Protocol == upstreamproto.H2 {
+			// What conf loaded, not the names again: they are relative
+			// to the configuration's folder, not the working directory,
+			// and the key may need its password. (The SM protocols'
+			// dialers take conf's material too: wireUpstreamDialers.)
+			m := &u.Material
+			uc.TLS.CA, uc.TLS.Cert, uc.TLS.Key = "", "", ""
+			if len(m.RootCAs) > 0 {
+				uc.TLS.RootCAs, _ = conf.X509Pool(m.RootCAs)
+			}
+			if m.ClientCert != nil {
+				c := m.ClientCert.TLSCertificate()
+				uc.TLS.Certificate = &c
+			}
+		}
 	}
 	p := u.HealthChecks.Passive
 	uc.HealthCheck.Passive = proxy.PassiveHealthConfig{MaxFails: p.MaxFails, FailWindow: p.FailWindow, Cooldown: p.CoolDown, UnhealthyStatus: p.UnhealthyStatus}
