@@ -721,8 +721,9 @@ type Stream struct {
 	// then). Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ConnectTimeout bounds connecting to the backend, also a target of
-	// upstream (instead of that upstream's connect timeout; its handshake
-	// timeout still follows for an encrypted one). Default 5s.
+	// upstream (instead of that upstream's connect timeout; the
+	// upstream's connect timeout still bounds the handshake of an
+	// encrypted one). Default 5s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// SendProxyProtocol sends a PROXY header with the client address to the
 	// backend: "", "v1" or "v2". Default "" (none).
@@ -863,7 +864,10 @@ type Keepalive struct {
 
 // Timeouts towards upstream targets.
 type Timeouts struct {
-	// Connect bounds dialing a target, handshake included. Default 5s.
+	// Connect bounds connecting to a target and then, for an encrypted
+	// protocol, its TLS/TLCP handshake again (as nginx's
+	// proxy_connect_timeout): a target that accepts and never answers
+	// holds a request for twice this at most. Default 5s.
 	Connect time.Duration `yaml:"connect"`
 	// ResponseHeader bounds the wait for the response headers after the
 	// request was written; exceeded → 504. Default 60s. A pooled

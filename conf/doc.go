@@ -846,8 +846,8 @@
 //     now and then). Default 5m.
 //   - connect_timeout (duration): connect_timeout bounds connecting to the
 //     backend, also a target of upstream (instead of that upstream's connect
-//     timeout; its handshake timeout still follows for an encrypted one).
-//     Default 5s.
+//     timeout; the upstream's connect timeout still bounds the handshake of an
+//     encrypted one). Default 5s.
 //   - send_proxy_protocol (string): send_proxy_protocol sends a PROXY header
 //     with the client address to the backend: "", "v1" or "v2". Default ""
 //     (none).
@@ -995,8 +995,10 @@
 //
 // This section towards upstream targets.
 //
-//   - connect (duration): connect bounds dialing a target, handshake included.
-//     Default 5s.
+//   - connect (duration): connect bounds connecting to a target and then, for
+//     an encrypted protocol, its TLS/TLCP handshake again (as nginx's
+//     proxy_connect_timeout): a target that accepts and never answers holds a
+//     request for twice this at most. Default 5s.
 //   - response_header (duration): response_header bounds the wait for the
 //     response headers after the request was written; exceeded → 504.
 //     Default 60s. A pooled connection keeps its deadline while it is recent,

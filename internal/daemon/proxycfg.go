@@ -250,7 +250,12 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 		HashHeader: u.HashKey.Header,
 		HashCookie: u.HashKey.Cookie,
 		Transport: proxy.TransportConfig{
-			ConnectTimeout:          u.Timeouts.Connect,
+			ConnectTimeout: u.Timeouts.Connect,
+			// timeouts.connect bounds the TLS/TLCP handshake after the
+			// connect too, as nginx's proxy_connect_timeout does: with
+			// the proxy's fixed default, a target that accepted and
+			// never answered held each request for 10 s more.
+			HandshakeTimeout:        u.Timeouts.Connect,
 			ResponseHeaderTimeout:   u.Timeouts.ResponseHeader,
 			IdleTimeout:             u.Timeouts.Idle,
 			ReadTimeout:             offIfZero(u.Timeouts.Read),

@@ -5,15 +5,19 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/emmansun/gmsm/pkcs8"
+	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
@@ -96,6 +100,7 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.AccessLog.Path = "off"
 	d := startDaemon(t, cfg)
 	body, resp := get(t, smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3, false), "https://localhost/x")
 	if body != "tls backend\n" {
@@ -103,5 +108,59 @@ upstreams:
 	}
 	if got := <-presented; !bytes.Equal(got, p.ECDSAServer.Cert.Raw) {
 		t.Error("the target was not presented the configured client certificate")
+	}
+}
+
+// TestUpstreamHandshakeBoundedByConnect: a TLCP or TLS 1.3-SM target
+// that accepts the connection and never answers the ClientHello holds a
+// request no longer than timeouts.connect allows for the handshake: the
+// client gets 502 well before it gives up. The handshake had a fixed 10 s
+// after the connect, whatever timeouts.connect said, and no key to set it.
+func TestUpstreamHandshakeBoundedByConnect(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		var held []net.Conn // accepted, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	p := testPKI(t)
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	for _, proto := range []string{upstreamproto.TLCP, upstreamproto.TLS13SM} {
+		cfg.Upstreams = append(cfg.Upstreams, conf.Upstream{
+			Name: proto, Protocol: proto, Targets: []conf.Target{{Address: silent.Addr().String(), Weight: 1}},
+			Timeouts: conf.Timeouts{Connect: 200 * time.Millisecond},
+			TLS:      conf.UpstreamTLSConfig{ServerName: "localhost"},
+			Material: conf.UpstreamMaterial{RootCAs: []*smx509.Certificate{p.CA.Cert}},
+		})
+		cfg.Sites[0].Routes = append([]conf.Route{{Name: proto, PathPrefix: "/" + proto + "/", Upstream: proto}}, cfg.Sites[0].Routes...)
+	}
+	d := startDaemon(t, cfg)
+	c := smClient(t, d.addr, "tlcp", tlcp.ECC_SM4_GCM_SM3, false)
+	// Well below the 10 s the handshake had, well above 200 ms.
+	c.Timeout = 8 * time.Second
+	for _, proto := range []string{upstreamproto.TLCP, upstreamproto.TLS13SM} {
+		resp, err := c.Get("https://localhost/" + proto + "/x")
+		if err != nil {
+			t.Fatalf("%s: %v (the handshake with the silent target was not cut at timeouts.connect)", proto, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusGatewayTimeout {
+			t.Errorf("%s: status %d, want 504 (upstream timed out)", proto, resp.StatusCode)
+		}
 	}
 }
