@@ -1896,8 +1896,24 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 		if len(t.Ciphers) > 0 {
 			v.warnf(tp+".ciphers", "remove it", "ciphers is ignored with protocol %s (crypto/tls chooses)", u.Protocol)
 		}
+		// crypto/tls speaks to these targets: it skips SM2 certificates
+		// in the CA file, and cannot sign with an SM2 key, so either
+		// would fail every handshake, long after gmproxy check passed.
+		if _, n := X509Pool(m.RootCAs); len(m.RootCAs) > 0 && n == 0 {
+			v.errf(tp+".ca", "name the RSA or ECDSA CA that issues the targets' certificates (for SM2 targets use protocol tls13sm or tlcp)", "the CA file holds no certificate crypto/tls can use (SM2 only): no target of protocol %s would verify", u.Protocol)
+		}
 		if hasCert {
 			m.ClientCert = v.pair(tp, "cert", "key", t.Cert, t.Key, t.KeyPassword)
+		}
+		if kp := m.ClientCert; kp != nil {
+			why := tlsKeyUnusable(kp.Leaf().PublicKey)
+			if isSM2(kp) {
+				why = "an SM2 key"
+			}
+			if why != "" {
+				v.errf(tp+".cert", "use an RSA or ECDSA client certificate (for SM2 targets use protocol tls13sm)", "crypto/tls cannot sign with the client certificate's key (%s): every handshake with a target asking for it would fail", why)
+				m.ClientCert = nil
+			}
 		}
 	}
 	if m.ClientCert != nil {
