@@ -889,7 +889,9 @@
 //     h2 by ALPN), tlcp (HTTP/1.1 over TLCP) or tls13sm (HTTP/1.1 over TLS
 //     1.3-SM). Default http.
 //   - tls (section, see upstreams[].tls): tls configures the encrypted
-//     protocols (h2, tls, tlcp, tls13sm).
+//     protocols (h2, tls, tlcp, tls13sm). Sessions with the targets are
+//     resumed for every one of them (as nginx's proxy_ssl_session_reuse on),
+//     in memory, afresh at each reload that changes the upstream.
 //   - keepalive (section, see upstreams[].keepalive): keepalive configures the
 //     idle connection pool per target.
 //   - timeouts (section, see upstreams[].timeouts): timeouts for talking to the

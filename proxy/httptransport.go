@@ -260,8 +260,16 @@ func handshakeDialer(dial DialFunc, tc TransportConfig) DialFunc {
 	}
 }
 
+// upstreamTLSSessions bounds the sessions an upstream of protocol tls or
+// h2 keeps to resume (one per server name, or per target without one).
+const upstreamTLSSessions = 256
+
 func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	// Sessions are resumed (nginx's proxy_ssl_session_reuse, on by
+	// default): a target that closes its connections costs one full
+	// handshake, not one per connection. The cache is this configuration's,
+	// so that a reload with other CAs or certificates starts afresh.
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(upstreamTLSSessions)}
 	if u == nil {
 		return cfg, nil
 	}

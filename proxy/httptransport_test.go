@@ -239,3 +239,38 @@ func TestDialTLSHookKeepsHTTP2(t *testing.T) {
 		t.Fatalf("h2 upstream through a DialTLSContext hook whose *tls.Conn negotiated ALPN h2: got %d %q; want 200 \"HTTP/2.0\" (the sendTimedConn wrapper hides the connection's ConnectionState, so the Transport speaks HTTP/1.1 on an h2 connection)", code, body)
 	}
 }
+
+// TestUpstreamTLSSessionsResumed: new connections to a tls target resume
+// the session of an earlier one (nginx's proxy_ssl_session_reuse, on by
+// default), so that a target that closes its connections costs a full
+// handshake once, not on every request.
+func TestUpstreamTLSSessionsResumed(t *testing.T) {
+	var resumed, handshakes atomic.Int32
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close") // a new connection for each request
+		io.WriteString(w, "ok")
+	}))
+	be.TLS = &tls.Config{VerifyConnection: func(cs tls.ConnectionState) error {
+		handshakes.Add(1)
+		if cs.DidResume {
+			resumed.Add(1)
+		}
+		return nil
+	}}
+	be.StartTLS()
+	t.Cleanup(be.Close)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "t", Protocol: upstreamproto.TLS, Targets: []TargetConfig{{Address: addrOf(be)}},
+			TLS: &UpstreamTLSConfig{CA: caFile(t, be), ServerName: "example.com"}}},
+		Sites: oneSite(RouteConfig{Upstream: "t"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for i := 0; i < 3; i++ {
+		if code, body, _ := get(t, testClient(t), f.url+"/"); code != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+	}
+	if h, r := handshakes.Load(), resumed.Load(); h < 3 || r < 2 {
+		t.Errorf("%d handshakes with the target, %d resumed; want 3 and at least the last 2", h, r)
+	}
+}
