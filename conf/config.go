@@ -757,8 +757,8 @@ type Upstream struct {
 	Protocol string `yaml:"protocol"`
 	// TLS configures the encrypted protocols (h2, tls, tlcp, tls13sm).
 	// Sessions with the targets are resumed for every one of them (as
-	// nginx's proxy_ssl_session_reuse on), in memory, afresh at each
-	// reload that changes the upstream.
+	// nginx's proxy_ssl_session_reuse on), in memory; a reload starts
+	// the cache of tls and h2 upstreams afresh.
 	TLS UpstreamTLSConfig `yaml:"tls"`
 	// Keepalive configures the idle connection pool per target.
 	Keepalive Keepalive `yaml:"keepalive"`

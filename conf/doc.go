@@ -891,7 +891,7 @@
 //   - tls (section, see upstreams[].tls): tls configures the encrypted
 //     protocols (h2, tls, tlcp, tls13sm). Sessions with the targets are
 //     resumed for every one of them (as nginx's proxy_ssl_session_reuse on),
-//     in memory, afresh at each reload that changes the upstream.
+//     in memory; a reload starts the cache of tls and h2 upstreams afresh.
 //   - keepalive (section, see upstreams[].keepalive): keepalive configures the
 //     idle connection pool per target.
 //   - timeouts (section, see upstreams[].timeouts): timeouts for talking to the
