@@ -539,3 +539,28 @@ func TestSuiteNeedsKeyCapability(t *testing.T) {
 		t.Fatalf("%v %v suite %x", r.cerr, r.serr, r.ss.CipherSuite)
 	}
 }
+
+// TestClientServerNameAsSNI: the client's server_name is its ServerName
+// without trailing dots, and none for an IP literal, an IPv6 one with a
+// zone included (RFC 6066 §3), as the server's GetConfigForClient sees it.
+func TestClientServerNameAsSNI(t *testing.T) {
+	p := loadPKI(t)
+	for name, want := range map[string]string{
+		"localhost": "localhost", "localhost.": "localhost", "127.0.0.1": "", "fe80::1%eth0": "", "[::1]": "",
+	} {
+		seen := make(chan string, 1)
+		scfg := &Config{GetConfigForClient: func(hi *ClientHelloInfo) (*Config, error) {
+			seen <- hi.ServerName
+			return p.serverConfig(), nil
+		}}
+		handshakePair(t, scfg, &Config{ServerName: name, InsecureSkipVerify: true})
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Errorf("ServerName %q sent as SNI %q, want %q", name, got, want)
+			}
+		default:
+			t.Errorf("ServerName %q: no ClientHello reached the server", name)
+		}
+	}
+}

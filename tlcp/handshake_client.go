@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"slices"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/validity"
+	"github.com/gmproxy/gmproxy/internal/wire"
 )
 
 // clientHandshakeState is one client handshake (GB/T 38636 §6.4.3).
@@ -120,9 +120,7 @@ func (hs *clientHandshakeState) sendClientHello() error {
 		return wrapErr(AlertInternalError, "client random", err)
 	}
 	if !cfg.NoClientExtensions {
-		if cfg.ServerName != "" && net.ParseIP(cfg.ServerName) == nil {
-			hello.serverName = cfg.ServerName
-		}
+		hello.serverName = wire.SNIHostName(cfg.ServerName)
 		hello.alpnProtocols = cfg.NextProtos
 		hello.ticketSupported = cfg.ClientSessionCache != nil && !cfg.SessionTicketsDisabled
 		hello.hasExtensions = hello.serverName != "" || len(hello.alpnProtocols) > 0 || hello.ticketSupported

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gmproxy/gmproxy/internal/asciifold"
 	"github.com/gmproxy/gmproxy/internal/sm3state"
+	"github.com/gmproxy/gmproxy/internal/wire"
 )
 
 // clientHandshakeState holds the state of one client handshake (RFC 8446
@@ -128,7 +129,7 @@ func (hs *clientHandshakeState) makeClientHello() error {
 	c, cfg := hs.c, hs.config
 	h := &clientHelloMsg{
 		vers: 0x0303, random: make([]byte, 32), cipherSuites: cfg.cipherSuites(),
-		compressionMethods: []uint8{0}, serverName: hostnameInSNI(cfg.ServerName),
+		compressionMethods: []uint8{0}, serverName: wire.SNIHostName(cfg.ServerName),
 		supportedGroups: cfg.supportedGroups(), signatureAlgorithms: []uint16{SM2SigSM3},
 		supportedVersions: []uint16{VersionTLS13}, alpnProtocols: cfg.NextProtos,
 	}
@@ -199,20 +200,6 @@ func (hs *clientHandshakeState) sm2KeyShare() (*gmecdh.PrivateKey, error) {
 	}
 	loadGenKey.once.Do(func() { loadGenKey.k, loadGenKey.err = gmecdh.P256().GenerateKey(hs.config.rand()) })
 	return loadGenKey.k, loadGenKey.err
-}
-
-// hostnameInSNI strips what may not be sent as SNI (IP literals, trailing dot).
-func hostnameInSNI(name string) string {
-	if name == "" {
-		return ""
-	}
-	if name[0] == '[' || isIP(name) {
-		return ""
-	}
-	for len(name) > 0 && name[len(name)-1] == '.' {
-		name = name[:len(name)-1]
-	}
-	return name
 }
 
 func (hs *clientHandshakeState) cacheKey() string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/record"
@@ -156,5 +155,3 @@ func (c *Conn) connectionStateLocked() ConnectionState {
 		ClientCertificate: c.client.presented, ClientVerified: c.client.verified, ClientLeafHash: c.client.leafHash,
 	}
 }
-
-func isIP(s string) bool { return net.ParseIP(strings.TrimSuffix(s, ".")) != nil }
