@@ -300,9 +300,10 @@ type HTTPServer struct {
 	// go to the target as they arrive. 0 turns it off. Default 64KiB, at
 	// most 16MiB (memory held per request while its body arrives). The
 	// bodies buffered at once in a process are bounded to 64MiB in all, of
-	// which one client address (an IPv4 address, an IPv6 /64) may hold
-	// 4MiB, or one body of up to request_buffer; past that, its bodies
-	// stream as with buffering off.
+	// which one client address (an IPv4 address, an IPv6 /64; behind a
+	// proxy of trusted_proxies, the client it names, as
+	// max_requests_per_client counts) may hold 4MiB, or one body of up to
+	// request_buffer; past that, its bodies stream as with buffering off.
 	RequestBuffer ByteSize `yaml:"request_buffer"`
 }
 

@@ -606,8 +606,9 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rs.w.Header()[s.reqIDHeader] = []string{rs.reqID}
 	}
 	if ci != nil && ci.client.IsValid() {
+		rs.client = p.requestClient(r, ci)
 		if l := p.limitsOf(ci); l.MaxRequestsPerClient > 0 {
-			client := p.requestClient(r, ci)
+			client := rs.client
 			if !l.ClientRequests.acquire(client, l.MaxRequestsPerClient) {
 				s.errorResponse(rs, r, http.StatusTooManyRequests, "too many requests in progress from this address",
 					"client "+client.String()+" has max_requests_per_client ("+strconv.Itoa(l.MaxRequestsPerClient)+") requests in progress")

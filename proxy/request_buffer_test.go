@@ -31,6 +31,13 @@ func startUpload(t *testing.T, addr string, length int) (net.Conn, *bufio.Reader
 // startUploadFrom is startUpload from the loopback address from.
 func startUploadFrom(t *testing.T, from, addr string, length int) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	return startUploadWith(t, from, addr, length, "")
+}
+
+// startUploadWith is startUploadFrom with more header lines (each ending
+// in CRLF).
+func startUploadWith(t *testing.T, from, addr string, length int, header string) (net.Conn, *bufio.Reader) {
+	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
@@ -39,7 +46,7 @@ func startUploadFrom(t *testing.T, from, addr string, length int) (net.Conn, *bu
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
 	br := bufio.NewReader(c)
-	fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", length)
+	fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n%s\r\n", length, header)
 	line, err := br.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
 		t.Fatalf("no 100 Continue: %q %v", line, err)
@@ -420,5 +427,60 @@ func TestBodyBudgetOneLargeBody(t *testing.T) {
 	b.give(c, mine)
 	if !b.take(c, 0, 4<<20) {
 		t.Error("the client's share not given back")
+	}
+}
+
+// TestBufferedUploadsPerClientBehindTrustedProxy: behind a proxy of
+// trusted_proxies, the buffered bodies' per-client share is the client's
+// that the proxy names (X-Forwarded-For, as max_requests_per_client
+// counts it), not the proxy's one address: a client of the proxy past
+// its share streams while another client of the same proxy is still
+// buffered.
+func TestBufferedUploadsPerClientBehindTrustedProxy(t *testing.T) {
+	greedy := netip.MustParseAddr("192.0.2.7")
+	held := RequestBufferPerClient - 8<<10
+	if !bodyBuffers.take(greedy, 0, held) {
+		t.Fatal("test setup: the share is in use")
+	}
+	t.Cleanup(func() { bodyBuffers.give(greedy, held) })
+	var hits atomic.Int64
+	backend := countingBackend(t, "b", &hits)
+	cfg := proxyTo(addrOf(backend))
+	cfg.TrustedProxies = []string{"127.0.0.1"}
+	f := newFront(t, cfg, frontOpts{})
+	target := f.p.Upstream("u").Targets()[0]
+	body := strings.Repeat("z", 40<<10)
+
+	// Another client of the proxy: buffered.
+	other, obr := startUploadWith(t, "127.0.0.1", f.addr, len(body), "X-Forwarded-For: 192.0.2.8\r\n")
+	io.WriteString(other, body[:20<<10])
+	for range 40 {
+		time.Sleep(5 * time.Millisecond)
+		if n := target.InFlight(); n != 0 {
+			t.Fatalf("another client's upload took a target before it was whole (%d in flight)", n)
+		}
+	}
+	// The greedy client, past its share: streams at once.
+	c, br := startUploadWith(t, "127.0.0.1", f.addr, len(body), "X-Forwarded-For: 192.0.2.7\r\n")
+	io.WriteString(c, body[:20<<10])
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("past its share, the client's upload waited to be whole: counted under the proxy's address")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, u := range []struct {
+		c  net.Conn
+		br *bufio.Reader
+	}{{c, br}, {other, obr}} {
+		io.WriteString(u.c, body[20<<10:])
+		res, err := http.ReadResponse(u.br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 || string(got) != "b:"+body {
+			t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
+		}
 	}
 }

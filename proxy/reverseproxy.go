@@ -23,11 +23,14 @@ import (
 
 // reqState is the per-request bookkeeping, pooled.
 type reqState struct {
-	w          respWriter
-	start      time.Time
-	site       *site
-	route      *route
-	ci         *connInfo
+	w     respWriter
+	start time.Time
+	site  *site
+	route *route
+	ci    *connInfo
+	// client is the address the per-client bounds count the request
+	// under (requestClient: a trusted proxy's client, else ci.client).
+	client     netip.Addr
 	target     *Target
 	upDur      time.Duration
 	upStatus   int
@@ -773,9 +776,7 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 	// declares: a declared length costs nothing until its bytes come.
 	// Past the process's bound or the client's share of it (bodyBuffers)
 	// the rest streams.
-	if rs.ci != nil {
-		b.client = rs.ci.client
-	}
+	b.client = rs.client
 	size := int(r.ContentLength)
 	var buf []byte
 	var err error
