@@ -120,12 +120,9 @@ func TestGoodConfigs(t *testing.T) {
 	}
 }
 
-// TestMergeKeyListEarlierWins holds a merge key's list of mappings to the
-// YAML merge type (yaml.org/type/merge.html) as yaml.v3 reads it: a key in
-// a mapping earlier in the list overrides the same key in a later one, and
-// the mapping's own keys override both.
-func TestMergeKeyListEarlierWins(t *testing.T) {
-	const text = `
+// siteHead starts the configurations of the merge-key tests: a listener
+// and a TLCP site whose routes the test lists next.
+const siteHead = `
 listeners: [{address: "127.0.0.1:0"}]
 sites:
   - server_names: [portal.example.cn]
@@ -134,7 +131,14 @@ sites:
       sign_key: ../pki/server_sign.key
       enc_cert: ../pki/server_enc.crt
       enc_key: ../pki/server_enc.key
-    routes:
+    routes:`
+
+// TestMergeKeyListEarlierWins holds a merge key's list of mappings to the
+// YAML merge type (yaml.org/type/merge.html) as yaml.v3 reads it: a key in
+// a mapping earlier in the list overrides the same key in a later one, and
+// the mapping's own keys override both.
+func TestMergeKeyListEarlierWins(t *testing.T) {
+	const text = siteHead + `
       - {path_prefix: /a, upstream: a}
       - {path_prefix: /b, upstream: b}
       - {path_prefix: /, upstream: c}
@@ -162,16 +166,7 @@ upstreams:
 // second, with the one-key form as the fix, instead of both applied in an
 // order no other YAML tool shares.
 func TestSecondMergeKeyRefused(t *testing.T) {
-	const text = `
-listeners: [{address: "127.0.0.1:0"}]
-sites:
-  - server_names: [portal.example.cn]
-    tlcp:
-      sign_cert: ../pki/server_sign.crt
-      sign_key: ../pki/server_sign.key
-      enc_cert: ../pki/server_enc.crt
-      enc_key: ../pki/server_enc.key
-    routes:
+	const text = siteHead + `
       - path_prefix: /
         upstream: c
         request_headers:
@@ -209,16 +204,7 @@ upstreams:
 // never gets a request. An nginx configuration carried over in its order
 // (location /api, then location /api/v1) does that.
 func TestShadowedRouteWarned(t *testing.T) {
-	const text = `
-listeners: [{address: "127.0.0.1:0"}]
-sites:
-  - server_names: [portal.example.cn]
-    tlcp:
-      sign_cert: ../pki/server_sign.crt
-      sign_key: ../pki/server_sign.key
-      enc_cert: ../pki/server_enc.crt
-      enc_key: ../pki/server_enc.key
-    routes:
+	const text = siteHead + `
       - {path_prefix: /api, upstream: app}
       - {path_prefix: /api/v1, upstream: app}
       - {path: /api/health, respond: {status: 200}}
@@ -257,16 +243,7 @@ upstreams:
 // mapping's own names overriding merged ones whatever their letter case,
 // and an earlier merged mapping overriding a later one.
 func TestMergeKeyInNameValueMapping(t *testing.T) {
-	const text = `
-listeners: [{address: "127.0.0.1:0"}]
-sites:
-  - server_names: [portal.example.cn]
-    tlcp:
-      sign_cert: ../pki/server_sign.crt
-      sign_key: ../pki/server_sign.key
-      enc_cert: ../pki/server_enc.crt
-      enc_key: ../pki/server_enc.key
-    routes:
+	const text = siteHead + `
       - path_prefix: /a
         upstream: app
         request_headers: {set: &h {X-A: "1", X-B: "1"}, add: &g {X-A: "2", X-C: "2"}}
@@ -295,16 +272,7 @@ upstreams:
 // fail_window at its default (as without the merge), not at 30s; and of
 // a merge key's list, the earlier mapping's section wins wholly too.
 func TestMergedSectionReplacedWhole(t *testing.T) {
-	const text = `
-listeners: [{address: "127.0.0.1:0"}]
-sites:
-  - server_names: [portal.example.cn]
-    tlcp:
-      sign_cert: ../pki/server_sign.crt
-      sign_key: ../pki/server_sign.key
-      enc_cert: ../pki/server_enc.crt
-      enc_key: ../pki/server_enc.key
-    routes:
+	const text = siteHead + `
       - {path_prefix: /a, upstream: a}
       - {path_prefix: /b, upstream: b}
       - {path_prefix: /c, upstream: c}

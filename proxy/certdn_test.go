@@ -29,18 +29,8 @@ import (
 // certificate marked every target down. The control characters go as
 // RFC 4514 §2.4 hex escapes, as nginx's $ssl_client_s_dn has them.
 func TestClientCertDNControlCharacters(t *testing.T) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	name := pkix.Name{CommonName: "admin\x00.evil\x01\x7f", Organization: []string{"Line\nBreak"}}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: name, Issuer: name,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := smx509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := selfSigned(t, &x509.Certificate{Subject: name, Issuer: name})
 	const want = `CN=admin\00.evil\01\7F,O=Line\0ABreak`
 	e := echoBackend(t) // net/http: refuses a request with a control character in a field
 	st := frontdoor.ConnState{Site: "s", SNI: "example.test", ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert}}
@@ -106,17 +96,7 @@ func TestClientCertDNAsEncoded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), RawSubject: raw, RawIssuer: raw,
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := smx509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cert := selfSigned(t, &x509.Certificate{RawSubject: raw, RawIssuer: raw})
 		ci := &connInfo{hasState: true, state: frontdoor.ConnState{ClientAuth: true, PeerCertificates: []*smx509.Certificate{cert}}}
 		for _, k := range []string{HeaderClientSDN, HeaderClientIDN} {
 			if got := tlsHeaderValue(k, ci); len(got) != 1 || got[0] != tc.want {
@@ -140,4 +120,22 @@ func TestClientCertSerialAsNginx(t *testing.T) {
 			t.Errorf("serial %#x: %q, want %q", serial, got, want)
 		}
 	}
+}
+
+// selfSigned makes a certificate of tmpl (names set; serial, validity and
+// key filled in here) signed by its own ECDSA key.
+func selfSigned(t *testing.T, tmpl *x509.Certificate) *smx509.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl.SerialNumber = big.NewInt(7)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

@@ -380,20 +380,7 @@ func TestBufferedUploadsBoundedPerClient(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, u := range []struct {
-		c  net.Conn
-		br *bufio.Reader
-	}{{c, br}, {other, obr}} {
-		io.WriteString(u.c, body[20<<10:])
-		res, err := http.ReadResponse(u.br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 200 || string(got) != "b:"+body {
-			t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
-		}
-	}
+	finishUploads(t, body[20<<10:], "b:"+body, upload{c, br}, upload{other, obr})
 	other2 := netip.MustParseAddr("127.0.0.2")
 	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !bodyBuffers.take(other2, 0, RequestBufferPerClient); {
 		if time.Now().After(deadline) {
@@ -469,17 +456,28 @@ func TestBufferedUploadsPerClientBehindTrustedProxy(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, u := range []struct {
-		c  net.Conn
-		br *bufio.Reader
-	}{{c, br}, {other, obr}} {
-		io.WriteString(u.c, body[20<<10:])
+	finishUploads(t, body[20<<10:], "b:"+body, upload{c, br}, upload{other, obr})
+}
+
+// upload is a request whose body is under way: its connection and the
+// reader of its response (startUploadWith).
+type upload struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// finishUploads sends rest on each upload and checks that its response
+// is 200 with want.
+func finishUploads(t *testing.T, rest, want string, uploads ...upload) {
+	t.Helper()
+	for _, u := range uploads {
+		io.WriteString(u.c, rest)
 		res, err := http.ReadResponse(u.br, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 200 || string(got) != "b:"+body {
+		if res.StatusCode != 200 || string(got) != want {
 			t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
 		}
 	}
