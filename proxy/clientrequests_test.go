@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,27 +22,9 @@ import (
 // address is served, and the address is served again once its requests
 // end (the count goes back to zero).
 func TestMaxRequestsPerClient(t *testing.T) {
-	arrived := make(chan struct{}, 16)
-	release := make(chan struct{})
 	var hits atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		if r.URL.Path == "/hold" {
-			arrived <- struct{}{}
-			<-release
-		}
-		io.WriteString(w, "ok")
-	}))
-	t.Cleanup(backend.Close)
-	released := false
-	unblock := func() {
-		if !released {
-			released = true
-			close(release)
-		}
-	}
-	t.Cleanup(unblock)
-	cfg := proxyTo(addrOf(backend))
+	backend, arrived, unblock := holdingBackend(t, &hits)
+	cfg := proxyTo(backend)
 	cfg.Limits.MaxRequestsPerClient = 2
 	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
 	c := h2cClient(t)
@@ -191,4 +174,29 @@ func BenchmarkClientRequests(b *testing.B) {
 		}
 		t.release(key)
 	}
+}
+
+// holdingBackend starts a target that answers "ok", counting its requests
+// in hits (when not nil); a request for /hold says so on arrived and waits
+// until unblock is called (by the test's end at the latest; unblock may be
+// called more than once).
+func holdingBackend(t *testing.T, hits *atomic.Int32) (addr string, arrived <-chan struct{}, unblock func()) {
+	t.Helper()
+	in := make(chan struct{}, 16)
+	release := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits != nil {
+			hits.Add(1)
+		}
+		if r.URL.Path == "/hold" {
+			in <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(backend.Close)
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	return addrOf(backend), in, unblock
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"testing"
 	"time"
@@ -22,25 +21,8 @@ import (
 // (127.0.0.2) is counted by its own address whatever X-Forwarded-For it
 // writes. Every count returns to zero once the requests end.
 func TestMaxRequestsPerClientBehindTrustedProxy(t *testing.T) {
-	arrived := make(chan struct{}, 8)
-	release := make(chan struct{})
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			arrived <- struct{}{}
-			<-release
-		}
-		io.WriteString(w, "ok")
-	}))
-	t.Cleanup(backend.Close)
-	released := false
-	unblock := func() {
-		if !released {
-			released = true
-			close(release)
-		}
-	}
-	t.Cleanup(unblock)
-	cfg := proxyTo(addrOf(backend))
+	backend, arrived, unblock := holdingBackend(t, nil)
+	cfg := proxyTo(backend)
 	cfg.TrustedProxies = []string{"127.0.0.1"}
 	cfg.Limits.MaxRequestsPerClient = 1
 	f := newFront(t, cfg, frontOpts{})
