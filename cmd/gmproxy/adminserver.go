@@ -36,6 +36,14 @@ var (
 // adminReadHeaderTimeout bounds a request's head.
 const adminReadHeaderTimeout = 10 * time.Second
 
+// adminReadTimeout bounds a request's head and body together. Without
+// it a request that declared a body (Content-Length, or chunked) and
+// sent none held its connection for good: net/http reads an unread body
+// of up to 256 KiB before it answers, with no deadline. Its clients send
+// no body, or a pprof form's few bytes. (net/http lifts the deadline
+// once the body is read: a long reload or profile is not cut by it.)
+var adminReadTimeout = 20 * time.Second
+
 // adminMaxHeaderBytes bounds a request's head: its clients send a few
 // hundred bytes (net/http's default, 1 MiB, would let each connection
 // hold that much while its head arrives).
@@ -43,7 +51,7 @@ const adminMaxHeaderBytes = 16 << 10
 
 // adminServer returns the server of one such listener.
 func adminServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: writeBounded(h), ReadHeaderTimeout: adminReadHeaderTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: adminMaxHeaderBytes}
+	return &http.Server{Handler: writeBounded(h), ReadHeaderTimeout: adminReadHeaderTimeout, ReadTimeout: adminReadTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: adminMaxHeaderBytes}
 }
 
 // writeBounded gives each request of h adminWriteTimeout to be answered.

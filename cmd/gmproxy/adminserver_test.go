@@ -337,3 +337,72 @@ func TestAdminReloadOutlivesWriteBound(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminServerBodyBound: a request that declares a body (Content-Length
+// or chunked) and sends none is answered, and its connection closed,
+// after adminReadTimeout: net/http reads an unread body of up to 256 KiB
+// before it answers, with no deadline on a server without ReadTimeout,
+// so each such request held one of adminMaxConns connections for good (a
+// few of them kept Prometheus and gmproxy reload out). A pprof form
+// still reaches the handler, and a profile waiting on its request's
+// context past adminReadTimeout is not cut.
+func TestAdminServerBodyBound(t *testing.T) {
+	defer func(d time.Duration) { adminReadTimeout = d }(adminReadTimeout)
+	adminReadTimeout = 200 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := adminServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/profile" {
+			io.WriteString(w, "ok") // leaves the body unread, as every other handler
+			return
+		}
+		seconds := r.FormValue("seconds") // as pprof reads it
+		// A profile waits on the request's context for its seconds.
+		select {
+		case <-r.Context().Done():
+			seconds = "cancelled"
+		case <-time.After(3 * adminReadTimeout):
+		}
+		io.WriteString(w, seconds)
+	}))
+	serveAdmin(srv, ln)
+	defer srv.Close()
+	send := func(req string) (*http.Response, string) {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go io.WriteString(c, req)
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%.60q: no answer: %v", req, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(body)
+	}
+	for _, req := range []string{
+		"GET /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n",
+		"POST /reload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nseco",
+		"GET /metrics HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n",
+	} {
+		if res, _ := send(req); !res.Close {
+			t.Errorf("%.60q, the body not sent: answered %d, the connection kept; want it closed", req, res.StatusCode)
+		}
+	}
+	form := "seconds=5"
+	for _, req := range []string{
+		"POST /debug/pprof/profile HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 9\r\n\r\n" + form,
+		"POST /debug/pprof/profile HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n" + form + "\r\n0\r\n\r\n",
+		"GET /debug/pprof/profile?seconds=5 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+	} {
+		if res, body := send(req); res.StatusCode != http.StatusOK || body != "5" {
+			t.Errorf("%.60q: %d %q, want 200 \"5\" (the form read, the request not cancelled by adminReadTimeout)", req, res.StatusCode, body)
+		}
+	}
+}
