@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -54,12 +55,20 @@ func adminServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: writeBounded(h), ReadHeaderTimeout: adminReadHeaderTimeout, ReadTimeout: adminReadTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: adminMaxHeaderBytes}
 }
 
-// writeBounded gives each request of h adminWriteTimeout to be answered.
-// Per request, not http.Server.WriteTimeout, so that a profile may
-// extend its own (boundSeconds).
+// adminMaxBodyBytes bounds what a handler reads of a request's body: the
+// only body these listeners take is a pprof form's few bytes, which
+// net/http would otherwise read up to 10 MB of (some 32 MiB allocated
+// to parse it) on each of adminMaxConns connections.
+const adminMaxBodyBytes = 64 << 10
+
+// writeBounded gives each request of h adminWriteTimeout to be answered,
+// and at most adminMaxBodyBytes of body to read. Per request, not
+// http.Server.WriteTimeout, so that a profile may extend its own
+// (boundSeconds).
 func writeBounded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(adminWriteTimeout))
+		r.Body = http.MaxBytesReader(w, r.Body, adminMaxBodyBytes)
 		h.ServeHTTP(w, r)
 	})
 }
@@ -135,6 +144,16 @@ const maxProfileSeconds = 600
 // has them on top of adminWriteTimeout to be answered.
 func boundSeconds(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A form that cannot be read (over adminMaxBodyBytes) would
+		// read as no seconds, which pprof takes for its default.
+		if err := r.ParseForm(); err != nil {
+			code := http.StatusBadRequest
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				code = http.StatusRequestEntityTooLarge
+			}
+			http.Error(w, "form: "+err.Error(), code)
+			return
+		}
 		if v := r.FormValue("seconds"); v != "" {
 			sec, err := strconv.ParseFloat(v, 64)
 			if err == nil && !(sec <= maxProfileSeconds) {

@@ -406,3 +406,43 @@ func TestAdminServerBodyBound(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminServerBodySizeBound: an admin listener reads at most
+// adminMaxBodyBytes of a request's body: a pprof form over it is refused
+// (413) before any profile starts, where net/http would read 10 MB of it
+// (some 32 MiB allocated to parse) on each connection. A form within it
+// still sets the profile's seconds.
+func TestAdminServerBodySizeBound(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan string, 4)
+	srv := adminServer(boundSeconds(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran <- r.FormValue("seconds")
+	})))
+	serveAdmin(srv, ln)
+	defer srv.Close()
+	post := func(form string) int {
+		t.Helper()
+		res, err := (&http.Client{Timeout: testwait.Bound(20 * time.Second)}).Post("http://"+ln.Addr().String()+"/debug/pprof/profile", "application/x-www-form-urlencoded", strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	big := "seconds=1&pad=" + strings.Repeat("a", 1<<20)
+	if code := post(big); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a form of %d bytes: %d, want 413", len(big), code)
+	}
+	select {
+	case s := <-ran:
+		t.Errorf("a form of %d bytes reached pprof (seconds %q)", len(big), s)
+	default:
+	}
+	if code := post("seconds=5"); code != http.StatusOK || <-ran != "5" {
+		t.Errorf("seconds=5 as a form: %d, want 200 with its seconds", code)
+	}
+}
