@@ -233,6 +233,9 @@ type ProxyProtocol struct {
 type HTTPServer struct {
 	// MaxHeaderBytes bounds the request line plus headers, each field
 	// counting 32 bytes more, as in HTTP/2. Default 1MiB, at most 16MiB.
+	// An HTTP/2 connection whose request had a field over 16KiB (a
+	// cookie counted by its crumbs) is closed gracefully once that
+	// request is answered: its decoder would keep a buffer that large.
 	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
 	// ReadHeaderTimeout bounds reading a request's headers. Default 30s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`

@@ -248,7 +248,9 @@
 //
 //   - max_header_bytes (size): max_header_bytes bounds the request line plus
 //     headers, each field counting 32 bytes more, as in HTTP/2. Default 1MiB,
-//     at most 16MiB.
+//     at most 16MiB. An HTTP/2 connection whose request had a field over 16KiB
+//     (a cookie counted by its crumbs) is closed gracefully once that request
+//     is answered: its decoder would keep a buffer that large.
 //   - read_header_timeout (duration): read_header_timeout bounds reading a
 //     request's headers. Default 30s.
 //   - read_timeout (duration): read_timeout bounds reading a whole request,

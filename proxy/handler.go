@@ -590,6 +590,42 @@ func reqHost(r *http.Request, ci *connInfo) string {
 }
 
 // ServeHTTP handles one request of the site.
+// h2LargeField is the size of a request field past which its HTTP/2
+// connection is closed once the request is answered (respWriter's
+// closeConn). x/net/http2's HPACK decoder gathers a field that spans
+// frames in a buffer it keeps for the connection's life, as large as the
+// field and a frame: without the close a client could have each of its
+// connections hold up to max_header_bytes (1 MiB by default, 1 GiB over
+// the default max_connections_per_client) while it idles between small
+// requests, where HTTP/1.1 frees a head once read. A field within one
+// frame costs at most two.
+const h2LargeField = H2MaxReadFrameSize
+
+// largeH2Field reports whether r, an HTTP/2 request, has a field over
+// h2LargeField: a pseudo-header (:path, :authority) or a header field
+// (each cookie crumb apart, RFC 9113 §8.2.3: x/net/http2 joins them).
+func largeH2Field(r *http.Request) bool {
+	if len(r.RequestURI) > h2LargeField || len(r.Host) > h2LargeField {
+		return true
+	}
+	for name, vv := range r.Header {
+		for _, v := range vv {
+			if len(name)+len(v) <= h2LargeField {
+				continue
+			}
+			if name != "Cookie" {
+				return true
+			}
+			for c := range strings.SplitSeq(v, "; ") {
+				if len(name)+len(c) > h2LargeField {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := s.p
 	rs := getReqState(w)
@@ -601,6 +637,7 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ci := connInfoFrom(r.Context())
 	rs.ci = ci
 	p.initSend(rs, r)
+	rs.w.closeConn = r.ProtoMajor == 2 && largeH2Field(r)
 	if s.reqIDHeader != "" {
 		rs.reqID = s.requestIDOf(r)
 		rs.w.Header()[s.reqIDHeader] = []string{rs.reqID}

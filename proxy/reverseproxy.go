@@ -126,6 +126,10 @@ type respWriter struct {
 	bytes       int64
 	wroteHeader bool
 	send        sendDeadline // send_timeout; send.ww nil when off
+	// closeConn has the response say Connection: close, which
+	// x/net/http2 takes for a graceful close of the connection (GOAWAY,
+	// then the close once its streams are done): see largeH2Field.
+	closeConn bool
 }
 
 func (w *respWriter) Header() http.Header { return w.rw.Header() }
@@ -134,6 +138,9 @@ func (w *respWriter) WriteHeader(code int) {
 	if !w.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.wroteHeader = true
 		w.status = code
+		if w.closeConn {
+			w.rw.Header()["Connection"] = []string{"close"}
+		}
 	}
 	w.send.arm()
 	w.rw.WriteHeader(code)
