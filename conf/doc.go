@@ -707,7 +707,9 @@
 //
 // This section is a retry policy. A request that never reached a target
 // (connect failure, or the connection failed before the request was written)
-// is always retried on another target within the limits below.
+// is always retried on another target within the limits below. A request body
+// read whole first (http.request_buffer) is sent again, whole, on a retry; one
+// that streamed is not retried once part of it went to a target.
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. At most 8. Default 3.
@@ -1086,7 +1088,9 @@
 //
 // This section is a retry policy. A request that never reached a target
 // (connect failure, or the connection failed before the request was written)
-// is always retried on another target within the limits below.
+// is always retried on another target within the limits below. A request body
+// read whole first (http.request_buffer) is sent again, whole, on a retry; one
+// that streamed is not retried once part of it went to a target.
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. At most 8. Default 3.

@@ -260,3 +260,43 @@ func TestAttemptBodyClosePre(t *testing.T) {
 		t.Fatalf("the next attempt read %q, %v; want the whole body", got, err)
 	}
 }
+
+// TestBufferedBodyReplay: a body request_buffer read whole (pre, to the
+// client's EOF) is served again from its start for another attempt once an
+// attempt took it; one only partly buffered (the process's bound on
+// buffered bodies reached, the rest streamed from the client) is not:
+// what an attempt read of the client is gone, and a second target would
+// get the buffered head followed by the client's rest, a body the client
+// never sent.
+func TestBufferedBodyReplay(t *testing.T) {
+	whole := &reqBody{pre: []byte("body"), preEOF: true}
+	for i := range 2 {
+		a := &attemptBody{b: whole}
+		got, err := io.ReadAll(a)
+		a.Close()
+		if err != nil || string(got) != "body" {
+			t.Fatalf("attempt %d read %q, %v; want the whole body", i, got, err)
+		}
+		if !whole.untouched() {
+			t.Fatalf("after attempt %d a body held whole cannot be sent again", i)
+		}
+	}
+
+	part := &reqBody{rc: io.NopCloser(strings.NewReader("-rest")), pre: []byte("head")}
+	a := &attemptBody{b: part}
+	got, err := io.ReadAll(a)
+	a.Close()
+	if err != nil || string(got) != "head-rest" {
+		t.Fatalf("read %q, %v; want head-rest", got, err)
+	}
+	if part.untouched() {
+		t.Error("a partly buffered body whose rest an attempt read of the client counts as untouched")
+	}
+	part = &reqBody{rc: io.NopCloser(strings.NewReader("-rest")), pre: []byte("head")}
+	a = &attemptBody{b: part}
+	a.Read(make([]byte, 2))
+	a.Close()
+	if part.untouched() {
+		t.Error("a partly buffered body whose head an attempt took counts as untouched")
+	}
+}

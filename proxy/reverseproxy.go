@@ -356,10 +356,13 @@ func (b *byteBudget) take(n int) bool {
 
 func (b *byteBudget) give(n int) { b.left.Add(int64(n)) }
 
-// untouched reports whether no byte of b went to a target yet, so that
-// another attempt may send it (b may be nil: no body). A read in progress
-// (a failed attempt's transport still reading) or one an attempt's Close
-// cut counts as touched.
+// untouched reports whether another attempt may send b whole (b may be
+// nil: no body): no byte of it went to a target yet, or it is held whole
+// in memory (request_buffer), which is then served again from its start,
+// as nginx resends a buffered body to the next server. A read of the
+// client in progress (a failed attempt's transport still reading) or one
+// an attempt's Close cut counts as touched. Called once the failed
+// attempt's body is closed: no read of pre is under way.
 func (b *reqBody) untouched() bool {
 	if b == nil {
 		return true
@@ -370,6 +373,10 @@ func (b *reqBody) untouched() bool {
 		return false
 	}
 	if b.pre != nil {
+		if b.preEOF {
+			b.preOff.Store(0)
+			return true
+		}
 		return b.preOff.Load() == 0
 	}
 	return b.n.Load() == 0

@@ -263,3 +263,48 @@ func TestErrorStatuses(t *testing.T) {
 		}
 	})
 }
+
+// TestBufferedBodyRetriedAfterSent: a body request_buffer holds whole goes
+// again, whole, to the next target when the first took it and dropped the
+// connection, for a request the policy retries (an idempotent PUT, or a
+// POST with retry_non_idempotent), as nginx resends a buffered body; a
+// body that streamed (over request_buffer) cannot be, and a POST without
+// retry_non_idempotent is not.
+func TestBufferedBodyRetriedAfterSent(t *testing.T) {
+	// small goes through h1Client, large through net/http's Transport
+	// (over maxH1Body), buffered when request_buffer is raised.
+	small, large := strings.Repeat("p", 10<<10), strings.Repeat("q", 2*maxH1Body)
+	for _, tc := range []struct {
+		method, body string
+		buffer       int
+		all          bool
+		retried      bool
+	}{
+		{"PUT", small, 0, false, true},
+		{"POST", small, 0, true, true},
+		{"POST", small, 0, false, false},
+		{"PUT", large, 4 * maxH1Body, false, true},
+		{"PUT", large, 0, false, false}, // over request_buffer: streamed
+	} {
+		dropped, hits := new(atomic.Int64), new(atomic.Int64)
+		drop, live := dropBackend(t, dropped), countingBackend(t, "live", hits)
+		cfg := Config{
+			Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addrOf(drop)}, {Address: addrOf(live)}},
+				Retries:     RetryConfig{NonIdempotent: tc.all},
+				HealthCheck: HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: -1}}}},
+			Sites: oneSite(RouteConfig{Upstream: "u", RetryIdempotent: true}),
+		}
+		cfg.Limits.RequestBuffer = tc.buffer
+		f := newFront(t, cfg, frontOpts{})
+		code, got := doReq(t, testClient(t), tc.method, f.url+"/", tc.body)
+		if dropped.Load() != 1 {
+			t.Fatalf("%s of %d bytes (retry_non_idempotent %v): the dropping target saw %d requests, want 1", tc.method, len(tc.body), tc.all, dropped.Load())
+		}
+		if tc.retried && (code != 200 || got != "live:"+tc.body || hits.Load() != 1) {
+			t.Errorf("%s of %d bytes (retry_non_idempotent %v): %d, %d bytes, live target saw %d; want 200 and the whole body from the live target", tc.method, len(tc.body), tc.all, code, len(got), hits.Load())
+		}
+		if !tc.retried && (code != http.StatusBadGateway || hits.Load() != 0) {
+			t.Errorf("%s of %d bytes (retry_non_idempotent %v): %d, live target saw %d; want 502 and no retry", tc.method, len(tc.body), tc.all, code, hits.Load())
+		}
+	}
+}
