@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1813,8 +1814,17 @@ func (v *validator) passiveHealth(ph *PassiveHealth, pp string) {
 
 // activeHealth checks the active health check section at path ap.
 func (v *validator) activeHealth(a *ActiveHealth, ap string) {
+	// The probe's request line and Host field are made of these: a path
+	// net/url cannot parse, or a host net/http does not send (it sends an
+	// empty Host instead), failed every probe or probed another virtual
+	// host, and the checks took every target out.
 	if !strings.HasPrefix(a.Path, "/") {
 		v.errf(ap+".path", "write a path such as /healthz", "path must start with /")
+	} else if !validProbeTarget(a.Path) {
+		v.errf(ap+".path", "write a path such as /healthz, with % only in a percent-encoding (%25 for itself) and no control character or #fragment", "invalid path %q", a.Path)
+	}
+	if a.Host != "" && !validHostPort(a.Host) {
+		v.errf(ap+".host", "write a host name with an optional :port, such as backend.example.cn", "invalid host %q", a.Host)
 	}
 	if a.ExpectStatus != 0 && (a.ExpectStatus < 100 || a.ExpectStatus > 599) {
 		v.errf(ap+".expect_status", "use 0 for any 2xx/3xx, or a status such as 200", "invalid status %d", a.ExpectStatus)
@@ -1833,6 +1843,14 @@ func (v *validator) activeHealth(a *ActiveHealth, ap string) {
 	if a.Fall < 1 {
 		v.errf(ap+".fall", "use 1 or more", "fall must be at least 1")
 	}
+}
+
+// validProbeTarget reports whether the probe's URL, made as the checker
+// makes it, parses and keeps all of path: net/url refuses a bad
+// percent-encoding or a control character, and drops a #fragment.
+func validProbeTarget(path string) bool {
+	_, err := url.Parse("http://target" + path)
+	return err == nil && !strings.Contains(path, "#")
 }
 
 func (v *validator) upstreamTLS(u *Upstream, p string) {
