@@ -1354,6 +1354,9 @@ type AccessLog struct {
 	// sites[].request_id; empty where a site gives none) and remote_user
 	// (the user a route's basic_auth let in; empty for others, also for a
 	// name it refused). Combined is nginx's combined with remote_user.
+	// A stream site's session is a line with method STREAM and proto
+	// TCP whose status is nginx stream's: 200 spliced to its end, 403
+	// refused by client_ip, 502 no target reached.
 	// Required with format template; default none.
 	Template string `yaml:"template"`
 }

@@ -1259,8 +1259,10 @@
 //     trailers: gRPC calls fail with HTTP status 200), request_id (see
 //     sites[].request_id; empty where a site gives none) and remote_user (the
 //     user a route's basic_auth let in; empty for others, also for a name it
-//     refused). Combined is nginx's combined with remote_user. Required with
-//     format template; default none.
+//     refused). Combined is nginx's combined with remote_user. A stream site's
+//     session is a line with method STREAM and proto TCP whose status is nginx
+//     stream's: 200 spliced to its end, 403 refused by client_ip, 502 no
+//     target reached. Required with format template; default none.
 //
 // # log
 //

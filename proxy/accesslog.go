@@ -425,10 +425,10 @@ func (l *AccessLog) fillTLS(e *LogEntry, ci *connInfo) {
 	e.ClientSubject = ci.tls().subject
 }
 
-func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, in, out int64, d time.Duration) {
+func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, status int, in, out int64, d time.Duration) {
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	e := LogEntry{
-		Time: time.Now(), Client: host, Site: site, Method: "STREAM", Proto: "TCP",
+		Time: time.Now(), Client: host, Site: site, Method: "STREAM", Proto: "TCP", Status: status,
 		BytesIn: in, BytesOut: out, Duration: d, Upstream: upstream, UpstreamAddr: target,
 		HandshakeTime: -1,
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -80,6 +81,7 @@ func (s *streamSite) serve(c net.Conn) error {
 	u := s.up
 	clientIP, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	if !s.admits(clientIP) {
+		s.log(c, http.StatusForbidden, "", 0, 0, start)
 		p.logger.Debug("stream: client not in client_ip", "site", s.site, "client", clientIP)
 		return fmt.Errorf("stream %s: client %s not in client_ip", s.site, clientIP)
 	}
@@ -127,6 +129,11 @@ func (s *streamSite) serve(c net.Conn) error {
 		if lastErr != nil {
 			why = lastErr.Error()
 		}
+		addr := ""
+		if n > 0 {
+			addr = tried[n-1].Addr
+		}
+		s.log(c, http.StatusBadGateway, addr, 0, 0, start)
 		p.logger.Warn("stream: no target answered", "site", s.site, "upstream", u.name, "client", c.RemoteAddr().String(), "reason", why)
 		return fmt.Errorf("stream %s: %s", s.site, why)
 	}
@@ -145,6 +152,7 @@ func (s *streamSite) serve(c net.Conn) error {
 		}
 		if _, err := back.Write(hdr); err != nil {
 			back.Close()
+			s.log(c, http.StatusBadGateway, t.Addr, 0, 0, start)
 			return fmt.Errorf("stream %s: proxy header: %w", s.site, err)
 		}
 	}
@@ -155,8 +163,16 @@ func (s *streamSite) serve(c net.Conn) error {
 		client = &sendBounded{ReadWriteCloser: c, conn: c, d: s.idle}
 	}
 	in, out := pipe(client, back, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
-	if p.accessLog != nil {
-		p.accessLog.logStream(s.site, u.name, t.Addr, c, in, out, time.Since(start))
-	}
+	s.log(c, http.StatusOK, t.Addr, in, out, start)
 	return nil
+}
+
+// log writes the access-log line of a session with nginx stream's
+// $status: 200 spliced to its end, 403 refused by client_ip, 502 no
+// target reached. Refused and failed sessions are logged too: an audit
+// of who reached a service must see who tried.
+func (s *streamSite) log(c net.Conn, status int, target string, in, out int64, start time.Time) {
+	if s.p.accessLog != nil {
+		s.p.accessLog.logStream(s.site, s.up.name, target, c, status, in, out, time.Since(start))
+	}
 }

@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
+)
+
+// TestTCPStreamLoggedWithStatus: every session of a stream site has its
+// access-log line, with nginx stream's $status: 200 for a session spliced
+// to its end, 403 for a client that client_ip refuses, 502 when no target
+// answered (the address tried). An operator auditing who reached a legacy service (or tried
+// to) finds the refused and failed attempts beside the served ones.
+func TestTCPStreamLoggedWithStatus(t *testing.T) {
+	target, dead := echoTCP(t, false, nil), deadAddr(t)
+	for _, tc := range []struct {
+		name    string
+		targets []string
+		nets    []string
+		want    string
+	}{
+		{"served", []string{target}, nil, "STREAM tcp 200 " + target + " 4 4"},
+		{"client_ip", []string{target}, []string{"10.0.0.0/8"}, "STREAM tcp 403 - 0 0"},
+		{"targets down", []string{dead}, nil, "STREAM tcp 502 " + dead + " 0 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logPath := t.TempDir() + "/access.log"
+			cfg := Config{
+				AccessLog: AccessLogConfig{Path: logPath, Format: "template", Template: "{method} {site} {status} {upstream_addr} {bytes_in} {bytes_out}"},
+				Upstreams: []UpstreamConfig{upstream("legacy", tc.targets...)},
+				Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ClientIP: tc.nets}}},
+			}
+			f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+			io.WriteString(c, "ping")
+			c.(*net.TCPConn).CloseWrite()
+			io.ReadAll(c) // the echo, or nothing: until the proxy closes
+			c.Close()
+			var line []byte
+			for i := 0; i < 2000; i++ {
+				f.p.AccessLog().Flush()
+				if line, _ = os.ReadFile(logPath); len(line) > 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := strings.TrimSpace(string(line)); got != tc.want {
+				t.Errorf("access log %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
