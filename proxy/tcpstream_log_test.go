@@ -47,7 +47,7 @@ func TestTCPStreamLoggedWithStatus(t *testing.T) {
 			io.ReadAll(c) // the echo, or nothing: until the proxy closes
 			c.Close()
 			var line []byte
-			for i := 0; i < 2000; i++ {
+			for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
 				f.p.AccessLog().Flush()
 				if line, _ = os.ReadFile(logPath); len(line) > 0 {
 					break
