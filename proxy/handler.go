@@ -589,7 +589,6 @@ func reqHost(r *http.Request, ci *connInfo) string {
 	return h
 }
 
-// ServeHTTP handles one request of the site.
 // h2LargeField is the size of a request field past which its HTTP/2
 // connection is closed once the request is answered (respWriter's
 // closeConn). x/net/http2's HPACK decoder gathers a field that spans
@@ -626,6 +625,7 @@ func largeH2Field(r *http.Request) bool {
 	return false
 }
 
+// ServeHTTP handles one request of the site.
 func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := s.p
 	rs := getReqState(w)

@@ -929,7 +929,8 @@ func escapedPrefixLen(esc string, n int) (int, bool) {
 // (and TrustedOnlyRequestHeaders) spelled with '_'
 // (many backends — CGI, WSGI, PHP — map both spellings to one variable,
 // so X_Ssl_Client_Verify would pass as X-Ssl-Client-Verify), the framing
-// fields spelled so (framingAlias), rt's request ID and the fields rt's request_headers remove or set among them;
+// fields spelled so (framingAlias), rt's request ID and the fields rt's
+// request_headers remove or set among them;
 // setForwarded sets or extends the rest of SetRequestHeaders. One pass
 // over in's few fields does it, rather than a delete per name. Its value
 // slices are the inbound header's: whoever edits the outgoing header
