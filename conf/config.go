@@ -1522,6 +1522,8 @@ type KeyServerFile struct {
 	Warnings Problems `yaml:"-"`
 	// Material is what was loaded from the files named above.
 	Material KeyServerFileMaterial `yaml:"-"`
+	// decoded knows where each key stood in File (ProbeListen).
+	decoded *decoder `yaml:"-"`
 }
 
 // KeyServerTLS is the key server's side of mutual TLS (ordinary TLS 1.3,

@@ -658,6 +658,7 @@ func checkKeyServer(path, dir string, data []byte) (*KeyServerFile, Problems) {
 		d.probs.sort()
 		return nil, d.probs
 	}
+	f.decoded = d
 	v := &validator{decoder: d, cfg: &Config{}, dir: dir, files: map[string]*loadedFile{}, now: now()}
 	v.validateKeyServerFile(f)
 	d.probs.sort()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -16,27 +17,50 @@ import (
 func (c *Config) ProbeListeners() Problems {
 	var probs Problems
 	for i, l := range c.Listeners {
-		ln, err := net.Listen("tcp", l.Address)
-		if err == nil {
-			ln.Close()
-			continue
+		if sev, fix, msg, ok := probeTCP(l.Address); !ok {
+			probs = append(probs, problemAt(c.File, c.decoded, sev, fmt.Sprintf("listeners[%d].address", i), fix, msg))
 		}
-		path := fmt.Sprintf("listeners[%d].address", i)
-		sev, fix := SeverityError, ""
-		_, port, _ := net.SplitHostPort(l.Address)
-		n, _ := strconv.Atoi(port)
-		switch {
-		case errors.Is(err, syscall.EACCES) && n > 0 && n < 1024:
-			fix = "ports below 1024 need CAP_NET_BIND_SERVICE: AmbientCapabilities=CAP_NET_BIND_SERVICE in the systemd unit, " +
-				"setcap cap_net_bind_service=+ep on the binary, or a port from 1024 up behind a port mapping"
-		case errors.Is(err, syscall.EADDRINUSE):
-			sev, fix = SeverityWarning, "another process listens there; if it is the gmproxy this configuration is for, reload it instead of starting a second one"
-		case errors.Is(err, syscall.EADDRNOTAVAIL):
-			fix = "use an address of this machine (ip addr), or 0.0.0.0 / [::] for all of them"
-		}
-		probs = append(probs, c.problem(sev, path, fix, fmt.Sprintf("cannot listen on %s: %s", l.Address, bindErrText(err))))
 	}
 	return probs
+}
+
+// ProbeListen is ProbeListeners for gmproxy keyserver: its listen address
+// (a host:port; a Unix socket is made at start) and its metrics_address.
+func (f *KeyServerFile) ProbeListen() Problems {
+	var probs Problems
+	for _, a := range []struct{ path, addr string }{{"listen", f.Listen}, {"metrics_address", f.MetricsAddress}} {
+		if a.addr == "" || strings.HasPrefix(a.addr, unixPrefix) {
+			continue
+		}
+		if sev, fix, msg, ok := probeTCP(a.addr); !ok {
+			probs = append(probs, problemAt(f.File, f.decoded, sev, a.path, fix, msg))
+		}
+	}
+	return probs
+}
+
+// probeTCP binds addr and releases it at once; when it cannot, it says
+// how bad that is (an address in use is a warning: it may be the running
+// server the check is testing a change for) and how to fix it.
+func probeTCP(addr string) (sev Severity, fix, msg string, ok bool) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		return 0, "", "", true
+	}
+	sev = SeverityError
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	switch {
+	case errors.Is(err, syscall.EACCES) && n > 0 && n < 1024:
+		fix = "ports below 1024 need CAP_NET_BIND_SERVICE: AmbientCapabilities=CAP_NET_BIND_SERVICE in the systemd unit, " +
+			"setcap cap_net_bind_service=+ep on the binary, or a port from 1024 up behind a port mapping"
+	case errors.Is(err, syscall.EADDRINUSE):
+		sev, fix = SeverityWarning, "another process listens there; if it is the one this configuration is for, reload it instead of starting a second one"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		fix = "use an address of this machine (ip addr), or 0.0.0.0 / [::] for all of them"
+	}
+	return sev, fix, fmt.Sprintf("cannot listen on %s: %s", addr, bindErrText(err)), false
 }
 
 func bindErrText(err error) string {
@@ -50,9 +74,15 @@ func bindErrText(err error) string {
 // problem makes a Problem at path's place in the file the configuration
 // was loaded from (no place for an in-memory configuration).
 func (c *Config) problem(sev Severity, path, fix, msg string) Problem {
-	p := Problem{File: c.File, Path: path, Severity: sev, Message: msg, Fix: fix}
-	if c.decoded != nil {
-		ps := c.decoded.posOf(path)
+	return problemAt(c.File, c.decoded, sev, path, fix, msg)
+}
+
+// problemAt makes a Problem at path's place in file, as d read it (no
+// place when d is nil).
+func problemAt(file string, d *decoder, sev Severity, path, fix, msg string) Problem {
+	p := Problem{File: file, Path: path, Severity: sev, Message: msg, Fix: fix}
+	if d != nil {
+		ps := d.posOf(path)
 		p.Line, p.Column = ps.line, ps.col
 	}
 	return p

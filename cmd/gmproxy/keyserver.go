@@ -35,7 +35,7 @@ func init() {
 // when set, is called with the bound address once it serves.
 func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal, ready func(addr string)) int {
 	fs := newFlags("keyserver", stderr,
-		"usage: gmproxy keyserver -c FILE [-check] [-log-format text|json] [-log-level LEVEL]",
+		"usage: gmproxy keyserver -c FILE [-check [-no-bind]] [-log-format text|json] [-log-level LEVEL]",
 		"",
 		"Serves the SM2 private keys named in FILE (see conf/README.md, section keyserver) to",
 		"gmproxy instances whose key_servers entry points here: sign, decrypt and SM2 key",
@@ -43,7 +43,8 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		"and SIGQUIT stop it gracefully.",
 		"")
 	file := fs.String("c", "", "configuration `file` (YAML)")
-	checkOnly := fs.Bool("check", false, "check the configuration and the keys, then exit")
+	checkOnly := fs.Bool("check", false, "check the configuration and the keys, and that listen and metrics_address can be bound, then exit")
+	noBind := fs.Bool("no-bind", false, "with -check: do not try to bind the addresses (on a machine other than the one that will run it)")
 	logFormat := fs.String("log-format", "", "log format: text or json (default: the config's log.format)")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: the config's log.level)")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -51,6 +52,10 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 	}
 	if *file == "" || fs.NArg() > 0 {
 		fs.Usage()
+		return 2
+	}
+	if *noBind && !*checkOnly {
+		fmt.Fprintln(stderr, "gmproxy keyserver: -no-bind goes with -check only (a server that starts binds its addresses)")
 		return 2
 	}
 	if err := checkLogFlags(*logFormat, *logLevel); err != nil {
@@ -63,8 +68,17 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		return 1
 	}
 	if *checkOnly {
-		for _, w := range cfg.Warnings {
-			fmt.Fprintln(stderr, w.String())
+		probs := cfg.Warnings
+		if !*noBind {
+			// As gmproxy check: an address that cannot be bound fails
+			// the start, not only the check.
+			probs = append(probs, cfg.ProbeListen()...)
+		}
+		for _, p := range probs {
+			fmt.Fprintln(stderr, p.String())
+		}
+		if probs.HasErrors() {
+			return 1
 		}
 		fmt.Fprintf(stdout, "%s: configuration OK, %s\n", *file, plural(len(cfg.Material.Keys), "key"))
 		return 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -335,5 +336,50 @@ clients:
 		}
 	case <-time.After(testwait.Bound(30 * time.Second)):
 		t.Fatalf("keyserver still running after SIGQUIT:\n%s", logs.String())
+	}
+}
+
+// TestKeyServerCheckBinds: gmproxy keyserver -check binds listen and
+// metrics_address as the server would, as gmproxy check does for run: an
+// address of no interface of this machine fails the check (exit 1, at its
+// place in the file), an address in use is a warning (it may be the
+// running key server), and -no-bind skips the test. Before, the check
+// passed and the start failed.
+func TestKeyServerCheckBinds(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	ksFile := filepath.Join(dir, "keyserver.yaml")
+	write := func(listen, metrics string) {
+		t.Helper()
+		text := "listen: " + listen + `
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys: [{key: server_sign.key, roles: [sign]}]
+clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
+metrics_address: ` + metrics + "\n"
+		if err := os.WriteFile(ksFile, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 192.0.2.1 (TEST-NET-1) is an address of no interface here.
+	write("192.0.2.1:7443", "127.0.0.1:0")
+	if code, out, errs := ccRun("keyserver", "-c", ksFile, "-check"); code != 1 || !strings.Contains(errs, ksFile+":1:9") || !strings.Contains(errs, "cannot listen on 192.0.2.1:7443") {
+		t.Errorf("listen on an address this machine lacks: exit %d, %s%s; want 1 and the address at 1:9", code, out, errs)
+	}
+	if code, out, errs := ccRun("keyserver", "-c", ksFile, "-check", "-no-bind"); code != 0 {
+		t.Errorf("-no-bind: exit %d, %s%s; want 0", code, out, errs)
+	}
+	write("127.0.0.1:0", held.Addr().String())
+	if code, out, errs := ccRun("keyserver", "-c", ksFile, "-check"); code != 0 || !strings.Contains(errs, "metrics_address") || !strings.Contains(errs, "another process listens there") {
+		t.Errorf("metrics_address in use: exit %d, %s%s; want 0 and a warning", code, out, errs)
+	}
+	if code, _, errs := ccRun("keyserver", "-c", ksFile, "-no-bind"); code != 2 {
+		t.Errorf("-no-bind without -check: exit %d, %s; want 2", code, errs)
 	}
 }
