@@ -71,14 +71,8 @@ func bindErrText(err error) string {
 	return err.Error()
 }
 
-// problem makes a Problem at path's place in the file the configuration
-// was loaded from (no place for an in-memory configuration).
-func (c *Config) problem(sev Severity, path, fix, msg string) Problem {
-	return problemAt(c.File, c.decoded, sev, path, fix, msg)
-}
-
 // problemAt makes a Problem at path's place in file, as d read it (no
-// place when d is nil).
+// place when d is nil: an in-memory configuration).
 func problemAt(file string, d *decoder, sev Severity, path, fix, msg string) Problem {
 	p := Problem{File: file, Path: path, Severity: sev, Message: msg, Fix: fix}
 	if d != nil {
