@@ -1074,7 +1074,7 @@ var mutants = []mutant{
 		"TestRing"},
 	{"h1head: a field name with spaces before its colon not taken for Content-Length", "internal/h1head/headscan.go",
 		"\tname = bytes.TrimRight(name, \" \\t\")\n", "",
-		"./proxy:TestLengthAndCodingRefused"},
+		"TestHeadScanFraming$"},
 	{"h1head: a 204 with a Content-Length parsed on the fast path", "internal/h1head/response.go",
 		"\tcase (code/100 == 1 || code == http.StatusNoContent) && cl >= 0:", "\tcase false:",
 		"./proxy:TestNoContentWithLengthNotReused"},

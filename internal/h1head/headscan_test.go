@@ -106,3 +106,24 @@ func TestHeadScanBothFramings(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadScanFraming: a head that frames itself twice (Content-Length
+// and Transfer-Encoding) is seen as such also when a name has white space
+// before its colon ("Content-Length :", no field name by RFC 9112 §5.1,
+// which net/http keeps under that name and a forwarding proxy would have
+// to trim): LengthAndCoding, whatever else refuses such a name.
+func TestHeadScanFraming(t *testing.T) {
+	for head, both := range map[string]bool{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n":   true,
+		"HTTP/1.1 200 OK\r\nContent-Length : 5\r\nTransfer-Encoding: chunked\r\n\r\n":  true,
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding\t: chunked\r\n\r\n": true,
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Transfer-Encoding: chunked\r\n\r\n": false,
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n":                                 false,
+	} {
+		var s HeadScan
+		s.Write([]byte(head))
+		if s.LengthAndCoding() != both {
+			t.Errorf("%q: both framings %v, want %v", head, s.LengthAndCoding(), both)
+		}
+	}
+}
