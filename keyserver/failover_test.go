@@ -104,16 +104,8 @@ func TestStalledEndpointFailsOver(t *testing.T) {
 		}}
 	t.Cleanup(c.Close)
 	rk := remote(t, c, keys[0])
-	failed := 0
 	const n = 10
-	for range n {
-		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
-			failed++
-		}
-	}
-	if failed > 0 {
-		t.Errorf("%d of %d operations failed with a healthy second key server", failed, n)
-	}
+	signAll(t, rk, n)
 	if got := stalledOps.Load(); got > 1 {
 		t.Errorf("the stalled address got %d of %d operations: it was not marked down after it left one unanswered", got, n)
 	}
@@ -281,16 +273,8 @@ func TestUnreachableEndpointFailsOver(t *testing.T) {
 		Endpoints: []Endpoint{unreachable, tlsEndpoint(cliTLS, good.addr)}}
 	t.Cleanup(c.Close)
 	rk := remote(t, c, keys[0])
-	failed := 0
 	const n = 10
-	for range n {
-		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
-			failed++
-		}
-	}
-	if failed > 0 {
-		t.Errorf("%d of %d operations failed with a healthy second key server", failed, n)
-	}
+	signAll(t, rk, n)
 	if got := dials.Load(); got > 1 {
 		t.Errorf("the unreachable address was dialed by %d of %d operations: a dial cut by its attempt's time did not mark it down", got, n)
 	}
@@ -377,5 +361,20 @@ func TestAnsweredErrorsFailOver(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// signAll makes n signatures with rk, the second key server healthy:
+// each must succeed.
+func signAll(t *testing.T, rk *RemoteKey, n int) {
+	t.Helper()
+	failed := 0
+	for range n {
+		if _, err := rk.SignContext(context.Background(), nil, testMsg, testOpts); err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d operations failed with a healthy second key server", failed, n)
 	}
 }

@@ -281,12 +281,7 @@ func TestBufferedUploadsBoundedInTotal(t *testing.T) {
 	c, br := startUpload(t, f.addr, len(body))
 	io.WriteString(c, body[:20<<10])
 	target := f.p.Upstream("u").Targets()[0]
-	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("with the bound taken, the upload waited to be whole instead of streaming")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	targetTaken(t, target, "with the bound taken, the upload waited to be whole instead of streaming")
 	io.WriteString(c, body[20<<10:])
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -350,12 +345,7 @@ func TestBufferedUploadWaitsForEndStream(t *testing.T) {
 // byte short took the whole bound, and buffering was off for everyone).
 // What a request took is given back to its address.
 func TestBufferedUploadsBoundedPerClient(t *testing.T) {
-	greedy := netip.MustParseAddr("127.0.0.1")
-	held := RequestBufferPerClient - 8<<10
-	if !bodyBuffers.take(greedy, 0, held) {
-		t.Fatal("test setup: the share is in use")
-	}
-	t.Cleanup(func() { bodyBuffers.give(greedy, held) })
+	holdShare(t, netip.MustParseAddr("127.0.0.1"))
 	var hits atomic.Int64
 	backend := countingBackend(t, "b", &hits)
 	f := newFront(t, proxyTo(addrOf(backend)), frontOpts{})
@@ -365,21 +355,11 @@ func TestBufferedUploadsBoundedPerClient(t *testing.T) {
 	// Another address: buffered, no target while its body is not whole.
 	other, obr := startUploadFrom(t, "127.0.0.2", f.addr, len(body))
 	io.WriteString(other, body[:20<<10])
-	for range 40 {
-		time.Sleep(5 * time.Millisecond)
-		if n := target.InFlight(); n != 0 {
-			t.Fatalf("an upload of another address took a target before it was whole (%d in flight)", n)
-		}
-	}
+	noTargetYet(t, target, "an upload of another address took a target before it was whole")
 	// The greedy address, past its share: streams at once.
 	c, br := startUploadFrom(t, "127.0.0.1", f.addr, len(body))
 	io.WriteString(c, body[:20<<10])
-	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("past its share, the address's upload waited to be whole instead of streaming")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	targetTaken(t, target, "past its share, the address's upload waited to be whole instead of streaming")
 	finishUploads(t, body[20<<10:], "b:"+body, upload{c, br}, upload{other, obr})
 	other2 := netip.MustParseAddr("127.0.0.2")
 	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); !bodyBuffers.take(other2, 0, RequestBufferPerClient); {
@@ -424,12 +404,7 @@ func TestBodyBudgetOneLargeBody(t *testing.T) {
 // its share streams while another client of the same proxy is still
 // buffered.
 func TestBufferedUploadsPerClientBehindTrustedProxy(t *testing.T) {
-	greedy := netip.MustParseAddr("192.0.2.7")
-	held := RequestBufferPerClient - 8<<10
-	if !bodyBuffers.take(greedy, 0, held) {
-		t.Fatal("test setup: the share is in use")
-	}
-	t.Cleanup(func() { bodyBuffers.give(greedy, held) })
+	holdShare(t, netip.MustParseAddr("192.0.2.7"))
 	var hits atomic.Int64
 	backend := countingBackend(t, "b", &hits)
 	cfg := proxyTo(addrOf(backend))
@@ -441,21 +416,11 @@ func TestBufferedUploadsPerClientBehindTrustedProxy(t *testing.T) {
 	// Another client of the proxy: buffered.
 	other, obr := startUploadWith(t, "127.0.0.1", f.addr, len(body), "X-Forwarded-For: 192.0.2.8\r\n")
 	io.WriteString(other, body[:20<<10])
-	for range 40 {
-		time.Sleep(5 * time.Millisecond)
-		if n := target.InFlight(); n != 0 {
-			t.Fatalf("another client's upload took a target before it was whole (%d in flight)", n)
-		}
-	}
+	noTargetYet(t, target, "another client's upload took a target before it was whole")
 	// The greedy client, past its share: streams at once.
 	c, br := startUploadWith(t, "127.0.0.1", f.addr, len(body), "X-Forwarded-For: 192.0.2.7\r\n")
 	io.WriteString(c, body[:20<<10])
-	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("past its share, the client's upload waited to be whole: counted under the proxy's address")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	targetTaken(t, target, "past its share, the client's upload waited to be whole: counted under the proxy's address")
 	finishUploads(t, body[20<<10:], "b:"+body, upload{c, br}, upload{other, obr})
 }
 
@@ -481,4 +446,42 @@ func finishUploads(t *testing.T, rest, want string, uploads ...upload) {
 			t.Errorf("got %d and %d bytes, want 200 and the body echoed", res.StatusCode, len(got))
 		}
 	}
+}
+
+// noTargetYet checks for a while (200 ms) that no request holds target:
+// an upload being buffered takes none until its body is whole. what
+// says what it means when one does.
+func noTargetYet(t *testing.T, target *Target, what string) {
+	t.Helper()
+	for range 40 {
+		time.Sleep(5 * time.Millisecond)
+		if n := target.InFlight(); n != 0 {
+			t.Fatalf("%s (%d in flight)", what, n)
+		}
+	}
+}
+
+// targetTaken waits (within testwait's bound) until a request holds
+// target: an upload that streams takes it at once. what says what it
+// means when none does.
+func targetTaken(t *testing.T, target *Target, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(testwait.Bound(10 * time.Second)); target.InFlight() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holdShare takes all but 8 KiB of client's share of the buffered bodies'
+// bound for the test (given back at its end): the client's next upload
+// over 8 KiB finds no room and streams.
+func holdShare(t *testing.T, client netip.Addr) {
+	t.Helper()
+	held := RequestBufferPerClient - 8<<10
+	if !bodyBuffers.take(client, 0, held) {
+		t.Fatal("test setup: the share is in use")
+	}
+	t.Cleanup(func() { bodyBuffers.give(client, held) })
 }
