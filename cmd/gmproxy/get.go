@@ -91,6 +91,10 @@ func runGet(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gmproxy get: -timeout must be positive")
 		return 2
 	}
+	if err := o.checkConflicts(); err != nil {
+		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
+		return 2
+	}
 	if err := o.chooseProtocol(); err != nil {
 		fmt.Fprintf(stderr, "gmproxy get: %s\n", err)
 		return 2
@@ -124,6 +128,22 @@ func printable(s string) string {
 		s = s[size:]
 	}
 	return b.String()
+}
+
+// checkConflicts refuses flags that contradict each other, one of which
+// would otherwise be dropped without a word: -connect beside --resolve
+// (either says where to connect), and -I (HEAD) beside a body or another
+// method, as curl refuses them.
+func (o *getOptions) checkConflicts() error {
+	switch {
+	case o.connect != "" && o.resolve != "":
+		return errors.New("give -connect or --resolve, not both: each says where to connect")
+	case o.head && o.data != "":
+		return errors.New("-I sends HEAD, which carries no body: drop -d or -I")
+	case o.head && o.method != "" && o.method != http.MethodHead:
+		return fmt.Errorf("-I sends HEAD, -X %s another method: drop one", o.method)
+	}
+	return nil
 }
 
 // chooseProtocol settles on one of -ntls (the default), -tls13sm and -tls
@@ -321,7 +341,7 @@ func writeGetSummary(w io.Writer, st frontdoor.ConnState, hsTime time.Duration, 
 		st.Protocol, st.Cipher, st.Resumed, orDash(st.ALPN), hsTime.Round(10*time.Microsecond), status, n, peer, addr)
 }
 
-// address is where to connect: -connect, else the --resolve entry for the
+// address is where to connect: -connect, the --resolve entry for the
 // URL's host:port, else the URL's host:port.
 func (o *getOptions) address(u *url.URL) (string, error) {
 	addr := u.Host

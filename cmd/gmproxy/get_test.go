@@ -80,8 +80,8 @@ func TestGetCurlSpellings(t *testing.T) {
 	if want := "method=POST host=other.test x-test= type=application/x-www-form-urlencoded body=a=1"; out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
 	}
-	// -connect still wins over --resolve; a --resolve for another name is
-	// not used (the name does not resolve, so the dial fails).
+	// A --resolve for another name is not used (the name does not
+	// resolve, so the dial fails).
 	errb.Reset()
 	if code := runGet([]string{"-tls", "-k", "--resolve", "other.invalid:" + port + ":" + ip, url}, &out, &errb); code == 0 {
 		t.Error("a --resolve entry for another host was used")
@@ -351,6 +351,31 @@ func TestGetTimeoutMustBePositive(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), "-timeout must be positive") {
 			t.Errorf("-timeout %s: exit %d, stderr %q", v, code, errb.String())
 		}
+	}
+}
+
+// TestGetConflictingFlags: flags one of which would be dropped are a usage
+// error that names them.
+func TestGetConflictingFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-connect", "127.0.0.1:1", "--resolve", "a.test:443:127.0.0.1"}, "give -connect or --resolve, not both"},
+		{[]string{"-I", "-d", "x=1"}, "-I sends HEAD, which carries no body"},
+		{[]string{"-I", "-X", "POST"}, "-I sends HEAD, -X POST another method"},
+	} {
+		var out, errb bytes.Buffer
+		code := runGet(append(tt.args, "-tls", "-k", "https://a.test/"), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, errb.String(), tt.want)
+		}
+	}
+	// -I -X HEAD says the same twice.
+	_, port := echoServer(t)
+	var out, errb bytes.Buffer
+	if code := runGet([]string{"-tls", "-k", "-q", "-I", "-X", "HEAD", "https://127.0.0.1:" + port + "/"}, &out, &errb); code != 0 {
+		t.Errorf("-I -X HEAD: exit %d, stderr %q", code, errb.String())
 	}
 }
 

@@ -175,6 +175,11 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 	if !(o.seconds <= maxStimeSeconds && o.timeout <= maxStimeSeconds) { // NaN too
 		return "", nil, errors.New("-time and -timeout must be numbers of at most 1e9 seconds")
 	}
+	if o.timeout < minStimeTimeout {
+		// A smaller one rounded to no time at all, which the runner
+		// took for unset: 10 s.
+		return "", nil, errors.New("-timeout must be at least 0.001 seconds")
+	}
 	if math.IsNaN(o.rate) || math.IsInf(o.rate, 0) {
 		// NaN passes every comparison above and paced nothing; +Inf
 		// paced nothing either, and neither can be written as JSON.
@@ -225,6 +230,9 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 
 // stimePhase runs one phase: new sessions, or resumed ones with reuse. On a
 // terminal it shows the progress on stderr.
+// minStimeTimeout is the smallest -timeout taken, in seconds.
+const minStimeTimeout = 0.001
+
 // maxStimeSeconds bounds -time and -timeout: past it a number of
 // seconds overflows a time.Duration, which read as no -time at all (the
 // default phase).

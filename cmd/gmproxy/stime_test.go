@@ -302,6 +302,7 @@ func TestSTimeErrorsAndFlags(t *testing.T) {
 		{[]string{"-loadgen", "-CAfile", "ca.crt"}, "drop -CAfile"},
 		{[]string{"-time", "1e12"}, "-time and -timeout must be numbers of at most 1e9 seconds"},
 		{[]string{"-timeout", "NaN"}, "-time and -timeout must be numbers of at most 1e9 seconds"},
+		{[]string{"-timeout", "1e-10"}, "-timeout must be at least 0.001 seconds"},
 		{[]string{"-rate", "NaN", "-new", "-time", "1"}, "-rate must be a finite number"},
 		{[]string{"-rate", "+Inf", "-new", "-time", "1"}, "-rate must be a finite number"},
 	} {
