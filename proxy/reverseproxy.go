@@ -208,6 +208,24 @@ func (w *respWriter) Flush() {
 
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.rw }
 
+// discarder is a ResponseWriter that can drop a response none of which
+// went out (h1server's).
+type discarder interface {
+	Discard() bool
+}
+
+// discard drops the response written so far when none of it reached the
+// client, so that another can be written; false when it cannot (some of
+// it is out, or the writer, x/net/http2's, cannot take it back).
+func (w *respWriter) discard() bool {
+	d, ok := w.rw.(discarder)
+	if !ok || !d.Discard() {
+		return false
+	}
+	w.wroteHeader, w.status, w.bytes = false, 0, 0
+	return true
+}
+
 // reqBody wraps the client's body: counts bytes, remembers whether the
 // transport started reading it (then a retry is impossible) and ignores
 // Close so that a failed attempt does not close it under a retry (each
@@ -1483,6 +1501,19 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 			panic(http.ErrAbortHandler)
 		}
 		u.fail(t, "body: "+err.Error())
+		if rs.w.discard() {
+			// None of the response had left the write buffer: the
+			// client gets a whole 502 (504 when the target stalled past
+			// its read timeout), not a connection closed on
+			// nothing, which it could not tell from a server that never
+			// answered (and might send the request again).
+			if isTimeout(err) || errors.As(err, new(*readTimeoutError)) {
+				s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream timed out", "the body from target "+t.Addr+" of upstream "+u.name+" stalled: "+err.Error())
+				return
+			}
+			s.errorResponse(rs, r, http.StatusBadGateway, "upstream response broken", "the body from target "+t.Addr+" of upstream "+u.name+" broke off: "+err.Error())
+			return
+		}
 		s.p.logger.Warn("upstream body copy failed", "site", s.name, "upstream", u.name, "target", t.Addr, "uri", r.RequestURI, "error", err)
 		panic(http.ErrAbortHandler) // the client must see a broken response, not a short one
 	}

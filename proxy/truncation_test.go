@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +108,61 @@ func TestTruncatedUpstreamResponseNotCompleted(t *testing.T) {
 			body, rerr := io.ReadAll(res.Body)
 			if rerr == nil {
 				t.Errorf("%s target closed the TCP connection without close_notify in a close-delimited body; the proxy passed the truncated body %q on as a complete %d response", proto, body, res.StatusCode)
+			}
+		})
+	}
+}
+
+// TestBrokenResponseBeforeAnyByteSent: a target that closes its connection
+// in the middle of a body the proxy was still buffering (nothing of the
+// response had reached the client) gets its client a whole 502, logged as
+// 502; the connection was closed on nothing before, which a client cannot
+// tell from a server that never answered. Once the head is out (a body
+// larger than the write buffer), the response can only end broken.
+func TestBrokenResponseBeforeAnyByteSent(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		declared int // Content-Length
+		sent     int // body bytes sent before the close
+		want502  bool
+	}{
+		{"buffered", 100, 5, true},
+		{"head out", 1 << 20, 256 << 10, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", tt.declared)
+				c.Write(bytes.Repeat([]byte("x"), tt.sent))
+			})
+			path := filepath.Join(t.TempDir(), "access.log")
+			cfg := proxyTo(addr)
+			cfg.AccessLog = AccessLogConfig{Path: path, Format: "template", Template: "{status}"}
+			f := newFront(t, cfg, frontOpts{})
+			res, err := testClient(t).Get(f.url + "/")
+			if err != nil {
+				if tt.want502 {
+					t.Fatalf("want a 502, got %v", err)
+				}
+				return
+			}
+			body, rerr := io.ReadAll(res.Body)
+			res.Body.Close()
+			if !tt.want502 {
+				if rerr == nil {
+					t.Fatalf("a %d response cut by its target reached the client whole (%d bytes)", res.StatusCode, len(body))
+				}
+				return
+			}
+			if res.StatusCode != http.StatusBadGateway || rerr != nil {
+				t.Fatalf("got %d (body %d bytes, %v), want a whole 502", res.StatusCode, len(body), rerr)
+			}
+			f.p.AccessLog().Flush()
+			if data, _ := os.ReadFile(path); strings.TrimSpace(string(data)) != "502" {
+				t.Errorf("access log %q, want 502", data)
 			}
 		})
 	}

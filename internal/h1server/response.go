@@ -667,6 +667,23 @@ func (w *response) finish() {
 	clear(w.header)
 }
 
+// Discard drops a response none of which has reached the connection (its
+// status, header and buffered body), so that the handler can write
+// another in its place: a proxy whose target broke off a response it was
+// still buffering answers 502 rather than close the connection with
+// nothing sent, which a client cannot tell from a server that never
+// answered. It reports false, and drops nothing, once the header has
+// gone out, or when the connection failed or was hijacked.
+func (w *response) Discard() bool {
+	if w.committed || w.c.hijacked || w.err != nil {
+		return false
+	}
+	w.wroteHeader, w.status, w.written, w.contentLength = false, 0, 0, -1
+	w.releaseBuf() // the next header takes a pooled buffer again
+	clear(w.header)
+	return true
+}
+
 // abort drops the response of a handler that panicked.
 func (w *response) abort() {
 	w.handlerDone = true

@@ -1238,3 +1238,39 @@ func TestEmptyLinesBeforeRequestLine(t *testing.T) {
 		t.Errorf("served %q, want %q\n%s", served, want, c.out.String())
 	}
 }
+
+// TestDiscard: a response none of which went out is dropped whole (its
+// status, fields and body) and another takes its place on the same
+// connection, framed as its own; once the header is out, Discard refuses
+// and the response goes on.
+func TestDiscard(t *testing.T) {
+	_, addr := testServer(t, &Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := w.(interface{ Discard() bool })
+		w.Header().Set("X-First", "1")
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "first")
+		if r.URL.Path == "/flushed" {
+			w.Header().Del("Content-Length")
+			w.(http.Flusher).Flush()
+			if d.Discard() {
+				t.Error("Discard dropped a response whose header was out")
+			}
+			return
+		}
+		if !d.Discard() {
+			t.Error("Discard refused a response still in the buffer")
+		}
+		w.Header().Set("X-Second", "2")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "second")
+	}))
+	out := exchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	if strings.Count(out, "HTTP/1.1 502 Bad Gateway\r\n") != 2 || strings.Contains(out, "first") || strings.Contains(out, "X-First") ||
+		strings.Count(out, "Content-Length: 6\r\n") != 2 || !strings.HasSuffix(out, "\r\n\r\nsecond") {
+		t.Errorf("discarded response: %q", out)
+	}
+	if out := exchange(t, addr, "GET /flushed HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || !strings.Contains(out, "first") {
+		t.Errorf("flushed response: %q", out)
+	}
+}
