@@ -30,9 +30,14 @@ const (
 // an info metric, a setting every worker has alike (GOGC, and the
 // process's limits: each worker may open process_max_fds descriptors, the
 // workers together not N times as many; unlimited is -1), or a per-worker
-// yes/no.
+// yes/no. A certificate's expiry is the earliest of the workers': one
+// started again after a crash reads the certificate renewed on disk while
+// the others serve the old one until a reload, and the latest would hide
+// from an expiry alert the certificate most workers still serve.
 func gaugeRule(name string) mergeRule {
 	switch {
+	case strings.HasSuffix(name, "_not_after_timestamp_seconds"):
+		return mergeMin
 	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"),
 		name == "go_gc_gogc_percent", name == "process_max_fds", name == "process_virtual_memory_max_bytes":
 		return mergeMax

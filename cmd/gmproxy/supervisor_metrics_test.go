@@ -305,3 +305,38 @@ func TestSupervisorMetricsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestMergedCertExpiryEarliest: the workers may serve different
+// certificates for a while (one started again after a crash reads the
+// files renewed on disk, which the others serve only after a reload), and
+// an expiry alert must see the certificate that expires first: the merged
+// not_after is the earliest of the workers', whichever worker reported it.
+func TestMergedCertExpiryEarliest(t *testing.T) {
+	expo := func(notAfter float64) map[string]*dto.MetricFamily {
+		var b strings.Builder
+		for _, f := range []struct{ name, labels string }{
+			{"gmproxy_cert_not_after_timestamp_seconds", `{site="portal",role="sign"}`},
+			{"gmproxy_upstream_cert_not_after_timestamp_seconds", `{upstream="core",role="ca"}`},
+			{"gmproxy_key_server_cert_not_after_timestamp_seconds", `{key_server="hsm",role="client"}`},
+		} {
+			fmt.Fprintf(&b, "# TYPE %s gauge\n%s%s %v\n", f.name, f.name, f.labels, notAfter)
+		}
+		fams, err := parseMetrics(strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fams
+	}
+	const renewed, old = 1.9e9, 1.8e9
+	for _, order := range [][]float64{{renewed, old}, {old, renewed}} {
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies([]map[string]*dto.MetricFamily{expo(order[0]), expo(order[1])})); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"gmproxy_cert_not_after_timestamp_seconds", "gmproxy_upstream_cert_not_after_timestamp_seconds", "gmproxy_key_server_cert_not_after_timestamp_seconds"} {
+			if got := sumSeries(t, out.String(), name, ""); got != old {
+				t.Errorf("%s of workers at %v: %v, want the earliest, %v", name, order, got, float64(old))
+			}
+		}
+	}
+}
