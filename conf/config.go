@@ -1303,6 +1303,9 @@ type Admin struct {
 	Address string `yaml:"address"`
 	// Pprof serves /debug/pprof/ (with workers, the supervisor's own, and
 	// worker N's under /workers/N/debug/pprof/). A reload applies it.
+	// As POST /reload, it refuses a Host other than an IP address,
+	// localhost or the host name of Address (DNS rebinding), and requests
+	// a browser marks as sent by another site's page (Sec-Fetch-Site).
 	// Default false.
 	Pprof bool `yaml:"pprof"`
 	// ControlAddress, when set, serves POST /reload on this address only

@@ -1224,7 +1224,10 @@
 //     or trace its seconds more), 1m idle.
 //   - pprof (boolean): pprof serves /debug/pprof/ (with workers, the
 //     supervisor's own, and worker N's under /workers/N/debug/pprof/). A
-//     reload applies it. Default false.
+//     reload applies it. As POST /reload, it refuses a Host other than an IP
+//     address, localhost or the host name of Address (DNS rebinding), and
+//     requests a browser marks as sent by another site's page
+//     (Sec-Fetch-Site). Default false.
 //   - control_address (string): ControlAddress, when set, serves POST /reload
 //     on this address only (host:port, or unix:/path for a Unix socket) and
 //     not on Address, so that whoever may scrape /metrics cannot reload.

@@ -71,7 +71,9 @@ func (m *Metrics) AdminMux(opts AdminOptions) *http.ServeMux {
 		}), opts.Control))
 	}
 	if opts.Pprof {
-		MountPprof(mux)
+		pp := http.NewServeMux()
+		MountPprof(pp)
+		mux.Handle("/debug/pprof/", GuardDebug(pp, opts.Control.HostName))
 	}
 	return mux
 }

@@ -55,10 +55,7 @@ func CheckControl(r *http.Request, o ControlOptions) (int, string) {
 	if _, ok := r.Header["Origin"]; ok {
 		return http.StatusForbidden, "control requests from browsers (with an Origin header) are refused"
 	}
-	unix := false
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		unix = la.Network() == "unix"
-	}
+	unix := unixConn(r)
 	if !unix && !controlHost(r.Host, o.HostName) {
 		return http.StatusForbidden, "Host must be an IP address or localhost"
 	}
@@ -69,6 +66,46 @@ func CheckControl(r *http.Request, o ControlOptions) (int, string) {
 		}
 	}
 	return 0, ""
+}
+
+// GuardDebug wraps a handler that reveals the process's internals
+// (/debug/pprof/) against browser pages, as far as a GET allows. Any page
+// may have a browser load a URL (an <img> sends no Origin) and read the
+// answer of its own origin, which DNS rebinding makes the listener's, so
+//
+//   - the Host must name the listener as a local client would, as for
+//     control requests: a rebound name is refused (the page would read
+//     the goroutine stacks, heap profiles and command line);
+//   - a request the browser says comes from another site (Sec-Fetch-Site
+//     cross-site or same-site) is refused: the page would start a CPU
+//     profile or a trace of up to ten minutes. go tool pprof and curl send
+//     no such header; an operator's browser sends none or same-origin.
+//
+// hostName is as ControlOptions.HostName. A Unix socket is unreachable
+// from browsers: its requests are not checked.
+func GuardDebug(h http.Handler, hostName string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !unixConn(r) {
+			why := ""
+			switch {
+			case !controlHost(r.Host, hostName):
+				why = "Host must be an IP address or localhost"
+			case r.Header.Get("Sec-Fetch-Site") == "cross-site", r.Header.Get("Sec-Fetch-Site") == "same-site":
+				why = "debug requests from other sites' pages are refused"
+			}
+			if why != "" {
+				http.Error(w, why, http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// unixConn reports whether r came over a Unix socket.
+func unixConn(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && la.Network() == "unix"
 }
 
 // bearer returns the credentials of an Authorization value of the Bearer

@@ -79,3 +79,58 @@ func TestControlGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestDebugGuard: /debug/pprof/ answers go tool pprof, curl and an
+// operator's own browser, but not a page of another site: neither through
+// a name the page's owner re-pointed at the listener (DNS rebinding, which
+// would let it read the profiles), nor by a request its browser marks as
+// coming from another site (an <img> starting a ten-minute trace).
+func TestDebugGuard(t *testing.T) {
+	m, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := httptest.NewServer(m.AdminMux(AdminOptions{Pprof: true}))
+	defer plain.Close()
+	named := httptest.NewServer(m.AdminMux(AdminOptions{Pprof: true, Control: ControlOptions{HostName: "admin.internal"}}))
+	defer named.Close()
+	for _, tc := range []struct {
+		name string
+		srv  *httptest.Server
+		hdr  []string // name, value pairs; "Host" sets the Host
+		want int
+	}{
+		{"loopback IP", plain, nil, 200},
+		{"localhost", plain, []string{"Host", "localhost:9100"}, 200},
+		{"operator's browser, typed", plain, []string{"Host", "localhost:9100", "Sec-Fetch-Site", "none"}, 200},
+		{"operator's browser, link on the index", plain, []string{"Sec-Fetch-Site", "same-origin"}, 200},
+		{"configured name", named, []string{"Host", "admin.internal:9100"}, 200},
+		{"rebound name", plain, []string{"Host", "evil.example:9100"}, 403},
+		{"other name on a named listener", named, []string{"Host", "evil.example"}, 403},
+		{"another site's page", plain, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"a sibling site's page", plain, []string{"Sec-Fetch-Site", "same-site"}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", tc.srv.URL+"/debug/pprof/cmdline", nil)
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				if tc.hdr[i] == "Host" {
+					req.Host = tc.hdr[i+1]
+				} else {
+					req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+				}
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("status %d (%q), want %d", res.StatusCode, body, tc.want)
+			}
+			if leaked := strings.Contains(string(body), "metrics.test"); leaked != (tc.want == 200) {
+				t.Errorf("command line in the answer: %v, want it only when allowed (%q)", leaked, body)
+			}
+		})
+	}
+}

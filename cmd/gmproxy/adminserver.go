@@ -111,15 +111,28 @@ func (s *adminState) pprof() bool {
 	return a != nil && a.Pprof
 }
 
+// hostName is the host of admin.address, which GuardDebug accepts as
+// the Host when it is a name.
+func (s *adminState) hostName() string {
+	a := s.a.Load()
+	if a == nil {
+		return ""
+	}
+	host, _, _ := net.SplitHostPort(a.Address)
+	return host
+}
+
 // whilePprof serves h while admin.pprof is on, else 404 as though it
-// were not mounted.
+// were not mounted; and only to requests metrics.GuardDebug lets through
+// (no page of another site, no rebound Host), the host name it accepts
+// being admin.address's.
 func (s *adminState) whilePprof(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.pprof() {
 			http.NotFound(w, r)
 			return
 		}
-		h.ServeHTTP(w, r)
+		metrics.GuardDebug(h, s.hostName()).ServeHTTP(w, r)
 	})
 }
 

@@ -446,3 +446,69 @@ func TestAdminServerBodySizeBound(t *testing.T) {
 		t.Errorf("seconds=5 as a form: %d, want 200 with its seconds", code)
 	}
 }
+
+// TestPprofRefusesOtherSites: the admin listener's /debug/pprof/ (the
+// single process's, the supervisor's and, through it, a worker's) is
+// refused to a page of another site: through a rebound Host, or marked
+// cross-site by its browser; a worker's own, on its Unix socket, answers
+// the supervisor, whose Host names no address.
+func TestPprofRefusesOtherSites(t *testing.T) {
+	if newTelemetry == nil {
+		t.Skip("no telemetry in this build")
+	}
+	var live adminState
+	cfg := conf.Default()
+	cfg.Admin.Pprof = true
+	live.set(cfg.Admin)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	single := newTelemetry(log, &daemon.Env{Logger: log}).AdminHandler(cfg.Admin.Address, &live, nil)
+	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("no worker in this test")
+	})}}
+	s.admin.set(cfg.Admin)
+	sup := s.adminMux(cfg, nil)
+	for _, tc := range []struct {
+		h                     http.Handler
+		target, host, secSite string
+		want                  int
+	}{
+		{single, "/debug/pprof/cmdline", "127.0.0.1:9100", "", 200},
+		{single, "/debug/pprof/cmdline", "evil.example:9100", "", 403},
+		{single, "/debug/pprof/cmdline", "127.0.0.1:9100", "cross-site", 403},
+		{sup, "/debug/pprof/cmdline", "localhost:9100", "same-origin", 200},
+		{sup, "/debug/pprof/cmdline", "evil.example", "", 403},
+		{sup, "/workers/1/debug/pprof/cmdline", "127.0.0.1:9100", "", 502},
+		{sup, "/workers/1/debug/pprof/cmdline", "evil.example:9100", "", 403},
+		{sup, "/workers/1/debug/pprof/cmdline", "127.0.0.1:9100", "cross-site", 403},
+	} {
+		req := httptest.NewRequest("GET", "http://"+tc.host+tc.target, nil)
+		if tc.secSite != "" {
+			req.Header.Set("Sec-Fetch-Site", tc.secSite)
+		}
+		rec := httptest.NewRecorder()
+		tc.h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s Host %s Sec-Fetch-Site %q: %d, want %d", tc.target, tc.host, tc.secSite, rec.Code, tc.want)
+		}
+	}
+
+	sock := t.TempDir() + "/w.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := adminServer(single)
+	serveAdmin(srv, ln)
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return new(net.Dialer).DialContext(ctx, "unix", sock)
+	}}}
+	res, err := hc.Get("http://worker0/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("a worker's pprof on its Unix socket, as the supervisor asks for it: %d, want 200", res.StatusCode)
+	}
+}
