@@ -720,9 +720,9 @@ type Stream struct {
 	// Target is a single host:port backend. Default: none (then upstream).
 	Target string `yaml:"target"`
 	// IdleTimeout closes a spliced connection idle in both directions for
-	// this long, and one whose client takes no byte of a write for this
-	// long (a client that reads nothing, even while it sends now and
-	// then). Default 5m.
+	// this long, and one whose client or backend takes no byte of a
+	// write for this long (a side that reads nothing, even while it
+	// sends now and then). Default 5m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ConnectTimeout bounds connecting to the backend, also a target of
 	// upstream (instead of that upstream's connect timeout; the

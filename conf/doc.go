@@ -846,9 +846,9 @@
 //   - target (string): target is a single host:port backend. Default: none
 //     (then upstream).
 //   - idle_timeout (duration): idle_timeout closes a spliced connection idle in
-//     both directions for this long, and one whose client takes no byte of a
-//     write for this long (a client that reads nothing, even while it sends
-//     now and then). Default 5m.
+//     both directions for this long, and one whose client or backend takes no
+//     byte of a write for this long (a side that reads nothing, even while it
+//     sends now and then). Default 5m.
 //   - connect_timeout (duration): connect_timeout bounds connecting to the
 //     backend, also a target of upstream (instead of that upstream's connect
 //     timeout; the upstream's connect timeout still bounds the handshake of an

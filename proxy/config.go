@@ -309,8 +309,8 @@ type StreamConfig struct {
 	// Upstream names the pool whose targets receive the raw stream.
 	Upstream string
 	// IdleTimeout closes the stream after this long without traffic in
-	// either direction, or when a write to the client takes no byte for
-	// this long. Default 10m.
+	// either direction, or when a write to the client or to the target
+	// takes no byte for this long. Default 10m.
 	IdleTimeout time.Duration
 	// ProxyProtocol sends a PROXY protocol header to the target: "" (off),
 	// "v1" or "v2".

@@ -156,13 +156,16 @@ func (s *streamSite) serve(c net.Conn) error {
 			return fmt.Errorf("stream %s: proxy header: %w", s.site, err)
 		}
 	}
-	client := io.ReadWriteCloser(c)
+	client, target := io.ReadWriteCloser(c), io.ReadWriteCloser(back)
 	if s.idle > 0 {
-		// A write to the client that takes no byte for idle_timeout ends
-		// the stream, also while the client sends a byte now and then.
+		// A write to the client, or to the target, that takes no byte
+		// for idle_timeout ends the stream, also while the other side
+		// sends a byte now and then (which keeps the idle watchdog
+		// quiet), as nginx stream's proxy_timeout bounds both.
 		client = &sendBounded{ReadWriteCloser: c, conn: c, d: s.idle}
+		target = &sendBounded{ReadWriteCloser: back, conn: back, d: s.idle}
 	}
-	in, out := pipe(client, back, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
+	in, out := pipe(client, target, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
 	s.log(c, http.StatusOK, t.Addr, in, out, start)
 	return nil
 }

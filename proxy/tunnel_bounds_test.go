@@ -235,3 +235,49 @@ func TestTunnelTimesOnMonotonicClock(t *testing.T) {
 		t.Errorf("send deadline moved at %d, not a monotonic reading within [%d, %d]", sb.set, before, after)
 	}
 }
+
+// TestTunnelTargetStopsReading: a tunnel whose target stops reading,
+// while it sends a byte now and then (which keeps the idle watchdog
+// quiet), is cut once a write to it takes no byte for the bound towards
+// targets (an Upgrade tunnel's write_timeout, as nginx's
+// proxy_send_timeout bounds an upgraded connection; a stream site's
+// idle_timeout, as nginx stream's proxy_timeout), and does not hold the
+// client, its goroutines and the target for as long as the client sends.
+func TestTunnelTargetStopsReading(t *testing.T) {
+	// stall sends a byte every 100 ms to c and reads nothing, until a
+	// write fails or 10 s passed.
+	stall := func(c net.Conn) {
+		for range 100 {
+			if _, err := c.Write([]byte("x")); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// check floods the target through c and fails unless the proxy cut
+	// the client before c's own write deadline (4 s) did.
+	check := func(t *testing.T, c net.Conn) {
+		start := time.Now()
+		err := floodUntilCut(c, 2000)
+		if err == nil {
+			t.Fatal("128 MiB went to a target that reads nothing")
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("the client's writes were still held after %v, by its own write deadline: the write to a target that reads nothing not bounded", time.Since(start))
+		}
+	}
+	t.Run("upgrade", func(t *testing.T) {
+		cfg := proxyTo(addrOf(switchingBackend(t, stall)))
+		cfg.Upstreams[0].Transport.WriteTimeout = 300 * time.Millisecond
+		f := newFront(t, cfg, frontOpts{})
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		check(t, c)
+	})
+	t.Run("stream", func(t *testing.T) {
+		cfg := Config{Upstreams: []UpstreamConfig{upstream("u", connBackend(t, stall))},
+			Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Stream: &StreamConfig{Upstream: "u", IdleTimeout: 300 * time.Millisecond}}}}
+		f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{SNI: "example.test", Site: "s"}})
+		check(t, dialRaw(t, f.addr))
+	})
+}
