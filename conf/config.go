@@ -1359,8 +1359,9 @@ type AccessLog struct {
 	// name it refused). Combined is nginx's combined with remote_user.
 	// A stream site's session is a line with method STREAM and proto
 	// TCP whose status is nginx stream's: 200 spliced to its end, 403
-	// refused by client_ip, 502 no target reached.
-	// Required with format template; default none.
+	// refused by client_ip, 502 no target reached, 503 refused because
+	// gmproxy is shutting down. Required with format template; default
+	// none.
 	Template string `yaml:"template"`
 }
 

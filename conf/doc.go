@@ -1265,7 +1265,8 @@
 //     refused). Combined is nginx's combined with remote_user. A stream site's
 //     session is a line with method STREAM and proto TCP whose status is nginx
 //     stream's: 200 spliced to its end, 403 refused by client_ip, 502 no
-//     target reached. Required with format template; default none.
+//     target reached, 503 refused because gmproxy is shutting down. Required
+//     with format template; default none.
 //
 // # log
 //

@@ -473,11 +473,8 @@ func (p *Proxy) ServeConn(c net.Conn) error {
 	if sc, ok := c.(frontdoor.StateConn); ok {
 		st = sc.ConnState()
 	}
-	if s := p.siteByName[st.Site]; s != nil && s.stream != nil {
-		return s.stream.serve(c)
-	}
-	if st.Site == "" && len(p.sites) == 1 && p.sites[0].stream != nil {
-		return p.sites[0].stream.serve(c)
+	if s := p.streamOf(st); s != nil {
+		return s.serve(c)
 	}
 	if st.ALPN == "h2" {
 		return p.ServeHTTP2(c)
@@ -506,6 +503,32 @@ func (p *Proxy) ServeHTTP2(c net.Conn) error {
 		Handler:    p,
 	})
 	return nil
+}
+
+// streamOf returns the stream site of a connection with state st, or nil.
+func (p *Proxy) streamOf(st frontdoor.ConnState) *streamSite {
+	if s := p.siteByName[st.Site]; s != nil && s.stream != nil {
+		return s.stream
+	}
+	if st.Site == "" && len(p.sites) == 1 && p.sites[0].stream != nil {
+		return p.sites[0].stream
+	}
+	return nil
+}
+
+// RefuseConn closes c, a connection its caller does not serve because
+// it is shutting down, with the access-log line of a refused session
+// (status 503) when c is for a stream site, as streamSite.serve logs the
+// sessions it refuses: a client refused at shutdown is in the audit too.
+func (p *Proxy) RefuseConn(c net.Conn) {
+	var st frontdoor.ConnState
+	if sc, ok := c.(frontdoor.StateConn); ok {
+		st = sc.ConnState()
+	}
+	if s := p.streamOf(st); s != nil {
+		s.log(c, http.StatusServiceUnavailable, "", 0, 0, time.Now())
+	}
+	c.Close()
 }
 
 // ServeStream splices c to the stream site's upstream (TCP stream mode)

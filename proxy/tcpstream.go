@@ -71,13 +71,17 @@ func (s *streamSite) admits(clientIP string) bool {
 // serve splices c to a target and blocks until both directions end.
 func (s *streamSite) serve(c net.Conn) error {
 	p := s.p
-	if !p.trackAdd(c) {
+	start := time.Now()
+	// A session that arrives once Shutdown began is refused, as the
+	// HTTP servers refuse new connections then (it would hold the drain
+	// up for its whole grace), and logged as every other one is.
+	if p.shutting.Load() || !p.trackAdd(c) {
+		s.log(c, http.StatusServiceUnavailable, "", 0, 0, start)
 		c.Close()
 		return net.ErrClosed
 	}
 	defer p.trackDone(c)
 	defer c.Close()
-	start := time.Now()
 	u := s.up
 	clientIP, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	if !s.admits(clientIP) {
@@ -140,6 +144,7 @@ func (s *streamSite) serve(c net.Conn) error {
 	defer t.inflight.Add(-1)
 	if !p.trackAdd(back) {
 		back.Close()
+		s.log(c, http.StatusServiceUnavailable, t.Addr, 0, 0, start)
 		return net.ErrClosed
 	}
 	defer p.trackDone(back)
@@ -172,7 +177,7 @@ func (s *streamSite) serve(c net.Conn) error {
 
 // log writes the access-log line of a session with nginx stream's
 // $status: 200 spliced to its end, 403 refused by client_ip, 502 no
-// target reached. Refused and failed sessions are logged too: an audit
+// target reached, 503 refused because the proxy is shutting down. Refused and failed sessions are logged too: an audit
 // of who reached a service must see who tried.
 func (s *streamSite) log(c net.Conn, status int, target string, in, out int64, start time.Time) {
 	if s.p.accessLog != nil {

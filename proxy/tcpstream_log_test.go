@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net"
 	"os"
@@ -58,5 +59,62 @@ func TestTCPStreamLoggedWithStatus(t *testing.T) {
 				t.Errorf("access log %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestTCPStreamRefusedInShutdownLogged: a stream session that arrives
+// once graceful shutdown began is refused, as the HTTP servers refuse
+// new connections then (it would hold the drain up to its grace), and
+// has its access-log line with status 503, as nginx stream logs a
+// session it refused: an audit of who tried to reach a service sees it.
+func TestTCPStreamRefusedInShutdownLogged(t *testing.T) {
+	target := echoTCP(t, false, nil)
+	logPath := t.TempDir() + "/access.log"
+	cfg := Config{
+		AccessLog: AccessLogConfig{Path: logPath, Format: "template", Template: "{method} {site} {status} {upstream_addr} {bytes_in} {bytes_out}"},
+		Upstreams: []UpstreamConfig{upstream("legacy", target)},
+		Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
+	}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		return c
+	}
+	// A session in progress keeps the shutdown waiting.
+	held := dial()
+	defer held.Close()
+	io.WriteString(held, "ping")
+	if _, err := io.ReadFull(held, make([]byte, 4)); err != nil {
+		t.Fatalf("the first session's echo: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound(20*time.Second))
+	defer cancel()
+	go f.p.Shutdown(ctx)
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); !f.p.shutting.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Shutdown never began")
+		}
+	}
+	late := dial()
+	io.WriteString(late, "ping")
+	late.(*net.TCPConn).CloseWrite()
+	if b, _ := io.ReadAll(late); len(b) != 0 {
+		t.Errorf("a session begun in shutdown was spliced to the target (read %q)", b)
+	}
+	late.Close()
+	var line []byte
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
+		f.p.AccessLog().Flush()
+		if line, _ = os.ReadFile(logPath); len(line) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, want := strings.TrimSpace(string(line)), "STREAM tcp 503 - 0 0"; got != want {
+		t.Errorf("access log %q, want %q", got, want)
 	}
 }

@@ -502,6 +502,7 @@ func (gen *Generation) serveWith(px *proxy.Proxy, cfg *conf.Config) {
 	}
 	gen.Handler = px
 	gen.ServeConn = px.ServeConn
+	gen.Refuse = px.RefuseConn
 	gen.Blocking = func(st frontdoor.ConnState) bool { return streams[st.Site] }
 	gen.Shutdown = px.Shutdown
 	gen.Proxy = px

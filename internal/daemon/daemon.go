@@ -58,6 +58,10 @@ type Generation struct {
 	// stream sites) for their whole life.
 	ServeConn func(net.Conn) error
 	Blocking  func(frontdoor.ConnState) bool
+	// Refuse closes a connection for which Blocking is true that
+	// arrived once the generation stopped taking them (shutdown), so
+	// that it is logged (proxy.Proxy.RefuseConn). Nil: it is closed.
+	Refuse func(net.Conn)
 	// Shutdown retires the generation gracefully once its in-flight
 	// requests are done (after a reload, or at shutdown): streams finish
 	// until ctx ends, then health checks stop. May be nil.
@@ -287,10 +291,7 @@ func (d *Daemon) install(st *staged) {
 			d.log.Warn("listener option not applied", "listener", ls.Address, "option", "defer_accept", "err", err)
 		}
 	}
-	var ref *serveRef
-	if gen.Handler != nil || gen.ServeConn != nil {
-		ref = &serveRef{handler: gen.Handler, serve: gen.ServeConn, blocking: gen.Blocking}
-	}
+	ref := gen.serveRef()
 	keep := map[string]bool{}
 	for _, ls := range gen.Listeners {
 		keep[ls.Address] = true
@@ -361,6 +362,15 @@ func (d *Daemon) install(st *staged) {
 	if gen.Installed != nil {
 		gen.Installed()
 	}
+}
+
+// serveRef is the generation as the listeners see it; nil when it
+// serves nothing of its own.
+func (gen *Generation) serveRef() *serveRef {
+	if gen.Handler == nil && gen.ServeConn == nil {
+		return nil
+	}
+	return &serveRef{handler: gen.Handler, serve: gen.ServeConn, blocking: gen.Blocking, refuse: gen.Refuse}
 }
 
 // retireCtx shuts a retired generation down once its in-flight requests

@@ -280,6 +280,7 @@ type serveRef struct {
 	handler  http.Handler
 	serve    func(net.Conn) error
 	blocking func(frontdoor.ConnState) bool
+	refuse   func(net.Conn) // may be nil
 
 	mu       sync.RWMutex
 	retired  bool
@@ -369,7 +370,12 @@ func (l *listener) dispatch(c *frontdoor.Conn) {
 		}
 		if !ref.enter() {
 			if l.gen.Load() == ref {
-				c.Close() // shutting down
+				// Shutting down: logged as the sessions served are.
+				if ref.refuse != nil {
+					ref.refuse(c)
+				} else {
+					c.Close()
+				}
 				return
 			}
 			continue // a reload is in progress: use the new generation
