@@ -47,6 +47,7 @@
 //	gmproxy_upstream_target_healthy           gauge     {upstream, target}
 //	gmproxy_upstream_retries_total            counter   {upstream}
 //	gmproxy_stream_bytes_total                counter   {site, upstream, direction}
+//	gmproxy_stream_sessions_active            gauge     {site, upstream} (TCP stream sessions and tunnels open)
 //	gmproxy_config_reloads_total              counter   {result}
 //	gmproxy_config_last_reload_success_timestamp_seconds gauge
 //	gmproxy_config_last_reload_successful     gauge
@@ -187,6 +188,7 @@ type Metrics struct {
 	upstreamHealthy  *prometheus.GaugeVec
 	upstreamRetries  *prometheus.CounterVec
 	streamBytes      *prometheus.CounterVec
+	streamActive     *prometheus.GaugeVec
 	httpBytes        *prometheus.CounterVec
 	rateLimited      *prometheus.CounterVec
 
@@ -212,6 +214,7 @@ var (
 	_ frontdoor.ConnDurationObserver = (*Metrics)(nil)
 	_ proxy.Observer                 = (*Metrics)(nil)
 	_ proxy.UpstreamConnectObserver  = (*Metrics)(nil)
+	_ proxy.StreamObserver           = (*Metrics)(nil)
 )
 
 // New creates gmproxy's collectors and registers them, with the Go runtime
@@ -332,6 +335,7 @@ func (m *Metrics) build() {
 	m.upstreamHealthy = gauge("upstream", "target_healthy", "1 when the upstream target passes health checks, else 0.", "upstream", "target")
 	m.upstreamRetries = counter("upstream", "retries_total", "Requests retried on another upstream target.", "upstream")
 	m.streamBytes = counter("stream", "bytes_total", "Bytes moved by TCP stream mode and tunnels, direction rx (from client) or tx (to client).", "site", "upstream", "direction")
+	m.streamActive = gauge("stream", "sessions_active", "TCP stream sessions and tunnels (WebSocket and other Upgrades, HTTP/2 extended CONNECT) open.", "site", "upstream")
 
 	m.reloads = counter("config", "reloads_total", "Configuration reloads, by result success or failure.", "result")
 	m.lastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds", Help: "Unix time of the last successful configuration load."})
@@ -350,7 +354,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected, m.storeOps, m.storeDuration,
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes, m.rateLimited,
-		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.streamBytes,
+		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.streamActive,
 		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
 }
@@ -598,6 +602,17 @@ func (m *Metrics) StreamBytes(site, upstream string, in, out int64) {
 	if out > 0 {
 		m.streamBytes.WithLabelValues(s, u, "tx").Add(float64(out))
 	}
+}
+
+// StreamOpened implements proxy.StreamObserver. The session is counted
+// in the series resolved now and taken out of the same one when it ends:
+// a session of a site or upstream that a reload removed (Retain deleted
+// its series) ends in the deleted series, and brings no series back at
+// -1.
+func (m *Metrics) StreamOpened(site, upstream string) (closed func()) {
+	g := m.streamActive.WithLabelValues(m.sites.label(site), m.upstreams.label(upstream))
+	g.Inc()
+	return g.Dec
 }
 
 // ---- called by the daemon ----

@@ -78,10 +78,10 @@ func (m *Metrics) Retain(n ConfigNames) {
 	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
 		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration)
 	drop(m.sites, n.Sites, "site", m.siteHandshakes, m.requests, m.requestDuration, m.requestsInFlight,
-		m.httpBytes, m.streamBytes, m.certNotAfter, m.rateLimited)
+		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited)
 	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration, m.rateLimited)
 	drop(m.upstreams, upstreams, "upstream", m.upstreamDuration, m.upstreamConnect, m.upstreamStatus,
-		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.upstreamCerts)
+		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.streamActive, m.upstreamCerts)
 	drop(m.targets, targets, "target", m.upstreamHealthy)
 	m.dropMovedTargets(n.Upstreams)
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)

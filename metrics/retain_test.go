@@ -282,3 +282,47 @@ func TestRetainDropsHealthOfTargetMovedOut(t *testing.T) {
 		t.Errorf("health of the target under the upstream that keeps it: %v, want one series", s)
 	}
 }
+
+// TestStreamSessionsActive: gmproxy_stream_sessions_active counts the
+// stream sessions and tunnels open per site and upstream; one of a site a
+// reload removed, still open at the reload, leaves with the site's series
+// and does not bring it back at -1 when it ends, nor take one off the
+// series of the same name that a later configuration brings back.
+func TestStreamSessionsActive(t *testing.T) {
+	m, reg := newTest(t)
+	const name = "gmproxy_stream_sessions_active"
+	m.Retain(ConfigNames{Sites: []string{"ws", "tcp"}, Upstreams: map[string][]string{"app": nil, "legacy": nil}})
+	a, b := m.StreamOpened("ws", "app"), m.StreamOpened("ws", "app")
+	c := m.StreamOpened("tcp", "legacy")
+	if s := series(t, reg, name, `value:"ws"`, `value:"app"`, "value:2"); len(s) != 1 {
+		t.Errorf("two WebSockets open: %v", series(t, reg, name))
+	}
+	a()
+	if s := series(t, reg, name, `value:"ws"`, "value:1"); len(s) != 1 {
+		t.Errorf("one WebSocket closed of two: %v", series(t, reg, name))
+	}
+	m.Retain(ConfigNames{Sites: []string{"ws"}, Upstreams: map[string][]string{"app": nil, "legacy": nil}})
+	if s := series(t, reg, name, `value:"tcp"`); len(s) != 0 {
+		t.Errorf("the open sessions of a removed site: %v", s)
+	}
+	m.Retain(ConfigNames{Sites: []string{"ws", "tcp"}, Upstreams: map[string][]string{"app": nil, "legacy": nil}})
+	d := m.StreamOpened("tcp", "legacy")
+	c() // opened before the removal
+	if s := series(t, reg, name, `value:"tcp"`, "value:1"); len(s) != 1 {
+		t.Errorf("a session of the site brought back, after one opened before its removal ended: %v", series(t, reg, name))
+	}
+	m.Retain(ConfigNames{Sites: []string{"ws", "tcp"}, Upstreams: map[string][]string{"legacy": nil}})
+	if s := series(t, reg, name, `value:"app"`); len(s) != 0 {
+		t.Errorf("the open tunnels to a removed upstream: %v", s)
+	}
+	b()
+	d()
+	if s := series(t, reg, name, `value:"app"`); len(s) != 0 {
+		t.Errorf("a tunnel to a removed upstream brought its series back when it ended: %v", s)
+	}
+	for _, s := range series(t, reg, name) {
+		if !strings.Contains(s, "value:0") {
+			t.Errorf("every session ended: %s", s)
+		}
+	}
+}

@@ -59,3 +59,21 @@ func (NopObserver) StreamBytes(string, string, int64, int64) {}
 type UpstreamConnectObserver interface {
 	UpstreamConnect(upstream string, d time.Duration, err error)
 }
+
+// StreamObserver is optionally implemented by an Observer that follows
+// the TCP stream sessions and tunnels (WebSocket and other Upgrades,
+// extended CONNECT) open: StreamOpened is called when one starts moving
+// bytes, and the function it returns once when it ended.
+type StreamObserver interface {
+	StreamOpened(site, upstream string) (closed func())
+}
+
+// streamOpened reports a stream session or tunnel of site to upstream
+// opened to the observer, if it follows them; call the function returned
+// when it ends.
+func (p *Proxy) streamOpened(site, upstream string) (closed func()) {
+	if so, ok := p.obs.(StreamObserver); ok {
+		return so.StreamOpened(site, upstream)
+	}
+	return func() {}
+}

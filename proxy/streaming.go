@@ -244,6 +244,7 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, t *Target
 		return
 	}
 	defer s.p.trackDone(conn)
+	defer s.p.streamOpened(s.name, rt.up.name)()
 	in, out := pipe(client, backConn, rt.up.tunnelIdle, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
 	rs.bytesIn += in
 	rs.w.bytes += out
@@ -354,6 +355,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 		return
 	}
 	defer s.p.trackDone(backConn)
+	defer s.p.streamOpened(s.name, rt.up.name)()
 	in, _ := pipe(streamSide{r.Body, &rs.w}, backConn, rt.up.tunnelIdle, func(in, out int64) { s.p.obs.StreamBytes(s.name, rt.up.name, in, out) })
 	rs.bytesIn += in
 }

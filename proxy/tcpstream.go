@@ -170,6 +170,7 @@ func (s *streamSite) serve(c net.Conn) error {
 		client = &sendBounded{ReadWriteCloser: c, conn: c, d: s.idle}
 		target = &sendBounded{ReadWriteCloser: back, conn: back, d: s.idle}
 	}
+	defer p.streamOpened(s.site, u.name)()
 	in, out := pipe(client, target, s.idle, func(in, out int64) { p.obs.StreamBytes(s.site, u.name, in, out) })
 	s.log(c, http.StatusOK, t.Addr, in, out, start)
 	return nil
