@@ -333,8 +333,10 @@ type Site struct {
 	TLS *SiteTLS `yaml:"tls"`
 	// ClientAuth configures client certificates (mutual authentication).
 	ClientAuth ClientAuth `yaml:"client_auth"`
-	// ALPN are the application protocols offered, in preference order.
-	// Default [h2, http/1.1] for sites with routes, none for stream sites.
+	// ALPN are the application protocols offered, in preference order:
+	// h2 and http/1.1 for a site with routes (names compared exactly, as
+	// clients send them), any for a stream site. Default [h2, http/1.1]
+	// for sites with routes, none for stream sites.
 	ALPN []string `yaml:"alpn"`
 	// Routes are tried in order; the first match handles the request
 	// (not the longest prefix, as nginx's locations: put /api/v1 before

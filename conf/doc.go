@@ -341,8 +341,9 @@
 //   - client_auth (section, see sites[].client_auth): client_auth configures
 //     client certificates (mutual authentication).
 //   - alpn (list of strings): alpn are the application protocols offered, in
-//     preference order. Default [h2, http/1.1] for sites with routes, none for
-//     stream sites.
+//     preference order: h2 and http/1.1 for a site with routes (names compared
+//     exactly, as clients send them), any for a stream site. Default [h2,
+//     http/1.1] for sites with routes, none for stream sites.
 //   - routes (list of sections, see sites[].routes[]): routes are tried in
 //     order; the first match handles the request (not the longest prefix, as
 //     nginx's locations: put /api/v1 before /api; gmproxy check warns about a

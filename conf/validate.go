@@ -572,11 +572,7 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 		v.siteTLS(s, p)
 		v.clientAuth(s, p)
 		v.checkCoverage(s, p)
-		for j, a := range s.ALPN {
-			if a == "" || len(a) > 255 {
-				v.errf(fmt.Sprintf("%s.alpn[%d]", p, j), "use h2 or http/1.1", "invalid ALPN protocol %q", a)
-			}
-		}
+		v.siteALPN(s, p)
 
 		switch {
 		case s.Stream != nil && len(s.Routes) > 0:
@@ -612,6 +608,33 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			if v.route(r, rp, upstreams, upstreamUsed) && catchAll < 0 {
 				catchAll = j
 			}
+		}
+	}
+}
+
+// httpALPN are the application protocols an HTTP site (one with routes)
+// speaks: the proxy serves a connection that chose h2 as HTTP/2 and any
+// other as HTTP/1.1.
+var httpALPN = []string{"h2", "http/1.1"}
+
+// siteALPN checks site s's alpn list at path p. ALPN names are octet
+// strings compared exactly (RFC 7301 §3.1): an HTTP site offering
+// "HTTP/1.1", "h2c" (never sent over TLS, RFC 9113 §3.1) or "h3" (QUIC
+// only) shares none of them with a browser, which offers h2 and
+// http/1.1, and every handshake of a client that sends ALPN fails with
+// no_application_protocol (§3.2). A stream site may name any protocol.
+func (v *validator) siteALPN(s *Site, p string) {
+	for j, a := range s.ALPN {
+		ap := fmt.Sprintf("%s.alpn[%d]", p, j)
+		switch {
+		case a == "" || len(a) > 255:
+			v.errf(ap, "use h2 or http/1.1", "invalid ALPN protocol %q", a)
+		case s.Stream == nil && !slices.Contains(httpALPN, a):
+			fix := "use h2 and/or http/1.1"
+			if cl := closest(a, httpALPN); cl != "" {
+				fix = fmt.Sprintf("did you mean %q? (ALPN names are compared exactly, case included)", cl)
+			}
+			v.errf(ap, fix, "ALPN protocol %q is not one an HTTP site speaks (h2, http/1.1): a browser offering those shares none with it, or the site answers it in HTTP/1.1", a)
 		}
 	}
 }
