@@ -318,8 +318,11 @@ type Site struct {
 	Name string `yaml:"name"`
 	// ServerNames are the host names (SNI) this site answers: exact names
 	// ("portal.example.cn") and wildcards covering one label
-	// ("*.example.cn"). Each name may belong to one site only. Default: none
-	// (the site is then reached only as a listener's default site).
+	// ("*.example.cn"). Each name may belong to one site only. An IP
+	// address is never sent as SNI (RFC 6066 §3): a client connecting to
+	// one reaches the listener's default site, whatever its Host (check
+	// warns about one on another site). Default: none (the site is then
+	// reached only as a listener's default site).
 	ServerNames []string `yaml:"server_names"`
 	// TLCP holds the TLCP double certificates; absent means the site does
 	// not speak TLCP.

@@ -327,8 +327,10 @@
 //   - server_names (list of strings): server_names are the host names (SNI)
 //     this site answers: exact names ("portal.example.cn") and wildcards
 //     covering one label ("*.example.cn"). Each name may belong to one site
-//     only. Default: none (the site is then reached only as a listener's
-//     default site).
+//     only. An IP address is never sent as SNI (RFC 6066 §3): a client
+//     connecting to one reaches the listener's default site, whatever its Host
+//     (check warns about one on another site). Default: none (the site is then
+//     reached only as a listener's default site).
 //   - tlcp (optional section, see sites[].tlcp): tlcp holds the TLCP double
 //     certificates; absent means the site does not speak TLCP.
 //   - tls13sm (optional section, see sites[].tls13sm): tls13sm holds the TLS

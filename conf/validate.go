@@ -522,6 +522,35 @@ func (v *validator) reachability() {
 		case len(s.ServerNames) == 0 && !deflt[s.Name]:
 			v.warnf(p, "add server_names or make it a listener's default_site", "site %q has no server_names and is no listener's default_site, so no client reaches it", s.Name)
 		}
+		v.addressNames(&c.Sites[i], p)
+	}
+}
+
+// addressNames warns about the IP addresses among the server_names of
+// site s (at path p) on a listener where s is not the default site. A
+// client sends no SNI for an address (RFC 6066 §3), so its connection is
+// made for the listener's default site, which serves its requests
+// whatever their Host: unlike nginx's "server_name 10.0.0.5;", the name
+// routes nothing there.
+func (v *validator) addressNames(s *Site, p string) {
+	var other *Listener
+	for i := range v.cfg.Listeners {
+		l := &v.cfg.Listeners[i]
+		if l.DefaultSite != s.Name && slices.Contains(l.Sites, s.Name) {
+			other = l
+			break
+		}
+	}
+	if other == nil {
+		return
+	}
+	for j, n := range s.ServerNames {
+		np := fmt.Sprintf("%s.server_names[%d]", p, j)
+		if net.ParseIP(n) == nil || v.failed[np] {
+			continue
+		}
+		v.warnf(np, fmt.Sprintf("make site %q the default_site of %s (or serve it on a listener of its own), or remove the name", s.Name, other.Address),
+			"server name %q is an IP address, which clients never send as SNI (RFC 6066 §3): on %s their connections are made for site %q, which serves their requests whatever their Host (421 when either site authenticates clients)", n, other.Address, other.DefaultSite)
 	}
 }
 
