@@ -527,8 +527,10 @@ const (
 type ClientAuth struct {
 	// Mode is "none" (no certificate asked for), "request" (asked for and
 	// verified when given) or "require" (connections without a valid one
-	// fail). TLCP ECDHE suites always require the client's sign/enc pair.
-	// Default none.
+	// fail). TLCP ECDHE suites always require the client's sign/enc pair,
+	// verified against ca when there is one, under none too: such a site
+	// authenticates its ECDHE clients, and a reload that changes its ca
+	// reaches their open connections as under require. Default none.
 	Mode string `yaml:"mode"`
 	// CA is a PEM file of the CA certificates that issue client
 	// certificates (SM2 and/or RSA/ECDSA). Required for request and require.

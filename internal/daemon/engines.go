@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -167,10 +168,33 @@ func ticketObserver(obs frontdoor.SessionObserver, family string) func(record.Ti
 // clientAuthPolicy names site s's client authentication, its mode and
 // CAs ("" without one): after a reload that changes it, a connection whose
 // handshake met the old one gets 421 and connects again
-// (proxy.SiteConfig.ClientAuthPolicy).
+// (proxy.SiteConfig.ClientAuthPolicy). A site of mode none that verifies
+// its TLCP ECDHE clients has one too.
 func clientAuthPolicy(s *conf.Site) string {
-	if s.ClientAuth.Mode == conf.ClientAuthNone || s.ClientAuth.Mode == "" {
-		return ""
+	mode := s.ClientAuth.Mode
+	if mode == conf.ClientAuthNone || mode == "" {
+		if !verifiesECDHEClients(s) {
+			return ""
+		}
+		mode = "ecdhe"
 	}
-	return s.ClientAuth.Mode + ":" + hex.EncodeToString(tls13sm.CertificatesFingerprint(s.Material.ClientCAs))
+	return mode + ":" + hex.EncodeToString(tls13sm.CertificatesFingerprint(s.Material.ClientCAs))
+}
+
+// verifiesECDHEClients reports whether site s authenticates clients
+// whatever its client_auth mode: a TLCP ECDHE key exchange needs the
+// client's sign/enc pair (GB/T 38636-2020), which the tlcp server verifies
+// against the site's ca when it has one. Those connections are then as
+// authenticated as under mode require, and a reload that replaces the CA
+// must reach them likewise.
+func verifiesECDHEClients(s *conf.Site) bool {
+	m := &s.Material
+	if m.TLCPSign == nil || m.TLCPEnc == nil || len(m.ClientCAs) == 0 {
+		return false
+	}
+	suites := m.TLCPSuites
+	if len(suites) == 0 {
+		suites = tlcp.CipherSuites() // the tlcp package's default
+	}
+	return slices.ContainsFunc(suites, conf.IsECDHE)
 }

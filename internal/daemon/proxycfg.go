@@ -57,7 +57,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: s.ClientAuth.Mode != conf.ClientAuthNone, ClientAuthPolicy: clientAuthPolicy(s),
+		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: clientAuthPolicy(s) != "", ClientAuthPolicy: clientAuthPolicy(s),
 			CaseInsensitivePaths: s.CaseInsensitivePaths, ErrorPages: s.Material.ErrorPages, RequestIDHeader: s.RequestID}
 		for _, r := range s.Routes {
 			rc := routeConfig(r)

@@ -169,3 +169,47 @@ func TestReloadTakingSiteOffListenerReachesOpenConnections(t *testing.T) {
 		t.Errorf("after a reload took site main off the listener, its kept-alive connection there: %d %q %v, want 421", st, strings.TrimSpace(body), err)
 	}
 }
+
+// TestReloadRemovingECDHEClientCAReachesOpenConnections: a TLCP site
+// whose client_auth mode is none still verifies the sign/enc pair every
+// ECDHE handshake requires, against its ca when it has one (the
+// connection is then authenticated, as X-Ssl-Client-Verify says). A
+// reload that replaces that CA (the operator distrusts it) reaches such a
+// connection as it does under request and require: its next request gets
+// 421, where it went on being served as verified by the CA removed.
+func TestReloadRemovingECDHEClientCAReachesOpenConnections(t *testing.T) {
+	p, p2 := testPKI(t), testPKI2(t)
+	b := newBackend(t)
+	withCA := func(ca *smx509.Certificate) *conf.Config {
+		cfg := testConfig(t, b.Listener.Addr().String())
+		cfg.Sites[0].ClientAuth = conf.ClientAuth{Mode: conf.ClientAuthNone, CA: "ca.crt"}
+		cfg.Sites[0].Material.ClientCAs = []*smx509.Certificate{ca}
+		return cfg
+	}
+	td := startDaemon(t, withCA(p.CA.Cert))
+	id := clientIdentities(t, p)
+	dial := func() *tlcp.Conn {
+		return dialTLCP(t, td.addr, &tlcp.Config{ServerName: "localhost", NextProtos: []string{"http/1.1"}, CipherSuites: []uint16{tlcp.ECDHE_SM4_GCM_SM3},
+			Certificates: []tlcp.Certificate{id.tlcp}})
+	}
+	c := dial()
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ConnectionState().PeerCertificates) == 0 {
+		t.Fatal("the server's certificate missing")
+	}
+	br := bufio.NewReader(c)
+	if st, _, err := keepAliveGET(t, c, br, "/before"); err != nil || st != 200 {
+		t.Fatalf("before reload: %d %v", st, err)
+	}
+	td.reloadWith(t, withCA(p2.CA.Cert))
+	if nc := dial(); nc.Handshake() == nil {
+		nc.Close()
+		t.Fatal("a new ECDHE connection with a certificate of the CA removed was accepted: the site does not verify ECDHE clients against its ca")
+	}
+	st, body, err := keepAliveGET(t, c, br, "/after")
+	if err != nil || st != http.StatusMisdirectedRequest {
+		t.Errorf("after a reload replaced the CA that verified its ECDHE client certificate, the kept-alive connection: %d %q %v, want 421", st, strings.TrimSpace(body), err)
+	}
+}
