@@ -25,6 +25,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/sessioncache"
@@ -155,6 +156,33 @@ func (v *validator) hostPort(path, addr string, allowEmptyHost bool) bool {
 }
 
 var hostLabelRE = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
+
+// asciiName returns the ASCII form (A-labels, "xn--...") of a server name
+// written with Unicode labels, as clients send it (RFC 5890, RFC 6066
+// §3), and whether n is such a name.
+func asciiName(n string) (string, bool) {
+	rest, wild := strings.CutPrefix(n, "*.")
+	if isASCII(rest) {
+		return "", false
+	}
+	a, err := idna.Lookup.ToASCII(rest)
+	if err != nil || !validHostName(a) {
+		return "", false
+	}
+	if wild {
+		a = "*." + a
+	}
+	return a, true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
 
 func validHostName(s string) bool {
 	if net.ParseIP(s) != nil {
@@ -585,7 +613,11 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			np := fmt.Sprintf("%s.server_names[%d]", p, j)
 			ln := strings.ToLower(strings.TrimSuffix(n, "."))
 			if !validHostName(n) || strings.Count(n, "*") > 1 || (strings.Contains(n, "*") && !strings.HasPrefix(n, "*.")) {
-				v.errf(np, "write a host name such as portal.example.cn or a wildcard such as *.example.cn", "invalid server name %q", n)
+				fix := "write a host name such as portal.example.cn or a wildcard such as *.example.cn"
+				if a, ok := asciiName(n); ok {
+					fix = fmt.Sprintf("write it as %q: clients send an internationalised name in its ASCII form (A-labels, RFC 5890) in SNI and Host", a)
+				}
+				v.errf(np, fix, "invalid server name %q", n)
 				continue
 			}
 			if prev, dup := names[ln]; dup {
