@@ -616,6 +616,8 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 				fix := "write a host name such as portal.example.cn or a wildcard such as *.example.cn"
 				if a, ok := asciiName(n); ok {
 					fix = fmt.Sprintf("write it as %q: clients send an internationalised name in its ASCII form (A-labels, RFC 5890) in SNI and Host", a)
+				} else if d, ok := strings.CutPrefix(n, "."); ok && validHostName(d) && !strings.HasPrefix(d, ".") {
+					fix = fmt.Sprintf("list %q and \"*.%s\" (nginx's %q also covers deeper names; a wildcard here covers one label)", d, d, n)
 				}
 				v.errf(np, fix, "invalid server name %q", n)
 				continue
