@@ -822,9 +822,9 @@
 // # sites[].routes[].timeouts
 //
 // This section holds a route's own waits for a quiet peer, as nginx's
-// proxy_read_timeout / grpc_read_timeout and client_body_timeout in a location
-// (nginx's read timeout covers the response head too: here that is
-// response_header). A key left out keeps the upstream's or the listener's
+// proxy_read_timeout / grpc_read_timeout, client_body_timeout and send_timeout
+// in a location (nginx's read timeout covers the response head too: here that
+// is response_header). A key left out keeps the upstream's or the listener's
 // value; 0 means no limit.
 //
 //   - read (duration): read replaces the upstream's timeouts.read: the longest
@@ -840,6 +840,12 @@
 //     the request is written (a long poll whose target answers only when it
 //     has news, a report that takes minutes to start); past it the client gets
 //     504 and the target counts a failure.
+//   - send (duration): send replaces the listener's http.send_timeout for the
+//     route's responses, as nginx's send_timeout in a location: the longest
+//     wait between two successive writes of a response to the client (large
+//     downloads to clients on slow networks, an event stream whose client
+//     reads in bursts); past it the response is cut. It applies to a route
+//     that serves files as well.
 //
 // # sites[].stream
 //

@@ -894,10 +894,11 @@ func (v *validator) routeForwarding(r *Route, p string) {
 			v.warnf(p+".compress", "remove it", "compress has no effect on a route without upstream or files")
 		}
 	}
-	if r.Timeouts != nil && r.Upstream == "" {
+	if t := r.Timeouts; t != nil && r.Upstream == "" && (r.Files == nil || t.Read != nil || t.Body != nil || t.ResponseHeader != nil) {
 		// A route that answers itself waits for no target and reads no
-		// body: its timeouts would look in force and never apply.
-		v.warnf(p+".timeouts", "remove it", "timeouts has no effect on a route without upstream")
+		// body: its timeouts would look in force and never apply (but
+		// send's to a route that serves files).
+		v.warnf(p+".timeouts", "remove it", "timeouts has no effect on a route without upstream (but send on one that serves files)")
 	}
 	for i, up := range r.Upgrades {
 		kp := fmt.Sprintf("%s.upgrades[%d]", p, i)

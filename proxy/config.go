@@ -203,9 +203,11 @@ type RouteConfig struct {
 	Compress *CompressConfig
 	// ReadTimeout replaces the upstream's Transport.ReadTimeout for the
 	// route's requests, ResponseHeaderTimeout its
-	// Transport.ResponseHeaderTimeout, and BodyTimeout the listener's
-	// LimitsConfig.BodyTimeout: 0 keeps theirs, negative means no limit.
-	ReadTimeout, ResponseHeaderTimeout, BodyTimeout time.Duration
+	// Transport.ResponseHeaderTimeout, BodyTimeout the listener's
+	// LimitsConfig.BodyTimeout and SendTimeout its LimitsConfig.SendTimeout
+	// (for the route's responses from the moment the request is routed):
+	// 0 keeps theirs, negative means no limit.
+	ReadTimeout, ResponseHeaderTimeout, BodyTimeout, SendTimeout time.Duration
 	// ClientIP additionally requires the client's address (X-Real-IP's:
 	// the peer's, or behind TrustedProxies the right-most X-Forwarded-For
 	// address not a trusted proxy's) in one of these IPs or CIDRs.

@@ -67,13 +67,13 @@ const (
 // route is a compiled RouteConfig.
 type route struct {
 	name string
-	// readTimeout, headerTimeout and bodyTimeout: RouteConfig's (0: the
-	// upstream's and the listener's; negative: none).
-	readTimeout, headerTimeout, bodyTimeout time.Duration
-	hosts                                   []string
-	prefix                                  string
-	exact                                   string
-	regex                                   *regexp.Regexp // PathRegex; nil: none
+	// readTimeout, headerTimeout, bodyTimeout and sendTimeout:
+	// RouteConfig's (0: the upstream's and the listener's; negative: none).
+	readTimeout, headerTimeout, bodyTimeout, sendTimeout time.Duration
+	hosts                                                []string
+	prefix                                               string
+	exact                                                string
+	regex                                                *regexp.Regexp // PathRegex; nil: none
 	// foldCase: prefix, exact, strip and regex match regardless of
 	// letter case (SiteConfig.CaseInsensitivePaths).
 	foldCase bool
@@ -343,6 +343,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		readTimeout:   rc.ReadTimeout,
 		headerTimeout: rc.ResponseHeaderTimeout,
 		bodyTimeout:   rc.BodyTimeout,
+		sendTimeout:   rc.SendTimeout,
 	}
 	if rt.upgrades == nil {
 		rt.upgrades = DefaultUpgrades
@@ -671,6 +672,9 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := s.match(r, host, r.URL.Path)
 	rs.route = rt
+	if rt != nil && rt.sendTimeout != 0 {
+		s.p.routeSend(rs, r, rt.sendTimeout)
+	}
 	switch {
 	case strings.IndexByte(r.URL.Path, ';') >= 0 && s.match(r, host, paramlessPath(r.URL.Path)) != rt:
 		// Servlet containers and Spring drop ";params" from each segment

@@ -304,17 +304,39 @@ func (s *opStall) stop() {
 // carried over.
 func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 	l := p.limitsOf(rs.ci)
-	d := l.SendTimeout
+	var limit time.Time
+	if t := l.WriteTimeout; t > 0 {
+		limit = rs.start.Add(t)
+	}
+	p.startSend(rs, r, l.SendTimeout, limit, true)
+}
+
+// routeSend puts a route's own send timeout (negative: none) in place of
+// the listener's, which initSend armed before the request was routed (a
+// 100 Continue may go before). The route's is armed from now.
+func (p *Proxy) routeSend(rs *reqState, r *http.Request, d time.Duration) {
+	sd := &rs.w.send
+	limit := sd.limit
+	if sd.stall != nil {
+		sd.stall.stop()
+	} else if sd.ww != nil {
+		sd.ww.SetWriteDeadline(time.Time{}) // initSend's
+	}
+	*sd = sendDeadline{}
+	p.startSend(rs, r, d, limit, false)
+}
+
+// startSend arms a send timeout of d (none when d <= 0) for rs's writes,
+// bounded by limit (zero: none); keep takes over a deadline a previous
+// response of the connection left (see initSend).
+func (p *Proxy) startSend(rs *reqState, r *http.Request, d time.Duration, limit time.Time, keep bool) {
 	ww, ok := rs.w.rw.(writeDeadliner)
 	if d <= 0 || !ok {
 		return
 	}
 	sd := &rs.w.send
-	sd.opDeadline = opDeadline{d: d}
+	sd.opDeadline = opDeadline{d: d, limit: limit}
 	sd.ww = ww
-	if t := l.WriteTimeout; t > 0 {
-		sd.limit = rs.start.Add(t)
-	}
 	if r.ProtoMajor == 2 {
 		// The stream's own write_timeout deadline is x/net/http2's
 		// (http.Server.WriteTimeout).
@@ -345,7 +367,7 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 		sd.stall = st
 		return
 	}
-	if k, ok := ww.(deadlineKeeper); ok && sd.limit.IsZero() {
+	if k, ok := ww.(deadlineKeeper); ok && keep && sd.limit.IsZero() {
 		// Kept only when no further away than this timeout allows (a
 		// reload may have shortened it).
 		if dl := k.WriteDeadline(); !dl.IsZero() && dl.Sub(rs.start) <= d+d/8 {

@@ -213,6 +213,7 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 	if t := r.Timeouts; t != nil {
 		rc.ReadTimeout, rc.BodyTimeout = routeTimeout(t.Read), routeTimeout(t.Body)
 		rc.ResponseHeaderTimeout = routeTimeout(t.ResponseHeader)
+		rc.SendTimeout = routeTimeout(t.Send)
 	}
 	switch r.HostHeader {
 	case "", "passthrough":
