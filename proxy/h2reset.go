@@ -40,6 +40,18 @@ import (
 // writes lands between two of the server's frames, and not inside a header
 // block (HEADERS or PUSH_PROMISE, then CONTINUATION frames up to the one
 // with END_HEADERS), which no other frame may interrupt (§6.10).
+//
+// The guard also closes gracefully a connection that sent a large header
+// block (over h2LargeBlock), as the handler does for a large field
+// (largeH2Field): the HPACK decoder keeps the buffer that gathered a field
+// spanning frames for the connection's life, and the handler never sees
+// the heads the server refuses itself (431 over max_header_bytes, 400,
+// RST_STREAM for a malformed field) nor trailer sections, and it takes a
+// cookie field for its crumbs, however large the field. Right after such
+// a block the guard hands the server a GOAWAY(NO_ERROR) of the client's
+// making, which x/net/http2 takes as the start of a graceful shutdown:
+// GOAWAY with the last stream it took, the close once that stream and the
+// others open are done (RFC 9113 §6.8), and no new stream from then on.
 
 // DefaultHTTP2MaxResetRate is the default of LimitsConfig.HTTP2MaxResetRate.
 const DefaultHTTP2MaxResetRate = 100
@@ -52,6 +64,7 @@ const (
 	h2FrameRSTStream    = 0x3
 	h2FramePushPromise  = 0x5
 	h2FrameGoAway       = 0x7
+	h2NoError           = 0x0
 	h2FrameContinuation = 0x9
 	h2FlagEndStream     = 0x1
 	h2FlagEndHeaders    = 0x4
@@ -80,6 +93,23 @@ type frameScanner struct {
 	// hdrFrame: inside the payload of a HEADERS, PUSH_PROMISE or
 	// CONTINUATION frame.
 	hdrFrame bool
+	// block: the payload octets of the header block in progress (or
+	// the last one) so far.
+	block int
+	// bigBlock, when above 0, is the block size past which scan
+	// reports the block's end in bigEnd.
+	bigBlock int
+	// bigEnd: after scan(b), the offset in b just past the first header
+	// block over bigBlock that b completes, -1 if none.
+	bigEnd int
+}
+
+// blockEnd notes that a header block ends at offset off of the b being
+// scanned.
+func (s *frameScanner) blockEnd(off int) {
+	if s.bigBlock > 0 && s.block > s.bigBlock && s.bigEnd < 0 {
+		s.bigEnd = off
+	}
 }
 
 // inHeaders reports whether the frames scanned end inside a header block
@@ -92,6 +122,7 @@ func (s *frameScanner) inHeaders() bool { return s.inBlock || s.hdrFrame }
 // none.
 func (s *frameScanner) scan(b []byte) (end int) {
 	end = -1
+	s.bigEnd = -1
 	for off := 0; off < len(b); {
 		if s.skip > 0 {
 			n := min(s.skip, len(b)-off)
@@ -103,6 +134,9 @@ func (s *frameScanner) scan(b []byte) (end int) {
 			}
 			s.skip -= n
 			if s.skip == 0 {
+				if s.hdrFrame && !s.inBlock {
+					s.blockEnd(off + n)
+				}
 				s.hdrFrame = false
 			}
 			if off += n; s.skip == 0 && !s.inBlock {
@@ -120,8 +154,15 @@ func (s *frameScanner) scan(b []byte) (end int) {
 		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
 		switch s.hdr[3] {
 		case h2FrameHeaders, h2FramePushPromise, h2FrameContinuation:
+			if s.hdr[3] != h2FrameContinuation {
+				s.block = 0
+			}
+			s.block += s.skip
 			s.inBlock = s.hdr[4]&h2FlagEndHeaders == 0
 			s.hdrFrame = s.skip > 0
+			if !s.inBlock && !s.hdrFrame {
+				s.blockEnd(off)
+			}
 		}
 		if s.skip == 0 && !s.inBlock {
 			end = off
@@ -152,8 +193,17 @@ func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
 		}
 	})
 	g.hdrTimeout = l.ReadHeaderTimeout
+	g.in.bigBlock = h2LargeBlock
 	return g
 }
+
+// h2LargeBlock is the size of a client's header block (the payloads of
+// its frames, HPACK-encoded) past which the guard closes the connection
+// gracefully. The decoder's buffer for a field that spans frames holds
+// at most the block, doubled as it grows: a block of up to two frames,
+// a head of many ordinary fields included, costs little more than the
+// frame buffer the connection keeps anyway.
+const h2LargeBlock = 2 * H2MaxReadFrameSize
 
 // resetFloodLog bounds GuardHTTP2's warnings over the process.
 var resetFloodLog = &lograte.Limiter{Interval: int64(time.Second)}
@@ -178,6 +228,13 @@ type resetGuard struct {
 	// Only the server's reader uses them.
 	hdrTimeout time.Duration
 	hdrArmed   bool
+
+	// inject: octets for the server's reader before the client's next
+	// ones (the GOAWAY after a large header block, then the rest of the
+	// read it ended in); injected: that GOAWAY was made. Only the
+	// server's reader uses them.
+	inject   []byte
+	injected bool
 
 	wmu     sync.Mutex
 	out     frameScanner      // server → client, under wmu
@@ -280,10 +337,27 @@ func (g *resetGuard) Read(p []byte) (int, error) {
 	if g.flood.Load() { // tripped before, or by the server's resets
 		return 0, g.trip()
 	}
+	if len(g.inject) > 0 {
+		n := copy(p, g.inject)
+		g.inject = g.inject[n:]
+		return n, nil
+	}
 	n, err := g.Conn.Read(p)
 	g.in.scan(p[:n])
 	if g.flood.Load() {
 		return 0, g.trip()
+	}
+	if end := g.in.bigEnd; end >= 0 && !g.injected && err == nil {
+		// The client's GOAWAY goes between two of its frames, right
+		// after the block: the server takes the block's stream, then
+		// shuts down gracefully.
+		g.injected = true
+		var f [h2FrameHeaderLen + 8]byte
+		f[2] = 8 // length; last-stream-id 0: the client accepts no pushed stream
+		f[3] = h2FrameGoAway
+		binary.BigEndian.PutUint32(f[13:], h2NoError)
+		g.inject = append(f[:], p[end:n]...)
+		n = end
 	}
 	if g.hdrTimeout > 0 && g.in.inHeaders() != g.hdrArmed {
 		g.armHeaders()

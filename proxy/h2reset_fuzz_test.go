@@ -11,13 +11,18 @@ import (
 // h2Ref is what a reading of a whole byte stream as HTTP/2 frames (RFC
 // 9113 §4.1) finds: every frame header, every complete RST_STREAM
 // (stream, code), and the offsets just past each frame that ends outside
-// a header block or completes one (§6.10).
+// a header block or completes one (§6.10), and those just past each
+// header block whose frames' payloads add up to more than h2RefBigBlock.
 type h2Ref struct {
 	hdrs     [][h2FrameHeaderLen]byte
 	rsts     [][2]uint32
 	ends     []int
+	bigEnds  []int
 	inHeader bool // the stream ends inside a header block or a header frame
 }
+
+// h2RefBigBlock is the frameScanner.bigBlock of FuzzH2FrameScanner.
+const h2RefBigBlock = 3
 
 func h2Reference(b []byte, preface bool) h2Ref {
 	var r h2Ref
@@ -30,14 +35,20 @@ func h2Reference(b []byte, preface bool) h2Ref {
 		r.ends = append(r.ends, off)
 	}
 	inBlock := false
+	block := 0
 	for len(b)-off >= h2FrameHeaderLen {
 		var h [h2FrameHeaderLen]byte
 		copy(h[:], b[off:])
 		r.hdrs = append(r.hdrs, h)
 		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
 		typ := h[3]
-		if typ == h2FrameHeaders || typ == h2FramePushPromise || typ == h2FrameContinuation {
+		headerFrame := typ == h2FrameHeaders || typ == h2FramePushPromise || typ == h2FrameContinuation
+		if headerFrame {
 			inBlock = h[4]&h2FlagEndHeaders == 0
+			if typ != h2FrameContinuation {
+				block = 0
+			}
+			block += n
 		}
 		off += h2FrameHeaderLen
 		if len(b)-off < n {
@@ -50,6 +61,9 @@ func h2Reference(b []byte, preface bool) h2Ref {
 		off += n
 		if !inBlock {
 			r.ends = append(r.ends, off)
+			if headerFrame && block > h2RefBigBlock {
+				r.bigEnds = append(r.bigEnds, off)
+			}
 		}
 	}
 	r.inHeader = inBlock
@@ -85,7 +99,8 @@ func (c *recordConn) Write(p []byte) (int, error) {
 // a reading of the whole stream sees, in order; the end scan reports is
 // the last frame boundary (outside a header block) in the piece it was
 // given; and it knows whether a header block is open, which arms
-// read_header_timeout. The guard's write passes on only whole frames and
+// read_header_timeout, and where the first header block over its
+// bigBlock in each piece ends (the guard's graceful close). The guard's write passes on only whole frames and
 // whole header blocks, in order, and holds the rest: a GOAWAY it writes
 // between two writes lands between two frames.
 func FuzzH2FrameScanner(f *testing.F) {
@@ -99,6 +114,8 @@ func FuzzH2FrameScanner(f *testing.F) {
 		frame(h2FrameContinuation, h2FlagEndHeaders, 3, []byte("c")))
 	f.Add(slices.Concat([]byte(h2ClientPreface), frame(0x4, 0, 0, nil), rst), []byte{1, 9, 3, 0, 20}, true)
 	f.Add(slices.Concat(block, frame(h2FrameData, h2FlagEndStream, 3, []byte("body")), rst), []byte{10, 2}, false)
+	f.Add(slices.Concat(frame(h2FrameHeaders, h2FlagEndHeaders, 1, []byte("big")), block, frame(h2FrameContinuation, h2FlagEndHeaders, 5, []byte("x")),
+		frame(h2FrameHeaders, 0, 5, []byte("ab")), frame(h2FrameContinuation, h2FlagEndHeaders, 5, []byte("cd"))), []byte{14, 25, 4, 30}, false)
 	f.Add(slices.Concat(frame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, 1, []byte("x")), frame(h2FrameHeaders, 0, 3, []byte("yy"))), []byte{11, 0, 1}, false)
 	f.Add(frame(h2FrameRSTStream, 0, 0xffffffff, []byte{0, 0, 0, 1, 2}), []byte{12}, false)
 	f.Add([]byte{0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 1, 'x'}, []byte{4}, false)
@@ -107,8 +124,9 @@ func FuzzH2FrameScanner(f *testing.F) {
 
 		var got h2Ref
 		s := frameScanner{
-			onHdr: func(h *[h2FrameHeaderLen]byte) { got.hdrs = append(got.hdrs, *h) },
-			onRST: func(id, code uint32) { got.rsts = append(got.rsts, [2]uint32{id, code}) },
+			onHdr:    func(h *[h2FrameHeaderLen]byte) { got.hdrs = append(got.hdrs, *h) },
+			onRST:    func(id, code uint32) { got.rsts = append(got.rsts, [2]uint32{id, code}) },
+			bigBlock: h2RefBigBlock,
 		}
 		if preface {
 			s.skip = len(h2ClientPreface)
@@ -124,6 +142,16 @@ func FuzzH2FrameScanner(f *testing.F) {
 			}
 			if end != wantEnd {
 				t.Fatalf("scan of [%d:%d]: end %d, want %d (boundaries %v)", base, base+len(p), end, wantEnd, want.ends)
+			}
+			wantBig := -1
+			for _, e := range want.bigEnds {
+				if e > base && e <= base+len(p) {
+					wantBig = e - base
+					break
+				}
+			}
+			if s.bigEnd != wantBig {
+				t.Fatalf("scan of [%d:%d]: bigEnd %d, want %d (large blocks end at %v)", base, base+len(p), s.bigEnd, wantBig, want.bigEnds)
 			}
 			base += len(p)
 		}

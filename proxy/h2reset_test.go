@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -321,5 +322,44 @@ func TestResetFloodWarningsBounded(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "reset streams too fast"); n != 1 {
 		t.Fatalf("%d warnings for 50 floods within the interval, want 1:\n%s", n, logs.String())
+	}
+}
+
+// TestResetGuardGoAwayAfterLargeBlock: the server reads, right after the
+// first client header block over h2LargeBlock (a HEADERS frame and its
+// CONTINUATIONs, or a trailer section), a GOAWAY(NO_ERROR) that starts
+// its graceful shutdown, and the client's octets otherwise as sent, however
+// its reads cut them: the GOAWAY lands neither inside the block nor
+// before it (the server would drop the block's stream, §6.8), and comes
+// once.
+func TestResetGuardGoAwayAfterLargeBlock(t *testing.T) {
+	third := h2LargeBlock/3 + 1
+	big := slices.Concat(h2Frame(h2FrameHeaders, 0, 3, third), h2Frame(h2FrameContinuation, 0, 3, third),
+		h2Frame(h2FrameContinuation, h2FlagEndHeaders, 3, third))
+	in := slices.Concat([]byte(h2ClientPreface), h2Frame(0x4, 0, 0, 0),
+		h2Frame(h2FrameHeaders, h2FlagEndHeaders, 1, h2LargeBlock), // one frame, even at the limit: not large
+		big, h2Frame(h2FrameData, h2FlagEndStream, 3, 2), big)
+	at := len(in) - len(big) - h2FrameHeaderLen - 2
+	goAway := h2Frame(h2FrameGoAway, 0, 0, 8)
+	want := slices.Concat(in[:at], goAway, in[at:])
+	for _, size := range []int{h2FrameHeaderLen, 100, 4096, len(in)} {
+		l := LimitsConfig{}.WithDefaults()
+		g := GuardHTTP2(&blockingConn{in: bytes.Clone(in)}, &l, slog.New(slog.DiscardHandler))
+		var got []byte
+		buf := make([]byte, size)
+		for {
+			n, err := g.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		if !bytes.Equal(got, want) {
+			i := 0
+			for i < min(len(got), len(want)) && got[i] == want[i] {
+				i++
+			}
+			t.Errorf("reads of %d: %d octets differing from %d on, want %d with the GOAWAY at %d", size, len(got), i, len(want), at)
+		}
 	}
 }

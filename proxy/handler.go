@@ -598,7 +598,9 @@ func reqHost(r *http.Request, ci *connInfo) string {
 // connections hold up to max_header_bytes (1 MiB by default, 1 GiB over
 // the default max_connections_per_client) while it idles between small
 // requests, where HTTP/1.1 frees a head once read. A field within one
-// frame costs at most two.
+// frame costs at most two. The heads the handler never sees (refused by
+// x/net/http2 itself) and trailer sections the HTTP/2 guard closes on by
+// their encoded size (h2LargeBlock).
 const h2LargeField = H2MaxReadFrameSize
 
 // largeH2Field reports whether r, an HTTP/2 request, has a field over
