@@ -16,8 +16,9 @@ import (
 // has no such bound: a client that began a header block (HEADERS without
 // END_HEADERS, or a HEADERS frame short of its payload) and sent no more
 // held the connection until its idle timeout, and for as long as it
-// liked while another of its streams was open. A request whose block
-// comes in pieces within the timeout is served.
+// liked while another of its streams was open. Frames that keep coming
+// within the block (empty CONTINUATIONs) do not extend its time. A
+// request whose block comes in pieces within the timeout is served.
 func TestH2ReadHeaderTimeout(t *testing.T) {
 	backend := nameBackend(t, "b")
 	cfg := proxyTo(addrOf(backend))
@@ -36,6 +37,20 @@ func TestH2ReadHeaderTimeout(t *testing.T) {
 		{"HEADERS short of its payload", func(c net.Conn, fr *http2.Framer) {
 			hdr := []byte{0, 0, byte(len(block)), 0x1, 0x5, 0, 0, 0, 1} // HEADERS, END_STREAM|END_HEADERS, stream 1
 			c.Write(append(hdr, block[:2]...))
+		}},
+		{"HEADERS, then empty CONTINUATIONs without end", func(c net.Conn, fr *http2.Framer) {
+			// A flood of frames that add nothing to the block: each is
+			// progress of a kind, none extends the block's time.
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:2], EndStream: true})
+			go func() {
+				w := http2.NewFramer(c, nil)
+				for range 1000 { // 10 s at most
+					if w.WriteContinuation(1, false, nil) != nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
 		}},
 	} {
 		c := dialRaw(t, f.addr)
