@@ -29,7 +29,7 @@ const (
 	DefaultTicketRotation          = time.Hour
 	DefaultAdminAddress            = "127.0.0.1:9100"
 	DefaultOffloadQueue            = 4096
-	DefaultMaxHeaderBytes          = 1 << 20
+	DefaultMaxHeaderBytes          = 64 << 10
 	DefaultReadHeaderTimeout       = 30 * time.Second
 	DefaultHTTPIdleTimeout         = 2 * time.Minute
 	DefaultMaxStreams              = 250

@@ -247,10 +247,14 @@
 // This section holds limits of the HTTP server behind a listener.
 //
 //   - max_header_bytes (size): max_header_bytes bounds the request line plus
-//     headers, each field counting 32 bytes more, as in HTTP/2. Default 1MiB,
-//     at most 16MiB. An HTTP/2 connection whose request had a field over 16KiB
-//     (a cookie counted by its crumbs) is closed gracefully once that request
-//     is answered: its decoder would keep a buffer that large.
+//     headers, each field counting 32 bytes more, as in HTTP/2. Default 64KiB
+//     (Envoy's 60 KiB; nginx takes 32 KiB with its default buffers), at most
+//     16MiB. Over HTTP/2 a client can name a large field it sent once in a
+//     byte per request (HPACK), and the target gets each request's head whole:
+//     this bounds what one request costs the target then. An HTTP/2 connection
+//     whose request had a field over 16KiB (a cookie counted by its crumbs) is
+//     closed gracefully once that request is answered: its decoder would keep
+//     a buffer that large.
 //   - read_header_timeout (duration): read_header_timeout bounds reading a
 //     request's headers. Default 30s.
 //   - read_timeout (duration): read_timeout bounds reading a whole request,
