@@ -1530,7 +1530,10 @@ type KeyServerFile struct {
 	AuditInterval time.Duration `yaml:"audit_interval"`
 	// MetricsAddress is host:port of an HTTP listener serving Prometheus
 	// metrics at /metrics (operations by client, key, operation and result,
-	// latency, in-flight operations, connections). Default: none.
+	// latency, in-flight operations, connections), and the probes of a
+	// load balancer or an orchestrator: /healthz (200 while the process
+	// runs) and /readyz (200 while it serves, 503 from the start of a
+	// shutdown). Default: none.
 	MetricsAddress string `yaml:"metrics_address"`
 	// ShutdownGrace is how long SIGTERM, SIGINT or SIGQUIT waits for operations in
 	// progress before closing connections. Default 10s.

@@ -1419,8 +1419,10 @@
 //     operation and result. Default 1m.
 //   - metrics_address (string): metrics_address is host:port of an HTTP
 //     listener serving Prometheus metrics at /metrics (operations by client,
-//     key, operation and result, latency, in-flight operations, connections).
-//     Default: none.
+//     key, operation and result, latency, in-flight operations, connections),
+//     and the probes of a load balancer or an orchestrator: /healthz (200
+//     while the process runs) and /readyz (200 while it serves, 503 from the
+//     start of a shutdown). Default: none.
 //   - shutdown_grace (duration): shutdown_grace is how long SIGTERM, SIGINT or
 //     SIGQUIT waits for operations in progress before closing connections.
 //     Default 10s.

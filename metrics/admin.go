@@ -29,6 +29,25 @@ func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
 // Ready reports the value last given to SetReady.
 func (m *Metrics) Ready() bool { return m.ready.Load() }
 
+// handleProbes adds the liveness and readiness probes to mux: GET /healthz
+// answers 200 "ok" while the process runs, GET /readyz 200 "ready" while
+// ready reports true, else 503 "not ready".
+func handleProbes(mux *http.ServeMux, ready func() bool) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "not ready\n")
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+}
+
 // AdminMux returns a new mux serving:
 //
 //	GET /metrics        Prometheus exposition of the gatherer
@@ -45,19 +64,7 @@ func (m *Metrics) AdminMux(opts AdminOptions) *http.ServeMux {
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 4,
 	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !m.Ready() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, "not ready\n")
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
+	handleProbes(mux, m.Ready)
 	if opts.Reload != nil {
 		reload := opts.Reload
 		mux.Handle("POST /reload", GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,8 @@ type KeyServer struct {
 	names atomic.Pointer[keyServerNames]
 	// mu orders the in-flight gauge's updates with Retain's deletions.
 	mu sync.Mutex
+	// ready is what /readyz answers (SetReady).
+	ready atomic.Bool
 
 	ops      *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -90,10 +92,17 @@ func NewKeyServer() (*KeyServer, error) {
 // Gatherer returns the registry (tests).
 func (m *KeyServer) Gatherer() prometheus.Gatherer { return m.gatherer }
 
-// Handler serves GET /metrics.
+// SetReady sets what /readyz answers: the key server sets it once it
+// serves its listener and clears it when it begins to shut down, so that a
+// load balancer or an orchestrator's probe stops sending it clients first.
+func (m *KeyServer) SetReady(ready bool) { m.ready.Store(ready) }
+
+// Handler serves GET /metrics, and GET /healthz and /readyz as the admin
+// listener of gmproxy run does.
 func (m *KeyServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4}))
+	handleProbes(mux, m.ready.Load)
 	return mux
 }
 

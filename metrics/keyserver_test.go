@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,5 +87,40 @@ func TestKeyServerRetainFreesPlaces(t *testing.T) {
 	}
 	if text := keyServerText(t, m); strings.Contains(text, `client="other"`) {
 		t.Errorf("renamed clients exported as other:\n%.2000s", text)
+	}
+}
+
+// TestKeyServerProbes: the key server's metrics listener answers /healthz
+// while it runs and /readyz with 503 until SetReady(true) and after
+// SetReady(false), as the admin listener of gmproxy run does.
+func TestKeyServerProbes(t *testing.T) {
+	m, err := NewKeyServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler()
+	probe := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	for _, step := range []struct {
+		ready     *bool
+		code      int
+		readyBody string
+	}{
+		{nil, 503, "not ready\n"},
+		{new(true), 200, "ready\n"},
+		{new(false), 503, "not ready\n"},
+	} {
+		if step.ready != nil {
+			m.SetReady(*step.ready)
+		}
+		if code, body := probe("/readyz"); code != step.code || body != step.readyBody {
+			t.Errorf("ready %v: /readyz %d %q, want %d %q", step.ready, code, body, step.code, step.readyBody)
+		}
+		if code, body := probe("/healthz"); code != 200 || body != "ok\n" {
+			t.Errorf("/healthz %d %q, want 200 \"ok\\n\"", code, body)
+		}
 	}
 }

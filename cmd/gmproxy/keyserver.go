@@ -92,7 +92,7 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
 		return 1
 	}
-	stopMetrics, err := keyServerMetrics(log, cfg.MetricsAddress, ks)
+	setReady, stopMetrics, err := keyServerMetrics(log, cfg.MetricsAddress, ks)
 	if err != nil {
 		fmt.Fprintf(stderr, "gmproxy keyserver: metrics: %v\n", err)
 		return 1
@@ -105,7 +105,7 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		fmt.Fprintf(stderr, "gmproxy keyserver: %v\n", err)
 		return 1
 	}
-	return serveKeyServer(log, *file, cfg, ks, ln, sigs, ready, &tlsCfg)
+	return serveKeyServer(log, *file, cfg, ks, ln, sigs, ready, setReady, &tlsCfg)
 }
 
 // newKeyServer builds the key server for cfg and logs the keys it serves.
@@ -127,11 +127,13 @@ func newKeyServer(log *slog.Logger, cfg *conf.KeyServerFile) (*keyserver.Server,
 // arrives on sigs, reloading the keys, the clients and the TLS material
 // (into tlsCfg, which ln's handshakes read) from file on SIGHUP, and
 // returns the exit status.
-func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *keyserver.Server, ln net.Listener, sigs <-chan os.Signal, ready func(addr string), tlsCfg *atomic.Pointer[tls.Config]) int {
+func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *keyserver.Server, ln net.Listener, sigs <-chan os.Signal, ready func(addr string), setReady func(bool), tlsCfg *atomic.Pointer[tls.Config]) int {
 	served := make(chan error, 1)
 	go func() { served <- ks.Serve(ln) }()
 	addr := ln.Addr().String()
 	log.Info("key server listening", "address", addr, "network", cfg.Material.Network, "keys", ks.Len())
+	setReady(true)
+	defer setReady(false)
 	if ready != nil {
 		ready(addr)
 	}
@@ -151,6 +153,7 @@ func serveKeyServer(log *slog.Logger, file string, cfg *conf.KeyServerFile, ks *
 				continue
 			}
 			log.Info("signal received: graceful shutdown", "signal", sig.String(), "grace", cfg.ShutdownGrace)
+			setReady(false) // /readyz: 503 from now on
 			return shutdownKeyServer(log, cfg, ks, served)
 		}
 	}
@@ -301,25 +304,25 @@ func keyServerListen(m *conf.KeyServerFileMaterial, tlsCfg *atomic.Pointer[tls.C
 	return tls.Listen("tcp", m.Addr, tc)
 }
 
-// keyServerMetrics serves the key server's Prometheus metrics on addr
-// (none when empty) and sets them as ks's observer; stop closes the
-// listener.
-func keyServerMetrics(log *slog.Logger, addr string, ks *keyserver.Server) (stop func(), err error) {
+// keyServerMetrics serves the key server's Prometheus metrics and its
+// probes on addr (none when empty) and sets them as ks's observer;
+// setReady sets what /readyz answers, stop closes the listener.
+func keyServerMetrics(log *slog.Logger, addr string, ks *keyserver.Server) (setReady func(bool), stop func(), err error) {
 	if addr == "" {
-		return func() {}, nil
+		return func(bool) {}, func() {}, nil
 	}
 	m, err := metrics.NewKeyServer()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ks.Observer = m
 	m.Retain(ks.Names()) // and SetPolicy on every reload
 	srv := adminServer(m.Handler())
 	serveAdmin(srv, ln)
 	log.Info("key server metrics listening", "address", ln.Addr().String())
-	return func() { srv.Close() }, nil
+	return m.SetReady, func() { srv.Close() }, nil
 }

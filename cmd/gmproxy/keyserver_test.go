@@ -142,6 +142,18 @@ access_log: {path: "off"}
 	if m == nil {
 		t.Fatalf("no metrics listener in the log:\n%s", ks.stderr.String())
 	}
+	// Its probes: alive, and ready while it serves.
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
+		resp, err := http.Get("http://" + m[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Errorf("GET %s: %d %q, want 200 %q", path, resp.StatusCode, b, want)
+		}
+	}
 	wants := []string{
 		`gmproxy_keyserver_operations_total{client="edge",key="server_sign",op="sign",result="ok"}`,
 		`gmproxy_keyserver_operations_total{client="edge",key="server_enc",op="decrypt",result="ok"}`,
