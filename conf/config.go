@@ -1066,8 +1066,9 @@ type Files struct {
 // of it goes as it is. The encoded response has no Content-Length (it is sent
 // chunked over HTTP/1.1), no Accept-Ranges and a weak ETag; both variants
 // carry Vary: Accept-Encoding. A stream (no Content-Length) is flushed
-// through as it comes; an event stream (text/event-stream) is never
-// compressed. Each response being compressed holds about 1 MiB; past 128
+// through as it comes; an event stream (text/event-stream) and a gRPC
+// answer (application/grpc, whose messages are compressed on their own)
+// never are. Each response being compressed holds about 1 MiB; past 128
 // at once in a process, or 4 on one client connection, responses go
 // uncompressed. Do not
 // compress responses that mix a secret with text an attacker can put in

@@ -162,6 +162,14 @@ func (z *compressor) typeListed(ct string) bool {
 		// little gain (text/* would list it).
 		return false
 	}
+	if ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") {
+		// gRPC messages are frames the client reads from the body
+		// itself, each compressed on its own if at all (grpc-encoding):
+		// a gRPC client ignores Content-Encoding and would take the gzip
+		// stream for frames, failing the call. (gRPC-Web, whose browser
+		// clients decode an HTTP content coding, is another type.)
+		return false
+	}
 	if z.exact[ct] {
 		return true
 	}

@@ -353,3 +353,70 @@ func resetAndWait(t *testing.T, fr *http2.Framer, gone <-chan struct{}) {
 		t.Fatal("the backend's stream outlived the client's reset")
 	}
 }
+
+// TestGRPCNotCompressed: a route whose compress lists application/*
+// (or a gRPC type) sends gRPC answers as they came. gRPC messages are
+// length-prefixed frames a client reads from the body itself, compressed
+// per message when at all (grpc-encoding); a client that ignores
+// Content-Encoding (grpc-go does) would read the gzip stream as frames
+// and fail the call. The route's other types of that pattern still are
+// compressed, and the call's status still comes in its trailers.
+func TestGRPCNotCompressed(t *testing.T) {
+	reply := grpcMsg(strings.Repeat("reply ", 1000))
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/page.json" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, strings.Repeat(`{"a": 1}`, 1000))
+			return
+		}
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.WriteHeader(http.StatusOK)
+		w.Write(reply)
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addr}}, Protocol: "h2c"}},
+		Sites: oneSite(
+			RouteConfig{PathPrefix: "/listed.", Upstream: "u", Compress: &CompressConfig{Types: []string{"application/grpc", "application/grpc+proto"}}},
+			RouteConfig{Upstream: "u", Compress: &CompressConfig{Types: []string{"application/*"}}}),
+	}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+	c := h2cClient(t)
+	call := func(path, ctype string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", f.url+path, strings.NewReader(string(grpcMsg("hi"))))
+		req.Header.Set("Content-Type", ctype)
+		req.Header.Set("Te", "trailers")
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, body
+	}
+	if res, _ := call("/page.json", "application/json"); res.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("a JSON answer on the application/* route went %q, want gzip", res.Header.Get("Content-Encoding"))
+	}
+	for _, tc := range []struct{ path, ctype string }{
+		{"/svc.Echo/Say", "application/grpc"},
+		{"/svc.Echo/Say", "application/grpc+proto"},
+		{"/svc.Echo/Say", "Application/gRPC+proto; charset=x"},
+		{"/listed.Echo/Say", "application/grpc"},
+		{"/listed.Echo/Say", "application/grpc+proto"},
+	} {
+		res, body := call(tc.path, tc.ctype)
+		if ce := res.Header.Get("Content-Encoding"); ce != "" || string(body) != string(reply) {
+			t.Errorf("%s %s: Content-Encoding %q and %d bytes, want the target's %d as they came", tc.path, tc.ctype, ce, len(body), len(reply))
+		}
+		if got := res.Trailer.Get("Grpc-Status"); got != "0" {
+			t.Errorf("%s %s: grpc-status %q, want 0", tc.path, tc.ctype, got)
+		}
+	}
+}
