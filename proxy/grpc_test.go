@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -419,4 +420,44 @@ func TestGRPCNotCompressed(t *testing.T) {
 			t.Errorf("%s %s: grpc-status %q, want 0", tc.path, tc.ctype, got)
 		}
 	}
+}
+
+// TestTrailersOfSizedH2AnswerToHTTP1: an HTTP/2 target may send a
+// content-length and trailers (RFC 9113 §8.1); an HTTP/1.1 client gets
+// trailers only after a chunked body (RFC 9112 §7.1.2), so the answer
+// goes chunked to it and its trailers (a gRPC call's status) reach it,
+// rather than a body of that length and the trailers dropped.
+func TestTrailersOfSizedH2AnswerToHTTP1(t *testing.T) {
+	reply := grpcMsg("hello")
+	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+		w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+		w.WriteHeader(http.StatusOK)
+		w.Write(reply)
+		w.Header().Set("Grpc-Status", "3")
+		w.Header().Set("Grpc-Message", "bad%20argument")
+	}))
+	cfg := Config{
+		Upstreams: []UpstreamConfig{{Name: "u", Targets: []TargetConfig{{Address: addr}}, Protocol: "h2c"}},
+		Sites:     oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	msg := string(grpcMsg("hi"))
+	res, c, br := rawExchange(t, f.addr, "POST /svc.Echo/Say HTTP/1.1\r\nHost: example.test\r\nContent-Type: application/grpc\r\nTE: trailers\r\n"+
+		"Transfer-Encoding: chunked\r\n\r\n"+strconv.FormatInt(int64(len(msg)), 16)+"\r\n"+msg+"\r\n0\r\n\r\n")
+	if res.StatusCode != 200 || res.ContentLength != -1 {
+		t.Errorf("status %d, Content-Length %d, want 200 chunked", res.StatusCode, res.ContentLength)
+	}
+	if got, msg := res.Trailer.Get("Grpc-Status"), res.Trailer.Get("Grpc-Message"); got != "3" || msg != "bad%20argument" {
+		t.Errorf("trailers %v, want grpc-status 3 and grpc-message bad%%20argument", res.Trailer)
+	}
+	// The connection still frames the next exchange.
+	io.WriteString(c, "GET /other HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the next exchange: %v", err)
+	}
+	res.Body.Close()
 }

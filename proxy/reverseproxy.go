@@ -1440,6 +1440,13 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		}
 		conn = res.Header["Connection"]
 		announced = copyResponseHeader(dst, res, rt, conn)
+		if len(announced) > 0 && r.ProtoMajor == 1 && r.ProtoMinor == 1 && r.Method != http.MethodHead {
+			// An HTTP/2 target may send a length and trailers (RFC 9113
+			// §8.1); over HTTP/1.1 trailers only follow a chunked body
+			// (RFC 9112 §7.1.2). With the length the writer would drop
+			// them: a gRPC call's status among them.
+			delete(dst, "Content-Length")
+		}
 		if varies {
 			addVary(dst)
 		}
