@@ -933,10 +933,13 @@ type HealthChecks struct {
 // requests.
 type PassiveHealth struct {
 	// MaxFails failures (connect errors, timeouts, 5xx listed in
-	// unhealthy_status) within fail_window mark the target down; 0 disables
-	// passive checks. At most 1000. Default 3. A client's fault is never
-	// counted: a request body that stalls (408), is malformed (400) or is
-	// cut short by the client (logged 499) does not charge the target.
+	// unhealthy_status, a response body broken off) within fail_window mark
+	// the target down; 0 disables passive checks. At most 1000. Default 3.
+	// A client's fault is never counted: a request body that stalls (408),
+	// is malformed (400) or is cut short by the client (logged 499) does
+	// not charge the target; nor does a response body quiet for longer
+	// than timeouts.read (a gRPC watch, an event stream), as nginx's
+	// max_fails does not count it.
 	MaxFails int `yaml:"max_fails"`
 	// FailWindow is the window in which failures are counted. Default 10s.
 	FailWindow time.Duration `yaml:"fail_window"`

@@ -1063,10 +1063,13 @@
 // This section marks a target down after repeated failures of real requests.
 //
 //   - max_fails (integer): max_fails failures (connect errors, timeouts, 5xx
-//     listed in unhealthy_status) within fail_window mark the target down; 0
-//     disables passive checks. At most 1000. Default 3. A client's fault is
-//     never counted: a request body that stalls (408), is malformed (400) or
-//     is cut short by the client (logged 499) does not charge the target.
+//     listed in unhealthy_status, a response body broken off) within
+//     fail_window mark the target down; 0 disables passive checks. At most
+//     1000. Default 3. A client's fault is never counted: a request body that
+//     stalls (408), is malformed (400) or is cut short by the client (logged
+//     499) does not charge the target; nor does a response body quiet for
+//     longer than timeouts.read (a gRPC watch, an event stream), as nginx's
+//     max_fails does not count it.
 //   - fail_window (duration): fail_window is the window in which failures are
 //     counted. Default 10s.
 //   - cool_down (duration): cool_down is how long a target stays down before it

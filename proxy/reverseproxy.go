@@ -1507,14 +1507,22 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 			s.p.logger.Debug("client's request body failed during the response", "site", s.name, "uri", r.RequestURI, "error", berr)
 			panic(http.ErrAbortHandler)
 		}
-		u.fail(t, "body: "+err.Error())
+		// A body that stalled past read_timeout is not counted against
+		// the target, as nginx's max_fails does not count it: a quiet
+		// stream (a gRPC watch, an event stream between events) is no
+		// sign of a failing target, and a few of them at once took it out
+		// of rotation. A body that broke off is.
+		stalled := isTimeout(err) || errors.As(err, new(*readTimeoutError))
+		if !stalled {
+			u.fail(t, "body: "+err.Error())
+		}
 		if rs.w.discard() {
 			// None of the response had left the write buffer: the
 			// client gets a whole 502 (504 when the target stalled past
 			// its read timeout), not a connection closed on
 			// nothing, which it could not tell from a server that never
 			// answered (and might send the request again).
-			if isTimeout(err) || errors.As(err, new(*readTimeoutError)) {
+			if stalled {
 				s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream timed out", "the body from target "+t.Addr+" of upstream "+u.name+" stalled: "+err.Error())
 				return
 			}

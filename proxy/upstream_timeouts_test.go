@@ -502,3 +502,39 @@ func TestSendWatchOnMonotonicClock(t *testing.T) {
 		t.Errorf("last read ended at %d, not a monotonic reading within [%d, %d]", l, before, after)
 	}
 }
+
+// TestStalledBodyNotCountedAsFailure: a response body cut because its
+// target stalled past read_timeout does not charge the target (nginx's
+// max_fails does not count it): a quiet gRPC watch or event stream is no
+// sign of a failing target, and a few at once took it out of rotation.
+// A body the target broke off does charge it.
+func TestStalledBodyNotCountedAsFailure(t *testing.T) {
+	passive := HealthCheckConfig{Passive: PassiveHealthConfig{MaxFails: 1, FailWindow: time.Minute, Cooldown: time.Hour}}
+	stalled, _ := stallingBackend(t, 2, 0)
+	broken := connBackend(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Type: text/plain\r\n\r\n0123456789")
+	})
+	for _, tc := range []struct {
+		addr    string
+		charged bool
+	}{{stalled, false}, {broken, true}} {
+		cfg := proxyTo(tc.addr)
+		cfg.Upstreams[0].Transport.ReadTimeout = 200 * time.Millisecond
+		cfg.Upstreams[0].HealthCheck = passive
+		f := newFront(t, cfg, frontOpts{})
+		res, err := testClient(t).Get(f.url + "/")
+		if err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				t.Fatalf("target %s: its cut response passed as a 200", tc.addr)
+			}
+		}
+		if up := f.p.upstreams["u"].targets[0].Healthy(); up == tc.charged {
+			t.Errorf("target that %s: healthy %v after one cut response, want %v", map[bool]string{false: "stalled", true: "broke off"}[tc.charged], up, !tc.charged)
+		}
+	}
+}
