@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/pprof"
@@ -16,7 +17,7 @@ type AdminOptions struct {
 	// Reload, when set, is mounted as POST /reload (guarded by
 	// GuardControl with Control): it answers 200 "reloaded" when Reload
 	// returns nil and 500 with the error otherwise.
-	Reload func() error
+	Reload func(context.Context) error
 	// Control guards POST /reload.
 	Control ControlOptions
 }
@@ -69,7 +70,7 @@ func (m *Metrics) AdminMux(opts AdminOptions) *http.ServeMux {
 		reload := opts.Reload
 		mux.Handle("POST /reload", GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			if err := reload(); err != nil {
+			if err := reload(r.Context()); err != nil {
 				w.WriteHeader(http.StatusInternalServerError)
 				io.WriteString(w, "reload failed: "+err.Error()+"\n")
 				return

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +19,7 @@ func TestControlGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reloads atomic.Int64
-	reload := func() error { reloads.Add(1); return nil }
+	reload := func(context.Context) error { reloads.Add(1); return nil }
 	plain := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload}))
 	defer plain.Close()
 	withToken := httptest.NewServer(m.AdminMux(AdminOptions{Reload: reload, Control: ControlOptions{Token: func() []byte { return []byte("s3cret-token-0123456789") }}}))

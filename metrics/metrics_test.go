@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -450,7 +451,7 @@ func TestAdminMux(t *testing.T) {
 	for _, pprof := range []bool{false, true} {
 		reloadErr := errors.New("bad config at line 3")
 		reloads := 0
-		mux := m.AdminMux(AdminOptions{Pprof: pprof, Reload: func() error {
+		mux := m.AdminMux(AdminOptions{Pprof: pprof, Reload: func(context.Context) error {
 			reloads++
 			if reloads == 2 {
 				return reloadErr

@@ -289,7 +289,7 @@ func TestAdminServerWriteBound(t *testing.T) {
 func TestAdminReloadOutlivesWriteBound(t *testing.T) {
 	defer func(d time.Duration) { adminWriteTimeout = d }(adminWriteTimeout)
 	adminWriteTimeout = 200 * time.Millisecond
-	slow := func() error {
+	slow := func(context.Context) error {
 		time.Sleep(4 * adminWriteTimeout)
 		return nil
 	}
@@ -323,7 +323,7 @@ func TestAdminReloadOutlivesWriteBound(t *testing.T) {
 		for {
 			select {
 			case rq := <-reqs:
-				rq.res <- slow() // the main loop making the step
+				rq.answer(slow(context.Background())) // the main loop making the step
 			case <-done:
 				return
 			}

@@ -104,7 +104,7 @@ func TestControlReloadOutcome(t *testing.T) {
 		{&splitReloadError{errors.New("worker 1: stopping")}, http.StatusInternalServerError, "the new configuration is in force"},
 		{errReloadAbandoned, http.StatusServiceUnavailable, "shutting down"},
 	} {
-		h := controlHandler(new(adminState), "127.0.0.1:9", func() error { return tc.err })
+		h := controlHandler(new(adminState), "127.0.0.1:9", func(context.Context) error { return tc.err })
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1:9/reload", nil))
 		if rec.Code != tc.wantStatus || !strings.Contains(rec.Body.String(), tc.wantBody) {
@@ -171,7 +171,7 @@ func TestWorkerRefusesLoneReload(t *testing.T) {
 	r := &runner{wk: &worker{dir: dir}, cfg: cfg, log: log, env: &daemon.Env{Logger: log}}
 	r.tel = newTelemetry(log, r.env)
 	reloads := 0
-	if _, ok := r.startAdmin(io.Discard, func() error { reloads++; return nil }); !ok || r.admin == nil {
+	if _, ok := r.startAdmin(io.Discard, func(context.Context) error { reloads++; return nil }); !ok || r.admin == nil {
 		t.Fatal("admin socket not started")
 	}
 	defer r.admin.Close()

@@ -50,7 +50,7 @@ type telemetry interface {
 	// AdminHandler returns the admin mux of the listener at addr, which
 	// serves pprof while live says so; reload, if set, is mounted on it,
 	// guarded by live's token.
-	AdminHandler(addr string, live *adminState, reload func() error) http.Handler
+	AdminHandler(addr string, live *adminState, reload func(context.Context) error) http.Handler
 	SetReady(bool)
 	Reloaded(ok bool, cfg *conf.Config)
 }
@@ -461,12 +461,12 @@ func (r *runner) abort() {
 // startAdmin starts the admin listener if one is configured; it serves
 // reloads unless a control address does. ok is false (daemon closed,
 // reason on stderr) when it cannot listen outside the development setup.
-func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads, ok bool) {
+func (r *runner) startAdmin(stderr io.Writer, adminReload func(context.Context) error) (reloads, ok bool) {
 	cfg := r.cfg
 	if r.tel == nil || cfg.Admin.Address == "" || cfg.Admin.Address == "off" {
 		return false, true
 	}
-	var onAdmin func() error
+	var onAdmin func(context.Context) error
 	if cfg.Admin.ControlAddress == "" {
 		onAdmin = adminReload
 	}
@@ -499,7 +499,7 @@ func (r *runner) startAdmin(stderr io.Writer, adminReload func() error) (reloads
 // startControl starts the control listener (POST /reload) if one is
 // configured. ok is false (daemon and admin closed, reason on stderr) when
 // it cannot listen.
-func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloads, ok bool) {
+func (r *runner) startControl(stderr io.Writer, adminReload func(context.Context) error) (reloads, ok bool) {
 	ca := r.cfg.ControlAddress()
 	if ca == "" {
 		return false, true
@@ -526,8 +526,7 @@ func (r *runner) startControl(stderr io.Writer, adminReload func() error) (reloa
 func (r *runner) serveSignals(sigs <-chan os.Signal) int {
 	for sig := range sigs {
 		if rs, ok := sig.(reloadSignal); ok {
-			r.log.Info(rs.describe())
-			rs.res <- rs.reload()
+			rs.serve(r.log)
 			continue
 		}
 		switch sig {
@@ -594,7 +593,7 @@ func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) erro
 			}
 			switch sig := sig.(type) {
 			case reloadSignal:
-				sig.res <- errors.New("shutting down")
+				sig.answer(errors.New("shutting down"))
 			default:
 				if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
 					forced = true
@@ -607,42 +606,82 @@ func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) erro
 
 // adminReloadRequests returns the channel of admin reload requests, for
 // mergeReloads, and the reload function the admin and control handlers
-// call: it hands a request to the main loop and waits for its result.
-func adminReloadRequests() (chan reloadSignal, func() error) {
+// call with their request's context: it hands the request to the main
+// loop and waits for the outcome of the reload that serves it. A caller
+// whose context ends stops waiting; if that happens before its reload
+// started, the reload is not made on its behalf (reloadSignal.wanted).
+func adminReloadRequests() (chan reloadSignal, func(context.Context) error) {
 	reqs := make(chan reloadSignal)
-	return reqs, onMainLoop(reqs, "", nil)
+	return reqs, func(ctx context.Context) error {
+		res := make(chan error, 1)
+		select {
+		case reqs <- reloadSignal{waiters: []reloadWaiter{{ctx: ctx, res: res}}}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case err := <-res:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // onMainLoop returns a function that has fn run on the main loop through
 // reqs, as an admin reload is (logged as "admin: "+what), and returns its
-// result; fn nil is the reload mergeReloads was given.
+// result. Such steps are neither merged nor skipped.
 func onMainLoop(reqs chan<- reloadSignal, what string, fn func() error) func() error {
 	return func() error {
 		res := make(chan error, 1)
-		reqs <- reloadSignal{res: res, reload: fn, what: what}
+		reqs <- reloadSignal{waiters: []reloadWaiter{{ctx: context.Background(), res: res}}, reload: fn, what: what}
 		return <-res
 	}
 }
 
 // mergeReloads turns admin reload requests into calls on the main loop:
-// the returned channel forwards sigs; reloads requested over HTTP run
-// reload on the signal goroutine's behalf and report the result.
+// the returned channel forwards sigs, with the reload requests (admin ones
+// and SIGHUP) that arrive while the main loop is busy merged into one
+// reloadSignal, sent when the main loop is ready for it, so that a
+// reload answers every request waiting for it: a burst of requests costs
+// one reload after the one under way, not one each. A request's reload
+// reads the configuration after the request came, as it would alone.
 func mergeReloads(sigs <-chan os.Signal, reqs chan reloadSignal, reload func() error) <-chan os.Signal {
 	out := make(chan os.Signal)
 	go func() {
 		defer close(out)
+		var pending reloadSignal // waiters and hup of the next reload
 		for {
+			var send chan<- os.Signal
+			var next os.Signal
+			switch {
+			case len(pending.waiters) > 0:
+				send, next = out, pending
+			case pending.hup:
+				send, next = out, syscall.SIGHUP
+			}
 			select {
 			case s, ok := <-sigs:
 				if !ok {
+					if send != nil {
+						out <- next
+					}
 					return
+				}
+				if s == syscall.SIGHUP {
+					pending.hup = true
+					continue
 				}
 				out <- s
 			case rq := <-reqs:
-				if rq.reload == nil {
-					rq.reload = reload
+				if rq.reload != nil {
+					out <- rq // a step of a reload
+					continue
 				}
-				out <- rq
+				pending.reload = reload
+				pending.waiters = append(pending.waiters, rq.waiters...)
+			case send <- next:
+				pending = reloadSignal{}
 			}
 		}
 	}()
@@ -650,17 +689,66 @@ func mergeReloads(sigs <-chan os.Signal, reqs chan reloadSignal, reload func() e
 }
 
 // reloadSignal is an admin reload (or a step of one: what) carried
-// through the signal loop.
+// through the signal loop, answering every waiter with its outcome.
 type reloadSignal struct {
-	res    chan error
-	reload func() error
-	what   string // "": a reload
+	waiters []reloadWaiter
+	reload  func() error
+	what    string // "": a reload
+	hup     bool   // a SIGHUP merged into the reload
 }
+
+// reloadWaiter is a request waiting for a reload's outcome.
+type reloadWaiter struct {
+	ctx context.Context // ends when its client left
+	res chan<- error    // buffered: answering never blocks
+}
+
+// wanted reports whether the reload is still asked for: by a SIGHUP, or
+// by a waiter whose client is still there. An admin client that gave up
+// (closed its connection, timed out) before its reload started costs no
+// reload.
+func (rs reloadSignal) wanted() bool {
+	if rs.hup {
+		return true
+	}
+	for _, w := range rs.waiters {
+		if w.ctx.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// serve makes the reload, unless no one wants it any more, and answers
+// its waiters.
+func (rs reloadSignal) serve(log *slog.Logger) {
+	if !rs.wanted() {
+		rs.answer(errNobodyWaits)
+		return
+	}
+	log.Info(rs.describe())
+	rs.answer(rs.reload())
+}
+
+// answer gives err to every waiter.
+func (rs reloadSignal) answer(err error) {
+	for _, w := range rs.waiters {
+		w.res <- err
+	}
+}
+
+// errNobodyWaits answers the requests of a reload skipped because each
+// client left before it started (no one reads it).
+var errNobodyWaits = errors.New("reload not made: its clients left before it started")
 
 // describe is the log line of the request.
 func (rs reloadSignal) describe() string {
+	n := ""
+	if len(rs.waiters) > 1 {
+		n = fmt.Sprintf(" (%d requests merged)", len(rs.waiters))
+	}
 	if rs.what == "" {
-		return "admin: reloading configuration"
+		return "admin: reloading configuration" + n
 	}
 	return "admin: " + rs.what
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -49,7 +50,7 @@ func init() {
 // metricsTelemetry adapts the metrics package to run.
 type metricsTelemetry struct{ m *metrics.Metrics }
 
-func (t *metricsTelemetry) AdminHandler(addr string, live *adminState, reload func() error) http.Handler {
+func (t *metricsTelemetry) AdminHandler(addr string, live *adminState, reload func(context.Context) error) http.Handler {
 	mux := t.m.AdminMux(metrics.AdminOptions{})
 	live.mountPprof(mux)
 	if reload != nil {
@@ -61,11 +62,11 @@ func (t *metricsTelemetry) AdminHandler(addr string, live *adminState, reload fu
 // controlHandler is POST /reload for the listener at addr, guarded by
 // metrics.GuardControl (no Origin, a local Host, the token in force if
 // any).
-func controlHandler(live *adminState, addr string, reload func() error) http.Handler {
+func controlHandler(live *adminState, addr string, reload func(context.Context) error) http.Handler {
 	host, _, _ := net.SplitHostPort(addr)
 	return metrics.GuardControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		err := reload()
+		err := reload(r.Context())
 		writeFromNow(w)
 		if err != nil {
 			var split *splitReloadError

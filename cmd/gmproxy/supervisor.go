@@ -810,7 +810,7 @@ func (s *supervisor) workerMetrics(w http.ResponseWriter, r *http.Request) {
 // workers' own metrics, /healthz, /readyz (ready while every worker is),
 // GET /workers, POST /reload when reload is set, and pprof while s.admin
 // says so.
-func (s *supervisor) adminMux(cfg *conf.Config, reload func() error) *http.ServeMux {
+func (s *supervisor) adminMux(cfg *conf.Config, reload func(context.Context) error) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /workers", s.status)
@@ -1063,9 +1063,9 @@ func (s *supervisor) killAll() {
 // adminReload serves POST /reload on the control listener, or on the admin
 // listener when there is no control listener. It returns the servers
 // started, also on error, and whether reloads are served.
-func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func() error) (servers []*http.Server, reloads bool, err error) {
+func (s *supervisor) listenAdmin(cfg *conf.Config, adminReload func(context.Context) error) (servers []*http.Server, reloads bool, err error) {
 	if a := cfg.Admin.Address; a != "" && a != "off" {
-		var onAdmin func() error
+		var onAdmin func(context.Context) error
 		if cfg.Admin.ControlAddress == "" {
 			onAdmin = adminReload
 		}
@@ -1204,6 +1204,9 @@ var errReloadAbandoned = errors.New("reload abandoned: gmproxy is shutting down"
 func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload func() error, exits <-chan workerExit, restart func(i int, after time.Duration)) (code int, stop bool) {
 	giveUp := false
 	for len(asked) > 0 && !giveUp {
+		if asked = wantedReloads(asked); len(asked) == 0 {
+			break
+		}
 		for _, sig := range asked {
 			if rs, ok := sig.(reloadSignal); ok {
 				s.log.Info(rs.describe() + " in every worker")
@@ -1259,6 +1262,21 @@ func (s *supervisor) reloading(asked []os.Signal, sigs <-chan os.Signal, reload 
 	return 0, false
 }
 
+// wantedReloads returns the requests of asked still wanted: every SIGHUP,
+// and the admin requests whose client has not left (reloadSignal.wanted);
+// the others are answered without a reload.
+func wantedReloads(asked []os.Signal) []os.Signal {
+	var keep []os.Signal
+	for _, sig := range asked {
+		if rs, ok := sig.(reloadSignal); ok && !rs.wanted() {
+			rs.answer(errNobodyWaits)
+			continue
+		}
+		keep = append(keep, sig)
+	}
+	return keep
+}
+
 // answerReloads gives the outcome of a reload to the requests that asked
 // for it, and logs it once: an admin request gets err, and its outcome is
 // in the log as a SIGHUP's is (a single process logs every reload), for
@@ -1271,7 +1289,7 @@ func answerReloads(log *slog.Logger, asked []os.Signal, err error) {
 	logReload(log, err)
 	for _, sig := range asked {
 		if rs, ok := sig.(reloadSignal); ok {
-			rs.res <- err
+			rs.answer(err)
 		}
 	}
 }

@@ -378,12 +378,13 @@ func TestGiveUpDuringReloadAbandonsIt(t *testing.T) {
 	}
 	exits := make(chan workerExit, 1)
 	exits <- workerExit{p: dead}
-	asked := reloadSignal{res: make(chan error, 1)}
+	res := make(chan error, 1)
+	asked := askReload(res)
 	code, stop := s.reloading([]os.Signal{asked}, make(chan os.Signal), reload, exits, func(int, time.Duration) {})
 	if code != 1 || !stop {
 		t.Errorf("reloading returned %d, %v: want 1, true (given up)", code, stop)
 	}
-	if err := <-asked.res; !errors.Is(err, errReloadAbandoned) {
+	if err := <-res; !errors.Is(err, errReloadAbandoned) {
 		t.Errorf("the reload request got %v, want %v", err, errReloadAbandoned)
 	}
 }

@@ -482,7 +482,7 @@ func TestStopDuringReload(t *testing.T) {
 		t.Run(gate, func(t *testing.T) {
 			g, sigs, code, logs := reloadHeldAt(t, gate)
 			res := make(chan error, 1)
-			sendDuringReload(t, sigs, reloadSignal{res: res}, g)
+			sendDuringReload(t, sigs, askReload(res), g)
 			sendDuringReload(t, sigs, syscall.SIGTERM, g)
 			select {
 			case c := <-code:
@@ -524,7 +524,7 @@ func TestReloadDuringReload(t *testing.T) {
 	g, sigs, code, _ := reloadHeldAt(t, "/reload/prepare")
 	res := make(chan error, 1)
 	sendDuringReload(t, sigs, syscall.SIGHUP, g)
-	sendDuringReload(t, sigs, reloadSignal{res: res}, g)
+	sendDuringReload(t, sigs, askReload(res), g)
 	close(g.release)
 	select {
 	case err := <-res:
@@ -646,7 +646,7 @@ func TestAdminReloadOutcomeLogged(t *testing.T) {
 			s := &supervisor{log: slog.New(slog.NewJSONHandler(&logs, nil))}
 			res := make(chan error, 1)
 			sigs := make(chan os.Signal)
-			_, stop := s.reloading([]os.Signal{reloadSignal{res: res}}, sigs, func() error { return tc.err }, nil, nil)
+			_, stop := s.reloading([]os.Signal{askReload(res)}, sigs, func() error { return tc.err }, nil, nil)
 			if stop {
 				t.Fatal("the supervisor stopped after a reload")
 			}
