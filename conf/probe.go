@@ -81,3 +81,9 @@ func problemAt(file string, d *decoder, sev Severity, path, fix, msg string) Pro
 	}
 	return p
 }
+
+// WarningAt is a warning at path's place in c's file, for the checks made
+// outside this package (gmproxy check's).
+func (c *Config) WarningAt(path, fix, msg string) Problem {
+	return problemAt(c.File, c.decoded, SeverityWarning, path, fix, msg)
+}

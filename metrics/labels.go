@@ -2,8 +2,11 @@ package metrics
 
 import (
 	"crypto/tls"
+	"fmt"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
@@ -17,7 +20,10 @@ import (
 //     cipher) map anything outside the vocabulary to "other";
 //   - configuration names (listener, site, route, upstream, target) are
 //     admitted first come, first served up to a per-label cap, and must be
-//     short and made of printable ASCII; everything else becomes "other".
+//     at most maxNameLen bytes of printable UTF-8 (a Chinese site name is
+//     shown as it is); everything else becomes "other". The text
+//     exposition escapes \, " and newline in label values, so any such
+//     name is written as it is.
 
 // Other is the label value that stands for any value outside a bounded set.
 const Other = "other"
@@ -34,7 +40,10 @@ const (
 	maxUpstreams = 256
 	maxTargets   = 1024
 	maxRefusals  = 16 // distinct ConnRefused reasons
-	maxNameLen   = 64
+	// maxNameLen bounds a name in bytes: 42 Chinese characters (3 bytes
+	// each in UTF-8). A longer name becomes "other" rather than being cut,
+	// which could merge two names sharing their first bytes.
+	maxNameLen = 128
 )
 
 var protocols = set(frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM, frontdoor.FamilyTLS)
@@ -161,17 +170,50 @@ func codeClass(status int) string {
 }
 
 // validName reports whether v may be used as a configuration-derived label
-// value: non-empty, at most maxNameLen bytes of printable ASCII.
+// value: non-empty, at most maxNameLen bytes of valid UTF-8, every
+// character graphic (letters, marks, numbers, punctuation, symbols and
+// spaces, of any script). Control characters (newline, ESC, DEL, C1) and
+// format characters (bidirectional overrides, zero-width joiners) are
+// refused: they would garble or disguise the name in a terminal or a
+// dashboard.
 func validName(v string) bool {
-	if v == "" || len(v) > maxNameLen {
-		return false
+	return v != "" && nameProblem(v) == ""
+}
+
+// nameProblem says why a non-empty v is not a valid name, "" when it is.
+func nameProblem(v string) string {
+	if len(v) > maxNameLen {
+		return fmt.Sprintf("is %d bytes long, more than the %d a label value may have", len(v), maxNameLen)
 	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x21 || c > 0x7e {
-			return false
+	if !utf8.ValidString(v) {
+		return "is not valid UTF-8"
+	}
+	for _, r := range v {
+		if !unicode.IsGraphic(r) {
+			return fmt.Sprintf("has the control or format character %U", r)
 		}
 	}
-	return true
+	return ""
+}
+
+// NameProblem says why the configuration name v (of a listener, site,
+// route, upstream or key server) will not be told apart in the metrics,
+// "" when it will: it is shown as "other", with every name refused and
+// those past a label's cap, or it is "other" or "none" itself and mixes
+// with those series.
+func NameProblem(v string) string {
+	switch v {
+	case Other:
+		return `is the label value "other" the metrics give every name they cannot show, and mixes with them`
+	case None:
+		return `is the label value "none" the metrics give an empty value, and mixes with it`
+	case "":
+		return ""
+	}
+	if p := nameProblem(v); p != "" {
+		return p + `: the metrics show it as "other"`
+	}
+	return ""
 }
 
 // admitter admits configuration-derived names up to a cap; later names and

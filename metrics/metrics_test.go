@@ -352,7 +352,15 @@ func TestBoundedLabels(t *testing.T) {
 	m, reg := newTest(t)
 	const n = 3000
 	for i := 0; i < n; i++ {
-		v := fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%100))
+		// ASCII and Chinese names of every length around maxNameLen,
+		// and some with control and format characters.
+		v := fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%150))
+		switch i % 4 {
+		case 1:
+			v = fmt.Sprintf("网上银行%d %s", i, strings.Repeat("银", i%50))
+		case 3:
+			v = fmt.Sprintf("站点%d\u202e%s\n", i, v)
+		}
 		addr := fmt.Sprintf("10.0.%d.%d:%d", i/256%256, i%256, 1024+i)
 		st := frontdoor.ConnState{Listener: v, Family: v, Cipher: v, SNI: v, Site: v, HandshakeDuration: time.Millisecond}
 		m.ConnAccepted(v)
@@ -412,13 +420,19 @@ func TestBoundedLabels(t *testing.T) {
 	if checked < 20 {
 		t.Errorf("only %d labels checked", checked)
 	}
-	// Oversized and non-printable names are "other" even while under the cap.
+	// Oversized names and names with a control character are "other"
+	// even while under the cap; Chinese names and spaces are not.
 	m2, _ := newTest(t)
-	if got := m2.sites.label(strings.Repeat("a", maxNameLen+1)); got != Other {
-		t.Errorf("oversized name -> %q", got)
-	}
-	if got := m2.sites.label("a b"); got != Other {
-		t.Errorf("name with space -> %q", got)
+	for name, want := range map[string]string{
+		strings.Repeat("a", maxNameLen+1):   Other,
+		strings.Repeat("银", maxNameLen/3+1): Other,
+		"a\nb":                              Other,
+		"a b":                               "a b",
+		"网上银行":                              "网上银行",
+	} {
+		if got := m2.sites.label(name); got != want {
+			t.Errorf("name %q -> %q, want %q", name, got, want)
+		}
 	}
 }
 

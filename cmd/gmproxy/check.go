@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 func init() {
@@ -39,6 +40,9 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	cfg, probs := conf.Check(*file)
 	if cfg != nil && !*noBind {
 		probs = append(probs, cfg.ProbeListeners()...)
+	}
+	if cfg != nil {
+		probs = append(probs, labelProblems(cfg)...)
 	}
 	for _, p := range probs {
 		if *quiet && p.Severity == conf.SeverityWarning {
@@ -96,4 +100,31 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// labelProblems warns of the names of sites, routes, upstreams and key
+// servers that the metrics will not show as they are (metrics.NameProblem):
+// their series would mix with others under "other" without a word.
+func labelProblems(cfg *conf.Config) conf.Problems {
+	var probs conf.Problems
+	warn := func(path, name string) {
+		if why := metrics.NameProblem(name); why != "" {
+			probs = append(probs, cfg.WarningAt(path,
+				"use a name of at most 128 bytes (42 Chinese characters) without control characters, and not \"other\" or \"none\"",
+				fmt.Sprintf("name %q %s", name, why)))
+		}
+	}
+	for i, s := range cfg.Sites {
+		warn(fmt.Sprintf("sites[%d].name", i), s.Name)
+		for j, r := range s.Routes {
+			warn(fmt.Sprintf("sites[%d].routes[%d].name", i, j), r.Name)
+		}
+	}
+	for i, u := range cfg.Upstreams {
+		warn(fmt.Sprintf("upstreams[%d].name", i), u.Name)
+	}
+	for i, k := range cfg.KeyServers {
+		warn(fmt.Sprintf("key_servers[%d].name", i), k.Name)
+	}
+	return probs
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
+)
+
+// TestRunChineseNamesInMetrics: a site and a route named in Chinese, with
+// a space, appear as they are in /metrics, not as "other", and a name
+// with a quote and a backslash is escaped as the text format wants.
+func TestRunChineseNamesInMetrics(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmproxy.yaml")
+	cfg := `listeners: [{address: 127.0.0.1:0}]
+sites:
+  - name: 网上银行
+    tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
+    routes:
+      - {name: "账户 查询 \"v2\" \\ 旧", respond: {status: 204}}
+admin: {address: 127.0.0.1:0}
+access_log: {path: "off"}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "-c", file)
+	ca := filepath.Join(dir, devpki.FileCACert)
+	getOut(t, "-ntls", "-CAfile", ca, "-connect", r.addr, "-q", "https://localhost/")
+	site, route := `site="网上银行"`, `route="账户 查询 \"v2\" \\ 旧"`
+	waitFor(t, func() bool {
+		v, _ := seriesWith(t, r.admin, "gmproxy_http_requests_total", site, route, `code="2xx"`)
+		return v == 1
+	})
+	if _, ok := seriesWith(t, r.admin, "gmproxy_cert_not_after_timestamp_seconds", site, `role="sign"`); !ok {
+		t.Errorf("no gmproxy_cert_not_after_timestamp_seconds{%s,role=\"sign\"}", site)
+	}
+	if _, ok := seriesWith(t, r.admin, "gmproxy_http_requests_total", `site="other"`); ok {
+		t.Error(`a request counted under site="other"`)
+	}
+}
+
+// TestCheckWarnsOfNamesShownAsOther: gmproxy check warns, at the name's
+// place in the file, of a name the metrics show as "other" (too long, a
+// control character) or that is "other" or "none" itself; a Chinese name
+// gets no warning.
+func TestCheckWarnsOfNamesShownAsOther(t *testing.T) {
+	dir := t.TempDir()
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
+	tls := "    tls: {cert: " + filepath.Join(pki, "server_ecdsa.crt") + ", key: " + filepath.Join(pki, "server_ecdsa.key") + "}\n"
+	long := strings.Repeat("银", 43) // 129 bytes
+	cfg := filepath.Join(dir, "gmproxy.yaml")
+	os.WriteFile(cfg, []byte("listeners:\n  - address: 127.0.0.1:0\n    protocols: [tls]\nsites:\n"+
+		"  - name: 网上银行\n"+tls+"    routes: [{name: 查询 v2, respond: {status: 204}}]\n"+
+		"  - name: other\n    server_names: [b.example]\n"+tls+"    routes: [{respond: {status: 204}}]\n"+
+		"  - name: "+long+"\n    server_names: [c.example]\n"+tls+"    routes:\n      - {name: \"a\\tb\", respond: {status: 204}}\n"+
+		"      - {name: none, respond: {status: 204}}\n"), 0o644)
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"check", "-no-bind", "-c", cfg}, &out, &errb); code != 0 {
+		t.Fatalf("check: exit %d, want 0 (warnings only)\n%s", code, errb.String())
+	}
+	for _, want := range []string{
+		cfg + `:8:11: warning: sites[1].name: name "other" is the label value "other"`,
+		fmt.Sprintf(`%s:12:11: warning: sites[2].name: name %q is 129 bytes long`, cfg, long),
+		cfg + `:16:16: warning: sites[2].routes[0].name: name "a\tb" has the control or format character U+0009`,
+		cfg + `:17:16: warning: sites[2].routes[1].name: name "none" is the label value "none"`,
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("check output lacks %q", want)
+		}
+	}
+	if strings.Contains(errb.String(), "网上银行") || strings.Contains(errb.String(), "查询") {
+		t.Errorf("a Chinese name warned of:\n%s", errb.String())
+	}
+	if t.Failed() {
+		t.Logf("check output:\n%s", errb.String())
+	}
+}
