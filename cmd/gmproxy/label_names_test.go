@@ -26,6 +26,7 @@ sites:
     tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
     routes:
       - {name: "账户 查询 \"v2\" \\ 旧", respond: {status: 204}}
+      - {name: other, path: /other, respond: {status: 204}}
 admin: {address: 127.0.0.1:0}
 access_log: {path: "off"}
 `
@@ -45,6 +46,11 @@ access_log: {path: "off"}
 	}
 	if _, ok := seriesWith(t, r.admin, "gmproxy_http_requests_total", `site="other"`); ok {
 		t.Error(`a request counted under site="other"`)
+	}
+	// run warns of the names shown as "other" as check does, at their
+	// place in the file, and of those only.
+	if log := r.stderr.String(); !strings.Contains(log, "sites[0].routes[1].name") || strings.Contains(log, "sites[0].routes[0].name") || strings.Contains(log, "sites[0].name") {
+		t.Errorf("run's warnings of names shown as other:\n%s", log)
 	}
 }
 

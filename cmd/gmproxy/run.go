@@ -307,6 +307,11 @@ func (r *runner) logWarnings() {
 	for _, w := range r.cfg.Warnings {
 		r.log.Warn("configuration", "problem", w.String())
 	}
+	// The names the metrics will show as "other", as gmproxy check says:
+	// a configuration put in place without check says so too.
+	for _, w := range labelProblems(r.cfg) {
+		r.log.Warn("configuration", "problem", w.String())
+	}
 	if r.wk == nil { // a worker's admin address is its socket
 		for _, w := range adminFlagWarnings(r.o.adminAddr, r.cfg.Admin) {
 			r.log.Warn("command line", "problem", w)
