@@ -331,10 +331,15 @@
 //   - server_names (list of strings): server_names are the host names (SNI)
 //     this site answers: exact names ("portal.example.cn") and wildcards
 //     covering one label ("*.example.cn"). Each name may belong to one site
-//     only. An IP address is never sent as SNI (RFC 6066 §3): a client
-//     connecting to one reaches the listener's default site, whatever its Host
-//     (check warns about one on another site). Default: none (the site is then
-//     reached only as a listener's default site).
+//     only. A client that sends no SNI (TLCP clients built on GmSSL; any
+//     client connecting to an IP address, RFC 6066 §3) or an unknown name
+//     gets a connection made for the listener's default site; its requests go
+//     to the site of the listener their Host names, as with nginx, when that
+//     site has a certificate for the connection's protocol and neither site
+//     checks client certificates (else the default site serves them, or 421
+//     when a site checks client certificates; check warns about an IP address
+//     that routes nothing so). Default: none (the site is then reached only as
+//     a listener's default site, or by Host).
 //   - tlcp (optional section, see sites[].tlcp): tlcp holds the TLCP double
 //     certificates; absent means the site does not speak TLCP.
 //   - tls13sm (optional section, see sites[].tls13sm): tls13sm holds the TLS

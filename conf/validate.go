@@ -555,18 +555,22 @@ func (v *validator) reachability() {
 }
 
 // addressNames warns about the IP addresses among the server_names of
-// site s (at path p) on a listener where s is not the default site. A
-// client sends no SNI for an address (RFC 6066 §3), so its connection is
-// made for the listener's default site, which serves its requests
-// whatever their Host: unlike nginx's "server_name 10.0.0.5;", the name
-// routes nothing there.
+// site s (at path p) on a listener where s is not the default site and
+// the name routes nothing. A client sends no SNI for an address (RFC 6066
+// §3), so its connection is made for the listener's default site; the
+// proxy gives its requests to s by their Host, as nginx does with
+// "server_name 10.0.0.5;", only when s could have made that connection
+// and neither site checks client certificates (why not, else "").
 func (v *validator) addressNames(s *Site, p string) {
 	var other *Listener
+	var why string
 	for i := range v.cfg.Listeners {
 		l := &v.cfg.Listeners[i]
 		if l.DefaultSite != s.Name && slices.Contains(l.Sites, s.Name) {
-			other = l
-			break
+			if why = v.notByHost(s, l.DefaultSite); why != "" {
+				other = l
+				break
+			}
 		}
 	}
 	if other == nil {
@@ -578,8 +582,47 @@ func (v *validator) addressNames(s *Site, p string) {
 			continue
 		}
 		v.warnf(np, fmt.Sprintf("make site %q the default_site of %s (or serve it on a listener of its own), or remove the name", s.Name, other.Address),
-			"server name %q is an IP address, which clients never send as SNI (RFC 6066 §3): on %s their connections are made for site %q, which serves their requests whatever their Host (421 when either site authenticates clients)", n, other.Address, other.DefaultSite)
+			"server name %q is an IP address, which clients never send as SNI (RFC 6066 §3): on %s their connections are made for site %q, which serves their requests whatever their Host: %s", n, other.Address, other.DefaultSite, why)
 	}
+}
+
+// notByHost says why a request on a connection made without SNI for
+// site def does not go to site s by its Host ("" when it does, as the
+// proxy decides: a stream site serves no HTTP; a site checking client
+// certificates is never reached past the handshake's check, nor left
+// from; a connection def makes in a protocol s has no certificate for
+// stays def's).
+func (v *validator) notByHost(s *Site, def string) string {
+	var d *Site
+	for i := range v.cfg.Sites {
+		if v.cfg.Sites[i].Name == def {
+			d = &v.cfg.Sites[i]
+		}
+	}
+	switch {
+	case d == nil:
+		return ""
+	case s.Stream != nil:
+		return fmt.Sprintf("site %q is a stream site", s.Name)
+	case checksClients(s):
+		return fmt.Sprintf("site %q checks client certificates", s.Name)
+	case checksClients(d):
+		return fmt.Sprintf("site %q checks client certificates", d.Name)
+	case d.TLCP != nil && s.TLCP == nil:
+		return fmt.Sprintf("site %q has no tlcp certificates for its TLCP connections", s.Name)
+	case d.TLS13SM != nil && s.TLS13SM == nil:
+		return fmt.Sprintf("site %q has no tls13sm certificate for its TLS 1.3-SM connections", s.Name)
+	case d.TLS != nil && s.TLS == nil:
+		return fmt.Sprintf("site %q has no tls certificate for its TLS connections", s.Name)
+	}
+	return ""
+}
+
+// checksClients reports whether site s may check client certificates:
+// client_auth request or require, or a ca, which TLCP ECDHE handshakes
+// verify clients against under mode none too.
+func checksClients(s *Site) bool {
+	return (s.ClientAuth.Mode != "" && s.ClientAuth.Mode != ClientAuthNone) || s.ClientAuth.CA != ""
 }
 
 func mapKeys[T any](m map[string]T) []string {

@@ -17,8 +17,10 @@ import (
 // Zero values mean "use the default" stated on each field.
 type Config struct {
 	// Sites are the virtual hosts. A request is given to the site named by
-	// the handshake's ConnState.Site, else to the first site whose
-	// ServerNames match the Host header, else to the first site.
+	// the handshake's ConnState.Site (or to the site its Host names, when
+	// the client's SNI named none: SiteConfig.Families), else to the
+	// first site whose ServerNames match the Host header, else to the
+	// first site.
 	Sites []SiteConfig
 	// Upstreams are the named backend pools that routes and stream sites
 	// refer to by name.
@@ -135,7 +137,8 @@ type SiteConfig struct {
 	Stream *StreamConfig
 	// ClientAuth tells that the site's handshakes request or require
 	// client certificates. A request whose Host names another site than
-	// the handshake's gets 421 when either of them has ClientAuth.
+	// the handshake's gets 421 when either of them has ClientAuth (it is
+	// never served by the other site: see Families).
 	ClientAuth bool
 	// ErrorPages are the bodies, sent as text/html (charset=utf-8 when
 	// the page is UTF-8, else none: its own <meta charset> decides), of
@@ -154,6 +157,13 @@ type SiteConfig struct {
 	// the client connects again and its certificate is checked as the
 	// site now asks.
 	ClientAuthPolicy string
+	// Families are the handshake families the site has certificates
+	// for (frontdoor.FamilyTLCP, FamilyTLS13SM, FamilyTLS). A request on
+	// a connection made for another site of its listener, whose client
+	// sent no SNI or one naming no site there, is served by this site
+	// when its Host names it, the connection's family is among these, and
+	// neither site has ClientAuth; nil: never so.
+	Families []string
 	// RequestIDHeader, when set, names the header that carries each
 	// request's ID (e.g. X-Request-ID): 32 random hex digits, or the ID a
 	// trusted proxy in front (TrustedProxies) sent in it. It goes to the

@@ -51,6 +51,8 @@ type site struct {
 	clientAuth bool
 	// clientAuthPolicy: SiteConfig.ClientAuthPolicy.
 	clientAuthPolicy string
+	// families: SiteConfig.Families.
+	families []string
 	// reqIDHeader: SiteConfig.RequestIDHeader in canonical form ("":
 	// no request IDs).
 	reqIDHeader string
@@ -252,7 +254,8 @@ func (o *headerOps) replaces(k string) bool {
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
-	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy}
+	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy,
+		families: slices.Clone(sc.Families)}
 	for code, page := range sc.ErrorPages {
 		if s.errorPages == nil {
 			s.errorPages = make(map[int]errorPage, len(sc.ErrorPages))

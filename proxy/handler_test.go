@@ -136,14 +136,19 @@ func TestSiteSelection(t *testing.T) {
 // asking for site two on the same connection (an HTTP/2 client reusing a
 // connection for another name its certificate covers) gets 421, so that
 // it opens a connection for site two (RFC 9113 §9.1.2), not site one's
-// routes. A client that sent no SNI, or one no site has, is served by the
-// handshake's site as before: it could not do better on a new connection.
-// An SNI with a final dot chose its site as the name without it does.
+// routes. A client that sent no SNI, or one no site has, could not do
+// better on a new connection: its request goes to the site its Host
+// names (TestNoSNIRoutedByHost has the conditions). An SNI with a final
+// dot chose its site as the name without it does.
 func TestCoalescedRequestForAnotherSite(t *testing.T) {
-	cfg := Config{Sites: []SiteConfig{
-		{Name: "one", ServerNames: []string{"one.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "one"}}}},
-		{Name: "two", ServerNames: []string{"*.two.test"}, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "two"}}}},
-	}}
+	sm := []string{frontdoor.FamilyTLCP}
+	cfg := Config{
+		Sites: []SiteConfig{
+			{Name: "one", ServerNames: []string{"one.test"}, Families: sm, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "one"}}}},
+			{Name: "two", ServerNames: []string{"*.two.test"}, Families: sm, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "two"}}}},
+		},
+		ListenerSites: map[string][]string{":443": {"one", "two"}},
+	}
 	for _, c := range []struct {
 		sni, host string
 		code      int
@@ -152,18 +157,102 @@ func TestCoalescedRequestForAnotherSite(t *testing.T) {
 		{"one.test", "x.two.test", 421, ""},
 		{"one.test", "one.test", 200, "one"},
 		{"one.test", "unknown.test", 200, "one"},
-		{"", "x.two.test", 200, "one"},
-		{"unknown.test", "x.two.test", 200, "one"},
+		{"", "x.two.test", 200, "two"},
+		{"unknown.test", "x.two.test", 200, "two"},
 		// A final dot (which the TLCP and TLS 1.3-SM stacks report as
 		// sent) names the host frontdoor chose the site by.
 		{"one.test.", "x.two.test", 421, ""},
 		{"ONE.test.", "x.two.test", 421, ""},
 	} {
-		st := frontdoor.ConnState{Site: "one", SNI: c.sni, Protocol: frontdoor.ProtoTLCP}
+		st := frontdoor.ConnState{Listener: ":443", Site: "one", SNI: c.sni, Family: frontdoor.FamilyTLCP, Protocol: frontdoor.ProtoTLCP}
 		f := newFront(t, cfg, frontOpts{state: &st})
 		code, body, _ := get(t, testClient(t), f.url+"/", "Host", c.host)
 		if code != c.code || (c.body != "" && body != c.body) {
 			t.Errorf("SNI %q, Host %s: %d %q, want %d %q", c.sni, c.host, code, body, c.code, c.body)
+		}
+	}
+}
+
+// TestNoSNIRoutedByHost: a connection whose client sent no SNI, or one
+// naming no site of the listener (TLCP clients built on GmSSL send none),
+// is made for the listener's default site; its requests go to the site
+// their Host names, as nginx chooses a server by Host then, only when
+// that site is on the same listener, has a certificate for the
+// connection's protocol family, serves HTTP, and neither site checks
+// client certificates. Otherwise the default site serves them, or 421
+// when either site checks client certificates: a request must never
+// reach a site requiring a certificate over a handshake that asked for
+// none (nor one made under another site's CAs).
+func TestNoSNIRoutedByHost(t *testing.T) {
+	tlcp, tls13, rsa := frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM, frontdoor.FamilyTLS
+	site := func(name, host string, fam ...string) SiteConfig {
+		return SiteConfig{Name: name, ServerNames: []string{host}, Families: fam, Routes: []RouteConfig{{Respond: &RespondConfig{Body: name}}}}
+	}
+	auth := site("auth", "auth.test", tlcp, tls13, rsa)
+	auth.ClientAuth, auth.ClientAuthPolicy = true, "require:ca1"
+	auth2 := site("auth2", "auth2.test", tlcp, tls13, rsa)
+	auth2.ClientAuth, auth2.ClientAuthPolicy = true, "require:ca1"
+	// far: a site of another listener only, where the Host's site
+	// could not have made the connection.
+	cfg := Config{
+		Sites: []SiteConfig{
+			site("one", "one.test", tlcp, tls13, rsa),
+			site("sm", "sm.test", tlcp, tls13),
+			site("tlcp", "tlcp.test", tlcp),
+			site("rsa", "rsa.test", rsa),
+			auth, auth2,
+			site("far", "far.test", tlcp, tls13, rsa),
+			site("nofam", "nofam.test"),
+			{Name: "tcp", ServerNames: []string{"tcp.test"}, Families: []string{tlcp}, Stream: &StreamConfig{Upstream: "u"}},
+		},
+		Upstreams:     []UpstreamConfig{upstream("u", "127.0.0.1:1")},
+		ListenerSites: map[string][]string{":443": {"one", "sm", "tlcp", "rsa", "auth", "auth2", "nofam", "tcp"}, ":8443": {"far", "one", "sm"}},
+	}
+	for _, c := range []struct {
+		site, policy, sni, family, host string
+		code                            int
+		body                            string
+	}{
+		// Served by the Host's site.
+		{"one", "", "", tlcp, "sm.test", 200, "sm"},
+		{"one", "", "", tls13, "sm.test", 200, "sm"},
+		{"one", "", "", tlcp, "tlcp.test", 200, "tlcp"},
+		{"one", "", "", rsa, "rsa.test", 200, "rsa"},
+		{"one", "", "unknown.test", tlcp, "sm.test", 200, "sm"},
+		{"sm", "", "", tlcp, "one.test", 200, "one"},
+		// The Host's site has no certificate of the connection's family.
+		{"one", "", "", rsa, "sm.test", 200, "one"},
+		{"one", "", "", tls13, "tlcp.test", 200, "one"},
+		{"one", "", "", tlcp, "rsa.test", 200, "one"},
+		{"one", "", "", tls13, "rsa.test", 200, "one"},
+		{"one", "", "", tlcp, "nofam.test", 200, "one"},
+		// A stream site serves no HTTP.
+		{"one", "", "", tlcp, "tcp.test", 200, "one"},
+		// Client certificates: never past them, 421 as before.
+		{"one", "", "", tlcp, "auth.test", 421, ""},
+		{"one", "", "", rsa, "auth.test", 421, ""},
+		{"auth", "require:ca1", "", tlcp, "one.test", 421, ""},
+		{"auth", "require:ca1", "", tlcp, "auth2.test", 421, ""},
+		{"auth", "require:ca1", "", tlcp, "auth.test", 200, "auth"},
+		// The SNI chose the site: 421 for another (RFC 9110 §15.5.20).
+		{"one", "", "one.test", tlcp, "sm.test", 421, ""},
+		// The Host names no site, or one of another listener only.
+		{"one", "", "", tlcp, "unknown.test", 200, "one"},
+		{"one", "", "", tlcp, "far.test", 200, "one"},
+	} {
+		for _, listener := range []string{":443", ":drain"} {
+			st := frontdoor.ConnState{Listener: listener, Site: c.site, ClientAuthPolicy: c.policy, SNI: c.sni, Family: c.family}
+			want, body := c.code, c.body
+			if listener == ":drain" && body != "" {
+				// A listener not listed (a reload removed it; its
+				// connections drain): no request goes by Host.
+				body = c.site
+			}
+			f := newFront(t, cfg, frontOpts{state: &st})
+			code, got, _ := get(t, testClient(t), f.url+"/", "Host", c.host)
+			if code != want || (body != "" && got != body) {
+				t.Errorf("listener %s, site %s, SNI %q, %s, Host %s: %d %q, want %d %q", listener, c.site, c.sni, c.family, c.host, code, got, want, body)
+			}
 		}
 	}
 }

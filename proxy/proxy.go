@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,6 +347,9 @@ func (p *Proxy) Handler(site string) http.Handler {
 
 // ServeHTTP dispatches to the site named by the connection's handshake
 // state, else the first site whose names match Host, else the first site.
+// A request on a connection whose client sent no SNI, or one naming no
+// site, goes to the site its Host names when that site could have made
+// the connection and neither site checks client certificates (hostSite).
 //
 // Misdirected requests get 421 (Misdirected Request, RFC 9110
 // §15.5.20), after which the client connects again: a request whose Host
@@ -381,10 +385,7 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 		case !p.listenerServes(ci.state.Listener, s.name):
 			return s, "the connection's listener no longer serves site " + s.name + " (a reload)"
 		}
-		if h := p.misdirectedHost(s, r, ci); h != nil {
-			return s, "Host names site " + h.name + " on a connection made for site " + s.name
-		}
-		return s, ""
+		return p.hostSite(s, r, ci)
 	}
 	if len(p.sites) > 1 {
 		if s := p.siteByHost(reqHost(r, ci)); s != nil {
@@ -430,38 +431,59 @@ func (s *site) matchesHost(host string) bool {
 	return false
 }
 
-// misdirectedHost returns the site r's Host names when it is not s, the
-// site of the connection's handshake, and r must not be served on this
-// connection (421, so that the client opens one for that site; RFC 9110
-// §15.5.20, RFC 9113 §9.1.2); else nil. That is so when
-//   - either site authenticates clients: the handshake checked (or did
-//     not ask for) what the other requires; or
-//   - the client's SNI chose s: it can name the other site in a new
+// hostSite returns the site that serves r on a connection made for site
+// s, and why r must be refused as misdirected ("" when it is not), when
+// r's Host names another site h. It is
+//   - h, when the client's SNI named no site of the listener (none sent,
+//     as by TLCP clients built on GmSSL, or an unknown name) and the
+//     connection could have been made for h (hostReaches): the client
+//     cannot do better on a new connection, and nginx too chooses the
+//     server by Host then;
+//   - else 421, so that the client opens a connection for h (RFC 9110
+//     §15.5.20, RFC 9113 §9.1.2), when either site authenticates clients
+//     (the handshake checked, or did not ask for, what the other
+//     requires) or when the client's SNI chose s: it can name h in a new
 //     handshake, and asking for it here is an HTTP/2 client reusing the
 //     connection for another name its certificate covers (RFC 9113
 //     §9.1.1, browsers with a wildcard certificate shared by two sites),
-//     which s's routes would answer.
-//
-// A client that sent no SNI, or one no site has, keeps being served by
-// the handshake's site (the first one): it could not do better on a new
-// connection.
-func (p *Proxy) misdirectedHost(s *site, r *http.Request, ci *connInfo) *site {
+//     which s's routes would answer;
+//   - else s, as for a Host naming no site.
+func (p *Proxy) hostSite(s *site, r *http.Request, ci *connInfo) (*site, string) {
 	if len(p.sites) < 2 {
-		return nil
+		return s, ""
 	}
 	h := p.siteByHost(reqHost(r, ci))
 	if h == nil || h == s {
-		return nil
-	}
-	if s.clientAuth || h.clientAuth {
-		return h
+		return s, ""
 	}
 	// The SNI as frontdoor read it choosing the site: the TLCP and TLS
 	// 1.3-SM stacks report a final dot the client sent.
-	if sni := ci.state.SNI; sni != "" && p.siteByHost(frontdoor.NormalizeName(sni)) == s {
-		return h
+	var sniSite *site
+	if sni := ci.state.SNI; sni != "" {
+		sniSite = p.siteByHost(frontdoor.NormalizeName(sni))
 	}
-	return nil
+	if sniSite == nil && p.hostReaches(h, s, ci) {
+		return h, ""
+	}
+	if s.clientAuth || h.clientAuth || sniSite == s {
+		return s, "Host names site " + h.name + " on a connection made for site " + s.name
+	}
+	return s, ""
+}
+
+// hostReaches reports whether a request on a connection made for site s
+// may be served by site h, which its Host names: h is one of the sites
+// of the connection's listener (listed in Config.ListenerSites: a
+// handshake there could have been made for it), it has a certificate for
+// the connection's protocol family (an SM-only site is not reached over
+// an RSA/ECDSA handshake, nor the reverse), it serves HTTP, and neither
+// site checks client certificates: the handshake verified none for h, so
+// h's requirement would be bypassed, and a certificate verified for s
+// says nothing under h's policy.
+func (p *Proxy) hostReaches(h, s *site, ci *connInfo) bool {
+	set, listed := p.listenerSites[ci.state.Listener]
+	return listed && set[h.name] && h.stream == nil && !s.clientAuth && !h.clientAuth &&
+		slices.Contains(h.families, ci.state.Family)
 }
 
 // ServeConn serves an established client connection until it closes:

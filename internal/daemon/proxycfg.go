@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
@@ -58,7 +59,8 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
 		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: clientAuthPolicy(s) != "", ClientAuthPolicy: clientAuthPolicy(s),
-			CaseInsensitivePaths: s.CaseInsensitivePaths, ErrorPages: s.Material.ErrorPages, RequestIDHeader: s.RequestID}
+			CaseInsensitivePaths: s.CaseInsensitivePaths, ErrorPages: s.Material.ErrorPages, RequestIDHeader: s.RequestID,
+			Families: siteFamilies(&s.Material)}
 		for _, r := range s.Routes {
 			rc := routeConfig(r)
 			if rc.Files != nil && !filepath.IsAbs(rc.Files.Root) {
@@ -86,6 +88,25 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 		pc.Sites = append(pc.Sites, sc)
 	}
 	return pc
+}
+
+// siteFamilies returns the handshake families a site has certificates
+// for, as buildSite gives it handshakers: the proxy serves a request by
+// Host on a connection made for another site only when the Host's site
+// could have made that connection (an SM-only site is never reached
+// over an RSA/ECDSA handshake, nor the reverse).
+func siteFamilies(m *conf.SiteMaterial) []string {
+	var f []string
+	if m.TLCPSign != nil && m.TLCPEnc != nil {
+		f = append(f, frontdoor.FamilyTLCP)
+	}
+	if m.TLS13SM != nil {
+		f = append(f, frontdoor.FamilyTLS13SM)
+	}
+	if m.TLS != nil {
+		f = append(f, frontdoor.FamilyTLS)
+	}
+	return f
 }
 
 // UpstreamTargets returns the upstreams of cfg as the proxy names them,

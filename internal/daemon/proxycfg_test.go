@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // TestRouteTimeoutsMapped: a route's timeouts reach the proxy as its own
@@ -119,5 +121,28 @@ func TestBasicAuthMapped(t *testing.T) {
 	rc := routeConfig(conf.Route{Upstream: "u", BasicAuth: &conf.BasicAuth{Realm: "r", Users: users, FailuresPerMinute: 7}})
 	if a := rc.BasicAuth; a == nil || a.Realm != "r" || string(a.Users["ops"]) != "$2y$10$x" || a.FailuresPerMinute != 7 {
 		t.Errorf("basic_auth %+v", a)
+	}
+}
+
+// TestSiteFamiliesMapped: the proxy learns which handshake families each
+// site has certificates for, which decides whether a request without SNI
+// may be served by its Host's site.
+func TestSiteFamiliesMapped(t *testing.T) {
+	kp := &conf.KeyPair{}
+	for _, c := range []struct {
+		m    conf.SiteMaterial
+		want []string
+	}{
+		{conf.SiteMaterial{TLCPSign: kp, TLCPEnc: kp}, []string{frontdoor.FamilyTLCP}},
+		{conf.SiteMaterial{TLCPSign: kp}, nil},
+		{conf.SiteMaterial{TLS13SM: kp}, []string{frontdoor.FamilyTLS13SM}},
+		{conf.SiteMaterial{TLS: kp}, []string{frontdoor.FamilyTLS}},
+		{conf.SiteMaterial{TLCPSign: kp, TLCPEnc: kp, TLS13SM: kp, TLS: kp}, []string{frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM, frontdoor.FamilyTLS}},
+	} {
+		cfg := &conf.Config{Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Material: c.m,
+			Routes: []conf.Route{{PathPrefix: "/", Respond: &conf.Respond{Status: 200}}}}}}
+		if got := proxyConfig(cfg).Sites[0].Families; !slices.Equal(got, c.want) {
+			t.Errorf("families %v, want %v", got, c.want)
+		}
 	}
 }
