@@ -39,9 +39,12 @@ type Config struct {
 	// whose listener is listed here without the connection's site gets
 	// 421 and the connection is closed: a reload took the site off that
 	// listener, where a new handshake no longer reaches it, so a
-	// kept-alive connection must not either. Listeners not listed (nil:
-	// none), such as one a reload removed whose connections drain, are
-	// not checked.
+	// kept-alive connection must not either. A request's Host (and the
+	// connection's SNI) is matched against the sites of its listener
+	// only: a Host naming a site of another listener is as a Host naming
+	// none. Listeners not listed (nil: none), such as one a reload
+	// removed whose connections drain, are not checked and match every
+	// site.
 	ListenerSites map[string][]string
 	// SharedRates, in a worker, counts the routes' rate_limit with the
 	// other workers (package rateshare); nil: this process counts alone.

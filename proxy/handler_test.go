@@ -257,6 +257,53 @@ func TestNoSNIRoutedByHost(t *testing.T) {
 	}
 }
 
+// TestHostOfAnotherListener: sites are chosen by Host (and SNI) among
+// those of the connection's listener only. A Host naming a site served on
+// another listener only is as a Host naming no site: a 421 would send
+// the client to a new connection to this listener, where its SNI cannot
+// reach that site either, and so round again. An SNI naming such a site
+// named none here.
+func TestHostOfAnotherListener(t *testing.T) {
+	fam := []string{frontdoor.FamilyTLCP}
+	site := func(name string, names ...string) SiteConfig {
+		return SiteConfig{Name: name, ServerNames: names, Families: fam, Routes: []RouteConfig{{Respond: &RespondConfig{Body: name}}}}
+	}
+	auth := site("auth", "auth.test")
+	auth.ClientAuth, auth.ClientAuthPolicy = true, "require:ca1"
+	cfg := Config{
+		Sites:         []SiteConfig{site("one", "one.test"), site("sm", "sm.test"), auth, site("far", "far.test", "*.far.test")},
+		ListenerSites: map[string][]string{":443": {"one", "sm", "auth"}, ":8443": {"far"}},
+	}
+	for _, c := range []struct {
+		site, policy, sni, host string
+		code                    int
+		body                    string
+	}{
+		{"one", "", "one.test", "far.test", 200, "one"},
+		{"one", "", "one.test", "x.far.test", 200, "one"},
+		{"auth", "require:ca1", "auth.test", "far.test", 200, "auth"},
+		{"auth", "require:ca1", "", "x.far.test", 200, "auth"},
+		// An SNI of another listener's site names none here: the
+		// request goes by Host.
+		{"one", "", "far.test", "sm.test", 200, "sm"},
+		{"one", "", "x.far.test", "sm.test", 200, "sm"},
+		// On this listener, as before.
+		{"one", "", "one.test", "sm.test", 421, ""},
+		{"one", "", "far.test", "auth.test", 421, ""},
+		// A connection without a handshake's site: by Host among the
+		// listener's sites, else the first site.
+		{"", "", "", "far.test", 200, "one"},
+		{"", "", "", "sm.test", 200, "sm"},
+	} {
+		st := frontdoor.ConnState{Listener: ":443", Site: c.site, ClientAuthPolicy: c.policy, SNI: c.sni, Family: frontdoor.FamilyTLCP}
+		f := newFront(t, cfg, frontOpts{state: &st})
+		code, got, _ := get(t, testClient(t), f.url+"/", "Host", c.host)
+		if code != c.code || (c.body != "" && got != c.body) {
+			t.Errorf("site %q, SNI %q, Host %s: %d %q, want %d %q", c.site, c.sni, c.host, code, got, c.code, c.body)
+		}
+	}
+}
+
 func TestHeaderEditsHostAndStrip(t *testing.T) {
 	e := echoBackend(t)
 	cfg := Config{

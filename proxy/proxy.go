@@ -387,8 +387,12 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 		}
 		return p.hostSite(s, r, ci)
 	}
+	listener := ""
+	if ci != nil {
+		listener = ci.state.Listener
+	}
 	if len(p.sites) > 1 {
-		if s := p.siteByHost(reqHost(r, ci)); s != nil {
+		if s := p.siteByHost(reqHost(r, ci), listener); s != nil {
 			return s, ""
 		}
 	}
@@ -402,12 +406,18 @@ func (p *Proxy) listenerServes(listener, site string) bool {
 	return !ok || set[site]
 }
 
-// siteByHost returns the site whose name is host, else the first site
-// one of whose wildcard names matches it: an exact name wins over a
-// wildcard whatever the order of the sites, as when frontdoor picks a
-// handshake's site by SNI.
-func (p *Proxy) siteByHost(host string) *site {
+// siteByHost returns the site of the listener named listener
+// (listenerServes) whose name is host, else the first such site one of
+// whose wildcard names matches it: an exact name wins over a wildcard
+// whatever the order of the sites, as when frontdoor picks a handshake's
+// site by SNI among the listener's sites. A site of another listener is
+// none: a new connection to this listener with its name would not reach
+// it either, so 421 for it would only send the client round again.
+func (p *Proxy) siteByHost(host, listener string) *site {
 	for _, s := range p.sites {
+		if !p.listenerServes(listener, s.name) {
+			continue
+		}
 		for _, n := range s.names {
 			if !strings.HasPrefix(n, "*.") && asciifold.Equal(n, host) {
 				return s
@@ -415,7 +425,7 @@ func (p *Proxy) siteByHost(host string) *site {
 		}
 	}
 	for _, s := range p.sites {
-		if s.matchesHost(host) {
+		if p.listenerServes(listener, s.name) && s.matchesHost(host) {
 			return s
 		}
 	}
@@ -433,7 +443,7 @@ func (s *site) matchesHost(host string) bool {
 
 // hostSite returns the site that serves r on a connection made for site
 // s, and why r must be refused as misdirected ("" when it is not), when
-// r's Host names another site h. It is
+// r's Host names another site h of the connection's listener. It is
 //   - h, when the client's SNI named no site of the listener (none sent,
 //     as by TLCP clients built on GmSSL, or an unknown name) and the
 //     connection could have been made for h (hostReaches): the client
@@ -452,7 +462,8 @@ func (p *Proxy) hostSite(s *site, r *http.Request, ci *connInfo) (*site, string)
 	if len(p.sites) < 2 {
 		return s, ""
 	}
-	h := p.siteByHost(reqHost(r, ci))
+	l := ci.state.Listener
+	h := p.siteByHost(reqHost(r, ci), l)
 	if h == nil || h == s {
 		return s, ""
 	}
@@ -460,7 +471,7 @@ func (p *Proxy) hostSite(s *site, r *http.Request, ci *connInfo) (*site, string)
 	// 1.3-SM stacks report a final dot the client sent.
 	var sniSite *site
 	if sni := ci.state.SNI; sni != "" {
-		sniSite = p.siteByHost(frontdoor.NormalizeName(sni))
+		sniSite = p.siteByHost(frontdoor.NormalizeName(sni), l)
 	}
 	if sniSite == nil && p.hostReaches(h, s, ci) {
 		return h, ""
