@@ -322,7 +322,9 @@ type Site struct {
 	Name string `yaml:"name"`
 	// ServerNames are the host names (SNI) this site answers: exact names
 	// ("portal.example.cn") and wildcards covering one label
-	// ("*.example.cn"). Each name may belong to one site only. A client
+	// ("*.example.cn"). Each name may belong to one site of a listener
+	// only: two listeners may each have a site with it (one checking
+	// client certificates, say), which their SNI and Host choose. A client
 	// that sends no SNI (TLCP clients built on GmSSL; any client
 	// connecting to an IP address, RFC 6066 §3) or an unknown name gets a
 	// connection made for the listener's default site; its requests go to

@@ -330,16 +330,18 @@
 //     from 1).
 //   - server_names (list of strings): server_names are the host names (SNI)
 //     this site answers: exact names ("portal.example.cn") and wildcards
-//     covering one label ("*.example.cn"). Each name may belong to one site
-//     only. A client that sends no SNI (TLCP clients built on GmSSL; any
-//     client connecting to an IP address, RFC 6066 §3) or an unknown name
-//     gets a connection made for the listener's default site; its requests go
-//     to the site of the listener their Host names, as with nginx, when that
-//     site has a certificate for the connection's protocol and neither site
-//     checks client certificates (else the default site serves them, or 421
-//     when a site checks client certificates; check warns about an IP address
-//     that routes nothing so). Default: none (the site is then reached only as
-//     a listener's default site, or by Host).
+//     covering one label ("*.example.cn"). Each name may belong to one site of
+//     a listener only: two listeners may each have a site with it (one
+//     checking client certificates, say), which their SNI and Host choose. A
+//     client that sends no SNI (TLCP clients built on GmSSL; any client
+//     connecting to an IP address, RFC 6066 §3) or an unknown name gets a
+//     connection made for the listener's default site; its requests go to the
+//     site of the listener their Host names, as with nginx, when that site has
+//     a certificate for the connection's protocol and neither site checks
+//     client certificates (else the default site serves them, or 421 when a
+//     site checks client certificates; check warns about an IP address that
+//     routes nothing so). Default: none (the site is then reached only as a
+//     listener's default site, or by Host).
 //   - tlcp (optional section, see sites[].tlcp): tlcp holds the TLCP double
 //     certificates; absent means the site does not speak TLCP.
 //   - tls13sm (optional section, see sites[].tls13sm): tls13sm holds the TLS

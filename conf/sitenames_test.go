@@ -75,3 +75,59 @@ func TestIPServerNameWarned(t *testing.T) {
 		})
 	}
 }
+
+// TestServerNamePerListener: the same server name may be on two sites
+// served on different listeners (nginx's server_name in a server on 443
+// and in another on 8443 that checks client certificates); two sites of
+// one listener sharing it are refused at the second one's name, with the
+// listener, whatever the letter case.
+func TestServerNamePerListener(t *testing.T) {
+	pki, err := filepath.Abs("testdata/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sites = `
+sites:
+  - name: open
+    server_names: [a.example.cn]
+    tls13sm: {cert: PKI/server_sign.crt, key: PKI/server_sign.key}
+    routes: [{respond: {status: 204}}]
+  - name: mtls
+    server_names: [b.example.cn, A.example.cn]
+    tls13sm: {cert: PKI/server_sign.crt, key: PKI/server_sign.key}
+    client_auth: {mode: require, ca: PKI/ca.crt}
+    routes: [{respond: {status: 204}}]
+`
+	for _, c := range []struct {
+		name, listeners, errAt string
+	}{
+		{"different listeners", `[{address: "127.0.0.1:0", sites: [open]}, {address: "127.0.0.1:1", sites: [mtls]}]`, ""},
+		{"one listener", `[{address: "127.0.0.1:0"}]`, "127.0.0.1:0"},
+		{"one of two listeners", `[{address: "127.0.0.1:0", sites: [open]}, {address: "127.0.0.1:1", sites: [mtls, open]}]`, "127.0.0.1:1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "gmproxy.yaml")
+			yaml := strings.ReplaceAll("listeners: "+c.listeners+sites, "PKI", pki)
+			if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, probs := Check(f)
+			var dups []Problem
+			for _, p := range probs {
+				if strings.Contains(p.Message, "duplicate server name") {
+					dups = append(dups, p)
+				}
+			}
+			if c.errAt == "" {
+				if cfg == nil || probs.HasErrors() {
+					t.Fatalf("refused: %v", probs)
+				}
+				return
+			}
+			if len(dups) != 1 || dups[0].Severity != SeverityError || dups[0].Path != "sites[1].server_names[1]" ||
+				dups[0].Line != 8 || dups[0].Column != 34 || !strings.Contains(dups[0].Message, "on listener "+c.errAt) {
+				t.Errorf("got %v, want one error at sites[1].server_names[1] (8:34) naming listener %s", dups, c.errAt)
+			}
+		})
+	}
+}

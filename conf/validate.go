@@ -634,6 +634,46 @@ func mapKeys[T any](m map[string]T) []string {
 	return out
 }
 
+// serverName is one of the server_names of sites[site], at path.
+type serverName struct {
+	site       int
+	path, name string
+}
+
+// duplicateNames refuses a server name that two sites served on the same
+// listener share: the listener could choose only one of them by SNI or
+// Host. On different listeners they may (nginx's server_name in a server
+// on 443 and in another, checking client certificates, on 8443): each
+// listener chooses among its own sites.
+func (v *validator) duplicateNames(names map[string][]serverName) {
+	for _, places := range names {
+		for k, b := range places[1:] {
+			for _, a := range places[:k+1] {
+				if l := v.sharedListener(a.site, b.site); l != "" {
+					v.errf(b.path, "each server name may belong to one site of a listener only: remove it, or serve the two sites on different listeners (listeners[].sites)",
+						"duplicate server name %q on listener %s (also in sites[%d])", b.name, l, a.site)
+					break
+				}
+			}
+		}
+	}
+}
+
+// sharedListener returns the address of a listener serving both
+// sites[i] and sites[j], "" when none does; with no listeners, "(any)".
+func (v *validator) sharedListener(i, j int) string {
+	c := v.cfg
+	if len(c.Listeners) == 0 {
+		return "(any)"
+	}
+	for _, l := range c.Listeners {
+		if slices.Contains(l.Sites, c.Sites[i].Name) && slices.Contains(l.Sites, c.Sites[j].Name) {
+			return l.Address
+		}
+	}
+	return ""
+}
+
 func (v *validator) validateSites(upstreamUsed map[string]bool) {
 	c := v.cfg
 	if len(c.Sites) == 0 {
@@ -643,8 +683,8 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 	for _, u := range c.Upstreams {
 		upstreams[u.Name] = true
 	}
-	names := map[string]string{}     // server name → site path
-	siteNames := map[string]string{} // site name → path
+	names := map[string][]serverName{} // lower-cased server name → its places
+	siteNames := map[string]string{}   // site name → path
 	for i := range c.Sites {
 		s := &c.Sites[i]
 		p := fmt.Sprintf("sites[%d]", i)
@@ -665,10 +705,7 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 				v.errf(np, fix, "invalid server name %q", n)
 				continue
 			}
-			if prev, dup := names[ln]; dup {
-				v.errf(np, "each server name may belong to one site only", "duplicate server name %q (also in %s)", n, prev)
-			}
-			names[ln] = p
+			names[ln] = append(names[ln], serverName{site: i, path: np, name: n})
 		}
 		if s.TLCP == nil && s.TLS13SM == nil && s.TLS == nil {
 			v.errf(p, "add a tlcp, tls13sm or tls section with certificates", "site %q has no certificates", s.Name)
@@ -716,6 +753,7 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			}
 		}
 	}
+	v.duplicateNames(names)
 }
 
 // httpALPN are the application protocols an HTTP site (one with routes)

@@ -304,6 +304,38 @@ func TestHostOfAnotherListener(t *testing.T) {
 	}
 }
 
+// TestSameNameOnTwoListeners: a server name may belong to a site on each
+// of two listeners (nginx's server_name in a server on 443 and in another
+// on 8443 that checks client certificates): each listener's connections
+// are served by its own site, by SNI and by Host, with no 421.
+func TestSameNameOnTwoListeners(t *testing.T) {
+	fam := []string{frontdoor.FamilyTLS13SM}
+	open := SiteConfig{Name: "open", ServerNames: []string{"a.test"}, Families: fam, Routes: []RouteConfig{{Respond: &RespondConfig{Body: "open"}}}}
+	mtls := SiteConfig{Name: "mtls", ServerNames: []string{"a.test"}, Families: fam, ClientAuth: true, ClientAuthPolicy: "require:ca1",
+		Routes: []RouteConfig{{Respond: &RespondConfig{Body: "mtls"}}}}
+	cfg := Config{Sites: []SiteConfig{open, mtls}, ListenerSites: map[string][]string{":443": {"open"}, ":8443": {"mtls"}}}
+	for _, c := range []struct {
+		listener, site, policy, sni, host string
+	}{
+		{":443", "open", "", "a.test", "a.test"},
+		{":8443", "mtls", "require:ca1", "a.test", "a.test"},
+		{":443", "open", "", "", "a.test"},
+		{":8443", "mtls", "require:ca1", "", "a.test"},
+		{":8443", "", "", "", "a.test"},
+	} {
+		st := frontdoor.ConnState{Listener: c.listener, Site: c.site, ClientAuthPolicy: c.policy, SNI: c.sni, Family: frontdoor.FamilyTLS13SM}
+		f := newFront(t, cfg, frontOpts{state: &st})
+		want := c.site
+		if want == "" {
+			want = "mtls" // by Host among the listener's sites
+		}
+		code, got, _ := get(t, testClient(t), f.url+"/", "Host", c.host)
+		if code != 200 || got != want {
+			t.Errorf("listener %s, site %q, SNI %q, Host %s: %d %q, want 200 %q", c.listener, c.site, c.sni, c.host, code, got, want)
+		}
+	}
+}
+
 func TestHeaderEditsHostAndStrip(t *testing.T) {
 	e := echoBackend(t)
 	cfg := Config{
