@@ -967,15 +967,27 @@ type PassiveHealth struct {
 	UnhealthyStatus []int `yaml:"unhealthy_status"`
 }
 
-// ActiveHealth probes every target with an HTTP request. Present means
-// enabled.
+// ActiveHealth probes every target with an HTTP request, or a gRPC health
+// call. Present means enabled.
 type ActiveHealth struct {
-	// Path requested. Default "/".
+	// Type of check: http (a GET of path, healthy on expect_status) or
+	// grpc, the standard gRPC health call (grpc.health.v1.Health/Check)
+	// for service, as grpc_health_probe and Kubernetes' grpc probe make
+	// it, for an upstream of protocol h2c or h2: a gRPC server answers a
+	// GET with 415 or a reset, and an http check marks every target down.
+	// A target passes a grpc check when the call ends with grpc-status 0
+	// and the answer SERVING. Default http.
+	Type string `yaml:"type"`
+	// Service is the service a grpc check asks about, such as
+	// helloworld.Greeter. Default "": the server as a whole.
+	Service string `yaml:"service"`
+	// Path requested by an http check. Default "/".
 	Path string `yaml:"path"`
-	// Host header of the probe. Default: the target's address.
+	// Host header (:authority) of the probe. Default: the target's
+	// address.
 	Host string `yaml:"host"`
-	// ExpectStatus is the healthy status code; 0 means any 2xx or 3xx.
-	// Default 0.
+	// ExpectStatus is the healthy status code of an http check; 0 means
+	// any 2xx or 3xx. Default 0.
 	ExpectStatus int `yaml:"expect_status"`
 	// Interval between probes of one target. Default 10s.
 	Interval time.Duration `yaml:"interval"`

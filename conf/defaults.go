@@ -203,6 +203,7 @@ func (p *PassiveHealth) setDefaults() {
 }
 
 func (a *ActiveHealth) setDefaults() {
+	a.Type = proxy.ActiveHTTP
 	a.Path = "/"
 	a.Interval = DefaultActiveInterval
 	a.Timeout = DefaultActiveTimeout

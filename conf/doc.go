@@ -1096,13 +1096,23 @@
 //
 // # upstreams[].health_checks.active
 //
-// This section probes every target with an HTTP request. Present means
-// enabled.
+// This section probes every target with an HTTP request, or a gRPC health
+// call. Present means enabled.
 //
-//   - path (string): path requested. Default "/".
-//   - host (string): host header of the probe. Default: the target's address.
-//   - expect_status (integer): expect_status is the healthy status code; 0
-//     means any 2xx or 3xx. Default 0.
+//   - type (string): type of check: http (a GET of path, healthy on
+//     expect_status) or grpc, the standard gRPC health call
+//     (grpc.health.v1.Health/Check) for service, as grpc_health_probe and
+//     Kubernetes' grpc probe make it, for an upstream of protocol h2c or h2: a
+//     gRPC server answers a GET with 415 or a reset, and an http check marks
+//     every target down. A target passes a grpc check when the call ends with
+//     grpc-status 0 and the answer SERVING. Default http.
+//   - service (string): service is the service a grpc check asks about, such as
+//     helloworld.Greeter. Default "": the server as a whole.
+//   - path (string): path requested by an http check. Default "/".
+//   - host (string): host header (:authority) of the probe. Default: the
+//     target's address.
+//   - expect_status (integer): expect_status is the healthy status code of an
+//     http check; 0 means any 2xx or 3xx. Default 0.
 //   - interval (duration): interval between probes of one target. Default 10s.
 //   - timeout (duration): timeout of one probe. Default 2s.
 //   - rise (integer): rise consecutive successes mark a down target up. Default

@@ -1865,7 +1865,7 @@ func (v *validator) validateUpstreams(used map[string]bool) {
 		v.upstreamConnections(u, p)
 		v.passiveHealth(&u.HealthChecks.Passive, p+".health_checks.passive")
 		if a := u.HealthChecks.Active; a != nil {
-			v.activeHealth(a, p+".health_checks.active")
+			v.activeHealth(a, u.Protocol, p+".health_checks.active")
 		}
 		v.retries(&u.Retries, p+".retries")
 	}
@@ -1980,15 +1980,36 @@ func (v *validator) passiveHealth(ph *PassiveHealth, pp string) {
 	}
 }
 
-// activeHealth checks the active health check section at path ap.
-func (v *validator) activeHealth(a *ActiveHealth, ap string) {
+// activeHealth checks the active health check section at path ap of an
+// upstream of protocol proto.
+func (v *validator) activeHealth(a *ActiveHealth, proto, ap string) {
+	v.oneOf(ap+".type", a.Type, proxy.ActiveHTTP, proxy.ActiveGRPC)
+	if a.Type == proxy.ActiveGRPC {
+		// gRPC runs over HTTP/2 only: over another protocol no check
+		// could pass, and every target would be marked down.
+		if proto != upstreamproto.H2C && proto != upstreamproto.H2 && slices.Contains(upstreamproto.Names(), proto) {
+			v.errf(ap+".type", "set the upstream's protocol: h2c (HTTP/2 in clear) or h2 (HTTP/2 over TLS), as a gRPC target speaks, or use type: http", "a grpc health check needs protocol h2c or h2, not %s", proto)
+		}
+		// The call has its own path and answer: these keys would be
+		// ignored.
+		for _, k := range []string{"path", "expect_status"} {
+			if v.has(ap + "." + k) {
+				v.errf(ap+"."+k, "remove it: a grpc check calls /grpc.health.v1.Health/Check and passes on SERVING", "%s is not used by a grpc health check", k)
+			}
+		}
+	} else if v.has(ap + ".service") {
+		v.errf(ap+".service", "set type: grpc to ask a gRPC health service, or remove it", "service is used by a grpc health check only")
+	}
 	// The probe's request line and Host field are made of these: a path
 	// net/url cannot parse, or a host net/http does not send (it sends an
 	// empty Host instead), failed every probe or probed another virtual
 	// host, and the checks took every target out.
-	if !strings.HasPrefix(a.Path, "/") {
+	switch {
+	case a.Type == proxy.ActiveGRPC:
+		// The call's own path.
+	case !strings.HasPrefix(a.Path, "/"):
 		v.errf(ap+".path", "write a path such as /healthz", "path must start with /")
-	} else if !validProbeTarget(a.Path) {
+	case !validProbeTarget(a.Path):
 		v.errf(ap+".path", "write a path such as /healthz, with % only in a percent-encoding (%25 for itself) and no control character or #fragment", "invalid path %q", a.Path)
 	}
 	if a.Host != "" && !validHostPort(a.Host) {

@@ -484,7 +484,8 @@ type TransportConfig struct {
 type HealthCheckConfig struct {
 	// Passive checks watch real requests (on by default: max_fails 1).
 	Passive PassiveHealthConfig
-	// Active checks probe every target over HTTP (off unless Path is set).
+	// Active checks probe every target over HTTP (off unless Path is set
+	// or Type is ActiveGRPC).
 	Active ActiveHealthConfig
 }
 
@@ -502,13 +503,30 @@ type PassiveHealthConfig struct {
 	UnhealthyStatus []int
 }
 
+// The kinds of active health check (ActiveHealthConfig.Type).
+const (
+	ActiveHTTP = "http" // a GET of Path (the default)
+	ActiveGRPC = "grpc" // the gRPC health call, grpc.health.v1.Health/Check
+)
+
 // ActiveHealthConfig probes targets periodically over HTTP.
 type ActiveHealthConfig struct {
-	// Path to GET, e.g. "/healthz". Empty disables active checks.
+	// Type is ActiveHTTP (default) or ActiveGRPC: the standard gRPC
+	// health call (grpc.health.v1.Health/Check) for Service, for an
+	// upstream of protocol "h2c" or "h2", whose gRPC targets answer a GET
+	// with 415 or a reset. A target is healthy when the call ends with
+	// grpc-status 0 and the answer SERVING.
+	Type string
+	// Service asked about by a gRPC check. Default "": the server as a
+	// whole.
+	Service string
+	// Path to GET, e.g. "/healthz". Empty disables active checks of
+	// type ActiveHTTP; a gRPC check calls its own path.
 	Path string
-	// Host header to send. Default: the target address.
+	// Host header to send (:authority). Default: the target address.
 	Host string
-	// ExpectStatus is the healthy status. Default: any 2xx or 3xx.
+	// ExpectStatus is the healthy status of an HTTP check. Default: any
+	// 2xx or 3xx.
 	ExpectStatus int
 	// Interval between probes. Default 10s; must not be negative.
 	Interval time.Duration

@@ -128,7 +128,14 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 		case <-ctx.Done():
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.scheme+"://"+t.Addr+u.active.Path, nil)
+	grpc := u.active.Type == ActiveGRPC
+	var req *http.Request
+	var err error
+	if grpc {
+		req, err = grpcHealthRequest(ctx, u.scheme+"://"+t.Addr, u.active.Service)
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, u.scheme+"://"+t.Addr+u.active.Path, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -139,6 +146,9 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 	res, err := client.Do(req)
 	if err != nil {
 		return err
+	}
+	if grpc {
+		return grpcHealthAnswer(res)
 	}
 	// A probe is whole: a body that stalls past the timeout or is cut
 	// short fails it, as it would fail a client (the first 64 KiB are read).

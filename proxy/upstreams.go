@@ -144,6 +144,18 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		stopProbes: make(chan struct{}),
 	}
 	u.tries = min(max(u.tries, 1), maxTries)
+	switch u.active.Type {
+	case "", ActiveHTTP:
+	case ActiveGRPC:
+		// gRPC runs over HTTP/2 only: a target of any other protocol
+		// could never pass, and the checks would take every one out.
+		if uc.Protocol != upstreamproto.H2C && uc.Protocol != upstreamproto.H2 {
+			return nil, fmt.Errorf("upstream %q: a gRPC health check needs protocol %q or %q, not %q", uc.Name, upstreamproto.H2C, upstreamproto.H2, uc.Protocol)
+		}
+		u.active.Path = grpcHealthPath
+	default:
+		return nil, fmt.Errorf("upstream %q: unknown active health check type %q (want %q or %q)", uc.Name, u.active.Type, ActiveHTTP, ActiveGRPC)
+	}
 	if a := u.active; a.Path != "" && (a.Interval < 0 || a.Timeout < 0) {
 		// time.NewTicker panics on the first (in the checker's
 		// goroutine); the second fails every probe at once.

@@ -336,7 +336,7 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 		if path == "" {
 			path = "/"
 		}
-		uc.HealthCheck.Active = proxy.ActiveHealthConfig{Path: path, Host: a.Host, ExpectStatus: a.ExpectStatus,
+		uc.HealthCheck.Active = proxy.ActiveHealthConfig{Type: a.Type, Service: a.Service, Path: path, Host: a.Host, ExpectStatus: a.ExpectStatus,
 			Interval: a.Interval, Timeout: a.Timeout, Rise: a.Rise, Fall: a.Fall}
 	}
 	return uc
