@@ -370,11 +370,17 @@ func (l *AccessLog) Log(e *LogEntry) {
 // Trailers-Only response), read from the client's ResponseWriter header
 // once the response is over; "" for anything else. A gRPC call fails
 // with HTTP status 200, so this is what tells it in the access log.
+//
+// A trailer the target did not announce is under its TrailerPrefix key
+// (an announced one replaced the header's value): it is the call's
+// status, which a client takes, even when the first field section had
+// one too (PROTOCOL-HTTP2.md: the status is in the trailers, in the
+// headers only of a Trailers-Only response).
 func grpcStatusOf(h http.Header) string {
-	if v := h["Grpc-Status"]; len(v) > 0 {
+	if v := h[http.TrailerPrefix+"Grpc-Status"]; len(v) > 0 {
 		return v[0]
 	}
-	if v := h[http.TrailerPrefix+"Grpc-Status"]; len(v) > 0 {
+	if v := h["Grpc-Status"]; len(v) > 0 {
 		return v[0]
 	}
 	return ""

@@ -291,9 +291,10 @@ func TestGRPCClientResetBeforeAnswer(t *testing.T) {
 }
 
 // TestAccessLogGRPCStatus: a gRPC call fails with HTTP status 200, so the
-// access log's grpc_status field gives its grpc-status: from the trailers,
-// from a Trailers-Only response's only field section, and "-" for a
-// response that is not gRPC.
+// access log's grpc_status field gives its grpc-status: from the trailers
+// (announced or not, and over one the header had too), from a
+// Trailers-Only response's only field section, and "-" for a response
+// that is not gRPC.
 func TestAccessLogGRPCStatus(t *testing.T) {
 	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -308,6 +309,19 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 			w.WriteHeader(200)
 			w.Write(grpcMsg("reply"))
 			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "7")
+		case "/svc/Both": // a status in the header, the call's in the trailers
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "0")
+			w.WriteHeader(200)
+			w.Write(grpcMsg("reply"))
+			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "13")
+		case "/svc/BothDeclared":
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status")
+			w.Header().Set("Grpc-Status", "0")
+			w.WriteHeader(200)
+			w.Write(grpcMsg("reply"))
+			w.Header().Set("Grpc-Status", "14")
 		case "/svc/Only":
 			w.Header().Set("Content-Type", "application/grpc")
 			w.Header().Set("Grpc-Status", "12")
@@ -324,7 +338,7 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 	}
 	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
 	c := h2cClient(t)
-	for _, p := range []string{"/svc/Trailers", "/svc/Undeclared", "/svc/Only", "/page"} {
+	for _, p := range []string{"/svc/Trailers", "/svc/Undeclared", "/svc/Both", "/svc/BothDeclared", "/svc/Only", "/page"} {
 		req, _ := http.NewRequest("POST", f.url+p, strings.NewReader(string(grpcMsg("hi"))))
 		req.Header.Set("Content-Type", "application/grpc")
 		req.Header.Set("Te", "trailers")
@@ -337,7 +351,7 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 	}
 	f.p.AccessLog().Flush()
 	data, _ := os.ReadFile(path)
-	want := "/svc/Trailers 200 5\n/svc/Undeclared 200 7\n/svc/Only 200 12\n/page 200 -\n"
+	want := "/svc/Trailers 200 5\n/svc/Undeclared 200 7\n/svc/Both 200 13\n/svc/BothDeclared 200 14\n/svc/Only 200 12\n/page 200 -\n"
 	if string(data) != want {
 		t.Errorf("access log:\n%s\nwant:\n%s", data, want)
 	}
