@@ -1097,7 +1097,9 @@ type Files struct {
 // the same response (BREACH): the compressed length reveals it.
 type Compress struct {
 	// Types lists the media types compressed: the Content-Type without
-	// parameters, or type/* for all of a type. Default: text/html,
+	// parameters, type/* for all of a type, or "*/*" for every type, as
+	// nginx's gzip_types * (quoted in YAML; also images and archives
+	// compressed already, for CPU and no gain). Default: text/html,
 	// text/plain, text/css, text/xml, text/javascript,
 	// application/javascript, application/json, application/xml,
 	// application/manifest+json, application/ld+json, image/svg+xml.

@@ -823,10 +823,12 @@
 // length reveals it.
 //
 //   - types (list of strings): types lists the media types compressed: the
-//     Content-Type without parameters, or type/* for all of a type. Default:
-//     text/html, text/plain, text/css, text/xml, text/javascript,
-//     application/javascript, application/json, application/xml,
-//     application/manifest+json, application/ld+json, image/svg+xml.
+//     Content-Type without parameters, type/* for all of a type, or "*/*" for
+//     every type, as nginx's gzip_types * (quoted in YAML; also images and
+//     archives compressed already, for CPU and no gain). Default: text/html,
+//     text/plain, text/css, text/xml, text/javascript, application/javascript,
+//     application/json, application/xml, application/manifest+json,
+//     application/ld+json, image/svg+xml.
 //   - min_length (size): MinLength: a response declaring a shorter
 //     Content-Length goes as it is. Default 1KiB.
 //   - level (integer): level is gzip's, 1 (fastest) to 9 (smallest). Default 5.

@@ -1136,8 +1136,14 @@ func (v *validator) compress(c *Compress, p string) {
 	}
 	for i, t := range c.Types {
 		main, sub, ok := strings.Cut(t, "/")
-		if !ok || main == "*" || !tokenRE.MatchString(main) || sub != "*" && !tokenRE.MatchString(sub) {
-			v.errf(fmt.Sprintf("%s.types[%d]", p, i), "write a media type such as text/html, or text/* for all text", "invalid media type %q", t)
+		switch {
+		case t == "*":
+			// nginx's gzip_types * (every type) is written */* here, as
+			// a media range is (RFC 9110 §12.5.1).
+			v.errf(fmt.Sprintf("%s.types[%d]", p, i), `write "*/*" for every type (nginx's gzip_types *)`, "invalid media type %q", t)
+		case t == "*/*":
+		case !ok || main == "*" || !tokenRE.MatchString(main) || sub != "*" && !tokenRE.MatchString(sub):
+			v.errf(fmt.Sprintf("%s.types[%d]", p, i), `write a media type such as text/html, text/* for all text or "*/*" for every type`, "invalid media type %q", t)
 		}
 	}
 }

@@ -20,8 +20,9 @@ import (
 // CompressConfig turns on gzip for a route's responses.
 type CompressConfig struct {
 	// Types lists the media types compressed: a response's Content-Type
-	// without parameters, "text/*" for every subtype. Default
-	// DefaultCompressTypes.
+	// without parameters, "text/*" for every subtype, "*/*" for every
+	// type (nginx's gzip_types *; never gRPC, event streams or answers
+	// already encoded). Default DefaultCompressTypes.
 	Types []string
 	// MinLength: a response that declares a shorter Content-Length goes
 	// as it is (one of unknown length is compressed). Default
@@ -74,6 +75,7 @@ var gzipPools [gzip.BestCompression + 1]sync.Pool
 type compressor struct {
 	exact     map[string]bool // media types, lower case
 	prefixes  []string        // "text/" for "text/*"
+	every     bool            // "*/*"
 	minLength int64
 	level     int
 }
@@ -94,11 +96,17 @@ func newCompressor(c *CompressConfig) (*compressor, error) {
 		t = strings.ToLower(strings.TrimSpace(t))
 		main, sub, ok := strings.Cut(t, "/")
 		if !ok || main == "" || sub == "" {
-			return nil, fmt.Errorf("compress: media type %q, want type/subtype or type/*", t)
+			return nil, fmt.Errorf("compress: media type %q, want type/subtype, type/* or */*", t)
 		}
-		if sub == "*" {
+		switch {
+		case main == "*" && sub == "*":
+			z.every = true
+		case main == "*":
+			// No range names the subtype of any type.
+			return nil, fmt.Errorf("compress: media type %q, want type/subtype, type/* or */*", t)
+		case sub == "*":
 			z.prefixes = append(z.prefixes, main+"/")
-		} else {
+		default:
 			z.exact[t] = true
 		}
 	}
@@ -170,7 +178,7 @@ func (z *compressor) typeListed(ct string) bool {
 		// clients decode an HTTP content coding, is another type.)
 		return false
 	}
-	if z.exact[ct] {
+	if z.every || z.exact[ct] {
 		return true
 	}
 	for _, p := range z.prefixes {

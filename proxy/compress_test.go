@@ -53,6 +53,7 @@ func TestCompress(t *testing.T) {
 	cfg := proxyTo(addr)
 	cfg.Sites = oneSite(
 		RouteConfig{PathPrefix: "/wild", Upstream: "u", Compress: &CompressConfig{Types: []string{"text/*"}}},
+		RouteConfig{PathPrefix: "/all", Upstream: "u", Compress: &CompressConfig{Types: []string{"*/*"}}},
 		RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
 	for _, h2 := range []bool{false, true} {
 		f, c := frontFor(t, cfg, h2)
@@ -60,6 +61,7 @@ func TestCompress(t *testing.T) {
 			name, query, accept string
 			gzip, vary          bool
 			method              string
+			route               string // the route's path prefix; "": the default types
 		}{
 			{name: "html", query: "ct=text/html%3B+charset=utf-8&n=5000&etag=%22v1%22", accept: "gzip, deflate, br", gzip: true, vary: true},
 			{name: "no accept-encoding", query: "ct=text/html&n=5000&etag=%22v1%22", vary: true},
@@ -75,12 +77,16 @@ func TestCompress(t *testing.T) {
 			{name: "partial", query: "ct=text/html&n=5000&status=206", accept: "gzip"},
 			{name: "HEAD", query: "ct=text/html&n=5000", accept: "gzip", method: "HEAD"},
 			{name: "target's vary kept", query: "ct=text/html&n=5000&vary=Origin", accept: "gzip", gzip: true, vary: true},
-			{name: "wildcard type", query: "ct=text/x-custom&n=5000", accept: "gzip", gzip: true, vary: true},
+			{name: "wildcard type", query: "ct=text/x-custom&n=5000", accept: "gzip", gzip: true, vary: true, route: "/wild"},
+			// */* is every type, as nginx's gzip_types *; but what must
+			// never be compressed still is not.
+			{name: "every type", query: "ct=application/octet-stream&n=5000", accept: "gzip", gzip: true, vary: true, route: "/all"},
+			{name: "every type: image", query: "ct=image/png&n=5000", accept: "gzip", gzip: true, vary: true, route: "/all"},
+			{name: "every type: not gRPC", query: "ct=application/grpc&n=5000", accept: "gzip", route: "/all"},
+			{name: "every type: not an event stream", query: "ct=text/event-stream&n=5000", accept: "gzip", route: "/all"},
+			{name: "every type: not encoded twice", query: "ct=application/octet-stream&n=5000&ce=gzip", accept: "gzip", route: "/all"},
 		} {
-			path := "/?"
-			if tc.name == "wildcard type" {
-				path = "/wild?"
-			}
+			path := tc.route + "/?"
 			method := tc.method
 			if method == "" {
 				method = "GET"
@@ -256,7 +262,8 @@ func TestAcceptsGzip(t *testing.T) {
 // TestCompressConfigRefused: a level or media type gzip cannot take is
 // refused when the proxy is made.
 func TestCompressConfigRefused(t *testing.T) {
-	for _, c := range []CompressConfig{{Level: 10}, {Level: -1}, {Types: []string{"text"}}, {Types: []string{"/html"}}} {
+	for _, c := range []CompressConfig{{Level: 10}, {Level: -1}, {Types: []string{"text"}}, {Types: []string{"/html"}},
+		{Types: []string{"*"}}, {Types: []string{"*/html"}}} {
 		if _, err := newCompressor(&c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
