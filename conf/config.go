@@ -512,7 +512,31 @@ type SiteTLS struct {
 	Key string `yaml:"key"`
 	// MinVersion is the lowest TLS version accepted: "1.2" or "1.3".
 	// Default "1.2".
-	MinVersion  string `yaml:"min_version"`
+	MinVersion string `yaml:"min_version"`
+	// OCSPFile is a DER OCSP response for the certificate, stapled to
+	// every handshake whose client asks for one (nginx's
+	// ssl_stapling_file). It is read again on every reload, like the
+	// certificate, and must be valid then: signed by the certificate's
+	// issuer (the chain's second certificate) or by a responder the issuer
+	// delegated OCSP to, about the certificate's serial number, status
+	// good, and between its thisUpdate and nextUpdate. Past its
+	// nextUpdate it is no longer stapled: replace the file and reload.
+	// Only the ordinary TLS certificate is stapled, not the TLCP and TLS
+	// 1.3-SM ones. Default: none.
+	OCSPFile string `yaml:"ocsp_file"`
+	// OCSPFetch fetches the OCSP response to staple from the responder
+	// named in the certificate's Authority Information Access extension
+	// (nginx's ssl_stapling on), in the background: at start and at each
+	// reload that changes the certificate, then halfway between each
+	// response's thisUpdate and nextUpdate, retrying a failure after 1
+	// minute, doubling up to 1 hour. A fetch takes 10 seconds and 64KiB
+	// at most. Each response is verified as ocsp_file is; one that is
+	// not is logged and not stapled, and the last good response is
+	// stapled until its nextUpdate. Handshakes never wait for the
+	// responder (the first ones after start get no staple). The chain
+	// must include the issuer's certificate. Not with ocsp_file.
+	// Default false.
+	OCSPFetch   bool `yaml:"ocsp_fetch"`
 	KeyPassword `yaml:",inline"`
 }
 

@@ -473,6 +473,26 @@
 //   - key (string): key is its private key. Required.
 //   - min_version (string): min_version is the lowest TLS version accepted:
 //     "1.2" or "1.3". Default "1.2".
+//   - ocsp_file (string): ocsp_file is a DER OCSP response for the certificate,
+//     stapled to every handshake whose client asks for one (nginx's
+//     ssl_stapling_file). It is read again on every reload, like the
+//     certificate, and must be valid then: signed by the certificate's issuer
+//     (the chain's second certificate) or by a responder the issuer delegated
+//     OCSP to, about the certificate's serial number, status good, and between
+//     its thisUpdate and nextUpdate. Past its nextUpdate it is no longer
+//     stapled: replace the file and reload. Only the ordinary TLS certificate
+//     is stapled, not the TLCP and TLS 1.3-SM ones. Default: none.
+//   - ocsp_fetch (boolean): ocsp_fetch fetches the OCSP response to staple from
+//     the responder named in the certificate's Authority Information Access
+//     extension (nginx's ssl_stapling on), in the background: at start and at
+//     each reload that changes the certificate, then halfway between each
+//     response's thisUpdate and nextUpdate, retrying a failure after 1 minute,
+//     doubling up to 1 hour. A fetch takes 10 seconds and 64KiB at most. Each
+//     response is verified as ocsp_file is; one that is not is logged and not
+//     stapled, and the last good response is stapled until its nextUpdate.
+//     Handshakes never wait for the responder (the first ones after start get
+//     no staple). The chain must include the issuer's certificate. Not with
+//     ocsp_file. Default false.
 //   - key_password_file (string): key_password_file is a file whose one line
 //     (its trailing newline removed) is the password of the encrypted private
 //     keys of this section; a file of several lines is refused (gmproxy does

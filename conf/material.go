@@ -10,6 +10,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/staple"
 	"github.com/gmproxy/gmproxy/keyserver"
 )
 
@@ -83,6 +84,13 @@ type SiteMaterial struct {
 	TLS *KeyPair
 	// TLSMinVersion is tls.VersionTLS12 or tls.VersionTLS13.
 	TLSMinVersion uint16
+	// TLSOCSP is tls.ocsp_file's response, verified at load.
+	TLSOCSP *staple.Staple
+	// TLSOCSPIssuer is the issuer of the TLS certificate when it staples
+	// OCSP responses (tls.ocsp_file or tls.ocsp_fetch); TLSOCSPURL is the
+	// responder tls.ocsp_fetch asks.
+	TLSOCSPIssuer *x509.Certificate
+	TLSOCSPURL    string
 	// ClientCAs are the CA certificates of client_auth.ca.
 	ClientCAs []*smx509.Certificate
 	// ErrorPages are the pages of error_pages, by status.

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,6 +31,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/smkey"
+	"github.com/gmproxy/gmproxy/internal/staple"
 	"github.com/gmproxy/gmproxy/internal/ticket"
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/balance"
@@ -1768,6 +1770,74 @@ func (v *validator) siteTLS(s *Site, p string) {
 	v.validity(kp, p+".cert")
 	v.eku(kp, p+".cert", "the TLS certificate", smx509.ExtKeyUsageServerAuth)
 	s.Material.TLS = kp
+	v.siteOCSP(s, p)
+}
+
+// siteOCSP checks tls.ocsp_file and tls.ocsp_fetch: the chain must hold
+// the certificate's issuer, which signs or delegates the responses; a
+// response file must hold a response that can be stapled now.
+func (v *validator) siteOCSP(s *Site, p string) {
+	t, kp := s.TLS, s.Material.TLS
+	if t.OCSPFile == "" && !t.OCSPFetch {
+		return
+	}
+	if t.OCSPFile != "" && t.OCSPFetch {
+		v.errf(p+".ocsp_fetch", "remove ocsp_fetch to staple the file, or ocsp_file to fetch responses", "ocsp_file and ocsp_fetch both set")
+		return
+	}
+	key := p + ".ocsp_fetch"
+	if t.OCSPFile != "" {
+		key = p + ".ocsp_file"
+	}
+	leaf, err := x509.ParseCertificate(kp.Leaf().Raw)
+	if err != nil {
+		v.errf(p+".cert", "reissue the certificate", "crypto/x509 cannot parse the tls certificate: %v", err)
+		return
+	}
+	var issuer *x509.Certificate
+	if len(kp.Chain) > 1 {
+		issuer, _ = x509.ParseCertificate(kp.Chain[1].Raw)
+	}
+	if issuer == nil || leaf.CheckSignatureFrom(issuer) != nil {
+		v.errf(key, "append the certificate of the CA that issued it to the cert file, after it", "OCSP stapling needs the tls certificate's issuer, and the chain's second certificate is not it")
+		return
+	}
+	s.Material.TLSOCSPIssuer = issuer
+	if t.OCSPFetch {
+		if len(leaf.OCSPServer) == 0 {
+			v.errf(key, "use ocsp_file with a response obtained otherwise, or a certificate whose CA runs an OCSP responder", "the tls certificate names no OCSP responder (no OCSP URL in its Authority Information Access extension)")
+			return
+		}
+		s.Material.TLSOCSPURL = leaf.OCSPServer[0]
+		return
+	}
+	fi, err := os.Stat(v.resolve(t.OCSPFile))
+	switch {
+	case err != nil:
+		v.errf(key, relFix, "OCSP response file %q: %v", t.OCSPFile, errors.Unwrap(err))
+		return
+	case !fi.Mode().IsRegular():
+		v.errf(key, "name a file", "%s is not a file", t.OCSPFile)
+		return
+	case fi.Size() > staple.MaxResponse:
+		v.errf(key, "name a DER OCSP response (openssl ocsp -respout)", "%s is %d bytes, over %d", t.OCSPFile, fi.Size(), staple.MaxResponse)
+		return
+	}
+	der, err := os.ReadFile(v.resolve(t.OCSPFile))
+	if err != nil {
+		v.errf(key, relFix, "%v", err)
+		return
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(der), []byte("-----BEGIN")) {
+		v.errf(key, "convert it to DER (openssl base64 -d), or save the response with openssl ocsp -respout", "%s is PEM; the OCSP response must be DER", t.OCSPFile)
+		return
+	}
+	resp, err := staple.Verify(der, leaf, issuer, v.now)
+	if err != nil {
+		v.errf(key, "fetch a current response for this certificate from its CA's responder (openssl ocsp -issuer CA -cert CERT -url URL -respout FILE) and reload", "OCSP response %s cannot be stapled: %v", t.OCSPFile, err)
+		return
+	}
+	s.Material.TLSOCSP = &staple.Staple{DER: der, NextUpdate: resp.NextUpdate}
 }
 
 // tlsKeyUnusable says why crypto/tls cannot sign a handshake with the key

@@ -52,6 +52,7 @@
 //	gmproxy_config_last_reload_success_timestamp_seconds gauge
 //	gmproxy_config_last_reload_successful     gauge
 //	gmproxy_cert_not_after_timestamp_seconds  gauge     {site, role}
+//	gmproxy_ocsp_next_update_timestamp_seconds gauge    {site} (tls only: absent when no response is stapled)
 //	gmproxy_upstream_cert_not_after_timestamp_seconds   gauge {upstream, role}
 //	gmproxy_key_server_cert_not_after_timestamp_seconds gauge {key_server, role}
 //	gmproxy_build_info                        gauge     {version, goversion, gmsm}
@@ -197,6 +198,7 @@ type Metrics struct {
 	lastReloadSuccess prometheus.Gauge
 	lastReloadOK      prometheus.Gauge
 	certNotAfter      *prometheus.GaugeVec
+	ocspNextUpdate    *prometheus.GaugeVec
 	upstreamCerts     *prometheus.GaugeVec
 	keyServerCerts    *prometheus.GaugeVec
 	buildInfo         *prometheus.GaugeVec
@@ -340,6 +342,7 @@ func (m *Metrics) build() {
 	m.reloads = counter("config", "reloads_total", "Configuration reloads, by result success or failure.", "result")
 	m.lastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds", Help: "Unix time of the last successful configuration load."})
 	m.lastReloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful", Help: "1 when the last configuration reload succeeded, else 0."})
+	m.ocspNextUpdate = gauge("", "ocsp_next_update_timestamp_seconds", "nextUpdate of the OCSP response stapled to a site's ordinary TLS certificate, as Unix time; absent while none is stapled.", "site")
 	m.certNotAfter = gauge("", "cert_not_after_timestamp_seconds", "NotAfter of the certificates in use, as Unix time, per site and role (sign, enc, tls13sm, tls, client_ca: the earliest of the site's client CAs).", "site", "role")
 	m.upstreamCerts = gauge("", "upstream_cert_not_after_timestamp_seconds", "NotAfter of the client certificates gmproxy presents to upstreams and of the CAs it verifies them with, as Unix time (role client, client_sign, client_enc, ca).", "upstream", "role")
 	m.keyServerCerts = gauge("", "key_server_cert_not_after_timestamp_seconds", "NotAfter of the certificates used to reach key servers, as Unix time (role client, ca).", "key_server", "role")
@@ -355,7 +358,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes, m.rateLimited,
 		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.streamActive,
-		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
+		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.ocspNextUpdate, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
 }
 
@@ -637,6 +640,18 @@ func (m *Metrics) ConfigReloaded(ok bool, at time.Time) {
 // sign, enc (the TLCP double certificates), tls13sm or tls.
 func (m *Metrics) SetCertNotAfter(site, role string, notAfter time.Time) {
 	m.certNotAfter.WithLabelValues(m.sites.label(site), fixed(certRoles, role)).Set(float64(notAfter.Unix()))
+}
+
+// SetOCSPNextUpdate records the nextUpdate of the OCSP response a site
+// staples; a zero time (no response stapled, or one without nextUpdate)
+// deletes the series.
+func (m *Metrics) SetOCSPNextUpdate(site string, nextUpdate time.Time) {
+	s := m.sites.label(site)
+	if nextUpdate.IsZero() {
+		m.ocspNextUpdate.DeleteLabelValues(s)
+		return
+	}
+	m.ocspNextUpdate.WithLabelValues(s).Set(float64(nextUpdate.Unix()))
 }
 
 // SetUpstreamCertNotAfter records the expiry of a certificate gmproxy uses

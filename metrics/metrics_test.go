@@ -612,3 +612,28 @@ func TestUpstreamConnectBuckets(t *testing.T) {
 		bounds = append(bounds, b)
 	}
 }
+
+// TestOCSPNextUpdate: a site's stapled OCSP nextUpdate is a gauge; a zero
+// time (nothing stapled) deletes it, and so does a reload that removes the
+// site (Retain).
+func TestOCSPNextUpdate(t *testing.T) {
+	m, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Retain(ConfigNames{Sites: []string{"www", "api"}})
+	next := time.Unix(1.9e9, 0)
+	m.SetOCSPNextUpdate("www", next)
+	m.SetOCSPNextUpdate("api", next)
+	if got := testutil.ToFloat64(m.ocspNextUpdate.WithLabelValues("www")); got != 1.9e9 {
+		t.Fatalf("www: %v", got)
+	}
+	m.SetOCSPNextUpdate("api", time.Time{})
+	if n := testutil.CollectAndCount(m.ocspNextUpdate); n != 1 {
+		t.Fatalf("%d series after api stopped stapling, want www's", n)
+	}
+	m.Retain(ConfigNames{Sites: []string{"api"}})
+	if n := testutil.CollectAndCount(m.ocspNextUpdate); n != 0 {
+		t.Fatalf("%d series after www was removed", n)
+	}
+}

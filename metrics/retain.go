@@ -78,7 +78,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
 		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration)
 	drop(m.sites, n.Sites, "site", m.siteHandshakes, m.requests, m.requestDuration, m.requestsInFlight,
-		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited)
+		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited, m.ocspNextUpdate)
 	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration, m.rateLimited)
 	drop(m.upstreams, upstreams, "upstream", m.upstreamDuration, m.upstreamConnect, m.upstreamStatus,
 		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.streamActive, m.upstreamCerts)

@@ -42,6 +42,7 @@ func init() {
 		env.KeyOps = m
 		env.Sessions = m
 		env.ProxyObserver = m
+		env.OCSP = m
 		m.ObserveKeyQueue(env.KeyQueueLen)
 		return &metricsTelemetry{m: m}
 	}

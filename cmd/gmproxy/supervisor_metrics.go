@@ -33,10 +33,12 @@ const (
 // yes/no. A certificate's expiry is the earliest of the workers': one
 // started again after a crash reads the certificate renewed on disk while
 // the others serve the old one until a reload, and the latest would hide
-// from an expiry alert the certificate most workers still serve.
+// from an expiry alert the certificate most workers still serve. A
+// stapled OCSP response's nextUpdate is the earliest too: each worker
+// fetches its own.
 func gaugeRule(name string) mergeRule {
 	switch {
-	case strings.HasSuffix(name, "_not_after_timestamp_seconds"):
+	case strings.HasSuffix(name, "_not_after_timestamp_seconds"), name == "gmproxy_ocsp_next_update_timestamp_seconds":
 		return mergeMin
 	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"),
 		name == "go_gc_gogc_percent", name == "process_max_fds", name == "process_virtual_memory_max_bytes":

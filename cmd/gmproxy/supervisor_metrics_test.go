@@ -310,7 +310,9 @@ func TestSupervisorMetricsDocumented(t *testing.T) {
 // certificates for a while (one started again after a crash reads the
 // files renewed on disk, which the others serve only after a reload), and
 // an expiry alert must see the certificate that expires first: the merged
-// not_after is the earliest of the workers', whichever worker reported it.
+// not_after is the earliest of the workers', whichever worker reported it;
+// so is the nextUpdate of a stapled OCSP response, which each worker
+// fetches on its own.
 func TestMergedCertExpiryEarliest(t *testing.T) {
 	expo := func(notAfter float64) map[string]*dto.MetricFamily {
 		var b strings.Builder
@@ -318,6 +320,7 @@ func TestMergedCertExpiryEarliest(t *testing.T) {
 			{"gmproxy_cert_not_after_timestamp_seconds", `{site="portal",role="sign"}`},
 			{"gmproxy_upstream_cert_not_after_timestamp_seconds", `{upstream="core",role="ca"}`},
 			{"gmproxy_key_server_cert_not_after_timestamp_seconds", `{key_server="hsm",role="client"}`},
+			{"gmproxy_ocsp_next_update_timestamp_seconds", `{site="portal"}`},
 		} {
 			fmt.Fprintf(&b, "# TYPE %s gauge\n%s%s %v\n", f.name, f.name, f.labels, notAfter)
 		}
@@ -333,7 +336,7 @@ func TestMergedCertExpiryEarliest(t *testing.T) {
 		if err := writeFamilies(&out, mergeFamilies([]map[string]*dto.MetricFamily{expo(order[0]), expo(order[1])})); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"gmproxy_cert_not_after_timestamp_seconds", "gmproxy_upstream_cert_not_after_timestamp_seconds", "gmproxy_key_server_cert_not_after_timestamp_seconds"} {
+		for _, name := range []string{"gmproxy_cert_not_after_timestamp_seconds", "gmproxy_upstream_cert_not_after_timestamp_seconds", "gmproxy_key_server_cert_not_after_timestamp_seconds", "gmproxy_ocsp_next_update_timestamp_seconds"} {
 			if got := sumSeries(t, out.String(), name, ""); got != old {
 				t.Errorf("%s of workers at %v: %v, want the earliest, %v", name, order, got, float64(old))
 			}

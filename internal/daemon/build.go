@@ -45,6 +45,9 @@ type Env struct {
 	// SharedRates, in a worker, counts the routes' rate_limit with the
 	// other workers (nil: this process alone).
 	SharedRates *rateshare.View
+	// OCSP, when set, is told of the nextUpdate of the OCSP responses the
+	// sites staple.
+	OCSP OCSPObserver
 
 	mu sync.Mutex
 	// engine is the private-key engine of the serving generation; the
@@ -85,6 +88,8 @@ type Env struct {
 	// pending Prepare or a refused reload, is not one to inherit from:
 	// another build replacing it would start from its fresh counts.
 	proxy *proxy.Proxy
+	// ocsp are the running OCSP fetchers, by ocspKey (ocsp.go).
+	ocsp map[string]*ocspFetcher
 }
 
 // engine is one private-key engine with the number of generations using it.
@@ -341,6 +346,9 @@ func (e *Env) Close() {
 	e.mu.Lock()
 	engines := e.engines
 	e.engine, e.engines = nil, nil
+	for _, of := range e.ocsp {
+		of.cancel()
+	}
 	e.mu.Unlock()
 	for eng := range engines {
 		eng.o.Close()
@@ -362,6 +370,8 @@ type siteBuild struct {
 	tickets ticket.Source
 	// fleet is the generation's shared store and fleet keys.
 	fleet fleetState
+	// ocsp collects the generation's OCSP fetchers (Env.acquireOCSP).
+	ocsp *[]*ocspFetcher
 }
 
 // Hooks filled in by the protocol and proxy integration files.
@@ -384,7 +394,9 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 	keys := keyClientMap(kcs)
 	fl := env.buildFleet(cfg)
 	var installed atomic.Bool
+	var fetchers []*ocspFetcher
 	release := func() {
+		env.releaseOCSP(fetchers)
 		if !installed.Load() {
 			env.dropFleet(fl) // a refused reload: the running fleet stays
 		}
@@ -399,7 +411,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		release()
 		return nil, err
 	}
-	sites, err := buildSites(env, build, eng.o, keys, tickets, fl, cfg)
+	sites, err := buildSites(env, build, eng.o, keys, tickets, fl, cfg, &fetchers)
 	if err != nil {
 		release()
 		return nil, err
@@ -420,6 +432,7 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 		env.useEngine(eng)
 		env.useKeyClients(kcs)
 		env.pruneStores(build)
+		env.reportOCSP(cfg, fetchers)
 		env.mu.Lock()
 		env.proxy = px
 		env.mu.Unlock()
@@ -452,12 +465,12 @@ func Build(cfg *conf.Config, env *Env) (*Generation, error) {
 }
 
 // buildSites builds the handshake site of every configured site, by name.
-func buildSites(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, fl fleetState, cfg *conf.Config) (map[string]*frontdoor.Site, error) {
+func buildSites(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, fl fleetState, cfg *conf.Config, ocsp *[]*ocspFetcher) (map[string]*frontdoor.Site, error) {
 	var errs []error
 	sites := map[string]*frontdoor.Site{}
 	for i := range cfg.Sites {
 		s := &cfg.Sites[i]
-		hs, err := buildSite(env, build, off, keys, tickets, fl, cfg, s)
+		hs, err := buildSite(env, build, off, keys, tickets, fl, cfg, s, ocsp)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
 			continue
@@ -613,13 +626,13 @@ func handshakeBytes(l *conf.Listener) int64 {
 	return int64(l.MaxHandshakeBytes)
 }
 
-func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, fl fleetState, cfg *conf.Config, s *conf.Site) (*frontdoor.Site, error) {
+func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*keyserver.Client, tickets ticket.Source, fl fleetState, cfg *conf.Config, s *conf.Site, ocsp *[]*ocspFetcher) (*frontdoor.Site, error) {
 	m := &s.Material
 	alpn := s.ALPN
 	if alpn == nil && s.Stream == nil {
 		alpn = []string{"h2", "http/1.1"}
 	}
-	b := &siteBuild{env: env, build: build, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets, fleet: fl}
+	b := &siteBuild{env: env, build: build, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets, fleet: fl, ocsp: ocsp}
 	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s)}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {
@@ -650,10 +663,14 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 		// an operation queued for a handshake past its deadline is
 		// dropped, not computed.
 		key := off.Wrap(m.TLS.Key, frontdoor.FamilyTLS)
+		// The OCSP response is read, never fetched, here: a handshake
+		// does not wait for a responder.
+		ocspStaple := b.siteStaple(s)
 		tc := &tls.Config{
 			GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 				c := cert
 				c.PrivateKey = smkey.WithContext(hi.Context(), key)
+				c.OCSPStaple = ocspStaple()
 				return &c, nil
 			},
 			MinVersion: m.TLSMinVersion,

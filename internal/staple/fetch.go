@@ -1,0 +1,243 @@
+package staple
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ocsp"
+)
+
+// Defaults of a Fetcher's bounds.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultMinRetry = time.Minute
+	DefaultMaxRetry = time.Hour
+)
+
+// client is the HTTP client of Fetchers that name none: responders are
+// asked seldom, so no connection is kept, and a few redirects are
+// followed (some CAs move their responders behind one).
+var client = &http.Client{
+	Transport: &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DisableKeepAlives:      true,
+		TLSHandshakeTimeout:    DefaultTimeout,
+		ResponseHeaderTimeout:  DefaultTimeout,
+		MaxResponseHeaderBytes: 16 << 10,
+	},
+	CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+		if len(via) >= 3 {
+			return errors.New("more than 3 redirects")
+		}
+		return nil
+	},
+}
+
+// A Fetcher keeps a verified OCSP response for one certificate, asked of
+// the certificate's responder by Run in the background: a handshake only
+// reads the last good response (Current), so a slow or dead responder
+// delays none. A response is refreshed halfway between its thisUpdate and
+// nextUpdate; a failed fetch keeps the last good response until its
+// nextUpdate and is retried, backing off from MinRetry to MaxRetry.
+type Fetcher struct {
+	Leaf, Issuer *x509.Certificate
+	// URL is the responder's (the certificate's AIA OCSP URL).
+	URL string
+	// Client makes the requests; nil for a default one.
+	Client *http.Client
+	// Timeout bounds one fetch, redirects and body included; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// MinRetry and MaxRetry bound the wait before a retry; 0 means the
+	// defaults.
+	MinRetry, MaxRetry time.Duration
+	Log                *slog.Logger
+	// Report, when set, is told of every change of the stapled response:
+	// its nextUpdate, zero when none is stapled any more.
+	Report func(nextUpdate time.Time)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	cur      atomic.Pointer[Staple]
+	kickOnce sync.Once
+	kick     chan struct{}
+}
+
+func (f *Fetcher) kicks() chan struct{} {
+	f.kickOnce.Do(func() { f.kick = make(chan struct{}, 1) })
+	return f.kick
+}
+
+// Retry makes Run fetch now instead of waiting out its backoff (a reload
+// that found the responder failing may come after it was fixed).
+func (f *Fetcher) Retry() {
+	select {
+	case f.kicks() <- struct{}{}:
+	default:
+	}
+}
+
+func (f *Fetcher) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Current returns the response to staple now: nil when none was fetched
+// or the last good one is past its nextUpdate.
+func (f *Fetcher) Current() []byte { return f.cur.Load().At(f.now()) }
+
+// Stapled returns the response kept, nil for none.
+func (f *Fetcher) Stapled() *Staple { return f.cur.Load() }
+
+// set replaces the kept response and reports the change.
+func (f *Fetcher) set(s *Staple) {
+	f.cur.Store(s)
+	if f.Report != nil {
+		var next time.Time
+		if s != nil {
+			next = s.NextUpdate
+		}
+		f.Report(next)
+	}
+}
+
+// expire drops the kept response when it is past its nextUpdate.
+func (f *Fetcher) expire() {
+	if s := f.cur.Load(); s != nil && s.At(f.now()) == nil {
+		f.set(nil)
+	}
+}
+
+// Refresh fetches and verifies a response once. On success it keeps the
+// response and returns when to refresh it; on failure the last good
+// response stays.
+func (f *Fetcher) Refresh(ctx context.Context) (next time.Time, err error) {
+	f.expire()
+	der, err := f.fetch(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := f.now()
+	resp, err := Verify(der, f.Leaf, f.Issuer, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("OCSP response from %s refused: %w", f.URL, err)
+	}
+	f.set(&Staple{DER: der, NextUpdate: resp.NextUpdate})
+	return refreshAt(resp, now, f.minRetry(), f.maxRetry()), nil
+}
+
+// refreshAt is when to refresh resp: halfway through its validity, but
+// not sooner than min from now; max from now when it gives no nextUpdate.
+func refreshAt(resp *ocsp.Response, now time.Time, min, max time.Duration) time.Time {
+	if resp.NextUpdate.IsZero() {
+		return now.Add(max)
+	}
+	at := resp.ThisUpdate.Add(resp.NextUpdate.Sub(resp.ThisUpdate) / 2)
+	if at.Before(now.Add(min)) {
+		at = now.Add(min)
+	}
+	return at
+}
+
+func (f *Fetcher) minRetry() time.Duration {
+	if f.MinRetry > 0 {
+		return f.MinRetry
+	}
+	return DefaultMinRetry
+}
+
+func (f *Fetcher) maxRetry() time.Duration {
+	if f.MaxRetry > 0 {
+		return max(f.MaxRetry, f.minRetry())
+	}
+	return max(DefaultMaxRetry, f.minRetry())
+}
+
+// fetch POSTs an OCSP request for the certificate (RFC 6960 Appendix A.1)
+// and returns the body of a 200 response, at most MaxResponse bytes,
+// within Timeout.
+func (f *Fetcher) fetch(ctx context.Context) ([]byte, error) {
+	req, err := ocsp.CreateRequest(f.Leaf, f.Issuer, nil)
+	if err != nil {
+		return nil, err
+	}
+	timeout := f.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, f.URL, bytes.NewReader(req))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/ocsp-request")
+	hr.Header.Set("Accept", "application/ocsp-response")
+	c := f.Client
+	if c == nil {
+		c = client
+	}
+	res, err := c.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("OCSP responder: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("OCSP responder %s answered %s", f.URL, res.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, MaxResponse+1))
+	if err != nil {
+		return nil, fmt.Errorf("OCSP responder %s: %w", f.URL, err)
+	}
+	if len(body) > MaxResponse {
+		return nil, fmt.Errorf("OCSP responder %s sent more than %d bytes", f.URL, MaxResponse)
+	}
+	return body, nil
+}
+
+// Run refreshes the response until ctx is done: at once, then as Refresh
+// says, retrying failures with backoff, and dropping the kept response at
+// its nextUpdate when no refresh replaced it.
+func (f *Fetcher) Run(ctx context.Context) {
+	retry := f.minRetry()
+	for {
+		next, err := f.Refresh(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		now := f.now()
+		var wait time.Duration
+		if err != nil {
+			if f.Log != nil {
+				f.Log.Warn("OCSP stapling: no new response", "responder", f.URL, "err", err, "retry_in", retry)
+			}
+			wait = retry
+			retry = min(2*retry, f.maxRetry())
+		} else {
+			wait, retry = next.Sub(now), f.minRetry()
+		}
+		if s := f.cur.Load(); s != nil && !s.NextUpdate.IsZero() {
+			wait = min(wait, s.NextUpdate.Sub(now))
+		}
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-f.kicks():
+			t.Stop()
+		}
+	}
+}

@@ -1,0 +1,107 @@
+// Package staple checks and fetches the OCSP responses (RFC 6960) that
+// gmproxy staples to its ordinary TLS certificates (RFC 6066 §8): a
+// response from a file (nginx's ssl_stapling_file) or one fetched from the
+// responder named by the certificate's Authority Information Access
+// extension and refreshed in the background (ssl_stapling on). Every
+// response is verified before it is stapled: a client that checks the
+// staple would otherwise refuse the handshake (a revoked or stale
+// response), and one that does not would be told nothing true.
+package staple
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/crypto/ocsp"
+)
+
+// MaxResponse is the largest OCSP response accepted, from a file or a
+// responder: a response for one certificate with its responder's
+// certificate is a few KiB.
+const MaxResponse = 64 << 10
+
+// Skew is how far in the future a response's thisUpdate may be, for the
+// clocks of the responder and gmproxy that disagree a little.
+const Skew = 5 * time.Minute
+
+// Verify parses der as an OCSP response for leaf, issued by issuer, and
+// checks that it can be stapled at now: signed by issuer or by a responder
+// issuer delegated to (RFC 6960 §4.2.2.2), about leaf's serial number,
+// status good, and current (thisUpdate not after now, nextUpdate, when
+// present, after now; RFC 6960 §4.2.2.1).
+func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Response, error) {
+	if len(der) > MaxResponse {
+		return nil, fmt.Errorf("the response is %d bytes, over %d", len(der), MaxResponse)
+	}
+	// Signatures are checked below, against issuer (the parser checks
+	// only that an embedded responder certificate signed the response).
+	resp, err := ocsp.ParseResponseForCert(der, leaf, nil)
+	if err != nil {
+		return nil, fmt.Errorf("not an OCSP response for the certificate: %w", err)
+	}
+	if resp.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
+		return nil, fmt.Errorf("the response is about serial number %x, not the certificate's %x", resp.SerialNumber, leaf.SerialNumber)
+	}
+	if err := checkSigner(resp, issuer, now); err != nil {
+		return nil, err
+	}
+	switch resp.Status {
+	case ocsp.Good:
+	case ocsp.Revoked:
+		return nil, fmt.Errorf("the certificate is revoked (since %s, reason %d)", resp.RevokedAt.UTC().Format(time.RFC3339), resp.RevocationReason)
+	default:
+		return nil, errors.New("the responder does not know the certificate (status unknown)")
+	}
+	if now.Add(Skew).Before(resp.ThisUpdate) {
+		return nil, fmt.Errorf("the response is not valid before %s (thisUpdate)", resp.ThisUpdate.UTC().Format(time.RFC3339))
+	}
+	if !resp.NextUpdate.IsZero() && !now.Before(resp.NextUpdate) {
+		return nil, fmt.Errorf("the response expired at %s (nextUpdate)", resp.NextUpdate.UTC().Format(time.RFC3339))
+	}
+	return resp, nil
+}
+
+// checkSigner checks that issuer signed resp, itself or through a
+// certificate it issued for OCSP signing that resp carries.
+func checkSigner(resp *ocsp.Response, issuer *x509.Certificate, now time.Time) error {
+	d := resp.Certificate
+	if d == nil {
+		if err := resp.CheckSignatureFrom(issuer); err != nil {
+			return fmt.Errorf("the response is not signed by the certificate's issuer %q: %v", issuer.Subject.CommonName, err)
+		}
+		return nil
+	}
+	// The parser checked that d signed the response.
+	if bytes.Equal(d.Raw, issuer.Raw) {
+		return nil
+	}
+	if err := d.CheckSignatureFrom(issuer); err != nil {
+		return fmt.Errorf("the response's signer %q is not issued by the certificate's issuer %q: %v", d.Subject.CommonName, issuer.Subject.CommonName, err)
+	}
+	if !slices.Contains(d.ExtKeyUsage, x509.ExtKeyUsageOCSPSigning) {
+		return fmt.Errorf("the response's signer %q lacks extendedKeyUsage OCSPSigning: the issuer did not delegate OCSP to it", d.Subject.CommonName)
+	}
+	if now.Before(d.NotBefore) || now.After(d.NotAfter) {
+		return fmt.Errorf("the response's signer certificate %q is valid only from %s to %s", d.Subject.CommonName, d.NotBefore.UTC().Format(time.RFC3339), d.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Staple is a verified response with the time it stops being stapled.
+type Staple struct {
+	DER        []byte
+	NextUpdate time.Time // zero: none given
+}
+
+// At returns the response to staple at now: nil past its nextUpdate (a
+// client that checks would refuse the handshake) or for no response.
+func (s *Staple) At(now time.Time) []byte {
+	if s == nil || !s.NextUpdate.IsZero() && !now.Before(s.NextUpdate) {
+		return nil
+	}
+	return s.DER
+}

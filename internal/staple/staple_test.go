@@ -1,0 +1,246 @@
+package staple
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ocsp"
+
+	"github.com/gmproxy/gmproxy/internal/staple/ocsptest"
+)
+
+// TestVerify: a response is stapled only when the certificate's issuer
+// signed it, itself or through a responder certificate it issued for OCSP
+// signing, about the certificate's serial, with status good, and current.
+func TestVerify(t *testing.T) {
+	p := ocsptest.New(t)
+	now := time.Now()
+	this, next := now.Add(-time.Minute), now.Add(time.Hour)
+	good := ocsp.Response{Status: ocsp.Good, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: this, NextUpdate: next}
+	with := func(f func(*ocsp.Response)) ocsp.Response { r := good; f(&r); return r }
+	delegate, dkey := p.Delegate(t, true, now.Add(-time.Hour), now.Add(time.Hour))
+	notDelegated, nkey := p.Delegate(t, false, now.Add(-time.Hour), now.Add(time.Hour))
+	expiredDelegate, ekey := p.Delegate(t, true, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	otherCA, otherKey := ocsptest.NewCA(t, "Other CA")
+	otherDelegate, odkey := ocsptest.Issue(t, otherCA, otherKey, &x509.Certificate{
+		SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "OCSP Responder"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageOCSPSigning},
+	})
+	for _, c := range []struct {
+		name string
+		der  []byte
+		want string // "" for stapled, else part of the error
+	}{
+		{"signed by the issuer", p.Sign(t, good, nil, nil), ""},
+		{"signed by the issuer, embedded", p.Sign(t, good, p.CA, p.CAKey), ""},
+		{"delegated responder", p.Sign(t, good, delegate, dkey), ""},
+		{"no nextUpdate", p.Sign(t, with(func(r *ocsp.Response) { r.NextUpdate = time.Time{} }), nil, nil), ""},
+		{"signed by another CA", p.Sign(t, good, otherCA, otherKey), "not issued by the certificate's issuer"},
+		{"signed by another CA's key without its certificate", signWithKey(t, p, good, otherKey), "not signed by the certificate's issuer"},
+		{"responder of another CA", p.Sign(t, good, otherDelegate, odkey), "not issued by the certificate's issuer"},
+		{"responder not delegated OCSP", p.Sign(t, good, notDelegated, nkey), "lacks extendedKeyUsage OCSPSigning"},
+		{"responder certificate expired", p.Sign(t, good, expiredDelegate, ekey), "valid only from"},
+		{"another serial", p.Sign(t, with(func(r *ocsp.Response) { r.SerialNumber = big.NewInt(42) }), nil, nil), "no response matching"},
+		{"revoked", p.Sign(t, with(func(r *ocsp.Response) { r.Status, r.RevokedAt = ocsp.Revoked, this }), nil, nil), "revoked"},
+		{"unknown", p.Sign(t, with(func(r *ocsp.Response) { r.Status = ocsp.Unknown }), nil, nil), "status unknown"},
+		{"expired", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(-2*time.Hour), now.Add(-time.Second) }), nil, nil), "expired"},
+		{"not yet valid", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(time.Hour), now.Add(2*time.Hour) }), nil, nil), "not valid before"},
+		{"garbage", []byte("not DER"), "not an OCSP response"},
+		{"too large", make([]byte, MaxResponse+1), "over"},
+		{"try later", ocsp.TryLaterErrorResponse, "not an OCSP response"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := Verify(c.der, p.Leaf, p.CA, now)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want == "" && resp.Status != ocsp.Good:
+				t.Fatalf("status %d", resp.Status)
+			case c.want != "" && err == nil:
+				t.Fatalf("accepted, want an error with %q", c.want)
+			case c.want != "" && !strings.Contains(err.Error(), c.want):
+				t.Fatalf("error %q, want %q in it", err, c.want)
+			}
+		})
+	}
+}
+
+// TestVerifySerialOfSingleResponse: a single response about another
+// certificate of the same issuer is refused even when found without the
+// certificate (the serial check does not rest on the parser's choice).
+func TestVerifySerialOfSingleResponse(t *testing.T) {
+	p := ocsptest.New(t)
+	now := time.Now()
+	other := *p.Leaf
+	other.SerialNumber = big.NewInt(43)
+	der := p.Sign(t, ocsp.Response{Status: ocsp.Good, SerialNumber: other.SerialNumber, ThisUpdate: now, NextUpdate: now.Add(time.Hour)}, nil, nil)
+	if _, err := Verify(der, &other, p.CA, now); err != nil {
+		t.Fatalf("the response of serial 43 for serial 43: %v", err)
+	}
+	if _, err := Verify(der, p.Leaf, p.CA, now); err == nil {
+		t.Fatal("the response of serial 43 stapled for the leaf")
+	}
+}
+
+// signWithKey signs a response with key and the CA's name as responder,
+// carrying no certificate: a forgery the issuer's signature check catches.
+func signWithKey(t *testing.T, p *ocsptest.PKI, tmpl ocsp.Response, key crypto.Signer) []byte {
+	t.Helper()
+	der, err := ocsp.CreateResponse(p.CA, p.CA, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// clock is a test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+func (c *clock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// TestFetcher: the fetcher asks the certificate's responder, staples a
+// verified response, replaces it at a refresh, keeps it while the
+// responder is down or answers a bad response, and drops it at its
+// nextUpdate.
+func TestFetcher(t *testing.T) {
+	p := ocsptest.New(t)
+	start := time.Now().Truncate(time.Second) // OCSP times have seconds
+	clk := &clock{t: start}
+	var reports []time.Time
+	f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: p.Leaf.OCSPServer[0], Now: clk.Now,
+		Report: func(next time.Time) { reports = append(reports, next) }}
+	ctx := context.Background()
+
+	if _, err := f.Refresh(ctx); err == nil || f.Current() != nil {
+		t.Fatalf("responder answering 500: err %v, staple %d bytes", err, len(f.Current()))
+	}
+	first := p.Response(t, start.Add(-time.Minute), start.Add(2*time.Hour-time.Minute))
+	p.Serve(first)
+	next, err := f.Refresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.Current(), first) {
+		t.Fatal("the fetched response is not stapled")
+	}
+	if want := start.Add(time.Hour - time.Minute); !next.Equal(want) {
+		t.Errorf("refresh at %v, want halfway, %v", next, want)
+	}
+	if len(reports) != 1 || !reports[0].Equal(start.Add(2*time.Hour-time.Minute)) {
+		t.Errorf("reports %v", reports)
+	}
+
+	// Refresh: a newer response replaces it.
+	clk.Set(next)
+	second := p.Response(t, next, next.Add(2*time.Hour))
+	p.Serve(second)
+	if _, err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.Current(), second) {
+		t.Fatal("the refreshed response is not stapled")
+	}
+
+	// A bad signature, a revoked status, a dead responder: the last good
+	// response stays.
+	_, otherKey := ocsptest.NewCA(t, "Other CA")
+	revoked := p.Sign(t, ocsp.Response{Status: ocsp.Revoked, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour), RevokedAt: next}, nil, nil)
+	for name, der := range map[string][]byte{
+		"bad signature": signWithKey(t, p, ocsp.Response{Status: ocsp.Good, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour)}, otherKey),
+		"revoked":       revoked,
+		"down":          nil,
+	} {
+		p.Serve(der)
+		if _, err := f.Refresh(ctx); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if !bytes.Equal(f.Current(), second) {
+			t.Errorf("%s: the last good response is not stapled", name)
+		}
+	}
+	p.Responder.Close()
+	if _, err := f.Refresh(ctx); err == nil || !bytes.Equal(f.Current(), second) {
+		t.Errorf("responder gone: err %v, last good response stapled: %v", err, bytes.Equal(f.Current(), second))
+	}
+
+	// Past its nextUpdate, it is no longer stapled, and the drop is
+	// reported.
+	clk.Set(next.Add(2 * time.Hour))
+	if f.Current() != nil {
+		t.Fatal("a response past its nextUpdate is stapled")
+	}
+	f.Refresh(ctx)
+	if f.Stapled() != nil || !reports[len(reports)-1].IsZero() {
+		t.Errorf("expired response kept: %v, reports %v", f.Stapled() != nil, reports)
+	}
+}
+
+// TestFetchBounded: a responder that answers more than MaxResponse bytes,
+// or not 200, gives an error, not a staple.
+func TestFetchBounded(t *testing.T) {
+	p := ocsptest.New(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/404":
+			http.NotFound(w, r)
+		case "/endless":
+			// Up to 1 GiB, until the client goes.
+			chunk := make([]byte, 64<<10)
+			for range 16 << 10 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		default:
+			w.Write(make([]byte, MaxResponse+10))
+		}
+	}))
+	defer srv.Close()
+	for _, c := range []struct{ path, want string }{
+		{"/", "more than"}, {"/endless", "more than"}, {"/404", "answered 404"},
+	} {
+		f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: srv.URL + c.path}
+		if _, err := f.Refresh(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) || f.Current() != nil {
+			t.Errorf("%s: err %v, want %q", c.path, err, c.want)
+		}
+	}
+}
+
+// TestRunStaplesAndStops: Run fetches at once in the background and ends
+// with its context.
+func TestRunStaplesAndStops(t *testing.T) {
+	p := ocsptest.New(t)
+	now := time.Now()
+	der := p.Response(t, now.Add(-time.Minute), now.Add(time.Hour))
+	p.Serve(der)
+	got := make(chan time.Time, 4)
+	f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: p.Leaf.OCSPServer[0], Report: func(n time.Time) { got <- n }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	select {
+	case <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no response fetched")
+	}
+	if !bytes.Equal(f.Current(), der) {
+		t.Fatal("not stapled")
+	}
+	cancel()
+	<-done
+}
