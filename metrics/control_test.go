@@ -58,22 +58,7 @@ func TestControlGuard(t *testing.T) {
 			before := reloads.Load()
 			req, _ := http.NewRequest("POST", tc.srv.URL+"/reload", strings.NewReader("x"))
 			req.Header.Set("Content-Type", "text/plain")
-			for i := 0; i+1 < len(tc.hdr); i += 2 {
-				if tc.hdr[i] == "Host" {
-					req.Host = tc.hdr[i+1]
-				} else {
-					req.Header.Set(tc.hdr[i], tc.hdr[i+1])
-				}
-			}
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != tc.want {
-				t.Errorf("status %d (%q), want %d", res.StatusCode, body, tc.want)
-			}
+			doWithHeaders(t, req, tc.hdr, tc.want)
 			if did := reloads.Load() - before; (did == 1) != (tc.want == 200) {
 				t.Errorf("%d reloads, want them only when allowed", did)
 			}
@@ -113,25 +98,33 @@ func TestDebugGuard(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest("GET", tc.srv.URL+"/debug/pprof/cmdline", nil)
-			for i := 0; i+1 < len(tc.hdr); i += 2 {
-				if tc.hdr[i] == "Host" {
-					req.Host = tc.hdr[i+1]
-				} else {
-					req.Header.Set(tc.hdr[i], tc.hdr[i+1])
-				}
-			}
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != tc.want {
-				t.Errorf("status %d (%q), want %d", res.StatusCode, body, tc.want)
-			}
+			body := doWithHeaders(t, req, tc.hdr, tc.want)
 			if leaked := strings.Contains(string(body), "metrics.test"); leaked != (tc.want == 200) {
 				t.Errorf("command line in the answer: %v, want it only when allowed (%q)", leaked, body)
 			}
 		})
 	}
+}
+
+// doWithHeaders sends req with hdr's name, value pairs set ("Host" as its
+// host), fails t unless the status is want, and returns the body.
+func doWithHeaders(t *testing.T, req *http.Request, hdr []string, want int) []byte {
+	t.Helper()
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != want {
+		t.Errorf("status %d (%q), want %d", res.StatusCode, body, want)
+	}
+	return body
 }

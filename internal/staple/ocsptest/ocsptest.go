@@ -85,15 +85,7 @@ func NewCA(t testing.TB, name string) (*x509.Certificate, crypto.Signer) {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, key
+	return sign(t, tmpl, tmpl, key, key), key
 }
 
 // Issue makes a certificate from tmpl, with a new ECDSA key, signed by
@@ -104,7 +96,14 @@ func Issue(t testing.TB, ca *x509.Certificate, caKey crypto.Signer, tmpl *x509.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	return sign(t, tmpl, ca, key, caKey), key
+}
+
+// sign makes the certificate tmpl of key's public half, signed by
+// parent's key.
+func sign(t testing.TB, tmpl, parent *x509.Certificate, key, parentKey crypto.Signer) *x509.Certificate {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func Issue(t testing.TB, ca *x509.Certificate, caKey crypto.Signer, tmpl *x509.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, key
+	return c
 }
 
 // Delegate issues a responder certificate under the CA, for OCSP signing
