@@ -199,7 +199,7 @@ type Listener struct {
 	// HTTP: "close" closes it; "redirect" answers 308 to https:// on the same
 	// host and path. Default close.
 	PlainHTTP string `yaml:"plain_http"`
-	// Sites are the names (Site.Name) of the sites served on this listener.
+	// Sites are the names (sites[].name) of the sites served on this listener.
 	// Default: every site.
 	Sites []string `yaml:"sites"`
 	// DefaultSite is the name of the site used when the client sends no SNI
@@ -260,8 +260,8 @@ type HTTPServer struct {
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 	// SendTimeout is the longest wait between two successive writes of a
 	// response to the client (like nginx send_timeout); past it the
-	// response is cut. 0 means no limit. Default 60s. BodyTimeout and
-	// SendTimeout move their deadline at most every eighth of their
+	// response is cut. 0 means no limit. Default 60s. body_timeout and
+	// send_timeout move their deadline at most every eighth of their
 	// value, so a client is cut after between the value and 9/8 of it.
 	// A kept-alive HTTP/1.1 connection keeps its send deadline between
 	// requests. An HTTP/2 connection that takes no byte for this long is
@@ -297,9 +297,9 @@ type HTTPServer struct {
 	// have N times as many). 0 means unlimited. Default 1024 (as many as
 	// the default max_connections_per_client allows over HTTP/1.1).
 	MaxRequestsPerClient int `yaml:"max_requests_per_client"`
-	// RequestBuffer: a request body whose length the client declares
-	// (Content-Length) and that is at most this size is read whole before
-	// the request goes to a target (as nginx's proxy_request_buffering), so
+	// RequestBuffer is the largest request body read whole first: a body
+	// whose length the client declares (Content-Length) and that is at most
+	// this size is read whole before the request goes to a target (as nginx's proxy_request_buffering), so
 	// that a slow upload, a form posted over a poor mobile link, holds no
 	// target connection and no backend worker while it trickles in. Longer
 	// bodies, and bodies of undeclared length (chunked; HTTP/2 without
@@ -317,7 +317,7 @@ type HTTPServer struct {
 // Site is one virtual host: certificates per protocol, client
 // authentication, and what to do with the traffic (routes or a TCP stream).
 type Site struct {
-	// Name identifies the site in logs, metrics and Listener.Sites.
+	// Name identifies the site in logs, metrics and listeners[].sites.
 	// Default: the first server name, or "site<N>" (N counting from 1).
 	Name string `yaml:"name"`
 	// ServerNames are the host names (SNI) this site answers: exact names
@@ -1128,8 +1128,8 @@ type Compress struct {
 	// application/javascript, application/json, application/xml,
 	// application/manifest+json, application/ld+json, image/svg+xml.
 	Types []string `yaml:"types"`
-	// MinLength: a response declaring a shorter Content-Length goes as it
-	// is. Default 1KiB.
+	// MinLength is the shortest response compressed: a response declaring a
+	// shorter Content-Length goes as it is. Default 1KiB.
 	MinLength ByteSize `yaml:"min_length"`
 	// Level is gzip's, 1 (fastest) to 9 (smallest). Default 5.
 	Level int `yaml:"level"`
@@ -1201,7 +1201,7 @@ type RateLimit struct {
 	// the interval between requests, 1 + burst requests pass at once.
 	// Default 0: one request, then one per interval.
 	Burst int `yaml:"burst"`
-	// Zone, when set, names an allowance the routes that name it share: a
+	// Zone is the name of an allowance the routes that name it share: a
 	// client's requests to any of them count against one (a login form
 	// and its API behind two routes). Every route of a zone must give it
 	// the same rate and burst. Default: the route's own.
@@ -1371,14 +1371,14 @@ type Admin struct {
 	// Pprof serves /debug/pprof/ (with workers, the supervisor's own, and
 	// worker N's under /workers/N/debug/pprof/). A reload applies it.
 	// As POST /reload, it refuses a Host other than an IP address,
-	// localhost or the host name of Address (DNS rebinding), and requests
+	// localhost or the host name of address (DNS rebinding), and requests
 	// a browser marks as sent by another site's page (Sec-Fetch-Site).
 	// Default false.
 	Pprof bool `yaml:"pprof"`
-	// ControlAddress, when set, serves POST /reload on this address only
-	// (host:port, or unix:/path for a Unix socket) and not on Address, so
+	// ControlAddress is the address that, when set, serves POST /reload
+	// (host:port, or unix:/path for a Unix socket) in place of address, so
 	// that whoever may scrape /metrics cannot reload. Default: POST /reload
-	// on Address. A relative unix: path is resolved against the
+	// on address. A relative unix: path is resolved against the
 	// configuration file's folder; Linux's abstract sockets (unix:@name),
 	// which have no file permissions, are refused. Changing it needs a restart (each reload warns until
 	// then).
@@ -1534,8 +1534,8 @@ type KeyServerFile struct {
 	// 0600, so that only the key server's user may connect, unless
 	// listen_group is set; no TLS). Required.
 	Listen string `yaml:"listen"`
-	// ListenGroup, with a unix: listen, is a group (name or number) whose
-	// members may connect too: the socket gets that group and mode 0660.
+	// ListenGroup is a group (name or number) whose members may connect
+	// too, with a unix: listen: the socket gets that group and mode 0660.
 	// The key server's user must be a member, and so must gmproxy's: with
 	// the systemd units, whose users are made at start (DynamicUser),
 	// create the group (groupadd gmproxy-keys) and add

@@ -58,6 +58,8 @@ type refGen struct {
 	structs  map[string]*ast.StructType
 	typeDocs map[string]string // struct name → its doc comment
 	missing  []string          // keys without documentation
+	goNames  []string          // keys whose documentation names Go fields
+	fieldSet map[string]bool   // Go names of the fields that have a key
 	out      strings.Builder
 	queue    []refSection
 }
@@ -94,6 +96,14 @@ func reference() (string, error) {
 			}
 		}
 	}
+	g.fieldSet = map[string]bool{}
+	for _, st := range g.structs {
+		for _, f := range st.Fields.List {
+			if len(f.Names) > 0 && f.Tag != nil && strings.Contains(f.Tag.Value, `yaml:"`) && !strings.Contains(f.Tag.Value, `yaml:"-"`) {
+				g.fieldSet[f.Names[0].Name] = true
+			}
+		}
+	}
 	g.out.WriteString("# Configuration reference\n\n")
 	g.out.WriteString(wrap("Every key of the YAML file, by section; \"[]\" marks a list of sections. Durations are written like 500ms, 10s, 5m, 1h (at most 100 years); sizes like 4096, 64KiB, 10MiB; whole numbers in decimal, without a leading 0 (which YAML 1.1 reads as octal). Relative file names resolve against the folder of the configuration file. This reference is generated from the field documentation in config.go.", 76, "") + "\n")
 	g.section(refSection{"top level", "Config"})
@@ -101,6 +111,9 @@ func reference() (string, error) {
 	g.section(refSection{"keyserver", "KeyServerFile"})
 	if len(g.missing) > 0 {
 		return "", fmt.Errorf("keys without documentation in config.go: %s", strings.Join(g.missing, ", "))
+	}
+	if len(g.goNames) > 0 {
+		return "", fmt.Errorf("documentation in config.go that names Go fields where the reader writes keys (write the YAML key, e.g. request_buffer, listeners[].sites): %s", strings.Join(g.goNames, "; "))
 	}
 	return g.out.String(), nil
 }
@@ -160,8 +173,47 @@ func (g *refGen) fields(s refSection, st *ast.StructType) {
 		if name := f.Names[0].Name; strings.HasPrefix(docText, name+" ") {
 			docText = key + docText[len(name):]
 		}
+		if n := g.goName(f.Names[0].Name, docText); n != "" {
+			g.goNames = append(g.goNames, s.path+"."+key+": "+n)
+		}
 		g.out.WriteString(wrap(fmt.Sprintf("  - %s (%s): %s", key, kind, docText), 76, "    "))
 	}
+}
+
+// goWord is a word that may be a Go name: Field, or Type.Field.
+var goWord = regexp.MustCompile(`(^|[^A-Za-z0-9_.-])([A-Z][A-Za-z0-9]*(?:\.[A-Z][A-Za-z0-9]*)?)`)
+
+// goName returns a Go name that the documentation of field name shows the
+// reader, who only ever writes YAML keys: the field's own name beginning
+// it ("Zone, when set"; the reference turns only "Zone is" into the key),
+// a field of a configuration struct written as Type.Field, a CamelCase
+// field name, or any field name in mid-sentence ("not on Address").
+func (g *refGen) goName(name, doc string) string {
+	if strings.HasPrefix(doc, name) {
+		return name
+	}
+	for _, m := range goWord.FindAllStringSubmatchIndex(doc, -1) {
+		w := doc[m[4]:m[5]]
+		if typ, field, ok := strings.Cut(w, "."); ok {
+			if _, isStruct := g.structs[typ]; isStruct && g.fieldSet[field] {
+				return w
+			}
+			continue
+		}
+		if !g.fieldSet[w] || strings.ToUpper(w) == w || w == "Host" || w == "Cluster" {
+			continue // not a field, an acronym (TLS), the Host field or Redis Cluster
+		}
+		if strings.ContainsAny(w[1:], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			return w
+		}
+		// A one-word name counts in mid-sentence only: "Required." opens
+		// sentences.
+		before := strings.TrimRight(doc[:m[4]], " ")
+		if before != "" && !strings.HasSuffix(before, ".") && !strings.HasSuffix(before, ":") && !strings.HasSuffix(before, "(") {
+			return w
+		}
+	}
+	return ""
 }
 
 func typeName(e ast.Expr) string {
