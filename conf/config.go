@@ -911,7 +911,7 @@ type Keepalive struct {
 	MaxConns int `yaml:"max_conns"`
 }
 
-// Timeouts towards upstream targets.
+// Timeouts bound the waits towards upstream targets.
 type Timeouts struct {
 	// Connect bounds connecting to a target and then, for an encrypted
 	// protocol, its TLS/TLCP handshake again (as nginx's
@@ -928,8 +928,10 @@ type Timeouts struct {
 	Idle time.Duration `yaml:"idle"`
 	// Read is the longest wait between two successive reads of a response
 	// body from a target (like nginx proxy_read_timeout); past it the
-	// response is cut, so the client sees it end early, and the target
-	// counts a failure. 0 means no limit. Default 60s. The wait allowed
+	// response is cut, so the client sees it end early (504 when none of
+	// it had left the proxy). The target is not charged a failure, as
+	// nginx's max_fails does not count it: a quiet stream (a gRPC watch,
+	// an event stream) is no sign of a failing target. 0 means no limit. Default 60s. The wait allowed
 	// is between the value and 9/8 of it.
 	Read time.Duration `yaml:"read"`
 	// Write is the longest a target may go without taking more of a
@@ -1340,7 +1342,7 @@ type StoreTLS struct {
 	Config *tls.Config `yaml:"-"`
 }
 
-// FleetTicketKeys are ticket keys agreed on through the store
+// FleetTicketKeys agrees on the ticket keys through the store
 // (sessions.ticket_keys).
 type FleetTicketKeys struct {
 	// Store is where the keys live: redis (sessions.store). Required.

@@ -1045,7 +1045,7 @@
 //
 // # upstreams[].timeouts
 //
-// This section towards upstream targets.
+// This section bound the waits towards upstream targets.
 //
 //   - connect (duration): connect bounds connecting to a target and then, for
 //     an encrypted protocol, its TLS/TLCP handshake again (as nginx's
@@ -1059,9 +1059,11 @@
 //     must be positive. Default 90s.
 //   - read (duration): read is the longest wait between two successive reads of
 //     a response body from a target (like nginx proxy_read_timeout); past it
-//     the response is cut, so the client sees it end early, and the target
-//     counts a failure. 0 means no limit. Default 60s. The wait allowed is
-//     between the value and 9/8 of it.
+//     the response is cut, so the client sees it end early (504 when none of
+//     it had left the proxy). The target is not charged a failure, as nginx's
+//     max_fails does not count it: a quiet stream (a gRPC watch, an event
+//     stream) is no sign of a failing target. 0 means no limit. Default 60s.
+//     The wait allowed is between the value and 9/8 of it.
 //   - write (duration): write is the longest a target may go without taking
 //     more of a request, its head or body (like nginx proxy_send_timeout): a
 //     target that stops reading a request body would otherwise hold the
@@ -1256,7 +1258,7 @@
 //
 // # sessions.ticket_keys
 //
-// This section are ticket keys agreed on through the store
+// This section agrees on the ticket keys through the store
 // (sessions.ticket_keys).
 //
 //   - store (string): store is where the keys live: redis (sessions.store).
