@@ -51,7 +51,7 @@ type getOptions struct {
 
 const getUsage = "usage: gmproxy get [-ntls|-tls13sm|-tls|-tls1_2|-tls1_3] [--cacert FILE] [-sign_cert F -sign_key F -enc_cert F -enc_key F | -cert F -key F] [-pass SRC]\n" +
 	"                  [-servername NAME] [-cipher NAME] [-connect HOST:PORT | --resolve HOST:PORT:ADDR] [-h2] [-k] [-i] [-I] [-v]\n" +
-	"                  [-X METHOD] [-H 'Name: value'] [-d DATA|@FILE] [-o FILE] URL   (flags may also follow the URL)"
+	"                  [-X METHOD] [-H 'Name: value'] [-d DATA|@FILE] [-o FILE] [-q] [-timeout DURATION] URL   (flags may also follow the URL)"
 
 func runGet(args []string, stdout, stderr io.Writer) int {
 	var o getOptions

@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -139,6 +140,45 @@ func TestEveryCommandHelp(t *testing.T) {
 			}
 			if !strings.HasPrefix(errb.String()+out.String(), "usage: gmproxy "+name) {
 				t.Errorf("%s %s: no synopsis:\n%s%s", name, h, out.String(), errb.String())
+			}
+		}
+	}
+}
+
+// TestSynopsisNamesEveryFlag: the synopsis that -help prints first names
+// every flag the command takes (as -name or curl's --name), unless it says
+// "[flags]" or the flag is another spelling of one it names ("the same
+// as"): a flag left out of the synopsis is one an operator reading it does
+// not know of.
+func TestSynopsisNamesEveryFlag(t *testing.T) {
+	flagLine := regexp.MustCompile(`^  -([A-Za-z0-9_-]+)`)
+	for name := range commands {
+		var out, errb bytes.Buffer
+		dispatch([]string{name, "-help"}, &out, &errb)
+		help := errb.String() + out.String()
+		var synopsis strings.Builder
+		lines := strings.Split(help, "\n")
+		i := 0
+		for ; i < len(lines) && !flagLine.MatchString(lines[i]); i++ {
+			synopsis.WriteString(lines[i] + "\n")
+		}
+		if strings.Contains(synopsis.String(), "[flags]") {
+			continue
+		}
+		for ; i < len(lines); i++ {
+			m := flagLine.FindStringSubmatch(lines[i])
+			if m == nil {
+				continue
+			}
+			usage := ""
+			if i+1 < len(lines) && !flagLine.MatchString(lines[i+1]) {
+				usage = lines[i+1]
+			}
+			if strings.Contains(usage, "the same as") {
+				continue
+			}
+			if !regexp.MustCompile(`(^|[\s\[|])--?` + regexp.QuoteMeta(m[1]) + `($|[\s\]|])`).MatchString(synopsis.String()) {
+				t.Errorf("gmproxy %s: the synopsis does not name -%s:\n%s", name, m[1], synopsis.String())
 			}
 		}
 	}

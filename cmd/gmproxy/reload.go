@@ -26,7 +26,7 @@ func init() {
 // or with SIGHUP to the process named by a pid file, which cannot tell.
 func reloadMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("reload", stderr,
-		"usage: gmproxy reload [-c FILE | -admin ADDR | -pid FILE]",
+		"usage: gmproxy reload [-c FILE | -admin ADDR | -pid FILE] [-token-file FILE] [-timeout DURATION]",
 		"  -c FILE reads the admin address from the configuration; -admin and -c report whether the",
 		"  new configuration was taken (exit 1 when refused); -pid only signals (the log says the outcome).")
 	file := fs.String("c", "", "configuration `file` of the running gmproxy: its admin control address (else admin address) and token file are used")
