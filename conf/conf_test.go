@@ -302,3 +302,36 @@ upstreams:
 		t.Errorf("passive from a merge list: max_fails %d, fail_window %v; want 3 and %v: the earlier mapping's section whole", list.MaxFails, list.FailWindow, plain.FailWindow)
 	}
 }
+
+// TestNormalizedKeepsEmptyLists: gmproxy check -dump prints the effective
+// configuration, which an operator may load in place of the file: a list
+// written empty on purpose (upgrades: [], tunnel nothing) stays empty in
+// it, instead of vanishing and coming back as its default (WebSocket
+// tunnelled again), and a route that leaves upgrades out shows the default
+// it gets.
+func TestNormalizedKeepsEmptyLists(t *testing.T) {
+	const text = siteHead + `
+      - {path_prefix: /ws, upstream: a}
+      - {path_prefix: /, upstream: a, upgrades: []}
+upstreams:
+  - {name: a, targets: [127.0.0.1:8080]}
+`
+	cfg, err := Parse("testdata/good/upgrades.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm, err := cfg.Normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("testdata/good/upgrades.yaml", norm)
+	if err != nil {
+		t.Fatalf("the normalised form does not load: %v\n%s", err, norm)
+	}
+	for i, want := range [][]string{{"websocket"}, {}} {
+		got := again.Sites[0].Routes[i].Upgrades
+		if fmt.Sprint(got) != fmt.Sprint(want) || got == nil {
+			t.Errorf("route %d: upgrades %#v after the normalised form, want %q\n%s", i+1, got, want, norm)
+		}
+	}
+}

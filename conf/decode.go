@@ -973,6 +973,12 @@ func encodeFields(m *yaml.Node, v reflect.Value) {
 		if f.Type.Kind() == reflect.Struct && fv.IsZero() {
 			return // an all-default section such as proxy_protocol
 		}
+		if fv.Kind() == reflect.Slice && !fv.IsNil() && fv.Len() == 0 {
+			// Written empty on purpose (upgrades: []): left out, it would
+			// load as its default.
+			m.Content = append(m.Content, scalar(name), &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle})
+			return
+		}
 		if e := encode(fv); e != nil {
 			if e.Kind == yaml.MappingNode && len(e.Content) == 0 && f.Type.Kind() != reflect.Pointer {
 				return

@@ -278,6 +278,11 @@ func (c *Config) finish() {
 			s.ALPN = []string{"h2", "http/1.1"}
 		}
 		for j := range s.Routes {
+			if s.Routes[j].Upgrades == nil {
+				// What the proxy does with none given, written out so that
+				// check -dump shows it.
+				s.Routes[j].Upgrades = append([]string(nil), proxy.DefaultUpgrades...)
+			}
 			if s.Routes[j].Name == "" {
 				s.Routes[j].Name = fmt.Sprintf("route%d", j+1)
 				s.Routes[j].NameByPlace = true

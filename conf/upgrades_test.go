@@ -8,8 +8,8 @@ import (
 )
 
 // TestUpgradesEmptyList: `upgrades: []` is an empty list, which the proxy
-// reads as "no protocol may be tunnelled", not a missing key, which it
-// reads as the default [websocket].
+// reads as "no protocol may be tunnelled", not a missing key, which gets
+// the default [websocket].
 func TestUpgradesEmptyList(t *testing.T) {
 	path := filepath.Join("testdata", "good", "minimal.yaml")
 	data, err := os.ReadFile(path)
@@ -20,7 +20,7 @@ func TestUpgradesEmptyList(t *testing.T) {
 		route string
 		want  []string
 	}{
-		{"{path_prefix: /, upstream: app}", nil},
+		{"{path_prefix: /, upstream: app}", []string{"websocket"}},
 		{"{path_prefix: /, upstream: app, upgrades: []}", []string{}},
 		{"{path_prefix: /, upstream: app, upgrades: [websocket]}", []string{"websocket"}},
 	} {
