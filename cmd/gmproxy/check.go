@@ -56,6 +56,14 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *dump {
+		if cfg.Workers == "" {
+			// What gmproxy run makes of it here (an unset workers is no
+			// key of its own in the effective configuration).
+			cfg.Workers = "1"
+			if workersSupported {
+				cfg.Workers = conf.WorkersAuto
+			}
+		}
 		b, err := cfg.Normalized()
 		if err != nil {
 			fmt.Fprintf(stderr, "gmproxy check: %v\n", err)

@@ -49,6 +49,32 @@ func TestCheckWarningsOnly(t *testing.T) {
 	}
 }
 
+// TestCheckDumpShowsWorkers: -dump, "defaults filled in", shows the worker
+// processes an unset workers runs with on this platform (auto where the
+// worker mode exists, else 1), and a set one as written.
+func TestCheckDumpShowsWorkers(t *testing.T) {
+	b, err := os.ReadFile("../../conf/testdata/good/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("../../conf/testdata/pki")
+	text := strings.ReplaceAll(string(b), "../pki", abs)
+	want := "\nworkers: 1\n"
+	if workersSupported {
+		want = "\nworkers: auto\n"
+	}
+	for _, tc := range []struct{ extra, want string }{{"", want}, {"workers: 3\n", "\nworkers: \"3\"\n"}} {
+		f := filepath.Join(t.TempDir(), "w.yaml")
+		if err := os.WriteFile(f, []byte(text+tc.extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := ccRun("check", "-q", "-no-bind", "-dump", "-c", f)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%q: exit %d, stdout lacks %q:\n%s%s", tc.extra, code, tc.want, out, errs)
+		}
+	}
+}
+
 func TestCheckBad(t *testing.T) {
 	files, _ := filepath.Glob("../../conf/testdata/bad/*.yaml")
 	if len(files) == 0 {
