@@ -141,8 +141,10 @@ type Listener struct {
 	// tls13sm (TLS 1.3 with the RFC 8998 SM suites) and tls (ordinary TLS via
 	// crypto/tls with the site's RSA/ECDSA certificate). Default: all three.
 	Protocols []string `yaml:"protocols"`
-	// TLCPSuitesInTLSHello says what to do with a TLS ClientHello that offers
-	// only TLCP suites (E0 13 / E0 53, the 360-browser pattern): "reject"
+	// TLCPSuitesInTLSHello says what to do with a TLS ClientHello that lists
+	// TLCP suites (E0 13 / E0 53, the 360-browser pattern) and that the site
+	// cannot answer in ordinary TLS (it has no tls certificate, tls is not
+	// among protocols, or the hello offers only SM suites): "reject"
 	// answers handshake_failure so that the browser falls back to TLCP;
 	// "tlcp" answers it in TLCP directly. Default reject.
 	TLCPSuitesInTLSHello string `yaml:"tlcp_suites_in_tls_hello"`

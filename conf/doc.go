@@ -164,10 +164,11 @@
 //     suites) and tls (ordinary TLS via crypto/tls with the site's RSA/ECDSA
 //     certificate). Default: all three.
 //   - tlcp_suites_in_tls_hello (string): tlcp_suites_in_tls_hello says what to
-//     do with a TLS ClientHello that offers only TLCP suites (E0 13 / E0 53,
-//     the 360-browser pattern): "reject" answers handshake_failure so that the
-//     browser falls back to TLCP; "tlcp" answers it in TLCP directly. Default
-//     reject.
+//     do with a TLS ClientHello that lists TLCP suites (E0 13 / E0 53, the
+//     360-browser pattern) and that the site cannot answer in ordinary TLS (it
+//     has no tls certificate, tls is not among protocols, or the hello offers
+//     only SM suites): "reject" answers handshake_failure so that the browser
+//     falls back to TLCP; "tlcp" answers it in TLCP directly. Default reject.
 //   - handshake_timeout (duration): handshake_timeout bounds the time from
 //     accept to the end of the handshake (including reading a PROXY header).
 //     Default 10s.
