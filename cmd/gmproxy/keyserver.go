@@ -39,8 +39,8 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		"",
 		"Serves the SM2 private keys named in FILE (see conf/README.md, section keyserver) to",
 		"gmproxy instances whose key_servers entry points here: sign, decrypt and SM2 key",
-		"agreement over mutual TLS (or a Unix socket). SIGHUP reloads the keys; SIGTERM, SIGINT",
-		"and SIGQUIT stop it gracefully.",
+		"agreement over mutual TLS (or a Unix socket). SIGHUP reloads the keys, the clients, the",
+		"TLS certificate and client CA and the limits; SIGTERM, SIGINT and SIGQUIT stop it gracefully.",
 		"")
 	file := fs.String("c", "", "configuration `file` (YAML)")
 	checkOnly := fs.Bool("check", false, "check the configuration and the keys, and that listen and metrics_address can be bound, then exit")
