@@ -1290,14 +1290,14 @@ type SessionStore struct {
 	Type string `yaml:"type"`
 	// Addresses are host:port of the Redis server, of the Sentinels (with
 	// master_name) or of some Cluster nodes. In Kubernetes use the
-	// Service's name, e.g. redis.gmproxy.svc:6379. Required.
+	// name of the Redis service, e.g. redis.gmproxy.svc:6379. Required.
 	Addresses []string `yaml:"addresses"`
 	// MasterName is the name of the master that the Sentinels at addresses
 	// watch. Default none (no Sentinel).
 	MasterName string `yaml:"master_name"`
 	// Cluster says the store is a Redis Cluster also when addresses has
 	// one entry (a configuration endpoint such as ElastiCache's, or a
-	// Service in front of the nodes): gmproxy then learns the nodes from
+	// Kubernetes service in front of the nodes): gmproxy then learns the nodes from
 	// it and follows MOVED and ASK redirections. Two or more addresses
 	// without master_name are taken for a Cluster anyway. Not with
 	// master_name. Default false.

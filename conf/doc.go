@@ -217,7 +217,7 @@
 //   - plain_http (string): plain_http says what to do with a connection that
 //     starts with plain HTTP: "close" closes it; "redirect" answers 308 to
 //     https:// on the same host and path. Default close.
-//   - sites (list of strings): sites are the names (Site.Name) of the sites
+//   - sites (list of strings): sites are the names (sites[].name) of the sites
 //     served on this listener. Default: every site.
 //   - default_site (string): default_site is the name of the site used when the
 //     client sends no SNI or an unknown one. Default: the first site served on
@@ -272,15 +272,15 @@
 //     limit. Default 60s.
 //   - send_timeout (duration): send_timeout is the longest wait between two
 //     successive writes of a response to the client (like nginx send_timeout);
-//     past it the response is cut. 0 means no limit. Default 60s. BodyTimeout
-//     and SendTimeout move their deadline at most every eighth of their value,
-//     so a client is cut after between the value and 9/8 of it. A kept-alive
-//     HTTP/1.1 connection keeps its send deadline between requests. An HTTP/2
-//     connection that takes no byte for this long is closed, with all its
-//     streams (a client that stops reading its socket would otherwise hold
-//     them). It also bounds each write into the client's side of an HTTP/1.1
-//     Upgrade (WebSocket) tunnel: a client that reads nothing, even while it
-//     sends now and then, is cut.
+//     past it the response is cut. 0 means no limit. Default 60s. body_timeout
+//     and send_timeout move their deadline at most every eighth of their
+//     value, so a client is cut after between the value and 9/8 of it. A
+//     kept-alive HTTP/1.1 connection keeps its send deadline between requests.
+//     An HTTP/2 connection that takes no byte for this long is closed, with
+//     all its streams (a client that stops reading its socket would otherwise
+//     hold them). It also bounds each write into the client's side of an
+//     HTTP/1.1 Upgrade (WebSocket) tunnel: a client that reads nothing, even
+//     while it sends now and then, is cut.
 //   - http2_max_reset_rate (integer): http2_max_reset_rate bounds the stream
 //     resets of an HTTP/2 client per second, on average, with bursts of twice
 //     the rate or twice max_concurrent_streams, whichever is larger: the
@@ -306,20 +306,20 @@
 //     several workers each worker counts its own (a client can then have N
 //     times as many). 0 means unlimited. Default 1024 (as many as the default
 //     max_connections_per_client allows over HTTP/1.1).
-//   - request_buffer (size): RequestBuffer: a request body whose length the
-//     client declares (Content-Length) and that is at most this size is read
-//     whole before the request goes to a target (as nginx's
-//     proxy_request_buffering), so that a slow upload, a form posted over a
-//     poor mobile link, holds no target connection and no backend worker while
-//     it trickles in. Longer bodies, and bodies of undeclared length (chunked;
-//     HTTP/2 without content-length: streaming protocols, which a buffer would
-//     stall), go to the target as they arrive. 0 turns it off. Default 64KiB,
-//     at most 16MiB (memory held per request while its body arrives). The
-//     bodies buffered at once in a process are bounded to 64MiB in all, of
-//     which one client address (an IPv4 address, an IPv6 /64; behind a proxy
-//     of trusted_proxies, the client it names, as max_requests_per_client
-//     counts) may hold 4MiB, or one body of up to request_buffer; past that,
-//     its bodies stream as with buffering off.
+//   - request_buffer (size): request_buffer is the largest request body read
+//     whole first: a body whose length the client declares (Content-Length)
+//     and that is at most this size is read whole before the request goes to a
+//     target (as nginx's proxy_request_buffering), so that a slow upload, a
+//     form posted over a poor mobile link, holds no target connection and no
+//     backend worker while it trickles in. Longer bodies, and bodies of
+//     undeclared length (chunked; HTTP/2 without content-length: streaming
+//     protocols, which a buffer would stall), go to the target as they arrive.
+//     0 turns it off. Default 64KiB, at most 16MiB (memory held per request
+//     while its body arrives). The bodies buffered at once in a process are
+//     bounded to 64MiB in all, of which one client address (an IPv4 address,
+//     an IPv6 /64; behind a proxy of trusted_proxies, the client it names, as
+//     max_requests_per_client counts) may hold 4MiB, or one body of up to
+//     request_buffer; past that, its bodies stream as with buffering off.
 //
 // # sites[]
 //
@@ -327,8 +327,8 @@
 // authentication, and what to do with the traffic (routes or a TCP stream).
 //
 //   - name (string): name identifies the site in logs, metrics and
-//     Listener.Sites. Default: the first server name, or "site<N>" (N counting
-//     from 1).
+//     listeners[].sites. Default: the first server name, or "site<N>" (N
+//     counting from 1).
 //   - server_names (list of strings): server_names are the host names (SNI)
 //     this site answers: exact names ("portal.example.cn") and wildcards
 //     covering one label ("*.example.cn"). Each name may belong to one site of
@@ -788,7 +788,7 @@
 //     the rate, as nginx's burst with nodelay: after a pause of (1 + burst)
 //     times the interval between requests, 1 + burst requests pass at once.
 //     Default 0: one request, then one per interval.
-//   - zone (string): Zone, when set, names an allowance the routes that name it
+//   - zone (string): zone is the name of an allowance the routes that name it
 //     share: a client's requests to any of them count against one (a login
 //     form and its API behind two routes). Every route of a zone must give it
 //     the same rate and burst. Default: the route's own.
@@ -850,8 +850,8 @@
 //     text/plain, text/css, text/xml, text/javascript, application/javascript,
 //     application/json, application/xml, application/manifest+json,
 //     application/ld+json, image/svg+xml.
-//   - min_length (size): MinLength: a response declaring a shorter
-//     Content-Length goes as it is. Default 1KiB.
+//   - min_length (size): min_length is the shortest response compressed: a
+//     response declaring a shorter Content-Length goes as it is. Default 1KiB.
 //   - level (integer): level is gzip's, 1 (fastest) to 9 (smallest). Default 5.
 //
 // # sites[].routes[].timeouts
@@ -1219,16 +1219,16 @@
 //     group with master_name, or a Cluster). Required.
 //   - addresses (list of strings): addresses are host:port of the Redis server,
 //     of the Sentinels (with master_name) or of some Cluster nodes. In
-//     Kubernetes use the Service's name, e.g. redis.gmproxy.svc:6379.
-//     Required.
+//     Kubernetes use the name of the Redis service, e.g.
+//     redis.gmproxy.svc:6379. Required.
 //   - master_name (string): master_name is the name of the master that the
 //     Sentinels at addresses watch. Default none (no Sentinel).
 //   - cluster (boolean): cluster says the store is a Redis Cluster also when
 //     addresses has one entry (a configuration endpoint such as ElastiCache's,
-//     or a Service in front of the nodes): gmproxy then learns the nodes from
-//     it and follows MOVED and ASK redirections. Two or more addresses without
-//     master_name are taken for a Cluster anyway. Not with master_name.
-//     Default false.
+//     or a Kubernetes service in front of the nodes): gmproxy then learns the
+//     nodes from it and follows MOVED and ASK redirections. Two or more
+//     addresses without master_name are taken for a Cluster anyway. Not with
+//     master_name. Default false.
 //   - username (string): username is the Redis ACL user. Default none (the
 //     default user).
 //   - password_file (string): password_file holds the password (a trailing
@@ -1286,13 +1286,13 @@
 //   - pprof (boolean): pprof serves /debug/pprof/ (with workers, the
 //     supervisor's own, and worker N's under /workers/N/debug/pprof/). A
 //     reload applies it. As POST /reload, it refuses a Host other than an IP
-//     address, localhost or the host name of Address (DNS rebinding), and
+//     address, localhost or the host name of address (DNS rebinding), and
 //     requests a browser marks as sent by another site's page
 //     (Sec-Fetch-Site). Default false.
-//   - control_address (string): ControlAddress, when set, serves POST /reload
-//     on this address only (host:port, or unix:/path for a Unix socket) and
-//     not on Address, so that whoever may scrape /metrics cannot reload.
-//     Default: POST /reload on Address. A relative unix: path is resolved
+//   - control_address (string): control_address is the address that, when set,
+//     serves POST /reload (host:port, or unix:/path for a Unix socket) in
+//     place of address, so that whoever may scrape /metrics cannot reload.
+//     Default: POST /reload on address. A relative unix: path is resolved
 //     against the configuration file's folder; Linux's abstract sockets
 //     (unix:@name), which have no file permissions, are refused. Changing it
 //     needs a restart (each reload warns until then).
@@ -1428,9 +1428,9 @@
 //     over mutual TLS, or unix:/path/to/socket for a Unix socket (created with
 //     mode 0600, so that only the key server's user may connect, unless
 //     listen_group is set; no TLS). Required.
-//   - listen_group (string): ListenGroup, with a unix: listen, is a group (name
-//     or number) whose members may connect too: the socket gets that group and
-//     mode 0660. The key server's user must be a member, and so must
+//   - listen_group (string): listen_group is a group (name or number) whose
+//     members may connect too, with a unix: listen: the socket gets that group
+//     and mode 0660. The key server's user must be a member, and so must
 //     gmproxy's: with the systemd units, whose users are made at start
 //     (DynamicUser), create the group (groupadd gmproxy-keys) and add
 //     SupplementaryGroups=gmproxy-keys to both units. Default: none.
