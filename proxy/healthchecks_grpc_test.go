@@ -213,7 +213,7 @@ func TestGRPCHealthCheckNeedsHTTP2(t *testing.T) {
 	h1 := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/grpc")
 		w.Header().Set("Trailer", "Grpc-Status")
-		w.Write([]byte{0, 0, 0, 0, 2, 1<<3 | 0, grpcServing})
+		w.Write([]byte{0, 0, 0, 0, 2, byte(protowire.EncodeTag(1, protowire.VarintType)), grpcServing})
 		w.Header().Set("Grpc-Status", "0")
 	}))
 	t.Cleanup(h1.Close)
