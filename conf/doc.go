@@ -964,7 +964,15 @@
 //
 // This section is one backend. In YAML it is "host:port" or a mapping.
 //
-//   - address (string): address is host:port. Required.
+//   - address (string): address is host:port. Required. A host name (a
+//     Kubernetes headless service, app.internal) is resolved when the
+//     configuration is loaded and at each reload, and becomes one target per
+//     address it resolves to (at most 64; lookups time out after 5s), each
+//     with this weight and backup flag, its own health checks, connection pool
+//     and metrics series (labelled with the address); requests keep the name
+//     as Host (host_header {upstream}) and TLS server name. A name that does
+//     not resolve is dialled by name (every connection then goes to the first
+//     address the system resolver gives) and a warning is logged.
 //   - weight (integer): weight is the share of requests for round_robin.
 //     Default 1.
 //   - backup (boolean): backup targets receive requests only when every other

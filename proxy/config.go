@@ -374,11 +374,20 @@ type UpstreamConfig struct {
 	// "h2", "tls", "tlcp" and "tls13sm" instead of the built-in dialers (the
 	// daemon plugs TLCP/TLS 1.3-SM clients here). Not a YAML key.
 	DialTLSContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// LookupNetIP resolves the targets given by host name, each into one
+	// target per address (at most MaxAddrsPerName). Default: the
+	// system's resolver. Not a YAML key.
+	LookupNetIP LookupFunc
 }
 
 // TargetConfig is one backend address.
 type TargetConfig struct {
-	// Address is host:port.
+	// Address is host:port. A host name is resolved when the upstream is
+	// made (at start and at each reload), and each address it resolves to
+	// becomes a target of its own, with this weight and backup flag, its
+	// own health state and pool; the requests' Host (when the upstream's)
+	// and the TLS server name stay the name. A name that does not resolve
+	// is dialled as it is.
 	Address string
 	// Weight for balancing, at most balance.MaxWeight. Default 1.
 	Weight int

@@ -141,6 +141,8 @@ func (u *Upstream) checkOnce(client *http.Client, t *Target) error {
 	}
 	if u.active.Host != "" {
 		req.Host = u.active.Host
+	} else {
+		req.Host = t.Name // a resolved target's name, not its address
 	}
 	req.Header.Set("User-Agent", "gmproxy-health/1")
 	res, err := client.Do(req)

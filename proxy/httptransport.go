@@ -61,7 +61,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 	t := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
+			c, err := d.DialContext(ctx, network, DialAddr(ctx, addr))
 			if err != nil {
 				return nil, &dialError{err}
 			}
@@ -105,8 +105,7 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		if uc.DialTLSContext != nil {
 			t.DialTLSContext = handshakeDialer(uc.DialTLSContext, tc)
 		} else {
-			td := &tls.Dialer{NetDialer: d, Config: cfg}
-			dial = handshakeDialer(td.DialContext, tc) // stream mode's
+			dial = handshakeDialer(tlsDialer(d, cfg), tc) // stream mode's
 			ownTLS = handshakeDialer(alpnDialer(d, cfg, wt), tc)
 		}
 	case upstreamproto.TLCP, upstreamproto.TLS13SM:
@@ -195,7 +194,7 @@ func alpnDialer(d *net.Dialer, base *tls.Config, wt time.Duration) DialFunc {
 		if ctx.Value(http1Only{}) != nil {
 			configs = h1
 		}
-		raw, err := d.DialContext(ctx, network, addr)
+		raw, err := d.DialContext(ctx, network, DialAddr(ctx, addr))
 		if err != nil {
 			return nil, &dialError{err}
 		}
@@ -212,6 +211,29 @@ func alpnDialer(d *net.Dialer, base *tls.Config, wt time.Duration) DialFunc {
 			return tc, nil
 		}
 		return &scanConn{Conn: tc}, nil
+	}
+}
+
+// tlsDialer makes the TLS connections of stream mode (tls and h2), as
+// tls.Dialer does but connecting to DialAddr: a target resolved from a
+// name is dialled with the name as server name.
+func tlsDialer(d *net.Dialer, base *tls.Config) DialFunc {
+	configs := perServerName(base.ServerName, func(name string) *tls.Config {
+		c := base.Clone()
+		c.ServerName = name
+		return c
+	}, base)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := d.DialContext(ctx, network, DialAddr(ctx, addr))
+		if err != nil {
+			return nil, err
+		}
+		c := tls.Client(raw, configs(addr))
+		if err := c.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 }
 

@@ -1078,7 +1078,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		rs.target = t
 		rs.url.Host = t.Addr
 		if rt.host == hostUpstream {
-			outreq.Host = t.Addr
+			outreq.Host = t.Name
 		}
 		if wrote != nil {
 			wrote.Store(false)

@@ -148,7 +148,7 @@ func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName s
 	withTarget func(base *C, name, addr string) *C, client func(net.Conn, *C) handshaker) DialFunc {
 	configs := TargetConfigs(func(name, addr string) *C { return withTarget(base, name, addr) }, serverName)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		raw, err := d.DialContext(ctx, network, addr)
+		raw, err := d.DialContext(ctx, network, DialAddr(ctx, addr))
 		if err != nil {
 			return nil, &dialError{err}
 		}

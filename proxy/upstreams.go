@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -63,6 +64,10 @@ type Upstream struct {
 	tryDur   time.Duration
 	retryAll bool // RetryConfig.NonIdempotent
 	maxConn  int64
+	// names maps the addresses of targets given by name to the name
+	// (host:port) they were resolved from; nil when every target is an
+	// IP address.
+	names map[string]string
 
 	obs    Observer
 	logger *slog.Logger
@@ -87,7 +92,13 @@ type Upstream struct {
 
 // Target is one backend address of an upstream.
 type Target struct {
-	Addr   string
+	// Addr is the address dialled: the target's, or one its name
+	// resolved to.
+	Addr string
+	// Name is the target's address as configured: Addr, or the host
+	// name and port Addr was resolved from, which is the Host of
+	// requests that send the target's (and the server name of TLS).
+	Name   string
 	Weight int
 	Backup bool
 
@@ -170,6 +181,10 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	u.passive.FailWindow = durOr(u.passive.FailWindow, 10*time.Second)
 	u.passive.Cooldown = durOr(u.passive.Cooldown, 10*time.Second)
 	var primaries, backups []*Target
+	lookup := uc.LookupNetIP
+	if lookup == nil {
+		lookup = defaultLookup
+	}
 	for i, tc := range uc.Targets {
 		if _, _, err := net.SplitHostPort(tc.Address); err != nil {
 			return nil, fmt.Errorf("upstream %q: target %d %q: %w", uc.Name, i, tc.Address, err)
@@ -177,16 +192,38 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		if tc.Weight < 0 || tc.Weight > balance.MaxWeight {
 			return nil, fmt.Errorf("upstream %q: target %q: weight %d out of 0..%d", uc.Name, tc.Address, tc.Weight, balance.MaxWeight)
 		}
-		h := fnv.New64a()
-		h.Write([]byte(tc.Address))
-		t := &Target{Addr: tc.Address, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64()), inflight: new(atomic.Int64)}
-		if u.passive.MaxFails > 0 {
-			t.fails = make([]int64, u.passive.MaxFails)
+		addrs, isName, err := resolveTarget(context.Background(), lookup, tc.Address)
+		switch {
+		case err != nil:
+			// Dialled by name, as before: the name may resolve later.
+			u.logger.Warn("upstream target name not resolved: dialled by name", "target", tc.Address, "error", err)
+			addrs = []string{tc.Address}
+		case !isName:
+			addrs = []string{tc.Address}
+		default:
+			u.logger.Info("upstream target name resolved", "target", tc.Address, "addresses", addrs)
 		}
-		if tc.Backup {
-			backups = append(backups, t)
-		} else {
-			primaries = append(primaries, t)
+		for _, a := range addrs {
+			if a != tc.Address {
+				if _, dup := u.names[a]; dup {
+					continue // two names of one address: one target
+				}
+				if u.names == nil {
+					u.names = make(map[string]string)
+				}
+				u.names[a] = tc.Address
+			}
+			h := fnv.New64a()
+			h.Write([]byte(a))
+			t := &Target{Addr: a, Name: tc.Address, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64()), inflight: new(atomic.Int64)}
+			if u.passive.MaxFails > 0 {
+				t.fails = make([]int64, u.passive.MaxFails)
+			}
+			if tc.Backup {
+				backups = append(backups, t)
+			} else {
+				primaries = append(primaries, t)
+			}
 		}
 	}
 	if len(primaries) == 0 {
@@ -211,6 +248,11 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	}
 	if u.transport, u.scheme, u.dial, err = newTransport(uc, connected); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
+	}
+	if u.names != nil {
+		u.transport.DialContext = byName(u.names, u.transport.DialContext)
+		u.transport.DialTLSContext = byName(u.names, u.transport.DialTLSContext)
+		u.dial = byName(u.names, u.dial)
 	}
 	u.upgrades = u.transport
 	u.scansHeads = uc.Protocol != upstreamproto.H2C
