@@ -825,6 +825,14 @@ type Upstream struct {
 	// response head, and of its trailer section; more is refused as
 	// malformed (502; a trailer over it cuts the response). Default 256.
 	MaxResponseHeaderFields int `yaml:"max_response_header_fields"`
+	// ResolveInterval is how often the targets given by host name are
+	// resolved again, in the background, as nginx's resolve with valid=:
+	// an address that appears becomes a target, one that goes is removed
+	// (its requests in flight finish), those that remain keep their health
+	// and pooled connections, and a failed lookup keeps the addresses in
+	// force (logged, and counted in gmproxy_upstream_resolve_failures_total).
+	// Default 30s, at least 1s.
+	ResolveInterval time.Duration `yaml:"resolve_interval"`
 
 	// Material is what was loaded from the files named in tls.
 	Material UpstreamMaterial `yaml:"-"`
@@ -834,12 +842,13 @@ type Upstream struct {
 type Target struct {
 	// Address is host:port. Required. A host name (a Kubernetes headless
 	// service, app.internal) is resolved when the configuration is
-	// loaded and at each reload, and becomes one target per address it
-	// resolves to (at most 64; lookups time out after 5s), each with this
-	// weight and backup flag, its own health checks, connection pool and
-	// metrics series (labelled with the address); requests keep the name
-	// as Host (host_header {upstream}) and TLS server name. A name that
-	// does not resolve is dialled by name (every connection then goes to
+	// loaded, at each reload and every resolve_interval, and becomes one
+	// target per address it resolves to (at most 64; lookups time out
+	// after 5s), each with this weight and backup flag, its own health
+	// checks, connection pool and health series (labelled
+	// name:port/address:port); requests keep the name as Host
+	// (host_header {upstream}) and TLS server name. A name that does not
+	// resolve at start is dialled by name (every connection then goes to
 	// the first address the system resolver gives) and a warning is
 	// logged.
 	Address string `yaml:"address"`

@@ -53,6 +53,7 @@ const (
 	DefaultMaxResponseHeaderBytes  = 64 << 10
 	DefaultMaxResponseHeaderFields = 256
 	DefaultTunnelIdle              = 10 * time.Minute
+	DefaultResolveInterval         = 30 * time.Second
 	DefaultKeepaliveMaxIdle        = 32
 	DefaultPassiveMaxFails         = 3
 	DefaultPassiveFailWindow       = 10 * time.Second
@@ -189,6 +190,7 @@ func (u *Upstream) setDefaults() {
 	u.Timeouts.Write = DefaultUpstreamWrite
 	u.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
 	u.MaxResponseHeaderFields = DefaultMaxResponseHeaderFields
+	u.ResolveInterval = DefaultResolveInterval
 	u.Timeouts.TunnelIdle = DefaultTunnelIdle
 	u.HealthChecks.Passive.setDefaults()
 	u.Retries.setDefaults()

@@ -959,6 +959,13 @@
 //     the field lines of a target's response head, and of its trailer section;
 //     more is refused as malformed (502; a trailer over it cuts the response).
 //     Default 256.
+//   - resolve_interval (duration): resolve_interval is how often the targets
+//     given by host name are resolved again, in the background, as nginx's
+//     resolve with valid=: an address that appears becomes a target, one that
+//     goes is removed (its requests in flight finish), those that remain keep
+//     their health and pooled connections, and a failed lookup keeps the
+//     addresses in force (logged, and counted in
+//     gmproxy_upstream_resolve_failures_total). Default 30s, at least 1s.
 //
 // # upstreams[].targets[]
 //
@@ -966,13 +973,14 @@
 //
 //   - address (string): address is host:port. Required. A host name (a
 //     Kubernetes headless service, app.internal) is resolved when the
-//     configuration is loaded and at each reload, and becomes one target per
-//     address it resolves to (at most 64; lookups time out after 5s), each
-//     with this weight and backup flag, its own health checks, connection pool
-//     and metrics series (labelled with the address); requests keep the name
-//     as Host (host_header {upstream}) and TLS server name. A name that does
-//     not resolve is dialled by name (every connection then goes to the first
-//     address the system resolver gives) and a warning is logged.
+//     configuration is loaded, at each reload and every resolve_interval, and
+//     becomes one target per address it resolves to (at most 64; lookups time
+//     out after 5s), each with this weight and backup flag, its own health
+//     checks, connection pool and health series (labelled
+//     name:port/address:port); requests keep the name as Host (host_header
+//     {upstream}) and TLS server name. A name that does not resolve at start
+//     is dialled by name (every connection then goes to the first address the
+//     system resolver gives) and a warning is logged.
 //   - weight (integer): weight is the share of requests for round_robin.
 //     Default 1.
 //   - backup (boolean): backup targets receive requests only when every other

@@ -2034,6 +2034,10 @@ func (v *validator) upstreamConnections(u *Upstream, p string) {
 	if u.MaxResponseHeaderFields < 1 {
 		v.errf(p+".max_response_header_fields", "write a count such as 256", "max_response_header_fields must be positive")
 	}
+	if u.ResolveInterval < time.Second {
+		// Each round looks up every name of the upstream.
+		v.errf(p+".resolve_interval", "write a duration such as 30s", "resolve_interval must be at least 1s")
+	}
 }
 
 // passiveHealth checks the passive health check section at path pp.

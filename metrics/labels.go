@@ -268,6 +268,13 @@ func (a *admitter) retain(keep map[string]bool) (gone []string, back map[string]
 	return gone, back, all
 }
 
+// forget stops counting v, admitted, against the cap.
+func (a *admitter) forget(v string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.seen, v)
+}
+
 func (a *admitter) label(v string) string {
 	if v == "" {
 		return None

@@ -46,6 +46,7 @@
 //	gmproxy_upstream_responses_total          counter   {upstream, code}
 //	gmproxy_upstream_target_healthy           gauge     {upstream, target}
 //	gmproxy_upstream_retries_total            counter   {upstream}
+//	gmproxy_upstream_resolve_failures_total   counter   {upstream} (lookups of target names that failed)
 //	gmproxy_stream_bytes_total                counter   {site, upstream, direction}
 //	gmproxy_stream_sessions_active            gauge     {site, upstream} (TCP stream sessions and tunnels open)
 //	gmproxy_config_reloads_total              counter   {result}
@@ -188,6 +189,7 @@ type Metrics struct {
 	upstreamStatus   *prometheus.CounterVec
 	upstreamHealthy  *prometheus.GaugeVec
 	upstreamRetries  *prometheus.CounterVec
+	resolveFailures  *prometheus.CounterVec
 	streamBytes      *prometheus.CounterVec
 	streamActive     *prometheus.GaugeVec
 	httpBytes        *prometheus.CounterVec
@@ -336,6 +338,7 @@ func (m *Metrics) build() {
 	m.upstreamStatus = counter("upstream", "responses_total", "Responses received from upstream targets, by status class (errors gmproxy answered itself are not counted).", "upstream", "code")
 	m.upstreamHealthy = gauge("upstream", "target_healthy", "1 when the upstream target passes health checks, else 0.", "upstream", "target")
 	m.upstreamRetries = counter("upstream", "retries_total", "Requests retried on another upstream target.", "upstream")
+	m.resolveFailures = counter("upstream", "resolve_failures_total", "Lookups of upstream target host names that failed (the addresses in force are kept).", "upstream")
 	m.streamBytes = counter("stream", "bytes_total", "Bytes moved by TCP stream mode and tunnels, direction rx (from client) or tx (to client).", "site", "upstream", "direction")
 	m.streamActive = gauge("stream", "sessions_active", "TCP stream sessions and tunnels (WebSocket and other Upgrades, HTTP/2 extended CONNECT) open.", "site", "upstream")
 
@@ -357,7 +360,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected, m.storeOps, m.storeDuration,
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes, m.rateLimited,
-		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.streamActive,
+		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.resolveFailures, m.streamBytes, m.streamActive,
 		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.ocspNextUpdate, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
 }
@@ -589,6 +592,19 @@ func (m *Metrics) UpstreamHealth(upstream, target string, healthy bool) {
 		v = 1
 	}
 	m.upstreamHealthy.WithLabelValues(m.upstreams.label(upstream), m.targets.label(target)).Set(v)
+}
+
+// UpstreamResolveFailed implements proxy.UpstreamResolveObserver.
+func (m *Metrics) UpstreamResolveFailed(upstream string) {
+	m.resolveFailures.WithLabelValues(m.upstreams.label(upstream)).Inc()
+}
+
+// UpstreamTargetRemoved implements proxy.UpstreamResolveObserver: the
+// health series of an address its name no longer resolves to goes, and
+// the address no longer counts against the target label's cap.
+func (m *Metrics) UpstreamTargetRemoved(upstream, target string) {
+	m.upstreamHealthy.DeleteLabelValues(m.upstreams.label(upstream), target)
+	m.targets.forget(target)
 }
 
 // UpstreamRetry implements proxy.Observer.

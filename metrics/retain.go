@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -37,6 +38,9 @@ func (n ConfigNames) Keep() func(label, value string) bool {
 	}
 	return func(label, value string) bool {
 		s, named := sets[label]
+		if label == "target" {
+			value = configuredTarget(value)
+		}
 		return !named || value == Other || value == None || s[value]
 	}
 }
@@ -81,8 +85,8 @@ func (m *Metrics) Retain(n ConfigNames) {
 		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited, m.ocspNextUpdate)
 	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration, m.rateLimited)
 	drop(m.upstreams, upstreams, "upstream", m.upstreamDuration, m.upstreamConnect, m.upstreamStatus,
-		m.upstreamHealthy, m.upstreamRetries, m.streamBytes, m.streamActive, m.upstreamCerts)
-	drop(m.targets, targets, "target", m.upstreamHealthy)
+		m.upstreamHealthy, m.upstreamRetries, m.resolveFailures, m.streamBytes, m.streamActive, m.upstreamCerts)
+	drop(m.targets, append(targets, m.targets.resolvedOf(set(targets...))...), "target", m.upstreamHealthy)
 	m.dropMovedTargets(n.Upstreams)
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
 	m.listenerCache.evict(back["listener"])
@@ -145,13 +149,36 @@ func (m *Metrics) dropMovedTargets(ups map[string][]string) {
 		if u == Other || u == None || t == Other || t == None {
 			continue
 		}
-		if ts, ok := ups[u]; ok && !slices.Contains(ts, t) {
+		if ts, ok := ups[u]; ok && !slices.Contains(ts, configuredTarget(t)) {
 			stale = append(stale, l)
 		}
 	}
 	for _, l := range stale {
 		m.upstreamHealthy.Delete(l)
 	}
+}
+
+// configuredTarget is the target as configured of the health series
+// label v: a target given by host name reports one series per address
+// it resolved to, labelled name/address (proxy: Target.label), which a
+// configuration naming the name keeps.
+func configuredTarget(v string) string {
+	name, _, _ := strings.Cut(v, "/")
+	return name
+}
+
+// resolvedOf returns the admitted labels of addresses resolved from the
+// names in configured.
+func (a *admitter) resolvedOf(configured map[string]bool) []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []string
+	for v := range a.seen {
+		if n := configuredTarget(v); n != v && configured[n] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // deleter is the part of the *Vec types Retain uses.

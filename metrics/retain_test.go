@@ -326,3 +326,33 @@ func TestStreamSessionsActive(t *testing.T) {
 		}
 	}
 }
+
+// TestResolvedTargetSeries: the health series of the addresses a target
+// name resolved to (name/address) stay while a configuration names the
+// name, go with the name, and one goes when its address does.
+func TestResolvedTargetSeries(t *testing.T) {
+	m, reg := newTest(t)
+	n := ConfigNames{Upstreams: map[string][]string{"app": {"app.test:80"}}}
+	m.Retain(n)
+	m.UpstreamHealth("app", "app.test:80/10.0.0.1:80", true)
+	m.UpstreamHealth("app", "app.test:80/10.0.0.2:80", true)
+	m.UpstreamResolveFailed("app")
+	m.Retain(n)
+	if s := series(t, reg, "gmproxy_upstream_target_healthy", `value:"app.test:80/`); len(s) != 2 {
+		t.Errorf("resolved addresses' series after a reload: %v, want 2", s)
+	}
+	if !n.Keep()("target", "app.test:80/10.0.0.1:80") || n.Keep()("target", "other.test:80/10.0.0.1:80") {
+		t.Error("Keep does not follow the configured name of a resolved target")
+	}
+	if got := testutil.ToFloat64(m.resolveFailures.WithLabelValues("app")); got != 1 {
+		t.Errorf("resolve failures %v, want 1", got)
+	}
+	m.UpstreamTargetRemoved("app", "app.test:80/10.0.0.2:80")
+	if s := series(t, reg, "gmproxy_upstream_target_healthy", `value:"app.test:80/10.0.0.2:80"`); len(s) != 0 {
+		t.Errorf("removed address's series: %v", s)
+	}
+	m.Retain(ConfigNames{Upstreams: map[string][]string{"app": {"127.0.0.1:1"}}})
+	if s := series(t, reg, "gmproxy_upstream_target_healthy", `value:"app.test:80/`); len(s) != 0 {
+		t.Errorf("series of a name no longer configured: %v", s)
+	}
+}

@@ -378,12 +378,20 @@ type UpstreamConfig struct {
 	// target per address (at most MaxAddrsPerName). Default: the
 	// system's resolver. Not a YAML key.
 	LookupNetIP LookupFunc
+	// ResolveInterval is how often the targets given by host name are
+	// resolved again, in the background: addresses that appear become
+	// targets, those that go are removed (their requests in flight
+	// finish), those that remain keep their state and pooled
+	// connections, and a failed lookup keeps the addresses in force.
+	// Default DefaultResolveInterval; negative: resolved at start only.
+	ResolveInterval time.Duration
 }
 
 // TargetConfig is one backend address.
 type TargetConfig struct {
 	// Address is host:port. A host name is resolved when the upstream is
-	// made (at start and at each reload), and each address it resolves to
+	// made (at start and at each reload) and every ResolveInterval, and
+	// each address it resolves to
 	// becomes a target of its own, with this weight and backup flag, its
 	// own health state and pool; the requests' Host (when the upstream's)
 	// and the TLS server name stay the name. A name that does not resolve

@@ -71,7 +71,7 @@ func (u *Upstream) activeLoop() {
 		// round, so another target's failure is seen an interval after
 		// it, not a timeout per silent target later. A round ends with
 		// its last probe: a target has one probe at a time.
-		for _, t := range u.targets {
+		for _, t := range u.Targets() {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
@@ -111,7 +111,7 @@ func (u *Upstream) probe(client *http.Client, t *Target) {
 	}
 	t.okRun = 0
 	t.failRun++
-	u.logger.Debug("health probe failed", "target", t.Addr, "error", err)
+	u.logger.Debug("health probe failed", "target", t.label, "error", err)
 	if !t.activeDn.Load() && t.failRun >= u.active.Fall {
 		t.activeDn.Store(true)
 		u.reportState(t, fmt.Sprintf("active: %d failed probe(s), last: %v", t.failRun, err))
@@ -178,15 +178,15 @@ func (u *Upstream) inheritHealth(prev *Upstream) {
 	if prev == nil {
 		return
 	}
-	old := make(map[string]*Target, len(prev.targets))
-	for _, t := range prev.targets {
+	old := make(map[string]*Target, len(prev.Targets()))
+	for _, t := range prev.Targets() {
 		old[t.Addr] = t
 	}
-	seen := make(map[string]int, len(u.targets))
-	for _, t := range u.targets {
+	seen := make(map[string]int, len(u.Targets()))
+	for _, t := range u.Targets() {
 		seen[t.Addr]++
 	}
-	for _, t := range u.targets {
+	for _, t := range u.Targets() {
 		o := old[t.Addr]
 		if o == nil {
 			continue

@@ -72,7 +72,7 @@ func TestPassiveHealthEjectionAndRecovery(t *testing.T) {
 func TestPassiveFailWindowCountsFailures(t *testing.T) {
 	u := testUpstream(t, "round_robin", TargetConfig{Address: "a:1"}, TargetConfig{Address: "b:1"})
 	u.passive = PassiveHealthConfig{MaxFails: 3, FailWindow: time.Hour, Cooldown: time.Hour}
-	tg := u.targets[0]
+	tg := u.Targets()[0]
 	tg.fails = make([]int64, 3)
 	u.fail(tg, "x")
 	u.fail(tg, "x")
@@ -86,7 +86,7 @@ func TestPassiveFailWindowCountsFailures(t *testing.T) {
 	// Failures outside the window do not add up.
 	u2 := testUpstream(t, "round_robin", TargetConfig{Address: "a:1"})
 	u2.passive = PassiveHealthConfig{MaxFails: 2, FailWindow: time.Nanosecond, Cooldown: time.Hour}
-	t2 := u2.targets[0]
+	t2 := u2.Targets()[0]
 	t2.fails = make([]int64, 2)
 	u2.fail(t2, "x")
 	time.Sleep(time.Millisecond)
@@ -194,8 +194,8 @@ func TestReloadKeepsHealthState(t *testing.T) {
 	}
 	defer old.Close()
 	u := old.upstreams["app"]
-	u.fail(u.targets[0], "test")
-	if u.targets[0].Healthy() {
+	u.fail(u.Targets()[0], "test")
+	if u.Targets()[0].Healthy() {
 		t.Fatal("target not down after a failure")
 	}
 
@@ -212,12 +212,12 @@ func TestReloadKeepsHealthState(t *testing.T) {
 	}
 	defer p.Close()
 	want := map[string]bool{"127.0.0.1:1": false, "127.0.0.1:2": true, "127.0.0.1:3": true}
-	for _, tg := range p.upstreams["app"].targets {
+	for _, tg := range p.upstreams["app"].Targets() {
 		if got := tg.Healthy(); got != want[tg.Addr] {
 			t.Errorf("after reload %s healthy=%v, want %v", tg.Addr, got, want[tg.Addr])
 		}
 	}
-	if !p.upstreams["other"].targets[0].Healthy() {
+	if !p.upstreams["other"].Targets()[0].Healthy() {
 		t.Error("a new upstream inherited another upstream's target state")
 	}
 	obs.waitHealth(t, "app 127.0.0.1:1 down")
@@ -227,7 +227,7 @@ func TestReloadKeepsHealthState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	if !fresh.upstreams["app"].targets[0].Healthy() {
+	if !fresh.upstreams["app"].Targets()[0].Healthy() {
 		t.Error("a proxy without Previous started a target down")
 	}
 }
@@ -381,7 +381,7 @@ func TestCoolDownEndReportedAfterReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := old.upstreams["app"]
-	u.fail(u.targets[0], "test")
+	u.fail(u.Targets()[0], "test")
 	next := cfg
 	next.Previous = old
 	obs := newEventObserver()
@@ -527,7 +527,7 @@ func TestActiveProbeNotQueuedBehindConnCap(t *testing.T) {
 func TestCoolDownEndOneTimerPerTarget(t *testing.T) {
 	u := testUpstream(t, "round_robin", TargetConfig{Address: "a:1"})
 	u.passive = PassiveHealthConfig{MaxFails: 1, FailWindow: time.Hour, Cooldown: time.Hour}
-	tg := u.targets[0]
+	tg := u.Targets()[0]
 	const n = 200000
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -555,7 +555,7 @@ func TestCoolDownEndReportedAfterRetrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(u.close)
-	tg := u.targets[0]
+	tg := u.Targets()[0]
 	u.fail(tg, "refused")
 	obs.waitHealth(t, "u a:1 down")
 	time.Sleep(50 * time.Millisecond)
@@ -659,7 +659,7 @@ func TestRetiredProxyFollowsNextChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	oldT, newT := old.upstreams["app"].targets[0], p.upstreams["app"].targets[0]
+	oldT, newT := old.upstreams["app"].Targets()[0], p.upstreams["app"].Targets()[0]
 
 	// In flight on the old generation counts for the new one.
 	oldT.inflight.Add(1)
@@ -738,7 +738,7 @@ func TestRetireCutsNoProbeIntoDown(t *testing.T) {
 	case <-time.After(testwait.Bound(10 * time.Second)):
 		t.Fatal("no probe reached the backend")
 	}
-	oldT := old.upstreams["app"].targets[0]
+	oldT := old.upstreams["app"].Targets()[0]
 	if !oldT.Healthy() {
 		t.Fatal("the target is down before the reload")
 	}
@@ -759,7 +759,7 @@ func TestRetireCutsNoProbeIntoDown(t *testing.T) {
 func TestPassiveStateOnMonotonicClock(t *testing.T) {
 	u := testUpstream(t, "round_robin", TargetConfig{Address: "a:1"}, TargetConfig{Address: "b:1"})
 	u.passive = PassiveHealthConfig{MaxFails: 2, FailWindow: time.Hour, Cooldown: time.Hour}
-	tg := u.targets[0]
+	tg := u.Targets()[0]
 	tg.fails = make([]int64, 2)
 	before := monoclock.Now()
 	u.fail(tg, "x")

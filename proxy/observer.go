@@ -60,6 +60,15 @@ type UpstreamConnectObserver interface {
 	UpstreamConnect(upstream string, d time.Duration, err error)
 }
 
+// UpstreamResolveObserver is optionally implemented by an Observer that
+// follows the resolution of targets given by host name: a lookup that
+// failed (the addresses in force are kept), and a target whose address a
+// new resolution dropped, whose health series should go.
+type UpstreamResolveObserver interface {
+	UpstreamResolveFailed(upstream string)
+	UpstreamTargetRemoved(upstream, target string)
+}
+
 // StreamObserver is optionally implemented by an Observer that follows
 // the TCP stream sessions and tunnels (WebSocket and other Upgrades,
 // extended CONNECT) open: StreamOpened is called when one starts moving

@@ -286,6 +286,7 @@ func (p *Proxy) startHealthChecks(prev *Proxy, standby bool) {
 			u.setQuiet(false) // initial state; changes follow
 		}
 		u.startActiveChecks()
+		u.startRefresh()
 	}
 }
 

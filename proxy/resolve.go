@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"hash/fnv"
 	"net"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +21,9 @@ const (
 	MaxAddrsPerName = 64
 	// lookupTimeout bounds one resolution of a target's name.
 	lookupTimeout = 5 * time.Second
+	// DefaultResolveInterval is the default of
+	// UpstreamConfig.ResolveInterval.
+	DefaultResolveInterval = 30 * time.Second
 )
 
 // LookupFunc resolves a host name into its addresses (net.Resolver's
@@ -47,17 +53,178 @@ func DialAddr(ctx context.Context, addr string) string {
 // byName makes dial of a resolved target's address dial its name, with
 // the address in the context for the connection (DialAddr). Only the
 // upstreams with targets given by name have it.
-func byName(names map[string]string, dial DialFunc) DialFunc {
+func (u *Upstream) byName(dial DialFunc) DialFunc {
 	if dial == nil {
 		return nil
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if name, ok := names[addr]; ok {
+		if name, ok := u.set.Load().names[addr]; ok {
 			ctx = context.WithValue(ctx, dialTo{}, addr)
 			addr = name
 		}
 		return dial(ctx, network, addr)
 	}
+}
+
+// targetSet is the targets of an upstream at one time.
+type targetSet struct {
+	all      []*Target // primaries first, then backups
+	nPrimary int
+	// names maps the addresses of targets resolved from a name to the
+	// name (host:port); nil when there are none.
+	names map[string]string
+}
+
+// resolve makes the upstream's targets of its specs, resolving the
+// names among them. The targets of prev (the set in force) that remain
+// are kept as they are (health, in-flight count, round robin weight); a
+// name that fails to resolve keeps its addresses in prev, or, without
+// prev, is dialled by name.
+func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
+	kept := map[string][]*Target{} // label → prev's targets
+	if prev != nil {
+		for _, t := range prev.all {
+			kept[t.label] = append(kept[t.label], t)
+		}
+	}
+	target := func(addr string, tc TargetConfig) *Target {
+		label := addr
+		if addr != tc.Address {
+			label = tc.Address + "/" + addr
+		}
+		if q := kept[label]; len(q) > 0 {
+			kept[label] = q[1:]
+			return q[0]
+		}
+		h := fnv.New64a()
+		h.Write([]byte(addr))
+		t := &Target{Addr: addr, Name: tc.Address, label: label, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64()), inflight: new(atomic.Int64)}
+		if u.passive.MaxFails > 0 {
+			t.fails = make([]int64, u.passive.MaxFails)
+		}
+		return t
+	}
+	ts := &targetSet{}
+	var backups []*Target
+	seen := map[string]bool{}
+	for _, tc := range u.specs {
+		addrs, isName, err := resolveTarget(ctx, u.lookup, tc.Address)
+		switch {
+		case !isName:
+			addrs = []string{tc.Address}
+		case err == nil && prev == nil:
+			u.logger.Info("upstream target name resolved", "target", tc.Address, "addresses", addrs)
+		case err != nil && prev != nil:
+			u.logger.Warn("upstream target name not resolved: its addresses are kept", "target", tc.Address, "error", err)
+			if ro, ok := u.obs.(UpstreamResolveObserver); ok {
+				ro.UpstreamResolveFailed(u.name)
+			}
+			addrs = nil
+			for _, t := range prev.all {
+				if t.Name == tc.Address {
+					addrs = append(addrs, t.Addr)
+				}
+			}
+		case err != nil:
+			u.logger.Warn("upstream target name not resolved: dialled by name", "target", tc.Address, "error", err)
+			if ro, ok := u.obs.(UpstreamResolveObserver); ok {
+				ro.UpstreamResolveFailed(u.name)
+			}
+			addrs = []string{tc.Address}
+		}
+		for _, a := range addrs {
+			if a != tc.Address {
+				if seen[a] {
+					continue // two names of one address, or a name of a listed one: one target
+				}
+				if ts.names == nil {
+					ts.names = make(map[string]string)
+				}
+				ts.names[a] = tc.Address
+			}
+			seen[a] = true
+			t := target(a, tc)
+			if tc.Backup {
+				backups = append(backups, t)
+			} else {
+				ts.all = append(ts.all, t)
+			}
+		}
+	}
+	ts.nPrimary = len(ts.all)
+	ts.all = append(ts.all, backups...)
+	return ts
+}
+
+// startRefresh resolves the names of u's targets again every
+// resolveEvery, until u is closed or retired.
+func (u *Upstream) startRefresh() {
+	if !u.named || u.resolveEvery <= 0 {
+		return
+	}
+	u.healthWG.Add(1)
+	go func() {
+		defer u.healthWG.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			<-u.stopProbes
+			cancel()
+		}()
+		tick := time.NewTicker(u.resolveEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-u.stopProbes:
+				return
+			case <-tick.C:
+			}
+			u.refresh(ctx)
+		}
+	}()
+}
+
+// refresh resolves the names of u's targets again and puts the new set
+// in force when it differs: the requests in flight to a removed address
+// end as they would have, and the targets that remain keep their state
+// and pooled connections.
+func (u *Upstream) refresh(ctx context.Context) {
+	prev := u.set.Load()
+	ts := u.resolve(ctx, prev)
+	if ctx.Err() != nil || slices.Equal(prev.all, ts.all) {
+		return
+	}
+	if ts.nPrimary == 0 {
+		// Only the backups' names resolved to anything: cannot happen
+		// (a failed name keeps its addresses), but a set without
+		// primaries would leave pick without candidates.
+		return
+	}
+	u.reportMu.Lock()
+	u.set.Store(ts)
+	now := make(map[*Target]bool, len(ts.all))
+	var added []string
+	for _, t := range ts.all {
+		now[t] = true
+		if !slices.Contains(prev.all, t) {
+			added = append(added, t.Addr)
+			if !u.quiet.Load() {
+				u.obs.UpstreamHealth(u.name, t.label, !t.reported.Load())
+			}
+		}
+	}
+	var removed []string
+	for _, t := range prev.all {
+		if !now[t] {
+			t.gone.Store(true)
+			removed = append(removed, t.Addr)
+			if ro, ok := u.obs.(UpstreamResolveObserver); ok && !u.quiet.Load() {
+				ro.UpstreamTargetRemoved(u.name, t.label)
+			}
+		}
+	}
+	u.reportMu.Unlock()
+	u.logger.Info("upstream target names resolved to other addresses", "added", added, "removed", removed)
 }
 
 // resolveTarget returns the addresses (as host:port) that the target

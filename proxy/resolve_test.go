@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // twoLoopbacks listens on 127.0.0.1 and 127.0.0.2 with one port, the
@@ -154,7 +156,199 @@ func TestNameTargetUnresolved(t *testing.T) {
 	if lookups != 1 || len(got) != 3 || got[0] != "app.test:80=app.test:80" || got[1] != "127.0.0.1:81=127.0.0.1:81" || got[2] != "[::1]:82=[::1]:82" {
 		t.Errorf("%d lookups, targets %q", lookups, got)
 	}
-	if u.names != nil {
-		t.Errorf("names %v, want none", u.names)
+	if u.set.Load().names != nil {
+		t.Errorf("names %v, want none", u.set.Load().names)
+	}
+}
+
+// fakeDNS answers lookups with the addresses set last, or fails.
+type fakeDNS struct {
+	mu    sync.Mutex
+	addrs []netip.Addr
+	fail  bool
+}
+
+func (d *fakeDNS) set(fail bool, addrs ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fail, d.addrs = fail, nil
+	for _, a := range addrs {
+		d.addrs = append(d.addrs, netip.MustParseAddr(a))
+	}
+}
+
+func (d *fakeDNS) lookup(context.Context, string) ([]netip.Addr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fail {
+		return nil, errors.New("server failure")
+	}
+	return d.addrs, nil
+}
+
+// resolveEvents records the resolution reports.
+type resolveEvents struct {
+	NopObserver
+	mu       sync.Mutex
+	failures int
+	removed  []string
+	health   map[string]bool
+}
+
+func (o *resolveEvents) UpstreamHealth(_, target string, healthy bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.health[target] = healthy
+}
+
+func (o *resolveEvents) UpstreamResolveFailed(string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failures++
+}
+
+func (o *resolveEvents) UpstreamTargetRemoved(_, target string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.removed = append(o.removed, target)
+	delete(o.health, target)
+}
+
+// waitFor polls cond (bounded in count, not asserting a time).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("never: %s", what)
+}
+
+// TestNameTargetRefreshed: the names are resolved again in the
+// background; an address that appears becomes a target, one that goes is
+// removed while its request in flight finishes, the targets that remain
+// keep their state and pooled connections, and a failed lookup keeps the
+// set in force and is reported.
+func TestNameTargetRefreshed(t *testing.T) {
+	la, lb, port := twoLoopbacks(t)
+	var mu sync.Mutex
+	conns := map[string]int{}
+	release := make(chan struct{})
+	serve := func(name string, ln net.Listener) {
+		s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+			w.Write([]byte(name))
+		}))
+		s.Listener.Close()
+		s.Listener = ln
+		s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				mu.Lock()
+				conns[name]++
+				mu.Unlock()
+			}
+		}
+		s.Start()
+		t.Cleanup(s.Close)
+	}
+	serve("a", la)
+	serve("b", lb)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the servers close, which wait for /slow
+	dns := &fakeDNS{}
+	dns.set(false, "127.0.0.1")
+	obs := &resolveEvents{health: map[string]bool{}}
+	uc := UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "app.test:" + port}},
+		LookupNetIP: dns.lookup, ResolveInterval: time.Millisecond}
+	f := newFront(t, Config{Upstreams: []UpstreamConfig{uc}, Sites: oneSite(RouteConfig{Upstream: "u"})}, frontOpts{obs: obs})
+	u := f.p.upstreams["u"]
+	ta := u.Targets()[0]
+	c := testClient(t)
+	bodies := func(n int) map[string]int {
+		got := map[string]int{}
+		for range n {
+			code, body, _ := get(t, c, f.url+"/", "Host", "example.test")
+			if code != 200 {
+				t.Fatalf("status %d", code)
+			}
+			got[body]++
+		}
+		return got
+	}
+	if got := bodies(2); got["a"] != 2 {
+		t.Fatalf("served by %v, want a", got)
+	}
+
+	dns.set(false, "127.0.0.1", "127.0.0.2")
+	waitFor(t, "the second address a target", func() bool { return len(u.Targets()) == 2 })
+	if u.Targets()[0] != ta {
+		t.Error("the remaining address's target was replaced")
+	}
+	if got := bodies(4); got["a"] != 2 || got["b"] != 2 {
+		t.Errorf("served by %v, want a and b twice each", got)
+	}
+	mu.Lock()
+	if conns["a"] != 1 {
+		t.Errorf("%d connections to a, want its pooled one only", conns["a"])
+	}
+	mu.Unlock()
+	lb1 := "app.test:" + port + "/127.0.0.2:" + port
+	obs.mu.Lock()
+	if !obs.health[lb1] {
+		t.Errorf("health reports %v, want %s up", obs.health, lb1)
+	}
+	obs.mu.Unlock()
+
+	dns.set(true)
+	waitFor(t, "a failed lookup reported", func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.failures >= 2 })
+	if len(u.Targets()) != 2 {
+		t.Errorf("%d targets after failed lookups, want the 2 in force", len(u.Targets()))
+	}
+
+	// a request in flight on the address that goes
+	slow := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", f.url+"/slow", nil)
+		req.Host = "example.test"
+		for {
+			res, err := c.Do(req)
+			if err != nil {
+				slow <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if string(b) == "a" {
+				slow <- "a"
+				return
+			}
+		}
+	}()
+	waitFor(t, "the slow request on a", func() bool { return ta.InFlight() == 1 })
+	dns.set(false, "127.0.0.2")
+	waitFor(t, "the first address removed", func() bool { return len(u.Targets()) == 1 })
+	free()
+	if got := <-slow; got != "a" {
+		t.Errorf("request in flight on the removed address: %s", got)
+	}
+	if u.Targets()[0].Addr != "127.0.0.2:"+port {
+		t.Errorf("target %s, want 127.0.0.2:%s", u.Targets()[0].Addr, port)
+	}
+	if got := bodies(3); got["b"] != 3 {
+		t.Errorf("served by %v, want b", got)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	la1 := "app.test:" + port + "/127.0.0.1:" + port
+	if len(obs.removed) != 1 || obs.removed[0] != la1 {
+		t.Errorf("removed %q, want %s", obs.removed, la1)
+	}
+	if _, ok := obs.health[la1]; ok {
+		t.Errorf("health of the removed address reported again: %v", obs.health)
 	}
 }

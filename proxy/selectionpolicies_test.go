@@ -32,7 +32,7 @@ func TestSmoothWeightedRoundRobin(t *testing.T) {
 
 func TestLeastConn(t *testing.T) {
 	u := testUpstream(t, "least_conn", TargetConfig{Address: "a:1"}, TargetConfig{Address: "b:1", Weight: 2}, TargetConfig{Address: "c:1"})
-	a, b, c := u.targets[0], u.targets[1], u.targets[2]
+	a, b, c := u.Targets()[0], u.Targets()[1], u.Targets()[2]
 	a.inflight.Store(3)
 	b.inflight.Store(4) // 4/2 = 2 per weight
 	c.inflight.Store(5)
@@ -60,7 +60,7 @@ func TestConsistentHashing(t *testing.T) {
 				before[i] = pick(fmt.Sprint("10.0.", i/256, ".", i%256))
 				count[before[i].Addr]++
 			}
-			for _, tg := range u.targets { // roughly even: each gets 25 % ± 7 %
+			for _, tg := range u.Targets() { // roughly even: each gets 25 % ± 7 %
 				if c := count[tg.Addr]; c < n*18/100 || c > n*32/100 {
 					t.Errorf("target %s got %d of %d keys", tg.Addr, c, n)
 				}
@@ -70,7 +70,7 @@ func TestConsistentHashing(t *testing.T) {
 					t.Fatalf("key %d moved without a change", i)
 				}
 			}
-			dead := u.targets[1]
+			dead := u.Targets()[1]
 			dead.activeDn.Store(true)
 			moved := 0
 			for i := range n {
@@ -120,18 +120,18 @@ func TestBackupOnlyWhenPrimariesDown(t *testing.T) {
 			t.Fatal("backup used while primaries are up")
 		}
 	}
-	u.targets[0].activeDn.Store(true)
-	u.targets[1].downUntil.Store(1 << 62)
+	u.Targets()[0].activeDn.Store(true)
+	u.Targets()[1].downUntil.Store(1 << 62)
 	if got := u.pick(nil, "", nil); got == nil || got.Addr != "z:1" {
 		t.Fatalf("picked %v, want the backup", got)
 	}
 	// Nothing available: the passively down target is tried rather
 	// than none; one an active check took out is not.
-	u.targets[2].activeDn.Store(true)
+	u.Targets()[2].activeDn.Store(true)
 	if got := u.pick(nil, "", nil); got == nil || got.Addr != "b:1" {
 		t.Fatalf("picked %v with every target down, want b:1 (passively down)", got)
 	}
-	u.targets[1].activeDn.Store(true)
+	u.Targets()[1].activeDn.Store(true)
 	if got := u.pick(nil, "", nil); got != nil {
 		t.Fatalf("picked %s with every target down by active checks", got.Addr)
 	}

@@ -533,7 +533,7 @@ func TestStalledBodyNotCountedAsFailure(t *testing.T) {
 				t.Fatalf("target %s: its cut response passed as a 200", tc.addr)
 			}
 		}
-		if up := f.p.upstreams["u"].targets[0].Healthy(); up == tc.charged {
+		if up := f.p.upstreams["u"].Targets()[0].Healthy(); up == tc.charged {
 			t.Errorf("target that %s: healthy %v after one cut response, want %v", map[bool]string{false: "stalled", true: "broke off"}[tc.charged], up, !tc.charged)
 		}
 	}

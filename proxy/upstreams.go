@@ -3,10 +3,11 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,10 +24,11 @@ const maxTries = balance.MaxTries
 // Upstream is a named pool of targets with its balancing policy, health
 // state, transport and retry budget.
 type Upstream struct {
-	name      string
-	protocol  string
-	targets   []*Target // primaries first, then backups
-	nPrimary  int
+	name     string
+	protocol string
+	// set is the targets in force: fixed, unless a target given by
+	// name resolves to other addresses (refresh).
+	set       atomic.Pointer[targetSet]
 	policy    selectionPolicy
 	transport *http.Transport
 	// upgrades carries Upgrade requests (WebSocket) when transport speaks
@@ -64,10 +66,13 @@ type Upstream struct {
 	tryDur   time.Duration
 	retryAll bool // RetryConfig.NonIdempotent
 	maxConn  int64
-	// names maps the addresses of targets given by name to the name
-	// (host:port) they were resolved from; nil when every target is an
-	// IP address.
-	names map[string]string
+	// specs are the targets as configured, which refresh resolves
+	// again; named says one of them is a host name.
+	specs  []TargetConfig
+	named  bool
+	lookup LookupFunc
+	// resolveEvery is how often refresh resolves the names again.
+	resolveEvery time.Duration
 
 	obs    Observer
 	logger *slog.Logger
@@ -98,7 +103,9 @@ type Target struct {
 	// Name is the target's address as configured: Addr, or the host
 	// name and port Addr was resolved from, which is the Host of
 	// requests that send the target's (and the server name of TLS).
-	Name   string
+	Name string
+	// label names the target in health reports: Addr, or Name/Addr.
+	label  string
 	Weight int
 	Backup bool
 
@@ -117,6 +124,9 @@ type Target struct {
 	downUntil atomic.Int64
 	activeDn  atomic.Bool // active checks say down
 	reported  atomic.Bool // last reported state: true = down
+	// gone: a new resolution of the target's name dropped its address;
+	// what it still serves reports no more health.
+	gone atomic.Bool
 	// next is the target with the same address in the generation that
 	// retired this one's (Proxy.Retire); its active checks stand for the
 	// ones this generation stopped.
@@ -180,57 +190,29 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	}
 	u.passive.FailWindow = durOr(u.passive.FailWindow, 10*time.Second)
 	u.passive.Cooldown = durOr(u.passive.Cooldown, 10*time.Second)
-	var primaries, backups []*Target
-	lookup := uc.LookupNetIP
-	if lookup == nil {
-		lookup = defaultLookup
+	u.lookup = uc.LookupNetIP
+	if u.lookup == nil {
+		u.lookup = defaultLookup
 	}
+	u.resolveEvery = durOr(uc.ResolveInterval, DefaultResolveInterval)
 	for i, tc := range uc.Targets {
-		if _, _, err := net.SplitHostPort(tc.Address); err != nil {
+		host, _, err := net.SplitHostPort(tc.Address)
+		if err != nil {
 			return nil, fmt.Errorf("upstream %q: target %d %q: %w", uc.Name, i, tc.Address, err)
 		}
 		if tc.Weight < 0 || tc.Weight > balance.MaxWeight {
 			return nil, fmt.Errorf("upstream %q: target %q: weight %d out of 0..%d", uc.Name, tc.Address, tc.Weight, balance.MaxWeight)
 		}
-		addrs, isName, err := resolveTarget(context.Background(), lookup, tc.Address)
-		switch {
-		case err != nil:
-			// Dialled by name, as before: the name may resolve later.
-			u.logger.Warn("upstream target name not resolved: dialled by name", "target", tc.Address, "error", err)
-			addrs = []string{tc.Address}
-		case !isName:
-			addrs = []string{tc.Address}
-		default:
-			u.logger.Info("upstream target name resolved", "target", tc.Address, "addresses", addrs)
-		}
-		for _, a := range addrs {
-			if a != tc.Address {
-				if _, dup := u.names[a]; dup {
-					continue // two names of one address: one target
-				}
-				if u.names == nil {
-					u.names = make(map[string]string)
-				}
-				u.names[a] = tc.Address
-			}
-			h := fnv.New64a()
-			h.Write([]byte(a))
-			t := &Target{Addr: a, Name: tc.Address, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64()), inflight: new(atomic.Int64)}
-			if u.passive.MaxFails > 0 {
-				t.fails = make([]int64, u.passive.MaxFails)
-			}
-			if tc.Backup {
-				backups = append(backups, t)
-			} else {
-				primaries = append(primaries, t)
-			}
+		if _, err := netip.ParseAddr(host); err != nil {
+			u.named = true
 		}
 	}
-	if len(primaries) == 0 {
+	u.specs = slices.Clone(uc.Targets)
+	ts := u.resolve(context.Background(), nil)
+	if ts.nPrimary == 0 {
 		return nil, fmt.Errorf("upstream %q: only backup targets", uc.Name)
 	}
-	u.targets = append(primaries, backups...)
-	u.nPrimary = len(primaries)
+	u.set.Store(ts)
 	var err error
 	if u.policy, err = newSelectionPolicy(uc); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
@@ -249,10 +231,10 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	if u.transport, u.scheme, u.dial, err = newTransport(uc, connected); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", uc.Name, err)
 	}
-	if u.names != nil {
-		u.transport.DialContext = byName(u.names, u.transport.DialContext)
-		u.transport.DialTLSContext = byName(u.names, u.transport.DialTLSContext)
-		u.dial = byName(u.names, u.dial)
+	if u.named {
+		u.transport.DialContext = u.byName(u.transport.DialContext)
+		u.transport.DialTLSContext = u.byName(u.transport.DialTLSContext)
+		u.dial = u.byName(u.dial)
 	}
 	u.upgrades = u.transport
 	u.scansHeads = uc.Protocol != upstreamproto.H2C
@@ -285,7 +267,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 func (u *Upstream) Name() string { return u.name }
 
 // Targets returns the upstream's targets, primaries first.
-func (u *Upstream) Targets() []*Target { return u.targets }
+func (u *Upstream) Targets() []*Target { return u.set.Load().all }
 
 // Healthy reports whether the target is eligible (active and passive
 // checks both say up). It also notices the end of a passive cool-down.
@@ -336,12 +318,12 @@ func (u *Upstream) reportState(t *Target, why string) {
 		return
 	}
 	if down {
-		u.logger.Warn("upstream target down", "target", t.Addr, "reason", why)
+		u.logger.Warn("upstream target down", "target", t.label, "reason", why)
 	} else {
-		u.logger.Info("upstream target up", "target", t.Addr, "reason", why)
+		u.logger.Info("upstream target up", "target", t.label, "reason", why)
 	}
-	if !u.quiet.Load() {
-		u.obs.UpstreamHealth(u.name, t.Addr, !down)
+	if !u.quiet.Load() && !t.gone.Load() {
+		u.obs.UpstreamHealth(u.name, t.label, !down)
 	}
 }
 
@@ -353,8 +335,8 @@ func (u *Upstream) setQuiet(quiet bool) {
 	if u.quiet.Swap(quiet) == quiet || quiet {
 		return
 	}
-	for _, t := range u.targets {
-		u.obs.UpstreamHealth(u.name, t.Addr, !t.reported.Load())
+	for _, t := range u.Targets() {
+		u.obs.UpstreamHealth(u.name, t.label, !t.reported.Load())
 	}
 }
 
@@ -432,11 +414,12 @@ func (u *Upstream) unhealthyStatus(code int) bool {
 // pick selects a target not in tried: primaries first, backups only when
 // no primary is available, then (soonestBack) one passively down.
 func (u *Upstream) pick(r *http.Request, clientIP string, tried []*Target) *Target {
-	if t := u.policy.selectTarget(u, u.targets[:u.nPrimary], r, clientIP, tried); t != nil {
+	ts := u.set.Load()
+	if t := u.policy.selectTarget(u, ts.all[:ts.nPrimary], r, clientIP, tried); t != nil {
 		return t
 	}
-	if u.nPrimary < len(u.targets) {
-		if t := u.policy.selectTarget(u, u.targets[u.nPrimary:], r, clientIP, tried); t != nil {
+	if ts.nPrimary < len(ts.all) {
+		if t := u.policy.selectTarget(u, ts.all[ts.nPrimary:], r, clientIP, tried); t != nil {
 			return t
 		}
 	}
@@ -454,7 +437,7 @@ func (u *Upstream) pick(r *http.Request, clientIP string, tried []*Target) *Targ
 func (u *Upstream) soonestBack(tried []*Target) *Target {
 	var best *Target
 	var bestUntil int64
-	for _, t := range u.targets {
+	for _, t := range u.Targets() {
 		until := t.downUntil.Load()
 		if until == 0 || t.activeDown() || excluded(t, tried) || (u.maxConn > 0 && t.inflight.Load() >= u.maxConn) {
 			continue
@@ -491,11 +474,11 @@ func (u *Upstream) retire(next *Upstream) {
 	if next == nil {
 		return
 	}
-	now := make(map[string]*Target, len(next.targets))
-	for _, t := range next.targets {
+	now := make(map[string]*Target, len(next.Targets()))
+	for _, t := range next.Targets() {
 		now[t.Addr] = t
 	}
-	for _, t := range u.targets {
+	for _, t := range u.Targets() {
 		if n := now[t.Addr]; n != nil && n != t {
 			t.next.Store(n)
 		}

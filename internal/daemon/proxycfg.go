@@ -288,7 +288,8 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			MaxIdleConns:            u.Keepalive.MaxIdle,
 			MaxConnsPerTarget:       u.Keepalive.MaxConns,
 		},
-		Retries: retryConfig(&u.Retries),
+		Retries:         retryConfig(&u.Retries),
+		ResolveInterval: u.ResolveInterval,
 	}
 	if u.Keepalive.MaxIdle == 0 {
 		uc.Transport.MaxIdleConns = -1 // conf: 0 disables keep-alive
