@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // twoLoopbacks listens on 127.0.0.1 and 127.0.0.2 with one port, the
@@ -350,5 +353,52 @@ func TestNameTargetRefreshed(t *testing.T) {
 	}
 	if _, ok := obs.health[la1]; ok {
 		t.Errorf("health of the removed address reported again: %v", obs.health)
+	}
+}
+
+// TestNameTargetStream: TCP stream mode to a name's addresses in turn,
+// over TLS with the name as server name.
+func TestNameTargetStream(t *testing.T) {
+	la, lb, port := twoLoopbacks(t)
+	cert := httptest.NewUnstartedServer(nil)
+	cert.StartTLS() // for its certificate
+	cert.Close()
+	names := make(chan string, 4)
+	for name, ln := range map[string]net.Listener{"a": la, "b": lb} {
+		tln := tls.NewListener(ln, cert.TLS)
+		t.Cleanup(func() { tln.Close() })
+		go acceptLoop(tln, func(c net.Conn) {
+			defer c.Close()
+			tc := c.(*tls.Conn)
+			if tc.Handshake() != nil {
+				return
+			}
+			names <- name + " " + tc.ConnectionState().ServerName
+			io.WriteString(c, name)
+		})
+	}
+	uc := UpstreamConfig{Name: "u", Protocol: "tls", TLS: &UpstreamTLSConfig{InsecureSkipVerify: true},
+		Targets: []TargetConfig{{Address: "app.test:" + port}},
+		LookupNetIP: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}, nil
+		}}
+	cfg := Config{Upstreams: []UpstreamConfig{uc},
+		Sites: []SiteConfig{{Name: "s", ServerNames: []string{"example.test"}, Stream: &StreamConfig{Upstream: "u"}}}}
+	f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{SNI: "example.test"}})
+	got := map[string]bool{}
+	for range 2 {
+		c := dialRaw(t, f.addr)
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if len(b) == 0 {
+			t.Fatal("stream closed without reaching a target")
+		}
+		got[string(b)] = true
+		got[<-names] = true // sent before the target wrote
+	}
+	for _, want := range []string{"a", "b", "a app.test", "b app.test"} {
+		if !got[want] {
+			t.Errorf("streams %v, want %q among them", got, want)
+		}
 	}
 }
