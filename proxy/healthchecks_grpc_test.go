@@ -184,7 +184,7 @@ func TestGRPCHealthCheck(t *testing.T) {
 					tls = &UpstreamTLSConfig{RootCAs: h2tls.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com"}
 				}
 				u, c := grpcCheckUpstream(t, proto, addr, tc.service, tls)
-				err := u.checkOnce(c, u.targets[0])
+				err := u.checkOnce(c, u.Targets()[0])
 				switch {
 				case tc.want == "" && err != nil:
 					t.Fatalf("healthy target failed: %v", err)
@@ -219,7 +219,7 @@ func TestGRPCHealthCheckNeedsHTTP2(t *testing.T) {
 	t.Cleanup(h1.Close)
 	tls := &UpstreamTLSConfig{RootCAs: h1.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com"}
 	u, c := grpcCheckUpstream(t, "h2", h1.Listener.Addr().String(), "serving", tls)
-	if err := u.checkOnce(c, u.targets[0]); err == nil || !strings.Contains(err.Error(), "not HTTP/2") {
+	if err := u.checkOnce(c, u.Targets()[0]); err == nil || !strings.Contains(err.Error(), "not HTTP/2") {
 		t.Fatalf("check of an HTTP/1.1 target: %v, want a failure", err)
 	}
 }
