@@ -1231,10 +1231,12 @@ type RateLimit struct {
 }
 
 // Retries is a retry policy. A request that never reached a target (connect
-// failure, or the connection failed before the request was written) is
-// always retried on another target within the limits below. A request body
-// read whole first (http.request_buffer) is sent again, whole, on a retry;
-// one that streamed is not retried once part of it went to a target.
+// failure, or the connection failed before the request was written), or that
+// an HTTP/2 target refused unprocessed (RST_STREAM REFUSED_STREAM, or a
+// GOAWAY that leaves its stream out), is always retried on another target
+// within the limits below. A request body read whole first
+// (http.request_buffer) is sent again, whole, on a retry; one that streamed
+// is not retried once part of it went to a target.
 type Retries struct {
 	// Tries is the total number of attempts, the first included; 1 disables
 	// retries. At most 8. Default 3.

@@ -743,10 +743,12 @@
 // # sites[].routes[].retries
 //
 // This section is a retry policy. A request that never reached a target
-// (connect failure, or the connection failed before the request was written)
-// is always retried on another target within the limits below. A request body
-// read whole first (http.request_buffer) is sent again, whole, on a retry; one
-// that streamed is not retried once part of it went to a target.
+// (connect failure, or the connection failed before the request was written),
+// or that an HTTP/2 target refused unprocessed (RST_STREAM REFUSED_STREAM, or
+// a GOAWAY that leaves its stream out), is always retried on another target
+// within the limits below. A request body read whole first
+// (http.request_buffer) is sent again, whole, on a retry; one that streamed is
+// not retried once part of it went to a target.
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. At most 8. Default 3.
@@ -1164,10 +1166,12 @@
 // # upstreams[].retries
 //
 // This section is a retry policy. A request that never reached a target
-// (connect failure, or the connection failed before the request was written)
-// is always retried on another target within the limits below. A request body
-// read whole first (http.request_buffer) is sent again, whole, on a retry; one
-// that streamed is not retried once part of it went to a target.
+// (connect failure, or the connection failed before the request was written),
+// or that an HTTP/2 target refused unprocessed (RST_STREAM REFUSED_STREAM, or
+// a GOAWAY that leaves its stream out), is always retried on another target
+// within the limits below. A request body read whole first
+// (http.request_buffer) is sent again, whole, on a retry; one that streamed is
+// not retried once part of it went to a target.
 //
 //   - tries (integer): tries is the total number of attempts, the first
 //     included; 1 disables retries. At most 8. Default 3.

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/gmproxy/gmproxy/internal/h1server"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // reqState is the per-request bookkeeping, pooled.
@@ -1195,7 +1196,7 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		u.fail(t, err.Error())
 		bodyUntouched := body.untouched()
 		tries, tryDur, retryAll := rt.retryPolicy()
-		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || (rt.retryIdem && idempotent(r.Method)) || retryAll)
+		retry := bodyUntouched && (isDial || (wrote != nil && !wrote.Load()) || notProcessed(err) || (rt.retryIdem && idempotent(r.Method)) || retryAll)
 		if !retry || attempt >= tries || (tryDur > 0 && time.Since(begun) >= tryDur) {
 			break
 		}
@@ -1268,6 +1269,10 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 	if headerTimeout > 0 {
 		req, hw = watchHeader(req, headerTimeout)
 	}
+	var tw *triesWatch
+	if u.speaksH2 && tr == u.transport && len(outreq.Header["Upgrade"]) == 0 {
+		req, tw = watchTries(req, u.protocol == upstreamproto.H2C)
+	}
 	var attempt *attemptBody
 	if body != nil {
 		if req == outreq {
@@ -1278,6 +1283,9 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 		req.Body = attempt
 	}
 	res, err := tr.RoundTrip(req)
+	if tw != nil && tw.stop() && err != nil {
+		err = errTargetRefused
+	}
 	if hw != nil && hw.stop() {
 		// The wait was over first: its cancel made RoundTrip fail, or
 		// came just after the head (which is then not passed on).

@@ -54,7 +54,8 @@ type Upstream struct {
 	scansHeads bool
 	// speaksH2: the Transport may speak HTTP/2 to the targets (h2c, h2,
 	// tls by ALPN), where a request body waits for flow control
-	// (sendWatch) rather than in a write (sendTimed).
+	// (sendWatch) rather than in a write (sendTimed), and the
+	// Transport's own tries of a refused request are bounded (triesWatch).
 	speaksH2 bool
 	// ownTLS: alpnDialer makes the Transport's TLS connections (tls, h2).
 	ownTLS     bool

@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+)
+
+// errTargetRefused ends an attempt whose HTTP/2 target refused the
+// request on connection after connection (a GOAWAY below its stream, or
+// no concurrent streams).
+var errTargetRefused = errors.New("proxy: the target refused the request on every new connection (HTTP/2 GOAWAY before its stream, or no concurrent streams), not processed")
+
+// triesWatch bounds the connections net/http's Transport tries on its
+// own within one attempt over HTTP/2. For each connection whose GOAWAY
+// excludes the request's stream, or that advertised no concurrent streams
+// (SETTINGS_MAX_CONCURRENT_STREAMS 0), it dials another at once, without
+// end: a target answering every connection so took thousands of
+// connections a second from the proxy, for as long as the client waited.
+// RFC 9113 §6.8 says such a request was not processed and may be retried:
+// the Transport's retries are let be (a target's graceful restart needs
+// one, a burst of requests on new connections to a target of few streams
+// up to four), up to maxTransportTries; the proxy then retries on another
+// target (notProcessed). Its retries of a stream refused on the same
+// connection back off and end after seven. HTTP/1.1 connections are not
+// counted: the Transport goes through stale pooled ones until one takes
+// the request.
+//
+// The watch cancels the attempt's context in the trace hook itself,
+// before the request is written on the connection it was given, so the
+// try it stops never reaches the target.
+type triesWatch struct {
+	cancel context.CancelCauseFunc
+	h2c    bool // every connection speaks HTTP/2 (h2c)
+
+	mu    sync.Mutex
+	tries int // HTTP/2 connections given (GotConn), one a try
+	fired bool
+}
+
+// maxTransportTries bounds the tries of one attempt: above a burst's
+// (four) and the Transport's own retries of a refused stream (eight
+// tries in all).
+const maxTransportTries = 8
+
+// watchTries returns req under a context the watch cancels when the
+// transport tries the request again past its bound, and the watch; h2c:
+// the upstream speaks HTTP/2 on every connection (else those that
+// negotiated h2 by ALPN do).
+func watchTries(req *http.Request, h2c bool) (*http.Request, *triesWatch) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	w := &triesWatch{cancel: cancel, h2c: h2c}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { w.gotConn(i.Conn) },
+	})
+	return req.WithContext(ctx), w
+}
+
+// gotConn stops a try on an HTTP/2 connection past the bound.
+func (w *triesWatch) gotConn(c net.Conn) {
+	if !w.h2c && !negotiatedH2(c) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tries++
+	if w.tries > maxTransportTries && !w.fired {
+		w.fired = true
+		w.cancel(errTargetRefused)
+	}
+}
+
+// negotiatedH2 reports whether c is a TLS connection that speaks HTTP/2
+// (alpnDialer's and the dial hooks' are *tls.Conn only then).
+func negotiatedH2(c net.Conn) bool {
+	tc, ok := c.(*tls.Conn)
+	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
+}
+
+// stop reports whether the watch cancelled the attempt.
+func (w *triesWatch) stop() (fired bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fired
+}
+
+// notProcessed reports whether err says the HTTP/2 target did not process
+// the request (RFC 9113 §8.7): it refused the stream, or its graceful
+// GOAWAY excluded it. Such a request may go to another target whatever
+// its method. net/http's Transport gives the last two only inside the
+// text of its refusal to send a body again ("cannot retry err [...]
+// after Request.Body was written"): the text is matched, and
+// TestH2TargetRefusesRetriedElsewhere fails when a release changes it.
+func notProcessed(err error) bool {
+	if errors.Is(err, errTargetRefused) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "REFUSED_STREAM; received from peer") ||
+		strings.Contains(s, "received Server's graceful shutdown GOAWAY")
+}
