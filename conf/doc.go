@@ -1098,6 +1098,17 @@
 //     HTTP/2 the target's end of sending ends the tunnel both ways (the stream
 //     ends when the proxy stops reading it), so bytes the client sends after
 //     that do not reach the target.
+//   - h2_ping (duration): h2_ping sends an HTTP/2 PING on a connection to a
+//     target (protocol h2c, h2, or tls when ALPN chose h2) that has received
+//     nothing for this long, and closes the connection when the answer does
+//     not come within the same time (at most 15s), as Envoy's
+//     connection_keepalive: a target that froze, or a network path that
+//     dropped it, otherwise holds the connection and every request multiplexed
+//     on it until response_header passes (TCP keep-alive does not probe while
+//     data waits to be acknowledged). At least 1s. 0 means none. Default 0:
+//     gRPC servers by default close a connection pinged more often than every
+//     5 minutes (GOAWAY too_many_pings) unless their keepalive enforcement
+//     allows it, so set it to what the targets permit.
 //
 // # upstreams[].health_checks
 //

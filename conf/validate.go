@@ -2026,6 +2026,11 @@ func (v *validator) upstreamConnections(u *Upstream, p string) {
 	if u.Timeouts.Idle <= 0 {
 		v.errf(p+".timeouts.idle", "write a duration such as 90s", "idle timeout must be positive")
 	}
+	if h := u.Timeouts.H2Ping; h != 0 && h < time.Second {
+		v.errf(p+".timeouts.h2_ping", "write a duration of at least 1s such as 5m, or 0 for none", "h2_ping %s is under 1s: a quiet target would be pinged more than once a second", h)
+	} else if h != 0 && !slices.Contains([]string{upstreamproto.H2C, upstreamproto.H2, upstreamproto.TLS}, u.Protocol) {
+		v.warnf(p+".timeouts.h2_ping", "remove it, or use protocol h2c, h2 or tls", "h2_ping has no effect on protocol %s, which is not HTTP/2", u.Protocol)
+	}
 	if u.MaxResponseHeaderBytes < 1<<10 {
 		v.errf(p+".max_response_header_bytes", "write a size such as 64KiB", "max_response_header_bytes must be at least 1KiB")
 	} else if u.MaxResponseHeaderBytes > MaxHeadBytes {

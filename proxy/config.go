@@ -458,8 +458,9 @@ type TransportConfig struct {
 	IdleTimeout time.Duration
 	// ReadTimeout is the longest wait between two successive reads of a
 	// response body from a target, like nginx's proxy_read_timeout; past
-	// it the response is cut (the client sees it end early) and the
-	// target counts a failure. Default DefaultUpstreamReadTimeout (60s);
+	// it the response is cut (the client sees it end early; 504 when none
+	// of it had left the proxy), and the target is not charged (a quiet
+	// stream is no failure). Default DefaultUpstreamReadTimeout (60s);
 	// negative: no limit.
 	ReadTimeout time.Duration
 	// WriteTimeout is the longest a target may go without taking more of
@@ -479,6 +480,11 @@ type TransportConfig struct {
 	// malformed (502; a trailer over it cuts the response). Default
 	// DefaultMaxResponseHeaderFields (256).
 	MaxResponseHeaderFields int
+	// H2PingTimeout: a connection to a target over HTTP/2 (h2c, h2, tls
+	// when ALPN chose h2) that has received nothing for this long is
+	// sent a PING, and closed when no answer comes within the same time
+	// (at most 15 s). 0: none.
+	H2PingTimeout time.Duration
 	// TunnelIdleTimeout closes a WebSocket or other upgraded tunnel
 	// (HTTP/1.1 Upgrade, HTTP/2 extended CONNECT) after this long
 	// without data in either direction. Default DefaultTunnelIdleTimeout

@@ -78,7 +78,16 @@ func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*ht
 		MaxResponseHeaderBytes: max(intOr(tc.MaxResponseHeaderBytes, DefaultMaxResponseHeaderBytes), 1<<10),
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
-		HTTP2:                  &http.HTTP2Config{MaxReceiveBufferPerStream: h2UpstreamStreamWindow},
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream: h2UpstreamStreamWindow,
+			// A frozen target, or a path that dropped it: TCP
+			// keep-alive does not probe while data waits to be
+			// acknowledged, so without pings the connection, and the
+			// requests multiplexed on it, would wait for
+			// response_header (or 15 minutes of retransmissions).
+			SendPingTimeout: max(tc.H2PingTimeout, 0),
+			PingTimeout:     min(max(tc.H2PingTimeout, 0), 15*time.Second),
+		},
 	}
 	if tc.MaxIdleConns < 0 {
 		t.DisableKeepAlives = true

@@ -285,6 +285,7 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			MaxResponseHeaderBytes:  int64(u.MaxResponseHeaderBytes),
 			MaxResponseHeaderFields: u.MaxResponseHeaderFields,
 			TunnelIdleTimeout:       offIfZero(u.Timeouts.TunnelIdle),
+			H2PingTimeout:           u.Timeouts.H2Ping,
 			MaxIdleConns:            u.Keepalive.MaxIdle,
 			MaxConnsPerTarget:       u.Keepalive.MaxConns,
 		},
