@@ -394,8 +394,10 @@ type TargetConfig struct {
 	// each address it resolves to
 	// becomes a target of its own, with this weight and backup flag, its
 	// own health state and pool; the requests' Host (when the upstream's)
-	// and the TLS server name stay the name. A name that does not resolve
-	// is dialled as it is.
+	// and the TLS server name stay the name. Addresses that name no host
+	// to connect to (0.0.0.0, ::, multicast, broadcast: a DNS filter's
+	// answer for a blocked name) are left out, logged. A name that does not
+	// resolve is dialled as it is.
 	Address string
 	// Weight for balancing, at most balance.MaxWeight. Default 1.
 	Weight int

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"hash/fnv"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -96,6 +97,14 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 			kept[label] = q[1:]
 			return q[0]
 		}
+		if addr != tc.Address {
+			if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().IsLinkLocalUnicast() {
+				// Cloud metadata services answer there
+				// (169.254.169.254): a target, as the name says, but
+				// worth a word when it appears.
+				u.logger.Warn("upstream target name resolved to a link-local address", "target", tc.Address, "address", addr)
+			}
+		}
 		h := fnv.New64a()
 		h.Write([]byte(addr))
 		t := &Target{Addr: addr, Name: tc.Address, label: label, Weight: intOr(tc.Weight, 1), Backup: tc.Backup, up: u, hashSeed: mix64(h.Sum64()), inflight: new(atomic.Int64)}
@@ -108,7 +117,7 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 	var backups []*Target
 	seen := map[string]bool{}
 	for _, tc := range u.specs {
-		addrs, isName, err := resolveTarget(ctx, u.lookup, tc.Address)
+		addrs, isName, err := resolveTarget(ctx, u.lookup, tc.Address, u.logger)
 		switch {
 		case !isName:
 			addrs = []string{tc.Address}
@@ -229,9 +238,10 @@ func (u *Upstream) refresh(ctx context.Context) {
 
 // resolveTarget returns the addresses (as host:port) that the target
 // address hostport, a name, resolves to: unique, at most MaxAddrsPerName,
-// in the resolver's order. It returns nil and false when hostport is an
-// IP address (which is dialled as it is).
-func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string) (addrs []string, isName bool, err error) {
+// in the resolver's order, without those that name no host to connect to
+// (unusableAddr, logged to log). It returns nil and false when hostport
+// is an IP address (which is dialled as it is).
+func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string, log *slog.Logger) (addrs []string, isName bool, err error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return nil, false, err
@@ -246,19 +256,36 @@ func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string) (add
 		return nil, true, err
 	}
 	seen := make(map[netip.Addr]bool, len(ips))
+	var unusable []netip.Addr
 	for _, ip := range ips {
 		ip = ip.Unmap()
 		if !ip.IsValid() || seen[ip] {
 			continue
 		}
 		seen[ip] = true
+		if unusableAddr(ip) {
+			unusable = append(unusable, ip)
+			continue
+		}
 		addrs = append(addrs, net.JoinHostPort(ip.String(), port))
 		if len(addrs) == MaxAddrsPerName {
 			break
 		}
 	}
+	if len(unusable) > 0 {
+		log.Warn("upstream target name resolved to addresses that are no target's: left out", "target", hostport, "addresses", unusable)
+	}
 	if len(addrs) == 0 {
 		return nil, true, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 	}
 	return addrs, true, nil
+}
+
+// unusableAddr reports whether ip, from a DNS answer, names no host to
+// connect to: 0.0.0.0 or :: (what DNS filters and sinkholes answer for a
+// blocked name, and which a connect on Linux takes to this host, where
+// the proxy's own listeners are), a multicast address or the IPv4
+// broadcast address. An operator who means this host writes 127.0.0.1.
+func unusableAddr(ip netip.Addr) bool {
+	return ip.IsUnspecified() || ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -400,5 +401,42 @@ func TestNameTargetStream(t *testing.T) {
 		if !got[want] {
 			t.Errorf("streams %v, want %q among them", got, want)
 		}
+	}
+}
+
+// TestNameTargetSinkholeAddresses: a DNS answer's addresses that name no
+// host to connect to are not targets: 0.0.0.0 or :: (the answer of DNS
+// filters and sinkholes for a blocked name, which a connect on Linux
+// takes to this host, the proxy's own listeners), multicast and the
+// IPv4 broadcast address. A name that answers only such addresses is as
+// one that does not resolve: a refresh keeps its addresses in force.
+func TestNameTargetSinkholeAddresses(t *testing.T) {
+	dns := &fakeDNS{}
+	dns.set(false, "0.0.0.0", "10.1.2.3", "::", "224.0.0.1", "255.255.255.255", "ff02::1", "::ffff:0.0.0.0")
+	obs := &resolveEvents{health: map[string]bool{}}
+	uc := UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "app.test:80"}}, LookupNetIP: dns.lookup, ResolveInterval: -1}
+	u, err := newUpstream(&uc, obs, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	addrs := func() (a []string) {
+		for _, tg := range u.Targets() {
+			a = append(a, tg.Addr)
+		}
+		return a
+	}
+	if got := addrs(); len(got) != 1 || got[0] != "10.1.2.3:80" {
+		t.Fatalf("targets %v, want 10.1.2.3:80 only", got)
+	}
+	dns.set(false, "0.0.0.0", "::")
+	u.refresh(context.Background())
+	if got := addrs(); len(got) != 1 || got[0] != "10.1.2.3:80" {
+		t.Fatalf("after an answer of 0.0.0.0 and :: only: targets %v, want 10.1.2.3:80 kept", got)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.failures != 1 {
+		t.Errorf("%d resolve failures reported, want 1", obs.failures)
 	}
 }
