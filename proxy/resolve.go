@@ -200,7 +200,7 @@ func (u *Upstream) startRefresh() {
 func (u *Upstream) refresh(ctx context.Context) {
 	prev := u.set.Load()
 	ts := u.resolve(ctx, prev)
-	if ctx.Err() != nil || slices.Equal(prev.all, ts.all) {
+	if ctx.Err() != nil || sameTargets(prev, ts) {
 		return
 	}
 	if ts.nPrimary == 0 {
@@ -234,6 +234,22 @@ func (u *Upstream) refresh(ctx context.Context) {
 	}
 	u.reportMu.Unlock()
 	u.logger.Info("upstream target names resolved to other addresses", "added", added, "removed", removed)
+}
+
+// sameTargets reports whether a and b hold the same targets, in any
+// order: resolvers answer the addresses of a name in an order that
+// changes from one lookup to the next (DNS round robin, CoreDNS's
+// loadbalance), which is no change to put in force and log.
+func sameTargets(a, b *targetSet) bool {
+	if len(a.all) != len(b.all) || a.nPrimary != b.nPrimary {
+		return false
+	}
+	for _, t := range b.all {
+		if !slices.Contains(a.all, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // resolveTarget returns the addresses (as host:port) that the target

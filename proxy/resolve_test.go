@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -438,5 +440,34 @@ func TestNameTargetSinkholeAddresses(t *testing.T) {
 	defer obs.mu.Unlock()
 	if obs.failures != 1 {
 		t.Errorf("%d resolve failures reported, want 1", obs.failures)
+	}
+}
+
+// TestNameTargetReorderedKept: a resolver that answers the same
+// addresses in another order (DNS round robin, CoreDNS's loadbalance)
+// changes nothing: the set in force stays, and no change is logged.
+func TestNameTargetReorderedKept(t *testing.T) {
+	dns := &fakeDNS{}
+	dns.set(false, "10.1.2.3", "10.1.2.4", "10.1.2.5")
+	var logs syncBuffer
+	uc := UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "app.test:80"}}, LookupNetIP: dns.lookup, ResolveInterval: -1}
+	u, err := newUpstream(&uc, NopObserver{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	before := u.set.Load()
+	dns.set(false, "10.1.2.5", "10.1.2.3", "10.1.2.4")
+	u.refresh(context.Background())
+	if u.set.Load() != before {
+		t.Errorf("the same addresses in another order replaced the set in force")
+	}
+	if s := logs.String(); strings.Contains(s, "other addresses") {
+		t.Errorf("a change was logged:\n%s", s)
+	}
+	dns.set(false, "10.1.2.5", "10.1.2.3")
+	u.refresh(context.Background())
+	if n := len(u.Targets()); n != 2 {
+		t.Errorf("%d targets after an address went, want 2", n)
 	}
 }
