@@ -338,11 +338,12 @@
 //     connecting to an IP address, RFC 6066 §3) or an unknown name gets a
 //     connection made for the listener's default site; its requests go to the
 //     site of the listener their Host names, as with nginx, when that site has
-//     a certificate for the connection's protocol and neither site checks
-//     client certificates (else the default site serves them, or 421 when a
-//     site checks client certificates; check warns about an IP address that
-//     routes nothing so). Default: none (the site is then reached only as a
-//     listener's default site, or by Host).
+//     a certificate for the connection's protocol, would have accepted its
+//     version and cipher suite (tls.min_version, tlcp and tls13sm ciphers),
+//     and neither site checks client certificates (else the default site
+//     serves them, or 421 when a site checks client certificates; check warns
+//     about an IP address that routes nothing so). Default: none (the site is
+//     then reached only as a listener's default site, or by Host).
 //   - tlcp (optional section, see sites[].tlcp): tlcp holds the TLCP double
 //     certificates; absent means the site does not speak TLCP.
 //   - tls13sm (optional section, see sites[].tls13sm): tls13sm holds the TLS

@@ -167,6 +167,14 @@ type SiteConfig struct {
 	// when its Host names it, the connection's family is among these, and
 	// neither site has ClientAuth; nil: never so.
 	Families []string
+	// Handshakes are, by family, the protocol versions and cipher suites
+	// the site's own handshakes can end with; a connection made for
+	// another site (see Families) reaches this one by Host only when its
+	// ConnState.Protocol and Cipher are among them: else the site's
+	// handshake policy (tls min_version 1.3, its TLCP or TLS 1.3-SM
+	// suites) would be passed by with a connection made without SNI. A
+	// family with no entry, or an entry's nil list, allows any.
+	Handshakes map[string]HandshakeParams
 	// RequestIDHeader, when set, names the header that carries each
 	// request's ID (e.g. X-Request-ID): 32 random hex digits, or the ID a
 	// trusted proxy in front (TrustedProxies) sent in it. It goes to the
@@ -174,6 +182,12 @@ type SiteConfig struct {
 	// target's), into the access log (request_id) and into the log line
 	// of a request that failed. A client's own value is replaced.
 	RequestIDHeader string
+}
+
+// HandshakeParams are protocol versions and cipher suites, as
+// frontdoor.ConnState names them; nil: any.
+type HandshakeParams struct {
+	Protocols, Ciphers []string
 }
 
 // RouteConfig matches requests and says what to do with them. Exactly one

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -51,8 +52,9 @@ type site struct {
 	clientAuth bool
 	// clientAuthPolicy: SiteConfig.ClientAuthPolicy.
 	clientAuthPolicy string
-	// families: SiteConfig.Families.
-	families []string
+	// families: SiteConfig.Families; handshakes: SiteConfig.Handshakes.
+	families   []string
+	handshakes map[string]HandshakeParams
 	// reqIDHeader: SiteConfig.RequestIDHeader in canonical form ("":
 	// no request IDs).
 	reqIDHeader string
@@ -255,7 +257,7 @@ func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) ==
 
 func newSite(p *Proxy, sc *SiteConfig) (*site, error) {
 	s := &site{p: p, name: sc.Name, clientAuth: sc.ClientAuth, clientAuthPolicy: sc.ClientAuthPolicy,
-		families: slices.Clone(sc.Families)}
+		families: slices.Clone(sc.Families), handshakes: maps.Clone(sc.Handshakes)}
 	for code, page := range sc.ErrorPages {
 		if s.errorPages == nil {
 			s.errorPages = make(map[int]errorPage, len(sc.ErrorPages))

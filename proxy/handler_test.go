@@ -1001,3 +1001,46 @@ func TestHostWithEmptyLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSNIHostNeedsSiteHandshake: a request on a connection made for
+// the listener's default site (no SNI) is served by the site its Host
+// names only when that site's own handshakes could have ended as this
+// one did: a site of tls min_version 1.3, or of fewer TLCP or TLS 1.3-SM
+// suites, is not reached over a TLS 1.2 connection or a suite it does
+// not offer, which would pass by its handshake policy (the default site
+// serves such a request, as one whose Host names no site).
+func TestNoSNIHostNeedsSiteHandshake(t *testing.T) {
+	tlcp, tls13, rsa := frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM, frontdoor.FamilyTLS
+	site := func(name string, hs map[string]HandshakeParams) SiteConfig {
+		return SiteConfig{Name: name, ServerNames: []string{name + ".test"}, Families: []string{tlcp, tls13, rsa}, Handshakes: hs,
+			Routes: []RouteConfig{{Respond: &RespondConfig{Body: name}}}}
+	}
+	cfg := Config{
+		Sites: []SiteConfig{
+			site("one", nil),
+			site("strict", map[string]HandshakeParams{
+				rsa:   {Protocols: []string{"TLSv1.3"}},
+				tlcp:  {Ciphers: []string{"ECC-SM2-SM4-GCM-SM3"}},
+				tls13: {Ciphers: []string{"TLS_SM4_GCM_SM3"}},
+			}),
+		},
+		ListenerSites: map[string][]string{":443": {"one", "strict"}},
+	}
+	for _, c := range []struct {
+		family, proto, cipher, body string
+	}{
+		{rsa, "TLSv1.3", "TLS_AES_128_GCM_SHA256", "strict"},
+		{rsa, "TLSv1.2", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "one"},
+		{tlcp, "NTLSv1.1", "ECC-SM2-SM4-GCM-SM3", "strict"},
+		{tlcp, "NTLSv1.1", "ECC-SM2-SM4-CBC-SM3", "one"},
+		{tls13, "TLSv1.3-SM", "TLS_SM4_GCM_SM3", "strict"},
+		{tls13, "TLSv1.3-SM", "TLS_SM4_CCM_SM3", "one"},
+	} {
+		st := frontdoor.ConnState{Listener: ":443", Site: "one", Family: c.family, Protocol: c.proto, Cipher: c.cipher}
+		f := newFront(t, cfg, frontOpts{state: &st})
+		code, got, _ := get(t, testClient(t), f.url+"/", "Host", "strict.test")
+		if code != 200 || got != c.body {
+			t.Errorf("%s %s %s, Host strict.test: %d %q, want 200 %q", c.family, c.proto, c.cipher, code, got, c.body)
+		}
+	}
+}

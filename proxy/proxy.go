@@ -495,7 +495,21 @@ func (p *Proxy) hostSite(s *site, r *http.Request, ci *connInfo) (*site, string)
 func (p *Proxy) hostReaches(h, s *site, ci *connInfo) bool {
 	set, listed := p.listenerSites[ci.state.Listener]
 	return listed && set[h.name] && h.stream == nil && !s.clientAuth && !h.clientAuth &&
-		slices.Contains(h.families, ci.state.Family)
+		slices.Contains(h.families, ci.state.Family) && h.couldHandshake(ci.state)
+}
+
+// couldHandshake reports whether one of site s's own handshakes could
+// have ended with st's protocol version and cipher suite
+// (SiteConfig.Handshakes): a site of tls min_version 1.3, or of fewer
+// suites than the site that made the connection, is not served over one
+// it would have refused.
+func (s *site) couldHandshake(st frontdoor.ConnState) bool {
+	hp, ok := s.handshakes[st.Family]
+	if !ok {
+		return true
+	}
+	return (hp.Protocols == nil || slices.Contains(hp.Protocols, st.Protocol)) &&
+		(hp.Ciphers == nil || slices.Contains(hp.Ciphers, st.Cipher))
 }
 
 // ServeConn serves an established client connection until it closes:

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -12,6 +13,8 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
 // proxyConfig maps the YAML configuration onto the proxy's plain structs.
@@ -60,7 +63,7 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 		s := &cfg.Sites[i]
 		sc := proxy.SiteConfig{Name: s.Name, ServerNames: s.ServerNames, ClientAuth: clientAuthPolicy(s) != "", ClientAuthPolicy: clientAuthPolicy(s),
 			CaseInsensitivePaths: s.CaseInsensitivePaths, ErrorPages: s.Material.ErrorPages, RequestIDHeader: s.RequestID,
-			Families: siteFamilies(&s.Material)}
+			Families: siteFamilies(&s.Material), Handshakes: siteHandshakes(&s.Material)}
 		for _, r := range s.Routes {
 			rc := routeConfig(r)
 			if rc.Files != nil && !filepath.IsAbs(rc.Files.Root) {
@@ -107,6 +110,35 @@ func siteFamilies(m *conf.SiteMaterial) []string {
 		f = append(f, frontdoor.FamilyTLS)
 	}
 	return f
+}
+
+// siteHandshakes returns, by family, the protocol versions and cipher
+// suites a site's handshakes can end with, as buildSite configures them
+// (a suite list left empty is the stack's default): a request reaches
+// the site by Host on a connection made for another only when that
+// connection's are among them.
+func siteHandshakes(m *conf.SiteMaterial) map[string]proxy.HandshakeParams {
+	names := func(ids, def []uint16, name func(uint16) string) []string {
+		if len(ids) == 0 {
+			ids = def
+		}
+		var n []string
+		for _, id := range ids {
+			n = append(n, name(id))
+		}
+		return n
+	}
+	hs := map[string]proxy.HandshakeParams{}
+	if m.TLCPSign != nil && m.TLCPEnc != nil {
+		hs[frontdoor.FamilyTLCP] = proxy.HandshakeParams{Ciphers: names(m.TLCPSuites, tlcp.CipherSuites(), tlcp.CipherSuiteName)}
+	}
+	if m.TLS13SM != nil {
+		hs[frontdoor.FamilyTLS13SM] = proxy.HandshakeParams{Ciphers: names(m.TLS13SMSuites, tls13sm.CipherSuites(), tls13sm.CipherSuiteName)}
+	}
+	if m.TLS != nil && m.TLSMinVersion == tls.VersionTLS13 {
+		hs[frontdoor.FamilyTLS] = proxy.HandshakeParams{Protocols: []string{"TLSv1.3"}}
+	}
+	return hs
 }
 
 // UpstreamTargets returns the upstreams of cfg as the proxy names them,

@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/proxy"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
 // TestRouteTimeoutsMapped: a route's timeouts reach the proxy as its own
@@ -144,5 +148,39 @@ func TestSiteFamiliesMapped(t *testing.T) {
 		if got := proxyConfig(cfg).Sites[0].Families; !slices.Equal(got, c.want) {
 			t.Errorf("families %v, want %v", got, c.want)
 		}
+	}
+}
+
+// TestSiteHandshakesMapped: the proxy learns the versions and suites
+// each site's handshakes can end with, named as the handshakes report
+// them, a suite list left empty being the stack's default.
+func TestSiteHandshakesMapped(t *testing.T) {
+	kp := &conf.KeyPair{}
+	m := conf.SiteMaterial{TLCPSign: kp, TLCPEnc: kp, TLS13SM: kp, TLS: kp, TLSMinVersion: tls.VersionTLS13,
+		TLCPSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}, TLS13SMSuites: []uint16{tls13sm.TLS_SM4_GCM_SM3}}
+	cfg := &conf.Config{Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Material: m,
+		Routes: []conf.Route{{PathPrefix: "/", Respond: &conf.Respond{Status: 200}}}}}}
+	hs := proxyConfig(cfg).Sites[0].Handshakes
+	want := map[string]proxy.HandshakeParams{
+		frontdoor.FamilyTLCP:    {Ciphers: []string{tlcp.CipherSuiteName(tlcp.ECC_SM4_GCM_SM3)}},
+		frontdoor.FamilyTLS13SM: {Ciphers: []string{tls13sm.CipherSuiteName(tls13sm.TLS_SM4_GCM_SM3)}},
+		frontdoor.FamilyTLS:     {Protocols: []string{"TLSv1.3"}},
+	}
+	for fam, w := range want {
+		if g := hs[fam]; !slices.Equal(g.Protocols, w.Protocols) || !slices.Equal(g.Ciphers, w.Ciphers) {
+			t.Errorf("%s: %+v, want %+v", fam, g, w)
+		}
+	}
+	m.TLCPSuites, m.TLS13SMSuites, m.TLSMinVersion = nil, nil, tls.VersionTLS12
+	cfg.Sites[0].Material = m
+	hs = proxyConfig(cfg).Sites[0].Handshakes
+	if g := hs[frontdoor.FamilyTLCP].Ciphers; len(g) != len(tlcp.CipherSuites()) {
+		t.Errorf("TLCP default suites %v, want the %d of tlcp.CipherSuites", g, len(tlcp.CipherSuites()))
+	}
+	if g := hs[frontdoor.FamilyTLS13SM].Ciphers; len(g) != len(tls13sm.CipherSuites()) {
+		t.Errorf("TLS 1.3-SM default suites %v, want the %d of tls13sm.CipherSuites", g, len(tls13sm.CipherSuites()))
+	}
+	if g, ok := hs[frontdoor.FamilyTLS]; ok && (g.Protocols != nil || g.Ciphers != nil) {
+		t.Errorf("TLS 1.2 and up: %+v, want any", g)
 	}
 }
