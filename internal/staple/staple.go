@@ -11,8 +11,11 @@ package staple
 import (
 	"bytes"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"time"
 
@@ -46,6 +49,9 @@ func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Re
 	if resp.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
 		return nil, fmt.Errorf("the response is about serial number %x, not the certificate's %x", resp.SerialNumber, leaf.SerialNumber)
 	}
+	if err := checkCertID(der, resp, leaf, issuer); err != nil {
+		return nil, err
+	}
 	if err := checkSigner(resp, issuer, now); err != nil {
 		return nil, err
 	}
@@ -63,6 +69,70 @@ func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Re
 		return nil, fmt.Errorf("the response expired at %s (nextUpdate)", resp.NextUpdate.UTC().Format(time.RFC3339))
 	}
 	return resp, nil
+}
+
+// The parts of an OCSP response (RFC 6960 §4.2.1) that checkCertID
+// reads; encoding/asn1 ignores the fields after them.
+type (
+	ocspOuter struct {
+		Status asn1.Enumerated
+		Bytes  struct {
+			Type     asn1.ObjectIdentifier
+			Response []byte
+		} `asn1:"explicit,tag:0,optional"`
+	}
+	ocspBasic struct {
+		TBS struct {
+			Version     int `asn1:"optional,default:0,explicit,tag:0"`
+			ResponderID asn1.RawValue
+			ProducedAt  asn1.RawValue
+			Responses   []struct {
+				CertID struct {
+					HashAlgorithm           pkix.AlgorithmIdentifier
+					NameHash, IssuerKeyHash []byte
+					SerialNumber            *big.Int
+				}
+			}
+		}
+	}
+)
+
+// checkCertID checks that the single response resp was taken from (the
+// first about leaf's serial number, as the parser chooses) names
+// issuer's name and key in its CertID: a serial number is unique to one
+// issuer only, and a responder that answers for several issuers (RFC 6960
+// §3.2 item 1 wants the whole CertID matched) signs answers about the
+// same serial number of another issuer's certificates.
+func checkCertID(der []byte, resp *ocsp.Response, leaf, issuer *x509.Certificate) error {
+	var outer ocspOuter
+	var basic ocspBasic
+	if _, err := asn1.Unmarshal(der, &outer); err != nil {
+		return fmt.Errorf("not an OCSP response: %v", err)
+	}
+	if _, err := asn1.Unmarshal(outer.Bytes.Response, &basic); err != nil {
+		return fmt.Errorf("not an OCSP response: %v", err)
+	}
+	// The CertID issuer would give the certificate, with the response's
+	// hash function.
+	req, err := ocsp.CreateRequest(leaf, issuer, &ocsp.RequestOptions{Hash: resp.IssuerHash})
+	if err != nil {
+		return fmt.Errorf("the response's CertID hash %v: %v", resp.IssuerHash, err)
+	}
+	want, err := ocsp.ParseRequest(req)
+	if err != nil {
+		return err
+	}
+	for _, r := range basic.TBS.Responses {
+		id := &r.CertID
+		if id.SerialNumber == nil || id.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
+			continue
+		}
+		if !bytes.Equal(id.NameHash, want.IssuerNameHash) || !bytes.Equal(id.IssuerKeyHash, want.IssuerKeyHash) {
+			return fmt.Errorf("the response is about a certificate of another issuer than %q (serial number %x)", issuer.Subject.CommonName, leaf.SerialNumber)
+		}
+		return nil
+	}
+	return errors.New("no response about the certificate's serial number")
 }
 
 // checkSigner checks that issuer signed resp, itself or through a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"math/big"
@@ -32,6 +33,8 @@ func TestVerify(t *testing.T) {
 	notDelegated, nkey := p.Delegate(t, false, now.Add(-time.Hour), now.Add(time.Hour))
 	expiredDelegate, ekey := p.Delegate(t, true, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	otherCA, otherKey := ocsptest.NewCA(t, "Other CA")
+	sameName, _ := ocsptest.NewCA(t, p.CA.Subject.CommonName) // another key
+	sameKey := selfSigned(t, "Renamed CA", p.CAKey)
 	otherDelegate, odkey := ocsptest.Issue(t, otherCA, otherKey, &x509.Certificate{
 		SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "OCSP Responder"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageOCSPSigning},
@@ -50,6 +53,9 @@ func TestVerify(t *testing.T) {
 		{"responder of another CA", p.Sign(t, good, otherDelegate, odkey), "not issued by the certificate's issuer"},
 		{"responder not delegated OCSP", p.Sign(t, good, notDelegated, nkey), "lacks extendedKeyUsage OCSPSigning"},
 		{"responder certificate expired", p.Sign(t, good, expiredDelegate, ekey), "valid only from"},
+		{"about the same serial of another issuer", aboutIssuer(t, p, good, otherCA), "about a certificate of another issuer"},
+		{"about the same serial of an issuer of the same name", aboutIssuer(t, p, good, sameName), "about a certificate of another issuer"},
+		{"about the same serial of an issuer of the same key", aboutIssuer(t, p, good, sameKey), "about a certificate of another issuer"},
 		{"another serial", p.Sign(t, with(func(r *ocsp.Response) { r.SerialNumber = big.NewInt(42) }), nil, nil), "no response matching"},
 		{"revoked", p.Sign(t, with(func(r *ocsp.Response) { r.Status, r.RevokedAt = ocsp.Revoked, this }), nil, nil), "revoked"},
 		{"unknown", p.Sign(t, with(func(r *ocsp.Response) { r.Status = ocsp.Unknown }), nil, nil), "status unknown"},
@@ -101,6 +107,36 @@ func signWithKey(t *testing.T, p *ocsptest.PKI, tmpl ocsp.Response, key crypto.S
 		t.Fatal(err)
 	}
 	return der
+}
+
+// aboutIssuer makes a response signed by the CA about the certificate
+// of tmpl's serial number issued by issuer (its CertID names issuer's
+// name and key): what a responder the CA runs for several issuers may
+// answer, which is no answer about the leaf.
+func aboutIssuer(t *testing.T, p *ocsptest.PKI, tmpl ocsp.Response, issuer *x509.Certificate) []byte {
+	t.Helper()
+	der, err := ocsp.CreateResponse(issuer, p.CA, tmpl, p.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// selfSigned makes a CA certificate named name for key.
+func selfSigned(t *testing.T, name string, key crypto.Signer) *x509.Certificate {
+	t.Helper()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // clock is a test clock.
