@@ -59,7 +59,7 @@ func (u *Upstream) byName(dial DialFunc) DialFunc {
 		return nil
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if name, ok := u.set.Load().names[addr]; ok {
+		if name, ok := u.set.Load().nameOf(addr); ok {
 			ctx = context.WithValue(ctx, dialTo{}, addr)
 			addr = name
 		}
@@ -74,6 +74,20 @@ type targetSet struct {
 	// names maps the addresses of targets resolved from a name to the
 	// name (host:port); nil when there are none.
 	names map[string]string
+	// removed maps likewise the addresses of the set this one replaced
+	// that it left out: a request that picked one just before may dial
+	// it after (once a connection slot frees), still by name. Only the
+	// last refresh's are kept, which bounds them.
+	removed map[string]string
+}
+
+// nameOf returns the name addr was resolved from, if it was.
+func (ts *targetSet) nameOf(addr string) (string, bool) {
+	if name, ok := ts.names[addr]; ok {
+		return name, true
+	}
+	name, ok := ts.removed[addr]
+	return name, ok
 }
 
 // resolve makes the upstream's targets of its specs, resolving the
@@ -208,6 +222,14 @@ func (u *Upstream) refresh(ctx context.Context) {
 		// (a failed name keeps its addresses), but a set without
 		// primaries would leave pick without candidates.
 		return
+	}
+	for _, t := range prev.all {
+		if t.Addr != t.Name && !slices.Contains(ts.all, t) {
+			if ts.removed == nil {
+				ts.removed = make(map[string]string)
+			}
+			ts.removed[t.Addr] = t.Name
+		}
 	}
 	u.reportMu.Lock()
 	u.set.Store(ts)

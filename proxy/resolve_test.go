@@ -471,3 +471,39 @@ func TestNameTargetReorderedKept(t *testing.T) {
 		t.Errorf("%d targets after an address went, want 2", n)
 	}
 }
+
+// TestRemovedTargetDialledByName: a request that picked an address just
+// before a refresh removed it dials it after (waiting for a connection
+// slot, say); the connection still goes to the address with the name for
+// SNI and the certificate check, not to the bare address, whose
+// certificate check fails.
+func TestRemovedTargetDialledByName(t *testing.T) {
+	dns := &fakeDNS{}
+	dns.set(false, "10.1.2.3", "10.1.2.4")
+	uc := UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "app.test:443"}}, LookupNetIP: dns.lookup, ResolveInterval: -1}
+	u, err := newUpstream(&uc, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	var dialled, to string
+	dial := u.byName(func(ctx context.Context, _, addr string) (net.Conn, error) {
+		dialled, to = addr, DialAddr(ctx, addr)
+		return nil, errors.New("not dialled")
+	})
+	dns.set(false, "10.1.2.4")
+	u.refresh(context.Background())
+	if n := len(u.Targets()); n != 1 {
+		t.Fatalf("%d targets, want 1", n)
+	}
+	dial(context.Background(), "tcp", "10.1.2.3:443")
+	if dialled != "app.test:443" || to != "10.1.2.3:443" {
+		t.Errorf("the removed address dialled as %q to %q, want app.test:443 to 10.1.2.3:443", dialled, to)
+	}
+	dns.set(false, "10.1.2.5")
+	u.refresh(context.Background())
+	dial(context.Background(), "tcp", "10.1.2.4:443")
+	if dialled != "app.test:443" || to != "10.1.2.4:443" {
+		t.Errorf("the address removed last dialled as %q to %q, want app.test:443 to 10.1.2.4:443", dialled, to)
+	}
+}
