@@ -63,6 +63,24 @@ func TestRouteSendTimeout(t *testing.T) {
 		}
 	})
 	for _, h2 := range []bool{false, true} {
+		// A route without a send timeout still has the listener's
+		// write_timeout, a bound of its own on the whole response.
+		name := "none keeps the listener's write_timeout, HTTP/1.1"
+		if h2 {
+			name = "none keeps the listener's write_timeout, HTTP/2"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := proxyTo(addrOf(backend))
+			cfg.Sites = routes(RouteConfig{SendTimeout: -1})
+			cfg.Limits.SendTimeout = time.Hour
+			cfg.Limits.WriteTimeout = short
+			f, c := frontFor(t, cfg, h2)
+			if n, err := pausedGet(t, c, f.url+"/own/"); n == size && err == nil {
+				t.Errorf("route without a send timeout: the whole response came past the listener's write_timeout %v", short)
+			}
+		})
+	}
+	for _, h2 := range []bool{false, true} {
 		name := "shorter than the listener's, HTTP/1.1"
 		if h2 {
 			name = "shorter than the listener's, HTTP/2"

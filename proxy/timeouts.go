@@ -313,14 +313,17 @@ func (p *Proxy) initSend(rs *reqState, r *http.Request) {
 
 // routeSend puts a route's own send timeout (negative: none) in place of
 // the listener's, which initSend armed before the request was routed (a
-// 100 Continue may go before). The route's is armed from now.
+// 100 Continue may go before). The route's is armed from now; the
+// listener's write_timeout (limit) still bounds the response.
 func (p *Proxy) routeSend(rs *reqState, r *http.Request, d time.Duration) {
 	sd := &rs.w.send
 	limit := sd.limit
 	if sd.stall != nil {
 		sd.stall.stop()
 	} else if sd.ww != nil {
-		sd.ww.SetWriteDeadline(time.Time{}) // initSend's
+		// initSend's deadline goes; write_timeout's, which it stood
+		// for too (the HTTP/1 server's own is the same one), stays.
+		sd.ww.SetWriteDeadline(limit)
 	}
 	*sd = sendDeadline{}
 	p.startSend(rs, r, d, limit, false)
