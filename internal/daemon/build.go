@@ -90,6 +90,9 @@ type Env struct {
 	proxy *proxy.Proxy
 	// ocsp are the running OCSP fetchers, by ocspKey (ocsp.go).
 	ocsp map[string]*ocspFetcher
+	// ocspInForce are the fetchers of the installed generation, by
+	// site name: the only ones whose reports reach OCSP.
+	ocspInForce map[string]*ocspFetcher
 }
 
 // engine is one private-key engine with the number of generations using it.

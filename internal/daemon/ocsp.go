@@ -53,16 +53,22 @@ func (e *Env) acquireOCSP(s *conf.Site) *ocspFetcher {
 	}
 	name, log, obs := s.Name, e.Logger.With("site", s.Name), e.OCSP
 	f := &staple.Fetcher{Leaf: leaf, Issuer: m.TLSOCSPIssuer, URL: m.TLSOCSPURL, Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	of := &ocspFetcher{f: f, key: key, cancel: cancel, refs: 1}
 	f.Report = func(next time.Time) {
 		if next.IsZero() {
 			log.Warn("OCSP stapling: no current response to staple", "responder", f.URL)
 		}
-		if obs != nil {
+		// Only the fetcher of the generation in force reports: one a
+		// reload replaced (another certificate, a response file, no
+		// stapling) runs on while its generation drains.
+		e.mu.Lock()
+		current := e.ocspInForce[name] == of
+		e.mu.Unlock()
+		if obs != nil && current {
 			obs.SetOCSPNextUpdate(name, next)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	of := &ocspFetcher{f: f, key: key, cancel: cancel, refs: 1}
 	if e.ocsp == nil {
 		e.ocsp = map[string]*ocspFetcher{}
 	}
@@ -109,6 +115,22 @@ func (b *siteBuild) siteStaple(s *conf.Site) func() []byte {
 // response file leaves no stale nextUpdate, and one that shares a running
 // fetcher shows its response.
 func (e *Env) reportOCSP(cfg *conf.Config, fs []*ocspFetcher) {
+	byKey := map[string]*ocspFetcher{}
+	for _, of := range fs {
+		byKey[of.key] = of
+	}
+	inForce := map[string]*ocspFetcher{}
+	for i := range cfg.Sites {
+		s := &cfg.Sites[i]
+		if m := &s.Material; m.TLSOCSP == nil && m.TLSOCSPURL != "" && m.TLSOCSPIssuer != nil && m.TLS != nil {
+			if of := byKey[ocspKey(s)]; of != nil {
+				inForce[s.Name] = of
+			}
+		}
+	}
+	e.mu.Lock()
+	e.ocspInForce = inForce
+	e.mu.Unlock()
 	if e.OCSP == nil {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -163,4 +164,30 @@ func TestOCSPStapleFetched(t *testing.T) {
 	if n := p.Requests.Load(); n != asked {
 		t.Errorf("the reload asked the responder %d more times", n-asked)
 	}
+}
+
+// TestOCSPStaleFetcherNotReported: a fetcher of a generation a reload
+// replaced (its site now staples another certificate's response, or a
+// file's), still running while that generation drains, does not report
+// its responses over those of the generation in force.
+func TestOCSPStaleFetcherNotReported(t *testing.T) {
+	p := ocsptest.New(t)
+	obs := &ocspObserver{}
+	e := &Env{OCSP: obs, Logger: slog.New(slog.DiscardHandler)}
+	defer e.Close()
+	old := ocspConfig(t, p)
+	old.Sites[0].Material.TLSOCSPURL = "http://127.0.0.1:1/" // never answers
+	of := e.acquireOCSP(&old.Sites[0])
+	e.reportOCSP(old, []*ocspFetcher{of})
+
+	now := time.Now().Truncate(time.Second)
+	cfg := ocspConfig(t, p)
+	cfg.Sites[0].Material.TLSOCSP = &staple.Staple{DER: p.Response(t, now.Add(-time.Minute), now.Add(time.Hour)), NextUpdate: now.Add(time.Hour)}
+	e.reportOCSP(cfg, nil)
+	of.f.Report(now.Add(time.Minute)) // the old fetcher got a response
+	of.f.Report(time.Time{})          // and later dropped it
+	if got := obs.get("main"); !got.Equal(now.Add(time.Hour)) {
+		t.Errorf("reported nextUpdate %v, want the file's %v", got, now.Add(time.Hour))
+	}
+	e.releaseOCSP([]*ocspFetcher{of})
 }
