@@ -3,7 +3,6 @@ package daemon
 import (
 	"testing"
 
-	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -11,25 +10,13 @@ import (
 // grpc reaches the proxy as a gRPC check of its service (not as a GET of
 // the default path "/", which a gRPC target refuses).
 func TestGRPCHealthCheckConfig(t *testing.T) {
-	cfg, err := conf.Parse("../../conf/testdata/good/grpc.yaml", []byte(`listeners:
-  - address: 127.0.0.1:0
-sites:
-  - tlcp:
-      sign_cert: ../pki/server_sign.crt
-      sign_key: ../pki/server_sign.key
-      enc_cert: ../pki/server_enc.crt
-      enc_key: ../pki/server_enc.key
-    routes:
-      - {upstream: app}
+	cfg := tlcpSiteConfig(t, "grpc.yaml", `      - {upstream: app}
 upstreams:
   - name: app
     protocol: h2c
     targets: [127.0.0.1:50051]
     health_checks: {active: {type: grpc, service: helloworld.Greeter, host: grpc.internal}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	a := proxyConfig(cfg).Upstreams[0].HealthCheck.Active
 	if a.Type != proxy.ActiveGRPC || a.Service != "helloworld.Greeter" || a.Host != "grpc.internal" {
 		t.Fatalf("active check %+v, want a grpc check of helloworld.Greeter at grpc.internal", a)

@@ -85,7 +85,7 @@ func NewCA(t testing.TB, name string) (*x509.Certificate, crypto.Signer) {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true,
 	}
-	return sign(t, tmpl, tmpl, key, key), key
+	return Sign(t, tmpl, tmpl, key, key), key
 }
 
 // Issue makes a certificate from tmpl, with a new ECDSA key, signed by
@@ -96,12 +96,12 @@ func Issue(t testing.TB, ca *x509.Certificate, caKey crypto.Signer, tmpl *x509.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sign(t, tmpl, ca, key, caKey), key
+	return Sign(t, tmpl, ca, key, caKey), key
 }
 
-// sign makes the certificate tmpl of key's public half, signed by
+// Sign makes the certificate tmpl of key's public half, signed by
 // parent's key.
-func sign(t testing.TB, tmpl, parent *x509.Certificate, key, parentKey crypto.Signer) *x509.Certificate {
+func Sign(t testing.TB, tmpl, parent *x509.Certificate, key, parentKey crypto.Signer) *x509.Certificate {
 	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
 	if err != nil {
