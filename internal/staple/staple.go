@@ -46,9 +46,8 @@ func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Re
 	if err != nil {
 		return nil, fmt.Errorf("not an OCSP response for the certificate: %w", err)
 	}
-	if resp.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
-		return nil, fmt.Errorf("the response is about serial number %x, not the certificate's %x", resp.SerialNumber, leaf.SerialNumber)
-	}
+	// The single response's whole CertID, serial number included, is
+	// checked here, not left to the parser's choice of it.
 	if err := checkCertID(der, resp, leaf, issuer); err != nil {
 		return nil, err
 	}

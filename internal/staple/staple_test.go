@@ -95,6 +95,18 @@ func TestVerifySerialOfSingleResponse(t *testing.T) {
 	if _, err := Verify(der, p.Leaf, p.CA, now); err == nil {
 		t.Fatal("the response of serial 43 stapled for the leaf")
 	}
+	// The CertID check on its own, whatever single response a parser
+	// chose: serial 43 is no answer about the leaf.
+	resp, err := ocsp.ParseResponse(der, p.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkCertID(der, resp, p.Leaf, p.CA); err == nil {
+		t.Error("checkCertID took the response of serial 43 for the leaf")
+	}
+	if err := checkCertID(der, resp, &other, p.CA); err != nil {
+		t.Errorf("checkCertID refused the response of serial 43 for serial 43: %v", err)
+	}
 }
 
 // signWithKey signs a response with key and the CA's name as responder,
@@ -226,9 +238,12 @@ func TestFetchBounded(t *testing.T) {
 		case "/404":
 			http.NotFound(w, r)
 		case "/endless":
-			// Up to 1 GiB, until the client goes.
+			// Until the client goes: read without bound, the body
+			// would take the whole fetch's time, which a fast
+			// machine filled with 1 GiB and then refused it as too
+			// large all the same.
 			chunk := make([]byte, 64<<10)
-			for range 16 << 10 {
+			for {
 				if _, err := w.Write(chunk); err != nil {
 					return
 				}
@@ -241,7 +256,9 @@ func TestFetchBounded(t *testing.T) {
 	for _, c := range []struct{ path, want string }{
 		{"/", "more than"}, {"/endless", "more than"}, {"/404", "answered 404"},
 	} {
-		f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: srv.URL + c.path}
+		// Bounded in time too: the endless body must be refused for its
+		// size, long before the fetch's timeout.
+		f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: srv.URL + c.path, Timeout: 3 * time.Second}
 		if _, err := f.Refresh(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) || f.Current() != nil {
 			t.Errorf("%s: err %v, want %q", c.path, err, c.want)
 		}
