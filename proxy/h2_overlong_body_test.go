@@ -3,7 +3,6 @@ package proxy
 import (
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,12 +63,6 @@ func overlongH2Body(t *testing.T) string {
 		t.Fatal(err)
 	}
 	h2Events(t, fr, 1)
-	var data []byte
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		f.p.AccessLog().Flush()
-		if data, _ = os.ReadFile(path); len(data) > 0 {
-			break
-		}
-	}
+	data := waitAccessLog(t, f, path)
 	return strings.TrimSpace(string(data))
 }

@@ -47,14 +47,7 @@ func TestTCPStreamLoggedWithStatus(t *testing.T) {
 			c.(*net.TCPConn).CloseWrite()
 			io.ReadAll(c) // the echo, or nothing: until the proxy closes
 			c.Close()
-			var line []byte
-			for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
-				f.p.AccessLog().Flush()
-				if line, _ = os.ReadFile(logPath); len(line) > 0 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			line := waitAccessLog(t, f, logPath)
 			if got := strings.TrimSpace(string(line)); got != tc.want {
 				t.Errorf("access log %q, want %q", got, tc.want)
 			}
@@ -106,15 +99,22 @@ func TestTCPStreamRefusedInShutdownLogged(t *testing.T) {
 		t.Errorf("a session begun in shutdown was spliced to the target (read %q)", b)
 	}
 	late.Close()
-	var line []byte
-	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); {
-		f.p.AccessLog().Flush()
-		if line, _ = os.ReadFile(logPath); len(line) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	line := waitAccessLog(t, f, logPath)
 	if got, want := strings.TrimSpace(string(line)), "STREAM tcp 503 - 0 0"; got != want {
 		t.Errorf("access log %q, want %q", got, want)
 	}
+}
+
+// waitAccessLog flushes f's access log until the file at path holds
+// something (bounded), and returns what it holds.
+func waitAccessLog(t *testing.T, f *front, path string) []byte {
+	t.Helper()
+	var data []byte
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		f.p.AccessLog().Flush()
+		if data, _ = os.ReadFile(path); len(data) > 0 {
+			break
+		}
+	}
+	return data
 }

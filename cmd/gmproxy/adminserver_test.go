@@ -102,22 +102,7 @@ func TestAdminServerBounds(t *testing.T) {
 // client could keep the execution tracer on the traffic for days. The
 // seconds are checked wherever pprof reads them: query or form body.
 func TestPprofSecondsBounded(t *testing.T) {
-	if newTelemetry == nil {
-		t.Skip("no telemetry in this build")
-	}
-	var live adminState
-	cfg := conf.Default()
-	cfg.Admin.Pprof = true
-	live.set(cfg.Admin)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	single := newTelemetry(log, &daemon.Env{Logger: log}).AdminHandler("127.0.0.1:9100", &live, nil)
-	// The supervisor's workers are unreachable here: a worker's profile
-	// let through is 502.
-	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return nil, errors.New("no worker in this test")
-	})}}
-	s.admin.set(cfg.Admin)
-	sup := s.adminMux(cfg, nil)
+	single, sup := pprofAdmins(t)
 	type request struct {
 		method, target, form string
 		want                 int
@@ -453,20 +438,7 @@ func TestAdminServerBodySizeBound(t *testing.T) {
 // cross-site by its browser; a worker's own, on its Unix socket, answers
 // the supervisor, whose Host names no address.
 func TestPprofRefusesOtherSites(t *testing.T) {
-	if newTelemetry == nil {
-		t.Skip("no telemetry in this build")
-	}
-	var live adminState
-	cfg := conf.Default()
-	cfg.Admin.Pprof = true
-	live.set(cfg.Admin)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	single := newTelemetry(log, &daemon.Env{Logger: log}).AdminHandler(cfg.Admin.Address, &live, nil)
-	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return nil, errors.New("no worker in this test")
-	})}}
-	s.admin.set(cfg.Admin)
-	sup := s.adminMux(cfg, nil)
+	single, sup := pprofAdmins(t)
 	for _, tc := range []struct {
 		h                     http.Handler
 		target, host, secSite string
@@ -511,4 +483,26 @@ func TestPprofRefusesOtherSites(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Errorf("a worker's pprof on its Unix socket, as the supervisor asks for it: %d, want 200", res.StatusCode)
 	}
+}
+
+// pprofAdmins returns the admin handlers, pprof on and at the default
+// admin address, of a single process and of a supervisor whose workers
+// are unreachable (a worker's profile let through is 502); it skips t in
+// a build without telemetry.
+func pprofAdmins(t *testing.T) (single, sup http.Handler) {
+	t.Helper()
+	if newTelemetry == nil {
+		t.Skip("no telemetry in this build")
+	}
+	var live adminState
+	cfg := conf.Default()
+	cfg.Admin.Pprof = true
+	live.set(cfg.Admin)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	single = newTelemetry(log, &daemon.Env{Logger: log}).AdminHandler(cfg.Admin.Address, &live, nil)
+	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("no worker in this test")
+	})}}
+	s.admin.set(cfg.Admin)
+	return single, s.adminMux(cfg, nil)
 }
