@@ -22,12 +22,13 @@ import (
 // refusingH2Target serves HTTP/2 with raw frames (over TLS with tlsCfg,
 // else h2c): it sends settings, then
 // calls refuse for each request's HEADERS (the connection's number from
-// 1); refuse returns true to close the connection. It counts connections
-// and requests.
-func refusingH2Target(t *testing.T, tlsCfg *tls.Config, settings []http2.Setting, refuse func(fr *http2.Framer, id uint32) bool) (addr string, conns, reqs *atomic.Int32) {
-	conns, reqs = new(atomic.Int32), new(atomic.Int32)
+// 1); refuse returns true to close the connection. It counts the
+// connections accepted (dials), those that spoke HTTP/2 (conns: the
+// client preface came) and requests.
+func refusingH2Target(t *testing.T, tlsCfg *tls.Config, settings []http2.Setting, refuse func(fr *http2.Framer, id uint32) bool) (addr string, dials, conns, reqs *atomic.Int32) {
+	dials, conns, reqs = new(atomic.Int32), new(atomic.Int32), new(atomic.Int32)
 	addr = connBackend(t, func(c net.Conn) {
-		conns.Add(1)
+		dials.Add(1)
 		if tlsCfg != nil {
 			tc := tls.Server(c, tlsCfg)
 			if tc.Handshake() != nil {
@@ -38,6 +39,7 @@ func refusingH2Target(t *testing.T, tlsCfg *tls.Config, settings []http2.Setting
 		if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
 			return
 		}
+		conns.Add(1)
 		fr := http2.NewFramer(c, c)
 		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		fr.WriteSettings(settings...)
@@ -59,7 +61,7 @@ func refusingH2Target(t *testing.T, tlsCfg *tls.Config, settings []http2.Setting
 			}
 		}
 	})
-	return addr, conns, reqs
+	return addr, dials, conns, reqs
 }
 
 // TestH2TargetRefusesRetriedElsewhere: a request an HTTP/2 target did not
@@ -91,7 +93,7 @@ func TestH2TargetRefusesRetriedElsewhere(t *testing.T) {
 		refuse   func(fr *http2.Framer, id uint32) bool
 		methods  []string
 		tries    int32 // the most the refusing target may see of each request
-		conns    int32 // and the most connections it may take for each; 0: not counted
+		conns    int32 // and the most HTTP/2 connections for each; 0: not counted
 	}{
 		// Only requests with a body: net/http's Transport retries a
 		// bodiless one refused so on the same connection itself.
@@ -119,7 +121,7 @@ func TestH2TargetRefusesRetriedElsewhere(t *testing.T) {
 				if proto != "h2c" {
 					tlsCfg, upTLS, other = serverTLS, clientTLS, echoTLS.Listener.Addr().String()
 				}
-				addr, conns, reqs := refusingH2Target(t, tlsCfg, tc.settings, tc.refuse)
+				addr, dials, conns, reqs := refusingH2Target(t, tlsCfg, tc.settings, tc.refuse)
 				cfg := Config{
 					Upstreams: []UpstreamConfig{{Name: "u", Protocol: proto, TLS: upTLS,
 						Targets:     []TargetConfig{{Address: addr}, {Address: other, Backup: true}},
@@ -136,7 +138,7 @@ func TestH2TargetRefusesRetriedElsewhere(t *testing.T) {
 					req, _ := http.NewRequest(m, f.url+"/", body)
 					res, err := c.Do(req)
 					if err != nil {
-						t.Fatalf("%s: %v (the refusing target saw %d requests on %d connections)", m, err, reqs.Load(), conns.Load())
+						t.Fatalf("%s: %v (the refusing target saw %d requests on %d HTTP/2 connections)", m, err, reqs.Load(), conns.Load())
 					}
 					b, _ := io.ReadAll(res.Body)
 					res.Body.Close()
@@ -147,8 +149,15 @@ func TestH2TargetRefusesRetriedElsewhere(t *testing.T) {
 					if res.StatusCode != 200 || string(b) != want {
 						t.Fatalf("%s: %d %q, want 200 %q from the other target", m, res.StatusCode, b, want)
 					}
-					if n, k := reqs.Load(), conns.Load(); n > tc.tries*int32(i+1) || (tc.conns > 0 && k > tc.conns*int32(i+1)) {
-						t.Fatalf("after %d requests the refusing target saw %d requests on %d connections, want at most %d and %d per request", i+1, n, k, tc.tries, tc.conns)
+					// Over TLS net/http's Transport makes connections
+					// for its HTTP/2 pool itself, and may close some
+					// unused (before the client preface) when its dial
+					// lost a race to another connection: seen up to
+					// three for one request under the race detector on
+					// a loaded machine. They are bounded too; a storm
+					// is thousands.
+					if n, k, d := reqs.Load(), conns.Load(), dials.Load(); n > tc.tries*int32(i+1) || (tc.conns > 0 && (k > tc.conns*int32(i+1) || d > 2*tc.conns*int32(i+1))) {
+						t.Fatalf("after %d requests the refusing target saw %d requests on %d HTTP/2 connections (%d dials), want at most %d, %d and %d per request", i+1, n, k, d, tc.tries, tc.conns, 2*tc.conns)
 					}
 				}
 			})
@@ -157,7 +166,7 @@ func TestH2TargetRefusesRetriedElsewhere(t *testing.T) {
 	t.Run("GOAWAY after the stream", func(t *testing.T) {
 		var others atomic.Int32
 		other := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { others.Add(1) }))
-		addr, _, reqs := refusingH2Target(t, nil, nil, func(fr *http2.Framer, id uint32) bool {
+		addr, _, _, reqs := refusingH2Target(t, nil, nil, func(fr *http2.Framer, id uint32) bool {
 			fr.WriteGoAway(id, http2.ErrCodeNo, nil) // the stream may be processed
 			return true
 		})
@@ -269,7 +278,7 @@ func getBody(c *http.Client, url string) (int, string, error) {
 func TestH2TargetFewStreamsBurst(t *testing.T) {
 	var mu sync.Mutex
 	active := map[*http2.Framer]int{}
-	addr, _, _ := refusingH2Target(t, nil, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 2}}, func(fr *http2.Framer, id uint32) bool {
+	addr, _, _, _ := refusingH2Target(t, nil, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 2}}, func(fr *http2.Framer, id uint32) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if active[fr] >= 2 {
