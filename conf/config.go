@@ -985,6 +985,16 @@ type Timeouts struct {
 	// every 5 minutes (GOAWAY too_many_pings) unless their keepalive
 	// enforcement allows it, so set it to what the targets permit.
 	H2Ping time.Duration `yaml:"h2_ping"`
+	// GRPCTimeoutMax lets a gRPC call (gRPC or gRPC-Web: a Content-Type
+	// of application/grpc…) whose grpc-timeout field asks for longer
+	// than response_header (or the route's) wait that long for its
+	// response head, up to this: a unary call's answer comes with its
+	// head, so a call its client allowed minutes was cut at
+	// response_header with 504, which gRPC clients take for UNAVAILABLE
+	// and retry. A shorter grpc-timeout changes nothing (the client
+	// cancels the call at its deadline, and the proxy the attempt).
+	// 0 means grpc-timeout is not honoured. Default 10m.
+	GRPCTimeoutMax time.Duration `yaml:"grpc_timeout_max"`
 }
 
 // HealthChecks configures passive and active health checking.

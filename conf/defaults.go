@@ -53,6 +53,7 @@ const (
 	DefaultMaxResponseHeaderBytes  = 64 << 10
 	DefaultMaxResponseHeaderFields = 256
 	DefaultTunnelIdle              = 10 * time.Minute
+	DefaultGRPCTimeoutMax          = 10 * time.Minute
 	DefaultResolveInterval         = 30 * time.Second
 	DefaultKeepaliveMaxIdle        = 32
 	DefaultPassiveMaxFails         = 3
@@ -192,6 +193,7 @@ func (u *Upstream) setDefaults() {
 	u.MaxResponseHeaderFields = DefaultMaxResponseHeaderFields
 	u.ResolveInterval = DefaultResolveInterval
 	u.Timeouts.TunnelIdle = DefaultTunnelIdle
+	u.Timeouts.GRPCTimeoutMax = DefaultGRPCTimeoutMax
 	u.HealthChecks.Passive.setDefaults()
 	u.Retries.setDefaults()
 }

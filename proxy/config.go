@@ -506,6 +506,12 @@ type TransportConfig struct {
 	// without data in either direction. Default DefaultTunnelIdleTimeout
 	// (10m); negative: no limit.
 	TunnelIdleTimeout time.Duration
+	// GRPCTimeoutMax: a gRPC call (Content-Type application/grpc…)
+	// whose grpc-timeout asks for longer than the response-head wait
+	// (ResponseHeaderTimeout or the route's) is given its deadline, up
+	// to this. Default DefaultGRPCTimeoutMax (10m); negative: grpc-timeout
+	// is not honoured.
+	GRPCTimeoutMax time.Duration
 	// MaxIdleConns is the idle pool size per target. Default 64; negative
 	// disables keep-alive (every request gets a new connection).
 	MaxIdleConns int

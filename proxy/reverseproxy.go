@@ -1095,13 +1095,16 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		var res *http.Response
 		var err error
 		var ab *attemptBody // the attempt's body through a net/http transport
+		hd, ht := u.headerTimeout, rt.headerTimeout
+		if ht != 0 {
+			hd = max(ht, 0) // the route's
+		}
+		if g := grpcHeaderWait(outreq.Header, hd, u.grpcMax); g != hd {
+			hd, ht = g, g // a gRPC call's longer deadline
+		}
 		if h1, ok := tr.(*h1Client); ok {
-			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout, rt.headerTimeout)
+			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout, ht)
 		} else {
-			hd := u.headerTimeout
-			if rt.headerTimeout != 0 {
-				hd = max(rt.headerTimeout, 0) // the route's
-			}
 			res, ab, err = u.viaTransport(rs, tr, outreq, body, hd)
 			// net/http's transports return the response as soon as it
 			// comes, and fail as soon as they see why, while their own

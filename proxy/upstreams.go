@@ -60,6 +60,7 @@ type Upstream struct {
 	// ownTLS: alpnDialer makes the Transport's TLS connections (tls, h2).
 	ownTLS     bool
 	tunnelIdle time.Duration // a tunnel without data either way; 0: none
+	grpcMax    time.Duration // the longest head wait a gRPC call's grpc-timeout sets; 0: not honoured
 
 	passive  PassiveHealthConfig
 	active   ActiveHealthConfig
@@ -224,6 +225,7 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	u.writeTimeout = max(durOr(uc.Transport.WriteTimeout, DefaultUpstreamWriteTimeout), 0)
 	u.maxFields = max(intOr(uc.Transport.MaxResponseHeaderFields, DefaultMaxResponseHeaderFields), 1)
 	u.tunnelIdle = max(durOr(uc.Transport.TunnelIdleTimeout, DefaultTunnelIdleTimeout), 0)
+	u.grpcMax = max(durOr(uc.Transport.GRPCTimeoutMax, DefaultGRPCTimeoutMax), 0)
 	var connected func(time.Duration, error)
 	if co, ok := obs.(UpstreamConnectObserver); ok {
 		name := uc.Name

@@ -318,6 +318,7 @@ func upstreamConfig(u *conf.Upstream) proxy.UpstreamConfig {
 			MaxResponseHeaderFields: u.MaxResponseHeaderFields,
 			TunnelIdleTimeout:       offIfZero(u.Timeouts.TunnelIdle),
 			H2PingTimeout:           u.Timeouts.H2Ping,
+			GRPCTimeoutMax:          offIfZero(u.Timeouts.GRPCTimeoutMax),
 			MaxIdleConns:            u.Keepalive.MaxIdle,
 			MaxConnsPerTarget:       u.Keepalive.MaxConns,
 		},

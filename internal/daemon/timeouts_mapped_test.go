@@ -8,7 +8,7 @@ import (
 )
 
 // TestTimeoutsMapped: a route's timeouts.send and an upstream's
-// timeouts.h2_ping reach the proxy's configuration.
+// timeouts.h2_ping and grpc_timeout_max reach the proxy's configuration.
 func TestTimeoutsMapped(t *testing.T) {
 	cfg := tlcpSiteConfig(t, "timeouts.yaml", `      - {path_prefix: /iso/, upstream: app, timeouts: {send: 2h}}
       - {upstream: app}
@@ -16,7 +16,7 @@ upstreams:
   - name: app
     protocol: h2c
     targets: [127.0.0.1:8080]
-    timeouts: {h2_ping: 5m}
+    timeouts: {h2_ping: 5m, grpc_timeout_max: 1h}
 `)
 	pc := proxyConfig(cfg)
 	if got := pc.Sites[0].Routes[0].SendTimeout; got != 2*time.Hour {
@@ -27,6 +27,9 @@ upstreams:
 	}
 	if got := pc.Upstreams[0].Transport.H2PingTimeout; got != 5*time.Minute {
 		t.Errorf("timeouts.h2_ping: proxy H2PingTimeout %v, want 5m", got)
+	}
+	if got := pc.Upstreams[0].Transport.GRPCTimeoutMax; got != time.Hour {
+		t.Errorf("timeouts.grpc_timeout_max: proxy GRPCTimeoutMax %v, want 1h", got)
 	}
 }
 

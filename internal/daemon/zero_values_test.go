@@ -33,7 +33,7 @@ upstreams:
   - name: app
     targets: [127.0.0.1:8080]
     keepalive: {max_idle: 0, max_conns: 0}
-    timeouts: {read: 0, write: 0, tunnel_idle: 0}
+    timeouts: {read: 0, write: 0, tunnel_idle: 0, grpc_timeout_max: 0}
     max_response_header_bytes: 8KiB
     max_response_header_fields: 50
     health_checks: {passive: {max_fails: 0}, active: {path: /, expect_status: 0}}
@@ -64,6 +64,7 @@ upstreams:
 		{"max_response_header_bytes: 8KiB (not a zero, passed on)", u.Transport.MaxResponseHeaderBytes == 8<<10, u.Transport.MaxResponseHeaderBytes},
 		{"max_response_header_fields: 50 (not a zero, passed on)", u.Transport.MaxResponseHeaderFields == 50, u.Transport.MaxResponseHeaderFields},
 		{"timeouts.tunnel_idle: 0 is no limit (negative TunnelIdleTimeout)", u.Transport.TunnelIdleTimeout < 0, u.Transport.TunnelIdleTimeout},
+		{"timeouts.grpc_timeout_max: 0 is grpc-timeout not honoured (negative GRPCTimeoutMax)", u.Transport.GRPCTimeoutMax < 0, u.Transport.GRPCTimeoutMax},
 		{"keepalive.max_conns: 0 is unlimited", u.Transport.MaxConnsPerTarget == 0, u.Transport.MaxConnsPerTarget},
 		{"passive.max_fails: 0 disables passive checks (negative MaxFails)", u.HealthCheck.Passive.MaxFails < 0, u.HealthCheck.Passive.MaxFails},
 		{"active.expect_status: 0 is any 2xx or 3xx", u.HealthCheck.Active.ExpectStatus == 0, u.HealthCheck.Active.ExpectStatus},
