@@ -67,8 +67,8 @@ func NewKeyServer() (*KeyServer, error) {
 	reg := prometheus.NewRegistry()
 	m := &KeyServer{
 		gatherer: reg,
-		clients:  newAdmitter(maxSites),
-		keys:     newAdmitter(maxSites),
+		clients:  newAdmitter(MaxSites),
+		keys:     newAdmitter(MaxSites),
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "operations_total",
 			Help: "Key operations answered, by client, key, operation and result."}, []string{"client", "key", "op", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "operation_duration_seconds",

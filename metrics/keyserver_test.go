@@ -68,7 +68,7 @@ func TestKeyServerRetain(t *testing.T) {
 
 // TestKeyServerRetainFreesPlaces: the label places of removed clients go
 // to new ones: a key server whose clients are renamed by reloads, more
-// than maxSites in all, exports every running client by its name, not as
+// than MaxSites in all, exports every running client by its name, not as
 // "other".
 func TestKeyServerRetainFreesPlaces(t *testing.T) {
 	m, err := NewKeyServer()
@@ -77,7 +77,7 @@ func TestKeyServerRetainFreesPlaces(t *testing.T) {
 	}
 	for gen := 0; gen < 3; gen++ {
 		var names []string
-		for i := 0; i < maxSites; i++ {
+		for i := 0; i < MaxSites; i++ {
 			names = append(names, "c"+strconv.Itoa(gen)+"_"+strconv.Itoa(i))
 		}
 		m.Retain(names, []string{"key"})

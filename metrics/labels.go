@@ -32,12 +32,15 @@ const Other = "other"
 // cipher of a handshake that failed before a suite was chosen).
 const None = "none"
 
-// Caps on the number of distinct configuration-derived label values.
+// Caps on the number of distinct configuration-derived label values:
+// names past them, in the order the metrics first see them, are shown as
+// "other". MaxSites, MaxRoutes and MaxUpstreams (which bounds key server
+// names too) are the caps of the site, route and upstream labels.
 const (
 	maxListeners = 64
-	maxSites     = 256
-	maxRoutes    = 512
-	maxUpstreams = 256
+	MaxSites     = 256
+	MaxRoutes    = 512
+	MaxUpstreams = 256
 	maxTargets   = 1024
 	maxRefusals  = 16 // distinct ConnRefused reasons
 	// maxNameLen bounds a name in bytes: 42 Chinese characters (3 bytes

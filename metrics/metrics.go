@@ -238,12 +238,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		reg:           reg,
 		gatherer:      g,
 		listeners:     newAdmitter(maxListeners),
-		sites:         newAdmitter(maxSites),
-		routes:        newAdmitter(maxRoutes),
-		upstreams:     newAdmitter(maxUpstreams),
+		sites:         newAdmitter(MaxSites),
+		routes:        newAdmitter(MaxRoutes),
+		upstreams:     newAdmitter(MaxUpstreams),
 		targets:       newAdmitter(maxTargets),
 		refusals:      newAdmitter(maxRefusals),
-		keyServers:    newAdmitter(maxUpstreams),
+		keyServers:    newAdmitter(MaxUpstreams),
 		lastEvictions: make(map[string]uint64),
 	}
 	m.build()

@@ -383,8 +383,8 @@ func TestBoundedLabels(t *testing.T) {
 		m.SetCertNotAfter(v, v, time.Now())
 	}
 	caps := map[string]int{
-		"listener": maxListeners + 2, "site": maxSites + 2, "route": maxRoutes + 2,
-		"upstream": maxUpstreams + 2, "target": maxTargets + 2, "reason": maxRefusals + 2,
+		"listener": maxListeners + 2, "site": MaxSites + 2, "route": MaxRoutes + 2,
+		"upstream": MaxUpstreams + 2, "target": maxTargets + 2, "reason": maxRefusals + 2,
 		"protocol": len(protocols) + 2, "result": len(handshakeResults) + 3,
 		"op": len(keyOps) + 2, "location": len(keyLocations) + 2, "role": len(certRoles) + 2, "method": len(httpMethods) + 2,
 		"code": 7, "direction": 2, "resumed": 2, "client_auth": 2,

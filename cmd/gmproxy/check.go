@@ -111,28 +111,49 @@ func plural(n int, word string) string {
 }
 
 // labelProblems warns of the names of sites, routes, upstreams and key
-// servers that the metrics will not show as they are (metrics.NameProblem):
-// their series would mix with others under "other" without a word.
+// servers that the metrics will not show as they are (metrics.NameProblem),
+// and of those past a label's cap (metrics.MaxSites, MaxRoutes,
+// MaxUpstreams): their series would mix with others under "other"
+// without a word.
 func labelProblems(cfg *conf.Config) conf.Problems {
 	var probs conf.Problems
-	warn := func(path, name string) {
-		if why := metrics.NameProblem(name); why != "" {
-			probs = append(probs, cfg.WarningAt(path,
-				"use a name of at most 128 bytes (42 Chinese characters) without control characters, and not \"other\" or \"none\"",
-				fmt.Sprintf("name %q %s", name, why)))
+	// names returns the check of one label's names: each is warned of
+	// when the metrics cannot show it, and the first distinct name past
+	// the cap once.
+	names := func(kind string, most int) func(path, name string) {
+		seen := make(map[string]bool)
+		return func(path, name string) {
+			if why := metrics.NameProblem(name); why != "" {
+				probs = append(probs, cfg.WarningAt(path,
+					"use a name of at most 128 bytes (42 Chinese characters) without control characters, and not \"other\" or \"none\"",
+					fmt.Sprintf("name %q %s", name, why)))
+				return
+			}
+			if name == "" || seen[name] {
+				return
+			}
+			seen[name] = true
+			if len(seen) == most+1 {
+				probs = append(probs, cfg.WarningAt(path,
+					fmt.Sprintf("give fewer %ss names of their own, or split the configuration across instances", kind),
+					fmt.Sprintf("name %q is past the %d %s names the metrics tell apart: the names seen last while running (this one or others) show as \"other\"", name, most, kind)))
+			}
 		}
 	}
+	site, route := names("site", metrics.MaxSites), names("route", metrics.MaxRoutes)
 	for i, s := range cfg.Sites {
-		warn(fmt.Sprintf("sites[%d].name", i), s.Name)
+		site(fmt.Sprintf("sites[%d].name", i), s.Name)
 		for j, r := range s.Routes {
-			warn(fmt.Sprintf("sites[%d].routes[%d].name", i, j), r.Name)
+			route(fmt.Sprintf("sites[%d].routes[%d].name", i, j), r.Name)
 		}
 	}
+	upstream := names("upstream", metrics.MaxUpstreams)
 	for i, u := range cfg.Upstreams {
-		warn(fmt.Sprintf("upstreams[%d].name", i), u.Name)
+		upstream(fmt.Sprintf("upstreams[%d].name", i), u.Name)
 	}
+	keyServer := names("key server", metrics.MaxUpstreams)
 	for i, k := range cfg.KeyServers {
-		warn(fmt.Sprintf("key_servers[%d].name", i), k.Name)
+		keyServer(fmt.Sprintf("key_servers[%d].name", i), k.Name)
 	}
 	return probs
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/metrics"
 )
 
 // TestRunChineseNamesInMetrics: a site and a route named in Chinese, with
@@ -88,5 +89,89 @@ func TestCheckWarnsOfNamesShownAsOther(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("check output:\n%s", errb.String())
+	}
+}
+
+// TestCheckWarnsOfNamesPastLabelCaps: gmproxy check warns, once and at
+// its place in the file, of the first site, route and upstream name past
+// the metrics' cap of the label (whose series would show as "other"); a
+// route name repeated in another site is one name, and a configuration
+// at the caps gets no warning.
+func TestCheckWarnsOfNamesPastLabelCaps(t *testing.T) {
+	dir := t.TempDir()
+	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
+	tls := "    tls: {cert: " + filepath.Join(pki, "server_ecdsa.crt") + ", key: " + filepath.Join(pki, "server_ecdsa.key") + "}\n"
+	write := func(extra int) (string, map[string]int) {
+		var b strings.Builder
+		line := func(s string) int { b.WriteString(s); return strings.Count(b.String(), "\n") }
+		at := make(map[string]int) // the lines of the first site, route and upstream past the caps
+		line("listeners:\n  - address: 127.0.0.1:0\n    protocols: [tls]\nsites:\n")
+		for i := range metrics.MaxSites + extra {
+			n := line(fmt.Sprintf("  - name: s%d\n", i))
+			if i == metrics.MaxSites {
+				at["site"] = n
+			}
+			line(fmt.Sprintf("    server_names: [s%d.example]\n", i) + tls + "    routes:\n")
+			// Sites 0 and 1 name the same routes (one name each), site
+			// 2 two more and then the extra ones, the others none; the
+			// catch-all route of each is one more: the cap at extra 0.
+			var names []string
+			switch i {
+			case 0, 1:
+				for j := range metrics.MaxRoutes - 3 {
+					names = append(names, fmt.Sprintf("r%d", j))
+				}
+			case 2:
+				for j := range 2 + extra {
+					names = append(names, fmt.Sprintf("x%d", j))
+				}
+			}
+			for j, name := range names {
+				n := line(fmt.Sprintf("      - {name: %s, path_prefix: /%s/, upstream: u0}\n", name, name))
+				if i == 2 && j == 2 {
+					at["route"] = n
+				}
+			}
+			line("      - {name: all, upstream: u0}\n")
+		}
+		line("upstreams:\n")
+		for i := range metrics.MaxUpstreams + extra {
+			n := line(fmt.Sprintf("  - {name: u%d, targets: [127.0.0.1:9]}\n", i))
+			if i == metrics.MaxUpstreams {
+				at["upstream"] = n
+			}
+		}
+		cfg := filepath.Join(dir, fmt.Sprintf("gmproxy%d.yaml", extra))
+		os.WriteFile(cfg, []byte(b.String()), 0o644)
+		return cfg, at
+	}
+	for _, extra := range []int{0, 1} {
+		cfg, at := write(extra)
+		var out, errb bytes.Buffer
+		if code := dispatch([]string{"check", "-no-bind", "-c", cfg}, &out, &errb); code != 0 {
+			t.Fatalf("check: exit %d, want 0 (warnings only)\n%s", code, errb.String())
+		}
+		got := strings.Count(errb.String(), "names the metrics tell apart")
+		if extra == 0 {
+			if got != 0 {
+				t.Errorf("at the caps: %d warnings of names past them, want none", got)
+			}
+			continue
+		}
+		for k, want := range []string{
+			fmt.Sprintf(`%s:%d:11: warning: sites[%d].name: name "s%d" is past the %d site names the metrics tell apart`, cfg, at["site"], metrics.MaxSites, metrics.MaxSites, metrics.MaxSites),
+			fmt.Sprintf(`%s:%d:16: warning: sites[2].routes[2].name: name "x2" is past the %d route names the metrics tell apart`, cfg, at["route"], metrics.MaxRoutes),
+			fmt.Sprintf(`%s:%d:12: warning: upstreams[%d].name: name "u%d" is past the %d upstream names the metrics tell apart`, cfg, at["upstream"], metrics.MaxUpstreams, metrics.MaxUpstreams, metrics.MaxUpstreams),
+		} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("check output lacks %q (%d)", want, k)
+			}
+		}
+		if got != 3 {
+			t.Errorf("%d warnings of names past the caps, want 3 (the first of each label)", got)
+		}
+		if t.Failed() {
+			t.Logf("check output:\n%s", errb.String())
+		}
 	}
 }
