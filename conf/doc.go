@@ -82,7 +82,10 @@
 //     client, and their own connections are not held by
 //     max_connections_per_client or max_handshakes_per_client (one proxy's
 //     connections carry many clients; max_connections and max_handshakes still
-//     hold them). Default: none (always replaced or removed).
+//     hold them). An entry that holds every address (0.0.0.0/0, ::/0) is
+//     warned: any client could then write its own X-Forwarded-For and be
+//     counted as whatever address it names. Default: none (always replaced or
+//     removed).
 //   - sessions (section, see sessions): sessions configures session resumption
 //     for TLCP and TLS 1.3-SM.
 //   - admin (section, see admin): admin is the admin/metrics HTTP listener.
@@ -234,7 +237,8 @@
 //   - trusted (list of strings): trusted are the IPs or CIDRs allowed to send a
 //     PROXY header; a connection from anywhere else that sends one is closed,
 //     and one without a header is served with its socket address. Required
-//     when enabled.
+//     when enabled. An entry that holds every address (0.0.0.0/0, ::/0) is
+//     warned: any client could then send a header naming any address.
 //   - required (boolean): required closes a connection from a trusted address
 //     that does not start with a PROXY header, as nginx's and HAProxy's
 //     proxy_protocol listeners do: a balancer that relays a client without one

@@ -251,6 +251,31 @@ func (v *validator) prefixes(path string, list []string) {
 	}
 }
 
+// trustsEveryone warns about an entry of a list of trusted sources
+// (trusted_proxies, proxy_protocol.trusted) that holds every address
+// (0.0.0.0/0, ::/0, or the IPv4-mapped ::ffff:0.0.0.0/96, which the proxy
+// reads as 0.0.0.0/0): any client could then name its own address in
+// X-Forwarded-For or a PROXY header, and the per-client limits,
+// rate_limit and basic_auth's failures would count the address it chose
+// (a new one per request). nginx takes set_real_ip_from 0.0.0.0/0 as
+// given; it is warned here because it is easy to copy from a guide.
+func (v *validator) trustsEveryone(path string, list []string, fix string) {
+	for i, s := range list {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue // an address, or reported by prefixes
+		}
+		bits := pfx.Bits()
+		if pfx.Addr().Is4In6() && bits >= 96 {
+			bits -= 96
+		}
+		if bits == 0 {
+			v.warnf(fmt.Sprintf("%s[%d]", path, i), fix,
+				"%s trusts every address: any client can name its own address, and the per-client limits and rate_limit count the address it names", s)
+		}
+	}
+}
+
 // validate checks the decoded, defaulted configuration and loads its files.
 func (v *validator) validate() {
 	c := v.cfg
@@ -262,6 +287,7 @@ func (v *validator) validate() {
 	v.validateUpstreams(upstreamUsed)
 	v.reachability()
 	v.prefixes("trusted_proxies", c.TrustedProxies)
+	v.trustsEveryone("trusted_proxies", c.TrustedProxies, "list only the proxies in front of gmproxy, e.g. 10.0.0.0/8")
 
 	// sessions
 	s := &c.Sessions
@@ -466,6 +492,7 @@ func (v *validator) listenerProxyProtocol(l *Listener, p string) {
 		v.warnf(p+".proxy_protocol.required", "set enabled: true", "proxy_protocol.required is ignored because proxy_protocol is not enabled")
 	}
 	v.prefixes(p+".proxy_protocol.trusted", l.ProxyProtocol.Trusted)
+	v.trustsEveryone(p+".proxy_protocol.trusted", l.ProxyProtocol.Trusted, "list only the load balancers' addresses, e.g. 10.0.0.0/8")
 }
 
 // listenerHTTP checks a listener's http section at path p.
