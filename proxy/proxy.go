@@ -151,15 +151,34 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 }
 
 // addUpstreams builds the upstream pools; the caller closes those built
-// when it fails.
+// when it fails. Those with target names are built at once (each looks
+// its names up), as one after another a resolver that does not answer
+// held a start or reload for its timeout per name.
 func (p *Proxy) addUpstreams(ucs []UpstreamConfig) error {
+	built := make([]*Upstream, len(ucs))
+	errs := make([]error, len(ucs))
+	var wg sync.WaitGroup
 	for i := range ucs {
-		u, err := newUpstream(&ucs[i], p.obs, p.logger)
-		if err != nil {
-			return err
+		build := func() { built[i], errs[i] = newUpstream(&ucs[i], p.obs, p.logger) }
+		if hasNames(ucs[i].Targets) {
+			wg.Go(build)
+		} else {
+			build()
 		}
-		if p.upstreams[u.name] != nil {
-			return fmt.Errorf("duplicate upstream %q", u.name)
+	}
+	wg.Wait()
+	for i, u := range built {
+		err := errs[i]
+		if err == nil && p.upstreams[u.name] != nil {
+			err = fmt.Errorf("duplicate upstream %q", u.name)
+		}
+		if err != nil {
+			for _, u := range built[i:] {
+				if u != nil {
+					u.close()
+				}
+			}
+			return err
 		}
 		p.upstreams[u.name] = u
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -130,8 +131,9 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 	ts := &targetSet{}
 	var backups []*Target
 	seen := map[string]bool{}
-	for _, tc := range u.specs {
-		addrs, isName, err := resolveTarget(ctx, u.lookup, tc.Address, u.logger)
+	answers := u.lookupAll(ctx)
+	for i, tc := range u.specs {
+		addrs, isName, err := answers[i].addrs, answers[i].isName, answers[i].err
 		switch {
 		case !isName:
 			addrs = []string{tc.Address}
@@ -177,6 +179,43 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 	ts.nPrimary = len(ts.all)
 	ts.all = append(ts.all, backups...)
 	return ts
+}
+
+// hasNames reports whether a target of targets is given by a host name,
+// not an IP address.
+func hasNames(targets []TargetConfig) bool {
+	for _, tc := range targets {
+		host, _, err := net.SplitHostPort(tc.Address)
+		if _, perr := netip.ParseAddr(host); err == nil && perr != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// lookupAnswer is resolveTarget's answer for one target.
+type lookupAnswer struct {
+	addrs  []string
+	isName bool
+	err    error
+}
+
+// lookupAll resolves the targets of u at once, a lookup for each name
+// (each bounded by lookupTimeout): one after another, a resolver that
+// does not answer held a start or reload for lookupTimeout per name.
+func (u *Upstream) lookupAll(ctx context.Context) []lookupAnswer {
+	answers := make([]lookupAnswer, len(u.specs))
+	var wg sync.WaitGroup
+	for i, tc := range u.specs {
+		a := &answers[i]
+		if !u.named {
+			a.addrs, a.isName, a.err = resolveTarget(ctx, u.lookup, tc.Address, u.logger)
+			continue
+		}
+		wg.Go(func() { a.addrs, a.isName, a.err = resolveTarget(ctx, u.lookup, tc.Address, u.logger) })
+	}
+	wg.Wait()
+	return answers
 }
 
 // startRefresh resolves the names of u's targets again every

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -505,5 +506,49 @@ func TestRemovedTargetDialledByName(t *testing.T) {
 	dial(context.Background(), "tcp", "10.1.2.4:443")
 	if dialled != "app.test:443" || to != "10.1.2.4:443" {
 		t.Errorf("the address removed last dialled as %q to %q, want app.test:443 to 10.1.2.4:443", dialled, to)
+	}
+}
+
+// TestNameLookupsAtOnce: the names of an upstream's targets, and those of
+// every upstream, are looked up at once when the proxy is built (at
+// start and at each reload): one after another, a resolver that does not
+// answer held a start for lookupTimeout per name. Each lookup here waits
+// for all four to have begun; one after another, the first would wait
+// until its timeout and its name go unresolved.
+func TestNameLookupsAtOnce(t *testing.T) {
+	const names = 4
+	var mu sync.Mutex
+	began := 0
+	all := make(chan struct{})
+	lookup := func(ctx context.Context, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		if began++; began == names {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{
+			{Name: "u", Targets: []TargetConfig{{Address: "a.test:1"}, {Address: "b.test:2"}}, LookupNetIP: lookup},
+			{Name: "v", Targets: []TargetConfig{{Address: "c.test:3"}, {Address: "d.test:4"}, {Address: "127.0.0.1:5"}}, LookupNetIP: lookup},
+			{Name: "w", Targets: []TargetConfig{{Address: "127.0.0.1:6"}}},
+		},
+		Sites: oneSite(RouteConfig{Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for name, want := range map[string][]string{"u": {"127.0.0.1:1", "127.0.0.1:2"}, "v": {"127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"}, "w": {"127.0.0.1:6"}} {
+		var got []string
+		for _, tg := range f.p.upstreams[name].Targets() {
+			got = append(got, tg.Addr)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("upstream %s: targets %q, want %q (every name resolved)", name, got, want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -198,17 +197,14 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 	}
 	u.resolveEvery = durOr(uc.ResolveInterval, DefaultResolveInterval)
 	for i, tc := range uc.Targets {
-		host, _, err := net.SplitHostPort(tc.Address)
-		if err != nil {
+		if _, _, err := net.SplitHostPort(tc.Address); err != nil {
 			return nil, fmt.Errorf("upstream %q: target %d %q: %w", uc.Name, i, tc.Address, err)
 		}
 		if tc.Weight < 0 || tc.Weight > balance.MaxWeight {
 			return nil, fmt.Errorf("upstream %q: target %q: weight %d out of 0..%d", uc.Name, tc.Address, tc.Weight, balance.MaxWeight)
 		}
-		if _, err := netip.ParseAddr(host); err != nil {
-			u.named = true
-		}
 	}
+	u.named = hasNames(uc.Targets)
 	u.specs = slices.Clone(uc.Targets)
 	ts := u.resolve(context.Background(), nil)
 	if ts.nPrimary == 0 {
