@@ -1155,8 +1155,10 @@ type Files struct {
 // gzip-encoded when the client accepts gzip, its type is listed and it is
 // not shorter than min_length; not a response to HEAD or to an HTTP/1.0
 // request (whose caches ignore Vary), a 204, 206 or 304,
-// one the target already encoded, or one marked Cache-Control:
-// no-transform. On a files route, a file's whole content (200) is
+// one the target already encoded, one marked Cache-Control:
+// no-transform, or one with a digest of its bytes (Content-Digest,
+// Repr-Digest, Digest, Content-MD5), which encoded would not match them.
+// On a files route, a file's whole content (200) is
 // compressed as it is sent, unless precompressed serves its .gz; a range
 // of it goes as it is. The encoded response has no Content-Length (it is sent
 // chunked over HTTP/1.1), no Accept-Ranges and a weak ETag; both variants

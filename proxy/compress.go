@@ -130,7 +130,8 @@ func fieldOf(res *http.Response, name string) []string {
 // a response that has or may have no body, an already encoded one, a
 // part of a representation (206: its ranges are the identity's), one its
 // target forbids transforming (Cache-Control: no-transform, RFC 9111
-// §5.2.2.6), one shorter than the minimum, or of a type not listed.
+// §5.2.2.6) or whose digest covers its bytes as they are (digestFields),
+// one shorter than the minimum, or of a type not listed.
 func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 	switch sc := res.StatusCode; {
 	case sc < 200, sc == http.StatusNoContent, sc == http.StatusPartialContent, sc == http.StatusNotModified:
@@ -153,9 +154,22 @@ func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 			return false
 		}
 	}
+	for _, d := range digestFields {
+		if len(fieldOf(res, d)) > 0 {
+			return false
+		}
+	}
 	cts := fieldOf(res, "Content-Type")
 	return len(cts) > 0 && z.typeListed(cts[0])
 }
+
+// digestFields name the digests of a response's content as it is sent:
+// Content-Digest and Repr-Digest (RFC 9530 §1.2: tied to the
+// Content-Encoding), and the older Digest (RFC 3230) and Content-MD5
+// (RFC 1864). Encoded, a response would carry a digest of other bytes,
+// and a client that checks it would refuse the response as corrupt: it
+// goes as the target sent it, as with no-transform.
+var digestFields = [...]string{"Content-Digest", "Repr-Digest", "Digest", "Content-Md5"}
 
 // typeListed reports whether the Content-Type ct is one of the types
 // compressed.

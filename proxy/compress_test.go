@@ -17,13 +17,15 @@ import (
 
 // compressBackend answers with the query's content type (ct), length
 // (n bytes of text, declared in Content-Length), status, ETag,
-// Content-Encoding (ce), Cache-Control (cc) and Vary.
+// Content-Encoding (ce), Cache-Control (cc), Vary and digests
+// (Content-Digest cd, Repr-Digest rd, Digest dg, Content-MD5 md5).
 func compressBackend(t *testing.T) string {
 	return h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		n, _ := strconv.Atoi(q.Get("n"))
 		body := strings.Repeat("gmproxy compresses text ", n/24+1)[:n]
-		for _, f := range [][2]string{{"ct", "Content-Type"}, {"etag", "Etag"}, {"ce", "Content-Encoding"}, {"cc", "Cache-Control"}, {"vary", "Vary"}} {
+		for _, f := range [][2]string{{"ct", "Content-Type"}, {"etag", "Etag"}, {"ce", "Content-Encoding"}, {"cc", "Cache-Control"}, {"vary", "Vary"},
+			{"cd", "Content-Digest"}, {"rd", "Repr-Digest"}, {"dg", "Digest"}, {"md5", "Content-Md5"}} {
 			if v := q.Get(f[0]); v != "" {
 				w.Header().Set(f[1], v)
 			}
@@ -149,6 +151,29 @@ func TestCompress(t *testing.T) {
 			}
 			if len(raw) >= n/4 {
 				t.Errorf("%s: %d bytes for %d of repeated text: not compressed", name, len(raw), n)
+			}
+		}
+	}
+}
+
+// TestCompressDigestKept: a response whose digest covers its content as
+// it is (Content-Digest, Repr-Digest, RFC 9530 §1.2: tied to its
+// Content-Encoding; Digest, Content-MD5) goes as it came, its digest
+// still true: gzip-encoded, the client checking it would refuse the
+// response as corrupt.
+func TestCompressDigestKept(t *testing.T) {
+	addr := compressBackend(t)
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		for _, d := range [][2]string{
+			{"cd", "Content-Digest"}, {"rd", "Repr-Digest"}, {"dg", "Digest"}, {"md5", "Content-Md5"},
+		} {
+			res, b := getAccepting(t, c, f.url+"/?ct=text/html&n=5000&"+d[0]+"=sha-256%3D%3AX48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE%3D%3A", "gzip")
+			if ce := res.Header.Get("Content-Encoding"); ce != "" || len(b) != 5000 || res.Header.Get(d[1]) == "" {
+				t.Errorf("h2 %v, %s: Content-Encoding %q, %d bytes, %s %q; want the target's 5000 bytes as they came, with their digest",
+					h2, d[1], ce, len(b), d[1], res.Header.Get(d[1]))
 			}
 		}
 	}
