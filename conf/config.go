@@ -1158,6 +1158,9 @@ type Files struct {
 // one the target already encoded, one marked Cache-Control:
 // no-transform, or one with a digest of its bytes (Content-Digest,
 // Repr-Digest, Digest, Content-MD5), which encoded would not match them.
+// A route whose response_headers set or add Content-Encoding (a .svgz or
+// a gzip file served as its content) cannot compress: those responses
+// would be encoded twice under one label.
 // On a files route, a file's whole content (200) is
 // compressed as it is sent, unless precompressed serves its .gz; a range
 // of it goes as it is. The encoded response has no Content-Length (it is sent

@@ -1003,6 +1003,17 @@ func (v *validator) routeForwarding(r *Route, p string) {
 		if r.Upstream == "" && r.Files == nil {
 			v.warnf(p+".compress", "remove it", "compress has no effect on a route without upstream or files")
 		}
+		for _, edits := range []struct {
+			key string
+			m   map[string]string
+		}{{"set", r.ResponseHeaders.Set}, {"add", r.ResponseHeaders.Add}} {
+			for _, name := range slices.Sorted(maps.Keys(edits.m)) {
+				if errors.Is(proxy.CheckCompressHeaderEdit(name), proxy.ErrCompressedEncodingEdit) {
+					v.errf(p+".compress", "remove compress from this route (nginx's gzip off beside add_header Content-Encoding), or the "+name+" edit",
+						"response_headers.%s labels the responses %s: %s, and compress would gzip them again", edits.key, name, edits.m[name])
+				}
+			}
+		}
 	}
 	if t := r.Timeouts; t != nil && r.Upstream == "" && (r.Files == nil || t.Read != nil || t.Body != nil || t.ResponseHeader != nil) {
 		// A route that answers itself waits for no target and reads no

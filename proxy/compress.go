@@ -113,6 +113,23 @@ func newCompressor(c *CompressConfig) (*compressor, error) {
 	return z, nil
 }
 
+// ErrCompressedEncodingEdit: a route that compresses sets or adds
+// Content-Encoding on its responses (response_headers), as nginx's
+// add_header does for a .svgz or a gzip file served as its content. What
+// it labels encoded would be gzip-encoded again under the one label, and
+// the client, decoding once, would get the first encoding's bytes.
+var ErrCompressedEncodingEdit = errors.New("compress would gzip again the responses response_headers label with a Content-Encoding")
+
+// CheckCompressHeaderEdit reports ErrCompressedEncodingEdit for name, a
+// response field that a route with compress sets or adds, when it is
+// Content-Encoding.
+func CheckCompressHeaderEdit(name string) error {
+	if http.CanonicalHeaderKey(name) == "Content-Encoding" {
+		return ErrCompressedEncodingEdit
+	}
+	return nil
+}
+
 // fieldOf is the values of the response field name (canonical form),
 // every line of it, from res's Header or, on the pass-on path, its head.
 func fieldOf(res *http.Response, name string) []string {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -175,6 +176,34 @@ func TestCompressDigestKept(t *testing.T) {
 				t.Errorf("h2 %v, %s: Content-Encoding %q, %d bytes, %s %q; want the target's 5000 bytes as they came, with their digest",
 					h2, d[1], ce, len(b), d[1], res.Header.Get(d[1]))
 			}
+		}
+	}
+}
+
+// TestCompressEncodingEditRefused: a route that compresses and labels its
+// responses with a Content-Encoding of its own (response_headers set or
+// add, for a target's .svgz or gzip file) is refused: those responses
+// would be gzip-encoded again under the one label. Removing the target's
+// label is no such contradiction.
+func TestCompressEncodingEditRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edits HeaderOps
+		ok    bool
+	}{
+		{"set", HeaderOps{Set: map[string]string{"content-encoding": "gzip"}}, false},
+		{"add", HeaderOps{Add: map[string]string{"Content-Encoding": "gzip"}}, false},
+		{"remove", HeaderOps{Remove: []string{"Content-Encoding"}}, true},
+		{"another field", HeaderOps{Set: map[string]string{"Cache-Control": "no-cache"}}, true},
+	} {
+		cfg := proxyTo("127.0.0.1:1")
+		cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}, ResponseHeaders: tc.edits})
+		p, err := New(cfg, nil, testLogger(t))
+		if p != nil {
+			p.Close()
+		}
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrCompressedEncodingEdit) {
+			t.Errorf("%s: New: %v, want refused: %v", tc.name, err, !tc.ok)
 		}
 	}
 }

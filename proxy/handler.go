@@ -366,6 +366,15 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	if rt.compress, err = newCompressor(rc.Compress); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
+	if rt.compress != nil {
+		for _, m := range []map[string]string{rc.ResponseHeaders.Set, rc.ResponseHeaders.Add} {
+			for k := range m {
+				if err := CheckCompressHeaderEdit(k); err != nil {
+					return nil, fmt.Errorf("route %s: %w", rt.name, err)
+				}
+			}
+		}
+	}
 	if rt.auth, err = p.basicAuth(scope, rc.BasicAuth); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rt.name, err)
 	}
