@@ -836,7 +836,7 @@
 // This section holds a route's response compression. A response is sent
 // gzip-encoded when the client accepts gzip, its type is listed and it is not
 // shorter than min_length; not a response to HEAD or to an HTTP/1.0 request
-// (whose caches ignore Vary), a 204, 206 or 304, one the target already
+// (whose caches ignore Vary), a 204, 205, 206 or 304, one the target already
 // encoded, one marked Cache-Control: no-transform, or one with a digest of its
 // bytes (Content-Digest, Repr-Digest, Digest, Content-MD5), which encoded
 // would not match them. A route whose response_headers set or add

@@ -144,14 +144,15 @@ func fieldOf(res *http.Response, name string) []string {
 
 // eligible reports whether res is one the route compresses for a client
 // that accepts gzip: then the response varies with Accept-Encoding. Not
-// a response that has or may have no body, an already encoded one, a
+// a response that has or may have no body (a 205 framed as one still
+// has no content, RFC 9110 §15.3.6), an already encoded one, a
 // part of a representation (206: its ranges are the identity's), one its
 // target forbids transforming (Cache-Control: no-transform, RFC 9111
 // §5.2.2.6) or whose digest covers its bytes as they are (digestFields),
 // one shorter than the minimum, or of a type not listed.
 func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 	switch sc := res.StatusCode; {
-	case sc < 200, sc == http.StatusNoContent, sc == http.StatusPartialContent, sc == http.StatusNotModified:
+	case sc < 200, sc == http.StatusNoContent, sc == http.StatusResetContent, sc == http.StatusPartialContent, sc == http.StatusNotModified:
 		return false
 	}
 	if res.ContentLength >= 0 && res.ContentLength < z.minLength {

@@ -208,6 +208,33 @@ func TestCompressEncodingEditRefused(t *testing.T) {
 	}
 }
 
+// TestCompressResetContent: a 205 goes without content (RFC 9110
+// §15.3.6: a server MUST NOT generate any), though its target framed it
+// with an empty chunked body of a listed type: encoded, gzip's header and
+// trailer would be content.
+func TestCompressResetContent(t *testing.T) {
+	addr := connBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 205 Reset Content\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+		}
+	})
+	cfg := proxyTo(addr)
+	cfg.Sites = oneSite(RouteConfig{Upstream: "u", Compress: &CompressConfig{}})
+	for _, h2 := range []bool{false, true} {
+		f, c := frontFor(t, cfg, h2)
+		res, b := getAccepting(t, c, f.url+"/", "gzip")
+		if res.StatusCode != http.StatusResetContent || len(b) != 0 || res.Header.Get("Content-Encoding") != "" {
+			t.Errorf("h2 %v: %d, Content-Encoding %q, %d bytes of content; want 205 without any", h2, res.StatusCode, res.Header.Get("Content-Encoding"), len(b))
+		}
+	}
+}
+
 // TestCompressStream: a streamed response (no Content-Length) is
 // compressed as it comes: what the target flushed reaches the client,
 // decodable, before the target ends the response.
