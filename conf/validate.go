@@ -344,7 +344,11 @@ func (v *validator) validate() {
 	}
 	if v.oneOf("access_log.format", c.AccessLog.Format, "combined", "json", "template") {
 		if c.AccessLog.Format == "template" && c.AccessLog.Template == "" {
-			v.errf("access_log.template", "write a template such as '{time} {client} {method} {uri} {status} {protocol} {cipher}'", "format template needs a template")
+			v.errf("access_log.template", "write a template such as '"+accessLogTemplateExample+"'", "format template needs a template")
+		} else if c.AccessLog.Format == "template" {
+			if err := proxy.CheckAccessLogTemplate(c.AccessLog.Template); err != nil {
+				v.errf("access_log.template", "write fields in braces, such as '"+accessLogTemplateExample+"'", "%s", err)
+			}
 		} else if c.AccessLog.Format != "template" && c.AccessLog.Template != "" {
 			v.warnf("access_log.template", "set format: template to use it", "template is ignored with format %s", c.AccessLog.Format)
 		}
@@ -359,6 +363,9 @@ func (v *validator) validate() {
 		v.errf("offload.queue", "use a queue of at least 1 (default 4096)", "queue must be at least 1")
 	}
 }
+
+// accessLogTemplateExample is the template the errors suggest.
+const accessLogTemplateExample = "{time} {client} {method} {uri} {status} {tls_protocol} {cipher}"
 
 func (v *validator) validateListeners() {
 	c := v.cfg

@@ -117,8 +117,18 @@ type logPart struct {
 	lit string
 }
 
+// CheckAccessLogTemplate reports what is wrong with an access-log
+// template: an unknown field or an unclosed brace, which would otherwise
+// fail only when the proxy starts, without the position in the
+// configuration file.
+func CheckAccessLogTemplate(t string) error {
+	_, err := parseTemplate(t)
+	return err
+}
+
 func parseTemplate(t string) ([]logPart, error) {
 	var parts []logPart
+	at := 0 // offset of t in the template, for the errors
 	for t != "" {
 		i := strings.IndexByte(t, '{')
 		if i < 0 {
@@ -130,15 +140,16 @@ func parseTemplate(t string) ([]logPart, error) {
 		}
 		j := strings.IndexByte(t[i:], '}')
 		if j < 0 {
-			return nil, fmt.Errorf("access log template: unclosed { at %d", i)
+			return nil, fmt.Errorf("unclosed { at offset %d", at+i)
 		}
 		name := t[i+1 : i+j]
 		f, ok := fieldByName[name]
 		if !ok {
-			return nil, fmt.Errorf("access log template: unknown field {%s} (known: %s)", name, strings.Join(AccessLogFields, ", "))
+			return nil, fmt.Errorf("unknown field {%s} (known: %s)", name, strings.Join(AccessLogFields, ", "))
 		}
 		parts = append(parts, logPart{f: f})
 		t = t[i+j+1:]
+		at += i + j + 1
 	}
 	return parts, nil
 }
@@ -220,7 +231,7 @@ func (l *AccessLog) init(cfg AccessLogConfig) error {
 	case "template":
 		p, err := parseTemplate(cfg.Template)
 		if err != nil {
-			return err
+			return fmt.Errorf("access log template: %w", err)
 		}
 		if len(p) == 0 {
 			return fmt.Errorf("access log: empty template")
