@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -168,6 +169,13 @@ type AccessLog struct {
 	done   chan struct{}
 	closed bool
 
+	// A request or stream in flight holds the log (hold, release):
+	// Close with some held leaves the closing to the last release, so
+	// the lines of the requests Proxy.Close cut, which end after it,
+	// are written rather than dropped.
+	holds   atomic.Int64
+	closing atomic.Bool
+
 	// Write errors are logged, at most once per accessLogErrorEvery,
 	// with the bytes lost since the last report.
 	logger    *slog.Logger
@@ -320,8 +328,27 @@ func (l *AccessLog) Reopen() error {
 	return nil
 }
 
-// Close flushes and closes the log.
+// hold marks a request or stream in flight: it will log (release).
+func (l *AccessLog) hold() { l.holds.Add(1) }
+
+// release ends a hold; the last one after Close closes the log.
+func (l *AccessLog) release() {
+	if l.holds.Add(-1) == 0 && l.closing.Load() {
+		l.close()
+	}
+}
+
+// Close flushes and closes the log; while requests or streams it serves
+// are in flight it only flushes, and the last of them to end closes it.
 func (l *AccessLog) Close() error {
+	l.closing.Store(true)
+	if l.holds.Load() > 0 {
+		return l.Flush()
+	}
+	return l.close()
+}
+
+func (l *AccessLog) close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

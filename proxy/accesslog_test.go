@@ -3,11 +3,15 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,6 +20,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 func sampleEntry() *LogEntry {
@@ -367,4 +372,119 @@ func TestAccessLogJSONEscapesUnprintable(t *testing.T) {
 	if m["user_agent"] != ua {
 		t.Errorf("user_agent read back %q, want %q", m["user_agent"], ua)
 	}
+}
+
+// TestAccessLogKeepsLinesOfRequestsCutByClose: Close cuts the requests
+// and stream sessions still in flight (the end of a shutdown grace); they
+// end after it, and their lines, the ones an audit of the shutdown needs,
+// are written before the log closes, not dropped. The last of them closes
+// the log.
+func TestAccessLogKeepsLinesOfRequestsCutByClose(t *testing.T) {
+	t.Run("http", func(t *testing.T) {
+		arrived, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(arrived)
+			<-release
+			io.WriteString(w, "late")
+		}))
+		t.Cleanup(b.Close)
+		t.Cleanup(func() { once.Do(func() { close(release) }) })
+		path := filepath.Join(t.TempDir(), "access.log")
+		cfg := proxyTo(addrOf(b))
+		cfg.AccessLog = AccessLogConfig{Path: path, Format: "template", Template: "{method} {uri} {status}"}
+		f := newFront(t, cfg, frontOpts{})
+		go func() {
+			req, _ := http.NewRequest("GET", f.url+"/cut", nil)
+			if resp, err := testClient(t).Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-arrived
+		f.p.Close()
+		// The handler ends once the backend answered; its line then
+		// comes.
+		once.Do(func() { close(release) })
+		waitLineThenClosed(t, f.p.AccessLog(), path, "GET /cut ")
+	})
+	t.Run("stream", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "access.log")
+		cfg := Config{
+			AccessLog: AccessLogConfig{Path: path, Format: "template", Template: "{method} {site} {status}"},
+			Upstreams: []UpstreamConfig{upstream("legacy", echoTCP(t, false, nil))},
+			Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy"}}},
+		}
+		// The session's end, which the cut starts, waits for Close to
+		// return: its line is logged after Close, as it may be.
+		gate := make(chan struct{})
+		wrap := func(ln net.Listener) net.Listener { return gatedListener{ln, gate} }
+		f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}, wrap: wrap})
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testwait.Bound(20 * time.Second)))
+		io.WriteString(c, "ping")
+		if _, err := io.ReadFull(c, make([]byte, 4)); err != nil { // spliced
+			t.Fatal(err)
+		}
+		f.p.Close()
+		close(gate)
+		waitLineThenClosed(t, f.p.AccessLog(), path, "STREAM tcp 200")
+	})
+}
+
+// waitLineThenClosed waits (bounded: a log that dropped the line never
+// writes it) for want in the log file at path, then for l to be closed.
+func waitLineThenClosed(t *testing.T, l *AccessLog, path, want string) {
+	t.Helper()
+	var data []byte
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); ; time.Sleep(10 * time.Millisecond) {
+		data, _ = os.ReadFile(path)
+		if strings.Contains(string(data), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the line of what Close cut was lost; log %q, want %q in it", data, want)
+		}
+	}
+	select {
+	case <-l.done:
+	case <-time.After(testwait.Bound(20 * time.Second)):
+		t.Fatal("the log was not closed once what Close cut had ended")
+	}
+}
+
+// gatedListener's connections, once closed, answer RemoteAddr (which the
+// access log line asks for) only after gate is closed.
+type gatedListener struct {
+	net.Listener
+	gate chan struct{}
+}
+
+func (l gatedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &gatedConn{Conn: c, gate: l.gate}, nil
+}
+
+type gatedConn struct {
+	net.Conn
+	gate   chan struct{}
+	closed atomic.Bool
+}
+
+func (c *gatedConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
+
+func (c *gatedConn) RemoteAddr() net.Addr {
+	if c.closed.Load() {
+		<-c.gate
+	}
+	return c.Conn.RemoteAddr()
 }

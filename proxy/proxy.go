@@ -383,6 +383,10 @@ func (p *Proxy) Handler(site string) http.Handler {
 // certificate, or its lack of one, was checked under the old mode or
 // CAs).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.accessLog != nil {
+		p.accessLog.hold()
+		defer p.accessLog.release()
+	}
 	s, why := p.siteFor(r)
 	if why != "" {
 		s.misdirected(w, r, why)

@@ -72,6 +72,10 @@ func (s *streamSite) admits(clientIP string) bool {
 func (s *streamSite) serve(c net.Conn) error {
 	p := s.p
 	start := time.Now()
+	if p.accessLog != nil {
+		p.accessLog.hold()
+		defer p.accessLog.release()
+	}
 	// A session that arrives once Shutdown began is refused, as the
 	// HTTP servers refuse new connections then (it would hold the drain
 	// up for its whole grace), and logged as every other one is.
