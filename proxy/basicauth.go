@@ -245,8 +245,13 @@ func (s *site) authorized(rs *reqState, r *http.Request, rt *route) bool {
 		rs.authUser = user
 		return true
 	}
-	s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required",
-		"wrong user or password for route "+rt.name+" (user "+strconv.Quote(user)+")")
+	// A name that is no user's may be a password typed in the user box:
+	// the log names only a known user whose password failed.
+	why := "unknown user for route " + rt.name
+	if known {
+		why = "wrong password for route " + rt.name + " (user " + strconv.Quote(user) + ")"
+	}
+	s.errorResponseWith(rs, r, http.StatusUnauthorized, "Www-Authenticate", a.challenge, "authentication required", why)
 	return false
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/base64"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -327,5 +328,43 @@ func TestBasicAuthRemoteUser(t *testing.T) {
 		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], `"GET /ops/x HTTP/1.1" `+[]string{"200", "200", "401"}[i]) {
 			t.Errorf("request %d's line %q; want %q after the client, as nginx's combined", i, lines[i], want)
 		}
+	}
+}
+
+// TestBasicAuthRefusedNameNotInProgramLog: a refused login's name that is
+// no user's may be a password typed in the user box, so the program log
+// (its debug line for the 401) leaves it out, as the access log does;
+// a known user's name stays, to tell whose password failed.
+func TestBasicAuthRefusedNameNotInProgramLog(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("open sesame"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/ops/", Respond: &RespondConfig{Status: 200, Body: "in"},
+			BasicAuth: &BasicAuthConfig{Realm: "ops", Users: map[string][]byte{"ops": hash}}})}
+	f := newFront(t, cfg, frontOpts{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	c := testClient(t)
+	for _, user := range []string{"Tr0ub4dor&3", "ops"} {
+		req, _ := http.NewRequest("GET", f.url+"/ops/x", nil)
+		req.Host = "example.test"
+		req.SetBasicAuth(user, "wrong")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("user %q: status %d, want 401", user, res.StatusCode)
+		}
+	}
+	out := logs.String()
+	if strings.Contains(out, "Tr0ub4dor") {
+		t.Errorf("a refused name that is no user's is in the program log:\n%s", out)
+	}
+	if !strings.Contains(out, `\"ops\"`) {
+		t.Errorf("the known user whose password failed is not named in the program log:\n%s", out)
 	}
 }
