@@ -1372,7 +1372,10 @@
 //     trailers: gRPC calls fail with HTTP status 200), request_id (see
 //     sites[].request_id; empty where a site gives none) and remote_user (the
 //     user a route's basic_auth let in; empty for others, also for a name it
-//     refused). Combined is nginx's combined with remote_user. A stream site's
+//     refused). Combined is nginx's combined with remote_user. A value is
+//     written as nginx escapes it (a quote, a backslash, a control or invalid
+//     UTF-8 as \xHH); a field outside double quotes has its spaces written
+//     \x20 too, so a client's value (an SNI) is one field. A stream site's
 //     session is a line with method STREAM and proto TCP whose status is nginx
 //     stream's: 200 spliced to its end, 403 refused by client_ip, 502 no
 //     target reached, 503 refused because gmproxy is shutting down. Required

@@ -116,6 +116,10 @@ const CombinedTemplate = `{client} - {remote_user} [{time_local}] "{method} {uri
 type logPart struct {
 	f   logField
 	lit string
+	// bare is a field outside double quotes: its spaces are escaped
+	// too, so a client's value (an SNI "a site=admin") cannot add
+	// fields to the line.
+	bare bool
 }
 
 // CheckAccessLogTemplate reports what is wrong with an access-log
@@ -130,6 +134,7 @@ func CheckAccessLogTemplate(t string) error {
 func parseTemplate(t string) ([]logPart, error) {
 	var parts []logPart
 	at := 0 // offset of t in the template, for the errors
+	quoted := false
 	for t != "" {
 		i := strings.IndexByte(t, '{')
 		if i < 0 {
@@ -138,6 +143,7 @@ func parseTemplate(t string) ([]logPart, error) {
 		}
 		if i > 0 {
 			parts = append(parts, logPart{lit: t[:i]})
+			quoted = quoted != (strings.Count(t[:i], `"`)%2 == 1)
 		}
 		j := strings.IndexByte(t[i:], '}')
 		if j < 0 {
@@ -148,7 +154,7 @@ func parseTemplate(t string) ([]logPart, error) {
 		if !ok {
 			return nil, fmt.Errorf("unknown field {%s} (known: %s)", name, strings.Join(AccessLogFields, ", "))
 		}
-		parts = append(parts, logPart{f: f})
+		parts = append(parts, logPart{f: f, bare: !quoted})
 		t = t[i+j+1:]
 		at += i + j + 1
 	}
@@ -380,7 +386,7 @@ func (l *AccessLog) Log(e *LogEntry) {
 			if p.f == fLiteral {
 				b = append(b, p.lit...)
 			} else {
-				b = appendField(b, p.f, e, false)
+				b = appendField(b, p.f, e, false, p.bare)
 			}
 		}
 	}
@@ -544,7 +550,9 @@ func appendTime(b []byte, t time.Time, layout string, js bool) []byte {
 	return append(b, '"')
 }
 
-func appendField(b []byte, f logField, e *LogEntry, js bool) []byte {
+// appendField writes field f of e: in JSON (js), else in text, escaping
+// spaces too when bare (outside quotes).
+func appendField(b []byte, f logField, e *LogEntry, js, bare bool) []byte {
 	if s, ok := e.stringField(f); ok {
 		switch {
 		case js:
@@ -552,7 +560,7 @@ func appendField(b []byte, f logField, e *LogEntry, js bool) []byte {
 		case s == "":
 			return append(b, '-')
 		}
-		return appendEscaped(b, s)
+		return appendEscaped(b, s, bare)
 	}
 	switch f {
 	case fTime:
@@ -600,7 +608,7 @@ func appendJSON(b []byte, e *LogEntry) []byte {
 		b = append(b, '"')
 		b = append(b, name...)
 		b = append(b, '"', ':')
-		b = appendField(b, logField(i+1), e, true)
+		b = appendField(b, logField(i+1), e, true, false)
 	}
 	return append(b, '}')
 }
@@ -613,10 +621,11 @@ const hexDigits = "0123456789abcdef"
 // U+009B, the line and paragraph separators U+2028/U+2029, bidirectional
 // overrides such as U+202E), so a client cannot inject line breaks,
 // terminal escapes or text that reads otherwise, nor fake quoted fields.
-func appendEscaped(b []byte, s string) []byte {
+// With space, a space is \x20 too: a value outside quotes stays one field.
+func appendEscaped(b []byte, s string, space bool) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && (c != ' ' || !space) {
 			b = append(b, c)
 			i++
 			continue

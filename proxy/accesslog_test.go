@@ -149,7 +149,7 @@ func TestAccessLogThroughProxy(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("log %q", data)
 	}
-	dn := cert.Subject.String()
+	dn := strings.ReplaceAll(cert.Subject.String(), " ", `\x20`) // a bare field: one field
 	want0 := "s all GET /first 200 " + addrOf(b) + " TLSv1.3-SM TLS_SM4_GCM_SM3 example.test 7.000 " + dn + " 1"
 	want1 := "s all GET /second 200 " + addrOf(b) + " TLSv1.3-SM TLS_SM4_GCM_SM3 example.test - " + dn + " 1"
 	if lines[0] != want0 || lines[1] != want1 {
@@ -201,7 +201,7 @@ func FuzzAccessLogTemplate(f *testing.F) {
 func TestAccessLogEscapesUnprintable(t *testing.T) {
 	for _, format := range []string{"combined", "template"} {
 		var buf bytes.Buffer
-		l, err := NewAccessLogWriter(&buf, AccessLogConfig{Format: format, Template: "{user_agent}"})
+		l, err := NewAccessLogWriter(&buf, AccessLogConfig{Format: format, Template: `"{user_agent}"`})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -487,4 +487,40 @@ func (c *gatedConn) RemoteAddr() net.Addr {
 		<-c.gate
 	}
 	return c.Conn.RemoteAddr()
+}
+
+// TestAccessLogBareFieldsCannotAddFields: a client's value written
+// outside double quotes (the SNI in combined, any field a template leaves
+// bare) cannot split into more fields: its spaces are written \x20, so
+// "sni=x site=admin" cannot pass for the line's own site= field, and a
+// parser splitting at spaces sees as many fields as the template has.
+// Values inside quotes (the user agent) keep their spaces.
+func TestAccessLogBareFieldsCannotAddFields(t *testing.T) {
+	e := sampleEntry()
+	e.SNI = "x.example.cn hs_ms=0 site=admin"
+	e.UserAgent = "Mozilla/5.0 (X11; Linux)"
+
+	var buf syncBuffer
+	l, _ := NewAccessLogWriter(&buf, AccessLogConfig{})
+	l.Log(e)
+	l.Close()
+	line := buf.String()
+	if n := strings.Count(line, " site="); n != 1 {
+		t.Errorf("combined line has %d site= fields, want 1: %s", n, line)
+	}
+	if !strings.Contains(line, ` sni=x.example.cn\x20hs_ms=0\x20site=admin `) {
+		t.Errorf("combined line's sni not escaped: %s", line)
+	}
+	if !strings.Contains(line, `"Mozilla/5.0 (X11; Linux)"`) {
+		t.Errorf("combined line's quoted user agent changed: %s", line)
+	}
+
+	buf = syncBuffer{}
+	l, _ = NewAccessLogWriter(&buf, AccessLogConfig{Format: "template", Template: `{sni} {status} "{user_agent}"`})
+	l.Log(e)
+	l.Close()
+	want := `x.example.cn\x20hs_ms=0\x20site=admin 200 "Mozilla/5.0 (X11; Linux)"` + "\n"
+	if got := buf.String(); got != want {
+		t.Errorf("template line\n got %s\nwant %s", got, want)
+	}
 }
