@@ -144,6 +144,9 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 	p.limits = cfg.Limits.WithDefaults()
 	if err := p.newServers(); err != nil {
 		p.closeUpstreams()
+		if p.accessLog != nil {
+			p.accessLog.Close() // its file and flusher
+		}
 		return nil, fmt.Errorf("http2: %w", err)
 	}
 	p.startHealthChecks(cfg.Previous, cfg.Standby)
