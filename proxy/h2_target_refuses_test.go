@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // refusingH2Target serves HTTP/2 with raw frames (over TLS with tlsCfg,
@@ -66,8 +68,8 @@ func refusingH2Target(t *testing.T, tlsCfg *tls.Config, settings []http2.Setting
 
 // TestH2TargetRefusesRetriedElsewhere: a request an HTTP/2 target did not
 // process (RFC 9113 §8.7: RST_STREAM REFUSED_STREAM; §6.8: a GOAWAY whose
-// last stream is below the request's) goes to another target, whatever
-// its method, its buffered body whole. net/http's Transport redialled
+// last stream is below the request's) goes to another target at once,
+// whatever its method, its buffered body whole. net/http's Transport redialled
 // without pause or end a target answering each connection with GOAWAY
 // or advertising no streams (tens of thousands of connections for one
 // request, until the client left), and a POST refused so was answered
@@ -95,12 +97,14 @@ func TestH2TargetRefusesRetriedElsewhere(t *testing.T) {
 		tries    int32 // the most the refusing target may see of each request
 		conns    int32 // and the most HTTP/2 connections for each; 0: not counted
 	}{
-		// Only requests with a body: net/http's Transport retries a
-		// bodiless one refused so on the same connection itself.
+		// net/http's Transport retries a bodiless request refused so
+		// on the same connection, at once then after 1, 2, 4 … s
+		// (past the client's 10 s): the watch sends it elsewhere
+		// before that retry reaches the target.
 		{"REFUSED_STREAM", nil, func(fr *http2.Framer, id uint32) bool {
 			fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 			return false
-		}, []string{"POST", "POST"}, 1, 1},
+		}, []string{"GET", "POST", "GET", "POST"}, 1, 1},
 		{"GOAWAY before the stream", nil, func(fr *http2.Framer, id uint32) bool {
 			fr.WriteGoAway(id-1, http2.ErrCodeNo, nil)
 			return false
@@ -320,5 +324,47 @@ func TestH2TargetFewStreamsBurst(t *testing.T) {
 				t.Fatalf("a request of the burst was answered %d, want 200", code)
 			}
 		}
+	}
+}
+
+// TestH2TargetRefusedWithNowhereElse: a stream an HTTP/2 target refused
+// when no other target may take it (the last attempt the retry policy
+// allows, retries.tries 1; or a lone target) is left to net/http's
+// Transport, which sends it again on the same connection: sent
+// elsewhere, it would find no attempt or target left and get 502,
+// though the target took it the second time, as a target whose
+// connection was still new does (a stream sent before its SETTINGS
+// came).
+func TestH2TargetRefusedWithNowhereElse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tries  int
+		backup bool
+	}{{"last attempt", 1, true}, {"lone target", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var others atomic.Int32
+			other := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { others.Add(1) }))
+			var refused atomic.Bool
+			addr, _, _, reqs := refusingH2Target(t, nil, nil, func(fr *http2.Framer, id uint32) bool {
+				if refused.CompareAndSwap(false, true) {
+					fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+					return false
+				}
+				var b bytes.Buffer
+				hpack.NewEncoder(&b).WriteField(hpack.HeaderField{Name: ":status", Value: "204"})
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b.Bytes(), EndHeaders: true, EndStream: true})
+				return false
+			})
+			uc := UpstreamConfig{Name: "u", Protocol: "h2c", Retries: RetryConfig{Tries: tc.tries}, Targets: []TargetConfig{{Address: addr}}}
+			if tc.backup {
+				uc.Targets = append(uc.Targets, TargetConfig{Address: other, Backup: true})
+			}
+			f, c := frontFor(t, Config{Upstreams: []UpstreamConfig{uc}, Sites: oneSite(RouteConfig{Upstream: "u"})}, false)
+			c.Timeout = testwait.Bound(10 * time.Second)
+			code, _, err := getBody(c, f.url+"/")
+			if err != nil || code != http.StatusNoContent || reqs.Load() != 2 || others.Load() != 0 {
+				t.Fatalf("GET refused once: %d %v; the target saw %d requests, the other %d; want 204, 2 and 0", code, err, reqs.Load(), others.Load())
+			}
+		})
 	}
 }

@@ -31,15 +31,29 @@ var errTargetRefused = errors.New("proxy: the target refused the request on ever
 // counted: the Transport goes through stale pooled ones until one takes
 // the request.
 //
+// A stream the target refused (RST_STREAM REFUSED_STREAM) the Transport
+// tries again on the same connection at once, then after 1, 2, 4 … 32 s:
+// when the connection it was refused on is given again and another
+// target could take the request (the upstream has one not tried, and
+// the attempt is not the last), the watch stops the attempt there, so
+// the request goes to that target at once (as Envoy's refused-stream
+// retry does) rather than back off on this one. A lone target keeps the
+// Transport's retries: they get a burst through a target of few streams.
+//
 // The watch cancels the attempt's context in the trace hook itself,
 // before the request is written on the connection it was given, so the
 // try it stops never reaches the target.
 type triesWatch struct {
 	cancel context.CancelCauseFunc
 	h2c    bool // every connection speaks HTTP/2 (h2c)
+	// up and tried: another target of up than those tried may take a
+	// refused request; up nil: the attempt is the last.
+	up    *Upstream
+	tried []*Target
 
 	mu    sync.Mutex
-	tries int // HTTP/2 connections given (GotConn), one a try
+	tries int      // HTTP/2 connections given (GotConn), one a try
+	last  net.Conn // the connection of the last try
 	fired bool
 }
 
@@ -49,12 +63,13 @@ type triesWatch struct {
 const maxTransportTries = 8
 
 // watchTries returns req under a context the watch cancels when the
-// transport tries the request again past its bound, and the watch; h2c:
-// the upstream speaks HTTP/2 on every connection (else those that
-// negotiated h2 by ALPN do).
-func watchTries(req *http.Request, h2c bool) (*http.Request, *triesWatch) {
+// transport tries the request again past its bound, or on a connection
+// that refused it while a target of up not in tried could take it (up
+// nil: none may), and the watch; h2c: the upstream speaks HTTP/2 on
+// every connection (else those that negotiated h2 by ALPN do).
+func watchTries(req *http.Request, h2c bool, up *Upstream, tried []*Target) (*http.Request, *triesWatch) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	w := &triesWatch{cancel: cancel, h2c: h2c}
+	w := &triesWatch{cancel: cancel, h2c: h2c, up: up, tried: tried}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(i httptrace.GotConnInfo) { w.gotConn(i.Conn) },
 	})
@@ -69,7 +84,12 @@ func (w *triesWatch) gotConn(c net.Conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tries++
-	if w.tries > maxTransportTries && !w.fired {
+	again := c == w.last // the Transport's retry of a refused stream
+	w.last = c
+	if w.fired {
+		return
+	}
+	if w.tries > maxTransportTries || again && w.up != nil && w.up.otherAvailable(w.tried) {
 		w.fired = true
 		w.cancel(errTargetRefused)
 	}

@@ -1105,7 +1105,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		if h1, ok := tr.(*h1Client); ok {
 			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout, ht)
 		} else {
-			res, ab, err = u.viaTransport(rs, tr, outreq, body, hd)
+			var elsewhere *Upstream // another target may take a refused request
+			if tries, _, _ := rt.retryPolicy(); attempt < tries {
+				elsewhere = u
+			}
+			res, ab, err = u.viaTransport(rs, tr, outreq, body, hd, elsewhere, tried)
 			// net/http's transports return the response as soon as it
 			// comes, and fail as soon as they see why, while their own
 			// goroutine may still be writing the request (its header,
@@ -1247,14 +1251,16 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// viaTransport sends outreq with net/http's transport tr. It bounds an
+// viaTransport sends outreq with net/http's transport tr; over HTTP/2 a
+// refused request is given up at once when elsewhere, the upstream, has
+// a target not in tried to take it (triesWatch). It bounds an
 // HTTP/2 target's taking of the body (sendWatch; its context, which the
 // response's body reads go on using, is ended with the handler through
 // rs.send), asks an alpnDialer for an HTTP/1.1 connection for an Upgrade,
 // and gives the response back the framing fields http.ReadResponse drops
 // (exchangeConn.check), refusing one with both Content-Length and
 // Transfer-Encoding.
-func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody, headerTimeout time.Duration) (*http.Response, *attemptBody, error) {
+func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http.Request, body *reqBody, headerTimeout time.Duration, elsewhere *Upstream, tried []*Target) (*http.Response, *attemptBody, error) {
 	req := outreq
 	var sw *sendWatch
 	if body != nil && u.writeTimeout > 0 && u.speaksH2 {
@@ -1274,7 +1280,7 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 	}
 	var tw *triesWatch
 	if u.speaksH2 && tr == u.transport && len(outreq.Header["Upgrade"]) == 0 {
-		req, tw = watchTries(req, u.protocol == upstreamproto.H2C)
+		req, tw = watchTries(req, u.protocol == upstreamproto.H2C, elsewhere, tried)
 	}
 	var attempt *attemptBody
 	if body != nil {

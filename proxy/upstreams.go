@@ -493,6 +493,17 @@ func (u *Upstream) closeIdleConns() {
 	}
 }
 
+// otherAvailable reports whether a target of u not in tried is
+// available (healthy, under its connection cap).
+func (u *Upstream) otherAvailable(tried []*Target) bool {
+	for _, t := range u.Targets() {
+		if !excluded(t, tried) && t.available() {
+			return true
+		}
+	}
+	return false
+}
+
 func excluded(t *Target, tried []*Target) bool {
 	for _, x := range tried {
 		if x == t {
