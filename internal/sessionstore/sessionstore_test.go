@@ -491,3 +491,80 @@ func TestTieredSkipsOversizedStates(t *testing.T) {
 		t.Errorf("a state of MaxState bytes was not written (%d entries, observed %v)", mem.Len(), rec.n)
 	}
 }
+
+// switchStore is a Store that fails every call while down.
+type switchStore struct {
+	Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (s *switchStore) set(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
+func (s *switchStore) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+func (s *switchStore) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := s.err(); err != nil {
+		return nil, false, err
+	}
+	return s.Store.Get(ctx, key)
+}
+func (s *switchStore) Delete(ctx context.Context, key string) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.Delete(ctx, key)
+}
+
+// A session ended (Delete, on a fatal alert) while the store did not
+// answer must not resume from the store once it answers again (RFC 5246
+// §7.2): the deletion is retried, and until it is taken the process does
+// not take the session from the store.
+func TestEndedSessionNotResumedWhenTheDeleteWasLost(t *testing.T) {
+	mem := NewMemory()
+	st := &switchStore{Store: mem}
+	sh := NewShared(st, time.Second, nil)
+	defer sh.Close()
+	now := time.Unix(1000, 0)
+	var clock sync.Mutex
+	sh.br.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+	sh.retryEvery = time.Millisecond
+	keys := ticket.Static{testKey(t, 1)}
+	tr := NewTiered(newMapLocal(), sh, keys, "p:", time.Minute)
+	tr.Put("id", []byte("state"), time.Minute)
+
+	st.set(true)
+	for range BreakerThreshold {
+		tr.Get("other")
+	}
+	if !sh.BreakerOpen() {
+		t.Fatal("the breaker did not open")
+	}
+	tr.Delete("id") // skipped: the breaker is open
+	// Another Tiered of the same process (a reload's) shares the store.
+	tr2 := NewTiered(newMapLocal(), sh, keys, "p:", time.Minute)
+	clock.Lock()
+	now = now.Add(BreakerCooldown)
+	clock.Unlock()
+	st.set(false)
+	if _, ok := tr2.Get("id"); ok {
+		t.Fatal("a session ended while the store was down resumed from the store")
+	}
+	for i := 0; ; i++ {
+		if _, found, _ := mem.Get(context.Background(), tr.key("id")); !found {
+			break
+		}
+		if i == 2000 {
+			t.Fatal("the lost deletion was never retried: the store still holds the ended session")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, ok := tr2.Get("id"); ok {
+		t.Fatal("the ended session resumed after its deletion was retried")
+	}
+}

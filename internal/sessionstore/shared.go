@@ -20,7 +20,28 @@ type Shared struct {
 	followMu     sync.Mutex
 	followers    map[string]*follower // by channel (followEnded)
 	followClosed bool
+
+	// unsent are the deletions of ended sessions that the store did not
+	// take (breaker open, timeout, error), by store key: retried in the
+	// background, and meanwhile no lookup of this process takes the key's
+	// value from the store.
+	unsentMu   sync.Mutex
+	unsent     map[string]unsentDelete
+	retrying   bool
+	closed     bool
+	retryEvery time.Duration
 }
+
+// unsentDelete is a deletion to try again until expires (the session's
+// end of life: then the store has dropped it anyway).
+type unsentDelete struct {
+	expires time.Time
+	run     func(ctx context.Context) error
+}
+
+// maxUnsent bounds the deletions kept for retrying; past it the oldest
+// caller's session stays in the store (as before it was counted).
+const maxUnsent = 4096
 
 // NewShared guards store: calls time out after timeout (DefaultTimeout when
 // 0) and are reported to obs (may be nil).
@@ -28,7 +49,7 @@ func NewShared(store Store, timeout time.Duration, obs Observer) *Shared {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &Shared{store: store, timeout: timeout, br: newBreaker(BreakerThreshold, BreakerCooldown, time.Now), obs: obs, now: time.Now}
+	return &Shared{store: store, timeout: timeout, br: newBreaker(BreakerThreshold, BreakerCooldown, time.Now), obs: obs, now: time.Now, retryEvery: BreakerCooldown}
 }
 
 // Store returns the guarded store.
@@ -36,6 +57,9 @@ func (s *Shared) Store() Store { return s.store }
 
 // Close ends the subscriptions and closes the store.
 func (s *Shared) Close() error {
+	s.unsentMu.Lock()
+	s.closed = true
+	s.unsentMu.Unlock()
 	s.stopFollowing()
 	return s.store.Close()
 }
@@ -89,11 +113,15 @@ func (s *Shared) get(key string) (val []byte, result string, start time.Time) {
 	return v, ResultHit, start
 }
 
-// write runs a bounded write (op is OpSet or OpDelete).
-func (s *Shared) write(op string, f func(ctx context.Context) error) {
+// errSkipped: the breaker kept a write from the store.
+var errSkipped = errors.New("sessionstore: skipped, the circuit breaker is open")
+
+// write runs a bounded write (op is OpSet or OpDelete) and returns its
+// error (errSkipped when the breaker is open).
+func (s *Shared) write(op string, f func(ctx context.Context) error) error {
 	if !s.br.allow() {
 		s.report(op, ResultSkipped, time.Time{})
-		return
+		return errSkipped
 	}
 	start := s.now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
@@ -101,4 +129,67 @@ func (s *Shared) write(op string, f func(ctx context.Context) error) {
 	cancel()
 	s.settle(err)
 	s.report(op, resultOf(err), start)
+	return err
+}
+
+// deleteEnded runs f, the deletion of an ended session under key (and
+// its message to the other instances), now; one the store does not take
+// is retried every retryEvery until it is or until expires, and until
+// then get does not take key's value from the store: a session ended
+// with a fatal alert must not resume (RFC 5246 §7.2), also not from the
+// store once it answers again.
+func (s *Shared) deleteEnded(key string, expires time.Time, f func(ctx context.Context) error) {
+	if s.write(OpDelete, f) == nil {
+		return
+	}
+	s.unsentMu.Lock()
+	defer s.unsentMu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.unsent == nil {
+		s.unsent = map[string]unsentDelete{}
+	}
+	if _, ok := s.unsent[key]; !ok && len(s.unsent) >= maxUnsent {
+		return
+	}
+	s.unsent[key] = unsentDelete{expires: expires, run: f}
+	if !s.retrying {
+		s.retrying = true
+		go s.retryUnsent()
+	}
+}
+
+// unsentHolds reports whether key's session ended and the store may
+// still hold it.
+func (s *Shared) unsentHolds(key string) bool {
+	s.unsentMu.Lock()
+	defer s.unsentMu.Unlock()
+	d, ok := s.unsent[key]
+	return ok && s.now().Before(d.expires)
+}
+
+// retryUnsent tries the unsent deletions again until none is left.
+func (s *Shared) retryUnsent() {
+	for {
+		time.Sleep(s.retryEvery)
+		s.unsentMu.Lock()
+		if s.closed || len(s.unsent) == 0 {
+			s.unsent, s.retrying = nil, false
+			s.unsentMu.Unlock()
+			return
+		}
+		batch := make(map[string]unsentDelete, len(s.unsent))
+		for k, d := range s.unsent {
+			batch[k] = d
+		}
+		s.unsentMu.Unlock()
+		for k, d := range batch {
+			if !s.now().Before(d.expires) || s.write(OpDelete, d.run) == nil {
+				s.unsentMu.Lock()
+				delete(s.unsent, k)
+				s.unsentMu.Unlock()
+			}
+		}
+	}
 }

@@ -28,7 +28,9 @@ type Local interface {
 //   - Put keeps the session in Local and writes it, sealed, to the store
 //     (one round trip, bounded by the timeout, on full handshakes only).
 //   - Delete forgets the session in both, and tells the other instances
-//     to forget it (ended.go).
+//     to forget it (ended.go); what the store does not take then is
+//     retried, and meanwhile this process does not resume the session
+//     from the store.
 //
 // So a resumption costs no round trip when this instance has seen the
 // session, one when another instance made it, and a full handshake when
@@ -69,7 +71,12 @@ func (t *Tiered) Get(id string) ([]byte, bool) {
 	if st, ok := t.local.Get(id); ok {
 		return st, true
 	}
-	sealed, result, start := t.shared.get(t.key(id))
+	key := t.key(id)
+	if t.shared.unsentHolds(key) {
+		// Ended here; the store has not taken its deletion yet.
+		return nil, false
+	}
+	sealed, result, start := t.shared.get(key)
 	if result != ResultHit {
 		return nil, false
 	}
@@ -110,7 +117,7 @@ func (t *Tiered) Put(id string, state []byte, lifetime time.Duration) {
 func (t *Tiered) Delete(id string) {
 	t.local.Delete(id)
 	key := t.key(id)
-	t.shared.write(OpDelete, func(ctx context.Context) error {
+	t.shared.deleteEnded(key, t.shared.now().Add(t.lifetime), func(ctx context.Context) error {
 		if err := t.shared.store.Delete(ctx, key); err != nil {
 			return err
 		}
