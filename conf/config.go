@@ -1693,7 +1693,9 @@ type ServedKey struct {
 	// refuses any other operation, so that the signing key never decrypts
 	// and the encryption key never signs. decrypt answers TLCP pre-master
 	// secrets only: other data encrypted to the key is not decrypted for
-	// a client. Default: from cert's key usage
+	// a client; key_agreement answers the agreement of a TLCP ECDHE server
+	// only: a client cannot run SM2 key exchange as the site with another
+	// system's IDs or key length. Default: from cert's key usage
 	// (digitalSignature: sign; keyEncipherment or dataEncipherment:
 	// decrypt; keyAgreement: key_agreement); required without cert.
 	Roles       []string `yaml:"roles"`

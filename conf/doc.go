@@ -1568,10 +1568,12 @@
 //     too), a TLCP encryption key [decrypt, key_agreement]; the key server
 //     refuses any other operation, so that the signing key never decrypts and
 //     the encryption key never signs. decrypt answers TLCP pre-master secrets
-//     only: other data encrypted to the key is not decrypted for a client.
-//     Default: from cert's key usage (digitalSignature: sign; keyEncipherment
-//     or dataEncipherment: decrypt; keyAgreement: key_agreement); required
-//     without cert.
+//     only: other data encrypted to the key is not decrypted for a client;
+//     key_agreement answers the agreement of a TLCP ECDHE server only: a
+//     client cannot run SM2 key exchange as the site with another system's IDs
+//     or key length. Default: from cert's key usage (digitalSignature: sign;
+//     keyEncipherment or dataEncipherment: decrypt; keyAgreement:
+//     key_agreement); required without cert.
 //   - key_password_file (string): key_password_file is a file whose one line
 //     (its trailing newline removed) is the password of the encrypted private
 //     keys of this section; a file of several lines is refused (gmproxy does

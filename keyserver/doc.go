@@ -46,7 +46,9 @@
 //	2 decrypt        key ID (32) || SM2 ciphertext (ASN.1, C1C3C2) of a TLCP pre-master secret
 //	3 key_agreement  key ID (32) || ephemeral private key (32) || peer static key (65) ||
 //	                 peer ephemeral key (65) || responder (1: 0 or 1) || key length (2) ||
-//	                 uid (2-byte length || bytes) || peer uid (2-byte length || bytes)
+//	                 uid (2-byte length || bytes) || peer uid (2-byte length || bytes);
+//	                 answered only for a TLCP ECDHE server's agreement: responder 0, key
+//	                 length 48, both uids empty (the default ID), else CodeNotHandshake
 //	4 ping           empty
 //
 // The key ID is SM3 of the key's PKIX SubjectPublicKeyInfo (KeyID). The
@@ -104,7 +106,11 @@
 //     (CodeFailed), so that other data encrypted to the key stays sealed.
 //     Signing answers handshake messages only (see "What is signed"): a
 //     client allowed the signing key cannot have it sign a document, a
-//     certificate, a digest or a message of another protocol.
+//     certificate, a digest or a message of another protocol. Key
+//     agreement answers a TLCP ECDHE server's only (initiator, default
+//     IDs, a 48-byte pre-master secret; else CodeNotHandshake): a client
+//     cannot run SM2 key exchange as the site with another system's IDs,
+//     key length or role.
 //   - An edge that is compromised can still use its own keys while it is:
 //     per-client rate limits (CodeRateLimited), which every request but a
 //     ping draws on, refused ones too (probing which keys the server holds

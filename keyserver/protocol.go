@@ -78,7 +78,8 @@ const (
 	CodeVersion     Code = 10 // the peer speaks another protocol version
 	CodeInternal    Code = 11 // anything else
 	// CodeNotHandshake refuses to sign a message that is not a handshake
-	// message the key server signs (see the package documentation).
+	// message the key server signs, or to run a key agreement that is not
+	// a TLCP ECDHE server's (see the package documentation).
 	CodeNotHandshake Code = 12
 )
 
@@ -335,6 +336,21 @@ type keyAgreementArgs struct {
 const maxKeyAgreementLen = 1024
 
 var errMalformedKA = errors.New("key_agreement: malformed request")
+
+// errNotTLCPAgreement is the failure of a key_agreement that is not a
+// TLCP ECDHE server's (CodeNotHandshake).
+var errNotTLCPAgreement = errors.New("key_agreement: not the agreement of a TLCP ECDHE server (initiator, default IDs, 48 bytes)")
+
+// isTLCPServer reports whether a is the SM2 key agreement a TLCP ECDHE
+// server runs (GB/T 38636-2020 §6.4.5.3, as the tlcp package calls it):
+// as initiator, with the default ID on both sides (sent empty), for the
+// 48-byte pre-master secret. It is all gmproxy asks; the key_agreement
+// role runs nothing else, so that an edge allowed the encryption key
+// cannot run SM2 key exchange (GB/T 32918.3) as the site with the IDs,
+// key length or role of another system using the same key.
+func (a *keyAgreementArgs) isTLCPServer() bool {
+	return !a.responder && a.keyLen == 48 && len(a.uid) == 0 && len(a.peerUID) == 0
+}
 
 func parseKeyAgreement(p []byte) (*keyAgreementArgs, error) {
 	if len(p) < 32+65+65+1+2+2+2 {

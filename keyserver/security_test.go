@@ -1,6 +1,7 @@
 package keyserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -24,6 +25,7 @@ import (
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 
+	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 )
@@ -619,5 +621,52 @@ func TestDecryptOnlyPreMasterSecrets(t *testing.T) {
 		if e.Detail != bad.Detail {
 			t.Errorf("%s: refused with %q, a corrupt ciphertext with %q: the answer tells the ciphertext was valid", c.name, e.Detail, bad.Detail)
 		}
+	}
+}
+
+// TestKeyAgreementOnlyTLCPServer: the key_agreement role runs the SM2 key
+// agreement of a TLCP ECDHE server (the tlcp package's: initiator, the
+// default IDs, a 48-byte pre-master secret) and nothing else: an edge
+// allowed the encryption key cannot have the key server run SM2 key
+// exchange as the site with another protocol's IDs, key length or role
+// (GB/T 32918.3 between other systems using the same key). The
+// refusals are counted like the others.
+func TestKeyAgreementOnlyTLCPServer(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Observer = obs })
+	re := remote(t, newClient(t, cliTLS, ks.addr), keys[1])
+	ctx := context.Background()
+
+	peer, _ := sm2.GenerateKey(rand.Reader)
+	ps, _ := peer.ECDH()
+	eph, _ := ecdh.P256().GenerateKey(rand.Reader)
+	pe, _ := ecdh.P256().GenerateKey(rand.Reader)
+	got, err := re.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), false, 48, nil, nil)
+	want, _ := smkey.LocalKeyAgreement{Key: keys[1].Private}.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), false, 48, nil, nil)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("TLCP ECDHE server agreement: %x, %v", got, err)
+	}
+	for _, c := range []struct {
+		name         string
+		responder    bool
+		keyLen       int
+		uid, peerUID []byte
+	}{
+		{"responder", true, 48, nil, nil},
+		{"16 bytes", false, 16, nil, nil},
+		{"1024 bytes", false, 1024, nil, nil},
+		{"an own ID", false, 48, []byte("other-system"), nil},
+		{"a peer ID", false, 48, nil, []byte("peer-id")},
+	} {
+		out, err := re.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), c.responder, c.keyLen, c.uid, c.peerUID)
+		if !errors.Is(err, ErrNotHandshake) || len(out) != 0 {
+			t.Errorf("%s: agreed %d bytes, err %v; want not_handshake", c.name, len(out), err)
+		}
+	}
+	if n := obs.get(func(r *recObserver) int { return r.ops["edge/enc/key_agreement/not_handshake"] }); n != 5 {
+		t.Errorf("%d refusals counted, want 5", n)
 	}
 }

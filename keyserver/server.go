@@ -724,7 +724,7 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 			switch {
 			case errors.Is(err, errMalformedKA):
 				r.code, r.detail = CodeMalformed, err.Error()
-			case errors.Is(err, errNotHandshake):
+			case errors.Is(err, errNotHandshake), errors.Is(err, errNotTLCPAgreement):
 				r.code, r.detail = CodeNotHandshake, err.Error()
 			case err != nil:
 				r.code, r.detail = CodeFailed, err.Error()
@@ -901,6 +901,9 @@ func (r *request) run() ([]byte, error) {
 		a, err := parseKeyAgreement(r.payload)
 		if err != nil {
 			return nil, err
+		}
+		if !a.isTLCPServer() {
+			return nil, errNotTLCPAgreement
 		}
 		return smkey.LocalKeyAgreement{Key: k}.SM2KeyAgree(context.Background(), a.eph, a.peerStatic, a.peerEph, a.responder, a.keyLen, a.uid, a.peerUID)
 	}

@@ -138,8 +138,8 @@ func TestOperations(t *testing.T) {
 	ps, _ := peer.ECDH()
 	eph, _ := ecdh.P256().GenerateKey(rand.Reader)
 	pe, _ := ecdh.P256().GenerateKey(rand.Reader)
-	got, err := re.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), true, 48, nil, []byte("peer-id"))
-	want, _ := smkey.LocalKeyAgreement{Key: ek}.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), true, 48, nil, []byte("peer-id"))
+	got, err := re.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), false, 48, nil, nil)
+	want, _ := smkey.LocalKeyAgreement{Key: ek}.SM2KeyAgree(ctx, eph, ps.PublicKey(), pe.PublicKey(), false, 48, nil, nil)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("key agreement differs: %v", err)
 	}

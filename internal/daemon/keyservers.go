@@ -269,7 +269,8 @@ func probeRemoteKeys(log *slog.Logger, cfg *conf.Config, keys map[string]*keyser
 var errKeyAgreementOnly = errors.New("the key serves key agreement only")
 
 // probeKeyAgreement asks the key server for one SM2 key agreement with
-// rk, as responder, with throwaway peer keys.
+// rk, with throwaway peer keys, of the shape a TLCP ECDHE server runs
+// (the only one the key server answers).
 func probeKeyAgreement(ctx context.Context, rk *keyserver.RemoteKey) error {
 	var keys [3]*gmecdh.PrivateKey
 	for i := range keys {
@@ -279,7 +280,7 @@ func probeKeyAgreement(ctx context.Context, rk *keyserver.RemoteKey) error {
 		}
 		keys[i] = k
 	}
-	_, err := rk.SM2KeyAgree(ctx, keys[0], keys[1].PublicKey(), keys[2].PublicKey(), true, 16, nil, nil)
+	_, err := rk.SM2KeyAgree(ctx, keys[0], keys[1].PublicKey(), keys[2].PublicKey(), false, 48, nil, nil)
 	return err
 }
 
