@@ -18,11 +18,20 @@ type audit struct {
 
 type auditKey struct{ client, key string }
 
-// auditCounts counts results by operation (index Op-1) and code.
-type auditCounts [3][len(codeNames)]uint64
+// auditCounts counts results by operation (index Op-1; a refused ping
+// at OpPing-1, unknown operations last) and code.
+type auditCounts [OpPing + 1][len(codeNames)]uint64
+
+// auditOp is the index of op in auditCounts.
+func auditOp(op Op) int {
+	if op < OpSign || op > OpPing {
+		return int(OpPing)
+	}
+	return int(op) - 1
+}
 
 func (a *audit) count(client, key string, op Op, code Code) {
-	if op < OpSign || op > OpKeyAgreement || int(code) >= len(codeNames) {
+	if int(code) >= len(codeNames) {
 		return
 	}
 	a.mu.Lock()
@@ -37,7 +46,7 @@ func (a *audit) count(client, key string, op Op, code Code) {
 		c = &auditCounts{}
 		a.counts[k] = c
 	}
-	c[op-1][code]++
+	c[auditOp(op)][code]++
 }
 
 // run logs the counts every AuditInterval until the server shuts down.
@@ -79,6 +88,7 @@ func (a *audit) flush(s *Server) {
 		for op, byCode := range counts[k] {
 			for code, n := range byCode {
 				if n > 0 {
+					// Op(OpPing+1) is unknown ("unknown").
 					attrs = append(attrs, slog.Uint64(Op(op+1).String()+"."+Code(code).String(), n))
 				}
 			}

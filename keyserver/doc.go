@@ -117,7 +117,8 @@
 //     is no faster than signing), and in-flight bounds (CodeBusy) cap how
 //     fast (pings, for health checks, are paced per connection instead:
 //     beyond 100 a second their answers wait); an info-level audit line per client and key and interval
-//     (counts by operation and result, not one line per operation) and
+//     (counts by operation and result, not one line per operation; every
+//     refusal is counted, of a ping or an unknown operation too) and
 //     the metrics by client show it; removing the client from the
 //     allow-list (a reload) ends it: its open connections are closed at
 //     once, after their operations in progress are answered. Refusals

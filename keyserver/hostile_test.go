@@ -616,3 +616,58 @@ func TestUnwritableConnectionEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownOperationRefusalAudited: a request of an operation the
+// protocol does not have, and a ping with a body, are refused, and the
+// refusals are counted in the metrics and the audit line like the other
+// refusals: a client probing the server with them is seen.
+func TestUnknownOperationRefusalAudited(t *testing.T) {
+	keys := testKeys(t)
+	pki := newTestPKI(t)
+	cliTLS, _ := pki.client(t, "edge")
+	obs := newRecObserver()
+	buf := &testpeer.SyncBuffer{}
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) { s.Observer, s.Logger = obs, bufLogger(buf) })
+	c, fr := greetedConn(t, ks.addr, cliTLS)
+	id := keyIDOf(t, keys[0])
+	var req []byte
+	req = appendFrame(req, 1, 9, id[:])
+	req = appendFrame(req, 2, byte(OpPing), []byte("x"))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint32]Code{1: CodeUnknownOp, 2: CodeMalformed}
+	for range want {
+		id, code, body, err := fr.next()
+		if err != nil || want[id] != Code(code) {
+			t.Fatalf("answer %d: code %d %q, %v; want %v", id, code, body, err, want[id])
+		}
+	}
+	for _, k := range []string{"edge/unknown/unknown/unknown_op", "edge/unknown/ping/malformed"} {
+		if n := obs.get(func(r *recObserver) int { return r.ops[k] }); n != 1 {
+			t.Errorf("%s counted %d times, want 1", k, n)
+		}
+	}
+	ks.s.Shutdown(context.Background())
+	for _, w := range []string{"unknown.unknown_op=1", "ping.malformed=1"} {
+		if !strings.Contains(buf.String(), w) {
+			t.Errorf("audit log has no %s:\n%s", w, buf.String())
+		}
+	}
+}
+
+// appendFrame appends the frame id, typ, body.
+func appendFrame(b []byte, id uint32, typ byte, body []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(5+len(body)))
+	b = binary.BigEndian.AppendUint32(b, id)
+	return append(append(b, typ), body...)
+}
+
+// keyIDOf returns the protocol ID of k.
+func keyIDOf(t *testing.T, k Key) [32]byte {
+	id, err := KeyID(k.Private.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

@@ -50,7 +50,9 @@ var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, Re
 type Observer interface {
 	// Operation reports a finished operation of client on key (key is
 	// "unknown" for a key ID the server does not hold) with its result (a
-	// Code name) and the time it ran.
+	// Code name) and the time it ran, or a refused request (0 time): op
+	// is also "ping" for a refused ping and "unknown" for an operation
+	// the protocol does not have.
 	Operation(client, key, op, result string, d time.Duration)
 	// InFlight reports a change of client's operations in progress.
 	InFlight(client string, delta int)
@@ -820,6 +822,7 @@ type request struct {
 func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request {
 	r := request{op: op, keyName: "unknown"}
 	refuse := func(c Code, detail string) request { r.code, r.detail = c, detail; return r }
+	known := true
 	switch op {
 	case OpPing:
 		if len(body) != 0 {
@@ -828,12 +831,14 @@ func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request 
 		return r
 	case OpSign, OpDecrypt, OpKeyAgreement:
 	default:
-		r.op = 0 // not audited: the label set stays bounded
+		// Audited and counted as operation "unknown" (Op.String): the
+		// label set stays bounded.
+		known = false
 	}
 	if c := cp.state.rate(time.Now()); c != CodeOK {
 		return refuse(c, "this client exceeds its rate")
 	}
-	if r.op == 0 {
+	if !known {
 		return refuse(CodeUnknownOp, fmt.Sprintf("operation %d", op))
 	}
 	if len(body) < 32 {
@@ -909,9 +914,11 @@ func (r *request) run() ([]byte, error) {
 	}
 }
 
-// finish reports an operation to the observer and the audit.
+// finish reports an operation, or a refused request, to the observer
+// and the audit: every refusal is (a refused ping, an unknown operation
+// too), answered pings are not.
 func (s *Server) finish(client string, r request, d time.Duration) {
-	if r.op == 0 || r.op == OpPing {
+	if r.op == OpPing && r.code == CodeOK {
 		return
 	}
 	if s.Observer != nil {

@@ -24,11 +24,12 @@ import (
 //
 // plus the go_* and process_* collectors. client and key are the names of
 // the key server's configuration (at most 256 each, then "other"); key is
-// "unknown" for a key ID the server does not hold; op is sign, decrypt or
-// key_agreement; result is ok or an error code name (keyserver.Results);
-// the duration covers the operation itself, not refused requests; reason
-// is one of keyserver.RefusedReasons. A reload that removes a client or a
-// key deletes its series (Retain).
+// "unknown" for a key ID the server does not hold; op is sign, decrypt,
+// key_agreement or other (a refused ping, an unknown operation); result
+// is ok or an error code name (keyserver.Results); the duration covers
+// the operation itself, not refused requests; reason is one of
+// keyserver.RefusedReasons. A reload that removes a client or a key
+// deletes its series (Retain).
 type KeyServer struct {
 	gatherer      prometheus.Gatherer
 	clients, keys *admitter
