@@ -543,8 +543,15 @@ type SiteTLS struct {
 	// responder (the first ones after start get no staple). The chain
 	// must include the issuer's certificate. Not with ocsp_file.
 	// Default false.
-	OCSPFetch   bool `yaml:"ocsp_fetch"`
-	KeyPassword `yaml:",inline"`
+	OCSPFetch bool `yaml:"ocsp_fetch"`
+	// OCSPResponder is the http:// or https:// URL ocsp_fetch asks in
+	// place of the certificate's own responder (nginx's
+	// ssl_stapling_responder): a certificate that names none, or an
+	// edge that reaches the CA's responder only through an internal
+	// relay. The responses are verified all the same. Only with
+	// ocsp_fetch. Default: the certificate's.
+	OCSPResponder string `yaml:"ocsp_responder"`
+	KeyPassword   `yaml:",inline"`
 }
 
 // Client authentication modes (ClientAuth.Mode).

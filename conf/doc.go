@@ -499,6 +499,12 @@
 //     Handshakes never wait for the responder (the first ones after start get
 //     no staple). The chain must include the issuer's certificate. Not with
 //     ocsp_file. Default false.
+//   - ocsp_responder (string): ocsp_responder is the http:// or https:// URL
+//     ocsp_fetch asks in place of the certificate's own responder (nginx's
+//     ssl_stapling_responder): a certificate that names none, or an edge that
+//     reaches the CA's responder only through an internal relay. The responses
+//     are verified all the same. Only with ocsp_fetch. Default: the
+//     certificate's.
 //   - key_password_file (string): key_password_file is a file whose one line
 //     (its trailing newline removed) is the password of the encrypted private
 //     keys of this section; a file of several lines is refused (gmproxy does

@@ -88,6 +88,17 @@ func TestOCSPFile(t *testing.T) {
 	if m := cfg.Sites[0].Material; m.TLSOCSPURL != p.Leaf.OCSPServer[0] || !m.TLSOCSPIssuer.Equal(p.CA) {
 		t.Fatalf("ocsp_fetch: responder %q, issuer %v", m.TLSOCSPURL, m.TLSOCSPIssuer != nil)
 	}
+	// ocsp_responder replaces the certificate's responder, or names one
+	// for a certificate without.
+	for _, ck := range [][2]string{{"chain.crt", "leaf.key"}, {"noaia.crt", "noaia.key"}} {
+		cfg, err = parse(ck[0], ck[1], "      ocsp_fetch: true\n      ocsp_responder: http://relay.internal:8080/ocsp\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := cfg.Sites[0].Material; m.TLSOCSPURL != "http://relay.internal:8080/ocsp" || !m.TLSOCSPIssuer.Equal(p.CA) {
+			t.Fatalf("%s: ocsp_responder: responder %q, issuer %v", ck[0], m.TLSOCSPURL, m.TLSOCSPIssuer != nil)
+		}
+	}
 
 	for _, c := range []struct {
 		name, cert, key, extra string
@@ -102,6 +113,9 @@ func TestOCSPFile(t *testing.T) {
 		{"another CA after it", "wrongchain.crt", "leaf.key", "      ocsp_file: good.der\n", []string{"gmproxy.yaml:8:18", "the chain's second certificate is not it"}},
 		{"no responder", "noaia.crt", "noaia.key", "      ocsp_fetch: true\n", []string{"gmproxy.yaml:8:19", "names no OCSP responder"}},
 		{"both", "chain.crt", "leaf.key", "      ocsp_file: good.der\n      ocsp_fetch: true\n", []string{"gmproxy.yaml:9:19", "both set"}},
+		{"responder without fetch", "chain.crt", "leaf.key", "      ocsp_responder: http://relay.internal/\n", []string{"gmproxy.yaml:8:23", "only used by ocsp_fetch"}},
+		{"responder not http", "chain.crt", "leaf.key", "      ocsp_fetch: true\n      ocsp_responder: ftp://relay.internal/\n", []string{"gmproxy.yaml:9:23", "not an http:// or https:// URL"}},
+		{"responder relative", "noaia.crt", "noaia.key", "      ocsp_fetch: true\n      ocsp_responder: /ocsp\n", []string{"gmproxy.yaml:9:23", "not an http:// or https:// URL"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parse(c.cert, c.key, c.extra)

@@ -1823,6 +1823,10 @@ func (v *validator) siteTLS(s *Site, p string) {
 // response file must hold a response that can be stapled now.
 func (v *validator) siteOCSP(s *Site, p string) {
 	t, kp := s.TLS, s.Material.TLS
+	if t.OCSPResponder != "" && !t.OCSPFetch {
+		v.errf(p+".ocsp_responder", "add ocsp_fetch: true, or remove ocsp_responder", "ocsp_responder is only used by ocsp_fetch, which is not set")
+		return
+	}
 	if t.OCSPFile == "" && !t.OCSPFetch {
 		return
 	}
@@ -1848,9 +1852,18 @@ func (v *validator) siteOCSP(s *Site, p string) {
 		return
 	}
 	s.Material.TLSOCSPIssuer = issuer
+	if t.OCSPFetch && t.OCSPResponder != "" {
+		u, err := url.Parse(t.OCSPResponder)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+			v.errf(p+".ocsp_responder", "write an absolute URL such as http://ocsp.example.cn/ or https://relay.internal:8443/ocsp", "ocsp_responder %q is not an http:// or https:// URL with a host", t.OCSPResponder)
+			return
+		}
+		s.Material.TLSOCSPURL = t.OCSPResponder
+		return
+	}
 	if t.OCSPFetch {
 		if len(leaf.OCSPServer) == 0 {
-			v.errf(key, "use ocsp_file with a response obtained otherwise, or a certificate whose CA runs an OCSP responder", "the tls certificate names no OCSP responder (no OCSP URL in its Authority Information Access extension)")
+			v.errf(key, "set ocsp_responder to the CA's responder, use ocsp_file with a response obtained otherwise, or a certificate whose CA runs an OCSP responder", "the tls certificate names no OCSP responder (no OCSP URL in its Authority Information Access extension)")
 			return
 		}
 		s.Material.TLSOCSPURL = leaf.OCSPServer[0]
