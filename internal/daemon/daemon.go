@@ -386,8 +386,22 @@ func (d *Daemon) retireCtx(ctx context.Context, g *Generation, ref *serveRef) er
 	if g.Close != nil {
 		g.Close()
 	}
+	if err != nil && ref != nil {
+		// What Close cut ends at once and writes its access-log line
+		// then; the process exits when shutdown returns, and would
+		// lose the lines of exactly the requests and streams it cut.
+		cctx, cancel := context.WithTimeout(context.Background(), cutWait)
+		ref.wait(cctx)
+		cancel()
+	}
 	return err
 }
+
+// cutWait bounds how long a generation whose drain ran out of time waits,
+// once its connections are closed, for the requests and streams cut to
+// end (a handler blocked on something the cut does not reach must not
+// hold the exit up).
+const cutWait = 2 * time.Second
 
 // Reload builds a new generation and swaps it in. On error the running
 // generation stays and the error is returned (and logged).
@@ -597,6 +611,12 @@ func (d *Daemon) closeGenerations() {
 	}
 	if gen != nil && gen.Close != nil {
 		gen.Close()
+		if ref != nil {
+			// As retireCtx: the lines of what Close cut.
+			ctx, cancel := context.WithTimeout(context.Background(), cutWait)
+			ref.wait(ctx)
+			cancel()
+		}
 	}
 }
 
