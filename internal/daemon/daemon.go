@@ -551,12 +551,23 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	gen, ref := d.gen, d.ref
 	d.gen, d.ref = nil, nil
+	if gen != nil {
+		// Among the retired while it drains (its tunnels and streams
+		// outlive the listeners'), for ReopenLogs to reach its log.
+		if d.retired == nil {
+			d.retired = make(map[*Generation]struct{})
+		}
+		d.retired[gen] = struct{}{}
+	}
 	d.mu.Unlock()
 	if ref != nil {
 		ref.retire()
 	}
 	if gen != nil {
 		errs = append(errs, d.retireCtx(ctx, gen, ref))
+		d.mu.Lock()
+		delete(d.retired, gen)
+		d.mu.Unlock()
 	}
 	// Generations retired by earlier reloads get the same grace period.
 	stop := context.AfterFunc(ctx, d.stopCancel)
