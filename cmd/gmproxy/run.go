@@ -573,14 +573,20 @@ func shutdown(d *daemon.Daemon, sigs <-chan os.Signal, log *slog.Logger) error {
 	return drain(func() error { return d.Shutdown(context.Background()) }, func(sig os.Signal) {
 		log.Warn("second signal during graceful shutdown: closing every connection now", "signal", sig.String())
 		d.Close()
+	}, func() {
+		log.Info("SIGUSR1: reopening the access log")
+		if err := d.ReopenLogs(); err != nil {
+			log.Error("reopening the access log", "err", err)
+		}
 	}, sigs)
 }
 
-// drain returns wait's error; meanwhile admin reloads are refused and a
-// second SIGTERM or SIGINT calls force, after which the error says so.
-// SIGQUIT, the graceful stop of nginx, asks for no more than the drain
-// under way.
-func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) error {
+// drain returns wait's error; meanwhile admin reloads are refused, a
+// second SIGTERM or SIGINT calls force, after which the error says so,
+// and reopenSignal calls reopen: what drains still logs, and a rotation
+// meanwhile must not leave its lines in the rotated file. SIGQUIT, the
+// graceful stop of nginx, asks for no more than the drain under way.
+func drain(wait func() error, force func(os.Signal), reopen func(), sigs <-chan os.Signal) error {
 	done := make(chan error, 1)
 	go func() { done <- wait() }()
 	forced := false
@@ -600,7 +606,9 @@ func drain(wait func() error, force func(os.Signal), sigs <-chan os.Signal) erro
 			case reloadSignal:
 				sig.answer(errors.New("shutting down"))
 			default:
-				if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
+				if sig == reopenSignal {
+					reopen()
+				} else if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == os.Interrupt {
 					forced = true
 					force(sig)
 				}

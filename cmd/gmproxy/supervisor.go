@@ -1362,7 +1362,7 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 	}, func(sig os.Signal) {
 		s.log.Warn("second signal during graceful shutdown: workers close every connection now", "signal", sig.String())
 		s.signalAll(forceSignal)
-	}, sigs)
+	}, s.reopenLogs, sigs)
 	if err != nil {
 		s.log.Error("shutdown", "err", err)
 		return 1
