@@ -104,7 +104,8 @@ func (e *Env) buildFleet(cfg *conf.Config) fleetState {
 }
 
 // useFleet makes f, the fleet of a generation that now serves, the Env's:
-// a store it replaces closes after retireDelay, replaced keys stop
+// a store it replaces hands its pending deletions of ended sessions to f's
+// and closes after retireDelay, replaced keys stop
 // refreshing (their tickets still open with f's keys: Previous).
 func (e *Env) useFleet(f fleetState) {
 	e.mu.Lock()
@@ -115,6 +116,9 @@ func (e *Env) useFleet(f fleetState) {
 		old.keys.Close()
 	}
 	if s := old.shared; s != nil && s != f.shared {
+		// Sessions ended while s did not take their deletion stay
+		// unresumable and deleted through f's store.
+		s.RetireTo(f.shared)
 		time.AfterFunc(retireDelay, func() { s.Close() })
 	}
 }

@@ -170,10 +170,10 @@ func seenLocal(ts []endedTarget, local Local) bool {
 	return false
 }
 
-// publishEnded tells the instances following the channel of t that id
-// ended. It runs within the store write of Delete (ctx bounds both).
-func (t *Tiered) publishEnded(ctx context.Context, id string) error {
-	b, ok := t.shared.store.(Broadcaster)
+// publishEnded tells the instances following the channel of t on st that
+// id ended. It runs within the store write of Delete (ctx bounds both).
+func (t *Tiered) publishEnded(ctx context.Context, st Store, id string) error {
+	b, ok := st.(Broadcaster)
 	if !ok {
 		return nil
 	}

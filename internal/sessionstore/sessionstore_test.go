@@ -568,3 +568,83 @@ func TestEndedSessionNotResumedWhenTheDeleteWasLost(t *testing.T) {
 		t.Fatal("the ended session resumed after its deletion was retried")
 	}
 }
+
+// gateStore is a Store whose deletions wait until gate is closed.
+type gateStore struct {
+	Store
+	gate chan struct{}
+}
+
+func (s *gateStore) Delete(ctx context.Context, key string) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.Delete(ctx, key)
+}
+
+// A reload that replaces the store (RetireTo, then Close of the old one)
+// hands over the deletions of ended sessions the old store did not take:
+// the new store does not resume them and deletes them, also those that
+// fail on the old store between the reload and its close.
+func TestEndedSessionDeletionSurvivesStoreReplacement(t *testing.T) {
+	mem := NewMemory()
+	oldSt := &switchStore{Store: mem}
+	old := NewShared(oldSt, time.Second, nil)
+	now := time.Unix(1000, 0)
+	old.br.now = func() time.Time { return now }
+	old.retryEvery = time.Hour // the old store's own retries never run here
+	keys := ticket.Static{testKey(t, 1)}
+	tr := NewTiered(newMapLocal(), old, keys, "p:", time.Minute)
+	tr.Put("id", []byte("state"), time.Minute)
+	tr.Put("late", []byte("state"), time.Minute)
+
+	oldSt.set(true)
+	for range BreakerThreshold {
+		tr.Get("other")
+	}
+	if !old.BreakerOpen() {
+		t.Fatal("the breaker did not open")
+	}
+	tr.Delete("id") // skipped: the breaker is open
+
+	// The reload: a new store on the same data (other settings), whose
+	// deletions wait for gate so that the lookups below find the entries.
+	gate := make(chan struct{})
+	next := NewShared(&gateStore{Store: mem, gate: gate}, time.Minute, nil)
+	defer next.Close()
+	next.retryEvery = time.Millisecond
+	old.RetireTo(next)
+	tr.Delete("late") // a handshake in flight on the retired store
+	// The old store answers again before it closes: its handshakes in
+	// flight do not resume the handed-over sessions either.
+	oldSt.set(false)
+	now = now.Add(BreakerCooldown)
+	for _, id := range []string{"id", "late"} {
+		if _, ok := tr.Get(id); ok {
+			t.Fatalf("session %q resumed on the retired store after the reload", id)
+		}
+	}
+	oldSt.set(true) // the old settings' server is gone: only next deletes
+	old.Close()
+
+	tr2 := NewTiered(newMapLocal(), next, keys, "p:", time.Minute)
+	for _, id := range []string{"id", "late"} {
+		if _, ok := tr2.Get(id); ok {
+			t.Fatalf("session %q, ended while its deletion was pending at the reload, resumed from the new store", id)
+		}
+	}
+	close(gate)
+	for i := 0; ; i++ {
+		_, f1, _ := mem.Get(context.Background(), tr.key("id"))
+		_, f2, _ := mem.Get(context.Background(), tr.key("late"))
+		if !f1 && !f2 {
+			break
+		}
+		if i == 2000 {
+			t.Fatalf("the deletions pending at the reload were dropped: the store still holds id %t, late %t", f1, f2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -30,13 +30,17 @@ type Shared struct {
 	retrying   bool
 	closed     bool
 	retryEvery time.Duration
+	// next is the store that replaced this one (RetireTo): it takes
+	// over the unsent deletions.
+	next *Shared
 }
 
 // unsentDelete is a deletion to try again until expires (the session's
-// end of life: then the store has dropped it anyway).
+// end of life: then the store has dropped it anyway). run deletes from
+// the store it is given: after a reload that is the replacing store.
 type unsentDelete struct {
 	expires time.Time
-	run     func(ctx context.Context) error
+	run     func(ctx context.Context, st Store) error
 }
 
 // maxUnsent bounds the deletions kept for retrying; past it the oldest
@@ -138,11 +142,22 @@ func (s *Shared) write(op string, f func(ctx context.Context) error) error {
 // then get does not take key's value from the store: a session ended
 // with a fatal alert must not resume (RFC 5246 §7.2), also not from the
 // store once it answers again.
-func (s *Shared) deleteEnded(key string, expires time.Time, f func(ctx context.Context) error) {
-	if s.write(OpDelete, f) == nil {
+func (s *Shared) deleteEnded(key string, expires time.Time, f func(ctx context.Context, st Store) error) {
+	if s.write(OpDelete, func(ctx context.Context) error { return f(ctx, s.store) }) == nil {
 		return
 	}
+	s.keepUnsent(key, unsentDelete{expires: expires, run: f})
+}
+
+// keepUnsent holds d, key's deletion, for retrying (on the replacing
+// store once this one is retired).
+func (s *Shared) keepUnsent(key string, d unsentDelete) {
 	s.unsentMu.Lock()
+	if next := s.next; next != nil {
+		s.unsentMu.Unlock()
+		next.keepUnsent(key, d)
+		return
+	}
 	defer s.unsentMu.Unlock()
 	if s.closed {
 		return
@@ -153,7 +168,7 @@ func (s *Shared) deleteEnded(key string, expires time.Time, f func(ctx context.C
 	if _, ok := s.unsent[key]; !ok && len(s.unsent) >= maxUnsent {
 		return
 	}
-	s.unsent[key] = unsentDelete{expires: expires, run: f}
+	s.unsent[key] = d
 	if !s.retrying {
 		s.retrying = true
 		go s.retryUnsent()
@@ -164,9 +179,15 @@ func (s *Shared) deleteEnded(key string, expires time.Time, f func(ctx context.C
 // still hold it.
 func (s *Shared) unsentHolds(key string) bool {
 	s.unsentMu.Lock()
-	defer s.unsentMu.Unlock()
 	d, ok := s.unsent[key]
-	return ok && s.now().Before(d.expires)
+	next := s.next
+	s.unsentMu.Unlock()
+	if ok && s.now().Before(d.expires) {
+		return true
+	}
+	// A retired store's lookups (handshakes still in flight) see the
+	// deletions it handed over.
+	return next != nil && next.unsentHolds(key)
 }
 
 // retryUnsent tries the unsent deletions again until none is left.
@@ -185,11 +206,31 @@ func (s *Shared) retryUnsent() {
 		}
 		s.unsentMu.Unlock()
 		for k, d := range batch {
-			if !s.now().Before(d.expires) || s.write(OpDelete, d.run) == nil {
+			if !s.now().Before(d.expires) || s.write(OpDelete, func(ctx context.Context) error { return d.run(ctx, s.store) }) == nil {
 				s.unsentMu.Lock()
 				delete(s.unsent, k)
 				s.unsentMu.Unlock()
 			}
 		}
+	}
+}
+
+// RetireTo hands the deletions of ended sessions that this store has not
+// taken to next, the store replacing it after a reload, and so also those
+// that fail from now until this one closes: next retries them and, until
+// they are taken, does not resume their sessions (a replaced store is
+// mostly the same Redis with other settings, and the sessions of the
+// handshakes in flight still end on this one).
+func (s *Shared) RetireTo(next *Shared) {
+	if next == nil || next == s {
+		return
+	}
+	s.unsentMu.Lock()
+	s.next = next
+	moved := s.unsent
+	s.unsent = nil
+	s.unsentMu.Unlock()
+	for k, d := range moved {
+		next.keepUnsent(k, d)
 	}
 }

@@ -117,11 +117,11 @@ func (t *Tiered) Put(id string, state []byte, lifetime time.Duration) {
 func (t *Tiered) Delete(id string) {
 	t.local.Delete(id)
 	key := t.key(id)
-	t.shared.deleteEnded(key, t.shared.now().Add(t.lifetime), func(ctx context.Context) error {
-		if err := t.shared.store.Delete(ctx, key); err != nil {
+	t.shared.deleteEnded(key, t.shared.now().Add(t.lifetime), func(ctx context.Context, st Store) error {
+		if err := st.Delete(ctx, key); err != nil {
 			return err
 		}
-		return t.publishEnded(ctx, id)
+		return t.publishEnded(ctx, st, id)
 	})
 }
 
