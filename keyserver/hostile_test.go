@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"strings"
@@ -515,12 +516,20 @@ func TestReloadedClientCAsCutOpenConnections(t *testing.T) {
 // TestBadFramingAnswered: a frame longer than MaxFrame, or with request
 // ID 0, is answered with CodeMalformed on ID 0 (the whole connection,
 // as the package documentation specifies) and the connection closed,
-// so that a confused peer learns why instead of seeing a bare close.
+// so that a confused peer learns why instead of seeing a bare close; each
+// such refusal is counted (reason malformed) and logged as a warning with
+// the client's name: a client sending garbage is seen by the operator.
 func TestBadFramingAnswered(t *testing.T) {
 	keys := testKeys(t)
 	pki := newTestPKI(t)
 	cliTLS, _ := pki.client(t, "edge")
-	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, nil)
+	obs := newRecObserver()
+	var logs testpeer.SyncBuffer
+	ks := startServer(t, pki, &Policy{Keys: keys, Clients: []Grant{grantAll("edge", keys)}}, func(s *Server) {
+		s.Observer = obs
+		s.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	refused := 0
 	for _, tc := range []struct {
 		name  string
 		frame []byte
@@ -541,7 +550,15 @@ func TestBadFramingAnswered(t *testing.T) {
 			if _, _, _, err := fr.next(); err == nil {
 				t.Error("connection still open after the refusal")
 			}
+			refused++
+			eventually(t, "the refusal counted as malformed", func() bool {
+				return obs.get(func(r *recObserver) int { return r.refused[RefusedMalformed] }) == refused
+			})
 		})
+	}
+	// One line per reason a second (refusalLog): the first is written.
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "reason=malformed") || !strings.Contains(l, "edge") {
+		t.Errorf("framing refusal not logged as a warning naming the client: %q", l)
 	}
 }
 

@@ -40,10 +40,13 @@ const (
 	RefusedClient    = "client_limit" // the client has its Limits.MaxConns open
 	// MaxHandshakes or MaxHandshakesPerAddr reached.
 	RefusedHandshakeLimit = "handshake_limit"
+	// An identified client's stream broke the framing (request ID 0, a
+	// frame length out of range): the connection is refused as a whole.
+	RefusedMalformed = "malformed"
 )
 
 // RefusedReasons lists the refusal reasons (a bounded label set).
-var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity, RefusedClient, RefusedHandshakeLimit}
+var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity, RefusedClient, RefusedHandshakeLimit, RefusedMalformed}
 
 // Observer receives the server's events (package metrics implements it).
 // Methods are called concurrently and must not block.
@@ -58,7 +61,8 @@ type Observer interface {
 	InFlight(client string, delta int)
 	// Conns reports a connection opened (+1) or closed (-1).
 	Conns(delta int)
-	// Refused reports a connection refused before any operation.
+	// Refused reports a connection refused before any operation, or
+	// closed for its framing (RefusedMalformed).
 	Refused(reason string)
 }
 
@@ -625,19 +629,21 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 		}
 		id, typ, body, err := fr.next()
 		if err != nil {
-			if s.Logger != nil && !isEOF(err) {
-				s.Logger.Debug("key server connection closed", "client", client, "remote", c.RemoteAddr().String(), "err", err)
-			}
 			if errors.Is(err, errFrameLength) {
 				// The stream is lost: refused as a whole (ID 0), so that
-				// the peer learns why its connection ends.
+				// the peer learns why its connection ends; counted and
+				// logged as the client's, like the other refusals.
+				s.refused(RefusedMalformed, c, "client "+client+": "+err.Error())
 				w.write(0, byte(CodeMalformed), []byte(err.Error()), nil)
+			} else if s.Logger != nil && !isEOF(err) {
+				s.Logger.Debug("key server connection closed", "client", client, "remote", c.RemoteAddr().String(), "err", err)
 			}
 			return
 		}
 		if id == 0 {
 			// IDs start at 1: a confused peer, whose answers could not
 			// be told from a refusal of the connection.
+			s.refused(RefusedMalformed, c, "client "+client+": request ID 0")
 			w.write(0, byte(CodeMalformed), []byte("request ID 0"), nil)
 			return
 		}

@@ -79,7 +79,7 @@ func NewKeyServer() (*KeyServer, error) {
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "connections_active",
 			Help: "Open client connections."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "keyserver", Name: "connections_refused_total",
-			Help: "Connections refused before any operation, by reason."}, []string{"reason"}),
+			Help: "Connections refused before any operation, or closed for their framing (malformed), by reason."}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.ops, m.duration, m.inFlight, m.conns, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {

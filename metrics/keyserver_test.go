@@ -124,3 +124,25 @@ func TestKeyServerProbes(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyServerRefusedReasons: every refusal reason of the key server,
+// malformed framing included, is its own series, not folded into other.
+func TestKeyServerRefusedReasons(t *testing.T) {
+	m, err := NewKeyServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"malformed", "identity", "no such reason"} {
+		m.Refused(r)
+	}
+	text := keyServerText(t, m)
+	for _, want := range []string{
+		`gmproxy_keyserver_connections_refused_total{reason="malformed"} 1`,
+		`gmproxy_keyserver_connections_refused_total{reason="identity"} 1`,
+		`gmproxy_keyserver_connections_refused_total{reason="other"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %s in:\n%s", want, text)
+		}
+	}
+}
