@@ -1366,6 +1366,16 @@ type SessionStore struct {
 	// PasswordFile holds the password (a trailing newline is ignored).
 	// Default none.
 	PasswordFile string `yaml:"password_file"`
+	// SentinelUsername is the user of the Sentinels (with master_name)
+	// when they require AUTH as a user of their own (Redis 6.2 and
+	// later); needs sentinel_password_file. Default none (the default
+	// user).
+	SentinelUsername string `yaml:"sentinel_username"`
+	// SentinelPasswordFile holds the password the Sentinels require
+	// (their requirepass, or sentinel_username's), apart from the one of
+	// the Redis servers (password_file); a trailing newline is ignored.
+	// Only with master_name. Default none (the Sentinels take no AUTH).
+	SentinelPasswordFile string `yaml:"sentinel_password_file"`
 	// TLS connects over TLS when present. Default none (plain TCP).
 	TLS *StoreTLS `yaml:"tls"`
 	// KeyPrefix starts every key gmproxy writes, so that fleets (or other
@@ -1383,6 +1393,8 @@ type SessionStore struct {
 
 	// Password is the content of password_file.
 	Password string `yaml:"-"`
+	// SentinelPassword is the content of sentinel_password_file.
+	SentinelPassword string `yaml:"-"`
 }
 
 // StoreTLS is the client side of TLS to the store.

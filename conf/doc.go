@@ -1288,6 +1288,15 @@
 //     default user).
 //   - password_file (string): password_file holds the password (a trailing
 //     newline is ignored). Default none.
+//   - sentinel_username (string): sentinel_username is the user of the
+//     Sentinels (with master_name) when they require AUTH as a user of their
+//     own (Redis 6.2 and later); needs sentinel_password_file. Default none
+//     (the default user).
+//   - sentinel_password_file (string): sentinel_password_file holds the
+//     password the Sentinels require (their requirepass, or
+//     sentinel_username's), apart from the one of the Redis servers
+//     (password_file); a trailing newline is ignored. Only with master_name.
+//     Default none (the Sentinels take no AUTH).
 //   - tls (optional section, see sessions.store.tls): tls connects over TLS
 //     when present. Default none (plain TCP).
 //   - key_prefix (string): key_prefix starts every key gmproxy writes, so that

@@ -49,6 +49,7 @@ func (v *validator) validateSessionStore() {
 				st.Password = strings.TrimRight(string(b), "\r\n")
 			}
 		}
+		v.sentinelAuth(st)
 		if st.TLS != nil {
 			v.storeTLS(st.TLS)
 		} else {
@@ -136,4 +137,37 @@ func (v *validator) storeTLS(t *StoreTLS) {
 		v.errf(p+".cert", "add cert: FILE, the certificate of key", "key without cert")
 	}
 	t.Config = c
+}
+
+// sentinelAuth checks sentinel_username and sentinel_password_file (the
+// Sentinels' own AUTH) and reads the password.
+func (v *validator) sentinelAuth(st *SessionStore) {
+	const p = "sessions.store."
+	if st.MasterName == "" {
+		for _, f := range []struct{ key, val string }{{"sentinel_username", st.SentinelUsername}, {"sentinel_password_file", st.SentinelPasswordFile}} {
+			if f.val != "" {
+				v.errf(p+f.key, "add master_name: NAME (the master the Sentinels at addresses watch), or remove "+f.key,
+					"%s is for Sentinels, and master_name is not set", f.key)
+			}
+		}
+		return
+	}
+	if st.SentinelPasswordFile == "" {
+		if st.SentinelUsername != "" {
+			v.errf(p+"sentinel_username", "add sentinel_password_file: FILE, the password of the Sentinel user",
+				"sentinel_username without sentinel_password_file: the Sentinels' AUTH needs a password")
+		}
+		return
+	}
+	b, err := os.ReadFile(v.resolve(st.SentinelPasswordFile))
+	if err != nil {
+		v.errf(p+"sentinel_password_file", relFix, "cannot read password file %q: %s", st.SentinelPasswordFile, errText(err))
+		return
+	}
+	v.secretMode(p+"sentinel_password_file", st.SentinelPasswordFile, "password file")
+	st.SentinelPassword = strings.TrimRight(string(b), "\r\n")
+	if st.SentinelPassword == "" {
+		v.errf(p+"sentinel_password_file", "write the Sentinels' password in it, or remove sentinel_password_file if they take no AUTH",
+			"password file %q is empty", st.SentinelPasswordFile)
+	}
 }

@@ -60,7 +60,8 @@ func storeID(cfg *conf.Config) string {
 		}
 		tlsID = strings.Join([]string{t.CA, t.Cert, t.Key, t.ServerName, hex.EncodeToString(h.Sum(nil))}, "|")
 	}
-	return fmt.Sprintf("%s|%q|%s|%t|%s|%s|%s|%s|%d", st.Type, st.Addresses, st.MasterName, st.Cluster, st.Username, st.Password, tlsID, st.Timeout, st.PoolSize)
+	return fmt.Sprintf("%s|%q|%s|%t|%s|%s|%q|%q|%s|%s|%d", st.Type, st.Addresses, st.MasterName, st.Cluster, st.Username, st.Password,
+		st.SentinelUsername, st.SentinelPassword, tlsID, st.Timeout, st.PoolSize)
 }
 
 // wrapKeysID names the wrap keys of sessions.ticket_keys by their key
@@ -157,6 +158,7 @@ func (e *Env) openStore(st *conf.SessionStore) sessionstore.Store {
 	}
 	o := redisstore.Options{
 		Addresses: st.Addresses, MasterName: st.MasterName, Cluster: st.Cluster, Username: st.Username, Password: st.Password,
+		SentinelUsername: st.SentinelUsername, SentinelPassword: st.SentinelPassword,
 		PoolSize: st.PoolSize, Timeout: st.Timeout,
 	}
 	if st.TLS != nil {

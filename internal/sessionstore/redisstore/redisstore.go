@@ -34,6 +34,9 @@ type Options struct {
 	MasterName string
 	// Username and Password authenticate (Redis ACL; Username may be empty).
 	Username, Password string
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels
+	// (with MasterName), which have users of their own; empty: none.
+	SentinelUsername, SentinelPassword string
 	// TLS, when not nil, is used for every connection.
 	TLS *tls.Config
 	// PoolSize bounds open connections per node; 0 means go-redis's
@@ -88,6 +91,9 @@ func New(o Options) *Store {
 		IsClusterMode: o.Cluster,
 		Username:      o.Username,
 		Password:      o.Password,
+		// Used only with a master name (the Sentinels' AUTH).
+		SentinelUsername: o.SentinelUsername,
+		SentinelPassword: o.SentinelPassword,
 		// The dialer makes the TLS connections (with o.TLS) and bounds
 		// what a reply may announce (guard.go).
 		Dialer:   dialer(max(t, time.Second), o.TLS),

@@ -161,3 +161,33 @@ func testStoreWithACL(t *testing.T, acl string) {
 		t.Fatal("a wrong password was accepted")
 	}
 }
+
+// TestStoreWithSentinelAuth: Sentinels that require AUTH (a user of their
+// own, Redis 6.2 and later) are reached with SentinelUsername and
+// SentinelPassword; without them the master cannot be found and every
+// call fails.
+func TestStoreWithSentinelAuth(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, "gm", master, 0)
+	for _, cmd := range []string{"ACL SETUSER watcher on >spw +@all", "ACL SETUSER default off"} {
+		if r, err := sentinel.Command(cmd); err != nil || r != "+OK" {
+			t.Fatalf("%s on the Sentinel: %q %v", cmd, r, err)
+		}
+	}
+	ctx := context.Background()
+	o := Options{Addresses: []string{sentinel.Addr}, MasterName: "gm", Timeout: time.Second}
+	anon := New(o)
+	defer anon.Close()
+	if err := anon.Set(ctx, "gmproxy:tlcp:00", []byte("x"), time.Minute); err == nil {
+		t.Fatal("test setup: the Sentinel answered without AUTH")
+	}
+	o.SentinelUsername, o.SentinelPassword = "watcher", "spw"
+	s := New(o)
+	defer s.Close()
+	if err := s.Set(ctx, "gmproxy:tlcp:00", []byte("x"), time.Minute); err != nil {
+		t.Fatalf("Set through Sentinels that require AUTH: %v", err)
+	}
+	if b, ok, err := s.Get(ctx, "gmproxy:tlcp:00"); err != nil || !ok || string(b) != "x" {
+		t.Fatalf("Get through Sentinels that require AUTH: %q %v %v", b, ok, err)
+	}
+}
