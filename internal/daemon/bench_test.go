@@ -101,11 +101,11 @@ func newPlainConn(c net.Conn) *frontdoor.Conn {
 func plainEntrance(tb testing.TB, d *testDaemon) net.Listener {
 	tb.Helper()
 	var l *listener
-	d.mu.Lock()
+	d.Daemon.mu.Lock() // the daemon's, not the harness's
 	for _, x := range d.listeners {
 		l = x
 	}
-	d.mu.Unlock()
+	d.Daemon.mu.Unlock()
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

@@ -48,9 +48,9 @@ func TestReopenLogsDuringShutdown(t *testing.T) {
 	// The listeners drained: the generation is being retired, its
 	// tunnel still open.
 	for i := 0; ; i++ {
-		d.mu.Lock()
+		d.Daemon.mu.Lock() // the daemon's, not the harness's
 		retiring := d.gen == nil
-		d.mu.Unlock()
+		d.Daemon.mu.Unlock()
 		if retiring {
 			break
 		}
