@@ -744,9 +744,10 @@ type Respond struct {
 // Redirect is a redirect response.
 type Redirect struct {
 	// To is the target URL; {host}, {path}, {query} and {uri} (path and
-	// query) are replaced from the request. A to that begins with {uri}
-	// or {path} (a path on this site) keeps one leading slash, so that a
-	// request for //other.example/ is not sent to another site.
+	// query) are replaced from the request. A to that begins with {uri},
+	// {path} or {query}, also after slashes ("/{path}": a path on this
+	// site), keeps one leading slash, so that a request for
+	// //other.example/ is not sent to another site.
 	// Required.
 	To string `yaml:"to"`
 	// Status is 301, 302, 303, 307 or 308. Default 302.

@@ -675,8 +675,9 @@
 //
 //   - to (string): to is the target URL; {host}, {path}, {query} and {uri}
 //     (path and query) are replaced from the request. A to that begins with
-//     {uri} or {path} (a path on this site) keeps one leading slash, so that a
-//     request for //other.example/ is not sent to another site. Required.
+//     {uri}, {path} or {query}, also after slashes ("/{path}": a path on this
+//     site), keeps one leading slash, so that a request for //other.example/
+//     is not sent to another site. Required.
 //   - status (integer): status is 301, 302, 303, 307 or 308. Default 302.
 //
 // # sites[].routes[].files

@@ -100,9 +100,9 @@ type route struct {
 	respondB    []byte   // body of respond, read-only
 	redirTo     string
 	redirCode   int
-	// redirOnSite: redirTo begins with the request's own {uri} or
-	// {path}, a path on this site, which a request must not turn into
-	// a URL of another ("//evil.example/x").
+	// redirOnSite: redirTo is a path on this site that begins with the
+	// request's own {uri}, {path} or {query} (redirectOnSite), which a
+	// request must not turn into a URL of another ("//evil.example/x").
 	redirOnSite bool
 	strip       string
 	host        hostMode
@@ -453,7 +453,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 	if rc.Redirect != nil {
 		actions++
 		rt.redirTo = rc.Redirect.To
-		rt.redirOnSite = strings.HasPrefix(rt.redirTo, "{uri}") || strings.HasPrefix(rt.redirTo, "{path}")
+		rt.redirOnSite = redirectOnSite(rt.redirTo)
 		rt.redirCode = intOr(rc.Redirect.Status, http.StatusFound)
 		switch rt.redirCode {
 		case 301, 302, 303, 307, 308:
@@ -474,6 +474,18 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		return nil, fmt.Errorf("route %s: needs exactly one of upstream, respond, redirect, files", rt.name)
 	}
 	return rt, nil
+}
+
+// redirectOnSite reports whether a redirect's to is a path on this site
+// made of the request's own: it begins with {uri}, {path} or {query},
+// after slashes ("/{path}", nginx's "return 301 /$uri") or backslashes,
+// which browsers read as slashes. The request chooses the start of such
+// a Location, which must not become a reference to another host
+// ("//evil.example/x", RFC 3986 §4.2). A to that names its host
+// ("//{host}{uri}") is not one.
+func redirectOnSite(to string) bool {
+	rest := strings.TrimLeft(to, `/\`)
+	return strings.HasPrefix(rest, "{uri}") || strings.HasPrefix(rest, "{path}") || strings.HasPrefix(rest, "{query}")
 }
 
 // hostOnly strips the port from a Host value.

@@ -1044,3 +1044,37 @@ func TestNoSNIHostNeedsSiteHandshake(t *testing.T) {
 		}
 	}
 }
+
+// TestSlashBeforePlaceholderRedirectStaysOnSite: a to that is a path on
+// this site with slashes before the request's {path} or {uri} ("/{path}",
+// as nginx's "return 301 /$uri" is written) gave "//evil.example/x" for a
+// request of /evil.example/x: a URL of evil.example for the browser (RFC
+// 3986 §4.2, a network-path reference). Its leading slashes become one,
+// as for a to that begins with the placeholder; a to that names its host
+// ("//{host}{uri}") is left alone.
+func TestSlashBeforePlaceholderRedirectStaysOnSite(t *testing.T) {
+	cfg := Config{Sites: oneSite(
+		RouteConfig{PathPrefix: "/u/", Redirect: &RedirectConfig{To: "/{uri}", Status: 301}},
+		RouteConfig{PathPrefix: "/b/", Redirect: &RedirectConfig{To: `\{uri}`, Status: 301}},
+		RouteConfig{PathPrefix: "/h/", Redirect: &RedirectConfig{To: "//{host}{uri}", Status: 301}},
+		RouteConfig{PathPrefix: "/", Redirect: &RedirectConfig{To: "/{path}", Status: 301}})}
+	f := newFront(t, cfg, frontOpts{})
+	for target, want := range map[string]string{
+		"/evil.example/x": "/evil.example/x",
+		"/u/x?q=1":        "/u/x?q=1",
+		"/b/x":            "/b/x",
+		"/h/x":            "//example.test/h/x",
+	} {
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		res.Body.Close()
+		if loc := res.Header.Get("Location"); loc != want {
+			t.Errorf("GET %s: %d Location %q, want %q", target, res.StatusCode, loc, want)
+		}
+	}
+}
