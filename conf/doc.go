@@ -677,7 +677,8 @@
 //     (path and query) are replaced from the request. A to that begins with
 //     {uri}, {path} or {query}, also after slashes ("/{path}": a path on this
 //     site), keeps one leading slash, so that a request for //other.example/
-//     is not sent to another site. Required.
+//     is not sent to another site. Another placeholder ({scheme}) or an nginx
+//     variable ($host, $request_uri) is refused. Required.
 //   - status (integer): status is 301, 302, 303, 307 or 308. Default 302.
 //
 // # sites[].routes[].files

@@ -887,6 +887,8 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 		actions++
 		if r.Redirect.To == "" {
 			v.errf(p+".redirect", "add to: https://example.cn{uri}", "redirect has no target")
+		} else if err := proxy.CheckRedirectTo(r.Redirect.To); err != nil {
+			v.errf(p+".redirect.to", "for example to: https://{host}{uri}", "%s", err)
 		}
 		if !slices.Contains([]int{301, 302, 303, 307, 308}, r.Redirect.Status) {
 			v.errf(p+".redirect.status", "use 301, 302, 303, 307 or 308", "invalid redirect status %d", r.Redirect.Status)

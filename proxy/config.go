@@ -326,8 +326,10 @@ type RespondConfig struct {
 
 // RedirectConfig is a redirect response.
 type RedirectConfig struct {
-	// To is the Location. "{host}" and "{uri}" are replaced by the request's
-	// host (without port) and request URI, e.g. "https://{host}{uri}".
+	// To is the Location. "{host}", "{path}", "{query}" and "{uri}" are
+	// replaced by the request's host (without port), path, query and
+	// request URI, e.g. "https://{host}{uri}" (RedirectPlaceholders;
+	// others are refused, CheckRedirectTo).
 	To string
 	// Status code: 301, 302 (default), 303, 307 or 308.
 	Status int

@@ -463,6 +463,9 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		if rt.redirTo == "" {
 			return nil, fmt.Errorf("route %s: redirect without target", rt.name)
 		}
+		if err := CheckRedirectTo(rt.redirTo); err != nil {
+			return nil, fmt.Errorf("route %s: redirect to %q: %w", rt.name, rt.redirTo, err)
+		}
 	}
 	if rc.Files != nil {
 		actions++
@@ -474,6 +477,55 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		return nil, fmt.Errorf("route %s: needs exactly one of upstream, respond, redirect, files", rt.name)
 	}
 	return rt, nil
+}
+
+// RedirectPlaceholders are the placeholders of a redirect's to.
+var RedirectPlaceholders = []string{"{host}", "{path}", "{query}", "{uri}"}
+
+// nginxRedirectVars are the nginx variables "return 301" is written with
+// and the placeholders that are them ("": none, write the value itself).
+var nginxRedirectVars = map[string]string{
+	"host": "{host}", "http_host": "", "server_name": "", "scheme": "",
+	"request_uri": "{uri}", "uri": "{path}", "document_uri": "{path}",
+	"args": "{query}", "query_string": "{query}", "is_args": "",
+}
+
+// CheckRedirectTo reports what is wrong with a redirect's to: a
+// placeholder it does not know ("{scheme}", "{request_uri}") or an nginx
+// variable ("$host$request_uri"), which would go out as written, in
+// every Location, to a URL no one has; a literal '{' is no URL's either
+// (RFC 3986 §2: it is written %7B).
+func CheckRedirectTo(to string) error {
+	for rest := to; ; {
+		i := strings.IndexAny(rest, "{$")
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i:]
+		if rest[0] == '$' {
+			n := 1
+			for n < len(rest) && (rest[n] == '_' || rest[n] >= 'a' && rest[n] <= 'z' || rest[n] >= 'A' && rest[n] <= 'Z' || rest[n] >= '0' && rest[n] <= '9') {
+				n++
+			}
+			if ph, ok := nginxRedirectVars[rest[1:n]]; ok {
+				if ph == "" {
+					return fmt.Errorf("nginx's variable %s is not replaced here: write its value, or use %s", rest[:n], strings.Join(RedirectPlaceholders, ", "))
+				}
+				return fmt.Errorf("nginx's variable %s is not replaced here: write %s", rest[:n], ph)
+			}
+			rest = rest[n:]
+			continue
+		}
+		j := strings.IndexByte(rest, '}')
+		if j < 0 || !slices.Contains(RedirectPlaceholders, rest[:j+1]) {
+			ph := rest
+			if j >= 0 {
+				ph = rest[:j+1]
+			}
+			return fmt.Errorf("unknown placeholder %q: the placeholders are %s (a '{' in the URL is written %%7B)", ph, strings.Join(RedirectPlaceholders, ", "))
+		}
+		rest = rest[j+1:]
+	}
 }
 
 // redirectOnSite reports whether a redirect's to is a path on this site

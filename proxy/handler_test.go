@@ -1078,3 +1078,34 @@ func TestSlashBeforePlaceholderRedirectStaysOnSite(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectToPlaceholdersChecked: a redirect's to with a placeholder
+// the proxy does not replace ("{scheme}", "{request_uri}") or an nginx
+// variable ("$host$request_uri", as nginx's return is written) went out
+// as written, in every Location: a URL no one has. It is refused; the
+// known placeholders and a '$' that is no nginx variable are not.
+func TestRedirectToPlaceholdersChecked(t *testing.T) {
+	for to, ok := range map[string]bool{
+		"https://{host}{uri}":              true,
+		"https://new.test{path}?{query}":   true,
+		"https://new.test/pay?sum=$5&x=$y": true,
+		"/price$":                          true,
+		"https://$host$request_uri":        false,
+		"https://new.test$request_uri":     false,
+		"https://{host}$uri":               false,
+		"{scheme}://{host}{uri}":           false,
+		"https://{host}{request_uri}":      false,
+		"https://new.test/{":               false,
+		"https://new.test/{uri":            false,
+		"https://new.test/{}":              false,
+	} {
+		cfg := Config{Sites: oneSite(RouteConfig{Redirect: &RedirectConfig{To: to, Status: 301}})}
+		p, err := New(cfg, nil, testLogger(t))
+		if p != nil {
+			p.Close()
+		}
+		if (err == nil) != ok {
+			t.Errorf("redirect to %q: error %v, want accepted %v", to, err, ok)
+		}
+	}
+}
