@@ -879,6 +879,9 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 		}
 		// RFC 9110 §15.3.5, §15.4.5: these carry no content; the body
 		// would never be sent, with no word why.
+		if !httpguts.ValidHeaderFieldValue(r.Respond.ContentType) {
+			v.errf(p+".respond.content_type", "remove the line break or control character (a | block ends with one: use a quoted string)", "invalid content type %q", r.Respond.ContentType)
+		}
 		if (r.Respond.Status == 204 || r.Respond.Status == 304) && r.Respond.Body != "" {
 			v.warnf(p+".respond.body", "remove the body, or answer 200", "a %d response has no body: this one is never sent", r.Respond.Status)
 		}

@@ -447,6 +447,11 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		if r.ContentType == "" {
 			r.ContentType = "text/plain; charset=utf-8"
 		}
+		if !httpguts.ValidHeaderFieldValue(r.ContentType) {
+			// As compileHeaderOps: an HTTP/1.1 writer would alter it,
+			// HTTP/2's drop it.
+			return nil, fmt.Errorf("route %s: respond content type %q has a control character", rt.name, r.ContentType)
+		}
 		rt.respond = &r
 		rt.respondCT, rt.respondB = []string{r.ContentType}, []byte(r.Body)
 	}
@@ -496,6 +501,13 @@ var nginxRedirectVars = map[string]string{
 // every Location, to a URL no one has; a literal '{' is no URL's either
 // (RFC 3986 §2: it is written %7B).
 func CheckRedirectTo(to string) error {
+	// A URL has no space or control byte (RFC 3986 §2): a line break
+	// (a YAML "|" block ends with one) became a space in an HTTP/1.1
+	// Location and dropped it from an HTTP/2 answer, a redirect to
+	// nowhere.
+	if i := strings.IndexFunc(to, func(c rune) bool { return c <= ' ' || c == 0x7f }); i >= 0 {
+		return fmt.Errorf("byte %q at offset %d: a URL has no spaces or control characters (a | block ends with a line break: use a quoted string; a space is written %%20)", to[i], i)
+	}
 	for rest := to; ; {
 		i := strings.IndexAny(rest, "{$")
 		if i < 0 {

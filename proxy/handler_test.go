@@ -1109,3 +1109,31 @@ func TestRedirectToPlaceholdersChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectAndRespondControlCharactersRefused: a redirect's to or a
+// respond's content type with a line break (a YAML "|" block ends with
+// one) or another control byte was accepted: an HTTP/1.1 writer turned
+// it into a space, HTTP/2's dropped the field, so that the redirect had
+// no Location over HTTP/2. It is refused, as a header edit's value is.
+func TestRedirectAndRespondControlCharactersRefused(t *testing.T) {
+	for _, tc := range []struct {
+		rc RouteConfig
+		ok bool
+	}{
+		{RouteConfig{Redirect: &RedirectConfig{To: "https://new.test/\n", Status: 301}}, false},
+		{RouteConfig{Redirect: &RedirectConfig{To: "https://new.test/\r\nSet-Cookie: a=b", Status: 301}}, false},
+		{RouteConfig{Redirect: &RedirectConfig{To: "https://new.test/a b", Status: 301}}, false},
+		{RouteConfig{Redirect: &RedirectConfig{To: "https://new.test/a%20b", Status: 301}}, true},
+		{RouteConfig{Respond: &RespondConfig{ContentType: "application/json\n"}}, false},
+		{RouteConfig{Respond: &RespondConfig{ContentType: "text/html\x00"}}, false},
+		{RouteConfig{Respond: &RespondConfig{ContentType: "text/html; charset=utf-8"}}, true},
+	} {
+		p, err := New(Config{Sites: oneSite(tc.rc)}, nil, testLogger(t))
+		if p != nil {
+			p.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("redirect %+v respond %+v: error %v, want accepted %v", tc.rc.Redirect, tc.rc.Respond, err, tc.ok)
+		}
+	}
+}
