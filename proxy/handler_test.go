@@ -1137,3 +1137,27 @@ func TestRedirectAndRespondControlCharactersRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestHeadersRemoveUserAgent: request_headers remove User-Agent
+// (nginx's proxy_set_header User-Agent "") sent the target Go's own
+// "Go-http-client/1.1" in place of the client's: the edit took the field
+// out after the guard that keeps the transport from adding its own. The
+// target now gets no User-Agent.
+func TestRequestHeadersRemoveUserAgent(t *testing.T) {
+	e := echoBackend(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("e", addrOf(e))},
+		Sites:     oneSite(RouteConfig{Upstream: "e", RequestHeaders: HeaderOps{Remove: []string{"user-agent"}}}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for _, ua := range []string{"curl/8.0", ""} {
+		kv := []string{"Host", "example.test"}
+		if ua != "" {
+			kv = append(kv, "User-Agent", ua)
+		}
+		_, body, _ := get(t, testClient(t), f.url+"/x", kv...)
+		if s := decodeSeen(t, body); s.Header["User-Agent"] != nil {
+			t.Errorf("client User-Agent %q: the target got %q, want none", ua, s.Header["User-Agent"])
+		}
+	}
+}

@@ -864,6 +864,15 @@ func (s *site) bufferBody(rs *reqState, r *http.Request, b *reqBody) bool {
 	return true
 }
 
+// noDefaultUserAgent keeps the transport from adding Go's User-Agent to
+// an outgoing header h without one: the client sent none, or the route's
+// request_headers removed it (called after the edits).
+func noDefaultUserAgent(h http.Header) {
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil
+	}
+}
+
 // prepareRequest builds the outgoing request's header in rs.outHdr from
 // the inbound one (without hop-by-hop fields, with the forwarded and TLS
 // headers and the route's edits) and its URL in rs.url; the inbound
@@ -889,11 +898,9 @@ func (s *site) prepareRequest(rs *reqState, r *http.Request, rt *route) (clientI
 		h["Connection"] = connUpgrade
 		h["Upgrade"] = []string{upType}
 	}
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = nil // do not let the transport add Go's
-	}
 	clientIP = s.setForwarded(rs, rt, h, r)
 	rt.reqOps.apply(h)
+	noDefaultUserAgent(h)
 
 	rs.setURL(r, rt)
 	return clientIP, upType

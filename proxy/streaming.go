@@ -276,6 +276,7 @@ func (s *site) forwardExtendedConnect(rs *reqState, r *http.Request, rt *route) 
 	}
 	clientIP := s.setForwarded(rs, rt, h, r)
 	rt.reqOps.apply(h)
+	noDefaultUserAgent(h)
 	// The WebSocket handshake with the target is the proxy's own (RFC
 	// 8441 §5 has none on the h2 side), so the proxy checks its answer
 	// as a client must (RFC 6455 §4.1).
