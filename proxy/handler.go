@@ -98,6 +98,7 @@ type route struct {
 	respond     *RespondConfig
 	respondCT   []string // Content-Type of respond, shared (len == cap == 1)
 	respondB    []byte   // body of respond, read-only
+	respondCL   []string // Content-Length of respond, for HEAD; shared
 	redirTo     string
 	redirCode   int
 	// redirOnSite: redirTo is a path on this site that begins with the
@@ -454,6 +455,7 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		}
 		rt.respond = &r
 		rt.respondCT, rt.respondB = []string{r.ContentType}, []byte(r.Body)
+		rt.respondCL = []string{strconv.Itoa(len(r.Body))}
 	}
 	if rc.Redirect != nil {
 		actions++
@@ -835,6 +837,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h["Content-Type"] = rt.respondCT
 		rt.resOps.apply(h)
 		noSniff(h)
+		if r.Method == http.MethodHead && rt.respond.Status != http.StatusNoContent && rt.respond.Status != http.StatusNotModified {
+			// The GET's length (RFC 9110 §9.3.2, §8.6), which the server
+			// counts only from a body written.
+			h["Content-Length"] = rt.respondCL
+		}
 		rs.w.WriteHeader(rt.respond.Status)
 		if r.Method != http.MethodHead {
 			if len(rt.respondB) > 0 {

@@ -1161,3 +1161,30 @@ func TestRequestHeadersRemoveUserAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestRespondHeadContentLength: a HEAD to a respond route got no
+// Content-Length, where its GET has the body's: RFC 9110 §9.3.2 asks for
+// the GET's header fields, and nginx's return and Caddy's respond send
+// it, which clients and monitors that check a page's size by HEAD read.
+func TestRespondHeadContentLength(t *testing.T) {
+	const body = "service up\n"
+	cfg := Config{Sites: oneSite(RouteConfig{Respond: &RespondConfig{Status: 200, Body: body}})}
+	f := newFront(t, cfg, frontOpts{})
+	for _, method := range []string{"GET", "HEAD"} {
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, method+" /health HTTP/1.1\r\nHost: example.test\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+		res, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if cl := res.Header.Get("Content-Length"); cl != fmt.Sprint(len(body)) {
+			t.Errorf("%s: Content-Length %q, want %d", method, cl, len(body))
+		}
+		if want := map[string]string{"GET": body, "HEAD": ""}[method]; string(got) != want {
+			t.Errorf("%s: body %q, want %q", method, got, want)
+		}
+	}
+}
