@@ -732,7 +732,8 @@ type Route struct {
 // Respond is a fixed response.
 type Respond struct {
 	// Status is the HTTP status code, that of a final response: 200 to
-	// 599. Default 200.
+	// 599 (a redirect is redirect's, or needs a Location set in
+	// response_headers: check warns otherwise). Default 200.
 	Status int `yaml:"status"`
 	// Body is the response body. Default empty.
 	Body string `yaml:"body"`

@@ -664,7 +664,8 @@
 // This section is a fixed response.
 //
 //   - status (integer): status is the HTTP status code, that of a final
-//     response: 200 to 599. Default 200.
+//     response: 200 to 599 (a redirect is redirect's, or needs a Location set
+//     in response_headers: check warns otherwise). Default 200.
 //   - body (string): body is the response body. Default empty.
 //   - content_type (string): content_type is the Content-Type header. Default
 //     "text/plain; charset=utf-8".

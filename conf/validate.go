@@ -882,6 +882,12 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 		if !httpguts.ValidHeaderFieldValue(r.Respond.ContentType) {
 			v.errf(p+".respond.content_type", "remove the line break or control character (a | block ends with one: use a quoted string)", "invalid content type %q", r.Respond.ContentType)
 		}
+		// nginx's "return 301 URL" sends URL as the Location; a respond
+		// with the status (the URL in its body) sends the client nowhere.
+		if slices.Contains([]int{301, 302, 303, 307, 308}, r.Respond.Status) && !setsLocation(r.ResponseHeaders) {
+			v.warnf(p+".respond.status", fmt.Sprintf("use redirect: {to: URL, status: %d} (nginx's return %d URL), or set Location in response_headers", r.Respond.Status, r.Respond.Status),
+				"a %d response without Location redirects nowhere", r.Respond.Status)
+		}
 		if (r.Respond.Status == 204 || r.Respond.Status == 304) && r.Respond.Body != "" {
 			v.warnf(p+".respond.body", "remove the body, or answer 200", "a %d response has no body: this one is never sent", r.Respond.Status)
 		}
@@ -1198,6 +1204,18 @@ func (v *validator) compress(c *Compress, p string) {
 			v.errf(fmt.Sprintf("%s.types[%d]", p, i), `write a media type such as text/html, text/* for all text or "*/*" for every type`, "invalid media type %q", t)
 		}
 	}
+}
+
+// setsLocation reports whether h sets or adds a Location.
+func setsLocation(h HeaderEdits) bool {
+	for _, m := range []map[string]string{h.Set, h.Add} {
+		for k := range m {
+			if strings.EqualFold(k, "Location") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (v *validator) headerEdits(h *HeaderEdits, p string, request bool) {
