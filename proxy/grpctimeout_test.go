@@ -1,14 +1,12 @@
 package proxy
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gmproxy/gmproxy/internal/testwait"
-	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 func TestGRPCTimeoutParse(t *testing.T) {
@@ -85,20 +83,8 @@ func FuzzGRPCTimeout(f *testing.F) {
 // h1Client, net/http's Transport (max_conns), HTTP/2 (h2c).
 func TestGRPCTimeoutHonoured(t *testing.T) {
 	const wait = 100 * time.Millisecond
-	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
-		io.WriteString(w, "late")
-	}))
-	clients := append(h1Clients[:len(h1Clients):len(h1Clients)], struct {
-		name  string
-		setup func(*UpstreamConfig)
-	}{"h2c", func(uc *UpstreamConfig) { uc.Protocol = upstreamproto.H2C }})
-	for _, tc := range clients {
+	addr := lateBackend(t)
+	for _, tc := range headClients() {
 		t.Run(tc.name, func(t *testing.T) {
 			front := func(most time.Duration) *front {
 				cfg := proxyTo(addr)

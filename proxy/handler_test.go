@@ -904,6 +904,25 @@ func TestHeaderEditsUnderscoreSpellings(t *testing.T) {
 	}
 }
 
+// wantLocations sends each request target of want (an HTTP/1.1 GET with
+// Host example.test) and checks the Location of its answer.
+func wantLocations(t *testing.T, f *front, want map[string]string) {
+	t.Helper()
+	for target, loc := range want {
+		c := dialRaw(t, f.addr)
+		io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		res.Body.Close()
+		if got := res.Header.Get("Location"); got != loc {
+			t.Errorf("GET %s: %d Location %q, want %q", target, res.StatusCode, got, loc)
+		}
+	}
+}
+
 // TestRelativeRedirectStaysOnSite: a redirect whose to begins with the
 // request's own {uri} or {path} (a path on this site) cannot be turned by
 // the request into one to another site: a target of "//evil.example/x"
@@ -916,26 +935,14 @@ func TestRelativeRedirectStaysOnSite(t *testing.T) {
 		RouteConfig{PathPrefix: "/h/", Redirect: &RedirectConfig{To: "https://{host}{uri}", Status: 301}},
 		RouteConfig{PathPrefix: "/", Redirect: &RedirectConfig{To: "{uri}", Status: 301}})}
 	f := newFront(t, cfg, frontOpts{})
-	for target, want := range map[string]string{
+	wantLocations(t, f, map[string]string{
 		"//evil.example/x":      "/evil.example/x",
 		"///evil.example/x?q=1": "/evil.example/x?q=1",
 		"/%5Cevil.example/x":    "/%5Cevil.example/x",
 		"/a/b?c=d":              "/a/b?c=d",
 		"/p//evil.example":      "/p/evil.example/",
 		"/h//x":                 "https://example.test/h//x",
-	} {
-		c := dialRaw(t, f.addr)
-		io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", target, err)
-		}
-		res.Body.Close()
-		if loc := res.Header.Get("Location"); loc != want {
-			t.Errorf("GET %s: %d Location %q, want %q", target, res.StatusCode, loc, want)
-		}
-	}
+	})
 }
 
 // TestTLSHeaderMatchValueRefused: a route matching X-Ssl-Client-Verify or
@@ -1059,24 +1066,12 @@ func TestSlashBeforePlaceholderRedirectStaysOnSite(t *testing.T) {
 		RouteConfig{PathPrefix: "/h/", Redirect: &RedirectConfig{To: "//{host}{uri}", Status: 301}},
 		RouteConfig{PathPrefix: "/", Redirect: &RedirectConfig{To: "/{path}", Status: 301}})}
 	f := newFront(t, cfg, frontOpts{})
-	for target, want := range map[string]string{
+	wantLocations(t, f, map[string]string{
 		"/evil.example/x": "/evil.example/x",
 		"/u/x?q=1":        "/u/x?q=1",
 		"/b/x":            "/b/x",
 		"/h/x":            "//example.test/h/x",
-	} {
-		c := dialRaw(t, f.addr)
-		io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", target, err)
-		}
-		res.Body.Close()
-		if loc := res.Header.Get("Location"); loc != want {
-			t.Errorf("GET %s: %d Location %q, want %q", target, res.StatusCode, loc, want)
-		}
-	}
+	})
 }
 
 // TestRedirectToPlaceholdersChecked: a redirect's to with a placeholder

@@ -106,6 +106,32 @@ func TestRouteBodyTimeout(t *testing.T) {
 	}
 }
 
+// lateBackend answers "late" (over HTTP/1.1 or h2c) after the duration
+// in the query's d, or nothing when the request ends first.
+func lateBackend(t *testing.T) string {
+	return h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "late")
+	}))
+}
+
+// headClients are the upstream clients that wait for a response head:
+// h1Clients' and HTTP/2's (h2c).
+func headClients() []struct {
+	name  string
+	setup func(*UpstreamConfig)
+} {
+	return append(h1Clients[:len(h1Clients):len(h1Clients)], struct {
+		name  string
+		setup func(*UpstreamConfig)
+	}{"h2c", func(uc *UpstreamConfig) { uc.Protocol = upstreamproto.H2C }})
+}
+
 // TestRouteResponseHeaderTimeout: a route's own response_header replaces
 // its upstream's for the wait for a response head: a target that takes
 // three times the upstream's wait to answer is passed on by a route with
@@ -116,20 +142,8 @@ func TestRouteBodyTimeout(t *testing.T) {
 // have none of their own, or it would cut the longer wait).
 func TestRouteResponseHeaderTimeout(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
-		io.WriteString(w, "late")
-	}))
-	clients := append(h1Clients[:len(h1Clients):len(h1Clients)], struct {
-		name  string
-		setup func(*UpstreamConfig)
-	}{"h2c", func(uc *UpstreamConfig) { uc.Protocol = upstreamproto.H2C }})
-	for _, tc := range clients {
+	addr := lateBackend(t)
+	for _, tc := range headClients() {
 		t.Run(tc.name, func(t *testing.T) {
 			f := overridingRoutes(t, addr, func(uc *UpstreamConfig) {
 				uc.Transport.ResponseHeaderTimeout = timeout
