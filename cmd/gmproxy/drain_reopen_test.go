@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,13 +27,7 @@ func TestReopenDuringDrain(t *testing.T) {
 	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{}, 1)
-	release := make(chan struct{})
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		<-release
-		io.WriteString(w, "slow done\n")
-	}))
+	backend, started, release := heldBackend(1)
 	defer backend.Close()
 	logPath := filepath.Join(dir, "access.log")
 	file := filepath.Join(dir, "gmproxy.yaml")

@@ -527,6 +527,18 @@ log: {level: %s}
 	}
 }
 
+// heldBackend answers "slow done" to each request once release is
+// closed; started gets a value as each arrives (n may wait unread).
+func heldBackend(n int) (backend *httptest.Server, started, release chan struct{}) {
+	started, release = make(chan struct{}, n), make(chan struct{})
+	backend = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, "slow done\n")
+	}))
+	return backend, started, release
+}
+
 // TestRunConfigFileShutdown: SIGTERM stops accepting, lets an in-flight
 // request finish and exits 0; when the grace period ends first, the exit
 // status is non-zero.
@@ -535,13 +547,7 @@ func TestRunConfigFileShutdown(t *testing.T) {
 	if _, err := devpki.LoadOrCreate(dir, devpki.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{}, 4)
-	release := make(chan struct{})
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		<-release
-		io.WriteString(w, "slow done\n")
-	}))
+	backend, started, release := heldBackend(4)
 	defer backend.Close()
 	defer close(release)
 	ca := filepath.Join(dir, devpki.FileCACert)
