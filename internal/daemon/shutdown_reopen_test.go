@@ -3,18 +3,13 @@ package daemon
 import (
 	"context"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/net/websocket"
-
-	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/testpeer"
-	"github.com/gmproxy/gmproxy/tlcp"
 )
 
 // TestReopenLogsDuringShutdown: a rotation (rename, then SIGUSR1:
@@ -24,25 +19,11 @@ import (
 // Otherwise the tunnel's line goes into the rotated file, which logrotate
 // may have compressed or removed.
 func TestReopenLogsDuringShutdown(t *testing.T) {
-	ws := httptest.NewServer(websocket.Handler(func(c *websocket.Conn) { io.Copy(c, c) }))
-	defer ws.Close()
-	b := newBackend(t)
-	cfg := testConfig(t, b.Listener.Addr().String())
-	cfg.Upstreams = append(cfg.Upstreams, conf.Upstream{Name: "ws", Targets: []conf.Target{{Address: ws.Listener.Addr().String(), Weight: 1}}})
-	cfg.Sites[0].Routes = append([]conf.Route{{Name: "ws", PathPrefix: "/ws", Upstream: "ws"}}, cfg.Sites[0].Routes...)
+	cfg := wsConfig(t)
 	path := filepath.Join(t.TempDir(), "access.log")
 	cfg.AccessLog.Path, cfg.AccessLog.Format, cfg.AccessLog.Template = path, "template", "{uri}"
 	d := startDaemon(t, cfg)
-
-	c := dialTLCP(t, d.addr, &tlcp.Config{ServerName: "localhost", NextProtos: []string{"http/1.1"}})
-	wcfg, err := websocket.NewConfig("wss://localhost/ws", "https://localhost/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := websocket.NewClient(wcfg, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialWebSocket(t, d.addr)
 	shut := make(chan error, 1)
 	go func() { shut <- d.Shutdown(context.Background()) }()
 	// The listeners drained: the generation is being retired, its
