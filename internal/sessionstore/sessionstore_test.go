@@ -407,12 +407,7 @@ func TestSharedSizeRefusalIsNoOutcome(t *testing.T) {
 	now := time.Unix(1000, 0)
 	sh.br.now = func() time.Time { return now }
 	tr := NewTiered(newMapLocal(), sh, ticket.Static{testKey(t, 1)}, "p:", time.Minute)
-	for range BreakerThreshold {
-		tr.Get("id")
-	}
-	if !sh.BreakerOpen() {
-		t.Fatal("the breaker did not open")
-	}
+	tripBreaker(t, tr, sh, "id")
 	now = now.Add(BreakerCooldown)
 	tr.Put("big", []byte("state"), time.Minute) // the probe's turn, refused for its size
 	if rec.get("set/error") != 1 {
@@ -539,12 +534,7 @@ func TestEndedSessionNotResumedWhenTheDeleteWasLost(t *testing.T) {
 	tr.Put("id", []byte("state"), time.Minute)
 
 	st.set(true)
-	for range BreakerThreshold {
-		tr.Get("other")
-	}
-	if !sh.BreakerOpen() {
-		t.Fatal("the breaker did not open")
-	}
+	tripBreaker(t, tr, sh, "other")
 	tr.Delete("id") // skipped: the breaker is open
 	// Another Tiered of the same process (a reload's) shares the store.
 	tr2 := NewTiered(newMapLocal(), sh, keys, "p:", time.Minute)
@@ -566,6 +556,18 @@ func TestEndedSessionNotResumedWhenTheDeleteWasLost(t *testing.T) {
 	}
 	if _, ok := tr2.Get("id"); ok {
 		t.Fatal("the ended session resumed after its deletion was retried")
+	}
+}
+
+// tripBreaker fails BreakerThreshold lookups of key through tr, on a store
+// that does not answer, and checks that sh's breaker opened.
+func tripBreaker(t *testing.T, tr *Tiered, sh *Shared, key string) {
+	t.Helper()
+	for range BreakerThreshold {
+		tr.Get(key)
+	}
+	if !sh.BreakerOpen() {
+		t.Fatal("the breaker did not open")
 	}
 }
 
@@ -601,12 +603,7 @@ func TestEndedSessionDeletionSurvivesStoreReplacement(t *testing.T) {
 	tr.Put("late", []byte("state"), time.Minute)
 
 	oldSt.set(true)
-	for range BreakerThreshold {
-		tr.Get("other")
-	}
-	if !old.BreakerOpen() {
-		t.Fatal("the breaker did not open")
-	}
+	tripBreaker(t, tr, old, "other")
 	tr.Delete("id") // skipped: the breaker is open
 
 	// The reload: a new store on the same data (other settings), whose
