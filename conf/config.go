@@ -1119,8 +1119,9 @@ type RouteTimeouts struct {
 // strip_prefix) names a file under root; a path ending in / serves the
 // directory's index file, a directory without one is 404 (no listings),
 // and a directory's path without its / is redirected (301) to it. The
-// Content-Type follows the file's extension (application/octet-stream
-// when it has none known; never guessed from the content). Nothing outside
+// Content-Type follows the file's extension (the built-in table and
+// types; application/octet-stream when it has none known; never guessed
+// from the content). Nothing outside
 // root is served: ".." and symbolic links that lead out are 404. A file
 // the process may not read is 403; a root that is gone, or the server out
 // of descriptors, 500. Root is
@@ -1159,6 +1160,15 @@ type Files struct {
 	// and a page's own <meta charset> decides (a charset in the header
 	// overrides the page's and would garble a GBK page).
 	Charset string `yaml:"charset"`
+	// Types adds media types by file name extension to the built-in
+	// table, or overrides its entries, as nginx's types: e.g. {wasm:
+	// application/wasm, apk: application/octet-stream} (the dot is
+	// optional, letter case does not matter). The built-in table holds
+	// the usual web types (pages, scripts, styles, images, fonts, audio
+	// and video, documents and archives, OFD, certificates and CRLs as
+	// RFC 2585 names them); the host's /etc/mime.types is not read, so a
+	// file gets the same type on every machine. Default none.
+	Types map[string]string `yaml:"types"`
 }
 
 // Compress holds a route's response compression. A response is sent

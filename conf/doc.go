@@ -691,12 +691,13 @@
 // file under root; a path ending in / serves the directory's index file, a
 // directory without one is 404 (no listings), and a directory's path without
 // its / is redirected (301) to it. The Content-Type follows the file's
-// extension (application/octet-stream when it has none known; never guessed
-// from the content). Nothing outside root is served: ".." and symbolic links
-// that lead out are 404. A file the process may not read is 403; a root that
-// is gone, or the server out of descriptors, 500. Root is looked up for each
-// request, as nginx's: a root that is a symbolic link a deploy moves (current
-// -> releases/N) serves the new files at once.
+// extension (the built-in table and types; application/octet-stream when it
+// has none known; never guessed from the content). Nothing outside root is
+// served: ".." and symbolic links that lead out are 404. A file the process
+// may not read is 403; a root that is gone, or the server out of descriptors,
+// 500. Root is looked up for each request, as nginx's: a root that is a
+// symbolic link a deploy moves (current -> releases/N) serves the new files at
+// once.
 //
 //   - root (string): root is the directory served (relative paths are resolved
 //     against the folder of the configuration file). It must exist when the
@@ -725,6 +726,14 @@
 //     gbk. Default none: the type goes without a charset, as nginx sends it,
 //     and a page's own <meta charset> decides (a charset in the header
 //     overrides the page's and would garble a GBK page).
+//   - types (mapping of name: value): types adds media types by file name
+//     extension to the built-in table, or overrides its entries, as nginx's
+//     types: e.g. {wasm: application/wasm, apk: application/octet-stream} (the
+//     dot is optional, letter case does not matter). The built-in table holds
+//     the usual web types (pages, scripts, styles, images, fonts, audio and
+//     video, documents and archives, OFD, certificates and CRLs as RFC 2585
+//     names them); the host's /etc/mime.types is not read, so a file gets the
+//     same type on every machine. Default none.
 //
 // # sites[].routes[].request_headers
 //

@@ -1125,6 +1125,16 @@ func (v *validator) filesRoute(f *Files, p string) {
 	if f.Charset != "" && !proxy.ValidCharset(f.Charset) {
 		v.errf(p+".charset", "write a charset name such as utf-8 or gbk", "charset %q is not a charset name", f.Charset)
 	}
+	seen := make(map[string]string, len(f.Types))
+	for _, ext := range slices.Sorted(maps.Keys(f.Types)) {
+		key := strings.ToLower(strings.TrimPrefix(ext, "."))
+		if err := proxy.CheckMediaType(ext, f.Types[ext]); err != nil {
+			v.errf(p+".types."+ext, "map an extension to a media type, e.g. wasm: application/wasm", "types: %v", err)
+		} else if other, dup := seen[key]; dup {
+			v.errf(p+".types."+ext, "keep one of them", "types: %q and %q name the same extension", other, ext)
+		}
+		seen[key] = ext
+	}
 }
 
 // filesRootSecrets refuses a files root that holds a key, password or

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
 	"os"
 	"path"
@@ -49,6 +48,10 @@ type FilesConfig struct {
 	// own <meta charset> (or a script's page's) decides; a charset in the
 	// header would override it and garble a GBK page.
 	Charset string
+	// Types adds media types by file name extension (".wasm" or "wasm")
+	// to the built-in table, or overrides its entries (nginx's types): e.g.
+	// {".apk": "application/octet-stream"}. Default none.
+	Types map[string]string
 }
 
 // fileServer is a compiled FilesConfig.
@@ -58,7 +61,8 @@ type fileServer struct {
 	hidden        bool
 	precompressed bool
 	charset       string
-	fallback      string // a clean relative path, "" for none
+	fallback      string            // a clean relative path, "" for none
+	types         map[string]string // Types by normaliseExtension
 }
 
 func newFileServer(c *FilesConfig) (*fileServer, error) {
@@ -80,8 +84,18 @@ func newFileServer(c *FilesConfig) (*fileServer, error) {
 	if err := CheckFilesFallback(c.Fallback); c.Fallback != "" && err != nil {
 		return nil, fmt.Errorf("files: %w", err)
 	}
+	var types map[string]string
+	for ext, mt := range c.Types {
+		if err := CheckMediaType(ext, mt); err != nil {
+			return nil, fmt.Errorf("files: types: %w", err)
+		}
+		if types == nil {
+			types = make(map[string]string, len(c.Types))
+		}
+		types[normaliseExtension(ext)] = mt
+	}
 	return &fileServer{dir: c.Root, index: index, hidden: c.Hidden, precompressed: c.Precompressed, charset: c.Charset,
-		fallback: strings.TrimPrefix(c.Fallback, "/")}, nil
+		fallback: strings.TrimPrefix(c.Fallback, "/"), types: types}, nil
 }
 
 // serveFile answers r from the route's directory: GET and HEAD, with
@@ -258,20 +272,16 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 }
 
 // contentType is the Content-Type of a file with extension ext: the
-// media type the system's table gives it (mime.TypeByExtension), without
-// the charset=utf-8 Go's own table adds to text, HTML, CSS and JavaScript,
-// with the route's charset on text types instead (nginx's charset and
-// charset_types); application/octet-stream for an extension the table
-// does not know.
+// media type the route's types or the built-in table give it
+// (mediaTypeOf), with the route's charset on text types (nginx's charset
+// and charset_types) unless the type names its own parameters;
+// application/octet-stream for an extension neither table knows.
 func (fsrv *fileServer) contentType(ext string) string {
-	ct := mime.TypeByExtension(ext)
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = strings.TrimSpace(ct[:i])
-	}
+	ct := mediaTypeOf(fsrv.types, ext)
 	switch {
 	case ct == "":
 		return "application/octet-stream"
-	case fsrv.charset != "" && textType(ct):
+	case fsrv.charset != "" && textType(ct) && !strings.Contains(ct, ";"):
 		return ct + "; charset=" + fsrv.charset
 	}
 	return ct

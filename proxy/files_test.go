@@ -769,3 +769,53 @@ func sortedFiles[V string | []byte](m map[string]V) func(func(string, V) bool) {
 		}
 	}
 }
+
+// TestFilesMediaTypes: a file's Content-Type comes from the built-in
+// table whatever the host's /etc/mime.types holds (Go's own table lacks
+// .woff2, .ico, .txt and .crl, which a host without the file served as
+// bytes), in any letter case; a route's types add to the table and
+// override it, their parameters kept and the route's charset not added to
+// them.
+func TestFilesMediaTypes(t *testing.T) {
+	root := t.TempDir()
+	names := []string{"f.woff2", "favicon.ico", "notes.txt", "ca.crl", "ca.cer", "doc.ofd", "APP.JS",
+		"m.wasm", "app.apk", "x.gbk", "y.unknownext"}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(root, n), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	types := map[string]string{"APK": "application/octet-stream", ".gbk": "text/plain; charset=gbk", "ofd": "application/x-ofd"}
+	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Charset: "utf-8", Types: types}})}
+	f := newFront(t, cfg, frontOpts{})
+	c := testClient(t)
+	for name, want := range map[string]string{
+		"f.woff2":      "font/woff2",
+		"favicon.ico":  "image/x-icon",
+		"notes.txt":    "text/plain; charset=utf-8",
+		"ca.crl":       "application/pkix-crl",
+		"ca.cer":       "application/pkix-cert",
+		"doc.ofd":      "application/x-ofd",
+		"APP.JS":       "text/javascript; charset=utf-8",
+		"m.wasm":       "application/wasm",
+		"app.apk":      "application/octet-stream",
+		"x.gbk":        "text/plain; charset=gbk",
+		"y.unknownext": "application/octet-stream",
+	} {
+		req, _ := http.NewRequest("GET", f.url+"/"+name, nil)
+		req.Host = "example.test"
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if ct := res.Header.Get("Content-Type"); res.StatusCode != 200 || ct != want {
+			t.Errorf("%s: %d, Content-Type %q, want %q", name, res.StatusCode, ct, want)
+		}
+	}
+	for ext, mt := range map[string]string{"": "text/plain", "a.b": "text/plain", "wasm": "wasm", "css": "text/css; x"} {
+		if _, err := newFileServer(&FilesConfig{Root: root, Types: map[string]string{ext: mt}}); err == nil {
+			t.Errorf("types {%q: %q} accepted", ext, mt)
+		}
+	}
+}

@@ -254,7 +254,7 @@ func routeConfig(r conf.Route) proxy.RouteConfig {
 		rc.Retries = &rp
 	}
 	if f := r.Files; f != nil {
-		rc.Files = &proxy.FilesConfig{Root: f.Root, Index: f.Index, Hidden: f.Hidden, Precompressed: f.Precompressed, Charset: f.Charset, Fallback: f.Fallback}
+		rc.Files = &proxy.FilesConfig{Root: f.Root, Index: f.Index, Hidden: f.Hidden, Precompressed: f.Precompressed, Charset: f.Charset, Fallback: f.Fallback, Types: f.Types}
 	}
 	if a := r.BasicAuth; a != nil {
 		rc.BasicAuth = &proxy.BasicAuthConfig{Realm: a.Realm, Users: a.Users, FailuresPerMinute: a.FailuresPerMinute}

@@ -55,11 +55,11 @@ func TestCompressMapped(t *testing.T) {
 // against the configuration file's folder, as every path in it is.
 func TestFilesMapped(t *testing.T) {
 	cfg := &conf.Config{Dir: "/etc/gmproxy", Sites: []conf.Site{{Name: "s", ServerNames: []string{"localhost"}, Routes: []conf.Route{
-		{Name: "rel", PathPrefix: "/a/", Files: &conf.Files{Root: "www", Index: "start.html", Hidden: true, Precompressed: true, Charset: "gbk", Fallback: "app.html"}},
+		{Name: "rel", PathPrefix: "/a/", Files: &conf.Files{Root: "www", Index: "start.html", Hidden: true, Precompressed: true, Charset: "gbk", Fallback: "app.html", Types: map[string]string{"ofd": "application/x-ofd"}}},
 		{Name: "abs", PathPrefix: "/", Files: &conf.Files{Root: "/srv/www", Index: "index.html"}},
 	}}}}
 	rs := proxyConfig(cfg).Sites[0].Routes
-	if f := rs[0].Files; f == nil || f.Root != "/etc/gmproxy/www" || f.Index != "start.html" || !f.Hidden || !f.Precompressed || f.Charset != "gbk" || f.Fallback != "app.html" {
+	if f := rs[0].Files; f == nil || f.Root != "/etc/gmproxy/www" || f.Index != "start.html" || !f.Hidden || !f.Precompressed || f.Charset != "gbk" || f.Fallback != "app.html" || f.Types["ofd"] != "application/x-ofd" {
 		t.Errorf("relative root: %+v", f)
 	}
 	if f := rs[1].Files; f == nil || f.Root != "/srv/www" || f.Hidden || f.Precompressed {
