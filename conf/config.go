@@ -1268,7 +1268,8 @@ const MaxUsersFile = 1 << 20
 // per route, and forgets the least recently seen beyond that.
 type RateLimit struct {
 	// Rate is the steady rate: a number of requests per second, minute or
-	// hour, e.g. 10/s, 30/m or 500/h. Required.
+	// hour, e.g. 10/s, 30/m or 500/h (nginx's 10r/s reads the same).
+	// Required.
 	Rate Rate `yaml:"rate"`
 	// Burst is the number of requests a client may send beyond the rate,
 	// as nginx's burst with nodelay: after a pause of (1 + burst) times

@@ -734,7 +734,8 @@ var unitScalars = map[reflect.Type]unitScalar{
 }
 
 // Rate is a number of requests per second, minute or hour, written as
-// 10/s, 30/m or 500/h; it holds the interval between two requests.
+// 10/s, 30/m or 500/h (or as nginx writes it, 10r/s); it holds the
+// interval between two requests.
 type Rate time.Duration
 
 // Interval is the time between two requests at the rate.
@@ -757,7 +758,9 @@ func parseRate(n *yaml.Node) (Rate, error) {
 	if !ok {
 		return 0, fmt.Errorf("rate %q has no unit", n.Value)
 	}
-	v, err := strconv.ParseInt(strings.TrimSpace(count), 10, 64)
+	// nginx's limit_req_zone writes 10r/s: the r is taken as well, so a
+	// rate carried over from nginx reads as it did there.
+	v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(count), "r"), 10, 64)
 	if err != nil || v <= 0 || v > maxRate {
 		return 0, fmt.Errorf("invalid rate %q (want a count from 1 to %d)", n.Value, maxRate)
 	}

@@ -808,7 +808,8 @@
 // and forgets the least recently seen beyond that.
 //
 //   - rate (rate): rate is the steady rate: a number of requests per second,
-//     minute or hour, e.g. 10/s, 30/m or 500/h. Required.
+//     minute or hour, e.g. 10/s, 30/m or 500/h (nginx's 10r/s reads the same).
+//     Required.
 //   - burst (integer): burst is the number of requests a client may send beyond
 //     the rate, as nginx's burst with nodelay: after a pause of (1 + burst)
 //     times the interval between requests, 1 + burst requests pass at once.

@@ -30,13 +30,15 @@ func TestRateParse(t *testing.T) {
 		{"25200/h", 142857142, "7/s"},
 		{"998/s", 1002004, "998/s"},
 		{"1000000/s", time.Microsecond, "1000000/s"},
+		{"10r/s", 100 * time.Millisecond, "10/s"}, // nginx's limit_req_zone
+		{" 30r / m", 2 * time.Second, "30/m"},
 	} {
 		r, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: c.in})
 		if err != nil || r.Interval() != c.iv || r.String() != c.back {
 			t.Errorf("%q: %v (%q), %v; want %v (%q)", c.in, r.Interval(), r.String(), err, c.iv, c.back)
 		}
 	}
-	for _, bad := range []string{"10", "0/s", "-1/s", "10/d", "1000001/s", "x/s", "10/"} {
+	for _, bad := range []string{"10", "0/s", "-1/s", "10/d", "1000001/s", "x/s", "10/", "r/s", "10rr/s", "10 r/s", "10R/s"} {
 		if r, err := parseRate(&yaml.Node{Kind: yaml.ScalarNode, Value: bad}); err == nil {
 			t.Errorf("%q accepted as %v", bad, r)
 		}
