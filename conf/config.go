@@ -1375,7 +1375,8 @@ type SessionStore struct {
 	// without master_name are taken for a Cluster anyway. Not with
 	// master_name. Default false.
 	Cluster bool `yaml:"cluster"`
-	// Username is the Redis ACL user. Default none (the default user).
+	// Username is the Redis ACL user; needs password_file. Default none
+	// (the default user).
 	Username string `yaml:"username"`
 	// PasswordFile holds the password (a trailing newline is ignored).
 	// Default none.

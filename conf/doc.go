@@ -1297,8 +1297,8 @@
 //     nodes from it and follows MOVED and ASK redirections. Two or more
 //     addresses without master_name are taken for a Cluster anyway. Not with
 //     master_name. Default false.
-//   - username (string): username is the Redis ACL user. Default none (the
-//     default user).
+//   - username (string): username is the Redis ACL user; needs password_file.
+//     Default none (the default user).
 //   - password_file (string): password_file holds the password (a trailing
 //     newline is ignored). Default none.
 //   - sentinel_username (string): sentinel_username is the user of the

@@ -47,7 +47,16 @@ func (v *validator) validateSessionStore() {
 			} else {
 				v.secretMode("sessions.store.password_file", st.PasswordFile, "password file")
 				st.Password = strings.TrimRight(string(b), "\r\n")
+				if st.Password == "" {
+					v.errf("sessions.store.password_file", "write the store's password in it, or remove password_file if the store takes no AUTH",
+						"password file %q is empty", st.PasswordFile)
+				}
 			}
+		} else if st.Username != "" {
+			// Redis's AUTH takes a user with its password; without one
+			// nothing is sent, and the connection is the default user's.
+			v.errf("sessions.store.username", "add password_file: FILE, the password of the Redis user",
+				"username without password_file: the store's AUTH needs a password")
 		}
 		v.sentinelAuth(st)
 		if st.TLS != nil {
