@@ -90,7 +90,15 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "s_time: -alpn h2 with -www is not supported: s_time sends HTTP/1.1 requests (use -alpn http/1.1, or drop -www to time h2 handshakes)")
 		return 2
 	}
-	res, err := stimeMain(context.Background(), o, stderr)
+	// What the flags say is checked before any connection, and a
+	// contradiction is a usage error (exit 2), as with get and speed;
+	// exit 1 is left for a run that failed.
+	proto, phases, err := o.check()
+	if err != nil {
+		fmt.Fprintln(stderr, "s_time:", err)
+		return 2
+	}
+	res, err := stimeMain(context.Background(), o, proto, phases, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "s_time:", err)
 		return 1
@@ -120,13 +128,9 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// stimeMain validates the options and runs the phases (-new, -reuse, or both
-// like openssl s_time).
-func stimeMain(ctx context.Context, o stimeOptions, stderr io.Writer) ([]*stime.Result, error) {
-	proto, phases, err := o.check()
-	if err != nil {
-		return nil, err
-	}
+// stimeMain runs the phases o.check chose (-new, -reuse, or both like
+// openssl s_time) with protocol proto.
+func stimeMain(ctx context.Context, o stimeOptions, proto string, phases []bool, stderr io.Writer) ([]*stime.Result, error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	var results []*stime.Result
@@ -161,10 +165,18 @@ func (o *stimeOptions) check() (proto string, phases []bool, err error) {
 	if nproto > 1 {
 		return "", nil, errors.New("choose one of -ntls, -tls13sm, -tls")
 	}
-	if o.tlsStd {
-		if err := o.tlsVersion.apply(&tls.Config{}, o.cipher); err != nil {
-			return "", nil, err
-		}
+	// -cipher is checked here, not only when the client is built, so
+	// that a suite name no protocol knows is a usage error too.
+	switch {
+	case o.tlsStd:
+		err = o.tlsVersion.apply(&tls.Config{}, o.cipher)
+	case o.tls13:
+		_, err = parseSuites(o.cipher, tls13sm.ParseCipherSuite)
+	default:
+		_, err = parseSuites(o.cipher, tlcp.ParseCipherSuite)
+	}
+	if err != nil {
+		return "", nil, err
 	}
 	if o.concurrency < 1 || o.concurrency > 10000 {
 		return "", nil, errors.New("-c must be in [1, 10000]")

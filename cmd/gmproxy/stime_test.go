@@ -285,8 +285,10 @@ func TestSTimeErrorsAndFlags(t *testing.T) {
 	if r := doc.Runs[0]; r.ErrorCount != 3 || r.Errors["handshake/certificate"]+r.Errors["handshake/alert"] != 3 {
 		t.Errorf("errors %v (%s)", r.Errors, r.FirstError)
 	}
-	// Each is refused for what is wrong with it (127.0.0.1:1 is never
-	// dialled: a dial error would say something else).
+	// Each is refused for what is wrong with it, as a usage error (exit
+	// 2, as get and speed; 1 is a run that failed), before any
+	// connection: 127.0.0.1:1 is never dialled (a dial error would say
+	// something else).
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -296,6 +298,7 @@ func TestSTimeErrorsAndFlags(t *testing.T) {
 		{[]string{"-keepalive"}, "need -www PATH"},
 		{[]string{"-www", "noslash"}, "-www must be an absolute path"},
 		{[]string{"-cipher", "RC4-MD5"}, `unknown cipher suite "RC4-MD5"`},
+		{[]string{"-tls13sm", "-cipher", "ECC-SM2-SM4-GCM-SM3"}, `ECC-SM2-SM4-GCM-SM3`},
 		{[]string{"-c", "0"}, "-c must be in [1, 10000]"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-tls", "-loadgen"}, "-loadgen is for -ntls and -tls13sm"},
@@ -307,7 +310,7 @@ func TestSTimeErrorsAndFlags(t *testing.T) {
 		{[]string{"-rate", "+Inf", "-new", "-time", "1"}, "-rate must be a finite number"},
 	} {
 		var o, e bytes.Buffer
-		if code := dispatch(append([]string{"s_time", "-connect", "127.0.0.1:1", "-n", "1"}, tt.args...), &o, &e); code == 0 || !strings.Contains(e.String(), tt.want) {
+		if code := dispatch(append([]string{"s_time", "-connect", "127.0.0.1:1", "-n", "1"}, tt.args...), &o, &e); code != 2 || !strings.Contains(e.String(), tt.want) {
 			t.Errorf("%v: exit %d, %q; want an error with %q", tt.args, code, e.String(), tt.want)
 		}
 	}
