@@ -397,3 +397,27 @@ func TestSTimeTongsuo(t *testing.T) {
 		})
 	}
 }
+
+// TestSTimeErrorBodiesNotThroughput: the bodies of 4xx and 5xx responses
+// (a path mistyped, a backend down behind the proxy) were added to the
+// bytes read, so -download reported the error pages' MiB/s as the
+// throughput of requests that all failed.
+func TestSTimeErrorBodiesNotThroughput(t *testing.T) {
+	srv := newTLCPServer(t, false)
+	for _, mode := range [][]string{{"-download"}, nil} {
+		var out, errb bytes.Buffer
+		dispatch(append([]string{"s_time", "-json", "-ntls", "-new", "-connect", srv.addr, "-servername", "localhost",
+			"-www", "/missing", "-n", "4"}, mode...), &out, &errb)
+		var doc struct{ Runs []stime.Result }
+		if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Runs) != 1 {
+			t.Fatalf("%v: %v: %s %s", mode, err, out.String(), errb.String())
+		}
+		r := doc.Runs[0]
+		if r.Errors["request/http_4xx"] != 4 || r.Requests != 0 {
+			t.Fatalf("%v: errors %v, requests %d; want 4 request/http_4xx and none done", mode, r.Errors, r.Requests)
+		}
+		if r.Bytes != 0 || r.BytesPerSec != 0 {
+			t.Errorf("%v: %d bytes (%.0f/s) counted from 404 pages", mode, r.Bytes, r.BytesPerSec)
+		}
+	}
+}

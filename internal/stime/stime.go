@@ -116,7 +116,7 @@ type Result struct {
 	Connections int64   `json:"connections"` // completed handshakes
 	Resumed     int64   `json:"resumed"`
 	Requests    int64   `json:"requests"`
-	Bytes       int64   `json:"bytes"` // response body bytes read
+	Bytes       int64   `json:"bytes"` // body bytes of the successful requests
 	ConnPerSec  float64 `json:"connections_per_second"`
 	ReqPerSec   float64 `json:"requests_per_second"`
 	BytesPerSec float64 `json:"bytes_per_second"`
@@ -543,13 +543,15 @@ func (r *run) request(conn net.Conn, br *responseReader, keepAlive bool, due tim
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	r.bytes.Add(n)
 	if err != nil {
 		return false, err
 	}
 	if resp.StatusCode >= 400 {
 		return !resp.Close, &statusError{resp.StatusCode}
 	}
+	// Only the bodies of the requests that count are throughput: an
+	// error page or a cut body is not what -download measures.
+	r.bytes.Add(n)
 	r.requests.Add(1)
 	if keepAlive && r.cfg.Rate > 0 && !due.IsZero() {
 		t0 = due
