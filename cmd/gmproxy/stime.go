@@ -120,12 +120,31 @@ func runSTime(args []string, stdout, stderr io.Writer) int {
 			r.WriteTable(stdout, o.hist)
 		}
 	}
+	code := 0
 	for _, r := range res {
-		if r.Connections == 0 {
-			return 1
+		if why := measuredNothing(r); why != "" {
+			fmt.Fprintf(stderr, "s_time: %s phase: %s\n", r.Mode, why)
+			code = 1
 		}
 	}
-	return 0
+	return code
+}
+
+// measuredNothing says why a phase measured none of what it was asked to,
+// so that s_time fails (exit 1) rather than report a rate of something
+// else: no handshake completed; -www without one successful request (the
+// rate would be of handshakes followed by error pages); or -reuse without
+// one resumption (the rate would be of full handshakes).
+func measuredNothing(r *stime.Result) string {
+	switch {
+	case r.Connections == 0:
+		return "no handshake completed"
+	case r.Path != "" && r.Requests == 0:
+		return fmt.Sprintf("no request for %s succeeded", r.Path)
+	case r.Mode == "reuse" && r.Resumed == 0:
+		return "the server resumed no session (its session cache and tickets may be off): the rate is of full handshakes"
+	}
+	return ""
 }
 
 // stimeMain runs the phases o.check chose (-new, -reuse, or both like

@@ -421,3 +421,47 @@ func TestSTimeErrorBodiesNotThroughput(t *testing.T) {
 		}
 	}
 }
+
+// TestSTimeFailsWhenNothingMeasured: a run whose requests all failed, or
+// a -reuse run against a server that resumes nothing, exited 0 like a
+// good measurement, its rate being of handshakes followed by error pages,
+// or of full handshakes.
+func TestSTimeFailsWhenNothingMeasured(t *testing.T) {
+	tlcpSrv := newTLCPServer(t, false)
+	cert, err := tls13sm.LoadX509KeyPair(pkiPath(t, "server_sign.crt"), pkiPath(t, "server_sign.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls13sm.Listen("tcp", "127.0.0.1:0", &tls13sm.Config{Certificates: []tls13sm.Certificate{cert}, SessionTicketsDisabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveHTTP(t, ln)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-ntls", "-connect", tlcpSrv.addr, "-new", "-www", "/missing"}, "new phase: no request for /missing succeeded"},
+		{[]string{"-ntls", "-connect", tlcpSrv.addr, "-new", "-keepalive", "-www", "/missing"}, "new phase: no request for /missing succeeded"},
+		{[]string{"-tls13sm", "-connect", ln.Addr().String(), "-reuse"}, "reuse phase: the server resumed no session"},
+	} {
+		var out, errb bytes.Buffer
+		code := dispatch(append([]string{"s_time", "-servername", "localhost", "-n", "3"}, tt.args...), &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q\n%s", tt.args, code, errb.String(), tt.want, out.String())
+		}
+		if !strings.Contains(out.String(), "connections/s") {
+			t.Errorf("%v: no table printed:\n%s", tt.args, out.String())
+		}
+	}
+	// The same runs where the server does what was asked succeed.
+	for _, args := range [][]string{
+		{"-ntls", "-connect", tlcpSrv.addr, "-new", "-www", "/1k"},
+		{"-ntls", "-connect", tlcpSrv.addr, "-reuse"},
+	} {
+		var out, errb bytes.Buffer
+		if code := dispatch(append([]string{"s_time", "-servername", "localhost", "-n", "3"}, args...), &out, &errb); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, errb.String())
+		}
+	}
+}
