@@ -169,10 +169,18 @@ func (o *getOptions) chooseProtocol() error {
 	if err := o.clientCertFlags.check(o.ntls); err != nil {
 		return err
 	}
-	if o.std {
-		return o.tlsVersion.apply(&tls.Config{}, o.cipher)
+	// -cipher is checked before any dial: checked only when the client
+	// was built, a name no protocol knows was hidden behind the dial's
+	// error and exited 1, as a failed fetch.
+	switch {
+	case o.std:
+		err = o.tlsVersion.apply(&tls.Config{}, o.cipher)
+	case o.tls13:
+		_, err = parseSuites(o.cipher, tls13sm.ParseCipherSuite)
+	default:
+		_, err = parseSuites(o.cipher, tlcp.ParseCipherSuite)
 	}
-	return nil
+	return err
 }
 
 // clientCertFlags are the client certificate flags shared by get and

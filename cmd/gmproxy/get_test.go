@@ -404,9 +404,16 @@ func TestGetConflictingFlags(t *testing.T) {
 		{[]string{"-connect", "127.0.0.1:1", "--resolve", "a.test:443:127.0.0.1"}, "give -connect or --resolve, not both"},
 		{[]string{"-I", "-d", "x=1"}, "-I sends HEAD, which carries no body"},
 		{[]string{"-I", "-X", "POST"}, "-I sends HEAD, -X POST another method"},
+		// A suite of another protocol, refused before the dial (whose
+		// error, exit 1, hid it).
+		{[]string{"-cipher", "TLS_SM4_GCM_SM3"}, `unknown cipher suite "TLS_SM4_GCM_SM3"`},
+		{[]string{"-tls13sm", "-cipher", "ECC-SM2-SM4-GCM-SM3"}, `unknown cipher suite "ECC-SM2-SM4-GCM-SM3"`},
 	} {
 		var out, errb bytes.Buffer
-		code := runGet(append(tt.args, "-tls", "-k", "https://a.test/"), &out, &errb)
+		if !slices.Contains(tt.args, "-cipher") {
+			tt.args = append(tt.args, "-tls")
+		}
+		code := runGet(append(tt.args, "-k", "-connect", "127.0.0.1:1", "https://a.test/"), &out, &errb)
 		if code != 2 || !strings.Contains(errb.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, errb.String(), tt.want)
 		}
