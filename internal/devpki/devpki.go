@@ -294,6 +294,11 @@ func issueSM2(opts *Options, ca Cert, subject pkix.Name, dns []string, ips []net
 }
 
 func create(opts *Options, tmpl *smx509.Certificate, ca Cert, key crypto.Signer) (*smx509.Certificate, error) {
+	if ca.Cert != nil && tmpl.NotAfter.After(ca.Cert.NotAfter) {
+		// The clock read for the leaf may be a second past the CA's:
+		// a leaf does not outlive its issuer.
+		tmpl.NotAfter = ca.Cert.NotAfter
+	}
 	der, err := smx509.CreateCertificate(opts.Rand, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		return nil, err

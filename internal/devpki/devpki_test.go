@@ -197,3 +197,24 @@ func TestLoadOrCreate(t *testing.T) {
 		t.Error("corrupt CA not regenerated")
 	}
 }
+
+// TestLeavesEndWithTheirCA: a clock that moves between the CA and its
+// leaves (a second boundary crossed while keys are made) does not give a
+// leaf a notAfter past its issuer's.
+func TestLeavesEndWithTheirCA(t *testing.T) {
+	tick := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { tick = tick.Add(time.Second); return tick }
+	p, err := Generate(Options{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]Cert{"server sign": p.ServerSign, "server enc": p.ServerEnc, "client sign": p.ClientSign, "ECDSA server": *p.ECDSAServer} {
+		ca := p.CA
+		if name == "ECDSA server" {
+			ca = *p.ECDSACA
+		}
+		if c.Cert.NotAfter.After(ca.Cert.NotAfter) {
+			t.Errorf("%s ends %v, after its CA (%v)", name, c.Cert.NotAfter, ca.Cert.NotAfter)
+		}
+	}
+}
