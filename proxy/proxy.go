@@ -130,6 +130,7 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		p.closeUpstreams()
 		return nil, err
 	}
+	p.sizeClientTables()
 	if cfg.AccessLog.Path != "" {
 		if cfg.AccessLog.Logger == nil {
 			cfg.AccessLog.Logger = p.logger

@@ -35,6 +35,37 @@ type RateLimitConfig struct {
 // full allowance: a client can only gain from being forgotten).
 const maxRateClients = 65536
 
+// maxClientEntries bounds the client addresses the process remembers in
+// all its routes' tables together (rate limits and basic_auth failures;
+// about 190 bytes each): a configuration of many limited routes shares
+// it, each table getting an equal part (sizeClientTables), so that
+// clients from many addresses (an IPv6 attacker's /64s) grow the memory
+// by no more than this, whatever the number of routes. Every table keeps
+// at least minTableClients.
+const (
+	maxClientEntries = 1 << 18
+	minTableClients  = 256
+)
+
+// sizeClientTables gives each of the rate-limit and basic_auth failure
+// tables of p's routes its part of maxClientEntries. A table kept from
+// the previous generation is resized with the others: a reload that adds
+// limited routes shrinks it (its least recently seen clients forgotten,
+// which can only give them their allowance back).
+func (p *Proxy) sizeClientTables() {
+	n := len(p.rates) + len(p.auths)
+	if n == 0 {
+		return
+	}
+	per := min(max(maxClientEntries/n, minTableClients), maxRateClients)
+	for _, l := range p.rates {
+		l.tat.SetCapacity(per)
+	}
+	for _, a := range p.auths {
+		a.failures.tat.SetCapacity(per)
+	}
+}
+
 // rateLimiter is a route's RateLimitConfig per client key (frontdoor's: an
 // IPv4 address, an IPv6 /64): the generic cell rate algorithm, one
 // theoretical arrival time per client, in the workers' shared table when

@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // TestRateLimiterAllowance: a client may send 1 + Burst requests at once
@@ -191,4 +195,63 @@ func TestRouteRateLimitZoneKeptOverReload(t *testing.T) {
 	wantNotForwarded(t, g.addr, rec, get("b.test", "/b"), "429")
 	h := newFront(t, cfg("signin", g.p, b), frontOpts{})
 	wantForwarded(t, h.addr, rec, get("b.test", "/b"), "GET /b ") // another zone: afresh
+}
+
+// TestClientTablesShareTheBudget: the rate-limit and basic_auth failure
+// tables of all routes share maxClientEntries: with few limited routes
+// each remembers maxRateClients addresses, with many each an equal part
+// (never below minTableClients), so that clients from many addresses
+// cannot grow the process by a table's worth per route. A table kept over
+// a reload is resized with the new configuration's.
+func TestClientTablesShareTheBudget(t *testing.T) {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	cfg := func(limited int, prev *Proxy) Config {
+		routes := []RouteConfig{{PathPrefix: "/auth/", Respond: &RespondConfig{Status: 200},
+			BasicAuth: &BasicAuthConfig{Users: map[string][]byte{"ops": hash}}}}
+		for i := range limited {
+			routes = append(routes, RouteConfig{Path: "/r" + strconv.Itoa(i), Respond: &RespondConfig{Status: 200},
+				RateLimit: &RateLimitConfig{Interval: time.Second}})
+		}
+		return Config{Sites: oneSite(routes...), Previous: prev}
+	}
+	build := func(limited int, prev *Proxy) *Proxy {
+		p, err := New(cfg(limited, prev), NopObserver{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	capacities := func(p *Proxy) (rates, failures []int) {
+		for _, l := range p.rates {
+			rates = append(rates, l.tat.Capacity())
+		}
+		for _, a := range p.auths {
+			failures = append(failures, a.failures.tat.Capacity())
+		}
+		return rates, failures
+	}
+	for _, tc := range []struct{ limited, want int }{
+		{1, maxRateClients},
+		{39, maxClientEntries / 40},
+		{4000, minTableClients},
+	} {
+		p := build(tc.limited, nil)
+		rates, failures := capacities(p)
+		if len(rates) != tc.limited || len(failures) != 1 {
+			t.Fatalf("%d limited routes: %d rate tables, %d failure tables", tc.limited, len(rates), len(failures))
+		}
+		for _, c := range append(rates, failures...) {
+			if c != tc.want {
+				t.Fatalf("%d limited routes (+1 basic_auth): a table of %d clients, want %d", tc.limited, c, tc.want)
+			}
+		}
+	}
+	// A reload from 1 to 39 limited routes resizes the table it keeps.
+	p := build(1, nil)
+	kept := p.rates[slices.Collect(maps.Keys(p.rates))[0]]
+	q := build(39, p)
+	if !slices.Contains(slices.Collect(maps.Values(q.rates)), kept) || kept.tat.Capacity() != maxClientEntries/40 {
+		t.Fatalf("the kept table holds %d clients after the reload, want %d", kept.tat.Capacity(), maxClientEntries/40)
+	}
 }

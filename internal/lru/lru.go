@@ -65,7 +65,15 @@ func (c *Cache[K, V]) Put(k K, v V) {
 	defer c.mu.Unlock()
 	exp := time.Time{}
 	if c.ttl > 0 {
-		exp = c.now().Add(c.ttl)
+		now := c.now()
+		exp = now.Add(c.ttl)
+		// The least recently used entries that have expired go first:
+		// a table a burst of keys filled shrinks as they age, not only
+		// when each is looked up again.
+		for last := c.ll.Back(); last != nil && !now.Before(last.Value.(*entry[K, V]).expires); last = c.ll.Back() {
+			c.ll.Remove(last)
+			delete(c.items, last.Value.(*entry[K, V]).key)
+		}
 	}
 	if el, ok := c.items[k]; ok {
 		e := el.Value.(*entry[K, V])
@@ -80,6 +88,27 @@ func (c *Cache[K, V]) Put(k K, v V) {
 		delete(c.items, last.Value.(*entry[K, V]).key)
 		c.evictions++
 	}
+}
+
+// SetCapacity changes the most entries the cache holds (<= 0 means 1),
+// evicting the least recently used beyond it.
+func (c *Cache[K, V]) SetCapacity(capacity int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.capacity = max(capacity, 1)
+	for c.ll.Len() > c.capacity {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*entry[K, V]).key)
+		c.evictions++
+	}
+}
+
+// Capacity returns the most entries the cache holds.
+func (c *Cache[K, V]) Capacity() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.capacity
 }
 
 // Delete removes k.

@@ -49,3 +49,50 @@ func TestTTL(t *testing.T) {
 		t.Fatal("expired entry not removed on access")
 	}
 }
+
+// TestExpiredPrunedOnPut: a Put drops the least recently used entries
+// that have expired, without their being looked up; they are not counted
+// as evictions.
+func TestExpiredPrunedOnPut(t *testing.T) {
+	now := time.Unix(0, 0)
+	c := New[int, string](10, time.Minute)
+	c.SetClock(func() time.Time { return now })
+	for i := range 5 {
+		c.Put(i, "x")
+	}
+	now = now.Add(30 * time.Second)
+	c.Put(5, "y")
+	now = now.Add(30 * time.Second) // 0..4 expired, 5 not
+	c.Put(6, "z")
+	if c.Len() != 2 || c.Evictions() != 0 {
+		t.Fatalf("len %d, evictions %d; want the 5 expired entries gone (2 left), none evicted", c.Len(), c.Evictions())
+	}
+	if _, ok := c.Get(5); !ok {
+		t.Fatal("a live entry was pruned")
+	}
+}
+
+// TestSetCapacity: lowering the capacity evicts the least recently used
+// beyond it; raising it lets the cache grow again.
+func TestSetCapacity(t *testing.T) {
+	c := New[int, int](4, 0)
+	for i := range 4 {
+		c.Put(i, i)
+	}
+	c.Get(0)
+	c.SetCapacity(2)
+	if c.Len() != 2 || c.Capacity() != 2 || c.Evictions() != 2 {
+		t.Fatalf("len %d, capacity %d, evictions %d", c.Len(), c.Capacity(), c.Evictions())
+	}
+	if _, ok := c.Get(0); !ok {
+		t.Fatal("the most recently used entry was evicted")
+	}
+	if _, ok := c.Get(1); ok {
+		t.Fatal("the least recently used entry was kept")
+	}
+	c.SetCapacity(3)
+	c.Put(7, 7)
+	if c.Len() != 3 {
+		t.Fatalf("len %d after raising the capacity to 3", c.Len())
+	}
+}
