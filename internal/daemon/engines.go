@@ -103,24 +103,18 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		TicketLifetime:         b.sessionLifetime(),
 		Strict:                 b.site.TLS13SM != nil && b.site.TLS13SM.Strict,
 		OnTicket:               ticketObserver(b.env.Sessions, frontdoor.FamilyTLS13SM),
-		// The identity headers are made from the certificate itself: a
-		// ticket whose chain this process does not hold (another
-		// instance's, or from before a restart) is declined.
-		ResumeNeedsClientChain: forwardsClientCert(b.site),
+		// The client's identity is read from its certificate: the
+		// X-Ssl-Client-* headers, the routes that match them (a route
+		// that answers 403 to one serial) and the access log's
+		// client_s_dn. A connection resumed without the chain would
+		// show no identity at all, and pass a route that denies one:
+		// a ticket whose chain this process does not hold (another
+		// instance's, from before a restart, or evicted) is declined
+		// and the client presents its certificate again.
+		ResumeNeedsClientChain: true,
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
 	return frontdoor.TLS13SMHandshaker(cfg), nil
-}
-
-// forwardsClientCert reports whether a route of site forwards the client
-// certificate's details (client_cert_headers, client_cert_pem).
-func forwardsClientCert(site *conf.Site) bool {
-	for _, r := range site.Routes {
-		if r.ClientCertHeaders || r.ClientCertPEM {
-			return true
-		}
-	}
-	return false
 }
 
 // clientAuthType maps a site's client_auth mode onto a protocol package's

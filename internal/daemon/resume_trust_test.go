@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/internal/devpki"
@@ -34,6 +35,9 @@ const (
 	instancePKIEnv     = "GMPROXY_TEST_INSTANCE_PKI"
 	instanceKeyEnv     = "GMPROXY_TEST_INSTANCE_TICKET_KEY"
 	instanceBackendEnv = "GMPROXY_TEST_INSTANCE_BACKEND"
+	// instanceVariantEnv chooses the second instance's configuration:
+	// "" identityHeadersConfig, "denylist" serialDenyConfig.
+	instanceVariantEnv = "GMPROXY_TEST_INSTANCE_VARIANT"
 )
 
 // instanceHosts are testPKI's hosts (LoadOrCreate must find them covered).
@@ -76,7 +80,11 @@ func TestSecondInstanceProcess(t *testing.T) {
 			pkiErr = fmt.Errorf("helper: the PKI was regenerated, not loaded")
 		}
 	})
-	td := startDaemon(t, identityHeadersConfig(t, os.Getenv(instanceBackendEnv), os.Getenv(instanceKeyEnv)))
+	build := identityHeadersConfig
+	if os.Getenv(instanceVariantEnv) == "denylist" {
+		build = serialDenyConfig
+	}
+	td := startDaemon(t, build(t, os.Getenv(instanceBackendEnv), os.Getenv(instanceKeyEnv)))
 	fmt.Printf("ADDR=%s\n", td.addr)
 	done := make(chan struct{})
 	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
@@ -110,29 +118,45 @@ func TestResumedIdentityHeadersAcrossInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a second process")
 	}
-	p := testPKI(t)
-	dir := t.TempDir()
-	pkiDir := filepath.Join(dir, "pki")
-	if _, err := p.WriteFiles(pkiDir); err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(dir, "ticket.key")
-	key := make([]byte, 32)
-	rand.Read(key)
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pkiDir, keyFile := instanceFiles(t)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "verify=%s sdn=%q reused=%s", r.Header.Get("X-Ssl-Client-Verify"), r.Header.Get("X-Ssl-Client-S-Dn"), r.Header.Get("X-Ssl-Session-Reused"))
 	}))
 	t.Cleanup(backend.Close)
 	backendAddr := backend.Listener.Addr().String()
 
-	// Instance 2: this test binary again, as another process.
+	addr2 := startSecondInstance(t, pkiDir, keyFile, backendAddr, "")
+
+	// Instance 1, in this process.
+	addr1 := startDaemon(t, identityHeadersConfig(t, backendAddr, keyFile)).addr
+	cache := tls13sm.NewLRUClientSessionCache(4)
+	resumed, full := identityFetch(t, addr1, cache)
+	if resumed || !strings.HasPrefix(full, "verify=SUCCESS ") || strings.Contains(full, `sdn=""`) {
+		t.Fatalf("full handshake on instance 1: resumed %v, backend saw %s", resumed, full)
+	}
+	t.Logf("instance 1, full handshake: %s", full)
+	resumed, got := identityFetch(t, addr2, cache)
+	t.Logf("instance 2, resumed %v: %s", resumed, got)
+	if !resumed {
+		return // a full handshake presents the certificate again: fine
+	}
+	want := strings.Replace(full, "reused=.", "reused=r", 1)
+	if got != want {
+		t.Errorf("resumed TLS 1.3-SM connection on another instance of a client_auth=require site:\n backend saw  %s\n want (session's certificate) %s", got, want)
+	}
+}
+
+// startSecondInstance runs TestSecondInstanceProcess (this test binary
+// again, as another process) with the PKI in pkiDir, the ticket key file
+// keyFile, the backend at backendAddr and the configuration variant
+// (instanceVariantEnv), and returns its address.
+func startSecondInstance(t *testing.T, pkiDir, keyFile, backendAddr, variant string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSecondInstanceProcess$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), instanceChildEnv+"=1", instancePKIEnv+"="+pkiDir, instanceKeyEnv+"="+keyFile, instanceBackendEnv+"="+backendAddr)
+	cmd.Env = append(os.Environ(), instanceChildEnv+"=1", instancePKIEnv+"="+pkiDir, instanceKeyEnv+"="+keyFile,
+		instanceBackendEnv+"="+backendAddr, instanceVariantEnv+"="+variant)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -155,29 +179,86 @@ func TestResumedIdentityHeadersAcrossInstances(t *testing.T) {
 			}
 		}
 	}()
-	var addr2 string
 	select {
-	case addr2 = <-addrc:
+	case addr := <-addrc:
+		return addr
 	case <-time.After(testwait.Bound(60 * time.Second)):
 		t.Fatal("the second instance did not start")
 	}
+	return ""
+}
 
-	// Instance 1, in this process.
-	addr1 := startDaemon(t, identityHeadersConfig(t, backendAddr, keyFile)).addr
+// instanceFiles writes testPKI's files and a fresh ticket key file for
+// two instances to share, and returns their paths.
+func instanceFiles(t *testing.T) (pkiDir, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	pkiDir = filepath.Join(dir, "pki")
+	if _, err := testPKI(t).WriteFiles(pkiDir); err != nil {
+		t.Fatal(err)
+	}
+	keyFile = filepath.Join(dir, "ticket.key")
+	key := make([]byte, 32)
+	rand.Read(key)
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pkiDir, keyFile
+}
+
+// serialDenyConfig: the main site requires a verified client certificate
+// of the test CA and answers 403 to the test client's certificate by its
+// serial (a route matching X-Ssl-Client-Serial, as nginx's
+// "if ($ssl_client_serial = ...) { return 403; }" revokes one
+// certificate); no route forwards the client-certificate headers. Tickets
+// on, with the ticket key file shared by the instances.
+func serialDenyConfig(t testing.TB, backend, keyFile string) *conf.Config {
+	cfg := identityHeadersConfig(t, backend, keyFile)
+	serial := strings.ToUpper(hex.EncodeToString(testPKI(t).ClientSign.Cert.SerialNumber.Bytes()))
+	s := &cfg.Sites[0]
+	s.Routes = []conf.Route{
+		{Name: "revoked", PathPrefix: "/", Header: map[string]string{"X-Ssl-Client-Serial": serial}, Respond: &conf.Respond{Status: 403, Body: "revoked\n"}},
+		{Name: "all", PathPrefix: "/", Upstream: "app"},
+	}
+	return cfg
+}
+
+// TestResumedIdentityMatchedAcrossInstances: two instances share a ticket
+// key file and serve a site with client_auth require whose first route
+// answers 403 to one client certificate by its serial (a deny list), and
+// which forwards no client-certificate header. The denied client gets 403
+// on the first instance, and must get it on the second too when it offers
+// its TLS 1.3-SM ticket there: the second does not hold the client's chain
+// (tls13sm keeps chains per process), and a resumed connection without it
+// matched no serial, so the route let the revoked certificate through to
+// the backend. The second instance declines such a ticket, as it does
+// when the routes forward the headers.
+func TestResumedIdentityMatchedAcrossInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a second process")
+	}
+	pkiDir, keyFile := instanceFiles(t)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "backend")
+	}))
+	t.Cleanup(backend.Close)
+	backendAddr := backend.Listener.Addr().String()
+	addr2 := startSecondInstance(t, pkiDir, keyFile, backendAddr, "denylist")
+	addr1 := startDaemon(t, serialDenyConfig(t, backendAddr, keyFile)).addr
+
 	cache := tls13sm.NewLRUClientSessionCache(4)
-	resumed, full := identityFetch(t, addr1, cache)
-	if resumed || !strings.HasPrefix(full, "verify=SUCCESS ") || strings.Contains(full, `sdn=""`) {
-		t.Fatalf("full handshake on instance 1: resumed %v, backend saw %s", resumed, full)
+	client := pair(testPKI(t).ClientSign)
+	r := smFetch(t, addr1, "localhost", client, cache)
+	if r.err != nil || r.resumed || r.status != http.StatusForbidden {
+		t.Fatalf("full handshake on instance 1: err %v resumed %v status %d %q, want 403", r.err, r.resumed, r.status, r.body)
 	}
-	t.Logf("instance 1, full handshake: %s", full)
-	resumed, got := identityFetch(t, addr2, cache)
-	t.Logf("instance 2, resumed %v: %s", resumed, got)
-	if !resumed {
-		return // a full handshake presents the certificate again: fine
+	r = smFetch(t, addr2, "localhost", client, cache)
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	want := strings.Replace(full, "reused=.", "reused=r", 1)
-	if got != want {
-		t.Errorf("resumed TLS 1.3-SM connection on another instance of a client_auth=require site:\n backend saw  %s\n want (session's certificate) %s", got, want)
+	t.Logf("instance 2: resumed %v, status %d %q", r.resumed, r.status, r.body)
+	if r.status != http.StatusForbidden {
+		t.Errorf("the denied client certificate, resumed (%v) on another instance, got %d %q: its serial was not matched", r.resumed, r.status, r.body)
 	}
 }
 
