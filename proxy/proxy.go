@@ -405,13 +405,11 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 	ci := connInfoFrom(r.Context())
 	if ci != nil && ci.state.Site != "" {
 		s := p.siteByName[ci.state.Site]
-		switch {
-		case s == nil:
+		if s == nil {
 			return p.sites[0], "the connection was made for a site a reload removed or renamed"
-		case s.clientAuth && s.clientAuthPolicy != ci.state.ClientAuthPolicy:
-			return s, "the site's client authentication changed (a reload) after this connection's handshake"
-		case !p.listenerServes(ci.state.Listener, s.name):
-			return s, "the connection's listener no longer serves site " + s.name + " (a reload)"
+		}
+		if why := p.staleHandshake(s, &ci.state); why != "" {
+			return s, why
 		}
 		return p.hostSite(s, r, ci)
 	}
@@ -425,6 +423,21 @@ func (p *Proxy) siteFor(r *http.Request) (*site, string) {
 		}
 	}
 	return p.sites[0], ""
+}
+
+// staleHandshake says why a connection with handshake state st may not
+// be served by site s, its site by name ("" when it may): a reload changed
+// the site's client authentication after the handshake (its certificate,
+// or its lack of one, was checked under the old mode or CAs), or took the
+// site off the connection's listener.
+func (p *Proxy) staleHandshake(s *site, st *frontdoor.ConnState) string {
+	switch {
+	case s.clientAuth && s.clientAuthPolicy != st.ClientAuthPolicy:
+		return "the site's client authentication changed (a reload) after this connection's handshake"
+	case !p.listenerServes(st.Listener, s.name):
+		return "the connection's listener no longer serves site " + s.name + " (a reload)"
+	}
+	return ""
 }
 
 // listenerServes reports whether the listener named listener still

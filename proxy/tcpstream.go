@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
@@ -87,6 +88,20 @@ func (s *streamSite) serve(c net.Conn) error {
 	defer p.trackDone(c)
 	defer c.Close()
 	u := s.up
+	// A handshake that straddled a reload was made under the old
+	// generation's site and is served by the new one's: refused when the
+	// two differ in client authentication or listener, as an HTTP
+	// request on such a connection gets 421 (the client connects again).
+	if sc, ok := c.(frontdoor.StateConn); ok {
+		if ps := p.siteByName[s.site]; ps != nil {
+			st := sc.ConnState()
+			if why := p.staleHandshake(ps, &st); why != "" {
+				s.log(c, http.StatusForbidden, "", 0, 0, start)
+				p.logger.Info("stream: connection refused", "site", s.site, "client", c.RemoteAddr().String(), "reason", why)
+				return fmt.Errorf("stream %s: %s", s.site, why)
+			}
+		}
+	}
 	clientIP, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	if !s.admits(clientIP) {
 		s.log(c, http.StatusForbidden, "", 0, 0, start)
@@ -181,7 +196,8 @@ func (s *streamSite) serve(c net.Conn) error {
 }
 
 // log writes the access-log line of a session with nginx stream's
-// $status: 200 spliced to its end, 403 refused by client_ip, 502 no
+// $status: 200 spliced to its end, 403 refused by client_ip (or made
+// under a client authentication or listener a reload changed), 502 no
 // target reached, 503 refused because the proxy is shutting down. Refused and failed sessions are logged too: an audit
 // of who reached a service must see who tried.
 func (s *streamSite) log(c net.Conn, status int, target string, in, out int64, start time.Time) {

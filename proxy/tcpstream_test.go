@@ -398,3 +398,53 @@ func TestTCPStreamClientIP(t *testing.T) {
 		t.Error("stream client_ip 10.0.0.0/33 accepted")
 	}
 }
+
+// TestTCPStreamStaleHandshake: a stream connection whose handshake was
+// made under a client authentication the site no longer has (a reload
+// replaced its CA while the handshake was in progress: the connection
+// goes to the new generation), or on a listener that no longer serves
+// the site, is closed without reaching the target, as an HTTP request on
+// such a connection gets 421. A connection whose handshake met the site's
+// current policy is spliced.
+func TestTCPStreamStaleHandshake(t *testing.T) {
+	var dialled atomic.Int64
+	target := connBackend(t, func(c net.Conn) {
+		dialled.Add(1)
+		io.Copy(c, c)
+	})
+	for _, tc := range []struct {
+		name   string
+		state  frontdoor.ConnState
+		splice bool
+	}{
+		{"same policy", frontdoor.ConnState{Site: "tcp", Listener: "l", ClientAuthPolicy: "require:new"}, true},
+		{"policy changed", frontdoor.ConnState{Site: "tcp", Listener: "l", ClientAuthPolicy: "require:old"}, false},
+		{"no policy then", frontdoor.ConnState{Site: "tcp", Listener: "l"}, false},
+		{"listener no longer serves it", frontdoor.ConnState{Site: "tcp", Listener: "gone", ClientAuthPolicy: "require:new"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{
+				Upstreams:     []UpstreamConfig{upstream("legacy", target)},
+				Sites:         []SiteConfig{{Name: "tcp", ClientAuth: true, ClientAuthPolicy: "require:new", Stream: &StreamConfig{Upstream: "legacy"}}},
+				ListenerSites: map[string][]string{"l": {"tcp"}, "gone": {}},
+			}
+			before := dialled.Load()
+			f := newFront(t, cfg, frontOpts{state: &tc.state})
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+			io.WriteString(c, "ping")
+			got := make([]byte, 4)
+			_, err = io.ReadFull(c, got)
+			c.Close()
+			switch {
+			case tc.splice && (err != nil || string(got) != "ping"):
+				t.Errorf("echo %q, %v; want it spliced", got, err)
+			case !tc.splice && (err == nil || dialled.Load() != before):
+				t.Errorf("spliced to the target (dialled %d times), err %v; want the connection closed before any dial", dialled.Load()-before, err)
+			}
+		})
+	}
+}
