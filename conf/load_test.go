@@ -416,6 +416,34 @@ func TestSM2OnlyClientCAWithTLS(t *testing.T) {
 	}
 }
 
+// TestNoSM2ClientCAWithSM: a site that verifies client certificates over
+// TLCP and TLS 1.3-SM, with a CA file of RSA/ECDSA CAs only, is warned
+// about at the file: every SM2 client certificate would fail with
+// unknown_ca, so no TLCP or TLS 1.3-SM client could authenticate.
+func TestNoSM2ClientCAWithSM(t *testing.T) {
+	b, err := os.ReadFile("testdata/good/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ca   string
+		warn bool
+	}{{"../pki/ecdsa_ca.crt", true}, {"../pki/client_cas.crt", false}, {"../pki/ca.crt", false}} {
+		yaml := strings.Replace(string(b), "ca: ../pki/client_cas.crt", "ca: "+c.ca, 1)
+		cfg, err := Parse("testdata/good/nosm2.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, w := range cfg.Warnings {
+			warned = warned || strings.Contains(w.String(), "nosm2.yaml:32:") && strings.Contains(w.String(), "sites[0].client_auth.ca: the client CA file holds no SM2 CA")
+		}
+		if warned != c.warn {
+			t.Errorf("client_auth ca %s on a site with tlcp and tls13sm: warned %v, want %v; warnings: %v", c.ca, warned, c.warn, cfg.Warnings)
+		}
+	}
+}
+
 // TestSameKeyForSignAndEnc: an encryption certificate issued for the
 // signing certificate's key pair (the enc key file a copy of the sign key)
 // is warned about at enc_cert: TLCP's double certificates are two key
