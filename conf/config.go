@@ -583,6 +583,10 @@ type ClientAuth struct {
 	Mode string `yaml:"mode"`
 	// CA is a PEM file of the CA certificates that issue client
 	// certificates (SM2 and/or RSA/ECDSA). Required for request and require.
+	// A client certificate authenticates only if its key may sign
+	// (keyUsage digitalSignature, when it has a keyUsage) for client
+	// authentication (extKeyUsage clientAuth, when it has one), as
+	// nginx's ssl_verify_client asks.
 	CA string `yaml:"ca"`
 }
 

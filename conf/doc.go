@@ -538,7 +538,11 @@
 //     authenticates its ECDHE clients, and a reload that changes its ca
 //     reaches their open connections as under require. Default none.
 //   - ca (string): ca is a PEM file of the CA certificates that issue client
-//     certificates (SM2 and/or RSA/ECDSA). Required for request and require.
+//     certificates (SM2 and/or RSA/ECDSA). Required for request and require. A
+//     client certificate authenticates only if its key may sign (keyUsage
+//     digitalSignature, when it has a keyUsage) for client authentication
+//     (extKeyUsage clientAuth, when it has one), as nginx's ssl_verify_client
+//     asks.
 //
 // # sites[].routes[]
 //

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -689,6 +690,9 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 			tc.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 		tc.ClientCAs, _ = conf.X509Pool(m.ClientCAs)
+		if tc.ClientAuth != tls.NoClientCert {
+			tc.VerifyPeerCertificate = clientKeyMaySign
+		}
 		if !cfg.Sessions.Tickets {
 			tc.SessionTicketsDisabled = true
 		} else if tickets != nil {
@@ -697,6 +701,23 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 		hs.TLS = frontdoor.TLSHandshaker(tc)
 	}
 	return hs, nil
+}
+
+// clientKeyMaySign refuses a verified client certificate whose keyUsage,
+// when it has one, leaves out digitalSignature: the client proves its
+// identity by signing the handshake (CertificateVerify), which RFC 8446
+// §4.4.2.2 and RFC 5246 §7.4.6 allow only a key its certificate lets sign.
+// crypto/x509 checks extKeyUsage but never keyUsage; OpenSSL (nginx)
+// refuses such a client, as the tlcp and tls13sm packages do.
+func clientKeyMaySign(_ [][]byte, chains [][]*x509.Certificate) error {
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return nil // no certificate (client_auth request)
+	}
+	leaf := chains[0][0]
+	if leaf.KeyUsage != 0 && leaf.KeyUsage&x509.KeyUsageDigitalSignature == 0 {
+		return x509.CertificateInvalidError{Cert: leaf, Reason: x509.IncompatibleUsage, Detail: "keyUsage without digitalSignature"}
+	}
+	return nil
 }
 
 // KeyQueueLen returns the private-key operations waiting for a worker, over

@@ -281,3 +281,48 @@ func statusOn(t *testing.T, c net.Conn, req *http.Request) int {
 	res.Body.Close()
 	return res.StatusCode
 }
+
+// TestTLSClientCertificateMustAllowSigning: over TLS, a client certificate
+// whose keyUsage leaves out digitalSignature (a key-agreement-only ECDSA
+// certificate, here with extKeyUsage clientAuth and a trusted issuer) does
+// not authenticate: the client proves itself by signing (CertificateVerify),
+// which RFC 8446 §4.4.2.2 and RFC 5246 §7.4.6 allow only a certificate
+// whose key may sign; OpenSSL (nginx's ssl_verify_client) refuses it so,
+// and the TLCP and TLS 1.3-SM handshakes of gmproxy do too. One with
+// digitalSignature is served.
+func TestTLSClientCertificateMustAllowSigning(t *testing.T) {
+	p := testPKI(t)
+	if p.ECDSACA == nil {
+		t.Skip("no ECDSA CA")
+	}
+	b := newBackend(t)
+	cfg := testConfig(t, b.Listener.Addr().String())
+	cfg.Sites[0].ClientAuth = conf.ClientAuth{Mode: conf.ClientAuthRequire, CA: "ca.crt"}
+	cfg.Sites[0].Material.ClientCAs = []*smx509.Certificate{p.CA.Cert, p.ECDSACA.Cert}
+	d := startDaemon(t, cfg)
+
+	good := clientIdentities(t, p)
+	if status, err := fetchWithIdentity(t, d.addr, "tls", good); err != nil || status != 200 {
+		t.Fatalf("digitalSignature client certificate: %d, %v; want 200", status, err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(p.ECDSACA.Cert.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "key agreement only"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageKeyAgreement, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, caCert, &key.PublicKey, p.ECDSACA.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &clientIdentity{tls: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+	if status, err := fetchWithIdentity(t, d.addr, "tls", bad); err == nil {
+		t.Errorf("client certificate without digitalSignature: %d, want the handshake refused", status)
+	}
+}
