@@ -672,7 +672,9 @@ type Route struct {
 	ResponseHeaders HeaderEdits `yaml:"response_headers"`
 	// StripPrefix removes this prefix from the path before forwarding
 	// (usually equal to path_prefix without its trailing slash). Default:
-	// none (the path is forwarded as matched).
+	// none (the path is forwarded as matched). A request whose path
+	// would begin with a dot segment once it is removed ("/api../admin"
+	// under /api, which the backend would read as /admin) gets 400.
 	StripPrefix string `yaml:"strip_prefix"`
 	// HostHeader is the Host sent upstream: "passthrough" keeps the
 	// client's, "upstream" uses the target's address, anything else (a

@@ -612,7 +612,10 @@
 //     removes, sets or adds is also dropped from the backend's trailers.
 //   - strip_prefix (string): strip_prefix removes this prefix from the path
 //     before forwarding (usually equal to path_prefix without its trailing
-//     slash). Default: none (the path is forwarded as matched).
+//     slash). Default: none (the path is forwarded as matched). A request
+//     whose path would begin with a dot segment once it is removed
+//     ("/api../admin" under /api, which the backend would read as /admin) gets
+//     400.
 //   - host_header (string): host_header is the Host sent upstream:
 //     "passthrough" keeps the client's, "upstream" uses the target's address,
 //     anything else (a host name or IP address with an optional :port) is sent

@@ -781,6 +781,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// %5C) as '/' ("/x/..\admin/" and "/admin\" are /admin/ to
 		// them), servlet containers then drop ";params" too.
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "backslashes route "+strconv.Quote(r.URL.Path)+" elsewhere")
+	case rt != nil && rt.stripLeavesDotSegment(r.URL.Path):
+		// "/api../admin/" under strip_prefix /api would reach the target
+		// as "/../admin/", and a files route's root as admin/: past a
+		// route that denies /api/admin/.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "strip_prefix "+strconv.Quote(rt.strip)+" leaves a dot segment of "+strconv.Quote(r.URL.Path))
 	case r.Method == http.MethodConnect && !isExtendedConnect(r):
 		// RFC 9110 §9.3.6: CONNECT asks for a tunnel to the authority, which
 		// a reverse proxy does not open. Forwarded, its content would reach
@@ -871,6 +876,32 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.forward(rs, r, rt)
 	}
+}
+
+// stripLeavesDotSegment reports whether removing rt's strip_prefix from
+// the path p leaves a dot segment first ("." or "..", read with ";params"
+// dropped and '\' as '/', as backends do; RFC 3986 §5.2.4). It can when
+// the prefix ends inside a segment (nginx's "location /api" passed to
+// "http://b/"): "/api../admin" matched /api, not a route of /api/admin,
+// but goes as "/../admin", which the target resolves to /admin (a files
+// route to admin), as "/api/admin" would go. An ordinary partial segment
+// is stripped ("/apiv1" is /v1).
+func (rt *route) stripLeavesDotSegment(p string) bool {
+	if rt.strip == "" || rt.up == nil && rt.files == nil {
+		return false
+	}
+	n, ok := rt.pathPrefix(p, rt.strip)
+	if !ok {
+		return false
+	}
+	seg := p[n:]
+	if i := strings.IndexAny(seg, `/\`); i >= 0 {
+		seg = seg[:i]
+	}
+	if i := strings.IndexByte(seg, ';'); i >= 0 {
+		seg = seg[:i]
+	}
+	return seg == "." || seg == ".."
 }
 
 // routesElsewhere reports whether the path p, a reading of r's path by

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -347,4 +349,48 @@ func FuzzEscapedPrefixLen(f *testing.F) {
 			t.Fatalf("%q[:%d] decodes to %q, %v; want %q", esc, m, got, err, u.Path[:n])
 		}
 	})
+}
+
+// TestStripPrefixLeavesNoDotSegment: a strip_prefix that ends inside a
+// segment (nginx's "location /api" with "proxy_pass http://b/") turns
+// "/api../admin" into "/../admin", which the target and the files route
+// read as /admin: the route that denies /api/admin/ must not be passed
+// so, in any reading of the dot segment (";params", '\'). A prefix that
+// ends inside a segment still strips an ordinary one ("/apiv1" is /v1).
+func TestStripPrefixLeavesNoDotSegment(t *testing.T) {
+	rec := newRawRecorder(t)
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "private"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "private", "a.txt"), []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "deny", PathPrefix: "/api/admin", Respond: &RespondConfig{Status: 403, Body: "no"}},
+			RouteConfig{Name: "deny-files", PathPrefix: "/static/private", Respond: &RespondConfig{Status: 403, Body: "no"}},
+			RouteConfig{Name: "api", PathPrefix: "/api", StripPrefix: "/api", Upstream: "u"},
+			RouteConfig{Name: "static", PathPrefix: "/static", StripPrefix: "/static", Files: &FilesConfig{Root: root}},
+			RouteConfig{Name: "rest", Respond: &RespondConfig{Status: 404}}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for _, p := range []string{"/api../admin/x", "/api%2e%2e/admin/x", "/api..", "/api./admin/x", "/api..;/admin/x", `/api..\admin/x`, "/api..%2Fadmin/x"} {
+		wantNotForwarded(t, f.addr, rec, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "400")
+	}
+	for _, p := range []string{"/static../private/a.txt", "/static%2e%2e/private/a.txt"} {
+		st := statusOf(rawRoundTrip(t, f.addr, "GET "+p+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second))
+		if !strings.Contains(st, " 400 ") {
+			t.Errorf("GET %s: got %q, want 400", p, st)
+		}
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/api/v1", "GET /v1 "},
+		{"/apiv1/x", "GET /v1/x "},
+		{"/api.../x", "GET /.../x "},
+		{"/api..x/y", "GET /..x/y "},
+	} {
+		wantForwarded(t, f.addr, rec, "GET "+tc.path+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", tc.want)
+	}
 }
