@@ -177,6 +177,24 @@ func asciiName(n string) (string, bool) {
 	return a, true
 }
 
+// hostNameFix says how to write n, a server name or a route's host that
+// is not valid: in its ASCII form when it is an internationalised name
+// (a Unicode name would match no client's SNI or Host), as the names
+// nginx's ".example.cn" stands for, else as a name or wildcard.
+func hostNameFix(n string) string {
+	d, dotted := strings.CutPrefix(n, ".")
+	if a, ok := asciiName(d); ok {
+		if !dotted {
+			return fmt.Sprintf("write it as %q: clients send an internationalised name in its ASCII form (A-labels, RFC 5890) in SNI and Host", a)
+		}
+		d = a // nginx's ".例子.cn"
+	}
+	if dotted && validHostName(d) && !strings.HasPrefix(d, ".") && !strings.HasPrefix(d, "*") {
+		return fmt.Sprintf("list %q and \"*.%s\" (nginx's %q also covers deeper names; a wildcard here covers one label)", d, d, n)
+	}
+	return "write a host name such as portal.example.cn or a wildcard such as *.example.cn"
+}
+
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= 0x80 {
@@ -732,13 +750,7 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			np := fmt.Sprintf("%s.server_names[%d]", p, j)
 			ln := strings.ToLower(strings.TrimSuffix(n, "."))
 			if !validHostName(n) || strings.Count(n, "*") > 1 || (strings.Contains(n, "*") && !strings.HasPrefix(n, "*.")) {
-				fix := "write a host name such as portal.example.cn or a wildcard such as *.example.cn"
-				if a, ok := asciiName(n); ok {
-					fix = fmt.Sprintf("write it as %q: clients send an internationalised name in its ASCII form (A-labels, RFC 5890) in SNI and Host", a)
-				} else if d, ok := strings.CutPrefix(n, "."); ok && validHostName(d) && !strings.HasPrefix(d, ".") {
-					fix = fmt.Sprintf("list %q and \"*.%s\" (nginx's %q also covers deeper names; a wildcard here covers one label)", d, d, n)
-				}
-				v.errf(np, fix, "invalid server name %q", n)
+				v.errf(np, hostNameFix(n), "invalid server name %q", n)
 				continue
 			}
 			names[ln] = append(names[ln], serverName{site: i, path: np, name: n})
@@ -936,7 +948,7 @@ func (v *validator) routeMatch(r *Route, p string) {
 	}
 	for j, h := range r.Host {
 		if !validHostName(h) {
-			v.errf(fmt.Sprintf("%s.host[%d]", p, j), "write a host name or *.example.cn", "invalid host %q", h)
+			v.errf(fmt.Sprintf("%s.host[%d]", p, j), hostNameFix(h), "invalid host %q", h)
 		}
 	}
 	v.prefixes(p+".client_ip", r.ClientIP)
