@@ -610,9 +610,13 @@ type Route struct {
 	// Host matches the request host (Host header, else SNI): exact names or
 	// "*.example.cn" wildcards. Default: any host.
 	Host []string `yaml:"host"`
-	// PathPrefix matches paths starting with it, e.g. "/api/". Default: any.
+	// PathPrefix matches paths starting with it, e.g. "/api/". Paths are
+	// compared as a backend reads them: decoded (write "/my docs/", not
+	// "/my%20docs/"), without the query, dot segments removed and runs of
+	// slashes merged. Default: any.
 	PathPrefix string `yaml:"path_prefix"`
-	// Path matches exactly this path. Default: any.
+	// Path matches exactly this path, compared as path_prefix. Default:
+	// any.
 	Path string `yaml:"path"`
 	// PathRegex matches the paths in which this regular expression finds
 	// a match, as nginx's location ~ (location ~* on a site with

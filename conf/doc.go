@@ -559,8 +559,11 @@
 //   - host (list of strings): host matches the request host (Host header, else
 //     SNI): exact names or "*.example.cn" wildcards. Default: any host.
 //   - path_prefix (string): path_prefix matches paths starting with it, e.g.
-//     "/api/". Default: any.
-//   - path (string): path matches exactly this path. Default: any.
+//     "/api/". Paths are compared as a backend reads them: decoded (write "/my
+//     docs/", not "/my%20docs/"), without the query, dot segments removed and
+//     runs of slashes merged. Default: any.
+//   - path (string): path matches exactly this path, compared as path_prefix.
+//     Default: any.
 //   - path_regex (string): path_regex matches the paths in which this regular
 //     expression finds a match, as nginx's location ~ (location ~* on a site
 //     with case_insensitive_paths): RE2 syntax (no backreferences or

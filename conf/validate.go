@@ -927,6 +927,36 @@ func (v *validator) routeAction(r *Route, p string, upstreams, used map[string]b
 	}
 }
 
+// routePathFix says what is wrong with path, a route's path (or, with
+// prefix, a path_prefix or strip_prefix), and how to write it, "" when
+// nothing is. Routes compare the request's path as a backend reads it
+// (proxy.NormalPath): decoded, without its query, its dot segments
+// removed and runs of slashes merged. A path written with an escape
+// ("/admin%20panel/") would match only the path that escapes it twice,
+// one with a query or dot segments none: a route that denies it would
+// let every request past.
+func routePathFix(p string, prefix bool) (fix, why string) {
+	if !strings.HasPrefix(p, "/") {
+		return "", "" // reported as it is
+	}
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		return "write the path alone, " + strconv.Quote(p[:i]) + " (no route matches a query)",
+			"has a query or fragment, which is no part of the path routes match"
+	}
+	if d, err := url.PathUnescape(p); err == nil && d != p {
+		return "write it decoded, " + strconv.Quote(d), "is compared with the request's decoded path, where %XX is the byte it escapes"
+	}
+	// A prefix's last segment may be a part of one ("/y/.." of "/y/..x").
+	tail := ""
+	if prefix {
+		tail = "x"
+	}
+	if n := proxy.NormalPath(p + tail); n != p+tail {
+		return "write it as " + strconv.Quote(strings.TrimSuffix(n, tail)), "has dot segments or a run of slashes, which requests' paths lose before routes match them (RFC 3986 §5.2.4)"
+	}
+	return "", ""
+}
+
 // routeMatch checks the route's request matchers: path, path prefix, hosts
 // and header names.
 func (v *validator) routeMatch(r *Route, p string) {
@@ -938,6 +968,14 @@ func (v *validator) routeMatch(r *Route, p string) {
 	}
 	if r.Path != "" && r.PathPrefix != "" {
 		v.errf(p+".path", "keep only one of path and path_prefix", "path and path_prefix both set")
+	}
+	for _, m := range []struct {
+		key, path string
+		prefix    bool
+	}{{"path", r.Path, false}, {"path_prefix", r.PathPrefix, true}, {"strip_prefix", r.StripPrefix, true}} {
+		if fix, why := routePathFix(m.path, m.prefix); why != "" {
+			v.errf(p+"."+m.key, fix, "%s %q %s", m.key, m.path, why)
+		}
 	}
 	if r.PathRegex != "" {
 		if r.Path != "" || r.PathPrefix != "" {

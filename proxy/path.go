@@ -28,6 +28,13 @@ func normalPath(p string) (string, bool) {
 	return c, c != p
 }
 
+// NormalPath is p in the normal form routes match (normalPath): a
+// route's path written otherwise matches no request.
+func NormalPath(p string) string {
+	np, _ := normalPath(p)
+	return np
+}
+
 // paramlessPath is p with the parameters of each segment (";..." up to the
 // next slash) removed and then normalised: the path as servlet containers
 // and Spring resolve it ("/x/..;/admin/" is /admin/ to them).
