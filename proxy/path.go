@@ -17,7 +17,13 @@ import (
 // answers /admin/ itself cannot be passed by /x/../admin/, /./admin/ or
 // //admin/, which a backend that normalises would serve as /admin/. A
 // trailing slash, or a final dot segment (which stands for one), is kept.
+// An empty path (an absolute-form target "http://h.test") is "/" (RFC
+// 9110 §4.2.3): left empty, it matched no route of "/", a path: / that
+// denies it, and went to a catch-all route and on to the target as "/".
 func normalPath(p string) (string, bool) {
+	if p == "" {
+		return "/", true
+	}
 	if !strings.HasPrefix(p, "/") || !strings.Contains(p, "/.") && !strings.Contains(p, "//") {
 		return p, false
 	}

@@ -24,7 +24,7 @@ func TestNormalPath(t *testing.T) {
 		{"/..", "/"},
 		{"/../../etc/passwd", "/etc/passwd"},
 		{"*", "*"},
-		{"", ""},
+		{"", "/"}, // an absolute-form target without a path (RFC 9110 §4.2.3)
 	} {
 		got, changed := normalPath(tc.in)
 		if got != tc.want || changed != (tc.in != tc.want) {

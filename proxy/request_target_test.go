@@ -394,3 +394,25 @@ func TestStripPrefixLeavesNoDotSegment(t *testing.T) {
 		wantForwarded(t, f.addr, rec, "GET "+tc.path+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", tc.want)
 	}
 }
+
+// TestEmptyPathRoutesAsSlash: an absolute-form target without a path
+// ("http://h.test", "http://h.test?x") names the path "/" (RFC 9110
+// §4.2.3, RFC 9112 §3.2.1), which the target gets: the routes of "/" take
+// it, a path: / that denies it included.
+func TestEmptyPathRoutesAsSlash(t *testing.T) {
+	rec := newRawRecorder(t)
+	cfg := Config{
+		Upstreams: []UpstreamConfig{upstream("u", rec.addr)},
+		Sites: oneSite(
+			RouteConfig{Name: "deny", Path: "/", Respond: &RespondConfig{Status: 403, Body: "no"}},
+			RouteConfig{Name: "app", PathPrefix: "/", Upstream: "u"}),
+	}
+	f := newFront(t, cfg, frontOpts{})
+	for _, target := range []string{"http://example.test", "http://example.test?x=1", "HTTP://example.test:80"} {
+		wantNotForwarded(t, f.addr, rec, "GET "+target+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "403")
+	}
+	// Without the route of "/", the path_prefix / route takes it.
+	cfg.Sites[0].Routes = cfg.Sites[0].Routes[1:]
+	f = newFront(t, cfg, frontOpts{})
+	wantForwarded(t, f.addr, rec, "GET http://example.test?x=1 HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "GET /?x=1 ")
+}
