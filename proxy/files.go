@@ -158,9 +158,13 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 	dirPath := strings.HasSuffix(r.URL.Path, "/")
 	if err == nil && !fi.IsDir() && dirPath {
 		// A directory's path naming a file: ENOTDIR to open(2), 404 to
-		// nginx, not the file at a URL its relative links miss.
-		notFound("not a directory")
-		return
+		// nginx, not the file at a URL its relative links miss (nor,
+		// below, a directory's index).
+		if fsrv.fallback == "" {
+			notFound("not a directory")
+			return
+		}
+		err = syscall.ENOTDIR
 	}
 	if err == nil && fi.IsDir() {
 		if !dirPath {
@@ -177,8 +181,10 @@ func (s *site) serveFile(rs *reqState, r *http.Request, rt *route) {
 		name = path.Join(name, fsrv.index)
 		fi, err = root.Stat(name)
 	}
-	if fsrv.fallback != "" && errors.Is(err, fs.ErrNotExist) {
-		// A path the application's own router owns: its page.
+	if fsrv.fallback != "" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+		// A path the application's own router owns: its page. A path
+		// through a file (/app.js/x, /app.js/) names nothing there
+		// either, as nginx's try_files finds.
 		name = fsrv.fallback
 		fi, err = root.Stat(name)
 	}

@@ -722,6 +722,8 @@ func TestFilesFallback(t *testing.T) {
 		{"/orders/42", 200, "<app/>"},
 		{"/nope.js", 200, "<app/>"},
 		{"/app.js", 200, "x()"},
+		{"/app.js/x", 200, "<app/>"}, // through a file: nothing there (try_files)
+		{"/app.js/", 200, "<app/>"},
 		{"/docs/", 200, "docs"},
 		{"/docs", 301, ""},
 		{"/.env", 404, ""},
