@@ -759,7 +759,14 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Host = host
 	}
-	if np, changed := normalPath(r.URL.Path); changed {
+	if r.Method == http.MethodOptions && r.URL.Path == "" && r.URL.RawQuery == "" && !r.URL.ForceQuery {
+		// "OPTIONS http://h.test" asks about the server, not its "/":
+		// the last proxy forwards it as OPTIONS * (RFC 9112 §3.2.4), and
+		// it is routed as OPTIONS * is.
+		u := *r.URL
+		u.Path, u.RawPath = "*", ""
+		r.URL = &u
+	} else if np, changed := normalPath(r.URL.Path); changed {
 		u := *r.URL
 		u.Path, u.RawPath = np, ""
 		r.URL = &u

@@ -230,6 +230,24 @@ func TestAsteriskFormOnlyForOptions(t *testing.T) {
 	if got := backendGot(be, n); len(got) != 1 || requestLine(got[0]) != "OPTIONS * HTTP/1.1" {
 		t.Errorf("OPTIONS * reached the backend as %q, want one OPTIONS * HTTP/1.1", got)
 	}
+	// An absolute-form OPTIONS without path or query is the server-wide
+	// one: the last proxy sends it as OPTIONS * (§3.2.4). With a query,
+	// or another method, the empty path is "/".
+	for target, want := range map[string]string{
+		"OPTIONS http://example.test":     "OPTIONS * HTTP/1.1",
+		"OPTIONS http://example.test?x=1": "OPTIONS /?x=1 HTTP/1.1",
+		"OPTIONS http://example.test/":    "OPTIONS / HTTP/1.1",
+		"GET http://example.test":         "GET / HTTP/1.1",
+	} {
+		n = len(be.all())
+		resp := rawRoundTrip(t, f.addr, target+" HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", 3*time.Second)
+		if st := statusOf(resp); !strings.Contains(st, " 200 ") {
+			t.Errorf("%s: got %q, want 200", target, st)
+		}
+		if got := backendGot(be, n); len(got) != 1 || requestLine(got[0]) != want {
+			t.Errorf("%s reached the backend as %q, want one %s", target, got, want)
+		}
+	}
 }
 
 // TestClientAddressAndCertHeadersFromClientsRemoved: headers backends read
