@@ -88,8 +88,8 @@ type Config struct {
 	// (max_connections_per_client, max_handshakes_per_client) bound a
 	// client over all the workers together: the workers count each client's
 	// connections and handshakes in memory they share (65536 client
-	// addresses with connections open at once, 8 bytes plus 8 per worker
-	// each: 1.5 MiB for 2 workers; a client beyond that, or on a kernel
+	// addresses with connections open at once, in 131072 slots of 8 bytes
+	// plus 8 per worker: 3 MiB for 2 workers; a client beyond that, or on a kernel
 	// without memfd, is counted by each worker alone), and a worker that
 	// dies takes its counts with it. Other limits and pools are each
 	// worker's own: a worker applies max_connections, max_handshakes,

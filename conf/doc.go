@@ -128,25 +128,26 @@
 //     per-client limits (max_connections_per_client,
 //     max_handshakes_per_client) bound a client over all the workers together:
 //     the workers count each client's connections and handshakes in memory
-//     they share (65536 client addresses with connections open at once, 8
-//     bytes plus 8 per worker each: 1.5 MiB for 2 workers; a client beyond
-//     that, or on a kernel without memfd, is counted by each worker alone),
-//     and a worker that dies takes its counts with it. Other limits and pools
-//     are each worker's own: a worker applies max_connections, max_handshakes,
-//     max_handshake_bytes, upstream keepalive (max_idle, max_conns) and its
-//     own health checks to what it serves, so with N workers the totals can
-//     reach N times each figure. Divide them by N where the total matters. A
-//     GOMEMLIMIT in gmproxy's environment is divided by the supervisor: each
-//     worker gets 1/N of what the shared session table and per-client counts
-//     leave of it (they are memory no worker's collector counts). 1 is one
-//     process that serves everything itself with as many threads as CPUs.
-//     Default auto on Linux (where a single CPU makes it 1), 1 elsewhere: the
-//     worker mode needs Linux's SO_REUSEPORT. One Go process per CPU costs no
-//     more CPU per handshake or request than one process with as many threads,
-//     and less for resumptions and keep-alive requests (measured side by side
-//     on 2 CPUs, medians of 5 rounds: 0.82–1.01 of one process's CPU per
-//     operation under full load, 0.95 for new TLCP handshakes paced at about
-//     half the peak rate). Changing it needs a restart.
+//     they share (65536 client addresses with connections open at once, in
+//     131072 slots of 8 bytes plus 8 per worker: 3 MiB for 2 workers; a client
+//     beyond that, or on a kernel without memfd, is counted by each worker
+//     alone), and a worker that dies takes its counts with it. Other limits
+//     and pools are each worker's own: a worker applies max_connections,
+//     max_handshakes, max_handshake_bytes, upstream keepalive (max_idle,
+//     max_conns) and its own health checks to what it serves, so with N
+//     workers the totals can reach N times each figure. Divide them by N where
+//     the total matters. A GOMEMLIMIT in gmproxy's environment is divided by
+//     the supervisor: each worker gets 1/N of what the shared session table
+//     and per-client counts leave of it (they are memory no worker's collector
+//     counts). 1 is one process that serves everything itself with as many
+//     threads as CPUs. Default auto on Linux (where a single CPU makes it 1),
+//     1 elsewhere: the worker mode needs Linux's SO_REUSEPORT. One Go process
+//     per CPU costs no more CPU per handshake or request than one process with
+//     as many threads, and less for resumptions and keep-alive requests
+//     (measured side by side on 2 CPUs, medians of 5 rounds: 0.82–1.01 of
+//     one process's CPU per operation under full load, 0.95 for new TLCP
+//     handshakes paced at about half the peak rate). Changing it needs a
+//     restart.
 //   - offload (section, see offload): offload bounds the SM2 private-key
 //     operations (sign, decrypt, key agreement) that run at once and that wait
 //     for their turn.

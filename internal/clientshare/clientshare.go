@@ -64,11 +64,19 @@ const (
 	TooManyHandshakes
 )
 
-// Slots is the number of client slots: room for that many client
-// addresses with connections open at once over all workers and listeners
-// (a client past it is counted by its worker alone). Each slot takes 8
-// bytes plus 8 per worker: 1.5 MiB for 2 workers, 8.5 MiB for 16.
-const Slots = 1 << 16
+// Clients is the number of client addresses with connections open at
+// once over all workers and listeners (a client counts once per listener
+// it connects to) that the table has room for; a client past it is counted
+// by its worker alone.
+const Clients = 1 << 16
+
+// Slots is the number of client slots: twice Clients, because a client's
+// slot is one of probeLen from its hash, and with that few to choose from
+// a table fills unevenly: one of Clients slots turns clients away from
+// about 40% full (thousands when full), one of twice that many turns away
+// a few in ten thousand with Clients in it. Each slot takes 8 bytes plus
+// 8 per worker: 3 MiB for 2 workers, 17 MiB for 16.
+const Slots = 2 * Clients
 
 // probeLen is how many slots from its hash a client's slot may be in.
 const probeLen = 16

@@ -385,3 +385,25 @@ func FuzzDamagedSlots(f *testing.F) {
 		}
 	})
 }
+
+// TestRoomForClients: the table has room for its documented Clients
+// addresses with connections open at once: filled with that many, at most
+// one in a thousand falls outside it (NoRoom: counted by each worker
+// alone, so with N workers at N times its limits). A table of only
+// Clients slots, probed probeLen slots from each address's hash, turns
+// clients away from about 40% full, and thousands of them when full.
+func TestRoomForClients(t *testing.T) {
+	vs := views(t, newTable(t, 2))
+	noRoom := 0
+	for i := range Clients {
+		a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 5: byte(i >> 16), 6: byte(i >> 8), 7: byte(i)})
+		if _, got := vs[i%2].Admit("l", a, 1, 1); got == NoRoom {
+			noRoom++
+		} else if got != Admitted {
+			t.Fatalf("client %d's first connection: %v", i, got)
+		}
+	}
+	if noRoom > Clients/1000 {
+		t.Errorf("%d of %d clients found no room in the shared table", noRoom, Clients)
+	}
+}
