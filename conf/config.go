@@ -1270,8 +1270,8 @@ const MaxUsersFile = 1 << 20
 // rate_limit stay the same, and of a zone whose rate
 // and burst stay the same, and starts the others afresh. With workers (Linux) the workers count together, in
 // memory they share: a client whose connections the kernel spreads over
-// them has one allowance, as with one process. That memory holds about
-// 65536 counts of routes and clients at once (a count leaves once its
+// them has one allowance, as with one process. That memory (4.2 MiB)
+// holds 65536 counts of routes and clients at once (a count leaves once its
 // client has its whole burst back); where it is full, the count nearest
 // to its whole burst is forgotten, and its client finds its whole burst
 // again. One process keeps the counts of at most 65536 client addresses

@@ -812,14 +812,14 @@
 // stay the same, and starts the others afresh. With workers (Linux) the
 // workers count together, in memory they share: a client whose connections the
 // kernel spreads over them has one allowance, as with one process. That memory
-// holds about 65536 counts of routes and clients at once (a count leaves once
-// its client has its whole burst back); where it is full, the count nearest to
-// its whole burst is forgotten, and its client finds its whole burst again.
-// One process keeps the counts of at most 65536 client addresses per route (or
-// zone), and forgets the least recently seen beyond that; all its rate_limit
-// and basic_auth failure counts together share room for 262144 addresses
-// (about 50 MB): with more than four such routes, each keeps an equal part of
-// it (at least 256).
+// (4.2 MiB) holds 65536 counts of routes and clients at once (a count leaves
+// once its client has its whole burst back); where it is full, the count
+// nearest to its whole burst is forgotten, and its client finds its whole
+// burst again. One process keeps the counts of at most 65536 client addresses
+// per route (or zone), and forgets the least recently seen beyond that; all
+// its rate_limit and basic_auth failure counts together share room for 262144
+// addresses (about 50 MB): with more than four such routes, each keeps an
+// equal part of it (at least 256).
 //
 //   - rate (rate): rate is the steady rate: a number of requests per second,
 //     minute or hour, e.g. 10/s, 30/m or 500/h (nginx's 10r/s reads the same).

@@ -260,7 +260,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 			s.log.Warn("workers: no shared rate_limit counts, each worker applies the routes' rate limits alone", "error", err)
 		} else {
 			s.rates = f
-			s.log.Info("workers: rate_limit counts shared", "entries", rateshare.Buckets*rateshare.SlotsPerBucket, "bytes", rateshare.Size)
+			s.log.Info("workers: rate_limit counts shared", "entries", rateshare.Counts, "bytes", rateshare.Size)
 		}
 	}
 	exits = make(chan workerExit, s.n)

@@ -266,3 +266,31 @@ func TestKeySeeded(t *testing.T) {
 		t.Fatalf("two tables of different seeds key a client alike: %+v", ka)
 	}
 }
+
+// TestRoomForCounts: the table keeps its documented Counts counts at
+// once: with that many clients each inside its limit (one request of an
+// hour's allowance), at most one in a thousand is forgotten (its next
+// request passes, its client has its whole burst again). A table of only
+// Counts slots, in buckets of SlotsPerBucket, forgets one in five of
+// them: clients crowd some buckets while others stay half empty.
+func TestRoomForCounts(t *testing.T) {
+	v := view(t, testTable(t), 0)
+	scope, hour := Scope("room"), int64(time.Hour)
+	addr := func(i int) netip.Addr {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 5: byte(i >> 16), 6: byte(i >> 8), 7: byte(i)})
+	}
+	for i := range Counts {
+		if got, _ := v.Allow(v.Key(scope, addr(i)), 1, hour, 0); got != Allowed {
+			t.Fatalf("client %d's first request: %v", i, got)
+		}
+	}
+	forgotten := 0
+	for i := range Counts {
+		if got, _ := v.Allow(v.Key(scope, addr(i)), 2, hour, 0); got == Allowed {
+			forgotten++
+		}
+	}
+	if forgotten > Counts/1000 {
+		t.Errorf("%d of %d clients inside their limits forgotten", forgotten, Counts)
+	}
+}
