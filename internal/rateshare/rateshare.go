@@ -15,9 +15,10 @@
 //   - the lock word holds the holder's worker index + 1, so that the
 //     supervisor can release the locks of a worker that died holding one
 //     (ClearWorker), which no other worker could tell from a slow holder;
-//   - a worker that cannot take a lock within lockTries (its holder
-//     stopped, or descheduled for long) gets Busy: the caller counts the
-//     client in its own process, as before the table existed;
+//   - a worker that cannot take a lock within lockWait (its holder
+//     stopped, or descheduled for far longer than a time slice) gets
+//     Busy: the caller counts the client in its own process, as before
+//     the table existed;
 //   - a slot whose time has passed says what a free one does (its client
 //     has its whole allowance back): it may be taken for another key;
 //     with none such, the slot with the earliest time is (its client is
@@ -33,6 +34,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -53,10 +55,18 @@ const (
 	headerSize = 64
 	slotSize   = 16
 	bucketSize = 8 + SlotsPerBucket*slotSize
-	// lockTries bounds the attempts to take a bucket's lock: the first
-	// spin, the rest yield the processor between attempts.
-	lockTries = 1000
+	// spinTries attempts to take a bucket's lock spin; the later ones
+	// yield the processor between attempts, for up to lockWait.
 	spinTries = 64
+	// lockWait bounds the wait for a bucket's lock: far longer than the
+	// few loads and stores a holder makes, even one descheduled by the
+	// kernel in the middle of them for a time slice or two (milliseconds),
+	// so that Busy means a holder that stopped (a worker killed holding
+	// it, until the supervisor's ClearWorker), not a slow one. A fixed
+	// count of attempts gave up after about 0.2 ms, shorter than one time
+	// slice: every worker then counted the busy bucket's clients alone,
+	// each with its whole burst again.
+	lockWait = 20 * time.Millisecond
 	// maxWorkers bounds the worker indexes a lock word may hold (conf
 	// allows 256).
 	maxWorkers = 256
@@ -219,15 +229,30 @@ func (v *View) Allow(k Key, now, interval, tolerance int64) (verdict Verdict, wa
 	return Allowed, 0
 }
 
-// acquire takes lk for v's worker, or gives up after lockTries.
+// spinHook, when set (tests), runs after each failed attempt to take a
+// bucket's lock, with the attempt's number.
+var spinHook func(try int)
+
+// acquire takes lk for v's worker, or gives up after lockWait.
 func (v *View) acquire(lk *atomic.Uint64) bool {
-	for i := 0; i < lockTries; i++ {
+	var start time.Time
+	for i := 0; ; i++ {
 		if lk.Load() == 0 && lk.CompareAndSwap(0, v.owner) {
 			return true
 		}
-		if i >= spinTries {
-			runtime.Gosched()
+		if spinHook != nil {
+			spinHook(i)
 		}
+		if i < spinTries {
+			continue
+		}
+		if i%spinTries == 0 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) >= lockWait {
+				return false
+			}
+		}
+		runtime.Gosched()
 	}
-	return false
 }

@@ -294,3 +294,27 @@ func TestRoomForCounts(t *testing.T) {
 		t.Errorf("%d of %d clients inside their limits forgotten", forgotten, Counts)
 	}
 }
+
+// TestLockOutwaitsADescheduledHolder: a bucket whose lock another worker
+// holds for longer than a short spin (a holder descheduled by the kernel
+// in the middle of its count, for a time slice of a few milliseconds) is
+// waited for, not answered Busy: a Busy request is counted in its worker
+// alone, where its client has its whole burst again.
+func TestLockOutwaitsADescheduledHolder(t *testing.T) {
+	tab := testTable(t)
+	v := view(t, tab, 0)
+	k := v.Key(Scope("slow"), client)
+	lk := tab.lock(k.bucket)
+	lk.Store(3 + 1) // worker 3 is in the middle of a count
+	// It goes on after 5000 attempts here: about a millisecond, well
+	// within the wait's bound.
+	spinHook = func(try int) {
+		if try == 5000 {
+			lk.Store(0)
+		}
+	}
+	t.Cleanup(func() { spinHook = nil })
+	if got, _ := v.Allow(k, 1, 1, 0); got != Allowed {
+		t.Fatalf("a lock held for 5000 attempts answered %v, want Allowed", got)
+	}
+}
