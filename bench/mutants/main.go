@@ -2378,7 +2378,7 @@ var mutants = []mutant{
 		"mux.HandleFunc(\"POST /reload\", func(w http.ResponseWriter, _ *http.Request) {", "mux.HandleFunc(\"POST /reload/alone\", func(w http.ResponseWriter, _ *http.Request) {",
 		"TestWorkerRefusesLoneReload"},
 	{"proxy: files: a fallback never served", "proxy/files.go",
-		"if fsrv.fallback != \"\" && errors.Is(err, fs.ErrNotExist) {", "if false {",
+		"if fsrv.fallback != \"\" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {", "if false {",
 		"^TestFilesFallback$"},
 	{"proxy: files: a fallback path leading out of the root accepted", "proxy/files.go",
 		"case rel == \"\" || path.Clean(rel) != rel ||", "case rel == \"\" ||",
