@@ -338,6 +338,44 @@ func TestUpgradeResponseHopByHopRemoved(t *testing.T) {
 	}
 }
 
+// TestUpgradeStatusLineIsTheProxys: the 101 the proxy writes to its
+// client has the proxy's own status line, as every other response of
+// the proxy: its HTTP version (RFC 9110 §6.2) and reason. The backend's
+// reason went out as it came, and net/http's reader keeps a bare CR in
+// it, which no sender may generate (RFC 9112 §2.2): a client that ends
+// lines at CR read a field the route's response edits never saw. nginx
+// refuses such a status line.
+func TestUpgradeStatusLineIsTheProxys(t *testing.T) {
+	for _, line := range []string{
+		"HTTP/1.1 101 Switching\rSet-Cookie: injected=1",
+		"HTTP/1.1 101 Switching\x00Protocols",
+		"HTTP/1.0 101 Switching Protocols",
+	} {
+		t.Run(fmt.Sprintf("%q", line), func(t *testing.T) {
+			addr := connBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				if _, err := readWholeRequest(c, br); err != nil {
+					return
+				}
+				io.WriteString(c, line+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+				c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				io.Copy(io.Discard, c)
+			})
+			f := newFront(t, proxyTo(addr), frontOpts{})
+			c := dialRaw(t, f.addr)
+			io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: example.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(testwait.Bound(5 * time.Second)))
+			status, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the status line: %v (got %q)", err, status)
+			}
+			if want := "HTTP/1.1 101 Switching Protocols\r\n"; status != want {
+				t.Errorf("the client's status line is %q; want the proxy's own, %q", status, want)
+			}
+		})
+	}
+}
+
 // TestUntypedResponseNotSniffed: a backend response without Content-Type
 // reaches the client without one, on both fronts. The proxy is not the
 // origin: a type sniffed from the body (both servers would add

@@ -221,6 +221,13 @@ func (s *site) handleUpgrade(rs *reqState, r *http.Request, rt *route, t *Target
 	rt.resOps.apply(hdr)
 	res.Header = hdr
 	res.Body = nil
+	// The status line is the proxy's, as for any other response: its
+	// version (RFC 9110 §6.2) and reason. The backend's reason may hold
+	// a bare CR, which net/http's reader keeps and no sender may generate
+	// (RFC 9112 §2.2): a client ending lines there would read fields the
+	// edits above never saw.
+	res.Status = ""
+	res.Proto, res.ProtoMajor, res.ProtoMinor = "HTTP/1.1", 1, 1
 	if err = res.Write(brw); err == nil {
 		err = brw.Flush()
 	}
