@@ -146,10 +146,14 @@ func traceConn(req *http.Request, x *exchangeConn) *http.Request {
 // (errLengthAndCoding), from the connection's scan, or a field name that
 // is no token (errFieldName).
 func (x *exchangeConn) check(res *http.Response) error {
-	if res.ProtoMajor == 1 && !fieldNamesValid(res.Header) {
+	// A head read on a scanConn is an HTTP/1.x one whatever version its
+	// status line claims: http.ReadResponse takes "HTTP/2.0 200" there
+	// (ProtoMajor 2) and frames it as HTTP/1.1, so the version alone
+	// does not tell it from a real HTTP/2 response.
+	if (res.ProtoMajor == 1 || x.c != nil) && !fieldNamesValid(res.Header) {
 		return errFieldName
 	}
-	if x.c == nil || res.ProtoMajor != 1 {
+	if x.c == nil {
 		return nil
 	}
 	v, both := x.c.finalHead()

@@ -555,6 +555,11 @@ func TestLengthAndCodingRefused(t *testing.T) {
 		// the space would go (RFC 9112 §5.1) and the head frame twice.
 		{"h1client/space-before-colon", "Content-Length ", false},
 		{"transport/space-before-colon", "Content-Length ", true},
+		// A status line that claims HTTP/2.0, which http.ReadResponse
+		// takes (ProtoMajor 2) on an HTTP/1.1 connection and frames as
+		// HTTP/1.1: not an HTTP/2 response, whose checks are others.
+		{"h1client/HTTP/2.0", "Content-Length", false},
+		{"transport/HTTP/2.0", "Content-Length", true},
 	} {
 		transport := tc.transport
 		t.Run(tc.name, func(t *testing.T) {
@@ -564,7 +569,11 @@ func TestLengthAndCodingRefused(t *testing.T) {
 					if _, err := readWholeRequest(c, br); err != nil {
 						return
 					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\n"+tc.length+": 45\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+					version := "HTTP/1.1"
+					if strings.HasSuffix(tc.name, "HTTP/2.0") {
+						version = "HTTP/2.0"
+					}
+					io.WriteString(c, version+" 200 OK\r\n"+tc.length+": 45\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
 				}
 			})
 			cfg := proxyTo(addr)
