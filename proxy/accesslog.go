@@ -22,8 +22,15 @@ import (
 
 // LogEntry is one access-log record.
 type LogEntry struct {
-	Time             time.Time
-	Client           string // client IP (PROXY-protocol source when present)
+	Time time.Time
+	// Client is the client's IP as X-Real-IP gives it, the address
+	// client_ip, rate_limit and the per-client limits judge it by: behind
+	// a proxy of trusted_proxies the one its X-Forwarded-For names
+	// (nginx's $remote_addr behind set_real_ip_from), else Peer.
+	Client string
+	// Peer is the connection's IP (a trusted PROXY protocol header's
+	// source when there was one; nginx's $realip_remote_addr).
+	Peer             string
 	Site, Route      string
 	Host             string
 	Method, URI      string
@@ -89,6 +96,7 @@ const (
 	fGRPCStatus
 	fRequestID
 	fRemoteUser
+	fPeer
 )
 
 // AccessLogFields are the names usable in templates, in JSON order.
@@ -96,7 +104,7 @@ var AccessLogFields = []string{
 	"time", "time_local", "client", "site", "route", "host", "method", "uri", "proto",
 	"status", "bytes_in", "bytes_out", "request_time", "upstream", "upstream_addr",
 	"upstream_time", "tls_protocol", "cipher", "session_reused", "handshake_ms", "sni",
-	"client_s_dn", "referer", "user_agent", "grpc_status", "request_id", "remote_user",
+	"client_s_dn", "referer", "user_agent", "grpc_status", "request_id", "remote_user", "peer",
 }
 
 var fieldByName = func() map[string]logField {
@@ -430,10 +438,11 @@ func grpcStatusOf(h http.Header) string {
 	return ""
 }
 
-func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, grpcStatus, reqID, user string) {
+func (l *AccessLog) logRequest(ev *RequestEvent, r *http.Request, ci *connInfo, client, grpcStatus, reqID, user string) {
 	e := LogEntry{
 		Time:             time.Now(),
-		Client:           clientAddr(r),
+		Client:           client,
+		Peer:             clientAddr(r),
 		Site:             ev.Site,
 		Route:            ev.Route,
 		Host:             r.Host,
@@ -478,7 +487,7 @@ func (l *AccessLog) fillTLS(e *LogEntry, ci *connInfo) {
 func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, status int, in, out int64, d time.Duration) {
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	e := LogEntry{
-		Time: time.Now(), Client: host, Site: site, Method: "STREAM", Proto: "TCP", Status: status,
+		Time: time.Now(), Client: host, Peer: host, Site: site, Method: "STREAM", Proto: "TCP", Status: status,
 		BytesIn: in, BytesOut: out, Duration: d, Upstream: upstream, UpstreamAddr: target,
 		HandshakeTime: -1,
 	}
@@ -529,6 +538,8 @@ func (e *LogEntry) stringField(f logField) (string, bool) {
 		return e.RequestID, true
 	case fRemoteUser:
 		return e.RemoteUser, true
+	case fPeer:
+		return e.Peer, true
 	}
 	return "", false
 }

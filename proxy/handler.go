@@ -1055,7 +1055,7 @@ func (s *site) report(rs *reqState, r *http.Request) {
 	}
 	p.obs.RequestDone(ev)
 	if p.accessLog != nil {
-		p.accessLog.logRequest(&ev, r, rs.ci, grpcStatusOf(rs.w.Header()), rs.reqID, rs.authUser)
+		p.accessLog.logRequest(&ev, r, rs.ci, p.realClient(r), grpcStatusOf(rs.w.Header()), rs.reqID, rs.authUser)
 	}
 }
 
