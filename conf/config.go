@@ -388,7 +388,11 @@ type Site struct {
 	// to the client in it (in place of a target's), into the access log
 	// (request_id) and into gmproxy's log line of a request that failed, so
 	// that a user's report can be followed through the logs. A client's
-	// own value is replaced. Default: none.
+	// own value is replaced. A header that frames, routes or
+	// authenticates a message, one gmproxy sets or removes, and one that
+	// backends read as a proxy's account of the client (True-Client-IP,
+	// X-Forwarded-Port...), also spelled with '_' (X_Real_IP), is refused.
+	// Default: none.
 	RequestID string `yaml:"request_id"`
 
 	// Material is what was loaded from the files named above.

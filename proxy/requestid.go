@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -64,14 +65,21 @@ func validRequestID(v string) bool {
 // CheckRequestIDHeader reports what is wrong with name as a
 // RequestIDHeader: not a field name, or one that frames, routes or
 // authenticates a message, or that the proxy sets itself, whose values the
-// ID would replace.
+// ID would replace, or one that backends read as a proxy's account of the
+// client (TrustedOnlyRequestHeaders): the ID is whatever a trusted proxy
+// in front relays in that field, a client's own value among them. Each
+// is judged also spelled with '_', as a backend that reads '_' as '-'
+// (CGI, WSGI, PHP) reads it: X_Real_IP there is X-Real-IP.
 func CheckRequestIDHeader(name string) error {
 	if !httpguts.ValidHeaderFieldName(name) {
 		return fmt.Errorf("request ID header %q is not a field name (RFC 9110 §5.1)", name)
 	}
-	k := http.CanonicalHeaderKey(name)
+	k := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
 	if slices.Contains(hopHeaders, k) || slices.Contains(reservedForRequestID, k) {
 		return fmt.Errorf("request ID header %q is a field HTTP or the proxy itself gives a meaning", name)
+	}
+	if isSetHeaderName(name) {
+		return fmt.Errorf("request ID header %q is a field backends read as a proxy's account of the client", name)
 	}
 	return nil
 }

@@ -185,7 +185,11 @@ func TestCheckRequestIDHeader(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	for _, name := range []string{"", "X Request", "x-forwarded-for", "X-Real-IP", "connection", "Host", "Content-Length", "X-SSL-Client-Verify", "Set-Cookie"} {
+	for _, name := range []string{"", "X Request", "x-forwarded-for", "X-Real-IP", "connection", "Host", "Content-Length", "X-SSL-Client-Verify", "Set-Cookie",
+		// As a backend that reads '_' as '-' (CGI, WSGI, PHP) reads them.
+		"X_Real_IP", "x_forwarded_for", "Content_Length", "Transfer_Encoding", "X_Ssl_Client_S_Dn",
+		// Read as a proxy's account of the client (TrustedOnlyRequestHeaders).
+		"True-Client-IP", "X-Forwarded-Port", "x_client_ip"} {
 		if err := CheckRequestIDHeader(name); err == nil {
 			t.Errorf("%q accepted", name)
 		}
