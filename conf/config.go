@@ -657,7 +657,9 @@ type Route struct {
 	// A client behind a NAT64 translator (64:ff9b::/96) also matches as
 	// the IPv4 address it embeds. Like nginx's allow and deny: a route
 	// with client_ip ahead of a route that answers 403 for the same paths
-	// lets only these addresses in. Default: any address.
+	// lets only these addresses in. A CIDR with bits set past its length
+	// (192.0.2.7/8) stands for its network (192.0.0.0/8) and is warned,
+	// here and in trusted_proxies, as nginx warns. Default: any address.
 	ClientIP []string `yaml:"client_ip"`
 
 	// Upstream is the name of the upstream that serves the request.

@@ -260,8 +260,16 @@ func (v *validator) prefixes(path string, list []string) {
 	for i, s := range list {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		if strings.Contains(s, "/") {
-			if _, err := netip.ParsePrefix(s); err != nil {
+			pfx, err := netip.ParsePrefix(s)
+			switch {
+			case err != nil:
 				v.errf(p, "write an IP address or CIDR such as 10.0.0.0/8", "invalid CIDR %q", s)
+			case pfx != pfx.Masked():
+				// Read as its network, as nginx reads it (with a
+				// warning): 198.51.100.10/2, a /32 that lost a digit,
+				// trusts or lets in a quarter of the IPv4 Internet.
+				v.warnf(p, fmt.Sprintf("write the network (%s), or the address alone (%s) for one host", pfx.Masked(), pfx.Addr()),
+					"%s has host bits set: it stands for %s", s, pfx.Masked())
 			}
 		} else if _, err := netip.ParseAddr(s); err != nil {
 			v.errf(p, "write an IP address or CIDR such as 10.0.0.0/8", "invalid IP address %q", s)
