@@ -655,7 +655,8 @@ type Route struct {
 	// PROXY protocol header) or, from a trusted_proxies peer, the
 	// right-most X-Forwarded-For address that is not a trusted proxy's.
 	// A client behind a NAT64 translator (64:ff9b::/96) also matches as
-	// the IPv4 address it embeds. Like nginx's allow and deny: a route
+	// the IPv4 address it embeds, when that is a global one (the prefix
+	// never carries a private address: RFC 6052 §3.1). Like nginx's allow and deny: a route
 	// with client_ip ahead of a route that answers 403 for the same paths
 	// lets only these addresses in. A CIDR with bits set past its length
 	// (192.0.2.7/8) stands for its network (192.0.0.0/8) and is warned,

@@ -35,3 +35,21 @@ func TestNAT64ClientsCountedByTheirIPv4Address(t *testing.T) {
 		t.Errorf("another IPv4 client behind NAT64 refused (%s) because 192.0.2.7 holds max_handshakes_per_client handshakes", why)
 	}
 }
+
+// TestNAT64NonGlobalNotMapped: the well-known prefix never embeds a
+// non-global IPv4 address (RFC 6052 §3.1); such an address is not read as
+// that IPv4 client (a forged 64:ff9b::10.0.0.1 would pass an allow route
+// of 10.0.0.0/8) but counted by its /64 as other IPv6 addresses are.
+func TestNAT64NonGlobalNotMapped(t *testing.T) {
+	for _, s := range []string{"64:ff9b::10.0.0.1", "64:ff9b::192.168.1.1", "64:ff9b::127.0.0.1", "64:ff9b::100.64.0.1", "64:ff9b::169.254.1.1", "64:ff9b::0.0.0.0"} {
+		if v4, ok := NAT64Client(netip.MustParseAddr(s)); ok {
+			t.Errorf("NAT64Client(%s) = %s, want no IPv4 client", s, v4)
+		}
+		if k, _ := ClientKey(&net.TCPAddr{IP: net.ParseIP(s)}); k != netip.MustParseAddr("64:ff9b::") {
+			t.Errorf("ClientKey(%s) = %s, want its /64", s, k)
+		}
+	}
+	if v4, ok := NAT64Client(netip.MustParseAddr("64:ff9b::203.0.113.5")); !ok || v4 != netip.MustParseAddr("203.0.113.5") {
+		t.Errorf("NAT64Client(64:ff9b::203.0.113.5) = %s, %v", v4, ok)
+	}
+}

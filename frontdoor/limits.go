@@ -60,17 +60,29 @@ func ClientKeyOf(ip netip.Addr) netip.Addr {
 }
 
 // NAT64Client returns the IPv4 client an address of the NAT64 well-known
-// prefix embeds (RFC 6052 §2.2: its last 32 bits); false for any other.
+// prefix embeds (RFC 6052 §2.2: its last 32 bits); false for any other,
+// and for one that embeds a non-global IPv4 address (private, shared,
+// loopback...), which that prefix never carries (RFC 6052 §3.1: a
+// translator drops it): read as 10.0.0.1, such a forged source would
+// pass a client_ip allow route of the internal network.
 func NAT64Client(ip netip.Addr) (netip.Addr, bool) {
 	if !nat64WellKnown.Contains(ip.WithZone("")) {
 		return netip.Addr{}, false
 	}
 	b := ip.As16()
-	return netip.AddrFrom4([4]byte(b[12:])), true
+	v4 := netip.AddrFrom4([4]byte(b[12:]))
+	if !v4.IsGlobalUnicast() || v4.IsPrivate() || sharedAddressSpace.Contains(v4) {
+		return netip.Addr{}, false
+	}
+	return v4, true
 }
 
-// nat64WellKnown is RFC 6052's well-known prefix, 64:ff9b::/96.
-var nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+var (
+	// nat64WellKnown is RFC 6052's well-known prefix, 64:ff9b::/96.
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+	// sharedAddressSpace is carrier-grade NAT's (RFC 6598), not global.
+	sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+)
 
 // client is one client address's share of a listener: counted in this
 // process's table, or in the workers' shared one (shared, in slot).
