@@ -57,6 +57,7 @@
 //	gmproxy_upstream_cert_not_after_timestamp_seconds   gauge {upstream, role}
 //	gmproxy_key_server_cert_not_after_timestamp_seconds gauge {key_server, role}
 //	gmproxy_build_info                        gauge     {version, goversion, gmsm}
+//	gmproxy_shared_table_fallbacks_total      counter   {table, reason} (workers: counted alone, not in the shared table)
 //
 // plus the go_* and process_* collectors. protocol is tlcp, tls13sm or tls;
 // version is the negotiated protocol version (NTLSv1.1, TLSv1.3-SM,
@@ -98,6 +99,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/rateshare"
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
 	"github.com/gmproxy/gmproxy/keyoffload"
 	"github.com/gmproxy/gmproxy/proxy"
@@ -179,6 +182,9 @@ type Metrics struct {
 	keyOpDuration *prometheus.HistogramVec
 	keyQueueLen   prometheus.GaugeFunc
 	keyQueueFn    atomic.Pointer[func() int]
+
+	// The workers' shared tables.
+	sharedFallbacks []prometheus.CounterFunc
 
 	// HTTP and upstreams.
 	requests         *prometheus.CounterVec
@@ -350,10 +356,26 @@ func (m *Metrics) build() {
 	m.upstreamCerts = gauge("", "upstream_cert_not_after_timestamp_seconds", "NotAfter of the client certificates gmproxy presents to upstreams and of the CAs it verifies them with, as Unix time (role client, client_sign, client_enc, ca).", "upstream", "role")
 	m.keyServerCerts = gauge("", "key_server_cert_not_after_timestamp_seconds", "NotAfter of the certificates used to reach key servers, as Unix time (role client, ca).", "key_server", "role")
 	m.buildInfo = gauge("", "build_info", "Always 1; labels carry the gmproxy, Go and gmsm versions.", "version", "goversion", "gmsm")
+	for _, f := range sharedFallbackCounts {
+		m.sharedFallbacks = append(m.sharedFallbacks, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "shared_table", Name: "fallbacks_total",
+			Help:        "With workers: clients (table clients, reason no_room: the per-client limits' table had no slot) and requests (table rates, reason busy: a rate_limit bucket stayed locked) counted by one worker alone, where a limit applies per worker (nginx logs such a zone as full).",
+			ConstLabels: prometheus.Labels{"table": f.table, "reason": f.reason},
+		}, func() float64 { return float64(f.count()) }))
+	}
+}
+
+// sharedFallbackCounts are the counts of gmproxy_shared_table_fallbacks_total.
+var sharedFallbackCounts = []struct {
+	table, reason string
+	count         func() uint64
+}{
+	{"clients", "no_room", clientshare.NoRooms},
+	{"rates", "busy", rateshare.Busies},
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	cs := []prometheus.Collector{
 		m.handshakeDuration, m.handshakes, m.handshakesInProgress, m.siteHandshakes, m.clientCertFailures,
 		m.tlsBytes, m.tlsRecords, m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration,
 		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
@@ -363,6 +385,10 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.resolveFailures, m.streamBytes, m.streamActive,
 		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.ocspNextUpdate, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
+	for _, c := range m.sharedFallbacks {
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // ---- frontdoor.Observer ----

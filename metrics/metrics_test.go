@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -346,6 +347,41 @@ func TestConfigCertsBuild(t *testing.T) {
 	}
 }
 
+// TestSharedTableFallbacks: gmproxy_shared_table_fallbacks_total reads
+// the workers' shared tables' counts of clients and requests counted
+// alone, one series per table and reason.
+func TestSharedTableFallbacks(t *testing.T) {
+	var noRoom, busy uint64 = 3, 5
+	old := sharedFallbackCounts
+	sharedFallbackCounts = []struct {
+		table, reason string
+		count         func() uint64
+	}{
+		{"clients", "no_room", func() uint64 { return noRoom }},
+		{"rates", "busy", func() uint64 { return busy }},
+	}
+	defer func() { sharedFallbackCounts = old }()
+	_, reg := newTest(t)
+	busy = 7
+	got := map[string]float64{}
+	for _, mf := range gather(t, reg) {
+		if mf.GetName() != Namespace+"_shared_table_fallbacks_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			key := ""
+			for _, lp := range mt.GetLabel() {
+				key += lp.GetName() + "=" + lp.GetValue() + " "
+			}
+			got[key] = mt.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"reason=no_room table=clients ": 3, "reason=busy table=rates ": 7}
+	if !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+}
+
 // TestBoundedLabels feeds every event with many distinct hostile values and
 // checks that no label of any gmproxy metric takes more values than its cap.
 func TestBoundedLabels(t *testing.T) {
@@ -389,7 +425,7 @@ func TestBoundedLabels(t *testing.T) {
 		"op": len(keyOps) + 2, "location": len(keyLocations) + 2, "role": len(certRoles) + 2, "method": len(httpMethods) + 2,
 		"code": 7, "direction": 2, "resumed": 2, "client_auth": 2,
 		"cipher":  len(cipherNames) + 2,
-		"version": 1, "goversion": 1, "gmsm": 1,
+		"version": 1, "goversion": 1, "gmsm": 1, "table": len(sharedFallbackCounts),
 	}
 	checked := 0
 	for _, mf := range gather(t, reg) {

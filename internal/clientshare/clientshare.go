@@ -220,6 +220,7 @@ func (v *View) Admit(listener string, client netip.Addr, maxConns, maxHandshakes
 	for try := 0; try < 8; try++ {
 		s, ok := t.find(tag, start)
 		if !ok {
+			noRooms.Add(1)
 			return 0, NoRoom
 		}
 		own := t.counter(s, v.w)
@@ -244,8 +245,17 @@ func (v *View) Admit(listener string, client netip.Addr, maxConns, maxHandshakes
 		}
 		return s, Admitted
 	}
+	noRooms.Add(1)
 	return 0, NoRoom
 }
+
+// noRooms counts this process's NoRoom verdicts.
+var noRooms atomic.Uint64
+
+// NoRooms is how many clients this process was told NoRoom for, and so
+// counted alone (their per-client limits then apply per worker): a
+// metric, as nginx logs a shared zone that could not allocate a node.
+func NoRooms() uint64 { return noRooms.Load() }
 
 // bump advances slot s's version if it still holds tag; false when it
 // was reclaimed for another client.

@@ -119,8 +119,12 @@ func TestNoRoom(t *testing.T) {
 		tb.id(s).Store((uint64(1000+2*j) | 1) << versionBits)
 		tb.counter(s, 1).Store(conn)
 	}
+	before := NoRooms()
 	if _, got := v.Admit("l", clientA, 3, 0); got != NoRoom {
 		t.Fatalf("a full window: %v", got)
+	}
+	if n := NoRooms() - before; n != 1 {
+		t.Errorf("NoRooms grew by %d for one NoRoom verdict, want 1 (the metric of clients counted alone)", n)
 	}
 	last := (start + probeLen - 1) % Slots
 	tb.counter(last, 1).Store(0) // that client closed its connection

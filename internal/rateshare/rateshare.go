@@ -184,6 +184,13 @@ const (
 	Busy
 )
 
+// busies counts this process's Busy verdicts.
+var busies atomic.Uint64
+
+// Busies is how many requests this process was told Busy for, and so
+// counted alone (their client's rate then applies per worker): a metric.
+func Busies() uint64 { return busies.Load() }
+
 // Allow takes one request from k's allowance at now (Now's scale): a
 // client may run tolerance ns ahead of one request per interval ns. When
 // it is Limited, wait is the time until it may send again.
@@ -191,6 +198,7 @@ func (v *View) Allow(k Key, now, interval, tolerance int64) (verdict Verdict, wa
 	t := v.t
 	lk := t.lock(k.bucket)
 	if !v.acquire(lk) {
+		busies.Add(1)
 		return Busy, 0
 	}
 	defer lk.Store(0)

@@ -213,8 +213,12 @@ func TestBusyBucket(t *testing.T) {
 	v := view(t, tab, 0)
 	k := v.Key(Scope("busy"), client)
 	tab.lock(k.bucket).Store(3 + 1) // worker 3 died holding it
+	before := Busies()
 	if got, _ := v.Allow(k, 1, 1, 0); got != Busy {
 		t.Fatalf("a locked bucket answered %v, want Busy", got)
+	}
+	if n := Busies() - before; n != 1 {
+		t.Errorf("Busies grew by %d for one Busy verdict, want 1 (the metric of requests counted alone)", n)
 	}
 	tab.ClearWorker(2)
 	if got, _ := v.Allow(k, 1, 1, 0); got != Busy {
