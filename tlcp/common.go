@@ -237,7 +237,13 @@ type Config struct {
 	// InsecureSkipVerify turns off the client's verification of the server's
 	// certificates (the key-usage checks remain).
 	InsecureSkipVerify bool
-	// VerifyPeerCertificate, if set, is called after normal verification.
+	// VerifyPeerCertificate, if set, is called after normal verification;
+	// an error it returns fails the handshake with bad_certificate, or with
+	// the alert and cause of an *AlertError it returns (certificate_revoked,
+	// say). A server calls it again on the re-verified chains of a resumed
+	// session (session ID or ticket), and an error then declines the
+	// resumption: the client makes a full handshake, so a policy the hook
+	// enforces (revocation) is not passed by resuming.
 	VerifyPeerCertificate func(rawCerts [][]byte, verifiedChains [][]*smx509.Certificate) error
 	// InsecureLoadGenerator makes a client cheap enough to load a server
 	// to its peak from a single core (gmproxy s_time -loadgen): it does not

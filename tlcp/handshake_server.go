@@ -220,13 +220,18 @@ func parsePeerCertificates(raw [][]byte, peer string) ([]*smx509.Certificate, er
 }
 
 // verifyPeerHook runs Config.VerifyPeerCertificate, when set, on the
-// peer's raw certificates and the verified chains.
+// peer's raw certificates and the verified chains. The hook may choose
+// the alert by returning an *AlertError.
 func (cfg *Config) verifyPeerHook(raw [][]byte, chains [][]*smx509.Certificate) error {
 	if cfg.VerifyPeerCertificate == nil {
 		return nil
 	}
 	if err := cfg.VerifyPeerCertificate(raw, chains); err != nil {
-		return wrapErr(AlertBadCertificate, "VerifyPeerCertificate", err)
+		alert := AlertBadCertificate
+		if ae := (*AlertError)(nil); errors.As(err, &ae) && !ae.Remote {
+			alert, err = ae.Alert, ae.Err
+		}
+		return wrapErr(alert, "VerifyPeerCertificate", err)
 	}
 	return nil
 }
@@ -598,8 +603,10 @@ func (hs *serverHandshakeState) sessionRejects(s *sessionState) string {
 // again when this server verifies client certificates: against today's
 // Config.ClientCAs (a reload may have removed a CA) and at today's time (a
 // certificate may have expired since). The verified-chain cache makes this
-// a lookup while the CA pool and the chain are unchanged. On success the
-// connection gets the verified chains, as after a full handshake.
+// a lookup while the CA pool and the chain are unchanged. The
+// VerifyPeerCertificate hook runs on them as after a full handshake (a
+// certificate revoked since must not resume). On success the connection
+// gets the verified chains, as after a full handshake.
 func (hs *serverHandshakeState) reverifyClientChains(s *sessionState) string {
 	cfg := hs.config
 	if len(hs.peerCerts) == 0 {
@@ -626,6 +633,10 @@ func (hs *serverHandshakeState) reverifyClientChains(s *sessionState) string {
 	}
 	chains, _, err := verifyClientChainsKeyed(key, certs, enc, cfg.ClientCAs, cfg.time())
 	if err != nil {
+		hs.peerCerts = nil
+		return TicketReasonClientCert
+	}
+	if err := cfg.verifyPeerHook(s.certs, chains); err != nil {
 		hs.peerCerts = nil
 		return TicketReasonClientCert
 	}

@@ -246,7 +246,11 @@ func verifyChain(cfg *Config, raw [][]byte, server bool, verify bool) ([]*smx509
 	}
 	if cfg.VerifyPeerCertificate != nil {
 		if err := cfg.VerifyPeerCertificate(raw, chains); err != nil {
-			return nil, nil, AlertBadCertificate, err
+			alert := AlertBadCertificate
+			if ae := (*AlertError)(nil); errors.As(err, &ae) && !ae.Remote {
+				alert, err = ae.Alert, ae.Err
+			}
+			return nil, nil, alert, err
 		}
 	}
 	return certs, chains, 0, nil

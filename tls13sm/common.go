@@ -201,7 +201,11 @@ type Config struct {
 	// tests only). The leaf's key-usage check remains.
 	InsecureSkipVerify bool
 	// VerifyPeerCertificate, if set, is called after chain verification
-	// with the raw certificates and the verified chains.
+	// with the raw certificates and the verified chains; an error it
+	// returns fails the handshake with bad_certificate, or with the alert
+	// and cause of an *AlertError it returns (certificate_revoked, say). A
+	// server also calls it when it verifies a resumed session's chain
+	// again (after a ClientCAsFingerprint change).
 	VerifyPeerCertificate func(rawCerts [][]byte, verifiedChains [][]*smx509.Certificate) error
 	// InsecureLoadGenerator makes a client cheap enough to load a server
 	// to its peak from a single core (gmproxy s_time -loadgen): it does not
