@@ -592,6 +592,25 @@ type ClientAuth struct {
 	// authentication (extKeyUsage clientAuth, when it has one), as
 	// nginx's ssl_verify_client asks.
 	CA string `yaml:"ca"`
+	// CRL is a file of certificate revocation lists (PEM "X509 CRL"
+	// blocks, or one DER CRL), as nginx's ssl_crl: a client certificate
+	// one lists is refused on TLCP, TLS 1.3-SM and TLS (alert
+	// certificate_revoked, bad_certificate on TLS; for TLCP its
+	// encryption certificate too). Each CRL must be signed by a CA of
+	// ca, and every CA of ca needs its CRL here; a certificate between a
+	// client and its CA (an intermediate the client sends) needs its
+	// issuer's CRL too, or it is refused, as OpenSSL's CRL_CHECK_ALL. A
+	// CRL past its nextUpdate (or before its thisUpdate) refuses every
+	// certificate of its CA until a fresh one is loaded: fetch CRLs
+	// before they expire and reload (SIGHUP rereads the file). After a
+	// reload that changes the CRLs, connections authenticated before get
+	// 421 on their next request, and a session resumes only if its
+	// certificates pass the new CRLs. Refusals are counted in
+	// gmproxy_client_cert_failures_total as revoked, crl_expired or
+	// no_crl. Delta CRLs and CRLs whose scope is narrowed
+	// (issuingDistributionPoint with onlySomeReasons, onlyContains…Certs
+	// or indirectCRL) are refused. Default: none (no revocation check).
+	CRL string `yaml:"crl"`
 }
 
 // Route is one routing rule of a site. Its matchers (host, path_prefix,

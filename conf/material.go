@@ -10,6 +10,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/revocation"
 	"github.com/gmproxy/gmproxy/internal/staple"
 	"github.com/gmproxy/gmproxy/keyserver"
 )
@@ -93,6 +94,8 @@ type SiteMaterial struct {
 	TLSOCSPURL    string
 	// ClientCAs are the CA certificates of client_auth.ca.
 	ClientCAs []*smx509.Certificate
+	// ClientCRLs are the revocation lists of client_auth.crl, nil without.
+	ClientCRLs *revocation.Index
 	// ErrorPages are the pages of error_pages, by status.
 	ErrorPages map[int][]byte
 }

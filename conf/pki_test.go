@@ -136,4 +136,5 @@ func TestGenerateTestPKI(t *testing.T) {
 		bundle = append(bundle, b...)
 	}
 	write(t, "client_cas.crt", bundle)
+	writeTestCRLs(t, dir, p.CA, *p.ECDSACA)
 }

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/revocation"
 	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/staple"
@@ -2035,6 +2036,89 @@ func (v *validator) clientAuth(s *Site, p string) {
 	} else if ca.Mode != ClientAuthNone {
 		v.errf(p+".ca", "add ca: FILE with the CA certificates that issue client certificates", "client_auth mode %s needs a ca", ca.Mode)
 	}
+	if ca.CRL != "" {
+		v.clientCRL(s, p)
+	}
+}
+
+// clientCRL loads client_auth.crl into s.Material.ClientCRLs. Every CRL
+// must come from a CA of ca and every such CA needs one: the handshake
+// refuses a certificate whose issuer has no CRL, so a missing one would
+// refuse all that CA's clients.
+func (v *validator) clientCRL(s *Site, p string) {
+	ca := &s.ClientAuth
+	cp := p + ".crl"
+	if ca.CA == "" {
+		v.errf(cp, "add ca: FILE with the CAs whose CRLs these are, or remove crl", "crl needs a ca: client certificates are not verified without one")
+		return
+	}
+	if ca.Mode == ClientAuthNone && !ecdheClientsVerified(s) {
+		v.errf(p+".mode", "set mode: request or require, or remove crl", "client_auth mode none asks for no client certificate: crl would check none")
+		return
+	}
+	b, err := os.ReadFile(v.resolve(ca.CRL))
+	if err != nil {
+		v.errf(cp, relFix, "cannot read CRL file %q: %s", ca.CRL, errText(err))
+		return
+	}
+	crls, err := revocation.ParseFile(b)
+	if err != nil {
+		v.errf(cp, `the file must hold PEM "BEGIN X509 CRL" blocks (openssl crl -outform PEM) or one DER CRL`, "cannot parse CRL file %q: %s", ca.CRL, err)
+		return
+	}
+	cas := s.Material.ClientCAs
+	if len(cas) == 0 {
+		return // the ca file's own error says why
+	}
+	covered := make([]bool, len(cas))
+	ok := true
+	for i, rl := range crls {
+		issuer := -1
+		for j, c := range cas {
+			if bytes.Equal(c.RawSubject, rl.RawIssuer) && rl.CheckSignatureFrom(c) == nil {
+				issuer = j
+				break
+			}
+		}
+		if issuer < 0 {
+			v.errf(cp, "list only CRLs of the CAs in client_auth.ca (or add their CA there)", "CRL %d (issuer %q) is not signed by a CA of %q", i+1, rl.Issuer.String(), ca.CA)
+			ok = false
+			continue
+		}
+		covered[issuer] = true
+		if why := revocation.Unsupported(rl); why != "" {
+			v.errf(cp, "give the CA's complete CRL, covering all its certificates", "CRL %d (issuer %q) cannot be used: %s", i+1, rl.Issuer.String(), why)
+			ok = false
+			continue
+		}
+		switch {
+		case !rl.NextUpdate.IsZero() && v.now.After(rl.NextUpdate):
+			v.warnf(cp, "fetch the CA's current CRL and reload", "CRL %d (issuer %q) expired at %s: clients will be refused until a fresh CRL is loaded", i+1, rl.Issuer.String(), rl.NextUpdate.UTC().Format(time.RFC3339))
+		case v.now.Before(rl.ThisUpdate):
+			v.warnf(cp, "check the clock, or load the CA's current CRL", "CRL %d (issuer %q) is not valid before %s: clients will be refused until a fresh CRL is loaded", i+1, rl.Issuer.String(), rl.ThisUpdate.UTC().Format(time.RFC3339))
+		}
+	}
+	for j, c := range cas {
+		if !covered[j] {
+			v.errf(cp, "add the CRL of this CA to the file (every CA of client_auth.ca needs one)", "no CRL of CA %q", c.Subject.String())
+			ok = false
+		}
+	}
+	if ok {
+		s.Material.ClientCRLs = revocation.NewIndex(crls)
+	}
+}
+
+// ecdheClientsVerified reports whether site s verifies client certificates
+// under client_auth mode none: its TLCP ECDHE suites (the tlcp package's
+// default list has them) take the client's sign/enc pair and verify it
+// against ca.
+func ecdheClientsVerified(s *Site) bool {
+	if s.TLCP == nil || s.ClientAuth.CA == "" {
+		return false
+	}
+	suites := s.Material.TLCPSuites
+	return len(suites) == 0 || slices.ContainsFunc(suites, IsECDHE)
 }
 
 // checkCoverage warns when a server name is not in a certificate's SAN.

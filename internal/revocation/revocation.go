@@ -1,0 +1,239 @@
+// Package revocation refuses client certificates that their CAs have
+// revoked, from certificate revocation lists (RFC 5280 §5) loaded with the
+// configuration, as nginx's ssl_crl does. The check is strict, as
+// OpenSSL's X509_V_FLAG_CRL_CHECK_ALL: every certificate of a verified
+// chain but its trust anchor needs a current CRL of its issuer, so that a
+// CA whose CRL is missing or stale cannot let a revoked certificate pass.
+// One Index serves the TLCP, TLS 1.3-SM and TLS servers alike.
+package revocation
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"golang.org/x/crypto/cryptobyte"
+	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
+)
+
+// Reasons a certificate is refused, as client-certificate metric labels.
+const (
+	ReasonRevoked    = "revoked"     // its serial is on its issuer's CRL
+	ReasonCRLExpired = "crl_expired" // its issuer's CRL is past nextUpdate or before thisUpdate
+	ReasonNoCRL      = "no_crl"      // its issuer has no CRL
+)
+
+// Error says why a certificate was refused.
+type Error struct {
+	Reason string // one of the Reason constants
+	Serial *big.Int
+	Issuer string // the issuer's distinguished name
+}
+
+func (e *Error) Error() string {
+	switch e.Reason {
+	case ReasonRevoked:
+		return fmt.Sprintf("certificate %s of %s is revoked", e.Serial.Text(16), e.Issuer)
+	case ReasonCRLExpired:
+		return fmt.Sprintf("the CRL of %s is not current (certificate %s)", e.Issuer, e.Serial.Text(16))
+	}
+	return fmt.Sprintf("no CRL of %s (certificate %s)", e.Issuer, e.Serial.Text(16))
+}
+
+// ClientCertReason is the client-certificate failure reason of the error
+// (frontdoor.ClientCertReason reads it).
+func (e *Error) ClientCertReason() string { return e.Reason }
+
+// issuerCRL is what the Index keeps of an issuer's CRLs.
+type issuerCRL struct {
+	thisUpdate, nextUpdate time.Time // nextUpdate zero: none given
+	revoked                map[string]struct{}
+}
+
+// Index holds the revoked serials of each CRL issuer, by the issuer's
+// DER-encoded name. It is not modified once made.
+type Index struct {
+	byIssuer    map[string]*issuerCRL
+	fingerprint [sha256.Size]byte
+}
+
+// NewIndex indexes crls, which the caller has checked (signature, issuer,
+// Unsupported). Several CRLs of one issuer name are merged: a serial one
+// of them lists is revoked (issuer and serial name one certificate, RFC
+// 5280 §4.1.2.2), and the issuer's entry is current only while every one
+// of them is.
+func NewIndex(crls []*smx509.RevocationList) *Index {
+	ix := &Index{byIssuer: make(map[string]*issuerCRL)}
+	h := sha256.New()
+	for _, rl := range crls {
+		sum := sha256.Sum256(rl.Raw)
+		h.Write(sum[:])
+		e := ix.byIssuer[string(rl.RawIssuer)]
+		if e == nil {
+			e = &issuerCRL{thisUpdate: rl.ThisUpdate, nextUpdate: rl.NextUpdate, revoked: make(map[string]struct{})}
+			ix.byIssuer[string(rl.RawIssuer)] = e
+		}
+		if rl.ThisUpdate.After(e.thisUpdate) {
+			e.thisUpdate = rl.ThisUpdate
+		}
+		if !rl.NextUpdate.IsZero() && (e.nextUpdate.IsZero() || rl.NextUpdate.Before(e.nextUpdate)) {
+			e.nextUpdate = rl.NextUpdate
+		}
+		for _, r := range rl.RevokedCertificateEntries {
+			e.revoked[serialKey(r.SerialNumber)] = struct{}{}
+		}
+	}
+	h.Sum(ix.fingerprint[:0])
+	return ix
+}
+
+// Fingerprint identifies the CRLs' contents: a reload that changes them
+// changes it (sessions are bound to it).
+func (ix *Index) Fingerprint() []byte { return ix.fingerprint[:] }
+
+func serialKey(n *big.Int) string { return n.Text(16) }
+
+// Check refuses the certificate issuer issued with serial at now: it is on
+// the issuer's CRL, the issuer has none, or the CRL is not current.
+func (ix *Index) Check(rawIssuer []byte, serial *big.Int, now time.Time) error {
+	e := ix.byIssuer[string(rawIssuer)]
+	var reason string
+	switch {
+	case e == nil:
+		reason = ReasonNoCRL
+	case now.Before(e.thisUpdate) || !e.nextUpdate.IsZero() && now.After(e.nextUpdate):
+		reason = ReasonCRLExpired
+	default:
+		if _, ok := e.revoked[serialKey(serial)]; !ok {
+			return nil
+		}
+		reason = ReasonRevoked
+	}
+	return &Error{Reason: reason, Serial: serial, Issuer: issuerName(rawIssuer)}
+}
+
+// issuerName renders a DER name for messages.
+func issuerName(raw []byte) string {
+	var rdns pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(raw, &rdns); err != nil || len(rest) > 0 {
+		return fmt.Sprintf("%x", raw)
+	}
+	var n pkix.Name
+	n.FillFromRDNSequence(&rdns)
+	return n.String()
+}
+
+// CheckChains checks each certificate of each verified chain but the last,
+// the trust anchor (a client sends its chain, which is verified first;
+// trusting the anchor is the configuration's).
+func (ix *Index) CheckChains(chains [][]*smx509.Certificate, now time.Time) error {
+	for _, chain := range chains {
+		for _, c := range chain[:max(len(chain)-1, 0)] {
+			if err := ix.Check(c.RawIssuer, c.SerialNumber, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CheckX509Chains is CheckChains for crypto/tls's chains.
+func (ix *Index) CheckX509Chains(chains [][]*x509.Certificate, now time.Time) error {
+	for _, chain := range chains {
+		for _, c := range chain[:max(len(chain)-1, 0)] {
+			if err := ix.Check(c.RawIssuer, c.SerialNumber, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ParseFile returns the CRLs of a file: PEM "X509 CRL" blocks (other
+// blocks are skipped), or one DER CRL.
+func ParseFile(data []byte) ([]*smx509.RevocationList, error) {
+	if !bytes.Contains(data, []byte("-----BEGIN")) {
+		rl, err := smx509.ParseRevocationList(data)
+		if err != nil {
+			return nil, err
+		}
+		return []*smx509.RevocationList{rl}, nil
+	}
+	var out []*smx509.RevocationList
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "X509 CRL" {
+			continue
+		}
+		rl, err := smx509.ParseRevocationList(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("CRL %d: %w", len(out)+1, err)
+		}
+		out = append(out, rl)
+	}
+	if len(out) == 0 {
+		return nil, errors.New(`no "X509 CRL" PEM block`)
+	}
+	return out, nil
+}
+
+var (
+	oidIssuingDistributionPoint = asn1.ObjectIdentifier{2, 5, 29, 28}
+	oidDeltaCRLIndicator        = asn1.ObjectIdentifier{2, 5, 29, 27}
+)
+
+// Unsupported names what in rl this package cannot honour ("" when
+// nothing): a critical extension it does not understand (RFC 5280 §5.2: a
+// CRL with one must not be used to check revocation), a delta CRL, or an
+// issuing distribution point that narrows the CRL's scope (only some
+// reasons or kinds of certificate, or an indirect CRL listing other
+// issuers' certificates), read as if it listed all the issuer's.
+func Unsupported(rl *smx509.RevocationList) string {
+	for _, e := range rl.Extensions {
+		switch {
+		case e.Id.Equal(oidDeltaCRLIndicator):
+			return "it is a delta CRL (deltaCRLIndicator)"
+		case e.Id.Equal(oidIssuingDistributionPoint):
+			if !fullScope(e.Value) {
+				return "its issuingDistributionPoint narrows its scope (onlySomeReasons, onlyContains…Certs or indirectCRL)"
+			}
+		case e.Critical:
+			return fmt.Sprintf("it has critical extension %s, which gmproxy does not understand", e.Id)
+		}
+	}
+	for _, r := range rl.RevokedCertificateEntries {
+		for _, e := range r.Extensions {
+			if e.Critical {
+				return fmt.Sprintf("its entry of serial %s has critical extension %s (certificateIssuer of an indirect CRL?), which gmproxy does not understand", r.SerialNumber.Text(16), e.Id)
+			}
+		}
+	}
+	return ""
+}
+
+// fullScope reports whether an issuingDistributionPoint extension's value
+// (RFC 5280 §5.2.5) holds at most a distributionPoint name, which does not
+// narrow what the CRL covers.
+func fullScope(der []byte) bool {
+	s := cryptobyte.String(der)
+	var idp cryptobyte.String
+	if !s.ReadASN1(&idp, cbasn1.SEQUENCE) || !s.Empty() {
+		return false
+	}
+	if !idp.SkipOptionalASN1(cbasn1.Tag(0).Constructed().ContextSpecific()) {
+		return false
+	}
+	return idp.Empty()
+}

@@ -1,0 +1,198 @@
+package revocation
+
+import (
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/devpki"
+)
+
+var pkiOnce = sync.OnceValues(func() (*devpki.PKI, error) {
+	return devpki.Generate(devpki.Options{Hosts: []string{"a.example.cn"}})
+})
+
+func testPKI(t *testing.T) *devpki.PKI {
+	t.Helper()
+	p, err := pkiOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newCRL signs a CRL of ca valid over [this, next] revoking serials, with
+// extra extensions.
+func newCRL(t *testing.T, ca devpki.Cert, this, next time.Time, ext []pkix.Extension, serials ...*big.Int) []byte {
+	t.Helper()
+	tmpl := &smx509.RevocationList{Number: big.NewInt(1), ThisUpdate: this, NextUpdate: next, ExtraExtensions: ext}
+	for _, s := range serials {
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries, smx509.RevocationListEntry{SerialNumber: s, RevocationTime: this})
+	}
+	der, err := smx509.CreateRevocationList(rand.Reader, tmpl, ca.Cert, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+func parse(t *testing.T, der []byte) *smx509.RevocationList {
+	t.Helper()
+	rl, err := smx509.ParseRevocationList(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl
+}
+
+func reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+// TestCheck: a listed serial is revoked, another is not; an issuer
+// without a CRL and a CRL outside [thisUpdate, nextUpdate] refuse every
+// certificate; CheckChains skips the trust anchor only.
+func TestCheck(t *testing.T) {
+	p := testPKI(t)
+	now := time.Now()
+	ix := NewIndex([]*smx509.RevocationList{parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Hour), nil, p.ClientEnc.Cert.SerialNumber))})
+	leaf, enc, ca := p.ClientSign.Cert, p.ClientEnc.Cert, p.CA.Cert
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"not listed", ix.Check(leaf.RawIssuer, leaf.SerialNumber, now), ""},
+		{"listed", ix.Check(enc.RawIssuer, enc.SerialNumber, now), ReasonRevoked},
+		{"after nextUpdate", ix.Check(leaf.RawIssuer, leaf.SerialNumber, now.Add(2*time.Hour)), ReasonCRLExpired},
+		{"before thisUpdate", ix.Check(leaf.RawIssuer, leaf.SerialNumber, now.Add(-2*time.Hour)), ReasonCRLExpired},
+		{"issuer without a CRL", ix.Check(p.ECDSACA.Cert.RawSubject, leaf.SerialNumber, now), ReasonNoCRL},
+		{"chain", ix.CheckChains([][]*smx509.Certificate{{leaf, ca}}, now), ""},
+		{"chain with a revoked leaf", ix.CheckChains([][]*smx509.Certificate{{enc, ca}}, now), ReasonRevoked},
+		{"second chain", ix.CheckChains([][]*smx509.Certificate{{leaf, ca}, {enc, ca}}, now), ReasonRevoked},
+		// A self-signed anchor's issuer is itself: it is not checked.
+		{"trust anchor alone", NewIndex(nil).CheckChains([][]*smx509.Certificate{{ca}}, now), ""},
+	} {
+		if got := reason(tc.err); got != tc.want || (tc.want == "") != (tc.err == nil) {
+			t.Errorf("%s: %v, want reason %q", tc.name, tc.err, tc.want)
+		}
+	}
+}
+
+// TestMergedCRLs: two CRLs of one issuer revoke what either lists, and
+// the issuer is current only while both are.
+func TestMergedCRLs(t *testing.T) {
+	p := testPKI(t)
+	now := time.Now()
+	a := parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Hour), nil, big.NewInt(7)))
+	b := parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Minute), nil, big.NewInt(8)))
+	ix := NewIndex([]*smx509.RevocationList{a, b})
+	issuer := p.CA.Cert.RawSubject
+	if reason(ix.Check(issuer, big.NewInt(7), now)) != ReasonRevoked || reason(ix.Check(issuer, big.NewInt(8), now)) != ReasonRevoked {
+		t.Error("a serial one of two CRLs of an issuer lists is not revoked")
+	}
+	if reason(ix.Check(issuer, big.NewInt(9), now.Add(10*time.Minute))) != ReasonCRLExpired {
+		t.Error("an issuer one of whose CRLs expired is still current")
+	}
+	if string(NewIndex([]*smx509.RevocationList{a}).Fingerprint()) == string(ix.Fingerprint()) {
+		t.Error("the fingerprint does not change with the CRLs")
+	}
+}
+
+// TestUnsupported: delta CRLs, scoped issuing distribution points and
+// critical extensions gmproxy does not understand are named; a
+// distribution point name alone is fine.
+func TestUnsupported(t *testing.T) {
+	p := testPKI(t)
+	now := time.Now()
+	crit := func(oid asn1.ObjectIdentifier, v []byte) []pkix.Extension {
+		return []pkix.Extension{{Id: oid, Critical: true, Value: v}}
+	}
+	for _, tc := range []struct {
+		name string
+		ext  []pkix.Extension
+		want string // in the reason; "" for none
+	}{
+		{"plain", nil, ""},
+		{"distribution point name only", crit(oidIssuingDistributionPoint, []byte{0x30, 0x04, 0xa0, 0x02, 0xa0, 0x00}), ""},
+		{"indirect CRL", crit(oidIssuingDistributionPoint, []byte{0x30, 0x03, 0x84, 0x01, 0xff}), "issuingDistributionPoint"},
+		{"user certificates only", crit(oidIssuingDistributionPoint, []byte{0x30, 0x03, 0x81, 0x01, 0xff}), "issuingDistributionPoint"},
+		{"delta CRL", crit(oidDeltaCRLIndicator, []byte{0x02, 0x01, 0x01}), "delta"},
+		{"unknown critical extension", crit(asn1.ObjectIdentifier{1, 2, 3, 4}, []byte{0x05, 0x00}), "1.2.3.4"},
+		{"unknown non-critical extension", []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 2, 3, 4}, Value: []byte{0x05, 0x00}}}, ""},
+	} {
+		got := Unsupported(parse(t, newCRL(t, p.CA, now, now.Add(time.Hour), tc.ext)))
+		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Unsupported = %q, want one naming %q", tc.name, got, tc.want)
+		}
+	}
+	// An indirect CRL's entry names the certificate's issuer in a
+	// critical certificateIssuer extension.
+	tmpl := &smx509.RevocationList{Number: big.NewInt(1), ThisUpdate: now, NextUpdate: now.Add(time.Hour),
+		RevokedCertificateEntries: []smx509.RevocationListEntry{{SerialNumber: big.NewInt(5), RevocationTime: now,
+			ExtraExtensions: crit(asn1.ObjectIdentifier{2, 5, 29, 29}, []byte{0x30, 0x00})}}}
+	der, err := smx509.CreateRevocationList(rand.Reader, tmpl, p.CA.Cert, p.CA.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Unsupported(parse(t, der)); !strings.Contains(got, "2.5.29.29") {
+		t.Errorf("entry with a critical certificateIssuer: Unsupported = %q", got)
+	}
+}
+
+// TestParseFile: PEM with other blocks around, and DER, are read; a file
+// without a CRL is refused.
+func TestParseFile(t *testing.T) {
+	p := testPKI(t)
+	now := time.Now()
+	der := newCRL(t, p.CA, now, now.Add(time.Hour), nil)
+	pemData := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.CA.Cert.Raw}), pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})...)
+	pemData = append(pemData, pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})...)
+	if crls, err := ParseFile(pemData); err != nil || len(crls) != 2 {
+		t.Errorf("PEM: %d CRLs, %v; want 2", len(crls), err)
+	}
+	if crls, err := ParseFile(der); err != nil || len(crls) != 1 {
+		t.Errorf("DER: %d CRLs, %v; want 1", len(crls), err)
+	}
+	if _, err := ParseFile(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.CA.Cert.Raw})); err == nil {
+		t.Error("a file without a CRL parsed")
+	}
+}
+
+// FuzzFullScope: the issuingDistributionPoint reader never panics, and
+// accepts only a SEQUENCE that holds at most a distributionPoint.
+func FuzzFullScope(f *testing.F) {
+	f.Add([]byte{0x30, 0x04, 0xa0, 0x02, 0xa0, 0x00})
+	f.Add([]byte{0x30, 0x03, 0x84, 0x01, 0xff})
+	f.Fuzz(func(t *testing.T, der []byte) {
+		if !fullScope(der) {
+			return
+		}
+		// encoding/asn1 reads it otherwise: a SEQUENCE holding nothing or
+		// one context-specific constructed [0].
+		var seq asn1.RawValue
+		if rest, err := asn1.Unmarshal(der, &seq); err != nil || len(rest) > 0 || seq.Tag != asn1.TagSequence || !seq.IsCompound {
+			t.Fatalf("fullScope accepted %x, which is no SEQUENCE (%v)", der, err)
+		}
+		if len(seq.Bytes) == 0 {
+			return
+		}
+		var dp asn1.RawValue
+		if rest, err := asn1.Unmarshal(seq.Bytes, &dp); err != nil || len(rest) > 0 || dp.Class != asn1.ClassContextSpecific || dp.Tag != 0 || !dp.IsCompound {
+			t.Fatalf("fullScope accepted %x, which holds more than a distributionPoint (%v)", der, err)
+		}
+	})
+}
