@@ -13,11 +13,16 @@ import (
 // ClientCertReason says why a server-side handshake error refused the
 // client's certificate (one of ClientCertReasons), or "" when err is not
 // about the client certificate. It reads the verification error in the
-// chain (smx509 or crypto/x509), else the alert gmproxy sent, else the
+// chain (smx509 or crypto/x509, or an error with a ClientCertReason
+// method: the revocation check's), else the alert gmproxy sent, else the
 // wording of crypto/tls.
 func ClientCertReason(err error) string {
 	if err == nil {
 		return ""
+	}
+	var why interface{ ClientCertReason() string }
+	if errors.As(err, &why) {
+		return why.ClientCertReason()
 	}
 	var ua smx509.UnknownAuthorityError
 	var xua x509.UnknownAuthorityError

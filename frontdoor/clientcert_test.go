@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/devpki"
+	"github.com/gmproxy/gmproxy/internal/revocation"
 	"github.com/gmproxy/gmproxy/internal/testwait"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -58,6 +59,10 @@ func verifyErr(t *testing.T, c *smx509.Certificate, roots *smx509.CertPool) erro
 	return err
 }
 
+func crlErr(reason string) error {
+	return &revocation.Error{Reason: reason, Serial: big.NewInt(1), Issuer: "CN=CA"}
+}
+
 func TestClientCertReason(t *testing.T) {
 	now := time.Now()
 	good := selfSigned(t, now.Add(-time.Hour), now.Add(time.Hour), true)
@@ -87,6 +92,10 @@ func TestClientCertReason(t *testing.T) {
 		{"tlcp bad_certificate", fmt.Errorf("handshake: %w", &tlcp.AlertError{Alert: tlcp.AlertBadCertificate}), ClientCertOther},
 		{"tlcp certificate_expired", &tlcp.AlertError{Alert: tlcp.AlertCertificateExpired}, ClientCertExpired},
 		{"tlcp unknown_ca", &tlcp.AlertError{Alert: tlcp.AlertUnknownCA}, ClientCertUnknownCA},
+		// client_auth.crl's refusals, as the daemon's hooks return them.
+		{"revoked (tlcp)", &tlcp.AlertError{Alert: tlcp.AlertCertificateRevoked, Err: fmt.Errorf("tlcp: VerifyPeerCertificate: %w", crlErr(revocation.ReasonRevoked))}, ClientCertRevoked},
+		{"CRL expired (tls13sm)", &tls13sm.AlertError{Alert: tls13sm.AlertBadCertificate, Err: fmt.Errorf("tls13sm: %w", crlErr(revocation.ReasonCRLExpired))}, ClientCertCRLExpired},
+		{"no CRL (crypto/tls)", crlErr(revocation.ReasonNoCRL), ClientCertNoCRL},
 		// Not about the client certificate.
 		{"peer's bad_certificate alert", &tls13sm.AlertError{Alert: tls13sm.AlertBadCertificate, Remote: true}, ""},
 		{"timeout", errors.New("i/o timeout"), ""},

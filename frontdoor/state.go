@@ -107,12 +107,16 @@ const (
 	ClientCertExpired      = "expired"       // outside its validity period
 	ClientCertBadSignature = "bad_signature" // CertificateVerify does not verify
 	ClientCertKeyUsage     = "key_usage"     // wrong key usage or extended key usage
+	ClientCertRevoked      = "revoked"       // on its issuer's CRL (client_auth.crl)
+	ClientCertCRLExpired   = "crl_expired"   // its issuer's CRL is past nextUpdate or not yet valid
+	ClientCertNoCRL        = "no_crl"        // its issuer has no CRL
 	ClientCertOther        = "other"         // malformed, unsupported key, refused by policy
 )
 
 // ClientCertReasons lists every value of HandshakeEvent.ClientCert.
 var ClientCertReasons = []string{ClientCertNone, ClientCertUnknownCA, ClientCertExpired,
-	ClientCertBadSignature, ClientCertKeyUsage, ClientCertOther}
+	ClientCertBadSignature, ClientCertKeyUsage, ClientCertRevoked, ClientCertCRLExpired,
+	ClientCertNoCRL, ClientCertOther}
 
 // Failure reasons: a small fixed set, safe as metric label values; those a
 // TLCP or TLS 1.3-SM handshake reports itself are the record core's.

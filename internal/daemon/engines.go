@@ -1,14 +1,19 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
+
 	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/frontdoor"
 	"github.com/gmproxy/gmproxy/internal/record"
+	"github.com/gmproxy/gmproxy/internal/revocation"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
@@ -60,6 +65,11 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 		OnTicket:                   ticketObserver(b.env.Sessions, frontdoor.FamilyTLCP),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
+	if crls := m.ClientCRLs; crls != nil {
+		cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*smx509.Certificate) error {
+			return revokedAlert(checkTLCPClient(crls, raw, chains, time.Now()))
+		}
+	}
 	if b.cfg.Sessions.CacheSize > 0 {
 		size, life := b.cfg.Sessions.CacheSize, b.sessionLifetime()
 		evicted := b.env.evictions(frontdoor.FamilyTLCP)
@@ -97,7 +107,7 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		CipherSuites:           m.TLS13SMSuites,
 		NextProtos:             b.alpn,
 		ClientCAs:              m.ClientCAPool(),
-		ClientCAsFingerprint:   tls13sm.CertificatesFingerprint(m.ClientCAs),
+		ClientCAsFingerprint:   clientCAsFingerprint(m),
 		SessionTicketsDisabled: !b.cfg.Sessions.Tickets,
 		TicketKeys:             keys,
 		TicketLifetime:         b.sessionLifetime(),
@@ -114,7 +124,56 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		ResumeNeedsClientChain: true,
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
+	if crls := m.ClientCRLs; crls != nil {
+		cfg.VerifyPeerCertificate = func(_ [][]byte, chains [][]*smx509.Certificate) error {
+			return revokedAlert(crls.CheckChains(chains, time.Now()))
+		}
+	}
 	return frontdoor.TLS13SMHandshaker(cfg), nil
+}
+
+// clientCAsFingerprint identifies what a TLS 1.3-SM ticket's client
+// certificate was checked against: the client CAs and the CRLs. A ticket
+// issued before a reload that changed either resumes only if its chain
+// verifies again (and passes the current CRLs).
+func clientCAsFingerprint(m *conf.SiteMaterial) []byte {
+	fp := tls13sm.CertificatesFingerprint(m.ClientCAs)
+	if m.ClientCRLs != nil {
+		fp = append(fp, m.ClientCRLs.Fingerprint()...)
+	}
+	return fp
+}
+
+// checkTLCPClient checks a TLCP client's verified signing chains and its
+// encryption certificate, the second it sends (GB/T 38636-2020), which
+// the tlcp server verifies but does not return in chains. A second
+// certificate that is a CA's (an intermediate of the chain) is no
+// encryption certificate, as the tlcp server tells them apart.
+func checkTLCPClient(crls *revocation.Index, raw [][]byte, chains [][]*smx509.Certificate, now time.Time) error {
+	if len(chains) == 0 {
+		return nil // not verified (no client certificate asked for)
+	}
+	if err := crls.CheckChains(chains, now); err != nil {
+		return err
+	}
+	if len(raw) < 2 || slices.ContainsFunc(chains[0], func(c *smx509.Certificate) bool { return bytes.Equal(c.Raw, raw[1]) }) {
+		return nil
+	}
+	enc, err := smx509.ParseCertificate(raw[1])
+	if err != nil || enc.IsCA || enc.KeyUsage&smx509.KeyUsageCertSign != 0 {
+		return nil // the tlcp server refused it already, or not an encryption certificate
+	}
+	return crls.Check(enc.RawIssuer, enc.SerialNumber, now)
+}
+
+// revokedAlert makes the tlcp and tls13sm servers answer a revoked client
+// certificate with certificate_revoked (RFC 5246 §7.2.2); other refusals
+// (no CRL, a stale one) keep bad_certificate.
+func revokedAlert(err error) error {
+	if re := (*revocation.Error)(nil); errors.As(err, &re) && re.Reason == revocation.ReasonRevoked {
+		return &tlcp.AlertError{Alert: tlcp.AlertCertificateRevoked, Err: err}
+	}
+	return err
 }
 
 // clientAuthType maps a site's client_auth mode onto a protocol package's
@@ -163,7 +222,8 @@ func ticketObserver(obs frontdoor.SessionObserver, family string) func(record.Ti
 // CAs ("" without one): after a reload that changes it, a connection whose
 // handshake met the old one gets 421 and connects again
 // (proxy.SiteConfig.ClientAuthPolicy). A site of mode none that verifies
-// its TLCP ECDHE clients has one too.
+// its TLCP ECDHE clients has one too. The CRLs count: a reload that
+// revokes a certificate reaches the connections it authenticated.
 func clientAuthPolicy(s *conf.Site) string {
 	mode := s.ClientAuth.Mode
 	if mode == conf.ClientAuthNone || mode == "" {
@@ -172,7 +232,11 @@ func clientAuthPolicy(s *conf.Site) string {
 		}
 		mode = "ecdhe"
 	}
-	return mode + ":" + hex.EncodeToString(tls13sm.CertificatesFingerprint(s.Material.ClientCAs))
+	p := mode + ":" + hex.EncodeToString(tls13sm.CertificatesFingerprint(s.Material.ClientCAs))
+	if crls := s.Material.ClientCRLs; crls != nil {
+		p += ":crl:" + hex.EncodeToString(crls.Fingerprint())
+	}
+	return p
 }
 
 // verifiesECDHEClients reports whether site s authenticates clients
