@@ -837,7 +837,18 @@ func (hs *serverHandshakeState) establishKeys() error {
 
 func (hs *serverHandshakeState) readFinished() error {
 	// A resumed handshake ends with the client's Finished.
-	return hs.c.readFinishedMsg(hs.ks, hs.tr, true, hs.session != nil, &hs.fin)
+	if err := hs.c.readFinishedMsg(hs.ks, hs.tr, true, hs.session != nil, &hs.fin); err != nil {
+		return err
+	}
+	// The client's Finished ends its flight (GB/T 38636-2020 §6.4.3; RFC
+	// 5246 §7.3, Figures 1 and 2): nothing may follow it before the
+	// server's answer, or, resuming, before the handshake is over. The
+	// end of the handshake drops its pending bytes, so anything left
+	// (a second Finished in the same record) would go unseen.
+	if len(hs.c.core.Hand) > 0 {
+		return errorf(AlertUnexpectedMessage, "handshake data after the client's Finished")
+	}
+	return nil
 }
 
 func (hs *serverHandshakeState) sendSessionTicket() error {

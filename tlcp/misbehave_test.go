@@ -90,6 +90,10 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "client-key-exchange-before-certificate", clientAuth: true, msgs: swapNext(typeCertificate, typeClientKeyExchange), alert: AlertUnexpectedMessage},
 		{name: "client-certificate-verify-dropped", clientAuth: true, msgs: onType(typeCertificateVerify, drop), alert: AlertUnexpectedMessage},
 		{name: "client-hello-duplicated", msgs: onType(typeClientHello, twice), alert: AlertUnexpectedMessage},
+		// The client's Finished ends its flight: a second one in the same
+		// record was dropped unseen with the handshake's leftover bytes.
+		{name: "client-finished-duplicated", msgs: onType(typeFinished, twice), alert: AlertUnexpectedMessage},
+		{name: "client-finished-duplicated-cbc", suite: ECC_SM4_CBC_SM3, clientAuth: true, msgs: onType(typeFinished, twice), alert: AlertUnexpectedMessage},
 		{name: "client-key-exchange-duplicated", clientAuth: true, msgs: onType(typeClientKeyExchange, twice), alert: AlertUnexpectedMessage},
 		{name: "server-hello-done-duplicated", server: true, msgs: onType(typeServerHelloDone, twice), alert: AlertUnexpectedMessage},
 		{name: "server-key-exchange-before-certificate", server: true, msgs: swapNext(typeCertificate, typeServerKeyExchange), alert: AlertUnexpectedMessage},
