@@ -191,6 +191,13 @@ func (c *Conn) readRecord(expectCCS bool) error {
 			// bound on records that carry nothing.
 			return c.uselessRecord("warning alerts and empty records")
 		}
+		if data[0] != record.AlertLevelFatal {
+			// RFC 5246 §7.2 has two levels; OpenSSL, and so Tongsuo's
+			// NTLS, answers any other with illegal_parameter rather than
+			// take it for the peer's fatal alert.
+			c.sendAlert(AlertIllegalParameter)
+			return c.in.setErr(errorf(AlertIllegalParameter, "alert of unknown level %d", data[0]))
+		}
 		c.forgetSession()
 		return c.in.setErr(&AlertError{Alert: a, Remote: true})
 

@@ -125,6 +125,11 @@ func TestMisbehavingPeer(t *testing.T) {
 		}, alert: AlertUnexpectedMessage},
 		{name: "change-cipher-spec-after-handshake", records: func(c *Conn) []byte { return seal(c, recordTypeChangeCipherSpec, []byte{1}, 0) }, alert: AlertUnexpectedMessage},
 		{name: "alert-of-three-bytes", records: func(c *Conn) []byte { return seal(c, recordTypeAlert, []byte{2, 10, 0}, 0) }, alert: AlertDecodeError},
+		// Level 3 is neither warning nor fatal (RFC 5246 §7.2); it was
+		// taken for the client's fatal handshake_failure.
+		{name: "alert-of-unknown-level", records: func(c *Conn) []byte {
+			return seal(c, recordTypeAlert, []byte{3, byte(AlertHandshakeFailure)}, 0)
+		}, alert: AlertIllegalParameter},
 		{name: "server-finished-after-handshake", server: true, records: func(c *Conn) []byte {
 			return seal(c, recordTypeHandshake, []byte{typeFinished, 0, 0, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0)
 		}, alert: AlertUnexpectedMessage},
