@@ -211,6 +211,11 @@ func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
 // a HelloRetryRequest when the client has no share for the chosen group.
 func (hs *serverHandshakeState) processClientHello() error {
 	c, h := hs.c, hs.hello
+	// §D.5: a hello of SSL 3.0 or older is refused whatever
+	// supported_versions offers (a TLS 1.3 client sends 0x0303).
+	if h.vers <= 0x0300 {
+		return c.fail(AlertProtocolVersion, "ClientHello legacy_version %#04x", h.vers)
+	}
 	if !slices.Contains(h.supportedVersions, VersionTLS13) {
 		return c.fail(AlertProtocolVersion, "client does not offer TLS 1.3 (supported_versions %s)", offeredList(h.supportedVersions, "%x"))
 	}

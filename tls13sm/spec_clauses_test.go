@@ -550,3 +550,31 @@ func TestServerNameBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestClientHelloLegacyVersionSSL3Refused — RFC 8446 Appendix D.5: "Any
+// endpoint receiving a Hello message with ClientHello.legacy_version ...
+// set to 0x0300 MUST abort the handshake with a "protocol_version"
+// alert" (and none may be sent with 0x0300 or less), whatever
+// supported_versions says. 0x0303 (and, from older stacks, 0x0301 and
+// 0x0302) stays accepted.
+func TestClientHelloLegacyVersionSSL3Refused(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	for _, tc := range []struct {
+		vers uint16
+		ok   bool
+	}{{0x0303, true}, {0x0301, true}, {0x0300, false}, {0x0002, false}} {
+		t.Run(fmt.Sprintf("%#04x", tc.vers), func(t *testing.T) {
+			hello := zzHello(t, func(h *clientHelloMsg) { h.vers = tc.vers })
+			r := zzFirstReply(t, srvCfg, zzRecord(recordTypeHandshake, hello))
+			if tc.ok {
+				if r.typ != recordTypeHandshake {
+					t.Fatalf("legacy_version %#04x: server answered %v; want a ServerHello", tc.vers, r)
+				}
+				return
+			}
+			if r.typ != recordTypeAlert || r.alert != AlertProtocolVersion {
+				t.Fatalf("legacy_version %#04x: server answered %v; want protocol_version (RFC 8446 §D.5)", tc.vers, r)
+			}
+		})
+	}
+}
