@@ -261,7 +261,11 @@ func (c *Conn) readRecord() error {
 	if vers>>8 != 3 {
 		return c.in.setErrorLocked(c.fail(AlertProtocolVersion, "record version %#04x", vers))
 	}
-	if n > maxCiphertext || (c.in.aead == nil && n > maxPlaintext) {
+	// Under no keys a record is plaintext (2^14 bytes at most, §5.1), but
+	// for the 0-RTT records a server skips after a HelloRetryRequest
+	// (§4.2.10), which are protected (2^14 + 256, §5.2).
+	protected := c.in.aead != nil || typ == recordTypeApplicationData && c.skipAppData
+	if n > maxCiphertext || (!protected && n > maxPlaintext) {
 		return c.in.setErrorLocked(c.fail(AlertRecordOverflow, "record of %d bytes", n))
 	}
 	rec, err := c.core.Rd.Record(c.core.Raw, n)

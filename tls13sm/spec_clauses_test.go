@@ -578,3 +578,62 @@ func TestClientHelloLegacyVersionSSL3Refused(t *testing.T) {
 		})
 	}
 }
+
+// TestFullSizeEarlyDataSkippedAfterHelloRetry: after a HelloRetryRequest
+// the server skips the client's 0-RTT records (RFC 8446 §4.2.10), which are
+// protected records: up to 2^14 + 256 bytes (§5.2), more than a plaintext
+// record may carry. A full 0-RTT record (16 KiB of data, its content type
+// and the tag) is skipped like a short one, and the second ClientHello is
+// answered; a record over the ciphertext limit is still record_overflow.
+func TestFullSizeEarlyDataSkippedAfterHelloRetry(t *testing.T) {
+	srvCfg, _ := testConfigs(t)
+	var first *clientHelloMsg
+	ch1 := zzHello(t, func(h *clientHelloMsg) {
+		h.supportedGroups = []uint16{CurveSM2, X25519}
+		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
+		h.keyShares[0].data[0] = 9
+		h.earlyData = true
+		first = h
+	})
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{maxPlaintext + 1 + aeadOver, true}, {maxCiphertext, true}, {maxCiphertext + 1, false}} {
+		t.Run(fmt.Sprintf("%d-bytes", tc.n), func(t *testing.T) {
+			b, _ := zzServer(t, srvCfg)
+			if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
+				t.Fatal(err)
+			}
+			r, ok := zzReadRecord(t, b)
+			if !ok || !r.hrr {
+				t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
+			}
+			k, err := gmecdh.P256().GenerateKey(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h2 := *first
+			h2.earlyData = false
+			h2.keyShares = []keyShare{{group: CurveSM2, data: k.PublicKey().Bytes()}}
+			h2.raw = nil
+			ch2, err := h2.marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			early := rawRecord(recordTypeApplicationData, make([]byte, tc.n))
+			if _, err := b.Write(append(early, rawRecord(recordTypeHandshake, ch2)...)); err != nil {
+				t.Fatal(err)
+			}
+			r, _ = zzReadRecord(t, b)
+			if tc.ok {
+				if r.typ != recordTypeHandshake || r.hrr {
+					t.Fatalf("0-RTT record of %d bytes before the second ClientHello: server answered %v; want a ServerHello (RFC 8446 §4.2.10)", tc.n, r)
+				}
+				return
+			}
+			if r.typ != recordTypeAlert || r.alert != AlertRecordOverflow {
+				t.Fatalf("record of %d bytes: server answered %v; want record_overflow (RFC 8446 §5.2)", tc.n, r)
+			}
+		})
+	}
+}

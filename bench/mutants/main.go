@@ -200,7 +200,7 @@ var mutants = []mutant{
 		"TestTicketAgeMismatchFallsBackToFull"},
 
 	{"tls13sm: record size not bounded", "tls13sm/conn.go",
-		"if n > maxCiphertext || (c.in.aead == nil && n > maxPlaintext) {", "if n > 4*maxCiphertext {",
+		"if n > maxCiphertext || (!protected && n > maxPlaintext) {", "if n > 4*maxCiphertext || !protected && false {",
 		"TestNegativeHandshakes|TestMisbehavingPeer"},
 	{"tls13sm: records without content not bounded", "tls13sm/conn.go",
 		"if c.useless > maxUselessRecords {", "if false && c.useless > maxUselessRecords {",
@@ -4076,6 +4076,9 @@ var mutants = []mutant{
 	{"tls13sm: a ClientHello of legacy_version SSL 3.0 accepted (RFC 8446 §D.5)", "tls13sm/handshake_server_tls13.go",
 		"if h.vers <= 0x0300 {", "if h.vers < 0x0300 {",
 		"TestClientHelloLegacyVersionSSL3Refused"},
+	{"tls13sm: a full-size 0-RTT record after a HelloRetryRequest refused as an oversize plaintext record", "tls13sm/conn.go",
+		"protected := c.in.aead != nil || typ == recordTypeApplicationData && c.skipAppData", "protected := c.in.aead != nil",
+		"TestFullSizeEarlyDataSkippedAfterHelloRetry"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
