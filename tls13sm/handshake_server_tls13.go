@@ -712,7 +712,7 @@ func (hs *serverHandshakeState) sendServerCertificate() error {
 		if hs.config.ClientCAs != nil {
 			// Subjects is deprecated for system pools only; ClientCAs is the
 			// configured pool, whose raw subjects are what the message carries.
-			cr.certificateAuths = hs.config.ClientCAs.Subjects()
+			cr.certificateAuths = fitCANames(hs.config.ClientCAs.Subjects())
 		}
 		raw, err := cr.marshal()
 		if err != nil {
@@ -762,6 +762,29 @@ func (hs *serverHandshakeState) sendServerFinished() error {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	return nil
+}
+
+// maxCANames is the most bytes of CA names (each with its 2-byte length)
+// a CertificateRequest carries: with its signature_algorithms, the
+// message stays within the 64 KiB that peers (this package, crypto/tls)
+// accept, and the certificate_authorities extension within its u16
+// length.
+const maxCANames = maxHandshakeMsg - (1 + 2 + 8 + 4 + 2)
+
+// fitCANames returns names, or none when they do not fit a
+// CertificateRequest (maxCANames): certificate_authorities is optional
+// (RFC 8446 §4.2.4), and without it the client chooses its certificate
+// itself, where names that do not fit would fail every handshake that
+// asks for one.
+func fitCANames(names [][]byte) [][]byte {
+	n := 0
+	for _, dn := range names {
+		n += 2 + len(dn)
+	}
+	if n > maxCANames {
+		return nil
+	}
+	return names
 }
 
 // readClientCertificate reads the client's Certificate and
