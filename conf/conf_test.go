@@ -222,12 +222,7 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, p := range cfg.Warnings {
-		if strings.Contains(p.Message, "never matches") {
-			got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Column, p.Path, p.Message))
-		}
-	}
+	got := warningsAbout(cfg, "never matches")
 	want := []string{
 		"12:9 sites[0].routes[1]: route never matches: routes[0] before it (path_prefix /api) matches every request it would",
 		"13:9 sites[0].routes[2]: route never matches: routes[0] before it (path_prefix /api) matches every request it would",
@@ -334,4 +329,16 @@ upstreams:
 			t.Errorf("route %d: upgrades %#v after the normalised form, want %q\n%s", i+1, got, want, norm)
 		}
 	}
+}
+
+// warningsAbout lists cfg's warnings whose message holds about, each as
+// "line:column path: message".
+func warningsAbout(cfg *Config, about string) []string {
+	var got []string
+	for _, w := range cfg.Warnings {
+		if strings.Contains(w.Message, about) {
+			got = append(got, fmt.Sprintf("%d:%d %s: %s", w.Line, w.Column, w.Path, w.Message))
+		}
+	}
+	return got
 }

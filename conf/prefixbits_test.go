@@ -1,7 +1,6 @@
 package conf
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -36,12 +35,7 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, w := range cfg.Warnings {
-		if strings.Contains(w.Message, "host bits") {
-			got = append(got, fmt.Sprintf("%d:%d %s: %s", w.Line, w.Column, w.Path, w.Message))
-		}
-	}
+	got := warningsAbout(cfg, "host bits")
 	want := []string{
 		"14:44 sites[0].routes[0].client_ip[0]: 203.0.113.7/8 has host bits set: it stands for 203.0.0.0/8",
 		"14:61 sites[0].routes[0].client_ip[1]: 2001:db8::1/64 has host bits set: it stands for 2001:db8::/64",

@@ -371,15 +371,7 @@ func TestTCPStreamClientIP(t *testing.T) {
 			Sites:     []SiteConfig{{Name: "tcp", Stream: &StreamConfig{Upstream: "legacy", ClientIP: tc.nets}}},
 		}
 		f := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{Site: "tcp"}})
-		c, err := net.Dial("tcp", f.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-		io.WriteString(c, "ping")
-		got := make([]byte, 4)
-		_, err = io.ReadFull(c, got)
-		c.Close()
+		got, err := pingThrough(t, f.addr)
 		switch {
 		case tc.admit && (err != nil || string(got) != "ping"):
 			t.Errorf("client_ip %v, client 127.0.0.1: echo %q, %v; want it spliced", tc.nets, got, err)
@@ -430,15 +422,7 @@ func TestTCPStreamStaleHandshake(t *testing.T) {
 			}
 			before := dialled.Load()
 			f := newFront(t, cfg, frontOpts{state: &tc.state})
-			c, err := net.Dial("tcp", f.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
-			io.WriteString(c, "ping")
-			got := make([]byte, 4)
-			_, err = io.ReadFull(c, got)
-			c.Close()
+			got, err := pingThrough(t, f.addr)
 			switch {
 			case tc.splice && (err != nil || string(got) != "ping"):
 				t.Errorf("echo %q, %v; want it spliced", got, err)
@@ -447,4 +431,21 @@ func TestTCPStreamStaleHandshake(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pingThrough sends "ping" on a new connection to addr (a stream route in
+// front of an echo target) and returns the 4 bytes read back, or the
+// error that cut them short.
+func pingThrough(t *testing.T, addr string) ([]byte, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testwait.Bound(10 * time.Second)))
+	io.WriteString(c, "ping")
+	got := make([]byte, 4)
+	_, err = io.ReadFull(c, got)
+	return got, err
 }

@@ -67,6 +67,21 @@ func zzReadRecord(t *testing.T, b io.Reader) (zzReply, bool) {
 
 // zzServer starts a Server on one end of a loopback pair and returns the
 // other end (deadline 10 s) and a channel with the server's handshake error.
+// zzRetried starts a server with cfg, sends it the ClientHello ch1 and
+// checks that it asks for another with a HelloRetryRequest (the set-up of
+// the tests of the second ClientHello and of what may come before it).
+func zzRetried(t *testing.T, cfg *Config, ch1 []byte) io.ReadWriter {
+	t.Helper()
+	b, _ := zzServer(t, cfg)
+	if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := zzReadRecord(t, b); !ok || !r.hrr {
+		t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
+	}
+	return b
+}
+
 func zzServer(t *testing.T, cfg *Config) (io.ReadWriter, <-chan error) {
 	t.Helper()
 	a, b := tcpPair(t)
@@ -273,14 +288,7 @@ func TestSecondClientHelloMustMatchFirst(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := zzServer(t, srvCfg)
-			if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
-				t.Fatal(err)
-			}
-			r, ok := zzReadRecord(t, b)
-			if !ok || !r.hrr {
-				t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
-			}
+			b := zzRetried(t, srvCfg, ch1)
 			h2 := *first
 			h2.random = append([]byte(nil), first.random...)
 			h2.keyShares = []keyShare{{group: CurveSM2, data: sm2Share(t)}}
@@ -293,7 +301,7 @@ func TestSecondClientHelloMustMatchFirst(t *testing.T) {
 			if _, err := b.Write(rawRecord(recordTypeHandshake, ch2)); err != nil {
 				t.Fatal(err)
 			}
-			r, _ = zzReadRecord(t, b)
+			r, _ := zzReadRecord(t, b)
 			if r.typ != recordTypeAlert || r.alert != AlertIllegalParameter {
 				t.Fatalf("second ClientHello with a changed %s: server answered %v; want illegal_parameter (RFC 8446 §4.1.2)", tc.name, r)
 			}
@@ -366,14 +374,7 @@ func TestPreSharedKeyNotLastInSecondClientHello(t *testing.T) {
 		psk(h)
 		first = h
 	})
-	b, _ := zzServer(t, srvCfg)
-	if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
-		t.Fatal(err)
-	}
-	r, ok := zzReadRecord(t, b)
-	if !ok || !r.hrr {
-		t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
-	}
+	b := zzRetried(t, srvCfg, ch1)
 	k, err := gmecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +389,7 @@ func TestPreSharedKeyNotLastInSecondClientHello(t *testing.T) {
 	if _, err := b.Write(rawRecord(recordTypeHandshake, extensionAfterPSK(t, ch2))); err != nil {
 		t.Fatal(err)
 	}
-	r, _ = zzReadRecord(t, b)
+	r, _ := zzReadRecord(t, b)
 	if r.typ != recordTypeAlert || r.alert != AlertIllegalParameter {
 		t.Fatalf("second ClientHello with an extension after pre_shared_key: server answered %v; want illegal_parameter (RFC 8446 §4.2.11)", r)
 	}
@@ -484,14 +485,7 @@ func TestShortRecordAfterHelloRetryIsNotEarlyData(t *testing.T) {
 	})
 	for _, n := range []int{0, aeadOver} {
 		t.Run(fmt.Sprintf("%d-bytes", n), func(t *testing.T) {
-			b, _ := zzServer(t, srvCfg)
-			if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
-				t.Fatal(err)
-			}
-			r, ok := zzReadRecord(t, b)
-			if !ok || !r.hrr {
-				t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
-			}
+			b := zzRetried(t, srvCfg, ch1)
 			// A 0-RTT-sized record is skipped; then the short one.
 			early := rawRecord(recordTypeApplicationData, make([]byte, aeadOver+1))
 			short := rawRecord(recordTypeApplicationData, make([]byte, n))
@@ -510,7 +504,7 @@ func TestShortRecordAfterHelloRetryIsNotEarlyData(t *testing.T) {
 			if _, err := b.Write(append(append(early, short...), rawRecord(recordTypeHandshake, ch2)...)); err != nil {
 				t.Fatal(err)
 			}
-			r, _ = zzReadRecord(t, b)
+			r, _ := zzReadRecord(t, b)
 			if r.typ != recordTypeAlert || r.alert != AlertUnexpectedMessage {
 				t.Fatalf("%d-byte application_data record before the second ClientHello: server answered %v; want unexpected_message", n, r)
 			}
@@ -600,14 +594,7 @@ func TestFullSizeEarlyDataSkippedAfterHelloRetry(t *testing.T) {
 		ok bool
 	}{{maxPlaintext + 1 + aeadOver, true}, {maxCiphertext, true}, {maxCiphertext + 1, false}} {
 		t.Run(fmt.Sprintf("%d-bytes", tc.n), func(t *testing.T) {
-			b, _ := zzServer(t, srvCfg)
-			if _, err := b.Write(zzRecord(recordTypeHandshake, ch1)); err != nil {
-				t.Fatal(err)
-			}
-			r, ok := zzReadRecord(t, b)
-			if !ok || !r.hrr {
-				t.Fatalf("first reply %v; want a HelloRetryRequest (test setup)", r)
-			}
+			b := zzRetried(t, srvCfg, ch1)
 			k, err := gmecdh.P256().GenerateKey(rand.Reader)
 			if err != nil {
 				t.Fatal(err)
@@ -624,7 +611,7 @@ func TestFullSizeEarlyDataSkippedAfterHelloRetry(t *testing.T) {
 			if _, err := b.Write(append(early, rawRecord(recordTypeHandshake, ch2)...)); err != nil {
 				t.Fatal(err)
 			}
-			r, _ = zzReadRecord(t, b)
+			r, _ := zzReadRecord(t, b)
 			if tc.ok {
 				if r.typ != recordTypeHandshake || r.hrr {
 					t.Fatalf("0-RTT record of %d bytes before the second ClientHello: server answered %v; want a ServerHello (RFC 8446 §4.2.10)", tc.n, r)
