@@ -446,8 +446,24 @@ func (hs *clientHandshakeState) readSessionTicket() error {
 
 func (hs *clientHandshakeState) readFinished() error {
 	// A full handshake ends with the server's Finished.
-	return hs.c.readFinishedMsg(hs.ks, hs.tr, false, !hs.resumed(), &finishedMsg{})
+	c := hs.c
+	if err := c.readFinishedMsg(hs.ks, hs.tr, false, !hs.resumed(), &finishedMsg{}); err != nil {
+		return err
+	}
+	// The server's Finished ends its flight (GB/T 38636-2020 §6.4.3; RFC
+	// 5246 §7.3, Figures 1 and 2). The end of the handshake drops its
+	// pending bytes, so anything left (a second Finished in the same
+	// record) would go unseen. Only a HelloRequest may come at any time,
+	// and one that arrives while negotiating is ignored (RFC 5246
+	// §7.4.1.1).
+	if rest := c.core.Hand; len(rest) > 0 && !bytes.Equal(rest, helloRequestMsg) {
+		return errorf(AlertUnexpectedMessage, "handshake data after the server's Finished")
+	}
+	return nil
 }
+
+// helloRequestMsg is a HelloRequest: type 0, an empty body.
+var helloRequestMsg = []byte{typeHelloRequest, 0, 0, 0}
 
 func (hs *clientHandshakeState) saveSession() {
 	cache := hs.config.ClientSessionCache

@@ -94,6 +94,13 @@ func TestMisbehavingPeer(t *testing.T) {
 		// record was dropped unseen with the handshake's leftover bytes.
 		{name: "client-finished-duplicated", msgs: onType(typeFinished, twice), alert: AlertUnexpectedMessage},
 		{name: "client-finished-duplicated-cbc", suite: ECC_SM4_CBC_SM3, clientAuth: true, msgs: onType(typeFinished, twice), alert: AlertUnexpectedMessage},
+		// The same for the server's Finished, which ends a full
+		// handshake; a HelloRequest after it is no excuse for more.
+		{name: "server-finished-duplicated", server: true, msgs: onType(typeFinished, twice), alert: AlertUnexpectedMessage},
+		{name: "server-finished-duplicated-cbc", server: true, suite: ECC_SM4_CBC_SM3, clientAuth: true, msgs: onType(typeFinished, twice), alert: AlertUnexpectedMessage},
+		{name: "server-finished-hello-request-finished", server: true, msgs: onType(typeFinished, func(m []byte) []byte {
+			return append(append(bytes.Clone(m), helloRequestMsg...), m...)
+		}), alert: AlertUnexpectedMessage},
 		{name: "client-key-exchange-duplicated", clientAuth: true, msgs: onType(typeClientKeyExchange, twice), alert: AlertUnexpectedMessage},
 		{name: "server-hello-done-duplicated", server: true, msgs: onType(typeServerHelloDone, twice), alert: AlertUnexpectedMessage},
 		{name: "server-key-exchange-before-certificate", server: true, msgs: swapNext(typeCertificate, typeServerKeyExchange), alert: AlertUnexpectedMessage},
@@ -174,6 +181,31 @@ func TestMisbehavingPeer(t *testing.T) {
 			t.Parallel()
 			runMisbehaving(t, mc)
 		})
+	}
+}
+
+// TestClientIgnoresHelloRequestAfterServerFinished: a server may send a
+// HelloRequest at any time, and the client ignores one that comes while
+// it is negotiating (RFC 5246 §7.4.1.1), so one in the record of the
+// server's Finished does not fail the handshake that refuses any other
+// message there (TestMisbehavingPeer/server-finished-duplicated).
+func TestClientIgnoresHelloRequestAfterServerFinished(t *testing.T) {
+	p := loadPKI(t)
+	scfg, ccfg := p.serverConfig(), p.clientConfig()
+	sent := 0
+	scfg.testHandshakeOut = func(m []byte) []byte {
+		if m[0] != typeFinished {
+			return m
+		}
+		sent++
+		return append(bytes.Clone(m), helloRequestMsg...)
+	}
+	r := runPair(t, scfg, ccfg, []byte("ping"))
+	if r.cerr != nil || r.serr != nil {
+		t.Fatalf("HelloRequest after the server's Finished: client %v, server %v; want it ignored", r.cerr, r.serr)
+	}
+	if sent != 1 {
+		t.Fatalf("the server's Finished was rewritten %d times, want 1", sent)
 	}
 }
 
