@@ -709,7 +709,7 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if hs.clientAuth != NoClientCert {
 		req := &certificateRequestMsg{certificateTypes: []byte{certTypeRSASign, certTypeECDSASign}}
 		if cfg.ClientCAs != nil {
-			req.certificateAuthorities = cfg.ClientCAs.Subjects()
+			req.certificateAuthorities = fitCANames(cfg.ClientCAs.Subjects())
 		}
 		if err := hs.queue(req); err != nil {
 			return err
@@ -833,6 +833,27 @@ func (hs *serverHandshakeState) readCertificateVerify() error {
 
 func (hs *serverHandshakeState) establishKeys() error {
 	return hs.c.stageKeys(hs.ks, hs.suite, hs.hello.random, hs.sh.random, false)
+}
+
+// maxCANames is the most bytes of CA names (each with its 2-byte length)
+// a CertificateRequest carries: with its two certificate types, the
+// message stays within the 64 KiB peers accept (maxHandshake), and the
+// list within its 2-byte length.
+const maxCANames = maxHandshake - (1 + 2 + 2)
+
+// fitCANames returns names, or none when they do not fit a
+// CertificateRequest (maxCANames). The list is part of the message (GB/T
+// 38636-2020 §6.4.5.5), but an empty one lets the client send a
+// certificate of any CA (RFC 5246 §7.4.4), where names that do not fit
+// would fail every handshake that asks for a certificate.
+func fitCANames(names [][]byte) [][]byte {
+	n := 0
+	for _, dn := range names {
+		if n += 2 + len(dn); n > maxCANames {
+			return nil
+		}
+	}
+	return names
 }
 
 func (hs *serverHandshakeState) readFinished() error {
