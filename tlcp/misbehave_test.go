@@ -209,6 +209,30 @@ func TestClientIgnoresHelloRequestAfterServerFinished(t *testing.T) {
 	}
 }
 
+// TestClientRefusesDuplicatedFinishedWhenResuming: a resumed handshake's
+// server flight ends with its Finished too (RFC 5246 §7.3, Figure 2), and
+// a second one in the same record is refused as in a full handshake
+// (TestMisbehavingPeer/server-finished-duplicated).
+func TestClientRefusesDuplicatedFinishedWhenResuming(t *testing.T) {
+	p := loadPKI(t)
+	scfg, ccfg := p.serverConfig(), p.clientConfig()
+	scfg.SessionStore = NewLRUSessionStore(4, time.Hour)
+	scfg.SessionTicketsDisabled = true
+	ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
+	if r := runPair(t, scfg, ccfg, []byte("x")); r.cerr != nil || r.serr != nil {
+		t.Fatalf("first handshake: client %v, server %v", r.cerr, r.serr)
+	}
+	certs := &testpeer.Recorder{Type: typeCertificate}
+	scfg.testHandshakeOut = chain(certs.Out, onType(typeFinished, twice))
+	r := runPair(t, scfg, ccfg, []byte("x"))
+	if n := len(certs.Msgs()); n != 0 {
+		t.Fatalf("second handshake sent %d Certificate messages: not resumed", n)
+	}
+	if a, ok := alertOf(r.cerr); !ok || a != AlertUnexpectedMessage {
+		t.Fatalf("resumed handshake with the server's Finished twice: client %v; want unexpected_message", r.cerr)
+	}
+}
+
 func runMisbehaving(t *testing.T, mc misCase) {
 	p := loadPKI(t)
 	scfg, ccfg := p.serverConfig(), p.clientConfig()

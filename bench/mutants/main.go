@@ -4084,7 +4084,7 @@ var mutants = []mutant{
 		"TestClientCANamesTooLargeOmitted"},
 	{"tlcp client: handshake data after the server's Finished dropped unseen (a duplicated Finished taken)", "tlcp/handshake_client.go",
 		"return errorf(AlertUnexpectedMessage, \"handshake data after the server's Finished\")", "_ = 0",
-		"./tlcp:^TestMisbehavingPeer$"},
+		"./tlcp:^(TestMisbehavingPeer|TestClientRefusesDuplicatedFinishedWhenResuming)$"},
 	{"tlcp client: a HelloRequest after the server's Finished fails the handshake", "tlcp/handshake_client.go",
 		"len(rest) > 0 && !bytes.Equal(rest, helloRequestMsg)", "len(rest) > 0",
 		"./tlcp:^TestClientIgnoresHelloRequestAfterServerFinished$"},
