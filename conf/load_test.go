@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -440,6 +441,57 @@ func TestNoSM2ClientCAWithSM(t *testing.T) {
 		}
 		if warned != c.warn {
 			t.Errorf("client_auth ca %s on a site with tlcp and tls13sm: warned %v, want %v; warnings: %v", c.ca, warned, c.warn, cfg.Warnings)
+		}
+	}
+}
+
+// TestClientCANamesTooLargeWarned: a client CA file whose subject names do
+// not fit a CertificateRequest (64 KiB) is warned of at its ca: the
+// handshakes then send an empty list (TLCP) or none (TLS 1.3-SM), which
+// clients choosing their certificate by the list answer with none.
+func TestClientCANamesTooLargeWarned(t *testing.T) {
+	b, err := os.ReadFile("testdata/good/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile("testdata/pki/client_cas.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := append([]byte(nil), own...)
+	for i := range 70 {
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: strings.Repeat("x", 1000) + strconv.Itoa(i)},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	dir := t.TempDir()
+	for name, pemCAs := range map[string][]byte{"few.crt": own, "many.crt": many} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pemCAs, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		yaml := strings.Replace(string(b), "ca: ../pki/client_cas.crt", "ca: "+path, 1)
+		cfg, err := Parse("testdata/good/names.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, w := range cfg.Warnings {
+			warned = warned || strings.Contains(w.String(), "names.yaml:32:") && strings.Contains(w.String(), "names do not fit a CertificateRequest")
+		}
+		if warned != (name == "many.crt") {
+			t.Errorf("client CA file %s: warned %v; warnings: %v", name, warned, cfg.Warnings)
 		}
 	}
 }

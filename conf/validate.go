@@ -37,6 +37,8 @@ import (
 	"github.com/gmproxy/gmproxy/proxy"
 	"github.com/gmproxy/gmproxy/proxy/balance"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
+	"github.com/gmproxy/gmproxy/tlcp"
+	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
 // now is the clock used for certificate validity checks (tests replace it).
@@ -2024,6 +2026,14 @@ func (v *validator) clientAuth(s *Site, p string) {
 			}
 		}
 		s.Material.ClientCAs = certs
+		names := make([][]byte, len(certs))
+		for i, c := range certs {
+			names[i] = c.RawSubject
+		}
+		if ca.Mode != ClientAuthNone && (s.TLCP != nil && !tlcp.CANamesFit(names) || s.TLS13SM != nil && !tls13sm.CANamesFit(names)) {
+			v.warnf(p+".ca", "keep only the CAs that issue this site's client certificates in the file",
+				"the %d CAs' names do not fit a CertificateRequest (64 KiB): TLCP sends an empty list (any CA) and TLS 1.3-SM none, and clients that choose their certificate by the list (GmSSL's) may send none", len(certs))
+		}
 		if _, n := X509Pool(certs); n == 0 && ca.Mode != ClientAuthNone && s.TLS != nil && len(certs) > 0 {
 			v.warnf(p+".ca", "add the RSA/ECDSA CA that issues the TLS clients' certificates to this file, or remove the site's tls section", "the client CA file holds SM2 CAs only: no TLS (RSA/ECDSA) client certificate can authenticate on this site")
 		}

@@ -856,6 +856,12 @@ func fitCANames(names [][]byte) [][]byte {
 	return names
 }
 
+// CANamesFit reports whether the subject names of a ClientCAs pool fit a
+// CertificateRequest; when they do not, it carries an empty list (any
+// CA), with which clients that choose their certificate by the list
+// (GmSSL's) may send none.
+func CANamesFit(names [][]byte) bool { return len(names) == 0 || fitCANames(names) != nil }
+
 func (hs *serverHandshakeState) readFinished() error {
 	// A resumed handshake ends with the client's Finished.
 	if err := hs.c.readFinishedMsg(hs.ks, hs.tr, true, hs.session != nil, &hs.fin); err != nil {

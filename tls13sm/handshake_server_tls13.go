@@ -787,6 +787,10 @@ func fitCANames(names [][]byte) [][]byte {
 	return names
 }
 
+// CANamesFit reports whether the subject names of a ClientCAs pool fit a
+// CertificateRequest; when they do not, it goes without them.
+func CANamesFit(names [][]byte) bool { return len(names) == 0 || fitCANames(names) != nil }
+
 // readClientCertificate reads the client's Certificate and
 // CertificateVerify when one was requested (§4.4.2, §4.4.3).
 func (hs *serverHandshakeState) readClientCertificate() error {
