@@ -124,10 +124,12 @@ func TestClientCRLLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := client[0]
-	if err := crls.Check(c.RawIssuer, c.SerialNumber, testNow); err != nil {
+	if err := crls.CheckIssued(c, testNow); err != nil {
 		t.Errorf("the client certificate: %v", err)
 	}
-	if err := crls.Check(c.RawIssuer, big.NewInt(0x4000_0001), testNow); err == nil {
+	revoked := *c
+	revoked.SerialNumber = big.NewInt(0x4000_0001)
+	if err := crls.CheckIssued(&revoked, testNow); err == nil {
 		t.Error("the serial the CRL lists is not refused")
 	}
 }

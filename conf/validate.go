@@ -2081,6 +2081,7 @@ func (v *validator) clientCRL(s *Site, p string) {
 		return // the ca file's own error says why
 	}
 	covered := make([]bool, len(cas))
+	signed := make([]revocation.Signed, 0, len(crls))
 	ok := true
 	for i, rl := range crls {
 		issuer := -1
@@ -2096,6 +2097,7 @@ func (v *validator) clientCRL(s *Site, p string) {
 			continue
 		}
 		covered[issuer] = true
+		signed = append(signed, revocation.Signed{List: rl, Issuer: cas[issuer]})
 		if why := revocation.Unsupported(rl); why != "" {
 			v.errf(cp, "give the CA's complete CRL, covering all its certificates", "CRL %d (issuer %q) cannot be used: %s", i+1, rl.Issuer.String(), why)
 			ok = false
@@ -2115,7 +2117,7 @@ func (v *validator) clientCRL(s *Site, p string) {
 		}
 	}
 	if ok {
-		s.Material.ClientCRLs = revocation.NewIndex(crls)
+		s.Material.ClientCRLs = revocation.NewIndex(signed)
 	}
 }
 

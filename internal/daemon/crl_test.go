@@ -61,7 +61,15 @@ func crlConfig(t *testing.T, backend string, p *devpki.PKI, crls ...*smx509.Revo
 	cfg := testConfig(t, backend)
 	cfg.Sites[0].ClientAuth = conf.ClientAuth{Mode: conf.ClientAuthRequire, CA: "ca.crt", CRL: "ca.crl"}
 	cfg.Sites[0].Material.ClientCAs = []*smx509.Certificate{p.CA.Cert, p.ECDSACA.Cert}
-	cfg.Sites[0].Material.ClientCRLs = revocation.NewIndex(crls)
+	var signed []revocation.Signed
+	for _, rl := range crls {
+		for _, ca := range cfg.Sites[0].Material.ClientCAs {
+			if rl.CheckSignatureFrom(ca) == nil {
+				signed = append(signed, revocation.Signed{List: rl, Issuer: ca})
+			}
+		}
+	}
+	cfg.Sites[0].Material.ClientCRLs = revocation.NewIndex(signed)
 	return cfg
 }
 

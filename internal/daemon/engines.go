@@ -163,7 +163,7 @@ func checkTLCPClient(crls *revocation.Index, raw [][]byte, chains [][]*smx509.Ce
 	if err != nil || enc.IsCA || enc.KeyUsage&smx509.KeyUsageCertSign != 0 {
 		return nil // the tlcp server refused it already, or not an encryption certificate
 	}
-	return crls.Check(enc.RawIssuer, enc.SerialNumber, now)
+	return crls.CheckIssued(enc, now)
 }
 
 // revokedAlert makes the tlcp and tls13sm servers answer a revoked client

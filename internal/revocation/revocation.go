@@ -58,28 +58,47 @@ type issuerCRL struct {
 	revoked                map[string]struct{}
 }
 
+// issuerKey names a CA by its name and its public key: a CA re-issued
+// under the same name with a new key (a key rollover, RFC 4210 §4.4) is
+// another issuer, whose CRLs the old key's do not stand for (RFC 5280
+// §6.3.3 (f): a CRL is used only if it verifies with the certificate
+// issuer's key).
+type issuerKey struct{ name, spki string }
+
+func keyOf(name, spki []byte) issuerKey { return issuerKey{string(name), string(spki)} }
+
+// Signed is a CRL with the CA of client_auth.ca whose key signed it.
+type Signed struct {
+	List   *smx509.RevocationList
+	Issuer *smx509.Certificate
+}
+
 // Index holds the revoked serials of each CRL issuer, by the issuer's
-// DER-encoded name. It is not modified once made.
+// DER-encoded name and public key. It is not modified once made.
 type Index struct {
-	byIssuer    map[string]*issuerCRL
+	byIssuer    map[issuerKey]*issuerCRL
+	issuers     []*smx509.Certificate // the CAs that signed the CRLs
 	fingerprint [sha256.Size]byte
 }
 
-// NewIndex indexes crls, which the caller has checked (signature, issuer,
-// Unsupported). Several CRLs of one issuer name are merged: a serial one
-// of them lists is revoked (issuer and serial name one certificate, RFC
-// 5280 §4.1.2.2), and the issuer's entry is current only while every one
-// of them is.
-func NewIndex(crls []*smx509.RevocationList) *Index {
-	ix := &Index{byIssuer: make(map[string]*issuerCRL)}
+// NewIndex indexes crls, which the caller has checked (signature by
+// Issuer, Unsupported). Several CRLs of one issuer are merged: a serial
+// one of them lists is revoked (issuer and serial name one certificate,
+// RFC 5280 §4.1.2.2), and the issuer's entry is current only while every
+// one of them is.
+func NewIndex(crls []Signed) *Index {
+	ix := &Index{byIssuer: make(map[issuerKey]*issuerCRL)}
 	h := sha256.New()
-	for _, rl := range crls {
+	for _, s := range crls {
+		rl := s.List
 		sum := sha256.Sum256(rl.Raw)
 		h.Write(sum[:])
-		e := ix.byIssuer[string(rl.RawIssuer)]
+		k := keyOf(rl.RawIssuer, s.Issuer.RawSubjectPublicKeyInfo)
+		e := ix.byIssuer[k]
 		if e == nil {
 			e = &issuerCRL{thisUpdate: rl.ThisUpdate, nextUpdate: rl.NextUpdate, revoked: make(map[string]struct{})}
-			ix.byIssuer[string(rl.RawIssuer)] = e
+			ix.byIssuer[k] = e
+			ix.issuers = append(ix.issuers, s.Issuer)
 		}
 		if rl.ThisUpdate.After(e.thisUpdate) {
 			e.thisUpdate = rl.ThisUpdate
@@ -101,10 +120,12 @@ func (ix *Index) Fingerprint() []byte { return ix.fingerprint[:] }
 
 func serialKey(n *big.Int) string { return n.Text(16) }
 
-// Check refuses the certificate issuer issued with serial at now: it is on
-// the issuer's CRL, the issuer has none, or the CRL is not current.
-func (ix *Index) Check(rawIssuer []byte, serial *big.Int, now time.Time) error {
-	e := ix.byIssuer[string(rawIssuer)]
+// Check refuses the certificate with serial that the CA named rawIssuer,
+// whose public key is issuerSPKI (its DER SubjectPublicKeyInfo), issued,
+// at now: it is on that CA's CRL, the CA has none, or its CRL is not
+// current.
+func (ix *Index) Check(rawIssuer, issuerSPKI []byte, serial *big.Int, now time.Time) error {
+	e := ix.byIssuer[keyOf(rawIssuer, issuerSPKI)]
 	var reason string
 	switch {
 	case e == nil:
@@ -118,6 +139,19 @@ func (ix *Index) Check(rawIssuer []byte, serial *big.Int, now time.Time) error {
 		reason = ReasonRevoked
 	}
 	return &Error{Reason: reason, Serial: serial, Issuer: issuerName(rawIssuer)}
+}
+
+// CheckIssued checks c, which is in no verified chain (a TLCP client's
+// encryption certificate), against the CRL of the CA that signed it. Only
+// the CAs of the CRLs have one: c issued by any other (an intermediate the
+// client sends, one sharing a CA's name) has no CRL.
+func (ix *Index) CheckIssued(c *smx509.Certificate, now time.Time) error {
+	for _, ca := range ix.issuers {
+		if bytes.Equal(ca.RawSubject, c.RawIssuer) && c.CheckSignatureFrom(ca) == nil {
+			return ix.Check(c.RawIssuer, ca.RawSubjectPublicKeyInfo, c.SerialNumber, now)
+		}
+	}
+	return &Error{Reason: ReasonNoCRL, Serial: c.SerialNumber, Issuer: issuerName(c.RawIssuer)}
 }
 
 // issuerName renders a DER name for messages.
@@ -136,8 +170,9 @@ func issuerName(raw []byte) string {
 // trusting the anchor is the configuration's).
 func (ix *Index) CheckChains(chains [][]*smx509.Certificate, now time.Time) error {
 	for _, chain := range chains {
-		for _, c := range chain[:max(len(chain)-1, 0)] {
-			if err := ix.Check(c.RawIssuer, c.SerialNumber, now); err != nil {
+		for i := 0; i+1 < len(chain); i++ {
+			c := chain[i]
+			if err := ix.Check(c.RawIssuer, chain[i+1].RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
 				return err
 			}
 		}
@@ -148,8 +183,9 @@ func (ix *Index) CheckChains(chains [][]*smx509.Certificate, now time.Time) erro
 // CheckX509Chains is CheckChains for crypto/tls's chains.
 func (ix *Index) CheckX509Chains(chains [][]*x509.Certificate, now time.Time) error {
 	for _, chain := range chains {
-		for _, c := range chain[:max(len(chain)-1, 0)] {
-			if err := ix.Check(c.RawIssuer, c.SerialNumber, now); err != nil {
+		for i := 0; i+1 < len(chain); i++ {
+			c := chain[i]
+			if err := ix.Check(c.RawIssuer, chain[i+1].RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
 				return err
 			}
 		}

@@ -68,22 +68,25 @@ func reason(err error) string {
 func TestCheck(t *testing.T) {
 	p := testPKI(t)
 	now := time.Now()
-	ix := NewIndex([]*smx509.RevocationList{parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Hour), nil, p.ClientEnc.Cert.SerialNumber))})
+	ix := NewIndex([]Signed{{parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Hour), nil, p.ClientEnc.Cert.SerialNumber)), p.CA.Cert}})
 	leaf, enc, ca := p.ClientSign.Cert, p.ClientEnc.Cert, p.CA.Cert
+	key := ca.RawSubjectPublicKeyInfo
 	for _, tc := range []struct {
 		name string
 		err  error
 		want string
 	}{
-		{"not listed", ix.Check(leaf.RawIssuer, leaf.SerialNumber, now), ""},
-		{"listed", ix.Check(enc.RawIssuer, enc.SerialNumber, now), ReasonRevoked},
-		{"after nextUpdate", ix.Check(leaf.RawIssuer, leaf.SerialNumber, now.Add(2*time.Hour)), ReasonCRLExpired},
-		{"before thisUpdate", ix.Check(leaf.RawIssuer, leaf.SerialNumber, now.Add(-2*time.Hour)), ReasonCRLExpired},
-		{"issuer without a CRL", ix.Check(p.ECDSACA.Cert.RawSubject, leaf.SerialNumber, now), ReasonNoCRL},
+		{"not listed", ix.Check(leaf.RawIssuer, key, leaf.SerialNumber, now), ""},
+		{"listed", ix.Check(enc.RawIssuer, key, enc.SerialNumber, now), ReasonRevoked},
+		{"after nextUpdate", ix.Check(leaf.RawIssuer, key, leaf.SerialNumber, now.Add(2*time.Hour)), ReasonCRLExpired},
+		{"before thisUpdate", ix.Check(leaf.RawIssuer, key, leaf.SerialNumber, now.Add(-2*time.Hour)), ReasonCRLExpired},
+		{"issuer without a CRL", ix.Check(p.ECDSACA.Cert.RawSubject, key, leaf.SerialNumber, now), ReasonNoCRL},
 		{"chain", ix.CheckChains([][]*smx509.Certificate{{leaf, ca}}, now), ""},
 		{"chain with a revoked leaf", ix.CheckChains([][]*smx509.Certificate{{enc, ca}}, now), ReasonRevoked},
 		{"second chain", ix.CheckChains([][]*smx509.Certificate{{leaf, ca}, {enc, ca}}, now), ReasonRevoked},
 		// A self-signed anchor's issuer is itself: it is not checked.
+		{"encryption certificate", ix.CheckIssued(enc, now), ReasonRevoked},
+		{"encryption certificate not listed", ix.CheckIssued(leaf, now), ""},
 		{"trust anchor alone", NewIndex(nil).CheckChains([][]*smx509.Certificate{{ca}}, now), ""},
 	} {
 		if got := reason(tc.err); got != tc.want || (tc.want == "") != (tc.err == nil) {
@@ -99,16 +102,47 @@ func TestMergedCRLs(t *testing.T) {
 	now := time.Now()
 	a := parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Hour), nil, big.NewInt(7)))
 	b := parse(t, newCRL(t, p.CA, now.Add(-time.Hour), now.Add(time.Minute), nil, big.NewInt(8)))
-	ix := NewIndex([]*smx509.RevocationList{a, b})
-	issuer := p.CA.Cert.RawSubject
-	if reason(ix.Check(issuer, big.NewInt(7), now)) != ReasonRevoked || reason(ix.Check(issuer, big.NewInt(8), now)) != ReasonRevoked {
+	ix := NewIndex([]Signed{{a, p.CA.Cert}, {b, p.CA.Cert}})
+	issuer, key := p.CA.Cert.RawSubject, p.CA.Cert.RawSubjectPublicKeyInfo
+	if reason(ix.Check(issuer, key, big.NewInt(7), now)) != ReasonRevoked || reason(ix.Check(issuer, key, big.NewInt(8), now)) != ReasonRevoked {
 		t.Error("a serial one of two CRLs of an issuer lists is not revoked")
 	}
-	if reason(ix.Check(issuer, big.NewInt(9), now.Add(10*time.Minute))) != ReasonCRLExpired {
+	if reason(ix.Check(issuer, key, big.NewInt(9), now.Add(10*time.Minute))) != ReasonCRLExpired {
 		t.Error("an issuer one of whose CRLs expired is still current")
 	}
-	if string(NewIndex([]*smx509.RevocationList{a}).Fingerprint()) == string(ix.Fingerprint()) {
+	if string(NewIndex([]Signed{{a, p.CA.Cert}}).Fingerprint()) == string(ix.Fingerprint()) {
 		t.Error("the fingerprint does not change with the CRLs")
+	}
+}
+
+// TestIssuerKey: a CRL stands for the CA whose key signed it, not for
+// another CA of the same name (the same CA re-keyed, RFC 5280 §6.3.3 (f)):
+// a certificate that CA issued has no CRL, whether in a chain or as an
+// encryption certificate, and a serial one of the two revoked is not
+// revoked under the other.
+func TestIssuerKey(t *testing.T) {
+	old := testPKI(t)
+	rekeyed, err := devpki.Generate(devpki.Options{Hosts: []string{"a.example.cn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rekeyed.CA.Cert.RawSubject) != string(old.CA.Cert.RawSubject) {
+		t.Fatal("the two test CAs differ in name")
+	}
+	now := time.Now()
+	leaf := rekeyed.ClientSign.Cert
+	oldCRL := Signed{parse(t, newCRL(t, old.CA, now.Add(-time.Hour), now.Add(time.Hour), nil, leaf.SerialNumber)), old.CA.Cert}
+	ix := NewIndex([]Signed{oldCRL})
+	chain := [][]*smx509.Certificate{{leaf, rekeyed.CA.Cert}}
+	if got := reason(ix.CheckChains(chain, now)); got != ReasonNoCRL {
+		t.Errorf("a certificate of the re-keyed CA, with only the old key's CRL: reason %q, want %q", got, ReasonNoCRL)
+	}
+	if got := reason(ix.CheckIssued(rekeyed.ClientEnc.Cert, now)); got != ReasonNoCRL {
+		t.Errorf("an encryption certificate of the re-keyed CA, with only the old key's CRL: reason %q, want %q", got, ReasonNoCRL)
+	}
+	ix = NewIndex([]Signed{oldCRL, {parse(t, newCRL(t, rekeyed.CA, now.Add(-time.Hour), now.Add(time.Hour), nil)), rekeyed.CA.Cert}})
+	if err := ix.CheckChains(chain, now); err != nil {
+		t.Errorf("a serial the old key's CRL lists refused under the re-keyed CA: %v", err)
 	}
 }
 
