@@ -599,7 +599,8 @@ type ClientAuth struct {
 	// encryption certificate too). Each CRL must be signed by a CA of
 	// ca, and every CA of ca needs its CRL here; a certificate between a
 	// client and its CA (an intermediate the client sends) needs its
-	// issuer's CRL too, or it is refused, as OpenSSL's CRL_CHECK_ALL. A
+	// issuer's CRL too, or it is refused, as OpenSSL's CRL_CHECK_ALL; an
+	// intermediate CA in ca is checked against its root's CRL. A
 	// CRL past its nextUpdate (or before its thisUpdate) refuses every
 	// certificate of its CA until a fresh one is loaded: fetch CRLs
 	// before they expire and reload (SIGHUP rereads the file). After a

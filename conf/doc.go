@@ -555,13 +555,14 @@
 //     certificate too). Each CRL must be signed by a CA of ca, and every CA of
 //     ca needs its CRL here; a certificate between a client and its CA (an
 //     intermediate the client sends) needs its issuer's CRL too, or it is
-//     refused, as OpenSSL's CRL_CHECK_ALL. A CRL past its nextUpdate (or
-//     before its thisUpdate) refuses every certificate of its CA until a fresh
-//     one is loaded: fetch CRLs before they expire and reload (SIGHUP rereads
-//     the file). After a reload that changes the CRLs, connections
-//     authenticated before get 421 on their next request, and a session
-//     resumes only if its certificates pass the new CRLs. Refusals are counted
-//     in gmproxy_client_cert_failures_total as revoked, crl_expired or no_crl.
+//     refused, as OpenSSL's CRL_CHECK_ALL; an intermediate CA in ca is checked
+//     against its root's CRL. A CRL past its nextUpdate (or before its
+//     thisUpdate) refuses every certificate of its CA until a fresh one is
+//     loaded: fetch CRLs before they expire and reload (SIGHUP rereads the
+//     file). After a reload that changes the CRLs, connections authenticated
+//     before get 421 on their next request, and a session resumes only if its
+//     certificates pass the new CRLs. Refusals are counted in
+//     gmproxy_client_cert_failures_total as revoked, crl_expired or no_crl.
 //     Delta CRLs and CRLs whose scope is narrowed (issuingDistributionPoint
 //     with onlySomeReasons, onlyContains…Certs or indirectCRL) are refused.
 //     Default: none (no revocation check).

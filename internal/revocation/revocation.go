@@ -78,7 +78,15 @@ type Signed struct {
 type Index struct {
 	byIssuer    map[issuerKey]*issuerCRL
 	issuers     []*smx509.Certificate // the CAs that signed the CRLs
+	above       map[string]caLink     // by a CA's DER: the CA of issuers that issued it
 	fingerprint [sha256.Size]byte
+}
+
+// caLink is a CA certificate of client_auth.ca issued by another one.
+type caLink struct {
+	serial            *big.Int
+	rawIssuer, spki   []byte // the issuing CA's name and key
+	issuerCertificate string // the issuing CA's DER
 }
 
 // NewIndex indexes crls, which the caller has checked (signature by
@@ -111,7 +119,38 @@ func NewIndex(crls []Signed) *Index {
 		}
 	}
 	h.Sum(ix.fingerprint[:0])
+	// Every certificate of client_auth.ca is a trust anchor to crypto/x509,
+	// an intermediate too; OpenSSL goes on to its root and checks the
+	// intermediate against the root's CRL. Which CA issued which is known
+	// now, so that a handshake need not verify signatures to do the same.
+	ix.above = make(map[string]caLink)
+	for _, c := range ix.issuers {
+		for _, p := range ix.issuers {
+			if p != c && bytes.Equal(p.RawSubject, c.RawIssuer) && c.CheckSignatureFrom(p) == nil {
+				ix.above[string(c.Raw)] = caLink{c.SerialNumber, c.RawIssuer, p.RawSubjectPublicKeyInfo, string(p.Raw)}
+				break
+			}
+		}
+	}
 	return ix
+}
+
+// checkAbove checks a verified chain's trust anchor, given by its DER,
+// and the CAs above it: a CA of client_auth.ca that another one issued
+// needs that one's CRL not to list it.
+func (ix *Index) checkAbove(anchor []byte, now time.Time) error {
+	cur := string(anchor)
+	for range len(ix.issuers) { // bounded: the CAs may issue each other
+		l, ok := ix.above[cur]
+		if !ok {
+			return nil
+		}
+		if err := ix.Check(l.rawIssuer, l.spki, l.serial, now); err != nil {
+			return err
+		}
+		cur = l.issuerCertificate
+	}
+	return nil
 }
 
 // Fingerprint identifies the CRLs' contents: a reload that changes them
@@ -148,7 +187,10 @@ func (ix *Index) Check(rawIssuer, issuerSPKI []byte, serial *big.Int, now time.T
 func (ix *Index) CheckIssued(c *smx509.Certificate, now time.Time) error {
 	for _, ca := range ix.issuers {
 		if bytes.Equal(ca.RawSubject, c.RawIssuer) && c.CheckSignatureFrom(ca) == nil {
-			return ix.Check(c.RawIssuer, ca.RawSubjectPublicKeyInfo, c.SerialNumber, now)
+			if err := ix.Check(c.RawIssuer, ca.RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
+				return err
+			}
+			return ix.checkAbove(ca.Raw, now)
 		}
 	}
 	return &Error{Reason: ReasonNoCRL, Serial: c.SerialNumber, Issuer: issuerName(c.RawIssuer)}
@@ -167,12 +209,19 @@ func issuerName(raw []byte) string {
 
 // CheckChains checks each certificate of each verified chain but the last,
 // the trust anchor (a client sends its chain, which is verified first;
-// trusting the anchor is the configuration's).
+// trusting the anchor is the configuration's), and an anchor that another
+// CA of the CRLs issued (an intermediate in client_auth.ca) against that
+// CA's CRL, up to a root, as OpenSSL does.
 func (ix *Index) CheckChains(chains [][]*smx509.Certificate, now time.Time) error {
 	for _, chain := range chains {
 		for i := 0; i+1 < len(chain); i++ {
 			c := chain[i]
 			if err := ix.Check(c.RawIssuer, chain[i+1].RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
+				return err
+			}
+		}
+		if len(chain) > 0 {
+			if err := ix.checkAbove(chain[len(chain)-1].Raw, now); err != nil {
 				return err
 			}
 		}
@@ -186,6 +235,11 @@ func (ix *Index) CheckX509Chains(chains [][]*x509.Certificate, now time.Time) er
 		for i := 0; i+1 < len(chain); i++ {
 			c := chain[i]
 			if err := ix.Check(c.RawIssuer, chain[i+1].RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
+				return err
+			}
+		}
+		if len(chain) > 0 {
+			if err := ix.checkAbove(chain[len(chain)-1].Raw, now); err != nil {
 				return err
 			}
 		}

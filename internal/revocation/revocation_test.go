@@ -1,7 +1,10 @@
 package revocation
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
@@ -229,4 +232,81 @@ func FuzzFullScope(f *testing.F) {
 			t.Fatalf("fullScope accepted %x, which holds more than a distributionPoint (%v)", der, err)
 		}
 	})
+}
+
+// issue makes a certificate of parent for key (a CA when isCA).
+func issue(t *testing.T, parent devpki.Cert, cn string, serial int64, isCA bool, key *ecdsa.PrivateKey) devpki.Cert {
+	t.Helper()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		BasicConstraintsValid: true, IsCA: isCA, KeyUsage: x509.KeyUsageDigitalSignature}
+	if isCA {
+		tmpl.KeyUsage |= x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	}
+	issuer, err := x509.ParseCertificate(parent.Cert.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, &key.PublicKey, parent.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devpki.Cert{Cert: c, Key: key}
+}
+
+// TestRevokedIntermediateAnchor: with an intermediate CA and its root both
+// in client_auth.ca, the intermediate is crypto/x509's trust anchor, but
+// its root's CRL still revokes it (and every certificate below it), on
+// TLCP/TLS 1.3-SM chains, crypto/tls chains and encryption certificates.
+func TestRevokedIntermediateAnchor(t *testing.T) {
+	p := testPKI(t)
+	root := *p.ECDSACA
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	inter := issue(t, root, "intermediate CA", 1000, true, key())
+	leaf := issue(t, inter, "client", 7, false, key())
+	now := time.Now()
+	interCRL := Signed{parse(t, newCRL(t, inter, now.Add(-time.Hour), now.Add(time.Hour), nil)), inter.Cert}
+	rootCRL := func(serials ...*big.Int) Signed {
+		return Signed{parse(t, newCRL(t, root, now.Add(-time.Hour), now.Add(time.Hour), nil, serials...)), root.Cert}
+	}
+	x509Chain := func() [][]*x509.Certificate {
+		var chain []*x509.Certificate
+		for _, c := range []*smx509.Certificate{leaf.Cert, inter.Cert} {
+			xc, err := x509.ParseCertificate(c.Raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chain = append(chain, xc)
+		}
+		return [][]*x509.Certificate{chain}
+	}()
+	chain := [][]*smx509.Certificate{{leaf.Cert, inter.Cert}}
+
+	ix := NewIndex([]Signed{rootCRL(), interCRL})
+	if err := ix.CheckChains(chain, now); err != nil {
+		t.Fatalf("an intermediate its root does not revoke: %v", err)
+	}
+	ix = NewIndex([]Signed{rootCRL(inter.Cert.SerialNumber), interCRL})
+	for name, err := range map[string]error{
+		"chain":                  ix.CheckChains(chain, now),
+		"crypto/tls chain":       ix.CheckX509Chains(x509Chain, now),
+		"encryption certificate": ix.CheckIssued(leaf.Cert, now),
+	} {
+		if got := reason(err); got != ReasonRevoked {
+			t.Errorf("%s under an intermediate its root revoked: %v, want reason %q", name, err, ReasonRevoked)
+		}
+	}
+	if got := reason(NewIndex([]Signed{rootCRL(), interCRL}).CheckChains(chain, now.Add(2*time.Hour))); got != ReasonCRLExpired {
+		t.Errorf("with the CRLs expired: reason %q, want %q", got, ReasonCRLExpired)
+	}
 }
