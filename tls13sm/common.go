@@ -204,8 +204,9 @@ type Config struct {
 	// with the raw certificates and the verified chains; an error it
 	// returns fails the handshake with bad_certificate, or with the alert
 	// and cause of an *AlertError it returns (certificate_revoked, say). A
-	// server also calls it when it verifies a resumed session's chain
-	// again (after a ClientCAsFingerprint change).
+	// server also calls it on the verified client chain of every session
+	// it resumes, as cached in this process (a ticket whose chain is not
+	// cached, or that the hook refuses, is not resumed).
 	VerifyPeerCertificate func(rawCerts [][]byte, verifiedChains [][]*smx509.Certificate) error
 	// InsecureLoadGenerator makes a client cheap enough to load a server
 	// to its peak from a single core (gmproxy s_time -loadgen): it does not

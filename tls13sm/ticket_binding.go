@@ -169,13 +169,22 @@ func fingerprintOf(sums [][hashSize]byte) []byte {
 	return h.Sum(nil)
 }
 
+// rawCerts is the DER of certs.
+func rawCerts(certs []*smx509.Certificate) [][]byte {
+	raw := make([][]byte, len(certs))
+	for i, c := range certs {
+		raw[i] = c.Raw
+	}
+	return raw
+}
+
 // resumedClient returns what this process still has of a resumed
 // session's client chain (cached false when nothing), and whether the
 // session's client certificate still stands under the current client-auth
 // settings. When those differ from the ones it was checked under (a reload
 // changed ClientAuth or ClientCAs), the chain, if this process still has
 // it, is verified again against today's ClientCAs, as TLCP does for every
-// resumption; on success id carries the current binding (the next ticket is
+// resumption (the VerifyPeerCertificate hook runs on it either way); on success id carries the current binding (the next ticket is
 // bound to it). Without the chain (another instance issued the ticket, a
 // restart, an eviction) the session cannot be vouched for: ok is false and
 // the client makes a full handshake.
@@ -187,17 +196,22 @@ func (hs *serverHandshakeState) resumedClient(id *clientIdentity) (pc peerChains
 	cfg := hs.config
 	cur := cfg.clientAuthBinding()
 	if id.auth == cur {
+		if cfg.VerifyPeerCertificate == nil || !id.verified {
+			return pc, cached, true
+		}
+		// The hook's policy may refuse today what it passed when the
+		// ticket was issued (a revocation list gone stale since): it
+		// runs on every resumption, as after TLCP's and crypto/tls's.
+		if !cached || cfg.VerifyPeerCertificate(rawCerts(pc.certs), pc.chains) != nil {
+			return peerChains{}, false, false
+		}
 		return pc, cached, true
 	}
 	verify := cfg.ClientAuth == VerifyClientCertIfGiven || cfg.ClientAuth == RequireAndVerifyClientCert
 	if !cached || !id.verified || !verify || cfg.ClientCAs == nil || len(pc.certs) == 0 {
 		return peerChains{}, false, false
 	}
-	raw := make([][]byte, len(pc.certs))
-	for i, c := range pc.certs {
-		raw[i] = c.Raw
-	}
-	certs, chains, _, err := verifyChain(cfg, raw, false, true)
+	certs, chains, _, err := verifyChain(cfg, rawCerts(pc.certs), false, true)
 	if err != nil || len(chains) == 0 {
 		return peerChains{}, false, false
 	}

@@ -1,8 +1,10 @@
 package tls13sm
 
 import (
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -157,6 +159,48 @@ func TestTicketClientAuthBinding(t *testing.T) {
 	none.ClientAuth = NoClientCert
 	if _, r := echoRound(t, none, cliCfg); r.err != nil || r.state.DidResume || r.state.ClientCertificate {
 		t.Fatalf("policy none: err %v resumed %v client %v", r.err, r.state.DidResume, r.state.ClientCertificate)
+	}
+}
+
+// TestResumedChainPassesHook: the VerifyPeerCertificate hook runs on the
+// client chain of a resumed session though the client-auth settings are
+// unchanged, so a policy that refuses today what it passed when the ticket
+// was issued (a CRL gone stale) is not passed by resuming: the ticket is
+// rejected and the full handshake fails with the hook's alert.
+func TestResumedChainPassesHook(t *testing.T) {
+	srv, cliCfg := testConfigs(t)
+	var rej rejections
+	srv.OnTicket = rej.hook
+	srv.ClientAuth = RequireAndVerifyClientCert
+	srv.ClientCAsFingerprint = []byte("unchanged")
+	var refuse atomic.Bool
+	var calls atomic.Int32
+	srv.VerifyPeerCertificate = func(_ [][]byte, chains [][]*smx509.Certificate) error {
+		calls.Add(1)
+		if len(chains) == 0 {
+			return errors.New("no verified chain")
+		}
+		if refuse.Load() {
+			return &AlertError{Alert: AlertCertificateRevoked, Err: errors.New("refused since")}
+		}
+		return nil
+	}
+	if _, r := echoRound(t, srv, cliCfg); r.err != nil {
+		t.Fatal(r.err)
+	}
+	rej.take()
+	calls.Store(0)
+	if _, r := echoRound(t, srv.Clone(), cliCfg); r.err != nil || !r.state.DidResume {
+		t.Fatalf("hook passing: err %v resumed %v", r.err, r.state.DidResume)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("the hook did not run on the resumed session's chain")
+	}
+	refuse.Store(true)
+	_, serr := handshakeErrs(t, srv.Clone(), cliCfg)
+	wantAlert(t, serr, AlertCertificateRevoked, false)
+	if got := strings.Join(rej.take(), ","); got != TicketReasonClientCert {
+		t.Fatalf("hook refusing: rejections %q, want %q", got, TicketReasonClientCert)
 	}
 }
 
