@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +132,53 @@ func TestClientCRLLoaded(t *testing.T) {
 	revoked.SerialNumber = big.NewInt(0x4000_0001)
 	if err := crls.CheckIssued(&revoked, testNow); err == nil {
 		t.Error("the serial the CRL lists is not refused")
+	}
+}
+
+// TestCRLOfCAWithoutCRLSign: a CRL whose CA in client_auth.ca has a
+// keyUsage without cRLSign is refused for that reason (RFC 5280 §4.2.1.3),
+// not as a CRL nobody of ca signed.
+func TestCRLOfCAWithoutCRLSign(t *testing.T) {
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &smx509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "no crlSign CA"},
+		NotBefore: testNow.Add(-time.Hour), NotAfter: testNow.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign}
+	signer := func() *smx509.Certificate {
+		der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := smx509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	crlDER, err := smx509.CreateRevocationList(rand.Reader, &smx509.RevocationList{Number: big.NewInt(1),
+		ThisUpdate: testNow.Add(-time.Hour), NextUpdate: testNow.Add(time.Hour)}, signer(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.KeyUsage = smx509.KeyUsageCertSign // the same CA, re-issued without cRLSign
+	dir := t.TempDir()
+	write := func(name string, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caPath, crlPath := write("ca.crt", "CERTIFICATE", signer().Raw), write("ca.crl", "X509 CRL", crlDER)
+	b, err := os.ReadFile("testdata/good/client_crl.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.Replace(string(b), "ca: ../pki/client_cas.crt, crl: ../pki/client_cas.crl", "ca: "+caPath+", crl: "+crlPath, 1)
+	_, err = Parse("testdata/good/crlsign.yaml", []byte(yaml))
+	if err == nil || !strings.Contains(err.Error(), "may not sign CRLs (its keyUsage has no cRLSign)") {
+		t.Fatalf("a CRL of a CA without cRLSign: %v; want it refused for that reason", err)
 	}
 }

@@ -2084,14 +2084,28 @@ func (v *validator) clientCRL(s *Site, p string) {
 	signed := make([]revocation.Signed, 0, len(crls))
 	ok := true
 	for i, rl := range crls {
-		issuer := -1
+		issuer, noCRLSign := -1, ""
 		for j, c := range cas {
-			if bytes.Equal(c.RawSubject, rl.RawIssuer) && rl.CheckSignatureFrom(c) == nil {
+			if !bytes.Equal(c.RawSubject, rl.RawIssuer) {
+				continue
+			}
+			if c.KeyUsage != 0 && c.KeyUsage&smx509.KeyUsageCRLSign == 0 {
+				// CheckSignatureFrom refuses such a signer whatever
+				// signed: say so, not that the signature is wrong.
+				noCRLSign = c.Subject.String()
+				continue
+			}
+			if rl.CheckSignatureFrom(c) == nil {
 				issuer = j
 				break
 			}
 		}
-		if issuer < 0 {
+		switch {
+		case issuer < 0 && noCRLSign != "":
+			v.errf(cp, "use a CA certificate whose keyUsage has cRLSign, or a CRL of another CA of client_auth.ca", "CRL %d (issuer %q): the CA %q in %q may not sign CRLs (its keyUsage has no cRLSign)", i+1, rl.Issuer.String(), noCRLSign, ca.CA)
+			ok = false
+			continue
+		case issuer < 0:
 			v.errf(cp, "list only CRLs of the CAs in client_auth.ca (or add their CA there)", "CRL %d (issuer %q) is not signed by a CA of %q", i+1, rl.Issuer.String(), ca.CA)
 			ok = false
 			continue
