@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -166,7 +165,7 @@ func (v *validator) keyServerTLS(k *KeyServer, p string) bool {
 		}
 	}
 	if k.CA != "" {
-		b, err := os.ReadFile(v.resolve(k.CA))
+		b, err := readNamed(v.resolve(k.CA), maxNamedFile)
 		if err != nil {
 			v.errf(p+".ca", relFix, "cannot read CA file %q: %s", k.CA, errText(err))
 			ok = false
@@ -354,7 +353,7 @@ func (v *validator) servedKeyFile(k *ServedKey, p string) []*sm2.PrivateKey {
 		return nil
 	}
 	defer clear(pw)
-	b, err := os.ReadFile(v.resolve(k.Key))
+	b, err := readNamed(v.resolve(k.Key), maxNamedFile)
 	if err != nil {
 		v.errf(p+".key", relFix, "cannot read private key file %q: %s", k.Key, errText(err))
 		return nil
@@ -700,7 +699,7 @@ func (v *validator) validateKeyServerFile(f *KeyServerFile) {
 		t := &f.TLS
 		if t.ClientCA == "" {
 			v.errf("tls.client_ca", "add client_ca: FILE with the CA that issues gmproxy's client certificates", "client_ca is required: only authenticated gmproxy instances may use the keys")
-		} else if b, err := os.ReadFile(v.resolve(t.ClientCA)); err != nil {
+		} else if b, err := readNamed(v.resolve(t.ClientCA), maxNamedFile); err != nil {
 			v.errf("tls.client_ca", relFix, "cannot read CA file %q: %s", t.ClientCA, errText(err))
 		} else if pool, n := x509Pool(b); n == 0 {
 			v.errf("tls.client_ca", "the file must hold PEM RSA or ECDSA CA certificates", "no usable CA certificate in %q", t.ClientCA)

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/gmproxy/gmproxy/internal/sessionstore"
@@ -41,7 +40,7 @@ func (v *validator) validateSessionStore() {
 			v.errf("sessions.store.key_prefix", "write a shorter prefix such as gmproxy:", "key_prefix is %d bytes long, over %d", len(st.KeyPrefix), MaxKeyPrefix)
 		}
 		if st.PasswordFile != "" {
-			b, err := os.ReadFile(v.resolve(st.PasswordFile))
+			b, err := readNamed(v.resolve(st.PasswordFile), maxNamedFile)
 			if err != nil {
 				v.errf("sessions.store.password_file", relFix, "cannot read password file %q: %s", st.PasswordFile, errText(err))
 			} else {
@@ -101,7 +100,7 @@ func (v *validator) validateSessionStore() {
 			"wrap_key_file is required: it seals the ticket keys in the store")
 		return
 	}
-	b, err := os.ReadFile(v.resolve(tk.WrapKeyFile))
+	b, err := readNamed(v.resolve(tk.WrapKeyFile), maxNamedFile)
 	if err != nil {
 		v.errf("sessions.ticket_keys.wrap_key_file", relFix, "cannot read wrap key file %q: %s", tk.WrapKeyFile, errText(err))
 		return
@@ -121,7 +120,7 @@ func (v *validator) storeTLS(t *StoreTLS) {
 	const p = "sessions.store.tls"
 	c := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		b, err := os.ReadFile(v.resolve(t.CA))
+		b, err := readNamed(v.resolve(t.CA), maxNamedFile)
 		if err != nil {
 			v.errf(p+".ca", relFix, "cannot read CA file %q: %s", t.CA, errText(err))
 		} else if pool, n := x509Pool(b); n == 0 {
@@ -168,7 +167,7 @@ func (v *validator) sentinelAuth(st *SessionStore) {
 		}
 		return
 	}
-	b, err := os.ReadFile(v.resolve(st.SentinelPasswordFile))
+	b, err := readNamed(v.resolve(st.SentinelPasswordFile), maxNamedFile)
 	if err != nil {
 		v.errf(p+"sentinel_password_file", relFix, "cannot read password file %q: %s", st.SentinelPasswordFile, errText(err))
 		return

@@ -344,7 +344,7 @@ func (v *validator) validate() {
 			"ticket_rotation %v keeps %d ticket keys for a lifetime of %v (every key that still opens a ticket is kept and tried)", s.TicketRotation, s.Lifetime/s.TicketRotation+1, s.Lifetime)
 	}
 	if s.TicketKeyFile != "" {
-		b, err := os.ReadFile(v.resolve(s.TicketKeyFile))
+		b, err := readNamed(v.resolve(s.TicketKeyFile), maxNamedFile)
 		switch {
 		case err != nil:
 			v.errf("sessions.ticket_key_file", relFix, "cannot read ticket key file %q: %s", s.TicketKeyFile, errText(err))
@@ -1136,7 +1136,7 @@ func (v *validator) errorPages(s *Site, p string) {
 		case fi.Size() > MaxErrorPage:
 			v.errf(kp+".file", "keep the page under 64KiB (link its images and styles)", "%s is %d bytes, over 64KiB", ep.File, fi.Size())
 		default:
-			if page, err = os.ReadFile(v.resolve(ep.File)); err != nil {
+			if page, err = readNamed(v.resolve(ep.File), MaxErrorPage); err != nil {
 				v.errf(kp+".file", relFix, "%v", err)
 			}
 		}
@@ -1370,7 +1370,7 @@ func (v *validator) password(kp KeyPassword, p string) ([]byte, bool) {
 		return nil, false
 	}
 	if kp.KeyPasswordFile != "" {
-		b, err := os.ReadFile(v.resolve(kp.KeyPasswordFile))
+		b, err := readNamed(v.resolve(kp.KeyPasswordFile), maxNamedFile)
 		if err != nil {
 			v.errf(p+".key_password_file", relFix, "cannot read password file %q: %s", kp.KeyPasswordFile, errText(err))
 			return nil, false
@@ -1461,7 +1461,7 @@ func (v *validator) certs(path, file string) []*smx509.Certificate {
 	}
 	lf := &loadedFile{}
 	v.files[full] = lf
-	b, err := os.ReadFile(full)
+	b, err := readNamed(full, maxNamedFile)
 	if err != nil {
 		v.errf(path, relFix, "cannot read certificate file %q: %s", file, errText(err))
 		return nil
@@ -1504,7 +1504,7 @@ func (v *validator) pairAt(p, certKey, keyKey, certFile, keyFile string, pw KeyP
 	}
 	defer clear(password)
 	keyPath := p + "." + keyKey
-	b, err := os.ReadFile(v.resolve(keyFile))
+	b, err := readNamed(v.resolve(keyFile), maxNamedFile)
 	if err != nil {
 		v.errf(keyPath, relFix, "cannot read private key file %q: %s", keyFile, errText(err))
 		return nil
@@ -1825,7 +1825,7 @@ func (v *validator) swapped(t *SiteTLCP) bool {
 	}
 	var pw []byte
 	if t.KeyPasswordFile != "" {
-		b, _ := os.ReadFile(v.resolve(t.KeyPasswordFile))
+		b, _ := readNamed(v.resolve(t.KeyPasswordFile), maxNamedFile)
 		pw = bytes.TrimRight(b, "\r\n")
 		defer clear(b)
 	} else if t.KeyPasswordEnv != "" {
@@ -1975,7 +1975,7 @@ func (v *validator) siteOCSP(s *Site, p string) {
 		v.errf(key, "name a DER OCSP response (openssl ocsp -respout)", "%s is %d bytes, over %d", t.OCSPFile, fi.Size(), staple.MaxResponse)
 		return
 	}
-	der, err := os.ReadFile(v.resolve(t.OCSPFile))
+	der, err := readNamed(v.resolve(t.OCSPFile), staple.MaxResponse)
 	if err != nil {
 		v.errf(key, relFix, "%v", err)
 		return
@@ -2066,7 +2066,7 @@ func (v *validator) clientCRL(s *Site, p string) {
 		v.errf(p+".mode", "set mode: request or require, or remove crl", "client_auth mode none asks for no client certificate: crl would check none")
 		return
 	}
-	b, err := os.ReadFile(v.resolve(ca.CRL))
+	b, err := readNamed(v.resolve(ca.CRL), maxNamedFile)
 	if err != nil {
 		v.errf(cp, relFix, "cannot read CRL file %q: %s", ca.CRL, errText(err))
 		return
@@ -2486,7 +2486,7 @@ func (v *validator) upstreamTLS(u *Upstream, p string) {
 func (v *validator) validateAdmin() {
 	a := &v.cfg.Admin
 	if a.TokenFile != "" {
-		b, err := os.ReadFile(v.resolve(a.TokenFile))
+		b, err := readNamed(v.resolve(a.TokenFile), maxNamedFile)
 		switch tok := bytes.TrimSpace(b); {
 		case err != nil:
 			v.errf("admin.token_file", "create it, e.g. head -c 32 /dev/urandom | base64 > FILE; "+relFix, "cannot read token file %q: %s", a.TokenFile, errText(err))
@@ -2606,7 +2606,7 @@ func (v *validator) basicAuth(a *BasicAuth, p string) {
 		v.errf(fp, "keep it under 1MiB", "%s is %d bytes, over 1MiB", a.UsersFile, fi.Size())
 		return
 	}
-	data, err := os.ReadFile(full)
+	data, err := readNamed(full, MaxUsersFile)
 	if err != nil {
 		v.errf(fp, relFix, "%v", err)
 		return

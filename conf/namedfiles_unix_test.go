@@ -1,0 +1,100 @@
+//go:build unix
+
+package conf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNamedFileNotRegularOrHuge: a file the configuration names that is a
+// FIFO, a device or larger than any such file can be is refused by name,
+// without being read: a FIFO opened for reading blocks check and every
+// reload until someone writes to it (and then loads what was written), and
+// a device such as /dev/zero, or a file growing while it is read, has no
+// end to read into memory.
+func TestNamedFileNotRegularOrHuge(t *testing.T) {
+	path := filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pki, err := filepath.Abs(filepath.Join("testdata", "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+
+	// A FIFO standing for the signing certificate, with a writer that
+	// hands the real certificate to every reader that opens it: read, it
+	// would load as if it were the file.
+	fifo := filepath.Join(dir, "sign.crt")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	cert, err := os.ReadFile(filepath.Join(pki, "server_sign.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			// Without a reader, a non-blocking open fails (ENXIO).
+			f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			f.Write(cert)
+			f.Close()
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+
+	// A ticket key file far larger than any ticket key file (sparse: it
+	// takes no disk).
+	huge := filepath.Join(dir, "ticket.key")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 64<<20+1); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"certificate a FIFO", "sign_cert: ../pki/server_sign.crt", "sign_cert: " + fifo, "tlcp.sign_cert"},
+		{"password file a device", "enc_key: ../pki/server_enc.key", "enc_key: " + pki + "/server_enc.enc.key\n      key_password_file: /dev/null", "tlcp.key_password_file"},
+		{"ticket key file huge", "upstreams:", "sessions: {tickets: true, ticket_key_file: " + huge + "}\nupstreams:", "sessions.ticket_key_file"},
+	} {
+		s := strings.ReplaceAll(string(data), "../pki/", pki+"/")
+		s = strings.Replace(s, strings.ReplaceAll(tc.from, "../pki/", pki+"/"), tc.to, 1)
+		_, err := Parse(path, []byte(s))
+		var probs Problems
+		if !errors.As(err, &probs) {
+			t.Errorf("%s: %v; want it refused", tc.name, err)
+			continue
+		}
+		found := false
+		for _, p := range probs {
+			if strings.HasSuffix(p.Path, tc.want) && p.Line > 0 && (strings.Contains(p.Message, "not a regular file") || strings.Contains(p.Message, "over 64MiB: name the file itself")) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: %v; want %s refused as not a regular file or too large, at its line", tc.name, err, tc.want)
+		}
+	}
+}
