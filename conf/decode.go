@@ -111,6 +111,10 @@ func (d *decoder) decodeFile(data []byte, cfg any) {
 			p.line, _ = strconv.Atoi(m[1])
 			msg = strings.TrimSpace(strings.Replace(msg, m[0]+":", "", 1))
 		}
+		if tp, ok := tabIndent(data, p.line, strings.Contains(msg, "tab")); ok {
+			d.addAt(SeverityError, tp, "", "a tab in the indentation (YAML indents with spaces only)", "replace the tab with spaces, as many as the lines around it use")
+			return
+		}
 		d.addAt(SeverityError, p, "", "YAML syntax error: "+msg, "check indentation (spaces only, no tabs) and quoting near this line")
 		return
 	}
@@ -129,6 +133,30 @@ func (d *decoder) decodeFile(data []byte, cfg any) {
 		d.addAt(SeverityError, p, "", "the file holds more than one YAML document (a line \"---\" starts another)", "put every section in one document: remove the \"---\" line and merge the sections")
 	}
 	d.decode(root.Content[0], reflect.ValueOf(cfg).Elem(), "")
+}
+
+// tabIndent finds the tab in the indentation that made the YAML syntax
+// error the reader reported at line: on that line, or (when the reader's
+// message names a tab, which it reports at the line before it for a tab
+// under a list item) on a later one. No column comes with the reader's
+// errors; this gives the tab's.
+func tabIndent(data []byte, line int, named bool) (pos, bool) {
+	if line <= 0 {
+		return pos{}, false
+	}
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		if i+1 < line {
+			continue
+		}
+		indent := len(l) - len(bytes.TrimLeft(l, " \t"))
+		if col := bytes.IndexByte(l[:indent], '\t'); col >= 0 {
+			return pos{i + 1, col + 1}, true
+		}
+		if !named {
+			break
+		}
+	}
+	return pos{}, false
 }
 
 // badCharacter finds the first byte sequence of data that is not UTF-8 or
