@@ -130,6 +130,11 @@ func (d *decoder) decodeFile(data []byte, cfg any) {
 		if err != nil || p.line == 0 {
 			p = pos{}
 		}
+		if m := yamlLineRE.FindStringSubmatch(fmt.Sprint(err)); err != nil && m != nil {
+			// The second document does not parse either: where it
+			// does not is in it.
+			p.line, _ = strconv.Atoi(m[1])
+		}
 		d.addAt(SeverityError, p, "", "the file holds more than one YAML document (a line \"---\" starts another)", "put every section in one document: remove the \"---\" line and merge the sections")
 	}
 	d.decode(root.Content[0], reflect.ValueOf(cfg).Elem(), "")

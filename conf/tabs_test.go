@@ -30,3 +30,22 @@ func TestTabIndentationPointed(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondDocumentWithSyntaxErrorPointed: a second YAML document that
+// does not parse is still reported at a line, the one the reader names.
+func TestSecondDocumentWithSyntaxErrorPointed(t *testing.T) {
+	_, err := Parse("docs.yaml", []byte("listeners:\n  - address: 0.0.0.0:443\n---\nsites: [\n"))
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("%v; want it refused", err)
+	}
+	for _, p := range probs {
+		if strings.Contains(p.Message, "more than one YAML document") {
+			if p.Line < 3 {
+				t.Errorf("%v; want a line at or after the \"---\" (3)", p)
+			}
+			return
+		}
+	}
+	t.Errorf("%v; want the second document reported", err)
+}
