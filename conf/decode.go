@@ -93,6 +93,10 @@ var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 // decodeFile parses data into cfg (a pointer to a Config or a
 // KeyServerFile, already defaulted).
 func (d *decoder) decodeFile(data []byte, cfg any) {
+	if p, ok := strayBOM(data); ok {
+		d.addAt(SeverityError, p, "", "the file has a byte order mark (U+FEFF) after its start (files joined, or a mark saved twice)", "remove it: only the file's first character may be one")
+		return
+	}
 	var root yaml.Node
 	yd := yaml.NewDecoder(bytes.NewReader(data))
 	err := yd.Decode(&root)
@@ -162,6 +166,28 @@ func tabIndent(data []byte, line int, named bool) (pos, bool) {
 		}
 	}
 	return pos{}, false
+}
+
+// utf8BOM is U+FEFF in UTF-8.
+var utf8BOM = []byte("\ufeff")
+
+// strayBOM finds a byte order mark after the first character of data. The
+// YAML reader takes one at the start; a second one there makes it drop the
+// first letter of later keys ("sites" read as "ites"), and one before a
+// key or in a value is part of the name, which then reads as another.
+func strayBOM(data []byte) (pos, bool) {
+	start := 0
+	if bytes.HasPrefix(data, utf8BOM) {
+		start = len(utf8BOM)
+	}
+	i := bytes.Index(data[start:], utf8BOM)
+	if i < 0 {
+		return pos{}, false
+	}
+	before := data[:start+i]
+	line := bytes.Count(before, []byte("\n")) + 1
+	lineStart := bytes.LastIndexByte(before, '\n') + 1
+	return pos{line, utf8.RuneCount(before[lineStart:]) + 1}, true
 }
 
 // badCharacter finds the first byte sequence of data that is not UTF-8 or

@@ -49,3 +49,32 @@ func TestSecondDocumentWithSyntaxErrorPointed(t *testing.T) {
 	}
 	t.Errorf("%v; want the second document reported", err)
 }
+
+// TestStrayByteOrderMarkRefused: a byte order mark after the file's
+// start (two at the start, a file joined to one saved with one) is
+// refused at its position: the YAML reader drops the first letter of
+// later keys after two ("sites" read as "ites"), and one before a key or
+// in a value makes it another name.
+func TestStrayByteOrderMarkRefused(t *testing.T) {
+	for _, tc := range []struct {
+		yaml      string
+		line, col int
+	}{
+		{"\ufeff\ufefflisteners:\n  - address: 0.0.0.0:443\nsites: []\n", 1, 2},
+		{"listeners:\n  - address: 0.0.0.0:443\n\ufeffsites: []\n", 3, 1},
+		{"listeners:\n  - address: \ufeff0.0.0.0:443\n", 2, 14},
+	} {
+		_, err := Parse("bom.yaml", []byte(tc.yaml))
+		var probs Problems
+		if !errors.As(err, &probs) || len(probs) != 1 {
+			t.Errorf("%q: %v; want one problem", tc.yaml, err)
+			continue
+		}
+		if p := probs[0]; p.Line != tc.line || p.Column != tc.col || !strings.Contains(p.Message, "U+FEFF") {
+			t.Errorf("%q: %v; want the mark at %d:%d", tc.yaml, p, tc.line, tc.col)
+		}
+	}
+	if _, err := Parse("bom.yaml", []byte("\ufefflisteners: []\n")); err != nil && strings.Contains(err.Error(), "U+FEFF") {
+		t.Errorf("a mark at the start: %v; want it taken", err)
+	}
+}
