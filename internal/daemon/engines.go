@@ -89,7 +89,9 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 // tickets are bound to the site (server name and certificate) and, with a
 // client certificate, to the site's client-auth mode and CAs, so the
 // ticket keys shared by all sites never carry a session to another site
-// or past a reload that changed its client CAs.
+// or past a reload that changed its client CAs. Its CRLs need no part in
+// that binding: the server runs the VerifyPeerCertificate hook, which
+// checks them, on the client chain of every resumed session.
 func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 	m := &b.site.Material
 	off := b.off
@@ -107,7 +109,7 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		CipherSuites:           m.TLS13SMSuites,
 		NextProtos:             b.alpn,
 		ClientCAs:              m.ClientCAPool(),
-		ClientCAsFingerprint:   clientCAsFingerprint(m),
+		ClientCAsFingerprint:   tls13sm.CertificatesFingerprint(m.ClientCAs),
 		SessionTicketsDisabled: !b.cfg.Sessions.Tickets,
 		TicketKeys:             keys,
 		TicketLifetime:         b.sessionLifetime(),
@@ -130,18 +132,6 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		}
 	}
 	return frontdoor.TLS13SMHandshaker(cfg), nil
-}
-
-// clientCAsFingerprint identifies what a TLS 1.3-SM ticket's client
-// certificate was checked against: the client CAs and the CRLs. A ticket
-// issued before a reload that changed either resumes only if its chain
-// verifies again (and passes the current CRLs).
-func clientCAsFingerprint(m *conf.SiteMaterial) []byte {
-	fp := tls13sm.CertificatesFingerprint(m.ClientCAs)
-	if m.ClientCRLs != nil {
-		fp = append(fp, m.ClientCRLs.Fingerprint()...)
-	}
-	return fp
 }
 
 // checkTLCPClient checks a TLCP client's verified signing chains and its
