@@ -29,7 +29,9 @@ func TestErrorPagesLoaded(t *testing.T) {
 	if m := cfg.Sites[0].Material.ErrorPages; string(m[502]) != "<h1>soon</h1>" || string(m[504]) != "<h1>soon</h1>" || len(m) != 2 {
 		t.Errorf("pages %v", m)
 	}
-	if _, err := with("[{status: [502], file: " + big + "}]"); err == nil || !strings.Contains(err.Error(), "over 64KiB") {
+	// Refused by its size before it is read, with the fix that fits a
+	// page (its images and styles linked, not inlined).
+	if _, err := with("[{status: [502], file: " + big + "}]"); err == nil || !strings.Contains(err.Error(), "over 64KiB; keep the page under 64KiB (link its images and styles)") {
 		t.Errorf("a page over 64KiB: %v", err)
 	}
 }
