@@ -3,7 +3,6 @@ package proxy
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,17 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-// deadAddr returns a loopback address nobody listens on.
-func deadAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
-}
 
 // dropBackend reads the whole request, then closes the connection without
 // answering: the request was sent, so it must not be retried blindly.
