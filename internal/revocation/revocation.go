@@ -213,33 +213,37 @@ func issuerName(raw []byte) string {
 // CA of the CRLs issued (an intermediate in client_auth.ca) against that
 // CA's CRL, up to a root, as OpenSSL does.
 func (ix *Index) CheckChains(chains [][]*smx509.Certificate, now time.Time) error {
-	for _, chain := range chains {
-		for i := 0; i+1 < len(chain); i++ {
-			c := chain[i]
-			if err := ix.Check(c.RawIssuer, chain[i+1].RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
-				return err
-			}
-		}
-		if len(chain) > 0 {
-			if err := ix.checkAbove(chain[len(chain)-1].Raw, now); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return checkChains(ix, chains, now, func(c *smx509.Certificate) certFields {
+		return certFields{c.Raw, c.RawIssuer, c.RawSubjectPublicKeyInfo, c.SerialNumber}
+	})
 }
 
 // CheckX509Chains is CheckChains for crypto/tls's chains.
 func (ix *Index) CheckX509Chains(chains [][]*x509.Certificate, now time.Time) error {
+	return checkChains(ix, chains, now, func(c *x509.Certificate) certFields {
+		return certFields{c.Raw, c.RawIssuer, c.RawSubjectPublicKeyInfo, c.SerialNumber}
+	})
+}
+
+// certFields are what a revocation check reads of a certificate of either
+// x509 package.
+type certFields struct {
+	raw, rawIssuer, spki []byte
+	serial               *big.Int
+}
+
+// checkChains is CheckChains for either package's certificates, read
+// through fields.
+func checkChains[C any](ix *Index, chains [][]C, now time.Time, fields func(C) certFields) error {
 	for _, chain := range chains {
 		for i := 0; i+1 < len(chain); i++ {
-			c := chain[i]
-			if err := ix.Check(c.RawIssuer, chain[i+1].RawSubjectPublicKeyInfo, c.SerialNumber, now); err != nil {
+			c, issuer := fields(chain[i]), fields(chain[i+1])
+			if err := ix.Check(c.rawIssuer, issuer.spki, c.serial, now); err != nil {
 				return err
 			}
 		}
 		if len(chain) > 0 {
-			if err := ix.checkAbove(chain[len(chain)-1].Raw, now); err != nil {
+			if err := ix.checkAbove(fields(chain[len(chain)-1]).raw, now); err != nil {
 				return err
 			}
 		}
