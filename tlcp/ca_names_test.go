@@ -1,15 +1,8 @@
 package tlcp
 
 import (
-	"crypto/rand"
-	"crypto/x509/pkix"
-	"fmt"
-	"math/big"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
@@ -25,26 +18,7 @@ import (
 // fit still sends them.
 func TestClientCANamesTooLargeSentEmpty(t *testing.T) {
 	p := loadPKI(t)
-	key, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	huge := p.pool.Clone()
-	for i := range 70 { // 70 names of about 1 KiB: over 64 KiB
-		tmpl := &smx509.Certificate{SerialNumber: big.NewInt(int64(5000 + i)),
-			Subject:   pkix.Name{CommonName: fmt.Sprintf("filler CA %d %s", i, strings.Repeat("x", 1000))},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: smx509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-		der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := smx509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		huge.AddCert(c)
-	}
+	huge := testpeer.WithFillerCAs(t, p.pool)
 	for _, tc := range []struct {
 		name      string
 		pool      *smx509.CertPool

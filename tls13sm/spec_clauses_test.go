@@ -465,6 +465,36 @@ func TestHelloWithoutSM2SignaturesRefused(t *testing.T) {
 	}
 }
 
+// earlyDataRetried returns a ClientHello with early_data whose only key
+// share is X25519, which the server answers with a HelloRetryRequest for
+// SM2, and a maker of the second ClientHello: the same with an SM2 share
+// and without early_data (RFC 8446 §4.1.2).
+func earlyDataRetried(t *testing.T) (ch1 []byte, secondHello func(*testing.T) []byte) {
+	var first *clientHelloMsg
+	ch1 = zzHello(t, func(h *clientHelloMsg) {
+		h.supportedGroups = []uint16{CurveSM2, X25519}
+		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
+		h.keyShares[0].data[0] = 9
+		h.earlyData = true
+		first = h
+	})
+	return ch1, func(t *testing.T) []byte {
+		k, err := gmecdh.P256().GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2 := *first
+		h2.earlyData = false
+		h2.keyShares = []keyShare{{group: CurveSM2, data: k.PublicKey().Bytes()}}
+		h2.raw = nil
+		ch2, err := h2.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch2
+	}
+}
+
 // TestShortRecordAfterHelloRetryIsNotEarlyData: after a
 // HelloRetryRequest answering a ClientHello with early_data, the server
 // skips the client's 0-RTT records (§4.2.10), which are protected: at
@@ -475,32 +505,14 @@ func TestHelloWithoutSM2SignaturesRefused(t *testing.T) {
 // handshake is.
 func TestShortRecordAfterHelloRetryIsNotEarlyData(t *testing.T) {
 	srvCfg, _ := testConfigs(t)
-	var first *clientHelloMsg
-	ch1 := zzHello(t, func(h *clientHelloMsg) {
-		h.supportedGroups = []uint16{CurveSM2, X25519}
-		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
-		h.keyShares[0].data[0] = 9
-		h.earlyData = true
-		first = h
-	})
+	ch1, secondHello := earlyDataRetried(t)
 	for _, n := range []int{0, aeadOver} {
 		t.Run(fmt.Sprintf("%d-bytes", n), func(t *testing.T) {
 			b := zzRetried(t, srvCfg, ch1)
 			// A 0-RTT-sized record is skipped; then the short one.
 			early := rawRecord(recordTypeApplicationData, make([]byte, aeadOver+1))
 			short := rawRecord(recordTypeApplicationData, make([]byte, n))
-			k, err := gmecdh.P256().GenerateKey(rand.Reader)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h2 := *first
-			h2.earlyData = false
-			h2.keyShares = []keyShare{{group: CurveSM2, data: k.PublicKey().Bytes()}}
-			h2.raw = nil
-			ch2, err := h2.marshal()
-			if err != nil {
-				t.Fatal(err)
-			}
+			ch2 := secondHello(t)
 			if _, err := b.Write(append(append(early, short...), rawRecord(recordTypeHandshake, ch2)...)); err != nil {
 				t.Fatal(err)
 			}
@@ -581,32 +593,14 @@ func TestClientHelloLegacyVersionSSL3Refused(t *testing.T) {
 // answered; a record over the ciphertext limit is still record_overflow.
 func TestFullSizeEarlyDataSkippedAfterHelloRetry(t *testing.T) {
 	srvCfg, _ := testConfigs(t)
-	var first *clientHelloMsg
-	ch1 := zzHello(t, func(h *clientHelloMsg) {
-		h.supportedGroups = []uint16{CurveSM2, X25519}
-		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
-		h.keyShares[0].data[0] = 9
-		h.earlyData = true
-		first = h
-	})
+	ch1, secondHello := earlyDataRetried(t)
 	for _, tc := range []struct {
 		n  int
 		ok bool
 	}{{maxPlaintext + 1 + aeadOver, true}, {maxCiphertext, true}, {maxCiphertext + 1, false}} {
 		t.Run(fmt.Sprintf("%d-bytes", tc.n), func(t *testing.T) {
 			b := zzRetried(t, srvCfg, ch1)
-			k, err := gmecdh.P256().GenerateKey(rand.Reader)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h2 := *first
-			h2.earlyData = false
-			h2.keyShares = []keyShare{{group: CurveSM2, data: k.PublicKey().Bytes()}}
-			h2.raw = nil
-			ch2, err := h2.marshal()
-			if err != nil {
-				t.Fatal(err)
-			}
+			ch2 := secondHello(t)
 			early := rawRecord(recordTypeApplicationData, make([]byte, tc.n))
 			if _, err := b.Write(append(early, rawRecord(recordTypeHandshake, ch2)...)); err != nil {
 				t.Fatal(err)
