@@ -566,6 +566,16 @@
 //     Delta CRLs and CRLs whose scope is narrowed (issuingDistributionPoint
 //     with onlySomeReasons, onlyContains…Certs or indirectCRL) are refused.
 //     Default: none (no revocation check).
+//   - verify_depth (integer): verify_depth is the most CA certificates a
+//     client's chain may have between its certificate and the trust anchor of
+//     ca, counted as OpenSSL (nginx's ssl_verify_depth) counts them: 0 takes
+//     only certificates a CA of ca issued itself, 1 one intermediate the
+//     client sends, and so on. A deeper chain is refused (TLCP and TLS 1.3-SM:
+//     alert unknown_ca, as OpenSSL; TLS: bad_certificate), also on a resumed
+//     session, and counted in gmproxy_client_cert_failures_total as
+//     chain_too_long. A reload that changes it reaches the open connections as
+//     a change of ca does (421). Needs ca, 0 to 100. Default: no limit
+//     (nginx's default is 1).
 //
 // # sites[].routes[]
 //

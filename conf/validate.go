@@ -2049,7 +2049,21 @@ func (v *validator) clientAuth(s *Site, p string) {
 	if ca.CRL != "" {
 		v.clientCRL(s, p)
 	}
+	if d := ca.VerifyDepth; d != nil {
+		switch {
+		case *d < 0 || *d > MaxVerifyDepth:
+			v.errf(p+".verify_depth", fmt.Sprintf("give the most intermediate CAs a client chain may have, 0 to %d (1 is nginx's default)", MaxVerifyDepth), "verify_depth %d is out of range", *d)
+		case ca.CA == "":
+			v.errf(p+".verify_depth", "add ca: FILE with the CAs that issue client certificates, or remove verify_depth", "verify_depth needs a ca: client certificates are not verified without one")
+		case ca.Mode == ClientAuthNone && !ecdheClientsVerified(s):
+			v.errf(p+".mode", "set mode: request or require, or remove verify_depth", "client_auth mode none asks for no client certificate: verify_depth would limit none")
+		}
+	}
 }
+
+// MaxVerifyDepth bounds client_auth.verify_depth: OpenSSL's default
+// limit, which no real PKI comes near.
+const MaxVerifyDepth = 100
 
 // clientCRL loads client_auth.crl into s.Material.ClientCRLs. Every CRL
 // must come from a CA of ca and every such CA needs one: the handshake

@@ -102,21 +102,22 @@ var RefuseReasons = []string{
 // Why a client certificate was refused: a small fixed set, safe as metric
 // label values (see ClientCertReason).
 const (
-	ClientCertNone         = "no_cert"       // none sent although required
-	ClientCertUnknownCA    = "unknown_ca"    // chain does not lead to a configured client CA
-	ClientCertExpired      = "expired"       // outside its validity period
-	ClientCertBadSignature = "bad_signature" // CertificateVerify does not verify
-	ClientCertKeyUsage     = "key_usage"     // wrong key usage or extended key usage
-	ClientCertRevoked      = "revoked"       // on its issuer's CRL (client_auth.crl)
-	ClientCertCRLExpired   = "crl_expired"   // its issuer's CRL is past nextUpdate or not yet valid
-	ClientCertNoCRL        = "no_crl"        // its issuer has no CRL
-	ClientCertOther        = "other"         // malformed, unsupported key, refused by policy
+	ClientCertNone         = "no_cert"        // none sent although required
+	ClientCertUnknownCA    = "unknown_ca"     // chain does not lead to a configured client CA
+	ClientCertExpired      = "expired"        // outside its validity period
+	ClientCertBadSignature = "bad_signature"  // CertificateVerify does not verify
+	ClientCertKeyUsage     = "key_usage"      // wrong key usage or extended key usage
+	ClientCertRevoked      = "revoked"        // on its issuer's CRL (client_auth.crl)
+	ClientCertCRLExpired   = "crl_expired"    // its issuer's CRL is past nextUpdate or not yet valid
+	ClientCertNoCRL        = "no_crl"         // its issuer has no CRL
+	ClientCertTooDeep      = "chain_too_long" // more intermediates than client_auth.verify_depth
+	ClientCertOther        = "other"          // malformed, unsupported key, refused by policy
 )
 
 // ClientCertReasons lists every value of HandshakeEvent.ClientCert.
 var ClientCertReasons = []string{ClientCertNone, ClientCertUnknownCA, ClientCertExpired,
 	ClientCertBadSignature, ClientCertKeyUsage, ClientCertRevoked, ClientCertCRLExpired,
-	ClientCertNoCRL, ClientCertOther}
+	ClientCertNoCRL, ClientCertTooDeep, ClientCertOther}
 
 // Failure reasons: a small fixed set, safe as metric label values; those a
 // TLCP or TLS 1.3-SM handshake reports itself are the record core's.

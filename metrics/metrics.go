@@ -77,7 +77,7 @@
 // (a refresh of the fleet ticket keys); result is hit, miss, ok, error,
 // timeout, or skipped (not asked: the circuit breaker is open). The reason of a client-certificate failure is one of
 // frontdoor.ClientCertReasons (no_cert, unknown_ca, expired, bad_signature,
-// key_usage, revoked, crl_expired, no_crl, other). Site roles are sign, enc (TLCP), tls13sm, tls and
+// key_usage, revoked, crl_expired, no_crl, chain_too_long, other). Site roles are sign, enc (TLCP), tls13sm, tls and
 // client_ca (the earliest expiry among the site's client CAs); upstream
 // roles are client (TLS and TLS 1.3-SM client certificate), client_sign,
 // client_enc (TLCP) and ca; key-server roles are client and ca.
@@ -303,7 +303,7 @@ func (m *Metrics) build() {
 		"listener", "protocol", "version", "cipher", "resumed", "result")
 	m.handshakesInProgress = gauge("", "handshakes_in_progress", "Handshakes started and not yet finished.", "listener")
 	m.siteHandshakes = counter("", "site_handshakes_total", "Handshakes per site (the site chosen by SNI), by result success or failure.", "site", "protocol", "result")
-	m.clientCertFailures = counter("", "client_cert_failures_total", "Handshakes refused over the client certificate, by reason (no_cert, unknown_ca, expired, bad_signature, key_usage, revoked, crl_expired, no_crl, other).", "protocol", "reason")
+	m.clientCertFailures = counter("", "client_cert_failures_total", "Handshakes refused over the client certificate, by reason (no_cert, unknown_ca, expired, bad_signature, key_usage, revoked, crl_expired, no_crl, chain_too_long, other).", "protocol", "reason")
 	m.connDuration = histogram("", "connection_duration_seconds", "Lifetime of established connections, from accept to close.", ConnBuckets, "listener", "protocol")
 	m.tlsBytes = counter("", "tls_bytes_total", "Plaintext application bytes moved through the record layer.", "protocol", "cipher", "direction")
 	m.tlsRecords = counter("", "tls_records_total", "Application data records moved through the record layer.", "protocol", "cipher", "direction")

@@ -692,11 +692,14 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 		tc.ClientCAs, _ = conf.X509Pool(m.ClientCAs)
 		if tc.ClientAuth != tls.NoClientCert {
 			tc.VerifyPeerCertificate = clientKeyMaySign
-			if crls := m.ClientCRLs; crls != nil {
+			if crls, depth := m.ClientCRLs, s.ClientAuth.VerifyDepth; crls != nil || depth != nil {
 				// VerifyConnection, not VerifyPeerCertificate: crypto/tls
 				// calls it on resumed handshakes too, with the session's
 				// chains, so a CRL gone stale since does not let them pass.
 				tc.VerifyConnection = func(cs tls.ConnectionState) error {
+					if err := checkDepth(cs.VerifiedChains, depth); err != nil || crls == nil {
+						return err
+					}
 					return crls.CheckX509Chains(cs.VerifiedChains, time.Now())
 				}
 			}

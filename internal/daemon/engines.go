@@ -65,9 +65,12 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 		OnTicket:                   ticketObserver(b.env.Sessions, frontdoor.FamilyTLCP),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
-	if crls := m.ClientCRLs; crls != nil {
+	if crls, depth := m.ClientCRLs, b.site.ClientAuth.VerifyDepth; crls != nil || depth != nil {
 		cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*smx509.Certificate) error {
-			return revokedAlert(checkTLCPClient(crls, raw, chains, time.Now()))
+			if err := checkDepth(chains, depth); err != nil {
+				return refusalAlert(err)
+			}
+			return refusalAlert(checkTLCPClient(crls, raw, chains, time.Now()))
 		}
 	}
 	if b.cfg.Sessions.CacheSize > 0 {
@@ -126,9 +129,12 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		ResumeNeedsClientChain: true,
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
-	if crls := m.ClientCRLs; crls != nil {
+	if crls, depth := m.ClientCRLs, b.site.ClientAuth.VerifyDepth; crls != nil || depth != nil {
 		cfg.VerifyPeerCertificate = func(_ [][]byte, chains [][]*smx509.Certificate) error {
-			return revokedAlert(crls.CheckChains(chains, time.Now()))
+			if err := checkDepth(chains, depth); err != nil || crls == nil {
+				return refusalAlert(err)
+			}
+			return refusalAlert(crls.CheckChains(chains, time.Now()))
 		}
 	}
 	return frontdoor.TLS13SMHandshaker(cfg), nil
@@ -140,8 +146,8 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 // certificate that is a CA's (an intermediate of the chain) is no
 // encryption certificate, as the tlcp server tells them apart.
 func checkTLCPClient(crls *revocation.Index, raw [][]byte, chains [][]*smx509.Certificate, now time.Time) error {
-	if len(chains) == 0 {
-		return nil // not verified (no client certificate asked for)
+	if len(chains) == 0 || crls == nil {
+		return nil // not verified (no client certificate asked for), or no CRLs
 	}
 	if err := crls.CheckChains(chains, now); err != nil {
 		return err
@@ -156,14 +162,49 @@ func checkTLCPClient(crls *revocation.Index, raw [][]byte, chains [][]*smx509.Ce
 	return crls.CheckIssued(enc, now)
 }
 
-// revokedAlert makes the tlcp and tls13sm servers answer a revoked client
-// certificate with certificate_revoked (RFC 5246 §7.2.2); other refusals
-// (no CRL, a stale one) keep bad_certificate.
-func revokedAlert(err error) error {
+// refusalAlert makes the tlcp and tls13sm servers answer a revoked client
+// certificate with certificate_revoked (RFC 5246 §7.2.2) and a chain
+// deeper than verify_depth with unknown_ca, as OpenSSL answers
+// X509_V_ERR_CERT_CHAIN_TOO_LONG; other refusals (no CRL, a stale one)
+// keep bad_certificate.
+func refusalAlert(err error) error {
 	if re := (*revocation.Error)(nil); errors.As(err, &re) && re.Reason == revocation.ReasonRevoked {
 		return &tlcp.AlertError{Alert: tlcp.AlertCertificateRevoked, Err: err}
 	}
+	if deep := (*chainTooLongError)(nil); errors.As(err, &deep) {
+		return &tlcp.AlertError{Alert: tlcp.AlertUnknownCA, Err: err}
+	}
 	return err
+}
+
+// chainTooLongError refuses a client chain with more CA certificates
+// between the client's certificate and its trust anchor than
+// client_auth.verify_depth allows.
+type chainTooLongError struct{ intermediates, depth int }
+
+func (e *chainTooLongError) Error() string {
+	return fmt.Sprintf("client certificate chain has %d intermediate CA certificate(s); client_auth.verify_depth allows %d", e.intermediates, e.depth)
+}
+
+func (e *chainTooLongError) ClientCertReason() string { return frontdoor.ClientCertTooDeep }
+
+// checkDepth refuses a client whose verified chains (each from its
+// certificate to a trust anchor of client_auth.ca) all have more
+// intermediates than depth (nil: no limit). One within depth suffices:
+// OpenSSL builds one chain, and could have built that one.
+func checkDepth[C any](chains [][]C, depth *int) error {
+	if depth == nil || len(chains) == 0 {
+		return nil
+	}
+	shortest := len(chains[0])
+	for _, c := range chains[1:] {
+		shortest = min(shortest, len(c))
+	}
+	// A chain of one is a certificate of ca itself.
+	if n := max(shortest-2, 0); n > *depth {
+		return &chainTooLongError{intermediates: n, depth: *depth}
+	}
+	return nil
 }
 
 // clientAuthType maps a site's client_auth mode onto a protocol package's
@@ -225,6 +266,9 @@ func clientAuthPolicy(s *conf.Site) string {
 	p := mode + ":" + hex.EncodeToString(tls13sm.CertificatesFingerprint(s.Material.ClientCAs))
 	if crls := s.Material.ClientCRLs; crls != nil {
 		p += ":crl:" + hex.EncodeToString(crls.Fingerprint())
+	}
+	if d := s.ClientAuth.VerifyDepth; d != nil {
+		p += fmt.Sprintf(":depth:%d", *d)
 	}
 	return p
 }

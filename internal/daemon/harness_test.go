@@ -141,6 +141,23 @@ type countObserver struct {
 	ok, fail map[string]int
 	reasons  []string
 	started  map[string]int // handshakes begun, by listener
+	certWhy  map[string]int // client certificates refused, by reason
+}
+
+// clientCertRefusals waits until n client certificates were refused for
+// why (the server reports a handshake after the client saw its alert), at
+// most a few seconds, and returns how many were.
+func (o *countObserver) clientCertRefusals(why string, n int) int {
+	deadline := time.Now().Add(testwait.Bound(5 * time.Second))
+	for {
+		o.mu.Lock()
+		got := o.certWhy[why]
+		o.mu.Unlock()
+		if got >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (o *countObserver) HandshakeStarted(listener string) {
@@ -170,6 +187,12 @@ func (o *countObserver) HandshakeDone(ev frontdoor.HandshakeEvent) {
 	} else {
 		o.fail[ev.State.Family]++
 		o.reasons = append(o.reasons, ev.Reason)
+		if ev.ClientCert != "" {
+			if o.certWhy == nil {
+				o.certWhy = map[string]int{}
+			}
+			o.certWhy[ev.ClientCert]++
+		}
 	}
 }
 
