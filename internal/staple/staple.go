@@ -35,7 +35,7 @@ const Skew = 5 * time.Minute
 // checks that it can be stapled at now: signed by issuer or by a responder
 // issuer delegated to (RFC 6960 §4.2.2.2), about leaf's serial number,
 // status good, and current (thisUpdate not after now, nextUpdate, when
-// present, after now; RFC 6960 §4.2.2.1).
+// present, after now and not before thisUpdate; RFC 6960 §4.2.2.1).
 func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Response, error) {
 	if len(der) > MaxResponse {
 		return nil, fmt.Errorf("the response is %d bytes, over %d", len(der), MaxResponse)
@@ -66,6 +66,13 @@ func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Re
 	}
 	if !resp.NextUpdate.IsZero() && !now.Before(resp.NextUpdate) {
 		return nil, fmt.Errorf("the response expired at %s (nextUpdate)", resp.NextUpdate.UTC().Format(time.RFC3339))
+	}
+	// A nextUpdate before thisUpdate passes the two checks above while
+	// thisUpdate is within Skew ahead; OpenSSL's OCSP_check_validity,
+	// which clients run on the staple, refuses it
+	// (NEXTUPDATE_BEFORE_THISUPDATE).
+	if !resp.NextUpdate.IsZero() && resp.NextUpdate.Before(resp.ThisUpdate) {
+		return nil, fmt.Errorf("the response's nextUpdate %s is before its thisUpdate %s", resp.NextUpdate.UTC().Format(time.RFC3339), resp.ThisUpdate.UTC().Format(time.RFC3339))
 	}
 	return resp, nil
 }

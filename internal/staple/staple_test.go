@@ -60,6 +60,7 @@ func TestVerify(t *testing.T) {
 		{"unknown", p.Sign(t, with(func(r *ocsp.Response) { r.Status = ocsp.Unknown }), nil, nil), "status unknown"},
 		{"expired", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(-2*time.Hour), now.Add(-time.Second) }), nil, nil), "expired"},
 		{"not yet valid", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(time.Hour), now.Add(2*time.Hour) }), nil, nil), "not valid before"},
+		{"nextUpdate before thisUpdate", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(2*time.Minute), now.Add(time.Minute) }), nil, nil), "before its thisUpdate"},
 		{"garbage", []byte("not DER"), "not an OCSP response"},
 		{"too large", make([]byte, MaxResponse+1), "over"},
 		{"try later", ocsp.TryLaterErrorResponse, "not an OCSP response"},
