@@ -496,14 +496,17 @@
 //   - ocsp_fetch (boolean): ocsp_fetch fetches the OCSP response to staple from
 //     the responder named in the certificate's Authority Information Access
 //     extension (nginx's ssl_stapling on), in the background: at start and at
-//     each reload that changes the certificate, then halfway between each
-//     response's thisUpdate and nextUpdate, retrying a failure after 1 minute,
-//     doubling up to 1 hour. A fetch takes 10 seconds and 64KiB at most. Each
-//     response is verified as ocsp_file is; one that is not is logged and not
-//     stapled, and the last good response is stapled until its nextUpdate.
-//     Handshakes never wait for the responder (the first ones after start get
-//     no staple). The chain must include the issuer's certificate. Not with
-//     ocsp_file. Default false.
+//     each reload that changes the certificate, then at a random point from
+//     halfway to three quarters of the way from each response's thisUpdate to
+//     its nextUpdate (1 to 1.5 hours when it has none), retrying a failure
+//     after 1 minute, doubling up to 1 hour, each wait lengthened at random by
+//     up to half (the edges and workers that fetch the same response do not
+//     ask the responder in the same second). A fetch takes 10 seconds and
+//     64KiB at most. Each response is verified as ocsp_file is; one that is
+//     not is logged and not stapled, and the last good response is stapled
+//     until its nextUpdate. Handshakes never wait for the responder (the first
+//     ones after start get no staple). The chain must include the issuer's
+//     certificate. Not with ocsp_file. Default false.
 //   - ocsp_responder (string): ocsp_responder is the http:// or https:// URL
 //     ocsp_fetch asks in place of the certificate's own responder (nginx's
 //     ssl_stapling_responder): a certificate that names none, or an edge that

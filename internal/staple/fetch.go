@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -45,9 +46,10 @@ var client = &http.Client{
 // A Fetcher keeps a verified OCSP response for one certificate, asked of
 // the certificate's responder by Run in the background: a handshake only
 // reads the last good response (Current), so a slow or dead responder
-// delays none. A response is refreshed halfway between its thisUpdate and
-// nextUpdate; a failed fetch keeps the last good response until its
-// nextUpdate and is retried, backing off from MinRetry to MaxRetry.
+// delays none. A response is refreshed between halfway and three quarters
+// of the way from its thisUpdate to its nextUpdate; a failed fetch keeps
+// the last good response until its nextUpdate and is retried, backing off
+// from MinRetry to MaxRetry. Both waits are spread at random (spread).
 type Fetcher struct {
 	Leaf, Issuer *x509.Certificate
 	// URL is the responder's (the certificate's AIA OCSP URL).
@@ -137,17 +139,36 @@ func (f *Fetcher) Refresh(ctx context.Context) (next time.Time, err error) {
 	return refreshAt(resp, now, f.minRetry(), f.maxRetry()), nil
 }
 
-// refreshAt is when to refresh resp: halfway through its validity, but
-// not sooner than min from now; max from now when it gives no nextUpdate.
+// refreshAt is when to refresh resp: from halfway through its validity,
+// spread, but not sooner than min from now; max from now, spread, when
+// it gives no nextUpdate.
 func refreshAt(resp *ocsp.Response, now time.Time, min, max time.Duration) time.Time {
 	if resp.NextUpdate.IsZero() {
-		return now.Add(max)
+		return now.Add(spread(max))
 	}
-	at := resp.ThisUpdate.Add(resp.NextUpdate.Sub(resp.ThisUpdate) / 2)
+	at := resp.ThisUpdate.Add(spread(resp.NextUpdate.Sub(resp.ThisUpdate) / 2))
 	if at.Before(now.Add(min)) {
 		at = now.Add(min)
 	}
 	return at
+}
+
+// spread returns a random wait from d to 1.5 d. Every fetcher of a
+// certificate holds the same response (each worker of each edge of a
+// fleet fetches its own), so a fixed point of its validity, or a fixed
+// backoff from a responder outage they all saw, would send all their
+// requests to the responder in the same second.
+func spread(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d + rand.N(d/2)
+}
+
+// backoff returns the wait before retrying a fetch that failed after
+// waiting retry before it, and the retry to pass next time.
+func (f *Fetcher) backoff(retry time.Duration) (wait, next time.Duration) {
+	return spread(retry), min(2*retry, f.maxRetry())
 }
 
 func (f *Fetcher) minRetry() time.Duration {
@@ -219,11 +240,10 @@ func (f *Fetcher) Run(ctx context.Context) {
 		now := f.now()
 		var wait time.Duration
 		if err != nil {
+			wait, retry = f.backoff(retry)
 			if f.Log != nil {
-				f.Log.Warn("OCSP stapling: no new response", "responder", f.URL, "err", err, "retry_in", retry)
+				f.Log.Warn("OCSP stapling: no new response", "responder", f.URL, "err", err, "retry_in", wait)
 			}
-			wait = retry
-			retry = min(2*retry, f.maxRetry())
 		} else {
 			wait, retry = next.Sub(now), f.minRetry()
 		}

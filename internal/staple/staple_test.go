@@ -178,8 +178,8 @@ func TestFetcher(t *testing.T) {
 	if !bytes.Equal(f.Current(), first) {
 		t.Fatal("the fetched response is not stapled")
 	}
-	if want := start.Add(time.Hour - time.Minute); !next.Equal(want) {
-		t.Errorf("refresh at %v, want halfway, %v", next, want)
+	if half := start.Add(time.Hour - time.Minute); next.Before(half) || !next.Before(half.Add(30*time.Minute)) {
+		t.Errorf("refresh at %v, want from halfway, %v, to three quarters of the way", next, half)
 	}
 	if len(reports) != 1 || !reports[0].Equal(start.Add(2*time.Hour-time.Minute)) {
 		t.Errorf("reports %v", reports)
@@ -227,6 +227,39 @@ func TestFetcher(t *testing.T) {
 	f.Refresh(ctx)
 	if f.Stapled() != nil || !reports[len(reports)-1].IsZero() {
 		t.Errorf("expired response kept: %v, reports %v", f.Stapled() != nil, reports)
+	}
+}
+
+// TestRefreshSpread: the fetchers of one certificate, which hold the
+// same response (every worker of every edge of a fleet), refresh it and
+// retry failures at different times, not all in the same second: from
+// halfway to three quarters of its validity, and from the backoff to 1.5
+// times it.
+func TestRefreshSpread(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	resp := &ocsp.Response{ThisUpdate: now, NextUpdate: now.Add(4 * time.Hour)}
+	noNext := &ocsp.Response{ThisUpdate: now}
+	f := &Fetcher{}
+	at, retries, unbounded := map[time.Time]bool{}, map[time.Duration]bool{}, map[time.Time]bool{}
+	for range 16 {
+		a := refreshAt(resp, now, time.Minute, time.Hour)
+		if a.Before(now.Add(2*time.Hour)) || !a.Before(now.Add(3*time.Hour)) {
+			t.Fatalf("refresh at %v, want from %v to %v", a, now.Add(2*time.Hour), now.Add(3*time.Hour))
+		}
+		at[a] = true
+		u := refreshAt(noNext, now, time.Minute, time.Hour)
+		if u.Before(now.Add(time.Hour)) || !u.Before(now.Add(90*time.Minute)) {
+			t.Fatalf("refresh without nextUpdate at %v, want from an hour to 90 minutes from now", u)
+		}
+		unbounded[u] = true
+		wait, next := f.backoff(time.Minute)
+		if wait < time.Minute || wait >= 90*time.Second || next != 2*time.Minute {
+			t.Fatalf("backoff from 1m: wait %v, next %v; want 1m to 1m30s, then 2m", wait, next)
+		}
+		retries[wait] = true
+	}
+	if len(at) < 2 || len(retries) < 2 || len(unbounded) < 2 {
+		t.Errorf("16 fetchers: %d refresh times, %d refresh times without nextUpdate, %d retry waits: all in step", len(at), len(unbounded), len(retries))
 	}
 }
 
