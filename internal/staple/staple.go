@@ -10,6 +10,7 @@ package staple
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -33,9 +34,10 @@ const Skew = 5 * time.Minute
 
 // Verify parses der as an OCSP response for leaf, issued by issuer, and
 // checks that it can be stapled at now: signed by issuer or by a responder
-// issuer delegated to (RFC 6960 §4.2.2.2), about leaf's serial number,
-// status good, and current (thisUpdate not after now, nextUpdate, when
-// present, after now and not before thisUpdate; RFC 6960 §4.2.2.1).
+// issuer delegated to (RFC 6960 §4.2.2.2), which its responderID names,
+// about leaf's serial number, status good, and current (thisUpdate not
+// after now, nextUpdate, when present, after now and not before
+// thisUpdate; RFC 6960 §4.2.2.1).
 func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Response, error) {
 	if len(der) > MaxResponse {
 		return nil, fmt.Errorf("the response is %d bytes, over %d", len(der), MaxResponse)
@@ -142,14 +144,18 @@ func checkCertID(der []byte, resp *ocsp.Response, leaf, issuer *x509.Certificate
 }
 
 // checkSigner checks that issuer signed resp, itself or through a
-// certificate it issued for OCSP signing that resp carries.
+// certificate it issued for OCSP signing that resp carries, and that
+// resp's responderID names that signer.
 func checkSigner(resp *ocsp.Response, issuer *x509.Certificate, now time.Time) error {
 	d := resp.Certificate
 	if d == nil {
 		if err := resp.CheckSignatureFrom(issuer); err != nil {
 			return fmt.Errorf("the response is not signed by the certificate's issuer %q: %v", issuer.Subject.CommonName, err)
 		}
-		return nil
+		return checkResponderID(resp, issuer)
+	}
+	if err := checkResponderID(resp, d); err != nil {
+		return err
 	}
 	// The parser checked that d signed the response.
 	if bytes.Equal(d.Raw, issuer.Raw) {
@@ -163,6 +169,33 @@ func checkSigner(resp *ocsp.Response, issuer *x509.Certificate, now time.Time) e
 	}
 	if now.Before(d.NotBefore) || now.After(d.NotAfter) {
 		return fmt.Errorf("the response's signer certificate %q is valid only from %s to %s", d.Subject.CommonName, d.NotBefore.UTC().Format(time.RFC3339), d.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkResponderID checks that resp's responderID (RFC 6960 §4.2.1) names
+// signer, by its subject or the SHA-1 hash of its public key: clients
+// find the certificate to check the staple's signature with by the
+// responderID alone (Firefox's mozilla::pkix, OpenSSL's
+// OCSP_basic_verify), so a response whose responderID names another
+// certificate than the one that signed it fails their check, and a
+// client requiring the staple (must-staple) refuses the handshake.
+func checkResponderID(resp *ocsp.Response, signer *x509.Certificate) error {
+	if resp.RawResponderName != nil {
+		if !bytes.Equal(resp.RawResponderName, signer.RawSubject) {
+			return fmt.Errorf("the response's responderID names another responder than its signer %q", signer.Subject.CommonName)
+		}
+		return nil
+	}
+	var spki struct {
+		Algorithm pkix.AlgorithmIdentifier
+		PublicKey asn1.BitString
+	}
+	if _, err := asn1.Unmarshal(signer.RawSubjectPublicKeyInfo, &spki); err != nil {
+		return fmt.Errorf("the response's signer %q: %v", signer.Subject.CommonName, err)
+	}
+	if h := sha1.Sum(spki.PublicKey.RightAlign()); !bytes.Equal(resp.ResponderKeyHash, h[:]) {
+		return fmt.Errorf("the response's responderID names another responder key than its signer %q's", signer.Subject.CommonName)
 	}
 	return nil
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -61,6 +65,12 @@ func TestVerify(t *testing.T) {
 		{"expired", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(-2*time.Hour), now.Add(-time.Second) }), nil, nil), "expired"},
 		{"not yet valid", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(time.Hour), now.Add(2*time.Hour) }), nil, nil), "not valid before"},
 		{"nextUpdate before thisUpdate", p.Sign(t, with(func(r *ocsp.Response) { r.ThisUpdate, r.NextUpdate = now.Add(2*time.Minute), now.Add(time.Minute) }), nil, nil), "before its thisUpdate"},
+		{"responderID by key, signed by the issuer", byKeyID(t, p.Sign(t, good, nil, nil), p.CA, p.CAKey), ""},
+		{"responderID by key, delegated responder", byKeyID(t, p.Sign(t, good, delegate, dkey), delegate, dkey), ""},
+		{"responderID naming a delegate, signed by the issuer", namedBy(t, p, delegate, good, p.CAKey), "responderID names another responder than its signer"},
+		{"responderID naming the issuer, signed by a delegate", namedBy(t, p, p.CA, with(func(r *ocsp.Response) { r.Certificate = delegate }), dkey), "responderID names another responder than its signer"},
+		{"responderID by another key, signed by the issuer", byKeyID(t, p.Sign(t, good, nil, nil), delegate, p.CAKey), "names another responder key"},
+		{"responderID by the issuer's key, signed by a delegate", byKeyID(t, p.Sign(t, good, delegate, dkey), p.CA, dkey), "names another responder key"},
 		{"garbage", []byte("not DER"), "not an OCSP response"},
 		{"too large", make([]byte, MaxResponse+1), "over"},
 		{"try later", ocsp.TryLaterErrorResponse, "not an OCSP response"},
@@ -132,6 +142,78 @@ func aboutIssuer(t *testing.T, p *ocsptest.PKI, tmpl ocsp.Response, issuer *x509
 		t.Fatal(err)
 	}
 	return der
+}
+
+// namedBy makes a response of tmpl signed with key (carrying
+// tmpl.Certificate) whose responderID names responder by name.
+func namedBy(t *testing.T, p *ocsptest.PKI, responder *x509.Certificate, tmpl ocsp.Response, key crypto.Signer) []byte {
+	t.Helper()
+	der, err := ocsp.CreateResponse(p.CA, responder, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// byKeyID rewrites the response der (of ocsp.CreateResponse, signed with
+// ECDSA-SHA256) with a responderID naming the key of named by its SHA-1
+// hash (RFC 6960 §4.2.1 byKey, which x/crypto/ocsp does not write), signed
+// again with key.
+func byKeyID(t *testing.T, der []byte, named *x509.Certificate, key crypto.Signer) []byte {
+	t.Helper()
+	var outer struct {
+		Status asn1.Enumerated
+		Bytes  struct {
+			Type     asn1.ObjectIdentifier
+			Response []byte
+		} `asn1:"explicit,tag:0"`
+	}
+	var basic struct {
+		TBS   asn1.RawValue
+		Alg   pkix.AlgorithmIdentifier
+		Sig   asn1.BitString
+		Certs asn1.RawValue `asn1:"optional"`
+	}
+	var tbs struct{ ResponderID, ProducedAt, Responses asn1.RawValue }
+	var spki struct {
+		Alg pkix.AlgorithmIdentifier
+		Key asn1.BitString
+	}
+	must := func(_ []byte, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(asn1.Unmarshal(der, &outer))
+	must(asn1.Unmarshal(outer.Bytes.Response, &basic))
+	must(asn1.Unmarshal(basic.TBS.FullBytes, &tbs))
+	must(asn1.Unmarshal(named.RawSubjectPublicKeyInfo, &spki))
+	h := sha1.Sum(spki.Key.RightAlign())
+	hash, err := asn1.Marshal(h[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbs.ResponderID = asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 2, IsCompound: true, Bytes: hash}
+	raw, err := asn1.Marshal(tbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := sha256.Sum256(raw)
+	sig, err := key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basic.TBS = asn1.RawValue{FullBytes: raw}
+	basic.Sig = asn1.BitString{Bytes: sig, BitLength: 8 * len(sig)}
+	if outer.Bytes.Response, err = asn1.Marshal(basic); err != nil {
+		t.Fatal(err)
+	}
+	out, err := asn1.Marshal(outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // selfSigned makes a CA certificate named name for key.
