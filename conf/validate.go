@@ -1989,7 +1989,7 @@ func (v *validator) siteOCSP(s *Site, p string) {
 		v.errf(key, "fetch a current response for this certificate from its CA's responder (openssl ocsp -issuer CA -cert CERT -url URL -respout FILE) and reload", "OCSP response %s cannot be stapled: %v", t.OCSPFile, err)
 		return
 	}
-	s.Material.TLSOCSP = &staple.Staple{DER: der, NextUpdate: resp.NextUpdate}
+	s.Material.TLSOCSP = &staple.Staple{DER: der, ThisUpdate: resp.ThisUpdate, NextUpdate: resp.NextUpdate}
 }
 
 // tlsKeyUnusable says why crypto/tls cannot sign a handshake with the key

@@ -135,7 +135,14 @@ func (f *Fetcher) Refresh(ctx context.Context) (next time.Time, err error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("OCSP response from %s refused: %w", f.URL, err)
 	}
-	f.set(&Staple{DER: der, NextUpdate: resp.NextUpdate})
+	// A responder behind a cache (a CDN) may serve a copy older than the
+	// one kept: it would bring the staple's expiry nearer, so the newer
+	// stays and the fetch is retried.
+	if kept := f.cur.Load(); kept != nil && resp.ThisUpdate.Before(kept.ThisUpdate) {
+		return time.Time{}, fmt.Errorf("OCSP response from %s (thisUpdate %s) is older than the one stapled (thisUpdate %s): kept that one",
+			f.URL, resp.ThisUpdate.UTC().Format(time.RFC3339), kept.ThisUpdate.UTC().Format(time.RFC3339))
+	}
+	f.set(&Staple{DER: der, ThisUpdate: resp.ThisUpdate, NextUpdate: resp.NextUpdate})
 	return refreshAt(resp, now, f.minRetry(), f.maxRetry()), nil
 }
 

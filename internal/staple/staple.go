@@ -203,6 +203,7 @@ func checkResponderID(resp *ocsp.Response, signer *x509.Certificate) error {
 // Staple is a verified response with the time it stops being stapled.
 type Staple struct {
 	DER        []byte
+	ThisUpdate time.Time
 	NextUpdate time.Time // zero: none given
 }
 

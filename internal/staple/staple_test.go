@@ -278,14 +278,16 @@ func TestFetcher(t *testing.T) {
 		t.Fatal("the refreshed response is not stapled")
 	}
 
-	// A bad signature, a revoked status, a dead responder: the last good
+	// A bad signature, a revoked status, a dead responder, a copy older
+	// than the one kept (a cache in front of the responder): the last good
 	// response stays.
 	_, otherKey := ocsptest.NewCA(t, "Other CA")
 	revoked := p.Sign(t, ocsp.Response{Status: ocsp.Revoked, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour), RevokedAt: next}, nil, nil)
 	for name, der := range map[string][]byte{
-		"bad signature": signWithKey(t, p, ocsp.Response{Status: ocsp.Good, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour)}, otherKey),
-		"revoked":       revoked,
-		"down":          nil,
+		"bad signature":         signWithKey(t, p, ocsp.Response{Status: ocsp.Good, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour)}, otherKey),
+		"revoked":               revoked,
+		"down":                  nil,
+		"older (a cached copy)": first,
 	} {
 		p.Serve(der)
 		if _, err := f.Refresh(ctx); err == nil {
