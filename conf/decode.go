@@ -212,6 +212,22 @@ func badCharacter(data []byte) (p pos, what string, ok bool) {
 	return pos{}, "", false
 }
 
+// refusedTag says why n's explicit tag is refused ("" when n has none or
+// a core-schema one, !!str or !!int say, which only state the type). A
+// tag other programs expand (!include, !env, Ansible's !vault, !!binary)
+// would be ignored here and its text taken as the value: a vault blob
+// for a password, a file name for its contents.
+func refusedTag(n *yaml.Node) string {
+	if n.Style&yaml.TaggedStyle == 0 {
+		return ""
+	}
+	switch n.Tag {
+	case "!!str", "!!int", "!!bool", "!!null", "!!float", "!!map", "!!seq":
+		return ""
+	}
+	return fmt.Sprintf("the tag %s is not supported: gmproxy expands no YAML tags and would take the text after it as the value", n.Tag)
+}
+
 // nodeDecoder is implemented by types with their own YAML forms.
 type nodeDecoder interface {
 	decodeNode(d *decoder, n *yaml.Node, path string)
@@ -259,6 +275,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	d.depth++
 	defer func() { d.depth-- }()
+	if why := refusedTag(n); why != "" {
+		d.addAt(SeverityError, nodePos(n), path, why, "remove the tag and write the value itself (a secret: its *_file key, or the file it names)")
+		return
+	}
 	if path != "" {
 		if _, ok := d.valPos[path]; !ok {
 			d.valPos[path] = nodePos(n)

@@ -105,7 +105,7 @@ func reference() (string, error) {
 		}
 	}
 	g.out.WriteString("# Configuration reference\n\n")
-	g.out.WriteString(wrap("Every key of the YAML file, by section; \"[]\" marks a list of sections. Durations are written like 500ms, 10s, 5m, 1h (at most 100 years); sizes like 4096, 64KiB, 10MiB; whole numbers in decimal, without a leading 0 (which YAML 1.1 reads as octal). Relative file names resolve against the folder of the configuration file. This reference is generated from the field documentation in config.go.", 76, "") + "\n")
+	g.out.WriteString(wrap("Every key of the YAML file, by section; \"[]\" marks a list of sections. Durations are written like 500ms, 10s, 5m, 1h (at most 100 years); sizes like 4096, 64KiB, 10MiB; whole numbers in decimal, without a leading 0 (which YAML 1.1 reads as octal). YAML anchors, aliases and merge keys (<<) work; tags that other programs expand (!include, !env, !vault, !!binary) are refused, since gmproxy expands none. Relative file names resolve against the folder of the configuration file. This reference is generated from the field documentation in config.go.", 76, "") + "\n")
 	g.section(refSection{"top level", "Config"})
 	// The separate file of gmproxy keyserver -c FILE.
 	g.section(refSection{"keyserver", "KeyServerFile"})
