@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/emmansun/gmsm/smx509"
 
@@ -118,13 +119,25 @@ type handshaker interface {
 	HandshakeContext(ctx context.Context) error
 }
 
-// TargetConfigs returns a lookup of the client config for a target
-// address, made once per address by mk with the server name (serverName,
-// or else the target's host) and the address.
-func TargetConfigs[C any](mk func(name, addr string) *C, serverName string) func(addr string) *C {
-	var m sync.Map // target address → *C
-	return func(addr string) *C {
-		if c, ok := m.Load(addr); ok {
+// maxTargetConfigs bounds the configs a TargetConfigs lookup keeps: the
+// addresses that names resolve to change over a configuration's life
+// (re-resolution), and a config is cheap to make again.
+const maxTargetConfigs = 1024
+
+// TargetConfigs returns a lookup of the client config for a dial of the
+// target address addr in ctx, made by mk with the server name
+// (serverName, or else addr's host) and the address connected to,
+// DialAddr(ctx, addr), which keys the target's sessions: the addresses a
+// name resolves to are as many servers, that need not share session
+// state, and with sessions kept per name each dial offered the session of
+// the address dialled last (nginx keeps one per peer address).
+func TargetConfigs[C any](mk func(name, to string) *C, serverName string) func(ctx context.Context, addr string) *C {
+	var m sync.Map // addr + " " + to → *C
+	var n atomic.Int64
+	return func(ctx context.Context, addr string) *C {
+		to := DialAddr(ctx, addr)
+		key := addr + " " + to
+		if c, ok := m.Load(key); ok {
 			return c.(*C)
 		}
 		name := serverName
@@ -135,7 +148,11 @@ func TargetConfigs[C any](mk func(name, addr string) *C, serverName string) func
 			}
 			name = host
 		}
-		c, _ := m.LoadOrStore(addr, mk(name, addr))
+		if n.Add(1) > maxTargetConfigs {
+			m.Clear()
+			n.Store(1)
+		}
+		c, _ := m.LoadOrStore(key, mk(name, to))
 		return c.(*C)
 	}
 }
@@ -152,7 +169,7 @@ func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName s
 		if err != nil {
 			return nil, &dialError{err}
 		}
-		c := client(raw, configs(addr))
+		c := client(raw, configs(ctx, addr))
 		if err := c.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, &dialError{fmt.Errorf("%s handshake with %s: %w", proto, addr, err)}

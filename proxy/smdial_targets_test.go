@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"testing"
 
@@ -48,6 +49,52 @@ func TestSMDialerSessionsPerTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 			testpeer.DialInTurn(t, dial, a, b, tc.resumed)
+		})
+	}
+}
+
+// TestSMDialerSessionsPerResolvedAddress: a target given by name that
+// resolves to two addresses whose servers do not share session state.
+// The proxy dials the name (byName), the address in the context
+// (DialAddr): sessions keyed by the name made each dial offer the other
+// address's session, so that with the addresses taken in turn no
+// connection ever resumed. Each address now has its own, as nginx keeps
+// one per upstream peer (proxy_ssl_session_reuse).
+func TestSMDialerSessionsPerResolvedAddress(t *testing.T) {
+	p := func(n string) string { return pkiPath(t, n) }
+	tlcpCert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smCert, err := tls13sm.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		proto   string
+		target  func(secret byte) string
+		resumed func(net.Conn) bool
+	}{
+		{upstreamproto.TLCP, func(secret byte) string {
+			cfg := &tlcp.Config{Certificates: []tlcp.Certificate{tlcpCert}, TicketKeys: testpeer.TicketKeys(t, secret), SessionCacheDisabled: true}
+			return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tlcp.Server(c, cfg) })
+		}, func(c net.Conn) bool { return c.(*tlcp.Conn).ConnectionState().DidResume }},
+		{upstreamproto.TLS13SM, func(secret byte) string {
+			cfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{smCert}, TicketKeys: testpeer.TicketKeys(t, secret)}
+			return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tls13sm.Server(c, cfg) })
+		}, func(c net.Conn) bool { return c.(*tls13sm.Conn).ConnectionState().DidResume }},
+	} {
+		t.Run(tc.proto, func(t *testing.T) {
+			a, b := tc.target(1), tc.target(2)
+			tlsc := &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost"}
+			dial, err := smDialer(&UpstreamConfig{Name: "gm", Protocol: tc.proto, TLS: tlsc}, &net.Dialer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return dial(context.WithValue(ctx, dialTo{}, addr), network, "app.test:443")
+			}
+			testpeer.DialInTurn(t, byName, a, b, tc.resumed)
 		})
 	}
 }

@@ -94,14 +94,14 @@ type handshaker interface {
 	HandshakeContext(context.Context) error
 }
 
-func smDial[C any](connect time.Duration, configs func(addr string) *C, client func(raw net.Conn, c *C) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func smDial[C any](connect time.Duration, configs func(ctx context.Context, addr string) *C, client func(raw net.Conn, c *C) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := d.DialContext(ctx, network, proxy.DialAddr(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
-		c := client(raw, configs(addr))
+		c := client(raw, configs(ctx, addr))
 		if err := c.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, fmt.Errorf("handshake with %s: %w", addr, err)
