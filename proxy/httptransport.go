@@ -188,14 +188,10 @@ type http1Only struct{}
 // keep the Connection fields http.ReadResponse drops. Writes go through
 // sendTimed (write_timeout d, 0: none) under TLS.
 func alpnDialer(d *net.Dialer, base *tls.Config, wt time.Duration) DialFunc {
-	offer := func(protos ...string) func(addr string) *tls.Config {
+	offer := func(protos ...string) func(ctx context.Context, addr string) *tls.Config {
 		cfg := base.Clone()
 		cfg.NextProtos = protos
-		return perServerName(cfg.ServerName, func(name string) *tls.Config {
-			c := cfg.Clone()
-			c.ServerName = name
-			return c
-		}, cfg)
+		return TargetConfigs(func(name, to string) *tls.Config { return targetTLS(cfg, name, to) }, cfg.ServerName)
 	}
 	both, h1 := offer("h2", "http/1.1"), offer("http/1.1")
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -211,7 +207,7 @@ func alpnDialer(d *net.Dialer, base *tls.Config, wt time.Duration) DialFunc {
 		if wt > 0 {
 			c = newSendTimedConn(c, wt)
 		}
-		tc := tls.Client(c, configs(addr))
+		tc := tls.Client(c, configs(ctx, addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, &dialError{fmt.Errorf("tls handshake with %s: %w", addr, err)}
@@ -227,23 +223,33 @@ func alpnDialer(d *net.Dialer, base *tls.Config, wt time.Duration) DialFunc {
 // tls.Dialer does but connecting to DialAddr: a target resolved from a
 // name is dialled with the name as server name.
 func tlsDialer(d *net.Dialer, base *tls.Config) DialFunc {
-	configs := perServerName(base.ServerName, func(name string) *tls.Config {
-		c := base.Clone()
-		c.ServerName = name
-		return c
-	}, base)
+	configs := TargetConfigs(func(name, to string) *tls.Config { return targetTLS(base, name, to) }, base.ServerName)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := d.DialContext(ctx, network, DialAddr(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
-		c := tls.Client(raw, configs(addr))
+		c := tls.Client(raw, configs(ctx, addr))
 		if err := c.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, err
 		}
 		return c, nil
 	}
+}
+
+// targetTLS returns base for the server name and the target address to
+// connect to: crypto/tls keys its sessions by server name, which the
+// targets of an upstream with tls.server_name, and the addresses of a
+// name, share; in one entry each dial found the session of the target
+// dialled last, which another server cannot resume.
+func targetTLS(base *tls.Config, name, to string) *tls.Config {
+	c := base.Clone()
+	c.ServerName = name
+	if c.ClientSessionCache != nil {
+		c.ClientSessionCache = TargetSessions[*tls.ClientSessionState]{Cache: c.ClientSessionCache, Target: to}
+	}
+	return c
 }
 
 // scansHeads reports whether the Transport of an upstream speaking proto
@@ -292,7 +298,7 @@ func handshakeDialer(dial DialFunc, tc TransportConfig) DialFunc {
 }
 
 // upstreamTLSSessions bounds the sessions an upstream of protocol tls or
-// h2 keeps to resume (one per server name, or per target without one).
+// h2 keeps to resume (one per target address and server name).
 const upstreamTLSSessions = 256
 
 func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {

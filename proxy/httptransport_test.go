@@ -274,3 +274,51 @@ func TestUpstreamTLSSessionsResumed(t *testing.T) {
 		t.Errorf("%d handshakes with the target, %d resumed; want 3 and at least the last 2", h, r)
 	}
 }
+
+// TestTLSDialersSessionsPerTarget: an upstream of protocol tls with
+// tls.server_name and two targets that share no session state (their own
+// ticket keys), and a target name resolving to those two addresses,
+// dialed in turn by the Transport's dialer (alpnDialer) and stream
+// mode's (tlsDialer). Each address keeps its own sessions, so that every
+// connection after the first to an address resumes; crypto/tls keys its
+// cache by server name, which the targets share, and each dial offered
+// the other target's session and fell back to a full handshake, every
+// time.
+func TestTLSDialersSessionsPerTarget(t *testing.T) {
+	ca := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ca.Close()
+	target := func(secret byte) string {
+		cfg := &tls.Config{Certificates: ca.TLS.Certificates}
+		cfg.SetSessionTicketKeys([][32]byte{{secret}})
+		return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tls.Server(c, cfg) })
+	}
+	resumed := func(c net.Conn) bool {
+		if sc, ok := c.(*scanConn); ok {
+			c = sc.Conn
+		}
+		return c.(*tls.Conn).ConnectionState().DidResume
+	}
+	for _, byName := range []bool{false, true} {
+		for _, mode := range []string{"transport", "stream"} {
+			t.Run(mode+map[bool]string{false: "", true: "/by-name"}[byName], func(t *testing.T) {
+				a, b := target(1), target(2)
+				uc := &UpstreamConfig{Name: "t", Protocol: upstreamproto.TLS, TLS: &UpstreamTLSConfig{
+					RootCAs: ca.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com"}}
+				tr, _, dial, err := newTransport(uc, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mode == "transport" {
+					dial = tr.DialTLSContext
+				}
+				if byName {
+					direct := dial
+					dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+						return direct(context.WithValue(ctx, dialTo{}, addr), network, "app.test:443")
+					}
+				}
+				testpeer.DialInTurn(t, dial, a, b, resumed)
+			})
+		}
+	}
+}

@@ -178,33 +178,14 @@ func smHandshakeDialer[C any](d *net.Dialer, proto string, base *C, serverName s
 	}
 }
 
-// perServerName returns a lookup giving, per target address, a config
-// whose ServerName is the configured one or else the target's host.
-func perServerName[C any](fixed string, withName func(string) *C, base *C) func(addr string) *C {
-	if fixed != "" {
-		return func(string) *C { return base }
-	}
-	var m sync.Map
-	return func(addr string) *C {
-		if c, ok := m.Load(addr); ok {
-			return c.(*C)
-		}
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			host = addr
-		}
-		c, _ := m.LoadOrStore(addr, withName(host))
-		return c.(*C)
-	}
-}
-
 // TargetSessions is the view of an upstream's client session cache
-// (tlcp.ClientSessionCache, tls13sm.ClientSessionCache) that the
-// connections to one target use: tlcp and tls13sm key sessions by server
-// name, which all the targets share when tls.server_name is set, so that
-// in one cache entry each new connection found the session of the target
-// dialed last and resumed only when that was the same target. Keys get
-// Target in front.
+// (tlcp.ClientSessionCache, tls13sm.ClientSessionCache,
+// tls.ClientSessionCache) that the connections to one target address
+// use: the three packages key sessions by server name, which all the
+// targets share when tls.server_name is set, and all the addresses of a
+// name, so that in one cache entry each new connection found the session
+// of the target dialed last and resumed only when that was the same
+// target. Keys get Target in front.
 type TargetSessions[S any] struct {
 	Cache interface {
 		Get(key string) (S, bool)
