@@ -133,6 +133,14 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 	seen := map[string]bool{}
 	answers := u.lookupAll(ctx)
 	for i, tc := range u.specs {
+		if !answers[i].isName {
+			// Before any name's: a name listed first took a listed
+			// address for itself, which was then two targets, the
+			// listed one dialled by the name.
+			seen[tc.Address] = true
+		}
+	}
+	for i, tc := range u.specs {
 		addrs, isName, err := answers[i].addrs, answers[i].isName, answers[i].err
 		switch {
 		case !isName:

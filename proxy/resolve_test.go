@@ -552,3 +552,42 @@ func TestNameLookupsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestNameOfListedAddressOneTarget: a name that resolves to the address
+// of a target listed by its IP address adds no second target for it,
+// whichever of the two comes first: listed after the name, the address
+// was two targets (twice its share of the requests, two health states),
+// and the listed one was dialled by the name (its server name and
+// certificate check), which it is not with the name after it.
+func TestNameOfListedAddressOneTarget(t *testing.T) {
+	for _, order := range [][]TargetConfig{
+		{{Address: "10.1.2.3:443"}, {Address: "app.test:443"}},
+		{{Address: "app.test:443"}, {Address: "10.1.2.3:443"}},
+	} {
+		dns := &fakeDNS{}
+		dns.set(false, "10.1.2.3", "10.1.2.4")
+		uc := UpstreamConfig{Name: "u", Targets: order, LookupNetIP: dns.lookup, ResolveInterval: -1}
+		u, err := newUpstream(&uc, NopObserver{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, tg := range u.Targets() {
+			got = append(got, tg.Addr)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"10.1.2.3:443", "10.1.2.4:443"}) {
+			t.Errorf("targets %v with %s first, want 10.1.2.3:443 and 10.1.2.4:443 once each", got, order[0].Address)
+		}
+		var dialled string
+		dial := u.byName(func(_ context.Context, _, addr string) (net.Conn, error) {
+			dialled = addr
+			return nil, errors.New("not dialled")
+		})
+		dial(context.Background(), "tcp", "10.1.2.3:443")
+		if dialled != "10.1.2.3:443" {
+			t.Errorf("with %s first, the listed address dialled as %q, want as it is", order[0].Address, dialled)
+		}
+		u.close()
+	}
+}
