@@ -917,7 +917,9 @@ type Target struct {
 	// (host_header {upstream}) and TLS server name. A name that does not
 	// resolve at start is dialled by name (every connection then goes to
 	// the first address the system resolver gives) and a warning is
-	// logged.
+	// logged; one that resolves only to 0.0.0.0, ::, multicast or
+	// broadcast addresses (a DNS filter's answer for a blocked name) is
+	// not dialled until it resolves to others.
 	Address string `yaml:"address"`
 	// Weight is the share of requests for round_robin. Default 1.
 	Weight int `yaml:"weight"`

@@ -1064,7 +1064,9 @@
 //     name:port/address:port); requests keep the name as Host (host_header
 //     {upstream}) and TLS server name. A name that does not resolve at start
 //     is dialled by name (every connection then goes to the first address the
-//     system resolver gives) and a warning is logged.
+//     system resolver gives) and a warning is logged; one that resolves only
+//     to 0.0.0.0, ::, multicast or broadcast addresses (a DNS filter's answer
+//     for a blocked name) is not dialled until it resolves to others.
 //   - weight (integer): weight is the share of requests for round_robin.
 //     Default 1.
 //   - backup (boolean): backup targets receive requests only when every other

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net"
@@ -60,7 +62,11 @@ func (u *Upstream) byName(dial DialFunc) DialFunc {
 		return nil
 	}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if name, ok := u.set.Load().nameOf(addr); ok {
+		ts := u.set.Load()
+		if err, ok := ts.refused[addr]; ok {
+			return nil, &dialError{err}
+		}
+		if name, ok := ts.nameOf(addr); ok {
 			ctx = context.WithValue(ctx, dialTo{}, addr)
 			addr = name
 		}
@@ -80,6 +86,12 @@ type targetSet struct {
 	// it after (once a connection slot frees), still by name. Only the
 	// last refresh's are kept, which bounds them.
 	removed map[string]string
+	// refused holds the targets given by a name that answered only
+	// addresses that are no target's (unusableAddr), with that error:
+	// dialled by name, the system resolver would give the dialer the
+	// same addresses, and a connect to 0.0.0.0 reaches this host. Their
+	// dials fail until the name resolves to usable addresses.
+	refused map[string]error
 }
 
 // nameOf returns the name addr was resolved from, if it was.
@@ -158,8 +170,21 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 					addrs = append(addrs, t.Addr)
 				}
 			}
+			// Kept dialled by name (unresolved at start): refused as
+			// long as its answers are no target's, or were.
+			if e, ok := prev.refused[tc.Address]; (ok || isUnusableAnswer(err)) && slices.Contains(addrs, tc.Address) {
+				if !ok {
+					e = err
+				}
+				ts.refuse(tc.Address, e)
+			}
 		case err != nil:
-			u.logger.Warn("upstream target name not resolved: dialled by name", "target", tc.Address, "error", err)
+			if isUnusableAnswer(err) {
+				u.logger.Warn("upstream target name resolved to no usable address: not dialled until it does", "target", tc.Address, "error", err)
+				ts.refuse(tc.Address, err)
+			} else {
+				u.logger.Warn("upstream target name not resolved: dialled by name", "target", tc.Address, "error", err)
+			}
 			if ro, ok := u.obs.(UpstreamResolveObserver); ok {
 				ro.UpstreamResolveFailed(u.name)
 			}
@@ -187,6 +212,23 @@ func (u *Upstream) resolve(ctx context.Context, prev *targetSet) *targetSet {
 	ts.nPrimary = len(ts.all)
 	ts.all = append(ts.all, backups...)
 	return ts
+}
+
+// refuse makes the dials of the target given by name fail with err.
+func (ts *targetSet) refuse(name string, err error) {
+	if ts.refused == nil {
+		ts.refused = make(map[string]error)
+	}
+	ts.refused[name] = err
+}
+
+// unusableAnswer is resolveTarget's error for a name whose answer held
+// only addresses that are no target's (unusableAddr).
+type unusableAnswer struct{ *net.DNSError }
+
+func isUnusableAnswer(err error) bool {
+	var ua unusableAnswer
+	return errors.As(err, &ua)
 }
 
 // hasNames reports whether a target of targets is given by a host name,
@@ -261,7 +303,7 @@ func (u *Upstream) startRefresh() {
 func (u *Upstream) refresh(ctx context.Context) {
 	prev := u.set.Load()
 	ts := u.resolve(ctx, prev)
-	if ctx.Err() != nil || sameTargets(prev, ts) {
+	if ctx.Err() != nil || sameTargets(prev, ts) && len(prev.refused) == len(ts.refused) {
 		return
 	}
 	if ts.nPrimary == 0 {
@@ -361,6 +403,9 @@ func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string, log 
 		log.Warn("upstream target name resolved to addresses that are no target's: left out", "target", hostport, "addresses", unusable)
 	}
 	if len(addrs) == 0 {
+		if len(unusable) > 0 {
+			return nil, true, unusableAnswer{&net.DNSError{Err: fmt.Sprintf("only addresses that are no target's %v", unusable), Name: host, IsNotFound: true}}
+		}
 		return nil, true, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 	}
 	return addrs, true, nil

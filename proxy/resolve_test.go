@@ -591,3 +591,61 @@ func TestNameOfListedAddressOneTarget(t *testing.T) {
 		u.close()
 	}
 }
+
+// TestNameTargetSinkholedAtStart: a name that answers, at start, only
+// addresses that name no host to connect to (0.0.0.0, ::: a DNS filter's
+// answer for a blocked name) is not dialled by name as one that does not
+// resolve is: the system resolver gave the dialer the same 0.0.0.0, which
+// a connect takes to this host, the proxy's own listeners (a request loop
+// when the port is one of theirs). Its dials fail until the name
+// resolves to usable addresses, through a lookup failure in between too.
+func TestNameTargetSinkholedAtStart(t *testing.T) {
+	dns := &fakeDNS{}
+	dns.set(false, "0.0.0.0", "::")
+	uc := UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "app.test:80"}}, LookupNetIP: dns.lookup, ResolveInterval: -1}
+	u, err := newUpstream(&uc, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	var dialled []string
+	dial := u.byName(func(ctx context.Context, _, addr string) (net.Conn, error) {
+		dialled = append(dialled, DialAddr(ctx, addr))
+		return nil, errors.New("not dialled")
+	})
+	try := func(when string) {
+		t.Helper()
+		dialled = nil
+		_, err := dial(context.Background(), "tcp", "app.test:80")
+		var de *dialError
+		if len(dialled) != 0 || !errors.As(err, &de) {
+			t.Errorf("%s: dialled %q, error %v; want no dial and a dial error", when, dialled, err)
+		}
+	}
+	try("at start")
+	dns.set(true)
+	u.refresh(context.Background())
+	try("after a failed lookup")
+	dns.set(false, "10.1.2.3")
+	u.refresh(context.Background())
+	dialled = nil
+	dial(context.Background(), "tcp", "10.1.2.3:80")
+	if len(dialled) != 1 || dialled[0] != "10.1.2.3:80" {
+		t.Errorf("once resolved: dialled %q, want 10.1.2.3:80", dialled)
+	}
+
+	// Unresolved at start (dialled by name), then blocked.
+	dns.set(true)
+	u2, err := newUpstream(&uc, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u2.close()
+	dial = u2.byName(func(ctx context.Context, _, addr string) (net.Conn, error) {
+		dialled = append(dialled, DialAddr(ctx, addr))
+		return nil, errors.New("not dialled")
+	})
+	dns.set(false, "0.0.0.0")
+	u2.refresh(context.Background())
+	try("unresolved at start, then blocked")
+}
