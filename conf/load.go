@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -84,7 +83,7 @@ func Check(path string) (*Config, Problems) {
 // absolute directory its relative file names resolve against, or the
 // problem that stopped it.
 func readFile(path string) (data []byte, dir string, probs Problems) {
-	data, err := os.ReadFile(path)
+	data, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, "", Problems{{File: path, Severity: SeverityError, Message: fmt.Sprintf("cannot read the configuration: %s", errText(err)), Fix: "check the -c argument"}}
 	}

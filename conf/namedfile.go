@@ -13,6 +13,21 @@ import (
 // what a check or reload may hold in memory for one file.
 const maxNamedFile = 64 << 20
 
+// maxConfigFile bounds the configuration file itself: thousands of sites
+// take a few MiB.
+const maxConfigFile = 16 << 20
+
+// ReadConfigFile reads a configuration file as Load does: a regular file
+// of at most 16 MiB (a FIFO or a device named by -c would block or never
+// end, at start and at every reload).
+func ReadConfigFile(path string) ([]byte, error) { return readNamed(path, maxConfigFile) }
+
+// ReadNamed reads a file the configuration names (a certificate, a key, a
+// CA file) as validation read it: a regular file of at most 64 MiB. The
+// runtime uses it for a file it reads again after the configuration was
+// loaded.
+func ReadNamed(path string) ([]byte, error) { return readNamed(path, maxNamedFile) }
+
 // errNotRegular is the error of a named file that is a FIFO, a device, a
 // socket or a folder.
 var errNotRegular = errors.New("not a regular file (a FIFO, a device or a folder): name the file itself")

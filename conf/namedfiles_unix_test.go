@@ -98,3 +98,35 @@ func TestNamedFileNotRegularOrHuge(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileNotRegularOrHuge: the configuration file itself (-c, read
+// at start and at every reload) is read as the files it names are: a
+// FIFO or a device is refused without being read (a FIFO would block the
+// reload until a writer comes), and so is a file over 16 MiB.
+func TestConfigFileNotRegularOrHuge(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "gmproxy.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 16<<20+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "not a regular file"},
+		{"/dev/zero", "not a regular file"},
+		{huge, "over 16MiB"},
+	} {
+		_, err := Load(tc.path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want it refused as %s", tc.path, err, tc.want)
+		}
+		if _, err := ReadConfigFile(tc.path); err == nil {
+			t.Errorf("ReadConfigFile(%s) read it", tc.path)
+		}
+	}
+}

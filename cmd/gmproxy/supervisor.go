@@ -202,7 +202,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 	if err := os.WriteFile(filepath.Join(s.dir, wrapKeyFile), wrap, 0o600); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.file)
+	data, err := conf.ReadConfigFile(s.file)
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +475,7 @@ func (s *supervisor) saveConfig(data []byte) error {
 // a crash then runs what the others run).
 func (s *supervisor) reload() (_ *conf.Config, err error) {
 	defer func() { s.reloadDone(err) }()
-	data, err := os.ReadFile(s.file)
+	data, err := conf.ReadConfigFile(s.file)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -53,7 +52,7 @@ func storeID(cfg *conf.Config) string {
 		h := sha256.New()
 		for _, f := range []string{t.CA, t.Cert, t.Key} {
 			if f != "" {
-				b, _ := os.ReadFile(cfg.Resolve(f))
+				b, _ := conf.ReadNamed(cfg.Resolve(f))
 				h.Write(b)
 				h.Write([]byte{0})
 			}
