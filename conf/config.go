@@ -614,7 +614,9 @@ type ClientAuth struct {
 	// gmproxy_client_cert_failures_total as revoked, crl_expired or
 	// no_crl. Delta CRLs and CRLs whose scope is narrowed
 	// (issuingDistributionPoint with onlySomeReasons, onlyContains…Certs
-	// or indirectCRL) are refused. Default: none (no revocation check).
+	// or indirectCRL) are refused; an entry whose reason is removeFromCRL
+	// (a hold released) revokes nothing, as in OpenSSL. Default: none (no
+	// revocation check).
 	CRL string `yaml:"crl"`
 	// VerifyDepth is the most CA certificates a client's chain may have
 	// between its certificate and the trust anchor of ca, counted as

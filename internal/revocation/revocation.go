@@ -58,6 +58,9 @@ type issuerCRL struct {
 	revoked                map[string]struct{}
 }
 
+// reasonRemoveFromCRL is the CRLReason removeFromCRL (RFC 5280 §5.3.1).
+const reasonRemoveFromCRL = 8
+
 // issuerKey names a CA by its name and its public key: a CA re-issued
 // under the same name with a new key (a key rollover, RFC 4210 §4.4) is
 // another issuer, whose CRLs the old key's do not stand for (RFC 5280
@@ -115,6 +118,13 @@ func NewIndex(crls []Signed) *Index {
 			e.nextUpdate = rl.NextUpdate
 		}
 		for _, r := range rl.RevokedCertificateEntries {
+			// removeFromCRL (RFC 5280 §5.3.1) says a certificate is no
+			// longer revoked (its hold released); it belongs in delta
+			// CRLs, but a CA may list it in a full one, and OpenSSL
+			// (nginx) then takes the certificate as not revoked.
+			if r.ReasonCode == reasonRemoveFromCRL {
+				continue
+			}
 			e.revoked[serialKey(r.SerialNumber)] = struct{}{}
 		}
 	}

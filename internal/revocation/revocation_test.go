@@ -98,6 +98,30 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestRemoveFromCRL: an entry whose reason is removeFromCRL (a hold
+// released, RFC 5280 §5.3.1) does not revoke its certificate, as OpenSSL
+// reads it; an entry with another reason (certificateHold too) does.
+func TestRemoveFromCRL(t *testing.T) {
+	p := testPKI(t)
+	now := time.Now()
+	tmpl := &smx509.RevocationList{Number: big.NewInt(1), ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(time.Hour),
+		RevokedCertificateEntries: []smx509.RevocationListEntry{
+			{SerialNumber: p.ClientSign.Cert.SerialNumber, RevocationTime: now.Add(-time.Hour), ReasonCode: reasonRemoveFromCRL},
+			{SerialNumber: p.ClientEnc.Cert.SerialNumber, RevocationTime: now.Add(-time.Hour), ReasonCode: 6}, // certificateHold
+		}}
+	der, err := smx509.CreateRevocationList(rand.Reader, tmpl, p.CA.Cert, p.CA.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := NewIndex([]Signed{{parse(t, der), p.CA.Cert}})
+	if err := ix.CheckIssued(p.ClientSign.Cert, now); err != nil {
+		t.Errorf("certificate listed with removeFromCRL: %v, want not revoked", err)
+	}
+	if got := reason(ix.CheckIssued(p.ClientEnc.Cert, now)); got != ReasonRevoked {
+		t.Errorf("certificate on hold: reason %q, want %q", got, ReasonRevoked)
+	}
+}
+
 // TestMergedCRLs: two CRLs of one issuer revoke what either lists, and
 // the issuer is current only while both are.
 func TestMergedCRLs(t *testing.T) {
