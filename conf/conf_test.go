@@ -218,19 +218,11 @@ func TestShadowedRouteWarned(t *testing.T) {
 upstreams:
   - {name: app, targets: [127.0.0.1:8080]}
 `
-	cfg, err := Parse("testdata/good/shadow.yaml", []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := warningsAbout(cfg, "never matches")
-	want := []string{
+	expectWarnings(t, "testdata/good/shadow.yaml", text, "never matches", []string{
 		"12:9 sites[0].routes[1]: route never matches: routes[0] before it (path_prefix /api) matches every request it would",
 		"13:9 sites[0].routes[2]: route never matches: routes[0] before it (path_prefix /api) matches every request it would",
 		"15:9 sites[0].routes[4]: route never matches: routes[3] before it (path /login) matches every request it would",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	})
 }
 
 // TestMergeKeyInNameValueMapping: a merge key works in the mappings of
@@ -341,4 +333,20 @@ func warningsAbout(cfg *Config, about string) []string {
 		}
 	}
 	return got
+}
+
+// expectWarnings parses text as file and checks that its warnings whose
+// message holds about are want ("line:column path: message"), in sorted
+// order.
+func expectWarnings(t *testing.T, file, text, about string, want []string) {
+	t.Helper()
+	cfg, err := Parse(file, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := warningsAbout(cfg, about)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings about %q:\n%s\nwant:\n%s\nall: %v", about, strings.Join(got, "\n"), strings.Join(want, "\n"), cfg.Warnings)
+	}
 }
