@@ -11,13 +11,15 @@ import (
 	"github.com/gmproxy/gmproxy/tls13sm"
 )
 
-// TestSMDialerSessionsPerTarget: an upstream with a fixed server_name
-// and two targets that do not share session state (their own ticket
-// keys), dialed in turn. Each target's sessions are kept apart, so that
-// every new connection after the first to a target resumes; one session
-// per server name made each dial offer the other target's session and
-// fall back to a full handshake, every time.
-func TestSMDialerSessionsPerTarget(t *testing.T) {
+// sessionServer starts, for one SM protocol, upstream servers with their
+// own ticket keys (secret), which share no session state.
+type sessionServer struct {
+	proto   string
+	target  func(secret byte) string
+	resumed func(net.Conn) bool
+}
+
+func sessionServers(t *testing.T) []sessionServer {
 	p := func(n string) string { return pkiPath(t, n) }
 	tlcpCert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
 	if err != nil {
@@ -27,24 +29,30 @@ func TestSMDialerSessionsPerTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		proto   string
-		tls     *UpstreamTLSConfig
-		target  func(secret byte) string
-		resumed func(net.Conn) bool
-	}{
-		{upstreamproto.TLCP, &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost"}, func(secret byte) string {
+	return []sessionServer{
+		{upstreamproto.TLCP, func(secret byte) string {
 			cfg := &tlcp.Config{Certificates: []tlcp.Certificate{tlcpCert}, TicketKeys: testpeer.TicketKeys(t, secret), SessionCacheDisabled: true}
 			return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tlcp.Server(c, cfg) })
 		}, func(c net.Conn) bool { return c.(*tlcp.Conn).ConnectionState().DidResume }},
-		{upstreamproto.TLS13SM, &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost"}, func(secret byte) string {
+		{upstreamproto.TLS13SM, func(secret byte) string {
 			cfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{smCert}, TicketKeys: testpeer.TicketKeys(t, secret)}
 			return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tls13sm.Server(c, cfg) })
 		}, func(c net.Conn) bool { return c.(*tls13sm.Conn).ConnectionState().DidResume }},
-	} {
+	}
+}
+
+// TestSMDialerSessionsPerTarget: an upstream with a fixed server_name
+// and two targets that do not share session state (their own ticket
+// keys), dialed in turn. Each target's sessions are kept apart, so that
+// every new connection after the first to a target resumes; one session
+// per server name made each dial offer the other target's session and
+// fall back to a full handshake, every time.
+func TestSMDialerSessionsPerTarget(t *testing.T) {
+	for _, tc := range sessionServers(t) {
 		t.Run(tc.proto, func(t *testing.T) {
 			a, b := tc.target(1), tc.target(2)
-			dial, err := smDialer(&UpstreamConfig{Name: "gm", Protocol: tc.proto, TLS: tc.tls}, &net.Dialer{})
+			tlsc := &UpstreamTLSConfig{CA: pkiPath(t, "ca.crt"), ServerName: "localhost"}
+			dial, err := smDialer(&UpstreamConfig{Name: "gm", Protocol: tc.proto, TLS: tlsc}, &net.Dialer{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,32 +69,10 @@ func TestSMDialerSessionsPerTarget(t *testing.T) {
 // connection ever resumed. Each address now has its own, as nginx keeps
 // one per upstream peer (proxy_ssl_session_reuse).
 func TestSMDialerSessionsPerResolvedAddress(t *testing.T) {
-	p := func(n string) string { return pkiPath(t, n) }
-	tlcpCert, err := tlcp.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), p("server_enc.crt"), p("server_enc.key"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	smCert, err := tls13sm.LoadX509KeyPair(p("server_sign.crt"), p("server_sign.key"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		proto   string
-		target  func(secret byte) string
-		resumed func(net.Conn) bool
-	}{
-		{upstreamproto.TLCP, func(secret byte) string {
-			cfg := &tlcp.Config{Certificates: []tlcp.Certificate{tlcpCert}, TicketKeys: testpeer.TicketKeys(t, secret), SessionCacheDisabled: true}
-			return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tlcp.Server(c, cfg) })
-		}, func(c net.Conn) bool { return c.(*tlcp.Conn).ConnectionState().DidResume }},
-		{upstreamproto.TLS13SM, func(secret byte) string {
-			cfg := &tls13sm.Config{Certificates: []tls13sm.Certificate{smCert}, TicketKeys: testpeer.TicketKeys(t, secret)}
-			return testpeer.ServeHandshakes(t, func(c net.Conn) testpeer.ServerConn { return tls13sm.Server(c, cfg) })
-		}, func(c net.Conn) bool { return c.(*tls13sm.Conn).ConnectionState().DidResume }},
-	} {
+	for _, tc := range sessionServers(t) {
 		t.Run(tc.proto, func(t *testing.T) {
 			a, b := tc.target(1), tc.target(2)
-			tlsc := &UpstreamTLSConfig{CA: p("ca.crt"), ServerName: "localhost"}
+			tlsc := &UpstreamTLSConfig{CA: pkiPath(t, "ca.crt"), ServerName: "localhost"}
 			dial, err := smDialer(&UpstreamConfig{Name: "gm", Protocol: tc.proto, TLS: tlsc}, &net.Dialer{})
 			if err != nil {
 				t.Fatal(err)
