@@ -506,3 +506,39 @@ func pprofAdmins(t *testing.T) (single, sup http.Handler) {
 	s.admin.set(cfg.Admin)
 	return single, s.adminMux(cfg, nil)
 }
+
+// TestWorkerPprofSecondsAsPprof: a worker's profile or trace through the
+// supervisor is given the time pprof takes for the seconds asked, read as
+// pprof reads them: seconds=0 (or 0.5 for a CPU profile, which pprof reads
+// as an integer) profiles for pprof's default 30 s, so the worker's
+// answer must be waited for past those 30 s; and a trace's fractional
+// seconds, which pprof takes, are taken.
+func TestWorkerPprofSecondsAsPprof(t *testing.T) {
+	cfg := conf.Default()
+	cfg.Admin.Pprof = true
+	var left time.Duration
+	s := &supervisor{n: 2, hc: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		d, ok := r.Context().Deadline()
+		if !ok {
+			t.Error("worker pprof request without a deadline")
+		}
+		left = time.Until(d)
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("profile")), Request: r}, nil
+	})}}
+	s.admin.set(cfg.Admin)
+	h := s.adminMux(cfg, nil)
+	for _, q := range []string{"profile?seconds=0", "profile?seconds=0.5", "trace?seconds=0.5"} {
+		left = 0
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:9100/workers/1/debug/pprof/"+q, nil))
+		if rec.Code != 200 {
+			t.Errorf("GET /workers/1/debug/pprof/%s: %d %q; want the worker's answer (pprof takes these seconds)", q, rec.Code, rec.Body)
+			continue
+		}
+		// pprof profiles 30 s for these; the wait must outlast them
+		// (with its margin), not end with them.
+		if left <= 45*time.Second {
+			t.Errorf("GET /workers/1/debug/pprof/%s: the worker's answer waited for %v; want more than pprof's 30 s default profile and a margin", q, left.Round(time.Second))
+		}
+	}
+}

@@ -848,12 +848,18 @@ func (s *supervisor) workerPprof(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	// Read as the laxest of pprof's parsers (the trace's float), and at
+	// least pprof's default: it profiles 30 s for seconds it does not
+	// take as a positive integer (0, 0.5), which a budget of those
+	// seconds would cut at their end.
 	sec := 30
 	if v := r.URL.Query().Get("seconds"); v != "" {
-		if sec, err = strconv.Atoi(v); err != nil || sec < 0 || sec > maxProfileSeconds {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0 && f <= maxProfileSeconds) {
 			http.Error(w, "seconds: want 0 to "+strconv.Itoa(maxProfileSeconds), http.StatusBadRequest)
 			return
 		}
+		sec = max(sec, int(math.Ceil(f)))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(sec+30)*time.Second)
 	defer cancel()
