@@ -155,16 +155,19 @@ func addMetric(cur, m *dto.Metric, t dto.MetricType, rule mergeRule) {
 		h.SampleCount = proto.Uint64(h.GetSampleCount() + o.GetSampleCount())
 		h.SampleSum = proto.Float64(h.GetSampleSum() + o.GetSampleSum())
 		// Buckets with the same upper bounds add up; a worker with other
-		// bounds (another build) keeps only count and sum.
-		if len(h.Bucket) == len(o.Bucket) {
-			for i, b := range h.Bucket {
-				if b.GetUpperBound() != o.Bucket[i].GetUpperBound() {
-					return
-				}
-			}
-			for i, b := range h.Bucket {
-				b.CumulativeCount = proto.Uint64(b.GetCumulativeCount() + o.Bucket[i].GetCumulativeCount())
-			}
+		// bounds (another build) keeps only count and sum: the buckets
+		// of the others would count their observations alone, below
+		// the count, and their +Inf would not be it.
+		same := len(h.Bucket) == len(o.Bucket)
+		for i := 0; same && i < len(h.Bucket); i++ {
+			same = h.Bucket[i].GetUpperBound() == o.Bucket[i].GetUpperBound()
+		}
+		if !same {
+			h.Bucket = nil
+			return
+		}
+		for i, b := range h.Bucket {
+			b.CumulativeCount = proto.Uint64(b.GetCumulativeCount() + o.Bucket[i].GetCumulativeCount())
 		}
 	}
 }

@@ -343,3 +343,51 @@ func TestMergedCertExpiryEarliest(t *testing.T) {
 		}
 	}
 }
+
+// TestMergedHistogramOtherBoundsKeepsNoBuckets: workers whose histogram
+// has other bucket bounds (another build, during an upgrade) are merged
+// into count and sum alone, as the merge says: buckets kept from one of
+// them would count its observations only, below the merged _count, and
+// their +Inf bucket would disagree with _count (histogram_quantile
+// reads the total from +Inf).
+func TestMergedHistogramOtherBoundsKeepsNoBuckets(t *testing.T) {
+	expo := func(bounds ...string) map[string]*dto.MetricFamily {
+		var b strings.Builder
+		b.WriteString("# TYPE gmproxy_http_request_duration_seconds histogram\n")
+		for _, le := range bounds {
+			b.WriteString("gmproxy_http_request_duration_seconds_bucket{le=\"" + le + "\"} 4\n")
+		}
+		b.WriteString("gmproxy_http_request_duration_seconds_bucket{le=\"+Inf\"} 4\n")
+		b.WriteString("gmproxy_http_request_duration_seconds_sum 1\n")
+		b.WriteString("gmproxy_http_request_duration_seconds_count 4\n")
+		f, err := parseMetrics(strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, workers := range [][]map[string]*dto.MetricFamily{
+		{expo("0.5", "1"), expo("0.25", "1")}, // the same number of buckets
+		{expo("0.5", "1"), expo("1")},         // another number
+		{expo("1"), expo("0.5", "1")},
+	} {
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies(workers)); err != nil {
+			t.Fatal(err)
+		}
+		fams, err := parseMetrics(strings.NewReader(out.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := fams["gmproxy_http_request_duration_seconds"].GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 8 {
+			t.Fatalf("merged count %d, want 8:\n%s", h.GetSampleCount(), out.String())
+		}
+		for _, b := range h.GetBucket() {
+			if b.GetCumulativeCount() != h.GetSampleCount() {
+				t.Errorf("merged bucket le=%v counts %d of the %d observations: buckets of one worker kept beside the others' count\n%s",
+					b.GetUpperBound(), b.GetCumulativeCount(), h.GetSampleCount(), out.String())
+			}
+		}
+	}
+}
