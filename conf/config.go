@@ -1515,7 +1515,8 @@ type Admin struct {
 	// Changing it needs a restart (each reload warns until then).
 	// Default 127.0.0.1:9100. Its connections, as the control address's:
 	// at most 64 at once, 10s for a request's head, 1m for its answer (a
-	// profile or trace its seconds more), 1m idle.
+	// profile or trace its seconds more), 1m idle. It may not take a
+	// listener's address (nor control_address its own or a listener's).
 	Address string `yaml:"address"`
 	// Pprof serves /debug/pprof/ (with workers, the supervisor's own, and
 	// worker N's under /workers/N/debug/pprof/). A reload applies it.

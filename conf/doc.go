@@ -1416,7 +1416,8 @@
 //     listener. Changing it needs a restart (each reload warns until then).
 //     Default 127.0.0.1:9100. Its connections, as the control address's: at
 //     most 64 at once, 10s for a request's head, 1m for its answer (a profile
-//     or trace its seconds more), 1m idle.
+//     or trace its seconds more), 1m idle. It may not take a listener's
+//     address (nor control_address its own or a listener's).
 //   - pprof (boolean): pprof serves /debug/pprof/ (with workers, the
 //     supervisor's own, and worker N's under /workers/N/debug/pprof/). A
 //     reload applies it. As POST /reload, it refuses a Host other than an IP

@@ -2521,7 +2521,11 @@ func (v *validator) validateAdmin() {
 	}
 	exposed := NetworkReachable
 	reloadHere := a.ControlAddress == ""
-	if a.Address != "off" && v.hostPort("admin.address", a.Address, true) && exposed(a.Address) {
+	adminOK := a.Address != "off" && v.hostPort("admin.address", a.Address, true)
+	if adminOK {
+		v.notListenerAddress("admin.address", a.Address, DefaultAdminAddress)
+	}
+	if adminOK && exposed(a.Address) {
 		if reloadHere && a.TokenFile == "" {
 			v.warnf("admin.address", "set control_address: 127.0.0.1:9101 (or a unix: socket) for POST /reload, or a token_file, or bind address to 127.0.0.1", "POST /reload is reachable from the network without a token")
 		}
@@ -2554,10 +2558,36 @@ func (v *validator) validateAdmin() {
 		if exposed(ca) && a.TokenFile == "" {
 			v.warnf("admin.control_address", "bind it to 127.0.0.1, use a unix: socket, or set token_file", "POST /reload is reachable from the network without a token")
 		}
-		if ca == a.Address {
+		if ca == a.Address || adminOK && addressesOverlap(ca, a.Address) {
 			v.errf("admin.control_address", "use another port, e.g. 127.0.0.1:9101", "control_address is the admin address")
+		} else {
+			v.notListenerAddress("admin.control_address", ca, "127.0.0.1:9101")
 		}
 	}
+}
+
+// notListenerAddress refuses an admin or control address (p) that a
+// listener's address takes: the second bind of gmproxy run would fail
+// (EADDRINUSE) once check had said the configuration was good.
+func (v *validator) notListenerAddress(p, addr, example string) {
+	for i, l := range v.cfg.Listeners {
+		if addressesOverlap(addr, l.Address) {
+			v.errf(p, "use a port no listener has, e.g. "+example, "%s is also the address of listeners[%d] (%s): one of the two cannot listen", addr, i, l.Address)
+			return
+		}
+	}
+}
+
+// addressesOverlap reports whether TCP listeners on host:port a and b
+// cannot both listen: the same port (not 0, which picks a free one) on
+// the same host, or on a wildcard host and any other.
+func addressesOverlap(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || ap != bp || ap == "0" {
+		return false
+	}
+	return wildcardHost(ah) || wildcardHost(bh) || strings.EqualFold(ah, bh)
 }
 
 // NetworkReachable reports whether a listener on addr (host:port) may be
