@@ -140,6 +140,11 @@ type Metrics struct {
 
 	listeners, sites, routes, upstreams, targets, refusals, keyServers *admitter
 
+	// movedRoutes are the (site, route) labels whose series Retain
+	// deleted while the route stayed another site's (dropMovedRoutes).
+	routesMu    sync.Mutex
+	movedRoutes map[routeKey]bool
+
 	listenerCache  childCache[string, listenerChildren]
 	handshakeCache childCache[handshakeKey, handshakeChildren]
 	bytesCache     childCache[bytesKey, bytesChildren]
@@ -251,6 +256,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		refusals:      newAdmitter(maxRefusals),
 		keyServers:    newAdmitter(MaxUpstreams),
 		lastEvictions: make(map[string]uint64),
+		movedRoutes:   make(map[routeKey]bool),
 	}
 	m.build()
 	for _, c := range m.collectors() {

@@ -67,6 +67,18 @@ func (c *reqCache) evict(stale func(kind, name string) bool) {
 	})
 }
 
+// evictRoutes drops the observers of the (site, route) pairs back reports.
+func (c *reqCache) evictRoutes(back func(site, route string) bool) {
+	c.routes.Range(func(k, _ any) bool {
+		if rk := k.(routeKey); back(rk.site, rk.route) {
+			if _, ok := c.routes.LoadAndDelete(k); ok {
+				c.n.Add(-1)
+			}
+		}
+		return true
+	})
+}
+
 func (c *reqCache) admit() bool {
 	if c.n.Load() >= maxCachedRoutes {
 		return false

@@ -19,6 +19,20 @@ type ConfigNames struct {
 	// Upstreams maps every upstream name to its targets' addresses.
 	Upstreams  map[string][]string
 	KeyServers []string
+	// SiteRoutes maps each site to its route labels, when known: a route
+	// label that another site keeps (route1, route2... name the unnamed
+	// routes of every site by their place) is no longer the site's own
+	// once the site has it no more.
+	SiteRoutes map[string][]string
+}
+
+// KeepRoute reports whether the series of route label route in site
+// follow configuration n: n does not say the site's routes, the site is
+// not n's (Keep drops it), or the site has the route; series labelled
+// other or none are kept (their names are not known).
+func (n ConfigNames) KeepRoute(site, route string) bool {
+	routes, ok := n.SiteRoutes[site]
+	return !ok || site == Other || site == None || route == Other || route == None || slices.Contains(routes, route)
 }
 
 // Keep returns what Retain keeps of the series for configuration n: a
@@ -49,7 +63,8 @@ func (n ConfigNames) Keep() func(label, value string) bool {
 // whose listener, site, route, upstream, target or key_server label names
 // something the configuration no longer has are deleted (and the name no
 // longer counts against its label cap), as is a target's health under an
-// upstream that no longer has it, and the counters whose label sets
+// upstream that no longer has it and a site's requests of a route it no
+// longer has (SiteRoutes), and the counters whose label sets
 // the configuration makes known start at 0, so that rates and alerts see
 // 0 instead of no data. The connections and requests of a removed name
 // that the old generation still drains move no series (the removed
@@ -88,11 +103,13 @@ func (m *Metrics) Retain(n ConfigNames) {
 		m.upstreamHealthy, m.upstreamRetries, m.resolveFailures, m.streamBytes, m.streamActive, m.upstreamCerts)
 	drop(m.targets, append(targets, m.targets.resolvedOf(set(targets...))...), "target", m.upstreamHealthy)
 	m.dropMovedTargets(n.Upstreams)
+	movedBack := m.dropMovedRoutes(n)
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
 	m.listenerCache.evict(back["listener"])
 	m.handshakeCache.evict(func(k handshakeKey) bool { return back["listener"](k.listener) || back["site"](k.site) })
 	m.connDurationCache.evict(func(k connDurationKey) bool { return back["listener"](k.listener) })
 	m.cache.evict(func(kind, name string) bool { return back[kind](name) })
+	m.cache.evictRoutes(movedBack)
 
 	for _, p := range []string{frontdoor.FamilyTLCP, frontdoor.FamilyTLS13SM} {
 		m.sessionHits.WithLabelValues(p)
@@ -156,6 +173,53 @@ func (m *Metrics) dropMovedTargets(ups map[string][]string) {
 	for _, l := range stale {
 		m.upstreamHealthy.Delete(l)
 	}
+}
+
+// dropMovedRoutes deletes the request series of each route label a site
+// of n no longer has while another site keeps it (Retain keeps a label
+// while any site has it), and returns which resolved request observers
+// must be resolved again: those of a site's route that n gives it back
+// after an earlier configuration took it away (their series were
+// deleted, and requests landing in them would be counted unseen).
+func (m *Metrics) dropMovedRoutes(n ConfigNames) (back func(site, route string) bool) {
+	m.routesMu.Lock()
+	defer m.routesMu.Unlock()
+	ch := make(chan prometheus.Metric)
+	go func() {
+		m.requestDuration.Collect(ch)
+		close(ch)
+	}()
+	var stale []prometheus.Labels
+	for pm := range ch {
+		var d dto.Metric
+		if pm.Write(&d) != nil {
+			continue
+		}
+		l := prometheus.Labels{}
+		for _, lp := range d.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		if !n.KeepRoute(l["site"], l["route"]) {
+			stale = append(stale, prometheus.Labels{"site": l["site"], "route": l["route"]})
+		}
+	}
+	for _, l := range stale {
+		m.movedRoutes[routeKey{l["site"], l["route"]}] = true
+		for _, v := range []deleter{m.requests, m.requestDuration, m.rateLimited} {
+			v.DeletePartialMatch(l)
+		}
+	}
+	again := map[routeKey]bool{}
+	for k := range m.movedRoutes {
+		if _, ok := n.SiteRoutes[k.site]; ok && n.KeepRoute(k.site, k.route) {
+			again[k] = true
+			delete(m.movedRoutes, k)
+		}
+	}
+	if len(m.movedRoutes) > maxRetired {
+		clear(m.movedRoutes) // their observers stay, as a removed name's
+	}
+	return func(site, route string) bool { return again[routeKey{site, route}] }
 }
 
 // configuredTarget is the target as configured of the health series

@@ -356,3 +356,35 @@ func TestResolvedTargetSeries(t *testing.T) {
 		t.Errorf("series of a name no longer configured: %v", s)
 	}
 }
+
+// TestRetainDropsRouteMovedOutOfSite: a route label that a site no longer
+// has loses that site's request series even while another site keeps the
+// label (route1, route2... name unnamed routes by their place in every
+// site): a site whose last route a reload removed no longer shows it,
+// and when the site has the route again its requests are counted anew.
+func TestRetainDropsRouteMovedOutOfSite(t *testing.T) {
+	m, reg := newTest(t)
+	two := ConfigNames{Sites: []string{"a", "b"}, Routes: []string{"route1", "route2"},
+		SiteRoutes: map[string][]string{"a": {"route1", "route2"}, "b": {"route1", "route2"}}}
+	m.Retain(two)
+	for _, site := range []string{"a", "b"} {
+		m.RequestStarted(site)
+		m.RequestDone(proxy.RequestEvent{Site: site, Route: "route2", Method: "GET", Status: 200, RateLimited: true})
+	}
+	m.Retain(ConfigNames{Sites: []string{"a", "b"}, Routes: []string{"route1", "route2"},
+		SiteRoutes: map[string][]string{"a": {"route1"}, "b": {"route1", "route2"}}})
+	for _, name := range []string{"gmproxy_http_requests_total", "gmproxy_http_request_duration_seconds", "gmproxy_http_rate_limited_total"} {
+		if s := series(t, reg, name, `value:"a"`, `value:"route2"`); len(s) != 0 {
+			t.Errorf("%s of route2, which site a no longer has: %v", name, s)
+		}
+		if s := series(t, reg, name, `value:"b"`, `value:"route2"`); len(s) != 1 {
+			t.Errorf("%s of site b's route2: %v, want it kept", name, s)
+		}
+	}
+	m.Retain(two)
+	m.RequestStarted("a")
+	m.RequestDone(proxy.RequestEvent{Site: "a", Route: "route2", Method: "GET", Status: 200})
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("a", "route2", "GET", "2xx")); got != 1 {
+		t.Errorf("site a's route2 back: requests_total %v, want 1 (counted in a live series)", got)
+	}
+}

@@ -104,14 +104,16 @@ func (t *metricsTelemetry) Reloaded(ok bool, cfg *conf.Config) {
 // upstreams (a stream site's own for its single target too), targets and
 // key servers.
 func configNames(cfg *conf.Config) metrics.ConfigNames {
-	n := metrics.ConfigNames{Upstreams: daemon.UpstreamTargets(cfg)}
+	n := metrics.ConfigNames{Upstreams: daemon.UpstreamTargets(cfg), SiteRoutes: map[string][]string{}}
 	for _, l := range cfg.Listeners {
 		n.Listeners = append(n.Listeners, l.Address)
 	}
 	for _, s := range cfg.Sites {
 		n.Sites = append(n.Sites, s.Name)
 		for _, r := range s.Routes {
-			n.Routes = append(n.Routes, proxy.RouteLabel(&proxy.RouteConfig{Name: r.Name, Path: r.Path, PathPrefix: r.PathPrefix, PathRegex: r.PathRegex}))
+			label := proxy.RouteLabel(&proxy.RouteConfig{Name: r.Name, Path: r.Path, PathPrefix: r.PathPrefix, PathRegex: r.PathRegex})
+			n.Routes = append(n.Routes, label)
+			n.SiteRoutes[s.Name] = append(n.SiteRoutes[s.Name], label)
 		}
 	}
 	for _, k := range cfg.KeyServers {

@@ -235,25 +235,36 @@ func (c *cumulative) retain(n metrics.ConfigNames) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired != nil {
-		c.retired = keptFamilies(c.retired, keep)
+		c.retired = keptFamilies(c.retired, keep, n.KeepRoute)
 	}
 	for p, fams := range c.last {
-		c.last[p] = keptFamilies(fams, keep)
+		c.last[p] = keptFamilies(fams, keep, n.KeepRoute)
 	}
 }
 
 // keptFamilies returns the series of fams whose every label keep keeps,
-// in new families (fams is not changed).
-func keptFamilies(fams map[string]*dto.MetricFamily, keep func(label, value string) bool) map[string]*dto.MetricFamily {
+// and whose site and route, if both, keepRoute keeps, in new families
+// (fams is not changed).
+func keptFamilies(fams map[string]*dto.MetricFamily, keep func(label, value string) bool, keepRoute func(site, route string) bool) map[string]*dto.MetricFamily {
 	out := make(map[string]*dto.MetricFamily, len(fams))
 	for name, f := range fams {
 		var ms []*dto.Metric
 	series:
 		for _, m := range f.GetMetric() {
+			site, route := "", ""
 			for _, lp := range m.GetLabel() {
 				if !keep(lp.GetName(), lp.GetValue()) {
 					continue series
 				}
+				switch lp.GetName() {
+				case "site":
+					site = lp.GetValue()
+				case "route":
+					route = lp.GetValue()
+				}
+			}
+			if route != "" && !keepRoute(site, route) {
+				continue
 			}
 			ms = append(ms, m)
 		}

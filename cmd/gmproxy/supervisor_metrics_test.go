@@ -18,6 +18,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gmproxy/gmproxy/conf"
 	"github.com/gmproxy/gmproxy/metrics"
 )
 
@@ -389,5 +390,43 @@ func TestMergedHistogramOtherBoundsKeepsNoBuckets(t *testing.T) {
 					b.GetUpperBound(), b.GetCumulativeCount(), h.GetSampleCount(), out.String())
 			}
 		}
+	}
+}
+
+// TestRetainDropsDeadWorkersRouteMovedOutOfSite: what the supervisor
+// keeps of a dead worker's counts loses a site's route that a reload took
+// from the site while another site keeps the label (route2 of every site
+// with two unnamed routes), as the live workers' own series do.
+func TestRetainDropsDeadWorkersRouteMovedOutOfSite(t *testing.T) {
+	fams, err := parseMetrics(strings.NewReader("# TYPE gmproxy_http_requests_total counter\n" +
+		`gmproxy_http_requests_total{site="a",route="route2"} 1` + "\n" +
+		`gmproxy_http_requests_total{site="b",route="route2"} 1` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c cumulative
+	w := &workerProc{index: 0}
+	c.update([]*workerProc{w}, []map[string]*dto.MetricFamily{fams})
+	c.update(nil, nil) // the worker died: its counts are retired
+	c.retain(metrics.ConfigNames{Sites: []string{"a", "b"}, Routes: []string{"route1", "route2"},
+		SiteRoutes: map[string][]string{"a": {"route1"}, "b": {"route1", "route2"}}})
+	var out bytes.Buffer
+	writeFamilies(&out, mergeFamilies(c.update(nil, nil)))
+	if got := out.String(); strings.Contains(got, `site="a"`) || !strings.Contains(got, `site="b"`) {
+		t.Errorf("merged after site a lost route2 (site b kept it):\n%s", got)
+	}
+}
+
+// TestConfigNamesSiteRoutes: the names given to Retain say which route
+// labels each site has, so that a label another site keeps still leaves
+// a site that lost it.
+func TestConfigNamesSiteRoutes(t *testing.T) {
+	cfg := &conf.Config{Sites: []conf.Site{
+		{Name: "a", Routes: []conf.Route{{Name: "route1"}}},
+		{Name: "b", Routes: []conf.Route{{Name: "route1"}, {PathPrefix: "/api/"}}},
+	}}
+	n := configNames(cfg)
+	if n.KeepRoute("a", "/api/") || !n.KeepRoute("b", "/api/") || !n.KeepRoute("a", "route1") {
+		t.Errorf("configNames: SiteRoutes %v; want a: [route1], b: [route1 /api/]", n.SiteRoutes)
 	}
 }
