@@ -130,7 +130,6 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		p.closeUpstreams()
 		return nil, err
 	}
-	p.sizeClientTables()
 	if cfg.AccessLog.Path != "" {
 		if cfg.AccessLog.Logger == nil {
 			cfg.AccessLog.Logger = p.logger
@@ -151,6 +150,9 @@ func New(cfg Config, obs Observer, logger *slog.Logger) (*Proxy, error) {
 		return nil, fmt.Errorf("http2: %w", err)
 	}
 	p.startHealthChecks(cfg.Previous, cfg.Standby)
+	if !cfg.Standby {
+		p.sizeClientTables()
+	}
 	return p, nil
 }
 
@@ -631,8 +633,12 @@ func (p *Proxy) ServeStream(c net.Conn, site string) error {
 }
 
 // Activate makes p, built with Config.Standby, the proxy in force: it
-// reports every target's state, and then the changes.
+// reports every target's state, and then the changes. Its rate-limit
+// and basic_auth failure tables take their parts of the budget only now:
+// those it keeps are the serving proxy's, which a refused reload must
+// leave as they were (shrunk, they would forget clients' counts).
 func (p *Proxy) Activate() {
+	p.sizeClientTables()
 	for _, u := range p.upstreams {
 		u.setQuiet(false)
 	}

@@ -49,7 +49,8 @@ const (
 
 // sizeClientTables gives each of the rate-limit and basic_auth failure
 // tables of p's routes its part of maxClientEntries. A table kept from
-// the previous generation is resized with the others: a reload that adds
+// the previous generation is resized with the others, once p is in force
+// (New, or Activate: not by a refused reload): a reload that adds
 // limited routes shrinks it (its least recently seen clients forgotten,
 // which can only give them their allowance back).
 func (p *Proxy) sizeClientTables() {

@@ -255,3 +255,58 @@ func TestClientTablesShareTheBudget(t *testing.T) {
 		t.Fatalf("the kept table holds %d clients after the reload, want %d", kept.tat.Capacity(), maxClientEntries/40)
 	}
 }
+
+// A reload that is refused leaves the tables the serving proxy keeps as
+// they were: one whose New fails (an access log it cannot open) or that
+// is built in standby and never activated (a listener that would not
+// bind) must not shrink them to its share of the budget, forgetting the
+// counts of all but the last clients seen; Activate applies the share.
+func TestRefusedReloadKeepsTableSizes(t *testing.T) {
+	routes := func(limited int) []RouteConfig {
+		var rs []RouteConfig
+		for i := range limited {
+			rs = append(rs, RouteConfig{Path: "/r" + strconv.Itoa(i), Respond: &RespondConfig{Status: 200},
+				RateLimit: &RateLimitConfig{Interval: time.Second}})
+		}
+		return rs
+	}
+	p, err := New(Config{Sites: oneSite(routes(1)...)}, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	kept := p.rates[slices.Collect(maps.Keys(p.rates))[0]]
+	const clients = 3 * minTableClients
+	for i := range clients {
+		if ok, _ := kept.allow(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})); !ok {
+			t.Fatalf("client %d limited on its first request", i)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		if c, n := kept.tat.Capacity(), kept.tat.Len(); c != maxRateClients || n != clients {
+			t.Fatalf("%s: the serving proxy's table holds %d clients of %d, want %d of %d", when, n, c, clients, maxRateClients)
+		}
+	}
+	many := routes(maxClientEntries/minTableClients + 100)
+	bad := Config{Sites: oneSite(many...), Previous: p, Standby: true,
+		AccessLog: AccessLogConfig{Path: t.TempDir() + "/missing/access.log"}}
+	if q, err := New(bad, NopObserver{}, testLogger(t)); err == nil {
+		q.Close()
+		t.Fatal("New opened an access log in a missing folder")
+	}
+	check("after a reload New refused")
+	q, err := New(Config{Sites: oneSite(many...), Previous: p, Standby: true}, NopObserver{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if !slices.Contains(slices.Collect(maps.Values(q.rates)), kept) {
+		t.Fatal("the reload did not keep the route's table")
+	}
+	check("after a reload built in standby")
+	q.Activate()
+	if c, n := kept.tat.Capacity(), kept.tat.Len(); c != minTableClients || n != minTableClients {
+		t.Fatalf("once the reload is in force the table holds %d clients of %d, want %d of %d", n, c, minTableClients, minTableClients)
+	}
+}
