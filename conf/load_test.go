@@ -476,22 +476,26 @@ func TestClientCANamesTooLargeWarned(t *testing.T) {
 		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
 	}
 	dir := t.TempDir()
-	for name, pemCAs := range map[string][]byte{"few.crt": own, "many.crt": many} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pemCAs, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		yaml := strings.Replace(string(b), "ca: ../pki/client_cas.crt", "ca: "+path, 1)
-		cfg, err := Parse("testdata/good/names.yaml", []byte(yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		warned := false
-		for _, w := range cfg.Warnings {
-			warned = warned || strings.Contains(w.String(), "names.yaml:32:") && strings.Contains(w.String(), "names do not fit a CertificateRequest")
-		}
-		if warned != (name == "many.crt") {
-			t.Errorf("client CA file %s: warned %v; warnings: %v", name, warned, cfg.Warnings)
+	// Under mode none too: the site's TLCP ECDHE suites ask every client
+	// for its certificates, with the names of ca.
+	for _, mode := range []string{"request", "none"} {
+		for name, pemCAs := range map[string][]byte{"few.crt": own, "many.crt": many} {
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, pemCAs, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			yaml := strings.Replace(string(b), "{mode: request, ca: ../pki/client_cas.crt}", "{mode: "+mode+", ca: "+path+"}", 1)
+			cfg, err := Parse("testdata/good/names.yaml", []byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := false
+			for _, w := range cfg.Warnings {
+				warned = warned || strings.Contains(w.String(), "names.yaml:32:") && strings.Contains(w.String(), "names do not fit a CertificateRequest")
+			}
+			if warned != (name == "many.crt") {
+				t.Errorf("mode %s, client CA file %s: warned %v; warnings: %v", mode, name, warned, cfg.Warnings)
+			}
 		}
 	}
 }

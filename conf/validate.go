@@ -2030,7 +2030,10 @@ func (v *validator) clientAuth(s *Site, p string) {
 		for i, c := range certs {
 			names[i] = c.RawSubject
 		}
-		if ca.Mode != ClientAuthNone && (s.TLCP != nil && !tlcp.CANamesFit(names) || s.TLS13SM != nil && !tls13sm.CANamesFit(names)) {
+		// Under mode none the TLCP ECDHE suites still ask for the client's
+		// certificates, with these names (ecdheClientsVerified).
+		if (ca.Mode != ClientAuthNone || ecdheClientsVerified(s)) && s.TLCP != nil && !tlcp.CANamesFit(names) ||
+			ca.Mode != ClientAuthNone && s.TLS13SM != nil && !tls13sm.CANamesFit(names) {
 			v.warnf(p+".ca", "keep only the CAs that issue this site's client certificates in the file",
 				"the %d CAs' names do not fit a CertificateRequest (64 KiB): TLCP sends an empty list (any CA) and TLS 1.3-SM none, and clients that choose their certificate by the list (GmSSL's) may send none", len(certs))
 		}
