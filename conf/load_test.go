@@ -430,17 +430,21 @@ func TestNoSM2ClientCAWithSM(t *testing.T) {
 		ca   string
 		warn bool
 	}{{"../pki/ecdsa_ca.crt", true}, {"../pki/client_cas.crt", false}, {"../pki/ca.crt", false}} {
-		yaml := strings.Replace(string(b), "ca: ../pki/client_cas.crt", "ca: "+c.ca, 1)
-		cfg, err := Parse("testdata/good/nosm2.yaml", []byte(yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		warned := false
-		for _, w := range cfg.Warnings {
-			warned = warned || strings.Contains(w.String(), "nosm2.yaml:32:") && strings.Contains(w.String(), "sites[0].client_auth.ca: the client CA file holds no SM2 CA")
-		}
-		if warned != c.warn {
-			t.Errorf("client_auth ca %s on a site with tlcp and tls13sm: warned %v, want %v; warnings: %v", c.ca, warned, c.warn, cfg.Warnings)
+		// Under mode none too: the site's TLCP ECDHE suites verify every
+		// client's certificates against ca.
+		for _, mode := range []string{"request", "none"} {
+			yaml := strings.Replace(string(b), "{mode: request, ca: ../pki/client_cas.crt}", "{mode: "+mode+", ca: "+c.ca+"}", 1)
+			cfg, err := Parse("testdata/good/nosm2.yaml", []byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := false
+			for _, w := range cfg.Warnings {
+				warned = warned || strings.Contains(w.String(), "nosm2.yaml:32:") && strings.Contains(w.String(), "sites[0].client_auth.ca: the client CA file holds no SM2 CA")
+			}
+			if warned != c.warn {
+				t.Errorf("client_auth mode %s, ca %s on a site with tlcp and tls13sm: warned %v, want %v; warnings: %v", mode, c.ca, warned, c.warn, cfg.Warnings)
+			}
 		}
 	}
 }

@@ -2041,9 +2041,10 @@ func (v *validator) clientAuth(s *Site, p string) {
 			v.warnf(p+".ca", "add the RSA/ECDSA CA that issues the TLS clients' certificates to this file, or remove the site's tls section", "the client CA file holds SM2 CAs only: no TLS (RSA/ECDSA) client certificate can authenticate on this site")
 		}
 		// TLCP and TLS 1.3-SM clients present SM2 certificates, which only
-		// an SM2 CA verifies: without one each of them fails (unknown_ca).
+		// an SM2 CA verifies: without one each of them fails (unknown_ca),
+		// under mode none every TLCP ECDHE handshake (ecdheClientsVerified).
 		if !slices.ContainsFunc(certs, func(c *smx509.Certificate) bool { return isSM2Public(c.PublicKey) }) &&
-			ca.Mode != ClientAuthNone && (s.TLCP != nil || s.TLS13SM != nil) && len(certs) > 0 {
+			(ca.Mode != ClientAuthNone && (s.TLCP != nil || s.TLS13SM != nil) || ecdheClientsVerified(s)) && len(certs) > 0 {
 			v.warnf(p+".ca", "add the SM2 CA that issues the TLCP and TLS 1.3-SM clients' certificates to this file", "the client CA file holds no SM2 CA: no TLCP or TLS 1.3-SM client certificate can authenticate on this site")
 		}
 	} else if ca.Mode != ClientAuthNone {
