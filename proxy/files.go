@@ -295,8 +295,10 @@ func (fsrv *fileServer) contentType(ext string) string {
 
 // textType reports whether the media type mt is text a charset applies
 // to: text/*, and JavaScript, JSON and XML under application/ (SVG is XML
-// too).
+// too). Media types are case-insensitive (RFC 9110 §8.3.1): a route's
+// types may write Text/HTML.
 func textType(mt string) bool {
+	mt = strings.ToLower(mt)
 	switch mt {
 	case "application/javascript", "application/json", "application/xml", "application/manifest+json",
 		"application/ld+json", "application/rss+xml", "application/atom+xml", "image/svg+xml":

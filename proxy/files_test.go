@@ -781,13 +781,14 @@ func sortedFiles[V string | []byte](m map[string]V) func(func(string, V) bool) {
 func TestFilesMediaTypes(t *testing.T) {
 	root := t.TempDir()
 	names := []string{"f.woff2", "favicon.ico", "notes.txt", "ca.crl", "ca.cer", "doc.ofd", "APP.JS",
-		"m.wasm", "app.apk", "x.gbk", "y.unknownext"}
+		"m.wasm", "app.apk", "x.gbk", "y.unknownext", "page.tpl"}
 	for _, n := range names {
 		if err := os.WriteFile(filepath.Join(root, n), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	types := map[string]string{"APK": "application/octet-stream", ".gbk": "text/plain; charset=gbk", "ofd": "application/x-ofd"}
+	types := map[string]string{"APK": "application/octet-stream", ".gbk": "text/plain; charset=gbk", "ofd": "application/x-ofd",
+		"tpl": "Text/HTML"} // media types are case-insensitive (RFC 9110 §8.3.1): still text
 	cfg := Config{Sites: oneSite(RouteConfig{PathPrefix: "/", Files: &FilesConfig{Root: root, Charset: "utf-8", Types: types}})}
 	f := newFront(t, cfg, frontOpts{})
 	c := testClient(t)
@@ -803,6 +804,7 @@ func TestFilesMediaTypes(t *testing.T) {
 		"app.apk":      "application/octet-stream",
 		"x.gbk":        "text/plain; charset=gbk",
 		"y.unknownext": "application/octet-stream",
+		"page.tpl":     "Text/HTML; charset=utf-8",
 	} {
 		req, _ := http.NewRequest("GET", f.url+"/"+name, nil)
 		req.Host = "example.test"
