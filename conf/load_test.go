@@ -479,6 +479,13 @@ func TestClientCANamesTooLargeWarned(t *testing.T) {
 		}
 		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
 	}
+	// Without the site's tls section: crypto/tls cannot send these names,
+	// which check refuses (TestClientCANamesTooLargeForTLSRefused).
+	lines := strings.Split(string(b), "\n")
+	for i := 27; i <= 30; i++ {
+		lines[i] = ""
+	}
+	b = []byte(strings.Join(lines, "\n"))
 	dir := t.TempDir()
 	// Under mode none too: the site's TLCP ECDHE suites ask every client
 	// for its certificates, with the names of ca.
@@ -501,6 +508,49 @@ func TestClientCANamesTooLargeWarned(t *testing.T) {
 				t.Errorf("mode %s, client CA file %s: warned %v; warnings: %v", mode, name, warned, cfg.Warnings)
 			}
 		}
+	}
+}
+
+// TestClientCANamesTooLargeForTLSRefused: on a tls site crypto/tls puts
+// every name of the client CA file in its CertificateRequest: past 64 KiB
+// each TLS handshake of the site fails (TLS 1.3: internal_error, the
+// server cannot write the message; TLS 1.2: Go clients refuse it), so
+// check refuses such a file under mode request or require.
+func TestClientCANamesTooLargeForTLSRefused(t *testing.T) {
+	b, err := os.ReadFile("testdata/good/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 18; i <= 26; i++ { // the site's tlcp and tls13sm: a tls site
+		lines[i] = ""
+	}
+	lines[3] = "    protocols: [tls]"
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var many []byte
+	for i := range 70 {
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: strings.Repeat("x", 1000) + strconv.Itoa(i)},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	path := filepath.Join(t.TempDir(), "many.crt")
+	if err := os.WriteFile(path, many, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.Replace(strings.Join(lines, "\n"), "ca: ../pki/client_cas.crt", "ca: "+path, 1)
+	_, err = Parse("testdata/good/tlsmany.yaml", []byte(yaml))
+	if err == nil || !strings.Contains(err.Error(), "tlsmany.yaml:32:") || !strings.Contains(err.Error(), "names do not fit a CertificateRequest") {
+		t.Fatalf("a tls site's client CA file of 70 KiB of names: %v; want it refused at its ca", err)
 	}
 }
 

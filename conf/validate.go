@@ -2037,6 +2037,15 @@ func (v *validator) clientAuth(s *Site, p string) {
 			v.warnf(p+".ca", "keep only the CAs that issue this site's client certificates in the file",
 				"the %d CAs' names do not fit a CertificateRequest (64 KiB): TLCP sends an empty list (any CA) and TLS 1.3-SM none, and clients that choose their certificate by the list (GmSSL's) may send none", len(certs))
 		}
+		// crypto/tls sends the names of every CA of its pool, whatever
+		// their size: past 64 KiB each TLS handshake that asks for a
+		// certificate fails (TLS 1.3: the server cannot write the
+		// CertificateRequest, internal_error; TLS 1.2: Go clients refuse
+		// it), as OpenSSL (nginx) fails too.
+		if pool, n := X509Pool(certs); n > 0 && ca.Mode != ClientAuthNone && s.TLS != nil && !tlsCANamesFit(pool) {
+			v.errf(p+".ca", "keep only the CAs that issue this site's client certificates in the file",
+				"the %d RSA/ECDSA CAs' names do not fit a CertificateRequest (64 KiB): every TLS handshake of this site would fail", n)
+		}
 		if _, n := X509Pool(certs); n == 0 && ca.Mode != ClientAuthNone && s.TLS != nil && len(certs) > 0 {
 			v.warnf(p+".ca", "add the RSA/ECDSA CA that issues the TLS clients' certificates to this file, or remove the site's tls section", "the client CA file holds SM2 CAs only: no TLS (RSA/ECDSA) client certificate can authenticate on this site")
 		}
@@ -2151,6 +2160,18 @@ func (v *validator) clientCRL(s *Site, p string) {
 	if ok {
 		s.Material.ClientCRLs = revocation.NewIndex(signed)
 	}
+}
+
+// tlsCANamesFit reports whether the subject names of pool fit the
+// CertificateRequest crypto/tls makes of them: each with its 2-byte
+// length, and room left for the message's other fields (certificate
+// types, signature algorithms, headers) within 64 KiB.
+func tlsCANamesFit(pool *x509.CertPool) bool {
+	n := 0
+	for _, dn := range pool.Subjects() { //nolint:staticcheck // a pool of the file's CAs, not the system's
+		n += 2 + len(dn)
+	}
+	return n <= 1<<16-256
 }
 
 // ecdheClientsVerified reports whether site s verifies client certificates
