@@ -365,7 +365,7 @@ func (m *Metrics) build() {
 	for _, f := range sharedFallbackCounts {
 		m.sharedFallbacks = append(m.sharedFallbacks, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "shared_table", Name: "fallbacks_total",
-			Help:        "With workers: clients (table clients, reason no_room: the per-client limits' table had no slot) and requests (table rates, reason busy: a rate_limit bucket stayed locked) counted by one worker alone, where a limit applies per worker (nginx logs such a zone as full).",
+			Help:        "With workers: connections (table clients, reason no_room: the per-client limits' table had no slot for their client, full or contended) and requests (table rates, reason busy: a rate_limit bucket stayed locked) counted by one worker alone, where a limit applies per worker (nginx logs such a zone as full).",
 			ConstLabels: prometheus.Labels{"table": f.table, "reason": f.reason},
 		}, func() float64 { return float64(f.count()) }))
 	}

@@ -252,9 +252,11 @@ func (v *View) Admit(listener string, client netip.Addr, maxConns, maxHandshakes
 // noRooms counts this process's NoRoom verdicts.
 var noRooms atomic.Uint64
 
-// NoRooms is how many clients this process was told NoRoom for, and so
-// counted alone (their per-client limits then apply per worker): a
-// metric, as nginx logs a shared zone that could not allocate a node.
+// NoRooms is how many connections this process was told NoRoom for (a
+// client's every connection while the table has no slot for it: full, or
+// its slots taken by others at each try), and so counted alone (their
+// per-client limits then apply per worker): a metric, as nginx logs a
+// shared zone that could not allocate a node.
 func NoRooms() uint64 { return noRooms.Load() }
 
 // bump advances slot s's version if it still holds tag; false when it
