@@ -921,7 +921,10 @@ type Target struct {
 	// the first address the system resolver gives) and a warning is
 	// logged; one that resolves only to 0.0.0.0, ::, multicast or
 	// broadcast addresses (a DNS filter's answer for a blocked name) is
-	// not dialled until it resolves to others.
+	// not dialled until it resolves to others. No connection is made to
+	// such an address (a connect to 0.0.0.0 reaches this host on Linux),
+	// whatever the system resolver answers, and a target written as one
+	// is refused: write 127.0.0.1 for this host.
 	Address string `yaml:"address"`
 	// Weight is the share of requests for round_robin. Default 1.
 	Weight int `yaml:"weight"`

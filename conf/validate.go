@@ -29,6 +29,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/gmproxy/gmproxy/frontdoor/family"
+	"github.com/gmproxy/gmproxy/internal/dialable"
 	"github.com/gmproxy/gmproxy/internal/revocation"
 	"github.com/gmproxy/gmproxy/internal/sessioncache"
 	"github.com/gmproxy/gmproxy/internal/smkey"
@@ -2277,8 +2278,15 @@ func (v *validator) upstreamTargets(u *Upstream, p string) {
 		tp := fmt.Sprintf("%s.targets[%d]", p, j)
 		if t.Address == "" {
 			v.errf(tp+".address", "add address: host:port", "target has no address")
-		} else {
-			v.hostPort(tp+".address", t.Address, false)
+		} else if v.hostPort(tp+".address", t.Address, false) {
+			// The dialers refuse these (proxy.RefuseUnusable): a connect
+			// to 0.0.0.0 or :: reaches this host on Linux, and to a
+			// multicast or broadcast address no host.
+			if ap, err := netip.ParseAddrPort(t.Address); err == nil {
+				if dialable.Unusable(ap.Addr()) {
+					v.errf(tp+".address", fmt.Sprintf("write the backend's address; for this host 127.0.0.1:%d", ap.Port()), "target %s names no host to connect to", t.Address)
+				}
+			}
 		}
 		if t.Weight < 1 {
 			v.errf(tp+".weight", "use a weight of 1 or more (mark spare targets with backup: true)", "weight must be at least 1")

@@ -57,7 +57,7 @@ const h2UpstreamStreamWindow = 256 << 10
 func newTransport(uc *UpstreamConfig, connected func(time.Duration, error)) (*http.Transport, string, DialFunc, error) {
 	tc := uc.Transport
 	connectTimeout := durOr(tc.ConnectTimeout, 5*time.Second)
-	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second, ControlContext: RefuseUnusable}
 	t := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

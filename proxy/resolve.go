@@ -11,7 +11,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/dialable"
 )
 
 // A target given by host name is expanded into one target per address
@@ -87,7 +90,7 @@ type targetSet struct {
 	// last refresh's are kept, which bounds them.
 	removed map[string]string
 	// refused holds the targets given by a name that answered only
-	// addresses that are no target's (unusableAddr), with that error:
+	// addresses that are no target's (dialable.Unusable), with that error:
 	// dialled by name, the system resolver would give the dialer the
 	// same addresses, and a connect to 0.0.0.0 reaches this host. Their
 	// dials fail until the name resolves to usable addresses.
@@ -223,7 +226,7 @@ func (ts *targetSet) refuse(name string, err error) {
 }
 
 // unusableAnswer is resolveTarget's error for a name whose answer held
-// only addresses that are no target's (unusableAddr).
+// only addresses that are no target's (dialable.Unusable).
 type unusableAnswer struct{ *net.DNSError }
 
 func isUnusableAnswer(err error) bool {
@@ -366,7 +369,7 @@ func sameTargets(a, b *targetSet) bool {
 // resolveTarget returns the addresses (as host:port) that the target
 // address hostport, a name, resolves to: unique, at most MaxAddrsPerName,
 // in the resolver's order, without those that name no host to connect to
-// (unusableAddr, logged to log). It returns nil and false when hostport
+// (dialable.Unusable, logged to log). It returns nil and false when hostport
 // is an IP address (which is dialled as it is).
 func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string, log *slog.Logger) (addrs []string, isName bool, err error) {
 	host, port, err := net.SplitHostPort(hostport)
@@ -390,7 +393,7 @@ func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string, log 
 			continue
 		}
 		seen[ip] = true
-		if unusableAddr(ip) {
+		if dialable.Unusable(ip) {
 			unusable = append(unusable, ip)
 			continue
 		}
@@ -411,11 +414,16 @@ func resolveTarget(ctx context.Context, lookup LookupFunc, hostport string, log 
 	return addrs, true, nil
 }
 
-// unusableAddr reports whether ip, from a DNS answer, names no host to
-// connect to: 0.0.0.0 or :: (what DNS filters and sinkholes answer for a
-// blocked name, and which a connect on Linux takes to this host, where
-// the proxy's own listeners are), a multicast address or the IPv4
-// broadcast address. An operator who means this host writes 127.0.0.1.
-func unusableAddr(ip netip.Addr) bool {
-	return ip.IsUnspecified() || ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255})
+// RefuseUnusable is the ControlContext of the upstream dialers: it
+// refuses a connect to an address dialable.Unusable names. The proxy drops
+// such answers from its own lookups, but a target name whose lookup
+// failed at start is dialled by name, through the system resolver, whose
+// later answer 0.0.0.0 (a DNS filter's for a blocked name) a connect on
+// Linux takes to this host, where the proxy's own listeners are (a
+// request loop when the port is theirs).
+func RefuseUnusable(_ context.Context, network, address string, _ syscall.RawConn) error {
+	if ap, err := netip.ParseAddrPort(address); err == nil && dialable.Unusable(ap.Addr()) {
+		return fmt.Errorf("refusing to connect to %s: an address that names no host to connect to (0.0.0.0, ::, multicast, broadcast)", address)
+	}
+	return nil
 }

@@ -95,7 +95,7 @@ type handshaker interface {
 }
 
 func smDial[C any](connect time.Duration, configs func(ctx context.Context, addr string) *C, client func(raw net.Conn, c *C) handshaker) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second, ControlContext: proxy.RefuseUnusable}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := d.DialContext(ctx, network, proxy.DialAddr(ctx, addr))
 		if err != nil {
