@@ -709,6 +709,12 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	c.watch.end(c)
 	c.hijacked = true
+	// The request's deadlines (ReadTimeout, WriteTimeout, a handler's
+	// kept write deadline) are the server's bounds on one HTTP exchange,
+	// not on the protocol taking over (a WebSocket lives for hours): the
+	// hijacker gets the connection without them, as from net/http.
+	c.rwc.SetDeadline(time.Time{})
+	c.wdl = time.Time{}
 	if c.r.hasByte {
 		c.br.Peek(c.br.Buffered() + 1)
 	}

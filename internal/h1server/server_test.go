@@ -457,6 +457,44 @@ func TestHijack(t *testing.T) {
 	}
 }
 
+// TestHijackClearsDeadlines: the hijacker gets the connection without
+// the request's ReadTimeout and WriteTimeout deadlines (as net/http's
+// Hijack): a WebSocket lives past them.
+func TestHijackClearsDeadlines(t *testing.T) {
+	const timeout = 5 * time.Millisecond
+	s := &Server{ReadHeaderTimeout: time.Minute, ReadTimeout: timeout, WriteTimeout: timeout}
+	_, addr := testServer(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		time.Sleep(4 * timeout) // both request deadlines are behind
+		if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n"); err != nil {
+			t.Errorf("write after hijack: %v", err)
+			return
+		}
+		line, err := brw.ReadString('\n')
+		if err != nil {
+			t.Errorf("read after hijack: %v", err)
+			return
+		}
+		io.WriteString(c, "echo:"+line)
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+	br := bufio.NewReader(c)
+	if l, _ := br.ReadString('\n'); l != "HTTP/1.1 101 Switching Protocols\r\n" {
+		t.Fatalf("status line %q", l)
+	}
+	br.ReadString('\n')
+	io.WriteString(c, "hello\n")
+	if out, _ := io.ReadAll(br); string(out) != "echo:hello\n" {
+		t.Errorf("hijacked: %q", out)
+	}
+}
+
 func TestTimeoutsClose(t *testing.T) {
 	_, addr := testServer(t, &Server{IdleTimeout: 50 * time.Millisecond, ReadHeaderTimeout: 50 * time.Millisecond}, echo)
 	// Idle after a response.
