@@ -273,6 +273,13 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // writeInformational sends a 1xx response at once, with the handler's
 // fields (RFC 8297: they stay for the final response).
 func (w *response) writeInformational(code int) {
+	if !w.proto11 {
+		// RFC 9110 §15.2: a server must not send a 1xx response to an
+		// HTTP/1.0 client, which takes the first status line it reads
+		// for the response (a 103's empty body, then the real response
+		// read as garbage).
+		return
+	}
 	w.contMu.Lock()
 	defer w.contMu.Unlock()
 	if w.err != nil {

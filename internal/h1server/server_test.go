@@ -495,6 +495,25 @@ func TestHijackClearsDeadlines(t *testing.T) {
 	}
 }
 
+// TestNoInformationalToHTTP10: a 1xx the handler writes is not sent to an
+// HTTP/1.0 client (RFC 9110 §15.2), which would take it for the response.
+func TestNoInformationalToHTTP10(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusContinue)
+		io.WriteString(w, "final")
+	}))
+	out := exchange(t, addr, "GET / HTTP/1.0\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.0 200 OK\r\n") || !strings.HasSuffix(out, "\r\n\r\nfinal") {
+		t.Errorf("HTTP/1.0: %q", out)
+	}
+	out = exchange(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 100 Continue\r\n") {
+		t.Errorf("HTTP/1.1: %q", out)
+	}
+}
+
 func TestTimeoutsClose(t *testing.T) {
 	_, addr := testServer(t, &Server{IdleTimeout: 50 * time.Millisecond, ReadHeaderTimeout: 50 * time.Millisecond}, echo)
 	// Idle after a response.
