@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,7 +24,9 @@ type body struct {
 	rc io.ReadCloser
 
 	eof, closed bool
-	err         error
+	// sawEnd is eof for readers that must not wait for mu (sawEOF).
+	sawEnd atomic.Bool
+	err    error
 	// continueDue: the client waits for 100 Continue before sending.
 	continueDue bool
 	tooBig      bool // the drain gave up, or would have to
@@ -37,6 +40,7 @@ var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 func (b *body) start(rc io.ReadCloser, length int64, expectContinue bool) {
 	b.rc, b.left = rc, length
 	b.eof, b.closed, b.err, b.tooBig = false, false, nil, false
+	b.sawEnd.Store(false)
 	b.continueDue = expectContinue
 	if expectContinue {
 		b.c.w.continueArmed.Store(true)
@@ -68,6 +72,7 @@ func (b *body) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		b.eof = true
+		b.sawEnd.Store(true)
 		b.c.watch.bodyDone(b.c)
 	case err != nil:
 		b.err = err
@@ -132,6 +137,7 @@ func (b *body) drainLocked() bool {
 	switch {
 	case err == io.EOF:
 		b.eof = true
+		b.sawEnd.Store(true)
 		return true
 	case err == nil && n > maxDrainBytes:
 		b.tooBig = true
@@ -140,12 +146,14 @@ func (b *body) drainLocked() bool {
 }
 
 // sawEOF reports whether the body was read to its end; a request without
-// one (nil) has nothing more to read.
+// one (nil) has nothing more to read. It does not wait for mu: the
+// response's header is committed while another goroutine of the handler
+// may be blocked in Read, holding mu until the client sends more (a full
+// duplex exchange, whose client waits for that header first); a read in
+// flight is not the end.
 func (b *body) sawEOF() bool {
 	if b == nil {
 		return true
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.eof
+	return b.sawEnd.Load()
 }

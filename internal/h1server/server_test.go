@@ -291,6 +291,40 @@ func TestExpectContinue(t *testing.T) {
 	}
 }
 
+// TestExpectContinueFullDuplex: with 100-continue, a response header the
+// handler flushes while another of its goroutines waits in the body's
+// Read for bytes the client has not sent goes out at once: the client
+// may wait for it before sending more (EnableFullDuplex).
+func TestExpectContinueFullDuplex(t *testing.T) {
+	continued := make(chan struct{})
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(r.Body)
+			got <- b
+		}()
+		<-continued // the reader is in Read, past 100 Continue
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		w.Write(<-got)
+	}))
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\n")
+	if line, _ := br.ReadString('\n'); line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("first line %q", line)
+	}
+	br.ReadString('\n')
+	close(continued)
+	if line, err := br.ReadString('\n'); line != "HTTP/1.1 200 OK\r\n" {
+		t.Fatalf("response header not sent before the rest of the body: %q %v", line, err)
+	}
+	io.WriteString(c, "hi")
+	if out, _ := io.ReadAll(br); !strings.HasSuffix(string(out), "\r\n\r\n2\r\nhi\r\n0\r\n\r\n") {
+		t.Errorf("rest: %q", out)
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	served := make(chan string, 10)
 	_, addr := testServer(t, &Server{MaxHeaderBytes: 1 << 10}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
