@@ -410,16 +410,23 @@ func (c *conn) refuse(err error) {
 	case err == errTooLarge || err == errURITooLong:
 		line := err.(*statusError).statusLine()
 		c.rwc.Write([]byte(line + hdrs + line[len("HTTP/1.1 "):]))
-		c.linger()
 	case err == errUnsupportedTE:
 		c.rwc.Write([]byte("HTTP/1.1 501 Not Implemented" + hdrs + "Unsupported transfer encoding"))
 	case isCommonNetReadError(err):
+		return
 	case errors.As(err, &se):
 		c.rwc.Write([]byte(se.statusLine() + hdrs + se.statusLine()[len("HTTP/1.1 "):]))
 	default:
 		const msg = "400 Bad Request"
 		c.rwc.Write([]byte("HTTP/1.1 " + msg + hdrs + msg))
 	}
+	// Whatever was refused, the client may still be sending (the body
+	// of a request refused for its Expect, Transfer-Encoding or Host, or
+	// the rest of a head): closing with those bytes unread resets the
+	// connection, and the answer, delimited by the close (RFC 9112
+	// §6.3), reads as cut off, or is lost with the client's receive
+	// queue.
+	c.linger()
 }
 
 func (e *statusError) statusLine() string {

@@ -375,6 +375,28 @@ func TestBadRequests(t *testing.T) {
 // A request with both Content-Length and Transfer-Encoding is answered
 // with Connection: close and nothing after it on the connection is
 // served, whichever field a peer would have trusted (RFC 9112 §6.1).
+// TestRefusedRequestLingers: a request refused before its handler while
+// its body is still coming (417, 501, 400) gets its answer ended by a
+// close, not by a reset that makes the close-delimited answer an error.
+func TestRefusedRequestLingers(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	body := strings.Repeat("x", 256<<10)
+	for _, tc := range []struct{ head, want string }{
+		{"PUT / HTTP/1.1\r\nHost: a\r\nExpect: foo\r\nContent-Length: 262144\r\n\r\n", "HTTP/1.1 417 "},
+		{"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "HTTP/1.1 501 "},
+		{"PUT / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 400 "},
+		{"PUT / HTTP/1.1\r\nContent-Length: 262144\r\n\r\n", "HTTP/1.1 400 "},
+		{"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n", "HTTP/1.1 400 "},
+	} {
+		c := dial(t, addr)
+		io.WriteString(c, tc.head+body)
+		out, err := io.ReadAll(c)
+		if !strings.HasPrefix(string(out), tc.want) || err != nil {
+			t.Errorf("%q: %.40q, %v; want %q ended by a close", tc.head, out, err, tc.want)
+		}
+	}
+}
+
 func TestContentLengthAndTransferEncoding(t *testing.T) {
 	var paths []string
 	var mu sync.Mutex
