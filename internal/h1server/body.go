@@ -106,6 +106,10 @@ func (b *body) settle() (done, keep bool) {
 	case b.continueDue:
 		// 100 Continue was never sent: the client may or may not send
 		// the body; the next bytes cannot be trusted to be a request.
+		// The close lingers (tooBig) all the same: a client may send
+		// the body without waiting (RFC 9110 §10.1.1), and closing over
+		// it unread would reset the connection under the response.
+		b.tooBig = true
 		return true, false
 	case b.left > maxDrainBytes:
 		// Known now to be more than a drain reads: the response says

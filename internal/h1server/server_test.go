@@ -325,6 +325,21 @@ func TestExpectContinueFullDuplex(t *testing.T) {
 	}
 }
 
+// TestExpectContinueUnreadLingers: a final status for a 100-continue
+// request whose body the handler did not read closes the connection
+// with a linger, not a reset, when the client sent the body anyway.
+func TestExpectContinueUnreadLingers(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 262144\r\n\r\n"+strings.Repeat("x", 256<<10))
+	out, err := io.ReadAll(c)
+	if !strings.HasPrefix(string(out), "HTTP/1.1 401 ") || !strings.Contains(string(out), "\r\nConnection: close\r\n") || err != nil {
+		t.Errorf("%.60q, %v; want 401 with Connection: close, ended by a close", out, err)
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	served := make(chan string, 10)
 	_, addr := testServer(t, &Server{MaxHeaderBytes: 1 << 10}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
