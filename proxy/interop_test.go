@@ -24,7 +24,7 @@ func startTongsuoServer(t *testing.T, args ...string) string {
 		t.Skip("GMPROXY_TONGSUO_BIN not set")
 	}
 	dir := filepath.Dir(pkiPath(t, "ca.crt"))
-	addr := deadAddr(t)
+	addr := testpeer.FreeAddr(t)
 	cmd := exec.Command(bin, append([]string{"s_server", "-accept", addr, "-quiet"}, args...)...)
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe() // s_server exits at EOF on stdin
@@ -118,7 +118,7 @@ func TestUpstreamTLCPToGmSSL(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.suite, func(t *testing.T) {
-			addr := deadAddr(t)
+			addr := testpeer.FreeAddr(t)
 			_, port, _ := net.SplitHostPort(addr)
 			args := []string{"tlcp_server", "-port", port, "-cert", "server_sign_enc_chain.pem", "-key", "server_sign_enc_keys.gmssl.pem",
 				"-pass", "P@ssw0rd", "-cipher_suite", tc.gmsslSuite}
