@@ -4298,6 +4298,8 @@ var mutants = []mutant{
 	{"h1server: a 100-continue body left unread closes without a linger (reset)", "internal/h1server/body.go",
 		"\t\tb.tooBig = true\n\t\treturn true, false\n\tcase b.left > maxDrainBytes:", "\t\treturn true, false\n\tcase b.left > maxDrainBytes:",
 		"^TestExpectContinueUnreadLingers$"},
+	{"supervisor: a reload's address on a port the workers hold on another IP not checked for another program's SO_REUSEPORT socket", "cmd/gmproxy/supervisor.go",
+		"h.Port == a.Port && (wild(h) || wild(a) || h.IP.Equal(a.IP))", "h.Port == a.Port && (wild(h) || wild(a) || h.IP != nil)", "^TestReloadChecksHeldPortOnOtherIP$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},

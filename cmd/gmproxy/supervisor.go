@@ -562,24 +562,43 @@ func listenerAddrs(cfg *conf.Config) []string {
 	return addrs
 }
 
-// newPorts returns the addresses of next on a port that no address of
-// running is on: those the workers do not hold yet. (A port a running
-// listener holds may move to another way of writing its address: the
-// workers' sockets share it.)
+// newPorts returns the addresses of next that no address of running
+// holds: those the workers do not hold yet. An address is held by a
+// running one on its port with the same IP, or when either is a wildcard
+// (a port a running listener holds may move between a wildcard and one
+// of its IPs: the workers' sockets share it, and a bind without
+// SO_REUSEPORT would fail on their own socket). Another IP on a held port
+// is new: the workers would bind it with SO_REUSEPORT, which the kernel
+// grants beside another program of the same user that holds it so (a
+// second gmproxy on its own IP and the same port), taking a share of its
+// connections, where the start's check refuses that address.
 func newPorts(running, next []string) []string {
-	held := map[string]bool{}
+	var held []*net.TCPAddr
 	for _, a := range running {
-		if _, port, err := net.SplitHostPort(a); err == nil {
-			held[port] = true
+		if ta, err := net.ResolveTCPAddr("tcp", a); err == nil {
+			held = append(held, ta)
 		}
 	}
 	var out []string
 	for _, a := range next {
-		if _, port, err := net.SplitHostPort(a); err != nil || !held[port] {
+		ta, err := net.ResolveTCPAddr("tcp", a)
+		if err != nil || !heldBy(ta, held) {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// heldBy reports whether a listener of held has a's port on a's IP or on
+// a wildcard, or a is a wildcard on a port of held.
+func heldBy(a *net.TCPAddr, held []*net.TCPAddr) bool {
+	wild := func(t *net.TCPAddr) bool { return t.IP == nil || t.IP.IsUnspecified() }
+	for _, h := range held {
+		if h.Port == a.Port && (wild(h) || wild(a) || h.IP.Equal(a.IP)) {
+			return true
+		}
+	}
+	return false
 }
 
 // portsFree checks that no other process listens on addrs, by listening

@@ -416,3 +416,19 @@ func TestWorkerKeepsDyingBacksOff(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadChecksHeldPortOnOtherIP: a reload that adds an address on a
+// port the workers hold on another IP is checked as at start: the workers'
+// SO_REUSEPORT bind would otherwise succeed beside another program of the
+// same user that holds that IP and port (a second gmproxy), and take a
+// share of its connections. A wildcard on a held port, or the same IP
+// written another way, is still the workers' own.
+func TestReloadChecksHeldPortOnOtherIP(t *testing.T) {
+	running := []string{"127.0.0.1:8443", ":9443"}
+	next := []string{"127.0.0.1:8443", "localhost:8443", "0.0.0.0:8443", ":8443", "10.0.0.2:8443", "10.0.0.2:9443", "127.0.0.1:7443"}
+	got := newPorts(running, next)
+	want := []string{"10.0.0.2:8443", "127.0.0.1:7443"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("newPorts(%q, %q) = %q, want %q", running, next, got, want)
+	}
+}
