@@ -4300,6 +4300,8 @@ var mutants = []mutant{
 		"^TestExpectContinueUnreadLingers$"},
 	{"supervisor: a reload's address on a port the workers hold on another IP not checked for another program's SO_REUSEPORT socket", "cmd/gmproxy/supervisor.go",
 		"h.Port == a.Port && (wild(h) || wild(a) || h.IP.Equal(a.IP))", "h.Port == a.Port && (wild(h) || wild(a) || h.IP != nil)", "^TestReloadChecksHeldPortOnOtherIP$"},
+	{"supervisor: a worker started again runs the file now at the supervisor's path (a package upgrade's new version)", "cmd/gmproxy/supervisor.go",
+		"err != nil || !os.SameFile(st, s.self)", "err != nil || !os.SameFile(st, st)", "^TestRestartedWorkerRunsSupervisorsBinary$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},

@@ -37,6 +37,11 @@ func listenReusePort(addr string) (net.Listener, error) {
 	return rawsock.Listener{Listener: ln}, nil
 }
 
+// workerProgram names the supervisor's own program even once the file at
+// its path is replaced or removed (a package upgrade renames a new one
+// over it): spawn starts a worker from it then (see supervisor.self).
+const workerProgram = "/proc/self/exe"
+
 // dieWithParent makes cmd's process receive SIGTERM when the supervisor
 // dies, so that no worker outlives it.
 func dieWithParent(cmd *exec.Cmd) {

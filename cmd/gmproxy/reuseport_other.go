@@ -14,4 +14,7 @@ func listenReusePort(string) (net.Listener, error) {
 	return nil, errors.New("workers above 1 need Linux (SO_REUSEPORT)")
 }
 
+// workerProgram: no worker mode here.
+const workerProgram = ""
+
 func dieWithParent(*exec.Cmd) {}

@@ -71,7 +71,16 @@ var workerKillMargin = 10 * time.Second
 // supervisor runs the worker mode's main process: it serves no traffic; it
 // starts workerCount(cfg) workers and keeps them running.
 type supervisor struct {
-	exe  string
+	exe string
+	// self is the file of the supervisor's program (workerProgram), nil
+	// where unknown: a worker is started from exe while exe is that
+	// file, else from workerProgram. Started from a file a package
+	// upgrade renamed over exe, a worker started again after a crash ran
+	// the new version beside workers of the old one, on tables and reload
+	// steps of the old one's making (nginx's workers are forks of their
+	// master: a new version runs after a restart); a file removed left
+	// it dead for good.
+	self os.FileInfo
 	args []string // the run flags, given to every worker
 	file string
 	// adminFlag is run's -admin, which overrides admin.address.
@@ -171,7 +180,7 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	s := &supervisor{exe: exe, args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
+	s := &supervisor{exe: exe, self: selfFile(), args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
 	s.grace.Store(int64(cfg.ShutdownGrace))
 	s.listening = listenerAddrs(cfg)
 	s.reloadCtx, s.abandonReloads = context.WithCancel(context.Background())
@@ -340,9 +349,29 @@ func (s *supervisor) workersMemLimit() int64 {
 	return max(limit-shared, limit/2)
 }
 
+// selfFile returns the file of the running program, or nil.
+func selfFile() os.FileInfo {
+	if workerProgram == "" {
+		return nil
+	}
+	st, err := os.Stat(workerProgram)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
 // spawn starts worker i; its exit is reported on exits.
 func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) {
-	cmd := exec.Command(s.exe, append([]string{"run"}, s.args...)...)
+	prog := s.exe
+	if s.self != nil {
+		if st, err := os.Stat(s.exe); err != nil || !os.SameFile(st, s.self) {
+			s.log.Warn("workers: the file at gmproxy's path is no longer the program running: worker started from the running program; restart gmproxy to run the new one", "worker", i, "path", s.exe)
+			prog = workerProgram
+		}
+	}
+	cmd := exec.Command(prog, append([]string{"run"}, s.args...)...)
+	cmd.Args[0] = s.exe // as ps shows it
 	env := workerEnv(os.Environ(), s.workersMemLimit(), s.n)
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, envWorkerConfig+"="+filepath.Join(s.dir, workerConfigFile), "GOMAXPROCS=1")
 	// The key passwords the supervisor took from its environment

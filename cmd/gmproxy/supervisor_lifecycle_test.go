@@ -1165,3 +1165,79 @@ func TestQuitIsGracefulShutdown(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartedWorkerRunsSupervisorsBinary: a worker started again after
+// a crash runs the supervisor's own program, not whatever file is at its
+// path now. A package upgrade replaces that file (renames a new one over
+// it) while gmproxy runs: a worker restarted from the path ran the new
+// version beside workers of the old one, mapping tables and answering
+// reload steps of the old one's making (nginx's workers are forks of
+// their master: a new binary runs only after a restart or an explicit
+// upgrade); a file removed left the worker dead for good.
+func TestRestartedWorkerRunsSupervisorsBinary(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	workersConfig(t, cfgPath, listen, admin, "w")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "gmproxy")
+	src, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
+	r.cmd = exec.Command(exe, "run", "-c", cfgPath)
+	r.cmd.Env = append(os.Environ(), envTestMain+"=1", "TMPDIR="+t.TempDir())
+	r.cmd.Stdout, r.cmd.Stderr = &r.logs, &r.logs
+	r.cmd.WaitDelay = 10 * time.Second
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.exited:
+		default:
+			r.workers()
+			r.cmd.Process.Kill()
+			syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+			<-r.exited
+			for _, pid := range r.pids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if t.Failed() {
+			t.Logf("gmproxy output:\n%s", r.logs.String())
+		}
+	})
+	r.waitFor("readiness", func() bool { code, _ := r.get("/readyz"); return code == 200 })
+	ws := r.workers()
+	if len(ws) != 2 {
+		t.Fatalf("workers: %+v, want 2", ws)
+	}
+	// The upgrade: another program renamed over the supervisor's file.
+	next := filepath.Join(dir, "gmproxy.new")
+	if err := os.WriteFile(next, []byte("#!/bin/sh\necho another gmproxy version >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, exe); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(ws[0].PID, syscall.SIGKILL)
+	r.waitFor("worker 0 started again and ready", func() bool {
+		now := r.workers()
+		return len(now) == 2 && now[0].PID != ws[0].PID && now[0].Ready
+	})
+	if strings.Contains(r.logs.String(), "another gmproxy version") {
+		t.Errorf("a worker was started from the file now at the supervisor's path")
+	}
+	if !strings.Contains(r.logs.String(), "no longer the program running") {
+		t.Errorf("no word that the file at gmproxy's path changed")
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+}

@@ -349,6 +349,7 @@ func scriptSupervisor(t *testing.T, body string) *supervisor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	s.self = nil // a stand-in program
 	s.exe = workerScript(t, body)
 	return s
 }
@@ -370,6 +371,7 @@ func termWorkers(t *testing.T, s *supervisor, onTerm string, exits chan workerEx
 	t.Helper()
 	// The sleep must not hold the output pipes cmd.Wait waits for; the
 	// script says it is ready once its trap is set.
+	s.self = nil // a stand-in program
 	s.exe = workerScript(t, "trap 'kill $!; "+onTerm+"' TERM\nsleep 300 >/dev/null 2>&1 &\ntouch \"$0.$"+envWorker+"\"\nwait")
 	var procs []*workerProc
 	for i := range 2 {
@@ -557,6 +559,7 @@ func TestStartFailureKillsWhatStarted(t *testing.T) {
 	if err := os.WriteFile(s.file, []byte("workers: 2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	s.self = nil // a stand-in program
 	s.exe = filepath.Join(t.TempDir(), "no-such-gmproxy")
 	if _, err := s.start(); err == nil {
 		t.Fatal("start with a program that cannot be executed succeeded")
