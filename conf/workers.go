@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"net"
 	"runtime"
 	"strconv"
 )
@@ -33,11 +34,31 @@ func (c *Config) WorkerCount() int {
 
 func (v *validator) validateWorkers() {
 	w := v.cfg.Workers
-	if w == "" || w == WorkersAuto {
+	if w == "" {
 		return
 	}
-	n, err := strconv.Atoi(w)
-	if err != nil || n < 1 || n > MaxWorkers {
-		v.errf("workers", "write auto (one worker per CPU) or a whole number from 1 to "+strconv.Itoa(MaxWorkers), "invalid workers %q", w)
+	if w != WorkersAuto {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 || n > MaxWorkers {
+			v.errf("workers", "write auto (one worker per CPU) or a whole number from 1 to "+strconv.Itoa(MaxWorkers), "invalid workers %q", w)
+			return
+		}
+	}
+	if n := v.cfg.WorkerCount(); n > 1 {
+		v.workersPortZero(n)
+	}
+}
+
+// workersPortZero refuses a listener on port 0 (a port the kernel
+// chooses) under n workers: each worker binds its own socket, so each gets
+// a port of its own, and a client reaches only the one worker on the port
+// it was told of, if it can learn any. (An unset workers is left to gmproxy
+// run, which knows whether it starts workers.)
+func (v *validator) workersPortZero(n int) {
+	for i, l := range v.cfg.Listeners {
+		if _, port, err := net.SplitHostPort(l.Address); err == nil && port == "0" {
+			p := "listeners[" + strconv.Itoa(i) + "].address"
+			v.errf(p, "give the port, or set workers: 1", "port 0 under workers %s (%d processes): each worker would listen on a port of its own", v.cfg.Workers, n)
+		}
 	}
 }

@@ -172,6 +172,9 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	if !workersSupported {
 		return nil, errors.New("workers above 1 need Linux (SO_REUSEPORT); set workers: 1")
 	}
+	if err := portZero(file, cfg); err != nil {
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("workers: cannot find this program to start workers: %w", err)
@@ -516,6 +519,9 @@ func (s *supervisor) reload() (_ *conf.Config, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := portZero(s.file, cfg); err != nil {
+		return nil, err
+	}
 	if err := portsFree(newPorts(s.listening, listenerAddrs(cfg))); err != nil {
 		return nil, err
 	}
@@ -580,6 +586,18 @@ func (s *supervisor) reload() (_ *conf.Config, err error) {
 		return cfg, &splitReloadError{errors.Join(refused...)}
 	}
 	return cfg, nil
+}
+
+// portZero refuses a listener of cfg on port 0, which gives each worker's
+// socket a port of its own (conf refuses it under a workers setting; an
+// unset one is decided by gmproxy run), at start and at a reload.
+func portZero(file string, cfg *conf.Config) error {
+	for i, a := range listenerAddrs(cfg) {
+		if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
+			return fmt.Errorf("%s: listeners[%d].address %s: port 0 under workers (unset: one per CPU) gives each worker a port of its own; give the port, or set workers: 1", file, i, a)
+		}
+	}
+	return nil
 }
 
 // listenerAddrs returns the addresses of cfg's listeners.

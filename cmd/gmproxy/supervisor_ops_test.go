@@ -432,3 +432,30 @@ func TestReloadChecksHeldPortOnOtherIP(t *testing.T) {
 		t.Fatalf("newPorts(%q, %q) = %q, want %q", running, next, got, want)
 	}
 }
+
+// TestSupervisorRefusesPortZero: workers left unset start one per CPU,
+// which conf cannot refuse port 0 for: the supervisor does, rather than
+// have each worker listen on a port the kernel chose for it alone.
+func TestSupervisorRefusesPortZero(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	cfg := &conf.Config{Listeners: []conf.Listener{{Address: "127.0.0.1:8443"}, {Address: "127.0.0.1:0"}}}
+	s, err := newSupervisor("gmproxy.yaml", nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err == nil {
+		os.RemoveAll(s.dir)
+		t.Fatal("supervisor made for a listener on port 0")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "gmproxy.yaml: listeners[1].address 127.0.0.1:0") || !strings.Contains(msg, "set workers: 1") {
+		t.Errorf("error %q: want the file, the listener and the fix", msg)
+	}
+	// Nor is such a listener added by a reload.
+	rs, data, _ := reloadTestSupervisor(t)
+	writeConfig(t, rs.file, "", "127.0.0.1:0", "127.0.0.1:2", "[{respond: {status: 200}}]", "")
+	if _, err := rs.reload(); err == nil || !strings.Contains(err.Error(), "listeners[0].address 127.0.0.1:0: port 0") {
+		t.Errorf("reload to a listener on port 0: %v, want it refused", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rs.dir, workerConfigFile)); string(b) != string(data) {
+		t.Errorf("the workers' copy of the configuration changed by a refused reload")
+	}
+}
