@@ -462,23 +462,7 @@ func TestClientCANamesTooLargeWarned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	many := append([]byte(nil), own...)
-	for i := range 70 {
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: strings.Repeat("x", 1000) + strconv.Itoa(i)},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-			KeyUsage: x509.KeyUsageCertSign,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
-	}
+	many := append(append([]byte(nil), own...), fillerCAsPEM(t)...)
 	// Without the site's tls section: crypto/tls cannot send these names,
 	// which check refuses (TestClientCANamesTooLargeForTLSRefused).
 	lines := strings.Split(string(b), "\n")
@@ -526,23 +510,7 @@ func TestClientCANamesTooLargeForTLSRefused(t *testing.T) {
 		lines[i] = ""
 	}
 	lines[3] = "    protocols: [tls]"
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var many []byte
-	for i := range 70 {
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: strings.Repeat("x", 1000) + strconv.Itoa(i)},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-			KeyUsage: x509.KeyUsageCertSign,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
-	}
+	many := fillerCAsPEM(t)
 	path := filepath.Join(t.TempDir(), "many.crt")
 	if err := os.WriteFile(path, many, 0o644); err != nil {
 		t.Fatal(err)
@@ -894,4 +862,29 @@ sites:
 			t.Errorf("no problem about digitalSignature at sites[0].tls.cert (line 4): %v", probs)
 		})
 	}
+}
+
+// fillerCAsPEM returns 70 self-signed ECDSA CA certificates in PEM whose
+// names take about 1 KiB each: together over the 64 KiB of a
+// CertificateRequest's certificate_authorities.
+func fillerCAsPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var many []byte
+	for i := range 70 {
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: strings.Repeat("x", 1000) + strconv.Itoa(i)},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		many = append(many, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	return many
 }

@@ -147,21 +147,8 @@ func (m *Metrics) Retain(n ConfigNames) {
 // alert). Series labelled other or none are left: their names are not
 // known.
 func (m *Metrics) dropMovedTargets(ups map[string][]string) {
-	ch := make(chan prometheus.Metric)
-	go func() {
-		m.upstreamHealthy.Collect(ch)
-		close(ch)
-	}()
 	var stale []prometheus.Labels
-	for pm := range ch {
-		var d dto.Metric
-		if pm.Write(&d) != nil {
-			continue
-		}
-		l := prometheus.Labels{}
-		for _, lp := range d.GetLabel() {
-			l[lp.GetName()] = lp.GetValue()
-		}
+	for _, l := range seriesLabels(m.upstreamHealthy) {
 		u, t := l["upstream"], l["target"]
 		if u == Other || u == None || t == Other || t == None {
 			continue
@@ -184,21 +171,8 @@ func (m *Metrics) dropMovedTargets(ups map[string][]string) {
 func (m *Metrics) dropMovedRoutes(n ConfigNames) (back func(site, route string) bool) {
 	m.routesMu.Lock()
 	defer m.routesMu.Unlock()
-	ch := make(chan prometheus.Metric)
-	go func() {
-		m.requestDuration.Collect(ch)
-		close(ch)
-	}()
 	var stale []prometheus.Labels
-	for pm := range ch {
-		var d dto.Metric
-		if pm.Write(&d) != nil {
-			continue
-		}
-		l := prometheus.Labels{}
-		for _, lp := range d.GetLabel() {
-			l[lp.GetName()] = lp.GetValue()
-		}
+	for _, l := range seriesLabels(m.requestDuration) {
 		if !n.KeepRoute(l["site"], l["route"]) {
 			stale = append(stale, prometheus.Labels{"site": l["site"], "route": l["route"]})
 		}
@@ -220,6 +194,28 @@ func (m *Metrics) dropMovedRoutes(n ConfigNames) (back func(site, route string) 
 		clear(m.movedRoutes) // their observers stay, as a removed name's
 	}
 	return func(site, route string) bool { return again[routeKey{site, route}] }
+}
+
+// seriesLabels returns the labels of every series c holds.
+func seriesLabels(c prometheus.Collector) []prometheus.Labels {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	var all []prometheus.Labels
+	for pm := range ch {
+		var d dto.Metric
+		if pm.Write(&d) != nil {
+			continue
+		}
+		l := prometheus.Labels{}
+		for _, lp := range d.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		all = append(all, l)
+	}
+	return all
 }
 
 // configuredTarget is the target as configured of the health series

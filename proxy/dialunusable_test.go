@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 // TestDialRefusesUnusableAddress: the upstream dialer refuses to connect
@@ -13,21 +15,8 @@ import (
 // system resolver later answers so (a DNS filter blocking it) would
 // reach the proxy's own ports. 127.0.0.1 on the same port still connects.
 func TestDialRefusesUnusableAddress(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr := testpeer.ServeLoopback(t, func(net.Conn) {})
+	_, port, _ := net.SplitHostPort(addr)
 	_, _, dial, err := newTransport(&UpstreamConfig{Name: "u"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testpeer"
 )
 
 type noHandshake struct{ net.Conn }
@@ -15,21 +17,8 @@ func (noHandshake) HandshakeContext(context.Context) error { return nil }
 // upstream dialer refuses, as the proxy's, to connect to 0.0.0.0 (this
 // host's own listeners on Linux), and connects to 127.0.0.1.
 func TestSMDialRefusesUnusableAddress(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr := testpeer.ServeLoopback(t, func(net.Conn) {})
+	_, port, _ := net.SplitHostPort(addr)
 	dial := smDial(time.Second, func(context.Context, string) *struct{} { return nil },
 		func(raw net.Conn, _ *struct{}) handshaker { return noHandshake{raw} })
 	c, err := dial(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", port))
