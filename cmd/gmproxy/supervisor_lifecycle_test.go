@@ -42,13 +42,15 @@ type workerRun struct {
 	pids   []int // the workers seen, killed when the test ends first
 }
 
-// startWorkerRun starts gmproxy on cfgPath, with the extra environment
-// env, and waits until it is ready (a supervisor is ready when every
-// worker is). When the test ends first, it kills gmproxy and its workers.
-func startWorkerRun(t *testing.T, cfgPath, admin string, env ...string) *workerRun {
+func newWorkerRun(t *testing.T, admin string) *workerRun {
+	return &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
+}
+
+// watch follows r.cmd, started: it records its exit, kills it and its
+// workers when the test ends first, and waits until it is ready.
+func (r *workerRun) watch() {
+	t := r.t
 	t.Helper()
-	r := &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
-	r.cmd = startGmproxy(t, &r.logs, cfgPath, env...)
 	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
 	t.Cleanup(func() {
 		select {
@@ -70,6 +72,16 @@ func startWorkerRun(t *testing.T, cfgPath, admin string, env ...string) *workerR
 		}
 	})
 	r.waitFor("readiness", func() bool { code, _ := r.get("/readyz"); return code == 200 })
+}
+
+// startWorkerRun starts gmproxy on cfgPath, with the extra environment
+// env, and waits until it is ready (a supervisor is ready when every
+// worker is). When the test ends first, it kills gmproxy and its workers.
+func startWorkerRun(t *testing.T, cfgPath, admin string, env ...string) *workerRun {
+	t.Helper()
+	r := newWorkerRun(t, admin)
+	r.cmd = startGmproxy(t, &r.logs, cfgPath, env...)
+	r.watch()
 	if ws := r.workers(); len(ws) != 2 {
 		t.Fatalf("workers: %+v, want 2", ws)
 	}
@@ -1186,7 +1198,7 @@ func TestRestartedWorkerRunsSupervisorsBinary(t *testing.T) {
 	if err := os.WriteFile(exe, src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &workerRun{t: t, admin: admin, exited: make(chan struct{}), hc: &http.Client{Timeout: 20 * time.Second}}
+	r := newWorkerRun(t, admin)
 	r.cmd = exec.Command(exe, "run", "-c", cfgPath)
 	r.cmd.Env = append(os.Environ(), envTestMain+"=1", "TMPDIR="+t.TempDir())
 	r.cmd.Stdout, r.cmd.Stderr = &r.logs, &r.logs
@@ -1195,24 +1207,7 @@ func TestRestartedWorkerRunsSupervisorsBinary(t *testing.T) {
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-r.exited:
-		default:
-			r.workers()
-			r.cmd.Process.Kill()
-			syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-			<-r.exited
-			for _, pid := range r.pids {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		if t.Failed() {
-			t.Logf("gmproxy output:\n%s", r.logs.String())
-		}
-	})
-	r.waitFor("readiness", func() bool { code, _ := r.get("/readyz"); return code == 200 })
+	r.watch()
 	ws := r.workers()
 	if len(ws) != 2 {
 		t.Fatalf("workers: %+v, want 2", ws)
