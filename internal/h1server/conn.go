@@ -533,7 +533,10 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	// the protocols allow after close_notify.
 	w.lastWrite = !(hasBody && c.body.tooBig)
 	w.finish()
-	linger := hasBody && c.body.tooBig
+	// After a 101 (which closes the connection, see commitHeader) the
+	// client may be sending in the new protocol already: closing over
+	// those bytes unread would reset the connection under the 101.
+	linger := hasBody && c.body.tooBig || w.status == http.StatusSwitchingProtocols
 	switch {
 	case drain && w.closeAfter:
 		// The connection closes whatever the rest of the body is: no

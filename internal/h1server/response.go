@@ -589,6 +589,16 @@ func (w *response) commitHeader(final bool) []byte {
 	if handlerClose || !keepAlives {
 		w.closeAfter = true
 	}
+	if code == http.StatusSwitchingProtocols {
+		// RFC 9110 §15.2.2: after a 101 the connection speaks the
+		// protocol switched to, from the byte after the empty line. A
+		// handler that hijacks the connection speaks it; one that does
+		// not leaves nothing on the server that can, and the client's
+		// bytes in that protocol must not be read as requests: the
+		// connection closes once the handler returns. (net/http's
+		// server reads them as requests.)
+		w.closeAfter = true
+	}
 	if w.expectContinue && !w.c.body.sawEOF() {
 		// The body the client offered was not read (RFC 9110 §10.1.1):
 		// what follows on the connection is unknown.

@@ -566,6 +566,40 @@ func TestHijackClearsDeadlines(t *testing.T) {
 	}
 }
 
+// TestSwitchingProtocolsWithoutHijackCloses: after a 101 the connection
+// speaks the protocol switched to (RFC 9110 §15.2.2); a handler that
+// wrote one and returned without hijacking the connection leaves nothing
+// to speak it, so the server closes the connection rather than read the
+// client's bytes in that protocol as requests, and lingers over them so
+// that the close does not reset the connection under the 101.
+func TestSwitchingProtocolsWithoutHijackCloses(t *testing.T) {
+	var calls atomic.Int32
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Path != "/up" {
+			io.WriteString(w, "served")
+			return
+		}
+		w.Header().Set("Upgrade", "x")
+		w.Header().Set("Connection", "Upgrade")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+	}))
+	c := dial(t, addr)
+	// The new protocol's first bytes follow the request at once: some
+	// that look like a request, then more than the server buffers.
+	io.WriteString(c, "GET /up HTTP/1.1\r\nHost: a\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"+
+		"GET /after HTTP/1.1\r\nHost: a\r\n\r\n"+strings.Repeat("x", 256<<10))
+	out, err := io.ReadAll(c)
+	if err != nil || !strings.HasPrefix(string(out), "HTTP/1.1 101 Switching Protocols\r\n") ||
+		!strings.Contains(string(out), "\r\nConnection: Upgrade\r\n") || !strings.HasSuffix(string(out), "\r\n\r\n") ||
+		strings.Count(string(out), "HTTP/1.1 ") != 1 {
+		t.Errorf("read %q, %v; want the 101 alone, ended by a close", out, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d requests served, want 1 (the bytes after the 101 are not requests)", n)
+	}
+}
+
 // TestNoInformationalToHTTP10: a 1xx the handler writes is not sent to an
 // HTTP/1.0 client (RFC 9110 §15.2), which would take it for the response.
 func TestNoInformationalToHTTP10(t *testing.T) {
