@@ -126,6 +126,11 @@ func (r *Reuse) Clear() {
 	clear(r.vals[:cap(r.vals)])
 }
 
+// Storage returns the map the next request gets emptied (nil: a new one)
+// and how many field values its storage holds (at most MaxFields), for
+// tests.
+func (r *Reuse) Storage() (h http.Header, fields int) { return r.h, cap(r.vals) }
+
 // parseLength parses a Content-Length value: digits only, at most 18.
 func parseLength(v string) (n int64, ok bool) {
 	if v == "" || len(v) > 18 {

@@ -82,17 +82,30 @@ func putConn(c *conn) {
 	if c.hijacked {
 		return // the hijacker may still use the request's writer
 	}
-	scanHost := c.scan.host
-	if cap(scanHost) > 4<<10 {
-		scanHost = nil
-	}
 	c.w.reset()
-	c.hdr.Clear() // the last request's fields go; the storage stays
+	c.release()
 	c.srv, c.rwc, c.ctx, c.cancel, c.scope, c.br = nil, nil, nil, nil, nil, nil
 	c.remoteAddr, c.hijacked = "", false
-	c.scan = headScan{host: scanHost[:0]}
-	c.body = nil
+	c.scan = headScan{host: c.scan.host[:0]}
 	connPool.Put(c)
+}
+
+// maxKeptHost bounds the copy of a Host field a connection keeps for the
+// next request's scan (a name and a port fit).
+const maxKeptHost = 512
+
+// release lets go of what the last request left that the next one does
+// not need, once its response is done: the request's fields and body,
+// and a long Host field's copy. A connection waiting for its next request
+// (up to idle_timeout; many may) then holds a small bounded amount, not
+// the largest head it was sent. (The response's part is dropped as it
+// ends, dropHeader.)
+func (c *conn) release() {
+	c.hdr.Clear() // the last request's fields, and its head they point into, go; the storage stays
+	if cap(c.scan.host) > maxKeptHost {
+		c.scan.host = nil
+	}
+	c.body = nil
 }
 
 var brPool sync.Pool
@@ -233,6 +246,7 @@ func (c *conn) serve() {
 		if !c.serveRequest(req) {
 			return
 		}
+		c.release()
 		if s.shutting.Load() {
 			return
 		}

@@ -93,14 +93,38 @@ func (w *response) start(req *http.Request) {
 	w.expectContinue = false
 }
 
-// reset clears w between connections, keeping its allocations.
+// reset clears w between connections, keeping its allocations (those of
+// a small header).
 func (w *response) reset() {
 	w.releaseBuf()
-	clear(w.header)
+	w.dropHeader()
 	h, keys, declared := w.header, w.keys[:0], w.declared[:0]
-	w.c, w.req, w.connVals = nil, nil, nil
+	w.c = nil
 	w.header, w.keys, w.declared = h, keys, declared
 	w.continueArmed.Store(false)
+}
+
+// maxKeptFields bounds the header fields (and trailer names) whose
+// storage a connection keeps for its next response once one is done.
+const maxKeptFields = 64
+
+// dropHeader empties the header map for the next response, and lets go
+// of the request and of what a big header grew: emptying a map keeps
+// its buckets, so a connection waiting (up to idle_timeout) for its next
+// request, then the pooled state after it, would hold storage for the
+// largest header it ever sent. The key lists' capacities stand for the
+// map's largest size (sortedKeys listed it whole), bar fields the
+// handler deleted before writing the header.
+func (w *response) dropHeader() {
+	if len(w.header) > maxKeptFields || cap(w.keys) > maxKeptFields {
+		w.header, w.keys = make(http.Header), nil // a handler's goroutine left behind must not write to a nil map
+	} else {
+		clear(w.header)
+	}
+	if cap(w.declared) > maxKeptFields {
+		w.declared = nil
+	}
+	w.req, w.connVals = nil, nil
 }
 
 func (w *response) Header() http.Header { return w.header }
@@ -681,7 +705,7 @@ func (w *response) finish() {
 		w.closeAfter = true // short body: the client waits for the rest
 	}
 	w.releaseBuf()
-	clear(w.header)
+	w.dropHeader()
 }
 
 // Discard drops a response none of which has reached the connection (its
@@ -705,7 +729,7 @@ func (w *response) Discard() bool {
 func (w *response) abort() {
 	w.handlerDone = true
 	w.releaseBuf()
-	clear(w.header)
+	w.dropHeader()
 }
 
 // Hijack implements http.Hijacker: the server lets go of the connection;
