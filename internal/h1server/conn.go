@@ -520,7 +520,21 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	}
 	c.watch.begin(!hasBody)
 	if !c.runHandler(req) {
-		return false // panicked: closed
+		// The handler panicked: the connection closes. What the client
+		// still sends (a body the handler left unread, a pipelined
+		// request) is read and dropped for a while first, as on the
+		// refusal paths: closing over it would reset the connection and
+		// lose what the handler had sent (a 500 it flushed before it
+		// failed) in the client's receive queue.
+		if !c.hijacked {
+			if hasBody {
+				c.body.settle() // a reader the handler left behind fails from now on
+			}
+			if !c.body.sawEOF() || c.br.Buffered() > 0 {
+				c.linger()
+			}
+		}
+		return false
 	}
 	c.watch.end(c)
 	if c.hijacked {

@@ -489,6 +489,57 @@ func TestHandlerPanic(t *testing.T) {
 	}
 }
 
+// TestPanicLingers: a handler that answered (a 500 it wrote and flushed)
+// and then panicked without reading the request body ends the connection
+// as a refused request does: lingering over what the client still sends,
+// so that the close does not reset the connection and lose the answer
+// in the client's receive queue.
+func TestPanicLingers(t *testing.T) {
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, "boom!")
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/abort" {
+			panic(http.ErrAbortHandler)
+		}
+		panic("boom")
+	}))
+	body := strings.Repeat("x", 256<<10)
+	for _, p := range []string{"/panic", "/abort"} {
+		c := dial(t, addr)
+		io.WriteString(c, "PUT "+p+" HTTP/1.1\r\nHost: a\r\nContent-Length: 262144\r\n\r\n"+body)
+		out, err := io.ReadAll(c)
+		if !strings.HasPrefix(string(out), "HTTP/1.1 500 ") || !strings.HasSuffix(string(out), "\r\n\r\nboom!") || err != nil {
+			t.Errorf("%s: %.40q, %v; want the whole 500 ended by a close", p, out, err)
+		}
+	}
+}
+
+// TestPanicClosesBody: the body of a request whose handler panicked fails
+// a later read by a goroutine the handler left behind, as after a handler
+// that returned, rather than read the connection (or, once its reader is
+// pooled, another connection's bytes).
+func TestPanicClosesBody(t *testing.T) {
+	readNow, got := make(chan struct{}), make(chan error, 1)
+	_, addr := testServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		go func() {
+			<-readNow
+			_, err := r.Body.Read(make([]byte, 1))
+			got <- err
+		}()
+		panic("boom")
+	}))
+	c := dial(t, addr)
+	io.WriteString(c, "PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabcde")
+	io.ReadAll(c)
+	c.Close()
+	close(readNow)
+	if err := <-got; err != http.ErrBodyReadAfterClose {
+		t.Errorf("a read after the handler panicked: %v, want %v", err, http.ErrBodyReadAfterClose)
+	}
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
