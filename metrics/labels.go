@@ -3,7 +3,6 @@ package metrics
 import (
 	"crypto/tls"
 	"fmt"
-	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -155,7 +154,12 @@ func cipherLabel(v string) string {
 	return Other
 }
 
-func methodLabel(v string) string { return fixed(httpMethods, strings.ToUpper(v)) }
+// methodLabel labels a request method. Methods are case-sensitive (RFC 9110
+// §9.1): "get" is not GET, and a server may treat it as another method, so
+// only an exact spelling of a standard method is shown as that method;
+// any other spelling is "other" with the unknown methods, which keeps the
+// label bounded.
+func methodLabel(v string) string { return fixed(httpMethods, v) }
 
 func boolLabel(b bool) string {
 	if b {

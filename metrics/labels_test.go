@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gmproxy/gmproxy/proxy"
 )
 
@@ -69,5 +71,31 @@ func TestChineseNamesExposed(t *testing.T) {
 	want := `gmproxy_http_requests_total{code="2xx",method="GET",route="账户 \"查询\" \\ 旧",site="网上银行"} 1`
 	if !strings.Contains(string(b), want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// TestMethodLabelCaseSensitive: methods are case-sensitive (RFC 9110
+// §9.1), so a request of method "get" is not a GET and is counted under
+// "other" with the methods outside the standard set, never folded into
+// the GET series.
+func TestMethodLabelCaseSensitive(t *testing.T) {
+	m, reg := newTest(t)
+	for _, method := range []string{"GET", "get", "Get", "post", "PATCH", "patch", "pri", "PROPFIND"} {
+		m.RequestDone(proxy.RequestEvent{Site: "www", Route: "api", Method: method, Status: 200})
+	}
+	for method, want := range map[string]float64{"GET": 1, "PATCH": 1, "POST": 0, "PRI": 0, Other: 6} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("www", "api", method, "2xx")); got != want {
+			t.Errorf("requests of method label %q: %v, want %v", method, got, want)
+		}
+	}
+	if s := series(t, reg, "gmproxy_http_requests_total", `value:"get"`); len(s) != 0 {
+		t.Errorf("a lower-case method has a series of its own: %v", s)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"GET", "GET"}, {"get", Other}, {"gEt", Other}, {"delete", Other}, {"DELETE", "DELETE"}, {"", None},
+	} {
+		if got := methodLabel(tc.in); got != tc.want {
+			t.Errorf("methodLabel(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
