@@ -24,6 +24,11 @@ type ConfigNames struct {
 	// routes of every site by their place) is no longer the site's own
 	// once the site has it no more.
 	SiteRoutes map[string][]string
+	// SiteUpstreams maps each site to the upstreams its stream sessions
+	// and tunnels name (its stream's upstream, its routes'), when known:
+	// an upstream that other sites still use is no longer the site's once
+	// the site uses it no more.
+	SiteUpstreams map[string][]string
 }
 
 // KeepRoute reports whether the series of route label route in site
@@ -33,6 +38,15 @@ type ConfigNames struct {
 func (n ConfigNames) KeepRoute(site, route string) bool {
 	routes, ok := n.SiteRoutes[site]
 	return !ok || site == Other || site == None || route == Other || route == None || slices.Contains(routes, route)
+}
+
+// KeepStream reports whether the stream series of site and upstream
+// follow configuration n: n does not say the site's upstreams, the site
+// is not n's (Keep drops it), or the site uses the upstream; series
+// labelled other or none are kept (their names are not known).
+func (n ConfigNames) KeepStream(site, upstream string) bool {
+	ups, ok := n.SiteUpstreams[site]
+	return !ok || site == Other || site == None || upstream == Other || upstream == None || slices.Contains(ups, upstream)
 }
 
 // Keep returns what Retain keeps of the series for configuration n: a
@@ -64,7 +78,8 @@ func (n ConfigNames) Keep() func(label, value string) bool {
 // something the configuration no longer has are deleted (and the name no
 // longer counts against its label cap), as is a target's health under an
 // upstream that no longer has it and a site's requests of a route it no
-// longer has (SiteRoutes), and the counters whose label sets
+// longer has (SiteRoutes), as are a site's stream series of an upstream it
+// no longer uses (SiteUpstreams), and the counters whose label sets
 // the configuration makes known start at 0, so that rates and alerts see
 // 0 instead of no data. The connections and requests of a removed name
 // that the old generation still drains move no series (the removed
@@ -104,6 +119,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	drop(m.targets, append(targets, m.targets.resolvedOf(set(targets...))...), "target", m.upstreamHealthy)
 	m.dropMovedTargets(n.Upstreams)
 	movedBack := m.dropMovedRoutes(n)
+	m.dropMovedStreams(n)
 	drop(m.keyServers, n.KeyServers, "key_server", m.keyServerCerts)
 	m.listenerCache.evict(back["listener"])
 	m.handshakeCache.evict(func(k handshakeKey) bool { return back["listener"](k.listener) || back["site"](k.site) })
@@ -194,6 +210,28 @@ func (m *Metrics) dropMovedRoutes(n ConfigNames) (back func(site, route string) 
 		clear(m.movedRoutes) // their observers stay, as a removed name's
 	}
 	return func(site, route string) bool { return again[routeKey{site, route}] }
+}
+
+// dropMovedStreams deletes the stream series of each upstream a site of n
+// no longer uses while another site keeps it (Retain keeps an upstream's
+// label while any upstream of that name is configured), so that a stream
+// site moved to another upstream does not show its last sessions and
+// bytes under the old one for good. The series are not cached: a session
+// open at the reload ends in the deleted series, unseen, and one of the
+// pair a later configuration gives back counts in a new one.
+func (m *Metrics) dropMovedStreams(n ConfigNames) {
+	var stale []prometheus.Labels
+	for _, c := range []prometheus.Collector{m.streamBytes, m.streamActive} {
+		for _, l := range seriesLabels(c) {
+			if !n.KeepStream(l["site"], l["upstream"]) {
+				stale = append(stale, prometheus.Labels{"site": l["site"], "upstream": l["upstream"]})
+			}
+		}
+	}
+	for _, l := range stale {
+		m.streamBytes.DeletePartialMatch(l)
+		m.streamActive.DeletePartialMatch(l)
+	}
 }
 
 // seriesLabels returns the labels of every series c holds.

@@ -388,3 +388,39 @@ func TestRetainDropsRouteMovedOutOfSite(t *testing.T) {
 		t.Errorf("site a's route2 back: requests_total %v, want 1 (counted in a live series)", got)
 	}
 }
+
+// TestRetainDropsStreamMovedToOtherUpstream: a reload that moves a stream
+// site to another upstream, while other sites still use the old one,
+// drops the site's stream series of the old upstream (the label stays
+// while any site has the upstream), keeps the other site's, and a session
+// open on the old upstream at the reload ends without bringing the series
+// back.
+func TestRetainDropsStreamMovedToOtherUpstream(t *testing.T) {
+	m, reg := newTest(t)
+	ups := map[string][]string{"db1": {"127.0.0.1:5432"}, "db2": {"127.0.0.2:5432"}}
+	m.Retain(ConfigNames{Sites: []string{"a", "b"}, Upstreams: ups,
+		SiteUpstreams: map[string][]string{"a": {"db1"}, "b": {"db1"}}})
+	closeA := m.StreamOpened("a", "db1")
+	m.StreamBytes("a", "db1", 5, 7)
+	closeB := m.StreamOpened("b", "db1")
+	m.StreamBytes("b", "db1", 1, 1)
+	m.Retain(ConfigNames{Sites: []string{"a", "b"}, Upstreams: ups,
+		SiteUpstreams: map[string][]string{"a": {"db2"}, "b": {"db1"}}})
+	for _, name := range []string{"gmproxy_stream_bytes_total", "gmproxy_stream_sessions_active"} {
+		if s := series(t, reg, name, `value:"a"`, `value:"db1"`); len(s) != 0 {
+			t.Errorf("%s of site a on db1, which it no longer uses: %v", name, s)
+		}
+		if s := series(t, reg, name, `value:"b"`, `value:"db1"`); len(s) == 0 {
+			t.Errorf("%s of site b on db1, which it still uses, dropped", name)
+		}
+	}
+	closeA()
+	closeB()
+	m.StreamOpened("a", "db2")
+	if s := series(t, reg, "gmproxy_stream_sessions_active", `value:"a"`, `value:"db1"`); len(s) != 0 {
+		t.Errorf("a session open at the reload brought site a's db1 series back when it ended: %v", s)
+	}
+	if s := series(t, reg, "gmproxy_stream_sessions_active", `value:"a"`, `value:"db2"`, "value:1"); len(s) != 1 {
+		t.Errorf("site a's session on db2: %v", series(t, reg, "gmproxy_stream_sessions_active"))
+	}
+}

@@ -102,9 +102,10 @@ func (t *metricsTelemetry) Reloaded(ok bool, cfg *conf.Config) {
 
 // configNames are the label values cfg gives listeners, sites, routes,
 // upstreams (a stream site's own for its single target too), targets and
-// key servers.
+// key servers, with the routes and the stream upstreams of each site.
 func configNames(cfg *conf.Config) metrics.ConfigNames {
-	n := metrics.ConfigNames{Upstreams: daemon.UpstreamTargets(cfg), SiteRoutes: map[string][]string{}}
+	n := metrics.ConfigNames{Upstreams: daemon.UpstreamTargets(cfg), SiteRoutes: map[string][]string{},
+		SiteUpstreams: daemon.SiteUpstreams(cfg)}
 	for _, l := range cfg.Listeners {
 		n.Listeners = append(n.Listeners, l.Address)
 	}

@@ -235,23 +235,24 @@ func (c *cumulative) retain(n metrics.ConfigNames) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired != nil {
-		c.retired = keptFamilies(c.retired, keep, n.KeepRoute)
+		c.retired = keptFamilies(c.retired, keep, n.KeepRoute, n.KeepStream)
 	}
 	for p, fams := range c.last {
-		c.last[p] = keptFamilies(fams, keep, n.KeepRoute)
+		c.last[p] = keptFamilies(fams, keep, n.KeepRoute, n.KeepStream)
 	}
 }
 
 // keptFamilies returns the series of fams whose every label keep keeps,
-// and whose site and route, if both, keepRoute keeps, in new families
-// (fams is not changed).
-func keptFamilies(fams map[string]*dto.MetricFamily, keep func(label, value string) bool, keepRoute func(site, route string) bool) map[string]*dto.MetricFamily {
+// whose site and route, if both, keepRoute keeps, and whose site and
+// upstream, if both (the stream series), keepStream keeps, in new
+// families (fams is not changed).
+func keptFamilies(fams map[string]*dto.MetricFamily, keep func(label, value string) bool, keepRoute, keepStream func(site, v string) bool) map[string]*dto.MetricFamily {
 	out := make(map[string]*dto.MetricFamily, len(fams))
 	for name, f := range fams {
 		var ms []*dto.Metric
 	series:
 		for _, m := range f.GetMetric() {
-			site, route := "", ""
+			site, route, upstream := "", "", ""
 			for _, lp := range m.GetLabel() {
 				if !keep(lp.GetName(), lp.GetValue()) {
 					continue series
@@ -261,9 +262,14 @@ func keptFamilies(fams map[string]*dto.MetricFamily, keep func(label, value stri
 					site = lp.GetValue()
 				case "route":
 					route = lp.GetValue()
+				case "upstream":
+					upstream = lp.GetValue()
 				}
 			}
 			if route != "" && !keepRoute(site, route) {
+				continue
+			}
+			if site != "" && upstream != "" && !keepStream(site, upstream) {
 				continue
 			}
 			ms = append(ms, m)

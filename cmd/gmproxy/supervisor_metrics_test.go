@@ -430,3 +430,51 @@ func TestConfigNamesSiteRoutes(t *testing.T) {
 		t.Errorf("configNames: SiteRoutes %v; want a: [route1], b: [route1 /api/]", n.SiteRoutes)
 	}
 }
+
+// TestRetainDropsDeadWorkersStreamMovedUpstream: what the supervisor
+// keeps of a dead worker's counts loses a site's stream series of an
+// upstream the site no longer uses while another site still does, as
+// the live workers' own series do.
+func TestRetainDropsDeadWorkersStreamMovedUpstream(t *testing.T) {
+	fams, err := parseMetrics(strings.NewReader("# TYPE gmproxy_stream_bytes_total counter\n" +
+		`gmproxy_stream_bytes_total{site="a",upstream="db1",direction="rx"} 1` + "\n" +
+		`gmproxy_stream_bytes_total{site="b",upstream="db1",direction="rx"} 1` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c cumulative
+	w := &workerProc{index: 0}
+	c.update([]*workerProc{w}, []map[string]*dto.MetricFamily{fams})
+	c.update(nil, nil) // the worker died: its counts are retired
+	c.retain(metrics.ConfigNames{Sites: []string{"a", "b"}, Upstreams: map[string][]string{"db1": nil, "db2": nil},
+		SiteUpstreams: map[string][]string{"a": {"db2"}, "b": {"db1"}}})
+	var out bytes.Buffer
+	writeFamilies(&out, mergeFamilies(c.update(nil, nil)))
+	if got := out.String(); strings.Contains(got, `site="a"`) || !strings.Contains(got, `site="b"`) {
+		t.Errorf("merged after site a moved from db1 to db2 (site b kept db1):\n%s", got)
+	}
+}
+
+// TestConfigNamesSiteUpstreams: the names given to Retain say which
+// upstreams each site streams to: its stream's (a single target's own
+// upstream too) and its routes', and a site naming none has an entry.
+func TestConfigNamesSiteUpstreams(t *testing.T) {
+	cfg := &conf.Config{Sites: []conf.Site{
+		{Name: "a", Stream: &conf.Stream{Upstream: "db2"}},
+		{Name: "b", Stream: &conf.Stream{Target: "127.0.0.1:5432"}},
+		{Name: "c", Routes: []conf.Route{{Upstream: "ws"}, {Upstream: "ws"}}},
+		{Name: "d"},
+	}}
+	n := configNames(cfg)
+	for _, tc := range []struct {
+		site, upstream string
+		keep           bool
+	}{
+		{"a", "db2", true}, {"a", "db1", false}, {"b", "stream:b", true}, {"b", "db2", false},
+		{"c", "ws", true}, {"c", "db2", false}, {"d", "db1", false},
+	} {
+		if got := n.KeepStream(tc.site, tc.upstream); got != tc.keep {
+			t.Errorf("KeepStream(%q, %q) = %v, want %v (SiteUpstreams %v)", tc.site, tc.upstream, got, tc.keep, n.SiteUpstreams)
+		}
+	}
+}

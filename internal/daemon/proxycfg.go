@@ -159,6 +159,30 @@ func UpstreamTargets(cfg *conf.Config) map[string][]string {
 	return out
 }
 
+// SiteUpstreams returns the upstreams each site of cfg sends streams to,
+// as the proxy names them: its stream's (the upstream of its own of a
+// single target too) and its routes' (their tunnels: WebSocket, extended
+// CONNECT). Every site has an entry, nil when it names none. What reports
+// by site and upstream (metrics' stream series) drops by it the pairs a
+// reload ended.
+func SiteUpstreams(cfg *conf.Config) map[string][]string {
+	sites := proxyConfig(cfg).Sites
+	out := make(map[string][]string, len(sites))
+	for _, s := range sites {
+		var ups []string
+		if s.Stream != nil {
+			ups = append(ups, s.Stream.Upstream)
+		}
+		for _, r := range s.Routes {
+			if r.Upstream != "" && !slices.Contains(ups, r.Upstream) {
+				ups = append(ups, r.Upstream)
+			}
+		}
+		out[s.Name] = ups
+	}
+	return out
+}
+
 // offIfZero maps conf's "0 means no limit" onto the proxy's "negative
 // means no limit" (its zero is the default).
 func offIfZero(d time.Duration) time.Duration {
