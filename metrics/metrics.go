@@ -145,6 +145,11 @@ type Metrics struct {
 	routesMu    sync.Mutex
 	movedRoutes map[routeKey]bool
 
+	// healthMu orders a health report (the target admitted, its series
+	// set) before or after a removed address's check that no other
+	// upstream's series has it (UpstreamTargetRemoved).
+	healthMu sync.Mutex
+
 	listenerCache  childCache[string, listenerChildren]
 	handshakeCache childCache[handshakeKey, handshakeChildren]
 	bytesCache     childCache[bytesKey, bytesChildren]
@@ -623,6 +628,8 @@ func (m *Metrics) UpstreamHealth(upstream, target string, healthy bool) {
 	if healthy {
 		v = 1
 	}
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
 	m.upstreamHealthy.WithLabelValues(m.upstreams.label(upstream), m.targets.label(target)).Set(v)
 }
 
@@ -633,9 +640,19 @@ func (m *Metrics) UpstreamResolveFailed(upstream string) {
 
 // UpstreamTargetRemoved implements proxy.UpstreamResolveObserver: the
 // health series of an address its name no longer resolves to goes, and
-// the address no longer counts against the target label's cap.
+// the address no longer counts against the target label's cap unless
+// another upstream still reports it (two upstreams naming the same host):
+// forgotten, its place could go to a new address, and the other
+// upstream's reports would then be "other" beside its stale series.
 func (m *Metrics) UpstreamTargetRemoved(upstream, target string) {
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
 	m.upstreamHealthy.DeleteLabelValues(m.upstreams.label(upstream), target)
+	for _, l := range seriesLabels(m.upstreamHealthy) {
+		if l["target"] == target {
+			return
+		}
+	}
 	m.targets.forget(target)
 }
 

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -422,5 +423,41 @@ func TestRetainDropsStreamMovedToOtherUpstream(t *testing.T) {
 	}
 	if s := series(t, reg, "gmproxy_stream_sessions_active", `value:"a"`, `value:"db2"`, "value:1"); len(s) != 1 {
 		t.Errorf("site a's session on db2: %v", series(t, reg, "gmproxy_stream_sessions_active"))
+	}
+}
+
+// TestTargetRemovedKeepsOtherUpstreams: an address one upstream's name no
+// longer resolves to, which another upstream naming the same host still
+// has, stays admitted under the target label's cap: with the cap full and
+// a new address taking any freed place, the other upstream's health still
+// reports in its own series, not as "other" beside a stale one; the
+// place is freed when no upstream reports the address.
+func TestTargetRemovedKeepsOtherUpstreams(t *testing.T) {
+	m, reg := newTest(t)
+	m.Retain(ConfigNames{Upstreams: map[string][]string{"app": {"app.test:80"}, "ws": {"app.test:80"}, "fill": nil}})
+	const addr = "app.test:80/127.0.0.2:80"
+	m.UpstreamHealth("app", addr, true)
+	m.UpstreamHealth("ws", addr, true)
+	for i := 1; i < maxTargets; i++ {
+		m.targets.label(fmt.Sprintf("127.0.1.%d:%d", i%256, 1024+i))
+	}
+	m.UpstreamTargetRemoved("app", addr)
+	m.UpstreamHealth("fill", "127.0.0.3:80", true) // takes any place freed
+	m.UpstreamHealth("ws", addr, false)
+	const name = "gmproxy_upstream_target_healthy"
+	if s := series(t, reg, name, `value:"app"`, `value:"`+addr+`"`); len(s) != 0 {
+		t.Errorf("health of the address upstream app lost: %v", s)
+	}
+	if s := series(t, reg, name, `value:"ws"`, `value:"`+addr+`"`, "value:0"); len(s) != 1 {
+		t.Errorf("health of the address upstream ws keeps: %v, want one series at 0", series(t, reg, name, `value:"ws"`))
+	}
+	if s := series(t, reg, name, `value:"ws"`, `value:"other"`); len(s) != 0 {
+		t.Errorf("upstream ws's address reported as other: %v", s)
+	}
+	// Once no upstream reports the address, its place is free.
+	m.UpstreamTargetRemoved("ws", addr)
+	m.UpstreamHealth("fill", "127.0.0.4:80", true)
+	if s := series(t, reg, name, `value:"127.0.0.4:80"`); len(s) != 1 {
+		t.Errorf("a new address after the last upstream lost %s: %v, want its own series", addr, series(t, reg, name, `value:"fill"`))
 	}
 }
