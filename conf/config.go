@@ -1780,7 +1780,9 @@ type KeyServerTLS struct {
 // ServedKey is one key file served by the key server.
 type ServedKey struct {
 	// Name identifies the key in clients[].keys, the audit log and the
-	// metrics. Default: the key file's name without folder and extension.
+	// metrics. Not "unknown": that is the name they give a key ID the
+	// server does not hold. Default: the key file's name without folder
+	// and extension.
 	Name string `yaml:"name"`
 	// Key is a PEM file of one SM2 private key (PKCS#8, SEC 1 or encrypted
 	// PKCS#8). A file of several keys is refused: the roles given here

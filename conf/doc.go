@@ -1649,7 +1649,8 @@
 // This section is one key file served by the key server.
 //
 //   - name (string): name identifies the key in clients[].keys, the audit log
-//     and the metrics. Default: the key file's name without folder and
+//     and the metrics. Not "unknown": that is the name they give a key ID the
+//     server does not hold. Default: the key file's name without folder and
 //     extension.
 //   - key (string): key is a PEM file of one SM2 private key (PKCS#8, SEC 1 or
 //     encrypted PKCS#8). A file of several keys is refused: the roles given

@@ -322,6 +322,18 @@ func (v *validator) servedKeys(f *KeyServerFile) map[string]bool {
 		if base == "" {
 			base = strings.TrimSuffix(filepath.Base(k.Key), filepath.Ext(k.Key))
 		}
+		if base == keyserver.UnknownKey {
+			// The audit log and the metrics name every request for a
+			// key ID the server does not hold so: the key's operations
+			// would mix with them.
+			at, fix := p+".name", "give the key another name (and use it in clients[].keys)"
+			if k.Name == "" {
+				at, fix = p+".key", "add name: NAME with another name (and use it in clients[].keys), or rename the file"
+			}
+			v.errf(at, fix, "key name %q is the name the audit log and the metrics give every request for a key the server does not hold", base)
+			known[base] = true
+			continue
+		}
 		for _, sk := range keys {
 			id := string(sk.PublicKey.X.Bytes()) + "|" + string(sk.PublicKey.Y.Bytes())
 			if prev, dup := seen[id]; dup {

@@ -48,11 +48,17 @@ const (
 // RefusedReasons lists the refusal reasons (a bounded label set).
 var RefusedReasons = []string{RefusedLimit, RefusedHandshake, RefusedVersion, RefusedIdentity, RefusedClient, RefusedHandshakeLimit, RefusedMalformed}
 
+// UnknownKey is the key name the audit log and the Observer give a
+// request for a key ID the server does not hold, or refused before its
+// key was read. No served key may have it (package conf refuses it), so
+// that these requests never mix with a key's own.
+const UnknownKey = "unknown"
+
 // Observer receives the server's events (package metrics implements it).
 // Methods are called concurrently and must not block.
 type Observer interface {
 	// Operation reports a finished operation of client on key (key is
-	// "unknown" for a key ID the server does not hold) with its result (a
+	// UnknownKey for a key ID the server does not hold) with its result (a
 	// Code name) and the time it ran, or a refused request (0 time): op
 	// is also "ping" for a refused ping and "unknown" for an operation
 	// the protocol does not have.
@@ -687,7 +693,7 @@ func (s *Server) serveConn(c net.Conn, to connTimeouts, identified func()) {
 			why = "client certificate or one of its CAs expired"
 		}
 		if why != "" {
-			s.finish(client, request{op: Op(typ), keyName: "unknown", code: CodeForbidden}, 0)
+			s.finish(client, request{op: Op(typ), keyName: UnknownKey, code: CodeForbidden}, 0)
 			if s.Logger != nil {
 				s.Logger.Warn("key server request refused: connection closed", "client", client, "remote", c.RemoteAddr().String(), "reason", why)
 			}
@@ -826,7 +832,7 @@ type request struct {
 // request but a ping), known operation and key, the client's allow-list,
 // the key's role, then its in-flight bound.
 func (s *Server) admit(p *policy, cp *clientPolicy, op Op, body []byte) request {
-	r := request{op: op, keyName: "unknown"}
+	r := request{op: op, keyName: UnknownKey}
 	refuse := func(c Code, detail string) request { r.code, r.detail = c, detail; return r }
 	known := true
 	switch op {

@@ -24,7 +24,8 @@ import (
 //
 // plus the go_* and process_* collectors. client and key are the names of
 // the key server's configuration (at most 256 each, then "other"); key is
-// "unknown" for a key ID the server does not hold; op is sign, decrypt,
+// "unknown" (keyserver.UnknownKey, which conf refuses as a key's name)
+// for a key ID the server does not hold; op is sign, decrypt,
 // key_agreement or other (a refused ping, an unknown operation); result
 // is ok or an error code name (keyserver.Results); the duration covers
 // the operation itself, not refused requests; reason is one of
@@ -113,10 +114,10 @@ func (m *KeyServer) Operation(client, key, op, result string, d time.Duration) {
 	if result == "ok" || d > 0 {
 		m.duration.WithLabelValues(op).Observe(d.Seconds())
 	}
-	if n := m.names.Load(); n != nil && (!n.clients[client] || key != "unknown" && !n.keys[key]) {
+	if n := m.names.Load(); n != nil && (!n.clients[client] || key != keyserver.UnknownKey && !n.keys[key]) {
 		return // a removed client's or key's: its series are gone
 	}
-	if key != "unknown" {
+	if key != keyserver.UnknownKey {
 		key = m.keys.label(key)
 	}
 	m.ops.WithLabelValues(m.clients.label(client), key, op, result).Inc()
