@@ -506,6 +506,14 @@ func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string) {
 		d.typeError(n, path, "a whole number", "")
 		return
 	}
+	// "!!str 443" states that the value is text (YAML 1.2 §10.1.1.3):
+	// another reader of the file takes it as the string, so reading it as
+	// the number would make the two disagree on what the file says.
+	if n.Style&yaml.TaggedStyle != 0 && n.Tag == "!!str" {
+		d.addAt(SeverityError, nodePos(n), path, fmt.Sprintf("expected a whole number, got the string %q (tagged !!str)", n.Value),
+			"remove the !!str tag (or write !!int): this key takes a number")
+		return
+	}
 	digits := strings.ReplaceAll(n.Value, "_", "")
 	// 010000 is 4096 to a YAML 1.1 reader (and to ParseInt's base 0) but
 	// 10000 to YAML 1.2 and to nginx: take neither reading.

@@ -4375,6 +4375,8 @@ var mutants = []mutant{
 	{"conf: the clients naming a key refused as unknown get a second error", "conf/keyservers.go",
 		"\t\t\tknown[base] = true\n\t\t\tcontinue\n", "\t\t\tcontinue\n",
 		"^TestKeyServerKeyNamedUnknownRefused$"},
+	{"conf: a !!str-tagged value on a number's key read as the number", "conf/decode.go",
+		"if n.Style&yaml.TaggedStyle != 0 && n.Tag == \"!!str\" {", "if n.Style&yaml.TaggedStyle != 0 && n.Tag == \"!!str\" && false {", "^TestBadConfigs$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
