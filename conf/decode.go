@@ -88,6 +88,13 @@ func (d *decoder) addAt(sev Severity, p pos, path, msg, fix string) {
 
 func nodePos(n *yaml.Node) pos { return pos{n.Line, n.Column} }
 
+// where writes p as file:line:column, the form a problem's own position
+// has, so that an editor or grep finds another place a problem names
+// (a duplicate key's first occurrence) as it finds the problem's.
+func (d *decoder) where(p pos) string {
+	return fmt.Sprintf("%s:%d:%d", d.file, p.line, p.col)
+}
+
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
 // decodeFile parses data into cfg (a pointer to a Config or a
@@ -431,7 +438,7 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 		// The names are header field names: X-Tenant and x-tenant are
 		// one, and the last would silently win.
 		if prev, dup := seen[strings.ToLower(k.Value)]; dup {
-			d.addAt(SeverityError, nodePos(k), kp, fmt.Sprintf("name %q appears twice in this mapping (first at line %d)", k.Value, prev.line), "keep only one of them")
+			d.addAt(SeverityError, nodePos(k), kp, fmt.Sprintf("name %q appears twice in this mapping (first at %s)", k.Value, d.where(prev)), "keep only one of them")
 			continue
 		}
 		seen[strings.ToLower(k.Value)] = nodePos(k)
@@ -593,7 +600,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		}
 		kp := joinPath(path, k.Value)
 		if prev, dup := seen[k.Value]; dup {
-			d.addAt(SeverityError, nodePos(k), kp, fmt.Sprintf("key %q appears twice in this section (first at line %d)", k.Value, prev.line), "keep only one of them")
+			d.addAt(SeverityError, nodePos(k), kp, fmt.Sprintf("key %q appears twice in this section (first at %s)", k.Value, d.where(prev)), "keep only one of them")
 			continue
 		}
 		seen[k.Value] = nodePos(k)
