@@ -25,7 +25,3 @@ func ownGroup(fi fs.FileInfo) bool {
 	groups, err := os.Getgroups()
 	return err == nil && slices.Contains(groups, gid)
 }
-
-// openNonblock opens a FIFO without waiting for a writer (readNamed then
-// refuses it); it changes nothing for a regular file.
-const openNonblock = syscall.O_NONBLOCK

@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/gmproxy/gmproxy/internal/namedfile"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
@@ -317,7 +317,10 @@ func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{*u.Certificate}
 	}
 	if u.CA != "" && u.RootCAs == nil {
-		pem, err := os.ReadFile(u.CA)
+		// Bounded and regular files only, as conf reads it: a library
+		// caller's path is not checked by conf, and a FIFO there would
+		// block New (and a reload) for good.
+		pem, err := namedfile.Read(u.CA, namedfile.Max)
 		if err != nil {
 			return nil, fmt.Errorf("tls ca: %w", err)
 		}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/namedfile"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 	"github.com/gmproxy/gmproxy/tlcp"
 	"github.com/gmproxy/gmproxy/tls13sm"
@@ -31,7 +31,8 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 	}
 	var roots *smx509.CertPool
 	if tc.CA != "" {
-		pemData, err := os.ReadFile(tc.CA)
+		// Bounded and regular files only (stdTLSConfig's reason).
+		pemData, err := namedfile.Read(tc.CA, namedfile.Max)
 		if err != nil {
 			return nil, fmt.Errorf("%s ca: %w", uc.Protocol, err)
 		}
