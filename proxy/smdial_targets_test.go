@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net"
+	"strconv"
 	"testing"
 
 	"github.com/gmproxy/gmproxy/internal/testpeer"
@@ -82,5 +83,35 @@ func TestSMDialerSessionsPerResolvedAddress(t *testing.T) {
 			}
 			testpeer.DialInTurn(t, byName, a, b, tc.resumed)
 		})
+	}
+}
+
+// TestTargetConfigsCap: a TargetConfigs lookup keeps the configs of up to
+// 1024 target addresses (a config made once per address while they fit)
+// and starts afresh at the 1025th, so that addresses re-resolution keeps
+// bringing do not grow it without end.
+func TestTargetConfigsCap(t *testing.T) {
+	const capacity = 1024
+	made := 0
+	configs := TargetConfigs(func(name, to string) *string { made++; return &to }, "")
+	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(1+i)) }
+	ctx := context.Background()
+	for i := range capacity {
+		if c := configs(ctx, addr(i)); *c != addr(i) {
+			t.Fatalf("config for %s made for %s", addr(i), *c)
+		}
+	}
+	// All 1024 are kept: none is made again.
+	for i := range capacity {
+		configs(ctx, addr(i))
+	}
+	if made != capacity {
+		t.Fatalf("%d configs made for %d addresses looked up twice, want %d: the lookup forgot some under its cap", made, capacity, capacity)
+	}
+	// The 1025th address starts afresh: the first one's config is made again.
+	configs(ctx, addr(capacity))
+	configs(ctx, addr(0))
+	if made != capacity+2 {
+		t.Fatalf("%d configs made after a 1025th address and the first again, want %d: the lookup kept more than %d", made, capacity+2, capacity)
 	}
 }
