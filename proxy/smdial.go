@@ -55,6 +55,11 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			ClientSignCertOnly:         tc.ClientSignCertOnly,
 			ClientRawCertificateVerify: tc.ClientRawCertificateVerify,
 			ClientSessionCache:         tlcp.NewLRUClientSessionCache(smClientSessionCacheSize),
+			// The protocol the Transport speaks over this connection
+			// (RFC 7301), as the daemon's dialer offers it: a server
+			// choosing by ALPN otherwise guesses. A ClientHello without
+			// extensions (NoClientExtensions) carries none.
+			NextProtos: []string{"http/1.1"},
 		}
 		if tc.SignCert != "" || tc.EncCert != "" {
 			cert, err := tlcp.LoadX509KeyPair(tc.SignCert, tc.SignKey, tc.EncCert, tc.EncKey, tc.KeyPassword)
@@ -79,6 +84,9 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			ServerName:         tc.ServerName,
 			InsecureSkipVerify: tc.InsecureSkipVerify,
 			ClientSessionCache: tls13sm.NewLRUClientSessionCache(smClientSessionCacheSize),
+			// The protocol the Transport speaks over this connection
+			// (RFC 7301), as the daemon's dialer offers it.
+			NextProtos: []string{"http/1.1"},
 		}
 		if tc.Cert != "" {
 			cert, err := tls13sm.LoadX509KeyPair(tc.Cert, tc.Key, tc.KeyPassword)
