@@ -115,3 +115,26 @@ func TestTargetConfigsCap(t *testing.T) {
 		t.Fatalf("%d configs made after a 1025th address and the first again, want %d: the lookup kept more than %d", made, capacity+2, capacity)
 	}
 }
+
+// TestTargetConfigsServerName: without a server_name, a dial's name (SNI,
+// and what the certificate is verified against) is the target's host;
+// an IPv6 link-local target's zone (fe80::1%eth0) names the local
+// interface, not the peer, and is left out: the certificate's IP SAN
+// has no zone. No link-local network is needed: the name is computed.
+func TestTargetConfigsServerName(t *testing.T) {
+	for _, tc := range []struct{ serverName, addr, want string }{
+		{"", "[fe80::1%eth0]:443", "fe80::1"},
+		{"", "[::1]:443", "::1"},
+		{"", "127.0.0.1:443", "127.0.0.1"},
+		{"", "app.example:443", "app.example"},
+		{"", "app.example", "app.example"},
+		{"backend.example", "[fe80::1%eth0]:443", "backend.example"},
+	} {
+		var got string
+		configs := TargetConfigs(func(name, to string) *string { got = name; return &to }, tc.serverName)
+		configs(context.Background(), tc.addr)
+		if got != tc.want {
+			t.Errorf("server_name %q, target %s: name %q, want %q", tc.serverName, tc.addr, got, tc.want)
+		}
+	}
+}
