@@ -86,7 +86,10 @@ type supervisor struct {
 	// adminFlag is run's -admin, which overrides admin.address.
 	adminFlag string
 	dir       string
-	n         int
+	// dirLock holds the flock on dir that tells a later start this
+	// supervisor still runs (makeWorkerDir).
+	dirLock *os.File
+	n       int
 	// cacheSize is sessions.cache_size: the store holds as many sessions
 	// per worker.
 	cacheSize int
@@ -179,11 +182,14 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("workers: cannot find this program to start workers: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "gmproxy-workers-")
+	// A supervisor killed (SIGKILL, a crash) left its folder, with the
+	// ticket wrap key: it goes once provably no supervisor uses it.
+	removeStaleWorkerDirs(log)
+	dir, dirLock, err := makeWorkerDir()
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	s := &supervisor{exe: exe, self: selfFile(), args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
+	s := &supervisor{dirLock: dirLock, exe: exe, self: selfFile(), args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
 	s.grace.Store(int64(cfg.ShutdownGrace))
 	s.listening = listenerAddrs(cfg)
 	s.reloadCtx, s.abandonReloads = context.WithCancel(context.Background())
@@ -204,6 +210,12 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 		IdleConnTimeout: workerIdleConnTimeout,
 	}}
 	return s, nil
+}
+
+// removeDir removes the supervisor's folder, then lets go of its lock.
+func (s *supervisor) removeDir() {
+	os.RemoveAll(s.dir)
+	s.dirLock.Close()
 }
 
 // start prepares the shared state (wrap key, session store) and starts
@@ -1019,7 +1031,7 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
 		return 1
 	}
-	defer os.RemoveAll(s.dir)
+	defer s.removeDir()
 	s.adminFlag = adminFlag
 	exits, err := s.start()
 	if err != nil {

@@ -459,3 +459,87 @@ func TestSupervisorRefusesPortZero(t *testing.T) {
 		t.Errorf("the workers' copy of the configuration changed by a refused reload")
 	}
 }
+
+// TestStaleWorkerDirsRemoved: a supervisor killed (SIGKILL, a crash) left
+// its private folder, with the ticket wrap key, in the temporary folder
+// for good. A later start removes such a folder once its supervisor is
+// provably gone, and keeps a live one's: one whose lock is held (a
+// supervisor in another PID namespace sharing the folder), one whose
+// PID runs this program (a supervisor not yet locked), another user's,
+// and a folder of another naming.
+func TestStaleWorkerDirsRemoved(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := strconv.Itoa(done.Process.Pid)
+	// A live process of this program's name (/proc/PID/comm): sleep
+	// copied under the test binary's name.
+	src, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Skip("no /bin/sleep")
+	}
+	named := filepath.Join(t.TempDir(), filepath.Base(os.Args[0]))
+	if err := os.WriteFile(named, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command(named, "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	live := strconv.Itoa(sleeper.Process.Pid)
+	mk := func(name string) string {
+		p := filepath.Join(tmp, name)
+		if err := os.MkdirAll(filepath.Join(p, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, wrapKeyFile), []byte("k"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := mk(workerDirPrefix + dead + "-1")
+	locked := mk(workerDirPrefix + dead + "-2")
+	lf, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	starting := mk(workerDirPrefix + live + "-3")
+	other := mk(workerDirPrefix + dead + "-4")
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Skip("cannot give a folder to another user:", err)
+	}
+	if os.Getuid() != 0 {
+		t.Skip("another user's folder needs root")
+	}
+	foreign := mk("other-" + dead + "-5")
+
+	first, err := newSupervisor("gmproxy.yaml", nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.removeDir()
+	s, err := newSupervisor("gmproxy.yaml", nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.removeDir()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the folder of a supervisor gone is still there (%v)", err)
+	}
+	for what, dir := range map[string]string{"locked": locked, "of a live supervisor not yet locked": starting, "of another user": other, "of another naming": foreign, "of a running supervisor": first.dir} {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("the folder %s was removed: %v", what, err)
+		}
+	}
+}
