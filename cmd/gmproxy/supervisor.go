@@ -218,9 +218,95 @@ func (s *supervisor) removeDir() {
 	s.dirLock.Close()
 }
 
+// isStopSignal reports whether sig asks for the graceful shutdown.
+func isStopSignal(sig os.Signal) bool {
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt, syscall.SIGQUIT:
+		return true
+	}
+	return false
+}
+
+// startOrStop starts the workers (start) and reads sigs meanwhile. A stop
+// signal (SIGTERM, SIGINT, SIGQUIT) or the end of sigs ends the wait for
+// the workers' readiness at once, where it waited up to startTimeout (a
+// slow start: many certificates, a remote key server) before a shutdown
+// began: the workers are stopped as in a shutdown, with its exit status.
+// Any other signal (a reload, a reopen) waits for the start, and comes
+// first on the signals returned. ok is false when the supervisor stopped
+// (or failed to start) with exit status code.
+func (s *supervisor) startOrStop(sigs <-chan os.Signal) (exits chan workerExit, rest <-chan os.Signal, code int, ok bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		stopSig os.Signal
+		closed  bool
+		held    []os.Signal
+	)
+	started, read := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			select {
+			case <-started:
+				return
+			case sig, open := <-sigs:
+				switch {
+				case !open:
+					closed = true
+				case isStopSignal(sig):
+					stopSig = sig
+				default:
+					held = append(held, sig)
+					continue
+				}
+				cancel()
+				return
+			}
+		}
+	}()
+	exits, err := s.start(ctx)
+	close(started)
+	<-read
+	if stopSig != nil || closed {
+		if stopSig != nil {
+			s.log.Info("signal received while the workers start: graceful shutdown of every worker", "signal", stopSig.String())
+		}
+		if closed {
+			sigs = nil
+		}
+		code := s.stop(sigs)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			// It failed before the stop cut it short.
+			fmt.Fprintf(s.errw, "gmproxy run: %s\n", err)
+			code = 1
+		}
+		return exits, nil, code, false
+	}
+	if err != nil {
+		s.killAll()
+		fmt.Fprintf(s.errw, "gmproxy run: %s\n", err)
+		return exits, nil, 1, false
+	}
+	if len(held) == 0 {
+		return exits, sigs, 0, true
+	}
+	out := make(chan os.Signal)
+	go func() {
+		defer close(out)
+		for _, sig := range held {
+			out <- sig
+		}
+		for sig := range sigs {
+			out <- sig
+		}
+	}()
+	return exits, out, 0, true
+}
+
 // start prepares the shared state (wrap key, session store) and starts
-// every worker, waiting until each is ready.
-func (s *supervisor) start() (exits chan workerExit, err error) {
+// every worker, waiting until each is ready or ctx is done.
+func (s *supervisor) start(ctx context.Context) (exits chan workerExit, err error) {
 	wrap := make([]byte, 32)
 	rand.Read(wrap)
 	if err := os.WriteFile(filepath.Join(s.dir, wrapKeyFile), wrap, 0o600); err != nil {
@@ -301,7 +387,7 @@ func (s *supervisor) start() (exits chan workerExit, err error) {
 		s.procs[i] = p
 	}
 	for _, p := range s.procs {
-		if err := s.waitReady(context.Background(), p); err != nil {
+		if err := s.waitReady(ctx, p); err != nil {
 			return exits, fmt.Errorf("worker %d did not start: %w", p.index, err)
 		}
 	}
@@ -1033,11 +1119,9 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 	}
 	defer s.removeDir()
 	s.adminFlag = adminFlag
-	exits, err := s.start()
-	if err != nil {
-		s.killAll()
-		fmt.Fprintf(stderr, "gmproxy run: %s\n", err)
-		return 1
+	exits, sigs, code, ok := s.startOrStop(sigs)
+	if !ok {
+		return code
 	}
 	log.Info("workers running", "workers", s.n)
 	stopWatch := make(chan struct{})
@@ -1254,9 +1338,11 @@ func (s *supervisor) onSignal(sig os.Signal, sigs <-chan os.Signal, reload func(
 	switch sig {
 	case reopenSignal:
 		s.reopenLogs()
-	case syscall.SIGTERM, syscall.SIGINT, os.Interrupt, syscall.SIGQUIT:
-		s.log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
-		return s.stop(sigs), true
+	default:
+		if isStopSignal(sig) {
+			s.log.Info("signal received: graceful shutdown of every worker", "signal", sig.String())
+			return s.stop(sigs), true
+		}
 	}
 	return 0, false
 }
@@ -1407,6 +1493,10 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 	s.mu.Lock()
 	s.stopping = true
 	var procs []*workerProc
+	// starting are the workers not ready yet: one the SIGTERM ends before
+	// it installs its handler (a stop while the workers start) stopped as
+	// asked, not in a failure.
+	starting := map[*workerProc]bool{}
 	for _, p := range s.procs {
 		if p == nil {
 			continue
@@ -1416,6 +1506,7 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 			s.log.Warn("worker not running at shutdown: it had died, its restart was pending", "worker", p.index, "pid", p.cmd.Process.Pid, "status", p.exitCode)
 		default:
 			procs = append(procs, p)
+			starting[p] = !p.ready
 		}
 	}
 	s.mu.Unlock()
@@ -1438,7 +1529,7 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 		var errs []error
 		for _, p := range procs {
 			<-p.exited
-			if p.exitCode != 0 {
+			if p.exitCode != 0 && !(starting[p] && endedBy(p, syscall.SIGTERM)) {
 				errs = append(errs, fmt.Errorf("worker %d exited with status %d", p.index, p.exitCode))
 			}
 		}
@@ -1452,4 +1543,10 @@ func (s *supervisor) stop(sigs <-chan os.Signal) int {
 		return 1
 	}
 	return 0
+}
+
+// endedBy reports whether worker p, exited, was ended by signal sig.
+func endedBy(p *workerProc, sig syscall.Signal) bool {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -561,7 +562,7 @@ func TestStartFailureKillsWhatStarted(t *testing.T) {
 	}
 	s.self = nil // a stand-in program
 	s.exe = filepath.Join(t.TempDir(), "no-such-gmproxy")
-	if _, err := s.start(); err == nil {
+	if _, err := s.start(context.Background()); err == nil {
 		t.Fatal("start with a program that cannot be executed succeeded")
 	}
 	defer func() {
@@ -570,6 +571,55 @@ func TestStartFailureKillsWhatStarted(t *testing.T) {
 		}
 	}()
 	s.killAll()
+}
+
+// TestStopWhileWorkersStart: a SIGTERM received while the workers start
+// stops them at once, with a normal stop's status. Before, the supervisor
+// read no signal until every worker was ready, and waited up to the start
+// timeout (60 s) for a worker slow to start before it stopped; a worker
+// the SIGTERM ended before it installed its handler failed the stop.
+func TestStopWhileWorkersStart(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := sleeperSupervisor(t) // never ready
+			var errs lockedBuffer
+			s.errw = &errs
+			if err := os.WriteFile(s.file, []byte("workers: 2\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// Short, so that without the fix the start's failure, not
+			// the test's timeout, shows it.
+			s.startTimeout = 5 * time.Second
+			sigs := make(chan os.Signal, 2)
+			sigs <- syscall.SIGHUP // waits for the start: not a stop
+			sigs <- sig
+			done := make(chan int, 1)
+			go func() { _, _, code, _ := s.startOrStop(sigs); done <- code }()
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(testwait.Bound(30 * time.Second)):
+				t.Fatal("no stop")
+			}
+			if code != 0 {
+				t.Errorf("status %d after %v during the start, want 0 (%s)", code, sig, errs.String())
+			}
+			if strings.Contains(errs.String(), "did not start") {
+				t.Errorf("the start ran to its timeout: %s", errs.String())
+			}
+			for _, p := range s.procs {
+				select {
+				case <-p.exited:
+				default:
+					t.Errorf("worker %d still running after the stop", p.index)
+					p.cmd.Process.Kill()
+				}
+			}
+		})
+	}
 }
 
 // TestReopenWaitsForReadyWorkers: the access-log reopen signal reaches the
