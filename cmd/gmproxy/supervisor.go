@@ -189,6 +189,11 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
+	if err := socketPathsFit(dir, workerCount(cfg)); err != nil {
+		os.RemoveAll(dir)
+		dirLock.Close()
+		return nil, err
+	}
 	s := &supervisor{dirLock: dirLock, exe: exe, self: selfFile(), args: args, file: file, dir: dir, n: workerCount(cfg), cacheSize: cfg.Sessions.CacheSize, log: log, out: stdout, errw: stderr, startTimeout: workerStartTimeout}
 	s.grace.Store(int64(cfg.ShutdownGrace))
 	s.listening = listenerAddrs(cfg)
@@ -210,6 +215,24 @@ func newSupervisor(file string, args []string, cfg *conf.Config, log *slog.Logge
 		IdleConnTimeout: workerIdleConnTimeout,
 	}}
 	return s, nil
+}
+
+// maxSocketPath is the longest path a Unix socket is bound at: sun_path
+// holds 108 bytes with the terminating NUL (unix(7)).
+const maxSocketPath = 107
+
+// socketPathsFit checks that the sockets in the supervisor's folder dir,
+// in the temporary folder (TMPDIR), have paths a Unix socket can have:
+// under a long TMPDIR the workers failed their start with only a bind
+// error (invalid argument).
+func socketPathsFit(dir string, n int) error {
+	for _, p := range []string{workerSocket(dir, n-1), filepath.Join(dir, storeSocket)} {
+		if len(p) > maxSocketPath {
+			tmp := os.TempDir()
+			return fmt.Errorf("workers: TMPDIR %q (%d characters) is too long for the workers' sockets: %s is %d bytes, over the %d a Unix socket path can have; set TMPDIR for gmproxy to a shorter folder (of at most about %d characters), such as /tmp", tmp, len(tmp), p, len(p), maxSocketPath, maxSocketPath-(len(p)-len(tmp)))
+		}
+	}
+	return nil
 }
 
 // removeDir removes the supervisor's folder, then lets go of its lock.

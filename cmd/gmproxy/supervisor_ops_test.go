@@ -543,3 +543,38 @@ func TestStaleWorkerDirsRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestLongTmpdirRefused: under a TMPDIR of more than about 60 characters
+// the workers' admin sockets had paths longer than a Unix socket's 107
+// bytes, and the workers failed their start with only a bind error
+// (invalid argument). The supervisor refuses it at start, naming TMPDIR,
+// the limit and the fix, and leaves no folder in it.
+func TestLongTmpdirRefused(t *testing.T) {
+	if !workersSupported {
+		t.Skip("worker mode needs Linux")
+	}
+	base := t.TempDir()
+	long := filepath.Join(base, strings.Repeat("t", 100-len(base)))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	s, err := newSupervisor("gmproxy.yaml", nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err == nil {
+		s.removeDir()
+		t.Fatalf("supervisor made under a TMPDIR of %d characters", len(long))
+	}
+	if msg := err.Error(); !strings.Contains(msg, "TMPDIR") || !strings.Contains(msg, "107") || !strings.Contains(msg, "set TMPDIR") {
+		t.Errorf("error %q: want TMPDIR, the limit and the fix", msg)
+	}
+	if left, _ := os.ReadDir(long); len(left) != 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+	// A TMPDIR short enough works.
+	t.Setenv("TMPDIR", base)
+	s, err = newSupervisor("gmproxy.yaml", nil, &conf.Config{Workers: "2"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.removeDir()
+}
