@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -46,4 +49,21 @@ const workerProgram = "/proc/self/exe"
 // dies, so that no worker outlives it.
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+}
+
+// nameWorker gives a worker started from workerProgram the name
+// (/proc/PID/comm, what ps and top show) of its argv[0], the supervisor's:
+// the kernel names a process after the file it executes, here "exe".
+// The name is the main thread's, which /proc/self/comm sets from any
+// thread (proc(5)); it holds 15 bytes.
+func nameWorker() {
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != filepath.Base(workerProgram) {
+		return
+	}
+	name := filepath.Base(os.Args[0])
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	os.WriteFile("/proc/self/comm", []byte(name), 0)
 }

@@ -18,3 +18,5 @@ func listenReusePort(string) (net.Listener, error) {
 const workerProgram = ""
 
 func dieWithParent(*exec.Cmd) {}
+
+func nameWorker() {}

@@ -495,7 +495,9 @@ func (s *supervisor) spawn(i int, exits chan<- workerExit) (*workerProc, error) 
 		}
 	}
 	cmd := exec.Command(prog, append([]string{"run"}, s.args...)...)
-	cmd.Args[0] = s.exe // as ps shows it
+	// ps shows a worker as the supervisor is shown: its argv[0], not
+	// workerProgram (the worker takes its name from it too, nameWorker).
+	cmd.Args[0] = os.Args[0]
 	env := workerEnv(os.Environ(), s.workersMemLimit(), s.n)
 	cmd.Env = append(env, envWorker+"="+strconv.Itoa(i), envWorkerDir+"="+s.dir, envWorkerConfig+"="+filepath.Join(s.dir, workerConfigFile), "GOMAXPROCS=1")
 	// The key passwords the supervisor took from its environment

@@ -1200,6 +1200,7 @@ func TestRestartedWorkerRunsSupervisorsBinary(t *testing.T) {
 	}
 	r := newWorkerRun(t, admin)
 	r.cmd = exec.Command(exe, "run", "-c", cfgPath)
+	r.cmd.Args[0] = "gmproxy" // as a shell found it on PATH
 	r.cmd.Env = append(os.Environ(), envTestMain+"=1", "TMPDIR="+t.TempDir())
 	r.cmd.Stdout, r.cmd.Stderr = &r.logs, &r.logs
 	r.cmd.WaitDelay = 10 * time.Second
@@ -1230,6 +1231,19 @@ func TestRestartedWorkerRunsSupervisorsBinary(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "no longer the program running") {
 		t.Errorf("no word that the file at gmproxy's path changed")
+	}
+	// ps shows the worker started from /proc/self/exe as the supervisor
+	// is shown (its argv[0] and its name), not as "exe".
+	now := r.workers()
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", now[0].PID)); err != nil {
+		t.Error(err)
+	} else if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); argv0 != "gmproxy" {
+		t.Errorf("the restarted worker's argv[0] is %q, want the supervisor's gmproxy", argv0)
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", now[0].PID)); err != nil {
+		t.Error(err)
+	} else if got := strings.TrimSpace(string(comm)); got != "gmproxy" {
+		t.Errorf("the restarted worker is named %q (/proc/PID/comm), want gmproxy", got)
 	}
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {

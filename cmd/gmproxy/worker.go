@@ -109,6 +109,7 @@ func workerFromEnv() (*worker, error) {
 	if !ok {
 		return nil, nil
 	}
+	nameWorker()
 	i, err := strconv.Atoi(v)
 	dir := os.Getenv(envWorkerDir)
 	if err != nil || i < 0 || dir == "" {
