@@ -3,6 +3,8 @@ package tlcp
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -347,9 +349,37 @@ func verifyServerPair(cfg *Config, certs []*smx509.Certificate) (chains [][]*smx
 	if err != nil {
 		return nil, from, until, wrapErr(certAlert(err), "server encryption certificate does not verify", err)
 	}
+	if err := checkPairEntity(sign, enc, cfg.ServerName); err != nil {
+		return nil, from, until, wrapErr(AlertBadCertificate, "server encryption certificate", err)
+	}
 	from, until = validity.Of(chains[0])
 	from, until = validity.Narrow(encChains[0], from, until)
 	return chains, from, until, nil
+}
+
+// checkPairEntity checks that the server's encryption certificate enc
+// belongs to the entity its signing certificate sign names: the client
+// encrypts the pre-master secret to enc's key (ECC suites) or agrees keys
+// with it (ECDHE), and a chain to a trusted root says only that the CA
+// issued enc to someone. A server holding a signing certificate for the
+// name could otherwise present an encryption certificate the CA issued to
+// another entity, whose holder would then read the session. As GmSSL's
+// client (x509_tlcp_cert_pair_entity_match), the subjects must be the same
+// (byte for byte: one CA issues both); the names enc carries, if any, must
+// cover serverName as the signing certificate's do. An encryption
+// certificate without subjectAltName (some CAs issue them so) is bound by
+// its subject alone, which then must name someone.
+func checkPairEntity(sign, enc *smx509.Certificate, serverName string) error {
+	if !bytes.Equal(enc.RawSubject, sign.RawSubject) {
+		return fmt.Errorf("subject %q is not the signing certificate's %q: the pair names two entities", enc.Subject, sign.Subject)
+	}
+	if len(enc.DNSNames) == 0 && len(enc.IPAddresses) == 0 && len(enc.EmailAddresses) == 0 && len(enc.URIs) == 0 {
+		if len(enc.Subject.Names) == 0 {
+			return errors.New("it has neither a subject nor a subjectAltName to bind it to the server")
+		}
+		return nil
+	}
+	return enc.VerifyHostname(serverName)
 }
 
 // trusted reports whether s may be resumed under cfg's verification

@@ -142,9 +142,9 @@ func TestWrongCA(t *testing.T) {
 }
 
 // TestServerNameMismatch: a client refuses a server whose signing
-// certificate does not name the host it asked for (the encryption
-// certificate carries no name to check, so only the signing certificate's
-// verification can catch it), and accepts it under the right name.
+// certificate does not name the host it asked for, and accepts it under
+// the right name (the encryption certificate's names are checked too:
+// TestServerEncCertOfAnotherEntity).
 func TestServerNameMismatch(t *testing.T) {
 	p := loadPKI(t)
 	ccfg := p.clientConfig()
