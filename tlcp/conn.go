@@ -1,6 +1,7 @@
 package tlcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -272,6 +273,34 @@ const handshakeSlack = 256
 
 // readHandshake returns the next complete handshake message (header included).
 func (c *Conn) readHandshake() ([]byte, error) {
+	for {
+		msg, err := c.readOneHandshake()
+		if err != nil || !c.isClient || c.core.HandshakeComplete() || !bytes.Equal(msg, helloRequestMsg) {
+			return msg, err
+		}
+		if err := c.ignoreHelloRequest(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ignoreHelloRequest counts a HelloRequest a client got while negotiating.
+// GB/T 38636-2020 takes HelloRequest from TLS 1.1, which (as RFC 5246
+// §7.4.1.1) has the client ignore one that comes while it is negotiating
+// a session, and leaves it out of the handshake's hash; the server may
+// send it at any time, so it may come between any two of its messages.
+// Only a server that keeps asking is given up on, as after the handshake
+// (handlePostHandshake, whose count it shares).
+func (c *Conn) ignoreHelloRequest() error {
+	if c.renegotiationRefusals++; c.renegotiationRefusals > maxRenegotiationRefusals {
+		c.sendAlert(AlertUnexpectedMessage)
+		return c.in.setErr(errorf(AlertUnexpectedMessage, "server sent %d HelloRequests during the handshake", c.renegotiationRefusals))
+	}
+	return nil
+}
+
+// readOneHandshake reads the next handshake message, whatever it is.
+func (c *Conn) readOneHandshake() ([]byte, error) {
 	for len(c.core.Hand) < 4 {
 		if err := c.readHandshakeRecord(); err != nil {
 			return nil, err
@@ -315,6 +344,14 @@ func (c *Conn) readHandshakeRecord() error {
 // must follow the ChangeCipherSpec, under the new keys (GB/T 38636-2020
 // 6.4.5.10; RFC 5246 §7.1), so any other record is unexpected.
 func (c *Conn) readChangeCipherSpec() error {
+	// A HelloRequest the client ignores may come before it too (a resumed
+	// handshake's ServerHello and ChangeCipherSpec have nothing between).
+	for c.isClient && bytes.HasPrefix(c.core.Hand, helloRequestMsg) {
+		c.core.Hand = c.core.Hand[len(helloRequestMsg):]
+		if err := c.ignoreHelloRequest(); err != nil {
+			return err
+		}
+	}
 	if len(c.core.Hand) > 0 {
 		c.sendAlert(AlertUnexpectedMessage)
 		return c.in.setErr(errorf(AlertUnexpectedMessage, "handshake data before ChangeCipherSpec"))
