@@ -102,3 +102,48 @@ func TestServerEncCertOfAnotherEntity(t *testing.T) {
 		})
 	}
 }
+
+// TestServerEncCertKeyUsageForECC: under the ECC suites the client
+// encrypts the pre-master secret to the server's encryption certificate
+// (GB/T 38636-2020 §6.4.5.8), which its key usage must allow:
+// keyEncipherment or dataEncipherment (Tongsuo loads no encryption
+// certificate without either, GmSSL's client requires keyEncipherment).
+// A certificate whose CA allowed its key only keyAgreement was taken for
+// encryption too; it still serves ECDHE, whose SM2 key agreement is what
+// it allows.
+func TestServerEncCertKeyUsageForECC(t *testing.T) {
+	ca, caKey := genCA(t, "Test CA")
+	pool := smx509.NewCertPool()
+	pool.AddCert(ca)
+	pair := genPair(t, ca, caKey, smx509.KeyUsageDigitalSignature, smx509.KeyUsageKeyEncipherment)
+	for _, tc := range []struct {
+		ku    smx509.KeyUsage
+		suite uint16
+		ok    bool
+	}{
+		{smx509.KeyUsageKeyAgreement, ECC_SM4_GCM_SM3, false},
+		{smx509.KeyUsageKeyAgreement, ECC_SM4_CBC_SM3, false},
+		{smx509.KeyUsageKeyAgreement, ECDHE_SM4_GCM_SM3, true},
+		{smx509.KeyUsageDataEncipherment, ECC_SM4_GCM_SM3, true},
+		{smx509.KeyUsageKeyEncipherment, ECC_SM4_GCM_SM3, true},
+	} {
+		cert := pair
+		cert.EncCertificate, cert.EncKey = issueLeaf(t, ca, caKey, tc.ku, "localhost", []string{"localhost"})
+		scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{tc.suite}}
+		ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{tc.suite}}
+		if tc.suite == ECDHE_SM4_GCM_SM3 {
+			scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, pool
+			ccfg.Certificates = []Certificate{pair}
+		}
+		cerr, serr := handshakePair(t, scfg, ccfg)
+		if tc.ok {
+			if cerr != nil || serr != nil {
+				t.Fatalf("key usage %#x, %s: client %v, server %v; want a handshake", tc.ku, CipherSuiteName(tc.suite), cerr, serr)
+			}
+			continue
+		}
+		if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
+			t.Fatalf("key usage %#x, %s: client error %v, want bad_certificate", tc.ku, CipherSuiteName(tc.suite), cerr)
+		}
+	}
+}

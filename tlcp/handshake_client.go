@@ -430,6 +430,15 @@ func (hs *clientHandshakeState) verifyServerCertificates(raw [][]byte) error {
 	if err := checkEncUsage(enc); err != nil {
 		return wrapErr(AlertBadCertificate, "server certificate", err)
 	}
+	// Under the ECC suites the client encrypts the pre-master secret to
+	// enc's key (GB/T 38636-2020 §6.4.5.8), which keyAgreement alone does
+	// not allow (Tongsuo loads no encryption certificate without
+	// keyEncipherment or dataEncipherment; GmSSL's client requires
+	// keyEncipherment). ECDHE's SM2 key agreement is what keyAgreement is.
+	const encipher = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment
+	if !hs.suite.ecdhe && enc.KeyUsage != 0 && enc.KeyUsage&encipher == 0 {
+		return errorf(AlertBadCertificate, "server encryption certificate %q lacks the keyEncipherment/dataEncipherment key usage the ECC suites encrypt the pre-master secret under", enc.Subject.CommonName)
+	}
 	if !cfg.InsecureSkipVerify {
 		hs.chains, hs.validFrom, hs.validUntil, err = verifyServerPair(cfg, certs)
 		if err != nil {
