@@ -225,6 +225,12 @@ func (c *Conn) readRecord(expectCCS bool) error {
 		c.core.Input = data
 
 	case recordTypeHandshake:
+		if expectCCS && c.isClient && len(c.core.Hand) == 0 && bytes.Equal(data, helloRequestMsg) {
+			// A HelloRequest in a record of its own before the server's
+			// ChangeCipherSpec, ignored as anywhere in the handshake
+			// (ignoreHelloRequest).
+			return c.ignoreHelloRequest()
+		}
 		if len(data) == 0 || expectCCS {
 			c.sendAlert(AlertUnexpectedMessage)
 			return c.in.setErr(errorf(AlertUnexpectedMessage, "unexpected handshake record"))

@@ -2,6 +2,8 @@ package tlcp
 
 import (
 	"bytes"
+	"encoding/binary"
+	"net"
 	"testing"
 	"time"
 )
@@ -78,5 +80,70 @@ func TestClientIgnoresHelloRequestDuringHandshake(t *testing.T) {
 				t.Fatal("not resumed")
 			}
 		})
+	}
+}
+
+// helloRequestBeforeCCS is a server's connection that writes a
+// HelloRequest in a plaintext record of its own before the first
+// ChangeCipherSpec record it writes.
+type helloRequestBeforeCCS struct {
+	net.Conn
+	done bool
+}
+
+func (c *helloRequestBeforeCCS) Write(b []byte) (int, error) {
+	if c.done {
+		return c.Conn.Write(b)
+	}
+	for i := 0; i+recordHeaderLen <= len(b); i += recordHeaderLen + int(binary.BigEndian.Uint16(b[i+3:])) {
+		if b[i] == byte(recordTypeChangeCipherSpec) {
+			c.done = true
+			out := append(bytes.Clone(b[:i]), rawRecord(recordTypeHandshake, VersionTLCP, helloRequestMsg)...)
+			if _, err := c.Conn.Write(append(out, b[i:]...)); err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// TestClientIgnoresHelloRequestRecordBeforeCCS: a HelloRequest in a
+// record of its own right before the server's ChangeCipherSpec is ignored
+// as one in the record of the message before it
+// (TestClientIgnoresHelloRequestDuringHandshake).
+func TestClientIgnoresHelloRequestRecordBeforeCCS(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		p := loadPKI(t)
+		scfg, ccfg := p.serverConfig(), p.clientConfig()
+		scfg.SessionStore = NewLRUSessionStore(4, time.Hour)
+		scfg.SessionTicketsDisabled = true
+		ccfg.ClientSessionCache = NewLRUClientSessionCache(2)
+		if resume {
+			if r := runPair(t, scfg, ccfg, []byte("x")); r.cerr != nil || r.serr != nil {
+				t.Fatalf("first handshake: client %v, server %v", r.cerr, r.serr)
+			}
+		}
+		c1, c2 := tcpPair(t)
+		hr := &helloRequestBeforeCCS{Conn: c2}
+		cli, srv := Client(c1, ccfg), Server(hr, scfg)
+		done := make(chan error, 1)
+		go func() { done <- srv.Handshake() }()
+		cerr := cli.Handshake()
+		if cerr != nil {
+			c1.Close()
+		}
+		serr := <-done
+		cli.Close()
+		srv.Close()
+		if !hr.done {
+			t.Fatalf("resume %v: no HelloRequest sent", resume)
+		}
+		if cerr != nil || serr != nil {
+			t.Fatalf("resume %v: client %v, server %v; want the HelloRequest ignored", resume, cerr, serr)
+		}
+		if cli.didResume != resume {
+			t.Fatalf("resumed %v, want %v", cli.didResume, resume)
+		}
 	}
 }
