@@ -761,12 +761,15 @@ func TestH1ClientHTTP10ResponseNotPooled(t *testing.T) {
 // dropped before reuse, for a GET as for a POST.
 func TestH1ClientStrayBytesOnIdleConnection(t *testing.T) {
 	const stray = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\npoison"
+	wrote := make(chan struct{}, 2) // the stray bytes are in the proxy's receive queue
 	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
 		if r.Method == http.MethodHead {
 			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(stray))+"\r\n\r\n")
 			w.Flush()
 			time.Sleep(20 * time.Millisecond) // after the client read the head
 			io.WriteString(w, stray)
+			w.Flush() // on loopback, queued at the proxy's socket when this returns
+			wrote <- struct{}{}
 			return true
 		}
 		io.WriteString(w, okResponse)
@@ -777,7 +780,11 @@ func TestH1ClientStrayBytesOnIdleConnection(t *testing.T) {
 		if got, err := h1Get(t, cl, context.Background(), "HEAD", b.addr()); err != nil {
 			t.Fatal(got, err)
 		}
-		time.Sleep(100 * time.Millisecond) // the stray bytes reach the idle connection
+		select { // not a fixed sleep: under load the backend may write them later
+		case <-wrote:
+		case <-time.After(testwait.Bound(10 * time.Second)):
+			t.Fatal("the backend never wrote its stray bytes")
+		}
 		if got, err := h1Get(t, cl, context.Background(), method, b.addr()); got != "200 OK ok" || err != nil {
 			t.Fatalf("%s after the stray bytes: %q, %v; want \"200 OK ok\"", method, got, err)
 		}
