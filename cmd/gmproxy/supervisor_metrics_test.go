@@ -398,21 +398,12 @@ func TestMergedHistogramOtherBoundsKeepsNoBuckets(t *testing.T) {
 // from the site while another site keeps the label (route2 of every site
 // with two unnamed routes), as the live workers' own series do.
 func TestRetainDropsDeadWorkersRouteMovedOutOfSite(t *testing.T) {
-	fams, err := parseMetrics(strings.NewReader("# TYPE gmproxy_http_requests_total counter\n" +
-		`gmproxy_http_requests_total{site="a",route="route2"} 1` + "\n" +
-		`gmproxy_http_requests_total{site="b",route="route2"} 1` + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c cumulative
-	w := &workerProc{index: 0}
-	c.update([]*workerProc{w}, []map[string]*dto.MetricFamily{fams})
-	c.update(nil, nil) // the worker died: its counts are retired
-	c.retain(metrics.ConfigNames{Sites: []string{"a", "b"}, Routes: []string{"route1", "route2"},
-		SiteRoutes: map[string][]string{"a": {"route1"}, "b": {"route1", "route2"}}})
-	var out bytes.Buffer
-	writeFamilies(&out, mergeFamilies(c.update(nil, nil)))
-	if got := out.String(); strings.Contains(got, `site="a"`) || !strings.Contains(got, `site="b"`) {
+	got := retainedOfDeadWorker(t, "# TYPE gmproxy_http_requests_total counter\n"+
+		`gmproxy_http_requests_total{site="a",route="route2"} 1`+"\n"+
+		`gmproxy_http_requests_total{site="b",route="route2"} 1`+"\n",
+		metrics.ConfigNames{Sites: []string{"a", "b"}, Routes: []string{"route1", "route2"},
+			SiteRoutes: map[string][]string{"a": {"route1"}, "b": {"route1", "route2"}}})
+	if strings.Contains(got, `site="a"`) || !strings.Contains(got, `site="b"`) {
 		t.Errorf("merged after site a lost route2 (site b kept it):\n%s", got)
 	}
 }
@@ -436,21 +427,12 @@ func TestConfigNamesSiteRoutes(t *testing.T) {
 // upstream the site no longer uses while another site still does, as
 // the live workers' own series do.
 func TestRetainDropsDeadWorkersStreamMovedUpstream(t *testing.T) {
-	fams, err := parseMetrics(strings.NewReader("# TYPE gmproxy_stream_bytes_total counter\n" +
-		`gmproxy_stream_bytes_total{site="a",upstream="db1",direction="rx"} 1` + "\n" +
-		`gmproxy_stream_bytes_total{site="b",upstream="db1",direction="rx"} 1` + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c cumulative
-	w := &workerProc{index: 0}
-	c.update([]*workerProc{w}, []map[string]*dto.MetricFamily{fams})
-	c.update(nil, nil) // the worker died: its counts are retired
-	c.retain(metrics.ConfigNames{Sites: []string{"a", "b"}, Upstreams: map[string][]string{"db1": nil, "db2": nil},
-		SiteUpstreams: map[string][]string{"a": {"db2"}, "b": {"db1"}}})
-	var out bytes.Buffer
-	writeFamilies(&out, mergeFamilies(c.update(nil, nil)))
-	if got := out.String(); strings.Contains(got, `site="a"`) || !strings.Contains(got, `site="b"`) {
+	got := retainedOfDeadWorker(t, "# TYPE gmproxy_stream_bytes_total counter\n"+
+		`gmproxy_stream_bytes_total{site="a",upstream="db1",direction="rx"} 1`+"\n"+
+		`gmproxy_stream_bytes_total{site="b",upstream="db1",direction="rx"} 1`+"\n",
+		metrics.ConfigNames{Sites: []string{"a", "b"}, Upstreams: map[string][]string{"db1": nil, "db2": nil},
+			SiteUpstreams: map[string][]string{"a": {"db2"}, "b": {"db1"}}})
+	if strings.Contains(got, `site="a"`) || !strings.Contains(got, `site="b"`) {
 		t.Errorf("merged after site a moved from db1 to db2 (site b kept db1):\n%s", got)
 	}
 }
@@ -477,4 +459,22 @@ func TestConfigNamesSiteUpstreams(t *testing.T) {
 			t.Errorf("KeepStream(%q, %q) = %v, want %v (SiteUpstreams %v)", tc.site, tc.upstream, got, tc.keep, n.SiteUpstreams)
 		}
 	}
+}
+
+// retainedOfDeadWorker is what the supervisor exports of one worker's
+// series (text, in the exposition format) after the worker died and a
+// reload gave Retain names.
+func retainedOfDeadWorker(t *testing.T, text string, names metrics.ConfigNames) string {
+	t.Helper()
+	fams, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c cumulative
+	c.update([]*workerProc{{index: 0}}, []map[string]*dto.MetricFamily{fams})
+	c.update(nil, nil) // the worker died: its counts are retired
+	c.retain(names)
+	var out bytes.Buffer
+	writeFamilies(&out, mergeFamilies(c.update(nil, nil)))
+	return out.String()
 }
