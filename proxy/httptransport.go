@@ -331,11 +331,32 @@ func stdTLSConfig(u *UpstreamTLSConfig) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if (u.Cert != "" || u.Key != "") && u.Certificate == nil {
-		kp, err := tls.LoadX509KeyPair(u.Cert, u.Key)
+		files, err := readClientFiles(u.Cert, u.Key)
 		if err != nil {
 			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		kp, err := tls.X509KeyPair(files[0], files[1])
+		clear(files[1]) // the key, parsed
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate (files %s, %s): %w", u.Cert, u.Key, err)
 		}
 		cfg.Certificates = []tls.Certificate{kp}
 	}
 	return cfg, nil
+}
+
+// readClientFiles reads the files of an upstream's client certificate
+// (certificates, then keys) as the CA file is read and for the same
+// reason: bounded and regular files only, for a library caller's paths
+// are not checked by conf. Errors name the file.
+func readClientFiles(names ...string) ([][]byte, error) {
+	files := make([][]byte, len(names))
+	for i, name := range names {
+		b, err := namedfile.Read(name, namedfile.Max)
+		if err != nil {
+			return nil, err
+		}
+		files[i] = b
+	}
+	return files, nil
 }

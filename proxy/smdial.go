@@ -63,9 +63,16 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			NextProtos: []string{"http/1.1"},
 		}
 		if tc.SignCert != "" || tc.EncCert != "" {
-			cert, err := tlcp.LoadX509KeyPair(tc.SignCert, tc.SignKey, tc.EncCert, tc.EncKey, tc.KeyPassword)
+			// Bounded and regular files only (readClientFiles).
+			files, err := readClientFiles(tc.SignCert, tc.SignKey, tc.EncCert, tc.EncKey)
 			if err != nil {
 				return nil, fmt.Errorf("tlcp client certificates: %w", err)
+			}
+			cert, err := tlcp.X509KeyPair(files[0], files[1], files[2], files[3], tc.KeyPassword)
+			clear(files[1]) // the keys, parsed
+			clear(files[3])
+			if err != nil {
+				return nil, fmt.Errorf("tlcp client certificates (files %s, %s, %s, %s): %w", tc.SignCert, tc.SignKey, tc.EncCert, tc.EncKey, err)
 			}
 			cfg.Certificates = []tlcp.Certificate{cert}
 		}
@@ -90,9 +97,15 @@ func smDialer(uc *UpstreamConfig, d *net.Dialer) (DialFunc, error) {
 			NextProtos: []string{"http/1.1"},
 		}
 		if tc.Cert != "" {
-			cert, err := tls13sm.LoadX509KeyPair(tc.Cert, tc.Key, tc.KeyPassword)
+			// Bounded and regular files only (readClientFiles).
+			files, err := readClientFiles(tc.Cert, tc.Key)
 			if err != nil {
 				return nil, fmt.Errorf("tls13sm client certificate: %w", err)
+			}
+			cert, err := tls13sm.X509KeyPair(files[0], files[1], tc.KeyPassword)
+			clear(files[1]) // the key, parsed
+			if err != nil {
+				return nil, fmt.Errorf("tls13sm client certificate (files %s, %s): %w", tc.Cert, tc.Key, err)
 			}
 			cfg.Certificates = []tls13sm.Certificate{cert}
 		}
