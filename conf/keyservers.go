@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/dialable"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/keyserver"
 )
@@ -129,10 +130,10 @@ func (v *validator) keyServerAddresses(k *KeyServer, p string) bool {
 			}
 			m.Endpoints = append(m.Endpoints, e)
 		case v.hostPort(ap, a, false):
-			e := KeyServerEndpoint{Network: "tcp", Addr: a, ServerName: k.ServerName}
-			if e.ServerName == "" {
-				e.ServerName, _, _ = net.SplitHostPort(a)
-			}
+			// Without server_name, the address's host, its zone left out
+			// (fe80::1%eth0 names a local interface, not the key server):
+			// the name the upstreams' dialers verify by the same rule.
+			e := KeyServerEndpoint{Network: "tcp", Addr: a, ServerName: dialable.ServerName(k.ServerName, a)}
 			m.Endpoints = append(m.Endpoints, e)
 			tcp = true
 		default:

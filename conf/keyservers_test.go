@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,5 +227,44 @@ func TestSubjectProblemAcceptsCertificateSubjects(t *testing.T) {
 func TestKeyServerPoolSizeBound(t *testing.T) {
 	if MaxKeyServerPoolSize != keyserver.DefaultLimits.MaxConns {
 		t.Errorf("MaxKeyServerPoolSize %d, keyserver.DefaultLimits.MaxConns %d", MaxKeyServerPoolSize, keyserver.DefaultLimits.MaxConns)
+	}
+}
+
+// TestKeyServerAddressServerName: a key server address without a
+// server_name is verified as its host, and an IPv6 link-local address's
+// zone (fe80::1%eth0), which names the local interface and which no
+// certificate's IP SAN holds, is left out, as for an upstream's target.
+func TestKeyServerAddressServerName(t *testing.T) {
+	cfg, err := Parse("testdata/good/x.yaml", []byte(`listeners: [{address: "127.0.0.1:0"}]
+key_servers:
+  - name: ks
+    addresses: ["[fe80::1%eth0]:7443", "[::1]:7443", "127.0.0.1:7443", "keys.internal:7443"]
+    cert: ../pki/server_ecdsa.crt
+    key: ../pki/server_ecdsa.key
+    ca: ../pki/ecdsa_ca.crt
+  - name: named
+    address: "[fe80::1%eth0]:7443"
+    cert: ../pki/server_ecdsa.crt
+    key: ../pki/server_ecdsa.key
+    ca: ../pki/ecdsa_ca.crt
+    server_name: keys.internal
+sites:
+  - tlcp: {sign_cert: ../pki/server_sign.crt, sign_key_server: ks, enc_cert: ../pki/server_enc.crt, enc_key_server: named}
+    tls13sm: {}
+    routes: [{respond: {}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, k := range cfg.KeyServers {
+		for _, e := range k.Material.Endpoints {
+			got = append(got, e.Addr+" "+e.ServerName)
+		}
+	}
+	want := []string{"[fe80::1%eth0]:7443 fe80::1", "[::1]:7443 ::1", "127.0.0.1:7443 127.0.0.1", "keys.internal:7443 keys.internal",
+		"[fe80::1%eth0]:7443 keys.internal"}
+	if !slices.Equal(got, want) {
+		t.Errorf("endpoints (address, server name)\n%q\nwant\n%q", got, want)
 	}
 }

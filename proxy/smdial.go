@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/dialable"
 	"github.com/gmproxy/gmproxy/internal/namedfile"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 	"github.com/gmproxy/gmproxy/tlcp"
@@ -167,29 +167,9 @@ func TargetConfigs[C any](mk func(name, to string) *C, serverName string) func(c
 			m.Clear()
 			n.Store(1)
 		}
-		c, _ := m.LoadOrStore(key, mk(targetName(serverName, addr), to))
+		c, _ := m.LoadOrStore(key, mk(dialable.ServerName(serverName, addr), to))
 		return c.(*C)
 	}
-}
-
-// targetName is the name a dial of the target address addr sends (SNI)
-// and verifies the certificate against: serverName, or else addr's host.
-// An IPv6 address's zone (fe80::1%eth0, RFC 6874) names the local
-// interface to reach it by, not the peer: the certificate holds the
-// address without it (an IP SAN has no zone), and a name with a % is no
-// DNS name either, so verifying against it always failed.
-func targetName(serverName, addr string) string {
-	if serverName != "" {
-		return serverName
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if a, err := netip.ParseAddr(host); err == nil && a.Zone() != "" {
-		return a.WithZone("").String()
-	}
-	return host
 }
 
 // smHandshakeDialer dials TCP and runs the client handshake of proto with
