@@ -277,6 +277,16 @@ func (v *validator) pairFrom(p, certKey, keyKey, certFile, keyFile, server strin
 	return &KeyPair{Chain: certs, Key: &RemoteKeyRef{KeyServer: server, PublicKey: pub}, CertFile: v.resolve(certFile), KeyServer: server}
 }
 
+// KeyName is the name of the key k serves in clients[].keys, the audit
+// log and the metrics: Name, or else the key file's name without folder
+// and extension.
+func (k *ServedKey) KeyName() string {
+	if k.Name != "" {
+		return k.Name
+	}
+	return strings.TrimSuffix(filepath.Base(k.Key), filepath.Ext(k.Key))
+}
+
 // servedKeys loads the keys served by gmproxy keyserver, with their
 // names and roles; see KeyServerFile. It returns every key name, also of
 // keys with errors (so that clients naming them get no second error).
@@ -319,10 +329,7 @@ func (v *validator) servedKeys(f *KeyServerFile) map[string]bool {
 			}
 		}
 		roles, ok := v.keyRoles(k, p, cert)
-		base := k.Name
-		if base == "" {
-			base = strings.TrimSuffix(filepath.Base(k.Key), filepath.Ext(k.Key))
-		}
+		base := k.KeyName()
 		if base == keyserver.UnknownKey {
 			// The audit log and the metrics name every request for a
 			// key ID the server does not hold so: the key's operations

@@ -87,3 +87,9 @@ func problemAt(file string, d *decoder, sev Severity, path, fix, msg string) Pro
 func (c *Config) WarningAt(path, fix, msg string) Problem {
 	return problemAt(c.File, c.decoded, SeverityWarning, path, fix, msg)
 }
+
+// WarningAt is a warning at path's place in f's file, for the checks made
+// outside this package (gmproxy keyserver -check's).
+func (f *KeyServerFile) WarningAt(path, fix, msg string) Problem {
+	return problemAt(f.File, f.decoded, SeverityWarning, path, fix, msg)
+}

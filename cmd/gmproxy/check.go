@@ -117,43 +117,68 @@ func plural(n int, word string) string {
 // without a word.
 func labelProblems(cfg *conf.Config) conf.Problems {
 	var probs conf.Problems
-	// names returns the check of one label's names: each is warned of
-	// when the metrics cannot show it, and the first distinct name past
-	// the cap once.
-	names := func(kind string, most int) func(path, name string) {
-		seen := make(map[string]bool)
-		return func(path, name string) {
-			if why := metrics.NameProblem(name); why != "" {
-				probs = append(probs, cfg.WarningAt(path,
-					"use a name of at most 128 bytes (42 Chinese characters) without control characters, and not \"other\" or \"none\"",
-					fmt.Sprintf("name %q %s", name, why)))
-				return
-			}
-			if name == "" || seen[name] {
-				return
-			}
-			seen[name] = true
-			if len(seen) == most+1 {
-				probs = append(probs, cfg.WarningAt(path,
-					fmt.Sprintf("give fewer %ss names of their own, or split the configuration across instances", kind),
-					fmt.Sprintf("name %q is past the %d %s names the metrics tell apart: the names seen last while running (this one or others) show as \"other\"", name, most, kind)))
-			}
-		}
-	}
-	site, route := names("site", metrics.MaxSites), names("route", metrics.MaxRoutes)
+	site, route := labelNames(&probs, cfg.WarningAt, "site", metrics.MaxSites), labelNames(&probs, cfg.WarningAt, "route", metrics.MaxRoutes)
 	for i, s := range cfg.Sites {
 		site(fmt.Sprintf("sites[%d].name", i), s.Name)
 		for j, r := range s.Routes {
 			route(fmt.Sprintf("sites[%d].routes[%d].name", i, j), r.Name)
 		}
 	}
-	upstream := names("upstream", metrics.MaxUpstreams)
+	upstream := labelNames(&probs, cfg.WarningAt, "upstream", metrics.MaxUpstreams)
 	for i, u := range cfg.Upstreams {
 		upstream(fmt.Sprintf("upstreams[%d].name", i), u.Name)
 	}
-	keyServer := names("key server", metrics.MaxUpstreams)
+	keyServer := labelNames(&probs, cfg.WarningAt, "key server", metrics.MaxUpstreams)
 	for i, k := range cfg.KeyServers {
 		keyServer(fmt.Sprintf("key_servers[%d].name", i), k.Name)
 	}
 	return probs
+}
+
+// keyServerLabelProblems is labelProblems for gmproxy keyserver's
+// configuration: the key and client names its metrics label (client and
+// key, metrics.KeyServer: at most metrics.MaxSites each). A key or a
+// client named "other" or "none" would mix with the series of the names
+// past the cap or of an empty value.
+func keyServerLabelProblems(f *conf.KeyServerFile) conf.Problems {
+	var probs conf.Problems
+	key := labelNames(&probs, f.WarningAt, "key", metrics.MaxSites)
+	for i := range f.Keys {
+		k := &f.Keys[i]
+		// An unnamed key is named after its file (ServedKey.KeyName).
+		at := fmt.Sprintf("keys[%d].name", i)
+		if k.Name == "" {
+			at = fmt.Sprintf("keys[%d].key", i)
+		}
+		key(at, k.KeyName())
+	}
+	client := labelNames(&probs, f.WarningAt, "client", metrics.MaxSites)
+	for i, c := range f.Clients {
+		client(fmt.Sprintf("clients[%d].name", i), c.Name)
+	}
+	return probs
+}
+
+// labelNames returns the check of one label's names, whose warnings (made
+// by warningAt) it adds to probs: each name is warned of when the metrics
+// cannot show it, and the first distinct name past the cap (most) once.
+func labelNames(probs *conf.Problems, warningAt func(path, fix, msg string) conf.Problem, kind string, most int) func(path, name string) {
+	seen := make(map[string]bool)
+	return func(path, name string) {
+		if why := metrics.NameProblem(name); why != "" {
+			*probs = append(*probs, warningAt(path,
+				"use a name of at most 128 bytes (42 Chinese characters) without control characters, and not \"other\" or \"none\"",
+				fmt.Sprintf("name %q %s", name, why)))
+			return
+		}
+		if name == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		if len(seen) == most+1 {
+			*probs = append(*probs, warningAt(path,
+				fmt.Sprintf("give fewer %ss names of their own, or split the configuration across instances", kind),
+				fmt.Sprintf("name %q is past the %d %s names the metrics tell apart: the names seen last while running (this one or others) show as \"other\"", name, most, kind)))
+		}
+	}
 }

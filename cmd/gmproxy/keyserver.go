@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -67,8 +68,11 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		reportUnusable(stderr, "keyserver", *file, err)
 		return 1
 	}
+	// The names the metrics will not show as they are, as gmproxy check
+	// warns of its own (labelProblems).
+	labelProbs := keyServerLabelProblems(cfg)
 	if *checkOnly {
-		probs := cfg.Warnings
+		probs := slices.Concat(cfg.Warnings, labelProbs)
 		if !*noBind {
 			// As gmproxy check: an address that cannot be bound fails
 			// the start, not only the check.
@@ -84,7 +88,7 @@ func keyserverMain(args []string, stdout, stderr io.Writer, sigs <-chan os.Signa
 		return 0
 	}
 	log, _ := newLogger(stderr, *logFormat, *logLevel, cfg.Log)
-	for _, w := range cfg.Warnings {
+	for _, w := range slices.Concat(cfg.Warnings, labelProbs) {
 		log.Warn("configuration", "problem", w.String())
 	}
 	ks, err := newKeyServer(log, cfg)

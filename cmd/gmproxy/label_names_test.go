@@ -175,3 +175,64 @@ func TestCheckWarnsOfNamesPastLabelCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyServerWarnsOfNamesShownAsOther: gmproxy keyserver warns, at its
+// place in the file, of a key or client name its metrics will not show as
+// it is: "other" and "none" are the label values of the names past the
+// cap and of an empty value, and mix with them; an unnamed key is named
+// after its file. It is a warning: -check passes and the server starts,
+// saying it in its log too.
+func TestKeyServerWarnsOfNamesShownAsOther(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errs)
+	}
+	enc, err := os.ReadFile(filepath.Join(dir, "server_enc.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "none.key"), enc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ksFile := filepath.Join(dir, "keyserver.yaml")
+	if err := os.WriteFile(ksFile, []byte(`listen: 127.0.0.1:0
+tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
+keys:
+  - {name: other, key: server_sign.key, roles: [sign]}
+  - {key: none.key, roles: [decrypt, key_agreement]}
+clients:
+  - {name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [other, none]}
+  - {name: other, subject: "CN=other,O=gmproxy test PKI", keys: [other]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		ksFile + `:4:12: warning: keys[0].name: name "other" is the label value "other"`,
+		ksFile + `:5:11: warning: keys[1].key: name "none" is the label value "none"`,
+		ksFile + `:8:12: warning: clients[1].name: name "other" is the label value "other"`,
+	}
+	code, out, errs := ccRun("keyserver", "-c", ksFile, "-check", "-no-bind")
+	if code != 0 {
+		t.Fatalf("keyserver -check: exit %d, want 0 (warnings only)\n%s%s", code, out, errs)
+	}
+	for _, w := range want {
+		if !strings.Contains(errs, w) {
+			t.Errorf("keyserver -check output lacks %q", w)
+		}
+	}
+	if strings.Contains(errs, "edge") {
+		t.Errorf("the client edge warned of")
+	}
+	if t.Failed() {
+		t.Logf("keyserver -check output:\n%s", errs)
+	}
+	ks := startKeyServerCmd(t, "-c", ksFile)
+	ks.stop(t)
+	for _, w := range want {
+		// The log's text format quotes the problem, escaping its quotes.
+		_, msg, _ := strings.Cut(w, "warning: ")
+		if msg = strings.ReplaceAll(msg, `"`, `\"`); !strings.Contains(ks.stderr.String(), msg) {
+			t.Errorf("keyserver's log lacks %q:\n%s", msg, ks.stderr.String())
+		}
+	}
+}
