@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/dialable"
 )
 
 // listener wraps the connections an inner listener accepts.
@@ -72,11 +74,9 @@ func DialContext[C Handshaker](ctx context.Context, d *net.Dialer, network, addr
 	if err != nil {
 		return zero, err
 	}
-	host := addr
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		host = h
-	}
-	c := client(raw, host)
+	// An IPv6 zone (fe80::1%eth0) names this host's interface, not the
+	// peer: the name to verify is the address without it.
+	c := client(raw, dialable.ServerName("", addr))
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return zero, err

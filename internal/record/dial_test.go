@@ -108,3 +108,33 @@ func TestDial(t *testing.T) {
 		t.Fatalf("dial to port 0: %v, client built %v", err, fc != nil)
 	}
 }
+
+// TestDialServerNameWithoutZone: the default server name of a dial to an
+// IPv6 address with a zone ([::1%lo]:port, as fe80::1%eth0) is the address
+// without it: the zone names this host's interface, and a certificate's IP
+// SAN holds none, so verifying against "::1%lo" always failed.
+func TestDialServerNameWithoutZone(t *testing.T) {
+	l, err := Listen("tcp", "[::1]:0", func(c net.Conn) net.Conn { return c })
+	if err != nil {
+		t.Skip("no IPv6 loopback:", err)
+	}
+	defer l.Close()
+	go func() {
+		for c, err := l.Accept(); err == nil; c, err = l.Accept() {
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	var host string
+	c, err := DialContext(context.Background(), new(net.Dialer), "tcp", net.JoinHostPort("::1%lo", port), func(raw net.Conn, h string) *fakeConn {
+		host = h
+		return &fakeConn{Conn: raw}
+	})
+	if err != nil {
+		t.Skip("no dial to a zoned loopback address:", err)
+	}
+	c.Close()
+	if host != "::1" {
+		t.Fatalf("server name %q, want ::1", host)
+	}
+}
