@@ -567,6 +567,8 @@ const (
 	ClientAuthNone    = "none"
 	ClientAuthRequest = "request"
 	ClientAuthRequire = "require"
+	// ClientAuthOptionalNoCA is nginx's ssl_verify_client optional_no_ca.
+	ClientAuthOptionalNoCA = "optional_no_ca"
 )
 
 // ClientAuth configures client certificates. A connection made for one
@@ -583,14 +585,33 @@ const (
 // verified against the latter only.
 type ClientAuth struct {
 	// Mode is "none" (no certificate asked for), "request" (asked for and
-	// verified when given) or "require" (connections without a valid one
-	// fail). TLCP ECDHE suites always require the client's sign/enc pair,
-	// verified against ca when there is one, under none too: such a site
+	// verified when given), "require" (connections without a valid one
+	// fail) or "optional_no_ca" (nginx's ssl_verify_client optional_no_ca:
+	// asked for, naming the CAs of ca, and any certificate is accepted,
+	// whether or not it verifies, as long as the client proves it holds
+	// its key by signing the handshake). TLCP ECDHE suites always require
+	// the client's sign/enc pair, verified against ca when there is one,
+	// under none too (not under optional_no_ca): such a site
 	// authenticates its ECDHE clients, and a reload that changes its ca
 	// reaches their open connections as under require. Default none.
+	//
+	// Under optional_no_ca the proxy verifies the certificate after each
+	// handshake, resumed ones too, against ca (none: no certificate
+	// verifies), crl and verify_depth, and X-Ssl-Client-Verify says the
+	// result: SUCCESS, FAILED:reason (OpenSSL's words, e.g.
+	// "FAILED:unable to get local issuer certificate", "FAILED:certificate
+	// has expired", "FAILED:certificate revoked") or NONE. The client
+	// certificate headers (client_cert_headers, client_cert_pem) are sent
+	// for a certificate that FAILED too, as nginx sends them: they then
+	// name whoever the client claims to be. The backend must check
+	// X-Ssl-Client-Verify is SUCCESS before it trusts them. A route that
+	// matches "X-Ssl-Client-Verify: SUCCESS", ahead of one that answers
+	// 403, admits verified clients only, with a page in place of a failed
+	// handshake.
 	Mode string `yaml:"mode"`
 	// CA is a PEM file of the CA certificates that issue client
-	// certificates (SM2 and/or RSA/ECDSA). Required for request and require.
+	// certificates (SM2 and/or RSA/ECDSA). Required for request and
+	// require; optional for optional_no_ca.
 	// A client certificate authenticates only if its key may sign
 	// (keyUsage digitalSignature, when it has a keyUsage) for client
 	// authentication (extKeyUsage clientAuth, when it has one), as

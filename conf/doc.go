@@ -542,17 +542,33 @@
 // only.
 //
 //   - mode (string): mode is "none" (no certificate asked for), "request"
-//     (asked for and verified when given) or "require" (connections without a
-//     valid one fail). TLCP ECDHE suites always require the client's sign/enc
-//     pair, verified against ca when there is one, under none too: such a site
+//     (asked for and verified when given), "require" (connections without a
+//     valid one fail) or "optional_no_ca" (nginx's ssl_verify_client
+//     optional_no_ca: asked for, naming the CAs of ca, and any certificate is
+//     accepted, whether or not it verifies, as long as the client proves it
+//     holds its key by signing the handshake). TLCP ECDHE suites always
+//     require the client's sign/enc pair, verified against ca when there is
+//     one, under none too (not under optional_no_ca): such a site
 //     authenticates its ECDHE clients, and a reload that changes its ca
-//     reaches their open connections as under require. Default none.
+//     reaches their open connections as under require. Default none. Under
+//     optional_no_ca the proxy verifies the certificate after each handshake,
+//     resumed ones too, against ca (none: no certificate verifies), crl and
+//     verify_depth, and X-Ssl-Client-Verify says the result: SUCCESS,
+//     FAILED:reason (OpenSSL's words, e.g. "FAILED:unable to get local issuer
+//     certificate", "FAILED:certificate has expired", "FAILED:certificate
+//     revoked") or NONE. The client certificate headers (client_cert_headers,
+//     client_cert_pem) are sent for a certificate that FAILED too, as nginx
+//     sends them: they then name whoever the client claims to be. The backend
+//     must check X-Ssl-Client-Verify is SUCCESS before it trusts them. A route
+//     that matches "X-Ssl-Client-Verify: SUCCESS", ahead of one that answers
+//     403, admits verified clients only, with a page in place of a failed
+//     handshake.
 //   - ca (string): ca is a PEM file of the CA certificates that issue client
-//     certificates (SM2 and/or RSA/ECDSA). Required for request and require. A
-//     client certificate authenticates only if its key may sign (keyUsage
-//     digitalSignature, when it has a keyUsage) for client authentication
-//     (extKeyUsage clientAuth, when it has one), as nginx's ssl_verify_client
-//     asks.
+//     certificates (SM2 and/or RSA/ECDSA). Required for request and require;
+//     optional for optional_no_ca. A client certificate authenticates only if
+//     its key may sign (keyUsage digitalSignature, when it has a keyUsage) for
+//     client authentication (extKeyUsage clientAuth, when it has one), as
+//     nginx's ssl_verify_client asks.
 //   - crl (string): crl is a file of certificate revocation lists (PEM "X509
 //     CRL" blocks, or one DER CRL), as nginx's ssl_crl: a client certificate
 //     one lists is refused on TLCP, TLS 1.3-SM and TLS (alert

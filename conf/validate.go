@@ -2016,7 +2016,7 @@ func tlsKeyUnusable(pub crypto.PublicKey) string {
 func (v *validator) clientAuth(s *Site, p string) {
 	ca := &s.ClientAuth
 	p += ".client_auth"
-	if !v.oneOf(p+".mode", ca.Mode, ClientAuthNone, ClientAuthRequest, ClientAuthRequire) {
+	if !v.oneOf(p+".mode", ca.Mode, ClientAuthNone, ClientAuthRequest, ClientAuthRequire, ClientAuthOptionalNoCA) {
 		return
 	}
 	if ca.CA != "" {
@@ -2057,7 +2057,7 @@ func (v *validator) clientAuth(s *Site, p string) {
 			(ca.Mode != ClientAuthNone && (s.TLCP != nil || s.TLS13SM != nil) || ecdheClientsVerified(s)) && len(certs) > 0 {
 			v.warnf(p+".ca", "add the SM2 CA that issues the TLCP and TLS 1.3-SM clients' certificates to this file", "the client CA file holds no SM2 CA: no TLCP or TLS 1.3-SM client certificate can authenticate on this site")
 		}
-	} else if ca.Mode != ClientAuthNone {
+	} else if ca.Mode != ClientAuthNone && ca.Mode != ClientAuthOptionalNoCA {
 		v.errf(p+".ca", "add ca: FILE with the CA certificates that issue client certificates", "client_auth mode %s needs a ca", ca.Mode)
 	}
 	if ca.CRL != "" {

@@ -10,6 +10,29 @@ import (
 	"github.com/gmproxy/gmproxy/tlcp"
 )
 
+// Why a client certificate did not verify on a site that takes it
+// anyway (client_auth optional_no_ca), the values of
+// ConnState.ClientVerifyError: OpenSSL's words for them
+// (X509_verify_cert_error_string), which nginx's $ssl_client_verify puts
+// after "FAILED:" and backends written for nginx may compare.
+const (
+	VerifyUnknownIssuer = "unable to get local issuer certificate" // no chain to a CA of client_auth.ca (or no ca)
+	VerifyExpired       = "certificate has expired"
+	VerifyNotYetValid   = "certificate is not yet valid"
+	VerifyRevoked       = "certificate revoked"             // on its issuer's CRL (client_auth.crl)
+	VerifyNoCRL         = "unable to get certificate CRL"   // its issuer has no CRL
+	VerifyCRLExpired    = "CRL has expired"                 // its issuer's CRL is not current
+	VerifyChainTooLong  = "certificate chain too long"      // more intermediates than client_auth.verify_depth
+	VerifyPurpose       = "unsupported certificate purpose" // keyUsage or extKeyUsage does not allow client authentication
+	VerifyInvalidCA     = "invalid CA certificate"          // a certificate of the chain may not issue
+	VerifyPathLength    = "path length constraint exceeded"
+	VerifyUnspecified   = "unspecified certificate verification error"
+)
+
+// ClientVerifyErrors lists every value of ConnState.ClientVerifyError.
+var ClientVerifyErrors = []string{VerifyUnknownIssuer, VerifyExpired, VerifyNotYetValid, VerifyRevoked,
+	VerifyNoCRL, VerifyCRLExpired, VerifyChainTooLong, VerifyPurpose, VerifyInvalidCA, VerifyPathLength, VerifyUnspecified}
+
 // ClientCertReason says why a server-side handshake error refused the
 // client's certificate (one of ClientCertReasons), or "" when err is not
 // about the client certificate. It reads the verification error in the

@@ -475,6 +475,19 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 	if ps.SNI == "" {
 		ps.SNI = st.SNI
 	}
+	if site.VerifyClient != nil {
+		// The protocol package took the certificate unverified: the
+		// site's check says whether it authenticates, on resumed
+		// handshakes too (their certificates are the session's).
+		ps.ClientAuth, ps.ClientVerifyError = false, ""
+		if len(ps.PeerCertificates) > 0 && ps.PeerCertificates[0] != nil {
+			if why := site.VerifyClient(ps.Family, ps.PeerCertificates); why != "" {
+				ps.ClientVerifyError = why
+			} else {
+				ps.ClientAuth = true
+			}
+		}
+	}
 	ps.HandshakeDuration = time.Since(start)
 	s.obs.HandshakeDone(HandshakeEvent{State: ps})
 	// srv (what Close gives back: the count, the client's share) is set

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 
+	"github.com/emmansun/gmsm/smx509"
+
 	"github.com/gmproxy/gmproxy/internal/asciifold"
 )
 
@@ -60,6 +62,16 @@ type Site struct {
 	// handshake met (ConnState.ClientAuthPolicy), so that what serves
 	// them after a reload can tell whether the site still asks the same.
 	ClientAuthPolicy string
+	// VerifyClient, when set, is the site's own check of a client
+	// certificate its handshakes take without verifying it (client_auth
+	// optional_no_ca: the protocol packages ask for one and check only the
+	// client's CertificateVerify, its proof of the key). The server calls
+	// it after every handshake, full or resumed (a resumed one carries the
+	// session's certificates), that has a certificate, with the
+	// connection's family and PeerCertificates: it returns "" when they
+	// verify (ConnState.ClientAuth), else why not
+	// (ConnState.ClientVerifyError).
+	VerifyClient func(family string, certs []*smx509.Certificate) string
 }
 
 // Sites selects a site by SNI: exact names first, then one-label wildcards,

@@ -45,6 +45,12 @@ type ConnState struct {
 
 	// ClientAuth is true when the client presented a certificate that verified.
 	ClientAuth bool
+	// ClientVerifyError says why the client's certificate did not verify
+	// on a site that takes it anyway (Site.VerifyClient, client_auth
+	// optional_no_ca), in OpenSSL's words (X509_verify_cert_error_string:
+	// "certificate has expired"); "" otherwise. PeerCertificates holds
+	// that certificate, and ClientAuth is false.
+	ClientVerifyError string
 	// PeerCertificates are the client's certificates (TLCP: sign, enc, chain…).
 	PeerCertificates []*smx509.Certificate
 

@@ -116,14 +116,23 @@ func (ci *connInfo) computeTLS() {
 		v.reused = reusedYes
 	}
 	c := ci.peerCert()
-	if c == nil || !st.ClientAuth {
+	switch {
+	case c != nil && st.ClientAuth:
+		v.verify = verifyOK
+	case c != nil && st.ClientVerifyError != "":
+		// client_auth optional_no_ca took a certificate that does not
+		// verify: nginx's $ssl_client_verify "FAILED:reason", with the
+		// certificate's headers as nginx sends them. They identify no
+		// one: the backend must check this header before trusting them,
+		// and a route matching SUCCESS does not match.
+		v.verify = one("FAILED:" + st.ClientVerifyError)
+	default:
 		// No certificate, or one nobody verified (a TLCP ECDHE client's
 		// certificates on a site without client authentication): it
 		// identifies no one, so no identity header is derived from it.
 		v.verify = verifyNone
 		return
 	}
-	v.verify = verifyOK
 	v.subject = dnString(encodedDN(c.RawSubject, &c.Subject))
 	v.subjectDN, v.issuerDN = one(v.subject), one(dnString(encodedDN(c.RawIssuer, &c.Issuer)))
 	if c.SerialNumber != nil {
@@ -189,7 +198,7 @@ func dnString(s string) string {
 func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
 
 func (ci *connInfo) computePEM() {
-	if c := ci.peerCert(); c != nil && ci.state.ClientAuth {
+	if c := ci.peerCert(); c != nil && (ci.state.ClientAuth || ci.state.ClientVerifyError != "") {
 		b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 		ci.pemVal = one(strings.ReplaceAll(url.QueryEscape(string(b)), "+", "%20"))
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+
+	"github.com/gmproxy/gmproxy/frontdoor"
 )
 
 // headerMatch is a compiled HeaderMatch.
@@ -51,9 +54,10 @@ func CheckHeaderMatch(name string) error {
 
 // CheckHeaderMatchValue reports what is wrong with matching header name
 // on value ("" for any value): the TLS headers whose value the proxy takes
-// from a closed set, X-Ssl-Client-Verify (SUCCESS or NONE, as nginx's
-// $ssl_client_verify spells them) and X-Ssl-Session-Reused (r or .),
-// never hold another. A matcher on another value would never match, and
+// from a closed set, X-Ssl-Client-Verify (SUCCESS, NONE or, under
+// client_auth optional_no_ca, FAILED:reason with one of
+// frontdoor.ClientVerifyErrors, as nginx's $ssl_client_verify spells
+// them) and X-Ssl-Session-Reused (r or .), never hold another. A matcher on another value would never match, and
 // a route that answers 403 to "X-Ssl-Client-Verify: none" would let
 // every client without a certificate through.
 func CheckHeaderMatchValue(name, value string) error {
@@ -61,11 +65,17 @@ func CheckHeaderMatchValue(name, value string) error {
 	switch http.CanonicalHeaderKey(name) {
 	case HeaderClientVerify:
 		want = []string{verifyOK[0], verifyNone[0]}
+		if r, ok := strings.CutPrefix(value, "FAILED:"); ok && slices.Contains(frontdoor.ClientVerifyErrors, r) {
+			return nil
+		}
 	case HeaderSSLReused:
 		want = []string{reusedYes[0], reusedNo[0]}
 	}
 	if want == nil || value == "" || slices.Contains(want, value) {
 		return nil
+	}
+	if strings.HasPrefix(value, "FAILED:") {
+		return fmt.Errorf("header %s is FAILED: followed by one of %q, never %q: the matcher would never match", name, frontdoor.ClientVerifyErrors, value)
 	}
 	return fmt.Errorf("header %s is one of %q, never %q: the matcher would never match", name, want, value)
 }

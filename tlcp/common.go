@@ -92,9 +92,12 @@ const (
 // the meaning it has in crypto/tls. ECDHE suites always require a client
 // certificate pair, whose encryption key takes part in the key exchange
 // (GB/T 38636 §6.4.5.8 as cited by gotlcp), and verify it against
-// Config.ClientCAs when that is set; with no ClientCAs and NoClientCert the
-// pair only serves the key exchange and identifies no one:
-// ConnectionState.VerifiedChains stays empty.
+// Config.ClientCAs when that is set, unless the policy is
+// RequestClientCert or RequireAnyClientCert, which verify no chain (the
+// caller does, as nginx's optional_no_ca); with no ClientCAs and
+// NoClientCert the pair only serves the key exchange and identifies no
+// one: ConnectionState.VerifiedChains stays empty. Every policy checks
+// the client's CertificateVerify, its proof of the signing key.
 type ClientAuthType int
 
 const (
@@ -227,7 +230,8 @@ type Config struct {
 	ClientCAs *smx509.CertPool
 	// ClientAuth is the server's client-certificate policy for ECC suites;
 	// default NoClientCert. ECDHE suites always require the client's
-	// sign/enc pair, verified against ClientCAs when it is set. The verifying
+	// sign/enc pair, verified against ClientCAs when it is set (unless
+	// ClientAuth is RequestClientCert or RequireAnyClientCert). The verifying
 	// policies need ClientCAs: without it a client certificate is refused
 	// with unknown_ca.
 	ClientAuth ClientAuthType

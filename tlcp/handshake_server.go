@@ -336,7 +336,14 @@ func (hs *serverHandshakeState) readClientHello() error {
 	c.alpn = hs.sh.alpnProtocol
 	hs.clientAuth = hs.config.ClientAuth
 	if hs.suite.ecdhe {
+		// The key exchange needs the client's pair: required, and
+		// verified unless the policy verifies nothing (the caller
+		// verifies what it requested; CertificateVerify is checked all
+		// the same).
 		hs.clientAuth = RequireAndVerifyClientCert
+		if c := hs.config.ClientAuth; c == RequestClientCert || c == RequireAnyClientCert {
+			hs.clientAuth = RequireAnyClientCert
+		}
 	}
 	hs.sendTicket = hello.ticketSupported && !hs.config.SessionTicketsDisabled
 	hs.sh.ticketSupported = hs.sendTicket

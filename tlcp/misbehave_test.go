@@ -28,6 +28,9 @@ type misCase struct {
 	suite uint16
 	// clientAuth: the server requires a client certificate.
 	clientAuth bool
+	// unverified: the server requests a client certificate it does not
+	// verify (RequestClientCert, nginx's optional_no_ca).
+	unverified bool
 	// noClientExtensions: the client sends no extensions (no server_name).
 	noClientExtensions bool
 	// msgs rewrites the misbehaving side's outgoing handshake messages,
@@ -65,6 +68,10 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "client-key-exchange-bad-ecdhe-point", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeClientKeyExchange, badECDHEPoint), alert: AlertDecodeError},
 		{name: "client-key-exchange-ecdhe-trailing-byte", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, beforeHash: true, msgs: onType(typeClientKeyExchange, extend(1)), alert: AlertDecodeError},
 		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		// A certificate taken unverified must still be the client's:
+		// its key signs the handshake (ECDHE needs the pair all the same).
+		{name: "client-certificate-verify-wrong-unverified", beforeHash: true, unverified: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		{name: "client-certificate-verify-wrong-unverified-ecdhe", suite: ECDHE_SM4_GCM_SM3, beforeHash: true, unverified: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
 		{name: "client-certificate-without-enc-ecdhe", suite: ECDHE_SM4_GCM_SM3, clientAuth: true, msgs: onType(typeCertificate, firstCertificateOnly), alert: AlertHandshakeFailure},
 		// The server's ephemeral point (last byte of Y: 4 header bytes, 03 00 29 41 04, X, Y) off the curve.
@@ -243,6 +250,9 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	ccfg.CipherSuites = []uint16{suite}
 	if mc.clientAuth {
 		scfg.ClientAuth = RequireAndVerifyClientCert
+	}
+	if mc.unverified {
+		scfg.ClientAuth = RequestClientCert
 	}
 	ccfg.NoClientExtensions = mc.noClientExtensions
 	bad := ccfg

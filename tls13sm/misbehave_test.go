@@ -26,6 +26,9 @@ type misCase struct {
 	suite uint16
 	// clientAuth: the server requires a client certificate.
 	clientAuth bool
+	// unverified: the server requests a client certificate it does not
+	// verify (RequestClientCert, nginx's optional_no_ca).
+	unverified bool
 	// resume: a first, honest, handshake leaves a ticket that the
 	// misbehaving handshake offers.
 	resume bool
@@ -77,6 +80,9 @@ func TestMisbehavingPeer(t *testing.T) {
 		{name: "server-encrypted-extensions-unsolicited", server: true, msgs: onType(typeEncryptedExtensions, eeWith(0xff00)), alert: AlertUnsupportedExtension},
 		// ---- signatures and certificates ----
 		{name: "client-certificate-verify-wrong", beforeHash: true, clientAuth: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
+		// A certificate taken unverified must still be the client's:
+		// its key signs the handshake.
+		{name: "client-certificate-verify-wrong-unverified", beforeHash: true, unverified: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "client-certificate-verify-truncated", clientAuth: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
 		{name: "server-certificate-verify-wrong", beforeHash: true, server: true, msgs: onType(typeCertificateVerify, flipAt(-3)), alert: AlertDecryptError},
 		{name: "server-certificate-verify-truncated", server: true, msgs: onType(typeCertificateVerify, truncate(2)), alert: AlertDecodeError},
@@ -205,6 +211,9 @@ func runMisbehaving(t *testing.T, mc misCase) {
 	}
 	if mc.clientAuth {
 		scfg.ClientAuth = RequireAndVerifyClientCert
+	}
+	if mc.unverified {
+		scfg.ClientAuth = RequestClientCert
 	}
 	ccfg.testShareX25519 = mc.hrr
 	if mc.resume {

@@ -637,7 +637,7 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 		alpn = []string{"h2", "http/1.1"}
 	}
 	b := &siteBuild{env: env, build: build, off: off, cfg: cfg, site: s, alpn: alpn, keys: keys, tickets: tickets, fleet: fl, ocsp: ocsp}
-	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s)}
+	hs := &frontdoor.Site{Name: s.Name, ServerNames: s.ServerNames, ClientAuthPolicy: clientAuthPolicy(s), VerifyClient: clientVerifier(s)}
 	if m.TLCPSign != nil && m.TLCPEnc != nil {
 		if buildTLCP == nil {
 			env.Logger.Warn("TLCP is configured but this build has no TLCP engine", "site", s.Name)
@@ -688,6 +688,10 @@ func buildSite(env *Env, build uint64, off *keyoffload.Engine, keys map[string]*
 			tc.ClientAuth = tls.VerifyClientCertIfGiven
 		case conf.ClientAuthRequire:
 			tc.ClientAuth = tls.RequireAndVerifyClientCert
+		case conf.ClientAuthOptionalNoCA:
+			// crypto/tls checks the client's CertificateVerify only;
+			// frontdoor verifies the certificate (clientVerifier).
+			tc.ClientAuth = tls.RequestClientCert
 		}
 		tc.ClientCAs, _ = conf.X509Pool(m.ClientCAs)
 		if tc.ClientAuth != tls.NoClientCert {

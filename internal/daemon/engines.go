@@ -65,6 +65,12 @@ func buildTLCPSite(b *siteBuild) (hs, inTLS frontdoor.Handshaker, err error) {
 		OnTicket:                   ticketObserver(b.env.Sessions, frontdoor.FamilyTLCP),
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tlcp.VerifyClientCertIfGiven, tlcp.RequireAndVerifyClientCert)
+	if b.site.ClientAuth.Mode == conf.ClientAuthOptionalNoCA {
+		// Any certificate whose key signs CertificateVerify (the ECDHE
+		// suites' pair too): frontdoor verifies it after the handshake
+		// (clientVerifier).
+		cfg.ClientAuth = tlcp.RequestClientCert
+	}
 	if crls, depth := m.ClientCRLs, b.site.ClientAuth.VerifyDepth; crls != nil || depth != nil {
 		cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*smx509.Certificate) error {
 			if err := checkDepth(chains, depth); err != nil {
@@ -129,6 +135,9 @@ func buildTLS13SMSite(b *siteBuild) (frontdoor.Handshaker, error) {
 		ResumeNeedsClientChain: true,
 	}
 	cfg.ClientAuth = clientAuthType(b.site.ClientAuth.Mode, tls13sm.VerifyClientCertIfGiven, tls13sm.RequireAndVerifyClientCert)
+	if b.site.ClientAuth.Mode == conf.ClientAuthOptionalNoCA {
+		cfg.ClientAuth = tls13sm.RequestClientCert // verified by clientVerifier
+	}
 	if crls, depth := m.ClientCRLs, b.site.ClientAuth.VerifyDepth; crls != nil || depth != nil {
 		cfg.VerifyPeerCertificate = func(_ [][]byte, chains [][]*smx509.Certificate) error {
 			if err := checkDepth(chains, depth); err != nil || crls == nil {
