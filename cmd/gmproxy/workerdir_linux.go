@@ -12,8 +12,11 @@ import (
 )
 
 // workerDirPrefix starts the name of the supervisor's private folder in
-// the temporary folder: gmproxy-workers-<supervisor's PID>-<random>.
-const workerDirPrefix = "gmproxy-workers-"
+// the temporary folder: gmproxy-w<supervisor's PID>-<random>. Short: the
+// workers' sockets in it must have paths of at most 107 bytes
+// (socketPathsFit), and with the PID it is no longer than the name before
+// it (gmproxy-workers-<random>), so a TMPDIR that served then serves now.
+const workerDirPrefix = "gmproxy-w"
 
 // makeWorkerDir creates the supervisor's private folder (the workers'
 // admin sockets, the wrap key, the configuration copy) and takes an
