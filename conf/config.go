@@ -697,8 +697,12 @@ type Route struct {
 	// own values, never the client's copy: "X-Ssl-Client-Verify: SUCCESS"
 	// ahead of a route that answers 403 asks for a verified client
 	// certificate on some paths of a site whose client_auth is request.
-	// X-Ssl-Client-Verify is SUCCESS or NONE, X-Ssl-Session-Reused r or
-	// ".": another value (none, Success) would never match and is refused.
+	// X-Ssl-Client-Verify is SUCCESS, NONE or (client_auth optional_no_ca)
+	// FAILED:reason, X-Ssl-Session-Reused r or ".": another value (none,
+	// Success) would never match and is refused. -S-Dn, -I-Dn, -Serial
+	// and -Cert match a certificate that verified only: under
+	// optional_no_ca those of a FAILED one, which names whoever the client
+	// claims to be, are forwarded but never matched.
 	// The other headers the proxy sets or removes (X-Forwarded-*,
 	// X-Real-IP, Forwarded, True-Client-IP and the like) are refused: a
 	// matcher could only read the client's forgeable copy (client_ip

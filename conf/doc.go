@@ -635,14 +635,17 @@
 //     match the proxy's own values, never the client's copy:
 //     "X-Ssl-Client-Verify: SUCCESS" ahead of a route that answers 403 asks
 //     for a verified client certificate on some paths of a site whose
-//     client_auth is request. X-Ssl-Client-Verify is SUCCESS or NONE,
-//     X-Ssl-Session-Reused r or ".": another value (none, Success) would never
-//     match and is refused. The other headers the proxy sets or removes
-//     (X-Forwarded-*, X-Real-IP, Forwarded, True-Client-IP and the like) are
-//     refused: a matcher could only read the client's forgeable copy
-//     (client_ip matches the client's address). So is Host, which is no header
-//     field of a request once read (a matcher on it would never match): match
-//     it with host. Default: no header condition.
+//     client_auth is request. X-Ssl-Client-Verify is SUCCESS, NONE or
+//     (client_auth optional_no_ca) FAILED:reason, X-Ssl-Session-Reused r or
+//     ".": another value (none, Success) would never match and is refused.
+//     -S-Dn, -I-Dn, -Serial and -Cert match a certificate that verified only:
+//     under optional_no_ca those of a FAILED one, which names whoever the
+//     client claims to be, are forwarded but never matched. The other headers
+//     the proxy sets or removes (X-Forwarded-*, X-Real-IP, Forwarded,
+//     True-Client-IP and the like) are refused: a matcher could only read the
+//     client's forgeable copy (client_ip matches the client's address). So is
+//     Host, which is no header field of a request once read (a matcher on it
+//     would never match): match it with host. Default: no header condition.
 //   - client_ip (list of strings): client_ip matches requests from these client
 //     addresses: IPs or CIDRs, e.g. [10.0.0.0/8, 192.0.2.7, "2001:db8::/32"].
 //     The client's address is the one X-Real-IP carries: the connection's

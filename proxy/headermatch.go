@@ -87,11 +87,25 @@ var ErrHostHeaderMatch = errors.New("header Host is not among a request's header
 // proxy derives for ci's connection, whatever the route's
 // tls_info_headers and client_cert_headers say; nil when it has none (no
 // TLS, no verified client certificate).
+//
+// The identity headers (-S-Dn, -I-Dn, -Serial, -Cert) of a certificate
+// that did not verify (client_auth optional_no_ca, X-Ssl-Client-Verify
+// FAILED:reason) are forwarded as nginx forwards them, but never matched:
+// they name whoever the client claims to be (any self-signed certificate
+// says "CN=admin"), and a route for "X-Ssl-Client-S-Dn: CN=admin" or for
+// a serial must admit that verified client only, as it does under the
+// other modes.
 func tlsHeaderValue(k string, ci *connInfo) []string {
 	if ci == nil || !ci.hasState {
 		return nil
 	}
 	v := ci.tls()
+	if !ci.state.ClientAuth {
+		switch k {
+		case HeaderClientSDN, HeaderClientIDN, HeaderClientSerial, HeaderClientCert:
+			return nil
+		}
+	}
 	switch k {
 	case HeaderSSLProtocol:
 		return v.protocol

@@ -4532,6 +4532,8 @@ var mutants = []mutant{
 	{"conf: client_auth optional_no_ca without a ca refused", "conf/validate.go",
 		"} else if ca.Mode != ClientAuthNone && ca.Mode != ClientAuthOptionalNoCA {", "} else if ca.Mode != ClientAuthNone {",
 		"^TestBadConfigs$"},
+	{"proxy: a route matching a client's subject, issuer, serial or certificate matched one that FAILED verification (optional_no_ca)", "proxy/headermatch.go",
+		"\tif !ci.state.ClientAuth {\n\t\tswitch k {", "\tif false {\n\t\tswitch k {", "./proxy:^TestRouteIdentityMatchNeedsVerifiedCert$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
