@@ -1600,7 +1600,9 @@ type AccessLog struct {
 	// site, route, host, method, uri, proto, status, bytes_in, bytes_out,
 	// request_time, upstream, upstream_addr, upstream_time, tls_protocol,
 	// cipher, session_reused, handshake_ms (the first request of a
-	// connection only), sni, client_s_dn, referer, user_agent,
+	// connection only), sni, client_s_dn (the subject of a client
+	// certificate that verified; empty for one that FAILED under
+	// client_auth optional_no_ca), referer, user_agent,
 	// grpc_status (a gRPC response's grpc-status, from its trailers: gRPC
 	// calls fail with HTTP status 200), request_id (see
 	// sites[].request_id; empty where a site gives none), remote_user

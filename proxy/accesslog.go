@@ -481,7 +481,12 @@ func (l *AccessLog) fillTLS(e *LogEntry, ci *connInfo) {
 	if first {
 		e.HandshakeTime = st.HandshakeDuration
 	}
-	e.ClientSubject = ci.tls().subject
+	// client_s_dn names a verified client only: a certificate that
+	// FAILED (client_auth optional_no_ca) names whoever the client claims
+	// to be, and the log has no field to say so.
+	if st.ClientAuth {
+		e.ClientSubject = ci.tls().subject
+	}
 }
 
 func (l *AccessLog) logStream(site, upstream, target string, c net.Conn, status int, in, out int64, d time.Duration) {

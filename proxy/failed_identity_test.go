@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -67,6 +70,41 @@ func TestRouteIdentityMatchNeedsVerifiedCert(t *testing.T) {
 		code, body, _ := get(t, c, f.url+"/open/x", "Host", "example.test")
 		if h := decodeSeen(t, body).Header; code != 200 || h.Get(HeaderClientSDN) != sdn || h.Get(HeaderClientVerify) != wantVerify {
 			t.Errorf("verified %v, /open/x: %d, backend saw %q %q, want %q %q", verified, code, h.Get(HeaderClientSDN), h.Get(HeaderClientVerify), sdn, wantVerify)
+		}
+	}
+}
+
+// TestAccessLogSubjectNeedsVerifiedCert: the access log's client_s_dn
+// names a client whose certificate verified; under client_auth
+// optional_no_ca a certificate that FAILED (any self-signed one, naming
+// whom it likes) leaves it empty, as no certificate does: the log has no
+// field saying the name was never checked, and an audit reading
+// "CN=admin" there would take it for that client.
+func TestAccessLogSubjectNeedsVerifiedCert(t *testing.T) {
+	b := nameBackend(t, "b")
+	cert := testClientCert(t)
+	for _, verified := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "access.log")
+		st := frontdoor.ConnState{Site: "s", Protocol: frontdoor.ProtoTLCP, Cipher: "ECC-SM2-SM4-GCM-SM3", SNI: "example.test",
+			PeerCertificates: []*smx509.Certificate{cert}, ClientAuth: verified}
+		if !verified {
+			st.ClientVerifyError = frontdoor.VerifyUnknownIssuer
+		}
+		cfg := Config{
+			Upstreams: []UpstreamConfig{upstream("u", addrOf(b))},
+			Sites:     oneSite(RouteConfig{Name: "all", Upstream: "u"}),
+			AccessLog: AccessLogConfig{Path: path, Format: "template", Template: "{uri} dn={client_s_dn}"},
+		}
+		f := newFront(t, cfg, frontOpts{state: &st})
+		get(t, testClient(t), f.url+"/x")
+		f.p.AccessLog().Flush()
+		data, _ := os.ReadFile(path)
+		want := "/x dn=-"
+		if verified {
+			want = "/x dn=" + strings.ReplaceAll(cert.Subject.String(), " ", `\x20`)
+		}
+		if got := strings.TrimSpace(string(data)); got != want {
+			t.Errorf("verified %v: access log %q, want %q", verified, got, want)
 		}
 	}
 }

@@ -4534,6 +4534,8 @@ var mutants = []mutant{
 		"^TestBadConfigs$"},
 	{"proxy: a route matching a client's subject, issuer, serial or certificate matched one that FAILED verification (optional_no_ca)", "proxy/headermatch.go",
 		"\tif !ci.state.ClientAuth {\n\t\tswitch k {", "\tif false {\n\t\tswitch k {", "./proxy:^TestRouteIdentityMatchNeedsVerifiedCert$"},
+	{"proxy: the access log's client_s_dn named a certificate that FAILED verification (optional_no_ca)", "proxy/accesslog.go",
+		"\tif st.ClientAuth {\n\t\te.ClientSubject = ci.tls().subject", "\tif true {\n\t\te.ClientSubject = ci.tls().subject", "./proxy:^TestAccessLogSubjectNeedsVerifiedCert$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
