@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -811,9 +812,29 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			if v.route(r, rp, upstreams, upstreamUsed) && catchAll < 0 {
 				catchAll = j
 			}
+			v.verifyNoneUnderOptionalNoCA(s, r, rp)
 		}
 	}
 	v.duplicateNames(names)
+}
+
+// verifyNoneUnderOptionalNoCA warns of route r (at p) of site s matching
+// "X-Ssl-Client-Verify: NONE" when s's client_auth is optional_no_ca.
+// Under request or require a client on the connection either verified
+// (SUCCESS) or sent no certificate (NONE), so a route answering 403 to
+// NONE ahead of the others admitted verified clients only; under
+// optional_no_ca a certificate that does not verify is FAILED:reason,
+// not NONE, and such a route lets it through.
+func (v *validator) verifyNoneUnderOptionalNoCA(s *Site, r *Route, p string) {
+	if s.ClientAuth.Mode != ClientAuthOptionalNoCA {
+		return
+	}
+	for name, val := range r.Header {
+		if http.CanonicalHeaderKey(name) == proxy.HeaderClientVerify && val == "NONE" {
+			v.warnf(p+".header."+name, "match X-Ssl-Client-Verify: SUCCESS on a route ahead of the one that answers 403 to admit verified clients only",
+				"under client_auth optional_no_ca X-Ssl-Client-Verify is NONE only for a client without a certificate: one whose certificate does not verify is FAILED:reason and does not match")
+		}
+	}
 }
 
 // httpALPN are the application protocols an HTTP site (one with routes)

@@ -4536,6 +4536,8 @@ var mutants = []mutant{
 		"\tif !ci.state.ClientAuth {\n\t\tswitch k {", "\tif false {\n\t\tswitch k {", "./proxy:^TestRouteIdentityMatchNeedsVerifiedCert$"},
 	{"proxy: the access log's client_s_dn named a certificate that FAILED verification (optional_no_ca)", "proxy/accesslog.go",
 		"\tif st.ClientAuth {\n\t\te.ClientSubject = ci.tls().subject", "\tif true {\n\t\te.ClientSubject = ci.tls().subject", "./proxy:^TestAccessLogSubjectNeedsVerifiedCert$"},
+	{"conf: a route answering 403 to X-Ssl-Client-Verify: NONE on an optional_no_ca site (FAILED certificates pass it) not warned of", "conf/validate.go",
+		"if http.CanonicalHeaderKey(name) == proxy.HeaderClientVerify && val == \"NONE\" {", "if http.CanonicalHeaderKey(name) == proxy.HeaderClientVerify && val == \"none\" {", "./conf:^TestVerifyNoneUnderOptionalNoCAWarned$"},
 	{"proxy: the server's resets of streams the client broke not counted (MadeYouReset)", "proxy/h2reset.go",
 		"g.out.onRST = g.serverReset", "_ = g.serverReset",
 		"TestHTTP2ResetFloods"},
