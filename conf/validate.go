@@ -1721,7 +1721,13 @@ func (v *validator) tlcpPair(sign, enc *KeyPair, p, signCert, encCert string, wa
 		v.warnf(p+"."+encCert, "issue the encryption certificate for a key pair of its own", "sign and enc certificates certify the same key pair: TLCP needs two, one that signs and one that decrypts")
 	}
 	if !bytes.Equal(a.RawSubject, b.RawSubject) {
-		v.warnf(p+"."+encCert, "issue both certificates for the same subject", "sign and enc certificates have different subjects (%q vs %q); GmSSL peers reject the pair", a.Subject.String(), b.Subject.String())
+		who := "GmSSL peers reject the pair"
+		if want == smx509.ExtKeyUsageServerAuth {
+			// A server's pair: the tlcp client refuses an encryption
+			// certificate of another subject (another entity's key).
+			who = "GmSSL clients and gmproxy's own TLCP client (upstreams, get, s_time) refuse the pair"
+		}
+		v.warnf(p+"."+encCert, "issue both certificates for the same subject", "sign and enc certificates have different subjects (%q vs %q); %s", a.Subject.String(), b.Subject.String(), who)
 	}
 	if !bytes.Equal(a.RawIssuer, b.RawIssuer) {
 		v.warnf(p+"."+encCert, "issue both certificates from the same CA", "sign and enc certificates have different issuers; GmSSL peers reject the pair")
