@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,14 +39,16 @@ func TestH2ReadHeaderTimeout(t *testing.T) {
 			hdr := []byte{0, 0, byte(len(block)), 0x1, 0x5, 0, 0, 0, 1} // HEADERS, END_STREAM|END_HEADERS, stream 1
 			c.Write(append(hdr, block[:2]...))
 		}},
-		{"HEADERS, then empty CONTINUATIONs without end", func(c net.Conn, fr *http2.Framer) {
-			// A flood of frames that add nothing to the block: each is
+		{"HEADERS, then one-octet CONTINUATIONs without end", func(c net.Conn, fr *http2.Framer) {
+			// Frames that add next to nothing to the block: each is
 			// progress of a kind, none extends the block's time.
-			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:2], EndStream: true})
+			// (Empty ones are a flood: TestH2EmptyContinuationFlood.)
+			long := h2Block(":method", "GET", ":scheme", "https", ":authority", "example.test", ":path", "/", "x-pad", strings.Repeat("a", 4000))
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: long[:2], EndStream: true})
 			go func() {
 				w := http2.NewFramer(c, nil)
-				for range 1000 { // 10 s at most
-					if w.WriteContinuation(1, false, nil) != nil {
+				for i := range 1000 { // 10 s at most
+					if w.WriteContinuation(1, false, long[2+i:3+i]) != nil {
 						return
 					}
 					time.Sleep(10 * time.Millisecond)

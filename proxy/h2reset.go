@@ -29,6 +29,16 @@ import (
 // client (PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED,
 // FRAME_SIZE_ERROR, REFUSED_STREAM), take tokens from the same bucket.
 //
+// A header block of empty CONTINUATION frames ("CONTINUATION flood",
+// CVE-2024-27316's class, RFC 9113 §6.10): x/net/http2 bounds a block by
+// the size of its payloads (twice the header list left), which empty
+// frames do not grow, so a client could send them as fast as the server
+// reads for all of read_header_timeout, on connection after connection,
+// each frame read, ordered and fed to the HPACK decoder for nothing. Past
+// h2MaxEmptyContinuations in one block the guard ends the connection as
+// for a reset flood, GOAWAY(ENHANCE_YOUR_CALM) (§10.5: activity that is
+// suspicious).
+//
 // A STREAM_CLOSED reset of a stream the server had already ended (its
 // response sent whole, or reset) is not counted: a client whose upload the
 // server answered early has DATA frames in flight, each answered so, and
@@ -75,6 +85,16 @@ const (
 // errResetFlood ends the server's reading of a connection that reset
 // streams too fast.
 var errResetFlood = errors.New("http2: client reset streams faster than http2_max_reset_rate")
+
+// errContinuationFlood ends the server's reading of a connection that
+// sent a header block of empty CONTINUATION frames.
+var errContinuationFlood = errors.New("http2: client sent a header block of empty CONTINUATION frames")
+
+// h2MaxEmptyContinuations is how many empty CONTINUATION frames one
+// header block may hold. An empty frame adds nothing to a block; a
+// sender whose block ended on a frame boundary may close it with one
+// (END_HEADERS), and a few more are tolerated.
+const h2MaxEmptyContinuations = 8
 
 // frameScanner follows frame boundaries in one direction of a connection.
 type frameScanner struct {
@@ -185,10 +205,15 @@ func (s *frameScanner) scan(b []byte) (end int) {
 // ReadHeaderTimeout.
 func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
 	rate := l.HTTP2MaxResetRate
-	g := newResetGuard(c, rate, resetBurst(rate, l.MaxConcurrentStreams), func() {
+	var g *resetGuard
+	g = newResetGuard(c, rate, resetBurst(rate, l.MaxConcurrentStreams), func() {
 		// A client may flood on connection after connection: one line
 		// a second, with the count of those held back.
 		if ok, held := resetFloodLog.Allow(); ok {
+			if g.emptyFlood {
+				logger.Warn("HTTP/2 client sent a header block of empty CONTINUATION frames: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_empty_continuations", h2MaxEmptyContinuations, "suppressed", held)
+				return
+			}
 			logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", rate, "suppressed", held)
 		}
 	})
@@ -222,6 +247,12 @@ type resetGuard struct {
 	last   time.Time
 
 	lastStream uint32 // highest stream the client opened (GOAWAY's last-stream-id)
+
+	// emptyConts: empty CONTINUATION frames in the client's header
+	// block in progress; emptyFlood: past h2MaxEmptyContinuations (the
+	// flood is theirs, not resets). Only the server's reader uses them.
+	emptyConts int
+	emptyFlood bool
 
 	// hdrTimeout bounds the reading of a header block (0: none);
 	// hdrArmed: the read deadline for the block in progress is set.
@@ -328,6 +359,14 @@ func (g *resetGuard) clientFrame(h *[h2FrameHeaderLen]byte) {
 		if id > g.lastStream && id&1 == 1 {
 			g.lastStream = id
 		}
+		g.emptyConts = 0
+	case h2FrameContinuation:
+		if h[0]|h[1]|h[2] == 0 {
+			if g.emptyConts++; g.emptyConts > h2MaxEmptyContinuations {
+				g.emptyFlood = true
+				g.flood.Store(true)
+			}
+		}
 	case h2FrameRSTStream:
 		g.reset()
 	}
@@ -393,6 +432,9 @@ func (g *resetGuard) trip() error {
 		if g.onTrip != nil {
 			g.onTrip()
 		}
+	}
+	if g.emptyFlood {
+		return errContinuationFlood
 	}
 	return errResetFlood
 }
