@@ -539,6 +539,14 @@ func (g *resetGuard) write(p []byte) (int, error) {
 	}
 	g.held = append(g.held[:0], p[end:]...)
 	if err != nil {
+		// 0, not the octets of p that went out: the scanner took all
+		// of p, so a caller that wrote the rest again (x/net/http2's
+		// WriteByteTimeout loop does after a partial write that timed
+		// out) would have it scanned twice, out of step with the
+		// frames. A write error ends the connection anyway: every
+		// front door is a TLS-like connection whose failed write is
+		// permanent, and the octets counted (frontdoor.Conn) are those
+		// below the guard.
 		return 0, err
 	}
 	return len(p), nil
