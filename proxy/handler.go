@@ -682,6 +682,19 @@ func reqHost(r *http.Request, ci *connInfo) string {
 	return h
 }
 
+// h2HostAgrees reports whether every Host field of r, an HTTP/2
+// request, names the host of its :authority (r.Host; the first Host
+// when there was no :authority), as the site choice reads a host: ASCII
+// case, port and final dot aside. An empty field names none.
+func h2HostAgrees(r *http.Request) bool {
+	for _, v := range r.Header["Host"] {
+		if v != "" && !asciifold.Equal(hostOnly(v), hostOnly(r.Host)) {
+			return false
+		}
+	}
+	return true
+}
+
 // h2LargeField is the size of a request field past which its HTTP/2
 // connection is closed once the request is answered (respWriter's
 // closeConn). x/net/http2's HPACK decoder gathers a field that spans
@@ -826,6 +839,13 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// route and build links from, past the site checks (misdirected
 		// requests, hosts of routes) that read it another way.
 		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "invalid host "+strconv.Quote(r.Host))
+	case r.ProtoMajor == 2 && !h2HostAgrees(r):
+		// RFC 9113 §8.3.1: a client must not send a Host field that
+		// names another host than :authority, and a server should take
+		// such a request for malformed (nginx answers 400). The request
+		// is routed by :authority, which the target gets as Host; the
+		// field, left among the request's, says another host.
+		s.errorResponse(rs, r, http.StatusBadRequest, "malformed request", "Host "+strconv.Quote(strings.Join(r.Header["Host"], ", "))+" names another host than :authority "+strconv.Quote(r.Host))
 	case r.Header[":protocol"] != nil && r.Method != http.MethodConnect:
 		// RFC 8441 §4: :protocol only on CONNECT; such a request is
 		// malformed. (Copied upstream, the field name would fail every
