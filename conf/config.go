@@ -247,6 +247,9 @@ type HTTPServer struct {
 	// request is answered: its decoder would keep a buffer that large.
 	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
 	// ReadHeaderTimeout bounds reading a request's headers. Default 30s.
+	// An HTTP/2 header block of more than 8 empty CONTINUATION frames
+	// (a "CONTINUATION flood": they add nothing to it) ends its
+	// connection with GOAWAY ENHANCE_YOUR_CALM before then.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	// ReadTimeout bounds reading a whole request, body included; 0 means no
 	// limit. Default 0.

@@ -264,7 +264,9 @@
 //     closed gracefully once that request is answered: its decoder would keep
 //     a buffer that large.
 //   - read_header_timeout (duration): read_header_timeout bounds reading a
-//     request's headers. Default 30s.
+//     request's headers. Default 30s. An HTTP/2 header block of more than 8
+//     empty CONTINUATION frames (a "CONTINUATION flood": they add nothing to
+//     it) ends its connection with GOAWAY ENHANCE_YOUR_CALM before then.
 //   - read_timeout (duration): read_timeout bounds reading a whole request,
 //     body included; 0 means no limit. Default 0.
 //   - write_timeout (duration): write_timeout bounds writing a response; 0
