@@ -1602,7 +1602,8 @@ type AccessLog struct {
 	// $remote_addr behind set_real_ip_from),
 	// site, route, host, method, uri, proto, status, bytes_in, bytes_out,
 	// request_time, upstream, upstream_addr, upstream_time, tls_protocol,
-	// cipher, session_reused, handshake_ms (the first request of a
+	// cipher, session_reused (r or . in text, true or false in JSON; - or
+	// null without TLS), handshake_ms (the first request of a
 	// connection only), sni, client_s_dn (the subject of a client
 	// certificate that verified; empty for one that FAILED under
 	// client_auth optional_no_ca), referer, user_agent,

@@ -1479,24 +1479,25 @@
 //     trusted_proxies the one its X-Forwarded-For names, as nginx's
 //     $remote_addr behind set_real_ip_from), site, route, host, method, uri,
 //     proto, status, bytes_in, bytes_out, request_time, upstream,
-//     upstream_addr, upstream_time, tls_protocol, cipher, session_reused,
-//     handshake_ms (the first request of a connection only), sni, client_s_dn
-//     (the subject of a client certificate that verified; empty for one that
-//     FAILED under client_auth optional_no_ca), referer, user_agent,
-//     grpc_status (a gRPC response's grpc-status, from its trailers: gRPC
-//     calls fail with HTTP status 200), request_id (see sites[].request_id;
-//     empty where a site gives none), remote_user (the user a route's
-//     basic_auth let in; empty for others, also for a name it refused) and
-//     peer (the connection's address, after a trusted PROXY protocol header:
-//     the proxy in front where client is the address it names; nginx's
-//     $realip_remote_addr). Combined is nginx's combined with remote_user. A
-//     value is written as nginx escapes it (a quote, a backslash, a control or
-//     invalid UTF-8 as \xHH); a field outside double quotes has its spaces
-//     written \x20 too, so a client's value (an SNI) is one field. A stream
-//     site's session is a line with method STREAM and proto TCP whose status
-//     is nginx stream's: 200 spliced to its end, 403 refused by client_ip, 502
-//     no target reached, 503 refused because gmproxy is shutting down.
-//     Required with format template; default none.
+//     upstream_addr, upstream_time, tls_protocol, cipher, session_reused (r or
+//     . in text, true or false in JSON; - or null without TLS), handshake_ms
+//     (the first request of a connection only), sni, client_s_dn (the subject
+//     of a client certificate that verified; empty for one that FAILED under
+//     client_auth optional_no_ca), referer, user_agent, grpc_status (a gRPC
+//     response's grpc-status, from its trailers: gRPC calls fail with HTTP
+//     status 200), request_id (see sites[].request_id; empty where a site
+//     gives none), remote_user (the user a route's basic_auth let in; empty
+//     for others, also for a name it refused) and peer (the connection's
+//     address, after a trusted PROXY protocol header: the proxy in front where
+//     client is the address it names; nginx's $realip_remote_addr). Combined
+//     is nginx's combined with remote_user. A value is written as nginx
+//     escapes it (a quote, a backslash, a control or invalid UTF-8 as \xHH); a
+//     field outside double quotes has its spaces written \x20 too, so a
+//     client's value (an SNI) is one field. A stream site's session is a line
+//     with method STREAM and proto TCP whose status is nginx stream's: 200
+//     spliced to its end, 403 refused by client_ip, 502 no target reached, 503
+//     refused because gmproxy is shutting down. Required with format template;
+//     default none.
 //
 // # log
 //

@@ -597,11 +597,14 @@ func appendField(b []byte, f logField, e *LogEntry, js, bare bool) []byte {
 		}
 		return strconv.AppendFloat(b, e.UpstreamDuration.Seconds(), 'f', 3, 64)
 	case fSessionReused:
+		// A plain-HTTP request (or a stream without TLS) has no session
+		// that could be reused: null in JSON as in text ("-"), not false,
+		// which reads as a full handshake.
 		switch {
+		case !e.TLS:
+			return appendMissing(b, js)
 		case js:
 			return strconv.AppendBool(b, e.Resumed)
-		case !e.TLS:
-			return append(b, '-')
 		case e.Resumed:
 			return append(b, 'r')
 		}

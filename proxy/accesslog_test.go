@@ -524,3 +524,43 @@ func TestAccessLogBareFieldsCannotAddFields(t *testing.T) {
 		t.Errorf("template line\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestAccessLogSessionReusedWithoutTLS: a request without TLS has no
+// session to reuse: session_reused is null in JSON and "-" in text, as
+// handshake_ms, not false (a full handshake that never took place). With
+// TLS it is true or false.
+func TestAccessLogSessionReusedWithoutTLS(t *testing.T) {
+	for _, tc := range []struct {
+		tls, resumed bool
+		json         any
+		text         string
+	}{
+		{false, false, nil, "-"},
+		{true, false, false, "."},
+		{true, true, true, "r"},
+	} {
+		e := sampleEntry()
+		e.TLS, e.Resumed = tc.tls, tc.resumed
+		if !tc.tls {
+			e.TLSProtocol, e.Cipher, e.SNI = "", "", ""
+		}
+		var jb syncBuffer
+		jl, _ := NewAccessLogWriter(&jb, AccessLogConfig{Format: "json"})
+		jl.Log(e)
+		jl.Close()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(jb.String()), &m); err != nil {
+			t.Fatalf("json line %q: %v", jb.String(), err)
+		}
+		if v, ok := m["session_reused"]; !ok || v != tc.json {
+			t.Errorf("tls %v resumed %v: json session_reused %v (present %v), want %v", tc.tls, tc.resumed, v, ok, tc.json)
+		}
+		var tb syncBuffer
+		tl, _ := NewAccessLogWriter(&tb, AccessLogConfig{Format: "template", Template: "{session_reused}"})
+		tl.Log(e)
+		tl.Close()
+		if got := strings.TrimSpace(tb.String()); got != tc.text {
+			t.Errorf("tls %v resumed %v: text session_reused %q, want %q", tc.tls, tc.resumed, got, tc.text)
+		}
+	}
+}
