@@ -1468,7 +1468,14 @@
 // This section configures the access log.
 //
 //   - path (string): path is a file, "stdout", "stderr" or "off". Default
-//     stdout.
+//     stdout. The lines go through a queue of 4 MiB that one writer drains, so
+//     an output that takes no writes (a FIFO whose reader stalls, a hung NFS
+//     mount, stdout into a blocked logging driver) holds no request: the lines
+//     that find the queue full are dropped and reported as lost (the error
+//     "access log: write failed, lines lost", at most once a minute, with
+//     bytes_lost and lines_lost), as those of a failed write are. Reopening
+//     (SIGUSR1) and shutting down write the queued lines first, waiting 5s at
+//     most for a stalled output.
 //   - format (string): format is combined (nginx-like plus TLS fields), json,
 //     or template. Default combined.
 //   - template (string): template is the line template for format: template,

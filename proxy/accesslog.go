@@ -1,7 +1,8 @@
 package proxy
 
 import (
-	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -169,19 +170,47 @@ func parseTemplate(t string) ([]logPart, error) {
 	return parts, nil
 }
 
-// AccessLog writes access-log lines through a buffer flushed periodically;
-// Reopen reopens the file for rotation (SIGUSR1).
+// AccessLog writes access-log lines through a bounded in-memory queue
+// that one writer goroutine drains, every FlushInterval or as soon as a
+// buffer's worth is queued; Reopen reopens the file for rotation
+// (SIGUSR1).
+//
+// A request never waits for the output: a FIFO whose reader stalls, a
+// hung NFS mount or a blocked logging driver behind stdout holds the
+// writer only. Lines that find the queue full are dropped and reported
+// as lost, as the lines of a failed write are, rather than stalling
+// every request behind the log.
 type AccessLog struct {
+	path  string
+	json  bool
+	parts []logPart
+	// reopens: a file (not stdout, stderr or a caller's writer).
+	reopens bool
+
 	mu     sync.Mutex
-	path   string
-	file   *os.File // nil for stdout/stderr or a caller-supplied writer
-	w      io.Writer
-	bw     *bufio.Writer
-	json   bool
-	parts  []logPart
-	stop   chan struct{}
-	done   chan struct{}
 	closed bool
+	// queue holds the lines Log added and the writer has not taken yet,
+	// in their order; spare is the writer's last batch, reused.
+	queue, spare []byte
+	// queued counts the bytes queued or being written: at most
+	// maxQueue, so a stalled output holds that much memory, no more.
+	queued   int
+	maxQueue int
+	// chunk is the most written at once (BufferSize), cut at line ends;
+	// the writer is woken at kickAt bytes queued (a chunk, or half the
+	// queue when that is smaller), else every FlushInterval.
+	chunk, kickAt int
+
+	kick chan struct{} // a chunk is queued (capacity 1)
+	reqs chan *logReq  // Flush and Reopen, taken by the writer in turn
+	stop chan struct{} // closed by close: drain, close the file, exit
+	done chan struct{} // closed when the writer exits
+
+	// The writer's output; fmu guards the fields (not the writes) for
+	// a close that gives up waiting for a stalled writer.
+	fmu  sync.Mutex
+	file *os.File // nil for stdout/stderr or a caller-supplied writer
+	w    io.Writer
 
 	// A request or stream in flight holds the log (hold, release):
 	// Close with some held leaves the closing to the last release, so
@@ -190,16 +219,46 @@ type AccessLog struct {
 	holds   atomic.Int64
 	closing atomic.Bool
 
-	// Write errors are logged, at most once per accessLogErrorEvery,
-	// with the bytes lost since the last report.
+	// Lines lost (a write error, or a full queue) are logged, at most
+	// once per accessLogErrorEvery, with the bytes and lines lost since
+	// the last report (under mu).
 	logger    *slog.Logger
 	lost      int64
+	lostLines int64
 	lastError time.Time
+	// linesLost counts every line lost since the log opened.
+	linesLost atomic.Int64
+}
+
+// logReq asks the writer to write the queue out, then to switch to file
+// when it is set (Reopen).
+type logReq struct {
+	file *os.File
+	done chan error // capacity 1: the writer never waits for the asker
 }
 
 // accessLogErrorEvery spaces the reports of failed access log writes (a
 // full disk fails every flush).
 var accessLogErrorEvery = time.Minute
+
+// accessLogStallWait bounds how long Flush, Reopen and Close wait for the
+// writer: an output that takes no writes must not hold a reload, a
+// SIGUSR1 or a shutdown for ever either.
+var accessLogStallWait = 5 * time.Second
+
+// DefaultAccessLogQueue is the default bound, in bytes, of the lines
+// queued for the access log's writer: some seconds of a busy proxy's
+// lines, so that a slow disk loses none, and the memory an output that
+// takes no writes holds.
+const DefaultAccessLogQueue = 4 << 20
+
+// errAccessLogStalled: the writer did not answer within
+// accessLogStallWait, the output takes no writes.
+var errAccessLogStalled = errors.New("access log: output stalled (takes no writes)")
+
+// errAccessLogQueueFull is the reason reported for lines dropped because
+// the queue was full.
+var errAccessLogQueueFull = errors.New("queue full: the output takes writes slower than lines come")
 
 // NewAccessLog opens the access log described by cfg.
 func NewAccessLog(cfg AccessLogConfig) (*AccessLog, error) {
@@ -216,7 +275,7 @@ func NewAccessLog(cfg AccessLogConfig) (*AccessLog, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.file, l.w = f, f
+		l.file, l.w, l.reopens = f, f, true
 	}
 	if err := l.init(cfg); err != nil {
 		if l.file != nil {
@@ -266,80 +325,177 @@ func (l *AccessLog) init(cfg AccessLogConfig) error {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	l.bw = bufio.NewWriterSize(l.w, intOr(cfg.BufferSize, 64<<10))
+	l.chunk = intOr(cfg.BufferSize, 64<<10)
+	l.maxQueue = intOr(cfg.QueueSize, DefaultAccessLogQueue)
+	l.kickAt = max(min(l.chunk, l.maxQueue/2), 1)
+	l.kick, l.reqs = make(chan struct{}, 1), make(chan *logReq)
 	l.stop, l.done = make(chan struct{}), make(chan struct{})
-	go l.flushLoop(durOr(cfg.FlushInterval, time.Second))
+	go l.writeLoop(durOr(cfg.FlushInterval, time.Second))
 	return nil
 }
 
-func (l *AccessLog) flushLoop(every time.Duration) {
+// writeLoop is the writer: it alone writes to the output, so a write
+// that blocks holds it and the queue fills, not the requests that log.
+func (l *AccessLog) writeLoop(every time.Duration) {
 	defer close(l.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.stop:
+			l.writeQueued()
+			l.fmu.Lock()
+			if l.file != nil {
+				l.file.Close()
+			}
+			l.fmu.Unlock()
 			return
+		case r := <-l.reqs:
+			err := l.writeQueued()
+			if r.file != nil {
+				// The lines queued before the reopen went to the old
+				// file (logrotate's rotated one); the later ones go to
+				// the new.
+				l.fmu.Lock()
+				old := l.file
+				l.file, l.w = r.file, r.file
+				l.fmu.Unlock()
+				if old != nil {
+					old.Close()
+				}
+			}
+			r.done <- err
+		case <-l.kick:
+			l.writeQueued()
 		case <-t.C:
-			l.Flush()
+			l.writeQueued()
 		}
 	}
 }
 
-// Flush writes buffered lines out.
-func (l *AccessLog) Flush() error {
+// writeQueued writes the queued lines out (the writer only), at most a
+// chunk per write(2) and whole lines per write: with O_APPEND, two
+// generations of the proxy (during a reload) may share the file. A write
+// that fails loses its lines, which are reported, not the later ones.
+func (l *AccessLog) writeQueued() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil
+	batch := l.queue
+	l.queue, l.spare = l.spare[:0], nil
+	l.mu.Unlock()
+	var first error
+	for b := batch; len(b) > 0; {
+		n := len(b)
+		if n > l.chunk {
+			if n = bytes.LastIndexByte(b[:l.chunk], '\n') + 1; n == 0 {
+				n = bytes.IndexByte(b, '\n') + 1 // one line longer than a chunk: alone
+			}
+		}
+		if _, err := l.w.Write(b[:n]); err != nil {
+			if first == nil {
+				first = err
+			}
+			l.mu.Lock()
+			report := l.failed(err, b[:n])
+			l.mu.Unlock()
+			report()
+		}
+		b = b[n:]
 	}
-	return l.flush()
+	l.mu.Lock()
+	l.queued -= len(batch)
+	l.spare = batch
+	l.mu.Unlock()
+	return first
 }
 
-// flush writes the buffer out (l.mu held). A bufio.Writer that failed once
-// fails every later write, so after an error (a disk full for a while) the
-// lines buffered then are dropped and the buffer starts over: the log
-// loses those lines, not every line until the next Reopen.
-func (l *AccessLog) flush() error {
-	n := l.bw.Buffered()
-	err := l.bw.Flush()
-	if err != nil {
-		l.bw.Reset(l.w)
-		l.failed(err, n)
+// failed counts the lines lost (l.mu held) and returns the report to make
+// once l.mu is released, if one is due: the log would otherwise lose
+// them without a trace. The report is made outside l.mu as the program
+// log may go where the access log goes (stderr), stalled as well.
+func (l *AccessLog) failed(err error, lines []byte) func() {
+	n := int64(bytes.Count(lines, []byte{'\n'}))
+	l.lost += int64(len(lines))
+	l.lostLines += n
+	l.linesLost.Add(n)
+	if now := time.Now(); now.Sub(l.lastError) >= accessLogErrorEvery {
+		l.lastError = now
+		bytesLost, linesLost := l.lost, l.lostLines
+		l.lost, l.lostLines = 0, 0
+		return func() {
+			l.logger.Error("access log: write failed, lines lost", "path", l.path, "err", err,
+				"bytes_lost", bytesLost, "lines_lost", linesLost)
+		}
 	}
+	return func() {}
+}
+
+// LinesLost returns the number of lines lost since the log opened: lines
+// a write failed to write, and lines dropped because the queue was full.
+func (l *AccessLog) LinesLost() int64 { return l.linesLost.Load() }
+
+// request hands r to the writer and waits for its answer, for
+// accessLogStallWait at most; sent tells whether the writer took r (it
+// then does it, later if the wait ran out). It returns nil, unsent, once
+// the writer has exited (the log is closed).
+func (l *AccessLog) request(r *logReq) (sent bool, err error) {
+	t := time.NewTimer(accessLogStallWait)
+	defer t.Stop()
+	select {
+	case l.reqs <- r:
+	case <-l.done:
+		return false, nil
+	case <-t.C:
+		return false, errAccessLogStalled
+	}
+	select {
+	case err := <-r.done:
+		return true, err
+	case <-t.C:
+		// The writer will do it once the output takes writes again.
+		return true, errAccessLogStalled
+	}
+}
+
+// Flush writes the lines queued so far out, and returns the first write
+// error; errAccessLogStalled when the output took none for
+// accessLogStallWait.
+func (l *AccessLog) Flush() error {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil
+	}
+	_, err := l.request(&logReq{done: make(chan error, 1)})
 	return err
 }
 
-// failed reports a write error that lost up to n bytes of lines (l.mu
-// held): the log would otherwise lose them without a trace.
-func (l *AccessLog) failed(err error, n int) {
-	l.lost += int64(n)
-	if now := time.Now(); now.Sub(l.lastError) >= accessLogErrorEvery {
-		l.lastError = now
-		l.logger.Error("access log: write failed, lines lost", "path", l.path, "err", err, "bytes_lost", l.lost)
-		l.lost = 0
-	}
-}
-
-// Reopen flushes and reopens the log file (after logrotate moved it).
+// Reopen reopens the log file (after logrotate moved it): the lines
+// queued until then go to the old file (a loss is reported), those after
+// to the new.
 func (l *AccessLog) Reopen() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
 		return nil
 	}
-	l.flush() // a loss is reported; the new file starts with an empty buffer
-	if l.file == nil {
+	if !l.reopens {
+		l.Flush()
 		return nil
 	}
 	f, err := openLogFile(l.path)
 	if err != nil {
 		return err
 	}
-	l.file.Close()
-	l.file, l.w = f, f
-	l.bw.Reset(f)
-	return nil
+	sent, err := l.request(&logReq{file: f, done: make(chan error, 1)})
+	if !sent {
+		f.Close() // the log closed meanwhile, or its writer is stuck
+	}
+	if errors.Is(err, errAccessLogStalled) {
+		return err
+	}
+	return nil // a write error lost lines of the old file: reported
 }
 
 // hold marks a request or stream in flight: it will log (release).
@@ -362,6 +518,11 @@ func (l *AccessLog) Close() error {
 	return l.close()
 }
 
+// close takes no more lines, has the writer write the queue out and close
+// the file, and waits for it (accessLogStallWait at most: a stalled
+// output must not hold a shutdown). A writer that does not finish has
+// its file closed under it, which ends a write blocked on a pipe; the
+// lines it could not write are reported lost.
 func (l *AccessLog) close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -369,21 +530,26 @@ func (l *AccessLog) close() error {
 		return nil
 	}
 	l.closed = true
-	err := l.flush()
-	if l.file != nil {
-		if cerr := l.file.Close(); err == nil {
-			err = cerr
-		}
-	}
 	l.mu.Unlock()
 	close(l.stop)
-	<-l.done
-	return err
+	t := time.NewTimer(accessLogStallWait)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		return nil
+	case <-t.C:
+	}
+	l.fmu.Lock()
+	if l.file != nil {
+		l.file.Close()
+	}
+	l.fmu.Unlock()
+	return errAccessLogStalled
 }
 
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// Log writes one entry.
+// Log queues one entry for the writer; it never waits for the output.
 func (l *AccessLog) Log(e *LogEntry) {
 	bp := linePool.Get().(*[]byte)
 	b := (*bp)[:0]
@@ -399,20 +565,26 @@ func (l *AccessLog) Log(e *LogEntry) {
 		}
 	}
 	b = append(b, '\n')
+	report := func() {}
 	l.mu.Lock()
-	if !l.closed {
-		// Keep lines whole per write(2): with O_APPEND, two generations of
-		// the proxy (during a reload) may share the file.
-		if len(b) > l.bw.Available() && l.bw.Buffered() > 0 {
-			l.flush()
-		}
-		n := l.bw.Buffered()
-		if _, err := l.bw.Write(b); err != nil {
-			l.bw.Reset(l.w) // a line longer than the buffer failed
-			l.failed(err, n+len(b))
+	switch {
+	case l.closed:
+	case l.queued+len(b) > l.maxQueue:
+		// The output is stalled (or slower than the lines come): this
+		// line is lost, not the request's time.
+		report = l.failed(errAccessLogQueueFull, b)
+	default:
+		l.queue = append(l.queue, b...)
+		l.queued += len(b)
+		if len(l.queue) >= l.kickAt {
+			select {
+			case l.kick <- struct{}{}:
+			default: // already kicked
+			}
 		}
 	}
 	l.mu.Unlock()
+	report()
 	*bp = b
 	linePool.Put(bp)
 }

@@ -270,6 +270,7 @@ func TestAccessLogRecoversAfterWriteError(t *testing.T) {
 	long := "/" + strings.Repeat("x", 40)
 	w.fail.Store(true)
 	l.Log(&LogEntry{URI: long + "lost"})
+	l.Flush() // written while the writer fails
 	w.fail.Store(false)
 	l.Log(&LogEntry{URI: long})
 	l.Flush()
@@ -562,5 +563,24 @@ func TestAccessLogSessionReusedWithoutTLS(t *testing.T) {
 		if got := strings.TrimSpace(tb.String()); got != tc.text {
 			t.Errorf("tls %v resumed %v: text session_reused %q, want %q", tc.tls, tc.resumed, got, tc.text)
 		}
+	}
+}
+
+// TestAccessLogWritesAQueuedChunkAtOnce: a buffer's worth of queued lines
+// wakes the writer, without waiting for the flush interval (an hour
+// here): a busy proxy's queue does not fill between two ticks.
+func TestAccessLogWritesAQueuedChunkAtOnce(t *testing.T) {
+	var buf syncBuffer
+	l, err := NewAccessLogWriter(&buf, AccessLogConfig{Format: "template", Template: "{uri}", BufferSize: 16, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	long := "/" + strings.Repeat("x", 40)
+	l.Log(&LogEntry{URI: long})
+	for deadline := time.Now().Add(testwait.Bound(20 * time.Second)); buf.String() == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	if got := buf.String(); got != long+"\n" {
+		t.Errorf("written without a flush: %q, want %q", got, long+"\n")
 	}
 }

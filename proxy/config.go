@@ -613,8 +613,14 @@ type AccessLogConfig struct {
 	// placeholders, e.g. "{time} {client} {status} {tls_protocol}".
 	// Fields: see AccessLogFields.
 	Template string
-	// BufferSize of the writer. Default 64 KiB.
+	// BufferSize is the most written at once (whole lines). Default
+	// 64 KiB.
 	BufferSize int
+	// QueueSize bounds the bytes of lines waiting for the writer (and
+	// being written); lines that find it full are dropped and reported
+	// lost, so that an output taking no writes never holds a request.
+	// Default DefaultAccessLogQueue (4 MiB).
+	QueueSize int
 	// FlushInterval of buffered lines. Default 1s.
 	FlushInterval time.Duration
 	// Logger gets the failed writes (a full disk), at most one report a
