@@ -19,7 +19,7 @@ import (
 	"github.com/gmproxy/gmproxy/internal/sessionstore/redistest"
 )
 
-// selfSigned writes a certificate for 127.0.0.1 and its key into dir and
+// selfSigned writes a certificate for 127.0.0.1 and ::1 and its key into dir and
 // returns their files and a pool that trusts it.
 func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -29,7 +29,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redis test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -82,4 +82,40 @@ func TestStoreOverTLS(t *testing.T) {
 	if _, _, err := plain.Get(ctx, "k"); err == nil {
 		t.Fatal("the TLS port answered in plain text: TLS was not spoken")
 	}
+}
+
+// TestDialerServerNameWithoutZone: sessions.store.tls without server_name
+// verifies the store's certificate for the address's host; an IPv6
+// address with a zone ([::1%lo]:6379) is verified without the zone,
+// which names the local interface and is in no certificate.
+func TestDialerServerNameWithoutZone(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "[::1]:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Skip("no IPv6 loopback:", err)
+	}
+	defer l.Close()
+	go func() {
+		for c, err := l.Accept(); err == nil; c, err = l.Accept() {
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	if c, err := net.Dial("tcp", net.JoinHostPort("::1%lo", port)); err != nil {
+		t.Skip("no dial to a zoned loopback address:", err)
+	} else {
+		c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dialer(5*time.Second, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})(ctx, "tcp", net.JoinHostPort("::1%lo", port))
+	if err != nil {
+		t.Fatalf("TLS dial of [::1%%lo]: %v", err)
+	}
+	c.Close()
 }
