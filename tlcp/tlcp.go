@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/emmansun/gmsm/smx509"
 
+	"github.com/gmproxy/gmproxy/internal/namedfile"
 	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 )
@@ -75,11 +75,13 @@ func clientFor(config *Config) func(net.Conn, string) *Conn {
 // LoadX509KeyPair reads a TLCP certificate pair from PEM files: the signing
 // certificate (leaf first, chain may follow) and key, the encryption
 // certificate and key. Keys may be PKCS#8, SEC 1 or encrypted PKCS#8
-// (including GmSSL's), decrypted with password.
+// (including GmSSL's), decrypted with password. The files must be regular
+// files of at most 64 MiB: a FIFO (whose open waits for a writer) or a
+// device such as /dev/zero (which never ends) is refused at once.
 func LoadX509KeyPair(signCertFile, signKeyFile, encCertFile, encKeyFile string, password []byte) (Certificate, error) {
 	var files [4][]byte
 	for i, f := range []string{signCertFile, signKeyFile, encCertFile, encKeyFile} {
-		b, err := os.ReadFile(f)
+		b, err := namedfile.Read(f, namedfile.Max)
 		if err != nil {
 			return Certificate{}, fmt.Errorf("tlcp: %w", err)
 		}

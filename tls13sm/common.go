@@ -15,12 +15,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/internal/lru"
+	"github.com/gmproxy/gmproxy/internal/namedfile"
 	"github.com/gmproxy/gmproxy/internal/record"
 	"github.com/gmproxy/gmproxy/internal/smkey"
 	"github.com/gmproxy/gmproxy/internal/ticket"
@@ -104,13 +104,15 @@ func X509KeyPair(certPEM, keyPEM, password []byte) (Certificate, error) {
 	return c, nil
 }
 
-// LoadX509KeyPair reads X509KeyPair input from files.
+// LoadX509KeyPair reads X509KeyPair input from files. They must be
+// regular files of at most 64 MiB: a FIFO (whose open waits for a writer)
+// or a device such as /dev/zero (which never ends) is refused at once.
 func LoadX509KeyPair(certFile, keyFile string, password []byte) (Certificate, error) {
-	cp, err := os.ReadFile(certFile)
+	cp, err := namedfile.Read(certFile, namedfile.Max)
 	if err != nil {
 		return Certificate{}, fmt.Errorf("tls13sm: %w", err)
 	}
-	kp, err := os.ReadFile(keyFile)
+	kp, err := namedfile.Read(keyFile, namedfile.Max)
 	if err != nil {
 		return Certificate{}, fmt.Errorf("tls13sm: %w", err)
 	}
