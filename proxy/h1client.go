@@ -47,6 +47,11 @@ type h1Client struct {
 	writeTimeout   time.Duration // a write of the request taking no byte; 0: none
 	maxHeaderBytes int64
 
+	// gone reports whether addr is the address of a target a refresh of
+	// the upstream's names removed: a connection to it that ends an
+	// exchange is closed, not pooled (nil: none is ever removed).
+	gone func(addr string) bool
+
 	mu   sync.Mutex
 	idle map[string][]*h1Conn // by target address, most recent last
 }
@@ -281,6 +286,12 @@ func (cl *h1Client) put(pc *h1Conn) {
 		pc.c.Close()
 		return
 	}
+	if cl.gone != nil && cl.gone(pc.addr) {
+		// A request in flight when its address was removed: nothing
+		// will pick the address again.
+		pc.c.Close()
+		return
+	}
 	cl.mu.Lock()
 	l := cl.idle[pc.addr]
 	if len(l) >= cl.maxIdle {
@@ -325,6 +336,19 @@ func (cl *h1Client) CloseIdleConnections() {
 	}
 	cl.mu.Unlock()
 	for _, pc := range all {
+		pc.timer.Stop()
+		pc.c.Close()
+	}
+}
+
+// closeIdleTo closes the pooled connections to addr, an address a
+// refresh of the upstream's names removed.
+func (cl *h1Client) closeIdleTo(addr string) {
+	cl.mu.Lock()
+	l := cl.idle[addr]
+	delete(cl.idle, addr)
+	cl.mu.Unlock()
+	for _, pc := range l {
 		pc.timer.Stop()
 		pc.c.Close()
 	}

@@ -304,6 +304,7 @@ func (u *Upstream) startRefresh() {
 // end as they would have, and the targets that remain keep their state
 // and pooled connections.
 func (u *Upstream) refresh(ctx context.Context) {
+	u.drainIdle()
 	prev := u.set.Load()
 	ts := u.resolve(ctx, prev)
 	if ctx.Err() != nil || sameTargets(prev, ts) && len(prev.refused) == len(ts.refused) {
@@ -337,9 +338,11 @@ func (u *Upstream) refresh(ctx context.Context) {
 		}
 	}
 	var removed []string
+	var gone []*Target
 	for _, t := range prev.all {
 		if !now[t] {
 			t.gone.Store(true)
+			gone = append(gone, t)
 			removed = append(removed, t.Addr)
 			if ro, ok := u.obs.(UpstreamResolveObserver); ok && !u.quiet.Load() {
 				ro.UpstreamTargetRemoved(u.name, t.label)
@@ -348,6 +351,80 @@ func (u *Upstream) refresh(ctx context.Context) {
 	}
 	u.reportMu.Unlock()
 	u.logger.Info("upstream target names resolved to other addresses", "added", added, "removed", removed)
+	if len(gone) > 0 {
+		u.dropIdle(gone)
+	}
+}
+
+// maxDraining bounds Upstream.draining: targets removed with requests
+// in flight that never end (tunnels, a shared counter a reload keeps
+// busy) are given up on first, their connections left to the idle
+// timeout.
+const maxDraining = 4 * MaxAddrsPerName
+
+// drainingTarget is a removed target whose pooled connections are
+// closed again once it has had nothing in flight at a refresh.
+type drainingTarget struct {
+	t *Target
+	// idleSeen: the target had nothing in flight at the last refresh
+	// already; it is dropped after a second one, since a request's
+	// count ends a moment before its connection is back in the pool.
+	idleSeen bool
+}
+
+// dropIdle closes the pooled connections to the targets a refresh
+// removed: no request picks them any more, but an idle connection stayed
+// open until the idle timeout (holding a slot on a backend being taken
+// out) and a request that picked the address just before reused it. The
+// requests in flight on them finish: the HTTP/1.1 client closes their
+// connections as they end (h1Client.gone); the Transports, which can
+// only close all their idle connections (HTTP/1.1 and HTTP/2 alike, the
+// other targets' too, which cost a new connection each), do so again at
+// the refreshes after those requests end (drainIdle).
+func (u *Upstream) dropIdle(gone []*Target) {
+	for _, t := range gone {
+		if u.h1 != nil {
+			u.h1.closeIdleTo(t.Addr)
+		}
+		if t.inflight.Load() > 0 {
+			u.draining = append(u.draining, drainingTarget{t: t})
+		}
+	}
+	if n := len(u.draining) - maxDraining; n > 0 {
+		u.draining = slices.Delete(u.draining, 0, n)
+	}
+	u.transport.CloseIdleConnections()
+	u.upgrades.CloseIdleConnections()
+}
+
+// drainIdle closes the Transports' idle connections once a target in
+// draining has nothing in flight, and again at the next refresh.
+func (u *Upstream) drainIdle() {
+	closeIdle := false
+	kept := u.draining[:0]
+	for _, d := range u.draining {
+		if d.t.inflight.Load() == 0 {
+			closeIdle = true
+			if d.idleSeen {
+				continue
+			}
+			d.idleSeen = true
+		}
+		kept = append(kept, d)
+	}
+	clear(u.draining[len(kept):])
+	u.draining = kept
+	if closeIdle {
+		u.transport.CloseIdleConnections()
+		u.upgrades.CloseIdleConnections()
+	}
+}
+
+// removedAddr reports whether the last refresh removed the target of
+// address addr (h1Client.gone).
+func (u *Upstream) removedAddr(addr string) bool {
+	_, ok := u.set.Load().removed[addr]
+	return ok
 }
 
 // sameTargets reports whether a and b hold the same targets, in any

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
 // twoLoopbacks listens on 127.0.0.1 and 127.0.0.2 with one port, the
@@ -648,4 +649,155 @@ func TestNameTargetSinkholedAtStart(t *testing.T) {
 	dns.set(false, "0.0.0.0")
 	u2.refresh(context.Background())
 	try("unresolved at start, then blocked")
+}
+
+// TestRemovedTargetIdleClosed: when a name stops resolving to an address,
+// the pooled connections to it are closed then (the HTTP/1.1 client's and
+// the Transport's), not at their idle timeout, and the request in flight
+// on it finishes, its connection then closed rather than pooled. Over h2c
+// the idle connection (no stream) is closed.
+func TestRemovedTargetIdleClosed(t *testing.T) {
+	// transport: a body of unknown length, which the HTTP/1.1 client
+	// leaves to the Transport.
+	for _, mode := range []string{"h1client", "transport", "h2c"} {
+		t.Run(mode, func(t *testing.T) { testRemovedTargetIdleClosed(t, mode) })
+	}
+}
+
+func testRemovedTargetIdleClosed(t *testing.T, mode string) {
+	viaTransport := mode != "h1client"
+	la, lb, port := twoLoopbacks(t)
+	var mu sync.Mutex
+	open := map[string]int{}
+	opened := func(name string) int { mu.Lock(); defer mu.Unlock(); return open[name] }
+	release := make(chan struct{})
+	serve := func(name string, ln net.Listener) {
+		s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			if r.URL.Path == "/slow" && name == "a" {
+				<-release
+			}
+			w.Write([]byte(name))
+		}))
+		s.Listener.Close()
+		s.Listener = ln
+		if mode == "h2c" {
+			s.Config.Protocols = new(http.Protocols)
+			s.Config.Protocols.SetUnencryptedHTTP2(true)
+		}
+		s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch st {
+			case http.StateNew:
+				open[name]++
+			case http.StateClosed, http.StateHijacked:
+				open[name]--
+			}
+		}
+		s.Start()
+		t.Cleanup(s.Close)
+	}
+	serve("a", la)
+	serve("b", lb)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the servers close, which wait for /slow
+	dns := &fakeDNS{}
+	dns.set(false, "127.0.0.1", "127.0.0.2")
+	uc := UpstreamConfig{Name: "u", Targets: []TargetConfig{{Address: "app.test:" + port}},
+		LookupNetIP: dns.lookup, ResolveInterval: time.Millisecond}
+	if mode == "h2c" {
+		uc.Protocol = upstreamproto.H2C
+	}
+	f := newFront(t, Config{Upstreams: []UpstreamConfig{uc}, Sites: oneSite(RouteConfig{Upstream: "u"})}, frontOpts{})
+	u := f.p.upstreams["u"]
+	var ta *Target
+	for _, x := range u.Targets() {
+		if strings.HasPrefix(x.Addr, "127.0.0.1:") {
+			ta = x
+		}
+	}
+	c := testClient(t)
+	do := func(path string) (string, error) {
+		var body io.Reader
+		if viaTransport {
+			body = io.NopCloser(strings.NewReader("x"))
+		}
+		req, _ := http.NewRequest("POST", f.url+path, body)
+		req.Host = "example.test"
+		if viaTransport {
+			req.ContentLength = -1
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return string(b), err
+	}
+
+	if mode == "h2c" {
+		for range 20 {
+			if opened("a") >= 1 {
+				break
+			}
+			if _, err := do("/"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if opened("a") != 1 {
+			t.Fatalf("%d connections to a, want one", opened("a"))
+		}
+		dns.set(false, "127.0.0.2")
+		waitFor(t, "the idle h2c connection to the removed address closed", func() bool { return opened("a") == 0 })
+		return
+	}
+	// a request in flight on 127.0.0.1
+	slow := make(chan string, 1)
+	go func() {
+		for range 20 {
+			b, err := do("/slow")
+			if err != nil {
+				slow <- err.Error()
+				return
+			}
+			if b == "a" {
+				slow <- "a"
+				return
+			}
+		}
+		slow <- "never served by a"
+	}()
+	waitFor(t, "the slow request on a", func() bool { return ta.InFlight() == 1 })
+	// and an idle connection beside it
+	for range 20 {
+		if opened("a") >= 2 {
+			break
+		}
+		if _, err := do("/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opened("a") < 2 {
+		t.Fatalf("%d connections to a, want one busy and one idle", opened("a"))
+	}
+
+	dns.set(false, "127.0.0.2")
+	waitFor(t, "the first address removed", func() bool { return len(u.Targets()) == 1 })
+	waitFor(t, "the idle connection to the removed address closed", func() bool { return opened("a") == 1 })
+	// A request meanwhile: a Transport closes the connections that go
+	// idle after CloseIdleConnections only until it looks for one.
+	if b, err := do("/"); err != nil || b != "b" {
+		t.Fatalf("after the removal: %q %v, want b", b, err)
+	}
+	free()
+	if got := <-slow; got != "a" {
+		t.Fatalf("request in flight on the removed address: %s", got)
+	}
+	waitFor(t, "the connection of the request in flight closed after it", func() bool { return opened("a") == 0 })
+	if b, err := do("/"); err != nil || b != "b" {
+		t.Errorf("after the removal: %q %v, want b", b, err)
+	}
 }

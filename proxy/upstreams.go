@@ -74,6 +74,10 @@ type Upstream struct {
 	lookup LookupFunc
 	// resolveEvery is how often refresh resolves the names again.
 	resolveEvery time.Duration
+	// draining holds the targets refresh removed while they had
+	// requests in flight, whose connections go back to the Transport's
+	// pool when those end (dropIdle); only refresh's goroutine uses it.
+	draining []drainingTarget
 
 	obs    Observer
 	logger *slog.Logger
@@ -247,6 +251,9 @@ func newUpstream(uc *UpstreamConfig, obs Observer, logger *slog.Logger) (*Upstre
 		// connections of its own past the cap.
 		if uc.Transport.MaxConnsPerTarget <= 0 {
 			u.h1 = newH1Client(u.transport, u.dial, u.readTimeout, u.writeTimeout)
+			if u.named {
+				u.h1.gone = u.removedAddr
+			}
 		}
 	}
 	// The transport's exchanges are bounded by a headerWatch, with the
