@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // TestNamedFileNotRegularOrHuge: a file the configuration names that is a
@@ -127,6 +129,67 @@ func TestConfigFileNotRegularOrHuge(t *testing.T) {
 		}
 		if _, err := ReadConfigFile(tc.path); err == nil {
 			t.Errorf("ReadConfigFile(%s) read it", tc.path)
+		}
+	}
+}
+
+// TestTLCPPairFIFOWithoutWriter: a site's TLCP certificate or key file
+// that is a FIFO nobody writes to is refused at its line. The check of a
+// pair named the other way round (sign_key for enc_cert) read the four
+// files first with os.ReadFile, whose open of a FIFO waits for a writer:
+// check and every reload hung there.
+func TestTLCPPairFIFOWithoutWriter(t *testing.T) {
+	path := filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pki, err := filepath.Abs(filepath.Join("testdata", "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pair.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() {
+		// Readers waiting in open(2) (the defect) go on once a writer
+		// opens, and then read the end.
+		for range 8 {
+			if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+				w.Close()
+			}
+		}
+	})
+	for _, f := range [][2]string{{"sign_cert", "server_sign.crt"}, {"sign_key", "server_sign.key"}, {"enc_cert", "server_enc.crt"}, {"enc_key", "server_enc.key"}} {
+		field := f[0]
+		s := strings.ReplaceAll(string(data), "../pki/", pki+"/")
+		s = strings.Replace(s, field+": "+pki+"/"+f[1], field+": "+fifo, 1)
+		if !strings.Contains(s, field+": "+fifo) {
+			t.Fatalf("%s not replaced", field)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Parse(path, []byte(s))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			var probs Problems
+			found := false
+			if errors.As(err, &probs) {
+				for _, p := range probs {
+					if strings.HasSuffix(p.Path, "tlcp."+field) && p.Line > 0 && strings.Contains(p.Message, "not a regular file") {
+						found = true
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s a FIFO: %v; want it refused as not a regular file, at its line", field, err)
+			}
+		case <-time.After(testwait.Bound(10 * time.Second)):
+			t.Fatalf("%s a FIFO: check still opening it (waiting for a writer)", field)
 		}
 	}
 }

@@ -8,13 +8,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/emmansun/gmsm/pkcs"
 	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmproxy/gmproxy/internal/namedfile"
 )
 
 // ErrNeedPassword is returned for an encrypted key when no password was given.
@@ -233,9 +234,12 @@ func ParseCertificatesPEM(pemData []byte) ([]*smx509.Certificate, error) {
 	return out, nil
 }
 
-// LoadCertificatesFile reads ParseCertificatesPEM from a file.
+// LoadCertificatesFile reads ParseCertificatesPEM from a file, a regular
+// file of at most namedfile.Max bytes: a FIFO (whose open waits for a
+// writer; conf's check of a TLCP pair reads the files this way first) or
+// a device such as /dev/zero is refused at once.
 func LoadCertificatesFile(path string) ([]*smx509.Certificate, error) {
-	b, err := os.ReadFile(path)
+	b, err := namedfile.Read(path, namedfile.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -246,9 +250,10 @@ func LoadCertificatesFile(path string) ([]*smx509.Certificate, error) {
 	return certs, nil
 }
 
-// LoadPrivateKeyFile reads ParsePrivateKeyPEM from a file.
+// LoadPrivateKeyFile reads ParsePrivateKeyPEM from a file, read as
+// LoadCertificatesFile reads one.
 func LoadPrivateKeyFile(path string, password []byte) (crypto.Signer, error) {
-	b, err := os.ReadFile(path)
+	b, err := namedfile.Read(path, namedfile.Max)
 	if err != nil {
 		return nil, err
 	}
