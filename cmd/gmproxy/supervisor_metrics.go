@@ -29,8 +29,10 @@ const (
 // gaugeRule: a gauge is summed unless its name says it is a point in time,
 // an info metric, a setting every worker has alike (GOGC, and the
 // process's limits: each worker may open process_max_fds descriptors, the
-// workers together not N times as many; unlimited is -1), or a per-worker
-// yes/no. A certificate's expiry is the earliest of the workers': one
+// workers together not N times as many; unlimited is -1; GOMEMLIMIT, each
+// worker's share of the supervisor's (workerEnv gives every worker the
+// same), or math.MaxInt64 when unlimited, which summed is a number no
+// limit can be), or a per-worker yes/no. A certificate's expiry is the earliest of the workers': one
 // started again after a crash reads the certificate renewed on disk while
 // the others serve the old one until a reload, and the latest would hide
 // from an expiry alert the certificate most workers still serve. A
@@ -41,7 +43,7 @@ func gaugeRule(name string) mergeRule {
 	case strings.HasSuffix(name, "_not_after_timestamp_seconds"), name == "gmproxy_ocsp_next_update_timestamp_seconds":
 		return mergeMin
 	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"),
-		name == "go_gc_gogc_percent", name == "process_max_fds", name == "process_virtual_memory_max_bytes":
+		name == "go_gc_gogc_percent", name == "go_gc_gomemlimit_bytes", name == "process_max_fds", name == "process_virtual_memory_max_bytes":
 		return mergeMax
 	case strings.HasSuffix(name, "_healthy"), strings.HasSuffix(name, "_successful"):
 		return mergeMin

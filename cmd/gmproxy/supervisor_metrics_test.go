@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -269,6 +270,27 @@ func TestMergedLimitsNotSummed(t *testing.T) {
 		}
 		if got := sumSeries(t, out.String(), tc.name, ""); got != tc.v {
 			t.Errorf("%s of two workers at %v: %v", tc.name, tc.v, got)
+		}
+	}
+}
+
+// TestMergedMemoryLimitNotSummed: go_gc_gomemlimit_bytes is each worker's
+// GOMEMLIMIT, the same share in every worker (workerEnv), a setting as
+// GOGC: two workers limited to 512 MiB each are shown at 512 MiB, and two
+// unlimited (math.MaxInt64) not at twice a number that already means no
+// limit.
+func TestMergedMemoryLimitNotSummed(t *testing.T) {
+	for _, v := range []float64{512 << 20, math.MaxInt64} {
+		one, err := parseMetrics(strings.NewReader(fmt.Sprintf("# TYPE go_gc_gomemlimit_bytes gauge\ngo_gc_gomemlimit_bytes %v\n", v)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies([]map[string]*dto.MetricFamily{one, one})); err != nil {
+			t.Fatal(err)
+		}
+		if got := sumSeries(t, out.String(), "go_gc_gomemlimit_bytes", ""); got != v {
+			t.Errorf("go_gc_gomemlimit_bytes of two workers at %v: %v", v, got)
 		}
 	}
 }
