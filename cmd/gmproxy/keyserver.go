@@ -217,6 +217,12 @@ func reloadKeys(log *slog.Logger, file string, running *conf.KeyServerFile, ks *
 		tlsCfg.Store(keyServerTLS(&cfg.Material))
 	}
 	ks.SetServerLimits(keyServerLimits(cfg))
+	// The warnings of the file now served, as at the start (and as
+	// gmproxy run's reload): a problem brought in by an edit would
+	// otherwise show only at the next restart or keyserver -check.
+	for _, w := range slices.Concat(cfg.Warnings, keyServerLabelProblems(cfg)) {
+		log.Warn("configuration", "problem", w.String())
+	}
 	if changed := restartOnlyChanges(running, cfg); len(changed) > 0 {
 		log.Warn("settings of the key server that a reload does not apply changed: restart it to apply them", "settings", strings.Join(changed, ", "))
 	}
