@@ -22,6 +22,7 @@
 //	gmproxy_connections_active                gauge     {listener}
 //	gmproxy_connections_closed_total          counter   {listener}
 //	gmproxy_connections_refused_total         counter   {listener, reason}
+//	gmproxy_connections_cut_total             counter   {listener} (open when a shutdown's grace period ended, closed by gmproxy)
 //	gmproxy_connection_duration_seconds       histogram {listener, protocol}
 //	gmproxy_session_cache_hits_total          counter   {protocol}
 //	gmproxy_session_cache_misses_total        counter   {protocol}
@@ -172,6 +173,7 @@ type Metrics struct {
 	connActive           *prometheus.GaugeVec
 	connClosed           *prometheus.CounterVec
 	connRefused          *prometheus.CounterVec
+	connCut              *prometheus.CounterVec
 
 	// Sessions and tickets.
 	sessionHits      *prometheus.CounterVec
@@ -322,6 +324,7 @@ func (m *Metrics) build() {
 	m.connActive = gauge("", "connections_active", "TCP connections accepted and not yet closed.", "listener")
 	m.connClosed = counter("", "connections_closed_total", "Accepted TCP connections closed.", "listener")
 	m.connRefused = counter("", "connections_refused_total", "Connections refused by limits.", "listener", "reason")
+	m.connCut = counter("", "connections_cut_total", "Connections still open when a graceful shutdown's grace period ended (or a second signal ended it early), closed by gmproxy.", "listener")
 
 	m.sessionHits = counter("session", "cache_hits_total", "Session resumption lookups that found a session.", "protocol")
 	m.sessionMisses = counter("session", "cache_misses_total", "Session resumption lookups that found no session.", "protocol")
@@ -388,7 +391,7 @@ var sharedFallbackCounts = []struct {
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{
 		m.handshakeDuration, m.handshakes, m.handshakesInProgress, m.siteHandshakes, m.clientCertFailures,
-		m.tlsBytes, m.tlsRecords, m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration,
+		m.tlsBytes, m.tlsRecords, m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connCut, m.connDuration,
 		m.sessionHits, m.sessionMisses, m.sessionSize, m.sessionEvictions,
 		m.ticketsIssued, m.ticketsAccepted, m.ticketsRejected, m.storeOps, m.storeDuration,
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
@@ -414,6 +417,12 @@ func (m *Metrics) ConnAccepted(listener string) {
 // ConnRefused implements frontdoor.Observer.
 func (m *Metrics) ConnRefused(listener, why string) {
 	m.connRefused.WithLabelValues(m.listeners.label(listener), m.refusals.label(why)).Inc()
+}
+
+// ConnsCut counts n connections of listener that a shutdown closed when
+// its grace period ended (daemon.CutObserver).
+func (m *Metrics) ConnsCut(listener string, n int) {
+	m.connCut.WithLabelValues(m.listeners.label(listener)).Add(float64(n))
 }
 
 // ConnClosed implements frontdoor.Observer.

@@ -110,7 +110,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 		back[label] = func(v string) bool { return all || again[v] }
 	}
 	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
-		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration)
+		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connCut, m.connDuration)
 	drop(m.sites, n.Sites, "site", m.siteHandshakes, m.requests, m.requestDuration, m.requestsInFlight,
 		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited, m.ocspNextUpdate)
 	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration, m.rateLimited)
@@ -143,6 +143,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	}
 	for _, l := range n.Listeners {
 		l = m.listeners.label(l)
+		m.connCut.WithLabelValues(l)
 		for _, r := range frontdoor.RefuseReasons {
 			m.connRefused.WithLabelValues(l, m.refusals.label(r))
 		}

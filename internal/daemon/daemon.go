@@ -132,6 +132,18 @@ type Daemon struct {
 	// shutdown's grace period ends or Close is called.
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
+	// cut is how many connections the shutdown closed when its grace
+	// period ended (or Close cut it short); cutCounted once counted.
+	cut        int64
+	cutCounted bool
+}
+
+// CutObserver is optionally implemented by an Observer that counts the
+// connections a shutdown closes when its grace period ends (or a second
+// signal's Close ends it early): n of listener's connections were still
+// open then.
+type CutObserver interface {
+	ConnsCut(listener string, n int)
 }
 
 // New builds the first generation and starts its listeners.
@@ -528,6 +540,14 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, grace)
 		defer cancel()
 	}
+	// The connections still open when the grace period ends are
+	// counted before anything closes them (every drain below waits on
+	// ctx for that).
+	ctx = &countedCut{Context: ctx, done: make(chan struct{})}
+	context.AfterFunc(ctx.(*countedCut).Context, func() {
+		d.countCut()
+		close(ctx.(*countedCut).done)
+	})
 	d.log.Info("shutting down: no new connections, draining in-flight requests", "grace", grace)
 	var wg sync.WaitGroup
 	errs := make([]error, len(ls))
@@ -578,7 +598,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.stopCancel()
 	err := errors.Join(errs...)
 	if err != nil {
-		d.log.Warn("shutdown grace period over; remaining connections closed", "err", err)
+		d.mu.Lock()
+		cut := d.cut
+		d.mu.Unlock()
+		d.log.Warn("shutdown grace period over; remaining connections closed", "connections_cut", cut, "err", err)
 	} else {
 		d.log.Info("shutdown complete: all connections drained")
 	}
@@ -594,9 +617,59 @@ func (d *Daemon) Close() {
 		d.pending = nil
 	}
 	d.mu.Unlock()
+	d.countCut()
 	d.stopCancel()
 	d.closeAll()
 	d.closeGenerations()
+}
+
+// countedCut is a shutdown's ctx, done only once countCut has counted
+// what its end cuts: the drains that close connections when ctx ends
+// wait on it, so none is closed before it is counted.
+type countedCut struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *countedCut) Done() <-chan struct{} { return c.done }
+
+func (c *countedCut) Err() error {
+	select {
+	case <-c.done:
+		return c.Context.Err()
+	default:
+		return nil
+	}
+}
+
+// countCut counts, once, the connections still open on every listener
+// (those a reload removed and still draining too) when a shutdown is about
+// to close them, into d.cut and the CutObserver. A connection that ends by
+// itself at that very moment is counted: it outlived the grace period.
+func (d *Daemon) countCut() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cutCounted {
+		return
+	}
+	d.cutCounted = true
+	obs, _ := d.opts.Observer.(CutObserver)
+	count := func(l *listener) {
+		n := l.hs.Conns()
+		if n <= 0 {
+			return
+		}
+		d.cut += n
+		if obs != nil {
+			obs.ConnsCut(l.hs.Config().Name, int(n))
+		}
+	}
+	for _, l := range d.listeners {
+		count(l)
+	}
+	for l := range d.draining {
+		count(l)
+	}
 }
 
 // closeAll closes the listeners, also those a reload removed that are
