@@ -116,10 +116,32 @@ func (e *Env) useFleet(f fleetState) {
 		old.keys.Close()
 	}
 	if s := old.shared; s != nil && s != f.shared {
+		if f.shared == nil {
+			// sessions.store removed: no store takes the deletions s
+			// has not; s tries them once more before it closes.
+			time.AfterFunc(retireDelay, func() { e.flushRemovedStore(s) })
+			return
+		}
 		// Sessions ended while s did not take their deletion stay
 		// unresumable and deleted through f's store.
 		s.RetireTo(f.shared)
 		time.AfterFunc(retireDelay, func() { s.Close() })
+	}
+}
+
+// removedStoreFlush bounds the last attempt of a store a reload removed
+// at the deletions of ended sessions it has not taken.
+const removedStoreFlush = 5 * time.Second
+
+// flushRemovedStore closes s, the store of sessions.store that a reload
+// removed, after a last attempt (bounded) at its pending deletions, and
+// logs how many it dropped: those sessions, ended with a fatal alert,
+// stay resumable from the store for the instances that still use it,
+// until their lifetime ends.
+func (e *Env) flushRemovedStore(s *sessionstore.Shared) {
+	dropped, _ := s.FlushAndClose(removedStoreFlush)
+	if dropped > 0 && e.Logger != nil {
+		e.Logger.Warn("sessions.store removed: deletions of ended sessions the store did not take were dropped; other instances on that store may still resume those sessions until they expire", "dropped", dropped)
 	}
 }
 

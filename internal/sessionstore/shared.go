@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 )
@@ -66,6 +67,49 @@ func (s *Shared) Close() error {
 	s.unsentMu.Unlock()
 	s.stopFollowing()
 	return s.store.Close()
+}
+
+// FlushAndClose closes the store as Close does, after one last attempt,
+// within about the duration within (each deletion bounded by the store's
+// timeout), at the deletions of ended sessions it has not taken: a store
+// that a reload removes hands them to no other (RetireTo), and its Redis,
+// which other instances may still share, would otherwise keep sessions
+// ended with a fatal alert resumable there (RFC 5246 §7.2). The attempt
+// passes the circuit breaker, which guards handshakes, not this. dropped
+// is how many deletions the store still had not taken when it closed.
+func (s *Shared) FlushAndClose(within time.Duration) (dropped int, err error) {
+	deadline := s.now().Add(within)
+	s.unsentMu.Lock()
+	batch := maps.Clone(s.unsent)
+	s.unsentMu.Unlock()
+	for k, d := range batch {
+		if !s.now().Before(deadline) {
+			break
+		}
+		if !s.now().Before(d.expires) {
+			continue
+		}
+		start := s.now()
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.timeout, deadline.Sub(start)))
+		err := d.run(ctx, s.store)
+		cancel()
+		s.report(OpDelete, resultOf(err), start)
+		if err == nil {
+			s.unsentMu.Lock()
+			delete(s.unsent, k)
+			s.unsentMu.Unlock()
+		}
+	}
+	s.unsentMu.Lock()
+	s.closed = true
+	for _, d := range s.unsent {
+		if s.now().Before(d.expires) {
+			dropped++
+		}
+	}
+	s.unsentMu.Unlock()
+	s.stopFollowing()
+	return dropped, s.store.Close()
 }
 
 // BreakerOpen reports whether calls are being skipped now.
