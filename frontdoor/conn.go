@@ -176,6 +176,9 @@ func (c *Conn) done() {
 	if c.cl != nil {
 		s.clients.release(c.cl, false, true)
 	}
+	s.mu.Lock()
+	delete(s.est, c)
+	s.mu.Unlock()
 	s.conns.Add(-1)
 	if d, ok := s.obs.(ConnDurationObserver); ok {
 		d.ConnDone(c.listener, c.state.Family, time.Since(c.start))

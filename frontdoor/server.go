@@ -159,8 +159,11 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	raw       map[net.Conn]struct{} // connections still handshaking
-	closed    bool
-	wg        sync.WaitGroup
+	// est are the established connections not yet closed, for
+	// CloseEstablished.
+	est    map[*Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
 
 	// Idle connection goroutines (workers.go).
 	work        chan connJob // unbuffered: taken only by a waiting goroutine
@@ -174,7 +177,7 @@ func NewServer(cfg *ListenerConfig, obs Observer, handler func(*Conn)) *Server {
 	if obs == nil {
 		obs = NopObserver{}
 	}
-	s := &Server{obs: obs, handler: handler, listeners: map[net.Listener]struct{}{}, raw: map[net.Conn]struct{}{},
+	s := &Server{obs: obs, handler: handler, listeners: map[net.Listener]struct{}{}, raw: map[net.Conn]struct{}{}, est: map[*Conn]struct{}{},
 		work: make(chan connJob), stop: make(chan struct{})}
 	s.cfg.Store(cfg)
 	return s
@@ -344,6 +347,9 @@ func (s *Server) serveConn(cfg *ListenerConfig, raw net.Conn, cl *client) {
 		return
 	}
 	c.srv, c.cl = s, cl
+	s.mu.Lock()
+	s.est[c] = struct{}{}
+	s.mu.Unlock()
 	c.unsettled.Store(true) // s.wg's count passes to c (Settled)
 	s.handler(c)
 	c.Settled()
@@ -594,6 +600,39 @@ func (s *Server) StopAccepting() {
 		ln.Close()
 	}
 	s.mu.Unlock()
+}
+
+// WaitConns waits until every connection accepted has closed, or for ctx.
+// It polls (as a drain does, backing off to 500 ms): it serves a listener
+// being removed, not a handshake.
+func (s *Server) WaitConns(ctx context.Context) error {
+	t := time.NewTimer(time.Millisecond)
+	defer t.Stop()
+	for wait := time.Millisecond; s.conns.Load() > 0; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			wait = min(2*wait, 500*time.Millisecond)
+			t.Reset(wait)
+		}
+	}
+	return nil
+}
+
+// CloseEstablished closes every established connection still open, also
+// those the handler took over for good (a TCP stream, a hijacked
+// WebSocket or CONNECT tunnel), which no HTTP server tracks any longer.
+func (s *Server) CloseEstablished() {
+	s.mu.Lock()
+	cs := make([]*Conn, 0, len(s.est))
+	for c := range s.est {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
 }
 
 // WaitHandshakes waits for handshakes in progress to end, and for the

@@ -333,6 +333,16 @@ func (d *Daemon) install(st *staged) {
 				ctx, cancel := context.WithTimeout(context.Background(), durOr(grace, 30*time.Second))
 				defer cancel()
 				l.shutdown(ctx)
+				// The connections the HTTP servers let go of (TCP
+				// streams, hijacked WebSocket and CONNECT tunnels)
+				// follow the same rule on a listener the
+				// configuration no longer has: the grace period,
+				// then cut. (On a listener kept, a reload cuts
+				// none: their generation retires without a
+				// deadline.)
+				if l.hs.WaitConns(ctx) != nil {
+					l.hs.CloseEstablished()
+				}
 				d.mu.Lock()
 				delete(d.draining, l)
 				d.mu.Unlock()
