@@ -230,12 +230,21 @@ type AccessLog struct {
 	linesLost atomic.Int64
 }
 
-// logReq asks the writer to write the queue out, then to switch to file
-// when it is set (Reopen).
+// logReq asks the writer to write the queue out, then to open the log's
+// file again when reopen is set (Reopen).
 type logReq struct {
-	file *os.File
-	done chan error // capacity 1: the writer never waits for the asker
+	// reopen asks the writer to open the log's path again once the lines
+	// queued so far are written (Reopen).
+	reopen bool
+	done   chan error // capacity 1: the writer never waits for the asker
 }
+
+// errReopen is the error of a reopen whose new file did not open (the
+// old one stays in use).
+type errReopen struct{ err error }
+
+func (e errReopen) Error() string { return e.err.Error() }
+func (e errReopen) Unwrap() error { return e.err }
 
 // accessLogErrorEvery spaces the reports of failed access log writes (a
 // full disk fails every flush).
@@ -352,16 +361,22 @@ func (l *AccessLog) writeLoop(every time.Duration) {
 			return
 		case r := <-l.reqs:
 			err := l.writeQueued()
-			if r.file != nil {
+			if r.reopen {
 				// The lines queued before the reopen went to the old
 				// file (logrotate's rotated one); the later ones go to
-				// the new.
-				l.fmu.Lock()
-				old := l.file
-				l.file, l.w = r.file, r.file
-				l.fmu.Unlock()
-				if old != nil {
-					old.Close()
+				// the new, opened only now: once it exists, every line
+				// logged from then on is bound for it (a rotation that
+				// waits for the new file may count on that).
+				if f, oerr := openLogFile(l.path); oerr != nil {
+					err = errReopen{oerr}
+				} else {
+					l.fmu.Lock()
+					old := l.file
+					l.file, l.w = f, f
+					l.fmu.Unlock()
+					if old != nil {
+						old.Close()
+					}
 				}
 			}
 			r.done <- err
@@ -484,16 +499,13 @@ func (l *AccessLog) Reopen() error {
 		l.Flush()
 		return nil
 	}
-	f, err := openLogFile(l.path)
-	if err != nil {
-		return err
-	}
-	sent, err := l.request(&logReq{file: f, done: make(chan error, 1)})
-	if !sent {
-		f.Close() // the log closed meanwhile, or its writer is stuck
-	}
+	_, err := l.request(&logReq{reopen: true, done: make(chan error, 1)})
+	var open errReopen
 	if errors.Is(err, errAccessLogStalled) {
 		return err
+	}
+	if errors.As(err, &open) {
+		return open.err
 	}
 	return nil // a write error lost lines of the old file: reported
 }

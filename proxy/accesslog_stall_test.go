@@ -93,3 +93,61 @@ func TestAccessLogStalledOutputDoesNotBlockRequests(t *testing.T) {
 	f.p.Close()
 	<-copied // the writer closed its end
 }
+
+// TestAccessLogReopenedFileTakesLaterLines: after a rotation's rename and
+// Reopen, the new file appears only once the lines queued before went to
+// the old one, so that every line logged once it exists lands in it: a
+// rotation (or a test) that waits for the new file may count on that. The
+// old file is a FIFO whose reader does not read yet, which holds the
+// writer in the old file's lines; the new file must not appear meanwhile
+// (opened ahead of the writer, it took lines bound for the old one).
+func TestAccessLogReopenedFileTakesLaterLines(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := os.NewFile(uintptr(fd), path)
+	defer reader.Close()
+	al, err := NewAccessLog(AccessLogConfig{Path: path, Format: "template", Template: "{uri}", FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	pad := strings.Repeat("x", 1000)
+	for i := range 100 { // more than the pipe's 64 KiB: the writer blocks
+		al.Log(&LogEntry{URI: fmt.Sprintf("/old%d/%s", i, pad)})
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	reopened := make(chan error, 1)
+	go func() { reopened <- al.Reopen() }()
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			t.Fatal("the new file appeared while the lines before the reopen were still being written to the old one")
+		}
+	}
+	go io.Copy(io.Discard, reader) // the old file's reader reads at last
+	var st os.FileInfo
+	for end := time.Now().Add(testwait.Bound(10 * time.Second)); st == nil && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		st, _ = os.Stat(path)
+	}
+	if st == nil {
+		t.Fatal("Reopen made no new file")
+	}
+	al.Log(&LogEntry{URI: "/new"})
+	if err := <-reopened; err != nil {
+		t.Fatal(err)
+	}
+	if err := al.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "/new\n" {
+		t.Fatalf("new file holds %q, want the line logged once it existed", b)
+	}
+}
