@@ -22,7 +22,7 @@
 //	gmproxy_connections_active                gauge     {listener}
 //	gmproxy_connections_closed_total          counter   {listener}
 //	gmproxy_connections_refused_total         counter   {listener, reason}
-//	gmproxy_connections_cut_total             counter   {listener} (open when a shutdown's grace period ended, closed by gmproxy)
+//	gmproxy_connections_cut_total             counter   {listener} (open when a shutdown's, or a removed listener's, grace period ended, closed by gmproxy)
 //	gmproxy_connection_duration_seconds       histogram {listener, protocol}
 //	gmproxy_session_cache_hits_total          counter   {protocol}
 //	gmproxy_session_cache_misses_total        counter   {protocol}
@@ -324,7 +324,7 @@ func (m *Metrics) build() {
 	m.connActive = gauge("", "connections_active", "TCP connections accepted and not yet closed.", "listener")
 	m.connClosed = counter("", "connections_closed_total", "Accepted TCP connections closed.", "listener")
 	m.connRefused = counter("", "connections_refused_total", "Connections refused by limits.", "listener", "reason")
-	m.connCut = counter("", "connections_cut_total", "Connections still open when a graceful shutdown's grace period ended (or a second signal ended it early), closed by gmproxy.", "listener")
+	m.connCut = counter("", "connections_cut_total", "Connections still open when a graceful shutdown's grace period ended (or a second signal ended it early), or that of a listener a reload removed, closed by gmproxy.", "listener")
 
 	m.sessionHits = counter("session", "cache_hits_total", "Session resumption lookups that found a session.", "protocol")
 	m.sessionMisses = counter("session", "cache_misses_total", "Session resumption lookups that found no session.", "protocol")
@@ -419,8 +419,9 @@ func (m *Metrics) ConnRefused(listener, why string) {
 	m.connRefused.WithLabelValues(m.listeners.label(listener), m.refusals.label(why)).Inc()
 }
 
-// ConnsCut counts n connections of listener that a shutdown closed when
-// its grace period ended (daemon.CutObserver).
+// ConnsCut counts n connections of listener that a shutdown, or a reload
+// that removed listener, closed when its grace period ended
+// (daemon.CutObserver).
 func (m *Metrics) ConnsCut(listener string, n int) {
 	m.connCut.WithLabelValues(m.listeners.label(listener)).Add(float64(n))
 }

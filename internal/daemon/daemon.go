@@ -140,8 +140,9 @@ type Daemon struct {
 
 // CutObserver is optionally implemented by an Observer that counts the
 // connections a shutdown closes when its grace period ends (or a second
-// signal's Close ends it early): n of listener's connections were still
-// open then.
+// signal's Close ends it early), and those a listener a reload removed
+// closes when its own grace period ends: n of listener's connections were
+// still open then.
 type CutObserver interface {
 	ConnsCut(listener string, n int)
 }
@@ -330,8 +331,20 @@ func (d *Daemon) install(st *staged) {
 			d.draining[l] = done
 			go func() {
 				defer close(done)
-				ctx, cancel := context.WithTimeout(context.Background(), durOr(grace, 30*time.Second))
+				tctx, cancel := context.WithTimeout(context.Background(), durOr(grace, 30*time.Second))
 				defer cancel()
+				// The connections still open when the grace period
+				// ends are counted (gmproxy_connections_cut_total) before
+				// anything closes them, as a shutdown's: the drains
+				// below wait on ctx, done only once they are.
+				ctx := &countedCut{Context: tctx, done: make(chan struct{})}
+				stop := context.AfterFunc(tctx, func() {
+					d.mu.Lock()
+					d.countListenerCut(l)
+					d.mu.Unlock()
+					close(ctx.done)
+				})
+				defer stop() // before cancel: a drained listener cuts none
 				l.shutdown(ctx)
 				// The connections the HTTP servers let go of (TCP
 				// streams, hijacked WebSocket and CONNECT tunnels)
@@ -663,22 +676,33 @@ func (d *Daemon) countCut() {
 		return
 	}
 	d.cutCounted = true
-	obs, _ := d.opts.Observer.(CutObserver)
-	count := func(l *listener) {
-		n := l.hs.Conns()
-		if n <= 0 {
-			return
-		}
-		d.cut += n
-		if obs != nil {
-			obs.ConnsCut(l.hs.Config().Name, int(n))
-		}
-	}
 	for _, l := range d.listeners {
-		count(l)
+		d.countListenerCut(l)
 	}
 	for l := range d.draining {
-		count(l)
+		d.countListenerCut(l)
+	}
+}
+
+// countListenerCut counts, once per listener, l's connections still open
+// when they are about to be closed into the CutObserver, and into d.cut
+// for a shutdown's log: by a shutdown, or by the end of the grace period
+// of a listener a reload removed (whichever comes first; the other finds
+// it counted). d.mu is held.
+func (d *Daemon) countListenerCut(l *listener) {
+	if l.cutCounted {
+		return
+	}
+	l.cutCounted = true
+	n := l.hs.Conns()
+	if n <= 0 {
+		return
+	}
+	if d.cutCounted {
+		d.cut += n
+	}
+	if obs, ok := d.opts.Observer.(CutObserver); ok {
+		obs.ConnsCut(l.hs.Config().Name, int(n))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -142,6 +143,23 @@ type countObserver struct {
 	reasons  []string
 	started  map[string]int // handshakes begun, by listener
 	certWhy  map[string]int // client certificates refused, by reason
+	cut      map[string]int // connections cut at a grace period's end, by listener
+}
+
+func (o *countObserver) ConnsCut(listener string, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cut == nil {
+		o.cut = map[string]int{}
+	}
+	o.cut[listener] += n
+}
+
+// cutOn is a copy of the connections cut, by listener.
+func (o *countObserver) cutOn() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.cut)
 }
 
 // clientCertRefusals waits until n client certificates were refused for

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"testing"
@@ -74,6 +75,12 @@ func TestReloadRemovedListenerCutsTunnels(t *testing.T) {
 			}
 			if err := echo(kept); err != nil {
 				t.Fatalf("the tunnel of the listener the reload kept: %v", err)
+			}
+			// The cut is counted (before the connection is closed) in
+			// gmproxy_connections_cut_total of the listener removed
+			// only.
+			if got, want := td.obs.cutOn(), map[string]int{two.Address: 1}; !maps.Equal(got, want) {
+				t.Errorf("connections cut by listener: %v, want %v", got, want)
 			}
 		})
 	}

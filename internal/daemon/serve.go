@@ -71,6 +71,11 @@ type listener struct {
 	// requests counts the requests in progress of each client over every
 	// set (max_requests_per_client).
 	requests proxy.ClientRequests
+
+	// cutCounted is set once the connections closed at the end of a
+	// grace period are counted (Daemon.countListenerCut; guarded by
+	// Daemon.mu).
+	cutCounted bool
 }
 
 // httpSet is one pair of HTTP servers with the same limits.
