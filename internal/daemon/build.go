@@ -345,7 +345,9 @@ func (r *rotatedKeys) TicketKeys() []ticket.Key {
 	return out
 }
 
-// Close stops every private-key engine.
+// Close stops every private-key engine, the key clients and the fleet:
+// the shared store closes after its last attempt at the deletions it has
+// not taken (finalStoreFlush at most).
 func (e *Env) Close() {
 	e.mu.Lock()
 	engines := e.engines

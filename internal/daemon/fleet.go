@@ -129,19 +129,26 @@ func (e *Env) useFleet(f fleetState) {
 	}
 }
 
-// removedStoreFlush bounds the last attempt of a store a reload removed
-// at the deletions of ended sessions it has not taken.
-const removedStoreFlush = 5 * time.Second
+// finalStoreFlush bounds the last attempt of a store that closes for good
+// (a reload removed sessions.store, or gmproxy stops) at the deletions of
+// ended sessions it has not taken.
+const finalStoreFlush = 5 * time.Second
 
 // flushRemovedStore closes s, the store of sessions.store that a reload
-// removed, after a last attempt (bounded) at its pending deletions, and
-// logs how many it dropped: those sessions, ended with a fatal alert,
-// stay resumable from the store for the instances that still use it,
-// until their lifetime ends.
+// removed (Env.useFleet).
 func (e *Env) flushRemovedStore(s *sessionstore.Shared) {
-	dropped, _ := s.FlushAndClose(removedStoreFlush)
+	e.flushAndCloseStore(s, "sessions.store removed")
+}
+
+// flushAndCloseStore closes s, which no store follows (a reload removed
+// it, or gmproxy stops), after a last attempt (bounded) at its pending
+// deletions, and logs how many it dropped: those sessions, ended with a
+// fatal alert, stay resumable from the store for the instances that still
+// use it (or the next start), until their lifetime ends.
+func (e *Env) flushAndCloseStore(s *sessionstore.Shared, why string) {
+	dropped, _ := s.FlushAndClose(finalStoreFlush)
 	if dropped > 0 && e.Logger != nil {
-		e.Logger.Warn("sessions.store removed: deletions of ended sessions the store did not take were dropped; other instances on that store may still resume those sessions until they expire", "dropped", dropped)
+		e.Logger.Warn(why+": deletions of ended sessions the store did not take were dropped; other instances on that store may still resume those sessions until they expire", "dropped", dropped)
 	}
 }
 
@@ -229,7 +236,9 @@ func tieredStore(cfg *conf.Config, shared *sessionstore.Shared, family string, l
 	return sessionstore.NewTiered(local, shared, keys, cfg.Sessions.Store.KeyPrefix+family+":", lifetime)
 }
 
-// closeFleet stops the fleet keys and closes the store (Env.Close).
+// closeFleet stops the fleet keys and closes the store (Env.Close), after
+// its last attempt at the deletions it has not taken, as a store a reload
+// removed: no store follows it.
 func (e *Env) closeFleet() {
 	e.mu.Lock()
 	f := e.fleet
@@ -239,6 +248,6 @@ func (e *Env) closeFleet() {
 		f.keys.Close()
 	}
 	if f.shared != nil {
-		f.shared.Close()
+		e.flushAndCloseStore(f.shared, "shutdown")
 	}
 }

@@ -65,42 +65,9 @@ func TestReloadRemovingStoreFlushesPendingDeletions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func(d time.Duration) { retireDelay = d }(retireDelay)
 			retireDelay = 0
-			srv := redistest.Start(t)
-			b := newBackend(t)
-			var logs lockedLog
-			var st *downStore
-			cfg := storeConfig(t, b.Listener.Addr().String(), bytes.Repeat([]byte{3, 4}, 16))
-			cfg.Sessions.Store.Addresses = []string{srv.Addr}
-			td := startDaemon(t, cfg, func(e *Env) {
-				e.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-				e.OpenStore = func(*conf.SessionStore) sessionstore.Store {
-					st = &downStore{Store: redisstore.New(redisstore.Options{Addresses: []string{srv.Addr}, Timeout: time.Second})}
-					return st
-				}
-			})
-			td.env.mu.Lock()
-			old := td.env.fleet.shared
-			td.env.mu.Unlock()
-			key, err := ticket.NewKey(bytes.Repeat([]byte{9}, ticket.KeySize), time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := sessionstore.NewTiered(sessioncache.New(16, time.Minute), old, ticket.Static{key}, "t:tlcp:", time.Minute)
-			tr.Put("id", []byte("state"), time.Minute)
-			if got, _ := srv.Command("EXISTS t:tlcp:6964"); got != ":1" {
-				t.Fatalf("test setup: the session is not in Redis: %q", got)
-			}
-			st.setDown(true)
-			for i := 0; !old.BreakerOpen(); i++ {
-				if i == 10*sessionstore.BreakerThreshold {
-					t.Fatal("test setup: the breaker did not open")
-				}
-				tr.Get("other")
-			}
-			tr.Delete("id") // the fatal alert: the store does not take it
-			st.setDown(tc.stillDown)
+			td, srv, logs, backend := pendingDeletion(t, tc.stillDown)
 
-			next := storeConfig(t, b.Listener.Addr().String(), bytes.Repeat([]byte{3, 4}, 16))
+			next := storeConfig(t, backend, bytes.Repeat([]byte{3, 4}, 16))
 			next.Listeners[0].Address = td.cfg.Listeners[0].Address
 			next.Sessions.Store, next.Sessions.TicketKeys = nil, nil
 			td.setConfig(next)
@@ -125,6 +92,81 @@ func TestReloadRemovingStoreFlushesPendingDeletions(t *testing.T) {
 			}
 			if !tc.stillDown && strings.Contains(logs.String(), "dropped=") {
 				t.Errorf("deletions reported dropped though the store took them:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// pendingDeletion starts a daemon whose sessions.store is srv, a real
+// Redis, with one ended session whose deletion the store did not take (it
+// did not answer, its circuit breaker opened); the store answers again
+// unless stillDown. backend is the address of the sites' backend.
+func pendingDeletion(t *testing.T, stillDown bool) (td *testDaemon, srv *redistest.Server, logs *lockedLog, backend string) {
+	t.Helper()
+	srv = redistest.Start(t)
+	b := newBackend(t)
+	backend = b.Listener.Addr().String()
+	logs = new(lockedLog)
+	var st *downStore
+	cfg := storeConfig(t, backend, bytes.Repeat([]byte{3, 4}, 16))
+	cfg.Sessions.Store.Addresses = []string{srv.Addr}
+	td = startDaemon(t, cfg, func(e *Env) {
+		e.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		e.OpenStore = func(*conf.SessionStore) sessionstore.Store {
+			st = &downStore{Store: redisstore.New(redisstore.Options{Addresses: []string{srv.Addr}, Timeout: time.Second})}
+			return st
+		}
+	})
+	td.env.mu.Lock()
+	old := td.env.fleet.shared
+	td.env.mu.Unlock()
+	key, err := ticket.NewKey(bytes.Repeat([]byte{9}, ticket.KeySize), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := sessionstore.NewTiered(sessioncache.New(16, time.Minute), old, ticket.Static{key}, "t:tlcp:", time.Minute)
+	tr.Put("id", []byte("state"), time.Minute)
+	if got, _ := srv.Command("EXISTS t:tlcp:6964"); got != ":1" {
+		t.Fatalf("test setup: the session is not in Redis: %q", got)
+	}
+	st.setDown(true)
+	for i := 0; !old.BreakerOpen(); i++ {
+		if i == 10*sessionstore.BreakerThreshold {
+			t.Fatal("test setup: the breaker did not open")
+		}
+		tr.Get("other")
+	}
+	tr.Delete("id") // the fatal alert: the store does not take it
+	st.setDown(stillDown)
+	return td, srv, logs, backend
+}
+
+// TestShutdownFlushesPendingDeletions: at shutdown, the shared store (the
+// Redis other instances may still share) tries once more, before it
+// closes, the deletions of ended sessions it had not taken, as a store a
+// reload removes does: a session ended with a fatal alert while the store
+// did not answer is gone from Redis once the store answers, and when it
+// still does not, the number dropped is logged.
+func TestShutdownFlushesPendingDeletions(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stillDown bool
+	}{{"store answers", false}, {"store still down", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			td, srv, logs, _ := pendingDeletion(t, tc.stillDown)
+			td.Close()
+			td.env.Close() // returns once the store closed
+			exists, _ := srv.Command("EXISTS t:tlcp:6964")
+			dropped := strings.Contains(logs.String(), "shutdown: deletions of ended sessions the store did not take were dropped")
+			switch {
+			case !tc.stillDown && exists != ":0":
+				t.Errorf("after shutdown, Redis still holds the ended session (EXISTS %s), log:\n%s", exists, logs.String())
+			case !tc.stillDown && dropped:
+				t.Errorf("deletions reported dropped though the store took them:\n%s", logs.String())
+			case tc.stillDown && (!dropped || !strings.Contains(logs.String(), "dropped=1")):
+				t.Errorf("the deletion the store did not take is not reported dropped at shutdown:\n%s", logs.String())
+			case tc.stillDown && exists != ":1":
+				t.Errorf("a deletion reported dropped, yet Redis no longer holds the session: %q", exists)
 			}
 		})
 	}
