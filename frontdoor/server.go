@@ -19,6 +19,7 @@ import (
 	"github.com/gmproxy/gmproxy/frontdoor/family"
 	"github.com/gmproxy/gmproxy/internal/authority"
 	"github.com/gmproxy/gmproxy/internal/clientshare"
+	"github.com/gmproxy/gmproxy/internal/logesc"
 )
 
 // TLCPInTLSPolicy says what a listener does with a TLS-record ClientHello
@@ -392,8 +393,12 @@ func (s *Server) handshake(ctx context.Context, cfg *ListenerConfig, raw net.Con
 		reason := Classify(err)
 		s.obs.HandshakeDone(HandshakeEvent{State: st, Err: err, Reason: reason, ClientCert: ClientCertReason(err)})
 		if cfg.Logger != nil {
+			// The SNI is the client's bytes (any but NUL, hello.go):
+			// escaped as the access log escapes it, so no C1 control
+			// or bidirectional override reaches an operator's terminal
+			// (slog's JSON handler passes them through).
 			cfg.Logger.Debug("handshake failed", "listener", cfg.Name, "remote", raw.RemoteAddr().String(),
-				"family", st.Family, "sni", st.SNI, "reason", reason, "err", err)
+				"family", st.Family, "sni", logesc.String(st.SNI), "reason", reason, "err", err)
 		}
 		return nil, err
 	}

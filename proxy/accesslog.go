@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/logesc"
 )
 
 // LogEntry is one access-log record.
@@ -760,7 +761,7 @@ func appendField(b []byte, f logField, e *LogEntry, js, bare bool) []byte {
 		case s == "":
 			return append(b, '-')
 		}
-		return appendEscaped(b, s, bare)
+		return logesc.Append(b, s, bare)
 	}
 	switch f {
 	case fTime:
@@ -818,44 +819,8 @@ func appendJSON(b []byte, e *LogEntry) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendEscaped writes s for a text log line: '"', '\\', control bytes
-// and invalid UTF-8 become \xHH (nginx style), and so do the bytes of a
-// character that is not printable (C1 controls such as NEL U+0085 and CSI
-// U+009B, the line and paragraph separators U+2028/U+2029, bidirectional
-// overrides such as U+202E), so a client cannot inject line breaks,
-// terminal escapes or text that reads otherwise, nor fake quoted fields.
-// With space, a space is \x20 too: a value outside quotes stays one field.
-func appendEscaped(b []byte, s string, space bool) []byte {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && (c != ' ' || !space) {
-			b = append(b, c)
-			i++
-			continue
-		}
-		if c >= 0x80 {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if (r != utf8.RuneError || size > 1) && unicode.IsPrint(r) {
-				b = append(b, s[i:i+size]...)
-				i += size
-				continue
-			}
-			if size > 1 { // a valid character that is not printable: all its bytes
-				for _, c := range []byte(s[i : i+size]) {
-					b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
-				}
-				i += size
-				continue
-			}
-		}
-		b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
-		i++
-	}
-	return b
-}
-
 // appendJSONString writes s as a JSON string. Invalid UTF-8 becomes
-// U+FFFD; controls and the characters appendEscaped would escape (DEL, C1
+// U+FFFD; controls and the characters logesc.Append would escape (DEL, C1
 // controls, separators, bidirectional overrides) become \u escapes: valid
 // JSON may hold them raw, but a terminal showing the log (tail -f) or a
 // reader splitting lines at U+2028 would act on them.
