@@ -10,13 +10,10 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gmproxy/gmproxy/internal/namedfile"
-	"github.com/gmproxy/gmproxy/internal/testwait"
+	"github.com/gmproxy/gmproxy/internal/namedfile/namedfiletest"
 	"github.com/gmproxy/gmproxy/proxy/upstreamproto"
 )
 
@@ -28,19 +25,7 @@ import (
 // for a writer and blocked New for good.
 func TestUpstreamClientCertFilesBounded(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "client.fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Readers waiting in open(2) (the defect) go on once a writer
-		// opens, and then read the end.
-		for range 8 {
-			if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-				w.Close()
-			}
-		}
-	})
+	fifo := namedfiletest.FIFO(t, dir)
 	// The other files are regular (empty): each is read before any is
 	// parsed, so the FIFO is reached wherever it is.
 	regular := filepath.Join(dir, "empty.pem")
@@ -86,36 +71,18 @@ func TestUpstreamClientCertFilesBounded(t *testing.T) {
 			Cert: regular, Key: regular, SignCert: regular, SignKey: regular, EncCert: regular, EncKey: regular}
 		s.set(tc, fifo)
 		uc := &UpstreamConfig{Name: "u", Protocol: s.proto, Targets: []TargetConfig{{Address: "127.0.0.1:1"}}, TLS: tc}
-		done := make(chan error, 1)
-		go func() {
+		namedfiletest.RefusesFIFO(t, s.proto+" with its "+s.field+" file", fifo, func() error {
 			_, _, _, err := newTransport(uc, nil)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), fifo) {
-				t.Errorf("%s with a FIFO as its %s file: error %v, want one naming the file and saying it is not a regular file", s.proto, s.field, err)
-			}
-		case <-time.After(testwait.Bound(10 * time.Second)):
-			t.Fatalf("%s with a FIFO as its %s file: still opening it (waiting for a writer)", s.proto, s.field)
-		}
+			return err
+		})
 	}
 	// A key file one byte over the bound (sparse) is refused, not read
 	// whole.
-	big := filepath.Join(dir, "key-big.pem")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(namedfile.Max + 1); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	big := namedfiletest.Oversize(t, dir)
 	uc := &UpstreamConfig{Name: "u", Protocol: upstreamproto.TLS, Targets: []TargetConfig{{Address: "127.0.0.1:1"}},
 		TLS: &UpstreamTLSConfig{ServerName: "localhost", Cert: ecCert, Key: big}}
-	if _, _, _, err := newTransport(uc, nil); err == nil || !strings.Contains(err.Error(), "over 64MiB") || !strings.Contains(err.Error(), big) {
-		t.Errorf("tls with a key file over 64MiB: error %v, want one naming the file and saying it is over 64MiB", err)
-	}
+	_, _, _, err := newTransport(uc, nil)
+	namedfiletest.RefusesOversize(t, "tls with its key file", big, err)
 }
 
 // ecdsaClientFiles writes a self-signed ECDSA P-256 certificate and its key

@@ -3,15 +3,9 @@
 package tlcp
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/gmproxy/gmproxy/internal/namedfile"
-	"github.com/gmproxy/gmproxy/internal/testwait"
+	"github.com/gmproxy/gmproxy/internal/namedfile/namedfiletest"
 )
 
 // TestLoadX509KeyPairFIFO: LoadX509KeyPair refuses a FIFO in any of its
@@ -19,64 +13,8 @@ import (
 // writer and never returned, and a file over 64 MiB without reading it
 // whole (/dev/zero was read for ever).
 func TestLoadX509KeyPairFIFO(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "pair.fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Readers waiting in open(2) (the defect) go on once a writer
-		// opens, and then read the end.
-		for range 4 {
-			if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-				w.Close()
-			}
-		}
+	namedfiletest.EachArg(t, 4, func(f []string) error {
+		_, err := LoadX509KeyPair(f[0], f[1], f[2], f[3], nil)
+		return err
 	})
-	// The other files are regular (empty): each is read before any is
-	// parsed, so the FIFO is reached wherever it is.
-	regular := filepath.Join(dir, "empty.pem")
-	if err := os.WriteFile(regular, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 4 {
-		args := make([]string, 4)
-		for j := range args {
-			args[j] = regular
-		}
-		args[i] = fifo
-		done := make(chan error, 1)
-		go func() {
-			_, err := LoadX509KeyPair(args[0], args[1], args[2], args[3], nil)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), fifo) {
-				t.Errorf("a FIFO as file %d: error %v, want one naming the file and saying it is not a regular file", i, err)
-			}
-		case <-time.After(testwait.Bound(10 * time.Second)):
-			t.Fatalf("a FIFO as file %d: still opening it (waiting for a writer)", i)
-		}
-	}
-	// A file one byte over the bound (sparse) is refused, not read whole.
-	big := filepath.Join(dir, "big.pem")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(namedfile.Max + 1); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	for i := range 4 {
-		args := make([]string, 4)
-		for j := range args {
-			args[j] = regular
-		}
-		args[i] = big
-		if _, err := LoadX509KeyPair(args[0], args[1], args[2], args[3], nil); err == nil || !strings.Contains(err.Error(), "over 64MiB") || !strings.Contains(err.Error(), big) {
-			t.Errorf("a file over 64MiB as file %d: error %v, want one naming the file and saying it is over 64MiB", i, err)
-		}
-	}
 }
