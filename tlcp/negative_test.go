@@ -157,6 +157,11 @@ func TestServerNameMismatch(t *testing.T) {
 	if !errors.As(cerr, &he) {
 		t.Errorf("client error %v does not say which name failed", cerr)
 	}
+	// The signing certificate is the one refused, before the encryption
+	// certificate's own name check is reached.
+	if !strings.Contains(cerr.Error(), "server signing certificate does not verify") {
+		t.Errorf("client error %v, want the signing certificate refused", cerr)
+	}
 	if a, ok := peerAlertOf(serr); !ok || a != AlertBadCertificate {
 		t.Fatalf("server error %v, want peer bad_certificate", serr)
 	}
@@ -219,6 +224,13 @@ func TestWrongKeyUsage(t *testing.T) {
 	for name, cert := range map[string]Certificate{"sign": badSign, "enc": badEnc} {
 		scfg := &Config{Certificates: []Certificate{cert}}
 		ccfg := &Config{RootCAs: pool, ServerName: "localhost"}
+		if name == "enc" {
+			// ECDHE: the ECC suites' own encipherment check
+			// (TestServerEncCertKeyUsageForECC) does not apply, the
+			// key-exchange usage check alone refuses it.
+			scfg.CipherSuites = []uint16{ECDHE_SM4_GCM_SM3}
+			ccfg.CipherSuites, ccfg.Certificates = []uint16{ECDHE_SM4_GCM_SM3}, []Certificate{good}
+		}
 		cerr, serr := handshakePair(t, scfg, ccfg)
 		if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
 			t.Fatalf("%s: client error %v, want bad_certificate", name, cerr)

@@ -1428,7 +1428,7 @@ var mutants = []mutant{
 		"TestRefusedReloadKeepsRunningStore"},
 	{"daemon: a store a reload replaced or removed never closed", "internal/daemon/fleet.go",
 		"time.AfterFunc(retireDelay, func() { s.Close() })", "_ = s",
-		"TestReloadWithoutStoreClosesIt|TestRefusedReloadKeepsRunningStore"},
+		"TestReloadWithoutStoreClosesIt|TestRefusedReloadKeepsRunningStore|TestReloadReplacingStoreClosesOld"},
 	{"daemon: Close leaves the listeners a reload removed open", "internal/daemon/daemon.go",
 		"\tfor l := range d.draining {\n\t\tl.close()\n\t}", "",
 		"TestCloseCutsRemovedListener"},

@@ -123,3 +123,42 @@ func TestReloadWithoutStoreClosesIt(t *testing.T) {
 		t.Error("the store stays open after a reload removed sessions.store")
 	}
 }
+
+// TestReloadReplacingStoreClosesOld: a reload that points sessions.store
+// elsewhere closes the store it replaces (after retireDelay, once it has
+// handed its pending deletions to the new one), and keeps the new open.
+func TestReloadReplacingStoreClosesOld(t *testing.T) {
+	defer func(d time.Duration) { retireDelay = d }(retireDelay)
+	retireDelay = 0
+	b := newBackend(t)
+	old, repl := &closeStore{Memory: sessionstore.NewMemory()}, &closeStore{Memory: sessionstore.NewMemory()}
+	var mu sync.Mutex
+	opened := 0
+	td := startDaemon(t, storeConfig(t, b.Listener.Addr().String(), bytes.Repeat([]byte{7, 8}, 16)), func(e *Env) {
+		e.OpenStore = func(*conf.SessionStore) sessionstore.Store {
+			mu.Lock()
+			defer mu.Unlock()
+			opened++
+			if opened == 1 {
+				return old
+			}
+			return repl
+		}
+	})
+	cfg := storeConfig(t, b.Listener.Addr().String(), bytes.Repeat([]byte{7, 8}, 16))
+	cfg.Listeners[0].Address = td.cfg.Listeners[0].Address
+	cfg.Sessions.Store.Addresses = []string{"127.0.0.2:1"} // another store
+	td.setConfig(cfg)
+	if err := td.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(testwait.Bound(5 * time.Second)); !old.isClosed() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !old.isClosed() {
+		t.Error("the store a reload replaced stays open")
+	}
+	if repl.isClosed() {
+		t.Error("the store the reload put in place is closed")
+	}
+}
