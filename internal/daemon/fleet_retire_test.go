@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -15,31 +14,12 @@ import (
 	"github.com/gmproxy/gmproxy/internal/ticket"
 )
 
-// retireStore is a view of a Memory that fails while down and whose
-// deletions wait for gate (when set).
+// retireStore is a view of a Memory shared by the stores a test opens
+// (downStore: it fails while down) whose deletions wait for gate (when
+// set), and whose Close leaves the Memory to the others.
 type retireStore struct {
-	*sessionstore.Memory
-	mu   sync.Mutex
-	down bool
+	downStore
 	gate chan struct{}
-}
-
-func (s *retireStore) setDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
-
-func (s *retireStore) err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return errors.New("connection refused")
-	}
-	return nil
-}
-
-func (s *retireStore) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	if err := s.err(); err != nil {
-		return nil, false, err
-	}
-	return s.Memory.Get(ctx, key)
 }
 
 func (s *retireStore) Delete(ctx context.Context, key string) error {
@@ -53,7 +33,7 @@ func (s *retireStore) Delete(ctx context.Context, key string) error {
 			return ctx.Err()
 		}
 	}
-	return s.Memory.Delete(ctx, key)
+	return s.Store.Delete(ctx, key)
 }
 
 func (s *retireStore) Close() error { return nil }
@@ -74,7 +54,7 @@ func TestReloadKeepsPendingEndedSessionDeletions(t *testing.T) {
 		e.OpenStore = func(*conf.SessionStore) sessionstore.Store {
 			mu.Lock()
 			defer mu.Unlock()
-			s := &retireStore{Memory: mem}
+			s := &retireStore{downStore: downStore{Store: mem}}
 			if len(stores) > 0 {
 				s.gate = gate // the replacing store's deletions wait
 			}
