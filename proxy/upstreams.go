@@ -91,8 +91,9 @@ type Upstream struct {
 	rrMu sync.Mutex // guards Target.cw for smooth weighted round robin
 	seq  atomic.Uint64
 
-	stopHealth chan struct{}
-	healthWG   sync.WaitGroup
+	stopHealth     chan struct{}
+	stopHealthOnce sync.Once // Close and Shutdown may both close u, at once
+	healthWG       sync.WaitGroup
 	// stopProbes ends the active checks: at close, or when a reload
 	// retires the upstream (Proxy.Retire), whose targets then follow the
 	// newer generation's checks (Target.next).
@@ -457,11 +458,7 @@ func (u *Upstream) soonestBack(tried []*Target) *Target {
 
 func (u *Upstream) close() {
 	u.endProbes()
-	select {
-	case <-u.stopHealth:
-	default:
-		close(u.stopHealth)
-	}
+	u.stopHealthOnce.Do(func() { close(u.stopHealth) })
 	u.healthWG.Wait()
 	u.closeIdleConns()
 }

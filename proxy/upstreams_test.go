@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -110,5 +111,28 @@ func TestLoneTargetTriedDuringCoolDown(t *testing.T) {
 	r.start()
 	if code, body, _ := get(t, c, f.url+"/"); code != 200 || body != "ok" {
 		t.Errorf("the lone target, back, during its cool-down: %d %q, want 200", code, body)
+	}
+}
+
+// TestUpstreamCloseConcurrent: Shutdown and Close may close the same
+// upstreams at once (a signal during a drain, a test's cleanup); closing
+// its health channel twice would panic the daemon.
+func TestUpstreamCloseConcurrent(t *testing.T) {
+	uc := upstream("app", "127.0.0.1:1")
+	for range 1000 {
+		u, err := newUpstream(&uc, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				<-start
+				u.close()
+			})
+		}
+		close(start)
+		wg.Wait()
 	}
 }
