@@ -29,6 +29,8 @@ const (
 	DefaultTicketRotation          = time.Hour
 	DefaultAdminAddress            = "127.0.0.1:9100"
 	DefaultOffloadQueue            = 4096
+	DefaultAccessLogBuffer         = proxy.DefaultAccessLogQueue
+	DefaultAccessLogFlush          = time.Second
 	DefaultMaxHeaderBytes          = 64 << 10
 	DefaultReadHeaderTimeout       = 30 * time.Second
 	DefaultHTTPIdleTimeout         = 2 * time.Minute
@@ -233,7 +235,10 @@ func (s *SessionStore) setDefaults() {
 }
 
 func (a *Admin) setDefaults()     { a.Address = DefaultAdminAddress }
-func (a *AccessLog) setDefaults() { a.Path, a.Format = "stdout", "combined" }
+func (a *AccessLog) setDefaults() {
+	a.Path, a.Format = "stdout", "combined"
+	a.Buffer, a.Flush = DefaultAccessLogBuffer, DefaultAccessLogFlush
+}
 func (l *Log) setDefaults()       { l.Level, l.Format = "info", "text" }
 func (o *Offload) setDefaults()   { o.Queue = DefaultOffloadQueue }
 

@@ -1468,7 +1468,7 @@
 // This section configures the access log.
 //
 //   - path (string): path is a file, "stdout", "stderr" or "off". Default
-//     stdout. The lines go through a queue of 4 MiB that one writer drains, so
+//     stdout. The lines go through a queue (buffer) that one writer drains, so
 //     an output that takes no writes (a FIFO whose reader stalls, a hung NFS
 //     mount, stdout into a blocked logging driver) holds no request: the lines
 //     that find the queue full are dropped and reported as lost (the error
@@ -1476,6 +1476,15 @@
 //     bytes_lost and lines_lost), as those of a failed write are. Reopening
 //     (SIGUSR1) and shutting down write the queued lines first, waiting 5s at
 //     most for a stalled output.
+//   - buffer (size): buffer bounds the bytes of lines queued for the writer
+//     (nginx's access_log buffer=, which is a write buffer only): the memory
+//     an output that takes no writes holds, and the seconds of lines a slow
+//     disk may fall behind by before lines are lost. Between 64KiB and 1GiB;
+//     default 4MiB (some seconds of a busy proxy's lines).
+//   - flush (duration): flush is the longest a line waits in the queue before
+//     the writer writes it (nginx's flush=; 64 KiB queued, or half the buffer
+//     when that is less, are written at once). Between 10ms and 1m; default
+//     1s.
 //   - format (string): format is combined (nginx-like plus TLS fields), json,
 //     or template. Default combined.
 //   - template (string): template is the line template for format: template,

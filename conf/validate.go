@@ -384,6 +384,12 @@ func (v *validator) validate() {
 			v.warnf("access_log.template", "set format: template to use it", "template is ignored with format %s", c.AccessLog.Format)
 		}
 	}
+	if b := c.AccessLog.Buffer; b < 64<<10 || b > 1<<30 {
+		v.errf("access_log.buffer", "use for example 4MiB (the default)", "buffer %d is not between 64KiB and 1GiB", b)
+	}
+	if f := c.AccessLog.Flush; f < 10*time.Millisecond || f > time.Minute {
+		v.errf("access_log.flush", "use for example 1s (the default)", "flush %s is not between 10ms and 1m", f)
+	}
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	v.validateWorkers()

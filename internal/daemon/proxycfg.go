@@ -40,7 +40,8 @@ func proxyConfig(cfg *conf.Config) proxy.Config {
 		}
 	}
 	if p := cfg.AccessLog.Path; p != "" && p != "off" {
-		pc.AccessLog = proxy.AccessLogConfig{Path: cfg.Resolve(p), Format: cfg.AccessLog.Format, Template: cfg.AccessLog.Template}
+		pc.AccessLog = proxy.AccessLogConfig{Path: cfg.Resolve(p), Format: cfg.AccessLog.Format, Template: cfg.AccessLog.Template,
+			QueueSize: int(cfg.AccessLog.Buffer), FlushInterval: cfg.AccessLog.Flush}
 	}
 	for i := range cfg.Upstreams {
 		pc.Upstreams = append(pc.Upstreams, upstreamConfig(&cfg.Upstreams[i]))

@@ -184,3 +184,13 @@ func TestSiteHandshakesMapped(t *testing.T) {
 		t.Errorf("TLS 1.2 and up: %+v, want any", g)
 	}
 }
+
+// TestAccessLogBufferMapped: access_log's buffer and flush reach the
+// proxy's log as its queue bound and flush interval.
+func TestAccessLogBufferMapped(t *testing.T) {
+	cfg := &conf.Config{Dir: "/var/log", AccessLog: conf.AccessLog{Path: "gmproxy.log", Format: "json", Buffer: 128 << 10, Flush: 250 * time.Millisecond}}
+	a := proxyConfig(cfg).AccessLog
+	if a.Path != "/var/log/gmproxy.log" || a.QueueSize != 128<<10 || a.FlushInterval != 250*time.Millisecond {
+		t.Fatalf("access log %q, queue %d, flush %v; want /var/log/gmproxy.log, 131072, 250ms", a.Path, a.QueueSize, a.FlushInterval)
+	}
+}
