@@ -156,7 +156,8 @@ func TestSTimeTengine(t *testing.T) {
 		{"ecdhe-cbc-mutual-reuse", mutual, append([]string{"-reuse", "-cipher", "ECDHE-SM2-SM4-CBC-SM3"}, clientCerts...), "ECDHE-SM2-SM4-CBC-SM3", n, n, nil},
 		{"ecc-gcm-mutual-new", mutual, append([]string{"-new", "-cipher", "ECC-SM2-SM4-GCM-SM3"}, clientCerts...), "ECC-SM2-SM4-GCM-SM3", n, 0, nil},
 		// Without client certificates nginx completes the handshake and
-		// answers 400 ("No required SSL certificate was sent").
+		// answers 400 ("No required SSL certificate was sent"); s_time
+		// then exits 1.
 		{"ecc-mutual-no-client-cert", mutual, []string{"-new", "-cipher", "ECC-SM2-SM4-GCM-SM3"}, "ECC-SM2-SM4-GCM-SM3", n, 0,
 			map[string]int64{"request/http_4xx": n}},
 	}
@@ -164,7 +165,13 @@ func TestSTimeTengine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"-ntls", "-connect", tt.addr, "-servername", "localhost", "-CAfile", pkiPath(t, "ca.crt"),
 				"-n", fmt.Sprint(n), "-www", "/1k"}, tt.args...)
-			runs := runSTimeJSON(t, args...)
+			// Every request refused: s_time measured no request and
+			// says so (exit 1).
+			code, why := 0, ""
+			if tt.errors["request/http_4xx"] == int64(n) {
+				code, why = 1, "no request for /1k succeeded"
+			}
+			runs := runSTimeJSONExit(t, code, why, args...)
 			if len(runs) != 1 {
 				t.Fatalf("%d runs, want 1", len(runs))
 			}

@@ -122,14 +122,21 @@ func caPool(t *testing.T) *smx509.CertPool {
 // runSTimeJSON runs `gmproxy s_time ... -json` and decodes its runs.
 func runSTimeJSON(t *testing.T, args ...string) []stime.Result {
 	t.Helper()
+	return runSTimeJSONExit(t, 0, "", args...)
+}
+
+// runSTimeJSONExit is runSTimeJSON for a run that exits with code, its
+// standard error saying why (containing why) when code is not 0.
+func runSTimeJSONExit(t *testing.T, code int, why string, args ...string) []stime.Result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := dispatch(append([]string{"s_time", "-json"}, args...), &out, &errb)
+	got := dispatch(append([]string{"s_time", "-json"}, args...), &out, &errb)
 	var doc struct{ Runs []stime.Result }
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		t.Fatalf("exit %d, bad JSON %v\nstdout: %s\nstderr: %s", code, err, out.String(), errb.String())
+		t.Fatalf("exit %d, bad JSON %v\nstdout: %s\nstderr: %s", got, err, out.String(), errb.String())
 	}
-	if code != 0 {
-		t.Errorf("exit %d; stderr: %s", code, errb.String())
+	if got != code || !strings.Contains(errb.String(), why) {
+		t.Errorf("exit %d, want %d; stderr: %s (want %q in it)", got, code, errb.String(), why)
 	}
 	return doc.Runs
 }
