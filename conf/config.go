@@ -601,9 +601,12 @@ type ClientAuth struct {
 	// Under optional_no_ca the proxy verifies the certificate after each
 	// handshake, resumed ones too, against ca (none: no certificate
 	// verifies), crl and verify_depth, and X-Ssl-Client-Verify says the
-	// result: SUCCESS, FAILED:reason (OpenSSL's words, e.g.
-	// "FAILED:unable to get local issuer certificate", "FAILED:certificate
-	// has expired", "FAILED:certificate revoked") or NONE. The client
+	// result: SUCCESS, FAILED:reason (OpenSSL 3's and Tongsuo's words,
+	// e.g. "FAILED:unable to get local issuer certificate",
+	// "FAILED:self-signed certificate", "FAILED:certificate has expired",
+	// "FAILED:certificate revoked"; OpenSSL 1.1 wrote "self signed") or
+	// NONE. A result is reused for the same certificates until a reload
+	// changes ca, crl or verify_depth, or a certificate or CRL expires. The client
 	// certificate headers (client_cert_headers, client_cert_pem) are sent
 	// for a certificate that FAILED too, as nginx sends them: they then
 	// name whoever the client claims to be. The backend must check

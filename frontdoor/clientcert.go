@@ -13,25 +13,38 @@ import (
 // Why a client certificate did not verify on a site that takes it
 // anyway (client_auth optional_no_ca), the values of
 // ConnState.ClientVerifyError: OpenSSL's words for them
-// (X509_verify_cert_error_string), which nginx's $ssl_client_verify puts
-// after "FAILED:" and backends written for nginx may compare.
+// (X509_verify_cert_error_string, crypto/x509/x509_txt.c), which nginx's
+// $ssl_client_verify puts after "FAILED:" and backends written for nginx
+// may compare. The words are OpenSSL 3's and Tongsuo's (the nginx builds
+// for China's commercial cryptography); OpenSSL 1.1 spelled three of them
+// otherwise (OpenSSL11VerifyErrors).
 const (
-	VerifyUnknownIssuer = "unable to get local issuer certificate" // no chain to a CA of client_auth.ca (or no ca)
-	VerifyExpired       = "certificate has expired"
-	VerifyNotYetValid   = "certificate is not yet valid"
-	VerifyRevoked       = "certificate revoked"             // on its issuer's CRL (client_auth.crl)
-	VerifyNoCRL         = "unable to get certificate CRL"   // its issuer has no CRL
-	VerifyCRLExpired    = "CRL has expired"                 // its issuer's CRL is not current
-	VerifyChainTooLong  = "certificate chain too long"      // more intermediates than client_auth.verify_depth
-	VerifyPurpose       = "unsupported certificate purpose" // keyUsage or extKeyUsage does not allow client authentication
-	VerifyInvalidCA     = "invalid CA certificate"          // a certificate of the chain may not issue
-	VerifyPathLength    = "path length constraint exceeded"
-	VerifyUnspecified   = "unspecified certificate verification error"
+	VerifyUnknownIssuer     = "unable to get local issuer certificate"       // no chain to a CA of client_auth.ca (or no ca)
+	VerifySelfSigned        = "self-signed certificate"                      // X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT: the certificate issued itself, and no CA of ca is it
+	VerifySelfSignedInChain = "self-signed certificate in certificate chain" // X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN: the chain the client sent ends in a root no CA of ca is
+	VerifyExpired           = "certificate has expired"
+	VerifyNotYetValid       = "certificate is not yet valid"
+	VerifyRevoked           = "certificate revoked"             // on its issuer's CRL (client_auth.crl)
+	VerifyNoCRL             = "unable to get certificate CRL"   // its issuer has no CRL
+	VerifyCRLExpired        = "CRL has expired"                 // its issuer's CRL is not current
+	VerifyChainTooLong      = "certificate chain too long"      // more intermediates than client_auth.verify_depth
+	VerifyPurpose           = "unsuitable certificate purpose"  // X509_V_ERR_INVALID_PURPOSE: keyUsage or extKeyUsage does not allow client authentication
+	VerifyInvalidCA         = "invalid CA certificate"          // a certificate of the chain may not issue
+	VerifyPathLength        = "path length constraint exceeded" // X509_V_ERR_PATH_LENGTH_EXCEEDED
+	VerifyUnspecified       = "unspecified certificate verification error"
 )
 
 // ClientVerifyErrors lists every value of ConnState.ClientVerifyError.
-var ClientVerifyErrors = []string{VerifyUnknownIssuer, VerifyExpired, VerifyNotYetValid, VerifyRevoked,
+var ClientVerifyErrors = []string{VerifyUnknownIssuer, VerifySelfSigned, VerifySelfSignedInChain, VerifyExpired, VerifyNotYetValid, VerifyRevoked,
 	VerifyNoCRL, VerifyCRLExpired, VerifyChainTooLong, VerifyPurpose, VerifyInvalidCA, VerifyPathLength, VerifyUnspecified}
+
+// OpenSSL11VerifyErrors maps OpenSSL 1.1's wording of a reason to the one
+// of ClientVerifyErrors gmproxy writes instead (OpenSSL 3's).
+var OpenSSL11VerifyErrors = map[string]string{
+	"self signed certificate":                      VerifySelfSigned,
+	"self signed certificate in certificate chain": VerifySelfSignedInChain,
+	"unsupported certificate purpose":              VerifyPurpose,
+}
 
 // ClientCertReason says why a server-side handshake error refused the
 // client's certificate (one of ClientCertReasons), or "" when err is not

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -166,6 +167,36 @@ func TestClientCertReasonTLSUnusableCertificate(t *testing.T) {
 	} {
 		if got := ClientCertReason(errors.New(msg)); got != ClientCertOther {
 			t.Errorf("ClientCertReason(%q) = %q, want %q", msg, got, ClientCertOther)
+		}
+	}
+}
+
+// TestClientVerifyErrorsOpenSSLWords: the reasons of ClientVerifyErrors
+// are X509_verify_cert_error_string's texts in OpenSSL 3 and Tongsuo
+// (crypto/x509/x509_txt.c), which nginx's $ssl_client_verify gives after
+// "FAILED:"; OpenSSL 1.1's other spellings map to them.
+func TestClientVerifyErrorsOpenSSLWords(t *testing.T) {
+	want := []string{
+		"unable to get local issuer certificate",       // X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+		"self-signed certificate",                      // X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT
+		"self-signed certificate in certificate chain", // X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
+		"certificate has expired",                      // X509_V_ERR_CERT_HAS_EXPIRED
+		"certificate is not yet valid",                 // X509_V_ERR_CERT_NOT_YET_VALID
+		"certificate revoked",                          // X509_V_ERR_CERT_REVOKED
+		"unable to get certificate CRL",                // X509_V_ERR_UNABLE_TO_GET_CRL
+		"CRL has expired",                              // X509_V_ERR_CRL_HAS_EXPIRED
+		"certificate chain too long",                   // X509_V_ERR_CERT_CHAIN_TOO_LONG
+		"unsuitable certificate purpose",               // X509_V_ERR_INVALID_PURPOSE
+		"invalid CA certificate",                       // X509_V_ERR_INVALID_CA
+		"path length constraint exceeded",              // X509_V_ERR_PATH_LENGTH_EXCEEDED
+		"unspecified certificate verification error",   // X509_V_ERR_UNSPECIFIED
+	}
+	if !slices.Equal(ClientVerifyErrors, want) {
+		t.Errorf("ClientVerifyErrors %q, want %q", ClientVerifyErrors, want)
+	}
+	for old, now := range OpenSSL11VerifyErrors {
+		if !slices.Contains(ClientVerifyErrors, now) || slices.Contains(ClientVerifyErrors, old) {
+			t.Errorf("OpenSSL 1.1's %q maps to %q; want a reason of ClientVerifyErrors in place of one that is not", old, now)
 		}
 	}
 }

@@ -949,7 +949,8 @@ func TestRelativeRedirectStaysOnSite(t *testing.T) {
 // X-Ssl-Session-Reused on a value the proxy never derives is refused: the
 // matcher would never match, and a route that answers 403 to
 // "X-Ssl-Client-Verify: none" (for NONE) would turn no one away. The
-// values the proxy writes, and any value ("" for "*"), are accepted.
+// values the proxy writes, and any value ("" for "*"), are accepted:
+// FAILED: with OpenSSL 3's words for a reason, not OpenSSL 1.1's.
 func TestTLSHeaderMatchValueRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name, value string
@@ -958,6 +959,11 @@ func TestTLSHeaderMatchValueRefused(t *testing.T) {
 		{"X-Ssl-Client-Verify", "none", false},
 		{"x-ssl-client-verify", "Success", false},
 		{"X-Ssl-Client-Verify", "FAILED", false},
+		{"X-Ssl-Client-Verify", "FAILED:self-signed certificate", true},
+		{"X-Ssl-Client-Verify", "FAILED:self-signed certificate in certificate chain", true},
+		{"X-Ssl-Client-Verify", "FAILED:unsuitable certificate purpose", true},
+		{"X-Ssl-Client-Verify", "FAILED:self signed certificate", false},         // OpenSSL 1.1's wording
+		{"X-Ssl-Client-Verify", "FAILED:unsupported certificate purpose", false}, // OpenSSL 1.1's wording
 		{"X-Ssl-Session-Reused", "yes", false},
 		{"X-Ssl-Client-Verify", "NONE", true},
 		{"x-ssl-client-verify", "SUCCESS", true},

@@ -74,6 +74,9 @@ func CheckHeaderMatchValue(name, value string) error {
 	if want == nil || value == "" || slices.Contains(want, value) {
 		return nil
 	}
+	if r, ok := strings.CutPrefix(value, "FAILED:"); ok && frontdoor.OpenSSL11VerifyErrors[r] != "" {
+		return fmt.Errorf("header %s is never %q, OpenSSL 1.1's wording: the proxy words the reasons as OpenSSL 3 and Tongsuo do (FAILED:%s)", name, value, frontdoor.OpenSSL11VerifyErrors[r])
+	}
 	if strings.HasPrefix(value, "FAILED:") {
 		return fmt.Errorf("header %s is FAILED: followed by one of %q, never %q: the matcher would never match", name, frontdoor.ClientVerifyErrors, value)
 	}

@@ -21,7 +21,7 @@ import (
 
 // testCRL is a CRL of ca (SM2 or ECDSA) valid from an hour ago until
 // next, revoking serials.
-func testCRL(t *testing.T, ca devpki.Cert, next time.Time, serials ...*big.Int) *smx509.RevocationList {
+func testCRL(t testing.TB, ca devpki.Cert, next time.Time, serials ...*big.Int) *smx509.RevocationList {
 	t.Helper()
 	tmpl := &x509.RevocationList{Number: big.NewInt(time.Now().UnixNano()), ThisUpdate: time.Now().Add(-time.Hour), NextUpdate: next}
 	for _, s := range serials {

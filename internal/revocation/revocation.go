@@ -167,6 +167,22 @@ func (ix *Index) checkAbove(anchor []byte, now time.Time) error {
 // changes it (sessions are bound to it).
 func (ix *Index) Fingerprint() []byte { return ix.fingerprint[:] }
 
+// Changes returns the instants at which Check's answer may change with
+// the time alone: each issuer's thisUpdate (its CRL current from then)
+// and the instant after its nextUpdate (stale from then), in no order.
+// A result computed at now holds until the first of them after now
+// (client_auth optional_no_ca caches its verifications so).
+func (ix *Index) Changes() []time.Time {
+	var ts []time.Time
+	for _, e := range ix.byIssuer {
+		ts = append(ts, e.thisUpdate)
+		if !e.nextUpdate.IsZero() {
+			ts = append(ts, e.nextUpdate.Add(time.Nanosecond))
+		}
+	}
+	return ts
+}
+
 func serialKey(n *big.Int) string { return n.Text(16) }
 
 // Check refuses the certificate with serial that the CA named rawIssuer,
