@@ -55,6 +55,7 @@
 //	gmproxy_config_last_reload_successful     gauge
 //	gmproxy_cert_not_after_timestamp_seconds  gauge     {site, role}
 //	gmproxy_ocsp_next_update_timestamp_seconds gauge    {site} (tls only: absent when no response is stapled)
+//	gmproxy_ocsp_cert_status                  gauge     {site} (tls only: 0 good, 1 revoked, 2 unknown; absent when no response is held)
 //	gmproxy_upstream_cert_not_after_timestamp_seconds   gauge {upstream, role}
 //	gmproxy_key_server_cert_not_after_timestamp_seconds gauge {key_server, role}
 //	gmproxy_build_info                        gauge     {version, goversion, gmsm}
@@ -219,6 +220,7 @@ type Metrics struct {
 	lastReloadOK      prometheus.Gauge
 	certNotAfter      *prometheus.GaugeVec
 	ocspNextUpdate    *prometheus.GaugeVec
+	ocspStatus        *prometheus.GaugeVec
 	upstreamCerts     *prometheus.GaugeVec
 	keyServerCerts    *prometheus.GaugeVec
 	buildInfo         *prometheus.GaugeVec
@@ -366,6 +368,7 @@ func (m *Metrics) build() {
 	m.lastReloadSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds", Help: "Unix time of the last successful configuration load."})
 	m.lastReloadOK = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful", Help: "1 when the last configuration reload succeeded, else 0."})
 	m.ocspNextUpdate = gauge("", "ocsp_next_update_timestamp_seconds", "nextUpdate of the OCSP response stapled to a site's ordinary TLS certificate, as Unix time; absent while none is stapled.", "site")
+	m.ocspStatus = gauge("", "ocsp_cert_status", "Certificate status of the current OCSP response held for a site's ordinary TLS certificate (RFC 6960 certStatus): 0 good, 1 revoked (stapled), 2 unknown (not stapled); absent while none is held.", "site")
 	m.certNotAfter = gauge("", "cert_not_after_timestamp_seconds", "NotAfter of the certificates in use, as Unix time, per site and role (sign, enc, tls13sm, tls, client_ca: the earliest of the site's client CAs).", "site", "role")
 	m.upstreamCerts = gauge("", "upstream_cert_not_after_timestamp_seconds", "NotAfter of the client certificates gmproxy presents to upstreams and of the CAs it verifies them with, as Unix time (role client, client_sign, client_enc, ca).", "upstream", "role")
 	m.keyServerCerts = gauge("", "key_server_cert_not_after_timestamp_seconds", "NotAfter of the certificates used to reach key servers, as Unix time (role client, ca).", "key_server", "role")
@@ -397,7 +400,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.keyOps, m.keyOpQueue, m.keyOpDuration, m.keyQueueLen,
 		m.requests, m.requestDuration, m.requestsInFlight, m.httpBytes, m.rateLimited,
 		m.upstreamDuration, m.upstreamConnect, m.upstreamStatus, m.upstreamHealthy, m.upstreamRetries, m.resolveFailures, m.streamBytes, m.streamActive,
-		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.ocspNextUpdate, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
+		m.reloads, m.lastReloadSuccess, m.lastReloadOK, m.certNotAfter, m.ocspNextUpdate, m.ocspStatus, m.upstreamCerts, m.keyServerCerts, m.buildInfo,
 	}
 	for _, c := range m.sharedFallbacks {
 		cs = append(cs, c)
@@ -727,6 +730,20 @@ func (m *Metrics) SetOCSPNextUpdate(site string, nextUpdate time.Time) {
 		return
 	}
 	m.ocspNextUpdate.WithLabelValues(s).Set(float64(nextUpdate.Unix()))
+}
+
+// SetOCSPStatus records the certificate status (RFC 6960 §4.2.1
+// certStatus: 0 good, 1 revoked, 2 unknown) of the current OCSP response
+// held for a site; a negative status (none held) deletes the series. A
+// revoked response is stapled with its nextUpdate reported: an alert on
+// the nextUpdate alone would not see it.
+func (m *Metrics) SetOCSPStatus(site string, status int) {
+	s := m.sites.label(site)
+	if status < 0 {
+		m.ocspStatus.DeleteLabelValues(s)
+		return
+	}
+	m.ocspStatus.WithLabelValues(s).Set(float64(status))
 }
 
 // SetUpstreamCertNotAfter records the expiry of a certificate gmproxy uses

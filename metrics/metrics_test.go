@@ -673,3 +673,27 @@ func TestOCSPNextUpdate(t *testing.T) {
 		t.Fatalf("%d series after www was removed", n)
 	}
 }
+
+// TestOCSPStatus: the certificate status of a site's OCSP response is a
+// gauge (1: revoked); a negative status (none held) deletes it, and so
+// does a reload that removes the site (Retain).
+func TestOCSPStatus(t *testing.T) {
+	m, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Retain(ConfigNames{Sites: []string{"www", "api"}})
+	m.SetOCSPStatus("www", 1)
+	m.SetOCSPStatus("api", 0)
+	if got := testutil.ToFloat64(m.ocspStatus.WithLabelValues("www")); got != 1 {
+		t.Fatalf("www: %v, want 1 (revoked)", got)
+	}
+	m.SetOCSPStatus("api", -1)
+	if n := testutil.CollectAndCount(m.ocspStatus); n != 1 {
+		t.Fatalf("%d series after api held no response, want www's", n)
+	}
+	m.Retain(ConfigNames{Sites: []string{"api"}})
+	if n := testutil.CollectAndCount(m.ocspStatus); n != 0 {
+		t.Fatalf("%d series after www was removed", n)
+	}
+}

@@ -112,7 +112,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
 		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connCut, m.connDuration)
 	drop(m.sites, n.Sites, "site", m.siteHandshakes, m.requests, m.requestDuration, m.requestsInFlight,
-		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited, m.ocspNextUpdate)
+		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited, m.ocspNextUpdate, m.ocspStatus)
 	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration, m.rateLimited)
 	drop(m.upstreams, upstreams, "upstream", m.upstreamDuration, m.upstreamConnect, m.upstreamStatus,
 		m.upstreamHealthy, m.upstreamRetries, m.resolveFailures, m.streamBytes, m.streamActive, m.upstreamCerts)

@@ -37,11 +37,15 @@ const (
 // the others serve the old one until a reload, and the latest would hide
 // from an expiry alert the certificate most workers still serve. A
 // stapled OCSP response's nextUpdate is the earliest too: each worker
-// fetches its own.
+// fetches its own. Its certificate status (0 good, 1 revoked, 2 unknown)
+// is the largest: a worker told "revoked" shows, not hidden by one that
+// has not asked since.
 func gaugeRule(name string) mergeRule {
 	switch {
 	case strings.HasSuffix(name, "_not_after_timestamp_seconds"), name == "gmproxy_ocsp_next_update_timestamp_seconds":
 		return mergeMin
+	case name == "gmproxy_ocsp_cert_status":
+		return mergeMax
 	case strings.HasSuffix(name, "_timestamp_seconds"), strings.HasSuffix(name, "_time_seconds"), strings.HasSuffix(name, "_info"),
 		name == "go_gc_gogc_percent", name == "go_gc_gomemlimit_bytes", name == "process_max_fds", name == "process_virtual_memory_max_bytes":
 		return mergeMax

@@ -500,3 +500,26 @@ func retainedOfDeadWorker(t *testing.T, text string, names metrics.ConfigNames) 
 	writeFamilies(&out, mergeFamilies(c.update(nil, nil)))
 	return out.String()
 }
+
+// TestMergedOCSPStatusWorst: the certificate status of a site's OCSP
+// response (0 good, 1 revoked, 2 unknown) merges to the largest of the
+// workers': summed, two workers told "revoked" showed 2, "unknown", and
+// an alert on revoked missed it.
+func TestMergedOCSPStatusWorst(t *testing.T) {
+	expo := func(status int) map[string]*dto.MetricFamily {
+		fams, err := parseMetrics(strings.NewReader(fmt.Sprintf("# TYPE gmproxy_ocsp_cert_status gauge\ngmproxy_ocsp_cert_status{site=\"portal\"} %d\n", status)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fams
+	}
+	for _, c := range []struct{ a, b, want int }{{1, 1, 1}, {0, 1, 1}, {1, 0, 1}, {0, 0, 0}} {
+		var out bytes.Buffer
+		if err := writeFamilies(&out, mergeFamilies([]map[string]*dto.MetricFamily{expo(c.a), expo(c.b)})); err != nil {
+			t.Fatal(err)
+		}
+		if got := sumSeries(t, out.String(), "gmproxy_ocsp_cert_status", ""); got != float64(c.want) {
+			t.Errorf("workers at %d and %d: merged %v, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}

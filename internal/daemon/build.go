@@ -47,7 +47,7 @@ type Env struct {
 	// other workers (nil: this process alone).
 	SharedRates *rateshare.View
 	// OCSP, when set, is told of the nextUpdate of the OCSP responses the
-	// sites staple.
+	// sites staple, and of their certificate status.
 	OCSP OCSPObserver
 
 	mu sync.Mutex
@@ -94,6 +94,12 @@ type Env struct {
 	// ocspInForce are the fetchers of the installed generation, by
 	// site name: the only ones whose reports reach OCSP.
 	ocspInForce map[string]*ocspFetcher
+	// ocspExpiry are the timers that report the end of the installed
+	// generation's ocsp_file responses at their nextUpdate.
+	ocspExpiry []*time.Timer
+	// ocspRetry, when set, is the fetchers' MinRetry and MaxRetry
+	// (tests).
+	ocspRetry time.Duration
 }
 
 // engine is one private-key engine with the number of generations using it.
@@ -353,8 +359,9 @@ func (e *Env) Close() {
 	engines := e.engines
 	e.engine, e.engines = nil, nil
 	for _, of := range e.ocsp {
-		of.cancel()
+		of.stop()
 	}
+	e.stopOCSPExpiry()
 	e.mu.Unlock()
 	for eng := range engines {
 		eng.o.Close()

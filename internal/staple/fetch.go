@@ -50,6 +50,24 @@ var client = &http.Client{
 // of the way from its thisUpdate to its nextUpdate; a failed fetch keeps
 // the last good response until its nextUpdate and is retried, backing off
 // from MinRetry to MaxRetry. Both waits are spread at random (spread).
+//
+// A verified, current answer that the certificate is revoked is not a
+// failed fetch: it replaces the good response kept, and is stapled. The
+// CA has withdrawn what the good response said, so stapling that until
+// its nextUpdate (days, at many CAs) would tell clients "good" about a
+// certificate its CA revoked; stapling nothing would leave the clients
+// that do not ask the responder themselves (most browsers soft-fail)
+// going on as if nothing happened. The revoked response is the CA's own
+// signed word, which a client that checks the staple refuses the
+// handshake on, as the revocation means it to; Caddy's certmagic staples
+// it likewise (and renews the certificate). An answer of status unknown
+// (RFC 6960 §2.2: the responder does not know the certificate) also
+// replaces the good response kept, for the same reason, but is not
+// stapled: it says nothing of revocation, often comes from a responder
+// out of step with its CA, and clients refuse the handshake on it
+// (mozilla::pkix, OpenSSL's status checks) where a missing staple lets
+// them check for themselves. Either is logged at error level when the
+// status changes, not at every refresh, and reported (Report).
 type Fetcher struct {
 	Leaf, Issuer *x509.Certificate
 	// URL is the responder's (the certificate's AIA OCSP URL).
@@ -63,13 +81,17 @@ type Fetcher struct {
 	// defaults.
 	MinRetry, MaxRetry time.Duration
 	Log                *slog.Logger
-	// Report, when set, is told of every change of the stapled response:
-	// its nextUpdate, zero when none is stapled any more.
-	Report func(nextUpdate time.Time)
+	// Report, when set, is told of every change of the response kept:
+	// the new one (its Status may be revoked or unknown), nil when none
+	// is kept any more.
+	Report func(s *Staple)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	cur      atomic.Pointer[Staple]
+	cur atomic.Pointer[Staple]
+	// status is 1 + the certStatus of the last answer verified, 0
+	// before one: a change is logged once.
+	status   atomic.Int64
 	kickOnce sync.Once
 	kick     chan struct{}
 }
@@ -95,8 +117,8 @@ func (f *Fetcher) now() time.Time {
 	return time.Now()
 }
 
-// Current returns the response to staple now: nil when none was fetched
-// or the last good one is past its nextUpdate.
+// Current returns the response to staple now: nil when none was fetched,
+// the last one is past its nextUpdate or of status unknown.
 func (f *Fetcher) Current() []byte { return f.cur.Load().At(f.now()) }
 
 // Stapled returns the response kept, nil for none.
@@ -106,24 +128,42 @@ func (f *Fetcher) Stapled() *Staple { return f.cur.Load() }
 func (f *Fetcher) set(s *Staple) {
 	f.cur.Store(s)
 	if f.Report != nil {
-		var next time.Time
-		if s != nil {
-			next = s.NextUpdate
-		}
-		f.Report(next)
+		f.Report(s)
 	}
 }
 
 // expire drops the kept response when it is past its nextUpdate.
 func (f *Fetcher) expire() {
-	if s := f.cur.Load(); s != nil && s.At(f.now()) == nil {
+	if s := f.cur.Load(); s != nil && s.Expired(f.now()) {
 		f.set(nil)
 	}
 }
 
+// noteStatus logs a change of the certificate's status from the one the
+// responder's last verified answer gave: at error level to revoked or
+// unknown, once per change, not at each refresh that confirms it.
+func (f *Fetcher) noteStatus(resp *ocsp.Response) {
+	prev := f.status.Swap(1+int64(resp.Status)) - 1
+	if prev == int64(resp.Status) || f.Log == nil {
+		return
+	}
+	switch resp.Status {
+	case ocsp.Revoked:
+		f.Log.Error("OCSP stapling: the responder says the certificate is REVOKED; stapling that answer (clients that check it refuse the handshake): replace the certificate",
+			"responder", f.URL, "revoked_at", resp.RevokedAt.UTC().Format(time.RFC3339), "reason", resp.RevocationReason, "serial", fmt.Sprintf("%x", f.Leaf.SerialNumber))
+	case ocsp.Unknown:
+		f.Log.Error("OCSP stapling: the responder does not know the certificate (status unknown); stapling nothing",
+			"responder", f.URL, "serial", fmt.Sprintf("%x", f.Leaf.SerialNumber))
+	default:
+		if prev >= 0 {
+			f.Log.Info("OCSP stapling: the responder says the certificate is good again; stapling that answer", "responder", f.URL)
+		}
+	}
+}
+
 // Refresh fetches and verifies a response once. On success it keeps the
-// response and returns when to refresh it; on failure the last good
-// response stays.
+// response, whatever the certificate's status it gives, and returns when
+// to refresh it; on failure the last response stays.
 func (f *Fetcher) Refresh(ctx context.Context) (next time.Time, err error) {
 	f.expire()
 	der, err := f.fetch(ctx)
@@ -131,7 +171,7 @@ func (f *Fetcher) Refresh(ctx context.Context) (next time.Time, err error) {
 		return time.Time{}, err
 	}
 	now := f.now()
-	resp, err := Verify(der, f.Leaf, f.Issuer, now)
+	resp, err := verify(der, f.Leaf, f.Issuer, now, true)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("OCSP response from %s refused: %w", f.URL, err)
 	}
@@ -142,7 +182,8 @@ func (f *Fetcher) Refresh(ctx context.Context) (next time.Time, err error) {
 		return time.Time{}, fmt.Errorf("OCSP response from %s (thisUpdate %s) is older than the one stapled (thisUpdate %s): kept that one",
 			f.URL, resp.ThisUpdate.UTC().Format(time.RFC3339), kept.ThisUpdate.UTC().Format(time.RFC3339))
 	}
-	f.set(&Staple{DER: der, ThisUpdate: resp.ThisUpdate, NextUpdate: resp.NextUpdate})
+	f.noteStatus(resp)
+	f.set(&Staple{DER: der, ThisUpdate: resp.ThisUpdate, NextUpdate: resp.NextUpdate, Status: resp.Status})
 	return refreshAt(resp, now, f.minRetry(), f.maxRetry()), nil
 }
 

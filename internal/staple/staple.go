@@ -39,6 +39,13 @@ const Skew = 5 * time.Minute
 // after now, nextUpdate, when present, after now and not before
 // thisUpdate; RFC 6960 §4.2.2.1).
 func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Response, error) {
+	return verify(der, leaf, issuer, now, false)
+}
+
+// verify is Verify; with anyStatus, a response of status revoked or
+// unknown passes too (the fetcher's: the responder's current word on the
+// certificate, whatever it is, supersedes the good response kept).
+func verify(der []byte, leaf, issuer *x509.Certificate, now time.Time, anyStatus bool) (*ocsp.Response, error) {
 	if len(der) > MaxResponse {
 		return nil, fmt.Errorf("the response is %d bytes, over %d", len(der), MaxResponse)
 	}
@@ -56,9 +63,9 @@ func Verify(der []byte, leaf, issuer *x509.Certificate, now time.Time) (*ocsp.Re
 	if err := checkSigner(resp, issuer, now); err != nil {
 		return nil, err
 	}
-	switch resp.Status {
-	case ocsp.Good:
-	case ocsp.Revoked:
+	switch {
+	case resp.Status == ocsp.Good, anyStatus:
+	case resp.Status == ocsp.Revoked:
 		return nil, fmt.Errorf("the certificate is revoked (since %s, reason %d)", resp.RevokedAt.UTC().Format(time.RFC3339), resp.RevocationReason)
 	default:
 		return nil, errors.New("the responder does not know the certificate (status unknown)")
@@ -205,12 +212,22 @@ type Staple struct {
 	DER        []byte
 	ThisUpdate time.Time
 	NextUpdate time.Time // zero: none given
+	// Status is the response's certStatus (RFC 6960 §4.2.1): ocsp.Good
+	// (zero, the only one Verify passes), ocsp.Revoked or ocsp.Unknown
+	// (a Fetcher's, see Fetcher).
+	Status int
+}
+
+// Expired reports whether s is past its nextUpdate at now.
+func (s *Staple) Expired(now time.Time) bool {
+	return !s.NextUpdate.IsZero() && !now.Before(s.NextUpdate)
 }
 
 // At returns the response to staple at now: nil past its nextUpdate (a
-// client that checks would refuse the handshake) or for no response.
+// client that checks would refuse the handshake), for status unknown
+// (see Fetcher) or for no response.
 func (s *Staple) At(now time.Time) []byte {
-	if s == nil || !s.NextUpdate.IsZero() && !now.Before(s.NextUpdate) {
+	if s == nil || s.Expired(now) || s.Status == ocsp.Unknown {
 		return nil
 	}
 	return s.DER

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -245,7 +246,13 @@ func TestFetcher(t *testing.T) {
 	clk := &clock{t: start}
 	var reports []time.Time
 	f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: p.Leaf.OCSPServer[0], Now: clk.Now,
-		Report: func(next time.Time) { reports = append(reports, next) }}
+		Report: func(s *Staple) {
+			var next time.Time
+			if s != nil {
+				next = s.NextUpdate
+			}
+			reports = append(reports, next)
+		}}
 	ctx := context.Background()
 
 	if _, err := f.Refresh(ctx); err == nil || f.Current() != nil {
@@ -278,16 +285,15 @@ func TestFetcher(t *testing.T) {
 		t.Fatal("the refreshed response is not stapled")
 	}
 
-	// A bad signature, a revoked status, a dead responder, a copy older
-	// than the one kept (a cache in front of the responder): the last good
-	// response stays.
+	// A bad signature, a revoked status signed by another key, a dead
+	// responder, a copy older than the one kept (a cache in front of the
+	// responder): the last good response stays.
 	_, otherKey := ocsptest.NewCA(t, "Other CA")
-	revoked := p.Sign(t, ocsp.Response{Status: ocsp.Revoked, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour), RevokedAt: next}, nil, nil)
 	for name, der := range map[string][]byte{
-		"bad signature":         signWithKey(t, p, ocsp.Response{Status: ocsp.Good, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour)}, otherKey),
-		"revoked":               revoked,
-		"down":                  nil,
-		"older (a cached copy)": first,
+		"bad signature":          signWithKey(t, p, ocsp.Response{Status: ocsp.Good, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour)}, otherKey),
+		"revoked, bad signature": signWithKey(t, p, ocsp.Response{Status: ocsp.Revoked, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: next, NextUpdate: next.Add(3 * time.Hour), RevokedAt: next}, otherKey),
+		"down":                   nil,
+		"older (a cached copy)":  first,
 	} {
 		p.Serve(der)
 		if _, err := f.Refresh(ctx); err == nil {
@@ -390,8 +396,8 @@ func TestRunStaplesAndStops(t *testing.T) {
 	now := time.Now()
 	der := p.Response(t, now.Add(-time.Minute), now.Add(time.Hour))
 	p.Serve(der)
-	got := make(chan time.Time, 4)
-	f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: p.Leaf.OCSPServer[0], Report: func(n time.Time) { got <- n }}
+	got := make(chan *Staple, 4)
+	f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: p.Leaf.OCSPServer[0], Report: func(s *Staple) { got <- s }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
@@ -405,4 +411,79 @@ func TestRunStaplesAndStops(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestFetcherRevoked: a verified, current answer that the certificate is
+// revoked replaces the good response kept and is stapled (the good one
+// was stapled until its nextUpdate: clients were told "good" about a
+// certificate its CA had revoked); one of status unknown replaces it too
+// and staples nothing. Each is reported, and logged at error level once
+// per change, not at every refresh that repeats it.
+func TestFetcherRevoked(t *testing.T) {
+	p := ocsptest.New(t)
+	start := time.Now().Truncate(time.Second)
+	clk := &clock{t: start}
+	var reports []*Staple
+	var logs bytes.Buffer
+	f := &Fetcher{Leaf: p.Leaf, Issuer: p.CA, URL: p.Leaf.OCSPServer[0], Now: clk.Now,
+		Log:    slog.New(slog.NewTextHandler(&logs, nil)),
+		Report: func(s *Staple) { reports = append(reports, s) }}
+	ctx := context.Background()
+	refresh := func(what string, der []byte) {
+		t.Helper()
+		p.Serve(der)
+		if _, err := f.Refresh(ctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	errorsLogged := func() int { return strings.Count(logs.String(), "level=ERROR") }
+	resp := func(status int, this time.Time) []byte {
+		return p.Sign(t, ocsp.Response{Status: status, SerialNumber: p.Leaf.SerialNumber, ThisUpdate: this, NextUpdate: this.Add(4 * time.Hour), RevokedAt: start}, nil, nil)
+	}
+
+	refresh("good", p.Response(t, start.Add(-time.Minute), start.Add(4*time.Hour)))
+	if errorsLogged() != 0 {
+		t.Fatalf("a good response logged an error: %s", logs.String())
+	}
+	for i := range 2 {
+		clk.Add(time.Minute)
+		revoked := resp(ocsp.Revoked, clk.Now())
+		refresh("revoked", revoked)
+		if !bytes.Equal(f.Current(), revoked) {
+			t.Fatalf("refresh %d after the revocation: the revoked response is not stapled (%d bytes)", i, len(f.Current()))
+		}
+		if r := reports[len(reports)-1]; r == nil || r.Status != ocsp.Revoked || !r.NextUpdate.Equal(clk.Now().Add(4*time.Hour)) {
+			t.Fatalf("refresh %d after the revocation: reported %+v", i, r)
+		}
+		if n := errorsLogged(); n != 1 || !strings.Contains(logs.String(), "REVOKED") {
+			t.Fatalf("refresh %d after the revocation: %d errors logged, want 1 saying REVOKED: %s", i, n, logs.String())
+		}
+	}
+
+	clk.Add(time.Minute)
+	refresh("unknown", resp(ocsp.Unknown, clk.Now()))
+	if f.Current() != nil {
+		t.Fatal("a response of status unknown, or the one before, is stapled")
+	}
+	if r := reports[len(reports)-1]; r == nil || r.Status != ocsp.Unknown {
+		t.Fatalf("status unknown: reported %+v", r)
+	}
+	if n := errorsLogged(); n != 2 || !strings.Contains(logs.String(), "status unknown") {
+		t.Fatalf("status unknown: %d errors logged, want 2: %s", n, logs.String())
+	}
+	// The unknown answer is kept until its nextUpdate: the refresh
+	// before it does not drop it.
+	clk.Add(time.Minute)
+	p.Serve(nil)
+	f.Refresh(ctx)
+	if st := f.Stapled(); st == nil || st.Status != ocsp.Unknown {
+		t.Fatalf("status unknown kept before its nextUpdate: %+v", st)
+	}
+
+	clk.Add(time.Minute)
+	good := resp(ocsp.Good, clk.Now())
+	refresh("good again", good)
+	if !bytes.Equal(f.Current(), good) || errorsLogged() != 2 || !strings.Contains(logs.String(), "good again") {
+		t.Fatalf("good again: stapled %v, log %s", bytes.Equal(f.Current(), good), logs.String())
+	}
 }
