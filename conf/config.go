@@ -287,7 +287,12 @@ type HTTPServer struct {
 	// not STREAM_CLOSED for a stream whose response was already sent or
 	// reset, which a client's DATA frames still in flight after an early
 	// answer to its upload get). A client over it gets GOAWAY with
-	// ENHANCE_YOUR_CALM and is disconnected. Default 100.
+	// ENHANCE_YOUR_CALM and is disconnected. Default 100. A client is
+	// disconnected so too, whatever this rate, past 10 DATA frames in a row
+	// that carry no data (padding aside) and do not end their stream (an
+	// "empty frames flood"), or past 1000 frames of extension types
+	// (PRIORITY_UPDATE, unknown types: HTTP/2 ignores those) between two
+	// of its requests or DATA frames with data.
 	HTTP2MaxResetRate int `yaml:"http2_max_reset_rate"`
 	// MaxRequestsPerClient bounds the requests in progress at once from one
 	// client address (counted like max_connections_per_client: the address

@@ -95,7 +95,10 @@ type LimitsConfig struct {
 	// per second, on average, with bursts of twice the rate or twice
 	// MaxConcurrentStreams, whichever is larger; a faster client gets
 	// GOAWAY (ENHANCE_YOUR_CALM) and is disconnected. Default
-	// DefaultHTTP2MaxResetRate (100).
+	// DefaultHTTP2MaxResetRate (100). Empty DATA frames in a row and
+	// extension frames without requests or data have fixed bounds of
+	// their own (h2MaxEmptyData, h2MaxUnknownFrames: no legitimate
+	// client comes near them).
 	HTTP2MaxResetRate int
 	// MaxRequestsPerClient bounds the requests in progress at once from
 	// one client address (frontdoor.ClientKey; from a trusted proxy, of

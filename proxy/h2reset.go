@@ -39,6 +39,20 @@ import (
 // for a reset flood, GOAWAY(ENHANCE_YOUR_CALM) (§10.5: activity that is
 // suspicious).
 //
+// Two more kinds of frames cost the server a read and a pass through its
+// serve loop each while they move nothing on, and nothing bounded them
+// over a connection (body_timeout ends one stream, the idle timeout
+// counts streams): DATA frames without a data octet that do not end
+// their stream ("empty frames flood", CVE-2019-9518; padding alone counts
+// as empty: x/net gives its flow-control window back at once, two
+// WINDOW_UPDATEs written for each), past h2MaxEmptyData in a row; and frames of the types RFC 9113 leaves to
+// extensions (above CONTINUATION, §5.5: ignored, or PRIORITY_UPDATE of
+// RFC 9218, which x/net processes), past h2MaxUnknownFrames between two
+// of the client's HEADERS or data-carrying DATA frames. Either ends the
+// connection as a reset flood does. An empty DATA frame with END_STREAM
+// ends a body (gRPC clients and browsers end theirs so) and is not
+// counted.
+//
 // A STREAM_CLOSED reset of a stream the server had already ended (its
 // response sent whole, or reset) is not counted: a client whose upload the
 // server answered early has DATA frames in flight, each answered so, and
@@ -78,6 +92,7 @@ const (
 	h2FrameContinuation = 0x9
 	h2FlagEndStream     = 0x1
 	h2FlagEndHeaders    = 0x4
+	h2FlagPadded        = 0x8
 	h2StreamClosed      = 0x5
 	h2EnhanceYourCalm   = 0xb
 )
@@ -90,11 +105,48 @@ var errResetFlood = errors.New("http2: client reset streams faster than http2_ma
 // sent a header block of empty CONTINUATION frames.
 var errContinuationFlood = errors.New("http2: client sent a header block of empty CONTINUATION frames")
 
+// errEmptyDataFlood ends the server's reading of a connection that sent
+// empty DATA frames one after another.
+var errEmptyDataFlood = errors.New("http2: client sent empty DATA frames without END_STREAM in a row")
+
+// errUnknownFrameFlood ends the server's reading of a connection that
+// sent extension frames one after another.
+var errUnknownFrameFlood = errors.New("http2: client sent extension frames without requests or data")
+
+// floodKind tells which of the client's frames tripped a guard.
+type floodKind uint8
+
+const (
+	floodResets        floodKind = iota // its resets, or the server's of its streams
+	floodContinuations                  // empty CONTINUATIONs in a header block
+	floodEmptyData                      // empty DATA frames in a row
+	floodUnknownFrames                  // extension frames
+)
+
 // h2MaxEmptyContinuations is how many empty CONTINUATION frames one
 // header block may hold. An empty frame adds nothing to a block; a
 // sender whose block ended on a frame boundary may close it with one
 // (END_HEADERS), and a few more are tolerated.
 const h2MaxEmptyContinuations = 8
+
+// h2MaxEmptyData is how many DATA frames without a data octet and
+// without END_STREAM a client may send in a row (CVE-2019-9518, "empty
+// frames flood"): such a frame moves no body on, and RFC 9113 gives it no
+// use. Envoy ends the connection at the second in a row
+// (max_consecutive_inbound_frames_with_empty_payload, default 1), Netty
+// past 10; a client that flushes an empty write now and then on
+// several of its streams sends a few, never many.
+const h2MaxEmptyData = 10
+
+// h2MaxUnknownFrames is how many frames of extension types (above
+// CONTINUATION: those x/net ignores, RFC 9113 §5.5, and PRIORITY_UPDATE)
+// a client may send between two of its HEADERS frames or DATA frames
+// with data. Browsers send a few per request at most (PRIORITY_UPDATE,
+// RFC 9218 §7.1, when a stream's priority changes; Chrome's GREASE frame
+// of a reserved type once per connection), so 1000 leaves them far
+// behind, while a flood costs the server at most a request's worth of
+// work before each new request or data it must also send.
+const h2MaxUnknownFrames = 1000
 
 // frameScanner follows frame boundaries in one direction of a connection.
 type frameScanner struct {
@@ -107,6 +159,11 @@ type frameScanner struct {
 	onRST func(stream, code uint32)
 	code  [4]byte
 	codeN int // octets of the RST_STREAM payload still to collect: 4..1, 0 none
+	// onPad, when set, gets the Pad Length octet of every padded DATA
+	// frame (its payload's first, RFC 9113 §6.1); padN: that octet is
+	// still to come.
+	onPad func(pad int)
+	padN  bool
 	// inBlock: inside a header block, which ends with the frame that
 	// carries END_HEADERS; the frames before it end no unit.
 	inBlock bool
@@ -146,6 +203,10 @@ func (s *frameScanner) scan(b []byte) (end int) {
 	for off := 0; off < len(b); {
 		if s.skip > 0 {
 			n := min(s.skip, len(b)-off)
+			if s.padN {
+				s.padN = false
+				s.onPad(int(b[off]))
+			}
 			if s.codeN > 0 {
 				k := copy(s.code[4-s.codeN:], b[off:off+n])
 				if s.codeN -= k; s.codeN == 0 {
@@ -193,6 +254,7 @@ func (s *frameScanner) scan(b []byte) (end int) {
 		if s.onRST != nil && s.hdr[3] == h2FrameRSTStream && s.skip == 4 {
 			s.codeN = 4
 		}
+		s.padN = s.onPad != nil && s.hdr[3] == h2FrameData && s.hdr[4]&h2FlagPadded != 0
 	}
 	return end
 }
@@ -210,8 +272,15 @@ func GuardHTTP2(c net.Conn, l *LimitsConfig, logger *slog.Logger) net.Conn {
 		// A client may flood on connection after connection: one line
 		// a second, with the count of those held back.
 		if ok, held := resetFloodLog.Allow(); ok {
-			if g.emptyFlood {
+			switch g.kind {
+			case floodContinuations:
 				logger.Warn("HTTP/2 client sent a header block of empty CONTINUATION frames: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_empty_continuations", h2MaxEmptyContinuations, "suppressed", held)
+				return
+			case floodEmptyData:
+				logger.Warn("HTTP/2 client sent empty DATA frames in a row: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_empty_data", h2MaxEmptyData, "suppressed", held)
+				return
+			case floodUnknownFrames:
+				logger.Warn("HTTP/2 client sent extension frames without requests or data: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_unknown_frames", h2MaxUnknownFrames, "suppressed", held)
 				return
 			}
 			logger.Warn("HTTP/2 client reset streams too fast: GOAWAY ENHANCE_YOUR_CALM", "client", c.RemoteAddr().String(), "max_reset_rate", rate, "suppressed", held)
@@ -249,10 +318,14 @@ type resetGuard struct {
 	lastStream uint32 // highest stream the client opened (GOAWAY's last-stream-id)
 
 	// emptyConts: empty CONTINUATION frames in the client's header
-	// block in progress; emptyFlood: past h2MaxEmptyContinuations (the
-	// flood is theirs, not resets). Only the server's reader uses them.
+	// block in progress; emptyData: the client's last DATA frames that
+	// were empty, without END_STREAM; unknown: its extension frames
+	// since its last HEADERS or data octets; kind: what tripped the
+	// guard, when the reader did. Only the server's reader uses them.
 	emptyConts int
-	emptyFlood bool
+	emptyData  int
+	unknown    int
+	kind       floodKind
 
 	// hdrTimeout bounds the reading of a header block (0: none);
 	// hdrArmed: the read deadline for the block in progress is set.
@@ -281,6 +354,7 @@ func newResetGuard(c net.Conn, rate, burst int, onTrip func()) *resetGuard {
 	g := &resetGuard{Conn: c, rate: float64(rate), burst: float64(burst), tokens: float64(burst), onTrip: onTrip}
 	g.in.skip = len(h2ClientPreface)
 	g.in.onHdr = g.clientFrame
+	g.in.onPad = g.dataPad
 	g.out.onRST = g.serverReset
 	g.out.onHdr = g.serverFrame
 	return g
@@ -355,21 +429,73 @@ func (g *resetGuard) endedLately(id uint32) bool {
 func (g *resetGuard) clientFrame(h *[h2FrameHeaderLen]byte) {
 	id := binary.BigEndian.Uint32(h[5:]) & 0x7fffffff
 	switch h[3] {
+	case h2FrameData:
+		switch {
+		case h[4]&h2FlagEndStream != 0:
+			g.emptyData = 0
+		case h[0]|h[1]|h[2] == 0:
+			g.emptyDataFrame()
+		case h[4]&h2FlagPadded != 0:
+			// dataPad decides, at the Pad Length octet.
+		default:
+			g.dataOctets()
+		}
 	case h2FrameHeaders:
 		if id > g.lastStream && id&1 == 1 {
 			g.lastStream = id
 		}
 		g.emptyConts = 0
+		g.unknown = 0
 	case h2FrameContinuation:
 		if h[0]|h[1]|h[2] == 0 {
 			if g.emptyConts++; g.emptyConts > h2MaxEmptyContinuations {
-				g.emptyFlood = true
-				g.flood.Store(true)
+				g.tripOn(floodContinuations)
 			}
 		}
 	case h2FrameRSTStream:
 		g.reset()
+	default:
+		if h[3] > h2FrameContinuation {
+			if g.unknown++; g.unknown > h2MaxUnknownFrames {
+				g.tripOn(floodUnknownFrames)
+			}
+		}
 	}
+}
+
+// dataPad takes the Pad Length of a padded DATA frame without END_STREAM
+// whose header the scanner holds: a frame of padding only is empty (a
+// Pad Length past the payload is x/net's PROTOCOL_ERROR anyway).
+func (g *resetGuard) dataPad(pad int) {
+	h := &g.in.hdr
+	if h[4]&h2FlagEndStream != 0 {
+		return
+	}
+	if n := int(h[0])<<16 | int(h[1])<<8 | int(h[2]); n-1-pad > 0 {
+		g.dataOctets()
+	} else {
+		g.emptyDataFrame()
+	}
+}
+
+// dataOctets notes a DATA frame that carries data: progress.
+func (g *resetGuard) dataOctets() {
+	g.emptyData = 0
+	g.unknown = 0
+}
+
+// emptyDataFrame notes a DATA frame without data octets or END_STREAM.
+func (g *resetGuard) emptyDataFrame() {
+	if g.emptyData++; g.emptyData > h2MaxEmptyData {
+		g.tripOn(floodEmptyData)
+	}
+}
+
+// tripOn notes a flood of the client's frames of kind k; the reader
+// ends the connection.
+func (g *resetGuard) tripOn(k floodKind) {
+	g.kind = k
+	g.flood.Store(true)
 }
 
 func (g *resetGuard) Read(p []byte) (int, error) {
@@ -433,8 +559,13 @@ func (g *resetGuard) trip() error {
 			g.onTrip()
 		}
 	}
-	if g.emptyFlood {
+	switch g.kind {
+	case floodContinuations:
 		return errContinuationFlood
+	case floodEmptyData:
+		return errEmptyDataFlood
+	case floodUnknownFrames:
+		return errUnknownFrameFlood
 	}
 	return errResetFlood
 }

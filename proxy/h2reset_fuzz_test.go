@@ -10,12 +10,14 @@ import (
 
 // h2Ref is what a reading of a whole byte stream as HTTP/2 frames (RFC
 // 9113 §4.1) finds: every frame header, every complete RST_STREAM
-// (stream, code), and the offsets just past each frame that ends outside
+// (stream, code), the Pad Length octet of every padded DATA frame whose
+// payload begins, and the offsets just past each frame that ends outside
 // a header block or completes one (§6.10), and those just past each
 // header block whose frames' payloads add up to more than h2RefBigBlock.
 type h2Ref struct {
 	hdrs     [][h2FrameHeaderLen]byte
 	rsts     [][2]uint32
+	pads     []int
 	ends     []int
 	bigEnds  []int
 	inHeader bool // the stream ends inside a header block or a header frame
@@ -51,6 +53,9 @@ func h2Reference(b []byte, preface bool) h2Ref {
 			block += n
 		}
 		off += h2FrameHeaderLen
+		if typ == h2FrameData && h[4]&h2FlagPadded != 0 && n > 0 && len(b) > off {
+			r.pads = append(r.pads, int(b[off]))
+		}
 		if len(b)-off < n {
 			r.inHeader = inBlock || (n > 0 && (typ == h2FrameHeaders || typ == h2FramePushPromise || typ == h2FrameContinuation))
 			return r
@@ -95,8 +100,8 @@ func (c *recordConn) Write(p []byte) (int, error) {
 
 // FuzzH2FrameScanner: the frame scanner of the reset guard follows the
 // frames of a client's (hostile) stream and of the server's, however the
-// reads and writes cut it: it sees the frame headers and RST_STREAM codes
-// a reading of the whole stream sees, in order; the end scan reports is
+// reads and writes cut it: it sees the frame headers, RST_STREAM codes
+// and padded DATA frames' Pad Lengths a reading of the whole stream sees, in order; the end scan reports is
 // the last frame boundary (outside a header block) in the piece it was
 // given; and it knows whether a header block is open, which arms
 // read_header_timeout, and where the first header block over its
@@ -119,6 +124,8 @@ func FuzzH2FrameScanner(f *testing.F) {
 	f.Add(slices.Concat(frame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, 1, []byte("x")), frame(h2FrameHeaders, 0, 3, []byte("yy"))), []byte{11, 0, 1}, false)
 	f.Add(frame(h2FrameRSTStream, 0, 0xffffffff, []byte{0, 0, 0, 1, 2}), []byte{12}, false)
 	f.Add([]byte{0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 1, 'x'}, []byte{4}, false)
+	f.Add(slices.Concat(frame(h2FrameData, h2FlagPadded, 1, nil), frame(h2FrameData, h2FlagPadded, 1, []byte{2, 'x', 0, 0}),
+		frame(h2FrameData, h2FlagPadded|h2FlagEndStream, 1, []byte{7})), []byte{9, 10, 3}, false)
 	f.Fuzz(func(t *testing.T, stream, cuts []byte, preface bool) {
 		want := h2Reference(stream, preface)
 
@@ -126,6 +133,7 @@ func FuzzH2FrameScanner(f *testing.F) {
 		s := frameScanner{
 			onHdr:    func(h *[h2FrameHeaderLen]byte) { got.hdrs = append(got.hdrs, *h) },
 			onRST:    func(id, code uint32) { got.rsts = append(got.rsts, [2]uint32{id, code}) },
+			onPad:    func(pad int) { got.pads = append(got.pads, pad) },
 			bigBlock: h2RefBigBlock,
 		}
 		if preface {
@@ -160,6 +168,9 @@ func FuzzH2FrameScanner(f *testing.F) {
 		}
 		if !slices.Equal(got.rsts, want.rsts) {
 			t.Fatalf("RST_STREAMs %v, want %v", got.rsts, want.rsts)
+		}
+		if !slices.Equal(got.pads, want.pads) {
+			t.Fatalf("Pad Lengths %v, want %v", got.pads, want.pads)
 		}
 		if s.inHeaders() != want.inHeader {
 			t.Fatalf("inHeaders %v, want %v", s.inHeaders(), want.inHeader)

@@ -58,6 +58,100 @@ func ResetFlood(c net.Conn, scheme, authority string, pairs int, end Ender) (cod
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()
+	codes := goAwayCode(c)
+	block := requestBlock("GET", scheme, authority)
+	for i := range pairs {
+		id := uint32(2*i + 1)
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}) != nil ||
+			end(fr, id) != nil {
+			break // the server hung up
+		}
+		sent++
+	}
+	fr.WritePing(false, [8]byte{1})
+	code, goAway = <-codes
+	return code, goAway, sent, endsAfter(c)
+}
+
+// Sender writes one frame of a flood on the request stream it is given.
+type Sender func(fr *http2.Framer, stream uint32) error
+
+var (
+	// EmptyData sends a DATA frame without octets or END_STREAM: it
+	// moves the body on by nothing (CVE-2019-9518, "empty frames
+	// flood").
+	EmptyData Sender = func(fr *http2.Framer, stream uint32) error {
+		return fr.WriteData(stream, false, nil)
+	}
+	// PaddedEmptyData sends a DATA frame of padding only (PADDED, 16
+	// octets of it), without END_STREAM: no data octet either, and the
+	// server gives the padding's flow-control window back at once.
+	PaddedEmptyData Sender = func(fr *http2.Framer, stream uint32) error {
+		return fr.WriteDataPadded(stream, false, nil, make([]byte, 16))
+	}
+	// UnknownFrame sends a frame of a type no RFC defines (0xfa), with an
+	// 8-octet payload, on the stream: RFC 9113 §5.5 has the server ignore
+	// it.
+	UnknownFrame Sender = func(fr *http2.Framer, stream uint32) error {
+		return fr.WriteRawFrame(0xfa, 0, stream, make([]byte, 8))
+	}
+)
+
+// ExpectFrameFloodCalm runs FrameFlood on c and fails t unless the server
+// answered with GOAWAY(ENHANCE_YOUR_CALM) and ended the connection. It
+// returns the frames sent.
+func ExpectFrameFloodCalm(t testing.TB, c net.Conn, scheme, authority string, frames int, send Sender) (sent int) {
+	t.Helper()
+	code, goAway, sent, ended := FrameFlood(c, scheme, authority, frames, send)
+	if !goAway {
+		t.Fatalf("no GOAWAY after %d frames of the flood", sent)
+	}
+	if code != http2.ErrCodeEnhanceYourCalm {
+		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
+	}
+	if !ended {
+		t.Error("connection still open after GOAWAY")
+	}
+	return sent
+}
+
+// FrameFlood is an HTTP/2 client on c that floods an open request: the
+// client preface, HEADERS of a POST to scheme://authority/ that does not
+// end its stream, then send's frame on that stream as fast as the
+// connection takes them, up to frames, then a PING. Its results are
+// ResetFlood's, with the frames sent.
+func FrameFlood(c net.Conn, scheme, authority string, frames int, send Sender) (code http2.ErrCode, goAway bool, sent int, ended bool) {
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings()
+	codes := goAwayCode(c)
+	if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: requestBlock("POST", scheme, authority), EndHeaders: true}) == nil {
+		for range frames {
+			if send(fr, 1) != nil {
+				break // the server hung up
+			}
+			sent++
+		}
+	}
+	fr.WritePing(false, [8]byte{1})
+	code, goAway = <-codes
+	return code, goAway, sent, endsAfter(c)
+}
+
+// requestBlock is the HPACK block of a request's pseudo-header fields.
+func requestBlock(method, scheme, authority string) []byte {
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, hf := range [][2]string{{":method", method}, {":scheme", scheme}, {":path", "/"}, {":authority", authority}} {
+		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+	}
+	return block.Bytes()
+}
+
+// goAwayCode reads the server's frames on c and gives the error code of
+// its GOAWAY; it closes the channel without one at the answer to a PING,
+// or at the connection's end.
+func goAwayCode(c net.Conn) <-chan http2.ErrCode {
 	codes := make(chan http2.ErrCode, 1)
 	go func() {
 		defer close(codes)
@@ -78,31 +172,19 @@ func ResetFlood(c net.Conn, scheme, authority string, pairs int, end Ender) (cod
 			}
 		}
 	}()
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, hf := range [][2]string{{":method", "GET"}, {":scheme", scheme}, {":path", "/"}, {":authority", authority}} {
-		enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
-	}
-	for i := range pairs {
-		id := uint32(2*i + 1)
-		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}) != nil ||
-			end(fr, id) != nil {
-			break // the server hung up
-		}
-		sent++
-	}
-	fr.WritePing(false, [8]byte{1})
-	code, goAway = <-codes
-	// What the server still sends is read (a bounded amount) until the
-	// end; reaching c's deadline means the connection stayed open.
-	ended = true
+	return codes
+}
+
+// endsAfter reads what the server still sends on c (a bounded amount)
+// until the end and reports whether the connection ended; reaching c's
+// deadline means it stayed open.
+func endsAfter(c net.Conn) bool {
 	var b [1]byte
 	for range 1000 {
 		if _, err := c.Read(b[:]); err != nil {
 			var ne net.Error
-			ended = !(errors.As(err, &ne) && ne.Timeout())
-			break
+			return !(errors.As(err, &ne) && ne.Timeout())
 		}
 	}
-	return code, goAway, sent, ended
+	return true
 }
