@@ -387,7 +387,14 @@ type Site struct {
 	// itself gives (no route matches, rate_limit, no target answered, a
 	// target timed out...) with a page of the site's, as nginx's
 	// error_page for its own errors: an answer a target gives goes as it
-	// is. Default: none.
+	// is. A gRPC call (gRPC over HTTP/2, gRPC-Web) gets no page: those
+	// answers, and a respond route's of status 400 or more, go to it as
+	// Envoy's do, HTTP 200 with a gRPC status (Trailers-Only: 400
+	// INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404
+	// UNIMPLEMENTED, 429, 502, 503, 504 UNAVAILABLE, but
+	// DEADLINE_EXCEEDED once the call's grpc-timeout passed, others
+	// UNKNOWN; 421 stays HTTP's), the access log keeping the HTTP status
+	// and giving grpc_status. Default: none.
 	ErrorPages []ErrorPage `yaml:"error_pages"`
 	// RequestID names the header that carries each request's ID, e.g.
 	// X-Request-ID, as nginx's $request_id: 32 random hex digits, or the
@@ -1099,9 +1106,16 @@ type Timeouts struct {
 	// response head, up to this: a unary call's answer comes with its
 	// head, so a call its client allowed minutes was cut at
 	// response_header with 504, which gRPC clients take for UNAVAILABLE
-	// and retry. A shorter grpc-timeout changes nothing (the client
-	// cancels the call at its deadline, and the proxy the attempt).
-	// 0 means grpc-timeout is not honoured. Default 10m.
+	// and retry. A call with a shorter grpc-timeout, or on an upstream
+	// without response_header, waits only until its deadline, and is
+	// then answered DEADLINE_EXCEEDED (504 in the access log), the
+	// target neither charged nor another tried (a client's deadline
+	// says nothing of a target's health). Each attempt's target gets
+	// grpc-timeout as what is left of the call's deadline, counted from
+	// the request's start (Envoy's rewrite), so that a backend does not
+	// work on past the client's end after time spent queueing, on a
+	// buffered body or on failed attempts. 0 means grpc-timeout is not
+	// honoured (it passes unchanged). Default 10m.
 	GRPCTimeoutMax time.Duration `yaml:"grpc_timeout_max"`
 }
 
@@ -1635,7 +1649,8 @@ type AccessLog struct {
 	// certificate that verified; empty for one that FAILED under
 	// client_auth optional_no_ca), referer, user_agent,
 	// grpc_status (a gRPC response's grpc-status, from its trailers: gRPC
-	// calls fail with HTTP status 200), request_id (see
+	// calls fail with HTTP status 200; status gives gmproxy's own HTTP
+	// status of a call it failed itself, see error_pages), request_id (see
 	// sites[].request_id; empty where a site gives none), remote_user
 	// (the user a route's basic_auth let in; empty for others, also for a
 	// name it refused) and peer (the connection's address, after a

@@ -390,7 +390,14 @@
 //     replace the short plain-text body of the answers gmproxy itself gives
 //     (no route matches, rate_limit, no target answered, a target timed
 //     out...) with a page of the site's, as nginx's error_page for its own
-//     errors: an answer a target gives goes as it is. Default: none.
+//     errors: an answer a target gives goes as it is. A gRPC call (gRPC over
+//     HTTP/2, gRPC-Web) gets no page: those answers, and a respond route's of
+//     status 400 or more, go to it as Envoy's do, HTTP 200 with a gRPC status
+//     (Trailers-Only: 400 INTERNAL, 401 UNAUTHENTICATED, 403
+//     PERMISSION_DENIED, 404 UNIMPLEMENTED, 429, 502, 503, 504 UNAVAILABLE,
+//     but DEADLINE_EXCEEDED once the call's grpc-timeout passed, others
+//     UNKNOWN; 421 stays HTTP's), the access log keeping the HTTP status and
+//     giving grpc_status. Default: none.
 //   - request_id (string): request_id names the header that carries each
 //     request's ID, e.g. X-Request-ID, as nginx's $request_id: 32 random hex
 //     digits, or the ID a proxy of trusted_proxies in front sent in that
@@ -1231,9 +1238,15 @@
 //     long for its response head, up to this: a unary call's answer comes with
 //     its head, so a call its client allowed minutes was cut at
 //     response_header with 504, which gRPC clients take for UNAVAILABLE and
-//     retry. A shorter grpc-timeout changes nothing (the client cancels the
-//     call at its deadline, and the proxy the attempt). 0 means grpc-timeout
-//     is not honoured. Default 10m.
+//     retry. A call with a shorter grpc-timeout, or on an upstream without
+//     response_header, waits only until its deadline, and is then answered
+//     DEADLINE_EXCEEDED (504 in the access log), the target neither charged
+//     nor another tried (a client's deadline says nothing of a target's
+//     health). Each attempt's target gets grpc-timeout as what is left of the
+//     call's deadline, counted from the request's start (Envoy's rewrite), so
+//     that a backend does not work on past the client's end after time spent
+//     queueing, on a buffered body or on failed attempts. 0 means grpc-timeout
+//     is not honoured (it passes unchanged). Default 10m.
 //
 // # upstreams[].health_checks
 //
@@ -1508,19 +1521,20 @@
 //     of a client certificate that verified; empty for one that FAILED under
 //     client_auth optional_no_ca), referer, user_agent, grpc_status (a gRPC
 //     response's grpc-status, from its trailers: gRPC calls fail with HTTP
-//     status 200), request_id (see sites[].request_id; empty where a site
-//     gives none), remote_user (the user a route's basic_auth let in; empty
-//     for others, also for a name it refused) and peer (the connection's
-//     address, after a trusted PROXY protocol header: the proxy in front where
-//     client is the address it names; nginx's $realip_remote_addr). Combined
-//     is nginx's combined with remote_user. A value is written as nginx
-//     escapes it (a quote, a backslash, a control or invalid UTF-8 as \xHH); a
-//     field outside double quotes has its spaces written \x20 too, so a
-//     client's value (an SNI) is one field. A stream site's session is a line
-//     with method STREAM and proto TCP whose status is nginx stream's: 200
-//     spliced to its end, 403 refused by client_ip, 502 no target reached, 503
-//     refused because gmproxy is shutting down. Required with format template;
-//     default none.
+//     status 200; status gives gmproxy's own HTTP status of a call it failed
+//     itself, see error_pages), request_id (see sites[].request_id; empty
+//     where a site gives none), remote_user (the user a route's basic_auth let
+//     in; empty for others, also for a name it refused) and peer (the
+//     connection's address, after a trusted PROXY protocol header: the proxy
+//     in front where client is the address it names; nginx's
+//     $realip_remote_addr). Combined is nginx's combined with remote_user. A
+//     value is written as nginx escapes it (a quote, a backslash, a control or
+//     invalid UTF-8 as \xHH); a field outside double quotes has its spaces
+//     written \x20 too, so a client's value (an SNI) is one field. A stream
+//     site's session is a line with method STREAM and proto TCP whose status
+//     is nginx stream's: 200 spliced to its end, 403 refused by client_ip, 502
+//     no target reached, 503 refused because gmproxy is shutting down.
+//     Required with format template; default none.
 //
 // # log
 //

@@ -56,7 +56,11 @@ type LogEntry struct {
 	Referer       string
 	UserAgent     string
 	// GRPCStatus is a gRPC response's grpc-status ("" for other
-	// responses): gRPC calls fail with HTTP status 200.
+	// responses): gRPC calls fail with HTTP status 200. A call the proxy
+	// fails itself (no target, a timeout, a route's refusal) gets HTTP
+	// 200 and a gRPC status too (grpcReply), but Status, here and in
+	// the metrics, is the proxy's HTTP status for it (503, 504, 403...),
+	// so that those failures count as they do for other requests.
 	GRPCStatus string
 	// RequestID is the request's ID (SiteConfig.RequestIDHeader), "" when
 	// its site gives none.

@@ -514,8 +514,13 @@ type TransportConfig struct {
 	// GRPCTimeoutMax: a gRPC call (Content-Type application/grpc…)
 	// whose grpc-timeout asks for longer than the response-head wait
 	// (ResponseHeaderTimeout or the route's) is given its deadline, up
-	// to this. Default DefaultGRPCTimeoutMax (10m); negative: grpc-timeout
-	// is not honoured.
+	// to this; one whose deadline is shorter, or an upstream without a
+	// response-head wait, waits only until the deadline, and the call is
+	// then answered DEADLINE_EXCEEDED (504 in the access log), the
+	// target neither charged nor another tried. Each attempt's target
+	// gets grpc-timeout as what is left of the deadline, counted from
+	// the request's start. Default DefaultGRPCTimeoutMax (10m);
+	// negative: grpc-timeout is not honoured (it passes unchanged).
 	GRPCTimeoutMax time.Duration
 	// MaxIdleConns is the idle pool size per target. Default 64; negative
 	// disables keep-alive (every request gets a new connection).

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -62,19 +63,60 @@ func isGRPCCall(h http.Header) bool {
 	return len(ct) == 1 && len(ct[0]) >= 16 && strings.EqualFold(ct[0][:16], "application/grpc")
 }
 
-// grpcHeaderWait returns the wait for the response head of a request
-// whose wait is otherwise d (0: none): a gRPC call that asks for a longer
-// deadline in grpc-timeout gets it, up to most (a unary call's answer
-// comes with its head, so a call allowed minutes by its client was cut
-// at response_header, 504, which gRPC clients take for UNAVAILABLE and
-// retry). A shorter deadline leaves d: the client cancels the call
-// itself when its deadline passes, and the proxy then the attempt.
-func grpcHeaderWait(h http.Header, d, most time.Duration) time.Duration {
-	if d <= 0 || most <= 0 {
-		return d
+// grpcDeadline returns how long a gRPC call asks to be given in its
+// grpc-timeout field (grpcTimeout), for the proxy to honour when most,
+// the upstream's GRPCTimeoutMax, is positive; false for none: not gRPC,
+// no valid field, not honoured, a zero (no TimeoutValue is zero; Envoy
+// takes it for no deadline) or a deadline past a Duration (no end).
+func grpcDeadline(h http.Header, most time.Duration) (time.Duration, bool) {
+	if most <= 0 {
+		return 0, false
 	}
-	if t, ok := grpcTimeout(h); ok && t > d {
-		return min(t, max(most, d))
-	}
-	return d
+	t, ok := grpcTimeout(h)
+	return t, ok && t > 0 && t < 1<<63-1
 }
+
+// grpcHeaderWait returns the wait for the response head of an attempt of
+// a gRPC call with left of its deadline to go (grpcDeadline), whose wait
+// is otherwise d (0: none): a call that has longer gets it, up to most (a
+// unary call's answer comes with its head, so a call allowed minutes by
+// its client was cut at response_header, 504, which gRPC clients take for
+// UNAVAILABLE and retry); a call with less, or waiting on no
+// response_header, waits only for what it has left, so that the proxy
+// answers DEADLINE_EXCEEDED at the call's deadline even to a client that
+// does not cancel it then (one whose deadline a hop before the proxy
+// set), and holds no target connection past it.
+func grpcHeaderWait(d, left, most time.Duration) time.Duration {
+	if d > 0 && left > d {
+		return min(left, max(most, d))
+	}
+	return left
+}
+
+// encodeGRPCTimeout writes d, positive, as a grpc-timeout value: at most
+// eight digits in the finest unit that holds it, rounded down (the
+// backend's deadline then falls at or just before the proxy's).
+func encodeGRPCTimeout(d time.Duration) string {
+	const most = 99999999
+	for _, u := range []struct {
+		d time.Duration
+		c string
+	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}} {
+		if d/u.d <= most {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.c
+		}
+	}
+	return strconv.FormatInt(int64(min(d/time.Hour, most)), 10) + "H"
+}
+
+// errGRPCDeadline is why a gRPC call got no further attempt: its deadline
+// (grpc-timeout) passed. A timeout: 504, DEADLINE_EXCEEDED to the client.
+var errGRPCDeadline error = grpcDeadlineError{}
+
+type grpcDeadlineError struct{}
+
+func (grpcDeadlineError) Error() string {
+	return "proxy: the gRPC call's deadline (grpc-timeout) passed"
+}
+func (grpcDeadlineError) Timeout() bool   { return true }
+func (grpcDeadlineError) Temporary() bool { return false }

@@ -61,8 +61,9 @@ func TestH2BodyTimeoutClientStalls(t *testing.T) {
 	if err := fr.WriteData(1, false, []byte("part")); err != nil {
 		t.Fatal(err)
 	}
+	// A gRPC call: 408 goes as UNKNOWN with 408's text (grpcReply).
 	evs := h2Events(t, fr, 1)
-	if len(evs) == 0 || evs[0].kind != "headers" || evs[0].fields[":status"] != "408" {
-		t.Fatalf("the stalled request got %+v, want 408", evs)
+	if len(evs) == 0 || evs[0].kind != "headers" || evs[0].fields["grpc-status"] != "2" || evs[0].fields["grpc-message"] != "request body timed out" {
+		t.Fatalf("the stalled request got %+v, want 408 (UNKNOWN, request body timed out)", evs)
 	}
 }

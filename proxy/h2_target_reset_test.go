@@ -20,7 +20,8 @@ func TestH2TargetResetClientBodyOpen(t *testing.T) {
 
 // want502ClientBodyOpen sends a request to target through a proxy with
 // a 500 ms body_timeout, keeps its stream open after a first message, and
-// fails unless the answer is 502 (what names the target's failure).
+// fails unless the answer is 502 (what names the target's failure), as a
+// gRPC call gets it.
 func want502ClientBodyOpen(t *testing.T, what string, target http.Handler) {
 	t.Helper()
 	f := h2cFront(t, h2cBackend(t, target), LimitsConfig{BodyTimeout: 500 * time.Millisecond})
@@ -29,8 +30,9 @@ func want502ClientBodyOpen(t *testing.T, what string, target http.Handler) {
 	if err := fr.WriteData(1, false, grpcMsg("first")); err != nil {
 		t.Fatal(err)
 	}
+	// A gRPC call: 502 goes as UNAVAILABLE with 502's text (grpcReply).
 	evs := h2Events(t, fr, 1)
-	if len(evs) == 0 || evs[0].kind != "headers" || evs[0].fields[":status"] != "502" {
-		t.Fatalf("%s was answered %+v, want 502", what, evs)
+	if len(evs) == 0 || evs[0].kind != "headers" || evs[0].fields["grpc-status"] != "14" || evs[0].fields["grpc-message"] != "no upstream target answered" {
+		t.Fatalf("%s was answered %+v, want 502 (UNAVAILABLE, no upstream target answered)", what, evs)
 	}
 }

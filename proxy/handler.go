@@ -99,6 +99,7 @@ type route struct {
 	respondCT   []string // Content-Type of respond, shared (len == cap == 1)
 	respondB    []byte   // body of respond, read-only
 	respondCL   []string // Content-Length of respond, for HEAD; shared
+	respondMsg  string   // the grpc-message of respond to a gRPC call (grpcReply)
 	redirTo     string
 	redirCode   int
 	// redirOnSite: redirTo is a path on this site that begins with the
@@ -456,6 +457,10 @@ func compileRoute(p *Proxy, rc *RouteConfig, scope string) (*route, error) {
 		rt.respond = &r
 		rt.respondCT, rt.respondB = []string{r.ContentType}, []byte(r.Body)
 		rt.respondCL = []string{strconv.Itoa(len(r.Body))}
+		rt.respondMsg = strings.TrimSpace(r.Body)
+		if len(rt.respondMsg) > maxGRPCMessage || strings.ContainsAny(rt.respondMsg, "\r\n") {
+			rt.respondMsg = http.StatusText(r.Status) // a page, not a message
+		}
 	}
 	if rc.Redirect != nil {
 		actions++
@@ -864,6 +869,11 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// protocol the route does not tunnel is (forwardExtendedConnect).
 		s.errorResponse(rs, r, http.StatusNotImplemented, "protocol not supported",
 			"extended CONNECT to protocol "+r.Header.Get(":protocol")+" on a route that answers "+strconv.Itoa(rt.respond.Status)+" itself and opens no tunnel")
+	case rt.respond != nil && rt.respond.Status >= 400 && grpcReplyType(r) != "":
+		// A route that refuses (403 to a path, 404, 429) refuses a gRPC
+		// call with a gRPC status (errorResponse), its body the message.
+		rt.resOps.apply(rs.w.Header())
+		rs.grpcReply(r, rt.respond.Status, grpcReplyType(r), rt.respondMsg)
 	case rt.respond != nil:
 		h := rs.w.Header()
 		h["Content-Type"] = rt.respondCT
@@ -1133,13 +1143,6 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 	if rs.reqID != "" {
 		h[s.reqIDHeader] = []string{rs.reqID}
 	}
-	page, paged := s.errorPages[code]
-	if paged {
-		h.Set("Content-Type", page.ctype)
-	} else {
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-	}
-	h.Set("X-Content-Type-Options", "nosniff")
 	if name != "" {
 		h.Set(name, value)
 	}
@@ -1149,6 +1152,20 @@ func (s *site) errorResponseWith(rs *reqState, r *http.Request, code int, name, 
 		// client is to connect again.
 		h.Set("Connection", "close")
 	}
+	if ct := grpcReplyType(r); ct != "" && code != http.StatusMisdirectedRequest {
+		// A gRPC call gets a gRPC status, not a page. A 421 stays
+		// HTTP's: it has the client connect again (browsers do for
+		// gRPC-Web), which a gRPC status (UNKNOWN) would not.
+		rs.grpcReply(r, code, ct, public)
+		return
+	}
+	page, paged := s.errorPages[code]
+	if paged {
+		h.Set("Content-Type", page.ctype)
+	} else {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
 	rs.w.WriteHeader(code)
 	if paged {
 		rs.w.Write(page.body)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -1068,7 +1069,17 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 	begun := time.Now()
 	tried := rs.tried[:0]
 	var lastErr error
+	// A gRPC call's deadline counts from the request's start: queueing,
+	// a buffered body and earlier attempts took its time too.
+	deadline, hasDeadline := grpcDeadline(r.Header, u.grpcMax)
 	for attempt := 1; ; attempt++ {
+		var left time.Duration // of the gRPC call's deadline
+		if hasDeadline {
+			if left = deadline - time.Since(rs.start); left <= 0 {
+				lastErr = errGRPCDeadline // no attempt could still answer it
+				break
+			}
+		}
 		t := u.pick(outreq, clientIP, tried) // hash balancing sees the header the backend gets
 		if t == nil {
 			if attempt == 1 {
@@ -1106,8 +1117,21 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 		if ht != 0 {
 			hd = max(ht, 0) // the route's
 		}
-		if g := grpcHeaderWait(outreq.Header, hd, u.grpcMax); g != hd {
-			hd, ht = g, g // a gRPC call's longer deadline
+		if hasDeadline {
+			if g := grpcHeaderWait(hd, left, u.grpcMax); g != hd {
+				hd, ht = g, g // the gRPC call's deadline
+			}
+			// The target is given what is left of the call's time
+			// (Envoy's grpc-timeout rewrite), so that its deadline is
+			// the client's, not later by the time spent here. A
+			// retry's header is a copy: the transport of an earlier
+			// attempt may still be reading the one it was given.
+			h := outreq.Header
+			if attempt > 1 {
+				h = maps.Clone(h)
+				outreq.Header = h
+			}
+			h["Grpc-Timeout"] = []string{encodeGRPCTimeout(left)}
 		}
 		if h1, ok := tr.(*h1Client); ok {
 			res, err = h1.roundTripHead(outreq, rs.passOn, rt.readTimeout, ht)
@@ -1207,6 +1231,11 @@ func (s *site) roundTrip(rs *reqState, r *http.Request, rt *route, outreq *http.
 			return nil, nil
 		}
 
+		if hasDeadline && isTimeout(err) && time.Since(rs.start) >= deadline {
+			// The call's own deadline ended the wait, not a slow
+			// target: not charged, nor tried again.
+			break
+		}
 		u.fail(t, err.Error())
 		bodyUntouched := body.untouched()
 		tries, tryDur, retryAll := rt.retryPolicy()
