@@ -21,7 +21,14 @@ func TestMain(m *testing.M) {
 			}
 			workerKillMargin = d
 		}
-		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+		code := dispatch(os.Args[1:], os.Stdout, os.Stderr)
+		if d, err := time.ParseDuration(os.Getenv(envTestExitPause)); err == nil && os.Getenv(envWorker) != "" {
+			// The moment between run's end and the exit, made long
+			// enough for a test to send a signal into it.
+			fmt.Fprintf(os.Stderr, "%s: worker %s done, status %d\n", envTestExitPause, os.Getenv(envWorker), code)
+			time.Sleep(d)
+		}
+		os.Exit(code)
 	}
 	// The tests run gmproxy run in this process (runMain); a supervisor
 	// would start this test binary as its workers, which it is not unless

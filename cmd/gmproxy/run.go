@@ -25,8 +25,16 @@ import (
 func init() {
 	register("run", "serve: gmproxy run -c FILE (no -c: the embedded development setup on 127.0.0.1:8443)", func(args []string, stdout, stderr io.Writer) int {
 		sigs := make(chan os.Signal, 4)
+		// Not stopped when run returns: the process exits right after,
+		// and a signal that comes in between must not end it. A stop
+		// sent to the whole process group (systemd's KillMode=
+		// control-group, Ctrl-C) reaches a worker twice, from the sender
+		// and from its supervisor; one with nothing to drain is done
+		// with the first before the second comes, which Go's default
+		// (SIGTERM, SIGINT, SIGHUP end the process) then turned into a
+		// death by the signal, a failed drain for its supervisor (exit
+		// status 1 for a clean stop).
 		signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, reopenSignal)
-		defer signal.Stop(sigs)
 		return runMain(args, stdout, stderr, sigs, nil)
 	})
 }

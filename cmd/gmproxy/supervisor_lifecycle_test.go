@@ -861,6 +861,37 @@ func TestWorkersStopWholeGroup(t *testing.T) {
 	}
 }
 
+// TestWorkersStopSignalAfterDrain: a stop sent to the whole group reaches
+// a worker twice, from the sender and from the supervisor; a worker with
+// nothing to drain may be done with the first when the second comes. It
+// must still exit with its drain's status: the signal was Go's default
+// (the process ends by it) once run returned, so such a worker died of
+// it on its way out, and a clean stop's supervisor exited 1. Each worker
+// here waits between run's end and its exit (envTestExitPause) and gets
+// a SIGTERM then, deterministically.
+func TestWorkersStopSignalAfterDrain(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	defer backend.Close()
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeProxyConfig(t, cfgPath, listen, admin, backend.Listener.Addr().String(), "30s", "v1")
+	r := startWorkerRun(t, cfgPath, admin, envTestExitPause+"=2s")
+	ws := r.workers()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	const done = envTestExitPause + ": worker "
+	r.waitFor("both workers' drain", func() bool { return strings.Count(r.logs.String(), done) >= len(ws) })
+	for _, w := range ws {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+			syscall.Kill(w.PID, sig)
+		}
+	}
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
+		t.Errorf("exit %d after a clean stop, want 0", code)
+	}
+	if strings.Contains(r.logs.String(), "exited with status") {
+		t.Errorf("a worker's exit was a failure:\n%s", grepLines(r.logs.String(), "exited with status"))
+	}
+}
+
 // TestWorkersRefusePortTakenByAnother: the workers listen with
 // SO_REUSEPORT, which the kernel also grants to any other process of the
 // same user that sets it: a second gmproxy started by mistake on a port

@@ -37,6 +37,11 @@ const envTestMain = "GMPROXY_TEST_AS_MAIN"
 // need not wait the production margin.
 const envTestKillMargin = "GMPROXY_TEST_KILL_MARGIN"
 
+// envTestExitPause, with envTestMain, makes a worker wait that long (a
+// duration) between the end of its gmproxy run and its exit, after it
+// printed "GMPROXY_TEST_EXIT_PAUSE: worker N done" on stderr.
+const envTestExitPause = "GMPROXY_TEST_EXIT_PAUSE"
+
 // lockedBuffer collects a child's output from several goroutines.
 type lockedBuffer struct {
 	mu sync.Mutex
