@@ -16,9 +16,6 @@ func (noSignal) Signal()        {}
 
 var reopenSignal os.Signal = noSignal{}
 
-// forceSignal is never delivered here either: the worker mode needs Linux.
-var forceSignal os.Signal = noSignal{}
-
 func signalReload(int) error {
 	return errors.New("signals are a Unix feature: reload through the admin listener (POST /reload)")
 }

@@ -162,8 +162,8 @@ type workerProc struct {
 	// its start however long it took (a start that hangs is killed after
 	// startTimeout, past restartReset), and counts as a quick death.
 	served bool
-	// reopen: a reopenSignal waits until the worker is ready (a signal
-	// that reaches it before its handler is installed ends it).
+	// reopen: a workerReopenSignal waits until the worker is ready (a
+	// signal that reaches it before its handler is installed ends it).
 	reopen bool
 	misses int // probes in a row without an answer (watch only)
 }
@@ -871,8 +871,8 @@ func (s *supervisor) diedDuring(p *workerProc) bool {
 }
 
 // signalAll sends sig to every live worker.
-// markReady records that p answers, and gives it the reopenSignal that
-// waited for that.
+// markReady records that p answers, and gives it the workerReopenSignal
+// that waited for that.
 func (s *supervisor) markReady(p *workerProc) {
 	s.mu.Lock()
 	p.ready, p.served = true, true
@@ -880,13 +880,15 @@ func (s *supervisor) markReady(p *workerProc) {
 	p.reopen = false
 	s.mu.Unlock()
 	if reopen {
-		p.cmd.Process.Signal(reopenSignal)
+		p.cmd.Process.Signal(workerReopenSignal)
 	}
 }
 
-// reopenLogs passes reopenSignal on to the ready workers; a worker still
-// starting gets it once ready (it may have opened its log before the
-// rotation that asked for this).
+// reopenLogs passes reopenSignal on to the ready workers, as
+// workerReopenSignal (a worker ignores a SIGUSR1 of its own: sent to the
+// whole group, it would reopen twice); a worker still starting gets it
+// once ready (it may have opened its log before the rotation that asked
+// for this).
 func (s *supervisor) reopenLogs() {
 	for _, p := range s.live() {
 		s.mu.Lock()
@@ -894,7 +896,7 @@ func (s *supervisor) reopenLogs() {
 		p.reopen = !ready
 		s.mu.Unlock()
 		if ready {
-			p.cmd.Process.Signal(reopenSignal)
+			p.cmd.Process.Signal(workerReopenSignal)
 		}
 	}
 }

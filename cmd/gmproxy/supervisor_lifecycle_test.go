@@ -892,6 +892,69 @@ func TestWorkersStopSignalAfterDrain(t *testing.T) {
 	}
 }
 
+// TestWorkersGroupSignalsActOnce: every signal an operator sends to the
+// whole process group (kill -- -PGID, systemd's KillMode=control-group)
+// reaches the workers beside the supervisor, and must have the outcome it
+// has sent to the supervisor alone: SIGHUP one reload of every worker
+// together, SIGUSR1 one reopen of each worker's access log (each reopened
+// twice: the supervisor passed SIGUSR1 on), SIGUSR2 nothing, as the
+// supervisor ignores it (every worker took it for the supervisor's order
+// to close every connection, exited and was restarted), and a stop then
+// exits 0. The workers' copies go first (for SIGUSR1 once the
+// supervisor's was passed on), so that none merges with the supervisor's
+// into one pending signal.
+func TestWorkersGroupSignalsActOnce(t *testing.T) {
+	cfgPath, listen, admin := workersTestPaths(t)
+	writeSiteConfig(t, cfgPath, "workers: 2\nlog: {level: info}\n", listen, admin, "hi")
+	r := startWorkerRun(t, cfgPath, admin)
+	ws := r.workers()
+	group := func(sig syscall.Signal) {
+		for _, w := range ws {
+			syscall.Kill(w.PID, sig)
+		}
+		r.cmd.Process.Signal(sig)
+	}
+	count := func(s string) int { return strings.Count(r.logs.String(), s) }
+
+	group(syscall.SIGHUP)
+	r.waitFor("the reload", func() bool {
+		return count("reload succeeded in every worker") == 1 && count("SIGHUP ignored") == len(ws)
+	})
+	_, m := r.get("/metrics")
+	if n := sumSeries(t, m, "gmproxy_config_reloads_total", `result="success"`); n != 2 {
+		t.Errorf("%v successful loads after one SIGHUP to the group, want 2 (the start's and the reload)", n)
+	}
+	for i := range ws {
+		if n := r.workerCounter(i, "gmproxy_config_reloads_total", `result="success"`); n != 2 {
+			t.Errorf("worker %d: %v successful loads after one SIGHUP to the group, want 2", i, n)
+		}
+	}
+
+	const reopened = "SIGUSR1: reopening the access log"
+	// The supervisor's first, and the workers' once it passed it on:
+	// a worker's own copy could merge with a forwarded SIGUSR1 pending.
+	r.cmd.Process.Signal(syscall.SIGUSR1)
+	r.waitFor("the reopen", func() bool { return count(reopened) >= len(ws) })
+	for _, w := range ws {
+		syscall.Kill(w.PID, syscall.SIGUSR1)
+	}
+	r.waitFor("the workers' own SIGUSR1", func() bool { return count(reopened) > len(ws) || count("SIGUSR1 ignored") == len(ws) })
+	if n := count(reopened); n != len(ws) {
+		t.Errorf("%d reopens of the access log after one SIGUSR1 to the group of %d workers, want %d:\n%s", n, len(ws), len(ws), grepLines(r.logs.String(), "SIGUSR1"))
+	}
+
+	group(syscall.SIGUSR2)
+	r.waitFor("the workers' SIGUSR2", func() bool { return count("SIGUSR2 ignored") == len(ws) || count("worker died") > 0 })
+	if got := r.workers(); len(got) != len(ws) || got[0].PID != ws[0].PID || got[1].PID != ws[1].PID || strings.Contains(r.logs.String(), "worker died") {
+		t.Errorf("workers %+v after SIGUSR2 to the group, want %+v still running:\n%s", got, ws, grepLines(r.logs.String(), "worker"))
+	}
+
+	group(syscall.SIGTERM)
+	if code := r.exitCode(testwait.Bound(30 * time.Second)); code != 0 {
+		t.Errorf("exit %d after one stop request to the group, want 0", code)
+	}
+}
+
 // TestWorkersRefusePortTakenByAnother: the workers listen with
 // SO_REUSEPORT, which the kernel also grants to any other process of the
 // same user that sets it: a second gmproxy started by mistake on a port

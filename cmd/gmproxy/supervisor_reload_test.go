@@ -624,7 +624,7 @@ func TestStopWhileWorkersStart(t *testing.T) {
 
 // TestReopenWaitsForReadyWorkers: the access-log reopen signal reaches the
 // ready workers at once and a worker still starting once it is ready,
-// not before (a SIGUSR1 that arrives before a worker installs its handler
+// not before (an order that arrives before a worker installs its handler
 // ends it).
 func TestReopenWaitsForReadyWorkers(t *testing.T) {
 	if !workersSupported {
@@ -635,7 +635,7 @@ func TestReopenWaitsForReadyWorkers(t *testing.T) {
 	start := func(i int) (*workerProc, string) {
 		got := filepath.Join(dir, fmt.Sprint("reopened-", i))
 		up := filepath.Join(dir, fmt.Sprint("up-", i))
-		cmd := exec.Command("sh", "-c", `trap 'echo x >> `+got+`' USR1; : > `+up+`; while :; do sleep 0.02; done`)
+		cmd := exec.Command("sh", "-c", `trap 'echo x >> `+got+`' `+fmt.Sprint(int(workerReopenSignal.(syscall.Signal)))+`; : > `+up+`; while :; do sleep 0.02; done`)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -439,7 +439,9 @@ func sumSeries(t *testing.T, exposition, name, match string) float64 {
 
 // TestWorkerSignals: a worker acts on a stop request once however many
 // copies reach it (SIGTERM and SIGINT alike), ignores SIGHUP (reloads come
-// from its supervisor), and takes forceSignal for the second request.
+// from its supervisor), SIGUSR1 and SIGUSR2 (sent to the whole group, its
+// supervisor passes on the one it takes), reopens its access log on
+// workerReopenSignal, and takes forceSignal for the second request.
 func TestWorkerSignals(t *testing.T) {
 	if !workersSupported {
 		t.Skip("worker mode needs Linux")
@@ -448,7 +450,8 @@ func TestWorkerSignals(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGTERM, reopenSignal} {
 		in <- sig
 	}
-	out := workerSignals(in, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var logs lockedBuffer
+	out := workerSignals(in, slog.New(slog.NewTextHandler(&logs, nil)))
 	next := func() os.Signal {
 		select {
 		case sig := <-out:
@@ -457,8 +460,19 @@ func TestWorkerSignals(t *testing.T) {
 			return nil
 		}
 	}
-	if got := []os.Signal{next(), next(), next()}; got[0] != syscall.SIGTERM || got[1] != reopenSignal || got[2] != nil {
-		t.Fatalf("worker acted on %v, want one SIGTERM, then %v, then nothing", got, reopenSignal)
+	if got := []os.Signal{next(), next()}; got[0] != syscall.SIGTERM || got[1] != nil {
+		t.Fatalf("worker acted on %v, want one SIGTERM, then nothing", got)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGUSR2, workerReopenSignal.(syscall.Signal)} {
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := []os.Signal{next(), next()}; got[0] != reopenSignal || got[1] != nil {
+		t.Fatalf("after SIGUSR2 and workerReopenSignal: %v, want %v, then nothing", got, reopenSignal)
+	}
+	if n := strings.Count(logs.String(), " ignored: "); n != 3 {
+		t.Errorf("%d signals logged as ignored, want 3 (SIGHUP, SIGUSR1, SIGUSR2):\n%s", n, logs.String())
 	}
 	if err := syscall.Kill(os.Getpid(), forceSignal.(syscall.Signal)); err != nil {
 		t.Fatal(err)

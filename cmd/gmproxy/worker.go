@@ -192,16 +192,24 @@ func (w *worker) adjust(c *conf.Config) {
 // group), straight from the sender too: a repeated SIGTERM, SIGINT or
 // SIGQUIT (nginx's graceful stop, which gmproxy takes as SIGTERM) is
 // therefore the same request, not a second one. The supervisor orders
-// the second one (close every connection now) with forceSignal. SIGHUP
-// is ignored: every worker makes a reload together, through the
+// the second one (close every connection now) with forceSignal, and the
+// reopening of the access log with workerReopenSignal. SIGHUP is
+// ignored: every worker makes a reload together, through the
 // supervisor; a worker reloading alone would serve a configuration the
-// others do not, and drop a reload prepared meanwhile.
+// others do not, and drop a reload prepared meanwhile. SIGUSR1 and
+// SIGUSR2 from anyone else are ignored too: sent to the whole group, the
+// supervisor passes on the one it takes (see workerorders_linux.go).
 func workerSignals(in <-chan os.Signal, log *slog.Logger) <-chan os.Signal {
-	force := make(chan os.Signal, 1)
-	signal.Notify(force, forceSignal)
+	orders := make(chan os.Signal, 2)
+	signal.Notify(orders, forceSignal, workerReopenSignal)
+	ignored := make(chan os.Signal, 1)
+	if len(workerIgnored) > 0 {
+		signal.Notify(ignored, workerIgnored...)
+	}
 	out := make(chan os.Signal, 4)
 	go func() {
-		defer signal.Stop(force)
+		defer signal.Stop(orders)
+		defer signal.Stop(ignored)
 		defer close(out)
 		stopping := false
 		for {
@@ -214,6 +222,9 @@ func workerSignals(in <-chan os.Signal, log *slog.Logger) <-chan os.Signal {
 				case syscall.SIGHUP:
 					log.Info("SIGHUP ignored: a worker reloads when its supervisor asks")
 					continue
+				case reopenSignal:
+					log.Info("SIGUSR1 ignored: a worker reopens the access log when its supervisor asks")
+					continue
 				case syscall.SIGTERM, syscall.SIGINT, os.Interrupt, syscall.SIGQUIT:
 					if stopping {
 						continue
@@ -221,7 +232,13 @@ func workerSignals(in <-chan os.Signal, log *slog.Logger) <-chan os.Signal {
 					stopping = true
 				}
 				out <- sig
-			case <-force:
+			case <-ignored:
+				log.Info("SIGUSR2 ignored: a worker closes its connections at once when its supervisor asks")
+			case sig := <-orders:
+				if sig == workerReopenSignal {
+					out <- reopenSignal
+					continue
+				}
 				if !stopping {
 					stopping = true
 					out <- syscall.SIGTERM
