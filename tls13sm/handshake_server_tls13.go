@@ -396,6 +396,17 @@ func (hs *serverHandshakeState) doHelloRetryRequest() error {
 	if h2.earlyData {
 		return c.fail(AlertIllegalParameter, "early_data in the second ClientHello")
 	}
+	// §4.1.2: a cookie only "if one was provided in the HelloRetryRequest"
+	// (§4.2.2), and this server's never carries one.
+	if len(h2.cookie) > 0 {
+		return c.fail(AlertIllegalParameter, "cookie in the second ClientHello, which the HelloRetryRequest did not send")
+	}
+	// §4.1.2: pre_shared_key is updated "if present" in the first; a PSK
+	// the first did not offer could resume a session the hello that chose
+	// the configuration never named.
+	if len(h2.pskIdentities) > 0 && len(hs.hello.pskIdentities) == 0 {
+		return c.fail(AlertIllegalParameter, "pre_shared_key in the second ClientHello but not in the first")
+	}
 	if !sameClientHello(hs.hello, h2) {
 		return c.fail(AlertIllegalParameter, "second ClientHello inconsistent with the first")
 	}
@@ -919,6 +930,11 @@ var _ = smx509.SM2WithSM3
 // HelloRetryRequest, b, is the first, a, but for what §4.1.2 lets change:
 // key_share, early_data, cookie, pre_shared_key (and padding). What
 // GetConfigForClient saw, and the suite and group chosen from it, hold.
+// (doHelloRetryRequest checks those four.) Extensions the server does not
+// parse (status_request, signed_certificate_timestamp,
+// certificate_authorities, post_handshake_auth, record_size_limit...)
+// change nothing it does and are not compared, as crypto/tls's
+// illegalClientHelloChange compares only what its server uses.
 func sameClientHello(a, b *clientHelloMsg) bool {
 	return a.vers == b.vers && bytes.Equal(a.random, b.random) && bytes.Equal(a.sessionID, b.sessionID) &&
 		slices.Equal(a.cipherSuites, b.cipherSuites) && bytes.Equal(a.compressionMethods, b.compressionMethods) &&

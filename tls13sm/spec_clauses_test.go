@@ -251,7 +251,9 @@ func TestChangeCipherSpecOutsideItsWindow(t *testing.T) {
 // ClientHello, but ALPN, the certificate (GetCertificate) and the
 // signature scheme are then chosen from the second: a client can show one
 // hello to the callbacks that select the configuration and have another
-// negotiated.
+// negotiated. Later: a pre_shared_key the first hello lacked (§4.1.2
+// updates one "if present") and a cookie the HelloRetryRequest never sent
+// were accepted.
 func TestSecondClientHelloMustMatchFirst(t *testing.T) {
 	srvCfg, _ := testConfigs(t)
 	srvCfg.NextProtos = []string{"h2", "http/1.1"}
@@ -270,6 +272,7 @@ func TestSecondClientHelloMustMatchFirst(t *testing.T) {
 		h.supportedGroups = []uint16{CurveSM2, X25519}
 		h.keyShares = []keyShare{{group: X25519, data: make([]byte, 32)}}
 		h.keyShares[0].data[0] = 9
+		h.pskModes = []uint8{pskModeDHE} // may resume, but offers no ticket
 		first = h
 	})
 	for _, tc := range []struct {
@@ -277,6 +280,16 @@ func TestSecondClientHelloMustMatchFirst(t *testing.T) {
 		edit func(h *clientHelloMsg)
 	}{
 		{"random", func(h *clientHelloMsg) { h.random = make([]byte, 32); h.random[0] = 0x5a }},
+		// §4.1.2: pre_shared_key is updated "if present" in the first; one
+		// the first lacked is added (and the server resumed from it, or
+		// went on with a full handshake).
+		{"adds-pre_shared_key", func(h *clientHelloMsg) {
+			h.pskIdentities = []pskIdentity{{label: make([]byte, 48), obfuscatedTicketAge: 1}}
+			h.pskBinders = [][]byte{make([]byte, hashSize)}
+		}},
+		// §4.1.2, §4.2.2: a cookie only "if one was provided in the
+		// HelloRetryRequest", and this server's never carries one.
+		{"cookie", func(h *clientHelloMsg) { h.cookie = []byte("not from this server") }},
 		{"alpn", func(h *clientHelloMsg) { h.alpnProtocols = []string{"h2"} }},
 		{"cipher-suites", func(h *clientHelloMsg) { h.cipherSuites = append(h.cipherSuites, 0x00ff) }},
 		{"server-name", func(h *clientHelloMsg) { h.serverName = "other.example" }},
