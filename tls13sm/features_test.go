@@ -771,6 +771,44 @@ func TestPSKOnlyResumption(t *testing.T) {
 	}
 }
 
+// TestPSKOnlyResumptionWithoutHelloRetry: psk_ke needs no key share
+// (RFC 8446 §4.2.9; §4.1.1: the server sends none), so a client offering
+// only psk_ke, with a ticket and no share of the group the server prefers,
+// resumes at once: the server asked for that share with a
+// HelloRetryRequest first and then resumed without it (a round trip and a
+// key generation for nothing). When the ticket does not resume, the
+// handshake is full and the HelloRetryRequest asks for the share it needs;
+// the ticket is judged once.
+func TestPSKOnlyResumptionWithoutHelloRetry(t *testing.T) {
+	srvCfg, cliCfg := testConfigs(t)
+	srvCfg.AllowPSKOnly = true
+	cliCfg.testPSKOnly, cliCfg.AllowPSKOnly = true, true
+	cliCfg.testShareX25519 = true // curveSM2 preferred by the server
+	log := new(ticketLog)
+	srvCfg.OnTicket = log.add
+	for i, want := range []struct {
+		resumed, hrr bool
+		events       string
+	}{
+		{false, true, "[issued]"},
+		{true, false, "[accepted issued]"},
+		{false, true, "[rejected:undecryptable issued]"}, // after new ticket keys
+	} {
+		if i == 2 {
+			srvCfg.TicketKeys = ticket.Static(mustKeys(t, 3)[2:])
+		}
+		_, r := echoRound(t, srvCfg, cliCfg)
+		if r.err != nil || r.state.DidResume != want.resumed || r.state.HelloRetry != want.hrr ||
+			(want.resumed && r.state.Group != 0) || (!want.resumed && r.state.Group != CurveSM2) {
+			t.Fatalf("conn %d: err %v, resumed %v HelloRetry %v group %#04x; want resumed %v HelloRetry %v",
+				i+1, r.err, r.state.DidResume, r.state.HelloRetry, r.state.Group, want.resumed, want.hrr)
+		}
+		if got := fmt.Sprint(log.take()); got != want.events {
+			t.Fatalf("conn %d: ticket events %s, want %s", i+1, got, want.events)
+		}
+	}
+}
+
 // fakeServer answers the first ClientHello with the given ServerHello body.
 func fakeServer(t *testing.T, sh *serverHelloMsg) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

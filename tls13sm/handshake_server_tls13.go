@@ -45,6 +45,9 @@ type serverHandshakeState struct {
 	pskIndex  int
 	session   *sessionState
 	client    clientIdentity // from this handshake's certificate, or the ticket's
+	// retryUnlessResumed: the HelloRetryRequest waits for checkForResumption
+	// (a psk_ke-only client without a share of hs.group).
+	retryUnlessResumed bool
 
 	transcript hash.Hash // &tr
 	tr         sm3state.Transcript
@@ -130,6 +133,9 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 	}
 	hs.addHelloToTranscript()
 	if err := hs.checkForResumption(); err != nil {
+		return err
+	}
+	if err := hs.retryIfNotResumed(); err != nil {
 		return err
 	}
 	if err := hs.pickCertificate(); err != nil {
@@ -280,10 +286,33 @@ func (hs *serverHandshakeState) processClientHello() error {
 		return c.fail(AlertHandshakeFailure, "no shared key exchange group (client offers %s)", offeredList(h.supportedGroups, "%x"))
 	}
 	if needHRR {
+		// psk_ke needs no key share (§4.2.9; §4.1.1: the ServerHello has
+		// none): a client offering only it (pskMode is psk_ke only then)
+		// is asked for one only if its ticket does not resume, as
+		// OpenSSL's final_key_share does.
+		if hs.pskMode == pskModePlain {
+			hs.retryUnlessResumed = true
+			return nil
+		}
 		if err := hs.doHelloRetryRequest(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// retryIfNotResumed sends the HelloRetryRequest processClientHello put off
+// for a psk_ke client whose ticket has now not resumed: the full
+// handshake needs the share. The second ClientHello's PSK is not tried
+// again (the first's ticket was judged; §4.1.2 lets it only be updated).
+func (hs *serverHandshakeState) retryIfNotResumed() error {
+	if !hs.retryUnlessResumed || hs.usingPSK {
+		return nil
+	}
+	if err := hs.doHelloRetryRequest(); err != nil {
+		return err
+	}
+	hs.addHelloToTranscript()
 	return nil
 }
 
