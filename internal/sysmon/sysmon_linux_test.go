@@ -36,17 +36,27 @@ func TestSettingKeepsMonitorAsleep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two child processes")
 	}
-	def := switches(t, "schedtrace=0")
-	set := switches(t, Setting)
-	t.Logf("voluntary context switches for %d idle-then-syscall cycles: default %d, with %s %d", cycles, def, Setting, set)
-	// By default the main thread waits in epoll and the monitor is woken
-	// and sleeps again once or twice in every cycle.
-	if def < 2*cycles {
-		t.Fatalf("default: %d switches for %d cycles, fewer than two per cycle: the exchange does not wake the monitor", def, cycles)
+	// A machine busy with other work adds switches to either count (a
+	// thread preempted while it waits for the CPU): a pair of runs that
+	// fails is measured again, three times at most; a Setting that does
+	// not work fails all three.
+	var failure string
+	for range 3 {
+		def := switches(t, "schedtrace=0")
+		set := switches(t, Setting)
+		t.Logf("voluntary context switches for %d idle-then-syscall cycles: default %d, with %s %d", cycles, def, Setting, set)
+		// By default the main thread waits in epoll and the monitor is
+		// woken and sleeps again once or twice in every cycle.
+		switch {
+		case def < 2*cycles:
+			failure = fmt.Sprintf("default: %d switches for %d cycles, fewer than two per cycle: the exchange does not wake the monitor", def, cycles)
+		case set*2 > def:
+			failure = fmt.Sprintf("with %s: %d switches, default %d: want at most half the default", Setting, set, def)
+		default:
+			return
+		}
 	}
-	if set*2 > def {
-		t.Fatalf("with %s: %d switches, default %d: want at most half the default", Setting, set, def)
-	}
+	t.Fatal(failure)
 }
 
 // switches runs the child with godebug in GODEBUG and returns its count.
