@@ -50,6 +50,17 @@ type Env struct {
 	// sites staple, and of their certificate status.
 	OCSP OCSPObserver
 
+	// ocspMu orders what OCSP is told (taken before mu): a fetcher's
+	// report, from its check that its generation is in force to the
+	// observer's change, is made wholly before an install's, or after it
+	// (and then dropped, its fetcher retired), never in between, where it
+	// would overwrite what the install set or bring back the series of a
+	// site the reload removed.
+	ocspMu sync.Mutex
+	// ocspReportHook, when set, is called by a fetcher's report between
+	// its check and the observer's change (tests).
+	ocspReportHook func()
+
 	mu sync.Mutex
 	// engine is the private-key engine of the serving generation; the
 	// others in engines (retired by a reload that changed

@@ -103,11 +103,18 @@ func (e *Env) acquireOCSP(s *conf.Site) *ocspFetcher {
 		}
 		// Only the fetcher of the generation in force reports: one a
 		// reload replaced (another certificate, a response file, no
-		// stapling) runs on while its generation drains.
+		// stapling) runs on while its generation drains. The check and
+		// the report are one step under ocspMu: an install between them
+		// would be undone.
+		e.ocspMu.Lock()
+		defer e.ocspMu.Unlock()
 		e.mu.Lock()
 		current := e.ocspInForce[name] == of
 		e.mu.Unlock()
 		if obs != nil && current {
+			if e.ocspReportHook != nil {
+				e.ocspReportHook()
+			}
 			reportStaple(obs, name, st)
 		}
 	}
@@ -163,7 +170,12 @@ func (b *siteBuild) siteStaple(s *conf.Site) func() []byte {
 // handshakes still draining on it read the last response; asking the
 // responder for it, and warning of its failures, until its last
 // connection ends (a long-lived tunnel: hours) would be for nothing.
+//
+// It holds ocspMu throughout: a fetcher's report is made before or after
+// the install's, not within it.
 func (e *Env) reportOCSP(cfg *conf.Config, fs []*ocspFetcher) {
+	e.ocspMu.Lock()
+	defer e.ocspMu.Unlock()
 	byKey := map[string]*ocspFetcher{}
 	for _, of := range fs {
 		byKey[of.key] = of

@@ -224,6 +224,81 @@ func TestOCSPStaleFetcherNotReported(t *testing.T) {
 	e.releaseOCSP([]*ocspFetcher{of})
 }
 
+// TestOCSPReportRacingInstall: a report of the fetcher in force that
+// checked it was, then was held up while a reload's install changed the
+// site (its response now a file's, or the site removed: the install, then
+// the metrics' Retain, deletes its series), is made before the install,
+// not over what the install set: the file's nextUpdate stays, and the
+// removed site's series does not come back.
+func TestOCSPReportRacingInstall(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		name := map[bool]string{false: "file", true: "removed"}[removed]
+		t.Run(name, func(t *testing.T) {
+			p := ocsptest.New(t)
+			obs := &ocspObserver{}
+			checked, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			e := &Env{OCSP: obs, Logger: slog.New(slog.DiscardHandler), ocspReportHook: func() {
+				once.Do(func() {
+					close(checked)
+					<-release
+				})
+			}}
+			defer e.Close()
+			old := ocspConfig(t, p)
+			old.Sites[0].Material.TLSOCSPURL = "http://127.0.0.1:1/" // never answers
+			of := e.acquireOCSP(&old.Sites[0])
+			e.reportOCSP(old, []*ocspFetcher{of})
+
+			now := time.Now().Truncate(time.Second)
+			reported := make(chan struct{})
+			go func() {
+				defer close(reported)
+				of.f.Report(&staple.Staple{NextUpdate: now.Add(time.Minute), Status: ocsp.Good})
+			}()
+			<-checked // the report checked its fetcher is in force
+
+			cfg := ocspConfig(t, p)
+			if removed {
+				cfg.Sites[0].Name = "renamed"
+			}
+			cfg.Sites[0].Material.TLSOCSP = &staple.Staple{DER: p.Response(t, now.Add(-time.Minute), now.Add(time.Hour)), NextUpdate: now.Add(time.Hour)}
+			installed := make(chan struct{})
+			go func() {
+				defer close(installed)
+				e.reportOCSP(cfg, nil)
+				if removed { // the metrics' Retain, after the install
+					obs.mu.Lock()
+					delete(obs.next, "main")
+					delete(obs.status, "main")
+					obs.mu.Unlock()
+				}
+			}()
+			select {
+			case <-installed: // the defect: the install did not wait
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(release)
+			<-reported
+			<-installed
+			if removed {
+				obs.mu.Lock()
+				_, next := obs.next["main"]
+				_, status := obs.status["main"]
+				obs.mu.Unlock()
+				if next || status {
+					t.Errorf("the removed site's series came back (nextUpdate %v, status %v)", next, status)
+				}
+			} else {
+				if got := obs.get("main"); !got.Equal(now.Add(time.Hour)) {
+					t.Errorf("reported nextUpdate %v, want the file's %v", got, now.Add(time.Hour))
+				}
+			}
+			e.releaseOCSP([]*ocspFetcher{of})
+		})
+	}
+}
+
 // waitFor polls cond every 5 ms until it holds, for 20 s at most.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
