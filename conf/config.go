@@ -332,6 +332,7 @@ type HTTPServer struct {
 type Site struct {
 	// Name identifies the site in logs, metrics and listeners[].sites.
 	// Default: the first server name, or "site<N>" (N counting from 1).
+	// Not "other" or "none": those are label values of the metrics' own.
 	Name string `yaml:"name"`
 	// ServerNames are the host names (SNI) this site answers: exact names
 	// ("portal.example.cn") and wildcards covering one label
@@ -679,7 +680,8 @@ type ClientAuth struct {
 // that answers a path itself cannot be passed by spelling it otherwise.
 type Route struct {
 	// Name identifies the route in logs and metrics. Default "route<N>"
-	// (N counting from 1 within the site).
+	// (N counting from 1 within the site). Not "other" or "none": those
+	// are label values of the metrics' own.
 	Name string `yaml:"name"`
 	// NameByPlace reports that Name is the default route<N>: it says
 	// where the route stands, not which route it is, so a reload that
@@ -899,7 +901,7 @@ type Stream struct {
 // Upstream is a named pool of backend targets.
 type Upstream struct {
 	// Name is how routes and streams refer to the upstream. Required,
-	// unique.
+	// unique; not "other" or "none", label values of the metrics' own.
 	Name string `yaml:"name"`
 	// Targets are the backends. Each is either "host:port" or a mapping
 	// {address, weight, backup}. At least one is required.
@@ -1698,7 +1700,8 @@ type Offload struct {
 // taking one of its workers' turns. A TLCP ECDHE handshake sends its ephemeral
 // private key to the key server: use mutual TLS or a Unix socket only.
 type KeyServer struct {
-	// Name is how sites refer to the key server. Required, unique.
+	// Name is how sites refer to the key server. Required, unique; not
+	// "other" or "none", label values of the metrics' own.
 	Name string `yaml:"name"`
 	// Addresses are the key server's endpoints: host:port, reached over
 	// mutual TLS, or unix:/path/to/socket for a Unix socket (no TLS;
@@ -1854,8 +1857,9 @@ type KeyServerTLS struct {
 type ServedKey struct {
 	// Name identifies the key in clients[].keys, the audit log and the
 	// metrics. Not "unknown": that is the name they give a key ID the
-	// server does not hold. Default: the key file's name without folder
-	// and extension.
+	// server does not hold; nor "other" or "none", label values of the
+	// metrics' own. Default: the key file's name without folder and
+	// extension.
 	Name string `yaml:"name"`
 	// Key is a PEM file of one SM2 private key (PKCS#8, SEC 1 or encrypted
 	// PKCS#8). A file of several keys is refused: the roles given here
@@ -1884,7 +1888,8 @@ type ServedKey struct {
 // certificate identity) allowed to use some keys.
 type KeyServerClient struct {
 	// Name identifies the client in the audit log and the metrics.
-	// Required, unique.
+	// Required, unique; not "other" or "none", label values of the
+	// metrics' own.
 	Name string `yaml:"name"`
 	// Subject matches the client certificate's subject, written in RFC 2253
 	// form from every attribute of the subject: the last RDN first, no spaces,

@@ -341,7 +341,8 @@
 //
 //   - name (string): name identifies the site in logs, metrics and
 //     listeners[].sites. Default: the first server name, or "site<N>" (N
-//     counting from 1).
+//     counting from 1). Not "other" or "none": those are label values of the
+//     metrics' own.
 //   - server_names (list of strings): server_names are the host names (SNI)
 //     this site answers: exact names ("portal.example.cn") and wildcards
 //     covering one label ("*.example.cn"). Each name may belong to one site of
@@ -626,7 +627,8 @@
 // answers a path itself cannot be passed by spelling it otherwise.
 //
 //   - name (string): name identifies the route in logs and metrics. Default
-//     "route<N>" (N counting from 1 within the site).
+//     "route<N>" (N counting from 1 within the site). Not "other" or "none":
+//     those are label values of the metrics' own.
 //   - host (list of strings): host matches the request host (Host header, else
 //     SNI): exact names or "*.example.cn" wildcards. Default: any host.
 //   - path_prefix (string): path_prefix matches paths starting with it, e.g.
@@ -1046,7 +1048,8 @@
 // This section is a named pool of backend targets.
 //
 //   - name (string): name is how routes and streams refer to the upstream.
-//     Required, unique.
+//     Required, unique; not "other" or "none", label values of the metrics'
+//     own.
 //   - targets (list of "host:port" or sections, see upstreams[].targets[]):
 //     targets are the backends. Each is either "host:port" or a mapping
 //     {address, weight, backup}. At least one is required.
@@ -1567,7 +1570,7 @@
 // mutual TLS or a Unix socket only.
 //
 //   - name (string): name is how sites refer to the key server. Required,
-//     unique.
+//     unique; not "other" or "none", label values of the metrics' own.
 //   - addresses (list of strings): addresses are the key server's endpoints:
 //     host:port, reached over mutual TLS, or unix:/path/to/socket for a Unix
 //     socket (no TLS; protect it with the socket's file permissions).
@@ -1711,8 +1714,8 @@
 //
 //   - name (string): name identifies the key in clients[].keys, the audit log
 //     and the metrics. Not "unknown": that is the name they give a key ID the
-//     server does not hold. Default: the key file's name without folder and
-//     extension.
+//     server does not hold; nor "other" or "none", label values of the
+//     metrics' own. Default: the key file's name without folder and extension.
 //   - key (string): key is a PEM file of one SM2 private key (PKCS#8, SEC 1 or
 //     encrypted PKCS#8). A file of several keys is refused: the roles given
 //     here would be every key's, and a signing key beside an encryption key
@@ -1748,7 +1751,8 @@
 // identity) allowed to use some keys.
 //
 //   - name (string): name identifies the client in the audit log and the
-//     metrics. Required, unique.
+//     metrics. Required, unique; not "other" or "none", label values of the
+//     metrics' own.
 //   - subject (string): subject matches the client certificate's subject,
 //     written in RFC 2253 form from every attribute of the subject: the last
 //     RDN first, no spaces, types other than C, CN, L, O, OU, POSTALCODE,

@@ -88,8 +88,35 @@ func (v *validator) uniqueName(p, name, what, addFix string, seen map[string]str
 	case seen[name] != "":
 		v.errf(p+".name", "give every "+what+" a distinct name", "duplicate %s name %q (also %s)", what, name, seen[name])
 		return false
+	case !v.unreservedName(p+".name", name, what):
+		return false
 	}
 	seen[name] = p
+	return true
+}
+
+// reservedLabel says why name may not name what the metrics label (a
+// site, route, upstream, key server, or a key or client of gmproxy
+// keyserver), "" when it may: "other" and "none" are label values of the
+// metrics' own (metrics.Other, metrics.None), whose series a name of
+// either would join, its own told apart from them by nothing.
+func reservedLabel(name string) string {
+	switch name {
+	case "other":
+		return `is the label value "other" the metrics give every name they cannot show (past a label's cap, too long, with control characters): its series would mix with theirs`
+	case "none":
+		return `is the label value "none" the metrics give an empty value: its series would mix with those`
+	}
+	return ""
+}
+
+// unreservedName refuses name at p, the name of a what, when the metrics
+// reserve it (reservedLabel), and reports whether it is not reserved.
+func (v *validator) unreservedName(p, name, what string) bool {
+	if why := reservedLabel(name); why != "" {
+		v.errf(p, "give the "+what+" another name (other and none are the metrics' own label values)", "%s name %q %s", what, name, why)
+		return false
+	}
 	return true
 }
 
@@ -330,15 +357,20 @@ func (v *validator) servedKeys(f *KeyServerFile) map[string]bool {
 		}
 		roles, ok := v.keyRoles(k, p, cert)
 		base := k.KeyName()
+		// "other" and "none" are label values of the metrics' own.
+		why := reservedLabel(base)
 		if base == keyserver.UnknownKey {
 			// The audit log and the metrics name every request for a
 			// key ID the server does not hold so: the key's operations
 			// would mix with them.
+			why = "is the name the audit log and the metrics give every request for a key the server does not hold"
+		}
+		if why != "" {
 			at, fix := p+".name", "give the key another name (and use it in clients[].keys)"
 			if k.Name == "" {
 				at, fix = p+".key", "add name: NAME with another name (and use it in clients[].keys), or rename the file"
 			}
-			v.errf(at, fix, "key name %q is the name the audit log and the metrics give every request for a key the server does not hold", base)
+			v.errf(at, fix, "key name %q %s", base, why)
 			known[base] = true
 			continue
 		}

@@ -763,6 +763,8 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 		p := fmt.Sprintf("sites[%d]", i)
 		if prev, dup := siteNames[s.Name]; dup {
 			v.errf(p+".name", "give every site a distinct name", "duplicate site name %q (also %s)", s.Name, prev)
+		} else {
+			v.unreservedName(p+".name", s.Name, "site")
 		}
 		siteNames[s.Name] = p
 		for j, n := range s.ServerNames {
@@ -809,6 +811,7 @@ func (v *validator) validateSites(upstreamUsed map[string]bool) {
 			if routeNames[r.Name] {
 				v.warnf(rp+".name", "give every route of a site a distinct name", "duplicate route name %q", r.Name)
 			}
+			v.unreservedName(rp+".name", r.Name, "route")
 			routeNames[r.Name] = true
 			if catchAll >= 0 {
 				v.warnf(rp, "move it before the catch-all route or add matchers to that one", "route never matches: routes[%d] before it matches every request", catchAll)
@@ -2292,7 +2295,7 @@ func (v *validator) upstreamName(u *Upstream, p string, seen map[string]string, 
 		v.errf(p, "add name: NAME", "upstream has no name")
 	} else if prev, dup := seen[u.Name]; dup {
 		v.errf(p+".name", "give every upstream a distinct name", "duplicate upstream name %q (also %s)", u.Name, prev)
-	} else {
+	} else if v.unreservedName(p+".name", u.Name, "upstream") {
 		seen[u.Name] = p
 		if !used[u.Name] {
 			v.warnf(p+".name", "route to it or remove it", "upstream %q is not used by any route or stream", u.Name)

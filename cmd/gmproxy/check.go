@@ -111,7 +111,8 @@ func plural(n int, word string) string {
 }
 
 // labelProblems warns of the names of sites, routes, upstreams and key
-// servers that the metrics will not show as they are (metrics.NameProblem),
+// servers that the metrics will not show as they are (metrics.NameProblem;
+// "other" and "none" themselves conf refuses),
 // and of those past a label's cap (metrics.MaxSites, MaxRoutes,
 // MaxUpstreams): their series would mix with others under "other"
 // without a word.
@@ -138,8 +139,8 @@ func labelProblems(cfg *conf.Config) conf.Problems {
 // keyServerLabelProblems is labelProblems for gmproxy keyserver's
 // configuration: the key and client names its metrics label (client and
 // key, metrics.KeyServer: at most metrics.MaxSites each). A key or a
-// client named "other" or "none" would mix with the series of the names
-// past the cap or of an empty value.
+// client named "other" or "none", which would mix with the series of the
+// names past the cap or of an empty value, is refused by conf.
 func keyServerLabelProblems(f *conf.KeyServerFile) conf.Problems {
 	var probs conf.Problems
 	key := labelNames(&probs, f.WarningAt, "key", metrics.MaxSites)

@@ -125,9 +125,9 @@ clients: [{name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_s
 
 // TestKeyServerReloadLogsWarnings: a reload logs the warnings of the file
 // it applies, as the start does: an edit that serves one key file twice
-// (a warning of the configuration) and names a client "other" (a name the
-// metrics do not show as it is) is warned of at the SIGHUP, not only at
-// the next restart.
+// (a warning of the configuration) and gives a client a name of 129 bytes
+// (one the metrics do not show as it is) is warned of at the SIGHUP, not
+// only at the next restart.
 func TestKeyServerReloadLogsWarnings(t *testing.T) {
 	_, ksFile := keyServerFiles(t, "")
 	ks := startKeyServerCmd(t, "-c", ksFile)
@@ -136,14 +136,14 @@ tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
 keys:
   - {key: server_sign.key, cert: server_sign.crt}
   - {name: again, key: server_sign.key, roles: [sign]}
-clients: [{name: other, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
+clients: [{name: `+strings.Repeat("c", 129)+`, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [server_sign]}]
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ks.sigs <- syscall.SIGHUP
 	waitFor(t, func() bool { return strings.Contains(ks.stderr.String(), "keys reloaded") })
 	log := ks.stderr.String()
-	for _, want := range []string{`is already served`, `clients[0].name: name \"other\" is the label value \"other\"`} {
+	for _, want := range []string{`is already served`, `clients[0].name: name \"`+strings.Repeat("c", 129)+`\" is 129 bytes long`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the reload's log lacks %q:\n%s", want, log)
 		}

@@ -27,7 +27,7 @@ sites:
     tlcp: {sign_cert: server_sign.crt, sign_key: server_sign.key, enc_cert: server_enc.crt, enc_key: server_enc.key}
     routes:
       - {name: "账户 查询 \"v2\" \\ 旧", respond: {status: 204}}
-      - {name: other, path: /other, respond: {status: 204}}
+      - {name: "a\tb", path: /other, respond: {status: 204}}
 admin: {address: 127.0.0.1:0}
 access_log: {path: "off"}
 `
@@ -57,8 +57,8 @@ access_log: {path: "off"}
 
 // TestCheckWarnsOfNamesShownAsOther: gmproxy check warns, at the name's
 // place in the file, of a name the metrics show as "other" (too long, a
-// control character) or that is "other" or "none" itself; a Chinese name
-// gets no warning.
+// control character); a Chinese name gets no warning. A name that is
+// "other" or "none" itself is refused (conf: testdata/bad/reserved_names).
 func TestCheckWarnsOfNamesShownAsOther(t *testing.T) {
 	dir := t.TempDir()
 	pki, _ := filepath.Abs(filepath.Join("..", "..", "conf", "testdata", "pki"))
@@ -67,18 +67,16 @@ func TestCheckWarnsOfNamesShownAsOther(t *testing.T) {
 	cfg := filepath.Join(dir, "gmproxy.yaml")
 	os.WriteFile(cfg, []byte("listeners:\n  - address: 127.0.0.1:0\n    protocols: [tls]\nsites:\n"+
 		"  - name: 网上银行\n"+tls+"    routes: [{name: 查询 v2, respond: {status: 204}}]\n"+
-		"  - name: other\n    server_names: [b.example]\n"+tls+"    routes: [{respond: {status: 204}}]\n"+
+		"  - name: b\n    server_names: [b.example]\n"+tls+"    routes: [{respond: {status: 204}}]\n"+
 		"  - name: "+long+"\n    server_names: [c.example]\n"+tls+"    routes:\n      - {name: \"a\\tb\", respond: {status: 204}}\n"+
-		"      - {name: none, respond: {status: 204}}\n"), 0o644)
+		"      - {name: c, respond: {status: 204}}\n"), 0o644)
 	var out, errb bytes.Buffer
 	if code := dispatch([]string{"check", "-no-bind", "-c", cfg}, &out, &errb); code != 0 {
 		t.Fatalf("check: exit %d, want 0 (warnings only)\n%s", code, errb.String())
 	}
 	for _, want := range []string{
-		cfg + `:8:11: warning: sites[1].name: name "other" is the label value "other"`,
 		fmt.Sprintf(`%s:12:11: warning: sites[2].name: name %q is 129 bytes long`, cfg, long),
 		cfg + `:16:16: warning: sites[2].routes[0].name: name "a\tb" has the control or format character U+0009`,
-		cfg + `:17:16: warning: sites[2].routes[1].name: name "none" is the label value "none"`,
 	} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("check output lacks %q", want)
@@ -178,10 +176,11 @@ func TestCheckWarnsOfNamesPastLabelCaps(t *testing.T) {
 
 // TestKeyServerWarnsOfNamesShownAsOther: gmproxy keyserver warns, at its
 // place in the file, of a key or client name its metrics will not show as
-// it is: "other" and "none" are the label values of the names past the
-// cap and of an empty value, and mix with them; an unnamed key is named
-// after its file. It is a warning: -check passes and the server starts,
-// saying it in its log too.
+// it is (too long: shown as "other"); an unnamed key is named after its
+// file. It is a warning: -check passes and the server starts, saying it
+// in its log too. A name that is "other" or "none" itself, the label
+// values of the names past the cap and of an empty value, is refused:
+// its series would mix with theirs (an unnamed key's from its file too).
 func TestKeyServerWarnsOfNamesShownAsOther(t *testing.T) {
 	dir := t.TempDir()
 	if code, _, errs := ccRun("certs", "-out", dir, "-hosts", "localhost,127.0.0.1", "-keyserver", "127.0.0.1"); code != 0 {
@@ -191,27 +190,40 @@ func TestKeyServerWarnsOfNamesShownAsOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "none.key"), enc, 0o600); err != nil {
-		t.Fatal(err)
+	keyName, fileName, clientName := strings.Repeat("k", 129), strings.Repeat("f", 129), strings.Repeat("c", 129)
+	for _, f := range []string{fileName, "none"} {
+		if err := os.WriteFile(filepath.Join(dir, f+".key"), enc, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ksFile := filepath.Join(dir, "keyserver.yaml")
-	if err := os.WriteFile(ksFile, []byte(`listen: 127.0.0.1:0
+	file := func(encFile string) string {
+		return `listen: 127.0.0.1:0
 tls: {cert: keyserver.crt, key: keyserver.key, client_ca: keyserver_ca.crt}
 keys:
-  - {name: other, key: server_sign.key, roles: [sign]}
-  - {key: none.key, roles: [decrypt, key_agreement]}
+  - {name: ` + keyName + `, key: server_sign.key, roles: [sign]}
+  - {key: ` + encFile + `.key, roles: [decrypt, key_agreement]}
 clients:
-  - {name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [other, none]}
-  - {name: other, subject: "CN=other,O=gmproxy test PKI", keys: [other]}
-`), 0o600); err != nil {
+  - {name: edge, subject: "CN=gmproxy,O=gmproxy test PKI", keys: [` + keyName + `, ` + encFile + `]}
+  - {name: ` + clientName + `, subject: "CN=other,O=gmproxy test PKI", keys: [` + keyName + `]}
+`
+	}
+	if err := os.WriteFile(ksFile, []byte(file("none")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := ccRun("keyserver", "-c", ksFile, "-check", "-no-bind")
+	if refused := ksFile + `:5:11: error: keys[1].key: key name "none" is the label value "none"`; code == 0 || !strings.Contains(errs, refused) {
+		t.Errorf("keyserver -check of a key named none after its file: exit %d, want the error %q\n%s%s", code, refused, out, errs)
+	}
+	if err := os.WriteFile(ksFile, []byte(file(fileName)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		ksFile + `:4:12: warning: keys[0].name: name "other" is the label value "other"`,
-		ksFile + `:5:11: warning: keys[1].key: name "none" is the label value "none"`,
-		ksFile + `:8:12: warning: clients[1].name: name "other" is the label value "other"`,
+		ksFile + `:4:12: warning: keys[0].name: name "` + keyName + `" is 129 bytes long`,
+		ksFile + `:5:11: warning: keys[1].key: name "` + fileName + `" is 129 bytes long`,
+		ksFile + `:8:12: warning: clients[1].name: name "` + clientName + `" is 129 bytes long`,
 	}
-	code, out, errs := ccRun("keyserver", "-c", ksFile, "-check", "-no-bind")
+	code, out, errs = ccRun("keyserver", "-c", ksFile, "-check", "-no-bind")
 	if code != 0 {
 		t.Fatalf("keyserver -check: exit %d, want 0 (warnings only)\n%s%s", code, out, errs)
 	}
