@@ -275,6 +275,15 @@ func (a *admitter) retain(keep map[string]bool) (gone []string, back map[string]
 	return gone, back, all
 }
 
+// isRetired reports whether v is a name retain forgot and no
+// configuration named again since.
+func (a *admitter) isRetired(v string) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	_, ok := a.retired[v]
+	return ok
+}
+
 // forget stops counting v, admitted, against the cap.
 func (a *admitter) forget(v string) {
 	a.mu.Lock()

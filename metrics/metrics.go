@@ -22,7 +22,7 @@
 //	gmproxy_connections_active                gauge     {listener}
 //	gmproxy_connections_closed_total          counter   {listener}
 //	gmproxy_connections_refused_total         counter   {listener, reason}
-//	gmproxy_connections_cut_total             counter   {listener} (open when a shutdown's, or a removed listener's, grace period ended, closed by gmproxy)
+//	gmproxy_connections_cut_total             counter   {listener} (open when a shutdown's, or a removed listener's, grace period ended, closed by gmproxy; a removed listener's kept until the next reload)
 //	gmproxy_connection_duration_seconds       histogram {listener, protocol}
 //	gmproxy_session_cache_hits_total          counter   {protocol}
 //	gmproxy_session_cache_misses_total        counter   {protocol}
@@ -141,6 +141,13 @@ type Metrics struct {
 	ready    atomic.Bool
 
 	listeners, sites, routes, upstreams, targets, refusals, keyServers *admitter
+
+	// cutMu orders ConnsCut and Retain's changes of connCut: the series
+	// of a listener a reload removed is kept, with the cuts its drain
+	// counts, until the next Retain deletes it (cutKept), and a cut
+	// counted after that moves no series.
+	cutMu   sync.Mutex
+	cutKept map[string]bool
 
 	// movedRoutes are the (site, route) labels whose series Retain
 	// deleted while the route stayed another site's (dropMovedRoutes).
@@ -326,7 +333,7 @@ func (m *Metrics) build() {
 	m.connActive = gauge("", "connections_active", "TCP connections accepted and not yet closed.", "listener")
 	m.connClosed = counter("", "connections_closed_total", "Accepted TCP connections closed.", "listener")
 	m.connRefused = counter("", "connections_refused_total", "Connections refused by limits.", "listener", "reason")
-	m.connCut = counter("", "connections_cut_total", "Connections still open when a graceful shutdown's grace period ended (or a second signal ended it early), or that of a listener a reload removed, closed by gmproxy.", "listener")
+	m.connCut = counter("", "connections_cut_total", "Connections still open when a graceful shutdown's grace period ended (or a second signal ended it early), or that of a listener a reload removed, closed by gmproxy. The series of a listener a reload removed stays, counting the cuts of its drain, until the next reload.", "listener")
 
 	m.sessionHits = counter("session", "cache_hits_total", "Session resumption lookups that found a session.", "protocol")
 	m.sessionMisses = counter("session", "cache_misses_total", "Session resumption lookups that found no session.", "protocol")
@@ -424,8 +431,20 @@ func (m *Metrics) ConnRefused(listener, why string) {
 
 // ConnsCut counts n connections of listener that a shutdown, or a reload
 // that removed listener, closed when its grace period ended
-// (daemon.CutObserver).
+// (daemon.CutObserver). The cuts of a listener the last reload removed
+// count in its kept series (Retain); those of one an earlier reload
+// removed, whose series is gone, in none: a counter series that vanished
+// and came back would be taken for a new one by rate().
 func (m *Metrics) ConnsCut(listener string, n int) {
+	m.cutMu.Lock()
+	defer m.cutMu.Unlock()
+	if m.cutKept[listener] {
+		m.connCut.WithLabelValues(listener).Add(float64(n))
+		return
+	}
+	if m.listeners.isRetired(listener) {
+		return
+	}
 	m.connCut.WithLabelValues(m.listeners.label(listener)).Add(float64(n))
 }
 

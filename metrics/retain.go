@@ -100,7 +100,7 @@ func (m *Metrics) Retain(n ConfigNames) {
 	// generation drains move no series (a gauge would come back at -1);
 	// they are evicted when a configuration names it again.
 	back := map[string]func(string) bool{}
-	drop := func(a *admitter, keep []string, label string, vecs ...deleter) {
+	drop := func(a *admitter, keep []string, label string, vecs ...deleter) (gone []string) {
 		gone, again, all := a.retain(set(keep...))
 		for _, g := range gone {
 			for _, v := range vecs {
@@ -108,9 +108,22 @@ func (m *Metrics) Retain(n ConfigNames) {
 			}
 		}
 		back[label] = func(v string) bool { return all || again[v] }
+		return gone
 	}
-	drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
-		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connCut, m.connDuration)
+	// The cut connections of a listener removed are counted when its
+	// grace period ends, after this: its series is kept for them until
+	// the next Retain (connections_cut_total's help says so), not
+	// deleted now and brought back by the count.
+	m.cutMu.Lock()
+	keepListeners := set(n.Listeners...)
+	for l := range m.cutKept {
+		if !keepListeners[l] {
+			m.connCut.DeleteLabelValues(l)
+		}
+	}
+	m.cutKept = set(drop(m.listeners, n.Listeners, "listener", m.handshakeDuration, m.handshakes, m.handshakesInProgress,
+		m.connAccepted, m.connActive, m.connClosed, m.connRefused, m.connDuration)...)
+	m.cutMu.Unlock()
 	drop(m.sites, n.Sites, "site", m.siteHandshakes, m.requests, m.requestDuration, m.requestsInFlight,
 		m.httpBytes, m.streamBytes, m.streamActive, m.certNotAfter, m.rateLimited, m.ocspNextUpdate, m.ocspStatus)
 	drop(m.routes, n.Routes, "route", m.requests, m.requestDuration, m.rateLimited)

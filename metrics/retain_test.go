@@ -461,3 +461,39 @@ func TestTargetRemovedKeepsOtherUpstreams(t *testing.T) {
 		t.Errorf("a new address after the last upstream lost %s: %v, want its own series", addr, series(t, reg, name, `value:"fill"`))
 	}
 }
+
+// TestRetainKeepsCutOfRemovedListener: the connections a listener a
+// reload removed cuts at the end of its grace period, after the reload,
+// count in its gmproxy_connections_cut_total series, kept (not deleted
+// and brought back, which rate() takes for a new series) until the next
+// reload deletes it; a cut counted after that brings back no series.
+func TestRetainKeepsCutOfRemovedListener(t *testing.T) {
+	m, reg := newTest(t)
+	const gone, kept = "127.0.0.1:9443", "127.0.0.1:8443"
+	cut := func() []string {
+		return series(t, reg, "gmproxy_connections_cut_total", `value:"`+gone+`"`)
+	}
+	m.Retain(ConfigNames{Listeners: []string{gone, kept}})
+	m.ConnsCut(gone, 1) // a shutdown's, say: not reset by the removal
+	m.Retain(ConfigNames{Listeners: []string{kept}})
+	if s := cut(); len(s) != 1 || !strings.Contains(s[0], "value:1") {
+		t.Fatalf("cut series of the listener just removed: %v, want it kept at 1", s)
+	}
+	m.ConnsCut(gone, 2) // its grace period ended
+	if s := cut(); len(s) != 1 || !strings.Contains(s[0], "value:3") {
+		t.Errorf("cut series of the removed listener after its drain's cut: %v, want 3", s)
+	}
+	m.Retain(ConfigNames{Listeners: []string{kept}})
+	if s := cut(); len(s) != 0 {
+		t.Errorf("cut series of a listener removed a reload ago: %v, want none", s)
+	}
+	m.ConnsCut(gone, 1) // a drain longer than the time between reloads
+	if s := cut(); len(s) != 0 {
+		t.Errorf("cut series of a listener removed a reload ago came back: %v", s)
+	}
+	m.Retain(ConfigNames{Listeners: []string{kept, gone}}) // named again
+	m.ConnsCut(gone, 4)
+	if s := cut(); len(s) != 1 || !strings.Contains(s[0], "value:4") {
+		t.Errorf("cut series of a listener named again: %v, want 4", s)
+	}
+}

@@ -1175,8 +1175,8 @@ func runSupervisor(file, adminFlag string, args []string, cfg *conf.Config, log 
 		if next != nil && (err == nil || errors.As(err, &split)) {
 			applyReloaded(log, lv, levelFlag, formatFlag, running, next)
 			s.admin.set(next.Admin)
+			s.retainSeries(configNames(cfg), configNames(next))
 			cfg = next
-			s.retainSeries(configNames(next))
 		}
 		return err
 	}

@@ -231,20 +231,45 @@ func (c *cumulative) update(procs []*workerProc, scraped []map[string]*dto.Metri
 	return append(out, c.retired)
 }
 
+// cutFamily is the counter of connections cut whose series of a listener
+// a reload removed the workers keep until the next reload (metrics.Retain).
+const cutFamily = "gmproxy_connections_cut_total"
+
 // retain drops from the sums kept of workers (gone ones, and the last
 // exposition of live ones) the series of listeners, sites, routes,
 // upstreams, targets and key servers that configuration n no longer has,
-// as each worker's metrics.Retain does with its own. The maps are
+// as each worker's metrics.Retain does with its own: the cut connections
+// of a listener of the configuration before, before, are kept until the
+// next reload (a dead worker's dropped while the live ones' stay would
+// make the sum go down, a counter reset to rate()). The maps are
 // replaced, not changed: an update's result may still be being merged.
-func (c *cumulative) retain(n metrics.ConfigNames) {
+func (c *cumulative) retain(before []string, n metrics.ConfigNames) {
 	keep := n.Keep()
+	kept := make(map[string]bool)
+	for _, l := range append(slices.Clone(before), n.Listeners...) {
+		kept[l] = true
+	}
+	keepCut := func(label, value string) bool {
+		if label == "listener" {
+			return value == metrics.Other || value == metrics.None || kept[value]
+		}
+		return keep(label, value)
+	}
+	retained := func(fams map[string]*dto.MetricFamily) map[string]*dto.MetricFamily {
+		out := keptFamilies(fams, keep, n.KeepRoute, n.KeepStream)
+		delete(out, cutFamily)
+		if f := fams[cutFamily]; f != nil {
+			maps.Copy(out, keptFamilies(map[string]*dto.MetricFamily{cutFamily: f}, keepCut, n.KeepRoute, n.KeepStream))
+		}
+		return out
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired != nil {
-		c.retired = keptFamilies(c.retired, keep, n.KeepRoute, n.KeepStream)
+		c.retired = retained(c.retired)
 	}
 	for p, fams := range c.last {
-		c.last[p] = keptFamilies(fams, keep, n.KeepRoute, n.KeepStream)
+		c.last[p] = retained(fams)
 	}
 }
 
@@ -308,12 +333,12 @@ func mergeIndex(fams []*dto.MetricFamily) map[string]*dto.MetricFamily {
 	return out
 }
 
-// retainSeries drops from what counted keeps the series configuration n
-// no longer has (cumulative.retain), after the scrape in progress if any:
-// that scrape read the workers before they reloaded, and what it keeps
-// would bring the removed series back.
-func (s *supervisor) retainSeries(n metrics.ConfigNames) {
+// retainSeries drops from what counted keeps the series configuration n,
+// which replaced before, no longer has (cumulative.retain), after the
+// scrape in progress if any: that scrape read the workers before they
+// reloaded, and what it keeps would bring the removed series back.
+func (s *supervisor) retainSeries(before, n metrics.ConfigNames) {
 	s.scrapes.Lock()
 	defer s.scrapes.Unlock()
-	s.counted.retain(n)
+	s.counted.retain(before.Listeners, n)
 }

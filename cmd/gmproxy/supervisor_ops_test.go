@@ -163,7 +163,7 @@ gmproxy_http_requests_total{site="kept",route="/",method="GET",code="2xx"} 3
 	a2 := &workerProc{index: 0}
 	c.update([]*workerProc{a2, b}, []map[string]*dto.MetricFamily{parse(after), parse(old)})
 	// A reload removes site "old".
-	c.retain(metrics.ConfigNames{Sites: []string{"kept"}, Routes: []string{"/"}})
+	c.retain(nil, metrics.ConfigNames{Sites: []string{"kept"}, Routes: []string{"/"}})
 	var sb strings.Builder
 	writeFamilies(&sb, mergeFamilies(c.update([]*workerProc{a2, b}, []map[string]*dto.MetricFamily{parse(after), parse(after)})))
 	got := sb.String()
