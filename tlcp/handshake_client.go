@@ -365,17 +365,25 @@ func verifyServerPair(cfg *Config, certs []*smx509.Certificate) (chains [][]*smx
 // name could otherwise present an encryption certificate the CA issued to
 // another entity, whose holder would then read the session. As GmSSL's
 // client (x509_tlcp_cert_pair_entity_match), the subjects must be the same
-// (byte for byte: one CA issues both); the names enc carries, if any, must
-// cover serverName as the signing certificate's do. An encryption
-// certificate without subjectAltName (some CAs issue them so) is bound by
-// its subject alone, which then must name someone.
+// name, compared as RFC 5280 §7.1 compares names (sameName: a CA may
+// encode the same name differently in the two, a PrintableString for a
+// UTF8String, another case or spacing; GmSSL compares the bytes); the
+// server names enc carries, if any, must cover serverName as the signing
+// certificate's do. Server names are DNS names and IP addresses, the only
+// ones the signing certificate's check (x509 VerifyHostname) reads: an
+// e-mail address or URI in either certificate names no server, so an
+// encryption certificate whose subjectAltName has only such names is, as
+// one without subjectAltName (some CAs issue them so), bound by its
+// subject alone (RFC 6125 §6.4.4's fallback to the subject, here the
+// whole of it and equal to the verified signing certificate's), which
+// then must name someone.
 func checkPairEntity(sign, enc *smx509.Certificate, serverName string) error {
-	if !bytes.Equal(enc.RawSubject, sign.RawSubject) {
+	if !sameName(enc.RawSubject, sign.RawSubject) {
 		return fmt.Errorf("subject %q is not the signing certificate's %q: the pair names two entities", enc.Subject, sign.Subject)
 	}
-	if len(enc.DNSNames) == 0 && len(enc.IPAddresses) == 0 && len(enc.EmailAddresses) == 0 && len(enc.URIs) == 0 {
+	if len(enc.DNSNames) == 0 && len(enc.IPAddresses) == 0 {
 		if len(enc.Subject.Names) == 0 {
-			return errors.New("it has neither a subject nor a subjectAltName to bind it to the server")
+			return errors.New("it has neither a subject nor a DNS name or IP address in its subjectAltName to bind it to the server")
 		}
 		return nil
 	}
