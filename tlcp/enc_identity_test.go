@@ -370,6 +370,53 @@ func TestServerEncCertNonServerNames(t *testing.T) {
 	}
 }
 
+// TestServerOneCertSignAndEnc: a server that sends one certificate as
+// both its signing and its encryption certificate. GB/T 38636-2020
+// §6.4.5.3 has the server send two (signing, then encryption), but
+// neither Tongsuo's client (tls_post_process_server_certificate_ntls
+// verifies each as a leaf, compares nothing), nor GmSSL's, 3.1.1
+// (x509_certs_verify_tlcp) or master (x509_tlcp_cert_pair_entity_match:
+// the same subject, subjectAltName, issuer and algorithms, which one
+// certificate has), refuses it when the key usage allows both, and the
+// client follows them: it is taken under both suites when the certificate
+// allows digitalSignature and keyEncipherment, and refused as an
+// encryption certificate under the ECC suites when it allows only
+// digitalSignature.
+func TestServerOneCertSignAndEnc(t *testing.T) {
+	ca, caKey := genCA(t, "Test CA")
+	pool := smx509.NewCertPool()
+	pool.AddCert(ca)
+	pair := genPair(t, ca, caKey, smx509.KeyUsageDigitalSignature, smx509.KeyUsageKeyEncipherment)
+	for _, tc := range []struct {
+		ku    smx509.KeyUsage
+		suite uint16
+		ok    bool
+	}{
+		{smx509.KeyUsageDigitalSignature | smx509.KeyUsageKeyEncipherment, ECC_SM4_GCM_SM3, true},
+		{smx509.KeyUsageDigitalSignature | smx509.KeyUsageKeyEncipherment | smx509.KeyUsageKeyAgreement, ECDHE_SM4_GCM_SM3, true},
+		{smx509.KeyUsageDigitalSignature, ECC_SM4_GCM_SM3, false},
+	} {
+		der, key := issueLeaf(t, ca, caKey, tc.ku, "localhost", []string{"localhost"})
+		cert := Certificate{SignCertificate: [][]byte{der}, SignKey: key, EncCertificate: der, EncKey: key}
+		scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{tc.suite}}
+		ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{tc.suite}}
+		if tc.suite == ECDHE_SM4_GCM_SM3 {
+			scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, pool
+			ccfg.Certificates = []Certificate{pair}
+		}
+		cerr, serr := handshakePair(t, scfg, ccfg)
+		if tc.ok {
+			if cerr != nil || serr != nil {
+				t.Fatalf("key usage %#x, %s: client %v, server %v; want a handshake", tc.ku, CipherSuiteName(tc.suite), cerr, serr)
+			}
+			continue
+		}
+		if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
+			t.Fatalf("key usage %#x, %s: client error %v, want bad_certificate", tc.ku, CipherSuiteName(tc.suite), cerr)
+		}
+	}
+}
+
 // FuzzSameName: any pair of byte strings (a certificate's subject comes
 // from the peer, though only once its CA's signature verifies) is
 // compared without a panic, and the comparison is reflexive and
