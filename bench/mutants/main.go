@@ -5494,8 +5494,16 @@ func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) e
 	for _, p := range pkgs {
 		pending = append(pending, task{pkg: p})
 	}
-	for i := range list {
-		pending = append(pending, task{id: i + 1})
+	copies := len(list) // -null: the unchanged copies its tests cover
+	if null && sb != nil {
+		copies = len(sb.s.ids)
+		for _, id := range nullGroups(list, sb.s) {
+			pending = append(pending, task{id: id})
+		}
+	} else {
+		for i := range list {
+			pending = append(pending, task{id: i + 1})
+		}
 	}
 	// take is the next task a job can run, false when none is left.
 	take := func() (task, bool) {
@@ -5648,7 +5656,7 @@ func run(verbose bool, only string, jobs int, checkOnly, useSchema, null bool) e
 		if caught > 0 {
 			return fmt.Errorf("%d unchanged copies failed their tests %d times (the schema build changes what they test): %s", caught, reruns+1, strings.Join(caughtNames, "; "))
 		}
-		fmt.Printf("%d unchanged copies passed their tests\n", len(survived))
+		fmt.Printf("%d unchanged copies passed their tests (%d runs: the copies of one function are one code, run once with their tests together)\n", copies, len(survived))
 		if len(timing) > 0 {
 			fmt.Printf("tests that depend on timing (make them deterministic): %s\n", strings.Join(timing, "; "))
 		}
@@ -5798,6 +5806,37 @@ func runMutant(m mutant, dir string, env []string, bin string, reruns int) (resu
 
 // pkgOf is the package directory whose tests catch m: its file's ("./tlcp")
 // unless its run filter names another ("./internal/daemon:TestFleet").
+// nullGroups returns the mutants a -null run tests, list's indexes + 1:
+// the unchanged copies of one function (schema.fn) are the same code, so
+// those whose tests are in one package run once, as one mutant whose
+// filter joins theirs (list's entry is changed to it). A filter with a
+// '/' (a subtest's) is not joined: -test.run splits at it.
+func nullGroups(list []mutant, s *schema) []int {
+	type key struct{ fn, pkg string }
+	first := map[key]int{}
+	var ids []int
+	for i := range list {
+		id := i + 1
+		if !s.ids[id] {
+			continue
+		}
+		m := list[i]
+		k := key{s.fn[id], pkgOf(m)}
+		if strings.Contains(runOf(m), "/") {
+			ids = append(ids, id)
+			continue
+		}
+		if f, ok := first[k]; ok {
+			r := &list[f-1]
+			r.run = pkgOf(*r) + ":" + runOf(*r) + "|" + runOf(m)
+			continue
+		}
+		first[k] = id
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 func pkgOf(m mutant) string {
 	if pkg, _, ok := strings.Cut(m.run, ":"); ok && strings.HasPrefix(pkg, "./") {
 		return pkg

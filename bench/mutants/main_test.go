@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -403,4 +404,31 @@ func writeModule(t *testing.T, files map[string]string) string {
 		}
 	}
 	return dir
+}
+
+// TestNullGroups: a -null run tests the unchanged copies of one function
+// once for each package of their tests, their filters joined; a
+// subtest's filter (with '/') and another function's copies stay apart.
+func TestNullGroups(t *testing.T) {
+	list := []mutant{
+		{name: "a", file: "p/p.go", run: "^TestA$"},
+		{name: "b", file: "p/p.go", run: "^TestB$"},
+		{name: "c", file: "p/p.go", run: "TestC/sub"},
+		{name: "d", file: "p/p.go", run: "./q:^TestD$"},
+		{name: "e", file: "p/p.go", run: "^TestE$"},
+		{name: "f", file: "p/p.go", run: "^TestF$"},
+	}
+	s := &schema{ids: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true}, fn: map[int]string{1: "p/p.go:10", 2: "p/p.go:10", 3: "p/p.go:10", 4: "p/p.go:10", 5: "p/p.go:99"}}
+	ids := nullGroups(list, s)
+	if want := []int{1, 3, 4, 5}; !slices.Equal(ids, want) {
+		t.Fatalf("ids %v, want %v", ids, want)
+	}
+	if pkgOf(list[0]) != "./p" || runOf(list[0]) != "^TestA$|^TestB$" {
+		t.Errorf("joined run %q", list[0].run)
+	}
+	for i, want := range []string{"TestC/sub", "./q:^TestD$", "^TestE$"} {
+		if list[i+2].run != want {
+			t.Errorf("%s: run %q, want %q", list[i+2].name, list[i+2].run, want)
+		}
+	}
 }

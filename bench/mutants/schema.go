@@ -58,12 +58,16 @@ const schemaFile = "gmproxy_mutant_id.go"
 type schema struct {
 	files map[string][]byte // relative to the module root
 	ids   map[int]bool      // the mutants (index+1) it holds
+	// fn names the function each mutant's copy is in (its file and the
+	// offset of its body): a -null run's unchanged copies of one
+	// function are the same code.
+	fn map[int]string
 }
 
 // makeSchema builds the schema of list (mutants numbered by index+1)
 // from the files in root, and says for each mutant left out why.
 func makeSchema(root string, list []mutant) (*schema, map[int]string, error) {
-	s := &schema{files: map[string][]byte{}, ids: map[int]bool{}}
+	s := &schema{files: map[string][]byte{}, ids: map[int]bool{}, fn: map[int]string{}}
 	alone := map[int]string{}
 	byFile := map[string][]int{}
 	for i, m := range list {
@@ -94,8 +98,9 @@ func makeSchema(root string, list []mutant) (*schema, map[int]string, error) {
 			continue
 		}
 		s.files[f] = out
-		for _, id := range done {
+		for id, body := range done {
 			s.ids[id] = true
+			s.fn[id] = fmt.Sprintf("%s:%d", f, body)
 		}
 		pkgs[filepath.Dir(f)] = pkg
 	}
@@ -119,10 +124,10 @@ var %s = func() int {
 
 // schemaOf puts the mutants idx of list (all of file path, whose text is
 // src) into src as copies of the bodies they change. It returns the new
-// text, the package's name, the mutants it holds (index+1) and, for each
-// left out, why.
-func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pkg string, done []int, why map[int]string) {
-	why = map[int]string{}
+// text, the package's name, the mutants it holds (index+1) with the
+// offset of the body each is copied into and, for each left out, why.
+func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pkg string, done map[int]int, why map[int]string) {
+	why, done = map[int]string{}, map[int]int{}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
 	if err != nil {
@@ -213,7 +218,7 @@ func schemaOf(src []byte, path string, list []mutant, idx []int) (out []byte, pk
 		}
 		b.WriteString("\n}")
 		ins = append(ins, insert{at: lb + 1, id: i + 1, text: b.Bytes()})
-		done = append(done, i+1)
+		done[i+1] = lb
 	}
 	if len(ins) == 0 {
 		return nil, f.Name.Name, nil, why
