@@ -849,7 +849,8 @@ type Redirect struct {
 	// site), keeps one leading slash, so that a request for
 	// //other.example/ is not sent to another site. Another placeholder
 	// ({scheme}) or an nginx variable ($host, $request_uri) is refused.
-	// Required.
+	// OPTIONS * (a question about the server, RFC 9112 §3.2.4) is not
+	// redirected: it is answered 200 with Allow. Required.
 	To string `yaml:"to"`
 	// Status is 301, 302, 303, 307 or 308. Default 302.
 	Status int `yaml:"status"`

@@ -768,7 +768,9 @@
 //     {uri}, {path} or {query}, also after slashes ("/{path}": a path on this
 //     site), keeps one leading slash, so that a request for //other.example/
 //     is not sent to another site. Another placeholder ({scheme}) or an nginx
-//     variable ($host, $request_uri) is refused. Required.
+//     variable ($host, $request_uri) is refused. OPTIONS * (a question about
+//     the server, RFC 9112 §3.2.4) is not redirected: it is answered 200 with
+//     Allow. Required.
 //   - status (integer): status is 301, 302, 303, 307 or 308. Default 302.
 //
 // # sites[].routes[].files

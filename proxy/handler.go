@@ -821,8 +821,16 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A target that honours TRACE (RFC 9110 §9.3.8; Apache's default)
 		// echoes the request as it got it: with what the proxy added, a
 		// secret request_headers set for the backend, the client's
-		// certificate, the internal host_header. nginx refuses it too.
-		s.errorResponse(rs, r, http.StatusMethodNotAllowed, "TRACE is not allowed", "TRACE would echo the forwarded request's fields to the client")
+		// certificate, the internal host_header. nginx refuses it too
+		// (405, without the Allow field RFC 9110 §15.5.6 requires of a
+		// 405). Refused for every resource of every site, it is 501 (RFC
+		// 9110 §15.6.2: a method the server "is not capable of
+		// supporting ... for any resource"), as CONNECT is: a 405 would
+		// have to list the target resource's methods in Allow, which the
+		// proxy does not know (a fixed list would tell clients a
+		// read-only backend takes PUT), and the status is all a client
+		// or scanner reads besides the missing echo.
+		s.errorResponse(rs, r, http.StatusNotImplemented, "TRACE is not supported", "TRACE would echo the forwarded request's fields to the client")
 	case !httpguts.ValidHeaderFieldName(r.Method):
 		// x/net/http2 takes any :method; one with a space or a '/' would
 		// write another request line to the target than the one routed.
@@ -890,6 +898,21 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				rs.w.Write(rt.respondB)
 			}
 		}
+	case r.URL.Path == "*" && rt.redirTo != "":
+		// OPTIONS * (RFC 9112 §3.2.4; targetOK lets no other method
+		// have it) asks about the server, not a resource: redirected it
+		// went to "https://{host}*" or "/*", which name a resource.
+		// Answered here as RFC 9110 §9.3.7 has it: 200, Content-Length 0
+		// and Allow, the methods the route redirects. (nginx refuses the
+		// asterisk-form with 400; a proxy route forwards it, as origin
+		// servers answer it; a files route refuses OPTIONS with 405 and
+		// Allow, a respond route gives its one answer to every request,
+		// the path unread.)
+		h := rs.w.Header()
+		rt.resOps.apply(h)
+		h["Allow"] = []string{redirectAllow}
+		h["Content-Length"] = []string{"0"}
+		rs.w.WriteHeader(http.StatusOK)
 	case rt.files != nil:
 		s.serveFile(rs, r, rt)
 	case rt.redirTo != "":
@@ -914,6 +937,12 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.forward(rs, r, rt)
 	}
 }
+
+// redirectAllow is the Allow field of a redirect route's answer to
+// OPTIONS * (RFC 9110 §10.2.1): it redirects every method, of which these
+// are RFC 9110's (§9.3) and PATCH (RFC 5789), not CONNECT and TRACE,
+// refused on every route.
+const redirectAllow = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"
 
 // stripLeavesDotSegment reports whether removing rt's strip_prefix from
 // the path p leaves a dot segment first ("." or "..", read with ";params"

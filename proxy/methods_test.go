@@ -325,7 +325,9 @@ func TestRefusedConnectNotLoggedAsFailure(t *testing.T) {
 	}
 }
 
-// TestTraceRefused: TRACE is refused (405, as nginx refuses it), over
+// TestTraceRefused: TRACE is refused (501, RFC 9110 §15.6.2: refused for
+// every resource, as CONNECT is; nginx's 405 lacks the Allow field
+// §15.5.6 requires), over
 // HTTP/1.1 and HTTP/2, and never reaches a target: one that honours it
 // (Apache's default TraceEnable on, RFC 9110 §9.3.8) echoes the request
 // it got, and so shows the client what the proxy added to it: a shared
@@ -350,12 +352,12 @@ func TestTraceRefused(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusMethodNotAllowed || strings.Contains(string(b), "s3cret") {
-		t.Errorf("HTTP/1.1 TRACE: %d %q, want 405 and no echo", res.StatusCode, b)
+	if res.StatusCode != http.StatusNotImplemented || strings.Contains(string(b), "s3cret") {
+		t.Errorf("HTTP/1.1 TRACE: %d %q, want 501 and no echo", res.StatusCode, b)
 	}
 	f2 := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
-	if st := h2Send(t, f2.addr, ":method", "TRACE", ":scheme", "https", ":path", "/", ":authority", "example.test"); st != "405" {
-		t.Errorf("h2 TRACE: %s, want 405", st)
+	if st := h2Send(t, f2.addr, ":method", "TRACE", ":scheme", "https", ":path", "/", ":authority", "example.test"); st != "501" {
+		t.Errorf("h2 TRACE: %s, want 501", st)
 	}
 	if n := reached.Load(); n != 0 {
 		t.Errorf("%d TRACE requests reached the target", n)

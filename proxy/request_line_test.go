@@ -5,6 +5,12 @@ package proxy
 // one the routes saw, and a host of the site's.
 
 import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/gmproxy/gmproxy/frontdoor"
+	"github.com/gmproxy/gmproxy/internal/testwait"
 )
 
 // denyAdminConfig: a site that answers /admin/ itself (403) and sends the
@@ -275,6 +282,55 @@ func TestClientAddressAndCertHeadersFromClientsRemoved(t *testing.T) {
 		for _, k := range forged {
 			if strings.HasPrefix(strings.ToLower(l), strings.ToLower(k)+":") {
 				t.Errorf("a client's %s reached the backend: %q", k, l)
+			}
+		}
+	}
+}
+
+// TestAsteriskFormOwnRoutes: OPTIONS * (RFC 9112 §3.2.4) asks about the
+// server, not a resource: a redirect route that takes it answers it
+// itself (RFC 9110 §9.3.7: 200, Content-Length 0, Allow with the methods
+// it redirects), where it redirected to "{host}*" or "/*"; OPTIONS of a
+// path is still redirected. A files route refuses it as it refuses
+// OPTIONS (405 with Allow, §15.5.6), and not as a path to a file "*"; a
+// respond route gives its one answer. Over HTTP/1.1 and HTTP/2.
+func TestAsteriskFormOwnRoutes(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "*"), []byte("a file named star"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		route  RouteConfig
+		status string
+		allow  string
+	}{
+		{"redirect", RouteConfig{Redirect: &RedirectConfig{To: "https://{host}{uri}", Status: 301}}, "200", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"},
+		{"redirect on site", RouteConfig{Redirect: &RedirectConfig{To: "/new{path}"}}, "200", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"},
+		{"files", RouteConfig{Files: &FilesConfig{Root: root}}, "405", "GET, HEAD"},
+		{"respond", RouteConfig{Respond: &RespondConfig{Status: 403, Body: "no"}}, "403", ""},
+	} {
+		cfg := Config{Sites: oneSite(tc.route)}
+		f := newFront(t, cfg, frontOpts{})
+		resp := rawRoundTrip(t, f.addr, "OPTIONS * HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", testwait.Bound(3*time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(resp)), &http.Request{Method: "OPTIONS"})
+		if err != nil {
+			t.Errorf("%s: OPTIONS *: %v in %q", tc.name, err, resp)
+			continue
+		}
+		b, _ := io.ReadAll(res.Body)
+		if strconv.Itoa(res.StatusCode) != tc.status || res.Header.Get("Allow") != tc.allow || res.Header.Get("Location") != "" || tc.status == "200" && (len(b) != 0 || res.Header.Get("Content-Length") != "0") || strings.Contains(string(b), "star") {
+			t.Errorf("%s: OPTIONS *: %d, Allow %q, Location %q, Content-Length %q, %q; want %s, Allow %q, no Location, no content for a 200, not the file",
+				tc.name, res.StatusCode, res.Header.Get("Allow"), res.Header.Get("Location"), res.Header.Get("Content-Length"), b, tc.status, tc.allow)
+		}
+		h2 := newFront(t, cfg, frontOpts{state: &frontdoor.ConnState{ALPN: "h2"}})
+		if st := h2Send(t, h2.addr, ":method", "OPTIONS", ":scheme", "https", ":authority", "example.test", ":path", "*"); st != tc.status {
+			t.Errorf("%s: h2 OPTIONS *: %s, want %s", tc.name, st, tc.status)
+		}
+		if tc.route.Redirect != nil {
+			resp := rawRoundTrip(t, f.addr, "OPTIONS /x HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", testwait.Bound(3*time.Second))
+			if !strings.Contains(resp, "\r\nLocation: ") {
+				t.Errorf("%s: OPTIONS /x not redirected: %q", tc.name, resp)
 			}
 		}
 	}
