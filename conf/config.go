@@ -1285,8 +1285,8 @@ type Files struct {
 
 // Compress holds a route's response compression. A response is sent
 // gzip-encoded when the client accepts gzip, its type is listed and it is
-// not shorter than min_length; not a response to HEAD or to an HTTP/1.0
-// request (whose caches ignore Vary), a 204, 205, 206 or 304,
+// not shorter than min_length; not a response to an HTTP/1.0 request
+// (whose caches ignore Vary), a 204, 205, 206 or 304,
 // one the target already encoded, one marked Cache-Control:
 // no-transform, or one with a digest of its bytes (Content-Digest,
 // Repr-Digest, Digest, Content-MD5), which encoded would not match them.
@@ -1297,10 +1297,15 @@ type Files struct {
 // compressed as it is sent, unless precompressed serves its .gz; a range
 // of it goes as it is. The encoded response has no Content-Length (it is sent
 // chunked over HTTP/1.1), no Accept-Ranges and a weak ETag; both variants
-// carry Vary: Accept-Encoding. A stream (no Content-Length) is flushed
-// through as it comes; an event stream (text/event-stream) and a gRPC
-// answer (application/grpc, whose messages are compressed on their own)
-// never are. Each response being compressed holds about 1 MiB; past 128
+// carry Vary: Accept-Encoding. A response to HEAD gets the fields its GET
+// would (RFC 9110 §9.3.2): encoded, without the Content-Length of the
+// uncompressed body. A 304 carries Vary: Accept-Encoding unless its
+// fields rule the encoding out, and the encoding's weak ETag when the
+// client accepts gzip and did not name the strong one in If-None-Match
+// (RFC 9110 §15.4.5: the fields its 200 would have). A stream (no
+// Content-Length) is flushed through as it comes; an event stream
+// (text/event-stream) and a gRPC answer (application/grpc, whose
+// messages are compressed on their own) never are. Each response being compressed holds about 1 MiB; past 128
 // at once in a process, or 4 on one client connection, responses go
 // uncompressed. Do not
 // compress responses that mix a secret with text an attacker can put in

@@ -158,6 +158,31 @@ func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 	if res.ContentLength >= 0 && res.ContentLength < z.minLength {
 		return false
 	}
+	if !encodable(res) {
+		return false
+	}
+	cts := fieldOf(res, "Content-Type")
+	return len(cts) > 0 && z.typeListed(cts[0])
+}
+
+// notModifiedVaries reports whether res, a 304 on the route, is one
+// whose 200 the route would compress as far as its fields tell: a 304
+// carries the Vary (and ETag) the 200 to the same request would have
+// (RFC 9110 §15.4.5), whether or not this client takes gzip, else a
+// cache freshening its stored variant by it (RFC 9111 §4.3.4) serves
+// either variant to any client. Its fields seldom include Content-Type or
+// the length: what they leave open counts as compressed.
+func (z *compressor) notModifiedVaries(res *http.Response) bool {
+	if !encodable(res) {
+		return false
+	}
+	cts := fieldOf(res, "Content-Type")
+	return len(cts) == 0 || z.typeListed(cts[0])
+}
+
+// encodable reports whether res's fields let it be encoded: none names a
+// content coding, no-transform or a digest of its bytes (eligible).
+func encodable(res *http.Response) bool {
 	// A list field's lines are one list (RFC 9110 §5.3): a coding or a
 	// no-transform on any line counts.
 	for _, ce := range fieldOf(res, "Content-Encoding") {
@@ -177,8 +202,7 @@ func (z *compressor) eligible(r *http.Request, res *http.Response) bool {
 			return false
 		}
 	}
-	cts := fieldOf(res, "Content-Type")
-	return len(cts) > 0 && z.typeListed(cts[0])
+	return true
 }
 
 // digestFields name the digests of a response's content as it is sent:
@@ -305,11 +329,21 @@ func weakenETag(dst http.Header) {
 // answered with its strong ETag; but a 304 carries the ETag and Vary a
 // 200 to the same request would have (§15.4.5), the encoding's, and a
 // cache that took the strong one would give the encoded bytes the
-// identity's validator (RFC 9111 §4.3.4).
+// identity's validator (RFC 9111 §4.3.4). Without If-None-Match (a
+// revalidation by If-Modified-Since alone) the client holds no ETag to
+// keep, and the 200 to an HTTP/1.1 request accepting gzip would have
+// been the encoding, its ETag weak: so is the 304's. Where the 200 would
+// not have been encoded after all (too short, of a type not listed: a
+// 304 seldom says) a weak ETag only costs strong comparisons (If-Range
+// then sends the whole representation), while a strong one on encoded
+// bytes would pass the identity's ranges.
 func revalidatesEncoding(r *http.Request, res *http.Response) bool {
 	et := fieldOf(res, "Etag")
 	if len(et) != 1 || !strings.HasPrefix(et[0], `"`) || !acceptsGzip(r.Header) {
 		return false
+	}
+	if len(r.Header["If-None-Match"]) == 0 {
+		return r.ProtoAtLeast(1, 1)
 	}
 	weak, strong := false, false
 	for _, line := range r.Header["If-None-Match"] {
@@ -453,15 +487,17 @@ func (b *gzipBody) Close() error {
 // type ct and size bytes, is one the route compresses for a client that
 // accepts gzip, as eligible does for a target's: then it varies with
 // Accept-Encoding. Its status is known only as http.ServeContent writes
-// it: gzipFileEncoder encodes a 200 (the whole file) only.
+// it: gzipFileEncoder encodes a 200 (the whole file) only. A HEAD is, as
+// its GET would be (RFC 9110 §9.3.2: the same fields).
 func (z *compressor) fileEligible(r *http.Request, ct string, size int64) bool {
-	return r.Method == http.MethodGet && r.ProtoAtLeast(1, 1) && size >= z.minLength && z.typeListed(ct)
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ProtoAtLeast(1, 1) && size >= z.minLength && z.typeListed(ct)
 }
 
 // gzipFileEncoder is what http.ServeContent writes a file through on a
 // compress route, for a client that accepts gzip: a 200 goes
 // gzip-encoded (encodeHeader: no Content-Length or Accept-Ranges, a weak
-// ETag), unless maxCompressing responses are (then as it is); a 304 that
+// ETag), unless maxCompressing responses are (then as it is); a 200 to
+// HEAD gets the encoding's fields without taking a place; a 304 that
 // revalidates the encoding gets its weak ETag (revalidatesEncoding); the
 // others (206: ranges of the identity, 412, 416) go as they are. finish
 // ends the encoding.
@@ -476,6 +512,9 @@ type gzipFileEncoder struct {
 func (w *gzipFileEncoder) WriteHeader(code int) {
 	h := w.Header()
 	switch {
+	case code == http.StatusOK && w.r.Method == http.MethodHead:
+		// The GET's fields (RFC 9110 §9.3.2), no body to encode.
+		encodeHeader(h)
 	case code == http.StatusOK && w.zw == nil && takeCompressPlace(w.conn):
 		encodeHeader(h)
 		w.zw = pooledGzipWriter(w.level, w.respWriter)

@@ -78,7 +78,10 @@ func TestCompress(t *testing.T) {
 			{name: "already encoded", query: "ct=text/html&n=5000&ce=br", accept: "gzip"},
 			{name: "no-transform", query: "ct=text/html&n=5000&cc=public,+no-transform", accept: "gzip"},
 			{name: "partial", query: "ct=text/html&n=5000&status=206", accept: "gzip"},
-			{name: "HEAD", query: "ct=text/html&n=5000", accept: "gzip", method: "HEAD"},
+			// A HEAD gets the fields its GET would (RFC 9110 §9.3.2).
+			{name: "HEAD", query: "ct=text/html&n=5000&etag=%22v1%22", accept: "gzip", method: "HEAD", gzip: true, vary: true},
+			{name: "HEAD, no accept-encoding", query: "ct=text/html&n=5000&etag=%22v1%22", method: "HEAD", vary: true},
+			{name: "HEAD, short", query: "ct=text/html&n=100", accept: "gzip", method: "HEAD"},
 			{name: "target's vary kept", query: "ct=text/html&n=5000&vary=Origin", accept: "gzip", gzip: true, vary: true},
 			{name: "wildcard type", query: "ct=text/x-custom&n=5000", accept: "gzip", gzip: true, vary: true, route: "/wild"},
 			// */* is every type, as nginx's gzip_types *; but what must
@@ -140,6 +143,12 @@ func TestCompress(t *testing.T) {
 			}
 			if et := req.URL.Query().Get("etag"); et != "" && res.Header.Get("Etag") != "W/"+et {
 				t.Errorf("%s: ETag %q, want W/%s", name, res.Header.Get("Etag"), et)
+			}
+			if method == "HEAD" {
+				if len(raw) != 0 {
+					t.Errorf("%s: %d bytes of body", name, len(raw))
+				}
+				continue
 			}
 			zr, err := gzip.NewReader(bytes.NewReader(raw))
 			if err != nil {
@@ -393,11 +402,28 @@ func TestCompressFieldLines(t *testing.T) {
 // (RFC 9110 §13.1.2), answers 304 with its strong one. The 304 carries
 // the ETag and Vary a 200 to that request would (RFC 9110 §15.4.5): the
 // weak one, else the client's cache would give the encoded bytes the
-// identity's strong validator.
+// identity's strong validator. Every 304 carries Vary: Accept-Encoding,
+// as the 200 to either variant does, the identity's too; one revalidated
+// by If-Modified-Since alone, to a client taking gzip, the encoding's
+// weak ETag (its 200 would have been the encoding); one to HEAD as one to
+// GET; one whose fields rule out the encoding (no-transform, a coding)
+// neither.
 func TestCompressNotModified(t *testing.T) {
 	addr := h2cBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.Header().Set("Etag", `"v1"`)
+		if cc := r.URL.Query().Get("cc"); cc != "" {
+			w.Header().Set("Cache-Control", cc)
+		}
+		if ce := r.URL.Query().Get("ce"); ce != "" {
+			w.Header().Set("Content-Encoding", ce) // ServeContent drops it from a 304
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		if r.Header.Get("If-Modified-Since") != "" {
+			w.WriteHeader(http.StatusNotModified) // net/http's ServeContent keeps no Content-Type on a 304
+			return
+		}
 		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(strings.Repeat("x", 5000)))
 	}))
 	cfg := proxyTo(addr)
@@ -405,19 +431,33 @@ func TestCompressNotModified(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		f, c := frontFor(t, cfg, h2)
 		for _, tc := range []struct {
-			name, accept, inm, etag string
-			vary                    bool
+			name, method, query, accept, inm, ims, etag string
+			vary                                        bool
 		}{
 			{name: "encoded variant", accept: "gzip", inm: `W/"v1"`, etag: `W/"v1"`, vary: true},
-			{name: "identity variant", accept: "gzip", inm: `"v1"`, etag: `"v1"`},
-			{name: "no gzip now", inm: `W/"v1"`, etag: `"v1"`},
+			{name: "identity variant", accept: "gzip", inm: `"v1"`, etag: `"v1"`, vary: true},
+			{name: "no gzip now", inm: `W/"v1"`, etag: `"v1"`, vary: true},
+			{name: "HEAD, encoded variant", method: "HEAD", accept: "gzip", inm: `W/"v1"`, etag: `W/"v1"`, vary: true},
+			{name: "by date, gzip", accept: "gzip", ims: "Mon, 07 Dec 2026 00:00:00 GMT", etag: `W/"v1"`, vary: true},
+			{name: "by date, no gzip", ims: "Mon, 07 Dec 2026 00:00:00 GMT", etag: `"v1"`, vary: true},
+			{name: "no-transform", query: "?cc=no-transform", accept: "gzip", inm: `W/"v1"`, etag: `"v1"`},
+			{name: "already encoded", query: "?ce=br", accept: "gzip", inm: `W/"v1"`, etag: `"v1"`},
 		} {
-			req, _ := http.NewRequest("GET", f.url+"/", nil)
+			method := tc.method
+			if method == "" {
+				method = "GET"
+			}
+			req, _ := http.NewRequest(method, f.url+"/"+tc.query, nil)
 			req.Host = "example.test"
 			if tc.accept != "" {
 				req.Header.Set("Accept-Encoding", tc.accept)
 			}
-			req.Header.Set("If-None-Match", tc.inm)
+			if tc.inm != "" {
+				req.Header.Set("If-None-Match", tc.inm)
+			}
+			if tc.ims != "" {
+				req.Header.Set("If-Modified-Since", tc.ims)
+			}
 			res, err := c.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -425,9 +465,31 @@ func TestCompressNotModified(t *testing.T) {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			vary := strings.Contains(res.Header.Get("Vary"), "Accept-Encoding")
-			if res.StatusCode != http.StatusNotModified || res.Header.Get("Etag") != tc.etag || tc.vary && !vary {
+			if res.StatusCode != http.StatusNotModified || res.Header.Get("Etag") != tc.etag || vary != tc.vary {
 				t.Errorf("h2 %v, %s: %d, ETag %q, Vary %q; want 304, ETag %s, Vary Accept-Encoding %v", h2, tc.name, res.StatusCode, res.Header.Get("Etag"), res.Header.Get("Vary"), tc.etag, tc.vary)
 			}
+		}
+	}
+}
+
+// TestNotModifiedVaries: a 304 varies unless its fields rule out the
+// encoding; a Content-Type (net/http's servers drop it from a 304, others
+// keep it) of a type not listed does.
+func TestNotModifiedVaries(t *testing.T) {
+	z, _ := newCompressor(&CompressConfig{})
+	for _, tc := range []struct {
+		h    http.Header
+		want bool
+	}{
+		{http.Header{"Etag": {`"v"`}}, true},
+		{http.Header{"Content-Type": {"text/html; charset=utf-8"}}, true},
+		{http.Header{"Content-Type": {"image/png"}}, false},
+		{http.Header{"Content-Encoding": {"br"}}, false},
+		{http.Header{"Cache-Control": {"max-age=1, no-transform"}}, false},
+		{http.Header{"Content-Digest": {"sha-256=:x:"}}, false},
+	} {
+		if got := z.notModifiedVaries(&http.Response{StatusCode: http.StatusNotModified, Header: tc.h}); got != tc.want {
+			t.Errorf("304 with %v: %v, want %v", tc.h, got, tc.want)
 		}
 	}
 }

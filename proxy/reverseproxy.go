@@ -1475,19 +1475,27 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	// Not for HTTP/1.0 clients, as nginx's gzip_http_version 1.1: the
 	// caches of that time ignore Vary and would give the encoding to
 	// clients that never asked for it.
-	varies := rt.compress != nil && r.Method != http.MethodHead && r.ProtoAtLeast(1, 1) && rt.compress.eligible(r, res)
+	// A HEAD gets the fields its GET would (RFC 9110 §9.3.2): the
+	// encoding's, without a body to encode (the target's Content-Length,
+	// the identity's, goes: the encoding's is not known).
+	varies := rt.compress != nil && r.ProtoAtLeast(1, 1) && rt.compress.eligible(r, res)
+	headEncoded := false
 	if varies && acceptsGzip(r.Header) {
-		var perConn *atomic.Int32
-		if rs.ci != nil {
-			perConn = &rs.ci.compressing
+		if r.Method == http.MethodHead {
+			headEncoded = true
+		} else {
+			var perConn *atomic.Int32
+			if rs.ci != nil {
+				perConn = &rs.ci.compressing
+			}
+			gz, _ = newGzipBody(rt.compress.level, fi != 0, perConn) // nil when too many are: uncompressed
 		}
-		gz, _ = newGzipBody(rt.compress.level, fi != 0, perConn) // nil when too many are: uncompressed
 	}
-	// A 304 that revalidates the encoding gets the encoding's ETag and
-	// Vary (revalidatesEncoding); not one to HEAD, whose 200 would be the
-	// identity's.
-	encoded304 := rt.compress != nil && r.Method != http.MethodHead && res.StatusCode == http.StatusNotModified && revalidatesEncoding(r, res)
-	if h := passOnHead(res); h == nil || varies || encoded304 || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
+	// A 304 carries the Vary its 200 would (notModifiedVaries), and one
+	// that revalidates the encoding its ETag (revalidatesEncoding).
+	vary304 := rt.compress != nil && res.StatusCode == http.StatusNotModified && r.ProtoAtLeast(1, 1) && rt.compress.notModifiedVaries(res)
+	encoded304 := vary304 && revalidatesEncoding(r, res)
+	if h := passOnHead(res); h == nil || varies || vary304 || !rs.w.writeFields(res.StatusCode, res.ContentLength, h) {
 		if h != nil {
 			h.Fill(res)
 		}
@@ -1503,11 +1511,13 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 		if varies {
 			addVary(dst)
 		}
-		if gz != nil {
+		if gz != nil || headEncoded {
 			encodeHeader(dst)
 		}
-		if encoded304 {
+		if vary304 {
 			addVary(dst)
+		}
+		if encoded304 {
 			weakenETag(dst)
 		}
 		rs.w.WriteHeader(res.StatusCode)
