@@ -234,13 +234,13 @@ func (s *SessionStore) setDefaults() {
 	s.Timeout = sessionstore.DefaultTimeout
 }
 
-func (a *Admin) setDefaults()     { a.Address = DefaultAdminAddress }
+func (a *Admin) setDefaults() { a.Address = DefaultAdminAddress }
 func (a *AccessLog) setDefaults() {
 	a.Path, a.Format = "stdout", "combined"
 	a.Buffer, a.Flush = DefaultAccessLogBuffer, DefaultAccessLogFlush
 }
-func (l *Log) setDefaults()       { l.Level, l.Format = "info", "text" }
-func (o *Offload) setDefaults()   { o.Queue = DefaultOffloadQueue }
+func (l *Log) setDefaults()     { l.Level, l.Format = "info", "text" }
+func (o *Offload) setDefaults() { o.Queue = DefaultOffloadQueue }
 
 func (k *KeyServer) setDefaults() {
 	k.ConnectTimeout = DefaultKeyServerConnectTimeout

@@ -143,7 +143,7 @@ clients: [{name: `+strings.Repeat("c", 129)+`, subject: "CN=gmproxy,O=gmproxy te
 	ks.sigs <- syscall.SIGHUP
 	waitFor(t, func() bool { return strings.Contains(ks.stderr.String(), "keys reloaded") })
 	log := ks.stderr.String()
-	for _, want := range []string{`is already served`, `clients[0].name: name \"`+strings.Repeat("c", 129)+`\" is 129 bytes long`} {
+	for _, want := range []string{`is already served`, `clients[0].name: name \"` + strings.Repeat("c", 129) + `\" is 129 bytes long`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the reload's log lacks %q:\n%s", want, log)
 		}
