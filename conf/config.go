@@ -1117,8 +1117,16 @@ type Timeouts struct {
 	// grpc-timeout as what is left of the call's deadline, counted from
 	// the request's start (Envoy's rewrite), so that a backend does not
 	// work on past the client's end after time spent queueing, on a
-	// buffered body or on failed attempts. 0 means grpc-timeout is not
-	// honoured (it passes unchanged). Default 10m.
+	// buffered body or on failed attempts. The deadline ends the whole
+	// call, not only that wait (as Envoy's max_stream_duration with
+	// grpc_timeout_header_max, but not capped at this): an upload or a
+	// response stream still going then is cut, the target's stream reset
+	// (RST_STREAM CANCEL; over HTTP/1.1 its connection closed), and the
+	// client gets DEADLINE_EXCEEDED, before the response head as above,
+	// after it as trailers (grpc-status 4, grpc-message "deadline
+	// exceeded") that end the stream (gRPC-Web, whose trailers are in its
+	// body, and gRPC over HTTP/1.1: the response ends broken). 0 means
+	// grpc-timeout is not honoured (it passes unchanged). Default 10m.
 	GRPCTimeoutMax time.Duration `yaml:"grpc_timeout_max"`
 }
 

@@ -519,8 +519,14 @@ type TransportConfig struct {
 	// then answered DEADLINE_EXCEEDED (504 in the access log), the
 	// target neither charged nor another tried. Each attempt's target
 	// gets grpc-timeout as what is left of the deadline, counted from
-	// the request's start. Default DefaultGRPCTimeoutMax (10m);
-	// negative: grpc-timeout is not honoured (it passes unchanged).
+	// the request's start. The deadline ends the whole exchange, not
+	// only the wait (not capped at this): an upload or a response stream
+	// still going then is cut, the target's stream reset (RST_STREAM
+	// CANCEL, an HTTP/1.1 connection closed), and the client gets
+	// DEADLINE_EXCEEDED, after the response head as trailers ending the
+	// stream (gRPC-Web and gRPC over HTTP/1.1: the response ends
+	// broken). Default DefaultGRPCTimeoutMax (10m); negative:
+	// grpc-timeout is not honoured (it passes unchanged).
 	GRPCTimeoutMax time.Duration
 	// MaxIdleConns is the idle pool size per target. Default 64; negative
 	// disables keep-alive (every request gets a new connection).

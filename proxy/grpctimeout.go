@@ -82,15 +82,16 @@ func grpcDeadline(h http.Header, most time.Duration) (time.Duration, bool) {
 // unary call's answer comes with its head, so a call allowed minutes by
 // its client was cut at response_header, 504, which gRPC clients take for
 // UNAVAILABLE and retry); a call with less, or waiting on no
-// response_header, waits only for what it has left, so that the proxy
-// answers DEADLINE_EXCEEDED at the call's deadline even to a client that
-// does not cancel it then (one whose deadline a hop before the proxy
-// set), and holds no target connection past it.
+// response_header, keeps d: the call's deadline, which ends its whole
+// exchange (forward's context), ends the wait, so that the proxy answers
+// DEADLINE_EXCEEDED then even to a client that does not cancel the call
+// (one whose deadline a hop before the proxy set), and holds no target
+// connection past it.
 func grpcHeaderWait(d, left, most time.Duration) time.Duration {
 	if d > 0 && left > d {
 		return min(left, max(most, d))
 	}
-	return left
+	return d
 }
 
 // encodeGRPCTimeout writes d, positive, as a grpc-timeout value: at most
@@ -120,3 +121,37 @@ func (grpcDeadlineError) Error() string {
 }
 func (grpcDeadlineError) Timeout() bool   { return true }
 func (grpcDeadlineError) Temporary() bool { return false }
+
+// grpcDeadlinePassed ends a gRPC call whose deadline (rs.grpcEnd) ended
+// the copy of target t's response (err: how the read ended), the
+// target's stream already reset by the exchange's context. A client
+// given none of the response gets the Trailers-Only DEADLINE_EXCEEDED
+// reply (grpcReply), as at the head's wait. One whose head went out, over
+// HTTP/2, gets trailers that end the stream with grpc-status 4 and
+// grpc-message "deadline exceeded", which every gRPC client takes as the
+// call's status (Envoy resets the stream instead, with NO_ERROR, which
+// grpc-go reports as INTERNAL: "stream terminated by RST_STREAM"). A
+// gRPC-Web call's trailers are a frame of its body and one over HTTP/1.1
+// no client's: their response ends broken (ErrAbortHandler), which the
+// client takes as a failed call. The target is not charged: the client
+// chose the deadline. The access log keeps the response's status with
+// grpc_status 4 (the trailer's).
+func (s *site) grpcDeadlinePassed(rs *reqState, r *http.Request, t *Target, err error) {
+	up := rs.route.up.name
+	if rs.w.discard() {
+		s.errorResponse(rs, r, http.StatusGatewayTimeout, "upstream timed out", "the gRPC call's deadline (grpc-timeout) passed during the response from target "+t.Addr+" of upstream "+up+": "+err.Error())
+		return
+	}
+	args := []any{"site", s.name, "upstream", up, "target", t.Addr, "uri", r.RequestURI, "grpc_timeout", r.Header["Grpc-Timeout"][0]}
+	if rs.reqID != "" {
+		args = append(args, "request_id", rs.reqID)
+	}
+	s.p.logger.Info("gRPC call ended at its deadline during the response", args...)
+	if r.ProtoMajor != 2 || grpcReplyType(r) != "application/grpc" {
+		panic(http.ErrAbortHandler)
+	}
+	rs.w.Flush()
+	h := rs.w.Header()
+	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(grpcDeadlineExceeded)}
+	h[http.TrailerPrefix+"Grpc-Message"] = []string{"deadline exceeded"}
+}

@@ -30,7 +30,12 @@ import (
 // SETTINGS; it returns the server's.
 func rawH2(t *testing.T, addr string) (*http2.Framer, *http2.SettingsFrame) {
 	t.Helper()
-	c := dialRaw(t, addr)
+	return rawH2On(t, dialRaw(t, addr))
+}
+
+// rawH2On is rawH2 on the connection c.
+func rawH2On(t *testing.T, c net.Conn) (*http2.Framer, *http2.SettingsFrame) {
+	t.Helper()
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()

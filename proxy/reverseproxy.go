@@ -72,6 +72,10 @@ type reqState struct {
 	// response_header watch; ended with the handler (endWatches).
 	send   *sendWatch
 	header *headerWatch
+	// grpcEnd is the deadline of a gRPC call whose grpc-timeout its
+	// upstream honours (grpcDeadline), zero for none: the whole exchange
+	// (the upload, the wait for the head, the response body) ends then.
+	grpcEnd time.Time
 }
 
 // endWatches releases the contexts of the watches of the attempt whose
@@ -755,6 +759,21 @@ func (s *site) forward(rs *reqState, r *http.Request, rt *route) {
 			wrote = rs.trace.wrote
 			actx = httptrace.WithClientTrace(ctx, rs.trace.t)
 		}
+	}
+	if d, ok := grpcDeadline(r.Header, rt.up.grpcMax); ok {
+		// The call's deadline ends its whole exchange, as Envoy's
+		// max_stream_duration with grpc_timeout_header_max does, not
+		// only the wait for the head: an upload or a response stream
+		// going on past it holds a target's stream (reset: RST_STREAM
+		// CANCEL over HTTP/2, the connection closed over HTTP/1.1) and
+		// the proxy's resources for a client that gave up.
+		if actx == nil {
+			actx = ctx
+		}
+		rs.grpcEnd = rs.start.Add(d)
+		var cancel context.CancelFunc
+		actx, cancel = context.WithDeadline(actx, rs.grpcEnd)
+		defer cancel()
 	}
 	outreq := rs.newOutgoing(r, rt, actx)
 	if r.ContentLength != 0 && !noBody {
@@ -1555,6 +1574,12 @@ func (s *site) handleResponse(rs *reqState, r *http.Request, rt *route, t *Targe
 	if err != nil {
 		if errors.Is(err, errClientWrite) || r.Context().Err() != nil {
 			rs.clientGone = true
+			return
+		}
+		if !rs.grpcEnd.IsZero() && !time.Now().Before(rs.grpcEnd) {
+			// The call's deadline ended the exchange: not the
+			// target's failure.
+			s.grpcDeadlinePassed(rs, r, t, err)
 			return
 		}
 		if rs.body != nil && rs.body.timedOut.Load() {
