@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,6 +238,9 @@ func checkFields(h http.Header) error {
 // body after a HEAD response, a second response) would otherwise be read
 // as the next request's response; net/http's Transport closes such a
 // connection too ("Unsolicited response received on idle HTTP channel").
+// Bytes that come once the connection carries the next request are not
+// seen so: a bodiless response that announced a body is not pooled
+// (announcesBody).
 func (cl *h1Client) get(ctx context.Context, addr string) (*h1Conn, bool, error) {
 	cl.mu.Lock()
 	for l := cl.idle[addr]; len(l) > 0; l = cl.idle[addr] {
@@ -482,6 +487,9 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool,
 	// Transfer-Encoding, which must then be taken as faulty (RFC 9112
 	// §6.1).
 	keep := early == nil && !res.Close && !req.Close && res.StatusCode != http.StatusSwitchingProtocols && res.ProtoAtLeast(1, 1)
+	if res.Body == http.NoBody && announcesBody(res) {
+		keep = false
+	}
 	passed := false
 	if res.Header == nil {
 		// Read with passOn: passed on only as a final response with a
@@ -507,6 +515,31 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request, passOn bool,
 	}
 	res.Body = b
 	return res, nil, false
+}
+
+// announcesBody reports whether res, read without a body, announced one:
+// a Content-Length above 0 or a Transfer-Encoding, which a response to a
+// HEAD and a 304 may carry (RFC 9110 §8.6, §9.3.2; RFC 9112 §6.1). A
+// backend that writes that body all the same (a handler that ignores
+// HEAD) may write it in a later segment than the head: the pool's peek
+// (alive) finds it only when it came before the connection's next
+// request, and one arriving after that was read as the next request's
+// response, another client's (response desync, a cache poisoned). Such a
+// connection is closed instead of pooled: a new connection for each of
+// these responses (a 304 from nginx, Apache or net/http has no
+// Content-Length; a HEAD's usually has one), against a response given to
+// the wrong client. nginx keeps it, and closes it only when the bytes
+// come while it is idle.
+func announcesBody(res *http.Response) bool {
+	if len(res.TransferEncoding) > 0 {
+		return true
+	}
+	v := res.Header["Content-Length"]
+	if len(v) == 0 {
+		return false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	return err != nil || n > 0
 }
 
 // earlyAnswerWait bounds the wait for the answer of a target that stopped

@@ -756,15 +756,17 @@ func TestH1ClientHTTP10ResponseNotPooled(t *testing.T) {
 }
 
 // TestH1ClientStrayBytesOnIdleConnection: bytes a backend sends on an idle
-// pooled connection (here a body after its HEAD response, which has none:
-// RFC 9110 §9.3.2) are not the next request's response: the connection is
-// dropped before reuse, for a GET as for a POST.
+// pooled connection (here a response after its HEAD response, which
+// announced no body: one that announces a body is not pooled,
+// TestH1ClientBodilessAnnouncedNotPooled) are not the next request's
+// response: the connection is dropped before reuse, for a GET as for a
+// POST.
 func TestH1ClientStrayBytesOnIdleConnection(t *testing.T) {
 	const stray = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\npoison"
 	wrote := make(chan struct{}, 2) // the stray bytes are in the proxy's receive queue
 	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
 		if r.Method == http.MethodHead {
-			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: "+fmt.Sprint(len(stray))+"\r\n\r\n")
+			io.WriteString(w, "HTTP/1.1 200 OK\r\n\r\n")
 			w.Flush()
 			time.Sleep(20 * time.Millisecond) // after the client read the head
 			io.WriteString(w, stray)
@@ -943,5 +945,63 @@ func TestH1ClientRefusesInvalidFields(t *testing.T) {
 	}
 	if got, err := h1Get(t, cl, context.Background(), "GET", b.addr()); got != "200 OK ok" || err != nil {
 		t.Fatalf("a plain request after them: %q, %v", got, err)
+	}
+}
+
+// TestH1ClientBodilessAnnouncedNotPooled: a backend that writes the body
+// of a response that has none (a HEAD's, a 304's) after its head, once
+// the proxy sent the connection's next request, had that body read as
+// the next request's response (another client's): the peek at reuse
+// (TestH1ClientStrayBytesOnIdleConnection) came before the bytes. A
+// bodiless response that announced a body (Content-Length above 0, or
+// Transfer-Encoding) ends its connection; one that announced none is
+// pooled still.
+func TestH1ClientBodilessAnnouncedNotPooled(t *testing.T) {
+	const stray = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\npoison"
+	for _, tc := range []struct {
+		name, method, head string
+		pooled             bool
+	}{
+		{"HEAD with Content-Length", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 43\r\n\r\n", false},
+		{"HEAD chunked", "HEAD", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+		{"HEAD head split", "HEAD", "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 43\r\n\r\n", false},
+		{"304 with Content-Length", "GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 43\r\n\r\n", false},
+		{"304 chunked", "GET", "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+		{"HEAD without a length", "HEAD", "HTTP/1.1 200 OK\r\n\r\n", true},
+		{"HEAD with Content-Length 0", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true},
+		{"304 without a length", "GET", "HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n", true},
+		{"200 with Content-Length 0", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRawBackend(t, func(conn int64, w *bufio.Writer, r *http.Request) bool {
+				switch {
+				case r.URL.Path == "/x":
+					io.WriteString(w, tc.head)
+				case conn == 1 && !tc.pooled:
+					// The first exchange's body, late: read as this
+					// request's answer on a reused connection.
+					io.WriteString(w, stray+okResponse)
+				default:
+					io.WriteString(w, okResponse)
+				}
+				return true
+			})
+			cl := testH1Client(t, nil)
+			if _, err := h1Get(t, cl, context.Background(), tc.method, b.addr()); err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest("GET", "http://"+b.addr()+"/next", nil)
+			req.Body = nil
+			if got, err := h1Do(t, cl, req); got != "ok" || err != nil {
+				t.Fatalf("the next request: %q, %v; want \"ok\"", got, err)
+			}
+			want := int64(2)
+			if tc.pooled {
+				want = 1
+			}
+			if n := b.conns.Load(); n != want {
+				t.Fatalf("%d connections, want %d", n, want)
+			}
+		})
 	}
 }
