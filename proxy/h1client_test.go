@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -1003,5 +1004,76 @@ func TestH1ClientBodilessAnnouncedNotPooled(t *testing.T) {
 				t.Fatalf("%d connections, want %d", n, want)
 			}
 		})
+	}
+}
+
+// TestOversizedResponseFieldRefused: a target's response head with one
+// field longer than the client's read buffer (32 KiB) but within
+// max_response_header_bytes (64 KiB by default) is passed on whole; one
+// with a field longer than max_response_header_bytes, here never ending,
+// is answered 502 without waiting for its end (the head is read no
+// further than the bound), the reason logged, and its connection closed,
+// not pooled: the next request goes over a new one. For the proxy's own
+// client (a GET) and for net/http's Transport (a chunked POST).
+func TestOversizedResponseFieldRefused(t *testing.T) {
+	long := strings.Repeat("l", 40<<10)
+	b := newRawBackend(t, func(_ int64, w *bufio.Writer, r *http.Request) bool {
+		io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/long":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nX-Long: "+long+"\r\nContent-Length: 2\r\n\r\nok")
+		case "/huge":
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nX-Huge: ")
+			chunk := strings.Repeat("h", 64<<10)
+			for range 16 { // 1 MiB and no end: the proxy stops reading first
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return false
+				}
+			}
+			w.Flush()
+			return true // left open: the proxy must not wait for the end
+		default:
+			io.WriteString(w, okResponse)
+		}
+		return true
+	})
+	var logs testpeer.SyncBuffer
+	f := newFront(t, proxyTo(b.addr()), frontOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c := testClient(t)
+	c.Timeout = testwait.Bound(10 * time.Second)
+	for _, post := range []bool{false, true} {
+		do := func(path string) *http.Response {
+			t.Helper()
+			var req *http.Request
+			if post { // a body of unknown length: net/http's Transport
+				req, _ = http.NewRequest("POST", f.url+path, io.MultiReader(strings.NewReader("x")))
+			} else {
+				req, _ = http.NewRequest("GET", f.url+path, nil)
+			}
+			req.Host = "example.test"
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(res.Body)
+			res.Body.Close()
+			return res
+		}
+		before := b.conns.Load()
+		if res := do("/long"); res.StatusCode != 200 || res.Header.Get("X-Long") != long {
+			t.Fatalf("post %v: a 40 KiB field: %d, %d bytes passed on; want 200 and the whole field", post, res.StatusCode, len(res.Header.Get("X-Long")))
+		}
+		if res := do("/huge"); res.StatusCode != http.StatusBadGateway {
+			t.Fatalf("post %v: a field past max_response_header_bytes: %d, want 502", post, res.StatusCode)
+		}
+		if res := do("/next"); res.StatusCode != 200 {
+			t.Fatalf("post %v: the next request: %d, want 200", post, res.StatusCode)
+		}
+		if n := b.conns.Load() - before; n != 2 {
+			t.Fatalf("post %v: %d connections for the three requests, want 2 (the refused head's not reused)", post, n)
+		}
+	}
+	if l := logs.String(); strings.Count(l, "header") < 2 || !strings.Contains(l, "too large") {
+		t.Fatalf("the reason not logged:\n%s", l)
 	}
 }
