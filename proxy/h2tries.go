@@ -16,6 +16,11 @@ import (
 // no concurrent streams).
 var errTargetRefused = errors.New("proxy: the target refused the request on every new connection (HTTP/2 GOAWAY before its stream, or no concurrent streams), not processed")
 
+// errStreamRefused ends an attempt whose HTTP/2 target refused the
+// request's stream on its connection once more after the
+// maxRefusedTries retries there.
+var errStreamRefused = errors.New("proxy: the target refused the request's stream again and again (HTTP/2 REFUSED_STREAM), not processed")
+
 // triesWatch bounds the connections net/http's Transport tries on its
 // own within one attempt over HTTP/2. For each connection whose GOAWAY
 // excludes the request's stream, or that advertised no concurrent streams
@@ -38,7 +43,14 @@ var errTargetRefused = errors.New("proxy: the target refused the request on ever
 // the attempt is not the last), the watch stops the attempt there, so
 // the request goes to that target at once (as Envoy's refused-stream
 // retry does) rather than back off on this one. A lone target keeps the
-// Transport's retries: they get a burst through a target of few streams.
+// Transport's first retries (at once, after 1 s): they get a burst
+// through a target of few streams. Not the later ones: a target that
+// refused every stream held each request for the Transport's eight tries
+// and its 1 + 2 + 4 … 32 s of backoff (63 s, eight streams) before its
+// client got a 502; the watch stops the try after the 2 s wait
+// (maxRefusedTries), so the client has its 502 in about 3 s, after three
+// streams (RFC 9113 §8.7 lets a refused request be retried, not without
+// end).
 //
 // The watch cancels the attempt's context in the trace hook itself,
 // before the request is written on the connection it was given, so the
@@ -51,16 +63,22 @@ type triesWatch struct {
 	up    *Upstream
 	tried []*Target
 
-	mu    sync.Mutex
-	tries int      // HTTP/2 connections given (GotConn), one a try
-	last  net.Conn // the connection of the last try
-	fired bool
+	mu      sync.Mutex
+	tries   int      // HTTP/2 connections given (GotConn), one a try
+	refused int      // tries on the connection of the try before: a refused stream's
+	last    net.Conn // the connection of the last try
+	cause   error    // why the watch cancelled the attempt; nil: it did not
 }
 
 // maxTransportTries bounds the tries of one attempt: above a burst's
 // (four) and the Transport's own retries of a refused stream (eight
 // tries in all).
 const maxTransportTries = 8
+
+// maxRefusedTries bounds the retries of a refused stream on the
+// connection that refused it, in one attempt: the Transport's at once
+// and after 1 s; the next, after 2 s more, is stopped.
+const maxRefusedTries = 2
 
 // watchTries returns req under a context the watch cancels when the
 // transport tries the request again past its bound, or on a connection
@@ -86,13 +104,21 @@ func (w *triesWatch) gotConn(c net.Conn) {
 	w.tries++
 	again := c == w.last // the Transport's retry of a refused stream
 	w.last = c
-	if w.fired {
+	if again {
+		w.refused++
+	}
+	if w.cause != nil {
 		return
 	}
-	if w.tries > maxTransportTries || again && w.up != nil && w.up.otherAvailable(w.tried) {
-		w.fired = true
-		w.cancel(errTargetRefused)
+	switch {
+	case w.tries > maxTransportTries || again && w.up != nil && w.up.otherAvailable(w.tried):
+		w.cause = errTargetRefused
+	case w.refused > maxRefusedTries:
+		w.cause = errStreamRefused
+	default:
+		return
 	}
+	w.cancel(w.cause)
 }
 
 // negotiatedH2 reports whether c is a TLS connection that speaks HTTP/2
@@ -102,11 +128,11 @@ func negotiatedH2(c net.Conn) bool {
 	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
 }
 
-// stop reports whether the watch cancelled the attempt.
-func (w *triesWatch) stop() (fired bool) {
+// stop reports why the watch cancelled the attempt (nil: it did not).
+func (w *triesWatch) stop() (cause error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.fired
+	return w.cause
 }
 
 // notProcessed reports whether err says the HTTP/2 target did not process
@@ -117,7 +143,7 @@ func (w *triesWatch) stop() (fired bool) {
 // after Request.Body was written"): the text is matched, and
 // TestH2TargetRefusesRetriedElsewhere fails when a release changes it.
 func notProcessed(err error) bool {
-	if errors.Is(err, errTargetRefused) {
+	if errors.Is(err, errTargetRefused) || errors.Is(err, errStreamRefused) {
 		return true
 	}
 	s := err.Error()

@@ -1347,8 +1347,10 @@ func (u *Upstream) viaTransport(rs *reqState, tr http.RoundTripper, outreq *http
 		req.Body = attempt
 	}
 	res, err := tr.RoundTrip(req)
-	if tw != nil && tw.stop() && err != nil {
-		err = errTargetRefused
+	if tw != nil && err != nil {
+		if cause := tw.stop(); cause != nil {
+			err = cause
+		}
 	}
 	if hw != nil && hw.stop() {
 		// The wait was over first: its cancel made RoundTrip fail, or
