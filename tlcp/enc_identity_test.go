@@ -3,6 +3,7 @@ package tlcp
 import (
 	"crypto/rand"
 	"encoding/asn1"
+	"fmt"
 	"math/big"
 	"net/url"
 	"testing"
@@ -81,21 +82,9 @@ func TestServerEncCertOfAnotherEntity(t *testing.T) {
 			}
 			cert.EncCertificate, cert.EncKey = issueLeaf(t, ca, caKey, smx509.KeyUsageKeyEncipherment|smx509.KeyUsageDataEncipherment, tc.cn, tc.dns)
 			for _, suite := range []uint16{ECC_SM4_GCM_SM3, ECDHE_SM4_GCM_SM3} {
-				scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{suite}}
-				ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{suite}}
-				if suite == ECDHE_SM4_GCM_SM3 {
-					scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, pool
-					ccfg.Certificates = []Certificate{pair}
-				}
-				cerr, serr := handshakePair(t, scfg, ccfg)
+				serr := checkServerCert(t, tc.name, cert, pair, pool, suite, tc.ok)
 				if tc.ok {
-					if cerr != nil || serr != nil {
-						t.Fatalf("%s: client %v, server %v; want a handshake", CipherSuiteName(suite), cerr, serr)
-					}
 					continue
-				}
-				if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
-					t.Fatalf("%s: client error %v, want bad_certificate", CipherSuiteName(suite), cerr)
 				}
 				if a, ok := peerAlertOf(serr); !ok || a != AlertBadCertificate {
 					t.Fatalf("%s: server error %v, want peer bad_certificate", CipherSuiteName(suite), serr)
@@ -131,22 +120,7 @@ func TestServerEncCertKeyUsageForECC(t *testing.T) {
 	} {
 		cert := pair
 		cert.EncCertificate, cert.EncKey = issueLeaf(t, ca, caKey, tc.ku, "localhost", []string{"localhost"})
-		scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{tc.suite}}
-		ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{tc.suite}}
-		if tc.suite == ECDHE_SM4_GCM_SM3 {
-			scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, pool
-			ccfg.Certificates = []Certificate{pair}
-		}
-		cerr, serr := handshakePair(t, scfg, ccfg)
-		if tc.ok {
-			if cerr != nil || serr != nil {
-				t.Fatalf("key usage %#x, %s: client %v, server %v; want a handshake", tc.ku, CipherSuiteName(tc.suite), cerr, serr)
-			}
-			continue
-		}
-		if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
-			t.Fatalf("key usage %#x, %s: client error %v, want bad_certificate", tc.ku, CipherSuiteName(tc.suite), cerr)
-		}
+		checkServerCert(t, fmt.Sprintf("key usage %#x", tc.ku), cert, pair, pool, tc.suite, tc.ok)
 	}
 }
 
@@ -244,18 +218,7 @@ func TestServerEncCertSubjectEncodings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			enc, encKey := issueTmpl(t, ca, caKey, &smx509.Certificate{RawSubject: tc.subject, DNSNames: []string{"localhost"}, KeyUsage: smx509.KeyUsageKeyEncipherment})
 			cert := Certificate{SignCertificate: [][]byte{sign}, SignKey: signKey, EncCertificate: enc, EncKey: encKey}
-			scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
-			ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
-			cerr, serr := handshakePair(t, scfg, ccfg)
-			if tc.ok {
-				if cerr != nil || serr != nil {
-					t.Fatalf("client %v, server %v; want a handshake", cerr, serr)
-				}
-				return
-			}
-			if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
-				t.Fatalf("client error %v, want bad_certificate", cerr)
-			}
+			checkServerCert(t, tc.name, cert, Certificate{}, pool, ECC_SM4_GCM_SM3, tc.ok)
 		})
 	}
 }
@@ -354,18 +317,7 @@ func TestServerEncCertNonServerNames(t *testing.T) {
 			}
 			tmpl.KeyUsage = smx509.KeyUsageKeyEncipherment
 			cert.EncCertificate, cert.EncKey = issueTmpl(t, ca, caKey, &tmpl)
-			scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
-			ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{ECC_SM4_GCM_SM3}}
-			cerr, serr := handshakePair(t, scfg, ccfg)
-			if tc.ok {
-				if cerr != nil || serr != nil {
-					t.Fatalf("client %v, server %v; want a handshake", cerr, serr)
-				}
-				return
-			}
-			if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
-				t.Fatalf("client error %v, want bad_certificate", cerr)
-			}
+			checkServerCert(t, tc.name, cert, Certificate{}, pool, ECC_SM4_GCM_SM3, tc.ok)
 		})
 	}
 }
@@ -398,22 +350,7 @@ func TestServerOneCertSignAndEnc(t *testing.T) {
 	} {
 		der, key := issueLeaf(t, ca, caKey, tc.ku, "localhost", []string{"localhost"})
 		cert := Certificate{SignCertificate: [][]byte{der}, SignKey: key, EncCertificate: der, EncKey: key}
-		scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{tc.suite}}
-		ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{tc.suite}}
-		if tc.suite == ECDHE_SM4_GCM_SM3 {
-			scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, pool
-			ccfg.Certificates = []Certificate{pair}
-		}
-		cerr, serr := handshakePair(t, scfg, ccfg)
-		if tc.ok {
-			if cerr != nil || serr != nil {
-				t.Fatalf("key usage %#x, %s: client %v, server %v; want a handshake", tc.ku, CipherSuiteName(tc.suite), cerr, serr)
-			}
-			continue
-		}
-		if a, ok := alertOf(cerr); !ok || a != AlertBadCertificate {
-			t.Fatalf("key usage %#x, %s: client error %v, want bad_certificate", tc.ku, CipherSuiteName(tc.suite), cerr)
-		}
+		checkServerCert(t, fmt.Sprintf("key usage %#x", tc.ku), cert, pair, pool, tc.suite, tc.ok)
 	}
 }
 
@@ -438,4 +375,30 @@ func FuzzSameName(f *testing.F) {
 			t.Fatalf("sameName(%x, %x) is not symmetric", a, b)
 		}
 	})
+}
+
+// checkServerCert has a client trusting pool connect under suite to a
+// server presenting cert (under ECDHE, with mutual authentication: the
+// client presents pair), and fails t, naming what, unless the handshake
+// completes (ok) or the client refuses the server's certificates with
+// bad_certificate; it returns the server's error.
+func checkServerCert(t *testing.T, what string, cert, pair Certificate, pool *smx509.CertPool, suite uint16, ok bool) error {
+	t.Helper()
+	scfg := &Config{Certificates: []Certificate{cert}, CipherSuites: []uint16{suite}}
+	ccfg := &Config{RootCAs: pool, ServerName: "localhost", CipherSuites: []uint16{suite}}
+	if suite == ECDHE_SM4_GCM_SM3 {
+		scfg.ClientAuth, scfg.ClientCAs = RequireAndVerifyClientCert, pool
+		ccfg.Certificates = []Certificate{pair}
+	}
+	cerr, serr := handshakePair(t, scfg, ccfg)
+	if ok {
+		if cerr != nil || serr != nil {
+			t.Fatalf("%s, %s: client %v, server %v; want a handshake", what, CipherSuiteName(suite), cerr, serr)
+		}
+		return nil
+	}
+	if a, isAlert := alertOf(cerr); !isAlert || a != AlertBadCertificate {
+		t.Fatalf("%s, %s: client error %v, want bad_certificate", what, CipherSuiteName(suite), cerr)
+	}
+	return serr
 }
