@@ -3,6 +3,7 @@ package testpeer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -35,8 +36,16 @@ var (
 func ExpectCalm(t testing.TB, c net.Conn, scheme, authority string, pairs int, end Ender) (sent int) {
 	t.Helper()
 	code, goAway, sent, ended := ResetFlood(c, scheme, authority, pairs, end)
+	expectCalmEnd(t, code, goAway, ended, fmt.Sprintf("%d streams opened and ended", sent))
+	return sent
+}
+
+// expectCalmEnd fails t unless a flood (what it sent) met a GOAWAY
+// (goAway, its code) of ENHANCE_YOUR_CALM and the connection's end.
+func expectCalmEnd(t testing.TB, code http2.ErrCode, goAway, ended bool, what string) {
+	t.Helper()
 	if !goAway {
-		t.Fatalf("no GOAWAY after %d streams opened and ended", sent)
+		t.Fatalf("no GOAWAY after %s", what)
 	}
 	if code != http2.ErrCodeEnhanceYourCalm {
 		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
@@ -44,7 +53,6 @@ func ExpectCalm(t testing.TB, c net.Conn, scheme, authority string, pairs int, e
 	if !ended {
 		t.Error("connection still open after GOAWAY")
 	}
-	return sent
 }
 
 // ResetFlood is an HTTP/2 reset flood client on c: the client preface,
@@ -103,15 +111,7 @@ var (
 func ExpectFrameFloodCalm(t testing.TB, c net.Conn, scheme, authority string, frames int, send Sender) (sent int) {
 	t.Helper()
 	code, goAway, sent, ended := FrameFlood(c, scheme, authority, frames, send)
-	if !goAway {
-		t.Fatalf("no GOAWAY after %d frames of the flood", sent)
-	}
-	if code != http2.ErrCodeEnhanceYourCalm {
-		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", code)
-	}
-	if !ended {
-		t.Error("connection still open after GOAWAY")
-	}
+	expectCalmEnd(t, code, goAway, ended, fmt.Sprintf("%d frames of the flood", sent))
 	return sent
 }
 
