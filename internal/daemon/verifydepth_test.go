@@ -7,14 +7,11 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmproxy/gmproxy/conf"
@@ -29,38 +26,16 @@ import (
 // one intermediate, which the clients send.
 func deepIdentities(t *testing.T) (*clientIdentity, []*smx509.Certificate) {
 	t.Helper()
-	serial := time.Now().UnixNano()
-	// issue makes a certificate for key signed by parent (nil: itself).
+	// issue makes a certificate for key signed by parent (nil: itself),
+	// for client authentication unless it is a CA's.
 	issue := func(cn string, parent *devpki.Cert, key crypto.Signer, isCA bool, ku smx509.KeyUsage) devpki.Cert {
-		serial++
-		tmpl := &smx509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: ku}
-		if isCA {
-			tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		} else {
-			tmpl.ExtKeyUsage = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth}
+		var eku []smx509.ExtKeyUsage
+		if !isCA {
+			eku = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth}
 		}
-		signer := devpki.Cert{Cert: tmpl, Key: key}
-		if parent != nil {
-			signer = *parent
-		}
-		der, err := smx509.CreateCertificate(rand.Reader, tmpl, signer.Cert, key.Public(), signer.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := smx509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return devpki.Cert{Cert: c, Key: key}
+		return oncaIssue(t, cn, parent, key, isCA, ku, eku, time.Now().Add(time.Hour))
 	}
-	sm2Key := func() crypto.Signer {
-		k, err := sm2.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
+	sm2Key := func() crypto.Signer { return oncaSM2Key(t) }
 	ecKey := func() crypto.Signer {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
