@@ -21,15 +21,7 @@ import (
 // a device such as /dev/zero, or a file growing while it is read, has no
 // end to read into memory.
 func TestNamedFileNotRegularOrHuge(t *testing.T) {
-	path := filepath.Join("testdata", "good", "minimal.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pki, err := filepath.Abs(filepath.Join("testdata", "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, data, pki := minimalWithPKI(t)
 	dir := t.TempDir()
 
 	// A FIFO standing for the signing certificate, with a writer that
@@ -139,15 +131,7 @@ func TestConfigFileNotRegularOrHuge(t *testing.T) {
 // files first with os.ReadFile, whose open of a FIFO waits for a writer:
 // check and every reload hung there.
 func TestTLCPPairFIFOWithoutWriter(t *testing.T) {
-	path := filepath.Join("testdata", "good", "minimal.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pki, err := filepath.Abs(filepath.Join("testdata", "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, data, pki := minimalWithPKI(t)
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pair.fifo")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
@@ -192,4 +176,20 @@ func TestTLCPPairFIFOWithoutWriter(t *testing.T) {
 			t.Fatalf("%s a FIFO: check still opening it (waiting for a writer)", field)
 		}
 	}
+}
+
+// minimalWithPKI returns testdata/good/minimal.yaml's path and text and
+// the absolute path of the test PKI it names.
+func minimalWithPKI(t *testing.T) (path string, data []byte, pki string) {
+	t.Helper()
+	path = filepath.Join("testdata", "good", "minimal.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pki, err = filepath.Abs(filepath.Join("testdata", "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, data, pki
 }
